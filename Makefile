@@ -1,0 +1,53 @@
+# cairn — the developer entry points. `make test` is what CI runs (.ci/run).
+SHELL := /bin/bash
+.DEFAULT_GOAL := build
+
+JOBS ?= $(shell nproc)
+SOURCES := $(shell git ls-files --cached --others --exclude-standard 'src/*.cc' 'src/*.h' 2>/dev/null)
+CAIRN_BIN := $(CURDIR)/build/release/src/cli/cairn
+PYTEST := $(CURDIR)/.venv/bin/pytest
+
+.PHONY: bootstrap deps build debug asan lint format unit asan-test oracle test bench clean
+
+bootstrap:  ## install every dependency (idempotent)
+	scripts/bootstrap.sh
+
+deps:  ## system packages needed to build (idempotent)
+	scripts/bootstrap.sh --build
+
+build: deps  ## release build (RelWithDebInfo): the binary, tests and benchmarks
+	cmake --preset release >/dev/null
+	cmake --build --preset release -j $(JOBS)
+
+debug: deps
+	cmake --preset debug >/dev/null
+	cmake --build --preset debug -j $(JOBS)
+
+asan: deps  ## AddressSanitizer + UndefinedBehaviorSanitizer build
+	cmake --preset asan >/dev/null
+	cmake --build --preset asan -j $(JOBS)
+
+format:  ## rewrite sources with clang-format
+	clang-format -i $(SOURCES)
+
+lint: build  ## clang-format (check only) and clang-tidy, warnings are errors
+	clang-format --dry-run -Werror $(SOURCES)
+	run-clang-tidy -quiet -p build/release -j $(JOBS) '$(CURDIR)/src/.*\.cc$$' >/tmp/cairn-tidy.log 2>&1 \
+	  || { grep -E "error:|warning:" -A3 /tmp/cairn-tidy.log | head -80; exit 1; }
+
+unit: build  ## unit and in-process tests
+	ctest --preset release -j $(JOBS)
+
+asan-test: asan  ## the unit tests under the sanitizers
+	ctest --preset asan -j $(JOBS)
+
+oracle: build bootstrap  ## cairn against the stock implementations (@huggingface/xetchunk-wasm, hf_xet)
+	CAIRN_BIN=$(CAIRN_BIN) $(PYTEST) -q tests/oracle
+
+test: bootstrap lint unit asan-test oracle  ## everything CI runs
+
+bench: build  ## Google Benchmark programs (see BENCHMARKS.md)
+	build/release/src/xet/xet_bench --benchmark_counters_tabular=true
+
+clean:
+	rm -rf build

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Installs everything cairn needs to build and test on Debian 12. Idempotent: a second run changes nothing.
+#   scripts/bootstrap.sh          system packages + test tools (venv, npm)
+#   scripts/bootstrap.sh --build  system packages only (enough for `make build`)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+DEBIAN_PACKAGES=(
+  build-essential cmake ninja-build pkg-config git
+  clang-format clang-tidy
+  librust-blake3-dev liblz4-dev libssl-dev libsqlite3-dev libjwt-dev
+  libboost1.81-dev libboost-json1.81-dev libboost-url1.81-dev
+  libspdlog-dev libfmt-dev libcli11-dev libtomlplusplus-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  python3 python3-venv curl
+)
+
+missing=()
+for p in "${DEBIAN_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+# Node.js: machines of this kind ship NodeSource's nodejs (npm bundled, conflicting with Debian's npm); use
+# whatever provides the commands, and fall back to Debian's packages only when they are absent.
+command -v node >/dev/null || missing+=(nodejs)
+command -v npm >/dev/null || missing+=(npm)
+
+if ((${#missing[@]})); then
+  echo "bootstrap: installing ${missing[*]}"
+  SUDO=""; [[ $(id -u) -ne 0 ]] && SUDO="sudo"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+[[ "${1:-}" == "--build" ]] && exit 0
+
+# Python: the stock hf_xet client and pytest, pinned, in the project's own venv.
+req_hash=$(sha256sum tests/requirements.txt | cut -d' ' -f1)
+if [[ "$(cat .venv/.requirements 2>/dev/null)" != "$req_hash" ]]; then
+  [[ -x .venv/bin/python ]] || python3 -m venv .venv
+  .venv/bin/pip install -q --disable-pip-version-check -r tests/requirements.txt
+  echo "$req_hash" >.venv/.requirements
+fi
+
+# Node: the stock @huggingface packages, pinned by package-lock.json.
+if [[ ! -d tests/oracle/node_modules ]] || [[ tests/oracle/package-lock.json -nt tests/oracle/node_modules ]]; then
+  (cd tests/oracle && npm ci --no-audit --no-fund --loglevel=error && touch node_modules)
+fi

@@ -1,0 +1,16 @@
+// Subcommands of the `cairn` binary. Each registers its options on the CLI11 app and runs when selected.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace cairn::cli {
+
+// `cairn hash`: chunk files as the stock client does and print their chunk, xorb, file and verification
+// hashes.
+void RegisterHash(CLI::App& app);
+// `cairn xorb verify`: validate a xorb object (footer-less upload or stored with a footer).
+void RegisterXorb(CLI::App& app);
+// `cairn shard verify|dump`: parse a shard and check its files against a directory of xorbs.
+void RegisterShard(CLI::App& app);
+
+}  // namespace cairn::cli

@@ -1,0 +1,66 @@
+// Errors as values. Every fallible protocol function returns Result<T>: either a value or an Error whose
+// message says, in words a client can act on, what was wrong with the input. No exceptions cross layer
+// boundaries.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <variant>
+
+namespace cairn::xet {
+
+enum class ErrorCode {
+  kMalformed,     // the bytes do not follow the format
+  kHashMismatch,  // well-formed, but a recomputed hash differs from the claimed one
+  kLimit,         // a size or count limit was exceeded
+  kNotFound,      // a referenced object is unknown
+  kInconsistent,  // well-formed, but disagrees with data it refers to (sizes, ranges)
+};
+
+struct Error {
+  ErrorCode code;
+  std::string message;
+};
+
+template <typename T>
+class [[nodiscard]] Result {
+ public:
+  Result(T value) : v_(std::move(value)) {}      // NOLINT(google-explicit-constructor): implicit by design
+  Result(Error error) : v_(std::move(error)) {}  // NOLINT(google-explicit-constructor)
+
+  bool ok() const { return v_.index() == 0; }
+  explicit operator bool() const { return ok(); }
+  T& value() & { return std::get<0>(v_); }
+  const T& value() const& { return std::get<0>(v_); }
+  T&& value() && { return std::get<0>(std::move(v_)); }
+  T* operator->() { return &value(); }
+  const T* operator->() const { return &value(); }
+  T& operator*() & { return value(); }
+  const T& operator*() const& { return value(); }
+  const Error& error() const { return std::get<1>(v_); }
+
+ private:
+  std::variant<T, Error> v_;
+};
+
+// Result<void> equivalent.
+struct Ok {};
+using Status = Result<Ok>;
+
+inline Error Malformed(std::string m) {
+  return {ErrorCode::kMalformed, std::move(m)};
+}
+inline Error HashMismatch(std::string m) {
+  return {ErrorCode::kHashMismatch, std::move(m)};
+}
+inline Error LimitExceeded(std::string m) {
+  return {ErrorCode::kLimit, std::move(m)};
+}
+inline Error Inconsistent(std::string m) {
+  return {ErrorCode::kInconsistent, std::move(m)};
+}
+inline Error NotFound(std::string m) {
+  return {ErrorCode::kNotFound, std::move(m)};
+}
+
+}  // namespace cairn::xet

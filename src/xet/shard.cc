@@ -1,0 +1,320 @@
+#include "xet/shard.h"
+
+#include <algorithm>
+#include <cassert>
+#include <cstring>
+#include <string>
+#include <tuple>
+
+#include "xet/bytes.h"
+#include "xet/hashing.h"
+
+namespace cairn::xet {
+namespace {
+
+constexpr uint8_t kShardTag[32] = {0x48, 0x46, 0x52, 0x65, 0x70, 0x6f, 0x4d, 0x65, 0x74, 0x61, 0x44,
+                                   0x61, 0x74, 0x61, 0x00, 0x55, 0x69, 0x67, 0x45, 0x6a, 0x7b, 0x81,
+                                   0x57, 0x83, 0xa5, 0xbd, 0xd9, 0x5c, 0xcd, 0xd1, 0x4a, 0xa9};
+
+enum class EntryKind { kRecord, kBookend, kBadBookend };
+
+// A bookend is 32 bytes of 0xFF then 16 zero bytes. 32 × 0xFF with anything else after is corrupt.
+EntryKind Classify(const uint8_t* e) {
+  for (int i = 0; i < 32; ++i) {
+    if (e[i] != 0xFF) return EntryKind::kRecord;
+  }
+  for (int i = 32; i < 48; ++i) {
+    if (e[i] != 0) return EntryKind::kBadBookend;
+  }
+  return EntryKind::kBookend;
+}
+
+// Sequential reader over 48-byte entries; every access is bounds-checked by the caller via remaining().
+class EntryReader {
+ public:
+  explicit EntryReader(std::span<const uint8_t> b) : b_(b) {}
+  size_t pos() const { return pos_; }
+  size_t remaining_entries() const { return (b_.size() - pos_) / kShardEntrySize; }
+  bool has_entry() const { return b_.size() - pos_ >= kShardEntrySize; }
+  const uint8_t* take() {
+    const uint8_t* p = b_.data() + pos_;
+    pos_ += kShardEntrySize;
+    return p;
+  }
+
+ private:
+  std::span<const uint8_t> b_;
+  size_t pos_ = kShardHeaderSize;
+};
+
+uint32_t U32(const uint8_t* p) {
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+std::string Nth(const char* what, size_t i) {
+  return std::string(what) + " " + std::to_string(i);
+}
+
+ShardFooter ReadFooter(std::span<const uint8_t> f) {
+  ShardFooter o;
+  o.file_info_offset = LoadU64(f, 8);
+  o.xorb_info_offset = LoadU64(f, 16);
+  o.file_lookup_offset = LoadU64(f, 24);
+  o.file_lookup_num_entry = LoadU64(f, 32);
+  o.xorb_lookup_offset = LoadU64(f, 40);
+  o.xorb_lookup_num_entry = LoadU64(f, 48);
+  o.chunk_lookup_offset = LoadU64(f, 56);
+  o.chunk_lookup_num_entry = LoadU64(f, 64);
+  o.chunk_hash_hmac_key = Hash::FromBytes(f.data() + 72);
+  o.creation_timestamp = LoadU64(f, 104);
+  o.key_expiry = LoadU64(f, 112);
+  o.stored_bytes_on_disk = LoadU64(f, 168);
+  o.materialized_bytes = LoadU64(f, 176);
+  o.stored_bytes = LoadU64(f, 184);
+  o.footer_offset = LoadU64(f, 192);
+  return o;
+}
+
+}  // namespace
+
+uint64_t FileRecord::size() const {
+  uint64_t n = 0;
+  for (const auto& t : terms) n += t.unpacked_bytes;
+  return n;
+}
+
+Result<Shard> ParseShard(std::span<const uint8_t> bytes) {
+  if (bytes.size() > kMaxShardBytes) return LimitExceeded("shard larger than 64 MiB");
+  if (bytes.size() < kShardHeaderSize) return Malformed("shard shorter than its 48-byte header");
+  if (std::memcmp(bytes.data(), kShardTag, 32) != 0) return Malformed("not a shard: bad header tag");
+  const uint64_t version = LoadU64(bytes, 32);
+  if (version != kShardVersion) return Malformed("unsupported shard version " + std::to_string(version));
+  const uint64_t footer_size = LoadU64(bytes, 40);
+  if (footer_size != 0 && footer_size != kShardFooterSize) {
+    return Malformed("shard footer size must be 0 or 200, not " + std::to_string(footer_size));
+  }
+
+  Shard shard;
+  EntryReader r(bytes);
+
+  // File info section.
+  std::optional<bool> with_verification;
+  for (;;) {
+    if (!r.has_entry()) return Malformed("truncated shard: file section has no bookend");
+    const size_t at = r.pos();
+    const uint8_t* e = r.take();
+    const EntryKind kind = Classify(e);
+    if (kind == EntryKind::kBookend) break;
+    if (kind == EntryKind::kBadBookend)
+      return Malformed("corrupt bookend in file section at byte " + std::to_string(at));
+
+    const size_t index = shard.files.size();
+    FileRecord f;
+    f.hash = Hash::FromBytes(e);
+    const uint32_t flags = U32(e + 32);
+    const uint32_t n = U32(e + 36);
+    const bool verification = flags & kFileFlagVerification;
+    const bool ext = flags & kFileFlagMetadataExt;
+    if (with_verification && *with_verification != verification) {
+      return Malformed(Nth("file", index) + ": some files have verification entries and some do not");
+    }
+    with_verification = verification;
+    // Entries that follow the header, computed in 64 bits and held to u32 as the format requires.
+    const uint64_t following = uint64_t{n} * (verification ? 2 : 1) + (ext ? 1 : 0);
+    if (following > UINT32_MAX) return Malformed(Nth("file", index) + ": entry count overflows u32");
+    if (following > r.remaining_entries()) {
+      return Malformed(Nth("file", index) + " declares " + std::to_string(n) +
+                       " terms; the shard is truncated");
+    }
+    f.terms.resize(n);
+    for (uint32_t i = 0; i < n; ++i) {
+      const uint8_t* t = r.take();
+      FileTerm& term = f.terms[i];
+      term.xorb = Hash::FromBytes(t);
+      term.xorb_flags = U32(t + 32);
+      term.unpacked_bytes = U32(t + 36);
+      term.chunk_start = U32(t + 40);
+      term.chunk_end = U32(t + 44);
+      if (term.chunk_start >= term.chunk_end) {
+        return Malformed(Nth("file", index) + " " + Nth("term", i) + ": empty or inverted chunk range");
+      }
+    }
+    if (verification) {
+      f.verification.resize(n);
+      for (uint32_t i = 0; i < n; ++i) f.verification[i] = Hash::FromBytes(r.take());
+    }
+    if (ext) f.sha256 = Hash::FromBytes(r.take());
+    shard.files.push_back(std::move(f));
+  }
+
+  // Xorb info section.
+  for (;;) {
+    if (!r.has_entry()) return Malformed("truncated shard: xorb section has no bookend");
+    const size_t at = r.pos();
+    const uint8_t* e = r.take();
+    const EntryKind kind = Classify(e);
+    if (kind == EntryKind::kBookend) break;
+    if (kind == EntryKind::kBadBookend)
+      return Malformed("corrupt bookend in xorb section at byte " + std::to_string(at));
+
+    const size_t index = shard.xorbs.size();
+    XorbRecord x;
+    x.hash = Hash::FromBytes(e);
+    x.flags = U32(e + 32);
+    const uint32_t n = U32(e + 36);
+    x.bytes_in_xorb = U32(e + 40);
+    x.bytes_on_disk = U32(e + 44);
+    if (n > r.remaining_entries()) {
+      return Malformed(Nth("xorb", index) + " declares " + std::to_string(n) +
+                       " chunks; the shard is truncated");
+    }
+    x.chunks.resize(n);
+    for (uint32_t i = 0; i < n; ++i) {
+      const uint8_t* c = r.take();
+      XorbChunkRecord& chunk = x.chunks[i];
+      chunk.hash = Hash::FromBytes(c);
+      chunk.byte_start = U32(c + 32);
+      chunk.size = U32(c + 36);
+      chunk.flags = U32(c + 40);
+    }
+    shard.xorbs.push_back(std::move(x));
+  }
+
+  if (footer_size == kShardFooterSize) {
+    if (bytes.size() - r.pos() < kShardFooterSize) return Malformed("shard announces a footer but has none");
+    const auto f = bytes.subspan(bytes.size() - kShardFooterSize);
+    const uint64_t fv = LoadU64(f, 0);
+    if (fv != kShardFooterVersion) return Malformed("unsupported shard footer version " + std::to_string(fv));
+    shard.footer = ReadFooter(f);
+  }
+  return shard;
+}
+
+std::vector<uint8_t> SerializeShard(const Shard& shard, const ShardWriteOptions& options) {
+  std::vector<uint8_t> out;
+  size_t entries = 2;
+  for (const auto& f : shard.files)
+    entries += 1 + f.terms.size() + f.verification.size() + (f.sha256 ? 1 : 0);
+  for (const auto& x : shard.xorbs) entries += 1 + x.chunks.size();
+  out.reserve(kShardHeaderSize + entries * kShardEntrySize + kShardFooterSize);
+
+  PutBytes(out, kShardTag, 32);
+  PutU64(out, kShardVersion);
+  PutU64(out, kShardFooterSize);
+
+  ShardFooter footer;
+  footer.file_info_offset = out.size();
+  struct Lookup {
+    uint64_t key;
+    uint32_t a;
+    uint32_t b;
+    bool operator<(const Lookup& o) const { return std::tie(key, a, b) < std::tie(o.key, o.a, o.b); }
+  };
+  std::vector<Lookup> file_lookup;
+  std::vector<Lookup> xorb_lookup;
+  std::vector<Lookup> chunk_lookup;
+
+  const auto put_bookend = [&] {
+    out.insert(out.end(), 32, 0xFF);
+    PutZeros(out, 16);
+  };
+  const auto entry_index = [&](uint64_t section_start) {
+    return static_cast<uint32_t>((out.size() - section_start) / kShardEntrySize);
+  };
+
+  // As the stock client does, a shard with verification flags every file, empty ones included (they have no
+  // entries to carry); readers reject shards where only some files are flagged.
+  const bool shard_verified = std::any_of(shard.files.begin(), shard.files.end(),
+                                          [](const FileRecord& f) { return !f.verification.empty(); });
+  for (const auto& f : shard.files) {
+    // A caller's bug, not input: the format has no way to express a partial verification list.
+    assert(f.verification.empty() || f.verification.size() == f.terms.size());
+    const bool verification = !f.verification.empty() || (shard_verified && f.terms.empty());
+    file_lookup.push_back({f.hash.truncated(), entry_index(footer.file_info_offset), 0});
+    PutBytes(out, f.hash.bytes.data(), 32);
+    PutU32(out, (verification ? kFileFlagVerification : 0) | (f.sha256 ? kFileFlagMetadataExt : 0));
+    PutU32(out, static_cast<uint32_t>(f.terms.size()));
+    PutU64(out, 0);
+    for (const auto& t : f.terms) {
+      PutBytes(out, t.xorb.bytes.data(), 32);
+      PutU32(out, t.xorb_flags);
+      PutU32(out, t.unpacked_bytes);
+      PutU32(out, t.chunk_start);
+      PutU32(out, t.chunk_end);
+      footer.materialized_bytes += t.unpacked_bytes;
+    }
+    for (const auto& v : f.verification) {
+      PutBytes(out, v.bytes.data(), 32);
+      PutZeros(out, 16);
+    }
+    if (f.sha256) {
+      PutBytes(out, f.sha256->bytes.data(), 32);
+      PutZeros(out, 16);
+    }
+  }
+  put_bookend();
+
+  footer.xorb_info_offset = out.size();
+  for (const auto& x : shard.xorbs) {
+    const uint32_t header_index = entry_index(footer.xorb_info_offset);
+    xorb_lookup.push_back({x.hash.truncated(), header_index, 0});
+    PutBytes(out, x.hash.bytes.data(), 32);
+    PutU32(out, x.flags);
+    PutU32(out, static_cast<uint32_t>(x.chunks.size()));
+    PutU32(out, x.bytes_in_xorb);
+    PutU32(out, x.bytes_on_disk);
+    footer.stored_bytes += x.bytes_in_xorb;
+    footer.stored_bytes_on_disk += x.bytes_on_disk;
+    for (uint32_t i = 0; i < x.chunks.size(); ++i) {
+      const auto& c = x.chunks[i];
+      const ChunkHash shown = HmacChunkHash(options.hmac_key, c.hash);
+      chunk_lookup.push_back({shown.truncated(), header_index, i});
+      PutBytes(out, shown.bytes.data(), 32);
+      PutU32(out, c.byte_start);
+      PutU32(out, c.size);
+      PutU32(out, c.flags);
+      PutU32(out, 0);
+    }
+  }
+  put_bookend();
+
+  const auto put_table = [&](std::vector<Lookup>& table, bool wide, uint64_t* offset, uint64_t* count) {
+    *offset = out.size();
+    *count = 0;
+    if (!options.lookup_tables) return;
+    std::sort(table.begin(), table.end());
+    for (const auto& l : table) {
+      PutU64(out, l.key);
+      PutU32(out, l.a);
+      if (wide) PutU32(out, l.b);
+    }
+    *count = table.size();
+  };
+  put_table(file_lookup, false, &footer.file_lookup_offset, &footer.file_lookup_num_entry);
+  put_table(xorb_lookup, false, &footer.xorb_lookup_offset, &footer.xorb_lookup_num_entry);
+  put_table(chunk_lookup, true, &footer.chunk_lookup_offset, &footer.chunk_lookup_num_entry);
+
+  footer.footer_offset = out.size();
+  PutU64(out, kShardFooterVersion);
+  PutU64(out, footer.file_info_offset);
+  PutU64(out, footer.xorb_info_offset);
+  PutU64(out, footer.file_lookup_offset);
+  PutU64(out, footer.file_lookup_num_entry);
+  PutU64(out, footer.xorb_lookup_offset);
+  PutU64(out, footer.xorb_lookup_num_entry);
+  PutU64(out, footer.chunk_lookup_offset);
+  PutU64(out, footer.chunk_lookup_num_entry);
+  PutBytes(out, options.hmac_key.bytes.data(), 32);
+  PutU64(out, options.creation_timestamp);
+  PutU64(out, options.key_expiry);
+  PutZeros(out, 48);
+  PutU64(out, footer.stored_bytes_on_disk);
+  PutU64(out, footer.materialized_bytes);
+  PutU64(out, footer.stored_bytes);
+  PutU64(out, footer.footer_offset);
+  return out;
+}
+
+}  // namespace cairn::xet

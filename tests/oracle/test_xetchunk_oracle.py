@@ -1,0 +1,220 @@
+"""cairn's chunker and hashes vs the stock @huggingface/xetchunk-wasm package (node oracle).
+
+`node xetchunk_oracle.mjs FILE...` and `$CAIRN_BIN hash --json FILE...` must print, one JSON object per
+line per file and in argument order, exactly the same objects:
+  {"path", "size", "chunks": [{"hash", "size"}], "xorb_hash", "file_hash", "verification_hash",
+   "verification_hash_first3"}
+The oracle itself is checked first: against the published vectors (xet-protocol.md §1.4, §2.8), for
+block-size independence, and against hf_xet's own (Rust) hash_files on every input. That last check
+matters: xetchunk-wasm 0.2.0 is a JavaScript reimplementation, and its own chunker cuts below the 8 KiB
+minimum (see xetchunk_oracle.mjs and /work/notes/oracles.md), so the oracle drives the stock gear hash
+itself and uses the package for all hashing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import struct
+
+import pytest
+
+from oracle_util import ORACLE_DIR, json_lines, run
+
+MiB = 1024 * 1024
+ORACLE = str(ORACLE_DIR / "xetchunk_oracle.mjs")
+KEYS = {"path", "size", "chunks", "xorb_hash", "file_hash", "verification_hash", "verification_hash_first3"}
+ZERO = "0" * 64
+
+
+def _rand(seed: int, n: int) -> bytes:
+    return random.Random(seed).randbytes(n)
+
+
+def _splitmix64(seed: int, n: int) -> bytes:
+    m = (1 << 64) - 1
+    s, out = seed, bytearray()
+    while len(out) < n:
+        s = (s + 0x9E3779B97F4A7C15) & m
+        z = s
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & m
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & m
+        out += struct.pack("<Q", z ^ (z >> 31))
+    return bytes(out[:n])
+
+
+def _text_repeated(n: int) -> bytes:
+    para = (b"The quick brown fox jumps over the lazy dog. Xet stores content-defined chunks in xorbs; "
+            b"shards map files to chunk ranges.\n")
+    return (para * (n // len(para) + 1))[:n]
+
+
+def _text_varied(n: int) -> bytes:
+    r = random.Random(7)
+    words = [b"alpha", b"beta", b"gamma", b"delta", b"xorb", b"shard", b"chunk", b"merkle", b"hash", b"cairn"]
+    out, i = bytearray(), 0
+    while len(out) < n:
+        out += b"%08d %s %s %d\n" % (i, r.choice(words), r.choice(words), r.randrange(100000))
+        i += 1
+    return bytes(out[:n])
+
+
+def _periodic_random(n: int, period: int = 5000) -> bytes:
+    block = _rand(11, period)
+    return (block * (n // period + 1))[:n]
+
+
+# name -> generator; sizes per the test plan (0, 1, 8191, 8192, 131072, 131073, 3 MiB, 9 MiB,
+# compressible and incompressible multi-MiB) plus the published vectors.
+INPUTS = {
+    "empty": lambda: b"",
+    "one_byte": lambda: b"A",
+    "hello_world": lambda: b"hello world",
+    "rand_8191": lambda: _rand(1, 8191),
+    "rand_8192": lambda: _rand(2, 8192),
+    "rand_131072": lambda: _rand(3, 131072),
+    "rand_131073": lambda: _rand(4, 131073),
+    "rand_262144": lambda: _rand(5, 262144),
+    "splitmix0_1000000": lambda: _splitmix64(0, 1_000_000),
+    "const59_1000000": lambda: bytes([59]) * 1_000_000,
+    "rand_3MiB": lambda: _rand(6, 3 * MiB),
+    "rand_9MiB": lambda: _rand(8, 9 * MiB),
+    "rand_6MiB_plus_13": lambda: _rand(9, 6 * MiB + 13),
+    "zeros_4MiB": lambda: bytes(4 * MiB),
+    "text_repeated_5MiB": lambda: _text_repeated(5 * MiB),
+    "text_varied_5MiB": lambda: _text_varied(5 * MiB),
+    "periodic_random_5MiB": lambda: _periodic_random(5 * MiB),
+}
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory) -> dict[str, str]:
+    d = tmp_path_factory.mktemp("xetchunk")
+    paths = {}
+    for name, gen in INPUTS.items():
+        p = d / f"{name}.bin"
+        p.write_bytes(gen())
+        paths[name] = str(p)
+    yield paths
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def _oracle(node_bin: str, files: list[str], block: int | None = None) -> list[dict]:
+    env = dict(os.environ)
+    if block:
+        env["XETCHUNK_ORACLE_BLOCK"] = str(block)
+    r = run([node_bin, ORACLE, *files], env=env, timeout=120, cwd=ORACLE_DIR)
+    objs = json_lines(r.stdout, "xetchunk oracle")
+    assert len(objs) == len(files), f"oracle printed {len(objs)} objects for {len(files)} files"
+    return objs
+
+
+@pytest.fixture(scope="module")
+def oracle_out(node_bin, inputs) -> dict[str, dict]:
+    objs = _oracle(node_bin, list(inputs.values()))
+    return {name: obj for name, obj in zip(inputs, objs)}
+
+
+@pytest.fixture(scope="module")
+def cairn_out(cairn_bin, inputs) -> dict[str, dict]:
+    files = list(inputs.values())
+    r = run([cairn_bin, "hash", "--json", *files], timeout=120)
+    objs = json_lines(r.stdout, "cairn hash --json")
+    assert len(objs) == len(files), (
+        f"cairn hash --json printed {len(objs)} JSON objects for {len(files)} files (want one line per file)")
+    return {name: obj for name, obj in zip(inputs, objs)}
+
+
+# ------------------------------------------------------------------------------------------ oracle sanity
+
+
+def test_oracle_published_vectors(oracle_out):
+    """The oracle reproduces the vectors in xet-protocol.md §1.4 / §2.8."""
+    sm = oracle_out["splitmix0_1000000"]
+    ends, acc = [], 0
+    for c in sm["chunks"]:
+        acc += c["size"]
+        ends.append(acc)
+    assert ends == [84493, 134421, 144853, 243318, 271793, 336457, 467529, 494581, 582000, 596735, 616815, 653164,
+                    678202, 724510, 815591, 827760, 958832, 991092, 1000000]
+    assert sm["chunks"][0]["hash"] == "6eca1e7dadaf08cca5d82d318c800f07c2ddcec115a7e8627e5edd9605b94b8d"
+    assert sm["chunks"][1]["hash"] == "624ea34d72a06e5d43a1b8dd10763f0d22f165992c397ed97563899b27fdd88a"
+    assert sm["chunks"][-1]["hash"] == "03e5b5f5a088269ec4b329f1e04debfac4cb54b9c0facf038f7e8e0f054be7e2"
+    assert sm["xorb_hash"] == "6f2ce16ca5e317f0100ff0e7e5bf40a0de9032e9ee1ad04b6b8ff4e36cdfbf6c"
+    assert sm["file_hash"] == "3d17b2d7d64a0e011b6717a52d9a16bd2c3f05b743fa8adf52a7d75dafab6d89"
+    assert sm["verification_hash"] == "6daf15a7ed258b91f607e8f5e6723a8564292d12c8104c156f7bad9c255a0180"
+    assert sm["verification_hash_first3"] == "9d229909f34de2ef9143bb807ab4862894ff855af45ff18f79063400cb72383a"
+
+    c59 = oracle_out["const59_1000000"]
+    assert [c["size"] for c in c59["chunks"]] == [131072] * 7 + [1000000 - 7 * 131072]
+
+    hw = oracle_out["hello_world"]
+    assert hw["chunks"] == [{"hash": "4e39378b9d359f118190557a1f44130219a54e5fcfa07bd96cf50b466fe651b1", "size": 11}]
+    assert hw["xorb_hash"] == hw["chunks"][0]["hash"]  # single leaf passes through
+
+    e = oracle_out["empty"]
+    assert e["size"] == 0 and e["chunks"] == []
+    assert e["xorb_hash"] == ZERO and e["file_hash"] == ZERO
+    assert e["verification_hash_first3"] is None
+    # keyed BLAKE3 (VERIFICATION_KEY) of the empty message, not zeros
+    assert e["verification_hash"] == "b81ce0cc7ce434c719c5f31801bc0825ead2a9ebae7419605afc00726961e5d9"
+
+
+def test_oracle_block_size_independent(node_bin, inputs, oracle_out):
+    """Feeding the chunker 1 MiB or 255-byte blocks gives the same result as 37 KiB blocks."""
+    names = list(inputs)
+    big = _oracle(node_bin, [inputs[n] for n in names], block=MiB)
+    small_names = [n for n in names if os.path.getsize(inputs[n]) <= 1_000_000]
+    small = _oracle(node_bin, [inputs[n] for n in small_names], block=255)
+    for n, obj in zip(names, big):
+        assert obj == oracle_out[n], f"{n}: 1 MiB blocks differ from 37 KiB blocks"
+    for n, obj in zip(small_names, small):
+        assert obj == oracle_out[n], f"{n}: 255-byte blocks differ from 37 KiB blocks"
+
+
+def test_oracle_agrees_with_hf_xet(hf_xet_python, inputs, oracle_out, tmp_path):
+    """File hashes from the JS oracle equal those of the stock Rust client (hf_xet.hash_files)."""
+    prog = ("import sys, json, warnings, hf_xet\n"
+            "warnings.simplefilter('ignore')\n"
+            "print(json.dumps([[i.hash, i.file_size] for i in hf_xet.hash_files(sys.argv[1:])]))\n")
+    names = list(inputs)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HF_XET_")}
+    env.update({"HF_XET_TELEMETRY_ENABLED": "0", "HF_XET_CACHE": str(tmp_path / "cache"),
+                "HF_HOME": str(tmp_path / "hf_home"), "HF_XET_LOG_DEST": str(tmp_path / "xet.log")})
+    r = run([hf_xet_python, "-c", prog, *[inputs[n] for n in names]], env=env, timeout=120)
+    got = json.loads(r.stdout)
+    for n, (h, size) in zip(names, got):
+        assert (oracle_out[n]["file_hash"], oracle_out[n]["size"]) == (h, size), f"{n}: oracle vs hf_xet.hash_files"
+
+
+# ------------------------------------------------------------------------------------------ cairn vs oracle
+
+
+def test_cairn_output_shape(cairn_out, inputs):
+    for name, obj in cairn_out.items():
+        assert isinstance(obj, dict), f"{name}: not a JSON object"
+        assert set(obj) == KEYS, f"{name}: keys {sorted(obj)} != {sorted(KEYS)}"
+        assert obj["path"] == inputs[name], (
+            f"objects must come in argument order with path as given: got {obj['path']!r} for {inputs[name]!r}")
+        for c in obj["chunks"]:
+            assert isinstance(c, dict) and set(c) == {"hash", "size"}, f"{name}: bad chunk entry {c!r}"
+
+
+@pytest.mark.parametrize("name", list(INPUTS))
+def test_cairn_matches_oracle(name, cairn_out, oracle_out):
+    want, got = oracle_out[name], cairn_out[name]
+    assert got.get("path") == want["path"]
+    assert got.get("size") == want["size"], "size"
+    wc, gc = want["chunks"], got.get("chunks")
+    assert isinstance(gc, list), "chunks must be a list"
+    for i, (w, g) in enumerate(zip(wc, gc)):
+        if w != g:
+            off = sum(c["size"] for c in wc[:i])
+            pytest.fail(f"{name}: first differing chunk #{i} (offset {off}): cairn {g} oracle {w}; "
+                        f"cairn has {len(gc)} chunks, oracle {len(wc)}", pytrace=False)
+    assert len(gc) == len(wc), f"{name}: cairn has {len(gc)} chunks, oracle {len(wc)}"
+    for key in ("xorb_hash", "file_hash", "verification_hash", "verification_hash_first3"):
+        assert got.get(key) == want[key], f"{name}: {key}"
+    assert got == want  # anything else (extra keys, types)
