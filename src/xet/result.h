@@ -15,6 +15,7 @@ enum class ErrorCode {
   kLimit,         // a size or count limit was exceeded
   kNotFound,      // a referenced object is unknown
   kInconsistent,  // well-formed, but disagrees with data it refers to (sizes, ranges)
+  kIo,            // the operating system or a database failed (disk full, permission, corruption)
 };
 
 struct Error {
@@ -61,6 +62,9 @@ inline Error Inconsistent(std::string m) {
 }
 inline Error NotFound(std::string m) {
   return {ErrorCode::kNotFound, std::move(m)};
+}
+inline Error IoError(std::string m) {
+  return {ErrorCode::kIo, std::move(m)};
 }
 
 }  // namespace cairn::xet

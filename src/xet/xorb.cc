@@ -1,5 +1,6 @@
 #include "xet/xorb.h"
 
+#include <lz4.h>
 #include <lz4frame.h>
 
 #include <algorithm>
@@ -128,6 +129,92 @@ void Bg4Join(std::span<const uint8_t> in, std::span<uint8_t> out) {
 // ---------------------------------------------------------------------------------------------------------------
 // Decoding
 
+namespace {
+
+// XXH32 of a short input (< 16 bytes): only needed for the LZ4 frame header checksum.
+uint8_t FrameHeaderChecksum(const uint8_t* p, size_t len) {
+  constexpr uint32_t kP1 = 2654435761U, kP2 = 2246822519U, kP3 = 3266489917U, kP4 = 668265263U,
+                     kP5 = 374761393U;
+  uint32_t h = kP5 + static_cast<uint32_t>(len);
+  size_t i = 0;
+  for (; i + 4 <= len; i += 4) {
+    uint32_t w;
+    std::memcpy(&w, p + i, 4);
+    h = std::rotl(h + w * kP3, 17) * kP4;
+  }
+  for (; i < len; ++i) h = std::rotl(h + p[i] * kP5, 11) * kP1;
+  h ^= h >> 15;
+  h *= kP2;
+  h ^= h >> 13;
+  h *= kP3;
+  h ^= h >> 16;
+  return static_cast<uint8_t>(h >> 8);
+}
+
+enum class FastFrame { kDecoded, kNotApplicable };
+
+// Decodes the frames the stock client writes (independent blocks, no checksums, no dictionary) block by block
+// with LZ4_decompress_safe straight into `out`, skipping liblz4's frame state machine. Anything else (linked
+// blocks, checksums) is left to LZ4F. Every length is checked against the bytes present and the room in
+// `out`.
+Result<FastFrame> DecodeSimpleFrame(std::span<const uint8_t> in, std::span<uint8_t> out) {
+  if (in.size() < 7 || LoadU32(in, 0) != 0x184D2204U) return FastFrame::kNotApplicable;
+  const uint8_t flg = in[4];
+  const uint8_t bd = in[5];
+  const bool independent = flg & 0x20;
+  const bool block_checksum = flg & 0x10;
+  const bool content_size = flg & 0x08;
+  const bool content_checksum = flg & 0x04;
+  const bool dict_id = flg & 0x01;
+  if ((flg >> 6) != 1 || (flg & 0x02) || (bd & 0x8F) || !independent || block_checksum || content_checksum ||
+      dict_id) {
+    return FastFrame::kNotApplicable;  // LZ4F validates or rejects these
+  }
+  const unsigned block_id = (bd >> 4) & 7;
+  if (block_id < 4) return FastFrame::kNotApplicable;
+  const size_t block_max = size_t{1} << (8 + 2 * block_id);
+  const size_t desc_len = content_size ? 10 : 2;
+  if (in.size() < 4 + desc_len + 1) return Malformed("truncated LZ4 frame");
+  if (FrameHeaderChecksum(in.data() + 4, desc_len) != in[4 + desc_len]) {
+    return Malformed("invalid LZ4 frame: header checksum");
+  }
+  if (content_size && LoadU64(in, 6) != out.size()) {
+    return Malformed("LZ4 frame content size differs from the chunk header");
+  }
+  size_t pos = 4 + desc_len + 1;
+  size_t produced = 0;
+  for (;;) {
+    if (in.size() - pos < 4) return Malformed("truncated LZ4 frame");
+    const uint32_t word = LoadU32(in, pos);
+    pos += 4;
+    if (word == 0) break;  // end mark
+    const size_t size = word & 0x7FFFFFFFU;
+    if (size > block_max) return Malformed("invalid LZ4 frame: block larger than the frame's block size");
+    if (in.size() - pos < size) return Malformed("truncated LZ4 frame");
+    const size_t room = out.size() - produced;
+    if (word & 0x80000000U) {  // stored block
+      if (size > room) return Malformed("LZ4 frame decodes to more than the chunk's uncompressed length");
+      std::memcpy(out.data() + produced, in.data() + pos, size);
+      produced += size;
+    } else {
+      const int n = LZ4_decompress_safe(reinterpret_cast<const char*>(in.data() + pos),
+                                        reinterpret_cast<char*>(out.data() + produced),
+                                        static_cast<int>(size), static_cast<int>(std::min(room, block_max)));
+      if (n < 0) {
+        return Malformed("invalid LZ4 block, or it decodes to more than the chunk's uncompressed length");
+      }
+      produced += static_cast<size_t>(n);
+    }
+    pos += size;
+  }
+  if (pos != in.size()) return Malformed("trailing bytes after the LZ4 frame");
+  if (produced != out.size())
+    return Malformed("LZ4 frame decodes to fewer bytes than the chunk header states");
+  return FastFrame::kDecoded;
+}
+
+}  // namespace
+
 struct ChunkDecoder::Impl {
   LZ4F_dctx* dctx = nullptr;
   std::vector<uint8_t> scratch;  // decoded bytes (hashing path)
@@ -144,6 +231,9 @@ struct ChunkDecoder::Impl {
 
   // Decodes exactly one LZ4 frame that fills `out` exactly.
   Status Lz4Frame(std::span<const uint8_t> in, std::span<uint8_t> out) {
+    auto fast = DecodeSimpleFrame(in, out);
+    if (!fast) return fast.error();
+    if (*fast == FastFrame::kDecoded) return Ok{};
     if (dctx == nullptr) return Malformed("LZ4 decoder unavailable");
     size_t in_pos = 0;
     size_t out_pos = 0;

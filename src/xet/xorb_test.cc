@@ -1,6 +1,7 @@
 #include "xet/xorb.h"
 
 #include <gtest/gtest.h>
+#include <lz4frame.h>
 
 #include <array>
 #include <atomic>
@@ -333,6 +334,72 @@ TEST(XorbCodec, RejectsTruncatedLz4Frame) {
       EXPECT_TRUE(Contains(s.error().message, "truncated")) << s.error().message;
     }
   }
+}
+
+// Frames other encoders may write (checksums, linked blocks, a content size, several blocks) take liblz4's
+// general path or the fast path; both must accept every valid frame.
+TEST(XorbCodec, AcceptsEveryValidLz4FrameVariant) {
+  const Bytes raw = testing::TextLikeBytes(4, 100000);
+  struct Variant {
+    const char* name;
+    LZ4F_blockSizeID_t block;
+    LZ4F_blockMode_t mode;
+    bool content_checksum;
+    bool block_checksum;
+    bool content_size;
+  };
+  const Variant variants[] = {
+      {"plain 256K", LZ4F_max256KB, LZ4F_blockIndependent, false, false, false},
+      {"two 64K blocks", LZ4F_max64KB, LZ4F_blockIndependent, false, false, false},
+      {"content size", LZ4F_max256KB, LZ4F_blockIndependent, false, false, true},
+      {"linked blocks", LZ4F_max64KB, LZ4F_blockLinked, false, false, false},
+      {"content checksum", LZ4F_max64KB, LZ4F_blockIndependent, true, false, false},
+      {"block checksum", LZ4F_max64KB, LZ4F_blockIndependent, false, true, false},
+  };
+  ChunkDecoder decoder;
+  for (const auto& v : variants) {
+    SCOPED_TRACE(v.name);
+    LZ4F_preferences_t prefs{};
+    prefs.frameInfo.blockSizeID = v.block;
+    prefs.frameInfo.blockMode = v.mode;
+    prefs.frameInfo.contentChecksumFlag =
+        v.content_checksum ? LZ4F_contentChecksumEnabled : LZ4F_noContentChecksum;
+    prefs.frameInfo.blockChecksumFlag = v.block_checksum ? LZ4F_blockChecksumEnabled : LZ4F_noBlockChecksum;
+    prefs.frameInfo.contentSize = v.content_size ? raw.size() : 0;
+    Bytes frame(LZ4F_compressFrameBound(raw.size(), &prefs));
+    const size_t n = LZ4F_compressFrame(frame.data(), frame.size(), raw.data(), raw.size(), &prefs);
+    ASSERT_FALSE(LZ4F_isError(n));
+    frame.resize(n);
+    const ChunkHeader h{static_cast<uint32_t>(n), CompressionScheme::kLz4, static_cast<uint32_t>(raw.size())};
+    Bytes out(raw.size());
+    ASSERT_TRUE(decoder.Decode(h, frame, out).ok());
+    EXPECT_EQ(out, raw);
+  }
+}
+
+TEST(XorbCodec, RejectsLz4FrameWithBadHeaderChecksum) {
+  ChunkDecoder decoder;
+  auto c = EncodeOne(testing::TextLikeBytes(5, 20000), CompressionScheme::kLz4);
+  ASSERT_EQ(c.used, CompressionScheme::kLz4);
+  c.payload[6] ^= 0xFF;  // the header checksum byte after FLG and BD
+  auto s = DecodeWith(decoder, c.header, c.payload);
+  ASSERT_FALSE(s.ok());
+  EXPECT_TRUE(Contains(s.error().message, "checksum")) << s.error().message;
+}
+
+TEST(XorbCodec, RejectsLz4FrameWithAlteredContentSize) {
+  const Bytes raw = testing::TextLikeBytes(6, 30000);
+  LZ4F_preferences_t prefs{};
+  prefs.frameInfo.contentSize = raw.size();
+  Bytes frame(LZ4F_compressFrameBound(raw.size(), &prefs));
+  const size_t n = LZ4F_compressFrame(frame.data(), frame.size(), raw.data(), raw.size(), &prefs);
+  ASSERT_FALSE(LZ4F_isError(n));
+  frame.resize(n);
+  ChunkDecoder decoder;
+  const ChunkHeader h{static_cast<uint32_t>(n), CompressionScheme::kLz4, static_cast<uint32_t>(raw.size())};
+  ASSERT_TRUE(DecodeWith(decoder, h, frame).ok());
+  frame[6] ^= 1;  // content size (bytes 6..13) now says one byte more or less
+  EXPECT_FALSE(DecodeWith(decoder, h, frame).ok());
 }
 
 TEST(XorbCodec, RejectsTrailingBytesAfterLz4Frame) {
