@@ -7,7 +7,7 @@ SOURCES := $(shell git ls-files --cached --others --exclude-standard 'src/*.cc' 
 CAIRN_BIN := $(CURDIR)/build/release/src/cli/cairn
 PYTEST := $(CURDIR)/.venv/bin/pytest
 
-.PHONY: bootstrap deps build debug asan lint format unit asan-test oracle test bench clean
+.PHONY: bootstrap deps build debug asan lint format unit asan-test oracle interop test run bench clean
 
 bootstrap:  ## install every dependency (idempotent)
 	scripts/bootstrap.sh
@@ -44,10 +44,18 @@ asan-test: asan  ## the unit tests under the sanitizers
 oracle: build bootstrap  ## cairn against the stock implementations (@huggingface/xetchunk-wasm, hf_xet)
 	CAIRN_BIN=$(CAIRN_BIN) $(PYTEST) -q tests/oracle
 
-test: bootstrap lint unit asan-test oracle  ## everything CI runs
+interop: build bootstrap  ## a real `cairn serve` against hf_xet 1.8.0 and @huggingface/hub 2.17.5
+	CAIRN_BIN=$(CAIRN_BIN) $(PYTEST) -q tests/interop
+
+test: bootstrap lint unit asan-test oracle interop  ## everything CI runs
+
+run: build  ## start the server with its defaults and print a development token
+	scripts/run.sh
 
 bench: build  ## Google Benchmark programs (see BENCHMARKS.md)
 	build/release/src/xet/xet_bench --benchmark_counters_tabular=true
+	build/release/src/cas/cas_bench
+	build/release/src/index/index_bench
 
 clean:
 	rm -rf build

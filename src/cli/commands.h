@@ -12,5 +12,9 @@ void RegisterHash(CLI::App& app);
 void RegisterXorb(CLI::App& app);
 // `cairn shard verify|dump`: parse a shard and check its files against a directory of xorbs.
 void RegisterShard(CLI::App& app);
+// `cairn serve`: run the HTTP server (flags, CAIRN_* environment and TOML configuration).
+void RegisterServe(CLI::App& app);
+// `cairn token`: mint a bearer token with the server's signing key.
+void RegisterToken(CLI::App& app);
 
 }  // namespace cairn::cli

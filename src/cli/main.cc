@@ -12,6 +12,8 @@ int main(int argc, char** argv) {
   cairn::cli::RegisterHash(app);
   cairn::cli::RegisterXorb(app);
   cairn::cli::RegisterShard(app);
+  cairn::cli::RegisterServe(app);
+  cairn::cli::RegisterToken(app);
   CLI11_PARSE(app, argc, argv);
   return 0;
 }

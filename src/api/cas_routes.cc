@@ -1,0 +1,294 @@
+#include "api/cas_routes.h"
+
+#include <atomic>
+#include <charconv>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
+#include "http/range.h"
+#include "xet/shard.h"
+#include "xet/xorb.h"
+
+namespace cairn::api {
+namespace {
+
+using http::Exchange;
+using http::Permission;
+using http::Response;
+using http::RouteOptions;
+using http::Verb;
+
+// Service errors as HTTP statuses. Client mistakes are 400-class (fatal for the stock client); storage and
+// database failures are 500 (retried).
+unsigned StatusOf(const xet::Error& e) {
+  switch (e.code) {
+    case xet::ErrorCode::kMalformed:
+    case xet::ErrorCode::kHashMismatch:
+    case xet::ErrorCode::kLimit:
+    case xet::ErrorCode::kInconsistent:
+    case xet::ErrorCode::kNotFound:  // a shard naming an unknown xorb is a bad request
+      return 400;
+    case xet::ErrorCode::kIo:
+      return 500;
+  }
+  return 500;
+}
+
+Response ErrorResponse(unsigned status, const std::string& message) {
+  return Response::ErrorJson(status, message);
+}
+
+std::optional<xet::Hash> HashParam(const http::Request& r, std::string_view name) {
+  return xet::Hash::FromHex(r.Param(name));
+}
+
+// The reconstruction Range header: "bytes=S-E" (E inclusive, may pass the end) or "bytes=S-".
+bool ParseReconstructionRange(std::string_view h, cas::ByteRange* out) {
+  if (!h.starts_with("bytes=")) return false;
+  h.remove_prefix(6);
+  const size_t dash = h.find('-');
+  if (dash == std::string_view::npos || dash == 0 || h.find(',') != std::string_view::npos) return false;
+  uint64_t a = 0;
+  uint64_t b = UINT64_MAX;
+  auto r1 = std::from_chars(h.data(), h.data() + dash, a);
+  if (r1.ec != std::errc() || r1.ptr != h.data() + dash) return false;
+  if (dash + 1 < h.size()) {
+    auto r2 = std::from_chars(h.data() + dash + 1, h.data() + h.size(), b);
+    if (r2.ec != std::errc() || r2.ptr != h.data() + h.size() || b < a) return false;
+  }
+  *out = {a, b};
+  return true;
+}
+
+void Reconstruction(cas::CasService& service, const std::shared_ptr<Exchange>& ex, cas::ApiVersion version) {
+  const auto& req = ex->request();
+  const auto file = HashParam(req, "file");
+  if (!file) return ex->Respond(ErrorResponse(400, "file id must be 64 hex digits"));
+  std::optional<cas::ByteRange> range;
+  if (auto h = req.Header("Range"); !h.empty()) {
+    cas::ByteRange r;
+    if (!ParseReconstructionRange(h, &r)) return ex->Respond(ErrorResponse(416, "malformed Range header"));
+    range = r;
+  }
+  const std::string scope = req.principal->scope;
+  ex->Offload([&service, ex, file = *file, scope, range, version] {
+    auto answer = service.Reconstruct(file, scope, range, version);
+    if (!answer) {
+      const unsigned status =
+          answer.error().code == xet::ErrorCode::kNotFound ? 404 : StatusOf(answer.error());
+      return ex->Respond(ErrorResponse(status, answer.error().message));
+    }
+    switch (answer->status) {
+      case cas::ReconstructionStatus::kOk:
+        return ex->Respond(Response::Json(200, std::move(answer->body)));
+      case cas::ReconstructionStatus::kRangeNotSatisfiable:
+        return ex->Respond(ErrorResponse(416, answer->detail));
+      case cas::ReconstructionStatus::kMissingXorb:
+        return ex->Respond(ErrorResponse(500, answer->detail));
+    }
+  });
+}
+
+void BatchReconstruction(cas::CasService& service, const std::shared_ptr<Exchange>& ex) {
+  std::vector<xet::FileHash> files;
+  for (const auto& [k, v] : ex->request().query) {
+    if (k != "file_id") continue;
+    auto h = xet::Hash::FromHex(v);
+    if (!h) return ex->Respond(ErrorResponse(400, "file_id must be 64 hex digits"));
+    files.push_back(*h);
+  }
+  if (files.empty() || files.size() > 1000)
+    return ex->Respond(ErrorResponse(400, "give 1 to 1000 file_id values"));
+  const std::string scope = ex->request().principal->scope;
+  ex->Offload([&service, ex, files = std::move(files), scope] {
+    auto answer = service.ReconstructBatch(files, scope);
+    if (!answer) {
+      const unsigned status =
+          answer.error().code == xet::ErrorCode::kNotFound ? 404 : StatusOf(answer.error());
+      return ex->Respond(ErrorResponse(status, answer.error().message));
+    }
+    if (answer->status != cas::ReconstructionStatus::kOk)
+      return ex->Respond(ErrorResponse(500, answer->detail));
+    ex->Respond(Response::Json(200, std::move(answer->body)));
+  });
+}
+
+void Dedup(cas::CasService& service, const std::shared_ptr<Exchange>& ex) {
+  const auto chunk = HashParam(ex->request(), "hash");
+  if (!chunk) return ex->Respond(ErrorResponse(400, "chunk hash must be 64 hex digits"));
+  const std::string scope = ex->request().principal->scope;
+  ex->Offload([&service, ex, chunk = *chunk, scope] {
+    auto shard = service.DedupShard(chunk, scope);
+    if (!shard) {
+      const unsigned status = shard.error().code == xet::ErrorCode::kNotFound ? 404 : StatusOf(shard.error());
+      return ex->Respond(ErrorResponse(status, shard.error().message));
+    }
+    ex->Respond(Response::Binary(200, std::string(shard->begin(), shard->end())));
+  });
+}
+
+void PutXorb(cas::CasService& service, const std::shared_ptr<Exchange>& ex) {
+  const auto hash = HashParam(ex->request(), "hash");
+  if (!hash) return ex->Respond(ErrorResponse(400, "xorb hash must be 64 hex digits"));
+  ex->Offload([&service, ex, hash = *hash] {
+    const auto& body = ex->request().body;
+    auto inserted = service.PutXorb(hash, {reinterpret_cast<const uint8_t*>(body.data()), body.size()});
+    if (!inserted) return ex->Respond(ErrorResponse(StatusOf(inserted.error()), inserted.error().message));
+    ex->Respond(Response::Json(200, *inserted ? R"({"was_inserted":true})" : R"({"was_inserted":false})"));
+  });
+}
+
+void PutShardV1(cas::CasService& service, const std::shared_ptr<Exchange>& ex) {
+  const std::string scope = ex->request().principal->scope;
+  ex->Offload([&service, ex, scope] {
+    const auto& body = ex->request().body;
+    auto outcome = service.PutShard({reinterpret_cast<const uint8_t*>(body.data()), body.size()}, scope);
+    if (!outcome) return ex->Respond(ErrorResponse(StatusOf(outcome.error()), outcome.error().message));
+    ex->Respond(Response::Json(200, outcome->registered ? R"({"result":1})" : R"({"result":0})"));
+  });
+}
+
+std::string JsonString(std::string_view s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') {
+      out.push_back('\\');
+      out.push_back(c);
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      out.append(" ");
+    } else {
+      out.push_back(c);
+    }
+  }
+  out.push_back('"');
+  return out;
+}
+
+// /v2/shards: NDJSON progress frames, the last frame repeated at least every 15 s as a heartbeat, then one
+// terminal frame (result or error). Once the 200 is sent, failures can only be error frames.
+void PutShardV2(cas::CasService& service, const std::shared_ptr<Exchange>& ex) {
+  const std::string scope = ex->request().principal->scope;
+  auto stream = ex->StartStream(200, {{"Content-Type", "application/x-ndjson"}});
+  ex->Offload([&service, ex, stream, scope] {
+    struct Beat {
+      std::mutex mu;
+      std::condition_variable cv;
+      std::string last = "{\"type\":\"validating\",\"verified\":0,\"total\":0}\n";
+      bool done = false;
+    } beat;
+    stream->Write(beat.last);
+    std::thread heartbeat([&] {
+      std::unique_lock lock(beat.mu);
+      while (!beat.cv.wait_for(lock, std::chrono::seconds(15), [&] { return beat.done; }))
+        stream->Write(beat.last);
+    });
+    const auto emit = [&](std::string frame) {
+      std::lock_guard lock(beat.mu);
+      beat.last = frame;
+      stream->Write(std::move(frame));
+    };
+    const auto& body = ex->request().body;
+    auto outcome =
+        service.PutShard({reinterpret_cast<const uint8_t*>(body.data()), body.size()}, scope,
+                         [&](const cas::ShardProgress& p) {
+                           switch (p.stage) {
+                             case cas::ShardProgress::Stage::kValidating:
+                               // Frames for every file of a large shard would be noise: report about every
+                               // 1/64 of the work.
+                               if (p.verified == 0 || p.verified == p.total ||
+                                   p.verified % std::max<uint64_t>(1, p.total / 64) == 0) {
+                                 emit("{\"type\":\"validating\",\"verified\":" + std::to_string(p.verified) +
+                                      ",\"total\":" + std::to_string(p.total) + "}\n");
+                               }
+                               break;
+                             case cas::ShardProgress::Stage::kStoring:
+                               emit("{\"type\":\"committing\",\"stage\":\"uploading\"}\n");
+                               break;
+                             case cas::ShardProgress::Stage::kCommitting:
+                               emit("{\"type\":\"committing\",\"stage\":\"syncing\"}\n");
+                               break;
+                           }
+                         });
+    {
+      std::lock_guard lock(beat.mu);
+      beat.done = true;
+    }
+    beat.cv.notify_all();
+    heartbeat.join();
+    if (outcome) {
+      stream->Write("{\"type\":\"result\"}\n");
+    } else {
+      const bool retryable = outcome.error().code == xet::ErrorCode::kIo;
+      stream->Write("{\"type\":\"error\",\"message\":" + JsonString(outcome.error().message) +
+                    ",\"retryable\":" + (retryable ? "true" : "false") + "}\n");
+    }
+    stream->Finish();
+  });
+}
+
+void Transfer(cas::CasService& service, const std::shared_ptr<Exchange>& ex) {
+  const auto& req = ex->request();
+  const size_t q = req.target.find('?');
+  const std::string_view query =
+      q == std::string::npos ? std::string_view() : std::string_view(req.target).substr(q + 1);
+  std::optional<std::string_view> range;
+  if (auto h = req.Header("Range"); !h.empty()) range = h;
+  auto plan = service.Transfer(req.Param("xorb"), query, range);
+  if (!plan) {
+    unsigned status = 500;
+    switch (plan.error().code) {
+      case xet::ErrorCode::kMalformed:
+        status = 400;
+        break;
+      case xet::ErrorCode::kHashMismatch:  // expired or tampered: the client asks for fresh URLs
+      case xet::ErrorCode::kInconsistent:  // outside the signed ranges
+        status = 403;
+        break;
+      case xet::ErrorCode::kLimit:
+        status = 416;
+        break;
+      case xet::ErrorCode::kNotFound:
+        status = 404;
+        break;
+      case xet::ErrorCode::kIo:
+        break;
+    }
+    return ex->Respond(ErrorResponse(status, plan.error().message));
+  }
+  const uint64_t size = plan->blob.size;
+  auto file = std::make_shared<const http::File>(plan->blob.fd.release(), size);
+  std::vector<http::ByteRange> ranges;
+  for (const auto& r : plan->ranges) ranges.push_back({r.start, r.end});
+  ex->Respond(http::RangeResponse(file, 0, size, ranges, "application/octet-stream"));
+}
+
+}  // namespace
+
+void RegisterCasRoutes(http::Server& server, cas::CasService& service) {
+  auto& r = server.router();
+  const auto read = [](const char* name) { return RouteOptions().Name(name).Auth(Permission::kRead); };
+  const auto write = [](const char* name) { return RouteOptions().Name(name).Auth(Permission::kWrite); };
+
+  r.Handle(Verb::get, "/v2/reconstructions/{file}", read("reconstruction_v2"),
+           [&service](std::shared_ptr<Exchange> ex) { Reconstruction(service, ex, cas::ApiVersion::kV2); });
+  r.Handle(Verb::get, "/v1/reconstructions/{file}", read("reconstruction_v1"),
+           [&service](std::shared_ptr<Exchange> ex) { Reconstruction(service, ex, cas::ApiVersion::kV1); });
+  r.Handle(Verb::get, "/v1/reconstructions", read("reconstruction_batch"),
+           [&service](std::shared_ptr<Exchange> ex) { BatchReconstruction(service, ex); });
+  r.Handle(Verb::get, "/v1/chunks/{prefix}/{hash}", read("dedup"),
+           [&service](std::shared_ptr<Exchange> ex) { Dedup(service, ex); });
+  r.Handle(Verb::post, "/v1/xorbs/{prefix}/{hash}", write("xorb_upload").MaxBody(xet::kMaxXorbUploadBytes),
+           [&service](std::shared_ptr<Exchange> ex) { PutXorb(service, ex); });
+  r.Handle(Verb::post, "/v1/shards", write("shard_v1").MaxBody(xet::kMaxShardBytes),
+           [&service](std::shared_ptr<Exchange> ex) { PutShardV1(service, ex); });
+  r.Handle(Verb::post, "/v2/shards", write("shard_v2").MaxBody(xet::kMaxShardBytes),
+           [&service](std::shared_ptr<Exchange> ex) { PutShardV2(service, ex); });
+  r.Handle(Verb::post, "/v1/telemetry", read("telemetry").MaxBody(1 << 20),
+           [](std::shared_ptr<Exchange> ex) { ex->Respond(Response::Json(200, "{}")); });
+  r.Handle(Verb::get, "/v1/transfer/{xorb}", RouteOptions().Name("transfer"),
+           [&service](std::shared_ptr<Exchange> ex) { Transfer(service, ex); });
+}
+
+}  // namespace cairn::api

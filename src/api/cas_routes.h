@@ -1,0 +1,13 @@
+// The Xet CAS HTTP API: maps routes to the CAS service and service results to HTTP statuses
+// (xet-protocol.md §5). Everything the stock clients call; anything else answers 404 (hf_xet probes newer
+// routes and falls back on 404).
+#pragma once
+
+#include "cas/service.h"
+#include "http/server.h"
+
+namespace cairn::api {
+
+void RegisterCasRoutes(http::Server& server, cas::CasService& service);
+
+}  // namespace cairn::api

@@ -1,0 +1,98 @@
+// Service-layer benchmarks. The reconstruction fixture is the seed's (anchors.md §1.1): 100,000 terms over
+// 1,000 xorbs of 1,024 chunks; "unmerged" gives every term its own fetch range (100,000 signed URLs in v1),
+// "merged" makes each xorb's 100 terms adjacent (1,000 ranges). Index reads are not included here.
+#include <benchmark/benchmark.h>
+
+#include <random>
+#include <unordered_map>
+
+#include "cas/reconstruction.h"
+
+namespace cairn::cas {
+namespace {
+
+constexpr uint32_t kXorbs = 1000;
+constexpr uint32_t kChunks = 1024;
+constexpr uint32_t kTerms = 100000;
+constexpr uint32_t kChunkSize = 65536;
+
+xet::Hash HashOf(uint64_t n) {
+  xet::Hash h;
+  std::mt19937_64 rng(n);
+  for (size_t i = 0; i < 32; i += 8) {
+    const uint64_t v = rng();
+    for (size_t b = 0; b < 8; ++b) h.bytes[i + b] = static_cast<uint8_t>(v >> (8 * b));
+  }
+  return h;
+}
+
+struct Fixture {
+  std::unordered_map<xet::XorbHash, xet::XorbLayout, xet::HashHasher> layouts;
+  std::vector<FileTermRef> terms;
+  xet::LayoutLookup lookup;
+
+  explicit Fixture(bool merged) {
+    for (uint32_t x = 0; x < kXorbs; ++x) {
+      xet::XorbLayout l;
+      for (uint32_t c = 0; c < kChunks; ++c)
+        l.chunks.push_back({HashOf(x * 100000ULL + c), kChunkSize, (c + 1) * 34000});
+      layouts.emplace(HashOf(x), std::move(l));
+    }
+    uint64_t offset = 0;
+    for (uint32_t t = 0; t < kTerms; ++t) {
+      // unmerged: consecutive terms name different xorbs and a xorb's ranges leave gaps between them.
+      const uint32_t x = merged ? t / 100 : t % kXorbs;
+      const uint32_t k = merged ? t % 100 : t / kXorbs;
+      const uint32_t start = k * 10;
+      const uint32_t end = start + (merged ? 10 : 9);
+      offset += uint64_t{end - start} * kChunkSize;
+      terms.push_back({HashOf(x), start, end, (end - start) * kChunkSize, offset});
+    }
+    lookup = [this](const xet::XorbHash& h) -> const xet::XorbLayout* {
+      auto it = layouts.find(h);
+      return it == layouts.end() ? nullptr : &it->second;
+    };
+  }
+};
+
+const Fixture& Get(bool merged) {
+  static const Fixture unmerged_fixture(false);
+  static const Fixture merged_fixture(true);
+  return merged ? merged_fixture : unmerged_fixture;
+}
+
+void BM_Reconstruction(benchmark::State& state, bool merged, ApiVersion version, bool random_range) {
+  const Fixture& f = Get(merged);
+  const TransferUrlSigner signer("http://127.0.0.1:8080", HashOf(7));
+  std::mt19937_64 rng(1);
+  const uint64_t size = f.terms.back().end_offset;
+  size_t body = 0;
+  for (auto _ : state) {
+    ReconstructionQuery q{std::nullopt, version, 1'900'000'000};
+    if (random_range) {
+      const uint64_t a = rng() % size;
+      q.range = ByteRange{a, a + rng() % (size - a)};
+    }
+    auto answer = AnswerReconstruction(f.terms, f.lookup, q, signer);
+    body = answer.body.size();
+    benchmark::DoNotOptimize(answer);
+  }
+  state.counters["body_MB"] = static_cast<double>(body) / 1e6;
+}
+BENCHMARK_CAPTURE(BM_Reconstruction, unmerged_v2_full, false, ApiVersion::kV2, false)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_Reconstruction, unmerged_v1_full, false, ApiVersion::kV1, false)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_Reconstruction, merged_v2_full, true, ApiVersion::kV2, false)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_Reconstruction, merged_v1_full, true, ApiVersion::kV1, false)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_Reconstruction, unmerged_v2_random, false, ApiVersion::kV2, true)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_Reconstruction, unmerged_v1_random, false, ApiVersion::kV1, true)
+    ->Unit(benchmark::kMillisecond);
+
+}  // namespace
+}  // namespace cairn::cas
+
+BENCHMARK_MAIN();

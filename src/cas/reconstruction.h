@@ -1,0 +1,65 @@
+// Reconstruction answers (protocol §5.2, §5.3, §5.10): which chunk ranges of which xorbs rebuild a byte range
+// of a file, and signed URLs for the bytes. Answers are written straight into a string: hex forms are
+// computed once per xorb, and nothing is allocated per term beyond the plan's flat vectors.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "cas/transfer_url.h"
+#include "xet/verify.h"
+#include "xet/xorb.h"
+
+namespace cairn::cas {
+
+// One term of a stored file, with the file offset where it ends (cumulative), so that a byte range maps to
+// terms by binary search.
+struct FileTermRef {
+  xet::XorbHash xorb;
+  uint32_t chunk_start = 0;
+  uint32_t chunk_end = 0;  // exclusive
+  uint32_t bytes = 0;
+  uint64_t end_offset = 0;
+};
+
+enum class ApiVersion { kV1, kV2 };
+
+struct ReconstructionQuery {
+  std::optional<ByteRange> range;  // inclusive, as from a Range header; may extend past the end of the file
+  ApiVersion version = ApiVersion::kV2;
+  uint64_t url_expiry_unix = 0;
+};
+
+enum class ReconstructionStatus {
+  kOk,
+  kRangeNotSatisfiable,  // start at or past the end of the file (416)
+  kMissingXorb,          // the index names a xorb it has no layout for (500: the index is damaged)
+};
+
+struct ReconstructionAnswer {
+  ReconstructionStatus status = ReconstructionStatus::kOk;
+  std::string body;  // JSON for kOk
+  std::string detail;
+};
+
+// Ranges wider than this many per URL are split over several fetch entries (v2), keeping URLs short.
+inline constexpr size_t kMaxRangesPerUrl = 256;
+
+// Answers a reconstruction query for one file.
+ReconstructionAnswer AnswerReconstruction(std::span<const FileTermRef> terms,
+                                          const xet::LayoutLookup& layouts, const ReconstructionQuery& query,
+                                          const TransferUrlSigner& signer);
+
+// Answers the batch form for several files (whole files, v1 shapes): {"files": {...}, "fetch_info": {...}}.
+struct BatchFile {
+  xet::FileHash hash;
+  std::span<const FileTermRef> terms;
+};
+ReconstructionAnswer AnswerBatchReconstruction(std::span<const BatchFile> files,
+                                               const xet::LayoutLookup& layouts, uint64_t url_expiry_unix,
+                                               const TransferUrlSigner& signer);
+
+}  // namespace cairn::cas

@@ -1,0 +1,202 @@
+#include "cas/reconstruction.h"
+
+#include <gtest/gtest.h>
+
+#include <boost/json.hpp>
+#include <map>
+#include <random>
+
+namespace cairn::cas {
+namespace {
+
+namespace json = boost::json;
+
+xet::Hash HashOf(uint64_t n) {
+  xet::Hash h;
+  for (size_t i = 0; i < 32; ++i) h.bytes[i] = static_cast<uint8_t>(n * 31 + i * 7 + (n >> 8));
+  return h;
+}
+
+// Xorbs of chunks with known sizes (hashes are arbitrary: answers never look at them), each chunk stored with
+// a 8-byte header and `size / 2` payload bytes, so compressed offsets differ from unpacked ones.
+class Fixture : public ::testing::Test {
+ protected:
+  const xet::XorbHash& AddXorb(uint64_t id, const std::vector<uint32_t>& sizes) {
+    xet::XorbLayout layout;
+    uint32_t end = 0;
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      end += 8 + sizes[i] / 2;
+      layout.chunks.push_back({HashOf(id * 1000 + i), sizes[i], end});
+    }
+    xorbs_[HashOf(id)] = layout;
+    return xorbs_.find(HashOf(id))->first;
+  }
+  void AddTerm(const xet::XorbHash& xorb, uint32_t start, uint32_t end) {
+    uint32_t bytes = 0;
+    for (uint32_t c = start; c < end; ++c) bytes += xorbs_[xorb].chunks[c].unpacked_size;
+    const uint64_t before = terms_.empty() ? 0 : terms_.back().end_offset;
+    terms_.push_back({xorb, start, end, bytes, before + bytes});
+  }
+  ReconstructionAnswer Ask(std::optional<ByteRange> range, ApiVersion v = ApiVersion::kV2) {
+    return AnswerReconstruction(terms_, lookup_, {range, v, 5000}, signer_);
+  }
+  static json::object Parse(const ReconstructionAnswer& a) {
+    EXPECT_EQ(a.status, ReconstructionStatus::kOk) << a.detail;
+    return json::parse(a.body).as_object();
+  }
+
+  std::map<xet::XorbHash, xet::XorbLayout> xorbs_;
+  std::vector<FileTermRef> terms_;
+  xet::LayoutLookup lookup_ = [this](const xet::XorbHash& h) -> const xet::XorbLayout* {
+    auto it = xorbs_.find(h);
+    return it == xorbs_.end() ? nullptr : &it->second;
+  };
+  TransferUrlSigner signer_{"http://cas.test", HashOf(99)};
+};
+
+int64_t I(const json::value& v) {
+  return v.to_number<int64_t>();
+}
+
+TEST_F(Fixture, FullFileV2) {
+  const auto& a = AddXorb(1, {100, 200, 300, 400});
+  const auto& b = AddXorb(2, {50, 60});
+  AddTerm(a, 0, 2);
+  AddTerm(b, 0, 2);
+  AddTerm(a, 2, 4);
+  const auto o = Parse(Ask(std::nullopt));
+  EXPECT_EQ(I(o.at("offset_into_first_range")), 0);
+  const auto& terms = o.at("terms").as_array();
+  ASSERT_EQ(terms.size(), 3u);
+  EXPECT_EQ(terms[0].at("hash").as_string(), a.hex());
+  EXPECT_EQ(I(terms[0].at("unpacked_length")), 300);
+  EXPECT_EQ(I(terms[2].at("range").at("start")), 2);
+  EXPECT_EQ(I(terms[2].at("range").at("end")), 4);
+  // Xorb a's two terms touch ([0,2) and [2,4)) and merge into one range under one URL.
+  const auto& fa = o.at("xorbs").at(a.hex()).as_array();
+  ASSERT_EQ(fa.size(), 1u);
+  const auto& ranges = fa[0].at("ranges").as_array();
+  ASSERT_EQ(ranges.size(), 1u);
+  EXPECT_EQ(I(ranges[0].at("chunks").at("end")), 4);
+  EXPECT_EQ(I(ranges[0].at("bytes").at("start")), 0);
+  EXPECT_EQ(I(ranges[0].at("bytes").at("end")), (8 + 50) + (8 + 100) + (8 + 150) + (8 + 200) - 1);
+  EXPECT_FALSE(o.contains("fetch_info"));
+}
+
+TEST_F(Fixture, V1HasOneSignedUrlPerMergedRange) {
+  const auto& a = AddXorb(1, {100, 200, 300, 400, 500});
+  AddTerm(a, 0, 1);
+  AddTerm(a, 3, 5);
+  const auto o = Parse(Ask(std::nullopt, ApiVersion::kV1));
+  const auto& f = o.at("fetch_info").at(a.hex()).as_array();
+  ASSERT_EQ(f.size(), 2u);
+  EXPECT_EQ(I(f[1].at("range").at("start")), 3);
+  EXPECT_EQ(I(f[1].at("url_range").at("start")), (8 + 50) + (8 + 100) + (8 + 150));
+  const std::string url(f[1].at("url").as_string());
+  EXPECT_NE(url.find("r=" + std::to_string(I(f[1].at("url_range").at("start"))) + "-"), std::string::npos);
+  EXPECT_FALSE(o.contains("xorbs"));
+}
+
+TEST_F(Fixture, RangeTrimsBoundaryTermsToWholeChunks) {
+  const auto& a = AddXorb(1, {100, 100, 100, 100});
+  const auto& b = AddXorb(2, {100, 100, 100});
+  AddTerm(a, 0, 4);  // file bytes [0, 400)
+  AddTerm(b, 0, 3);  // file bytes [400, 700)
+  const auto o = Parse(Ask(ByteRange{150, 449}));
+  EXPECT_EQ(I(o.at("offset_into_first_range")), 50);
+  const auto& terms = o.at("terms").as_array();
+  ASSERT_EQ(terms.size(), 2u);
+  EXPECT_EQ(I(terms[0].at("range").at("start")), 1);
+  EXPECT_EQ(I(terms[0].at("range").at("end")), 4);
+  EXPECT_EQ(I(terms[0].at("unpacked_length")), 300);
+  EXPECT_EQ(I(terms[1].at("range").at("start")), 0);
+  EXPECT_EQ(I(terms[1].at("range").at("end")), 1);
+  EXPECT_EQ(I(terms[1].at("unpacked_length")), 100);
+}
+
+TEST_F(Fixture, RangePastTheEndIsClampedAndAtTheEndIs416) {
+  const auto& a = AddXorb(1, {100, 100});
+  AddTerm(a, 0, 2);
+  const auto o = Parse(Ask(ByteRange{150, UINT64_MAX}));
+  EXPECT_EQ(I(o.at("offset_into_first_range")), 50);
+  EXPECT_EQ(o.at("terms").as_array().size(), 1u);
+  EXPECT_EQ(Ask(ByteRange{200, 300}).status, ReconstructionStatus::kRangeNotSatisfiable);
+  EXPECT_EQ(Ask(ByteRange{1000, 2000}).status, ReconstructionStatus::kRangeNotSatisfiable);
+}
+
+TEST_F(Fixture, EmptyFile) {
+  const auto o = Parse(Ask(std::nullopt));
+  EXPECT_EQ(json::serialize(o), R"({"offset_into_first_range":0,"terms":[],"xorbs":{}})");
+  EXPECT_EQ(json::serialize(Parse(Ask(std::nullopt, ApiVersion::kV1))),
+            R"({"offset_into_first_range":0,"terms":[],"fetch_info":{}})");
+  EXPECT_EQ(Ask(ByteRange{0, 100}).status, ReconstructionStatus::kOk);
+  EXPECT_EQ(Ask(ByteRange{1, 100}).status, ReconstructionStatus::kRangeNotSatisfiable);
+}
+
+TEST_F(Fixture, MissingLayoutIsReported) {
+  const auto& a = AddXorb(1, {100});
+  AddTerm(a, 0, 1);
+  xorbs_.clear();
+  EXPECT_EQ(Ask(std::nullopt).status, ReconstructionStatus::kMissingXorb);
+}
+
+// Every answer must tile the requested range with whole chunks, each term inside one fetch range of its xorb.
+TEST_F(Fixture, RandomRangesAreTiledExactly) {
+  std::mt19937_64 rng(7);
+  for (uint64_t x = 0; x < 4; ++x) {
+    std::vector<uint32_t> sizes;
+    for (int c = 0; c < 20; ++c) sizes.push_back(static_cast<uint32_t>(1 + rng() % 5000));
+    AddXorb(x, sizes);
+  }
+  for (int t = 0; t < 60; ++t) {
+    const auto& xorb = HashOf(rng() % 4);
+    const auto s = static_cast<uint32_t>(rng() % 19);
+    AddTerm(xorb, s, s + 1 + static_cast<uint32_t>(rng() % (19 - s)));
+  }
+  const uint64_t size = terms_.back().end_offset;
+  for (int q = 0; q < 300; ++q) {
+    const uint64_t start = rng() % size;
+    const uint64_t end = start + rng() % (size - start + 100);
+    const auto o = Parse(Ask(ByteRange{start, end}));
+    const uint64_t want = std::min(end + 1, size) - start;
+    uint64_t covered = 0;
+    uint64_t last_chunk = 0;
+    for (const auto& t : o.at("terms").as_array()) {
+      const auto& layout = xorbs_[*xet::Hash::FromHex(t.at("hash").as_string())];
+      uint64_t bytes = 0;
+      for (auto c = I(t.at("range").at("start")); c < I(t.at("range").at("end")); ++c) {
+        bytes += layout.chunks[static_cast<size_t>(c)].unpacked_size;
+        last_chunk = layout.chunks[static_cast<size_t>(c)].unpacked_size;
+      }
+      ASSERT_EQ(I(t.at("unpacked_length")), static_cast<int64_t>(bytes));
+      covered += bytes;
+      bool inside = false;
+      for (const auto& f : o.at("xorbs").at(t.at("hash").as_string()).as_array()) {
+        for (const auto& r : f.at("ranges").as_array()) {
+          inside |= I(r.at("chunks").at("start")) <= I(t.at("range").at("start")) &&
+                    I(t.at("range").at("end")) <= I(r.at("chunks").at("end"));
+        }
+      }
+      ASSERT_TRUE(inside);
+    }
+    const auto offset = static_cast<uint64_t>(I(o.at("offset_into_first_range")));
+    ASSERT_GE(covered - offset, want) << start << "-" << end;
+    ASSERT_LT(covered - last_chunk, offset + want) << "a trailing chunk was not needed";
+  }
+}
+
+TEST_F(Fixture, BatchAnswersSeveralFilesWithSharedFetchInfo) {
+  const auto& a = AddXorb(1, {100, 200});
+  AddTerm(a, 0, 2);
+  std::vector<FileTermRef> second{{a, 1, 2, 200, 200}};
+  const BatchFile files[] = {{HashOf(500), terms_}, {HashOf(501), second}};
+  const auto answer = AnswerBatchReconstruction(files, lookup_, 5000, signer_);
+  ASSERT_EQ(answer.status, ReconstructionStatus::kOk);
+  const auto o = json::parse(answer.body).as_object();
+  EXPECT_EQ(o.at("files").as_object().size(), 2u);
+  EXPECT_EQ(o.at("files").at(HashOf(501).hex()).as_array().size(), 1u);
+  EXPECT_EQ(o.at("fetch_info").at(a.hex()).as_array().size(), 1u);  // [0,2) and [1,2) merge
+}
+
+}  // namespace
+}  // namespace cairn::cas

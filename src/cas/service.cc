@@ -1,0 +1,304 @@
+#include "cas/service.h"
+
+#include <chrono>
+#include <future>
+#include <map>
+
+#include "xet/hashing.h"
+#include "xet/shard.h"
+#include "xet/verify.h"
+#include "xet/xorb.h"
+
+namespace cairn::cas {
+namespace {
+
+using xet::Error;
+using xet::ErrorCode;
+
+size_t LayoutCharge(const xet::XorbLayout& l) {
+  return sizeof(l) + l.chunks.size() * sizeof(xet::XorbChunk);
+}
+
+}  // namespace
+
+CasService::CasService(index::Index& index, store::BlobStore& store, WorkerPool& workers,
+                       ServiceOptions options)
+    : index_(index),
+      store_(store),
+      workers_(workers),
+      options_(std::move(options)),
+      signer_(options_.public_url, options_.url_secret),
+      verifier_(options_.url_secret) {}
+
+uint64_t CasService::Now() const {
+  if (options_.now) return options_.now();
+  return static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count());
+}
+
+xet::Result<std::shared_ptr<const xet::XorbLayout>> CasService::Layout(const xet::XorbHash& hash) {
+  if (auto cached = layouts_.Get(hash)) return cached;
+  auto entry = index_.GetXorb(hash);
+  if (!entry) return entry.error();
+  auto layout = std::make_shared<const xet::XorbLayout>((*entry)->ToLayout());
+  layouts_.Put(hash, layout, LayoutCharge(*layout));
+  return layout;
+}
+
+xet::Result<std::shared_ptr<const std::vector<FileTermRef>>> CasService::Terms(const xet::FileHash& hash) {
+  if (auto cached = terms_.Get(hash)) return cached;
+  auto entry = index_.GetFile(hash);
+  if (!entry) return entry.error();
+  auto terms = std::make_shared<std::vector<FileTermRef>>();
+  terms->reserve((*entry)->term_count);
+  for (size_t i = 0; i < (*entry)->term_count; ++i) {
+    const index::Term t = (*entry)->term(i);
+    terms->push_back({t.xorb, t.chunk_start, t.chunk_end, t.unpacked_bytes, t.end_offset});
+  }
+  const size_t charge = sizeof(*terms) + terms->size() * sizeof(FileTermRef);
+  std::shared_ptr<const std::vector<FileTermRef>> shared = std::move(terms);
+  terms_.Put(hash, shared, charge);
+  return shared;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Xorbs
+
+xet::Result<bool> CasService::PutXorb(const xet::XorbHash& hash, std::span<const uint8_t> body) {
+  if (auto has = index_.HasXorb(hash); !has) {
+    return has.error();
+  } else if (*has) {
+    return false;  // stored and verified before; the upload is a retry
+  }
+  // Write the body while it is being validated: stock clients send the chunk region alone, so the bytes on
+  // disk are the body followed by the footer computed from the validation pass. The blob only becomes visible
+  // on Commit, after validation succeeded.
+  auto writer = store_.BeginPut(store::BlobKind::kXorb, hash);
+  if (!writer) return writer.error();
+  std::promise<xet::Status> written;
+  auto write_done = written.get_future();
+  std::thread write_thread([&] { written.set_value((*writer)->Append(body)); });
+
+  const xet::ParallelFor parallel = [this](size_t n, const std::function<void(size_t)>& task) {
+    workers_.ParallelFor(n, task);
+  };
+  xet::ValidateOptions vo;
+  vo.expected_hash = &hash;
+  vo.parallel = &parallel;
+  auto validated = xet::ValidateXorb(body, vo);
+  write_thread.join();
+  auto write_status = write_done.get();
+  if (!validated) return validated.error();  // the writer's destructor discards the bytes
+  if (!write_status) return write_status.error();
+
+  if (validated->chunk_region_size != body.size()) {
+    // The client sent a footer of its own: store the chunk region only, followed by ours.
+    writer = store_.BeginPut(store::BlobKind::kXorb, hash);
+    if (!writer) return writer.error();
+    if (auto s = (*writer)->Append(body.first(validated->chunk_region_size)); !s) return s.error();
+  }
+  std::vector<uint8_t> footer;
+  xet::AppendFooterV1(footer, validated->hash, validated->layout);
+  if (auto s = (*writer)->Append(footer); !s) return s.error();
+
+  store::PutOptions put;
+  // An object already under this name counts only if it is a valid xorb of this hash.
+  put.verify_existing = [&hash](std::span<const uint8_t> existing) {
+    xet::ValidateOptions check;
+    check.expected_hash = &hash;
+    auto v = xet::ValidateXorb(existing, check);
+    return v.ok() && v->footer == xet::FooterVersion::kV1;
+  };
+  if (auto committed = (*writer)->Commit(put); !committed) return committed.error();
+  return index_.PutXorb(hash, validated->layout);
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Shards
+
+xet::Result<ShardOutcome> CasService::PutShard(std::span<const uint8_t> body, const std::string& scope,
+                                               const std::function<void(const ShardProgress&)>& progress) {
+  auto shard = xet::ParseShard(body);
+  if (!shard) return shard.error();
+  const auto report = [&](ShardProgress p) {
+    if (progress) progress(p);
+  };
+
+  // Layouts of every xorb the shard names, each fetched once.
+  std::map<xet::XorbHash, std::shared_ptr<const xet::XorbLayout>> layouts;
+  const xet::LayoutLookup lookup = [&](const xet::XorbHash& h) -> const xet::XorbLayout* {
+    auto it = layouts.find(h);
+    if (it == layouts.end()) {
+      auto l = Layout(h);
+      if (!l) return nullptr;
+      it = layouts.emplace(h, *l).first;
+    }
+    return it->second.get();
+  };
+
+  const uint64_t total = shard->files.size() + shard->xorbs.size();
+  uint64_t verified = 0;
+  report({ShardProgress::Stage::kValidating, 0, total});
+  index::ShardCommit commit;
+  commit.scope = scope;
+  std::map<xet::FileHash, bool> seen;
+  for (const auto& file : shard->files) {
+    if (auto ok = xet::VerifyFile(file, lookup); !ok) return ok.error();
+    report({ShardProgress::Stage::kValidating, ++verified, total});
+    if (!seen.emplace(file.hash, true).second) continue;  // a repeated file: the first one wins
+    commit.files.push_back(index::MakeFileCommit(file));
+    // Global dedup: the first chunk of every file.
+    if (!file.terms.empty()) {
+      const auto& t = file.terms.front();
+      commit.dedup.push_back({lookup(t.xorb)->chunks[t.chunk_start].hash, t.xorb});
+    }
+  }
+  for (const auto& listing : shard->xorbs) {
+    const xet::XorbLayout* layout = lookup(listing.hash);
+    if (layout == nullptr) return xet::NotFound("xorb " + listing.hash.hex() + " is listed but not stored");
+    if (auto ok = xet::VerifyXorbListing(listing, *layout); !ok) return ok.error();
+    report({ShardProgress::Stage::kValidating, ++verified, total});
+    // Global dedup: chunks with hash % 1024 == 0, and chunks the client flagged.
+    for (const auto& c : listing.chunks) {
+      if (c.hash.mod(xet::kGlobalDedupModulus) == 0 || (c.flags & xet::kChunkFlagGlobalDedup)) {
+        commit.dedup.push_back({c.hash, listing.hash});
+      }
+    }
+  }
+
+  report({ShardProgress::Stage::kStoring, verified, total});
+  commit.shard = xet::ChunkHashOf(body);
+  commit.shard_size = body.size();
+  if (auto stored = store_.Put(store::BlobKind::kShard, commit.shard, body); !stored) return stored.error();
+  report({ShardProgress::Stage::kCommitting, verified, total});
+  auto outcome = index_.CommitShard(commit);
+  if (!outcome) return outcome.error();
+  return ShardOutcome{!outcome->already_existed, commit.files.size()};
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Reconstructions
+
+xet::Result<ReconstructionAnswer> CasService::Reconstruct(const xet::FileHash& file, const std::string& scope,
+                                                          std::optional<ByteRange> range,
+                                                          ApiVersion version) {
+  std::shared_ptr<const std::vector<FileTermRef>> terms;
+  if (file.is_zero()) {
+    terms = std::make_shared<const std::vector<FileTermRef>>();  // the empty file exists for everyone
+  } else {
+    auto visible = index_.FileVisibleTo(file, scope);
+    if (!visible) return visible.error();
+    if (!*visible) return xet::NotFound("file " + file.hex() + " is unknown");
+    auto t = Terms(file);
+    if (!t) return t.error();
+    terms = *t;
+  }
+  std::map<xet::XorbHash, std::shared_ptr<const xet::XorbLayout>> held;
+  const xet::LayoutLookup lookup = [&](const xet::XorbHash& h) -> const xet::XorbLayout* {
+    auto l = Layout(h);
+    if (!l) return nullptr;
+    return held.emplace(h, *l).first->second.get();
+  };
+  return AnswerReconstruction(*terms, lookup, {range, version, Now() + options_.transfer_url_ttl_seconds},
+                              signer_);
+}
+
+xet::Result<ReconstructionAnswer> CasService::ReconstructBatch(std::span<const xet::FileHash> files,
+                                                               const std::string& scope) {
+  std::vector<std::shared_ptr<const std::vector<FileTermRef>>> held_terms;
+  std::vector<BatchFile> batch;
+  for (const auto& f : files) {
+    if (f.is_zero()) {
+      batch.push_back({f, {}});
+      continue;
+    }
+    auto visible = index_.FileVisibleTo(f, scope);
+    if (!visible) return visible.error();
+    if (!*visible) return xet::NotFound("file " + f.hex() + " is unknown");
+    auto t = Terms(f);
+    if (!t) return t.error();
+    held_terms.push_back(*t);
+    batch.push_back({f, *held_terms.back()});
+  }
+  std::map<xet::XorbHash, std::shared_ptr<const xet::XorbLayout>> held;
+  const xet::LayoutLookup lookup = [&](const xet::XorbHash& h) -> const xet::XorbLayout* {
+    auto l = Layout(h);
+    if (!l) return nullptr;
+    return held.emplace(h, *l).first->second.get();
+  };
+  return AnswerBatchReconstruction(batch, lookup, Now() + options_.transfer_url_ttl_seconds, signer_);
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Global dedup
+
+xet::HmacKey CasService::DedupKey(uint64_t window) const {
+  const std::string label = "cairn dedup hmac key " + std::to_string(window);
+  return xet::KeyedHash(options_.url_secret, {reinterpret_cast<const uint8_t*>(label.data()), label.size()});
+}
+
+xet::Result<std::vector<uint8_t>> CasService::DedupShard(const xet::ChunkHash& chunk,
+                                                         const std::string& scope) {
+  auto hits = index_.LookupDedup(
+      chunk, options_.dedup_across_scopes ? std::nullopt : std::optional<std::string_view>(scope));
+  if (!hits) return hits.error();
+  if (hits->empty()) return xet::NotFound("chunk " + chunk.hex() + " is not indexed");
+  xet::Shard answer;
+  std::map<xet::XorbHash, bool> listed;
+  for (const auto& hit : *hits) {
+    if (!listed.emplace(hit.xorb, true).second || listed.size() > 8) continue;
+    auto layout = Layout(hit.xorb);
+    if (!layout) continue;  // an entry without a stored xorb is useless to the client
+    xet::XorbRecord record{
+        hit.xorb, 0, static_cast<uint32_t>((*layout)->unpacked_size()), (*layout)->chunk_region_size(), {}};
+    uint32_t offset = 0;
+    for (const auto& c : (*layout)->chunks) {
+      const uint32_t flags = c.hash.mod(xet::kGlobalDedupModulus) == 0 ? xet::kChunkFlagGlobalDedup : 0;
+      record.chunks.push_back({c.hash, offset, c.unpacked_size, flags});
+      offset += c.unpacked_size;
+    }
+    answer.xorbs.push_back(std::move(record));
+  }
+  if (answer.xorbs.empty()) return xet::NotFound("chunk " + chunk.hex() + " is not indexed");
+  // The key rotates with the expiry window, so an answer's key and expiry always agree.
+  const uint64_t now = Now();
+  const uint64_t window = now / options_.dedup_key_expiry_seconds;
+  xet::ShardWriteOptions w;
+  w.hmac_key = DedupKey(window);
+  w.creation_timestamp = now;
+  w.key_expiry = (window + 1) * options_.dedup_key_expiry_seconds;
+  return xet::SerializeShard(answer, w);
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Transfers
+
+xet::Result<TransferPlan> CasService::Transfer(std::string_view xorb_hex, std::string_view query,
+                                               std::optional<std::string_view> range_header) {
+  TransferGrant grant;
+  TransferError refused;
+  if (!verifier_.Verify(xorb_hex, query, Now(), &grant, &refused)) {
+    if (refused.reason == TransferRefusal::kMalformed) return xet::Malformed(refused.message);
+    return Error{ErrorCode::kHashMismatch, refused.message};
+  }
+  TransferPlan plan;
+  auto blob = store_.OpenForSendfile(store::BlobKind::kXorb, grant.xorb);
+  if (!blob) return blob.error();
+  plan.blob = std::move(*blob);
+  if (range_header) {
+    if (!ParseRangeHeader(*range_header, plan.blob.size, &plan.ranges)) {
+      return xet::LimitExceeded("unsatisfiable Range header");
+    }
+    if (!RangesGranted(plan.ranges, grant.ranges))
+      return xet::Inconsistent("range outside the signed ranges");  // 403, like a tampered URL
+  } else {
+    plan.ranges = grant.ranges;
+  }
+  for (const auto& r : plan.ranges) {
+    if (r.end >= plan.blob.size) return xet::LimitExceeded("range outside the stored xorb");
+  }
+  return plan;
+}
+
+}  // namespace cairn::cas

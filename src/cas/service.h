@@ -1,0 +1,105 @@
+// The CAS service: everything the HTTP routes do, without HTTP. It verifies what it is given before anything
+// is stored, stores before it indexes, and indexes before it answers, so an acknowledged write survives a
+// crash and nothing half-written is ever served.
+//
+// Thread-safety: every method may be called concurrently. CPU-heavy steps (xorb validation) run on the worker
+// pool passed in; the caller's thread takes part.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "cas/reconstruction.h"
+#include "cas/transfer_url.h"
+#include "common/worker_pool.h"
+#include "index/index.h"
+#include "index/lru_cache.h"
+#include "store/blob_store.h"
+#include "xet/result.h"
+
+namespace cairn::cas {
+
+struct ServiceOptions {
+  std::string public_url = "http://127.0.0.1:8080";
+  xet::Hash url_secret;  // signs transfer URLs and derives dedup HMAC keys
+  uint64_t transfer_url_ttl_seconds = 3600;
+  uint64_t dedup_key_expiry_seconds = 7 * 86400;  // how long clients may reuse a dedup answer
+  bool dedup_across_scopes = false;               // dedup answers only reveal chunks of the asker's scope
+  std::function<uint64_t()> now = nullptr;        // unix seconds; tests inject a clock
+};
+
+// Progress of a shard registration, for the NDJSON stream of /v2/shards.
+struct ShardProgress {
+  enum class Stage { kValidating, kStoring, kCommitting } stage = Stage::kValidating;
+  uint64_t verified = 0;
+  uint64_t total = 0;
+};
+
+struct ShardOutcome {
+  bool registered = false;  // false: the shard was registered before (result 0)
+  size_t files = 0;
+};
+
+// A verified transfer request: what to send.
+struct TransferPlan {
+  store::OpenBlob blob;           // the stored xorb
+  std::vector<ByteRange> ranges;  // inside the chunk region, as requested
+};
+
+class CasService {
+ public:
+  CasService(index::Index& index, store::BlobStore& store, WorkerPool& workers, ServiceOptions options);
+
+  // POST /v1/xorbs: validates the body (one decode-and-hash pass, on the worker pool), stores the chunk
+  // region with a regenerated footer durably, then indexes it. Returns whether it was new. Idempotent.
+  xet::Result<bool> PutXorb(const xet::XorbHash& hash, std::span<const uint8_t> body);
+
+  // POST /v1/shards and /v2/shards: all or nothing. Every file is verified against stored xorbs (ranges,
+  // sizes, verification hashes, the file hash), every listed xorb against its stored layout; then the shard
+  // is stored and its files, scope and dedup entries committed in one durable transaction.
+  xet::Result<ShardOutcome> PutShard(std::span<const uint8_t> body, const std::string& scope,
+                                     const std::function<void(const ShardProgress&)>& progress = nullptr);
+
+  // GET /v{1,2}/reconstructions/{file}: kNotFound when the file is unknown or not visible to `scope`.
+  xet::Result<ReconstructionAnswer> Reconstruct(const xet::FileHash& file, const std::string& scope,
+                                                std::optional<ByteRange> range, ApiVersion version);
+  // GET /v1/reconstructions?file_id=...: files not visible are kNotFound as a whole.
+  xet::Result<ReconstructionAnswer> ReconstructBatch(std::span<const xet::FileHash> files,
+                                                     const std::string& scope);
+
+  // GET /v1/chunks/{prefix}/{chunk}: a complete shard listing the xorbs that hold the chunk, chunk hashes
+  // keyed with a rotating HMAC key, or kNotFound.
+  xet::Result<std::vector<uint8_t>> DedupShard(const xet::ChunkHash& chunk, const std::string& scope);
+
+  // GET /v1/transfer/{xorb}?...: checks the URL's signature and expiry and that `range_header` lies inside
+  // the granted ranges (no header: all granted ranges). Errors: kMalformed (400), kHashMismatch for expired
+  // or tampered URLs (403), kInconsistent for ranges outside the grant (403), kLimit for an unsatisfiable
+  // Range header (416), kNotFound.
+  xet::Result<TransferPlan> Transfer(std::string_view xorb_hex, std::string_view query,
+                                     std::optional<std::string_view> range_header);
+
+  const TransferUrlSigner& signer() const { return signer_; }
+
+ private:
+  uint64_t Now() const;
+  // Unpacked layouts and file terms, cached by size in front of the index (both are immutable).
+  xet::Result<std::shared_ptr<const xet::XorbLayout>> Layout(const xet::XorbHash& hash);
+  xet::Result<std::shared_ptr<const std::vector<FileTermRef>>> Terms(const xet::FileHash& hash);
+  xet::HmacKey DedupKey(uint64_t window) const;
+
+  index::Index& index_;
+  store::BlobStore& store_;
+  WorkerPool& workers_;
+  ServiceOptions options_;
+  TransferUrlSigner signer_;
+  TransferUrlVerifier verifier_;
+  index::LruCache<xet::XorbHash, xet::XorbLayout, xet::HashHasher> layouts_{256ULL << 20};
+  index::LruCache<xet::FileHash, std::vector<FileTermRef>, xet::HashHasher> terms_{256ULL << 20};
+};
+
+}  // namespace cairn::cas

@@ -1,0 +1,273 @@
+// The service end to end in process: uploads built as the stock client builds them, against a real SQLite
+// index and a local-disk store in a temporary directory.
+#include "cas/service.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <boost/json.hpp>
+#include <filesystem>
+
+#include "client/upload_builder.h"
+#include "index/sqlite_index.h"
+#include "store/local_disk_store.h"
+#include "xet/test_support.h"
+
+namespace cairn::cas {
+namespace {
+
+namespace fs = std::filesystem;
+namespace json = boost::json;
+using Bytes = std::vector<uint8_t>;
+
+class Service : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("cairn-service-" + std::to_string(::getpid()) + "-" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    auto st = store::LocalDiskStore::Open(dir_ / "blobs");
+    ASSERT_TRUE(st.ok()) << st.error().message;
+    store_ = std::move(*st);
+    index::SqliteOptions io;
+    io.path = (dir_ / "index.db").string();
+    auto ix = index::SqliteIndex::Open(io);
+    ASSERT_TRUE(ix.ok()) << ix.error().message;
+    index_ = std::move(*ix);
+    ServiceOptions so;
+    so.url_secret.bytes.fill(7);
+    so.now = [this] { return now_; };
+    service_ = std::make_unique<CasService>(*index_, *store_, pool_, so);
+  }
+  void TearDown() override {
+    service_.reset();
+    index_.reset();
+    store_.reset();
+    fs::remove_all(dir_);
+  }
+
+  client::BuiltUpload Build(const std::vector<Bytes>& files,
+                            xet::CompressionPolicy policy = xet::CompressionPolicy::kLz4) {
+    std::vector<std::span<const uint8_t>> spans(files.begin(), files.end());
+    client::BuildOptions o;
+    o.policy = policy;
+    o.max_xorb_bytes = 1 << 20;  // several xorbs per upload
+    return client::BuildUpload(spans, o);
+  }
+  void Upload(const client::BuiltUpload& up, const std::string& scope = "repo") {
+    for (const auto& x : up.xorbs) ASSERT_TRUE(service_->PutXorb(x.hash, x.body).ok());
+    auto r = service_->PutShard(up.shard_bytes, scope);
+    ASSERT_TRUE(r.ok()) << r.error().message;
+  }
+  // Downloads a byte range of a file the way the stock client does: reconstruction, then transfer URLs.
+  Bytes Download(const xet::FileHash& file, std::optional<ByteRange> range = std::nullopt,
+                 ApiVersion v = ApiVersion::kV2, const std::string& scope = "repo") {
+    auto answer = service_->Reconstruct(file, scope, range, v);
+    EXPECT_TRUE(answer.ok()) << answer.error().message;
+    if (!answer.ok() || answer->status != ReconstructionStatus::kOk) return {};
+    const auto o = json::parse(answer->body).as_object();
+    Bytes out;
+    xet::ChunkDecoder decoder;
+    for (const auto& t : o.at("terms").as_array()) {
+      const std::string hex(t.at("hash").as_string());
+      const auto start = t.at("range").at("start").to_number<uint32_t>();
+      const auto end = t.at("range").at("end").to_number<uint32_t>();
+      // Find the fetch entry holding this term and fetch its bytes through the transfer URL.
+      for (const auto& f : o.at(v == ApiVersion::kV2 ? "xorbs" : "fetch_info").at(hex).as_array()) {
+        std::vector<std::pair<json::value, json::value>> ranges;
+        if (v == ApiVersion::kV2) {
+          for (const auto& r : f.at("ranges").as_array()) ranges.emplace_back(r.at("chunks"), r.at("bytes"));
+        } else {
+          ranges.emplace_back(f.at("range"), f.at("url_range"));
+        }
+        for (const auto& [chunks, bytes] : ranges) {
+          const auto cs = chunks.at("start").to_number<uint32_t>();
+          if (cs > start || chunks.at("end").to_number<uint32_t>() < end) continue;
+          const std::string url(f.at("url").as_string());
+          const auto b0 = bytes.at("start").to_number<uint64_t>();
+          const auto b1 = bytes.at("end").to_number<uint64_t>();
+          const std::string range_header = "bytes=" + std::to_string(b0) + "-" + std::to_string(b1);
+          const size_t q = url.find('?');
+          const size_t p = url.find("/v1/transfer/") + 13;
+          auto plan = service_->Transfer(url.substr(p, q - p), url.substr(q + 1), range_header);
+          EXPECT_TRUE(plan.ok()) << plan.error().message;
+          if (!plan.ok()) return {};
+          Bytes data(b1 - b0 + 1);
+          EXPECT_EQ(::pread(plan->blob.fd.get(), data.data(), data.size(), static_cast<off_t>(b0)),
+                    static_cast<ssize_t>(data.size()));
+          // Walk the fetched chunks; keep [start, end) of the term.
+          size_t pos = 0;
+          for (uint32_t c = cs; c < end; ++c) {
+            auto h = xet::ChunkHeader::Parse(std::span(data).subspan(pos));
+            EXPECT_TRUE(h.ok());
+            Bytes chunk(h->uncompressed_length);
+            EXPECT_TRUE(
+                decoder.Decode(*h, std::span(data).subspan(pos + 8, h->compressed_length), chunk).ok());
+            if (c >= start) out.insert(out.end(), chunk.begin(), chunk.end());
+            pos += 8 + h->compressed_length;
+          }
+          goto next_term;
+        }
+      }
+      ADD_FAILURE() << "no fetch entry covers a term";
+    next_term:;
+    }
+    const auto offset = o.at("offset_into_first_range").to_number<size_t>();
+    out.erase(out.begin(), out.begin() + static_cast<std::ptrdiff_t>(std::min(offset, out.size())));
+    if (range) out.resize(std::min<size_t>(out.size(), range->end - range->start + 1));
+    return out;
+  }
+
+  fs::path dir_;
+  WorkerPool pool_{1};
+  std::unique_ptr<store::LocalDiskStore> store_;
+  std::unique_ptr<index::SqliteIndex> index_;
+  std::unique_ptr<CasService> service_;
+  uint64_t now_ = 1'800'000'000;
+};
+
+TEST_F(Service, UploadThenDownloadWholeFilesAndRanges) {
+  const std::vector<Bytes> files{xet::testing::TextLikeBytes(1, 3 << 20),
+                                 xet::testing::SplitMix64Bytes(2, 700000), Bytes(1, 'x')};
+  const auto up = Build(files);
+  ASSERT_GT(up.xorbs.size(), 2u);
+  Upload(up);
+  for (size_t i = 0; i < files.size(); ++i) {
+    EXPECT_EQ(Download(up.file_hashes[i]), files[i]) << "file " << i;
+    EXPECT_EQ(Download(up.file_hashes[i], std::nullopt, ApiVersion::kV1), files[i]) << "file " << i;
+  }
+  const ByteRange r{100000, 2'500'000};
+  const Bytes want(files[0].begin() + 100000, files[0].begin() + 2'500'001);
+  EXPECT_EQ(Download(up.file_hashes[0], r), want);
+  EXPECT_EQ(Download(up.file_hashes[0], r, ApiVersion::kV1), want);
+}
+
+TEST_F(Service, EveryCompressionScheme) {
+  for (auto policy : {xet::CompressionPolicy::kNone, xet::CompressionPolicy::kLz4,
+                      xet::CompressionPolicy::kBg4Lz4, xet::CompressionPolicy::kAuto}) {
+    const Bytes file = xet::testing::TextLikeBytes(10 + static_cast<uint64_t>(policy), 1 << 20);
+    const auto up = Build({file}, policy);
+    Upload(up);
+    EXPECT_EQ(Download(up.file_hashes[0]), file);
+  }
+}
+
+TEST_F(Service, XorbUploadIsIdempotentAndValidated) {
+  const auto up = Build({xet::testing::TextLikeBytes(3, 200000)});
+  const auto& x = up.xorbs[0];
+  EXPECT_EQ(*service_->PutXorb(x.hash, x.body), true);
+  EXPECT_EQ(*service_->PutXorb(x.hash, x.body), false);
+  Bytes corrupt = up.xorbs[0].body;
+  corrupt[corrupt.size() / 2] ^= 1;
+  xet::XorbHash other = x.hash;
+  other.bytes[0] ^= 1;
+  auto r = service_->PutXorb(other, x.body);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, xet::ErrorCode::kHashMismatch);
+  EXPECT_FALSE(*index_->HasXorb(other));
+  EXPECT_FALSE(store_->Stat(store::BlobKind::kXorb, other)->exists);
+}
+
+TEST_F(Service, ShardWithUnknownXorbRegistersNothing) {
+  const auto up = Build({xet::testing::TextLikeBytes(4, 2 << 20)});
+  for (size_t i = 1; i < up.xorbs.size(); ++i)
+    ASSERT_TRUE(service_->PutXorb(up.xorbs[i].hash, up.xorbs[i].body).ok());
+  auto r = service_->PutShard(up.shard_bytes, "repo");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, xet::ErrorCode::kNotFound);
+  EXPECT_NE(r.error().message.find("term 0"), std::string::npos) << r.error().message;
+  EXPECT_FALSE(index_->GetFile(up.file_hashes[0]).ok());
+}
+
+TEST_F(Service, ShardWithWrongVerificationHashIsRejected) {
+  auto up = Build({xet::testing::TextLikeBytes(5, 300000)});
+  for (const auto& x : up.xorbs) ASSERT_TRUE(service_->PutXorb(x.hash, x.body).ok());
+  up.shard.files[0].verification[0].bytes[3] ^= 1;
+  auto r = service_->PutShard(client::ShardUploadForm(up.shard), "repo");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, xet::ErrorCode::kHashMismatch);
+}
+
+TEST_F(Service, ShardResultSaysWhetherItWasNew) {
+  const auto up = Build({xet::testing::TextLikeBytes(6, 100000)});
+  for (const auto& x : up.xorbs) ASSERT_TRUE(service_->PutXorb(x.hash, x.body).ok());
+  EXPECT_TRUE(service_->PutShard(up.shard_bytes, "repo")->registered);
+  EXPECT_FALSE(service_->PutShard(up.shard_bytes, "repo")->registered);
+}
+
+TEST_F(Service, FilesAreVisibleOnlyToTheirScopes) {
+  const auto up = Build({xet::testing::TextLikeBytes(7, 100000)});
+  Upload(up, "alice/model");
+  EXPECT_TRUE(service_->Reconstruct(up.file_hashes[0], "alice/model", std::nullopt, ApiVersion::kV2).ok());
+  auto other = service_->Reconstruct(up.file_hashes[0], "bob/model", std::nullopt, ApiVersion::kV2);
+  ASSERT_FALSE(other.ok());
+  EXPECT_EQ(other.error().code, xet::ErrorCode::kNotFound);
+  // Registering the same shard from another scope makes it visible there too.
+  ASSERT_TRUE(service_->PutShard(up.shard_bytes, "bob/model").ok());
+  EXPECT_TRUE(service_->Reconstruct(up.file_hashes[0], "bob/model", std::nullopt, ApiVersion::kV2).ok());
+}
+
+TEST_F(Service, EmptyFileAnd416) {
+  auto empty = service_->Reconstruct(xet::Hash{}, "anyone", std::nullopt, ApiVersion::kV2);
+  ASSERT_TRUE(empty.ok());
+  EXPECT_EQ(empty->body, R"({"offset_into_first_range":0,"terms":[],"xorbs":{}})");
+  const auto up = Build({Bytes(1000, 'a')});
+  Upload(up);
+  auto past = service_->Reconstruct(up.file_hashes[0], "repo", ByteRange{1000, 2000}, ApiVersion::kV2);
+  ASSERT_TRUE(past.ok());
+  EXPECT_EQ(past->status, ReconstructionStatus::kRangeNotSatisfiable);
+}
+
+TEST_F(Service, TransferUrlsExpireAndAreBoundToTheirRanges) {
+  const auto up = Build({xet::testing::TextLikeBytes(8, 500000)});
+  Upload(up);
+  auto answer = service_->Reconstruct(up.file_hashes[0], "repo", std::nullopt, ApiVersion::kV1);
+  const auto o = json::parse(answer->body).as_object();
+  const auto& entry = o.at("fetch_info").as_object().begin()->value().as_array()[0];
+  const std::string url(entry.at("url").as_string());
+  const size_t q = url.find('?');
+  const size_t p = url.find("/v1/transfer/") + 13;
+  const std::string xorb = url.substr(p, q - p);
+  const std::string query = url.substr(q + 1);
+  const auto end = entry.at("url_range").at("end").to_number<uint64_t>();
+  EXPECT_TRUE(service_->Transfer(xorb, query, "bytes=0-" + std::to_string(end)).ok());
+  EXPECT_TRUE(service_->Transfer(xorb, query, "bytes=8-100").ok());  // any sub-range
+  EXPECT_FALSE(service_->Transfer(xorb, query, "bytes=0-" + std::to_string(end + 1)).ok());
+  now_ += 3601;
+  auto expired = service_->Transfer(xorb, query, "bytes=0-100");
+  ASSERT_FALSE(expired.ok());
+  EXPECT_EQ(expired.error().code, xet::ErrorCode::kHashMismatch);
+}
+
+TEST_F(Service, DedupAnswerIsAKeyedShardOfTheScope) {
+  const Bytes file = xet::testing::TextLikeBytes(9, 400000);
+  const auto up = Build({file});
+  Upload(up, "repo");
+  const xet::ChunkHash first = up.xorbs[0].layout.chunks[0].hash;
+  auto answer = service_->DedupShard(first, "repo");
+  ASSERT_TRUE(answer.ok()) << answer.error().message;
+  auto shard = xet::ParseShard(*answer);
+  ASSERT_TRUE(shard.ok()) << shard.error().message;
+  ASSERT_TRUE(shard->footer.has_value());
+  EXPECT_FALSE(shard->footer->chunk_hash_hmac_key.is_zero());
+  EXPECT_GT(shard->footer->key_expiry, now_);
+  ASSERT_EQ(shard->xorbs.size(), 1u);
+  EXPECT_EQ(shard->xorbs[0].hash, up.xorbs[0].hash);
+  EXPECT_EQ(shard->xorbs[0].chunks[0].hash, xet::HmacChunkHash(shard->footer->chunk_hash_hmac_key, first));
+  EXPECT_EQ(service_->DedupShard(first, "elsewhere").error().code, xet::ErrorCode::kNotFound);
+  EXPECT_EQ(service_->DedupShard(up.xorbs[0].layout.chunks[1].hash, "repo").error().code,
+            xet::ErrorCode::kNotFound);
+}
+
+TEST_F(Service, BatchReconstruction) {
+  const auto up = Build({xet::testing::TextLikeBytes(11, 100000), xet::testing::TextLikeBytes(12, 100000)});
+  Upload(up);
+  auto answer = service_->ReconstructBatch(up.file_hashes, "repo");
+  ASSERT_TRUE(answer.ok());
+  const auto o = json::parse(answer->body).as_object();
+  EXPECT_EQ(o.at("files").as_object().size(), 2u);
+}
+
+}  // namespace
+}  // namespace cairn::cas

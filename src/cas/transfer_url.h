@@ -1,0 +1,105 @@
+// Transfer URLs: capability URLs for xorb bytes. The stock client sends no Authorization header to them, so a
+// URL authorizes itself: it names one xorb, the exact byte ranges granted, and an expiry, under a MAC keyed
+// with a server secret. Any single Range inside one granted range (what hf_xet sends) or a set of such ranges
+// (what
+// @huggingface/hub may send) is accepted; anything else is refused.
+//
+// Form: <public base>/v1/transfer/<xorb hex>?r=<s>-<e>[,<s>-<e>...]&x=<unix expiry>&s=<mac hex>
+// (byte ranges inclusive, as in HTTP). The MAC is keyed BLAKE3 over "<xorb hex>|<ranges>|<expiry>", truncated
+// to 128 bits. The message's first 64-byte block is always the xorb's hex form, so a signer compresses it once
+// per xorb (PrepareXorb) and a typical URL then costs one BLAKE3 compression: cheap enough to sign 100,000
+// URLs per answer.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "xet/hash.h"
+#include "xet/result.h"
+
+namespace cairn::cas {
+
+// An inclusive byte range [start, end], as HTTP and the reconstruction JSON write them.
+struct ByteRange {
+  uint64_t start = 0;
+  uint64_t end = 0;  // inclusive
+  uint64_t length() const { return end - start + 1; }
+  friend bool operator==(const ByteRange&, const ByteRange&) = default;
+};
+
+// The signing state for one xorb: its 64-digit hex form, and the keyed BLAKE3 chaining value after that
+// first block of every message signed for it.
+struct XorbSigningState {
+  char hex[64];
+  uint32_t cv[8];
+};
+
+class TransferUrlSigner {
+ public:
+  // `base` is the configured public URL without a trailing slash; never derived from a request's Host header.
+  TransferUrlSigner(std::string base, const xet::Hash& secret);
+
+  // Prepares to sign URLs for the xorb whose 64-digit hex form is `xorb_hex`.
+  void PrepareXorb(const char* xorb_hex, XorbSigningState* state) const;
+
+  // The most bytes WriteUrl writes for `count` ranges.
+  size_t MaxUrlSize(size_t count) const { return base_.size() + kMaxUrlOverhead + count * kMaxRangeText; }
+
+  // Writes a signed URL for `ranges` of a prepared xorb at `out`, which has room for MaxUrlSize(count) bytes;
+  // returns the end of what was written.
+  char* WriteUrl(char* out, const XorbSigningState& xorb, const ByteRange* ranges, size_t count,
+                 uint64_t expiry_unix) const;
+
+  // Appends a signed URL for `ranges` of `xorb` (xorb_hex is its 64-digit form, precomputed by the caller).
+  void AppendUrl(std::string& out, std::string_view xorb_hex, const ByteRange* ranges, size_t count,
+                 uint64_t expiry_unix) const;
+  std::string Url(const xet::XorbHash& xorb, const std::vector<ByteRange>& ranges,
+                  uint64_t expiry_unix) const;
+
+  const std::string& base() const { return base_; }
+
+ private:
+  static constexpr size_t kMaxRangeText = 2 * 20 + 2;  // "<s>-<e>," with 20-digit numbers
+  static constexpr size_t kMaxUrlOverhead = 13 + 64 + 3 + 3 + 20 + 3 + 32;
+
+  std::string base_;
+  xet::Hash secret_;
+  uint32_t key_words_[8];
+};
+
+// What a verified transfer URL grants.
+struct TransferGrant {
+  xet::XorbHash xorb;
+  std::vector<ByteRange> ranges;
+  uint64_t expiry_unix = 0;
+};
+
+enum class TransferRefusal { kMalformed, kExpired, kBadSignature };
+
+struct TransferError {
+  TransferRefusal reason;
+  std::string message;
+};
+
+// Checks the path's xorb and the query (`r`, `x`, `s`) of a transfer URL at time `now`.
+class TransferUrlVerifier {
+ public:
+  explicit TransferUrlVerifier(const xet::Hash& secret) : secret_(secret) {}
+  // Returns the grant, or why the URL is refused (expired and tampered URLs answer 403 so clients refresh).
+  bool Verify(std::string_view xorb_hex, std::string_view query, uint64_t now, TransferGrant* grant,
+              TransferError* error) const;
+
+ private:
+  xet::Hash secret_;
+};
+
+// Parses a Range header ("bytes=a-b[,c-d...]"; also "a-" and "-n") against an object of `size` bytes.
+// Returns false if the header is malformed or a range is unsatisfiable.
+bool ParseRangeHeader(std::string_view header, uint64_t size, std::vector<ByteRange>* out);
+
+// True if every requested range lies inside one granted range.
+bool RangesGranted(const std::vector<ByteRange>& requested, const std::vector<ByteRange>& granted);
+
+}  // namespace cairn::cas

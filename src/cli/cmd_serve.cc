@@ -1,0 +1,160 @@
+// `cairn serve`: the storage server.
+#include <spdlog/spdlog.h>
+
+#include <filesystem>
+#include <iostream>
+#include <map>
+
+#include "api/cas_routes.h"
+#include "cas/service.h"
+#include "cli/commands.h"
+#include "common/worker_pool.h"
+#include "config/config.h"
+#include "config/secrets.h"
+#include "http/server.h"
+#include "index/sqlite_index.h"
+#include "store/local_disk_store.h"
+#include "xet/hashing.h"
+
+namespace cairn::cli {
+namespace {
+
+struct ServeOptions {
+  std::string config_file;
+  std::map<std::string, std::string> flags;  // setting name → value, only for flags given
+};
+
+// The storage behind the routes; lives as long as the server runs.
+struct Backend {
+  std::unique_ptr<store::LocalDiskStore> store;
+  std::unique_ptr<index::SqliteIndex> index;
+  std::unique_ptr<WorkerPool> pool;
+  std::unique_ptr<cas::CasService> service;
+};
+
+// A 32-byte key from a secret of any length.
+xet::Hash KeyFrom(const std::string& secret) {
+  return xet::KeyedHash(xet::Hash{}, {reinterpret_cast<const uint8_t*>(secret.data()), secret.size()});
+}
+
+http::Result<std::unique_ptr<Backend>> RegisterRoutes(http::Server& server, const config::Config& cfg,
+                                                      const config::Secrets& secrets) {
+  auto b = std::make_unique<Backend>();
+  const std::filesystem::path data(cfg.data_dir);
+  auto st = store::LocalDiskStore::Open(data / "blobs");
+  if (!st) return http::Error{500, "blob store: " + st.error().message};
+  b->store = std::move(*st);
+  index::SqliteOptions io;
+  io.path = (data / "index.db").string();
+  auto ix = index::SqliteIndex::Open(io);
+  if (!ix) return http::Error{500, "index: " + ix.error().message};
+  b->index = std::move(*ix);
+  // Validation of one xorb spreads over the worker threads; the caller's thread takes part too.
+  b->pool = std::make_unique<WorkerPool>(cfg.worker_threads > 1 ? cfg.worker_threads - 1 : 0);
+  cas::ServiceOptions so;
+  so.public_url = cfg.public_url;
+  so.url_secret = KeyFrom(secrets.url_key);
+  so.transfer_url_ttl_seconds = static_cast<uint64_t>(cfg.transfer_url_ttl.count());
+  so.dedup_key_expiry_seconds = static_cast<uint64_t>(cfg.dedup_key_expiry.count());
+  b->service = std::make_unique<cas::CasService>(*b->index, *b->store, *b->pool, so);
+  api::RegisterCasRoutes(server, *b->service);
+
+  auto* index_ptr = b->index.get();
+  const auto stat = [index_ptr](uint64_t index::IndexStats::*field) {
+    return [index_ptr, field] {
+      auto s = index_ptr->Stats();
+      return s ? static_cast<double>((*s).*field) : 0.0;
+    };
+  };
+  auto& m = server.metrics();
+  m.Gauge("cairn_stored_xorbs", "Xorbs stored", stat(&index::IndexStats::xorbs));
+  m.Gauge("cairn_stored_files", "Files registered", stat(&index::IndexStats::files));
+  m.Gauge("cairn_stored_chunks", "Chunks in stored xorbs", stat(&index::IndexStats::chunks));
+  m.Gauge("cairn_stored_bytes", "Bytes of stored xorbs and shards", stat(&index::IndexStats::stored_bytes));
+  m.Gauge("cairn_stored_shards", "Shards registered", stat(&index::IndexStats::shards));
+  return b;
+}
+
+int Serve(const ServeOptions& opts) {
+  config::ConfigSources sources;
+  if (!opts.config_file.empty()) sources.file = opts.config_file;
+  sources.env = config::CairnEnvironment();
+  sources.flags = opts.flags;
+  auto cfg = config::LoadConfig(sources);
+  if (!cfg) {
+    std::cerr << "cairn serve: " << cfg.error().message << "\n";
+    return 2;
+  }
+  spdlog::set_level(spdlog::level::from_str(cfg->log_level));
+
+  std::error_code ec;
+  std::filesystem::create_directories(cfg->data_dir, ec);
+  if (ec) {
+    std::cerr << "cairn serve: cannot create " << cfg->data_dir << ": " << ec.message() << "\n";
+    return 1;
+  }
+  auto secrets = config::LoadSecrets(*cfg, /*create=*/true);
+  if (!secrets) {
+    std::cerr << "cairn serve: " << secrets.error().message << "\n";
+    return 1;
+  }
+
+  http::ServerOptions so;
+  so.host = cfg->host();
+  so.port = cfg->port();
+  so.io_threads = cfg->io_threads;
+  so.worker_threads = cfg->worker_threads;
+  so.shutdown_grace = std::chrono::duration_cast<std::chrono::milliseconds>(cfg->shutdown_grace);
+  http::Server server(so, std::make_shared<http::Authenticator>(secrets->jwt_key));
+  if (auto st = server.Listen(); !st) {
+    std::cerr << "cairn serve: " << st.error().message << "\n";
+    return 1;
+  }
+  const std::string host = so.host.find(':') != std::string::npos ? "[" + so.host + "]" : so.host;
+  if (so.port == 0 &&
+      cfg->public_url == "http://" + cfg->listen)  // default URL, ephemeral port: the real one
+    cfg->public_url = "http://" + host + ":" + std::to_string(server.port());
+  auto backend = RegisterRoutes(server, *cfg, *secrets);
+  if (!backend) {
+    std::cerr << "cairn serve: " << backend.error().message << "\n";
+    return 1;
+  }
+  std::cout << "cairn: listening on http://" << host << ":" << server.port() << " (public URL "
+            << cfg->public_url << ", data " << cfg->data_dir << ")" << std::endl;
+  server.StopOnSignals();
+  server.Start();
+  server.Wait();
+  spdlog::info("stopped");
+  return 0;
+}
+
+}  // namespace
+
+void RegisterServe(CLI::App& app) {
+  auto opts = std::make_shared<ServeOptions>();
+  auto* cmd = app.add_subcommand("serve", "Run the Xet storage server");
+  cmd->add_option("--config", opts->config_file, "TOML configuration file (also CAIRN_CONFIG)");
+  struct Flag {
+    const char* flag;
+    const char* setting;
+    const char* help;
+  };
+  static constexpr Flag kFlags[] = {
+      {"--listen", "listen", "HOST:PORT to listen on (default 127.0.0.1:8080)"},
+      {"--data", "data_dir", "Data directory (default ./cairn-data)"},
+      {"--public-url", "public_url", "Base URL clients reach this server at (default http://<listen>)"},
+      {"--io-threads", "io_threads", "Network threads"},
+      {"--worker-threads", "worker_threads", "Worker threads for CPU-heavy work"},
+      {"--log-level", "log_level", "trace, debug, info, warn, error, critical, off"},
+  };
+  for (const Flag& f : kFlags) {
+    cmd->add_option_function<std::string>(
+        f.flag, [opts, setting = std::string(f.setting)](const std::string& v) { opts->flags[setting] = v; },
+        f.help);
+  }
+  cmd->callback([opts] {
+    if (int rc = Serve(*opts); rc != 0) throw CLI::RuntimeError(rc);
+  });
+}
+
+}  // namespace cairn::cli

@@ -1,0 +1,74 @@
+// `cairn token`: mint a bearer token signed with the server's key.
+#include <iostream>
+
+#include "cli/commands.h"
+#include "config/config.h"
+#include "config/secrets.h"
+#include "http/auth.h"
+
+namespace cairn::cli {
+namespace {
+
+struct TokenOptions {
+  std::string config_file;
+  std::string data_dir;
+  std::string scope;
+  bool write = false;
+  std::string ttl = "1h";
+};
+
+int Token(const TokenOptions& opts) {
+  config::ConfigSources sources;
+  if (!opts.config_file.empty()) sources.file = opts.config_file;
+  sources.env = config::CairnEnvironment();
+  if (!opts.data_dir.empty()) sources.flags["data_dir"] = opts.data_dir;
+  auto cfg = config::LoadConfig(sources);
+  if (!cfg) {
+    std::cerr << "cairn token: " << cfg.error().message << "\n";
+    return 2;
+  }
+  auto ttl = config::ParseDuration(opts.ttl);
+  if (!ttl) {
+    std::cerr << "cairn token: --ttl: " << ttl.error().message << "\n";
+    return 2;
+  }
+  std::string key;
+  if (cfg->jwt_secret) {
+    key = *cfg->jwt_secret;
+  } else {
+    auto k = config::LoadSecretFile(config::JwtKeyPath(*cfg), /*create=*/false);
+    if (!k) {
+      std::cerr << "cairn token: " << k.error().message << " (start `cairn serve --data " << cfg->data_dir
+                << "` once to create it, or configure jwt_secret)\n";
+      return 1;
+    }
+    key = std::move(*k);
+  }
+  const http::Principal who{opts.scope, opts.write ? http::Permission::kWrite : http::Permission::kRead};
+  auto token = http::MintToken(key, who, *ttl);
+  if (!token) {
+    std::cerr << "cairn token: " << token.error().message << "\n";
+    return 2;
+  }
+  std::cerr << "scope=" << who.scope << " perm=" << http::PermissionName(who.perm)
+            << " expires_in=" << ttl->count() << "s\n";
+  std::cout << *token << "\n";
+  return 0;
+}
+
+}  // namespace
+
+void RegisterToken(CLI::App& app) {
+  auto opts = std::make_shared<TokenOptions>();
+  auto* cmd = app.add_subcommand("token", "Mint a bearer token (HS256 JWT) for a scope");
+  cmd->add_option("--data", opts->data_dir, "Data directory holding secrets/jwt.key (default ./cairn-data)");
+  cmd->add_option("--config", opts->config_file, "TOML configuration file (also CAIRN_CONFIG)");
+  cmd->add_option("--scope", opts->scope, "Scope the token grants, e.g. a repository name")->required();
+  cmd->add_flag("--write", opts->write, "Grant write (and read) instead of read only");
+  cmd->add_option("--ttl", opts->ttl, "Lifetime: seconds, or 30m, 12h, 7d (default 1h)");
+  cmd->callback([opts] {
+    if (int rc = Token(*opts); rc != 0) throw CLI::RuntimeError(rc);
+  });
+}
+
+}  // namespace cairn::cli

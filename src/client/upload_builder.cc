@@ -1,0 +1,122 @@
+#include "client/upload_builder.h"
+
+#include <openssl/sha.h>
+
+#include <cstring>
+#include <map>
+
+#include "xet/chunker.h"
+#include "xet/hashing.h"
+
+namespace cairn::client {
+namespace {
+
+struct Placement {
+  size_t xorb;
+  uint32_t chunk;
+};
+
+// SHA-256 stored as the stock client stores it: each 8-byte group of the digest reversed.
+xet::Hash ShardSha256(std::span<const uint8_t> data) {
+  uint8_t digest[32];
+  SHA256(data.data(), data.size(), digest);
+  xet::Hash h;
+  for (size_t g = 0; g < 4; ++g) {
+    for (size_t i = 0; i < 8; ++i) h.bytes[g * 8 + i] = digest[g * 8 + 7 - i];
+  }
+  return h;
+}
+
+}  // namespace
+
+std::vector<uint8_t> ShardUploadForm(const xet::Shard& shard) {
+  xet::ShardWriteOptions w;
+  w.lookup_tables = false;
+  std::vector<uint8_t> bytes = xet::SerializeShard(shard, w);
+  bytes.resize(bytes.size() - xet::kShardFooterSize);
+  std::memset(bytes.data() + 40, 0, 8);
+  return bytes;
+}
+
+BuiltUpload BuildUpload(std::span<const std::span<const uint8_t>> files, const BuildOptions& options) {
+  BuiltUpload up;
+  std::map<xet::ChunkHash, Placement> placed;
+  // Chunks of the xorb being filled.
+  std::vector<std::span<const uint8_t>> pending;
+  uint64_t pending_bytes = 0;
+  const auto flush = [&] {
+    if (pending.empty()) return;
+    auto encoded = xet::EncodeXorb(pending, options.policy);
+    up.xorbs.push_back({encoded.hash, std::move(encoded.bytes), std::move(encoded.layout)});
+    pending.clear();
+    pending_bytes = 0;
+  };
+
+  struct Chunk {
+    xet::ChunkHash hash;
+    Placement at;
+  };
+  std::vector<std::vector<Chunk>> file_chunks(files.size());
+  for (size_t f = 0; f < files.size(); ++f) {
+    uint64_t start = 0;
+    for (uint64_t len : xet::ChunkLengths(files[f])) {
+      const auto data = files[f].subspan(start, len);
+      start += len;
+      const xet::ChunkHash h = xet::ChunkHashOf(data);
+      if (auto it = placed.find(h); options.dedup_within_upload && it != placed.end()) {
+        file_chunks[f].push_back({h, it->second});
+        continue;
+      }
+      if (pending_bytes + len > options.max_xorb_bytes || pending.size() == xet::kMaxXorbChunks) flush();
+      const Placement p{up.xorbs.size(), static_cast<uint32_t>(pending.size())};
+      pending.push_back(data);
+      pending_bytes += len;
+      placed.emplace(h, p);
+      file_chunks[f].push_back({h, p});
+    }
+  }
+  flush();
+
+  for (size_t f = 0; f < files.size(); ++f) {
+    xet::FileRecord record;
+    std::vector<xet::HashedChunk> leaves;
+    for (size_t i = 0; i < file_chunks[f].size();) {
+      // A term: consecutive chunks of one xorb.
+      const Placement first = file_chunks[f][i].at;
+      size_t j = i + 1;
+      while (j < file_chunks[f].size() && file_chunks[f][j].at.xorb == first.xorb &&
+             file_chunks[f][j].at.chunk == file_chunks[f][j - 1].at.chunk + 1) {
+        ++j;
+      }
+      const auto& layout = up.xorbs[first.xorb].layout;
+      xet::FileTerm term{up.xorbs[first.xorb].hash, 0, 0, first.chunk,
+                         static_cast<uint32_t>(first.chunk + (j - i))};
+      std::vector<xet::ChunkHash> hashes;
+      for (uint32_t c = term.chunk_start; c < term.chunk_end; ++c) {
+        term.unpacked_bytes += layout.chunks[c].unpacked_size;
+        hashes.push_back(layout.chunks[c].hash);
+        leaves.push_back({layout.chunks[c].hash, layout.chunks[c].unpacked_size});
+      }
+      record.terms.push_back(term);
+      record.verification.push_back(xet::RangeHashOf(std::span<const xet::ChunkHash>(hashes)));
+      i = j;
+    }
+    record.hash = xet::FileHashOf(leaves);
+    record.sha256 = ShardSha256(files[f]);
+    up.file_hashes.push_back(record.hash);
+    up.shard.files.push_back(std::move(record));
+  }
+  for (const auto& x : up.xorbs) {
+    xet::XorbRecord r{x.hash, 0, static_cast<uint32_t>(x.layout.unpacked_size()), 0, {}};
+    uint32_t offset = 0;
+    for (const auto& c : x.layout.chunks) {
+      r.chunks.push_back({c.hash, offset, c.unpacked_size, 0});
+      offset += c.unpacked_size;
+    }
+    up.shard.xorbs.push_back(std::move(r));
+  }
+  up.shard_bytes = ShardUploadForm(up.shard);
+  return up;
+}
+
+}  // namespace cairn::client

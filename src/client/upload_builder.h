@@ -1,0 +1,40 @@
+// Builds what a client uploads for a set of files — xorbs (footer-less, as the stock client sends them) and
+// the shard describing the files — exactly as the stock client's formats require. Used by tests, benchmarks
+// and load generation; a real `cairn put` streams instead of holding files in memory.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "xet/shard.h"
+#include "xet/xorb.h"
+
+namespace cairn::client {
+
+struct BuiltXorb {
+  xet::XorbHash hash;
+  std::vector<uint8_t> body;  // chunk region only
+  xet::XorbLayout layout;
+};
+
+struct BuiltUpload {
+  std::vector<BuiltXorb> xorbs;
+  xet::Shard shard;                        // files (with verification and SHA-256) and xorb listings
+  std::vector<uint8_t> shard_bytes;        // the upload form: header, sections and bookends, no footer
+  std::vector<xet::FileHash> file_hashes;  // in the order of the input files
+};
+
+struct BuildOptions {
+  xet::CompressionPolicy policy = xet::CompressionPolicy::kLz4;
+  uint64_t max_xorb_bytes = xet::kMaxXorbUnpacked;  // cut xorbs at this much uncompressed data
+  bool dedup_within_upload = true;                  // reuse chunks already placed in an earlier xorb
+};
+
+BuiltUpload BuildUpload(std::span<const std::span<const uint8_t>> files, const BuildOptions& options = {});
+
+// The stock client's form of a shard upload: SerializeShard's output cut before the lookup tables, with the
+// header's footer size set to 0.
+std::vector<uint8_t> ShardUploadForm(const xet::Shard& shard);
+
+}  // namespace cairn::client

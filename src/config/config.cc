@@ -1,0 +1,287 @@
+#include "config/config.h"
+
+#include <toml++/toml.h>
+
+#include <charconv>
+#include <functional>
+#include <thread>
+#include <vector>
+
+extern char** environ;  // NOLINT(readability-redundant-declaration): POSIX, not declared by <unistd.h> in C++
+
+namespace cairn::config {
+namespace {
+
+using Setter = std::function<xet::Status(Config&, std::string_view)>;
+
+xet::Error Bad(std::string_view where, std::string_view what) {
+  return xet::Malformed(std::string(where) + ": " + std::string(what));
+}
+
+Result<uint64_t> ParseCount(std::string_view text, uint64_t min, uint64_t max) {
+  uint64_t v = 0;
+  auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (text.empty() || ec != std::errc() || p != text.data() + text.size())
+    return xet::Malformed("not a number: \"" + std::string(text) + "\"");
+  if (v < min || v > max)
+    return xet::Malformed(std::to_string(v) + " is out of range [" + std::to_string(min) + ", " +
+                          std::to_string(max) + "]");
+  return v;
+}
+
+struct Field {
+  const char* name;
+  Setter set;
+};
+
+const std::vector<Field>& Fields() {
+  static const std::vector<Field> fields = {
+      {"listen",
+       [](Config& c, std::string_view v) -> xet::Status {
+         auto hp = ParseListen(v);
+         if (!hp) return hp.error();
+         c.listen = std::string(v);
+         return xet::Ok{};
+       }},
+      {"data_dir",
+       [](Config& c, std::string_view v) -> xet::Status {
+         if (v.empty()) return xet::Malformed("must not be empty");
+         c.data_dir = std::string(v);
+         return xet::Ok{};
+       }},
+      {"public_url",
+       [](Config& c, std::string_view v) -> xet::Status {
+         if (v.substr(0, 7) != "http://" && v.substr(0, 8) != "https://")
+           return xet::Malformed("must start with http:// or https://");
+         std::string url(v);
+         while (!url.empty() && url.back() == '/') url.pop_back();  // clients append "/v1/..."
+         c.public_url = url;
+         return xet::Ok{};
+       }},
+      {"io_threads",
+       [](Config& c, std::string_view v) -> xet::Status {
+         auto n = ParseCount(v, 1, 1024);
+         if (!n) return n.error();
+         c.io_threads = *n;
+         return xet::Ok{};
+       }},
+      {"worker_threads",
+       [](Config& c, std::string_view v) -> xet::Status {
+         auto n = ParseCount(v, 1, 1024);
+         if (!n) return n.error();
+         c.worker_threads = *n;
+         return xet::Ok{};
+       }},
+      {"jwt_secret",
+       [](Config& c, std::string_view v) -> xet::Status {
+         if (v.size() < 32) return xet::Malformed("must be at least 32 characters");
+         c.jwt_secret = std::string(v);
+         return xet::Ok{};
+       }},
+      {"url_secret",
+       [](Config& c, std::string_view v) -> xet::Status {
+         if (v.size() < 32) return xet::Malformed("must be at least 32 characters");
+         c.url_secret = std::string(v);
+         return xet::Ok{};
+       }},
+      {"transfer_url_ttl",
+       [](Config& c, std::string_view v) -> xet::Status {
+         auto d = ParseDuration(v);
+         if (!d) return d.error();
+         c.transfer_url_ttl = *d;
+         return xet::Ok{};
+       }},
+      {"dedup_key_expiry",
+       [](Config& c, std::string_view v) -> xet::Status {
+         auto d = ParseDuration(v);
+         if (!d) return d.error();
+         c.dedup_key_expiry = *d;
+         return xet::Ok{};
+       }},
+      {"log_level",
+       [](Config& c, std::string_view v) -> xet::Status {
+         static constexpr std::string_view kLevels[] = {"trace", "debug",    "info", "warn",
+                                                        "error", "critical", "off"};
+         for (auto l : kLevels) {
+           if (v == l) {
+             c.log_level = std::string(v);
+             return xet::Ok{};
+           }
+         }
+         return xet::Malformed("must be one of trace, debug, info, warn, error, critical, off");
+       }},
+      {"max_concurrent_uploads",
+       [](Config& c, std::string_view v) -> xet::Status {
+         auto n = ParseCount(v, 1, 1'000'000);
+         if (!n) return n.error();
+         c.max_concurrent_uploads = *n;
+         return xet::Ok{};
+       }},
+      {"shutdown_grace",
+       [](Config& c, std::string_view v) -> xet::Status {
+         auto d = ParseDuration(v);
+         if (!d) return d.error();
+         c.shutdown_grace = *d;
+         return xet::Ok{};
+       }},
+  };
+  return fields;
+}
+
+const Field* FindField(std::string_view name) {
+  for (const auto& f : Fields())
+    if (name == f.name) return &f;
+  return nullptr;
+}
+
+std::string EnvName(std::string_view field) {
+  std::string out = "CAIRN_";
+  for (char c : field) out += static_cast<char>(c >= 'a' && c <= 'z' ? c - 'a' + 'A' : c);
+  return out;
+}
+
+xet::Status ApplyToml(Config& c, const std::string& path) {
+  toml::table table;
+  try {
+    table = toml::parse_file(path);
+  } catch (const toml::parse_error& e) {
+    const auto& where = e.source().begin;
+    return xet::Malformed(path + ":" + std::to_string(where.line) + ":" + std::to_string(where.column) +
+                          ": " + std::string(e.description()));
+  }
+  for (const auto& [key, node] : table) {
+    const std::string where = path + ": " + std::string(key.str());
+    const Field* f = FindField(key.str());
+    if (f == nullptr) return Bad(where, "unknown setting");
+    std::string text;
+    if (auto s = node.value<std::string>(); s && node.is_string()) {
+      text = *s;
+    } else if (node.is_integer()) {
+      text = std::to_string(*node.value<int64_t>());
+    } else {
+      return Bad(where, "must be a string or an integer");
+    }
+    if (auto st = f->set(c, text); !st) return Bad(where, st.error().message);
+  }
+  return xet::Ok{};
+}
+
+}  // namespace
+
+std::string Config::host() const {
+  auto hp = ParseListen(listen);
+  return hp ? hp->host : std::string();
+}
+
+uint16_t Config::port() const {
+  auto hp = ParseListen(listen);
+  return hp ? hp->port : 0;
+}
+
+Result<std::chrono::seconds> ParseDuration(std::string_view text) {
+  if (text.empty()) return xet::Malformed("empty duration");
+  uint64_t unit = 1;
+  std::string_view digits = text;
+  switch (text.back()) {
+    case 's':
+      unit = 1;
+      break;
+    case 'm':
+      unit = 60;
+      break;
+    case 'h':
+      unit = 3600;
+      break;
+    case 'd':
+      unit = 86400;
+      break;
+    default:
+      unit = 0;
+  }
+  if (unit != 0) {
+    digits.remove_suffix(1);
+  } else {
+    unit = 1;
+  }
+  uint64_t n = 0;
+  auto [p, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), n);
+  if (digits.empty() || ec != std::errc() || p != digits.data() + digits.size())
+    return xet::Malformed("not a duration: \"" + std::string(text) + "\" (use 3600, 90s, 30m, 12h or 7d)");
+  if (n == 0) return xet::Malformed("duration must be positive");
+  if (n > (uint64_t{1} << 40) / unit) return xet::Malformed("duration too long: " + std::string(text));
+  return std::chrono::seconds(static_cast<int64_t>(n * unit));
+}
+
+Result<HostPort> ParseListen(std::string_view text) {
+  HostPort hp;
+  size_t colon = 0;
+  if (!text.empty() && text.front() == '[') {
+    const size_t close = text.find(']');
+    if (close == std::string_view::npos || close + 1 >= text.size() || text[close + 1] != ':')
+      return xet::Malformed("expected [IPV6]:PORT, got \"" + std::string(text) + "\"");
+    hp.host = std::string(text.substr(1, close - 1));
+    colon = close + 1;
+  } else {
+    colon = text.rfind(':');
+    if (colon == std::string_view::npos || colon == 0)
+      return xet::Malformed("expected HOST:PORT, got \"" + std::string(text) + "\"");
+    hp.host = std::string(text.substr(0, colon));
+    if (hp.host.find(':') != std::string::npos)
+      return xet::Malformed("IPv6 addresses need brackets: [" + hp.host + "]:PORT");
+  }
+  if (hp.host.empty()) return xet::Malformed("empty host in \"" + std::string(text) + "\"");
+  auto port = ParseCount(text.substr(colon + 1), 0, 65535);
+  if (!port) return xet::Malformed("bad port in \"" + std::string(text) + "\": " + port.error().message);
+  hp.port = static_cast<uint16_t>(*port);
+  return hp;
+}
+
+std::map<std::string, std::string> CairnEnvironment() {
+  std::map<std::string, std::string> out;
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+    std::string_view kv(*e);
+    if (kv.substr(0, 6) != "CAIRN_") continue;
+    const size_t eq = kv.find('=');
+    if (eq == std::string_view::npos) continue;
+    out.emplace(std::string(kv.substr(0, eq)), std::string(kv.substr(eq + 1)));
+  }
+  return out;
+}
+
+Result<Config> LoadConfig(const ConfigSources& sources) {
+  Config c;
+  const unsigned cpus = std::max(1u, std::thread::hardware_concurrency());
+  c.io_threads = std::max(2u, cpus / 2);
+  c.worker_threads = cpus;
+
+  std::optional<std::string> file = sources.file;
+  if (!file) {
+    if (auto it = sources.env.find("CAIRN_CONFIG"); it != sources.env.end() && !it->second.empty())
+      file = it->second;
+  }
+  if (file) {
+    if (auto st = ApplyToml(c, *file); !st) return st.error();
+  }
+  for (const auto& [key, value] : sources.env) {
+    if (key == "CAIRN_CONFIG" || key.substr(0, 6) != "CAIRN_") continue;
+    const Field* found = nullptr;
+    for (const auto& f : Fields())
+      if (EnvName(f.name) == key) found = &f;
+    if (found == nullptr) continue;  // other CAIRN_* variables (tests, tools) are not ours to judge
+    if (auto st = found->set(c, value); !st) return Bad(key, st.error().message);
+  }
+  for (const auto& [key, value] : sources.flags) {
+    const Field* f = FindField(key);
+    if (f == nullptr) return Bad("--" + key, "unknown setting");
+    if (auto st = f->set(c, value); !st) {
+      std::string flag = key;
+      for (char& ch : flag)
+        if (ch == '_') ch = '-';
+      return Bad("--" + flag, st.error().message);
+    }
+  }
+  if (c.public_url.empty()) c.public_url = "http://" + c.listen;
+  return c;
+}
+
+}  // namespace cairn::config

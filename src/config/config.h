@@ -1,0 +1,65 @@
+// The server's configuration, from (lowest to highest precedence): built-in defaults, an optional TOML file,
+// CAIRN_* environment variables, command-line flags.
+//
+// Every setting has one name used everywhere: the TOML key (`data_dir = "/srv/cairn"`), the environment
+// variable (CAIRN_DATA_DIR) and the flag map key ("data_dir"). Values given as strings are parsed the same
+// way whatever their source; TOML may also give numbers as integers. Unknown TOML keys are errors (typos must
+// not pass silently). Durations are integer seconds or a number with a unit: "90s", "30m", "12h", "7d".
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "xet/result.h"
+
+namespace cairn::config {
+
+template <typename T>
+using Result = xet::Result<T>;
+
+struct Config {
+  std::string listen = "127.0.0.1:8080";  // HOST:PORT ([v6]:PORT for IPv6)
+  std::string data_dir = "./cairn-data";
+  std::string public_url;  // base of URLs handed to clients; default http://<listen>
+  size_t io_threads = 0;   // 0 before Load: filled with a default from the CPU count
+  size_t worker_threads = 0;
+  std::optional<std::string> jwt_secret;  // else <data_dir>/secrets/jwt.key
+  std::optional<std::string> url_secret;  // else <data_dir>/secrets/url.key
+  std::chrono::seconds transfer_url_ttl{3600};
+  std::chrono::seconds dedup_key_expiry{7 * 24 * 3600};
+  std::string log_level = "info";  // trace, debug, info, warn, error, critical, off
+  size_t max_concurrent_uploads = 64;
+  std::chrono::seconds shutdown_grace{30};
+
+  // Derived from listen.
+  std::string host() const;
+  uint16_t port() const;
+};
+
+struct ConfigSources {
+  std::optional<std::string> file;           // TOML file; when empty, CAIRN_CONFIG from `env` if set
+  std::map<std::string, std::string> env;    // environment (only CAIRN_* keys are looked at)
+  std::map<std::string, std::string> flags;  // setting name → value, from the command line
+};
+
+// Loads and validates. Errors name the source and the setting ("CAIRN_IO_THREADS: not a number: x").
+Result<Config> LoadConfig(const ConfigSources& sources);
+
+// The process environment's CAIRN_* variables.
+std::map<std::string, std::string> CairnEnvironment();
+
+// "3600", "90s", "30m", "12h", "7d" → seconds; must be positive.
+Result<std::chrono::seconds> ParseDuration(std::string_view text);
+
+struct HostPort {
+  std::string host;
+  uint16_t port = 0;
+};
+// "127.0.0.1:8080", "[::1]:8080", "localhost:0".
+Result<HostPort> ParseListen(std::string_view text);
+
+}  // namespace cairn::config

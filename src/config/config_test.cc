@@ -1,0 +1,193 @@
+#include "config/config.h"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "config/secrets.h"
+
+namespace cairn::config {
+namespace {
+
+class TempDir {
+ public:
+  TempDir() {
+    path_ = std::filesystem::temp_directory_path() /
+            ("cairn-config-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter_++));
+    std::filesystem::create_directories(path_);
+  }
+  ~TempDir() { std::filesystem::remove_all(path_); }
+  const std::filesystem::path& path() const { return path_; }
+  std::string Write(const std::string& name, const std::string& text) const {
+    std::ofstream(path_ / name) << text;
+    return (path_ / name).string();
+  }
+
+ private:
+  static inline int counter_ = 0;
+  std::filesystem::path path_;
+};
+
+TEST(Config, Defaults) {
+  auto c = LoadConfig({});
+  ASSERT_TRUE(c.ok()) << c.error().message;
+  EXPECT_EQ(c->listen, "127.0.0.1:8080");
+  EXPECT_EQ(c->host(), "127.0.0.1");
+  EXPECT_EQ(c->port(), 8080);
+  EXPECT_EQ(c->data_dir, "./cairn-data");
+  EXPECT_EQ(c->public_url, "http://127.0.0.1:8080");
+  EXPECT_EQ(c->transfer_url_ttl, std::chrono::seconds(3600));
+  EXPECT_GE(c->io_threads, 1u);
+  EXPECT_GE(c->worker_threads, 1u);
+  EXPECT_FALSE(c->jwt_secret.has_value());
+  EXPECT_EQ(c->log_level, "info");
+}
+
+TEST(Config, PrecedenceDefaultsTomlEnvFlags) {
+  TempDir dir;
+  const std::string file = dir.Write("cairn.toml", R"(
+listen = "0.0.0.0:9000"
+data_dir = "/from/toml"
+io_threads = 3
+worker_threads = 5
+transfer_url_ttl = "30m"
+log_level = "debug"
+)");
+  ConfigSources s;
+  s.file = file;
+  auto only_toml = LoadConfig(s);
+  ASSERT_TRUE(only_toml.ok()) << only_toml.error().message;
+  EXPECT_EQ(only_toml->listen, "0.0.0.0:9000");
+  EXPECT_EQ(only_toml->data_dir, "/from/toml");
+  EXPECT_EQ(only_toml->io_threads, 3u);
+  EXPECT_EQ(only_toml->transfer_url_ttl, std::chrono::seconds(1800));
+  EXPECT_EQ(only_toml->public_url, "http://0.0.0.0:9000");
+
+  s.env = {{"CAIRN_DATA_DIR", "/from/env"}, {"CAIRN_IO_THREADS", "4"}, {"CAIRN_UNRELATED", "x"}};
+  auto with_env = LoadConfig(s);
+  ASSERT_TRUE(with_env.ok()) << with_env.error().message;
+  EXPECT_EQ(with_env->listen, "0.0.0.0:9000");  // TOML still
+  EXPECT_EQ(with_env->data_dir, "/from/env");
+  EXPECT_EQ(with_env->io_threads, 4u);
+  EXPECT_EQ(with_env->worker_threads, 5u);
+
+  s.flags = {{"data_dir", "/from/flag"}, {"public_url", "https://cas.example.com/"}};
+  auto with_flags = LoadConfig(s);
+  ASSERT_TRUE(with_flags.ok()) << with_flags.error().message;
+  EXPECT_EQ(with_flags->data_dir, "/from/flag");
+  EXPECT_EQ(with_flags->io_threads, 4u);
+  EXPECT_EQ(with_flags->public_url, "https://cas.example.com");  // trailing slash dropped
+  EXPECT_EQ(with_flags->log_level, "debug");
+}
+
+TEST(Config, ConfigFileFromEnvironment) {
+  TempDir dir;
+  const std::string file = dir.Write("c.toml", "listen = \"127.0.0.1:7000\"\n");
+  ConfigSources s;
+  s.env = {{"CAIRN_CONFIG", file}};
+  auto c = LoadConfig(s);
+  ASSERT_TRUE(c.ok()) << c.error().message;
+  EXPECT_EQ(c->port(), 7000);
+}
+
+TEST(Config, BadValuesSayWhereAndWhat) {
+  struct Case {
+    std::map<std::string, std::string> flags, env;
+    std::string expect;
+  };
+  const std::vector<Case> cases = {
+      {{{"listen", "nonsense"}}, {}, "--listen"},
+      {{{"listen", "127.0.0.1:70000"}}, {}, "out of range"},
+      {{{"listen", "::1:80"}}, {}, "brackets"},
+      {{{"io_threads", "zero"}}, {}, "not a number"},
+      {{{"io_threads", "0"}}, {}, "out of range"},
+      {{{"transfer_url_ttl", "5 minutes"}}, {}, "not a duration"},
+      {{{"transfer_url_ttl", "0"}}, {}, "positive"},
+      {{{"log_level", "loud"}}, {}, "--log-level"},
+      {{{"public_url", "cas.example.com"}}, {}, "http://"},
+      {{{"jwt_secret", "short"}}, {}, "32"},
+      {{{"no_such_setting", "1"}}, {}, "unknown setting"},
+      {{}, {{"CAIRN_WORKER_THREADS", "-1"}}, "CAIRN_WORKER_THREADS"},
+  };
+  for (const auto& c : cases) {
+    ConfigSources s;
+    s.flags = c.flags;
+    s.env = c.env;
+    auto r = LoadConfig(s);
+    ASSERT_FALSE(r.ok()) << c.expect;
+    EXPECT_NE(r.error().message.find(c.expect), std::string::npos) << r.error().message;
+  }
+}
+
+TEST(Config, BadTomlFile) {
+  TempDir dir;
+  ConfigSources s;
+  s.file = dir.Write("typo.toml", "lissten = \"x\"\n");
+  auto r = LoadConfig(s);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message.find("lissten: unknown setting"), std::string::npos) << r.error().message;
+
+  s.file = dir.Write("syntax.toml", "listen = \n");
+  r = LoadConfig(s);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message.find("syntax.toml:1"), std::string::npos) << r.error().message;
+
+  s.file = dir.Write("type.toml", "io_threads = true\n");
+  r = LoadConfig(s);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message.find("io_threads"), std::string::npos) << r.error().message;
+
+  s.file = (dir.path() / "missing.toml").string();
+  EXPECT_FALSE(LoadConfig(s).ok());
+}
+
+TEST(Config, Durations) {
+  EXPECT_EQ(*ParseDuration("3600"), std::chrono::seconds(3600));
+  EXPECT_EQ(*ParseDuration("90s"), std::chrono::seconds(90));
+  EXPECT_EQ(*ParseDuration("30m"), std::chrono::seconds(1800));
+  EXPECT_EQ(*ParseDuration("12h"), std::chrono::seconds(43200));
+  EXPECT_EQ(*ParseDuration("7d"), std::chrono::seconds(604800));
+  for (const char* bad : {"", "m", "-5", "5x", "1.5h", "0", "99999999999999999999"})
+    EXPECT_FALSE(ParseDuration(bad).ok()) << bad;
+}
+
+TEST(Config, Listen) {
+  auto v6 = ParseListen("[::1]:8080");
+  ASSERT_TRUE(v6.ok());
+  EXPECT_EQ(v6->host, "::1");
+  EXPECT_EQ(v6->port, 8080);
+  EXPECT_TRUE(ParseListen("localhost:0").ok());
+  EXPECT_FALSE(ParseListen(":80").ok());
+  EXPECT_FALSE(ParseListen("host:").ok());
+}
+
+TEST(Secrets, CreatedOnceWithMode0600AndReused) {
+  TempDir dir;
+  Config c;
+  c.data_dir = dir.path().string();
+  EXPECT_FALSE(LoadSecrets(c, /*create=*/false).ok());
+  auto first = LoadSecrets(c, true);
+  ASSERT_TRUE(first.ok()) << first.error().message;
+  EXPECT_EQ(first->jwt_key.size(), 64u);
+  EXPECT_EQ(first->url_key.size(), 64u);
+  EXPECT_NE(first->jwt_key, first->url_key);
+  struct stat st {};
+  ASSERT_EQ(::stat(JwtKeyPath(c).c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  auto again = LoadSecrets(c, false);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->jwt_key, first->jwt_key);
+  EXPECT_EQ(again->url_key, first->url_key);
+
+  c.jwt_secret = std::string(40, 'k');
+  auto configured = LoadSecrets(c, false);
+  ASSERT_TRUE(configured.ok());
+  EXPECT_EQ(configured->jwt_key, std::string(40, 'k'));
+  EXPECT_EQ(configured->url_key, first->url_key);
+}
+
+}  // namespace
+}  // namespace cairn::config

@@ -1,0 +1,150 @@
+#include "http/auth.h"
+
+#include <gtest/gtest.h>
+
+#include "http/test_util.h"
+
+namespace cairn::http {
+namespace {
+
+using testing::MakeJwt;
+
+const std::string kKey(64, 'k');
+
+std::string Claims(int64_t exp, const std::string& perm = "write", const std::string& extra = "") {
+  return R"({"scope":"org/repo","perm":")" + perm + R"(","exp":)" + std::to_string(exp) + extra + "}";
+}
+
+TEST(Auth, MintedTokensVerify) {
+  Authenticator auth(kKey);
+  auto read = MintToken(kKey, {"org/repo", Permission::kRead}, std::chrono::hours(1));
+  ASSERT_TRUE(read.ok());
+  auto who = auth.Authenticate("Bearer " + *read, Permission::kRead);
+  ASSERT_TRUE(who.ok()) << who.error().message;
+  EXPECT_EQ(who->scope, "org/repo");
+  EXPECT_EQ(who->perm, Permission::kRead);
+
+  auto write = MintToken(kKey, {"org/repo", Permission::kWrite}, std::chrono::hours(1));
+  ASSERT_TRUE(write.ok());
+  who = auth.Authenticate("bearer " + *write, Permission::kWrite);  // scheme is case-insensitive
+  ASSERT_TRUE(who.ok()) << who.error().message;
+  EXPECT_EQ(who->perm, Permission::kWrite);
+  EXPECT_TRUE(auth.Authenticate("Bearer " + *write, Permission::kRead).ok());  // write includes read
+}
+
+TEST(Auth, ReadTokenOnWriteCallIs403) {
+  Authenticator auth(kKey);
+  auto read = MintToken(kKey, {"s", Permission::kRead}, std::chrono::hours(1));
+  auto r = auth.Authenticate("Bearer " + *read, Permission::kWrite);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().status, 403u);
+}
+
+TEST(Auth, MissingAndMalformedAre401) {
+  Authenticator auth(kKey);
+  for (const char* header : {"", "Bearer", "Bearer ", "Basic dXNlcjpwYXNz", "Bearer abc", "Bearer a.b.c",
+                             "Bearer ....", "Token xyz"}) {
+    auto r = auth.Authenticate(header, Permission::kRead);
+    ASSERT_FALSE(r.ok()) << header;
+    EXPECT_EQ(r.error().status, 401u) << header;
+  }
+}
+
+TEST(Auth, ExpiredIs401) {
+  Authenticator auth(kKey);
+  const int64_t now = UnixNow();
+  auto token = MintToken(kKey, {"s", Permission::kRead}, std::chrono::hours(1), now - 7200);
+  auto r = auth.Authenticate("Bearer " + *token, Permission::kRead);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().status, 401u);
+  EXPECT_NE(r.error().message.find("expired"), std::string::npos);
+  // exp is exclusive: at exp the token is dead.
+  const std::string t = MakeJwt(JWT_ALG_HS256, kKey, Claims(now));
+  EXPECT_FALSE(auth.Authenticate("Bearer " + t, Permission::kRead, now).ok());
+  EXPECT_TRUE(auth.Authenticate("Bearer " + t, Permission::kRead, now - 1).ok());
+}
+
+TEST(Auth, NotBeforeInTheFutureIs401) {
+  Authenticator auth(kKey);
+  const int64_t now = UnixNow();
+  const std::string t =
+      MakeJwt(JWT_ALG_HS256, kKey, Claims(now + 7200, "read", R"(,"nbf":)" + std::to_string(now + 3600)));
+  auto r = auth.Authenticate("Bearer " + t, Permission::kRead);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().status, 401u);
+  EXPECT_NE(r.error().message.find("nbf"), std::string::npos);
+  EXPECT_TRUE(auth.Authenticate("Bearer " + t, Permission::kRead, now + 3600).ok());
+}
+
+TEST(Auth, OtherAlgorithmsWithTheSameKeyAre401) {
+  Authenticator auth(kKey);
+  const int64_t exp = UnixNow() + 3600;
+  for (jwt_alg_t alg : {JWT_ALG_HS384, JWT_ALG_HS512}) {
+    const std::string t = MakeJwt(alg, kKey, Claims(exp));
+    ASSERT_FALSE(t.empty());
+    auto r = auth.Authenticate("Bearer " + t, Permission::kRead);
+    ASSERT_FALSE(r.ok()) << jwt_alg_str(alg);
+    EXPECT_EQ(r.error().status, 401u);
+  }
+}
+
+TEST(Auth, AlgNoneIs401) {
+  Authenticator auth(kKey);
+  const std::string t = MakeJwt(JWT_ALG_NONE, "", Claims(UnixNow() + 3600));
+  ASSERT_FALSE(t.empty());
+  auto r = auth.Authenticate("Bearer " + t, Permission::kRead);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().status, 401u);
+  // And with a signature-shaped tail appended.
+  r = auth.Authenticate("Bearer " + t + "c2lnbmF0dXJl", Permission::kRead);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().status, 401u);
+}
+
+TEST(Auth, BadSignatureIs401) {
+  Authenticator auth(kKey);
+  const int64_t exp = UnixNow() + 3600;
+  const std::string other_key = MakeJwt(JWT_ALG_HS256, std::string(64, 'x'), Claims(exp));
+  auto r = auth.Authenticate("Bearer " + other_key, Permission::kRead);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().status, 401u);
+
+  std::string tampered = MakeJwt(JWT_ALG_HS256, kKey, Claims(exp));
+  const size_t sig = tampered.rfind('.') + 5;
+  tampered[sig] = tampered[sig] == 'A' ? 'B' : 'A';
+  EXPECT_FALSE(auth.Authenticate("Bearer " + tampered, Permission::kRead).ok());
+
+  // A changed payload under the original signature.
+  const std::string good = MakeJwt(JWT_ALG_HS256, kKey, Claims(exp, "read"));
+  const std::string forged_payload = MakeJwt(JWT_ALG_HS256, std::string(64, 'x'), Claims(exp, "write"));
+  const std::string forged =
+      forged_payload.substr(0, forged_payload.rfind('.')) + good.substr(good.rfind('.'));
+  EXPECT_FALSE(auth.Authenticate("Bearer " + forged, Permission::kRead).ok());
+}
+
+TEST(Auth, ClaimsAreRequiredAndTyped) {
+  Authenticator auth(kKey);
+  const int64_t exp = UnixNow() + 3600;
+  const std::vector<std::string> bad = {
+      R"({"scope":"s","perm":"read"})",                                       // no exp
+      R"({"scope":"s","perm":"read","exp":")" + std::to_string(exp) + "\"}",  // exp as string
+      R"({"perm":"read","exp":)" + std::to_string(exp) + "}",                 // no scope
+      R"({"scope":"","perm":"read","exp":)" + std::to_string(exp) + "}",      // empty scope
+      R"({"scope":"s","exp":)" + std::to_string(exp) + "}",                   // no perm
+      R"({"scope":"s","perm":"admin","exp":)" + std::to_string(exp) + "}",    // unknown perm
+  };
+  for (const auto& claims : bad) {
+    auto r = auth.Authenticate("Bearer " + MakeJwt(JWT_ALG_HS256, kKey, claims), Permission::kRead);
+    ASSERT_FALSE(r.ok()) << claims;
+    EXPECT_EQ(r.error().status, 401u) << claims;
+  }
+}
+
+TEST(Auth, MintRejectsBadInput) {
+  EXPECT_FALSE(MintToken(kKey, {"", Permission::kRead}, std::chrono::hours(1)).ok());
+  EXPECT_FALSE(MintToken(kKey, {"s", Permission::kRead}, std::chrono::seconds(0)).ok());
+  EXPECT_FALSE(MintToken("", {"s", Permission::kRead}, std::chrono::hours(1)).ok());
+}
+
+}  // namespace
+}  // namespace cairn::http

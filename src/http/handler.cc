@@ -1,0 +1,133 @@
+#include "http/handler.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <boost/json.hpp>
+#include <cerrno>
+#include <cstring>
+#include <system_error>
+
+#include "http/work_queue.h"
+
+namespace cairn::http {
+
+Result<std::shared_ptr<const File>> File::Open(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT) return NotFoundError("no such file");
+    return InternalError(std::string("cannot open file: ") +
+                         std::error_code(errno, std::generic_category()).message());
+  }
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return InternalError("not a regular file");
+  }
+  return std::shared_ptr<const File>(std::make_shared<File>(fd, static_cast<uint64_t>(st.st_size)));
+}
+
+File::~File() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+uint64_t Response::ContentLength() const {
+  uint64_t n = 0;
+  for (const auto& part : body) {
+    if (const auto* s = std::get_if<std::string>(&part)) {
+      n += s->size();
+    } else {
+      n += std::get<FileSegment>(part).length;
+    }
+  }
+  return n;
+}
+
+Response Response::Json(unsigned status, std::string json) {
+  Response r;
+  r.status = status;
+  r.Header("Content-Type", "application/json");
+  r.body.emplace_back(std::move(json));
+  return r;
+}
+
+Response Response::Text(unsigned status, std::string text, std::string content_type) {
+  Response r;
+  r.status = status;
+  r.Header("Content-Type", std::move(content_type));
+  r.body.emplace_back(std::move(text));
+  return r;
+}
+
+Response Response::Binary(unsigned status, std::string bytes, std::string content_type) {
+  return Text(status, std::move(bytes), std::move(content_type));
+}
+
+Response Response::ErrorJson(unsigned status, std::string_view message) {
+  boost::json::object o;
+  o["error"] = message;
+  return Json(status, boost::json::serialize(o));
+}
+
+std::string_view Request::Header(std::string_view name) const {
+  auto it = headers.find(name);
+  if (it == headers.end()) return {};
+  return {it->value().data(), it->value().size()};
+}
+
+const std::string& Request::Param(std::string_view name) const {
+  static const std::string kEmpty;
+  auto it = params.find(name);
+  return it == params.end() ? kEmpty : it->second;
+}
+
+std::optional<std::string_view> Request::Query(std::string_view key) const {
+  for (const auto& [k, v] : query)
+    if (k == key) return std::string_view(v);
+  return std::nullopt;
+}
+
+ResponseStream::~ResponseStream() {
+  Finish();
+}
+
+bool ResponseStream::Write(std::string data) {
+  if (finished_.load() || !conn_->open()) return false;
+  if (!data.empty()) conn_->SendChunk(gen_, std::move(data));
+  return true;
+}
+
+void ResponseStream::Finish() {
+  if (!finished_.exchange(true)) conn_->EndChunked(gen_);
+}
+
+Exchange::~Exchange() {
+  if (Claim()) conn_->SendResponse(gen_, Response::ErrorJson(500, "the handler produced no response"));
+}
+
+void Exchange::Respond(Response r) {
+  if (Claim()) conn_->SendResponse(gen_, std::move(r));
+}
+
+std::shared_ptr<ResponseStream> Exchange::StartStream(unsigned status, HeaderList headers) {
+  auto stream = std::make_shared<ResponseStream>(conn_, gen_);
+  if (Claim()) {
+    conn_->StartChunked(gen_, status, std::move(headers));
+  } else {
+    stream->Finish();  // already answered: a stream that accepts nothing
+  }
+  return stream;
+}
+
+bool Exchange::Offload(std::function<void()> work, std::function<void()> then) {
+  auto conn = conn_;
+  const bool queued = conn->workers().Post([conn, w = std::move(work), t = std::move(then)]() mutable {
+    w();
+    if (t) conn->Dispatch(std::move(t));
+  });
+  if (!queued) Respond(Response::ErrorJson(503, "server busy, retry later"));
+  return queued;
+}
+
+}  // namespace cairn::http

@@ -1,0 +1,203 @@
+// What a route handler sees and produces.
+//
+// A request arrives as an Exchange: the parsed Request plus the means to answer it. Every answering method
+// (Respond, StartStream, ResponseStream::Write/Finish, Offload) is thread-safe: it posts to the connection's
+// strand, so a handler may answer from a worker thread. An Exchange is answered exactly once; an Exchange
+// dropped without an answer answers 500 when it is destroyed. Nothing here may outlive the Server.
+//
+// Body models (chosen per route, see router.h):
+//  - buffered: the server reads the whole body (bounded by the route's max_body, 413 above) into
+//    Request::body before calling the Handler;
+//  - streamed: the StreamHandler runs as soon as the header is read (and authenticated) and returns a
+//  BodySink
+//    that receives the body in pieces as they arrive, with backpressure (the next piece is read only after
+//    the sink calls `next`).
+// Response models: a buffered Response whose body is a list of parts, each a string or a FileSegment (sent
+// with sendfile(2)), or a chunked stream (ResponseStream) produced incrementally.
+#pragma once
+
+#include <atomic>
+#include <boost/beast/http/fields.hpp>
+#include <boost/beast/http/verb.hpp>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "http/auth.h"
+#include "http/result.h"
+
+namespace cairn::http {
+
+class WorkQueue;
+using Verb = boost::beast::http::verb;
+using HeaderList = std::vector<std::pair<std::string, std::string>>;
+
+// A read-only open file, shared by the responses that send from it. Closed when the last owner lets go.
+class File {
+ public:
+  static Result<std::shared_ptr<const File>> Open(const std::string& path);
+  explicit File(int fd, uint64_t size) : fd_(fd), size_(size) {}  // takes ownership of fd
+  ~File();
+  File(const File&) = delete;
+  File& operator=(const File&) = delete;
+  int fd() const { return fd_; }
+  uint64_t size() const { return size_; }
+
+ private:
+  int fd_;
+  uint64_t size_;
+};
+
+// `length` bytes of `file` from `offset`, sent with sendfile(2).
+struct FileSegment {
+  std::shared_ptr<const File> file;
+  uint64_t offset = 0;
+  uint64_t length = 0;
+};
+using BodyPart = std::variant<std::string, FileSegment>;
+
+struct Response {
+  unsigned status = 200;
+  HeaderList headers;          // Content-Length, Connection, X-Request-Id and Server are set by the server
+  std::vector<BodyPart> body;  // sent in order; Content-Length is their total
+
+  Response& Header(std::string name, std::string value) {
+    headers.emplace_back(std::move(name), std::move(value));
+    return *this;
+  }
+  uint64_t ContentLength() const;
+
+  static Response Json(unsigned status, std::string json);
+  static Response Text(unsigned status, std::string text,
+                       std::string content_type = "text/plain; charset=utf-8");
+  static Response Binary(unsigned status, std::string bytes,
+                         std::string content_type = "application/octet-stream");
+  // {"error": message}
+  static Response ErrorJson(unsigned status, std::string_view message);
+  static Response FromError(const Error& e) { return ErrorJson(e.status, e.message); }
+};
+
+struct Request {
+  Verb method = Verb::unknown;
+  std::string target;                                      // as sent: path and query
+  std::string path;                                        // percent-decoded
+  std::vector<std::pair<std::string, std::string>> query;  // percent-decoded, in order (keys may repeat)
+  boost::beast::http::fields headers;
+  std::map<std::string, std::string, std::less<>> params;  // pattern captures, e.g. {"hash": "..."}
+  std::string body;                                        // buffered routes only
+  std::string request_id;
+  std::string route;                   // the route's name (metrics label)
+  std::optional<Principal> principal;  // set when the route requires a permission
+  std::string remote;                  // peer address
+
+  std::string_view Header(std::string_view name) const;
+  // A capture by name; empty when the pattern has no such capture.
+  const std::string& Param(std::string_view name) const;
+  // The first query value for `key`, if any.
+  std::optional<std::string_view> Query(std::string_view key) const;
+};
+
+namespace detail {
+// The connection side of an Exchange (implemented by the server's session). Thread-safe.
+class Connection {
+ public:
+  virtual ~Connection() = default;
+  virtual void SendResponse(uint64_t gen, Response r) = 0;
+  virtual void StartChunked(uint64_t gen, unsigned status, HeaderList headers) = 0;
+  virtual void SendChunk(uint64_t gen, std::string data) = 0;
+  virtual void EndChunked(uint64_t gen) = 0;
+  virtual void Dispatch(std::function<void()> fn) = 0;  // run on the connection's strand
+  virtual WorkQueue& workers() = 0;
+  virtual bool open() const = 0;
+  virtual uint64_t pending_bytes() const = 0;  // queued for the socket, not yet written
+};
+}  // namespace detail
+
+// An incrementally produced (chunked) response body. Each Write is sent as one HTTP chunk.
+class ResponseStream {
+ public:
+  ResponseStream(std::shared_ptr<detail::Connection> conn, uint64_t gen)
+      : conn_(std::move(conn)), gen_(gen) {}
+  ~ResponseStream();  // finishes the body if Finish was not called
+  ResponseStream(const ResponseStream&) = delete;
+  ResponseStream& operator=(const ResponseStream&) = delete;
+
+  // Queues `data` (empty writes are ignored). False once the connection is gone or the stream finished:
+  // producers should stop then.
+  bool Write(std::string data);
+  // Ends the body (the terminating zero chunk). Idempotent.
+  void Finish();
+  // Bytes queued but not yet written to the socket: a producer can pace itself on this.
+  uint64_t pending_bytes() const { return conn_->pending_bytes(); }
+  bool open() const { return !finished_.load() && conn_->open(); }
+
+ private:
+  std::shared_ptr<detail::Connection> conn_;
+  uint64_t gen_;
+  std::atomic<bool> finished_{false};
+};
+
+class Exchange {
+ public:
+  Exchange(std::shared_ptr<detail::Connection> conn, uint64_t gen, Request req)
+      : conn_(std::move(conn)), gen_(gen), req_(std::move(req)) {}
+  ~Exchange();
+  Exchange(const Exchange&) = delete;
+  Exchange& operator=(const Exchange&) = delete;
+
+  Request& request() { return req_; }
+  const Request& request() const { return req_; }
+
+  // Answers the request. Later answers are ignored.
+  void Respond(Response r);
+  void Fail(const Error& e) { Respond(Response::FromError(e)); }
+  // Sends `status` and `headers` now with Transfer-Encoding: chunked; the body follows through the stream.
+  std::shared_ptr<ResponseStream> StartStream(unsigned status, HeaderList headers);
+  // Runs `work` on the worker pool, then `then` (if any) on the connection's strand. When the pool's queue is
+  // full, answers 503 and returns false (neither function runs).
+  bool Offload(std::function<void()> work, std::function<void()> then = {});
+  // Runs `fn` on the connection's strand.
+  void Post(std::function<void()> fn) { conn_->Dispatch(std::move(fn)); }
+  bool answered() const { return answered_.load(); }
+  // False once the client went away.
+  bool open() const { return conn_->open(); }
+
+ private:
+  bool Claim() { return !answered_.exchange(true); }
+
+  std::shared_ptr<detail::Connection> conn_;
+  uint64_t gen_;
+  Request req_;
+  std::atomic<bool> answered_{false};
+};
+
+// Receives a streamed request body.
+class BodySink {
+ public:
+  // Thread-safe. Status ok: deliver the next piece (or finish); an error: stop reading, answer it, close.
+  using Next = std::function<void(Status)>;
+  virtual ~BodySink() = default;
+  // A piece of the body, in order, on the connection's strand. `data` stays valid until `next` is called.
+  virtual void OnData(std::span<const uint8_t> data, Next next) = 0;
+  // The whole body arrived; answer through `ex` (now or later, from any thread).
+  virtual void OnEnd(std::shared_ptr<Exchange> ex) = 0;
+  // The body will not complete (client gone, too slow, over the limit, the sink's own error). The server
+  // answers if it still can; the sink only cleans up (temp files...).
+  virtual void OnAbort(const Error& /*why*/) {}
+};
+
+// A buffered route's handler: Request::body holds the whole body.
+using Handler = std::function<void(std::shared_ptr<Exchange>)>;
+// A streamed route's handler, called after the header: returns the sink for the body, or an error answered
+// at once (the body is not read; the connection closes).
+using StreamHandler = std::function<Result<std::unique_ptr<BodySink>>(const std::shared_ptr<Exchange>&)>;
+
+}  // namespace cairn::http

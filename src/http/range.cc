@@ -1,0 +1,111 @@
+#include "http/range.h"
+
+#include <charconv>
+#include <random>
+#include <string>
+
+namespace cairn::http {
+namespace {
+
+std::string_view Trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
+
+bool ParseU64(std::string_view s, uint64_t* out) {
+  if (s.empty()) return false;
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), *out);
+  return ec == std::errc() && p == s.data() + s.size();
+}
+
+std::string Boundary() {
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string b = "cairn-";
+  for (int i = 0; i < 24; ++i) b += kHex[rng() % 16];
+  return b;
+}
+
+}  // namespace
+
+Result<std::vector<ByteRange>> ParseRange(std::string_view header, uint64_t size, size_t max_ranges) {
+  header = Trim(header);
+  if (header.substr(0, 6) != "bytes=") return BadRequest("Range must use the bytes unit");
+  header.remove_prefix(6);
+  std::vector<ByteRange> out;
+  size_t specs = 0;
+  while (true) {
+    const size_t comma = header.find(',');
+    const std::string_view spec = Trim(header.substr(0, comma));
+    if (++specs > max_ranges) return BadRequest("too many ranges");
+    const size_t dash = spec.find('-');
+    if (dash == std::string_view::npos) return BadRequest("malformed Range");
+    const std::string_view a = spec.substr(0, dash);
+    const std::string_view b = spec.substr(dash + 1);
+    uint64_t first = 0;
+    uint64_t last = 0;
+    if (a.empty()) {  // suffix: the last b bytes
+      uint64_t n = 0;
+      if (!ParseU64(b, &n)) return BadRequest("malformed Range");
+      if (n > 0 && size > 0) out.push_back({n >= size ? 0 : size - n, size - 1});
+    } else {
+      if (!ParseU64(a, &first)) return BadRequest("malformed Range");
+      if (b.empty()) {
+        last = size == 0 ? 0 : size - 1;
+      } else if (!ParseU64(b, &last) || last < first) {
+        return BadRequest("malformed Range");
+      }
+      if (first < size) out.push_back({first, std::min(last, size - 1)});
+    }
+    if (comma == std::string_view::npos) break;
+    header.remove_prefix(comma + 1);
+  }
+  if (out.empty()) return Error{416, "range not satisfiable"};
+  return out;
+}
+
+Response RangeResponse(const std::shared_ptr<const File>& file, uint64_t base, uint64_t size,
+                       const std::vector<ByteRange>& ranges, std::string_view content_type) {
+  Response r;
+  r.Header("Accept-Ranges", "bytes");
+  if (ranges.empty()) {
+    r.status = 200;
+    r.Header("Content-Type", std::string(content_type));
+    if (size > 0) r.body.emplace_back(FileSegment{file, base, size});
+    return r;
+  }
+  r.status = 206;
+  const std::string total = std::to_string(size);
+  if (ranges.size() == 1) {
+    const ByteRange& br = ranges.front();
+    r.Header("Content-Type", std::string(content_type));
+    r.Header("Content-Range",
+             "bytes " + std::to_string(br.first) + "-" + std::to_string(br.last) + "/" + total);
+    r.body.emplace_back(FileSegment{file, base + br.first, br.length()});
+    return r;
+  }
+  const std::string boundary = Boundary();
+  r.Header("Content-Type", "multipart/byteranges; boundary=" + boundary);
+  bool first_part = true;
+  for (const ByteRange& br : ranges) {
+    std::string head = first_part ? "--" : "\r\n--";
+    first_part = false;
+    head += boundary;
+    head += "\r\nContent-Type: ";
+    head += content_type;
+    head += "\r\nContent-Range: bytes ";
+    head += std::to_string(br.first);
+    head += '-';
+    head += std::to_string(br.last);
+    head += '/';
+    head += total;
+    head += "\r\n\r\n";
+    r.body.emplace_back(std::move(head));
+    r.body.emplace_back(FileSegment{file, base + br.first, br.length()});
+  }
+  r.body.emplace_back("\r\n--" + boundary + "--\r\n");
+  return r;
+}
+
+}  // namespace cairn::http

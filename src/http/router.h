@@ -1,0 +1,76 @@
+// Routes: method + path pattern → handler, with per-route limits and required permission.
+//
+// Patterns are absolute paths whose segments are literals or captures: "/v1/xorbs/{prefix}/{hash}". A capture
+// matches one whole non-empty segment (percent-decoded). An unknown path answers 404 {"error": ...}; a known
+// path with another method answers 405 with an Allow header.
+//
+// Thread-safety: register every route before Server::Start; afterwards the router is only read.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "http/handler.h"
+
+namespace cairn::http {
+
+struct RouteOptions {
+  std::string name;                     // label in metrics and logs; default: the pattern
+  Permission auth = Permission::kNone;  // required token permission (checked before the body is read)
+  uint64_t max_body = 1 << 20;          // bytes; larger bodies answer 413
+  size_t max_header = 16 << 10;         // bytes of request line + fields; larger answer 431
+
+  // Chainable setters: RouteOptions().Auth(Permission::kWrite).MaxBody(64 << 20). (GCC warns about designated
+  // initializers that skip leading members, so prefer these.)
+  RouteOptions& Name(std::string n) {
+    name = std::move(n);
+    return *this;
+  }
+  RouteOptions& Auth(Permission p) {
+    auth = p;
+    return *this;
+  }
+  RouteOptions& MaxBody(uint64_t bytes) {
+    max_body = bytes;
+    return *this;
+  }
+  RouteOptions& MaxHeader(size_t bytes) {
+    max_header = bytes;
+    return *this;
+  }
+};
+
+struct Route {
+  Verb method = Verb::unknown;
+  std::string pattern;
+  std::vector<std::string> segments;  // "{name}" for captures
+  RouteOptions options;
+  Handler handler;               // buffered body
+  StreamHandler stream_handler;  // streamed body
+  bool streamed() const { return static_cast<bool>(stream_handler); }
+};
+
+class Router {
+ public:
+  void Handle(Verb method, std::string_view pattern, RouteOptions options, Handler handler);
+  void HandleStream(Verb method, std::string_view pattern, RouteOptions options, StreamHandler handler);
+
+  struct Match {
+    const Route* route = nullptr;  // null: status says why
+    unsigned status = 404;         // 404 no such path, 405 path exists with other methods
+    std::string allow;             // for 405
+    std::map<std::string, std::string, std::less<>> params;
+  };
+  // `segments`: the decoded path segments ("/a/b" → {"a","b"}).
+  Match Find(Verb method, const std::vector<std::string>& segments) const;
+
+  const std::vector<Route>& routes() const { return routes_; }
+
+ private:
+  void Add(Route r);
+  std::vector<Route> routes_;
+};
+
+}  // namespace cairn::http

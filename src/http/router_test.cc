@@ -1,0 +1,36 @@
+#include "http/router.h"
+
+#include <gtest/gtest.h>
+
+namespace cairn::http {
+namespace {
+
+TEST(Router, MatchesCapturesAndMethods) {
+  Router r;
+  r.Handle(Verb::post, "/v1/xorbs/{prefix}/{hash}", {}, [](const std::shared_ptr<Exchange>&) {});
+  r.Handle(Verb::get, "/v1/reconstructions/{file}", RouteOptions().Name("recon"),
+           [](const std::shared_ptr<Exchange>&) {});
+  r.Handle(Verb::get, "/v1/reconstructions/special", {}, [](const std::shared_ptr<Exchange>&) {});
+
+  auto m = r.Find(Verb::post, {"v1", "xorbs", "default", "abc"});
+  ASSERT_NE(m.route, nullptr);
+  EXPECT_EQ(m.params.at("prefix"), "default");
+  EXPECT_EQ(m.params.at("hash"), "abc");
+  EXPECT_EQ(m.route->options.name, "/v1/xorbs/{prefix}/{hash}");
+
+  m = r.Find(Verb::get, {"v1", "xorbs", "default", "abc"});
+  EXPECT_EQ(m.route, nullptr);
+  EXPECT_EQ(m.status, 405u);
+  EXPECT_EQ(m.allow, "POST");
+
+  m = r.Find(Verb::get, {"v1", "reconstructions", "f00"});
+  ASSERT_NE(m.route, nullptr);
+  EXPECT_EQ(m.route->options.name, "recon");
+
+  EXPECT_EQ(r.Find(Verb::get, {"v1", "xorbs", "default"}).status, 404u);
+  EXPECT_EQ(r.Find(Verb::post, {"v1", "xorbs", "default", ""}).status, 404u);  // empty capture
+  EXPECT_EQ(r.Find(Verb::get, {}).status, 404u);
+}
+
+}  // namespace
+}  // namespace cairn::http

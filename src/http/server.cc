@@ -1,0 +1,907 @@
+#include "http/server.h"
+
+#include <spdlog/spdlog.h>
+#include <sys/sendfile.h>
+
+#include <boost/asio.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <boost/url/parse.hpp>
+#include <boost/url/url_view.hpp>
+#include <cerrno>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <random>
+#include <sstream>
+#include <thread>
+
+namespace cairn::http {
+namespace {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace bhttp = boost::beast::http;
+using tcp = asio::ip::tcp;
+using Clock = std::chrono::steady_clock;
+
+constexpr size_t kStreamPiece = 64 << 10;       // bytes per BodySink::OnData
+constexpr uint64_t kSendfileTurn = 8ull << 20;  // bytes sent before yielding the strand
+
+std::string NewRequestId() {
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string id(16, '0');
+  uint64_t v = rng();
+  for (char& c : id) {
+    c = kHex[v & 15];
+    v >>= 4;
+  }
+  return id;
+}
+
+bool ValidRequestId(std::string_view id) {
+  if (id.empty() || id.size() > 128) return false;
+  for (char c : id) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+                    c == '_' || c == '.' || c == ':';
+    if (!ok) return false;
+  }
+  return true;
+}
+
+bool IEquals(std::string_view a, std::string_view b) {
+  return beast::iequals(a, b);
+}
+
+std::string Hex(uint64_t n) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  do {
+    out.insert(out.begin(), kHex[n & 15]);
+    n >>= 4;
+  } while (n != 0);
+  return out;
+}
+
+}  // namespace
+
+class Session;
+
+struct Server::Impl {
+  Impl(ServerOptions o, std::shared_ptr<const Authenticator> a)
+      : opts(std::move(o)),
+        auth(std::move(a)),
+        requests(metrics.Counter("cairn_http_requests_total",
+                                 "HTTP requests answered, by route, method and status",
+                                 {"route", "method", "status"})),
+        latency(metrics.Histogram("cairn_http_request_duration_seconds",
+                                  "Time from request header to the end of the response, by route", {"route"},
+                                  MetricsRegistry::LatencyBuckets())),
+        bytes_in(metrics.Counter("cairn_http_request_body_bytes_total",
+                                 "Request body bytes received, by route", {"route"})),
+        bytes_out(metrics.Counter("cairn_http_response_bytes_total",
+                                  "Response bytes sent (with headers), by route", {"route"})),
+        connections(metrics.Counter("cairn_http_connections_total", "Connections accepted")),
+        acceptor(ioc),
+        deadline(ioc),
+        workers(std::make_unique<WorkQueue>(opts.worker_threads, opts.worker_queue)) {}
+
+  ~Impl();
+
+  void Accept();
+  void DoStop(std::chrono::milliseconds grace);
+  void Register(uint64_t id, const std::shared_ptr<Session>& s);
+  void Unregister(uint64_t id);
+  size_t ActiveSessions() {
+    std::lock_guard lock(mu);
+    return sessions.size();
+  }
+
+  ServerOptions opts;
+  std::shared_ptr<const Authenticator> auth;
+  Router router;
+  MetricsRegistry metrics;
+  CounterFamily& requests;
+  HistogramFamily& latency;
+  CounterFamily& bytes_in;
+  CounterFamily& bytes_out;
+  CounterFamily& connections;
+
+  std::mutex mu;  // guards the fields below
+  std::map<uint64_t, std::weak_ptr<Session>> sessions;
+  uint64_t next_session = 0;
+  bool stopping = false;
+  bool destroying = false;
+
+  asio::io_context ioc;
+  tcp::acceptor acceptor;
+  asio::steady_timer deadline;
+  std::optional<asio::signal_set> signals;
+  std::optional<asio::executor_work_guard<asio::io_context::executor_type>> guard;
+  std::unique_ptr<WorkQueue> workers;  // destroyed before the io_context: its tasks may hold sessions
+  std::vector<std::thread> threads;
+};
+
+// One connection. Every member is touched only on the connection's strand, except the atomics and the
+// thread-safe Connection entry points (which post to the strand).
+class Session : public detail::Connection, public std::enable_shared_from_this<Session> {
+ public:
+  Session(Server::Impl& srv, tcp::socket socket, uint64_t id)
+      : srv_(srv),
+        stream_(std::move(socket)),
+        send_timer_(stream_.get_executor()),
+        body_timer_(stream_.get_executor()),
+        id_(id) {}
+  ~Session() override { srv_.Unregister(id_); }
+
+  void Start() {
+    beast::error_code ec;
+    auto ep = stream_.socket().remote_endpoint(ec);
+    if (!ec) remote_ = ep.address().to_string() + ":" + std::to_string(ep.port());
+    stream_.socket().set_option(tcp::no_delay(true), ec);
+    stream_.socket().native_non_blocking(true, ec);  // for sendfile(2)
+    Dispatch([this] { ReadRequest(); });
+  }
+
+  void OnServerStop() {
+    draining_ = true;
+    if (state_ == State::kIdle) Close();
+  }
+
+  // detail::Connection
+  void SendResponse(uint64_t gen, Response r) override {
+    Dispatch([this, gen, r = std::move(r)]() mutable { DoSendResponse(gen, std::move(r)); });
+  }
+  void StartChunked(uint64_t gen, unsigned status, HeaderList headers) override {
+    Dispatch(
+        [this, gen, status, h = std::move(headers)]() mutable { DoStartChunked(gen, status, std::move(h)); });
+  }
+  void SendChunk(uint64_t gen, std::string data) override {
+    pending_ += data.size();
+    Dispatch([this, gen, d = std::move(data)]() mutable { DoSendChunk(gen, std::move(d)); });
+  }
+  void EndChunked(uint64_t gen) override {
+    Dispatch([this, gen] { DoEndChunked(gen); });
+  }
+  void Dispatch(std::function<void()> fn) override {
+    asio::post(stream_.get_executor(), [self = shared_from_this(), f = std::move(fn)] { f(); });
+  }
+  WorkQueue& workers() override { return *srv_.workers; }
+  bool open() const override { return open_.load(); }
+  uint64_t pending_bytes() const override { return pending_.load(); }
+
+ private:
+  enum class State { kIdle, kReadingHeader, kActive, kClosed };
+
+  // ---- reading -------------------------------------------------------------------------------------------
+
+  void ReadRequest() {
+    if (state_ == State::kClosed) return;
+    state_ = State::kIdle;
+    if (draining_) return Close();
+    header_parser_.emplace();
+    header_parser_->header_limit(static_cast<uint32_t>(srv_.opts.max_header_bytes));
+    header_parser_->body_limit(boost::none);  // checked against the route's limit once the route is known
+    if (buffer_.size() == 0 && !first_request_) {
+      // Keep-alive: wait for the next request's first bytes under the idle timeout.
+      stream_.expires_after(srv_.opts.idle_timeout);
+      stream_.async_read_some(buffer_.prepare(8192),
+                              [self = shared_from_this()](beast::error_code ec, size_t n) {
+                                if (ec) return self->Close();
+                                self->buffer_.commit(n);
+                                self->ReadHeader();
+                              });
+      return;
+    }
+    ReadHeader();
+  }
+
+  void ReadHeader() {
+    if (state_ == State::kClosed) return;
+    state_ = State::kReadingHeader;
+    stream_.expires_after(srv_.opts.header_timeout);
+    bhttp::async_read_header(
+        stream_, buffer_, *header_parser_,
+        [self = shared_from_this()](beast::error_code ec, size_t) { self->OnHeader(ec); });
+  }
+
+  void OnHeader(beast::error_code ec) {
+    if (state_ == State::kClosed) return;
+    first_request_ = false;
+    if (ec == bhttp::error::header_limit) {
+      BeginRequest(nullptr);
+      return EarlyError({431, "request header too large"});
+    }
+    if (ec) return Close();  // EOF, reset, or the header timeout (tcp_stream has closed the socket then)
+    auto& h = header_parser_->get();
+    BeginRequest(&h);
+    body_done_ = header_parser_->is_done();
+
+    Request req;
+    req.method = h.method();
+    req.target = std::string(h.target());
+    req.request_id = request_id_;
+    req.remote = remote_;
+    auto url = boost::urls::parse_origin_form(h.target());
+    if (!url) return EarlyError(BadRequest("malformed request target"));
+    req.path = url->path();
+    path_ = req.path;
+    std::vector<std::string> segments;
+    for (auto seg : url->segments()) segments.push_back(seg);
+    for (auto p : url->params()) req.query.emplace_back(p.key, p.value);
+    req.headers = static_cast<const bhttp::fields&>(h);
+
+    auto match = srv_.router.Find(req.method, segments);
+    if (match.route == nullptr) {
+      Response r =
+          Response::ErrorJson(match.status, match.status == 405 ? "method not allowed" : "not found");
+      if (!match.allow.empty()) r.Header("Allow", match.allow);
+      return EarlyResponse(std::move(r));
+    }
+    route_ = match.route;
+    route_name_ = route_->options.name;
+    req.route = route_name_;
+    req.params = std::move(match.params);
+
+    size_t header_bytes = h.target().size() + 16;
+    for (const auto& f : h) header_bytes += f.name_string().size() + f.value().size() + 4;
+    if (header_bytes > route_->options.max_header) return EarlyError({431, "request header too large"});
+
+    if (route_->options.auth != Permission::kNone) {
+      if (srv_.auth == nullptr) return EarlyError(InternalError("authentication is not configured"));
+      auto who = srv_.auth->Authenticate(req.Header("Authorization"), route_->options.auth);
+      if (!who) return EarlyError(who.error());
+      req.principal = std::move(*who);
+    }
+    const uint64_t limit = route_->options.max_body;
+    if (auto len = header_parser_->content_length(); len && *len > limit)
+      return EarlyError({413, "request body larger than " + std::to_string(limit) + " bytes"});
+    const bool expect_continue = IEquals(h[bhttp::field::expect], "100-continue");
+
+    if (route_->streamed()) {
+      stream_parser_.emplace(std::move(*header_parser_));
+      header_parser_.reset();
+      stream_parser_->body_limit(limit);
+      exchange_ = std::make_shared<Exchange>(shared_from_this(), gen_, std::move(req));
+      Result<std::unique_ptr<BodySink>> sink = InternalError("no sink");
+      try {
+        sink = route_->stream_handler(exchange_);
+      } catch (const std::exception& e) {
+        sink = InternalError(std::string("handler failed: ") + e.what());
+      }
+      if (!sink || !*sink) {
+        auto ex = std::move(exchange_);
+        keep_alive_ = false;
+        ex->Fail(sink ? InternalError("handler returned no sink") : sink.error());
+        return;
+      }
+      sink_ = std::move(*sink);
+      if (exchange_->answered()) return;  // the handler answered without wanting the body
+      return MaybeContinue(expect_continue, [this] {
+        if (stream_parser_->is_done()) return FinishStreamBody();
+        ReadStreamBody();
+      });
+    }
+    pending_request_ = std::move(req);
+    if (header_parser_->is_done()) {
+      body_done_ = true;
+      return CallHandler();
+    }
+    string_parser_.emplace(std::move(*header_parser_));
+    header_parser_.reset();
+    string_parser_->body_limit(limit);
+    MaybeContinue(expect_continue, [this] { ReadBufferedBody(); });
+  }
+
+  void BeginRequest(const bhttp::request_parser<bhttp::empty_body>::value_type* h) {
+    ++gen_;
+    state_ = State::kActive;
+    in_request_ = true;
+    start_ = Clock::now();
+    bytes_in_ = bytes_out_ = 0;
+    status_ = 0;
+    route_ = nullptr;
+    route_name_ = "unmatched";
+    path_.clear();
+    body_done_ = false;
+    responding_ = false;
+    chunked_ = false;
+    out_complete_ = false;
+    keep_alive_ = false;
+    request_id_.clear();
+    method_ = "-";
+    if (h != nullptr) {
+      keep_alive_ = h->keep_alive();
+      method_ = std::string(h->method_string());
+      const auto incoming = (*h)["X-Request-Id"];
+      if (ValidRequestId(std::string_view(incoming.data(), incoming.size())))
+        request_id_ = std::string(incoming);
+    }
+    if (request_id_.empty()) request_id_ = NewRequestId();
+  }
+
+  void MaybeContinue(bool expect_continue, std::function<void()> next) {
+    body_start_ = Clock::now();
+    body_bytes_ = 0;
+    if (!expect_continue) return next();
+    static const std::string kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+    stream_.expires_after(srv_.opts.write_timeout);
+    asio::async_write(stream_, asio::buffer(kContinue),
+                      [self = shared_from_this(), n = std::move(next)](beast::error_code ec, size_t) {
+                        if (ec) return self->Close();
+                        self->body_start_ = Clock::now();
+                        n();
+                      });
+  }
+
+  // The body must keep pace: byte b must arrive by body_start + grace + b / rate. A timer of our own (not the
+  // tcp_stream's, which closes the socket) cancels the read, so a 408 can still be written.
+  void SetBodyDeadline() {
+    const auto owed =
+        std::chrono::milliseconds(body_bytes_ * 1000 / std::max<uint64_t>(srv_.opts.body_min_rate, 1));
+    stream_.expires_never();
+    body_timer_.expires_at(body_start_ + srv_.opts.body_grace + owed);
+    body_timer_.async_wait([self = shared_from_this(), seq = ++body_seq_](beast::error_code ec) {
+      if (ec || seq != self->body_seq_ || self->state_ == State::kClosed) return;
+      self->body_timed_out_ = true;
+      beast::error_code ignored;
+      self->stream_.socket().cancel(ignored);
+    });
+  }
+
+  // A body read completed: the deadline no longer applies; a cancelled read caused by it is a timeout.
+  void BodyReadDone(beast::error_code& ec) {
+    reading_ = false;
+    ++body_seq_;
+    body_timer_.cancel();
+    if (body_timed_out_) {
+      body_timed_out_ = false;
+      ec = beast::error::timeout;
+    }
+  }
+
+  // A body read failed: answer what can be answered, then close.
+  void BodyReadFailed(beast::error_code ec) {
+    Error e;
+    if (ec == bhttp::error::body_limit) {
+      e = {413, "request body too large"};
+    } else if (ec == beast::error::timeout) {
+      e = {408, "request body arrived too slowly"};
+    } else if (ec == bhttp::error::end_of_stream || ec == asio::error::eof ||
+               ec == asio::error::operation_aborted || ec == asio::error::connection_reset) {
+      if (sink_) sink_->OnAbort({400, "client closed the connection"});
+      return Close();
+    } else {
+      e = BadRequest("malformed request body: " + ec.message());
+    }
+    if (sink_) sink_->OnAbort(e);
+    EarlyError(e);
+  }
+
+  void ReadBufferedBody() {
+    if (state_ == State::kClosed) return;
+    SetBodyDeadline();
+    reading_ = true;
+    bhttp::async_read_some(
+        stream_, buffer_, *string_parser_,
+        [self = shared_from_this()](beast::error_code ec, size_t n) { self->OnBufferedBody(ec, n); });
+  }
+
+  void OnBufferedBody(beast::error_code ec, size_t n) {
+    if (state_ == State::kClosed) return;
+    BodyReadDone(ec);
+    bytes_in_ += n;
+    body_bytes_ += n;
+    if (ec) return BodyReadFailed(ec);
+    if (!string_parser_->is_done()) return ReadBufferedBody();
+    body_done_ = true;
+    stream_.expires_never();
+    pending_request_.body = std::move(string_parser_->get().body());
+    string_parser_.reset();
+    CallHandler();
+  }
+
+  void CallHandler() {
+    auto ex = std::make_shared<Exchange>(shared_from_this(), gen_, std::move(pending_request_));
+    try {
+      route_->handler(ex);
+    } catch (const std::exception& e) {
+      ex->Fail(InternalError(std::string("handler failed: ") + e.what()));
+    }
+  }
+
+  void ReadStreamBody() {
+    if (state_ == State::kClosed || responding_) return;
+    body_buf_.resize(kStreamPiece);
+    auto& body = stream_parser_->get().body();
+    body.data = body_buf_.data();
+    body.size = body_buf_.size();
+    SetBodyDeadline();
+    reading_ = true;
+    bhttp::async_read_some(
+        stream_, buffer_, *stream_parser_,
+        [self = shared_from_this()](beast::error_code ec, size_t) { self->OnStreamBody(ec); });
+  }
+
+  void OnStreamBody(beast::error_code ec) {
+    if (state_ == State::kClosed) return;
+    BodyReadDone(ec);
+    if (ec == bhttp::error::need_buffer) ec = {};
+    if (responding_) return;  // answered meanwhile; the connection closes after the answer
+    if (ec) return BodyReadFailed(ec);
+    const size_t got = body_buf_.size() - stream_parser_->get().body().size;
+    bytes_in_ += got;
+    body_bytes_ += got;
+    const bool done = stream_parser_->is_done();
+    if (got == 0) return done ? FinishStreamBody() : ReadStreamBody();
+    stream_.expires_never();
+    const auto paused = Clock::now();
+    const uint64_t gen = gen_;
+    auto self = shared_from_this();
+    sink_->OnData(std::span<const uint8_t>(body_buf_.data(), got), [self, gen, done, paused](Status st) {
+      self->Dispatch([self, gen, done, paused, st = std::move(st)] {
+        if (gen != self->gen_ || self->state_ == State::kClosed || self->responding_) return;
+        self->body_start_ += Clock::now() - paused;  // time the sink took does not count against the client
+        if (!st) {
+          self->sink_->OnAbort(st.error());
+          return self->EarlyError(st.error());
+        }
+        if (done) return self->FinishStreamBody();
+        self->ReadStreamBody();
+      });
+    });
+  }
+
+  void FinishStreamBody() {
+    body_done_ = true;
+    stream_.expires_never();
+    auto ex = std::move(exchange_);
+    try {
+      sink_->OnEnd(ex);
+    } catch (const std::exception& e) {
+      ex->Fail(InternalError(std::string("handler failed: ") + e.what()));
+    }
+  }
+
+  // ---- writing -------------------------------------------------------------------------------------------
+
+  void EarlyError(const Error& e) { EarlyResponse(Response::FromError(e)); }
+
+  // An answer from the server itself (routing, limits, auth, body errors).
+  void EarlyResponse(Response r) {
+    if (exchange_) {
+      auto ex = std::move(exchange_);
+      ex->Respond(std::move(r));  // posts; claims the exchange so it does not answer 500 later
+      if (!body_done_) keep_alive_ = false;
+      return;
+    }
+    DoSendResponse(gen_, std::move(r));
+  }
+
+  bhttp::response<bhttp::empty_body> HeaderFor(unsigned status, HeaderList& headers) {
+    responding_ = true;
+    status_ = status;
+    if (!body_done_ || draining_) keep_alive_ = false;
+    bhttp::response<bhttp::empty_body> res{static_cast<bhttp::status>(status), 11};
+    for (auto& [name, value] : headers) res.insert(name, value);
+    res.set(bhttp::field::server, "cairn");
+    res.set("X-Request-Id", request_id_);
+    res.keep_alive(keep_alive_);
+    return res;
+  }
+
+  void Queue(std::string s) {
+    if (s.empty()) return;
+    out_.emplace_back(std::move(s));
+  }
+
+  void DoSendResponse(uint64_t gen, Response r) {
+    if (gen != gen_ || state_ == State::kClosed || responding_ || !in_request_) return;
+    auto res = HeaderFor(r.status, r.headers);
+    const uint64_t length = r.ContentLength();
+    res.set(bhttp::field::content_length, std::to_string(length));
+    std::ostringstream head;
+    head << res.base();
+    pending_ += head.str().size() + length;
+    Queue(head.str());
+    for (auto& part : r.body) {
+      if (auto* s = std::get_if<std::string>(&part)) {
+        Queue(std::move(*s));
+      } else if (std::get<FileSegment>(part).length > 0) {
+        out_.push_back(std::move(part));
+      }
+    }
+    out_complete_ = true;
+    StartWrite();
+  }
+
+  void DoStartChunked(uint64_t gen, unsigned status, HeaderList headers) {
+    if (gen != gen_ || state_ == State::kClosed || responding_ || !in_request_) return;
+    auto res = HeaderFor(status, headers);
+    res.chunked(true);
+    chunked_ = true;
+    std::ostringstream head;
+    head << res.base();
+    pending_ += head.str().size();
+    Queue(head.str());
+    StartWrite();
+  }
+
+  void DoSendChunk(uint64_t gen, std::string data) {
+    if (gen != gen_ || state_ == State::kClosed || !chunked_ || out_complete_) {
+      pending_ -= data.size();
+      return;
+    }
+    const std::string size_line = Hex(data.size()) + "\r\n";
+    pending_ += size_line.size() + 2;
+    Queue(size_line);
+    Queue(std::move(data));
+    Queue("\r\n");
+    StartWrite();
+  }
+
+  void DoEndChunked(uint64_t gen) {
+    if (gen != gen_ || state_ == State::kClosed || !chunked_ || out_complete_) return;
+    pending_ += 5;
+    Queue("0\r\n\r\n");
+    out_complete_ = true;
+    StartWrite();
+  }
+
+  void StartWrite() {
+    if (writing_ || state_ == State::kClosed) return;
+    if (out_.empty()) {
+      if (out_complete_) FinishExchange();
+      return;
+    }
+    writing_ = true;
+    if (std::holds_alternative<FileSegment>(out_.front())) return SendFile(0);
+    std::vector<asio::const_buffer> bufs;
+    while (!out_.empty() && std::holds_alternative<std::string>(out_.front()) && bufs.size() < 64) {
+      inflight_.push_back(std::move(std::get<std::string>(out_.front())));
+      out_.pop_front();
+    }
+    for (const auto& s : inflight_) bufs.emplace_back(asio::buffer(s));
+    stream_.expires_after(srv_.opts.write_timeout);
+    asio::async_write(stream_, bufs, [self = shared_from_this()](beast::error_code ec, size_t n) {
+      self->writing_ = false;
+      self->inflight_.clear();
+      self->pending_ -= n;
+      self->bytes_out_ += n;
+      if (ec) return self->Close();
+      self->StartWrite();
+    });
+  }
+
+  // Sends the FileSegment at the front of the queue with sendfile(2), waiting for writability as needed.
+  void SendFile(uint64_t sent_this_turn) {
+    auto& seg = std::get<FileSegment>(out_.front());
+    const int sock = stream_.socket().native_handle();
+    while (seg.length > 0) {
+      if (sent_this_turn >= kSendfileTurn) {  // let other connections on this thread run
+        asio::post(stream_.get_executor(), [self = shared_from_this()] { self->SendFile(0); });
+        return;
+      }
+      auto off = static_cast<off_t>(seg.offset);
+      const ssize_t n = ::sendfile(sock, seg.file->fd(), &off, std::min<uint64_t>(seg.length, 1u << 30));
+      if (n > 0) {
+        const auto sent = static_cast<uint64_t>(n);
+        seg.offset += sent;
+        seg.length -= sent;
+        pending_ -= sent;
+        bytes_out_ += sent;
+        sent_this_turn += sent;
+        continue;
+      }
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+        send_timer_.expires_after(srv_.opts.write_timeout);
+        send_timer_.async_wait([self = shared_from_this()](beast::error_code ec) {
+          if (!ec) self->Close();  // no progress within write_timeout
+        });
+        stream_.socket().async_wait(tcp::socket::wait_write,
+                                    [self = shared_from_this()](beast::error_code ec) {
+                                      self->send_timer_.cancel();
+                                      if (ec || self->state_ == State::kClosed) return self->Close();
+                                      self->SendFile(0);
+                                    });
+        return;
+      }
+      // n == 0: the file is shorter than promised; errors: the peer is gone. The response cannot be
+      // completed.
+      spdlog::warn("request {}: sendfile failed ({}); closing", request_id_,
+                   n == 0 ? "short file" : std::error_code(errno, std::generic_category()).message());
+      return Close();
+    }
+    out_.pop_front();
+    writing_ = false;
+    StartWrite();
+  }
+
+  // The response is fully written.
+  void FinishExchange() {
+    Log();
+    sink_.reset();
+    exchange_.reset();
+    string_parser_.reset();
+    stream_parser_.reset();
+    if (!keep_alive_ || draining_) return LingerClose();
+    ReadRequest();
+  }
+
+  // Closes after an answer that left request bytes unread: half-close, then read and discard for a moment so
+  // the peer sees the answer instead of a reset caused by the unread data.
+  void LingerClose() {
+    if (state_ == State::kClosed) return;
+    if ((body_done_ && buffer_.size() == 0) || reading_) return Close();
+    state_ = State::kIdle;  // nothing in flight: a stop may cut this short
+    beast::error_code ec;
+    stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
+    linger_until_ = Clock::now() + std::chrono::seconds(2);
+    Discard();
+  }
+
+  void Discard() {
+    buffer_.clear();
+    stream_.expires_at(linger_until_);
+    stream_.async_read_some(buffer_.prepare(64 << 10),
+                            [self = shared_from_this()](beast::error_code ec, size_t) {
+                              if (ec || self->discarded_ > (64u << 20)) return self->Close();
+                              self->discarded_ += 64u << 10;
+                              self->Discard();
+                            });
+  }
+
+  void Log() {
+    if (!in_request_) return;
+    in_request_ = false;
+    const double seconds = std::chrono::duration<double>(Clock::now() - start_).count();
+    const std::string status = status_ == 0 ? "0" : std::to_string(status_);
+    srv_.requests.Inc({route_name_, method_, status});
+    srv_.latency.Observe({route_name_}, seconds);
+    srv_.bytes_in.Inc({route_name_}, static_cast<double>(bytes_in_));
+    srv_.bytes_out.Inc({route_name_}, static_cast<double>(bytes_out_));
+    spdlog::info("request id={} remote={} method={} path={} status={} in={} out={} ms={:.3f}", request_id_,
+                 remote_, method_, path_, status, bytes_in_, bytes_out_, seconds * 1000);
+  }
+
+  void Close() {
+    if (state_ == State::kClosed) return;
+    if (in_request_ && status_ == 0) status_ = 499;  // nothing answered: the client (or a timeout) ended it
+    Log();
+    state_ = State::kClosed;
+    open_ = false;
+    if (sink_ && !body_done_) sink_->OnAbort({400, "connection closed"});
+    beast::error_code ec;
+    stream_.socket().shutdown(tcp::socket::shutdown_both, ec);
+    stream_.close();
+    send_timer_.cancel();
+    body_timer_.cancel();
+    exchange_.reset();
+    sink_.reset();
+    out_.clear();
+  }
+
+  Server::Impl& srv_;
+  beast::tcp_stream stream_;
+  asio::steady_timer send_timer_;
+  asio::steady_timer body_timer_;
+  uint64_t body_seq_ = 0;
+  bool body_timed_out_ = false;
+  bool reading_ = false;  // a body read is in flight
+  beast::flat_buffer buffer_;
+  const uint64_t id_;
+  std::string remote_;
+  State state_ = State::kIdle;
+  bool first_request_ = true;
+  bool draining_ = false;
+
+  // The current request.
+  uint64_t gen_ = 0;
+  bool in_request_ = false;
+  Clock::time_point start_;
+  std::string request_id_, method_, path_, route_name_;
+  const Route* route_ = nullptr;
+  uint64_t bytes_in_ = 0, bytes_out_ = 0;
+  unsigned status_ = 0;
+  bool keep_alive_ = false;
+  bool body_done_ = false;
+  bool responding_ = false;
+  std::optional<bhttp::request_parser<bhttp::empty_body>> header_parser_;
+  std::optional<bhttp::request_parser<bhttp::string_body>> string_parser_;
+  std::optional<bhttp::request_parser<bhttp::buffer_body>> stream_parser_;
+  Request pending_request_;
+  std::vector<uint8_t> body_buf_;
+  std::unique_ptr<BodySink> sink_;
+  std::shared_ptr<Exchange> exchange_;  // held while a streamed body is read
+  Clock::time_point body_start_;
+  uint64_t body_bytes_ = 0;
+  Clock::time_point linger_until_;
+  uint64_t discarded_ = 0;
+
+  // Output.
+  std::deque<BodyPart> out_;
+  std::vector<std::string> inflight_;
+  bool writing_ = false;
+  bool out_complete_ = false;
+  bool chunked_ = false;
+  std::atomic<bool> open_{true};
+  std::atomic<uint64_t> pending_{0};
+};
+
+// ---- Server::Impl -----------------------------------------------------------------------------------------
+
+Server::Impl::~Impl() {
+  std::lock_guard lock(mu);
+  destroying = true;
+}
+
+void Server::Impl::Accept() {
+  acceptor.async_accept(asio::make_strand(ioc), [this](beast::error_code ec, tcp::socket socket) {
+    if (!acceptor.is_open() || ec == asio::error::operation_aborted) return;
+    if (ec) {
+      spdlog::warn("accept failed: {}", ec.message());
+    } else {
+      connections.Inc({});
+      uint64_t id = 0;
+      {
+        std::lock_guard lock(mu);
+        id = ++next_session;
+      }
+      auto s = std::make_shared<Session>(*this, std::move(socket), id);
+      Register(id, s);
+      s->Start();
+    }
+    Accept();
+  });
+}
+
+void Server::Impl::Register(uint64_t id, const std::shared_ptr<Session>& s) {
+  std::lock_guard lock(mu);
+  sessions[id] = s;
+}
+
+void Server::Impl::Unregister(uint64_t id) {
+  std::lock_guard lock(mu);
+  sessions.erase(id);
+  if (stopping && sessions.empty() && !destroying) {
+    asio::post(ioc, [this] {
+      deadline.cancel();
+      guard.reset();
+    });
+  }
+}
+
+void Server::Impl::DoStop(std::chrono::milliseconds grace) {
+  std::vector<std::shared_ptr<Session>> live;
+  {
+    std::lock_guard lock(mu);
+    if (stopping) return;
+    stopping = true;
+    for (auto& [id, weak] : sessions)
+      if (auto s = weak.lock()) live.push_back(std::move(s));
+  }
+  spdlog::info("stopping: {} connection(s) open, grace {} ms", live.size(), grace.count());
+  beast::error_code ec;
+  acceptor.close(ec);
+  if (signals) signals->cancel(ec);
+  for (auto& s : live) {
+    auto* raw = s.get();
+    raw->Dispatch([raw] { raw->OnServerStop(); });
+  }
+  live.clear();  // a session may end right here; Unregister then sees stopping
+  deadline.expires_after(grace);
+  deadline.async_wait([this](beast::error_code wait_ec) {
+    if (wait_ec) return;
+    if (ActiveSessions() > 0)
+      spdlog::warn("stop: grace period over with {} connection(s) open; abandoning them", ActiveSessions());
+    ioc.stop();
+  });
+  std::lock_guard lock(mu);
+  if (sessions.empty()) {
+    asio::post(ioc, [this] {
+      deadline.cancel();
+      guard.reset();
+    });
+  }
+}
+
+// ---- Server -----------------------------------------------------------------------------------------------
+
+Server::Server(ServerOptions options, std::shared_ptr<const Authenticator> auth)
+    : impl_(std::make_unique<Impl>(std::move(options), std::move(auth))) {
+  Impl* impl = impl_.get();
+  impl->router.Handle(
+      Verb::get, "/healthz", RouteOptions().Name("healthz"),
+      [](const std::shared_ptr<Exchange>& ex) { ex->Respond(Response::Json(200, R"({"status":"ok"})")); });
+  impl->router.Handle(
+      Verb::get, "/metrics", RouteOptions().Name("metrics"), [impl](const std::shared_ptr<Exchange>& ex) {
+        ex->Respond(Response::Text(200, impl->metrics.Render(), "text/plain; version=0.0.4; charset=utf-8"));
+      });
+  impl->metrics.Gauge("cairn_http_open_connections", "Connections currently open",
+                      [impl] { return static_cast<double>(impl->ActiveSessions()); });
+  impl->metrics.Gauge("cairn_worker_queue_depth", "Tasks waiting for a worker thread",
+                      [impl] { return static_cast<double>(impl->workers->queued()); });
+}
+
+Server::~Server() {
+  Stop(std::chrono::milliseconds(0));
+  Wait();
+}
+
+Router& Server::router() {
+  return impl_->router;
+}
+MetricsRegistry& Server::metrics() {
+  return impl_->metrics;
+}
+WorkQueue& Server::workers() {
+  return *impl_->workers;
+}
+const ServerOptions& Server::options() const {
+  return impl_->opts;
+}
+const Authenticator* Server::authenticator() const {
+  return impl_->auth.get();
+}
+
+Status Server::Listen() {
+  beast::error_code ec;
+  const auto address = asio::ip::make_address(impl_->opts.host, ec);
+  if (ec) return InternalError("invalid listen address " + impl_->opts.host + ": " + ec.message());
+  const tcp::endpoint ep{address, impl_->opts.port};
+  auto& acc = impl_->acceptor;
+  if (acc.open(ep.protocol(), ec); ec) return InternalError("cannot open socket: " + ec.message());
+  if (acc.set_option(asio::socket_base::reuse_address(true), ec); ec)
+    return InternalError("cannot set SO_REUSEADDR: " + ec.message());
+  if (acc.bind(ep, ec); ec)
+    return InternalError("cannot bind " + impl_->opts.host + ":" + std::to_string(impl_->opts.port) + ": " +
+                         ec.message());
+  if (acc.listen(asio::socket_base::max_listen_connections, ec); ec)
+    return InternalError("cannot listen: " + ec.message());
+  return Ok{};
+}
+
+uint16_t Server::port() const {
+  beast::error_code ec;
+  auto ep = impl_->acceptor.local_endpoint(ec);
+  return ec ? 0 : ep.port();
+}
+
+void Server::Start() {
+  Impl* impl = impl_.get();
+  impl->guard.emplace(impl->ioc.get_executor());
+  impl->Accept();
+  const size_t n = std::max<size_t>(impl->opts.io_threads, 1);
+  for (size_t i = 0; i < n; ++i) impl->threads.emplace_back([impl] { impl->ioc.run(); });
+}
+
+void Server::StopOnSignals() {
+  Impl* impl = impl_.get();
+  impl->signals.emplace(impl->ioc, SIGINT, SIGTERM);
+  impl->signals->async_wait([impl](beast::error_code ec, int signal) {
+    if (ec) return;
+    spdlog::info("signal {}: shutting down", signal);
+    impl->DoStop(impl->opts.shutdown_grace);
+  });
+}
+
+void Server::Stop(std::chrono::milliseconds grace) {
+  Impl* impl = impl_.get();
+  if (impl->threads.empty()) {  // never started
+    std::lock_guard lock(impl->mu);
+    impl->stopping = true;
+    return;
+  }
+  asio::post(impl->ioc, [impl, grace] { impl->DoStop(grace); });
+}
+
+void Server::Wait() {
+  for (auto& t : impl_->threads)
+    if (t.joinable()) t.join();
+  impl_->threads.clear();
+}
+
+}  // namespace cairn::http

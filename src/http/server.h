@@ -1,0 +1,80 @@
+// The HTTP/1.1 server: Boost.Beast on Asio, a fixed set of I/O threads, one session object per connection
+// (keep-alive, pipelining-free), explicit timeouts and limits, routing, bearer-token auth, request ids,
+// per-request logs and metrics, graceful shutdown.
+//
+// Timeouts and limits (ServerOptions): the first request's header must arrive within header_timeout; between
+// keep-alive requests the connection may idle for idle_timeout; a request body must keep up with
+// body_min_rate bytes/s after a body_grace head start (else 408 and close); a write making no progress for
+// write_timeout closes the connection. Header size is capped globally (max_header_bytes, 431) and per route
+// (RouteOptions::max_header); body size per route (413).
+//
+// Built-in routes: GET /healthz (200 {"status":"ok"}) and GET /metrics (Prometheus text).
+//
+// Lifecycle: construct, register routes on router(), Listen(), Start(), then Stop() from any thread (or
+// StopOnSignals()) and Wait(). Stop closes the listener, closes idle connections, lets in-flight requests
+// finish (their connections then close) and, after `grace`, abandons what is left. The destructor stops and
+// waits.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "http/auth.h"
+#include "http/metrics.h"
+#include "http/result.h"
+#include "http/router.h"
+#include "http/work_queue.h"
+
+namespace cairn::http {
+
+struct ServerOptions {
+  std::string host = "127.0.0.1";
+  uint16_t port = 8080;  // 0: an ephemeral port (see Server::port())
+  size_t io_threads = 2;
+  size_t worker_threads = 4;
+  size_t worker_queue = 4096;  // tasks waiting for a worker before Offload answers 503
+  std::chrono::milliseconds header_timeout{30'000};
+  std::chrono::milliseconds idle_timeout{75'000};
+  std::chrono::milliseconds write_timeout{60'000};
+  std::chrono::milliseconds body_grace{10'000};
+  uint64_t body_min_rate = 4096;  // bytes per second
+  size_t max_header_bytes = 64 << 10;
+  std::chrono::milliseconds shutdown_grace{30'000};
+};
+
+class Server {
+ public:
+  // `auth` may be null when no route requires a permission.
+  Server(ServerOptions options, std::shared_ptr<const Authenticator> auth);
+  ~Server();
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  Router& router();
+  MetricsRegistry& metrics();
+  WorkQueue& workers();
+  const ServerOptions& options() const;
+  const Authenticator* authenticator() const;
+
+  // Binds and listens on options().host:port. Error: 500 with the reason (address in use...).
+  Status Listen();
+  // The bound port (after Listen).
+  uint16_t port() const;
+  // Starts the I/O threads; returns at once.
+  void Start();
+  // SIGINT and SIGTERM call Stop(options().shutdown_grace).
+  void StopOnSignals();
+  // Graceful stop; thread-safe, idempotent.
+  void Stop(std::chrono::milliseconds grace);
+  // Blocks until the server stopped and the I/O threads exited.
+  void Wait();
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace cairn::http

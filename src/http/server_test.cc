@@ -1,0 +1,405 @@
+// In-process tests of the server: a real Server on an ephemeral port, a small Beast client.
+#include "http/server.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <thread>
+
+#include "http/range.h"
+#include "http/test_util.h"
+
+namespace cairn::http {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::Client;
+using testing::MakeJwt;
+namespace bhttp = boost::beast::http;
+
+const std::string kKey(64, 'k');
+
+std::string RandomBytes(size_t n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::string s(n, '\0');
+  for (auto& c : s) c = static_cast<char>(rng());
+  return s;
+}
+
+// Collects a streamed body and answers it back.
+class EchoSink : public BodySink {
+ public:
+  void OnData(std::span<const uint8_t> data, Next next) override {
+    got_.append(reinterpret_cast<const char*>(data.data()), data.size());
+    if (++pieces_ % 2 == 0) {
+      next(Ok{});  // inline
+    } else {
+      std::thread([n = std::move(next)] { n(Ok{}); }).detach();  // from another thread
+    }
+  }
+  void OnEnd(std::shared_ptr<Exchange> ex) override { ex->Respond(Response::Binary(200, std::move(got_))); }
+
+ private:
+  std::string got_;
+  size_t pieces_ = 0;
+};
+
+class ServerTest : public ::testing::Test {
+ protected:
+  void SetUp() override { StartServer({}); }
+  void TearDown() override {
+    if (server_) {
+      server_->Stop(2s);
+      server_->Wait();
+    }
+    std::filesystem::remove(file_path_);
+  }
+
+  void StartServer(ServerOptions o) {
+    o.host = "127.0.0.1";
+    o.port = 0;
+    o.io_threads = 2;
+    o.worker_threads = 2;
+    server_ = std::make_unique<Server>(o, std::make_shared<Authenticator>(kKey));
+    file_path_ =
+        (std::filesystem::temp_directory_path() / ("cairn-http-test-" + std::to_string(::getpid()))).string();
+    file_data_ = RandomBytes(3 << 20, 7);
+    std::ofstream(file_path_, std::ios::binary) << file_data_;
+    Register(server_->router());
+    ASSERT_TRUE(server_->Listen().ok());
+    server_->Start();
+    port_ = server_->port();
+    ASSERT_NE(port_, 0);
+  }
+
+  void Register(Router& r) {
+    r.Handle(Verb::get, "/echo/{a}/{b}", {}, [](const std::shared_ptr<Exchange>& ex) {
+      const auto& q = ex->request();
+      ex->Respond(Response::Json(200, "{\"a\":\"" + q.Param("a") + "\",\"b\":\"" + q.Param("b") +
+                                          "\",\"x\":\"" + std::string(q.Query("x").value_or("")) + "\"}"));
+    });
+    r.Handle(Verb::post, "/small", RouteOptions().MaxBody(1024), [](const std::shared_ptr<Exchange>& ex) {
+      ex->Respond(Response::Text(200, std::to_string(ex->request().body.size())));
+    });
+    r.HandleStream(Verb::post, "/upload", RouteOptions().MaxBody(64 << 20),
+                   [](const std::shared_ptr<Exchange>&) -> Result<std::unique_ptr<BodySink>> {
+                     return std::unique_ptr<BodySink>(std::make_unique<EchoSink>());
+                   });
+    r.HandleStream(Verb::post, "/reject", RouteOptions().MaxBody(64 << 20),
+                   [](const std::shared_ptr<Exchange>&) -> Result<std::unique_ptr<BodySink>> {
+                     return BadRequest("bad hash in path");
+                   });
+    r.Handle(Verb::get, "/ndjson", {}, [](const std::shared_ptr<Exchange>& ex) {
+      auto stream = ex->StartStream(200, {{"Content-Type", "application/x-ndjson"}});
+      ex->Offload([stream] {
+        for (int i = 0; i < 100; ++i) {
+          stream->Write("{\"i\":" + std::to_string(i) + "}\n");
+          if (i % 25 == 0) std::this_thread::sleep_for(5ms);
+        }
+        stream->Finish();
+      });
+    });
+    r.Handle(Verb::get, "/file", {}, [this](const std::shared_ptr<Exchange>& ex) {
+      auto file = File::Open(file_path_);
+      if (!file) return ex->Fail(file.error());
+      const uint64_t size = (*file)->size();
+      std::vector<ByteRange> ranges;
+      if (auto h = ex->request().Header("Range"); !h.empty()) {
+        auto parsed = ParseRange(h, size);
+        if (!parsed) return ex->Fail(parsed.error());
+        ranges = std::move(*parsed);
+      }
+      ex->Respond(RangeResponse(*file, 0, size, ranges, "application/octet-stream"));
+    });
+    r.Handle(Verb::get, "/read", RouteOptions().Auth(Permission::kRead),
+             [](const std::shared_ptr<Exchange>& ex) {
+               ex->Respond(Response::Text(200, ex->request().principal->scope));
+             });
+    r.Handle(Verb::post, "/write", RouteOptions().Auth(Permission::kWrite),
+             [](const std::shared_ptr<Exchange>& ex) {
+               ex->Respond(Response::Text(200, "wrote to " + ex->request().principal->scope));
+             });
+    r.Handle(Verb::get, "/slow", {}, [](const std::shared_ptr<Exchange>& ex) {
+      ex->Offload([] { std::this_thread::sleep_for(400ms); },
+                  [ex] { ex->Respond(Response::Text(200, "done")); });
+    });
+    r.Handle(Verb::get, "/forgetful", {}, [](const std::shared_ptr<Exchange>&) {});
+  }
+
+  std::unique_ptr<Server> server_;
+  uint16_t port_ = 0;
+  std::string file_path_, file_data_;
+};
+
+TEST_F(ServerTest, HealthzAndRequestId) {
+  Client c(port_);
+  auto res = c.Get("/healthz");
+  EXPECT_EQ(res.result_int(), 200u);
+  EXPECT_NE(res.body().find("ok"), std::string::npos);
+  EXPECT_EQ(res["X-Request-Id"].size(), 16u);
+  EXPECT_EQ(res[bhttp::field::server], "cairn");
+
+  bhttp::request<bhttp::string_body> req{bhttp::verb::get, "/healthz", 11};
+  req.set("X-Request-Id", "client-chosen-id.1");
+  EXPECT_EQ(c.Send(req)["X-Request-Id"], "client-chosen-id.1");
+  req.set("X-Request-Id", "bad id with spaces");
+  EXPECT_EQ(c.Send(req)["X-Request-Id"].size(), 16u);
+}
+
+TEST_F(ServerTest, CapturesAndQuery) {
+  Client c(port_);
+  auto res = c.Get("/echo/default/ab%2Fc?x=1%202");
+  EXPECT_EQ(res.result_int(), 200u);
+  EXPECT_EQ(res.body(), R"({"a":"default","b":"ab/c","x":"1 2"})");
+}
+
+TEST_F(ServerTest, UnknownRouteIs404Json) {
+  Client c(port_);
+  auto res = c.Get("/v1/nothing/here");
+  EXPECT_EQ(res.result_int(), 404u);
+  EXPECT_EQ(res[bhttp::field::content_type], "application/json");
+  EXPECT_EQ(res.body(), R"({"error":"not found"})");
+  EXPECT_EQ(c.Get("//healthz").result_int(), 404u);
+  EXPECT_TRUE(res.keep_alive());
+  EXPECT_EQ(c.Get("/healthz").result_int(), 200u);  // same connection still usable
+}
+
+TEST_F(ServerTest, WrongMethodIs405) {
+  Client c(port_);
+  auto res = c.Post("/healthz", "");
+  EXPECT_EQ(res.result_int(), 405u);
+  EXPECT_EQ(res[bhttp::field::allow], "GET");
+  EXPECT_NE(res.body().find("\"error\""), std::string::npos);
+}
+
+TEST_F(ServerTest, KeepAliveReusesTheConnection) {
+  const double before = server_->metrics().Counter("cairn_http_connections_total", "").Value({});
+  Client c(port_);
+  for (int i = 0; i < 5; ++i) {
+    auto res = c.Get("/echo/x/" + std::to_string(i));
+    EXPECT_EQ(res.result_int(), 200u);
+    EXPECT_TRUE(res.keep_alive());
+  }
+  EXPECT_EQ(c.Post("/small", "abc").body(), "3");
+  EXPECT_EQ(server_->metrics().Counter("cairn_http_connections_total", "").Value({}), before + 1);
+}
+
+TEST_F(ServerTest, BodyOverTheLimitIs413) {
+  {
+    Client c(port_);
+    auto res = c.Post("/small", std::string(2000, 'a'));
+    EXPECT_EQ(res.result_int(), 413u);
+    EXPECT_FALSE(res.keep_alive());
+  }
+  {
+    Client c(port_);  // chunked: the limit is found while reading
+    std::string raw = "POST /small HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n";
+    for (int i = 0; i < 3; ++i) raw += "200\r\n" + std::string(512, 'b') + "\r\n";
+    raw += "0\r\n\r\n";
+    c.WriteRaw(raw);
+    EXPECT_EQ(c.Read().result_int(), 413u);
+  }
+  Client c(port_);
+  EXPECT_EQ(c.Post("/small", std::string(1024, 'a')).body(), "1024");
+}
+
+TEST_F(ServerTest, StreamedBodyArrivesCompleteAndInOrder) {
+  Client c(port_);
+  const std::string data = RandomBytes(5 << 20, 1);
+  auto res = c.Post("/upload", data);
+  ASSERT_EQ(res.result_int(), 200u);
+  EXPECT_TRUE(res.body() == data);
+  // Chunked transfer encoding, and the connection is reusable afterwards.
+  c.WriteRaw(
+      "POST /upload HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n6\r\n "
+      "world\r\n0\r\n\r\n");
+  res = c.Read();
+  EXPECT_EQ(res.body(), "hello world");
+  EXPECT_EQ(c.Post("/upload", "").body(), "");
+  EXPECT_EQ(c.Get("/healthz").result_int(), 200u);
+}
+
+TEST_F(ServerTest, StreamHandlerCanRejectBeforeTheBody) {
+  Client c(port_);
+  auto res = c.Post("/reject", std::string(1 << 20, 'z'));
+  EXPECT_EQ(res.result_int(), 400u);
+  EXPECT_EQ(res.body(), R"({"error":"bad hash in path"})");
+  EXPECT_FALSE(res.keep_alive());
+}
+
+TEST_F(ServerTest, ChunkedResponseArrivesComplete) {
+  Client c(port_);
+  auto res = c.Get("/ndjson");
+  ASSERT_EQ(res.result_int(), 200u);
+  EXPECT_TRUE(res.chunked());
+  EXPECT_EQ(res[bhttp::field::content_type], "application/x-ndjson");
+  std::string expect;
+  for (int i = 0; i < 100; ++i) expect += "{\"i\":" + std::to_string(i) + "}\n";
+  EXPECT_EQ(res.body(), expect);
+  EXPECT_EQ(c.Get("/healthz").result_int(), 200u);
+}
+
+TEST_F(ServerTest, FileRanges) {
+  Client c(port_);
+  auto whole = c.Get("/file");
+  ASSERT_EQ(whole.result_int(), 200u);
+  EXPECT_TRUE(whole.body() == file_data_);
+
+  bhttp::request<bhttp::string_body> req{bhttp::verb::get, "/file", 11};
+  req.set(bhttp::field::range, "bytes=1000-1999");
+  auto one = c.Send(req);
+  ASSERT_EQ(one.result_int(), 206u);
+  EXPECT_EQ(one[bhttp::field::content_range], "bytes 1000-1999/" + std::to_string(file_data_.size()));
+  EXPECT_TRUE(one.body() == file_data_.substr(1000, 1000));
+
+  req.set(bhttp::field::range, "bytes=10-14,2000000-2000009");
+  auto multi = c.Send(req);
+  ASSERT_EQ(multi.result_int(), 206u);
+  const std::string ct(multi[bhttp::field::content_type]);
+  ASSERT_EQ(ct.rfind("multipart/byteranges; boundary=", 0), 0u) << ct;
+  const std::string boundary = ct.substr(ct.find('=') + 1);
+  const std::string expect =
+      "--" + boundary + "\r\nContent-Type: application/octet-stream\r\nContent-Range: bytes 10-14/" +
+      std::to_string(file_data_.size()) + "\r\n\r\n" + file_data_.substr(10, 5) + "\r\n--" + boundary +
+      "\r\nContent-Type: application/octet-stream\r\nContent-Range: bytes 2000000-2000009/" +
+      std::to_string(file_data_.size()) + "\r\n\r\n" + file_data_.substr(2000000, 10) + "\r\n--" + boundary +
+      "--\r\n";
+  EXPECT_TRUE(multi.body() == expect);
+
+  req.set(bhttp::field::range, "bytes=99999999-");
+  EXPECT_EQ(c.Send(req).result_int(), 416u);
+}
+
+TEST_F(ServerTest, Auth) {
+  Client c(port_);
+  const int64_t now = UnixNow();
+  const auto read = *MintToken(kKey, {"org/repo", Permission::kRead}, 1h);
+  const auto write = *MintToken(kKey, {"org/repo", Permission::kWrite}, 1h);
+  const std::string claims = R"({"scope":"s","perm":"write","exp":)" + std::to_string(now + 3600);
+
+  auto res = c.Get("/read", "Bearer " + read);
+  EXPECT_EQ(res.result_int(), 200u);
+  EXPECT_EQ(res.body(), "org/repo");
+  EXPECT_EQ(c.Post("/write", "x", "Bearer " + write).result_int(), 200u);
+  EXPECT_EQ(c.Get("/read", "Bearer " + write).result_int(), 200u);
+
+  const std::vector<std::pair<std::string, std::string>> unauthorized = {
+      {"missing", ""},
+      {"malformed", "Bearer not-a-jwt"},
+      {"not bearer", "Basic dXNlcjpwYXNz"},
+      {"expired", "Bearer " + *MintToken(kKey, {"s", Permission::kWrite}, 1h, now - 7200)},
+      {"nbf future",
+       "Bearer " + MakeJwt(JWT_ALG_HS256, kKey, claims + R"(,"nbf":)" + std::to_string(now + 600) + "}")},
+      {"hs512 same key", "Bearer " + MakeJwt(JWT_ALG_HS512, kKey, claims + "}")},
+      {"alg none", "Bearer " + MakeJwt(JWT_ALG_NONE, "", claims + "}")},
+      {"bad signature", "Bearer " + MakeJwt(JWT_ALG_HS256, std::string(64, 'x'), claims + "}")},
+  };
+  for (const auto& [what, header] : unauthorized) {
+    Client fresh(port_);
+    auto r = fresh.Post("/write", "body", header);
+    EXPECT_EQ(r.result_int(), 401u) << what;
+    EXPECT_NE(r.body().find("\"error\""), std::string::npos) << what;
+  }
+  Client fresh(port_);
+  auto forbidden = fresh.Post("/write", "body", "Bearer " + read);
+  EXPECT_EQ(forbidden.result_int(), 403u);
+}
+
+TEST_F(ServerTest, MetricsCountRequestsByRoute) {
+  Client c(port_);
+  c.Get("/echo/a/b");
+  c.Get("/echo/c/d");
+  c.Get("/nope");
+  auto res = c.Get("/metrics");
+  ASSERT_EQ(res.result_int(), 200u);
+  const std::string& text = res.body();
+  EXPECT_NE(text.find("cairn_http_requests_total{route=\"/echo/{a}/{b}\",method=\"GET\",status=\"200\"} 2"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("cairn_http_requests_total{route=\"unmatched\",method=\"GET\",status=\"404\"} 1"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("cairn_http_request_duration_seconds_count{route=\"/echo/{a}/{b}\"} 2"),
+            std::string::npos);
+  EXPECT_NE(text.find("cairn_http_response_bytes_total{route=\"/echo/{a}/{b}\"}"), std::string::npos);
+}
+
+TEST_F(ServerTest, HandlerWithoutAnswerGives500) {
+  Client c(port_);
+  auto res = c.Get("/forgetful");
+  EXPECT_EQ(res.result_int(), 500u);
+  EXPECT_EQ(c.Get("/healthz").result_int(), 200u);
+}
+
+TEST_F(ServerTest, StopDrainsInFlightRequests) {
+  Client idle(port_);
+  EXPECT_EQ(idle.Get("/healthz").result_int(), 200u);  // an idle keep-alive connection
+  Client busy(port_);
+  bhttp::request<bhttp::string_body> req{bhttp::verb::get, "/slow", 11};
+  req.set(bhttp::field::host, "x");
+  bhttp::write(busy.socket(), req);
+  std::this_thread::sleep_for(100ms);  // the request is in the handler now
+  server_->Stop(5s);
+  auto res = busy.Read();
+  EXPECT_EQ(res.result_int(), 200u);
+  EXPECT_EQ(res.body(), "done");
+  EXPECT_FALSE(res.keep_alive());
+  EXPECT_TRUE(idle.ClosedByPeer());
+  server_->Wait();
+  EXPECT_THROW(Client{port_}, boost::system::system_error);  // no longer listening
+}
+
+TEST_F(ServerTest, StopAbandonsWhatOutlivesTheGrace) {
+  Client busy(port_);
+  bhttp::request<bhttp::string_body> req{bhttp::verb::get, "/slow", 11};
+  req.set(bhttp::field::host, "x");
+  bhttp::write(busy.socket(), req);
+  std::this_thread::sleep_for(50ms);
+  const auto t0 = std::chrono::steady_clock::now();
+  server_->Stop(50ms);
+  server_->Wait();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 350ms);
+}
+
+TEST(ServerTimeouts, SlowBodyIs408) {
+  ServerOptions o;
+  o.port = 0;
+  o.io_threads = 1;
+  o.body_grace = 200ms;
+  o.body_min_rate = 4096;
+  Server server(o, nullptr);
+  server.router().Handle(
+      Verb::post, "/small", RouteOptions().MaxBody(1 << 20),
+      [](const std::shared_ptr<Exchange>& ex) { ex->Respond(Response::Text(200, "late")); });
+  ASSERT_TRUE(server.Listen().ok());
+  server.Start();
+  Client c(server.port());
+  c.WriteRaw("POST /small HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n0123456789");
+  const auto t0 = std::chrono::steady_clock::now();
+  auto res = c.Read();
+  EXPECT_EQ(res.result_int(), 408u);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 2s);
+  server.Stop(1s);
+  server.Wait();
+}
+
+TEST(ServerTimeouts, IdleKeepAliveConnectionIsClosed) {
+  ServerOptions o;
+  o.port = 0;
+  o.io_threads = 1;
+  o.idle_timeout = 200ms;
+  Server server(o, nullptr);
+  ASSERT_TRUE(server.Listen().ok());
+  server.Start();
+  Client c(server.port());
+  EXPECT_EQ(c.Get("/healthz").result_int(), 200u);
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_TRUE(c.ClosedByPeer());
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 2s);
+}
+
+}  // namespace
+}  // namespace cairn::http

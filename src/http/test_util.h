@@ -1,0 +1,89 @@
+// Helpers shared by the http tests: hand-made tokens and a tiny synchronous Beast client.
+#pragma once
+
+#include <jwt.h>
+
+#include <boost/asio.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <cstdlib>
+#include <string>
+
+namespace cairn::http::testing {
+
+// A token with exactly these claims (JSON object text), signed with `alg` and `key`.
+inline std::string MakeJwt(jwt_alg_t alg, const std::string& key, const std::string& claims_json) {
+  jwt_t* jwt = nullptr;
+  jwt_new(&jwt);
+  jwt_add_grants_json(jwt, claims_json.c_str());
+  if (alg == JWT_ALG_NONE) {
+    jwt_set_alg(jwt, JWT_ALG_NONE, nullptr, 0);
+  } else {
+    jwt_set_alg(jwt, alg, reinterpret_cast<const unsigned char*>(key.data()), static_cast<int>(key.size()));
+  }
+  char* s = jwt_encode_str(jwt);
+  std::string out = s != nullptr ? s : "";
+  free(s);  // NOLINT(cppcoreguidelines-no-malloc)
+  jwt_free(jwt);
+  return out;
+}
+
+namespace net = boost::asio;
+namespace beast = boost::beast;
+namespace bhttp = boost::beast::http;
+
+// One keep-alive connection to 127.0.0.1:port.
+class Client {
+ public:
+  explicit Client(uint16_t port) : socket_(ioc_) {
+    socket_.connect({net::ip::make_address("127.0.0.1"), port});
+  }
+
+  bhttp::response<bhttp::string_body> Send(bhttp::request<bhttp::string_body> req) {
+    req.version(11);
+    req.set(bhttp::field::host, "127.0.0.1");
+    req.prepare_payload();
+    bhttp::write(socket_, req);
+    return Read();
+  }
+
+  bhttp::response<bhttp::string_body> Get(const std::string& target, const std::string& auth = {}) {
+    bhttp::request<bhttp::string_body> req{bhttp::verb::get, target, 11};
+    if (!auth.empty()) req.set(bhttp::field::authorization, auth);
+    return Send(std::move(req));
+  }
+
+  bhttp::response<bhttp::string_body> Post(const std::string& target, std::string body,
+                                           const std::string& auth = {}) {
+    bhttp::request<bhttp::string_body> req{bhttp::verb::post, target, 11};
+    if (!auth.empty()) req.set(bhttp::field::authorization, auth);
+    req.body() = std::move(body);
+    return Send(std::move(req));
+  }
+
+  bhttp::response<bhttp::string_body> Read() {
+    bhttp::response_parser<bhttp::string_body> parser;
+    parser.body_limit(1ull << 30);
+    bhttp::read(socket_, buffer_, parser);
+    return parser.release();
+  }
+
+  void WriteRaw(const std::string& bytes) { net::write(socket_, net::buffer(bytes)); }
+
+  // True when the server closed the connection (EOF on read).
+  bool ClosedByPeer() {
+    beast::error_code ec;
+    char c = 0;
+    socket_.read_some(net::buffer(&c, 1), ec);
+    return ec == net::error::eof || ec == net::error::connection_reset;
+  }
+
+  net::ip::tcp::socket& socket() { return socket_; }
+
+ private:
+  net::io_context ioc_;
+  net::ip::tcp::socket socket_;
+  beast::flat_buffer buffer_;
+};
+
+}  // namespace cairn::http::testing

@@ -1,0 +1,65 @@
+// The metadata index: which xorbs exist and their layouts, how files are rebuilt, which scopes see which
+// files, where global-dedup chunks live, which shards were accepted. SQLite implements it for one node;
+// PostgreSQL will implement it for several.
+//
+// Contract, for every implementation:
+//  - Thread-safety: every method may be called concurrently from any thread.
+//  - Durability: a write returns success only once it is durable. A write that fails changed nothing.
+//  - Records are immutable once written: the first write of a hash wins, later writes of the same hash are
+//    accepted as no-ops (idempotent retries), apart from adding scopes and dedup entries.
+//  - The index trusts its caller: the service verifies xorbs and shards before registering them. The index
+//    checks only what keeps it consistent (packed sizes, dedup entries naming registered xorbs).
+//  - Returned records are shared and immutable; the caller may keep them as long as it likes.
+//  - Failures are values: kNotFound for an unknown record (Get*), kMalformed for a request that cannot be
+//    stored as given, kInconsistent when a request contradicts the index (e.g. names an unknown xorb), kIo
+//    when the database fails.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string_view>
+#include <vector>
+
+#include "index/records.h"
+#include "xet/result.h"
+
+namespace cairn::index {
+
+class Index {
+ public:
+  virtual ~Index() = default;
+  Index(const Index&) = delete;
+  Index& operator=(const Index&) = delete;
+
+  // ---- Xorbs
+  virtual xet::Result<std::shared_ptr<const XorbEntry>> GetXorb(const XorbHash& hash) = 0;
+  virtual xet::Result<bool> HasXorb(const XorbHash& hash) = 0;
+  // Registers a stored xorb. Returns whether it was new.
+  virtual xet::Result<bool> PutXorb(const XorbHash& hash, const xet::XorbLayout& layout) = 0;
+
+  // ---- Files
+  virtual xet::Result<std::shared_ptr<const FileEntry>> GetFile(const FileHash& hash) = 0;
+  // Whether a write token of `scope` registered the file.
+  virtual xet::Result<bool> FileVisibleTo(const FileHash& hash, std::string_view scope) = 0;
+  // A file with this SHA-256 (as stored in shards), visible to `scope` when one is given.
+  virtual xet::Result<std::optional<FileHash>> FileBySha256(const Hash& sha256,
+                                                            std::optional<std::string_view> scope) = 0;
+
+  // ---- Shards
+  // Registers a verified shard: the shard, its files (visible to commit.scope) and its dedup entries, all
+  // or nothing. Committing a shard again is not an error (already_existed) and adds commit.scope.
+  virtual xet::Result<CommitOutcome> CommitShard(const ShardCommit& commit) = 0;
+  virtual xet::Result<std::optional<ShardInfo>> GetShard(const Hash& shard) = 0;
+
+  // ---- Global dedup
+  // Where `chunk` can be found: entries registered by `scope`, or by any scope when scope is nullopt.
+  virtual xet::Result<std::vector<DedupHit>> LookupDedup(const ChunkHash& chunk,
+                                                         std::optional<std::string_view> scope) = 0;
+
+  virtual xet::Result<IndexStats> Stats() = 0;
+
+ protected:
+  Index() = default;
+};
+
+}  // namespace cairn::index

@@ -1,0 +1,106 @@
+#include "index/records.h"
+
+#include <cstring>
+
+namespace cairn::index {
+
+namespace {
+
+template <typename T>
+void Put(uint8_t*& p, T v) {
+  std::memcpy(p, &v, sizeof v);  // little-endian hosts only (static_assert in xet/hash.cc)
+  p += sizeof v;
+}
+
+template <typename T>
+T Get(const uint8_t* p) {
+  T v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+}  // namespace
+
+xet::XorbChunk XorbEntry::chunk(size_t i) const {
+  const uint8_t* p = packed.data() + i * kPackedChunkSize;
+  return {.hash = Hash::FromBytes(p),
+          .unpacked_size = Get<uint32_t>(p + 32),
+          .end_offset = Get<uint32_t>(p + 36)};
+}
+
+xet::XorbLayout XorbEntry::ToLayout() const {
+  xet::XorbLayout layout;
+  layout.chunks.reserve(chunk_count);
+  for (size_t i = 0; i < chunk_count; ++i) layout.chunks.push_back(chunk(i));
+  return layout;
+}
+
+std::vector<uint8_t> PackLayout(const xet::XorbLayout& layout) {
+  std::vector<uint8_t> out(layout.chunks.size() * kPackedChunkSize);
+  uint8_t* p = out.data();
+  for (const auto& c : layout.chunks) {
+    std::memcpy(p, c.hash.bytes.data(), 32);
+    p += 32;
+    Put(p, c.unpacked_size);
+    Put(p, c.end_offset);
+  }
+  return out;
+}
+
+XorbEntry MakeXorbEntry(const XorbHash& hash, const xet::XorbLayout& layout) {
+  return {.hash = hash,
+          .packed = PackLayout(layout),
+          .chunk_count = static_cast<uint32_t>(layout.chunks.size()),
+          .region_size = layout.chunk_region_size(),
+          .unpacked_size = layout.unpacked_size(),
+          .stored_at = 0};
+}
+
+Term FileEntry::term(size_t i) const {
+  const uint8_t* p = packed_terms.data() + i * kPackedTermSize;
+  return {.xorb = Hash::FromBytes(p),
+          .chunk_start = Get<uint32_t>(p + 32),
+          .chunk_end = Get<uint32_t>(p + 36),
+          .unpacked_bytes = Get<uint32_t>(p + 40),
+          .end_offset = Get<uint64_t>(p + 44)};
+}
+
+size_t FileEntry::FindTerm(uint64_t offset) const {
+  // First term whose end lies beyond `offset`.
+  size_t lo = 0, hi = term_count;
+  while (lo < hi) {
+    const size_t mid = lo + (hi - lo) / 2;
+    if (Get<uint64_t>(packed_terms.data() + mid * kPackedTermSize + 44) <= offset) {
+      lo = mid + 1;
+    } else {
+      hi = mid;
+    }
+  }
+  return lo;
+}
+
+std::vector<uint8_t> PackTerms(std::span<const xet::FileTerm> terms) {
+  std::vector<uint8_t> out(terms.size() * kPackedTermSize);
+  uint8_t* p = out.data();
+  uint64_t end = 0;
+  for (const auto& t : terms) {
+    end += t.unpacked_bytes;
+    std::memcpy(p, t.xorb.bytes.data(), 32);
+    p += 32;
+    Put(p, t.chunk_start);
+    Put(p, t.chunk_end);
+    Put(p, t.unpacked_bytes);
+    Put(p, end);
+  }
+  return out;
+}
+
+FileCommit MakeFileCommit(const xet::FileRecord& file) {
+  return {.hash = file.hash,
+          .packed_terms = PackTerms(file.terms),
+          .term_count = static_cast<uint32_t>(file.terms.size()),
+          .size = file.size(),
+          .sha256 = file.sha256};
+}
+
+}  // namespace cairn::index

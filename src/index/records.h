@@ -1,0 +1,119 @@
+// The index's values: packed, immutable records of xorb layouts and file terms, and what a shard commit
+// registers. Packed forms are little-endian and fixed-size per element so they can be stored as one BLOB,
+// cached as one allocation and searched in place.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "xet/hash.h"
+#include "xet/shard.h"
+#include "xet/xorb.h"
+
+namespace cairn::index {
+
+using xet::ChunkHash;
+using xet::FileHash;
+using xet::Hash;
+using xet::XorbHash;
+
+// Per chunk: 32-byte hash, u32 unpacked size, u32 end offset in the chunk region.
+inline constexpr size_t kPackedChunkSize = 40;
+// Per term: 32-byte xorb hash, u32 chunk_start, u32 chunk_end, u32 unpacked bytes, u64 end byte offset of
+// the term in the file (cumulative), so a byte range maps to terms by binary search.
+inline constexpr size_t kPackedTermSize = 52;
+
+// A stored xorb's layout. Immutable.
+struct XorbEntry {
+  XorbHash hash;
+  std::vector<uint8_t> packed;  // chunk_count * kPackedChunkSize
+  uint32_t chunk_count = 0;
+  uint32_t region_size = 0;  // bytes of the chunk region (end offset of the last chunk)
+  uint64_t unpacked_size = 0;
+  int64_t stored_at = 0;  // unix seconds
+
+  xet::XorbChunk chunk(size_t i) const;
+  xet::XorbLayout ToLayout() const;
+  size_t memory_size() const { return sizeof(*this) + packed.size(); }
+};
+
+std::vector<uint8_t> PackLayout(const xet::XorbLayout& layout);
+// Builds the entry for `layout` (stored_at left 0).
+XorbEntry MakeXorbEntry(const XorbHash& hash, const xet::XorbLayout& layout);
+
+struct Term {
+  XorbHash xorb;
+  uint32_t chunk_start = 0;
+  uint32_t chunk_end = 0;  // exclusive
+  uint32_t unpacked_bytes = 0;
+  uint64_t end_offset = 0;  // end of this term's bytes in the file
+  uint64_t begin_offset() const { return end_offset - unpacked_bytes; }
+};
+
+// A file's reconstruction. Immutable.
+struct FileEntry {
+  FileHash hash;
+  std::vector<uint8_t> packed_terms;  // term_count * kPackedTermSize
+  uint32_t term_count = 0;
+  uint64_t size = 0;
+  std::optional<Hash> sha256;  // as the client sent it (see xet::FileRecord::sha256)
+
+  Term term(size_t i) const;
+  // The term holding byte `offset` of the file, by binary search; term_count when offset >= size.
+  size_t FindTerm(uint64_t offset) const;
+  size_t memory_size() const { return sizeof(*this) + packed_terms.size(); }
+};
+
+std::vector<uint8_t> PackTerms(std::span<const xet::FileTerm> terms);
+
+// One file of a shard commit. Build it with MakeFileCommit so the packed terms and the size agree.
+struct FileCommit {
+  FileHash hash;
+  std::vector<uint8_t> packed_terms;
+  uint32_t term_count = 0;
+  uint64_t size = 0;
+  std::optional<Hash> sha256;
+};
+FileCommit MakeFileCommit(const xet::FileRecord& file);
+
+// A global-dedup entry: `chunk` can be found in `xorb`, described by the shard being committed.
+struct DedupEntry {
+  ChunkHash chunk;
+  XorbHash xorb;
+};
+
+// Everything one accepted shard registers, in one atomic step.
+struct ShardCommit {
+  Hash shard;
+  uint64_t shard_size = 0;
+  std::vector<FileCommit> files;
+  std::vector<DedupEntry> dedup;
+  std::string scope;  // the scope of the write token that uploaded the shard
+};
+
+struct CommitOutcome {
+  bool already_existed = false;  // the shard was registered before (its files now also belong to `scope`)
+};
+
+struct DedupHit {
+  XorbHash xorb;
+  Hash shard;  // the shard that registered the entry: the body of a dedup answer
+};
+
+struct ShardInfo {
+  uint64_t size = 0;
+  int64_t registered_at = 0;  // unix seconds
+};
+
+struct IndexStats {
+  uint64_t xorbs = 0;
+  uint64_t files = 0;
+  uint64_t chunks = 0;        // Σ chunks of stored xorbs
+  uint64_t stored_bytes = 0;  // Σ xorb chunk regions + Σ shard sizes
+  uint64_t shards = 0;
+};
+
+}  // namespace cairn::index

@@ -1,0 +1,646 @@
+#include "index/sqlite_index.h"
+
+#include <sqlite3.h>
+
+#include <cstring>
+#include <ctime>
+#include <future>
+#include <string>
+#include <unordered_map>
+#include <utility>
+
+namespace cairn::index {
+
+namespace {
+
+// Ordered schema migrations: entry i takes the database from user_version i to i + 1. Append only; never
+// edit a migration that has shipped.
+constexpr const char* kMigrations[] = {
+    R"sql(
+CREATE TABLE xorbs(
+  hash BLOB PRIMARY KEY CHECK (length(hash) = 32),
+  layout BLOB NOT NULL,                 -- packed chunks, 40 bytes each (index/records.h)
+  chunk_count INTEGER NOT NULL,
+  region_size INTEGER NOT NULL,
+  unpacked_size INTEGER NOT NULL,
+  stored_at INTEGER NOT NULL,
+  CHECK (length(layout) = chunk_count * 40));
+CREATE TABLE files(
+  hash BLOB PRIMARY KEY CHECK (length(hash) = 32),
+  terms BLOB NOT NULL,                  -- packed terms, 52 bytes each (index/records.h)
+  term_count INTEGER NOT NULL,
+  size INTEGER NOT NULL,
+  sha256 BLOB CHECK (sha256 IS NULL OR length(sha256) = 32),
+  created_at INTEGER NOT NULL,
+  CHECK (length(terms) = term_count * 52));
+CREATE INDEX files_by_sha256 ON files(sha256) WHERE sha256 IS NOT NULL;
+CREATE TABLE file_scopes(
+  file BLOB NOT NULL REFERENCES files(hash),
+  scope TEXT NOT NULL,
+  PRIMARY KEY (file, scope)) WITHOUT ROWID;
+CREATE TABLE shards(
+  hash BLOB PRIMARY KEY CHECK (length(hash) = 32),
+  size INTEGER NOT NULL,
+  registered_at INTEGER NOT NULL);
+CREATE TABLE dedup(
+  chunk BLOB NOT NULL,
+  scope TEXT NOT NULL,
+  xorb BLOB NOT NULL REFERENCES xorbs(hash),
+  shard BLOB NOT NULL REFERENCES shards(hash),
+  PRIMARY KEY (chunk, scope, xorb)) WITHOUT ROWID;
+CREATE TABLE counters(
+  id INTEGER PRIMARY KEY CHECK (id = 1),
+  xorbs INTEGER NOT NULL, files INTEGER NOT NULL, chunks INTEGER NOT NULL,
+  stored_bytes INTEGER NOT NULL, shards INTEGER NOT NULL);
+INSERT INTO counters VALUES (1, 0, 0, 0, 0, 0);
+)sql",
+};
+static_assert(std::size(kMigrations) == SqliteIndex::kSchemaVersion);
+
+// Transaction control, prepared once per connection (sqlite3_exec would parse them for every request).
+constexpr const char kBegin[] = "BEGIN IMMEDIATE";
+constexpr const char kCommit[] = "COMMIT";
+constexpr const char kRollback[] = "ROLLBACK";
+constexpr const char kSavepoint[] = "SAVEPOINT request";
+constexpr const char kRelease[] = "RELEASE request";
+constexpr const char kRollbackTo[] = "ROLLBACK TO request";
+constexpr const char kSetWal[] = "PRAGMA journal_mode = WAL";
+constexpr const char kUserVersion[] = "PRAGMA user_version";
+
+// Statements. Their addresses key each connection's prepared-statement cache.
+constexpr const char kGetXorb[] =
+    "SELECT layout, chunk_count, region_size, unpacked_size, stored_at FROM xorbs WHERE hash = ?1";
+constexpr const char kHasXorb[] = "SELECT 1 FROM xorbs WHERE hash = ?1";
+constexpr const char kPutXorb[] =
+    "INSERT INTO xorbs(hash, layout, chunk_count, region_size, unpacked_size, stored_at) "
+    "VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT(hash) DO NOTHING";
+constexpr const char kGetFile[] = "SELECT terms, term_count, size, sha256 FROM files WHERE hash = ?1";
+constexpr const char kFileVisible[] = "SELECT 1 FROM file_scopes WHERE file = ?1 AND scope = ?2";
+constexpr const char kFileBySha[] = "SELECT hash FROM files WHERE sha256 = ?1 LIMIT 1";
+constexpr const char kFileByShaScoped[] =
+    "SELECT f.hash FROM files f JOIN file_scopes s ON s.file = f.hash WHERE f.sha256 = ?1 AND s.scope = ?2 "
+    "LIMIT 1";
+constexpr const char kPutShard[] =
+    "INSERT INTO shards(hash, size, registered_at) VALUES (?1, ?2, ?3) ON CONFLICT(hash) DO NOTHING";
+constexpr const char kGetShard[] = "SELECT size, registered_at FROM shards WHERE hash = ?1";
+constexpr const char kPutFile[] =
+    "INSERT INTO files(hash, terms, term_count, size, sha256, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6) "
+    "ON CONFLICT(hash) DO NOTHING";
+constexpr const char kPutScope[] =
+    "INSERT INTO file_scopes(file, scope) VALUES (?1, ?2) ON CONFLICT(file, scope) DO NOTHING";
+constexpr const char kPutDedup[] =
+    "INSERT INTO dedup(chunk, scope, xorb, shard) VALUES (?1, ?2, ?3, ?4) "
+    "ON CONFLICT(chunk, scope, xorb) DO NOTHING";
+constexpr const char kDedupAny[] = "SELECT DISTINCT xorb, shard FROM dedup WHERE chunk = ?1";
+constexpr const char kDedupScoped[] = "SELECT xorb, shard FROM dedup WHERE chunk = ?1 AND scope = ?2";
+constexpr const char kBumpCounters[] =
+    "UPDATE counters SET xorbs = xorbs + ?1, files = files + ?2, chunks = chunks + ?3, "
+    "stored_bytes = stored_bytes + ?4, shards = shards + ?5 WHERE id = 1";
+constexpr const char kStats[] =
+    "SELECT xorbs, files, chunks, stored_bytes, shards FROM counters WHERE id = 1";
+
+// A prepared statement borrowed from a connection's cache; reset (and unbound) when the borrow ends.
+// Bound blobs and texts are not copied (SQLITE_STATIC): they must outlive the last Step.
+class Stmt {
+ public:
+  explicit Stmt(sqlite3_stmt* s) : s_(s) {}
+  ~Stmt() {
+    if (s_ == nullptr) return;
+    sqlite3_reset(s_);
+    sqlite3_clear_bindings(s_);
+  }
+  Stmt(Stmt&& o) noexcept : s_(std::exchange(o.s_, nullptr)) {}
+  Stmt& operator=(Stmt&&) = delete;
+  Stmt(const Stmt&) = delete;
+  Stmt& operator=(const Stmt&) = delete;
+
+  Stmt& Bind(int i, std::span<const uint8_t> b) {
+    // A null pointer would bind SQL NULL; an empty file's terms are an empty blob, not NULL.
+    if (b.empty()) {
+      sqlite3_bind_zeroblob(s_, i, 0);
+    } else {
+      sqlite3_bind_blob(s_, i, b.data(), static_cast<int>(b.size()), SQLITE_STATIC);
+    }
+    return *this;
+  }
+  Stmt& Bind(int i, const Hash& h) { return Bind(i, std::span<const uint8_t>(h.bytes)); }
+  Stmt& Bind(int i, int64_t v) {
+    sqlite3_bind_int64(s_, i, v);
+    return *this;
+  }
+  Stmt& Bind(int i, std::string_view t) {
+    sqlite3_bind_text(s_, i, t.data(), static_cast<int>(t.size()), SQLITE_STATIC);
+    return *this;
+  }
+  Stmt& BindNull(int i) {
+    sqlite3_bind_null(s_, i);
+    return *this;
+  }
+
+  int Step() { return sqlite3_step(s_); }
+  int64_t Int(int col) const { return sqlite3_column_int64(s_, col); }
+  std::span<const uint8_t> Blob(int col) const {
+    const void* p = sqlite3_column_blob(s_, col);
+    return {static_cast<const uint8_t*>(p), static_cast<size_t>(sqlite3_column_bytes(s_, col))};
+  }
+  std::string_view Text(int col) const {
+    const unsigned char* p = sqlite3_column_text(s_, col);
+    if (p == nullptr) return {};
+    return {reinterpret_cast<const char*>(p), static_cast<size_t>(sqlite3_column_bytes(s_, col))};
+  }
+  bool IsNull(int col) const { return sqlite3_column_type(s_, col) == SQLITE_NULL; }
+  // A 32-byte column; nullopt for anything else (a corrupt row must not crash a reader).
+  std::optional<Hash> HashCol(int col) const {
+    auto b = Blob(col);
+    if (b.size() != 32) return std::nullopt;
+    return Hash::FromBytes(b.data());
+  }
+
+ private:
+  sqlite3_stmt* s_;
+};
+
+int64_t Now() {
+  return static_cast<int64_t>(std::time(nullptr));
+}
+
+}  // namespace
+
+// ---- Connection
+
+class SqliteIndex::Conn {
+ public:
+  Conn() = default;
+
+  // Opens the database; on failure the connection is unusable and only its destruction remains.
+  xet::Status Open(const std::string& path, bool read_only, int busy_timeout_ms) {
+    // NOMUTEX: a connection is used by one thread at a time (the writer, or one leased reader).
+    const int flags =
+        (read_only ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE) | SQLITE_OPEN_NOMUTEX;
+    const int rc = sqlite3_open_v2(path.c_str(), &db_, flags, nullptr);
+    if (rc != SQLITE_OK) return Err("open " + path, rc);
+    sqlite3_extended_result_codes(db_, 1);
+    sqlite3_busy_timeout(db_, busy_timeout_ms);
+    return xet::Ok{};
+  }
+
+  ~Conn() {
+    for (auto& [sql, stmt] : stmts_) sqlite3_finalize(stmt);
+    sqlite3_close_v2(db_);  // also after a failed open, which may still allocate a handle
+  }
+  Conn(const Conn&) = delete;
+  Conn& operator=(const Conn&) = delete;
+
+  sqlite3* db() const { return db_; }
+
+  xet::Error Err(std::string_view what, int rc) const {
+    std::string msg =
+        "sqlite: " + std::string(what) + ": " + (db_ ? sqlite3_errmsg(db_) : sqlite3_errstr(rc));
+    // A constraint names a request that contradicts the index; anything else is the database failing.
+    if ((rc & 0xff) == SQLITE_CONSTRAINT) return xet::Inconsistent(std::move(msg));
+    return xet::IoError(std::move(msg));
+  }
+
+  xet::Status Exec(const char* sql) {
+    const int rc = sqlite3_exec(db_, sql, nullptr, nullptr, nullptr);
+    if (rc != SQLITE_OK) return Err(sql, rc);
+    return xet::Ok{};
+  }
+
+  // A cached prepared statement for `sql`, which must be one of the constants above.
+  xet::Result<Stmt> Prepare(const char* sql) {
+    auto it = stmts_.find(sql);
+    if (it == stmts_.end()) {
+      sqlite3_stmt* s = nullptr;
+      const int rc = sqlite3_prepare_v3(db_, sql, -1, SQLITE_PREPARE_PERSISTENT, &s, nullptr);
+      if (rc != SQLITE_OK) return Err(sql, rc);
+      it = stmts_.emplace(sql, s).first;
+    }
+    return Stmt(it->second);
+  }
+
+  // Steps a statement that returns no rows.
+  xet::Status Run(Stmt& s, const char* what) {
+    const int rc = s.Step();
+    if (rc != SQLITE_DONE) return Err(what, rc);
+    return xet::Ok{};
+  }
+
+  // Runs one of the cached statements that take no parameters and return no rows.
+  xet::Status Step(const char* sql) {
+    auto s = Prepare(sql);
+    if (!s.ok()) return s.error();
+    return Run(*s, sql);
+  }
+
+  int changes() const { return sqlite3_changes(db_); }
+
+ private:
+  sqlite3* db_ = nullptr;
+  std::unordered_map<const char*, sqlite3_stmt*> stmts_;
+};
+
+class SqliteIndex::ReaderLease {
+ public:
+  ReaderLease(SqliteIndex* owner, std::unique_ptr<Conn> conn) : owner_(owner), conn_(std::move(conn)) {}
+  ReaderLease(ReaderLease&&) noexcept = default;
+  ReaderLease& operator=(ReaderLease&&) = delete;
+  ReaderLease(const ReaderLease&) = delete;
+  ReaderLease& operator=(const ReaderLease&) = delete;
+  ~ReaderLease() {
+    if (conn_) owner_->ReleaseReader(std::move(conn_));
+  }
+  Conn* operator->() const { return conn_.get(); }
+
+ private:
+  SqliteIndex* owner_;
+  std::unique_ptr<Conn> conn_;
+};
+
+struct SqliteIndex::WriteRequest {
+  std::function<xet::Status(Conn&)> apply;
+  std::promise<xet::Status> done;
+};
+
+// ---- Open and close
+
+SqliteIndex::SqliteIndex(SqliteOptions options)
+    : options_(std::move(options)),
+      xorb_cache_(options_.cache_bytes / 2),
+      file_cache_(options_.cache_bytes / 2) {}
+
+xet::Result<std::unique_ptr<SqliteIndex>> SqliteIndex::Open(SqliteOptions options) {
+  std::unique_ptr<SqliteIndex> index(new SqliteIndex(std::move(options)));
+  if (auto st = index->Init(); !st.ok()) return st.error();
+  index->writer_ = std::thread([p = index.get()] { p->WriterLoop(); });
+  return index;
+}
+
+xet::Status SqliteIndex::Init() {
+  writer_conn_ = std::make_unique<Conn>();
+  if (auto st = writer_conn_->Open(options_.path, /*read_only=*/false, options_.busy_timeout_ms); !st.ok()) {
+    return st;
+  }
+  Conn& c = *writer_conn_;
+  // WAL: readers never block the writer nor it them. FULL: a COMMIT is durable when it returns (NORMAL
+  // could lose the last transactions on power loss, after clients were told they were stored).
+  {
+    // journal_mode answers with the mode in force: a file system without shared memory may refuse WAL.
+    auto wal = c.Prepare(kSetWal);
+    if (!wal.ok()) return wal.error();
+    if (wal->Step() != SQLITE_ROW || wal->Text(0) != "wal") {
+      return xet::IoError("sqlite: " + options_.path + " cannot use write-ahead logging");
+    }
+  }
+  // A larger page cache keeps the B-tree interior pages that random-hash inserts walk in memory.
+  for (const char* pragma :
+       {"PRAGMA synchronous = FULL", "PRAGMA foreign_keys = ON", "PRAGMA cache_size = -65536"}) {
+    if (auto st = c.Exec(pragma); !st.ok()) return st;
+  }
+
+  // Migrations, all pending ones in one transaction.
+  if (auto st = c.Step(kBegin); !st.ok()) return st;
+  int64_t version = 0;
+  {
+    auto v = c.Prepare(kUserVersion);
+    if (!v.ok()) return v.error();
+    if (v->Step() == SQLITE_ROW) version = v->Int(0);
+  }
+  xet::Status result = xet::Ok{};
+  if (version > kSchemaVersion) {
+    result = xet::Inconsistent("index " + options_.path + " has schema version " + std::to_string(version) +
+                               ", newer than this cairn's " + std::to_string(kSchemaVersion));
+  }
+  for (int64_t i = version; result.ok() && i < kSchemaVersion; ++i) result = c.Exec(kMigrations[i]);
+  if (result.ok() && version < kSchemaVersion) {
+    result = c.Exec(("PRAGMA user_version = " + std::to_string(kSchemaVersion)).c_str());
+  }
+  if (result.ok()) result = c.Step(kCommit);
+  if (!result.ok()) {
+    (void)c.Step(kRollback);  // the original error is the one worth reporting
+    return result;
+  }
+  return xet::Ok{};
+}
+
+SqliteIndex::~SqliteIndex() {
+  {
+    std::lock_guard lock(queue_mu_);
+    stopping_ = true;
+  }
+  queue_cv_.notify_all();
+  if (writer_.joinable()) writer_.join();
+}
+
+// ---- Writes
+
+xet::Status SqliteIndex::Write(std::function<xet::Status(Conn&)> apply) {
+  WriteRequest req{std::move(apply), {}};
+  auto done = req.done.get_future();
+  {
+    std::lock_guard lock(queue_mu_);
+    if (stopping_) return xet::IoError("index is closing");
+    queue_.push_back(&req);
+  }
+  queue_cv_.notify_one();
+  return done.get();
+}
+
+void SqliteIndex::WriterLoop() {
+  std::vector<WriteRequest*> batch;
+  for (;;) {
+    {
+      std::unique_lock lock(queue_mu_);
+      queue_cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+      if (queue_.empty()) return;  // stopping, and everything queued is done
+      batch.assign(queue_.begin(), queue_.end());
+      queue_.clear();
+    }
+    if (options_.before_batch) options_.before_batch(batch.size());
+    RunBatch(batch);
+  }
+}
+
+void SqliteIndex::RunBatch(std::vector<WriteRequest*>& batch) {
+  Conn& c = *writer_conn_;
+  std::vector<xet::Status> results;
+  results.reserve(batch.size());
+  xet::Status batch_error = c.Step(kBegin);
+  for (size_t i = 0; batch_error.ok() && i < batch.size(); ++i) {
+    if (auto st = c.Step(kSavepoint); !st.ok()) {
+      batch_error = st;
+      break;
+    }
+    xet::Status st = batch[i]->apply(c);
+    if (st.ok()) {
+      batch_error = c.Step(kRelease);
+    } else if (sqlite3_get_autocommit(c.db()) != 0) {
+      // SQLite rolled back the whole transaction (I/O error, disk full): the earlier requests are lost too.
+      batch_error = st;
+    } else {
+      batch_error = c.Step(kRollbackTo);
+      if (batch_error.ok()) batch_error = c.Step(kRelease);
+    }
+    results.push_back(std::move(st));
+  }
+  if (batch_error.ok()) batch_error = c.Step(kCommit);
+  if (!batch_error.ok()) {
+    if (sqlite3_get_autocommit(c.db()) == 0) (void)c.Step(kRollback);
+    // Nothing of this batch is stored: every request fails, with its own error if it had one.
+    for (auto& st : results) {
+      if (st.ok()) st = batch_error;
+    }
+    results.resize(batch.size(), batch_error);
+  }
+  {
+    std::lock_guard lock(queue_mu_);
+    writer_stats_.requests += batch.size();
+    writer_stats_.transactions += 1;
+  }
+  for (size_t i = 0; i < batch.size(); ++i) batch[i]->done.set_value(std::move(results[i]));
+}
+
+xet::Result<bool> SqliteIndex::PutXorb(const XorbHash& hash, const xet::XorbLayout& layout) {
+  const XorbEntry e = MakeXorbEntry(hash, layout);
+  bool inserted = false;
+  auto st = Write([&](Conn& c) -> xet::Status {
+    auto put = c.Prepare(kPutXorb);
+    if (!put.ok()) return put.error();
+    put->Bind(1, hash).Bind(2, e.packed).Bind(3, int64_t{e.chunk_count}).Bind(4, int64_t{e.region_size});
+    put->Bind(5, static_cast<int64_t>(e.unpacked_size)).Bind(6, Now());
+    if (auto r = c.Run(*put, "insert xorb"); !r.ok()) return r;
+    if (c.changes() == 0) return xet::Ok{};  // already registered: immutable, nothing to do
+    auto bump = c.Prepare(kBumpCounters);
+    if (!bump.ok()) return bump.error();
+    bump->Bind(1, int64_t{1}).Bind(2, int64_t{0}).Bind(3, int64_t{e.chunk_count});
+    bump->Bind(4, int64_t{e.region_size}).Bind(5, int64_t{0});
+    if (auto r = c.Run(*bump, "count xorb"); !r.ok()) return r;
+    inserted = true;
+    return xet::Ok{};
+  });
+  if (!st.ok()) return st.error();
+  return inserted;
+}
+
+xet::Result<CommitOutcome> SqliteIndex::CommitShard(const ShardCommit& commit) {
+  // Checked here, before the request joins a batch; the CHECK constraints are the backstop.
+  for (const auto& f : commit.files) {
+    const bool sized = f.packed_terms.size() == size_t{f.term_count} * kPackedTermSize;
+    uint64_t end = 0;
+    if (sized && f.term_count > 0) std::memcpy(&end, f.packed_terms.data() + f.packed_terms.size() - 8, 8);
+    if (!sized || end != f.size) {
+      return xet::Malformed("file " + f.hash.hex() + ": packed terms do not match its term count and size");
+    }
+  }
+  CommitOutcome outcome;
+  auto st = Write([&](Conn& c) -> xet::Status {
+    const int64_t now = Now();
+    auto shard = c.Prepare(kPutShard);
+    if (!shard.ok()) return shard.error();
+    shard->Bind(1, commit.shard).Bind(2, static_cast<int64_t>(commit.shard_size)).Bind(3, now);
+    if (auto r = c.Run(*shard, "insert shard"); !r.ok()) return r;
+    outcome.already_existed = c.changes() == 0;
+    int64_t new_files = 0;
+    for (const auto& f : commit.files) {
+      auto file = c.Prepare(kPutFile);
+      if (!file.ok()) return file.error();
+      file->Bind(1, f.hash).Bind(2, f.packed_terms).Bind(3, int64_t{f.term_count});
+      file->Bind(4, static_cast<int64_t>(f.size)).Bind(6, now);
+      if (f.sha256) {
+        file->Bind(5, *f.sha256);
+      } else {
+        file->BindNull(5);
+      }
+      if (auto r = c.Run(*file, "insert file"); !r.ok()) return r;
+      new_files += c.changes();
+      auto scope = c.Prepare(kPutScope);
+      if (!scope.ok()) return scope.error();
+      scope->Bind(1, f.hash).Bind(2, std::string_view(commit.scope));
+      if (auto r = c.Run(*scope, "insert file scope"); !r.ok()) return r;
+    }
+    for (const auto& d : commit.dedup) {
+      auto dedup = c.Prepare(kPutDedup);
+      if (!dedup.ok()) return dedup.error();
+      dedup->Bind(1, d.chunk).Bind(2, std::string_view(commit.scope)).Bind(3, d.xorb).Bind(4, commit.shard);
+      if (auto r = c.Run(*dedup, "insert dedup entry"); !r.ok()) {
+        return xet::Error{r.error().code, "dedup entry for chunk " + d.chunk.hex() + " in xorb " +
+                                              d.xorb.hex() + ": " + r.error().message};
+      }
+    }
+    if (new_files == 0 && outcome.already_existed) return xet::Ok{};
+    auto bump = c.Prepare(kBumpCounters);
+    if (!bump.ok()) return bump.error();
+    const bool new_shard = !outcome.already_existed;
+    bump->Bind(1, int64_t{0}).Bind(2, new_files).Bind(3, int64_t{0});
+    bump->Bind(4, new_shard ? static_cast<int64_t>(commit.shard_size) : 0).Bind(5, int64_t{new_shard});
+    return c.Run(*bump, "count shard");
+  });
+  if (!st.ok()) return st.error();
+  return outcome;
+}
+
+SqliteIndex::WriterStats SqliteIndex::writer_stats() const {
+  std::lock_guard lock(queue_mu_);
+  return writer_stats_;
+}
+
+size_t SqliteIndex::queued_writes() const {
+  std::lock_guard lock(queue_mu_);
+  return queue_.size();
+}
+
+// ---- Reads
+
+xet::Result<SqliteIndex::ReaderLease> SqliteIndex::AcquireReader() {
+  {
+    std::lock_guard lock(readers_mu_);
+    if (!idle_readers_.empty()) {
+      auto conn = std::move(idle_readers_.back());
+      idle_readers_.pop_back();
+      return ReaderLease(this, std::move(conn));
+    }
+  }
+  auto conn = std::make_unique<Conn>();
+  if (auto st = conn->Open(options_.path, /*read_only=*/true, options_.busy_timeout_ms); !st.ok())
+    return st.error();
+  return ReaderLease(this, std::move(conn));
+}
+
+void SqliteIndex::ReleaseReader(std::unique_ptr<Conn> conn) {
+  std::lock_guard lock(readers_mu_);
+  if (idle_readers_.size() < options_.max_idle_readers) idle_readers_.push_back(std::move(conn));
+}
+
+xet::Result<std::shared_ptr<const XorbEntry>> SqliteIndex::GetXorb(const XorbHash& hash) {
+  if (auto hit = xorb_cache_.Get(hash)) return hit;
+  auto r = AcquireReader();
+  if (!r.ok()) return r.error();
+  auto s = (*r)->Prepare(kGetXorb);
+  if (!s.ok()) return s.error();
+  s->Bind(1, hash);
+  const int rc = s->Step();
+  if (rc == SQLITE_DONE) return xet::NotFound("xorb " + hash.hex() + " is not in the index");
+  if (rc != SQLITE_ROW) return (*r)->Err("read xorb", rc);
+  auto e = std::make_shared<XorbEntry>();
+  e->hash = hash;
+  const auto packed = s->Blob(0);
+  e->packed.assign(packed.begin(), packed.end());
+  e->chunk_count = static_cast<uint32_t>(s->Int(1));
+  e->region_size = static_cast<uint32_t>(s->Int(2));
+  e->unpacked_size = static_cast<uint64_t>(s->Int(3));
+  e->stored_at = s->Int(4);
+  if (e->packed.size() != size_t{e->chunk_count} * kPackedChunkSize) {
+    return xet::IoError("index row of xorb " + hash.hex() + " is corrupt");
+  }
+  xorb_cache_.Put(hash, e, e->memory_size());
+  return std::shared_ptr<const XorbEntry>(std::move(e));
+}
+
+xet::Result<bool> SqliteIndex::HasXorb(const XorbHash& hash) {
+  if (xorb_cache_.Get(hash)) return true;
+  auto r = AcquireReader();
+  if (!r.ok()) return r.error();
+  auto s = (*r)->Prepare(kHasXorb);
+  if (!s.ok()) return s.error();
+  s->Bind(1, hash);
+  const int rc = s->Step();
+  if (rc == SQLITE_ROW) return true;
+  if (rc == SQLITE_DONE) return false;
+  return (*r)->Err("read xorb", rc);
+}
+
+xet::Result<std::shared_ptr<const FileEntry>> SqliteIndex::GetFile(const FileHash& hash) {
+  if (auto hit = file_cache_.Get(hash)) return hit;
+  auto r = AcquireReader();
+  if (!r.ok()) return r.error();
+  auto s = (*r)->Prepare(kGetFile);
+  if (!s.ok()) return s.error();
+  s->Bind(1, hash);
+  const int rc = s->Step();
+  if (rc == SQLITE_DONE) return xet::NotFound("file " + hash.hex() + " is not in the index");
+  if (rc != SQLITE_ROW) return (*r)->Err("read file", rc);
+  auto e = std::make_shared<FileEntry>();
+  e->hash = hash;
+  const auto terms = s->Blob(0);
+  e->packed_terms.assign(terms.begin(), terms.end());
+  e->term_count = static_cast<uint32_t>(s->Int(1));
+  e->size = static_cast<uint64_t>(s->Int(2));
+  if (!s->IsNull(3)) e->sha256 = s->HashCol(3);
+  if (e->packed_terms.size() != size_t{e->term_count} * kPackedTermSize) {
+    return xet::IoError("index row of file " + hash.hex() + " is corrupt");
+  }
+  file_cache_.Put(hash, e, e->memory_size());
+  return std::shared_ptr<const FileEntry>(std::move(e));
+}
+
+xet::Result<bool> SqliteIndex::FileVisibleTo(const FileHash& hash, std::string_view scope) {
+  auto r = AcquireReader();
+  if (!r.ok()) return r.error();
+  auto s = (*r)->Prepare(kFileVisible);
+  if (!s.ok()) return s.error();
+  s->Bind(1, hash).Bind(2, scope);
+  const int rc = s->Step();
+  if (rc == SQLITE_ROW) return true;
+  if (rc == SQLITE_DONE) return false;
+  return (*r)->Err("read file scope", rc);
+}
+
+xet::Result<std::optional<FileHash>> SqliteIndex::FileBySha256(const Hash& sha256,
+                                                               std::optional<std::string_view> scope) {
+  auto r = AcquireReader();
+  if (!r.ok()) return r.error();
+  auto s = (*r)->Prepare(scope ? kFileByShaScoped : kFileBySha);
+  if (!s.ok()) return s.error();
+  s->Bind(1, sha256);
+  if (scope) s->Bind(2, *scope);
+  const int rc = s->Step();
+  if (rc == SQLITE_DONE) return std::optional<FileHash>();
+  if (rc != SQLITE_ROW) return (*r)->Err("read file by sha256", rc);
+  return s->HashCol(0);
+}
+
+xet::Result<std::optional<ShardInfo>> SqliteIndex::GetShard(const Hash& shard) {
+  auto r = AcquireReader();
+  if (!r.ok()) return r.error();
+  auto s = (*r)->Prepare(kGetShard);
+  if (!s.ok()) return s.error();
+  s->Bind(1, shard);
+  const int rc = s->Step();
+  if (rc == SQLITE_DONE) return std::optional<ShardInfo>();
+  if (rc != SQLITE_ROW) return (*r)->Err("read shard", rc);
+  return std::optional<ShardInfo>(
+      ShardInfo{.size = static_cast<uint64_t>(s->Int(0)), .registered_at = s->Int(1)});
+}
+
+xet::Result<std::vector<DedupHit>> SqliteIndex::LookupDedup(const ChunkHash& chunk,
+                                                            std::optional<std::string_view> scope) {
+  auto r = AcquireReader();
+  if (!r.ok()) return r.error();
+  auto s = (*r)->Prepare(scope ? kDedupScoped : kDedupAny);
+  if (!s.ok()) return s.error();
+  s->Bind(1, chunk);
+  if (scope) s->Bind(2, *scope);
+  std::vector<DedupHit> hits;
+  for (;;) {
+    const int rc = s->Step();
+    if (rc == SQLITE_DONE) break;
+    if (rc != SQLITE_ROW) return (*r)->Err("read dedup entries", rc);
+    auto xorb = s->HashCol(0);
+    auto shard = s->HashCol(1);
+    if (xorb && shard) hits.push_back({*xorb, *shard});
+  }
+  return hits;
+}
+
+xet::Result<IndexStats> SqliteIndex::Stats() {
+  auto r = AcquireReader();
+  if (!r.ok()) return r.error();
+  auto s = (*r)->Prepare(kStats);
+  if (!s.ok()) return s.error();
+  const int rc = s->Step();
+  if (rc != SQLITE_ROW) return (*r)->Err("read counters", rc);
+  const auto u = [&](int col) { return static_cast<uint64_t>(s->Int(col)); };
+  return IndexStats{.xorbs = u(0), .files = u(1), .chunks = u(2), .stored_bytes = u(3), .shards = u(4)};
+}
+
+}  // namespace cairn::index

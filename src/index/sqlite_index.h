@@ -1,0 +1,100 @@
+// The Index on an embedded SQLite database (the single-node default). See index.h for the contract.
+//
+// Writes: one writer thread owns the only write connection. PutXorb and CommitShard enqueue a request and
+// block until it is durable; the writer drains everything queued into ONE transaction (each request in its
+// own SAVEPOINT, so a failing request is rolled back alone) and one durable COMMIT (WAL, synchronous=FULL),
+// then wakes all the callers. Concurrent registrations thus share one fsync.
+//
+// Reads: a pool of read-only connections (WAL readers never wait for the writer), behind an in-memory LRU
+// cache of xorb layouts and file term lists (immutable, so never invalidated).
+//
+// Schema changes are ordered migrations recorded in PRAGMA user_version; Open applies the missing ones in
+// one transaction and refuses a database written by a newer cairn.
+//
+// One process per database file: the writer thread assumes it is the only writer.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "index/index.h"
+#include "index/lru_cache.h"
+
+struct sqlite3;
+
+namespace cairn::index {
+
+struct SqliteOptions {
+  std::string path;                           // the database file (created if missing)
+  size_t cache_bytes = 256ULL * 1024 * 1024;  // xorb layouts and file terms
+  size_t max_idle_readers = 16;               // read connections kept open between reads
+  int busy_timeout_ms = 10'000;
+  // Tests: called on the writer thread with each batch's size, before its transaction begins.
+  std::function<void(size_t)> before_batch;
+};
+
+class SqliteIndex final : public Index {
+ public:
+  static constexpr int kSchemaVersion = 1;
+
+  static xet::Result<std::unique_ptr<SqliteIndex>> Open(SqliteOptions options);
+  ~SqliteIndex() override;  // finishes queued writes, then stops the writer
+
+  xet::Result<std::shared_ptr<const XorbEntry>> GetXorb(const XorbHash& hash) override;
+  xet::Result<bool> HasXorb(const XorbHash& hash) override;
+  xet::Result<bool> PutXorb(const XorbHash& hash, const xet::XorbLayout& layout) override;
+  xet::Result<std::shared_ptr<const FileEntry>> GetFile(const FileHash& hash) override;
+  xet::Result<bool> FileVisibleTo(const FileHash& hash, std::string_view scope) override;
+  xet::Result<std::optional<FileHash>> FileBySha256(const Hash& sha256,
+                                                    std::optional<std::string_view> scope) override;
+  xet::Result<CommitOutcome> CommitShard(const ShardCommit& commit) override;
+  xet::Result<std::optional<ShardInfo>> GetShard(const Hash& shard) override;
+  xet::Result<std::vector<DedupHit>> LookupDedup(const ChunkHash& chunk,
+                                                 std::optional<std::string_view> scope) override;
+  xet::Result<IndexStats> Stats() override;
+
+  // Metrics of this process: write requests and the durable transactions that carried them.
+  struct WriterStats {
+    uint64_t requests = 0;
+    uint64_t transactions = 0;
+  };
+  WriterStats writer_stats() const;
+  size_t queued_writes() const;
+
+ private:
+  class Conn;
+  class ReaderLease;
+  struct WriteRequest;
+
+  explicit SqliteIndex(SqliteOptions options);
+  xet::Status Init();
+  xet::Status Write(std::function<xet::Status(Conn&)> apply);
+  void WriterLoop();
+  void RunBatch(std::vector<WriteRequest*>& batch);
+  xet::Result<ReaderLease> AcquireReader();
+  void ReleaseReader(std::unique_ptr<Conn> conn);
+
+  const SqliteOptions options_;
+  std::unique_ptr<Conn> writer_conn_;  // used only by writer_ (and by Init before it starts)
+
+  mutable std::mutex queue_mu_;
+  std::condition_variable queue_cv_;
+  std::deque<WriteRequest*> queue_;
+  bool stopping_ = false;
+  WriterStats writer_stats_;  // guarded by queue_mu_
+  std::thread writer_;
+
+  std::mutex readers_mu_;
+  std::vector<std::unique_ptr<Conn>> idle_readers_;
+
+  LruCache<XorbHash, XorbEntry, xet::HashHasher> xorb_cache_;
+  LruCache<FileHash, FileEntry, xet::HashHasher> file_cache_;
+};
+
+}  // namespace cairn::index

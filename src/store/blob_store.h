@@ -1,0 +1,115 @@
+// Immutable blobs keyed by (kind, hash): the bytes of xorbs and shards. The index says what exists for
+// clients; the store only keeps bytes, so every blob here may be unreferenced (GC's business) but a blob the
+// index names must be complete.
+//
+// Contract, for every implementation:
+//  - Atomic and durable puts. A put is invisible until it commits; when Commit (or Put) returns success the
+//    blob is complete under its name and survives a crash or power loss. A failed or abandoned put leaves
+//    nothing under the name (an older, intact blob stays as it was).
+//  - An existing blob counts only if it verifies. Committing a hash that is already stored checks the stored
+//    bytes (size, then the caller's verifier or a byte comparison with the new data) and atomically replaces
+//    a torn or corrupt blob with the new bytes.
+//  - The store does not check that bytes match their hash; that is the caller's job (it knows the format).
+//  - Thread-safety: every BlobStore method may be called concurrently from any thread, also for the same
+//    key. A BlobWriter is used by one thread at a time.
+//  - Failures are values: kNotFound for an unknown blob, kInconsistent for a range outside a blob, kIo when
+//    the operating system fails (its message names the path and errno text). Nothing throws.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string_view>
+
+#include "store/unique_fd.h"
+#include "xet/hash.h"
+#include "xet/result.h"
+
+namespace cairn::store {
+
+enum class BlobKind : uint8_t { kXorb, kShard };
+std::string_view BlobKindName(BlobKind kind);  // "xorb", "shard"
+
+// Decides whether an already-stored blob of the expected size is intact. `existing` is valid only during the
+// call. Used e.g. to re-validate a stored xorb instead of comparing it byte for byte with the upload.
+using ExistingVerifier = std::function<bool(std::span<const uint8_t> existing)>;
+
+struct PutOptions {
+  ExistingVerifier verify_existing;  // empty: an existing blob must equal the new bytes exactly
+};
+
+struct PutOutcome {
+  bool already_present = false;   // an intact blob was there; the new bytes were discarded
+  bool replaced_corrupt = false;  // a blob was there but failed verification; it was replaced
+};
+
+struct BlobStat {
+  bool exists = false;
+  uint64_t size = 0;
+};
+
+// A read-only descriptor positioned nowhere in particular (use pread/sendfile with explicit offsets). The
+// caller owns it; it stays valid after the blob is deleted or replaced (it then reads the old bytes).
+struct OpenBlob {
+  UniqueFd fd;
+  uint64_t size = 0;
+};
+
+// One put in progress. Append pieces in order, then Commit once. Destroying the writer without a
+// successful Commit aborts the put and removes whatever was written.
+class BlobWriter {
+ public:
+  virtual ~BlobWriter() = default;
+  BlobWriter(const BlobWriter&) = delete;
+  BlobWriter& operator=(const BlobWriter&) = delete;
+
+  // Appends `data`. After a failure the writer is unusable: only destruction (= abort) remains.
+  virtual xet::Status Append(std::span<const uint8_t> data) = 0;
+  // Makes the blob durable and visible under its name. May be called once.
+  virtual xet::Result<PutOutcome> Commit(const PutOptions& options = {}) = 0;
+  virtual uint64_t bytes_appended() const = 0;
+
+ protected:
+  BlobWriter() = default;
+};
+
+class BlobStore {
+ public:
+  virtual ~BlobStore() = default;
+  BlobStore(const BlobStore&) = delete;
+  BlobStore& operator=(const BlobStore&) = delete;
+
+  // Starts a streaming put, e.g. so a xorb upload can be written while it is validated.
+  virtual xet::Result<std::unique_ptr<BlobWriter>> BeginPut(BlobKind kind, const xet::Hash& hash) = 0;
+
+  // Puts the concatenation of `pieces` (a convenience over BeginPut/Append/Commit).
+  xet::Result<PutOutcome> Put(BlobKind kind, const xet::Hash& hash,
+                              std::span<const std::span<const uint8_t>> pieces,
+                              const PutOptions& options = {});
+  xet::Result<PutOutcome> Put(BlobKind kind, const xet::Hash& hash, std::span<const uint8_t> bytes,
+                              const PutOptions& options = {});
+
+  // exists=false (not an error) for an unknown blob.
+  virtual xet::Result<BlobStat> Stat(BlobKind kind, const xet::Hash& hash) = 0;
+
+  // Reads exactly out.size() bytes starting at `offset`. kInconsistent when [offset, offset + out.size())
+  // does not lie inside the blob; kNotFound when there is no blob.
+  virtual xet::Status ReadRange(BlobKind kind, const xet::Hash& hash, uint64_t offset,
+                                std::span<uint8_t> out) = 0;
+
+  // A descriptor for zero-copy serving (sendfile). kNotFound when there is no blob.
+  virtual xet::Result<OpenBlob> OpenForSendfile(BlobKind kind, const xet::Hash& hash) = 0;
+
+  // Calls `fn` for every blob of `kind`, in no particular order. Blobs put or deleted during the walk may or
+  // may not be reported.
+  virtual xet::Status List(BlobKind kind, const std::function<void(const xet::Hash&)>& fn) = 0;
+
+  // Removes a blob durably. Returns whether one was there (deleting an unknown blob is not an error).
+  virtual xet::Result<bool> Delete(BlobKind kind, const xet::Hash& hash) = 0;
+
+ protected:
+  BlobStore() = default;
+};
+
+}  // namespace cairn::store

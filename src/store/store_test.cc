@@ -1,0 +1,430 @@
+// The BlobStore contract, checked for every implementation through one typed suite, then the local store's
+// own promises: layout, temporary files, crash leftovers and injected faults.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <csignal>
+#include <filesystem>
+#include <numeric>
+#include <random>
+#include <set>
+#include <thread>
+
+#include "store/local_disk_store.h"
+#include "store/memory_store.h"
+
+namespace cairn::store {
+namespace {
+
+namespace fs = std::filesystem;
+using xet::ErrorCode;
+using xet::Hash;
+
+Hash HashOf(uint8_t seed) {
+  Hash h;
+  std::iota(h.bytes.begin(), h.bytes.end(), seed);
+  return h;
+}
+
+std::vector<uint8_t> Bytes(size_t n, uint32_t seed) {
+  std::vector<uint8_t> v(n);
+  std::mt19937 rng(seed);
+  for (auto& b : v) b = static_cast<uint8_t>(rng());
+  return v;
+}
+
+// A fresh directory per test; removed afterwards. Unique per process and test so ctest -j is safe.
+class TempDir {
+ public:
+  TempDir() {
+    const auto* info = testing::UnitTest::GetInstance()->current_test_info();
+    std::string name =
+        "cairn-store-" + std::to_string(::getpid()) + "-" + info->test_suite_name() + "-" + info->name();
+    std::replace(name.begin(), name.end(), '/', '_');  // typed and parameterized names hold '/'
+    path_ = fs::temp_directory_path() / name;
+    fs::remove_all(path_);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+};
+
+std::vector<std::string> TempFilesUnder(const fs::path& root) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (auto it = fs::recursive_directory_iterator(root, ec); !ec && it != fs::recursive_directory_iterator();
+       it.increment(ec)) {
+    if (it->path().filename().string().starts_with(".tmp.")) out.push_back(it->path().string());
+  }
+  return out;
+}
+
+// ---- Implementations under test
+
+struct MemoryFactory {
+  std::unique_ptr<MemoryStore> Make() { return std::make_unique<MemoryStore>(); }
+  static void Corrupt(BlobStore& s, BlobKind k, const Hash& h, std::vector<uint8_t> b) {
+    dynamic_cast<MemoryStore&>(s).OverwriteForTest(k, h, std::move(b));
+  }
+};
+
+template <bool kTmpFile>
+struct DiskFactory {
+  TempDir dir;
+  std::unique_ptr<LocalDiskStore> Make() {
+    auto s = LocalDiskStore::Open(dir.path(), {.use_o_tmpfile = kTmpFile, .fault_injector = {}});
+    EXPECT_TRUE(s.ok()) << s.error().message;
+    return std::move(s).value();
+  }
+  static void Corrupt(BlobStore& s, BlobKind k, const Hash& h, const std::vector<uint8_t>& b) {
+    // In place, as media corruption would be (not through a rename).
+    const fs::path p = dynamic_cast<LocalDiskStore&>(s).PathOf(k, h);
+    const int fd = ::open(p.c_str(), O_WRONLY | O_TRUNC);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(::write(fd, b.data(), b.size()), static_cast<ssize_t>(b.size()));
+    ::close(fd);
+  }
+};
+
+template <typename Factory>
+class BlobStoreTest : public testing::Test {
+ protected:
+  BlobStoreTest() : store_(factory_.Make()) {}
+  Factory factory_;
+  std::unique_ptr<BlobStore> store_;
+};
+
+using Implementations = testing::Types<MemoryFactory, DiskFactory<false>, DiskFactory<true>>;
+TYPED_TEST_SUITE(BlobStoreTest, Implementations);
+
+TYPED_TEST(BlobStoreTest, PutThenStatAndRead) {
+  const auto data = Bytes(100'000, 1);
+  auto put = this->store_->Put(BlobKind::kXorb, HashOf(1), data);
+  ASSERT_TRUE(put.ok()) << put.error().message;
+  EXPECT_FALSE(put->already_present);
+  auto st = this->store_->Stat(BlobKind::kXorb, HashOf(1));
+  ASSERT_TRUE(st.ok());
+  EXPECT_TRUE(st->exists);
+  EXPECT_EQ(st->size, data.size());
+  std::vector<uint8_t> out(data.size());
+  ASSERT_TRUE(this->store_->ReadRange(BlobKind::kXorb, HashOf(1), 0, out).ok());
+  EXPECT_EQ(out, data);
+  // Kinds are separate name spaces.
+  EXPECT_FALSE(this->store_->Stat(BlobKind::kShard, HashOf(1))->exists);
+}
+
+TYPED_TEST(BlobStoreTest, RangesAtTheEdges) {
+  const auto data = Bytes(4096, 2);
+  ASSERT_TRUE(this->store_->Put(BlobKind::kShard, HashOf(2), data).ok());
+  struct Case {
+    uint64_t offset;
+    size_t len;
+  };
+  for (const Case c :
+       {Case{0, 1}, Case{4095, 1}, Case{1, 4095}, Case{4096, 0}, Case{0, 0}, Case{2048, 2048}}) {
+    std::vector<uint8_t> out(c.len);
+    auto st = this->store_->ReadRange(BlobKind::kShard, HashOf(2), c.offset, out);
+    ASSERT_TRUE(st.ok()) << c.offset << "+" << c.len << ": " << st.error().message;
+    EXPECT_TRUE(std::equal(out.begin(), out.end(), data.begin() + static_cast<ptrdiff_t>(c.offset)));
+  }
+  for (const Case c : {Case{4096, 1}, Case{4095, 2}, Case{0, 4097}, Case{4097, 0}, Case{UINT64_MAX, 1}}) {
+    std::vector<uint8_t> out(c.len);
+    auto st = this->store_->ReadRange(BlobKind::kShard, HashOf(2), c.offset, out);
+    ASSERT_FALSE(st.ok()) << c.offset << "+" << c.len;
+    EXPECT_EQ(st.error().code, ErrorCode::kInconsistent);
+  }
+  std::vector<uint8_t> out(1);
+  auto missing = this->store_->ReadRange(BlobKind::kShard, HashOf(3), 0, out);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.error().code, ErrorCode::kNotFound);
+}
+
+TYPED_TEST(BlobStoreTest, StreamingPutInPieces) {
+  const auto data = Bytes(1 << 20, 3);
+  auto w = this->store_->BeginPut(BlobKind::kXorb, HashOf(3));
+  ASSERT_TRUE(w.ok());
+  for (size_t off = 0; off < data.size(); off += 77'777) {
+    const size_t n = std::min<size_t>(77'777, data.size() - off);
+    ASSERT_TRUE((*w)->Append(std::span(data).subspan(off, n)).ok());
+    // Nothing is visible before Commit.
+    EXPECT_FALSE(this->store_->Stat(BlobKind::kXorb, HashOf(3))->exists);
+  }
+  EXPECT_EQ((*w)->bytes_appended(), data.size());
+  ASSERT_TRUE((*w)->Commit().ok());
+  EXPECT_FALSE((*w)->Append(data).ok());  // the writer is spent
+  std::vector<uint8_t> out(data.size());
+  ASSERT_TRUE(this->store_->ReadRange(BlobKind::kXorb, HashOf(3), 0, out).ok());
+  EXPECT_EQ(out, data);
+}
+
+TYPED_TEST(BlobStoreTest, MultiPiecePutAndEmptyBlob) {
+  const auto a = Bytes(10, 4), b = Bytes(0, 5), c = Bytes(20, 6);
+  const std::span<const uint8_t> pieces[] = {a, b, c};
+  ASSERT_TRUE(this->store_->Put(BlobKind::kXorb, HashOf(4), pieces).ok());
+  std::vector<uint8_t> out(30);
+  ASSERT_TRUE(this->store_->ReadRange(BlobKind::kXorb, HashOf(4), 0, out).ok());
+  EXPECT_TRUE(std::equal(a.begin(), a.end(), out.begin()));
+  EXPECT_TRUE(std::equal(c.begin(), c.end(), out.begin() + 10));
+
+  ASSERT_TRUE(this->store_->Put(BlobKind::kShard, HashOf(5), std::span<const uint8_t>()).ok());
+  auto st = this->store_->Stat(BlobKind::kShard, HashOf(5));
+  EXPECT_TRUE(st->exists);
+  EXPECT_EQ(st->size, 0u);
+  auto again = this->store_->Put(BlobKind::kShard, HashOf(5), std::span<const uint8_t>());
+  ASSERT_TRUE(again.ok());
+  EXPECT_TRUE(again->already_present);
+}
+
+TYPED_TEST(BlobStoreTest, AbandonedPutLeavesNothing) {
+  {
+    auto w = this->store_->BeginPut(BlobKind::kXorb, HashOf(6));
+    ASSERT_TRUE(w.ok());
+    ASSERT_TRUE((*w)->Append(Bytes(5000, 7)).ok());
+  }
+  EXPECT_FALSE(this->store_->Stat(BlobKind::kXorb, HashOf(6))->exists);
+  int n = 0;
+  ASSERT_TRUE(this->store_->List(BlobKind::kXorb, [&](const Hash&) { ++n; }).ok());
+  EXPECT_EQ(n, 0);
+}
+
+TYPED_TEST(BlobStoreTest, ExistingIntactBlobIsKept) {
+  const auto data = Bytes(3000, 8);
+  ASSERT_TRUE(this->store_->Put(BlobKind::kXorb, HashOf(7), data).ok());
+  auto again = this->store_->Put(BlobKind::kXorb, HashOf(7), data);
+  ASSERT_TRUE(again.ok());
+  EXPECT_TRUE(again->already_present);
+  EXPECT_FALSE(again->replaced_corrupt);
+}
+
+TYPED_TEST(BlobStoreTest, CorruptOrTornBlobIsReplaced) {
+  const auto data = Bytes(3000, 9);
+  ASSERT_TRUE(this->store_->Put(BlobKind::kXorb, HashOf(8), data).ok());
+  auto flipped = data;
+  flipped[1234] ^= 1;
+  const std::vector<uint8_t> torn(data.begin(), data.begin() + 1000);
+  for (const auto& bad : {flipped, torn}) {
+    TypeParam::Corrupt(*this->store_, BlobKind::kXorb, HashOf(8), bad);
+    auto put = this->store_->Put(BlobKind::kXorb, HashOf(8), data);
+    ASSERT_TRUE(put.ok()) << put.error().message;
+    EXPECT_FALSE(put->already_present);
+    EXPECT_TRUE(put->replaced_corrupt);
+    std::vector<uint8_t> out(data.size());
+    ASSERT_TRUE(this->store_->ReadRange(BlobKind::kXorb, HashOf(8), 0, out).ok());
+    EXPECT_EQ(out, data);
+  }
+}
+
+TYPED_TEST(BlobStoreTest, CallerVerifierJudgesExistingBlob) {
+  const auto data = Bytes(2000, 10);
+  ASSERT_TRUE(this->store_->Put(BlobKind::kXorb, HashOf(9), data).ok());
+  int calls = 0;
+  PutOptions trust{.verify_existing = [&](std::span<const uint8_t> existing) {
+    ++calls;
+    return std::equal(existing.begin(), existing.end(), data.begin(), data.end());
+  }};
+  auto put = this->store_->Put(BlobKind::kXorb, HashOf(9), data, trust);
+  ASSERT_TRUE(put.ok());
+  EXPECT_TRUE(put->already_present);
+  EXPECT_EQ(calls, 1);
+  PutOptions distrust{.verify_existing = [](std::span<const uint8_t>) { return false; }};
+  put = this->store_->Put(BlobKind::kXorb, HashOf(9), data, distrust);
+  ASSERT_TRUE(put.ok());
+  EXPECT_TRUE(put->replaced_corrupt);
+}
+
+TYPED_TEST(BlobStoreTest, SendfileDescriptorReadsTheBlob) {
+  const auto data = Bytes(70'000, 11);
+  ASSERT_TRUE(this->store_->Put(BlobKind::kShard, HashOf(10), data).ok());
+  auto blob = this->store_->OpenForSendfile(BlobKind::kShard, HashOf(10));
+  ASSERT_TRUE(blob.ok()) << blob.error().message;
+  EXPECT_EQ(blob->size, data.size());
+  std::vector<uint8_t> out(data.size());
+  ASSERT_EQ(::pread(blob->fd.get(), out.data(), out.size(), 0), static_cast<ssize_t>(out.size()));
+  EXPECT_EQ(out, data);
+  EXPECT_LT(::write(blob->fd.get(), "x", 1), 0);  // read-only
+  EXPECT_EQ(this->store_->OpenForSendfile(BlobKind::kShard, HashOf(11)).error().code, ErrorCode::kNotFound);
+}
+
+TYPED_TEST(BlobStoreTest, ListAndDelete) {
+  for (uint8_t i = 0; i < 20; ++i)
+    ASSERT_TRUE(this->store_->Put(BlobKind::kXorb, HashOf(i), Bytes(10, i)).ok());
+  ASSERT_TRUE(this->store_->Put(BlobKind::kShard, HashOf(100), Bytes(10, 0)).ok());
+  std::set<Hash> listed;
+  ASSERT_TRUE(this->store_->List(BlobKind::kXorb, [&](const Hash& h) { listed.insert(h); }).ok());
+  EXPECT_EQ(listed.size(), 20u);
+  EXPECT_TRUE(listed.contains(HashOf(19)));
+  EXPECT_TRUE(*this->store_->Delete(BlobKind::kXorb, HashOf(3)));
+  EXPECT_FALSE(*this->store_->Delete(BlobKind::kXorb, HashOf(3)));
+  EXPECT_FALSE(this->store_->Stat(BlobKind::kXorb, HashOf(3))->exists);
+  listed.clear();
+  ASSERT_TRUE(this->store_->List(BlobKind::kXorb, [&](const Hash& h) { listed.insert(h); }).ok());
+  EXPECT_EQ(listed.size(), 19u);
+}
+
+TYPED_TEST(BlobStoreTest, ConcurrentPutsOfOneHashAllSucceed) {
+  const auto data = Bytes(200'000, 12);
+  std::atomic<int> fresh{0}, failures{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&] {
+      auto put = this->store_->Put(BlobKind::kXorb, HashOf(12), data);
+      if (!put.ok()) {
+        ++failures;
+      } else if (!put->already_present) {
+        ++fresh;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_GE(fresh.load(), 1);
+  std::vector<uint8_t> out(data.size());
+  ASSERT_TRUE(this->store_->ReadRange(BlobKind::kXorb, HashOf(12), 0, out).ok());
+  EXPECT_EQ(out, data);
+}
+
+// ---- LocalDiskStore only
+
+class LocalDiskStoreTest : public testing::TestWithParam<bool> {
+ protected:
+  std::unique_ptr<LocalDiskStore> Open(LocalDiskOptions options = {}) {
+    options.use_o_tmpfile = GetParam();
+    auto s = LocalDiskStore::Open(dir_.path(), std::move(options));
+    EXPECT_TRUE(s.ok()) << s.error().message;
+    return s.ok() ? std::move(s).value() : nullptr;
+  }
+  TempDir dir_;
+};
+
+INSTANTIATE_TEST_SUITE_P(TmpFile, LocalDiskStoreTest, testing::Bool(),
+                         [](const testing::TestParamInfo<bool>& p) {
+                           return p.param ? "OTmpfile" : "NamedTemp";
+                         });
+
+TEST_P(LocalDiskStoreTest, HashPrefixLayoutAndNoTempFiles) {
+  auto store = Open();
+  const Hash h = HashOf(0xab);
+  ASSERT_TRUE(store->Put(BlobKind::kXorb, h, Bytes(100, 1)).ok());
+  ASSERT_TRUE(store->Put(BlobKind::kShard, h, Bytes(100, 1)).ok());
+  const std::string hex = h.hex();
+  EXPECT_TRUE(fs::is_regular_file(dir_.path() / "xorbs" / hex.substr(0, 2) / hex.substr(2, 2) / hex));
+  EXPECT_TRUE(fs::is_regular_file(dir_.path() / "shards" / hex.substr(0, 2) / hex.substr(2, 2) / hex));
+  EXPECT_EQ(store->PathOf(BlobKind::kXorb, h),
+            dir_.path() / "xorbs" / hex.substr(0, 2) / hex.substr(2, 2) / hex);
+  EXPECT_TRUE(TempFilesUnder(dir_.path()).empty());
+  if (GetParam()) {
+    EXPECT_TRUE(store->using_o_tmpfile());  // tmpfs, ext4 and xfs support it; tests run on those
+  }
+}
+
+TEST_P(LocalDiskStoreTest, OpenRemovesCrashLeftovers) {
+  auto store = Open();
+  ASSERT_TRUE(store->Put(BlobKind::kXorb, HashOf(1), Bytes(100, 1)).ok());
+  const fs::path dir = store->PathOf(BlobKind::kXorb, HashOf(1)).parent_path();
+  for (const char* name : {".tmp.deadbeef.1.2", ".tmp.x"}) {
+    std::FILE* f = std::fopen((dir / name).c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    ASSERT_EQ(std::fclose(f), 0);
+  }
+  // A leftover is never listed as a blob.
+  int n = 0;
+  ASSERT_TRUE(store->List(BlobKind::kXorb, [&](const Hash&) { ++n; }).ok());
+  EXPECT_EQ(n, 1);
+  store.reset();
+  store = Open();
+  EXPECT_TRUE(TempFilesUnder(dir_.path()).empty());
+  EXPECT_TRUE(store->Stat(BlobKind::kXorb, HashOf(1))->exists);
+}
+
+TEST_P(LocalDiskStoreTest, PersistsAcrossReopen) {
+  const auto data = Bytes(12345, 2);
+  ASSERT_TRUE(Open()->Put(BlobKind::kShard, HashOf(2), data).ok());
+  auto store = Open();
+  std::vector<uint8_t> out(data.size());
+  ASSERT_TRUE(store->ReadRange(BlobKind::kShard, HashOf(2), 0, out).ok());
+  EXPECT_EQ(out, data);
+}
+
+// A fault at any step fails the put and leaves no blob (and no temporary file) behind; an intact earlier
+// blob is untouched.
+TEST_P(LocalDiskStoreTest, InjectedFaultAtEveryStepLeavesNoObject) {
+  std::optional<PutStep> fail_at;
+  auto store = Open({.fault_injector = [&](PutStep step) -> xet::Status {
+    if (fail_at == step) return xet::IoError("injected");
+    return xet::Ok{};
+  }});
+  const auto data = Bytes(50'000, 3);
+  const auto other = Bytes(50'000, 4);
+  ASSERT_TRUE(store->Put(BlobKind::kXorb, HashOf(50), other).ok());
+  for (PutStep step : {PutStep::kCreate, PutStep::kWrite, PutStep::kFsyncFile, PutStep::kLink}) {
+    fail_at = step;
+    auto put = store->Put(BlobKind::kXorb, HashOf(3), data);
+    ASSERT_FALSE(put.ok()) << static_cast<int>(step);
+    EXPECT_EQ(put.error().code, ErrorCode::kIo);
+    EXPECT_FALSE(store->Stat(BlobKind::kXorb, HashOf(3))->exists) << static_cast<int>(step);
+    EXPECT_TRUE(TempFilesUnder(dir_.path()).empty()) << static_cast<int>(step);
+    // Replacing a corrupt blob: the failed put leaves the old bytes, never a mix.
+    DiskFactory<true>::Corrupt(*store, BlobKind::kXorb, HashOf(50), Bytes(50'000, 5));
+    put = store->Put(BlobKind::kXorb, HashOf(50), other);
+    ASSERT_FALSE(put.ok());
+    std::vector<uint8_t> out(other.size());
+    ASSERT_TRUE(store->ReadRange(BlobKind::kXorb, HashOf(50), 0, out).ok());
+    EXPECT_EQ(out, Bytes(50'000, 5));
+    fail_at.reset();
+    ASSERT_TRUE(store->Put(BlobKind::kXorb, HashOf(50), other)->replaced_corrupt);
+  }
+  // A failed directory sync comes after the blob got its name: the put fails, and what is visible (if
+  // anything) is complete.
+  fail_at = PutStep::kFsyncDir;
+  EXPECT_FALSE(store->Put(BlobKind::kXorb, HashOf(3), data).ok());
+  EXPECT_TRUE(TempFilesUnder(dir_.path()).empty());
+  fail_at.reset();
+  auto st = store->Stat(BlobKind::kXorb, HashOf(3));
+  if (st->exists) {
+    std::vector<uint8_t> out(data.size());
+    ASSERT_TRUE(store->ReadRange(BlobKind::kXorb, HashOf(3), 0, out).ok());
+    EXPECT_EQ(out, data);
+  }
+}
+
+// A real write failure from the kernel: a file size limit makes write(2) fail with EFBIG mid-put.
+TEST_P(LocalDiskStoreTest, WriteFailureFromTheKernelLeavesNoObject) {
+  auto store = Open();
+  rlimit old{};
+  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &old), 0);
+  auto* old_handler = std::signal(SIGXFSZ, SIG_IGN);
+  rlimit tiny = old;
+  tiny.rlim_cur = 64 * 1024;
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &tiny), 0);
+  auto put = store->Put(BlobKind::kXorb, HashOf(4), Bytes(1 << 20, 4));
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &old), 0);
+  (void)std::signal(SIGXFSZ, old_handler);
+  ASSERT_FALSE(put.ok());
+  EXPECT_EQ(put.error().code, ErrorCode::kIo);
+  EXPECT_NE(put.error().message.find("write"), std::string::npos) << put.error().message;
+  EXPECT_FALSE(store->Stat(BlobKind::kXorb, HashOf(4))->exists);
+  EXPECT_TRUE(TempFilesUnder(dir_.path()).empty());
+}
+
+TEST(LocalDiskStoreOpenTest, FailsOnAnUnusableRoot) {
+  TempDir dir;
+  ASSERT_TRUE(fs::create_directories(dir.path()));
+  std::FILE* f = std::fopen((dir.path() / "file").c_str(), "w");
+  ASSERT_NE(f, nullptr);
+  ASSERT_EQ(std::fclose(f), 0);
+  auto s = LocalDiskStore::Open(dir.path() / "file");
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.error().code, ErrorCode::kIo);
+}
+
+}  // namespace
+}  // namespace cairn::store

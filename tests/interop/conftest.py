@@ -1,0 +1,140 @@
+"""Fixtures for the stock-client interop suite: a real `cairn serve` process driven by the stock Xet clients
+(hf_xet 1.8.0 from .venv, @huggingface/hub 2.17.5 from tests/oracle/node_modules).
+
+Run: CAIRN_BIN=build/release/src/cli/cairn .venv/bin/pytest -q tests/interop
+
+Nothing here skips: a missing prerequisite (binary, venv, node package) is a test failure saying how to fix it.
+Every client operation runs in a subprocess of its own with a fresh environment (hf_xet reads its configuration
+once per process), and every server runs on a free port with a fresh data directory unless a test asks otherwise.
+On a test failure the server log(s) are attached to the report.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+_HERE = str(Path(__file__).resolve().parent)
+if _HERE not in sys.path:  # so the test modules can import interop_util in any import mode
+    sys.path.insert(0, _HERE)
+
+from interop_util import (  # noqa: E402
+    HUB_PKG, ORACLE_DIR, REPO_ROOT, CairnServer, HfXet, HubJs, pinned, fail,
+)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    rep = outcome.get_result()
+    if rep.failed:
+        for srv in getattr(item, "_cairn_servers", []):
+            rep.sections.append((f"cairn server log ({srv.url}, data {srv.data_dir})", srv.log()))
+
+
+@pytest.fixture(scope="session")
+def cairn_bin() -> str:
+    path = os.environ.get("CAIRN_BIN")
+    if not path:
+        fail("CAIRN_BIN is not set: point it at the cairn binary (`make test` does; or "
+             "CAIRN_BIN=build/release/src/cli/cairn .venv/bin/pytest -q tests/interop)")
+    if not (os.path.isfile(path) and os.access(path, os.X_OK)):
+        fail(f"CAIRN_BIN={path!r} is not an executable file (run `make build`)")
+    # CLI11 answers `<unknown> --help` with the top-level help and exit 0, so look for the subcommands there.
+    r = subprocess.run([path, "--help"], capture_output=True, text=True, timeout=30)
+    listed = {line.split()[0] for line in r.stdout.splitlines() if line.startswith("  ") and line.split()}
+    missing = [sub for sub in ("serve", "token") if sub not in listed]
+    if r.returncode != 0 or missing:
+        fail(f"{path} lacks the subcommand(s) {missing} (rebuild cairn: `make build`); its --help says:\n"
+             f"{r.stdout[-2000:]}{r.stderr[-2000:]}")
+    return os.path.abspath(path)
+
+
+@pytest.fixture
+def server(cairn_bin, tmp_path, request):
+    """Factory: server(env={"CAIRN_TRANSFER_URL_TTL": "2"}, args=(), data_dir=None, public_url=None) → started
+    CairnServer. Every server is stopped with SIGTERM at teardown and must exit 0."""
+    started: list[CairnServer] = []
+    request.node._cairn_servers = started
+
+    def make(*, env: dict | None = None, args: tuple = (), data_dir: Path | None = None,
+             public_url: str | None = None, port: int | None = None) -> CairnServer:
+        n = len(started)
+        srv = CairnServer(cairn_bin, data_dir or tmp_path / f"cairn-data-{n}", tmp_path / f"cairn-{n}.log",
+                          env=env, args=args, public_url=public_url, port=port)
+        started.append(srv)
+        return srv.start()
+
+    yield make
+    errors = []
+    for srv in started:
+        try:
+            srv.stop()
+        except BaseException as e:  # noqa: BLE001 — stop all of them, then report
+            srv.kill()
+            errors.append(str(e))
+    if errors:
+        fail("\n\n".join(errors))
+
+
+# ---------------------------------------------------------------------------------------------- hf_xet
+
+
+@pytest.fixture(scope="session")
+def hf_python() -> str:
+    """A Python that imports the pinned hf_xet (normally the one running pytest, i.e. .venv)."""
+    want = pinned("hf_xet")
+    tried = []
+    for py in (sys.executable, str(REPO_ROOT / ".venv" / "bin" / "python")):
+        if not os.path.exists(py):
+            continue
+        r = subprocess.run([py, "-c", "import importlib.metadata as m, hf_xet; print(m.version('hf_xet'))"],
+                           capture_output=True, text=True)
+        if r.returncode == 0:
+            got = r.stdout.strip()
+            if got != want:
+                fail(f"{py} has hf_xet {got}, tests/requirements.txt pins {want}: run scripts/bootstrap.sh")
+            return py
+        tried.append(f"{py}: {r.stderr.strip()[-300:]}")
+    fail("hf_xet is not importable: run scripts/bootstrap.sh (creates .venv from tests/requirements.txt)\n"
+         + "\n".join(tried))
+    return ""
+
+
+
+@pytest.fixture
+def hfx(hf_python, tmp_path) -> HfXet:
+    return HfXet(hf_python, tmp_path / "hf")
+
+
+# ---------------------------------------------------------------------------------------------- @huggingface/hub
+
+
+@pytest.fixture(scope="session")
+def node_bin() -> str:
+    import shutil
+
+    node = shutil.which("node")
+    if not node:
+        fail("node not found on PATH: run scripts/bootstrap.sh")
+    wanted = json.loads((ORACLE_DIR / "package.json").read_text())["dependencies"].get(HUB_PKG)
+    if not wanted:
+        fail(f"tests/oracle/package.json does not pin {HUB_PKG}")
+    pkg = ORACLE_DIR / "node_modules" / HUB_PKG / "package.json"
+    if not pkg.is_file():
+        fail(f"{HUB_PKG} is not installed: run `npm ci` in {ORACLE_DIR} (scripts/bootstrap.sh)")
+    got = json.loads(pkg.read_text())["version"]
+    if got != wanted:
+        fail(f"{HUB_PKG} {got} installed, package.json pins {wanted}: run `npm ci` in {ORACLE_DIR}")
+    return node
+
+
+
+@pytest.fixture
+def hubjs(node_bin, tmp_path) -> HubJs:
+    return HubJs(node_bin, tmp_path / "js")

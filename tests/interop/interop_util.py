@@ -1,0 +1,503 @@
+"""Helpers for the stock-client interop suite (imported by conftest.py and the test modules): data and
+file comparison, HTTP without proxies, the `cairn serve` process wrapper, the client runners (hf_xet and
+@huggingface/hub in subprocesses) and a delaying TCP proxy."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import threading
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+INTEROP_DIR = Path(__file__).resolve().parent
+REPO_ROOT = INTEROP_DIR.parent.parent
+ORACLE_DIR = REPO_ROOT / "tests" / "oracle"
+HF_CLIENT = INTEROP_DIR / "hf_client.py"
+HUB_CLIENT = INTEROP_DIR / "js" / "hub_client.mjs"
+HUB_PKG = "@huggingface/hub"
+
+KiB = 1024
+MiB = 1024 * 1024
+
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+# urllib must never go through a proxy to reach 127.0.0.1.
+_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
+def fail(msg: str) -> None:
+    pytest.fail(msg, pytrace=False)
+
+
+def tail(text: str, n: int = 6000) -> str:
+    return text if len(text) <= n else "…" + text[-n:]
+
+
+# ---------------------------------------------------------------------------------------------- data helpers
+
+
+def write_random(path: Path, size: int, seed: int) -> Path:
+    """`size` pseudo-random (incompressible, non-repeating) bytes from `seed`, written in 1 MiB blocks."""
+    import random
+
+    r = random.Random(seed)
+    with open(path, "wb") as f:
+        left = size
+        while left:
+            n = min(left, MiB)
+            f.write(r.randbytes(n))
+            left -= n
+    return path
+
+
+def sha256_file(path: os.PathLike) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(4 * MiB):
+            h.update(block)
+    return h.hexdigest()
+
+
+def assert_same_file(got: os.PathLike, want: os.PathLike, sha256: str | None = None) -> None:
+    """Byte equality (streamed) plus the SHA-256 (against `sha256` if given, e.g. what the uploader reported)."""
+    got, want = Path(got), Path(want)
+    assert got.is_file(), f"{got} was not written"
+    gs, ws = got.stat().st_size, want.stat().st_size
+    assert gs == ws, f"{got}: {gs} bytes, expected {ws} (as {want})"
+    with open(got, "rb") as a, open(want, "rb") as b:
+        off = 0
+        while True:
+            x, y = a.read(4 * MiB), b.read(4 * MiB)
+            if x != y:
+                i = next((k for k in range(min(len(x), len(y))) if x[k] != y[k]), min(len(x), len(y)))
+                raise AssertionError(f"{got} differs from {want} at byte {off + i}")
+            if not x:
+                break
+            off += len(x)
+    digest = sha256_file(got)
+    assert digest == sha256_file(want)
+    if sha256 is not None:
+        assert digest == sha256, f"{got}: sha256 {digest}, uploader reported {sha256}"
+
+
+# ---------------------------------------------------------------------------------------------- HTTP helpers
+
+
+@dataclass
+class HttpResult:
+    status: int
+    headers: dict
+    body: bytes
+
+    def json(self):
+        return json.loads(self.body)
+
+
+def http(method: str, url: str, *, headers: dict | None = None, body: bytes | None = None,
+         timeout: float = 30) -> HttpResult:
+    req = urllib.request.Request(url, data=body, method=method, headers=headers or {})
+    try:
+        with _OPENER.open(req, timeout=timeout) as r:
+            return HttpResult(r.status, {k.lower(): v for k, v in r.headers.items()}, r.read())
+    except urllib.error.HTTPError as e:
+        return HttpResult(e.code, {k.lower(): v for k, v in e.headers.items()}, e.read())
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def parse_metrics(text: str) -> list[tuple[str, dict, float]]:
+    """Prometheus text format → [(name, labels, value)]."""
+    out = []
+    line_re = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?\s+(\S+)')
+    label_re = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        m = line_re.match(line)
+        if m:
+            out.append((m.group(1), dict(label_re.findall(m.group(2) or "")), float(m.group(3))))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------- the server
+
+
+class CairnServer:
+    """One `cairn serve` process. `restart()` keeps the port and the data directory."""
+
+    def __init__(self, cairn_bin: str, data_dir: Path, log_path: Path, *, env: dict | None = None,
+                 args: tuple = (), public_url: str | None = None, port: int | None = None):
+        self.bin = cairn_bin
+        self.data_dir = data_dir
+        self.log_path = log_path
+        self.extra_env = dict(env or {})
+        self.args = tuple(args)
+        self.port = port or free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.public_url = public_url or self.url
+        self.proc: subprocess.Popen | None = None
+        self.exit_codes: list[int] = []
+
+    # -- lifecycle
+    def _env(self) -> dict:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("CAIRN_")}
+        env.update({k: str(v) for k, v in self.extra_env.items()})
+        env["NO_PROXY"] = env["no_proxy"] = "127.0.0.1,localhost"
+        return env
+
+    def start(self, timeout: float = 30) -> "CairnServer":
+        assert self.proc is None, "already running"
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        cmd = [self.bin, "serve", "--listen", f"127.0.0.1:{self.port}", "--data", str(self.data_dir),
+               "--public-url", self.public_url, *self.args]
+        log = open(self.log_path, "ab")
+        log.write(f"\n=== {' '.join(cmd)}\n".encode())
+        log.flush()
+        self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                     env=self._env())
+        log.close()
+        deadline = time.monotonic() + timeout
+        last = "no answer"
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                code = self.proc.returncode
+                self.proc = None
+                fail(f"cairn serve exited with {code} before /healthz answered\n--- server log\n{self.log()}")
+            try:
+                r = http("GET", f"{self.url}/healthz", timeout=2)
+                if r.status == 200:
+                    return self
+                last = f"HTTP {r.status}"
+            except OSError as e:
+                last = str(e)
+            time.sleep(0.05)
+        self.kill()
+        fail(f"cairn serve: /healthz not 200 within {timeout}s (last: {last})\n--- server log\n{self.log()}")
+        return self
+
+    def stop(self, timeout: float = 30) -> int:
+        """SIGTERM and wait; the exit status must be 0."""
+        if self.proc is None:
+            return 0
+        proc, self.proc = self.proc, None
+        proc.send_signal(signal.SIGTERM)
+        try:
+            code = proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            fail(f"cairn serve did not exit within {timeout}s of SIGTERM\n--- server log\n{self.log()}")
+        self.exit_codes.append(code)
+        if code != 0:
+            fail(f"cairn serve exited with {code} after SIGTERM (expected 0)\n--- server log\n{self.log()}")
+        return code
+
+    def kill(self) -> None:
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.wait()
+            self.proc = None
+
+    def restart(self) -> "CairnServer":
+        self.stop()
+        return self.start()
+
+    def log(self) -> str:
+        try:
+            return tail(ANSI.sub("", self.log_path.read_text(errors="replace")), 20000)
+        except FileNotFoundError:
+            return "(no log)"
+
+    # -- tokens and HTTP
+    def token(self, scope: str, write: bool = False, ttl: int | None = None) -> str:
+        cmd = [self.bin, "token", "--data", str(self.data_dir), "--scope", scope]
+        if write:
+            cmd.append("--write")
+        if ttl is not None:
+            cmd += ["--ttl", str(ttl)]
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=30, env=self._env())
+        lines = [ln.strip() for ln in r.stdout.splitlines() if ln.strip()]
+        if r.returncode != 0 or not lines:
+            fail(f"`{' '.join(cmd)}` failed (exit {r.returncode})\n--- stdout\n{r.stdout}\n--- stderr\n{r.stderr}")
+        tok = lines[-1]
+        if tok.count(".") != 2:
+            fail(f"`{' '.join(cmd)}`: last stdout line is not a JWT: {tok!r}")
+        return tok
+
+    def get(self, path: str, *, token: str | None = None, headers: dict | None = None) -> HttpResult:
+        h = dict(headers or {})
+        if token:
+            h["Authorization"] = f"Bearer {token}"
+        return http("GET", f"{self.url}{path}", headers=h)
+
+    def metrics(self) -> list[tuple[str, dict, float]]:
+        r = http("GET", f"{self.url}/metrics")
+        assert r.status == 200, f"/metrics answered {r.status}"
+        return parse_metrics(r.body.decode())
+
+    def requests_count(self, method: str, *route_words: str, status: str | None = None) -> float:
+        """Sum of cairn_http_requests_total over routes whose label contains every word of `route_words`
+        (case-insensitive; "a|b" = either word; e.g. ("v1", "shard") matches "shard_v1" and "/v1/shards") and
+        whose status starts with `status`
+        ("2" = any 2xx, "403" = exactly 403; None = any)."""
+        total = 0.0
+        for name, labels, value in self.metrics():
+            if name != "cairn_http_requests_total" or labels.get("method", "").upper() != method.upper():
+                continue
+            route = labels.get("route", "").lower()
+            if all(any(alt in route for alt in w.lower().split("|")) for w in route_words) \
+                    and labels.get("status", "").startswith(status or ""):
+                total += value
+        return total
+
+    def requests_table(self) -> str:
+        return "\n".join(f"{labels}: {v:g}" for n, labels, v in self.metrics() if n == "cairn_http_requests_total")
+
+
+
+def pinned(requirement: str) -> str:
+    for line in (REPO_ROOT / "tests" / "requirements.txt").read_text().splitlines():
+        name, _, ver = line.partition("==")
+        if name.strip().lower().replace("-", "_") == requirement:
+            return ver.strip()
+    fail(f"tests/requirements.txt pins no {requirement}")
+    return ""
+
+
+
+@dataclass
+class ClientRun:
+    returncode: int
+    result: dict
+    stdout: str
+    stderr: str
+    log: str  # the client's own log (hf_xet: HF_XET_LOG_DEST, ANSI stripped)
+    cmd: list = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0 and "error" not in self.result
+
+    def error_text(self) -> str:
+        """Everything the client said about a failure: message, stderr and its log."""
+        return "\n".join([json.dumps(self.result), self.stderr, self.log])
+
+    def describe(self) -> str:
+        return (f"exit {self.returncode}: {' '.join(map(str, self.cmd))}\n--- result\n{json.dumps(self.result)}\n"
+                f"--- stderr\n{tail(self.stderr, 4000)}\n--- client log\n{tail(self.log, 8000)}")
+
+
+def _text(b) -> str:
+    return b.decode(errors="replace") if isinstance(b, bytes) else (b or "")
+
+
+def _last_json(stdout: str) -> dict:
+    for line in reversed(stdout.splitlines()):
+        line = line.strip()
+        if line.startswith("{"):
+            try:
+                return json.loads(line)
+            except json.JSONDecodeError:
+                break
+    return {"error": "NoResult", "message": f"no JSON result line on stdout: {stdout[-500:]!r}"}
+
+
+class HfXet:
+    """Runs hf_client.py operations in subprocesses with a fresh, explicit environment.
+
+    `cache`: an HF_XET_CACHE directory to reuse (warm cache); default a fresh one per call.
+    `env`: extra variables; a value of None removes a default (e.g. {"HF_XET_TELEMETRY_ENABLED": None}).
+    """
+
+    def __init__(self, python: str, workdir: Path):
+        self.python = python
+        self.workdir = workdir
+        self.n = 0
+
+    def new_cache(self) -> Path:
+        self.n += 1
+        p = self.workdir / f"xet-cache-{self.n}"
+        p.mkdir(parents=True)
+        return p
+
+    def environment(self, run_dir: Path, cache: Path, env: dict | None) -> dict:
+        base = {k: os.environ[k] for k in ("PATH", "LANG", "LC_ALL", "TMPDIR", "SYSTEMROOT") if k in os.environ}
+        home = run_dir / "home"
+        home.mkdir(exist_ok=True)
+        base.update({
+            "HOME": str(home),
+            "HF_HOME": str(run_dir / "hf-home"),
+            "HF_XET_CACHE": str(cache),
+            "NO_PROXY": "127.0.0.1,localhost",
+            "no_proxy": "127.0.0.1,localhost",
+            "HF_XET_TELEMETRY_ENABLED": "0",
+            "HF_XET_CLIENT_LEGACY_DIRECT_XORB_UPLOAD": "1",
+            "HF_XET_CLIENT_RETRY_MAX_ATTEMPTS": "1",
+            "HF_XET_CLIENT_RETRY_BASE_DELAY": "100ms",
+            "HF_XET_LOG_DEST": str(run_dir / "xet.log"),
+            "HF_XET_LOG_FORMAT": "text",
+            "RUST_LOG": "info",
+            "NO_COLOR": "1",
+            "PYTHONUNBUFFERED": "1",
+        })
+        for k, v in (env or {}).items():
+            if v is None:
+                base.pop(k, None)
+            else:
+                base[k] = str(v)
+        return base
+
+    def run(self, op: str, endpoint: str, token: str | None, args: list, *, cache: Path | None = None,
+            env: dict | None = None, expect_ok: bool = True, timeout: float = 300) -> ClientRun:
+        self.n += 1
+        run_dir = self.workdir / f"hf-{self.n}-{op}"
+        run_dir.mkdir(parents=True)
+        cache = cache if cache is not None else self.new_cache()
+        cmd = [self.python, str(HF_CLIENT), op, "--endpoint", endpoint, "--token", token or "", *map(str, args)]
+        try:
+            r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
+                               env=self.environment(run_dir, cache, env), cwd=run_dir)
+            rc, out, err = r.returncode, r.stdout, r.stderr
+        except subprocess.TimeoutExpired as e:
+            rc, out, err = -1, _text(e.stdout), f"TIMEOUT after {timeout}s\n{_text(e.stderr)}"
+        log_file = run_dir / "xet.log"
+        log = ANSI.sub("", log_file.read_text(errors="replace")) if log_file.exists() else ""
+        res = ClientRun(rc, _last_json(out), out, err, log, cmd)
+        if expect_ok and not res.ok:
+            fail(f"hf_xet {op} failed\n{res.describe()}")
+        return res
+
+    # -- conveniences
+    def upload(self, endpoint: str, token: str | None, files: list, **kw) -> ClientRun:
+        return self.run("upload", endpoint, token, [str(f) for f in files], **kw)
+
+    def download(self, endpoint: str, token: str | None, items: list[tuple], **kw) -> ClientRun:
+        """items: (hash, size or None, dest)."""
+        args = []
+        for h, size, dest in items:
+            args += [h, "-" if size is None else size, dest]
+        return self.run("download", endpoint, token, args, **kw)
+
+    def stream(self, endpoint: str, token: str | None, hash_: str, size: int | None, ranges: list[tuple],
+               **kw) -> ClientRun:
+        """ranges: (start or None, end-exclusive or None, dest)."""
+        args = [hash_, "-" if size is None else size]
+        for s, e, dest in ranges:
+            args += ["-" if s is None else s, "-" if e is None else e, dest]
+        return self.run("stream", endpoint, token, args, **kw)
+
+
+class HubJs:
+    def __init__(self, node: str, workdir: Path):
+        self.node = node
+        self.workdir = workdir
+        self.n = 0
+
+    def run(self, op: str, args: list, *, expect_ok: bool = True, timeout: float = 300) -> ClientRun:
+        self.n += 1
+        run_dir = self.workdir / f"js-{self.n}-{op}"
+        run_dir.mkdir(parents=True)
+        env = {k: os.environ[k] for k in ("PATH", "LANG", "LC_ALL", "TMPDIR") if k in os.environ}
+        env.update({"HOME": str(run_dir), "NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost"})
+        cmd = [self.node, str(HUB_CLIENT), op, *map(str, args)]
+        try:
+            r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, cwd=run_dir)
+            rc, out, err = r.returncode, r.stdout, r.stderr
+        except subprocess.TimeoutExpired as e:
+            rc, out, err = -1, _text(e.stdout), f"TIMEOUT after {timeout}s\n{_text(e.stderr)}"
+        res = ClientRun(rc, _last_json(out), out, err, "", cmd)
+        if expect_ok and not res.ok:
+            fail(f"@huggingface/hub {op} failed\n{res.describe()}")
+        return res
+
+
+# ---------------------------------------------------------------------------------------------- a delaying proxy
+
+
+class DelayProxy:
+    """TCP forwarder 127.0.0.1:<port> → 127.0.0.1:<target>. The first `delayed` connections hold the client's
+    first bytes (its request) for `delay` seconds before forwarding them; everything else passes straight through.
+    Used as the server's --public-url so transfer URLs (and only those) go through it."""
+
+    def __init__(self, target_port: int, delay: float, delayed: int = 1):
+        self.target_port = target_port
+        self.delay = delay
+        self.delayed_left = delayed
+        self.delayed_done = 0
+        self.connections = 0
+        self.lock = threading.Lock()
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(64)
+        self.port = self.sock.getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.closed = False
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while not self.closed:
+            try:
+                client, _ = self.sock.accept()
+            except OSError:
+                return
+            with self.lock:
+                self.connections += 1
+                hold = self.delayed_left > 0
+                if hold:
+                    self.delayed_left -= 1
+            threading.Thread(target=self._serve, args=(client, hold), daemon=True).start()
+
+    def _serve(self, client: socket.socket, hold: bool) -> None:
+        try:
+            upstream = socket.create_connection(("127.0.0.1", self.target_port))
+        except OSError:
+            client.close()
+            return
+
+        def pump(src, dst, first_delay):
+            try:
+                first = True
+                while True:
+                    data = src.recv(256 * 1024)
+                    if not data:
+                        break
+                    if first and first_delay:
+                        time.sleep(first_delay)
+                        with self.lock:
+                            self.delayed_done += 1
+                    first = False
+                    dst.sendall(data)
+            except OSError:
+                pass
+            finally:
+                for s in (src, dst):
+                    try:
+                        s.shutdown(socket.SHUT_RDWR)
+                    except OSError:
+                        pass
+
+        t = threading.Thread(target=pump, args=(upstream, client, 0), daemon=True)
+        t.start()
+        pump(client, upstream, self.delay if hold else 0)
+        t.join(5)
+        client.close()
+        upstream.close()
+
+    def close(self) -> None:
+        self.closed = True
+        self.sock.close()
