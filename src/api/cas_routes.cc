@@ -271,24 +271,26 @@ void RegisterCasRoutes(http::Server& server, cas::CasService& service) {
   const auto read = [](const char* name) { return RouteOptions().Name(name).Auth(Permission::kRead); };
   const auto write = [](const char* name) { return RouteOptions().Name(name).Auth(Permission::kWrite); };
 
-  r.Handle(Verb::get, "/v2/reconstructions/{file}", read("reconstruction_v2"),
-           [&service](std::shared_ptr<Exchange> ex) { Reconstruction(service, ex, cas::ApiVersion::kV2); });
-  r.Handle(Verb::get, "/v1/reconstructions/{file}", read("reconstruction_v1"),
-           [&service](std::shared_ptr<Exchange> ex) { Reconstruction(service, ex, cas::ApiVersion::kV1); });
+  r.Handle(
+      Verb::get, "/v2/reconstructions/{file}", read("reconstruction_v2"),
+      [&service](const std::shared_ptr<Exchange>& ex) { Reconstruction(service, ex, cas::ApiVersion::kV2); });
+  r.Handle(
+      Verb::get, "/v1/reconstructions/{file}", read("reconstruction_v1"),
+      [&service](const std::shared_ptr<Exchange>& ex) { Reconstruction(service, ex, cas::ApiVersion::kV1); });
   r.Handle(Verb::get, "/v1/reconstructions", read("reconstruction_batch"),
-           [&service](std::shared_ptr<Exchange> ex) { BatchReconstruction(service, ex); });
+           [&service](const std::shared_ptr<Exchange>& ex) { BatchReconstruction(service, ex); });
   r.Handle(Verb::get, "/v1/chunks/{prefix}/{hash}", read("dedup"),
-           [&service](std::shared_ptr<Exchange> ex) { Dedup(service, ex); });
+           [&service](const std::shared_ptr<Exchange>& ex) { Dedup(service, ex); });
   r.Handle(Verb::post, "/v1/xorbs/{prefix}/{hash}", write("xorb_upload").MaxBody(xet::kMaxXorbUploadBytes),
-           [&service](std::shared_ptr<Exchange> ex) { PutXorb(service, ex); });
+           [&service](const std::shared_ptr<Exchange>& ex) { PutXorb(service, ex); });
   r.Handle(Verb::post, "/v1/shards", write("shard_v1").MaxBody(xet::kMaxShardBytes),
-           [&service](std::shared_ptr<Exchange> ex) { PutShardV1(service, ex); });
+           [&service](const std::shared_ptr<Exchange>& ex) { PutShardV1(service, ex); });
   r.Handle(Verb::post, "/v2/shards", write("shard_v2").MaxBody(xet::kMaxShardBytes),
-           [&service](std::shared_ptr<Exchange> ex) { PutShardV2(service, ex); });
+           [&service](const std::shared_ptr<Exchange>& ex) { PutShardV2(service, ex); });
   r.Handle(Verb::post, "/v1/telemetry", read("telemetry").MaxBody(1 << 20),
-           [](std::shared_ptr<Exchange> ex) { ex->Respond(Response::Json(200, "{}")); });
+           [](const std::shared_ptr<Exchange>& ex) { ex->Respond(Response::Json(200, "{}")); });
   r.Handle(Verb::get, "/v1/transfer/{xorb}", RouteOptions().Name("transfer"),
-           [&service](std::shared_ptr<Exchange> ex) { Transfer(service, ex); });
+           [&service](const std::shared_ptr<Exchange>& ex) { Transfer(service, ex); });
 }
 
 }  // namespace cairn::api

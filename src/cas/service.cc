@@ -56,7 +56,7 @@ xet::Result<std::shared_ptr<const std::vector<FileTermRef>>> CasService::Terms(c
     const index::Term t = (*entry)->term(i);
     terms->push_back({t.xorb, t.chunk_start, t.chunk_end, t.unpacked_bytes, t.end_offset});
   }
-  const size_t charge = sizeof(*terms) + terms->size() * sizeof(FileTermRef);
+  const size_t charge = sizeof(std::vector<FileTermRef>) + terms->size() * sizeof(FileTermRef);
   std::shared_ptr<const std::vector<FileTermRef>> shared = std::move(terms);
   terms_.Put(hash, shared, charge);
   return shared;

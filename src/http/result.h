@@ -7,6 +7,8 @@
 #include <utility>
 #include <variant>
 
+#include "common/basic_result.h"
+
 namespace cairn::http {
 
 struct Error {
@@ -15,25 +17,7 @@ struct Error {
 };
 
 template <typename T>
-class [[nodiscard]] Result {
- public:
-  Result(T value) : v_(std::move(value)) {}      // NOLINT(google-explicit-constructor): implicit by design
-  Result(Error error) : v_(std::move(error)) {}  // NOLINT(google-explicit-constructor)
-
-  bool ok() const { return v_.index() == 0; }
-  explicit operator bool() const { return ok(); }
-  T& value() & { return std::get<0>(v_); }
-  const T& value() const& { return std::get<0>(v_); }
-  T&& value() && { return std::get<0>(std::move(v_)); }
-  T* operator->() { return &value(); }
-  const T* operator->() const { return &value(); }
-  T& operator*() & { return value(); }
-  const T& operator*() const& { return value(); }
-  const Error& error() const { return std::get<1>(v_); }
-
- private:
-  std::variant<T, Error> v_;
-};
+using Result = BasicResult<T, Error>;
 
 struct Ok {};
 using Status = Result<Ok>;

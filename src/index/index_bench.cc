@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <filesystem>
+#include <iostream>
 #include <random>
 
 #include "index/sqlite_index.h"
@@ -33,14 +34,15 @@ struct Shared {
   xet::XorbLayout layout;
 
   Shared() {
-    const char* env = std::getenv("CAIRN_BENCH_DIR");
+    const char* env =
+        std::getenv("CAIRN_BENCH_DIR");  // NOLINT(concurrency-mt-unsafe): read before threads start
     dir = fs::path(env ? env : ".") / ("cairn-index-bench-" + std::to_string(::getpid()));
     fs::create_directories(dir);
     SqliteOptions options;
     options.path = (dir / "index.db").string();
     auto r = SqliteIndex::Open(options);
     if (!r.ok()) {
-      std::fprintf(stderr, "open: %s\n", r.error().message.c_str());
+      std::cerr << "open: " << r.error().message << "\n";
       std::abort();
     }
     index = std::move(r).value();
