@@ -10,9 +10,9 @@
 namespace cairn::cas {
 namespace {
 
-// Writes an answer into a std::string through a raw pointer. Room(n) makes space for n more bytes, growing the
-// string a step at a time (within the capacity reserved up front), so the bytes zeroed by resize() are still
-// in cache when they are overwritten; Finish() trims the string to what was written.
+// Writes an answer into a std::string through a raw pointer. Room(n) makes space for n more bytes, growing
+// the string a step at a time (within the capacity reserved up front), so the bytes zeroed by resize() are
+// still in cache when they are overwritten; Finish() trims the string to what was written.
 class Writer {
  public:
   explicit Writer(std::string& s) : s_(s), p_(s.data() + s.size()), end_(p_) {}
@@ -59,6 +59,7 @@ void ReserveAnswer(std::string& out, size_t n) {
     const uintptr_t first = (begin + kHuge - 1) & ~(kHuge - 1);
     const uintptr_t last = (begin + out.capacity()) & ~(kHuge - 1);
     // Advice only: if the kernel declines, the answer is written into ordinary pages.
+    // NOLINTNEXTLINE(performance-no-int-to-ptr): an address rounded to a huge-page boundary
     if (last > first) madvise(reinterpret_cast<void*>(first), last - first, MADV_HUGEPAGE);
   }
 #endif
