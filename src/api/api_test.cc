@@ -135,7 +135,7 @@ ChunkSpan SpanFor(const xet::XorbLayout& layout, uint64_t first, uint64_t last) 
 
 class CasApi : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() { std::signal(SIGPIPE, SIG_IGN); }
+  static void SetUpTestSuite() { (void)std::signal(SIGPIPE, SIG_IGN); }
 
   void SetUp() override {
     dir_ = fs::temp_directory_path() / ("cairn-api-" + std::to_string(::getpid()) + "-" +
@@ -457,7 +457,7 @@ TEST_F(CasApi, XorbUploadOverTheLimitIs413) {
       boost::system::error_code ec;
       const std::string piece(1 << 20, 'z');
       char size_line[32];
-      std::snprintf(size_line, sizeof(size_line), "%zx\r\n", piece.size());
+      (void)std::snprintf(size_line, sizeof(size_line), "%zx\r\n", piece.size());
       for (uint64_t sent = 0; sent <= limit && !ec; sent += piece.size()) {
         boost::asio::write(c.socket(), boost::asio::buffer(std::string(size_line) + piece + "\r\n"), ec);
       }
