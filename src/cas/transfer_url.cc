@@ -14,8 +14,8 @@ constexpr char kDigits[] = "0123456789abcdef";
 
 // MAC over "<xorb>|<ranges>|<expiry>" (the ranges exactly as they appear in the URL), streamed into a keyed
 // BLAKE3 hasher.
-void ComputeMac(const xet::Hash& key, std::string_view xorb_hex, std::string_view ranges, std::string_view expiry,
-                uint8_t mac[kMacBytes]) {
+void ComputeMac(const xet::Hash& key, std::string_view xorb_hex, std::string_view ranges,
+                std::string_view expiry, uint8_t mac[kMacBytes]) {
   blake3_hasher h;
   blake3_hasher_init_keyed(&h, key.bytes.data());
   blake3_hasher_update(&h, xorb_hex.data(), xorb_hex.size());
@@ -46,9 +46,12 @@ void AppendMac(std::string& out, const xet::Hash& key, std::string_view xorb_hex
 constexpr uint32_t kIv[8] = {0x6A09E667, 0xBB67AE85, 0x3C6EF372, 0xA54FF53A,
                              0x510E527F, 0x9B05688C, 0x1F83D9AB, 0x5BE0CD19};
 constexpr uint8_t kSchedule[7][16] = {
-    {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}, {2, 6, 3, 10, 7, 0, 4, 13, 1, 11, 12, 5, 9, 14, 15, 8},
-    {3, 4, 10, 12, 13, 2, 7, 14, 6, 5, 9, 0, 11, 15, 8, 1}, {10, 7, 12, 9, 14, 3, 13, 15, 4, 0, 11, 2, 5, 8, 1, 6},
-    {12, 13, 9, 11, 15, 10, 14, 8, 7, 2, 5, 3, 0, 1, 6, 4}, {9, 14, 11, 5, 8, 12, 15, 1, 13, 3, 0, 10, 2, 6, 4, 7},
+    {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15},
+    {2, 6, 3, 10, 7, 0, 4, 13, 1, 11, 12, 5, 9, 14, 15, 8},
+    {3, 4, 10, 12, 13, 2, 7, 14, 6, 5, 9, 0, 11, 15, 8, 1},
+    {10, 7, 12, 9, 14, 3, 13, 15, 4, 0, 11, 2, 5, 8, 1, 6},
+    {12, 13, 9, 11, 15, 10, 14, 8, 7, 2, 5, 3, 0, 1, 6, 4},
+    {9, 14, 11, 5, 8, 12, 15, 1, 13, 3, 0, 10, 2, 6, 4, 7},
     {11, 15, 5, 0, 1, 9, 8, 6, 14, 10, 2, 12, 3, 4, 7, 13},
 };
 constexpr uint32_t kChunkStart = 1;
@@ -63,7 +66,9 @@ inline uint32_t Load32(const uint8_t* p) {
          static_cast<uint32_t>(p[3]) << 24;
 }
 
-inline uint32_t Rotr(uint32_t w, int c) { return (w >> c) | (w << (32 - c)); }
+inline uint32_t Rotr(uint32_t w, int c) {
+  return (w >> c) | (w << (32 - c));
+}
 
 inline void G(uint32_t* v, int a, int b, int c, int d, uint32_t x, uint32_t y) {
   v[a] = v[a] + v[b] + x;
@@ -91,7 +96,7 @@ inline void Round(uint32_t* v, const uint32_t* m, const uint8_t* s) {
 void Compress(uint32_t cv[8], const uint8_t block[kBlock], uint32_t block_len, uint32_t flags) {
   uint32_t m[16];
   for (int i = 0; i < 16; ++i) m[i] = Load32(block + 4 * i);
-  uint32_t v[16] = {cv[0], cv[1], cv[2],  cv[3],  cv[4],  cv[5],  cv[6],     cv[7],
+  uint32_t v[16] = {cv[0],  cv[1],  cv[2],  cv[3],  cv[4], cv[5], cv[6],     cv[7],
                     kIv[0], kIv[1], kIv[2], kIv[3], 0,     0,     block_len, flags};
   Round(v, m, kSchedule[0]);
   Round(v, m, kSchedule[1]);
@@ -103,7 +108,8 @@ void Compress(uint32_t cv[8], const uint8_t block[kBlock], uint32_t block_len, u
   for (int i = 0; i < 8; ++i) cv[i] = v[i] ^ v[i + 8];
 }
 
-// The MAC of a prepared xorb's message whose bytes after the first block are `tail` (1 to kMaxFastTail bytes).
+// The MAC of a prepared xorb's message whose bytes after the first block are `tail` (1 to kMaxFastTail
+// bytes).
 void MacTail(const XorbSigningState& xorb, const uint8_t* tail, size_t n, uint8_t mac[kMacBytes]) {
   uint32_t cv[8];
   std::memcpy(cv, xorb.cv, sizeof cv);
@@ -114,7 +120,9 @@ void MacTail(const XorbSigningState& xorb, const uint8_t* tail, size_t n, uint8_
   for (size_t i = 0; i < kMacBytes; ++i) mac[i] = static_cast<uint8_t>(cv[i / 4] >> (8 * (i % 4)));
 }
 
-char* WriteU64(char* p, uint64_t v) { return std::to_chars(p, p + 20, v).ptr; }
+char* WriteU64(char* p, uint64_t v) {
+  return std::to_chars(p, p + 20, v).ptr;
+}
 
 char* WriteHex(char* p, const uint8_t* bytes, size_t n) {
   for (size_t i = 0; i < n; ++i) {

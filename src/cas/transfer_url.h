@@ -6,9 +6,9 @@
 //
 // Form: <public base>/v1/transfer/<xorb hex>?r=<s>-<e>[,<s>-<e>...]&x=<unix expiry>&s=<mac hex>
 // (byte ranges inclusive, as in HTTP). The MAC is keyed BLAKE3 over "<xorb hex>|<ranges>|<expiry>", truncated
-// to 128 bits. The message's first 64-byte block is always the xorb's hex form, so a signer compresses it once
-// per xorb (PrepareXorb) and a typical URL then costs one BLAKE3 compression: cheap enough to sign 100,000
-// URLs per answer.
+// to 128 bits. The message's first 64-byte block is always the xorb's hex form, so a signer compresses it
+// once per xorb (PrepareXorb) and a typical URL then costs one BLAKE3 compression: cheap enough to sign
+// 100,000 URLs per answer.
 #pragma once
 
 #include <cstdint>
