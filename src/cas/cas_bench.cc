@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "cas/reconstruction.h"
+#include "common/allocator.h"
 
 namespace cairn::cas {
 namespace {
@@ -61,8 +62,12 @@ const Fixture& Get(bool merged) {
   return merged ? merged_fixture : unmerged_fixture;
 }
 
-void BM_Reconstruction(benchmark::State& state, bool merged, ApiVersion version, bool random_range) {
+// `workers`: the pool that helps the calling thread write the answer's parts (0: the caller alone). `cairn
+// serve` gives it one worker fewer than the cores, so *_2threads is the server on a 2-core machine.
+void BM_Reconstruction(benchmark::State& state, bool merged, ApiVersion version, bool random_range,
+                       size_t workers) {
   const Fixture& f = Get(merged);
+  WorkerPool pool(workers);
   const TransferUrlSigner signer("http://127.0.0.1:8080", HashOf(7));
   std::mt19937_64 rng(1);
   const uint64_t size = f.terms.back().end_offset;
@@ -73,26 +78,57 @@ void BM_Reconstruction(benchmark::State& state, bool merged, ApiVersion version,
       const uint64_t a = rng() % size;
       q.range = ByteRange{a, a + rng() % (size - a)};
     }
-    auto answer = AnswerReconstruction(f.terms, f.lookup, q, signer);
-    body = answer.body.size();
+    auto answer = AnswerReconstruction(f.terms, f.lookup, q, signer, workers > 0 ? &pool : nullptr);
+    body = answer.size();
     benchmark::DoNotOptimize(answer);
   }
   state.counters["body_MB"] = static_cast<double>(body) / 1e6;
 }
-BENCHMARK_CAPTURE(BM_Reconstruction, unmerged_v2_full, false, ApiVersion::kV2, false)
-    ->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(BM_Reconstruction, unmerged_v1_full, false, ApiVersion::kV1, false)
-    ->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(BM_Reconstruction, merged_v2_full, true, ApiVersion::kV2, false)
-    ->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(BM_Reconstruction, merged_v1_full, true, ApiVersion::kV1, false)
-    ->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(BM_Reconstruction, unmerged_v2_random, false, ApiVersion::kV2, true)
-    ->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(BM_Reconstruction, unmerged_v1_random, false, ApiVersion::kV1, true)
-    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_Reconstruction, unmerged_v2_full, false, ApiVersion::kV2, false, 0)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_Reconstruction, unmerged_v2_full_2threads, false, ApiVersion::kV2, false, 1)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_Reconstruction, unmerged_v1_full, false, ApiVersion::kV1, false, 0)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_Reconstruction, unmerged_v1_full_2threads, false, ApiVersion::kV1, false, 1)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_Reconstruction, merged_v2_full, true, ApiVersion::kV2, false, 0)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_Reconstruction, merged_v2_full_2threads, true, ApiVersion::kV2, false, 1)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_Reconstruction, merged_v1_full, true, ApiVersion::kV1, false, 0)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_Reconstruction, merged_v1_full_2threads, true, ApiVersion::kV1, false, 1)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_Reconstruction, unmerged_v2_random, false, ApiVersion::kV2, true, 0)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_Reconstruction, unmerged_v2_random_2threads, false, ApiVersion::kV2, true, 1)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_Reconstruction, unmerged_v1_random, false, ApiVersion::kV1, true, 0)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_Reconstruction, unmerged_v1_random_2threads, false, ApiVersion::kV1, true, 1)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
 }  // namespace
 }  // namespace cairn::cas
 
-BENCHMARK_MAIN();
+int main(int argc, char** argv) {
+  cairn::RetainFreedMemory();  // as `cairn serve` does
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

@@ -3,7 +3,6 @@
 #include <sys/mman.h>
 
 #include <algorithm>
-#include <charconv>
 #include <cstring>
 #include <unordered_map>
 
@@ -26,7 +25,7 @@ class Writer {
     p_ += text.size();
   }
   void Char(char c) { *p_++ = c; }
-  void U64(uint64_t v) { p_ = std::to_chars(p_, p_ + 20, v).ptr; }
+  void U64(uint64_t v) { p_ = WriteDecimal(p_, v); }
   char*& pos() { return p_; }
 
   void Finish() { s_.resize(static_cast<size_t>(p_ - s_.data())); }
@@ -36,7 +35,8 @@ class Writer {
 
   void Grow(size_t n) {
     const size_t used = static_cast<size_t>(p_ - s_.data());
-    const size_t want = used + std::max(n, kStep);
+    // A step at a time within the reserved capacity; past it (an estimate fell short), grow geometrically.
+    const size_t want = std::max(used + n, std::min(used + kStep, s_.capacity()));
     if (want > s_.capacity()) s_.reserve(std::max(want, 2 * s_.capacity()));
     s_.resize(want);
     p_ = s_.data() + used;
@@ -84,20 +84,31 @@ struct PlannedXorb {
   std::vector<ChunkSpan> spans;  // sorted and merged by Finish()
 };
 
+bool SameHash(const xet::Hash& a, const xet::Hash& b) {
+  return ((a.word(0) ^ b.word(0)) | (a.word(1) ^ b.word(1)) | (a.word(2) ^ b.word(2)) |
+          (a.word(3) ^ b.word(3))) == 0;
+}
+
 // The xorbs and chunk ranges an answer must fetch, shared by every file of a batch.
 class FetchPlan {
  public:
-  explicit FetchPlan(const xet::LayoutLookup& layouts) : layouts_(layouts) {}
+  explicit FetchPlan(const xet::LayoutLookup& layouts) : layouts_(layouts), slots_(kInitialSlots, kEmpty) {}
 
-  // Index of `hash` in xorbs(), or -1 if the index has no layout for it.
+  // Index of `hash` in xorbs(), or -1 if the index has no layout for it. Called once per term: an
+  // open-addressing table of indices keyed by the hash's first word keeps the lookup to one or two loads.
   int64_t Xorb(const xet::XorbHash& hash) {
-    if (!xorbs_.empty() && xorbs_[last_].hash == hash) return last_;  // consecutive terms often share a xorb
-    if (auto it = index_.find(hash); it != index_.end()) return last_ = it->second;
+    if (!xorbs_.empty() && SameHash(xorbs_[last_].hash, hash)) return last_;  // neighbours often share a xorb
+    const size_t mask = slots_.size() - 1;
+    size_t slot = static_cast<size_t>(hash.word(0)) & mask;
+    for (; slots_[slot] != kEmpty; slot = (slot + 1) & mask) {
+      if (SameHash(xorbs_[slots_[slot]].hash, hash)) return last_ = slots_[slot];
+    }
     const xet::XorbLayout* layout = layouts_(hash);
     if (layout == nullptr) return -1;
+    last_ = static_cast<uint32_t>(xorbs_.size());
     xorbs_.push_back({hash, layout, {}, {}});
-    last_ = static_cast<uint32_t>(xorbs_.size() - 1);
-    index_.emplace(hash, last_);
+    slots_[slot] = last_;
+    if (2 * xorbs_.size() > slots_.size()) Rehash();
     return last_;
   }
 
@@ -127,8 +138,21 @@ class FetchPlan {
   std::vector<PlannedXorb>& xorbs() { return xorbs_; }
 
  private:
+  static constexpr uint32_t kEmpty = UINT32_MAX;
+  static constexpr size_t kInitialSlots = 64;
+
+  void Rehash() {
+    slots_.assign(2 * slots_.size(), kEmpty);
+    const size_t mask = slots_.size() - 1;
+    for (uint32_t i = 0; i < xorbs_.size(); ++i) {
+      size_t slot = static_cast<size_t>(xorbs_[i].hash.word(0)) & mask;
+      while (slots_[slot] != kEmpty) slot = (slot + 1) & mask;
+      slots_[slot] = i;
+    }
+  }
+
   const xet::LayoutLookup& layouts_;
-  std::unordered_map<xet::XorbHash, uint32_t, xet::HashHasher> index_;
+  std::vector<uint32_t> slots_;  // indices into xorbs_, a power of two in size, at most half full
   std::vector<PlannedXorb> xorbs_;
   uint32_t last_ = 0;
 };
@@ -173,15 +197,16 @@ bool PlanTerms(std::span<const FileTermRef> terms, uint64_t start, uint64_t end,
   return true;
 }
 
-// Upper bounds on what one item of an answer takes (numbers at 20 digits), for Writer::Room().
-constexpr size_t kMaxTermText = 200;
-constexpr size_t kMaxRangeText = 150;
-constexpr size_t kMaxEntryText = 200;  // a fetch entry besides its URL
+// Upper bounds on what one item of an answer takes (numbers at their widest), for Writer::Room() and for
+// reserving each part once.
+constexpr size_t kMaxTermText = 121 + 3 * 10;  // 64 hex digits, three 32-bit numbers, the JSON around
+constexpr size_t kMaxRangeText = 2 * 10 + 2 * 20 + 60;  // a chunk range and a byte range, as in v2
+constexpr size_t kMaxEntryText = 200;                   // a fetch entry besides its URL
 
-void WriteTerms(Writer& w, const std::vector<PlannedTerm>& terms, const std::vector<PlannedXorb>& xorbs) {
-  w.Room(2);
-  w.Char('[');
-  for (size_t i = 0; i < terms.size(); ++i) {
+// Writes terms [first, last) of `terms`, each after a comma but the file's first.
+void WriteTerms(Writer& w, const std::vector<PlannedTerm>& terms, size_t first, size_t last,
+                const std::vector<PlannedXorb>& xorbs) {
+  for (size_t i = first; i < last; ++i) {
     const auto& t = terms[i];
     w.Room(kMaxTermText);
     if (i) w.Char(',');
@@ -195,7 +220,6 @@ void WriteTerms(Writer& w, const std::vector<PlannedTerm>& terms, const std::vec
     w.U64(t.chunks.end);
     w.Put("}}");
   }
-  w.Char(']');
 }
 
 // Writes "<name>":{"start":<start>,"end":<end>} (`name` includes its quotes and colon).
@@ -216,88 +240,176 @@ void WriteXorbKey(Writer& w, const PlannedXorb& x) {
 }
 
 // v1: one entry, and one signed URL, per merged chunk range.
-void WriteFetchInfoV1(Writer& w, const std::vector<PlannedXorb>& xorbs, uint64_t expiry,
-                      const TransferUrlSigner& signer) {
-  w.Room(16);
-  w.Put("\"fetch_info\":{");
+void WriteFetchInfoV1(Writer& w, const PlannedXorb& x, uint64_t expiry, const TransferUrlSigner& signer) {
+  WriteXorbKey(w, x);
   const size_t room = kMaxEntryText + signer.MaxUrlSize(1);
-  for (size_t i = 0; i < xorbs.size(); ++i) {
-    const auto& x = xorbs[i];
-    if (i) w.Char(',');
-    WriteXorbKey(w, x);
-    for (size_t k = 0; k < x.spans.size(); ++k) {
-      const ByteRange b = BytesOf(*x.layout, x.spans[k]);
-      w.Room(room);
-      if (k) w.Char(',');
-      w.Char('{');
-      WriteRange(w, "\"range\":", x.spans[k].start, x.spans[k].end);
-      w.Put(",\"url\":\"");
-      w.pos() = signer.WriteUrl(w.pos(), x.signing, &b, 1, expiry);
-      w.Put("\",");
-      WriteRange(w, "\"url_range\":", b.start, b.end);
-      w.Char('}');
-    }
-    w.Room(2);
-    w.Char(']');
+  for (size_t k = 0; k < x.spans.size(); ++k) {
+    const ByteRange b = BytesOf(*x.layout, x.spans[k]);
+    w.Room(room);
+    if (k) w.Char(',');
+    w.Char('{');
+    WriteRange(w, "\"range\":", x.spans[k].start, x.spans[k].end);
+    w.Put(",\"url\":\"");
+    w.pos() = signer.WriteUrl(w.pos(), x.signing, &b, 1, expiry);
+    w.Put("\",");
+    WriteRange(w, "\"url_range\":", b.start, b.end);
+    w.Char('}');
   }
-  w.Room(2);
-  w.Char('}');
+  w.Room(1);
+  w.Char(']');
 }
 
 // v2: one signed URL per xorb (per kMaxRangesPerUrl ranges) listing chunk and byte ranges.
-void WriteXorbsV2(Writer& w, const std::vector<PlannedXorb>& xorbs, uint64_t expiry,
-                  const TransferUrlSigner& signer) {
-  w.Room(16);
-  w.Put("\"xorbs\":{");
-  std::vector<ByteRange> bytes;
-  for (size_t i = 0; i < xorbs.size(); ++i) {
-    const auto& x = xorbs[i];
-    if (i) w.Char(',');
-    WriteXorbKey(w, x);
-    bytes.clear();
-    for (const auto& s : x.spans) bytes.push_back(BytesOf(*x.layout, s));
-    for (size_t first = 0; first < x.spans.size(); first += kMaxRangesPerUrl) {
-      const size_t n = std::min(kMaxRangesPerUrl, x.spans.size() - first);
-      w.Room(kMaxEntryText + signer.MaxUrlSize(n));
-      if (first) w.Char(',');
-      w.Put("{\"url\":\"");
-      w.pos() = signer.WriteUrl(w.pos(), x.signing, bytes.data() + first, n, expiry);
-      w.Put("\",\"ranges\":[");
-      for (size_t k = first; k < first + n; ++k) {
-        w.Room(kMaxRangeText);
-        if (k != first) w.Char(',');
-        w.Char('{');
-        WriteRange(w, "\"chunks\":", x.spans[k].start, x.spans[k].end);
-        w.Char(',');
-        WriteRange(w, "\"bytes\":", bytes[k].start, bytes[k].end);
-        w.Char('}');
-      }
-      w.Room(2);
-      w.Put("]}");
+void WriteXorbV2(Writer& w, const PlannedXorb& x, uint64_t expiry, const TransferUrlSigner& signer,
+                 std::vector<ByteRange>& bytes) {
+  WriteXorbKey(w, x);
+  bytes.clear();
+  for (const auto& s : x.spans) bytes.push_back(BytesOf(*x.layout, s));
+  for (size_t first = 0; first < x.spans.size(); first += kMaxRangesPerUrl) {
+    const size_t n = std::min(kMaxRangesPerUrl, x.spans.size() - first);
+    w.Room(kMaxEntryText + signer.MaxUrlSize(n));
+    if (first) w.Char(',');
+    w.Put("{\"url\":\"");
+    w.pos() = signer.WriteUrl(w.pos(), x.signing, bytes.data() + first, n, expiry);
+    w.Put("\",\"ranges\":[");
+    for (size_t k = first; k < first + n; ++k) {
+      w.Room(kMaxRangeText);
+      if (k != first) w.Char(',');
+      w.Char('{');
+      WriteRange(w, "\"chunks\":", x.spans[k].start, x.spans[k].end);
+      w.Char(',');
+      WriteRange(w, "\"bytes\":", bytes[k].start, bytes[k].end);
+      w.Char('}');
     }
-    w.Room(1);
-    w.Char(']');
+    w.Room(2);
+    w.Put("]}");
   }
   w.Room(1);
-  w.Char('}');
+  w.Char(']');
 }
 
-// Bytes an answer will take, closely enough to reserve once (a 40 MB answer must not be copied while it
-// grows).
-size_t EstimateSize(ApiVersion v, size_t terms, const std::vector<PlannedXorb>& xorbs,
-                    const TransferUrlSigner& signer) {
-  size_t spans = 0;
-  for (const auto& x : xorbs) spans += x.spans.size();
-  const size_t url = signer.base().size() + 170;
-  const size_t per_span = v == ApiVersion::kV1 ? url + 110 : 90;
-  return 256 + terms * 135 + spans * per_span + xorbs.size() * (url + 80);
+// Bytes a xorb's fetch entries take at most (reserved up front; the writers check room as they go).
+size_t MaxXorbText(ApiVersion v, const PlannedXorb& x, const TransferUrlSigner& signer) {
+  if (v == ApiVersion::kV1) return 80 + x.spans.size() * (kMaxEntryText + signer.MaxUrlSize(1));
+  const size_t urls = (x.spans.size() + kMaxRangesPerUrl - 1) / kMaxRangesPerUrl;
+  return 80 + urls * (kMaxEntryText + signer.MaxUrlSize(0)) +
+         x.spans.size() * (kMaxRangeText + signer.MaxUrlSize(1) - signer.MaxUrlSize(0));
 }
+
+// Terms (and spans) per part: large enough that a part's bookkeeping is noise, small enough that a
+// 100,000-term answer spreads over every worker.
+constexpr size_t kTermsPerPart = 8192;
+constexpr size_t kSpansPerPartV1 = 2048;
+constexpr size_t kSpansPerPartV2 = 8192;
+
+// An answer cut into parts: fixed text, and runs of terms or xorbs that the workers write concurrently, each
+// into its own string. The HTTP layer sends the parts in order, so they are never joined.
+class PartsBuilder {
+ public:
+  void Text(std::string_view text) {
+    if (parts_.empty() || last_deferred_) parts_.emplace_back();
+    parts_.back().append(text);
+    last_deferred_ = false;
+  }
+
+  // A part written later by `write`, which needs at most `max_size` bytes.
+  void Deferred(size_t max_size, std::function<void(Writer&)> write) {
+    tasks_.push_back({parts_.size(), max_size, std::move(write)});
+    parts_.emplace_back();
+    last_deferred_ = true;
+  }
+
+  // Terms of one file, split into parts.
+  void Terms(const std::vector<PlannedTerm>& terms, const std::vector<PlannedXorb>& xorbs) {
+    Text("[");
+    for (size_t first = 0; first < terms.size(); first += kTermsPerPart) {
+      const size_t last = std::min(terms.size(), first + kTermsPerPart);
+      Deferred((last - first) * kMaxTermText,
+               [&terms, &xorbs, first, last](Writer& w) { WriteTerms(w, terms, first, last, xorbs); });
+    }
+    Text("]");
+  }
+
+  // The fetch section's xorbs, split into parts by their number of spans.
+  void Xorbs(ApiVersion v, const std::vector<PlannedXorb>& xorbs, uint64_t expiry,
+             const TransferUrlSigner& signer) {
+    const size_t per_part = v == ApiVersion::kV1 ? kSpansPerPartV1 : kSpansPerPartV2;
+    for (size_t first = 0; first < xorbs.size();) {
+      size_t last = first;
+      size_t spans = 0;
+      size_t max_size = 0;
+      while (last < xorbs.size() && (last == first || spans < per_part)) {
+        spans += xorbs[last].spans.size();
+        max_size += 1 + MaxXorbText(v, xorbs[last], signer);
+        ++last;
+      }
+      Deferred(max_size, [v, &xorbs, &signer, expiry, first, last](Writer& w) {
+        std::vector<ByteRange> bytes;
+        for (size_t i = first; i < last; ++i) {
+          if (i) {
+            w.Room(1);
+            w.Char(',');
+          }
+          if (v == ApiVersion::kV1) {
+            WriteFetchInfoV1(w, xorbs[i], expiry, signer);
+          } else {
+            WriteXorbV2(w, xorbs[i], expiry, signer, bytes);
+          }
+        }
+      });
+      first = last;
+    }
+  }
+
+  std::vector<std::string> Build(WorkerPool* pool) {
+    const auto run = [this](size_t i) {
+      Task& t = tasks_[i];
+      std::string& out = parts_[t.part];
+      ReserveAnswer(out, t.max_size);
+      Writer w(out);
+      t.write(w);
+      w.Finish();
+    };
+    if (pool != nullptr && tasks_.size() > 1) {
+      pool->ParallelFor(tasks_.size(), run);
+    } else {
+      for (size_t i = 0; i < tasks_.size(); ++i) run(i);
+    }
+    std::erase_if(parts_, [](const std::string& p) { return p.empty(); });
+    return std::move(parts_);
+  }
+
+ private:
+  struct Task {
+    size_t part;
+    size_t max_size;
+    std::function<void(Writer&)> write;
+  };
+  std::vector<std::string> parts_;
+  std::vector<Task> tasks_;
+  bool last_deferred_ = false;
+};
 
 }  // namespace
 
+std::string ReconstructionAnswer::Text() const {
+  std::string out;
+  size_t n = 0;
+  for (const auto& p : body) n += p.size();
+  out.reserve(n);
+  for (const auto& p : body) out += p;
+  return out;
+}
+
+size_t ReconstructionAnswer::size() const {
+  size_t n = 0;
+  for (const auto& p : body) n += p.size();
+  return n;
+}
+
 ReconstructionAnswer AnswerReconstruction(std::span<const FileTermRef> terms,
                                           const xet::LayoutLookup& layouts, const ReconstructionQuery& query,
-                                          const TransferUrlSigner& signer) {
+                                          const TransferUrlSigner& signer, WorkerPool* pool) {
   ReconstructionAnswer answer;
   const uint64_t size = terms.empty() ? 0 : terms.back().end_offset;
   uint64_t start = 0;
@@ -323,30 +435,19 @@ ReconstructionAnswer AnswerReconstruction(std::span<const FileTermRef> terms,
   }
   plan.Finish(signer);
 
-  std::string& out = answer.body;
-  ReserveAnswer(out, EstimateSize(query.version, planned.size(), plan.xorbs(), signer));
-  Writer w(out);
-  w.Room(64);
-  w.Put("{\"offset_into_first_range\":");
-  w.U64(offset_into_first);
-  w.Put(",\"terms\":");
-  WriteTerms(w, planned, plan.xorbs());
-  w.Room(1);
-  w.Char(',');
-  if (query.version == ApiVersion::kV1) {
-    WriteFetchInfoV1(w, plan.xorbs(), query.url_expiry_unix, signer);
-  } else {
-    WriteXorbsV2(w, plan.xorbs(), query.url_expiry_unix, signer);
-  }
-  w.Room(1);
-  w.Char('}');
-  w.Finish();
+  PartsBuilder parts;
+  parts.Text("{\"offset_into_first_range\":" + std::to_string(offset_into_first) + ",\"terms\":");
+  parts.Terms(planned, plan.xorbs());
+  parts.Text(query.version == ApiVersion::kV1 ? ",\"fetch_info\":{" : ",\"xorbs\":{");
+  parts.Xorbs(query.version, plan.xorbs(), query.url_expiry_unix, signer);
+  parts.Text("}}");
+  answer.body = parts.Build(pool);
   return answer;
 }
 
 ReconstructionAnswer AnswerBatchReconstruction(std::span<const BatchFile> files,
                                                const xet::LayoutLookup& layouts, uint64_t url_expiry_unix,
-                                               const TransferUrlSigner& signer) {
+                                               const TransferUrlSigner& signer, WorkerPool* pool) {
   ReconstructionAnswer answer;
   FetchPlan plan(layouts);
   std::vector<std::vector<PlannedTerm>> planned(files.size());
@@ -361,28 +462,25 @@ ReconstructionAnswer AnswerBatchReconstruction(std::span<const BatchFile> files,
     }
   }
   plan.Finish(signer);
-  std::string& out = answer.body;
-  size_t terms = 0;
-  for (const auto& p : planned) terms += p.size();
-  ReserveAnswer(out, EstimateSize(ApiVersion::kV1, terms, plan.xorbs(), signer) + files.size() * 80);
-  Writer w(out);
-  w.Room(16);
-  w.Put("{\"files\":{");
+
+  PartsBuilder parts;
+  parts.Text("{\"files\":{");
   for (size_t i = 0; i < files.size(); ++i) {
-    w.Room(80);
-    if (i) w.Char(',');
-    w.Char('"');
-    files[i].hash.write_hex(w.pos());
-    w.pos() += 64;
-    w.Put("\":");
-    WriteTerms(w, planned[i], plan.xorbs());
+    char key[68];
+    key[0] = i ? ',' : '"';
+    size_t n = 1;
+    if (i) key[n++] = '"';
+    files[i].hash.write_hex(key + n);
+    n += 64;
+    key[n++] = '"';
+    key[n++] = ':';
+    parts.Text({key, n});
+    parts.Terms(planned[i], plan.xorbs());
   }
-  w.Room(2);
-  w.Put("},");
-  WriteFetchInfoV1(w, plan.xorbs(), url_expiry_unix, signer);
-  w.Room(1);
-  w.Char('}');
-  w.Finish();
+  parts.Text("},\"fetch_info\":{");
+  parts.Xorbs(ApiVersion::kV1, plan.xorbs(), url_expiry_unix, signer);
+  parts.Text("}}");
+  answer.body = parts.Build(pool);
   return answer;
 }
 

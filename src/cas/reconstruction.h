@@ -1,6 +1,7 @@
 // Reconstruction answers (protocol §5.2, §5.3, §5.10): which chunk ranges of which xorbs rebuild a byte range
-// of a file, and signed URLs for the bytes. Answers are written straight into a string: hex forms are
-// computed once per xorb, and nothing is allocated per term beyond the plan's flat vectors.
+// of a file, and signed URLs for the bytes. Answers are written straight into strings: hex forms are computed
+// once per xorb, nothing is allocated per term beyond the plan's flat vectors, and a large answer is cut into
+// parts that the worker pool (when given) writes concurrently.
 #pragma once
 
 #include <cstdint>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "cas/transfer_url.h"
+#include "common/worker_pool.h"
 #include "xet/verify.h"
 #include "xet/xorb.h"
 
@@ -41,8 +43,12 @@ enum class ReconstructionStatus {
 
 struct ReconstructionAnswer {
   ReconstructionStatus status = ReconstructionStatus::kOk;
-  std::string body;  // JSON for kOk
+  // JSON for kOk, in parts written concurrently and sent in order (never joined on the serving path).
+  std::vector<std::string> body;
   std::string detail;
+
+  std::string Text() const;  // the parts joined
+  size_t size() const;       // total bytes
 };
 
 // Ranges wider than this many per URL are split over several fetch entries (v2), keeping URLs short.
@@ -51,7 +57,7 @@ inline constexpr size_t kMaxRangesPerUrl = 256;
 // Answers a reconstruction query for one file.
 ReconstructionAnswer AnswerReconstruction(std::span<const FileTermRef> terms,
                                           const xet::LayoutLookup& layouts, const ReconstructionQuery& query,
-                                          const TransferUrlSigner& signer);
+                                          const TransferUrlSigner& signer, WorkerPool* pool = nullptr);
 
 // Answers the batch form for several files (whole files, v1 shapes): {"files": {...}, "fetch_info": {...}}.
 struct BatchFile {
@@ -60,6 +66,6 @@ struct BatchFile {
 };
 ReconstructionAnswer AnswerBatchReconstruction(std::span<const BatchFile> files,
                                                const xet::LayoutLookup& layouts, uint64_t url_expiry_unix,
-                                               const TransferUrlSigner& signer);
+                                               const TransferUrlSigner& signer, WorkerPool* pool = nullptr);
 
 }  // namespace cairn::cas

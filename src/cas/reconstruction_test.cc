@@ -42,7 +42,7 @@ class Fixture : public ::testing::Test {
   }
   static json::object Parse(const ReconstructionAnswer& a) {
     EXPECT_EQ(a.status, ReconstructionStatus::kOk) << a.detail;
-    return json::parse(a.body).as_object();
+    return json::parse(a.Text()).as_object();
   }
 
   std::map<xet::XorbHash, xet::XorbLayout> xorbs_;
@@ -192,10 +192,51 @@ TEST_F(Fixture, BatchAnswersSeveralFilesWithSharedFetchInfo) {
   const BatchFile files[] = {{HashOf(500), terms_}, {HashOf(501), second}};
   const auto answer = AnswerBatchReconstruction(files, lookup_, 5000, signer_);
   ASSERT_EQ(answer.status, ReconstructionStatus::kOk);
-  const auto o = json::parse(answer.body).as_object();
+  const auto o = json::parse(answer.Text()).as_object();
   EXPECT_EQ(o.at("files").as_object().size(), 2u);
   EXPECT_EQ(o.at("files").at(HashOf(501).hex()).as_array().size(), 1u);
   EXPECT_EQ(o.at("fetch_info").at(a.hex()).as_array().size(), 1u);  // [0,2) and [1,2) merge
+}
+
+// A large answer is cut into parts that workers write concurrently; the parts, joined, are the same bytes
+// whoever writes them, and every term and range is there.
+TEST_F(Fixture, LargeAnswersAreWrittenInPartsIdenticallyWithWorkers) {
+  constexpr uint32_t kXorbs = 250;  // HashOf is distinct below 256
+  constexpr uint32_t kTerms = 25000;
+  std::vector<xet::XorbHash> hashes;
+  for (uint32_t x = 0; x < kXorbs; ++x) hashes.push_back(AddXorb(x, std::vector<uint32_t>(256, 1000 + x)));
+  for (uint32_t t = 0; t < kTerms; ++t) {
+    const uint32_t start = (t / kXorbs) * 2;  // every xorb gets 100 separate ranges
+    AddTerm(hashes[t % kXorbs], start, start + 1);
+  }
+  WorkerPool pool(2);
+  for (const ApiVersion v : {ApiVersion::kV2, ApiVersion::kV1}) {
+    const auto serial = AnswerReconstruction(terms_, lookup_, {std::nullopt, v, 5000}, signer_);
+    const auto parallel = AnswerReconstruction(terms_, lookup_, {std::nullopt, v, 5000}, signer_, &pool);
+    EXPECT_GT(parallel.body.size(), 4u);
+    EXPECT_EQ(serial.Text(), parallel.Text());
+    const auto o = Parse(parallel);
+    const auto& terms = o.at("terms").as_array();
+    ASSERT_EQ(terms.size(), kTerms);
+    for (uint32_t t = 0; t < kTerms; t += 997) {
+      EXPECT_EQ(terms[t].at("hash").as_string(), hashes[t % kXorbs].hex());
+      EXPECT_EQ(I(terms[t].at("range").at("start")), (t / kXorbs) * 2);
+    }
+    const auto& fetch = o.at(v == ApiVersion::kV1 ? "fetch_info" : "xorbs").as_object();
+    ASSERT_EQ(fetch.size(), kXorbs);
+    size_t ranges = 0;
+    for (const auto& [key, entries] : fetch) {
+      for (const auto& e : entries.as_array())
+        ranges += v == ApiVersion::kV1 ? 1 : e.at("ranges").as_array().size();
+    }
+    EXPECT_EQ(ranges, kTerms);
+  }
+  const std::vector<BatchFile> files = {{HashOf(5000), terms_}, {HashOf(5001), terms_}};
+  const auto serial = AnswerBatchReconstruction(files, lookup_, 5000, signer_);
+  const auto parallel = AnswerBatchReconstruction(files, lookup_, 5000, signer_, &pool);
+  EXPECT_EQ(serial.Text(), parallel.Text());
+  const auto o = Parse(parallel);
+  EXPECT_EQ(o.at("files").at(HashOf(5001).hex()).as_array().size(), kTerms);
 }
 
 }  // namespace

@@ -201,7 +201,7 @@ xet::Result<ReconstructionAnswer> CasService::Reconstruct(const xet::FileHash& f
     return held.emplace(h, *l).first->second.get();
   };
   return AnswerReconstruction(*terms, lookup, {range, version, Now() + options_.transfer_url_ttl_seconds},
-                              signer_);
+                              signer_, &workers_);
 }
 
 xet::Result<ReconstructionAnswer> CasService::ReconstructBatch(std::span<const xet::FileHash> files,
@@ -227,7 +227,8 @@ xet::Result<ReconstructionAnswer> CasService::ReconstructBatch(std::span<const x
     if (!l) return nullptr;
     return held.emplace(h, *l).first->second.get();
   };
-  return AnswerBatchReconstruction(batch, lookup, Now() + options_.transfer_url_ttl_seconds, signer_);
+  return AnswerBatchReconstruction(batch, lookup, Now() + options_.transfer_url_ttl_seconds, signer_,
+                                   &workers_);
 }
 
 // ---------------------------------------------------------------------------------------------------------------

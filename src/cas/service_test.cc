@@ -66,7 +66,7 @@ class Service : public ::testing::Test {
     auto answer = service_->Reconstruct(file, scope, range, v);
     EXPECT_TRUE(answer.ok()) << answer.error().message;
     if (!answer.ok() || answer->status != ReconstructionStatus::kOk) return {};
-    const auto o = json::parse(answer->body).as_object();
+    const auto o = json::parse(answer->Text()).as_object();
     Bytes out;
     xet::ChunkDecoder decoder;
     for (const auto& t : o.at("terms").as_array()) {
@@ -211,7 +211,7 @@ TEST_F(Service, FilesAreVisibleOnlyToTheirScopes) {
 TEST_F(Service, EmptyFileAnd416) {
   auto empty = service_->Reconstruct(xet::Hash{}, "anyone", std::nullopt, ApiVersion::kV2);
   ASSERT_TRUE(empty.ok());
-  EXPECT_EQ(empty->body, R"({"offset_into_first_range":0,"terms":[],"xorbs":{}})");
+  EXPECT_EQ(empty->Text(), R"({"offset_into_first_range":0,"terms":[],"xorbs":{}})");
   const auto up = Build({Bytes(1000, 'a')});
   Upload(up);
   auto past = service_->Reconstruct(up.file_hashes[0], "repo", ByteRange{1000, 2000}, ApiVersion::kV2);
@@ -223,7 +223,7 @@ TEST_F(Service, TransferUrlsExpireAndAreBoundToTheirRanges) {
   const auto up = Build({xet::testing::TextLikeBytes(8, 500000)});
   Upload(up);
   auto answer = service_->Reconstruct(up.file_hashes[0], "repo", std::nullopt, ApiVersion::kV1);
-  const auto o = json::parse(answer->body).as_object();
+  const auto o = json::parse(answer->Text()).as_object();
   const auto& entry = o.at("fetch_info").as_object().begin()->value().as_array()[0];
   const std::string url(entry.at("url").as_string());
   const size_t q = url.find('?');
@@ -265,7 +265,7 @@ TEST_F(Service, BatchReconstruction) {
   Upload(up);
   auto answer = service_->ReconstructBatch(up.file_hashes, "repo");
   ASSERT_TRUE(answer.ok());
-  const auto o = json::parse(answer->body).as_object();
+  const auto o = json::parse(answer->Text()).as_object();
   EXPECT_EQ(o.at("files").as_object().size(), 2u);
 }
 

@@ -6,6 +6,10 @@
 #include <charconv>
 #include <cstring>
 
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
+
 namespace cairn::cas {
 namespace {
 
@@ -70,7 +74,9 @@ inline uint32_t Rotr(uint32_t w, int c) {
   return (w >> c) | (w << (32 - c));
 }
 
-inline void G(uint32_t* v, int a, int b, int c, int d, uint32_t x, uint32_t y) {
+#define CAIRN_ALWAYS_INLINE [[gnu::always_inline]] inline
+
+CAIRN_ALWAYS_INLINE void G(uint32_t* v, int a, int b, int c, int d, uint32_t x, uint32_t y) {
   v[a] = v[a] + v[b] + x;
   v[d] = Rotr(v[d] ^ v[a], 16);
   v[c] = v[c] + v[d];
@@ -81,7 +87,10 @@ inline void G(uint32_t* v, int a, int b, int c, int d, uint32_t x, uint32_t y) {
   v[b] = Rotr(v[b] ^ v[c], 7);
 }
 
-inline void Round(uint32_t* v, const uint32_t* m, const uint8_t* s) {
+// Round R, with the message schedule resolved at compile time so that the state stays in registers.
+template <int R>
+CAIRN_ALWAYS_INLINE void Round(uint32_t* v, const uint32_t* m) {
+  constexpr const uint8_t* s = kSchedule[R];
   G(v, 0, 4, 8, 12, m[s[0]], m[s[1]]);
   G(v, 1, 5, 9, 13, m[s[2]], m[s[3]]);
   G(v, 2, 6, 10, 14, m[s[4]], m[s[5]]);
@@ -98,38 +107,54 @@ void Compress(uint32_t cv[8], const uint8_t block[kBlock], uint32_t block_len, u
   for (int i = 0; i < 16; ++i) m[i] = Load32(block + 4 * i);
   uint32_t v[16] = {cv[0],  cv[1],  cv[2],  cv[3],  cv[4], cv[5], cv[6],     cv[7],
                     kIv[0], kIv[1], kIv[2], kIv[3], 0,     0,     block_len, flags};
-  Round(v, m, kSchedule[0]);
-  Round(v, m, kSchedule[1]);
-  Round(v, m, kSchedule[2]);
-  Round(v, m, kSchedule[3]);
-  Round(v, m, kSchedule[4]);
-  Round(v, m, kSchedule[5]);
-  Round(v, m, kSchedule[6]);
+  Round<0>(v, m);
+  Round<1>(v, m);
+  Round<2>(v, m);
+  Round<3>(v, m);
+  Round<4>(v, m);
+  Round<5>(v, m);
+  Round<6>(v, m);
   for (int i = 0; i < 8; ++i) cv[i] = v[i] ^ v[i + 8];
 }
 
-// The MAC of a prepared xorb's message whose bytes after the first block are `tail` (1 to kMaxFastTail
-// bytes).
+// The MAC of a prepared xorb's message whose bytes after the first block are `tail` (1 to kMaxFastTail bytes,
+// zero-padded to a whole block).
 void MacTail(const XorbSigningState& xorb, const uint8_t* tail, size_t n, uint8_t mac[kMacBytes]) {
   uint32_t cv[8];
   std::memcpy(cv, xorb.cv, sizeof cv);
   for (; n > kBlock; tail += kBlock, n -= kBlock) Compress(cv, tail, kBlock, kKeyedHash);
-  uint8_t last[kBlock] = {};
-  std::memcpy(last, tail, n);
-  Compress(cv, last, static_cast<uint32_t>(n), kKeyedHash | kChunkEnd | kRoot);
+  Compress(cv, tail, static_cast<uint32_t>(n), kKeyedHash | kChunkEnd | kRoot);
   for (size_t i = 0; i < kMacBytes; ++i) mac[i] = static_cast<uint8_t>(cv[i / 4] >> (8 * (i % 4)));
 }
 
 char* WriteU64(char* p, uint64_t v) {
-  return std::to_chars(p, p + 20, v).ptr;
+  return WriteDecimal(p, v);
 }
 
-char* WriteHex(char* p, const uint8_t* bytes, size_t n) {
-  for (size_t i = 0; i < n; ++i) {
-    *p++ = kDigits[bytes[i] >> 4];
-    *p++ = kDigits[bytes[i] & 15];
+// Writes the MAC's 32 hex digits.
+char* WriteMacHex(char* p, const uint8_t mac[kMacBytes]) {
+#ifdef __SSE2__
+  // Nibbles to '0'-'9' / 'a'-'f': add '0', and 'a' - '0' - 10 more where the nibble is above 9.
+  const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(mac));
+  const __m128i low_mask = _mm_set1_epi8(0x0f);
+  const __m128i hi = _mm_and_si128(_mm_srli_epi16(bytes, 4), low_mask);
+  const __m128i lo = _mm_and_si128(bytes, low_mask);
+  const auto to_hex = [](__m128i n) {
+    const __m128i letters = _mm_cmpgt_epi8(n, _mm_set1_epi8(9));
+    return _mm_add_epi8(_mm_add_epi8(n, _mm_set1_epi8('0')),
+                        _mm_and_si128(letters, _mm_set1_epi8('a' - '0' - 10)));
+  };
+  const __m128i h = to_hex(hi);
+  const __m128i l = to_hex(lo);
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm_unpacklo_epi8(h, l));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(p + 16), _mm_unpackhi_epi8(h, l));
+#else
+  for (size_t i = 0; i < kMacBytes; ++i) {
+    p[2 * i] = kDigits[mac[i] >> 4];
+    p[2 * i + 1] = kDigits[mac[i] & 15];
   }
-  return p;
+#endif
+  return p + 2 * kMacBytes;
 }
 
 char* Put(char* p, std::string_view s) {
@@ -204,7 +229,8 @@ char* TransferUrlSigner::WriteUrl(char* out, const XorbSigningState& xorb, const
   uint8_t mac[kMacBytes];
   const size_t tail_len = ranges_text.size() + expiry_text.size() + 2;
   if (tail_len <= kMaxFastTail) {
-    uint8_t tail[kMaxFastTail];
+    alignas(16) uint8_t tail[kMaxFastTail];
+    std::memset(tail + (tail_len - 1) / kBlock * kBlock, 0, kBlock);  // the last block's padding
     tail[0] = '|';
     std::memcpy(tail + 1, ranges_text.data(), ranges_text.size());
     tail[1 + ranges_text.size()] = '|';
@@ -213,7 +239,7 @@ char* TransferUrlSigner::WriteUrl(char* out, const XorbSigningState& xorb, const
   } else {
     ComputeMac(secret_, {xorb.hex, sizeof xorb.hex}, ranges_text, expiry_text, mac);
   }
-  return WriteHex(p, mac, kMacBytes);
+  return WriteMacHex(p, mac);
 }
 
 void TransferUrlSigner::AppendUrl(std::string& out, std::string_view xorb_hex, const ByteRange* ranges,

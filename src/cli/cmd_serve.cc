@@ -8,6 +8,7 @@
 #include "api/cas_routes.h"
 #include "cas/service.h"
 #include "cli/commands.h"
+#include "common/allocator.h"
 #include "common/worker_pool.h"
 #include "config/config.h"
 #include "config/secrets.h"
@@ -86,6 +87,7 @@ int Serve(const ServeOptions& opts) {
     return 2;
   }
   spdlog::set_level(spdlog::level::from_str(cfg->log_level));
+  RetainFreedMemory();
 
   std::error_code ec;
   std::filesystem::create_directories(cfg->data_dir, ec);

@@ -52,6 +52,15 @@ Response Response::Json(unsigned status, std::string json) {
   return r;
 }
 
+Response Response::Json(unsigned status, std::vector<std::string> parts) {
+  Response r;
+  r.status = status;
+  r.Header("Content-Type", "application/json");
+  r.body.reserve(parts.size());
+  for (auto& p : parts) r.body.emplace_back(std::move(p));
+  return r;
+}
+
 Response Response::Text(unsigned status, std::string text, std::string content_type) {
   Response r;
   r.status = status;

@@ -76,6 +76,7 @@ struct Response {
   uint64_t ContentLength() const;
 
   static Response Json(unsigned status, std::string json);
+  static Response Json(unsigned status, std::vector<std::string> parts);  // sent in order, never joined
   static Response Text(unsigned status, std::string text,
                        std::string content_type = "text/plain; charset=utf-8");
   static Response Binary(unsigned status, std::string bytes,
