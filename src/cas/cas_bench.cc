@@ -1,16 +1,26 @@
 // Service-layer benchmarks. The reconstruction fixture is the seed's (anchors.md §1.1): 100,000 terms over
 // 1,000 xorbs of 1,024 chunks; "unmerged" gives every term its own fetch range (100,000 signed URLs in v1),
-// "merged" makes each xorb's 100 terms adjacent (1,000 ranges). Index reads are not included here.
+// "merged" makes each xorb's 100 terms adjacent (1,000 ranges). BM_Reconstruction times the answer alone,
+// BM_ServiceReconstruction the whole service call on a SQLite index.
 #include <benchmark/benchmark.h>
+#include <unistd.h>
 
+#include <cstdlib>
+#include <filesystem>
 #include <random>
+#include <stdexcept>
 #include <unordered_map>
 
 #include "cas/reconstruction.h"
+#include "cas/service.h"
 #include "common/allocator.h"
+#include "index/sqlite_index.h"
+#include "store/memory_store.h"
 
 namespace cairn::cas {
 namespace {
+
+namespace fs = std::filesystem;
 
 constexpr uint32_t kXorbs = 1000;
 constexpr uint32_t kChunks = 1024;
@@ -118,6 +128,85 @@ BENCHMARK_CAPTURE(BM_Reconstruction, unmerged_v1_random, false, ApiVersion::kV1,
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 BENCHMARK_CAPTURE(BM_Reconstruction, unmerged_v1_random_2threads, false, ApiVersion::kV1, true, 1)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
+// The same answers through CasService on a SQLite index on disk (CAIRN_BENCH_DIR, else the current
+// directory), caches warm: what a GET costs the server short of HTTP (the file and its scope from the index,
+// terms and layouts from the caches, the answer written by the caller and one pool worker, as `cairn serve`
+// on 2 cores).
+struct ServiceFixture {
+  fs::path dir;
+  std::unique_ptr<index::SqliteIndex> index;
+  store::MemoryStore store;  // reconstruction never reads blobs
+  WorkerPool pool{1};
+  std::unique_ptr<CasService> service;
+  xet::FileHash file = HashOf(424242);
+
+  ServiceFixture(const Fixture& f, const std::string& name) {
+    const char* env = std::getenv("CAIRN_BENCH_DIR");  // NOLINT(concurrency-mt-unsafe): before threads start
+    dir = fs::path(env ? env : ".") / ("cairn-cas-bench-" + name + "-" + std::to_string(::getpid()));
+    fs::create_directories(dir);
+    index::SqliteOptions options;
+    options.path = (dir / "index.db").string();
+    auto opened = index::SqliteIndex::Open(options);
+    if (!opened) throw std::runtime_error(opened.error().message);
+    index = std::move(*opened);
+    std::vector<const std::pair<const xet::XorbHash, xet::XorbLayout>*> xorbs;
+    for (const auto& entry : f.layouts) xorbs.push_back(&entry);
+    WorkerPool writers(16);  // concurrent registrations share group commits
+    writers.ParallelFor(xorbs.size(), [&](size_t i) {
+      if (!index->PutXorb(xorbs[i]->first, xorbs[i]->second)) throw std::runtime_error("PutXorb failed");
+    });
+    xet::FileRecord record;
+    record.hash = file;
+    for (const auto& t : f.terms) record.terms.push_back({t.xorb, 0, t.bytes, t.chunk_start, t.chunk_end});
+    index::ShardCommit commit;
+    commit.shard = HashOf(4242);
+    commit.shard_size = 1;
+    commit.files.push_back(index::MakeFileCommit(record));
+    commit.scope = "bench";
+    if (!index->CommitShard(commit)) throw std::runtime_error("CommitShard failed");
+    ServiceOptions options_for_service;
+    options_for_service.url_secret = HashOf(7);
+    service = std::make_unique<CasService>(*index, store, pool, options_for_service);
+  }
+  ~ServiceFixture() {
+    service.reset();
+    index.reset();
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+  }
+  ServiceFixture(const ServiceFixture&) = delete;
+  ServiceFixture& operator=(const ServiceFixture&) = delete;
+};
+
+void BM_ServiceReconstruction(benchmark::State& state, bool merged, ApiVersion version) {
+  static ServiceFixture unmerged_service(Get(false), "unmerged");
+  static ServiceFixture merged_service(Get(true), "merged");
+  ServiceFixture& f = merged ? merged_service : unmerged_service;
+  size_t body = 0;
+  for (auto _ : state) {
+    auto answer = f.service->Reconstruct(f.file, "bench", std::nullopt, version);
+    if (!answer || answer->status != ReconstructionStatus::kOk) {
+      state.SkipWithError("reconstruction failed");
+      break;
+    }
+    body = answer->size();
+    benchmark::DoNotOptimize(answer);
+  }
+  state.counters["body_MB"] = static_cast<double>(body) / 1e6;
+}
+BENCHMARK_CAPTURE(BM_ServiceReconstruction, unmerged_v2, false, ApiVersion::kV2)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_ServiceReconstruction, unmerged_v1, false, ApiVersion::kV1)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_ServiceReconstruction, merged_v2, true, ApiVersion::kV2)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_ServiceReconstruction, merged_v1, true, ApiVersion::kV1)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 
