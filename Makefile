@@ -32,8 +32,12 @@ format:  ## rewrite sources with clang-format
 
 lint: build  ## clang-format (check only) and clang-tidy, warnings are errors
 	clang-format --dry-run -Werror $(SOURCES)
-	run-clang-tidy -quiet -p build/release -j $(JOBS) '$(CURDIR)/src/.*\.cc$$' >/tmp/cairn-tidy.log 2>&1 \
-	  || { grep -E "error:|warning:" -A3 /tmp/cairn-tidy.log | head -80; exit 1; }
+	@# The static analyzer (clang-analyzer-*, 85% of clang-tidy's time) runs on the code that ships; tests and
+	@# benchmarks get every other check (their bugs show up when they run, under ASan and UBSan too).
+	run-clang-tidy -quiet -p build/release -j $(JOBS) '$(CURDIR)/src/.*(?<!_test)(?<!_bench)\.cc$$' \
+	  >/tmp/cairn-tidy.log 2>&1 || { grep -E "error:|warning:" -A3 /tmp/cairn-tidy.log | head -80; exit 1; }
+	run-clang-tidy -quiet -p build/release -j $(JOBS) -checks='-clang-analyzer-*' '$(CURDIR)/src/.*_(test|bench)\.cc$$' \
+	  >/tmp/cairn-tidy-tests.log 2>&1 || { grep -E "error:|warning:" -A3 /tmp/cairn-tidy-tests.log | head -80; exit 1; }
 
 unit: build  ## unit and in-process tests
 	ctest --preset release -j $(JOBS)

@@ -73,6 +73,14 @@ http::Result<std::unique_ptr<Backend>> RegisterRoutes(http::Server& server, cons
   m.Gauge("cairn_stored_chunks", "Chunks in stored xorbs", stat(&index::IndexStats::chunks));
   m.Gauge("cairn_stored_bytes", "Bytes of stored xorbs and shards", stat(&index::IndexStats::stored_bytes));
   m.Gauge("cairn_stored_shards", "Shards registered", stat(&index::IndexStats::shards));
+  m.Gauge("cairn_stored_unpacked_bytes", "Unpacked bytes of stored xorbs",
+          stat(&index::IndexStats::unpacked_bytes));
+  m.Gauge("cairn_file_bytes", "Bytes of registered files (each distinct file once)",
+          stat(&index::IndexStats::file_bytes));
+  m.Gauge("cairn_dedup_ratio", "Bytes of registered files per unpacked byte stored", [index_ptr] {
+    auto s = index_ptr->Stats();
+    return s ? s->dedup_ratio() : 0.0;
+  });
   return b;
 }
 

@@ -219,6 +219,11 @@ TEST_F(IndexTest, ShardCommitRoundtripScopesAndDedup) {
   EXPECT_EQ(stats->files, 2u);
   EXPECT_EQ(stats->shards, 1u);
   EXPECT_EQ(stats->stored_bytes, layout.chunk_region_size() + 4321u);
+  // Each distinct file counts once, however many scopes registered it.
+  EXPECT_EQ(stats->file_bytes, c.files[0].size + c.files[1].size);
+  EXPECT_EQ(stats->unpacked_bytes, layout.unpacked_size());
+  EXPECT_DOUBLE_EQ(stats->dedup_ratio(),
+                   static_cast<double>(stats->file_bytes) / static_cast<double>(layout.unpacked_size()));
 }
 
 TEST_F(IndexTest, RejectsRequestsItCannotStore) {
@@ -261,6 +266,34 @@ TEST_F(IndexTest, MigratesFreshDatabaseAndPersistsAcrossReopen) {
   EXPECT_TRUE(*index_->FileVisibleTo(c.files[0].hash, "s"));
   EXPECT_EQ(index_->LookupDedup(layout.chunks[0].hash, "s")->size(), 1u);
   EXPECT_EQ(index_->Stats()->files, 1u);
+}
+
+// A database of schema 1 (no byte counters) gains them, filled from its records.
+TEST_F(IndexTest, MigratesSchemaOneAndFillsTheByteCounters) {
+  Open();
+  auto [xorb, layout] = AddXorb(5);
+  const ShardCommit c{.shard = RandomHash(rng_),
+                      .shard_size = 10,
+                      .files = {MakeFile(RandomHash(rng_), xorb, layout, {{0, 5}})},
+                      .dedup = {},
+                      .scope = "s"};
+  ASSERT_TRUE(index_->CommitShard(c).ok());
+  index_.reset();
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open((dir_ / "index.db").c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db,
+                         "ALTER TABLE counters DROP COLUMN unpacked_bytes; "
+                         "ALTER TABLE counters DROP COLUMN file_bytes; PRAGMA user_version = 1",
+                         nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  sqlite3_close(db);
+  Open();
+  EXPECT_EQ(UserVersion(), SqliteIndex::kSchemaVersion);
+  auto stats = index_->Stats();
+  ASSERT_TRUE(stats.ok()) << stats.error().message;
+  EXPECT_EQ(stats->unpacked_bytes, layout.unpacked_size());
+  EXPECT_EQ(stats->file_bytes, c.files[0].size);
+  EXPECT_EQ(stats->files, 1u);
 }
 
 TEST_F(IndexTest, RefusesADatabaseFromANewerCairn) {

@@ -114,6 +114,13 @@ struct IndexStats {
   uint64_t chunks = 0;        // Σ chunks of stored xorbs
   uint64_t stored_bytes = 0;  // Σ xorb chunk regions + Σ shard sizes
   uint64_t shards = 0;
+  uint64_t unpacked_bytes = 0;  // Σ unpacked sizes of stored xorbs
+  uint64_t file_bytes = 0;      // Σ sizes of registered files (each distinct file once)
+
+  // Logical bytes per stored unpacked byte: how much the chunk-level dedup saves (0 before any xorb).
+  double dedup_ratio() const {
+    return unpacked_bytes == 0 ? 0.0 : static_cast<double>(file_bytes) / static_cast<double>(unpacked_bytes);
+  }
 };
 
 }  // namespace cairn::index

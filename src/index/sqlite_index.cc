@@ -54,6 +54,13 @@ CREATE TABLE counters(
   stored_bytes INTEGER NOT NULL, shards INTEGER NOT NULL);
 INSERT INTO counters VALUES (1, 0, 0, 0, 0, 0);
 )sql",
+    // 2: logical bytes (Σ file sizes) and unpacked bytes (Σ xorb contents), for the dedup ratio.
+    R"sql(
+ALTER TABLE counters ADD COLUMN unpacked_bytes INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE counters ADD COLUMN file_bytes INTEGER NOT NULL DEFAULT 0;
+UPDATE counters SET unpacked_bytes = (SELECT COALESCE(SUM(unpacked_size), 0) FROM xorbs),
+                    file_bytes = (SELECT COALESCE(SUM(size), 0) FROM files);
+)sql",
 };
 static_assert(std::size(kMigrations) == SqliteIndex::kSchemaVersion);
 
@@ -95,9 +102,11 @@ constexpr const char kDedupAny[] = "SELECT DISTINCT xorb, shard FROM dedup WHERE
 constexpr const char kDedupScoped[] = "SELECT xorb, shard FROM dedup WHERE chunk = ?1 AND scope = ?2";
 constexpr const char kBumpCounters[] =
     "UPDATE counters SET xorbs = xorbs + ?1, files = files + ?2, chunks = chunks + ?3, "
-    "stored_bytes = stored_bytes + ?4, shards = shards + ?5 WHERE id = 1";
+    "stored_bytes = stored_bytes + ?4, shards = shards + ?5, unpacked_bytes = unpacked_bytes + ?6, "
+    "file_bytes = file_bytes + ?7 WHERE id = 1";
 constexpr const char kStats[] =
-    "SELECT xorbs, files, chunks, stored_bytes, shards FROM counters WHERE id = 1";
+    "SELECT xorbs, files, chunks, stored_bytes, shards, unpacked_bytes, file_bytes FROM counters WHERE id = "
+    "1";
 
 // A prepared statement borrowed from a connection's cache; reset (and unbound) when the borrow ends.
 // Bound blobs and texts are not copied (SQLITE_STATIC): they must outlive the last Step.
@@ -414,6 +423,7 @@ xet::Result<bool> SqliteIndex::PutXorb(const XorbHash& hash, const xet::XorbLayo
     if (!bump.ok()) return bump.error();
     bump->Bind(1, int64_t{1}).Bind(2, int64_t{0}).Bind(3, int64_t{e.chunk_count});
     bump->Bind(4, int64_t{e.region_size}).Bind(5, int64_t{0});
+    bump->Bind(6, static_cast<int64_t>(e.unpacked_size)).Bind(7, int64_t{0});
     if (auto r = c.Run(*bump, "count xorb"); !r.ok()) return r;
     inserted = true;
     return xet::Ok{};
@@ -441,6 +451,7 @@ xet::Result<CommitOutcome> SqliteIndex::CommitShard(const ShardCommit& commit) {
     if (auto r = c.Run(*shard, "insert shard"); !r.ok()) return r;
     outcome.already_existed = c.changes() == 0;
     int64_t new_files = 0;
+    int64_t new_file_bytes = 0;
     for (const auto& f : commit.files) {
       auto file = c.Prepare(kPutFile);
       if (!file.ok()) return file.error();
@@ -452,7 +463,10 @@ xet::Result<CommitOutcome> SqliteIndex::CommitShard(const ShardCommit& commit) {
         file->BindNull(5);
       }
       if (auto r = c.Run(*file, "insert file"); !r.ok()) return r;
-      new_files += c.changes();
+      if (c.changes() > 0) {
+        ++new_files;
+        new_file_bytes += static_cast<int64_t>(f.size);
+      }
       auto scope = c.Prepare(kPutScope);
       if (!scope.ok()) return scope.error();
       scope->Bind(1, f.hash).Bind(2, std::string_view(commit.scope));
@@ -473,6 +487,7 @@ xet::Result<CommitOutcome> SqliteIndex::CommitShard(const ShardCommit& commit) {
     const bool new_shard = !outcome.already_existed;
     bump->Bind(1, int64_t{0}).Bind(2, new_files).Bind(3, int64_t{0});
     bump->Bind(4, new_shard ? static_cast<int64_t>(commit.shard_size) : 0).Bind(5, int64_t{new_shard});
+    bump->Bind(6, int64_t{0}).Bind(7, new_file_bytes);
     return c.Run(*bump, "count shard");
   });
   if (!st.ok()) return st.error();
@@ -640,7 +655,13 @@ xet::Result<IndexStats> SqliteIndex::Stats() {
   const int rc = s->Step();
   if (rc != SQLITE_ROW) return (*r)->Err("read counters", rc);
   const auto u = [&](int col) { return static_cast<uint64_t>(s->Int(col)); };
-  return IndexStats{.xorbs = u(0), .files = u(1), .chunks = u(2), .stored_bytes = u(3), .shards = u(4)};
+  return IndexStats{.xorbs = u(0),
+                    .files = u(1),
+                    .chunks = u(2),
+                    .stored_bytes = u(3),
+                    .shards = u(4),
+                    .unpacked_bytes = u(5),
+                    .file_bytes = u(6)};
 }
 
 }  // namespace cairn::index

@@ -41,7 +41,7 @@ struct SqliteOptions {
 
 class SqliteIndex final : public Index {
  public:
-  static constexpr int kSchemaVersion = 1;
+  static constexpr int kSchemaVersion = 2;
 
   static xet::Result<std::unique_ptr<SqliteIndex>> Open(SqliteOptions options);
   ~SqliteIndex() override;  // finishes queued writes, then stops the writer

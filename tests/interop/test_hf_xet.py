@@ -133,6 +133,18 @@ def test_reupload_fresh_cache_uses_global_dedup(server, hfx, tmp_path):
     hfx.download(srv.url, tok, [(meta["hash"], meta["size"], tmp_path / "out.bin")])
     assert_same_file(tmp_path / "out.bin", f, meta["sha256"])
 
+    # /metrics: one distinct file stored once (ratio 1), then a longer copy that shares its chunks.
+    def gauge(name):
+        return next(v for n, _, v in srv.metrics() if n == name)
+
+    assert gauge("cairn_file_bytes") == f.stat().st_size
+    assert 0.99 < gauge("cairn_dedup_ratio") <= 1.0
+    longer = tmp_path / "longer.bin"
+    longer.write_bytes(f.read_bytes() + write_random(tmp_path / "tail.bin", 1 * MiB, seed=32).read_bytes())
+    hfx.upload(srv.url, tok, [longer])
+    assert gauge("cairn_file_bytes") == f.stat().st_size + longer.stat().st_size
+    assert gauge("cairn_dedup_ratio") > 1.8, srv.metrics()
+
 
 def test_reupload_warm_cache_sends_no_xorbs(server, hfx, tmp_path):
     f = write_random(tmp_path / "warm.bin", 6 * MiB + 99, seed=41)
