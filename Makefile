@@ -7,7 +7,7 @@ SOURCES := $(shell git ls-files --cached --others --exclude-standard 'src/*.cc' 
 CAIRN_BIN := $(CURDIR)/build/release/src/cli/cairn
 PYTEST := $(CURDIR)/.venv/bin/pytest
 
-.PHONY: bootstrap deps build debug asan lint format unit asan-test oracle interop test run bench clean
+.PHONY: bootstrap deps build debug asan lint format unit asan-test oracle interop test run bench measure-transfer clean
 
 bootstrap:  ## install every dependency (idempotent)
 	scripts/bootstrap.sh
@@ -60,6 +60,9 @@ bench: build  ## Google Benchmark programs (see BENCHMARKS.md)
 	build/release/src/xet/xet_bench --benchmark_counters_tabular=true
 	build/release/src/cas/cas_bench
 	build/release/src/index/index_bench
+
+measure-transfer: build bootstrap  ## 1 GiB upload and download with hf_xet against cairn serve (MB/s, peak RSS)
+	.venv/bin/python scripts/measure_transfer.py --bin $(CAIRN_BIN)
 
 clean:
 	rm -rf build

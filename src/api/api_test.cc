@@ -167,9 +167,11 @@ class CasApi : public ::testing::Test {
     so.url_secret.bytes.fill(7);
     so.now = [this] { return now_.load(); };
     service_ = std::make_unique<cas::CasService>(*index_, *store_, pool_, so);
-    RegisterCasRoutes(*server_, *service_);
+    RegisterCasRoutes(*server_, *service_, Routes());
     server_->Start();
   }
+
+  virtual CasRouteOptions Routes() const { return {}; }
 
   void TearDown() override {
     if (server_) {
@@ -364,6 +366,49 @@ TEST_F(CasApi, XorbUploadInsertsOnceThenReportsExisting) {
   EXPECT_EQ(again.result_int(), 200u);
   EXPECT_EQ(again.body(), R"({"was_inserted":false})");
   EXPECT_TRUE(*index_->HasXorb(x.hash));
+}
+
+class CasApiOneUpload : public CasApi {
+ protected:
+  CasRouteOptions Routes() const override { return {.max_concurrent_uploads = 1}; }
+};
+
+// An upload holds its slot from its header to its answer; past max_concurrent_uploads, uploads answer 503
+// with Retry-After (hf_xet retries it) while reads go on.
+TEST_F(CasApiOneUpload, UploadsPastTheLimitAre503UntilOneFinishes) {
+  const auto up = Build({xet::testing::TextLikeBytes(2, 300000)});
+  ASSERT_EQ(up.xorbs.size(), 1u);
+  const std::string body = Str(up.xorbs[0].body);
+  Client slow(port_);
+  slow.WriteRaw("POST /v1/xorbs/default/" + up.xorbs[0].hash.hex() +
+                " HTTP/1.1\r\nHost: x\r\nAuthorization: " + Write() + "\r\nContent-Length: " +
+                std::to_string(body.size()) + "\r\n\r\n" + body.substr(0, body.size() / 2));
+  // Once the server has read that header, the only slot is taken. (Until then a malformed shard is admitted
+  // and refused with 400.)
+  Res busy;
+  for (int i = 0; i < 500; ++i) {
+    busy = Post("/v1/shards", "not a shard", Write());
+    if (busy.result_int() == 503) break;
+    ASSERT_EQ(busy.result_int(), 400u);
+    std::this_thread::sleep_for(10ms);
+  }
+  ASSERT_EQ(busy.result_int(), 503u);
+  EXPECT_EQ(busy[bhttp::field::retry_after], "1");
+  EXPECT_EQ(busy.body(), Err("too many shard_v1 requests in flight (1); retry shortly"));
+  EXPECT_EQ(Get("/v2/reconstructions/" + std::string(64, '0'), Read()).result_int(), 200u);
+
+  slow.WriteRaw(body.substr(body.size() / 2));
+  const auto done = slow.Read();
+  EXPECT_EQ(done.result_int(), 200u);
+  EXPECT_EQ(done.body(), R"({"was_inserted":true})");
+  // The slot is free again once the answer is out (the exchange may be released just after it is sent).
+  Res after;
+  for (int i = 0; i < 500; ++i) {
+    after = Post("/v1/shards", "not a shard", Write());
+    if (after.result_int() != 503) break;
+    std::this_thread::sleep_for(10ms);
+  }
+  EXPECT_EQ(after.result_int(), 400u);
 }
 
 TEST_F(CasApi, XorbUploadErrors) {

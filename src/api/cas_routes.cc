@@ -266,10 +266,13 @@ void Transfer(cas::CasService& service, const std::shared_ptr<Exchange>& ex) {
 
 }  // namespace
 
-void RegisterCasRoutes(http::Server& server, cas::CasService& service) {
+void RegisterCasRoutes(http::Server& server, cas::CasService& service, const CasRouteOptions& options) {
   auto& r = server.router();
   const auto read = [](const char* name) { return RouteOptions().Name(name).Auth(Permission::kRead); };
-  const auto write = [](const char* name) { return RouteOptions().Name(name).Auth(Permission::kWrite); };
+  const auto uploads = std::make_shared<http::AdmissionGate>(options.max_concurrent_uploads);
+  const auto write = [&uploads](const char* name) {
+    return RouteOptions().Name(name).Auth(Permission::kWrite).Admit(uploads);
+  };
 
   r.Handle(
       Verb::get, "/v2/reconstructions/{file}", read("reconstruction_v2"),

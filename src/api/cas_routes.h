@@ -8,6 +8,11 @@
 
 namespace cairn::api {
 
-void RegisterCasRoutes(http::Server& server, cas::CasService& service);
+struct CasRouteOptions {
+  // Xorb and shard uploads in flight at once (their bodies are held in memory); more answer 503.
+  size_t max_concurrent_uploads = 64;
+};
+
+void RegisterCasRoutes(http::Server& server, cas::CasService& service, const CasRouteOptions& options = {});
 
 }  // namespace cairn::api

@@ -58,7 +58,7 @@ http::Result<std::unique_ptr<Backend>> RegisterRoutes(http::Server& server, cons
   so.transfer_url_ttl_seconds = static_cast<uint64_t>(cfg.transfer_url_ttl.count());
   so.dedup_key_expiry_seconds = static_cast<uint64_t>(cfg.dedup_key_expiry.count());
   b->service = std::make_unique<cas::CasService>(*b->index, *b->store, *b->pool, so);
-  api::RegisterCasRoutes(server, *b->service);
+  api::RegisterCasRoutes(server, *b->service, {.max_concurrent_uploads = cfg.max_concurrent_uploads});
 
   auto* index_ptr = b->index.get();
   const auto stat = [index_ptr](uint64_t index::IndexStats::*field) {

@@ -98,6 +98,7 @@ struct Request {
   std::string route;                   // the route's name (metrics label)
   std::optional<Principal> principal;  // set when the route requires a permission
   std::string remote;                  // peer address
+  std::shared_ptr<void> admission;     // the route's admission ticket, held while the request lives
 
   std::string_view Header(std::string_view name) const;
   // A capture by name; empty when the pattern has no such capture.

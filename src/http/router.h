@@ -8,19 +8,22 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "http/admission.h"
 #include "http/handler.h"
 
 namespace cairn::http {
 
 struct RouteOptions {
-  std::string name;                     // label in metrics and logs; default: the pattern
-  Permission auth = Permission::kNone;  // required token permission (checked before the body is read)
-  uint64_t max_body = 1 << 20;          // bytes; larger bodies answer 413
-  size_t max_header = 16 << 10;         // bytes of request line + fields; larger answer 431
+  std::string name;                          // label in metrics and logs; default: the pattern
+  Permission auth = Permission::kNone;       // required token permission (checked before the body is read)
+  uint64_t max_body = 1 << 20;               // bytes; larger bodies answer 413
+  size_t max_header = 16 << 10;              // bytes of request line + fields; larger answer 431
+  std::shared_ptr<AdmissionGate> admission;  // when set, requests past its limit answer 503
 
   // Chainable setters: RouteOptions().Auth(Permission::kWrite).MaxBody(64 << 20). (GCC warns about designated
   // initializers that skip leading members, so prefer these.)
@@ -34,6 +37,10 @@ struct RouteOptions {
   }
   RouteOptions& MaxBody(uint64_t bytes) {
     max_body = bytes;
+    return *this;
+  }
+  RouteOptions& Admit(std::shared_ptr<AdmissionGate> gate) {
+    admission = std::move(gate);
     return *this;
   }
   RouteOptions& MaxHeader(size_t bytes) {

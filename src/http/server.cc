@@ -255,6 +255,16 @@ class Session : public detail::Connection, public std::enable_shared_from_this<S
       if (!who) return EarlyError(who.error());
       req.principal = std::move(*who);
     }
+    if (route_->options.admission) {
+      req.admission = route_->options.admission->TryEnter();
+      if (!req.admission) {
+        Response busy = Response::ErrorJson(503, "too many " + route_name_ + " requests in flight (" +
+                                                     std::to_string(route_->options.admission->limit()) +
+                                                     "); retry shortly");
+        busy.Header("Retry-After", "1");
+        return EarlyResponse(std::move(busy));
+      }
+    }
     const uint64_t limit = route_->options.max_body;
     if (auto len = header_parser_->content_length(); len && *len > limit)
       return EarlyError({413, "request body larger than " + std::to_string(limit) + " bytes"});
