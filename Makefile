@@ -59,6 +59,7 @@ run: build  ## start the server with its defaults and print a development token
 bench: build  ## Google Benchmark programs (see BENCHMARKS.md)
 	build/release/src/xet/xet_bench --benchmark_counters_tabular=true
 	build/release/src/cas/cas_bench
+	build/release/src/api/api_bench
 	build/release/src/index/index_bench
 
 measure-transfer: build bootstrap  ## 1 GiB upload and download with hf_xet against cairn serve (MB/s, peak RSS)

@@ -383,15 +383,11 @@ TEST_F(CasApiOneUpload, UploadsPastTheLimitAre503UntilOneFinishes) {
   slow.WriteRaw("POST /v1/xorbs/default/" + up.xorbs[0].hash.hex() +
                 " HTTP/1.1\r\nHost: x\r\nAuthorization: " + Write() + "\r\nContent-Length: " +
                 std::to_string(body.size()) + "\r\n\r\n" + body.substr(0, body.size() / 2));
-  // Once the server has read that header, the only slot is taken. (Until then a malformed shard is admitted
-  // and refused with 400.)
-  Res busy;
-  for (int i = 0; i < 500; ++i) {
-    busy = Post("/v1/shards", "not a shard", Write());
-    if (busy.result_int() == 503) break;
-    ASSERT_EQ(busy.result_int(), 400u);
+  // Once the server has read that header, the only slot is taken.
+  for (int i = 0;
+       i < 500 && Get("/metrics").body().find("\ncairn_uploads_in_flight 1\n") == std::string::npos; ++i)
     std::this_thread::sleep_for(10ms);
-  }
+  const Res busy = Post("/v1/shards", "not a shard", Write());
   ASSERT_EQ(busy.result_int(), 503u);
   EXPECT_EQ(busy[bhttp::field::retry_after], "1");
   EXPECT_EQ(busy.body(), Err("too many shard_v1 requests in flight (1); retry shortly"));
@@ -409,6 +405,34 @@ TEST_F(CasApiOneUpload, UploadsPastTheLimitAre503UntilOneFinishes) {
     std::this_thread::sleep_for(10ms);
   }
   EXPECT_EQ(after.result_int(), 400u);
+}
+
+// A client that goes away mid-body leaves nothing behind: no blob, no temporary file, no index entry, and its
+// upload slot back.
+TEST_F(CasApi, XorbUploadCutShortLeavesNothing) {
+  const auto up = Build({xet::testing::TextLikeBytes(3, 300000)});
+  ASSERT_EQ(up.xorbs.size(), 1u);
+  const std::string body = Str(up.xorbs[0].body);
+  {
+    Client c(port_);
+    c.WriteRaw("POST /v1/xorbs/default/" + up.xorbs[0].hash.hex() +
+               " HTTP/1.1\r\nHost: x\r\nAuthorization: " + Write() + "\r\nContent-Length: " +
+               std::to_string(body.size()) + "\r\n\r\n" + body.substr(0, body.size() / 2));
+    for (int i = 0;
+         i < 500 && Get("/metrics").body().find("\ncairn_uploads_in_flight 1\n") == std::string::npos; ++i)
+      std::this_thread::sleep_for(10ms);
+  }  // closes the connection
+  bool released = false;
+  for (int i = 0; i < 500 && !released; ++i) {
+    released = Get("/metrics").body().find("\ncairn_uploads_in_flight 0\n") != std::string::npos;
+    if (!released) std::this_thread::sleep_for(10ms);
+  }
+  EXPECT_TRUE(released);
+  EXPECT_FALSE(*index_->HasXorb(up.xorbs[0].hash));
+  EXPECT_FALSE(store_->Stat(store::BlobKind::kXorb, up.xorbs[0].hash)->exists);
+  size_t files = 0;
+  for (const auto& e : fs::recursive_directory_iterator(dir_ / "blobs")) files += e.is_regular_file() ? 1 : 0;
+  EXPECT_EQ(files, 0u);
 }
 
 TEST_F(CasApi, XorbUploadErrors) {

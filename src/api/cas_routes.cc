@@ -129,15 +129,37 @@ void Dedup(cas::CasService& service, const std::shared_ptr<Exchange>& ex) {
   });
 }
 
-void PutXorb(cas::CasService& service, const std::shared_ptr<Exchange>& ex) {
+// The body streams into a XorbUpload: written to disk as it arrives, validated and committed at its end on a
+// worker thread.
+class XorbSink final : public http::BodySink {
+ public:
+  explicit XorbSink(std::unique_ptr<cas::XorbUpload> upload) : upload_(std::move(upload)) {}
+
+  void OnData(std::span<const uint8_t> data, Next next) override {
+    auto st = upload_->Append(data);
+    if (!st) return next(http::Error{StatusOf(st.error()), st.error().message});
+    next(http::Ok{});
+  }
+
+  void OnEnd(std::shared_ptr<Exchange> ex) override {
+    ex->Offload([ex, upload = std::shared_ptr<cas::XorbUpload>(std::move(upload_))] {
+      auto inserted = upload->Finish();
+      if (!inserted) return ex->Respond(ErrorResponse(StatusOf(inserted.error()), inserted.error().message));
+      ex->Respond(Response::Json(200, *inserted ? R"({"was_inserted":true})" : R"({"was_inserted":false})"));
+    });
+  }
+
+ private:
+  std::unique_ptr<cas::XorbUpload> upload_;
+};
+
+http::Result<std::unique_ptr<http::BodySink>> PutXorb(cas::CasService& service,
+                                                      const std::shared_ptr<Exchange>& ex) {
   const auto hash = HashParam(ex->request(), "hash");
-  if (!hash) return ex->Respond(ErrorResponse(400, "xorb hash must be 64 hex digits"));
-  ex->Offload([&service, ex, hash = *hash] {
-    const auto& body = ex->request().body;
-    auto inserted = service.PutXorb(hash, {reinterpret_cast<const uint8_t*>(body.data()), body.size()});
-    if (!inserted) return ex->Respond(ErrorResponse(StatusOf(inserted.error()), inserted.error().message));
-    ex->Respond(Response::Json(200, *inserted ? R"({"was_inserted":true})" : R"({"was_inserted":false})"));
-  });
+  if (!hash) return http::Error{400, "xorb hash must be 64 hex digits"};
+  auto upload = service.BeginXorb(*hash);
+  if (!upload) return http::Error{StatusOf(upload.error()), upload.error().message};
+  return std::unique_ptr<http::BodySink>(std::make_unique<XorbSink>(std::move(*upload)));
 }
 
 void PutShardV1(cas::CasService& service, const std::shared_ptr<Exchange>& ex) {
@@ -270,6 +292,8 @@ void RegisterCasRoutes(http::Server& server, cas::CasService& service, const Cas
   auto& r = server.router();
   const auto read = [](const char* name) { return RouteOptions().Name(name).Auth(Permission::kRead); };
   const auto uploads = std::make_shared<http::AdmissionGate>(options.max_concurrent_uploads);
+  server.metrics().Gauge("cairn_uploads_in_flight", "Xorb and shard uploads being received or processed",
+                         [uploads] { return static_cast<double>(uploads->in_flight()); });
   const auto write = [&uploads](const char* name) {
     return RouteOptions().Name(name).Auth(Permission::kWrite).Admit(uploads);
   };
@@ -284,8 +308,9 @@ void RegisterCasRoutes(http::Server& server, cas::CasService& service, const Cas
            [&service](const std::shared_ptr<Exchange>& ex) { BatchReconstruction(service, ex); });
   r.Handle(Verb::get, "/v1/chunks/{prefix}/{hash}", read("dedup"),
            [&service](const std::shared_ptr<Exchange>& ex) { Dedup(service, ex); });
-  r.Handle(Verb::post, "/v1/xorbs/{prefix}/{hash}", write("xorb_upload").MaxBody(xet::kMaxXorbUploadBytes),
-           [&service](const std::shared_ptr<Exchange>& ex) { PutXorb(service, ex); });
+  r.HandleStream(Verb::post, "/v1/xorbs/{prefix}/{hash}",
+                 write("xorb_upload").MaxBody(xet::kMaxXorbUploadBytes),
+                 [&service](const std::shared_ptr<Exchange>& ex) { return PutXorb(service, ex); });
   r.Handle(Verb::post, "/v1/shards", write("shard_v1").MaxBody(xet::kMaxShardBytes),
            [&service](const std::shared_ptr<Exchange>& ex) { PutShardV1(service, ex); });
   r.Handle(Verb::post, "/v2/shards", write("shard_v2").MaxBody(xet::kMaxShardBytes),

@@ -1,6 +1,7 @@
 #include "cas/service.h"
 
 #include <chrono>
+#include <cstring>
 #include <future>
 #include <map>
 
@@ -65,53 +66,136 @@ xet::Result<std::shared_ptr<const std::vector<FileTermRef>>> CasService::Terms(c
 // ---------------------------------------------------------------------------------------------------------------
 // Xorbs
 
-xet::Result<bool> CasService::PutXorb(const xet::XorbHash& hash, std::span<const uint8_t> body) {
-  if (auto has = index_.HasXorb(hash); !has) {
-    return has.error();
-  } else if (*has) {
-    return false;  // stored and verified before; the upload is a retry
+XorbUpload::XorbUpload(CasService& service, const xet::XorbHash& hash,
+                       std::unique_ptr<store::BlobWriter> writer)
+    : service_(service), hash_(hash), writer_(std::move(writer)) {
+  if (writer_ == nullptr) return;
+  body_.reset(
+      new uint8_t[xet::kMaxXorbUploadBytes]);  // NOLINT(cppcoreguidelines-owning-memory): uninitialized
+  write_thread_ = std::thread([this] { WriteLoop(); });
+}
+
+XorbUpload::~XorbUpload() {
+  if (write_thread_.joinable()) {
+    {
+      std::lock_guard lock(mu_);
+      cancelled_ = true;
+    }
+    cv_.notify_one();
+    write_thread_.join();
   }
-  // Write the body while it is being validated: stock clients send the chunk region alone, so the bytes on
-  // disk are the body followed by the footer computed from the validation pass. The blob only becomes visible
-  // on Commit, after validation succeeded.
+}
+
+xet::Status XorbUpload::Append(std::span<const uint8_t> data) {
+  if (writer_ == nullptr) return xet::Ok{};  // stored before: the bytes are not needed
+  if (data.size() > xet::kMaxXorbUploadBytes - size_)
+    return xet::LimitExceeded("xorb upload larger than " + std::to_string(xet::kMaxXorbUploadBytes) +
+                              " bytes");
+  std::memcpy(body_.get() + size_, data.data(), data.size());
+  size_ += data.size();
+  {
+    std::lock_guard lock(mu_);
+    if (!written_) return written_.error();
+    received_ = size_;
+  }
+  cv_.notify_one();
+  return xet::Ok{};
+}
+
+// Writes what has arrived, as it arrives; at the end, flushes it to disk while Finish validates.
+void XorbUpload::WriteLoop() {
+  size_t done = 0;
+  for (;;) {
+    size_t upto = 0;
+    bool end = false;
+    {
+      std::unique_lock lock(mu_);
+      cv_.wait(lock, [&] { return cancelled_ || ended_ || received_ > done; });
+      if (cancelled_) return;
+      upto = received_;
+      end = ended_;
+    }
+    if (upto > done) {
+      xet::Status st = writer_->Append({body_.get() + done, upto - done});
+      done = upto;
+      if (st) continue;
+      std::lock_guard lock(mu_);
+      written_ = std::move(st);
+      return;
+    }
+    if (end) {
+      xet::Status st = writer_->Sync();
+      std::lock_guard lock(mu_);
+      written_ = std::move(st);
+      return;
+    }
+  }
+}
+
+xet::Result<bool> XorbUpload::Finish() {
+  if (writer_ == nullptr) return false;
+  return service_.FinishXorb(*this);
+}
+
+xet::Result<std::unique_ptr<XorbUpload>> CasService::BeginXorb(const xet::XorbHash& hash) {
+  auto has = index_.HasXorb(hash);
+  if (!has) return has.error();
+  if (*has) return std::unique_ptr<XorbUpload>(new XorbUpload(*this, hash, nullptr));  // a retry
   auto writer = store_.BeginPut(store::BlobKind::kXorb, hash);
   if (!writer) return writer.error();
-  std::promise<xet::Status> written;
-  auto write_done = written.get_future();
-  std::thread write_thread([&] { written.set_value((*writer)->Append(body)); });
+  return std::unique_ptr<XorbUpload>(new XorbUpload(*this, hash, std::move(*writer)));
+}
 
+xet::Result<bool> CasService::PutXorb(const xet::XorbHash& hash, std::span<const uint8_t> body) {
+  auto upload = BeginXorb(hash);
+  if (!upload) return upload.error();
+  if (auto st = (*upload)->Append(body); !st) return st.error();
+  return (*upload)->Finish();
+}
+
+xet::Result<bool> CasService::FinishXorb(XorbUpload& upload) {
+  // Stock clients send the chunk region alone: the bytes on disk are the body followed by the footer computed
+  // by the validation pass, which runs while the write thread writes and flushes the rest of the body. The
+  // blob only becomes visible on Commit, after validation succeeded.
+  {
+    std::lock_guard lock(upload.mu_);
+    upload.ended_ = true;
+  }
+  upload.cv_.notify_one();
+  const std::span<const uint8_t> body(upload.body_.get(), upload.size_);
   const xet::ParallelFor parallel = [this](size_t n, const std::function<void(size_t)>& task) {
     workers_.ParallelFor(n, task);
   };
   xet::ValidateOptions vo;
-  vo.expected_hash = &hash;
+  vo.expected_hash = &upload.hash_;
   vo.parallel = &parallel;
   auto validated = xet::ValidateXorb(body, vo);
-  write_thread.join();
-  auto write_status = write_done.get();
+  upload.write_thread_.join();
   if (!validated) return validated.error();  // the writer's destructor discards the bytes
-  if (!write_status) return write_status.error();
+  if (!upload.written_) return upload.written_.error();
 
+  auto& writer = upload.writer_;
   if (validated->chunk_region_size != body.size()) {
     // The client sent a footer of its own: store the chunk region only, followed by ours.
-    writer = store_.BeginPut(store::BlobKind::kXorb, hash);
-    if (!writer) return writer.error();
-    if (auto s = (*writer)->Append(body.first(validated->chunk_region_size)); !s) return s.error();
+    auto again = store_.BeginPut(store::BlobKind::kXorb, upload.hash_);
+    if (!again) return again.error();
+    writer = std::move(*again);
+    if (auto s = writer->Append(body.first(validated->chunk_region_size)); !s) return s.error();
   }
   std::vector<uint8_t> footer;
   xet::AppendFooterV1(footer, validated->hash, validated->layout);
-  if (auto s = (*writer)->Append(footer); !s) return s.error();
+  if (auto s = writer->Append(footer); !s) return s.error();
 
   store::PutOptions put;
   // An object already under this name counts only if it is a valid xorb of this hash.
-  put.verify_existing = [&hash](std::span<const uint8_t> existing) {
+  put.verify_existing = [&hash = upload.hash_](std::span<const uint8_t> existing) {
     xet::ValidateOptions check;
     check.expected_hash = &hash;
     auto v = xet::ValidateXorb(existing, check);
     return v.ok() && v->footer == xet::FooterVersion::kV1;
   };
-  if (auto committed = (*writer)->Commit(put); !committed) return committed.error();
-  return index_.PutXorb(hash, validated->layout);
+  if (auto committed = writer->Commit(put); !committed) return committed.error();
+  return index_.PutXorb(upload.hash_, validated->layout);
 }
 
 // ---------------------------------------------------------------------------------------------------------------

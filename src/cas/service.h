@@ -6,12 +6,15 @@
 // pool passed in; the caller's thread takes part.
 #pragma once
 
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "cas/reconstruction.h"
@@ -51,6 +54,46 @@ struct TransferPlan {
   std::vector<ByteRange> ranges;  // inside the chunk region, as requested
 };
 
+class CasService;
+
+// A xorb upload whose body arrives in pieces. Each piece is kept (validation needs the whole xorb) and
+// written to the store by a thread of the upload's own as soon as it arrives, so that receiving the body and
+// its durable write overlap; Finish validates (on the worker pool), flushes, commits, then indexes.
+// Destroying an unfinished upload discards whatever was written.
+//
+// Thread-safety: one caller at a time (Append in order, then Finish once).
+class XorbUpload {
+ public:
+  ~XorbUpload();
+  XorbUpload(const XorbUpload&) = delete;
+  XorbUpload& operator=(const XorbUpload&) = delete;
+
+  // kLimit past kMaxXorbUploadBytes; kIo when the store failed.
+  xet::Status Append(std::span<const uint8_t> data);
+  // Whether the xorb was new (false: it was stored before; the upload was a retry).
+  xet::Result<bool> Finish();
+
+ private:
+  friend class CasService;
+  XorbUpload(CasService& service, const xet::XorbHash& hash, std::unique_ptr<store::BlobWriter> writer);
+  void WriteLoop();
+
+  CasService& service_;
+  xet::XorbHash hash_;
+  std::unique_ptr<store::BlobWriter> writer_;  // null when the xorb is stored already
+  std::unique_ptr<uint8_t[]> body_;            // kMaxXorbUploadBytes reserved, touched only as filled
+  size_t size_ = 0;                            // bytes appended (written by the caller only)
+
+  // Shared with the write thread.
+  std::mutex mu_;
+  std::condition_variable cv_;
+  size_t received_ = 0;  // bytes of body_ the write thread may write
+  bool ended_ = false;   // no more bytes: write the rest, sync, stop
+  bool cancelled_ = false;
+  xet::Status written_ = xet::Ok{};
+  std::thread write_thread_;
+};
+
 class CasService {
  public:
   CasService(index::Index& index, store::BlobStore& store, WorkerPool& workers, ServiceOptions options);
@@ -58,6 +101,8 @@ class CasService {
   // POST /v1/xorbs: validates the body (one decode-and-hash pass, on the worker pool), stores the chunk
   // region with a regenerated footer durably, then indexes it. Returns whether it was new. Idempotent.
   xet::Result<bool> PutXorb(const xet::XorbHash& hash, std::span<const uint8_t> body);
+  // The same for a body that arrives in pieces (see XorbUpload).
+  xet::Result<std::unique_ptr<XorbUpload>> BeginXorb(const xet::XorbHash& hash);
 
   // POST /v1/shards and /v2/shards: all or nothing. Every file is verified against stored xorbs (ranges,
   // sizes, verification hashes, the file hash), every listed xorb against its stored layout; then the shard
@@ -86,6 +131,9 @@ class CasService {
   const TransferUrlSigner& signer() const { return signer_; }
 
  private:
+  friend class XorbUpload;
+  // Validates the body of `upload` and makes the xorb durable and indexed (XorbUpload::Finish).
+  xet::Result<bool> FinishXorb(XorbUpload& upload);
   uint64_t Now() const;
   // Unpacked layouts and file terms, cached by size in front of the index (both are immutable).
   xet::Result<std::shared_ptr<const xet::XorbLayout>> Layout(const xet::XorbHash& hash);

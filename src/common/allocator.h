@@ -8,6 +8,7 @@ namespace cairn {
 // page by page, for the next answer: half the time of a 100,000-term v1 answer (cas_bench, BENCHMARKS.md).
 // Blocks of 32 MiB and more (xorb bodies) are still mapped and unmapped on their own; at most 256 MiB of free
 // memory is kept per arena.
+// Call once at start-up, before other threads exist.
 void RetainFreedMemory();
 
 }  // namespace cairn

@@ -27,6 +27,7 @@ using tcp = asio::ip::tcp;
 using Clock = std::chrono::steady_clock;
 
 constexpr size_t kStreamPiece = 64 << 10;       // bytes per BodySink::OnData
+constexpr size_t kBodyReadSize = 256 << 10;     // bytes per read of a buffered body, at most
 constexpr uint64_t kSendfileTurn = 8ull << 20;  // bytes sent before yielding the strand
 
 std::string NewRequestId() {
@@ -392,6 +393,9 @@ class Session : public detail::Connection, public std::enable_shared_from_this<S
 
   void ReadBufferedBody() {
     if (state_ == State::kClosed) return;
+    // Beast reads at most the buffer's free capacity (512 bytes at worst): a 64 MiB body would take
+    // 130,000 reads. Keep room for large reads (measured: 800 ms → 370 ms for a 35 MB xorb, api_bench).
+    buffer_.reserve(buffer_.size() + kBodyReadSize);
     SetBodyDeadline();
     reading_ = true;
     bhttp::async_read_some(
@@ -425,6 +429,7 @@ class Session : public detail::Connection, public std::enable_shared_from_this<S
   void ReadStreamBody() {
     if (state_ == State::kClosed || responding_) return;
     body_buf_.resize(kStreamPiece);
+    buffer_.reserve(buffer_.size() + kBodyReadSize);  // as in ReadBufferedBody
     auto& body = stream_parser_->get().body();
     body.data = body_buf_.data();
     body.size = body_buf_.size();

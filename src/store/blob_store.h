@@ -66,6 +66,9 @@ class BlobWriter {
 
   // Appends `data`. After a failure the writer is unusable: only destruction (= abort) remains.
   virtual xet::Status Append(std::span<const uint8_t> data) = 0;
+  // Makes the bytes appended so far durable, so that Commit has only what follows left to flush: a caller
+  // with other work to overlap (validation) calls it early. Optional; Commit alone is always enough.
+  virtual xet::Status Sync() { return xet::Ok{}; }
   // Makes the blob durable and visible under its name. May be called once.
   virtual xet::Result<PutOutcome> Commit(const PutOptions& options = {}) = 0;
   virtual uint64_t bytes_appended() const = 0;

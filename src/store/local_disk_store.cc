@@ -162,6 +162,14 @@ class LocalDiskStore::Writer final : public BlobWriter {
     return xet::Ok{};
   }
 
+  xet::Status Sync() override {
+    if (state_ != State::kOpen) return xet::IoError("put of " + FinalPath() + " is no longer open");
+    xet::Status st = store_->Inject(PutStep::kFsyncFile);
+    if (st.ok()) st = FsyncFd(file_.get(), TmpPath());
+    if (!st.ok()) return Fail(st.error());
+    return xet::Ok{};
+  }
+
   xet::Result<PutOutcome> Commit(const PutOptions& options) override {
     if (state_ != State::kOpen) return xet::IoError("put of " + FinalPath() + " is no longer open");
     xet::Status st = store_->Inject(PutStep::kFsyncFile);

@@ -396,6 +396,43 @@ TEST_P(LocalDiskStoreTest, InjectedFaultAtEveryStepLeavesNoObject) {
   }
 }
 
+// Sync flushes what was appended so far; appending after it and committing gives the whole blob. A failed
+// Sync ends the put: nothing becomes visible and no temporary file stays.
+TEST_P(LocalDiskStoreTest, SyncBeforeCommit) {
+  bool fail_sync = false;
+  auto store = Open({.fault_injector = [&](PutStep step) -> xet::Status {
+    if (fail_sync && step == PutStep::kFsyncFile) return xet::IoError("injected");
+    return xet::Ok{};
+  }});
+  const auto head = Bytes(40'000, 6);
+  const auto tail = Bytes(1'000, 7);
+  {
+    auto w = store->BeginPut(BlobKind::kXorb, HashOf(6));
+    ASSERT_TRUE(w.ok());
+    ASSERT_TRUE((*w)->Append(head).ok());
+    ASSERT_TRUE((*w)->Sync().ok());
+    ASSERT_TRUE((*w)->Append(tail).ok());
+    ASSERT_TRUE((*w)->Commit().ok());
+  }
+  std::vector<uint8_t> out(head.size() + tail.size());
+  ASSERT_TRUE(store->ReadRange(BlobKind::kXorb, HashOf(6), 0, out).ok());
+  std::vector<uint8_t> want = head;
+  want.insert(want.end(), tail.begin(), tail.end());
+  EXPECT_EQ(out, want);
+
+  fail_sync = true;
+  {
+    auto w = store->BeginPut(BlobKind::kXorb, HashOf(8));
+    ASSERT_TRUE(w.ok());
+    ASSERT_TRUE((*w)->Append(head).ok());
+    EXPECT_EQ((*w)->Sync().error().code, ErrorCode::kIo);
+    EXPECT_FALSE((*w)->Append(tail).ok());
+    EXPECT_FALSE((*w)->Commit().ok());
+  }
+  EXPECT_FALSE(store->Stat(BlobKind::kXorb, HashOf(8))->exists);
+  EXPECT_TRUE(TempFilesUnder(dir_.path()).empty());
+}
+
 // A real write failure from the kernel: a file size limit makes write(2) fail with EFBIG mid-put.
 TEST_P(LocalDiskStoreTest, WriteFailureFromTheKernelLeavesNoObject) {
   auto store = Open();

@@ -1,0 +1,164 @@
+// The 64 MiB xorb upload (anchors.md §1.2: 1,024 text-like 64 KiB chunks, LZ4-compressed as hf_xet does) over
+// HTTP on loopback into a real server on disk, and in the same run its two halves alone: the validation (the
+// caller and one pool worker, as `cairn serve` on 2 cores) and the durable write (temp file, fsync, rename,
+// directory fsync). The upload should cost little more than the larger half.
+// Data goes to $CAIRN_BENCH_DIR, else the current directory (run from a disk-backed directory: tmpfs would
+// hide the fsync cost).
+#include <benchmark/benchmark.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <stdexcept>
+
+#include "api/cas_routes.h"
+#include "common/allocator.h"
+#include "http/test_util.h"
+#include "index/sqlite_index.h"
+#include "store/local_disk_store.h"
+#include "xet/test_support.h"
+#include "xet/xorb.h"
+
+namespace cairn::api {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+
+const std::string kJwtKey(64, 'j');
+
+const xet::EncodedXorb& SeedXorb() {
+  static const xet::EncodedXorb x = [] {
+    constexpr size_t kChunk = 64 << 10;
+    const auto data = xet::testing::TextLikeBytes(1, 1024 * kChunk);
+    std::vector<std::span<const uint8_t>> chunks;
+    for (size_t i = 0; i < 1024; ++i) chunks.push_back(std::span(data).subspan(i * kChunk, kChunk));
+    return xet::EncodeXorb(chunks, xet::CompressionPolicy::kLz4);
+  }();
+  return x;
+}
+
+fs::path FreshDir(const std::string& name) {
+  const char* env = std::getenv("CAIRN_BENCH_DIR");  // NOLINT(concurrency-mt-unsafe): read before threads
+  const fs::path dir =
+      fs::path(env ? env : ".") / ("cairn-api-bench-" + name + "-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+// The value of a result that must hold one (xet::Result or http::Result); the benchmark cannot go on without.
+template <typename R>
+auto Must(R r, const char* what) {
+  if (!r) throw std::runtime_error(std::string(what) + ": " + r.error().message);
+  return std::move(*r);
+}
+
+// cairn serve's stack on a fresh data directory, as configured on a 2-core machine.
+struct Server {
+  fs::path dir = FreshDir("serve");
+  std::unique_ptr<store::LocalDiskStore> store = Must(store::LocalDiskStore::Open(dir / "blobs"), "store");
+  std::unique_ptr<index::SqliteIndex> index;
+  WorkerPool pool{1};
+  std::unique_ptr<cas::CasService> service;
+  std::unique_ptr<http::Server> server;
+
+  Server() {
+    index::SqliteOptions io;
+    io.path = (dir / "index.db").string();
+    index = Must(index::SqliteIndex::Open(io), "index");
+    service = std::make_unique<cas::CasService>(*index, *store, pool, cas::ServiceOptions{});
+    http::ServerOptions o;
+    o.host = "127.0.0.1";
+    o.port = 0;
+    o.io_threads = 2;
+    o.worker_threads = 2;
+    server = std::make_unique<http::Server>(o, std::make_shared<http::Authenticator>(kJwtKey));
+    if (!server->Listen().ok()) throw std::runtime_error("listen");
+    RegisterCasRoutes(*server, *service);
+    server->Start();
+  }
+  ~Server() {
+    server->Stop(2s);
+    server->Wait();
+    server.reset();
+    service.reset();
+    index.reset();
+    store.reset();
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+  }
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+};
+
+void BM_XorbUploadHttp(benchmark::State& state) {
+  const auto& x = SeedXorb();
+  const std::string body(x.bytes.begin(), x.bytes.end());
+  const std::string auth =
+      "Bearer " + Must(http::MintToken(kJwtKey, {"bench", http::Permission::kWrite}, 1h), "token");
+  for (auto _ : state) {
+    state.PauseTiming();
+    auto srv = std::make_unique<Server>();
+    http::testing::Client client(srv->server->port());
+    state.ResumeTiming();
+    auto res = client.Post("/v1/xorbs/default/" + x.hash.hex(), body, auth);
+    state.PauseTiming();
+    if (res.result_int() != 200) state.SkipWithError(("upload answered " + res.body()).c_str());
+    srv.reset();
+    state.ResumeTiming();
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * x.bytes.size()));
+}
+BENCHMARK(BM_XorbUploadHttp)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+void BM_XorbValidateAlone(benchmark::State& state) {
+  const auto& x = SeedXorb();
+  WorkerPool pool(1);
+  const xet::ParallelFor parallel = [&pool](size_t n, const std::function<void(size_t)>& task) {
+    pool.ParallelFor(n, task);
+  };
+  xet::ValidateOptions vo;
+  vo.expected_hash = &x.hash;
+  vo.parallel = &parallel;
+  for (auto _ : state) {
+    auto v = xet::ValidateXorb(x.bytes, vo);
+    if (!v) state.SkipWithError("invalid");
+    benchmark::DoNotOptimize(v);
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * x.bytes.size()));
+}
+BENCHMARK(BM_XorbValidateAlone)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+void BM_XorbDurableWriteAlone(benchmark::State& state) {
+  const auto& x = SeedXorb();
+  std::vector<uint8_t> footer;
+  xet::AppendFooterV1(footer, x.hash, x.layout);
+  for (auto _ : state) {
+    state.PauseTiming();
+    const fs::path dir = FreshDir("write");
+    auto store = Must(store::LocalDiskStore::Open(dir), "store");
+    state.ResumeTiming();
+    auto w = Must(store->BeginPut(store::BlobKind::kXorb, x.hash), "begin");
+    if (!w->Append(x.bytes) || !w->Append(footer) || !w->Commit({})) state.SkipWithError("write failed");
+    state.PauseTiming();
+    w.reset();
+    store.reset();
+    fs::remove_all(dir);
+    state.ResumeTiming();
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * x.bytes.size()));
+}
+BENCHMARK(BM_XorbDurableWriteAlone)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+}  // namespace
+}  // namespace cairn::api
+
+int main(int argc, char** argv) {
+  cairn::RetainFreedMemory();  // as `cairn serve` does
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
