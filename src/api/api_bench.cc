@@ -12,7 +12,6 @@
 #include <stdexcept>
 
 #include "api/cas_routes.h"
-#include "common/allocator.h"
 #include "http/test_util.h"
 #include "index/sqlite_index.h"
 #include "store/local_disk_store.h"
@@ -153,12 +152,3 @@ BENCHMARK(BM_XorbDurableWriteAlone)->Unit(benchmark::kMillisecond)->UseRealTime(
 
 }  // namespace
 }  // namespace cairn::api
-
-int main(int argc, char** argv) {
-  cairn::RetainFreedMemory();  // as `cairn serve` does
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
-}

@@ -173,6 +173,16 @@ class CasApi : public ::testing::Test {
 
   virtual CasRouteOptions Routes() const { return {}; }
 
+  // Waits (up to 5 s) until /metrics reports `n` uploads in flight.
+  bool AwaitUploadsInFlight(int n) {
+    const std::string line = "\ncairn_uploads_in_flight " + std::to_string(n) + "\n";
+    for (int i = 0; i < 500; ++i) {
+      if (Get("/metrics").body().find(line) != std::string::npos) return true;
+      std::this_thread::sleep_for(10ms);
+    }
+    return false;
+  }
+
   void TearDown() override {
     if (server_) {
       server_->Stop(2s);
@@ -384,9 +394,7 @@ TEST_F(CasApiOneUpload, UploadsPastTheLimitAre503UntilOneFinishes) {
                 " HTTP/1.1\r\nHost: x\r\nAuthorization: " + Write() + "\r\nContent-Length: " +
                 std::to_string(body.size()) + "\r\n\r\n" + body.substr(0, body.size() / 2));
   // Once the server has read that header, the only slot is taken.
-  for (int i = 0;
-       i < 500 && Get("/metrics").body().find("\ncairn_uploads_in_flight 1\n") == std::string::npos; ++i)
-    std::this_thread::sleep_for(10ms);
+  ASSERT_TRUE(AwaitUploadsInFlight(1));
   const Res busy = Post("/v1/shards", "not a shard", Write());
   ASSERT_EQ(busy.result_int(), 503u);
   EXPECT_EQ(busy[bhttp::field::retry_after], "1");
@@ -418,16 +426,9 @@ TEST_F(CasApi, XorbUploadCutShortLeavesNothing) {
     c.WriteRaw("POST /v1/xorbs/default/" + up.xorbs[0].hash.hex() +
                " HTTP/1.1\r\nHost: x\r\nAuthorization: " + Write() + "\r\nContent-Length: " +
                std::to_string(body.size()) + "\r\n\r\n" + body.substr(0, body.size() / 2));
-    for (int i = 0;
-         i < 500 && Get("/metrics").body().find("\ncairn_uploads_in_flight 1\n") == std::string::npos; ++i)
-      std::this_thread::sleep_for(10ms);
+    ASSERT_TRUE(AwaitUploadsInFlight(1));
   }  // closes the connection
-  bool released = false;
-  for (int i = 0; i < 500 && !released; ++i) {
-    released = Get("/metrics").body().find("\ncairn_uploads_in_flight 0\n") != std::string::npos;
-    if (!released) std::this_thread::sleep_for(10ms);
-  }
-  EXPECT_TRUE(released);
+  EXPECT_TRUE(AwaitUploadsInFlight(0));
   EXPECT_FALSE(*index_->HasXorb(up.xorbs[0].hash));
   EXPECT_FALSE(store_->Stat(store::BlobKind::kXorb, up.xorbs[0].hash)->exists);
   size_t files = 0;

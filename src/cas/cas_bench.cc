@@ -14,7 +14,6 @@
 
 #include "cas/reconstruction.h"
 #include "cas/service.h"
-#include "common/allocator.h"
 #include "index/sqlite_index.h"
 #include "store/memory_store.h"
 
@@ -189,6 +188,15 @@ double P99(const std::vector<double>& v) {
   return sorted.empty() ? 0.0 : sorted[std::min(sorted.size() - 1, sorted.size() * 99 / 100)];
 }
 
+void OneRequestPerRepetition(benchmark::internal::Benchmark* b) {
+  b->Unit(benchmark::kMillisecond)
+      ->UseRealTime()
+      ->Iterations(1)
+      ->Repetitions(200)
+      ->ComputeStatistics("p99", P99)
+      ->ReportAggregatesOnly(true);
+}
+
 void BM_ServiceReconstruction(benchmark::State& state, bool merged, ApiVersion version) {
   static ServiceFixture unmerged_service(Get(false), "unmerged");
   static ServiceFixture merged_service(Get(true), "merged");
@@ -206,42 +214,11 @@ void BM_ServiceReconstruction(benchmark::State& state, bool merged, ApiVersion v
   state.counters["body_MB"] = static_cast<double>(body) / 1e6;
 }
 BENCHMARK_CAPTURE(BM_ServiceReconstruction, unmerged_v2, false, ApiVersion::kV2)
-    ->Unit(benchmark::kMillisecond)
-    ->UseRealTime()
-    ->Iterations(1)
-    ->Repetitions(200)
-    ->ComputeStatistics("p99", P99)
-    ->ReportAggregatesOnly(true);
+    ->Apply(OneRequestPerRepetition);
 BENCHMARK_CAPTURE(BM_ServiceReconstruction, unmerged_v1, false, ApiVersion::kV1)
-    ->Unit(benchmark::kMillisecond)
-    ->UseRealTime()
-    ->Iterations(1)
-    ->Repetitions(200)
-    ->ComputeStatistics("p99", P99)
-    ->ReportAggregatesOnly(true);
-BENCHMARK_CAPTURE(BM_ServiceReconstruction, merged_v2, true, ApiVersion::kV2)
-    ->Unit(benchmark::kMillisecond)
-    ->UseRealTime()
-    ->Iterations(1)
-    ->Repetitions(200)
-    ->ComputeStatistics("p99", P99)
-    ->ReportAggregatesOnly(true);
-BENCHMARK_CAPTURE(BM_ServiceReconstruction, merged_v1, true, ApiVersion::kV1)
-    ->Unit(benchmark::kMillisecond)
-    ->UseRealTime()
-    ->Iterations(1)
-    ->Repetitions(200)
-    ->ComputeStatistics("p99", P99)
-    ->ReportAggregatesOnly(true);
+    ->Apply(OneRequestPerRepetition);
+BENCHMARK_CAPTURE(BM_ServiceReconstruction, merged_v2, true, ApiVersion::kV2)->Apply(OneRequestPerRepetition);
+BENCHMARK_CAPTURE(BM_ServiceReconstruction, merged_v1, true, ApiVersion::kV1)->Apply(OneRequestPerRepetition);
 
 }  // namespace
 }  // namespace cairn::cas
-
-int main(int argc, char** argv) {
-  cairn::RetainFreedMemory();  // as `cairn serve` does
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
-}

@@ -158,8 +158,15 @@ TEST_F(Service, XorbUploadIsIdempotentAndValidated) {
   const auto& x = up.xorbs[0];
   EXPECT_EQ(*service_->PutXorb(x.hash, x.body), true);
   EXPECT_EQ(*service_->PutXorb(x.hash, x.body), false);
-  Bytes corrupt = up.xorbs[0].body;
+  // A flipped byte in a new xorb's body: refused, nothing stored or indexed.
+  const auto fresh = Build({xet::testing::TextLikeBytes(4, 200000)});
+  Bytes corrupt = fresh.xorbs[0].body;
   corrupt[corrupt.size() / 2] ^= 1;
+  auto bad = service_->PutXorb(fresh.xorbs[0].hash, corrupt);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_FALSE(*index_->HasXorb(fresh.xorbs[0].hash));
+  EXPECT_FALSE(store_->Stat(store::BlobKind::kXorb, fresh.xorbs[0].hash)->exists);
+  // A valid body under another xorb's name: refused.
   xet::XorbHash other = x.hash;
   other.bytes[0] ^= 1;
   auto r = service_->PutXorb(other, x.body);
