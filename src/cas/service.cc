@@ -81,7 +81,7 @@ XorbUpload::~XorbUpload() {
       std::lock_guard lock(mu_);
       cancelled_ = true;
     }
-    cv_.notify_one();
+    cv_.notify_all();
     write_thread_.join();
   }
 }
@@ -98,7 +98,7 @@ xet::Status XorbUpload::Append(std::span<const uint8_t> data) {
     if (!written_) return written_.error();
     received_ = size_;
   }
-  cv_.notify_one();
+  cv_.notify_all();
   return xet::Ok{};
 }
 
@@ -118,12 +118,25 @@ void XorbUpload::WriteLoop() {
     if (upto > done) {
       xet::Status st = writer_->Append({body_.get() + done, upto - done});
       done = upto;
-      if (st) continue;
-      std::lock_guard lock(mu_);
-      written_ = std::move(st);
+      if (st) {
+        // Once Finish runs, it hashes what is left in parallel: stop then.
+        if (!end) prehasher_.Advance({body_.get(), upto}, &finishing_);
+        continue;
+      }
+      {
+        std::lock_guard lock(mu_);
+        written_ = std::move(st);
+        prehash_done_ = true;
+      }
+      cv_.notify_all();
       return;
     }
     if (end) {
+      {
+        std::lock_guard lock(mu_);
+        prehash_done_ = true;
+      }
+      cv_.notify_all();  // Finish validates while the file is flushed
       xet::Status st = writer_->Sync();
       std::lock_guard lock(mu_);
       written_ = std::move(st);
@@ -157,11 +170,13 @@ xet::Result<bool> CasService::FinishXorb(XorbUpload& upload) {
   // Stock clients send the chunk region alone: the bytes on disk are the body followed by the footer computed
   // by the validation pass, which runs while the write thread writes and flushes the rest of the body. The
   // blob only becomes visible on Commit, after validation succeeded.
+  upload.finishing_ = true;
   {
-    std::lock_guard lock(upload.mu_);
+    std::unique_lock lock(upload.mu_);
     upload.ended_ = true;
+    upload.cv_.notify_all();
+    upload.cv_.wait(lock, [&] { return upload.prehash_done_; });
   }
-  upload.cv_.notify_one();
   const std::span<const uint8_t> body(upload.body_.get(), upload.size_);
   const xet::ParallelFor parallel = [this](size_t n, const std::function<void(size_t)>& task) {
     workers_.ParallelFor(n, task);
@@ -169,6 +184,7 @@ xet::Result<bool> CasService::FinishXorb(XorbUpload& upload) {
   xet::ValidateOptions vo;
   vo.expected_hash = &upload.hash_;
   vo.parallel = &parallel;
+  vo.prehashed = upload.prehasher_.hashes();
   auto validated = xet::ValidateXorb(body, vo);
   upload.write_thread_.join();
   if (!validated) return validated.error();  // the writer's destructor discards the bytes

@@ -6,6 +6,7 @@
 // pool passed in; the caller's thread takes part.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -56,10 +57,11 @@ struct TransferPlan {
 
 class CasService;
 
-// A xorb upload whose body arrives in pieces. Each piece is kept (validation needs the whole xorb) and
-// written to the store by a thread of the upload's own as soon as it arrives, so that receiving the body and
-// its durable write overlap; Finish validates (on the worker pool), flushes, commits, then indexes.
-// Destroying an unfinished upload discards whatever was written.
+// A xorb upload whose body arrives in pieces. Each piece is kept (validation needs the whole xorb), written
+// to the store by a thread of the upload's own as soon as it arrives, and its complete chunks decoded and
+// hashed by that thread too, so that receiving, writing and most of the validation overlap; Finish validates
+// what is left (on the worker pool) while the thread flushes the file, then commits and indexes. Destroying
+// an unfinished upload discards whatever was written.
 //
 // Thread-safety: one caller at a time (Append in order, then Finish once).
 class XorbUpload {
@@ -87,9 +89,12 @@ class XorbUpload {
   // Shared with the write thread.
   std::mutex mu_;
   std::condition_variable cv_;
-  size_t received_ = 0;  // bytes of body_ the write thread may write
-  bool ended_ = false;   // no more bytes: write the rest, sync, stop
+  size_t received_ = 0;        // bytes of body_ the write thread may write
+  bool ended_ = false;         // no more bytes: write the rest, sync, stop
+  bool prehash_done_ = false;  // the write thread no longer touches prehasher_
   bool cancelled_ = false;
+  std::atomic<bool> finishing_{false};  // interrupts prehashing
+  xet::ChunkPrehasher prehasher_;       // run by the write thread on what has arrived
   xet::Status written_ = xet::Ok{};
   std::thread write_thread_;
 };

@@ -547,14 +547,22 @@ Result<ValidatedXorb> ValidateXorb(std::span<const uint8_t> body, const Validate
     chunks[i].unpacked_size = pending[i].header.uncompressed_length;
     chunks[i].end_offset = pending[i].payload_offset + pending[i].header.compressed_length;
   }
+  // Chunks hashed while the body arrived, as long as they are the chunks found here.
+  size_t known = 0;
+  while (known < std::min(options.prehashed.size(), pending.size()) &&
+         options.prehashed[known].payload_offset == pending[known].payload_offset) {
+    chunks[known].hash = options.prehashed[known].hash;
+    ++known;
+  }
   std::atomic<size_t> first_bad{pending.size()};
   std::vector<Error> errors;
-  const size_t groups = options.parallel ? std::min<size_t>(pending.size(), 64) : 1;
+  const size_t todo = pending.size() - known;
+  const size_t groups = options.parallel ? std::clamp<size_t>(todo, 1, 64) : 1;
   errors.resize(groups, Error{ErrorCode::kMalformed, {}});
   auto run_group = [&](size_t g) {
     ChunkDecoder decoder;
-    const size_t begin = pending.size() * g / groups;
-    const size_t end = pending.size() * (g + 1) / groups;
+    const size_t begin = known + todo * g / groups;
+    const size_t end = known + todo * (g + 1) / groups;
     for (size_t i = begin; i < end; ++i) {
       if (first_bad.load(std::memory_order_relaxed) < i) return;  // an earlier chunk already failed
       const auto& p = pending[i];
@@ -605,6 +613,32 @@ Result<ValidatedXorb> ValidateXorb(std::span<const uint8_t> body, const Validate
     out.footer = footer->version;
   }
   return out;
+}
+
+void ChunkPrehasher::Advance(std::span<const uint8_t> body, const std::atomic<bool>* interrupt) {
+  while (!stopped_ && pos_ < body.size() &&
+         !(interrupt != nullptr && interrupt->load(std::memory_order_relaxed))) {
+    const auto rest = body.subspan(pos_);
+    // Enough bytes to tell a footer's ident from a chunk header.
+    if (rest.size() < 16) return;
+    if (StartsWithFooterIdent(rest) || hashes_.size() == kMaxXorbChunks) {
+      stopped_ = true;
+      return;
+    }
+    auto h = ChunkHeader::Parse(rest);
+    if (!h) {
+      stopped_ = true;
+      return;
+    }
+    if (h->compressed_length > rest.size() - kChunkHeaderSize) return;  // the payload is still arriving
+    auto hash = decoder_.DecodeAndHash(*h, rest.subspan(kChunkHeaderSize, h->compressed_length));
+    if (!hash) {
+      stopped_ = true;
+      return;
+    }
+    hashes_.push_back({static_cast<uint32_t>(pos_ + kChunkHeaderSize), *hash});
+    pos_ += kChunkHeaderSize + h->compressed_length;
+  }
 }
 
 }  // namespace cairn::xet

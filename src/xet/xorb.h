@@ -7,6 +7,7 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -146,14 +147,41 @@ struct ValidatedXorb {
   std::array<uint32_t, 3> chunks_by_scheme{};   // indexed by CompressionScheme
 };
 
+// A chunk hashed before validation (by ChunkPrehasher), with where its payload starts in the body.
+struct PrehashedChunk {
+  uint32_t payload_offset = 0;
+  ChunkHash hash;
+};
+
 struct ValidateOptions {
   const XorbHash* expected_hash = nullptr;  // when set, the computed hash must equal it
   const ParallelFor* parallel = nullptr;    // when set, chunks are decoded and hashed on it
+  // The body's leading chunks, already decoded and hashed from these same bytes: not decoded again. A chunk
+  // whose offset does not match the one found here ends the list.
+  std::span<const PrehashedChunk> prehashed = {};
 };
 
 // Validates an uploaded xorb in one pass: walks the chunk headers (stopping at a footer if one follows the
 // chunks, which must then agree with what was computed), decodes and hashes every chunk exactly once, and
 // checks the xorb hash. Returns the layout from that same pass.
 Result<ValidatedXorb> ValidateXorb(std::span<const uint8_t> body, const ValidateOptions& options = {});
+
+// Decodes and hashes the chunks of a xorb body while the body is still arriving, so that ValidateXorb at the
+// end (given hashes() as ValidateOptions::prehashed) has only the tail left. It walks chunks exactly as
+// ValidateXorb does and stops for good at anything else (a footer, a malformed header, a decoding error): the
+// validator then finds and reports it.
+class ChunkPrehasher {
+ public:
+  // `body`: the bytes received so far, a prefix of the final body (bytes already given never change). Returns
+  // early, between two chunks, once `*interrupt` is set.
+  void Advance(std::span<const uint8_t> body, const std::atomic<bool>* interrupt = nullptr);
+  std::span<const PrehashedChunk> hashes() const { return hashes_; }
+
+ private:
+  ChunkDecoder decoder_;
+  size_t pos_ = 0;
+  bool stopped_ = false;
+  std::vector<PrehashedChunk> hashes_;
+};
 
 }  // namespace cairn::xet

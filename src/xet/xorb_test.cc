@@ -798,6 +798,56 @@ TEST(XorbValidate, RejectsTruncatedPayload) {
   EXPECT_FALSE(ValidateXorb(x.bytes).ok());
 }
 
+// Hashing chunks as the body arrives (pieces that cut chunks anywhere) gives what validation computes, and
+// validation given those hashes gives the same answer; a footer or a corrupt chunk stops the prehasher there
+// and validation still reports the corruption.
+TEST(XorbValidate, PrehashedChunksAsTheBodyArrives) {
+  const Chunks chunks = MixedChunks(30);
+  const EncodedXorb x = EncodeXorb(chunks.views, CompressionPolicy::kLz4);
+  Bytes body = x.bytes;
+  AppendFooterV1(body, x.hash, x.layout, 7);
+  ChunkPrehasher pre;
+  for (size_t end = 0; end < body.size();) {
+    end = std::min(body.size(), end + 9'999);
+    pre.Advance(std::span(body).first(end));
+  }
+  ASSERT_EQ(pre.hashes().size(), 30u);  // every chunk, and not the footer
+  for (size_t i = 0; i < 30; ++i) {
+    EXPECT_EQ(pre.hashes()[i].hash, x.layout.chunks[i].hash) << i;
+    EXPECT_EQ(pre.hashes()[i].payload_offset, x.layout.begin_offset(i) + kChunkHeaderSize) << i;
+  }
+  auto v = ValidateXorb(body, {.expected_hash = &x.hash, .prehashed = pre.hashes()});
+  ASSERT_TRUE(v.ok()) << v.error().message;
+  EXPECT_EQ(v->footer, FooterVersion::kV1);
+  ExpectSameLayout(v->layout, x.layout);
+
+  // Interrupted: nothing more is hashed once the flag is set.
+  const std::atomic<bool> interrupt{true};
+  ChunkPrehasher stopped;
+  stopped.Advance(body, &interrupt);
+  EXPECT_TRUE(stopped.hashes().empty());
+
+  // Chunk 4 corrupt (its LZ4 frame magic broken): hashing stops before it, validation names it.
+  Bytes bad = x.bytes;
+  const size_t payload = x.layout.begin_offset(4) + kChunkHeaderSize;
+  ASSERT_EQ(bad[payload - 4], static_cast<uint8_t>(CompressionScheme::kLz4));
+  bad[payload] ^= 0xFF;
+  ChunkPrehasher pre_bad;
+  pre_bad.Advance(bad);
+  EXPECT_EQ(pre_bad.hashes().size(), 4u);
+  auto r = ValidateXorb(bad, {.expected_hash = &x.hash, .prehashed = pre_bad.hashes()});
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(Contains(r.error().message, "(chunk 4 ")) << r.error().message;
+
+  // Hashes that do not belong to these bytes are not checked again (the caller vouches for them), but the
+  // xorb hash then comes out wrong.
+  std::vector<PrehashedChunk> forged(pre.hashes().begin(), pre.hashes().end());
+  forged[2].hash.bytes[0] ^= 1;
+  auto f = ValidateXorb(x.bytes, {.expected_hash = &x.hash, .prehashed = forged});
+  ASSERT_FALSE(f.ok());
+  EXPECT_EQ(f.error().code, ErrorCode::kHashMismatch);
+}
+
 TEST(XorbValidate, CorruptMiddleChunkReportsItsIndex) {
   const Chunks chunks = MixedChunks(12);
   EncodedXorb x = EncodeXorb(chunks.views, CompressionPolicy::kLz4);
