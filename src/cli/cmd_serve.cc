@@ -85,11 +85,7 @@ http::Result<std::unique_ptr<Backend>> RegisterRoutes(http::Server& server, cons
 }
 
 int Serve(const ServeOptions& opts) {
-  config::ConfigSources sources;
-  if (!opts.config_file.empty()) sources.file = opts.config_file;
-  sources.env = config::CairnEnvironment();
-  sources.flags = opts.flags;
-  auto cfg = config::LoadConfig(sources);
+  auto cfg = config::LoadCommandConfig(opts.config_file, opts.flags);
   if (!cfg) {
     std::cerr << "cairn serve: " << cfg.error().message << "\n";
     return 2;

@@ -1,5 +1,7 @@
 // `cairn token`: mint a bearer token signed with the server's key.
 #include <iostream>
+#include <map>
+#include <string>
 
 #include "cli/commands.h"
 #include "config/config.h"
@@ -18,11 +20,9 @@ struct TokenOptions {
 };
 
 int Token(const TokenOptions& opts) {
-  config::ConfigSources sources;
-  if (!opts.config_file.empty()) sources.file = opts.config_file;
-  sources.env = config::CairnEnvironment();
-  if (!opts.data_dir.empty()) sources.flags["data_dir"] = opts.data_dir;
-  auto cfg = config::LoadConfig(sources);
+  std::map<std::string, std::string> flags;
+  if (!opts.data_dir.empty()) flags["data_dir"] = opts.data_dir;
+  auto cfg = config::LoadCommandConfig(opts.config_file, std::move(flags));
   if (!cfg) {
     std::cerr << "cairn token: " << cfg.error().message << "\n";
     return 2;

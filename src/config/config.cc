@@ -248,6 +248,14 @@ std::map<std::string, std::string> CairnEnvironment() {
   return out;
 }
 
+Result<Config> LoadCommandConfig(const std::string& config_file, std::map<std::string, std::string> flags) {
+  ConfigSources sources;
+  if (!config_file.empty()) sources.file = config_file;
+  sources.env = CairnEnvironment();
+  sources.flags = std::move(flags);
+  return LoadConfig(sources);
+}
+
 Result<Config> LoadConfig(const ConfigSources& sources) {
   Config c;
   const unsigned cpus = std::max(1u, std::thread::hardware_concurrency());

@@ -52,6 +52,10 @@ Result<Config> LoadConfig(const ConfigSources& sources);
 // The process environment's CAIRN_* variables.
 std::map<std::string, std::string> CairnEnvironment();
 
+// A command's configuration: `config_file` (empty: CAIRN_CONFIG, if set), this process's CAIRN_* environment,
+// then `flags` (TOML key → value).
+Result<Config> LoadCommandConfig(const std::string& config_file, std::map<std::string, std::string> flags);
+
 // "3600", "90s", "30m", "12h", "7d" → seconds; must be positive.
 Result<std::chrono::seconds> ParseDuration(std::string_view text);
 
