@@ -42,8 +42,7 @@ const xet::EncodedXorb& SeedXorb() {
 
 fs::path FreshDir(const std::string& name) {
   const char* env = std::getenv("CAIRN_BENCH_DIR");  // NOLINT(concurrency-mt-unsafe): read before threads
-  const fs::path dir =
-      fs::path(env ? env : ".") / ("cairn-api-bench-" + name + "-" + std::to_string(::getpid()));
+  fs::path dir = fs::path(env ? env : ".") / ("cairn-api-bench-" + name + "-" + std::to_string(::getpid()));
   fs::remove_all(dir);
   fs::create_directories(dir);
   return dir;

@@ -492,7 +492,6 @@ struct FooterExample {
   EncodedXorb xorb = EncodeXorb(chunks.views, CompressionPolicy::kNone);
   Bytes object;
   static constexpr size_t kStart = 324;  // footer start
-  static constexpr size_t kN = 3;
 
   explicit FooterExample(uint32_t nonce = 0xA1B2C3D4) {
     object = xorb.bytes;
