@@ -73,17 +73,18 @@ XorbUpload::XorbUpload(CasService& service, const xet::XorbHash& hash,
   body_.reset(
       new uint8_t[xet::kMaxXorbUploadBytes]);  // NOLINT(cppcoreguidelines-owning-memory): uninitialized
   write_thread_ = std::thread([this] { WriteLoop(); });
+  hash_thread_ = std::thread([this] { HashLoop(); });
 }
 
 XorbUpload::~XorbUpload() {
-  if (write_thread_.joinable()) {
-    {
-      std::lock_guard lock(mu_);
-      cancelled_ = true;
-    }
-    cv_.notify_all();
-    write_thread_.join();
+  {
+    std::lock_guard lock(mu_);
+    cancelled_ = true;
   }
+  finishing_ = true;
+  cv_.notify_all();
+  if (write_thread_.joinable()) write_thread_.join();
+  if (hash_thread_.joinable()) hash_thread_.join();
 }
 
 xet::Status XorbUpload::Append(std::span<const uint8_t> data) {
@@ -118,30 +119,33 @@ void XorbUpload::WriteLoop() {
     if (upto > done) {
       xet::Status st = writer_->Append({body_.get() + done, upto - done});
       done = upto;
-      if (st) {
-        // Once Finish runs, it hashes what is left in parallel: stop then.
-        if (!end) prehasher_.Advance({body_.get(), upto}, &finishing_);
-        continue;
-      }
-      {
-        std::lock_guard lock(mu_);
-        written_ = std::move(st);
-        prehash_done_ = true;
-      }
-      cv_.notify_all();
-      return;
-    }
-    if (end) {
-      {
-        std::lock_guard lock(mu_);
-        prehash_done_ = true;
-      }
-      cv_.notify_all();  // Finish validates while the file is flushed
-      xet::Status st = writer_->Sync();
+      if (st) continue;
       std::lock_guard lock(mu_);
       written_ = std::move(st);
       return;
     }
+    if (end) {
+      xet::Status st = writer_->Sync();  // while Finish validates
+      std::lock_guard lock(mu_);
+      written_ = std::move(st);
+      return;
+    }
+  }
+}
+
+// Hashes the complete chunks that have arrived, as they arrive, until Finish takes over.
+void XorbUpload::HashLoop() {
+  size_t seen = 0;
+  for (;;) {
+    size_t upto = 0;
+    {
+      std::unique_lock lock(mu_);
+      cv_.wait(lock, [&] { return cancelled_ || ended_ || received_ > seen; });
+      if (cancelled_ || ended_) return;  // Finish hashes the rest on the pool
+      upto = received_;
+    }
+    prehasher_.Advance({body_.get(), upto}, &finishing_);
+    seen = upto;
   }
 }
 
@@ -172,11 +176,11 @@ xet::Result<bool> CasService::FinishXorb(XorbUpload& upload) {
   // blob only becomes visible on Commit, after validation succeeded.
   upload.finishing_ = true;
   {
-    std::unique_lock lock(upload.mu_);
+    std::lock_guard lock(upload.mu_);
     upload.ended_ = true;
-    upload.cv_.notify_all();
-    upload.cv_.wait(lock, [&] { return upload.prehash_done_; });
   }
+  upload.cv_.notify_all();
+  upload.hash_thread_.join();  // its hashes are final now
   const std::span<const uint8_t> body(upload.body_.get(), upload.size_);
   const xet::ParallelFor parallel = [this](size_t n, const std::function<void(size_t)>& task) {
     workers_.ParallelFor(n, task);

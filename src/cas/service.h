@@ -59,9 +59,9 @@ class CasService;
 
 // A xorb upload whose body arrives in pieces. Each piece is kept (validation needs the whole xorb), written
 // to the store by a thread of the upload's own as soon as it arrives, and its complete chunks decoded and
-// hashed by that thread too, so that receiving, writing and most of the validation overlap; Finish validates
-// what is left (on the worker pool) while the thread flushes the file, then commits and indexes. Destroying
-// an unfinished upload discards whatever was written.
+// hashed by a second thread, so that receiving, writing and most of the validation overlap; Finish validates
+// what is left (on the worker pool) while the write thread flushes the file, then commits and indexes.
+// Destroying an unfinished upload discards whatever was written.
 //
 // Thread-safety: one caller at a time (Append in order, then Finish once).
 class XorbUpload {
@@ -79,6 +79,7 @@ class XorbUpload {
   friend class CasService;
   XorbUpload(CasService& service, const xet::XorbHash& hash, std::unique_ptr<store::BlobWriter> writer);
   void WriteLoop();
+  void HashLoop();
 
   CasService& service_;
   xet::XorbHash hash_;
@@ -86,17 +87,17 @@ class XorbUpload {
   std::unique_ptr<uint8_t[]> body_;            // kMaxXorbUploadBytes reserved, touched only as filled
   size_t size_ = 0;                            // bytes appended (written by the caller only)
 
-  // Shared with the write thread.
+  // Shared with the write and hash threads.
   std::mutex mu_;
   std::condition_variable cv_;
-  size_t received_ = 0;        // bytes of body_ the write thread may write
-  bool ended_ = false;         // no more bytes: write the rest, sync, stop
-  bool prehash_done_ = false;  // the write thread no longer touches prehasher_
+  size_t received_ = 0;  // bytes of body_ the threads may read
+  bool ended_ = false;   // no more bytes: write the rest and sync; stop hashing
   bool cancelled_ = false;
-  std::atomic<bool> finishing_{false};  // interrupts prehashing
-  xet::ChunkPrehasher prehasher_;       // run by the write thread on what has arrived
+  std::atomic<bool> finishing_{false};  // interrupts hashing
+  xet::ChunkPrehasher prehasher_;       // the hash thread's; Finish reads it once that thread is joined
   xet::Status written_ = xet::Ok{};
   std::thread write_thread_;
+  std::thread hash_thread_;
 };
 
 class CasService {
