@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "api/cas_routes.h"
+#include "cas/test_backend.h"
 #include "client/upload_builder.h"
 #include "http/test_util.h"
 #include "index/sqlite_index.h"
@@ -138,18 +139,7 @@ class CasApi : public ::testing::Test {
   static void SetUpTestSuite() { (void)std::signal(SIGPIPE, SIG_IGN); }
 
   void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("cairn-api-" + std::to_string(::getpid()) + "-" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-    auto st = store::LocalDiskStore::Open(dir_ / "blobs");
-    ASSERT_TRUE(st.ok()) << st.error().message;
-    store_ = std::move(*st);
-    index::SqliteOptions io;
-    io.path = (dir_ / "index.db").string();
-    auto ix = index::SqliteIndex::Open(io);
-    ASSERT_TRUE(ix.ok()) << ix.error().message;
-    index_ = std::move(*ix);
+    ASSERT_NO_FATAL_FAILURE(cas::testing::OpenTestBackend("cairn-api", &dir_, &store_, &index_));
 
     http::ServerOptions o;
     o.host = "127.0.0.1";

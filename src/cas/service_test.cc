@@ -8,6 +8,7 @@
 #include <boost/json.hpp>
 #include <filesystem>
 
+#include "cas/test_backend.h"
 #include "client/upload_builder.h"
 #include "index/sqlite_index.h"
 #include "store/local_disk_store.h"
@@ -23,18 +24,7 @@ using Bytes = std::vector<uint8_t>;
 class Service : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("cairn-service-" + std::to_string(::getpid()) + "-" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-    auto st = store::LocalDiskStore::Open(dir_ / "blobs");
-    ASSERT_TRUE(st.ok()) << st.error().message;
-    store_ = std::move(*st);
-    index::SqliteOptions io;
-    io.path = (dir_ / "index.db").string();
-    auto ix = index::SqliteIndex::Open(io);
-    ASSERT_TRUE(ix.ok()) << ix.error().message;
-    index_ = std::move(*ix);
+    ASSERT_NO_FATAL_FAILURE(cas::testing::OpenTestBackend("cairn-service", &dir_, &store_, &index_));
     ServiceOptions so;
     so.url_secret.bytes.fill(7);
     so.now = [this] { return now_; };
