@@ -135,8 +135,10 @@ class XorbSink final : public http::BodySink {
  public:
   explicit XorbSink(std::unique_ptr<cas::XorbUpload> upload) : upload_(std::move(upload)) {}
 
+  std::span<uint8_t> ReceiveBuffer() override { return upload_->Space(); }
+
   void OnData(std::span<const uint8_t> data, Next next) override {
-    auto st = upload_->Append(data);
+    auto st = upload_->Append(data);  // in place: nothing to copy
     if (!st) return next(http::Error{StatusOf(st.error()), st.error().message});
     next(http::Ok{});
   }

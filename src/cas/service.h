@@ -20,6 +20,7 @@
 
 #include "cas/reconstruction.h"
 #include "cas/transfer_url.h"
+#include "common/buffer_pool.h"
 #include "common/worker_pool.h"
 #include "index/index.h"
 #include "index/lru_cache.h"
@@ -35,6 +36,7 @@ struct ServiceOptions {
   uint64_t dedup_key_expiry_seconds = 7 * 86400;  // how long clients may reuse a dedup answer
   bool dedup_across_scopes = false;               // dedup answers only reveal chunks of the asker's scope
   std::function<uint64_t()> now = nullptr;        // unix seconds; tests inject a clock
+  size_t upload_buffers_kept = 2;  // 64 MiB xorb upload buffers kept mapped for reuse (see BufferPool)
 };
 
 // Progress of a shard registration, for the NDJSON stream of /v2/shards.
@@ -58,10 +60,11 @@ struct TransferPlan {
 class CasService;
 
 // A xorb upload whose body arrives in pieces. Each piece is kept (validation needs the whole xorb), written
-// to the store by a thread of the upload's own as soon as it arrives, and its complete chunks decoded and
-// hashed by a second thread, so that receiving, writing and most of the validation overlap; Finish validates
-// what is left (on the worker pool) while the write thread flushes the file, then commits and indexes.
-// Destroying an unfinished upload discards whatever was written.
+// to the store by a thread of the upload's own as soon as it arrives, made durable by a second thread
+// following the first, and its complete chunks decoded and hashed by a third, so that receiving, writing,
+// flushing and most of the validation overlap; Finish validates what is left (on the worker pool) while the
+// last bytes are written and flushed, then commits and indexes. Destroying an unfinished upload discards
+// whatever was written.
 //
 // Thread-safety: one caller at a time (Append in order, then Finish once).
 class XorbUpload {
@@ -70,6 +73,9 @@ class XorbUpload {
   XorbUpload(const XorbUpload&) = delete;
   XorbUpload& operator=(const XorbUpload&) = delete;
 
+  // Where the next bytes may be received in place (empty once kMaxXorbUploadBytes arrived): Append of a
+  // prefix of it copies nothing.
+  std::span<uint8_t> Space();
   // kLimit past kMaxXorbUploadBytes; kIo when the store failed.
   xet::Status Append(std::span<const uint8_t> data);
   // Whether the xorb was new (false: it was stored before; the upload was a retry).
@@ -77,26 +83,33 @@ class XorbUpload {
 
  private:
   friend class CasService;
-  XorbUpload(CasService& service, const xet::XorbHash& hash, std::unique_ptr<store::BlobWriter> writer);
+  XorbUpload(CasService& service, const xet::XorbHash& hash, std::unique_ptr<store::BlobWriter> writer,
+             std::unique_ptr<BufferPool::Buffer> body);
   void WriteLoop();
+  void FlushLoop();
   void HashLoop();
 
   CasService& service_;
   xet::XorbHash hash_;
-  std::unique_ptr<store::BlobWriter> writer_;  // null when the xorb is stored already
-  std::unique_ptr<uint8_t[]> body_;            // kMaxXorbUploadBytes reserved, touched only as filled
-  size_t size_ = 0;                            // bytes appended (written by the caller only)
+  std::unique_ptr<store::BlobWriter> writer_;    // null when the xorb is stored already
+  std::unique_ptr<store::BlobFlusher> flusher_;  // null when the store flushes at Commit only
+  std::unique_ptr<BufferPool::Buffer> body_;     // kMaxXorbUploadBytes
+  size_t size_ = 0;                              // bytes appended (written by the caller only)
 
-  // Shared with the write and hash threads.
+  // Shared with the threads.
   std::mutex mu_;
   std::condition_variable cv_;
-  size_t received_ = 0;  // bytes of body_ the threads may read
-  bool ended_ = false;   // no more bytes: write the rest and sync; stop hashing
+  size_t received_ = 0;      // bytes of body_ the threads may read
+  bool ended_ = false;       // no more bytes: write and flush the rest; stop hashing
+  size_t written_ = 0;       // bytes handed to the writer
+  bool write_done_ = false;  // the write thread ended (all written, or failed)
   bool cancelled_ = false;
   std::atomic<bool> finishing_{false};  // interrupts hashing
   xet::ChunkPrehasher prehasher_;       // the hash thread's; Finish reads it once that thread is joined
-  xet::Status written_ = xet::Ok{};
+  xet::Status write_status_ = xet::Ok{};
+  xet::Status flush_status_ = xet::Ok{};
   std::thread write_thread_;
+  std::thread flush_thread_;
   std::thread hash_thread_;
 };
 
@@ -152,6 +165,7 @@ class CasService {
   ServiceOptions options_;
   TransferUrlSigner signer_;
   TransferUrlVerifier verifier_;
+  BufferPool upload_buffers_;
   index::LruCache<xet::XorbHash, xet::XorbLayout, xet::HashHasher> layouts_{256ULL << 20};
   index::LruCache<xet::FileHash, std::vector<FileTermRef>, xet::HashHasher> terms_{256ULL << 20};
 };

@@ -34,6 +34,16 @@ struct Field {
   Setter set;
 };
 
+// A setter for a count setting in [min, max].
+Setter CountSetter(size_t Config::*member, uint64_t min, uint64_t max) {
+  return [member, min, max](Config& c, std::string_view v) -> xet::Status {
+    auto n = ParseCount(v, min, max);
+    if (!n) return n.error();
+    c.*member = *n;
+    return xet::Ok{};
+  };
+}
+
 const std::vector<Field>& Fields() {
   static const std::vector<Field> fields = {
       {"listen",
@@ -58,20 +68,8 @@ const std::vector<Field>& Fields() {
          c.public_url = url;
          return xet::Ok{};
        }},
-      {"io_threads",
-       [](Config& c, std::string_view v) -> xet::Status {
-         auto n = ParseCount(v, 1, 1024);
-         if (!n) return n.error();
-         c.io_threads = *n;
-         return xet::Ok{};
-       }},
-      {"worker_threads",
-       [](Config& c, std::string_view v) -> xet::Status {
-         auto n = ParseCount(v, 1, 1024);
-         if (!n) return n.error();
-         c.worker_threads = *n;
-         return xet::Ok{};
-       }},
+      {"io_threads", CountSetter(&Config::io_threads, 1, 1024)},
+      {"worker_threads", CountSetter(&Config::worker_threads, 1, 1024)},
       {"jwt_secret",
        [](Config& c, std::string_view v) -> xet::Status {
          if (v.size() < 32) return xet::Malformed("must be at least 32 characters");
@@ -110,13 +108,8 @@ const std::vector<Field>& Fields() {
          }
          return xet::Malformed("must be one of trace, debug, info, warn, error, critical, off");
        }},
-      {"max_concurrent_uploads",
-       [](Config& c, std::string_view v) -> xet::Status {
-         auto n = ParseCount(v, 1, 1'000'000);
-         if (!n) return n.error();
-         c.max_concurrent_uploads = *n;
-         return xet::Ok{};
-       }},
+      {"max_concurrent_uploads", CountSetter(&Config::max_concurrent_uploads, 1, 1'000'000)},
+      {"upload_buffers_kept", CountSetter(&Config::upload_buffers_kept, 0, 1024)},
       {"shutdown_grace",
        [](Config& c, std::string_view v) -> xet::Status {
          auto d = ParseDuration(v);

@@ -33,6 +33,7 @@ struct Config {
   std::chrono::seconds dedup_key_expiry{7 * 24 * 3600};
   std::string log_level = "info";  // trace, debug, info, warn, error, critical, off
   size_t max_concurrent_uploads = 64;
+  size_t upload_buffers_kept = 2;  // 64 MiB upload buffers kept mapped between uploads
   std::chrono::seconds shutdown_grace{30};
 
   // Derived from listen.

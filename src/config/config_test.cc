@@ -44,6 +44,7 @@ TEST(Config, Defaults) {
   EXPECT_GE(c->worker_threads, 1u);
   EXPECT_FALSE(c->jwt_secret.has_value());
   EXPECT_EQ(c->log_level, "info");
+  EXPECT_EQ(c->upload_buffers_kept, 2u);
 }
 
 TEST(Config, PrecedenceDefaultsTomlEnvFlags) {
@@ -111,6 +112,7 @@ TEST(Config, BadValuesSayWhereAndWhat) {
       {{{"jwt_secret", "short"}}, {}, "32"},
       {{{"no_such_setting", "1"}}, {}, "unknown setting"},
       {{}, {{"CAIRN_WORKER_THREADS", "-1"}}, "CAIRN_WORKER_THREADS"},
+      {{{"upload_buffers_kept", "5000"}}, {}, "out of range"},
   };
   for (const auto& c : cases) {
     ConfigSources s;

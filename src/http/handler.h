@@ -9,9 +9,8 @@
 //  - buffered: the server reads the whole body (bounded by the route's max_body, 413 above) into
 //    Request::body before calling the Handler;
 //  - streamed: the StreamHandler runs as soon as the header is read (and authenticated) and returns a
-//  BodySink
-//    that receives the body in pieces as they arrive, with backpressure (the next piece is read only after
-//    the sink calls `next`).
+//    BodySink that receives the body in pieces as they arrive (in its own memory if it offers some), with
+//    backpressure (the next piece is read only after the sink calls `next`).
 // Response models: a buffered Response whose body is a list of parts, each a string or a FileSegment (sent
 // with sendfile(2)), or a chunked stream (ResponseStream) produced incrementally.
 #pragma once
@@ -187,7 +186,12 @@ class BodySink {
   // Thread-safe. Status ok: deliver the next piece (or finish); an error: stop reading, answer it, close.
   using Next = std::function<void(Status)>;
   virtual ~BodySink() = default;
-  // A piece of the body, in order, on the connection's strand. `data` stays valid until `next` is called.
+  // Where the next piece may be received (on the connection's strand, before each read): memory of the
+  // sink's, so that the body lands where the sink keeps it instead of being copied there in OnData. Empty
+  // (the default): the server's own buffer.
+  virtual std::span<uint8_t> ReceiveBuffer() { return {}; }
+  // A piece of the body, in order, on the connection's strand: a prefix of the ReceiveBuffer, or of the
+  // server's buffer. `data` stays valid until `next` is called.
   virtual void OnData(std::span<const uint8_t> data, Next next) = 0;
   // The whole body arrived; answer through `ex` (now or later, from any thread).
   virtual void OnEnd(std::shared_ptr<Exchange> ex) = 0;

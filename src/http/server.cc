@@ -428,11 +428,15 @@ class Session : public detail::Connection, public std::enable_shared_from_this<S
 
   void ReadStreamBody() {
     if (state_ == State::kClosed || responding_) return;
-    body_buf_.resize(kStreamPiece);
+    piece_ = sink_->ReceiveBuffer();
+    if (piece_.empty()) {
+      body_buf_.resize(kStreamPiece);
+      piece_ = body_buf_;
+    }
     buffer_.reserve(buffer_.size() + kBodyReadSize);  // as in ReadBufferedBody
     auto& body = stream_parser_->get().body();
-    body.data = body_buf_.data();
-    body.size = body_buf_.size();
+    body.data = piece_.data();
+    body.size = piece_.size();
     SetBodyDeadline();
     reading_ = true;
     bhttp::async_read_some(
@@ -446,7 +450,7 @@ class Session : public detail::Connection, public std::enable_shared_from_this<S
     if (ec == bhttp::error::need_buffer) ec = {};
     if (responding_) return;  // answered meanwhile; the connection closes after the answer
     if (ec) return BodyReadFailed(ec);
-    const size_t got = body_buf_.size() - stream_parser_->get().body().size;
+    const size_t got = piece_.size() - stream_parser_->get().body().size;
     bytes_in_ += got;
     body_bytes_ += got;
     const bool done = stream_parser_->is_done();
@@ -455,7 +459,7 @@ class Session : public detail::Connection, public std::enable_shared_from_this<S
     const auto paused = Clock::now();
     const uint64_t gen = gen_;
     auto self = shared_from_this();
-    sink_->OnData(std::span<const uint8_t>(body_buf_.data(), got), [self, gen, done, paused](Status st) {
+    sink_->OnData(piece_.first(got), [self, gen, done, paused](Status st) {
       self->Dispatch([self, gen, done, paused, st = std::move(st)] {
         if (gen != self->gen_ || self->state_ == State::kClosed || self->responding_) return;
         self->body_start_ += Clock::now() - paused;  // time the sink took does not count against the client
@@ -728,7 +732,8 @@ class Session : public detail::Connection, public std::enable_shared_from_this<S
   std::optional<bhttp::request_parser<bhttp::string_body>> string_parser_;
   std::optional<bhttp::request_parser<bhttp::buffer_body>> stream_parser_;
   Request pending_request_;
-  std::vector<uint8_t> body_buf_;
+  std::vector<uint8_t> body_buf_;  // a streamed body's pieces, unless the sink receives them in place
+  std::span<uint8_t> piece_;       // where the piece being read goes
   std::unique_ptr<BodySink> sink_;
   std::shared_ptr<Exchange> exchange_;  // held while a streamed body is read
   Clock::time_point body_start_;

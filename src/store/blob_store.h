@@ -11,7 +11,7 @@
 //    a torn or corrupt blob with the new bytes.
 //  - The store does not check that bytes match their hash; that is the caller's job (it knows the format).
 //  - Thread-safety: every BlobStore method may be called concurrently from any thread, also for the same
-//    key. A BlobWriter is used by one thread at a time.
+//    key. A BlobWriter is used by one thread at a time (its BlobFlusher by another).
 //  - Failures are values: kNotFound for an unknown blob, kInconsistent for a range outside a blob, kIo when
 //    the operating system fails (its message names the path and errno text). Nothing throws.
 #pragma once
@@ -56,6 +56,19 @@ struct OpenBlob {
   uint64_t size = 0;
 };
 
+// Makes the bytes appended to one put durable while the put goes on: a thread of the caller's flushes behind
+// the thread that appends, so that Commit finds little left to flush. Obtained from BlobWriter::NewFlusher.
+class BlobFlusher {
+ public:
+  virtual ~BlobFlusher() = default;
+  // Makes every byte appended before the call durable. Thread-safe against Append on the writer. A failure
+  // also fails the writer's Commit: the put cannot succeed any more.
+  virtual xet::Status Flush() = 0;
+
+ protected:
+  BlobFlusher() = default;
+};
+
 // One put in progress. Append pieces in order, then Commit once. Destroying the writer without a
 // successful Commit aborts the put and removes whatever was written.
 class BlobWriter {
@@ -66,9 +79,9 @@ class BlobWriter {
 
   // Appends `data`. After a failure the writer is unusable: only destruction (= abort) remains.
   virtual xet::Status Append(std::span<const uint8_t> data) = 0;
-  // Makes the bytes appended so far durable, so that Commit has only what follows left to flush: a caller
-  // with other work to overlap (validation) calls it early. Optional; Commit alone is always enough.
-  virtual xet::Status Sync() { return xet::Ok{}; }
+  // A flusher for this put (see BlobFlusher), or null when the store cannot flush early or gains nothing
+  // by it (Commit alone is always enough). Call it before the first Append; it must not outlive the writer.
+  virtual std::unique_ptr<BlobFlusher> NewFlusher() { return nullptr; }
   // Makes the blob durable and visible under its name. May be called once.
   virtual xet::Result<PutOutcome> Commit(const PutOptions& options = {}) = 0;
   virtual uint64_t bytes_appended() const = 0;

@@ -163,16 +163,13 @@ class LocalDiskStore::Writer final : public BlobWriter {
     return xet::Ok{};
   }
 
-  xet::Status Sync() override {
-    if (state_ != State::kOpen) return xet::IoError("put of " + FinalPath() + " is no longer open");
-    xet::Status st = store_->Inject(PutStep::kFsyncFile);
-    if (st.ok()) st = FsyncFd(file_.get(), TmpPath());
-    if (!st.ok()) return Fail(st.error());
-    return xet::Ok{};
-  }
+  std::unique_ptr<BlobFlusher> NewFlusher() override;
 
   xet::Result<PutOutcome> Commit(const PutOptions& options) override {
     if (state_ != State::kOpen) return xet::IoError("put of " + FinalPath() + " is no longer open");
+    // A failed flush reported the write error to the flusher alone (the kernel reports it once per open file
+    // description, which the flusher shares): the fsync below could succeed over lost pages.
+    if (flush_failed_->load()) return Fail(xet::IoError("an earlier flush of " + TmpPath() + " failed"));
     xet::Status st = store_->Inject(PutStep::kFsyncFile);
     if (st.ok()) st = FsyncFd(file_.get(), TmpPath());
     if (!st.ok()) return Fail(st.error());
@@ -207,7 +204,7 @@ class LocalDiskStore::Writer final : public BlobWriter {
   uint64_t bytes_appended() const override { return appended_; }
 
  private:
-  // Starts writing back every full 8 MiB appended (without waiting for it), so that the fsync at Sync or
+  // Starts writing back every full 8 MiB appended (without waiting for it), so that a flush or the fsync at
   // Commit finds most of a large blob on disk already instead of flushing all of it then. A hint: errors
   // surface at that fsync.
   void StartWriteback() {
@@ -299,7 +296,35 @@ class LocalDiskStore::Writer final : public BlobWriter {
   uint64_t appended_ = 0;
   uint64_t writeback_from_ = 0;  // bytes before this have been handed to the kernel's writeback
   State state_ = State::kOpen;
+  std::shared_ptr<std::atomic<bool>> flush_failed_ = std::make_shared<std::atomic<bool>>(false);
 };
+
+// fsyncs a duplicate of the writer's descriptor: the same file, without sharing the writer's state.
+class LocalDiskStore::Flusher final : public BlobFlusher {
+ public:
+  Flusher(const LocalDiskStore* store, UniqueFd fd, std::string path,
+          std::shared_ptr<std::atomic<bool>> failed)
+      : store_(store), fd_(std::move(fd)), path_(std::move(path)), failed_(std::move(failed)) {}
+
+  xet::Status Flush() override {
+    xet::Status st = store_->Inject(PutStep::kFsyncFile);
+    if (st.ok()) st = FsyncFd(fd_.get(), path_);
+    if (!st.ok()) failed_->store(true);
+    return st;
+  }
+
+ private:
+  const LocalDiskStore* store_;
+  UniqueFd fd_;
+  std::string path_;
+  std::shared_ptr<std::atomic<bool>> failed_;
+};
+
+std::unique_ptr<BlobFlusher> LocalDiskStore::Writer::NewFlusher() {
+  UniqueFd fd(file_.valid() ? ::fcntl(file_.get(), F_DUPFD_CLOEXEC, 0) : -1);
+  if (!fd.valid()) return nullptr;  // out of descriptors: Commit flushes everything instead
+  return std::make_unique<Flusher>(store_, std::move(fd), TmpPath(), flush_failed_);
+}
 
 // ---- Store
 

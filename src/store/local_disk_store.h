@@ -54,6 +54,7 @@ class LocalDiskStore final : public BlobStore {
 
  private:
   class Writer;
+  class Flusher;
   LocalDiskStore(std::filesystem::path root, LocalDiskOptions options);
 
   std::filesystem::path KindDir(BlobKind kind) const;

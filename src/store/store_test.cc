@@ -396,38 +396,55 @@ TEST_P(LocalDiskStoreTest, InjectedFaultAtEveryStepLeavesNoObject) {
   }
 }
 
-// Sync flushes what was appended so far; appending after it and committing gives the whole blob. A failed
-// Sync ends the put: nothing becomes visible and no temporary file stays.
-TEST_P(LocalDiskStoreTest, SyncBeforeCommit) {
-  bool fail_sync = false;
+// A flusher flushes what was appended so far, from another thread while appends go on; committing gives the
+// whole blob. A failed flush fails the put: nothing becomes visible and no temporary file stays, even though
+// the writer's own fsync at Commit would succeed.
+TEST_P(LocalDiskStoreTest, FlusherBehindTheWriter) {
+  std::atomic<bool> fail_flush = false;
+  std::atomic<int> flushes = 0;
   auto store = Open({.fault_injector = [&](PutStep step) -> xet::Status {
-    if (fail_sync && step == PutStep::kFsyncFile) return xet::IoError("injected");
+    if (step != PutStep::kFsyncFile) return xet::Ok{};
+    ++flushes;
+    if (fail_flush) return xet::IoError("injected");
     return xet::Ok{};
   }});
-  const auto head = Bytes(40'000, 6);
-  const auto tail = Bytes(1'000, 7);
+  const auto piece = Bytes(40'000, 6);
   {
     auto w = store->BeginPut(BlobKind::kXorb, HashOf(6));
     ASSERT_TRUE(w.ok());
-    ASSERT_TRUE((*w)->Append(head).ok());
-    ASSERT_TRUE((*w)->Sync().ok());
-    ASSERT_TRUE((*w)->Append(tail).ok());
+    auto flusher = (*w)->NewFlusher();
+    ASSERT_NE(flusher, nullptr);
+    std::atomic<bool> done = false;
+    std::thread flushing([&] {
+      do {  // at least once, whenever the appends end
+        ASSERT_TRUE(flusher->Flush().ok());
+      } while (!done);
+    });
+    for (int i = 0; i < 50; ++i) ASSERT_TRUE((*w)->Append(piece).ok());
+    done = true;
+    flushing.join();
     ASSERT_TRUE((*w)->Commit().ok());
   }
-  std::vector<uint8_t> out(head.size() + tail.size());
+  EXPECT_GE(flushes.load(), 2);  // the flusher's and Commit's
+  std::vector<uint8_t> out(piece.size() * 50);
   ASSERT_TRUE(store->ReadRange(BlobKind::kXorb, HashOf(6), 0, out).ok());
-  std::vector<uint8_t> want = head;
-  want.insert(want.end(), tail.begin(), tail.end());
-  EXPECT_EQ(out, want);
+  for (size_t i = 0; i < 50; ++i) {
+    ASSERT_TRUE(
+        std::equal(piece.begin(), piece.end(), out.begin() + static_cast<ptrdiff_t>(i * piece.size())));
+  }
 
-  fail_sync = true;
   {
     auto w = store->BeginPut(BlobKind::kXorb, HashOf(8));
     ASSERT_TRUE(w.ok());
-    ASSERT_TRUE((*w)->Append(head).ok());
-    EXPECT_EQ((*w)->Sync().error().code, ErrorCode::kIo);
-    EXPECT_FALSE((*w)->Append(tail).ok());
-    EXPECT_FALSE((*w)->Commit().ok());
+    auto flusher = (*w)->NewFlusher();
+    ASSERT_TRUE((*w)->Append(piece).ok());
+    fail_flush = true;
+    EXPECT_EQ(flusher->Flush().error().code, ErrorCode::kIo);
+    fail_flush = false;  // the writer's own fsync would succeed now
+    ASSERT_TRUE((*w)->Append(piece).ok());
+    auto committed = (*w)->Commit();
+    ASSERT_FALSE(committed.ok());
+    EXPECT_NE(committed.error().message.find("earlier flush"), std::string::npos);
   }
   EXPECT_FALSE(store->Stat(BlobKind::kXorb, HashOf(8))->exists);
   EXPECT_TRUE(TempFilesUnder(dir_.path()).empty());
