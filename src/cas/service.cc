@@ -48,6 +48,15 @@ xet::Result<std::shared_ptr<const xet::XorbLayout>> CasService::Layout(const xet
   return layout;
 }
 
+xet::LayoutLookup CasService::HoldingLookup(std::vector<std::shared_ptr<const xet::XorbLayout>>& held) {
+  return [this, &held](const xet::XorbHash& h) -> const xet::XorbLayout* {
+    auto l = Layout(h);
+    if (!l) return nullptr;
+    held.push_back(std::move(*l));
+    return held.back().get();
+  };
+}
+
 xet::Result<std::shared_ptr<const std::vector<FileTermRef>>> CasService::Terms(const xet::FileHash& hash) {
   if (auto cached = terms_.Get(hash)) return cached;
   auto entry = index_.GetFile(hash);
@@ -336,12 +345,8 @@ xet::Result<ReconstructionAnswer> CasService::Reconstruct(const xet::FileHash& f
     if (!t) return t.error();
     terms = *t;
   }
-  std::map<xet::XorbHash, std::shared_ptr<const xet::XorbLayout>> held;
-  const xet::LayoutLookup lookup = [&](const xet::XorbHash& h) -> const xet::XorbLayout* {
-    auto l = Layout(h);
-    if (!l) return nullptr;
-    return held.emplace(h, *l).first->second.get();
-  };
+  std::vector<std::shared_ptr<const xet::XorbLayout>> held;
+  const xet::LayoutLookup lookup = HoldingLookup(held);
   return AnswerReconstruction(*terms, lookup, {range, version, Now() + options_.transfer_url_ttl_seconds},
                               signer_, &workers_);
 }
@@ -363,12 +368,8 @@ xet::Result<ReconstructionAnswer> CasService::ReconstructBatch(std::span<const x
     held_terms.push_back(*t);
     batch.push_back({f, *held_terms.back()});
   }
-  std::map<xet::XorbHash, std::shared_ptr<const xet::XorbLayout>> held;
-  const xet::LayoutLookup lookup = [&](const xet::XorbHash& h) -> const xet::XorbLayout* {
-    auto l = Layout(h);
-    if (!l) return nullptr;
-    return held.emplace(h, *l).first->second.get();
-  };
+  std::vector<std::shared_ptr<const xet::XorbLayout>> held;
+  const xet::LayoutLookup lookup = HoldingLookup(held);
   return AnswerBatchReconstruction(batch, lookup, Now() + options_.transfer_url_ttl_seconds, signer_,
                                    &workers_);
 }

@@ -157,6 +157,9 @@ class CasService {
   // Unpacked layouts and file terms, cached by size in front of the index (both are immutable).
   xet::Result<std::shared_ptr<const xet::XorbLayout>> Layout(const xet::XorbHash& hash);
   xet::Result<std::shared_ptr<const std::vector<FileTermRef>>> Terms(const xet::FileHash& hash);
+  // Looks layouts up through the cache and keeps each one found alive in `held` (the cache may evict it
+  // while an answer still points into it). A plain vector: an answer looks each xorb up once.
+  xet::LayoutLookup HoldingLookup(std::vector<std::shared_ptr<const xet::XorbLayout>>& held);
   xet::HmacKey DedupKey(uint64_t window) const;
 
   index::Index& index_;
