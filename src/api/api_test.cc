@@ -1084,7 +1084,7 @@ TEST_F(CasApi, TelemetryHealthMetricsAndRouting) {
   EXPECT_EQ(get_xorb[bhttp::field::allow], "POST");
   auto post_recon = Post("/v2/reconstructions/" + kZeroHex, "", Read());
   EXPECT_EQ(post_recon.result_int(), 405u);
-  EXPECT_EQ(post_recon[bhttp::field::allow], "GET");
+  EXPECT_EQ(post_recon[bhttp::field::allow], "GET, HEAD");
 
   // Request counters by route name and status for the CAS routes.
   const auto up = Build({xet::testing::TextLikeBytes(18, 100000)});

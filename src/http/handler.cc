@@ -45,11 +45,9 @@ uint64_t Response::ContentLength() const {
 }
 
 Response Response::Json(unsigned status, std::string json) {
-  Response r;
-  r.status = status;
-  r.Header("Content-Type", "application/json");
-  r.body.emplace_back(std::move(json));
-  return r;
+  std::vector<std::string> parts;
+  parts.push_back(std::move(json));
+  return Json(status, std::move(parts));
 }
 
 Response Response::Json(unsigned status, std::vector<std::string> parts) {

@@ -40,45 +40,52 @@ bool PathMatches(const Route& r, const std::vector<std::string>& segments,
 
 }  // namespace
 
-void Router::Add(Route r) {
-  r.segments = SplitPattern(r.pattern);
-  if (r.options.name.empty()) r.options.name = r.pattern;
-  routes_.push_back(std::move(r));
-}
-
-void Router::Handle(Verb method, std::string_view pattern, RouteOptions options, Handler handler) {
+Route& Router::Add(Verb method, std::string_view pattern, RouteOptions options) {
   Route r;
   r.method = method;
   r.pattern = std::string(pattern);
+  r.segments = SplitPattern(r.pattern);  // throws on a bad pattern, before anything is added
   r.options = std::move(options);
-  r.handler = std::move(handler);
-  Add(std::move(r));
+  if (r.options.name.empty()) r.options.name = r.pattern;
+  return routes_.emplace_back(std::move(r));
+}
+
+void Router::Handle(Verb method, std::string_view pattern, RouteOptions options, Handler handler) {
+  Add(method, pattern, std::move(options)).handler = std::move(handler);
 }
 
 void Router::HandleStream(Verb method, std::string_view pattern, RouteOptions options,
                           StreamHandler handler) {
-  Route r;
-  r.method = method;
-  r.pattern = std::string(pattern);
-  r.options = std::move(options);
-  r.stream_handler = std::move(handler);
-  Add(std::move(r));
+  Add(method, pattern, std::move(options)).stream_handler = std::move(handler);
 }
 
 Router::Match Router::Find(Verb method, const std::vector<std::string>& segments) const {
   Match m;
+  const auto allow = [&m](Verb v) {
+    const std::string name(boost::beast::http::to_string(v));
+    if (m.allow.find(name) == std::string::npos) m.allow += (m.allow.empty() ? "" : ", ") + name;
+  };
+  // The route for `method`; for HEAD without a HEAD route, the GET route (the server sends its header alone).
+  const Route* found = nullptr;
   for (const Route& r : routes_) {
     if (!PathMatches(r, segments, nullptr)) continue;
     if (r.method == method) {
-      m.route = &r;
-      m.status = 200;
-      m.allow.clear();
-      PathMatches(r, segments, &m.params);
-      return m;
+      found = &r;
+      break;
+    }
+    if (method == Verb::head && r.method == Verb::get) {
+      if (found == nullptr) found = &r;
+      continue;
     }
     m.status = 405;
-    const std::string name(boost::beast::http::to_string(r.method));
-    if (m.allow.find(name) == std::string::npos) m.allow += (m.allow.empty() ? "" : ", ") + name;
+    allow(r.method);
+    if (r.method == Verb::get) allow(Verb::head);
+  }
+  if (found != nullptr) {
+    m.route = found;
+    m.status = 200;
+    m.allow.clear();
+    PathMatches(*found, segments, &m.params);
   }
   return m;
 }

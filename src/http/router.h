@@ -76,7 +76,8 @@ class Router {
   const std::vector<Route>& routes() const { return routes_; }
 
  private:
-  void Add(Route r);
+  // A new route with everything but its handler (pattern split; an unnamed route named by its pattern).
+  Route& Add(Verb method, std::string_view pattern, RouteOptions options);
   std::vector<Route> routes_;
 };
 

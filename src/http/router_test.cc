@@ -27,6 +27,19 @@ TEST(Router, MatchesCapturesAndMethods) {
   ASSERT_NE(m.route, nullptr);
   EXPECT_EQ(m.route->options.name, "recon");
 
+  // HEAD: the GET route answers; routes without GET do not, and list what they take.
+  m = r.Find(Verb::head, {"v1", "reconstructions", "f00"});
+  ASSERT_NE(m.route, nullptr);
+  EXPECT_EQ(m.route->options.name, "recon");
+  EXPECT_EQ(m.params.at("file"), "f00");
+  m = r.Find(Verb::head, {"v1", "xorbs", "default", "abc"});
+  EXPECT_EQ(m.route, nullptr);
+  EXPECT_EQ(m.status, 405u);
+  EXPECT_EQ(m.allow, "POST");
+  m = r.Find(Verb::put, {"v1", "reconstructions", "f00"});
+  EXPECT_EQ(m.status, 405u);
+  EXPECT_EQ(m.allow, "GET, HEAD");
+
   EXPECT_EQ(r.Find(Verb::get, {"v1", "xorbs", "default"}).status, 404u);
   EXPECT_EQ(r.Find(Verb::post, {"v1", "xorbs", "default", ""}).status, 404u);  // empty capture
   EXPECT_EQ(r.Find(Verb::get, {}).status, 404u);

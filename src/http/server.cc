@@ -319,6 +319,7 @@ class Session : public detail::Connection, public std::enable_shared_from_this<S
     body_done_ = false;
     responding_ = false;
     chunked_ = false;
+    head_ = h != nullptr && h->method() == bhttp::verb::head;
     out_complete_ = false;
     keep_alive_ = false;
     request_id_.clear();
@@ -523,8 +524,9 @@ class Session : public detail::Connection, public std::enable_shared_from_this<S
     res.set(bhttp::field::content_length, std::to_string(length));
     std::ostringstream head;
     head << res.base();
-    pending_ += head.str().size() + length;
+    pending_ += head.str().size() + (head_ ? 0 : length);
     Queue(head.str());
+    if (head_) r.body.clear();  // HEAD: the GET answer's header, Content-Length included, without its body
     for (auto& part : r.body) {
       if (auto* s = std::get_if<std::string>(&part)) {
         Queue(std::move(*s));
@@ -549,7 +551,7 @@ class Session : public detail::Connection, public std::enable_shared_from_this<S
   }
 
   void DoSendChunk(uint64_t gen, std::string data) {
-    if (gen != gen_ || state_ == State::kClosed || !chunked_ || out_complete_) {
+    if (gen != gen_ || state_ == State::kClosed || !chunked_ || out_complete_ || head_) {
       pending_ -= data.size();
       return;
     }
@@ -563,8 +565,10 @@ class Session : public detail::Connection, public std::enable_shared_from_this<S
 
   void DoEndChunked(uint64_t gen) {
     if (gen != gen_ || state_ == State::kClosed || !chunked_ || out_complete_) return;
-    pending_ += 5;
-    Queue("0\r\n\r\n");
+    if (!head_) {
+      pending_ += 5;
+      Queue("0\r\n\r\n");
+    }
     out_complete_ = true;
     StartWrite();
   }
@@ -747,6 +751,7 @@ class Session : public detail::Connection, public std::enable_shared_from_this<S
   bool writing_ = false;
   bool out_complete_ = false;
   bool chunked_ = false;
+  bool head_ = false;  // a HEAD request: answers carry no body
   std::atomic<bool> open_{true};
   std::atomic<uint64_t> pending_{0};
 };

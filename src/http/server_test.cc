@@ -171,8 +171,30 @@ TEST_F(ServerTest, WrongMethodIs405) {
   Client c(port_);
   auto res = c.Post("/healthz", "");
   EXPECT_EQ(res.result_int(), 405u);
-  EXPECT_EQ(res[bhttp::field::allow], "GET");
+  EXPECT_EQ(res[bhttp::field::allow], "GET, HEAD");
   EXPECT_NE(res.body().find("\"error\""), std::string::npos);
+  res = c.Head("/write");  // a POST-only route
+  EXPECT_EQ(res.result_int(), 405u);
+  EXPECT_EQ(res[bhttp::field::allow], "POST");
+}
+
+// HEAD answers with the GET answer's header, Content-Length included, and no body: the next request on the
+// same connection parses cleanly only if no body bytes were sent (also for a sendfile body).
+TEST_F(ServerTest, HeadIsTheGetHeaderWithoutItsBody) {
+  Client c(port_);
+  const auto get = c.Get("/healthz");
+  auto head = c.Head("/healthz");
+  EXPECT_EQ(head.result_int(), 200u);
+  EXPECT_EQ(head[bhttp::field::content_length], std::to_string(get.body().size()));
+  EXPECT_EQ(head[bhttp::field::content_type], get[bhttp::field::content_type]);
+  EXPECT_TRUE(head.body().empty());
+  EXPECT_EQ(c.Get("/healthz").body(), get.body());
+
+  head = c.Head("/file");
+  EXPECT_EQ(head.result_int(), 200u);
+  EXPECT_EQ(head[bhttp::field::content_length], std::to_string(file_data_.size()));
+  EXPECT_EQ(c.Get("/file").body(), file_data_);
+  EXPECT_EQ(c.Head("/nothing").result_int(), 404u);
 }
 
 TEST_F(ServerTest, KeepAliveReusesTheConnection) {

@@ -61,8 +61,17 @@ class Client {
     return Send(std::move(req));
   }
 
-  bhttp::response<bhttp::string_body> Read() {
+  // A HEAD request: the answer's header alone (no body is read, whatever Content-Length says).
+  bhttp::response<bhttp::string_body> Head(const std::string& target) {
+    bhttp::request<bhttp::string_body> req{bhttp::verb::head, target, 11};
+    req.set(bhttp::field::host, "127.0.0.1");
+    bhttp::write(socket_, req);
+    return Read(/*head=*/true);
+  }
+
+  bhttp::response<bhttp::string_body> Read(bool head = false) {
     bhttp::response_parser<bhttp::string_body> parser;
+    parser.skip(head);
     parser.body_limit(1ull << 30);
     bhttp::read(socket_, buffer_, parser);
     return parser.release();
