@@ -12,20 +12,14 @@
 #include <random>
 
 #include "index/sqlite_index.h"
+#include "index/test_support.h"
 
 namespace cairn::index {
 namespace {
 
 namespace fs = std::filesystem;
 
-Hash RandomHash(std::mt19937_64& rng) {
-  Hash h;
-  for (int i = 0; i < 4; ++i) {
-    const uint64_t w = rng();
-    std::memcpy(h.bytes.data() + 8 * i, &w, 8);
-  }
-  return h;
-}
+using fixtures::RandomHash;
 
 struct Shared {
   fs::path dir;

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "index/sqlite_index.h"
+#include "index/test_support.h"
 
 namespace cairn::index {
 namespace {
@@ -19,14 +20,7 @@ namespace {
 namespace fs = std::filesystem;
 using xet::ErrorCode;
 
-Hash RandomHash(std::mt19937_64& rng) {
-  Hash h;
-  for (int i = 0; i < 4; ++i) {
-    const uint64_t w = rng();
-    std::memcpy(h.bytes.data() + 8 * i, &w, 8);
-  }
-  return h;
-}
+using fixtures::RandomHash;
 
 xet::XorbLayout MakeLayout(std::mt19937_64& rng, size_t chunks) {
   xet::XorbLayout layout;
