@@ -197,13 +197,17 @@ void OneRequestPerRepetition(benchmark::internal::Benchmark* b) {
       ->ReportAggregatesOnly(true);
 }
 
-void BM_ServiceReconstruction(benchmark::State& state, bool merged, ApiVersion version) {
+// `planned`: ask for the whole file as a byte range, which is planned on every request (whole-file requests
+// reuse the plan kept from the first one).
+void BM_ServiceReconstruction(benchmark::State& state, bool merged, ApiVersion version, bool planned) {
   static ServiceFixture unmerged_service(Get(false), "unmerged");
   static ServiceFixture merged_service(Get(true), "merged");
   ServiceFixture& f = merged ? merged_service : unmerged_service;
+  const std::optional<ByteRange> range =
+      planned ? std::optional<ByteRange>(ByteRange{0, UINT64_MAX}) : std::nullopt;
   size_t body = 0;
   for (auto _ : state) {
-    auto answer = f.service->Reconstruct(f.file, "bench", std::nullopt, version);
+    auto answer = f.service->Reconstruct(f.file, "bench", range, version);
     if (!answer || answer->status != ReconstructionStatus::kOk) {
       state.SkipWithError("reconstruction failed");
       break;
@@ -213,12 +217,18 @@ void BM_ServiceReconstruction(benchmark::State& state, bool merged, ApiVersion v
   }
   state.counters["body_MB"] = static_cast<double>(body) / 1e6;
 }
-BENCHMARK_CAPTURE(BM_ServiceReconstruction, unmerged_v2, false, ApiVersion::kV2)
+BENCHMARK_CAPTURE(BM_ServiceReconstruction, unmerged_v2, false, ApiVersion::kV2, false)
     ->Apply(OneRequestPerRepetition);
-BENCHMARK_CAPTURE(BM_ServiceReconstruction, unmerged_v1, false, ApiVersion::kV1)
+BENCHMARK_CAPTURE(BM_ServiceReconstruction, unmerged_v2_planned_each_time, false, ApiVersion::kV2, true)
     ->Apply(OneRequestPerRepetition);
-BENCHMARK_CAPTURE(BM_ServiceReconstruction, merged_v2, true, ApiVersion::kV2)->Apply(OneRequestPerRepetition);
-BENCHMARK_CAPTURE(BM_ServiceReconstruction, merged_v1, true, ApiVersion::kV1)->Apply(OneRequestPerRepetition);
+BENCHMARK_CAPTURE(BM_ServiceReconstruction, unmerged_v1, false, ApiVersion::kV1, false)
+    ->Apply(OneRequestPerRepetition);
+BENCHMARK_CAPTURE(BM_ServiceReconstruction, unmerged_v1_planned_each_time, false, ApiVersion::kV1, true)
+    ->Apply(OneRequestPerRepetition);
+BENCHMARK_CAPTURE(BM_ServiceReconstruction, merged_v2, true, ApiVersion::kV2, false)
+    ->Apply(OneRequestPerRepetition);
+BENCHMARK_CAPTURE(BM_ServiceReconstruction, merged_v1, true, ApiVersion::kV1, false)
+    ->Apply(OneRequestPerRepetition);
 
 }  // namespace
 }  // namespace cairn::cas

@@ -65,25 +65,6 @@ void ReserveAnswer(std::string& out, size_t n) {
 #endif
 }
 
-struct ChunkSpan {
-  uint32_t start;
-  uint32_t end;  // exclusive
-};
-
-// A term kept in the answer.
-struct PlannedTerm {
-  uint32_t xorb;  // index into FetchPlan::xorbs
-  ChunkSpan chunks;
-  uint32_t bytes;
-};
-
-struct PlannedXorb {
-  xet::XorbHash hash;
-  const xet::XorbLayout* layout;
-  XorbSigningState signing;      // hex form and MAC state, filled by Finish()
-  std::vector<ChunkSpan> spans;  // sorted and merged by Finish()
-};
-
 bool SameHash(const xet::Hash& a, const xet::Hash& b) {
   return ((a.word(0) ^ b.word(0)) | (a.word(1) ^ b.word(1)) | (a.word(2) ^ b.word(2)) |
           (a.word(3) ^ b.word(3))) == 0;
@@ -407,42 +388,64 @@ size_t ReconstructionAnswer::size() const {
   return n;
 }
 
-ReconstructionAnswer AnswerReconstruction(std::span<const FileTermRef> terms,
-                                          const xet::LayoutLookup& layouts, const ReconstructionQuery& query,
-                                          const TransferUrlSigner& signer, WorkerPool* pool) {
-  ReconstructionAnswer answer;
+size_t ReconstructionPlan::MemoryBytes() const {
+  size_t n = sizeof(*this) + terms.capacity() * sizeof(PlannedTerm) + xorbs.capacity() * sizeof(PlannedXorb) +
+             holds.capacity() * sizeof(holds[0]);
+  for (const auto& x : xorbs) n += x.spans.capacity() * sizeof(ChunkSpan);
+  return n;
+}
+
+ReconstructionPlan PlanReconstruction(std::span<const FileTermRef> terms, const xet::LayoutLookup& layouts,
+                                      std::optional<ByteRange> range, const TransferUrlSigner& signer) {
+  ReconstructionPlan out;
   const uint64_t size = terms.empty() ? 0 : terms.back().end_offset;
   uint64_t start = 0;
   uint64_t end = size;
-  if (query.range) {
-    start = query.range->start;
+  if (range) {
+    start = range->start;
     if (start >= size && !(size == 0 && start == 0)) {
-      answer.status = ReconstructionStatus::kRangeNotSatisfiable;
-      answer.detail = "range starts at or past the end of the file (" + std::to_string(size) + " bytes)";
-      return answer;
+      out.status = ReconstructionStatus::kRangeNotSatisfiable;
+      out.detail = "range starts at or past the end of the file (" + std::to_string(size) + " bytes)";
+      return out;
     }
-    end = std::min(query.range->end, size - (size > 0 ? 1 : 0)) + (size > 0 ? 1 : 0);
+    end = std::min(range->end, size - (size > 0 ? 1 : 0)) + (size > 0 ? 1 : 0);
   }
 
   FetchPlan plan(layouts);
-  std::vector<PlannedTerm> planned;
-  planned.reserve(terms.size());
-  uint64_t offset_into_first = 0;
-  if (size > 0 && !PlanTerms(terms, start, end, plan, planned, &offset_into_first)) {
-    answer.status = ReconstructionStatus::kMissingXorb;
-    answer.detail = "the index references a xorb it has no layout for";
-    return answer;
+  out.terms.reserve(terms.size());
+  if (size > 0 && !PlanTerms(terms, start, end, plan, out.terms, &out.offset_into_first)) {
+    out.status = ReconstructionStatus::kMissingXorb;
+    out.detail = "the index references a xorb it has no layout for";
+    out.terms.clear();
+    return out;
   }
   plan.Finish(signer);
+  out.xorbs = std::move(plan.xorbs());
+  return out;
+}
 
+ReconstructionAnswer WriteReconstruction(const ReconstructionPlan& plan, ApiVersion version,
+                                         uint64_t url_expiry_unix, const TransferUrlSigner& signer,
+                                         WorkerPool* pool) {
+  ReconstructionAnswer answer;
+  answer.status = plan.status;
+  answer.detail = plan.detail;
+  if (plan.status != ReconstructionStatus::kOk) return answer;
   PartsBuilder parts;
-  parts.Text("{\"offset_into_first_range\":" + std::to_string(offset_into_first) + ",\"terms\":");
-  parts.Terms(planned, plan.xorbs());
-  parts.Text(query.version == ApiVersion::kV1 ? ",\"fetch_info\":{" : ",\"xorbs\":{");
-  parts.Xorbs(query.version, plan.xorbs(), query.url_expiry_unix, signer);
+  parts.Text("{\"offset_into_first_range\":" + std::to_string(plan.offset_into_first) + ",\"terms\":");
+  parts.Terms(plan.terms, plan.xorbs);
+  parts.Text(version == ApiVersion::kV1 ? ",\"fetch_info\":{" : ",\"xorbs\":{");
+  parts.Xorbs(version, plan.xorbs, url_expiry_unix, signer);
   parts.Text("}}");
   answer.body = parts.Build(pool);
   return answer;
+}
+
+ReconstructionAnswer AnswerReconstruction(std::span<const FileTermRef> terms,
+                                          const xet::LayoutLookup& layouts, const ReconstructionQuery& query,
+                                          const TransferUrlSigner& signer, WorkerPool* pool) {
+  const ReconstructionPlan plan = PlanReconstruction(terms, layouts, query.range, signer);
+  return WriteReconstruction(plan, query.version, query.url_expiry_unix, signer, pool);
 }
 
 ReconstructionAnswer AnswerBatchReconstruction(std::span<const BatchFile> files,

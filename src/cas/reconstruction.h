@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -54,7 +55,51 @@ struct ReconstructionAnswer {
 // Ranges wider than this many per URL are split over several fetch entries (v2), keeping URLs short.
 inline constexpr size_t kMaxRangesPerUrl = 256;
 
-// Answers a reconstruction query for one file.
+struct ChunkSpan {
+  uint32_t start = 0;
+  uint32_t end = 0;  // exclusive
+};
+
+// A term kept in an answer.
+struct PlannedTerm {
+  uint32_t xorb = 0;  // index into ReconstructionPlan::xorbs
+  ChunkSpan chunks;
+  uint32_t bytes = 0;
+};
+
+// A xorb an answer fetches from.
+struct PlannedXorb {
+  xet::XorbHash hash;
+  const xet::XorbLayout* layout = nullptr;  // from the lookup; alive as long as the plan needs it (see holds)
+  XorbSigningState signing{};               // hex form and MAC state, prepared once
+  std::vector<ChunkSpan> spans;             // sorted and merged
+};
+
+// What an answer for a byte range of a file says, short of its expiry and signatures: the terms, the xorbs
+// and their chunk ranges. Planning is a fifth of a 100,000-term answer, and a whole-file plan never changes
+// (files and layouts are immutable), so the service keeps whole-file plans for the next request.
+struct ReconstructionPlan {
+  ReconstructionStatus status = ReconstructionStatus::kOk;
+  std::string detail;  // why, when status is not kOk
+  uint64_t offset_into_first = 0;
+  std::vector<PlannedTerm> terms;
+  std::vector<PlannedXorb> xorbs;
+  // Keep the layouts the xorbs point to alive when the plan outlives the lookup (set by whoever keeps it).
+  std::vector<std::shared_ptr<const xet::XorbLayout>> holds;
+
+  size_t MemoryBytes() const;  // what the plan itself takes (the layouts it holds are counted elsewhere)
+};
+
+// Plans an answer for `range` (all of the file when empty) of the file made of `terms`.
+ReconstructionPlan PlanReconstruction(std::span<const FileTermRef> terms, const xet::LayoutLookup& layouts,
+                                      std::optional<ByteRange> range, const TransferUrlSigner& signer);
+// Writes the answer a plan describes (its status and detail when the plan failed), URLs expiring at
+// `url_expiry_unix`.
+ReconstructionAnswer WriteReconstruction(const ReconstructionPlan& plan, ApiVersion version,
+                                         uint64_t url_expiry_unix, const TransferUrlSigner& signer,
+                                         WorkerPool* pool = nullptr);
+
+// Answers a reconstruction query for one file: PlanReconstruction, then WriteReconstruction.
 ReconstructionAnswer AnswerReconstruction(std::span<const FileTermRef> terms,
                                           const xet::LayoutLookup& layouts, const ReconstructionQuery& query,
                                           const TransferUrlSigner& signer, WorkerPool* pool = nullptr);

@@ -334,6 +334,7 @@ xet::Result<ShardOutcome> CasService::PutShard(std::span<const uint8_t> body, co
 xet::Result<ReconstructionAnswer> CasService::Reconstruct(const xet::FileHash& file, const std::string& scope,
                                                           std::optional<ByteRange> range,
                                                           ApiVersion version) {
+  const uint64_t expiry = Now() + options_.transfer_url_ttl_seconds;
   std::shared_ptr<const std::vector<FileTermRef>> terms;
   if (file.is_zero()) {
     terms = std::make_shared<const std::vector<FileTermRef>>();  // the empty file exists for everyone
@@ -341,14 +342,22 @@ xet::Result<ReconstructionAnswer> CasService::Reconstruct(const xet::FileHash& f
     auto visible = index_.FileVisibleTo(file, scope);
     if (!visible) return visible.error();
     if (!*visible) return xet::NotFound("file " + file.hex() + " is unknown");
+    if (!range) {
+      if (auto plan = plans_.Get(file))
+        return WriteReconstruction(*plan, version, expiry, signer_, &workers_);
+    }
     auto t = Terms(file);
     if (!t) return t.error();
     terms = *t;
   }
   std::vector<std::shared_ptr<const xet::XorbLayout>> held;
-  const xet::LayoutLookup lookup = HoldingLookup(held);
-  return AnswerReconstruction(*terms, lookup, {range, version, Now() + options_.transfer_url_ttl_seconds},
-                              signer_, &workers_);
+  auto plan =
+      std::make_shared<ReconstructionPlan>(PlanReconstruction(*terms, HoldingLookup(held), range, signer_));
+  if (!range && !file.is_zero() && plan->status == ReconstructionStatus::kOk) {
+    plan->holds = std::move(held);
+    plans_.Put(file, plan, plan->MemoryBytes());
+  }
+  return WriteReconstruction(*plan, version, expiry, signer_, &workers_);
 }
 
 xet::Result<ReconstructionAnswer> CasService::ReconstructBatch(std::span<const xet::FileHash> files,

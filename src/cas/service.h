@@ -171,6 +171,8 @@ class CasService {
   BufferPool upload_buffers_;
   index::LruCache<xet::XorbHash, xet::XorbLayout, xet::HashHasher> layouts_{256ULL << 20};
   index::LruCache<xet::FileHash, std::vector<FileTermRef>, xet::HashHasher> terms_{256ULL << 20};
+  // Whole-file answers' plans (immutable, as files and layouts are): ~2 MB for a 100,000-term file.
+  index::LruCache<xet::FileHash, ReconstructionPlan, xet::HashHasher> plans_{128ULL << 20};
 };
 
 }  // namespace cairn::cas

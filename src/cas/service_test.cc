@@ -133,6 +133,30 @@ TEST_F(Service, UploadThenDownloadWholeFilesAndRanges) {
   EXPECT_EQ(Download(up.file_hashes[0], r, ApiVersion::kV1), want);
 }
 
+// Whole-file answers after the first come from the kept plan: the same answer at the same clock, URLs signed
+// afresh (new expiry) later, and still downloadable. Scope checks happen before the plan is used (see
+// FilesAreVisibleOnlyToTheirScopes).
+TEST_F(Service, WholeFileAnswersComeFromAKeptPlanWithFreshUrls) {
+  const Bytes data = xet::testing::TextLikeBytes(3, 2 << 20);
+  const auto up = Build({data});
+  Upload(up);
+  const auto& file = up.file_hashes[0];
+  const auto first = service_->Reconstruct(file, "repo", std::nullopt, ApiVersion::kV2);
+  const auto again = service_->Reconstruct(file, "repo", std::nullopt, ApiVersion::kV2);
+  ASSERT_TRUE(first.ok() && again.ok());
+  EXPECT_EQ(again->Text(), first->Text());
+  now_ += 100;
+  const auto later = service_->Reconstruct(file, "repo", std::nullopt, ApiVersion::kV2);
+  ASSERT_TRUE(later.ok());
+  EXPECT_NE(later->Text(), first->Text());
+  EXPECT_NE(later->Text().find(std::to_string(now_ + ServiceOptions{}.transfer_url_ttl_seconds)),
+            std::string::npos);
+  EXPECT_EQ(Download(file), data);
+  EXPECT_EQ(Download(file, std::nullopt, ApiVersion::kV1), data);
+  const ByteRange r{1000, 5000};
+  EXPECT_EQ(Download(file, r), Bytes(data.begin() + 1000, data.begin() + 5001));
+}
+
 TEST_F(Service, EveryCompressionScheme) {
   for (auto policy : {xet::CompressionPolicy::kNone, xet::CompressionPolicy::kLz4,
                       xet::CompressionPolicy::kBg4Lz4, xet::CompressionPolicy::kAuto}) {
