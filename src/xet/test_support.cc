@@ -1,6 +1,6 @@
 #include "xet/test_support.h"
 
-#include <boost/json/src.hpp>  // header-only Boost.JSON, compiled once here
+#include <boost/json/parse.hpp>
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
@@ -49,14 +49,6 @@ std::vector<uint8_t> TextLikeBytes(uint64_t seed, size_t n) {
   return out;
 }
 
-std::string SharedPath(const std::string& name) {
-#ifdef CAIRN_SHARED_DIR
-  return std::string(CAIRN_SHARED_DIR) + "/" + name;
-#else
-  return "../shared/" + name;
-#endif
-}
-
 std::string ReadFileOrDie(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {
@@ -69,7 +61,7 @@ std::string ReadFileOrDie(const std::string& path) {
 }
 
 const boost::json::value& Vectors() {
-  static const boost::json::value v = boost::json::parse(ReadFileOrDie(SharedPath("xet-vectors.json")));
+  static const boost::json::value v = boost::json::parse(ReadFileOrDie(CAIRN_VECTORS_FILE));
   return v;
 }
 

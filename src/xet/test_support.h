@@ -1,4 +1,4 @@
-// Helpers shared by the protocol tests and benchmarks.
+// Helpers shared by the protocol tests and benchmarks (library cairn_xet_testing).
 #pragma once
 
 #include <boost/json.hpp>
@@ -15,13 +15,11 @@ std::vector<uint8_t> SplitMix64Bytes(uint64_t seed, size_t n);
 // with LZ4 roughly as source code or JSON does.
 std::vector<uint8_t> TextLikeBytes(uint64_t seed, size_t n);
 
-// Path of a file in ../shared (the reference material beside the repository).
-std::string SharedPath(const std::string& name);
-
 // Whole file contents; aborts the test binary if unreadable.
 std::string ReadFileOrDie(const std::string& path);
 
-// ../shared/xet-vectors.json, parsed.
+// tests/vectors/xet-vectors.json, parsed: the protocol's test vectors, checked against the stock
+// implementations by tests/oracle/test_vectors.py (where each value comes from: tests/vectors/README.md).
 const boost::json::value& Vectors();
 
 }  // namespace cairn::xet::testing

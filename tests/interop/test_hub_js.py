@@ -135,7 +135,7 @@ def test_js_and_hf_xet_crossing(server, hfx, hubjs, tmp_path):
     hf_meta = {f["path"]: f for f in hf_up.result["files"]}
     js_meta, _ = _js_upload(hubjs, srv, wtok, [shared, js_only])
     # The two clients need NOT agree on the Xet hash of the same bytes: @huggingface/hub 2.17.5 chunks with
-    # @huggingface/xetchunk-wasm 0.2.0, which also cuts at chunk lengths 8128..8191 (see /work/notes/oracles.md),
+    # @huggingface/xetchunk-wasm 0.2.0, which also cuts at chunk lengths 8128..8191 (see tests/oracle/README.md),
     # so its file hash differs whenever such a cut happens. Whichever hash a client registered, both clients
     # must download the same bytes from it.
     for h in {hf_meta[str(shared)]["hash"], js_meta[str(shared)]["xetHash"]}:

@@ -1,7 +1,7 @@
 """Minimal, independent readers for the Xet on-disk formats, used to cross-check cairn's
 `xorb verify` / `shard verify` output against what the stock client wrote.
 
-Written from /work/shared/xet-protocol.md (sections 0, 3 and 4); no hashing, no decompression
+Written from the Xet format description (docs/formats.md and xet-core's); no hashing, no decompression
 (that is cairn's job, these readers only decode the stock client's own bookkeeping).
 """
 

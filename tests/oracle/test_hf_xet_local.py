@@ -1,7 +1,7 @@
 """cairn's xorb and shard readers vs what the stock hf_xet client writes to a file-backed CAS.
 
 For each compression policy, hf_xet 1.8.0 (subprocess, one per policy) uploads a set of files to
-`local://<tmp>/<policy>`. hf_xet's local CAS layout (see /work/notes/oracles.md):
+`local://<tmp>/<policy>`. hf_xet's local CAS layout (see README.md here):
   <root>/xet/xorbs/xorbs/default.<xorb-hex>        xorb, chunk region + V1 footer (+ .tagset sidecar)
   <root>/xet/xorbs/shards/<shard-hex>.mdb          shard with 200-byte footer, no lookup tables (+ .tagset)
   <root>/xet/shard-cache/<shard-hex>.mdb           same content re-serialized with lookup tables

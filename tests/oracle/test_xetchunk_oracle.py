@@ -4,10 +4,10 @@
 line per file and in argument order, exactly the same objects:
   {"path", "size", "chunks": [{"hash", "size"}], "xorb_hash", "file_hash", "verification_hash",
    "verification_hash_first3"}
-The oracle itself is checked first: against the published vectors (xet-protocol.md §1.4, §2.8), for
+The oracle itself is checked first: against the test vectors (tests/vectors/xet-vectors.json), for
 block-size independence, and against hf_xet's own (Rust) hash_files on every input. That last check
 matters: xetchunk-wasm 0.2.0 is a JavaScript reimplementation, and its own chunker cuts below the 8 KiB
-minimum (see xetchunk_oracle.mjs and /work/notes/oracles.md), so the oracle drives the stock gear hash
+minimum (see README.md here), so the oracle drives the stock gear hash
 itself and uses the package for all hashing.
 """
 
@@ -21,7 +21,7 @@ import struct
 
 import pytest
 
-from oracle_util import ORACLE_DIR, json_lines, run
+from oracle_util import ORACLE_DIR, REPO_ROOT, json_lines, run
 
 MiB = 1024 * 1024
 ORACLE = str(ORACLE_DIR / "xetchunk_oracle.mjs")
@@ -131,27 +131,28 @@ def cairn_out(cairn_bin, inputs) -> dict[str, dict]:
 
 
 def test_oracle_published_vectors(oracle_out):
-    """The oracle reproduces the vectors in xet-protocol.md §1.4 / §2.8."""
-    sm = oracle_out["splitmix0_1000000"]
+    """The oracle reproduces the SplitMix64 and constant-byte vectors of tests/vectors/xet-vectors.json."""
+    v = json.loads((REPO_ROOT / "tests" / "vectors" / "xet-vectors.json").read_text())
+    sm, want = oracle_out["splitmix0_1000000"], v["splitmix64_seed0_1e6"]
     ends, acc = [], 0
     for c in sm["chunks"]:
         acc += c["size"]
         ends.append(acc)
-    assert ends == [84493, 134421, 144853, 243318, 271793, 336457, 467529, 494581, 582000, 596735, 616815, 653164,
-                    678202, 724510, 815591, 827760, 958832, 991092, 1000000]
-    assert sm["chunks"][0]["hash"] == "6eca1e7dadaf08cca5d82d318c800f07c2ddcec115a7e8627e5edd9605b94b8d"
-    assert sm["chunks"][1]["hash"] == "624ea34d72a06e5d43a1b8dd10763f0d22f165992c397ed97563899b27fdd88a"
-    assert sm["chunks"][-1]["hash"] == "03e5b5f5a088269ec4b329f1e04debfac4cb54b9c0facf038f7e8e0f054be7e2"
-    assert sm["xorb_hash"] == "6f2ce16ca5e317f0100ff0e7e5bf40a0de9032e9ee1ad04b6b8ff4e36cdfbf6c"
-    assert sm["file_hash"] == "3d17b2d7d64a0e011b6717a52d9a16bd2c3f05b743fa8adf52a7d75dafab6d89"
-    assert sm["verification_hash"] == "6daf15a7ed258b91f607e8f5e6723a8564292d12c8104c156f7bad9c255a0180"
-    assert sm["verification_hash_first3"] == "9d229909f34de2ef9143bb807ab4862894ff855af45ff18f79063400cb72383a"
+    assert ends == want["chunk_ends"]
+    assert [c["hash"] for c in sm["chunks"]] == want["chunk_hashes"]
+    assert sm["xorb_hash"] == want["xorb_hash_all"]
+    assert sm["file_hash"] == want["file_hash_zero_salt"]
+    assert sm["verification_hash"] == want["range_hash_all"]
+    assert sm["verification_hash_first3"] == want["range_hash_0_3"]
 
-    c59 = oracle_out["const59_1000000"]
-    assert [c["size"] for c in c59["chunks"]] == [131072] * 7 + [1000000 - 7 * 131072]
+    c59, ends, acc = oracle_out["const59_1000000"], [], 0
+    for c in c59["chunks"]:
+        acc += c["size"]
+        ends.append(acc)
+    assert ends == v["constant_59_1e6"]["chunk_ends"]
 
     hw = oracle_out["hello_world"]
-    assert hw["chunks"] == [{"hash": "4e39378b9d359f118190557a1f44130219a54e5fcfa07bd96cf50b466fe651b1", "size": 11}]
+    assert hw["chunks"] == [{"hash": v["chunk_hash"]["hello world"], "size": 11}]
     assert hw["xorb_hash"] == hw["chunks"][0]["hash"]  # single leaf passes through
 
     e = oracle_out["empty"]

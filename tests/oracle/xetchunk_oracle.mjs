@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // Hash oracle built from the stock Hugging Face JS packages.
-// Usage: node xetchunk_oracle.mjs FILE...
+// Usage: node xetchunk_oracle.mjs FILE...   (also a module: tests/vectors/generate.mjs imports it)
 // Prints one JSON object per file, one per line, in argument order:
 // {"path","size","chunks":[{"hash","size"}],"xorb_hash","file_hash","verification_hash","verification_hash_first3"}
 //
@@ -8,10 +8,11 @@
 // @huggingface/xetchunk-wasm + @huggingface/blake3-jit as shipped. Chunk BOUNDARIES come from the
 // stock gear hash (gearhash-jit) driven by the small loop below, because the package's own
 // chunker (createChunker/nextBlock/finalize, 0.2.0) accepts gear matches at chunk lengths
-// 8128..8191, i.e. below the 8 KiB minimum, which hf_xet 1.8.0 ignores (see
-// /work/notes/oracles.md). XETCHUNK_ORACLE_CHUNKER=package selects the package's chunker anyway.
+// 8128..8191, i.e. below the 8 KiB minimum, which hf_xet 1.8.0 ignores (see tests/oracle/README.md).
+// XETCHUNK_ORACLE_CHUNKER=package selects the package's chunker anyway.
 // The test suite checks this oracle against hf_xet's own hashes on every input.
 import { openSync, readSync, closeSync, fstatSync } from "node:fs";
+import { pathToFileURL } from "node:url";
 import {
   createChunker,
   nextBlock,
@@ -24,13 +25,17 @@ import {
 import { Hasher as GearHasher } from "gearhash-jit";
 import { Hasher as Blake3Hasher } from "@huggingface/blake3-jit";
 
+// For tests/vectors/generate.mjs, whose directory has no node_modules of its own.
+export { xorbHash, fileHash, hmac, verificationHash, hashToHex, hexToBytes, getChunks } from "@huggingface/xetchunk-wasm";
+export { Blake3Hasher };
+
 const TARGET = 64 * 1024;
 const MIN_CHUNK = TARGET / 8; // 8192
 const MAX_CHUNK = TARGET * 2; // 131072
 const WINDOW = 64; // gear hash depends only on the last 64 bytes
 const SKIP = MIN_CHUNK - WINDOW - 1; // bytes of a new chunk that need not be hashed at all
 const MASK = 0xffff000000000000n;
-const DATA_KEY = new Uint8Array([
+export const DATA_KEY = new Uint8Array([
   102, 151, 245, 119, 91, 149, 80, 222, 49, 53, 203, 172, 165, 151, 24, 28, 157, 228, 33, 16, 155, 235, 43, 88, 180,
   208, 176, 75, 147, 173, 242, 41,
 ]);
@@ -43,7 +48,7 @@ const USE_PACKAGE_CHUNKER = process.env.XETCHUNK_ORACLE_CHUNKER === "package";
 
 // Streaming content-defined chunker: boundary after byte i when the chunk length is >= MIN_CHUNK and
 // (gear hash & MASK) == 0, or when the length reaches MAX_CHUNK.
-class Chunker {
+export class Chunker {
   constructor() {
     this.gear = new GearHasher(MASK);
     this.blake3 = Blake3Hasher.newKeyed(DATA_KEY);
@@ -120,10 +125,13 @@ function hashFile(path) {
   }
   const total = chunks.reduce((a, c) => a + c.length, 0);
   if (total !== size) throw new Error(`${path}: chunk sizes sum to ${total}, file has ${size}`);
+  return { path, size, ...describe(chunks) };
+}
+
+// The hashes of one file's chunks ({hash: Uint8Array, length}), as `cairn hash --json` prints them.
+export function describe(chunks) {
   const hashes = chunks.map((c) => c.hash);
   return {
-    path,
-    size,
     chunks: chunks.map((c) => ({ hash: hashToHex(c.hash), size: c.length })),
     xorb_hash: hashToHex(xorbHash(chunks)),
     file_hash: hashToHex(fileHash(chunks)),
@@ -132,9 +140,13 @@ function hashFile(path) {
   };
 }
 
-const files = process.argv.slice(2);
-if (files.length === 0) {
-  process.stderr.write("usage: node xetchunk_oracle.mjs FILE...\n");
-  process.exit(2);
+function main() {
+  const files = process.argv.slice(2);
+  if (files.length === 0) {
+    process.stderr.write("usage: node xetchunk_oracle.mjs FILE...\n");
+    process.exit(2);
+  }
+  for (const f of files) process.stdout.write(JSON.stringify(hashFile(f)) + "\n");
 }
-for (const f of files) process.stdout.write(JSON.stringify(hashFile(f)) + "\n");
+
+if (import.meta.url === pathToFileURL(process.argv[1]).href) main();
