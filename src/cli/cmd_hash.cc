@@ -11,11 +11,6 @@
 namespace cairn::cli {
 namespace {
 
-struct HashOptions {
-  std::vector<std::string> files;
-  bool json = false;
-};
-
 // Chunks and hashes one file while streaming it in 1 MiB reads.
 int HashOne(const std::string& path, bool json) {
   std::ifstream in(path, std::ios::binary);
@@ -68,16 +63,10 @@ int HashOne(const std::string& path, bool json) {
 
 }  // namespace
 
-void RegisterHash(CLI::App& app) {
-  auto opts = std::make_shared<HashOptions>();
-  auto* cmd = app.add_subcommand("hash", "Chunk files as the stock client does; print their Xet hashes");
-  cmd->add_option("files", opts->files, "Files to hash")->required();
-  cmd->add_flag("--json", opts->json, "One JSON object per file: chunks, xorb, file and verification hashes");
-  cmd->callback([opts] {
-    int rc = 0;
-    for (const auto& f : opts->files) rc |= HashOne(f, opts->json);
-    if (rc != 0) throw CLI::RuntimeError(rc);
-  });
+int RunHash(const HashOptions& opts) {
+  int rc = 0;
+  for (const auto& f : opts.files) rc |= HashOne(f, opts.json);
+  return rc;
 }
 
 }  // namespace cairn::cli

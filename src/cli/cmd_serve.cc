@@ -20,11 +20,6 @@
 namespace cairn::cli {
 namespace {
 
-struct ServeOptions {
-  std::string config_file;
-  std::map<std::string, std::string> flags;  // setting name → value, only for flags given
-};
-
 // The storage behind the routes; lives as long as the server runs.
 struct Backend {
   std::unique_ptr<store::LocalDiskStore> store;
@@ -85,7 +80,9 @@ http::Result<std::unique_ptr<Backend>> RegisterRoutes(http::Server& server, cons
   return b;
 }
 
-int Serve(const ServeOptions& opts) {
+}  // namespace
+
+int RunServe(const ServeOptions& opts) {
   auto cfg = config::LoadCommandConfig(opts.config_file, opts.flags);
   if (!cfg) {
     std::cerr << "cairn serve: " << cfg.error().message << "\n";
@@ -133,35 +130,6 @@ int Serve(const ServeOptions& opts) {
   server.Wait();
   spdlog::info("stopped");
   return 0;
-}
-
-}  // namespace
-
-void RegisterServe(CLI::App& app) {
-  auto opts = std::make_shared<ServeOptions>();
-  auto* cmd = app.add_subcommand("serve", "Run the Xet storage server");
-  cmd->add_option("--config", opts->config_file, "TOML configuration file (also CAIRN_CONFIG)");
-  struct Flag {
-    const char* flag;
-    const char* setting;
-    const char* help;
-  };
-  static constexpr Flag kFlags[] = {
-      {"--listen", "listen", "HOST:PORT to listen on (default 127.0.0.1:8080)"},
-      {"--data", "data_dir", "Data directory (default ./cairn-data)"},
-      {"--public-url", "public_url", "Base URL clients reach this server at (default http://<listen>)"},
-      {"--io-threads", "io_threads", "Network threads"},
-      {"--worker-threads", "worker_threads", "Worker threads for CPU-heavy work"},
-      {"--log-level", "log_level", "trace, debug, info, warn, error, critical, off"},
-  };
-  for (const Flag& f : kFlags) {
-    cmd->add_option_function<std::string>(
-        f.flag, [opts, setting = std::string(f.setting)](const std::string& v) { opts->flags[setting] = v; },
-        f.help);
-  }
-  cmd->callback([opts] {
-    if (int rc = Serve(*opts); rc != 0) throw CLI::RuntimeError(rc);
-  });
 }
 
 }  // namespace cairn::cli

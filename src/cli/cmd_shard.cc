@@ -13,12 +13,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct ShardOptions {
-  std::string file;
-  std::string xorb_dir;
-  bool json = false;
-};
-
 // Xorbs found under a directory (any depth) named by their hash: `<hash>`, `<hash>.xorb`, or hf_xet's local
 // layout `default.<hash>`. Each is validated on first use, so
 // a corrupt xorb fails the files that reference it.
@@ -131,21 +125,11 @@ int Run(const ShardOptions& o, bool verify) {
 
 }  // namespace
 
-void RegisterShard(CLI::App& app) {
-  auto opts = std::make_shared<ShardOptions>();
-  auto* shard = app.add_subcommand("shard", "Inspect shards")->require_subcommand(1);
-  auto* verify = shard->add_subcommand("verify", "Parse a shard and verify its files against stored xorbs");
-  verify->add_option("file", opts->file, "Shard file")->required();
-  verify->add_option("--xorb-dir", opts->xorb_dir, "Directory holding the xorbs, named by hash")->required();
-  verify->add_flag("--json", opts->json, "Print files and xorbs as JSON");
-  verify->callback([opts] {
-    if (int rc = Run(*opts, true); rc != 0) throw CLI::RuntimeError(rc);
-  });
-  auto* dump = shard->add_subcommand("dump", "Parse a shard and print its contents as JSON");
-  dump->add_option("file", opts->file, "Shard file")->required();
-  dump->callback([opts] {
-    if (int rc = Run(*opts, false); rc != 0) throw CLI::RuntimeError(rc);
-  });
+int RunShardVerify(const ShardOptions& opts) {
+  return Run(opts, true);
+}
+int RunShardDump(const ShardOptions& opts) {
+  return Run(opts, false);
 }
 
 }  // namespace cairn::cli

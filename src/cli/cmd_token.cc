@@ -9,17 +9,8 @@
 #include "http/auth.h"
 
 namespace cairn::cli {
-namespace {
 
-struct TokenOptions {
-  std::string config_file;
-  std::string data_dir;
-  std::string scope;
-  bool write = false;
-  std::string ttl = "1h";
-};
-
-int Token(const TokenOptions& opts) {
+int RunToken(const TokenOptions& opts) {
   std::map<std::string, std::string> flags;
   if (!opts.data_dir.empty()) flags["data_dir"] = opts.data_dir;
   auto cfg = config::LoadCommandConfig(opts.config_file, std::move(flags));
@@ -54,21 +45,6 @@ int Token(const TokenOptions& opts) {
             << " expires_in=" << ttl->count() << "s\n";
   std::cout << *token << "\n";
   return 0;
-}
-
-}  // namespace
-
-void RegisterToken(CLI::App& app) {
-  auto opts = std::make_shared<TokenOptions>();
-  auto* cmd = app.add_subcommand("token", "Mint a bearer token (HS256 JWT) for a scope");
-  cmd->add_option("--data", opts->data_dir, "Data directory holding secrets/jwt.key (default ./cairn-data)");
-  cmd->add_option("--config", opts->config_file, "TOML configuration file (also CAIRN_CONFIG)");
-  cmd->add_option("--scope", opts->scope, "Scope the token grants, e.g. a repository name")->required();
-  cmd->add_flag("--write", opts->write, "Grant write (and read) instead of read only");
-  cmd->add_option("--ttl", opts->ttl, "Lifetime: seconds, or 30m, 12h, 7d (default 1h)");
-  cmd->callback([opts] {
-    if (int rc = Token(*opts); rc != 0) throw CLI::RuntimeError(rc);
-  });
 }
 
 }  // namespace cairn::cli

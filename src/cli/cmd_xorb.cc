@@ -8,12 +8,6 @@
 namespace cairn::cli {
 namespace {
 
-struct XorbOptions {
-  std::string file;
-  std::string hash;
-  bool json = false;
-};
-
 const char* FooterName(xet::FooterVersion v) {
   switch (v) {
     case xet::FooterVersion::kV1:
@@ -26,7 +20,9 @@ const char* FooterName(xet::FooterVersion v) {
   return "none";
 }
 
-int Verify(const XorbOptions& o) {
+}  // namespace
+
+int RunXorbVerify(const XorbOptions& o) {
   std::string error;
   auto data = ReadWholeFile(o.file, &error);
   if (!data) {
@@ -66,22 +62,6 @@ int Verify(const XorbOptions& o) {
                             {"bg4_lz4", v->chunks_by_scheme[2]}}}};
   std::cout << boost::json::serialize(out) << "\n";
   return 0;
-}
-
-}  // namespace
-
-void RegisterXorb(CLI::App& app) {
-  auto opts = std::make_shared<XorbOptions>();
-  auto* xorb = app.add_subcommand("xorb", "Inspect xorb objects")->require_subcommand(1);
-  auto* verify =
-      xorb->add_subcommand("verify", "Decode and hash every chunk; check the xorb hash and any footer");
-  verify->add_option("file", opts->file, "Xorb object (footer-less upload or stored with a footer)")
-      ->required();
-  verify->add_option("--hash", opts->hash, "Expected xorb hash (64 hex digits)");
-  verify->add_flag("--json", opts->json, "Print the layout as JSON");
-  verify->callback([opts] {
-    if (int rc = Verify(*opts); rc != 0) throw CLI::RuntimeError(rc);
-  });
 }
 
 }  // namespace cairn::cli

@@ -1,20 +1,55 @@
-// Subcommands of the `cairn` binary. Each registers its options on the CLI11 app and runs when selected.
+// Subcommands of the `cairn` binary: what each takes and runs. The command line itself (CLI11) is declared in
+// main.cc alone, so that only one translation unit pays for parsing CLI11's headers.
 #pragma once
 
-#include <CLI/CLI.hpp>
+#include <map>
+#include <string>
+#include <vector>
 
 namespace cairn::cli {
 
+// Each Run* returns the process exit status and prints its own errors to stderr.
+
 // `cairn hash`: chunk files as the stock client does and print their chunk, xorb, file and verification
 // hashes.
-void RegisterHash(CLI::App& app);
+struct HashOptions {
+  std::vector<std::string> files;
+  bool json = false;
+};
+int RunHash(const HashOptions& opts);
+
 // `cairn xorb verify`: validate a xorb object (footer-less upload or stored with a footer).
-void RegisterXorb(CLI::App& app);
-// `cairn shard verify|dump`: parse a shard and check its files against a directory of xorbs.
-void RegisterShard(CLI::App& app);
+struct XorbOptions {
+  std::string file;
+  std::string hash;  // expected, hex; empty: not checked
+  bool json = false;
+};
+int RunXorbVerify(const XorbOptions& opts);
+
+// `cairn shard verify|dump`: parse a shard; verify checks its files against a directory of xorbs.
+struct ShardOptions {
+  std::string file;
+  std::string xorb_dir;
+  bool json = false;
+};
+int RunShardVerify(const ShardOptions& opts);
+int RunShardDump(const ShardOptions& opts);
+
 // `cairn serve`: run the HTTP server (flags, CAIRN_* environment and TOML configuration).
-void RegisterServe(CLI::App& app);
+struct ServeOptions {
+  std::string config_file;
+  std::map<std::string, std::string> flags;  // setting name → value, only for flags given
+};
+int RunServe(const ServeOptions& opts);
+
 // `cairn token`: mint a bearer token with the server's signing key.
-void RegisterToken(CLI::App& app);
+struct TokenOptions {
+  std::string config_file;
+  std::string data_dir;
+  std::string scope;
+  bool write = false;
+  std::string ttl = "1h";
+};
+int RunToken(const TokenOptions& opts);
 
 }  // namespace cairn::cli

@@ -1,7 +1,94 @@
-// cairn: a self-hosted storage server for the Xet protocol. One binary, many subcommands.
+// cairn: a self-hosted storage server for the Xet protocol. One binary, many subcommands; this file is the
+// whole command line, the commands themselves are in cmd_*.cc.
+#include <CLI/CLI.hpp>
 #include <iostream>
+#include <memory>
+#include <string>
 
 #include "cli/commands.h"
+
+namespace cairn::cli {
+namespace {
+
+// Runs `run(*opts)` when `cmd` is selected; a non-zero status becomes the process's exit status.
+template <typename Options, typename Run>
+void OnSelected(CLI::App* cmd, std::shared_ptr<Options> opts, Run run) {
+  cmd->callback([opts = std::move(opts), run] {
+    if (int rc = run(*opts); rc != 0) throw CLI::RuntimeError(rc);
+  });
+}
+
+void AddHash(CLI::App& app) {
+  auto opts = std::make_shared<HashOptions>();
+  auto* cmd = app.add_subcommand("hash", "Chunk files as the stock client does; print their Xet hashes");
+  cmd->add_option("files", opts->files, "Files to hash")->required();
+  cmd->add_flag("--json", opts->json, "One JSON object per file: chunks, xorb, file and verification hashes");
+  OnSelected(cmd, opts, RunHash);
+}
+
+void AddXorb(CLI::App& app) {
+  auto opts = std::make_shared<XorbOptions>();
+  auto* xorb = app.add_subcommand("xorb", "Inspect xorb objects")->require_subcommand(1);
+  auto* verify =
+      xorb->add_subcommand("verify", "Decode and hash every chunk; check the xorb hash and any footer");
+  verify->add_option("file", opts->file, "Xorb object (footer-less upload or stored with a footer)")
+      ->required();
+  verify->add_option("--hash", opts->hash, "Expected xorb hash (64 hex digits)");
+  verify->add_flag("--json", opts->json, "Print the layout as JSON");
+  OnSelected(verify, opts, RunXorbVerify);
+}
+
+void AddShard(CLI::App& app) {
+  auto opts = std::make_shared<ShardOptions>();
+  auto* shard = app.add_subcommand("shard", "Inspect shards")->require_subcommand(1);
+  auto* verify = shard->add_subcommand("verify", "Parse a shard and verify its files against stored xorbs");
+  verify->add_option("file", opts->file, "Shard file")->required();
+  verify->add_option("--xorb-dir", opts->xorb_dir, "Directory holding the xorbs, named by hash")->required();
+  verify->add_flag("--json", opts->json, "Print files and xorbs as JSON");
+  OnSelected(verify, opts, RunShardVerify);
+  auto* dump = shard->add_subcommand("dump", "Parse a shard and print its contents as JSON");
+  dump->add_option("file", opts->file, "Shard file")->required();
+  OnSelected(dump, opts, RunShardDump);
+}
+
+void AddServe(CLI::App& app) {
+  auto opts = std::make_shared<ServeOptions>();
+  auto* cmd = app.add_subcommand("serve", "Run the Xet storage server");
+  cmd->add_option("--config", opts->config_file, "TOML configuration file (also CAIRN_CONFIG)");
+  struct Flag {
+    const char* flag;
+    const char* setting;
+    const char* help;
+  };
+  static constexpr Flag kFlags[] = {
+      {"--listen", "listen", "HOST:PORT to listen on (default 127.0.0.1:8080)"},
+      {"--data", "data_dir", "Data directory (default ./cairn-data)"},
+      {"--public-url", "public_url", "Base URL clients reach this server at (default http://<listen>)"},
+      {"--io-threads", "io_threads", "Network threads"},
+      {"--worker-threads", "worker_threads", "Worker threads for CPU-heavy work"},
+      {"--log-level", "log_level", "trace, debug, info, warn, error, critical, off"},
+  };
+  for (const Flag& f : kFlags) {
+    cmd->add_option_function<std::string>(
+        f.flag, [opts, setting = std::string(f.setting)](const std::string& v) { opts->flags[setting] = v; },
+        f.help);
+  }
+  OnSelected(cmd, opts, RunServe);
+}
+
+void AddToken(CLI::App& app) {
+  auto opts = std::make_shared<TokenOptions>();
+  auto* cmd = app.add_subcommand("token", "Mint a bearer token (HS256 JWT) for a scope");
+  cmd->add_option("--data", opts->data_dir, "Data directory holding secrets/jwt.key (default ./cairn-data)");
+  cmd->add_option("--config", opts->config_file, "TOML configuration file (also CAIRN_CONFIG)");
+  cmd->add_option("--scope", opts->scope, "Scope the token grants, e.g. a repository name")->required();
+  cmd->add_flag("--write", opts->write, "Grant write (and read) instead of read only");
+  cmd->add_option("--ttl", opts->ttl, "Lifetime: seconds, or 30m, 12h, 7d (default 1h)");
+  OnSelected(cmd, opts, RunToken);
+}
+
+}  // namespace
+}  // namespace cairn::cli
 
 int main(int argc, char** argv) {
   CLI::App app{"cairn: a self-hosted Xet storage server"};
@@ -9,11 +96,11 @@ int main(int argc, char** argv) {
   app.add_subcommand("version", "Print the version")->callback([] {
     std::cout << "cairn " CAIRN_VERSION "\n";
   });
-  cairn::cli::RegisterHash(app);
-  cairn::cli::RegisterXorb(app);
-  cairn::cli::RegisterShard(app);
-  cairn::cli::RegisterServe(app);
-  cairn::cli::RegisterToken(app);
+  cairn::cli::AddHash(app);
+  cairn::cli::AddXorb(app);
+  cairn::cli::AddShard(app);
+  cairn::cli::AddServe(app);
+  cairn::cli::AddToken(app);
   CLI11_PARSE(app, argc, argv);
   return 0;
 }
