@@ -1,10 +1,10 @@
 #include "cas/reconstruction.h"
 
-#include <sys/mman.h>
-
 #include <algorithm>
 #include <cstring>
 #include <unordered_map>
+
+#include "common/allocator.h"
 
 namespace cairn::cas {
 namespace {
@@ -48,21 +48,11 @@ class Writer {
   char* end_;
 };
 
-// Reserves `n` bytes for an answer, asking for transparent huge pages when it is large: a fresh 40 MB answer
+// Reserves `n` bytes for an answer, in transparent huge pages when it is large: a fresh 40 MB answer
 // otherwise takes ~10,000 page faults, which cost more than writing it.
 void ReserveAnswer(std::string& out, size_t n) {
   out.reserve(n);
-#ifdef MADV_HUGEPAGE
-  constexpr uintptr_t kHuge = uintptr_t{2} << 20;
-  if (out.capacity() >= 2 * kHuge) {
-    const auto begin = reinterpret_cast<uintptr_t>(out.data());
-    const uintptr_t first = (begin + kHuge - 1) & ~(kHuge - 1);
-    const uintptr_t last = (begin + out.capacity()) & ~(kHuge - 1);
-    // Advice only: if the kernel declines, the answer is written into ordinary pages.
-    // NOLINTNEXTLINE(performance-no-int-to-ptr): an address rounded to a huge-page boundary
-    if (last > first) madvise(reinterpret_cast<void*>(first), last - first, MADV_HUGEPAGE);
-  }
-#endif
+  if (out.capacity() >= 2 * kHugePageSize) AdviseHugePages(out.data(), out.capacity());
 }
 
 bool SameHash(const xet::Hash& a, const xet::Hash& b) {

@@ -5,11 +5,9 @@
 #include <cstdint>
 #include <utility>
 
-namespace cairn {
+#include "common/allocator.h"
 
-namespace {
-constexpr size_t kHugePage = 2 << 20;
-}  // namespace
+namespace cairn {
 
 // One anonymous mapping, its usable bytes aligned to a huge page.
 struct BufferPool::Mapping {
@@ -23,15 +21,14 @@ struct BufferPool::Mapping {
 
   static std::unique_ptr<Mapping> Map(size_t size) {
     auto m = std::make_unique<Mapping>();
-    m->length = size + kHugePage;  // room to align
+    m->length = size + kHugePageSize;  // room to align
     void* p = ::mmap(nullptr, m->length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) return nullptr;
     m->base = p;
-    const uintptr_t start = (reinterpret_cast<uintptr_t>(p) + kHugePage - 1) & ~uintptr_t{kHugePage - 1};
+    const uintptr_t start =
+        (reinterpret_cast<uintptr_t>(p) + kHugePageSize - 1) & ~uintptr_t{kHugePageSize - 1};
     m->aligned = reinterpret_cast<uint8_t*>(start);  // NOLINT(performance-no-int-to-ptr): inside the mapping
-#ifdef MADV_HUGEPAGE
-    (void)::madvise(m->aligned, size, MADV_HUGEPAGE);  // a hint: without THP, 4 KiB pages as usual
-#endif
+    AdviseHugePages(m->aligned, size);
     return m;
   }
 };

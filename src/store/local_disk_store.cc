@@ -159,7 +159,6 @@ class LocalDiskStore::Writer final : public BlobWriter {
     if (st.ok()) st = WriteAll(file_.get(), data, TmpPath());
     if (!st.ok()) return Fail(st.error());
     appended_ += data.size();
-    StartWriteback();
     return xet::Ok{};
   }
 
@@ -204,26 +203,10 @@ class LocalDiskStore::Writer final : public BlobWriter {
   uint64_t bytes_appended() const override { return appended_; }
 
  private:
-  // Starts writing back every full 8 MiB appended (without waiting for it), so that a flush or the fsync at
-  // Commit finds most of a large blob on disk already instead of flushing all of it then. A hint: errors
-  // surface at that fsync.
-  void StartWriteback() {
-#ifdef SYNC_FILE_RANGE_WRITE
-    constexpr uint64_t kStep = 8 << 20;
-    if (appended_ - writeback_from_ < kStep) return;
-    const uint64_t n = (appended_ - writeback_from_) / kStep * kStep;
-    (void)::sync_file_range(file_.get(), static_cast<off_t>(writeback_from_), static_cast<off_t>(n),
-                            SYNC_FILE_RANGE_WRITE);
-    writeback_from_ += n;
-#endif
-  }
-
   enum class State { kOpen, kFailed, kCommitted };
   enum class Existing { kAbsent, kIntact, kCorrupt };
 
-  std::string FinalPath() const {
-    return dir_path_ + "/" + name_;
-  }
+  std::string FinalPath() const { return dir_path_ + "/" + name_; }
   std::string TmpPath() const {
     return tmp_name_.empty() ? FinalPath() + " (unnamed)" : dir_path_ + "/" + tmp_name_;
   }
@@ -294,7 +277,6 @@ class LocalDiskStore::Writer final : public BlobWriter {
   UniqueFd file_;
   std::string tmp_name_;  // empty for an unnamed O_TMPFILE (or after the file got its final name)
   uint64_t appended_ = 0;
-  uint64_t writeback_from_ = 0;  // bytes before this have been handed to the kernel's writeback
   State state_ = State::kOpen;
   std::shared_ptr<std::atomic<bool>> flush_failed_ = std::make_shared<std::atomic<bool>>(false);
 };
