@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# `make test`: everything CI runs, as fast as two cores allow. Stages and budget: docs/testing.md.
+#
+# After the bootstrap, everything runs inside scripts/isolated.sh (nothing outside the repository is readable
+# but the system) in three lanes:
+#   main lane       release build → unit tests → vectors + oracle → interop (stock clients against `cairn serve`)
+#   analysis lane   clang-format + clang-tidy                                   } at nice 10: they fill the
+#   sanitizer lane  ASan/UBSan build of the unit tests → the unit tests under it } cores the main lane leaves idle
+# The main lane's tests are the ones with timeouts and expiring URLs, so it keeps the CPU first.
+# Each stage writes build/test-logs/<stage>.log; a failing stage prints its tail. The timings table at the end
+# is what docs/testing.md records.
+set -uo pipefail
+repo=$(cd "$(dirname "$0")/.." && pwd -P)
+cd "$repo"
+logs="$repo/build/test-logs"
+jobs=${JOBS:-$(nproc)}
+
+since() { awk -v a="$1" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }'; }
+
+if [[ "${1:-}" != "--inside" ]]; then
+  mkdir -p "$logs"
+  rm -f "$logs"/*.log "$logs"/*.time
+  start=$EPOCHREALTIME
+  if ! scripts/bootstrap.sh >"$logs/bootstrap.log" 2>&1; then
+    tail -n 60 "$logs/bootstrap.log"
+    echo "make test: bootstrap failed (log: $logs/bootstrap.log)"
+    exit 1
+  fi
+  echo "bootstrap $(since "$start")" >"$logs/bootstrap.time"
+  exec scripts/isolated.sh scripts/test.sh --inside
+fi
+
+# stage NAME CMD...: runs CMD with its output in NAME.log and its wall time in NAME.time.
+stage() {
+  local name=$1 t0 rc
+  shift
+  t0=$EPOCHREALTIME
+  "$@" >"$logs/$name.log" 2>&1
+  rc=$?
+  echo "$name $(since "$t0") $rc" >"$logs/$name.time"
+  if ((rc != 0)); then
+    echo "=== make test: stage '$name' failed (exit $rc); last lines of $logs/$name.log:"
+    tail -n 80 "$logs/$name.log"
+  else
+    echo "make test: $name passed ($(cut -d' ' -f2 "$logs/$name.time") s)"
+  fi
+  return "$rc"
+}
+
+t_all=$EPOCHREALTIME
+cmake --preset release >"$logs/configure-release.log" 2>&1 && cmake --preset asan >"$logs/configure-asan.log" 2>&1 || {
+  cat "$logs"/configure-*.log
+  exit 1
+}
+
+export CAIRN_BIN="$repo/build/release/src/cli/cairn"
+pytest="$repo/.venv/bin/pytest"
+
+main_lane() {
+  stage build cmake --build --preset release -j "$jobs" &&
+    stage unit ctest --preset release -j "$jobs" &&
+    stage oracle "$pytest" -q --durations=8 tests/oracle &&
+    stage interop "$pytest" -q --durations=8 tests/interop
+}
+analysis_lane() {
+  stage lint nice -n 10 scripts/lint.py -j "$jobs"
+}
+sanitizer_lane() {
+  stage asan-build nice -n 10 cmake --build --preset asan --target unit_tests -j "$jobs" &&
+    stage asan-test nice -n 10 ctest --preset asan -j "$jobs"
+}
+
+analysis_lane &
+analysis=$!
+sanitizer_lane &
+sanitizer=$!
+main_lane
+rc_main=$?
+wait "$analysis"
+rc_analysis=$?
+wait "$sanitizer"
+rc_sanitizer=$?
+
+total=$(since "$t_all")
+echo
+echo "make test: stage timings (wall seconds; lanes run side by side)"
+cat "$logs"/*.time | awk '{ printf "  %-12s %7.1f%s\n", $1, $2, ($3 != "" && $3 != 0) ? "  FAILED" : "" }'
+printf '  %-12s %7.1f  (after bootstrap)\n' total "$total"
+if ((rc_main || rc_analysis || rc_sanitizer)); then
+  echo "make test: FAILED"
+  exit 1
+fi
+echo "make test: passed"
