@@ -26,18 +26,21 @@ if [[ "${1:-}" != "--inside" ]]; then
     echo "make test: bootstrap failed (log: $logs/bootstrap.log)"
     exit 1
   fi
-  echo "bootstrap $(since "$start")" >"$logs/bootstrap.time"
+  echo "bootstrap $(since "$start") -" >"$logs/bootstrap.time"
   exec scripts/isolated.sh scripts/test.sh --inside
 fi
 
-# stage NAME CMD...: runs CMD with its output in NAME.log and its wall time in NAME.time.
+# stage NAME CMD...: runs CMD with its output in NAME.log; NAME.time gets its wall and CPU seconds (user +
+# system, children included) and exit status. On two cores the CPU seconds of all stages, halved, are the floor
+# of the whole run.
 stage() {
-  local name=$1 t0 rc
+  local name=$1 rc cpu TIMEFORMAT='%R %U %S'
   shift
-  t0=$EPOCHREALTIME
-  "$@" >"$logs/$name.log" 2>&1
+  { time "$@" >"$logs/$name.log" 2>&1; } 2>"$logs/$name.cpu"
   rc=$?
-  echo "$name $(since "$t0") $rc" >"$logs/$name.time"
+  cpu=$(tail -n 1 "$logs/$name.cpu")
+  echo "$name $(awk -v t="$cpu" 'BEGIN { split(t, a, " "); printf "%.1f %.1f", a[1], a[2] + a[3] }') $rc" \
+    >"$logs/$name.time"
   if ((rc != 0)); then
     echo "=== make test: stage '$name' failed (exit $rc); last lines of $logs/$name.log:"
     tail -n 80 "$logs/$name.log"
@@ -48,10 +51,7 @@ stage() {
 }
 
 t_all=$EPOCHREALTIME
-cmake --preset release >"$logs/configure-release.log" 2>&1 && cmake --preset asan >"$logs/configure-asan.log" 2>&1 || {
-  cat "$logs"/configure-*.log
-  exit 1
-}
+stage configure cmake --preset release || exit 1
 
 export CAIRN_BIN="$repo/build/release/src/cli/cairn"
 pytest="$repo/.venv/bin/pytest"
@@ -66,7 +66,8 @@ analysis_lane() {
   stage lint nice -n 10 scripts/lint.py -j "$jobs"
 }
 sanitizer_lane() {
-  stage asan-build nice -n 10 cmake --build --preset asan --target unit_tests -j "$jobs" &&
+  stage configure-asan cmake --preset asan &&
+    stage asan-build nice -n 10 cmake --build --preset asan --target unit_tests -j "$jobs" &&
     stage asan-test nice -n 10 ctest --preset asan -j "$jobs"
 }
 
@@ -83,9 +84,10 @@ rc_sanitizer=$?
 
 total=$(since "$t_all")
 echo
-echo "make test: stage timings (wall seconds; lanes run side by side)"
-cat "$logs"/*.time | awk '{ printf "  %-12s %7.1f%s\n", $1, $2, ($3 != "" && $3 != 0) ? "  FAILED" : "" }'
-printf '  %-12s %7.1f  (after bootstrap)\n' total "$total"
+echo "make test: stage timings (seconds; lanes run side by side)"
+printf '  %-15s %7s %7s\n' stage wall cpu
+cat "$logs"/*.time | awk '{ printf "  %-15s %7.1f %7s%s\n", $1, $2, $3, ($4 != "" && $4 != 0) ? "  FAILED" : "" }'
+printf '  %-15s %7.1f          (after bootstrap)\n' total "$total"
 if ((rc_main || rc_analysis || rc_sanitizer)); then
   echo "make test: FAILED"
   exit 1

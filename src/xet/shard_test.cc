@@ -16,29 +16,15 @@ namespace cairn::xet {
 namespace {
 
 using Bytes = std::vector<uint8_t>;
+using testing::Contains;
+using testing::GetU32;
+using testing::GetU64;
+using testing::SetU64;
 
 // Protocol §4.2: "HFRepoMetaData", NUL, then 17 fixed bytes.
 constexpr uint8_t kTag[32] = {0x48, 0x46, 0x52, 0x65, 0x70, 0x6f, 0x4d, 0x65, 0x74, 0x61, 0x44,
                               0x61, 0x74, 0x61, 0x00, 0x55, 0x69, 0x67, 0x45, 0x6a, 0x7b, 0x81,
                               0x57, 0x83, 0xa5, 0xbd, 0xd9, 0x5c, 0xcd, 0xd1, 0x4a, 0xa9};
-
-bool Contains(const std::string& haystack, const std::string& needle) {
-  return haystack.find(needle) != std::string::npos;
-}
-
-uint32_t GetU32(const Bytes& b, size_t off) {
-  uint32_t v;
-  std::memcpy(&v, b.data() + off, 4);
-  return v;
-}
-uint64_t GetU64(const Bytes& b, size_t off) {
-  uint64_t v;
-  std::memcpy(&v, b.data() + off, 8);
-  return v;
-}
-void SetU64(Bytes& b, size_t off, uint64_t v) {
-  std::memcpy(b.data() + off, &v, 8);
-}
 
 // A pseudo-random hash, distinct per seed.
 Hash H(uint64_t seed) {

@@ -15,10 +15,7 @@ namespace cairn::xet {
 namespace {
 
 using Bytes = std::vector<uint8_t>;
-
-bool Contains(const std::string& haystack, const std::string& needle) {
-  return haystack.find(needle) != std::string::npos;
-}
+using testing::Contains;
 
 // A xorb built from random chunks, with the raw chunks kept so expectations are computed independently of the
 // layout the encoder reports.

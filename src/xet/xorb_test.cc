@@ -20,20 +20,9 @@ namespace cairn::xet {
 namespace {
 
 using Bytes = std::vector<uint8_t>;
-
-bool Contains(const std::string& haystack, const std::string& needle) {
-  return haystack.find(needle) != std::string::npos;
-}
-
-uint32_t GetU32(const Bytes& b, size_t off) {
-  uint32_t v;
-  std::memcpy(&v, b.data() + off, 4);
-  return v;
-}
-
-void SetU32(Bytes& b, size_t off, uint32_t v) {
-  std::memcpy(b.data() + off, &v, 4);
-}
+using testing::Contains;
+using testing::GetU32;
+using testing::SetU32;
 
 void AppendU32(Bytes& b, uint32_t v) {
   const size_t n = b.size();

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import random
 import re
 import shutil
@@ -26,7 +25,7 @@ from pathlib import Path
 import pytest
 
 import oracle_xetfmt as xf
-from oracle_util import ORACLE_DIR, json_one, run
+from oracle_util import ORACLE_DIR, hf_xet_env, json_one, run, text_lines
 
 MiB = 1024 * 1024
 POLICIES = ["none", "lz4", "bg4-lz4", "auto"]
@@ -47,16 +46,6 @@ SHARD_KEYS = {"files", "xorbs", "footer"}
 # ------------------------------------------------------------------------------------------ inputs
 
 
-def _text(seed: int, n: int) -> bytes:
-    r = random.Random(seed)
-    words = [b"alpha", b"beta", b"gamma", b"delta", b"xorb", b"shard", b"chunk", b"merkle", b"hash", b"cairn"]
-    out, i = bytearray(), 0
-    while len(out) < n:
-        out += b"%08d %s %s %d\n" % (i, r.choice(words), r.choice(words), r.randrange(100000))
-        i += 1
-    return bytes(out[:n])
-
-
 def _counters(start: int, n: int) -> bytes:
     """Little-endian u32 counters: compresses well with byte grouping (BG4)."""
     return array("I", range(start, start + n // 4)).tobytes()[:n]
@@ -71,7 +60,7 @@ def _mixed(n_mib: int) -> bytes:
         if kind == 0:
             parts.append(r.randbytes(MiB))
         elif kind == 1:
-            parts.append(_text(k, MiB))
+            parts.append(text_lines(k, MiB))
         else:
             parts.append(_counters(k * MiB, MiB))
     return b"".join(parts) + b"tail"
@@ -87,7 +76,7 @@ INPUTS = {
     "one.bin": lambda: b"\x01",
     "k7.bin": lambda: random.Random(7).randbytes(7 * 1024),
     "r3m.bin": lambda: random.Random(3).randbytes(3 * MiB),
-    "t3m.txt": lambda: _text(3, 3 * MiB),
+    "t3m.txt": lambda: text_lines(3, 3 * MiB),
     "ints2m.bin": lambda: _counters(0, 2 * MiB),
     "dup4m.bin": _dup,
     "big70m.bin": lambda: _mixed(70),
@@ -132,15 +121,7 @@ def upload(request, hf_xet_python, inputs, tmp_path_factory) -> Upload:
     policy = request.param
     work = tmp_path_factory.mktemp(f"hfxet_{policy}")
     root = work / "cas"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("HF_XET_")}
-    env.update({
-        "HF_XET_CACHE": str(work / "cache"),
-        "HF_HOME": str(work / "hf_home"),
-        "HF_XET_TELEMETRY_ENABLED": "0",
-        "HF_XET_CLIENT_LEGACY_DIRECT_XORB_UPLOAD": "1",
-        "HF_XET_XORB_COMPRESSION_POLICY": policy,
-        "HF_XET_LOG_DEST": str(work / "xet.log"),
-    })
+    env = hf_xet_env(work, CLIENT_LEGACY_DIRECT_XORB_UPLOAD="1", XORB_COMPRESSION_POLICY=policy)
     names = list(inputs)
     r = run([hf_xet_python, UPLOADER, f"local://{root}", *[inputs[n].path for n in names]], env=env, timeout=180)
     reported = dict(zip(names, json.loads(r.stdout)))

@@ -9,14 +9,12 @@ unit tests never run against a value nobody checked.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
 
 import oracle_xetfmt as xf
-from oracle_util import REPO_ROOT, run
-from test_xetchunk_oracle import _splitmix64
+from oracle_util import REPO_ROOT, hf_xet_env, run, splitmix64
 
 VECTORS_DIR = REPO_ROOT / "tests" / "vectors"
 UPLOADER = str(Path(__file__).resolve().parent / "hf_xet_upload.py")
@@ -27,18 +25,11 @@ def vectors() -> dict:
     return json.loads((VECTORS_DIR / "xet-vectors.json").read_text())
 
 
-def _hf_env(work: Path, policy: str = "none") -> dict:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("HF_XET_")}
-    env.update({"HF_XET_CACHE": str(work / "cache"), "HF_HOME": str(work / "hf_home"),
-                "HF_XET_TELEMETRY_ENABLED": "0", "HF_XET_CLIENT_LEGACY_DIRECT_XORB_UPLOAD": "1",
-                "HF_XET_XORB_COMPRESSION_POLICY": policy, "HF_XET_LOG_DEST": str(work / "xet.log")})
-    return env
-
-
 def _upload(hf_xet_python: str, work: Path, files: list[Path]) -> tuple[list[dict], dict[str, bytes], list[xf.Shard]]:
     """hf_xet uploads `files` to a local CAS (no compression); returns its report, the xorbs and the shards."""
     root = work / "cas"
-    r = run([hf_xet_python, UPLOADER, f"local://{root}", *map(str, files)], env=_hf_env(work), timeout=180)
+    env = hf_xet_env(work, CLIENT_LEGACY_DIRECT_XORB_UPLOAD="1", XORB_COMPRESSION_POLICY="none")
+    r = run([hf_xet_python, UPLOADER, f"local://{root}", *map(str, files)], env=env, timeout=180)
     xorb_dir = root / "xet" / "xorbs" / "xorbs"
     xorbs = {p.name.split(".", 1)[1]: p.read_bytes() for p in xorb_dir.iterdir() if p.name.count(".") == 1}
     shards = [xf.parse_shard(p.read_bytes()) for p in (root / "xet" / "xorbs" / "shards").glob("*.mdb")]
@@ -85,7 +76,7 @@ def test_generator_catches_a_wrong_value(node_bin, vectors, tmp_path):
 def test_vectors_agree_with_hf_xet(hf_xet_python, vectors, tmp_path):
     """hf_xet's own chunks, xorb hash, file hash, range hashes and SHA-256 for the vector inputs."""
     sm, c59 = vectors["splitmix64_seed0_1e6"], vectors["constant_59_1e6"]
-    inputs = {"splitmix": _splitmix64(0, sm["n"]), "const59": bytes([c59["byte"]]) * c59["n"],
+    inputs = {"splitmix": splitmix64(0, sm["n"]), "const59": bytes([c59["byte"]]) * c59["n"],
               "hello": b"hello world"}
     files = []
     for name, data in inputs.items():
@@ -129,6 +120,6 @@ def test_xorb_hash_and_footer_example_agree_with_hf_xet(hf_xet_python, vectors, 
 
     sm = vectors["splitmix64_seed0_1e6"]
     f = tmp_path / "splitmix"
-    f.write_bytes(_splitmix64(0, sm["n"]))
+    f.write_bytes(splitmix64(0, sm["n"]))
     _, xorbs, _ = _upload(hf_xet_python, tmp_path / "splitmix_only", [f])
     assert list(xorbs) == [sm["xorb_hash_all"]], "the xorb of the SplitMix64 file alone is named by its hash"

@@ -17,11 +17,10 @@ import json
 import os
 import random
 import shutil
-import struct
 
 import pytest
 
-from oracle_util import ORACLE_DIR, REPO_ROOT, json_lines, run
+from oracle_util import ORACLE_DIR, REPO_ROOT, hf_xet_env, json_lines, run, splitmix64, text_lines
 
 MiB = 1024 * 1024
 ORACLE = str(ORACLE_DIR / "xetchunk_oracle.mjs")
@@ -33,32 +32,10 @@ def _rand(seed: int, n: int) -> bytes:
     return random.Random(seed).randbytes(n)
 
 
-def _splitmix64(seed: int, n: int) -> bytes:
-    m = (1 << 64) - 1
-    s, out = seed, bytearray()
-    while len(out) < n:
-        s = (s + 0x9E3779B97F4A7C15) & m
-        z = s
-        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & m
-        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & m
-        out += struct.pack("<Q", z ^ (z >> 31))
-    return bytes(out[:n])
-
-
 def _text_repeated(n: int) -> bytes:
     para = (b"The quick brown fox jumps over the lazy dog. Xet stores content-defined chunks in xorbs; "
             b"shards map files to chunk ranges.\n")
     return (para * (n // len(para) + 1))[:n]
-
-
-def _text_varied(n: int) -> bytes:
-    r = random.Random(7)
-    words = [b"alpha", b"beta", b"gamma", b"delta", b"xorb", b"shard", b"chunk", b"merkle", b"hash", b"cairn"]
-    out, i = bytearray(), 0
-    while len(out) < n:
-        out += b"%08d %s %s %d\n" % (i, r.choice(words), r.choice(words), r.randrange(100000))
-        i += 1
-    return bytes(out[:n])
 
 
 def _periodic_random(n: int, period: int = 5000) -> bytes:
@@ -77,14 +54,14 @@ INPUTS = {
     "rand_131072": lambda: _rand(3, 131072),
     "rand_131073": lambda: _rand(4, 131073),
     "rand_262144": lambda: _rand(5, 262144),
-    "splitmix0_1000000": lambda: _splitmix64(0, 1_000_000),
+    "splitmix0_1000000": lambda: splitmix64(0, 1_000_000),
     "const59_1000000": lambda: bytes([59]) * 1_000_000,
     "rand_3MiB": lambda: _rand(6, 3 * MiB),
     "rand_9MiB": lambda: _rand(8, 9 * MiB),
     "rand_6MiB_plus_13": lambda: _rand(9, 6 * MiB + 13),
     "zeros_4MiB": lambda: bytes(4 * MiB),
     "text_repeated_5MiB": lambda: _text_repeated(5 * MiB),
-    "text_varied_5MiB": lambda: _text_varied(5 * MiB),
+    "text_varied_5MiB": lambda: text_lines(7, 5 * MiB),
     "periodic_random_5MiB": lambda: _periodic_random(5 * MiB),
 }
 
@@ -181,10 +158,7 @@ def test_oracle_agrees_with_hf_xet(hf_xet_python, inputs, oracle_out, tmp_path):
             "warnings.simplefilter('ignore')\n"
             "print(json.dumps([[i.hash, i.file_size] for i in hf_xet.hash_files(sys.argv[1:])]))\n")
     names = list(inputs)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("HF_XET_")}
-    env.update({"HF_XET_TELEMETRY_ENABLED": "0", "HF_XET_CACHE": str(tmp_path / "cache"),
-                "HF_HOME": str(tmp_path / "hf_home"), "HF_XET_LOG_DEST": str(tmp_path / "xet.log")})
-    r = run([hf_xet_python, "-c", prog, *[inputs[n] for n in names]], env=env, timeout=120)
+    r = run([hf_xet_python, "-c", prog, *[inputs[n] for n in names]], env=hf_xet_env(tmp_path), timeout=120)
     got = json.loads(r.stdout)
     for n, (h, size) in zip(names, got):
         assert (oracle_out[n]["file_hash"], oracle_out[n]["size"]) == (h, size), f"{n}: oracle vs hf_xet.hash_files"
