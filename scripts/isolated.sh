@@ -4,7 +4,7 @@
 #
 #   scripts/isolated.sh COMMAND [ARG...]
 #
-# 1. Tracked files must not name places outside the repository that a clone does not have (a `../shared`
+# 1. Tracked files (documentation aside) must not name places outside the repository that a clone does not have (a `../shared`
 #    folder beside it, a developer's notes under /work/...).
 # 2. COMMAND runs in a private mount namespace in which the repository's parent directory holds nothing but
 #    the repository (an empty tmpfs with the repository bound back in at the same path, so absolute paths in
@@ -21,7 +21,7 @@ if [[ "${CAIRN_ISOLATED:-}" == "$repo" ]]; then exec "$@"; fi  # already inside
 
 # --- 1. what the tracked files name
 pattern='\.\./shared|CAIRN_SHARED_DIR|/work/(shared|notes|main)'
-if git grep -nIE "$pattern" -- . ':!scripts/isolated.sh' >/tmp/cairn-outside-refs.$$ 2>/dev/null; then
+if git grep -nIE "$pattern" -- . ':!*.md' ':!scripts/isolated.sh' >/tmp/cairn-outside-refs.$$ 2>/dev/null; then
   echo "isolated.sh: tracked files refer to places outside the repository (a clone has none of them):" >&2
   cat /tmp/cairn-outside-refs.$$ >&2
   rm -f /tmp/cairn-outside-refs.$$
