@@ -51,6 +51,12 @@ stage() {
 }
 
 t_all=$EPOCHREALTIME
+# The isolation is in force: beside the repository there is nothing (else a failed namespace would pass unseen).
+parent=$(dirname "$repo")
+if [[ "${CAIRN_ALLOW_UNISOLATED:-}" != 1 && "$parent" != / && "$(ls -A "$parent")" != "$(basename "$repo")" ]]; then
+  echo "make test: the repository's surroundings are visible; scripts/isolated.sh did not take effect"
+  exit 1
+fi
 stage configure cmake --preset release || exit 1
 
 export CAIRN_BIN="$repo/build/release/src/cli/cairn"
