@@ -5,7 +5,7 @@
 #   scripts/isolated.sh COMMAND [ARG...]
 #
 # 1. Tracked files (documentation aside) must not name places outside the repository that a clone does not
-#    have (a `../shared` folder beside it, a developer's notes under /work/...).
+#    have (a `shared` folder beside it, a developer's notes under /work/...).
 # 2. COMMAND runs in a private mount namespace in which the repository's parent directory holds nothing but
 #    the repository (an empty tmpfs with the repository bound back in at the same path, so absolute paths in
 #    the build tree stay valid). System directories, /tmp and $HOME stay as they are: the tests' own temporary
