@@ -3,10 +3,13 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <future>
 #include <map>
+#include <unordered_map>
+#include <unordered_set>
 
 #include "xet/hashing.h"
 #include "xet/shard.h"
@@ -326,6 +329,17 @@ xet::Result<ShardOutcome> CasService::PutShard(std::span<const uint8_t> body, co
     }
   }
 
+  // The neighbourhood a dedup hit in this shard will offer: its listed xorbs, then those its files use.
+  std::unordered_set<xet::XorbHash, xet::HashHasher> named;
+  for (const auto& listing : shard->xorbs) {
+    if (named.insert(listing.hash).second) commit.xorbs.listed.push_back(listing.hash);
+  }
+  for (const auto& file : shard->files) {
+    for (const auto& t : file.terms) {
+      if (named.insert(t.xorb).second) commit.xorbs.referenced.push_back(t.xorb);
+    }
+  }
+
   report({ShardProgress::Stage::kStoring, verified, total});
   commit.shard = xet::ChunkHashOf(body);
   commit.shard_size = body.size();
@@ -399,29 +413,89 @@ xet::HmacKey CasService::DedupKey(uint64_t window) const {
   return xet::KeyedHash(options_.url_secret, {reinterpret_cast<const uint8_t*>(label.data()), label.size()});
 }
 
+namespace {
+
+// The order in which a hit's neighbours join a capped answer: the shard's listed xorbs after the hit (a
+// client re-uploading a file reads on from where it asked), then those before it, nearest first, then the
+// xorbs its files use from elsewhere.
+std::vector<xet::XorbHash> NeighboursByPriority(const index::ShardXorbs& shard, const xet::XorbHash& hit) {
+  const auto& listed = shard.listed;
+  std::vector<xet::XorbHash> out;
+  out.reserve(listed.size() + shard.referenced.size());
+  const size_t at = static_cast<size_t>(std::find(listed.begin(), listed.end(), hit) - listed.begin());
+  for (size_t i = at == listed.size() ? 0 : at + 1; i < listed.size(); ++i) out.push_back(listed[i]);
+  for (size_t i = std::min(at, listed.size()); i-- > 0;) out.push_back(listed[i]);
+  out.insert(out.end(), shard.referenced.begin(), shard.referenced.end());
+  return out;
+}
+
+}  // namespace
+
 xet::Result<std::vector<uint8_t>> CasService::DedupShard(const xet::ChunkHash& chunk,
                                                          const std::string& scope) {
   auto hits = index_.LookupDedup(
       chunk, options_.dedup_across_scopes ? std::nullopt : std::optional<std::string_view>(scope));
   if (!hits) return hits.error();
-  if (hits->empty()) return xet::NotFound("chunk " + chunk.hex() + " is not indexed");
-  xet::Shard answer;
-  std::map<xet::XorbHash, bool> listed;
+
+  // Choose: the xorbs that hold the chunk, then each hit shard's neighbourhood, while the answer stays
+  // under the cap (the first xorb always goes in: an answer without it would be useless).
+  std::vector<std::shared_ptr<const xet::XorbLayout>> held;
+  std::vector<std::pair<xet::XorbHash, const xet::XorbLayout*>> chosen;
+  std::unordered_set<xet::XorbHash, xet::HashHasher> seen;
+  size_t bytes = xet::kEmptyShardBytes;
+  bool full = false;
+  const auto offer = [&](const xet::XorbHash& x) {
+    if (full || !seen.insert(x).second) return;
+    auto layout = Layout(x);
+    if (!layout) return;  // a listing without a stored xorb is useless to the client
+    const size_t size = xet::XorbListingBytes((*layout)->chunks.size());
+    if (!chosen.empty() && bytes + size > options_.dedup_answer_max_bytes) {
+      full = true;
+      return;
+    }
+    bytes += size;
+    held.push_back(*layout);
+    chosen.emplace_back(x, held.back().get());
+  };
+  for (const auto& hit : *hits) offer(hit.xorb);
+  std::unordered_set<xet::Hash, xet::HashHasher> shards_seen;
+  std::unordered_map<xet::XorbHash, size_t, xet::HashHasher> upload_order;  // across the hit shards
   for (const auto& hit : *hits) {
-    if (!listed.emplace(hit.xorb, true).second || listed.size() > 8) continue;
-    auto layout = Layout(hit.xorb);
-    if (!layout) continue;  // an entry without a stored xorb is useless to the client
+    if (full) break;
+    if (!shards_seen.insert(hit.shard).second) continue;
+    auto neighbours = index_.GetShardXorbs(hit.shard);
+    if (!neighbours) {
+      if (neighbours.error().code == ErrorCode::kNotFound) continue;
+      return neighbours.error();
+    }
+    for (const auto* list : {&(*neighbours)->listed, &(*neighbours)->referenced}) {
+      for (const auto& x : *list) upload_order.emplace(x, upload_order.size());
+    }
+    for (const auto& x : NeighboursByPriority(**neighbours, hit.xorb)) offer(x);
+  }
+  if (chosen.empty()) return xet::NotFound("chunk " + chunk.hex() + " is not indexed");
+  // Listed in upload order (a hit xorb that no shard names goes first).
+  const auto rank = [&](const xet::XorbHash& x) -> size_t {
+    auto it = upload_order.find(x);
+    return it == upload_order.end() ? 0 : it->second + 1;
+  };
+  std::stable_sort(chosen.begin(), chosen.end(),
+                   [&](const auto& a, const auto& b) { return rank(a.first) < rank(b.first); });
+
+  xet::Shard answer;
+  answer.xorbs.reserve(chosen.size());
+  for (const auto& [hash, layout] : chosen) {
     xet::XorbRecord record{
-        hit.xorb, 0, static_cast<uint32_t>((*layout)->unpacked_size()), (*layout)->chunk_region_size(), {}};
+        hash, 0, static_cast<uint32_t>(layout->unpacked_size()), layout->chunk_region_size(), {}};
+    record.chunks.reserve(layout->chunks.size());
     uint32_t offset = 0;
-    for (const auto& c : (*layout)->chunks) {
+    for (const auto& c : layout->chunks) {
       const uint32_t flags = c.hash.mod(xet::kGlobalDedupModulus) == 0 ? xet::kChunkFlagGlobalDedup : 0;
       record.chunks.push_back({c.hash, offset, c.unpacked_size, flags});
       offset += c.unpacked_size;
     }
     answer.xorbs.push_back(std::move(record));
   }
-  if (answer.xorbs.empty()) return xet::NotFound("chunk " + chunk.hex() + " is not indexed");
   // The key rotates with the expiry window, so an answer's key and expiry always agree.
   const uint64_t now = Now();
   const uint64_t window = now / options_.dedup_key_expiry_seconds;

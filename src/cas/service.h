@@ -35,7 +35,9 @@ struct ServiceOptions {
   uint64_t transfer_url_ttl_seconds = 3600;
   uint64_t dedup_key_expiry_seconds = 7 * 86400;  // how long clients may reuse a dedup answer
   bool dedup_across_scopes = false;               // dedup answers only reveal chunks of the asker's scope
-  std::function<uint64_t()> now = nullptr;        // unix seconds; tests inject a clock
+  // A dedup answer lists xorbs until its serialized size would pass this (~64 bytes per chunk listed).
+  size_t dedup_answer_max_bytes = 16ULL << 20;
+  std::function<uint64_t()> now = nullptr;  // unix seconds; tests inject a clock
   size_t upload_buffers_kept = 2;  // 64 MiB xorb upload buffers kept mapped for reuse (see BufferPool)
 };
 
@@ -136,8 +138,10 @@ class CasService {
   xet::Result<ReconstructionAnswer> ReconstructBatch(std::span<const xet::FileHash> files,
                                                      const std::string& scope);
 
-  // GET /v1/chunks/{prefix}/{chunk}: a complete shard listing the xorbs that hold the chunk, chunk hashes
-  // keyed with a rotating HMAC key, or kNotFound.
+  // GET /v1/chunks/{prefix}/{chunk}: a complete shard listing the xorbs that hold the chunk and their
+  // neighbourhood (the other xorbs of the shards that registered them: listed ones in upload order, then
+  // the ones their files use), up to dedup_answer_max_bytes; chunk hashes keyed with a rotating HMAC key.
+  // kNotFound when the chunk is not indexed for the scope.
   xet::Result<std::vector<uint8_t>> DedupShard(const xet::ChunkHash& chunk, const std::string& scope);
 
   // GET /v1/transfer/{xorb}?...: checks the URL's signature and expiry and that `range_header` lies inside

@@ -281,6 +281,67 @@ TEST_F(Service, DedupAnswerIsAKeyedShardOfTheScope) {
             xet::ErrorCode::kNotFound);
 }
 
+// A hit anywhere in an upload offers every xorb of its shard (the stock client asks about one chunk in
+// ~1,024: a xorb without such a chunk is found only as a neighbour), in upload order, within the cap.
+TEST_F(Service, DedupAnswerCarriesTheNeighbourhood) {
+  const auto up = Build({xet::testing::TextLikeBytes(21, 5'000'000)});
+  ASSERT_GE(up.xorbs.size(), 4u);
+  Upload(up, "repo");
+  const auto listed = [](const std::vector<uint8_t>& bytes) {
+    auto shard = xet::ParseShard(bytes);
+    EXPECT_TRUE(shard.ok()) << shard.error().message;
+    std::vector<xet::XorbHash> out;
+    for (const auto& x : shard->xorbs) out.push_back(x.hash);
+    return out;
+  };
+  std::vector<xet::XorbHash> all;
+  for (const auto& x : up.xorbs) all.push_back(x.hash);
+
+  auto answer = service_->DedupShard(up.xorbs[0].layout.chunks[0].hash, "repo");
+  ASSERT_TRUE(answer.ok()) << answer.error().message;
+  EXPECT_EQ(listed(*answer), all);
+
+  // A cap that holds two listings: the hit and the xorb after it (a re-upload reads on from the hit).
+  service_.reset();
+  ServiceOptions so;
+  so.url_secret.bytes.fill(7);
+  so.now = [this] { return now_; };
+  const size_t two = xet::kEmptyShardBytes + xet::XorbListingBytes(up.xorbs[0].layout.chunks.size()) +
+                     xet::XorbListingBytes(up.xorbs[1].layout.chunks.size());
+  so.dedup_answer_max_bytes = two;
+  service_ = std::make_unique<CasService>(*index_, *store_, pool_, so);
+  answer = service_->DedupShard(up.xorbs[0].layout.chunks[0].hash, "repo");
+  ASSERT_TRUE(answer.ok()) << answer.error().message;
+  EXPECT_EQ(listed(*answer), (std::vector<xet::XorbHash>{all[0], all[1]}));
+  EXPECT_EQ(answer->size(), two);
+  // The smallest cap still answers with the xorb that holds the chunk.
+  service_.reset();
+  so.dedup_answer_max_bytes = 1;
+  service_ = std::make_unique<CasService>(*index_, *store_, pool_, so);
+  answer = service_->DedupShard(up.xorbs[0].layout.chunks[0].hash, "repo");
+  ASSERT_TRUE(answer.ok());
+  EXPECT_EQ(listed(*answer), std::vector<xet::XorbHash>{all[0]});
+}
+
+// A shard that lists no xorbs of its own (its file reuses stored ones) offers the xorbs its file uses.
+TEST_F(Service, DedupAnswerOffersXorbsTheShardsFilesUse) {
+  const auto up = Build({xet::testing::TextLikeBytes(22, 3'000'000)});
+  Upload(up, "first");
+  auto files_only = xet::ParseShard(up.shard_bytes);
+  ASSERT_TRUE(files_only.ok());
+  files_only->xorbs.clear();
+  const auto body = xet::SerializeShard(*files_only);
+  ASSERT_TRUE(service_->PutShard(body, "second").ok());
+  auto answer = service_->DedupShard(up.xorbs[0].layout.chunks[0].hash, "second");
+  ASSERT_TRUE(answer.ok()) << answer.error().message;
+  auto shard = xet::ParseShard(*answer);
+  ASSERT_TRUE(shard.ok());
+  ASSERT_EQ(shard->xorbs.size(), up.xorbs.size());
+  for (size_t i = 0; i < up.xorbs.size(); ++i) EXPECT_EQ(shard->xorbs[i].hash, up.xorbs[i].hash);
+  EXPECT_EQ(service_->DedupShard(up.xorbs[0].layout.chunks[0].hash, "third").error().code,
+            xet::ErrorCode::kNotFound);
+}
+
 TEST_F(Service, BatchReconstruction) {
   const auto up = Build({xet::testing::TextLikeBytes(11, 100000), xet::testing::TextLikeBytes(12, 100000)});
   Upload(up);

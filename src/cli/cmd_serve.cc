@@ -52,6 +52,8 @@ http::Result<std::unique_ptr<Backend>> RegisterRoutes(http::Server& server, cons
   so.url_secret = KeyFrom(secrets.url_key);
   so.transfer_url_ttl_seconds = static_cast<uint64_t>(cfg.transfer_url_ttl.count());
   so.dedup_key_expiry_seconds = static_cast<uint64_t>(cfg.dedup_key_expiry.count());
+  so.dedup_across_scopes = cfg.dedup_across_scopes;
+  so.dedup_answer_max_bytes = cfg.dedup_answer_max_bytes;
   so.upload_buffers_kept = cfg.upload_buffers_kept;
   b->service = std::make_unique<cas::CasService>(*b->index, *b->store, *b->pool, so);
   api::RegisterCasRoutes(server, *b->service, {.max_concurrent_uploads = cfg.max_concurrent_uploads});

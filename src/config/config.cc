@@ -44,6 +44,32 @@ Setter CountSetter(size_t Config::*member, uint64_t min, uint64_t max) {
   };
 }
 
+// A setter for a byte size in [min, max] ("16MiB").
+Setter ByteSizeSetter(size_t Config::*member, uint64_t min, uint64_t max) {
+  return [member, min, max](Config& c, std::string_view v) -> xet::Status {
+    auto n = ParseByteSize(v);
+    if (!n) return n.error();
+    if (*n < min || *n > max)
+      return xet::Malformed(std::to_string(*n) + " bytes is out of range [" + std::to_string(min) + ", " +
+                            std::to_string(max) + "]");
+    c.*member = *n;
+    return xet::Ok{};
+  };
+}
+
+Setter BoolSetter(bool Config::*member) {
+  return [member](Config& c, std::string_view v) -> xet::Status {
+    if (v == "true" || v == "1") {
+      c.*member = true;
+    } else if (v == "false" || v == "0") {
+      c.*member = false;
+    } else {
+      return xet::Malformed("must be true or false");
+    }
+    return xet::Ok{};
+  };
+}
+
 const std::vector<Field>& Fields() {
   static const std::vector<Field> fields = {
       {"listen",
@@ -96,6 +122,9 @@ const std::vector<Field>& Fields() {
          c.dedup_key_expiry = *d;
          return xet::Ok{};
        }},
+      {"dedup_across_scopes", BoolSetter(&Config::dedup_across_scopes)},
+      // At least one xorb's listing (8,193 entries of 48 bytes); at most what a stock client accepts.
+      {"dedup_answer_max_bytes", ByteSizeSetter(&Config::dedup_answer_max_bytes, 512ULL << 10, 64ULL << 20)},
       {"log_level",
        [](Config& c, std::string_view v) -> xet::Status {
          static constexpr std::string_view kLevels[] = {"trace", "debug",    "info", "warn",
@@ -151,8 +180,10 @@ xet::Status ApplyToml(Config& c, const std::string& path) {
       text = *s;
     } else if (node.is_integer()) {
       text = std::to_string(*node.value<int64_t>());
+    } else if (node.is_boolean()) {
+      text = *node.value<bool>() ? "true" : "false";
     } else {
-      return Bad(where, "must be a string or an integer");
+      return Bad(where, "must be a string, an integer or a boolean");
     }
     if (auto st = f->set(c, text); !st) return Bad(where, st.error().message);
   }
@@ -169,6 +200,23 @@ std::string Config::host() const {
 uint16_t Config::port() const {
   auto hp = ParseListen(listen);
   return hp ? hp->port : 0;
+}
+
+Result<uint64_t> ParseByteSize(std::string_view text) {
+  static constexpr std::pair<std::string_view, uint64_t> kUnits[] = {
+      {"KiB", 1ULL << 10}, {"MiB", 1ULL << 20}, {"GiB", 1ULL << 30}, {"B", 1}};
+  uint64_t unit = 1;
+  std::string_view digits = text;
+  for (const auto& [suffix, factor] : kUnits) {
+    if (digits.ends_with(suffix)) {
+      digits.remove_suffix(suffix.size());
+      unit = factor;
+      break;
+    }
+  }
+  auto n = ParseCount(digits, 0, UINT64_MAX / unit);
+  if (!n) return xet::Malformed("not a byte size (4096, 512KiB, 16MiB, 1GiB): \"" + std::string(text) + "\"");
+  return *n * unit;
 }
 
 Result<std::chrono::seconds> ParseDuration(std::string_view text) {

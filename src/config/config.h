@@ -31,7 +31,9 @@ struct Config {
   std::optional<std::string> url_secret;  // else <data_dir>/secrets/url.key
   std::chrono::seconds transfer_url_ttl{3600};
   std::chrono::seconds dedup_key_expiry{7 * 24 * 3600};
-  std::string log_level = "info";  // trace, debug, info, warn, error, critical, off
+  bool dedup_across_scopes = false;             // dedup answers may offer other scopes' chunks
+  size_t dedup_answer_max_bytes = 16ULL << 20;  // cap of one dedup answer (a shard)
+  std::string log_level = "info";               // trace, debug, info, warn, error, critical, off
   size_t max_concurrent_uploads = 64;
   size_t upload_buffers_kept = 2;  // 64 MiB upload buffers kept mapped between uploads
   std::chrono::seconds shutdown_grace{30};
@@ -56,6 +58,9 @@ std::map<std::string, std::string> CairnEnvironment();
 // A command's configuration: `config_file` (empty: CAIRN_CONFIG, if set), this process's CAIRN_* environment,
 // then `flags` (TOML key → value).
 Result<Config> LoadCommandConfig(const std::string& config_file, std::map<std::string, std::string> flags);
+
+// "4096", "512KiB", "16MiB", "1GiB" → bytes.
+Result<uint64_t> ParseByteSize(std::string_view text);
 
 // "3600", "90s", "30m", "12h", "7d" → seconds; must be positive.
 Result<std::chrono::seconds> ParseDuration(std::string_view text);

@@ -113,6 +113,10 @@ TEST(Config, BadValuesSayWhereAndWhat) {
       {{{"no_such_setting", "1"}}, {}, "unknown setting"},
       {{}, {{"CAIRN_WORKER_THREADS", "-1"}}, "CAIRN_WORKER_THREADS"},
       {{{"upload_buffers_kept", "5000"}}, {}, "out of range"},
+      {{{"dedup_across_scopes", "yes"}}, {}, "true or false"},
+      {{{"dedup_answer_max_bytes", "16 MiB"}}, {}, "not a byte size"},
+      {{{"dedup_answer_max_bytes", "1KiB"}}, {}, "out of range"},
+      {{{"dedup_answer_max_bytes", "1GiB"}}, {}, "out of range"},
   };
   for (const auto& c : cases) {
     ConfigSources s;
@@ -154,6 +158,26 @@ TEST(Config, Durations) {
   EXPECT_EQ(*ParseDuration("7d"), std::chrono::seconds(604800));
   for (const char* bad : {"", "m", "-5", "5x", "1.5h", "0", "99999999999999999999"})
     EXPECT_FALSE(ParseDuration(bad).ok()) << bad;
+}
+
+TEST(Config, ByteSizesAndBooleans) {
+  EXPECT_EQ(*ParseByteSize("4096"), 4096u);
+  EXPECT_EQ(*ParseByteSize("100B"), 100u);
+  EXPECT_EQ(*ParseByteSize("512KiB"), 512u << 10);
+  EXPECT_EQ(*ParseByteSize("16MiB"), 16u << 20);
+  EXPECT_EQ(*ParseByteSize("2GiB"), 2ULL << 30);
+  for (const char* bad : {"", "MiB", "-5", "5MB", "1.5MiB", "99999999999999999999GiB"})
+    EXPECT_FALSE(ParseByteSize(bad).ok()) << bad;
+
+  TempDir dir;
+  ConfigSources s;
+  s.file = dir.Write("dedup.toml", "dedup_across_scopes = true\ndedup_answer_max_bytes = \"4MiB\"\n");
+  auto c = LoadConfig(s);
+  ASSERT_TRUE(c.ok()) << c.error().message;
+  EXPECT_TRUE(c->dedup_across_scopes);
+  EXPECT_EQ(c->dedup_answer_max_bytes, 4u << 20);
+  s.env = {{"CAIRN_DEDUP_ACROSS_SCOPES", "false"}};
+  EXPECT_FALSE(LoadConfig(s)->dedup_across_scopes);
 }
 
 TEST(Config, Listen) {

@@ -50,9 +50,14 @@ class Index {
   // or nothing. Committing a shard again is not an error (already_existed) and adds commit.scope.
   virtual xet::Result<CommitOutcome> CommitShard(const ShardCommit& commit) = 0;
   virtual xet::Result<std::optional<ShardInfo>> GetShard(const Hash& shard) = 0;
+  // The xorbs a registered shard brought together (kNotFound for an unknown shard). Shards registered
+  // before cairn recorded this (schema < 3) list the xorbs of their dedup entries, in no particular order.
+  virtual xet::Result<std::shared_ptr<const ShardXorbs>> GetShardXorbs(const Hash& shard) = 0;
 
   // ---- Global dedup
-  // Where `chunk` can be found: entries registered by `scope`, or by any scope when scope is nullopt.
+  // Where `chunk` can be found: entries registered by `scope`, or by any scope when scope is nullopt; at
+  // most kMaxDedupHits of them (a chunk common to many uploads must not make the answer unbounded).
+  static constexpr size_t kMaxDedupHits = 32;
   virtual xet::Result<std::vector<DedupHit>> LookupDedup(const ChunkHash& chunk,
                                                          std::optional<std::string_view> scope) = 0;
 

@@ -66,8 +66,12 @@ void BM_ConcurrentShardCommits(benchmark::State& state) {
   std::mt19937_64 rng(std::random_device{}() ^ static_cast<uint64_t>(state.thread_index()));
   const auto before = s.index->writer_stats();
   for (auto _ : state) {
-    ShardCommit c{
-        .shard = RandomHash(rng), .shard_size = 4096, .files = {}, .dedup = {}, .scope = "bench/repo"};
+    ShardCommit c{.shard = RandomHash(rng),
+                  .shard_size = 4096,
+                  .files = {},
+                  .dedup = {},
+                  .scope = "bench/repo",
+                  .xorbs = {}};
     for (int f = 0; f < 4; ++f) {
       xet::FileRecord rec;
       rec.hash = RandomHash(rng);

@@ -4,6 +4,7 @@
 #include <sqlite3.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <filesystem>
@@ -163,7 +164,8 @@ TEST_F(IndexTest, ShardCommitRoundtripScopesAndDedup) {
                 .files = {MakeFile(RandomHash(rng_), xorb, layout, {{0, 16}}, sha),
                           MakeFile(RandomHash(rng_), xorb, layout, {{2, 5}, {0, 1}})},
                 .dedup = {{layout.chunks[0].hash, xorb}, {layout.chunks[7].hash, xorb}},
-                .scope = "org/model"};
+                .scope = "org/model",
+                .xorbs = {}};
   auto out = index_->CommitShard(c);
   ASSERT_TRUE(out.ok()) << out.error().message;
   EXPECT_FALSE(out->already_existed);
@@ -227,7 +229,8 @@ TEST_F(IndexTest, RejectsRequestsItCannotStore) {
                 .shard_size = 1,
                 .files = {MakeFile(RandomHash(rng_), xorb, layout, {{0, 4}})},
                 .dedup = {},
-                .scope = "s"};
+                .scope = "s",
+                .xorbs = {}};
   c.files[0].size += 1;  // disagrees with the terms
   auto out = index_->CommitShard(c);
   ASSERT_FALSE(out.ok());
@@ -251,7 +254,8 @@ TEST_F(IndexTest, MigratesFreshDatabaseAndPersistsAcrossReopen) {
                       .shard_size = 10,
                       .files = {MakeFile(RandomHash(rng_), xorb, layout, {{0, 3}})},
                       .dedup = {{layout.chunks[0].hash, xorb}},
-                      .scope = "s"};
+                      .scope = "s",
+                      .xorbs = {}};
   ASSERT_TRUE(index_->CommitShard(c).ok());
   Open();  // reopen: no migration runs again, everything is still there
   EXPECT_EQ(UserVersion(), SqliteIndex::kSchemaVersion);
@@ -270,14 +274,16 @@ TEST_F(IndexTest, MigratesSchemaOneAndFillsTheByteCounters) {
                       .shard_size = 10,
                       .files = {MakeFile(RandomHash(rng_), xorb, layout, {{0, 5}})},
                       .dedup = {},
-                      .scope = "s"};
+                      .scope = "s",
+                      .xorbs = {}};
   ASSERT_TRUE(index_->CommitShard(c).ok());
   index_.reset();
   sqlite3* db = nullptr;
   ASSERT_EQ(sqlite3_open((dir_ / "index.db").c_str(), &db), SQLITE_OK);
   ASSERT_EQ(sqlite3_exec(db,
                          "ALTER TABLE counters DROP COLUMN unpacked_bytes; "
-                         "ALTER TABLE counters DROP COLUMN file_bytes; PRAGMA user_version = 1",
+                         "ALTER TABLE counters DROP COLUMN file_bytes; DROP TABLE shard_xorbs; "
+                         "PRAGMA user_version = 1",
                          nullptr, nullptr, nullptr),
             SQLITE_OK);
   sqlite3_close(db);
@@ -288,6 +294,84 @@ TEST_F(IndexTest, MigratesSchemaOneAndFillsTheByteCounters) {
   EXPECT_EQ(stats->unpacked_bytes, layout.unpacked_size());
   EXPECT_EQ(stats->file_bytes, c.files[0].size);
   EXPECT_EQ(stats->files, 1u);
+}
+
+// The xorbs a shard brought together, in order: listed ones, then those only its files use.
+TEST_F(IndexTest, ShardXorbsRoundtrip) {
+  Open();
+  auto [a, la] = AddXorb(3);
+  auto [b, lb] = AddXorb(3);
+  auto [old, lo] = AddXorb(3);
+  ShardCommit c{.shard = RandomHash(rng_),
+                .shard_size = 10,
+                .files = {MakeFile(RandomHash(rng_), old, lo, {{0, 3}})},
+                .dedup = {{lo.chunks[0].hash, old}},
+                .scope = "s",
+                .xorbs = {.listed = {b, a}, .referenced = {old}}};
+  ASSERT_TRUE(index_->CommitShard(c).ok());
+  auto got = index_->GetShardXorbs(c.shard);
+  ASSERT_TRUE(got.ok()) << got.error().message;
+  EXPECT_EQ((*got)->listed, (std::vector<XorbHash>{b, a}));
+  EXPECT_EQ((*got)->referenced, std::vector<XorbHash>{old});
+  EXPECT_EQ(index_->GetShardXorbs(RandomHash(rng_)).error().code, ErrorCode::kNotFound);
+
+  // Committed again (another scope): the first registration stands. Reopened: still there.
+  c.scope = "t";
+  c.xorbs.listed = {a};
+  ASSERT_TRUE(index_->CommitShard(c).ok());
+  Open();
+  got = index_->GetShardXorbs(c.shard);
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ((*got)->listed, (std::vector<XorbHash>{b, a}));
+
+  // A shard naming a xorb the index does not know is refused whole.
+  ShardCommit bad{.shard = RandomHash(rng_),
+                  .shard_size = 1,
+                  .files = {},
+                  .dedup = {},
+                  .scope = "s",
+                  .xorbs = {.listed = {a, RandomHash(rng_)}, .referenced = {}}};
+  auto out = index_->CommitShard(bad);
+  ASSERT_FALSE(out.ok());
+  EXPECT_EQ(out.error().code, ErrorCode::kInconsistent) << out.error().message;
+  EXPECT_FALSE(index_->GetShard(bad.shard)->has_value());
+  EXPECT_EQ(index_->GetShardXorbs(bad.shard).error().code, ErrorCode::kNotFound);
+}
+
+// Shards registered before schema 3 recorded their xorbs get those of their dedup entries.
+TEST_F(IndexTest, MigratesSchemaTwoAndFillsShardXorbsFromDedupEntries) {
+  Open();
+  auto [a, la] = AddXorb(4);
+  auto [b, lb] = AddXorb(4);
+  const ShardCommit c{.shard = RandomHash(rng_),
+                      .shard_size = 10,
+                      .files = {},
+                      .dedup = {{la.chunks[0].hash, a}, {la.chunks[2].hash, a}, {lb.chunks[1].hash, b}},
+                      .scope = "s",
+                      .xorbs = {.listed = {a, b}, .referenced = {}}};
+  ASSERT_TRUE(index_->CommitShard(c).ok());
+  const ShardCommit empty{
+      .shard = RandomHash(rng_), .shard_size = 1, .files = {}, .dedup = {}, .scope = "s", .xorbs = {}};
+  ASSERT_TRUE(index_->CommitShard(empty).ok());
+  index_.reset();
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open((dir_ / "index.db").c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db, "DROP TABLE shard_xorbs; PRAGMA user_version = 2", nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  sqlite3_close(db);
+  Open();
+  EXPECT_EQ(UserVersion(), SqliteIndex::kSchemaVersion);
+  auto got = index_->GetShardXorbs(c.shard);
+  ASSERT_TRUE(got.ok()) << got.error().message;
+  auto listed = (*got)->listed;
+  std::sort(listed.begin(), listed.end());
+  auto want = std::vector<XorbHash>{a, b};
+  std::sort(want.begin(), want.end());
+  EXPECT_EQ(listed, want);
+  EXPECT_TRUE((*got)->referenced.empty());
+  got = index_->GetShardXorbs(empty.shard);
+  ASSERT_TRUE(got.ok());
+  EXPECT_TRUE((*got)->listed.empty());
 }
 
 TEST_F(IndexTest, RefusesADatabaseFromANewerCairn) {
@@ -317,7 +401,8 @@ TEST_F(IndexTest, GroupCommitUnderConcurrency) {
                     .shard_size = 100,
                     .files = {},
                     .dedup = {},
-                    .scope = "scope" + std::to_string(t % 4)};
+                    .scope = "scope" + std::to_string(t % 4),
+                    .xorbs = {}};
       for (uint32_t f = 0; f < 4; ++f)
         c.files.push_back(MakeFile(RandomHash(rng_), xorb, layout, {{f, f + 2}}));
       c.dedup.push_back({layout.chunks[static_cast<size_t>(i)].hash, xorb});
@@ -384,13 +469,15 @@ TEST_F(IndexTest, FailingRequestDoesNotFailItsBatch) {
                     .shard_size = 1,
                     .files = {MakeFile(RandomHash(rng_), xorb, layout, {{0, 2}})},
                     .dedup = {{layout.chunks[1].hash, xorb}},
-                    .scope = "s"});
+                    .scope = "s",
+                    .xorbs = {}});
   }
   const ShardCommit bad{.shard = RandomHash(rng_),
                         .shard_size = 1,
                         .files = {MakeFile(RandomHash(rng_), xorb, layout, {{0, 2}})},
                         .dedup = {{layout.chunks[1].hash, RandomHash(rng_)}},
-                        .scope = "s"};
+                        .scope = "s",
+                        .xorbs = {}};
   std::atomic<int> good_ok{0};
   std::optional<xet::Error> bad_error;
   std::vector<std::thread> threads;

@@ -85,6 +85,17 @@ struct DedupEntry {
   XorbHash xorb;
 };
 
+// The xorbs one shard brought together: the neighbourhood a dedup answer offers for a hit in that shard
+// (a client that re-uploads data asks about one chunk in ~1,024, so it learns of a xorb only through
+// its neighbours). Immutable.
+struct ShardXorbs {
+  std::vector<XorbHash> listed;      // the shard's xorb section, in upload order
+  std::vector<XorbHash> referenced;  // xorbs its files use but it does not list, in first-use order
+  size_t memory_size() const {
+    return sizeof(*this) + (listed.size() + referenced.size()) * sizeof(XorbHash);
+  }
+};
+
 // Everything one accepted shard registers, in one atomic step.
 struct ShardCommit {
   Hash shard;
@@ -92,6 +103,7 @@ struct ShardCommit {
   std::vector<FileCommit> files;
   std::vector<DedupEntry> dedup;
   std::string scope;  // the scope of the write token that uploaded the shard
+  ShardXorbs xorbs;   // every xorb must be registered; no xorb twice
 };
 
 struct CommitOutcome {

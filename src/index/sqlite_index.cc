@@ -61,8 +61,22 @@ ALTER TABLE counters ADD COLUMN file_bytes INTEGER NOT NULL DEFAULT 0;
 UPDATE counters SET unpacked_bytes = (SELECT COALESCE(SUM(unpacked_size), 0) FROM xorbs),
                     file_bytes = (SELECT COALESCE(SUM(size), 0) FROM files);
 )sql",
+    // 3: the xorbs each shard brought together, for dedup answers that carry a hit's neighbourhood. Shards
+    // registered before have only their dedup entries to go by (upload order unknown).
+    R"sql(
+CREATE TABLE shard_xorbs(
+  shard BLOB NOT NULL REFERENCES shards(hash),
+  seq INTEGER NOT NULL,                 -- listed xorbs first, in upload order, then referenced ones
+  xorb BLOB NOT NULL REFERENCES xorbs(hash),
+  listed INTEGER NOT NULL,              -- 1: in the shard's xorb section; 0: used by its files only
+  PRIMARY KEY (shard, seq)) WITHOUT ROWID;
+INSERT INTO shard_xorbs(shard, seq, xorb, listed)
+  SELECT shard, row_number() OVER (PARTITION BY shard ORDER BY xorb) - 1, xorb, 1
+  FROM (SELECT DISTINCT shard, xorb FROM dedup);
+)sql",
 };
 static_assert(std::size(kMigrations) == SqliteIndex::kSchemaVersion);
+static_assert(Index::kMaxDedupHits == 32, "the LIMIT of kDedupAny and kDedupScoped");
 
 // Transaction control, prepared once per connection (sqlite3_exec would parse them for every request).
 constexpr const char kBegin[] = "BEGIN IMMEDIATE";
@@ -90,6 +104,9 @@ constexpr const char kFileByShaScoped[] =
 constexpr const char kPutShard[] =
     "INSERT INTO shards(hash, size, registered_at) VALUES (?1, ?2, ?3) ON CONFLICT(hash) DO NOTHING";
 constexpr const char kGetShard[] = "SELECT size, registered_at FROM shards WHERE hash = ?1";
+constexpr const char kPutShardXorb[] =
+    "INSERT INTO shard_xorbs(shard, seq, xorb, listed) VALUES (?1, ?2, ?3, ?4) ON CONFLICT DO NOTHING";
+constexpr const char kGetShardXorbs[] = "SELECT xorb, listed FROM shard_xorbs WHERE shard = ?1 ORDER BY seq";
 constexpr const char kPutFile[] =
     "INSERT INTO files(hash, terms, term_count, size, sha256, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6) "
     "ON CONFLICT(hash) DO NOTHING";
@@ -98,8 +115,9 @@ constexpr const char kPutScope[] =
 constexpr const char kPutDedup[] =
     "INSERT INTO dedup(chunk, scope, xorb, shard) VALUES (?1, ?2, ?3, ?4) "
     "ON CONFLICT(chunk, scope, xorb) DO NOTHING";
-constexpr const char kDedupAny[] = "SELECT DISTINCT xorb, shard FROM dedup WHERE chunk = ?1";
-constexpr const char kDedupScoped[] = "SELECT xorb, shard FROM dedup WHERE chunk = ?1 AND scope = ?2";
+constexpr const char kDedupAny[] = "SELECT DISTINCT xorb, shard FROM dedup WHERE chunk = ?1 LIMIT 32";
+constexpr const char kDedupScoped[] =
+    "SELECT xorb, shard FROM dedup WHERE chunk = ?1 AND scope = ?2 LIMIT 32";
 constexpr const char kBumpCounters[] =
     "UPDATE counters SET xorbs = xorbs + ?1, files = files + ?2, chunks = chunks + ?3, "
     "stored_bytes = stored_bytes + ?4, shards = shards + ?5, unpacked_bytes = unpacked_bytes + ?6, "
@@ -275,8 +293,9 @@ struct SqliteIndex::WriteRequest {
 
 SqliteIndex::SqliteIndex(SqliteOptions options)
     : options_(std::move(options)),
-      xorb_cache_(options_.cache_bytes / 2),
-      file_cache_(options_.cache_bytes / 2) {}
+      xorb_cache_(options_.cache_bytes / 32 * 15),
+      file_cache_(options_.cache_bytes / 32 * 15),
+      shard_xorbs_cache_(options_.cache_bytes / 16) {}
 
 xet::Result<std::unique_ptr<SqliteIndex>> SqliteIndex::Open(SqliteOptions options) {
   std::unique_ptr<SqliteIndex> index(new SqliteIndex(std::move(options)));
@@ -450,6 +469,20 @@ xet::Result<CommitOutcome> SqliteIndex::CommitShard(const ShardCommit& commit) {
     shard->Bind(1, commit.shard).Bind(2, static_cast<int64_t>(commit.shard_size)).Bind(3, now);
     if (auto r = c.Run(*shard, "insert shard"); !r.ok()) return r;
     outcome.already_existed = c.changes() == 0;
+    if (!outcome.already_existed) {
+      int64_t seq = 0;
+      for (const auto* list : {&commit.xorbs.listed, &commit.xorbs.referenced}) {
+        const int64_t listed = list == &commit.xorbs.listed ? 1 : 0;
+        for (const auto& x : *list) {
+          auto put = c.Prepare(kPutShardXorb);
+          if (!put.ok()) return put.error();
+          put->Bind(1, commit.shard).Bind(2, seq++).Bind(3, x).Bind(4, listed);
+          if (auto r = c.Run(*put, "insert shard xorb"); !r.ok()) {
+            return xet::Error{r.error().code, "xorb " + x.hex() + " of the shard: " + r.error().message};
+          }
+        }
+      }
+    }
     int64_t new_files = 0;
     int64_t new_file_bytes = 0;
     for (const auto& f : commit.files) {
@@ -625,6 +658,30 @@ xet::Result<std::optional<ShardInfo>> SqliteIndex::GetShard(const Hash& shard) {
   if (rc != SQLITE_ROW) return (*r)->Err("read shard", rc);
   return std::optional<ShardInfo>(
       ShardInfo{.size = static_cast<uint64_t>(s->Int(0)), .registered_at = s->Int(1)});
+}
+
+xet::Result<std::shared_ptr<const ShardXorbs>> SqliteIndex::GetShardXorbs(const Hash& shard) {
+  if (auto hit = shard_xorbs_cache_.Get(shard)) return hit;
+  // The shard row first: its xorbs were committed with it, so every later read sees them all.
+  auto known = GetShard(shard);
+  if (!known) return known.error();
+  if (!known->has_value()) return xet::NotFound("shard " + shard.hex() + " is not in the index");
+  auto r = AcquireReader();
+  if (!r.ok()) return r.error();
+  auto s = (*r)->Prepare(kGetShardXorbs);
+  if (!s.ok()) return s.error();
+  s->Bind(1, shard);
+  auto e = std::make_shared<ShardXorbs>();
+  for (;;) {
+    const int rc = s->Step();
+    if (rc == SQLITE_DONE) break;
+    if (rc != SQLITE_ROW) return (*r)->Err("read shard xorbs", rc);
+    auto xorb = s->HashCol(0);
+    if (!xorb) return xet::IoError("index row of shard " + shard.hex() + " is corrupt");
+    (s->Int(1) != 0 ? e->listed : e->referenced).push_back(*xorb);
+  }
+  shard_xorbs_cache_.Put(shard, e, e->memory_size());
+  return std::shared_ptr<const ShardXorbs>(std::move(e));
 }
 
 xet::Result<std::vector<DedupHit>> SqliteIndex::LookupDedup(const ChunkHash& chunk,

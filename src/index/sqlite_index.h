@@ -5,8 +5,8 @@
 // own SAVEPOINT, so a failing request is rolled back alone) and one durable COMMIT (WAL, synchronous=FULL),
 // then wakes all the callers. Concurrent registrations thus share one fsync.
 //
-// Reads: a pool of read-only connections (WAL readers never wait for the writer), behind an in-memory LRU
-// cache of xorb layouts and file term lists (immutable, so never invalidated).
+// Reads: a pool of read-only connections (WAL readers never wait for the writer), behind in-memory LRU
+// caches of xorb layouts, file term lists and shards' xorbs (immutable, so never invalidated).
 //
 // Schema changes are ordered migrations recorded in PRAGMA user_version; Open applies the missing ones in
 // one transaction and refuses a database written by a newer cairn.
@@ -32,7 +32,7 @@ namespace cairn::index {
 
 struct SqliteOptions {
   std::string path;                           // the database file (created if missing)
-  size_t cache_bytes = 256ULL * 1024 * 1024;  // xorb layouts and file terms
+  size_t cache_bytes = 256ULL * 1024 * 1024;  // xorb layouts, file terms and shards' xorbs
   size_t max_idle_readers = 16;               // read connections kept open between reads
   int busy_timeout_ms = 10'000;
   // Tests: called on the writer thread with each batch's size, before its transaction begins.
@@ -41,7 +41,7 @@ struct SqliteOptions {
 
 class SqliteIndex final : public Index {
  public:
-  static constexpr int kSchemaVersion = 2;
+  static constexpr int kSchemaVersion = 3;
 
   static xet::Result<std::unique_ptr<SqliteIndex>> Open(SqliteOptions options);
   ~SqliteIndex() override;  // finishes queued writes, then stops the writer
@@ -55,6 +55,7 @@ class SqliteIndex final : public Index {
                                                     std::optional<std::string_view> scope) override;
   xet::Result<CommitOutcome> CommitShard(const ShardCommit& commit) override;
   xet::Result<std::optional<ShardInfo>> GetShard(const Hash& shard) override;
+  xet::Result<std::shared_ptr<const ShardXorbs>> GetShardXorbs(const Hash& shard) override;
   xet::Result<std::vector<DedupHit>> LookupDedup(const ChunkHash& chunk,
                                                  std::optional<std::string_view> scope) override;
   xet::Result<IndexStats> Stats() override;
@@ -95,6 +96,7 @@ class SqliteIndex final : public Index {
 
   LruCache<XorbHash, XorbEntry, xet::HashHasher> xorb_cache_;
   LruCache<FileHash, FileEntry, xet::HashHasher> file_cache_;
+  LruCache<Hash, ShardXorbs, xet::HashHasher> shard_xorbs_cache_;
 };
 
 }  // namespace cairn::index

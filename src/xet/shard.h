@@ -18,6 +18,12 @@ inline constexpr size_t kShardFooterSize = 200;
 inline constexpr uint64_t kShardVersion = 2;
 inline constexpr uint64_t kShardFooterVersion = 1;
 inline constexpr uint64_t kMaxShardBytes = 64ULL * 1024 * 1024;  // the stock client's MDB_SHARD_TARGET_SIZE
+// What SerializeShard (lookup tables included) writes for a shard with no files and no xorbs, and for each
+// xorb listing: its header and lookup entry, and per chunk an entry and a lookup entry.
+inline constexpr size_t kEmptyShardBytes = kShardHeaderSize + 2 * kShardEntrySize + kShardFooterSize;
+constexpr size_t XorbListingBytes(size_t chunks) {
+  return kShardEntrySize + 12 + chunks * (kShardEntrySize + 16);
+}
 
 inline constexpr uint32_t kFileFlagVerification = 0x80000000;
 inline constexpr uint32_t kFileFlagMetadataExt = 0x40000000;

@@ -378,6 +378,11 @@ TEST(ShardParse, DedupAnswerFormWithEmptyFileSection) {
   ExpectSameXorbs(p->xorbs, s.xorbs);
   EXPECT_EQ(p->footer->xorb_info_offset, 96u);
   EXPECT_EQ(p->footer->key_expiry, 123u);
+  // The size the service budgets a dedup answer with.
+  size_t want = kEmptyShardBytes;
+  for (const auto& x : s.xorbs) want += XorbListingBytes(x.chunks.size());
+  EXPECT_EQ(b.size(), want);
+  EXPECT_EQ(SerializeShard(Shard{}, o).size(), kEmptyShardBytes);
 }
 
 // -----------------------------------------------------------------------------------------------------------

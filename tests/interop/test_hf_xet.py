@@ -27,6 +27,10 @@ def size_matrix(tmp_path_factory) -> list[Path]:
     return [write_random(d / f"{name}.bin", n, seed=100 + i) for i, (name, n) in enumerate(sizes)]
 
 
+def _gauge(srv, name: str) -> float:
+    return next(v for n, _, v in srv.metrics() if n == name)
+
+
 def _by_path(up) -> dict:
     return {f["path"]: f for f in up.result["files"]}
 
@@ -135,7 +139,7 @@ def test_reupload_fresh_cache_uses_global_dedup(server, hfx, tmp_path):
 
     # /metrics: one distinct file stored once (ratio 1), then a longer copy that shares its chunks.
     def gauge(name):
-        return next(v for n, _, v in srv.metrics() if n == name)
+        return _gauge(srv, name)
 
     assert gauge("cairn_file_bytes") == f.stat().st_size
     assert 0.99 < gauge("cairn_dedup_ratio") <= 1.0
@@ -144,6 +148,28 @@ def test_reupload_fresh_cache_uses_global_dedup(server, hfx, tmp_path):
     hfx.upload(srv.url, tok, [longer])
     assert gauge("cairn_file_bytes") == f.stat().st_size + longer.stat().st_size
     assert gauge("cairn_dedup_ratio") > 1.8, srv.metrics()
+
+
+def test_reupload_fresh_cache_of_several_xorbs_sends_nothing(server, hfx, size_matrix):
+    """200 MiB (four xorbs) again from a client with an empty cache. The stock client asks the server about
+    one chunk in ~1,024, so a xorb without such a chunk is found only as the neighbour of one that has one:
+    the dedup answer must carry the whole uploaded shard. Nothing may be sent or stored twice."""
+    f = size_matrix[-1]
+    srv = server()
+    tok = srv.token(SCOPE, write=True)
+    first = hfx.upload(srv.url, tok, [f])
+    assert first.result["dedup"]["xorb_bytes_uploaded"] > 0, first.result
+    xorbs = _gauge(srv, "cairn_stored_xorbs")
+    unpacked = _gauge(srv, "cairn_stored_unpacked_bytes")
+    posts = srv.requests_count("POST", "xorb")
+
+    second = hfx.upload(srv.url, tok, [f])
+    d2 = second.result["dedup"]
+    assert second.result["files"][0]["hash"] == first.result["files"][0]["hash"]
+    assert d2["xorb_bytes_uploaded"] == 0, f"xorbs sent again: {d2}\n{srv.requests_table()}"
+    assert d2["deduped_bytes"] == d2["total_bytes"] == f.stat().st_size, d2
+    assert srv.requests_count("POST", "xorb") == posts, srv.requests_table()
+    assert (_gauge(srv, "cairn_stored_xorbs"), _gauge(srv, "cairn_stored_unpacked_bytes")) == (xorbs, unpacked)
 
 
 def test_reupload_warm_cache_sends_no_xorbs(server, hfx, tmp_path):
