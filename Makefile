@@ -11,7 +11,7 @@ configure: deps
 	cmake --preset release >/dev/null
 
 .PHONY: bootstrap deps configure build debug asan lint format unit asan-test check oracle interop vectors test run bench \
-        measure-transfer clean
+        measure-transfer bench-dedup clean
 
 bootstrap:  ## install every dependency (idempotent)
 	scripts/bootstrap.sh
@@ -74,6 +74,10 @@ bench: build  ## Google Benchmark programs (see BENCHMARKS.md)
 
 measure-transfer: build bootstrap  ## 1 GiB upload and download with hf_xet against cairn serve (MB/s, peak RSS)
 	.venv/bin/python scripts/measure_transfer.py --bin $(CAIRN_BIN)
+
+bench-dedup: build bootstrap  ## dedup and transfer beside xet-core's local_cas_server: make bench-dedup REFERENCE=PATH
+	@test -x "$(REFERENCE)" || { echo "REFERENCE=path/to/local_cas_server is required (see BENCHMARKS.md)"; exit 2; }
+	.venv/bin/python scripts/bench_dedup.py --bin $(CAIRN_BIN) --reference $(REFERENCE) $(BENCH_ARGS)
 
 clean:
 	rm -rf build
