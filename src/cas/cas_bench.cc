@@ -1,13 +1,14 @@
 // Service-layer benchmarks. The reconstruction fixture is the seed's (anchors.md §1.1): 100,000 terms over
 // 1,000 xorbs of 1,024 chunks; "unmerged" gives every term its own fetch range (100,000 signed URLs in v1),
 // "merged" makes each xorb's 100 terms adjacent (1,000 ranges). BM_Reconstruction times the answer alone,
-// BM_ServiceReconstruction the whole service call on a SQLite index.
+// BM_ServiceReconstruction the whole service call on a SQLite index, BM_DedupAnswer the dedup answer.
 #include <benchmark/benchmark.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 #include <random>
 #include <stdexcept>
 #include <unordered_map>
@@ -26,6 +27,7 @@ constexpr uint32_t kXorbs = 1000;
 constexpr uint32_t kChunks = 1024;
 constexpr uint32_t kTerms = 100000;
 constexpr uint32_t kChunkSize = 65536;
+constexpr uint32_t kDedupXorb = 1;  // the xorb whose first chunk BM_DedupAnswer asks about
 
 xet::Hash HashOf(uint64_t n) {
   xet::Hash h;
@@ -166,6 +168,10 @@ struct ServiceFixture {
     commit.shard_size = 1;
     commit.files.push_back(index::MakeFileCommit(record));
     commit.scope = "bench";
+    // The shard also lists every xorb, in order, with one dedup entry: the neighbourhood BM_DedupAnswer asks
+    // for.
+    for (uint32_t x = 0; x < kXorbs; ++x) commit.xorbs.listed.push_back(HashOf(x));
+    commit.dedup.push_back({f.layouts.at(HashOf(kDedupXorb)).chunks[0].hash, HashOf(kDedupXorb)});
     if (!index->CommitShard(commit)) throw std::runtime_error("CommitShard failed");
     ServiceOptions options_for_service;
     options_for_service.url_secret = HashOf(7);
@@ -229,6 +235,45 @@ BENCHMARK_CAPTURE(BM_ServiceReconstruction, merged_v2, true, ApiVersion::kV2, fa
     ->Apply(OneRequestPerRepetition);
 BENCHMARK_CAPTURE(BM_ServiceReconstruction, merged_v1, true, ApiVersion::kV1, false)
     ->Apply(OneRequestPerRepetition);
+
+// GET /v1/chunks short of HTTP: a hit in a shard of 1,000 xorbs of 1,024 chunks, answered with as much of the
+// neighbourhood as `cap_mib` allows (64 MiB holds nearly all of it, the 68 MB whole is past the cap, so every
+// answer is computed: layouts from the service's cache, chunk hashes keyed, the shard serialized).
+// `whole`: a cap above the whole neighbourhood, so that the answer is kept and served again (after the
+// first).
+void BM_DedupAnswer(benchmark::State& state, size_t cap_mib) {
+  static ServiceFixture fixture(Get(false), "dedup");
+  static WorkerPool pool{0};
+  static std::map<size_t, std::unique_ptr<CasService>> services;  // one per cap, across the repetitions
+  auto& slot = services[cap_mib];
+  if (!slot) {
+    ServiceOptions options;
+    options.url_secret = HashOf(7);
+    options.dedup_answer_max_bytes = cap_mib << 20;
+    slot = std::make_unique<CasService>(*fixture.index, fixture.store, pool, options);
+  }
+  CasService& service = *slot;
+  const xet::ChunkHash chunk = Get(false).layouts.at(HashOf(kDedupXorb)).chunks[0].hash;
+  size_t body = 0;
+  size_t xorbs = 0;
+  for (auto _ : state) {
+    auto answer = service.DedupShard(chunk, "bench");
+    if (!answer) {
+      state.SkipWithError(answer.error().message.c_str());
+      break;
+    }
+    body = answer->size();
+    xorbs = (body - xet::kEmptyShardBytes) / xet::XorbListingBytes(kChunks);
+    benchmark::DoNotOptimize(answer);
+  }
+  state.counters["body_MB"] = static_cast<double>(body) / 1e6;
+  state.counters["xorbs"] = static_cast<double>(xorbs);
+}
+BENCHMARK_CAPTURE(BM_DedupAnswer, cap_1MiB, 1)->Apply(OneRequestPerRepetition)->Repetitions(50);
+BENCHMARK_CAPTURE(BM_DedupAnswer, cap_4MiB, 4)->Apply(OneRequestPerRepetition)->Repetitions(50);
+BENCHMARK_CAPTURE(BM_DedupAnswer, cap_16MiB, 16)->Apply(OneRequestPerRepetition)->Repetitions(50);
+BENCHMARK_CAPTURE(BM_DedupAnswer, cap_60MiB, 60)->Apply(OneRequestPerRepetition)->Repetitions(50);
+BENCHMARK_CAPTURE(BM_DedupAnswer, whole_kept, 64)->Apply(OneRequestPerRepetition)->Repetitions(50);
 
 }  // namespace
 }  // namespace cairn::cas

@@ -436,6 +436,20 @@ xet::Result<std::vector<uint8_t>> CasService::DedupShard(const xet::ChunkHash& c
   auto hits = index_.LookupDedup(
       chunk, options_.dedup_across_scopes ? std::nullopt : std::optional<std::string_view>(scope));
   if (!hits) return hits.error();
+  if (hits->empty()) return xet::NotFound("chunk " + chunk.hex() + " is not indexed");
+
+  // The key rotates with the expiry window, so an answer's key and expiry always agree. An answer that
+  // holds the hit shards' whole neighbourhood depends only on those shards and the window: it is kept, and
+  // every chunk of those shards asked about in the window gets it again (many files of one upload, or a
+  // client asking about several chunks of one file before the first answer reached it).
+  const uint64_t now = Now();
+  const uint64_t window = now / options_.dedup_key_expiry_seconds;
+  std::vector<xet::Hash> shards;
+  for (const auto& hit : *hits) {
+    if (std::find(shards.begin(), shards.end(), hit.shard) == shards.end()) shards.push_back(hit.shard);
+  }
+  const xet::Hash cache_key = DedupAnswerKey(window, shards);
+  if (auto cached = dedup_answers_.Get(cache_key)) return *cached;
 
   // Choose: the xorbs that hold the chunk, then each hit shard's neighbourhood, while the answer stays
   // under the cap (the first xorb always goes in: an answer without it would be useless).
@@ -458,12 +472,10 @@ xet::Result<std::vector<uint8_t>> CasService::DedupShard(const xet::ChunkHash& c
     chosen.emplace_back(x, held.back().get());
   };
   for (const auto& hit : *hits) offer(hit.xorb);
-  std::unordered_set<xet::Hash, xet::HashHasher> shards_seen;
   std::unordered_map<xet::XorbHash, size_t, xet::HashHasher> upload_order;  // across the hit shards
-  for (const auto& hit : *hits) {
+  for (const auto& shard : shards) {
     if (full) break;
-    if (!shards_seen.insert(hit.shard).second) continue;
-    auto neighbours = index_.GetShardXorbs(hit.shard);
+    auto neighbours = index_.GetShardXorbs(shard);
     if (!neighbours) {
       if (neighbours.error().code == ErrorCode::kNotFound) continue;
       return neighbours.error();
@@ -471,6 +483,8 @@ xet::Result<std::vector<uint8_t>> CasService::DedupShard(const xet::ChunkHash& c
     for (const auto* list : {&(*neighbours)->listed, &(*neighbours)->referenced}) {
       for (const auto& x : *list) upload_order.emplace(x, upload_order.size());
     }
+    const auto& hit =
+        *std::find_if(hits->begin(), hits->end(), [&](const auto& h) { return h.shard == shard; });
     for (const auto& x : NeighboursByPriority(**neighbours, hit.xorb)) offer(x);
   }
   if (chosen.empty()) return xet::NotFound("chunk " + chunk.hex() + " is not indexed");
@@ -496,14 +510,25 @@ xet::Result<std::vector<uint8_t>> CasService::DedupShard(const xet::ChunkHash& c
     }
     answer.xorbs.push_back(std::move(record));
   }
-  // The key rotates with the expiry window, so an answer's key and expiry always agree.
-  const uint64_t now = Now();
-  const uint64_t window = now / options_.dedup_key_expiry_seconds;
   xet::ShardWriteOptions w;
   w.hmac_key = DedupKey(window);
   w.creation_timestamp = now;
   w.key_expiry = (window + 1) * options_.dedup_key_expiry_seconds;
-  return xet::SerializeShard(answer, w);
+  auto bytes_out = std::make_shared<const std::vector<uint8_t>>(xet::SerializeShard(answer, w));
+  const bool whole = !full && std::all_of(hits->begin(), hits->end(),
+                                          [&](const auto& h) { return upload_order.contains(h.xorb); });
+  if (whole) dedup_answers_.Put(cache_key, bytes_out, bytes_out->size());
+  return *bytes_out;
+}
+
+xet::Hash CasService::DedupAnswerKey(uint64_t window, std::span<const xet::Hash> shards) const {
+  std::vector<uint8_t> key(8 + 8 + 32 * shards.size());
+  std::memcpy(key.data(), &window, 8);
+  const uint64_t cap = options_.dedup_answer_max_bytes;
+  std::memcpy(key.data() + 8, &cap, 8);
+  for (size_t i = 0; i < shards.size(); ++i)
+    std::memcpy(key.data() + 16 + 32 * i, shards[i].bytes.data(), 32);
+  return xet::ChunkHashOf(key);
 }
 
 // ---------------------------------------------------------------------------------------------------------------

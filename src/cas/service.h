@@ -165,6 +165,8 @@ class CasService {
   // while an answer still points into it). A plain vector: an answer looks each xorb up once.
   xet::LayoutLookup HoldingLookup(std::vector<std::shared_ptr<const xet::XorbLayout>>& held);
   xet::HmacKey DedupKey(uint64_t window) const;
+  // Names a dedup answer holding the whole neighbourhood of `shards` in key window `window`.
+  xet::Hash DedupAnswerKey(uint64_t window, std::span<const xet::Hash> shards) const;
 
   index::Index& index_;
   store::BlobStore& store_;
@@ -177,6 +179,8 @@ class CasService {
   index::LruCache<xet::FileHash, std::vector<FileTermRef>, xet::HashHasher> terms_{256ULL << 20};
   // Whole-file answers' plans (immutable, as files and layouts are): ~2 MB for a 100,000-term file.
   index::LruCache<xet::FileHash, ReconstructionPlan, xet::HashHasher> plans_{128ULL << 20};
+  // Whole-neighbourhood dedup answers of the current key window (~1 MB per GiB of upload behind them).
+  index::LruCache<xet::Hash, std::vector<uint8_t>, xet::HashHasher> dedup_answers_{64ULL << 20};
 };
 
 }  // namespace cairn::cas

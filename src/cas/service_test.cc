@@ -323,6 +323,53 @@ TEST_F(Service, DedupAnswerCarriesTheNeighbourhood) {
   EXPECT_EQ(listed(*answer), std::vector<xet::XorbHash>{all[0]});
 }
 
+// Every chunk of one shard gets the same whole-neighbourhood answer in a key window: kept and given again,
+// byte for byte what a fresh computation gives; a new window gets a new key.
+TEST_F(Service, DedupAnswersOfOneShardAreKeptForTheirWindow) {
+  const auto up =
+      Build({xet::testing::TextLikeBytes(23, 2'000'000), xet::testing::TextLikeBytes(24, 2'000'000)});
+  Upload(up, "repo");
+  const auto first_chunk = [&](size_t file) {
+    auto terms = service_->Reconstruct(up.file_hashes[file], "repo", std::nullopt, ApiVersion::kV2);
+    EXPECT_TRUE(terms.ok());
+    const auto o = json::parse(terms->Text()).as_object();
+    const auto& t = o.at("terms").as_array()[0];
+    const std::string hex(t.at("hash").as_string());
+    for (const auto& x : up.xorbs) {
+      if (x.hash.hex() == hex) return x.layout.chunks[t.at("range").at("start").to_number<size_t>()].hash;
+    }
+    ADD_FAILURE() << "no xorb " << hex;
+    return xet::ChunkHash{};
+  };
+  auto a = service_->DedupShard(first_chunk(0), "repo");
+  now_ += 10;
+  auto b = service_->DedupShard(first_chunk(1), "repo");
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(*a, *b);  // the kept answer, creation time included
+  ServiceOptions so;
+  so.url_secret.bytes.fill(7);
+  so.now = [this] { return now_; };
+  CasService fresh(*index_, *store_, pool_, so);
+  auto computed = fresh.DedupShard(first_chunk(1), "repo");
+  ASSERT_TRUE(computed.ok());
+  auto kept = xet::ParseShard(*b);
+  auto again = xet::ParseShard(*computed);
+  ASSERT_TRUE(kept.ok() && again.ok());
+  EXPECT_EQ(again->footer->creation_timestamp, kept->footer->creation_timestamp + 10);
+  ASSERT_EQ(again->xorbs.size(), kept->xorbs.size());
+  for (size_t i = 0; i < kept->xorbs.size(); ++i) {
+    EXPECT_EQ(again->xorbs[i].hash, kept->xorbs[i].hash);
+    EXPECT_EQ(again->xorbs[i].chunks.size(), kept->xorbs[i].chunks.size());
+    EXPECT_EQ(again->xorbs[i].chunks.back().hash, kept->xorbs[i].chunks.back().hash);
+  }
+
+  now_ += 8 * 86400;  // past the 7-day window: another key, another answer
+  auto c = service_->DedupShard(first_chunk(0), "repo");
+  ASSERT_TRUE(c.ok());
+  EXPECT_NE(*c, *a);
+  EXPECT_GT(xet::ParseShard(*c)->footer->key_expiry, now_);
+}
+
 // A shard that lists no xorbs of its own (its file reuses stored ones) offers the xorbs its file uses.
 TEST_F(Service, DedupAnswerOffersXorbsTheShardsFilesUse) {
   const auto up = Build({xet::testing::TextLikeBytes(22, 3'000'000)});

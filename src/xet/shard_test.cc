@@ -4,8 +4,10 @@
 
 #include <algorithm>
 #include <cstring>
+#include <random>
 #include <set>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -291,6 +293,40 @@ TEST(ShardSerialize, LookupTablesSortedAndPointingAtEntries) {
     chunk_refs.insert({xorb_index, chunk_index});
   }
   EXPECT_EQ(chunk_refs.size(), 7u);
+}
+
+// A table large enough for the radix path, with repeated chunk hashes (the same chunk in several xorbs):
+// rows ordered by key, then by the entry they point at.
+TEST(ShardSerialize, LargeLookupTableSortedWithTiesByEntry) {
+  Shard s;
+  std::mt19937_64 rng(5);
+  for (uint32_t x = 0; x < 3; ++x) {
+    XorbRecord r;
+    for (uint32_t i = 0; i < 1000; ++i) r.hash.bytes[i % 32] ^= static_cast<uint8_t>(rng());
+    for (uint32_t c = 0; c < 1000; ++c) {
+      ChunkHash h;
+      const uint64_t v = c % 7 == 0 ? c : rng();  // every 7th chunk repeats in each xorb
+      std::memcpy(h.bytes.data(), &v, 8);
+      r.chunks.push_back({h, c * 100, 100, 0});
+    }
+    r.bytes_in_xorb = 100000;
+    r.bytes_on_disk = 100000;
+    s.xorbs.push_back(std::move(r));
+  }
+  const Bytes b = SerializeShard(s);
+  auto p = ParseShard(b);
+  ASSERT_TRUE(p.ok()) << p.error().message;
+  const ShardFooter& f = *p->footer;
+  ASSERT_EQ(f.chunk_lookup_num_entry, 3000u);
+  std::tuple<uint64_t, uint32_t, uint32_t> prev{0, 0, 0};
+  for (size_t i = 0; i < f.chunk_lookup_num_entry; ++i) {
+    const size_t at = f.chunk_lookup_offset + 16 * i;
+    const std::tuple<uint64_t, uint32_t, uint32_t> row{GetU64(b, at), GetU32(b, at + 8), GetU32(b, at + 12)};
+    if (i > 0) {
+      ASSERT_LT(prev, row) << "chunk lookup row " << i;
+    }
+    prev = row;
+  }
 }
 
 TEST(ShardSerialize, HmacKeyedChunkHashes) {
