@@ -193,6 +193,8 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--downloads", type=int, default=1, help="downloads of A per round (the median is shown)")
     ap.add_argument("--bin", default=str(REPO / "build/release/src/cli/cairn"))
+    ap.add_argument("--also", action="append", default=[], metavar="NAME=PATH",
+                    help="another cairn binary to run in the same rounds (e.g. an older build, for before/after)")
     ap.add_argument("--python", default=str(REPO / ".venv/bin/python"))
     ap.add_argument("--keep", action="store_true", help="keep the working directory")
     ap.add_argument("--prefault-gib", type=int, default=6,
@@ -205,13 +207,15 @@ def main() -> int:
     try:
         inputs = make_inputs(work, size)
         results = []
+        cairns = {"cairn": args.bin, **dict(a.split("=", 1) for a in args.also)}
+        names = [*cairns, "reference"]
         for rnd in range(args.rounds):
-            order = ["cairn", "reference"] if rnd % 2 == 0 else ["reference", "cairn"]
+            order = names if rnd % 2 == 0 else names[::-1]
             for name in order:
                 d = work / f"round{rnd}-{name}"
                 d.mkdir()
-                if name == "cairn":
-                    srv = CairnServer(args.bin, d / "data", d / "server.log")
+                if name in cairns:
+                    srv = CairnServer(cairns[name], d / "data", d / "server.log")
                 else:
                     srv = ReferenceServer(args.reference, d / "data", d / "server.log")
                 r = run_server(name, srv, inputs, HfXet(args.python, d / "hf"), d, args.downloads,

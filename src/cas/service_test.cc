@@ -25,10 +25,14 @@ class Service : public ::testing::Test {
  protected:
   void SetUp() override {
     ASSERT_NO_FATAL_FAILURE(cas::testing::OpenTestBackend("cairn-service", &dir_, &store_, &index_));
+    service_ = std::make_unique<CasService>(*index_, *store_, pool_, Options());
+  }
+  // The options every service of these tests starts from (its clock is now_).
+  ServiceOptions Options() {
     ServiceOptions so;
     so.url_secret.bytes.fill(7);
     so.now = [this] { return now_; };
-    service_ = std::make_unique<CasService>(*index_, *store_, pool_, so);
+    return so;
   }
   void TearDown() override {
     service_.reset();
@@ -303,9 +307,7 @@ TEST_F(Service, DedupAnswerCarriesTheNeighbourhood) {
 
   // A cap that holds two listings: the hit and the xorb after it (a re-upload reads on from the hit).
   service_.reset();
-  ServiceOptions so;
-  so.url_secret.bytes.fill(7);
-  so.now = [this] { return now_; };
+  ServiceOptions so = Options();
   const size_t two = xet::kEmptyShardBytes + xet::XorbListingBytes(up.xorbs[0].layout.chunks.size()) +
                      xet::XorbListingBytes(up.xorbs[1].layout.chunks.size());
   so.dedup_answer_max_bytes = two;
@@ -346,9 +348,7 @@ TEST_F(Service, DedupAnswersOfOneShardAreKeptForTheirWindow) {
   auto b = service_->DedupShard(first_chunk(1), "repo");
   ASSERT_TRUE(a.ok() && b.ok());
   EXPECT_EQ(*a, *b);  // the kept answer, creation time included
-  ServiceOptions so;
-  so.url_secret.bytes.fill(7);
-  so.now = [this] { return now_; };
+  ServiceOptions so = Options();
   CasService fresh(*index_, *store_, pool_, so);
   auto computed = fresh.DedupShard(first_chunk(1), "repo");
   ASSERT_TRUE(computed.ok());
@@ -387,6 +387,13 @@ TEST_F(Service, DedupAnswerOffersXorbsTheShardsFilesUse) {
   for (size_t i = 0; i < up.xorbs.size(); ++i) EXPECT_EQ(shard->xorbs[i].hash, up.xorbs[i].hash);
   EXPECT_EQ(service_->DedupShard(up.xorbs[0].layout.chunks[0].hash, "third").error().code,
             xet::ErrorCode::kNotFound);
+  // Unless dedup across scopes is configured.
+  ServiceOptions so = Options();
+  so.dedup_across_scopes = true;
+  CasService across(*index_, *store_, pool_, so);
+  auto any = across.DedupShard(up.xorbs[0].layout.chunks[0].hash, "third");
+  ASSERT_TRUE(any.ok()) << any.error().message;
+  EXPECT_EQ(xet::ParseShard(*any)->xorbs.size(), up.xorbs.size());
 }
 
 TEST_F(Service, BatchReconstruction) {
