@@ -4,6 +4,12 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstring>
+
+// The single-block compression of the BLAKE3 C library built with cairn (blake3_dispatch.c picks the SIMD
+// variant at run time). Not in blake3.h; ChunkHashKeyer's test pins it to the public API's results.
+extern "C" void blake3_compress_in_place(uint32_t cv[8], const uint8_t block[64], uint8_t block_len,
+                                         uint64_t counter, uint8_t flags);
 
 namespace cairn::xet {
 namespace {
@@ -137,8 +143,30 @@ RangeHash RangeHashOf(std::span<const HashedChunk> chunks) {
 }
 
 ChunkHash HmacChunkHash(const HmacKey& key, const ChunkHash& chunk) {
-  if (key.is_zero()) return chunk;
-  return KeyedHash(key, chunk.bytes);
+  return ChunkHashKeyer(key)(chunk);
+}
+
+ChunkHashKeyer::ChunkHashKeyer(const HmacKey& key) : identity_(key.is_zero()), key_words_{} {
+  for (size_t i = 0; i < 8; ++i) {
+    const uint8_t* b = key.bytes.data() + 4 * i;
+    key_words_[i] = uint32_t{b[0]} | uint32_t{b[1]} << 8 | uint32_t{b[2]} << 16 | uint32_t{b[3]} << 24;
+  }
+}
+
+ChunkHash ChunkHashKeyer::operator()(const ChunkHash& chunk) const {
+  if (identity_) return chunk;
+  // BLAKE3 flags: CHUNK_START | CHUNK_END | ROOT | KEYED_HASH.
+  constexpr uint8_t kFlags = 1 | 2 | 8 | 16;
+  uint8_t block[64] = {};
+  std::memcpy(block, chunk.bytes.data(), 32);
+  uint32_t cv[8];
+  std::memcpy(cv, key_words_, sizeof(cv));
+  blake3_compress_in_place(cv, block, 32, 0, kFlags);
+  ChunkHash out;
+  for (size_t i = 0; i < 8; ++i) {
+    for (size_t b = 0; b < 4; ++b) out.bytes[4 * i + b] = static_cast<uint8_t>(cv[i] >> (8 * b));
+  }
+  return out;
 }
 
 }  // namespace cairn::xet

@@ -107,5 +107,27 @@ TEST(HmacChunkHash, ZeroKeyMeansNoKeying) {
   EXPECT_EQ(keyed, KeyedHash(key, chunk.bytes));
 }
 
+// The single-compression keyer agrees with BLAKE3's public keyed hash for any key and chunk.
+TEST(HmacChunkHash, KeyerMatchesTheKeyedHasher) {
+  uint64_t state = 12345;
+  const auto next = [&state] {
+    state += 0x9E3779B97F4A7C15ULL;
+    uint64_t z = state;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return static_cast<uint8_t>(z ^ (z >> 31));
+  };
+  for (int round = 0; round < 200; ++round) {
+    Hash key;
+    Hash chunk;
+    for (auto& b : key.bytes) b = next();
+    for (auto& b : chunk.bytes) b = next();
+    const ChunkHashKeyer keyer(key);
+    ASSERT_EQ(keyer(chunk), KeyedHash(key, chunk.bytes)) << "round " << round;
+    ASSERT_EQ(HmacChunkHash(key, chunk), KeyedHash(key, chunk.bytes)) << "round " << round;
+  }
+  EXPECT_EQ(ChunkHashKeyer(Hash{})(ChunkHashOf(Bytes("x"))), ChunkHashOf(Bytes("x")));
+}
+
 }  // namespace
 }  // namespace cairn::xet

@@ -150,7 +150,7 @@ def test_reupload_fresh_cache_uses_global_dedup(server, hfx, tmp_path):
     assert gauge("cairn_dedup_ratio") > 1.8, srv.metrics()
 
 
-def test_reupload_fresh_cache_of_several_xorbs_sends_nothing(server, hfx, size_matrix):
+def test_reupload_fresh_cache_of_several_xorbs_sends_nothing(server, hfx, size_matrix, tmp_path):
     """200 MiB (four xorbs) again from a client with an empty cache. The stock client asks the server about
     one chunk in ~1,024, so a xorb without such a chunk is found only as the neighbour of one that has one:
     the dedup answer must carry the whole uploaded shard. Nothing may be sent or stored twice."""
@@ -170,6 +170,19 @@ def test_reupload_fresh_cache_of_several_xorbs_sends_nothing(server, hfx, size_m
     assert d2["deduped_bytes"] == d2["total_bytes"] == f.stat().st_size, d2
     assert srv.requests_count("POST", "xorb") == posts, srv.requests_table()
     assert (_gauge(srv, "cairn_stored_xorbs"), _gauge(srv, "cairn_stored_unpacked_bytes")) == (xorbs, unpacked)
+
+    # A copy with ten 64 KiB pieces replaced, from yet another empty cache: only the chunks around each piece
+    # are new (each edit touches its own chunks and at most one 128 KiB chunk either side).
+    edited = tmp_path / "edited.bin"
+    data = bytearray(f.read_bytes())
+    rnd = random.Random(77)
+    for i in range(10):
+        at = len(data) * i // 10 + len(data) // 20
+        data[at:at + 64 * KiB] = rnd.randbytes(64 * KiB)
+    edited.write_bytes(data)
+    third = hfx.upload(srv.url, tok, [edited])
+    d3 = third.result["dedup"]
+    assert 0 < d3["xorb_bytes_uploaded"] <= 10 * (64 + 2 * 128 + 128) * KiB, f"edited copy: {d3}"
 
 
 def test_reupload_warm_cache_sends_no_xorbs(server, hfx, tmp_path):
