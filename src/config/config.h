@@ -3,9 +3,10 @@
 //
 // Every setting has one name used everywhere: the TOML key (`data_dir = "/srv/cairn"`), the environment
 // variable (CAIRN_DATA_DIR) and the flag map key ("data_dir"). Values given as strings are parsed the same
-// way whatever their source; TOML may also give integers and booleans. Unknown TOML keys are errors (typos must
-// not pass silently). Durations are integer seconds or a number with a unit: "90s", "30m", "12h", "7d"; byte
-// sizes are integer bytes or a number with a unit: "512KiB", "16MiB", "1GiB"; booleans are true or false.
+// way whatever their source; TOML may also give integers and booleans. Unknown TOML keys are errors (typos
+// must not pass silently). Durations are integer seconds or a number with a unit: "90s", "30m", "12h", "7d";
+// byte sizes are integer bytes or a number with a unit: "512KiB", "16MiB", "1GiB"; booleans are true or
+// false.
 #pragma once
 
 #include <chrono>
