@@ -1,0 +1,168 @@
+#include "index/postgres_cluster.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <pwd.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <system_error>
+
+namespace cairn::index::testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+// The newest /usr/lib/postgresql/<version>/bin holding initdb, unless CAIRN_PG_BINDIR names one.
+xet::Result<fs::path> FindBinaries() {
+  const char* env = std::getenv("CAIRN_PG_BINDIR");  // NOLINT(concurrency-mt-unsafe): test set-up
+  if (env != nullptr && *env != 0) {
+    if (fs::exists(fs::path(env) / "initdb")) return fs::path(env);
+    return xet::IoError(std::string("CAIRN_PG_BINDIR=") + env + " holds no initdb");
+  }
+  fs::path best;
+  int best_version = -1;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator("/usr/lib/postgresql", ec)) {
+    const std::string version = entry.path().filename().string();
+    if (version.empty() ||
+        !std::all_of(version.begin(), version.end(), [](char c) { return c >= '0' && c <= '9'; }))
+      continue;
+    if (!fs::exists(entry.path() / "bin" / "initdb")) continue;
+    if (const int v = std::stoi(version); v > best_version) {
+      best_version = v;
+      best = entry.path() / "bin";
+    }
+  }
+  if (best_version < 0) {
+    return xet::IoError(
+        "no PostgreSQL server binaries in /usr/lib/postgresql (scripts/bootstrap.sh installs "
+        "postgresql-15; or set CAIRN_PG_BINDIR)");
+  }
+  return best;
+}
+
+// A loopback port nobody listens on now (the server binds it a moment later; Start retries a lost race).
+xet::Result<uint16_t> FreePort() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return xet::IoError("socket: " + std::system_category().message(errno));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
+                  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0;
+  ::close(fd);
+  if (!ok) return xet::IoError("no free loopback port");
+  return ntohs(addr.sin_port);
+}
+
+std::string Sanitized(const std::string& name) {
+  std::string out;
+  for (char c : name) {
+    const bool plain = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-';
+    out += plain ? c : '_';
+  }
+  return out.substr(0, 60);
+}
+
+}  // namespace
+
+xet::Result<std::unique_ptr<PostgresCluster>> PostgresCluster::Start(const std::string& name) {
+  auto bin = FindBinaries();
+  if (!bin) return bin.error();
+  static std::atomic<int> counter{0};
+  const fs::path dir =
+      fs::temp_directory_path() /
+      ("cairn-pg-" + Sanitized(name) + "-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+  fs::create_directories(dir, ec);
+  if (ec) return xet::IoError("create " + dir.string() + ": " + ec.message());
+  fs::permissions(dir, fs::perms::owner_all, ec);
+  const bool as_postgres = ::geteuid() == 0;
+  if (as_postgres) {
+    const passwd* pw = ::getpwnam("postgres");  // NOLINT(concurrency-mt-unsafe): test set-up, one thread
+    if (pw == nullptr)
+      return xet::IoError("running as root, but there is no postgres user to run the server");
+    if (::chown(dir.c_str(), pw->pw_uid, pw->pw_gid) != 0)
+      return xet::IoError("chown " + dir.string() + ": " + std::system_category().message(errno));
+  }
+  std::unique_ptr<PostgresCluster> cluster(new PostgresCluster(*bin, dir, 0, as_postgres));
+  std::string out;
+  if (auto st = cluster->Run("initdb", "-D " + dir.string() + " -U cairn -A trust -E UTF8 --no-sync", &out);
+      !st.ok()) {
+    return st.error();
+  }
+  xet::Status started = xet::IoError("not started");
+  for (int attempt = 0; attempt < 3 && !started.ok(); ++attempt) {
+    auto port = FreePort();
+    if (!port) return port.error();
+    cluster->port_ = *port;
+    started = cluster->Restart();
+  }
+  if (!started.ok()) return started.error();
+  if (auto st =
+          cluster->Run("createdb", "-h 127.0.0.1 -p " + std::to_string(cluster->port_) + " -U cairn cairn");
+      !st.ok()) {
+    return st.error();
+  }
+  return cluster;
+}
+
+PostgresCluster::~PostgresCluster() {
+  (void)Stop();
+  std::error_code ec;
+  fs::remove_all(dir_, ec);
+}
+
+std::string PostgresCluster::uri() const {
+  return "postgres://cairn@127.0.0.1:" + std::to_string(port_) + "/cairn";
+}
+
+xet::Status PostgresCluster::Stop() {
+  if (!running_) return xet::Ok{};
+  running_ = false;
+  return Run("pg_ctl", "-D " + dir_.string() + " -m fast -w stop");
+}
+
+xet::Status PostgresCluster::Restart() {
+  if (auto st = Stop(); !st.ok()) return st;
+  // Unix socket in the cluster's own directory (not /var/run/postgresql, which may not exist or be shared).
+  const std::string options =
+      "-p " + std::to_string(port_) + " -k " + dir_.string() + " -c listen_addresses=127.0.0.1";
+  auto st = Run("pg_ctl", "-D " + dir_.string() + " -l " + (dir_ / "server.log").string() + " -w -t 60 -o '" +
+                              options + "' start");
+  if (st.ok()) running_ = true;
+  return st;
+}
+
+xet::Status PostgresCluster::Run(const std::string& program, const std::string& args,
+                                 std::string* output) const {
+  const std::string command =
+      (as_postgres_ ? "runuser -u postgres -- " : "") + (bin_ / program).string() + " " + args + " 2>&1";
+  FILE* pipe = ::popen(command.c_str(), "r");  // NOLINT(cert-env33-c): fixed programs, paths we made
+  if (pipe == nullptr) return xet::IoError("cannot run " + command);
+  std::string text;
+  char buf[4096];
+  size_t n = 0;
+  while ((n = std::fread(buf, 1, sizeof(buf), pipe)) > 0) text.append(buf, n);
+  const int status = ::pclose(pipe);
+  if (output != nullptr) *output += text;
+  if (status != 0) {
+    const int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    std::string log;
+    if (program == "pg_ctl" && fs::exists(dir_ / "server.log"))
+      log = " (see " + (dir_ / "server.log").string() + ")";
+    return xet::IoError(program + " failed with exit " + std::to_string(code) + log + ": " +
+                        text.substr(text.size() > 2000 ? text.size() - 2000 : 0));
+  }
+  return xet::Ok{};
+}
+
+}  // namespace cairn::index::testing
