@@ -39,6 +39,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests" / "interop"))
 
 from interop_util import MiB, CairnServer, HfXet, assert_same_file, free_port, http, write_random  # noqa: E402
+from measure_transfer import peak_rss_mib  # noqa: E402
 
 SCENARIOS = ("first", "again", "edited", "half", "download")
 TICKS = os.sysconf("SC_CLK_TCK")
@@ -47,13 +48,6 @@ TICKS = os.sysconf("SC_CLK_TCK")
 def cpu_seconds(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / TICKS  # utime, stime (fields 14 and 15)
-
-
-def peak_rss_mib(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    raise RuntimeError("no VmHWM in /proc status")
 
 
 def stored_bytes(root: Path) -> int:
