@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "api/cas_routes.h"
+#include "api/ops_routes.h"
 #include "cas/test_backend.h"
 #include "client/upload_builder.h"
 #include "http/test_util.h"
@@ -1056,6 +1057,33 @@ TEST_F(CasApi, FullDownloadsThroughHttpMatchTheOriginals) {
 
 // ---------------------------------------------------------------------------------------------------------------
 // Everything else
+
+// /readyz answers 200 while every check passes and 503 naming the first that fails; no token needed. The
+// index's gauges are on /metrics.
+TEST_F(CasApi, ReadinessFollowsItsChecksAndIndexMetrics) {
+  std::atomic<bool> store_ok{true};
+  RegisterReadiness(
+      *server_, {{"index", [this] { return index_->Ping(); }}, {"store", [&store_ok]() -> xet::Status {
+                                                                  if (store_ok) return xet::Ok{};
+                                                                  return xet::Unavailable("not answering");
+                                                                }}});
+  RegisterIndexMetrics(*server_, *index_);
+  auto ready = Get("/readyz");
+  EXPECT_EQ(ready.result_int(), 200u);
+  EXPECT_EQ(ready.body(), R"({"status":"ready"})");
+  store_ok = false;
+  auto down = Get("/readyz");
+  EXPECT_EQ(down.result_int(), 503u);
+  EXPECT_EQ(down.body(), Err("store: not answering"));
+  store_ok = true;
+  EXPECT_EQ(Get("/readyz").result_int(), 200u);
+
+  Upload(Build({xet::testing::TextLikeBytes(19, 50000)}));
+  const std::string metrics = Get("/metrics").body();
+  EXPECT_NE(metrics.find("\ncairn_stored_xorbs 1\n"), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find("\ncairn_index_write_requests 2\n"), std::string::npos) << metrics;  // xorb + shard
+  EXPECT_NE(metrics.find("\ncairn_index_writes_queued 0\n"), std::string::npos) << metrics;
+}
 
 TEST_F(CasApi, TelemetryHealthMetricsAndRouting) {
   const std::string telemetry =

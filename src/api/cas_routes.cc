@@ -21,7 +21,7 @@ using http::RouteOptions;
 using http::Verb;
 
 // Service errors as HTTP statuses. Client mistakes are 400-class (fatal for the stock client); storage and
-// database failures are 500 (retried).
+// database failures are 500, an unreachable database 503 (both retried).
 unsigned StatusOf(const xet::Error& e) {
   switch (e.code) {
     case xet::ErrorCode::kMalformed:
@@ -32,6 +32,8 @@ unsigned StatusOf(const xet::Error& e) {
       return 400;
     case xet::ErrorCode::kIo:
       return 500;
+    case xet::ErrorCode::kUnavailable:
+      return 503;
   }
   return 500;
 }
@@ -244,7 +246,8 @@ void PutShardV2(cas::CasService& service, const std::shared_ptr<Exchange>& ex) {
     if (outcome) {
       stream->Write("{\"type\":\"result\"}\n");
     } else {
-      const bool retryable = outcome.error().code == xet::ErrorCode::kIo;
+      const bool retryable =
+          outcome.error().code == xet::ErrorCode::kIo || outcome.error().code == xet::ErrorCode::kUnavailable;
       stream->Write("{\"type\":\"error\",\"message\":" + JsonString(outcome.error().message) +
                     ",\"retryable\":" + (retryable ? "true" : "false") + "}\n");
     }
@@ -277,6 +280,9 @@ void Transfer(cas::CasService& service, const std::shared_ptr<Exchange>& ex) {
         status = 404;
         break;
       case xet::ErrorCode::kIo:
+        break;
+      case xet::ErrorCode::kUnavailable:
+        status = 503;
         break;
     }
     return ex->Respond(ErrorResponse(status, plan.error().message));

@@ -6,14 +6,15 @@
 #include <map>
 
 #include "api/cas_routes.h"
+#include "api/ops_routes.h"
 #include "cas/service.h"
+#include "cli/backend.h"
 #include "cli/commands.h"
 #include "common/allocator.h"
 #include "common/worker_pool.h"
 #include "config/config.h"
 #include "config/secrets.h"
 #include "http/server.h"
-#include "index/sqlite_index.h"
 #include "store/local_disk_store.h"
 #include "xet/hashing.h"
 
@@ -23,7 +24,7 @@ namespace {
 // The storage behind the routes; lives as long as the server runs.
 struct Backend {
   std::unique_ptr<store::LocalDiskStore> store;
-  std::unique_ptr<index::SqliteIndex> index;
+  std::unique_ptr<index::Index> index;
   std::unique_ptr<WorkerPool> pool;
   std::unique_ptr<cas::CasService> service;
 };
@@ -34,17 +35,14 @@ xet::Hash KeyFrom(const std::string& secret) {
 }
 
 http::Result<std::unique_ptr<Backend>> RegisterRoutes(http::Server& server, const config::Config& cfg,
-                                                      const config::Secrets& secrets) {
+                                                      const config::Secrets& secrets,
+                                                      std::unique_ptr<index::Index> index) {
   auto b = std::make_unique<Backend>();
   const std::filesystem::path data(cfg.data_dir);
   auto st = store::LocalDiskStore::Open(data / "blobs");
   if (!st) return http::Error{500, "blob store: " + st.error().message};
   b->store = std::move(*st);
-  index::SqliteOptions io;
-  io.path = (data / "index.db").string();
-  auto ix = index::SqliteIndex::Open(io);
-  if (!ix) return http::Error{500, "index: " + ix.error().message};
-  b->index = std::move(*ix);
+  b->index = std::move(index);
   // Validation of one xorb spreads over the worker threads; the caller's thread takes part too.
   b->pool = std::make_unique<WorkerPool>(cfg.worker_threads > 1 ? cfg.worker_threads - 1 : 0);
   cas::ServiceOptions so;
@@ -58,27 +56,8 @@ http::Result<std::unique_ptr<Backend>> RegisterRoutes(http::Server& server, cons
   b->service = std::make_unique<cas::CasService>(*b->index, *b->store, *b->pool, so);
   api::RegisterCasRoutes(server, *b->service, {.max_concurrent_uploads = cfg.max_concurrent_uploads});
 
-  auto* index_ptr = b->index.get();
-  const auto stat = [index_ptr](uint64_t index::IndexStats::*field) {
-    return [index_ptr, field] {
-      auto s = index_ptr->Stats();
-      return s ? static_cast<double>((*s).*field) : 0.0;
-    };
-  };
-  auto& m = server.metrics();
-  m.Gauge("cairn_stored_xorbs", "Xorbs stored", stat(&index::IndexStats::xorbs));
-  m.Gauge("cairn_stored_files", "Files registered", stat(&index::IndexStats::files));
-  m.Gauge("cairn_stored_chunks", "Chunks in stored xorbs", stat(&index::IndexStats::chunks));
-  m.Gauge("cairn_stored_bytes", "Bytes of stored xorbs and shards", stat(&index::IndexStats::stored_bytes));
-  m.Gauge("cairn_stored_shards", "Shards registered", stat(&index::IndexStats::shards));
-  m.Gauge("cairn_stored_unpacked_bytes", "Unpacked bytes of stored xorbs",
-          stat(&index::IndexStats::unpacked_bytes));
-  m.Gauge("cairn_file_bytes", "Bytes of registered files (each distinct file once)",
-          stat(&index::IndexStats::file_bytes));
-  m.Gauge("cairn_dedup_ratio", "Bytes of registered files per unpacked byte stored", [index_ptr] {
-    auto s = index_ptr->Stats();
-    return s ? s->dedup_ratio() : 0.0;
-  });
+  api::RegisterIndexMetrics(server, *b->index);
+  api::RegisterReadiness(server, {{"index", [ix = b->index.get()] { return ix->Ping(); }}});
   return b;
 }
 
@@ -99,7 +78,12 @@ int RunServe(const ServeOptions& opts) {
     std::cerr << "cairn serve: cannot create " << cfg->data_dir << ": " << ec.message() << "\n";
     return 1;
   }
-  auto secrets = config::LoadSecrets(*cfg, /*create=*/true);
+  auto index = OpenConfiguredIndex(*cfg);
+  if (!index) {
+    std::cerr << "cairn serve: " << index.error().message << "\n";
+    return 1;
+  }
+  auto secrets = LoadConfiguredSecrets(*cfg, **index);
   if (!secrets) {
     std::cerr << "cairn serve: " << secrets.error().message << "\n";
     return 1;
@@ -120,13 +104,14 @@ int RunServe(const ServeOptions& opts) {
   if (so.port == 0 &&
       cfg->public_url == "http://" + cfg->listen)  // default URL, ephemeral port: the real one
     cfg->public_url = "http://" + host + ":" + std::to_string(server.port());
-  auto backend = RegisterRoutes(server, *cfg, *secrets);
+  const std::string index_name = (*index)->description();
+  auto backend = RegisterRoutes(server, *cfg, *secrets, std::move(*index));
   if (!backend) {
     std::cerr << "cairn serve: " << backend.error().message << "\n";
     return 1;
   }
   std::cout << "cairn: listening on http://" << host << ":" << server.port() << " (public URL "
-            << cfg->public_url << ", data " << cfg->data_dir << ")" << std::endl;
+            << cfg->public_url << ", data " << cfg->data_dir << ", index " << index_name << ")" << std::endl;
   server.StopOnSignals();
   server.Start();
   server.Wait();

@@ -3,6 +3,7 @@
 #include <map>
 #include <string>
 
+#include "cli/backend.h"
 #include "cli/commands.h"
 #include "config/config.h"
 #include "config/secrets.h"
@@ -13,6 +14,7 @@ namespace cairn::cli {
 int RunToken(const TokenOptions& opts) {
   std::map<std::string, std::string> flags;
   if (!opts.data_dir.empty()) flags["data_dir"] = opts.data_dir;
+  if (!opts.index.empty()) flags["index"] = opts.index;
   auto cfg = config::LoadCommandConfig(opts.config_file, std::move(flags));
   if (!cfg) {
     std::cerr << "cairn token: " << cfg.error().message << "\n";
@@ -23,17 +25,22 @@ int RunToken(const TokenOptions& opts) {
     std::cerr << "cairn token: --ttl: " << ttl.error().message << "\n";
     return 2;
   }
+  // The key the server signs with: configured, or kept in the index (created there if this comes first).
   std::string key;
   if (cfg->jwt_secret) {
     key = *cfg->jwt_secret;
   } else {
-    auto k = config::LoadSecretFile(config::JwtKeyPath(*cfg), /*create=*/false);
-    if (!k) {
-      std::cerr << "cairn token: " << k.error().message << " (start `cairn serve --data " << cfg->data_dir
-                << "` once to create it, or configure jwt_secret)\n";
+    auto index = OpenConfiguredIndex(*cfg);
+    if (!index) {
+      std::cerr << "cairn token: " << index.error().message << "\n";
       return 1;
     }
-    key = std::move(*k);
+    auto secrets = LoadConfiguredSecrets(*cfg, **index);
+    if (!secrets) {
+      std::cerr << "cairn token: " << secrets.error().message << "\n";
+      return 1;
+    }
+    key = std::move(secrets->jwt_key);
   }
   const http::Principal who{opts.scope, opts.write ? http::Permission::kWrite : http::Permission::kRead};
   auto token = http::MintToken(key, who, *ttl);

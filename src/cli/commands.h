@@ -46,10 +46,19 @@ int RunServe(const ServeOptions& opts);
 struct TokenOptions {
   std::string config_file;
   std::string data_dir;
+  std::string index;
   std::string scope;
   bool write = false;
   std::string ttl = "1h";
 };
 int RunToken(const TokenOptions& opts);
+
+// `cairn index migrate`: bring the configured index's schema up to date (what `serve` does at start).
+struct IndexOptions {
+  std::string config_file;
+  std::string data_dir;
+  std::string index;
+};
+int RunIndexMigrate(const IndexOptions& opts);
 
 }  // namespace cairn::cli

@@ -63,6 +63,7 @@ void AddServe(CLI::App& app) {
   static constexpr Flag kFlags[] = {
       {"--listen", "listen", "HOST:PORT to listen on (default 127.0.0.1:8080)"},
       {"--data", "data_dir", "Data directory (default ./cairn-data)"},
+      {"--index", "index", "Index: sqlite:PATH (default sqlite:<data>/index.db) or postgres://USER@HOST/DB"},
       {"--public-url", "public_url", "Base URL clients reach this server at (default http://<listen>)"},
       {"--io-threads", "io_threads", "Network threads"},
       {"--worker-threads", "worker_threads", "Worker threads for CPU-heavy work"},
@@ -79,12 +80,23 @@ void AddServe(CLI::App& app) {
 void AddToken(CLI::App& app) {
   auto opts = std::make_shared<TokenOptions>();
   auto* cmd = app.add_subcommand("token", "Mint a bearer token (HS256 JWT) for a scope");
-  cmd->add_option("--data", opts->data_dir, "Data directory holding secrets/jwt.key (default ./cairn-data)");
+  cmd->add_option("--data", opts->data_dir, "Data directory (default ./cairn-data)");
+  cmd->add_option("--index", opts->index, "Index holding the signing key (default sqlite:<data>/index.db)");
   cmd->add_option("--config", opts->config_file, "TOML configuration file (also CAIRN_CONFIG)");
   cmd->add_option("--scope", opts->scope, "Scope the token grants, e.g. a repository name")->required();
   cmd->add_flag("--write", opts->write, "Grant write (and read) instead of read only");
   cmd->add_option("--ttl", opts->ttl, "Lifetime: seconds, or 30m, 12h, 7d (default 1h)");
   OnSelected(cmd, opts, RunToken);
+}
+
+void AddIndex(CLI::App& app) {
+  auto opts = std::make_shared<IndexOptions>();
+  auto* index = app.add_subcommand("index", "Manage the metadata index")->require_subcommand(1);
+  auto* migrate = index->add_subcommand("migrate", "Apply pending schema migrations, then exit");
+  migrate->add_option("--data", opts->data_dir, "Data directory (default ./cairn-data)");
+  migrate->add_option("--index", opts->index, "sqlite:PATH or postgres://USER@HOST/DB");
+  migrate->add_option("--config", opts->config_file, "TOML configuration file (also CAIRN_CONFIG)");
+  OnSelected(migrate, opts, RunIndexMigrate);
 }
 
 }  // namespace
@@ -101,6 +113,7 @@ int main(int argc, char** argv) {
   cairn::cli::AddShard(app);
   cairn::cli::AddServe(app);
   cairn::cli::AddToken(app);
+  cairn::cli::AddIndex(app);
   CLI11_PARSE(app, argc, argv);
   return 0;
 }

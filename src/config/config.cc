@@ -3,6 +3,7 @@
 #include <toml++/toml.h>
 
 #include <charconv>
+#include <filesystem>
 #include <functional>
 #include <thread>
 #include <vector>
@@ -94,6 +95,15 @@ const std::vector<Field>& Fields() {
          c.public_url = url;
          return xet::Ok{};
        }},
+      {"index",
+       [](Config& c, std::string_view v) -> xet::Status {
+         // Checked in full when opened (index/open_index.h); here only which kind it is.
+         if (!v.starts_with("sqlite:") && !v.starts_with("postgres://") && !v.starts_with("postgresql://"))
+           return xet::Malformed("must be sqlite:PATH or postgres://USER@HOST[:PORT]/DB");
+         c.index = std::string(v);
+         return xet::Ok{};
+       }},
+      {"index_pool_size", CountSetter(&Config::index_pool_size, 1, 1024)},
       {"io_threads", CountSetter(&Config::io_threads, 1, 1024)},
       {"worker_threads", CountSetter(&Config::worker_threads, 1, 1024)},
       {"jwt_secret",
@@ -330,6 +340,7 @@ Result<Config> LoadConfig(const ConfigSources& sources) {
     }
   }
   if (c.public_url.empty()) c.public_url = "http://" + c.listen;
+  if (c.index.empty()) c.index = "sqlite:" + (std::filesystem::path(c.data_dir) / "index.db").string();
   return c;
 }
 

@@ -27,7 +27,10 @@ struct Config {
   std::string listen = "127.0.0.1:8080";  // HOST:PORT ([v6]:PORT for IPv6)
   std::string data_dir = "./cairn-data";
   std::string public_url;  // base of URLs handed to clients; default http://<listen>
-  size_t io_threads = 0;   // 0 before Load: filled with a default from the CPU count
+  // sqlite:PATH or postgres://USER[:PASS]@HOST[:PORT]/DB[?...]; default sqlite:<data_dir>/index.db
+  std::string index;
+  size_t index_pool_size = 8;  // PostgreSQL connections for reads
+  size_t io_threads = 0;       // 0 before Load: filled with a default from the CPU count
   size_t worker_threads = 0;
   std::optional<std::string> jwt_secret;  // else <data_dir>/secrets/jwt.key
   std::optional<std::string> url_secret;  // else <data_dir>/secrets/url.key

@@ -190,29 +190,57 @@ TEST(Config, Listen) {
   EXPECT_FALSE(ParseListen("host:").ok());
 }
 
-TEST(Secrets, CreatedOnceWithMode0600AndReused) {
+// A stand-in for the index's secrets table: first value stored wins.
+struct SecretTable {
+  std::map<std::string, std::string, std::less<>> rows;
+  SharedSecretFn fn() {
+    return [this](std::string_view name, std::string_view candidate) -> Result<std::string> {
+      return rows.try_emplace(std::string(name), candidate).first->second;
+    };
+  }
+};
+
+TEST(Secrets, CreatedOnceThroughTheIndexAndReused) {
   TempDir dir;
   Config c;
   c.data_dir = dir.path().string();
-  EXPECT_FALSE(LoadSecrets(c, /*create=*/false).ok());
-  auto first = LoadSecrets(c, true);
+  SecretTable table;
+  auto first = LoadSecrets(c, table.fn());
   ASSERT_TRUE(first.ok()) << first.error().message;
   EXPECT_EQ(first->jwt_key.size(), 64u);
   EXPECT_EQ(first->url_key.size(), 64u);
   EXPECT_NE(first->jwt_key, first->url_key);
-  struct stat st {};
-  ASSERT_EQ(::stat(JwtKeyPath(c).c_str(), &st), 0);
-  EXPECT_EQ(st.st_mode & 0777, 0600u);
-  auto again = LoadSecrets(c, false);
+  EXPECT_EQ(table.rows.at("jwt"), first->jwt_key);
+  EXPECT_FALSE(std::filesystem::exists(LegacyKeyPath(c, "jwt")));  // nothing written beside the index
+  auto again = LoadSecrets(c, table.fn());
   ASSERT_TRUE(again.ok());
   EXPECT_EQ(again->jwt_key, first->jwt_key);
   EXPECT_EQ(again->url_key, first->url_key);
 
   c.jwt_secret = std::string(40, 'k');
-  auto configured = LoadSecrets(c, false);
+  auto configured = LoadSecrets(c, table.fn());
   ASSERT_TRUE(configured.ok());
   EXPECT_EQ(configured->jwt_key, std::string(40, 'k'));
   EXPECT_EQ(configured->url_key, first->url_key);
+}
+
+// A data directory from before keeps its keys: the files' values become the index's.
+TEST(Secrets, LegacyKeyFilesAreImported) {
+  TempDir dir;
+  Config c;
+  c.data_dir = dir.path().string();
+  std::filesystem::create_directories(dir.path() / "secrets");
+  const std::string old(64, 'a');
+  std::ofstream(LegacyKeyPath(c, "jwt")) << old << "\n";
+  SecretTable table;
+  auto s = LoadSecrets(c, table.fn());
+  ASSERT_TRUE(s.ok()) << s.error().message;
+  EXPECT_EQ(s->jwt_key, old);
+  EXPECT_EQ(table.rows.at("jwt"), old);
+  EXPECT_EQ(s->url_key.size(), 64u);                    // no file: a new one
+  std::ofstream(LegacyKeyPath(c, "url")) << "short\n";  // too short to be a key
+  SecretTable fresh;
+  EXPECT_FALSE(LoadSecrets(c, fresh.fn()).ok());
 }
 
 }  // namespace

@@ -1,15 +1,18 @@
 // The server's secrets: the token-signing key and the transfer-URL signing key, kept apart so one can be
 // rotated without the other.
 //
-// Each is taken from the configuration when it supplies one, else from <data_dir>/secrets/{jwt,url}.key. On
-// first start the files are created: 32 bytes from OpenSSL's RAND_bytes, stored as 64 hex characters (the key
-// is that text, so a value copied into the configuration signs identically), mode 0600 in a 0700 directory,
-// written to a temp file, fsynced, linked into place (never overwriting one a concurrent start created) and
-// the directory fsynced.
+// Each is taken from the configuration when it supplies one (jwt_secret, url_secret), else from the index
+// (its `secrets` table), so that every node on a shared index signs and checks with the same keys. The first
+// process to need a key stores it there atomically: 32 bytes from OpenSSL's RAND_bytes as 64 hex characters
+// (the key is that text, so a value copied into the configuration signs identically). A data directory from
+// before keys lived in the index still has <data_dir>/secrets/{jwt,url}.key: their values are the ones
+// stored, so tokens minted before keep working.
 #pragma once
 
 #include <filesystem>
+#include <functional>
 #include <string>
+#include <string_view>
 
 #include "config/config.h"
 
@@ -20,13 +23,16 @@ struct Secrets {
   std::string url_key;
 };
 
-// Reads the secret at `path`, creating it first when absent and `create` is set.
-Result<std::string> LoadSecretFile(const std::filesystem::path& path, bool create);
+// The stored secret `name`, storing `candidate` when there is none (Index::SharedSecret).
+using SharedSecretFn = std::function<Result<std::string>(std::string_view name, std::string_view candidate)>;
 
-// The secrets for `config`; `create` makes missing files (the server), false only reads them (`cairn token`).
-Result<Secrets> LoadSecrets(const Config& config, bool create);
+// The secrets for `config`, from the configuration or through `shared`.
+Result<Secrets> LoadSecrets(const Config& config, const SharedSecretFn& shared);
 
-std::filesystem::path JwtKeyPath(const Config& config);
-std::filesystem::path UrlKeyPath(const Config& config);
+// 32 random bytes as 64 hex characters.
+Result<std::string> NewSecret();
+
+// Where a data directory from before kept each key (read once, when the index has none yet).
+std::filesystem::path LegacyKeyPath(const Config& config, std::string_view name);
 
 }  // namespace cairn::config

@@ -1,6 +1,7 @@
 // The metadata index: which xorbs exist and their layouts, how files are rebuilt, which scopes see which
-// files, where global-dedup chunks live, which shards were accepted. SQLite implements it for one node;
-// PostgreSQL will implement it for several.
+// files, where global-dedup chunks live, which shards were accepted, and the secrets every node signs with.
+// SQLite implements it for one node (sqlite_index.h), PostgreSQL for several sharing one database
+// (postgres_index.h); open either from a URL with OpenIndex (open_index.h).
 //
 // Contract, for every implementation:
 //  - Thread-safety: every method may be called concurrently from any thread.
@@ -12,11 +13,12 @@
 //  - Returned records are shared and immutable; the caller may keep them as long as it likes.
 //  - Failures are values: kNotFound for an unknown record (Get*), kMalformed for a request that cannot be
 //    stored as given, kInconsistent when a request contradicts the index (e.g. names an unknown xorb), kIo
-//    when the database fails.
+//    when the database fails, kUnavailable when it cannot be reached now (a retry may succeed).
 #pragma once
 
 #include <memory>
 #include <optional>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -24,6 +26,13 @@
 #include "xet/result.h"
 
 namespace cairn::index {
+
+// Write requests, the durable transactions that carried them, and the requests waiting now.
+struct WriteStats {
+  uint64_t requests = 0;
+  uint64_t transactions = 0;
+  size_t queued = 0;
+};
 
 class Index {
  public:
@@ -62,6 +71,18 @@ class Index {
                                                          std::optional<std::string_view> scope) = 0;
 
   virtual xet::Result<IndexStats> Stats() = 0;
+
+  // ---- Secrets
+  // The secret named `name`, shared by every process on this index; when there is none yet, `candidate` is
+  // stored and returned (atomically: of several processes starting at once, one value wins for all).
+  virtual xet::Result<std::string> SharedSecret(std::string_view name, std::string_view candidate) = 0;
+
+  // ---- Operations
+  // Whether the database answers now (a round trip; /readyz).
+  virtual xet::Status Ping() = 0;
+  virtual WriteStats write_stats() const = 0;
+  // The backend and where it is, for messages: "sqlite:PATH", or the PostgreSQL URI without its password.
+  virtual std::string description() const = 0;
 
  protected:
   Index() = default;

@@ -1,17 +1,26 @@
-// SqliteIndex against the Index contract: roundtrips, idempotency, scopes, dedup, persistence and
-// migrations, and group commit under concurrency (including a failing request inside a batch).
+// The Index contract, one suite run against every backend (SQLite in a temporary file, PostgreSQL in a
+// private server started by the suite): roundtrips, idempotency, scopes, dedup, persistence and migrations,
+// shared secrets, group commit under concurrency (including a failing request inside a batch), and two
+// index instances on one database registering the same records at once (two nodes).
 #include <gtest/gtest.h>
 #include <sqlite3.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <condition_variable>
 #include <filesystem>
+#include <iostream>
 #include <mutex>
+#include <numeric>
 #include <random>
 #include <thread>
 
+#include "index/open_index.h"
+#include "index/pg.h"
+#include "index/postgres_cluster.h"
+#include "index/postgres_index.h"
 #include "index/sqlite_index.h"
 #include "index/test_support.h"
 
@@ -49,24 +58,61 @@ FileCommit MakeFile(const Hash& hash, const XorbHash& xorb, const xet::XorbLayou
   return MakeFileCommit(rec);
 }
 
-class IndexTest : public testing::Test {
+enum class Backend { kSqlite, kPostgres };
+
+constexpr int kSchemaVersion = SqliteIndex::kSchemaVersion;
+static_assert(PostgresIndex::kSchemaVersion == kSchemaVersion, "version N means the same on both backends");
+
+// One PostgreSQL server for the whole program, started by the first test that needs it.
+testing::PostgresCluster& Cluster() {
+  static std::unique_ptr<testing::PostgresCluster> cluster = [] {
+    auto c = testing::PostgresCluster::Start("index-test");
+    if (!c.ok()) {
+      std::cerr << "cannot start PostgreSQL: " << c.error().message << "\n";
+      std::abort();
+    }
+    return std::move(*c);
+  }();
+  return *cluster;
+}
+
+// Runs SQL on the test cluster's database as its superuser.
+void PgExec(const std::string& sql) {
+  auto c = pg::Conn::Connect(Cluster().uri());
+  ASSERT_TRUE(c.ok()) << c.error().message;
+  auto r = (*c)->Exec(sql);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+}
+
+class IndexTest : public ::testing::TestWithParam<Backend> {
  protected:
   IndexTest() {
-    const auto* info = testing::UnitTest::GetInstance()->current_test_info();
-    dir_ = fs::temp_directory_path() / ("cairn-index-" + std::to_string(::getpid()) + "-" + info->name());
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    std::string name = info->name();
+    std::replace(name.begin(), name.end(), '/', '-');
+    dir_ = fs::temp_directory_path() / ("cairn-index-" + std::to_string(::getpid()) + "-" + name);
     fs::remove_all(dir_);
     fs::create_directories(dir_);
+    if (GetParam() == Backend::kSqlite) {
+      url_ = "sqlite:" + (dir_ / "index.db").string();
+    } else {
+      // Each test gets a schema of its own in the shared server: as good as a fresh database, cheaper.
+      static int next = 0;
+      schema_ = "t" + std::to_string(++next);
+      PgExec("CREATE SCHEMA " + schema_);
+      url_ = Cluster().uri() + "?options=-csearch_path%3D" + schema_;
+    }
   }
   ~IndexTest() override {
     index_.reset();
     std::error_code ec;
     fs::remove_all(dir_, ec);
+    if (!schema_.empty()) PgExec("DROP SCHEMA " + schema_ + " CASCADE");
   }
 
-  void Open(SqliteOptions options = {}) {
+  void Open(const OpenIndexOptions& options = {}) {
     index_.reset();
-    options.path = (dir_ / "index.db").string();
-    auto r = SqliteIndex::Open(std::move(options));
+    auto r = OpenIndex(url_, options);
     ASSERT_TRUE(r.ok()) << r.error().message;
     index_ = std::move(r).value();
   }
@@ -80,24 +126,56 @@ class IndexTest : public testing::Test {
     return {h, layout};
   }
 
-  int64_t UserVersion() {
-    sqlite3* db = nullptr;
-    EXPECT_EQ(sqlite3_open((dir_ / "index.db").c_str(), &db), SQLITE_OK);
-    sqlite3_stmt* s = nullptr;
-    EXPECT_EQ(sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &s, nullptr), SQLITE_OK);
-    EXPECT_EQ(sqlite3_step(s), SQLITE_ROW);
-    const int64_t v = sqlite3_column_int64(s, 0);
-    sqlite3_finalize(s);
-    sqlite3_close(db);
-    return v;
+  // Runs SQL on the index's database behind its back (the index should be closed): the SQLite text or the
+  // PostgreSQL text, whichever backend this is.
+  void ExecRaw(const std::string& sqlite_sql, const std::string& pg_sql) {
+    if (GetParam() == Backend::kSqlite) {
+      sqlite3* db = nullptr;
+      ASSERT_EQ(sqlite3_open((dir_ / "index.db").c_str(), &db), SQLITE_OK);
+      char* err = nullptr;
+      const int rc = sqlite3_exec(db, sqlite_sql.c_str(), nullptr, nullptr, &err);
+      const std::string msg = err != nullptr ? err : "";
+      sqlite3_free(err);
+      sqlite3_close(db);
+      ASSERT_EQ(rc, SQLITE_OK) << msg;
+    } else {
+      PgExec("SET search_path TO " + schema_ + "; " + pg_sql);
+    }
+  }
+
+  // Takes the database back to schema `version` as far as its version number goes.
+  void SetSchemaVersion(int version) {
+    ExecRaw("PRAGMA user_version = " + std::to_string(version),
+            "UPDATE cairn_schema SET version = " + std::to_string(version));
+  }
+
+  int64_t SchemaVersion() {
+    if (GetParam() == Backend::kSqlite) {
+      sqlite3* db = nullptr;
+      EXPECT_EQ(sqlite3_open((dir_ / "index.db").c_str(), &db), SQLITE_OK);
+      sqlite3_stmt* s = nullptr;
+      EXPECT_EQ(sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &s, nullptr), SQLITE_OK);
+      EXPECT_EQ(sqlite3_step(s), SQLITE_ROW);
+      const int64_t v = sqlite3_column_int64(s, 0);
+      sqlite3_finalize(s);
+      sqlite3_close(db);
+      return v;
+    }
+    auto c = pg::Conn::Connect(url_);
+    EXPECT_TRUE(c.ok());
+    auto r = (*c)->Exec("SELECT version FROM cairn_schema");
+    EXPECT_TRUE(r.ok() && r->size() == 1);
+    return std::stoll(std::string(r->Text(0, 0)));
   }
 
   fs::path dir_;
+  std::string schema_;  // PostgreSQL only
+  std::string url_;
   std::mt19937_64 rng_{42};
-  std::unique_ptr<SqliteIndex> index_;
+  std::unique_ptr<Index> index_;
 };
 
-TEST_F(IndexTest, XorbRoundtripAndIdempotency) {
+TEST_P(IndexTest, XorbRoundtripAndIdempotency) {
   Open();
   const XorbHash h = RandomHash(rng_);
   const auto layout = MakeLayout(rng_, 100);
@@ -130,7 +208,7 @@ TEST_F(IndexTest, XorbRoundtripAndIdempotency) {
   EXPECT_EQ(stats->stored_bytes, layout.chunk_region_size());
 }
 
-TEST_F(IndexTest, PackedTermsFindByteOffsets) {
+TEST_P(IndexTest, PackedTermsFindByteOffsets) {
   Open();
   auto [xorb, layout] = AddXorb(10);
   const FileCommit f = MakeFile(RandomHash(rng_), xorb, layout, {{0, 3}, {3, 4}, {4, 10}});
@@ -155,7 +233,7 @@ TEST_F(IndexTest, PackedTermsFindByteOffsets) {
   EXPECT_EQ(e.term(2).xorb, xorb);
 }
 
-TEST_F(IndexTest, ShardCommitRoundtripScopesAndDedup) {
+TEST_P(IndexTest, ShardCommitRoundtripScopesAndDedup) {
   Open();
   auto [xorb, layout] = AddXorb(16);
   const Hash sha = RandomHash(rng_);
@@ -222,7 +300,7 @@ TEST_F(IndexTest, ShardCommitRoundtripScopesAndDedup) {
                    static_cast<double>(stats->file_bytes) / static_cast<double>(layout.unpacked_size()));
 }
 
-TEST_F(IndexTest, RejectsRequestsItCannotStore) {
+TEST_P(IndexTest, RejectsRequestsItCannotStore) {
   Open();
   auto [xorb, layout] = AddXorb(4);
   ShardCommit c{.shard = RandomHash(rng_),
@@ -246,9 +324,9 @@ TEST_F(IndexTest, RejectsRequestsItCannotStore) {
   EXPECT_EQ(index_->Stats()->files, 0u);
 }
 
-TEST_F(IndexTest, MigratesFreshDatabaseAndPersistsAcrossReopen) {
+TEST_P(IndexTest, MigratesFreshDatabaseAndPersistsAcrossReopen) {
   Open();
-  EXPECT_EQ(UserVersion(), SqliteIndex::kSchemaVersion);
+  EXPECT_EQ(SchemaVersion(), kSchemaVersion);
   auto [xorb, layout] = AddXorb(3);
   const ShardCommit c{.shard = RandomHash(rng_),
                       .shard_size = 10,
@@ -258,7 +336,7 @@ TEST_F(IndexTest, MigratesFreshDatabaseAndPersistsAcrossReopen) {
                       .xorbs = {}};
   ASSERT_TRUE(index_->CommitShard(c).ok());
   Open();  // reopen: no migration runs again, everything is still there
-  EXPECT_EQ(UserVersion(), SqliteIndex::kSchemaVersion);
+  EXPECT_EQ(SchemaVersion(), kSchemaVersion);
   EXPECT_EQ(index_->GetXorb(xorb).value()->chunk_count, 3u);
   EXPECT_EQ(index_->GetFile(c.files[0].hash).value()->size, c.files[0].size);
   EXPECT_TRUE(*index_->FileVisibleTo(c.files[0].hash, "s"));
@@ -267,7 +345,7 @@ TEST_F(IndexTest, MigratesFreshDatabaseAndPersistsAcrossReopen) {
 }
 
 // A database of schema 1 (no byte counters) gains them, filled from its records.
-TEST_F(IndexTest, MigratesSchemaOneAndFillsTheByteCounters) {
+TEST_P(IndexTest, MigratesSchemaOneAndFillsTheByteCounters) {
   Open();
   auto [xorb, layout] = AddXorb(5);
   const ShardCommit c{.shard = RandomHash(rng_),
@@ -278,17 +356,14 @@ TEST_F(IndexTest, MigratesSchemaOneAndFillsTheByteCounters) {
                       .xorbs = {}};
   ASSERT_TRUE(index_->CommitShard(c).ok());
   index_.reset();
-  sqlite3* db = nullptr;
-  ASSERT_EQ(sqlite3_open((dir_ / "index.db").c_str(), &db), SQLITE_OK);
-  ASSERT_EQ(sqlite3_exec(db,
-                         "ALTER TABLE counters DROP COLUMN unpacked_bytes; "
-                         "ALTER TABLE counters DROP COLUMN file_bytes; DROP TABLE shard_xorbs; "
-                         "PRAGMA user_version = 1",
-                         nullptr, nullptr, nullptr),
-            SQLITE_OK);
-  sqlite3_close(db);
+  ExecRaw(
+      "ALTER TABLE counters DROP COLUMN unpacked_bytes; ALTER TABLE counters DROP COLUMN file_bytes; "
+      "DROP TABLE shard_xorbs; DROP TABLE secrets",
+      "ALTER TABLE counters DROP COLUMN unpacked_bytes, DROP COLUMN file_bytes; "
+      "DROP TABLE shard_xorbs; DROP TABLE secrets");
+  SetSchemaVersion(1);
   Open();
-  EXPECT_EQ(UserVersion(), SqliteIndex::kSchemaVersion);
+  EXPECT_EQ(SchemaVersion(), kSchemaVersion);
   auto stats = index_->Stats();
   ASSERT_TRUE(stats.ok()) << stats.error().message;
   EXPECT_EQ(stats->unpacked_bytes, layout.unpacked_size());
@@ -297,7 +372,7 @@ TEST_F(IndexTest, MigratesSchemaOneAndFillsTheByteCounters) {
 }
 
 // The xorbs a shard brought together, in order: listed ones, then those only its files use.
-TEST_F(IndexTest, ShardXorbsRoundtrip) {
+TEST_P(IndexTest, ShardXorbsRoundtrip) {
   Open();
   auto [a, la] = AddXorb(3);
   auto [b, lb] = AddXorb(3);
@@ -339,7 +414,7 @@ TEST_F(IndexTest, ShardXorbsRoundtrip) {
 }
 
 // Shards registered before schema 3 recorded their xorbs get those of their dedup entries.
-TEST_F(IndexTest, MigratesSchemaTwoAndFillsShardXorbsFromDedupEntries) {
+TEST_P(IndexTest, MigratesSchemaTwoAndFillsShardXorbsFromDedupEntries) {
   Open();
   auto [a, la] = AddXorb(4);
   auto [b, lb] = AddXorb(4);
@@ -354,13 +429,10 @@ TEST_F(IndexTest, MigratesSchemaTwoAndFillsShardXorbsFromDedupEntries) {
       .shard = RandomHash(rng_), .shard_size = 1, .files = {}, .dedup = {}, .scope = "s", .xorbs = {}};
   ASSERT_TRUE(index_->CommitShard(empty).ok());
   index_.reset();
-  sqlite3* db = nullptr;
-  ASSERT_EQ(sqlite3_open((dir_ / "index.db").c_str(), &db), SQLITE_OK);
-  ASSERT_EQ(sqlite3_exec(db, "DROP TABLE shard_xorbs; PRAGMA user_version = 2", nullptr, nullptr, nullptr),
-            SQLITE_OK);
-  sqlite3_close(db);
+  ExecRaw("DROP TABLE shard_xorbs; DROP TABLE secrets", "DROP TABLE shard_xorbs; DROP TABLE secrets");
+  SetSchemaVersion(2);
   Open();
-  EXPECT_EQ(UserVersion(), SqliteIndex::kSchemaVersion);
+  EXPECT_EQ(SchemaVersion(), kSchemaVersion);
   auto got = index_->GetShardXorbs(c.shard);
   ASSERT_TRUE(got.ok()) << got.error().message;
   auto listed = (*got)->listed;
@@ -374,23 +446,18 @@ TEST_F(IndexTest, MigratesSchemaTwoAndFillsShardXorbsFromDedupEntries) {
   EXPECT_TRUE((*got)->listed.empty());
 }
 
-TEST_F(IndexTest, RefusesADatabaseFromANewerCairn) {
+TEST_P(IndexTest, RefusesADatabaseFromANewerCairn) {
   Open();
   index_.reset();
-  sqlite3* db = nullptr;
-  ASSERT_EQ(sqlite3_open((dir_ / "index.db").c_str(), &db), SQLITE_OK);
-  ASSERT_EQ(sqlite3_exec(db, "PRAGMA user_version = 99", nullptr, nullptr, nullptr), SQLITE_OK);
-  sqlite3_close(db);
-  SqliteOptions options;
-  options.path = (dir_ / "index.db").string();
-  auto r = SqliteIndex::Open(options);
+  SetSchemaVersion(99);
+  auto r = OpenIndex(url_);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.error().message.find("newer"), std::string::npos) << r.error().message;
 }
 
 // 32 threads commit shards at once: every commit succeeds, commits share transactions, and everything is
 // there after a reopen.
-TEST_F(IndexTest, GroupCommitUnderConcurrency) {
+TEST_P(IndexTest, GroupCommitUnderConcurrency) {
   Open();
   auto [xorb, layout] = AddXorb(64);
   constexpr int kThreads = 32, kPerThread = 20;
@@ -420,7 +487,7 @@ TEST_F(IndexTest, GroupCommitUnderConcurrency) {
   }
   for (auto& th : threads) th.join();
   EXPECT_EQ(failures.load(), 0);
-  const auto ws = index_->writer_stats();
+  const auto ws = index_->write_stats();
   EXPECT_EQ(ws.requests, 1u + kThreads * kPerThread);
   EXPECT_LT(ws.transactions, ws.requests);  // some commits shared a transaction
   std::printf("group commit: %llu requests in %llu transactions\n",
@@ -438,20 +505,21 @@ TEST_F(IndexTest, GroupCommitUnderConcurrency) {
 }
 
 // A request that fails inside a batch is rolled back alone; the others in the same transaction commit.
-TEST_F(IndexTest, FailingRequestDoesNotFailItsBatch) {
+TEST_P(IndexTest, FailingRequestDoesNotFailItsBatch) {
   constexpr size_t kGood = 8;
   std::mutex mu;
   std::condition_variable cv;
   bool release = false, hold = false;
   std::vector<size_t> batches;
-  SqliteOptions options;
+  OpenIndexOptions options;
+  options.writers = 1;  // one writer, so the held batch holds everything behind it
   options.before_batch = [&](size_t n) {
     std::unique_lock lock(mu);
     if (!hold) return;
     batches.push_back(n);
     if (batches.size() == 1) cv.wait(lock, [&] { return release; });  // hold the first batch
   };
-  Open(std::move(options));
+  Open(options);
   auto [xorb, layout] = AddXorb(4);
   {
     std::lock_guard lock(mu);
@@ -490,7 +558,7 @@ TEST_F(IndexTest, FailingRequestDoesNotFailItsBatch) {
       });
     }
   }
-  while (index_->queued_writes() < kGood + 1) std::this_thread::yield();
+  while (index_->write_stats().queued < kGood + 1) std::this_thread::yield();
   {
     std::lock_guard lock(mu);
     release = true;
@@ -510,6 +578,242 @@ TEST_F(IndexTest, FailingRequestDoesNotFailItsBatch) {
   EXPECT_EQ(index_->GetFile(bad.files[0].hash).error().code, ErrorCode::kNotFound);
   for (const auto& c : good) EXPECT_TRUE(index_->GetShard(c.shard)->has_value());
 }
+
+// A secret is created once: the first value stored wins, for every later caller and after a reopen.
+TEST_P(IndexTest, SharedSecretFirstWriterWins) {
+  Open();
+  auto first = index_->SharedSecret("jwt", "aaaa");
+  ASSERT_TRUE(first.ok()) << first.error().message;
+  EXPECT_EQ(*first, "aaaa");
+  EXPECT_EQ(*index_->SharedSecret("jwt", "bbbb"), "aaaa");
+  EXPECT_EQ(*index_->SharedSecret("url", "cccc"), "cccc");  // names are independent
+  Open();
+  EXPECT_EQ(*index_->SharedSecret("jwt", "dddd"), "aaaa");
+  EXPECT_TRUE(index_->Ping().ok());
+}
+
+// Nodes starting at once against a fresh database: every one opens, the schema is created once.
+TEST_P(IndexTest, ConcurrentOpensMigrateOnce) {
+  constexpr int kNodes = 4;
+  std::vector<std::unique_ptr<Index>> nodes(kNodes);
+  std::vector<std::string> errors(kNodes);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kNodes; ++i) {
+    threads.emplace_back([&, i] {
+      auto r = OpenIndex(url_);
+      if (r.ok()) {
+        nodes[static_cast<size_t>(i)] = std::move(r).value();
+      } else {
+        errors[static_cast<size_t>(i)] = r.error().message;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int i = 0; i < kNodes; ++i)
+    EXPECT_TRUE(nodes[static_cast<size_t>(i)]) << errors[static_cast<size_t>(i)];
+  EXPECT_EQ(SchemaVersion(), kSchemaVersion);
+  // And they agree on the secrets, whoever stored them first.
+  std::vector<std::string> secrets(kNodes);
+  threads.clear();
+  for (int i = 0; i < kNodes; ++i) {
+    threads.emplace_back([&, i] {
+      auto s = nodes[static_cast<size_t>(i)]->SharedSecret("jwt", "node" + std::to_string(i));
+      if (s.ok()) secrets[static_cast<size_t>(i)] = *s;
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (const auto& s : secrets) EXPECT_EQ(s, secrets[0]);
+  EXPECT_TRUE(secrets[0].starts_with("node"));
+}
+
+// Two nodes on one database receive the same uploads at the same moment: every registration succeeds, each
+// record is stored once, the counters count it once, and a file sent by two scopes is visible to both.
+TEST_P(IndexTest, TwoNodesRegisteringTheSameRecordsAtOnce) {
+  Open();
+  auto second = OpenIndex(url_);
+  ASSERT_TRUE(second.ok()) << second.error().message;
+  std::array<Index*, 2> nodes{index_.get(), second->get()};
+  constexpr int kRecords = 40;
+  std::vector<std::pair<XorbHash, xet::XorbLayout>> xorbs;
+  for (int i = 0; i < kRecords; ++i) xorbs.emplace_back(RandomHash(rng_), MakeLayout(rng_, 6));
+  std::vector<ShardCommit> commits;
+  for (int i = 0; i < kRecords; ++i) {
+    const auto& [x, l] = xorbs[static_cast<size_t>(i)];
+    const auto& [y, m] = xorbs[static_cast<size_t>((i + 1) % kRecords)];
+    commits.push_back(
+        {.shard = RandomHash(rng_),
+         .shard_size = 100,
+         .files = {MakeFile(RandomHash(rng_), x, l, {{0, 6}}), MakeFile(RandomHash(rng_), y, m, {{1, 3}})},
+         .dedup = {{l.chunks[0].hash, x}, {m.chunks[1].hash, y}},
+         .scope = "",
+         .xorbs = {.listed = {x}, .referenced = {y}}});
+  }
+  // Each node: 4 threads, each registering every xorb then every shard, in its own order.
+  std::atomic<int> failures{0};
+  std::atomic<int> new_xorbs{0};
+  std::atomic<int> new_shards{0};
+  std::vector<std::thread> threads;
+  std::mutex err_mu;
+  std::string first_error;
+  for (int node = 0; node < 2; ++node) {
+    for (int t = 0; t < 4; ++t) {
+      threads.emplace_back([&, node, t] {
+        std::mt19937_64 order(static_cast<uint64_t>(node * 10 + t));
+        std::vector<size_t> idx(kRecords);
+        std::iota(idx.begin(), idx.end(), 0);
+        std::shuffle(idx.begin(), idx.end(), order);
+        const auto fail = [&](const xet::Error& e) {
+          ++failures;
+          std::lock_guard lock(err_mu);
+          if (first_error.empty()) first_error = e.message;
+        };
+        for (size_t i : idx) {
+          auto put = nodes[static_cast<size_t>(node)]->PutXorb(xorbs[i].first, xorbs[i].second);
+          if (!put.ok())
+            fail(put.error());
+          else if (*put)
+            ++new_xorbs;
+        }
+        std::shuffle(idx.begin(), idx.end(), order);
+        for (size_t i : idx) {
+          ShardCommit c = commits[i];
+          c.scope = "scope" + std::to_string(node);
+          auto out = nodes[static_cast<size_t>(node)]->CommitShard(c);
+          if (!out.ok())
+            fail(out.error());
+          else if (!out->already_existed)
+            ++new_shards;
+        }
+      });
+    }
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(failures.load(), 0) << first_error;
+  EXPECT_EQ(new_xorbs.load(), kRecords);   // one "new" per xorb, however many sent it
+  EXPECT_EQ(new_shards.load(), kRecords);  // and per shard
+  for (Index* node : nodes) {
+    auto stats = node->Stats();
+    ASSERT_TRUE(stats.ok());
+    EXPECT_EQ(stats->xorbs, static_cast<uint64_t>(kRecords));
+    EXPECT_EQ(stats->shards, static_cast<uint64_t>(kRecords));
+    EXPECT_EQ(stats->files, static_cast<uint64_t>(2 * kRecords));
+    for (const auto& c : commits) {
+      for (const auto& f : c.files) {
+        EXPECT_TRUE(*node->FileVisibleTo(f.hash, "scope0"));
+        EXPECT_TRUE(*node->FileVisibleTo(f.hash, "scope1"));
+      }
+      EXPECT_EQ(node->LookupDedup(c.dedup[0].chunk, "scope0")->size(), 1u);
+      EXPECT_EQ(node->LookupDedup(c.dedup[0].chunk, std::nullopt)->size(), 1u);
+      auto sx = node->GetShardXorbs(c.shard);
+      ASSERT_TRUE(sx.ok());
+      EXPECT_EQ((*sx)->listed, c.xorbs.listed);
+      EXPECT_EQ((*sx)->referenced, c.xorbs.referenced);
+    }
+  }
+}
+
+// PostgreSQL restarts under a node that is writing: requests fail as unavailable while it is down, and
+// succeed again once it is back, on the same index object; nothing acknowledged is lost.
+TEST(PostgresIndexTest, SurvivesAServerRestart) {
+  PgExec("DROP SCHEMA IF EXISTS restart CASCADE; CREATE SCHEMA restart");
+  const std::string url = Cluster().uri() + "?options=-csearch_path%3Drestart";
+  auto opened = OpenIndex(url);
+  ASSERT_TRUE(opened.ok()) << opened.error().message;
+  Index& index = **opened;
+  std::mt19937_64 rng(7);
+  std::vector<XorbHash> acknowledged;
+  std::atomic<bool> stop{false};
+  std::atomic<int> unavailable{0};
+  std::atomic<int> other_errors{0};
+  std::mutex mu;
+  std::string other_error;
+  std::thread writer([&] {
+    std::mt19937_64 local(8);
+    while (!stop) {
+      const XorbHash h = RandomHash(local);
+      auto put = index.PutXorb(h, MakeLayout(local, 4));
+      if (put.ok()) {
+        std::lock_guard lock(mu);
+        acknowledged.push_back(h);
+      } else if (put.error().code == xet::ErrorCode::kUnavailable) {
+        ++unavailable;
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      } else {
+        ++other_errors;
+        std::lock_guard lock(mu);
+        other_error = put.error().message;
+      }
+    }
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  ASSERT_TRUE(Cluster().Stop().ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_EQ(index.Ping().error().code, xet::ErrorCode::kUnavailable);
+  EXPECT_EQ(index.GetXorb(RandomHash(rng)).error().code, xet::ErrorCode::kUnavailable);
+  ASSERT_TRUE(Cluster().Restart().ok());
+  size_t before_restart_done = 0;
+  {
+    std::lock_guard lock(mu);
+    before_restart_done = acknowledged.size();
+  }
+  // Writes go through again without reopening the index.
+  for (int i = 0; i < 200; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    std::lock_guard lock(mu);
+    if (acknowledged.size() > before_restart_done + 20) break;
+  }
+  stop = true;
+  writer.join();
+  EXPECT_GT(unavailable.load(), 0);
+  EXPECT_EQ(other_errors.load(), 0) << other_error;
+  EXPECT_GT(acknowledged.size(), before_restart_done + 20);
+  EXPECT_TRUE(index.Ping().ok());
+  auto stats = index.Stats();
+  ASSERT_TRUE(stats.ok()) << stats.error().message;
+  // A write cut off after its COMMIT was sent may have been stored without the caller hearing so.
+  EXPECT_GE(stats->xorbs, acknowledged.size());
+  EXPECT_LE(stats->xorbs, acknowledged.size() + 2);
+  for (const auto& h : acknowledged) ASSERT_TRUE(*index.HasXorb(h)) << h.hex();
+  opened->reset();
+  PgExec("DROP SCHEMA restart CASCADE");
+}
+
+// Index URLs: the two forms, and one clear error for anything else.
+TEST(OpenIndexTest, ParsesUrls) {
+  auto s = ParseIndexUrl("sqlite:/srv/cairn/index.db");
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(s->kind, IndexLocation::Kind::kSqlite);
+  EXPECT_EQ(s->target, "/srv/cairn/index.db");
+  EXPECT_EQ(ParseIndexUrl("sqlite:relative.db")->target, "relative.db");
+  auto p = ParseIndexUrl("postgres://cairn:secret@db.example:5433/cairn?sslmode=require");
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->kind, IndexLocation::Kind::kPostgres);
+  EXPECT_TRUE(ParseIndexUrl("postgresql://db/cairn").ok());
+  for (const char* bad : {"", "mysql://db/x", "sqlite:", "/srv/index.db", "postgres://db/x?nosuchoption=1"}) {
+    auto r = ParseIndexUrl(bad);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_EQ(r.error().code, xet::ErrorCode::kMalformed);
+  }
+  // A password never appears in a message.
+  auto bad = ParseIndexUrl("postgres://u:hunter2@db/x?nosuchoption=1");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().message.find("hunter2"), std::string::npos) << bad.error().message;
+  EXPECT_EQ(pg::RedactedUri("postgres://u:hunter2@h/db"), "postgres://u:***@h/db");
+  EXPECT_EQ(pg::RedactedUri("postgres://h/db?password=hunter2&x=1"), "postgres://h/db?password=***&x=1");
+}
+
+// An unreachable server is one clear error at open, saying it may come back.
+TEST(OpenIndexTest, UnreachableServerIsUnavailable) {
+  auto r = OpenIndex("postgres://cairn@127.0.0.1:1/cairn?connect_timeout=2");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, xet::ErrorCode::kUnavailable) << r.error().message;
+  EXPECT_NE(r.error().message.find("127.0.0.1"), std::string::npos) << r.error().message;
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, IndexTest, ::testing::Values(Backend::kSqlite, Backend::kPostgres),
+                         [](const ::testing::TestParamInfo<Backend>& p) {
+                           return p.param == Backend::kSqlite ? "Sqlite" : "Postgres";
+                         });
 
 TEST(LruCacheTest, EvictsLeastRecentlyUsedByBytes) {
   LruCache<int, std::string, std::hash<int>> cache(100);

@@ -103,4 +103,49 @@ FileCommit MakeFileCommit(const xet::FileRecord& file) {
           .sha256 = file.sha256};
 }
 
+xet::Result<std::shared_ptr<const XorbEntry>> XorbEntryFromRow(const XorbHash& hash,
+                                                               std::span<const uint8_t> packed,
+                                                               int64_t chunk_count, int64_t region_size,
+                                                               int64_t unpacked_size, int64_t stored_at) {
+  if (chunk_count < 0 || packed.size() != static_cast<uint64_t>(chunk_count) * kPackedChunkSize) {
+    return xet::IoError("index row of xorb " + hash.hex() + " is corrupt");
+  }
+  auto e = std::make_shared<XorbEntry>();
+  e->hash = hash;
+  e->packed.assign(packed.begin(), packed.end());
+  e->chunk_count = static_cast<uint32_t>(chunk_count);
+  e->region_size = static_cast<uint32_t>(region_size);
+  e->unpacked_size = static_cast<uint64_t>(unpacked_size);
+  e->stored_at = stored_at;
+  return std::shared_ptr<const XorbEntry>(std::move(e));
+}
+
+xet::Result<std::shared_ptr<const FileEntry>> FileEntryFromRow(const FileHash& hash,
+                                                               std::span<const uint8_t> packed_terms,
+                                                               int64_t term_count, int64_t size,
+                                                               std::optional<Hash> sha256) {
+  if (term_count < 0 || packed_terms.size() != static_cast<uint64_t>(term_count) * kPackedTermSize) {
+    return xet::IoError("index row of file " + hash.hex() + " is corrupt");
+  }
+  auto e = std::make_shared<FileEntry>();
+  e->hash = hash;
+  e->packed_terms.assign(packed_terms.begin(), packed_terms.end());
+  e->term_count = static_cast<uint32_t>(term_count);
+  e->size = static_cast<uint64_t>(size);
+  e->sha256 = sha256;
+  return std::shared_ptr<const FileEntry>(std::move(e));
+}
+
+xet::Status CheckShardCommit(const ShardCommit& commit) {
+  for (const auto& f : commit.files) {
+    const bool sized = f.packed_terms.size() == size_t{f.term_count} * kPackedTermSize;
+    uint64_t end = 0;
+    if (sized && f.term_count > 0) std::memcpy(&end, f.packed_terms.data() + f.packed_terms.size() - 8, 8);
+    if (!sized || end != f.size) {
+      return xet::Malformed("file " + f.hash.hex() + ": packed terms do not match its term count and size");
+    }
+  }
+  return xet::Ok{};
+}
+
 }  // namespace cairn::index

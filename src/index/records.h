@@ -4,12 +4,14 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "xet/hash.h"
+#include "xet/result.h"
 #include "xet/shard.h"
 #include "xet/xorb.h"
 
@@ -41,6 +43,12 @@ struct XorbEntry {
 };
 
 std::vector<uint8_t> PackLayout(const xet::XorbLayout& layout);
+// An entry read back from a database row; kIo when the packed bytes disagree with the count (a corrupt row
+// must not crash a reader).
+xet::Result<std::shared_ptr<const XorbEntry>> XorbEntryFromRow(const XorbHash& hash,
+                                                               std::span<const uint8_t> packed,
+                                                               int64_t chunk_count, int64_t region_size,
+                                                               int64_t unpacked_size, int64_t stored_at);
 // Builds the entry for `layout` (stored_at left 0).
 XorbEntry MakeXorbEntry(const XorbHash& hash, const xet::XorbLayout& layout);
 
@@ -68,6 +76,11 @@ struct FileEntry {
 };
 
 std::vector<uint8_t> PackTerms(std::span<const xet::FileTerm> terms);
+// The same for a file's row (sha256 as stored: absent, or 32 bytes).
+xet::Result<std::shared_ptr<const FileEntry>> FileEntryFromRow(const FileHash& hash,
+                                                               std::span<const uint8_t> packed_terms,
+                                                               int64_t term_count, int64_t size,
+                                                               std::optional<Hash> sha256);
 
 // One file of a shard commit. Build it with MakeFileCommit so the packed terms and the size agree.
 struct FileCommit {
@@ -105,6 +118,10 @@ struct ShardCommit {
   std::string scope;  // the scope of the write token that uploaded the shard
   ShardXorbs xorbs;   // every xorb must be registered; no xorb twice
 };
+
+// What every backend checks of a commit before storing it: each file's packed terms agree with its term count
+// and size (kMalformed otherwise).
+xet::Status CheckShardCommit(const ShardCommit& commit);
 
 struct CommitOutcome {
   bool already_existed = false;  // the shard was registered before (its files now also belong to `scope`)

@@ -4,7 +4,7 @@
 
 #include <cstring>
 #include <ctime>
-#include <future>
+#include <filesystem>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -74,6 +74,13 @@ INSERT INTO shard_xorbs(shard, seq, xorb, listed)
   SELECT shard, row_number() OVER (PARTITION BY shard ORDER BY xorb) - 1, xorb, 1
   FROM (SELECT DISTINCT shard, xorb FROM dedup);
 )sql",
+    // 4: the signing secrets, shared by every process on this index (config/secrets.h).
+    R"sql(
+CREATE TABLE secrets(
+  name TEXT PRIMARY KEY,
+  value TEXT NOT NULL,
+  created_at INTEGER NOT NULL);
+)sql",
 };
 static_assert(std::size(kMigrations) == SqliteIndex::kSchemaVersion);
 static_assert(Index::kMaxDedupHits == 32, "the LIMIT of kDedupAny and kDedupScoped");
@@ -122,6 +129,10 @@ constexpr const char kBumpCounters[] =
     "UPDATE counters SET xorbs = xorbs + ?1, files = files + ?2, chunks = chunks + ?3, "
     "stored_bytes = stored_bytes + ?4, shards = shards + ?5, unpacked_bytes = unpacked_bytes + ?6, "
     "file_bytes = file_bytes + ?7 WHERE id = 1";
+constexpr const char kPutSecret[] =
+    "INSERT INTO secrets(name, value, created_at) VALUES (?1, ?2, ?3) ON CONFLICT(name) DO NOTHING";
+constexpr const char kGetSecret[] = "SELECT value FROM secrets WHERE name = ?1";
+constexpr const char kPing[] = "SELECT 1";
 constexpr const char kStats[] =
     "SELECT xorbs, files, chunks, stored_bytes, shards, unpacked_bytes, file_bytes FROM counters WHERE id = "
     "1";
@@ -284,11 +295,6 @@ class SqliteIndex::ReaderLease {
   std::unique_ptr<Conn> conn_;
 };
 
-struct SqliteIndex::WriteRequest {
-  std::function<xet::Status(Conn&)> apply;
-  std::promise<xet::Status> done;
-};
-
 // ---- Open and close
 
 SqliteIndex::SqliteIndex(SqliteOptions options)
@@ -300,15 +306,31 @@ SqliteIndex::SqliteIndex(SqliteOptions options)
 xet::Result<std::unique_ptr<SqliteIndex>> SqliteIndex::Open(SqliteOptions options) {
   std::unique_ptr<SqliteIndex> index(new SqliteIndex(std::move(options)));
   if (auto st = index->Init(); !st.ok()) return st.error();
-  index->writer_ = std::thread([p = index.get()] { p->WriterLoop(); });
+  index->writes_ = std::make_unique<WriteQueue<WriteRequest>>(
+      1, [p = index.get()](size_t, std::span<WriteRequest* const> batch) { return p->RunBatch(batch); },
+      index->options_.before_batch);
   return index;
 }
 
+xet::Result<std::pair<int, int>> SqliteIndex::Migrate(const std::string& path) {
+  SqliteOptions options;
+  options.path = path;
+  auto index = Open(std::move(options));
+  if (!index.ok()) return index.error();
+  return std::pair{(*index)->schema_before_, static_cast<int>(kSchemaVersion)};
+}
+
 xet::Status SqliteIndex::Init() {
+  std::error_code ec;
+  const bool created = !std::filesystem::exists(options_.path, ec);
   writer_conn_ = std::make_unique<Conn>();
   if (auto st = writer_conn_->Open(options_.path, /*read_only=*/false, options_.busy_timeout_ms); !st.ok()) {
     return st;
   }
+  // The index holds the signing secrets: owner only (SQLite gives its -wal and -shm files the same mode).
+  if (created)
+    std::filesystem::permissions(
+        options_.path, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write, ec);
   Conn& c = *writer_conn_;
   // WAL: readers never block the writer nor it them. FULL: a COMMIT is durable when it returns (NORMAL
   // could lose the last transactions on power loss, after clients were told they were stored).
@@ -334,6 +356,7 @@ xet::Status SqliteIndex::Init() {
     if (!v.ok()) return v.error();
     if (v->Step() == SQLITE_ROW) version = v->Int(0);
   }
+  schema_before_ = static_cast<int>(version);
   xet::Status result = xet::Ok{};
   if (version > kSchemaVersion) {
     result = xet::Inconsistent("index " + options_.path + " has schema version " + std::to_string(version) +
@@ -352,44 +375,17 @@ xet::Status SqliteIndex::Init() {
 }
 
 SqliteIndex::~SqliteIndex() {
-  {
-    std::lock_guard lock(queue_mu_);
-    stopping_ = true;
-  }
-  queue_cv_.notify_all();
-  if (writer_.joinable()) writer_.join();
+  writes_.reset();  // finishes what is queued while the connection still exists
 }
 
 // ---- Writes
 
 xet::Status SqliteIndex::Write(std::function<xet::Status(Conn&)> apply) {
-  WriteRequest req{std::move(apply), {}};
-  auto done = req.done.get_future();
-  {
-    std::lock_guard lock(queue_mu_);
-    if (stopping_) return xet::IoError("index is closing");
-    queue_.push_back(&req);
-  }
-  queue_cv_.notify_one();
-  return done.get();
+  WriteRequest req{std::move(apply)};
+  return writes_->Submit(req);
 }
 
-void SqliteIndex::WriterLoop() {
-  std::vector<WriteRequest*> batch;
-  for (;;) {
-    {
-      std::unique_lock lock(queue_mu_);
-      queue_cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
-      if (queue_.empty()) return;  // stopping, and everything queued is done
-      batch.assign(queue_.begin(), queue_.end());
-      queue_.clear();
-    }
-    if (options_.before_batch) options_.before_batch(batch.size());
-    RunBatch(batch);
-  }
-}
-
-void SqliteIndex::RunBatch(std::vector<WriteRequest*>& batch) {
+std::vector<xet::Status> SqliteIndex::RunBatch(std::span<WriteRequest* const> batch) {
   Conn& c = *writer_conn_;
   std::vector<xet::Status> results;
   results.reserve(batch.size());
@@ -420,12 +416,7 @@ void SqliteIndex::RunBatch(std::vector<WriteRequest*>& batch) {
     }
     results.resize(batch.size(), batch_error);
   }
-  {
-    std::lock_guard lock(queue_mu_);
-    writer_stats_.requests += batch.size();
-    writer_stats_.transactions += 1;
-  }
-  for (size_t i = 0; i < batch.size(); ++i) batch[i]->done.set_value(std::move(results[i]));
+  return results;
 }
 
 xet::Result<bool> SqliteIndex::PutXorb(const XorbHash& hash, const xet::XorbLayout& layout) {
@@ -453,14 +444,7 @@ xet::Result<bool> SqliteIndex::PutXorb(const XorbHash& hash, const xet::XorbLayo
 
 xet::Result<CommitOutcome> SqliteIndex::CommitShard(const ShardCommit& commit) {
   // Checked here, before the request joins a batch; the CHECK constraints are the backstop.
-  for (const auto& f : commit.files) {
-    const bool sized = f.packed_terms.size() == size_t{f.term_count} * kPackedTermSize;
-    uint64_t end = 0;
-    if (sized && f.term_count > 0) std::memcpy(&end, f.packed_terms.data() + f.packed_terms.size() - 8, 8);
-    if (!sized || end != f.size) {
-      return xet::Malformed("file " + f.hash.hex() + ": packed terms do not match its term count and size");
-    }
-  }
+  if (auto st = CheckShardCommit(commit); !st.ok()) return st.error();
   CommitOutcome outcome;
   auto st = Write([&](Conn& c) -> xet::Status {
     const int64_t now = Now();
@@ -527,14 +511,46 @@ xet::Result<CommitOutcome> SqliteIndex::CommitShard(const ShardCommit& commit) {
   return outcome;
 }
 
-SqliteIndex::WriterStats SqliteIndex::writer_stats() const {
-  std::lock_guard lock(queue_mu_);
-  return writer_stats_;
+WriteStats SqliteIndex::write_stats() const {
+  return writes_->stats();
 }
 
-size_t SqliteIndex::queued_writes() const {
-  std::lock_guard lock(queue_mu_);
-  return queue_.size();
+xet::Result<std::string> SqliteIndex::SharedSecret(std::string_view name, std::string_view candidate) {
+  const auto read = [&]() -> xet::Result<std::optional<std::string>> {
+    auto r = AcquireReader();
+    if (!r.ok()) return r.error();
+    auto s = (*r)->Prepare(kGetSecret);
+    if (!s.ok()) return s.error();
+    s->Bind(1, name);
+    const int rc = s->Step();
+    if (rc == SQLITE_DONE) return std::optional<std::string>();
+    if (rc != SQLITE_ROW) return (*r)->Err("read secret", rc);
+    return std::optional<std::string>(std::string(s->Text(0)));
+  };
+  auto existing = read();
+  if (!existing.ok()) return existing.error();
+  if (existing->has_value()) return std::move(**existing);
+  auto st = Write([&](Conn& c) -> xet::Status {
+    auto put = c.Prepare(kPutSecret);
+    if (!put.ok()) return put.error();
+    put->Bind(1, name).Bind(2, candidate).Bind(3, Now());
+    return c.Run(*put, "insert secret");
+  });
+  if (!st.ok()) return st.error();
+  existing = read();  // the first value stored wins, ours or a concurrent process's
+  if (!existing.ok()) return existing.error();
+  if (!existing->has_value()) return xet::IoError("sqlite: secret " + std::string(name) + " vanished");
+  return std::move(**existing);
+}
+
+xet::Status SqliteIndex::Ping() {
+  auto r = AcquireReader();
+  if (!r.ok()) return r.error();
+  auto s = (*r)->Prepare(kPing);
+  if (!s.ok()) return s.error();
+  const int rc = s->Step();
+  if (rc != SQLITE_ROW) return (*r)->Err("ping", rc);
+  return xet::Ok{};
 }
 
 // ---- Reads
@@ -569,19 +585,9 @@ xet::Result<std::shared_ptr<const XorbEntry>> SqliteIndex::GetXorb(const XorbHas
   const int rc = s->Step();
   if (rc == SQLITE_DONE) return xet::NotFound("xorb " + hash.hex() + " is not in the index");
   if (rc != SQLITE_ROW) return (*r)->Err("read xorb", rc);
-  auto e = std::make_shared<XorbEntry>();
-  e->hash = hash;
-  const auto packed = s->Blob(0);
-  e->packed.assign(packed.begin(), packed.end());
-  e->chunk_count = static_cast<uint32_t>(s->Int(1));
-  e->region_size = static_cast<uint32_t>(s->Int(2));
-  e->unpacked_size = static_cast<uint64_t>(s->Int(3));
-  e->stored_at = s->Int(4);
-  if (e->packed.size() != size_t{e->chunk_count} * kPackedChunkSize) {
-    return xet::IoError("index row of xorb " + hash.hex() + " is corrupt");
-  }
-  xorb_cache_.Put(hash, e, e->memory_size());
-  return std::shared_ptr<const XorbEntry>(std::move(e));
+  auto e = XorbEntryFromRow(hash, s->Blob(0), s->Int(1), s->Int(2), s->Int(3), s->Int(4));
+  if (e.ok()) xorb_cache_.Put(hash, *e, (*e)->memory_size());
+  return e;
 }
 
 xet::Result<bool> SqliteIndex::HasXorb(const XorbHash& hash) {
@@ -607,18 +613,10 @@ xet::Result<std::shared_ptr<const FileEntry>> SqliteIndex::GetFile(const FileHas
   const int rc = s->Step();
   if (rc == SQLITE_DONE) return xet::NotFound("file " + hash.hex() + " is not in the index");
   if (rc != SQLITE_ROW) return (*r)->Err("read file", rc);
-  auto e = std::make_shared<FileEntry>();
-  e->hash = hash;
-  const auto terms = s->Blob(0);
-  e->packed_terms.assign(terms.begin(), terms.end());
-  e->term_count = static_cast<uint32_t>(s->Int(1));
-  e->size = static_cast<uint64_t>(s->Int(2));
-  if (!s->IsNull(3)) e->sha256 = s->HashCol(3);
-  if (e->packed_terms.size() != size_t{e->term_count} * kPackedTermSize) {
-    return xet::IoError("index row of file " + hash.hex() + " is corrupt");
-  }
-  file_cache_.Put(hash, e, e->memory_size());
-  return std::shared_ptr<const FileEntry>(std::move(e));
+  auto e =
+      FileEntryFromRow(hash, s->Blob(0), s->Int(1), s->Int(2), s->IsNull(3) ? std::nullopt : s->HashCol(3));
+  if (e.ok()) file_cache_.Put(hash, *e, (*e)->memory_size());
+  return e;
 }
 
 xet::Result<bool> SqliteIndex::FileVisibleTo(const FileHash& hash, std::string_view scope) {

@@ -1,9 +1,9 @@
 // The Index on an embedded SQLite database (the single-node default). See index.h for the contract.
 //
-// Writes: one writer thread owns the only write connection. PutXorb and CommitShard enqueue a request and
-// block until it is durable; the writer drains everything queued into ONE transaction (each request in its
-// own SAVEPOINT, so a failing request is rolled back alone) and one durable COMMIT (WAL, synchronous=FULL),
-// then wakes all the callers. Concurrent registrations thus share one fsync.
+// Writes: one writer thread owns the only write connection (write_queue.h). PutXorb and CommitShard enqueue
+// a request and block until it is durable; the writer drains everything queued into ONE transaction (each
+// request in its own SAVEPOINT, so a failing request is rolled back alone) and one durable COMMIT (WAL,
+// synchronous=FULL), then wakes all the callers. Concurrent registrations thus share one fsync.
 //
 // Reads: a pool of read-only connections (WAL readers never wait for the writer), behind in-memory LRU
 // caches of xorb layouts, file term lists and shards' xorbs (immutable, so never invalidated).
@@ -14,17 +14,16 @@
 // One process per database file: the writer thread assumes it is the only writer.
 #pragma once
 
-#include <condition_variable>
-#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
-#include <thread>
+#include <utility>
 #include <vector>
 
 #include "index/index.h"
 #include "index/lru_cache.h"
+#include "index/write_queue.h"
 
 struct sqlite3;
 
@@ -41,9 +40,11 @@ struct SqliteOptions {
 
 class SqliteIndex final : public Index {
  public:
-  static constexpr int kSchemaVersion = 3;
+  static constexpr int kSchemaVersion = 4;
 
   static xet::Result<std::unique_ptr<SqliteIndex>> Open(SqliteOptions options);
+  // Applies the missing migrations only (what Open does first); returns the versions before and after.
+  static xet::Result<std::pair<int, int>> Migrate(const std::string& path);
   ~SqliteIndex() override;  // finishes queued writes, then stops the writer
 
   xet::Result<std::shared_ptr<const XorbEntry>> GetXorb(const XorbHash& hash) override;
@@ -59,37 +60,29 @@ class SqliteIndex final : public Index {
   xet::Result<std::vector<DedupHit>> LookupDedup(const ChunkHash& chunk,
                                                  std::optional<std::string_view> scope) override;
   xet::Result<IndexStats> Stats() override;
-
-  // Metrics of this process: write requests and the durable transactions that carried them.
-  struct WriterStats {
-    uint64_t requests = 0;
-    uint64_t transactions = 0;
-  };
-  WriterStats writer_stats() const;
-  size_t queued_writes() const;
+  xet::Result<std::string> SharedSecret(std::string_view name, std::string_view candidate) override;
+  xet::Status Ping() override;
+  WriteStats write_stats() const override;
+  std::string description() const override { return "sqlite:" + options_.path; }
 
  private:
   class Conn;
   class ReaderLease;
-  struct WriteRequest;
+  struct WriteRequest {
+    std::function<xet::Status(Conn&)> apply;
+  };
 
   explicit SqliteIndex(SqliteOptions options);
   xet::Status Init();
   xet::Status Write(std::function<xet::Status(Conn&)> apply);
-  void WriterLoop();
-  void RunBatch(std::vector<WriteRequest*>& batch);
+  std::vector<xet::Status> RunBatch(std::span<WriteRequest* const> batch);
   xet::Result<ReaderLease> AcquireReader();
   void ReleaseReader(std::unique_ptr<Conn> conn);
 
   const SqliteOptions options_;
-  std::unique_ptr<Conn> writer_conn_;  // used only by writer_ (and by Init before it starts)
-
-  mutable std::mutex queue_mu_;
-  std::condition_variable queue_cv_;
-  std::deque<WriteRequest*> queue_;
-  bool stopping_ = false;
-  WriterStats writer_stats_;  // guarded by queue_mu_
-  std::thread writer_;
+  int schema_before_ = 0;              // the version Init found
+  std::unique_ptr<Conn> writer_conn_;  // used only by the writer thread (and by Init before it starts)
+  std::unique_ptr<WriteQueue<WriteRequest>> writes_;
 
   std::mutex readers_mu_;
   std::vector<std::unique_ptr<Conn>> idle_readers_;

@@ -18,6 +18,7 @@ enum class ErrorCode {
   kNotFound,      // a referenced object is unknown
   kInconsistent,  // well-formed, but disagrees with data it refers to (sizes, ranges)
   kIo,            // the operating system or a database failed (disk full, permission, corruption)
+  kUnavailable,   // a service the server depends on (the database) cannot be reached now: retry later
 };
 
 struct Error {
@@ -49,6 +50,9 @@ inline Error NotFound(std::string m) {
 }
 inline Error IoError(std::string m) {
   return {ErrorCode::kIo, std::move(m)};
+}
+inline Error Unavailable(std::string m) {
+  return {ErrorCode::kUnavailable, std::move(m)};
 }
 
 }  // namespace cairn::xet

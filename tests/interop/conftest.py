@@ -24,7 +24,7 @@ if _HERE not in sys.path:  # so the test modules can import interop_util in any 
     sys.path.insert(0, _HERE)
 
 from interop_util import (  # noqa: E402
-    HUB_PKG, ORACLE_DIR, REPO_ROOT, CairnServer, HfXet, HubJs, pinned, fail,
+    HUB_PKG, ORACLE_DIR, REPO_ROOT, CairnServer, HfXet, HubJs, PostgresServer, pinned, fail,
 )
 
 
@@ -55,17 +55,49 @@ def cairn_bin() -> str:
     return os.path.abspath(path)
 
 
+@pytest.fixture(scope="session")
+def postgres(cairn_bin) -> PostgresServer:
+    """One private PostgreSQL server for the session (cairn-test-postgres, built beside cairn)."""
+    tool = os.environ.get("CAIRN_TEST_POSTGRES") or str(
+        Path(cairn_bin).resolve().parents[1] / "index" / "cairn-test-postgres")
+    if not (os.path.isfile(tool) and os.access(tool, os.X_OK)):
+        fail(f"{tool} is not an executable file (run `make build`, or set CAIRN_TEST_POSTGRES)")
+    pg = PostgresServer(tool).start()
+    yield pg
+    pg.close()
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "backends(*names): the index backends a test runs on (default: all)")
+
+
+def pytest_generate_tests(metafunc):
+    """Every test that starts a server runs once per index backend (sqlite, postgres), or on those its
+    `backends` marker names."""
+    if "index_backend" in metafunc.fixturenames:
+        marker = metafunc.definition.get_closest_marker("backends")
+        metafunc.parametrize("index_backend", list(marker.args) if marker else ["sqlite", "postgres"])
+
+
 @pytest.fixture
-def server(cairn_bin, tmp_path, request):
+def server(cairn_bin, tmp_path, request, index_backend):
     """Factory: server(env={"CAIRN_TRANSFER_URL_TTL": "2"}, args=(), data_dir=None, public_url=None) → started
-    CairnServer. Every server is stopped with SIGTERM at teardown and must exit 0."""
+    CairnServer. Every server is stopped with SIGTERM at teardown and must exit 0. On the postgres backend
+    each data directory gets a database of its own (servers sharing a data directory share it)."""
     started: list[CairnServer] = []
     request.node._cairn_servers = started
+    databases: dict[Path, str] = {}
 
     def make(*, env: dict | None = None, args: tuple = (), data_dir: Path | None = None,
              public_url: str | None = None, port: int | None = None) -> CairnServer:
         n = len(started)
-        srv = CairnServer(cairn_bin, data_dir or tmp_path / f"cairn-data-{n}", tmp_path / f"cairn-{n}.log",
+        data_dir = data_dir or tmp_path / f"cairn-data-{n}"
+        env = dict(env or {})
+        if index_backend == "postgres" and "CAIRN_INDEX" not in env:
+            if data_dir not in databases:
+                databases[data_dir] = request.getfixturevalue("postgres").create_database()
+            env["CAIRN_INDEX"] = databases[data_dir]
+        srv = CairnServer(cairn_bin, data_dir, tmp_path / f"cairn-{n}.log",
                           env=env, args=args, public_url=public_url, port=port)
         started.append(srv)
         return srv.start()

@@ -269,6 +269,51 @@ class CairnServer:
 
 
 
+class PostgresServer:
+    """A private PostgreSQL server run by cairn-test-postgres (see its source): fresh databases on demand,
+    stop and start for restart tests, everything removed at close()."""
+
+    def __init__(self, tool: str):
+        self.tool = tool
+        self.proc: subprocess.Popen | None = None
+        self.uri = ""
+        self._next = 0
+
+    def start(self) -> "PostgresServer":
+        self.proc = subprocess.Popen([self.tool], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True)
+        self.uri = self.proc.stdout.readline().strip()
+        if not self.uri.startswith("postgres://"):
+            err = self.proc.stderr.read() if self.proc.poll() is not None else ""
+            fail(f"{self.tool} did not start PostgreSQL: {self.uri!r} {err}")
+        return self
+
+    def command(self, line: str) -> str:
+        self.proc.stdin.write(line + "\n")
+        self.proc.stdin.flush()
+        answer = self.proc.stdout.readline().strip()
+        if not answer.startswith("ok"):
+            fail(f"cairn-test-postgres {line!r}: {answer!r}")
+        return answer[3:]
+
+    def create_database(self) -> str:
+        """A fresh database; returns its URI."""
+        self._next += 1
+        return self.command(f"createdb t{self._next}")
+
+    def stop(self) -> None:
+        self.command("stop")
+
+    def restart(self) -> None:
+        self.command("start")
+
+    def close(self) -> None:
+        if self.proc is not None:
+            self.proc.stdin.close()
+            self.proc.wait(timeout=60)
+            self.proc = None
+
+
 def pinned(requirement: str) -> str:
     for line in (REPO_ROOT / "tests" / "requirements.txt").read_text().splitlines():
         name, _, ver = line.partition("==")

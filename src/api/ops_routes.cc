@@ -1,0 +1,55 @@
+#include "api/ops_routes.h"
+
+#include <memory>
+
+#include "http/handler.h"
+
+namespace cairn::api {
+
+void RegisterReadiness(http::Server& server, std::vector<ReadinessCheck> checks) {
+  auto shared = std::make_shared<const std::vector<ReadinessCheck>>(std::move(checks));
+  server.router().Handle(
+      http::Verb::get, "/readyz", http::RouteOptions().Name("readyz"),
+      [shared](const std::shared_ptr<http::Exchange>& ex) {
+        ex->Offload([shared, ex] {
+          for (const auto& c : *shared) {
+            if (auto st = c.check(); !st.ok()) {
+              return ex->Respond(http::Response::ErrorJson(503, c.name + ": " + st.error().message));
+            }
+          }
+          ex->Respond(http::Response::Json(200, R"({"status":"ready"})"));
+        });
+      });
+}
+
+void RegisterIndexMetrics(http::Server& server, index::Index& index) {
+  auto* ix = &index;
+  const auto stat = [ix](uint64_t index::IndexStats::*field) {
+    return [ix, field] {
+      auto s = ix->Stats();
+      return s ? static_cast<double>((*s).*field) : 0.0;
+    };
+  };
+  auto& m = server.metrics();
+  m.Gauge("cairn_stored_xorbs", "Xorbs stored", stat(&index::IndexStats::xorbs));
+  m.Gauge("cairn_stored_files", "Files registered", stat(&index::IndexStats::files));
+  m.Gauge("cairn_stored_chunks", "Chunks in stored xorbs", stat(&index::IndexStats::chunks));
+  m.Gauge("cairn_stored_bytes", "Bytes of stored xorbs and shards", stat(&index::IndexStats::stored_bytes));
+  m.Gauge("cairn_stored_shards", "Shards registered", stat(&index::IndexStats::shards));
+  m.Gauge("cairn_stored_unpacked_bytes", "Unpacked bytes of stored xorbs",
+          stat(&index::IndexStats::unpacked_bytes));
+  m.Gauge("cairn_file_bytes", "Bytes of registered files (each distinct file once)",
+          stat(&index::IndexStats::file_bytes));
+  m.Gauge("cairn_dedup_ratio", "Bytes of registered files per unpacked byte stored", [ix] {
+    auto s = ix->Stats();
+    return s ? s->dedup_ratio() : 0.0;
+  });
+  m.Gauge("cairn_index_write_requests", "Index writes completed by this process",
+          [ix] { return static_cast<double>(ix->write_stats().requests); });
+  m.Gauge("cairn_index_write_transactions", "Durable index transactions that carried them",
+          [ix] { return static_cast<double>(ix->write_stats().transactions); });
+  m.Gauge("cairn_index_writes_queued", "Index writes waiting for the writer",
+          [ix] { return static_cast<double>(ix->write_stats().queued); });
+}
+
+}  // namespace cairn::api

@@ -1,0 +1,26 @@
+// Operations routes and metrics beside the CAS API. /healthz (liveness: the process answers) is the HTTP
+// server's own; /readyz here answers 200 only when every dependency answers (the index, later the store), and
+// 503 naming the first that does not, so that a load balancer takes a node out of rotation while its
+// database is unreachable and back when it returns. Neither needs a token.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "http/server.h"
+#include "index/index.h"
+
+namespace cairn::api {
+
+struct ReadinessCheck {
+  std::string name;                    // "index"
+  std::function<xet::Status()> check;  // blocking; runs on a worker thread
+};
+
+void RegisterReadiness(http::Server& server, std::vector<ReadinessCheck> checks);
+
+// The index's totals and write batching as /metrics gauges. `index` must outlive the server.
+void RegisterIndexMetrics(http::Server& server, index::Index& index);
+
+}  // namespace cairn::api

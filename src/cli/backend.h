@@ -1,0 +1,21 @@
+// What the commands run on, opened from their configuration the same way by every command (`serve`,
+// `token`, `index …`): the index named by the `index` setting, and the signing secrets kept in it.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "config/config.h"
+#include "config/secrets.h"
+#include "index/index.h"
+
+namespace cairn::cli {
+
+// Opens (creating and migrating as needed) the configured index. Errors name the setting and where it
+// points, without a password.
+xet::Result<std::unique_ptr<index::Index>> OpenConfiguredIndex(const config::Config& cfg);
+
+// The secrets: configured ones, else those stored in `index` (created there by the first process).
+xet::Result<config::Secrets> LoadConfiguredSecrets(const config::Config& cfg, index::Index& index);
+
+}  // namespace cairn::cli

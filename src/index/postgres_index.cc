@@ -1,0 +1,600 @@
+#include "index/postgres_index.h"
+
+#include <algorithm>
+#include <chrono>
+#include <ctime>
+#include <numeric>
+#include <random>
+#include <string>
+#include <thread>
+#include <utility>
+
+namespace cairn::index {
+
+namespace {
+
+// Ordered schema migrations: entry i takes the database from version i to i + 1, with the same meaning as
+// SqliteIndex's (version N is the same data on both backends). Append only; never edit one that shipped.
+constexpr const char* kMigrations[] = {
+    R"sql(
+CREATE TABLE xorbs(
+  hash bytea PRIMARY KEY CHECK (length(hash) = 32),
+  layout bytea NOT NULL,                -- packed chunks, 40 bytes each (index/records.h)
+  chunk_count bigint NOT NULL,
+  region_size bigint NOT NULL,
+  unpacked_size bigint NOT NULL,
+  stored_at bigint NOT NULL,
+  CHECK (length(layout) = chunk_count * 40));
+-- Hashes do not compress: store the packed records out of line, uncompressed.
+ALTER TABLE xorbs ALTER COLUMN layout SET STORAGE EXTERNAL;
+CREATE TABLE files(
+  hash bytea PRIMARY KEY CHECK (length(hash) = 32),
+  terms bytea NOT NULL,                 -- packed terms, 52 bytes each (index/records.h)
+  term_count bigint NOT NULL,
+  size bigint NOT NULL,
+  sha256 bytea CHECK (sha256 IS NULL OR length(sha256) = 32),
+  created_at bigint NOT NULL,
+  CHECK (length(terms) = term_count * 52));
+ALTER TABLE files ALTER COLUMN terms SET STORAGE EXTERNAL;
+CREATE INDEX files_by_sha256 ON files(sha256) WHERE sha256 IS NOT NULL;
+CREATE TABLE file_scopes(
+  file bytea NOT NULL REFERENCES files(hash),
+  scope text NOT NULL,
+  PRIMARY KEY (file, scope));
+CREATE TABLE shards(
+  hash bytea PRIMARY KEY CHECK (length(hash) = 32),
+  size bigint NOT NULL,
+  registered_at bigint NOT NULL);
+CREATE TABLE dedup(
+  chunk bytea NOT NULL,
+  scope text NOT NULL,
+  xorb bytea NOT NULL REFERENCES xorbs(hash),
+  shard bytea NOT NULL REFERENCES shards(hash),
+  PRIMARY KEY (chunk, scope, xorb));
+-- The totals, spread over 64 rows so that nodes committing at once rarely wait on each other's row lock;
+-- the stats are the column sums.
+CREATE TABLE counters(
+  slot bigint PRIMARY KEY,
+  xorbs bigint NOT NULL DEFAULT 0, files bigint NOT NULL DEFAULT 0, chunks bigint NOT NULL DEFAULT 0,
+  stored_bytes bigint NOT NULL DEFAULT 0, shards bigint NOT NULL DEFAULT 0);
+INSERT INTO counters(slot) SELECT generate_series(0, 63);
+)sql",
+    // 2: logical bytes (Σ file sizes) and unpacked bytes (Σ xorb contents), for the dedup ratio.
+    R"sql(
+ALTER TABLE counters ADD COLUMN unpacked_bytes bigint NOT NULL DEFAULT 0,
+                     ADD COLUMN file_bytes bigint NOT NULL DEFAULT 0;
+UPDATE counters SET unpacked_bytes = (SELECT COALESCE(SUM(unpacked_size), 0) FROM xorbs),
+                    file_bytes = (SELECT COALESCE(SUM(size), 0) FROM files)
+  WHERE slot = 0;
+)sql",
+    // 3: the xorbs each shard brought together (dedup answers carry a hit's neighbourhood). Shards registered
+    // before have only their dedup entries to go by.
+    R"sql(
+CREATE TABLE shard_xorbs(
+  shard bytea NOT NULL REFERENCES shards(hash),
+  seq bigint NOT NULL,                  -- listed xorbs first, in upload order, then referenced ones
+  xorb bytea NOT NULL REFERENCES xorbs(hash),
+  listed boolean NOT NULL,              -- in the shard's xorb section, or used by its files only
+  PRIMARY KEY (shard, seq));
+INSERT INTO shard_xorbs(shard, seq, xorb, listed)
+  SELECT shard, row_number() OVER (PARTITION BY shard ORDER BY xorb) - 1, xorb, true
+  FROM (SELECT DISTINCT shard, xorb FROM dedup) d;
+)sql",
+    // 4: the signing secrets, shared by every node on this index (config/secrets.h).
+    R"sql(
+CREATE TABLE secrets(
+  name text PRIMARY KEY,
+  value text NOT NULL,
+  created_at bigint NOT NULL);
+)sql",
+};
+static_assert(std::size(kMigrations) == PostgresIndex::kSchemaVersion);
+static_assert(Index::kMaxDedupHits == 32, "the LIMIT of kDedupAny and kDedupScoped");
+
+constexpr int kCounterSlots = 64;
+// pg_advisory_lock key of schema migrations ("cairn-mg" in ASCII).
+constexpr const char kLockMigrations[] = "SELECT pg_advisory_lock(7161132942838478695)";
+constexpr const char kUnlockMigrations[] = "SELECT pg_advisory_unlock(7161132942838478695)";
+
+// Every parameter is cast, so that the server knows its type when the statement is prepared and reads the
+// binary values accordingly.
+constexpr pg::Statement kGetXorb{
+    "get_xorb",
+    "SELECT layout, chunk_count, region_size, unpacked_size, stored_at FROM xorbs WHERE hash = $1::bytea"};
+constexpr pg::Statement kHasXorb{"has_xorb", "SELECT 1 FROM xorbs WHERE hash = $1::bytea"};
+constexpr pg::Statement kPutXorb{"put_xorb", R"sql(
+WITH ins AS (
+  INSERT INTO xorbs(hash, layout, chunk_count, region_size, unpacked_size, stored_at)
+  VALUES ($1::bytea, $2::bytea, $3::int8, $4::int8, $5::int8, $6::int8)
+  ON CONFLICT (hash) DO NOTHING
+  RETURNING chunk_count, region_size, unpacked_size),
+bump AS (
+  UPDATE counters c SET xorbs = c.xorbs + 1, chunks = c.chunks + ins.chunk_count,
+                        stored_bytes = c.stored_bytes + ins.region_size,
+                        unpacked_bytes = c.unpacked_bytes + ins.unpacked_size
+  FROM ins WHERE c.slot = $7::int8)
+SELECT count(*)::int8 FROM ins)sql"};
+constexpr pg::Statement kGetFile{"get_file",
+                                 "SELECT terms, term_count, size, sha256 FROM files WHERE hash = $1::bytea"};
+constexpr pg::Statement kFileVisible{"file_visible",
+                                     "SELECT 1 FROM file_scopes WHERE file = $1::bytea AND scope = $2::text"};
+constexpr pg::Statement kFileBySha{"file_by_sha", "SELECT hash FROM files WHERE sha256 = $1::bytea LIMIT 1"};
+constexpr pg::Statement kFileByShaScoped{"file_by_sha_scoped",
+                                         "SELECT f.hash FROM files f JOIN file_scopes s ON s.file = f.hash "
+                                         "WHERE f.sha256 = $1::bytea AND s.scope = $2::text LIMIT 1"};
+// One statement registers a whole shard. Rows of the same statement see each other for the foreign keys
+// (checked at its end), so files, scopes, xorbs and dedup entries go in together.
+constexpr pg::Statement kCommitShard{"commit_shard", R"sql(
+WITH s AS (
+  INSERT INTO shards(hash, size, registered_at) VALUES ($1::bytea, $2::int8, $3::int8)
+  ON CONFLICT (hash) DO NOTHING
+  RETURNING size),
+sx AS (
+  INSERT INTO shard_xorbs(shard, seq, xorb, listed)
+  SELECT $1::bytea, t.ord - 1, t.xorb, t.listed
+  FROM unnest($5::bytea[], $6::bool[]) WITH ORDINALITY AS t(xorb, listed, ord)
+  WHERE EXISTS (SELECT 1 FROM s)),
+f AS (
+  INSERT INTO files(hash, terms, term_count, size, sha256, created_at)
+  SELECT t.hash, t.terms, t.term_count, t.size, t.sha256, $3::int8
+  FROM unnest($7::bytea[], $8::bytea[], $9::int8[], $10::int8[], $11::bytea[])
+       AS t(hash, terms, term_count, size, sha256)
+  ON CONFLICT (hash) DO NOTHING
+  RETURNING size),
+fs AS (
+  INSERT INTO file_scopes(file, scope) SELECT t.hash, $4::text FROM unnest($7::bytea[]) AS t(hash)
+  ON CONFLICT (file, scope) DO NOTHING),
+d AS (
+  INSERT INTO dedup(chunk, scope, xorb, shard)
+  SELECT t.chunk, $4::text, t.xorb, $1::bytea FROM unnest($12::bytea[], $13::bytea[]) AS t(chunk, xorb)
+  ON CONFLICT (chunk, scope, xorb) DO NOTHING),
+n AS (
+  SELECT (SELECT count(*) FROM f)::int8 AS files, (SELECT COALESCE(sum(size), 0) FROM f)::int8 AS file_bytes,
+         (SELECT count(*) FROM s)::int8 AS shards, (SELECT COALESCE(sum(size), 0) FROM s)::int8 AS shard_bytes),
+bump AS (
+  UPDATE counters c SET files = c.files + n.files, file_bytes = c.file_bytes + n.file_bytes,
+                        shards = c.shards + n.shards, stored_bytes = c.stored_bytes + n.shard_bytes
+  FROM n WHERE c.slot = $14::int8 AND (n.files > 0 OR n.shards > 0))
+SELECT shards FROM n)sql"};
+constexpr pg::Statement kGetShard{"get_shard",
+                                  "SELECT size, registered_at FROM shards WHERE hash = $1::bytea"};
+// The shard's row and its xorbs in one round trip: no row, unknown shard; one row with a NULL xorb, none.
+constexpr pg::Statement kGetShardXorbs{"get_shard_xorbs",
+                                       "SELECT x.xorb, x.listed FROM shards s "
+                                       "LEFT JOIN shard_xorbs x ON x.shard = s.hash "
+                                       "WHERE s.hash = $1::bytea ORDER BY x.seq"};
+constexpr pg::Statement kDedupAny{"dedup_any",
+                                  "SELECT DISTINCT xorb, shard FROM dedup WHERE chunk = $1::bytea LIMIT 32"};
+constexpr pg::Statement kDedupScoped{
+    "dedup_scoped", "SELECT xorb, shard FROM dedup WHERE chunk = $1::bytea AND scope = $2::text LIMIT 32"};
+constexpr pg::Statement kStats{"stats",
+                               "SELECT sum(xorbs)::int8, sum(files)::int8, sum(chunks)::int8, "
+                               "sum(stored_bytes)::int8, sum(shards)::int8, sum(unpacked_bytes)::int8, "
+                               "sum(file_bytes)::int8 FROM counters"};
+constexpr pg::Statement kPutSecret{"put_secret",
+                                   "INSERT INTO secrets(name, value, created_at) "
+                                   "VALUES ($1::text, $2::text, $3::int8) ON CONFLICT (name) DO NOTHING"};
+constexpr pg::Statement kGetSecret{"get_secret", "SELECT value FROM secrets WHERE name = $1::text"};
+constexpr pg::Statement kPing{"ping", "SELECT 1"};
+
+int64_t Now() {
+  return static_cast<int64_t>(std::time(nullptr));
+}
+
+// The schema version recorded in the database (0: none yet). Call under the migration lock.
+xet::Result<int> SchemaVersion(pg::Conn& c) {
+  if (auto r = c.Exec("CREATE TABLE IF NOT EXISTS cairn_schema("
+                      "id int PRIMARY KEY CHECK (id = 1), version int NOT NULL)");
+      !r.ok()) {
+    return r.error();
+  }
+  auto v = c.Exec("SELECT version FROM cairn_schema");
+  if (!v.ok()) return v.error();
+  if (v->size() == 0) return 0;
+  return std::stoi(std::string(v->Text(0, 0)));
+}
+
+// Applies the missing migrations under the advisory lock; returns the versions before and after.
+xet::Result<std::pair<int, int>> MigrateLocked(pg::Conn& c, const std::string& where) {
+  if (auto r = c.Exec(kLockMigrations); !r.ok()) return r.error();
+  auto result = [&]() -> xet::Result<std::pair<int, int>> {
+    auto version = SchemaVersion(c);
+    if (!version.ok()) return version.error();
+    const int from = *version;
+    if (from > PostgresIndex::kSchemaVersion) {
+      return xet::Inconsistent("index " + where + " has schema version " + std::to_string(from) +
+                               ", newer than this cairn's " + std::to_string(PostgresIndex::kSchemaVersion));
+    }
+    if (from == PostgresIndex::kSchemaVersion) return std::pair{from, from};
+    if (auto r = c.Exec("BEGIN"); !r.ok()) return r.error();
+    xet::Status st = xet::Ok{};
+    for (int i = from; st.ok() && i < PostgresIndex::kSchemaVersion; ++i) {
+      auto r = c.Exec(kMigrations[i]);
+      if (!r.ok())
+        st = xet::Error{r.error().code, "migration " + std::to_string(i + 1) + ": " + r.error().message};
+    }
+    if (st.ok()) {
+      auto r = c.Exec("INSERT INTO cairn_schema(id, version) VALUES (1, " +
+                      std::to_string(PostgresIndex::kSchemaVersion) +
+                      ") ON CONFLICT (id) DO UPDATE SET version = EXCLUDED.version");
+      if (!r.ok()) st = r.error();
+    }
+    if (st.ok()) {
+      auto r = c.Exec("COMMIT");
+      if (!r.ok()) st = r.error();
+    }
+    if (!st.ok()) {
+      (void)c.Exec("ROLLBACK");  // the original error is the one worth reporting
+      return st.error();
+    }
+    return std::pair{from, static_cast<int>(PostgresIndex::kSchemaVersion)};
+  }();
+  (void)c.Exec(kUnlockMigrations);  // also released when the session ends
+  return result;
+}
+
+std::mt19937_64& Rng() {
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  return rng;
+}
+
+}  // namespace
+
+// ---- Pool
+
+// A pooled connection, returned to the pool when the lease ends (dropped when it broke).
+class PostgresIndex::Lease {
+ public:
+  Lease(PostgresIndex* owner, std::unique_ptr<pg::Conn> conn) : owner_(owner), conn_(std::move(conn)) {}
+  Lease(Lease&&) noexcept = default;
+  Lease& operator=(Lease&&) = delete;
+  Lease(const Lease&) = delete;
+  Lease& operator=(const Lease&) = delete;
+  ~Lease() {
+    if (conn_) owner_->Release(std::move(conn_));
+  }
+  pg::Conn* operator->() const { return conn_.get(); }
+  pg::Conn& operator*() const { return *conn_; }
+
+ private:
+  PostgresIndex* owner_;
+  std::unique_ptr<pg::Conn> conn_;
+};
+
+xet::Result<PostgresIndex::Lease> PostgresIndex::Acquire() {
+  std::unique_lock lock(pool_mu_);
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(options_.acquire_timeout_ms);
+  for (;;) {
+    if (!idle_.empty()) {
+      auto conn = std::move(idle_.back());
+      idle_.pop_back();
+      return Lease(this, std::move(conn));
+    }
+    if (open_ < options_.pool_size) {
+      ++open_;
+      lock.unlock();
+      auto conn = pg::Conn::Connect(options_.uri);
+      if (!conn.ok()) {
+        lock.lock();
+        --open_;
+        pool_cv_.notify_one();
+        return conn.error();
+      }
+      return Lease(this, std::move(*conn));
+    }
+    if (pool_cv_.wait_until(lock, deadline) == std::cv_status::timeout && idle_.empty() &&
+        open_ >= options_.pool_size) {
+      return xet::Unavailable("index: all " + std::to_string(options_.pool_size) +
+                              " PostgreSQL connections stayed busy for " +
+                              std::to_string(options_.acquire_timeout_ms) + " ms");
+    }
+  }
+}
+
+void PostgresIndex::Release(std::unique_ptr<pg::Conn> conn) {
+  std::lock_guard lock(pool_mu_);
+  if (conn->broken()) {
+    --open_;
+  } else {
+    idle_.push_back(std::move(conn));
+  }
+  pool_cv_.notify_one();
+}
+
+xet::Result<pg::Rows> PostgresIndex::Query(const pg::Statement& s, const pg::Params& p) {
+  for (int attempt = 0;; ++attempt) {
+    auto lease = Acquire();
+    if (!lease.ok()) return lease.error();
+    auto rows = (*lease)->Run(s, p);
+    // A pooled connection may have broken since its last use (PostgreSQL restarted): one more try, fresh.
+    if (!rows.ok() && rows.error().code == xet::ErrorCode::kUnavailable && (*lease)->broken() &&
+        attempt == 0) {
+      continue;
+    }
+    return rows;
+  }
+}
+
+// ---- Open and close
+
+PostgresIndex::PostgresIndex(PostgresOptions options)
+    : options_(std::move(options)),
+      counter_slot_(static_cast<int64_t>(Rng()() % kCounterSlots)),
+      xorb_cache_(options_.cache_bytes / 32 * 15),
+      file_cache_(options_.cache_bytes / 32 * 15),
+      shard_xorbs_cache_(options_.cache_bytes / 16) {}
+
+xet::Result<std::pair<int, int>> PostgresIndex::Migrate(const std::string& uri) {
+  auto conn = pg::Conn::Connect(uri);
+  if (!conn.ok()) return conn.error();
+  return MigrateLocked(**conn, pg::RedactedUri(uri));
+}
+
+xet::Result<std::unique_ptr<PostgresIndex>> PostgresIndex::Open(PostgresOptions options) {
+  if (options.pool_size == 0) return xet::Malformed("index pool size must be at least 1");
+  std::unique_ptr<PostgresIndex> index(new PostgresIndex(std::move(options)));
+  auto conn = pg::Conn::Connect(index->options_.uri);
+  if (!conn.ok()) return conn.error();
+  if (auto m = MigrateLocked(**conn, index->description()); !m.ok()) return m.error();
+  index->Release(std::move(*conn));
+  {
+    std::lock_guard lock(index->pool_mu_);
+    ++index->open_;  // Release counted it as returned
+  }
+  const size_t writers = std::max<size_t>(1, index->options_.writers);
+  index->writer_conns_.resize(writers);
+  index->writes_ = std::make_unique<WriteQueue<WriteRequest>>(
+      writers,
+      [p = index.get()](size_t writer, std::span<WriteRequest* const> batch) {
+        return p->RunBatch(writer, batch);
+      },
+      index->options_.before_batch);
+  return index;
+}
+
+PostgresIndex::~PostgresIndex() {
+  writes_.reset();  // finishes what is queued while the writer connections still exist
+}
+
+std::string PostgresIndex::description() const {
+  return pg::RedactedUri(options_.uri);
+}
+
+// ---- Writes
+
+std::vector<xet::Status> PostgresIndex::RunBatch(size_t writer, std::span<WriteRequest* const> batch) {
+  std::unique_ptr<pg::Conn>& conn = writer_conns_[writer];
+  std::vector<xet::Status> results(batch.size(), xet::Ok{});
+  std::vector<size_t> pending(batch.size());
+  std::iota(pending.begin(), pending.end(), 0);
+  std::vector<pg::Conn::BatchItem> items;
+  int conflicts = 0;
+  bool reconnected = false;
+  while (!pending.empty()) {
+    if (!conn || conn->broken()) {
+      conn.reset();
+      auto c = pg::Conn::Connect(options_.uri);
+      if (!c.ok()) {
+        for (size_t i : pending) results[i] = c.error();
+        break;
+      }
+      conn = std::move(*c);
+      reconnected = true;
+    }
+    items.clear();
+    for (size_t i : pending) items.push_back({batch[i]->statement, &batch[i]->params});
+    auto out = conn->RunBatch(items);
+    if (out.ok()) {
+      for (size_t k = 0; k < pending.size(); ++k) batch[pending[k]]->on_done((*out)[k]);
+      break;
+    }
+    const auto& failure = out.error();
+    if (failure.retryable && conflicts < 8) {
+      // A deadlock or serialization failure with another transaction: nothing was stored, run it again
+      // after a short random pause so the two do not collide again.
+      ++conflicts;
+      std::this_thread::sleep_for(std::chrono::microseconds(500 + Rng()() % (2000U << conflicts)));
+      continue;
+    }
+    if (failure.error.code == xet::ErrorCode::kUnavailable && conn->broken() && !reconnected) {
+      reconnected = true;  // it broke while idle (PostgreSQL restarted): once more on a fresh connection
+      conn.reset();
+      continue;
+    }
+    if (failure.failed_at < pending.size()) {
+      // That request alone is refused; the others run again without it.
+      results[pending[failure.failed_at]] = failure.error;
+      pending.erase(pending.begin() + static_cast<std::ptrdiff_t>(failure.failed_at));
+      continue;
+    }
+    for (size_t i : pending) results[i] = failure.error;
+    break;
+  }
+  return results;
+}
+
+xet::Result<bool> PostgresIndex::PutXorb(const XorbHash& hash, const xet::XorbLayout& layout) {
+  const XorbEntry e = MakeXorbEntry(hash, layout);
+  bool inserted = false;
+  WriteRequest req{
+      &kPutXorb, {}, [&](const pg::Rows& rows) { inserted = rows.size() == 1 && rows.Int8(0, 0) > 0; }};
+  req.params.Bytea(hash).Bytea(e.packed).Int8(e.chunk_count).Int8(e.region_size);
+  req.params.Int8(static_cast<int64_t>(e.unpacked_size)).Int8(Now()).Int8(counter_slot_);
+  if (auto st = writes_->Submit(req); !st.ok()) return st.error();
+  return inserted;
+}
+
+xet::Result<CommitOutcome> PostgresIndex::CommitShard(const ShardCommit& commit) {
+  if (auto st = CheckShardCommit(commit); !st.ok()) return st.error();
+  // Rows in key order: two transactions inserting overlapping rows then lock them in the same order.
+  std::vector<const FileCommit*> files;
+  for (const auto& f : commit.files) files.push_back(&f);
+  std::sort(files.begin(), files.end(), [](const auto* a, const auto* b) { return a->hash < b->hash; });
+  std::vector<const DedupEntry*> dedup;
+  for (const auto& d : commit.dedup) dedup.push_back(&d);
+  std::sort(dedup.begin(), dedup.end(), [](const auto* a, const auto* b) {
+    return a->chunk < b->chunk || (a->chunk == b->chunk && a->xorb < b->xorb);
+  });
+
+  std::vector<xet::Hash> xorbs(commit.xorbs.listed);
+  xorbs.insert(xorbs.end(), commit.xorbs.referenced.begin(), commit.xorbs.referenced.end());
+  std::vector<bool> listed(xorbs.size(), false);
+  std::fill_n(listed.begin(), commit.xorbs.listed.size(), true);
+
+  std::vector<xet::Hash> file_hashes, dedup_chunks, dedup_xorbs;
+  std::vector<std::optional<std::span<const uint8_t>>> terms, shas;
+  std::vector<int64_t> term_counts, sizes;
+  for (const auto* f : files) {
+    file_hashes.push_back(f->hash);
+    terms.emplace_back(std::span<const uint8_t>(f->packed_terms));
+    term_counts.push_back(f->term_count);
+    sizes.push_back(static_cast<int64_t>(f->size));
+    if (f->sha256) {
+      shas.emplace_back(std::span<const uint8_t>(f->sha256->bytes));
+    } else {
+      shas.emplace_back(std::nullopt);
+    }
+  }
+  for (const auto* d : dedup) {
+    dedup_chunks.push_back(d->chunk);
+    dedup_xorbs.push_back(d->xorb);
+  }
+
+  CommitOutcome outcome;
+  WriteRequest req{&kCommitShard, {}, [&](const pg::Rows& rows) {
+                     outcome.already_existed = rows.size() == 1 && rows.Int8(0, 0) == 0;
+                   }};
+  req.params.Bytea(commit.shard).Int8(static_cast<int64_t>(commit.shard_size)).Int8(Now()).Text(commit.scope);
+  req.params.HashArray(xorbs).BoolArray(listed);
+  req.params.HashArray(file_hashes)
+      .ByteaArray(terms)
+      .Int8Array(term_counts)
+      .Int8Array(sizes)
+      .ByteaArray(shas);
+  req.params.HashArray(dedup_chunks).HashArray(dedup_xorbs).Int8(counter_slot_);
+  if (auto st = writes_->Submit(req); !st.ok()) return st.error();
+  return outcome;
+}
+
+// ---- Reads
+
+xet::Result<std::shared_ptr<const XorbEntry>> PostgresIndex::GetXorb(const XorbHash& hash) {
+  if (auto hit = xorb_cache_.Get(hash)) return hit;
+  auto rows = Query(kGetXorb, pg::Params().Bytea(hash));
+  if (!rows.ok()) return rows.error();
+  if (rows->size() == 0) return xet::NotFound("xorb " + hash.hex() + " is not in the index");
+  auto e = XorbEntryFromRow(hash, rows->Bytes(0, 0), rows->Int8(0, 1), rows->Int8(0, 2), rows->Int8(0, 3),
+                            rows->Int8(0, 4));
+  if (e.ok()) xorb_cache_.Put(hash, *e, (*e)->memory_size());
+  return e;
+}
+
+xet::Result<bool> PostgresIndex::HasXorb(const XorbHash& hash) {
+  if (xorb_cache_.Get(hash)) return true;
+  auto rows = Query(kHasXorb, pg::Params().Bytea(hash));
+  if (!rows.ok()) return rows.error();
+  return rows->size() > 0;
+}
+
+xet::Result<std::shared_ptr<const FileEntry>> PostgresIndex::GetFile(const FileHash& hash) {
+  if (auto hit = file_cache_.Get(hash)) return hit;
+  auto rows = Query(kGetFile, pg::Params().Bytea(hash));
+  if (!rows.ok()) return rows.error();
+  if (rows->size() == 0) return xet::NotFound("file " + hash.hex() + " is not in the index");
+  auto e = FileEntryFromRow(hash, rows->Bytes(0, 0), rows->Int8(0, 1), rows->Int8(0, 2),
+                            rows->IsNull(0, 3) ? std::nullopt : rows->Hash(0, 3));
+  if (e.ok()) file_cache_.Put(hash, *e, (*e)->memory_size());
+  return e;
+}
+
+xet::Result<bool> PostgresIndex::FileVisibleTo(const FileHash& hash, std::string_view scope) {
+  auto rows = Query(kFileVisible, pg::Params().Bytea(hash).Text(scope));
+  if (!rows.ok()) return rows.error();
+  return rows->size() > 0;
+}
+
+xet::Result<std::optional<FileHash>> PostgresIndex::FileBySha256(const Hash& sha256,
+                                                                 std::optional<std::string_view> scope) {
+  pg::Params p;
+  p.Bytea(sha256);
+  if (scope) p.Text(*scope);
+  auto rows = Query(scope ? kFileByShaScoped : kFileBySha, p);
+  if (!rows.ok()) return rows.error();
+  if (rows->size() == 0) return std::optional<FileHash>();
+  return rows->Hash(0, 0);
+}
+
+xet::Result<std::optional<ShardInfo>> PostgresIndex::GetShard(const Hash& shard) {
+  auto rows = Query(kGetShard, pg::Params().Bytea(shard));
+  if (!rows.ok()) return rows.error();
+  if (rows->size() == 0) return std::optional<ShardInfo>();
+  return std::optional<ShardInfo>(
+      ShardInfo{.size = static_cast<uint64_t>(rows->Int8(0, 0)), .registered_at = rows->Int8(0, 1)});
+}
+
+xet::Result<std::shared_ptr<const ShardXorbs>> PostgresIndex::GetShardXorbs(const Hash& shard) {
+  if (auto hit = shard_xorbs_cache_.Get(shard)) return hit;
+  auto rows = Query(kGetShardXorbs, pg::Params().Bytea(shard));
+  if (!rows.ok()) return rows.error();
+  if (rows->size() == 0) return xet::NotFound("shard " + shard.hex() + " is not in the index");
+  auto e = std::make_shared<ShardXorbs>();
+  for (int i = 0; i < rows->size(); ++i) {
+    if (rows->IsNull(i, 0)) continue;  // the shard has no xorbs
+    auto xorb = rows->Hash(i, 0);
+    if (!xorb) return xet::IoError("index row of shard " + shard.hex() + " is corrupt");
+    (rows->Bool(i, 1) ? e->listed : e->referenced).push_back(*xorb);
+  }
+  shard_xorbs_cache_.Put(shard, e, e->memory_size());
+  return std::shared_ptr<const ShardXorbs>(std::move(e));
+}
+
+xet::Result<std::vector<DedupHit>> PostgresIndex::LookupDedup(const ChunkHash& chunk,
+                                                              std::optional<std::string_view> scope) {
+  pg::Params p;
+  p.Bytea(chunk);
+  if (scope) p.Text(*scope);
+  auto rows = Query(scope ? kDedupScoped : kDedupAny, p);
+  if (!rows.ok()) return rows.error();
+  std::vector<DedupHit> hits;
+  for (int i = 0; i < rows->size(); ++i) {
+    auto xorb = rows->Hash(i, 0);
+    auto shard = rows->Hash(i, 1);
+    if (xorb && shard) hits.push_back({*xorb, *shard});
+  }
+  return hits;
+}
+
+xet::Result<IndexStats> PostgresIndex::Stats() {
+  auto rows = Query(kStats, {});
+  if (!rows.ok()) return rows.error();
+  if (rows->size() != 1) return xet::IoError("postgres: the counters are missing");
+  const auto u = [&](int col) { return static_cast<uint64_t>(rows->Int8(0, col)); };
+  return IndexStats{.xorbs = u(0),
+                    .files = u(1),
+                    .chunks = u(2),
+                    .stored_bytes = u(3),
+                    .shards = u(4),
+                    .unpacked_bytes = u(5),
+                    .file_bytes = u(6)};
+}
+
+xet::Result<std::string> PostgresIndex::SharedSecret(std::string_view name, std::string_view candidate) {
+  // Insert-if-absent, then read in a new statement: under READ COMMITTED that sees a value a concurrent
+  // node committed first, which the insert's own snapshot would not.
+  if (auto put = Query(kPutSecret, pg::Params().Text(name).Text(candidate).Int8(Now())); !put.ok()) {
+    return put.error();
+  }
+  auto rows = Query(kGetSecret, pg::Params().Text(name));
+  if (!rows.ok()) return rows.error();
+  if (rows->size() != 1) return xet::IoError("postgres: secret " + std::string(name) + " vanished");
+  return std::string(rows->Text(0, 0));
+}
+
+xet::Status PostgresIndex::Ping() {
+  auto rows = Query(kPing, {});
+  if (!rows.ok()) return rows.error();
+  return xet::Ok{};
+}
+
+}  // namespace cairn::index

@@ -1,0 +1,111 @@
+// The Index on a PostgreSQL server, shared by any number of cairn nodes. See index.h for the contract.
+//
+// Writes: PutXorb and CommitShard are each ONE statement (a shard's files, scopes, dedup entries and xorbs
+// travel as arrays and are inserted with unnest; the counters move in the same statement). Callers block
+// while writer threads (write_queue.h, one connection each) send everything queued as one pipelined
+// transaction: BEGIN, the statements, COMMIT, in one round trip and one WAL flush. A request that fails is
+// taken out and the rest run again, so it fails alone; a deadlock or serialization failure between nodes
+// reruns the batch. Every insert is `ON CONFLICT DO NOTHING` on a primary key, so the same record sent by
+// two nodes at once gives one row and two successes, and the counters move only by rows really inserted.
+// Transactions run at READ COMMITTED: each statement sees rows committed before it started, and the unique
+// indexes decide conflicts between concurrent transactions (docs/deployment.md).
+//
+// Reads: a pool of connections (prepared statements, binary parameters and results) behind the same
+// in-memory caches as SQLite (immutable records, never invalidated).
+//
+// Connections: a connection that breaks (PostgreSQL restarted, network lost) is dropped; a request that hit
+// it is tried once more on a fresh connection, and fails with kUnavailable (HTTP 503) while the server stays
+// unreachable. Nothing is cached about the server but the statements it prepared.
+//
+// Schema: versioned migrations in table cairn_schema, applied at Open under an advisory lock so that nodes
+// starting together migrate once; a schema newer than this cairn's is refused.
+#pragma once
+
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "index/index.h"
+#include "index/lru_cache.h"
+#include "index/pg.h"
+#include "index/write_queue.h"
+
+namespace cairn::index {
+
+struct PostgresOptions {
+  std::string uri;                            // postgres://USER[:PASS]@HOST[:PORT]/DB[?...] (libpq)
+  size_t pool_size = 8;                       // connections for reads
+  size_t writers = 2;                         // writer threads, one connection each
+  size_t cache_bytes = 256ULL * 1024 * 1024;  // xorb layouts, file terms and shards' xorbs
+  int acquire_timeout_ms = 10'000;            // waiting for a pooled connection, then kUnavailable
+  // Tests: called on a writer thread with each batch's size, before its transaction begins.
+  std::function<void(size_t)> before_batch;
+};
+
+class PostgresIndex final : public Index {
+ public:
+  static constexpr int kSchemaVersion = 4;
+
+  // Connects, migrates and checks the schema. kUnavailable when the server cannot be reached.
+  static xet::Result<std::unique_ptr<PostgresIndex>> Open(PostgresOptions options);
+  // Applies the missing migrations only; returns the versions before and after.
+  static xet::Result<std::pair<int, int>> Migrate(const std::string& uri);
+  ~PostgresIndex() override;
+
+  xet::Result<std::shared_ptr<const XorbEntry>> GetXorb(const XorbHash& hash) override;
+  xet::Result<bool> HasXorb(const XorbHash& hash) override;
+  xet::Result<bool> PutXorb(const XorbHash& hash, const xet::XorbLayout& layout) override;
+  xet::Result<std::shared_ptr<const FileEntry>> GetFile(const FileHash& hash) override;
+  xet::Result<bool> FileVisibleTo(const FileHash& hash, std::string_view scope) override;
+  xet::Result<std::optional<FileHash>> FileBySha256(const Hash& sha256,
+                                                    std::optional<std::string_view> scope) override;
+  xet::Result<CommitOutcome> CommitShard(const ShardCommit& commit) override;
+  xet::Result<std::optional<ShardInfo>> GetShard(const Hash& shard) override;
+  xet::Result<std::shared_ptr<const ShardXorbs>> GetShardXorbs(const Hash& shard) override;
+  xet::Result<std::vector<DedupHit>> LookupDedup(const ChunkHash& chunk,
+                                                 std::optional<std::string_view> scope) override;
+  xet::Result<IndexStats> Stats() override;
+  xet::Result<std::string> SharedSecret(std::string_view name, std::string_view candidate) override;
+  xet::Status Ping() override;
+  WriteStats write_stats() const override { return writes_->stats(); }
+  std::string description() const override;
+
+ private:
+  // One write: a statement, its parameters, and what to make of its single row.
+  struct WriteRequest {
+    const pg::Statement* statement;
+    pg::Params params;
+    std::function<void(const pg::Rows&)> on_done;
+  };
+  class Lease;
+
+  explicit PostgresIndex(PostgresOptions options);
+  std::vector<xet::Status> RunBatch(size_t writer, std::span<WriteRequest* const> batch);
+  xet::Result<Lease> Acquire();
+  void Release(std::unique_ptr<pg::Conn> conn);
+  // Runs `read` on a pooled connection; once more on a fresh one when the first had broken.
+  template <typename T>
+  xet::Result<T> WithConn(const std::function<xet::Result<T>(pg::Conn&)>& read);
+  // Runs one statement on a pooled connection (retrying on a fresh one once).
+  xet::Result<pg::Rows> Query(const pg::Statement& s, const pg::Params& p);
+
+  const PostgresOptions options_;
+  const int64_t counter_slot_;  // this process's first row of the counters (spreads row locks over nodes)
+
+  std::mutex pool_mu_;
+  std::condition_variable pool_cv_;
+  std::vector<std::unique_ptr<pg::Conn>> idle_;
+  size_t open_ = 0;  // connections lent or idle
+
+  std::vector<std::unique_ptr<pg::Conn>> writer_conns_;  // slot i used only by writer thread i
+  std::unique_ptr<WriteQueue<WriteRequest>> writes_;
+
+  LruCache<XorbHash, XorbEntry, xet::HashHasher> xorb_cache_;
+  LruCache<FileHash, FileEntry, xet::HashHasher> file_cache_;
+  LruCache<Hash, ShardXorbs, xet::HashHasher> shard_xorbs_cache_;
+};
+
+}  // namespace cairn::index

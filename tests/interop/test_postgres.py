@@ -1,0 +1,95 @@
+"""cairn on a shared PostgreSQL index, driven by the stock client hf_xet 1.8.0: PostgreSQL restarting in the
+middle of an upload, and two `cairn serve` nodes on one database (and, until the S3 store exists, one data
+directory for the blobs) receiving the same uploads at the same moment. The rest of the interop suite runs
+on PostgreSQL too (every test, once per index backend)."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from interop_util import MiB, assert_same_file, http, write_random
+
+SCOPE = "interop"
+
+
+def _gauge(srv, name: str) -> float:
+    return next(v for n, _, v in srv.metrics() if n == name)
+
+
+@pytest.mark.backends("postgres")
+def test_postgres_restart_mid_upload(server, hfx, postgres, tmp_path):
+    """PostgreSQL goes away while an upload is in flight: requests that need it answer 503 (the client
+    retries), /readyz says so, and once it is back the upload completes and downloads byte-exact, without
+    restarting cairn."""
+    files = [write_random(tmp_path / f"f{i}.bin", 70 * MiB, seed=300 + i) for i in range(3)]
+    srv = server()
+    tok = srv.token(SCOPE, write=True)
+    assert http("GET", f"{srv.url}/readyz").status == 200
+    result = {}
+    # The stock client's retry policy, shortened (by default it waits up to 3 s, 9 s, 27 s... with full
+    # jitter; the suite's other tests make it give up at once): up to 30 retries, each after 0-1 s, about
+    # 15 s in all, several times the outage below.
+    retry = {"HF_XET_CLIENT_RETRY_MAX_ATTEMPTS": "30", "HF_XET_CLIENT_RETRY_BASE_DELAY": "1s"}
+    uploader = threading.Thread(
+        target=lambda: result.setdefault("up", hfx.upload(srv.url, tok, files, env=retry)))
+    uploader.start()
+    # Cut the database once the first xorb is stored, and keep it away for a few seconds.
+    deadline = time.monotonic() + 60
+    while srv.requests_count("POST", "xorb", status="2") < 1 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    postgres.stop()
+    try:
+        down = http("GET", f"{srv.url}/readyz")
+        assert down.status == 503, down.body
+        assert b"index" in down.body, down.body
+        time.sleep(2)
+    finally:
+        postgres.restart()
+    uploader.join(timeout=300)
+    assert not uploader.is_alive(), "upload did not finish after PostgreSQL came back"
+    assert http("GET", f"{srv.url}/readyz").status == 200
+    up = result["up"]
+    refused = srv.requests_count("POST", status="503")
+    assert refused >= 1, f"no request met the outage (the test proved nothing)\n{srv.requests_table()}"
+    meta = {f["path"]: f for f in up.result["files"]}
+    items = [(meta[str(f)]["hash"], meta[str(f)]["size"], tmp_path / f"back-{f.name}") for f in files]
+    hfx.download(srv.url, tok, items)
+    for f in files:
+        assert_same_file(tmp_path / f"back-{f.name}", f, meta[str(f)]["sha256"])
+
+
+@pytest.mark.backends("postgres")
+def test_two_nodes_same_uploads_at_once(server, hfx, tmp_path):
+    """Two nodes share one PostgreSQL index and one data directory. The same files go to both at the same
+    moment from two clients: both succeed, each xorb and file is stored once, a token minted through one node
+    works on the other, and each node serves what the other received."""
+    files = [write_random(tmp_path / f"s{i}.bin", 40 * MiB, seed=400 + i) for i in range(2)]
+    a = server()
+    b = server(data_dir=a.data_dir)  # the same data directory: the same database
+    tok = a.token(SCOPE, write=True)  # minted with the key in the database: valid on both nodes
+    runs = {}
+    threads = [threading.Thread(target=lambda n=n, s=s: runs.setdefault(n, hfx.upload(s.url, tok, files)))
+               for n, s in (("a", a), ("b", b))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=300)
+    assert set(runs) == {"a", "b"}, runs
+    hashes = {n: sorted((f["path"], f["hash"]) for f in r.result["files"]) for n, r in runs.items()}
+    assert hashes["a"] == hashes["b"]
+    # One copy of everything, whichever node stored it; both nodes count the same.
+    for srv in (a, b):
+        assert _gauge(srv, "cairn_stored_files") == len(files)
+        assert _gauge(srv, "cairn_file_bytes") == sum(f.stat().st_size for f in files)
+    assert _gauge(a, "cairn_stored_xorbs") == _gauge(b, "cairn_stored_xorbs")
+    assert _gauge(a, "cairn_stored_unpacked_bytes") <= sum(f.stat().st_size for f in files) * 1.01
+    # Each node serves the files to a client that talks only to it.
+    for srv in (a, b):
+        meta = {f["path"]: f for f in runs["a" if srv is b else "b"].result["files"]}
+        items = [(meta[str(f)]["hash"], meta[str(f)]["size"], tmp_path / f"{srv.port}-{f.name}") for f in files]
+        hfx.download(srv.url, tok, items)
+        for f in files:
+            assert_same_file(tmp_path / f"{srv.port}-{f.name}", f, meta[str(f)]["sha256"])
