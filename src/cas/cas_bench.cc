@@ -15,7 +15,9 @@
 
 #include "cas/reconstruction.h"
 #include "cas/service.h"
-#include "index/sqlite_index.h"
+#include "index/open_index.h"
+#include "index/pg.h"
+#include "index/postgres_cluster.h"
 #include "store/memory_store.h"
 
 namespace cairn::cas {
@@ -133,25 +135,41 @@ BENCHMARK_CAPTURE(BM_Reconstruction, unmerged_v1_random_2threads, false, ApiVers
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 
-// The same answers through CasService on a SQLite index on disk (CAIRN_BENCH_DIR, else the current
-// directory), caches warm: what a GET costs the server short of HTTP (the file and its scope from the index,
-// terms and layouts from the caches, the answer written by the caller and one pool worker, as `cairn serve`
-// on 2 cores).
+// The same answers through CasService on an index on disk, caches warm: what a GET costs the server short of
+// HTTP (the file and its scope from the index, terms and layouts from the caches, the answer written by the
+// caller and one pool worker, as `cairn serve` on 2 cores). The index: SQLite in CAIRN_BENCH_DIR (else the
+// current directory), or PostgreSQL 15 in a private server on this machine (`_pg` benchmarks).
+index::testing::PostgresCluster& BenchCluster() {
+  static std::unique_ptr<index::testing::PostgresCluster> cluster = [] {
+    auto c = index::testing::PostgresCluster::Start("cas-bench");
+    if (!c) throw std::runtime_error(c.error().message);
+    return std::move(*c);
+  }();
+  return *cluster;
+}
+
 struct ServiceFixture {
   fs::path dir;
-  std::unique_ptr<index::SqliteIndex> index;
+  std::unique_ptr<index::Index> index;
   store::MemoryStore store;  // reconstruction never reads blobs
   WorkerPool pool{1};
   std::unique_ptr<CasService> service;
   xet::FileHash file = HashOf(424242);
 
-  ServiceFixture(const Fixture& f, const std::string& name) {
-    const char* env = std::getenv("CAIRN_BENCH_DIR");  // NOLINT(concurrency-mt-unsafe): before threads start
-    dir = fs::path(env ? env : ".") / ("cairn-cas-bench-" + name + "-" + std::to_string(::getpid()));
-    fs::create_directories(dir);
-    index::SqliteOptions options;
-    options.path = (dir / "index.db").string();
-    auto opened = index::SqliteIndex::Open(options);
+  ServiceFixture(const Fixture& f, const std::string& name, bool postgres = false) {
+    std::string url;
+    if (postgres) {
+      auto conn = index::pg::Conn::Connect(BenchCluster().uri());
+      if (!conn || !(*conn)->Exec("CREATE SCHEMA " + name)) throw std::runtime_error("create schema " + name);
+      url = BenchCluster().uri() + "?options=-csearch_path%3D" + name;
+    } else {
+      const char* env =
+          std::getenv("CAIRN_BENCH_DIR");  // NOLINT(concurrency-mt-unsafe): before threads start
+      dir = fs::path(env ? env : ".") / ("cairn-cas-bench-" + name + "-" + std::to_string(::getpid()));
+      fs::create_directories(dir);
+      url = "sqlite:" + (dir / "index.db").string();
+    }
+    auto opened = index::OpenIndex(url);
     if (!opened) throw std::runtime_error(opened.error().message);
     index = std::move(*opened);
     std::vector<const std::pair<const xet::XorbHash, xet::XorbLayout>*> xorbs;
@@ -181,7 +199,7 @@ struct ServiceFixture {
     service.reset();
     index.reset();
     std::error_code ec;
-    fs::remove_all(dir, ec);
+    if (!dir.empty()) fs::remove_all(dir, ec);
   }
   ServiceFixture(const ServiceFixture&) = delete;
   ServiceFixture& operator=(const ServiceFixture&) = delete;
@@ -205,10 +223,16 @@ void OneRequestPerRepetition(benchmark::internal::Benchmark* b) {
 
 // `planned`: ask for the whole file as a byte range, which is planned on every request (whole-file requests
 // reuse the plan kept from the first one).
-void BM_ServiceReconstruction(benchmark::State& state, bool merged, ApiVersion version, bool planned) {
+void BM_ServiceReconstruction(benchmark::State& state, bool merged, ApiVersion version, bool planned,
+                              bool postgres = false) {
   static ServiceFixture unmerged_service(Get(false), "unmerged");
   static ServiceFixture merged_service(Get(true), "merged");
-  ServiceFixture& f = merged ? merged_service : unmerged_service;
+  ServiceFixture& f = [&]() -> ServiceFixture& {
+    if (!postgres) return merged ? merged_service : unmerged_service;
+    static ServiceFixture unmerged_pg(Get(false), "unmerged_pg", true);
+    static ServiceFixture merged_pg(Get(true), "merged_pg", true);
+    return merged ? merged_pg : unmerged_pg;
+  }();
   const std::optional<ByteRange> range =
       planned ? std::optional<ByteRange>(ByteRange{0, UINT64_MAX}) : std::nullopt;
   size_t body = 0;
@@ -234,6 +258,20 @@ BENCHMARK_CAPTURE(BM_ServiceReconstruction, unmerged_v1_planned_each_time, false
 BENCHMARK_CAPTURE(BM_ServiceReconstruction, merged_v2, true, ApiVersion::kV2, false)
     ->Apply(OneRequestPerRepetition);
 BENCHMARK_CAPTURE(BM_ServiceReconstruction, merged_v1, true, ApiVersion::kV1, false)
+    ->Apply(OneRequestPerRepetition);
+BENCHMARK_CAPTURE(BM_ServiceReconstruction, unmerged_v2_pg, false, ApiVersion::kV2, false, true)
+    ->Apply(OneRequestPerRepetition);
+BENCHMARK_CAPTURE(BM_ServiceReconstruction, unmerged_v2_planned_each_time_pg, false, ApiVersion::kV2, true,
+                  true)
+    ->Apply(OneRequestPerRepetition);
+BENCHMARK_CAPTURE(BM_ServiceReconstruction, unmerged_v1_pg, false, ApiVersion::kV1, false, true)
+    ->Apply(OneRequestPerRepetition);
+BENCHMARK_CAPTURE(BM_ServiceReconstruction, unmerged_v1_planned_each_time_pg, false, ApiVersion::kV1, true,
+                  true)
+    ->Apply(OneRequestPerRepetition);
+BENCHMARK_CAPTURE(BM_ServiceReconstruction, merged_v2_pg, true, ApiVersion::kV2, false, true)
+    ->Apply(OneRequestPerRepetition);
+BENCHMARK_CAPTURE(BM_ServiceReconstruction, merged_v1_pg, true, ApiVersion::kV1, false, true)
     ->Apply(OneRequestPerRepetition);
 
 // GET /v1/chunks short of HTTP: a hit in a shard of 1,000 xorbs of 1,024 chunks, answered with as much of the

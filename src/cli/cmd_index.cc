@@ -5,6 +5,7 @@
 
 #include "cli/commands.h"
 #include "config/config.h"
+#include "index/index_copy.h"
 #include "index/open_index.h"
 #include "index/pg.h"
 
@@ -26,6 +27,26 @@ int RunIndexMigrate(const IndexOptions& opts) {
     return versions.error().code == xet::ErrorCode::kMalformed ? 2 : 1;
   }
   std::cout << name << ": schema " << versions->first << " -> " << versions->second << "\n";
+  return 0;
+}
+
+int RunIndexCopy(const IndexCopyOptions& opts) {
+  const std::string from = index::pg::RedactedUri(opts.from);
+  const std::string to = index::pg::RedactedUri(opts.to);
+  std::cerr << "copying " << from << " -> " << to << "\n";
+  auto report = index::CopyIndex(opts.from, opts.to, [](const index::TableCopyReport& t) {
+    std::cerr << "  " << t.table << ": " << t.copied << " rows copied\r" << std::flush;
+  });
+  if (!report) {
+    std::cerr << "\ncairn index copy: " << report.error().message << "\n";
+    return report.error().code == xet::ErrorCode::kMalformed ? 2 : 1;
+  }
+  std::cerr << "\n";
+  for (const auto& t : report->tables) {
+    std::cout << t.table << ": " << t.rows << " rows (" << t.copied << " copied now), blake3 " << t.digest
+              << "\n";
+  }
+  std::cout << "verified: " << to << " holds the same rows as " << from << "\n";
   return 0;
 }
 

@@ -61,4 +61,11 @@ struct IndexOptions {
 };
 int RunIndexMigrate(const IndexOptions& opts);
 
+// `cairn index copy --from URL --to URL`: copy a whole index to another database, resumable, then verified.
+struct IndexCopyOptions {
+  std::string from;
+  std::string to;
+};
+int RunIndexCopy(const IndexCopyOptions& opts);
+
 }  // namespace cairn::cli

@@ -97,6 +97,16 @@ void AddIndex(CLI::App& app) {
   migrate->add_option("--index", opts->index, "sqlite:PATH or postgres://USER@HOST/DB");
   migrate->add_option("--config", opts->config_file, "TOML configuration file (also CAIRN_CONFIG)");
   OnSelected(migrate, opts, RunIndexMigrate);
+  auto copy_opts = std::make_shared<IndexCopyOptions>();
+  auto* copy = index->add_subcommand(
+      "copy",
+      "Copy a whole index to another database (SQLite <-> PostgreSQL); run again to resume; verified");
+  copy->add_option("--from", copy_opts->from, "Source index: sqlite:PATH or postgres://USER@HOST/DB")
+      ->required();
+  copy->add_option("--to", copy_opts->to,
+                   "Destination index (empty, or an interrupted copy of the same source)")
+      ->required();
+  OnSelected(copy, copy_opts, RunIndexCopy);
 }
 
 }  // namespace

@@ -12,11 +12,13 @@
 #include <condition_variable>
 #include <filesystem>
 #include <iostream>
+#include <map>
 #include <mutex>
 #include <numeric>
 #include <random>
 #include <thread>
 
+#include "index/index_copy.h"
 #include "index/open_index.h"
 #include "index/pg.h"
 #include "index/postgres_cluster.h"
@@ -808,6 +810,116 @@ TEST(OpenIndexTest, UnreachableServerIsUnavailable) {
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().code, xet::ErrorCode::kUnavailable) << r.error().message;
   EXPECT_NE(r.error().message.find("127.0.0.1"), std::string::npos) << r.error().message;
+}
+
+// `cairn index copy`: SQLite to PostgreSQL and back, every record and total the same; an interrupted copy
+// (the destination holding a prefix of the tables) resumes; a destination with rows of its own is refused.
+TEST(IndexCopyTest, SqliteToPostgresAndBackResumesAndVerifies) {
+  const fs::path dir = fs::temp_directory_path() / ("cairn-index-copy-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string sqlite_url = "sqlite:" + (dir / "a.db").string();
+  std::mt19937_64 rng(99);
+  std::vector<ShardCommit> commits;
+  {
+    auto src = OpenIndex(sqlite_url);
+    ASSERT_TRUE(src.ok()) << src.error().message;
+    std::vector<std::pair<XorbHash, xet::XorbLayout>> xorbs;
+    for (int i = 0; i < 300; ++i) {  // more than one page of xorbs
+      xorbs.emplace_back(RandomHash(rng), MakeLayout(rng, 3));
+      ASSERT_TRUE((*src)->PutXorb(xorbs.back().first, xorbs.back().second).ok());
+    }
+    for (int i = 0; i < 40; ++i) {
+      const auto& [x, l] = xorbs[static_cast<size_t>(i)];
+      const auto& [y, m] = xorbs[static_cast<size_t>(i) + 100];
+      commits.push_back({.shard = RandomHash(rng),
+                         .shard_size = 1000 + static_cast<uint64_t>(i),
+                         .files = {MakeFile(RandomHash(rng), x, l, {{0, 3}}, RandomHash(rng)),
+                                   MakeFile(RandomHash(rng), y, m, {{1, 2}})},
+                         .dedup = {{l.chunks[0].hash, x}, {m.chunks[2].hash, y}},
+                         .scope = i % 3 == 0 ? "org/a" : "org/b",
+                         .xorbs = {.listed = {x}, .referenced = {y}}});
+      ASSERT_TRUE((*src)->CommitShard(commits.back()).ok());
+    }
+    commits[0].scope = "org/c";  // a second scope for one shard's files and entries
+    ASSERT_TRUE((*src)->CommitShard(commits[0]).ok());
+    ASSERT_TRUE((*src)->SharedSecret("jwt", std::string(64, 'j')).ok());
+  }
+  PgExec("DROP SCHEMA IF EXISTS copy1 CASCADE; CREATE SCHEMA copy1");
+  const std::string pg_url = Cluster().uri() + "?options=-csearch_path%3Dcopy1";
+
+  auto report = CopyIndex(sqlite_url, pg_url);
+  ASSERT_TRUE(report.ok()) << report.error().message;
+  std::map<std::string, uint64_t> rows;
+  for (const auto& t : report->tables) rows[t.table] = t.rows;
+  EXPECT_EQ(rows["xorbs"], 300u);
+  EXPECT_EQ(rows["shards"], 40u);
+  EXPECT_EQ(rows["files"], 80u);
+  EXPECT_EQ(rows["file_scopes"], 82u);
+  EXPECT_EQ(rows["shard_xorbs"], 80u);
+  EXPECT_EQ(rows["dedup"], 82u);
+  EXPECT_EQ(rows["secrets"], 1u);
+
+  const auto same = [&](const std::string& a_url, const std::string& b_url) {
+    auto a = OpenIndex(a_url);
+    auto b = OpenIndex(b_url);
+    ASSERT_TRUE(a.ok() && b.ok());
+    auto sa = (*a)->Stats();
+    auto sb = (*b)->Stats();
+    ASSERT_TRUE(sa.ok() && sb.ok());
+    EXPECT_EQ(sa->xorbs, sb->xorbs);
+    EXPECT_EQ(sa->files, sb->files);
+    EXPECT_EQ(sa->chunks, sb->chunks);
+    EXPECT_EQ(sa->stored_bytes, sb->stored_bytes);
+    EXPECT_EQ(sa->shards, sb->shards);
+    EXPECT_EQ(sa->unpacked_bytes, sb->unpacked_bytes);
+    EXPECT_EQ(sa->file_bytes, sb->file_bytes);
+    for (const auto& c : commits) {
+      for (const auto& f : c.files) {
+        auto fa = (*a)->GetFile(f.hash);
+        auto fb = (*b)->GetFile(f.hash);
+        ASSERT_TRUE(fa.ok() && fb.ok());
+        EXPECT_EQ((*fa)->packed_terms, (*fb)->packed_terms);
+        EXPECT_EQ((*fa)->sha256, (*fb)->sha256);
+        EXPECT_TRUE(*(*b)->FileVisibleTo(f.hash, c.scope));
+      }
+      EXPECT_EQ((*b)->LookupDedup(c.dedup[1].chunk, c.scope)->size(), 1u);
+      EXPECT_EQ((*b)->GetShardXorbs(c.shard).value()->referenced, c.xorbs.referenced);
+    }
+    EXPECT_TRUE(*(*b)->FileVisibleTo(commits[0].files[0].hash, "org/a"));
+    EXPECT_EQ(*(*b)->SharedSecret("jwt", "other"), std::string(64, 'j'));
+  };
+  same(sqlite_url, pg_url);
+
+  // Interrupted: the destination lost the tail of some tables (as if the copy had stopped there).
+  PgExec(
+      "SET search_path TO copy1; DELETE FROM secrets; DELETE FROM dedup WHERE chunk > "
+      "(SELECT chunk FROM dedup ORDER BY chunk LIMIT 1 OFFSET 40); DELETE FROM shard_xorbs");
+  report = CopyIndex(sqlite_url, pg_url);
+  ASSERT_TRUE(report.ok()) << report.error().message;
+  std::map<std::string, uint64_t> copied;
+  for (const auto& t : report->tables) copied[t.table] = t.copied;
+  EXPECT_EQ(copied["dedup"], 41u);
+  EXPECT_EQ(copied["shard_xorbs"], 80u);
+  EXPECT_EQ(copied["secrets"], 1u);
+  EXPECT_EQ(copied["xorbs"], 0u);  // nothing to do again
+  same(sqlite_url, pg_url);
+
+  // And back into a fresh SQLite file.
+  const std::string back_url = "sqlite:" + (dir / "b.db").string();
+  ASSERT_TRUE(CopyIndex(pg_url, back_url).ok());
+  same(pg_url, back_url);
+
+  // A destination with rows the source lacks is not a copy of it.
+  PgExec("SET search_path TO copy1; INSERT INTO secrets VALUES ('zzz', 'x', 0)");
+  auto refused = CopyIndex(sqlite_url, pg_url);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().code, xet::ErrorCode::kInconsistent);
+  EXPECT_NE(refused.error().message.find("secrets"), std::string::npos) << refused.error().message;
+  EXPECT_EQ(CopyIndex(sqlite_url, sqlite_url).error().code, xet::ErrorCode::kMalformed);
+
+  PgExec("DROP SCHEMA copy1 CASCADE");
+  fs::remove_all(dir);
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, IndexTest, ::testing::Values(Backend::kSqlite, Backend::kPostgres),

@@ -16,6 +16,7 @@ constexpr uint32_t kBoolOid = 16;
 constexpr uint32_t kByteaOid = 17;
 constexpr uint32_t kInt8Oid = 20;
 constexpr uint32_t kInt4Oid = 23;
+constexpr uint32_t kTextOid = 25;
 
 void PutBe32(std::string& out, uint32_t v) {
   const uint32_t be = htobe32(v);
@@ -152,6 +153,13 @@ Params& Params::BoolArray(const std::vector<bool>& items) {
   });
 }
 
+Params& Params::TextArray(std::span<const std::string> items) {
+  return Array(kTextOid, items.size(), [&](std::string& s, size_t i) {
+    PutBe32(s, static_cast<uint32_t>(items[i].size()));
+    s.append(items[i]);
+  });
+}
+
 std::vector<const char*> Params::values() const {
   std::vector<const char*> v;
   v.reserve(values_.size());
@@ -281,6 +289,18 @@ xet::Result<Rows> Conn::Exec(const std::string& sql) {
   const PGresult* r = rows.raw();
   const ExecStatusType st = r != nullptr ? PQresultStatus(r) : PGRES_FATAL_ERROR;
   if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) return ErrorOf(r, "exec");
+  return rows;
+}
+
+xet::Result<Rows> Conn::Query(const std::string& sql, const Params& p) {
+  const auto values = p.values();
+  const auto lengths = p.lengths();
+  const auto formats = p.formats();
+  Rows rows(PQexecParams(c_, sql.c_str(), p.count(), nullptr, values.data(), lengths.data(), formats.data(),
+                         /*resultFormat=*/1));
+  const PGresult* r = rows.raw();
+  const ExecStatusType st = r != nullptr ? PQresultStatus(r) : PGRES_FATAL_ERROR;
+  if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) return ErrorOf(r, "query");
   return rows;
 }
 

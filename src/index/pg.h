@@ -46,6 +46,7 @@ class Params {
   Params& Int4Array(std::span<const int32_t> items);
   Params& Int8Array(std::span<const int64_t> items);
   Params& BoolArray(const std::vector<bool>& items);
+  Params& TextArray(std::span<const std::string> items);
 
   int count() const { return static_cast<int>(values_.size()); }
   // Views for libpq, valid until the next change.
@@ -105,6 +106,8 @@ class Conn {
 
   // Runs SQL text without parameters (DDL, several statements); result rows are text.
   xet::Result<Rows> Exec(const std::string& sql);
+  // Runs SQL text once with binary parameters and results (no prepared statement: tools, not hot paths).
+  xet::Result<Rows> Query(const std::string& sql, const Params& p = {});
   // Runs a statement, preparing it on this connection first if needed.
   xet::Result<Rows> Run(const Statement& s, const Params& p = {});
 

@@ -5,6 +5,7 @@ on PostgreSQL too (every test, once per index backend)."""
 
 from __future__ import annotations
 
+import subprocess
 import threading
 import time
 
@@ -93,3 +94,20 @@ def test_two_nodes_same_uploads_at_once(server, hfx, tmp_path):
         hfx.download(srv.url, tok, items)
         for f in files:
             assert_same_file(tmp_path / f"{srv.port}-{f.name}", f, meta[str(f)]["sha256"])
+
+
+def test_bad_or_unreachable_index_is_one_clear_error(cairn_bin, tmp_path):
+    """`cairn serve` refuses to start on an index it cannot use, with one message naming the setting, never
+    the password: exit 2 for a URL that is not one, 1 for a server that does not answer."""
+    env = {"PATH": "/usr/bin:/bin", "PGCONNECT_TIMEOUT": "3"}
+    bad = subprocess.run([cairn_bin, "serve", "--data", str(tmp_path / "d"), "--index", "mysql://u:hunter2@db/x"],
+                         capture_output=True, text=True, timeout=30, env=env)
+    assert bad.returncode == 2, bad
+    assert "--index" in bad.stderr and "hunter2" not in bad.stderr, bad.stderr
+    down = subprocess.run([cairn_bin, "serve", "--data", str(tmp_path / "d"), "--listen", "127.0.0.1:0",
+                           "--index", "postgres://cairn:hunter2@127.0.0.1:1/cairn"],
+                          capture_output=True, text=True, timeout=30, env=env)
+    assert down.returncode == 1, down
+    assert "CAIRN_INDEX" in down.stderr and "127.0.0.1:1" in down.stderr, down.stderr
+    assert "hunter2" not in down.stderr + down.stdout, down.stderr
+    assert len(down.stderr.strip().splitlines()) == 1, down.stderr

@@ -1,0 +1,41 @@
+// Copying a whole index from one database to another (`cairn index copy`): SQLite to PostgreSQL when a
+// one-box deployment grows into several nodes, or back.
+//
+// Both indexes are opened first (migrated to this cairn's schema; one newer than it is refused). Then every
+// table is copied row by row in primary-key order, in pages that each commit on their own, parents before
+// children (xorbs, shards, files, then the rows that refer to them, then the secrets). An interrupted copy is
+// resumed by running it again: the destination holds a prefix of each table in key order, so each table
+// continues after the last key the destination has. Afterwards the destination's totals are recomputed from
+// its rows, and the copy is verified table by table: the row counts and a BLAKE3 digest of every row, in key
+// order, read back from both sides, must be equal.
+//
+// The destination must hold nothing but this copy (a fresh database, or an earlier run of the same copy), and
+// nothing may write to either index meanwhile (stop the servers). Verification fails otherwise.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "xet/result.h"
+
+namespace cairn::index {
+
+struct TableCopyReport {
+  std::string table;
+  uint64_t rows = 0;    // in the source, and (verified) in the destination
+  uint64_t copied = 0;  // by this run (0 for a table a previous run completed)
+  std::string digest;   // BLAKE3 of the rows in key order, hex
+};
+
+struct CopyReport {
+  std::vector<TableCopyReport> tables;
+};
+
+// Copies `from` into `to` (index URLs, see open_index.h). `progress` is called after each page.
+xet::Result<CopyReport> CopyIndex(std::string_view from, std::string_view to,
+                                  const std::function<void(const TableCopyReport&)>& progress = {});
+
+}  // namespace cairn::index
