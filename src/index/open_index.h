@@ -25,7 +25,7 @@ xet::Result<IndexLocation> ParseIndexUrl(std::string_view url);
 struct OpenIndexOptions {
   size_t cache_bytes = 256ULL * 1024 * 1024;
   size_t pool_size = 8;                      // PostgreSQL: connections for reads
-  size_t writers = 2;                        // PostgreSQL: writer connections
+  size_t writers = 1;                        // PostgreSQL: writer connections
   std::function<void(size_t)> before_batch;  // tests
 };
 

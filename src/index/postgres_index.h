@@ -38,7 +38,7 @@ namespace cairn::index {
 struct PostgresOptions {
   std::string uri;                            // postgres://USER[:PASS]@HOST[:PORT]/DB[?...] (libpq)
   size_t pool_size = 8;                       // connections for reads
-  size_t writers = 2;                         // writer threads, one connection each
+  size_t writers = 1;                         // writer threads, one connection each
   size_t cache_bytes = 256ULL * 1024 * 1024;  // xorb layouts, file terms and shards' xorbs
   int acquire_timeout_ms = 10'000;            // waiting for a pooled connection, then kUnavailable
   // Tests: called on a writer thread with each batch's size, before its transaction begins.
