@@ -1,0 +1,128 @@
+#!/usr/bin/env python3
+"""Reconstruction under load over HTTP, on a large index, on each backend (issue 9's benchmark).
+
+    make bench-load                                    # 1,000,000 files and xorbs, 1,000 req/s for 60 s, both
+    .venv/bin/python scripts/bench_load.py --backend sqlite --files 10000 --xorbs 10000 --seconds 10
+
+For each backend: an index is generated through cairn's own write path (`load_bench generate`: N xorbs of 64
+chunks, N files of 200 terms of one whole xorb each, ~1,000 MiB per file, every xorb shared by 200 files), then
+a real `cairn serve` on it answers `load_bench run`: random files, a random byte range each, v2 reconstructions,
+open loop at the given rate (latency counted from when each request was due). Reported: the client's
+percentiles, errors, the answers' size, the server's CPU seconds and peak RSS (VmHWM, reset after the warm-up).
+SQLite lives under --dir (disk); PostgreSQL 15 runs as a private server started by cairn-test-postgres, with
+its data in the temporary directory (disk here), durable defaults. A generated index is kept and reused by the
+next run with the same sizes (--fresh to regenerate); --warmup seconds of load run first and do not count.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests" / "interop"))
+
+from interop_util import CairnServer, PostgresServer, free_port  # noqa: E402
+from measure_transfer import peak_rss_mib, reset_peak_rss  # noqa: E402
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def run_json(cmd: list[str]) -> dict:
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    lines = [ln for ln in r.stdout.splitlines() if ln.startswith("{")]
+    if not lines:
+        raise RuntimeError(f"{' '.join(cmd[:2])} failed (exit {r.returncode}):\n{r.stdout}\n{r.stderr[-3000:]}")
+    return json.loads(lines[-1])
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--backend", choices=["sqlite", "postgres", "both"], default="both")
+    ap.add_argument("--files", type=int, default=1_000_000)
+    ap.add_argument("--xorbs", type=int, default=1_000_000)
+    ap.add_argument("--terms", type=int, default=200)
+    ap.add_argument("--rate", type=int, default=1000)
+    ap.add_argument("--seconds", type=int, default=60)
+    ap.add_argument("--warmup", type=int, default=10)
+    ap.add_argument("--connections", type=int, default=16)
+    ap.add_argument("--dir", default=str(REPO / "build" / "bench-load"))
+    ap.add_argument("--fresh", action="store_true", help="regenerate the SQLite index even if one exists")
+    ap.add_argument("--bin", default=str(REPO / "build/release/src/cli/cairn"))
+    ap.add_argument("--load-bench", default=str(REPO / "build/release/src/api/load_bench"))
+    ap.add_argument("--pg-tool", default=str(REPO / "build/release/src/index/cairn-test-postgres"))
+    args = ap.parse_args()
+
+    work = Path(args.dir)
+    work.mkdir(parents=True, exist_ok=True)
+    backends = ["sqlite", "postgres"] if args.backend == "both" else [args.backend]
+    sizes = f"{args.files}f-{args.xorbs}x-{args.terms}t"
+    rows = []
+    for backend in backends:
+        pg = None
+        data = work / f"{backend}-{sizes}"
+        if backend == "sqlite":
+            index = f"sqlite:{data / 'index.db'}"
+            generate = args.fresh or not (data / "generated.json").exists()
+            if generate and data.exists():
+                for p in sorted(data.rglob("*"), reverse=True):
+                    p.unlink() if p.is_file() else p.rmdir()
+        else:
+            pg = PostgresServer(args.pg_tool).start()  # a fresh server each run: its data is temporary
+            index = pg.create_database()
+            generate = True
+        data.mkdir(parents=True, exist_ok=True)
+        try:
+            if generate:
+                print(f"{backend}: generating {args.files:,} files and {args.xorbs:,} xorbs…", file=sys.stderr)
+                gen = run_json([args.load_bench, "generate", "--index", index, "--files", str(args.files),
+                                "--xorbs", str(args.xorbs), "--terms", str(args.terms)])
+                (data / "generated.json").write_text(json.dumps(gen))
+            gen = json.loads((data / "generated.json").read_text())
+            srv = CairnServer(args.bin, data, data / "server.log", env={"CAIRN_INDEX": index},
+                              args=("--log-level", "warn"), port=free_port())
+            srv.start(timeout=120)
+            try:
+                token = srv.token("bench")
+                load = [args.load_bench, "run", "--url", srv.url, "--token", token, "--files", str(args.files),
+                        "--terms", str(args.terms), "--rate", str(args.rate),
+                        "--connections", str(args.connections)]
+                if args.warmup:
+                    run_json(load + ["--seconds", str(args.warmup)])
+                reset_peak_rss(srv.proc.pid)
+                cpu0 = cpu_seconds(srv.proc.pid)
+                res = run_json(load + ["--seconds", str(args.seconds)])
+                res["server_cpu_s"] = round(cpu_seconds(srv.proc.pid) - cpu0, 1)
+                res["server_peak_rss_mib"] = round(peak_rss_mib(srv.proc.pid), 1)
+            finally:
+                srv.stop(timeout=60)
+            res.update(backend=backend, generate=gen)
+            rows.append(res)
+            print(json.dumps(res))
+        finally:
+            if pg is not None:
+                pg.close()
+
+    print(f"\n{args.files:,} files, {args.xorbs:,} xorbs, {args.terms} terms per file; {args.rate} req/s for "
+          f"{args.seconds} s after {args.warmup} s of warm-up, {args.connections} connections\n")
+    print("| backend | generate (xorbs, files) | p50 | p90 | p99 | p99.9 | errors | answer | server CPU | "
+          "server peak RSS |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for r in rows:
+        g = r["generate"]
+        print(f"| {r['backend']} | {g['xorb_seconds']:.0f} s, {g['file_seconds']:.0f} s | {r['p50_ms']:.2f} ms | "
+              f"{r['p90_ms']:.2f} ms | **{r['p99_ms']:.2f} ms** | {r['p999_ms']:.2f} ms | {r['errors']} | "
+              f"{r['mean_body_bytes'] / 1000:.1f} kB | {r['server_cpu_s']} s | {r['server_peak_rss_mib']} MiB |")
+    return 0 if all(r["errors"] == 0 for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
