@@ -309,7 +309,10 @@ xet::Result<ShardOutcome> CasService::PutShard(std::span<const uint8_t> body, co
     if (auto ok = xet::VerifyFile(file, lookup); !ok) return ok.error();
     report({ShardProgress::Stage::kValidating, ++verified, total});
     if (!seen.emplace(file.hash, true).second) continue;  // a repeated file: the first one wins
-    commit.files.push_back(index::MakeFileCommit(file));
+    // With each term's byte range in its xorb, from the layouts just checked.
+    auto made = index::MakeFileCommit(file, lookup);
+    if (!made) return made.error();
+    commit.files.push_back(std::move(*made));
     // Global dedup: the first chunk of every file.
     if (!file.terms.empty()) {
       const auto& t = file.terms.front();

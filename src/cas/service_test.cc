@@ -171,6 +171,23 @@ TEST_F(Service, EveryCompressionScheme) {
   }
 }
 
+// A registered file records each term's byte range in its xorb, as the xorb's layout gives it.
+TEST_F(Service, RegisteredFilesRecordTheirTermsByteRanges) {
+  const auto up = Build({xet::testing::TextLikeBytes(21, 3 << 20)});
+  Upload(up);
+  auto file = index_->GetFile(up.file_hashes[0]);
+  ASSERT_TRUE(file.ok()) << file.error().message;
+  ASSERT_TRUE((*file)->has_ranges());
+  for (size_t i = 0; i < (*file)->term_count; ++i) {
+    const index::Term t = (*file)->term(i);
+    auto xorb = index_->GetXorb(t.xorb);
+    ASSERT_TRUE(xorb.ok());
+    const xet::XorbLayout layout = (*xorb)->ToLayout();
+    EXPECT_EQ((*file)->range(i).start, layout.begin_offset(t.chunk_start)) << i;
+    EXPECT_EQ((*file)->range(i).end, layout.chunks[t.chunk_end - 1].end_offset) << i;
+  }
+}
+
 TEST_F(Service, XorbUploadIsIdempotentAndValidated) {
   const auto up = Build({xet::testing::TextLikeBytes(3, 200000)});
   const auto& x = up.xorbs[0];

@@ -34,7 +34,7 @@ struct Table {
   size_t page_rows;  // rows per page (and transaction); xorb layouts run to 40 KB each
 };
 
-static_assert(SqliteIndex::kSchemaVersion == 4 && PostgresIndex::kSchemaVersion == 4,
+static_assert(SqliteIndex::kSchemaVersion == 5 && PostgresIndex::kSchemaVersion == 5,
               "a new schema version must be reflected in kTables");
 
 // Parents before the rows that refer to them.
@@ -56,7 +56,8 @@ const std::vector<Table>& Tables() {
         {"term_count", Type::kInt},
         {"size", Type::kInt},
         {"sha256", Type::kBytes},
-        {"created_at", Type::kInt}},
+        {"created_at", Type::kInt},
+        {"ranges", Type::kBytes}},
        1,
        1024},
       {"file_scopes", {{"file", Type::kBytes}, {"scope", Type::kText}}, 2, 4096},

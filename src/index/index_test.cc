@@ -45,7 +45,7 @@ xet::XorbLayout MakeLayout(std::mt19937_64& rng, size_t chunks) {
   return layout;
 }
 
-// A file of one term per entry of `ranges` over `xorb`.
+// A file of one term per entry of `ranges` over `xorb`, with its terms' byte ranges (as the service commits).
 FileCommit MakeFile(const Hash& hash, const XorbHash& xorb, const xet::XorbLayout& layout,
                     const std::vector<std::pair<uint32_t, uint32_t>>& ranges, std::optional<Hash> sha = {}) {
   xet::FileRecord rec;
@@ -57,7 +57,9 @@ FileCommit MakeFile(const Hash& hash, const XorbHash& xorb, const xet::XorbLayou
     rec.terms.push_back(
         {.xorb = xorb, .xorb_flags = 0, .unpacked_bytes = bytes, .chunk_start = b, .chunk_end = e});
   }
-  return MakeFileCommit(rec);
+  auto made = MakeFileCommit(rec, [&](const XorbHash& h) { return h == xorb ? &layout : nullptr; });
+  EXPECT_TRUE(made.ok());
+  return made.ok() ? std::move(*made) : MakeFileCommit(rec);
 }
 
 enum class Backend { kSqlite, kPostgres };
@@ -218,7 +220,8 @@ TEST_P(IndexTest, PackedTermsFindByteOffsets) {
               .packed_terms = f.packed_terms,
               .term_count = f.term_count,
               .size = f.size,
-              .sha256 = {}};
+              .sha256 = {},
+              .packed_ranges = f.packed_ranges};
   const uint64_t end0 = e.term(0).end_offset, end1 = e.term(1).end_offset;
   EXPECT_EQ(end0, 1000u + 1001 + 1002);
   EXPECT_EQ(e.term(1).begin_offset(), end0);
@@ -233,6 +236,22 @@ TEST_P(IndexTest, PackedTermsFindByteOffsets) {
   EXPECT_EQ(e.term(2).chunk_start, 4u);
   EXPECT_EQ(e.term(2).chunk_end, 10u);
   EXPECT_EQ(e.term(2).xorb, xorb);
+  // Each term's bytes in its xorb, from the layout: chunks [4, 10) start where chunk 3 ends.
+  ASSERT_TRUE(e.has_ranges());
+  EXPECT_EQ(e.range(0).start, 0u);
+  EXPECT_EQ(e.range(0).end, layout.chunks[2].end_offset);
+  EXPECT_EQ(e.range(2).start, layout.chunks[3].end_offset);
+  EXPECT_EQ(e.range(2).end, layout.chunks[9].end_offset);
+  // A term outside its xorb, or in a xorb without a layout, has no range to record.
+  xet::FileRecord bad;
+  bad.terms.push_back(
+      {.xorb = xorb, .xorb_flags = 0, .unpacked_bytes = 1, .chunk_start = 9, .chunk_end = 11});
+  const XorbHash known = xorb;  // structured bindings cannot be captured before C++20 as clang 14 reads it
+  const xet::XorbLayout* known_layout = &layout;
+  const auto lookup = [&](const XorbHash& h) { return h == known ? known_layout : nullptr; };
+  EXPECT_EQ(MakeFileCommit(bad, lookup).error().code, ErrorCode::kInconsistent);
+  bad.terms[0].xorb = RandomHash(rng_);
+  EXPECT_EQ(MakeFileCommit(bad, lookup).error().code, ErrorCode::kNotFound);
 }
 
 TEST_P(IndexTest, ShardCommitRoundtripScopesAndDedup) {
@@ -255,6 +274,8 @@ TEST_P(IndexTest, ShardCommitRoundtripScopesAndDedup) {
   EXPECT_EQ((*f)->term_count, 2u);
   EXPECT_EQ((*f)->size, c.files[1].size);
   EXPECT_EQ((*f)->packed_terms, c.files[1].packed_terms);
+  EXPECT_EQ((*f)->packed_ranges, c.files[1].packed_ranges);
+  EXPECT_EQ((*f)->range(0).start, layout.chunks[1].end_offset);
   EXPECT_FALSE((*f)->sha256.has_value());
   EXPECT_EQ(*index_->GetFile(c.files[0].hash).value()->sha256, sha);
   EXPECT_EQ(index_->GetFile(RandomHash(rng_)).error().code, ErrorCode::kNotFound);
@@ -360,9 +381,9 @@ TEST_P(IndexTest, MigratesSchemaOneAndFillsTheByteCounters) {
   index_.reset();
   ExecRaw(
       "ALTER TABLE counters DROP COLUMN unpacked_bytes; ALTER TABLE counters DROP COLUMN file_bytes; "
-      "DROP TABLE shard_xorbs; DROP TABLE secrets",
+      "DROP TABLE shard_xorbs; DROP TABLE secrets; ALTER TABLE files DROP COLUMN ranges",
       "ALTER TABLE counters DROP COLUMN unpacked_bytes, DROP COLUMN file_bytes; "
-      "DROP TABLE shard_xorbs; DROP TABLE secrets");
+      "DROP TABLE shard_xorbs; DROP TABLE secrets; ALTER TABLE files DROP COLUMN ranges");
   SetSchemaVersion(1);
   Open();
   EXPECT_EQ(SchemaVersion(), kSchemaVersion);
@@ -431,7 +452,8 @@ TEST_P(IndexTest, MigratesSchemaTwoAndFillsShardXorbsFromDedupEntries) {
       .shard = RandomHash(rng_), .shard_size = 1, .files = {}, .dedup = {}, .scope = "s", .xorbs = {}};
   ASSERT_TRUE(index_->CommitShard(empty).ok());
   index_.reset();
-  ExecRaw("DROP TABLE shard_xorbs; DROP TABLE secrets", "DROP TABLE shard_xorbs; DROP TABLE secrets");
+  ExecRaw("DROP TABLE shard_xorbs; DROP TABLE secrets; ALTER TABLE files DROP COLUMN ranges",
+          "DROP TABLE shard_xorbs; DROP TABLE secrets; ALTER TABLE files DROP COLUMN ranges");
   SetSchemaVersion(2);
   Open();
   EXPECT_EQ(SchemaVersion(), kSchemaVersion);
@@ -446,6 +468,44 @@ TEST_P(IndexTest, MigratesSchemaTwoAndFillsShardXorbsFromDedupEntries) {
   got = index_->GetShardXorbs(empty.shard);
   ASSERT_TRUE(got.ok());
   EXPECT_TRUE((*got)->listed.empty());
+}
+
+// Files registered before schema 5 have no term ranges (readers fall back to layouts); new ones do.
+TEST_P(IndexTest, MigratesSchemaFourFilesKeepNoRanges) {
+  Open();
+  auto [xorb, layout] = AddXorb(6);
+  const ShardCommit old{.shard = RandomHash(rng_),
+                        .shard_size = 10,
+                        .files = {MakeFile(RandomHash(rng_), xorb, layout, {{0, 6}})},
+                        .dedup = {},
+                        .scope = "s",
+                        .xorbs = {}};
+  ASSERT_TRUE(index_->CommitShard(old).ok());
+  index_.reset();
+  ExecRaw("ALTER TABLE files DROP COLUMN ranges", "ALTER TABLE files DROP COLUMN ranges");
+  SetSchemaVersion(4);
+  Open();
+  EXPECT_EQ(SchemaVersion(), kSchemaVersion);
+  auto before = index_->GetFile(old.files[0].hash);
+  ASSERT_TRUE(before.ok()) << before.error().message;
+  EXPECT_FALSE((*before)->has_ranges());
+  EXPECT_EQ((*before)->packed_terms, old.files[0].packed_terms);
+  const ShardCommit fresh{.shard = RandomHash(rng_),
+                          .shard_size = 10,
+                          .files = {MakeFile(RandomHash(rng_), xorb, layout, {{2, 4}})},
+                          .dedup = {},
+                          .scope = "s",
+                          .xorbs = {}};
+  ASSERT_TRUE(index_->CommitShard(fresh).ok());
+  auto after = index_->GetFile(fresh.files[0].hash);
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ((*after)->packed_ranges, fresh.files[0].packed_ranges);
+  // A commit whose ranges disagree with its terms is refused.
+  ShardCommit bad = fresh;
+  bad.shard = RandomHash(rng_);
+  bad.files[0].hash = RandomHash(rng_);
+  bad.files[0].packed_ranges.pop_back();
+  EXPECT_EQ(index_->CommitShard(bad).error().code, ErrorCode::kMalformed);
 }
 
 TEST_P(IndexTest, RefusesADatabaseFromANewerCairn) {
@@ -880,6 +940,8 @@ TEST(IndexCopyTest, SqliteToPostgresAndBackResumesAndVerifies) {
         auto fb = (*b)->GetFile(f.hash);
         ASSERT_TRUE(fa.ok() && fb.ok());
         EXPECT_EQ((*fa)->packed_terms, (*fb)->packed_terms);
+        EXPECT_EQ((*fa)->packed_ranges, (*fb)->packed_ranges);
+        EXPECT_TRUE((*fb)->has_ranges());
         EXPECT_EQ((*fa)->sha256, (*fb)->sha256);
         EXPECT_TRUE(*(*b)->FileVisibleTo(f.hash, c.scope));
       }

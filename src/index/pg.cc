@@ -93,8 +93,8 @@ Params& Params::Null() {
 
 // The binary array format (array_send): ndim, has-nulls flag, element type, then per dimension its length
 // and lower bound, then each element as a length (-1: NULL) and its bytes. `put` appends element i, length
-// included.
-Params& Params::Array(uint32_t element_oid, size_t n, const std::function<void(std::string&, size_t)>& put) {
+// included, and says whether it was NULL.
+Params& Params::Array(uint32_t element_oid, size_t n, const std::function<bool(std::string&, size_t)>& put) {
   std::string s;
   PutBe32(s, n == 0 ? 0 : 1);
   const size_t flags_at = s.size();
@@ -105,11 +105,7 @@ Params& Params::Array(uint32_t element_oid, size_t n, const std::function<void(s
     PutBe32(s, 1);
   }
   bool nulls = false;
-  for (size_t i = 0; i < n; ++i) {
-    const size_t before = s.size();
-    put(s, i);
-    if (s.size() == before + 4 && std::memcmp(s.data() + before, "\xff\xff\xff\xff", 4) == 0) nulls = true;
-  }
+  for (size_t i = 0; i < n; ++i) nulls |= put(s, i);
   if (nulls) s[flags_at + 3] = 1;
   return Add(std::move(s));
 }
@@ -118,10 +114,11 @@ Params& Params::ByteaArray(std::span<const std::optional<std::span<const uint8_t
   return Array(kByteaOid, items.size(), [&](std::string& s, size_t i) {
     if (!items[i]) {
       PutBe32(s, 0xffffffffU);
-      return;
+      return true;
     }
     PutBe32(s, static_cast<uint32_t>(items[i]->size()));
     s.append(reinterpret_cast<const char*>(items[i]->data()), items[i]->size());
+    return false;
   });
 }
 
@@ -129,6 +126,7 @@ Params& Params::HashArray(std::span<const xet::Hash> items) {
   return Array(kByteaOid, items.size(), [&](std::string& s, size_t i) {
     PutBe32(s, 32);
     s.append(reinterpret_cast<const char*>(items[i].bytes.data()), 32);
+    return false;
   });
 }
 
@@ -136,6 +134,7 @@ Params& Params::Int4Array(std::span<const int32_t> items) {
   return Array(kInt4Oid, items.size(), [&](std::string& s, size_t i) {
     PutBe32(s, 4);
     PutBe32(s, static_cast<uint32_t>(items[i]));
+    return false;
   });
 }
 
@@ -143,6 +142,7 @@ Params& Params::Int8Array(std::span<const int64_t> items) {
   return Array(kInt8Oid, items.size(), [&](std::string& s, size_t i) {
     PutBe32(s, 8);
     PutBe64(s, static_cast<uint64_t>(items[i]));
+    return false;
   });
 }
 
@@ -150,6 +150,7 @@ Params& Params::BoolArray(const std::vector<bool>& items) {
   return Array(kBoolOid, items.size(), [&](std::string& s, size_t i) {
     PutBe32(s, 1);
     s.push_back(items[i] ? '\1' : '\0');
+    return false;
   });
 }
 
@@ -157,6 +158,7 @@ Params& Params::TextArray(std::span<const std::string> items) {
   return Array(kTextOid, items.size(), [&](std::string& s, size_t i) {
     PutBe32(s, static_cast<uint32_t>(items[i].size()));
     s.append(items[i]);
+    return false;
   });
 }
 

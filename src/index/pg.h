@@ -56,7 +56,7 @@ class Params {
 
  private:
   Params& Add(std::string bytes);
-  Params& Array(uint32_t element_oid, size_t n, const std::function<void(std::string&, size_t)>& put);
+  Params& Array(uint32_t element_oid, size_t n, const std::function<bool(std::string&, size_t)>& put);
 
   std::vector<std::optional<std::string>> values_;
 };

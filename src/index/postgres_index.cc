@@ -87,6 +87,11 @@ CREATE TABLE secrets(
   value text NOT NULL,
   created_at bigint NOT NULL);
 )sql",
+    // 5: each file's term byte ranges in their xorbs; NULL for files registered before.
+    R"sql(
+ALTER TABLE files ADD COLUMN ranges bytea CHECK (ranges IS NULL OR length(ranges) = term_count * 8);
+ALTER TABLE files ALTER COLUMN ranges SET STORAGE EXTERNAL;
+)sql",
 };
 static_assert(std::size(kMigrations) == PostgresIndex::kSchemaVersion);
 static_assert(Index::kMaxDedupHits == 32, "the LIMIT of kDedupAny and kDedupScoped");
@@ -114,8 +119,8 @@ bump AS (
                         unpacked_bytes = c.unpacked_bytes + ins.unpacked_size
   FROM ins WHERE c.slot = $7::int8)
 SELECT count(*)::int8 FROM ins)sql"};
-constexpr pg::Statement kGetFile{"get_file",
-                                 "SELECT terms, term_count, size, sha256 FROM files WHERE hash = $1::bytea"};
+constexpr pg::Statement kGetFile{
+    "get_file", "SELECT terms, term_count, size, sha256, ranges FROM files WHERE hash = $1::bytea"};
 constexpr pg::Statement kFileVisible{"file_visible",
                                      "SELECT 1 FROM file_scopes WHERE file = $1::bytea AND scope = $2::text"};
 constexpr pg::Statement kFileBySha{"file_by_sha", "SELECT hash FROM files WHERE sha256 = $1::bytea LIMIT 1"};
@@ -135,10 +140,10 @@ sx AS (
   FROM unnest($5::bytea[], $6::bool[]) WITH ORDINALITY AS t(xorb, listed, ord)
   WHERE EXISTS (SELECT 1 FROM s)),
 f AS (
-  INSERT INTO files(hash, terms, term_count, size, sha256, created_at)
-  SELECT t.hash, t.terms, t.term_count, t.size, t.sha256, $3::int8
-  FROM unnest($7::bytea[], $8::bytea[], $9::int8[], $10::int8[], $11::bytea[])
-       AS t(hash, terms, term_count, size, sha256)
+  INSERT INTO files(hash, terms, term_count, size, sha256, created_at, ranges)
+  SELECT t.hash, t.terms, t.term_count, t.size, t.sha256, $3::int8, t.ranges
+  FROM unnest($7::bytea[], $8::bytea[], $9::int8[], $10::int8[], $11::bytea[], $15::bytea[])
+       AS t(hash, terms, term_count, size, sha256, ranges)
   ON CONFLICT (hash) DO NOTHING
   RETURNING size),
 fs AS (
@@ -443,7 +448,7 @@ xet::Result<CommitOutcome> PostgresIndex::CommitShard(const ShardCommit& commit)
   std::fill_n(listed.begin(), commit.xorbs.listed.size(), true);
 
   std::vector<xet::Hash> file_hashes, dedup_chunks, dedup_xorbs;
-  std::vector<std::optional<std::span<const uint8_t>>> terms, shas;
+  std::vector<std::optional<std::span<const uint8_t>>> terms, shas, ranges;
   std::vector<int64_t> term_counts, sizes;
   for (const auto* f : files) {
     file_hashes.push_back(f->hash);
@@ -454,6 +459,11 @@ xet::Result<CommitOutcome> PostgresIndex::CommitShard(const ShardCommit& commit)
       shas.emplace_back(std::span<const uint8_t>(f->sha256->bytes));
     } else {
       shas.emplace_back(std::nullopt);
+    }
+    if (f->packed_ranges.empty()) {
+      ranges.emplace_back(std::nullopt);
+    } else {
+      ranges.emplace_back(std::span<const uint8_t>(f->packed_ranges));
     }
   }
   for (const auto* d : dedup) {
@@ -472,7 +482,7 @@ xet::Result<CommitOutcome> PostgresIndex::CommitShard(const ShardCommit& commit)
       .Int8Array(term_counts)
       .Int8Array(sizes)
       .ByteaArray(shas);
-  req.params.HashArray(dedup_chunks).HashArray(dedup_xorbs).Int8(counter_slot_);
+  req.params.HashArray(dedup_chunks).HashArray(dedup_xorbs).Int8(counter_slot_).ByteaArray(ranges);
   if (auto st = writes_->Submit(req); !st.ok()) return st.error();
   return outcome;
 }
@@ -503,7 +513,8 @@ xet::Result<std::shared_ptr<const FileEntry>> PostgresIndex::GetFile(const FileH
   if (!rows.ok()) return rows.error();
   if (rows->size() == 0) return xet::NotFound("file " + hash.hex() + " is not in the index");
   auto e = FileEntryFromRow(hash, rows->Bytes(0, 0), rows->Int8(0, 1), rows->Int8(0, 2),
-                            rows->IsNull(0, 3) ? std::nullopt : rows->Hash(0, 3));
+                            rows->IsNull(0, 3) ? std::nullopt : rows->Hash(0, 3),
+                            rows->IsNull(0, 4) ? std::span<const uint8_t>() : rows->Bytes(0, 4));
   if (e.ok()) file_cache_.Put(hash, *e, (*e)->memory_size());
   return e;
 }

@@ -65,6 +65,11 @@ Term FileEntry::term(size_t i) const {
           .end_offset = Get<uint64_t>(p + 44)};
 }
 
+TermRange FileEntry::range(size_t i) const {
+  const uint8_t* p = packed_ranges.data() + i * kPackedRangeSize;
+  return {.start = Get<uint32_t>(p), .end = Get<uint32_t>(p + 4)};
+}
+
 size_t FileEntry::FindTerm(uint64_t offset) const {
   // First term whose end lies beyond `offset`.
   size_t lo = 0, hi = term_count;
@@ -95,12 +100,37 @@ std::vector<uint8_t> PackTerms(std::span<const xet::FileTerm> terms) {
   return out;
 }
 
+xet::Result<std::vector<uint8_t>> PackTermRanges(std::span<const xet::FileTerm> terms,
+                                                 const xet::LayoutLookup& layouts) {
+  std::vector<uint8_t> out(terms.size() * kPackedRangeSize);
+  uint8_t* p = out.data();
+  for (const auto& t : terms) {
+    const xet::XorbLayout* layout = layouts(t.xorb);
+    if (layout == nullptr) return xet::NotFound("xorb " + t.xorb.hex() + " has no layout");
+    if (t.chunk_start >= t.chunk_end || t.chunk_end > layout->chunks.size()) {
+      return xet::Inconsistent("a term of xorb " + t.xorb.hex() + " is outside it");
+    }
+    Put(p, layout->begin_offset(t.chunk_start));
+    Put(p, layout->chunks[t.chunk_end - 1].end_offset);
+  }
+  return out;
+}
+
+xet::Result<FileCommit> MakeFileCommit(const xet::FileRecord& file, const xet::LayoutLookup& layouts) {
+  FileCommit c = MakeFileCommit(file);
+  auto ranges = PackTermRanges(file.terms, layouts);
+  if (!ranges.ok()) return ranges.error();
+  c.packed_ranges = std::move(*ranges);
+  return c;
+}
+
 FileCommit MakeFileCommit(const xet::FileRecord& file) {
   return {.hash = file.hash,
           .packed_terms = PackTerms(file.terms),
           .term_count = static_cast<uint32_t>(file.terms.size()),
           .size = file.size(),
-          .sha256 = file.sha256};
+          .sha256 = file.sha256,
+          .packed_ranges = {}};
 }
 
 xet::Result<std::shared_ptr<const XorbEntry>> XorbEntryFromRow(const XorbHash& hash,
@@ -123,8 +153,11 @@ xet::Result<std::shared_ptr<const XorbEntry>> XorbEntryFromRow(const XorbHash& h
 xet::Result<std::shared_ptr<const FileEntry>> FileEntryFromRow(const FileHash& hash,
                                                                std::span<const uint8_t> packed_terms,
                                                                int64_t term_count, int64_t size,
-                                                               std::optional<Hash> sha256) {
-  if (term_count < 0 || packed_terms.size() != static_cast<uint64_t>(term_count) * kPackedTermSize) {
+                                                               std::optional<Hash> sha256,
+                                                               std::span<const uint8_t> packed_ranges) {
+  if (term_count < 0 || packed_terms.size() != static_cast<uint64_t>(term_count) * kPackedTermSize ||
+      (!packed_ranges.empty() &&
+       packed_ranges.size() != static_cast<uint64_t>(term_count) * kPackedRangeSize)) {
     return xet::IoError("index row of file " + hash.hex() + " is corrupt");
   }
   auto e = std::make_shared<FileEntry>();
@@ -133,6 +166,7 @@ xet::Result<std::shared_ptr<const FileEntry>> FileEntryFromRow(const FileHash& h
   e->term_count = static_cast<uint32_t>(term_count);
   e->size = static_cast<uint64_t>(size);
   e->sha256 = sha256;
+  e->packed_ranges.assign(packed_ranges.begin(), packed_ranges.end());
   return std::shared_ptr<const FileEntry>(std::move(e));
 }
 
@@ -143,6 +177,9 @@ xet::Status CheckShardCommit(const ShardCommit& commit) {
     if (sized && f.term_count > 0) std::memcpy(&end, f.packed_terms.data() + f.packed_terms.size() - 8, 8);
     if (!sized || end != f.size) {
       return xet::Malformed("file " + f.hash.hex() + ": packed terms do not match its term count and size");
+    }
+    if (!f.packed_ranges.empty() && f.packed_ranges.size() != size_t{f.term_count} * kPackedRangeSize) {
+      return xet::Malformed("file " + f.hash.hex() + ": term ranges do not match its term count");
     }
   }
   return xet::Ok{};

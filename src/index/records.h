@@ -13,6 +13,7 @@
 #include "xet/hash.h"
 #include "xet/result.h"
 #include "xet/shard.h"
+#include "xet/verify.h"
 #include "xet/xorb.h"
 
 namespace cairn::index {
@@ -61,6 +62,15 @@ struct Term {
   uint64_t begin_offset() const { return end_offset - unpacked_bytes; }
 };
 
+// Per term: u32 start and u32 end (exclusive) of the term's chunks in its xorb's chunk region, in bytes:
+// what a reconstruction answer's URL range for the term is, without the xorb's layout.
+inline constexpr size_t kPackedRangeSize = 8;
+
+struct TermRange {
+  uint32_t start = 0;
+  uint32_t end = 0;  // exclusive
+};
+
 // A file's reconstruction. Immutable.
 struct FileEntry {
   FileHash hash;
@@ -68,19 +78,28 @@ struct FileEntry {
   uint32_t term_count = 0;
   uint64_t size = 0;
   std::optional<Hash> sha256;  // as the client sent it (see xet::FileRecord::sha256)
+  // term_count * kPackedRangeSize; empty for files registered before cairn recorded them (schema < 5).
+  std::vector<uint8_t> packed_ranges;
 
   Term term(size_t i) const;
+  bool has_ranges() const { return !packed_ranges.empty(); }
+  TermRange range(size_t i) const;  // only when has_ranges()
   // The term holding byte `offset` of the file, by binary search; term_count when offset >= size.
   size_t FindTerm(uint64_t offset) const;
-  size_t memory_size() const { return sizeof(*this) + packed_terms.size(); }
+  size_t memory_size() const { return sizeof(*this) + packed_terms.size() + packed_ranges.size(); }
 };
 
 std::vector<uint8_t> PackTerms(std::span<const xet::FileTerm> terms);
-// The same for a file's row (sha256 as stored: absent, or 32 bytes).
+// The byte ranges of `terms` in their xorbs, from the xorbs' layouts (kNotFound for a missing layout,
+// kInconsistent for a term outside its xorb).
+xet::Result<std::vector<uint8_t>> PackTermRanges(std::span<const xet::FileTerm> terms,
+                                                 const xet::LayoutLookup& layouts);
+// The same for a file's row (sha256 as stored: absent, or 32 bytes; ranges empty when not recorded).
 xet::Result<std::shared_ptr<const FileEntry>> FileEntryFromRow(const FileHash& hash,
                                                                std::span<const uint8_t> packed_terms,
                                                                int64_t term_count, int64_t size,
-                                                               std::optional<Hash> sha256);
+                                                               std::optional<Hash> sha256,
+                                                               std::span<const uint8_t> packed_ranges);
 
 // One file of a shard commit. Build it with MakeFileCommit so the packed terms and the size agree.
 struct FileCommit {
@@ -89,7 +108,10 @@ struct FileCommit {
   uint32_t term_count = 0;
   uint64_t size = 0;
   std::optional<Hash> sha256;
+  std::vector<uint8_t> packed_ranges;  // PackTermRanges, or empty when the layouts are not at hand
 };
+// `layouts`, when given, also records each term's byte range (the service always gives them).
+xet::Result<FileCommit> MakeFileCommit(const xet::FileRecord& file, const xet::LayoutLookup& layouts);
 FileCommit MakeFileCommit(const xet::FileRecord& file);
 
 // A global-dedup entry: `chunk` can be found in `xorb`, described by the shard being committed.
@@ -120,7 +142,7 @@ struct ShardCommit {
 };
 
 // What every backend checks of a commit before storing it: each file's packed terms agree with its term count
-// and size (kMalformed otherwise).
+// and size, and its ranges (if any) with its term count (kMalformed otherwise).
 xet::Status CheckShardCommit(const ShardCommit& commit);
 
 struct CommitOutcome {

@@ -81,6 +81,11 @@ CREATE TABLE secrets(
   value TEXT NOT NULL,
   created_at INTEGER NOT NULL);
 )sql",
+    // 5: each file's term byte ranges in their xorbs (index/records.h), so that a reconstruction needs a
+    // layout only for the terms a byte range cuts. Files registered before have none (NULL).
+    R"sql(
+ALTER TABLE files ADD COLUMN ranges BLOB CHECK (ranges IS NULL OR length(ranges) = term_count * 8);
+)sql",
 };
 static_assert(std::size(kMigrations) == SqliteIndex::kSchemaVersion);
 static_assert(Index::kMaxDedupHits == 32, "the LIMIT of kDedupAny and kDedupScoped");
@@ -102,7 +107,7 @@ constexpr const char kHasXorb[] = "SELECT 1 FROM xorbs WHERE hash = ?1";
 constexpr const char kPutXorb[] =
     "INSERT INTO xorbs(hash, layout, chunk_count, region_size, unpacked_size, stored_at) "
     "VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT(hash) DO NOTHING";
-constexpr const char kGetFile[] = "SELECT terms, term_count, size, sha256 FROM files WHERE hash = ?1";
+constexpr const char kGetFile[] = "SELECT terms, term_count, size, sha256, ranges FROM files WHERE hash = ?1";
 constexpr const char kFileVisible[] = "SELECT 1 FROM file_scopes WHERE file = ?1 AND scope = ?2";
 constexpr const char kFileBySha[] = "SELECT hash FROM files WHERE sha256 = ?1 LIMIT 1";
 constexpr const char kFileByShaScoped[] =
@@ -115,8 +120,8 @@ constexpr const char kPutShardXorb[] =
     "INSERT INTO shard_xorbs(shard, seq, xorb, listed) VALUES (?1, ?2, ?3, ?4) ON CONFLICT DO NOTHING";
 constexpr const char kGetShardXorbs[] = "SELECT xorb, listed FROM shard_xorbs WHERE shard = ?1 ORDER BY seq";
 constexpr const char kPutFile[] =
-    "INSERT INTO files(hash, terms, term_count, size, sha256, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6) "
-    "ON CONFLICT(hash) DO NOTHING";
+    "INSERT INTO files(hash, terms, term_count, size, sha256, created_at, ranges) "
+    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) ON CONFLICT(hash) DO NOTHING";
 constexpr const char kPutScope[] =
     "INSERT INTO file_scopes(file, scope) VALUES (?1, ?2) ON CONFLICT(file, scope) DO NOTHING";
 constexpr const char kPutDedup[] =
@@ -479,6 +484,11 @@ xet::Result<CommitOutcome> SqliteIndex::CommitShard(const ShardCommit& commit) {
       } else {
         file->BindNull(5);
       }
+      if (f.packed_ranges.empty()) {
+        file->BindNull(7);
+      } else {
+        file->Bind(7, f.packed_ranges);
+      }
       if (auto r = c.Run(*file, "insert file"); !r.ok()) return r;
       if (c.changes() > 0) {
         ++new_files;
@@ -613,8 +623,8 @@ xet::Result<std::shared_ptr<const FileEntry>> SqliteIndex::GetFile(const FileHas
   const int rc = s->Step();
   if (rc == SQLITE_DONE) return xet::NotFound("file " + hash.hex() + " is not in the index");
   if (rc != SQLITE_ROW) return (*r)->Err("read file", rc);
-  auto e =
-      FileEntryFromRow(hash, s->Blob(0), s->Int(1), s->Int(2), s->IsNull(3) ? std::nullopt : s->HashCol(3));
+  auto e = FileEntryFromRow(hash, s->Blob(0), s->Int(1), s->Int(2),
+                            s->IsNull(3) ? std::nullopt : s->HashCol(3), s->Blob(4));
   if (e.ok()) file_cache_.Put(hash, *e, (*e)->memory_size());
   return e;
 }
