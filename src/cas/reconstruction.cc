@@ -65,25 +65,33 @@ class FetchPlan {
  public:
   explicit FetchPlan(const xet::LayoutLookup& layouts) : layouts_(layouts), slots_(kInitialSlots, kEmpty) {}
 
-  // Index of `hash` in xorbs(), or -1 if the index has no layout for it. Called once per term: an
-  // open-addressing table of indices keyed by the hash's first word keeps the lookup to one or two loads.
-  int64_t Xorb(const xet::XorbHash& hash) {
+  // Index of `hash` in xorbs(). Called once per term: an open-addressing table of indices keyed by the
+  // hash's first word keeps the lookup to one or two loads.
+  uint32_t Xorb(const xet::XorbHash& hash) {
     if (!xorbs_.empty() && SameHash(xorbs_[last_].hash, hash)) return last_;  // neighbours often share a xorb
     const size_t mask = slots_.size() - 1;
     size_t slot = static_cast<size_t>(hash.word(0)) & mask;
     for (; slots_[slot] != kEmpty; slot = (slot + 1) & mask) {
       if (SameHash(xorbs_[slots_[slot]].hash, hash)) return last_ = slots_[slot];
     }
-    const xet::XorbLayout* layout = layouts_(hash);
-    if (layout == nullptr) return -1;
     last_ = static_cast<uint32_t>(xorbs_.size());
-    xorbs_.push_back({hash, layout, {}, {}});
+    xorbs_.push_back({hash, nullptr, false, {}, {}});
     slots_[slot] = last_;
     if (2 * xorbs_.size() > slots_.size()) Rehash();
     return last_;
   }
 
-  void Add(uint32_t xorb, ChunkSpan span) { xorbs_[xorb].spans.push_back(span); }
+  // The layout of xorbs()[x], looked up the first time it is needed; null when the index has none.
+  const xet::XorbLayout* Layout(uint32_t x) {
+    PlannedXorb& px = xorbs_[x];
+    if (px.layout == nullptr && !px.layout_missing) {
+      px.layout = layouts_(px.hash);
+      px.layout_missing = px.layout == nullptr;
+    }
+    return px.layout;
+  }
+
+  void Add(uint32_t xorb, XorbSpan span) { xorbs_[xorb].spans.push_back(span); }
 
   // Sorts each xorb's spans and merges those that overlap or touch; prepares each xorb for signing.
   void Finish(const TransferUrlSigner& signer) {
@@ -92,12 +100,16 @@ class FetchPlan {
       x.hash.write_hex(hex);
       signer.PrepareXorb(hex, &x.signing);
       auto& s = x.spans;
-      const auto by_start = [](const ChunkSpan& a, const ChunkSpan& b) { return a.start < b.start; };
+      const auto by_start = [](const XorbSpan& a, const XorbSpan& b) {
+        return a.chunks.start < b.chunks.start;
+      };
       if (!std::is_sorted(s.begin(), s.end(), by_start)) std::sort(s.begin(), s.end(), by_start);
       size_t out = 0;
       for (size_t i = 0; i < s.size(); ++i) {
-        if (out > 0 && s[i].start <= s[out - 1].end) {
-          s[out - 1].end = std::max(s[out - 1].end, s[i].end);
+        if (out > 0 && s[i].chunks.start <= s[out - 1].chunks.end) {
+          // Bytes grow with chunks: the union of touching or overlapping runs is one run of bytes.
+          s[out - 1].chunks.end = std::max(s[out - 1].chunks.end, s[i].chunks.end);
+          s[out - 1].end_byte = std::max(s[out - 1].end_byte, s[i].end_byte);
         } else {
           s[out++] = s[i];
         }
@@ -128,12 +140,15 @@ class FetchPlan {
   uint32_t last_ = 0;
 };
 
-ByteRange BytesOf(const xet::XorbLayout& layout, ChunkSpan s) {
-  return {layout.begin_offset(s.start), static_cast<uint64_t>(layout.chunks[s.end - 1].end_offset) - 1};
+// A span's bytes as URLs give them (end inclusive).
+ByteRange BytesOf(const XorbSpan& s) {
+  return {s.first_byte, static_cast<uint64_t>(s.end_byte) - 1};
 }
 
-// Plans the terms covering [start, end) of a file (end exclusive, already clamped to the file size).
-// Returns false if a xorb has no layout.
+// Plans the terms covering [start, end) of a file (end exclusive, already clamped to the file size). A term's
+// bytes in its xorb come from the index's record of them; the xorb's layout is read only for a term without
+// one, or one that the range cuts (to drop the chunks outside the range). Returns false if a term needs a
+// layout the index does not have, or does not fit it.
 bool PlanTerms(std::span<const FileTermRef> terms, uint64_t start, uint64_t end, FetchPlan& plan,
                std::vector<PlannedTerm>& out, uint64_t* offset_into_first) {
   *offset_into_first = 0;
@@ -142,28 +157,32 @@ bool PlanTerms(std::span<const FileTermRef> terms, uint64_t start, uint64_t end,
   for (; it != terms.end(); ++it) {
     const uint64_t term_start = it->end_offset - it->bytes;
     if (term_start >= end) break;
-    const int64_t xi = plan.Xorb(it->xorb);
-    if (xi < 0) return false;
-    const auto x = static_cast<uint32_t>(xi);
-    const xet::XorbLayout& layout = *plan.xorbs()[x].layout;
-    if (it->chunk_end > layout.chunks.size() || it->chunk_start >= it->chunk_end) return false;
+    if (it->chunk_start >= it->chunk_end) return false;
+    const uint32_t x = plan.Xorb(it->xorb);
     ChunkSpan span{it->chunk_start, it->chunk_end};
     uint32_t bytes = it->bytes;
-    if (term_start < start || it->end_offset > end) {
-      // A boundary term: drop leading chunks that end at or before `start`, trailing ones not needed to reach
-      // `end`.
-      uint64_t pos = term_start;
-      while (pos + layout.chunks[span.start].unpacked_size <= start)
-        pos += layout.chunks[span.start++].unpacked_size;
-      if (out.empty()) *offset_into_first = start - pos;
-      uint64_t reach = pos;
-      uint32_t last = span.start;
-      while (last < span.end && reach < end) reach += layout.chunks[last++].unpacked_size;
-      span.end = last;
-      bytes = static_cast<uint32_t>(reach - pos);
+    XorbSpan fetch{span, it->range_start, it->range_end};
+    const bool cut = term_start < start || it->end_offset > end;
+    if (cut || it->range_end == 0) {
+      const xet::XorbLayout* layout = plan.Layout(x);
+      if (layout == nullptr || it->chunk_end > layout->chunks.size()) return false;
+      if (cut) {
+        // A boundary term: drop leading chunks that end at or before `start`, trailing ones not needed to
+        // reach `end`.
+        uint64_t pos = term_start;
+        while (pos + layout->chunks[span.start].unpacked_size <= start)
+          pos += layout->chunks[span.start++].unpacked_size;
+        if (out.empty()) *offset_into_first = start - pos;
+        uint64_t reach = pos;
+        uint32_t last = span.start;
+        while (last < span.end && reach < end) reach += layout->chunks[last++].unpacked_size;
+        span.end = last;
+        bytes = static_cast<uint32_t>(reach - pos);
+      }
+      fetch = {span, layout->begin_offset(span.start), layout->chunks[span.end - 1].end_offset};
     }
     out.push_back({x, span, bytes});
-    plan.Add(x, span);
+    plan.Add(x, fetch);
   }
   return true;
 }
@@ -215,11 +234,11 @@ void WriteFetchInfoV1(Writer& w, const PlannedXorb& x, uint64_t expiry, const Tr
   WriteXorbKey(w, x);
   const size_t room = kMaxEntryText + signer.MaxUrlSize(1);
   for (size_t k = 0; k < x.spans.size(); ++k) {
-    const ByteRange b = BytesOf(*x.layout, x.spans[k]);
+    const ByteRange b = BytesOf(x.spans[k]);
     w.Room(room);
     if (k) w.Char(',');
     w.Char('{');
-    WriteRange(w, "\"range\":", x.spans[k].start, x.spans[k].end);
+    WriteRange(w, "\"range\":", x.spans[k].chunks.start, x.spans[k].chunks.end);
     w.Put(",\"url\":\"");
     w.pos() = signer.WriteUrl(w.pos(), x.signing, &b, 1, expiry);
     w.Put("\",");
@@ -235,7 +254,7 @@ void WriteXorbV2(Writer& w, const PlannedXorb& x, uint64_t expiry, const Transfe
                  std::vector<ByteRange>& bytes) {
   WriteXorbKey(w, x);
   bytes.clear();
-  for (const auto& s : x.spans) bytes.push_back(BytesOf(*x.layout, s));
+  for (const auto& s : x.spans) bytes.push_back(BytesOf(s));
   for (size_t first = 0; first < x.spans.size(); first += kMaxRangesPerUrl) {
     const size_t n = std::min(kMaxRangesPerUrl, x.spans.size() - first);
     w.Room(kMaxEntryText + signer.MaxUrlSize(n));
@@ -247,7 +266,7 @@ void WriteXorbV2(Writer& w, const PlannedXorb& x, uint64_t expiry, const Transfe
       w.Room(kMaxRangeText);
       if (k != first) w.Char(',');
       w.Char('{');
-      WriteRange(w, "\"chunks\":", x.spans[k].start, x.spans[k].end);
+      WriteRange(w, "\"chunks\":", x.spans[k].chunks.start, x.spans[k].chunks.end);
       w.Char(',');
       WriteRange(w, "\"bytes\":", bytes[k].start, bytes[k].end);
       w.Char('}');
@@ -381,7 +400,7 @@ size_t ReconstructionAnswer::size() const {
 size_t ReconstructionPlan::MemoryBytes() const {
   size_t n = sizeof(*this) + terms.capacity() * sizeof(PlannedTerm) + xorbs.capacity() * sizeof(PlannedXorb) +
              holds.capacity() * sizeof(holds[0]);
-  for (const auto& x : xorbs) n += x.spans.capacity() * sizeof(ChunkSpan);
+  for (const auto& x : xorbs) n += x.spans.capacity() * sizeof(XorbSpan);
   return n;
 }
 
@@ -405,7 +424,7 @@ ReconstructionPlan PlanReconstruction(std::span<const FileTermRef> terms, const 
   out.terms.reserve(terms.size());
   if (size > 0 && !PlanTerms(terms, start, end, plan, out.terms, &out.offset_into_first)) {
     out.status = ReconstructionStatus::kMissingXorb;
-    out.detail = "the index references a xorb it has no layout for";
+    out.detail = "the index references a xorb it has no layout for, or a term outside its xorb";
     out.terms.clear();
     return out;
   }
@@ -450,7 +469,7 @@ ReconstructionAnswer AnswerBatchReconstruction(std::span<const BatchFile> files,
     uint64_t offset = 0;
     if (size > 0 && !PlanTerms(terms, 0, size, plan, planned[i], &offset)) {
       answer.status = ReconstructionStatus::kMissingXorb;
-      answer.detail = "the index references a xorb it has no layout for";
+      answer.detail = "the index references a xorb it has no layout for, or a term outside its xorb";
       return answer;
     }
   }

@@ -26,6 +26,10 @@ struct FileTermRef {
   uint32_t chunk_end = 0;  // exclusive
   uint32_t bytes = 0;
   uint64_t end_offset = 0;
+  // The term's bytes in its xorb's chunk region (end exclusive), as the index recorded them; 0, 0 when it
+  // did not (files registered before schema 5), and the xorb's layout then gives them.
+  uint32_t range_start = 0;
+  uint32_t range_end = 0;
 };
 
 enum class ApiVersion { kV1, kV2 };
@@ -39,7 +43,7 @@ struct ReconstructionQuery {
 enum class ReconstructionStatus {
   kOk,
   kRangeNotSatisfiable,  // start at or past the end of the file (416)
-  kMissingXorb,          // the index names a xorb it has no layout for (500: the index is damaged)
+  kMissingXorb,          // a term needed a layout the index does not have (500: the index is damaged)
 };
 
 struct ReconstructionAnswer {
@@ -67,12 +71,23 @@ struct PlannedTerm {
   uint32_t bytes = 0;
 };
 
+// A run of chunks an answer fetches from a xorb, and their bytes in it (end exclusive).
+struct XorbSpan {
+  ChunkSpan chunks;
+  uint32_t first_byte = 0;
+  uint32_t end_byte = 0;
+};
+
 // A xorb an answer fetches from.
 struct PlannedXorb {
   xet::XorbHash hash;
-  const xet::XorbLayout* layout = nullptr;  // from the lookup; alive as long as the plan needs it (see holds)
-  XorbSigningState signing{};               // hex form and MAC state, prepared once
-  std::vector<ChunkSpan> spans;             // sorted and merged
+  // Looked up only when a term needs it: its byte range was not recorded, or the requested range cuts it
+  // (a whole-file answer over recorded ranges reads no layout at all). Alive as long as the plan needs it
+  // (see holds).
+  const xet::XorbLayout* layout = nullptr;
+  bool layout_missing = false;
+  XorbSigningState signing{};   // hex form and MAC state, prepared once
+  std::vector<XorbSpan> spans;  // sorted and merged
 };
 
 // What an answer for a byte range of a file says, short of its expiry and signatures: the terms, the xorbs
@@ -90,7 +105,8 @@ struct ReconstructionPlan {
   size_t MemoryBytes() const;  // what the plan itself takes (the layouts it holds are counted elsewhere)
 };
 
-// Plans an answer for `range` (all of the file when empty) of the file made of `terms`.
+// Plans an answer for `range` (all of the file when empty) of the file made of `terms`. `layouts` is asked
+// only for the xorbs of terms without recorded byte ranges and of the (at most two) terms the range cuts.
 ReconstructionPlan PlanReconstruction(std::span<const FileTermRef> terms, const xet::LayoutLookup& layouts,
                                       std::optional<ByteRange> range, const TransferUrlSigner& signer);
 // Writes the answer a plan describes (its status and detail when the plan failed), URLs expiring at

@@ -5,6 +5,7 @@
 #include <boost/json.hpp>
 #include <map>
 #include <random>
+#include <set>
 
 namespace cairn::cas {
 namespace {
@@ -112,6 +113,56 @@ TEST_F(Fixture, RangeTrimsBoundaryTermsToWholeChunks) {
   EXPECT_EQ(I(terms[1].at("range").at("start")), 0);
   EXPECT_EQ(I(terms[1].at("range").at("end")), 1);
   EXPECT_EQ(I(terms[1].at("unpacked_length")), 100);
+}
+
+// With each term's byte range recorded (as the index does from schema 5), answers are the same, byte for
+// byte, and read a layout only for the terms a range cuts: none for a whole file, at most two xorbs for a
+// range.
+TEST_F(Fixture, RecordedRangesGiveTheSameAnswersWithoutLayouts) {
+  std::mt19937_64 rng(5);
+  for (uint64_t x = 1; x <= 6; ++x) {
+    std::vector<uint32_t> sizes;
+    for (int c = 0; c < 12; ++c) sizes.push_back(static_cast<uint32_t>(50 + rng() % 200));
+    AddXorb(x, sizes);
+  }
+  for (int t = 0; t < 40; ++t) {
+    const uint32_t a = static_cast<uint32_t>(rng() % 11);
+    AddTerm(HashOf(1 + rng() % 6), a, a + 1 + static_cast<uint32_t>(rng() % (12 - a - 1 + 1)));
+  }
+  std::vector<FileTermRef> ranged = terms_;
+  for (auto& t : ranged) {
+    const auto& l = xorbs_.at(t.xorb);
+    t.range_start = l.begin_offset(t.chunk_start);
+    t.range_end = l.chunks[t.chunk_end - 1].end_offset;
+  }
+  std::set<xet::XorbHash> asked;
+  const xet::LayoutLookup counting = [&](const xet::XorbHash& h) {
+    asked.insert(h);
+    return lookup_(h);
+  };
+  const auto same = [&](std::optional<ByteRange> range, ApiVersion v) {
+    asked.clear();
+    const auto want = AnswerReconstruction(terms_, lookup_, {range, v, 5000}, signer_);
+    const auto got = AnswerReconstruction(ranged, counting, {range, v, 5000}, signer_);
+    ASSERT_EQ(got.status, ReconstructionStatus::kOk) << got.detail;
+    EXPECT_EQ(got.Text(), want.Text());
+  };
+  for (ApiVersion v : {ApiVersion::kV1, ApiVersion::kV2}) {
+    same(std::nullopt, v);
+    EXPECT_TRUE(asked.empty());
+  }
+  const uint64_t size = terms_.back().end_offset;
+  for (int i = 0; i < 300; ++i) {
+    const uint64_t a = rng() % size;
+    same(ByteRange{a, a + rng() % (size - a)}, i % 2 ? ApiVersion::kV1 : ApiVersion::kV2);
+    EXPECT_LE(asked.size(), 2u);
+  }
+  // Without any layout, a recorded whole file is still answered; a cut term is not.
+  const xet::LayoutLookup none = [](const xet::XorbHash&) -> const xet::XorbLayout* { return nullptr; };
+  EXPECT_EQ(AnswerReconstruction(ranged, none, {std::nullopt, ApiVersion::kV2, 5000}, signer_).status,
+            ReconstructionStatus::kOk);
+  EXPECT_EQ(AnswerReconstruction(ranged, none, {ByteRange{1, 2}, ApiVersion::kV2, 5000}, signer_).status,
+            ReconstructionStatus::kMissingXorb);
 }
 
 TEST_F(Fixture, RangePastTheEndIsClampedAndAtTheEndIs416) {

@@ -69,9 +69,11 @@ xet::Result<std::shared_ptr<const std::vector<FileTermRef>>> CasService::Terms(c
   if (!entry) return entry.error();
   auto terms = std::make_shared<std::vector<FileTermRef>>();
   terms->reserve((*entry)->term_count);
+  const bool ranged = (*entry)->has_ranges();
   for (size_t i = 0; i < (*entry)->term_count; ++i) {
     const index::Term t = (*entry)->term(i);
-    terms->push_back({t.xorb, t.chunk_start, t.chunk_end, t.unpacked_bytes, t.end_offset});
+    const index::TermRange r = ranged ? (*entry)->range(i) : index::TermRange{};
+    terms->push_back({t.xorb, t.chunk_start, t.chunk_end, t.unpacked_bytes, t.end_offset, r.start, r.end});
   }
   const size_t charge = sizeof(std::vector<FileTermRef>) + terms->size() * sizeof(FileTermRef);
   std::shared_ptr<const std::vector<FileTermRef>> shared = std::move(terms);
