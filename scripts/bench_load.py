@@ -55,6 +55,7 @@ def main() -> int:
     ap.add_argument("--warmup", type=int, default=10)
     ap.add_argument("--connections", type=int, default=16)
     ap.add_argument("--dir", default=str(REPO / "build" / "bench-load"))
+    ap.add_argument("--server-args", default="", help="more `cairn serve` flags, e.g. \"--worker-threads 16\"")
     ap.add_argument("--fresh", action="store_true", help="regenerate the SQLite index even if one exists")
     ap.add_argument("--bin", default=str(REPO / "build/release/src/cli/cairn"))
     ap.add_argument("--load-bench", default=str(REPO / "build/release/src/api/load_bench"))
@@ -88,7 +89,7 @@ def main() -> int:
                 (data / "generated.json").write_text(json.dumps(gen))
             gen = json.loads((data / "generated.json").read_text())
             srv = CairnServer(args.bin, data, data / "server.log", env={"CAIRN_INDEX": index},
-                              args=("--log-level", "warn"), port=free_port())
+                              args=("--log-level", "warn", *args.server_args.split()), port=free_port())
             srv.start(timeout=120)
             try:
                 token = srv.token("bench")

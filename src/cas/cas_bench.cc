@@ -184,7 +184,10 @@ struct ServiceFixture {
     index::ShardCommit commit;
     commit.shard = HashOf(4242);
     commit.shard_size = 1;
-    commit.files.push_back(index::MakeFileCommit(record));
+    // With the terms' byte ranges, as the service registers files (schema 5).
+    auto file_commit = index::MakeFileCommit(record, f.lookup);
+    if (!file_commit) throw std::runtime_error(file_commit.error().message);
+    commit.files.push_back(std::move(*file_commit));
     commit.scope = "bench";
     // The shard also lists every xorb, in order, with one dedup entry: the neighbourhood BM_DedupAnswer asks
     // for.
