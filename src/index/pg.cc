@@ -15,7 +15,6 @@ namespace {
 constexpr uint32_t kBoolOid = 16;
 constexpr uint32_t kByteaOid = 17;
 constexpr uint32_t kInt8Oid = 20;
-constexpr uint32_t kInt4Oid = 23;
 constexpr uint32_t kTextOid = 25;
 
 void PutBe32(std::string& out, uint32_t v) {
@@ -64,12 +63,6 @@ Params& Params::Add(std::string bytes) {
 
 Params& Params::Bytea(std::span<const uint8_t> b) {
   return Add(std::string(reinterpret_cast<const char*>(b.data()), b.size()));
-}
-
-Params& Params::Int4(int32_t v) {
-  std::string s;
-  PutBe32(s, static_cast<uint32_t>(v));
-  return Add(std::move(s));
 }
 
 Params& Params::Int8(int64_t v) {
@@ -126,14 +119,6 @@ Params& Params::HashArray(std::span<const xet::Hash> items) {
   return Array(kByteaOid, items.size(), [&](std::string& s, size_t i) {
     PutBe32(s, 32);
     s.append(reinterpret_cast<const char*>(items[i].bytes.data()), 32);
-    return false;
-  });
-}
-
-Params& Params::Int4Array(std::span<const int32_t> items) {
-  return Array(kInt4Oid, items.size(), [&](std::string& s, size_t i) {
-    PutBe32(s, 4);
-    PutBe32(s, static_cast<uint32_t>(items[i]));
     return false;
   });
 }
@@ -213,14 +198,6 @@ int64_t Rows::Int8(int row, int col) const {
   uint64_t be = 0;
   std::memcpy(&be, b.data(), 8);
   return static_cast<int64_t>(be64toh(be));
-}
-
-int32_t Rows::Int4(int row, int col) const {
-  const auto b = Bytes(row, col);
-  if (b.size() != 4) return 0;
-  uint32_t be = 0;
-  std::memcpy(&be, b.data(), 4);
-  return static_cast<int32_t>(be32toh(be));
 }
 
 bool Rows::Bool(int row, int col) const {

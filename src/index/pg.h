@@ -35,7 +35,6 @@ class Params {
  public:
   Params& Bytea(std::span<const uint8_t> b);
   Params& Bytea(const xet::Hash& h) { return Bytea(std::span<const uint8_t>(h.bytes)); }
-  Params& Int4(int32_t v);
   Params& Int8(int64_t v);
   Params& Bool(bool v);
   Params& Text(std::string_view t);
@@ -43,7 +42,6 @@ class Params {
   // One-dimensional arrays. Elements of ByteaArray may be absent (SQL NULL).
   Params& ByteaArray(std::span<const std::optional<std::span<const uint8_t>>> items);
   Params& HashArray(std::span<const xet::Hash> items);
-  Params& Int4Array(std::span<const int32_t> items);
   Params& Int8Array(std::span<const int64_t> items);
   Params& BoolArray(const std::vector<bool>& items);
   Params& TextArray(std::span<const std::string> items);
@@ -76,7 +74,6 @@ class Rows {
   std::span<const uint8_t> Bytes(int row, int col) const;
   std::string_view Text(int row, int col) const;
   int64_t Int8(int row, int col) const;  // an int8 column (0 when NULL or of another size)
-  int32_t Int4(int row, int col) const;
   bool Bool(int row, int col) const;
   // A 32-byte bytea; nullopt for anything else (a corrupt row must not crash a reader).
   std::optional<xet::Hash> Hash(int row, int col) const;

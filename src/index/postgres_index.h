@@ -86,9 +86,6 @@ class PostgresIndex final : public Index {
   std::vector<xet::Status> RunBatch(size_t writer, std::span<WriteRequest* const> batch);
   xet::Result<Lease> Acquire();
   void Release(std::unique_ptr<pg::Conn> conn);
-  // Runs `read` on a pooled connection; once more on a fresh one when the first had broken.
-  template <typename T>
-  xet::Result<T> WithConn(const std::function<xet::Result<T>(pg::Conn&)>& read);
   // Runs one statement on a pooled connection (retrying on a fresh one once).
   xet::Result<pg::Rows> Query(const pg::Statement& s, const pg::Params& p);
 
