@@ -34,6 +34,7 @@
 
 #include "index/open_index.h"
 #include "index/records.h"
+#include "xet/verify.h"
 
 namespace cairn::bench {
 namespace {
@@ -141,14 +142,21 @@ int Generate(const Args& a) {
     std::cerr << "open: " << index.error().message << std::endl;
     return 1;
   }
-  const auto t0 = Clock::now();
-  const bool xorbs_ok = ParallelFor("xorbs", xorbs, threads, [&](uint64_t x) {
+  const auto layout_of = [](uint64_t x) {
     xet::XorbLayout layout;
     layout.chunks.reserve(kChunksPerXorb);
     for (uint32_t c = 0; c < kChunksPerXorb; ++c) {
       layout.chunks.push_back({HashOf(3, x * kChunksPerXorb + c), kChunkBytes, (c + 1) * kChunkStored});
     }
-    auto r = (*index)->PutXorb(XorbHash(x), layout);
+    return layout;
+  };
+  // Every xorb has the same chunk sizes: one layout gives every term's byte range, which the service records
+  // with each file (reconstructions read no layout for terms they do not cut).
+  const xet::XorbLayout sizes = layout_of(0);
+  const xet::LayoutLookup same_sizes = [&sizes](const xet::XorbHash&) { return &sizes; };
+  const auto t0 = Clock::now();
+  const bool xorbs_ok = ParallelFor("xorbs", xorbs, threads, [&](uint64_t x) {
+    auto r = (*index)->PutXorb(XorbHash(x), layout_of(x));
     if (!r) std::cerr << "xorb " << x << ": " << r.error().message << std::endl;
     return r.ok();
   });
@@ -171,7 +179,12 @@ int Generate(const Args& a) {
                              .chunk_start = 0,
                              .chunk_end = kChunksPerXorb});
       }
-      commit.files.push_back(index::MakeFileCommit(rec));
+      auto made = index::MakeFileCommit(rec, same_sizes);
+      if (!made) {
+        std::cerr << "file " << i << ": " << made.error().message << std::endl;
+        return false;
+      }
+      commit.files.push_back(std::move(*made));
     }
     auto r = (*index)->CommitShard(commit);
     if (!r) std::cerr << "shard " << s << ": " << r.error().message << std::endl;
