@@ -291,6 +291,9 @@ size_t MaxXorbText(ApiVersion v, const PlannedXorb& x, const TransferUrlSigner& 
 constexpr size_t kTermsPerPart = 8192;
 constexpr size_t kSpansPerPartV1 = 2048;
 constexpr size_t kSpansPerPartV2 = 8192;
+// Below this (at most; a typical answer of ~100 terms is ~40 KB) the parts are written on the caller's
+// thread: handing them to the pool costs more in wake-ups than it saves.
+constexpr size_t kParallelAnswerBytes = 1 << 20;
 
 // An answer cut into parts: fixed text, and runs of terms or xorbs that the workers write concurrently, each
 // into its own string. The HTTP layer sends the parts in order, so they are never joined.
@@ -360,7 +363,9 @@ class PartsBuilder {
       t.write(w);
       w.Finish();
     };
-    if (pool != nullptr && tasks_.size() > 1) {
+    size_t bytes = 0;
+    for (const Task& t : tasks_) bytes += t.max_size;
+    if (pool != nullptr && tasks_.size() > 1 && bytes >= kParallelAnswerBytes) {
       pool->ParallelFor(tasks_.size(), run);
     } else {
       for (size_t i = 0; i < tasks_.size(); ++i) run(i);

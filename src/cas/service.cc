@@ -63,10 +63,31 @@ xet::LayoutLookup CasService::HoldingLookup(std::vector<std::shared_ptr<const xe
   };
 }
 
-xet::Result<std::shared_ptr<const std::vector<FileTermRef>>> CasService::Terms(const xet::FileHash& hash) {
-  if (auto cached = terms_.Get(hash)) return cached;
-  auto entry = index_.GetFile(hash);
-  if (!entry) return entry.error();
+namespace {
+
+std::string VisibilityKey(const xet::FileHash& file, const std::string& scope) {
+  std::string key(reinterpret_cast<const char*>(file.bytes.data()), file.bytes.size());
+  key += scope;
+  return key;
+}
+
+}  // namespace
+
+xet::Result<std::shared_ptr<const std::vector<FileTermRef>>> CasService::VisibleTerms(
+    const xet::FileHash& hash, const std::string& scope) {
+  std::string key = VisibilityKey(hash, scope);
+  auto cached = terms_.Get(hash);
+  if (cached != nullptr && visible_.Get(key) != nullptr) return cached;
+  auto entry = index_.GetVisibleFile(hash, scope);
+  if (!entry) {
+    if (entry.error().code == ErrorCode::kNotFound)
+      return xet::NotFound("file " + hash.hex() + " is unknown");
+    return entry.error();
+  }
+  static const auto kVisible = std::make_shared<const bool>(true);
+  constexpr size_t kEntryOverhead = 96;  // the list and map nodes
+  visible_.Put(key, kVisible, key.size() + kEntryOverhead);
+  if (cached != nullptr) return cached;
   auto terms = std::make_shared<std::vector<FileTermRef>>();
   terms->reserve((*entry)->term_count);
   const bool ranged = (*entry)->has_ranges();
@@ -366,14 +387,11 @@ xet::Result<ReconstructionAnswer> CasService::Reconstruct(const xet::FileHash& f
   if (file.is_zero()) {
     terms = std::make_shared<const std::vector<FileTermRef>>();  // the empty file exists for everyone
   } else {
-    auto visible = index_.FileVisibleTo(file, scope);
-    if (!visible) return visible.error();
-    if (!*visible) return xet::NotFound("file " + file.hex() + " is unknown");
-    if (!range) {
+    if (!range && visible_.Get(VisibilityKey(file, scope)) != nullptr) {
       if (auto plan = plans_.Get(file))
         return WriteReconstruction(*plan, version, expiry, signer_, &workers_);
     }
-    auto t = Terms(file);
+    auto t = VisibleTerms(file, scope);
     if (!t) return t.error();
     terms = *t;
   }
@@ -396,10 +414,7 @@ xet::Result<ReconstructionAnswer> CasService::ReconstructBatch(std::span<const x
       batch.push_back({f, {}});
       continue;
     }
-    auto visible = index_.FileVisibleTo(f, scope);
-    if (!visible) return visible.error();
-    if (!*visible) return xet::NotFound("file " + f.hex() + " is unknown");
-    auto t = Terms(f);
+    auto t = VisibleTerms(f, scope);
     if (!t) return t.error();
     held_terms.push_back(*t);
     batch.push_back({f, *held_terms.back()});

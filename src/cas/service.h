@@ -160,7 +160,10 @@ class CasService {
   uint64_t Now() const;
   // Unpacked layouts and file terms, cached by size in front of the index (both are immutable).
   xet::Result<std::shared_ptr<const xet::XorbLayout>> Layout(const xet::XorbHash& hash);
-  xet::Result<std::shared_ptr<const std::vector<FileTermRef>>> Terms(const xet::FileHash& hash);
+  // The terms of a file visible to `scope` (kNotFound otherwise, as for an unknown file): from the caches
+  // when the file was found visible to the scope before, else in one index read.
+  xet::Result<std::shared_ptr<const std::vector<FileTermRef>>> VisibleTerms(const xet::FileHash& hash,
+                                                                            const std::string& scope);
   // Looks layouts up through the cache and keeps each one found alive in `held` (the cache may evict it
   // while an answer still points into it). A plain vector: an answer looks each xorb up once.
   xet::LayoutLookup HoldingLookup(std::vector<std::shared_ptr<const xet::XorbLayout>>& held);
@@ -177,6 +180,9 @@ class CasService {
   BufferPool upload_buffers_;
   index::LruCache<xet::XorbHash, xet::XorbLayout, xet::HashHasher> layouts_{256ULL << 20};
   index::LruCache<xet::FileHash, std::vector<FileTermRef>, xet::HashHasher> terms_{256ULL << 20};
+  // (file, scope) pairs found visible, keyed by the file's 32 bytes then the scope. A file never leaves a
+  // scope (nothing deletes yet), so a positive answer stays true; deletion will have to drop these.
+  index::LruCache<std::string, bool, std::hash<std::string>> visible_{16ULL << 20};
   // Whole-file answers' plans (immutable, as files and layouts are): ~2 MB for a 100,000-term file.
   index::LruCache<xet::FileHash, ReconstructionPlan, xet::HashHasher> plans_{128ULL << 20};
   // Whole-neighbourhood dedup answers of the current key window (~1 MB per GiB of upload behind them).

@@ -245,6 +245,10 @@ TEST_F(Service, FilesAreVisibleOnlyToTheirScopes) {
   auto other = service_->Reconstruct(up.file_hashes[0], "bob/model", std::nullopt, ApiVersion::kV2);
   ASSERT_FALSE(other.ok());
   EXPECT_EQ(other.error().code, xet::ErrorCode::kNotFound);
+  // Whatever alice's answers left in the caches: not for a scope named like hers, nor for a range or a batch.
+  EXPECT_FALSE(service_->Reconstruct(up.file_hashes[0], "alice/mode", std::nullopt, ApiVersion::kV2).ok());
+  EXPECT_FALSE(service_->Reconstruct(up.file_hashes[0], "bob/model", ByteRange{0, 9}, ApiVersion::kV2).ok());
+  EXPECT_FALSE(service_->ReconstructBatch(up.file_hashes, "bob/model").ok());
   // Registering the same shard from another scope makes it visible there too.
   ASSERT_TRUE(service_->PutShard(up.shard_bytes, "bob/model").ok());
   EXPECT_TRUE(service_->Reconstruct(up.file_hashes[0], "bob/model", std::nullopt, ApiVersion::kV2).ok());

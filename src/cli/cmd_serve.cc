@@ -93,7 +93,7 @@ int RunServe(const ServeOptions& opts) {
   so.host = cfg->host();
   so.port = cfg->port();
   so.io_threads = cfg->io_threads;
-  so.worker_threads = cfg->worker_threads;
+  so.worker_threads = cfg->request_threads;  // the routes offload blocking steps to these
   so.shutdown_grace = std::chrono::duration_cast<std::chrono::milliseconds>(cfg->shutdown_grace);
   http::Server server(so, std::make_shared<http::Authenticator>(secrets->jwt_key));
   if (auto st = server.Listen(); !st) {

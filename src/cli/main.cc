@@ -67,6 +67,7 @@ void AddServe(CLI::App& app) {
       {"--public-url", "public_url", "Base URL clients reach this server at (default http://<listen>)"},
       {"--io-threads", "io_threads", "Network threads"},
       {"--worker-threads", "worker_threads", "Worker threads for CPU-heavy work"},
+      {"--request-threads", "request_threads", "Threads for requests' index and store I/O"},
       {"--log-level", "log_level", "trace, debug, info, warn, error, critical, off"},
   };
   for (const Flag& f : kFlags) {

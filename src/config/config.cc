@@ -106,6 +106,7 @@ const std::vector<Field>& Fields() {
       {"index_pool_size", CountSetter(&Config::index_pool_size, 1, 1024)},
       {"io_threads", CountSetter(&Config::io_threads, 1, 1024)},
       {"worker_threads", CountSetter(&Config::worker_threads, 1, 1024)},
+      {"request_threads", CountSetter(&Config::request_threads, 1, 4096)},
       {"jwt_secret",
        [](Config& c, std::string_view v) -> xet::Status {
          if (v.size() < 32) return xet::Malformed("must be at least 32 characters");
@@ -312,6 +313,7 @@ Result<Config> LoadConfig(const ConfigSources& sources) {
   const unsigned cpus = std::max(1u, std::thread::hardware_concurrency());
   c.io_threads = std::max(2u, cpus / 2);
   c.worker_threads = cpus;
+  c.request_threads = std::max(16u, 4 * cpus);
 
   std::optional<std::string> file = sources.file;
   if (!file) {

@@ -31,7 +31,10 @@ struct Config {
   std::string index;
   size_t index_pool_size = 8;  // PostgreSQL connections for reads
   size_t io_threads = 0;       // 0 before Load: filled with a default from the CPU count
-  size_t worker_threads = 0;
+  size_t worker_threads = 0;   // CPU-heavy work (xorb validation, large answers)
+  // Threads running requests' blocking steps (index reads and writes, store I/O): more than the CPUs, so that
+  // requests waiting on a disk read or a database round trip do not hold up the ones that could run.
+  size_t request_threads = 0;
   std::optional<std::string> jwt_secret;  // else <data_dir>/secrets/jwt.key
   std::optional<std::string> url_secret;  // else <data_dir>/secrets/url.key
   std::chrono::seconds transfer_url_ttl{3600};

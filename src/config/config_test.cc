@@ -42,6 +42,7 @@ TEST(Config, Defaults) {
   EXPECT_EQ(c->transfer_url_ttl, std::chrono::seconds(3600));
   EXPECT_GE(c->io_threads, 1u);
   EXPECT_GE(c->worker_threads, 1u);
+  EXPECT_GE(c->request_threads, 16u);  // above the CPU count: these wait on I/O
   EXPECT_FALSE(c->jwt_secret.has_value());
   EXPECT_EQ(c->log_level, "info");
   EXPECT_EQ(c->upload_buffers_kept, 2u);

@@ -5,6 +5,7 @@
 #include <boost/json.hpp>
 #include <cstdlib>
 #include <memory>
+#include <optional>
 
 namespace cairn::http {
 namespace {
@@ -84,7 +85,27 @@ Result<Principal> Authenticator::Authenticate(std::string_view authorization, Pe
 Result<Principal> Authenticator::Verify(std::string_view token, int64_t now) const {
   if (token.empty()) return Unauthorized("empty bearer token");
   if (token.size() > 8192) return Unauthorized("bearer token too long");
-  const std::string tok(token);  // libjwt wants a C string
+  std::string tok(token);  // libjwt wants a C string
+  std::optional<Verified> known;
+  {
+    std::lock_guard lock(mu_);
+    if (auto it = verified_.find(tok); it != verified_.end()) known = it->second;
+  }
+  if (!known) {
+    auto decoded = Decode(tok);
+    if (!decoded) return decoded.error();
+    known = std::move(*decoded);
+    std::lock_guard lock(mu_);
+    if (verified_.size() >= kCachedTokens) verified_.clear();
+    verified_.emplace(std::move(tok), *known);
+  }
+  if (now >= known->expires) return Unauthorized("token expired");
+  if (now < known->not_before) return Unauthorized("token not yet valid (nbf)");
+  return std::move(known->who);
+}
+
+// Checks the signature and the claims' form; the times are checked by the caller.
+Result<Authenticator::Verified> Authenticator::Decode(const std::string& tok) const {
   jwt_t* raw = nullptr;
   const int rc = jwt_decode(&raw, tok.c_str(), reinterpret_cast<const unsigned char*>(key_.data()),
                             static_cast<int>(key_.size()));
@@ -100,20 +121,21 @@ Result<Principal> Authenticator::Verify(std::string_view token, int64_t now) con
   if (ec || !parsed.is_object()) return Unauthorized("invalid token: claims are not a JSON object");
   const boost::json::object& claims = parsed.get_object();
 
+  Verified v;
   bool has_exp = false;
   auto exp = NumericDate(claims, "exp", &has_exp);
   if (!exp) return exp.error();
   if (!has_exp) return Unauthorized("invalid token: no exp claim");
-  if (now >= *exp) return Unauthorized("token expired");
+  v.expires = *exp;
   bool has_nbf = false;
   auto nbf = NumericDate(claims, "nbf", &has_nbf);
   if (!nbf) return nbf.error();
-  if (has_nbf && now < *nbf) return Unauthorized("token not yet valid (nbf)");
+  if (has_nbf) v.not_before = *nbf;
   bool has_iat = false;
   auto iat = NumericDate(claims, "iat", &has_iat);
   if (!iat) return iat.error();
 
-  Principal who;
+  Principal& who = v.who;
   const auto* scope = claims.if_contains("scope");
   if (scope == nullptr || !scope->is_string() || scope->get_string().empty())
     return Unauthorized("invalid token: no scope claim");
@@ -127,7 +149,7 @@ Result<Principal> Authenticator::Verify(std::string_view token, int64_t now) con
   } else {
     return Unauthorized("invalid token: perm must be \"read\" or \"write\"");
   }
-  return who;
+  return v;
 }
 
 Result<std::string> MintToken(std::string_view key, const Principal& who, std::chrono::seconds ttl) {

@@ -5,14 +5,20 @@
 // names any other algorithm (HS384/HS512 with the same key, "none", RS*) are rejected, and exp/nbf are
 // checked here because libjwt 1.10 does not check them.
 //
-// Thread-safety: an Authenticator is immutable after construction; every method may be called from any
-// thread.
+// Verified tokens are remembered (by their exact text, up to kCachedTokens of them) with their claims, so a
+// client that sends the same token with every request costs one signature check, not one per request; exp
+// and nbf are still checked against `now` on every call.
+//
+// Thread-safety: every method may be called from any thread (the cache has its own mutex).
 #pragma once
 
 #include <chrono>
 #include <cstdint>
+#include <limits>
+#include <mutex>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 
 #include "http/result.h"
 
@@ -49,8 +55,20 @@ class Authenticator {
   // Checks a bare token (no "Bearer "); 401 errors only.
   Result<Principal> Verify(std::string_view token, int64_t now) const;
 
+  static constexpr size_t kCachedTokens = 4096;
+
  private:
+  // A token whose signature and claims were checked, and the times it is valid between.
+  struct Verified {
+    Principal who;
+    int64_t not_before = std::numeric_limits<int64_t>::min();
+    int64_t expires = 0;
+  };
+  Result<Verified> Decode(const std::string& token) const;
+
   std::string key_;
+  mutable std::mutex mu_;
+  mutable std::unordered_map<std::string, Verified> verified_;  // cleared when full
 };
 
 // Mints an HS256 token for `who`, valid from `now` for `ttl` (iat = now, exp = now + ttl).

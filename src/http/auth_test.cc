@@ -64,6 +64,33 @@ TEST(Auth, ExpiredIs401) {
   EXPECT_TRUE(auth.Authenticate("Bearer " + t, Permission::kRead, now - 1).ok());
 }
 
+TEST(Auth, RememberedTokensAreStillCheckedForTimeAndForm) {
+  Authenticator auth(kKey);
+  const int64_t now = UnixNow();
+  const std::string t =
+      MakeJwt(JWT_ALG_HS256, kKey, Claims(now + 60, "read", R"(,"nbf":)" + std::to_string(now)));
+  ASSERT_TRUE(auth.Authenticate("Bearer " + t, Permission::kRead, now).ok());  // verified and remembered
+  EXPECT_TRUE(auth.Authenticate("Bearer " + t, Permission::kRead, now + 59).ok());
+  auto late = auth.Authenticate("Bearer " + t, Permission::kRead, now + 60);
+  ASSERT_FALSE(late.ok());
+  EXPECT_NE(late.error().message.find("expired"), std::string::npos);
+  EXPECT_FALSE(auth.Authenticate("Bearer " + t, Permission::kRead, now - 1).ok());  // before nbf
+  EXPECT_EQ(auth.Authenticate("Bearer " + t, Permission::kWrite, now).error().status, 403u);
+
+  // Remembering one token says nothing of another with the same claims and a changed signature.
+  std::string tampered = t;
+  const size_t sig = tampered.rfind('.') + 5;
+  tampered[sig] = tampered[sig] == 'A' ? 'B' : 'A';
+  EXPECT_FALSE(auth.Authenticate("Bearer " + tampered, Permission::kRead, now).ok());
+
+  // More distinct tokens than are remembered: each still verifies (the memory is bounded, not the tokens).
+  for (size_t i = 0; i <= Authenticator::kCachedTokens; ++i) {
+    const std::string other = MakeJwt(JWT_ALG_HS256, kKey, Claims(now + 60 + static_cast<int64_t>(i)));
+    ASSERT_TRUE(auth.Authenticate("Bearer " + other, Permission::kRead, now).ok()) << i;
+  }
+  EXPECT_TRUE(auth.Authenticate("Bearer " + t, Permission::kRead, now).ok());
+}
+
 TEST(Auth, NotBeforeInTheFutureIs401) {
   Authenticator auth(kKey);
   const int64_t now = UnixNow();

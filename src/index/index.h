@@ -50,6 +50,10 @@ class Index {
   virtual xet::Result<std::shared_ptr<const FileEntry>> GetFile(const FileHash& hash) = 0;
   // Whether a write token of `scope` registered the file.
   virtual xet::Result<bool> FileVisibleTo(const FileHash& hash, std::string_view scope) = 0;
+  // The file, if a write token of `scope` registered it, in one read: kNotFound alike when it is unknown and
+  // when it is not visible to `scope` (a scope cannot learn of other scopes' files).
+  virtual xet::Result<std::shared_ptr<const FileEntry>> GetVisibleFile(const FileHash& hash,
+                                                                       std::string_view scope) = 0;
   // A file with this SHA-256 (as stored in shards), visible to `scope` when one is given.
   virtual xet::Result<std::optional<FileHash>> FileBySha256(const Hash& sha256,
                                                             std::optional<std::string_view> scope) = 0;

@@ -282,6 +282,14 @@ TEST_P(IndexTest, ShardCommitRoundtripScopesAndDedup) {
 
   EXPECT_TRUE(*index_->FileVisibleTo(c.files[0].hash, "org/model"));
   EXPECT_FALSE(*index_->FileVisibleTo(c.files[0].hash, "org/other"));
+  auto visible = index_->GetVisibleFile(c.files[1].hash, "org/model");
+  ASSERT_TRUE(visible.ok()) << visible.error().message;
+  EXPECT_EQ((*visible)->packed_terms, c.files[1].packed_terms);
+  EXPECT_EQ((*visible)->packed_ranges, c.files[1].packed_ranges);
+  // Not visible to another scope, and answered as an unknown file is.
+  EXPECT_EQ(index_->GetVisibleFile(c.files[1].hash, "org/other").error().code, ErrorCode::kNotFound);
+  EXPECT_EQ(index_->GetVisibleFile(c.files[1].hash, "org/mode").error().code, ErrorCode::kNotFound);
+  EXPECT_EQ(index_->GetVisibleFile(RandomHash(rng_), "org/model").error().code, ErrorCode::kNotFound);
   EXPECT_EQ(*index_->FileBySha256(sha, std::nullopt), c.files[0].hash);
   EXPECT_EQ(*index_->FileBySha256(sha, "org/model"), c.files[0].hash);
   EXPECT_FALSE(index_->FileBySha256(sha, "org/other")->has_value());
@@ -308,6 +316,7 @@ TEST_P(IndexTest, ShardCommitRoundtripScopesAndDedup) {
   ASSERT_TRUE(out.ok());
   EXPECT_TRUE(out->already_existed);
   EXPECT_TRUE(*index_->FileVisibleTo(c.files[0].hash, "org/other"));
+  EXPECT_TRUE(index_->GetVisibleFile(c.files[0].hash, "org/other").ok());  // a scope added later
   EXPECT_EQ(index_->LookupDedup(layout.chunks[7].hash, "org/other")->size(), 1u);
   EXPECT_EQ(index_->LookupDedup(layout.chunks[7].hash, std::nullopt)->size(), 1u);  // distinct locations
 

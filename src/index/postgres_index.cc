@@ -123,6 +123,10 @@ constexpr pg::Statement kGetFile{
     "get_file", "SELECT terms, term_count, size, sha256, ranges FROM files WHERE hash = $1::bytea"};
 constexpr pg::Statement kFileVisible{"file_visible",
                                      "SELECT 1 FROM file_scopes WHERE file = $1::bytea AND scope = $2::text"};
+constexpr pg::Statement kGetVisibleFile{
+    "get_visible_file",
+    "SELECT terms, term_count, size, sha256, ranges FROM files WHERE hash = $1::bytea "
+    "AND EXISTS (SELECT 1 FROM file_scopes WHERE file = $1::bytea AND scope = $2::text)"};
 constexpr pg::Statement kFileBySha{"file_by_sha", "SELECT hash FROM files WHERE sha256 = $1::bytea LIMIT 1"};
 constexpr pg::Statement kFileByShaScoped{"file_by_sha_scoped",
                                          "SELECT f.hash FROM files f JOIN file_scopes s ON s.file = f.hash "
@@ -326,8 +330,7 @@ xet::Result<pg::Rows> PostgresIndex::Query(const pg::Statement& s, const pg::Par
 PostgresIndex::PostgresIndex(PostgresOptions options)
     : options_(std::move(options)),
       counter_slot_(static_cast<int64_t>(Rng()() % kCounterSlots)),
-      xorb_cache_(options_.cache_bytes / 32 * 15),
-      file_cache_(options_.cache_bytes / 32 * 15),
+      xorb_cache_(options_.cache_bytes / 16 * 15),
       shard_xorbs_cache_(options_.cache_bytes / 16) {}
 
 xet::Result<std::pair<int, int>> PostgresIndex::Migrate(const std::string& uri) {
@@ -508,15 +511,23 @@ xet::Result<bool> PostgresIndex::HasXorb(const XorbHash& hash) {
 }
 
 xet::Result<std::shared_ptr<const FileEntry>> PostgresIndex::GetFile(const FileHash& hash) {
-  if (auto hit = file_cache_.Get(hash)) return hit;
-  auto rows = Query(kGetFile, pg::Params().Bytea(hash));
+  return ReadFile(hash, std::nullopt);
+}
+
+xet::Result<std::shared_ptr<const FileEntry>> PostgresIndex::GetVisibleFile(const FileHash& hash,
+                                                                            std::string_view scope) {
+  return ReadFile(hash, scope);
+}
+
+xet::Result<std::shared_ptr<const FileEntry>> PostgresIndex::ReadFile(const FileHash& hash,
+                                                                      std::optional<std::string_view> scope) {
+  auto rows = scope ? Query(kGetVisibleFile, pg::Params().Bytea(hash).Text(*scope))
+                    : Query(kGetFile, pg::Params().Bytea(hash));
   if (!rows.ok()) return rows.error();
   if (rows->size() == 0) return xet::NotFound("file " + hash.hex() + " is not in the index");
-  auto e = FileEntryFromRow(hash, rows->Bytes(0, 0), rows->Int8(0, 1), rows->Int8(0, 2),
-                            rows->IsNull(0, 3) ? std::nullopt : rows->Hash(0, 3),
-                            rows->IsNull(0, 4) ? std::span<const uint8_t>() : rows->Bytes(0, 4));
-  if (e.ok()) file_cache_.Put(hash, *e, (*e)->memory_size());
-  return e;
+  return FileEntryFromRow(hash, rows->Bytes(0, 0), rows->Int8(0, 1), rows->Int8(0, 2),
+                          rows->IsNull(0, 3) ? std::nullopt : rows->Hash(0, 3),
+                          rows->IsNull(0, 4) ? std::span<const uint8_t>() : rows->Bytes(0, 4));
 }
 
 xet::Result<bool> PostgresIndex::FileVisibleTo(const FileHash& hash, std::string_view scope) {

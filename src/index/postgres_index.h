@@ -25,7 +25,9 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "index/index.h"
@@ -39,7 +41,7 @@ struct PostgresOptions {
   std::string uri;                            // postgres://USER[:PASS]@HOST[:PORT]/DB[?...] (libpq)
   size_t pool_size = 8;                       // connections for reads
   size_t writers = 1;                         // writer threads, one connection each
-  size_t cache_bytes = 256ULL * 1024 * 1024;  // xorb layouts, file terms and shards' xorbs
+  size_t cache_bytes = 256ULL * 1024 * 1024;  // xorb layouts and shards' xorbs
   int acquire_timeout_ms = 10'000;            // waiting for a pooled connection, then kUnavailable
   // Tests: called on a writer thread with each batch's size, before its transaction begins.
   std::function<void(size_t)> before_batch;
@@ -60,6 +62,8 @@ class PostgresIndex final : public Index {
   xet::Result<bool> PutXorb(const XorbHash& hash, const xet::XorbLayout& layout) override;
   xet::Result<std::shared_ptr<const FileEntry>> GetFile(const FileHash& hash) override;
   xet::Result<bool> FileVisibleTo(const FileHash& hash, std::string_view scope) override;
+  xet::Result<std::shared_ptr<const FileEntry>> GetVisibleFile(const FileHash& hash,
+                                                               std::string_view scope) override;
   xet::Result<std::optional<FileHash>> FileBySha256(const Hash& sha256,
                                                     std::optional<std::string_view> scope) override;
   xet::Result<CommitOutcome> CommitShard(const ShardCommit& commit) override;
@@ -81,6 +85,9 @@ class PostgresIndex final : public Index {
     std::function<void(const pg::Rows&)> on_done;
   };
   class Lease;
+  // GetFile, or GetVisibleFile when a scope is given.
+  xet::Result<std::shared_ptr<const FileEntry>> ReadFile(const FileHash& hash,
+                                                         std::optional<std::string_view> scope);
 
   explicit PostgresIndex(PostgresOptions options);
   std::vector<xet::Status> RunBatch(size_t writer, std::span<WriteRequest* const> batch);
@@ -101,7 +108,6 @@ class PostgresIndex final : public Index {
   std::unique_ptr<WriteQueue<WriteRequest>> writes_;
 
   LruCache<XorbHash, XorbEntry, xet::HashHasher> xorb_cache_;
-  LruCache<FileHash, FileEntry, xet::HashHasher> file_cache_;
   LruCache<Hash, ShardXorbs, xet::HashHasher> shard_xorbs_cache_;
 };
 

@@ -109,6 +109,9 @@ constexpr const char kPutXorb[] =
     "VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT(hash) DO NOTHING";
 constexpr const char kGetFile[] = "SELECT terms, term_count, size, sha256, ranges FROM files WHERE hash = ?1";
 constexpr const char kFileVisible[] = "SELECT 1 FROM file_scopes WHERE file = ?1 AND scope = ?2";
+constexpr const char kGetVisibleFile[] =
+    "SELECT terms, term_count, size, sha256, ranges FROM files WHERE hash = ?1 "
+    "AND EXISTS (SELECT 1 FROM file_scopes WHERE file = ?1 AND scope = ?2)";
 constexpr const char kFileBySha[] = "SELECT hash FROM files WHERE sha256 = ?1 LIMIT 1";
 constexpr const char kFileByShaScoped[] =
     "SELECT f.hash FROM files f JOIN file_scopes s ON s.file = f.hash WHERE f.sha256 = ?1 AND s.scope = ?2 "
@@ -304,8 +307,7 @@ class SqliteIndex::ReaderLease {
 
 SqliteIndex::SqliteIndex(SqliteOptions options)
     : options_(std::move(options)),
-      xorb_cache_(options_.cache_bytes / 32 * 15),
-      file_cache_(options_.cache_bytes / 32 * 15),
+      xorb_cache_(options_.cache_bytes / 16 * 15),
       shard_xorbs_cache_(options_.cache_bytes / 16) {}
 
 xet::Result<std::unique_ptr<SqliteIndex>> SqliteIndex::Open(SqliteOptions options) {
@@ -614,19 +616,27 @@ xet::Result<bool> SqliteIndex::HasXorb(const XorbHash& hash) {
 }
 
 xet::Result<std::shared_ptr<const FileEntry>> SqliteIndex::GetFile(const FileHash& hash) {
-  if (auto hit = file_cache_.Get(hash)) return hit;
+  return ReadFile(hash, std::nullopt);
+}
+
+xet::Result<std::shared_ptr<const FileEntry>> SqliteIndex::GetVisibleFile(const FileHash& hash,
+                                                                          std::string_view scope) {
+  return ReadFile(hash, scope);
+}
+
+xet::Result<std::shared_ptr<const FileEntry>> SqliteIndex::ReadFile(const FileHash& hash,
+                                                                    std::optional<std::string_view> scope) {
   auto r = AcquireReader();
   if (!r.ok()) return r.error();
-  auto s = (*r)->Prepare(kGetFile);
+  auto s = (*r)->Prepare(scope ? kGetVisibleFile : kGetFile);
   if (!s.ok()) return s.error();
   s->Bind(1, hash);
+  if (scope) s->Bind(2, *scope);
   const int rc = s->Step();
   if (rc == SQLITE_DONE) return xet::NotFound("file " + hash.hex() + " is not in the index");
   if (rc != SQLITE_ROW) return (*r)->Err("read file", rc);
-  auto e = FileEntryFromRow(hash, s->Blob(0), s->Int(1), s->Int(2),
-                            s->IsNull(3) ? std::nullopt : s->HashCol(3), s->Blob(4));
-  if (e.ok()) file_cache_.Put(hash, *e, (*e)->memory_size());
-  return e;
+  return FileEntryFromRow(hash, s->Blob(0), s->Int(1), s->Int(2), s->IsNull(3) ? std::nullopt : s->HashCol(3),
+                          s->Blob(4));
 }
 
 xet::Result<bool> SqliteIndex::FileVisibleTo(const FileHash& hash, std::string_view scope) {

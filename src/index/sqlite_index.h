@@ -6,7 +6,8 @@
 // synchronous=FULL), then wakes all the callers. Concurrent registrations thus share one fsync.
 //
 // Reads: a pool of read-only connections (WAL readers never wait for the writer), behind in-memory LRU
-// caches of xorb layouts, file term lists and shards' xorbs (immutable, so never invalidated).
+// caches of xorb layouts and shards' xorbs (immutable, so never invalidated). File rows are not cached here:
+// the CAS service keeps them, unpacked, once.
 //
 // Schema changes are ordered migrations recorded in PRAGMA user_version; Open applies the missing ones in
 // one transaction and refuses a database written by a newer cairn.
@@ -17,7 +18,9 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -31,7 +34,7 @@ namespace cairn::index {
 
 struct SqliteOptions {
   std::string path;                           // the database file (created if missing)
-  size_t cache_bytes = 256ULL * 1024 * 1024;  // xorb layouts, file terms and shards' xorbs
+  size_t cache_bytes = 256ULL * 1024 * 1024;  // xorb layouts and shards' xorbs
   size_t max_idle_readers = 16;               // read connections kept open between reads
   int busy_timeout_ms = 10'000;
   // Tests: called on the writer thread with each batch's size, before its transaction begins.
@@ -52,6 +55,8 @@ class SqliteIndex final : public Index {
   xet::Result<bool> PutXorb(const XorbHash& hash, const xet::XorbLayout& layout) override;
   xet::Result<std::shared_ptr<const FileEntry>> GetFile(const FileHash& hash) override;
   xet::Result<bool> FileVisibleTo(const FileHash& hash, std::string_view scope) override;
+  xet::Result<std::shared_ptr<const FileEntry>> GetVisibleFile(const FileHash& hash,
+                                                               std::string_view scope) override;
   xet::Result<std::optional<FileHash>> FileBySha256(const Hash& sha256,
                                                     std::optional<std::string_view> scope) override;
   xet::Result<CommitOutcome> CommitShard(const ShardCommit& commit) override;
@@ -73,6 +78,9 @@ class SqliteIndex final : public Index {
   };
 
   explicit SqliteIndex(SqliteOptions options);
+  // GetFile, or GetVisibleFile when a scope is given.
+  xet::Result<std::shared_ptr<const FileEntry>> ReadFile(const FileHash& hash,
+                                                         std::optional<std::string_view> scope);
   xet::Status Init();
   xet::Status Write(std::function<xet::Status(Conn&)> apply);
   std::vector<xet::Status> RunBatch(std::span<WriteRequest* const> batch);
@@ -88,7 +96,6 @@ class SqliteIndex final : public Index {
   std::vector<std::unique_ptr<Conn>> idle_readers_;
 
   LruCache<XorbHash, XorbEntry, xet::HashHasher> xorb_cache_;
-  LruCache<FileHash, FileEntry, xet::HashHasher> file_cache_;
   LruCache<Hash, ShardXorbs, xet::HashHasher> shard_xorbs_cache_;
 };
 
