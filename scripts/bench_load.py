@@ -10,8 +10,10 @@ a real `cairn serve` on it answers `load_bench run`: random files, a random byte
 open loop at the given rate (latency counted from when each request was due). Reported: the client's
 percentiles, errors, the answers' size, the server's CPU seconds and peak RSS (VmHWM, reset after the warm-up).
 SQLite lives under --dir (disk); PostgreSQL 15 runs as a private server started by cairn-test-postgres, with
-its data in the temporary directory (disk here), durable defaults. A generated index is kept and reused by the
-next run with the same sizes (--fresh to regenerate); --warmup seconds of load run first and do not count.
+its data in the temporary directory (disk here), durable defaults; after its bulk load it is settled (VACUUM
+(ANALYZE), CHECKPOINT; --no-settle skips that) as a database in service would be. A generated SQLite index is
+kept and reused by the next run with the same sizes (--fresh to regenerate), and read once into the page cache
+before the server starts (--cold skips that); --warmup seconds of load run first and do not count.
 """
 
 from __future__ import annotations
@@ -44,6 +46,29 @@ def run_json(cmd: list[str]) -> dict:
     return json.loads(lines[-1])
 
 
+def settle_postgres(uri: str) -> float:
+    """What a database that has served a while has done since the bulk load, before the load is measured:
+    VACUUM (ANALYZE) sets the hint bits and visibility map of every page and gathers statistics (else
+    autovacuum does it, over tens of GB, during the measurement), then CHECKPOINT writes out what is dirty."""
+    print("postgres: VACUUM (ANALYZE), CHECKPOINT…", file=sys.stderr)
+    t0 = time.monotonic()
+    psql = "/usr/lib/postgresql/15/bin/psql"
+    subprocess.run([psql, "-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", uri, "-c", "VACUUM (ANALYZE)",
+                    "-c", "CHECKPOINT"], check=True)
+    return round(time.monotonic() - t0, 1)
+
+
+def warm_file(path: Path) -> float:
+    """Reads a file once so that it is in the page cache, as the index of a server that has been answering
+    for a while is (PostgreSQL's data is, having just been written by the generation)."""
+    print(f"sqlite: reading {path.name} into the page cache…", file=sys.stderr)
+    t0 = time.monotonic()
+    with open(path, "rb", buffering=0) as f:
+        while f.read(16 << 20):
+            pass
+    return round(time.monotonic() - t0, 1)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--backend", choices=["sqlite", "postgres", "both"], default="both")
@@ -57,6 +82,10 @@ def main() -> int:
     ap.add_argument("--dir", default=str(REPO / "build" / "bench-load"))
     ap.add_argument("--server-args", default="", help="more `cairn serve` flags, e.g. \"--worker-threads 16\"")
     ap.add_argument("--fresh", action="store_true", help="regenerate the SQLite index even if one exists")
+    ap.add_argument("--cold", action="store_true",
+                    help="do not read the SQLite index into the page cache first (its pages come from disk)")
+    ap.add_argument("--no-settle", action="store_true",
+                    help="measure PostgreSQL straight after the bulk load (no VACUUM, no CHECKPOINT)")
     ap.add_argument("--bin", default=str(REPO / "build/release/src/cli/cairn"))
     ap.add_argument("--load-bench", default=str(REPO / "build/release/src/api/load_bench"))
     ap.add_argument("--pg-tool", default=str(REPO / "build/release/src/index/cairn-test-postgres"))
@@ -86,8 +115,12 @@ def main() -> int:
                 print(f"{backend}: generating {args.files:,} files and {args.xorbs:,} xorbs…", file=sys.stderr)
                 gen = run_json([args.load_bench, "generate", "--index", index, "--files", str(args.files),
                                 "--xorbs", str(args.xorbs), "--terms", str(args.terms)])
+                if pg is not None and not args.no_settle:
+                    gen["settle_seconds"] = settle_postgres(index)
                 (data / "generated.json").write_text(json.dumps(gen))
             gen = json.loads((data / "generated.json").read_text())
+            if pg is None and not args.cold:
+                gen["warm_seconds"] = warm_file(data / "index.db")
             srv = CairnServer(args.bin, data, data / "server.log", env={"CAIRN_INDEX": index},
                               args=("--log-level", "warn", *args.server_args.split()), port=free_port())
             srv.start(timeout=120)
