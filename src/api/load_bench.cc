@@ -13,7 +13,7 @@
 //     sends GET /v2/reconstructions/{file} for random files with a random Range, open loop: request k is due
 //     at start + k/rate whatever happened before, and its latency counts from that moment (a slow answer
 //     delays the ones queued behind it, and they count it). Prints one JSON line: requests, errors, achieved
-//     rate, latency percentiles (ms), mean answer size.
+//     rate, latency percentiles (ms) overall and p99 per 10 s, mean answer size.
 //
 // Hashes are derived from the numbers (splitmix64), so `run` knows every file without reading the index.
 #include <algorithm>
@@ -24,10 +24,12 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <iomanip>
 #include <iostream>
 #include <map>
 #include <mutex>
 #include <random>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -268,19 +270,31 @@ int Run(const Args& a) {
   }
   for (auto& t : threads) t.join();
   const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
-  std::sort(latencies.begin(), latencies.end());
-  const auto pct = [&](double p) {
-    return latencies.empty()
-               ? 0.0
-               : latencies[std::min(latencies.size() - 1,
-                                    static_cast<size_t>(p * static_cast<double>(latencies.size())))];
+  const auto pct = [](const std::vector<double>& sorted, double p) {
+    return sorted.empty() ? 0.0
+                          : sorted[std::min(sorted.size() - 1,
+                                            static_cast<size_t>(p * static_cast<double>(sorted.size())))];
   };
+  // p99 of each 10 s of due times: whether the slow answers come together (a stall) or spread out (queueing).
+  std::string windows;
+  const auto per_window = static_cast<size_t>(rate * 10);
+  for (size_t first = 0; first < latencies.size(); first += per_window) {
+    std::vector<double> w(
+        latencies.begin() + static_cast<std::ptrdiff_t>(first),
+        latencies.begin() + static_cast<std::ptrdiff_t>(std::min(latencies.size(), first + per_window)));
+    std::sort(w.begin(), w.end());
+    std::ostringstream v;
+    v << (windows.empty() ? "" : ",") << std::fixed << std::setprecision(2) << pct(w, 0.99);
+    windows += v.str();
+  }
+  std::sort(latencies.begin(), latencies.end());
   std::printf(
       "{\"requests\":%llu,\"errors\":%llu,\"rate\":%.1f,\"p50_ms\":%.2f,\"p90_ms\":%.2f,\"p99_ms\":%.2f,"
-      "\"p999_ms\":%.2f,\"max_ms\":%.2f,\"mean_body_bytes\":%.0f,\"first_error\":\"%s\"}\n",
+      "\"p999_ms\":%.2f,\"max_ms\":%.2f,\"p99_by_10s_ms\":[%s],\"mean_body_bytes\":%.0f,\"first_error\":\"%"
+      "s\"}\n",
       static_cast<unsigned long long>(total), static_cast<unsigned long long>(errors.load()),
-      static_cast<double>(total) / elapsed, pct(0.50), pct(0.90), pct(0.99), pct(0.999),
-      latencies.empty() ? 0.0 : latencies.back(),
+      static_cast<double>(total) / elapsed, pct(latencies, 0.50), pct(latencies, 0.90), pct(latencies, 0.99),
+      pct(latencies, 0.999), latencies.empty() ? 0.0 : latencies.back(), windows.c_str(),
       total > errors ? static_cast<double>(body_bytes.load()) / static_cast<double>(total - errors.load())
                      : 0.0,
       first_error.c_str());
