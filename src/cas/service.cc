@@ -54,6 +54,47 @@ xet::Result<std::shared_ptr<const xet::XorbLayout>> CasService::Layout(const xet
   return layout;
 }
 
+xet::Status CasService::PrefetchLayouts(std::span<const FileTermRef> terms, std::optional<ByteRange> range) {
+  if (terms.empty()) return xet::Ok{};
+  const uint64_t size = terms.back().end_offset;
+  uint64_t start = 0;
+  uint64_t end = size;
+  if (range) {
+    if (range->start >= size) return xet::Ok{};  // 416: nothing to plan
+    start = range->start;
+    end = std::min(range->end, size - 1) + 1;
+  }
+  const auto first = std::upper_bound(terms.begin(), terms.end(), start,
+                                      [](uint64_t s, const FileTermRef& t) { return s < t.end_offset; });
+  const auto last = std::upper_bound(first, terms.end(), end - 1,
+                                     [](uint64_t s, const FileTermRef& t) { return s < t.end_offset; });
+  std::vector<xet::XorbHash> wanted;
+  const auto want = [&](const FileTermRef& t) {
+    if (layouts_.Get(t.xorb) == nullptr) wanted.push_back(t.xorb);
+  };
+  if (first == last) return xet::Ok{};
+  if (first->range_end != 0) {  // ranges recorded (for every term of the file): only the ends can be cut
+    const FileTermRef& back = *(last - 1);
+    if (first->end_offset - first->bytes < start || first->end_offset > end) want(*first);
+    if (&back != &*first && back.end_offset > end) want(back);
+  } else {
+    for (auto it = first; it != last; ++it) want(*it);
+    std::sort(wanted.begin(), wanted.end());
+    wanted.erase(std::unique(wanted.begin(), wanted.end()), wanted.end());
+  }
+  for (size_t from = 0; from < wanted.size(); from += index::Index::kMaxXorbsPerRead) {
+    const size_t n = std::min(index::Index::kMaxXorbsPerRead, wanted.size() - from);
+    auto entries = index_.GetXorbs(std::span<const xet::XorbHash>(wanted).subspan(from, n));
+    if (!entries) return entries.error();
+    for (const auto& e : *entries) {
+      if (e == nullptr) continue;  // the planner reports the missing layout
+      auto layout = std::make_shared<const xet::XorbLayout>(e->ToLayout());
+      layouts_.Put(e->hash, layout, LayoutCharge(*layout));
+    }
+  }
+  return xet::Ok{};
+}
+
 xet::LayoutLookup CasService::HoldingLookup(std::vector<std::shared_ptr<const xet::XorbLayout>>& held) {
   return [this, &held](const xet::XorbHash& h) -> const xet::XorbLayout* {
     auto l = Layout(h);
@@ -394,6 +435,7 @@ xet::Result<ReconstructionAnswer> CasService::Reconstruct(const xet::FileHash& f
     auto t = VisibleTerms(file, scope);
     if (!t) return t.error();
     terms = *t;
+    if (auto st = PrefetchLayouts(*terms, range); !st) return st.error();
   }
   std::vector<std::shared_ptr<const xet::XorbLayout>> held;
   auto plan =
@@ -416,6 +458,7 @@ xet::Result<ReconstructionAnswer> CasService::ReconstructBatch(std::span<const x
     }
     auto t = VisibleTerms(f, scope);
     if (!t) return t.error();
+    if (auto st = PrefetchLayouts(**t, std::nullopt); !st) return st.error();
     held_terms.push_back(*t);
     batch.push_back({f, *held_terms.back()});
   }

@@ -164,6 +164,9 @@ class CasService {
   // when the file was found visible to the scope before, else in one index read.
   xet::Result<std::shared_ptr<const std::vector<FileTermRef>>> VisibleTerms(const xet::FileHash& hash,
                                                                             const std::string& scope);
+  // Reads into the cache, in one index call, the layouts that planning `range` of a file will look up and
+  // the cache lacks: those of the terms the range cuts, and of terms without recorded byte ranges.
+  xet::Status PrefetchLayouts(std::span<const FileTermRef> terms, std::optional<ByteRange> range);
   // Looks layouts up through the cache and keeps each one found alive in `held` (the cache may evict it
   // while an answer still points into it). A plain vector: an answer looks each xorb up once.
   xet::LayoutLookup HoldingLookup(std::vector<std::shared_ptr<const xet::XorbLayout>>& held);

@@ -12,6 +12,7 @@
 #include "client/upload_builder.h"
 #include "index/sqlite_index.h"
 #include "store/local_disk_store.h"
+#include "xet/shard.h"
 #include "xet/test_support.h"
 
 namespace cairn::cas {
@@ -185,6 +186,33 @@ TEST_F(Service, RegisteredFilesRecordTheirTermsByteRanges) {
     const xet::XorbLayout layout = (*xorb)->ToLayout();
     EXPECT_EQ((*file)->range(i).start, layout.begin_offset(t.chunk_start)) << i;
     EXPECT_EQ((*file)->range(i).end, layout.chunks[t.chunk_end - 1].end_offset) << i;
+  }
+}
+
+// A file registered before cairn recorded byte ranges (schema < 5) reconstructs as one registered now: its
+// layouts are read in one index call before planning, and the answers are the same bytes.
+TEST_F(Service, FilesWithoutRecordedRangesAnswerTheSame) {
+  const Bytes data = xet::testing::TextLikeBytes(22, 3 << 20);
+  const auto up = Build({data});
+  Upload(up);
+  auto shard = xet::ParseShard(up.shard_bytes);
+  ASSERT_TRUE(shard.ok());
+  xet::FileRecord old = shard->files[0];
+  old.hash.bytes[0] ^= 1;  // another file with the same terms, registered without ranges
+  index::ShardCommit c;
+  c.shard = xet::Hash{};
+  c.shard.bytes.fill(9);
+  c.shard_size = 1;
+  c.scope = "repo";
+  c.files.push_back(index::MakeFileCommit(old));
+  ASSERT_TRUE(index_->CommitShard(c).ok());
+  ASSERT_FALSE(index_->GetFile(old.hash).value()->has_ranges());
+  for (const auto& range : {std::optional<ByteRange>(), std::optional<ByteRange>(ByteRange{1, 2'000'000}),
+                            std::optional<ByteRange>(ByteRange{2'999'000, 9'999'999})}) {
+    auto now = service_->Reconstruct(up.file_hashes[0], "repo", range, ApiVersion::kV2);
+    auto before = service_->Reconstruct(old.hash, "repo", range, ApiVersion::kV2);
+    ASSERT_TRUE(now.ok() && before.ok());
+    EXPECT_EQ(before->Text(), now->Text());
   }
 }
 

@@ -18,6 +18,7 @@
 
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -42,6 +43,11 @@ class Index {
 
   // ---- Xorbs
   virtual xet::Result<std::shared_ptr<const XorbEntry>> GetXorb(const XorbHash& hash) = 0;
+  // Several xorbs in one read (one round trip on PostgreSQL): entry i for hashes[i], null where the index has
+  // none. At most kMaxXorbsPerRead hashes (kMalformed past that).
+  static constexpr size_t kMaxXorbsPerRead = 4096;
+  virtual xet::Result<std::vector<std::shared_ptr<const XorbEntry>>> GetXorbs(
+      std::span<const XorbHash> hashes) = 0;
   virtual xet::Result<bool> HasXorb(const XorbHash& hash) = 0;
   // Registers a stored xorb. Returns whether it was new.
   virtual xet::Result<bool> PutXorb(const XorbHash& hash, const xet::XorbLayout& layout) = 0;

@@ -179,6 +179,29 @@ class IndexTest : public ::testing::TestWithParam<Backend> {
   std::unique_ptr<Index> index_;
 };
 
+TEST_P(IndexTest, SeveralXorbsInOneRead) {
+  Open();
+  std::vector<XorbHash> stored;
+  for (uint32_t n : {3u, 5u, 7u}) {
+    stored.push_back(RandomHash(rng_));
+    ASSERT_TRUE(index_->PutXorb(stored.back(), MakeLayout(rng_, n)).ok());
+  }
+  ASSERT_TRUE(index_->GetXorb(stored[1]).ok());  // one of them cached already, the others not
+  const XorbHash unknown = RandomHash(rng_);
+  const std::vector<XorbHash> asked = {stored[2], unknown, stored[0], stored[1], stored[2]};
+  auto got = index_->GetXorbs(asked);
+  ASSERT_TRUE(got.ok()) << got.error().message;
+  ASSERT_EQ(got->size(), asked.size());
+  EXPECT_EQ((*got)[0]->chunk_count, 7u);
+  EXPECT_EQ((*got)[1], nullptr);
+  EXPECT_EQ((*got)[2]->chunk_count, 3u);
+  EXPECT_EQ((*got)[3]->chunk_count, 5u);
+  EXPECT_EQ((*got)[4]->hash, stored[2]);
+  EXPECT_TRUE(index_->GetXorbs({})->empty());
+  const std::vector<XorbHash> too_many(Index::kMaxXorbsPerRead + 1, stored[0]);
+  EXPECT_EQ(index_->GetXorbs(too_many).error().code, ErrorCode::kMalformed);
+}
+
 TEST_P(IndexTest, XorbRoundtripAndIdempotency) {
   Open();
   const XorbHash h = RandomHash(rng_);

@@ -7,6 +7,7 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <utility>
 
 namespace cairn::index {
@@ -106,6 +107,9 @@ constexpr const char kUnlockMigrations[] = "SELECT pg_advisory_unlock(7161132942
 constexpr pg::Statement kGetXorb{
     "get_xorb",
     "SELECT layout, chunk_count, region_size, unpacked_size, stored_at FROM xorbs WHERE hash = $1::bytea"};
+constexpr pg::Statement kGetXorbs{"get_xorbs",
+                                  "SELECT hash, layout, chunk_count, region_size, unpacked_size, stored_at "
+                                  "FROM xorbs WHERE hash = ANY($1::bytea[])"};
 constexpr pg::Statement kHasXorb{"has_xorb", "SELECT 1 FROM xorbs WHERE hash = $1::bytea"};
 constexpr pg::Statement kPutXorb{"put_xorb", R"sql(
 WITH ins AS (
@@ -501,6 +505,34 @@ xet::Result<std::shared_ptr<const XorbEntry>> PostgresIndex::GetXorb(const XorbH
                             rows->Int8(0, 4));
   if (e.ok()) xorb_cache_.Put(hash, *e, (*e)->memory_size());
   return e;
+}
+
+xet::Result<std::vector<std::shared_ptr<const XorbEntry>>> PostgresIndex::GetXorbs(
+    std::span<const XorbHash> hashes) {
+  if (hashes.size() > kMaxXorbsPerRead) return xet::Malformed("too many xorbs in one read");
+  std::vector<std::shared_ptr<const XorbEntry>> out(hashes.size());
+  std::vector<XorbHash> missing;
+  std::unordered_map<XorbHash, std::vector<size_t>, xet::HashHasher> wanted;  // hash -> its places in out
+  for (size_t i = 0; i < hashes.size(); ++i) {
+    if ((out[i] = xorb_cache_.Get(hashes[i])) != nullptr) continue;
+    auto& places = wanted[hashes[i]];
+    if (places.empty()) missing.push_back(hashes[i]);
+    places.push_back(i);
+  }
+  if (missing.empty()) return out;
+  auto rows = Query(kGetXorbs, pg::Params().HashArray(missing));
+  if (!rows.ok()) return rows.error();
+  for (int r = 0; r < rows->size(); ++r) {
+    const auto hash = rows->Hash(r, 0);
+    auto it = hash ? wanted.find(*hash) : wanted.end();
+    if (it == wanted.end()) return xet::IoError("index: a xorb came back that was not asked for");
+    auto e = XorbEntryFromRow(*hash, rows->Bytes(r, 1), rows->Int8(r, 2), rows->Int8(r, 3), rows->Int8(r, 4),
+                              rows->Int8(r, 5));
+    if (!e.ok()) return e.error();
+    xorb_cache_.Put(*hash, *e, (*e)->memory_size());
+    for (size_t i : it->second) out[i] = *e;
+  }
+  return out;
 }
 
 xet::Result<bool> PostgresIndex::HasXorb(const XorbHash& hash) {

@@ -602,6 +602,20 @@ xet::Result<std::shared_ptr<const XorbEntry>> SqliteIndex::GetXorb(const XorbHas
   return e;
 }
 
+xet::Result<std::vector<std::shared_ptr<const XorbEntry>>> SqliteIndex::GetXorbs(
+    std::span<const XorbHash> hashes) {
+  if (hashes.size() > kMaxXorbsPerRead) return xet::Malformed("too many xorbs in one read");
+  // In process, one statement per xorb costs no more than one for all of them.
+  std::vector<std::shared_ptr<const XorbEntry>> out;
+  out.reserve(hashes.size());
+  for (const auto& h : hashes) {
+    auto e = GetXorb(h);
+    if (!e.ok() && e.error().code != xet::ErrorCode::kNotFound) return e.error();
+    out.push_back(e.ok() ? *e : nullptr);
+  }
+  return out;
+}
+
 xet::Result<bool> SqliteIndex::HasXorb(const XorbHash& hash) {
   if (xorb_cache_.Get(hash)) return true;
   auto r = AcquireReader();

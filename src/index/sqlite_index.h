@@ -19,6 +19,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -51,6 +52,8 @@ class SqliteIndex final : public Index {
   ~SqliteIndex() override;  // finishes queued writes, then stops the writer
 
   xet::Result<std::shared_ptr<const XorbEntry>> GetXorb(const XorbHash& hash) override;
+  xet::Result<std::vector<std::shared_ptr<const XorbEntry>>> GetXorbs(
+      std::span<const XorbHash> hashes) override;
   xet::Result<bool> HasXorb(const XorbHash& hash) override;
   xet::Result<bool> PutXorb(const XorbHash& hash, const xet::XorbLayout& layout) override;
   xet::Result<std::shared_ptr<const FileEntry>> GetFile(const FileHash& hash) override;
