@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 DEBIAN_PACKAGES=(
   build-essential cmake ninja-build pkg-config git
   clang-format clang-tidy
-  librust-blake3-dev liblz4-dev libssl-dev libsqlite3-dev libjwt-dev libpq-dev postgresql-15
+  librust-blake3-dev liblz4-dev libssl-dev libsqlite3-dev libjwt-dev libpq-dev postgresql-15 libcurl4-openssl-dev
   libboost1.81-dev libboost-json1.81-dev libboost-url1.81-dev
   libspdlog-dev libfmt-dev libcli11-dev libtomlplusplus-dev
   libgtest-dev libgmock-dev libbenchmark-dev
@@ -46,3 +46,7 @@ fi
 if [[ ! -d tests/oracle/node_modules ]] || [[ tests/oracle/package-lock.json -nt tests/oracle/node_modules ]]; then
   (cd tests/oracle && npm ci --no-audit --no-fund --loglevel=error && touch node_modules)
 fi
+
+# SeaweedFS, the S3-compatible store the tests run against: built once from the Go module proxy into a cache
+# outside the repository (~7-20 min the first time; nothing afterwards).
+scripts/seaweedfs.sh >/dev/null

@@ -38,9 +38,28 @@ unsigned StatusOf(const xet::Error& e) {
   return 500;
 }
 
+// A 503 says when to come back: the index or the store is out of reach for now, and the stock clients retry
+// (hf_xet with its own back-off, others after Retry-After).
 Response ErrorResponse(unsigned status, const std::string& message) {
-  return Response::ErrorJson(status, message);
+  Response r = Response::ErrorJson(status, message);
+  if (status == 503) r.Header("Retry-After", "1");
+  return r;
 }
+
+// A stored xorb read through the service, for stores that have no file to sendfile from (S3).
+class XorbSource final : public http::ByteSource {
+ public:
+  XorbSource(cas::CasService& service, const xet::XorbHash& xorb) : service_(service), xorb_(xorb) {}
+  http::Status ReadAt(uint64_t offset, std::span<uint8_t> out) const override {
+    auto st = service_.ReadXorb(xorb_, offset, out);
+    if (!st) return http::Error{StatusOf(st.error()), st.error().message};
+    return http::Ok{};
+  }
+
+ private:
+  cas::CasService& service_;
+  const xet::XorbHash xorb_;
+};
 
 std::optional<xet::Hash> HashParam(const http::Request& r, std::string_view name) {
   return xet::Hash::FromHex(r.Param(name));
@@ -288,9 +307,13 @@ void Transfer(cas::CasService& service, const std::shared_ptr<Exchange>& ex) {
     return ex->Respond(ErrorResponse(status, plan.error().message));
   }
   const uint64_t size = plan->blob.size;
-  auto file = std::make_shared<const http::File>(plan->blob.fd.release(), size);
   std::vector<http::ByteRange> ranges;
   for (const auto& r : plan->ranges) ranges.push_back({r.start, r.end});
+  if (!plan->blob.fd.valid()) {
+    auto source = std::make_shared<const XorbSource>(service, plan->xorb);
+    return ex->Respond(http::RangeResponse(source, size, ranges, "application/octet-stream"));
+  }
+  auto file = std::make_shared<const http::File>(plan->blob.fd.release(), size);
   ex->Respond(http::RangeResponse(file, 0, size, ranges, "application/octet-stream"));
 }
 

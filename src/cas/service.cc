@@ -606,7 +606,8 @@ xet::Result<TransferPlan> CasService::Transfer(std::string_view xorb_hex, std::s
     return Error{ErrorCode::kHashMismatch, refused.message};
   }
   TransferPlan plan;
-  auto blob = store_.OpenForSendfile(store::BlobKind::kXorb, grant.xorb);
+  plan.xorb = grant.xorb;
+  auto blob = store_.OpenForRead(store::BlobKind::kXorb, grant.xorb);
   if (!blob) return blob.error();
   plan.blob = std::move(*blob);
   if (range_header) {
@@ -622,6 +623,10 @@ xet::Result<TransferPlan> CasService::Transfer(std::string_view xorb_hex, std::s
     if (r.end >= plan.blob.size) return xet::LimitExceeded("range outside the stored xorb");
   }
   return plan;
+}
+
+xet::Status CasService::ReadXorb(const xet::XorbHash& xorb, uint64_t offset, std::span<uint8_t> out) {
+  return store_.ReadRange(store::BlobKind::kXorb, xorb, offset, out);
 }
 
 }  // namespace cairn::cas

@@ -55,7 +55,8 @@ struct ShardOutcome {
 
 // A verified transfer request: what to send.
 struct TransferPlan {
-  store::OpenBlob blob;           // the stored xorb
+  xet::XorbHash xorb;
+  store::OpenBlob blob;           // the stored xorb (no descriptor where the store has no files: ReadXorb)
   std::vector<ByteRange> ranges;  // inside the chunk region, as requested
 };
 
@@ -150,6 +151,9 @@ class CasService {
   // Range header (416), kNotFound.
   xet::Result<TransferPlan> Transfer(std::string_view xorb_hex, std::string_view query,
                                      std::optional<std::string_view> range_header);
+
+  // Bytes of a stored xorb (what a transfer sends where the store gives no descriptor). Blocking.
+  xet::Status ReadXorb(const xet::XorbHash& xorb, uint64_t offset, std::span<uint8_t> out);
 
   const TransferUrlSigner& signer() const { return signer_; }
 

@@ -4,6 +4,7 @@
 
 #include "index/open_index.h"
 #include "index/pg.h"
+#include "store/open_store.h"
 
 namespace cairn::cli {
 
@@ -25,6 +26,24 @@ xet::Result<std::unique_ptr<index::Index>> OpenConfiguredIndex(const config::Con
                                            "CAIRN_INDEX): " + ix.error().message};
   }
   return ix;
+}
+
+xet::Result<std::unique_ptr<store::BlobStore>> OpenConfiguredStore(const config::Config& cfg) {
+  store::OpenStoreOptions options;
+  options.s3.endpoint = cfg.s3_endpoint;
+  options.s3.region = cfg.s3_region;
+  options.s3.path_style = cfg.s3_path_style;
+  options.s3.access_key = cfg.s3_access_key_id;
+  options.s3.secret_key = cfg.s3_secret_access_key;
+  options.s3.session_token = cfg.s3_session_token;
+  options.s3.max_connections = cfg.s3_max_connections;
+  options.s3_part_bytes = cfg.s3_part_size;
+  auto st = store::OpenStore(cfg.store, options);
+  if (!st) {
+    return xet::Error{st.error().code, "store " + cfg.store +
+                                           " (setting `store`, --store, CAIRN_STORE): " + st.error().message};
+  }
+  return st;
 }
 
 xet::Result<config::Secrets> LoadConfiguredSecrets(const config::Config& cfg, index::Index& index) {

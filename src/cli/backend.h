@@ -8,12 +8,16 @@
 #include "config/config.h"
 #include "config/secrets.h"
 #include "index/index.h"
+#include "store/blob_store.h"
 
 namespace cairn::cli {
 
 // Opens (creating and migrating as needed) the configured index. Errors name the setting and where it
 // points, without a password.
 xet::Result<std::unique_ptr<index::Index>> OpenConfiguredIndex(const config::Config& cfg);
+
+// Opens the configured blob store (`store`, with the s3_* settings for s3://). Errors name the setting.
+xet::Result<std::unique_ptr<store::BlobStore>> OpenConfiguredStore(const config::Config& cfg);
 
 // The secrets: configured ones, else those stored in `index` (created there by the first process).
 xet::Result<config::Secrets> LoadConfiguredSecrets(const config::Config& cfg, index::Index& index);

@@ -15,7 +15,7 @@
 #include "config/config.h"
 #include "config/secrets.h"
 #include "http/server.h"
-#include "store/local_disk_store.h"
+#include "store/blob_store.h"
 #include "xet/hashing.h"
 
 namespace cairn::cli {
@@ -23,7 +23,7 @@ namespace {
 
 // The storage behind the routes; lives as long as the server runs.
 struct Backend {
-  std::unique_ptr<store::LocalDiskStore> store;
+  std::unique_ptr<store::BlobStore> store;
   std::unique_ptr<index::Index> index;
   std::unique_ptr<WorkerPool> pool;
   std::unique_ptr<cas::CasService> service;
@@ -36,12 +36,10 @@ xet::Hash KeyFrom(const std::string& secret) {
 
 http::Result<std::unique_ptr<Backend>> RegisterRoutes(http::Server& server, const config::Config& cfg,
                                                       const config::Secrets& secrets,
-                                                      std::unique_ptr<index::Index> index) {
+                                                      std::unique_ptr<index::Index> index,
+                                                      std::unique_ptr<store::BlobStore> blobs) {
   auto b = std::make_unique<Backend>();
-  const std::filesystem::path data(cfg.data_dir);
-  auto st = store::LocalDiskStore::Open(data / "blobs");
-  if (!st) return http::Error{500, "blob store: " + st.error().message};
-  b->store = std::move(*st);
+  b->store = std::move(blobs);
   b->index = std::move(index);
   // Validation of one xorb spreads over the worker threads; the caller's thread takes part too.
   b->pool = std::make_unique<WorkerPool>(cfg.worker_threads > 1 ? cfg.worker_threads - 1 : 0);
@@ -57,7 +55,8 @@ http::Result<std::unique_ptr<Backend>> RegisterRoutes(http::Server& server, cons
   api::RegisterCasRoutes(server, *b->service, {.max_concurrent_uploads = cfg.max_concurrent_uploads});
 
   api::RegisterIndexMetrics(server, *b->index);
-  api::RegisterReadiness(server, {{"index", [ix = b->index.get()] { return ix->Ping(); }}});
+  api::RegisterReadiness(server, {{"index", [ix = b->index.get()] { return ix->Ping(); }},
+                                  {"store", [st = b->store.get()] { return st->Ping(); }}});
   return b;
 }
 
@@ -83,6 +82,11 @@ int RunServe(const ServeOptions& opts) {
     std::cerr << "cairn serve: " << index.error().message << "\n";
     return 1;
   }
+  auto blobs = OpenConfiguredStore(*cfg);
+  if (!blobs) {
+    std::cerr << "cairn serve: " << blobs.error().message << "\n";
+    return 1;
+  }
   auto secrets = LoadConfiguredSecrets(*cfg, **index);
   if (!secrets) {
     std::cerr << "cairn serve: " << secrets.error().message << "\n";
@@ -105,13 +109,15 @@ int RunServe(const ServeOptions& opts) {
       cfg->public_url == "http://" + cfg->listen)  // default URL, ephemeral port: the real one
     cfg->public_url = "http://" + host + ":" + std::to_string(server.port());
   const std::string index_name = (*index)->description();
-  auto backend = RegisterRoutes(server, *cfg, *secrets, std::move(*index));
+  const std::string store_name = (*blobs)->Describe();
+  auto backend = RegisterRoutes(server, *cfg, *secrets, std::move(*index), std::move(*blobs));
   if (!backend) {
     std::cerr << "cairn serve: " << backend.error().message << "\n";
     return 1;
   }
   std::cout << "cairn: listening on http://" << host << ":" << server.port() << " (public URL "
-            << cfg->public_url << ", data " << cfg->data_dir << ", index " << index_name << ")" << std::endl;
+            << cfg->public_url << ", data " << cfg->data_dir << ", index " << index_name << ", store "
+            << store_name << ")" << std::endl;
   server.StopOnSignals();
   server.Start();
   server.Wait();

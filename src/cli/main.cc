@@ -64,6 +64,8 @@ void AddServe(CLI::App& app) {
       {"--listen", "listen", "HOST:PORT to listen on (default 127.0.0.1:8080)"},
       {"--data", "data_dir", "Data directory (default ./cairn-data)"},
       {"--index", "index", "Index: sqlite:PATH (default sqlite:<data>/index.db) or postgres://USER@HOST/DB"},
+      {"--store", "store", "Blob store: file:PATH (default file:<data>/blobs) or s3://BUCKET[/PREFIX]"},
+      {"--transfer-mode", "transfer_mode", "S3: proxy (this node serves the bytes) or presigned URLs"},
       {"--public-url", "public_url", "Base URL clients reach this server at (default http://<listen>)"},
       {"--io-threads", "io_threads", "Network threads"},
       {"--worker-threads", "worker_threads", "Worker threads for CPU-heavy work"},

@@ -58,6 +58,15 @@ Setter ByteSizeSetter(size_t Config::*member, uint64_t min, uint64_t max) {
   };
 }
 
+// A non-empty string.
+Setter StringSetter(std::string Config::*member) {
+  return [member](Config& c, std::string_view v) -> xet::Status {
+    if (v.empty()) return xet::Malformed("must not be empty");
+    c.*member = std::string(v);
+    return xet::Ok{};
+  };
+}
+
 Setter BoolSetter(bool Config::*member) {
   return [member](Config& c, std::string_view v) -> xet::Status {
     if (v == "true" || v == "1") {
@@ -104,6 +113,34 @@ const std::vector<Field>& Fields() {
          return xet::Ok{};
        }},
       {"index_pool_size", CountSetter(&Config::index_pool_size, 1, 1024)},
+      {"store",
+       [](Config& c, std::string_view v) -> xet::Status {
+         // Checked in full when opened (store/open_store.h); here only which kind it is.
+         if (!(v.starts_with("file:") && v.size() > 5) && !(v.starts_with("s3://") && v.size() > 5))
+           return xet::Malformed("must be file:PATH or s3://BUCKET[/PREFIX]");
+         c.store = std::string(v);
+         return xet::Ok{};
+       }},
+      {"s3_endpoint",
+       [](Config& c, std::string_view v) -> xet::Status {
+         if (!v.starts_with("http://") && !v.starts_with("https://"))
+           return xet::Malformed("must start with http:// or https://");
+         c.s3_endpoint = std::string(v);
+         return xet::Ok{};
+       }},
+      {"s3_region", StringSetter(&Config::s3_region)},
+      {"s3_path_style", BoolSetter(&Config::s3_path_style)},
+      {"s3_access_key_id", StringSetter(&Config::s3_access_key_id)},
+      {"s3_secret_access_key", StringSetter(&Config::s3_secret_access_key)},
+      {"s3_session_token", StringSetter(&Config::s3_session_token)},
+      {"s3_max_connections", CountSetter(&Config::s3_max_connections, 1, 4096)},
+      {"s3_part_size", ByteSizeSetter(&Config::s3_part_size, 5ULL << 20, 5ULL << 30)},
+      {"transfer_mode",
+       [](Config& c, std::string_view v) -> xet::Status {
+         if (v != "proxy" && v != "presigned") return xet::Malformed("must be proxy or presigned");
+         c.transfer_mode = std::string(v);
+         return xet::Ok{};
+       }},
       {"io_threads", CountSetter(&Config::io_threads, 1, 1024)},
       {"worker_threads", CountSetter(&Config::worker_threads, 1, 1024)},
       {"request_threads", CountSetter(&Config::request_threads, 1, 4096)},
@@ -292,7 +329,7 @@ std::map<std::string, std::string> CairnEnvironment() {
   std::map<std::string, std::string> out;
   for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
     std::string_view kv(*e);
-    if (kv.substr(0, 6) != "CAIRN_") continue;
+    if (kv.substr(0, 6) != "CAIRN_" && kv.substr(0, 4) != "AWS_") continue;
     const size_t eq = kv.find('=');
     if (eq == std::string_view::npos) continue;
     out.emplace(std::string(kv.substr(0, eq)), std::string(kv.substr(eq + 1)));
@@ -343,6 +380,14 @@ Result<Config> LoadConfig(const ConfigSources& sources) {
   }
   if (c.public_url.empty()) c.public_url = "http://" + c.listen;
   if (c.index.empty()) c.index = "sqlite:" + (std::filesystem::path(c.data_dir) / "index.db").string();
+  if (c.store.empty()) c.store = "file:" + (std::filesystem::path(c.data_dir) / "blobs").string();
+  // The standard AWS variables, where no setting of ours names the credentials.
+  const auto aws = [&](const char* name, std::string& into) {
+    if (auto it = sources.env.find(name); into.empty() && it != sources.env.end()) into = it->second;
+  };
+  aws("AWS_ACCESS_KEY_ID", c.s3_access_key_id);
+  aws("AWS_SECRET_ACCESS_KEY", c.s3_secret_access_key);
+  aws("AWS_SESSION_TOKEN", c.s3_session_token);
   return c;
 }
 

@@ -30,8 +30,22 @@ struct Config {
   // sqlite:PATH or postgres://USER[:PASS]@HOST[:PORT]/DB[?...]; default sqlite:<data_dir>/index.db
   std::string index;
   size_t index_pool_size = 8;  // PostgreSQL connections for reads
-  size_t io_threads = 0;       // 0 before Load: filled with a default from the CPU count
-  size_t worker_threads = 0;   // CPU-heavy work (xorb validation, large answers)
+  // file:PATH or s3://BUCKET[/PREFIX]; default file:<data_dir>/blobs
+  std::string store;
+  std::string s3_endpoint;  // scheme://host[:port]; default https://s3.<region>.amazonaws.com
+  std::string s3_region = "us-east-1";
+  bool s3_path_style = false;  // endpoint/bucket/key (SeaweedFS, MinIO, Ceph) instead of bucket.endpoint/key
+  // Credentials; when unset, AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY / AWS_SESSION_TOKEN.
+  std::string s3_access_key_id;
+  std::string s3_secret_access_key;
+  std::string s3_session_token;
+  size_t s3_max_connections = 64;     // connections to the store (requests in flight) per node
+  size_t s3_part_size = 16ULL << 20;  // larger blobs go up as multipart uploads of parts this large
+  // How reconstruction answers send clients to the bytes on S3: "proxy" (signed URLs of this node, which
+  // reads from the store) or "presigned" (presigned S3 URLs: bytes go from the store to the client directly).
+  std::string transfer_mode = "proxy";
+  size_t io_threads = 0;      // 0 before Load: filled with a default from the CPU count
+  size_t worker_threads = 0;  // CPU-heavy work (xorb validation, large answers)
   // Threads running requests' blocking steps (index reads and writes, store I/O): more than the CPUs, so that
   // requests waiting on a disk read or a database round trip do not hold up the ones that could run.
   size_t request_threads = 0;
@@ -53,14 +67,14 @@ struct Config {
 
 struct ConfigSources {
   std::optional<std::string> file;           // TOML file; when empty, CAIRN_CONFIG from `env` if set
-  std::map<std::string, std::string> env;    // environment (only CAIRN_* keys are looked at)
+  std::map<std::string, std::string> env;    // environment (CAIRN_* keys, and AWS_* credentials)
   std::map<std::string, std::string> flags;  // setting name → value, from the command line
 };
 
 // Loads and validates. Errors name the source and the setting ("CAIRN_IO_THREADS: not a number: x").
 Result<Config> LoadConfig(const ConfigSources& sources);
 
-// The process environment's CAIRN_* variables.
+// The process environment's CAIRN_* and AWS_* variables.
 std::map<std::string, std::string> CairnEnvironment();
 
 // A command's configuration: `config_file` (empty: CAIRN_CONFIG, if set), this process's CAIRN_* environment,

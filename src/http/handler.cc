@@ -37,8 +37,10 @@ uint64_t Response::ContentLength() const {
   for (const auto& part : body) {
     if (const auto* s = std::get_if<std::string>(&part)) {
       n += s->size();
+    } else if (const auto* f = std::get_if<FileSegment>(&part)) {
+      n += f->length;
     } else {
-      n += std::get<FileSegment>(part).length;
+      n += std::get<SourceSegment>(part).length;
     }
   }
   return n;

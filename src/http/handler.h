@@ -11,8 +11,9 @@
 //  - streamed: the StreamHandler runs as soon as the header is read (and authenticated) and returns a
 //    BodySink that receives the body in pieces as they arrive (in its own memory if it offers some), with
 //    backpressure (the next piece is read only after the sink calls `next`).
-// Response models: a buffered Response whose body is a list of parts, each a string or a FileSegment (sent
-// with sendfile(2)), or a chunked stream (ResponseStream) produced incrementally.
+// Response models: a buffered Response whose body is a list of parts, each a string, a FileSegment (sent
+// with sendfile(2)) or a SourceSegment (read in blocks off the network threads), or a chunked stream
+// (ResponseStream) produced incrementally.
 #pragma once
 
 #include <atomic>
@@ -61,7 +62,23 @@ struct FileSegment {
   uint64_t offset = 0;
   uint64_t length = 0;
 };
-using BodyPart = std::variant<std::string, FileSegment>;
+// Bytes the server reads with blocking calls (a blob in an object store) rather than sends from a file.
+// ReadAt runs on the worker pool, one call at a time per segment, and must fill `out` exactly: a failure
+// once the header is sent can only cut the response short (the connection closes).
+class ByteSource {
+ public:
+  virtual ~ByteSource() = default;
+  virtual Status ReadAt(uint64_t offset, std::span<uint8_t> out) const = 0;
+};
+
+// `length` bytes of `source` from `offset`, read in blocks on the worker pool (one block read ahead of the
+// socket) and written as they arrive.
+struct SourceSegment {
+  std::shared_ptr<const ByteSource> source;
+  uint64_t offset = 0;
+  uint64_t length = 0;
+};
+using BodyPart = std::variant<std::string, FileSegment, SourceSegment>;
 
 struct Response {
   unsigned status = 200;

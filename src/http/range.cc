@@ -65,14 +65,19 @@ Result<std::vector<ByteRange>> ParseRange(std::string_view header, uint64_t size
   return out;
 }
 
-Response RangeResponse(const std::shared_ptr<const File>& file, uint64_t base, uint64_t size,
-                       const std::vector<ByteRange>& ranges, std::string_view content_type) {
+namespace {
+
+// `length` bytes of the representation from `offset`, as a body part.
+using PartOf = std::function<BodyPart(uint64_t offset, uint64_t length)>;
+
+Response RangeResponseOf(const PartOf& part_of, uint64_t size, const std::vector<ByteRange>& ranges,
+                         std::string_view content_type) {
   Response r;
   r.Header("Accept-Ranges", "bytes");
   if (ranges.empty()) {
     r.status = 200;
     r.Header("Content-Type", std::string(content_type));
-    if (size > 0) r.body.emplace_back(FileSegment{file, base, size});
+    if (size > 0) r.body.push_back(part_of(0, size));
     return r;
   }
   r.status = 206;
@@ -82,7 +87,7 @@ Response RangeResponse(const std::shared_ptr<const File>& file, uint64_t base, u
     r.Header("Content-Type", std::string(content_type));
     r.Header("Content-Range",
              "bytes " + std::to_string(br.first) + "-" + std::to_string(br.last) + "/" + total);
-    r.body.emplace_back(FileSegment{file, base + br.first, br.length()});
+    r.body.push_back(part_of(br.first, br.length()));
     return r;
   }
   const std::string boundary = Boundary();
@@ -102,10 +107,30 @@ Response RangeResponse(const std::shared_ptr<const File>& file, uint64_t base, u
     head += total;
     head += "\r\n\r\n";
     r.body.emplace_back(std::move(head));
-    r.body.emplace_back(FileSegment{file, base + br.first, br.length()});
+    r.body.push_back(part_of(br.first, br.length()));
   }
   r.body.emplace_back("\r\n--" + boundary + "--\r\n");
   return r;
+}
+
+}  // namespace
+
+Response RangeResponse(const std::shared_ptr<const File>& file, uint64_t base, uint64_t size,
+                       const std::vector<ByteRange>& ranges, std::string_view content_type) {
+  return RangeResponseOf(
+      [&](uint64_t offset, uint64_t length) {
+        return FileSegment{file, base + offset, length};
+      },
+      size, ranges, content_type);
+}
+
+Response RangeResponse(const std::shared_ptr<const ByteSource>& source, uint64_t size,
+                       const std::vector<ByteRange>& ranges, std::string_view content_type) {
+  return RangeResponseOf(
+      [&](uint64_t offset, uint64_t length) {
+        return SourceSegment{source, offset, length};
+      },
+      size, ranges, content_type);
 }
 
 }  // namespace cairn::http

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string_view>
 #include <vector>
@@ -26,6 +27,9 @@ Result<std::vector<ByteRange>> ParseRange(std::string_view header, uint64_t size
 // The answer for `ranges` of the `size`-byte representation stored in `file` from byte `base`:
 // no ranges → 200 with everything; one → 206 with Content-Range; several → 206 multipart/byteranges.
 Response RangeResponse(const std::shared_ptr<const File>& file, uint64_t base, uint64_t size,
+                       const std::vector<ByteRange>& ranges, std::string_view content_type);
+// The same for a representation read through `source` (bytes [0, size) of it).
+Response RangeResponse(const std::shared_ptr<const ByteSource>& source, uint64_t size,
                        const std::vector<ByteRange>& ranges, std::string_view content_type);
 
 }  // namespace cairn::http

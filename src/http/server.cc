@@ -29,6 +29,9 @@ using Clock = std::chrono::steady_clock;
 constexpr size_t kStreamPiece = 64 << 10;       // bytes per BodySink::OnData
 constexpr size_t kBodyReadSize = 256 << 10;     // bytes per read of a buffered body, at most
 constexpr uint64_t kSendfileTurn = 8ull << 20;  // bytes sent before yielding the strand
+// A SourceSegment is read in blocks this large, this many ahead of the socket (memory per connection).
+constexpr uint64_t kSourceBlockBytes = 4ull << 20;
+constexpr size_t kSourceBlocksAhead = 2;
 
 std::string NewRequestId() {
   thread_local std::mt19937_64 rng{std::random_device{}()};
@@ -530,7 +533,9 @@ class Session : public detail::Connection, public std::enable_shared_from_this<S
     for (auto& part : r.body) {
       if (auto* s = std::get_if<std::string>(&part)) {
         Queue(std::move(*s));
-      } else if (std::get<FileSegment>(part).length > 0) {
+      } else if (const auto* f = std::get_if<FileSegment>(&part); f != nullptr && f->length > 0) {
+        out_.push_back(std::move(part));
+      } else if (const auto* src = std::get_if<SourceSegment>(&part); src != nullptr && src->length > 0) {
         out_.push_back(std::move(part));
       }
     }
@@ -581,6 +586,7 @@ class Session : public detail::Connection, public std::enable_shared_from_this<S
     }
     writing_ = true;
     if (std::holds_alternative<FileSegment>(out_.front())) return SendFile(0);
+    if (std::holds_alternative<SourceSegment>(out_.front())) return SendSource();
     std::vector<asio::const_buffer> bufs;
     while (!out_.empty() && std::holds_alternative<std::string>(out_.front()) && bufs.size() < 64) {
       inflight_.push_back(std::move(std::get<std::string>(out_.front())));
@@ -641,6 +647,73 @@ class Session : public detail::Connection, public std::enable_shared_from_this<S
     out_.pop_front();
     writing_ = false;
     StartWrite();
+  }
+
+  // One block of a SourceSegment, read on the worker pool.
+  struct SourceBlock {
+    std::unique_ptr<uint8_t[]> data;
+    size_t size = 0;
+    bool done = false;  // the read finished (set on the strand)
+    Status status = Ok{};
+  };
+
+  // Sends the SourceSegment at the front of the queue: the next blocks are read on the worker pool while the
+  // one before them is written, at most kSourceBlocksAhead blocks in memory per connection.
+  void SendSource() {
+    if (state_ == State::kClosed) return;
+    auto& seg = std::get<SourceSegment>(out_.front());
+    while (source_blocks_.size() < kSourceBlocksAhead && seg.length > 0) RequestBlock(seg);
+    if (source_blocks_.empty()) {
+      out_.pop_front();
+      writing_ = false;
+      return StartWrite();
+    }
+    std::shared_ptr<SourceBlock> block = source_blocks_.front();
+    if (!block->done) {
+      source_waiting_ = true;  // the read's completion resumes here
+      return;
+    }
+    if (!block->status) {
+      // The header is sent: the response can only be cut short. The client sees a short body and retries.
+      spdlog::warn("request {}: reading the response body failed ({}); closing", request_id_,
+                   block->status.error().message);
+      return Close();
+    }
+    source_blocks_.pop_front();
+    if (seg.length > 0) RequestBlock(seg);
+    stream_.expires_after(srv_.opts.write_timeout);
+    asio::async_write(stream_, asio::buffer(block->data.get(), block->size),
+                      [self = shared_from_this(), block](beast::error_code ec, size_t n) {
+                        self->pending_ -= n;
+                        self->bytes_out_ += n;
+                        if (ec) return self->Close();
+                        self->SendSource();
+                      });
+  }
+
+  void RequestBlock(SourceSegment& seg) {
+    auto block = std::make_shared<SourceBlock>();
+    block->size = static_cast<size_t>(std::min<uint64_t>(seg.length, kSourceBlockBytes));
+    block->data = std::make_unique_for_overwrite<uint8_t[]>(block->size);
+    const uint64_t offset = seg.offset;
+    seg.offset += block->size;
+    seg.length -= block->size;
+    source_blocks_.push_back(block);
+    const bool queued = srv_.workers->Post([self = shared_from_this(), src = seg.source, offset, block] {
+      Status st = src->ReadAt(offset, {block->data.get(), block->size});
+      self->Dispatch([self, block, st = std::move(st)]() mutable {
+        block->status = std::move(st);
+        block->done = true;
+        if (self->source_waiting_) {
+          self->source_waiting_ = false;
+          self->SendSource();
+        }
+      });
+    });
+    if (!queued) {
+      block->status = Error{503, "the worker queue is full"};
+      block->done = true;
+    }
   }
 
   // The response is fully written.
@@ -748,6 +821,8 @@ class Session : public detail::Connection, public std::enable_shared_from_this<S
   // Output.
   std::deque<BodyPart> out_;
   std::vector<std::string> inflight_;
+  std::deque<std::shared_ptr<SourceBlock>> source_blocks_;  // requested blocks of the front SourceSegment
+  bool source_waiting_ = false;                             // SendSource waits for the front block's read
   bool writing_ = false;
   bool out_complete_ = false;
   bool chunked_ = false;

@@ -1,9 +1,6 @@
 #include "index/postgres_cluster.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <pwd.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -12,6 +9,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <system_error>
+
+#include "common/loopback_port.h"
 
 namespace cairn::index::testing {
 namespace {
@@ -45,21 +44,6 @@ xet::Result<fs::path> FindBinaries() {
         "postgresql-15; or set CAIRN_PG_BINDIR)");
   }
   return best;
-}
-
-// A loopback port nobody listens on now (the server binds it a moment later; Start retries a lost race).
-xet::Result<uint16_t> FreePort() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return xet::IoError("socket: " + std::system_category().message(errno));
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(addr);
-  const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
-                  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0;
-  ::close(fd);
-  if (!ok) return xet::IoError("no free loopback port");
-  return ntohs(addr.sin_port);
 }
 
 std::string Sanitized(const std::string& name) {
@@ -101,8 +85,8 @@ xet::Result<std::unique_ptr<PostgresCluster>> PostgresCluster::Start(const std::
   }
   xet::Status started = xet::IoError("not started");
   for (int attempt = 0; attempt < 3 && !started.ok(); ++attempt) {
-    auto port = FreePort();
-    if (!port) return port.error();
+    auto port = FreeLoopbackPort();
+    if (!port) return xet::IoError("no free loopback port");
     cluster->port_ = *port;
     started = cluster->Restart();
   }

@@ -20,6 +20,7 @@
 #include <functional>
 #include <memory>
 #include <span>
+#include <string>
 #include <string_view>
 
 #include "store/unique_fd.h"
@@ -49,10 +50,12 @@ struct BlobStat {
   uint64_t size = 0;
 };
 
-// A read-only descriptor positioned nowhere in particular (use pread/sendfile with explicit offsets). The
-// caller owns it; it stays valid after the blob is deleted or replaced (it then reads the old bytes).
+// A blob opened for reading: its size, and where the store keeps blobs in files, a read-only descriptor
+// positioned nowhere in particular (use pread/sendfile with explicit offsets). The caller owns it; it stays
+// valid after the blob is deleted or replaced (it then reads the old bytes). Stores without files (S3) give
+// no descriptor: read through ReadRange.
 struct OpenBlob {
-  UniqueFd fd;
+  UniqueFd fd;  // invalid where the store has no file to give
   uint64_t size = 0;
 };
 
@@ -114,8 +117,9 @@ class BlobStore {
   virtual xet::Status ReadRange(BlobKind kind, const xet::Hash& hash, uint64_t offset,
                                 std::span<uint8_t> out) = 0;
 
-  // A descriptor for zero-copy serving (sendfile). kNotFound when there is no blob.
-  virtual xet::Result<OpenBlob> OpenForSendfile(BlobKind kind, const xet::Hash& hash) = 0;
+  // The blob's size and, where the store has files, a descriptor for zero-copy serving (sendfile).
+  // kNotFound when there is no blob.
+  virtual xet::Result<OpenBlob> OpenForRead(BlobKind kind, const xet::Hash& hash) = 0;
 
   // Calls `fn` for every blob of `kind`, in no particular order. Blobs put or deleted during the walk may or
   // may not be reported.
@@ -123,6 +127,12 @@ class BlobStore {
 
   // Removes a blob durably. Returns whether one was there (deleting an unknown blob is not an error).
   virtual xet::Result<bool> Delete(BlobKind kind, const xet::Hash& hash) = 0;
+
+  // Whether the store answers now (readiness): kUnavailable or kIo when it does not.
+  virtual xet::Status Ping() { return xet::Ok{}; }
+  // Where the blobs are, for messages and logs ("file:/srv/cairn/blobs", "s3://bucket at http://..."),
+  // without credentials.
+  virtual std::string Describe() const = 0;
 
  protected:
   BlobStore() = default;

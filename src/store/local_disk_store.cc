@@ -409,7 +409,7 @@ xet::Result<BlobStat> LocalDiskStore::Stat(BlobKind kind, const xet::Hash& hash)
   return BlobStat{.exists = true, .size = static_cast<uint64_t>(st.st_size)};
 }
 
-xet::Result<OpenBlob> LocalDiskStore::OpenForSendfile(BlobKind kind, const xet::Hash& hash) {
+xet::Result<OpenBlob> LocalDiskStore::OpenForRead(BlobKind kind, const xet::Hash& hash) {
   const fs::path p = PathOf(kind, hash);
   UniqueFd fd(::open(p.c_str(), O_RDONLY | O_CLOEXEC));
   if (!fd.valid()) {
@@ -423,7 +423,7 @@ xet::Result<OpenBlob> LocalDiskStore::OpenForSendfile(BlobKind kind, const xet::
 
 xet::Status LocalDiskStore::ReadRange(BlobKind kind, const xet::Hash& hash, uint64_t offset,
                                       std::span<uint8_t> out) {
-  auto blob = OpenForSendfile(kind, hash);
+  auto blob = OpenForRead(kind, hash);
   if (!blob.ok()) return blob.error();
   if (offset > blob->size || out.size() > blob->size - offset) {
     return xet::Inconsistent("range [" + std::to_string(offset) + ", +" + std::to_string(out.size()) +

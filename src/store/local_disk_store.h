@@ -44,9 +44,10 @@ class LocalDiskStore final : public BlobStore {
   xet::Result<BlobStat> Stat(BlobKind kind, const xet::Hash& hash) override;
   xet::Status ReadRange(BlobKind kind, const xet::Hash& hash, uint64_t offset,
                         std::span<uint8_t> out) override;
-  xet::Result<OpenBlob> OpenForSendfile(BlobKind kind, const xet::Hash& hash) override;
+  xet::Result<OpenBlob> OpenForRead(BlobKind kind, const xet::Hash& hash) override;
   xet::Status List(BlobKind kind, const std::function<void(const xet::Hash&)>& fn) override;
   xet::Result<bool> Delete(BlobKind kind, const xet::Hash& hash) override;
+  std::string Describe() const override { return "file:" + root_.string(); }
 
   // Where a blob lives (whether or not it exists).
   std::filesystem::path PathOf(BlobKind kind, const xet::Hash& hash) const;

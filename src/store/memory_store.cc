@@ -19,7 +19,7 @@ std::string ErrnoText(int err) {
   return std::error_code(err, std::generic_category()).message();
 }
 
-std::string Describe(BlobKind kind, const xet::Hash& hash) {
+std::string BlobName(BlobKind kind, const xet::Hash& hash) {
   return std::string(BlobKindName(kind)) + " " + hash.hex();
 }
 
@@ -88,19 +88,19 @@ xet::Result<BlobStat> MemoryStore::Stat(BlobKind kind, const xet::Hash& hash) {
 xet::Status MemoryStore::ReadRange(BlobKind kind, const xet::Hash& hash, uint64_t offset,
                                    std::span<uint8_t> out) {
   Bytes b = Find(kind, hash);
-  if (!b) return xet::NotFound("no " + Describe(kind, hash));
+  if (!b) return xet::NotFound("no " + BlobName(kind, hash));
   if (offset > b->size() || out.size() > b->size() - offset) {
     return xet::Inconsistent("range [" + std::to_string(offset) + ", +" + std::to_string(out.size()) +
-                             ") is outside " + Describe(kind, hash) + " of " + std::to_string(b->size()) +
+                             ") is outside " + BlobName(kind, hash) + " of " + std::to_string(b->size()) +
                              " bytes");
   }
   std::copy_n(b->begin() + static_cast<std::ptrdiff_t>(offset), out.size(), out.begin());
   return xet::Ok{};
 }
 
-xet::Result<OpenBlob> MemoryStore::OpenForSendfile(BlobKind kind, const xet::Hash& hash) {
+xet::Result<OpenBlob> MemoryStore::OpenForRead(BlobKind kind, const xet::Hash& hash) {
   Bytes b = Find(kind, hash);
-  if (!b) return xet::NotFound("no " + Describe(kind, hash));
+  if (!b) return xet::NotFound("no " + BlobName(kind, hash));
   UniqueFd fd(::memfd_create("cairn-blob", MFD_CLOEXEC | MFD_ALLOW_SEALING));
   if (!fd.valid()) return xet::IoError(std::string("memfd_create: ") + ErrnoText(errno));
   size_t done = 0;

@@ -1,5 +1,5 @@
 // A BlobStore in memory, for tests. Same contract as every BlobStore (see blob_store.h) except durability:
-// everything is lost with the object. OpenForSendfile returns a sealed memfd copy of the blob.
+// everything is lost with the object. OpenForRead returns a sealed memfd copy of the blob.
 #pragma once
 
 #include <map>
@@ -20,9 +20,10 @@ class MemoryStore final : public BlobStore {
   xet::Result<BlobStat> Stat(BlobKind kind, const xet::Hash& hash) override;
   xet::Status ReadRange(BlobKind kind, const xet::Hash& hash, uint64_t offset,
                         std::span<uint8_t> out) override;
-  xet::Result<OpenBlob> OpenForSendfile(BlobKind kind, const xet::Hash& hash) override;
+  xet::Result<OpenBlob> OpenForRead(BlobKind kind, const xet::Hash& hash) override;
   xet::Status List(BlobKind kind, const std::function<void(const xet::Hash&)>& fn) override;
   xet::Result<bool> Delete(BlobKind kind, const xet::Hash& hash) override;
+  std::string Describe() const override { return "memory"; }
 
   // Test hook: replaces a blob's bytes without any checks (simulates on-media corruption).
   void OverwriteForTest(BlobKind kind, const xet::Hash& hash, std::vector<uint8_t> bytes);

@@ -24,7 +24,7 @@ if _HERE not in sys.path:  # so the test modules can import interop_util in any 
     sys.path.insert(0, _HERE)
 
 from interop_util import (  # noqa: E402
-    HUB_PKG, ORACLE_DIR, REPO_ROOT, CairnServer, HfXet, HubJs, PostgresServer, pinned, fail,
+    HUB_PKG, ORACLE_DIR, REPO_ROOT, CairnServer, HfXet, HubJs, PostgresServer, SeaweedServer, pinned, fail,
 )
 
 
@@ -67,36 +67,65 @@ def postgres(cairn_bin) -> PostgresServer:
     pg.close()
 
 
+@pytest.fixture(scope="session")
+def seaweedfs(cairn_bin) -> SeaweedServer:
+    """One private SeaweedFS server for the session (cairn-test-seaweedfs, built beside cairn), with one
+    bucket; each data directory keeps its blobs under a prefix of its own."""
+    tool = os.environ.get("CAIRN_TEST_SEAWEEDFS") or str(
+        Path(cairn_bin).resolve().parents[1] / "store" / "cairn-test-seaweedfs")
+    if not (os.path.isfile(tool) and os.access(tool, os.X_OK)):
+        fail(f"{tool} is not an executable file (run `make build`, or set CAIRN_TEST_SEAWEEDFS)")
+    sw = SeaweedServer(tool).start()
+    sw.create_bucket("interop")
+    yield sw
+    sw.close()
+
+
+# The deployments every server test runs on: (index, store, transfer mode).
+BACKENDS = {
+    "sqlite": ("sqlite", "file", None),           # the one-box default: SQLite and a local data directory
+    "postgres": ("postgres", "file", None),       # PostgreSQL, blobs still local
+    "s3": ("postgres", "s3", "proxy"),            # PostgreSQL + SeaweedFS, bytes served through the node
+}
+
+
 def pytest_configure(config):
-    config.addinivalue_line("markers", "backends(*names): the index backends a test runs on (default: all)")
+    config.addinivalue_line("markers", "backends(*names): the deployments a test runs on (default: all of "
+                                       + ", ".join(BACKENDS) + ")")
 
 
 def pytest_generate_tests(metafunc):
-    """Every test that starts a server runs once per index backend (sqlite, postgres), or on those its
-    `backends` marker names."""
-    if "index_backend" in metafunc.fixturenames:
+    """Every test that starts a server runs once per deployment (BACKENDS), or on those its `backends`
+    marker names."""
+    if "backend" in metafunc.fixturenames:
         marker = metafunc.definition.get_closest_marker("backends")
-        metafunc.parametrize("index_backend", list(marker.args) if marker else ["sqlite", "postgres"])
+        metafunc.parametrize("backend", list(marker.args) if marker else list(BACKENDS))
 
 
 @pytest.fixture
-def server(cairn_bin, tmp_path, request, index_backend):
+def server(cairn_bin, tmp_path, request, backend):
     """Factory: server(env={"CAIRN_TRANSFER_URL_TTL": "2"}, args=(), data_dir=None, public_url=None) → started
-    CairnServer. Every server is stopped with SIGTERM at teardown and must exit 0. On the postgres backend
-    each data directory gets a database of its own (servers sharing a data directory share it)."""
+    CairnServer. Every server is stopped with SIGTERM at teardown and must exit 0. On PostgreSQL each data
+    directory gets a database of its own, on S3 a key prefix of its own (servers sharing a data directory
+    share them)."""
     started: list[CairnServer] = []
     request.node._cairn_servers = started
     databases: dict[Path, str] = {}
+    index_kind, store_kind, transfer_mode = BACKENDS[backend]
 
     def make(*, env: dict | None = None, args: tuple = (), data_dir: Path | None = None,
              public_url: str | None = None, port: int | None = None) -> CairnServer:
         n = len(started)
         data_dir = data_dir or tmp_path / f"cairn-data-{n}"
         env = dict(env or {})
-        if index_backend == "postgres" and "CAIRN_INDEX" not in env:
+        if index_kind == "postgres" and "CAIRN_INDEX" not in env:
             if data_dir not in databases:
                 databases[data_dir] = request.getfixturevalue("postgres").create_database()
             env["CAIRN_INDEX"] = databases[data_dir]
+        if store_kind == "s3" and "CAIRN_STORE" not in env:
+            sw = request.getfixturevalue("seaweedfs")
+            env = {**sw.env(f"s3://interop/{databases[data_dir].rsplit('/', 1)[1]}"), **env}
+            env.setdefault("CAIRN_TRANSFER_MODE", transfer_mode)
         srv = CairnServer(cairn_bin, data_dir, tmp_path / f"cairn-{n}.log",
                           env=env, args=args, public_url=public_url, port=port)
         started.append(srv)

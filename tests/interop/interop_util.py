@@ -314,6 +314,53 @@ class PostgresServer:
             self.proc = None
 
 
+class SeaweedServer:
+    """A private SeaweedFS server run by cairn-test-seaweedfs (see its source): one S3 endpoint with made-up
+    keys, buckets on demand, stop and start for outage tests, everything removed at close()."""
+
+    def __init__(self, tool: str):
+        self.tool = tool
+        self.proc: subprocess.Popen | None = None
+        self.endpoint = self.access_key = self.secret_key = ""
+
+    def start(self) -> "SeaweedServer":
+        self.proc = subprocess.Popen([self.tool], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True)
+        first = self.proc.stdout.readline().split()
+        if len(first) != 3 or not first[0].startswith("http://"):
+            err = self.proc.stderr.read() if self.proc.poll() is not None else ""
+            fail(f"{self.tool} did not start SeaweedFS: {first!r} {err}")
+        self.endpoint, self.access_key, self.secret_key = first
+        return self
+
+    def command(self, line: str) -> None:
+        self.proc.stdin.write(line + "\n")
+        self.proc.stdin.flush()
+        answer = self.proc.stdout.readline().strip()
+        if answer != "ok":
+            fail(f"cairn-test-seaweedfs {line!r}: {answer!r}")
+
+    def create_bucket(self, name: str) -> None:
+        self.command(f"bucket {name}")
+
+    def env(self, store_url: str) -> dict:
+        """The settings of a cairn node storing its blobs at `store_url` on this server."""
+        return {"CAIRN_STORE": store_url, "CAIRN_S3_ENDPOINT": self.endpoint, "CAIRN_S3_PATH_STYLE": "true",
+                "AWS_ACCESS_KEY_ID": self.access_key, "AWS_SECRET_ACCESS_KEY": self.secret_key}
+
+    def stop(self) -> None:
+        self.command("stop")
+
+    def restart(self) -> None:
+        self.command("start")
+
+    def close(self) -> None:
+        if self.proc is not None:
+            self.proc.stdin.close()
+            self.proc.wait(timeout=60)
+            self.proc = None
+
+
 def pinned(requirement: str) -> str:
     for line in (REPO_ROOT / "tests" / "requirements.txt").read_text().splitlines():
         name, _, ver = line.partition("==")

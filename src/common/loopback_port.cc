@@ -1,0 +1,38 @@
+#include "common/loopback_port.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+namespace cairn {
+namespace {
+
+// Binds 127.0.0.1:port (0: any) and returns the port bound, or 0.
+uint16_t Bind(uint16_t port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return 0;
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(port);
+  socklen_t len = sizeof(addr);
+  const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
+                  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0;
+  ::close(fd);
+  return ok ? ntohs(addr.sin_port) : 0;
+}
+
+}  // namespace
+
+std::optional<uint16_t> FreeLoopbackPort() {
+  const uint16_t port = Bind(0);
+  if (port == 0) return std::nullopt;
+  return port;
+}
+
+bool LoopbackPortFree(uint16_t port) {
+  return port != 0 && Bind(port) == port;
+}
+
+}  // namespace cairn

@@ -1,0 +1,406 @@
+#include "store/s3_client.h"
+
+#include <curl/curl.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <openssl/sha.h>
+
+#include <algorithm>
+#include <cstring>
+#include <ctime>
+#include <random>
+#include <thread>
+
+namespace cairn::store {
+namespace {
+
+// curl_global_init once per process, before the first handle (thread-safe since C++11 statics).
+void GlobalInit() {
+  static const bool done = [] { return curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK; }();
+  (void)done;
+}
+
+bool Unreserved(unsigned char c) {
+  return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '_' ||
+         c == '.' || c == '~';
+}
+
+std::string UriEncode(std::string_view s) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  std::string out;
+  out.reserve(s.size());
+  for (const char ch : s) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (Unreserved(c)) {
+      out += ch;
+    } else {
+      out += '%';
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    }
+  }
+  return out;
+}
+
+std::string Hex(std::span<const uint8_t> bytes) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(bytes.size() * 2);
+  for (const uint8_t b : bytes) {
+    out += kHex[b >> 4];
+    out += kHex[b & 15];
+  }
+  return out;
+}
+
+// The text between <tag> and </tag> at or after `from` (empty when absent).
+std::string_view XmlValue(std::string_view doc, std::string_view tag) {
+  const std::string open = "<" + std::string(tag) + ">";
+  const std::string close = "</" + std::string(tag) + ">";
+  const size_t a = doc.find(open);
+  if (a == std::string_view::npos) return {};
+  const size_t b = doc.find(close, a + open.size());
+  if (b == std::string_view::npos) return {};
+  return doc.substr(a + open.size(), b - a - open.size());
+}
+
+std::string Base64(std::span<const uint8_t> bytes) {
+  std::string out(4 * ((bytes.size() + 2) / 3) + 1, '\0');
+  const int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()), bytes.data(),
+                                static_cast<int>(bytes.size()));
+  out.resize(static_cast<size_t>(n));
+  return out;
+}
+
+bool Retryable(long status) {
+  return status == 429 || status == 500 || status == 502 || status == 503 || status == 504;
+}
+
+std::string Trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == '\r' || s.back() == '\n' || s.back() == ' ')) s.remove_suffix(1);
+  return std::string(s);
+}
+
+}  // namespace
+
+std::string S3QueryString(std::vector<std::pair<std::string, std::string>> params) {
+  for (auto& [k, v] : params) {
+    k = UriEncode(k);
+    v = UriEncode(v);
+  }
+  std::sort(params.begin(), params.end());
+  std::string out;
+  for (const auto& [k, v] : params) {
+    if (!out.empty()) out += '&';
+    out += k;
+    out += '=';
+    out += v;
+  }
+  return out;
+}
+
+struct S3Client::Handle {
+  CURL* curl = nullptr;
+  ~Handle() {
+    if (curl != nullptr) curl_easy_cleanup(curl);
+  }
+};
+
+namespace {
+
+// Per-attempt state reached from curl's callbacks.
+struct Exchange {
+  const S3Request* req = nullptr;
+  S3Response* res = nullptr;
+  size_t max_body = 0;
+  bool overflow = false;
+};
+
+size_t OnBody(char* data, size_t size, size_t n, void* user) {
+  auto* ex = static_cast<Exchange*>(user);
+  const size_t len = size * n;
+  S3Response& res = *ex->res;
+  // An error document goes to `body` even when the caller gave a buffer: it is not the object's bytes.
+  const bool to_caller = !ex->req->into.empty() && res.status >= 200 && res.status < 300;
+  if (to_caller) {
+    if (len > ex->req->into.size() - res.received) {
+      ex->overflow = true;
+      return 0;  // aborts the transfer (CURLE_WRITE_ERROR)
+    }
+    std::memcpy(ex->req->into.data() + res.received, data, len);
+  } else {
+    if (res.body.size() + len > ex->max_body) {
+      ex->overflow = true;
+      return 0;
+    }
+    res.body.append(data, len);
+  }
+  res.received += len;
+  return len;
+}
+
+size_t OnHeader(char* data, size_t size, size_t n, void* user) {
+  auto* ex = static_cast<Exchange*>(user);
+  const std::string_view line(data, size * n);
+  const size_t colon = line.find(':');
+  if (line.starts_with("HTTP/")) {
+    // A status line (again after 100 Continue): the body callback needs the status to know where bytes go.
+    const size_t sp = line.find(' ');
+    ex->res->status = sp == std::string_view::npos
+                          ? 0
+                          : std::strtol(std::string(line.substr(sp + 1, 3)).c_str(), nullptr, 10);
+    ex->res->etag.clear();
+    ex->res->content_range.clear();
+    return size * n;
+  }
+  if (colon == std::string_view::npos) return size * n;
+  std::string name(line.substr(0, colon));
+  std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return std::tolower(c); });
+  const std::string value = Trim(line.substr(colon + 1));
+  if (name == "etag") {
+    ex->res->etag = value;
+  } else if (name == "content-length") {
+    ex->res->content_length = std::strtoull(value.c_str(), nullptr, 10);
+  } else if (name == "content-range") {
+    ex->res->content_range = value;
+  } else if (name == "retry-after") {
+    ex->res->retry_after = value;
+  }
+  return size * n;
+}
+
+}  // namespace
+
+xet::Result<std::unique_ptr<S3Client>> S3Client::Create(S3Options options) {
+  if (options.bucket.empty()) return xet::Malformed("S3: no bucket named");
+  for (const char c : options.bucket) {
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '.' || c == '_'))
+      return xet::Malformed("S3: bucket name '" + options.bucket + "' has a character buckets cannot have");
+  }
+  if (options.region.empty()) return xet::Malformed("S3: s3_region is empty");
+  if (options.endpoint.empty()) options.endpoint = "https://s3." + options.region + ".amazonaws.com";
+  while (options.endpoint.ends_with('/')) options.endpoint.pop_back();
+  if (!options.endpoint.starts_with("http://") && !options.endpoint.starts_with("https://"))
+    return xet::Malformed("S3: s3_endpoint '" + options.endpoint + "' is not an http:// or https:// URL");
+  if (options.access_key.empty() || options.secret_key.empty())
+    return xet::Malformed(
+        "S3: no credentials (set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or s3_access_key_id and "
+        "s3_secret_access_key)");
+  if (options.max_connections == 0) options.max_connections = 1;
+  if (options.max_attempts < 1) options.max_attempts = 1;
+  GlobalInit();
+  return std::unique_ptr<S3Client>(new S3Client(std::move(options)));
+}
+
+S3Client::S3Client(S3Options options) : options_(std::move(options)) {
+  const size_t scheme_end = options_.endpoint.find("://") + 3;
+  if (options_.path_style) {
+    base_ = options_.endpoint;
+    path_base_ = "/" + options_.bucket;
+  } else {
+    base_ = options_.endpoint.substr(0, scheme_end) + options_.bucket + "." +
+            options_.endpoint.substr(scheme_end);
+  }
+  sigv4_ = "aws:amz:" + options_.region + ":s3";
+}
+
+S3Client::~S3Client() = default;
+
+std::string S3Client::Url(std::string_view key, std::string_view query) const {
+  std::string url = base_ + path_base_ + "/" + std::string(key);
+  if (!query.empty()) {
+    url += '?';
+    url += query;
+  }
+  return url;
+}
+
+std::string S3Client::Describe() const {
+  return "s3://" + options_.bucket + " at " + options_.endpoint;
+}
+
+S3Client::Handle* S3Client::Acquire() {
+  std::unique_lock lock(mu_);
+  cv_.wait(lock, [&] { return !idle_.empty() || created_ < options_.max_connections; });
+  if (!idle_.empty()) {
+    Handle* h = idle_.back();
+    idle_.pop_back();
+    return h;
+  }
+  ++created_;
+  all_.push_back(std::make_unique<Handle>());
+  Handle* h = all_.back().get();
+  lock.unlock();
+  h->curl = curl_easy_init();
+  return h;
+}
+
+void S3Client::Release(Handle* h) {
+  {
+    std::lock_guard lock(mu_);
+    idle_.push_back(h);
+  }
+  cv_.notify_one();
+}
+
+xet::Result<S3Response> S3Client::Attempt(Handle& h, const S3Request& request, std::string* transport_error) {
+  CURL* c = h.curl;
+  if (c == nullptr) return xet::IoError("S3: curl_easy_init failed");
+  // Reset keeps the handle's live connections, so the next request reuses them.
+  curl_easy_reset(c);
+  S3Response res;
+  Exchange ex{&request, &res, options_.max_response_bytes, false};
+  const std::string url = Url(request.key, request.query);
+  curl_easy_setopt(c, CURLOPT_URL, url.c_str());
+  curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(c, CURLOPT_HTTP_VERSION, CURL_HTTP_VERSION_1_1);
+  curl_easy_setopt(c, CURLOPT_AWS_SIGV4, sigv4_.c_str());
+  curl_easy_setopt(c, CURLOPT_USERNAME, options_.access_key.c_str());
+  curl_easy_setopt(c, CURLOPT_PASSWORD, options_.secret_key.c_str());
+  curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(options_.connect_timeout.count()));
+  curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1L);
+  curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, static_cast<long>(options_.stall_timeout.count()));
+  curl_easy_setopt(c, CURLOPT_TCP_KEEPALIVE, 1L);
+  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, OnBody);
+  curl_easy_setopt(c, CURLOPT_WRITEDATA, &ex);
+  curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, OnHeader);
+  curl_easy_setopt(c, CURLOPT_HEADERDATA, &ex);
+
+  curl_slist* headers = nullptr;
+  for (const auto& hd : request.headers) headers = curl_slist_append(headers, hd.c_str());
+  // No "Expect:" override: curl 7.88 signs the emptied header it then does not send (403 for every body).
+  if (!options_.session_token.empty())
+    headers = curl_slist_append(headers, ("x-amz-security-token: " + options_.session_token).c_str());
+
+  // The payload hash is signed: curl takes it from this header (it does not hash the body itself).
+  uint8_t sha[SHA256_DIGEST_LENGTH];
+  SHA256(request.body.data(), request.body.size(), sha);
+  headers = curl_slist_append(headers, ("x-amz-content-sha256: " + Hex(sha)).c_str());
+  if (request.checksum)
+    headers = curl_slist_append(headers, ("x-amz-checksum-sha256: " + Base64(sha)).c_str());
+
+  const std::string method(request.method);
+  if (method == "HEAD") {
+    curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
+  } else if (method == "PUT" || method == "POST") {
+    // POSTFIELDS: curl sends the caller's memory as it is, without a copy.
+    curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(request.body.size()));
+    curl_easy_setopt(c, CURLOPT_POSTFIELDS,
+                     request.body.empty() ? "" : reinterpret_cast<const char*>(request.body.data()));
+    curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method.c_str());
+    bool typed = false;
+    for (const auto& hd : request.headers) typed = typed || strncasecmp(hd.c_str(), "content-type:", 13) == 0;
+    if (!typed) headers = curl_slist_append(headers, "Content-Type: application/octet-stream");
+  } else if (method != "GET") {
+    curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method.c_str());
+  }
+  curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers);
+
+  const CURLcode rc = curl_easy_perform(c);
+  curl_slist_free_all(headers);
+  curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &res.status);
+  if (ex.overflow) {
+    return xet::LimitExceeded("S3: " + method + " " + request.key + ": the response is larger than expected");
+  }
+  if (rc != CURLE_OK) {
+    *transport_error = std::string(curl_easy_strerror(rc));
+    return res;
+  }
+  if (res.status >= 300 && !res.body.empty()) {
+    res.error_code = std::string(XmlValue(res.body, "Code"));
+    res.error_message = std::string(XmlValue(res.body, "Message"));
+  }
+  return res;
+}
+
+xet::Result<S3Response> S3Client::Send(const S3Request& request) {
+  thread_local std::mt19937_64 rng(std::random_device{}());
+  std::string last;
+  for (int attempt = 0; attempt < options_.max_attempts; ++attempt) {
+    if (attempt > 0) {
+      // Full jitter: a random wait up to base * 2^(attempt-1), capped.
+      const auto cap = std::min<int64_t>(options_.backoff_cap.count(), options_.backoff_base.count()
+                                                                           << std::min(attempt - 1, 20));
+      std::uniform_int_distribution<int64_t> wait(cap / 4, std::max<int64_t>(cap, 1));
+      std::this_thread::sleep_for(std::chrono::milliseconds(wait(rng)));
+    }
+    Handle* h = Acquire();
+    std::string transport;
+    auto res = Attempt(*h, request, &transport);
+    Release(h);
+    if (!res) return res.error();
+    if (!transport.empty()) {
+      last = transport;
+      continue;
+    }
+    if (Retryable(res->status)) {
+      last = "HTTP " + std::to_string(res->status) + (res->error_code.empty() ? "" : " " + res->error_code);
+      continue;
+    }
+    return res;
+  }
+  return xet::Unavailable("S3 store " + Describe() + " unavailable: " + std::string(request.method) + " " +
+                          (request.key.empty() ? "/" : request.key) + " failed " +
+                          std::to_string(options_.max_attempts) + " times (last: " + last + ")");
+}
+
+namespace {
+
+void Sha256(std::string_view data, uint8_t out[32]) {
+  SHA256(reinterpret_cast<const unsigned char*>(data.data()), data.size(), out);
+}
+
+void Hmac(std::span<const uint8_t> key, std::string_view data, uint8_t out[32]) {
+  unsigned int len = 32;
+  HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
+       reinterpret_cast<const unsigned char*>(data.data()), data.size(), out, &len);
+}
+
+}  // namespace
+
+std::string PresignGet(const S3Client& client, std::string_view key, uint64_t now_unix,
+                       uint64_t expires_seconds) {
+  const S3Options& o = client.options();
+  const auto t = static_cast<time_t>(now_unix);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char stamp[17];
+  char date[9];
+  std::strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ", &tm);
+  std::strftime(date, sizeof date, "%Y%m%d", &tm);
+  const std::string scope = std::string(date) + "/" + o.region + "/s3/aws4_request";
+
+  // Host as the URL names it (scheme and path stripped).
+  const std::string url = client.Url(key);
+  const size_t host_start = url.find("://") + 3;
+  const size_t path_start = url.find('/', host_start);
+  const std::string host = url.substr(host_start, path_start - host_start);
+  const std::string path = url.substr(path_start);
+
+  std::vector<std::pair<std::string, std::string>> params = {
+      {"X-Amz-Algorithm", "AWS4-HMAC-SHA256"},
+      {"X-Amz-Credential", o.access_key + "/" + scope},
+      {"X-Amz-Date", stamp},
+      {"X-Amz-Expires", std::to_string(std::clamp<uint64_t>(expires_seconds, 1, 604800))},
+      {"X-Amz-SignedHeaders", "host"},
+  };
+  if (!o.session_token.empty()) params.emplace_back("X-Amz-Security-Token", o.session_token);
+  const std::string query = S3QueryString(params);
+  const std::string canonical =
+      "GET\n" + path + "\n" + query + "\nhost:" + host + "\n\nhost\nUNSIGNED-PAYLOAD";
+  uint8_t digest[32];
+  Sha256(canonical, digest);
+  const std::string to_sign = "AWS4-HMAC-SHA256\n" + std::string(stamp) + "\n" + scope + "\n" + Hex(digest);
+
+  const std::string secret = "AWS4" + o.secret_key;
+  uint8_t k1[32], k2[32], k3[32], k4[32], sig[32];
+  Hmac({reinterpret_cast<const uint8_t*>(secret.data()), secret.size()}, date, k1);
+  Hmac(k1, o.region, k2);
+  Hmac(k2, "s3", k3);
+  Hmac(k3, "aws4_request", k4);
+  Hmac(k4, to_sign, sig);
+  return url + "?" + query + "&X-Amz-Signature=" + Hex(sig);
+}
+
+}  // namespace cairn::store

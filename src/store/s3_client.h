@@ -1,0 +1,123 @@
+// Signed requests to an S3-compatible object store (AWS S3, SeaweedFS, Ceph RGW, MinIO, R2, B2...) on
+// libcurl, with curl's own AWS SigV4 signing (CURLOPT_AWS_SIGV4). This is the transport under S3Store; it
+// knows objects and buckets, not blobs.
+//
+// Contract:
+//  - Ownership: the client owns a bounded pool of curl handles (each keeps its connection alive between
+//    requests); at most `max_connections` requests are in flight, further callers wait for a handle.
+//  - Thread-safety: every method may be called concurrently from any thread.
+//  - Retries: transport failures (refused, reset, timed out), 429 and 5xx are retried with full-jitter
+//    exponential back-off, up to `max_attempts` tries in all; a body is always sent whole again. When every
+//    attempt failed, Send answers kUnavailable (the store cannot be reached now: the API answers 503). Any
+//    other status (2xx, 3xx, 4xx) is returned as a response for the caller to judge.
+//  - Bounds: a response body goes into the caller's buffer (never past its end) or, capped at
+//    `max_response_bytes`, into the response; a longer body fails the request with kLimit.
+//  - Nothing throws.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "xet/result.h"
+
+namespace cairn::store {
+
+struct S3Options {
+  std::string endpoint;  // scheme://host[:port]; empty: https://s3.<region>.amazonaws.com
+  std::string region = "us-east-1";
+  std::string bucket;
+  bool path_style = false;  // endpoint/bucket/key instead of bucket.endpoint/key (SeaweedFS, MinIO, Ceph)
+  std::string access_key;
+  std::string secret_key;
+  std::string session_token;  // temporary credentials (x-amz-security-token)
+  size_t max_connections = 64;
+  std::chrono::milliseconds connect_timeout{5000};
+  // A transfer that moves no byte for this long is abandoned (and retried): stalls, not slow links.
+  std::chrono::seconds stall_timeout{30};
+  int max_attempts = 5;
+  std::chrono::milliseconds backoff_base{100};  // first retry waits up to this, doubling up to backoff_cap
+  std::chrono::milliseconds backoff_cap{3000};
+  size_t max_response_bytes = 16ULL << 20;  // listing pages and error documents
+};
+
+struct S3Request {
+  std::string_view method = "GET";  // GET, HEAD, PUT, POST, DELETE
+  std::string key;  // object key (not encoded; keys here are [A-Za-z0-9._/-]); empty: the bucket
+  // Already canonical (names sorted, names and values URI-encoded, "name=value" joined by '&'): curl signs
+  // the query as it is in the URL. Build it with S3QueryString.
+  std::string query;
+  std::vector<std::string> headers;  // "Name: value", signed with the request
+  // Sent from the caller's memory (not copied). Its SHA-256 is signed as x-amz-content-sha256, so the store
+  // recomputes it and refuses a body corrupted on the way.
+  std::span<const uint8_t> body;
+  // The body is an object's (or a part's) bytes: also send its SHA-256 as x-amz-checksum-sha256, which the
+  // store checks and keeps with the object.
+  bool checksum = false;
+  std::span<uint8_t> into;  // a body expected to fit here exactly (ranged GETs); else `body` below
+};
+
+struct S3Response {
+  long status = 0;
+  std::string body;     // when the request had no `into`
+  size_t received = 0;  // bytes of the body (into `into` or `body`)
+  std::string etag;     // ETag header, quotes kept
+  uint64_t content_length = 0;
+  std::string content_range;  // Content-Range header, if any
+  std::string retry_after;    // Retry-After header, if any
+  // The error document's <Code> and <Message> (empty for a success or a HEAD).
+  std::string error_code;
+  std::string error_message;
+};
+
+// "name=value&..." from unencoded pairs, sorted by name, every byte but A-Za-z0-9-_.~ percent-encoded, as
+// SigV4's canonical query wants it (a name without a value becomes "name=").
+std::string S3QueryString(std::vector<std::pair<std::string, std::string>> params);
+
+class S3Client {
+ public:
+  // Checks the options (an endpoint URL, a bucket name, credentials present); contacts nothing.
+  static xet::Result<std::unique_ptr<S3Client>> Create(S3Options options);
+  ~S3Client();
+  S3Client(const S3Client&) = delete;
+  S3Client& operator=(const S3Client&) = delete;
+
+  xet::Result<S3Response> Send(const S3Request& request);
+
+  // https://bucket.host/key or http://host/bucket/key.
+  std::string Url(std::string_view key, std::string_view query = {}) const;
+  // "s3://bucket at http://host:port" for messages (never credentials).
+  std::string Describe() const;
+  const S3Options& options() const { return options_; }
+
+ private:
+  struct Handle;
+  explicit S3Client(S3Options options);
+  Handle* Acquire();
+  void Release(Handle* h);
+  // One attempt; `transport_error` is set (and the result ok) when curl failed before a status arrived.
+  xet::Result<S3Response> Attempt(Handle& h, const S3Request& request, std::string* transport_error);
+
+  const S3Options options_;
+  std::string base_;       // scheme://host[:port] with the bucket as a subdomain unless path style
+  std::string path_base_;  // "/bucket" in path style, else ""
+  std::string sigv4_;      // "aws:amz:<region>:s3"
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<Handle*> idle_;
+  size_t created_ = 0;
+  std::vector<std::unique_ptr<Handle>> all_;
+};
+
+// SigV4 presigning of a GET (query-string authentication): curl signs headers only, so this is the one place
+// that computes a signature itself. The URL grants a GET of the whole object until it expires.
+std::string PresignGet(const S3Client& client, std::string_view key, uint64_t now_unix,
+                       uint64_t expires_seconds);
+
+}  // namespace cairn::store

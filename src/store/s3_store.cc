@@ -1,0 +1,371 @@
+#include "store/s3_store.h"
+
+#include <blake3.h>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+namespace cairn::store {
+namespace {
+
+constexpr size_t kMinPartBytes = 5ULL << 20;  // S3's smallest part but the last
+
+std::string What(BlobKind kind, const xet::Hash& hash) {
+  return std::string(BlobKindName(kind)) + " " + hash.hex();
+}
+
+std::array<uint8_t, 32> Digest(std::span<const uint8_t> bytes) {
+  blake3_hasher h;
+  blake3_hasher_init(&h);
+  blake3_hasher_update(&h, bytes.data(), bytes.size());
+  std::array<uint8_t, 32> out{};
+  blake3_hasher_finalize(&h, out.data(), out.size());
+  return out;
+}
+
+}  // namespace
+
+xet::Error S3Store::Refused(std::string_view what, const S3Response& res) const {
+  std::string m =
+      "S3 store " + client_->Describe() + ": " + std::string(what) + ": HTTP " + std::to_string(res.status);
+  if (!res.error_code.empty()) m += " " + res.error_code;
+  if (!res.error_message.empty()) m += " (" + res.error_message + ")";
+  return xet::IoError(std::move(m));
+}
+
+std::string S3Store::KeyOf(BlobKind kind, const xet::Hash& hash) const {
+  return options_.prefix + (kind == BlobKind::kXorb ? "xorbs/" : "shards/") + hash.hex();
+}
+
+std::string S3Store::Describe() const {
+  return "s3://" + options_.s3.bucket + "/" + options_.prefix + " at " + client_->options().endpoint;
+}
+
+xet::Result<std::unique_ptr<S3Store>> S3Store::Open(S3StoreOptions options) {
+  if (!options.prefix.empty() && !options.prefix.ends_with('/')) options.prefix += '/';
+  for (const char c : options.prefix) {
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.' || c == '/'))
+      return xet::Malformed("S3 key prefix '" + options.prefix + "' may hold only A-Z a-z 0-9 - _ . /");
+  }
+  options.part_bytes = std::max(options.part_bytes, kMinPartBytes);
+  auto client = S3Client::Create(options.s3);
+  if (!client) return client.error();
+  std::unique_ptr<S3Store> store(new S3Store(std::move(options), std::move(*client)));
+  if (auto st = store->Ping(); !st) return st.error();
+  return store;
+}
+
+xet::Status S3Store::Ping() {
+  S3Request req;
+  req.method = "HEAD";
+  auto res = client_->Send(req);
+  if (!res) return res.error();
+  if (res->status == 200) return xet::Ok{};
+  if (res->status == 404)
+    return xet::IoError("S3 store " + client_->Describe() + ": the bucket does not exist");
+  if (res->status == 403 || res->status == 401)
+    return xet::IoError(
+        "S3 store " + client_->Describe() +
+        ": access denied (check AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY and the bucket's policy)");
+  return Refused("HEAD bucket", *res);
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Puts
+
+class S3Store::Writer final : public BlobWriter {
+ public:
+  Writer(S3Store& store, BlobKind kind, const xet::Hash& hash)
+      : store_(store), kind_(kind), hash_(hash), key_(store.KeyOf(kind, hash)) {
+    blake3_hasher_init(&digest_);
+  }
+  ~Writer() override {
+    if (!upload_id_.empty()) Abort();
+  }
+
+  xet::Status Append(std::span<const uint8_t> data) override {
+    if (failed_) return xet::IoError("S3 put of " + What(kind_, hash_) + " failed before");
+    if (done_) return xet::IoError("append after commit");
+    blake3_hasher_update(&digest_, data.data(), data.size());
+    appended_ += data.size();
+    const size_t part = store_.options_.part_bytes;
+    while (!data.empty()) {
+      // A full part goes up once more bytes follow it: the last one waits for Commit, which may find it is
+      // the only one (one PUT then).
+      if (buffer_.size() == part) {
+        if (auto st = SendPart(); !st) return Fail(st.error());
+      }
+      if (buffer_.capacity() < part) buffer_.reserve(part);
+      const size_t take = std::min(data.size(), part - buffer_.size());
+      buffer_.insert(buffer_.end(), data.begin(), data.begin() + static_cast<ptrdiff_t>(take));
+      data = data.subspan(take);
+    }
+    return xet::Ok{};
+  }
+
+  xet::Result<PutOutcome> Commit(const PutOptions& options) override {
+    if (failed_) return xet::IoError("S3 put of " + What(kind_, hash_) + " failed before");
+    if (done_) return xet::IoError("commit called twice");
+    done_ = true;
+    std::array<uint8_t, 32> digest{};
+    blake3_hasher_finalize(&digest_, digest.data(), digest.size());
+    const auto intact = [&](std::span<const uint8_t> existing) {
+      if (existing.size() != appended_) return false;
+      if (options.verify_existing) return options.verify_existing(existing);
+      return Digest(existing) == digest;
+    };
+
+    if (upload_id_.empty()) {
+      // One PUT, if nothing is stored under the name yet.
+      auto put = PutWhole(/*conditional=*/true);
+      if (!put) return put.error();
+      if (*put) return PutOutcome{};
+      auto judged = JudgeExisting(intact);
+      if (!judged) return judged.error();
+      if (*judged) return PutOutcome{.already_present = true, .replaced_corrupt = false};
+      auto again = PutWhole(/*conditional=*/false);
+      if (!again) return again.error();
+      return PutOutcome{.already_present = false, .replaced_corrupt = true};
+    }
+
+    if (!buffer_.empty()) {
+      if (auto st = SendPart(); !st) return st.error();
+    }
+    auto done = Complete(/*conditional=*/true);
+    if (!done) return done.error();
+    if (*done) return PutOutcome{};
+    auto judged = JudgeExisting(intact);
+    if (!judged) return judged.error();
+    if (*judged) {
+      Abort();
+      return PutOutcome{.already_present = true, .replaced_corrupt = false};
+    }
+    auto again = Complete(/*conditional=*/false);
+    if (!again) return again.error();
+    return PutOutcome{.already_present = false, .replaced_corrupt = true};
+  }
+
+  uint64_t bytes_appended() const override { return appended_; }
+
+ private:
+  xet::Status Fail(xet::Error e) {
+    failed_ = true;
+    return e;
+  }
+
+  // True: stored. False: the condition failed (an object is there).
+  xet::Result<bool> PutWhole(bool conditional) {
+    S3Request req;
+    req.method = "PUT";
+    req.key = key_;
+    req.body = buffer_;
+    req.checksum = true;
+    if (conditional) req.headers.emplace_back("If-None-Match: *");
+    auto res = store_.client_->Send(req);
+    if (!res) return res.error();
+    if (res->status == 200) return true;
+    if (res->status == 412) return false;
+    return store_.Refused("PUT " + key_, *res);
+  }
+
+  xet::Status SendPart() {
+    if (upload_id_.empty()) {
+      S3Request req;
+      req.method = "POST";
+      req.key = key_;
+      req.query = S3QueryString({{"uploads", ""}});
+      auto res = store_.client_->Send(req);
+      if (!res) return res.error();
+      if (res->status != 200) return store_.Refused("CreateMultipartUpload " + key_, *res);
+      const size_t a = res->body.find("<UploadId>");
+      const size_t b = res->body.find("</UploadId>");
+      if (a == std::string::npos || b == std::string::npos || b <= a)
+        return store_.Refused("CreateMultipartUpload " + key_ + " (no UploadId)", *res);
+      upload_id_ = res->body.substr(a + 10, b - a - 10);
+    }
+    S3Request req;
+    req.method = "PUT";
+    req.key = key_;
+    const int number = static_cast<int>(etags_.size()) + 1;
+    req.query = S3QueryString({{"partNumber", std::to_string(number)}, {"uploadId", upload_id_}});
+    req.body = buffer_;
+    req.checksum = true;
+    auto res = store_.client_->Send(req);
+    if (!res) return res.error();
+    if (res->status != 200 || res->etag.empty()) return store_.Refused("UploadPart " + key_, *res);
+    etags_.push_back(res->etag);
+    buffer_.clear();
+    return xet::Ok{};
+  }
+
+  xet::Result<bool> Complete(bool conditional) {
+    std::string xml = "<CompleteMultipartUpload>";
+    for (size_t i = 0; i < etags_.size(); ++i) {
+      xml +=
+          "<Part><PartNumber>" + std::to_string(i + 1) + "</PartNumber><ETag>" + etags_[i] + "</ETag></Part>";
+    }
+    xml += "</CompleteMultipartUpload>";
+    S3Request req;
+    req.method = "POST";
+    req.key = key_;
+    req.query = S3QueryString({{"uploadId", upload_id_}});
+    req.body = {reinterpret_cast<const uint8_t*>(xml.data()), xml.size()};
+    req.headers.emplace_back("Content-Type: application/xml");
+    if (conditional) req.headers.emplace_back("If-None-Match: *");
+    auto res = store_.client_->Send(req);
+    if (!res) return res.error();
+    // CompleteMultipartUpload can answer 200 with an error document in the body.
+    if (res->status == 200 && res->body.find("<Error>") == std::string::npos) {
+      upload_id_.clear();
+      return true;
+    }
+    if (res->status == 412 || res->error_code == "PreconditionFailed") return false;
+    return store_.Refused("CompleteMultipartUpload " + key_, *res);
+  }
+
+  void Abort() {
+    S3Request req;
+    req.method = "DELETE";
+    req.key = key_;
+    req.query = S3QueryString({{"uploadId", upload_id_}});
+    (void)store_.client_->Send(req);  // best effort: a bucket lifecycle rule removes what is left
+    upload_id_.clear();
+  }
+
+  // Reads the object already under the name and judges it.
+  xet::Result<bool> JudgeExisting(const std::function<bool(std::span<const uint8_t>)>& intact) {
+    auto stat = store_.Stat(kind_, hash_);
+    if (!stat) return stat.error();
+    if (!stat->exists) return false;  // gone again (deleted): replace it
+    if (stat->size != appended_) return false;
+    std::vector<uint8_t> existing(stat->size);
+    auto read = store_.ReadRange(kind_, hash_, 0, existing);
+    if (!read) {
+      if (read.error().code == xet::ErrorCode::kNotFound ||
+          read.error().code == xet::ErrorCode::kInconsistent)
+        return false;
+      return read.error();
+    }
+    return intact(existing);
+  }
+
+  S3Store& store_;
+  const BlobKind kind_;
+  const xet::Hash hash_;
+  const std::string key_;
+  std::vector<uint8_t> buffer_;  // the part being filled (at most part_bytes)
+  uint64_t appended_ = 0;
+  blake3_hasher digest_;  // of every byte appended: compares with an existing blob when there is no verifier
+  std::string upload_id_;
+  std::vector<std::string> etags_;
+  bool done_ = false;
+  bool failed_ = false;
+};
+
+xet::Result<std::unique_ptr<BlobWriter>> S3Store::BeginPut(BlobKind kind, const xet::Hash& hash) {
+  return std::unique_ptr<BlobWriter>(std::make_unique<Writer>(*this, kind, hash));
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Reads
+
+xet::Result<BlobStat> S3Store::Stat(BlobKind kind, const xet::Hash& hash) {
+  S3Request req;
+  req.method = "HEAD";
+  req.key = KeyOf(kind, hash);
+  auto res = client_->Send(req);
+  if (!res) return res.error();
+  if (res->status == 200) return BlobStat{.exists = true, .size = res->content_length};
+  if (res->status == 404) return BlobStat{};
+  return Refused("HEAD " + req.key, *res);
+}
+
+xet::Result<OpenBlob> S3Store::OpenForRead(BlobKind kind, const xet::Hash& hash) {
+  auto st = Stat(kind, hash);
+  if (!st) return st.error();
+  if (!st->exists) return xet::NotFound("no " + What(kind, hash));
+  return OpenBlob{.fd = UniqueFd(), .size = st->size};
+}
+
+xet::Status S3Store::ReadRange(BlobKind kind, const xet::Hash& hash, uint64_t offset,
+                               std::span<uint8_t> out) {
+  const auto outside = [&](uint64_t size) {
+    return xet::Inconsistent("range [" + std::to_string(offset) + ", +" + std::to_string(out.size()) +
+                             ") is outside " + What(kind, hash) +
+                             (size == UINT64_MAX ? std::string() : " of " + std::to_string(size) + " bytes"));
+  };
+  if (out.empty()) {
+    auto st = Stat(kind, hash);
+    if (!st) return st.error();
+    if (!st->exists) return xet::NotFound("no " + What(kind, hash));
+    if (offset > st->size) return outside(st->size);
+    return xet::Ok{};
+  }
+  if (offset > UINT64_MAX - out.size()) return outside(UINT64_MAX);
+  S3Request req;
+  req.method = "GET";
+  req.key = KeyOf(kind, hash);
+  req.headers.push_back("Range: bytes=" + std::to_string(offset) + "-" +
+                        std::to_string(offset + out.size() - 1));
+  req.into = out;
+  auto res = client_->Send(req);
+  if (!res) {
+    // More bytes than asked for: the store ignored the range (answered the whole object).
+    if (res.error().code == xet::ErrorCode::kLimit && offset == 0) return outside(UINT64_MAX);
+    return res.error();
+  }
+  if (res->status == 404) return xet::NotFound("no " + What(kind, hash));
+  if (res->status == 416) return outside(UINT64_MAX);
+  if (res->status != 206 && res->status != 200) return Refused("GET " + req.key, *res);
+  if (res->received != out.size()) return outside(UINT64_MAX);  // the range ran past the end
+  return xet::Ok{};
+}
+
+xet::Status S3Store::List(BlobKind kind, const std::function<void(const xet::Hash&)>& fn) {
+  const std::string prefix = options_.prefix + (kind == BlobKind::kXorb ? "xorbs/" : "shards/");
+  std::string token;
+  for (;;) {
+    std::vector<std::pair<std::string, std::string>> params = {{"list-type", "2"}, {"prefix", prefix}};
+    if (!token.empty()) params.emplace_back("continuation-token", token);
+    S3Request req;
+    req.method = "GET";
+    req.query = S3QueryString(std::move(params));
+    auto res = client_->Send(req);
+    if (!res) return res.error();
+    if (res->status != 200) return Refused("ListObjectsV2 " + prefix, *res);
+    std::string_view doc = res->body;
+    for (size_t at = doc.find("<Key>"); at != std::string_view::npos; at = doc.find("<Key>", at)) {
+      const size_t end = doc.find("</Key>", at);
+      if (end == std::string_view::npos) break;
+      const std::string_view key = doc.substr(at + 5, end - at - 5);
+      if (key.starts_with(prefix)) {
+        if (auto h = xet::Hash::FromHex(key.substr(prefix.size()))) fn(*h);
+      }
+      at = end;
+    }
+    const bool truncated = doc.find("<IsTruncated>true</IsTruncated>") != std::string_view::npos;
+    const size_t a = doc.find("<NextContinuationToken>");
+    const size_t b = doc.find("</NextContinuationToken>");
+    if (!truncated || a == std::string_view::npos || b == std::string_view::npos) return xet::Ok{};
+    std::string next(doc.substr(a + 23, b - a - 23));
+    if (next == token) return xet::Ok{};  // a store that repeats itself must not loop us forever
+    token = std::move(next);
+  }
+}
+
+xet::Result<bool> S3Store::Delete(BlobKind kind, const xet::Hash& hash) {
+  auto st = Stat(kind, hash);
+  if (!st) return st.error();
+  if (!st->exists) return false;
+  S3Request req;
+  req.method = "DELETE";
+  req.key = KeyOf(kind, hash);
+  auto res = client_->Send(req);
+  if (!res) return res.error();
+  if (res->status != 204 && res->status != 200 && res->status != 404)
+    return Refused("DELETE " + req.key, *res);
+  return true;
+}
+
+}  // namespace cairn::store

@@ -1,0 +1,70 @@
+// A BlobStore in an S3-compatible bucket (see blob_store.h for the contract every store keeps).
+//
+// Layout: <prefix>xorbs/<hex> and <prefix>shards/<hex>, where <hex> is the Xet hex form of the hash.
+//
+// How a put becomes durable and atomic: S3 makes an object visible whole or not at all, and a 200 for a PUT
+// (or for CompleteMultipartUpload) means the store has it durably. A blob up to `part_bytes` is one PUT; a
+// larger one is a multipart upload whose parts are sent as the bytes arrive, so an upload never holds more
+// than one part of its own (no second copy of a 64 MiB xorb). Every PUT carries its body's SHA-256 in the
+// signature (and `x-amz-checksum-sha256`), so the store refuses a body corrupted on the way. A put that is
+// abandoned aborts its multipart upload.
+//
+// First writer wins: the put is conditional (`If-None-Match: *`), so a blob already stored is never
+// overwritten by another node's concurrent put of the same hash (the index describes the bytes that were
+// stored first). When the condition fails, the existing object is read back and judged by the caller's
+// verifier (or compared with a digest of the new bytes); only a corrupt one is replaced.
+//
+// Descriptors: OpenForRead gives the size and no descriptor (there is no file to sendfile from); readers
+// use ReadRange, one ranged GET each.
+//
+// Thread-safety: as BlobStore. Failures: kNotFound, kInconsistent as the contract says; kUnavailable when
+// the store cannot be reached or keeps failing (the API answers 503 and the client retries); kIo for what
+// the store refused (credentials, a missing bucket), with the store's error code.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "store/blob_store.h"
+#include "store/s3_client.h"
+
+namespace cairn::store {
+
+struct S3StoreOptions {
+  S3Options s3;
+  std::string prefix;               // key prefix inside the bucket ("" or ending in '/')
+  size_t part_bytes = 16ULL << 20;  // larger blobs go up as multipart uploads of parts this large (≥ 5 MiB)
+};
+
+class S3Store final : public BlobStore {
+ public:
+  // Checks the bucket answers with these credentials (one HEAD): a missing bucket or refused credentials
+  // is one clear error here rather than a failure at the first upload.
+  static xet::Result<std::unique_ptr<S3Store>> Open(S3StoreOptions options);
+
+  xet::Result<std::unique_ptr<BlobWriter>> BeginPut(BlobKind kind, const xet::Hash& hash) override;
+  xet::Result<BlobStat> Stat(BlobKind kind, const xet::Hash& hash) override;
+  xet::Status ReadRange(BlobKind kind, const xet::Hash& hash, uint64_t offset,
+                        std::span<uint8_t> out) override;
+  xet::Result<OpenBlob> OpenForRead(BlobKind kind, const xet::Hash& hash) override;
+  xet::Status List(BlobKind kind, const std::function<void(const xet::Hash&)>& fn) override;
+  xet::Result<bool> Delete(BlobKind kind, const xet::Hash& hash) override;
+  xet::Status Ping() override;
+  std::string Describe() const override;
+
+  // The object key of a blob.
+  std::string KeyOf(BlobKind kind, const xet::Hash& hash) const;
+  S3Client& client() { return *client_; }
+
+ private:
+  class Writer;
+  S3Store(S3StoreOptions options, std::unique_ptr<S3Client> client)
+      : options_(std::move(options)), client_(std::move(client)) {}
+  // An S3 answer that is neither success nor the expected miss, as an error naming the operation.
+  xet::Error Refused(std::string_view what, const S3Response& res) const;
+
+  const S3StoreOptions options_;
+  std::unique_ptr<S3Client> client_;
+};
+
+}  // namespace cairn::store
