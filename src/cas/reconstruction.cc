@@ -255,8 +255,9 @@ void WriteXorbV2(Writer& w, const PlannedXorb& x, uint64_t expiry, const Transfe
   WriteXorbKey(w, x);
   bytes.clear();
   for (const auto& s : x.spans) bytes.push_back(BytesOf(s));
-  for (size_t first = 0; first < x.spans.size(); first += kMaxRangesPerUrl) {
-    const size_t n = std::min(kMaxRangesPerUrl, x.spans.size() - first);
+  const size_t per_url = signer.presigned() ? 1 : kMaxRangesPerUrl;
+  for (size_t first = 0; first < x.spans.size(); first += per_url) {
+    const size_t n = std::min(per_url, x.spans.size() - first);
     w.Room(kMaxEntryText + signer.MaxUrlSize(n));
     if (first) w.Char(',');
     w.Put("{\"url\":\"");
@@ -281,7 +282,8 @@ void WriteXorbV2(Writer& w, const PlannedXorb& x, uint64_t expiry, const Transfe
 // Bytes a xorb's fetch entries take at most (reserved up front; the writers check room as they go).
 size_t MaxXorbText(ApiVersion v, const PlannedXorb& x, const TransferUrlSigner& signer) {
   if (v == ApiVersion::kV1) return 80 + x.spans.size() * (kMaxEntryText + signer.MaxUrlSize(1));
-  const size_t urls = (x.spans.size() + kMaxRangesPerUrl - 1) / kMaxRangesPerUrl;
+  const size_t per_url = signer.presigned() ? 1 : kMaxRangesPerUrl;
+  const size_t urls = (x.spans.size() + per_url - 1) / per_url;
   return 80 + urls * (kMaxEntryText + signer.MaxUrlSize(0)) +
          x.spans.size() * (kMaxRangeText + signer.MaxUrlSize(1) - signer.MaxUrlSize(0));
 }

@@ -98,6 +98,40 @@ TEST_F(Fixture, V1HasOneSignedUrlPerMergedRange) {
   EXPECT_FALSE(o.contains("xorbs"));
 }
 
+// Presigned mode: every URL is the store's, one per range (object stores answer a multi-range request with
+// the whole object), and URLs of different ranges differ (@huggingface/hub plans its downloads by URL).
+TEST_F(Fixture, PresignedUrlsCarryOneRangeEach) {
+  const auto& a = AddXorb(1, {100, 200, 300, 400, 500});
+  AddTerm(a, 0, 1);
+  AddTerm(a, 3, 5);
+  Presigner presigner;
+  presigner.url = [](std::string_view hex, const ByteRange& r, uint64_t expiry) {
+    return "https://store.test/" + std::string(hex) + "?tag=" + std::to_string(r.start) + "-" +
+           std::to_string(r.end) + "&exp=" + std::to_string(expiry);
+  };
+  presigner.max_size = 200;
+  signer_ = TransferUrlSigner("http://cas.test", HashOf(99), presigner);
+  ASSERT_TRUE(signer_.presigned());
+  const auto v2 = Parse(Ask(std::nullopt));
+  const auto& fa = v2.at("xorbs").at(a.hex()).as_array();
+  ASSERT_EQ(fa.size(), 2u);
+  for (const auto& e : fa) {
+    const auto& ranges = e.at("ranges").as_array();
+    ASSERT_EQ(ranges.size(), 1u);
+    const std::string want = "https://store.test/" + a.hex() +
+                             "?tag=" + std::to_string(I(ranges[0].at("bytes").at("start"))) + "-" +
+                             std::to_string(I(ranges[0].at("bytes").at("end"))) + "&exp=5000";
+    EXPECT_EQ(e.at("url").as_string(), want);
+  }
+  EXPECT_NE(fa[0].at("url").as_string(), fa[1].at("url").as_string());
+  const auto v1 = Parse(Ask(std::nullopt, ApiVersion::kV1));
+  const auto& f = v1.at("fetch_info").at(a.hex()).as_array();
+  ASSERT_EQ(f.size(), 2u);
+  EXPECT_TRUE(std::string(f[1].at("url").as_string())
+                  .starts_with("https://store.test/" + a.hex() +
+                               "?tag=" + std::to_string(I(f[1].at("url_range").at("start")))));
+}
+
 TEST_F(Fixture, RangeTrimsBoundaryTermsToWholeChunks) {
   const auto& a = AddXorb(1, {100, 100, 100, 100});
   const auto& b = AddXorb(2, {100, 100, 100});

@@ -34,7 +34,7 @@ CasService::CasService(index::Index& index, store::BlobStore& store, WorkerPool&
       store_(store),
       workers_(workers),
       options_(std::move(options)),
-      signer_(options_.public_url, options_.url_secret),
+      signer_(options_.public_url, options_.url_secret, options_.presigner),
       verifier_(options_.url_secret),
       upload_buffers_(xet::kMaxXorbUploadBytes, options_.upload_buffers_kept) {}
 

@@ -39,6 +39,8 @@ struct ServiceOptions {
   size_t dedup_answer_max_bytes = 16ULL << 20;
   std::function<uint64_t()> now = nullptr;  // unix seconds; tests inject a clock
   size_t upload_buffers_kept = 2;  // 64 MiB xorb upload buffers kept mapped for reuse (see BufferPool)
+  // Set: reconstruction answers send clients straight to the store (transfer_mode = presigned).
+  Presigner presigner;
 };
 
 // Progress of a shard registration, for the NDJSON stream of /v2/shards.

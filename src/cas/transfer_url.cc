@@ -195,8 +195,8 @@ bool ConstantTimeEqual(std::string_view a, std::string_view b) {
 
 }  // namespace
 
-TransferUrlSigner::TransferUrlSigner(std::string base, const xet::Hash& secret)
-    : base_(std::move(base)), secret_(secret) {
+TransferUrlSigner::TransferUrlSigner(std::string base, const xet::Hash& secret, Presigner presigner)
+    : base_(std::move(base)), secret_(secret), presigner_(std::move(presigner)) {
   while (!base_.empty() && base_.back() == '/') base_.pop_back();
   for (size_t i = 0; i < 8; ++i) key_words_[i] = Load32(secret_.bytes.data() + 4 * i);
 }
@@ -209,6 +209,12 @@ void TransferUrlSigner::PrepareXorb(const char* xorb_hex, XorbSigningState* stat
 
 char* TransferUrlSigner::WriteUrl(char* out, const XorbSigningState& xorb, const ByteRange* ranges,
                                   size_t count, uint64_t expiry_unix) const {
+  if (presigner_.url) {
+    // One range per presigned URL (presigned() tells the writers so).
+    const std::string url =
+        count == 0 ? std::string() : presigner_.url({xorb.hex, sizeof xorb.hex}, ranges[0], expiry_unix);
+    return url.size() <= presigner_.max_size ? Put(out, url) : out;
+  }
   char* p = Put(out, base_);
   p = Put(p, "/v1/transfer/");
   p = Put(p, {xorb.hex, sizeof xorb.hex});

@@ -14,6 +14,7 @@
 #include <bit>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -90,16 +91,33 @@ struct XorbSigningState {
   uint32_t cv[8];
 };
 
+// Presigned mode (transfer_mode = presigned): a URL of the object store that lets anyone GET the whole xorb
+// until `expiry_unix` (S3 presigned URLs; bytes then go from the store to the client, not through a node).
+// `range` is signed into the URL so that each range's URL differs (@huggingface/hub plans its downloads by
+// URL). Thread-safe. `max_size` bounds the URLs it returns.
+struct Presigner {
+  std::function<std::string(std::string_view xorb_hex, const ByteRange& range, uint64_t expiry_unix)> url;
+  size_t max_size = 0;
+};
+
 class TransferUrlSigner {
  public:
   // `base` is the configured public URL without a trailing slash; never derived from a request's Host header.
-  TransferUrlSigner(std::string base, const xet::Hash& secret);
+  // With a presigner, URLs are the store's instead (they grant the whole xorb: the ranges are the client's to
+  // send as a Range header, one range per URL).
+  TransferUrlSigner(std::string base, const xet::Hash& secret, Presigner presigner = {});
 
   // Prepares to sign URLs for the xorb whose 64-digit hex form is `xorb_hex`.
   void PrepareXorb(const char* xorb_hex, XorbSigningState* state) const;
 
   // The most bytes WriteUrl writes for `count` ranges.
-  size_t MaxUrlSize(size_t count) const { return base_.size() + kMaxUrlOverhead + count * kMaxRangeText; }
+  size_t MaxUrlSize(size_t count) const {
+    if (presigner_.url) return presigner_.max_size;
+    return base_.size() + kMaxUrlOverhead + count * kMaxRangeText;
+  }
+  // Whether URLs are presigned store URLs: then one URL carries one range (object stores answer a multi-range
+  // request with the whole object).
+  bool presigned() const { return static_cast<bool>(presigner_.url); }
 
   // Writes a signed URL for `ranges` of a prepared xorb at `out`, which has room for MaxUrlSize(count) bytes;
   // returns the end of what was written.
@@ -121,6 +139,7 @@ class TransferUrlSigner {
   std::string base_;
   xet::Hash secret_;
   uint32_t key_words_[8];
+  Presigner presigner_;
 };
 
 // What a verified transfer URL grants.

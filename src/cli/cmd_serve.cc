@@ -1,6 +1,7 @@
 // `cairn serve`: the storage server.
 #include <spdlog/spdlog.h>
 
+#include <ctime>
 #include <filesystem>
 #include <iostream>
 #include <map>
@@ -51,6 +52,23 @@ http::Result<std::unique_ptr<Backend>> RegisterRoutes(http::Server& server, cons
   so.dedup_across_scopes = cfg.dedup_across_scopes;
   so.dedup_answer_max_bytes = cfg.dedup_answer_max_bytes;
   so.upload_buffers_kept = cfg.upload_buffers_kept;
+  if (cfg.transfer_mode == "presigned") {
+    const auto now = [] { return static_cast<uint64_t>(std::time(nullptr)); };
+    const auto sample = b->store->PresignedUrl(store::BlobKind::kXorb, xet::Hash{}, now(), now() + 1,
+                                               "18446744073709551615-18446744073709551615");
+    if (sample.empty())
+      return http::Error{500, "transfer_mode = presigned needs a store that presigns URLs (s3://), not " +
+                                  b->store->Describe()};
+    store::BlobStore* st = b->store.get();
+    so.presigner.url = [st, now](std::string_view xorb_hex, const cas::ByteRange& r, uint64_t expiry) {
+      const auto hash = xet::Hash::FromHex(xorb_hex);
+      const std::string tag = std::to_string(r.start) + "-" + std::to_string(r.end);
+      return hash ? st->PresignedUrl(store::BlobKind::kXorb, *hash, now(), expiry, tag) : std::string();
+    };
+    // A presigned URL's length varies only with the numbers in it: the longest sample, and room for the
+    // expiry.
+    so.presigner.max_size = sample.size() + 32;
+  }
   b->service = std::make_unique<cas::CasService>(*b->index, *b->store, *b->pool, so);
   api::RegisterCasRoutes(server, *b->service, {.max_concurrent_uploads = cfg.max_concurrent_uploads});
 

@@ -128,6 +128,15 @@ class BlobStore {
   // Removes a blob durably. Returns whether one was there (deleting an unknown blob is not an error).
   virtual xet::Result<bool> Delete(BlobKind kind, const xet::Hash& hash) = 0;
 
+  // A URL that lets anyone GET the whole blob until `expiry_unix` without credentials, straight from the
+  // store (an S3 presigned URL); empty where the store has none (local disk). `tag` is signed into the URL
+  // and otherwise ignored: different tags give different URLs for the same blob. Thread-safe, contacts
+  // nothing.
+  virtual std::string PresignedUrl(BlobKind /*kind*/, const xet::Hash& /*hash*/, uint64_t /*now_unix*/,
+                                   uint64_t /*expiry_unix*/, std::string_view /*tag*/) const {
+    return {};
+  }
+
   // Whether the store answers now (readiness): kUnavailable or kIo when it does not.
   virtual xet::Status Ping() { return xet::Ok{}; }
   // Where the blobs are, for messages and logs ("file:/srv/cairn/blobs", "s3://bucket at http://..."),

@@ -360,7 +360,7 @@ void Hmac(std::span<const uint8_t> key, std::string_view data, uint8_t out[32]) 
 }  // namespace
 
 std::string PresignGet(const S3Client& client, std::string_view key, uint64_t now_unix,
-                       uint64_t expires_seconds) {
+                       uint64_t expires_seconds, std::string_view tag) {
   const S3Options& o = client.options();
   const auto t = static_cast<time_t>(now_unix);
   std::tm tm{};
@@ -386,6 +386,7 @@ std::string PresignGet(const S3Client& client, std::string_view key, uint64_t no
       {"X-Amz-SignedHeaders", "host"},
   };
   if (!o.session_token.empty()) params.emplace_back("X-Amz-Security-Token", o.session_token);
+  if (!tag.empty()) params.emplace_back("x-cairn-tag", std::string(tag));
   const std::string query = S3QueryString(params);
   const std::string canonical =
       "GET\n" + path + "\n" + query + "\nhost:" + host + "\n\nhost\nUNSIGNED-PAYLOAD";
@@ -393,13 +394,25 @@ std::string PresignGet(const S3Client& client, std::string_view key, uint64_t no
   Sha256(canonical, digest);
   const std::string to_sign = "AWS4-HMAC-SHA256\n" + std::string(stamp) + "\n" + scope + "\n" + Hex(digest);
 
-  const std::string secret = "AWS4" + o.secret_key;
-  uint8_t k1[32], k2[32], k3[32], k4[32], sig[32];
-  Hmac({reinterpret_cast<const uint8_t*>(secret.data()), secret.size()}, date, k1);
-  Hmac(k1, o.region, k2);
-  Hmac(k2, "s3", k3);
-  Hmac(k3, "aws4_request", k4);
-  Hmac(k4, to_sign, sig);
+  // The signing key depends on the day alone: derived once per thread and day (four HMACs saved per URL).
+  struct DayKey {
+    const S3Client* client = nullptr;
+    char date[9] = {};
+    uint8_t key[32] = {};
+  };
+  thread_local DayKey day;
+  if (day.client != &client || std::memcmp(day.date, date, sizeof date) != 0) {
+    const std::string secret = "AWS4" + o.secret_key;
+    uint8_t k1[32], k2[32], k3[32];
+    Hmac({reinterpret_cast<const uint8_t*>(secret.data()), secret.size()}, date, k1);
+    Hmac(k1, o.region, k2);
+    Hmac(k2, "s3", k3);
+    Hmac(k3, "aws4_request", day.key);
+    day.client = &client;
+    std::memcpy(day.date, date, sizeof date);
+  }
+  uint8_t sig[32];
+  Hmac(day.key, to_sign, sig);
   return url + "?" + query + "&X-Amz-Signature=" + Hex(sig);
 }
 

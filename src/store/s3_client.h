@@ -116,8 +116,10 @@ class S3Client {
 };
 
 // SigV4 presigning of a GET (query-string authentication): curl signs headers only, so this is the one place
-// that computes a signature itself. The URL grants a GET of the whole object until it expires.
+// that computes a signature itself. The URL grants a GET of the whole object until it expires. `tag`, when
+// not empty, is signed into the URL as the parameter x-cairn-tag (the store ignores it): URLs for different
+// ranges of one object then differ, as clients that key their download plans by URL need.
 std::string PresignGet(const S3Client& client, std::string_view key, uint64_t now_unix,
-                       uint64_t expires_seconds);
+                       uint64_t expires_seconds, std::string_view tag = {});
 
 }  // namespace cairn::store

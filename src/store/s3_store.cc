@@ -56,6 +56,12 @@ xet::Result<std::unique_ptr<S3Store>> S3Store::Open(S3StoreOptions options) {
   return store;
 }
 
+std::string S3Store::PresignedUrl(BlobKind kind, const xet::Hash& hash, uint64_t now_unix,
+                                  uint64_t expiry_unix, std::string_view tag) const {
+  return PresignGet(*client_, KeyOf(kind, hash), now_unix,
+                    expiry_unix > now_unix ? expiry_unix - now_unix : 1, tag);
+}
+
 xet::Status S3Store::Ping() {
   S3Request req;
   req.method = "HEAD";

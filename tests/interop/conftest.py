@@ -86,6 +86,7 @@ BACKENDS = {
     "sqlite": ("sqlite", "file", None),           # the one-box default: SQLite and a local data directory
     "postgres": ("postgres", "file", None),       # PostgreSQL, blobs still local
     "s3": ("postgres", "s3", "proxy"),            # PostgreSQL + SeaweedFS, bytes served through the node
+    "s3-presigned": ("postgres", "s3", "presigned"),  # ... bytes from SeaweedFS straight to the client
 }
 
 
