@@ -314,6 +314,16 @@ class PostgresServer:
             self.proc = None
 
 
+EMPTY_SHA256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+
+
+def xet_hex(raw_hex: str) -> str:
+    """Xet's hex form of a hash from the hex of its 32 bytes (as the index stores them): each 8-byte word
+    little-endian."""
+    b = bytes.fromhex(raw_hex)
+    return "".join(b[w * 8:(w + 1) * 8][::-1].hex() for w in range(4))
+
+
 class SeaweedServer:
     """A private SeaweedFS server run by cairn-test-seaweedfs (see its source): one S3 endpoint with made-up
     keys, buckets on demand, stop and start for outage tests, everything removed at close()."""
@@ -342,6 +352,30 @@ class SeaweedServer:
 
     def create_bucket(self, name: str) -> None:
         self.command(f"bucket {name}")
+
+    def list_keys(self, bucket: str, prefix: str) -> set[str]:
+        """Every object key under `prefix` (ListObjectsV2, signed by curl as cairn signs)."""
+        import re
+        import urllib.parse
+
+        keys: set[str] = set()
+        token = ""
+        while True:
+            query = {"list-type": "2", "prefix": prefix}
+            if token:
+                query["continuation-token"] = token
+            qs = "&".join(f"{k}={urllib.parse.quote(v, safe='-_.~')}" for k, v in sorted(query.items()))
+            r = subprocess.run(
+                ["curl", "-sS", "--fail", "--aws-sigv4", "aws:amz:us-east-1:s3", "--user",
+                 f"{self.access_key}:{self.secret_key}", "-H", "x-amz-content-sha256: " + EMPTY_SHA256,
+                 f"{self.endpoint}/{bucket}?{qs}"], capture_output=True, text=True, timeout=60)
+            if r.returncode != 0:
+                fail(f"listing s3://{bucket}/{prefix}: {r.stderr}")
+            keys |= set(re.findall(r"<Key>([^<]*)</Key>", r.stdout))
+            m = re.search(r"<NextContinuationToken>([^<]*)</NextContinuationToken>", r.stdout)
+            if "<IsTruncated>true</IsTruncated>" not in r.stdout or not m:
+                return keys
+            token = m.group(1)
 
     def env(self, store_url: str) -> dict:
         """The settings of a cairn node storing its blobs at `store_url` on this server."""
@@ -520,13 +554,16 @@ class HubJs:
 # ---------------------------------------------------------------------------------------------- a delaying proxy
 
 
-class DelayProxy:
-    """TCP forwarder 127.0.0.1:<port> → 127.0.0.1:<target>. The first `delayed` connections hold the client's
-    first bytes (its request) for `delay` seconds before forwarding them; everything else passes straight through.
-    Used as the server's --public-url so transfer URLs (and only those) go through it."""
+class TcpForwarder:
+    """TCP forwarder 127.0.0.1:<port> → 127.0.0.1:<one of targets>, each connection to the next target in turn,
+    skipping targets that refuse (a load balancer in front of several nodes: a node killed is passed over). The
+    first `delayed` connections hold the client's first bytes (its request) for `delay` seconds before
+    forwarding them; everything else passes straight through."""
 
-    def __init__(self, target_port: int, delay: float, delayed: int = 1):
-        self.target_port = target_port
+    def __init__(self, targets: list[int], delay: float = 0.0, delayed: int = 0):
+        self.targets = list(targets)
+        self.next_target = 0
+        self.per_target = {t: 0 for t in self.targets}
         self.delay = delay
         self.delayed_left = delayed
         self.delayed_done = 0
@@ -554,10 +591,24 @@ class DelayProxy:
                     self.delayed_left -= 1
             threading.Thread(target=self._serve, args=(client, hold), daemon=True).start()
 
+    def _connect(self) -> socket.socket | None:
+        for _ in range(len(self.targets)):
+            with self.lock:
+                target = self.targets[self.next_target % len(self.targets)]
+                self.next_target += 1
+            try:
+                upstream = socket.create_connection(("127.0.0.1", target), timeout=5)
+                upstream.settimeout(None)
+            except OSError:
+                continue
+            with self.lock:
+                self.per_target[target] += 1
+            return upstream
+        return None
+
     def _serve(self, client: socket.socket, hold: bool) -> None:
-        try:
-            upstream = socket.create_connection(("127.0.0.1", self.target_port))
-        except OSError:
+        upstream = self._connect()
+        if upstream is None:
             client.close()
             return
 
@@ -593,3 +644,11 @@ class DelayProxy:
     def close(self) -> None:
         self.closed = True
         self.sock.close()
+
+
+class DelayProxy(TcpForwarder):
+    """A TcpForwarder to one target whose first `delayed` connections are held `delay` seconds. Used as the
+    server's --public-url so transfer URLs (and only those) go through it."""
+
+    def __init__(self, target_port: int, delay: float, delayed: int = 1):
+        super().__init__([target_port], delay, delayed)

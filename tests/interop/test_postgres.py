@@ -1,7 +1,7 @@
 """cairn on a shared PostgreSQL index, driven by the stock client hf_xet 1.8.0: PostgreSQL restarting in the
-middle of an upload, and two `cairn serve` nodes on one database (and, until the S3 store exists, one data
-directory for the blobs) receiving the same uploads at the same moment. The rest of the interop suite runs
-on PostgreSQL too (every test, once per index backend)."""
+middle of an upload, and two `cairn serve` nodes on one database (and one data directory or one S3 bucket for
+the blobs) receiving the same uploads at the same moment. The rest of the interop suite runs on PostgreSQL
+too (every test, once per deployment: conftest.BACKENDS)."""
 
 from __future__ import annotations
 
@@ -64,11 +64,11 @@ def test_postgres_restart_mid_upload(server, hfx, postgres, tmp_path):
         assert_same_file(tmp_path / f"back-{f.name}", f, meta[str(f)]["sha256"])
 
 
-@pytest.mark.backends("postgres")
+@pytest.mark.backends("postgres", "s3")
 def test_two_nodes_same_uploads_at_once(server, hfx, tmp_path):
-    """Two nodes share one PostgreSQL index and one data directory. The same files go to both at the same
-    moment from two clients: both succeed, each xorb and file is stored once, a token minted through one node
-    works on the other, and each node serves what the other received."""
+    """Two nodes share one PostgreSQL index and one blob store (a data directory, or a SeaweedFS bucket). The
+    same files go to both at the same moment from two clients: both succeed, each xorb and file is stored
+    once, a token minted through one node works on the other, and each node serves what the other received."""
     files = [write_random(tmp_path / f"s{i}.bin", 40 * MiB, seed=400 + i) for i in range(2)]
     a = server()
     b = server(data_dir=a.data_dir)  # the same data directory: the same database
