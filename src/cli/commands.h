@@ -68,4 +68,14 @@ struct IndexCopyOptions {
 };
 int RunIndexCopy(const IndexCopyOptions& opts);
 
+// `cairn store copy --from URL --to URL`: copy every blob to another store (file: <-> s3://), resumable,
+// every blob verified at the destination. Both sides take the s3_* settings of the configuration.
+struct StoreCopyOptions {
+  std::string config_file;
+  std::string from;
+  std::string to;
+  size_t threads = 8;
+};
+int RunStoreCopy(const StoreCopyOptions& opts);
+
 }  // namespace cairn::cli

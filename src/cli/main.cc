@@ -112,6 +112,19 @@ void AddIndex(CLI::App& app) {
   OnSelected(copy, copy_opts, RunIndexCopy);
 }
 
+void AddStore(CLI::App& app) {
+  auto* store = app.add_subcommand("store", "Manage the blob store")->require_subcommand(1);
+  auto opts = std::make_shared<StoreCopyOptions>();
+  auto* copy = store->add_subcommand(
+      "copy", "Copy every blob to another store (file: <-> s3://); run again to resume; every blob verified");
+  copy->add_option("--from", opts->from, "Source store: file:PATH or s3://BUCKET[/PREFIX]")->required();
+  copy->add_option("--to", opts->to, "Destination store (empty, or an interrupted copy)")->required();
+  copy->add_option("--config", opts->config_file,
+                   "TOML configuration with the s3_* settings (also CAIRN_CONFIG)");
+  copy->add_option("--threads", opts->threads, "Blobs copied at once (default 8)");
+  OnSelected(copy, opts, RunStoreCopy);
+}
+
 }  // namespace
 }  // namespace cairn::cli
 
@@ -127,6 +140,7 @@ int main(int argc, char** argv) {
   cairn::cli::AddServe(app);
   cairn::cli::AddToken(app);
   cairn::cli::AddIndex(app);
+  cairn::cli::AddStore(app);
   CLI11_PARSE(app, argc, argv);
   return 0;
 }

@@ -18,6 +18,7 @@
 #include "store/memory_store.h"
 #include "store/s3_store.h"
 #include "store/seaweedfs_cluster.h"
+#include "store/store_copy.h"
 
 namespace cairn::store {
 namespace {
@@ -562,6 +563,91 @@ TEST(LocalDiskStoreOpenTest, FailsOnAnUnusableRoot) {
   auto s = LocalDiskStore::Open(dir.path() / "file");
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.error().code, ErrorCode::kIo);
+}
+
+// ---- CopyStore
+
+// Blobs whose bytes follow from their hash, so a verifier can judge them.
+std::vector<uint8_t> ContentOf(const Hash& h) {
+  return Bytes(1000 + h.bytes[0] * 37, h.bytes[0]);
+}
+bool Verify(BlobKind, const Hash& h, std::span<const uint8_t> bytes) {
+  const auto want = ContentOf(h);
+  return std::equal(bytes.begin(), bytes.end(), want.begin(), want.end());
+}
+
+class StoreCopyTest : public ::testing::Test {
+ protected:
+  StoreCopyTest() {
+    for (uint8_t i = 0; i < 12; ++i) {
+      EXPECT_TRUE(
+          from_.Put(i < 9 ? BlobKind::kXorb : BlobKind::kShard, HashOf(i), ContentOf(HashOf(i))).ok());
+    }
+  }
+  StoreCopyReport Copy(BlobStore& to) {
+    auto r = CopyStore(from_, to, {.verify = Verify, .threads = 3, .progress = nullptr});
+    EXPECT_TRUE(r.ok()) << r.error().message;
+    return std::move(r).value();
+  }
+  MemoryStore from_;
+};
+
+TEST_F(StoreCopyTest, CopiesEveryBlobThenResumesWithNothingToDo) {
+  TempDir dir;
+  auto to = LocalDiskStore::Open(dir.path());
+  ASSERT_TRUE(to.ok());
+  auto first = Copy(**to);
+  ASSERT_TRUE(first.ok());
+  ASSERT_EQ(first.kinds.size(), 2u);
+  EXPECT_EQ(first.kinds[0].listed, 9u);
+  EXPECT_EQ(first.kinds[0].copied, 9u);
+  EXPECT_EQ(first.kinds[1].copied, 3u);
+  for (uint8_t i = 0; i < 12; ++i) {
+    const BlobKind kind = i < 9 ? BlobKind::kXorb : BlobKind::kShard;
+    std::vector<uint8_t> out(ContentOf(HashOf(i)).size());
+    ASSERT_TRUE((*to)->ReadRange(kind, HashOf(i), 0, out).ok());
+    EXPECT_TRUE(Verify(kind, HashOf(i), out));
+  }
+  auto again = Copy(**to);
+  EXPECT_TRUE(again.ok());
+  EXPECT_EQ(again.kinds[0].copied, 0u);
+  EXPECT_EQ(again.kinds[0].present, 9u);
+  EXPECT_EQ(again.kinds[1].present, 3u);
+}
+
+TEST_F(StoreCopyTest, InterruptedCopyResumesAndACorruptDestinationIsReplaced) {
+  MemoryStore to;
+  for (uint8_t i = 0; i < 4; ++i) ASSERT_TRUE(to.Put(BlobKind::kXorb, HashOf(i), ContentOf(HashOf(i))).ok());
+  to.OverwriteForTest(BlobKind::kXorb, HashOf(2), {1, 2, 3});  // torn at the destination
+  auto r = Copy(to);
+  EXPECT_TRUE(r.ok());
+  EXPECT_EQ(r.kinds[0].present, 3u);
+  EXPECT_EQ(r.kinds[0].copied, 6u);
+  std::vector<uint8_t> out(ContentOf(HashOf(2)).size());
+  ASSERT_TRUE(to.ReadRange(BlobKind::kXorb, HashOf(2), 0, out).ok());
+  EXPECT_TRUE(Verify(BlobKind::kXorb, HashOf(2), out));
+}
+
+TEST_F(StoreCopyTest, ACorruptSourceBlobIsReportedNotCopied) {
+  from_.OverwriteForTest(BlobKind::kXorb, HashOf(5), ContentOf(HashOf(6)));
+  MemoryStore to;
+  auto r = Copy(to);
+  EXPECT_FALSE(r.ok());
+  ASSERT_EQ(r.kinds[0].failed.size(), 1u);
+  EXPECT_TRUE(r.kinds[0].failed[0].starts_with(HashOf(5).hex())) << r.kinds[0].failed[0];
+  EXPECT_EQ(r.kinds[0].copied, 8u);
+  EXPECT_FALSE(to.Stat(BlobKind::kXorb, HashOf(5))->exists);
+}
+
+TEST_F(StoreCopyTest, MovesToS3AndBack) {
+  S3Factory s3;
+  auto remote = s3.Make();
+  EXPECT_TRUE(Copy(*remote).ok());
+  MemoryStore back;
+  auto r = CopyStore(*remote, back, {.verify = Verify, .threads = 2, .progress = nullptr});
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_TRUE(r->ok());
+  EXPECT_EQ(r->kinds[0].copied + r->kinds[1].copied, 12u);
 }
 
 }  // namespace

@@ -178,3 +178,26 @@ def test_store_outage_during_uploads_and_downloads(server, hfx, seaweedfs, tmp_p
     for name, (m, original) in uploaded.items():
         assert_same_file(tmp_path / f"back-{name}", original, m["sha256"])
     assert http("GET", f"{srv.url}/readyz").status == 200
+
+
+@pytest.mark.backends("sqlite")
+def test_one_box_moves_its_blobs_to_s3(server, hfx, seaweedfs, cairn_bin, tmp_path):
+    """`cairn store copy` moves a one-box deployment's blobs from its data directory to a bucket, verified;
+    a second run has nothing left to copy; a node on the same index and the bucket serves every file."""
+    files = [write_random(tmp_path / f"m{i}.bin", 6 * MiB + i, seed=800 + i) for i in range(2)]
+    local = server()
+    tok = local.token(SCOPE, write=True)
+    up = hfx.upload(local.url, tok, files).result["files"]
+    uploaded = {f.name: (next(m for m in up if m["path"] == str(f)), f) for f in files}
+    local.stop()
+    target = f"s3://interop/moved-{local.port}/"
+    env = {k: v for k, v in seaweedfs.env(target).items() if k != "CAIRN_STORE"}
+    cmd = [cairn_bin, "store", "copy", "--from", f"file:{local.data_dir / 'blobs'}", "--to", target]
+    runs = [subprocess.run(cmd, capture_output=True, text=True, timeout=300, env={"PATH": "/usr/bin:/bin", **env})
+            for _ in range(2)]
+    for r in runs:
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert "verified:" in r.stdout, r.stdout
+    assert ", 0 already there" in runs[0].stdout and "(0 copied now" in runs[1].stdout, runs[0].stdout + runs[1].stdout
+    moved = server(data_dir=local.data_dir, env=seaweedfs.env(target))
+    _download_all(hfx, moved, tok, uploaded, tmp_path, "moved")
