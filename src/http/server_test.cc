@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -45,6 +46,24 @@ class EchoSink : public BodySink {
  private:
   std::string got_;
   size_t pieces_ = 0;
+};
+
+// Bytes read with blocking calls (as from an object store), failing from `fail_at` on.
+class StringSource final : public ByteSource {
+ public:
+  StringSource(std::string data, uint64_t fail_at) : data_(std::move(data)), fail_at_(fail_at) {}
+  Status ReadAt(uint64_t offset, std::span<uint8_t> out) const override {
+    if (offset + out.size() > fail_at_) return Error{503, "the store went away"};
+    std::memcpy(out.data(), data_.data() + offset, out.size());
+    ++reads_;
+    return Ok{};
+  }
+  int reads() const { return reads_.load(); }
+
+ private:
+  std::string data_;
+  uint64_t fail_at_;
+  mutable std::atomic<int> reads_{0};
 };
 
 class ServerTest : public ::testing::Test {
@@ -114,6 +133,18 @@ class ServerTest : public ::testing::Test {
       }
       ex->Respond(RangeResponse(*file, 0, size, ranges, "application/octet-stream"));
     });
+    source_data_ = RandomBytes(10 << 20, 9);
+    for (const auto& [path, fail_at] : {std::pair<std::string, uint64_t>{"/source", UINT64_MAX},
+                                        std::pair<std::string, uint64_t>{"/broken-source", 5 << 20}}) {
+      auto source = std::make_shared<const StringSource>(source_data_, fail_at);
+      r.Handle(
+          Verb::get, path, {}, [source, size = source_data_.size()](const std::shared_ptr<Exchange>& ex) {
+            std::vector<ByteRange> ranges;
+            if (auto h = ex->request().Header("Range"); !h.empty()) ranges = *ParseRange(h, size);
+            ex->Respond(
+                RangeResponse(std::shared_ptr<const ByteSource>(source), size, ranges, "application/x-test"));
+          });
+    }
     r.Handle(Verb::get, "/read", RouteOptions().Auth(Permission::kRead),
              [](const std::shared_ptr<Exchange>& ex) {
                ex->Respond(Response::Text(200, ex->request().principal->scope));
@@ -131,7 +162,7 @@ class ServerTest : public ::testing::Test {
 
   std::unique_ptr<Server> server_;
   uint16_t port_ = 0;
-  std::string file_path_, file_data_;
+  std::string file_path_, file_data_, source_data_;
 };
 
 TEST_F(ServerTest, HealthzAndRequestId) {
@@ -293,6 +324,45 @@ TEST_F(ServerTest, FileRanges) {
 
   req.set(bhttp::field::range, "bytes=99999999-");
   EXPECT_EQ(c.Send(req).result_int(), 416u);
+}
+
+// A body read through a ByteSource (a store without files) arrives whole, in blocks read ahead of the socket,
+// whole or in ranges, multipart included; a source failing after the header cuts the response short (the
+// client sees the connection close before Content-Length bytes, never a wrong byte).
+TEST_F(ServerTest, SourceRanges) {
+  Client c(port_);
+  auto whole = c.Get("/source");
+  ASSERT_EQ(whole.result_int(), 200u);
+  EXPECT_EQ(whole[bhttp::field::content_type], "application/x-test");
+  EXPECT_TRUE(whole.body() == source_data_);
+
+  bhttp::request<bhttp::string_body> req{bhttp::verb::get, "/source", 11};
+  req.set(bhttp::field::range, "bytes=4194300-8388700");
+  auto one = c.Send(req);
+  ASSERT_EQ(one.result_int(), 206u);
+  EXPECT_TRUE(one.body() == source_data_.substr(4194300, 8388700 - 4194300 + 1));
+
+  req.set(bhttp::field::range, "bytes=0-0,9000000-9000099");
+  auto multi = c.Send(req);
+  ASSERT_EQ(multi.result_int(), 206u);
+  EXPECT_NE(multi.body().find(source_data_.substr(9000000, 100)), std::string::npos);
+  EXPECT_NE(multi.body().find("Content-Range: bytes 0-0/" + std::to_string(source_data_.size())),
+            std::string::npos);
+
+  auto head = c.Head("/source");  // the header alone, with the body's length
+  EXPECT_EQ(head[bhttp::field::content_length], std::to_string(source_data_.size()));
+
+  Client broken(port_);
+  broken.WriteRaw("GET /broken-source HTTP/1.1\r\nHost: x\r\n\r\n");
+  bhttp::response_parser<bhttp::string_body> parser;
+  parser.body_limit(1ull << 30);
+  boost::beast::flat_buffer buf;
+  boost::beast::error_code ec;
+  bhttp::read(broken.socket(), buf, parser, ec);
+  EXPECT_TRUE(ec) << "a response cut short must not look complete";
+  EXPECT_TRUE(parser.is_header_done());
+  EXPECT_LT(parser.get().body().size(), source_data_.size());
+  EXPECT_TRUE(source_data_.starts_with(parser.get().body()));
 }
 
 TEST_F(ServerTest, Auth) {

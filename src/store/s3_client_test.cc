@@ -2,7 +2,18 @@
 // checked against the example of AWS's own documentation ("Authenticating Requests: Using Query Parameters").
 #include "store/s3_client.h"
 
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <deque>
+#include <mutex>
+#include <thread>
+
+#include "common/loopback_port.h"
 
 namespace cairn::store {
 namespace {
@@ -77,6 +88,141 @@ TEST(S3ClientTest, RefusesOptionsItCannotUse) {
   auto e = S3Client::Create(o);
   ASSERT_FALSE(e.ok());
   EXPECT_NE(e.error().message.find("AWS_SECRET_ACCESS_KEY"), std::string::npos);
+}
+
+// A scripted HTTP server for fault injection (SeaweedFS cannot be told to answer 503): answers each request
+// with the next status of its script (then 200), keeping connections alive, and counts what it got.
+class ScriptedServer {
+ public:
+  explicit ScriptedServer(std::deque<int> script) : script_(std::move(script)) {
+    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof addr;
+    EXPECT_EQ(::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+    EXPECT_EQ(::listen(fd_, 16), 0);
+    ::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len);
+    port_ = ntohs(addr.sin_port);
+    thread_ = std::thread([this] { Run(); });
+  }
+  ~ScriptedServer() {
+    stop_ = true;
+    ::shutdown(fd_, SHUT_RDWR);
+    ::close(fd_);
+    thread_.join();
+  }
+  std::string endpoint() const { return "http://127.0.0.1:" + std::to_string(port_); }
+  int requests() const { return requests_.load(); }
+
+ private:
+  void Run() {
+    while (!stop_) {
+      const int c = ::accept(fd_, nullptr, nullptr);
+      if (c < 0) return;
+      std::string buf;
+      char chunk[65536];
+      for (;;) {
+        const size_t head_end = buf.find("\r\n\r\n");
+        if (head_end != std::string::npos) {
+          size_t body = 0;
+          const size_t cl = buf.find("Content-Length: ");
+          if (cl != std::string::npos && cl < head_end) body = std::stoul(buf.substr(cl + 16));
+          if (buf.size() >= head_end + 4 + body) {
+            buf.erase(0, head_end + 4 + body);
+            ++requests_;
+            int status = 200;
+            {
+              std::lock_guard lock(mu_);
+              if (!script_.empty()) {
+                status = script_.front();
+                script_.pop_front();
+              }
+            }
+            const std::string answer =
+                "HTTP/1.1 " + std::to_string(status) + " X\r\nContent-Length: 0\r\nETag: \"e\"\r\n\r\n";
+            if (::send(c, answer.data(), answer.size(), MSG_NOSIGNAL) < 0) break;
+            continue;
+          }
+        }
+        const ssize_t n = ::recv(c, chunk, sizeof chunk, 0);
+        if (n <= 0) break;
+        buf.append(chunk, static_cast<size_t>(n));
+      }
+      ::close(c);
+    }
+  }
+
+  int fd_ = -1;
+  uint16_t port_ = 0;
+  std::mutex mu_;
+  std::deque<int> script_;
+  std::atomic<int> requests_{0};
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+S3Options Against(const std::string& endpoint) {
+  S3Options o = AwsExample();
+  o.endpoint = endpoint;
+  o.path_style = true;
+  o.backoff_base = std::chrono::milliseconds(1);
+  o.backoff_cap = std::chrono::milliseconds(5);
+  return o;
+}
+
+TEST(S3ClientRetryTest, ThrottlingAndServerErrorsAreRetriedThenAnswered) {
+  ScriptedServer store({503, 500, 429});
+  auto client = S3Client::Create(Against(store.endpoint()));
+  ASSERT_TRUE(client.ok());
+  const std::vector<uint8_t> body(1000, 7);
+  S3Request put;
+  put.method = "PUT";
+  put.key = "k";
+  put.body = body;
+  auto res = (*client)->Send(put);
+  ASSERT_TRUE(res.ok()) << res.error().message;
+  EXPECT_EQ(res->status, 200);
+  EXPECT_EQ(store.requests(), 4);  // three refusals, each body sent again whole, then the success
+}
+
+TEST(S3ClientRetryTest, AStoreThatKeepsFailingIsUnavailable) {
+  ScriptedServer store({503, 503, 503, 503, 503, 503});
+  auto o = Against(store.endpoint());
+  o.max_attempts = 4;
+  auto client = S3Client::Create(o);
+  ASSERT_TRUE(client.ok());
+  S3Request head;
+  head.method = "HEAD";
+  head.key = "k";
+  auto res = (*client)->Send(head);
+  ASSERT_FALSE(res.ok());
+  EXPECT_EQ(res.error().code, xet::ErrorCode::kUnavailable);
+  EXPECT_NE(res.error().message.find("4 times"), std::string::npos) << res.error().message;
+  EXPECT_EQ(store.requests(), 4);
+}
+
+TEST(S3ClientRetryTest, ClientErrorsAreAnsweredAtOnce) {
+  ScriptedServer store({404, 403});
+  auto client = S3Client::Create(Against(store.endpoint()));
+  ASSERT_TRUE(client.ok());
+  S3Request get;
+  get.key = "k";
+  EXPECT_EQ((*client)->Send(get)->status, 404);
+  EXPECT_EQ((*client)->Send(get)->status, 403);
+  EXPECT_EQ(store.requests(), 2);
+}
+
+TEST(S3ClientRetryTest, NoServerIsUnavailable) {
+  auto port = FreeLoopbackPort();
+  ASSERT_TRUE(port.has_value());
+  auto client = S3Client::Create(Against("http://127.0.0.1:" + std::to_string(*port)));
+  ASSERT_TRUE(client.ok());
+  S3Request get;
+  get.key = "k";
+  auto res = (*client)->Send(get);
+  ASSERT_FALSE(res.ok());
+  EXPECT_EQ(res.error().code, xet::ErrorCode::kUnavailable);
 }
 
 }  // namespace

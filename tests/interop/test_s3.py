@@ -201,3 +201,20 @@ def test_one_box_moves_its_blobs_to_s3(server, hfx, seaweedfs, cairn_bin, tmp_pa
     assert ", 0 already there" in runs[0].stdout and "(0 copied now" in runs[1].stdout, runs[0].stdout + runs[1].stdout
     moved = server(data_dir=local.data_dir, env=seaweedfs.env(target))
     _download_all(hfx, moved, tok, uploaded, tmp_path, "moved")
+
+
+def test_missing_bucket_or_bad_credentials_is_one_clear_error(cairn_bin, seaweedfs, tmp_path):
+    """`cairn serve` refuses to start on a store it cannot use, with one line naming the setting and the cause
+    (never the secret key), exit 1."""
+    cases = [("missing bucket", seaweedfs.env("s3://no-such-bucket/x/"), "does not exist"),
+             ("bad credentials", {**seaweedfs.env("s3://interop/x/"), "AWS_SECRET_ACCESS_KEY": "wrong-secret-0123"},
+              "access denied"),
+             ("no credentials", {k: v for k, v in seaweedfs.env("s3://interop/x/").items()
+                                 if not k.startswith("AWS_")}, "AWS_ACCESS_KEY_ID")]
+    for name, env, words in cases:
+        r = subprocess.run([cairn_bin, "serve", "--data", str(tmp_path / "d"), "--listen", "127.0.0.1:0"],
+                           capture_output=True, text=True, timeout=60, env={"PATH": "/usr/bin:/bin", **env})
+        assert r.returncode == 1, (name, r)
+        assert "CAIRN_STORE" in r.stderr and words in r.stderr, (name, r.stderr)
+        assert len(r.stderr.strip().splitlines()) == 1, (name, r.stderr)
+        assert "wrong-secret-0123" not in r.stderr + r.stdout and seaweedfs.secret_key not in r.stderr, name
