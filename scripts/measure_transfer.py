@@ -1,8 +1,12 @@
 #!/usr/bin/env python3
 """Upload and download throughput of the stock hf_xet client against a real `cairn serve` on this machine.
 
-    make measure-transfer                       # 1 GiB of random bytes
+    make measure-transfer                       # 1 GiB of random bytes, SQLite + local disk
     .venv/bin/python scripts/measure_transfer.py --size-mib 256 --bin build/release/src/cli/cairn
+    .venv/bin/python scripts/measure_transfer.py --deployment local,s3,s3-presigned   # one run, side by side
+
+Deployments: `local` (SQLite + the data directory), `s3` (PostgreSQL + SeaweedFS, both private servers started
+here, bytes served through the node) and `s3-presigned` (the same, presigned S3 URLs). One JSON line each.
 
 Writes random (incompressible) data, uploads it with hf_xet 1.8.0 (a fresh client cache, the stock defaults),
 downloads it into a new file, checks the bytes, and prints MB/s each way (wall time of the client process,
@@ -24,7 +28,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests" / "interop"))
 
-from interop_util import MiB, CairnServer, HfXet, assert_same_file, write_random  # noqa: E402
+from interop_util import (  # noqa: E402
+    MiB, CairnServer, HfXet, PostgresServer, SeaweedServer, assert_same_file, write_random,
+)
 
 
 def peak_rss_mib(pid: int) -> float:
@@ -38,23 +44,13 @@ def reset_peak_rss(pid: int) -> None:
     Path(f"/proc/{pid}/clear_refs").write_text("5")  # 5: reset the peak resident set size
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--size-mib", type=int, default=1024)
-    ap.add_argument("--bin", default=str(REPO / "build/release/src/cli/cairn"))
-    ap.add_argument("--python", default=str(REPO / ".venv/bin/python"))
-    ap.add_argument("--keep", action="store_true", help="keep the working directory")
-    args = ap.parse_args()
-
-    (REPO / "build").mkdir(exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix="measure-transfer-", dir=REPO / "build"))
-    srv = CairnServer(args.bin, work / "data", work / "server.log")
+def measure(args, work: Path, name: str, env: dict, src: Path) -> dict:
+    srv = CairnServer(args.bin, work / f"data-{name}", work / f"server-{name}.log", env=env)
     try:
-        size = args.size_mib * MiB
-        src = write_random(work / "random.bin", size, seed=2026)
+        size = src.stat().st_size
         srv.start()
         token = srv.token("measure/transfer", write=True)
-        hfx = HfXet(args.python, work / "hf")
+        hfx = HfXet(args.python, work / f"hf-{name}")
 
         reset_peak_rss(srv.proc.pid)
         t0 = time.monotonic()
@@ -64,14 +60,16 @@ def main() -> int:
         meta = up.result["files"][0]
 
         reset_peak_rss(srv.proc.pid)
-        dest = work / "downloaded.bin"
+        dest = work / f"downloaded-{name}.bin"
         t0 = time.monotonic()
         hfx.download(srv.url, token, [(meta["hash"], meta["size"], dest)], timeout=3600)
         download_s = time.monotonic() - t0
         download_rss = peak_rss_mib(srv.proc.pid)
         assert_same_file(dest, src, meta["sha256"])
-
-        result = {
+        dest.unlink()
+        srv.stop()
+        return {
+            "deployment": name,
             "size_mib": args.size_mib,
             "upload_s": round(upload_s, 2),
             "upload_MBps": round(size / 1e6 / upload_s, 1),
@@ -81,12 +79,46 @@ def main() -> int:
             "download_server_peak_rss_mib": round(download_rss, 1),
             "xorb_bytes_uploaded": up.result["dedup"]["xorb_bytes_uploaded"],
         }
-        print(json.dumps(result))
-        srv.stop()
-        return 0
     finally:
         if srv.proc is not None:
             srv.kill()
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--size-mib", type=int, default=1024)
+    ap.add_argument("--bin", default=str(REPO / "build/release/src/cli/cairn"))
+    ap.add_argument("--python", default=str(REPO / ".venv/bin/python"))
+    ap.add_argument("--deployment", default="local", help="comma-separated: local, s3, s3-presigned")
+    ap.add_argument("--keep", action="store_true", help="keep the working directory")
+    args = ap.parse_args()
+    names = [n for n in args.deployment.split(",") if n]
+    unknown = set(names) - {"local", "s3", "s3-presigned"}
+    if unknown:
+        ap.error(f"unknown deployment(s) {sorted(unknown)}")
+
+    (REPO / "build").mkdir(exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="measure-transfer-", dir=REPO / "build"))
+    tools = Path(args.bin).resolve().parents[1]
+    pg = sw = None
+    try:
+        src = write_random(work / "random.bin", args.size_mib * MiB, seed=2026)
+        for name in names:
+            env = {}
+            if name.startswith("s3"):
+                if pg is None:
+                    pg = PostgresServer(str(tools / "index" / "cairn-test-postgres")).start()
+                    sw = SeaweedServer(str(tools / "store" / "cairn-test-seaweedfs")).start()
+                    sw.create_bucket("measure")
+                db = pg.create_database()
+                env = {**sw.env(f"s3://measure/{db.rsplit('/', 1)[1]}/"), "CAIRN_INDEX": db,
+                       "CAIRN_TRANSFER_MODE": "presigned" if name == "s3-presigned" else "proxy"}
+            print(json.dumps(measure(args, work, name, env, src)), flush=True)
+        return 0
+    finally:
+        for service in (sw, pg):
+            if service is not None:
+                service.close()
         if args.keep:
             print(f"kept {work}", file=sys.stderr)
         else:

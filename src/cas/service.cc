@@ -148,7 +148,7 @@ xet::Result<std::shared_ptr<const std::vector<FileTermRef>>> CasService::Visible
 
 XorbUpload::XorbUpload(CasService& service, const xet::XorbHash& hash,
                        std::unique_ptr<store::BlobWriter> writer, std::unique_ptr<BufferPool::Buffer> body)
-    : service_(service), hash_(hash), writer_(std::move(writer)), body_(std::move(body)) {
+    : service_(service), hash_(hash), body_(std::move(body)), writer_(std::move(writer)) {
   if (writer_ == nullptr) return;
   flusher_ = writer_->NewFlusher();
   write_thread_ = std::thread([this] { WriteLoop(); });
@@ -203,7 +203,7 @@ void XorbUpload::WriteLoop() {
       if (received_ == done) break;  // ended, all written
       upto = received_;
     }
-    st = writer_->Append({body_->data() + done, upto - done});
+    st = writer_->AppendStable({body_->data() + done, upto - done});  // body_ outlives writer_
     if (!st) break;
     done = upto;
     {
@@ -322,7 +322,7 @@ xet::Result<bool> CasService::FinishXorb(XorbUpload& upload) {
     auto again = store_.BeginPut(store::BlobKind::kXorb, upload.hash_);
     if (!again) return again.error();
     writer = std::move(*again);
-    if (auto s = writer->Append(body.first(validated->chunk_region_size)); !s) return s.error();
+    if (auto s = writer->AppendStable(body.first(validated->chunk_region_size)); !s) return s.error();
   }
   std::vector<uint8_t> footer;
   xet::AppendFooterV1(footer, validated->hash, validated->layout);

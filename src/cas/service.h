@@ -96,9 +96,10 @@ class XorbUpload {
 
   CasService& service_;
   xet::XorbHash hash_;
+  // Declared before the writer, so that it outlives it: the writer may send from it (AppendStable).
+  std::unique_ptr<BufferPool::Buffer> body_;     // kMaxXorbUploadBytes
   std::unique_ptr<store::BlobWriter> writer_;    // null when the xorb is stored already
   std::unique_ptr<store::BlobFlusher> flusher_;  // null when the store flushes at Commit only
-  std::unique_ptr<BufferPool::Buffer> body_;     // kMaxXorbUploadBytes
   size_t size_ = 0;                              // bytes appended (written by the caller only)
 
   // Shared with the threads.

@@ -38,6 +38,7 @@ xet::Result<std::unique_ptr<store::BlobStore>> OpenConfiguredStore(const config:
   options.s3.session_token = cfg.s3_session_token;
   options.s3.max_connections = cfg.s3_max_connections;
   options.s3_part_bytes = cfg.s3_part_size;
+  options.s3_public_endpoint = cfg.s3_public_endpoint;
   auto st = store::OpenStore(cfg.store, options);
   if (!st) {
     return xet::Error{st.error().code, "store " + cfg.store +

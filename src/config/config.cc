@@ -128,6 +128,13 @@ const std::vector<Field>& Fields() {
          c.s3_endpoint = std::string(v);
          return xet::Ok{};
        }},
+      {"s3_public_endpoint",
+       [](Config& c, std::string_view v) -> xet::Status {
+         if (!v.starts_with("http://") && !v.starts_with("https://"))
+           return xet::Malformed("must start with http:// or https://");
+         c.s3_public_endpoint = std::string(v);
+         return xet::Ok{};
+       }},
       {"s3_region", StringSetter(&Config::s3_region)},
       {"s3_path_style", BoolSetter(&Config::s3_path_style)},
       {"s3_access_key_id", StringSetter(&Config::s3_access_key_id)},

@@ -34,13 +34,19 @@ struct Config {
   std::string store;
   std::string s3_endpoint;  // scheme://host[:port]; default https://s3.<region>.amazonaws.com
   std::string s3_region = "us-east-1";
+  // Where clients reach the store, for presigned URLs, when it differs from s3_endpoint (an internal
+  // address).
+  std::string s3_public_endpoint;
   bool s3_path_style = false;  // endpoint/bucket/key (SeaweedFS, MinIO, Ceph) instead of bucket.endpoint/key
   // Credentials; when unset, AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY / AWS_SESSION_TOKEN.
   std::string s3_access_key_id;
   std::string s3_secret_access_key;
   std::string s3_session_token;
-  size_t s3_max_connections = 64;     // connections to the store (requests in flight) per node
-  size_t s3_part_size = 16ULL << 20;  // larger blobs go up as multipart uploads of parts this large
+  size_t s3_max_connections = 64;  // connections to the store (requests in flight) per node
+  // Blobs up to this size are one PUT (every xorb and shard, by default); larger ones multipart uploads of
+  // parts this large, sent as the bytes arrive (16MiB suits a distant store: the upload to it overlaps the
+  // client's).
+  size_t s3_part_size = 128ULL << 20;
   // How reconstruction answers send clients to the bytes on S3: "proxy" (signed URLs of this node, which
   // reads from the store) or "presigned" (presigned S3 URLs: bytes go from the store to the client directly).
   std::string transfer_mode = "proxy";

@@ -533,10 +533,10 @@ class Session : public detail::Connection, public std::enable_shared_from_this<S
     for (auto& part : r.body) {
       if (auto* s = std::get_if<std::string>(&part)) {
         Queue(std::move(*s));
-      } else if (const auto* f = std::get_if<FileSegment>(&part); f != nullptr && f->length > 0) {
-        out_.push_back(std::move(part));
-      } else if (const auto* src = std::get_if<SourceSegment>(&part); src != nullptr && src->length > 0) {
-        out_.push_back(std::move(part));
+      } else {
+        const uint64_t n = std::holds_alternative<FileSegment>(part) ? std::get<FileSegment>(part).length
+                                                                     : std::get<SourceSegment>(part).length;
+        if (n > 0) out_.push_back(std::move(part));
       }
     }
     out_complete_ = true;

@@ -12,7 +12,7 @@ xet::Result<PutOutcome> BlobStore::Put(BlobKind kind, const xet::Hash& hash,
   auto writer = BeginPut(kind, hash);
   if (!writer.ok()) return writer.error();
   for (const auto& piece : pieces) {
-    if (auto st = (*writer)->Append(piece); !st.ok()) return st.error();
+    if (auto st = (*writer)->AppendStable(piece); !st.ok()) return st.error();  // alive until we return
   }
   return (*writer)->Commit(options);
 }

@@ -82,6 +82,9 @@ class BlobWriter {
 
   // Appends `data`. After a failure the writer is unusable: only destruction (= abort) remains.
   virtual xet::Status Append(std::span<const uint8_t> data) = 0;
+  // Appends `data` that the caller keeps valid and unchanged until Commit has returned or the writer is
+  // destroyed: a store may then send it from the caller's memory instead of copying it (S3). Same failures.
+  virtual xet::Status AppendStable(std::span<const uint8_t> data) { return Append(data); }
   // A flusher for this put (see BlobFlusher), or null when the store cannot flush early or gains nothing
   // by it (Commit alone is always enough). Call it before the first Append; it must not outlive the writer.
   virtual std::unique_ptr<BlobFlusher> NewFlusher() { return nullptr; }

@@ -39,6 +39,7 @@ xet::Result<std::unique_ptr<BlobStore>> OpenStore(std::string_view url, const Op
   s3.s3.bucket = where->bucket;
   s3.prefix = where->prefix;
   s3.part_bytes = options.s3_part_bytes;
+  s3.public_endpoint = options.s3_public_endpoint;
   auto remote = S3Store::Open(std::move(s3));
   if (!remote) return remote.error();
   return std::unique_ptr<BlobStore>(std::move(*remote));

@@ -25,7 +25,8 @@ xet::Result<StoreLocation> ParseStoreUrl(std::string_view url);
 
 struct OpenStoreOptions {
   S3Options s3;  // for s3:// (its bucket is taken from the URL)
-  size_t s3_part_bytes = 16ULL << 20;
+  size_t s3_part_bytes = 128ULL << 20;
+  std::string s3_public_endpoint;  // presigned URLs name this endpoint instead of s3.endpoint (when set)
 };
 
 // Opens the store at `url`: creates a local directory as needed; checks that an S3 bucket answers with the

@@ -170,6 +170,31 @@ size_t OnHeader(char* data, size_t size, size_t n, void* user) {
   return size * n;
 }
 
+// A multi-piece body, read in order by curl's read callback.
+struct PieceReader {
+  const std::vector<std::span<const uint8_t>>& pieces;
+  size_t piece = 0;
+  size_t offset = 0;
+};
+
+size_t ReadPieces(char* out, size_t size, size_t n, void* user) {
+  auto* r = static_cast<PieceReader*>(user);
+  size_t written = 0;
+  const size_t room = size * n;
+  while (written < room && r->piece < r->pieces.size()) {
+    const auto& p = r->pieces[r->piece];
+    const size_t take = std::min(room - written, p.size() - r->offset);
+    std::memcpy(out + written, p.data() + r->offset, take);
+    written += take;
+    r->offset += take;
+    if (r->offset == p.size()) {
+      ++r->piece;
+      r->offset = 0;
+    }
+  }
+  return written;
+}
+
 }  // namespace
 
 xet::Result<std::unique_ptr<S3Client>> S3Client::Create(S3Options options) {
@@ -275,7 +300,21 @@ xet::Result<S3Response> S3Client::Attempt(Handle& h, const S3Request& request, s
 
   // The payload hash is signed: curl takes it from this header (it does not hash the body itself).
   uint8_t sha[SHA256_DIGEST_LENGTH];
-  SHA256(request.body.data(), request.body.size(), sha);
+  PieceReader reader{request.body_pieces, 0, 0};
+  uint64_t pieces_size = 0;
+  if (request.body_pieces.empty()) {
+    SHA256(request.body.data(), request.body.size(), sha);
+  } else {
+    EVP_MD_CTX* ctx = EVP_MD_CTX_new();
+    EVP_DigestInit_ex(ctx, EVP_sha256(), nullptr);
+    for (const auto& piece : request.body_pieces) {
+      EVP_DigestUpdate(ctx, piece.data(), piece.size());
+      pieces_size += piece.size();
+    }
+    unsigned int len = sizeof sha;
+    EVP_DigestFinal_ex(ctx, sha, &len);
+    EVP_MD_CTX_free(ctx);
+  }
   headers = curl_slist_append(headers, ("x-amz-content-sha256: " + Hex(sha)).c_str());
   if (request.checksum)
     headers = curl_slist_append(headers, ("x-amz-checksum-sha256: " + Base64(sha)).c_str());
@@ -283,6 +322,13 @@ xet::Result<S3Response> S3Client::Attempt(Handle& h, const S3Request& request, s
   const std::string method(request.method);
   if (method == "HEAD") {
     curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
+  } else if (!request.body_pieces.empty()) {
+    // A PUT of several pieces: curl reads them through the callback, as they lie in the caller's memory.
+    curl_easy_setopt(c, CURLOPT_UPLOAD, 1L);
+    curl_easy_setopt(c, CURLOPT_INFILESIZE_LARGE, static_cast<curl_off_t>(pieces_size));
+    curl_easy_setopt(c, CURLOPT_READFUNCTION, ReadPieces);
+    curl_easy_setopt(c, CURLOPT_READDATA, &reader);
+    headers = curl_slist_append(headers, "Content-Type: application/octet-stream");
   } else if (method == "PUT" || method == "POST") {
     // POSTFIELDS: curl sends the caller's memory as it is, without a copy.
     curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(request.body.size()));
@@ -367,8 +413,9 @@ std::string PresignGet(const S3Client& client, std::string_view key, uint64_t no
   gmtime_r(&t, &tm);
   char stamp[17];
   char date[9];
-  std::strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ", &tm);
-  std::strftime(date, sizeof date, "%Y%m%d", &tm);
+  if (std::strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ", &tm) == 0 ||
+      std::strftime(date, sizeof date, "%Y%m%d", &tm) == 0)
+    return {};
   const std::string scope = std::string(date) + "/" + o.region + "/s3/aws4_request";
 
   // Host as the URL names it (scheme and path stripped).

@@ -57,6 +57,8 @@ struct S3Request {
   // Sent from the caller's memory (not copied). Its SHA-256 is signed as x-amz-content-sha256, so the store
   // recomputes it and refuses a body corrupted on the way.
   std::span<const uint8_t> body;
+  // Or a PUT body made of these pieces, in order (sent from the caller's memory through a read callback).
+  std::vector<std::span<const uint8_t>> body_pieces;
   // The body is an object's (or a part's) bytes: also send its SHA-256 as x-amz-checksum-sha256, which the
   // store checks and keeps with the object.
   bool checksum = false;

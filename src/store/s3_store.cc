@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <deque>
 #include <vector>
 
 namespace cairn::store {
@@ -51,14 +52,23 @@ xet::Result<std::unique_ptr<S3Store>> S3Store::Open(S3StoreOptions options) {
   options.part_bytes = std::max(options.part_bytes, kMinPartBytes);
   auto client = S3Client::Create(options.s3);
   if (!client) return client.error();
+  std::unique_ptr<S3Client> presigner;
+  if (!options.public_endpoint.empty()) {
+    S3Options pub = options.s3;
+    pub.endpoint = options.public_endpoint;
+    auto made = S3Client::Create(pub);  // contacts nothing: it only signs
+    if (!made) return made.error();
+    presigner = std::move(*made);
+  }
   std::unique_ptr<S3Store> store(new S3Store(std::move(options), std::move(*client)));
+  store->presigner_ = std::move(presigner);
   if (auto st = store->Ping(); !st) return st.error();
   return store;
 }
 
 std::string S3Store::PresignedUrl(BlobKind kind, const xet::Hash& hash, uint64_t now_unix,
                                   uint64_t expiry_unix, std::string_view tag) const {
-  return PresignGet(*client_, KeyOf(kind, hash), now_unix,
+  return PresignGet(presigner_ ? *presigner_ : *client_, KeyOf(kind, hash), now_unix,
                     expiry_unix > now_unix ? expiry_unix - now_unix : 1, tag);
 }
 
@@ -91,26 +101,78 @@ class S3Store::Writer final : public BlobWriter {
   }
 
   xet::Status Append(std::span<const uint8_t> data) override {
+    Piece p;
+    p.owned.assign(data.begin(), data.end());
+    p.bytes = p.owned;  // a vector's buffer stays put when the vector is moved
+    return Add(std::move(p));
+  }
+
+  xet::Status AppendStable(std::span<const uint8_t> data) override {
+    Piece p;
+    p.bytes = data;
+    return Add(std::move(p));
+  }
+
+  xet::Result<PutOutcome> Commit(const PutOptions& options) override {
+    auto outcome = CommitOnce(options);
+    if (outcome) store_.RememberSize(kind_, hash_, appended_);  // what is stored now has this size
+    return outcome;
+  }
+
+  uint64_t bytes_appended() const override { return appended_; }
+
+ private:
+  // Bytes appended and not sent yet: the caller's (AppendStable) or a copy (Append).
+  struct Piece {
+    std::vector<uint8_t> owned;
+    std::span<const uint8_t> bytes;
+  };
+
+  xet::Status Add(Piece p) {
     if (failed_) return xet::IoError("S3 put of " + What(kind_, hash_) + " failed before");
     if (done_) return xet::IoError("append after commit");
-    blake3_hasher_update(&digest_, data.data(), data.size());
-    appended_ += data.size();
+    blake3_hasher_update(&digest_, p.bytes.data(), p.bytes.size());
+    appended_ += p.bytes.size();
+    pending_bytes_ += p.bytes.size();
+    if (!p.bytes.empty()) pending_.push_back(std::move(p));
+    // Past one part, the blob goes up as a multipart upload, a part at a time as the bytes arrive (a blob of
+    // at most one part waits for Commit: one PUT).
     const size_t part = store_.options_.part_bytes;
-    while (!data.empty()) {
-      // A full part goes up once more bytes follow it: the last one waits for Commit, which may find it is
-      // the only one (one PUT then).
-      if (buffer_.size() == part) {
-        if (auto st = SendPart(); !st) return Fail(st.error());
+    while (pending_bytes_ > part) {
+      if (auto st = SendPart(part); !st) {
+        failed_ = true;
+        return st.error();
       }
-      if (buffer_.capacity() < part) buffer_.reserve(part);
-      const size_t take = std::min(data.size(), part - buffer_.size());
-      buffer_.insert(buffer_.end(), data.begin(), data.begin() + static_cast<ptrdiff_t>(take));
-      data = data.subspan(take);
     }
     return xet::Ok{};
   }
 
-  xet::Result<PutOutcome> Commit(const PutOptions& options) override {
+  // The first `n` pending bytes, as spans.
+  std::vector<std::span<const uint8_t>> Front(size_t n) const {
+    std::vector<std::span<const uint8_t>> out;
+    for (const auto& p : pending_) {
+      if (n == 0) break;
+      const size_t take = std::min(n, p.bytes.size());
+      out.push_back(p.bytes.first(take));
+      n -= take;
+    }
+    return out;
+  }
+
+  void Consume(size_t n) {
+    pending_bytes_ -= n;
+    while (n > 0) {
+      Piece& p = pending_.front();
+      if (p.bytes.size() > n) {
+        p.bytes = p.bytes.subspan(n);
+        return;
+      }
+      n -= p.bytes.size();
+      pending_.pop_front();
+    }
+  }
+
+  xet::Result<PutOutcome> CommitOnce(const PutOptions& options) {
     if (failed_) return xet::IoError("S3 put of " + What(kind_, hash_) + " failed before");
     if (done_) return xet::IoError("commit called twice");
     done_ = true;
@@ -135,8 +197,8 @@ class S3Store::Writer final : public BlobWriter {
       return PutOutcome{.already_present = false, .replaced_corrupt = true};
     }
 
-    if (!buffer_.empty()) {
-      if (auto st = SendPart(); !st) return st.error();
+    if (pending_bytes_ > 0) {
+      if (auto st = SendPart(pending_bytes_); !st) return st.error();
     }
     auto done = Complete(/*conditional=*/true);
     if (!done) return done.error();
@@ -152,20 +214,13 @@ class S3Store::Writer final : public BlobWriter {
     return PutOutcome{.already_present = false, .replaced_corrupt = true};
   }
 
-  uint64_t bytes_appended() const override { return appended_; }
-
- private:
-  xet::Status Fail(xet::Error e) {
-    failed_ = true;
-    return e;
-  }
-
-  // True: stored. False: the condition failed (an object is there).
+  // True: stored. False: the condition failed (an object is there). The pending bytes stay pending.
   xet::Result<bool> PutWhole(bool conditional) {
     S3Request req;
     req.method = "PUT";
     req.key = key_;
-    req.body = buffer_;
+    req.body_pieces = Front(pending_bytes_);
+    if (req.body_pieces.empty()) req.body = {};  // an empty blob
     req.checksum = true;
     if (conditional) req.headers.emplace_back("If-None-Match: *");
     auto res = store_.client_->Send(req);
@@ -175,7 +230,8 @@ class S3Store::Writer final : public BlobWriter {
     return store_.Refused("PUT " + key_, *res);
   }
 
-  xet::Status SendPart() {
+  // Sends the next `n` pending bytes as the next part (starting the multipart upload first if needed).
+  xet::Status SendPart(size_t n) {
     if (upload_id_.empty()) {
       S3Request req;
       req.method = "POST";
@@ -195,13 +251,13 @@ class S3Store::Writer final : public BlobWriter {
     req.key = key_;
     const int number = static_cast<int>(etags_.size()) + 1;
     req.query = S3QueryString({{"partNumber", std::to_string(number)}, {"uploadId", upload_id_}});
-    req.body = buffer_;
+    req.body_pieces = Front(n);
     req.checksum = true;
     auto res = store_.client_->Send(req);
     if (!res) return res.error();
     if (res->status != 200 || res->etag.empty()) return store_.Refused("UploadPart " + key_, *res);
     etags_.push_back(res->etag);
-    buffer_.clear();
+    Consume(n);
     return xet::Ok{};
   }
 
@@ -260,7 +316,8 @@ class S3Store::Writer final : public BlobWriter {
   const BlobKind kind_;
   const xet::Hash hash_;
   const std::string key_;
-  std::vector<uint8_t> buffer_;  // the part being filled (at most part_bytes)
+  std::deque<Piece> pending_;
+  size_t pending_bytes_ = 0;
   uint64_t appended_ = 0;
   blake3_hasher digest_;  // of every byte appended: compares with an existing blob when there is no verifier
   std::string upload_id_;
@@ -287,10 +344,35 @@ xet::Result<BlobStat> S3Store::Stat(BlobKind kind, const xet::Hash& hash) {
   return Refused("HEAD " + req.key, *res);
 }
 
+namespace {
+std::string SizeKey(BlobKind kind, const xet::Hash& hash) {
+  std::string key(1 + hash.bytes.size(), static_cast<char>(kind));
+  std::memcpy(key.data() + 1, hash.bytes.data(), hash.bytes.size());
+  return key;
+}
+}  // namespace
+
+void S3Store::RememberSize(BlobKind kind, const xet::Hash& hash, uint64_t size) {
+  std::lock_guard lock(sizes_mu_);
+  if (sizes_.size() >= kMaxSizes) sizes_.clear();
+  sizes_[SizeKey(kind, hash)] = size;
+}
+
+void S3Store::ForgetSize(BlobKind kind, const xet::Hash& hash) {
+  std::lock_guard lock(sizes_mu_);
+  sizes_.erase(SizeKey(kind, hash));
+}
+
 xet::Result<OpenBlob> S3Store::OpenForRead(BlobKind kind, const xet::Hash& hash) {
+  {
+    std::lock_guard lock(sizes_mu_);
+    if (auto it = sizes_.find(SizeKey(kind, hash)); it != sizes_.end())
+      return OpenBlob{.fd = UniqueFd(), .size = it->second};
+  }
   auto st = Stat(kind, hash);
   if (!st) return st.error();
   if (!st->exists) return xet::NotFound("no " + What(kind, hash));
+  RememberSize(kind, hash, st->size);
   return OpenBlob{.fd = UniqueFd(), .size = st->size};
 }
 
@@ -321,6 +403,9 @@ xet::Status S3Store::ReadRange(BlobKind kind, const xet::Hash& hash, uint64_t of
     if (res.error().code == xet::ErrorCode::kLimit && offset == 0) return outside(UINT64_MAX);
     return res.error();
   }
+  if (res->status == 404 || res->status == 416 ||
+      ((res->status == 200 || res->status == 206) && res->received != out.size()))
+    ForgetSize(kind, hash);  // whatever this process remembered of the blob was wrong
   if (res->status == 404) return xet::NotFound("no " + What(kind, hash));
   if (res->status == 416) return outside(UINT64_MAX);
   if (res->status != 206 && res->status != 200) return Refused("GET " + req.key, *res);
@@ -364,6 +449,7 @@ xet::Result<bool> S3Store::Delete(BlobKind kind, const xet::Hash& hash) {
   auto st = Stat(kind, hash);
   if (!st) return st.error();
   if (!st->exists) return false;
+  ForgetSize(kind, hash);
   S3Request req;
   req.method = "DELETE";
   req.key = KeyOf(kind, hash);

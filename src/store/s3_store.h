@@ -4,8 +4,9 @@
 //
 // How a put becomes durable and atomic: S3 makes an object visible whole or not at all, and a 200 for a PUT
 // (or for CompleteMultipartUpload) means the store has it durably. A blob up to `part_bytes` is one PUT; a
-// larger one is a multipart upload whose parts are sent as the bytes arrive, so an upload never holds more
-// than one part of its own (no second copy of a 64 MiB xorb). Every PUT carries its body's SHA-256 in the
+// larger one is a multipart upload whose parts are sent as the bytes arrive. Bytes appended with AppendStable
+// are sent from the caller's memory (a xorb upload's own buffer: no second copy of a 64 MiB xorb); Append
+// copies, and holds at most a part beyond what it has sent. Every PUT carries its body's SHA-256 in the
 // signature (and `x-amz-checksum-sha256`), so the store refuses a body corrupted on the way. A put that is
 // abandoned aborts its multipart upload.
 //
@@ -15,7 +16,10 @@
 // verifier (or compared with a digest of the new bytes); only a corrupt one is replaced.
 //
 // Descriptors: OpenForRead gives the size and no descriptor (there is no file to sendfile from); readers
-// use ReadRange, one ranged GET each.
+// use ReadRange, one ranged GET each. OpenForRead answers from a bounded memory of the sizes this process saw
+// (blobs are immutable), so a transfer costs one request to the store, not two; Stat always asks the store.
+// A remembered size can only go stale if another process deletes or replaces the blob: a read that then
+// fails forgets it, so the failure is an error the client retries, never wrong bytes.
 //
 // Thread-safety: as BlobStore. Failures: kNotFound, kInconsistent as the contract says; kUnavailable when
 // the store cannot be reached or keeps failing (the API answers 503 and the client retries); kIo for what
@@ -23,7 +27,9 @@
 #pragma once
 
 #include <memory>
+#include <mutex>
 #include <string>
+#include <unordered_map>
 
 #include "store/blob_store.h"
 #include "store/s3_client.h"
@@ -32,8 +38,11 @@ namespace cairn::store {
 
 struct S3StoreOptions {
   S3Options s3;
-  std::string prefix;               // key prefix inside the bucket ("" or ending in '/')
-  size_t part_bytes = 16ULL << 20;  // larger blobs go up as multipart uploads of parts this large (≥ 5 MiB)
+  std::string prefix;           // key prefix inside the bucket ("" or ending in '/')
+  std::string public_endpoint;  // presigned URLs name this endpoint (where clients reach the store), if set
+  // Blobs up to this size are one PUT; larger ones multipart uploads of parts this large (≥ 5 MiB). One PUT
+  // of a 35 MB xorb beat 16 MiB parts streamed as they arrive on SeaweedFS on loopback (BENCHMARKS.md).
+  size_t part_bytes = 128ULL << 20;
 };
 
 class S3Store final : public BlobStore {
@@ -65,8 +74,17 @@ class S3Store final : public BlobStore {
   // An S3 answer that is neither success nor the expected miss, as an error naming the operation.
   xet::Error Refused(std::string_view what, const S3Response& res) const;
 
+  void RememberSize(BlobKind kind, const xet::Hash& hash, uint64_t size);
+  void ForgetSize(BlobKind kind, const xet::Hash& hash);
+
   const S3StoreOptions options_;
   std::unique_ptr<S3Client> client_;
+  std::unique_ptr<S3Client>
+      presigner_;  // the same bucket and keys at public_endpoint; null: client_ presigns
+  // Sizes seen, by kind and hash (the key's first byte is the kind). Cleared whole when full.
+  static constexpr size_t kMaxSizes = 1 << 18;
+  std::mutex sizes_mu_;
+  std::unordered_map<std::string, uint64_t> sizes_;
 };
 
 }  // namespace cairn::store

@@ -46,6 +46,7 @@ class SeaweedCluster {
   xet::Status Stop();
   xet::Status Restart();
   const std::filesystem::path& directory() const { return dir_; }
+  pid_t pid() const { return pid_; }  // the weed process (benchmarks read its CPU time), -1 when stopped
 
  private:
   SeaweedCluster(std::filesystem::path bin, std::filesystem::path dir)

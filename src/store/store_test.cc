@@ -565,6 +565,24 @@ TEST(LocalDiskStoreOpenTest, FailsOnAnUnusableRoot) {
   EXPECT_EQ(s.error().code, ErrorCode::kIo);
 }
 
+// Presigned URLs name the store as clients reach it (s3_public_endpoint), and the store honours them.
+TEST(S3StoreTest, PresignedUrlsNameThePublicEndpoint) {
+  S3StoreOptions o;
+  o.s3 = Seaweed().Options(kBucket);
+  o.prefix = "presign/";
+  o.public_endpoint = "https://s3.example.org";
+  auto s = S3Store::Open(o);
+  ASSERT_TRUE(s.ok()) << s.error().message;
+  const std::string url = (*s)->PresignedUrl(BlobKind::kXorb, HashOf(1), 1700000000, 1700000060, "0-9");
+  EXPECT_TRUE(url.starts_with("https://s3.example.org/" + std::string(kBucket) + "/presign/xorbs/" +
+                              HashOf(1).hex() + "?X-Amz-Algorithm=AWS4-HMAC-SHA256&"))
+      << url;
+  o.public_endpoint.clear();
+  auto direct = S3Store::Open(o);
+  ASSERT_TRUE(direct.ok());
+  EXPECT_TRUE((*direct)->PresignedUrl(BlobKind::kXorb, HashOf(1), 1, 2, "").starts_with(Seaweed().endpoint()));
+}
+
 // ---- CopyStore
 
 // Blobs whose bytes follow from their hash, so a verifier can judge them.

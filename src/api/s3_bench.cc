@@ -1,0 +1,361 @@
+// cairn on an S3-compatible store, against the store alone, in one run: a private SeaweedFS (weed mini, the
+// binary scripts/seaweedfs.sh builds) on loopback, and cairn's HTTP stack on an S3Store in front of it.
+//
+//   BM_S3XorbUploadHttp     64 MiB xorbs (1,024 text-like 64 KiB chunks, LZ4, ~35 MB bodies) POSTed to cairn,
+//                           which validates them and streams them into the bucket as multipart uploads
+//   BM_S3PlainPut           the same stored bytes PUT straight into the bucket, one signed request each (what
+//                           `curl --aws-sigv4` does): the floor the upload is measured against (target ≤ 1.2
+//                           ×)
+//   BM_S3Transfer/...       a 64 MiB range, and 64 KiB ranges, of a stored (incompressible) xorb: through
+//   cairn
+//                           (proxy: the node's signed URL, the node reads the store), presigned (the client
+//                           GETs the store with a presigned URL), and a plain signed GET of the store
+//                           (target for proxy ≥ 80 % of the plain GET's throughput)
+//
+// Client and servers share the machine's cores. Every client request goes through libcurl with one kept-alive
+// handle per client thread.
+#include <benchmark/benchmark.h>
+#include <curl/curl.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <thread>
+
+#include "api/cas_routes.h"
+#include "common/allocator.h"
+#include "common/worker_pool.h"
+#include "http/server.h"
+#include "index/sqlite_index.h"
+#include "store/s3_store.h"
+#include "store/seaweedfs_cluster.h"
+#include "xet/test_support.h"
+#include "xet/xorb.h"
+
+namespace cairn::api {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+
+const std::string kJwtKey(64, 'j');
+constexpr char kBucket[] = "bench";
+
+template <typename R>
+auto Must(R r, const char* what) {
+  if (!r) throw std::runtime_error(std::string(what) + ": " + r.error().message);
+  return std::move(*r);
+}
+
+xet::EncodedXorb XorbOf(uint64_t seed, bool random) {
+  constexpr size_t kChunk = 64 << 10;
+  std::vector<uint8_t> data;
+  if (random) {
+    data.resize(1024 * kChunk);
+    std::mt19937_64 rng(seed);
+    for (size_t i = 0; i < data.size(); i += 8) {
+      const uint64_t v = rng();
+      std::memcpy(data.data() + i, &v, 8);
+    }
+  } else {
+    data = xet::testing::TextLikeBytes(seed, 1024 * kChunk);
+  }
+  std::vector<std::span<const uint8_t>> chunks;
+  for (size_t i = 0; i < 1024; ++i) chunks.push_back(std::span(data).subspan(i * kChunk, kChunk));
+  return xet::EncodeXorb(chunks, xet::CompressionPolicy::kLz4);
+}
+
+// SeaweedFS, and cairn's stack on a bucket of it, for the whole program.
+struct Fixture {
+  std::unique_ptr<store::testing::SeaweedCluster> weed;
+  std::unique_ptr<store::S3Store> store;
+  fs::path dir;
+  std::unique_ptr<index::SqliteIndex> index;
+  WorkerPool pool{1};
+  std::unique_ptr<http::Server> server;
+  std::unique_ptr<cas::CasService> service;
+  std::string url;
+
+  Fixture() {
+    RetainFreedMemory();                     // as cairn serve does
+    spdlog::set_level(spdlog::level::warn);  // no line per request
+    weed = Must(store::testing::SeaweedCluster::Start("s3-bench"), "SeaweedFS");
+    if (auto st = weed->CreateBucket(kBucket); !st) throw std::runtime_error(st.error().message);
+    store::S3StoreOptions so;
+    so.s3 = weed->Options(kBucket);
+    so.prefix = "run" + std::to_string(::getpid()) + "/";
+    // CAIRN_BENCH_S3_PART_MIB: the multipart part size (cairn's default: 16; 64 and more: one PUT a xorb).
+    if (const char* p =
+            std::getenv("CAIRN_BENCH_S3_PART_MIB"))  // NOLINT(concurrency-mt-unsafe): before threads
+      so.part_bytes = std::stoull(p) << 20;
+    store = Must(store::S3Store::Open(so), "store");
+    const char* env = std::getenv("CAIRN_BENCH_DIR");  // NOLINT(concurrency-mt-unsafe): before threads
+    dir = fs::path(env ? env : ".") / ("cairn-s3-bench-" + std::to_string(::getpid()));
+    fs::create_directories(dir);
+    index::SqliteOptions io;
+    io.path = (dir / "index.db").string();
+    index = Must(index::SqliteIndex::Open(io), "index");
+    http::ServerOptions o;
+    o.host = "127.0.0.1";
+    o.port = 0;
+    o.io_threads = 2;
+    o.worker_threads = 16;  // request threads: transfers wait on the store
+    server = std::make_unique<http::Server>(o, std::make_shared<http::Authenticator>(kJwtKey));
+    if (!server->Listen().ok()) throw std::runtime_error("listen");
+    url = "http://127.0.0.1:" + std::to_string(server->port());
+    cas::ServiceOptions opts;
+    opts.public_url = url;
+    service = std::make_unique<cas::CasService>(*index, *store, pool, opts);
+    RegisterCasRoutes(*server, *service);
+    server->Start();
+  }
+  ~Fixture() {
+    server->Stop(2s);
+    server->Wait();
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+  }
+  static Fixture& Get() {
+    static Fixture f;
+    return f;
+  }
+};
+
+size_t Discard(char*, size_t size, size_t n, void* counter) {
+  *static_cast<size_t*>(counter) += size * n;
+  return size * n;
+}
+
+// One kept-alive libcurl handle.
+class Curl {
+ public:
+  Curl() : h_(curl_easy_init()) {}
+  ~Curl() { curl_easy_cleanup(h_); }
+  Curl(const Curl&) = delete;
+  Curl& operator=(const Curl&) = delete;
+
+  // GETs `range` of `url` into nothing; returns the bytes received (throws on a status but 200/206).
+  size_t Get(const std::string& url, const std::string& range) {
+    size_t got = 0;
+    curl_easy_reset(h_);
+    curl_easy_setopt(h_, CURLOPT_URL, url.c_str());
+    curl_easy_setopt(h_, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(h_, CURLOPT_RANGE, range.c_str());
+    curl_easy_setopt(h_, CURLOPT_WRITEFUNCTION, Discard);
+    curl_easy_setopt(h_, CURLOPT_WRITEDATA, &got);
+    if (curl_easy_perform(h_) != CURLE_OK) throw std::runtime_error("GET " + url + " failed");
+    long status = 0;
+    curl_easy_getinfo(h_, CURLINFO_RESPONSE_CODE, &status);
+    if (status != 200 && status != 206) throw std::runtime_error("GET answered " + std::to_string(status));
+    return got;
+  }
+
+  // POSTs a xorb body to cairn; throws unless it is accepted.
+  void PostXorb(const std::string& url, const std::string& auth, std::span<const uint8_t> body) {
+    curl_easy_reset(h_);
+    curl_slist* headers = curl_slist_append(nullptr, auth.c_str());
+    headers = curl_slist_append(headers, "Content-Type: application/octet-stream");
+    size_t got = 0;
+    curl_easy_setopt(h_, CURLOPT_URL, url.c_str());
+    curl_easy_setopt(h_, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(h_, CURLOPT_HTTPHEADER, headers);
+    curl_easy_setopt(h_, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(body.size()));
+    curl_easy_setopt(h_, CURLOPT_POSTFIELDS, reinterpret_cast<const char*>(body.data()));
+    curl_easy_setopt(h_, CURLOPT_WRITEFUNCTION, Discard);
+    curl_easy_setopt(h_, CURLOPT_WRITEDATA, &got);
+    const CURLcode rc = curl_easy_perform(h_);
+    curl_slist_free_all(headers);
+    long status = 0;
+    curl_easy_getinfo(h_, CURLINFO_RESPONSE_CODE, &status);
+    if (rc != CURLE_OK || status != 200)
+      throw std::runtime_error("xorb POST answered " + std::to_string(status));
+  }
+
+ private:
+  CURL* h_;
+};
+
+constexpr int kUploads = 6;
+
+double CpuMs(clockid_t clock) {
+  timespec ts{};
+  clock_gettime(clock, &ts);
+  return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) / 1e6;
+}
+
+// CPU milliseconds the weed process has used (user + system, from /proc).
+double WeedCpuMs(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::istringstream fields(stat.substr(stat.rfind(')') + 2));
+  std::string f;
+  double utime = 0, stime = 0;
+  for (int i = 3; i <= 15 && fields >> f; ++i) {
+    if (i == 14) utime = std::stod(f);
+    if (i == 15) stime = std::stod(f);
+  }
+  return (utime + stime) * 1000.0 / static_cast<double>(::sysconf(_SC_CLK_TCK));
+}
+
+// Per-iteration CPU of cairn (this process but the benchmark's own thread) and of SeaweedFS.
+class CpuMeter {
+ public:
+  explicit CpuMeter(pid_t weed)
+      : weed_(weed),
+        process0_(CpuMs(CLOCK_PROCESS_CPUTIME_ID)),
+        thread0_(CpuMs(CLOCK_THREAD_CPUTIME_ID)),
+        weed0_(WeedCpuMs(weed)) {}
+  void Report(benchmark::State& state) const {
+    const auto n = static_cast<double>(state.iterations());
+    const double client = CpuMs(CLOCK_THREAD_CPUTIME_ID) - thread0_;
+    state.counters["cairn_cpu_ms"] = (CpuMs(CLOCK_PROCESS_CPUTIME_ID) - process0_ - client) / n;
+    state.counters["weed_cpu_ms"] = (WeedCpuMs(weed_) - weed0_) / n;
+  }
+
+ private:
+  pid_t weed_;
+  double process0_, thread0_, weed0_;
+};
+
+std::vector<xet::EncodedXorb>& UploadXorbs() {
+  static std::vector<xet::EncodedXorb> xorbs = [] {
+    std::vector<xet::EncodedXorb> v;
+    for (int i = 0; i < kUploads; ++i) v.push_back(XorbOf(1 + i, false));
+    return v;
+  }();
+  return xorbs;
+}
+
+void BM_S3XorbUploadHttp(benchmark::State& state) {
+  auto& f = Fixture::Get();
+  auto& xorbs = UploadXorbs();
+  const std::string auth = "Authorization: Bearer " +
+                           Must(http::MintToken(kJwtKey, {"bench", http::Permission::kWrite}, 1h), "token");
+  Curl client;
+  size_t next = 0;
+  size_t bytes = 0;
+  const CpuMeter cpu(f.weed->pid());
+  for (auto _ : state) {
+    const auto& x = xorbs[next++ % xorbs.size()];
+    client.PostXorb(f.url + "/v1/xorbs/default/" + x.hash.hex(), auth, x.bytes);
+    bytes += x.bytes.size();
+  }
+  cpu.Report(state);
+  state.SetBytesProcessed(static_cast<int64_t>(bytes));
+}
+BENCHMARK(BM_S3XorbUploadHttp)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(kUploads);
+
+// What cairn stores for the same xorbs (the body and its footer), PUT straight into the bucket.
+void BM_S3PlainPut(benchmark::State& state) {
+  auto& f = Fixture::Get();
+  std::vector<std::vector<uint8_t>> objects;
+  for (const auto& x : UploadXorbs()) {
+    objects.emplace_back(x.bytes);
+    xet::AppendFooterV1(objects.back(), x.hash, x.layout);
+  }
+  size_t next = 0;
+  size_t bytes = 0;
+  const CpuMeter cpu(f.weed->pid());
+  for (auto _ : state) {
+    const size_t i = next++;
+    store::S3Request req;
+    req.method = "PUT";
+    req.key = "plain/" + std::to_string(::getpid()) + "/" + std::to_string(i);
+    req.body = objects[i % objects.size()];
+    req.checksum = true;
+    auto res = Must(f.store->client().Send(req), "PUT");
+    if (res.status != 200) state.SkipWithError("PUT refused");
+    bytes += UploadXorbs()[i % objects.size()].bytes.size();  // as the upload counts them
+  }
+  cpu.Report(state);  // cairn_cpu_ms here: the client's SHA-256 and signing, on another thread of curl's
+  state.SetBytesProcessed(static_cast<int64_t>(bytes));
+}
+BENCHMARK(BM_S3PlainPut)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(kUploads);
+
+// ---- Transfers of a stored incompressible xorb (~64 MiB object).
+
+struct Stored {
+  xet::EncodedXorb xorb = XorbOf(99, true);
+  uint64_t region = 0;
+  Stored() {
+    auto& f = Fixture::Get();
+    Must(f.service->PutXorb(xorb.hash, xorb.bytes), "store the xorb");
+    region = xorb.bytes.size();
+  }
+  static Stored& Get() {
+    static Stored s;
+    return s;
+  }
+};
+
+enum class Path { kProxy, kPresigned, kPlain };
+
+// `range_bytes` ranges at random offsets, `threads` clients at once, each with its own connection.
+void Transfer(benchmark::State& state, Path path, uint64_t range_bytes, int threads, int per_thread) {
+  auto& f = Fixture::Get();
+  auto& s = Stored::Get();
+  const uint64_t now = static_cast<uint64_t>(std::time(nullptr));
+  std::atomic<uint64_t> bytes{0};
+  const CpuMeter cpu(f.weed->pid());  // cairn_cpu_ms here: cairn and the clients' threads
+  for (auto _ : state) {
+    std::vector<std::thread> clients;
+    for (int t = 0; t < threads; ++t) {
+      clients.emplace_back([&, t] {
+        Curl curl;
+        std::vector<uint8_t> out;
+        std::mt19937_64 rng(static_cast<uint64_t>(t) * 7919 + 1);
+        for (int i = 0; i < per_thread; ++i) {
+          const uint64_t start = range_bytes >= s.region ? 0 : rng() % (s.region - range_bytes);
+          const uint64_t end = std::min(s.region, start + range_bytes) - 1;
+          const std::string range = std::to_string(start) + "-" + std::to_string(end);
+          if (path == Path::kPlain) {
+            out.resize(end - start + 1);
+            auto st = f.store->ReadRange(store::BlobKind::kXorb, s.xorb.hash, start, out);
+            if (!st) throw std::runtime_error(st.error().message);
+            bytes += out.size();
+            continue;
+          }
+          const std::string url =
+              path == Path::kProxy
+                  ? f.service->signer().Url(s.xorb.hash, {{start, end}}, now + 3600)
+                  : f.store->PresignedUrl(store::BlobKind::kXorb, s.xorb.hash, now, now + 3600, range);
+          bytes += curl.Get(url, range);
+        }
+      });
+    }
+    for (auto& c : clients) c.join();
+  }
+  cpu.Report(state);
+  state.counters["requests"] = static_cast<double>(threads * per_thread);
+  state.SetBytesProcessed(static_cast<int64_t>(bytes.load()));
+}
+
+void BM_S3Transfer64MiB(benchmark::State& state) {
+  Transfer(state, static_cast<Path>(state.range(0)), 64ULL << 20, 1, 4);
+}
+BENCHMARK(BM_S3Transfer64MiB)
+    ->ArgName("path")  // 0 proxy, 1 presigned, 2 plain
+    ->DenseRange(0, 2)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->Iterations(3);
+
+void BM_S3Transfer64KiB(benchmark::State& state) {
+  Transfer(state, static_cast<Path>(state.range(0)), 64 << 10, 8, 64);
+}
+BENCHMARK(BM_S3Transfer64KiB)
+    ->ArgName("path")
+    ->DenseRange(0, 2)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->Iterations(3);
+
+}  // namespace
+}  // namespace cairn::api
