@@ -9,8 +9,9 @@
 //   BM_S3Transfer/...       a 64 MiB range, and 64 KiB ranges, of a stored (incompressible) xorb: through
 //   cairn
 //                           (proxy: the node's signed URL, the node reads the store), presigned (the client
-//                           GETs the store with a presigned URL), and a plain signed GET of the store
-//                           (target for proxy ≥ 80 % of the plain GET's throughput)
+//                           GETs the store with a presigned URL), and a plain signed GET of the store (the
+//                           same libcurl client code for all three, discarding what it reads) (target for
+//                           proxy ≥ 80 % of the plain GET's throughput)
 //
 // Client and servers share the machine's cores. Every client request goes through libcurl with one kept-alive
 // handle per client thread.
@@ -141,16 +142,30 @@ class Curl {
   Curl(const Curl&) = delete;
   Curl& operator=(const Curl&) = delete;
 
-  // GETs `range` of `url` into nothing; returns the bytes received (throws on a status but 200/206).
-  size_t Get(const std::string& url, const std::string& range) {
+  // GETs `range` of `url` into nothing; returns the bytes received (throws on a status but 200/206). With
+  // `signer`, the request is signed as cairn signs its own (curl's SigV4, the empty payload's hash).
+  size_t Get(const std::string& url, const std::string& range, const store::S3Options* signer = nullptr) {
     size_t got = 0;
     curl_easy_reset(h_);
+    curl_slist* headers = nullptr;
+    std::string sigv4;
+    if (signer != nullptr) {
+      sigv4 = "aws:amz:" + signer->region + ":s3";
+      curl_easy_setopt(h_, CURLOPT_AWS_SIGV4, sigv4.c_str());
+      curl_easy_setopt(h_, CURLOPT_USERNAME, signer->access_key.c_str());
+      curl_easy_setopt(h_, CURLOPT_PASSWORD, signer->secret_key.c_str());
+      headers = curl_slist_append(
+          headers, "x-amz-content-sha256: e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+      curl_easy_setopt(h_, CURLOPT_HTTPHEADER, headers);
+    }
     curl_easy_setopt(h_, CURLOPT_URL, url.c_str());
     curl_easy_setopt(h_, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(h_, CURLOPT_RANGE, range.c_str());
     curl_easy_setopt(h_, CURLOPT_WRITEFUNCTION, Discard);
     curl_easy_setopt(h_, CURLOPT_WRITEDATA, &got);
-    if (curl_easy_perform(h_) != CURLE_OK) throw std::runtime_error("GET " + url + " failed");
+    const CURLcode rc = curl_easy_perform(h_);
+    curl_slist_free_all(headers);
+    if (rc != CURLE_OK) throw std::runtime_error("GET " + url + " failed");
     long status = 0;
     curl_easy_getinfo(h_, CURLINFO_RESPONSE_CODE, &status);
     if (status != 200 && status != 206) throw std::runtime_error("GET answered " + std::to_string(status));
@@ -309,17 +324,14 @@ void Transfer(benchmark::State& state, Path path, uint64_t range_bytes, int thre
     for (int t = 0; t < threads; ++t) {
       clients.emplace_back([&, t] {
         Curl curl;
-        std::vector<uint8_t> out;
         std::mt19937_64 rng(static_cast<uint64_t>(t) * 7919 + 1);
         for (int i = 0; i < per_thread; ++i) {
           const uint64_t start = range_bytes >= s.region ? 0 : rng() % (s.region - range_bytes);
           const uint64_t end = std::min(s.region, start + range_bytes) - 1;
           const std::string range = std::to_string(start) + "-" + std::to_string(end);
           if (path == Path::kPlain) {
-            out.resize(end - start + 1);
-            auto st = f.store->ReadRange(store::BlobKind::kXorb, s.xorb.hash, start, out);
-            if (!st) throw std::runtime_error(st.error().message);
-            bytes += out.size();
+            bytes += curl.Get(f.store->client().Url(f.store->KeyOf(store::BlobKind::kXorb, s.xorb.hash)),
+                              range, &f.store->client().options());
             continue;
           }
           const std::string url =
