@@ -580,7 +580,8 @@ TEST(S3StoreTest, PresignedUrlsNameThePublicEndpoint) {
   o.public_endpoint.clear();
   auto direct = S3Store::Open(o);
   ASSERT_TRUE(direct.ok());
-  EXPECT_TRUE((*direct)->PresignedUrl(BlobKind::kXorb, HashOf(1), 1, 2, "").starts_with(Seaweed().endpoint()));
+  EXPECT_TRUE(
+      (*direct)->PresignedUrl(BlobKind::kXorb, HashOf(1), 1, 2, "").starts_with(Seaweed().endpoint()));
 }
 
 // ---- CopyStore
