@@ -274,6 +274,33 @@ void PutShardV2(cas::CasService& service, const std::shared_ptr<Exchange>& ex) {
   });
 }
 
+// The first bytes of a remote store's answer are read before the header goes out: a store that cannot be
+// reached then answers 503 (retried by the clients) instead of a response cut short after a 206.
+constexpr uint64_t kReadBeforeHeader = 4ULL << 20;
+
+Response WithFirstBytesRead(Response r) {
+  for (size_t i = 0; i < r.body.size(); ++i) {
+    auto* seg = std::get_if<http::SourceSegment>(&r.body[i]);
+    if (seg == nullptr) continue;
+    const uint64_t n = std::min(seg->length, kReadBeforeHeader);
+    std::string first(n, '\0');
+    auto st = seg->source->ReadAt(seg->offset, {reinterpret_cast<uint8_t*>(first.data()), first.size()});
+    if (!st) return ErrorResponse(st.error().status, st.error().message);
+    http::SourceSegment rest{seg->source, seg->offset + n, seg->length - n};
+    r.body[i] = std::move(first);
+    if (rest.length > 0) r.body.insert(r.body.begin() + static_cast<ptrdiff_t>(i) + 1, std::move(rest));
+    break;
+  }
+  return r;
+}
+
+void Transfer(cas::CasService& service, const std::shared_ptr<Exchange>& ex);
+
+void TransferRoute(cas::CasService& service, const std::shared_ptr<Exchange>& ex) {
+  if (service.local_store()) return Transfer(service, ex);  // open + sendfile: fine on the network thread
+  ex->Offload([&service, ex] { Transfer(service, ex); });   // round trips to the store: a request thread
+}
+
 void Transfer(cas::CasService& service, const std::shared_ptr<Exchange>& ex) {
   const auto& req = ex->request();
   const size_t q = req.target.find('?');
@@ -311,7 +338,9 @@ void Transfer(cas::CasService& service, const std::shared_ptr<Exchange>& ex) {
   for (const auto& r : plan->ranges) ranges.push_back({r.start, r.end});
   if (!plan->blob.fd.valid()) {
     auto source = std::make_shared<const XorbSource>(service, plan->xorb);
-    return ex->Respond(http::RangeResponse(source, size, ranges, "application/octet-stream"));
+    const bool head = req.method == http::Verb::head;
+    auto r = http::RangeResponse(source, size, ranges, "application/octet-stream");
+    return ex->Respond(head ? std::move(r) : WithFirstBytesRead(std::move(r)));
   }
   auto file = std::make_shared<const http::File>(plan->blob.fd.release(), size);
   ex->Respond(http::RangeResponse(file, 0, size, ranges, "application/octet-stream"));
@@ -349,7 +378,7 @@ void RegisterCasRoutes(http::Server& server, cas::CasService& service, const Cas
   r.Handle(Verb::post, "/v1/telemetry", read("telemetry").MaxBody(1 << 20),
            [](const std::shared_ptr<Exchange>& ex) { ex->Respond(Response::Json(200, "{}")); });
   r.Handle(Verb::get, "/v1/transfer/{xorb}", RouteOptions().Name("transfer"),
-           [&service](const std::shared_ptr<Exchange>& ex) { Transfer(service, ex); });
+           [&service](const std::shared_ptr<Exchange>& ex) { TransferRoute(service, ex); });
 }
 
 }  // namespace cairn::api

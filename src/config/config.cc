@@ -58,6 +58,18 @@ Setter ByteSizeSetter(size_t Config::*member, uint64_t min, uint64_t max) {
   };
 }
 
+// An http:// or https:// URL, without trailing slashes.
+Setter UrlSetter(std::string Config::*member) {
+  return [member](Config& c, std::string_view v) -> xet::Status {
+    if (!v.starts_with("http://") && !v.starts_with("https://"))
+      return xet::Malformed("must start with http:// or https://");
+    std::string url(v);
+    while (!url.empty() && url.back() == '/') url.pop_back();
+    c.*member = url;
+    return xet::Ok{};
+  };
+}
+
 // A non-empty string.
 Setter StringSetter(std::string Config::*member) {
   return [member](Config& c, std::string_view v) -> xet::Status {
@@ -95,15 +107,7 @@ const std::vector<Field>& Fields() {
          c.data_dir = std::string(v);
          return xet::Ok{};
        }},
-      {"public_url",
-       [](Config& c, std::string_view v) -> xet::Status {
-         if (v.substr(0, 7) != "http://" && v.substr(0, 8) != "https://")
-           return xet::Malformed("must start with http:// or https://");
-         std::string url(v);
-         while (!url.empty() && url.back() == '/') url.pop_back();  // clients append "/v1/..."
-         c.public_url = url;
-         return xet::Ok{};
-       }},
+      {"public_url", UrlSetter(&Config::public_url)},  // clients append "/v1/..."
       {"index",
        [](Config& c, std::string_view v) -> xet::Status {
          // Checked in full when opened (index/open_index.h); here only which kind it is.
@@ -121,20 +125,8 @@ const std::vector<Field>& Fields() {
          c.store = std::string(v);
          return xet::Ok{};
        }},
-      {"s3_endpoint",
-       [](Config& c, std::string_view v) -> xet::Status {
-         if (!v.starts_with("http://") && !v.starts_with("https://"))
-           return xet::Malformed("must start with http:// or https://");
-         c.s3_endpoint = std::string(v);
-         return xet::Ok{};
-       }},
-      {"s3_public_endpoint",
-       [](Config& c, std::string_view v) -> xet::Status {
-         if (!v.starts_with("http://") && !v.starts_with("https://"))
-           return xet::Malformed("must start with http:// or https://");
-         c.s3_public_endpoint = std::string(v);
-         return xet::Ok{};
-       }},
+      {"s3_endpoint", UrlSetter(&Config::s3_endpoint)},
+      {"s3_public_endpoint", UrlSetter(&Config::s3_public_endpoint)},
       {"s3_region", StringSetter(&Config::s3_region)},
       {"s3_path_style", BoolSetter(&Config::s3_path_style)},
       {"s3_access_key_id", StringSetter(&Config::s3_access_key_id)},

@@ -5,12 +5,11 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <system_error>
 
-#include "common/loopback_port.h"
+#include "common/local_servers.h"
 
 namespace cairn::index::testing {
 namespace {
@@ -46,27 +45,13 @@ xet::Result<fs::path> FindBinaries() {
   return best;
 }
 
-std::string Sanitized(const std::string& name) {
-  std::string out;
-  for (char c : name) {
-    const bool plain = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-';
-    out += plain ? c : '_';
-  }
-  return out.substr(0, 60);
-}
-
 }  // namespace
 
 xet::Result<std::unique_ptr<PostgresCluster>> PostgresCluster::Start(const std::string& name) {
   auto bin = FindBinaries();
   if (!bin) return bin.error();
-  static std::atomic<int> counter{0};
-  const fs::path dir =
-      fs::temp_directory_path() /
-      ("cairn-pg-" + Sanitized(name) + "-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
   std::error_code ec;
-  fs::remove_all(dir, ec);
-  fs::create_directories(dir, ec);
+  const fs::path dir = FreshTempDir("cairn-pg", name, ec);
   if (ec) return xet::IoError("create " + dir.string() + ": " + ec.message());
   fs::permissions(dir, fs::perms::owner_all, ec);
   const bool as_postgres = ::geteuid() == 0;

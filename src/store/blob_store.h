@@ -123,6 +123,9 @@ class BlobStore {
   // The blob's size and, where the store has files, a descriptor for zero-copy serving (sendfile).
   // kNotFound when there is no blob.
   virtual xet::Result<OpenBlob> OpenForRead(BlobKind kind, const xet::Hash& hash) = 0;
+  // Whether the store keeps blobs in local files: OpenForRead is then cheap enough for a network thread and
+  // gives a descriptor. False for a store reached over the network (S3), whose calls wait on round trips.
+  virtual bool local() const { return true; }
 
   // Calls `fn` for every blob of `kind`, in no particular order. Blobs put or deleted during the walk may or
   // may not be reported.

@@ -13,7 +13,7 @@
 #include <mutex>
 #include <thread>
 
-#include "common/loopback_port.h"
+#include "common/local_servers.h"
 
 namespace cairn::store {
 namespace {

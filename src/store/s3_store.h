@@ -59,6 +59,7 @@ class S3Store final : public BlobStore {
   xet::Status List(BlobKind kind, const std::function<void(const xet::Hash&)>& fn) override;
   xet::Result<bool> Delete(BlobKind kind, const xet::Hash& hash) override;
   xet::Status Ping() override;
+  bool local() const override { return false; }
   std::string PresignedUrl(BlobKind kind, const xet::Hash& hash, uint64_t now_unix, uint64_t expiry_unix,
                            std::string_view tag) const override;
   std::string Describe() const override;

@@ -6,7 +6,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <chrono>
 #include <csignal>
 #include <cstdlib>
@@ -16,7 +15,7 @@
 #include <thread>
 #include <vector>
 
-#include "common/loopback_port.h"
+#include "common/local_servers.h"
 
 #ifndef CAIRN_SEAWEEDFS_VERSION
 #error "CAIRN_SEAWEEDFS_VERSION must name the pinned SeaweedFS version (src/store/CMakeLists.txt)"
@@ -81,15 +80,6 @@ std::string Tail(const fs::path& file, size_t bytes) {
   return s.size() > bytes ? s.substr(s.size() - bytes) : s;
 }
 
-std::string Sanitized(const std::string& name) {
-  std::string out;
-  for (char c : name) {
-    const bool plain = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-';
-    out += plain ? c : '_';
-  }
-  return out.substr(0, 60);
-}
-
 }  // namespace
 
 xet::Result<fs::path> FindWeed() {
@@ -116,13 +106,9 @@ xet::Result<std::unique_ptr<SeaweedCluster>> SeaweedCluster::Start(const std::st
   auto bin = FindWeed();
   if (!bin) return bin.error();
   curl_global_init(CURL_GLOBAL_DEFAULT);
-  static std::atomic<int> counter{0};
-  const fs::path dir =
-      fs::temp_directory_path() /
-      ("cairn-weed-" + Sanitized(name) + "-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
   std::error_code ec;
-  fs::remove_all(dir, ec);
-  fs::create_directories(dir / "data", ec);
+  const fs::path dir = FreshTempDir("cairn-weed", name, ec);
+  if (!ec) fs::create_directories(dir / "data", ec);
   if (ec) return xet::IoError("create " + dir.string() + ": " + ec.message());
   std::unique_ptr<SeaweedCluster> cluster(new SeaweedCluster(*bin, dir));
   cluster->access_key_ = "cairn" + RandomText(15);

@@ -264,42 +264,50 @@ class CairnServer:
                 total += value
         return total
 
+    def await_requests(self, method: str, *route_words: str, status: str | None = None, at_least: int = 1,
+                       timeout: float = 60) -> float:
+        """Waits until requests_count(...) reaches `at_least` (or the timeout); returns the count."""
+        deadline = time.monotonic() + timeout
+        while (n := self.requests_count(method, *route_words, status=status)) < at_least and \
+                time.monotonic() < deadline:
+            time.sleep(0.005)
+        return n
+
     def requests_table(self) -> str:
         return "\n".join(f"{labels}: {v:g}" for n, labels, v in self.metrics() if n == "cairn_http_requests_total")
 
 
 
-class PostgresServer:
-    """A private PostgreSQL server run by cairn-test-postgres (see its source): fresh databases on demand,
-    stop and start for restart tests, everything removed at close()."""
+class _ToolServer:
+    """A private server run by one of cairn's test tools (cairn-test-postgres, cairn-test-seaweedfs): the tool
+    prints what the server is on its first line, then answers one command per line with "ok ..." or
+    "error: ..."; closing its stdin stops the server and removes everything."""
+
+    kind = "server"
 
     def __init__(self, tool: str):
         self.tool = tool
         self.proc: subprocess.Popen | None = None
-        self.uri = ""
-        self._next = 0
 
-    def start(self) -> "PostgresServer":
+    def start(self):
         self.proc = subprocess.Popen([self.tool], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE, text=True)
-        self.uri = self.proc.stdout.readline().strip()
-        if not self.uri.startswith("postgres://"):
+        first = self.proc.stdout.readline().strip()
+        if not self._started(first):
             err = self.proc.stderr.read() if self.proc.poll() is not None else ""
-            fail(f"{self.tool} did not start PostgreSQL: {self.uri!r} {err}")
+            fail(f"{self.tool} did not start {self.kind}: {first!r} {err}")
         return self
+
+    def _started(self, first_line: str) -> bool:
+        raise NotImplementedError
 
     def command(self, line: str) -> str:
         self.proc.stdin.write(line + "\n")
         self.proc.stdin.flush()
         answer = self.proc.stdout.readline().strip()
-        if not answer.startswith("ok"):
-            fail(f"cairn-test-postgres {line!r}: {answer!r}")
+        if answer != "ok" and not answer.startswith("ok "):
+            fail(f"{Path(self.tool).name} {line!r}: {answer!r}")
         return answer[3:]
-
-    def create_database(self) -> str:
-        """A fresh database; returns its URI."""
-        self._next += 1
-        return self.command(f"createdb t{self._next}")
 
     def stop(self) -> None:
         self.command("stop")
@@ -314,6 +322,26 @@ class PostgresServer:
             self.proc = None
 
 
+class PostgresServer(_ToolServer):
+    """A private PostgreSQL server (cairn-test-postgres): fresh databases on demand."""
+
+    kind = "PostgreSQL"
+
+    def __init__(self, tool: str):
+        super().__init__(tool)
+        self.uri = ""
+        self._next = 0
+
+    def _started(self, first_line: str) -> bool:
+        self.uri = first_line
+        return first_line.startswith("postgres://")
+
+    def create_database(self) -> str:
+        """A fresh database; returns its URI."""
+        self._next += 1
+        return self.command(f"createdb t{self._next}")
+
+
 EMPTY_SHA256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
 
 
@@ -324,31 +352,21 @@ def xet_hex(raw_hex: str) -> str:
     return "".join(b[w * 8:(w + 1) * 8][::-1].hex() for w in range(4))
 
 
-class SeaweedServer:
-    """A private SeaweedFS server run by cairn-test-seaweedfs (see its source): one S3 endpoint with made-up
-    keys, buckets on demand, stop and start for outage tests, everything removed at close()."""
+class SeaweedServer(_ToolServer):
+    """A private SeaweedFS server (cairn-test-seaweedfs): one S3 endpoint with made-up keys, buckets on demand."""
+
+    kind = "SeaweedFS"
 
     def __init__(self, tool: str):
-        self.tool = tool
-        self.proc: subprocess.Popen | None = None
+        super().__init__(tool)
         self.endpoint = self.access_key = self.secret_key = ""
 
-    def start(self) -> "SeaweedServer":
-        self.proc = subprocess.Popen([self.tool], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, text=True)
-        first = self.proc.stdout.readline().split()
-        if len(first) != 3 or not first[0].startswith("http://"):
-            err = self.proc.stderr.read() if self.proc.poll() is not None else ""
-            fail(f"{self.tool} did not start SeaweedFS: {first!r} {err}")
-        self.endpoint, self.access_key, self.secret_key = first
-        return self
-
-    def command(self, line: str) -> None:
-        self.proc.stdin.write(line + "\n")
-        self.proc.stdin.flush()
-        answer = self.proc.stdout.readline().strip()
-        if answer != "ok":
-            fail(f"cairn-test-seaweedfs {line!r}: {answer!r}")
+    def _started(self, first_line: str) -> bool:
+        parts = first_line.split()
+        if len(parts) != 3 or not parts[0].startswith("http://"):
+            return False
+        self.endpoint, self.access_key, self.secret_key = parts
+        return True
 
     def create_bucket(self, name: str) -> None:
         self.command(f"bucket {name}")
@@ -381,18 +399,6 @@ class SeaweedServer:
         """The settings of a cairn node storing its blobs at `store_url` on this server."""
         return {"CAIRN_STORE": store_url, "CAIRN_S3_ENDPOINT": self.endpoint, "CAIRN_S3_PATH_STYLE": "true",
                 "AWS_ACCESS_KEY_ID": self.access_key, "AWS_SECRET_ACCESS_KEY": self.secret_key}
-
-    def stop(self) -> None:
-        self.command("stop")
-
-    def restart(self) -> None:
-        self.command("start")
-
-    def close(self) -> None:
-        if self.proc is not None:
-            self.proc.stdin.close()
-            self.proc.wait(timeout=60)
-            self.proc = None
 
 
 def pinned(requirement: str) -> str:

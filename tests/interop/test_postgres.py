@@ -40,9 +40,7 @@ def test_postgres_restart_mid_upload(server, hfx, postgres, tmp_path):
         target=lambda: result.setdefault("up", hfx.upload(srv.url, tok, files, env=retry)))
     uploader.start()
     # Cut the database once the first xorb is stored, and keep it away for a few seconds.
-    deadline = time.monotonic() + 60
-    while srv.requests_count("POST", "xorb", status="2") < 1 and time.monotonic() < deadline:
-        time.sleep(0.02)
+    srv.await_requests("POST", "xorb", status="2", timeout=60)
     postgres.stop()
     try:
         down = http("GET", f"{srv.url}/readyz")

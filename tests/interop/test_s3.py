@@ -97,9 +97,7 @@ def test_node_killed_mid_upload(server, hfx, seaweedfs, tmp_path):
         uploader = threading.Thread(target=upload_all)
         uploader.start()
         victim = nodes[0]
-        deadline = time.monotonic() + 120
-        while victim.requests_count("POST", "xorb", status="2") < 1 and time.monotonic() < deadline:
-            time.sleep(0.01)
+        victim.await_requests("POST", "xorb", status="2", timeout=120)
         assert victim.requests_count("POST", "xorb", status="2") >= 1, "no xorb reached the node to kill"
         victim.kill()  # SIGKILL, in the middle of the uploads
         uploader.join(timeout=600)
@@ -129,9 +127,7 @@ def test_store_outage_during_uploads_and_downloads(server, hfx, seaweedfs, tmp_p
     result = {}
     uploader = threading.Thread(target=lambda: result.setdefault("up", hfx.upload(srv.url, tok, files, env=RETRY)))
     uploader.start()
-    deadline = time.monotonic() + 60
-    while srv.requests_count("POST", "xorb", status="2") < 1 and time.monotonic() < deadline:
-        time.sleep(0.01)
+    srv.await_requests("POST", "xorb", status="2", timeout=60)
     seaweedfs.stop()
     try:
         down = http("GET", f"{srv.url}/readyz")
@@ -165,9 +161,7 @@ def test_store_outage_during_uploads_and_downloads(server, hfx, seaweedfs, tmp_p
     downloader = threading.Thread(target=lambda: result.setdefault("down", hfx.download(srv.url, tok, items, env=env)))
     transfers_before = srv.requests_count("GET", "transfer", status="2")
     downloader.start()
-    deadline = time.monotonic() + 60
-    while srv.requests_count("GET", "transfer", status="2") <= transfers_before and time.monotonic() < deadline:
-        time.sleep(0.005)
+    srv.await_requests("GET", "transfer", status="2", at_least=int(transfers_before) + 1)
     seaweedfs.stop()
     time.sleep(2)
     seaweedfs.restart()

@@ -1,9 +1,11 @@
-#include "common/loopback_port.h"
+#include "common/local_servers.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
+
+#include <atomic>
 
 namespace cairn {
 namespace {
@@ -33,6 +35,22 @@ std::optional<uint16_t> FreeLoopbackPort() {
 
 bool LoopbackPortFree(uint16_t port) {
   return port != 0 && Bind(port) == port;
+}
+
+std::filesystem::path FreshTempDir(const std::string& prefix, const std::string& name, std::error_code& ec) {
+  static std::atomic<int> counter{0};
+  std::string plain;
+  for (const char c : name) {
+    const bool keep = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-';
+    plain += keep ? c : '_';
+  }
+  const auto dir = std::filesystem::temp_directory_path(ec) /
+                   (prefix + "-" + plain.substr(0, 60) + "-" + std::to_string(::getpid()) + "-" +
+                    std::to_string(counter++));
+  if (ec) return dir;
+  std::filesystem::remove_all(dir, ec);
+  std::filesystem::create_directories(dir, ec);
+  return dir;
 }
 
 }  // namespace cairn
