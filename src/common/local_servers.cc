@@ -44,9 +44,9 @@ std::filesystem::path FreshTempDir(const std::string& prefix, const std::string&
     const bool keep = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-';
     plain += keep ? c : '_';
   }
-  const auto dir = std::filesystem::temp_directory_path(ec) /
-                   (prefix + "-" + plain.substr(0, 60) + "-" + std::to_string(::getpid()) + "-" +
-                    std::to_string(counter++));
+  auto dir = std::filesystem::temp_directory_path(ec) /
+             (prefix + "-" + plain.substr(0, 60) + "-" + std::to_string(::getpid()) + "-" +
+              std::to_string(counter++));
   if (ec) return dir;
   std::filesystem::remove_all(dir, ec);
   std::filesystem::create_directories(dir, ec);
