@@ -53,17 +53,6 @@ std::string Hex(std::span<const uint8_t> bytes) {
   return out;
 }
 
-// The text between <tag> and </tag> at or after `from` (empty when absent).
-std::string_view XmlValue(std::string_view doc, std::string_view tag) {
-  const std::string open = "<" + std::string(tag) + ">";
-  const std::string close = "</" + std::string(tag) + ">";
-  const size_t a = doc.find(open);
-  if (a == std::string_view::npos) return {};
-  const size_t b = doc.find(close, a + open.size());
-  if (b == std::string_view::npos) return {};
-  return doc.substr(a + open.size(), b - a - open.size());
-}
-
 std::string Base64(std::span<const uint8_t> bytes) {
   std::string out(4 * ((bytes.size() + 2) / 3) + 1, '\0');
   const int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()), bytes.data(),
@@ -83,6 +72,18 @@ std::string Trim(std::string_view s) {
 }
 
 }  // namespace
+
+std::string_view S3XmlValue(std::string_view doc, std::string_view tag, size_t* from) {
+  const std::string open = "<" + std::string(tag) + ">";
+  const std::string close = "</" + std::string(tag) + ">";
+  const size_t start = from != nullptr ? *from : 0;
+  const size_t a = doc.find(open, start);
+  if (a == std::string_view::npos) return {};
+  const size_t b = doc.find(close, a + open.size());
+  if (b == std::string_view::npos) return {};
+  if (from != nullptr) *from = b + close.size();
+  return doc.substr(a + open.size(), b - a - open.size());
+}
 
 std::string S3QueryString(std::vector<std::pair<std::string, std::string>> params) {
   for (auto& [k, v] : params) {
@@ -302,19 +303,16 @@ xet::Result<S3Response> S3Client::Attempt(Handle& h, const S3Request& request, s
   uint8_t sha[SHA256_DIGEST_LENGTH];
   PieceReader reader{request.body_pieces, 0, 0};
   uint64_t pieces_size = 0;
-  if (request.body_pieces.empty()) {
-    SHA256(request.body.data(), request.body.size(), sha);
-  } else {
-    EVP_MD_CTX* ctx = EVP_MD_CTX_new();
-    EVP_DigestInit_ex(ctx, EVP_sha256(), nullptr);
-    for (const auto& piece : request.body_pieces) {
-      EVP_DigestUpdate(ctx, piece.data(), piece.size());
-      pieces_size += piece.size();
-    }
-    unsigned int len = sizeof sha;
-    EVP_DigestFinal_ex(ctx, sha, &len);
-    EVP_MD_CTX_free(ctx);
+  EVP_MD_CTX* ctx = EVP_MD_CTX_new();
+  EVP_DigestInit_ex(ctx, EVP_sha256(), nullptr);
+  EVP_DigestUpdate(ctx, request.body.data(), request.body.size());  // one of the two is empty
+  for (const auto& piece : request.body_pieces) {
+    EVP_DigestUpdate(ctx, piece.data(), piece.size());
+    pieces_size += piece.size();
   }
+  unsigned int sha_len = sizeof sha;
+  EVP_DigestFinal_ex(ctx, sha, &sha_len);
+  EVP_MD_CTX_free(ctx);
   headers = curl_slist_append(headers, ("x-amz-content-sha256: " + Hex(sha)).c_str());
   if (request.checksum)
     headers = curl_slist_append(headers, ("x-amz-checksum-sha256: " + Base64(sha)).c_str());
@@ -354,8 +352,8 @@ xet::Result<S3Response> S3Client::Attempt(Handle& h, const S3Request& request, s
     return res;
   }
   if (res.status >= 300 && !res.body.empty()) {
-    res.error_code = std::string(XmlValue(res.body, "Code"));
-    res.error_message = std::string(XmlValue(res.body, "Message"));
+    res.error_code = std::string(S3XmlValue(res.body, "Code"));
+    res.error_message = std::string(S3XmlValue(res.body, "Message"));
   }
   return res;
 }

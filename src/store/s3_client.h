@@ -82,6 +82,11 @@ struct S3Response {
 // SigV4's canonical query wants it (a name without a value becomes "name=").
 std::string S3QueryString(std::vector<std::pair<std::string, std::string>> params);
 
+// The text between <tag> and </tag> of an S3 XML document, searched from *from (0 when null), which is then
+// moved past the closing tag; empty when there is none. Enough for the flat answers S3 gives (no escaping in
+// what cairn reads: hex keys, upload ids, tokens, error codes).
+std::string_view S3XmlValue(std::string_view doc, std::string_view tag, size_t* from = nullptr);
+
 class S3Client {
  public:
   // Checks the options (an endpoint URL, a bucket name, credentials present); contacts nothing.

@@ -26,6 +26,17 @@ TEST(S3QueryStringTest, SortsAndEncodesAsSigV4Wants) {
             "continuation-token=t&list-type=2&prefix=x%2Fy%20z~");
 }
 
+TEST(S3XmlValueTest, ReadsFlatValuesInOrder) {
+  const std::string doc = "<R><Key>a</Key><IsTruncated>true</IsTruncated><Key>b</Key><Key></Key><Key>c";
+  size_t at = 0;
+  EXPECT_EQ(S3XmlValue(doc, "Key", &at), "a");
+  EXPECT_EQ(S3XmlValue(doc, "Key", &at), "b");
+  EXPECT_EQ(S3XmlValue(doc, "Key", &at), "");  // empty element
+  EXPECT_EQ(S3XmlValue(doc, "Key", &at), "");  // unterminated: nothing
+  EXPECT_EQ(S3XmlValue(doc, "IsTruncated"), "true");
+  EXPECT_EQ(S3XmlValue(doc, "Code"), "");
+}
+
 S3Options AwsExample() {
   S3Options o;
   o.endpoint = "https://s3.amazonaws.com";

@@ -240,11 +240,8 @@ class S3Store::Writer final : public BlobWriter {
       auto res = store_.client_->Send(req);
       if (!res) return res.error();
       if (res->status != 200) return store_.Refused("CreateMultipartUpload " + key_, *res);
-      const size_t a = res->body.find("<UploadId>");
-      const size_t b = res->body.find("</UploadId>");
-      if (a == std::string::npos || b == std::string::npos || b <= a)
-        return store_.Refused("CreateMultipartUpload " + key_ + " (no UploadId)", *res);
-      upload_id_ = res->body.substr(a + 10, b - a - 10);
+      upload_id_ = std::string(S3XmlValue(res->body, "UploadId"));
+      if (upload_id_.empty()) return store_.Refused("CreateMultipartUpload " + key_ + " (no UploadId)", *res);
     }
     S3Request req;
     req.method = "PUT";
@@ -426,20 +423,15 @@ xet::Status S3Store::List(BlobKind kind, const std::function<void(const xet::Has
     if (!res) return res.error();
     if (res->status != 200) return Refused("ListObjectsV2 " + prefix, *res);
     std::string_view doc = res->body;
-    for (size_t at = doc.find("<Key>"); at != std::string_view::npos; at = doc.find("<Key>", at)) {
-      const size_t end = doc.find("</Key>", at);
-      if (end == std::string_view::npos) break;
-      const std::string_view key = doc.substr(at + 5, end - at - 5);
+    size_t at = 0;
+    for (std::string_view key = S3XmlValue(doc, "Key", &at); !key.empty();
+         key = S3XmlValue(doc, "Key", &at)) {
       if (key.starts_with(prefix)) {
         if (auto h = xet::Hash::FromHex(key.substr(prefix.size()))) fn(*h);
       }
-      at = end;
     }
-    const bool truncated = doc.find("<IsTruncated>true</IsTruncated>") != std::string_view::npos;
-    const size_t a = doc.find("<NextContinuationToken>");
-    const size_t b = doc.find("</NextContinuationToken>");
-    if (!truncated || a == std::string_view::npos || b == std::string_view::npos) return xet::Ok{};
-    std::string next(doc.substr(a + 23, b - a - 23));
+    std::string next(S3XmlValue(doc, "NextContinuationToken"));
+    if (S3XmlValue(doc, "IsTruncated") != "true" || next.empty()) return xet::Ok{};
     if (next == token) return xet::Ok{};  // a store that repeats itself must not loop us forever
     token = std::move(next);
   }
