@@ -95,6 +95,14 @@ printf '  %-15s %7s %7s\n' stage wall cpu
 cat "$logs"/*.time | awk '{ printf "  %-15s %7.1f %7s%s\n", $1, $2, $3, ($4 != "" && $4 != 0) ? "  FAILED" : "" }'
 printf '  %-15s %7.1f          (after bootstrap)\n' total "$total"
 if ((rc_main || rc_analysis || rc_sanitizer)); then
+  # What failed, once more at the very end (CI may show only the last lines of a long run).
+  for t in "$logs"/*.time; do
+    read -r name _ _ rc <"$t"
+    [[ -n "$rc" && "$rc" != 0 ]] || continue
+    echo "=== $name failed (exit $rc); log: $logs/$name.log"
+    grep -E '^(FAILED|ERROR) |^=+ .*(failed|error)|tests failed out of|\*\*\*(Failed|Exception)|^The following tests FAILED' \
+      "$logs/$name.log" | cut -c1-400 | tail -n 30
+  done
   echo "make test: FAILED"
   exit 1
 fi

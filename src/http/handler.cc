@@ -76,7 +76,9 @@ Response Response::Binary(unsigned status, std::string bytes, std::string conten
 Response Response::ErrorJson(unsigned status, std::string_view message) {
   boost::json::object o;
   o["error"] = message;
-  return Json(status, boost::json::serialize(o));
+  Response r = Json(status, boost::json::serialize(o));
+  r.error = message;
+  return r;
 }
 
 std::string_view Request::Header(std::string_view name) const {

@@ -84,6 +84,7 @@ struct Response {
   unsigned status = 200;
   HeaderList headers;          // Content-Length, Connection, X-Request-Id and Server are set by the server
   std::vector<BodyPart> body;  // sent in order; Content-Length is their total
+  std::string error;           // an error answer's message, for the server's request log (not sent as is)
 
   Response& Header(std::string name, std::string value) {
     headers.emplace_back(std::move(name), std::move(value));

@@ -6,6 +6,8 @@
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <boost/json/serialize.hpp>
+#include <boost/json/value.hpp>
 #include <boost/url/parse.hpp>
 #include <boost/url/url_view.hpp>
 #include <cerrno>
@@ -316,6 +318,7 @@ class Session : public detail::Connection, public std::enable_shared_from_this<S
     start_ = Clock::now();
     bytes_in_ = bytes_out_ = 0;
     status_ = 0;
+    error_.clear();
     route_ = nullptr;
     route_name_ = "unmatched";
     path_.clear();
@@ -523,6 +526,7 @@ class Session : public detail::Connection, public std::enable_shared_from_this<S
   void DoSendResponse(uint64_t gen, Response r) {
     if (gen != gen_ || state_ == State::kClosed || responding_ || !in_request_) return;
     auto res = HeaderFor(r.status, r.headers);
+    error_ = std::move(r.error);
     const uint64_t length = r.ContentLength();
     res.set(bhttp::field::content_length, std::to_string(length));
     std::ostringstream head;
@@ -759,8 +763,11 @@ class Session : public detail::Connection, public std::enable_shared_from_this<S
     srv_.latency.Observe({route_name_}, seconds);
     srv_.bytes_in.Inc({route_name_}, static_cast<double>(bytes_in_));
     srv_.bytes_out.Inc({route_name_}, static_cast<double>(bytes_out_));
-    spdlog::info("request id={} remote={} method={} path={} status={} in={} out={} ms={:.3f}", request_id_,
-                 remote_, method_, path_, status, bytes_in_, bytes_out_, seconds * 1000);
+    // Why a request failed is in the log beside it: a 503 names what was unavailable.
+    spdlog::info("request id={} remote={} method={} path={} status={} in={} out={} ms={:.3f}{}{}",
+                 request_id_, remote_, method_, path_, status, bytes_in_, bytes_out_, seconds * 1000,
+                 error_.empty() ? "" : " error=",
+                 error_.empty() ? "" : boost::json::serialize(boost::json::value(error_)));
   }
 
   void Close() {
@@ -802,6 +809,7 @@ class Session : public detail::Connection, public std::enable_shared_from_this<S
   const Route* route_ = nullptr;
   uint64_t bytes_in_ = 0, bytes_out_ = 0;
   unsigned status_ = 0;
+  std::string error_;  // the answer's error message, logged with the request
   bool keep_alive_ = false;
   bool body_done_ = false;
   bool responding_ = false;

@@ -33,7 +33,9 @@ class PostgresCluster {
   uint16_t port() const { return port_; }
   const std::filesystem::path& directory() const { return dir_; }
 
-  // Stops and starts the server again on the same port and data (a PostgreSQL restart under load).
+  // Stops and starts the server again on the same port and data (a PostgreSQL restart under load). Stop is
+  // PostgreSQL's fast shutdown: its checkpoint fsyncs every file written since the last one, about 300 per
+  // database created, which on a slow disk takes a minute or more once dozens of databases exist.
   xet::Status Stop();
   xet::Status Restart();
 

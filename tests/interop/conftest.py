@@ -55,14 +55,28 @@ def cairn_bin() -> str:
     return os.path.abspath(path)
 
 
-@pytest.fixture(scope="session")
-def postgres(cairn_bin) -> PostgresServer:
-    """One private PostgreSQL server for the session (cairn-test-postgres, built beside cairn)."""
+def _postgres_tool(cairn_bin) -> str:
     tool = os.environ.get("CAIRN_TEST_POSTGRES") or str(
         Path(cairn_bin).resolve().parents[1] / "index" / "cairn-test-postgres")
     if not (os.path.isfile(tool) and os.access(tool, os.X_OK)):
         fail(f"{tool} is not an executable file (run `make build`, or set CAIRN_TEST_POSTGRES)")
-    pg = PostgresServer(tool).start()
+    return tool
+
+
+@pytest.fixture(scope="session")
+def postgres(cairn_bin) -> PostgresServer:
+    """One private PostgreSQL server for the session (cairn-test-postgres, built beside cairn)."""
+    pg = PostgresServer(_postgres_tool(cairn_bin)).start()
+    yield pg
+    pg.close()
+
+
+@pytest.fixture
+def own_postgres(cairn_bin) -> PostgresServer:
+    """A PostgreSQL server of the test's own, for tests that stop it: the shutdown checkpoint of the session's
+    server fsyncs the files of every database the suite created so far (observed: 70 s for 70 databases),
+    an outage that would grow with the suite rather than be the test's own."""
+    pg = PostgresServer(_postgres_tool(cairn_bin)).start()
     yield pg
     pg.close()
 

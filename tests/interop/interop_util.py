@@ -39,6 +39,31 @@ def fail(msg: str) -> None:
     pytest.fail(msg, pytrace=False)
 
 
+class Background:
+    """fn() on a thread of its own. result() waits for it and returns what fn returned, or fails the test with
+    what it raised (a client that gave up during an outage), followed by `context`."""
+
+    def __init__(self, fn):
+        self._value = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, args=(fn,), daemon=True)
+        self._thread.start()
+
+    def _run(self, fn) -> None:
+        try:
+            self._value = fn()
+        except BaseException as e:  # noqa: BLE001 — handed to result()
+            self._error = e
+
+    def result(self, timeout: float, context: str = ""):
+        self._thread.join(timeout)
+        if self._thread.is_alive():
+            fail(f"still running after {timeout} s{context}")
+        if self._error is not None:
+            fail(f"{self._error}{context}")
+        return self._value
+
+
 def tail(text: str, n: int = 6000) -> str:
     return text if len(text) <= n else "…" + text[-n:]
 

@@ -6,12 +6,11 @@ too (every test, once per deployment: conftest.BACKENDS)."""
 from __future__ import annotations
 
 import subprocess
-import threading
 import time
 
 import pytest
 
-from interop_util import MiB, assert_same_file, http, write_random
+from interop_util import Background, MiB, assert_same_file, http, write_random
 
 SCOPE = "interop"
 
@@ -21,26 +20,26 @@ def _gauge(srv, name: str) -> float:
 
 
 @pytest.mark.backends("postgres")
-def test_postgres_restart_mid_upload(server, hfx, postgres, tmp_path):
+def test_postgres_restart_mid_upload(server, hfx, own_postgres, tmp_path):
     """PostgreSQL goes away while an upload is in flight: requests that need it answer 503 (the client
     retries), /readyz says so, and once it is back the upload completes and downloads byte-exact, without
     restarting cairn."""
     files = [write_random(tmp_path / f"f{i}.bin", 70 * MiB, seed=300 + i) for i in range(3)]
-    srv = server()
+    postgres = own_postgres
+    srv = server(env={"CAIRN_INDEX": postgres.create_database()})
     tok = srv.token(SCOPE, write=True)
     assert http("GET", f"{srv.url}/readyz").status == 200
-    result = {}
     # The stock client retries a 503 with jittered back-off (by default 5 attempts over up to minutes); the
     # suite's other tests make it give up at once. Here: many quick attempts, so that it outlasts a PostgreSQL
     # restart on a loaded machine (observed: 30 attempts with a 1 s base span under a second) without waiting
     # long once PostgreSQL is back.
     retry = {"HF_XET_CLIENT_RETRY_MAX_ATTEMPTS": "1000", "HF_XET_CLIENT_RETRY_BASE_DELAY": "1s",
              "HF_XET_CLIENT_RETRY_MAX_DURATION": "120s"}
-    uploader = threading.Thread(
-        target=lambda: result.setdefault("up", hfx.upload(srv.url, tok, files, env=retry)))
-    uploader.start()
+
+    uploader = Background(lambda: hfx.upload(srv.url, tok, files, env=retry))
     # Cut the database once the first xorb is stored, and keep it away for a few seconds.
     srv.await_requests("POST", "xorb", status="2", timeout=60)
+    cut = time.monotonic()
     postgres.stop()
     try:
         down = http("GET", f"{srv.url}/readyz")
@@ -49,10 +48,9 @@ def test_postgres_restart_mid_upload(server, hfx, postgres, tmp_path):
         time.sleep(2)
     finally:
         postgres.restart()
-    uploader.join(timeout=300)
-    assert not uploader.is_alive(), "upload did not finish after PostgreSQL came back"
+    outage = time.monotonic() - cut
+    up = uploader.result(timeout=300, context=f" (PostgreSQL was away for {outage:.1f} s)")
     assert http("GET", f"{srv.url}/readyz").status == 200
-    up = result["up"]
     refused = srv.requests_count("POST", status="503")
     assert refused >= 1, f"no request met the outage (the test proved nothing)\n{srv.requests_table()}"
     meta = {f["path"]: f for f in up.result["files"]}
@@ -71,14 +69,8 @@ def test_two_nodes_same_uploads_at_once(server, hfx, tmp_path):
     a = server()
     b = server(data_dir=a.data_dir)  # the same data directory: the same database
     tok = a.token(SCOPE, write=True)  # minted with the key in the database: valid on both nodes
-    runs = {}
-    threads = [threading.Thread(target=lambda n=n, s=s: runs.setdefault(n, hfx.upload(s.url, tok, files)))
-               for n, s in (("a", a), ("b", b))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=300)
-    assert set(runs) == {"a", "b"}, runs
+    uploads = {n: Background(lambda s=s: hfx.upload(s.url, tok, files)) for n, s in (("a", a), ("b", b))}
+    runs = {n: u.result(timeout=300, context=f" (the upload through node {n})") for n, u in uploads.items()}
     hashes = {n: sorted((f["path"], f["hash"]) for f in r.result["files"]) for n, r in runs.items()}
     assert hashes["a"] == hashes["b"]
     # One copy of everything, whichever node stored it; both nodes count the same.

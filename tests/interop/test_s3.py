@@ -6,12 +6,11 @@ downloads. (The rest of the interop suite runs on PostgreSQL + SeaweedFS too, in
 from __future__ import annotations
 
 import subprocess
-import threading
 import time
 
 import pytest
 
-from interop_util import MiB, TcpForwarder, assert_same_file, free_port, http, write_random, xet_hex
+from interop_util import Background, MiB, TcpForwarder, assert_same_file, free_port, http, write_random, xet_hex
 
 SCOPE = "interop"
 # hf_xet's retries, long enough to outlast a node or the store going away on a loaded machine (the suite's
@@ -83,26 +82,19 @@ def test_node_killed_mid_upload(server, hfx, seaweedfs, tmp_path):
         nodes = [first] + [server(port=p, public_url=lb.url, data_dir=first.data_dir) for p in ports[1:]]
         tok = first.token(SCOPE, write=True)
         files = [write_random(tmp_path / f"k{i}.bin", 24 * MiB + i, seed=600 + i) for i in range(4)]
-        uploaded: dict = {}
-        errors: list = []
 
-        def upload_all():
-            try:
-                for f in files:  # one commit per file: each success is a file the client saw committed
-                    meta = hfx.upload(lb.url, tok, [f], env=RETRY).result["files"][0]
-                    uploaded[f.name] = (meta, f)
-            except BaseException as e:  # noqa: BLE001 — reported below
-                errors.append(e)
+        def upload_all() -> dict:
+            uploaded = {}
+            for f in files:  # one commit per file: each success is a file the client saw committed
+                uploaded[f.name] = (hfx.upload(lb.url, tok, [f], env=RETRY).result["files"][0], f)
+            return uploaded
 
-        uploader = threading.Thread(target=upload_all)
-        uploader.start()
+        uploader = Background(upload_all)
         victim = nodes[0]
         victim.await_requests("POST", "xorb", status="2", timeout=120)
         assert victim.requests_count("POST", "xorb", status="2") >= 1, "no xorb reached the node to kill"
         victim.kill()  # SIGKILL, in the middle of the uploads
-        uploader.join(timeout=600)
-        assert not uploader.is_alive(), "the uploads did not finish after the node was killed"
-        assert not errors, errors
+        uploaded = uploader.result(timeout=600, context=" (the uploads after the node was killed)")
         assert len(uploaded) == len(files)
         victim.start()
         for srv in nodes:
@@ -124,9 +116,7 @@ def test_store_outage_during_uploads_and_downloads(server, hfx, seaweedfs, tmp_p
     assert http("GET", f"{srv.url}/readyz").status == 200
 
     # 1. Upload.
-    result = {}
-    uploader = threading.Thread(target=lambda: result.setdefault("up", hfx.upload(srv.url, tok, files, env=RETRY)))
-    uploader.start()
+    uploader = Background(lambda: hfx.upload(srv.url, tok, files, env=RETRY))
     srv.await_requests("POST", "xorb", status="2", timeout=60)
     seaweedfs.stop()
     try:
@@ -135,10 +125,8 @@ def test_store_outage_during_uploads_and_downloads(server, hfx, seaweedfs, tmp_p
         time.sleep(3)
     finally:
         seaweedfs.restart()
-    uploader.join(timeout=300)
-    assert not uploader.is_alive(), "the upload did not finish after the store came back"
+    up = uploader.result(timeout=300, context=" (the upload after the store came back)").result["files"]
     assert srv.requests_count("POST", status="503") >= 1, f"no upload met the outage\n{srv.requests_table()}"
-    up = result["up"].result["files"]
     uploaded = {f.name: (next(m for m in up if m["path"] == str(f)), f) for f in files}
 
     # 2. A transfer while the store is down: 503 with Retry-After, before any byte of the body.
@@ -155,18 +143,15 @@ def test_store_outage_during_uploads_and_downloads(server, hfx, seaweedfs, tmp_p
         seaweedfs.restart()
 
     # 3. A download in flight when the store goes away.
-    result.clear()
     items = [(m["hash"], m["size"], tmp_path / f"back-{name}") for name, (m, _) in uploaded.items()]
     env = {**RETRY, "HF_XET_FIXED_DOWNLOAD_CONCURRENCY": "2"}
-    downloader = threading.Thread(target=lambda: result.setdefault("down", hfx.download(srv.url, tok, items, env=env)))
     transfers_before = srv.requests_count("GET", "transfer", status="2")
-    downloader.start()
+    downloader = Background(lambda: hfx.download(srv.url, tok, items, env=env))
     srv.await_requests("GET", "transfer", status="2", at_least=int(transfers_before) + 1)
     seaweedfs.stop()
     time.sleep(2)
     seaweedfs.restart()
-    downloader.join(timeout=300)
-    assert not downloader.is_alive(), "the download did not finish after the store came back"
+    downloader.result(timeout=300, context=" (the download after the store came back)")
     assert srv.requests_count("GET", "transfer", status="503") >= 1, \
         f"no transfer met the outage (the test proved nothing)\n{srv.requests_table()}"
     for name, (m, original) in uploaded.items():
