@@ -46,14 +46,30 @@ Response ErrorResponse(unsigned status, const std::string& message) {
   return r;
 }
 
+http::Status HttpStatus(const xet::Status& st) {
+  if (!st) return http::Error{StatusOf(st.error()), st.error().message};
+  return http::Ok{};
+}
+
+// A range of a stored xorb read in order: one GET of the store per range.
+class XorbStream final : public http::ByteStream {
+ public:
+  explicit XorbStream(std::unique_ptr<store::BlobReader> reader) : reader_(std::move(reader)) {}
+  http::Status Read(std::span<uint8_t> out) override { return HttpStatus(reader_->Read(out)); }
+
+ private:
+  std::unique_ptr<store::BlobReader> reader_;
+};
+
 // A stored xorb read through the service, for stores that have no file to sendfile from (S3).
 class XorbSource final : public http::ByteSource {
  public:
   XorbSource(cas::CasService& service, const xet::XorbHash& xorb) : service_(service), xorb_(xorb) {}
   http::Status ReadAt(uint64_t offset, std::span<uint8_t> out) const override {
-    auto st = service_.ReadXorb(xorb_, offset, out);
-    if (!st) return http::Error{StatusOf(st.error()), st.error().message};
-    return http::Ok{};
+    return HttpStatus(service_.ReadXorb(xorb_, offset, out));
+  }
+  std::unique_ptr<http::ByteStream> Stream(uint64_t offset, uint64_t length) const override {
+    return std::make_unique<XorbStream>(service_.OpenXorbRange(xorb_, offset, length));
   }
 
  private:
@@ -284,9 +300,12 @@ Response WithFirstBytesRead(Response r) {
     if (seg == nullptr) continue;
     const uint64_t n = std::min(seg->length, kReadBeforeHeader);
     std::string first(n, '\0');
-    auto st = seg->source->ReadAt(seg->offset, {reinterpret_cast<uint8_t*>(first.data()), first.size()});
+    // The segment's one stream (a GET of the whole range) reads these bytes first and the rest after them.
+    std::shared_ptr<http::ByteStream> stream = seg->source->Stream(seg->offset, seg->length);
+    const std::span<uint8_t> into(reinterpret_cast<uint8_t*>(first.data()), first.size());
+    auto st = stream ? stream->Read(into) : seg->source->ReadAt(seg->offset, into);
     if (!st) return ErrorResponse(st.error().status, st.error().message);
-    http::SourceSegment rest{seg->source, seg->offset + n, seg->length - n};
+    http::SourceSegment rest{seg->source, seg->offset + n, seg->length - n, std::move(stream)};
     r.body[i] = std::move(first);
     if (rest.length > 0) r.body.insert(r.body.begin() + static_cast<ptrdiff_t>(i) + 1, std::move(rest));
     break;

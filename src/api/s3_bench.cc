@@ -10,13 +10,17 @@
 //   cairn
 //                           (proxy: the node's signed URL, the node reads the store), presigned (the client
 //                           GETs the store with a presigned URL), and a plain signed GET of the store (the
-//                           same libcurl client code for all three, discarding what it reads) (target for
-//                           proxy ≥ 80 % of the plain GET's throughput)
+//                           same libcurl client code for all, discarding what it reads) (target for
+//                           proxy ≥ 80 % of the plain GET's throughput); and proxy-blocks, a second node
+//                           reading the range in 4 MiB ranged GETs as the proxy did before ranges streamed
 //
 // Client and servers share the machine's cores. Every client request goes through libcurl with one kept-alive
-// handle per client thread.
+// handle per client thread. CAIRN_BENCH_S3_PIN=1 gives SeaweedFS CPU 0 alone and this process (cairn and the
+// clients) the others, as a store on a machine of its own would be: then what cairn costs comes out of its
+// own cores, not the store's.
 #include <benchmark/benchmark.h>
 #include <curl/curl.h>
+#include <sched.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
@@ -73,6 +77,59 @@ xet::EncodedXorb XorbOf(uint64_t seed, bool random) {
   return xet::EncodeXorb(chunks, xet::CompressionPolicy::kLz4);
 }
 
+bool Pinned() {
+  const char* p = std::getenv("CAIRN_BENCH_S3_PIN");  // NOLINT(concurrency-mt-unsafe): read-only environment
+  return p != nullptr && std::string(p) == "1";
+}
+
+// CPU 0 for SeaweedFS, the rest for this process (threads inherit their creator's set).
+void PinThisProcess() {
+  const long cpus = ::sysconf(_SC_NPROCESSORS_ONLN);
+  if (cpus < 2) throw std::runtime_error("CAIRN_BENCH_S3_PIN=1 needs two CPUs or more");
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  for (long c = 1; c < cpus; ++c) CPU_SET(c, &set);
+  if (::sched_setaffinity(0, sizeof(set), &set) != 0) throw std::runtime_error("sched_setaffinity");
+}
+
+// Every thread weed has now; the threads it starts later inherit CPU 0 from them.
+void PinWeed(pid_t pid) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(0, &set);
+  for (const auto& task : fs::directory_iterator("/proc/" + std::to_string(pid) + "/task")) {
+    const pid_t tid = std::stoi(task.path().filename().string());
+    (void)::sched_setaffinity(tid, sizeof(set), &set);  // a thread may have ended meanwhile
+  }
+}
+
+// The S3 store as it read transfers before ranges were streamed: the default OpenRange, one ranged GET per
+// 4 MiB block (the proxy-blocks path, for comparison in the same run).
+class BlockReads final : public store::BlobStore {
+ public:
+  explicit BlockReads(store::BlobStore& s) : s_(s) {}
+  xet::Result<std::unique_ptr<store::BlobWriter>> BeginPut(store::BlobKind k, const xet::Hash& h) override {
+    return s_.BeginPut(k, h);
+  }
+  xet::Result<store::BlobStat> Stat(store::BlobKind k, const xet::Hash& h) override { return s_.Stat(k, h); }
+  xet::Status ReadRange(store::BlobKind k, const xet::Hash& h, uint64_t offset,
+                        std::span<uint8_t> out) override {
+    return s_.ReadRange(k, h, offset, out);
+  }
+  xet::Result<store::OpenBlob> OpenForRead(store::BlobKind k, const xet::Hash& h) override {
+    return s_.OpenForRead(k, h);
+  }
+  bool local() const override { return false; }
+  xet::Status List(store::BlobKind k, const std::function<void(const xet::Hash&)>& fn) override {
+    return s_.List(k, fn);
+  }
+  xet::Result<bool> Delete(store::BlobKind k, const xet::Hash& h) override { return s_.Delete(k, h); }
+  std::string Describe() const override { return s_.Describe(); }
+
+ private:
+  store::BlobStore& s_;
+};
+
 // SeaweedFS, and cairn's stack on a bucket of it, for the whole program.
 struct Fixture {
   std::unique_ptr<store::testing::SeaweedCluster> weed;
@@ -83,11 +140,16 @@ struct Fixture {
   std::unique_ptr<http::Server> server;
   std::unique_ptr<cas::CasService> service;
   std::string url;
+  std::unique_ptr<BlockReads> blocks_store;  // a second node on the same bucket and index, reading in blocks
+  std::unique_ptr<http::Server> blocks_server;
+  std::unique_ptr<cas::CasService> blocks_service;
 
   Fixture() {
     RetainFreedMemory();                     // as cairn serve does
     spdlog::set_level(spdlog::level::warn);  // no line per request
+    if (Pinned()) PinThisProcess();
     weed = Must(store::testing::SeaweedCluster::Start("s3-bench"), "SeaweedFS");
+    if (Pinned()) PinWeed(weed->pid());
     if (auto st = weed->CreateBucket(kBucket); !st) throw std::runtime_error(st.error().message);
     store::S3StoreOptions so;
     so.s3 = weed->Options(kBucket);
@@ -97,6 +159,9 @@ struct Fixture {
             std::getenv("CAIRN_BENCH_S3_PART_MIB"))  // NOLINT(concurrency-mt-unsafe): before threads
       so.part_bytes = std::stoull(p) << 20;
     store = Must(store::S3Store::Open(so), "store");
+    // SeaweedFS's first write to a fresh volume costs ~1 s (it grows the volume): pay it before measuring.
+    const std::vector<uint8_t> warm(4 << 20, 1);
+    Must(store->Put(store::BlobKind::kShard, xet::Hash{}, warm), "warm-up put");
     const char* env = std::getenv("CAIRN_BENCH_DIR");  // NOLINT(concurrency-mt-unsafe): before threads
     dir = fs::path(env ? env : ".") / ("cairn-s3-bench-" + std::to_string(::getpid()));
     fs::create_directories(dir);
@@ -116,8 +181,18 @@ struct Fixture {
     service = std::make_unique<cas::CasService>(*index, *store, pool, opts);
     RegisterCasRoutes(*server, *service);
     server->Start();
+
+    blocks_store = std::make_unique<BlockReads>(*store);
+    blocks_server = std::make_unique<http::Server>(o, std::make_shared<http::Authenticator>(kJwtKey));
+    if (!blocks_server->Listen().ok()) throw std::runtime_error("listen");
+    opts.public_url = "http://127.0.0.1:" + std::to_string(blocks_server->port());
+    blocks_service = std::make_unique<cas::CasService>(*index, *blocks_store, pool, opts);
+    RegisterCasRoutes(*blocks_server, *blocks_service);
+    blocks_server->Start();
   }
   ~Fixture() {
+    blocks_server->Stop(2s);
+    blocks_server->Wait();
     server->Stop(2s);
     server->Wait();
     std::error_code ec;
@@ -197,7 +272,7 @@ class Curl {
   CURL* h_;
 };
 
-constexpr int kUploads = 6;
+constexpr int kUploads = 12;
 
 double CpuMs(clockid_t clock) {
   timespec ts{};
@@ -219,14 +294,16 @@ double WeedCpuMs(pid_t pid) {
   return (utime + stime) * 1000.0 / static_cast<double>(::sysconf(_SC_CLK_TCK));
 }
 
-// Per-iteration CPU of cairn (this process but the benchmark's own thread) and of SeaweedFS.
+// Per-iteration CPU of cairn (this process but the benchmark's own thread) and of SeaweedFS. Pinned, it pins
+// SeaweedFS's threads again first (those started since).
 class CpuMeter {
  public:
-  explicit CpuMeter(pid_t weed)
-      : weed_(weed),
-        process0_(CpuMs(CLOCK_PROCESS_CPUTIME_ID)),
-        thread0_(CpuMs(CLOCK_THREAD_CPUTIME_ID)),
-        weed0_(WeedCpuMs(weed)) {}
+  explicit CpuMeter(pid_t weed) : weed_(weed) {
+    if (Pinned()) PinWeed(weed);
+    process0_ = CpuMs(CLOCK_PROCESS_CPUTIME_ID);
+    thread0_ = CpuMs(CLOCK_THREAD_CPUTIME_ID);
+    weed0_ = WeedCpuMs(weed);
+  }
   void Report(benchmark::State& state) const {
     const auto n = static_cast<double>(state.iterations());
     const double client = CpuMs(CLOCK_THREAD_CPUTIME_ID) - thread0_;
@@ -236,7 +313,7 @@ class CpuMeter {
 
  private:
   pid_t weed_;
-  double process0_, thread0_, weed0_;
+  double process0_ = 0, thread0_ = 0, weed0_ = 0;
 };
 
 std::vector<xet::EncodedXorb>& UploadXorbs() {
@@ -310,7 +387,7 @@ struct Stored {
   }
 };
 
-enum class Path { kProxy, kPresigned, kPlain };
+enum class Path { kProxy, kPresigned, kPlain, kProxyBlocks };
 
 // `range_bytes` ranges at random offsets, `threads` clients at once, each with its own connection.
 void Transfer(benchmark::State& state, Path path, uint64_t range_bytes, int threads, int per_thread) {
@@ -335,8 +412,9 @@ void Transfer(benchmark::State& state, Path path, uint64_t range_bytes, int thre
             continue;
           }
           const std::string url =
-              path == Path::kProxy
-                  ? f.service->signer().Url(s.xorb.hash, {{start, end}}, now + 3600)
+              path == Path::kProxy ? f.service->signer().Url(s.xorb.hash, {{start, end}}, now + 3600)
+              : path == Path::kProxyBlocks
+                  ? f.blocks_service->signer().Url(s.xorb.hash, {{start, end}}, now + 3600)
                   : f.store->PresignedUrl(store::BlobKind::kXorb, s.xorb.hash, now, now + 3600, range);
           bytes += curl.Get(url, range);
         }
@@ -353,8 +431,8 @@ void BM_S3Transfer64MiB(benchmark::State& state) {
   Transfer(state, static_cast<Path>(state.range(0)), 64ULL << 20, 1, 4);
 }
 BENCHMARK(BM_S3Transfer64MiB)
-    ->ArgName("path")  // 0 proxy, 1 presigned, 2 plain
-    ->DenseRange(0, 2)
+    ->ArgName("path")  // 0 proxy, 1 presigned, 2 plain, 3 proxy reading 4 MiB blocks (before streaming)
+    ->DenseRange(0, 3)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime()
     ->Iterations(3);
@@ -364,7 +442,7 @@ void BM_S3Transfer64KiB(benchmark::State& state) {
 }
 BENCHMARK(BM_S3Transfer64KiB)
     ->ArgName("path")
-    ->DenseRange(0, 2)
+    ->DenseRange(0, 3)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime()
     ->Iterations(3);

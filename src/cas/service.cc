@@ -629,4 +629,9 @@ xet::Status CasService::ReadXorb(const xet::XorbHash& xorb, uint64_t offset, std
   return store_.ReadRange(store::BlobKind::kXorb, xorb, offset, out);
 }
 
+std::unique_ptr<store::BlobReader> CasService::OpenXorbRange(const xet::XorbHash& xorb, uint64_t offset,
+                                                             uint64_t length) {
+  return store_.OpenRange(store::BlobKind::kXorb, xorb, offset, length);
+}
+
 }  // namespace cairn::cas

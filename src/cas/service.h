@@ -157,6 +157,9 @@ class CasService {
 
   // Bytes of a stored xorb (what a transfer sends where the store gives no descriptor). Blocking.
   xet::Status ReadXorb(const xet::XorbHash& xorb, uint64_t offset, std::span<uint8_t> out);
+  // The same, read in order from [offset, offset + length): one request to a remote store for the range.
+  std::unique_ptr<store::BlobReader> OpenXorbRange(const xet::XorbHash& xorb, uint64_t offset,
+                                                   uint64_t length);
   // Whether transfers are served from local files (sendfile, on the network thread) rather than read from a
   // remote store (on a request thread).
   bool local_store() const { return store_.local(); }

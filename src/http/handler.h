@@ -65,18 +65,33 @@ struct FileSegment {
 // Bytes the server reads with blocking calls (a blob in an object store) rather than sends from a file.
 // ReadAt runs on the worker pool, one call at a time per segment, and must fill `out` exactly: a failure
 // once the header is sent can only cut the response short (the connection closes).
+// Bytes read in order from where it was opened (an object store's ranged GET, read as it goes): Read fills
+// `out` exactly with the next bytes. Called on the worker pool, one call at a time.
+class ByteStream {
+ public:
+  virtual ~ByteStream() = default;
+  virtual Status Read(std::span<uint8_t> out) = 0;
+};
+
 class ByteSource {
  public:
   virtual ~ByteSource() = default;
   virtual Status ReadAt(uint64_t offset, std::span<uint8_t> out) const = 0;
+  // A stream of [offset, offset + length), where reading on costs less than a read per block (one request
+  // to a store instead of one per block); nullptr (the default): the server reads blocks with ReadAt.
+  virtual std::unique_ptr<ByteStream> Stream(uint64_t /*offset*/, uint64_t /*length*/) const {
+    return nullptr;
+  }
 };
 
 // `length` bytes of `source` from `offset`, read in blocks on the worker pool (one block read ahead of the
-// socket) and written as they arrive.
+// socket) and written as they arrive: through `stream` when set (opened at `offset` by whoever read the
+// bytes before it) or the source gives one, else with ReadAt.
 struct SourceSegment {
   std::shared_ptr<const ByteSource> source;
   uint64_t offset = 0;
   uint64_t length = 0;
+  std::shared_ptr<ByteStream> stream;
 };
 using BodyPart = std::variant<std::string, FileSegment, SourceSegment>;
 

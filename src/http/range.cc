@@ -128,7 +128,7 @@ Response RangeResponse(const std::shared_ptr<const ByteSource>& source, uint64_t
                        const std::vector<ByteRange>& ranges, std::string_view content_type) {
   return RangeResponseOf(
       [&](uint64_t offset, uint64_t length) {
-        return SourceSegment{source, offset, length};
+        return SourceSegment{source, offset, length, nullptr};
       },
       size, ranges, content_type);
 }

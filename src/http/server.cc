@@ -666,9 +666,11 @@ class Session : public detail::Connection, public std::enable_shared_from_this<S
   void SendSource() {
     if (state_ == State::kClosed) return;
     auto& seg = std::get<SourceSegment>(out_.front());
-    while (source_blocks_.size() < kSourceBlocksAhead && seg.length > 0) RequestBlock(seg);
+    while (source_blocks_.size() < kSourceBlocksAhead && seg.length > 0 && RequestBlock(seg)) {
+    }
     if (source_blocks_.empty()) {
       out_.pop_front();
+      source_blocks_only_ = false;
       writing_ = false;
       return StartWrite();
     }
@@ -695,7 +697,14 @@ class Session : public detail::Connection, public std::enable_shared_from_this<S
                       });
   }
 
-  void RequestBlock(SourceSegment& seg) {
+  // Asks the worker pool for the segment's next block; false when it cannot yet (a stream is read one block
+  // at a time, in order: its next block is asked for when the read before it completes).
+  bool RequestBlock(SourceSegment& seg) {
+    if (!seg.stream && !source_blocks_only_) {
+      seg.stream = seg.source->Stream(seg.offset, seg.length);
+      source_blocks_only_ = !seg.stream;
+    }
+    if (seg.stream && stream_reading_) return false;
     auto block = std::make_shared<SourceBlock>();
     block->size = static_cast<size_t>(std::min<uint64_t>(seg.length, kSourceBlockBytes));
     block->data = std::make_unique_for_overwrite<uint8_t[]>(block->size);
@@ -703,21 +712,33 @@ class Session : public detail::Connection, public std::enable_shared_from_this<S
     seg.offset += block->size;
     seg.length -= block->size;
     source_blocks_.push_back(block);
-    const bool queued = srv_.workers->Post([self = shared_from_this(), src = seg.source, offset, block] {
-      Status st = src->ReadAt(offset, {block->data.get(), block->size});
-      self->Dispatch([self, block, st = std::move(st)]() mutable {
-        block->status = std::move(st);
-        block->done = true;
-        if (self->source_waiting_) {
-          self->source_waiting_ = false;
-          self->SendSource();
-        }
-      });
-    });
+    stream_reading_ = seg.stream != nullptr;
+    const bool queued =
+        srv_.workers->Post([self = shared_from_this(), src = seg.source, stream = seg.stream, offset, block] {
+          Status st = stream ? stream->Read({block->data.get(), block->size})
+                             : src->ReadAt(offset, {block->data.get(), block->size});
+          self->Dispatch([self, block, streamed = stream != nullptr, st = std::move(st)]() mutable {
+            block->status = std::move(st);
+            block->done = true;
+            if (streamed) self->stream_reading_ = false;
+            if (self->source_waiting_) {
+              self->source_waiting_ = false;
+              self->SendSource();
+            } else if (streamed && block->status && self->state_ != State::kClosed && !self->out_.empty() &&
+                       std::holds_alternative<SourceSegment>(self->out_.front())) {
+              // The front segment is this stream's until its blocks are sent: read on ahead.
+              auto& front = std::get<SourceSegment>(self->out_.front());
+              if (self->source_blocks_.size() < kSourceBlocksAhead && front.length > 0)
+                self->RequestBlock(front);
+            }
+          });
+        });
     if (!queued) {
       block->status = Error{503, "the worker queue is full"};
       block->done = true;
+      stream_reading_ = false;
     }
+    return true;
   }
 
   // The response is fully written.
@@ -830,7 +851,9 @@ class Session : public detail::Connection, public std::enable_shared_from_this<S
   std::deque<BodyPart> out_;
   std::vector<std::string> inflight_;
   std::deque<std::shared_ptr<SourceBlock>> source_blocks_;  // requested blocks of the front SourceSegment
-  bool source_waiting_ = false;                             // SendSource waits for the front block's read
+  bool source_blocks_only_ = false;  // the front SourceSegment's source gives no stream: ReadAt per block
+  bool stream_reading_ = false;      // a block of the front SourceSegment's stream is being read
+  bool source_waiting_ = false;      // SendSource waits for the front block's read
   bool writing_ = false;
   bool out_complete_ = false;
   bool chunked_ = false;

@@ -23,4 +23,34 @@ xet::Result<PutOutcome> BlobStore::Put(BlobKind kind, const xet::Hash& hash, std
   return Put(kind, hash, pieces, options);
 }
 
+namespace {
+
+class RangeReader final : public BlobReader {
+ public:
+  RangeReader(BlobStore& store, BlobKind kind, const xet::Hash& hash, uint64_t offset, uint64_t length)
+      : store_(store), kind_(kind), hash_(hash), next_(offset), left_(length) {}
+  xet::Status Read(std::span<uint8_t> out) override {
+    if (out.size() > left_) return xet::Inconsistent("read past the end of the range");
+    auto st = store_.ReadRange(kind_, hash_, next_, out);
+    if (!st.ok()) return st;
+    next_ += out.size();
+    left_ -= out.size();
+    return xet::Ok{};
+  }
+
+ private:
+  BlobStore& store_;
+  const BlobKind kind_;
+  const xet::Hash hash_;
+  uint64_t next_;
+  uint64_t left_;
+};
+
+}  // namespace
+
+std::unique_ptr<BlobReader> BlobStore::OpenRange(BlobKind kind, const xet::Hash& hash, uint64_t offset,
+                                                 uint64_t length) {
+  return std::make_unique<RangeReader>(*this, kind, hash, offset, length);
+}
+
 }  // namespace cairn::store

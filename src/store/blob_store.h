@@ -96,6 +96,15 @@ class BlobWriter {
   BlobWriter() = default;
 };
 
+// The bytes [offset, offset + length) of one blob, read in order. Read fills `out` exactly with the next
+// bytes; its errors are ReadRange's (kInconsistent also for reading past `length`), and after one the reader
+// is spent. One thread at a time; the store must outlive the reader.
+class BlobReader {
+ public:
+  virtual ~BlobReader() = default;
+  virtual xet::Status Read(std::span<uint8_t> out) = 0;
+};
+
 class BlobStore {
  public:
   virtual ~BlobStore() = default;
@@ -119,6 +128,12 @@ class BlobStore {
   // does not lie inside the blob; kNotFound when there is no blob.
   virtual xet::Status ReadRange(BlobKind kind, const xet::Hash& hash, uint64_t offset,
                                 std::span<uint8_t> out) = 0;
+
+  // A reader of [offset, offset + length) of a blob; contacts nothing until its first Read. A store reached
+  // over the network answers it with one request read as the reader goes (not one per ReadRange); the
+  // default reads through ReadRange.
+  virtual std::unique_ptr<BlobReader> OpenRange(BlobKind kind, const xet::Hash& hash, uint64_t offset,
+                                                uint64_t length);
 
   // The blob's size and, where the store has files, a descriptor for zero-copy serving (sendfile).
   // kNotFound when there is no blob.

@@ -101,10 +101,19 @@ std::string S3QueryString(std::vector<std::pair<std::string, std::string>> param
   return out;
 }
 
+// A curl handle driven through a multi handle of its own, whose connection cache keeps the connection
+// alive between requests (curl_easy_perform would keep it in a hidden multi handle of the easy one's).
 struct S3Client::Handle {
   CURL* curl = nullptr;
+  CURLM* multi = nullptr;
   ~Handle() {
+    if (multi != nullptr) curl_multi_cleanup(multi);
     if (curl != nullptr) curl_easy_cleanup(curl);
+  }
+  // Closes the connection (after a transfer abandoned part way, whose bytes still come).
+  void Disconnect() {
+    if (multi != nullptr) curl_multi_cleanup(multi);
+    multi = curl_multi_init();
   }
 };
 
@@ -259,6 +268,7 @@ S3Client::Handle* S3Client::Acquire() {
   Handle* h = all_.back().get();
   lock.unlock();
   h->curl = curl_easy_init();
+  h->multi = curl_multi_init();
   return h;
 }
 
@@ -270,14 +280,13 @@ void S3Client::Release(Handle* h) {
   cv_.notify_one();
 }
 
-xet::Result<S3Response> S3Client::Attempt(Handle& h, const S3Request& request, std::string* transport_error) {
+// The payload hash of an empty body, signed with every request that has none.
+constexpr std::string_view kEmptySha256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
+
+void S3Client::Prepare(Handle& h, const std::string& url, curl_slist** headers) const {
   CURL* c = h.curl;
-  if (c == nullptr) return xet::IoError("S3: curl_easy_init failed");
   // Reset keeps the handle's live connections, so the next request reuses them.
   curl_easy_reset(c);
-  S3Response res;
-  Exchange ex{&request, &res, options_.max_response_bytes, false};
-  const std::string url = Url(request.key, request.query);
   curl_easy_setopt(c, CURLOPT_URL, url.c_str());
   curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
   curl_easy_setopt(c, CURLOPT_HTTP_VERSION, CURL_HTTP_VERSION_1_1);
@@ -285,19 +294,50 @@ xet::Result<S3Response> S3Client::Attempt(Handle& h, const S3Request& request, s
   curl_easy_setopt(c, CURLOPT_USERNAME, options_.access_key.c_str());
   curl_easy_setopt(c, CURLOPT_PASSWORD, options_.secret_key.c_str());
   curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(options_.connect_timeout.count()));
+  curl_easy_setopt(c, CURLOPT_TCP_KEEPALIVE, 1L);
+  // No "Expect:" override: curl 7.88 signs the emptied header it then does not send (403 for every body).
+  if (!options_.session_token.empty())
+    *headers = curl_slist_append(*headers, ("x-amz-security-token: " + options_.session_token).c_str());
+}
+
+namespace {
+
+// Runs the transfer set up on `c` to its end, as curl_easy_perform would, on the multi handle `m`.
+CURLcode Perform(CURL* c, CURLM* m) {
+  if (curl_multi_add_handle(m, c) != CURLM_OK) return CURLE_FAILED_INIT;
+  CURLcode rc = CURLE_OK;
+  for (int running = 1; running != 0;) {
+    if (curl_multi_perform(m, &running) != CURLM_OK) {
+      rc = CURLE_RECV_ERROR;
+      break;
+    }
+    if (running != 0) curl_multi_poll(m, nullptr, 0, 1000, nullptr);  // curl's own timers may end it sooner
+  }
+  int left = 0;
+  while (CURLMsg* msg = curl_multi_info_read(m, &left)) {
+    if (msg->msg == CURLMSG_DONE) rc = msg->data.result;
+  }
+  curl_multi_remove_handle(m, c);
+  return rc;
+}
+
+}  // namespace
+
+xet::Result<S3Response> S3Client::Attempt(Handle& h, const S3Request& request, std::string* transport_error) {
+  CURL* c = h.curl;
+  if (c == nullptr || h.multi == nullptr) return xet::IoError("S3: curl_easy_init failed");
+  S3Response res;
+  Exchange ex{&request, &res, options_.max_response_bytes, false};
+  const std::string url = Url(request.key, request.query);
+  curl_slist* headers = nullptr;
+  Prepare(h, url, &headers);
   curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1L);
   curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, static_cast<long>(options_.stall_timeout.count()));
-  curl_easy_setopt(c, CURLOPT_TCP_KEEPALIVE, 1L);
   curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, OnBody);
   curl_easy_setopt(c, CURLOPT_WRITEDATA, &ex);
   curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, OnHeader);
   curl_easy_setopt(c, CURLOPT_HEADERDATA, &ex);
-
-  curl_slist* headers = nullptr;
   for (const auto& hd : request.headers) headers = curl_slist_append(headers, hd.c_str());
-  // No "Expect:" override: curl 7.88 signs the emptied header it then does not send (403 for every body).
-  if (!options_.session_token.empty())
-    headers = curl_slist_append(headers, ("x-amz-security-token: " + options_.session_token).c_str());
 
   // The payload hash is signed: curl takes it from this header (it does not hash the body itself).
   uint8_t sha[SHA256_DIGEST_LENGTH];
@@ -341,7 +381,7 @@ xet::Result<S3Response> S3Client::Attempt(Handle& h, const S3Request& request, s
   }
   curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers);
 
-  const CURLcode rc = curl_easy_perform(c);
+  const CURLcode rc = Perform(c, h.multi);
   curl_slist_free_all(headers);
   curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &res.status);
   if (ex.overflow) {
@@ -358,17 +398,19 @@ xet::Result<S3Response> S3Client::Attempt(Handle& h, const S3Request& request, s
   return res;
 }
 
-xet::Result<S3Response> S3Client::Send(const S3Request& request) {
+std::chrono::milliseconds S3Client::Backoff(int attempt) const {
   thread_local std::mt19937_64 rng(std::random_device{}());
+  // Full jitter: a random wait up to base * 2^(attempt-1), capped.
+  const auto cap = std::min<int64_t>(options_.backoff_cap.count(), options_.backoff_base.count()
+                                                                       << std::min(attempt - 1, 20));
+  std::uniform_int_distribution<int64_t> wait(cap / 4, std::max<int64_t>(cap, 1));
+  return std::chrono::milliseconds(wait(rng));
+}
+
+xet::Result<S3Response> S3Client::Send(const S3Request& request) {
   std::string last;
   for (int attempt = 0; attempt < options_.max_attempts; ++attempt) {
-    if (attempt > 0) {
-      // Full jitter: a random wait up to base * 2^(attempt-1), capped.
-      const auto cap = std::min<int64_t>(options_.backoff_cap.count(), options_.backoff_base.count()
-                                                                           << std::min(attempt - 1, 20));
-      std::uniform_int_distribution<int64_t> wait(cap / 4, std::max<int64_t>(cap, 1));
-      std::this_thread::sleep_for(std::chrono::milliseconds(wait(rng)));
-    }
+    if (attempt > 0) std::this_thread::sleep_for(Backoff(attempt));
     Handle* h = Acquire();
     std::string transport;
     auto res = Attempt(*h, request, &transport);
@@ -387,6 +429,213 @@ xet::Result<S3Response> S3Client::Send(const S3Request& request) {
   return xet::Unavailable("S3 store " + Describe() + " unavailable: " + std::string(request.method) + " " +
                           (request.key.empty() ? "/" : request.key) + " failed " +
                           std::to_string(options_.max_attempts) + " times (last: " + last + ")");
+}
+
+// ---- S3RangeReader
+
+std::unique_ptr<S3RangeReader> S3Client::OpenRange(std::string key, uint64_t offset, uint64_t length) {
+  return std::unique_ptr<S3RangeReader>(new S3RangeReader(*this, std::move(key), offset, length));
+}
+
+S3RangeReader::S3RangeReader(S3Client& client, std::string key, uint64_t offset, uint64_t length)
+    : client_(client), key_(std::move(key)), fetched_(offset), end_(offset + length) {}
+
+S3RangeReader::~S3RangeReader() {
+  Drop(false);
+}
+
+size_t S3RangeReader::OnHeader(char* data, size_t size, size_t n, void* self) {
+  auto* r = static_cast<S3RangeReader*>(self);
+  const std::string_view line(data, size * n);
+  if (line.starts_with("HTTP/")) {
+    const size_t sp = line.find(' ');
+    r->status_ = sp == std::string_view::npos
+                     ? 0
+                     : std::strtol(std::string(line.substr(sp + 1, 3)).c_str(), nullptr, 10);
+    r->content_range_.clear();
+  } else if (line.size() > 14 && strncasecmp(line.data(), "content-range:", 14) == 0) {
+    r->content_range_ = Trim(line.substr(14));
+  }
+  return size * n;
+}
+
+size_t S3RangeReader::OnData(char* data, size_t size, size_t n, void* self) {
+  auto* r = static_cast<S3RangeReader*>(self);
+  const size_t len = size * n;
+  if (r->status_ < 200 || r->status_ >= 300) {
+    if (r->error_body_.size() < (64U << 10)) r->error_body_.append(data, std::min<size_t>(len, 64U << 10));
+    return len;
+  }
+  if (!r->checked_) {
+    // The bytes must be the ones asked for: a 206 from where the GET started, or a 200 (the whole object)
+    // when it started at 0.
+    r->checked_ = true;
+    const std::string want = "bytes " + std::to_string(r->get_start_) + "-";
+    if (r->status_ == 206 ? !r->content_range_.starts_with(want) : r->get_start_ != 0) {
+      r->bad_ = "answered HTTP " + std::to_string(r->status_) + " with Content-Range '" + r->content_range_ +
+                "' to a GET of bytes " + std::to_string(r->get_start_) + "-";
+      return 0;  // aborts the transfer
+    }
+  }
+  const size_t take = static_cast<size_t>(std::min<uint64_t>(len, r->end_ - r->fetched_));
+  if (take < len && r->status_ == 206) {
+    r->bad_ = "sent more bytes than the range has";
+    return 0;
+  }
+  const size_t room = r->out_.size() - r->filled_;
+  if (take > 0 && room == 0) {
+    r->paused_ = true;  // the caller has what it asked for: curl keeps these bytes, and reads no more
+    return CURL_WRITEFUNC_PAUSE;
+  }
+  const size_t direct = std::min(take, room);
+  std::memcpy(r->out_.data() + r->filled_, data, direct);
+  r->filled_ += direct;
+  r->spill_.append(data + direct, take - direct);  // at most one hand-over (CURLOPT_BUFFERSIZE)
+  r->fetched_ += take;
+  r->attempts_ = 0;
+  r->last_byte_ = std::chrono::steady_clock::now();
+  return take < len ? 0 : len;  // the rest of a whole object (a 200) is not needed: ends the transfer
+}
+
+xet::Status S3RangeReader::Start() {
+  h_ = client_.Acquire();
+  if (h_->curl == nullptr || h_->multi == nullptr) {
+    client_.Release(h_);
+    h_ = nullptr;
+    return xet::IoError("S3: curl_easy_init failed");
+  }
+  get_start_ = fetched_;
+  status_ = 0;
+  content_range_.clear();
+  error_body_.clear();
+  checked_ = false;
+  last_byte_ = std::chrono::steady_clock::now();
+  CURL* c = h_->curl;
+  const std::string url = client_.Url(key_);
+  client_.Prepare(*h_, url, &headers_);
+  headers_ = curl_slist_append(
+      headers_, ("Range: bytes=" + std::to_string(fetched_) + "-" + std::to_string(end_ - 1)).c_str());
+  headers_ = curl_slist_append(headers_, ("x-amz-content-sha256: " + std::string(kEmptySha256)).c_str());
+  curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers_);
+  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, OnData);
+  curl_easy_setopt(c, CURLOPT_WRITEDATA, this);
+  curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, OnHeader);
+  curl_easy_setopt(c, CURLOPT_HEADERDATA, this);
+  curl_easy_setopt(c, CURLOPT_BUFFERSIZE, 256L << 10);  // fewer, larger hand-overs
+  if (curl_multi_add_handle(h_->multi, c) != CURLM_OK) {
+    Drop(false);
+    return xet::IoError("S3: curl_multi_add_handle failed");
+  }
+  return xet::Ok{};
+}
+
+void S3RangeReader::Drop(bool reusable) {
+  if (h_ == nullptr) return;
+  curl_multi_remove_handle(h_->multi, h_->curl);
+  if (!reusable) h_->Disconnect();
+  curl_slist_free_all(headers_);
+  headers_ = nullptr;
+  client_.Release(h_);
+  h_ = nullptr;
+}
+
+xet::Status S3RangeReader::Failed(std::string why, bool retryable) {
+  Drop(false);
+  last_ = std::move(why);
+  if (retryable && ++attempts_ < client_.options().max_attempts) {
+    std::this_thread::sleep_for(client_.Backoff(attempts_));
+    return xet::Ok{};  // the next round of Read starts a GET from fetched_
+  }
+  spent_ = true;
+  return retryable ? xet::Unavailable("S3 store " + client_.Describe() + " unavailable: GET " + key_ +
+                                      " failed " + std::to_string(client_.options().max_attempts) +
+                                      " times (last: " + last_ + ")")
+                   : xet::IoError("S3 store " + client_.Describe() + ": GET " + key_ + ": " + last_);
+}
+
+xet::Status S3RangeReader::Read(std::span<uint8_t> out) {
+  if (spent_) return xet::IoError("S3: GET " + key_ + ": the reader failed before");
+  size_t n = std::min(out.size(), spill_.size() - spill_at_);
+  std::memcpy(out.data(), spill_.data() + spill_at_, n);
+  spill_at_ += n;
+  if (spill_at_ == spill_.size()) {
+    spill_.clear();
+    spill_at_ = 0;
+  }
+  if (out.size() - n > end_ - fetched_) {
+    spent_ = true;
+    return xet::Inconsistent("S3: GET " + key_ + ": read past the end of the range");
+  }
+  last_byte_ = std::chrono::steady_clock::now();  // a stall counts from when bytes were asked for
+  // Drive the GET until `out` is full, and on to the end of its answer once every byte of the range
+  // arrived (so that the connection can serve the next request).
+  while (n < out.size() || (h_ != nullptr && fetched_ == end_)) {
+    if (h_ == nullptr) {
+      if (auto st = Start(); !st.ok()) {
+        spent_ = true;
+        return st;
+      }
+    }
+    out_ = out.subspan(n);
+    filled_ = 0;
+    int running = 1;
+    CURLMcode mc = CURLM_OK;
+    if (paused_) {
+      paused_ = false;
+      curl_easy_pause(h_->curl, CURLPAUSE_CONT);  // hands over what curl kept, into out_
+    } else {
+      mc = curl_multi_perform(h_->multi, &running);
+    }
+    n += filled_;
+    out_ = {};
+    filled_ = 0;
+    if (mc != CURLM_OK) {
+      if (auto st = Failed(curl_multi_strerror(mc), true); !st.ok()) return st;
+      continue;
+    }
+    if (running == 0) {
+      if (auto st = Finished(); !st.ok()) return st;
+      continue;
+    }
+    if (n < out.size() || fetched_ == end_) {
+      curl_multi_poll(h_->multi, nullptr, 0, 1000, nullptr);
+      if (std::chrono::steady_clock::now() - last_byte_ > client_.options().stall_timeout) {
+        const std::string why =
+            "no byte for " + std::to_string(client_.options().stall_timeout.count()) + " s";
+        if (auto st = Failed(why, true); !st.ok()) return st;
+      }
+    }
+  }
+  return xet::Ok{};
+}
+
+xet::Status S3RangeReader::Finished() {
+  CURLcode rc = CURLE_OK;
+  int left = 0;
+  while (CURLMsg* msg = curl_multi_info_read(h_->multi, &left)) {
+    if (msg->msg == CURLMSG_DONE) rc = msg->data.result;
+  }
+  const bool clean = rc == CURLE_OK;
+  const bool success = status_ >= 200 && status_ < 300;
+  if (!bad_.empty()) return Failed(bad_, false);
+  if (fetched_ == end_ && success) {
+    Drop(clean);  // complete: the connection is reused if curl finished the answer cleanly
+    return xet::Ok{};
+  }
+  const auto refusal = [&](xet::Error e) {
+    spent_ = true;
+    Drop(clean);
+    return e;
+  };
+  if (status_ == 404) return refusal(xet::NotFound("S3: GET " + key_ + ": no such object"));
+  if (status_ == 416)
+    return refusal(xet::Inconsistent("S3: GET " + key_ + ": the range is not inside the object"));
+  if (!clean) return Failed(curl_easy_strerror(rc), true);  // cut short: resumed from fetched_
+  // A whole answer, shorter than the range: the object ends before the range does.
+  if (success)
+    return refusal(xet::Inconsistent("S3: GET " + key_ + ": the object ends before the range does"));
+  return Failed("HTTP " + std::to_string(status_) + " " + std::string(S3XmlValue(error_body_, "Code")),
+                Retryable(status_));
 }
 
 namespace {

@@ -27,6 +27,8 @@
 
 #include "xet/result.h"
 
+struct curl_slist;  // <curl/curl.h>
+
 namespace cairn::store {
 
 struct S3Options {
@@ -87,6 +89,8 @@ std::string S3QueryString(std::vector<std::pair<std::string, std::string>> param
 // what cairn reads: hex keys, upload ids, tokens, error codes).
 std::string_view S3XmlValue(std::string_view doc, std::string_view tag, size_t* from = nullptr);
 
+class S3RangeReader;
+
 class S3Client {
  public:
   // Checks the options (an endpoint URL, a bucket name, credentials present); contacts nothing.
@@ -96,6 +100,9 @@ class S3Client {
   S3Client& operator=(const S3Client&) = delete;
 
   xet::Result<S3Response> Send(const S3Request& request);
+  // A reader of the object's bytes [offset, offset + length) (length > 0): one ranged GET, started by the
+  // first Read. Contacts nothing until then.
+  std::unique_ptr<S3RangeReader> OpenRange(std::string key, uint64_t offset, uint64_t length);
 
   // https://bucket.host/key or http://host/bucket/key.
   std::string Url(std::string_view key, std::string_view query = {}) const;
@@ -104,12 +111,17 @@ class S3Client {
   const S3Options& options() const { return options_; }
 
  private:
+  friend class S3RangeReader;
   struct Handle;
   explicit S3Client(S3Options options);
   Handle* Acquire();
   void Release(Handle* h);
+  // Signing, timeouts and headers common to every request; `headers` gets the signed payload hash.
+  void Prepare(Handle& h, const std::string& url, curl_slist** headers) const;
   // One attempt; `transport_error` is set (and the result ok) when curl failed before a status arrived.
   xet::Result<S3Response> Attempt(Handle& h, const S3Request& request, std::string* transport_error);
+  // The wait before retry number `attempt` (1, 2, ...): full jitter, capped.
+  std::chrono::milliseconds Backoff(int attempt) const;
 
   const S3Options options_;
   std::string base_;       // scheme://host[:port] with the bucket as a subdomain unless path style
@@ -120,6 +132,60 @@ class S3Client {
   std::vector<Handle*> idle_;
   size_t created_ = 0;
   std::vector<std::unique_ptr<Handle>> all_;
+};
+
+// An object's bytes [offset, offset + length), from one ranged GET read as the caller asks for them: curl
+// reads the socket only inside Read, so a slow reader holds the store back through TCP flow control instead
+// of bytes piling up in memory, and the store serves one request per range rather than one per block. A GET
+// that fails, stalls (no byte for stall_timeout) or ends early is resumed from the first byte not yet
+// received, with the retries and back-off of Send (counted from the last byte that arrived).
+//
+// Holds one of the client's handles (and its connection) from the first Read until the range has been read
+// or the reader is destroyed; a reader dropped part way closes that connection. Thread-compatible: one
+// thread at a time; the client must outlive it.
+class S3RangeReader {
+ public:
+  ~S3RangeReader();
+  S3RangeReader(const S3RangeReader&) = delete;
+  S3RangeReader& operator=(const S3RangeReader&) = delete;
+
+  // Fills `out` exactly with the range's next bytes. Errors: kUnavailable (the store cannot be reached: every
+  // attempt failed), kNotFound (no object), kInconsistent (the range is not inside the object; or `out` runs
+  // past the range's end), kIo (any other refusal, or a store that answered other bytes than asked for).
+  // After an error the reader is spent.
+  xet::Status Read(std::span<uint8_t> out);
+
+ private:
+  friend class S3Client;
+  S3RangeReader(S3Client& client, std::string key, uint64_t offset, uint64_t length);
+  xet::Status Start();       // a GET of [fetched_, end_) on a handle from the pool
+  void Drop(bool reusable);  // ends the GET in flight; its connection is kept only when `reusable`
+  xet::Status Failed(std::string why, bool retryable);  // the GET in flight failed: retry or give up
+  xet::Status Finished();                               // curl ended the GET in flight: judge how
+  static size_t OnData(char* data, size_t size, size_t n, void* self);
+  static size_t OnHeader(char* data, size_t size, size_t n, void* self);
+
+  S3Client& client_;
+  const std::string key_;
+  uint64_t fetched_;    // the absolute offset up to which bytes have arrived (delivered or spilled)
+  const uint64_t end_;  // exclusive
+  S3Client::Handle* h_ = nullptr;  // while a GET is in flight
+  curl_slist* headers_ = nullptr;
+  uint64_t get_start_ = 0;  // where the GET in flight started
+  long status_ = 0;
+  std::string content_range_;
+  std::string error_body_;  // an error document (bounded)
+  std::string bad_;         // why the body was refused (other bytes than asked for)
+  bool checked_ = false;    // the answer's status and Content-Range were judged (at its first body byte)
+  std::span<uint8_t> out_;  // where OnData copies to during Read
+  size_t filled_ = 0;
+  std::string spill_;  // bytes past `out_` (curl hands over up to its buffer size at once)
+  size_t spill_at_ = 0;
+  bool paused_ = false;  // curl holds bytes that did not fit `out_` (CURL_WRITEFUNC_PAUSE)
+  int attempts_ = 0;     // failed attempts since the last byte arrived
+  std::string last_;     // the last failure
+  std::chrono::steady_clock::time_point last_byte_;
+  bool spent_ = false;
 };
 
 // SigV4 presigning of a GET (query-string authentication): curl signs headers only, so this is the one place

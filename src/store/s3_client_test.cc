@@ -12,6 +12,8 @@
 #include <deque>
 #include <mutex>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "common/local_servers.h"
 
@@ -101,11 +103,15 @@ TEST(S3ClientTest, RefusesOptionsItCannotUse) {
   EXPECT_NE(e.error().message.find("AWS_SECRET_ACCESS_KEY"), std::string::npos);
 }
 
-// A scripted HTTP server for fault injection (SeaweedFS cannot be told to answer 503): answers each request
-// with the next status of its script (then 200), keeping connections alive, and counts what it got.
-class ScriptedServer {
+// A test HTTP server on a loopback port: one thread accepts connections and hands each to Serve. Derived
+// classes call Begin() at the end of their constructor and End() first in their destructor.
+class LoopbackServer {
  public:
-  explicit ScriptedServer(std::deque<int> script) : script_(std::move(script)) {
+  virtual ~LoopbackServer() = default;
+  std::string endpoint() const { return "http://127.0.0.1:" + std::to_string(port_); }
+
+ protected:
+  void Begin() {
     fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
@@ -115,62 +121,75 @@ class ScriptedServer {
     EXPECT_EQ(::listen(fd_, 16), 0);
     ::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len);
     port_ = ntohs(addr.sin_port);
-    thread_ = std::thread([this] { Run(); });
+    thread_ = std::thread([this] {
+      while (!stop_) {
+        const int c = ::accept(fd_, nullptr, nullptr);
+        if (c < 0) return;
+        Serve(c);
+        ::close(c);
+      }
+    });
   }
-  ~ScriptedServer() {
+  void End() {
     stop_ = true;
     ::shutdown(fd_, SHUT_RDWR);
     ::close(fd_);
     thread_.join();
   }
-  std::string endpoint() const { return "http://127.0.0.1:" + std::to_string(port_); }
+  virtual void Serve(int connection) = 0;
+
+  std::atomic<bool> stop_{false};
+
+ private:
+  int fd_ = -1;
+  uint16_t port_ = 0;
+  std::thread thread_;
+};
+
+// A scripted HTTP server for fault injection (SeaweedFS cannot be told to answer 503): answers each request
+// with the next status of its script (then 200), keeping connections alive, and counts what it got.
+class ScriptedServer final : public LoopbackServer {
+ public:
+  explicit ScriptedServer(std::deque<int> script) : script_(std::move(script)) { Begin(); }
+  ~ScriptedServer() override { End(); }
   int requests() const { return requests_.load(); }
 
  private:
-  void Run() {
-    while (!stop_) {
-      const int c = ::accept(fd_, nullptr, nullptr);
-      if (c < 0) return;
-      std::string buf;
-      char chunk[65536];
-      for (;;) {
-        const size_t head_end = buf.find("\r\n\r\n");
-        if (head_end != std::string::npos) {
-          size_t body = 0;
-          const size_t cl = buf.find("Content-Length: ");
-          if (cl != std::string::npos && cl < head_end) body = std::stoul(buf.substr(cl + 16));
-          if (buf.size() >= head_end + 4 + body) {
-            buf.erase(0, head_end + 4 + body);
-            ++requests_;
-            int status = 200;
-            {
-              std::lock_guard lock(mu_);
-              if (!script_.empty()) {
-                status = script_.front();
-                script_.pop_front();
-              }
+  void Serve(int c) override {
+    std::string buf;
+    char chunk[65536];
+    for (;;) {
+      const size_t head_end = buf.find("\r\n\r\n");
+      if (head_end != std::string::npos) {
+        size_t body = 0;
+        const size_t cl = buf.find("Content-Length: ");
+        if (cl != std::string::npos && cl < head_end) body = std::stoul(buf.substr(cl + 16));
+        if (buf.size() >= head_end + 4 + body) {
+          buf.erase(0, head_end + 4 + body);
+          ++requests_;
+          int status = 200;
+          {
+            std::lock_guard lock(mu_);
+            if (!script_.empty()) {
+              status = script_.front();
+              script_.pop_front();
             }
-            const std::string answer =
-                "HTTP/1.1 " + std::to_string(status) + " X\r\nContent-Length: 0\r\nETag: \"e\"\r\n\r\n";
-            if (::send(c, answer.data(), answer.size(), MSG_NOSIGNAL) < 0) break;
-            continue;
           }
+          const std::string answer =
+              "HTTP/1.1 " + std::to_string(status) + " X\r\nContent-Length: 0\r\nETag: \"e\"\r\n\r\n";
+          if (::send(c, answer.data(), answer.size(), MSG_NOSIGNAL) < 0) return;
+          continue;
         }
-        const ssize_t n = ::recv(c, chunk, sizeof chunk, 0);
-        if (n <= 0) break;
-        buf.append(chunk, static_cast<size_t>(n));
       }
-      ::close(c);
+      const ssize_t n = ::recv(c, chunk, sizeof chunk, 0);
+      if (n <= 0) return;
+      buf.append(chunk, static_cast<size_t>(n));
     }
   }
 
-  int fd_ = -1;
-  uint16_t port_ = 0;
   std::mutex mu_;
   std::deque<int> script_;
   std::atomic<int> requests_{0};
-  std::atomic<bool> stop_{false};
-  std::thread thread_;
 };
 
 S3Options Against(const std::string& endpoint) {
@@ -234,6 +253,132 @@ TEST(S3ClientRetryTest, NoServerIsUnavailable) {
   auto res = (*client)->Send(get);
   ASSERT_FALSE(res.ok());
   EXPECT_EQ(res.error().code, xet::ErrorCode::kUnavailable);
+}
+
+// A store that serves ranges of one object, but cuts its first answer after `cut` bytes of the body (the
+// connection closes, as when a store node dies mid-answer) or, with `stall`, stops sending and waits.
+class CuttingServer final : public LoopbackServer {
+ public:
+  CuttingServer(std::string object, size_t cut, bool stall)
+      : object_(std::move(object)), cut_(cut), stall_(stall) {
+    Begin();
+  }
+  ~CuttingServer() override { End(); }
+  std::vector<std::string> ranges() {
+    std::lock_guard lock(mu_);
+    return ranges_;
+  }
+
+ private:
+  void Serve(int c) override {
+    std::string buf;
+    char chunk[4096];
+    for (;;) {
+      const size_t head_end = buf.find("\r\n\r\n");
+      if (head_end != std::string::npos) {
+        const std::string head = buf.substr(0, head_end);
+        buf.erase(0, head_end + 4);
+        const size_t r = head.find("Range: bytes=");
+        const std::string spec = head.substr(r + 13, head.find("\r\n", r) - r - 13);
+        {
+          std::lock_guard lock(mu_);
+          ranges_.push_back(spec);
+        }
+        const size_t start = std::stoul(spec);
+        const size_t end = std::stoul(spec.substr(spec.find('-') + 1));
+        const std::string body = object_.substr(start, end - start + 1);
+        const std::string answer =
+            "HTTP/1.1 206 Partial Content\r\nContent-Length: " + std::to_string(body.size()) +
+            "\r\nContent-Range: bytes " + std::to_string(start) + "-" + std::to_string(end) + "/" +
+            std::to_string(object_.size()) + "\r\n\r\n";
+        const bool cut = std::exchange(first_, false);
+        const std::string sent = answer + (cut ? body.substr(0, cut_) : body);
+        if (::send(c, sent.data(), sent.size(), MSG_NOSIGNAL) < 0) return;
+        if (cut) {
+          if (stall_) {
+            while (!stop_ && ::recv(c, chunk, sizeof chunk, MSG_DONTWAIT) != 0) usleep(10000);
+          }
+          return;  // closes the connection
+        }
+        continue;
+      }
+      const ssize_t n = ::recv(c, chunk, sizeof chunk, 0);
+      if (n <= 0) return;
+      buf.append(chunk, static_cast<size_t>(n));
+    }
+  }
+
+  const std::string object_;
+  const size_t cut_;
+  const bool stall_;
+  bool first_ = true;
+  std::mutex mu_;
+  std::vector<std::string> ranges_;
+};
+
+std::string Pattern(size_t n) {
+  std::string s(n, '\0');
+  for (size_t i = 0; i < n; ++i) s[i] = static_cast<char>((i * 131 + i / 7) & 0xff);
+  return s;
+}
+
+std::string ReadAll(S3RangeReader& reader, size_t length, std::vector<size_t> pieces) {
+  std::string out(length, '\0');
+  size_t at = 0;
+  for (size_t i = 0; at < length; ++i) {
+    const size_t n = std::min(pieces[i % pieces.size()], length - at);
+    auto st = reader.Read({reinterpret_cast<uint8_t*>(out.data() + at), n});
+    EXPECT_TRUE(st.ok()) << st.error().message;
+    if (!st.ok()) return {};
+    at += n;
+  }
+  return out;
+}
+
+TEST(S3RangeReaderTest, AnAnswerCutShortIsResumedWhereItStopped) {
+  const std::string object = Pattern(3 << 20);
+  CuttingServer store(object, 700'000, /*stall=*/false);
+  auto client = S3Client::Create(Against(store.endpoint()));
+  ASSERT_TRUE(client.ok());
+  auto reader = (*client)->OpenRange("k", 1000, 2'000'000);
+  EXPECT_EQ(ReadAll(*reader, 2'000'000, {1, 65536, 1 << 20, 333}), object.substr(1000, 2'000'000));
+  const auto ranges = store.ranges();
+  ASSERT_EQ(ranges.size(), 2U);
+  EXPECT_EQ(ranges[0], "1000-2000999");
+  EXPECT_EQ(ranges[1], "701000-2000999");  // from the first byte not received
+  uint8_t more = 0;
+  auto past = reader->Read({&more, 1});
+  ASSERT_FALSE(past.ok());
+  EXPECT_EQ(past.error().code, xet::ErrorCode::kInconsistent);
+}
+
+TEST(S3RangeReaderTest, AStalledAnswerIsAbandonedAndResumed) {
+  const std::string object = Pattern(1 << 20);
+  CuttingServer store(object, 100'000, /*stall=*/true);
+  auto o = Against(store.endpoint());
+  o.stall_timeout = std::chrono::seconds(1);
+  auto client = S3Client::Create(o);
+  ASSERT_TRUE(client.ok());
+  auto reader = (*client)->OpenRange("k", 0, object.size());
+  EXPECT_EQ(ReadAll(*reader, object.size(), {300'000}), object);
+  const auto ranges = store.ranges();
+  ASSERT_EQ(ranges.size(), 2U);
+  EXPECT_EQ(ranges[1], "100000-1048575");
+}
+
+TEST(S3RangeReaderTest, AStoreThatCannotBeReachedIsUnavailable) {
+  auto port = FreeLoopbackPort();
+  ASSERT_TRUE(port.has_value());
+  auto o = Against("http://127.0.0.1:" + std::to_string(*port));
+  o.max_attempts = 3;
+  auto client = S3Client::Create(o);
+  ASSERT_TRUE(client.ok());
+  auto reader = (*client)->OpenRange("k", 0, 10);
+  uint8_t out[10];
+  auto st = reader->Read(out);
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.error().code, xet::ErrorCode::kUnavailable);
+  EXPECT_NE(st.error().message.find("3 times"), std::string::npos) << st.error().message;
 }
 
 }  // namespace

@@ -410,6 +410,37 @@ xet::Status S3Store::ReadRange(BlobKind kind, const xet::Hash& hash, uint64_t of
   return xet::Ok{};
 }
 
+// A ranged GET read as it goes; a miss or a range outside the blob makes this process forget the size it
+// remembered (another process deleted or replaced the blob), as ReadRange does.
+class S3Store::Reader final : public BlobReader {
+ public:
+  Reader(S3Store& store, BlobKind kind, const xet::Hash& hash, uint64_t offset, uint64_t length)
+      : store_(store),
+        kind_(kind),
+        hash_(hash),
+        reader_(store.client_->OpenRange(store.KeyOf(kind, hash), offset, length)) {}
+  xet::Status Read(std::span<uint8_t> out) override {
+    auto st = reader_->Read(out);
+    if (!st.ok() &&
+        (st.error().code == xet::ErrorCode::kNotFound || st.error().code == xet::ErrorCode::kInconsistent)) {
+      store_.ForgetSize(kind_, hash_);
+      if (st.error().code == xet::ErrorCode::kNotFound) return xet::NotFound("no " + What(kind_, hash_));
+    }
+    return st;
+  }
+
+ private:
+  S3Store& store_;
+  const BlobKind kind_;
+  const xet::Hash hash_;
+  std::unique_ptr<S3RangeReader> reader_;
+};
+
+std::unique_ptr<BlobReader> S3Store::OpenRange(BlobKind kind, const xet::Hash& hash, uint64_t offset,
+                                               uint64_t length) {
+  return std::make_unique<Reader>(*this, kind, hash, offset, length);
+}
+
 xet::Status S3Store::List(BlobKind kind, const std::function<void(const xet::Hash&)>& fn) {
   const std::string prefix = options_.prefix + (kind == BlobKind::kXorb ? "xorbs/" : "shards/");
   std::string token;

@@ -56,6 +56,9 @@ class S3Store final : public BlobStore {
   xet::Status ReadRange(BlobKind kind, const xet::Hash& hash, uint64_t offset,
                         std::span<uint8_t> out) override;
   xet::Result<OpenBlob> OpenForRead(BlobKind kind, const xet::Hash& hash) override;
+  // One ranged GET, read as the reader goes (S3RangeReader).
+  std::unique_ptr<BlobReader> OpenRange(BlobKind kind, const xet::Hash& hash, uint64_t offset,
+                                        uint64_t length) override;
   xet::Status List(BlobKind kind, const std::function<void(const xet::Hash&)>& fn) override;
   xet::Result<bool> Delete(BlobKind kind, const xet::Hash& hash) override;
   xet::Status Ping() override;
@@ -70,6 +73,7 @@ class S3Store final : public BlobStore {
 
  private:
   class Writer;
+  class Reader;
   S3Store(S3StoreOptions options, std::unique_ptr<S3Client> client)
       : options_(std::move(options)), client_(std::move(client)) {}
   // An S3 answer that is neither success nor the expected miss, as an error naming the operation.
