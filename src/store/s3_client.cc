@@ -343,16 +343,18 @@ xet::Result<S3Response> S3Client::Attempt(Handle& h, const S3Request& request, s
   uint8_t sha[SHA256_DIGEST_LENGTH];
   PieceReader reader{request.body_pieces, 0, 0};
   uint64_t pieces_size = 0;
-  EVP_MD_CTX* ctx = EVP_MD_CTX_new();
-  EVP_DigestInit_ex(ctx, EVP_sha256(), nullptr);
-  EVP_DigestUpdate(ctx, request.body.data(), request.body.size());  // one of the two is empty
-  for (const auto& piece : request.body_pieces) {
-    EVP_DigestUpdate(ctx, piece.data(), piece.size());
-    pieces_size += piece.size();
+  for (const auto& piece : request.body_pieces) pieces_size += piece.size();
+  if (request.sha256) {
+    std::memcpy(sha, request.sha256->data(), sizeof sha);
+  } else {
+    EVP_MD_CTX* ctx = EVP_MD_CTX_new();
+    EVP_DigestInit_ex(ctx, EVP_sha256(), nullptr);
+    EVP_DigestUpdate(ctx, request.body.data(), request.body.size());  // one of the two is empty
+    for (const auto& piece : request.body_pieces) EVP_DigestUpdate(ctx, piece.data(), piece.size());
+    unsigned int sha_len = sizeof sha;
+    EVP_DigestFinal_ex(ctx, sha, &sha_len);
+    EVP_MD_CTX_free(ctx);
   }
-  unsigned int sha_len = sizeof sha;
-  EVP_DigestFinal_ex(ctx, sha, &sha_len);
-  EVP_MD_CTX_free(ctx);
   headers = curl_slist_append(headers, ("x-amz-content-sha256: " + Hex(sha)).c_str());
   if (request.checksum)
     headers = curl_slist_append(headers, ("x-amz-checksum-sha256: " + Base64(sha)).c_str());

@@ -15,11 +15,13 @@
 //  - Nothing throws.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -64,6 +66,8 @@ struct S3Request {
   // The body is an object's (or a part's) bytes: also send its SHA-256 as x-amz-checksum-sha256, which the
   // store checks and keeps with the object.
   bool checksum = false;
+  // The body's SHA-256 when the caller has it already (hashed as the bytes arrived): not computed again here.
+  std::optional<std::array<uint8_t, 32>> sha256;
   std::span<uint8_t> into;  // a body expected to fit here exactly (ranged GETs); else `body` below
 };
 

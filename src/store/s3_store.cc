@@ -1,6 +1,7 @@
 #include "store/s3_store.h"
 
 #include <blake3.h>
+#include <openssl/evp.h>
 
 #include <algorithm>
 #include <cstring>
@@ -93,8 +94,9 @@ xet::Status S3Store::Ping() {
 class S3Store::Writer final : public BlobWriter {
  public:
   Writer(S3Store& store, BlobKind kind, const xet::Hash& hash)
-      : store_(store), kind_(kind), hash_(hash), key_(store.KeyOf(kind, hash)) {
+      : store_(store), kind_(kind), hash_(hash), key_(store.KeyOf(kind, hash)), sha_(EVP_MD_CTX_new()) {
     blake3_hasher_init(&digest_);
+    if (sha_ != nullptr) EVP_DigestInit_ex(sha_.get(), EVP_sha256(), nullptr);
   }
   ~Writer() override {
     if (!upload_id_.empty()) Abort();
@@ -132,6 +134,9 @@ class S3Store::Writer final : public BlobWriter {
     if (failed_) return xet::IoError("S3 put of " + What(kind_, hash_) + " failed before");
     if (done_) return xet::IoError("append after commit");
     blake3_hasher_update(&digest_, p.bytes.data(), p.bytes.size());
+    // The SHA-256 a single PUT signs, hashed here as the bytes arrive rather than at Commit, when the whole
+    // body waits for it (~25 ms for 35 MB).
+    if (sha_ != nullptr && upload_id_.empty()) EVP_DigestUpdate(sha_.get(), p.bytes.data(), p.bytes.size());
     appended_ += p.bytes.size();
     pending_bytes_ += p.bytes.size();
     if (!p.bytes.empty()) pending_.push_back(std::move(p));
@@ -222,6 +227,14 @@ class S3Store::Writer final : public BlobWriter {
     req.body_pieces = Front(pending_bytes_);
     if (req.body_pieces.empty()) req.body = {};  // an empty blob
     req.checksum = true;
+    if (sha_ != nullptr && upload_id_.empty()) {
+      std::unique_ptr<EVP_MD_CTX, ShaFree> done(EVP_MD_CTX_new());
+      std::array<uint8_t, 32> sha{};
+      unsigned int len = sha.size();
+      if (done != nullptr && EVP_MD_CTX_copy_ex(done.get(), sha_.get()) == 1 &&
+          EVP_DigestFinal_ex(done.get(), sha.data(), &len) == 1)
+        req.sha256 = sha;  // a copy: a second PUT (replacing a corrupt blob) signs the same hash
+    }
     if (conditional) req.headers.emplace_back("If-None-Match: *");
     auto res = store_.client_->Send(req);
     if (!res) return res.error();
@@ -317,6 +330,11 @@ class S3Store::Writer final : public BlobWriter {
   size_t pending_bytes_ = 0;
   uint64_t appended_ = 0;
   blake3_hasher digest_;  // of every byte appended: compares with an existing blob when there is no verifier
+  struct ShaFree {
+    void operator()(EVP_MD_CTX* c) const { EVP_MD_CTX_free(c); }
+  };
+  std::unique_ptr<EVP_MD_CTX, ShaFree>
+      sha_;  // SHA-256 of every byte appended, until a multipart upload starts
   std::string upload_id_;
   std::vector<std::string> etags_;
   bool done_ = false;
