@@ -26,26 +26,28 @@ bool VerifyBlob(store::BlobKind kind, const xet::Hash& hash, std::span<const uin
 }  // namespace
 
 int RunStoreCopy(const StoreCopyOptions& opts) {
-  auto base = config::LoadCommandConfig(opts.config_file, {});
-  if (!base) {
-    std::cerr << "cairn store copy: " << base.error().message << "\n";
-    return 2;
-  }
-  const auto open = [&](const std::string& url, const char* flag) -> std::unique_ptr<store::BlobStore> {
-    config::Config cfg = *base;
-    cfg.store = url;
-    auto st = OpenConfiguredStore(cfg);
-    if (!st) {
-      std::cerr << "cairn store copy: " << flag << ": " << st.error().message << "\n";
-      return nullptr;
-    }
+  // Each side's settings come from its own file when one is given (two S3 endpoints, each with its own
+  // credentials), else from --config; the environment applies to both.
+  const auto open = [&](const std::string& url, const std::string& side_config,
+                        const char* flag) -> xet::Result<std::unique_ptr<store::BlobStore>> {
+    auto cfg = config::LoadCommandConfig(side_config.empty() ? opts.config_file : side_config, {});
+    if (!cfg) return xet::Malformed(std::string(flag) + ": " + cfg.error().message);
+    cfg->store = url;
+    auto st = OpenConfiguredStore(*cfg);
+    if (!st) return xet::IoError(std::string(flag) + ": " + st.error().message);
     return std::move(*st);
   };
-  auto from = open(opts.from, "--from");
-  if (from == nullptr) return 1;
-  auto to = open(opts.to, "--to");
-  if (to == nullptr) return 1;
-  std::cerr << "copying " << from->Describe() << " -> " << to->Describe() << "\n";
+  const auto refused = [](const xet::Error& e) {
+    std::cerr << "cairn store copy: " << e.message << "\n";
+    return e.code == xet::ErrorCode::kMalformed ? 2 : 1;
+  };
+  auto from = open(opts.from, opts.from_config, "--from");
+  if (!from) return refused(from.error());
+  auto to = open(opts.to, opts.to_config, "--to");
+  if (!to) return refused(to.error());
+  store::BlobStore& source = **from;
+  store::BlobStore& target = **to;
+  std::cerr << "copying " << source.Describe() << " -> " << target.Describe() << "\n";
   store::StoreCopyOptions co;
   co.verify = VerifyBlob;
   co.threads = opts.threads;
@@ -53,7 +55,7 @@ int RunStoreCopy(const StoreCopyOptions& opts) {
     if (done % 64 == 0 || done == total)
       std::cerr << "  " << store::BlobKindName(kind) << "s: " << done << " / " << total << "\r" << std::flush;
   };
-  auto report = store::CopyStore(*from, *to, co);
+  auto report = store::CopyStore(source, target, co);
   std::cerr << "\n";
   if (!report) {
     std::cerr << "cairn store copy: " << report.error().message << "\n";
@@ -72,7 +74,7 @@ int RunStoreCopy(const StoreCopyOptions& opts) {
            "once their cause is mended\n";
     return 1;
   }
-  std::cout << "verified: " << to->Describe() << " holds every blob of " << from->Describe() << "\n";
+  std::cout << "verified: " << target.Describe() << " holds every blob of " << source.Describe() << "\n";
   return 0;
 }
 

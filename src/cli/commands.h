@@ -72,6 +72,8 @@ int RunIndexCopy(const IndexCopyOptions& opts);
 // every blob verified at the destination. Both sides take the s3_* settings of the configuration.
 struct StoreCopyOptions {
   std::string config_file;
+  std::string from_config;  // the source's s3_* settings, when they are not config_file's (another endpoint)
+  std::string to_config;    // the destination's
   std::string from;
   std::string to;
   size_t threads = 8;

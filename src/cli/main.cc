@@ -121,6 +121,10 @@ void AddStore(CLI::App& app) {
   copy->add_option("--to", opts->to, "Destination store (empty, or an interrupted copy)")->required();
   copy->add_option("--config", opts->config_file,
                    "TOML configuration with the s3_* settings (also CAIRN_CONFIG)");
+  copy->add_option(
+      "--from-config", opts->from_config,
+      "TOML configuration of the source alone (another S3 endpoint or credentials than --config)");
+  copy->add_option("--to-config", opts->to_config, "TOML configuration of the destination alone");
   copy->add_option("--threads", opts->threads, "Blobs copied at once (default 8)");
   OnSelected(copy, opts, RunStoreCopy);
 }

@@ -162,7 +162,8 @@ def test_store_outage_during_uploads_and_downloads(server, hfx, seaweedfs, tmp_p
 @pytest.mark.backends("sqlite")
 def test_one_box_moves_its_blobs_to_s3(server, hfx, seaweedfs, cairn_bin, tmp_path):
     """`cairn store copy` moves a one-box deployment's blobs from its data directory to a bucket, verified;
-    a second run has nothing left to copy; a node on the same index and the bucket serves every file."""
+    a second run has nothing left to copy; a node on the same index and the bucket serves every file. Then on
+    from that bucket to another S3 endpoint, each side with a configuration file of its own."""
     files = [write_random(tmp_path / f"m{i}.bin", 6 * MiB + i, seed=800 + i) for i in range(2)]
     local = server()
     tok = local.token(SCOPE, write=True)
@@ -180,6 +181,32 @@ def test_one_box_moves_its_blobs_to_s3(server, hfx, seaweedfs, cairn_bin, tmp_pa
     assert ", 0 already there" in runs[0].stdout and "(0 copied now" in runs[1].stdout, runs[0].stdout + runs[1].stdout
     moved = server(data_dir=local.data_dir, env=seaweedfs.env(target))
     _download_all(hfx, moved, tok, uploaded, tmp_path, "moved")
+    moved.stop()
+
+    # On to another endpoint: each side's settings in a file of its own (two forwarders stand for two S3
+    # services), nothing in the environment.
+    port = int(seaweedfs.endpoint.rsplit(":", 1)[1])
+    ends = [TcpForwarder([port]), TcpForwarder([port])]
+    try:
+        configs = []
+        for side, end in zip(("from", "to"), ends):
+            cfg = tmp_path / f"{side}.toml"
+            cfg.write_text(f's3_endpoint = "{end.url}"\ns3_path_style = true\n'
+                           f's3_access_key_id = "{seaweedfs.access_key}"\n'
+                           f's3_secret_access_key = "{seaweedfs.secret_key}"\n')
+            configs.append(cfg)
+        second = f"s3://interop/again-{local.port}/"
+        r = subprocess.run([cairn_bin, "store", "copy", "--from", target, "--to", second, "--from-config",
+                            str(configs[0]), "--to-config", str(configs[1])],
+                           capture_output=True, text=True, timeout=300, env={"PATH": "/usr/bin:/bin"})
+        assert r.returncode == 0 and "verified:" in r.stdout, r.stdout + r.stderr
+        assert ends[0].url in r.stderr and ends[1].url in r.stderr, r.stderr  # "copying A -> B"
+        assert all(end.connections >= 1 for end in ends), [end.connections for end in ends]
+    finally:
+        for end in ends:
+            end.close()
+    again = server(data_dir=local.data_dir, env=seaweedfs.env(second))
+    _download_all(hfx, again, tok, uploaded, tmp_path, "again")
 
 
 def test_missing_bucket_or_bad_credentials_is_one_clear_error(cairn_bin, seaweedfs, tmp_path):
