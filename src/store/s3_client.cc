@@ -280,6 +280,27 @@ void S3Client::Release(Handle* h) {
   cv_.notify_one();
 }
 
+S3Client::Handle* S3Client::TryAcquireStream() {
+  std::lock_guard lock(mu_);
+  if (!stream_idle_.empty()) {
+    Handle* h = stream_idle_.back();
+    stream_idle_.pop_back();
+    return h;
+  }
+  if (stream_created_ >= options_.max_connections) return nullptr;
+  ++stream_created_;
+  all_.push_back(std::make_unique<Handle>());
+  Handle* h = all_.back().get();
+  h->curl = curl_easy_init();
+  h->multi = curl_multi_init();
+  return h;
+}
+
+void S3Client::ReleaseStream(Handle* h) {
+  std::lock_guard lock(mu_);
+  stream_idle_.push_back(h);
+}
+
 // The payload hash of an empty body, signed with every request that has none.
 constexpr std::string_view kEmptySha256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
 
@@ -499,10 +520,11 @@ size_t S3RangeReader::OnData(char* data, size_t size, size_t n, void* self) {
   return take < len ? 0 : len;  // the rest of a whole object (a 200) is not needed: ends the transfer
 }
 
-xet::Status S3RangeReader::Start() {
-  h_ = client_.Acquire();
+xet::Result<bool> S3RangeReader::Start() {
+  h_ = client_.TryAcquireStream();
+  if (h_ == nullptr) return false;
   if (h_->curl == nullptr || h_->multi == nullptr) {
-    client_.Release(h_);
+    client_.ReleaseStream(h_);
     h_ = nullptr;
     return xet::IoError("S3: curl_easy_init failed");
   }
@@ -528,6 +550,29 @@ xet::Status S3RangeReader::Start() {
     Drop(false);
     return xet::IoError("S3: curl_multi_add_handle failed");
   }
+  return true;
+}
+
+xet::Status S3RangeReader::ReadOnce(std::span<uint8_t> out) {
+  S3Request req;
+  req.key = key_;
+  req.headers.push_back("Range: bytes=" + std::to_string(fetched_) + "-" +
+                        std::to_string(fetched_ + out.size() - 1));
+  req.into = out;
+  auto res = client_.Send(req);
+  if (!res) {
+    if (res.error().code == xet::ErrorCode::kLimit)  // more bytes than asked for: the range was ignored
+      return xet::IoError("S3 store " + client_.Describe() + ": GET " + key_ +
+                          ": the store ignored the range");
+    return res.error();
+  }
+  if (res->status == 404) return xet::NotFound("S3: GET " + key_ + ": no such object");
+  if (res->status == 416 || ((res->status == 200 || res->status == 206) && res->received != out.size()))
+    return xet::Inconsistent("S3: GET " + key_ + ": the range is not inside the object");
+  if (res->status != 206 && !(res->status == 200 && fetched_ == 0))
+    return xet::IoError("S3 store " + client_.Describe() + ": GET " + key_ + ": HTTP " +
+                        std::to_string(res->status) + " " + res->error_code);
+  fetched_ += out.size();
   return xet::Ok{};
 }
 
@@ -537,7 +582,7 @@ void S3RangeReader::Drop(bool reusable) {
   if (!reusable) h_->Disconnect();
   curl_slist_free_all(headers_);
   headers_ = nullptr;
-  client_.Release(h_);
+  client_.ReleaseStream(h_);
   h_ = nullptr;
 }
 
@@ -573,9 +618,20 @@ xet::Status S3RangeReader::Read(std::span<uint8_t> out) {
   // arrived (so that the connection can serve the next request).
   while (n < out.size() || (h_ != nullptr && fetched_ == end_)) {
     if (h_ == nullptr) {
-      if (auto st = Start(); !st.ok()) {
+      auto started = Start();
+      if (!started.ok()) {
         spent_ = true;
-        return st;
+        return started.error();
+      }
+      if (!*started) {
+        // Every stream connection is some other reader's: this read is one ranged GET on the request pool,
+        // whose handles are held for one request only, so waiting for one never waits on a reader.
+        if (auto st = ReadOnce(out.subspan(n)); !st.ok()) {
+          spent_ = true;
+          return st;
+        }
+        n = out.size();
+        continue;
       }
     }
     out_ = out.subspan(n);

@@ -4,7 +4,8 @@
 //
 // Contract:
 //  - Ownership: the client owns a bounded pool of curl handles (each keeps its connection alive between
-//    requests); at most `max_connections` requests are in flight, further callers wait for a handle.
+//    requests); at most `max_connections` requests are in flight, further callers wait for a handle. Range
+//    readers have a pool of their own, as large, which nothing waits for: up to 2 × max_connections in all.
 //  - Thread-safety: every method may be called concurrently from any thread.
 //  - Retries: transport failures (refused, reset, timed out), 429 and 5xx are retried with full-jitter
 //    exponential back-off, up to `max_attempts` tries in all; a body is always sent whole again. When every
@@ -120,6 +121,10 @@ class S3Client {
   explicit S3Client(S3Options options);
   Handle* Acquire();
   void Release(Handle* h);
+  // Handles of range readers: a pool of its own, never waited for (a reader holds its handle between reads,
+  // so a request waiting on readers could wait on itself); nullptr when all max_connections are taken.
+  Handle* TryAcquireStream();
+  void ReleaseStream(Handle* h);
   // Signing, timeouts and headers common to every request; `headers` gets the signed payload hash.
   void Prepare(Handle& h, const std::string& url, curl_slist** headers) const;
   // One attempt; `transport_error` is set (and the result ok) when curl failed before a status arrived.
@@ -135,6 +140,8 @@ class S3Client {
   std::condition_variable cv_;
   std::vector<Handle*> idle_;
   size_t created_ = 0;
+  std::vector<Handle*> stream_idle_;
+  size_t stream_created_ = 0;
   std::vector<std::unique_ptr<Handle>> all_;
 };
 
@@ -144,9 +151,10 @@ class S3Client {
 // that fails, stalls (no byte for stall_timeout) or ends early is resumed from the first byte not yet
 // received, with the retries and back-off of Send (counted from the last byte that arrived).
 //
-// Holds one of the client's handles (and its connection) from the first Read until the range has been read
-// or the reader is destroyed; a reader dropped part way closes that connection. Thread-compatible: one
-// thread at a time; the client must outlive it.
+// Holds one of the client's stream handles (and its connection) from the first Read until the range has been
+// read or the reader is destroyed; a reader dropped part way closes that connection. When all max_connections
+// stream handles are held by other readers, each Read is a ranged GET of its own instead (as without
+// streams). Thread-compatible: one thread at a time; the client must outlive it.
 class S3RangeReader {
  public:
   ~S3RangeReader();
@@ -162,7 +170,8 @@ class S3RangeReader {
  private:
   friend class S3Client;
   S3RangeReader(S3Client& client, std::string key, uint64_t offset, uint64_t length);
-  xet::Status Start();       // a GET of [fetched_, end_) on a handle from the pool
+  xet::Result<bool> Start();  // a GET of [fetched_, end_) on a stream handle; false when none is free
+  xet::Status ReadOnce(std::span<uint8_t> out);  // the next out.size() bytes in one request of their own
   void Drop(bool reusable);  // ends the GET in flight; its connection is kept only when `reusable`
   xet::Status Failed(std::string why, bool retryable);  // the GET in flight failed: retry or give up
   xet::Status Finished();                               // curl ended the GET in flight: judge how

@@ -623,6 +623,33 @@ TEST(S3StoreTest, PresignedUrlsNameThePublicEndpoint) {
       (*direct)->PresignedUrl(BlobKind::kXorb, HashOf(1), 1, 2, "").starts_with(Seaweed().endpoint()));
 }
 
+// More readers than connections: a reader that finds every stream connection held by another (which holds it
+// between its reads, waiting for its own client) reads with a GET per read instead of waiting, so one reader
+// never waits on another; both see the right bytes.
+TEST(S3StoreTest, MoreRangeReadersThanConnectionsDoNotWaitOnEachOther) {
+  S3StoreOptions o;
+  o.s3 = Seaweed().Options(kBucket);
+  o.s3.max_connections = 1;
+  o.prefix = "readers/";
+  auto s = S3Store::Open(o);
+  ASSERT_TRUE(s.ok()) << s.error().message;
+  const auto data = Bytes(6 << 20, 21);
+  ASSERT_TRUE((*s)->Put(BlobKind::kXorb, HashOf(21), data).ok());
+  auto holder = (*s)->OpenRange(BlobKind::kXorb, HashOf(21), 0, data.size());
+  std::vector<uint8_t> first(1 << 20);
+  ASSERT_TRUE(holder->Read(first).ok());  // holds the one stream connection, paused mid-answer
+  auto other = (*s)->OpenRange(BlobKind::kXorb, HashOf(21), 1000, 3 << 20);
+  std::vector<uint8_t> a(1 << 20), b((2 << 20));
+  ASSERT_TRUE(other->Read(a).ok());
+  ASSERT_TRUE(other->Read(b).ok());
+  EXPECT_TRUE(std::equal(a.begin(), a.end(), data.begin() + 1000));
+  EXPECT_TRUE(std::equal(b.begin(), b.end(), data.begin() + 1000 + a.size()));
+  std::vector<uint8_t> rest(data.size() - first.size());
+  ASSERT_TRUE(holder->Read(rest).ok());
+  EXPECT_TRUE(std::equal(first.begin(), first.end(), data.begin()));
+  EXPECT_TRUE(std::equal(rest.begin(), rest.end(), data.begin() + first.size()));
+}
+
 // ---- CopyStore
 
 // Blobs whose bytes follow from their hash, so a verifier can judge them.
