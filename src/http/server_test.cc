@@ -4,9 +4,11 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <random>
 #include <thread>
 
@@ -48,22 +50,51 @@ class EchoSink : public BodySink {
   size_t pieces_ = 0;
 };
 
-// Bytes read with blocking calls (as from an object store), failing from `fail_at` on.
+// Bytes read with blocking calls (as from an object store), failing from `fail_at` on; with `streams`, read
+// through a stream per range (as one GET of an object store), which counts reads that overlapped another.
 class StringSource final : public ByteSource {
  public:
-  StringSource(std::string data, uint64_t fail_at) : data_(std::move(data)), fail_at_(fail_at) {}
+  StringSource(std::string data, uint64_t fail_at, bool streams)
+      : data_(std::move(data)), fail_at_(fail_at), streams_(streams) {}
   Status ReadAt(uint64_t offset, std::span<uint8_t> out) const override {
     if (offset + out.size() > fail_at_) return Error{503, "the store went away"};
     std::memcpy(out.data(), data_.data() + offset, out.size());
     ++reads_;
     return Ok{};
   }
+  std::unique_ptr<ByteStream> Stream(uint64_t offset, uint64_t length) const override {
+    if (!streams_) return nullptr;
+    ++streams_opened_;
+    return std::make_unique<Sequential>(*this, offset, offset + length);
+  }
   int reads() const { return reads_.load(); }
+  int streams_opened() const { return streams_opened_.load(); }
+  int overlaps() const { return overlaps_.load(); }
 
  private:
+  class Sequential final : public ByteStream {
+   public:
+    Sequential(const StringSource& s, uint64_t at, uint64_t end) : s_(s), at_(at), end_(end) {}
+    Status Read(std::span<uint8_t> out) override {
+      if (busy_.exchange(true)) ++s_.overlaps_;
+      if (out.size() > end_ - at_) return Error{500, "read past the range"};
+      auto st = s_.ReadAt(at_, out);
+      at_ += out.size();
+      busy_ = false;
+      return st;
+    }
+
+   private:
+    const StringSource& s_;
+    uint64_t at_;
+    const uint64_t end_;
+    std::atomic<bool> busy_{false};
+  };
+
   std::string data_;
   uint64_t fail_at_;
-  mutable std::atomic<int> reads_{0};
+  bool streams_;
+  mutable std::atomic<int> reads_{0}, streams_opened_{0}, overlaps_{0};
 };
 
 class ServerTest : public ::testing::Test {
@@ -135,8 +166,12 @@ class ServerTest : public ::testing::Test {
     });
     source_data_ = RandomBytes(10 << 20, 9);
     for (const auto& [path, fail_at] : {std::pair<std::string, uint64_t>{"/source", UINT64_MAX},
-                                        std::pair<std::string, uint64_t>{"/broken-source", 5 << 20}}) {
-      auto source = std::make_shared<const StringSource>(source_data_, fail_at);
+                                        std::pair<std::string, uint64_t>{"/broken-source", 5 << 20},
+                                        std::pair<std::string, uint64_t>{"/stream-source", UINT64_MAX},
+                                        std::pair<std::string, uint64_t>{"/broken-stream-source", 5 << 20}}) {
+      auto source =
+          std::make_shared<const StringSource>(source_data_, fail_at, path.find("stream") != path.npos);
+      sources_[path] = source;
       r.Handle(
           Verb::get, path, {}, [source, size = source_data_.size()](const std::shared_ptr<Exchange>& ex) {
             std::vector<ByteRange> ranges;
@@ -163,6 +198,7 @@ class ServerTest : public ::testing::Test {
   std::unique_ptr<Server> server_;
   uint16_t port_ = 0;
   std::string file_path_, file_data_, source_data_;
+  std::map<std::string, std::shared_ptr<const StringSource>> sources_;
 };
 
 TEST_F(ServerTest, HealthzAndRequestId) {
@@ -330,39 +366,48 @@ TEST_F(ServerTest, FileRanges) {
 // whole or in ranges, multipart included; a source failing after the header cuts the response short (the
 // client sees the connection close before Content-Length bytes, never a wrong byte).
 TEST_F(ServerTest, SourceRanges) {
-  Client c(port_);
-  auto whole = c.Get("/source");
-  ASSERT_EQ(whole.result_int(), 200u);
-  EXPECT_EQ(whole[bhttp::field::content_type], "application/x-test");
-  EXPECT_TRUE(whole.body() == source_data_);
+  for (const std::string kind : {"source", "stream-source"}) {
+    SCOPED_TRACE(kind);
+    const std::string path = "/" + kind;
+    Client c(port_);
+    auto whole = c.Get(path);
+    ASSERT_EQ(whole.result_int(), 200u);
+    EXPECT_EQ(whole[bhttp::field::content_type], "application/x-test");
+    EXPECT_TRUE(whole.body() == source_data_);
 
-  bhttp::request<bhttp::string_body> req{bhttp::verb::get, "/source", 11};
-  req.set(bhttp::field::range, "bytes=4194300-8388700");
-  auto one = c.Send(req);
-  ASSERT_EQ(one.result_int(), 206u);
-  EXPECT_TRUE(one.body() == source_data_.substr(4194300, 8388700 - 4194300 + 1));
+    bhttp::request<bhttp::string_body> req{bhttp::verb::get, path, 11};
+    req.set(bhttp::field::range, "bytes=4194300-8388700");
+    auto one = c.Send(req);
+    ASSERT_EQ(one.result_int(), 206u);
+    EXPECT_TRUE(one.body() == source_data_.substr(4194300, 8388700 - 4194300 + 1));
 
-  req.set(bhttp::field::range, "bytes=0-0,9000000-9000099");
-  auto multi = c.Send(req);
-  ASSERT_EQ(multi.result_int(), 206u);
-  EXPECT_NE(multi.body().find(source_data_.substr(9000000, 100)), std::string::npos);
-  EXPECT_NE(multi.body().find("Content-Range: bytes 0-0/" + std::to_string(source_data_.size())),
-            std::string::npos);
+    req.set(bhttp::field::range, "bytes=0-0,9000000-9000099");
+    auto multi = c.Send(req);
+    ASSERT_EQ(multi.result_int(), 206u);
+    EXPECT_NE(multi.body().find(source_data_.substr(9000000, 100)), std::string::npos);
+    EXPECT_NE(multi.body().find("Content-Range: bytes 0-0/" + std::to_string(source_data_.size())),
+              std::string::npos);
 
-  auto head = c.Head("/source");  // the header alone, with the body's length
-  EXPECT_EQ(head[bhttp::field::content_length], std::to_string(source_data_.size()));
+    auto head = c.Head(path);  // the header alone, with the body's length
+    EXPECT_EQ(head[bhttp::field::content_length], std::to_string(source_data_.size()));
 
-  Client broken(port_);
-  broken.WriteRaw("GET /broken-source HTTP/1.1\r\nHost: x\r\n\r\n");
-  bhttp::response_parser<bhttp::string_body> parser;
-  parser.body_limit(1ull << 30);
-  boost::beast::flat_buffer buf;
-  boost::beast::error_code ec;
-  bhttp::read(broken.socket(), buf, parser, ec);
-  EXPECT_TRUE(ec) << "a response cut short must not look complete";
-  EXPECT_TRUE(parser.is_header_done());
-  EXPECT_LT(parser.get().body().size(), source_data_.size());
-  EXPECT_TRUE(source_data_.starts_with(parser.get().body()));
+    Client broken(port_);
+    broken.WriteRaw("GET /broken-" + kind + " HTTP/1.1\r\nHost: x\r\n\r\n");
+    bhttp::response_parser<bhttp::string_body> parser;
+    parser.body_limit(1ull << 30);
+    boost::beast::flat_buffer buf;
+    boost::beast::error_code ec;
+    bhttp::read(broken.socket(), buf, parser, ec);
+    EXPECT_TRUE(ec) << "a response cut short must not look complete";
+    EXPECT_TRUE(parser.is_header_done());
+    EXPECT_LT(parser.get().body().size(), source_data_.size());
+    EXPECT_TRUE(source_data_.starts_with(parser.get().body()));
+  }
+  // A streaming source is read through one stream per range (whole, one range, two ranges: four), one block
+  // at a time and in order.
+  EXPECT_EQ(sources_["/stream-source"]->streams_opened(), 4);
+  EXPECT_EQ(sources_["/stream-source"]->overlaps(), 0);
+  EXPECT_EQ(sources_["/source"]->streams_opened(), 0);
 }
 
 TEST_F(ServerTest, Auth) {
