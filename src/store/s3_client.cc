@@ -332,7 +332,11 @@ CURLcode Perform(CURL* c, CURLM* m) {
       rc = CURLE_RECV_ERROR;
       break;
     }
-    if (running != 0) curl_multi_poll(m, nullptr, 0, 1000, nullptr);  // curl's own timers may end it sooner
+    // curl's own timers may end the wait sooner.
+    if (running != 0 && curl_multi_poll(m, nullptr, 0, 1000, nullptr) != CURLM_OK) {
+      rc = CURLE_RECV_ERROR;
+      break;
+    }
   }
   int left = 0;
   while (CURLMsg* msg = curl_multi_info_read(m, &left)) {
@@ -523,10 +527,12 @@ size_t S3RangeReader::OnData(char* data, size_t size, size_t n, void* self) {
 xet::Result<bool> S3RangeReader::Start() {
   h_ = client_.TryAcquireStream();
   if (h_ == nullptr) return false;
+  if (h_->curl == nullptr) h_->curl = curl_easy_init();  // a handle whose set-up failed before: again
+  if (h_->multi == nullptr) h_->multi = curl_multi_init();
   if (h_->curl == nullptr || h_->multi == nullptr) {
     client_.ReleaseStream(h_);
     h_ = nullptr;
-    return xet::IoError("S3: curl_easy_init failed");
+    return false;  // read with requests of their own instead
   }
   get_start_ = fetched_;
   status_ = 0;
@@ -630,6 +636,7 @@ xet::Status S3RangeReader::Read(std::span<uint8_t> out) {
           spent_ = true;
           return st;
         }
+        attempts_ = 0;  // bytes arrived
         n = out.size();
         continue;
       }
@@ -637,32 +644,36 @@ xet::Status S3RangeReader::Read(std::span<uint8_t> out) {
     out_ = out.subspan(n);
     filled_ = 0;
     int running = 1;
-    CURLMcode mc = CURLM_OK;
+    std::string failure;  // of the GET in flight, for Failed below
     if (paused_) {
       paused_ = false;
-      curl_easy_pause(h_->curl, CURLPAUSE_CONT);  // hands over what curl kept, into out_
-    } else {
-      mc = curl_multi_perform(h_->multi, &running);
+      // Hands over what curl kept, into out_ (the write callback may refuse it: bad_).
+      if (const CURLcode pc = curl_easy_pause(h_->curl, CURLPAUSE_CONT); pc != CURLE_OK)
+        failure = curl_easy_strerror(pc);
+    } else if (const CURLMcode mc = curl_multi_perform(h_->multi, &running); mc != CURLM_OK) {
+      failure = curl_multi_strerror(mc);
     }
     n += filled_;
     out_ = {};
     filled_ = 0;
-    if (mc != CURLM_OK) {
-      if (auto st = Failed(curl_multi_strerror(mc), true); !st.ok()) return st;
-      continue;
-    }
-    if (running == 0) {
+    if (failure.empty() && running == 0) {
       if (auto st = Finished(); !st.ok()) return st;
       continue;
     }
-    if (n < out.size() || fetched_ == end_) {
-      curl_multi_poll(h_->multi, nullptr, 0, 1000, nullptr);
-      if (std::chrono::steady_clock::now() - last_byte_ > client_.options().stall_timeout) {
-        const std::string why =
-            "no byte for " + std::to_string(client_.options().stall_timeout.count()) + " s";
-        if (auto st = Failed(why, true); !st.ok()) return st;
+    if (failure.empty() && (n < out.size() || fetched_ == end_)) {
+      if (const CURLMcode mc = curl_multi_poll(h_->multi, nullptr, 0, 1000, nullptr); mc != CURLM_OK) {
+        failure = curl_multi_strerror(mc);
+      } else if (std::chrono::steady_clock::now() - last_byte_ > client_.options().stall_timeout) {
+        failure = "no byte for " + std::to_string(client_.options().stall_timeout.count()) + " s";
       }
     }
+    if (failure.empty()) continue;
+    if (!bad_.empty()) return Failed(bad_, false);
+    if (fetched_ == end_ && n == out.size()) {
+      Drop(false);  // every byte asked for is here: only the end of the answer went wrong
+      break;
+    }
+    if (auto st = Failed(failure, true); !st.ok()) return st;
   }
   return xet::Ok{};
 }
