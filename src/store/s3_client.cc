@@ -104,8 +104,8 @@ std::string S3QueryString(std::vector<std::pair<std::string, std::string>> param
 // A curl handle driven through a multi handle of its own, whose connection cache keeps the connection
 // alive between requests (curl_easy_perform would keep it in a hidden multi handle of the easy one's).
 struct S3Client::Handle {
-  CURL* curl = nullptr;
-  CURLM* multi = nullptr;
+  CURL* curl = curl_easy_init();
+  CURLM* multi = curl_multi_init();
   ~Handle() {
     if (multi != nullptr) curl_multi_cleanup(multi);
     if (curl != nullptr) curl_easy_cleanup(curl);
@@ -150,16 +150,20 @@ size_t OnBody(char* data, size_t size, size_t n, void* user) {
   return len;
 }
 
+// The status code of an HTTP status line ("HTTP/1.1 206 Partial Content"); 0 when there is none.
+long StatusOfLine(std::string_view line) {
+  const size_t sp = line.find(' ');
+  return sp == std::string_view::npos ? 0
+                                      : std::strtol(std::string(line.substr(sp + 1, 3)).c_str(), nullptr, 10);
+}
+
 size_t OnHeader(char* data, size_t size, size_t n, void* user) {
   auto* ex = static_cast<Exchange*>(user);
   const std::string_view line(data, size * n);
   const size_t colon = line.find(':');
   if (line.starts_with("HTTP/")) {
     // A status line (again after 100 Continue): the body callback needs the status to know where bytes go.
-    const size_t sp = line.find(' ');
-    ex->res->status = sp == std::string_view::npos
-                          ? 0
-                          : std::strtol(std::string(line.substr(sp + 1, 3)).c_str(), nullptr, 10);
+    ex->res->status = StatusOfLine(line);
     ex->res->etag.clear();
     ex->res->content_range.clear();
     return size * n;
@@ -264,12 +268,12 @@ S3Client::Handle* S3Client::Acquire() {
     return h;
   }
   ++created_;
+  return NewHandle();
+}
+
+S3Client::Handle* S3Client::NewHandle() {
   all_.push_back(std::make_unique<Handle>());
-  Handle* h = all_.back().get();
-  lock.unlock();
-  h->curl = curl_easy_init();
-  h->multi = curl_multi_init();
-  return h;
+  return all_.back().get();
 }
 
 void S3Client::Release(Handle* h) {
@@ -289,11 +293,7 @@ S3Client::Handle* S3Client::TryAcquireStream() {
   }
   if (stream_created_ >= options_.max_connections) return nullptr;
   ++stream_created_;
-  all_.push_back(std::make_unique<Handle>());
-  Handle* h = all_.back().get();
-  h->curl = curl_easy_init();
-  h->multi = curl_multi_init();
-  return h;
+  return NewHandle();
 }
 
 void S3Client::ReleaseStream(Handle* h) {
@@ -475,10 +475,7 @@ size_t S3RangeReader::OnHeader(char* data, size_t size, size_t n, void* self) {
   auto* r = static_cast<S3RangeReader*>(self);
   const std::string_view line(data, size * n);
   if (line.starts_with("HTTP/")) {
-    const size_t sp = line.find(' ');
-    r->status_ = sp == std::string_view::npos
-                     ? 0
-                     : std::strtol(std::string(line.substr(sp + 1, 3)).c_str(), nullptr, 10);
+    r->status_ = StatusOfLine(line);
     r->content_range_.clear();
   } else if (line.size() > 14 && strncasecmp(line.data(), "content-range:", 14) == 0) {
     r->content_range_ = Trim(line.substr(14));

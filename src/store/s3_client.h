@@ -125,6 +125,7 @@ class S3Client {
   // so a request waiting on readers could wait on itself); nullptr when all max_connections are taken.
   Handle* TryAcquireStream();
   void ReleaseStream(Handle* h);
+  Handle* NewHandle();  // owned by all_; mu_ held
   // Signing, timeouts and headers common to every request; `headers` gets the signed payload hash.
   void Prepare(Handle& h, const std::string& url, curl_slist** headers) const;
   // One attempt; `transport_error` is set (and the result ok) when curl failed before a status arrived.
