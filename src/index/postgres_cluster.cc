@@ -86,7 +86,7 @@ xet::Result<std::unique_ptr<PostgresCluster>> PostgresCluster::Start(const std::
 
 PostgresCluster::~PostgresCluster() {
   // The data is thrown away: an immediate shutdown, without the checkpoint a fast one would wait for.
-  if (running_) (void)Run("pg_ctl", "-D " + dir_.string() + " -m immediate -w stop");
+  if (running_) (void)Run("pg_ctl", "-D " + dir_.string() + " -m immediate -w -t 240 stop");
   std::error_code ec;
   fs::remove_all(dir_, ec);
 }

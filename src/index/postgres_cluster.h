@@ -6,9 +6,10 @@
 // Binaries: CAIRN_PG_BINDIR, else the newest /usr/lib/postgresql/<version>/bin (Debian's postgresql-15).
 // Settings are PostgreSQL's defaults (fsync and synchronous_commit on): durability is part of what is tested.
 //
-// Ownership: the object owns the server and its directory; the destructor stops the server (fast shutdown)
-// and removes the directory. Thread-safety: create and destroy on one thread; the accessors are const.
-// Failures: Start returns kIo naming the step and quoting its output (no binaries, initdb, start, createdb).
+// Ownership: the object owns the server and its directory; the destructor stops the server (immediate
+// shutdown) and removes the directory. Thread-safety: create and destroy on one thread; the accessors are
+// const. Failures: Start returns kIo naming the step and quoting its output (no binaries, initdb, start,
+// createdb).
 #pragma once
 
 #include <cstdint>

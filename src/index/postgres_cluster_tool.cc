@@ -4,6 +4,7 @@
 //   createdb NAME   a fresh database; answers "ok URI" (the URI of that database)
 //   stop / start    stops the server, starts it again (same port and data)
 // At end of input it stops the server and removes its directory.
+#include <chrono>
 #include <iostream>
 #include <string>
 
@@ -43,5 +44,12 @@ int main() {
       std::cout << "error: unknown command" << std::endl;
     }
   }
+  // A slow teardown is reported (on stderr, which the harness shows with it), so that its cause can be told.
+  const auto started = std::chrono::steady_clock::now();
+  cluster->reset();
+  const auto took =
+      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - started);
+  if (took.count() >= 10)
+    std::cerr << "cairn-test-postgres: stopping and removing took " << took.count() << " s\n";
   return 0;
 }
