@@ -294,25 +294,6 @@ void PutShardV2(cas::CasService& service, const std::shared_ptr<Exchange>& ex) {
 // reached then answers 503 (retried by the clients) instead of a response cut short after a 206.
 constexpr uint64_t kReadBeforeHeader = 4ULL << 20;
 
-Response WithFirstBytesRead(Response r) {
-  for (size_t i = 0; i < r.body.size(); ++i) {
-    auto* seg = std::get_if<http::SourceSegment>(&r.body[i]);
-    if (seg == nullptr) continue;
-    const uint64_t n = std::min(seg->length, kReadBeforeHeader);
-    std::string first(n, '\0');
-    // The segment's one stream (a GET of the whole range) reads these bytes first and the rest after them.
-    std::shared_ptr<http::ByteStream> stream = seg->source->Stream(seg->offset, seg->length);
-    const std::span<uint8_t> into(reinterpret_cast<uint8_t*>(first.data()), first.size());
-    auto st = stream ? stream->Read(into) : seg->source->ReadAt(seg->offset, into);
-    if (!st) return ErrorResponse(st.error().status, st.error().message);
-    http::SourceSegment rest{seg->source, seg->offset + n, seg->length - n, std::move(stream)};
-    r.body[i] = std::move(first);
-    if (rest.length > 0) r.body.insert(r.body.begin() + static_cast<ptrdiff_t>(i) + 1, std::move(rest));
-    break;
-  }
-  return r;
-}
-
 void Transfer(cas::CasService& service, const std::shared_ptr<Exchange>& ex);
 
 void TransferRoute(cas::CasService& service, const std::shared_ptr<Exchange>& ex) {
@@ -359,7 +340,7 @@ void Transfer(cas::CasService& service, const std::shared_ptr<Exchange>& ex) {
     auto source = std::make_shared<const XorbSource>(service, plan->xorb);
     const bool head = req.method == http::Verb::head;
     auto r = http::RangeResponse(source, size, ranges, "application/octet-stream");
-    return ex->Respond(head ? std::move(r) : WithFirstBytesRead(std::move(r)));
+    return ex->Respond(head ? std::move(r) : http::ReadBeforeHeader(std::move(r), kReadBeforeHeader));
   }
   auto file = std::make_shared<const http::File>(plan->blob.fd.release(), size);
   ex->Respond(http::RangeResponse(file, 0, size, ranges, "application/octet-stream"));

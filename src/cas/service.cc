@@ -69,9 +69,7 @@ xet::Status CasService::PrefetchLayouts(std::span<const FileTermRef> terms, std:
   const auto last = std::upper_bound(first, terms.end(), end - 1,
                                      [](uint64_t s, const FileTermRef& t) { return s < t.end_offset; });
   std::vector<xet::XorbHash> wanted;
-  const auto want = [&](const FileTermRef& t) {
-    if (layouts_.Get(t.xorb) == nullptr) wanted.push_back(t.xorb);
-  };
+  const auto want = [&](const FileTermRef& t) { wanted.push_back(t.xorb); };
   if (first == last) return xet::Ok{};
   if (first->range_end != 0) {  // ranges recorded (for every term of the file): only the ends can be cut
     const FileTermRef& back = *(last - 1);
@@ -79,9 +77,16 @@ xet::Status CasService::PrefetchLayouts(std::span<const FileTermRef> terms, std:
     if (&back != &*first && back.end_offset > end) want(back);
   } else {
     for (auto it = first; it != last; ++it) want(*it);
-    std::sort(wanted.begin(), wanted.end());
-    wanted.erase(std::unique(wanted.begin(), wanted.end()), wanted.end());
   }
+  return PrefetchXorbLayouts(std::move(wanted));
+}
+
+xet::Status CasService::PrefetchXorbLayouts(std::vector<xet::XorbHash> xorbs) {
+  std::sort(xorbs.begin(), xorbs.end());
+  xorbs.erase(std::unique(xorbs.begin(), xorbs.end()), xorbs.end());
+  std::vector<xet::XorbHash> wanted;
+  for (const auto& x : xorbs)
+    if (layouts_.Get(x) == nullptr) wanted.push_back(x);
   for (size_t from = 0; from < wanted.size(); from += index::Index::kMaxXorbsPerRead) {
     const size_t n = std::min(index::Index::kMaxXorbsPerRead, wanted.size() - from);
     auto entries = index_.GetXorbs(std::span<const xet::XorbHash>(wanted).subspan(from, n));

@@ -166,17 +166,21 @@ class CasService {
 
   const TransferUrlSigner& signer() const { return signer_; }
 
- private:
-  friend class XorbUpload;
-  // Validates the body of `upload` and makes the xorb durable and indexed (XorbUpload::Finish).
-  xet::Result<bool> FinishXorb(XorbUpload& upload);
-  uint64_t Now() const;
   // Unpacked layouts and file terms, cached by size in front of the index (both are immutable).
   xet::Result<std::shared_ptr<const xet::XorbLayout>> Layout(const xet::XorbHash& hash);
   // The terms of a file visible to `scope` (kNotFound otherwise, as for an unknown file): from the caches
   // when the file was found visible to the scope before, else in one index read.
   xet::Result<std::shared_ptr<const std::vector<FileTermRef>>> VisibleTerms(const xet::FileHash& hash,
                                                                             const std::string& scope);
+  // Reads into the layout cache, in as few index calls as the index allows, the layouts of `xorbs` that the
+  // cache lacks (a reader of whole files needs every one of them, to verify chunks).
+  xet::Status PrefetchXorbLayouts(std::vector<xet::XorbHash> xorbs);
+
+ private:
+  friend class XorbUpload;
+  // Validates the body of `upload` and makes the xorb durable and indexed (XorbUpload::Finish).
+  xet::Result<bool> FinishXorb(XorbUpload& upload);
+  uint64_t Now() const;
   // Reads into the cache, in one index call, the layouts that planning `range` of a file will look up and
   // the cache lacks: those of the terms the range cuts, and of terms without recorded byte ranges.
   xet::Status PrefetchLayouts(std::span<const FileTermRef> terms, std::optional<ByteRange> range);

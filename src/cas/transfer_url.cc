@@ -186,14 +186,14 @@ bool ParseRangeList(std::string_view s, std::vector<ByteRange>* out) {
   return !out->empty();
 }
 
+}  // namespace
+
 bool ConstantTimeEqual(std::string_view a, std::string_view b) {
   if (a.size() != b.size()) return false;
   unsigned diff = 0;
   for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned>(a[i] ^ b[i]);
   return diff == 0;
 }
-
-}  // namespace
 
 TransferUrlSigner::TransferUrlSigner(std::string base, const xet::Hash& secret, Presigner presigner)
     : base_(std::move(base)), secret_(secret), presigner_(std::move(presigner)) {

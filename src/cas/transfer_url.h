@@ -24,6 +24,9 @@
 
 namespace cairn::cas {
 
+// Whether two MACs (or any secrets) are equal, in time that depends on their length only.
+bool ConstantTimeEqual(std::string_view a, std::string_view b);
+
 // The number of decimal digits of `v`.
 inline size_t DecimalLength(uint64_t v) {
   static constexpr uint64_t kPow10[20] = {1,

@@ -53,4 +53,8 @@ xet::Result<config::Secrets> LoadConfiguredSecrets(const config::Config& cfg, in
   });
 }
 
+xet::Hash KeyFrom(const std::string& secret) {
+  return xet::KeyedHash(xet::Hash{}, {reinterpret_cast<const uint8_t*>(secret.data()), secret.size()});
+}
+
 }  // namespace cairn::cli

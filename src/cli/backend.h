@@ -22,4 +22,7 @@ xet::Result<std::unique_ptr<store::BlobStore>> OpenConfiguredStore(const config:
 // The secrets: configured ones, else those stored in `index` (created there by the first process).
 xet::Result<config::Secrets> LoadConfiguredSecrets(const config::Config& cfg, index::Index& index);
 
+// The 32-byte key a secret of any length gives (what the server signs transfer URLs and links with).
+xet::Hash KeyFrom(const std::string& secret);
+
 }  // namespace cairn::cli

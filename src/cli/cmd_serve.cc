@@ -7,6 +7,7 @@
 #include <map>
 
 #include "api/cas_routes.h"
+#include "api/file_routes.h"
 #include "api/ops_routes.h"
 #include "cas/service.h"
 #include "cli/backend.h"
@@ -28,12 +29,8 @@ struct Backend {
   std::unique_ptr<index::Index> index;
   std::unique_ptr<WorkerPool> pool;
   std::unique_ptr<cas::CasService> service;
+  std::unique_ptr<files::FileService> files;
 };
-
-// A 32-byte key from a secret of any length.
-xet::Hash KeyFrom(const std::string& secret) {
-  return xet::KeyedHash(xet::Hash{}, {reinterpret_cast<const uint8_t*>(secret.data()), secret.size()});
-}
 
 http::Result<std::unique_ptr<Backend>> RegisterRoutes(http::Server& server, const config::Config& cfg,
                                                       const config::Secrets& secrets,
@@ -71,6 +68,21 @@ http::Result<std::unique_ptr<Backend>> RegisterRoutes(http::Server& server, cons
   }
   b->service = std::make_unique<cas::CasService>(*b->index, *b->store, *b->pool, so);
   api::RegisterCasRoutes(server, *b->service, {.max_concurrent_uploads = cfg.max_concurrent_uploads});
+
+  // Plain downloads: defaults per store from the read-ahead benchmark (BENCHMARKS.md): a local disk keeps up
+  // with little read-ahead, a remote store needs requests in flight to hide their latency.
+  const bool local = b->store->local();
+  files::FileServiceOptions fo;
+  fo.read_ahead.depth = cfg.readahead_depth != 0 ? cfg.readahead_depth : (local ? 2 : 8);
+  fo.read_ahead.unit_bytes = cfg.readahead_unit;
+  fo.read_ahead.stream_bytes = cfg.readahead_stream_bytes;
+  fo.total_read_ahead_bytes = cfg.readahead_total_bytes;
+  fo.fetch_threads = cfg.readahead_threads != 0 ? cfg.readahead_threads : (local ? 4 : 32);
+  fo.url_secret = so.url_secret;
+  fo.max_link_ttl_seconds = static_cast<uint64_t>(cfg.max_link_ttl.count());
+  fo.log = [](const std::string& message) { spdlog::error("serving a file: {}", message); };
+  b->files = std::make_unique<files::FileService>(*b->service, *b->index, fo);
+  api::RegisterFileRoutes(server, *b->files, {.public_url = cfg.public_url});
 
   api::RegisterIndexMetrics(server, *b->index);
   api::RegisterReadiness(server, {{"index", [ix = b->index.get()] { return ix->Ping(); }},

@@ -53,6 +53,19 @@ struct TokenOptions {
 };
 int RunToken(const TokenOptions& opts);
 
+// `cairn link`: a signed, expiring download link to a stored file.
+struct LinkOptions {
+  std::string config_file;
+  std::string data_dir;
+  std::string index;
+  std::string public_url;
+  std::string file;
+  std::string scope;
+  std::string name;
+  std::string ttl = "24h";
+};
+int RunLink(const LinkOptions& opts);
+
 // `cairn index migrate`: bring the configured index's schema up to date (what `serve` does at start).
 struct IndexOptions {
   std::string config_file;

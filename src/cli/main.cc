@@ -92,6 +92,22 @@ void AddToken(CLI::App& app) {
   OnSelected(cmd, opts, RunToken);
 }
 
+void AddLink(CLI::App& app) {
+  auto opts = std::make_shared<LinkOptions>();
+  auto* cmd = app.add_subcommand("link", "Print a signed, expiring download link to a stored file");
+  cmd->add_option("FILE", opts->file, "The file's hash (64 hex digits)")->required();
+  cmd->add_option("--scope", opts->scope, "The scope that stored the file")->required();
+  cmd->add_option("--name", opts->name, "File name for the browser to save it as (Content-Disposition)");
+  cmd->add_option("--ttl", opts->ttl,
+                  "Lifetime: seconds, or 30m, 12h, 7d (default 24h; at most max_link_ttl)");
+  cmd->add_option("--public-url", opts->public_url,
+                  "Base URL clients reach the server at (default public_url)");
+  cmd->add_option("--data", opts->data_dir, "Data directory (default ./cairn-data)");
+  cmd->add_option("--index", opts->index, "Index holding the signing key (default sqlite:<data>/index.db)");
+  cmd->add_option("--config", opts->config_file, "TOML configuration file (also CAIRN_CONFIG)");
+  OnSelected(cmd, opts, RunLink);
+}
+
 void AddIndex(CLI::App& app) {
   auto opts = std::make_shared<IndexOptions>();
   auto* index = app.add_subcommand("index", "Manage the metadata index")->require_subcommand(1);
@@ -143,6 +159,7 @@ int main(int argc, char** argv) {
   cairn::cli::AddShard(app);
   cairn::cli::AddServe(app);
   cairn::cli::AddToken(app);
+  cairn::cli::AddLink(app);
   cairn::cli::AddIndex(app);
   cairn::cli::AddStore(app);
   CLI11_PARSE(app, argc, argv);

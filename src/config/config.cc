@@ -59,6 +59,16 @@ Setter ByteSizeSetter(size_t Config::*member, uint64_t min, uint64_t max) {
 }
 
 // An http:// or https:// URL, without trailing slashes.
+// A setter for a positive duration ("90s", "12h", "7d").
+Setter DurationSetter(std::chrono::seconds Config::*member) {
+  return [member](Config& c, std::string_view v) -> xet::Status {
+    auto d = ParseDuration(v);
+    if (!d) return d.error();
+    c.*member = *d;
+    return xet::Ok{};
+  };
+}
+
 Setter UrlSetter(std::string Config::*member) {
   return [member](Config& c, std::string_view v) -> xet::Status {
     if (!v.starts_with("http://") && !v.starts_with("https://"))
@@ -155,20 +165,8 @@ const std::vector<Field>& Fields() {
          c.url_secret = std::string(v);
          return xet::Ok{};
        }},
-      {"transfer_url_ttl",
-       [](Config& c, std::string_view v) -> xet::Status {
-         auto d = ParseDuration(v);
-         if (!d) return d.error();
-         c.transfer_url_ttl = *d;
-         return xet::Ok{};
-       }},
-      {"dedup_key_expiry",
-       [](Config& c, std::string_view v) -> xet::Status {
-         auto d = ParseDuration(v);
-         if (!d) return d.error();
-         c.dedup_key_expiry = *d;
-         return xet::Ok{};
-       }},
+      {"transfer_url_ttl", DurationSetter(&Config::transfer_url_ttl)},
+      {"dedup_key_expiry", DurationSetter(&Config::dedup_key_expiry)},
       {"dedup_across_scopes", BoolSetter(&Config::dedup_across_scopes)},
       // At least one xorb's listing (8,193 entries of 48 bytes); at most what a stock client accepts.
       {"dedup_answer_max_bytes", ByteSizeSetter(&Config::dedup_answer_max_bytes, 512ULL << 10, 64ULL << 20)},
@@ -186,13 +184,13 @@ const std::vector<Field>& Fields() {
        }},
       {"max_concurrent_uploads", CountSetter(&Config::max_concurrent_uploads, 1, 1'000'000)},
       {"upload_buffers_kept", CountSetter(&Config::upload_buffers_kept, 0, 1024)},
-      {"shutdown_grace",
-       [](Config& c, std::string_view v) -> xet::Status {
-         auto d = ParseDuration(v);
-         if (!d) return d.error();
-         c.shutdown_grace = *d;
-         return xet::Ok{};
-       }},
+      {"readahead_depth", CountSetter(&Config::readahead_depth, 0, 256)},
+      {"readahead_unit", ByteSizeSetter(&Config::readahead_unit, 64ULL << 10, 64ULL << 20)},
+      {"readahead_stream_bytes", ByteSizeSetter(&Config::readahead_stream_bytes, 1ULL << 20, 16ULL << 30)},
+      {"readahead_total_bytes", ByteSizeSetter(&Config::readahead_total_bytes, 1ULL << 20, 1ULL << 40)},
+      {"readahead_threads", CountSetter(&Config::readahead_threads, 0, 1024)},
+      {"max_link_ttl", DurationSetter(&Config::max_link_ttl)},
+      {"shutdown_grace", DurationSetter(&Config::shutdown_grace)},
   };
   return fields;
 }

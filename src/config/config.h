@@ -65,6 +65,15 @@ struct Config {
   size_t max_concurrent_uploads = 64;
   size_t upload_buffers_kept = 2;  // 64 MiB upload buffers kept mapped between uploads
   std::chrono::seconds shutdown_grace{30};
+  // Plain downloads (GET /v1/files): fetch units read ahead of the one being sent (0: the store's default, 2
+  // on local disk and 8 on S3), the stored bytes of one unit, what one download and all of them together hold
+  // ahead, the threads that fetch (0: 4 on local disk, 32 on S3), and how long a download link may live.
+  size_t readahead_depth = 0;
+  size_t readahead_unit = 4ULL << 20;
+  size_t readahead_stream_bytes = 64ULL << 20;
+  size_t readahead_total_bytes = 1ULL << 30;
+  size_t readahead_threads = 0;
+  std::chrono::seconds max_link_ttl{30 * 24 * 3600};
 
   // Derived from listen.
   std::string host() const;

@@ -9,7 +9,7 @@
 #include <cstring>
 #include <system_error>
 
-#include "http/work_queue.h"
+#include "common/work_queue.h"
 
 namespace cairn::http {
 

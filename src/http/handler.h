@@ -34,9 +34,13 @@
 #include "http/auth.h"
 #include "http/result.h"
 
+namespace cairn {
+class WorkQueue;
+}  // namespace cairn
+
 namespace cairn::http {
 
-class WorkQueue;
+using cairn::WorkQueue;
 using Verb = boost::beast::http::verb;
 using HeaderList = std::vector<std::pair<std::string, std::string>>;
 

@@ -133,4 +133,28 @@ Response RangeResponse(const std::shared_ptr<const ByteSource>& source, uint64_t
       size, ranges, content_type);
 }
 
+Response ReadBeforeHeader(Response r, uint64_t max_bytes) {
+  for (size_t i = 0; i < r.body.size(); ++i) {
+    auto* seg = std::get_if<SourceSegment>(&r.body[i]);
+    if (seg == nullptr) continue;
+    const uint64_t n = std::min(seg->length, max_bytes);
+    std::string first(n, '\0');
+    // The segment's one stream (one store request for the whole range) reads these bytes first and the rest
+    // after them.
+    std::shared_ptr<ByteStream> stream = seg->source->Stream(seg->offset, seg->length);
+    const std::span<uint8_t> into(reinterpret_cast<uint8_t*>(first.data()), first.size());
+    auto st = stream ? stream->Read(into) : seg->source->ReadAt(seg->offset, into);
+    if (!st) {
+      Response e = Response::ErrorJson(st.error().status, st.error().message);
+      if (st.error().status == 503) e.Header("Retry-After", "1");
+      return e;
+    }
+    SourceSegment rest{seg->source, seg->offset + n, seg->length - n, std::move(stream)};
+    r.body[i] = std::move(first);
+    if (rest.length > 0) r.body.insert(r.body.begin() + static_cast<ptrdiff_t>(i) + 1, std::move(rest));
+    break;
+  }
+  return r;
+}
+
 }  // namespace cairn::http

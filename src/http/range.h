@@ -32,4 +32,10 @@ Response RangeResponse(const std::shared_ptr<const File>& file, uint64_t base, u
 Response RangeResponse(const std::shared_ptr<const ByteSource>& source, uint64_t size,
                        const std::vector<ByteRange>& ranges, std::string_view content_type);
 
+// Reads the first `max_bytes` of the first SourceSegment of `r` now, through the stream the rest is then
+// read from, so that a source failing at once (a store out of reach, a corrupt first chunk) gets an error
+// answer with its status (503 with Retry-After: 1) instead of a response cut short after its header. Call it
+// on a thread that may block.
+Response ReadBeforeHeader(Response r, uint64_t max_bytes);
+
 }  // namespace cairn::http

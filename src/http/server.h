@@ -21,11 +21,11 @@
 #include <memory>
 #include <string>
 
+#include "common/work_queue.h"
 #include "http/auth.h"
 #include "http/metrics.h"
 #include "http/result.h"
 #include "http/router.h"
-#include "http/work_queue.h"
 
 namespace cairn::http {
 

@@ -1,8 +1,8 @@
-#include "http/work_queue.h"
+#include "common/work_queue.h"
 
 #include <utility>
 
-namespace cairn::http {
+namespace cairn {
 
 WorkQueue::WorkQueue(size_t threads, size_t max_queued) : max_queued_(max_queued) {
   if (threads == 0) threads = 1;
@@ -51,4 +51,4 @@ void WorkQueue::Run() {
   }
 }
 
-}  // namespace cairn::http
+}  // namespace cairn

@@ -15,7 +15,7 @@
 #include <thread>
 #include <vector>
 
-namespace cairn::http {
+namespace cairn {
 
 class WorkQueue {
  public:
@@ -41,4 +41,4 @@ class WorkQueue {
   std::vector<std::thread> threads_;
 };
 
-}  // namespace cairn::http
+}  // namespace cairn

@@ -1,0 +1,276 @@
+#include "api/file_routes.h"
+
+#include <boost/json.hpp>
+
+#include "http/range.h"
+
+namespace cairn::api {
+namespace {
+
+using http::Exchange;
+using http::Response;
+
+// Bytes read before the header goes out: the first fetch unit is verified (and a store out of reach
+// noticed) while an error answer is still possible.
+constexpr uint64_t kReadBeforeHeader = 1ULL << 20;
+
+// A download's failures as HTTP statuses: a damaged index or store is the server's fault (500), an
+// unreachable one a reason to retry (503).
+unsigned StatusOf(const xet::Error& e) {
+  switch (e.code) {
+    case xet::ErrorCode::kNotFound:
+    case xet::ErrorCode::kHashMismatch:
+    case xet::ErrorCode::kInconsistent:
+    case xet::ErrorCode::kIo:
+      return 500;
+    case xet::ErrorCode::kUnavailable:
+      return 503;
+    case xet::ErrorCode::kMalformed:
+    case xet::ErrorCode::kLimit:
+      return 400;
+  }
+  return 500;
+}
+
+Response ErrorResponse(unsigned status, const std::string& message) {
+  Response r = Response::ErrorJson(status, message);
+  if (status == 503) r.Header("Retry-After", "1");
+  return r;
+}
+
+// One range of a stored file, read through a verified reader with read-ahead.
+class FileStream final : public http::ByteStream {
+ public:
+  explicit FileStream(std::unique_ptr<files::FileReader> reader) : reader_(std::move(reader)) {}
+  http::Status Read(std::span<uint8_t> out) override {
+    auto st = reader_->Read(out);
+    if (!st) return http::Error{StatusOf(st.error()), st.error().message};
+    return http::Ok{};
+  }
+
+ private:
+  std::unique_ptr<files::FileReader> reader_;
+};
+
+// A stored file as a source of bytes for range answers: each range gets a reader of its own.
+class FileSource final : public http::ByteSource {
+ public:
+  FileSource(files::FileService& files, files::StoredFile file) : files_(files), file_(std::move(file)) {}
+
+  http::Status ReadAt(uint64_t offset, std::span<uint8_t> out) const override {
+    auto stream = Open(offset, out.size());
+    if (!stream) return stream.error();
+    return (*stream)->Read(out);
+  }
+  std::unique_ptr<http::ByteStream> Stream(uint64_t offset, uint64_t length) const override {
+    auto stream = Open(offset, length);
+    if (!stream) return std::make_unique<FailedStream>(stream.error());
+    return std::move(*stream);
+  }
+
+ private:
+  // A reader that could not be opened reports why on its first read.
+  class FailedStream final : public http::ByteStream {
+   public:
+    explicit FailedStream(http::Error e) : error_(std::move(e)) {}
+    http::Status Read(std::span<uint8_t> /*out*/) override { return error_; }
+
+   private:
+    http::Error error_;
+  };
+
+  http::Result<std::unique_ptr<http::ByteStream>> Open(uint64_t offset, uint64_t length) const {
+    auto reader = files_.Open(file_, offset, length);
+    if (!reader) return http::Error{StatusOf(reader.error()), reader.error().message};
+    return std::unique_ptr<http::ByteStream>(std::make_unique<FileStream>(std::move(*reader)));
+  }
+
+  files::FileService& files_;
+  const files::StoredFile file_;
+};
+
+// Whether an If-None-Match or If-Range list names `etag` (weak tags compare equal here: the bytes of a
+// file hash never change).
+bool ListsEtag(std::string_view header, std::string_view etag) {
+  while (!header.empty()) {
+    const size_t comma = header.find(',');
+    std::string_view item = header.substr(0, comma);
+    while (!item.empty() && (item.front() == ' ' || item.front() == '\t')) item.remove_prefix(1);
+    while (!item.empty() && (item.back() == ' ' || item.back() == '\t')) item.remove_suffix(1);
+    if (item.starts_with("W/")) item.remove_prefix(2);
+    if (item == "*" || item == etag) return true;
+    if (comma == std::string_view::npos) break;
+    header.remove_prefix(comma + 1);
+  }
+  return false;
+}
+
+// Content-Disposition for a name given in a link: a plain ASCII fallback and the exact name (RFC 6266).
+std::string Disposition(const std::string& name) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  std::string ascii;
+  std::string encoded;
+  for (const char ch : name) {
+    const auto c = static_cast<unsigned char>(ch);
+    ascii.push_back(c >= 0x20 && c < 0x7f && c != '"' && c != '\\' && c != '%' ? ch : '_');
+    if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+        std::string_view("!#$&+-.^_`|~").find(ch) != std::string_view::npos) {
+      encoded.push_back(ch);
+    } else {
+      encoded.push_back('%');
+      encoded.push_back(kHex[c >> 4]);
+      encoded.push_back(kHex[c & 15]);
+    }
+  }
+  return "attachment; filename=\"" + ascii + "\"; filename*=UTF-8''" + encoded;
+}
+
+// The download itself, once the file is found: conditionals, ranges, headers, and the first bytes read.
+Response Download(files::FileService& files, const http::Request& req, files::StoredFile file,
+                  const std::string& name, size_t max_ranges) {
+  const std::string etag = "\"" + file.hash.hex() + "\"";
+  const auto with_headers = [&](Response r) {
+    r.Header("ETag", etag).Header("Accept-Ranges", "bytes").Header("Cache-Control", "private, max-age=0");
+    if (!name.empty()) r.Header("Content-Disposition", Disposition(name));
+    return r;
+  };
+  if (auto inm = req.Header("If-None-Match"); !inm.empty() && ListsEtag(inm, etag)) {
+    Response r;
+    r.status = 304;
+    return with_headers(std::move(r));
+  }
+  std::vector<http::ByteRange> ranges;
+  const std::string_view range = req.Header("Range");
+  // If-Range names the representation the client has part of: another one (or a date, which cairn does
+  // not serve) means the whole file.
+  const std::string_view if_range = req.Header("If-Range");
+  if (!range.empty() && (if_range.empty() || ListsEtag(if_range, etag))) {
+    auto parsed = http::ParseRange(range, file.size, max_ranges);
+    if (!parsed) {
+      Response r = Response::ErrorJson(parsed.error().status, parsed.error().message);
+      if (parsed.error().status == 416) r.Header("Content-Range", "bytes */" + std::to_string(file.size));
+      return with_headers(std::move(r));
+    }
+    ranges = std::move(*parsed);
+  }
+  const uint64_t size = file.size;
+  auto source = std::make_shared<const FileSource>(files, std::move(file));
+  Response r = with_headers(http::RangeResponse(source, size, ranges, "application/octet-stream"));
+  if (req.method == http::Verb::head) return r;
+  return http::ReadBeforeHeader(std::move(r), kReadBeforeHeader);
+}
+
+// Who may read: a link's grant, or a read token's scope.
+struct Reader {
+  std::string scope;
+  std::string name;
+};
+
+http::Result<Reader> Authorize(const http::Server& server, const files::FileService& files,
+                               const http::Request& req, const xet::FileHash& hash) {
+  if (req.Query("s")) {
+    auto grant = files.links().Verify(hash, req.query);
+    if (!grant) {
+      return http::Error{grant.error().code == xet::ErrorCode::kMalformed ? 400U : 403U,
+                         grant.error().message};
+    }
+    return Reader{grant->scope, grant->name};
+  }
+  const http::Authenticator* auth = server.authenticator();
+  if (auth == nullptr) return http::Error{401, "this server checks no tokens"};
+  auto who = auth->Authenticate(req.Header("Authorization"), http::Permission::kRead);
+  if (!who) return who.error();
+  return Reader{who->scope, ""};
+}
+
+void FileByHash(const http::Server& server, files::FileService& files, const std::shared_ptr<Exchange>& ex,
+                size_t max_ranges) {
+  const auto hash = xet::Hash::FromHex(ex->request().Param("file"));
+  if (!hash) return ex->Respond(ErrorResponse(400, "file hash must be 64 hex digits"));
+  auto reader = Authorize(server, files, ex->request(), *hash);
+  if (!reader) return ex->Fail(reader.error());
+  ex->Offload([&files, ex, hash = *hash, reader = std::move(*reader), max_ranges] {
+    auto file = files.Find(hash, reader.scope);
+    if (!file) {
+      const unsigned status = file.error().code == xet::ErrorCode::kNotFound ? 404 : StatusOf(file.error());
+      return ex->Respond(ErrorResponse(status, file.error().message));
+    }
+    ex->Respond(Download(files, ex->request(), std::move(*file), reader.name, max_ranges));
+  });
+}
+
+void FileBySha256(files::FileService& files, const std::shared_ptr<Exchange>& ex, size_t max_ranges) {
+  const auto sha = xet::Hash::FromHex(ex->request().Param("sha256"));
+  if (!sha) return ex->Respond(ErrorResponse(400, "SHA-256 must be 64 hex digits"));
+  const std::string scope = ex->request().principal->scope;
+  ex->Offload([&files, ex, sha = *sha, scope, max_ranges] {
+    // Parsed as a Xet hash, the usual digest text gives the form shards store (xet::FileRecord::sha256).
+    auto file = files.FindBySha256(sha, scope);
+    if (!file) {
+      const unsigned status = file.error().code == xet::ErrorCode::kNotFound ? 404 : StatusOf(file.error());
+      return ex->Respond(ErrorResponse(status, file.error().message));
+    }
+    ex->Respond(Download(files, ex->request(), std::move(*file), "", max_ranges));
+  });
+}
+
+void MintLink(files::FileService& files, const std::shared_ptr<Exchange>& ex, const std::string& base) {
+  boost::system::error_code ec;
+  const boost::json::value body = boost::json::parse(ex->request().body, ec);
+  const boost::json::object* o = ec ? nullptr : body.if_object();
+  const boost::json::value* hash_v = o ? o->if_contains("file_hash") : nullptr;
+  const boost::json::value* ttl_v = o ? o->if_contains("ttl_seconds") : nullptr;
+  const boost::json::value* name_v = o ? o->if_contains("name") : nullptr;
+  std::optional<xet::Hash> hash;
+  if (hash_v != nullptr && hash_v->is_string()) hash = xet::Hash::FromHex(hash_v->get_string());
+  if (!hash || (ttl_v != nullptr && !ttl_v->is_int64()) || (name_v != nullptr && !name_v->is_string())) {
+    return ex->Respond(ErrorResponse(
+        400,
+        R"(the body is {"file_hash": "<64 hex digits>", "ttl_seconds": <seconds>, "name": "<file name>"})"));
+  }
+  const int64_t ttl = ttl_v != nullptr ? ttl_v->get_int64() : 3600;
+  const std::string name = name_v != nullptr ? std::string(name_v->get_string()) : "";
+  const std::string scope = ex->request().principal->scope;
+  ex->Offload([&files, ex, hash = *hash, ttl, name, scope, base] {
+    if (auto file = files.Find(hash, scope); !file) {  // a link only to what the asker may read
+      const unsigned status = file.error().code == xet::ErrorCode::kNotFound ? 404 : StatusOf(file.error());
+      return ex->Respond(ErrorResponse(status, file.error().message));
+    }
+    auto query = files.links().Sign(hash, scope, ttl > 0 ? static_cast<uint64_t>(ttl) : 0, name);
+    if (!query) return ex->Respond(ErrorResponse(400, query.error().message));
+    boost::json::object out;
+    out["url"] = base + "/v1/files/" + hash.hex() + "?" + *query;
+    ex->Respond(Response::Json(201, boost::json::serialize(out)));
+  });
+}
+
+}  // namespace
+
+void RegisterFileRoutes(http::Server& server, files::FileService& files, const FileRouteOptions& options) {
+  auto& r = server.router();
+  std::string base = options.public_url;
+  while (!base.empty() && base.back() == '/') base.pop_back();
+  const size_t max_ranges = options.max_ranges;
+  // Links authorize themselves, so this route checks its token itself.
+  r.Handle(http::Verb::get, "/v1/files/{file}", http::RouteOptions().Name("file_download"),
+           [&server, &files, max_ranges](const std::shared_ptr<Exchange>& ex) {
+             FileByHash(server, files, ex, max_ranges);
+           });
+  r.Handle(
+      http::Verb::get, "/v1/files/by-sha256/{sha256}",
+      http::RouteOptions().Name("file_download_sha256").Auth(http::Permission::kRead),
+      [&files, max_ranges](const std::shared_ptr<Exchange>& ex) { FileBySha256(files, ex, max_ranges); });
+  r.Handle(http::Verb::post, "/v1/links",
+           http::RouteOptions().Name("link").Auth(http::Permission::kRead).MaxBody(4096),
+           [&files, base](const std::shared_ptr<Exchange>& ex) { MintLink(files, ex, base); });
+
+  auto& m = server.metrics();
+  m.Gauge("cairn_file_corrupt_chunks", "Stored chunks that failed verification while a file was served",
+          [&files] { return static_cast<double>(files.corrupt_chunks()); });
+  m.Gauge("cairn_file_readahead_bytes", "Bytes plain downloads hold read ahead, all together",
+          [&files] { return static_cast<double>(files.budget().in_use()); });
+  m.Gauge("cairn_file_readahead_capacity_bytes", "The server-wide read-ahead budget (readahead_total_bytes)",
+          [&files] { return static_cast<double>(files.budget().capacity()); });
+}
+
+}  // namespace cairn::api

@@ -1,0 +1,27 @@
+// Plain file downloads and download links over HTTP (docs/api.md, "Plain files"):
+//
+//   GET|HEAD /v1/files/{file_hash}           the file's bytes; a read token of a scope that sees it, or a
+//   link GET|HEAD /v1/files/by-sha256/{sha256}    the same, found by the SHA-256 of its bytes (read token)
+//   POST     /v1/links                       {"file_hash", "ttl_seconds", "name"} → {"url", "expires"}
+//
+// Downloads answer 200, or 206 for one range or several (multipart/byteranges), with ETag (the file hash),
+// Accept-Ranges, If-None-Match (304), If-Range and, for a link with a name, Content-Disposition. Every chunk
+// is verified before it is sent: a corrupt first chunk answers 500 before any header, a later one cuts the
+// connection (the client sees a short body). `files` must outlive the server.
+#pragma once
+
+#include <string>
+
+#include "files/file_service.h"
+#include "http/server.h"
+
+namespace cairn::api {
+
+struct FileRouteOptions {
+  std::string public_url = "http://127.0.0.1:8080";  // base of the links minted
+  size_t max_ranges = 64;                            // ranges in one request, at most (400 past it)
+};
+
+void RegisterFileRoutes(http::Server& server, files::FileService& files, const FileRouteOptions& options);
+
+}  // namespace cairn::api

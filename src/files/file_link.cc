@@ -1,0 +1,105 @@
+#include "files/file_link.h"
+
+#include <charconv>
+#include <chrono>
+
+#include "cas/transfer_url.h"
+#include "xet/hashing.h"
+
+namespace cairn::files {
+namespace {
+
+void AppendField(std::string& out, std::string_view field) {
+  out += std::to_string(field.size());
+  out += ':';
+  out += field;
+}
+
+// Query values are put in URLs as they are: unreserved characters stay, everything else is %XX.
+std::string PercentEncode(std::string_view s) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  std::string out;
+  for (const char ch : s) {
+    const auto c = static_cast<unsigned char>(ch);
+    if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '_' ||
+        c == '.' || c == '~') {
+      out.push_back(ch);
+    } else {
+      out.push_back('%');
+      out.push_back(kHex[c >> 4]);
+      out.push_back(kHex[c & 15]);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+LinkSigner::LinkSigner(const xet::Hash& url_secret, uint64_t max_ttl_seconds, std::function<uint64_t()> now)
+    : key_(xet::KeyedHash(
+          url_secret, std::span<const uint8_t>(reinterpret_cast<const uint8_t*>("cairn file links"), 16))),
+      max_ttl_(max_ttl_seconds),
+      now_(std::move(now)) {}
+
+uint64_t LinkSigner::Now() const {
+  if (now_) return now_();
+  return static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count());
+}
+
+xet::Hash LinkSigner::Mac(const xet::FileHash& file, uint64_t expires, std::string_view scope,
+                          std::string_view name) const {
+  std::string message = "cairn-file-link|";
+  AppendField(message, file.hex());
+  AppendField(message, std::to_string(expires));
+  AppendField(message, scope);
+  AppendField(message, name);
+  return xet::KeyedHash(
+      key_, std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(message.data()), message.size()));
+}
+
+xet::Result<std::string> LinkSigner::Sign(const xet::FileHash& file, const std::string& scope,
+                                          uint64_t ttl_seconds, const std::string& name) const {
+  if (ttl_seconds == 0 || ttl_seconds > max_ttl_) {
+    return xet::LimitExceeded("a link lives from 1 s to " + std::to_string(max_ttl_) + " s (max_link_ttl)");
+  }
+  if (name.size() > 255 || name.find_first_of(std::string_view("/\\\0\r\n", 5)) != std::string::npos)
+    return xet::Malformed("a link's name is a file name: at most 255 bytes, no slashes, NUL or line breaks");
+  const uint64_t expires = Now() + ttl_seconds;
+  std::string query = "x=" + std::to_string(expires) + "&scope=" + PercentEncode(scope);
+  if (!name.empty()) query += "&name=" + PercentEncode(name);
+  query += "&s=" + Mac(file, expires, scope, name).hex();
+  return query;
+}
+
+xet::Result<LinkGrant> LinkSigner::Verify(
+    const xet::FileHash& file, const std::vector<std::pair<std::string, std::string>>& query) const {
+  const std::string* x = nullptr;
+  const std::string* scope = nullptr;
+  const std::string* name = nullptr;
+  const std::string* mac = nullptr;
+  for (const auto& [k, v] : query) {
+    const std::string** slot = k == "x"       ? &x
+                               : k == "scope" ? &scope
+                               : k == "name"  ? &name
+                               : k == "s"     ? &mac
+                                              : nullptr;
+    if (slot == nullptr) continue;
+    if (*slot != nullptr) return xet::Malformed("link parameter " + k + " given twice");
+    *slot = &v;
+  }
+  if (x == nullptr || scope == nullptr || mac == nullptr)
+    return xet::Malformed("a link needs the parameters x, scope and s");
+  uint64_t expires = 0;
+  const auto [end, ec] = std::from_chars(x->data(), x->data() + x->size(), expires);
+  if (ec != std::errc() || end != x->data() + x->size())
+    return xet::Malformed("link expiry x is not a number");
+  const std::string expected = Mac(file, expires, *scope, name ? *name : "").hex();
+  if (!cas::ConstantTimeEqual(expected, *mac))
+    return xet::HashMismatch("the link's signature does not match");
+  if (Now() >= expires) return xet::HashMismatch("the link expired");
+  return LinkGrant{*scope, name ? *name : "", expires};
+}
+
+}  // namespace cairn::files

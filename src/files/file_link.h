@@ -1,0 +1,57 @@
+// Download links: capability URLs for one stored file, to hand to a browser, curl or a download manager.
+//
+// Form: /v1/files/<hash>?x=<unix expiry>&scope=<scope>[&name=<file name>]&s=<mac>. The MAC is keyed BLAKE3
+// (with a key derived from the server's URL secret, so that no transfer URL's MAC is a link's) over the file
+// hash, the expiry, the scope and the name, each length-prefixed. A link grants reading that one file as
+// that scope sees it until it expires; the name only sets Content-Disposition. Nothing in it can be changed
+// without the key.
+//
+// Thread-safety: const methods, safe from any thread. Failures: kLimit for a lifetime outside 1 s ..
+// max_ttl, kMalformed for a name that is not a file name or a link missing its parameters, kHashMismatch for
+// a wrong signature or an expired link.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "xet/hash.h"
+#include "xet/result.h"
+
+namespace cairn::files {
+
+// What a valid link grants.
+struct LinkGrant {
+  std::string scope;
+  std::string name;  // empty: none given
+  uint64_t expires = 0;
+};
+
+class LinkSigner {
+ public:
+  // `now`: unix seconds (the system clock when empty).
+  LinkSigner(const xet::Hash& url_secret, uint64_t max_ttl_seconds, std::function<uint64_t()> now = nullptr);
+
+  // The query string of a link to `file` for `scope`, valid for `ttl_seconds`.
+  xet::Result<std::string> Sign(const xet::FileHash& file, const std::string& scope, uint64_t ttl_seconds,
+                                const std::string& name) const;
+  // Checks the link parameters of a request for `file` (x, scope, name, s, percent-decoded).
+  xet::Result<LinkGrant> Verify(const xet::FileHash& file,
+                                const std::vector<std::pair<std::string, std::string>>& query) const;
+
+  uint64_t max_ttl_seconds() const { return max_ttl_; }
+
+ private:
+  uint64_t Now() const;
+  xet::Hash Mac(const xet::FileHash& file, uint64_t expires, std::string_view scope,
+                std::string_view name) const;
+
+  xet::Hash key_;
+  uint64_t max_ttl_;
+  std::function<uint64_t()> now_;
+};
+
+}  // namespace cairn::files

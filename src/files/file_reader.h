@@ -1,0 +1,80 @@
+// Reads a byte range of a stored file as plain bytes, every chunk verified, with read-ahead.
+//
+// Planning (Open): the terms covering the range are cut to the chunks the range needs, the chunk runs of each
+// xorb are merged (terms sharing chunks share their bytes) and split into fetch units of at most
+// ReadAheadOptions::unit_bytes stored bytes, each read with one store call (one pread on local disk, one
+// ranged GET on S3). Units are fetched on the service's fetch threads in the order the range needs them,
+// `depth` units ahead of the one being sent, as long as the stream's own budget (`stream_bytes`) and the
+// server-wide ByteBudget allow; a unit needed now is read whatever the budgets say (so a full budget slows a
+// stream to no read-ahead, never stops it). A unit stays in memory until the last term using it was sent,
+// unless memory is short: then the held unit needed farthest ahead is dropped and read again later.
+//
+// Verification: each chunk's header must agree with the xorb's layout (sizes), and each chunk's decoded bytes
+// must hash to the layout's chunk hash; otherwise Read fails with kHashMismatch at that chunk, never handing
+// out its bytes, and `on_corrupt` is told. A slow caller stops read-ahead: nothing is fetched past `depth`
+// units ahead of what Read has handed out.
+//
+// Ownership and thread-safety: one caller at a time (Open, then Read in order). The reader may be destroyed
+// with fetches in flight; they finish on their own and release what they hold. The CasService, fetch queue
+// and budget must outlive every fetch (the FileService owns them in that order).
+// Failures: Open: kNotFound for a layout the index lacks (a damaged index), kInconsistent for terms that do
+// not fit their xorbs; Read: the store's errors (kIo, kUnavailable, kNotFound), kHashMismatch.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "cas/service.h"
+#include "common/work_queue.h"
+#include "files/byte_budget.h"
+#include "xet/result.h"
+
+namespace cairn::files {
+
+struct ReadAheadOptions {
+  size_t depth = 2;                     // units fetched ahead of the one being sent (0: none)
+  uint64_t unit_bytes = 4ULL << 20;     // stored bytes per fetch, at most (cut at chunk boundaries)
+  uint64_t stream_bytes = 64ULL << 20;  // bytes one stream holds (fetched, not yet sent), at most
+};
+
+// What readers share: where bytes come from, the threads that fetch ahead, the server-wide budget, and who
+// hears of a corrupt chunk.
+struct ReaderContext {
+  cas::CasService& cas;
+  WorkQueue& fetchers;
+  ByteBudget& budget;
+  std::function<void(const std::string&)> on_corrupt;  // may be empty
+};
+
+class FileReader {
+ public:
+  // A reader of bytes [offset, offset + length) of the file made of `terms` (length > 0, within the file).
+  static xet::Result<std::unique_ptr<FileReader>> Open(
+      const ReaderContext& context, std::shared_ptr<const std::vector<cas::FileTermRef>> terms,
+      uint64_t offset, uint64_t length, const ReadAheadOptions& options);
+  ~FileReader();
+  FileReader(const FileReader&) = delete;
+  FileReader& operator=(const FileReader&) = delete;
+
+  // Fills `out` with the next bytes of the range (kInconsistent past its end). After a failure every later
+  // Read fails the same way.
+  xet::Status Read(std::span<uint8_t> out);
+  uint64_t remaining() const;
+
+  // Fetch units the plan has, and store reads made so far (a unit read again after being dropped counts
+  // twice): what "each xorb range is read once" is measured by.
+  size_t units() const;
+  size_t fetches() const;
+
+  struct State;
+
+ private:
+  explicit FileReader(std::shared_ptr<State> state) : state_(std::move(state)) {}
+  std::shared_ptr<State> state_;
+};
+
+}  // namespace cairn::files

@@ -1,0 +1,46 @@
+#include "files/file_service.h"
+
+#include <iostream>
+
+#include "xet/hashing.h"
+
+namespace cairn::files {
+
+FileService::FileService(cas::CasService& cas, index::Index& index, FileServiceOptions options)
+    : cas_(cas),
+      index_(index),
+      options_(std::move(options)),
+      links_(options_.url_secret, options_.max_link_ttl_seconds, options_.now),
+      budget_(options_.total_read_ahead_bytes),
+      fetchers_(std::max<size_t>(1, options_.fetch_threads), 1 << 16),
+      context_{cas_, fetchers_, budget_, [this](const std::string& message) {
+                 corrupt_chunks_.fetch_add(1);
+                 if (options_.log) {
+                   options_.log(message);
+                 } else {
+                   std::cerr << "cairn: serving a file: " << message << "\n";
+                 }
+               }} {}
+
+FileService::~FileService() = default;
+
+xet::Result<StoredFile> FileService::Find(const xet::FileHash& hash, const std::string& scope) {
+  auto terms = cas_.VisibleTerms(hash, scope);
+  if (!terms) return terms.error();
+  const uint64_t size = (*terms)->empty() ? 0 : (*terms)->back().end_offset;
+  return StoredFile{hash, size, std::move(*terms)};
+}
+
+xet::Result<StoredFile> FileService::FindBySha256(const xet::Hash& sha256, const std::string& scope) {
+  auto hash = index_.FileBySha256(sha256, scope);
+  if (!hash) return hash.error();
+  if (!*hash) return xet::NotFound("no file with SHA-256 " + sha256.hex() + " is stored");
+  return Find(**hash, scope);
+}
+
+xet::Result<std::unique_ptr<FileReader>> FileService::Open(const StoredFile& file, uint64_t offset,
+                                                           uint64_t length) {
+  return FileReader::Open(context_, file.terms, offset, length, options_.read_ahead);
+}
+
+}  // namespace cairn::files

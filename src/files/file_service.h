@@ -1,0 +1,85 @@
+// Plain files: what GET /v1/files serves, without HTTP. Finds a stored file for a scope (by its Xet file hash
+// or the SHA-256 of its bytes), opens verified readers of its byte ranges (file_reader.h) that share one
+// fetch pool and one server-wide read-ahead budget, and signs and checks download links (file_link.h).
+//
+// Thread-safety: every method may be called concurrently. Readers are used by one thread each.
+// Ownership: the service owns its fetch threads and budget; it must outlive every reader it opened.
+// Failures: kNotFound for a file unknown to the scope (alike when it exists for another scope), and
+// the index's and store's errors.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "cas/service.h"
+#include "common/work_queue.h"
+#include "files/byte_budget.h"
+#include "files/file_link.h"
+#include "files/file_reader.h"
+#include "index/index.h"
+#include "xet/result.h"
+
+namespace cairn::files {
+
+struct FileServiceOptions {
+  ReadAheadOptions read_ahead;
+  uint64_t total_read_ahead_bytes = 1ULL << 30;  // what all plain downloads together hold ahead, at most
+  size_t fetch_threads = 8;                      // store reads in flight for read-ahead, at most
+  xet::Hash url_secret;                          // the server's (see ServiceOptions); links use a derived key
+  uint64_t max_link_ttl_seconds = 30ULL * 86400;
+  std::function<uint64_t()> now = nullptr;  // unix seconds; tests inject a clock
+  std::function<void(const std::string&)> log =
+      nullptr;  // where corrupt chunks are reported (stderr when empty)
+};
+
+// A stored file as the scope that asked sees it.
+struct StoredFile {
+  xet::FileHash hash;
+  uint64_t size = 0;
+  std::shared_ptr<const std::vector<cas::FileTermRef>> terms;
+};
+
+// One file of a listing.
+struct ListedFile {
+  xet::FileHash hash;
+  uint64_t size = 0;
+  std::optional<xet::Hash> sha256;
+  int64_t created_at = 0;
+};
+
+class FileService {
+ public:
+  FileService(cas::CasService& cas, index::Index& index, FileServiceOptions options);
+  ~FileService();
+  FileService(const FileService&) = delete;
+  FileService& operator=(const FileService&) = delete;
+
+  xet::Result<StoredFile> Find(const xet::FileHash& hash, const std::string& scope);
+  xet::Result<StoredFile> FindBySha256(const xet::Hash& sha256, const std::string& scope);
+  // A verified reader of [offset, offset + length) of `file` (length > 0).
+  xet::Result<std::unique_ptr<FileReader>> Open(const StoredFile& file, uint64_t offset, uint64_t length);
+
+  const LinkSigner& links() const { return links_; }
+
+  uint64_t corrupt_chunks() const { return corrupt_chunks_.load(); }
+  const ByteBudget& budget() const { return budget_; }
+  const FileServiceOptions& options() const { return options_; }
+
+ private:
+  cas::CasService& cas_;
+  index::Index& index_;
+  FileServiceOptions options_;
+  LinkSigner links_;
+  std::atomic<uint64_t> corrupt_chunks_{0};
+  ByteBudget budget_;
+  WorkQueue fetchers_;  // after the budget: its threads are joined first
+  ReaderContext context_;
+};
+
+}  // namespace cairn::files

@@ -1,0 +1,174 @@
+"""Plain downloads (GET /v1/files) of files uploaded by the stock client hf_xet 1.8.0, read with curl and with
+plain HTTP: whole files, ranges at chunk and xorb boundaries, several ranges at once, conditional requests,
+download links (minted, expired, tampered), lookups by SHA-256, and a corrupted stored xorb, which is never
+served as good data. On local disk and on S3 (SeaweedFS, bytes through the node)."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from interop_util import MiB, http, write_random
+
+SCOPE = "interop"
+BOTH_STORES = pytest.mark.backends("sqlite", "s3")
+
+
+def _upload(hfx, srv, tok, files: list[Path]) -> dict:
+    up = hfx.upload(srv.url, tok, files).result["files"]
+    return {Path(m["path"]).name: m for m in up}
+
+
+def _curl(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run(["curl", "-sS", *args], capture_output=True, timeout=timeout)
+
+
+@pytest.fixture
+def stored(server, hfx, tmp_path):
+    """A node with two files uploaded by hf_xet: 70 MiB (two xorbs) and 3 MiB."""
+    srv = server()
+    tok = srv.token(SCOPE, write=True)
+    files = [write_random(tmp_path / "big.bin", 70 * MiB + 123, seed=900),
+             write_random(tmp_path / "small.bin", 3 * MiB + 5, seed=901)]
+    meta = _upload(hfx, srv, tok, files)
+    return srv, srv.token(SCOPE), meta, {f.name: f.read_bytes() for f in files}
+
+
+@BOTH_STORES
+def test_curl_downloads_whole_files_and_ranges(stored, tmp_path):
+    srv, tok, meta, data = stored
+    auth = f"Authorization: Bearer {tok}"
+    for name, m in meta.items():
+        out = tmp_path / f"curl-{name}"
+        r = _curl("--fail", "-H", auth, "-o", str(out), "-D", "-", f"{srv.url}/v1/files/{m['hash']}")
+        assert r.returncode == 0, r.stderr
+        assert out.read_bytes() == data[name]
+        head = r.stdout.decode().lower()
+        assert f'etag: "{m["hash"]}"' in head and "accept-ranges: bytes" in head, head
+    big = data["big.bin"]
+    h = meta["big.bin"]["hash"]
+    # Ranges that cut chunks, cross the xorb boundary (64 MiB) and reach the end.
+    for first, last in [(0, 0), (1, 65535), (64 * MiB - 10, 64 * MiB + 10), (len(big) - 7, len(big) - 1),
+                        (12345, 5 * MiB)]:
+        r = http("GET", f"{srv.url}/v1/files/{h}", headers={"Authorization": f"Bearer {tok}",
+                                                            "Range": f"bytes={first}-{last}"})
+        assert r.status == 206, (first, last, r.status, r.body[:200])
+        assert r.headers["content-range"] == f"bytes {first}-{last}/{len(big)}"
+        assert r.body == big[first:last + 1], (first, last)
+    # A suffix range, and several ranges in one multipart/byteranges answer.
+    r = http("GET", f"{srv.url}/v1/files/{h}", headers={"Authorization": f"Bearer {tok}", "Range": "bytes=-100"})
+    assert r.status == 206 and r.body == big[-100:]
+    r = http("GET", f"{srv.url}/v1/files/{h}",
+             headers={"Authorization": f"Bearer {tok}", "Range": "bytes=0-9,64000000-64000999,-5"})
+    assert r.status == 206 and r.headers["content-type"].startswith("multipart/byteranges; boundary=")
+    boundary = r.headers["content-type"].split("boundary=")[1].encode()
+    parts = [p for p in r.body.split(b"--" + boundary) if p.strip() not in (b"", b"--")]
+    bodies = [p.split(b"\r\n\r\n", 1)[1][:-2] for p in parts]
+    assert bodies == [big[0:10], big[64000000:64001000], big[-5:]]
+    # HEAD: the headers of the GET, no body.
+    r = http("HEAD", f"{srv.url}/v1/files/{h}", headers={"Authorization": f"Bearer {tok}"})
+    assert r.status == 200 and int(r.headers["content-length"]) == len(big) and r.body == b""
+
+
+@BOTH_STORES
+def test_conditional_requests_and_errors(stored):
+    srv, tok, meta, data = stored
+    h = meta["small.bin"]["hash"]
+    url = f"{srv.url}/v1/files/{h}"
+    auth = {"Authorization": f"Bearer {tok}"}
+    etag = f'"{h}"'
+    assert http("GET", url, headers={**auth, "If-None-Match": etag}).status == 304
+    assert http("GET", url, headers={**auth, "If-None-Match": f'"{"0" * 64}", W/{etag}'}).status == 304
+    assert http("GET", url, headers={**auth, "If-None-Match": f'"{"0" * 64}"'}).status == 200
+    # If-Range: the range when the tag matches, the whole file when it does not.
+    r = http("GET", url, headers={**auth, "Range": "bytes=0-99", "If-Range": etag})
+    assert r.status == 206 and r.body == data["small.bin"][:100]
+    r = http("GET", url, headers={**auth, "Range": "bytes=0-99", "If-Range": '"stale"'})
+    assert r.status == 200 and r.body == data["small.bin"]
+    r = http("GET", url, headers={**auth, "Range": f"bytes={len(data['small.bin'])}-"})
+    assert r.status == 416 and r.headers["content-range"] == f"bytes */{len(data['small.bin'])}"
+    assert http("GET", url, headers={**auth, "Range": "bytes=oops"}).status == 400
+    assert http("GET", url).status == 401  # no token, no link
+    assert http("GET", url, headers={"Authorization": f"Bearer {srv.token('other')}"}).status == 404
+    assert http("GET", f"{srv.url}/v1/files/{'ab' * 32}", headers=auth).status == 404
+    assert http("GET", f"{srv.url}/v1/files/xyz", headers=auth).status == 400
+    # By SHA-256: the same bytes, for the scope that stored them only.
+    sha = meta["small.bin"]["sha256"]
+    r = http("GET", f"{srv.url}/v1/files/by-sha256/{sha}", headers=auth)
+    assert r.status == 200 and r.body == data["small.bin"] and r.headers["etag"] == etag
+    assert http("GET", f"{srv.url}/v1/files/by-sha256/{sha}",
+                headers={"Authorization": f"Bearer {srv.token('other')}"}).status == 404
+
+
+@BOTH_STORES
+def test_links_for_browsers_and_curl(stored, cairn_bin, tmp_path):
+    srv, tok, meta, data = stored
+    h = meta["small.bin"]["hash"]
+    # Minted through the API by a reader of the file...
+    r = http("POST", f"{srv.url}/v1/links", headers={"Authorization": f"Bearer {tok}"},
+             body=json.dumps({"file_hash": h, "ttl_seconds": 600, "name": "small model.bin"}).encode())
+    assert r.status == 201, r.body
+    url = json.loads(r.body)["url"]
+    assert url.startswith(f"{srv.url}/v1/files/{h}?")
+    out = tmp_path / "dl"
+    c = _curl("--fail", "-o", str(out), "-D", "-", url)
+    assert c.returncode == 0, c.stderr
+    assert out.read_bytes() == data["small.bin"]
+    assert "content-disposition: attachment; filename=\"small model.bin\"" in c.stdout.decode().lower()
+    # ... resumable, as download managers do it.
+    part = tmp_path / "partial"
+    part.write_bytes(data["small.bin"][:1000])
+    c = _curl("--fail", "-C", "-", "-o", str(part), url)
+    assert c.returncode == 0, c.stderr
+    assert part.read_bytes() == data["small.bin"]
+    # Tampered: another file, a longer life, another name, another scope.
+    big = meta["big.bin"]["hash"]
+    for bad in [url.replace(h, big), re.sub(r"x=(\d+)", lambda m: f"x={int(m[1]) + 1}", url),
+                url.replace("name=small", "name=other"), url.replace(f"scope={SCOPE}", "scope=evil")]:
+        assert bad != url
+        assert http("GET", bad).status == 403, bad
+    # Not for files the asker cannot read.
+    r = http("POST", f"{srv.url}/v1/links", headers={"Authorization": f"Bearer {srv.token('other')}"},
+             body=json.dumps({"file_hash": h}).encode())
+    assert r.status == 404
+    # From the command line (the node's own secrets), and expired after its time.
+    c = subprocess.run([cairn_bin, "link", h, "--data", str(srv.data_dir), "--scope", SCOPE, "--ttl", "2s",
+                        "--public-url", srv.url], capture_output=True, text=True, timeout=60, env=srv._env())
+    assert c.returncode == 0, c.stderr
+    link = c.stdout.strip()
+    assert http("GET", link).body == data["small.bin"]
+    time.sleep(3)
+    assert http("GET", link).status == 403
+
+
+@pytest.mark.backends("sqlite")
+def test_corrupt_xorb_is_never_served(stored):
+    srv, tok, meta, data = stored
+    h = meta["big.bin"]["hash"]
+    xorbs = sorted((srv.data_dir / "blobs").rglob("*"), key=lambda p: p.stat().st_size if p.is_file() else 0)
+    victim = xorbs[-1]  # the largest blob: the first 64 MiB xorb of big.bin
+    raw = bytearray(victim.read_bytes())
+    raw[len(raw) // 2] ^= 0x01
+    victim.write_bytes(bytes(raw))
+    auth = {"Authorization": f"Bearer {tok}"}
+    # The bad chunk is deep inside: the header is out, so the connection is cut and the body comes up short.
+    c = _curl("-H", f"Authorization: Bearer {tok}", "-o", "/dev/null", "-w", "%{http_code} %{size_download}",
+              f"{srv.url}/v1/files/{h}")
+    assert c.returncode != 0, "curl saw a complete body"
+    code, got = c.stdout.decode().split()
+    assert code == "200" and int(got) < len(data["big.bin"]), c.stdout
+    # A range whose first megabyte holds the bad chunk fails before any header. (The flipped byte is about
+    # 4 KiB of chunk headers past its place in the file.)
+    r = http("GET", f"{srv.url}/v1/files/{h}", headers={**auth, "Range": f"bytes={len(raw) // 2 - 300_000}-"})
+    assert r.status == 500 and b"corrupt" in r.body, (r.status, r.body[:300])
+    corrupt = next(v for n, _, v in srv.metrics() if n == "cairn_file_corrupt_chunks")
+    assert corrupt >= 2
+    assert "corrupt" in srv.log()
+    # The other file is untouched.
+    r = http("GET", f"{srv.url}/v1/files/{meta['small.bin']['hash']}", headers=auth)
+    assert r.status == 200 and r.body == data["small.bin"]
