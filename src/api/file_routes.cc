@@ -1,6 +1,7 @@
 #include "api/file_routes.h"
 
 #include <boost/json.hpp>
+#include <charconv>
 
 #include "http/range.h"
 
@@ -244,6 +245,53 @@ void MintLink(files::FileService& files, const std::shared_ptr<Exchange>& ex, co
   });
 }
 
+void ListFiles(files::FileService& files, const std::shared_ptr<Exchange>& ex) {
+  const auto& req = ex->request();
+  std::optional<xet::FileHash> cursor;
+  if (auto c = req.Query("cursor"); c && !c->empty()) {
+    cursor = xet::Hash::FromHex(*c);
+    if (!cursor) return ex->Respond(ErrorResponse(400, "cursor must be a file hash (64 hex digits)"));
+  }
+  size_t limit = 1000;
+  if (auto l = req.Query("limit")) {
+    const auto [end, ec] = std::from_chars(l->data(), l->data() + l->size(), limit);
+    if (ec != std::errc() || end != l->data() + l->size() || limit == 0 ||
+        limit > index::Index::kMaxListedFiles - 1)
+      return ex->Respond(
+          ErrorResponse(400, "limit must be 1 to " + std::to_string(index::Index::kMaxListedFiles - 1)));
+  }
+  const std::string scope = req.principal->scope;
+  ex->Offload([&files, ex, scope, cursor, limit] {
+    auto page = files.List(scope, cursor, limit);
+    if (!page) return ex->Respond(ErrorResponse(StatusOf(page.error()), page.error().message));
+    boost::json::array list;
+    for (const auto& f : page->files) {
+      boost::json::object o;
+      o["hash"] = f.hash.hex();
+      o["size"] = f.size;
+      if (f.sha256) {
+        o["sha256"] = f.sha256->hex();
+      } else {
+        o["sha256"] = nullptr;
+      }
+      o["created_at"] = f.created_at;
+      list.push_back(std::move(o));
+    }
+    boost::json::object out;
+    out["files"] = std::move(list);
+    if (page->next) {
+      out["next_cursor"] = page->next->hex();
+    } else {
+      out["next_cursor"] = nullptr;
+    }
+    if (page->totals) {
+      out["totals"] = {{"files", page->totals->files}, {"bytes", page->totals->bytes}};
+      out["server_dedup_ratio"] = page->dedup_ratio;
+    }
+    ex->Respond(Response::Json(200, boost::json::serialize(out)));
+  });
+}
+
 }  // namespace
 
 void RegisterFileRoutes(http::Server& server, files::FileService& files, const FileRouteOptions& options) {
@@ -256,6 +304,8 @@ void RegisterFileRoutes(http::Server& server, files::FileService& files, const F
            [&server, &files, max_ranges](const std::shared_ptr<Exchange>& ex) {
              FileByHash(server, files, ex, max_ranges);
            });
+  r.Handle(http::Verb::get, "/v1/files", http::RouteOptions().Name("file_list").Auth(http::Permission::kRead),
+           [&files](const std::shared_ptr<Exchange>& ex) { ListFiles(files, ex); });
   r.Handle(
       http::Verb::get, "/v1/files/by-sha256/{sha256}",
       http::RouteOptions().Name("file_download_sha256").Auth(http::Permission::kRead),

@@ -43,4 +43,26 @@ xet::Result<std::unique_ptr<FileReader>> FileService::Open(const StoredFile& fil
   return FileReader::Open(context_, file.terms, offset, length, options_.read_ahead);
 }
 
+xet::Result<FileListing> FileService::List(const std::string& scope, std::optional<xet::FileHash> cursor,
+                                           size_t limit) {
+  // One more than asked tells whether another page follows.
+  auto files = index_.ListFiles(scope, cursor, limit + 1);
+  if (!files) return files.error();
+  FileListing out;
+  if (files->size() > limit) {
+    files->resize(limit);
+    out.next = files->back().hash;
+  }
+  out.files = std::move(*files);
+  if (!cursor) {
+    auto totals = index_.ScopeStats(scope);
+    if (!totals) return totals.error();
+    out.totals = *totals;
+    auto stats = index_.Stats();
+    if (!stats) return stats.error();
+    out.dedup_ratio = stats->dedup_ratio();
+  }
+  return out;
+}
+
 }  // namespace cairn::files

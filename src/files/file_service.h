@@ -45,12 +45,12 @@ struct StoredFile {
   std::shared_ptr<const std::vector<cas::FileTermRef>> terms;
 };
 
-// One file of a listing.
-struct ListedFile {
-  xet::FileHash hash;
-  uint64_t size = 0;
-  std::optional<xet::Hash> sha256;
-  int64_t created_at = 0;
+// A page of a scope's listing, and (on the first page) what the scope and the server hold.
+struct FileListing {
+  std::vector<index::ListedFile> files;
+  std::optional<xet::FileHash> next;  // the cursor of the next page; none after the last
+  std::optional<index::ScopeTotals> totals;
+  double dedup_ratio = 0;  // server-wide: logical bytes per stored unpacked byte (first page only)
 };
 
 class FileService {
@@ -64,6 +64,9 @@ class FileService {
   xet::Result<StoredFile> FindBySha256(const xet::Hash& sha256, const std::string& scope);
   // A verified reader of [offset, offset + length) of `file` (length > 0).
   xet::Result<std::unique_ptr<FileReader>> Open(const StoredFile& file, uint64_t offset, uint64_t length);
+
+  // The files `scope` sees in hash order after `cursor` (the first page when empty), at most `limit`.
+  xet::Result<FileListing> List(const std::string& scope, std::optional<xet::FileHash> cursor, size_t limit);
 
   const LinkSigner& links() const { return links_; }
 

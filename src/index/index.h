@@ -64,6 +64,13 @@ class Index {
   virtual xet::Result<std::optional<FileHash>> FileBySha256(const Hash& sha256,
                                                             std::optional<std::string_view> scope) = 0;
 
+  // The files visible to `scope`, in hash order, starting after `after` when given: at most `limit` of
+  // them (at most kMaxListedFiles; kMalformed past that). One indexed range scan whatever the scope's size.
+  static constexpr size_t kMaxListedFiles = 10000;
+  virtual xet::Result<std::vector<ListedFile>> ListFiles(std::string_view scope,
+                                                         std::optional<FileHash> after, size_t limit) = 0;
+  virtual xet::Result<ScopeTotals> ScopeStats(std::string_view scope) = 0;
+
   // ---- Shards
   // Registers a verified shard: the shard, its files (visible to commit.scope) and its dedup entries, all
   // or nothing. Committing a shard again is not an error (already_existed) and adds commit.scope.

@@ -34,7 +34,8 @@ struct Table {
   size_t page_rows;  // rows per page (and transaction); xorb layouts run to 40 KB each
 };
 
-static_assert(SqliteIndex::kSchemaVersion == 5 && PostgresIndex::kSchemaVersion == 5,
+// (Schema 6 added an index only.)
+static_assert(SqliteIndex::kSchemaVersion == 6 && PostgresIndex::kSchemaVersion == 6,
               "a new schema version must be reflected in kTables");
 
 // Parents before the rows that refer to them.

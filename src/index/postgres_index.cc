@@ -93,6 +93,10 @@ CREATE TABLE secrets(
 ALTER TABLE files ADD COLUMN ranges bytea CHECK (ranges IS NULL OR length(ranges) = term_count * 8);
 ALTER TABLE files ALTER COLUMN ranges SET STORAGE EXTERNAL;
 )sql",
+    // 6: listing a scope's files in hash order (GET /v1/files) without scanning every scope's.
+    R"sql(
+CREATE INDEX file_scopes_by_scope ON file_scopes(scope, file);
+)sql",
 };
 static_assert(std::size(kMigrations) == PostgresIndex::kSchemaVersion);
 static_assert(Index::kMaxDedupHits == 32, "the LIMIT of kDedupAny and kDedupScoped");
@@ -131,6 +135,14 @@ constexpr pg::Statement kGetVisibleFile{
     "get_visible_file",
     "SELECT terms, term_count, size, sha256, ranges FROM files WHERE hash = $1::bytea "
     "AND EXISTS (SELECT 1 FROM file_scopes WHERE file = $1::bytea AND scope = $2::text)"};
+constexpr pg::Statement kListFiles{
+    "list_files",
+    "SELECT f.hash, f.size, f.sha256, f.created_at FROM file_scopes s JOIN files f ON f.hash = s.file "
+    "WHERE s.scope = $1 AND s.file > $2::bytea ORDER BY s.file LIMIT $3"};
+constexpr pg::Statement kScopeStats{"scope_stats",
+                                    "SELECT count(*)::int8, COALESCE(sum(f.size), 0)::int8 FROM file_scopes "
+                                    "s JOIN files f ON f.hash = s.file "
+                                    "WHERE s.scope = $1"};
 constexpr pg::Statement kFileBySha{"file_by_sha", "SELECT hash FROM files WHERE sha256 = $1::bytea LIMIT 1"};
 constexpr pg::Statement kFileByShaScoped{"file_by_sha_scoped",
                                          "SELECT f.hash FROM files f JOIN file_scopes s ON s.file = f.hash "
@@ -577,6 +589,38 @@ xet::Result<std::optional<FileHash>> PostgresIndex::FileBySha256(const Hash& sha
   if (!rows.ok()) return rows.error();
   if (rows->size() == 0) return std::optional<FileHash>();
   return rows->Hash(0, 0);
+}
+
+xet::Result<std::vector<ListedFile>> PostgresIndex::ListFiles(std::string_view scope,
+                                                              std::optional<FileHash> after, size_t limit) {
+  if (limit > kMaxListedFiles)
+    return xet::Malformed("at most " + std::to_string(kMaxListedFiles) + " files a page");
+  pg::Params p;
+  p.Text(scope);
+  if (after) {
+    p.Bytea(*after);
+  } else {
+    p.Bytea(std::span<const uint8_t>());  // every hash sorts after the empty bytea
+  }
+  p.Int8(static_cast<int64_t>(limit));
+  auto rows = Query(kListFiles, p);
+  if (!rows.ok()) return rows.error();
+  std::vector<ListedFile> out;
+  out.reserve(static_cast<size_t>(rows->size()));
+  for (int i = 0; i < rows->size(); ++i) {
+    auto hash = rows->Hash(i, 0);
+    if (!hash) return xet::IoError("a files row has a hash that is not 32 bytes");
+    out.push_back({*hash, static_cast<uint64_t>(rows->Int8(i, 1)),
+                   rows->IsNull(i, 2) ? std::nullopt : rows->Hash(i, 2), rows->Int8(i, 3)});
+  }
+  return out;
+}
+
+xet::Result<ScopeTotals> PostgresIndex::ScopeStats(std::string_view scope) {
+  auto rows = Query(kScopeStats, pg::Params().Text(scope));
+  if (!rows.ok()) return rows.error();
+  if (rows->size() != 1) return xet::IoError("summing a scope's files gave no row");
+  return ScopeTotals{static_cast<uint64_t>(rows->Int8(0, 0)), static_cast<uint64_t>(rows->Int8(0, 1))};
 }
 
 xet::Result<std::optional<ShardInfo>> PostgresIndex::GetShard(const Hash& shard) {

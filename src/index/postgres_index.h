@@ -50,7 +50,7 @@ struct PostgresOptions {
 
 class PostgresIndex final : public Index {
  public:
-  static constexpr int kSchemaVersion = 5;
+  static constexpr int kSchemaVersion = 6;
 
   // Connects, migrates and checks the schema. kUnavailable when the server cannot be reached.
   static xet::Result<std::unique_ptr<PostgresIndex>> Open(PostgresOptions options);
@@ -69,6 +69,9 @@ class PostgresIndex final : public Index {
                                                                std::string_view scope) override;
   xet::Result<std::optional<FileHash>> FileBySha256(const Hash& sha256,
                                                     std::optional<std::string_view> scope) override;
+  xet::Result<std::vector<ListedFile>> ListFiles(std::string_view scope, std::optional<FileHash> after,
+                                                 size_t limit) override;
+  xet::Result<ScopeTotals> ScopeStats(std::string_view scope) override;
   xet::Result<CommitOutcome> CommitShard(const ShardCommit& commit) override;
   xet::Result<std::optional<ShardInfo>> GetShard(const Hash& shard) override;
   xet::Result<std::shared_ptr<const ShardXorbs>> GetShardXorbs(const Hash& shard) override;

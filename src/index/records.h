@@ -159,6 +159,20 @@ struct ShardInfo {
   int64_t registered_at = 0;  // unix seconds
 };
 
+// One file of a scope's listing.
+struct ListedFile {
+  FileHash hash;
+  uint64_t size = 0;
+  std::optional<Hash> sha256;  // as stored (see FileEntry::sha256)
+  int64_t created_at = 0;      // unix seconds, when the index first registered it
+};
+
+// What one scope's files add up to (each distinct file once).
+struct ScopeTotals {
+  uint64_t files = 0;
+  uint64_t bytes = 0;
+};
+
 struct IndexStats {
   uint64_t xorbs = 0;
   uint64_t files = 0;

@@ -86,6 +86,10 @@ CREATE TABLE secrets(
     R"sql(
 ALTER TABLE files ADD COLUMN ranges BLOB CHECK (ranges IS NULL OR length(ranges) = term_count * 8);
 )sql",
+    // 6: listing a scope's files in hash order (GET /v1/files) without scanning every scope's.
+    R"sql(
+CREATE INDEX file_scopes_by_scope ON file_scopes(scope, file);
+)sql",
 };
 static_assert(std::size(kMigrations) == SqliteIndex::kSchemaVersion);
 static_assert(Index::kMaxDedupHits == 32, "the LIMIT of kDedupAny and kDedupScoped");
@@ -112,6 +116,12 @@ constexpr const char kFileVisible[] = "SELECT 1 FROM file_scopes WHERE file = ?1
 constexpr const char kGetVisibleFile[] =
     "SELECT terms, term_count, size, sha256, ranges FROM files WHERE hash = ?1 "
     "AND EXISTS (SELECT 1 FROM file_scopes WHERE file = ?1 AND scope = ?2)";
+constexpr const char kListFiles[] =
+    "SELECT f.hash, f.size, f.sha256, f.created_at FROM file_scopes s JOIN files f ON f.hash = s.file "
+    "WHERE s.scope = ?1 AND s.file > ?2 ORDER BY s.file LIMIT ?3";
+constexpr const char kScopeStats[] =
+    "SELECT count(*), COALESCE(sum(f.size), 0) FROM file_scopes s JOIN files f ON f.hash = s.file "
+    "WHERE s.scope = ?1";
 constexpr const char kFileBySha[] = "SELECT hash FROM files WHERE sha256 = ?1 LIMIT 1";
 constexpr const char kFileByShaScoped[] =
     "SELECT f.hash FROM files f JOIN file_scopes s ON s.file = f.hash WHERE f.sha256 = ?1 AND s.scope = ?2 "
@@ -677,6 +687,45 @@ xet::Result<std::optional<FileHash>> SqliteIndex::FileBySha256(const Hash& sha25
   if (rc == SQLITE_DONE) return std::optional<FileHash>();
   if (rc != SQLITE_ROW) return (*r)->Err("read file by sha256", rc);
   return s->HashCol(0);
+}
+
+xet::Result<std::vector<ListedFile>> SqliteIndex::ListFiles(std::string_view scope,
+                                                            std::optional<FileHash> after, size_t limit) {
+  if (limit > kMaxListedFiles)
+    return xet::Malformed("at most " + std::to_string(kMaxListedFiles) + " files a page");
+  auto r = AcquireReader();
+  if (!r.ok()) return r.error();
+  auto s = (*r)->Prepare(kListFiles);
+  if (!s.ok()) return s.error();
+  // Every hash sorts after the empty blob.
+  s->Bind(1, scope);
+  if (after) {
+    s->Bind(2, *after);
+  } else {
+    s->Bind(2, std::span<const uint8_t>());
+  }
+  s->Bind(3, static_cast<int64_t>(limit));
+  std::vector<ListedFile> out;
+  for (;;) {
+    const int rc = s->Step();
+    if (rc == SQLITE_DONE) return out;
+    if (rc != SQLITE_ROW) return (*r)->Err("list files", rc);
+    auto hash = s->HashCol(0);
+    if (!hash) return xet::IoError("a files row has a hash that is not 32 bytes");
+    out.push_back(
+        {*hash, static_cast<uint64_t>(s->Int(1)), s->IsNull(2) ? std::nullopt : s->HashCol(2), s->Int(3)});
+  }
+}
+
+xet::Result<ScopeTotals> SqliteIndex::ScopeStats(std::string_view scope) {
+  auto r = AcquireReader();
+  if (!r.ok()) return r.error();
+  auto s = (*r)->Prepare(kScopeStats);
+  if (!s.ok()) return s.error();
+  s->Bind(1, scope);
+  const int rc = s->Step();
+  if (rc != SQLITE_ROW) return (*r)->Err("sum a scope's files", rc);
+  return ScopeTotals{static_cast<uint64_t>(s->Int(0)), static_cast<uint64_t>(s->Int(1))};
 }
 
 xet::Result<std::optional<ShardInfo>> SqliteIndex::GetShard(const Hash& shard) {

@@ -44,7 +44,7 @@ struct SqliteOptions {
 
 class SqliteIndex final : public Index {
  public:
-  static constexpr int kSchemaVersion = 5;
+  static constexpr int kSchemaVersion = 6;
 
   static xet::Result<std::unique_ptr<SqliteIndex>> Open(SqliteOptions options);
   // Applies the missing migrations only (what Open does first); returns the versions before and after.
@@ -62,6 +62,9 @@ class SqliteIndex final : public Index {
                                                                std::string_view scope) override;
   xet::Result<std::optional<FileHash>> FileBySha256(const Hash& sha256,
                                                     std::optional<std::string_view> scope) override;
+  xet::Result<std::vector<ListedFile>> ListFiles(std::string_view scope, std::optional<FileHash> after,
+                                                 size_t limit) override;
+  xet::Result<ScopeTotals> ScopeStats(std::string_view scope) override;
   xet::Result<CommitOutcome> CommitShard(const ShardCommit& commit) override;
   xet::Result<std::optional<ShardInfo>> GetShard(const Hash& shard) override;
   xet::Result<std::shared_ptr<const ShardXorbs>> GetShardXorbs(const Hash& shard) override;

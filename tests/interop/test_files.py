@@ -172,3 +172,61 @@ def test_corrupt_xorb_is_never_served(stored):
     # The other file is untouched.
     r = http("GET", f"{srv.url}/v1/files/{meta['small.bin']['hash']}", headers=auth)
     assert r.status == 200 and r.body == data["small.bin"]
+
+
+@BOTH_STORES
+def test_clients_that_stop_reading_hold_no_more_than_the_budget(server, hfx, tmp_path):
+    """Eight clients ask for a 70 MiB file and read nothing: read-ahead stops at each stream's budget and the
+    server-wide one, instead of buffering the file, and everything is given back when they go."""
+    import socket
+
+    srv = server(env={"CAIRN_READAHEAD_STREAM_BYTES": "8MiB", "CAIRN_READAHEAD_TOTAL_BYTES": "24MiB",
+                      "CAIRN_READAHEAD_UNIT": "1MiB", "CAIRN_READAHEAD_DEPTH": "16"})
+    tok = srv.token(SCOPE, write=True)
+    f = write_random(tmp_path / "big.bin", 70 * MiB, seed=902)
+    h = _upload(hfx, srv, tok, [f])["big.bin"]["hash"]
+    socks = []
+    try:
+        for _ in range(8):
+            s = socket.create_connection(("127.0.0.1", srv.port))
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            s.sendall(f"GET /v1/files/{h} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {tok}\r\n\r\n".encode())
+            assert s.recv(4096).startswith(b"HTTP/1.1 200"), "no answer"
+            socks.append(s)
+        time.sleep(2)
+        held = next(v for n, _, v in srv.metrics() if n == "cairn_file_readahead_bytes")
+        # The server-wide budget, plus one unit (stored and decoded) that a stream holding nothing may take.
+        assert 0 < held <= 24 * MiB + 8 * 2 * MiB, held
+    finally:
+        for s in socks:
+            s.close()
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        if next(v for n, _, v in srv.metrics() if n == "cairn_file_readahead_bytes") == 0:
+            break
+        time.sleep(0.2)
+    assert next(v for n, _, v in srv.metrics() if n == "cairn_file_readahead_bytes") == 0
+
+
+@BOTH_STORES
+def test_listing_pages_through_a_scopes_files(stored):
+    srv, tok, meta, data = stored
+    auth = {"Authorization": f"Bearer {tok}"}
+    r = http("GET", f"{srv.url}/v1/files?limit=1", headers=auth)
+    assert r.status == 200, r.body
+    first = json.loads(r.body)
+    assert first["totals"] == {"files": 2, "bytes": sum(len(d) for d in data.values())}
+    assert first["server_dedup_ratio"] > 0 and len(first["files"]) == 1 and first["next_cursor"]
+    r = http("GET", f"{srv.url}/v1/files?limit=1&cursor={first['next_cursor']}", headers=auth)
+    second = json.loads(r.body)
+    assert second["next_cursor"] is None and "totals" not in second
+    listed = {f["hash"]: f for f in first["files"] + second["files"]}
+    assert set(listed) == {m["hash"] for m in meta.values()}
+    for m in meta.values():
+        assert listed[m["hash"]]["size"] == m["size"] and listed[m["hash"]]["sha256"] == m["sha256"]
+        assert abs(listed[m["hash"]]["created_at"] - time.time()) < 600
+    other = json.loads(http("GET", f"{srv.url}/v1/files", headers={"Authorization": f"Bearer {srv.token('x')}"}).body)
+    assert other["files"] == [] and other["totals"] == {"files": 0, "bytes": 0}
+    assert http("GET", f"{srv.url}/v1/files?cursor=zz", headers=auth).status == 400
+    assert http("GET", f"{srv.url}/v1/files?limit=0", headers=auth).status == 400
+    assert http("GET", f"{srv.url}/v1/files").status == 401
