@@ -53,6 +53,38 @@ struct TokenOptions {
 };
 int RunToken(const TokenOptions& opts);
 
+// Where the client commands find the server: flags, else CAIRN_ENDPOINT / CAIRN_TOKEN.
+struct RemoteOptions {
+  std::string endpoint;
+  std::string token;
+  int attempts = 8;  // tries per request on transient failures
+};
+
+// `cairn get`: download a file (or a range of it), verified.
+struct GetOptions {
+  RemoteOptions remote;
+  std::string file;
+  std::string output;  // default: the file hash, in the current directory; "-": stdout
+  std::string range;   // "A-B"
+  size_t parallel = 8;
+  bool json = false;
+};
+int RunGet(GetOptions& opts);
+
+// `cairn ls`: the files the token's scope sees.
+struct LsOptions {
+  RemoteOptions remote;
+  bool json = false;
+};
+int RunLs(LsOptions& opts);
+
+// `cairn stat`: what the token's scope holds.
+struct StatOptions {
+  RemoteOptions remote;
+  bool json = false;
+};
+int RunStat(StatOptions& opts);
+
 // `cairn link`: a signed, expiring download link to a stored file.
 struct LinkOptions {
   std::string config_file;

@@ -92,6 +92,44 @@ void AddToken(CLI::App& app) {
   OnSelected(cmd, opts, RunToken);
 }
 
+void AddRemoteFlags(CLI::App* cmd, RemoteOptions& r) {
+  cmd->add_option("--endpoint", r.endpoint,
+                  "Server URL, e.g. http://127.0.0.1:8080 (default CAIRN_ENDPOINT)");
+  cmd->add_option("--token", r.token, "Bearer token of the scope (default CAIRN_TOKEN)");
+  cmd->add_option("--attempts", r.attempts,
+                  "Tries per request on 408/429/5xx and connection errors (default 8)")
+      ->check(CLI::Range(1, 100));
+}
+
+void AddClientCommands(CLI::App& app) {
+  auto get = std::make_shared<GetOptions>();
+  auto* g = app.add_subcommand("get", "Download a stored file (verified; an interrupted download resumes)");
+  g->add_option("FILE_HASH", get->file, "The file's hash (64 hex digits)")->required();
+  g->add_option("-o,--output", get->output, "Where to write it (default: the hash; - for stdout)");
+  g->add_option("--range", get->range, "Only bytes A-B (inclusive), e.g. 0-1048575");
+  g->add_option("--parallel", get->parallel, "Ranges fetched at once (default 8)")->check(CLI::Range(1, 256));
+  g->add_flag("--json", get->json, "Print the outcome as JSON on stdout");
+  AddRemoteFlags(g, get->remote);
+  g->callback([get] {
+    if (int rc = RunGet(*get); rc != 0) throw CLI::RuntimeError(rc);
+  });
+  auto ls = std::make_shared<LsOptions>();
+  auto* l = app.add_subcommand("ls", "List the files the token's scope sees: hash, size, sha256, created");
+  l->add_flag("--json", ls->json, "One JSON array of the files");
+  AddRemoteFlags(l, ls->remote);
+  l->callback([ls] {
+    if (int rc = RunLs(*ls); rc != 0) throw CLI::RuntimeError(rc);
+  });
+  auto stat = std::make_shared<StatOptions>();
+  auto* s =
+      app.add_subcommand("stat", "What the token's scope holds: files, bytes, the server's dedup ratio");
+  s->add_flag("--json", stat->json, "Print JSON");
+  AddRemoteFlags(s, stat->remote);
+  s->callback([stat] {
+    if (int rc = RunStat(*stat); rc != 0) throw CLI::RuntimeError(rc);
+  });
+}
+
 void AddLink(CLI::App& app) {
   auto opts = std::make_shared<LinkOptions>();
   auto* cmd = app.add_subcommand("link", "Print a signed, expiring download link to a stored file");
@@ -160,6 +198,7 @@ int main(int argc, char** argv) {
   cairn::cli::AddServe(app);
   cairn::cli::AddToken(app);
   cairn::cli::AddLink(app);
+  cairn::cli::AddClientCommands(app);
   cairn::cli::AddIndex(app);
   cairn::cli::AddStore(app);
   CLI11_PARSE(app, argc, argv);

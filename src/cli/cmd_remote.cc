@@ -1,0 +1,236 @@
+// The client commands, against a running server: `cairn get`, `cairn ls`, `cairn stat`.
+//
+// Exit codes a script can act on: 0 done; 1 the server failed or could not be reached; 2 bad usage;
+// 3 no such file (or not visible to the token); 4 the bytes did not verify; 5 the output could not be
+// written.
+#include <unistd.h>
+
+#include <boost/json.hpp>
+#include <chrono>
+#include <cstdlib>
+#include <iomanip>
+#include <iostream>
+#include <sstream>
+
+#include "cli/commands.h"
+#include "client/downloader.h"
+#include "client/http_client.h"
+
+namespace cairn::cli {
+namespace {
+
+namespace json = boost::json;
+
+// --endpoint / --token, else CAIRN_ENDPOINT / CAIRN_TOKEN.
+bool ResolveRemote(RemoteOptions& r, const char* command) {
+  // NOLINTBEGIN(concurrency-mt-unsafe): read once at start, before any thread exists
+  if (r.endpoint.empty())
+    if (const char* e = std::getenv("CAIRN_ENDPOINT")) r.endpoint = e;
+  if (r.token.empty())
+    if (const char* t = std::getenv("CAIRN_TOKEN")) r.token = t;
+  // NOLINTEND(concurrency-mt-unsafe)
+  while (!r.endpoint.empty() && r.endpoint.back() == '/') r.endpoint.pop_back();
+  if (r.endpoint.empty()) {
+    std::cerr << "cairn " << command << ": no server: give --endpoint URL or set CAIRN_ENDPOINT\n";
+    return false;
+  }
+  return true;
+}
+
+client::RetryPolicy Policy(const RemoteOptions& r) {
+  client::RetryPolicy p;
+  p.attempts = r.attempts;
+  return p;
+}
+
+int ExitCode(const xet::Error& e) {
+  switch (e.code) {
+    case xet::ErrorCode::kNotFound:
+      return 3;
+    case xet::ErrorCode::kHashMismatch:
+      return 4;
+    case xet::ErrorCode::kIo:
+      return 5;
+    case xet::ErrorCode::kLimit:
+    case xet::ErrorCode::kMalformed:
+    case xet::ErrorCode::kInconsistent:
+    case xet::ErrorCode::kUnavailable:
+      return 1;
+  }
+  return 1;
+}
+
+std::string Human(double bytes) {
+  static constexpr const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  size_t u = 0;
+  while (bytes >= 1024 && u + 1 < std::size(kUnits)) {
+    bytes /= 1024;
+    ++u;
+  }
+  std::ostringstream out;
+  out << std::fixed << std::setprecision(u == 0 ? 0 : 1) << bytes << " " << kUnits[u];
+  return out.str();
+}
+
+// A one-line progress display on a terminal: bytes, rate, time left; redrawn at most 5 times a second.
+class Progress {
+ public:
+  explicit Progress(bool on) : on_(on && ::isatty(STDERR_FILENO) != 0), start_(Clock::now()) {}
+  void Update(uint64_t done, uint64_t total) {
+    if (!on_) return;
+    const auto now = Clock::now();
+    if (now - last_ < std::chrono::milliseconds(200) && done != total) return;
+    last_ = now;
+    const double secs = std::chrono::duration<double>(now - start_).count();
+    const double rate = secs > 0 ? static_cast<double>(done) / secs : 0;
+    const double left = rate > 0 ? static_cast<double>(total - std::min(done, total)) / rate : 0;
+    std::cerr << "\r" << Human(static_cast<double>(done)) << " / " << Human(static_cast<double>(total))
+              << "  " << Human(rate) << "/s  ETA " << static_cast<uint64_t>(left) << "s   " << std::flush;
+  }
+  void Done() {
+    if (on_) std::cerr << "\n";
+  }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  bool on_;
+  Clock::time_point start_;
+  Clock::time_point last_{};
+};
+
+xet::Result<json::value> GetJson(client::HttpClient& http, const RemoteOptions& r, const std::string& path) {
+  auto res = http.Send("GET", r.endpoint + path, client::BearerHeader(r.token));
+  if (!res) return res.error();
+  if (res->status == 401 || res->status == 403)
+    return xet::Malformed("the server refused the token (" + std::to_string(res->status) + "): " + res->body);
+  if (res->status != 200)
+    return xet::Unavailable("GET " + path + " answered " + std::to_string(res->status) + ": " + res->body);
+  boost::system::error_code ec;
+  json::value v = json::parse(res->body, ec);
+  if (ec) return xet::Malformed("GET " + path + " did not answer JSON");
+  return v;
+}
+
+}  // namespace
+
+int RunGet(GetOptions& opts) {
+  if (!ResolveRemote(opts.remote, "get")) return 2;
+  const auto file = xet::Hash::FromHex(opts.file);
+  if (!file) {
+    std::cerr << "cairn get: FILE_HASH must be 64 hex digits\n";
+    return 2;
+  }
+  client::DownloadOptions d;
+  d.endpoint = opts.remote.endpoint;
+  d.token = opts.remote.token;
+  d.file = *file;
+  d.output = opts.output.empty() ? file->hex() : opts.output;
+  d.parallel = opts.parallel;
+  d.attempts = opts.remote.attempts;
+  if (!opts.range.empty()) {
+    const size_t dash = opts.range.find('-');
+    char* end = nullptr;
+    const uint64_t a = std::strtoull(opts.range.c_str(), &end, 10);
+    const uint64_t b = dash == std::string::npos ? 0 : std::strtoull(opts.range.c_str() + dash + 1, &end, 10);
+    if (dash == std::string::npos || dash == 0 || dash + 1 == opts.range.size() || b < a || *end != 0) {
+      std::cerr << "cairn get: --range is A-B, inclusive byte offsets (0-1023)\n";
+      return 2;
+    }
+    d.range = std::pair<uint64_t, uint64_t>{a, b};
+  }
+  Progress progress(!opts.json && d.output != "-");
+  d.progress = [&progress](uint64_t done, uint64_t total) { progress.Update(done, total); };
+  const auto start = std::chrono::steady_clock::now();
+  auto got = client::Download(d);
+  progress.Done();
+  if (!got) {
+    std::cerr << "cairn get: " << got.error().message << "\n";
+    return ExitCode(got.error());
+  }
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (opts.json) {
+    json::object o{{"hash", file->hex()},
+                   {"path", d.output},
+                   {"size", got->total},
+                   {"written", got->bytes},
+                   {"resumed_from", got->resumed_from},
+                   {"fetched_bytes", got->fetched_bytes},
+                   {"verified", got->verified},
+                   {"retries", got->retries},
+                   {"refreshed_urls", got->refreshed_urls},
+                   {"seconds", secs}};
+    std::cout << json::serialize(o) << "\n";
+  } else if (d.output != "-") {
+    std::cerr << d.output << ": " << got->total << " bytes" << (got->verified ? ", verified" : "")
+              << (got->resumed_from > 0 ? ", resumed at " + std::to_string(got->resumed_from) : "") << ", "
+              << Human(secs > 0 ? static_cast<double>(got->bytes) / secs : 0) << "/s\n";
+  }
+  return 0;
+}
+
+int RunLs(LsOptions& opts) {
+  if (!ResolveRemote(opts.remote, "ls")) return 2;
+  client::HttpClient http(Policy(opts.remote));
+  std::string cursor;
+  json::array all;
+  for (;;) {
+    auto page =
+        GetJson(http, opts.remote, "/v1/files?limit=1000" + (cursor.empty() ? "" : "&cursor=" + cursor));
+    if (!page) {
+      std::cerr << "cairn ls: " << page.error().message << "\n";
+      return ExitCode(page.error());
+    }
+    const json::object* o = page->if_object();
+    const json::array* files = o && o->if_contains("files") ? o->at("files").if_array() : nullptr;
+    if (files == nullptr) {
+      std::cerr << "cairn ls: the listing is not what cairn answers\n";
+      return 1;
+    }
+    for (const auto& f : *files) {
+      if (opts.json) {
+        all.push_back(f);
+        continue;
+      }
+      const json::object& fo = f.as_object();
+      const auto sha =
+          fo.at("sha256").is_string() ? std::string(fo.at("sha256").get_string()) : std::string("-");
+      std::cout << fo.at("hash").as_string().c_str() << "  " << fo.at("size").to_number<uint64_t>() << "  "
+                << sha << "  " << fo.at("created_at").to_number<int64_t>() << "\n";
+    }
+    const json::value* next = o->if_contains("next_cursor");
+    if (next == nullptr || !next->is_string()) break;
+    cursor = std::string(next->get_string());
+  }
+  if (opts.json) std::cout << json::serialize(all) << "\n";
+  return 0;
+}
+
+int RunStat(StatOptions& opts) {
+  if (!ResolveRemote(opts.remote, "stat")) return 2;
+  client::HttpClient http(Policy(opts.remote));
+  auto page = GetJson(http, opts.remote, "/v1/files?limit=1");
+  if (!page) {
+    std::cerr << "cairn stat: " << page.error().message << "\n";
+    return ExitCode(page.error());
+  }
+  const json::object* o = page->if_object();
+  const json::object* totals = o && o->if_contains("totals") ? o->at("totals").if_object() : nullptr;
+  if (totals == nullptr) {
+    std::cerr << "cairn stat: the listing is not what cairn answers\n";
+    return 1;
+  }
+  const auto files = totals->at("files").to_number<uint64_t>();
+  const auto bytes = totals->at("bytes").to_number<uint64_t>();
+  const double ratio = o->at("server_dedup_ratio").to_number<double>();
+  if (opts.json) {
+    std::cout << json::serialize(
+                     json::object{{"files", files}, {"bytes", bytes}, {"server_dedup_ratio", ratio}})
+              << "\n";
+  } else {
+    std::cout << "files: " << files << "\nbytes: " << bytes << " (" << Human(static_cast<double>(bytes))
+              << ")\nserver dedup ratio: " << std::fixed << std::setprecision(2) << ratio << "\n";
+  }
+  return 0;
+}
+
+}  // namespace cairn::cli

@@ -1,0 +1,539 @@
+#include "client/downloader.h"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <boost/json.hpp>
+#include <condition_variable>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <system_error>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "client/http_client.h"
+#include "xet/hashing.h"
+#include "xet/xorb.h"
+
+namespace cairn::client {
+namespace {
+
+namespace fs = std::filesystem;
+namespace json = boost::json;
+
+// What a reconstruction answer says, in either version's form.
+struct Plan {
+  struct Term {
+    std::string xorb;
+    uint32_t cs = 0, ce = 0;
+    uint64_t length = 0;
+    size_t fetch = 0;  // the fetch holding its chunks
+  };
+  struct Fetch {
+    std::string xorb;
+    std::string url;
+    uint32_t cs = 0, ce = 0;
+    uint64_t first = 0, last = 0;  // bytes, inclusive
+  };
+  uint64_t offset_into_first = 0;
+  std::vector<Term> terms;
+  std::vector<Fetch> fetches;
+};
+
+xet::Error BadAnswer(const std::string& why) {
+  return xet::Malformed("the reconstruction answer is not what the protocol says: " + why);
+}
+
+uint64_t U64(const json::value* v) {
+  if (v == nullptr) return 0;
+  if (v->is_uint64()) return v->get_uint64();
+  if (v->is_int64() && v->get_int64() >= 0) return static_cast<uint64_t>(v->get_int64());
+  return 0;
+}
+
+// start/end of a {"start","end"} object.
+std::pair<uint64_t, uint64_t> Span(const json::value* v) {
+  const json::object* o = v ? v->if_object() : nullptr;
+  if (o == nullptr) return {0, 0};
+  return {U64(o->if_contains("start")), U64(o->if_contains("end"))};
+}
+
+xet::Result<Plan> ParsePlan(const std::string& body, bool v2) {
+  boost::system::error_code ec;
+  const json::value doc = json::parse(body, ec);
+  const json::object* root = ec ? nullptr : doc.if_object();
+  if (root == nullptr) return BadAnswer("not a JSON object");
+  Plan plan;
+  plan.offset_into_first = U64(root->if_contains("offset_into_first_range"));
+  const json::array* terms = root->if_contains("terms") ? root->at("terms").if_array() : nullptr;
+  if (terms == nullptr) return BadAnswer("no terms");
+  for (const auto& t : *terms) {
+    const json::object* o = t.if_object();
+    const json::string* h = o && o->if_contains("hash") ? o->at("hash").if_string() : nullptr;
+    if (h == nullptr) return BadAnswer("a term without a hash");
+    const auto [cs, ce] = Span(o->if_contains("range"));
+    if (ce <= cs || ce > UINT32_MAX) return BadAnswer("a term with an empty chunk range");
+    plan.terms.push_back({std::string(*h), static_cast<uint32_t>(cs), static_cast<uint32_t>(ce),
+                          U64(o->if_contains("unpacked_length")), 0});
+  }
+  const char* key = v2 ? "xorbs" : "fetch_info";
+  const json::object* xorbs = root->if_contains(key) ? root->at(key).if_object() : nullptr;
+  if (xorbs == nullptr) return BadAnswer(std::string("no ") + key);
+  for (const auto& [xorb, entries] : *xorbs) {
+    const json::array* list = entries.if_array();
+    if (list == nullptr) return BadAnswer("a xorb's fetches are not a list");
+    for (const auto& e : *list) {
+      const json::object* o = e.if_object();
+      const json::string* url = o && o->if_contains("url") ? o->at("url").if_string() : nullptr;
+      if (url == nullptr) return BadAnswer("a fetch without a URL");
+      if (v2) {
+        const json::array* ranges = o->if_contains("ranges") ? o->at("ranges").if_array() : nullptr;
+        if (ranges == nullptr) return BadAnswer("a v2 fetch without ranges");
+        for (const auto& r : *ranges) {
+          const json::object* ro = r.if_object();
+          if (ro == nullptr) return BadAnswer("a v2 range is not an object");
+          const auto [cs, ce] = Span(ro->if_contains("chunks"));
+          const auto [bs, be] = Span(ro->if_contains("bytes"));
+          plan.fetches.push_back({std::string(xorb), std::string(*url), static_cast<uint32_t>(cs),
+                                  static_cast<uint32_t>(ce), bs, be});
+        }
+      } else {
+        const auto [cs, ce] = Span(o->if_contains("range"));
+        const auto [bs, be] = Span(o->if_contains("url_range"));
+        plan.fetches.push_back({std::string(xorb), std::string(*url), static_cast<uint32_t>(cs),
+                                static_cast<uint32_t>(ce), bs, be});
+      }
+    }
+  }
+  for (const auto& f : plan.fetches)
+    if (f.ce <= f.cs || f.last < f.first) return BadAnswer("an empty fetch range");
+  // Each term's chunks lie in one fetch of its xorb (§5.2).
+  std::unordered_map<std::string, std::vector<size_t>> by_xorb;
+  for (size_t i = 0; i < plan.fetches.size(); ++i) by_xorb[plan.fetches[i].xorb].push_back(i);
+  for (auto& t : plan.terms) {
+    bool found = false;
+    for (size_t i : by_xorb[t.xorb]) {
+      if (plan.fetches[i].cs <= t.cs && t.ce <= plan.fetches[i].ce) {
+        t.fetch = i;
+        found = true;
+        break;
+      }
+    }
+    if (!found) return BadAnswer("a term of xorb " + t.xorb + " is in none of its fetches");
+  }
+  return plan;
+}
+
+struct Query {
+  std::string endpoint, token, file;
+  std::optional<std::pair<uint64_t, uint64_t>> range;
+};
+
+// Asks for the reconstruction, v2 first. `v1` remembers that the server only speaks v1.
+xet::Result<Plan> AskPlan(HttpClient& http, const Query& q, bool* v1) {
+  std::vector<std::string> headers = BearerHeader(q.token);
+  if (q.range)
+    headers.push_back("Range: bytes=" + std::to_string(q.range->first) + "-" +
+                      std::to_string(q.range->second));
+  for (const bool v2 : {true, false}) {
+    if (v2 && *v1) continue;
+    auto r = http.Send("GET", q.endpoint + (v2 ? "/v2" : "/v1") + "/reconstructions/" + q.file, headers);
+    if (!r) return r.error();
+    if (v2 && (r->status == 404 || r->status == 501)) continue;  // v2 not served (or, harmless, no such file)
+    if (r->status == 200) {
+      if (!v2) *v1 = true;
+      return ParsePlan(r->body, v2);
+    }
+    if (r->status == 404)
+      return xet::NotFound("file " + q.file + " is not there (or the token's scope does not see it)");
+    if (r->status == 416) return xet::LimitExceeded("the range starts past the end of the file");
+    return xet::Malformed("the reconstruction answered " + std::to_string(r->status) + ": " +
+                          r->body.substr(0, 300));
+  }
+  return xet::NotFound("file " + q.file + " is not there");
+}
+
+// A fetch's chunks, decoded and checked, with their hashes.
+struct Fetched {
+  std::vector<uint8_t> bytes;          // the decoded chunks, back to back
+  std::vector<uint64_t> ends;          // each chunk's end in `bytes`
+  std::vector<xet::ChunkHash> hashes;  // each chunk's hash
+};
+
+xet::Result<Fetched> DecodeFetch(const Plan::Fetch& f, const std::string& body) {
+  if (body.size() != f.last - f.first + 1) {
+    return xet::Inconsistent("xorb " + f.xorb + " bytes " + std::to_string(f.first) + "-" +
+                             std::to_string(f.last) + " came back as " + std::to_string(body.size()) +
+                             " bytes");
+  }
+  thread_local xet::ChunkDecoder decoder;
+  Fetched out;
+  const auto* p = reinterpret_cast<const uint8_t*>(body.data());
+  size_t at = 0;
+  for (uint32_t c = f.cs; c < f.ce; ++c) {
+    if (body.size() - at < xet::kChunkHeaderSize)
+      return xet::Inconsistent("xorb " + f.xorb + ": a chunk is cut short");
+    auto h = xet::ChunkHeader::Parse({p + at, xet::kChunkHeaderSize});
+    if (!h)
+      return xet::Inconsistent("xorb " + f.xorb + " chunk " + std::to_string(c) + ": " + h.error().message);
+    at += xet::kChunkHeaderSize;
+    if (body.size() - at < h->compressed_length)
+      return xet::Inconsistent("xorb " + f.xorb + ": a chunk is cut short");
+    const size_t start = out.bytes.size();
+    out.bytes.resize(start + h->uncompressed_length);
+    const std::span<uint8_t> into(out.bytes.data() + start, h->uncompressed_length);
+    if (auto st = decoder.Decode(*h, {p + at, h->compressed_length}, into); !st)
+      return xet::Inconsistent("xorb " + f.xorb + " chunk " + std::to_string(c) + ": " + st.error().message);
+    at += h->compressed_length;
+    out.ends.push_back(out.bytes.size());
+    out.hashes.push_back(xet::ChunkHashOf(into));
+  }
+  if (at != body.size()) return xet::Inconsistent("xorb " + f.xorb + ": bytes left over after its chunks");
+  return out;
+}
+
+RetryPolicy Policy(const DownloadOptions& o) {
+  RetryPolicy p;
+  p.attempts = o.attempts;
+  return p;
+}
+
+// The resume record of one chunk written: its hash and size.
+constexpr size_t kRecordSize = 36;
+
+class Run {
+ public:
+  Run(const DownloadOptions& o, Plan plan, Query q, bool v1)
+      : o_(o),
+        plan_(std::move(plan)),
+        query_(std::move(q)),
+        v1_(v1),
+        slots_(std::max<size_t>(1, o.parallel) * 2) {
+    state_.resize(plan_.fetches.size());
+    // Fetch order: by first use; each fetch's last use, so that the writer can let it go.
+    std::vector<bool> seen(plan_.fetches.size());
+    last_use_.assign(plan_.fetches.size(), 0);
+    for (size_t i = 0; i < plan_.terms.size(); ++i) {
+      const size_t f = plan_.terms[i].fetch;
+      if (!seen[f]) order_.push_back(f);
+      seen[f] = true;
+      last_use_[f] = i;
+    }
+  }
+
+  // Writes the plan's bytes (skipping `skip` at the front, at most `limit`) through `write`, each chunk's
+  // hash and size through `record`.
+  xet::Status Execute(uint64_t skip, uint64_t limit,
+                      const std::function<xet::Status(std::span<const uint8_t>)>& write,
+                      const std::function<xet::Status(const xet::ChunkHash&, uint64_t)>& record) {
+    std::vector<std::thread> workers;
+    for (size_t i = 0; i < std::max<size_t>(1, o_.parallel); ++i) workers.emplace_back([this] { Work(); });
+    auto st = Write(skip, limit, write, record);
+    {
+      std::lock_guard lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    for (auto& w : workers) w.join();
+    return st;
+  }
+
+  uint64_t fetched_bytes() const { return fetched_bytes_.load(); }
+  int retries() const { return retries_.load(); }
+  int refreshed() const { return refreshed_.load(); }
+
+ private:
+  enum class State { kWaiting, kFetching, kReady, kFailed, kReleased };
+  struct Slot {
+    State state = State::kWaiting;
+    Fetched data;
+    xet::Error error{xet::ErrorCode::kIo, ""};
+  };
+
+  // Fetches one range (on the calling thread), refreshing its URL when it expired.
+  xet::Result<Fetched> FetchOne(HttpClient& http, size_t i) {
+    for (int refresh = 0;; ++refresh) {
+      Plan::Fetch f;
+      {
+        std::lock_guard lock(mu_);
+        f = plan_.fetches[i];
+      }
+      auto r =
+          http.Send("GET", f.url, {"Range: bytes=" + std::to_string(f.first) + "-" + std::to_string(f.last)});
+      if (!r) return r.error();
+      if (r->status == 403 && refresh < 3) {
+        if (auto st = Refresh(http, i); !st) return st.error();
+        continue;
+      }
+      if (r->status != 200 && r->status != 206)
+        return xet::Malformed("a transfer answered " + std::to_string(r->status) + ": " +
+                              r->body.substr(0, 300));
+      fetched_bytes_ += r->body.size();
+      // A body that does not decode is worth another try (a proxy cut it, say), as the stock client does.
+      auto decoded = DecodeFetch(f, r->body);
+      if (!decoded && refresh < 3) continue;
+      return decoded;
+    }
+  }
+
+  // Asks for the reconstruction again and takes the fresh URL of fetch `i` from it (the same chunks).
+  xet::Status Refresh(HttpClient& http, size_t i) {
+    bool v1 = v1_;
+    auto fresh = AskPlan(http, query_, &v1);
+    if (!fresh) return fresh.error();
+    ++refreshed_;
+    std::lock_guard lock(mu_);
+    Plan::Fetch& f = plan_.fetches[i];
+    for (const auto& g : fresh->fetches) {
+      if (g.xorb == f.xorb && g.cs == f.cs && g.ce == f.ce && g.first == f.first && g.last == f.last) {
+        f.url = g.url;
+        return xet::Ok{};
+      }
+    }
+    return xet::Inconsistent("the reconstruction asked again no longer has xorb " + f.xorb + "'s range");
+  }
+
+  void Work() {
+    HttpClient http(Policy(o_));
+    for (;;) {
+      size_t i = 0;
+      {
+        std::unique_lock lock(mu_);
+        cv_.wait(lock, [&] { return stop_ || (next_ < order_.size() && held_ < slots_); });
+        if (stop_) return;
+        i = order_[next_++];
+        if (state_[i].state != State::kWaiting) continue;  // the writer took it itself
+        state_[i].state = State::kFetching;
+        ++held_;
+      }
+      auto got = FetchOne(http, i);
+      retries_ += http.retried();
+      std::lock_guard lock(mu_);
+      Finish(i, std::move(got));
+    }
+  }
+
+  void Finish(size_t i, xet::Result<Fetched> got) {
+    if (got) {
+      state_[i].data = std::move(*got);
+      state_[i].state = State::kReady;
+    } else {
+      state_[i].error = got.error();
+      state_[i].state = State::kFailed;
+    }
+    cv_.notify_all();
+  }
+
+  xet::Status Write(uint64_t skip, uint64_t limit,
+                    const std::function<xet::Status(std::span<const uint8_t>)>& write,
+                    const std::function<xet::Status(const xet::ChunkHash&, uint64_t)>& record) {
+    HttpClient own(Policy(o_));  // for fetches the writer makes itself
+    for (size_t ti = 0; ti < plan_.terms.size() && limit > 0; ++ti) {
+      const Plan::Term& t = plan_.terms[ti];
+      std::unique_lock lock(mu_);
+      Slot& s = state_[t.fetch];
+      if (s.state == State::kWaiting || s.state == State::kReleased) {  // not started, or let go: fetch now
+        s.state = State::kFetching;
+        ++held_;
+        lock.unlock();
+        auto got = FetchOne(own, t.fetch);
+        lock.lock();
+        Finish(t.fetch, std::move(got));
+      }
+      cv_.wait(lock, [&] { return s.state == State::kReady || s.state == State::kFailed; });
+      if (s.state == State::kFailed) return s.error;
+      const Plan::Fetch& f = plan_.fetches[t.fetch];
+      const Fetched& d = s.data;
+      lock.unlock();
+      const size_t first = t.cs - f.cs;
+      const size_t end = t.ce - f.cs;
+      const uint64_t from = first == 0 ? 0 : d.ends[first - 1];
+      if (d.ends[end - 1] - from != t.length) {
+        return xet::Inconsistent("a term of xorb " + t.xorb + " decoded to " +
+                                 std::to_string(d.ends[end - 1] - from) + " bytes, not the " +
+                                 std::to_string(t.length) + " the reconstruction says");
+      }
+      for (size_t c = first; c < end && limit > 0; ++c) {
+        const uint64_t cb = c == 0 ? 0 : d.ends[c - 1];
+        std::span<const uint8_t> chunk(d.bytes.data() + cb, d.ends[c] - cb);
+        const bool whole = skip == 0 && chunk.size() <= limit;
+        if (skip >= chunk.size()) {
+          skip -= chunk.size();
+          continue;
+        }
+        chunk = chunk.subspan(skip);
+        skip = 0;
+        if (chunk.size() > limit) chunk = chunk.first(limit);
+        if (auto st = write(chunk); !st) return st;
+        if (whole && record)
+          if (auto st = record(d.hashes[c], chunk.size()); !st) return st;
+        limit -= chunk.size();
+      }
+      lock.lock();
+      if (last_use_[t.fetch] == ti) {
+        s.data = Fetched{};
+        s.state = State::kReleased;
+        --held_;
+        cv_.notify_all();
+      }
+    }
+    return xet::Ok{};
+  }
+
+  const DownloadOptions& o_;
+  Plan plan_;
+  const Query query_;
+  const bool v1_;
+  const size_t slots_;
+  std::vector<size_t> order_;
+  std::vector<size_t> last_use_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<Slot> state_;
+  size_t next_ = 0;
+  size_t held_ = 0;
+  bool stop_ = false;
+  std::atomic<uint64_t> fetched_bytes_{0};
+  std::atomic<int> retries_{0};
+  std::atomic<int> refreshed_{0};
+};
+
+xet::Error OutputError(const std::string& what, const fs::path& path) {
+  return xet::IoError(what + " " + path.string() + ": " + std::system_category().message(errno));
+}
+
+}  // namespace
+
+xet::Result<DownloadOutcome> Download(const DownloadOptions& o) {
+  HttpClient http(Policy(o));
+  Query q{o.endpoint, o.token, o.file.hex(), o.range};
+  while (!q.endpoint.empty() && q.endpoint.back() == '/') q.endpoint.pop_back();
+  const bool whole = !o.range && o.output != "-";
+  const fs::path out = o.output;
+  const fs::path part = out.string() + ".cairn-part";
+  const fs::path records = out.string() + ".cairn-part.chunks";
+  DownloadOutcome outcome;
+
+  // What an earlier run left: whole chunks recorded, the part cut back to them.
+  std::vector<xet::HashedChunk> done;
+  if (whole && fs::exists(part) && fs::exists(records)) {
+    // Each recorded chunk is read back and hashed: the part's bytes count only where they still are what
+    // was received (a crash can lose written data that the records outlived, a disk can damage it).
+    std::ifstream in(records, std::ios::binary);
+    std::ifstream data(part, std::ios::binary);
+    std::vector<char> rec(kRecordSize);
+    std::vector<uint8_t> chunk;
+    std::error_code ec;
+    uint64_t sum = 0;
+    while (in.read(rec.data(), kRecordSize)) {
+      xet::HashedChunk c;
+      std::memcpy(c.hash.bytes.data(), rec.data(), 32);
+      uint32_t size = 0;
+      std::memcpy(&size, rec.data() + 32, 4);
+      c.size = size;
+      if (size == 0 || size > xet::kMaxChunkUnpacked) break;
+      chunk.resize(size);
+      if (!data.read(reinterpret_cast<char*>(chunk.data()), size) || xet::ChunkHashOf(chunk) != c.hash) break;
+      sum += size;
+      done.push_back(c);
+    }
+    fs::resize_file(part, sum, ec);
+    if (ec) done.clear();
+    fs::resize_file(records, done.size() * kRecordSize, ec);
+    if (ec) done.clear();
+    outcome.resumed_from = done.empty() ? 0 : sum;
+  }
+  if (whole && outcome.resumed_from > 0)
+    q.range = std::pair<uint64_t, uint64_t>{outcome.resumed_from, UINT64_MAX - 1};
+
+  bool v1 = false;
+  auto plan = AskPlan(http, q, &v1);
+  if (!plan && plan.error().code == xet::ErrorCode::kLimit && outcome.resumed_from > 0) {
+    plan = Plan{};  // everything was there already
+  } else if (!plan) {
+    return plan.error();
+  }
+  if (whole && outcome.resumed_from > 0 && plan->offset_into_first != 0) {
+    // The recorded chunks do not end where the server's do: start again.
+    done.clear();
+    outcome.resumed_from = 0;
+    q.range.reset();
+    plan = AskPlan(http, q, &v1);
+    if (!plan) return plan.error();
+  }
+  uint64_t total = 0;
+  for (const auto& t : plan->terms) total += t.length;
+  total -= std::min(total, plan->offset_into_first);
+  if (o.range) total = std::min(total, o.range->second - o.range->first + 1);
+  outcome.total = total + outcome.resumed_from;
+
+  std::FILE* file = nullptr;
+  std::FILE* rec = nullptr;
+  if (o.output == "-") {
+    file = stdout;
+  } else {
+    file = std::fopen((whole ? part : out).c_str(), whole && outcome.resumed_from > 0 ? "r+b" : "wb");
+    if (file == nullptr) return OutputError("cannot write", whole ? part : out);
+    if (whole) {
+      rec = std::fopen(records.c_str(), outcome.resumed_from > 0 ? "ab" : "wb");
+      if (std::fseek(file, 0, SEEK_END) != 0 || rec == nullptr) {
+        const auto e = OutputError("cannot write", rec == nullptr ? records : part);
+        (void)std::fclose(file);
+        if (rec != nullptr) (void)std::fclose(rec);
+        return e;
+      }
+    }
+  }
+  uint64_t written = 0;
+  const auto write = [&](std::span<const uint8_t> bytes) -> xet::Status {
+    if (std::fwrite(bytes.data(), 1, bytes.size(), file) != bytes.size()) return OutputError("writing", out);
+    written += bytes.size();
+    if (o.progress) o.progress(outcome.resumed_from + written, outcome.total);
+    return xet::Ok{};
+  };
+  const auto record = [&](const xet::ChunkHash& h, uint64_t size) -> xet::Status {
+    done.push_back({h, size});
+    if (rec == nullptr) return xet::Ok{};
+    char buf[kRecordSize];
+    std::memcpy(buf, h.bytes.data(), 32);
+    const auto s32 = static_cast<uint32_t>(size);
+    std::memcpy(buf + 32, &s32, 4);
+    if (std::fwrite(buf, 1, kRecordSize, rec) != kRecordSize) return OutputError("writing", records);
+    return xet::Ok{};
+  };
+  const uint64_t skip = plan->offset_into_first;
+  Run run(o, std::move(*plan), q, v1);
+  auto st =
+      run.Execute(skip, total, write,
+                  whole ? std::function<xet::Status(const xet::ChunkHash&, uint64_t)>(record) : nullptr);
+  outcome.bytes = written;
+  outcome.fetched_bytes = run.fetched_bytes();
+  outcome.retries = run.retries() + http.retried();
+  outcome.refreshed_urls = run.refreshed();
+  bool flushed = std::fflush(file) == 0 && (rec == nullptr || std::fflush(rec) == 0);
+  if (file != stdout) flushed = std::fclose(file) == 0 && flushed;
+  if (rec != nullptr) flushed = std::fclose(rec) == 0 && flushed;
+  if (!st) return st.error();
+  if (!flushed) return OutputError("writing", out);
+  if (!whole) return outcome;
+
+  if (xet::FileHashOf(done) != o.file) {
+    std::error_code ec;
+    fs::remove(part, ec);
+    fs::remove(records, ec);
+    return xet::HashMismatch("the bytes received do not give file hash " + o.file.hex() +
+                             " (the partial download was removed)");
+  }
+  outcome.verified = true;
+  std::error_code ec;
+  fs::rename(part, out, ec);
+  if (ec) return xet::IoError("rename " + part.string() + " to " + out.string() + ": " + ec.message());
+  fs::remove(records, ec);
+  return outcome;
+}
+
+}  // namespace cairn::client

@@ -1,0 +1,156 @@
+"""cairn's own client commands against a running server, on files uploaded by the stock client hf_xet 1.8.0:
+`cairn get` (whole files verified against their hash, ranges, a download killed and resumed, transfer URLs
+expiring under it, its exit codes), `cairn ls` and `cairn stat`. On local disk and on S3."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from interop_util import MiB, DelayProxy, free_port, write_random
+
+SCOPE = "interop"
+BOTH_STORES = pytest.mark.backends("sqlite", "s3")
+TTL = 2
+
+
+def _cairn(cairn_bin, *args, env=None, timeout=300) -> subprocess.CompletedProcess:
+    return subprocess.run([cairn_bin, *args], capture_output=True, timeout=timeout,
+                          env={"PATH": "/usr/bin:/bin", **(env or {})})
+
+
+@pytest.fixture
+def uploaded(server, hfx, tmp_path):
+    srv = server()
+    tok = srv.token(SCOPE, write=True)
+    files = [write_random(tmp_path / "big.bin", 100 * MiB + 7, seed=950),
+             write_random(tmp_path / "small.bin", 1 * MiB + 3, seed=951)]
+    up = {Path(m["path"]).name: m for m in hfx.upload(srv.url, tok, files).result["files"]}
+    env = {"CAIRN_ENDPOINT": srv.url, "CAIRN_TOKEN": srv.token(SCOPE)}
+    return srv, env, up, {f.name: f for f in files}
+
+
+@BOTH_STORES
+def test_get_whole_files_and_ranges(uploaded, cairn_bin, tmp_path):
+    srv, env, up, files = uploaded
+    for name, m in up.items():
+        out = tmp_path / f"got-{name}"
+        r = _cairn(cairn_bin, "get", m["hash"], "-o", str(out), "--json", env=env)
+        assert r.returncode == 0, r.stderr
+        report = json.loads(r.stdout)
+        assert report["verified"] and report["size"] == m["size"], report
+        assert hashlib.sha256(out.read_bytes()).hexdigest() == m["sha256"]
+        assert not Path(str(out) + ".cairn-part").exists() and not Path(str(out) + ".cairn-part.chunks").exists()
+    big = files["big.bin"].read_bytes()
+    for a, b in [(0, 0), (64 * MiB - 3, 64 * MiB + 2), (len(big) - 10, len(big) - 1), (1000, 20 * MiB)]:
+        r = _cairn(cairn_bin, "get", up["big.bin"]["hash"], "--range", f"{a}-{b}", "-o", "-", env=env)
+        assert r.returncode == 0, r.stderr
+        assert r.stdout == big[a:b + 1], (a, b)
+
+
+def _kill_midway(cairn_bin, env, file_hash: str, out: Path) -> int:
+    """Starts `cairn get` and SIGKILLs it once 8 MiB are written; returns the size of the part it left."""
+    part = Path(str(out) + ".cairn-part")
+    for _ in range(5):  # a fast machine may finish before the kill lands: try again
+        proc = subprocess.Popen([cairn_bin, "get", file_hash, "-o", str(out), "--parallel", "1"],
+                                env={"PATH": "/usr/bin:/bin", **env}, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)
+        while proc.poll() is None and (not part.exists() or part.stat().st_size < 8 * MiB):
+            time.sleep(0.002)
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGKILL)
+            proc.wait()
+            return part.stat().st_size
+        out.unlink()
+    pytest.fail("every download finished before it could be killed")
+
+
+@BOTH_STORES
+def test_get_resumes_a_killed_download(uploaded, cairn_bin, tmp_path):
+    srv, env, up, files = uploaded
+    m = up["big.bin"]
+    out = tmp_path / "resumed.bin"
+    part = Path(str(out) + ".cairn-part")
+    killed_at = _kill_midway(cairn_bin, env, m["hash"], out)
+    assert not out.exists()
+    r = _cairn(cairn_bin, "get", m["hash"], "-o", str(out), "--json", env=env)
+    assert r.returncode == 0, r.stderr
+    report = json.loads(r.stdout)
+    assert report["verified"] and 0 < report["resumed_from"] <= killed_at, (report, killed_at)
+    assert report["written"] == m["size"] - report["resumed_from"]
+    assert hashlib.sha256(out.read_bytes()).hexdigest() == m["sha256"]
+    # A part damaged on disk: its bytes are hashed again before they count, so the download resumes before
+    # the damage (here: from the start) and the result is still exact.
+    out.unlink()
+    _kill_midway(cairn_bin, env, m["hash"], out)
+    with open(part, "r+b") as p:
+        p.seek(100)
+        b = p.read(1)
+        p.seek(100)
+        p.write(bytes([b[0] ^ 1]))
+    r = _cairn(cairn_bin, "get", m["hash"], "-o", str(out), "--json", env=env)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["resumed_from"] == 0
+    assert hashlib.sha256(out.read_bytes()).hexdigest() == m["sha256"]
+
+
+@pytest.mark.backends("sqlite", "s3")  # presigned URLs do not pass through the node's public URL
+def test_get_refreshes_expired_transfer_urls(server, hfx, cairn_bin, tmp_path):
+    f = write_random(tmp_path / "slow.bin", 3 * MiB + 11, seed=952)
+    port = free_port()
+    proxy = DelayProxy(port, delay=TTL + 2.0, delayed=1)
+    try:
+        srv = server(env={"CAIRN_TRANSFER_URL_TTL": str(TTL)}, port=port, public_url=proxy.url)
+        tok = srv.token(SCOPE, write=True)
+        m = hfx.upload(srv.url, tok, [f]).result["files"][0]
+        r = _cairn(cairn_bin, "get", m["hash"], "-o", str(tmp_path / "out.bin"), "--parallel", "1", "--json",
+                   env={"CAIRN_ENDPOINT": srv.url, "CAIRN_TOKEN": tok})
+        assert r.returncode == 0, r.stderr
+        assert json.loads(r.stdout)["refreshed_urls"] >= 1
+        assert (tmp_path / "out.bin").read_bytes() == f.read_bytes()
+        assert srv.requests_count("GET", "transfer", status="403") >= 1
+    finally:
+        proxy.close()
+
+
+def test_get_exit_codes(uploaded, cairn_bin, tmp_path):
+    srv, env, up, files = uploaded
+    h = up["small.bin"]["hash"]
+    assert _cairn(cairn_bin, "get", "ab" * 32, "-o", str(tmp_path / "x"), env=env).returncode == 3
+    other = {**env, "CAIRN_TOKEN": srv.token("other")}
+    assert _cairn(cairn_bin, "get", h, "-o", str(tmp_path / "x"), env=other).returncode == 3
+    assert _cairn(cairn_bin, "get", h, "--range", "5-1", env=env).returncode == 2
+    assert _cairn(cairn_bin, "get", h, "-o", str(tmp_path / "x")).returncode == 2  # no endpoint
+    bad = {**env, "CAIRN_TOKEN": "not-a-token"}
+    r = _cairn(cairn_bin, "get", h, "-o", str(tmp_path / "x"), env=bad)
+    assert r.returncode == 1 and b"401" in r.stderr, r.stderr
+    assert _cairn(cairn_bin, "get", h, "-o", str(tmp_path / "no-such-dir" / "x"), env=env).returncode == 5
+    unreachable = {**env, "CAIRN_ENDPOINT": f"http://127.0.0.1:{free_port()}"}
+    r = _cairn(cairn_bin, "get", h, "-o", str(tmp_path / "x"), "--attempts", "2", env=unreachable)
+    assert r.returncode == 1 and b"after 2 attempts" in r.stderr, r.stderr
+
+
+@BOTH_STORES
+def test_ls_and_stat(uploaded, cairn_bin):
+    srv, env, up, files = uploaded
+    r = _cairn(cairn_bin, "ls", env=env)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.decode().splitlines()
+    assert sorted(line.split()[0] for line in lines) == sorted(m["hash"] for m in up.values())
+    for line in lines:
+        h, size, sha, created = line.split()
+        m = next(m for m in up.values() if m["hash"] == h)
+        assert int(size) == m["size"] and sha == m["sha256"] and abs(int(created) - time.time()) < 600
+    listed = json.loads(_cairn(cairn_bin, "ls", "--json", env=env).stdout)
+    assert {f["hash"] for f in listed} == {m["hash"] for m in up.values()}
+    stat = json.loads(_cairn(cairn_bin, "stat", "--json", env=env).stdout)
+    assert stat["files"] == 2 and stat["bytes"] == sum(m["size"] for m in up.values())
+    assert stat["server_dedup_ratio"] > 0.9
+    text = _cairn(cairn_bin, "stat", env=env).stdout.decode()
+    assert "files: 2" in text
