@@ -1,0 +1,243 @@
+// The plain-file routes in process: a real http::Server serving RegisterCasRoutes and RegisterFileRoutes over
+// a real CasService and FileService (local-disk store, SQLite index), every route and every status it
+// answers.
+#include "api/file_routes.h"
+
+#include <gtest/gtest.h>
+
+#include <boost/json.hpp>
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+
+#include "api/cas_routes.h"
+#include "cas/test_backend.h"
+#include "client/upload_builder.h"
+#include "http/test_util.h"
+#include "xet/test_support.h"
+
+namespace cairn::api {
+namespace {
+
+using namespace std::chrono_literals;
+namespace fs = std::filesystem;
+namespace json = boost::json;
+namespace bhttp = boost::beast::http;
+using Bytes = std::vector<uint8_t>;
+using Res = bhttp::response<bhttp::string_body>;
+
+const std::string kJwtKey(64, 'j');
+
+std::string Str(const Bytes& b) {
+  return {reinterpret_cast<const char*>(b.data()), b.size()};
+}
+
+class FileApi : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { (void)std::signal(SIGPIPE, SIG_IGN); }
+
+  void SetUp() override {
+    ASSERT_NO_FATAL_FAILURE(cas::testing::OpenTestBackend("cairn-file-api", &dir_, &store_, &index_));
+    http::ServerOptions o;
+    o.host = "127.0.0.1";
+    o.port = 0;
+    server_ = std::make_unique<http::Server>(o, std::make_shared<http::Authenticator>(kJwtKey));
+    ASSERT_TRUE(server_->Listen().ok());
+    port_ = server_->port();
+    base_ = "http://127.0.0.1:" + std::to_string(port_);
+    cas::ServiceOptions so;
+    so.public_url = base_;
+    so.url_secret.bytes.fill(7);
+    cas_ = std::make_unique<cas::CasService>(*index_, *store_, pool_, so);
+    files::FileServiceOptions fo;
+    fo.url_secret = so.url_secret;
+    fo.read_ahead = {2, 256 << 10, 8 << 20};
+    fo.now = [this] { return now_.load(); };
+    fo.log = [](const std::string&) {};
+    files_ = std::make_unique<files::FileService>(*cas_, *index_, fo);
+    RegisterCasRoutes(*server_, *cas_);
+    RegisterFileRoutes(*server_, *files_, {.public_url = base_});
+    server_->Start();
+
+    // Two files: 3 MiB over several xorbs, and 1000 bytes.
+    data_ = {xet::testing::SplitMix64Bytes(1, (3 << 20) + 17), xet::testing::SplitMix64Bytes(2, 1000)};
+    std::vector<std::span<const uint8_t>> spans(data_.begin(), data_.end());
+    client::BuildOptions bo;
+    bo.max_xorb_bytes = 1 << 20;
+    built_ = client::BuildUpload(spans, bo);
+    for (const auto& x : built_.xorbs) ASSERT_TRUE(cas_->PutXorb(x.hash, x.body).ok());
+    ASSERT_TRUE(cas_->PutShard(built_.shard_bytes, "org/repo").ok());
+    url_ = "/v1/files/" + built_.file_hashes[0].hex();
+  }
+
+  void TearDown() override {
+    server_->Stop(2s);
+    server_->Wait();
+    server_.reset();
+    files_.reset();
+    cas_.reset();
+    index_.reset();
+    store_.reset();
+    fs::remove_all(dir_);
+  }
+
+  Res Send(bhttp::verb verb, const std::string& target,
+           const std::map<std::string, std::string>& headers = {}, std::string body = {}) {
+    http::testing::Client c(port_);
+    bhttp::request<bhttp::string_body> req{verb, target, 11};
+    for (const auto& [k, v] : headers) req.set(k, v);
+    if (verb == bhttp::verb::post) req.body() = std::move(body);
+    return c.Send(std::move(req));
+  }
+  std::string Token(const std::string& scope = "org/repo") {
+    auto t = http::MintToken(kJwtKey, {scope, http::Permission::kRead}, 1h);
+    EXPECT_TRUE(t.ok());
+    return "Bearer " + *t;
+  }
+  std::map<std::string, std::string> Auth(std::map<std::string, std::string> more = {}) {
+    more["Authorization"] = Token();
+    return more;
+  }
+
+  fs::path dir_;
+  std::unique_ptr<store::LocalDiskStore> store_;
+  std::unique_ptr<index::SqliteIndex> index_;
+  WorkerPool pool_{2};
+  std::unique_ptr<cas::CasService> cas_;
+  std::unique_ptr<files::FileService> files_;
+  std::unique_ptr<http::Server> server_;
+  uint16_t port_ = 0;
+  std::string base_;
+  std::atomic<uint64_t> now_{1'800'000'000};
+  std::vector<Bytes> data_;
+  client::BuiltUpload built_;
+  std::string url_;
+};
+
+TEST_F(FileApi, WholeFilesRangesAndHead) {
+  auto r = Send(bhttp::verb::get, url_, Auth());
+  ASSERT_EQ(r.result_int(), 200u) << r.body();
+  EXPECT_EQ(r.body(), Str(data_[0]));
+  EXPECT_EQ(r["ETag"], "\"" + built_.file_hashes[0].hex() + "\"");
+  EXPECT_EQ(r["Accept-Ranges"], "bytes");
+  r = Send(bhttp::verb::get, url_, Auth({{"Range", "bytes=1048570-1048580"}}));
+  ASSERT_EQ(r.result_int(), 206u);
+  EXPECT_EQ(r.body(), Str(data_[0]).substr(1048570, 11));
+  EXPECT_EQ(r["Content-Range"], "bytes 1048570-1048580/" + std::to_string(data_[0].size()));
+  r = Send(bhttp::verb::get, url_, Auth({{"Range", "bytes=0-1,-3"}}));
+  ASSERT_EQ(r.result_int(), 206u);
+  EXPECT_EQ(std::string(r["Content-Type"]).rfind("multipart/byteranges; boundary=", 0), 0u);
+  EXPECT_NE(r.body().find(Str(data_[0]).substr(0, 2)), std::string::npos);
+  EXPECT_NE(r.body().find(Str(data_[0]).substr(data_[0].size() - 3)), std::string::npos);
+  r = Send(bhttp::verb::head, url_, Auth());
+  EXPECT_EQ(r.result_int(), 200u);
+  EXPECT_EQ(r["Content-Length"], std::to_string(data_[0].size()));
+  EXPECT_TRUE(r.body().empty());
+  // By SHA-256 (the shard's, as the builder computed it).
+  const auto& sha = built_.shard.files[1].sha256;
+  ASSERT_TRUE(sha.has_value());
+  r = Send(bhttp::verb::get, "/v1/files/by-sha256/" + sha->hex(), Auth());
+  ASSERT_EQ(r.result_int(), 200u) << r.body();
+  EXPECT_EQ(r.body(), Str(data_[1]));
+  EXPECT_EQ(Send(bhttp::verb::get, "/v1/files/by-sha256/" + std::string(64, 'a'), Auth()).result_int(), 404u);
+  EXPECT_EQ(Send(bhttp::verb::get, "/v1/files/by-sha256/nope", Auth()).result_int(), 400u);
+}
+
+TEST_F(FileApi, ConditionalRequests) {
+  const std::string etag = "\"" + built_.file_hashes[0].hex() + "\"";
+  EXPECT_EQ(Send(bhttp::verb::get, url_, Auth({{"If-None-Match", etag}})).result_int(), 304u);
+  EXPECT_EQ(Send(bhttp::verb::get, url_, Auth({{"If-None-Match", "*"}})).result_int(), 304u);
+  EXPECT_EQ(Send(bhttp::verb::get, url_, Auth({{"If-None-Match", "\"other\""}})).result_int(), 200u);
+  auto r = Send(bhttp::verb::get, url_, Auth({{"Range", "bytes=0-9"}, {"If-Range", etag}}));
+  EXPECT_EQ(r.result_int(), 206u);
+  r = Send(bhttp::verb::get, url_, Auth({{"Range", "bytes=0-9"}, {"If-Range", "\"other\""}}));
+  EXPECT_EQ(r.result_int(), 200u);
+  EXPECT_EQ(r.body().size(), data_[0].size());
+}
+
+TEST_F(FileApi, ErrorStatuses) {
+  EXPECT_EQ(Send(bhttp::verb::get, url_).result_int(), 401u);
+  EXPECT_EQ(Send(bhttp::verb::get, url_, {{"Authorization", "Bearer nope"}}).result_int(), 401u);
+  EXPECT_EQ(Send(bhttp::verb::get, url_, {{"Authorization", Token("org/other")}}).result_int(), 404u);
+  EXPECT_EQ(Send(bhttp::verb::get, "/v1/files/" + std::string(64, 'b'), Auth()).result_int(), 404u);
+  EXPECT_EQ(Send(bhttp::verb::get, "/v1/files/xyz", Auth()).result_int(), 400u);
+  EXPECT_EQ(Send(bhttp::verb::get, url_, Auth({{"Range", "bytes=x-y"}})).result_int(), 400u);
+  auto r = Send(bhttp::verb::get, url_, Auth({{"Range", "bytes=99999999-"}}));
+  EXPECT_EQ(r.result_int(), 416u);
+  EXPECT_EQ(r["Content-Range"], "bytes */" + std::to_string(data_[0].size()));
+  EXPECT_EQ(Send(bhttp::verb::post, url_, Auth()).result_int(), 405u);
+}
+
+TEST_F(FileApi, LinksAreMintedCheckedAndExpire) {
+  const std::string body =
+      R"({"file_hash":")" + built_.file_hashes[1].hex() + R"(","ttl_seconds":60,"name":"a b.bin"})";
+  auto r = Send(bhttp::verb::post, "/v1/links", Auth(), body);
+  ASSERT_EQ(r.result_int(), 201u) << r.body();
+  const std::string url = std::string(json::parse(r.body()).at("url").as_string());
+  ASSERT_EQ(url.rfind(base_, 0), 0u);
+  const std::string target = url.substr(base_.size());
+  r = Send(bhttp::verb::get, target);
+  ASSERT_EQ(r.result_int(), 200u) << r.body();
+  EXPECT_EQ(r.body(), Str(data_[1]));
+  EXPECT_EQ(r["Content-Disposition"], "attachment; filename=\"a b.bin\"; filename*=UTF-8''a%20b.bin");
+  // Tampered: another file under the same signature; a changed signature.
+  EXPECT_EQ(
+      Send(bhttp::verb::get, "/v1/files/" + built_.file_hashes[0].hex() + target.substr(target.find('?')))
+          .result_int(),
+      403u);
+  EXPECT_EQ(Send(bhttp::verb::get, target.substr(0, target.size() - 1) + (target.back() == '0' ? "1" : "0"))
+                .result_int(),
+            403u);
+  EXPECT_EQ(Send(bhttp::verb::get, url_ + "?s=00").result_int(),
+            400u);  // a link without its other parameters
+  now_ += 61;
+  EXPECT_EQ(Send(bhttp::verb::get, target).result_int(), 403u);  // expired
+  // Minting: bad bodies, too long a life, a file the scope does not see, no token.
+  EXPECT_EQ(Send(bhttp::verb::post, "/v1/links", Auth(), "{").result_int(), 400u);
+  EXPECT_EQ(Send(bhttp::verb::post, "/v1/links", Auth(), R"({"file_hash":"zz"})").result_int(), 400u);
+  EXPECT_EQ(Send(bhttp::verb::post, "/v1/links", Auth(),
+                 R"({"file_hash":")" + built_.file_hashes[1].hex() + R"(","ttl_seconds":999999999})")
+                .result_int(),
+            400u);
+  EXPECT_EQ(Send(bhttp::verb::post, "/v1/links", {{"Authorization", Token("org/other")}}, body).result_int(),
+            404u);
+  EXPECT_EQ(Send(bhttp::verb::post, "/v1/links", {}, body).result_int(), 401u);
+}
+
+TEST_F(FileApi, Listing) {
+  auto r = Send(bhttp::verb::get, "/v1/files?limit=1", Auth());
+  ASSERT_EQ(r.result_int(), 200u) << r.body();
+  const json::object first = json::parse(r.body()).as_object();
+  EXPECT_EQ(first.at("files").as_array().size(), 1u);
+  EXPECT_EQ(first.at("totals").at("files").to_number<uint64_t>(), 2u);
+  EXPECT_EQ(first.at("totals").at("bytes").to_number<uint64_t>(), data_[0].size() + data_[1].size());
+  const std::string cursor(first.at("next_cursor").as_string());
+  r = Send(bhttp::verb::get, "/v1/files?limit=1&cursor=" + cursor, Auth());
+  const json::object second = json::parse(r.body()).as_object();
+  EXPECT_TRUE(second.at("next_cursor").is_null());
+  EXPECT_FALSE(second.contains("totals"));
+  EXPECT_EQ(Send(bhttp::verb::get, "/v1/files?cursor=12", Auth()).result_int(), 400u);
+  EXPECT_EQ(Send(bhttp::verb::get, "/v1/files?limit=10000", Auth()).result_int(), 400u);
+  EXPECT_EQ(Send(bhttp::verb::get, "/v1/files").result_int(), 401u);
+}
+
+TEST_F(FileApi, CorruptFirstChunkIsA500BeforeAnyHeader) {
+  const auto& x = built_.xorbs[0];
+  const fs::path path = store_->PathOf(store::BlobKind::kXorb, x.hash);
+  {
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    const auto at = static_cast<std::streamoff>(xet::kChunkHeaderSize + 3);
+    f.seekg(at);
+    const char b = static_cast<char>(f.get() ^ 0x55);
+    f.seekp(at);
+    f.put(b);
+  }
+  auto r = Send(bhttp::verb::get, url_, Auth());
+  EXPECT_EQ(r.result_int(), 500u);
+  EXPECT_NE(r.body().find("corrupt"), std::string::npos) << r.body();
+  EXPECT_GE(files_->corrupt_chunks(), 1u);
+  EXPECT_NE(Send(bhttp::verb::get, "/metrics").body().find("cairn_file_corrupt_chunks 1"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace cairn::api
