@@ -39,6 +39,7 @@
 #include "common/worker_pool.h"
 #include "http/server.h"
 #include "index/sqlite_index.h"
+#include "store/forwarding_store.h"
 #include "store/s3_store.h"
 #include "store/seaweedfs_cluster.h"
 #include "xet/test_support.h"
@@ -105,29 +106,15 @@ void PinWeed(pid_t pid) {
 
 // The S3 store as it read transfers before ranges were streamed: the default OpenRange, one ranged GET per
 // 4 MiB block (the proxy-blocks path, for comparison in the same run).
-class BlockReads final : public store::BlobStore {
+class BlockReads final : public store::ForwardingStore {
  public:
-  explicit BlockReads(store::BlobStore& s) : s_(s) {}
-  xet::Result<std::unique_ptr<store::BlobWriter>> BeginPut(store::BlobKind k, const xet::Hash& h) override {
-    return s_.BeginPut(k, h);
-  }
-  xet::Result<store::BlobStat> Stat(store::BlobKind k, const xet::Hash& h) override { return s_.Stat(k, h); }
-  xet::Status ReadRange(store::BlobKind k, const xet::Hash& h, uint64_t offset,
-                        std::span<uint8_t> out) override {
-    return s_.ReadRange(k, h, offset, out);
-  }
-  xet::Result<store::OpenBlob> OpenForRead(store::BlobKind k, const xet::Hash& h) override {
-    return s_.OpenForRead(k, h);
+  explicit BlockReads(store::BlobStore& s) : ForwardingStore(s) {}
+  // The default OpenRange (reads through ReadRange), and no files to send from.
+  std::unique_ptr<store::BlobReader> OpenRange(store::BlobKind k, const xet::Hash& h, uint64_t offset,
+                                               uint64_t length) override {
+    return ReaderThroughReadRange(k, h, offset, length);
   }
   bool local() const override { return false; }
-  xet::Status List(store::BlobKind k, const std::function<void(const xet::Hash&)>& fn) override {
-    return s_.List(k, fn);
-  }
-  xet::Result<bool> Delete(store::BlobKind k, const xet::Hash& h) override { return s_.Delete(k, h); }
-  std::string Describe() const override { return s_.Describe(); }
-
- private:
-  store::BlobStore& s_;
 };
 
 // SeaweedFS, and cairn's stack on a bucket of it, for the whole program.

@@ -6,11 +6,13 @@
 #include <unistd.h>
 
 #include <boost/json.hpp>
+#include <charconv>
 #include <chrono>
 #include <cstdlib>
 #include <iomanip>
 #include <iostream>
 #include <sstream>
+#include <string_view>
 
 #include "cli/commands.h"
 #include "client/downloader.h"
@@ -128,11 +130,17 @@ int RunGet(GetOptions& opts) {
   d.parallel = opts.parallel;
   d.attempts = opts.remote.attempts;
   if (!opts.range.empty()) {
-    const size_t dash = opts.range.find('-');
-    char* end = nullptr;
-    const uint64_t a = std::strtoull(opts.range.c_str(), &end, 10);
-    const uint64_t b = dash == std::string::npos ? 0 : std::strtoull(opts.range.c_str() + dash + 1, &end, 10);
-    if (dash == std::string::npos || dash == 0 || dash + 1 == opts.range.size() || b < a || *end != 0) {
+    const std::string_view r = opts.range;
+    const size_t dash = r.find('-');
+    uint64_t a = 0;
+    uint64_t b = 0;
+    // Digits only, each number within 64 bits (from_chars fails on overflow rather than saturating).
+    const auto number = [](std::string_view t, uint64_t& v) {
+      const auto [p, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
+      return !t.empty() && ec == std::errc() && p == t.data() + t.size();
+    };
+    if (dash == std::string_view::npos || !number(r.substr(0, dash), a) || !number(r.substr(dash + 1), b) ||
+        b < a) {
       std::cerr << "cairn get: --range is A-B, inclusive byte offsets (0-1023)\n";
       return 2;
     }

@@ -129,28 +129,31 @@ int RunServe(const ServeOptions& opts) {
   so.io_threads = cfg->io_threads;
   so.worker_threads = cfg->request_threads;  // the routes offload blocking steps to these
   so.shutdown_grace = std::chrono::duration_cast<std::chrono::milliseconds>(cfg->shutdown_grace);
-  http::Server server(so, std::make_shared<http::Authenticator>(secrets->jwt_key));
-  if (auto st = server.Listen(); !st) {
+  auto server = std::make_unique<http::Server>(so, std::make_shared<http::Authenticator>(secrets->jwt_key));
+  if (auto st = server->Listen(); !st) {
     std::cerr << "cairn serve: " << st.error().message << "\n";
     return 1;
   }
   const std::string host = so.host.find(':') != std::string::npos ? "[" + so.host + "]" : so.host;
   if (so.port == 0 &&
       cfg->public_url == "http://" + cfg->listen)  // default URL, ephemeral port: the real one
-    cfg->public_url = "http://" + host + ":" + std::to_string(server.port());
+    cfg->public_url = "http://" + host + ":" + std::to_string(server->port());
   const std::string index_name = (*index)->description();
   const std::string store_name = (*blobs)->Describe();
-  auto backend = RegisterRoutes(server, *cfg, *secrets, std::move(*index), std::move(*blobs));
+  auto backend = RegisterRoutes(*server, *cfg, *secrets, std::move(*index), std::move(*blobs));
   if (!backend) {
     std::cerr << "cairn serve: " << backend.error().message << "\n";
     return 1;
   }
-  std::cout << "cairn: listening on http://" << host << ":" << server.port() << " (public URL "
+  std::cout << "cairn: listening on http://" << host << ":" << server->port() << " (public URL "
             << cfg->public_url << ", data " << cfg->data_dir << ", index " << index_name << ", store "
             << store_name << ")" << std::endl;
-  server.StopOnSignals();
-  server.Start();
-  server.Wait();
+  server->StopOnSignals();
+  server->Start();
+  server->Wait();
+  // The server goes first: connections still open when the grace ran out hold readers of the backend's
+  // services, which must outlive them.
+  server.reset();
   spdlog::info("stopped");
   return 0;
 }

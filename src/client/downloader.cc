@@ -310,8 +310,9 @@ class Run {
         state_[i].state = State::kFetching;
         ++held_;
       }
+      const int before = http.retried();
       auto got = FetchOne(http, i);
-      retries_ += http.retried();
+      retries_ += http.retried() - before;
       std::lock_guard lock(mu_);
       Finish(i, std::move(got));
     }
@@ -340,7 +341,9 @@ class Run {
         s.state = State::kFetching;
         ++held_;
         lock.unlock();
+        const int before = own.retried();
         auto got = FetchOne(own, t.fetch);
+        retries_ += own.retried() - before;
         lock.lock();
         Finish(t.fetch, std::move(got));
       }
@@ -426,6 +429,10 @@ xet::Result<DownloadOutcome> Download(const DownloadOptions& o) {
     std::ifstream in(records, std::ios::binary);
     std::ifstream data(part, std::ios::binary);
     std::vector<char> rec(kRecordSize);
+    // The records start with the hash of the file they are of: another file's part is not resumed.
+    xet::Hash of;
+    if (!in.read(reinterpret_cast<char*>(of.bytes.data()), 32) || of != o.file)
+      in.setstate(std::ios::failbit);
     std::vector<uint8_t> chunk;
     std::error_code ec;
     uint64_t sum = 0;
@@ -443,7 +450,7 @@ xet::Result<DownloadOutcome> Download(const DownloadOptions& o) {
     }
     fs::resize_file(part, sum, ec);
     if (ec) done.clear();
-    fs::resize_file(records, done.size() * kRecordSize, ec);
+    fs::resize_file(records, done.empty() ? 0 : 32 + done.size() * kRecordSize, ec);
     if (ec) done.clear();
     outcome.resumed_from = done.empty() ? 0 : sum;
   }
@@ -468,7 +475,8 @@ xet::Result<DownloadOutcome> Download(const DownloadOptions& o) {
   uint64_t total = 0;
   for (const auto& t : plan->terms) total += t.length;
   total -= std::min(total, plan->offset_into_first);
-  if (o.range) total = std::min(total, o.range->second - o.range->first + 1);
+  if (o.range && o.range->second - o.range->first < UINT64_MAX)
+    total = std::min(total, o.range->second - o.range->first + 1);
   outcome.total = total + outcome.resumed_from;
 
   std::FILE* file = nullptr;
@@ -480,6 +488,11 @@ xet::Result<DownloadOutcome> Download(const DownloadOptions& o) {
     if (file == nullptr) return OutputError("cannot write", whole ? part : out);
     if (whole) {
       rec = std::fopen(records.c_str(), outcome.resumed_from > 0 ? "ab" : "wb");
+      if (rec != nullptr && outcome.resumed_from == 0 &&
+          std::fwrite(o.file.bytes.data(), 1, 32, rec) != 32) {  // the header: which file
+        (void)std::fclose(rec);
+        rec = nullptr;
+      }
       if (std::fseek(file, 0, SEEK_END) != 0 || rec == nullptr) {
         const auto e = OutputError("cannot write", rec == nullptr ? records : part);
         (void)std::fclose(file);

@@ -7,13 +7,13 @@
 // its bytes are written, and the file is written in order. An expired transfer URL (403) gets the
 // reconstruction asked again and the fresh URL used.
 //
-// Whole-file downloads are verified and resumable: the bytes go to OUT.cairn-part, the hash and size of each
-// chunk written to OUT.cairn-part.chunks; at the end the chunks' hashes must give the file hash asked for
-// (the protocol gives no per-chunk reference, so this is where a chunk's hash is checked), and only then is
-// the part renamed to OUT. A later run with the same OUT resumes after the last recorded chunk whose bytes
-// in the part still hash to what was recorded (everything from the first that does not is fetched again).
-// Range downloads (and downloads to stdout) are checked chunk by chunk but cannot be verified against the
-// hash.
+// Whole-file downloads are verified and resumable: the bytes go to OUT.cairn-part, the file hash, then the
+// hash and size of each chunk written, to OUT.cairn-part.chunks; at the end the chunks' hashes must give the
+// file hash asked for (the protocol gives no per-chunk reference, so this is where a chunk's hash is
+// checked), and only then is the part renamed to OUT. A later run with the same OUT resumes after the last
+// recorded chunk whose bytes in the part still hash to what was recorded (everything from the first that does
+// not is fetched again). Range downloads (and downloads to stdout) are checked chunk by chunk but cannot be
+// verified against the hash.
 //
 // Thread-safety: Download runs its own threads; call it from one thread. Failures: kNotFound (404: unknown
 // file or not visible to the token), kLimit (416: range outside the file), kHashMismatch (the bytes do not

@@ -59,7 +59,14 @@ BuiltUpload BuildUpload(std::span<const std::span<const uint8_t>> files, const B
   std::vector<std::vector<Chunk>> file_chunks(files.size());
   for (size_t f = 0; f < files.size(); ++f) {
     uint64_t start = 0;
-    for (uint64_t len : xet::ChunkLengths(files[f])) {
+    std::vector<uint64_t> lengths;
+    if (options.fixed_chunk_bytes == 0) {
+      lengths = xet::ChunkLengths(files[f]);
+    } else {
+      for (uint64_t at = 0; at < files[f].size(); at += options.fixed_chunk_bytes)
+        lengths.push_back(std::min<uint64_t>(options.fixed_chunk_bytes, files[f].size() - at));
+    }
+    for (uint64_t len : lengths) {
       const auto data = files[f].subspan(start, len);
       start += len;
       const xet::ChunkHash h = xet::ChunkHashOf(data);

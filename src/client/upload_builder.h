@@ -29,6 +29,10 @@ struct BuildOptions {
   xet::CompressionPolicy policy = xet::CompressionPolicy::kLz4;
   uint64_t max_xorb_bytes = xet::kMaxXorbUnpacked;  // cut xorbs at this much uncompressed data
   bool dedup_within_upload = true;                  // reuse chunks already placed in an earlier xorb
+  // Non-zero: chunks of this many bytes (the last one shorter) instead of content-defined ones, as a
+  // fixed-size chunker would cut them (at most xet::kMaxChunkUnpacked; benchmarks only: such files dedup
+  // with nothing the stock client uploads).
+  uint64_t fixed_chunk_bytes = 0;
 };
 
 BuiltUpload BuildUpload(std::span<const std::span<const uint8_t>> files, const BuildOptions& options = {});

@@ -105,6 +105,8 @@ struct FileReader::State : std::enable_shared_from_this<State> {
     xet::Error error{xet::ErrorCode::kIo, ""};
     uint64_t held = 0;  // bytes taken from both budgets for it
     uint32_t stamp = 0;
+    bool reported = false;  // its corruption was reported
+    bool retried = false;   // a failed read-ahead of it was tried again
     uint64_t charge() const { return (end_byte - first_byte) + unpacked; }
   };
   // A piece of the range: bytes [skip, skip + len) of the concatenated chunks [cb, ce) of a unit.
@@ -123,8 +125,9 @@ struct FileReader::State : std::enable_shared_from_this<State> {
   void StartFetch(uint32_t ui, uint64_t charge);
   void Complete(uint32_t ui, xet::Result<Loaded> loaded);
   void Release(Unit& u, UnitState next);
-  // Drops held units needed later until `charge` more bytes fit the stream's budget.
-  void EvictFor(uint32_t needed, uint64_t charge);
+  // Drops held units (never `needed`, nor one needed no later than use `before`), the one needed farthest
+  // ahead first, until `charge` more bytes fit the stream's budget and the server-wide one. Whether they fit.
+  bool EvictFor(uint32_t needed, uint64_t charge, size_t before = SIZE_MAX);
 
   ReaderContext ctx;
   ReadAheadOptions opt;
@@ -286,11 +289,13 @@ void FileReader::State::Complete(uint32_t ui, xet::Result<Loaded> loaded) {
     u.error = loaded.error();
     Release(u, UnitState::kFailed);
   } else {
-    if (loaded->corrupt && ctx.on_corrupt) ctx.on_corrupt(loaded->corrupt->message);
+    if (loaded->corrupt && ctx.on_corrupt && !u.reported) ctx.on_corrupt(loaded->corrupt->message);
+    if (loaded->corrupt) u.reported = true;  // a unit read again after being dropped is counted once
     u.data = std::move(*loaded);
     u.state = UnitState::kReady;
-    // The decoded bytes were charged in full; give back what the stored chunks did not need.
-    const uint64_t unused = u.unpacked - u.data.decoded_size;
+    // The decoded bytes were charged in full; give them back when no chunk needed decoding (the buffer,
+    // once there, is as large as the unit's unpacked bytes).
+    const uint64_t unused = u.data.decoded ? 0 : u.unpacked;
     u.held -= unused;
     held_bytes -= unused;
     ctx.budget.Give(unused);
@@ -319,7 +324,9 @@ void FileReader::State::Pump() {
     if (++distinct > opt.depth + 1) break;
     if (u.state != UnitState::kIdle) continue;
     const uint64_t charge = u.charge();
-    if (held_bytes + charge > opt.stream_bytes || !ctx.budget.TryTake(charge)) break;
+    // Room is made by dropping units held for later reuse that are needed after this one.
+    if (held_bytes + charge > opt.stream_bytes && !EvictFor(ui, charge, j)) break;
+    if (!ctx.budget.TryTake(charge)) break;
     StartFetch(ui, charge);
     // The job marks its unit failed if the queue drops it unrun (the server stopping), so that no reader
     // waits for it forever.
@@ -355,22 +362,26 @@ void FileReader::State::Pump() {
   }
 }
 
-void FileReader::State::EvictFor(uint32_t needed, uint64_t charge) {
-  while (held_bytes + charge > opt.stream_bytes) {
+bool FileReader::State::EvictFor(uint32_t needed, uint64_t charge, size_t before) {
+  const auto fits = [&] {
+    return held_bytes + charge <= opt.stream_bytes && ctx.budget.in_use() + charge <= ctx.budget.capacity();
+  };
+  while (!fits()) {
     Unit* victim = nullptr;
     uint32_t farthest = 0;
     for (uint32_t ui = 0; ui < units.size(); ++ui) {
       Unit& u = units[ui];
-      if (ui == needed || u.state != UnitState::kReady) continue;
+      if (ui == needed || u.state != UnitState::kReady || u.uses[u.consumed] <= cur) continue;  // sent now
       const uint32_t next = u.uses[u.consumed];
       if (victim == nullptr || next > farthest) {
         victim = &u;
         farthest = next;
       }
     }
-    if (victim == nullptr) return;
+    if (victim == nullptr || (before != SIZE_MAX && farthest <= before)) return false;
     Release(*victim, UnitState::kIdle);
   }
+  return true;
 }
 
 xet::Status FileReader::State::EnsureReady(std::unique_lock<std::mutex>& lock, uint32_t ui) {
@@ -380,14 +391,19 @@ xet::Status FileReader::State::EnsureReady(std::unique_lock<std::mutex>& lock, u
       case UnitState::kReady:
         return xet::Ok{};
       case UnitState::kFailed:
-        return u.error;
+        // A read-ahead that failed for a reason other than the data (a store out of reach for a moment) is
+        // tried once more now that the unit is needed.
+        if (u.error.code == xet::ErrorCode::kHashMismatch || u.retried) return u.error;
+        u.retried = true;
+        u.state = UnitState::kIdle;
+        continue;
       case UnitState::kFetching:
         cv.wait(lock);
         continue;
       case UnitState::kIdle:
       case UnitState::kDone: {
         const uint64_t charge = u.charge();
-        EvictFor(ui, charge);
+        (void)EvictFor(ui, charge);  // what does not fit is taken anyway: this unit is needed now
         ctx.budget.Take(charge);
         StartFetch(ui, charge);
         const Xorb& x = xorbs[u.xorb];

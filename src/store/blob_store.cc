@@ -50,6 +50,11 @@ class RangeReader final : public BlobReader {
 
 std::unique_ptr<BlobReader> BlobStore::OpenRange(BlobKind kind, const xet::Hash& hash, uint64_t offset,
                                                  uint64_t length) {
+  return ReaderThroughReadRange(kind, hash, offset, length);
+}
+
+std::unique_ptr<BlobReader> BlobStore::ReaderThroughReadRange(BlobKind kind, const xet::Hash& hash,
+                                                              uint64_t offset, uint64_t length) {
   return std::make_unique<RangeReader>(*this, kind, hash, offset, length);
 }
 

@@ -166,6 +166,10 @@ class BlobStore {
 
  protected:
   BlobStore() = default;
+  // What OpenRange does by default: a reader calling this store's ReadRange as it goes (for decorators that
+  // want it whatever the store they wrap does).
+  std::unique_ptr<BlobReader> ReaderThroughReadRange(BlobKind kind, const xet::Hash& hash, uint64_t offset,
+                                                     uint64_t length);
 };
 
 }  // namespace cairn::store

@@ -1,0 +1,343 @@
+// Plain downloads (GET /v1/files) with read-ahead, in the shape of OxiCloud's read-ahead table
+// (../shared/anchors.md §2 in the project's notes; BENCHMARKS.md states its figures beside these):
+//
+//   a 192 MiB file of random bytes, as content-defined chunks (the stock client's) and as fixed 128 KiB
+//   chunks (the largest a Xet chunk may be; OxiCloud's were 256 KiB), stored on local disk, read through
+//   cairn's HTTP stack by libcurl clients discarding the bytes, with read-ahead depth N = 1, 2, 4, 8, 16;
+//   warm (page cache) and cold (page cache dropped before each run: /proc/sys/vm/drop_caches where permitted,
+//   else POSIX_FADV_DONTNEED on every stored file); 1 stream, and 16 streams each reading a CDC file of its
+//   own; unthrottled, and with the store's reads throttled to 300 and 100 MB/s by a token bucket (the rate
+//   achieved is what the table shows, against the target).
+//
+// In the same run, the ceilings the targets are relative to: decoding and verifying the stored xorbs from
+// memory (one thread), and a plain sequential read of the same stored bytes from a cold cache (4 MiB preads).
+//
+//   build/release/src/api/readahead_bench [--reps 3] [--dir /var/tmp/cairn-readahead-bench] [--quick]
+//
+// It stores 17 files of 192 MiB (3.2 GiB) under --dir, removed at the end.
+#include <curl/curl.h>
+#include <fcntl.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "api/file_routes.h"
+#include "cas/service.h"
+#include "client/upload_builder.h"
+#include "common/worker_pool.h"
+#include "files/file_service.h"
+#include "http/server.h"
+#include "index/sqlite_index.h"
+#include "store/forwarding_store.h"
+#include "store/local_disk_store.h"
+#include "xet/hashing.h"
+#include "xet/test_support.h"
+#include "xet/xorb.h"
+
+namespace cairn {
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+constexpr uint64_t kFileBytes = 192ULL << 20;
+constexpr size_t kStreams = 16;
+const std::string kJwtKey(64, 'j');
+
+// Reads of the wrapped store delivered at `rate` bytes/s overall: each read takes its slot on one shared
+// timeline and returns when its last byte is due.
+class ThrottledStore final : public store::ForwardingStore {
+ public:
+  ThrottledStore(store::BlobStore& inner, double rate) : ForwardingStore(inner), rate_(rate) {}
+  xet::Status ReadRange(store::BlobKind k, const xet::Hash& h, uint64_t offset,
+                        std::span<uint8_t> out) override {
+    auto st = inner_.ReadRange(k, h, offset, out);
+    Clock::time_point due;
+    {
+      std::lock_guard lock(mu_);
+      const auto now = Clock::now();
+      if (next_ < now) next_ = now;
+      next_ += std::chrono::duration_cast<Clock::duration>(
+          std::chrono::duration<double>(static_cast<double>(out.size()) / rate_));
+      due = next_;
+    }
+    std::this_thread::sleep_until(due);
+    return st;
+  }
+  std::unique_ptr<store::BlobReader> OpenRange(store::BlobKind k, const xet::Hash& h, uint64_t offset,
+                                               uint64_t length) override {
+    // The base's reader, through ReadRange (throttled), not the wrapped store's own.
+    return ReaderThroughReadRange(k, h, offset, length);
+  }
+
+ private:
+  const double rate_;
+  std::mutex mu_;
+  Clock::time_point next_{};
+};
+
+size_t Discard(char* /*data*/, size_t size, size_t n, void* counter) {
+  *static_cast<uint64_t*>(counter) += size * n;
+  return size * n;
+}
+
+// Downloads `urls` at once (a thread and a connection each); MB/s over all of them.
+double Download(const std::vector<std::string>& urls, const std::string& auth) {
+  std::vector<uint64_t> got(urls.size());
+  std::vector<std::thread> threads;
+  const auto start = Clock::now();
+  for (size_t i = 0; i < urls.size(); ++i) {
+    threads.emplace_back([&, i] {
+      CURL* c = curl_easy_init();
+      curl_slist* h = curl_slist_append(nullptr, auth.c_str());
+      curl_easy_setopt(c, CURLOPT_URL, urls[i].c_str());
+      curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+      curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, Discard);
+      curl_easy_setopt(c, CURLOPT_WRITEDATA, &got[i]);
+      curl_easy_setopt(c, CURLOPT_FAILONERROR, 1L);
+      if (curl_easy_perform(c) != CURLE_OK) got[i] = 0;
+      curl_slist_free_all(h);
+      curl_easy_cleanup(c);
+    });
+  }
+  for (auto& t : threads) t.join();
+  const double secs = std::chrono::duration<double>(Clock::now() - start).count();
+  uint64_t total = 0;
+  for (size_t i = 0; i < urls.size(); ++i) {
+    if (got[i] != kFileBytes) {
+      throw std::runtime_error("download " + urls[i] + " got " + std::to_string(got[i]) + " bytes");
+    }
+    total += got[i];
+  }
+  return static_cast<double>(total) / secs / 1e6;
+}
+
+std::vector<fs::path> BlobFiles(const fs::path& root) {
+  std::vector<fs::path> out;
+  for (const auto& e : fs::recursive_directory_iterator(root))
+    if (e.is_regular_file()) out.push_back(e.path());
+  return out;
+}
+
+// Drops the page cache: the whole of it where permitted (root), else every stored file's pages.
+std::string DropCache(const fs::path& blobs) {
+  ::sync();
+  {
+    std::ofstream drop("/proc/sys/vm/drop_caches");
+    if (drop << "3" << std::flush) return "drop_caches";
+  }
+  for (const auto& p : BlobFiles(blobs)) {
+    const int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) continue;
+    (void)::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+    ::close(fd);
+  }
+  return "fadvise";
+}
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+struct Stored {
+  std::vector<xet::FileHash> files;
+  std::vector<xet::XorbHash> xorbs0;  // the first file's xorbs, in order
+};
+
+// Uploads `count` files of random bytes, chunked as asked.
+Stored Upload(cas::CasService& cas, uint64_t fixed_chunk, uint64_t seed, size_t count) {
+  Stored s;
+  for (size_t i = 0; i < count; ++i) {
+    const auto data = xet::testing::SplitMix64Bytes(seed + i, kFileBytes);
+    const std::span<const uint8_t> one(data);
+    client::BuildOptions o;
+    o.fixed_chunk_bytes = fixed_chunk;
+    auto up = client::BuildUpload(std::span(&one, 1), o);
+    for (const auto& x : up.xorbs) {
+      if (auto st = cas.PutXorb(x.hash, x.body); !st) throw std::runtime_error(st.error().message);
+      if (i == 0) s.xorbs0.push_back(x.hash);
+    }
+    if (auto st = cas.PutShard(up.shard_bytes, "bench"); !st) throw std::runtime_error(st.error().message);
+    s.files.push_back(up.file_hashes[0]);
+  }
+  return s;
+}
+
+// The ceilings: decode and verify the first file's stored xorbs from memory (one thread), and read their
+// stored bytes from a cold cache.
+std::pair<double, double> Ceilings(store::LocalDiskStore& disk, const fs::path& blobs, const Stored& s,
+                                   int reps) {
+  std::vector<std::vector<uint8_t>> stored;
+  uint64_t unpacked = 0;
+  for (const auto& x : s.xorbs0) {
+    std::ifstream in(disk.PathOf(store::BlobKind::kXorb, x), std::ios::binary);
+    stored.emplace_back(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  std::vector<double> decode;
+  std::vector<double> cold;
+  xet::ChunkDecoder decoder;
+  std::vector<uint8_t> out(xet::kMaxChunkUnpacked);
+  for (int r = 0; r < reps; ++r) {
+    const auto start = Clock::now();
+    unpacked = 0;
+    for (const auto& b : stored) {
+      // Chunks up to the footer (whose first bytes are no chunk header).
+      size_t at = 0;
+      while (at + xet::kChunkHeaderSize <= b.size()) {
+        auto h = xet::ChunkHeader::Parse({b.data() + at, xet::kChunkHeaderSize});
+        if (!h) break;
+        const std::span<const uint8_t> payload(b.data() + at + xet::kChunkHeaderSize, h->compressed_length);
+        std::span<const uint8_t> bytes = payload;
+        if (h->scheme != xet::CompressionScheme::kNone) {
+          (void)decoder.Decode(*h, payload, {out.data(), h->uncompressed_length});
+          bytes = {out.data(), h->uncompressed_length};
+        }
+        volatile auto hash = xet::ChunkHashOf(bytes).bytes[0];
+        (void)hash;
+        unpacked += bytes.size();
+        at += xet::kChunkHeaderSize + h->compressed_length;
+      }
+    }
+    decode.push_back(static_cast<double>(unpacked) /
+                     std::chrono::duration<double>(Clock::now() - start).count() / 1e6);
+    DropCache(blobs);
+    const auto cstart = Clock::now();
+    uint64_t read = 0;
+    std::vector<uint8_t> buf(4 << 20);
+    for (const auto& x : s.xorbs0) {
+      const int fd = ::open(disk.PathOf(store::BlobKind::kXorb, x).c_str(), O_RDONLY | O_CLOEXEC);
+      ssize_t n = 0;
+      while ((n = ::pread(fd, buf.data(), buf.size(), static_cast<off_t>(read))) > 0)
+        read += static_cast<uint64_t>(n);
+      read = 0;
+      ::close(fd);
+    }
+    (void)read;
+    uint64_t stored_bytes = 0;
+    for (const auto& b : stored) stored_bytes += b.size();
+    cold.push_back(static_cast<double>(stored_bytes) /
+                   std::chrono::duration<double>(Clock::now() - cstart).count() / 1e6);
+  }
+  return {Median(decode), Median(cold)};
+}
+
+int Main(int argc, char** argv) {
+  int reps = 3;
+  fs::path dir = "/var/tmp/cairn-readahead-bench";
+  bool quick = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--reps" && i + 1 < argc)
+      reps = std::stoi(argv[++i]);
+    else if (a == "--dir" && i + 1 < argc)
+      dir = argv[++i];
+    else if (a == "--quick")
+      quick = true;
+  }
+  (void)std::signal(SIGPIPE, SIG_IGN);
+  spdlog::set_level(spdlog::level::warn);
+  curl_global_init(CURL_GLOBAL_DEFAULT);
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  auto disk = store::LocalDiskStore::Open(dir / "blobs");
+  index::SqliteOptions io;
+  io.path = (dir / "index.db").string();
+  auto index = index::SqliteIndex::Open(io);
+  if (!disk || !index) return 1;
+  WorkerPool pool(1);
+  cas::ServiceOptions so;
+  so.url_secret.bytes.fill(7);
+  cas::CasService uploader(**index, **disk, pool, so);
+  std::cerr << "uploading " << kStreams + 1 << " files of 192 MiB...\n";
+  const Stored cdc = Upload(uploader, 0, 100, kStreams);
+  const Stored fixed = Upload(uploader, 128 << 10, 100, 1);  // the first file's bytes, chunked at 128 KiB
+
+  std::cout << "| chunks | cache | store | streams | N=1 | N=2 | N=4 | N=8 | N=16 |\n"
+            << "|---|---|---|--:|--:|--:|--:|--:|--:|" << std::endl;
+  std::string cold_how;
+  std::vector<std::string> notes;
+  for (const auto& [label, stored] :
+       {std::pair<const char*, const Stored*>{"CDC", &cdc}, {"fixed 128 KiB", &fixed}}) {
+    const auto [decode, seq_cold] = Ceilings(**disk, dir / "blobs", *stored, reps);
+    notes.push_back(std::string(label) + ": in-memory decode-and-verify ceiling " +
+                    std::to_string(static_cast<int>(decode)) +
+                    " MB/s (one thread); cold sequential read of the stored bytes " +
+                    std::to_string(static_cast<int>(seq_cold)) + " MB/s");
+    for (const double throttle : {0.0, 300e6, 100e6}) {
+      for (const bool cold : {false, true}) {
+        for (const size_t streams : {size_t{1}, kStreams}) {
+          if ((throttle > 0 || stored->files.size() < streams) && streams > 1) continue;
+          if (quick && (streams > 1 || throttle > 0)) continue;
+          std::string row =
+              std::string("| ") + label + " | " + (cold ? "cold" : "warm") + " | " +
+              (throttle > 0 ? "throttled " + std::to_string(static_cast<int>(throttle / 1e6)) + " MB/s"
+                            : std::string("local disk")) +
+              " | " + std::to_string(streams) + " |";
+          for (const size_t depth : {1, 2, 4, 8, 16}) {
+            std::unique_ptr<ThrottledStore> throttled;
+            store::BlobStore* st = disk->get();
+            if (throttle > 0) {
+              throttled = std::make_unique<ThrottledStore>(**disk, throttle);
+              st = throttled.get();
+            }
+            cas::CasService cas(**index, *st, pool, so);
+            files::FileServiceOptions fo;
+            fo.read_ahead.depth = depth;
+            fo.fetch_threads = 4;
+            files::FileService files(cas, **index, fo);
+            http::ServerOptions ho;
+            ho.port = 0;
+            http::Server server(ho, std::make_shared<http::Authenticator>(kJwtKey));
+            if (!server.Listen()) return 1;
+            api::RegisterFileRoutes(server, files, {});
+            server.Start();
+            const std::string base = "http://127.0.0.1:" + std::to_string(server.port()) + "/v1/files/";
+            std::vector<std::string> urls;
+            for (size_t i = 0; i < streams; ++i) urls.push_back(base + stored->files[i].hex());
+            auto token = http::MintToken(kJwtKey, {"bench", http::Permission::kRead}, std::chrono::hours(1));
+            const std::string auth = "Authorization: Bearer " + *token;
+            std::vector<double> rates;
+            for (int r = 0; r < (streams > 1 || throttle > 0 ? 1 : reps); ++r) {
+              if (cold) cold_how = DropCache(dir / "blobs");
+              rates.push_back(Download(urls, auth));
+            }
+            row += " " + std::to_string(std::llround(Median(rates))) + " |";
+            server.Stop(std::chrono::seconds(5));
+            server.Wait();
+          }
+          std::cout << row << std::endl;
+        }
+      }
+    }
+  }
+  std::cout << "\nCold runs dropped the cache with " << cold_how << ". Medians of " << reps
+            << " runs (1 run for 16 streams and throttled rows).\n";
+  for (const auto& n : notes) std::cout << n << "\n";
+  fs::remove_all(dir);
+  return 0;
+}
+
+}  // namespace
+}  // namespace cairn
+
+int main(int argc, char** argv) {
+  try {
+    return cairn::Main(argc, argv);
+  } catch (const std::exception& e) {
+    std::cerr << "readahead_bench: " << e.what() << "\n";
+    return 1;
+  }
+}
