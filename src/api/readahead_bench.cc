@@ -1,5 +1,5 @@
 // Plain downloads (GET /v1/files) with read-ahead, in the shape of OxiCloud's read-ahead table
-// (../shared/anchors.md §2 in the project's notes; BENCHMARKS.md states its figures beside these):
+// (BENCHMARKS.md states its figures beside these):
 //
 //   a 192 MiB file of random bytes, as content-defined chunks (the stock client's) and as fixed 128 KiB
 //   chunks (the largest a Xet chunk may be; OxiCloud's were 256 KiB), stored on local disk, read through
