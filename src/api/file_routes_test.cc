@@ -59,8 +59,8 @@ class FileApi : public ::testing::Test {
     RegisterFileRoutes(*server_, *files_, {.public_url = base_});
     server_->Start();
 
-    // Two files: 3 MiB over several xorbs, and 1000 bytes.
-    data_ = {xet::testing::SplitMix64Bytes(1, (3 << 20) + 17), xet::testing::SplitMix64Bytes(2, 1000)};
+    // Three files: 3 MiB over several xorbs, 1000 bytes, and an empty one.
+    data_ = {xet::testing::SplitMix64Bytes(1, (3 << 20) + 17), xet::testing::SplitMix64Bytes(2, 1000), {}};
     std::vector<std::span<const uint8_t>> spans(data_.begin(), data_.end());
     client::BuildOptions bo;
     bo.max_xorb_bytes = 1 << 20;
@@ -140,6 +140,12 @@ TEST_F(FileApi, WholeFilesRangesAndHead) {
   ASSERT_EQ(r.result_int(), 200u) << r.body();
   EXPECT_EQ(r.body(), Str(data_[1]));
   EXPECT_EQ(Send(bhttp::verb::get, "/v1/files/by-sha256/" + std::string(64, 'a'), Auth()).result_int(), 404u);
+  // The empty file: 200 with no body; any range of it is unsatisfiable.
+  const std::string empty = "/v1/files/" + built_.file_hashes[2].hex();
+  r = Send(bhttp::verb::get, empty, Auth());
+  EXPECT_EQ(r.result_int(), 200u) << r.body();
+  EXPECT_TRUE(r.body().empty());
+  EXPECT_EQ(Send(bhttp::verb::get, empty, Auth({{"Range", "bytes=0-"}})).result_int(), 416u);
   EXPECT_EQ(Send(bhttp::verb::get, "/v1/files/by-sha256/nope", Auth()).result_int(), 400u);
 }
 
@@ -209,11 +215,12 @@ TEST_F(FileApi, Listing) {
   ASSERT_EQ(r.result_int(), 200u) << r.body();
   const json::object first = json::parse(r.body()).as_object();
   EXPECT_EQ(first.at("files").as_array().size(), 1u);
-  EXPECT_EQ(first.at("totals").at("files").to_number<uint64_t>(), 2u);
+  EXPECT_EQ(first.at("totals").at("files").to_number<uint64_t>(), 3u);
   EXPECT_EQ(first.at("totals").at("bytes").to_number<uint64_t>(), data_[0].size() + data_[1].size());
   const std::string cursor(first.at("next_cursor").as_string());
-  r = Send(bhttp::verb::get, "/v1/files?limit=1&cursor=" + cursor, Auth());
+  r = Send(bhttp::verb::get, "/v1/files?limit=2&cursor=" + cursor, Auth());
   const json::object second = json::parse(r.body()).as_object();
+  EXPECT_EQ(second.at("files").as_array().size(), 2u);
   EXPECT_TRUE(second.at("next_cursor").is_null());
   EXPECT_FALSE(second.contains("totals"));
   EXPECT_EQ(Send(bhttp::verb::get, "/v1/files?cursor=12", Auth()).result_int(), 400u);

@@ -136,7 +136,7 @@ Response RangeResponse(const std::shared_ptr<const ByteSource>& source, uint64_t
 Response ReadBeforeHeader(Response r, uint64_t max_bytes) {
   for (size_t i = 0; i < r.body.size(); ++i) {
     auto* seg = std::get_if<SourceSegment>(&r.body[i]);
-    if (seg == nullptr) continue;
+    if (seg == nullptr || seg->length == 0) continue;  // an empty representation: nothing to read
     const uint64_t n = std::min(seg->length, max_bytes);
     std::string first(n, '\0');
     // The segment's one stream (one store request for the whole range) reads these bytes first and the rest
