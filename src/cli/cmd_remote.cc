@@ -17,6 +17,7 @@
 #include "cli/commands.h"
 #include "client/downloader.h"
 #include "client/http_client.h"
+#include "client/uploader.h"
 
 namespace cairn::cli {
 namespace {
@@ -172,6 +173,53 @@ int RunGet(GetOptions& opts) {
     std::cerr << d.output << ": " << got->total << " bytes" << (got->verified ? ", verified" : "")
               << (got->resumed_from > 0 ? ", resumed at " + std::to_string(got->resumed_from) : "") << ", "
               << Human(secs > 0 ? static_cast<double>(got->bytes) / secs : 0) << "/s\n";
+  }
+  return 0;
+}
+
+int RunPut(PutOptions& opts) {
+  if (!ResolveRemote(opts.remote, "put")) return 2;
+  client::UploadOptions u;
+  u.endpoint = opts.remote.endpoint;
+  u.token = opts.remote.token;
+  u.paths = opts.paths;
+  u.parallel = opts.parallel;
+  u.attempts = opts.remote.attempts;
+  u.global_dedup = !opts.no_global_dedup;
+  Progress progress(!opts.json);
+  u.progress = [&progress](uint64_t done, uint64_t total) { progress.Update(done, total); };
+  const auto start = std::chrono::steady_clock::now();
+  auto up = client::Upload(u);
+  progress.Done();
+  if (!up) {
+    std::cerr << "cairn put: " << up.error().message << "\n";
+    return up.error().code == xet::ErrorCode::kNotFound || up.error().code == xet::ErrorCode::kIo
+               ? 5
+               : ExitCode(up.error());
+  }
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (opts.json) {
+    json::array files;
+    for (const auto& f : up->files)
+      files.push_back(json::object{
+          {"path", f.path}, {"hash", f.hash.hex()}, {"size", f.size}, {"sha256", f.sha256.hex()}});
+    json::object o{{"files", std::move(files)},
+                   {"bytes_read", up->bytes_read},
+                   {"xorb_bytes_sent", up->xorb_bytes_sent},
+                   {"xorbs_sent", up->xorbs_sent},
+                   {"chunks_deduped", up->chunks_deduped},
+                   {"dedup_queries", up->dedup_queries},
+                   {"shard_bytes", up->shard_bytes},
+                   {"shard_registered", up->shard_registered},
+                   {"retries", up->retries},
+                   {"seconds", secs}};
+    std::cout << json::serialize(o) << "\n";
+  } else {
+    for (const auto& f : up->files)
+      std::cout << f.hash.hex() << "  " << f.size << "  " << f.sha256.hex() << "  " << f.path << "\n";
+    std::cerr << up->files.size() << " files, " << Human(static_cast<double>(up->bytes_read)) << " read, "
+              << Human(static_cast<double>(up->xorb_bytes_sent)) << " sent in " << up->xorbs_sent
+              << " xorbs, " << Human(secs > 0 ? static_cast<double>(up->bytes_read) / secs : 0) << "/s\n";
   }
   return 0;
 }

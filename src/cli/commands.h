@@ -71,6 +71,16 @@ struct GetOptions {
 };
 int RunGet(GetOptions& opts);
 
+// `cairn put`: upload files and directories as the stock client does.
+struct PutOptions {
+  RemoteOptions remote;
+  std::vector<std::string> paths;
+  size_t parallel = 4;
+  bool no_global_dedup = false;
+  bool json = false;
+};
+int RunPut(PutOptions& opts);
+
 // `cairn ls`: the files the token's scope sees.
 struct LsOptions {
   RemoteOptions remote;

@@ -113,6 +113,17 @@ void AddClientCommands(CLI::App& app) {
   g->callback([get] {
     if (int rc = RunGet(*get); rc != 0) throw CLI::RuntimeError(rc);
   });
+  auto put = std::make_shared<PutOptions>();
+  auto* p = app.add_subcommand(
+      "put", "Upload files and directories (chunked, deduplicated, as the stock client does)");
+  p->add_option("PATH", put->paths, "Files, and directories (uploaded recursively)")->required();
+  p->add_option("--parallel", put->parallel, "Xorb uploads at once (default 4)")->check(CLI::Range(1, 64));
+  p->add_flag("--no-global-dedup", put->no_global_dedup, "Do not ask the server which chunks it has");
+  p->add_flag("--json", put->json, "Print the outcome as JSON on stdout");
+  AddRemoteFlags(p, put->remote);
+  p->callback([put] {
+    if (int rc = RunPut(*put); rc != 0) throw CLI::RuntimeError(rc);
+  });
   auto ls = std::make_shared<LsOptions>();
   auto* l = app.add_subcommand("ls", "List the files the token's scope sees: hash, size, sha256, created");
   l->add_flag("--json", ls->json, "One JSON array of the files");

@@ -29,7 +29,7 @@ def _cairn(cairn_bin, *args, env=None, timeout=300) -> subprocess.CompletedProce
 def uploaded(server, hfx, tmp_path):
     srv = server()
     tok = srv.token(SCOPE, write=True)
-    files = [write_random(tmp_path / "big.bin", 100 * MiB + 7, seed=950),
+    files = [write_random(tmp_path / "big.bin", 70 * MiB + 7, seed=950),
              write_random(tmp_path / "small.bin", 1 * MiB + 3, seed=951)]
     up = {Path(m["path"]).name: m for m in hfx.upload(srv.url, tok, files).result["files"]}
     env = {"CAIRN_ENDPOINT": srv.url, "CAIRN_TOKEN": srv.token(SCOPE)}
@@ -154,3 +154,87 @@ def test_ls_and_stat(uploaded, cairn_bin):
     assert stat["server_dedup_ratio"] > 0.9
     text = _cairn(cairn_bin, "stat", env=env).stdout.decode()
     assert "files: 2" in text
+
+
+def _put(cairn_bin, env, *paths, extra=()) -> dict:
+    r = _cairn(cairn_bin, "put", *map(str, paths), "--json", *extra, env=env)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+@BOTH_STORES
+def test_put_then_every_client_downloads(server, hfx, hubjs, cairn_bin, tmp_path):
+    """What `cairn put` uploads (a big file, a directory of small ones packed together, an empty file)
+    downloads byte-exact with hf_xet, @huggingface/hub, `cairn get` and curl, and has the file hash hf_xet
+    gives the same bytes."""
+    srv = server()
+    env = {"CAIRN_ENDPOINT": srv.url, "CAIRN_TOKEN": srv.token(SCOPE, write=True)}
+    d = tmp_path / "dir"
+    (d / "sub").mkdir(parents=True)
+    big = write_random(tmp_path / "big.bin", 70 * MiB + 5, seed=960)
+    small = [write_random(d / "a.bin", 3000, seed=961), write_random(d / "sub" / "b.bin", 200_000, seed=962)]
+    text = d / "c.txt"
+    text.write_bytes(b"".join(b"line %d of a text file\n" % i for i in range(100_000)))  # compressible
+    empty = d / "empty"
+    empty.write_bytes(b"")
+    report = _put(cairn_bin, env, big, d)
+    got = {Path(f["path"]).name: f for f in report["files"]}
+    assert set(got) == {"big.bin", "a.bin", "b.bin", "c.txt", "empty"}, report
+    assert report["shard_registered"] and report["xorbs_sent"] == 2, report  # 70 MiB: two xorbs, small ones in
+    assert report["xorb_bytes_sent"] < big.stat().st_size + 3 * MiB  # c.txt went compressed
+    paths = {"big.bin": big, "a.bin": small[0], "b.bin": small[1], "c.txt": text, "empty": empty}
+    for name, f in paths.items():
+        assert got[name]["size"] == f.stat().st_size
+        assert got[name]["sha256"] == hashlib.sha256(f.read_bytes()).hexdigest()
+    # hf_xet gives the same hashes for the same bytes (uploaded to another scope).
+    other = hfx.upload(srv.url, srv.token("other", write=True), list(paths.values())).result["files"]
+    for m in other:
+        assert m["hash"] == got[Path(m["path"]).name]["hash"], m
+    rtok = srv.token(SCOPE)
+    items = [(got[n]["hash"], got[n]["size"], tmp_path / f"hf-{n}") for n in paths]
+    hfx.download(srv.url, rtok, items)
+    for n, f in paths.items():
+        assert (tmp_path / f"hf-{n}").read_bytes() == f.read_bytes(), n
+        out = tmp_path / f"get-{n}"
+        assert _cairn(cairn_bin, "get", got[n]["hash"], "-o", str(out), env={**env, "CAIRN_TOKEN": rtok}).returncode == 0
+        assert out.read_bytes() == f.read_bytes(), n
+    js = hubjs.run("download", ["--cas", srv.url, "--token", rtok, "--hash", got["big.bin"]["hash"],
+                                "--size", got["big.bin"]["size"], "--out", tmp_path / "js-big.bin"])
+    assert (tmp_path / "js-big.bin").read_bytes() == big.read_bytes(), js.result
+    c = subprocess.run(["curl", "-sS", "--fail", "-H", f"Authorization: Bearer {rtok}",
+                        f"{srv.url}/v1/files/{got['c.txt']['hash']}"], capture_output=True, timeout=60)
+    assert c.returncode == 0 and c.stdout == text.read_bytes()
+
+
+@BOTH_STORES
+def test_put_dedups_a_reupload_and_an_edit(server, cairn_bin, tmp_path):
+    srv = server()
+    env = {"CAIRN_ENDPOINT": srv.url, "CAIRN_TOKEN": srv.token(SCOPE, write=True)}
+    f = write_random(tmp_path / "model.bin", 70 * MiB, seed=970)
+    first = _put(cairn_bin, env, f)
+    assert first["xorbs_sent"] == 2, first
+    # The same bytes again, from a fresh process: the server's dedup answers leave nothing to send.
+    again = _put(cairn_bin, env, f)
+    assert again["xorbs_sent"] == 0 and again["files"][0]["hash"] == first["files"][0]["hash"], again
+    # A 1 % edit in the middle: only the chunks around it go up.
+    data = bytearray(f.read_bytes())
+    mid = len(data) // 2
+    data[mid:mid + len(data) // 100] = write_random(tmp_path / "patch", len(data) // 100, seed=971).read_bytes()
+    edited = tmp_path / "edited.bin"
+    edited.write_bytes(bytes(data))
+    edit = _put(cairn_bin, env, edited)
+    assert 0 < edit["xorb_bytes_sent"] < len(data) // 20, edit  # the 0.7 MiB edit, a chunk or two around it
+    out = tmp_path / "back.bin"
+    assert _cairn(cairn_bin, "get", edit["files"][0]["hash"], "-o", str(out), env=env).returncode == 0
+    assert out.read_bytes() == bytes(data)
+
+
+def test_put_errors(server, cairn_bin, tmp_path):
+    srv = server()
+    env = {"CAIRN_ENDPOINT": srv.url, "CAIRN_TOKEN": srv.token(SCOPE)}  # read only
+    f = write_random(tmp_path / "x.bin", 1000, seed=972)
+    r = _cairn(cairn_bin, "put", str(f), env=env)
+    assert r.returncode == 1 and b"403" in r.stderr, r.stderr
+    r = _cairn(cairn_bin, "put", str(tmp_path / "missing"), env={**env, "CAIRN_TOKEN": srv.token(SCOPE, write=True)})
+    assert r.returncode == 5 and b"missing" in r.stderr, r.stderr
+    assert _cairn(cairn_bin, "put", str(f)).returncode == 2  # no endpoint

@@ -1,0 +1,409 @@
+#include "client/uploader.h"
+
+#include <openssl/evp.h>
+
+#include <algorithm>
+#include <boost/json.hpp>
+#include <condition_variable>
+#include <deque>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+
+#include "client/http_client.h"
+#include "client/upload_builder.h"
+#include "xet/chunker.h"
+#include "xet/hashing.h"
+#include "xet/shard.h"
+#include "xet/xorb.h"
+
+namespace cairn::client {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr size_t kReadBlock = 8 << 20;
+
+// Where a chunk of a file lives: a xorb of this upload, or one the server already has.
+struct Placement {
+  bool remote = false;
+  uint32_t xorb = 0;  // index into Run::local_ or Run::remote_
+  uint32_t chunk = 0;
+};
+
+// A xorb being filled, then sent.
+struct LocalXorb {
+  std::vector<uint8_t> data;  // raw chunk bytes, back to back (released once sent)
+  std::vector<uint32_t> ends;
+  std::vector<xet::HashedChunk> chunks;
+  xet::XorbHash hash;
+};
+
+// The stock client's form of the SHA-256: each 8-byte group reversed (see xet::FileRecord::sha256).
+class Sha256 {
+ public:
+  Sha256() : ctx_(EVP_MD_CTX_new()) { EVP_DigestInit_ex(ctx_, EVP_sha256(), nullptr); }
+  ~Sha256() { EVP_MD_CTX_free(ctx_); }
+  Sha256(const Sha256&) = delete;
+  Sha256& operator=(const Sha256&) = delete;
+  void Update(std::span<const uint8_t> d) { EVP_DigestUpdate(ctx_, d.data(), d.size()); }
+  xet::Hash Final() {
+    uint8_t digest[32];
+    unsigned n = 0;
+    EVP_DigestFinal_ex(ctx_, digest, &n);
+    xet::Hash h;
+    for (size_t g = 0; g < 4; ++g)
+      for (size_t i = 0; i < 8; ++i) h.bytes[g * 8 + i] = digest[g * 8 + 7 - i];
+    return h;
+  }
+
+ private:
+  EVP_MD_CTX* ctx_;
+};
+
+class Run {
+ public:
+  explicit Run(const UploadOptions& o) : o_(o), http_(Policy()) {
+    endpoint_ = o.endpoint;
+    while (!endpoint_.empty() && endpoint_.back() == '/') endpoint_.pop_back();
+  }
+
+  xet::Result<UploadOutcome> Go() {
+    std::vector<fs::path> files;
+    uint64_t total = 0;
+    for (const auto& p : o_.paths) {
+      std::error_code ec;
+      if (fs::is_directory(p, ec)) {
+        std::vector<fs::path> found;
+        for (auto it = fs::recursive_directory_iterator(p, ec);
+             !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+          if (it->is_regular_file(ec)) found.push_back(it->path());
+        }
+        if (ec) return xet::IoError("walking " + p + ": " + ec.message());
+        std::sort(found.begin(), found.end());
+        files.insert(files.end(), found.begin(), found.end());
+      } else if (fs::is_regular_file(p, ec)) {
+        files.emplace_back(p);
+      } else {
+        return xet::NotFound(p + " is not a file or a directory");
+      }
+    }
+    for (const auto& f : files) {
+      std::error_code ec;
+      total += fs::file_size(f, ec);
+    }
+    total_ = total;
+    for (size_t i = 0; i < std::max<size_t>(1, o_.parallel); ++i) senders_.emplace_back([this] { Send(); });
+    xet::Status st = xet::Ok{};
+    for (const auto& f : files) {
+      st = ReadFile(f);
+      if (!st) break;
+    }
+    if (st) Seal();
+    {
+      std::lock_guard lock(mu_);
+      closed_ = true;
+    }
+    cv_.notify_all();
+    for (auto& t : senders_) t.join();
+    if (!st) return st.error();
+    if (!send_error_) return send_error_.error();
+    if (auto s = SendShard(); !s) return s.error();
+    out_.retries = http_.retried() + retries_;
+    return out_;
+  }
+
+ private:
+  struct FileState {
+    std::vector<Placement> at;
+    std::vector<xet::HashedChunk> chunks;
+  };
+
+  RetryPolicy Policy() const {
+    RetryPolicy p;
+    p.attempts = o_.attempts;
+    return p;
+  }
+
+  xet::Status ReadFile(const fs::path& path) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) return xet::IoError("cannot read " + path.string());
+    FileState file;
+    Sha256 sha;
+    xet::Chunker chunker;
+    std::vector<uint8_t> block(kReadBlock);
+    std::vector<uint8_t> carry;
+    uint64_t size = 0;
+    for (;;) {
+      in.read(reinterpret_cast<char*>(block.data()), static_cast<std::streamsize>(block.size()));
+      const auto n = static_cast<size_t>(in.gcount());
+      if (n == 0) break;
+      std::span<const uint8_t> rest(block.data(), n);
+      sha.Update(rest);
+      size += n;
+      while (!rest.empty()) {
+        bool boundary = false;
+        const size_t used = chunker.Consume(rest, &boundary);
+        carry.insert(carry.end(), rest.begin(), rest.begin() + static_cast<ptrdiff_t>(used));
+        rest = rest.subspan(used);
+        if (boundary) {
+          if (auto st = OnChunk(file, carry); !st) return st;
+          carry.clear();
+        }
+      }
+      out_.bytes_read += n;
+      if (o_.progress) o_.progress(out_.bytes_read, total_);
+      if (in.eof()) break;
+    }
+    if (in.bad()) return xet::IoError("reading " + path.string() + " failed");
+    if (!carry.empty())
+      if (auto st = OnChunk(file, carry); !st) return st;
+    UploadedFile done{path.string(), {}, size, sha.Final()};
+    files_.push_back(std::move(file));
+    out_.files.push_back(std::move(done));
+    return xet::Ok{};
+  }
+
+  xet::Status OnChunk(FileState& file, std::span<const uint8_t> bytes) {
+    const xet::ChunkHash h = xet::ChunkHashOf(bytes);
+    const bool first = file.chunks.empty();
+    file.chunks.push_back({h, bytes.size()});
+    if (auto it = placed_.find(h); it != placed_.end()) {
+      file.at.push_back(it->second);
+      ++out_.chunks_deduped;
+      return xet::Ok{};
+    }
+    if (auto p = RemoteMatch(h)) {
+      file.at.push_back(*p);
+      ++out_.chunks_deduped;
+      return xet::Ok{};
+    }
+    if (o_.global_dedup && (first || h.mod(xet::kGlobalDedupModulus) == 0)) {
+      if (auto st = AskServer(h); !st) return st;
+      if (auto p = RemoteMatch(h)) {
+        file.at.push_back(*p);
+        ++out_.chunks_deduped;
+        return xet::Ok{};
+      }
+    }
+    if (current_.chunks.size() == xet::kMaxXorbChunks ||
+        current_.data.size() + bytes.size() > xet::kMaxXorbUnpacked) {
+      Seal();
+    }
+    const Placement p{false, static_cast<uint32_t>(local_.size()),
+                      static_cast<uint32_t>(current_.chunks.size())};
+    current_.data.insert(current_.data.end(), bytes.begin(), bytes.end());
+    current_.ends.push_back(static_cast<uint32_t>(current_.data.size()));
+    current_.chunks.push_back({h, bytes.size()});
+    placed_.emplace(h, p);
+    file.at.push_back(p);
+    return xet::Ok{};
+  }
+
+  std::optional<Placement> RemoteMatch(const xet::ChunkHash& h) const {
+    for (const auto& [key, table] : remote_index_) {
+      const auto it = table.find(xet::HmacChunkHash(key, h));  // a zero key keys nothing
+      if (it != table.end()) return it->second;
+    }
+    return std::nullopt;
+  }
+
+  // A global-dedup query: the xorbs of the answer join what later chunks are matched against.
+  xet::Status AskServer(const xet::ChunkHash& h) {
+    ++out_.dedup_queries;
+    auto r = http_.Send("GET", endpoint_ + "/v1/chunks/default/" + h.hex(), BearerHeader(o_.token));
+    if (!r) return xet::Ok{};  // as the stock client: a failed query is a miss
+    if (r->status != 200) {
+      if (r->status == 401 || r->status == 403)
+        return xet::Malformed("the server refused the token (" + std::to_string(r->status) + "): " + r->body);
+      return xet::Ok{};
+    }
+    auto shard = xet::ParseShard({reinterpret_cast<const uint8_t*>(r->body.data()), r->body.size()});
+    if (!shard || !shard->footer) return xet::Ok{};
+    const xet::HmacKey& key = shard->footer->chunk_hash_hmac_key;
+    auto found = std::find_if(remote_index_.begin(), remote_index_.end(),
+                              [&](const auto& e) { return e.first == key; });
+    if (found == remote_index_.end()) found = remote_index_.insert(remote_index_.end(), {key, {}});
+    auto& table = found->second;
+    for (const auto& x : shard->xorbs) {
+      const auto id = static_cast<uint32_t>(remote_.size());
+      remote_.push_back(x.hash);
+      for (uint32_t c = 0; c < x.chunks.size(); ++c) table.emplace(x.chunks[c].hash, Placement{true, id, c});
+    }
+    return xet::Ok{};
+  }
+
+  // Closes the xorb being filled and hands it to the senders (waiting while `parallel` are in flight).
+  void Seal() {
+    if (current_.chunks.empty()) return;
+    current_.hash = xet::XorbHashOf(current_.chunks);
+    std::unique_lock lock(mu_);  // the senders read local_
+    const auto id = local_.size();
+    local_.push_back(std::make_unique<LocalXorb>(std::move(current_)));
+    current_ = LocalXorb{};
+    cv_.wait(lock, [&] { return queue_.size() < std::max<size_t>(1, o_.parallel) || !send_error_; });
+    queue_.push_back(id);
+    cv_.notify_all();
+  }
+
+  void Send() {
+    HttpClient http(Policy());
+    for (;;) {
+      LocalXorb* xp = nullptr;
+      {
+        std::unique_lock lock(mu_);
+        cv_.wait(lock, [&] { return !queue_.empty() || closed_; });
+        if (queue_.empty()) break;
+        xp = local_[queue_.front()].get();
+        queue_.pop_front();
+        cv_.notify_all();
+        if (!send_error_) continue;  // drain: the upload failed already
+      }
+      LocalXorb& x = *xp;
+      std::vector<std::span<const uint8_t>> spans;
+      uint32_t start = 0;
+      for (const uint32_t end : x.ends) {
+        spans.emplace_back(x.data.data() + start, end - start);
+        start = end;
+      }
+      auto encoded = xet::EncodeXorb(spans, xet::CompressionPolicy::kAuto);
+      xet::Status st = xet::Ok{};
+      if (encoded.hash != x.hash) {
+        st = xet::Inconsistent("a xorb's hash changed while it was encoded");
+      } else {
+        const std::string body(reinterpret_cast<const char*>(encoded.bytes.data()), encoded.bytes.size());
+        auto r =
+            http.Send("POST", endpoint_ + "/v1/xorbs/default/" + x.hash.hex(), BearerHeader(o_.token), body);
+        if (!r) {
+          st = r.error();
+        } else if (r->status != 200) {
+          st = xet::Malformed("xorb " + x.hash.hex() + " was refused (" + std::to_string(r->status) +
+                              "): " + r->body.substr(0, 300));
+        }
+        std::lock_guard lock(mu_);
+        if (st) {
+          out_.xorb_bytes_sent += body.size();
+          ++out_.xorbs_sent;
+        }
+      }
+      x.data = {};  // sent: only its chunk list is still needed
+      std::lock_guard lock(mu_);
+      retries_ += http.retried();
+      if (!st && send_error_) send_error_ = st;
+      cv_.notify_all();
+    }
+  }
+
+  xet::Status SendShard() {
+    xet::Shard shard;
+    for (size_t f = 0; f < files_.size(); ++f) {
+      const FileState& file = files_[f];
+      xet::FileRecord record;
+      for (size_t i = 0; i < file.at.size();) {
+        const Placement first = file.at[i];
+        size_t j = i + 1;
+        while (j < file.at.size() && file.at[j].remote == first.remote && file.at[j].xorb == first.xorb &&
+               file.at[j].chunk == file.at[j - 1].chunk + 1)
+          ++j;
+        xet::FileTerm term{first.remote ? remote_[first.xorb] : local_[first.xorb]->hash, 0, 0, first.chunk,
+                           static_cast<uint32_t>(first.chunk + (j - i))};
+        std::vector<xet::ChunkHash> hashes;
+        for (size_t k = i; k < j; ++k) {
+          term.unpacked_bytes += static_cast<uint32_t>(file.chunks[k].size);
+          hashes.push_back(file.chunks[k].hash);
+        }
+        record.terms.push_back(term);
+        record.verification.push_back(xet::RangeHashOf(std::span<const xet::ChunkHash>(hashes)));
+        i = j;
+      }
+      record.hash = xet::FileHashOf(file.chunks);
+      record.sha256 = out_.files[f].sha256;
+      out_.files[f].hash = record.hash;
+      shard.files.push_back(std::move(record));
+    }
+    for (const auto& x : local_) {
+      xet::XorbRecord r{x->hash, 0, 0, 0, {}};
+      uint32_t offset = 0;
+      for (const auto& c : x->chunks) {
+        const uint32_t flags = c.hash.mod(xet::kGlobalDedupModulus) == 0 ? xet::kChunkFlagGlobalDedup : 0;
+        r.chunks.push_back({c.hash, offset, static_cast<uint32_t>(c.size), flags});
+        offset += static_cast<uint32_t>(c.size);
+      }
+      r.bytes_in_xorb = offset;
+      shard.xorbs.push_back(std::move(r));
+    }
+    const std::vector<uint8_t> bytes = ShardUploadForm(shard);
+    if (bytes.size() > xet::kMaxShardBytes)
+      return xet::LimitExceeded("the upload's shard would be " + std::to_string(bytes.size()) +
+                                " bytes, past the protocol's 64 MiB: upload fewer files at once");
+    out_.shard_bytes = bytes.size();
+    const std::string body(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+    for (int attempt = 0; attempt < std::max(1, o_.attempts); ++attempt) {
+      auto r = http_.Send("POST", endpoint_ + "/v2/shards", BearerHeader(o_.token), body);
+      if (!r) return r.error();
+      if (r->status == 404 || r->status == 501) {
+        auto v1 = http_.Send("POST", endpoint_ + "/v1/shards", BearerHeader(o_.token), body);
+        if (!v1) return v1.error();
+        if (v1->status != 200)
+          return xet::Malformed("the shard was refused (" + std::to_string(v1->status) + "): " + v1->body);
+        out_.shard_registered = v1->body.find("\"result\":1") != std::string::npos;
+        return xet::Ok{};
+      }
+      if (r->status != 200)
+        return xet::Malformed("the shard was refused (" + std::to_string(r->status) + "): " + r->body);
+      // NDJSON progress; the last frame says how it ended.
+      std::string last;
+      for (size_t at = 0; at < r->body.size();) {
+        const size_t nl = std::min(r->body.find('\n', at), r->body.size());
+        if (nl > at) last = r->body.substr(at, nl - at);
+        at = nl + 1;
+      }
+      boost::system::error_code ec;
+      const auto frame = boost::json::parse(last, ec);
+      const auto* o = ec ? nullptr : frame.if_object();
+      const auto* type = o && o->if_contains("type") ? o->at("type").if_string() : nullptr;
+      if (type != nullptr && *type == "result") {
+        out_.shard_registered = true;
+        return xet::Ok{};
+      }
+      const bool retryable =
+          o && o->if_contains("retryable") && o->at("retryable").is_bool() && o->at("retryable").get_bool();
+      if (!retryable) return xet::Malformed("the shard was refused: " + last);
+      ++retries_;
+    }
+    return xet::Unavailable("the shard could not be registered after " + std::to_string(o_.attempts) +
+                            " tries");
+  }
+
+  const UploadOptions& o_;
+  std::string endpoint_;
+  HttpClient http_;  // the reading thread's: dedup queries and the shard
+  uint64_t total_ = 0;
+  UploadOutcome out_;
+  std::vector<FileState> files_;
+  std::unordered_map<xet::ChunkHash, Placement, xet::HashHasher> placed_;
+  std::vector<std::unique_ptr<LocalXorb>> local_;
+  LocalXorb current_;
+  std::vector<xet::XorbHash> remote_;
+  std::vector<std::pair<xet::HmacKey, std::unordered_map<xet::ChunkHash, Placement, xet::HashHasher>>>
+      remote_index_;
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<size_t> queue_;
+  bool closed_ = false;
+  xet::Status send_error_ = xet::Ok{};
+  int retries_ = 0;
+  std::vector<std::thread> senders_;
+};
+
+}  // namespace
+
+xet::Result<UploadOutcome> Upload(const UploadOptions& options) {
+  Run run(options);
+  return run.Go();
+}
+
+}  // namespace cairn::client
