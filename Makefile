@@ -11,7 +11,7 @@ configure: deps
 	cmake --preset release >/dev/null
 
 .PHONY: bootstrap deps configure build debug asan lint format unit asan-test check oracle interop vectors test run bench \
-        measure-transfer bench-dedup bench-load clean
+        measure-transfer measure-clients bench-dedup bench-load clean
 
 bootstrap:  ## install every dependency (idempotent)
 	scripts/bootstrap.sh
@@ -74,6 +74,9 @@ bench: build  ## Google Benchmark programs (see BENCHMARKS.md)
 
 measure-transfer: build bootstrap  ## 1 GiB upload and download with hf_xet against cairn serve (MB/s, peak RSS)
 	.venv/bin/python scripts/measure_transfer.py --bin $(CAIRN_BIN)
+
+measure-clients: build bootstrap  ## cairn put/get beside hf_xet: 1 GiB each way, then a re-upload after a 1 % edit
+	.venv/bin/python scripts/measure_clients.py --bin $(CAIRN_BIN)
 
 bench-load: build bootstrap  ## reconstruction under load over HTTP on 1,000,000 files and xorbs, SQLite and PostgreSQL
 	.venv/bin/python scripts/bench_load.py $(BENCH_ARGS)
