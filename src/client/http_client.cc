@@ -57,7 +57,7 @@ HttpClient::HttpClient(RetryPolicy policy) : impl_(std::make_unique<Impl>()), po
 HttpClient::~HttpClient() = default;
 
 xet::Result<HttpResponse> HttpClient::Send(const std::string& method, const std::string& url,
-                                           const std::vector<std::string>& headers, const std::string& body,
+                                           const std::vector<std::string>& headers, std::string_view body,
                                            bool retries) {
   if (impl_->curl == nullptr) return xet::IoError("libcurl could not be initialized");
   std::string last = "no attempt";

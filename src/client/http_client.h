@@ -13,6 +13,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "xet/result.h"
@@ -42,7 +43,7 @@ class HttpClient {
   // `headers` as "Name: value". `body` is sent for POST/PUT. `retries` covers the idempotent requests;
   // uploads pass their own judgement.
   xet::Result<HttpResponse> Send(const std::string& method, const std::string& url,
-                                 const std::vector<std::string>& headers, const std::string& body = "",
+                                 const std::vector<std::string>& headers, std::string_view body = {},
                                  bool retries = true);
 
   // How many times a request was sent again (all requests so far).

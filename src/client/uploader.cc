@@ -95,6 +95,7 @@ class Run {
       total += fs::file_size(f, ec);
     }
     total_ = total;
+    current_.data.reserve(xet::kMaxXorbUnpacked);
     for (size_t i = 0; i < std::max<size_t>(1, o_.parallel); ++i) senders_.emplace_back([this] { Send(); });
     xet::Status st = xet::Ok{};
     for (const auto& f : files) {
@@ -202,6 +203,17 @@ class Run {
     return xet::Ok{};
   }
 
+  // A buffer for the next xorb's bytes: one a sent xorb gave back, else a new one (with mu_ held).
+  std::vector<uint8_t> TakeBuffer() {
+    std::vector<uint8_t> b;
+    if (!spare_.empty()) {
+      b = std::move(spare_.back());
+      spare_.pop_back();
+    }
+    b.reserve(xet::kMaxXorbUnpacked);
+    return b;
+  }
+
   std::optional<Placement> RemoteMatch(const xet::ChunkHash& h) const {
     for (const auto& [key, table] : remote_index_) {
       const auto it = table.find(xet::HmacChunkHash(key, h));  // a zero key keys nothing
@@ -243,6 +255,7 @@ class Run {
     const auto id = local_.size();
     local_.push_back(std::make_unique<LocalXorb>(std::move(current_)));
     current_ = LocalXorb{};
+    current_.data = TakeBuffer();
     cv_.wait(lock, [&] { return queue_.size() < std::max<size_t>(1, o_.parallel) || !send_error_; });
     queue_.push_back(id);
     cv_.notify_all();
@@ -269,11 +282,13 @@ class Run {
         start = end;
       }
       auto encoded = xet::EncodeXorb(spans, xet::CompressionPolicy::kAuto);
+      const int retried_before = http.retried();
       xet::Status st = xet::Ok{};
       if (encoded.hash != x.hash) {
         st = xet::Inconsistent("a xorb's hash changed while it was encoded");
       } else {
-        const std::string body(reinterpret_cast<const char*>(encoded.bytes.data()), encoded.bytes.size());
+        const std::string_view body(reinterpret_cast<const char*>(encoded.bytes.data()),
+                                    encoded.bytes.size());
         auto r =
             http.Send("POST", endpoint_ + "/v1/xorbs/default/" + x.hash.hex(), BearerHeader(o_.token), body);
         if (!r) {
@@ -288,9 +303,13 @@ class Run {
           ++out_.xorbs_sent;
         }
       }
-      x.data = {};  // sent: only its chunk list is still needed
       std::lock_guard lock(mu_);
-      retries_ += http.retried();
+      // Sent: only its chunk list is still needed. The buffer goes back for the next xorb (a fresh 64 MiB
+      // allocation would be mapped and zeroed by the kernel again, page by page).
+      x.data.clear();
+      spare_.push_back(std::move(x.data));
+      x.data = {};
+      retries_ += http.retried() - retried_before;
       if (!st && send_error_) send_error_ = st;
       cv_.notify_all();
     }
@@ -393,6 +412,7 @@ class Run {
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<size_t> queue_;
+  std::vector<std::vector<uint8_t>> spare_;  // buffers of sent xorbs, for the next ones
   bool closed_ = false;
   xet::Status send_error_ = xet::Ok{};
   int retries_ = 0;

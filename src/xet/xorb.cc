@@ -323,9 +323,16 @@ constexpr size_t kRetestInterval = 32;
 // histogram of all bytes (+1 per bin, divided by the plain byte count). BG4 iff the largest divergence
 // exceeds 0.02. A group with an empty bin has a NaN divergence and, as upstream's fmax-based maximum does, is
 // ignored.
+// Bits set per byte value: std::popcount of a byte is a library call without -mpopcnt.
+constexpr auto kBitsSet = [] {
+  std::array<uint8_t, 256> t{};
+  for (unsigned v = 0; v < 256; ++v) t[v] = static_cast<uint8_t>(std::popcount(v));
+  return t;
+}();
+
 bool Bg4Recommended(std::span<const uint8_t> chunk) {
   uint32_t hist[4][9] = {};
-  for (size_t i = 0; i < chunk.size(); ++i) hist[i % 4][std::popcount(chunk[i])]++;
+  for (size_t i = 0; i < chunk.size(); ++i) hist[i % 4][kBitsSet[chunk[i]]]++;
   double base[9];
   for (int c = 0; c < 9; ++c) base[c] = 1.0 + hist[0][c] + hist[1][c] + hist[2][c] + hist[3][c];
   const double total = static_cast<double>(chunk.size());
