@@ -95,6 +95,20 @@ def seaweedfs(cairn_bin) -> SeaweedServer:
     sw.close()
 
 
+@pytest.fixture(autouse=True)
+def _free_disk(tmp_path):
+    """After each test (and after its servers stopped: this fixture is set up first, so torn down last), the
+    large files it left in its temporary directory are removed; logs stay for inspection. The suite's files
+    would otherwise add up to ~10 GB by its end."""
+    yield
+    for p in tmp_path.rglob("*"):
+        try:
+            if p.is_file() and not p.is_symlink() and p.stat().st_size >= 4 * 1024 * 1024:
+                p.unlink()
+        except OSError:
+            pass
+
+
 # The deployments every server test runs on: (index, store, transfer mode).
 BACKENDS = {
     "sqlite": ("sqlite", "file", None),           # the one-box default: SQLite and a local data directory
