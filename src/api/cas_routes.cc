@@ -38,14 +38,6 @@ unsigned StatusOf(const xet::Error& e) {
   return 500;
 }
 
-// A 503 says when to come back: the index or the store is out of reach for now, and the stock clients retry
-// (hf_xet with its own back-off, others after Retry-After).
-Response ErrorResponse(unsigned status, const std::string& message) {
-  Response r = Response::ErrorJson(status, message);
-  if (status == 503) r.Header("Retry-After", "1");
-  return r;
-}
-
 http::Status HttpStatus(const xet::Status& st) {
   if (!st) return http::Error{StatusOf(st.error()), st.error().message};
   return http::Ok{};
@@ -102,11 +94,12 @@ bool ParseReconstructionRange(std::string_view h, cas::ByteRange* out) {
 void Reconstruction(cas::CasService& service, const std::shared_ptr<Exchange>& ex, cas::ApiVersion version) {
   const auto& req = ex->request();
   const auto file = HashParam(req, "file");
-  if (!file) return ex->Respond(ErrorResponse(400, "file id must be 64 hex digits"));
+  if (!file) return ex->Respond(Response::ErrorJson(400, "file id must be 64 hex digits"));
   std::optional<cas::ByteRange> range;
   if (auto h = req.Header("Range"); !h.empty()) {
     cas::ByteRange r;
-    if (!ParseReconstructionRange(h, &r)) return ex->Respond(ErrorResponse(416, "malformed Range header"));
+    if (!ParseReconstructionRange(h, &r))
+      return ex->Respond(Response::ErrorJson(416, "malformed Range header"));
     range = r;
   }
   const std::string scope = req.principal->scope;
@@ -115,15 +108,15 @@ void Reconstruction(cas::CasService& service, const std::shared_ptr<Exchange>& e
     if (!answer) {
       const unsigned status =
           answer.error().code == xet::ErrorCode::kNotFound ? 404 : StatusOf(answer.error());
-      return ex->Respond(ErrorResponse(status, answer.error().message));
+      return ex->Respond(Response::ErrorJson(status, answer.error().message));
     }
     switch (answer->status) {
       case cas::ReconstructionStatus::kOk:
         return ex->Respond(Response::Json(200, std::move(answer->body)));
       case cas::ReconstructionStatus::kRangeNotSatisfiable:
-        return ex->Respond(ErrorResponse(416, answer->detail));
+        return ex->Respond(Response::ErrorJson(416, answer->detail));
       case cas::ReconstructionStatus::kMissingXorb:
-        return ex->Respond(ErrorResponse(500, answer->detail));
+        return ex->Respond(Response::ErrorJson(500, answer->detail));
     }
   });
 }
@@ -133,34 +126,34 @@ void BatchReconstruction(cas::CasService& service, const std::shared_ptr<Exchang
   for (const auto& [k, v] : ex->request().query) {
     if (k != "file_id") continue;
     auto h = xet::Hash::FromHex(v);
-    if (!h) return ex->Respond(ErrorResponse(400, "file_id must be 64 hex digits"));
+    if (!h) return ex->Respond(Response::ErrorJson(400, "file_id must be 64 hex digits"));
     files.push_back(*h);
   }
   if (files.empty() || files.size() > 1000)
-    return ex->Respond(ErrorResponse(400, "give 1 to 1000 file_id values"));
+    return ex->Respond(Response::ErrorJson(400, "give 1 to 1000 file_id values"));
   const std::string scope = ex->request().principal->scope;
   ex->Offload([&service, ex, files = std::move(files), scope] {
     auto answer = service.ReconstructBatch(files, scope);
     if (!answer) {
       const unsigned status =
           answer.error().code == xet::ErrorCode::kNotFound ? 404 : StatusOf(answer.error());
-      return ex->Respond(ErrorResponse(status, answer.error().message));
+      return ex->Respond(Response::ErrorJson(status, answer.error().message));
     }
     if (answer->status != cas::ReconstructionStatus::kOk)
-      return ex->Respond(ErrorResponse(500, answer->detail));
+      return ex->Respond(Response::ErrorJson(500, answer->detail));
     ex->Respond(Response::Json(200, std::move(answer->body)));
   });
 }
 
 void Dedup(cas::CasService& service, const std::shared_ptr<Exchange>& ex) {
   const auto chunk = HashParam(ex->request(), "hash");
-  if (!chunk) return ex->Respond(ErrorResponse(400, "chunk hash must be 64 hex digits"));
+  if (!chunk) return ex->Respond(Response::ErrorJson(400, "chunk hash must be 64 hex digits"));
   const std::string scope = ex->request().principal->scope;
   ex->Offload([&service, ex, chunk = *chunk, scope] {
     auto shard = service.DedupShard(chunk, scope);
     if (!shard) {
       const unsigned status = shard.error().code == xet::ErrorCode::kNotFound ? 404 : StatusOf(shard.error());
-      return ex->Respond(ErrorResponse(status, shard.error().message));
+      return ex->Respond(Response::ErrorJson(status, shard.error().message));
     }
     ex->Respond(Response::Binary(200, std::string(shard->begin(), shard->end())));
   });
@@ -183,7 +176,8 @@ class XorbSink final : public http::BodySink {
   void OnEnd(std::shared_ptr<Exchange> ex) override {
     ex->Offload([ex, upload = std::shared_ptr<cas::XorbUpload>(std::move(upload_))] {
       auto inserted = upload->Finish();
-      if (!inserted) return ex->Respond(ErrorResponse(StatusOf(inserted.error()), inserted.error().message));
+      if (!inserted)
+        return ex->Respond(Response::ErrorJson(StatusOf(inserted.error()), inserted.error().message));
       ex->Respond(Response::Json(200, *inserted ? R"({"was_inserted":true})" : R"({"was_inserted":false})"));
     });
   }
@@ -206,7 +200,7 @@ void PutShardV1(cas::CasService& service, const std::shared_ptr<Exchange>& ex) {
   ex->Offload([&service, ex, scope] {
     const auto& body = ex->request().body;
     auto outcome = service.PutShard({reinterpret_cast<const uint8_t*>(body.data()), body.size()}, scope);
-    if (!outcome) return ex->Respond(ErrorResponse(StatusOf(outcome.error()), outcome.error().message));
+    if (!outcome) return ex->Respond(Response::ErrorJson(StatusOf(outcome.error()), outcome.error().message));
     ex->Respond(Response::Json(200, outcome->registered ? R"({"result":1})" : R"({"result":0})"));
   });
 }
@@ -331,7 +325,7 @@ void Transfer(cas::CasService& service, const std::shared_ptr<Exchange>& ex) {
         status = 503;
         break;
     }
-    return ex->Respond(ErrorResponse(status, plan.error().message));
+    return ex->Respond(Response::ErrorJson(status, plan.error().message));
   }
   const uint64_t size = plan->blob.size;
   std::vector<http::ByteRange> ranges;

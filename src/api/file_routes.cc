@@ -33,18 +33,19 @@ unsigned StatusOf(const xet::Error& e) {
   return 500;
 }
 
-Response ErrorResponse(unsigned status, const std::string& message) {
-  Response r = Response::ErrorJson(status, message);
-  if (status == 503) r.Header("Retry-After", "1");
-  return r;
-}
-
 // One range of a stored file, read through a verified reader with read-ahead.
 class FileStream final : public http::ByteStream {
  public:
   explicit FileStream(std::unique_ptr<files::FileReader> reader) : reader_(std::move(reader)) {}
   http::Status Read(std::span<uint8_t> out) override {
     auto st = reader_->Read(out);
+    if (!st) return http::Error{StatusOf(st.error()), st.error().message};
+    return http::Ok{};
+  }
+  // The verified chunks go to the socket from the reader's buffers: no copy.
+  bool lends() const override { return true; }
+  http::Status Lend(uint64_t length, http::LentBytes& out) override {
+    auto st = reader_->Lend(length, out.owner, out.pieces);
     if (!st) return http::Error{StatusOf(st.error()), st.error().message};
     return http::Ok{};
   }
@@ -188,14 +189,14 @@ http::Result<Reader> Authorize(const http::Server& server, const files::FileServ
 void FileByHash(const http::Server& server, files::FileService& files, const std::shared_ptr<Exchange>& ex,
                 size_t max_ranges) {
   const auto hash = xet::Hash::FromHex(ex->request().Param("file"));
-  if (!hash) return ex->Respond(ErrorResponse(400, "file hash must be 64 hex digits"));
+  if (!hash) return ex->Respond(Response::ErrorJson(400, "file hash must be 64 hex digits"));
   auto reader = Authorize(server, files, ex->request(), *hash);
   if (!reader) return ex->Fail(reader.error());
   ex->Offload([&files, ex, hash = *hash, reader = std::move(*reader), max_ranges] {
     auto file = files.Find(hash, reader.scope);
     if (!file) {
       const unsigned status = file.error().code == xet::ErrorCode::kNotFound ? 404 : StatusOf(file.error());
-      return ex->Respond(ErrorResponse(status, file.error().message));
+      return ex->Respond(Response::ErrorJson(status, file.error().message));
     }
     ex->Respond(Download(files, ex->request(), std::move(*file), reader.name, max_ranges));
   });
@@ -203,14 +204,14 @@ void FileByHash(const http::Server& server, files::FileService& files, const std
 
 void FileBySha256(files::FileService& files, const std::shared_ptr<Exchange>& ex, size_t max_ranges) {
   const auto sha = xet::Hash::FromHex(ex->request().Param("sha256"));
-  if (!sha) return ex->Respond(ErrorResponse(400, "SHA-256 must be 64 hex digits"));
+  if (!sha) return ex->Respond(Response::ErrorJson(400, "SHA-256 must be 64 hex digits"));
   const std::string scope = ex->request().principal->scope;
   ex->Offload([&files, ex, sha = *sha, scope, max_ranges] {
     // Parsed as a Xet hash, the usual digest text gives the form shards store (xet::FileRecord::sha256).
     auto file = files.FindBySha256(sha, scope);
     if (!file) {
       const unsigned status = file.error().code == xet::ErrorCode::kNotFound ? 404 : StatusOf(file.error());
-      return ex->Respond(ErrorResponse(status, file.error().message));
+      return ex->Respond(Response::ErrorJson(status, file.error().message));
     }
     ex->Respond(Download(files, ex->request(), std::move(*file), "", max_ranges));
   });
@@ -226,7 +227,7 @@ void MintLink(files::FileService& files, const std::shared_ptr<Exchange>& ex, co
   std::optional<xet::Hash> hash;
   if (hash_v != nullptr && hash_v->is_string()) hash = xet::Hash::FromHex(hash_v->get_string());
   if (!hash || (ttl_v != nullptr && !ttl_v->is_int64()) || (name_v != nullptr && !name_v->is_string())) {
-    return ex->Respond(ErrorResponse(
+    return ex->Respond(Response::ErrorJson(
         400,
         R"(the body is {"file_hash": "<64 hex digits>", "ttl_seconds": <seconds>, "name": "<file name>"})"));
   }
@@ -236,10 +237,10 @@ void MintLink(files::FileService& files, const std::shared_ptr<Exchange>& ex, co
   ex->Offload([&files, ex, hash = *hash, ttl, name, scope, base] {
     if (auto file = files.Find(hash, scope); !file) {  // a link only to what the asker may read
       const unsigned status = file.error().code == xet::ErrorCode::kNotFound ? 404 : StatusOf(file.error());
-      return ex->Respond(ErrorResponse(status, file.error().message));
+      return ex->Respond(Response::ErrorJson(status, file.error().message));
     }
     auto query = files.links().Sign(hash, scope, ttl > 0 ? static_cast<uint64_t>(ttl) : 0, name);
-    if (!query) return ex->Respond(ErrorResponse(400, query.error().message));
+    if (!query) return ex->Respond(Response::ErrorJson(400, query.error().message));
     boost::json::object out;
     out["url"] = base + "/v1/files/" + hash.hex() + "?" + *query;
     ex->Respond(Response::Json(201, boost::json::serialize(out)));
@@ -251,20 +252,20 @@ void ListFiles(files::FileService& files, const std::shared_ptr<Exchange>& ex) {
   std::optional<xet::FileHash> cursor;
   if (auto c = req.Query("cursor"); c && !c->empty()) {
     cursor = xet::Hash::FromHex(*c);
-    if (!cursor) return ex->Respond(ErrorResponse(400, "cursor must be a file hash (64 hex digits)"));
+    if (!cursor) return ex->Respond(Response::ErrorJson(400, "cursor must be a file hash (64 hex digits)"));
   }
   size_t limit = 1000;
   if (auto l = req.Query("limit")) {
     const auto [end, ec] = std::from_chars(l->data(), l->data() + l->size(), limit);
     if (ec != std::errc() || end != l->data() + l->size() || limit == 0 ||
         limit > index::Index::kMaxListedFiles - 1)
-      return ex->Respond(
-          ErrorResponse(400, "limit must be 1 to " + std::to_string(index::Index::kMaxListedFiles - 1)));
+      return ex->Respond(Response::ErrorJson(
+          400, "limit must be 1 to " + std::to_string(index::Index::kMaxListedFiles - 1)));
   }
   const std::string scope = req.principal->scope;
   ex->Offload([&files, ex, scope, cursor, limit] {
     auto page = files.List(scope, cursor, limit);
-    if (!page) return ex->Respond(ErrorResponse(StatusOf(page.error()), page.error().message));
+    if (!page) return ex->Respond(Response::ErrorJson(StatusOf(page.error()), page.error().message));
     boost::json::array list;
     for (const auto& f : page->files) {
       boost::json::object o;

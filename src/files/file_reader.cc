@@ -107,6 +107,7 @@ struct FileReader::State : std::enable_shared_from_this<State> {
     uint32_t stamp = 0;
     bool reported = false;  // its corruption was reported
     bool retried = false;   // a failed read-ahead of it was tried again
+    uint32_t lent = 0;      // lent bytes holding it (LentUnits); it is neither dropped nor released meanwhile
     uint64_t charge() const { return (end_byte - first_byte) + unpacked; }
   };
   // A piece of the range: bytes [skip, skip + len) of the concatenated chunks [cb, ce) of a unit.
@@ -118,6 +119,14 @@ struct FileReader::State : std::enable_shared_from_this<State> {
 
   xet::Status Plan(const std::vector<cas::FileTermRef>& terms, uint64_t offset, uint64_t length);
   xet::Status Read(std::span<uint8_t> out);
+  xet::Status Lend(uint64_t length, std::shared_ptr<const void>& owner,
+                   std::vector<std::span<const uint8_t>>& pieces);
+  // Hands the next `n` bytes of the range to `sink(bytes, unit)`, in pieces, with `lock` held.
+  template <typename Sink>
+  xet::Status Consume(std::unique_lock<std::mutex>& lock, uint64_t n, Sink&& sink);
+  // Releases a ready unit nothing needs any more: every use sent (or the reader gone), none of it lent.
+  void Retire(Unit& u);
+  struct LentUnits;
   // Waits until unit `ui` (needed now) is in memory, reading it on this thread if nobody fetches it.
   xet::Status EnsureReady(std::unique_lock<std::mutex>& lock, uint32_t ui);
   // Starts fetches of the units the next uses need, within depth and budgets.
@@ -371,7 +380,8 @@ bool FileReader::State::EvictFor(uint32_t needed, uint64_t charge, size_t before
     uint32_t farthest = 0;
     for (uint32_t ui = 0; ui < units.size(); ++ui) {
       Unit& u = units[ui];
-      if (ui == needed || u.state != UnitState::kReady || u.uses[u.consumed] <= cur) continue;  // sent now
+      if (ui == needed || u.state != UnitState::kReady || u.lent > 0 || u.uses[u.consumed] <= cur)
+        continue;  // sent now, or lent
       const uint32_t next = u.uses[u.consumed];
       if (victim == nullptr || next > farthest) {
         victim = &u;
@@ -419,12 +429,12 @@ xet::Status FileReader::State::EnsureReady(std::unique_lock<std::mutex>& lock, u
   }
 }
 
-xet::Status FileReader::State::Read(std::span<uint8_t> out) {
-  std::unique_lock lock(mu);
+template <typename Sink>
+xet::Status FileReader::State::Consume(std::unique_lock<std::mutex>& lock, uint64_t n, Sink&& sink) {
   if (!failed) return failed;
-  if (out.size() > remaining) return xet::Inconsistent("read past the end of the range");
-  size_t filled = 0;
-  while (filled < out.size()) {
+  if (n > remaining) return xet::Inconsistent("read past the end of the range");
+  uint64_t done = 0;
+  while (done < n) {
     const Use use = uses[cur];
     if (!use_started) {
       chunk = use.cb;
@@ -438,35 +448,82 @@ xet::Status FileReader::State::Read(std::span<uint8_t> out) {
       return st;
     }
     Unit& u = units[use.unit];
-    while (use_left > 0 && filled < out.size()) {
+    while (use_left > 0 && done < n) {
       if (chunk - u.cs >= u.data.chunks.size()) {  // the chunk failed verification
         failed = *u.data.corrupt;
         return failed;
       }
       const std::span<const uint8_t> bytes = u.data.chunks[chunk - u.cs];
-      const size_t n =
-          static_cast<size_t>(std::min<uint64_t>({bytes.size() - in_chunk, use_left, out.size() - filled}));
-      // Only this thread releases a unit being sent: copy without the lock.
-      lock.unlock();
-      std::memcpy(out.data() + filled, bytes.data() + in_chunk, n);
-      lock.lock();
-      in_chunk += n;
-      use_left -= n;
-      filled += n;
+      const size_t k = static_cast<size_t>(std::min<uint64_t>({bytes.size() - in_chunk, use_left, n - done}));
+      sink(bytes.subspan(in_chunk, k), use.unit);
+      in_chunk += k;
+      use_left -= k;
+      done += k;
       if (in_chunk == bytes.size()) {
         ++chunk;
         in_chunk = 0;
       }
     }
     if (use_left == 0) {
-      if (++u.consumed == u.uses.size()) Release(u, UnitState::kDone);
+      if (++u.consumed == u.uses.size()) Retire(u);
       ++cur;
       use_started = false;
     }
   }
-  remaining -= out.size();
+  remaining -= n;
   Pump();
   return xet::Ok{};
+}
+
+void FileReader::State::Retire(Unit& u) {
+  if (u.lent == 0 && u.state == UnitState::kReady && (cancelled || u.consumed == u.uses.size()))
+    Release(u, UnitState::kDone);
+}
+
+xet::Status FileReader::State::Read(std::span<uint8_t> out) {
+  std::unique_lock lock(mu);
+  size_t filled = 0;
+  return Consume(lock, out.size(), [&](std::span<const uint8_t> bytes, uint32_t /*unit*/) {
+    // Only this thread releases a unit being sent: copy without the lock.
+    lock.unlock();
+    std::memcpy(out.data() + filled, bytes.data(), bytes.size());
+    lock.lock();
+    filled += bytes.size();
+  });
+}
+
+// What lent bytes hold: their units, kept in memory (and counted against both budgets) until it goes.
+struct FileReader::State::LentUnits {
+  std::shared_ptr<State> state;
+  std::vector<uint32_t> units;
+  LentUnits() = default;
+  LentUnits(const LentUnits&) = delete;
+  LentUnits& operator=(const LentUnits&) = delete;
+  ~LentUnits() {
+    std::lock_guard lock(state->mu);
+    for (const uint32_t ui : units) {
+      Unit& u = state->units[ui];
+      --u.lent;
+      state->Retire(u);
+    }
+  }
+};
+
+xet::Status FileReader::State::Lend(uint64_t length, std::shared_ptr<const void>& owner,
+                                    std::vector<std::span<const uint8_t>>& pieces) {
+  auto held = std::make_shared<LentUnits>();
+  held->state = shared_from_this();
+  std::unique_lock lock(mu);
+  auto st = Consume(lock, length, [&](std::span<const uint8_t> bytes, uint32_t ui) {
+    pieces.push_back(bytes);
+    if (held->units.empty() || held->units.back() != ui) {
+      ++units[ui].lent;
+      held->units.push_back(ui);
+    }
+  });
+  lock.unlock();  // `held` takes the lock when it goes
+  owner = std::move(held);
+  return st;
 }
 
 xet::Result<std::unique_ptr<FileReader>> FileReader::Open(
@@ -485,12 +542,16 @@ xet::Result<std::unique_ptr<FileReader>> FileReader::Open(
 FileReader::~FileReader() {
   std::lock_guard lock(state_->mu);
   state_->cancelled = true;
-  for (auto& u : state_->units)
-    if (u.state == State::UnitState::kReady) state_->Release(u, State::UnitState::kDone);
+  for (auto& u : state_->units) state_->Retire(u);  // lent units go when their bytes have been sent
 }
 
 xet::Status FileReader::Read(std::span<uint8_t> out) {
   return state_->Read(out);
+}
+
+xet::Status FileReader::Lend(uint64_t length, std::shared_ptr<const void>& owner,
+                             std::vector<std::span<const uint8_t>>& pieces) {
+  return state_->Lend(length, owner, pieces);
 }
 
 uint64_t FileReader::remaining() const {

@@ -63,6 +63,11 @@ class FileReader {
   // Fills `out` with the next bytes of the range (kInconsistent past its end). After a failure every later
   // Read fails the same way.
   xet::Status Read(std::span<uint8_t> out);
+  // The next `length` bytes, as Read would give them, as `pieces` of the reader's own verified buffers
+  // instead of a copy. `owner` keeps them alive, and counted against both budgets, until it is dropped,
+  // however far the reader has moved on or if it is gone; it may be dropped on any thread. Fails as Read.
+  xet::Status Lend(uint64_t length, std::shared_ptr<const void>& owner,
+                   std::vector<std::span<const uint8_t>>& pieces);
   uint64_t remaining() const;
 
   // Fetch units the plan has, and store reads made so far (a unit read again after being dropped counts

@@ -247,6 +247,50 @@ TEST_F(FileReaderTest, SlowReaderHoldsNoMoreThanItsBudgets) {
   EXPECT_EQ(files.budget().in_use(), 0U) << "readers destroyed mid-fetch gave back what they held";
 }
 
+TEST_F(FileReaderTest, LentBytesAreExactAndHeldUntilTheirOwnerGoes) {
+  const Bytes text = xet::testing::TextLikeBytes(7, 3 << 20);  // LZ4 chunks: lent from the decoded buffer
+  Bytes data = xet::testing::SplitMix64Bytes(8, 2 << 20);      // None chunks: lent from the stored bytes
+  data.insert(data.end(), text.begin(), text.end());
+  const auto hashes = Upload({data}, xet::CompressionPolicy::kAuto);
+  FileService& files = Files({2, 256 << 10, 64 << 20});
+  auto f = files.Find(hashes[0], "repo");
+  ASSERT_TRUE(f.ok());
+  for (const uint64_t offset : {uint64_t{0}, uint64_t{777}}) {
+    auto reader = files.Open(*f, offset, f->size - offset);
+    ASSERT_TRUE(reader.ok());
+    struct Loan {
+      std::shared_ptr<const void> owner;
+      std::vector<std::span<const uint8_t>> pieces;
+    };
+    std::vector<Loan> owners;  // the last few loans, checked when they go (the reader has moved on by then)
+    Bytes got;
+    const auto check = [&](const Loan& l) {
+      for (const auto& p : l.pieces) got.insert(got.end(), p.begin(), p.end());
+    };
+    std::mt19937_64 rng(offset);
+    while ((*reader)->remaining() > 0) {
+      const uint64_t n = std::min<uint64_t>(1 + rng() % (1 << 20), (*reader)->remaining());
+      Loan l;
+      ASSERT_TRUE((*reader)->Lend(n, l.owner, l.pieces).ok());
+      uint64_t lent = 0;
+      for (const auto& p : l.pieces) lent += p.size();
+      ASSERT_EQ(lent, n);
+      owners.push_back(std::move(l));
+      if (owners.size() > 3) {
+        check(owners.front());
+        owners.erase(owners.begin());
+      }
+    }
+    EXPECT_GT(files.budget().in_use(), 0U) << "lent units are counted while lent";
+    reader->reset();  // the reader goes first; the lent units stay until their owners go
+    EXPECT_GT(files.budget().in_use(), 0U);
+    for (const auto& l : owners) check(l);
+    owners.clear();
+    EXPECT_EQ(files.budget().in_use(), 0U);
+    EXPECT_EQ(got, Bytes(data.begin() + static_cast<ptrdiff_t>(offset), data.end()));
+  }
+}
+
 TEST_F(FileReaderTest, LinksGrantOneFileUntilTheyExpire) {
   const auto hashes = Upload({xet::testing::SplitMix64Bytes(7, 1000), xet::testing::SplitMix64Bytes(8, 1000)},
                              xet::CompressionPolicy::kNone);

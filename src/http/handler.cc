@@ -78,6 +78,9 @@ Response Response::ErrorJson(unsigned status, std::string_view message) {
   o["error"] = message;
   Response r = Json(status, boost::json::serialize(o));
   r.error = message;
+  // A 503 is a moment of overload or an index or store out of reach: the stock clients retry (hf_xet with
+  // its own back-off, others after Retry-After).
+  if (status == 503) r.Header("Retry-After", "1");
   return r;
 }
 

@@ -69,12 +69,25 @@ struct FileSegment {
 // Bytes the server reads with blocking calls (a blob in an object store) rather than sends from a file.
 // ReadAt runs on the worker pool, one call at a time per segment, and must fill `out` exactly: a failure
 // once the header is sent can only cut the response short (the connection closes).
+// Bytes a stream lends instead of copying: `pieces`, in order, stay valid while `owner` lives.
+struct LentBytes {
+  std::shared_ptr<const void> owner;
+  std::vector<std::span<const uint8_t>> pieces;
+};
+
 // Bytes read in order from where it was opened (an object store's ranged GET, read as it goes): Read fills
 // `out` exactly with the next bytes. Called on the worker pool, one call at a time.
 class ByteStream {
  public:
   virtual ~ByteStream() = default;
   virtual Status Read(std::span<uint8_t> out) = 0;
+  // A stream that holds its bytes in memory anyway (verified chunks) may lend them: Lend gives the next
+  // `length` bytes as pieces of its own memory, which the server writes to the socket from there, instead
+  // of a copy. Used instead of Read where lends() is true; same calling rules and failures.
+  virtual bool lends() const { return false; }
+  virtual Status Lend(uint64_t /*length*/, LentBytes& /*out*/) {
+    return Error{500, "this stream does not lend"};
+  }
 };
 
 class ByteSource {
@@ -117,7 +130,7 @@ struct Response {
                        std::string content_type = "text/plain; charset=utf-8");
   static Response Binary(unsigned status, std::string bytes,
                          std::string content_type = "application/octet-stream");
-  // {"error": message}
+  // {"error": message}, with Retry-After: 1 on a 503
   static Response ErrorJson(unsigned status, std::string_view message);
   static Response FromError(const Error& e) { return ErrorJson(e.status, e.message); }
 };

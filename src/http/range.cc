@@ -144,11 +144,7 @@ Response ReadBeforeHeader(Response r, uint64_t max_bytes) {
     std::shared_ptr<ByteStream> stream = seg->source->Stream(seg->offset, seg->length);
     const std::span<uint8_t> into(reinterpret_cast<uint8_t*>(first.data()), first.size());
     auto st = stream ? stream->Read(into) : seg->source->ReadAt(seg->offset, into);
-    if (!st) {
-      Response e = Response::ErrorJson(st.error().status, st.error().message);
-      if (st.error().status == 503) e.Header("Retry-After", "1");
-      return e;
-    }
+    if (!st) return Response::FromError(st.error());
     SourceSegment rest{seg->source, seg->offset + n, seg->length - n, std::move(stream)};
     r.body[i] = std::move(first);
     if (rest.length > 0) r.body.insert(r.body.begin() + static_cast<ptrdiff_t>(i) + 1, std::move(rest));

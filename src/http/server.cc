@@ -275,7 +275,6 @@ class Session : public detail::Connection, public std::enable_shared_from_this<S
         Response busy = Response::ErrorJson(503, "too many " + route_name_ + " requests in flight (" +
                                                      std::to_string(route_->options.admission->limit()) +
                                                      "); retry shortly");
-        busy.Header("Retry-After", "1");
         return EarlyResponse(std::move(busy));
       }
     }
@@ -663,7 +662,8 @@ class Session : public detail::Connection, public std::enable_shared_from_this<S
 
   // One block of a SourceSegment, read on the worker pool.
   struct SourceBlock {
-    std::unique_ptr<uint8_t[]> data;
+    std::unique_ptr<uint8_t[]> data;  // or, from a stream that lends its bytes, `lent`
+    LentBytes lent;
     size_t size = 0;
     bool done = false;  // the read finished (set on the strand)
     Status status = Ok{};
@@ -696,13 +696,19 @@ class Session : public detail::Connection, public std::enable_shared_from_this<S
     source_blocks_.pop_front();
     if (seg.length > 0) RequestBlock(seg);
     stream_.expires_after(srv_.opts.write_timeout);
-    asio::async_write(stream_, asio::buffer(block->data.get(), block->size), WriteAll,
-                      [self = shared_from_this(), block](beast::error_code ec, size_t n) {
-                        self->pending_ -= n;
-                        self->bytes_out_ += n;
-                        if (ec) return self->Close();
-                        self->SendSource();
-                      });
+    auto done = [self = shared_from_this(), block](beast::error_code ec, size_t n) {
+      self->pending_ -= n;
+      self->bytes_out_ += n;
+      if (ec) return self->Close();
+      self->SendSource();
+    };
+    if (!block->data) {
+      std::vector<asio::const_buffer> bufs;
+      bufs.reserve(block->lent.pieces.size());
+      for (const auto& p : block->lent.pieces) bufs.emplace_back(p.data(), p.size());
+      return asio::async_write(stream_, bufs, WriteAll, std::move(done));
+    }
+    asio::async_write(stream_, asio::buffer(block->data.get(), block->size), WriteAll, std::move(done));
   }
 
   // Asks the worker pool for the segment's next block; false when it cannot yet (a stream is read one block
@@ -715,7 +721,8 @@ class Session : public detail::Connection, public std::enable_shared_from_this<S
     if (seg.stream && stream_reading_) return false;
     auto block = std::make_shared<SourceBlock>();
     block->size = static_cast<size_t>(std::min<uint64_t>(seg.length, kSourceBlockBytes));
-    block->data = std::make_unique_for_overwrite<uint8_t[]>(block->size);
+    if (!seg.stream || !seg.stream->lends())
+      block->data = std::make_unique_for_overwrite<uint8_t[]>(block->size);
     const uint64_t offset = seg.offset;
     seg.offset += block->size;
     seg.length -= block->size;
@@ -723,8 +730,9 @@ class Session : public detail::Connection, public std::enable_shared_from_this<S
     stream_reading_ = seg.stream != nullptr;
     const bool queued =
         srv_.workers->Post([self = shared_from_this(), src = seg.source, stream = seg.stream, offset, block] {
-          Status st = stream ? stream->Read({block->data.get(), block->size})
-                             : src->ReadAt(offset, {block->data.get(), block->size});
+          Status st = !stream       ? src->ReadAt(offset, {block->data.get(), block->size})
+                      : block->data ? stream->Read({block->data.get(), block->size})
+                                    : stream->Lend(block->size, block->lent);
           self->Dispatch([self, block, streamed = stream != nullptr, st = std::move(st)]() mutable {
             block->status = std::move(st);
             block->done = true;
