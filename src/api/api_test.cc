@@ -75,23 +75,19 @@ std::vector<Bytes> DecodeChunks(std::string_view data) {
   std::vector<Bytes> out;
   size_t pos = 0;
   while (pos < bytes.size()) {
-    auto h = xet::ChunkHeader::Parse(bytes.subspan(pos));
-    if (!h.ok()) {
-      ADD_FAILURE() << "bad chunk header at " << pos << ": " << h.error().message;
+    auto stored = xet::StoredChunk::Parse(bytes.subspan(pos));
+    if (!stored.ok()) {
+      ADD_FAILURE() << "bad chunk at " << pos << ": " << stored.error().message;
       return out;
     }
-    if (pos + xet::kChunkHeaderSize + h->compressed_length > bytes.size()) {
-      ADD_FAILURE() << "chunk at " << pos << " runs past the body";
-      return out;
-    }
-    Bytes chunk(h->uncompressed_length);
-    auto s = decoder.Decode(*h, bytes.subspan(pos + xet::kChunkHeaderSize, h->compressed_length), chunk);
+    Bytes chunk(stored->header.uncompressed_length);
+    auto s = decoder.Decode(stored->header, stored->payload, chunk);
     if (!s.ok()) {
       ADD_FAILURE() << "chunk at " << pos << " does not decode: " << s.error().message;
       return out;
     }
     out.push_back(std::move(chunk));
-    pos += xet::kChunkHeaderSize + h->compressed_length;
+    pos += stored->stored_size();
   }
   return out;
 }

@@ -214,19 +214,19 @@ std::pair<double, double> Ceilings(store::BlobStore& st, const fs::path& cold_di
     for (const auto& b : stored) {
       // Chunks up to the footer (whose first bytes are no chunk header).
       size_t at = 0;
-      while (at + xet::kChunkHeaderSize <= b.size()) {
-        auto h = xet::ChunkHeader::Parse({b.data() + at, xet::kChunkHeaderSize});
-        if (!h) break;
-        const std::span<const uint8_t> payload(b.data() + at + xet::kChunkHeaderSize, h->compressed_length);
-        std::span<const uint8_t> bytes = payload;
-        if (h->scheme != xet::CompressionScheme::kNone) {
-          (void)decoder.Decode(*h, payload, {out.data(), h->uncompressed_length});
-          bytes = {out.data(), h->uncompressed_length};
+      while (at < b.size()) {
+        auto chunk = xet::StoredChunk::Parse(std::span(b).subspan(at));
+        if (!chunk) break;
+        const xet::ChunkHeader& h = chunk->header;
+        std::span<const uint8_t> bytes = chunk->payload;
+        if (h.scheme != xet::CompressionScheme::kNone) {
+          (void)decoder.Decode(h, chunk->payload, {out.data(), h.uncompressed_length});
+          bytes = {out.data(), h.uncompressed_length};
         }
         volatile auto hash = xet::ChunkHashOf(bytes).bytes[0];
         (void)hash;
         unpacked += bytes.size();
-        at += xet::kChunkHeaderSize + h->compressed_length;
+        at += chunk->stored_size();
       }
     }
     decode.push_back(static_cast<double>(unpacked) /

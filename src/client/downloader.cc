@@ -175,20 +175,16 @@ xet::Result<Fetched> DecodeFetch(const Plan::Fetch& f, const std::string& body) 
   const auto* p = reinterpret_cast<const uint8_t*>(body.data());
   size_t at = 0;
   for (uint32_t c = f.cs; c < f.ce; ++c) {
-    if (body.size() - at < xet::kChunkHeaderSize)
-      return xet::Inconsistent("xorb " + f.xorb + ": a chunk is cut short");
-    auto h = xet::ChunkHeader::Parse({p + at, xet::kChunkHeaderSize});
-    if (!h)
-      return xet::Inconsistent("xorb " + f.xorb + " chunk " + std::to_string(c) + ": " + h.error().message);
-    at += xet::kChunkHeaderSize;
-    if (body.size() - at < h->compressed_length)
-      return xet::Inconsistent("xorb " + f.xorb + ": a chunk is cut short");
+    auto chunk = xet::StoredChunk::Parse({p + at, body.size() - at});
+    if (!chunk)
+      return xet::Inconsistent("xorb " + f.xorb + " chunk " + std::to_string(c) + ": " +
+                               chunk.error().message);
     const size_t start = out.bytes.size();
-    out.bytes.resize(start + h->uncompressed_length);
-    const std::span<uint8_t> into(out.bytes.data() + start, h->uncompressed_length);
-    if (auto st = decoder.Decode(*h, {p + at, h->compressed_length}, into); !st)
+    out.bytes.resize(start + chunk->header.uncompressed_length);
+    const std::span<uint8_t> into(out.bytes.data() + start, chunk->header.uncompressed_length);
+    if (auto st = decoder.Decode(chunk->header, chunk->payload, into); !st)
       return xet::Inconsistent("xorb " + f.xorb + " chunk " + std::to_string(c) + ": " + st.error().message);
-    at += h->compressed_length;
+    at += chunk->stored_size();
     out.ends.push_back(out.bytes.size());
     out.hashes.push_back(xet::ChunkHashOf(into));
   }

@@ -52,15 +52,12 @@ xet::Result<Loaded> LoadUnit(cas::CasService& cas, const xet::XorbHash& hash, co
   for (uint32_t c = cs; c < ce; ++c) {
     const size_t begin = layout.begin_offset(c) - first_byte;
     const size_t end = layout.chunks[c].end_offset - first_byte;
-    if (end - begin < xet::kChunkHeaderSize) return fail(Corrupt(hash, c, "shorter than a chunk header"));
-    auto header = xet::ChunkHeader::Parse({out.raw.get() + begin, xet::kChunkHeaderSize});
-    if (!header) return fail(Corrupt(hash, c, header.error().message));
-    if (header->compressed_length != end - begin - xet::kChunkHeaderSize ||
-        header->uncompressed_length != layout.chunks[c].unpacked_size) {
+    auto chunk = xet::StoredChunk::Parse({out.raw.get() + begin, end - begin});
+    if (!chunk) return fail(Corrupt(hash, c, chunk.error().message));
+    const xet::ChunkHeader* header = &chunk->header;
+    if (chunk->stored_size() != end - begin || header->uncompressed_length != layout.chunks[c].unpacked_size)
       return fail(Corrupt(hash, c, "its header disagrees with the xorb's layout"));
-    }
-    const std::span<const uint8_t> payload(out.raw.get() + begin + xet::kChunkHeaderSize,
-                                           header->compressed_length);
+    const std::span<const uint8_t> payload = chunk->payload;
     std::span<const uint8_t> bytes = payload;
     if (header->scheme != xet::CompressionScheme::kNone) {
       if (!out.decoded) out.decoded.reset(new uint8_t[unpacked]);  // NOLINT(cppcoreguidelines-owning-memory)

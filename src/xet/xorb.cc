@@ -66,6 +66,15 @@ Result<ChunkHeader> ChunkHeader::Parse(std::span<const uint8_t> b) {
   return h;
 }
 
+Result<StoredChunk> StoredChunk::Parse(std::span<const uint8_t> bytes) {
+  auto h = ChunkHeader::Parse(bytes);
+  if (!h) return h.error();
+  if (h->compressed_length > bytes.size() - kChunkHeaderSize)
+    return Malformed("chunk payload of " + std::to_string(h->compressed_length) + " bytes runs past the " +
+                     std::to_string(bytes.size() - kChunkHeaderSize) + " bytes present");
+  return StoredChunk{*h, bytes.subspan(kChunkHeaderSize, h->compressed_length)};
+}
+
 void ChunkHeader::Write(uint8_t out[kChunkHeaderSize]) const {
   out[0] = 0;
   StoreU24(out + 1, compressed_length);

@@ -47,6 +47,16 @@ struct ChunkHeader {
   void Write(uint8_t out[kChunkHeaderSize]) const;
 };
 
+// The chunk at the front of `bytes` (chunks as a xorb stores them: header, then payload), bounded by the
+// bytes present: the header's errors, or kMalformed when the payload runs past `bytes`.
+struct StoredChunk {
+  ChunkHeader header;
+  std::span<const uint8_t> payload;  // within `bytes`
+
+  size_t stored_size() const { return kChunkHeaderSize + payload.size(); }
+  static Result<StoredChunk> Parse(std::span<const uint8_t> bytes);
+};
+
 // One chunk as a stored xorb knows it.
 struct XorbChunk {
   ChunkHash hash;

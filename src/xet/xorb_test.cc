@@ -162,6 +162,28 @@ TEST(XorbHeader, RejectsTruncatedHeader) {
   EXPECT_FALSE(ChunkHeader::Parse({}).ok());
 }
 
+TEST(XorbHeader, StoredChunkIsBoundedByTheBytesPresent) {
+  Bytes two;
+  const Bytes a = xet::testing::SplitMix64Bytes(1, 1000);
+  const Bytes b = xet::testing::TextLikeBytes(2, 5000);
+  (void)AppendChunk(two, a, CompressionScheme::kNone);
+  (void)AppendChunk(two, b, CompressionScheme::kLz4);
+  auto first = StoredChunk::Parse(two);
+  ASSERT_TRUE(first.ok()) << first.error().message;
+  EXPECT_EQ(first->stored_size(), kChunkHeaderSize + 1000);
+  EXPECT_EQ(Bytes(first->payload.begin(), first->payload.end()), a);
+  auto second = StoredChunk::Parse(std::span(two).subspan(first->stored_size()));
+  ASSERT_TRUE(second.ok()) << second.error().message;
+  EXPECT_EQ(first->stored_size() + second->stored_size(), two.size());
+  EXPECT_EQ(second->header.uncompressed_length, 5000U);
+  // A payload cut short, a header cut short, nothing at all.
+  auto cut = StoredChunk::Parse(std::span(two).first(kChunkHeaderSize + 999));
+  ASSERT_FALSE(cut.ok());
+  EXPECT_EQ(cut.error().code, ErrorCode::kMalformed);
+  EXPECT_FALSE(StoredChunk::Parse(std::span(two).first(5)).ok());
+  EXPECT_FALSE(StoredChunk::Parse({}).ok());
+}
+
 TEST(XorbHeader, RejectsVersionOne) {
   auto r = ChunkHeader::Parse(HeaderBytes(1, 100, 0, 100));
   ASSERT_FALSE(r.ok());
