@@ -246,6 +246,7 @@ class Run {
   enum class State { kWaiting, kFetching, kReady, kFailed, kReleased };
   struct Slot {
     State state = State::kWaiting;
+    bool kept = false;  // used, and kept in memory for a later term
     Fetched data;
     xet::Error error{xet::ErrorCode::kIo, ""};
   };
@@ -373,7 +374,15 @@ class Run {
         limit -= chunk.size();
       }
       lock.lock();
-      if (last_use_[t.fetch] == ti) {
+      // A fetch a later term uses again is kept, but only so many: kept ones fill the window that fetches
+      // ahead, so past half of it they are let go and fetched again when needed.
+      const bool again = last_use_[t.fetch] != ti;
+      if (again && !s.kept && kept_ < slots_ / 2) {
+        s.kept = true;
+        ++kept_;
+      } else if (!again || !s.kept) {
+        if (s.kept) --kept_;
+        s.kept = false;
         s.data = Fetched{};
         s.state = State::kReleased;
         --held_;
@@ -394,7 +403,8 @@ class Run {
   std::condition_variable cv_;
   std::vector<Slot> state_;
   size_t next_ = 0;
-  size_t held_ = 0;
+  size_t held_ = 0;  // fetches in flight or in memory (at most slots_ from the workers)
+  size_t kept_ = 0;  // of those, used and kept for a later term
   bool stop_ = false;
   std::atomic<uint64_t> fetched_bytes_{0};
   std::atomic<int> retries_{0};

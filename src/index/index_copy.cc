@@ -34,9 +34,14 @@ struct Table {
   size_t page_rows;  // rows per page (and transaction); xorb layouts run to 40 KB each
 };
 
-// (Schema 6 added an index only.)
-static_assert(SqliteIndex::kSchemaVersion == 6 && PostgresIndex::kSchemaVersion == 6,
+// (Schema 6 added an index only; schema 7 the scopes' totals, which are counters: recomputed, not copied.)
+static_assert(SqliteIndex::kSchemaVersion == 7 && PostgresIndex::kSchemaVersion == 7,
               "a new schema version must be reflected in kTables");
+
+// Each scope's totals from its rows (schema 7's scope_totals), the same SQL on both backends.
+constexpr const char kFillScopeTotals[] =
+    "INSERT INTO scope_totals(scope, files, bytes) SELECT s.scope, count(*), sum(f.size) "
+    "FROM file_scopes s JOIN files f ON f.hash = s.file GROUP BY s.scope";
 
 // Parents before the rows that refer to them.
 const std::vector<Table>& Tables() {
@@ -171,6 +176,8 @@ class SqliteTables final : public TableIo {
   }
 
   xet::Status RecomputeCounters() override {
+    if (auto st = Exec((std::string("DELETE FROM scope_totals; ") + kFillScopeTotals).c_str()); !st.ok())
+      return st;
     return Exec(
         "UPDATE counters SET xorbs = (SELECT count(*) FROM xorbs), files = (SELECT count(*) FROM files), "
         "chunks = (SELECT COALESCE(sum(chunk_count), 0) FROM xorbs), "
@@ -339,6 +346,9 @@ class PostgresTables final : public TableIo {
         "(SELECT COALESCE(sum(size), 0) FROM shards), shards = (SELECT count(*) FROM shards), "
         "unpacked_bytes = (SELECT COALESCE(sum(unpacked_size), 0) FROM xorbs), "
         "file_bytes = (SELECT COALESCE(sum(size), 0) FROM files) WHERE slot = 0; "
+        "DELETE FROM scope_totals; " +
+        std::string(kFillScopeTotals) +
+        "; "
         "COMMIT");
     if (!r.ok()) return r.error();
     return xet::Ok{};

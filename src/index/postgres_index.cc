@@ -97,6 +97,15 @@ ALTER TABLE files ALTER COLUMN ranges SET STORAGE EXTERNAL;
     R"sql(
 CREATE INDEX file_scopes_by_scope ON file_scopes(scope, file);
 )sql",
+    // 7: each scope's file count and bytes, kept as files join it (as on SQLite).
+    R"sql(
+CREATE TABLE scope_totals(
+  scope text PRIMARY KEY,
+  files int8 NOT NULL,
+  bytes int8 NOT NULL);
+INSERT INTO scope_totals(scope, files, bytes)
+  SELECT s.scope, count(*), sum(f.size) FROM file_scopes s JOIN files f ON f.hash = s.file GROUP BY s.scope;
+)sql",
 };
 static_assert(std::size(kMigrations) == PostgresIndex::kSchemaVersion);
 static_assert(Index::kMaxDedupHits == 32, "the LIMIT of kDedupAny and kDedupScoped");
@@ -139,10 +148,7 @@ constexpr pg::Statement kListFiles{
     "list_files",
     "SELECT f.hash, f.size, f.sha256, f.created_at FROM file_scopes s JOIN files f ON f.hash = s.file "
     "WHERE s.scope = $1 AND s.file > $2::bytea ORDER BY s.file LIMIT $3"};
-constexpr pg::Statement kScopeStats{"scope_stats",
-                                    "SELECT count(*)::int8, COALESCE(sum(f.size), 0)::int8 FROM file_scopes "
-                                    "s JOIN files f ON f.hash = s.file "
-                                    "WHERE s.scope = $1"};
+constexpr pg::Statement kScopeStats{"scope_stats", "SELECT files, bytes FROM scope_totals WHERE scope = $1"};
 constexpr pg::Statement kFileBySha{"file_by_sha", "SELECT hash FROM files WHERE sha256 = $1::bytea LIMIT 1"};
 constexpr pg::Statement kFileByShaScoped{"file_by_sha_scoped",
                                          "SELECT f.hash FROM files f JOIN file_scopes s ON s.file = f.hash "
@@ -168,7 +174,16 @@ f AS (
   RETURNING size),
 fs AS (
   INSERT INTO file_scopes(file, scope) SELECT t.hash, $4::text FROM unnest($7::bytea[]) AS t(hash)
-  ON CONFLICT (file, scope) DO NOTHING),
+  ON CONFLICT (file, scope) DO NOTHING
+  RETURNING file),
+st AS (
+  INSERT INTO scope_totals(scope, files, bytes)
+  SELECT $4::text, count(*), COALESCE(sum(t.size), 0)
+  FROM fs JOIN (SELECT DISTINCT ON (hash) hash, size FROM unnest($7::bytea[], $10::int8[]) AS u(hash, size)) t
+    ON t.hash = fs.file
+  HAVING count(*) > 0
+  ON CONFLICT (scope) DO UPDATE SET files = scope_totals.files + EXCLUDED.files,
+                                    bytes = scope_totals.bytes + EXCLUDED.bytes),
 d AS (
   INSERT INTO dedup(chunk, scope, xorb, shard)
   SELECT t.chunk, $4::text, t.xorb, $1::bytea FROM unnest($12::bytea[], $13::bytea[]) AS t(chunk, xorb)
@@ -619,7 +634,7 @@ xet::Result<std::vector<ListedFile>> PostgresIndex::ListFiles(std::string_view s
 xet::Result<ScopeTotals> PostgresIndex::ScopeStats(std::string_view scope) {
   auto rows = Query(kScopeStats, pg::Params().Text(scope));
   if (!rows.ok()) return rows.error();
-  if (rows->size() != 1) return xet::IoError("summing a scope's files gave no row");
+  if (rows->size() == 0) return ScopeTotals{};  // no file in the scope
   return ScopeTotals{static_cast<uint64_t>(rows->Int8(0, 0)), static_cast<uint64_t>(rows->Int8(0, 1))};
 }
 

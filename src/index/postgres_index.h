@@ -50,7 +50,7 @@ struct PostgresOptions {
 
 class PostgresIndex final : public Index {
  public:
-  static constexpr int kSchemaVersion = 6;
+  static constexpr int kSchemaVersion = 7;
 
   // Connects, migrates and checks the schema. kUnavailable when the server cannot be reached.
   static xet::Result<std::unique_ptr<PostgresIndex>> Open(PostgresOptions options);

@@ -54,6 +54,27 @@ def test_get_whole_files_and_ranges(uploaded, cairn_bin, tmp_path):
         assert r.stdout == big[a:b + 1], (a, b)
 
 
+def test_get_file_that_repeats_itself(server, hfx, cairn_bin, tmp_path):
+    """A file whose later parts repeat its first (dedup within the upload: many terms name one xorb's chunks):
+    byte-exact with one connection or eight, the repeated ranges kept or fetched again as memory allows."""
+    srv = server()
+    tok = srv.token(SCOPE, write=True)
+    a = write_random(tmp_path / "a.bin", 3 * MiB, seed=960).read_bytes()
+    parts = [a]
+    for i in range(12):
+        parts += [write_random(tmp_path / f"p{i}.bin", 1 * MiB + i, seed=961 + i).read_bytes(), a]
+    path = tmp_path / "repeats.bin"
+    path.write_bytes(b"".join(parts))
+    m = hfx.upload(srv.url, tok, [path]).result["files"][0]
+    env = {"CAIRN_ENDPOINT": srv.url, "CAIRN_TOKEN": srv.token(SCOPE)}
+    for parallel in ("1", "8"):
+        out = tmp_path / f"got-{parallel}"
+        r = _cairn(cairn_bin, "get", m["hash"], "-o", str(out), "--parallel", parallel, "--json", env=env)
+        assert r.returncode == 0, r.stderr
+        assert json.loads(r.stdout)["verified"]
+        assert hashlib.sha256(out.read_bytes()).hexdigest() == m["sha256"]
+
+
 def _kill_midway(cairn_bin, env, file_hash: str, out: Path) -> int:
     """Starts `cairn get` and SIGKILLs it once 8 MiB are written; returns the size of the part it left."""
     part = Path(str(out) + ".cairn-part")
