@@ -98,13 +98,13 @@ struct FileReader::State : std::enable_shared_from_this<State> {
     std::vector<uint32_t> uses;  // indices into State::uses, increasing
     size_t consumed = 0;         // uses sent
     UnitState state = UnitState::kIdle;
-    Loaded data;
+    // Shared with bytes lent from it (Lend), which keep it in memory after the unit lets it go.
+    std::shared_ptr<const Loaded> data;
     xet::Error error{xet::ErrorCode::kIo, ""};
     uint64_t held = 0;  // bytes taken from both budgets for it
     uint32_t stamp = 0;
     bool reported = false;  // its corruption was reported
     bool retried = false;   // a failed read-ahead of it was tried again
-    uint32_t lent = 0;      // lent bytes holding it (LentUnits); it is neither dropped nor released meanwhile
     uint64_t charge() const { return (end_byte - first_byte) + unpacked; }
   };
   // A piece of the range: bytes [skip, skip + len) of the concatenated chunks [cb, ce) of a unit.
@@ -121,9 +121,6 @@ struct FileReader::State : std::enable_shared_from_this<State> {
   // Hands the next `n` bytes of the range to `sink(bytes, unit)`, in pieces, with `lock` held.
   template <typename Sink>
   xet::Status Consume(std::unique_lock<std::mutex>& lock, uint64_t n, Sink&& sink);
-  // Releases a ready unit nothing needs any more: every use sent (or the reader gone), none of it lent.
-  void Retire(Unit& u);
-  struct LentUnits;
   // Waits until unit `ui` (needed now) is in memory, reading it on this thread if nobody fetches it.
   xet::Status EnsureReady(std::unique_lock<std::mutex>& lock, uint32_t ui);
   // Starts fetches of the units the next uses need, within depth and budgets.
@@ -282,7 +279,7 @@ xet::Status FileReader::State::Plan(const std::vector<cas::FileTermRef>& file, u
 }
 
 void FileReader::State::Release(Unit& u, UnitState next) {
-  u.data = Loaded{};
+  u.data.reset();
   u.state = next;
   held_bytes -= u.held;
   ctx.budget.Give(u.held);
@@ -297,11 +294,11 @@ void FileReader::State::Complete(uint32_t ui, xet::Result<Loaded> loaded) {
   } else {
     if (loaded->corrupt && ctx.on_corrupt && !u.reported) ctx.on_corrupt(loaded->corrupt->message);
     if (loaded->corrupt) u.reported = true;  // a unit read again after being dropped is counted once
-    u.data = std::move(*loaded);
+    u.data = std::make_shared<const Loaded>(std::move(*loaded));
     u.state = UnitState::kReady;
     // The decoded bytes were charged in full; give them back when no chunk needed decoding (the buffer,
     // once there, is as large as the unit's unpacked bytes).
-    const uint64_t unused = u.data.decoded ? 0 : u.unpacked;
+    const uint64_t unused = u.data->decoded ? 0 : u.unpacked;
     u.held -= unused;
     held_bytes -= unused;
     ctx.budget.Give(unused);
@@ -377,8 +374,7 @@ bool FileReader::State::EvictFor(uint32_t needed, uint64_t charge, size_t before
     uint32_t farthest = 0;
     for (uint32_t ui = 0; ui < units.size(); ++ui) {
       Unit& u = units[ui];
-      if (ui == needed || u.state != UnitState::kReady || u.lent > 0 || u.uses[u.consumed] <= cur)
-        continue;  // sent now, or lent
+      if (ui == needed || u.state != UnitState::kReady || u.uses[u.consumed] <= cur) continue;  // sent now
       const uint32_t next = u.uses[u.consumed];
       if (victim == nullptr || next > farthest) {
         victim = &u;
@@ -446,11 +442,11 @@ xet::Status FileReader::State::Consume(std::unique_lock<std::mutex>& lock, uint6
     }
     Unit& u = units[use.unit];
     while (use_left > 0 && done < n) {
-      if (chunk - u.cs >= u.data.chunks.size()) {  // the chunk failed verification
-        failed = *u.data.corrupt;
+      if (chunk - u.cs >= u.data->chunks.size()) {  // the chunk failed verification
+        failed = *u.data->corrupt;
         return failed;
       }
-      const std::span<const uint8_t> bytes = u.data.chunks[chunk - u.cs];
+      const std::span<const uint8_t> bytes = u.data->chunks[chunk - u.cs];
       const size_t k = static_cast<size_t>(std::min<uint64_t>({bytes.size() - in_chunk, use_left, n - done}));
       sink(bytes.subspan(in_chunk, k), use.unit);
       in_chunk += k;
@@ -462,7 +458,7 @@ xet::Status FileReader::State::Consume(std::unique_lock<std::mutex>& lock, uint6
       }
     }
     if (use_left == 0) {
-      if (++u.consumed == u.uses.size()) Retire(u);
+      if (++u.consumed == u.uses.size()) Release(u, UnitState::kDone);
       ++cur;
       use_started = false;
     }
@@ -470,11 +466,6 @@ xet::Status FileReader::State::Consume(std::unique_lock<std::mutex>& lock, uint6
   remaining -= n;
   Pump();
   return xet::Ok{};
-}
-
-void FileReader::State::Retire(Unit& u) {
-  if (u.lent == 0 && u.state == UnitState::kReady && (cancelled || u.consumed == u.uses.size()))
-    Release(u, UnitState::kDone);
 }
 
 xet::Status FileReader::State::Read(std::span<uint8_t> out) {
@@ -489,36 +480,16 @@ xet::Status FileReader::State::Read(std::span<uint8_t> out) {
   });
 }
 
-// What lent bytes hold: their units, kept in memory (and counted against both budgets) until it goes.
-struct FileReader::State::LentUnits {
-  std::shared_ptr<State> state;
-  std::vector<uint32_t> units;
-  LentUnits() = default;
-  LentUnits(const LentUnits&) = delete;
-  LentUnits& operator=(const LentUnits&) = delete;
-  ~LentUnits() {
-    std::lock_guard lock(state->mu);
-    for (const uint32_t ui : units) {
-      Unit& u = state->units[ui];
-      --u.lent;
-      state->Retire(u);
-    }
-  }
-};
-
 xet::Status FileReader::State::Lend(uint64_t length, std::shared_ptr<const void>& owner,
                                     std::vector<std::span<const uint8_t>>& pieces) {
-  auto held = std::make_shared<LentUnits>();
-  held->state = shared_from_this();
+  // The units' loaded bytes, shared: the reader counts a unit against its budgets until it has sent (or
+  // dropped) it, as when it copies; what the socket still holds then is the server's, per connection.
+  auto held = std::make_shared<std::vector<std::shared_ptr<const Loaded>>>();
   std::unique_lock lock(mu);
   auto st = Consume(lock, length, [&](std::span<const uint8_t> bytes, uint32_t ui) {
     pieces.push_back(bytes);
-    if (held->units.empty() || held->units.back() != ui) {
-      ++units[ui].lent;
-      held->units.push_back(ui);
-    }
+    if (held->empty() || held->back() != units[ui].data) held->push_back(units[ui].data);
   });
-  lock.unlock();  // `held` takes the lock when it goes
   owner = std::move(held);
   return st;
 }
@@ -539,7 +510,8 @@ xet::Result<std::unique_ptr<FileReader>> FileReader::Open(
 FileReader::~FileReader() {
   std::lock_guard lock(state_->mu);
   state_->cancelled = true;
-  for (auto& u : state_->units) state_->Retire(u);  // lent units go when their bytes have been sent
+  for (auto& u : state_->units)
+    if (u.state == State::UnitState::kReady) state_->Release(u, State::UnitState::kDone);
 }
 
 xet::Status FileReader::Read(std::span<uint8_t> out) {

@@ -64,8 +64,9 @@ class FileReader {
   // Read fails the same way.
   xet::Status Read(std::span<uint8_t> out);
   // The next `length` bytes, as Read would give them, as `pieces` of the reader's own verified buffers
-  // instead of a copy. `owner` keeps them alive, and counted against both budgets, until it is dropped,
-  // however far the reader has moved on or if it is gone; it may be dropped on any thread. Fails as Read.
+  // instead of a copy. `owner` keeps them alive until it is dropped (on any thread), however far the reader
+  // has moved on or if it is gone. The budgets count them as they count what Read copies: until the reader
+  // has handed out the unit they belong to. Fails as Read.
   xet::Status Lend(uint64_t length, std::shared_ptr<const void>& owner,
                    std::vector<std::span<const uint8_t>>& pieces);
   uint64_t remaining() const;
