@@ -68,14 +68,14 @@ const std::string kJwtKey(64, 'j');
 // with the server measures the client; the curl tool reads 100 KiB at a time, download managers more.
 long kClientBuffer = 1L << 20;  // NOLINT: --client-buffer
 
-// Reads of the wrapped store delivered at `rate` bytes/s overall: each read takes its slot on one shared
-// timeline and returns when its last byte is due.
+// Reads of the wrapped store delivered at `rate` bytes/s overall, as by a link of that rate: each read takes
+// its slot on one shared timeline when it is asked for, and returns when its last byte is due (or when the
+// wrapped store answers, if that is later). The wrapped store's own time is inside the slot, not added to it.
 class ThrottledStore final : public store::ForwardingStore {
  public:
   ThrottledStore(store::BlobStore& inner, double rate) : ForwardingStore(inner), rate_(rate) {}
   xet::Status ReadRange(store::BlobKind k, const xet::Hash& h, uint64_t offset,
                         std::span<uint8_t> out) override {
-    auto st = inner_.ReadRange(k, h, offset, out);
     Clock::time_point due;
     {
       std::lock_guard lock(mu_);
@@ -85,6 +85,7 @@ class ThrottledStore final : public store::ForwardingStore {
           std::chrono::duration<double>(static_cast<double>(out.size()) / rate_));
       due = next_;
     }
+    auto st = inner_.ReadRange(k, h, offset, out);
     std::this_thread::sleep_until(due);
     return st;
   }
