@@ -63,6 +63,18 @@ int ExitCode(const xet::Error& e) {
   return 1;
 }
 
+// Says why `cairn COMMAND` failed, on stderr, and gives its exit code.
+int Fail(std::string_view command, const xet::Error& e, int code = -1) {
+  std::cerr << "cairn " << command << ": " << e.message << "\n";
+  return code >= 0 ? code : ExitCode(e);
+}
+
+// A listing page that is not one (another server on the port, say).
+int NotAListing(std::string_view command) {
+  std::cerr << "cairn " << command << ": the listing is not what cairn answers\n";
+  return 1;
+}
+
 std::string Human(double bytes) {
   static constexpr const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB"};
   size_t u = 0;
@@ -152,10 +164,7 @@ int RunGet(GetOptions& opts) {
   const auto start = std::chrono::steady_clock::now();
   auto got = client::Download(d);
   progress.Done();
-  if (!got) {
-    std::cerr << "cairn get: " << got.error().message << "\n";
-    return ExitCode(got.error());
-  }
+  if (!got) return Fail("get", got.error());
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (opts.json) {
     json::object o{{"hash", file->hex()},
@@ -191,11 +200,9 @@ int RunPut(PutOptions& opts) {
   const auto start = std::chrono::steady_clock::now();
   auto up = client::Upload(u);
   progress.Done();
-  if (!up) {
-    std::cerr << "cairn put: " << up.error().message << "\n";
-    return up.error().code == xet::ErrorCode::kNotFound || up.error().code == xet::ErrorCode::kIo
-               ? 5
-               : ExitCode(up.error());
+  if (!up) {  // a path that is not there or cannot be read is a local failure (5), not a missing file (3)
+    const bool local = up.error().code == xet::ErrorCode::kNotFound || up.error().code == xet::ErrorCode::kIo;
+    return Fail("put", up.error(), local ? 5 : -1);
   }
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (opts.json) {
@@ -232,16 +239,10 @@ int RunLs(LsOptions& opts) {
   for (;;) {
     auto page =
         GetJson(http, opts.remote, "/v1/files?limit=1000" + (cursor.empty() ? "" : "&cursor=" + cursor));
-    if (!page) {
-      std::cerr << "cairn ls: " << page.error().message << "\n";
-      return ExitCode(page.error());
-    }
+    if (!page) return Fail("ls", page.error());
     const json::object* o = page->if_object();
     const json::array* files = o && o->if_contains("files") ? o->at("files").if_array() : nullptr;
-    if (files == nullptr) {
-      std::cerr << "cairn ls: the listing is not what cairn answers\n";
-      return 1;
-    }
+    if (files == nullptr) return NotAListing("ls");
     for (const auto& f : *files) {
       if (opts.json) {
         all.push_back(f);
@@ -265,16 +266,10 @@ int RunStat(StatOptions& opts) {
   if (!ResolveRemote(opts.remote, "stat")) return 2;
   client::HttpClient http(Policy(opts.remote));
   auto page = GetJson(http, opts.remote, "/v1/files?limit=1");
-  if (!page) {
-    std::cerr << "cairn stat: " << page.error().message << "\n";
-    return ExitCode(page.error());
-  }
+  if (!page) return Fail("stat", page.error());
   const json::object* o = page->if_object();
   const json::object* totals = o && o->if_contains("totals") ? o->at("totals").if_object() : nullptr;
-  if (totals == nullptr) {
-    std::cerr << "cairn stat: the listing is not what cairn answers\n";
-    return 1;
-  }
+  if (totals == nullptr) return NotAListing("stat");
   const auto files = totals->at("files").to_number<uint64_t>();
   const auto bytes = totals->at("bytes").to_number<uint64_t>();
   const double ratio = o->at("server_dedup_ratio").to_number<double>();
