@@ -7,7 +7,6 @@
 
 #include <atomic>
 #include <boost/json.hpp>
-#include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <map>
@@ -16,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "api/api_test_server.h"
 #include "api/cas_routes.h"
 #include "api/ops_routes.h"
 #include "cas/test_backend.h"
@@ -40,7 +40,7 @@ using Res = bhttp::response<bhttp::string_body>;
 using http::Permission;
 using http::testing::Client;
 
-const std::string kJwtKey(64, 'j');
+const std::string& kJwtKey = testing::kTestJwtKey;
 constexpr uint64_t kUrlTtl = 3600;  // ServiceOptions' default transfer_url_ttl_seconds
 const std::string kZeroHex(64, '0');
 
@@ -131,29 +131,13 @@ ChunkSpan SpanFor(const xet::XorbLayout& layout, uint64_t first, uint64_t last) 
   return s;
 }
 
-class CasApi : public ::testing::Test {
+class CasApi : public testing::ApiServerTest {
  protected:
-  static void SetUpTestSuite() { (void)std::signal(SIGPIPE, SIG_IGN); }
-
   void SetUp() override {
-    ASSERT_NO_FATAL_FAILURE(cas::testing::OpenTestBackend("cairn-api", &dir_, &store_, &index_));
-
     http::ServerOptions o;
-    o.host = "127.0.0.1";
-    o.port = 0;
     o.io_threads = 2;
     o.worker_threads = 2;
-    server_ = std::make_unique<http::Server>(o, std::make_shared<http::Authenticator>(kJwtKey));
-    ASSERT_TRUE(server_->Listen().ok());
-    port_ = server_->port();
-    ASSERT_NE(port_, 0);
-    base_ = "http://127.0.0.1:" + std::to_string(port_);
-
-    cas::ServiceOptions so;
-    so.public_url = base_;
-    so.url_secret.bytes.fill(7);
-    so.now = [this] { return now_.load(); };
-    service_ = std::make_unique<cas::CasService>(*index_, *store_, pool_, so);
+    ASSERT_NO_FATAL_FAILURE(OpenServer("cairn-api", o));
     RegisterCasRoutes(*server_, *service_, Routes());
     server_->Start();
   }
@@ -168,18 +152,6 @@ class CasApi : public ::testing::Test {
       std::this_thread::sleep_for(10ms);
     }
     return false;
-  }
-
-  void TearDown() override {
-    if (server_) {
-      server_->Stop(2s);
-      server_->Wait();
-    }
-    server_.reset();
-    service_.reset();
-    index_.reset();
-    store_.reset();
-    fs::remove_all(dir_);
   }
 
   // ---- requests (a fresh connection each: error answers may close theirs)
@@ -336,16 +308,6 @@ class CasApi : public ::testing::Test {
     }
     return text;
   }
-
-  fs::path dir_;
-  WorkerPool pool_{2};
-  std::unique_ptr<store::LocalDiskStore> store_;
-  std::unique_ptr<index::SqliteIndex> index_;
-  std::unique_ptr<cas::CasService> service_;
-  std::unique_ptr<http::Server> server_;
-  uint16_t port_ = 0;
-  std::string base_;
-  std::atomic<uint64_t> now_{1'800'000'000};
 };
 
 // ---------------------------------------------------------------------------------------------------------------

@@ -6,10 +6,10 @@
 #include <gtest/gtest.h>
 
 #include <boost/json.hpp>
-#include <csignal>
 #include <filesystem>
 #include <fstream>
 
+#include "api/api_test_server.h"
 #include "api/cas_routes.h"
 #include "cas/test_backend.h"
 #include "client/upload_builder.h"
@@ -26,31 +26,19 @@ namespace bhttp = boost::beast::http;
 using Bytes = std::vector<uint8_t>;
 using Res = bhttp::response<bhttp::string_body>;
 
-const std::string kJwtKey(64, 'j');
+const std::string& kJwtKey = testing::kTestJwtKey;
 
 std::string Str(const Bytes& b) {
   return {reinterpret_cast<const char*>(b.data()), b.size()};
 }
 
-class FileApi : public ::testing::Test {
+class FileApi : public testing::ApiServerTest {
  protected:
-  static void SetUpTestSuite() { (void)std::signal(SIGPIPE, SIG_IGN); }
-
   void SetUp() override {
-    ASSERT_NO_FATAL_FAILURE(cas::testing::OpenTestBackend("cairn-file-api", &dir_, &store_, &index_));
-    http::ServerOptions o;
-    o.host = "127.0.0.1";
-    o.port = 0;
-    server_ = std::make_unique<http::Server>(o, std::make_shared<http::Authenticator>(kJwtKey));
-    ASSERT_TRUE(server_->Listen().ok());
-    port_ = server_->port();
-    base_ = "http://127.0.0.1:" + std::to_string(port_);
-    cas::ServiceOptions so;
-    so.public_url = base_;
-    so.url_secret.bytes.fill(7);
-    cas_ = std::make_unique<cas::CasService>(*index_, *store_, pool_, so);
+    ASSERT_NO_FATAL_FAILURE(OpenServer("cairn-file-api"));
+    cas_ = service_.get();
     files::FileServiceOptions fo;
-    fo.url_secret = so.url_secret;
+    fo.url_secret.bytes.fill(7);
     fo.read_ahead = {2, 256 << 10, 8 << 20};
     fo.now = [this] { return now_.load(); };
     fo.log = [](const std::string&) {};
@@ -71,14 +59,9 @@ class FileApi : public ::testing::Test {
   }
 
   void TearDown() override {
-    server_->Stop(2s);
-    server_->Wait();
-    server_.reset();
+    StopServer();  // before what its routes use
     files_.reset();
-    cas_.reset();
-    index_.reset();
-    store_.reset();
-    fs::remove_all(dir_);
+    ApiServerTest::TearDown();
   }
 
   Res Send(bhttp::verb verb, const std::string& target,
@@ -99,16 +82,8 @@ class FileApi : public ::testing::Test {
     return more;
   }
 
-  fs::path dir_;
-  std::unique_ptr<store::LocalDiskStore> store_;
-  std::unique_ptr<index::SqliteIndex> index_;
-  WorkerPool pool_{2};
-  std::unique_ptr<cas::CasService> cas_;
+  cas::CasService* cas_ = nullptr;  // the base's service_
   std::unique_ptr<files::FileService> files_;
-  std::unique_ptr<http::Server> server_;
-  uint16_t port_ = 0;
-  std::string base_;
-  std::atomic<uint64_t> now_{1'800'000'000};
   std::vector<Bytes> data_;
   client::BuiltUpload built_;
   std::string url_;

@@ -85,6 +85,15 @@ def write_random(path: Path, size: int, seed: int) -> Path:
     return path
 
 
+def upload_random_files(hfx, srv, scope: str, directory: Path,
+                        files: dict[str, tuple[int, int]]) -> tuple[dict, dict[str, Path]]:
+    """Writes `files` ({name: (size, seed)}) of random bytes into `directory` and uploads them with hf_xet into
+    `scope`: hf_xet's report of each file by name, and the files' paths by name."""
+    paths = {name: write_random(directory / name, size, seed) for name, (size, seed) in files.items()}
+    up = hfx.upload(srv.url, srv.token(scope, write=True), list(paths.values())).result["files"]
+    return {Path(m["path"]).name: m for m in up}, paths
+
+
 def sha256_file(path: os.PathLike) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as f:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from interop_util import MiB, DelayProxy, free_port, write_random
+from interop_util import MiB, DelayProxy, free_port, upload_random_files, write_random
 
 SCOPE = "interop"
 BOTH_STORES = pytest.mark.backends("sqlite", "s3")
@@ -28,12 +28,10 @@ def _cairn(cairn_bin, *args, env=None, timeout=300) -> subprocess.CompletedProce
 @pytest.fixture
 def uploaded(server, hfx, tmp_path):
     srv = server()
-    tok = srv.token(SCOPE, write=True)
-    files = [write_random(tmp_path / "big.bin", 70 * MiB + 7, seed=950),
-             write_random(tmp_path / "small.bin", 1 * MiB + 3, seed=951)]
-    up = {Path(m["path"]).name: m for m in hfx.upload(srv.url, tok, files).result["files"]}
+    up, paths = upload_random_files(hfx, srv, SCOPE, tmp_path,
+                                    {"big.bin": (70 * MiB + 7, 950), "small.bin": (1 * MiB + 3, 951)})
     env = {"CAIRN_ENDPOINT": srv.url, "CAIRN_TOKEN": srv.token(SCOPE)}
-    return srv, env, up, {f.name: f for f in files}
+    return srv, env, up, paths
 
 
 @BOTH_STORES

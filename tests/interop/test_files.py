@@ -9,19 +9,13 @@ import json
 import re
 import subprocess
 import time
-from pathlib import Path
 
 import pytest
 
-from interop_util import MiB, http, write_random
+from interop_util import MiB, http, upload_random_files
 
 SCOPE = "interop"
 BOTH_STORES = pytest.mark.backends("sqlite", "s3")
-
-
-def _upload(hfx, srv, tok, files: list[Path]) -> dict:
-    up = hfx.upload(srv.url, tok, files).result["files"]
-    return {Path(m["path"]).name: m for m in up}
 
 
 def _curl(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
@@ -32,11 +26,9 @@ def _curl(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
 def stored(server, hfx, tmp_path):
     """A node with two files uploaded by hf_xet: 70 MiB (two xorbs) and 3 MiB."""
     srv = server()
-    tok = srv.token(SCOPE, write=True)
-    files = [write_random(tmp_path / "big.bin", 70 * MiB + 123, seed=900),
-             write_random(tmp_path / "small.bin", 3 * MiB + 5, seed=901)]
-    meta = _upload(hfx, srv, tok, files)
-    return srv, srv.token(SCOPE), meta, {f.name: f.read_bytes() for f in files}
+    meta, paths = upload_random_files(hfx, srv, SCOPE, tmp_path,
+                                      {"big.bin": (70 * MiB + 123, 900), "small.bin": (3 * MiB + 5, 901)})
+    return srv, srv.token(SCOPE), meta, {name: p.read_bytes() for name, p in paths.items()}
 
 
 @BOTH_STORES
@@ -183,8 +175,7 @@ def test_clients_that_stop_reading_hold_no_more_than_the_budget(server, hfx, tmp
     srv = server(env={"CAIRN_READAHEAD_STREAM_BYTES": "8MiB", "CAIRN_READAHEAD_TOTAL_BYTES": "24MiB",
                       "CAIRN_READAHEAD_UNIT": "1MiB", "CAIRN_READAHEAD_DEPTH": "16"})
     tok = srv.token(SCOPE, write=True)
-    f = write_random(tmp_path / "big.bin", 70 * MiB, seed=902)
-    h = _upload(hfx, srv, tok, [f])["big.bin"]["hash"]
+    h = upload_random_files(hfx, srv, SCOPE, tmp_path, {"big.bin": (70 * MiB, 902)})[0]["big.bin"]["hash"]
     socks = []
     try:
         for _ in range(8):

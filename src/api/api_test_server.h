@@ -1,0 +1,72 @@
+// The route tests' fixture base: a fresh SQLite index and local-disk store, a CasService on them with a test
+// clock and fixed URL secret, and an HTTP server on a free loopback port. A fixture calls OpenServer,
+// registers its routes, then Start()s the server; TearDown stops the server before anything its routes use
+// goes.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include "cas/service.h"
+#include "cas/test_backend.h"
+#include "common/worker_pool.h"
+#include "http/server.h"
+
+namespace cairn::api::testing {
+
+inline const std::string kTestJwtKey(64, 'j');
+
+class ApiServerTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { (void)std::signal(SIGPIPE, SIG_IGN); }
+
+  // The backend (under a temporary directory named after `name`), the service and a listening server.
+  void OpenServer(const std::string& name, http::ServerOptions o = {}) {
+    ASSERT_NO_FATAL_FAILURE(cas::testing::OpenTestBackend(name, &dir_, &store_, &index_));
+    o.host = "127.0.0.1";
+    o.port = 0;
+    server_ = std::make_unique<http::Server>(o, std::make_shared<http::Authenticator>(kTestJwtKey));
+    ASSERT_TRUE(server_->Listen().ok());
+    port_ = server_->port();
+    ASSERT_NE(port_, 0);
+    base_ = "http://127.0.0.1:" + std::to_string(port_);
+    cas::ServiceOptions so;
+    so.public_url = base_;
+    so.url_secret.bytes.fill(7);
+    so.now = [this] { return now_.load(); };
+    service_ = std::make_unique<cas::CasService>(*index_, *store_, pool_, so);
+  }
+
+  void StopServer() {
+    if (!server_) return;
+    server_->Stop(std::chrono::seconds(2));
+    server_->Wait();
+    server_.reset();
+  }
+
+  void TearDown() override {
+    StopServer();
+    service_.reset();
+    index_.reset();
+    store_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+
+  std::filesystem::path dir_;
+  WorkerPool pool_{2};
+  std::unique_ptr<store::LocalDiskStore> store_;
+  std::unique_ptr<index::SqliteIndex> index_;
+  std::unique_ptr<cas::CasService> service_;
+  std::unique_ptr<http::Server> server_;
+  uint16_t port_ = 0;
+  std::string base_;
+  std::atomic<uint64_t> now_{1'800'000'000};
+};
+
+}  // namespace cairn::api::testing
