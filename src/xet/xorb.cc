@@ -390,6 +390,11 @@ CompressionScheme AppendChunk(std::vector<uint8_t>& out, std::span<const uint8_t
 }
 
 EncodedXorb EncodeXorb(std::span<const std::span<const uint8_t>> chunks, CompressionPolicy policy) {
+  return EncodeXorb(chunks, policy, {});
+}
+
+EncodedXorb EncodeXorb(std::span<const std::span<const uint8_t>> chunks, CompressionPolicy policy,
+                       std::span<const ChunkHash> hashes) {
   EncodedXorb x;
   x.layout.chunks.reserve(chunks.size());
   for (size_t i = 0; i < chunks.size(); ++i) {
@@ -408,7 +413,8 @@ EncodedXorb EncodeXorb(std::span<const std::span<const uint8_t>> chunks, Compres
         break;
     }
     AppendChunk(x.bytes, chunks[i], scheme);
-    x.layout.chunks.push_back({ChunkHashOf(chunks[i]), static_cast<uint32_t>(chunks[i].size()),
+    x.layout.chunks.push_back({i < hashes.size() ? hashes[i] : ChunkHashOf(chunks[i]),
+                               static_cast<uint32_t>(chunks[i].size()),
                                static_cast<uint32_t>(x.bytes.size())});
   }
   x.hash = XorbHashOf(x.layout.hashed_chunks());

@@ -114,6 +114,9 @@ struct EncodedXorb {
   XorbHash hash;
 };
 EncodedXorb EncodeXorb(std::span<const std::span<const uint8_t>> chunks, CompressionPolicy policy);
+// The same for chunks the caller has hashed already (`hashes[i]` is chunks[i]'s): they are not hashed again.
+EncodedXorb EncodeXorb(std::span<const std::span<const uint8_t>> chunks, CompressionPolicy policy,
+                       std::span<const ChunkHash> hashes);
 
 // Byte grouping: stream k holds bytes k, k+4, k+8, ...; the streams are concatenated.
 void Bg4Split(std::span<const uint8_t> in, std::span<uint8_t> out);

@@ -727,6 +727,17 @@ TEST(XorbFooter, ParsesLegacyV0) {
 // -----------------------------------------------------------------------------------------------------------
 // Validation
 
+TEST(XorbEncode, KnownHashesGiveTheSameXorb) {
+  const Chunks chunks = MixedChunks(40);
+  std::vector<ChunkHash> hashes;
+  for (const auto& c : chunks.Hashed()) hashes.push_back(c.hash);
+  const EncodedXorb a = EncodeXorb(chunks.views, CompressionPolicy::kAuto);
+  const EncodedXorb b = EncodeXorb(chunks.views, CompressionPolicy::kAuto, hashes);
+  EXPECT_EQ(a.bytes, b.bytes);
+  EXPECT_EQ(a.hash, b.hash);
+  ExpectSameLayout(a.layout, b.layout);
+}
+
 TEST(XorbValidate, AcceptsEveryPolicy) {
   const Chunks chunks = MixedChunks(40);
   for (auto policy : {CompressionPolicy::kNone, CompressionPolicy::kLz4, CompressionPolicy::kBg4Lz4,
