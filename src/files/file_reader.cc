@@ -224,7 +224,11 @@ xet::Status FileReader::State::Plan(const std::vector<cas::FileTermRef>& file, u
       u.xorb = x;
       u.cs = a;
       for (uint32_t c = a; c < b; ++c) {
-        const bool fits = layout.chunks[c].end_offset - layout.begin_offset(u.cs) <= opt.unit_bytes;
+        // At most unit_bytes stored and unit_bytes decoded: a unit of very compressible chunks would
+        // otherwise decode to many times what was read, and what a connection's socket still holds of lent
+        // units (two blocks' worth) would grow with it.
+        const bool fits = layout.chunks[c].end_offset - layout.begin_offset(u.cs) <= opt.unit_bytes &&
+                          u.unpacked + layout.chunks[c].unpacked_size <= opt.unit_bytes;
         if (c > u.cs && !fits) {
           u.first_byte = layout.begin_offset(u.cs);
           u.end_byte = layout.begin_offset(c);

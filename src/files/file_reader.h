@@ -2,12 +2,13 @@
 //
 // Planning (Open): the terms covering the range are cut to the chunks the range needs, the chunk runs of each
 // xorb are merged (terms sharing chunks share their bytes) and split into fetch units of at most
-// ReadAheadOptions::unit_bytes stored bytes, each read with one store call (one pread on local disk, one
-// ranged GET on S3). Units are fetched on the service's fetch threads in the order the range needs them,
-// `depth` units ahead of the one being sent, as long as the stream's own budget (`stream_bytes`) and the
-// server-wide ByteBudget allow; a unit needed now is read whatever the budgets say (so a full budget slows a
-// stream to no read-ahead, never stops it). A unit stays in memory until the last term using it was sent,
-// unless memory is short: then the held unit needed farthest ahead is dropped and read again later.
+// ReadAheadOptions::unit_bytes stored bytes and as many decoded (one chunk may pass either), each read with
+// one store call (one pread on local disk, one ranged GET on S3). Units are fetched on the service's fetch
+// threads in the order the range needs them, `depth` units ahead of the one being sent, as long as the
+// stream's own budget (`stream_bytes`) and the server-wide ByteBudget allow; a unit needed now is read
+// whatever the budgets say (so a full budget slows a stream to no read-ahead, never stops it). A unit stays
+// in memory until the last term using it was sent, unless memory is short: then the held unit needed farthest
+// ahead is dropped and read again later.
 //
 // Verification: each chunk's header must agree with the xorb's layout (sizes), and each chunk's decoded bytes
 // must hash to the layout's chunk hash; otherwise Read fails with kHashMismatch at that chunk, never handing
@@ -37,7 +38,7 @@ namespace cairn::files {
 
 struct ReadAheadOptions {
   size_t depth = 2;                     // units fetched ahead of the one being sent (0: none)
-  uint64_t unit_bytes = 4ULL << 20;     // stored bytes per fetch, at most (cut at chunk boundaries)
+  uint64_t unit_bytes = 4ULL << 20;     // stored, and decoded, bytes per fetch, at most (cut at chunks)
   uint64_t stream_bytes = 64ULL << 20;  // bytes one stream holds (fetched, not yet sent), at most
 };
 

@@ -50,11 +50,12 @@ class FileReaderTest : public ::testing::Test {
     return *files_;
   }
   // Uploads `files` (xorbs of at most 1 MiB, so that a file spans several) and returns their hashes.
-  std::vector<xet::FileHash> Upload(const std::vector<Bytes>& files, xet::CompressionPolicy policy) {
+  std::vector<xet::FileHash> Upload(const std::vector<Bytes>& files, xet::CompressionPolicy policy,
+                                    uint64_t max_xorb_bytes = 1 << 20) {
     std::vector<std::span<const uint8_t>> spans(files.begin(), files.end());
     client::BuildOptions o;
     o.policy = policy;
-    o.max_xorb_bytes = 1 << 20;
+    o.max_xorb_bytes = max_xorb_bytes;
     auto up = client::BuildUpload(spans, o);
     for (const auto& x : up.xorbs) EXPECT_TRUE(cas_->PutXorb(x.hash, x.body).ok());
     auto r = cas_->PutShard(up.shard_bytes, "repo");
@@ -138,6 +139,20 @@ TEST_F(FileReaderTest, RangesAtEveryBoundaryForEveryDepthAndUnitSize) {
     }
   }
   EXPECT_EQ(files_->budget().in_use(), 0U);
+}
+
+TEST_F(FileReaderTest, UnitsAreCutAtTheirDecodedSizeToo) {
+  // 12 MiB of text in one xorb stores in about half of that: units of 1 MiB stored would each decode to
+  // nearly 2 MiB (more for more compressible data), which lent bytes would then keep in memory.
+  const Bytes text = xet::testing::TextLikeBytes(9, 12 << 20);
+  const auto hashes = Upload({text}, xet::CompressionPolicy::kLz4, 64 << 20);
+  ASSERT_EQ(built_.xorbs.size(), 1U);
+  ASSERT_LT(built_.xorbs[0].body.size(), text.size() * 3 / 4);
+  FileService& files = Files({2, 1 << 20, 64 << 20});
+  auto f = files.Find(hashes[0], "repo");
+  ASSERT_TRUE(f.ok());
+  EXPECT_EQ(ReadAll(files, *f, 0, f->size, 1 << 20), text);
+  EXPECT_GE(last_units_, text.size() >> 20);
 }
 
 TEST_F(FileReaderTest, SharedChunkRunsAreReadOnce) {
