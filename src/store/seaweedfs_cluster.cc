@@ -122,6 +122,13 @@ xet::Result<std::unique_ptr<SeaweedCluster>> SeaweedCluster::Start(const std::st
   }
   xet::Status started = xet::IoError("not started");
   for (int attempt = 0; attempt < 3 && !started.ok(); ++attempt) {
+    if (attempt > 0) {
+      // A start that failed (a port taken meanwhile by another process, say) may have left a master's state
+      // naming its own ports: a server started on that data waited for volumes that never came.
+      fs::remove_all(dir / "data", ec);
+      fs::create_directories(dir / "data", ec);
+      if (ec) return xet::IoError("recreate " + (dir / "data").string() + ": " + ec.message());
+    }
     auto base = FreePortRun();
     if (!base) return xet::IoError("no run of free loopback ports for SeaweedFS");
     cluster->base_port_ = *base;
