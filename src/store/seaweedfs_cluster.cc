@@ -43,10 +43,12 @@ std::string RandomText(size_t n) {
   return out;
 }
 
-// A base port such that base..base+kPorts-1, and each + kGrpcOffset, are free.
+// A base port such that base..base+kPorts-1, and each + kGrpcOffset, are free. All of them below Linux's
+// ephemeral range (32768 up by default), where any connection or port-0 listener of a test running beside
+// this one could take a port between this check and weed's bind.
 std::optional<uint16_t> FreePortRun() {
   std::mt19937 rng(std::random_device{}());
-  std::uniform_int_distribution<int> pick(20000, 45000);
+  std::uniform_int_distribution<int> pick(10000, 32768 - kGrpcOffset - kPorts);
   for (int attempt = 0; attempt < 200; ++attempt) {
     const int base = pick(rng);
     bool free = true;
