@@ -16,10 +16,9 @@ struct Placement {
   uint32_t chunk;
 };
 
-// SHA-256 stored as the stock client stores it: each 8-byte group of the digest reversed.
-xet::Hash ShardSha256(std::span<const uint8_t> data) {
-  uint8_t digest[32];
-  SHA256(data.data(), data.size(), digest);
+}  // namespace
+
+xet::Hash ShardSha256(const uint8_t (&digest)[32]) {
   xet::Hash h;
   for (size_t g = 0; g < 4; ++g) {
     for (size_t i = 0; i < 8; ++i) h.bytes[g * 8 + i] = digest[g * 8 + 7 - i];
@@ -27,7 +26,30 @@ xet::Hash ShardSha256(std::span<const uint8_t> data) {
   return h;
 }
 
-}  // namespace
+xet::FileRecord FileRecordOf(std::span<const PlacedChunk> chunks) {
+  xet::FileRecord record;
+  std::vector<xet::HashedChunk> leaves;
+  leaves.reserve(chunks.size());
+  for (size_t i = 0; i < chunks.size();) {
+    size_t j = i + 1;
+    while (j < chunks.size() && chunks[j].xorb == chunks[i].xorb &&
+           chunks[j].chunk == chunks[j - 1].chunk + 1)
+      ++j;
+    xet::FileTerm term{chunks[i].xorb, 0, 0, chunks[i].chunk,
+                       static_cast<uint32_t>(chunks[i].chunk + (j - i))};
+    std::vector<xet::ChunkHash> hashes;
+    for (size_t k = i; k < j; ++k) {
+      term.unpacked_bytes += static_cast<uint32_t>(chunks[k].size);
+      hashes.push_back(chunks[k].hash);
+      leaves.push_back({chunks[k].hash, chunks[k].size});
+    }
+    record.terms.push_back(term);
+    record.verification.push_back(xet::RangeHashOf(std::span<const xet::ChunkHash>(hashes)));
+    i = j;
+  }
+  record.hash = xet::FileHashOf(leaves);
+  return record;
+}
 
 std::vector<uint8_t> ShardUploadForm(const xet::Shard& shard) {
   xet::ShardWriteOptions w;
@@ -85,31 +107,16 @@ BuiltUpload BuildUpload(std::span<const std::span<const uint8_t>> files, const B
   flush();
 
   for (size_t f = 0; f < files.size(); ++f) {
-    xet::FileRecord record;
-    std::vector<xet::HashedChunk> leaves;
-    for (size_t i = 0; i < file_chunks[f].size();) {
-      // A term: consecutive chunks of one xorb.
-      const Placement first = file_chunks[f][i].at;
-      size_t j = i + 1;
-      while (j < file_chunks[f].size() && file_chunks[f][j].at.xorb == first.xorb &&
-             file_chunks[f][j].at.chunk == file_chunks[f][j - 1].at.chunk + 1) {
-        ++j;
-      }
-      const auto& layout = up.xorbs[first.xorb].layout;
-      xet::FileTerm term{up.xorbs[first.xorb].hash, 0, 0, first.chunk,
-                         static_cast<uint32_t>(first.chunk + (j - i))};
-      std::vector<xet::ChunkHash> hashes;
-      for (uint32_t c = term.chunk_start; c < term.chunk_end; ++c) {
-        term.unpacked_bytes += layout.chunks[c].unpacked_size;
-        hashes.push_back(layout.chunks[c].hash);
-        leaves.push_back({layout.chunks[c].hash, layout.chunks[c].unpacked_size});
-      }
-      record.terms.push_back(term);
-      record.verification.push_back(xet::RangeHashOf(std::span<const xet::ChunkHash>(hashes)));
-      i = j;
+    std::vector<PlacedChunk> placed_chunks;
+    placed_chunks.reserve(file_chunks[f].size());
+    for (const Chunk& c : file_chunks[f]) {
+      const auto& x = up.xorbs[c.at.xorb];
+      placed_chunks.push_back({c.hash, x.layout.chunks[c.at.chunk].unpacked_size, x.hash, c.at.chunk});
     }
-    record.hash = xet::FileHashOf(leaves);
-    record.sha256 = ShardSha256(files[f]);
+    xet::FileRecord record = FileRecordOf(placed_chunks);
+    uint8_t digest[32];
+    SHA256(files[f].data(), files[f].size(), digest);
+    record.sha256 = ShardSha256(digest);
     up.file_hashes.push_back(record.hash);
     up.shard.files.push_back(std::move(record));
   }

@@ -37,6 +37,21 @@ struct BuildOptions {
 
 BuiltUpload BuildUpload(std::span<const std::span<const uint8_t>> files, const BuildOptions& options = {});
 
+// A file's chunk as an upload places it: its hash and size, and the xorb and index it is stored at.
+struct PlacedChunk {
+  xet::ChunkHash hash;
+  uint64_t size = 0;
+  xet::XorbHash xorb;
+  uint32_t chunk = 0;
+};
+
+// The shard's record of a file made of `chunks`, in order: terms of consecutive chunks of one xorb with their
+// verification hashes, and the file hash. The SHA-256 is left for the caller.
+xet::FileRecord FileRecordOf(std::span<const PlacedChunk> chunks);
+
+// A SHA-256 digest as shards store it (the stock client's order: each 8-byte group reversed).
+xet::Hash ShardSha256(const uint8_t (&digest)[32]);
+
 // The stock client's form of a shard upload: SerializeShard's output cut before the lookup tables, with the
 // header's footer size set to 0.
 std::vector<uint8_t> ShardUploadForm(const xet::Shard& shard);

@@ -54,10 +54,7 @@ class Sha256 {
     uint8_t digest[32];
     unsigned n = 0;
     EVP_DigestFinal_ex(ctx_, digest, &n);
-    xet::Hash h;
-    for (size_t g = 0; g < 4; ++g)
-      for (size_t i = 0; i < 8; ++i) h.bytes[g * 8 + i] = digest[g * 8 + 7 - i];
-    return h;
+    return ShardSha256(digest);
   }
 
  private:
@@ -334,25 +331,14 @@ class Run {
     xet::Shard shard;
     for (size_t f = 0; f < files_.size(); ++f) {
       const FileState& file = files_[f];
-      xet::FileRecord record;
-      for (size_t i = 0; i < file.at.size();) {
-        const Placement first = file.at[i];
-        size_t j = i + 1;
-        while (j < file.at.size() && file.at[j].remote == first.remote && file.at[j].xorb == first.xorb &&
-               file.at[j].chunk == file.at[j - 1].chunk + 1)
-          ++j;
-        xet::FileTerm term{first.remote ? remote_[first.xorb] : local_[first.xorb]->hash, 0, 0, first.chunk,
-                           static_cast<uint32_t>(first.chunk + (j - i))};
-        std::vector<xet::ChunkHash> hashes;
-        for (size_t k = i; k < j; ++k) {
-          term.unpacked_bytes += static_cast<uint32_t>(file.chunks[k].size);
-          hashes.push_back(file.chunks[k].hash);
-        }
-        record.terms.push_back(term);
-        record.verification.push_back(xet::RangeHashOf(std::span<const xet::ChunkHash>(hashes)));
-        i = j;
+      std::vector<PlacedChunk> placed;
+      placed.reserve(file.at.size());
+      for (size_t i = 0; i < file.at.size(); ++i) {
+        const Placement& p = file.at[i];
+        placed.push_back({file.chunks[i].hash, file.chunks[i].size,
+                          p.remote ? remote_[p.xorb] : local_[p.xorb]->hash, p.chunk});
       }
-      record.hash = xet::FileHashOf(file.chunks);
+      xet::FileRecord record = FileRecordOf(placed);
       record.sha256 = out_.files[f].sha256;
       out_.files[f].hash = record.hash;
       shard.files.push_back(std::move(record));

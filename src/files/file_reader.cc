@@ -54,17 +54,17 @@ xet::Result<Loaded> LoadUnit(cas::CasService& cas, const xet::XorbHash& hash, co
     const size_t end = layout.chunks[c].end_offset - first_byte;
     auto chunk = xet::StoredChunk::Parse({out.raw.get() + begin, end - begin});
     if (!chunk) return fail(Corrupt(hash, c, chunk.error().message));
-    const xet::ChunkHeader* header = &chunk->header;
-    if (chunk->stored_size() != end - begin || header->uncompressed_length != layout.chunks[c].unpacked_size)
+    const xet::ChunkHeader& header = chunk->header;
+    if (chunk->stored_size() != end - begin || header.uncompressed_length != layout.chunks[c].unpacked_size)
       return fail(Corrupt(hash, c, "its header disagrees with the xorb's layout"));
     const std::span<const uint8_t> payload = chunk->payload;
     std::span<const uint8_t> bytes = payload;
-    if (header->scheme != xet::CompressionScheme::kNone) {
+    if (header.scheme != xet::CompressionScheme::kNone) {
       if (!out.decoded) out.decoded.reset(new uint8_t[unpacked]);  // NOLINT(cppcoreguidelines-owning-memory)
-      const std::span<uint8_t> into(out.decoded.get() + out.decoded_size, header->uncompressed_length);
+      const std::span<uint8_t> into(out.decoded.get() + out.decoded_size, header.uncompressed_length);
       if (out.decoded_size + into.size() > unpacked)
         return fail(Corrupt(hash, c, "larger than its layout says"));
-      if (auto st = decoder.Decode(*header, payload, into); !st)
+      if (auto st = decoder.Decode(header, payload, into); !st)
         return fail(Corrupt(hash, c, st.error().message));
       out.decoded_size += into.size();
       bytes = into;

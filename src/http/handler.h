@@ -66,9 +66,6 @@ struct FileSegment {
   uint64_t offset = 0;
   uint64_t length = 0;
 };
-// Bytes the server reads with blocking calls (a blob in an object store) rather than sends from a file.
-// ReadAt runs on the worker pool, one call at a time per segment, and must fill `out` exactly: a failure
-// once the header is sent can only cut the response short (the connection closes).
 // Bytes a stream lends instead of copying: `pieces`, in order, stay valid while `owner` lives.
 struct LentBytes {
   std::shared_ptr<const void> owner;
@@ -90,6 +87,9 @@ class ByteStream {
   }
 };
 
+// Bytes the server reads with blocking calls (a blob in an object store) rather than sends from a file.
+// ReadAt runs on the worker pool, one call at a time per segment, and must fill `out` exactly: a failure
+// once the header is sent can only cut the response short (the connection closes).
 class ByteSource {
  public:
   virtual ~ByteSource() = default;
