@@ -34,6 +34,8 @@ unsigned StatusOf(const xet::Error& e) {
       return 500;
     case xet::ErrorCode::kUnavailable:
       return 503;
+    case xet::ErrorCode::kConflict:
+      return 409;
   }
   return 500;
 }
@@ -323,6 +325,9 @@ void Transfer(cas::CasService& service, const std::shared_ptr<Exchange>& ex) {
         break;
       case xet::ErrorCode::kUnavailable:
         status = 503;
+        break;
+      case xet::ErrorCode::kConflict:
+        status = 409;
         break;
     }
     return ex->Respond(Response::ErrorJson(status, plan.error().message));

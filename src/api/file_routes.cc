@@ -26,6 +26,8 @@ unsigned StatusOf(const xet::Error& e) {
       return 500;
     case xet::ErrorCode::kUnavailable:
       return 503;
+    case xet::ErrorCode::kConflict:
+      return 409;
     case xet::ErrorCode::kMalformed:
     case xet::ErrorCode::kLimit:
       return 400;
@@ -130,8 +132,7 @@ std::string Disposition(const std::string& name) {
 
 // The download itself, once the file is found: conditionals, ranges, headers, and the first bytes read.
 Response Download(files::FileService& files, const http::Request& req, files::StoredFile file,
-                  const std::string& name, size_t max_ranges) {
-  const std::string etag = "\"" + file.hash.hex() + "\"";
+                  const std::string& etag, const std::string& name, size_t max_ranges) {
   const auto with_headers = [&](Response r) {
     r.Header("ETag", etag).Header("Accept-Ranges", "bytes").Header("Cache-Control", "private, max-age=0");
     if (!name.empty()) r.Header("Content-Disposition", Disposition(name));
@@ -198,7 +199,8 @@ void FileByHash(const http::Server& server, files::FileService& files, const std
       const unsigned status = file.error().code == xet::ErrorCode::kNotFound ? 404 : StatusOf(file.error());
       return ex->Respond(Response::ErrorJson(status, file.error().message));
     }
-    ex->Respond(Download(files, ex->request(), std::move(*file), reader.name, max_ranges));
+    const std::string etag = "\"" + file->hash.hex() + "\"";
+    ex->Respond(Download(files, ex->request(), std::move(*file), etag, reader.name, max_ranges));
   });
 }
 
@@ -213,7 +215,8 @@ void FileBySha256(files::FileService& files, const std::shared_ptr<Exchange>& ex
       const unsigned status = file.error().code == xet::ErrorCode::kNotFound ? 404 : StatusOf(file.error());
       return ex->Respond(Response::ErrorJson(status, file.error().message));
     }
-    ex->Respond(Download(files, ex->request(), std::move(*file), "", max_ranges));
+    const std::string etag = "\"" + file->hash.hex() + "\"";
+    ex->Respond(Download(files, ex->request(), std::move(*file), etag, "", max_ranges));
   });
 }
 
@@ -295,6 +298,11 @@ void ListFiles(files::FileService& files, const std::shared_ptr<Exchange>& ex) {
 }
 
 }  // namespace
+
+http::Response ServeStoredFile(files::FileService& files, const http::Request& req, files::StoredFile file,
+                               const std::string& etag, size_t max_ranges) {
+  return Download(files, req, std::move(file), etag, "", max_ranges);
+}
 
 void RegisterFileRoutes(http::Server& server, files::FileService& files, const FileRouteOptions& options) {
   auto& r = server.router();

@@ -22,6 +22,11 @@ struct FileRouteOptions {
   size_t max_ranges = 64;                            // ranges in one request, at most (400 past it)
 };
 
+// The answer to a GET or HEAD of a stored file, as /v1/files gives it (ranges, conditionals, verified bytes),
+// with `etag` (quoted) as its entity tag. For routes that serve stored files under other names (the Hub's).
+http::Response ServeStoredFile(files::FileService& files, const http::Request& req, files::StoredFile file,
+                               const std::string& etag, size_t max_ranges);
+
 void RegisterFileRoutes(http::Server& server, files::FileService& files, const FileRouteOptions& options);
 
 }  // namespace cairn::api

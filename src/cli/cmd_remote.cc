@@ -58,6 +58,7 @@ int ExitCode(const xet::Error& e) {
     case xet::ErrorCode::kMalformed:
     case xet::ErrorCode::kInconsistent:
     case xet::ErrorCode::kUnavailable:
+    case xet::ErrorCode::kConflict:
       return 1;
   }
   return 1;

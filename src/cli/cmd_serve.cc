@@ -8,6 +8,7 @@
 
 #include "api/cas_routes.h"
 #include "api/file_routes.h"
+#include "api/hub_routes.h"
 #include "api/ops_routes.h"
 #include "cas/service.h"
 #include "cli/backend.h"
@@ -30,6 +31,7 @@ struct Backend {
   std::unique_ptr<WorkerPool> pool;
   std::unique_ptr<cas::CasService> service;
   std::unique_ptr<files::FileService> files;
+  std::unique_ptr<hub::HubService> hub;
 };
 
 http::Result<std::unique_ptr<Backend>> RegisterRoutes(http::Server& server, const config::Config& cfg,
@@ -83,6 +85,13 @@ http::Result<std::unique_ptr<Backend>> RegisterRoutes(http::Server& server, cons
   fo.log = [](const std::string& message) { spdlog::error("serving a file: {}", message); };
   b->files = std::make_unique<files::FileService>(*b->service, *b->index, fo);
   api::RegisterFileRoutes(server, *b->files, {.public_url = cfg.public_url});
+
+  // The Hub API (huggingface_hub, the hf CLI): repositories over the same index and files.
+  b->hub = std::make_unique<hub::HubService>(*b->index, *b->files, hub::HubOptions{});
+  api::HubRouteOptions ho;
+  ho.public_url = cfg.public_url;
+  ho.token_key = secrets.jwt_key;
+  api::RegisterHubRoutes(server, *b->hub, *b->files, ho);
 
   api::RegisterIndexMetrics(server, *b->index);
   api::RegisterReadiness(server, {{"index", [ix = b->index.get()] { return ix->Ping(); }},

@@ -24,10 +24,25 @@ bool IsCapture(const std::string& s) {
   return s.size() > 2 && s.front() == '{' && s.back() == '}';
 }
 
+// "{name...}": a last capture that takes every remaining segment (one at least), joined by '/'.
+bool IsTail(const std::string& s) {
+  return s.size() > 5 && s.front() == '{' && s.ends_with("...}");
+}
+
 bool PathMatches(const Route& r, const std::vector<std::string>& segments,
                  std::map<std::string, std::string, std::less<>>* params) {
-  if (r.segments.size() != segments.size()) return false;
-  for (size_t i = 0; i < segments.size(); ++i) {
+  const bool tail = !r.segments.empty() && IsTail(r.segments.back());
+  if (tail ? segments.size() < r.segments.size() : r.segments.size() != segments.size()) return false;
+  if (tail) {
+    const size_t first = r.segments.size() - 1;
+    std::string joined;
+    for (size_t i = first; i < segments.size(); ++i) {
+      if (segments[i].empty()) return false;
+      joined += (i > first ? "/" : "") + segments[i];
+    }
+    if (params != nullptr) (*params)[r.segments.back().substr(1, r.segments.back().size() - 5)] = joined;
+  }
+  for (size_t i = 0; i < (tail ? r.segments.size() - 1 : segments.size()); ++i) {
     if (IsCapture(r.segments[i])) {
       if (segments[i].empty()) return false;
       if (params != nullptr) (*params)[r.segments[i].substr(1, r.segments[i].size() - 2)] = segments[i];

@@ -1,8 +1,9 @@
 // Routes: method + path pattern → handler, with per-route limits and required permission.
 //
 // Patterns are absolute paths whose segments are literals or captures: "/v1/xorbs/{prefix}/{hash}". A capture
-// matches one whole non-empty segment (percent-decoded). An unknown path answers 404 {"error": ...}; a known
-// path with another method answers 405 with an Allow header.
+// matches one whole non-empty segment (percent-decoded); a last capture "{path...}" matches every remaining
+// segment (at least one, none empty), joined by '/'. The first route registered that matches wins. An unknown
+// path answers 404 {"error": ...}; a known path with another method answers 405 with an Allow header.
 //
 // Thread-safety: register every route before Server::Start; afterwards the router is only read.
 #pragma once

@@ -5,6 +5,21 @@
 namespace cairn::http {
 namespace {
 
+TEST(Router, ATailCaptureTakesTheRestOfThePath) {
+  Router r;
+  r.Handle(Verb::get, "/{ns}/{name}/resolve/{rev}/{path...}", {}, [](const std::shared_ptr<Exchange>&) {});
+  auto m = r.Find(Verb::get, {"alice", "model", "resolve", "refs/pr/1", "dir", "sub", "file.bin"});
+  ASSERT_NE(m.route, nullptr);
+  EXPECT_EQ(m.params.at("rev"), "refs/pr/1");  // a decoded %2F stays inside its segment
+  EXPECT_EQ(m.params.at("path"), "dir/sub/file.bin");
+  m = r.Find(Verb::get, {"alice", "model", "resolve", "main", "a"});
+  ASSERT_NE(m.route, nullptr);
+  EXPECT_EQ(m.params.at("path"), "a");
+  EXPECT_EQ(r.Find(Verb::get, {"alice", "model", "resolve", "main"}).route, nullptr);  // one segment at least
+  EXPECT_EQ(r.Find(Verb::get, {"alice", "model", "resolve", "main", "a", "", "b"}).route, nullptr);
+  EXPECT_EQ(r.Find(Verb::get, {"alice", "model", "blob", "main", "a"}).route, nullptr);
+}
+
 TEST(Router, MatchesCapturesAndMethods) {
   Router r;
   r.Handle(Verb::post, "/v1/xorbs/{prefix}/{hash}", {}, [](const std::shared_ptr<Exchange>&) {});

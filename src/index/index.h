@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "index/records.h"
+#include "index/repo_records.h"
 #include "xet/result.h"
 
 namespace cairn::index {
@@ -93,6 +94,34 @@ class Index {
   // The secret named `name`, shared by every process on this index; when there is none yet, `candidate` is
   // stored and returned (atomically: of several processes starting at once, one value wins for all).
   virtual xet::Result<std::string> SharedSecret(std::string_view name, std::string_view candidate) = 0;
+
+  // ---- Repositories (the Hub's metadata, repo_records.h)
+  // Creates a repository with its first objects and refs in one transaction. kConflict when a repository
+  // of that type and name exists.
+  virtual xet::Result<RepoRecord> CreateRepo(const NewRepo& repo) = 0;
+  // kNotFound when there is none. Names compare exactly (case matters).
+  virtual xet::Result<RepoRecord> FindRepo(RepoType type, std::string_view ns, std::string_view name) = 0;
+  // Repositories of `type` (in namespace `ns` when given) ordered by (namespace, name), after the given
+  // pair when `after` is set; at most `limit` (at most kMaxListedRepos; kMalformed past that).
+  static constexpr size_t kMaxListedRepos = 1000;
+  virtual xet::Result<std::vector<RepoRecord>> ListRepos(
+      RepoType type, std::optional<std::string_view> ns,
+      std::optional<std::pair<std::string, std::string>> after, size_t limit) = 0;
+  // kNotFound for an unknown id, kConflict when the new name is taken.
+  virtual xet::Status UpdateRepo(int64_t id, const RepoChange& change) = 0;
+  // The repository, its refs and its objects; kNotFound for an unknown id.
+  virtual xet::Status DeleteRepo(int64_t id) = 0;
+  // Stores objects of repository `repo` (keys already present keep their value).
+  virtual xet::Status PutRepoObjects(int64_t repo, const std::vector<RepoObject>& objects) = 0;
+  // Object i for keys[i], or nullopt where there is none; at most kMaxObjectsPerRead keys.
+  static constexpr size_t kMaxObjectsPerRead = 1000;
+  virtual xet::Result<std::vector<std::optional<RepoObject>>> GetRepoObjects(
+      int64_t repo, const std::vector<std::vector<uint8_t>>& keys) = 0;
+  // Every ref of the repository, branches first, each kind by name.
+  virtual xet::Result<std::vector<Ref>> ListRefs(int64_t repo) = 0;
+  // Applies `update` if the ref's current target is `update.expected` (compare and swap): kConflict when
+  // it is not, so concurrent writers cannot lose each other's changes; kNotFound for an unknown repo.
+  virtual xet::Status UpdateRef(int64_t repo, const RefUpdate& update) = 0;
 
   // ---- Operations
   // Whether the database answers now (a round trip; /readyz).

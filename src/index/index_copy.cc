@@ -34,8 +34,9 @@ struct Table {
   size_t page_rows;  // rows per page (and transaction); xorb layouts run to 40 KB each
 };
 
-// (Schema 6 added an index only; schema 7 the scopes' totals, which are counters: recomputed, not copied.)
-static_assert(SqliteIndex::kSchemaVersion == 7 && PostgresIndex::kSchemaVersion == 7,
+// (Schema 6 added an index only; schema 7 the scopes' totals, which are counters: recomputed, not copied;
+// schema 8 the Hub's repositories, whose ids are copied as they are.)
+static_assert(SqliteIndex::kSchemaVersion == 8 && PostgresIndex::kSchemaVersion == 8,
               "a new schema version must be reflected in kTables");
 
 // Each scope's totals from its rows (schema 7's scope_totals), the same SQL on both backends.
@@ -76,6 +77,24 @@ const std::vector<Table>& Tables() {
        3,
        4096},
       {"secrets", {{"name", Type::kText}, {"value", Type::kText}, {"created_at", Type::kInt}}, 1, 64},
+      {"repos",
+       {{"id", Type::kInt},
+        {"type", Type::kInt},
+        {"ns", Type::kText},
+        {"name", Type::kText},
+        {"private", Type::kBool},
+        {"created_at", Type::kInt},
+        {"scope", Type::kText}},
+       1,
+       1024},
+      {"repo_refs",
+       {{"repo", Type::kInt}, {"kind", Type::kInt}, {"name", Type::kText}, {"target", Type::kBytes}},
+       3,
+       1024},
+      {"repo_objects",
+       {{"repo", Type::kInt}, {"key", Type::kBytes}, {"kind", Type::kInt}, {"data", Type::kBytes}},
+       2,
+       256},
   };
   return tables;
 }
@@ -349,6 +368,8 @@ class PostgresTables final : public TableIo {
         "DELETE FROM scope_totals; " +
         std::string(kFillScopeTotals) +
         "; "
+        // Copied repositories keep their ids: new ones must come after them.
+        "SELECT setval(pg_get_serial_sequence('repos', 'id'), GREATEST((SELECT max(id) FROM repos), 1)); "
         "COMMIT");
     if (!r.ok()) return r.error();
     return xet::Ok{};

@@ -150,6 +150,10 @@ class IndexTest : public ::testing::TestWithParam<Backend> {
   // Takes the database back to schema `version` as far as its version number goes (and what schemas 6 and 7
   // added: an index, and a table that migration 7 fills from the rows).
   void SetSchemaVersion(int version) {
+    if (version < 8) {
+      ExecRaw("DROP TABLE repos; DROP TABLE repo_objects; DROP TABLE repo_refs",
+              "DROP TABLE repos; DROP TABLE repo_objects; DROP TABLE repo_refs");
+    }
     if (version < 7) ExecRaw("DROP TABLE scope_totals", "DROP TABLE scope_totals");
     if (version < 6)
       ExecRaw("DROP INDEX file_scopes_by_scope", "DROP INDEX file_scopes_by_scope");  // added by 6
@@ -770,6 +774,183 @@ TEST_P(IndexTest, SharedSecretFirstWriterWins) {
   EXPECT_TRUE(index_->Ping().ok());
 }
 
+std::vector<uint8_t> Key(std::string_view s) {
+  return {s.begin(), s.end()};
+}
+
+NewRepo MakeRepo(std::string ns, std::string name, RepoType type = RepoType::kModel) {
+  NewRepo r;
+  r.type = type;
+  r.ns = std::move(ns);
+  r.name = std::move(name);
+  r.created_at = 1700000000;
+  r.scope = "hub:" + r.ns + "/" + r.name;
+  r.objects = {{Key("commit-1"), 3, Key("first commit")}};
+  r.refs = {{RefKind::kBranch, "main", Key("commit-1")}};
+  return r;
+}
+
+TEST_P(IndexTest, ReposAreCreatedFoundListedChangedAndDeleted) {
+  Open();
+  auto a = index_->CreateRepo(MakeRepo("alice", "model"));
+  ASSERT_TRUE(a.ok()) << a.error().message;
+  EXPECT_GT(a->id, 0);
+  auto again = index_->CreateRepo(MakeRepo("alice", "model"));
+  ASSERT_FALSE(again.ok());
+  EXPECT_EQ(again.error().code, ErrorCode::kConflict);
+  // The same name of another type is another repository.
+  auto data = index_->CreateRepo(MakeRepo("alice", "model", RepoType::kDataset));
+  ASSERT_TRUE(data.ok()) << data.error().message;
+  EXPECT_NE(data->id, a->id);
+  NewRepo priv = MakeRepo("bob", "secret");
+  priv.is_private = true;
+  ASSERT_TRUE(index_->CreateRepo(priv).ok());
+  ASSERT_TRUE(index_->CreateRepo(MakeRepo("alice", "a-first")).ok());
+
+  auto found = index_->FindRepo(RepoType::kModel, "alice", "model");
+  ASSERT_TRUE(found.ok()) << found.error().message;
+  EXPECT_EQ(found->id, a->id);
+  EXPECT_FALSE(found->is_private);
+  EXPECT_EQ(found->created_at, 1700000000);
+  EXPECT_EQ(index_->FindRepo(RepoType::kModel, "alice", "Model").error().code, ErrorCode::kNotFound);
+  EXPECT_TRUE(index_->FindRepo(RepoType::kModel, "bob", "secret")->is_private);
+
+  // Listings: by (namespace, name), filtered by namespace, in pages.
+  auto all = index_->ListRepos(RepoType::kModel, std::nullopt, std::nullopt, 10);
+  ASSERT_TRUE(all.ok()) << all.error().message;
+  ASSERT_EQ(all->size(), 3U);
+  EXPECT_EQ((*all)[0].name, "a-first");
+  EXPECT_EQ((*all)[1].name, "model");
+  EXPECT_EQ((*all)[2].ns, "bob");
+  auto alices = index_->ListRepos(RepoType::kModel, "alice", std::nullopt, 10);
+  ASSERT_EQ(alices->size(), 2U);
+  auto page = index_->ListRepos(RepoType::kModel, std::nullopt,
+                                std::pair{std::string("alice"), std::string("model")}, 10);
+  ASSERT_EQ(page->size(), 1U);
+  EXPECT_EQ((*page)[0].ns, "bob");
+  EXPECT_EQ(index_->ListRepos(RepoType::kDataset, std::nullopt, std::nullopt, 10)->size(), 1U);
+  EXPECT_EQ(index_->ListRepos(RepoType::kModel, std::nullopt, std::nullopt, Index::kMaxListedRepos + 1)
+                .error()
+                .code,
+            ErrorCode::kMalformed);
+
+  // Settings and moves; a move onto a taken name changes nothing.
+  ASSERT_TRUE(index_->UpdateRepo(a->id, RepoChange{.is_private = true, .ns = {}, .name = {}}).ok());
+  EXPECT_TRUE(index_->FindRepo(RepoType::kModel, "alice", "model")->is_private);
+  auto taken = index_->UpdateRepo(a->id, RepoChange{.is_private = false, .ns = "bob", .name = "secret"});
+  ASSERT_FALSE(taken.ok());
+  EXPECT_EQ(taken.error().code, ErrorCode::kConflict);
+  EXPECT_TRUE(index_->FindRepo(RepoType::kModel, "alice", "model")->is_private);
+  ASSERT_TRUE(index_->UpdateRepo(a->id, RepoChange{.is_private = {}, .ns = "carol", .name = "moved"}).ok());
+  EXPECT_EQ(index_->FindRepo(RepoType::kModel, "carol", "moved")->id, a->id);
+  EXPECT_EQ(index_->FindRepo(RepoType::kModel, "alice", "model").error().code, ErrorCode::kNotFound);
+  EXPECT_EQ(index_->UpdateRepo(999999, RepoChange{.is_private = true, .ns = {}, .name = {}}).error().code,
+            ErrorCode::kNotFound);
+  // The refs and objects moved with it.
+  auto refs = index_->ListRefs(a->id);
+  ASSERT_TRUE(refs.ok());
+  ASSERT_EQ(refs->size(), 1U);
+  EXPECT_EQ((*refs)[0].target, Key("commit-1"));
+
+  // Deleting takes the refs and objects too; the id is never given again.
+  ASSERT_TRUE(index_->DeleteRepo(a->id).ok());
+  EXPECT_EQ(index_->DeleteRepo(a->id).error().code, ErrorCode::kNotFound);
+  EXPECT_EQ(index_->FindRepo(RepoType::kModel, "carol", "moved").error().code, ErrorCode::kNotFound);
+  EXPECT_TRUE(index_->ListRefs(a->id)->empty());
+  EXPECT_FALSE((*index_->GetRepoObjects(a->id, {Key("commit-1")}))[0].has_value());
+  auto reborn = index_->CreateRepo(MakeRepo("carol", "moved"));
+  ASSERT_TRUE(reborn.ok());
+  EXPECT_GT(reborn->id, data->id);
+
+  Open();  // durable
+  EXPECT_EQ(index_->FindRepo(RepoType::kModel, "carol", "moved")->id, reborn->id);
+}
+
+TEST_P(IndexTest, RepoObjectsRoundtrip) {
+  Open();
+  auto repo = index_->CreateRepo(MakeRepo("alice", "model"));
+  ASSERT_TRUE(repo.ok());
+  auto other = index_->CreateRepo(MakeRepo("alice", "other"));
+  std::vector<RepoObject> objects = {{Key("tree-1"), 2, Key("a tree")},
+                                     {std::vector<uint8_t>(32, 7), 4, std::vector<uint8_t>(40, 1)},
+                                     {Key("empty"), 1, {}}};
+  ASSERT_TRUE(index_->PutRepoObjects(repo->id, objects).ok());
+  ASSERT_TRUE(index_->PutRepoObjects(repo->id, {{Key("tree-1"), 2, Key("other bytes")}}).ok());  // first wins
+  auto got = index_->GetRepoObjects(
+      repo->id, {Key("tree-1"), Key("missing"), std::vector<uint8_t>(32, 7), Key("empty"), Key("commit-1")});
+  ASSERT_TRUE(got.ok()) << got.error().message;
+  ASSERT_EQ(got->size(), 5U);
+  EXPECT_EQ((*got)[0]->data, Key("a tree"));
+  EXPECT_EQ((*got)[0]->kind, 2);
+  EXPECT_FALSE((*got)[1].has_value());
+  EXPECT_EQ((*got)[2]->data, std::vector<uint8_t>(40, 1));
+  EXPECT_TRUE((*got)[3]->data.empty());
+  EXPECT_EQ((*got)[4]->data, Key("first commit"));
+  // Objects belong to their repository.
+  EXPECT_FALSE((*index_->GetRepoObjects(other->id, {Key("tree-1")}))[0].has_value());
+  EXPECT_EQ(index_->PutRepoObjects(repo->id, {{{}, 1, {}}}).error().code, ErrorCode::kMalformed);
+  EXPECT_EQ(index_->PutRepoObjects(repo->id, {{std::vector<uint8_t>(33, 1), 1, {}}}).error().code,
+            ErrorCode::kMalformed);
+  EXPECT_EQ(index_->PutRepoObjects(999999, objects).error().code, ErrorCode::kNotFound);
+  EXPECT_EQ(index_->GetRepoObjects(repo->id, std::vector<std::vector<uint8_t>>(Index::kMaxObjectsPerRead + 1))
+                .error()
+                .code,
+            ErrorCode::kMalformed);
+}
+
+TEST_P(IndexTest, RefsChangeOnlyFromTheStateExpected) {
+  Open();
+  auto repo = index_->CreateRepo(MakeRepo("alice", "model"));
+  ASSERT_TRUE(repo.ok());
+  const auto update = [&](RefKind kind, std::string name, std::optional<std::string> expected,
+                          std::optional<std::string> target) {
+    RefUpdate u{kind, std::move(name), {}, {}};
+    if (expected) u.expected = Key(*expected);
+    if (target) u.target = Key(*target);
+    return index_->UpdateRef(repo->id, u);
+  };
+  EXPECT_TRUE(update(RefKind::kBranch, "main", "commit-1", "commit-2").ok());
+  auto stale = update(RefKind::kBranch, "main", "commit-1", "commit-3");
+  ASSERT_FALSE(stale.ok());
+  EXPECT_EQ(stale.error().code, ErrorCode::kConflict);
+  EXPECT_EQ(update(RefKind::kBranch, "main", std::nullopt, "commit-3").error().code, ErrorCode::kConflict);
+  EXPECT_TRUE(update(RefKind::kBranch, "dev", std::nullopt, "commit-1").ok());
+  EXPECT_TRUE(update(RefKind::kTag, "v1", std::nullopt, "commit-2").ok());
+  EXPECT_TRUE(update(RefKind::kTag, "main", std::nullopt, "commit-1").ok());  // kinds are separate
+  EXPECT_EQ(update(RefKind::kBranch, "dev", "commit-2", std::nullopt).error().code, ErrorCode::kConflict);
+  EXPECT_EQ(update(RefKind::kBranch, "gone", "commit-2", std::nullopt).error().code, ErrorCode::kConflict);
+  EXPECT_TRUE(update(RefKind::kBranch, "dev", "commit-1", std::nullopt).ok());
+  EXPECT_EQ(index_->UpdateRef(999999, RefUpdate{RefKind::kBranch, "main", {}, Key("x")}).error().code,
+            ErrorCode::kNotFound);
+  auto refs = index_->ListRefs(repo->id);
+  ASSERT_TRUE(refs.ok());
+  ASSERT_EQ(refs->size(), 3U);
+  EXPECT_EQ((*refs)[0].kind, RefKind::kBranch);
+  EXPECT_EQ((*refs)[0].target, Key("commit-2"));
+  EXPECT_EQ((*refs)[1].kind, RefKind::kTag);
+  EXPECT_EQ((*refs)[1].name, "main");
+  EXPECT_EQ((*refs)[2].name, "v1");
+
+  // Writers racing from the same state: exactly one of them moves the branch.
+  constexpr int kWriters = 8;
+  std::atomic<int> won{0};
+  std::atomic<int> refused{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kWriters; ++i) {
+    threads.emplace_back([&, i] {
+      auto st = update(RefKind::kBranch, "main", "commit-2", "racer-" + std::to_string(i));
+      if (st.ok()) {
+        ++won;
+      } else if (st.error().code == ErrorCode::kConflict) {
+        ++refused;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(won.load(), 1);
+  EXPECT_EQ(refused.load(), kWriters - 1);
+}
+
 // Nodes starting at once against a fresh database: every one opens, the schema is created once.
 TEST_P(IndexTest, ConcurrentOpensMigrateOnce) {
   constexpr int kNodes = 4;
@@ -1026,6 +1207,12 @@ TEST(IndexCopyTest, SqliteToPostgresAndBackResumesAndVerifies) {
     commits[0].scope = "org/c";  // a second scope for one shard's files and entries
     ASSERT_TRUE((*src)->CommitShard(commits[0]).ok());
     ASSERT_TRUE((*src)->SharedSecret("jwt", std::string(64, 'j')).ok());
+    // Repositories, one deleted (its id must not come back on the destination).
+    ASSERT_TRUE((*src)->CreateRepo(MakeRepo("org", "a")).ok());
+    auto gone = (*src)->CreateRepo(MakeRepo("org", "gone"));
+    ASSERT_TRUE(gone.ok());
+    ASSERT_TRUE((*src)->CreateRepo(MakeRepo("org", "b", RepoType::kDataset)).ok());
+    ASSERT_TRUE((*src)->DeleteRepo(gone->id).ok());
   }
   PgExec("DROP SCHEMA IF EXISTS copy1 CASCADE; CREATE SCHEMA copy1");
   const std::string pg_url = Cluster().uri() + "?options=-csearch_path%3Dcopy1";
@@ -1080,8 +1267,26 @@ TEST(IndexCopyTest, SqliteToPostgresAndBackResumesAndVerifies) {
     }
     EXPECT_TRUE(*(*b)->FileVisibleTo(commits[0].files[0].hash, "org/a"));
     EXPECT_EQ(*(*b)->SharedSecret("jwt", "other"), std::string(64, 'j'));
+    for (auto [type, name] : {std::pair{RepoType::kModel, "a"}, std::pair{RepoType::kDataset, "b"}}) {
+      auto ra = (*a)->FindRepo(type, "org", name);
+      auto rb = (*b)->FindRepo(type, "org", name);
+      ASSERT_TRUE(ra.ok() && rb.ok()) << name;
+      EXPECT_EQ(ra->id, rb->id);
+      EXPECT_EQ(ra->scope, rb->scope);
+      EXPECT_EQ((*b)->ListRefs(rb->id)->size(), 1u);
+      EXPECT_EQ((*(*b)->GetRepoObjects(rb->id, {Key("commit-1")}))[0]->data, Key("first commit"));
+    }
   };
   same(sqlite_url, pg_url);
+  {
+    // A repository created on the destination gets an id after every copied one.
+    auto b = OpenIndex(pg_url);
+    ASSERT_TRUE(b.ok());
+    auto fresh = (*b)->CreateRepo(MakeRepo("org", "fresh"));
+    ASSERT_TRUE(fresh.ok()) << fresh.error().message;
+    EXPECT_GT(fresh->id, (*b)->FindRepo(RepoType::kDataset, "org", "b")->id);
+    ASSERT_TRUE((*b)->DeleteRepo(fresh->id).ok());
+  }
 
   // Interrupted: the destination lost the tail of some tables (as if the copy had stopped there).
   PgExec(

@@ -106,6 +106,31 @@ CREATE TABLE scope_totals(
 INSERT INTO scope_totals(scope, files, bytes)
   SELECT s.scope, count(*), sum(f.size) FROM file_scopes s JOIN files f ON f.hash = s.file GROUP BY s.scope;
 )sql",
+    // 8: Hub repositories, the objects of their histories and their refs (as on SQLite; names sort
+    // bytewise, as SQLite's do).
+    R"sql(
+CREATE TABLE repos(
+  id bigserial PRIMARY KEY,
+  type int8 NOT NULL,
+  ns text COLLATE "C" NOT NULL,
+  name text COLLATE "C" NOT NULL,
+  private bool NOT NULL,
+  created_at int8 NOT NULL,
+  scope text NOT NULL,
+  UNIQUE(type, ns, name));
+CREATE TABLE repo_objects(
+  repo int8 NOT NULL,
+  key bytea NOT NULL CHECK (length(key) BETWEEN 1 AND 32),
+  kind int8 NOT NULL,
+  data bytea NOT NULL,
+  PRIMARY KEY(repo, key));
+CREATE TABLE repo_refs(
+  repo int8 NOT NULL,
+  kind int8 NOT NULL,
+  name text COLLATE "C" NOT NULL,
+  target bytea NOT NULL,
+  PRIMARY KEY(repo, kind, name));
+)sql",
 };
 static_assert(std::size(kMigrations) == PostgresIndex::kSchemaVersion);
 static_assert(Index::kMaxDedupHits == 32, "the LIMIT of kDedupAny and kDedupScoped");
@@ -216,6 +241,73 @@ constexpr pg::Statement kPutSecret{"put_secret",
                                    "VALUES ($1::text, $2::text, $3::int8) ON CONFLICT (name) DO NOTHING"};
 constexpr pg::Statement kGetSecret{"get_secret", "SELECT value FROM secrets WHERE name = $1::text"};
 constexpr pg::Statement kPing{"ping", "SELECT 1"};
+// Repositories. Each write is one statement (as the writer threads require): its row says what happened.
+constexpr pg::Statement kCreateRepo{"create_repo", R"sql(
+WITH r AS (
+  INSERT INTO repos(type, ns, name, private, created_at, scope)
+  VALUES ($1::int8, $2::text, $3::text, $4::bool, $5::int8, $12::text)
+  ON CONFLICT DO NOTHING RETURNING id),
+o AS (
+  INSERT INTO repo_objects(repo, key, kind, data)
+  SELECT r.id, u.key, u.kind, u.data FROM r, unnest($6::bytea[], $7::int8[], $8::bytea[]) AS u(key, kind, data)
+  ON CONFLICT DO NOTHING),
+f AS (
+  INSERT INTO repo_refs(repo, kind, name, target)
+  SELECT r.id, u.kind, u.name, u.target FROM r, unnest($9::int8[], $10::text[], $11::bytea[]) AS u(kind, name, target))
+SELECT id FROM r)sql"};
+constexpr pg::Statement kFindRepo{"find_repo",
+                                  "SELECT id, private, created_at, scope FROM repos WHERE type = $1::int8 "
+                                  "AND ns = $2::text AND name = $3::text"};
+constexpr pg::Statement kListRepos{"list_repos", R"sql(
+SELECT id, ns, name, private, created_at, scope FROM repos
+WHERE type = $1::int8 AND ($2::text IS NULL OR ns = $2::text) AND (ns, name) > ($3::text, $4::text)
+ORDER BY ns, name LIMIT $5::int8)sql"};
+constexpr pg::Statement kUpdateRepo{"update_repo", R"sql(
+WITH cur AS (SELECT id, type FROM repos WHERE id = $1::int8),
+taken AS (
+  SELECT 1 FROM repos r, cur
+  WHERE $3::text IS NOT NULL AND r.type = cur.type AND r.ns = $3::text AND r.name = $4::text AND r.id <> cur.id),
+upd AS (
+  UPDATE repos SET private = coalesce($2::bool, private), ns = coalesce($3::text, ns),
+                   name = coalesce($4::text, name)
+  WHERE id = $1::int8 AND NOT EXISTS (SELECT 1 FROM taken) RETURNING id)
+SELECT (SELECT count(*) FROM cur)::int8, (SELECT count(*) FROM taken)::int8)sql"};
+constexpr pg::Statement kDeleteRepo{"delete_repo", R"sql(
+WITH d AS (DELETE FROM repos WHERE id = $1::int8 RETURNING id),
+o AS (DELETE FROM repo_objects WHERE repo IN (SELECT id FROM d)),
+f AS (DELETE FROM repo_refs WHERE repo IN (SELECT id FROM d))
+SELECT count(*)::int8 FROM d)sql"};
+constexpr pg::Statement kPutRepoObjects{"put_repo_objects", R"sql(
+WITH r AS (SELECT id FROM repos WHERE id = $1::int8),
+o AS (
+  INSERT INTO repo_objects(repo, key, kind, data)
+  SELECT r.id, u.key, u.kind, u.data FROM r, unnest($2::bytea[], $3::int8[], $4::bytea[]) AS u(key, kind, data)
+  ON CONFLICT DO NOTHING)
+SELECT count(*)::int8 FROM r)sql"};
+constexpr pg::Statement kGetRepoObjects{"get_repo_objects", R"sql(
+SELECT u.i, o.kind, o.data FROM unnest($2::bytea[]) WITH ORDINALITY AS u(key, i)
+JOIN repo_objects o ON o.repo = $1::int8 AND o.key = u.key)sql"};
+constexpr pg::Statement kListRefs{
+    "list_refs", "SELECT kind, name, target FROM repo_refs WHERE repo = $1::int8 ORDER BY kind, name"};
+// Compare and swap of one ref: $4 the target expected (NULL: none), $5 the new one (NULL: delete). An UPDATE
+// or DELETE waiting on a concurrent change re-checks `target = $4` against the committed row (READ
+// COMMITTED), so of two writers from the same state one wins and the other changes nothing.
+constexpr pg::Statement kUpdateRef{"update_ref", R"sql(
+WITH r AS (SELECT id FROM repos WHERE id = $1::int8),
+ins AS (
+  INSERT INTO repo_refs(repo, kind, name, target)
+  SELECT id, $2::int8, $3::text, $5::bytea FROM r WHERE $4::bytea IS NULL AND $5::bytea IS NOT NULL
+  ON CONFLICT DO NOTHING RETURNING 1),
+upd AS (
+  UPDATE repo_refs SET target = $5::bytea
+  WHERE $5::bytea IS NOT NULL AND repo = $1::int8 AND kind = $2::int8 AND name = $3::text AND target = $4::bytea
+  RETURNING 1),
+del AS (
+  DELETE FROM repo_refs
+  WHERE $5::bytea IS NULL AND repo = $1::int8 AND kind = $2::int8 AND name = $3::text AND target = $4::bytea
+  RETURNING 1)
+SELECT (SELECT count(*) FROM r)::int8,
+       ((SELECT count(*) FROM ins) + (SELECT count(*) FROM upd) + (SELECT count(*) FROM del))::int8)sql"};
 
 int64_t Now() {
   return static_cast<int64_t>(std::time(nullptr));
@@ -702,6 +794,216 @@ xet::Result<std::string> PostgresIndex::SharedSecret(std::string_view name, std:
   if (!rows.ok()) return rows.error();
   if (rows->size() != 1) return xet::IoError("postgres: secret " + std::string(name) + " vanished");
   return std::string(rows->Text(0, 0));
+}
+
+// ---- Repositories
+
+namespace {
+
+std::vector<uint8_t> Bytes(std::span<const uint8_t> b) {
+  return {b.begin(), b.end()};
+}
+
+// Objects as the three arrays the statements unnest.
+void ObjectArrays(pg::Params& p, const std::vector<RepoObject>& objects) {
+  std::vector<std::optional<std::span<const uint8_t>>> keys, data;
+  std::vector<int64_t> kinds;
+  for (const RepoObject& o : objects) {
+    keys.emplace_back(o.key);
+    kinds.push_back(o.kind);
+    data.emplace_back(o.data);
+  }
+  p.ByteaArray(keys).Int8Array(kinds).ByteaArray(data);
+}
+
+xet::Status CheckKeys(const std::vector<RepoObject>& objects) {
+  for (const RepoObject& o : objects) {
+    if (o.key.empty() || o.key.size() > 32) return xet::Malformed("object keys are 1 to 32 bytes");
+  }
+  return xet::Ok{};
+}
+
+RepoRecord RepoFromRow(const pg::Rows& rows, int r, RepoType type) {
+  return RepoRecord{.id = rows.Int8(r, 0),
+                    .type = type,
+                    .ns = std::string(rows.Text(r, 1)),
+                    .name = std::string(rows.Text(r, 2)),
+                    .is_private = rows.Bool(r, 3),
+                    .created_at = rows.Int8(r, 4),
+                    .scope = std::string(rows.Text(r, 5))};
+}
+
+}  // namespace
+
+xet::Result<RepoRecord> PostgresIndex::CreateRepo(const NewRepo& repo) {
+  if (auto st = CheckKeys(repo.objects); !st.ok()) return st.error();
+  if (repo.scope.empty()) return xet::Malformed("a repository needs a scope");
+  std::optional<int64_t> id;
+  WriteRequest req{&kCreateRepo, {}, [&](const pg::Rows& rows) {
+                     if (rows.size() == 1) id = rows.Int8(0, 0);
+                   }};
+  req.params.Int8(static_cast<uint8_t>(repo.type)).Text(repo.ns).Text(repo.name).Bool(repo.is_private);
+  req.params.Int8(repo.created_at);
+  ObjectArrays(req.params, repo.objects);
+  std::vector<int64_t> kinds;
+  std::vector<std::string> names;
+  std::vector<std::optional<std::span<const uint8_t>>> targets;
+  for (const Ref& ref : repo.refs) {
+    kinds.push_back(static_cast<uint8_t>(ref.kind));
+    names.push_back(ref.name);
+    targets.emplace_back(ref.target);
+  }
+  req.params.Int8Array(kinds).TextArray(names).ByteaArray(targets).Text(repo.scope);
+  if (auto st = writes_->Submit(req); !st.ok()) return st.error();
+  if (!id) return xet::Conflict("repository " + repo.ns + "/" + repo.name + " exists");
+  return RepoRecord{.id = *id,
+                    .type = repo.type,
+                    .ns = repo.ns,
+                    .name = repo.name,
+                    .is_private = repo.is_private,
+                    .created_at = repo.created_at,
+                    .scope = repo.scope};
+}
+
+xet::Result<RepoRecord> PostgresIndex::FindRepo(RepoType type, std::string_view ns, std::string_view name) {
+  auto rows = Query(kFindRepo, pg::Params().Int8(static_cast<uint8_t>(type)).Text(ns).Text(name));
+  if (!rows.ok()) return rows.error();
+  if (rows->size() == 0) return xet::NotFound("repository " + std::string(ns) + "/" + std::string(name));
+  return RepoRecord{.id = rows->Int8(0, 0),
+                    .type = type,
+                    .ns = std::string(ns),
+                    .name = std::string(name),
+                    .is_private = rows->Bool(0, 1),
+                    .created_at = rows->Int8(0, 2),
+                    .scope = std::string(rows->Text(0, 3))};
+}
+
+xet::Result<std::vector<RepoRecord>> PostgresIndex::ListRepos(
+    RepoType type, std::optional<std::string_view> ns,
+    std::optional<std::pair<std::string, std::string>> after, size_t limit) {
+  if (limit > kMaxListedRepos) return xet::Malformed("too many repositories in one listing");
+  pg::Params p;
+  p.Int8(static_cast<uint8_t>(type));
+  if (ns) {
+    p.Text(*ns);
+  } else {
+    p.Null();
+  }
+  p.Text(after ? after->first : "").Text(after ? after->second : "").Int8(static_cast<int64_t>(limit));
+  auto rows = Query(kListRepos, p);
+  if (!rows.ok()) return rows.error();
+  std::vector<RepoRecord> out;
+  for (int r = 0; r < rows->size(); ++r) out.push_back(RepoFromRow(*rows, r, type));
+  return out;
+}
+
+xet::Status PostgresIndex::UpdateRepo(int64_t id, const RepoChange& change) {
+  if (change.ns.has_value() != change.name.has_value()) {
+    return xet::Malformed("a move names both the namespace and the name");
+  }
+  int64_t found = 0;
+  int64_t taken = 0;
+  WriteRequest req{&kUpdateRepo, {}, [&](const pg::Rows& rows) {
+                     if (rows.size() != 1) return;
+                     found = rows.Int8(0, 0);
+                     taken = rows.Int8(0, 1);
+                   }};
+  req.params.Int8(id);
+  if (change.is_private) {
+    req.params.Bool(*change.is_private);
+  } else {
+    req.params.Null();
+  }
+  if (change.ns) {
+    req.params.Text(*change.ns).Text(*change.name);
+  } else {
+    req.params.Null().Null();
+  }
+  if (auto st = writes_->Submit(req); !st.ok()) return st;
+  if (found == 0) return xet::NotFound("repository " + std::to_string(id) + " is not in the index");
+  if (taken != 0) return xet::Conflict("repository " + *change.ns + "/" + *change.name + " exists");
+  return xet::Ok{};
+}
+
+xet::Status PostgresIndex::DeleteRepo(int64_t id) {
+  int64_t deleted = 0;
+  WriteRequest req{&kDeleteRepo, {}, [&](const pg::Rows& rows) {
+                     if (rows.size() == 1) deleted = rows.Int8(0, 0);
+                   }};
+  req.params.Int8(id);
+  if (auto st = writes_->Submit(req); !st.ok()) return st;
+  if (deleted == 0) return xet::NotFound("repository " + std::to_string(id) + " is not in the index");
+  return xet::Ok{};
+}
+
+xet::Status PostgresIndex::PutRepoObjects(int64_t repo, const std::vector<RepoObject>& objects) {
+  if (auto st = CheckKeys(objects); !st.ok()) return st;
+  int64_t found = 0;
+  WriteRequest req{&kPutRepoObjects, {}, [&](const pg::Rows& rows) {
+                     if (rows.size() == 1) found = rows.Int8(0, 0);
+                   }};
+  req.params.Int8(repo);
+  ObjectArrays(req.params, objects);
+  if (auto st = writes_->Submit(req); !st.ok()) return st;
+  if (found == 0) return xet::NotFound("repository " + std::to_string(repo) + " is not in the index");
+  return xet::Ok{};
+}
+
+xet::Result<std::vector<std::optional<RepoObject>>> PostgresIndex::GetRepoObjects(
+    int64_t repo, const std::vector<std::vector<uint8_t>>& keys) {
+  if (keys.size() > kMaxObjectsPerRead) return xet::Malformed("too many objects in one read");
+  std::vector<std::optional<RepoObject>> out(keys.size());
+  if (keys.empty()) return out;
+  std::vector<std::optional<std::span<const uint8_t>>> wanted(keys.begin(), keys.end());
+  auto rows = Query(kGetRepoObjects, pg::Params().Int8(repo).ByteaArray(wanted));
+  if (!rows.ok()) return rows.error();
+  for (int r = 0; r < rows->size(); ++r) {
+    const int64_t i = rows->Int8(r, 0) - 1;  // ORDINALITY counts from 1
+    if (i < 0 || static_cast<size_t>(i) >= keys.size()) return xet::IoError("index: an object out of place");
+    out[i] = RepoObject{
+        .key = keys[i], .kind = static_cast<uint8_t>(rows->Int8(r, 1)), .data = Bytes(rows->Bytes(r, 2))};
+  }
+  return out;
+}
+
+xet::Result<std::vector<Ref>> PostgresIndex::ListRefs(int64_t repo) {
+  auto rows = Query(kListRefs, pg::Params().Int8(repo));
+  if (!rows.ok()) return rows.error();
+  std::vector<Ref> out;
+  for (int r = 0; r < rows->size(); ++r) {
+    out.push_back(Ref{.kind = static_cast<RefKind>(rows->Int8(r, 0)),
+                      .name = std::string(rows->Text(r, 1)),
+                      .target = Bytes(rows->Bytes(r, 2))});
+  }
+  return out;
+}
+
+xet::Status PostgresIndex::UpdateRef(int64_t repo, const RefUpdate& update) {
+  int64_t found = 0;
+  int64_t changed = 0;
+  WriteRequest req{&kUpdateRef, {}, [&](const pg::Rows& rows) {
+                     if (rows.size() != 1) return;
+                     found = rows.Int8(0, 0);
+                     changed = rows.Int8(0, 1);
+                   }};
+  req.params.Int8(repo).Int8(static_cast<uint8_t>(update.kind)).Text(update.name);
+  if (update.expected) {
+    req.params.Bytea(*update.expected);
+  } else {
+    req.params.Null();
+  }
+  if (update.target) {
+    req.params.Bytea(*update.target);
+  } else {
+    req.params.Null();
+  }
+  if (auto st = writes_->Submit(req); !st.ok()) return st;
+  if (found == 0) return xet::NotFound("repository " + std::to_string(repo) + " is not in the index");
+  if (changed == 0 && (update.expected || update.target)) {
+    return xet::Conflict(update.expected ? "ref " + update.name + " has moved"
+                                         : "ref " + update.name + " exists");
+  }
+  return xet::Ok{};
 }
 
 xet::Status PostgresIndex::Ping() {

@@ -50,7 +50,7 @@ struct PostgresOptions {
 
 class PostgresIndex final : public Index {
  public:
-  static constexpr int kSchemaVersion = 7;
+  static constexpr int kSchemaVersion = 8;
 
   // Connects, migrates and checks the schema. kUnavailable when the server cannot be reached.
   static xet::Result<std::unique_ptr<PostgresIndex>> Open(PostgresOptions options);
@@ -79,6 +79,18 @@ class PostgresIndex final : public Index {
                                                  std::optional<std::string_view> scope) override;
   xet::Result<IndexStats> Stats() override;
   xet::Result<std::string> SharedSecret(std::string_view name, std::string_view candidate) override;
+  xet::Result<RepoRecord> CreateRepo(const NewRepo& repo) override;
+  xet::Result<RepoRecord> FindRepo(RepoType type, std::string_view ns, std::string_view name) override;
+  xet::Result<std::vector<RepoRecord>> ListRepos(RepoType type, std::optional<std::string_view> ns,
+                                                 std::optional<std::pair<std::string, std::string>> after,
+                                                 size_t limit) override;
+  xet::Status UpdateRepo(int64_t id, const RepoChange& change) override;
+  xet::Status DeleteRepo(int64_t id) override;
+  xet::Status PutRepoObjects(int64_t repo, const std::vector<RepoObject>& objects) override;
+  xet::Result<std::vector<std::optional<RepoObject>>> GetRepoObjects(
+      int64_t repo, const std::vector<std::vector<uint8_t>>& keys) override;
+  xet::Result<std::vector<Ref>> ListRefs(int64_t repo) override;
+  xet::Status UpdateRef(int64_t repo, const RefUpdate& update) override;
   xet::Status Ping() override;
   WriteStats write_stats() const override { return writes_->stats(); }
   std::string description() const override;

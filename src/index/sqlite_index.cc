@@ -100,6 +100,30 @@ CREATE TABLE scope_totals(
 INSERT INTO scope_totals(scope, files, bytes)
   SELECT s.scope, count(*), sum(f.size) FROM file_scopes s JOIN files f ON f.hash = s.file GROUP BY s.scope;
 )sql",
+    // 8: Hub repositories, the objects of their histories and their refs (repo_records.h).
+    R"sql(
+CREATE TABLE repos(
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  type INTEGER NOT NULL,
+  ns TEXT NOT NULL,
+  name TEXT NOT NULL,
+  private INTEGER NOT NULL,
+  created_at INTEGER NOT NULL,
+  scope TEXT NOT NULL,
+  UNIQUE(type, ns, name));
+CREATE TABLE repo_objects(
+  repo INTEGER NOT NULL,
+  key BLOB NOT NULL CHECK (length(key) BETWEEN 1 AND 32),
+  kind INTEGER NOT NULL,
+  data BLOB NOT NULL,
+  PRIMARY KEY(repo, key));
+CREATE TABLE repo_refs(
+  repo INTEGER NOT NULL,
+  kind INTEGER NOT NULL,
+  name TEXT NOT NULL,
+  target BLOB NOT NULL,
+  PRIMARY KEY(repo, kind, name)) WITHOUT ROWID;
+)sql",
 };
 static_assert(std::size(kMigrations) == SqliteIndex::kSchemaVersion);
 static_assert(Index::kMaxDedupHits == 32, "the LIMIT of kDedupAny and kDedupScoped");
@@ -162,6 +186,30 @@ constexpr const char kPutSecret[] =
     "INSERT INTO secrets(name, value, created_at) VALUES (?1, ?2, ?3) ON CONFLICT(name) DO NOTHING";
 constexpr const char kGetSecret[] = "SELECT value FROM secrets WHERE name = ?1";
 constexpr const char kPing[] = "SELECT 1";
+constexpr const char kCreateRepo[] =
+    "INSERT INTO repos(type, ns, name, private, created_at, scope) VALUES (?1, ?2, ?3, ?4, ?5, ?6) "
+    "ON CONFLICT DO NOTHING";
+constexpr const char kFindRepo[] =
+    "SELECT id, private, created_at, scope FROM repos WHERE type = ?1 AND ns = ?2 AND name = ?3";
+constexpr const char kListRepos[] =
+    "SELECT id, ns, name, private, created_at, scope FROM repos WHERE type = ?1 AND (?2 IS NULL OR ns = ?2) "
+    "AND (ns, name) > (?3, ?4) ORDER BY ns, name LIMIT ?5";
+constexpr const char kRepoById[] = "SELECT type, ns, name FROM repos WHERE id = ?1";
+constexpr const char kSetPrivate[] = "UPDATE repos SET private = ?2 WHERE id = ?1";
+constexpr const char kRenameRepo[] = "UPDATE repos SET ns = ?2, name = ?3 WHERE id = ?1";
+constexpr const char kDeleteRepo[] = "DELETE FROM repos WHERE id = ?1";
+constexpr const char kDeleteRepoObjects[] = "DELETE FROM repo_objects WHERE repo = ?1";
+constexpr const char kDeleteRepoRefs[] = "DELETE FROM repo_refs WHERE repo = ?1";
+constexpr const char kPutRepoObject[] =
+    "INSERT INTO repo_objects(repo, key, kind, data) VALUES (?1, ?2, ?3, ?4) ON CONFLICT DO NOTHING";
+constexpr const char kGetRepoObject[] = "SELECT kind, data FROM repo_objects WHERE repo = ?1 AND key = ?2";
+constexpr const char kListRefs[] =
+    "SELECT kind, name, target FROM repo_refs WHERE repo = ?1 ORDER BY kind, name";
+constexpr const char kGetRef[] = "SELECT target FROM repo_refs WHERE repo = ?1 AND kind = ?2 AND name = ?3";
+constexpr const char kInsertRef[] = "INSERT INTO repo_refs(repo, kind, name, target) VALUES (?1, ?2, ?3, ?4)";
+constexpr const char kSetRef[] =
+    "UPDATE repo_refs SET target = ?4 WHERE repo = ?1 AND kind = ?2 AND name = ?3";
+constexpr const char kDeleteRef[] = "DELETE FROM repo_refs WHERE repo = ?1 AND kind = ?2 AND name = ?3";
 constexpr const char kStats[] =
     "SELECT xorbs, files, chunks, stored_bytes, shards, unpacked_bytes, file_bytes FROM counters WHERE id = "
     "1";
@@ -807,6 +855,245 @@ xet::Result<std::vector<DedupHit>> SqliteIndex::LookupDedup(const ChunkHash& chu
     if (xorb && shard) hits.push_back({*xorb, *shard});
   }
   return hits;
+}
+
+// ---- Repositories
+
+namespace {
+
+// Whether the repository exists, on the writer's connection (inside the write's transaction).
+xet::Status RepoExists(auto& c, int64_t id) {
+  auto s = c.Prepare(kRepoById);
+  if (!s.ok()) return s.error();
+  s->Bind(1, id);
+  const int rc = s->Step();
+  if (rc == SQLITE_DONE) return xet::NotFound("repository " + std::to_string(id) + " is not in the index");
+  if (rc != SQLITE_ROW) return c.Err("read repository", rc);
+  return xet::Ok{};
+}
+
+xet::Status InsertObjects(auto& c, int64_t repo, const std::vector<RepoObject>& objects) {
+  for (const RepoObject& o : objects) {
+    if (o.key.empty() || o.key.size() > 32) return xet::Malformed("object keys are 1 to 32 bytes");
+    auto put = c.Prepare(kPutRepoObject);
+    if (!put.ok()) return put.error();
+    put->Bind(1, repo).Bind(2, std::span<const uint8_t>(o.key)).Bind(3, int64_t{o.kind});
+    put->Bind(4, std::span<const uint8_t>(o.data));
+    if (auto r = c.Run(*put, "insert object"); !r.ok()) return r;
+  }
+  return xet::Ok{};
+}
+
+std::vector<uint8_t> Bytes(std::span<const uint8_t> b) {
+  return {b.begin(), b.end()};
+}
+
+}  // namespace
+
+xet::Result<RepoRecord> SqliteIndex::CreateRepo(const NewRepo& repo) {
+  RepoRecord out{.id = 0,
+                 .type = repo.type,
+                 .ns = repo.ns,
+                 .name = repo.name,
+                 .is_private = repo.is_private,
+                 .created_at = repo.created_at,
+                 .scope = repo.scope};
+  if (repo.scope.empty()) return xet::Malformed("a repository needs a scope");
+  auto st = Write([&](Conn& c) -> xet::Status {
+    auto put = c.Prepare(kCreateRepo);
+    if (!put.ok()) return put.error();
+    put->Bind(1, int64_t{static_cast<uint8_t>(repo.type)}).Bind(2, repo.ns).Bind(3, repo.name);
+    put->Bind(4, int64_t{repo.is_private}).Bind(5, repo.created_at).Bind(6, repo.scope);
+    if (auto r = c.Run(*put, "insert repository"); !r.ok()) return r;
+    if (c.changes() == 0) return xet::Conflict("repository " + repo.ns + "/" + repo.name + " exists");
+    out.id = sqlite3_last_insert_rowid(c.db());
+    if (auto r = InsertObjects(c, out.id, repo.objects); !r.ok()) return r;
+    for (const Ref& ref : repo.refs) {
+      auto ins = c.Prepare(kInsertRef);
+      if (!ins.ok()) return ins.error();
+      ins->Bind(1, out.id).Bind(2, int64_t{static_cast<uint8_t>(ref.kind)}).Bind(3, ref.name);
+      ins->Bind(4, std::span<const uint8_t>(ref.target));
+      if (auto r = c.Run(*ins, "insert ref"); !r.ok()) return r;
+    }
+    return xet::Ok{};
+  });
+  if (!st.ok()) return st.error();
+  return out;
+}
+
+xet::Result<RepoRecord> SqliteIndex::FindRepo(RepoType type, std::string_view ns, std::string_view name) {
+  auto r = AcquireReader();
+  if (!r.ok()) return r.error();
+  auto s = (*r)->Prepare(kFindRepo);
+  if (!s.ok()) return s.error();
+  s->Bind(1, int64_t{static_cast<uint8_t>(type)}).Bind(2, ns).Bind(3, name);
+  const int rc = s->Step();
+  if (rc == SQLITE_DONE) return xet::NotFound("repository " + std::string(ns) + "/" + std::string(name));
+  if (rc != SQLITE_ROW) return (*r)->Err("read repository", rc);
+  return RepoRecord{.id = s->Int(0),
+                    .type = type,
+                    .ns = std::string(ns),
+                    .name = std::string(name),
+                    .is_private = s->Int(1) != 0,
+                    .created_at = s->Int(2),
+                    .scope = std::string(s->Text(3))};
+}
+
+xet::Result<std::vector<RepoRecord>> SqliteIndex::ListRepos(
+    RepoType type, std::optional<std::string_view> ns,
+    std::optional<std::pair<std::string, std::string>> after, size_t limit) {
+  if (limit > kMaxListedRepos) return xet::Malformed("too many repositories in one listing");
+  auto r = AcquireReader();
+  if (!r.ok()) return r.error();
+  auto s = (*r)->Prepare(kListRepos);
+  if (!s.ok()) return s.error();
+  s->Bind(1, int64_t{static_cast<uint8_t>(type)});
+  if (ns) {
+    s->Bind(2, *ns);
+  } else {
+    s->BindNull(2);
+  }
+  // ("", "") sorts before every name: no repository has an empty namespace.
+  const std::string after_ns = after ? after->first : "";
+  const std::string after_name = after ? after->second : "";
+  s->Bind(3, after_ns).Bind(4, after_name).Bind(5, static_cast<int64_t>(limit));
+  std::vector<RepoRecord> out;
+  for (;;) {
+    const int rc = s->Step();
+    if (rc == SQLITE_DONE) break;
+    if (rc != SQLITE_ROW) return (*r)->Err("list repositories", rc);
+    out.push_back(RepoRecord{.id = s->Int(0),
+                             .type = type,
+                             .ns = std::string(s->Text(1)),
+                             .name = std::string(s->Text(2)),
+                             .is_private = s->Int(3) != 0,
+                             .created_at = s->Int(4),
+                             .scope = std::string(s->Text(5))});
+  }
+  return out;
+}
+
+xet::Status SqliteIndex::UpdateRepo(int64_t id, const RepoChange& change) {
+  if (change.ns.has_value() != change.name.has_value()) {
+    return xet::Malformed("a move names both the namespace and the name");
+  }
+  return Write([&](Conn& c) -> xet::Status {
+    auto who = c.Prepare(kRepoById);
+    if (!who.ok()) return who.error();
+    who->Bind(1, id);
+    int rc = who->Step();
+    if (rc == SQLITE_DONE) return xet::NotFound("repository " + std::to_string(id) + " is not in the index");
+    if (rc != SQLITE_ROW) return c.Err("read repository", rc);
+    const int64_t type = who->Int(0);
+    if (change.ns) {
+      auto taken = c.Prepare(kFindRepo);
+      if (!taken.ok()) return taken.error();
+      taken->Bind(1, type).Bind(2, *change.ns).Bind(3, *change.name);
+      rc = taken->Step();
+      if (rc == SQLITE_ROW && taken->Int(0) != id) {
+        return xet::Conflict("repository " + *change.ns + "/" + *change.name + " exists");
+      }
+      if (rc != SQLITE_ROW && rc != SQLITE_DONE) return c.Err("read repository", rc);
+      auto mv = c.Prepare(kRenameRepo);
+      if (!mv.ok()) return mv.error();
+      mv->Bind(1, id).Bind(2, *change.ns).Bind(3, *change.name);
+      if (auto st = c.Run(*mv, "rename repository"); !st.ok()) return st;
+    }
+    if (change.is_private) {
+      auto set = c.Prepare(kSetPrivate);
+      if (!set.ok()) return set.error();
+      set->Bind(1, id).Bind(2, int64_t{*change.is_private});
+      if (auto st = c.Run(*set, "update repository"); !st.ok()) return st;
+    }
+    return xet::Ok{};
+  });
+}
+
+xet::Status SqliteIndex::DeleteRepo(int64_t id) {
+  return Write([&](Conn& c) -> xet::Status {
+    if (auto st = RepoExists(c, id); !st.ok()) return st;
+    for (const char* sql : {kDeleteRepoRefs, kDeleteRepoObjects, kDeleteRepo}) {
+      auto del = c.Prepare(sql);
+      if (!del.ok()) return del.error();
+      del->Bind(1, id);
+      if (auto st = c.Run(*del, "delete repository"); !st.ok()) return st;
+    }
+    return xet::Ok{};
+  });
+}
+
+xet::Status SqliteIndex::PutRepoObjects(int64_t repo, const std::vector<RepoObject>& objects) {
+  return Write([&](Conn& c) -> xet::Status {
+    if (auto st = RepoExists(c, repo); !st.ok()) return st;
+    return InsertObjects(c, repo, objects);
+  });
+}
+
+xet::Result<std::vector<std::optional<RepoObject>>> SqliteIndex::GetRepoObjects(
+    int64_t repo, const std::vector<std::vector<uint8_t>>& keys) {
+  if (keys.size() > kMaxObjectsPerRead) return xet::Malformed("too many objects in one read");
+  auto r = AcquireReader();
+  if (!r.ok()) return r.error();
+  std::vector<std::optional<RepoObject>> out;
+  out.reserve(keys.size());
+  for (const auto& key : keys) {
+    auto s = (*r)->Prepare(kGetRepoObject);
+    if (!s.ok()) return s.error();
+    s->Bind(1, repo).Bind(2, std::span<const uint8_t>(key));
+    const int rc = s->Step();
+    if (rc == SQLITE_DONE) {
+      out.emplace_back();
+      continue;
+    }
+    if (rc != SQLITE_ROW) return (*r)->Err("read object", rc);
+    out.emplace_back(
+        RepoObject{.key = key, .kind = static_cast<uint8_t>(s->Int(0)), .data = Bytes(s->Blob(1))});
+  }
+  return out;
+}
+
+xet::Result<std::vector<Ref>> SqliteIndex::ListRefs(int64_t repo) {
+  auto r = AcquireReader();
+  if (!r.ok()) return r.error();
+  auto s = (*r)->Prepare(kListRefs);
+  if (!s.ok()) return s.error();
+  s->Bind(1, repo);
+  std::vector<Ref> out;
+  for (;;) {
+    const int rc = s->Step();
+    if (rc == SQLITE_DONE) break;
+    if (rc != SQLITE_ROW) return (*r)->Err("list refs", rc);
+    out.push_back(Ref{.kind = static_cast<RefKind>(s->Int(0)),
+                      .name = std::string(s->Text(1)),
+                      .target = Bytes(s->Blob(2))});
+  }
+  return out;
+}
+
+xet::Status SqliteIndex::UpdateRef(int64_t repo, const RefUpdate& update) {
+  // One writer: the read and the change below see no other write in between.
+  return Write([&](Conn& c) -> xet::Status {
+    if (auto st = RepoExists(c, repo); !st.ok()) return st;
+    const int64_t kind = static_cast<uint8_t>(update.kind);
+    auto get = c.Prepare(kGetRef);
+    if (!get.ok()) return get.error();
+    get->Bind(1, repo).Bind(2, kind).Bind(3, update.name);
+    const int rc = get->Step();
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE) return c.Err("read ref", rc);
+    std::optional<std::vector<uint8_t>> current;
+    if (rc == SQLITE_ROW) current = Bytes(get->Blob(0));
+    if (current != update.expected) {
+      return xet::Conflict(current ? "ref " + update.name + " has moved"
+                                   : "ref " + update.name + " does not exist");
+    }
+    const char* sql = !update.target ? kDeleteRef : current ? kSetRef : kInsertRef;
+    if (!update.target && !current) return xet::Ok{};
+    auto set = c.Prepare(sql);
+    if (!set.ok()) return set.error();
+    set->Bind(1, repo).Bind(2, kind).Bind(3, update.name);
+    if (update.target) set->Bind(4, std::span<const uint8_t>(*update.target));
+    return c.Run(*set, "update ref");
+  });
 }
 
 xet::Result<IndexStats> SqliteIndex::Stats() {

@@ -44,7 +44,7 @@ struct SqliteOptions {
 
 class SqliteIndex final : public Index {
  public:
-  static constexpr int kSchemaVersion = 7;
+  static constexpr int kSchemaVersion = 8;
 
   static xet::Result<std::unique_ptr<SqliteIndex>> Open(SqliteOptions options);
   // Applies the missing migrations only (what Open does first); returns the versions before and after.
@@ -72,6 +72,18 @@ class SqliteIndex final : public Index {
                                                  std::optional<std::string_view> scope) override;
   xet::Result<IndexStats> Stats() override;
   xet::Result<std::string> SharedSecret(std::string_view name, std::string_view candidate) override;
+  xet::Result<RepoRecord> CreateRepo(const NewRepo& repo) override;
+  xet::Result<RepoRecord> FindRepo(RepoType type, std::string_view ns, std::string_view name) override;
+  xet::Result<std::vector<RepoRecord>> ListRepos(RepoType type, std::optional<std::string_view> ns,
+                                                 std::optional<std::pair<std::string, std::string>> after,
+                                                 size_t limit) override;
+  xet::Status UpdateRepo(int64_t id, const RepoChange& change) override;
+  xet::Status DeleteRepo(int64_t id) override;
+  xet::Status PutRepoObjects(int64_t repo, const std::vector<RepoObject>& objects) override;
+  xet::Result<std::vector<std::optional<RepoObject>>> GetRepoObjects(
+      int64_t repo, const std::vector<std::vector<uint8_t>>& keys) override;
+  xet::Result<std::vector<Ref>> ListRefs(int64_t repo) override;
+  xet::Status UpdateRef(int64_t repo, const RefUpdate& update) override;
   xet::Status Ping() override;
   WriteStats write_stats() const override;
   std::string description() const override { return "sqlite:" + options_.path; }

@@ -19,6 +19,7 @@ enum class ErrorCode {
   kInconsistent,  // well-formed, but disagrees with data it refers to (sizes, ranges)
   kIo,            // the operating system or a database failed (disk full, permission, corruption)
   kUnavailable,   // a service the server depends on (the database) cannot be reached now: retry later
+  kConflict,      // the request was made against a state that has changed since (a name taken, a ref moved)
 };
 
 struct Error {
@@ -53,6 +54,9 @@ inline Error IoError(std::string m) {
 }
 inline Error Unavailable(std::string m) {
   return {ErrorCode::kUnavailable, std::move(m)};
+}
+inline Error Conflict(std::string m) {
+  return {ErrorCode::kConflict, std::move(m)};
 }
 
 }  // namespace cairn::xet

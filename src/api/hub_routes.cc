@@ -1,0 +1,945 @@
+#include "api/hub_routes.h"
+
+#include <boost/json.hpp>
+#include <charconv>
+#include <ctime>
+
+#include "api/file_routes.h"
+#include "http/auth.h"
+#include "http/range.h"
+
+namespace cairn::api {
+namespace {
+
+using http::Exchange;
+using http::Response;
+using http::RouteOptions;
+using http::Verb;
+namespace json = boost::json;
+
+// ---- Answers
+
+unsigned StatusOf(hub::ErrorKind kind) {
+  switch (kind) {
+    case hub::ErrorKind::kBadRequest:
+      return 400;
+    case hub::ErrorKind::kUnauthorized:
+      return 401;
+    case hub::ErrorKind::kForbidden:
+      return 403;
+    case hub::ErrorKind::kNotFound:
+      return 404;
+    case hub::ErrorKind::kConflict:
+      return 409;
+    case hub::ErrorKind::kStale:
+      return 412;
+    case hub::ErrorKind::kUnavailable:
+      return 503;
+    case hub::ErrorKind::kInternal:
+      return 500;
+  }
+  return 500;
+}
+
+// huggingface_hub shows X-Error-Message and tells 404s apart by X-Error-Code.
+Response HubError(unsigned status, std::string_view code, std::string_view message) {
+  Response r = Response::ErrorJson(status, message);
+  std::string header(message.substr(0, 512));
+  for (char& c : header) {
+    if (static_cast<unsigned char>(c) < 0x20) c = ' ';
+  }
+  r.Header("X-Error-Message", header);
+  if (!code.empty()) r.Header("X-Error-Code", std::string(code));
+  return r;
+}
+
+Response HubError(const hub::Error& e) {
+  return HubError(StatusOf(e.kind), e.code, e.message);
+}
+
+Response JsonAnswer(const json::value& v, unsigned status = 200) {
+  return Response::Json(status, json::serialize(v));
+}
+
+// "2026-12-01T19:18:42.000Z": the only form huggingface_hub parses.
+std::string IsoDate(int64_t unix_seconds) {
+  const auto t = static_cast<std::time_t>(unix_seconds);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%S.000Z", &tm);
+  return buf;
+}
+
+std::optional<hub::RepoType> TypeFromSingular(std::string_view s) {
+  if (s.empty() || s == "model") return hub::RepoType::kModel;
+  if (s == "dataset") return hub::RepoType::kDataset;
+  if (s == "space") return hub::RepoType::kSpace;
+  return std::nullopt;
+}
+
+// The path of a repository's page: "alice/model", "datasets/alice/data".
+std::string RepoPath(const hub::RepoId& id) {
+  if (id.type == hub::RepoType::kModel) return id.str();
+  return std::string(hub::Plural(id.type)) + "/" + id.str();
+}
+
+std::string QuoteSegment(std::string_view s) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  std::string out;
+  for (const char ch : s) {
+    const auto c = static_cast<unsigned char>(ch);
+    if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '_' ||
+        c == '.' || c == '~') {
+      out.push_back(ch);
+    } else {
+      out.push_back('%');
+      out.push_back(kHex[c >> 4]);
+      out.push_back(kHex[c & 15]);
+    }
+  }
+  return out;
+}
+
+std::optional<std::vector<uint8_t>> Base64Decode(std::string_view in) {
+  static const auto table = [] {
+    std::array<int8_t, 256> t{};
+    t.fill(-1);
+    const std::string_view alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    for (size_t i = 0; i < alphabet.size(); ++i)
+      t[static_cast<unsigned char>(alphabet[i])] = static_cast<int8_t>(i);
+    return t;
+  }();
+  while (!in.empty() && in.back() == '=') in.remove_suffix(1);
+  std::vector<uint8_t> out;
+  out.reserve(in.size() * 3 / 4);
+  uint32_t acc = 0;
+  int bits = 0;
+  for (const char ch : in) {
+    const int v = table[static_cast<unsigned char>(ch)];
+    if (v < 0) return std::nullopt;
+    acc = acc << 6 | static_cast<uint32_t>(v);
+    bits += 6;
+    if (bits >= 8) {
+      bits -= 8;
+      out.push_back(static_cast<uint8_t>(acc >> bits));
+    }
+  }
+  if (bits >= 6) return std::nullopt;  // a lone character carries no whole byte
+  return out;
+}
+
+// The values of `key` in a form (application/x-www-form-urlencoded); nullopt when it is not one.
+std::optional<std::vector<std::string>> FormValues(std::string_view body, std::string_view key) {
+  const auto hex = [](char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+  };
+  const auto decode = [&](std::string_view in) -> std::optional<std::string> {
+    std::string out;
+    for (size_t i = 0; i < in.size(); ++i) {
+      if (in[i] == '+') {
+        out.push_back(' ');
+      } else if (in[i] != '%') {
+        out.push_back(in[i]);
+      } else {
+        if (i + 2 >= in.size()) return std::nullopt;
+        const int hi = hex(in[i + 1]);
+        const int lo = hex(in[i + 2]);
+        if (hi < 0 || lo < 0) return std::nullopt;
+        out.push_back(static_cast<char>(hi << 4 | lo));
+        i += 2;
+      }
+    }
+    return out;
+  };
+  std::vector<std::string> values;
+  while (!body.empty()) {
+    const size_t amp = body.find('&');
+    const std::string_view pair = body.substr(0, amp);
+    body.remove_prefix(amp == std::string_view::npos ? body.size() : amp + 1);
+    const size_t eq = pair.find('=');
+    auto k = decode(pair.substr(0, eq));
+    auto v = decode(eq == std::string_view::npos ? "" : pair.substr(eq + 1));
+    if (!k || !v) return std::nullopt;
+    if (*k == key) values.push_back(std::move(*v));
+  }
+  return values;
+}
+
+// Small files' bytes as a source for range answers.
+class MemorySource final : public http::ByteSource {
+ public:
+  explicit MemorySource(std::vector<uint8_t> bytes) : bytes_(std::move(bytes)) {}
+  http::Status ReadAt(uint64_t offset, std::span<uint8_t> out) const override {
+    if (offset + out.size() > bytes_.size()) return http::Error{500, "read past the end"};
+    std::copy_n(bytes_.begin() + static_cast<std::ptrdiff_t>(offset), out.size(), out.begin());
+    return http::Ok{};
+  }
+
+ private:
+  std::vector<uint8_t> bytes_;
+};
+
+// ---- Requests
+
+// Who asks: a token is optional on reads; a bad one is refused rather than ignored.
+http::Result<hub::Caller> CallerOf(const http::Server& server, const http::Request& req) {
+  const std::string_view header = req.Header("Authorization");
+  if (header.empty()) return hub::Caller{};
+  const http::Authenticator* auth = server.authenticator();
+  if (auth == nullptr) return http::Error{401, "this server checks no tokens"};
+  auto who = auth->Authenticate(header, http::Permission::kRead);
+  if (!who) return http::Error{401, "Invalid credentials in Authorization header"};
+  return hub::Caller{who->scope, who->perm == http::Permission::kWrite};
+}
+
+struct RepoRequest {
+  hub::Caller caller;
+  hub::RepoId id;
+};
+
+// The caller and the repository named by the route's {types}/{ns}/{name} (types: "models" when absent).
+std::optional<RepoRequest> RepoOf(const http::Server& server, const std::shared_ptr<Exchange>& ex) {
+  const auto& req = ex->request();
+  auto caller = CallerOf(server, req);
+  if (!caller) {
+    ex->Respond(HubError(401, "", caller.error().message));
+    return std::nullopt;
+  }
+  std::optional<hub::RepoType> type = hub::RepoType::kModel;
+  if (const std::string& t = req.Param("types"); !t.empty()) type = hub::TypeFromPlural(t);
+  if (!type || *type == hub::RepoType::kBucket) {
+    ex->Respond(HubError(404, "", "no such route"));
+    return std::nullopt;
+  }
+  return RepoRequest{std::move(*caller), hub::RepoId{*type, req.Param("ns"), req.Param("name")}};
+}
+
+const json::object* ParseObject(const std::string& body, json::value& storage) {
+  boost::system::error_code ec;
+  storage = json::parse(body, ec);
+  return ec ? nullptr : storage.if_object();
+}
+
+std::optional<std::string> StringField(const json::object& o, std::string_view key) {
+  const json::value* v = o.if_contains(key);
+  if (v == nullptr || !v->is_string()) return std::nullopt;
+  return std::string(v->get_string());
+}
+
+bool QueryTrue(const http::Request& req, std::string_view key) {
+  auto v = req.Query(key);
+  return v && (*v == "1" || *v == "true" || *v == "True");
+}
+
+// ---- The routes
+
+class HubRoutes {
+ public:
+  HubRoutes(http::Server& server, hub::HubService& hub, files::FileService& files, HubRouteOptions options)
+      : server_(server), hub_(hub), files_(files), options_(std::move(options)) {
+    while (!options_.public_url.empty() && options_.public_url.back() == '/') options_.public_url.pop_back();
+  }
+
+  // Registers every route; the handlers share `self`, which lives as long as the server's router.
+  static void Register(const std::shared_ptr<HubRoutes>& self);
+
+ private:
+  // Runs `fn(request, repo)` on a worker with the repository opened for reading or writing.
+  template <typename Fn>
+  void WithRepo(const std::shared_ptr<Exchange>& ex, bool write, Fn fn) {
+    auto rr = RepoOf(server_, ex);
+    if (!rr) return;
+    ex->Offload([this, ex, write, rr = std::move(*rr), fn = std::move(fn)] {
+      auto repo = hub_.Open(rr.caller, rr.id, write);
+      if (!repo) return ex->Respond(HubError(repo.error()));
+      fn(rr, *repo);
+    });
+  }
+
+  std::string RepoUrl(const hub::RepoId& id) const { return options_.public_url + "/" + RepoPath(id); }
+
+  json::object EntryJson(const hub::PathInfo& p) const {
+    json::object o;
+    o["type"] = p.is_dir ? "directory" : "file";
+    o["oid"] = p.oid.hex();
+    o["size"] = p.is_dir ? 0 : p.size;
+    o["path"] = p.path;
+    if (p.lfs) {
+      o["lfs"] = {{"oid", p.lfs->sha256},
+                  {"size", p.lfs->size},
+                  {"pointerSize", hub::EncodeLfsPointer(*p.lfs).size()}};
+    }
+    if (p.xet) o["xetHash"] = p.xet->hex();
+    return o;
+  }
+
+  void Whoami(const std::shared_ptr<Exchange>& ex);
+  void CreateRepo(const std::shared_ptr<Exchange>& ex);
+  void DeleteRepo(const std::shared_ptr<Exchange>& ex);
+  void MoveRepo(const std::shared_ptr<Exchange>& ex);
+  void ListRepos(const std::shared_ptr<Exchange>& ex);
+  void Settings(const std::shared_ptr<Exchange>& ex);
+  void RepoInfo(const std::shared_ptr<Exchange>& ex);
+  void Tree(const std::shared_ptr<Exchange>& ex);
+  void PathsInfo(const std::shared_ptr<Exchange>& ex);
+  void Refs(const std::shared_ptr<Exchange>& ex);
+  void Commits(const std::shared_ptr<Exchange>& ex);
+  void Branch(const std::shared_ptr<Exchange>& ex, bool create);
+  void Tag(const std::shared_ptr<Exchange>& ex, bool create);
+  void Preupload(const std::shared_ptr<Exchange>& ex);
+  void Commit(const std::shared_ptr<Exchange>& ex);
+  void XetToken(const std::shared_ptr<Exchange>& ex, bool write);
+  void Resolve(const std::shared_ptr<Exchange>& ex);
+
+  http::Server& server_;
+  hub::HubService& hub_;
+  files::FileService& files_;
+  HubRouteOptions options_;
+};
+
+void HubRoutes::Whoami(const std::shared_ptr<Exchange>& ex) {
+  auto caller = CallerOf(server_, ex->request());
+  if (!caller || caller->anonymous()) {
+    return ex->Respond(HubError(401, "", "Invalid credentials in Authorization header"));
+  }
+  const std::string ns = hub::NamespaceOf(caller->scope);
+  json::object token{{"displayName", "cairn token for " + caller->scope},
+                     {"role", caller->write ? "write" : "read"}};
+  json::object out{{"type", "user"},
+                   {"id", ns},
+                   {"name", ns},
+                   {"fullname", ns},
+                   {"orgs", json::array()},
+                   {"auth", {{"type", "access_token"}, {"accessToken", std::move(token)}}}};
+  ex->Respond(JsonAnswer(out));
+}
+
+void HubRoutes::CreateRepo(const std::shared_ptr<Exchange>& ex) {
+  auto caller = CallerOf(server_, ex->request());
+  if (!caller) return ex->Respond(HubError(401, "", caller.error().message));
+  json::value storage;
+  const json::object* o = ParseObject(ex->request().body, storage);
+  const auto name = o ? StringField(*o, "name") : std::nullopt;
+  const auto type = o ? TypeFromSingular(StringField(*o, "type").value_or("")) : std::nullopt;
+  if (!name || !type)
+    return ex->Respond(HubError(400, "", R"(the body is {"name", "organization", "type"})"));
+  // No organization: the token's own namespace.
+  std::string ns = o ? StringField(*o, "organization").value_or("") : "";
+  if (ns.empty()) ns = hub::NamespaceOf(caller->scope);
+  bool is_private = false;
+  if (auto vis = StringField(*o, "visibility")) is_private = *vis != "public";
+  if (const json::value* p = o->if_contains("private"); p != nullptr && p->is_bool())
+    is_private = p->get_bool();
+  hub::RepoId id{*type, ns, *name};
+  ex->Offload([this, ex, caller = *caller, id, is_private] {
+    auto repo = hub_.CreateRepo(caller, id, is_private);
+    json::object out{{"url", RepoUrl(id)}, {"name", id.str()}};
+    if (!repo) {
+      // huggingface_hub reads the url of a 409 too (create_repo with exist_ok).
+      if (repo.error().kind != hub::ErrorKind::kConflict) return ex->Respond(HubError(repo.error()));
+      out["error"] = repo.error().message;
+      Response r = JsonAnswer(out, 409);
+      r.Header("X-Error-Message", repo.error().message);
+      return ex->Respond(std::move(r));
+    }
+    out["id"] = repo->record.scope;
+    ex->Respond(JsonAnswer(out));
+  });
+}
+
+void HubRoutes::DeleteRepo(const std::shared_ptr<Exchange>& ex) {
+  auto caller = CallerOf(server_, ex->request());
+  if (!caller) return ex->Respond(HubError(401, "", caller.error().message));
+  json::value storage;
+  const json::object* o = ParseObject(ex->request().body, storage);
+  const auto name = o ? StringField(*o, "name") : std::nullopt;
+  const auto type = o ? TypeFromSingular(StringField(*o, "type").value_or("")) : std::nullopt;
+  if (!name || !type)
+    return ex->Respond(HubError(400, "", R"(the body is {"name", "organization", "type"})"));
+  std::string ns = StringField(*o, "organization").value_or("");
+  if (ns.empty()) ns = hub::NamespaceOf(caller->scope);
+  ex->Offload([this, ex, caller = *caller, id = hub::RepoId{*type, ns, *name}] {
+    auto st = hub_.DeleteRepo(caller, id);
+    if (!st) return ex->Respond(HubError(st.error()));
+    ex->Respond(JsonAnswer(json::object{}));
+  });
+}
+
+void HubRoutes::MoveRepo(const std::shared_ptr<Exchange>& ex) {
+  auto caller = CallerOf(server_, ex->request());
+  if (!caller) return ex->Respond(HubError(401, "", caller.error().message));
+  json::value storage;
+  const json::object* o = ParseObject(ex->request().body, storage);
+  const auto from = o ? StringField(*o, "fromRepo") : std::nullopt;
+  const auto to = o ? StringField(*o, "toRepo") : std::nullopt;
+  const auto type = o ? TypeFromSingular(StringField(*o, "type").value_or("")) : std::nullopt;
+  const auto split = [&](const std::string& s) -> std::optional<hub::RepoId> {
+    const size_t slash = s.find('/');
+    if (slash == std::string::npos || s.find('/', slash + 1) != std::string::npos) return std::nullopt;
+    return hub::RepoId{*type, s.substr(0, slash), s.substr(slash + 1)};
+  };
+  std::optional<hub::RepoId> a, b;
+  if (from && to && type) {
+    a = split(*from);
+    b = split(*to);
+  }
+  if (!a || !b)
+    return ex->Respond(
+        HubError(400, "", R"(the body is {"fromRepo": "ns/name", "toRepo": "ns/name", "type"})"));
+  ex->Offload([this, ex, caller = *caller, a = *a, b = *b] {
+    auto st = hub_.MoveRepo(caller, a, b);
+    if (!st) return ex->Respond(HubError(st.error()));
+    ex->Respond(JsonAnswer(json::object{{"url", RepoUrl(b)}}));
+  });
+}
+
+void HubRoutes::ListRepos(const std::shared_ptr<Exchange>& ex) {
+  const auto& req = ex->request();
+  auto caller = CallerOf(server_, req);
+  if (!caller) return ex->Respond(HubError(401, "", caller.error().message));
+  const auto type = hub::TypeFromPlural(req.Param("types"));
+  if (!type || *type == hub::RepoType::kBucket) return ex->Respond(HubError(404, "", "no such route"));
+  std::optional<std::string> author;
+  if (auto a = req.Query("author"); a && !a->empty()) author = std::string(*a);
+  std::optional<std::string> search;
+  if (auto s = req.Query("search"); s && !s->empty()) search = std::string(*s);
+  size_t limit = 1000;
+  if (auto l = req.Query("limit")) {
+    const auto [end, ec] = std::from_chars(l->data(), l->data() + l->size(), limit);
+    if (ec != std::errc() || end != l->data() + l->size() || limit == 0) {
+      return ex->Respond(HubError(400, "", "limit must be a positive number"));
+    }
+    limit = std::min<size_t>(limit, 1000);
+  }
+  std::optional<std::string> cursor;
+  if (auto c = req.Query("cursor"); c && !c->empty()) cursor = std::string(*c);
+  ex->Offload([this, ex, caller = *caller, type = *type, author, search, limit, cursor] {
+    auto page = hub_.ListRepos(caller, type, author, cursor, limit);
+    if (!page) return ex->Respond(HubError(page.error()));
+    json::array out;
+    for (const auto& r : *page) {
+      const std::string id = r.record.ns + "/" + r.record.name;
+      if (search && id.find(*search) == std::string::npos) continue;
+      out.push_back(json::object{{"_id", r.record.scope},
+                                 {"id", id},
+                                 {"author", r.record.ns},
+                                 {"private", r.record.is_private},
+                                 {"createdAt", IsoDate(r.record.created_at)},
+                                 {"downloads", 0},
+                                 {"likes", 0},
+                                 {"tags", json::array()}});
+    }
+    Response resp = JsonAnswer(out);
+    if (page->size() == limit) {
+      const auto& last = page->back().record;
+      std::string next = options_.public_url + "/api/" + std::string(hub::Plural(type)) +
+                         "?limit=" + std::to_string(limit) +
+                         "&cursor=" + QuoteSegment(last.ns + "/" + last.name);
+      if (author) next += "&author=" + QuoteSegment(*author);
+      if (search) next += "&search=" + QuoteSegment(*search);
+      resp.Header("Link", "<" + next + ">; rel=\"next\"");
+    }
+    ex->Respond(std::move(resp));
+  });
+}
+
+void HubRoutes::Settings(const std::shared_ptr<Exchange>& ex) {
+  json::value storage;
+  const json::object* o = ParseObject(ex->request().body, storage);
+  if (o == nullptr)
+    return ex->Respond(HubError(400, "", R"(the body is {"visibility": "private"|"public"})"));
+  std::optional<bool> is_private;
+  if (auto vis = StringField(*o, "visibility")) is_private = *vis != "public";
+  if (const json::value* p = o->if_contains("private"); p != nullptr && p->is_bool())
+    is_private = p->get_bool();
+  if (const json::value* g = o->if_contains("gated"); g != nullptr && !(g->is_bool() && !g->get_bool())) {
+    return ex->Respond(HubError(400, "", "gated repositories are not supported"));
+  }
+  auto rr = RepoOf(server_, ex);
+  if (!rr) return;
+  ex->Offload([this, ex, rr = std::move(*rr), is_private] {
+    auto st = hub_.UpdateSettings(rr.caller, rr.id, is_private);
+    if (!st) return ex->Respond(HubError(st.error()));
+    ex->Respond(JsonAnswer(json::object{}));
+  });
+}
+
+void HubRoutes::RepoInfo(const std::shared_ptr<Exchange>& ex) {
+  const std::string revision = ex->request().Param("rev");
+  const bool blobs = QueryTrue(ex->request(), "blobs");
+  WithRepo(ex, false, [this, ex, revision, blobs](const RepoRequest& rr, const hub::Repo& repo) {
+    auto oid = hub_.Resolve(repo, revision.empty() ? hub_.options().default_branch : revision);
+    if (!oid) return ex->Respond(HubError(oid.error()));
+    auto commit = hub_.ReadCommit(repo, *oid);
+    if (!commit) return ex->Respond(HubError(commit.error()));
+    auto files = hub_.List(repo, *oid, "", true);
+    if (!files) return ex->Respond(HubError(files.error()));
+    json::array siblings;
+    uint64_t used = 0;
+    for (const auto& f : *files) {
+      if (f.is_dir) continue;
+      json::object s{{"rfilename", f.path}};
+      if (blobs) {
+        s["size"] = f.size;
+        s["blobId"] = f.oid.hex();
+        if (f.lfs) {
+          s["lfs"] = {{"sha256", f.lfs->sha256},
+                      {"size", f.lfs->size},
+                      {"pointerSize", hub::EncodeLfsPointer(*f.lfs).size()}};
+        }
+      }
+      used += f.size;
+      siblings.push_back(std::move(s));
+    }
+    const auto& r = repo.record;
+    json::object out{{"_id", r.scope},
+                     {"id", rr.id.str()},
+                     {"author", r.ns},
+                     {"sha", oid->hex()},
+                     {"lastModified", IsoDate(commit->committer.time)},
+                     {"createdAt", IsoDate(r.created_at)},
+                     {"private", r.is_private},
+                     {"disabled", false},
+                     {"gated", false},
+                     {"downloads", 0},
+                     {"likes", 0},
+                     {"tags", json::array()},
+                     {"siblings", std::move(siblings)},
+                     {"usedStorage", used},
+                     {"xetEnabled", true}};
+    if (r.type == hub::RepoType::kModel) out["modelId"] = rr.id.str();
+    if (r.type == hub::RepoType::kSpace) out["sdk"] = "static";
+    ex->Respond(JsonAnswer(out));
+  });
+}
+
+void HubRoutes::Tree(const std::shared_ptr<Exchange>& ex) {
+  const auto& req = ex->request();
+  const std::string revision = req.Param("rev");
+  const std::string path = req.Param("path");
+  const bool recursive = QueryTrue(req, "recursive");
+  size_t cursor = 0;
+  if (auto c = req.Query("cursor")) {
+    const auto [end, ec] = std::from_chars(c->data(), c->data() + c->size(), cursor);
+    if (ec != std::errc() || end != c->data() + c->size())
+      return ex->Respond(HubError(400, "", "bad cursor"));
+  }
+  WithRepo(ex, false,
+           [this, ex, revision, path, recursive, cursor](const RepoRequest& rr, const hub::Repo& repo) {
+             auto oid = hub_.Resolve(repo, revision);
+             if (!oid) return ex->Respond(HubError(oid.error()));
+             auto entries = hub_.List(repo, *oid, path, recursive);
+             if (!entries) return ex->Respond(HubError(entries.error()));
+             constexpr size_t kPage = 1000;
+             json::array out;
+             for (size_t i = cursor; i < entries->size() && i < cursor + kPage; ++i)
+               out.push_back(EntryJson((*entries)[i]));
+             Response resp = JsonAnswer(out);
+             if (cursor + kPage < entries->size()) {
+               // The next page of the same commit, whatever the branch does meanwhile.
+               std::string next = options_.public_url + "/api/" + std::string(hub::Plural(rr.id.type)) + "/" +
+                                  rr.id.str() + "/tree/" + oid->hex();
+               if (!path.empty()) next += "/" + QuoteSegment(path);
+               next += std::string("?recursive=") + (recursive ? "true" : "false") +
+                       "&expand=false&cursor=" + std::to_string(cursor + kPage);
+               resp.Header("Link", "<" + next + ">; rel=\"next\"");
+             }
+             ex->Respond(std::move(resp));
+           });
+}
+
+void HubRoutes::PathsInfo(const std::shared_ptr<Exchange>& ex) {
+  // A form (paths=a&paths=b&expand=false), or JSON {"paths": [...]}.
+  std::vector<std::string> paths;
+  const std::string& body = ex->request().body;
+  json::value storage;
+  if (const json::object* o = ParseObject(body, storage)) {
+    if (const json::value* p = o->if_contains("paths"); p != nullptr && p->is_array()) {
+      for (const auto& v : p->get_array()) {
+        if (v.is_string()) paths.emplace_back(v.get_string());
+      }
+    }
+  } else {
+    auto form = FormValues(body, "paths");
+    if (!form) return ex->Respond(HubError(400, "", "the body is a form of paths"));
+    paths = std::move(*form);
+  }
+  if (paths.size() > 1000) return ex->Respond(HubError(400, "", "at most 1000 paths in one request"));
+  const std::string revision = ex->request().Param("rev");
+  WithRepo(ex, false, [this, ex, revision, paths](const RepoRequest&, const hub::Repo& repo) {
+    auto oid = hub_.Resolve(repo, revision);
+    if (!oid) return ex->Respond(HubError(oid.error()));
+    json::array out;
+    for (const std::string& p : paths) {
+      auto info = hub_.Stat(repo, *oid, p);
+      if (!info) {
+        if (info.error().kind == hub::ErrorKind::kNotFound) continue;  // missing paths are left out
+        return ex->Respond(HubError(info.error()));
+      }
+      out.push_back(EntryJson(*info));
+    }
+    ex->Respond(JsonAnswer(out));
+  });
+}
+
+void HubRoutes::Refs(const std::shared_ptr<Exchange>& ex) {
+  const bool prs = QueryTrue(ex->request(), "include_prs");
+  WithRepo(ex, false, [this, ex, prs](const RepoRequest&, const hub::Repo& repo) {
+    auto refs = hub_.ListRefs(repo);
+    if (!refs) return ex->Respond(HubError(refs.error()));
+    json::array branches, tags;
+    for (const auto& r : *refs) {
+      const bool branch = r.kind == index::RefKind::kBranch;
+      json::object o{{"name", r.name},
+                     {"ref", (branch ? "refs/heads/" : "refs/tags/") + r.name},
+                     {"targetCommit", r.target.hex()}};
+      (branch ? branches : tags).push_back(std::move(o));
+    }
+    json::object out{
+        {"branches", std::move(branches)}, {"converts", json::array()}, {"tags", std::move(tags)}};
+    if (prs) out["pullRequests"] = json::array();
+    ex->Respond(JsonAnswer(out));
+  });
+}
+
+void HubRoutes::Commits(const std::shared_ptr<Exchange>& ex) {
+  const auto& req = ex->request();
+  const std::string revision = req.Param("rev");
+  size_t page = 0;
+  size_t limit = 50;
+  for (auto [key, out] : {std::pair{"p", &page}, std::pair{"limit", &limit}}) {
+    if (auto v = req.Query(key)) {
+      const auto [end, ec] = std::from_chars(v->data(), v->data() + v->size(), *out);
+      if (ec != std::errc() || end != v->data() + v->size())
+        return ex->Respond(HubError(400, "", "bad page"));
+    }
+  }
+  limit = std::clamp<size_t>(limit, 1, 1000);
+  WithRepo(ex, false, [this, ex, revision, page, limit](const RepoRequest& rr, const hub::Repo& repo) {
+    auto head = hub_.Resolve(repo, revision);
+    if (!head) return ex->Respond(HubError(head.error()));
+    auto commits = hub_.ListCommits(repo, *head, page * limit, limit + 1);
+    if (!commits) return ex->Respond(HubError(commits.error()));
+    json::array out;
+    for (size_t i = 0; i < commits->size() && i < limit; ++i) {
+      const auto& c = (*commits)[i];
+      const std::string title = c.commit.title();
+      std::string message =
+          c.commit.message.size() > title.size() ? c.commit.message.substr(title.size()) : "";
+      while (!message.empty() && message.front() == '\n') message.erase(0, 1);
+      out.push_back(json::object{{"id", c.oid.hex()},
+                                 {"authors", json::array{json::object{{"user", c.commit.author.name}}}},
+                                 {"date", IsoDate(c.commit.committer.time)},
+                                 {"title", title},
+                                 {"message", message}});
+    }
+    Response resp = JsonAnswer(out);
+    if (commits->size() > limit) {
+      resp.Header("Link", "<" + options_.public_url + "/api/" + std::string(hub::Plural(rr.id.type)) + "/" +
+                              rr.id.str() + "/commits/" + head->hex() + "?p=" + std::to_string(page + 1) +
+                              "&limit=" + std::to_string(limit) + ">; rel=\"next\"");
+    }
+    ex->Respond(std::move(resp));
+  });
+}
+
+void HubRoutes::Branch(const std::shared_ptr<Exchange>& ex, bool create) {
+  const std::string branch = ex->request().Param("branch");
+  std::optional<std::string> start;
+  if (create && !ex->request().body.empty()) {
+    json::value storage;
+    const json::object* o = ParseObject(ex->request().body, storage);
+    if (o == nullptr) return ex->Respond(HubError(400, "", R"(the body is {"startingPoint": "<revision>"})"));
+    start = StringField(*o, "startingPoint");
+  }
+  WithRepo(ex, true, [this, ex, branch, start, create](const RepoRequest&, const hub::Repo& repo) {
+    auto st = create ? hub_.CreateRef(repo, index::RefKind::kBranch, branch, start, false)
+                     : hub_.DeleteRef(repo, index::RefKind::kBranch, branch);
+    if (!st) return ex->Respond(HubError(st.error()));
+    ex->Respond(JsonAnswer(json::object{}));
+  });
+}
+
+void HubRoutes::Tag(const std::shared_ptr<Exchange>& ex, bool create) {
+  // Creating: the URL names the revision, the body the tag. Deleting: the URL names the tag.
+  const std::string at = ex->request().Param("rev");
+  std::string tag = at;
+  if (create) {
+    json::value storage;
+    const json::object* o = ParseObject(ex->request().body, storage);
+    auto name = o ? StringField(*o, "tag") : std::nullopt;
+    if (!name) return ex->Respond(HubError(400, "", R"(the body is {"tag": "<name>", "message": "..."})"));
+    tag = *name;
+  }
+  WithRepo(ex, true, [this, ex, tag, at, create](const RepoRequest&, const hub::Repo& repo) {
+    auto st = create ? hub_.CreateRef(repo, index::RefKind::kTag, tag, at, false)
+                     : hub_.DeleteRef(repo, index::RefKind::kTag, tag);
+    if (!st) return ex->Respond(HubError(st.error()));
+    ex->Respond(JsonAnswer(json::object{}));
+  });
+}
+
+void HubRoutes::Preupload(const std::shared_ptr<Exchange>& ex) {
+  json::value storage;
+  const json::object* o = ParseObject(ex->request().body, storage);
+  const json::value* files = o ? o->if_contains("files") : nullptr;
+  if (files == nullptr || !files->is_array() || files->get_array().size() > 1000) {
+    return ex->Respond(
+        HubError(400, "", R"(the body is {"files": [{"path", "sample", "size"}]}, at most 1000)"));
+  }
+  struct Asked {
+    std::string path;
+    uint64_t size;
+    std::vector<uint8_t> sample;
+  };
+  std::vector<Asked> asked;
+  for (const auto& f : files->get_array()) {
+    const json::object* fo = f.if_object();
+    auto path = fo ? StringField(*fo, "path") : std::nullopt;
+    auto sample = fo ? StringField(*fo, "sample") : std::nullopt;
+    const json::value* size = fo ? fo->if_contains("size") : nullptr;
+    std::optional<std::vector<uint8_t>> bytes = sample ? Base64Decode(*sample) : std::nullopt;
+    if (!path || !bytes || size == nullptr || !size->is_number()) {
+      return ex->Respond(HubError(400, "", "each file needs a path, a base64 sample and a size"));
+    }
+    boost::system::error_code ec;
+    const auto n = size->to_number<uint64_t>(ec);
+    if (ec) return ex->Respond(HubError(400, "", "bad size"));
+    asked.push_back({*path, n, std::move(*bytes)});
+  }
+  const std::string revision = ex->request().Param("rev");
+  WithRepo(
+      ex, true, [this, ex, revision, asked = std::move(asked)](const RepoRequest&, const hub::Repo& repo) {
+        auto head = hub_.Resolve(repo, revision);
+        json::array out;
+        for (const Asked& a : asked) {
+          const bool inline_file = hub_.Inline(a.size, a.sample);
+          json::object entry{
+              {"path", a.path}, {"uploadMode", inline_file ? "regular" : "lfs"}, {"shouldIgnore", false}};
+          entry["oid"] = nullptr;
+          // What the path holds now, so that an unchanged file is not sent again.
+          if (head && hub::ValidPath(a.path)) {
+            if (auto info = hub_.Stat(repo, *head, a.path); info && !info->is_dir) {
+              if (info->lfs && !inline_file) entry["oid"] = info->lfs->sha256;
+              if (!info->lfs && inline_file) entry["oid"] = info->oid.hex();
+            }
+          }
+          out.push_back(std::move(entry));
+        }
+        ex->Respond(JsonAnswer(json::object{{"files", std::move(out)}}));
+      });
+}
+
+void HubRoutes::Commit(const std::shared_ptr<Exchange>& ex) {
+  const auto& req = ex->request();
+  if (QueryTrue(req, "create_pr"))
+    return ex->Respond(HubError(400, "", "pull requests are not supported by cairn"));
+  hub::CommitRequest commit;
+  commit.branch = req.Param("rev");
+  bool have_header = false;
+  std::string_view body = req.body;
+  size_t line_no = 0;
+  while (!body.empty()) {
+    const size_t nl = body.find('\n');
+    const std::string_view line = body.substr(0, nl);
+    body.remove_prefix(nl == std::string_view::npos ? body.size() : nl + 1);
+    ++line_no;
+    if (line.empty() || line == "\r") continue;
+    const auto bad = [&](std::string_view why) {
+      ex->Respond(HubError(400, "", "commit line " + std::to_string(line_no) + ": " + std::string(why)));
+    };
+    boost::system::error_code ec;
+    const json::value v = json::parse(line, ec);
+    const json::object* o = ec ? nullptr : v.if_object();
+    const auto key = o ? StringField(*o, "key") : std::nullopt;
+    const json::value* value_v = o ? o->if_contains("value") : nullptr;
+    const json::object* value = value_v ? value_v->if_object() : nullptr;
+    if (!key || value == nullptr) return bad(R"(each line is {"key": ..., "value": {...}})");
+    if (*key == "header") {
+      commit.summary = StringField(*value, "summary").value_or("");
+      commit.description = StringField(*value, "description").value_or("");
+      if (auto parent = StringField(*value, "parentCommit")) {
+        commit.parent = hub::ObjectId::FromHex(*parent);
+        if (!commit.parent) return bad("parentCommit must be a full 40-digit commit id");
+      }
+      have_header = true;
+      continue;
+    }
+    if (!have_header) return bad("the header comes first");
+    const auto path = StringField(*value, "path");
+    if (!path) return bad("a path is needed");
+    if (*key == "file") {
+      auto content = StringField(*value, "content");
+      const auto encoding = StringField(*value, "encoding").value_or("base64");
+      if (!content || encoding != "base64") return bad("file content must be base64");
+      auto bytes = Base64Decode(*content);
+      if (!bytes) return bad("file content is not base64");
+      commit.operations.emplace_back(hub::AddInline{*path, std::move(*bytes)});
+    } else if (*key == "lfsFile") {
+      const auto oid = StringField(*value, "oid");
+      if (StringField(*value, "algo").value_or("sha256") != "sha256" || !oid || !hub::IsSha256Hex(*oid)) {
+        return bad("lfsFile needs a sha256 oid (64 lowercase hex digits)");
+      }
+      hub::AddLfs add{*path, hub::LfsPointer{*oid, 0}, false};
+      if (const json::value* size = value->if_contains("size")) {
+        boost::system::error_code sec;
+        add.pointer.size = size->to_number<uint64_t>(sec);
+        if (sec) return bad("bad size");
+        add.size_given = true;
+      }
+      commit.operations.emplace_back(std::move(add));
+    } else if (*key == "deletedFile" || *key == "deletedFolder") {
+      commit.operations.emplace_back(hub::DeletePath{*path, *key == "deletedFolder"});
+    } else {
+      return bad("unknown key " + *key);
+    }
+  }
+  if (!have_header) return ex->Respond(HubError(400, "", "a commit starts with its header line"));
+  WithRepo(ex, true, [this, ex, commit = std::move(commit)](const RepoRequest& rr, const hub::Repo& repo) {
+    auto made = hub_.CreateCommit(rr.caller, repo, commit);
+    if (!made) return ex->Respond(HubError(made.error()));
+    ex->Respond(JsonAnswer(json::object{{"commitUrl", RepoUrl(rr.id) + "/commit/" + made->oid.hex()},
+                                        {"commitOid", made->oid.hex()},
+                                        {"pullRequestUrl", nullptr},
+                                        {"success", true}}));
+  });
+}
+
+void HubRoutes::XetToken(const std::shared_ptr<Exchange>& ex, bool write) {
+  WithRepo(ex, write, [this, ex, write](const RepoRequest&, const hub::Repo& repo) {
+    // A CAS token for this repository's scope alone: files uploaded with it are visible to this
+    // repository only, and reads see only what its uploads registered.
+    const http::Principal who{repo.record.scope, write ? http::Permission::kWrite : http::Permission::kRead};
+    const int64_t now = http::UnixNow();
+    auto token = http::MintToken(options_.token_key, who, options_.cas_token_ttl, now);
+    if (!token) return ex->Respond(HubError(500, "", token.error().message));
+    const int64_t exp = now + options_.cas_token_ttl.count();
+    Response r =
+        JsonAnswer(json::object{{"accessToken", *token}, {"exp", exp}, {"casUrl", options_.public_url}});
+    r.Header("X-Xet-Cas-Url", options_.public_url)
+        .Header("X-Xet-Access-Token", *token)
+        .Header("X-Xet-Token-Expiration", std::to_string(exp));
+    ex->Respond(std::move(r));
+  });
+}
+
+void HubRoutes::Resolve(const std::shared_ptr<Exchange>& ex) {
+  const std::string revision = ex->request().Param("rev");
+  const std::string path = ex->request().Param("path");
+  WithRepo(ex, false, [this, ex, revision, path](const RepoRequest& rr, const hub::Repo& repo) {
+    auto oid = hub_.Resolve(repo, revision);
+    if (!oid) return ex->Respond(HubError(oid.error()));
+    auto info = hub_.Stat(repo, *oid, path);
+    if (!info) return ex->Respond(HubError(info.error()));
+    if (info->is_dir) return ex->Respond(HubError(404, "EntryNotFound", path + " is a folder"));
+    const auto& req = ex->request();
+    Response r;
+    if (info->xet) {
+      auto stored = hub_.OpenLarge(repo, *info->xet);
+      if (!stored) return ex->Respond(HubError(stored.error()));
+      const std::string etag = "\"" + info->lfs->sha256 + "\"";
+      r = ServeStoredFile(files_, req, std::move(*stored), etag, options_.max_ranges);
+      r.Header("X-Linked-Etag", etag)
+          .Header("X-Linked-Size", std::to_string(info->size))
+          .Header("X-Xet-Hash", info->xet->hex())
+          .Header("Link", "<" + options_.public_url + "/api/" + std::string(hub::Plural(rr.id.type)) + "/" +
+                              rr.id.str() + "/xet-read-token/" + oid->hex() + ">; rel=\"xet-auth\"");
+    } else {
+      auto blob = hub_.ReadBlob(repo, info->oid);
+      if (!blob) return ex->Respond(HubError(blob.error()));
+      const std::string etag = "\"" + info->oid.hex() + "\"";
+      const uint64_t size = blob->size();
+      std::vector<http::ByteRange> ranges;
+      if (auto range = req.Header("Range"); !range.empty()) {
+        auto parsed = http::ParseRange(range, size, options_.max_ranges);
+        if (!parsed) {
+          r = Response::ErrorJson(parsed.error().status, parsed.error().message);
+          if (parsed.error().status == 416) r.Header("Content-Range", "bytes */" + std::to_string(size));
+          return ex->Respond(std::move(r));
+        }
+        ranges = std::move(*parsed);
+      }
+      r = http::RangeResponse(std::make_shared<const MemorySource>(std::move(*blob)), size, ranges,
+                              "application/octet-stream");
+      r.Header("ETag", etag).Header("Accept-Ranges", "bytes");
+    }
+    r.Header("X-Repo-Commit", oid->hex());
+    ex->Respond(std::move(r));
+  });
+}
+
+void HubRoutes::Register(const std::shared_ptr<HubRoutes>& self) {
+  auto& r = self->server_.router();
+  const auto bind = [self](void (HubRoutes::*fn)(const std::shared_ptr<Exchange>&)) {
+    return [self, fn](const std::shared_ptr<Exchange>& ex) { (self.get()->*fn)(ex); };
+  };
+  const auto with = [self](auto fn) {
+    return [self, fn](const std::shared_ptr<Exchange>& ex) { fn(*self, ex); };
+  };
+  const uint64_t small = 1 << 20;
+  // Literal routes before the ones whose first segments are captures.
+  r.Handle(Verb::get, "/api/whoami-v2", RouteOptions().Name("hub_whoami"), bind(&HubRoutes::Whoami));
+  r.Handle(Verb::post, "/api/validate-yaml", RouteOptions().Name("hub_validate_yaml").MaxBody(small),
+           [](const std::shared_ptr<Exchange>& ex) {
+             ex->Respond(JsonAnswer(json::object{{"errors", json::array()}, {"warnings", json::array()}}));
+           });
+  r.Handle(Verb::get, "/api/agent-harnesses", RouteOptions().Name("hub_agent_harnesses"),
+           [](const std::shared_ptr<Exchange>& ex) {
+             ex->Respond(
+                 JsonAnswer(json::object{{"standardEnvVars", json::array()}, {"harnesses", json::object{}}}));
+           });
+  r.Handle(Verb::post, "/api/repos/create", RouteOptions().Name("hub_repo_create").MaxBody(small),
+           bind(&HubRoutes::CreateRepo));
+  r.Handle(Verb::delete_, "/api/repos/delete", RouteOptions().Name("hub_repo_delete").MaxBody(small),
+           bind(&HubRoutes::DeleteRepo));
+  r.Handle(Verb::post, "/api/repos/move", RouteOptions().Name("hub_repo_move").MaxBody(small),
+           bind(&HubRoutes::MoveRepo));
+  r.Handle(Verb::get, "/api/{types}", RouteOptions().Name("hub_repo_list"), bind(&HubRoutes::ListRepos));
+  const std::string repo = "/api/{types}/{ns}/{name}";
+  r.Handle(Verb::get, repo, RouteOptions().Name("hub_repo_info"), bind(&HubRoutes::RepoInfo));
+  r.Handle(Verb::get, repo + "/revision/{rev}", RouteOptions().Name("hub_repo_info"),
+           bind(&HubRoutes::RepoInfo));
+  r.Handle(Verb::put, repo + "/settings", RouteOptions().Name("hub_settings").MaxBody(small),
+           bind(&HubRoutes::Settings));
+  r.Handle(Verb::get, repo + "/tree/{rev}", RouteOptions().Name("hub_tree"), bind(&HubRoutes::Tree));
+  r.Handle(Verb::get, repo + "/tree/{rev}/{path...}", RouteOptions().Name("hub_tree"),
+           bind(&HubRoutes::Tree));
+  r.Handle(Verb::post, repo + "/paths-info/{rev}", RouteOptions().Name("hub_paths_info").MaxBody(small),
+           bind(&HubRoutes::PathsInfo));
+  r.Handle(Verb::get, repo + "/refs", RouteOptions().Name("hub_refs"), bind(&HubRoutes::Refs));
+  r.Handle(Verb::get, repo + "/commits/{rev}", RouteOptions().Name("hub_commits"), bind(&HubRoutes::Commits));
+  r.Handle(Verb::post, repo + "/branch/{branch}", RouteOptions().Name("hub_branch").MaxBody(small),
+           with([](HubRoutes& h, const std::shared_ptr<Exchange>& ex) { h.Branch(ex, true); }));
+  r.Handle(Verb::delete_, repo + "/branch/{branch}", RouteOptions().Name("hub_branch"),
+           with([](HubRoutes& h, const std::shared_ptr<Exchange>& ex) { h.Branch(ex, false); }));
+  r.Handle(Verb::post, repo + "/tag/{rev}", RouteOptions().Name("hub_tag").MaxBody(small),
+           with([](HubRoutes& h, const std::shared_ptr<Exchange>& ex) { h.Tag(ex, true); }));
+  r.Handle(Verb::delete_, repo + "/tag/{rev}", RouteOptions().Name("hub_tag"),
+           with([](HubRoutes& h, const std::shared_ptr<Exchange>& ex) { h.Tag(ex, false); }));
+  r.Handle(Verb::post, repo + "/preupload/{rev}", RouteOptions().Name("hub_preupload").MaxBody(4 * small),
+           bind(&HubRoutes::Preupload));
+  r.Handle(Verb::post, repo + "/commit/{rev}",
+           RouteOptions().Name("hub_commit").MaxBody(self->options_.max_commit_bytes),
+           bind(&HubRoutes::Commit));
+  r.Handle(Verb::get, repo + "/xet-write-token/{rev}", RouteOptions().Name("hub_xet_write_token"),
+           with([](HubRoutes& h, const std::shared_ptr<Exchange>& ex) { h.XetToken(ex, true); }));
+  r.Handle(Verb::get, repo + "/xet-read-token/{rev}", RouteOptions().Name("hub_xet_read_token"),
+           with([](HubRoutes& h, const std::shared_ptr<Exchange>& ex) { h.XetToken(ex, false); }));
+  r.Handle(Verb::get, "/{ns}/{name}/resolve/{rev}/{path...}", RouteOptions().Name("hub_resolve"),
+           bind(&HubRoutes::Resolve));
+  r.Handle(Verb::get, "/{types}/{ns}/{name}/resolve/{rev}/{path...}", RouteOptions().Name("hub_resolve"),
+           bind(&HubRoutes::Resolve));
+}
+
+}  // namespace
+
+void RegisterHubRoutes(http::Server& server, hub::HubService& hub, files::FileService& files,
+                       const HubRouteOptions& options) {
+  HubRoutes::Register(std::make_shared<HubRoutes>(server, hub, files, options));
+}
+
+}  // namespace cairn::api

@@ -1,0 +1,30 @@
+// The Hub API over HTTP (docs/hub.md): the routes huggingface_hub and the `hf` CLI call with HF_ENDPOINT
+// pointing at cairn. Repositories, commits, refs, trees and file info under /api/, file downloads under
+// /{repo}/resolve/{revision}/{path} (datasets and spaces prefixed), and the xet token routes that hand
+// hf_xet a CAS token scoped to one repository.
+//
+// Errors answer {"error": message} with X-Error-Message and, where huggingface_hub tells errors apart by it,
+// X-Error-Code (RepoNotFound, RevisionNotFound, EntryNotFound). `hub` and `files` must outlive the server.
+#pragma once
+
+#include <chrono>
+#include <string>
+
+#include "files/file_service.h"
+#include "http/server.h"
+#include "hub/hub_service.h"
+
+namespace cairn::api {
+
+struct HubRouteOptions {
+  std::string public_url = "http://127.0.0.1:8080";  // base of every URL handed out (casUrl, commit URLs)
+  std::string token_key;                             // signs the CAS tokens of the xet token routes
+  std::chrono::seconds cas_token_ttl{3600};
+  uint64_t max_commit_bytes = 160ULL << 20;  // a commit's NDJSON (inline files travel in it, base64)
+  size_t max_ranges = 64;
+};
+
+void RegisterHubRoutes(http::Server& server, hub::HubService& hub, files::FileService& files,
+                       const HubRouteOptions& options);
+
+}  // namespace cairn::api

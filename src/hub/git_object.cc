@@ -1,0 +1,254 @@
+#include "hub/git_object.h"
+
+#include <openssl/evp.h>
+
+#include <algorithm>
+#include <charconv>
+
+namespace cairn::hub {
+namespace {
+
+constexpr char kHex[] = "0123456789abcdef";
+
+int HexValue(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+std::string_view AsText(std::span<const uint8_t> b) {
+  return {reinterpret_cast<const char*>(b.data()), b.size()};
+}
+
+bool ParseSignature(std::string_view s, Signature& out) {
+  // "Name <email> 1700000000 +0000"
+  const size_t lt = s.find(" <");
+  const size_t gt = s.find("> ", lt == std::string_view::npos ? 0 : lt);
+  if (lt == std::string_view::npos || gt == std::string_view::npos) return false;
+  out.name = std::string(s.substr(0, lt));
+  out.email = std::string(s.substr(lt + 2, gt - lt - 2));
+  std::string_view rest = s.substr(gt + 2);
+  const size_t sp = rest.find(' ');
+  const std::string_view secs = rest.substr(0, sp);
+  const auto [end, ec] = std::from_chars(secs.data(), secs.data() + secs.size(), out.time);
+  return ec == std::errc() && end == secs.data() + secs.size() && sp != std::string_view::npos;
+}
+
+void AppendSignature(std::string& out, std::string_view role, const Signature& s) {
+  out.append(role).append(" ").append(s.name).append(" <").append(s.email).append("> ");
+  out.append(std::to_string(s.time)).append(" +0000\n");
+}
+
+}  // namespace
+
+std::optional<ObjectId> ObjectId::FromHex(std::string_view hex) {
+  if (hex.size() != 40) return std::nullopt;
+  ObjectId id;
+  for (size_t i = 0; i < 20; ++i) {
+    const int hi = HexValue(hex[2 * i]);
+    const int lo = HexValue(hex[2 * i + 1]);
+    if (hi < 0 || lo < 0) return std::nullopt;
+    id.bytes[i] = static_cast<uint8_t>(hi << 4 | lo);
+  }
+  return id;
+}
+
+std::optional<ObjectId> ObjectId::FromBytes(std::span<const uint8_t> b) {
+  if (b.size() != 20) return std::nullopt;
+  ObjectId id;
+  std::copy(b.begin(), b.end(), id.bytes.begin());
+  return id;
+}
+
+std::string ObjectId::hex() const {
+  std::string s(40, '0');
+  for (size_t i = 0; i < 20; ++i) {
+    s[2 * i] = kHex[bytes[i] >> 4];
+    s[2 * i + 1] = kHex[bytes[i] & 15];
+  }
+  return s;
+}
+
+std::string_view KindName(ObjectKind kind) {
+  switch (kind) {
+    case ObjectKind::kBlob:
+      return "blob";
+    case ObjectKind::kTree:
+      return "tree";
+    case ObjectKind::kCommit:
+      return "commit";
+  }
+  return "blob";
+}
+
+ObjectId HashObject(ObjectKind kind, std::span<const uint8_t> body) {
+  const std::string header = std::string(KindName(kind)) + " " + std::to_string(body.size()) + '\0';
+  ObjectId id;
+  EVP_MD_CTX* ctx = EVP_MD_CTX_new();
+  unsigned len = 0;
+  // SHA-1 cannot fail on a valid context; a null context (out of memory) leaves a zero id, which no
+  // stored object has, so the failure shows as a missing object rather than a wrong one.
+  if (ctx != nullptr && EVP_DigestInit_ex(ctx, EVP_sha1(), nullptr) == 1 &&
+      EVP_DigestUpdate(ctx, header.data(), header.size()) == 1 &&
+      EVP_DigestUpdate(ctx, body.data(), body.size()) == 1) {
+    EVP_DigestFinal_ex(ctx, id.bytes.data(), &len);
+  }
+  EVP_MD_CTX_free(ctx);
+  return id;
+}
+
+bool ValidSegment(std::string_view name) {
+  if (name.empty() || name.size() > 255 || name == "." || name == ".." || name == ".git") return false;
+  return std::none_of(name.begin(), name.end(), [](char ch) {
+    const auto c = static_cast<unsigned char>(ch);
+    return c < 0x20 || c == 0x7f || c == '/' || c == '\\';
+  });
+}
+
+void SortTree(std::vector<TreeEntry>& entries) {
+  std::sort(entries.begin(), entries.end(), [](const TreeEntry& a, const TreeEntry& b) {
+    const size_t n = std::min(a.name.size(), b.name.size());
+    const int c = a.name.compare(0, n, b.name, 0, n);
+    if (c != 0) return c < 0;
+    const auto next = [n](const TreeEntry& e) -> int {
+      if (e.name.size() > n) return static_cast<unsigned char>(e.name[n]);
+      return e.is_tree() ? '/' : 0;
+    };
+    return next(a) < next(b);
+  });
+}
+
+std::vector<uint8_t> EncodeTree(std::span<const TreeEntry> entries) {
+  std::vector<uint8_t> out;
+  for (const TreeEntry& e : entries) {
+    char mode[8];
+    const auto [end, ec] = std::to_chars(mode, mode + sizeof(mode), static_cast<uint32_t>(e.mode), 8);
+    out.insert(out.end(), mode, end);
+    out.push_back(' ');
+    out.insert(out.end(), e.name.begin(), e.name.end());
+    out.push_back(0);
+    out.insert(out.end(), e.id.bytes.begin(), e.id.bytes.end());
+  }
+  return out;
+}
+
+xet::Result<std::vector<TreeEntry>> ParseTree(std::span<const uint8_t> body) {
+  std::vector<TreeEntry> out;
+  std::string_view rest = AsText(body);
+  while (!rest.empty()) {
+    const size_t sp = rest.find(' ');
+    if (sp == std::string_view::npos || sp > 6) return xet::Malformed("tree: entry without a mode");
+    uint32_t mode = 0;
+    const auto [end, ec] = std::from_chars(rest.data(), rest.data() + sp, mode, 8);
+    if (ec != std::errc() || end != rest.data() + sp) return xet::Malformed("tree: bad mode");
+    if (mode != static_cast<uint32_t>(EntryMode::kFile) && mode != static_cast<uint32_t>(EntryMode::kTree) &&
+        mode != static_cast<uint32_t>(EntryMode::kExecutable)) {
+      return xet::Malformed("tree: unsupported mode " + std::string(rest.substr(0, sp)));
+    }
+    rest.remove_prefix(sp + 1);
+    const size_t nul = rest.find('\0');
+    if (nul == std::string_view::npos || rest.size() - nul - 1 < 20) {
+      return xet::Malformed("tree: truncated entry");
+    }
+    TreeEntry e;
+    e.mode = static_cast<EntryMode>(mode);
+    e.name = std::string(rest.substr(0, nul));
+    if (!ValidSegment(e.name)) return xet::Malformed("tree: bad entry name");
+    std::copy_n(reinterpret_cast<const uint8_t*>(rest.data() + nul + 1), 20, e.id.bytes.begin());
+    rest.remove_prefix(nul + 21);
+    out.push_back(std::move(e));
+  }
+  std::vector<TreeEntry> sorted = out;
+  SortTree(sorted);
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (out[i].name != sorted[i].name || (i > 0 && out[i].name == out[i - 1].name)) {
+      return xet::Malformed("tree: entries out of order or repeated");
+    }
+  }
+  return out;
+}
+
+std::string Commit::title() const {
+  return message.substr(0, message.find('\n'));
+}
+
+std::string EncodeCommit(const Commit& c) {
+  std::string out = "tree " + c.tree.hex() + "\n";
+  for (const ObjectId& p : c.parents) out += "parent " + p.hex() + "\n";
+  AppendSignature(out, "author", c.author);
+  AppendSignature(out, "committer", c.committer);
+  out += "\n";
+  out += c.message;
+  if (out.back() != '\n') out += '\n';
+  return out;
+}
+
+xet::Result<Commit> ParseCommit(std::span<const uint8_t> body) {
+  std::string_view rest = AsText(body);
+  Commit c;
+  bool have_tree = false;
+  bool have_author = false;
+  bool have_committer = false;
+  for (;;) {
+    const size_t nl = rest.find('\n');
+    if (nl == std::string_view::npos) return xet::Malformed("commit: truncated header");
+    const std::string_view line = rest.substr(0, nl);
+    rest.remove_prefix(nl + 1);
+    if (line.empty()) break;
+    const size_t sp = line.find(' ');
+    const std::string_view key = line.substr(0, sp);
+    const std::string_view value = sp == std::string_view::npos ? "" : line.substr(sp + 1);
+    if (key == "tree" || key == "parent") {
+      auto id = ObjectId::FromHex(value);
+      if (!id || (key == "tree" && have_tree)) return xet::Malformed("commit: bad " + std::string(key));
+      if (key == "tree") {
+        c.tree = *id;
+        have_tree = true;
+      } else {
+        c.parents.push_back(*id);
+      }
+    } else if (key == "author" || key == "committer") {
+      Signature& s = key == "author" ? c.author : c.committer;
+      if (!ParseSignature(value, s)) return xet::Malformed("commit: bad " + std::string(key));
+      (key == "author" ? have_author : have_committer) = true;
+    }
+    // Other headers (encoding, gpgsig and its continuation lines) are git's too; they are kept in the
+    // object's bytes and not needed here.
+  }
+  if (!have_tree || !have_author || !have_committer) return xet::Malformed("commit: missing header");
+  c.message = std::string(rest);
+  if (c.message.ends_with('\n')) c.message.pop_back();
+  return c;
+}
+
+bool IsSha256Hex(std::string_view s) {
+  return s.size() == 64 && std::all_of(s.begin(), s.end(), [](char c) {
+           return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+         });
+}
+
+std::string EncodeLfsPointer(const LfsPointer& p) {
+  return "version https://git-lfs.github.com/spec/v1\noid sha256:" + p.sha256 + "\nsize " +
+         std::to_string(p.size) + "\n";
+}
+
+std::optional<LfsPointer> ParseLfsPointer(std::span<const uint8_t> body) {
+  constexpr std::string_view kHead = "version https://git-lfs.github.com/spec/v1\noid sha256:";
+  std::string_view s = AsText(body);
+  if (s.size() > 200 || !s.starts_with(kHead)) return std::nullopt;
+  s.remove_prefix(kHead.size());
+  LfsPointer p;
+  if (s.size() < 64 + 6 || !IsSha256Hex(s.substr(0, 64))) return std::nullopt;
+  p.sha256 = std::string(s.substr(0, 64));
+  s.remove_prefix(64);
+  if (!s.starts_with("\nsize ") || !s.ends_with('\n')) return std::nullopt;
+  s = s.substr(6, s.size() - 7);
+  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), p.size);
+  if (ec != std::errc() || end != s.data() + s.size() || s.empty() || (s.size() > 1 && s[0] == '0')) {
+    return std::nullopt;
+  }
+  return p;
+}
+
+}  // namespace cairn::hub

@@ -1,0 +1,91 @@
+// Git objects, byte for byte as git writes them: blobs, trees and commits, their SHA-1 object ids, and the
+// Git LFS pointer files that stand for large files in trees. A repository's history is made of these, so
+// that its commit ids are the ones git would compute (and a later `git clone` can be served from them).
+//
+// Pure functions: no I/O, no threads. Parsers are bounded by the bytes given and refuse anything git would
+// not have written (kMalformed); they never read past their input.
+#pragma once
+
+#include <array>
+#include <compare>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "xet/result.h"
+
+namespace cairn::hub {
+
+// A git object id: the SHA-1 of "<kind> <size>\0<body>". Printed as 40 lowercase hex digits.
+struct ObjectId {
+  std::array<uint8_t, 20> bytes{};
+
+  static std::optional<ObjectId> FromHex(std::string_view hex);          // 40 hex digits, either case
+  static std::optional<ObjectId> FromBytes(std::span<const uint8_t> b);  // exactly 20 bytes
+  std::string hex() const;
+  friend bool operator==(const ObjectId&, const ObjectId&) = default;
+  friend std::strong_ordering operator<=>(const ObjectId&, const ObjectId&) = default;
+};
+
+enum class ObjectKind : uint8_t { kBlob = 1, kTree = 2, kCommit = 3 };
+
+std::string_view KindName(ObjectKind kind);
+ObjectId HashObject(ObjectKind kind, std::span<const uint8_t> body);
+inline ObjectId HashObject(ObjectKind kind, std::string_view body) {
+  return HashObject(kind, std::span(reinterpret_cast<const uint8_t*>(body.data()), body.size()));
+}
+
+// ---- Trees
+enum class EntryMode : uint32_t { kFile = 0100644, kExecutable = 0100755, kTree = 040000 };
+
+struct TreeEntry {
+  EntryMode mode = EntryMode::kFile;
+  std::string name;  // one path segment
+  ObjectId id;
+  bool is_tree() const { return mode == EntryMode::kTree; }
+};
+
+// Entries in git's order (names compared bytewise, a tree's name as if it ended in '/'), which EncodeTree
+// expects and ParseTree checks. Names must be valid segments (ValidSegment) and unique.
+void SortTree(std::vector<TreeEntry>& entries);
+std::vector<uint8_t> EncodeTree(std::span<const TreeEntry> entries);
+xet::Result<std::vector<TreeEntry>> ParseTree(std::span<const uint8_t> body);
+
+// A path segment git and every file system accept: not empty, not "." or "..", not ".git", no '/', NUL or
+// control characters, at most 255 bytes.
+bool ValidSegment(std::string_view name);
+
+// ---- Commits
+struct Signature {
+  std::string name;   // no '<', '>' or newline
+  std::string email;  // likewise
+  int64_t time = 0;   // unix seconds, always written as +0000
+};
+
+struct Commit {
+  ObjectId tree;
+  std::vector<ObjectId> parents;
+  Signature author;
+  Signature committer;
+  std::string message;        // title, then "\n\n" and the description when there is one
+  std::string title() const;  // the message's first line
+};
+
+std::string EncodeCommit(const Commit& commit);
+xet::Result<Commit> ParseCommit(std::span<const uint8_t> body);
+
+// ---- Git LFS pointers (https://github.com/git-lfs/git-lfs/blob/main/docs/spec.md)
+struct LfsPointer {
+  std::string sha256;  // 64 lowercase hex digits
+  uint64_t size = 0;
+};
+
+std::string EncodeLfsPointer(const LfsPointer& pointer);
+// The pointer a blob holds, or nullopt when the blob is not exactly a pointer cairn writes.
+std::optional<LfsPointer> ParseLfsPointer(std::span<const uint8_t> body);
+bool IsSha256Hex(std::string_view s);  // 64 lowercase hex digits
+
+}  // namespace cairn::hub

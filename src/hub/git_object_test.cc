@@ -1,0 +1,126 @@
+#include "hub/git_object.h"
+
+#include <gtest/gtest.h>
+
+namespace cairn::hub {
+namespace {
+
+// Expected ids computed with git 2.39 (`git hash-object`, `git write-tree`, `git commit-tree` with fixed
+// dates), so these tests pin cairn's bytes to git's.
+
+ObjectId Id(std::string_view hex) {
+  return *ObjectId::FromHex(hex);
+}
+
+TEST(GitObject, BlobIdsAreGits) {
+  EXPECT_EQ(HashObject(ObjectKind::kBlob, "hello\n").hex(), "ce013625030ba8dba906f756967f9e9ca394464a");
+  EXPECT_EQ(HashObject(ObjectKind::kBlob, "").hex(), "e69de29bb2d1d6434b8b29ae775ad8c2e48c5391");
+  EXPECT_EQ(HashObject(ObjectKind::kTree, "").hex(), "4b825dc642cb6eb9a060e54bf8d69288fbee4904");
+}
+
+TEST(GitObject, TreesAreSortedAndHashedAsGitDoes) {
+  std::vector<TreeEntry> sub = {{EntryMode::kFile, "b", HashObject(ObjectKind::kBlob, "x")}};
+  const ObjectId sub_id = HashObject(ObjectKind::kTree, EncodeTree(sub));
+  EXPECT_EQ(sub_id.hex(), "da981995a0f17908b3f6795c1e0c28a7e96b8a11");
+  std::vector<TreeEntry> root = {
+      {EntryMode::kTree, "d", sub_id},
+      {EntryMode::kFile, "a.txt", Id("ce013625030ba8dba906f756967f9e9ca394464a")},
+      {EntryMode::kFile, "a-b", HashObject(ObjectKind::kBlob, "y")},
+  };
+  SortTree(root);
+  EXPECT_EQ(root[0].name, "a-b");
+  EXPECT_EQ(root[2].name, "d");
+  const auto body = EncodeTree(root);
+  EXPECT_EQ(HashObject(ObjectKind::kTree, body).hex(), "64051e16f8d4edf4aea5fb1cb02626fc66744a01");
+  auto parsed = ParseTree(body);
+  ASSERT_TRUE(parsed.ok()) << parsed.error().message;
+  ASSERT_EQ(parsed->size(), 3U);
+  EXPECT_TRUE((*parsed)[2].is_tree());
+  EXPECT_EQ((*parsed)[2].id, sub_id);
+}
+
+TEST(GitObject, ATreeSortsAsIfItsNameEndedInASlash) {
+  const ObjectId any = HashObject(ObjectKind::kBlob, "");
+  std::vector<TreeEntry> e = {
+      {EntryMode::kFile, "d0", any}, {EntryMode::kTree, "d", any}, {EntryMode::kFile, "d.txt", any}};
+  SortTree(e);
+  EXPECT_EQ(e[0].name, "d.txt");  // '.' < '/'
+  EXPECT_EQ(e[1].name, "d");
+  EXPECT_EQ(e[2].name, "d0");  // '/' < '0'
+}
+
+TEST(GitObject, ParseTreeRefusesWhatGitWouldNotWrite) {
+  const ObjectId any = HashObject(ObjectKind::kBlob, "");
+  std::vector<TreeEntry> unsorted = {{EntryMode::kFile, "b", any}, {EntryMode::kFile, "a", any}};
+  EXPECT_FALSE(ParseTree(EncodeTree(unsorted)).ok());
+  std::vector<TreeEntry> twice = {{EntryMode::kFile, "a", any}, {EntryMode::kFile, "a", any}};
+  EXPECT_FALSE(ParseTree(EncodeTree(twice)).ok());
+  for (const char* bad : {"..", ".", ".git", ""}) {
+    std::vector<TreeEntry> one = {{EntryMode::kFile, bad, any}};
+    EXPECT_FALSE(ParseTree(EncodeTree(one)).ok()) << bad;
+  }
+  auto body = EncodeTree(std::vector<TreeEntry>{{EntryMode::kFile, "a", any}});
+  for (size_t cut = 1; cut < body.size(); ++cut) {
+    EXPECT_FALSE(ParseTree(std::span(body).first(cut)).ok()) << cut;  // every truncation
+  }
+  const std::string bad_mode = std::string("120000 a") + '\0' + std::string(20, 'x');
+  EXPECT_FALSE(ParseTree(std::span(reinterpret_cast<const uint8_t*>(bad_mode.data()), bad_mode.size())).ok());
+}
+
+TEST(GitObject, CommitsAreGits) {
+  Commit c;
+  c.tree = Id("64051e16f8d4edf4aea5fb1cb02626fc66744a01");
+  c.author = {"alice", "alice@example.com", 1700000000};
+  c.committer = c.author;
+  c.message = "Add files\n\nLonger description";
+  const std::string body = EncodeCommit(c);
+  EXPECT_EQ(HashObject(ObjectKind::kCommit, body).hex(), "09fd4f39bd61e3a5929d741ffcfbd61c6357e404");
+  auto parsed = ParseCommit(std::span(reinterpret_cast<const uint8_t*>(body.data()), body.size()));
+  ASSERT_TRUE(parsed.ok()) << parsed.error().message;
+  EXPECT_EQ(parsed->tree, c.tree);
+  EXPECT_TRUE(parsed->parents.empty());
+  EXPECT_EQ(parsed->author.email, "alice@example.com");
+  EXPECT_EQ(parsed->committer.time, 1700000000);
+  EXPECT_EQ(parsed->message, c.message);
+  EXPECT_EQ(parsed->title(), "Add files");
+
+  c.parents.push_back(HashObject(ObjectKind::kCommit, body));
+  const std::string child = EncodeCommit(c);
+  auto again = ParseCommit(std::span(reinterpret_cast<const uint8_t*>(child.data()), child.size()));
+  ASSERT_TRUE(again.ok());
+  ASSERT_EQ(again->parents.size(), 1U);
+  EXPECT_EQ(again->parents[0], c.parents[0]);
+  for (size_t cut = 0; cut + 1 < child.find("\n\n"); ++cut) {
+    EXPECT_FALSE(ParseCommit(std::span(reinterpret_cast<const uint8_t*>(child.data()), cut)).ok()) << cut;
+  }
+}
+
+TEST(GitObject, LfsPointersRoundTripAndNothingElseParses) {
+  const LfsPointer p{std::string(64, 'a'), 1234};
+  const std::string text = EncodeLfsPointer(p);
+  EXPECT_EQ(text, "version https://git-lfs.github.com/spec/v1\noid sha256:" + std::string(64, 'a') +
+                      "\nsize 1234\n");
+  auto bytes = [](const std::string& s) {
+    return std::span(reinterpret_cast<const uint8_t*>(s.data()), s.size());
+  };
+  auto back = ParseLfsPointer(bytes(text));
+  ASSERT_TRUE(back.has_value());
+  EXPECT_EQ(back->sha256, p.sha256);
+  EXPECT_EQ(back->size, 1234U);
+  EXPECT_FALSE(ParseLfsPointer(bytes("hello\n")).has_value());
+  std::string upper = text;
+  upper[60] = 'A';
+  EXPECT_FALSE(ParseLfsPointer(bytes(upper)).has_value());
+  EXPECT_FALSE(ParseLfsPointer(bytes(text.substr(0, text.size() - 1))).has_value());
+  EXPECT_FALSE(ParseLfsPointer(bytes(text.substr(0, text.size() - 5) + "01\n")).has_value());
+}
+
+TEST(GitObject, ObjectIdsParseOnlyFortyHexDigits) {
+  EXPECT_TRUE(ObjectId::FromHex("CE013625030BA8DBA906F756967F9E9CA394464A").has_value());
+  EXPECT_FALSE(ObjectId::FromHex("ce013625030ba8dba906f756967f9e9ca394464").has_value());
+  EXPECT_FALSE(ObjectId::FromHex("ce013625030ba8dba906f756967f9e9ca394464g").has_value());
+  EXPECT_FALSE(ObjectId::FromHex("main").has_value());
+}
+
+}  // namespace
+}  // namespace cairn::hub

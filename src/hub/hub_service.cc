@@ -1,0 +1,812 @@
+#include "hub/hub_service.h"
+
+#include <openssl/rand.h>
+
+#include <algorithm>
+#include <cstring>
+#include <ctime>
+#include <map>
+
+namespace cairn::hub {
+namespace {
+
+// Kinds of the repository's objects in the index: git's, and links from an LFS SHA-256 to a Xet file.
+constexpr uint8_t kLfsLinkKind = 16;
+
+// What a new repository starts with, as on the Hub: large-file patterns for git users of the repository.
+constexpr std::string_view kGitAttributes =
+    "*.bin filter=lfs diff=lfs merge=lfs -text\n"
+    "*.gguf filter=lfs diff=lfs merge=lfs -text\n"
+    "*.h5 filter=lfs diff=lfs merge=lfs -text\n"
+    "*.onnx filter=lfs diff=lfs merge=lfs -text\n"
+    "*.parquet filter=lfs diff=lfs merge=lfs -text\n"
+    "*.pt filter=lfs diff=lfs merge=lfs -text\n"
+    "*.pth filter=lfs diff=lfs merge=lfs -text\n"
+    "*.safetensors filter=lfs diff=lfs merge=lfs -text\n"
+    "*.tar filter=lfs diff=lfs merge=lfs -text\n"
+    "*.zip filter=lfs diff=lfs merge=lfs -text\n";
+
+Error Fail(ErrorKind kind, std::string code, std::string message) {
+  return Error{kind, std::move(code), std::move(message)};
+}
+
+Error FromIndex(const xet::Error& e) {
+  switch (e.code) {
+    case xet::ErrorCode::kNotFound:
+      return Fail(ErrorKind::kNotFound, "", e.message);
+    case xet::ErrorCode::kConflict:
+      return Fail(ErrorKind::kConflict, "", e.message);
+    case xet::ErrorCode::kUnavailable:
+      return Fail(ErrorKind::kUnavailable, "", e.message);
+    case xet::ErrorCode::kMalformed:
+    case xet::ErrorCode::kLimit:
+      return Fail(ErrorKind::kBadRequest, "", e.message);
+    case xet::ErrorCode::kHashMismatch:
+    case xet::ErrorCode::kInconsistent:
+    case xet::ErrorCode::kIo:
+      return Fail(ErrorKind::kInternal, "", e.message);
+  }
+  return Fail(ErrorKind::kInternal, "", e.message);
+}
+
+Error RepoNotFound(const RepoId& id) {
+  return Fail(ErrorKind::kNotFound, "RepoNotFound", "Repository not found: " + id.str());
+}
+
+std::vector<uint8_t> KeyOf(const ObjectId& id) {
+  return {id.bytes.begin(), id.bytes.end()};
+}
+
+std::vector<uint8_t> Bytes(std::string_view s) {
+  return {s.begin(), s.end()};
+}
+
+// The 32 bytes of an LFS SHA-256 (hex, as clients print it): the key of its link object.
+std::vector<uint8_t> LinkKey(std::string_view sha256_hex) {
+  std::vector<uint8_t> key(32);
+  for (size_t i = 0; i < 32; ++i) {
+    const auto nibble = [](char c) { return c <= '9' ? c - '0' : c - 'a' + 10; };
+    key[i] = static_cast<uint8_t>(nibble(sha256_hex[2 * i]) << 4 | nibble(sha256_hex[2 * i + 1]));
+  }
+  return key;
+}
+
+std::vector<std::string_view> Split(std::string_view path) {
+  std::vector<std::string_view> out;
+  while (!path.empty()) {
+    const size_t slash = path.find('/');
+    out.push_back(path.substr(0, slash));
+    if (slash == std::string_view::npos) break;
+    path.remove_prefix(slash + 1);
+  }
+  return out;
+}
+
+std::string JoinPath(std::string_view dir, std::string_view name) {
+  return dir.empty() ? std::string(name) : std::string(dir) + "/" + std::string(name);
+}
+
+index::RepoObject GitObject(ObjectKind kind, std::vector<uint8_t> body, ObjectId* id_out = nullptr) {
+  const ObjectId id = HashObject(kind, body);
+  if (id_out != nullptr) *id_out = id;
+  return index::RepoObject{.key = KeyOf(id), .kind = static_cast<uint8_t>(kind), .data = std::move(body)};
+}
+
+}  // namespace
+
+// ---- Names
+
+std::optional<RepoType> TypeFromPlural(std::string_view plural) {
+  if (plural == "models") return RepoType::kModel;
+  if (plural == "datasets") return RepoType::kDataset;
+  if (plural == "spaces") return RepoType::kSpace;
+  if (plural == "buckets") return RepoType::kBucket;
+  return std::nullopt;
+}
+
+std::string_view Plural(RepoType type) {
+  switch (type) {
+    case RepoType::kModel:
+      return "models";
+    case RepoType::kDataset:
+      return "datasets";
+    case RepoType::kSpace:
+      return "spaces";
+    case RepoType::kBucket:
+      return "buckets";
+  }
+  return "models";
+}
+
+bool ValidName(std::string_view name) {
+  const auto alnum = [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+  };
+  if (name.empty() || name.size() > 96 || !alnum(name.front()) || !alnum(name.back())) return false;
+  if (name.find("--") != std::string_view::npos || name.find("..") != std::string_view::npos) return false;
+  return std::all_of(name.begin(), name.end(),
+                     [&](char c) { return alnum(c) || c == '-' || c == '_' || c == '.'; });
+}
+
+bool ValidPath(std::string_view path) {
+  if (path.empty() || path.size() > 4096) return false;
+  if (path.front() == '/' || path.back() == '/') return false;
+  for (std::string_view segment : Split(path)) {
+    if (!ValidSegment(segment)) return false;
+  }
+  return true;
+}
+
+std::string NamespaceOf(std::string_view scope) {
+  std::vector<std::string_view> parts = Split(scope);
+  if (parts.size() == 3) return std::string(parts[1]);  // "datasets/alice/data"
+  return parts.empty() ? std::string() : std::string(parts[0]);
+}
+
+std::string NewRepoScope() {
+  uint8_t bytes[16];
+  if (RAND_bytes(bytes, sizeof(bytes)) != 1) {
+    // Without randomness, time and address still make a scope no earlier repository had.
+    const auto t = static_cast<uint64_t>(std::time(nullptr));
+    std::memcpy(bytes, &t, 8);
+    const auto p = reinterpret_cast<uintptr_t>(&bytes);
+    std::memcpy(bytes + 8, &p, 8);
+  }
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out = "hub:";
+  for (uint8_t b : bytes) {
+    out.push_back(kHex[b >> 4]);
+    out.push_back(kHex[b & 15]);
+  }
+  return out;
+}
+
+// ---- The service
+
+HubService::HubService(index::Index& index, files::FileService& files, HubOptions options)
+    : index_(index),
+      files_(files),
+      options_(std::move(options)),
+      trees_(options_.cache_bytes / 2),
+      objects_(options_.cache_bytes / 2) {}
+
+int64_t HubService::Now() const {
+  return options_.now ? options_.now() : static_cast<int64_t>(std::time(nullptr));
+}
+
+bool HubService::Covers(const Caller& caller, const index::RepoRecord& repo) const {
+  if (caller.anonymous()) return false;
+  if (caller.scope == repo.ns) return true;
+  std::string exact = repo.ns + "/" + repo.name;
+  if (repo.type != RepoType::kModel) exact = std::string(Plural(repo.type)) + "/" + exact;
+  return caller.scope == exact;
+}
+
+bool HubService::Inline(uint64_t size, std::span<const uint8_t> sample) const {
+  if (size > static_cast<uint64_t>(options_.max_inline_bytes)) return false;
+  return std::find(sample.begin(), sample.end(), uint8_t{0}) == sample.end();  // text, as far as it shows
+}
+
+Result<Repo> HubService::CreateRepo(const Caller& caller, const RepoId& id, bool is_private) {
+  if (!ValidName(id.ns) || !ValidName(id.name)) {
+    return Fail(ErrorKind::kBadRequest, "", "invalid repository name: " + id.str());
+  }
+  if (caller.anonymous()) return Fail(ErrorKind::kUnauthorized, "", "creating a repository needs a token");
+  index::NewRepo repo{.type = id.type,
+                      .ns = id.ns,
+                      .name = id.name,
+                      .is_private = is_private,
+                      .created_at = Now(),
+                      .scope = NewRepoScope(),
+                      .objects = {},
+                      .refs = {}};
+  if (!caller.write || !Covers(caller, index::RepoRecord{.id = 0,
+                                                         .type = id.type,
+                                                         .ns = id.ns,
+                                                         .name = id.name,
+                                                         .is_private = is_private,
+                                                         .created_at = 0,
+                                                         .scope = {}})) {
+    return Fail(ErrorKind::kForbidden, "", "this token cannot create repositories in " + id.ns);
+  }
+  // The first commit: .gitattributes alone, as the Hub starts a repository.
+  ObjectId blob, tree, commit;
+  repo.objects.push_back(GitObject(ObjectKind::kBlob, Bytes(kGitAttributes), &blob));
+  const std::vector<TreeEntry> root = {{EntryMode::kFile, ".gitattributes", blob}};
+  repo.objects.push_back(GitObject(ObjectKind::kTree, EncodeTree(root), &tree));
+  Commit first;
+  first.tree = tree;
+  first.author = {NamespaceOf(caller.scope), NamespaceOf(caller.scope) + "@users.noreply.cairn", Now()};
+  first.committer = first.author;
+  first.message = "initial commit";
+  repo.objects.push_back(GitObject(ObjectKind::kCommit, Bytes(EncodeCommit(first)), &commit));
+  repo.refs.push_back({index::RefKind::kBranch, options_.default_branch, KeyOf(commit)});
+  auto created = index_.CreateRepo(repo);
+  if (!created.ok()) {
+    if (created.error().code == xet::ErrorCode::kConflict) {
+      return Fail(ErrorKind::kConflict, "RepoExists", "You already created this repo: " + id.str());
+    }
+    return FromIndex(created.error());
+  }
+  return Repo{std::move(*created)};
+}
+
+Result<Repo> HubService::Open(const Caller& caller, const RepoId& id, bool write) {
+  auto found = index_.FindRepo(id.type, id.ns, id.name);
+  if (!found.ok()) {
+    if (found.error().code == xet::ErrorCode::kNotFound) return RepoNotFound(id);
+    return FromIndex(found.error());
+  }
+  const bool covers = Covers(caller, *found);
+  if (found->is_private && !covers) return RepoNotFound(id);
+  if (write) {
+    if (caller.anonymous()) return Fail(ErrorKind::kUnauthorized, "", "writing needs a token");
+    if (!covers || !caller.write) {
+      return Fail(ErrorKind::kForbidden, "", "this token cannot write to " + id.str());
+    }
+  }
+  return Repo{std::move(*found)};
+}
+
+Status HubService::DeleteRepo(const Caller& caller, const RepoId& id) {
+  auto repo = Open(caller, id, true);
+  if (!repo.ok()) return repo.error();
+  if (auto st = index_.DeleteRepo(repo->record.id); !st.ok()) return FromIndex(st.error());
+  return Ok{};
+}
+
+Status HubService::UpdateSettings(const Caller& caller, const RepoId& id, std::optional<bool> is_private) {
+  auto repo = Open(caller, id, true);
+  if (!repo.ok()) return repo.error();
+  index::RepoChange change;
+  change.is_private = is_private;
+  if (auto st = index_.UpdateRepo(repo->record.id, change); !st.ok()) return FromIndex(st.error());
+  return Ok{};
+}
+
+Status HubService::MoveRepo(const Caller& caller, const RepoId& from, const RepoId& to) {
+  if (!ValidName(to.ns) || !ValidName(to.name) || to.type != from.type) {
+    return Fail(ErrorKind::kBadRequest, "", "invalid destination: " + to.str());
+  }
+  auto repo = Open(caller, from, true);
+  if (!repo.ok()) return repo.error();
+  // The destination must be the caller's to create.
+  if (!Covers(caller, index::RepoRecord{.id = 0,
+                                        .type = to.type,
+                                        .ns = to.ns,
+                                        .name = to.name,
+                                        .is_private = false,
+                                        .created_at = 0,
+                                        .scope = {}})) {
+    return Fail(ErrorKind::kForbidden, "", "this token cannot create repositories in " + to.ns);
+  }
+  index::RepoChange change;
+  change.ns = to.ns;
+  change.name = to.name;
+  if (auto st = index_.UpdateRepo(repo->record.id, change); !st.ok()) {
+    if (st.error().code == xet::ErrorCode::kConflict) {
+      return Fail(ErrorKind::kConflict, "RepoExists", "a repository named " + to.str() + " exists");
+    }
+    return FromIndex(st.error());
+  }
+  return Ok{};
+}
+
+Result<std::vector<Repo>> HubService::ListRepos(const Caller& caller, RepoType type,
+                                                std::optional<std::string> author,
+                                                std::optional<std::string> after, size_t limit) {
+  std::optional<std::pair<std::string, std::string>> cursor;
+  if (after) {
+    const size_t slash = after->find('/');
+    if (slash == std::string::npos) return Fail(ErrorKind::kBadRequest, "", "bad cursor");
+    cursor = std::pair{after->substr(0, slash), after->substr(slash + 1)};
+  }
+  std::vector<Repo> out;
+  // Private repositories the caller cannot see are skipped: read pages until `limit` are visible.
+  while (out.size() < limit) {
+    auto page = index_.ListRepos(type, author, cursor, index::Index::kMaxListedRepos);
+    if (!page.ok()) return FromIndex(page.error());
+    for (auto& r : *page) {
+      if (r.is_private && !Covers(caller, r)) continue;
+      out.push_back(Repo{r});
+      if (out.size() == limit) break;
+    }
+    if (page->size() < index::Index::kMaxListedRepos) break;
+    cursor = std::pair{page->back().ns, page->back().name};
+  }
+  return out;
+}
+
+// ---- Objects
+
+Result<index::RepoObject> HubService::ReadObject(const Repo& repo, std::vector<uint8_t> key) {
+  std::string cache_key = std::to_string(repo.record.id) + ":";
+  cache_key.append(key.begin(), key.end());
+  if (auto hit = objects_.Get(cache_key)) return *hit;
+  auto got = index_.GetRepoObjects(repo.record.id, {key});
+  if (!got.ok()) return FromIndex(got.error());
+  if (!(*got)[0]) return Fail(ErrorKind::kNotFound, "", "object missing");
+  auto obj = std::make_shared<const index::RepoObject>(std::move(*(*got)[0]));
+  objects_.Put(cache_key, obj, obj->data.size() + obj->key.size() + 64);
+  return *obj;
+}
+
+Result<std::shared_ptr<const std::vector<TreeEntry>>> HubService::ReadTree(const Repo& repo,
+                                                                           const ObjectId& oid) {
+  const std::string cache_key = std::to_string(repo.record.id) + ":" + oid.hex();
+  if (auto hit = trees_.Get(cache_key)) return hit;
+  auto obj = ReadObject(repo, KeyOf(oid));
+  if (!obj.ok()) return Fail(ErrorKind::kInternal, "", "tree " + oid.hex() + " is missing");
+  if (obj->kind != static_cast<uint8_t>(ObjectKind::kTree)) {
+    return Fail(ErrorKind::kInternal, "", "object " + oid.hex() + " is not a tree");
+  }
+  auto entries = ParseTree(obj->data);
+  if (!entries.ok()) return Fail(ErrorKind::kInternal, "", entries.error().message);
+  auto tree = std::make_shared<const std::vector<TreeEntry>>(std::move(*entries));
+  size_t charge = 64;
+  for (const auto& e : *tree) charge += e.name.size() + sizeof(TreeEntry);
+  trees_.Put(cache_key, tree, charge);
+  return tree;
+}
+
+Result<Commit> HubService::ReadCommit(const Repo& repo, const ObjectId& oid) {
+  auto obj = ReadObject(repo, KeyOf(oid));
+  if (!obj.ok() || obj->kind != static_cast<uint8_t>(ObjectKind::kCommit)) {
+    return Fail(ErrorKind::kNotFound, "RevisionNotFound", "Invalid rev id: " + oid.hex());
+  }
+  auto c = ParseCommit(obj->data);
+  if (!c.ok()) return Fail(ErrorKind::kInternal, "", c.error().message);
+  return std::move(*c);
+}
+
+Result<std::vector<uint8_t>> HubService::ReadBlob(const Repo& repo, const ObjectId& blob) {
+  auto obj = ReadObject(repo, KeyOf(blob));
+  if (!obj.ok() || obj->kind != static_cast<uint8_t>(ObjectKind::kBlob)) {
+    return Fail(ErrorKind::kInternal, "", "blob " + blob.hex() + " is missing");
+  }
+  return std::move(obj->data);
+}
+
+Result<files::StoredFile> HubService::OpenLarge(const Repo& repo, const xet::FileHash& file) {
+  auto stored = files_.Find(file, repo.record.scope);
+  if (!stored.ok()) {
+    // The link was made from a registered file: a missing one is damage, not a client mistake.
+    if (stored.error().code == xet::ErrorCode::kUnavailable) return FromIndex(stored.error());
+    return Fail(ErrorKind::kInternal, "", "the Xet file of this path is missing: " + stored.error().message);
+  }
+  return std::move(*stored);
+}
+
+// ---- Revisions
+
+Result<ObjectId> HubService::Resolve(const Repo& repo, std::string_view revision) {
+  const auto not_found = [&] {
+    return Fail(ErrorKind::kNotFound, "RevisionNotFound", "Invalid rev id: " + std::string(revision));
+  };
+  if (revision.empty() || revision.size() > 255) return not_found();
+  if (auto oid = ObjectId::FromHex(revision)) {
+    auto c = ReadCommit(repo, *oid);
+    if (!c.ok()) return c.error();
+    return *oid;
+  }
+  std::optional<index::RefKind> only;
+  if (revision.starts_with("refs/heads/")) {
+    only = index::RefKind::kBranch;
+    revision.remove_prefix(11);
+  } else if (revision.starts_with("refs/tags/")) {
+    only = index::RefKind::kTag;
+    revision.remove_prefix(10);
+  }
+  auto refs = index_.ListRefs(repo.record.id);
+  if (!refs.ok()) return FromIndex(refs.error());
+  for (index::RefKind kind : {index::RefKind::kBranch, index::RefKind::kTag}) {  // branches first, as git
+    if (only && *only != kind) continue;
+    for (const auto& r : *refs) {
+      if (r.kind == kind && r.name == revision) {
+        auto oid = ObjectId::FromBytes(r.target);
+        if (!oid) return Fail(ErrorKind::kInternal, "", "ref " + r.name + " is damaged");
+        return *oid;
+      }
+    }
+  }
+  return not_found();
+}
+
+Result<std::vector<RefInfo>> HubService::ListRefs(const Repo& repo) {
+  auto refs = index_.ListRefs(repo.record.id);
+  if (!refs.ok()) return FromIndex(refs.error());
+  std::vector<RefInfo> out;
+  for (const auto& r : *refs) {
+    auto oid = ObjectId::FromBytes(r.target);
+    if (!oid) return Fail(ErrorKind::kInternal, "", "ref " + r.name + " is damaged");
+    out.push_back({r.kind, r.name, *oid});
+  }
+  return out;
+}
+
+Status HubService::CreateRef(const Repo& repo, index::RefKind kind, const std::string& name,
+                             std::optional<std::string_view> revision, bool exist_ok) {
+  const bool valid = !name.empty() && name.size() <= 255 && !ObjectId::FromHex(name) &&
+                     !name.starts_with("refs/") && ValidPath(name);
+  if (!valid) return Fail(ErrorKind::kBadRequest, "", "invalid ref name: " + name);
+  auto target = Resolve(repo, revision.value_or(options_.default_branch));
+  if (!target.ok()) return target.error();
+  index::RefUpdate update{kind, name, std::nullopt, KeyOf(*target)};
+  if (auto st = index_.UpdateRef(repo.record.id, update); !st.ok()) {
+    if (st.error().code == xet::ErrorCode::kConflict) {
+      if (exist_ok) return Ok{};
+      return Fail(ErrorKind::kConflict, "",
+                  (kind == index::RefKind::kBranch ? "Branch " : "Tag ") + name + " already exists");
+    }
+    return FromIndex(st.error());
+  }
+  return Ok{};
+}
+
+Status HubService::DeleteRef(const Repo& repo, index::RefKind kind, const std::string& name) {
+  if (kind == index::RefKind::kBranch && name == options_.default_branch) {
+    return Fail(ErrorKind::kBadRequest, "", "the default branch cannot be deleted");
+  }
+  auto refs = ListRefs(repo);
+  if (!refs.ok()) return refs.error();
+  for (const auto& r : *refs) {
+    if (r.kind != kind || r.name != name) continue;
+    index::RefUpdate update{kind, name, KeyOf(r.target), std::nullopt};
+    if (auto st = index_.UpdateRef(repo.record.id, update); !st.ok()) return FromIndex(st.error());
+    return Ok{};
+  }
+  return Fail(ErrorKind::kNotFound, "RevisionNotFound", "Invalid rev id: " + name);
+}
+
+Result<std::vector<CommitInfo>> HubService::ListCommits(const Repo& repo, const ObjectId& head, size_t skip,
+                                                        size_t limit) {
+  std::vector<CommitInfo> out;
+  std::optional<ObjectId> at = head;
+  for (size_t i = 0; at && out.size() < limit; ++i) {
+    auto c = ReadCommit(repo, *at);
+    if (!c.ok()) return c.error();
+    std::optional<ObjectId> parent;
+    if (!c->parents.empty()) parent = c->parents.front();
+    if (i >= skip) out.push_back({*at, std::move(*c)});
+    at = parent;
+  }
+  return out;
+}
+
+// ---- Files
+
+Result<PathInfo> HubService::DescribeBlob(const Repo& repo, std::string path, const ObjectId& oid,
+                                          EntryMode /*mode*/) {
+  auto obj = ReadObject(repo, KeyOf(oid));
+  if (!obj.ok()) return Fail(ErrorKind::kInternal, "", "blob " + oid.hex() + " is missing");
+  PathInfo info;
+  info.path = std::move(path);
+  info.oid = oid;
+  info.size = obj->data.size();
+  if (auto pointer = ParseLfsPointer(obj->data)) {
+    auto link = ReadObject(repo, LinkKey(pointer->sha256));
+    if (!link.ok() || link->kind != kLfsLinkKind || link->data.size() != 32) {
+      return Fail(ErrorKind::kInternal, "", "the Xet file of " + info.path + " is not linked");
+    }
+    info.size = pointer->size;
+    info.xet = xet::Hash::FromBytes(link->data.data());
+    info.lfs = std::move(*pointer);
+  }
+  return info;
+}
+
+Result<PathInfo> HubService::Describe(const Repo& repo, std::string path, const TreeEntry& entry) {
+  if (entry.is_tree()) {
+    PathInfo info;
+    info.path = std::move(path);
+    info.is_dir = true;
+    info.oid = entry.id;
+    return info;
+  }
+  return DescribeBlob(repo, std::move(path), entry.id, entry.mode);
+}
+
+Result<PathInfo> HubService::Stat(const Repo& repo, const ObjectId& commit, std::string_view path) {
+  auto c = ReadCommit(repo, commit);
+  if (!c.ok()) return c.error();
+  const auto missing = [&] {
+    return Fail(ErrorKind::kNotFound, "EntryNotFound",
+                std::string(path) + " does not exist at this revision");
+  };
+  if (path.empty()) {
+    PathInfo root;
+    root.is_dir = true;
+    root.oid = c->tree;
+    return root;
+  }
+  if (!ValidPath(path)) return missing();
+  ObjectId tree = c->tree;
+  const auto segments = Split(path);
+  for (size_t i = 0; i < segments.size(); ++i) {
+    auto entries = ReadTree(repo, tree);
+    if (!entries.ok()) return entries.error();
+    auto it = std::find_if((*entries)->begin(), (*entries)->end(),
+                           [&](const TreeEntry& e) { return e.name == segments[i]; });
+    if (it == (*entries)->end()) return missing();
+    if (i + 1 == segments.size()) return Describe(repo, std::string(path), *it);
+    if (!it->is_tree()) return missing();
+    tree = it->id;
+  }
+  return missing();
+}
+
+Result<std::vector<PathInfo>> HubService::List(const Repo& repo, const ObjectId& commit,
+                                               std::string_view path, bool recursive) {
+  auto at = Stat(repo, commit, path);
+  if (!at.ok()) return at.error();
+  if (!at->is_dir) {
+    return Fail(ErrorKind::kNotFound, "EntryNotFound", std::string(path) + " is not a folder");
+  }
+  std::vector<PathInfo> out;
+  // Depth first in tree order: a folder, then (when recursive) what it holds.
+  std::vector<std::pair<std::string, ObjectId>> pending = {{std::string(path), at->oid}};
+  std::vector<std::pair<std::string, TreeEntry>> found;
+  while (!pending.empty()) {
+    auto [dir, oid] = std::move(pending.back());
+    pending.pop_back();
+    auto entries = ReadTree(repo, oid);
+    if (!entries.ok()) return entries.error();
+    std::vector<std::pair<std::string, ObjectId>> subdirs;
+    for (const TreeEntry& e : **entries) {
+      auto info = Describe(repo, JoinPath(dir, e.name), e);
+      if (!info.ok()) return info.error();
+      if (recursive && e.is_tree()) subdirs.emplace_back(info->path, e.id);
+      out.push_back(std::move(*info));
+    }
+    for (auto it = subdirs.rbegin(); it != subdirs.rend(); ++it) pending.push_back(std::move(*it));
+  }
+  if (recursive) {
+    std::stable_sort(out.begin(), out.end(),
+                     [](const PathInfo& a, const PathInfo& b) { return a.path < b.path; });
+  }
+  return out;
+}
+
+// ---- Commits
+
+namespace {
+
+// A folder being edited: its entries as read, and what the commit changed under it.
+struct Node {
+  struct Child {
+    EntryMode mode = EntryMode::kFile;
+    ObjectId id;
+    std::unique_ptr<Node> node;  // a folder opened for editing
+  };
+  std::map<std::string, Child> children;
+  bool dirty = false;
+};
+
+// Edits the trees of one commit in memory; Write stores the folders that changed.
+class TreeEditor {
+ public:
+  using Loader = std::function<Result<std::shared_ptr<const std::vector<TreeEntry>>>(const ObjectId&)>;
+  TreeEditor(Loader load, std::unique_ptr<Node> root) : load_(std::move(load)), root_(std::move(root)) {}
+
+  static Result<std::unique_ptr<Node>> Open(const Loader& load, const ObjectId& tree) {
+    auto entries = load(tree);
+    if (!entries.ok()) return entries.error();
+    auto node = std::make_unique<Node>();
+    for (const auto& e : **entries) node->children[e.name] = {e.mode, e.id, nullptr};
+    return node;
+  }
+
+  Status Put(std::string_view path, EntryMode mode, const ObjectId& id) {
+    const auto segments = Split(path);
+    Node* node = root_.get();
+    for (size_t i = 0; i + 1 < segments.size(); ++i) {
+      node->dirty = true;
+      auto [it, inserted] = node->children.try_emplace(std::string(segments[i]));
+      auto& child = it->second;
+      if (inserted) {
+        child.mode = EntryMode::kTree;
+        child.node = std::make_unique<Node>();
+      } else if (child.mode != EntryMode::kTree) {
+        return Fail(ErrorKind::kBadRequest, "",
+                    std::string(path) + ": " + std::string(segments[i]) + " is a file, not a folder");
+      }
+      if (auto st = Expand(child); !st.ok()) return st;
+      node = child.node.get();
+    }
+    node->dirty = true;
+    auto& leaf = node->children[std::string(segments.back())];
+    if (leaf.mode == EntryMode::kTree)
+      return Fail(ErrorKind::kBadRequest, "", std::string(path) + " is a folder");
+    leaf.mode = mode;
+    leaf.id = id;
+    leaf.node.reset();
+    return Ok{};
+  }
+
+  // The entry at `path` (a file, or a folder when `folder`), or kNotFound.
+  Status Remove(std::string_view path, bool folder) {
+    const auto segments = Split(path);
+    std::vector<Node*> trail = {root_.get()};
+    for (size_t i = 0; i + 1 < segments.size(); ++i) {
+      auto it = trail.back()->children.find(std::string(segments[i]));
+      if (it == trail.back()->children.end() || it->second.mode != EntryMode::kTree) return Missing(path);
+      if (auto st = Expand(it->second); !st.ok()) return st;
+      trail.push_back(it->second.node.get());
+    }
+    auto it = trail.back()->children.find(std::string(segments.back()));
+    if (it == trail.back()->children.end() || (it->second.mode == EntryMode::kTree) != folder)
+      return Missing(path);
+    trail.back()->children.erase(it);
+    for (auto* n : trail) n->dirty = true;
+    return Ok{};
+  }
+
+  // Stores every changed folder (into `objects`) and returns the root's id. Emptied folders disappear, as
+  // git keeps none.
+  ObjectId Write(std::vector<index::RepoObject>& objects) {
+    auto id = WriteNode(*root_, objects);
+    if (!id) {
+      ObjectId empty;
+      objects.push_back(GitObject(ObjectKind::kTree, {}, &empty));
+      return empty;
+    }
+    return *id;
+  }
+
+ private:
+  static Status Missing(std::string_view path) {
+    return Fail(ErrorKind::kNotFound, "EntryNotFound", std::string(path) + " does not exist");
+  }
+
+  Status Expand(Node::Child& child) {
+    if (child.node) return Ok{};
+    auto node = Open(load_, child.id);
+    if (!node.ok()) return node.error();
+    child.node = std::move(*node);
+    return Ok{};
+  }
+
+  std::optional<ObjectId> WriteNode(Node& node, std::vector<index::RepoObject>& objects) {
+    std::vector<TreeEntry> entries;
+    for (auto& [name, child] : node.children) {
+      ObjectId id = child.id;
+      if (child.node && child.node->dirty) {
+        auto written = WriteNode(*child.node, objects);
+        if (!written) continue;
+        id = *written;
+      }
+      entries.push_back({child.mode, name, id});
+    }
+    if (entries.empty()) return std::nullopt;
+    SortTree(entries);
+    ObjectId id;
+    objects.push_back(GitObject(ObjectKind::kTree, EncodeTree(entries), &id));
+    return id;
+  }
+
+  Loader load_;
+  std::unique_ptr<Node> root_;
+};
+
+}  // namespace
+
+Result<CommitInfo> HubService::CreateCommit(const Caller& caller, const Repo& repo,
+                                            const CommitRequest& request) {
+  if (request.operations.size() > options_.max_operations) {
+    return Fail(ErrorKind::kBadRequest, "", "too many operations in one commit");
+  }
+  if (request.summary.empty() || request.summary.find('\n') != std::string::npos ||
+      request.summary.size() > 1000) {
+    return Fail(ErrorKind::kBadRequest, "", "a commit needs a one-line summary");
+  }
+  // The branch's head: the parent of the new commit and the state the update expects.
+  std::optional<ObjectId> head;
+  auto refs = ListRefs(repo);
+  if (!refs.ok()) return refs.error();
+  for (const auto& r : *refs) {
+    if (r.kind == index::RefKind::kBranch && r.name == request.branch) head = r.target;
+  }
+  const bool new_branch = !head;
+  if (!head) {
+    if (!request.create_branch) {
+      return Fail(ErrorKind::kNotFound, "RevisionNotFound", "Invalid rev id: " + request.branch);
+    }
+    auto from = Resolve(repo, options_.default_branch);
+    if (!from.ok()) return from.error();
+    head = *from;
+  }
+  if (request.parent && *request.parent != *head) {
+    return Fail(ErrorKind::kStale, "",
+                "A commit has happened since " + request.parent->hex() + ". Please refresh and try again.");
+  }
+  auto parent = ReadCommit(repo, *head);
+  if (!parent.ok()) return parent.error();
+
+  const TreeEditor::Loader load = [this, &repo](const ObjectId& oid) { return ReadTree(repo, oid); };
+  auto root = TreeEditor::Open(load, parent->tree);
+  if (!root.ok()) return root.error();
+  TreeEditor editor(load, std::move(*root));
+  std::vector<index::RepoObject> objects;
+  for (const Operation& op : request.operations) {
+    Status st = Ok{};
+    if (const auto* add = std::get_if<AddInline>(&op)) {
+      if (!ValidPath(add->path)) return Fail(ErrorKind::kBadRequest, "", "invalid path: " + add->path);
+      if (add->content.size() > static_cast<size_t>(options_.max_inline_bytes)) {
+        return Fail(ErrorKind::kBadRequest, "",
+                    add->path + " is too large to commit inline: upload it as a large file");
+      }
+      ObjectId blob;
+      objects.push_back(GitObject(ObjectKind::kBlob, add->content, &blob));
+      st = editor.Put(add->path, EntryMode::kFile, blob);
+    } else if (const auto* lfs = std::get_if<AddLfs>(&op)) {
+      if (!ValidPath(lfs->path)) return Fail(ErrorKind::kBadRequest, "", "invalid path: " + lfs->path);
+      if (!IsSha256Hex(lfs->pointer.sha256))
+        return Fail(ErrorKind::kBadRequest, "", "bad sha256 for " + lfs->path);
+      // The file must have come through this repository's upload (its CAS scope), with these bytes.
+      auto file = index_.FileBySha256(*xet::Hash::FromHex(lfs->pointer.sha256), repo.record.scope);
+      if (!file.ok()) return FromIndex(file.error());
+      if (!*file) {
+        return Fail(
+            ErrorKind::kBadRequest, "",
+            lfs->path + ": no file with sha256 " + lfs->pointer.sha256 + " was uploaded to this repository");
+      }
+      auto entry = index_.GetFile(**file);
+      if (!entry.ok()) return FromIndex(entry.error());
+      LfsPointer pointer = lfs->pointer;
+      if (!lfs->size_given) pointer.size = (*entry)->size;
+      if ((*entry)->size != pointer.size) {
+        return Fail(ErrorKind::kBadRequest, "", lfs->path + ": the size does not match the uploaded file");
+      }
+      ObjectId blob;
+      objects.push_back(GitObject(ObjectKind::kBlob, Bytes(EncodeLfsPointer(pointer)), &blob));
+      objects.push_back(
+          index::RepoObject{.key = LinkKey(lfs->pointer.sha256),
+                            .kind = kLfsLinkKind,
+                            .data = std::vector<uint8_t>((*file)->bytes.begin(), (*file)->bytes.end())});
+      st = editor.Put(lfs->path, EntryMode::kFile, blob);
+    } else if (const auto* del = std::get_if<DeletePath>(&op)) {
+      std::string path = del->path;
+      while (del->folder && path.ends_with('/')) path.pop_back();
+      if (!ValidPath(path)) return Fail(ErrorKind::kBadRequest, "", "invalid path: " + del->path);
+      st = editor.Remove(path, del->folder);
+    } else if (const auto* copy = std::get_if<CopyPath>(&op)) {
+      if (!ValidPath(copy->to)) return Fail(ErrorKind::kBadRequest, "", "invalid path: " + copy->to);
+      ObjectId from_commit = *head;
+      if (copy->from_revision) {
+        auto r = Resolve(repo, *copy->from_revision);
+        if (!r.ok()) return r.error();
+        from_commit = *r;
+      }
+      auto src = Stat(repo, from_commit, copy->from);
+      if (!src.ok()) return src.error();
+      if (src->is_dir)
+        return Fail(ErrorKind::kBadRequest, "", "copying a folder is not supported: " + copy->from);
+      st = editor.Put(copy->to, EntryMode::kFile, src->oid);
+    }
+    if (!st.ok()) return st.error();
+  }
+  const ObjectId tree = editor.Write(objects);
+  Commit commit;
+  commit.tree = tree;
+  commit.parents = {*head};
+  const std::string who = NamespaceOf(caller.scope);
+  commit.author = {who, who + "@users.noreply.cairn", Now()};
+  commit.committer = commit.author;
+  commit.message = request.summary;
+  if (!request.description.empty()) commit.message += "\n\n" + request.description;
+  ObjectId oid;
+  objects.push_back(GitObject(ObjectKind::kCommit, Bytes(EncodeCommit(commit)), &oid));
+  // Objects first (durable, harmless if the update below loses), then the branch, compare and swap.
+  if (auto st = index_.PutRepoObjects(repo.record.id, objects); !st.ok()) return FromIndex(st.error());
+  index::RefUpdate update{index::RefKind::kBranch, request.branch, std::nullopt, KeyOf(oid)};
+  if (!new_branch) update.expected = KeyOf(*head);
+  if (auto st = index_.UpdateRef(repo.record.id, update); !st.ok()) {
+    if (st.error().code == xet::ErrorCode::kConflict) {
+      return Fail(ErrorKind::kStale, "", "A commit has happened since. Please refresh and try again.");
+    }
+    return FromIndex(st.error());
+  }
+  return CommitInfo{oid, std::move(commit)};
+}
+
+}  // namespace cairn::hub

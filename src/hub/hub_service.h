@@ -1,0 +1,216 @@
+// The Hub: repositories (models, datasets, spaces), their branches, tags and commits, and the files in them,
+// as huggingface_hub and the `hf` CLI expect them (docs/hub.md). Histories are git objects (git_object.h)
+// kept in the index (index.h, "Repositories"), so any node serves any request. A large file in a tree is a
+// Git LFS pointer; the repository keeps a link from its SHA-256 to the Xet file that the upload for this
+// repository registered (the CAS scope of a repository is its own: RepoRecord::scope). Small files are
+// blobs in the index.
+//
+// Access: a caller is a token's scope and permission, or nobody. A scope names a namespace ("alice": every
+// repository of alice) or one repository ("alice/model", "datasets/alice/data", "spaces/alice/app").
+// Public repositories are readable by anyone; a private one only by a scope that covers it. A repository
+// the caller may not read is reported as missing (kNotFound), never as forbidden, so names do not leak.
+//
+// Thread-safety: every method may be called concurrently. Commits to one branch are serialized by the
+// index's compare and swap of the branch: of two commits made from the same parent one wins, the other
+// fails with kConflict and changes nothing.
+// Ownership: the service borrows the index and the file service, which must outlive it.
+// Failures: hub::Error, whose kind says what the client did wrong (or that the server failed).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "common/basic_result.h"
+#include "files/file_service.h"
+#include "hub/git_object.h"
+#include "index/index.h"
+#include "index/lru_cache.h"
+
+namespace cairn::hub {
+
+using index::RepoType;
+
+enum class ErrorKind {
+  kBadRequest,    // 400: the request is malformed
+  kUnauthorized,  // 401: a token is needed (writes)
+  kForbidden,     // 403: the token does not cover this (for repositories the caller can see)
+  kNotFound,      // 404: no such (visible) repository, revision or path
+  kConflict,      // 409: the name exists, or the branch moved (a stale parent)
+  kStale,         // 412: the parent commit given is not the head of the branch
+  kUnavailable,   // 503: the index or store cannot be reached now
+  kInternal,      // 500
+};
+
+struct Error {
+  ErrorKind kind;
+  std::string code;  // what huggingface_hub reads from X-Error-Code: RepoNotFound, RevisionNotFound, ...
+  std::string message;
+};
+
+template <typename T>
+using Result = BasicResult<T, Error>;
+struct Ok {};
+using Status = Result<Ok>;
+
+// Who asks. An empty scope: nobody (no token).
+struct Caller {
+  std::string scope;
+  bool write = false;
+  bool anonymous() const { return scope.empty(); }
+};
+
+struct RepoId {
+  RepoType type = RepoType::kModel;
+  std::string ns;
+  std::string name;
+  std::string str() const { return ns + "/" + name; }  // "alice/model"
+};
+
+// "models", "datasets", "spaces" (the /api/{type}s/ segment) and back.
+std::optional<RepoType> TypeFromPlural(std::string_view plural);
+std::string_view Plural(RepoType type);
+// A namespace or repository name the Hub accepts: letters, digits, '-', '_', '.', at most 96 characters,
+// starting and ending with a letter or digit, no "--" or "..".
+bool ValidName(std::string_view name);
+// A file path in a repository: segments separated by '/', each a ValidSegment, at most 4096 bytes.
+bool ValidPath(std::string_view path);
+// The namespace a scope speaks for ("alice" for "alice", "alice/model" and "datasets/alice/data").
+std::string NamespaceOf(std::string_view scope);
+
+// A repository as a caller sees it.
+struct Repo {
+  index::RepoRecord record;
+  RepoId id() const { return {record.type, record.ns, record.name}; }
+};
+
+// A file or folder at a revision.
+struct PathInfo {
+  std::string path;
+  bool is_dir = false;
+  ObjectId oid;  // the blob's or tree's git id
+  uint64_t size = 0;
+  std::optional<LfsPointer> lfs;     // a large file
+  std::optional<xet::FileHash> xet;  // its Xet file, when it is large
+};
+
+// One change of a commit.
+struct AddInline {
+  std::string path;
+  std::vector<uint8_t> content;
+};
+struct AddLfs {
+  std::string path;
+  LfsPointer pointer;
+  bool size_given = true;  // a copy names the file by its SHA-256 alone: the size is the uploaded file's
+};
+struct DeletePath {
+  std::string path;
+  bool folder = false;
+};
+struct CopyPath {
+  std::string from;
+  std::string to;
+  std::optional<std::string> from_revision;  // the branch's head when absent
+};
+using Operation = std::variant<AddInline, AddLfs, DeletePath, CopyPath>;
+
+struct CommitRequest {
+  std::string branch = "main";
+  std::string summary;
+  std::string description;
+  std::optional<ObjectId> parent;  // when given, the commit is refused (kStale) unless it is the head
+  std::vector<Operation> operations;
+  bool create_branch = false;  // when the branch does not exist yet, start it from the default branch
+};
+
+struct CommitInfo {
+  ObjectId oid;
+  Commit commit;
+};
+
+struct RefInfo {
+  index::RefKind kind;
+  std::string name;
+  ObjectId target;
+};
+
+struct HubOptions {
+  int64_t max_inline_bytes = 1 << 20;  // a small file's bytes, kept in the index
+  size_t max_operations = 25000;       // changes in one commit
+  size_t cache_bytes = 64ULL << 20;    // parsed trees and commits
+  std::string default_branch = "main";
+  std::function<int64_t()> now = nullptr;  // unix seconds; tests inject a clock
+};
+
+class HubService {
+ public:
+  HubService(index::Index& index, files::FileService& files, HubOptions options);
+  HubService(const HubService&) = delete;
+  HubService& operator=(const HubService&) = delete;
+
+  // ---- Repositories
+  Result<Repo> CreateRepo(const Caller& caller, const RepoId& id, bool is_private);
+  // The repository, if the caller may read it (or write it, when `write`).
+  Result<Repo> Open(const Caller& caller, const RepoId& id, bool write);
+  Status DeleteRepo(const Caller& caller, const RepoId& id);
+  Status UpdateSettings(const Caller& caller, const RepoId& id, std::optional<bool> is_private);
+  Status MoveRepo(const Caller& caller, const RepoId& from, const RepoId& to);
+  // Repositories of `type` the caller may read, by namespace then name, after `after` ("ns/name").
+  Result<std::vector<Repo>> ListRepos(const Caller& caller, RepoType type, std::optional<std::string> author,
+                                      std::optional<std::string> after, size_t limit);
+
+  // ---- Revisions
+  // A branch or tag name (or "refs/heads/…", "refs/tags/…") or a 40-digit commit id of the repository.
+  Result<ObjectId> Resolve(const Repo& repo, std::string_view revision);
+  Result<Commit> ReadCommit(const Repo& repo, const ObjectId& oid);
+  Result<std::vector<RefInfo>> ListRefs(const Repo& repo);
+  Status CreateRef(const Repo& repo, index::RefKind kind, const std::string& name,
+                   std::optional<std::string_view> revision, bool exist_ok);
+  Status DeleteRef(const Repo& repo, index::RefKind kind, const std::string& name);
+  // Commits reachable from `head` along first parents, newest first: `skip` of them skipped, at most `limit`.
+  Result<std::vector<CommitInfo>> ListCommits(const Repo& repo, const ObjectId& head, size_t skip,
+                                              size_t limit);
+
+  // ---- Files
+  // The file or folder at `path` ("" is the root folder); kNotFound (EntryNotFound) when there is none.
+  Result<PathInfo> Stat(const Repo& repo, const ObjectId& commit, std::string_view path);
+  // The entries of the folder at `path`, with every subfolder's when `recursive`, in tree order.
+  Result<std::vector<PathInfo>> List(const Repo& repo, const ObjectId& commit, std::string_view path,
+                                     bool recursive);
+  // A small file's bytes (the blob); kBadRequest for a large one.
+  Result<std::vector<uint8_t>> ReadBlob(const Repo& repo, const ObjectId& blob);
+  // A large file's stored Xet file, as the file service serves it.
+  Result<files::StoredFile> OpenLarge(const Repo& repo, const xet::FileHash& file);
+
+  // ---- Commits
+  Result<CommitInfo> CreateCommit(const Caller& caller, const Repo& repo, const CommitRequest& request);
+  // Whether a file of `size` whose first bytes are `sample` goes to the index (regular) or the CAS (lfs).
+  bool Inline(uint64_t size, std::span<const uint8_t> sample) const;
+
+  const HubOptions& options() const { return options_; }
+
+ private:
+  int64_t Now() const;
+  bool Covers(const Caller& caller, const index::RepoRecord& repo) const;
+  Result<std::shared_ptr<const std::vector<TreeEntry>>> ReadTree(const Repo& repo, const ObjectId& oid);
+  Result<index::RepoObject> ReadObject(const Repo& repo, std::vector<uint8_t> key);
+  Result<PathInfo> Describe(const Repo& repo, std::string path, const TreeEntry& entry);
+  Result<PathInfo> DescribeBlob(const Repo& repo, std::string path, const ObjectId& oid, EntryMode mode);
+
+  index::Index& index_;
+  files::FileService& files_;
+  const HubOptions options_;
+  // Parsed objects by "<repo id>:<key>" (immutable: never invalidated, only evicted).
+  index::LruCache<std::string, std::vector<TreeEntry>, std::hash<std::string>> trees_;
+  index::LruCache<std::string, index::RepoObject, std::hash<std::string>> objects_;
+};
+
+// A new repository's scope: "hub:" and 32 random hex digits.
+std::string NewRepoScope();
+
+}  // namespace cairn::hub
