@@ -1,0 +1,511 @@
+// The Hub routes in process: a real http::Server serving the CAS, file and Hub routes over a SQLite index and
+// a local-disk store. Every route and every error status, malformed commits and hostile paths, each leaving
+// the repository as it was.
+#include "api/hub_routes.h"
+
+#include <gtest/gtest.h>
+#include <openssl/sha.h>
+
+#include <boost/json.hpp>
+
+#include "api/api_test_server.h"
+#include "api/cas_routes.h"
+#include "api/file_routes.h"
+#include "client/upload_builder.h"
+#include "http/test_util.h"
+#include "xet/test_support.h"
+
+namespace cairn::api {
+namespace {
+
+using namespace std::chrono_literals;
+namespace json = boost::json;
+namespace bhttp = boost::beast::http;
+using Res = bhttp::response<bhttp::string_body>;
+using Headers = std::map<std::string, std::string>;
+
+std::string Sha256Hex(std::span<const uint8_t> data) {
+  uint8_t digest[SHA256_DIGEST_LENGTH];
+  SHA256(data.data(), data.size(), digest);
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (uint8_t b : digest) {
+    out.push_back(kHex[b >> 4]);
+    out.push_back(kHex[b & 15]);
+  }
+  return out;
+}
+
+std::string Base64(std::string_view in) {
+  static constexpr char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  uint32_t acc = 0;
+  int bits = 0;
+  for (const char c : in) {
+    acc = acc << 8 | static_cast<uint8_t>(c);
+    bits += 8;
+    while (bits >= 6) {
+      bits -= 6;
+      out.push_back(kAlphabet[(acc >> bits) & 63]);
+    }
+  }
+  if (bits > 0) out.push_back(kAlphabet[(acc << (6 - bits)) & 63]);
+  while (out.size() % 4 != 0) out.push_back('=');
+  return out;
+}
+
+std::string Header(const std::string& summary, const std::string& parent = "") {
+  json::object v{{"summary", summary}, {"description", ""}};
+  if (!parent.empty()) v["parentCommit"] = parent;
+  return json::serialize(json::object{{"key", "header"}, {"value", v}}) + "\n";
+}
+
+std::string FileLine(const std::string& path, const std::string& content) {
+  return json::serialize(json::object{
+             {"key", "file"},
+             {"value", {{"path", path}, {"content", Base64(content)}, {"encoding", "base64"}}}}) +
+         "\n";
+}
+
+std::string LfsLine(const std::string& path, const std::string& sha, uint64_t size) {
+  return json::serialize(
+             json::object{{"key", "lfsFile"},
+                          {"value", {{"path", path}, {"algo", "sha256"}, {"oid", sha}, {"size", size}}}}) +
+         "\n";
+}
+
+std::string DeleteLine(const std::string& path, bool folder = false) {
+  return json::serialize(
+             json::object{{"key", folder ? "deletedFolder" : "deletedFile"}, {"value", {{"path", path}}}}) +
+         "\n";
+}
+
+class HubApi : public testing::ApiServerTest {
+ protected:
+  void SetUp() override {
+    ASSERT_NO_FATAL_FAILURE(OpenServer("cairn-hub-api"));
+    files::FileServiceOptions fo;
+    fo.url_secret.bytes.fill(7);
+    fo.log = [](const std::string&) {};
+    files_ = std::make_unique<files::FileService>(*service_, *index_, fo);
+    hub::HubOptions ho;
+    ho.max_inline_bytes = 4096;
+    hub_ = std::make_unique<hub::HubService>(*index_, *files_, ho);
+    RegisterCasRoutes(*server_, *service_);
+    RegisterFileRoutes(*server_, *files_, {.public_url = base_});
+    HubRouteOptions hro;
+    hro.public_url = base_;
+    hro.token_key = testing::kTestJwtKey;
+    RegisterHubRoutes(*server_, *hub_, *files_, hro);
+    server_->Start();
+  }
+  void TearDown() override {
+    StopServer();
+    hub_.reset();
+    files_.reset();
+    ApiServerTest::TearDown();
+  }
+
+  Res Send(bhttp::verb verb, const std::string& target, const std::string& token = "", std::string body = {},
+           Headers headers = {}) {
+    http::testing::Client c(port_);
+    bhttp::request<bhttp::string_body> req{verb, target, 11};
+    if (!token.empty()) req.set(bhttp::field::authorization, "Bearer " + token);
+    for (const auto& [k, v] : headers) req.set(k, v);
+    if (!body.empty() || verb == bhttp::verb::post || verb == bhttp::verb::put) {
+      req.body() = std::move(body);
+      req.prepare_payload();
+    }
+    return c.Send(std::move(req));
+  }
+  static std::string Token(const std::string& scope, bool write = true) {
+    auto t = http::MintToken(testing::kTestJwtKey,
+                             {scope, write ? http::Permission::kWrite : http::Permission::kRead}, 1h);
+    EXPECT_TRUE(t.ok());
+    return *t;
+  }
+  Res Create(const std::string& ns, const std::string& name, const std::string& type = "model",
+             bool is_private = false, const std::string& token = Token("alice")) {
+    json::object body{{"name", name}, {"organization", ns}, {"type", type}};
+    if (is_private) body["visibility"] = "private";
+    return Send(bhttp::verb::post, "/api/repos/create", token, json::serialize(body));
+  }
+  Res Commit(const std::string& repo, const std::string& body, const std::string& rev = "main",
+             const std::string& token = Token("alice")) {
+    return Send(bhttp::verb::post, "/api/models/" + repo + "/commit/" + rev, token, body);
+  }
+  std::string Head(const std::string& repo, const std::string& rev = "main",
+                   const std::string& token = Token("alice")) {
+    auto r = Send(bhttp::verb::get, "/api/models/" + repo + "/revision/" + rev, token);
+    EXPECT_EQ(r.result_int(), 200u) << r.body();
+    return std::string(json::parse(r.body()).at("sha").as_string());
+  }
+  // A file uploaded through the CAS for `repo`'s scope, as hf_xet would; returns its LFS SHA-256.
+  std::string UploadLarge(const std::string& ns, const std::string& name, const std::vector<uint8_t>& data) {
+    auto repo = index_->FindRepo(index::RepoType::kModel, ns, name);
+    EXPECT_TRUE(repo.ok());
+    std::vector<std::span<const uint8_t>> spans = {data};
+    auto built = client::BuildUpload(spans);
+    for (const auto& x : built.xorbs) EXPECT_TRUE(service_->PutXorb(x.hash, x.body).ok());
+    EXPECT_TRUE(service_->PutShard(built.shard_bytes, repo->scope).ok());
+    return Sha256Hex(data);
+  }
+
+  std::unique_ptr<files::FileService> files_;
+  std::unique_ptr<hub::HubService> hub_;
+};
+
+TEST_F(HubApi, CreatesRepositoriesAndRefusesWhatItMust) {
+  EXPECT_EQ(Create("alice", "m", "model", false, "").result_int(), 401u);
+  EXPECT_EQ(Create("alice", "m", "model", false, Token("alice", false)).result_int(), 403u);
+  EXPECT_EQ(Create("bob", "m").result_int(), 403u);  // another namespace
+  EXPECT_EQ(Create("alice", "a..b").result_int(), 400u);
+  EXPECT_EQ(Create("alice", "-x").result_int(), 400u);
+  EXPECT_EQ(Create("alice", "m", "kernel").result_int(), 400u);
+  EXPECT_EQ(Send(bhttp::verb::post, "/api/repos/create", Token("alice"), "not json").result_int(), 400u);
+  auto r = Create("alice", "m");
+  ASSERT_EQ(r.result_int(), 200u) << r.body();
+  EXPECT_EQ(json::parse(r.body()).at("url").as_string(), base_ + "/alice/m");
+  r = Create("alice", "m");
+  ASSERT_EQ(r.result_int(), 409u);
+  EXPECT_EQ(json::parse(r.body()).at("url").as_string(), base_ + "/alice/m");  // read by exist_ok
+  // No organization: the token's namespace. A repository-scoped token creates that repository only.
+  r = Send(bhttp::verb::post, "/api/repos/create", Token("alice"),
+           R"({"name": "d", "organization": null, "type": "dataset"})");
+  ASSERT_EQ(r.result_int(), 200u) << r.body();
+  EXPECT_EQ(json::parse(r.body()).at("url").as_string(), base_ + "/datasets/alice/d");
+  EXPECT_EQ(Create("alice", "one", "model", false, Token("alice/one")).result_int(), 200u);
+  EXPECT_EQ(Create("alice", "two", "model", false, Token("alice/one")).result_int(), 403u);
+  EXPECT_EQ(Create("alice", "x", "dataset", false, Token("alice/x")).result_int(), 403u);  // a model's scope
+  EXPECT_EQ(Create("alice", "x", "dataset", false, Token("datasets/alice/x")).result_int(), 200u);
+  // whoami answers with the namespace.
+  r = Send(bhttp::verb::get, "/api/whoami-v2", Token("datasets/alice/x", false));
+  ASSERT_EQ(r.result_int(), 200u);
+  EXPECT_EQ(json::parse(r.body()).at("name").as_string(), "alice");
+  EXPECT_EQ(Send(bhttp::verb::get, "/api/whoami-v2").result_int(), 401u);
+  EXPECT_EQ(Send(bhttp::verb::get, "/api/whoami-v2", "forged.token.here").result_int(), 401u);
+}
+
+TEST_F(HubApi, MalformedCommitsAndHostilePathsChangeNothing) {
+  ASSERT_EQ(Create("alice", "m").result_int(), 200u);
+  ASSERT_EQ(Commit("alice/m", Header("base") + FileLine("dir/a.txt", "a")).result_int(), 200u);
+  const std::string head = Head("alice/m");
+  const std::vector<std::pair<std::string, unsigned>> bad = {
+      {"not json\n", 400},
+      {FileLine("x.txt", "x"), 400},               // no header first
+      {Header("") + FileLine("x.txt", "x"), 400},  // no summary
+      {Header("s") + R"({"key": "rename", "value": {"path": "x"}})"
+                     "\n",
+       400},
+      {Header("s") + R"({"key": "file", "value": {"path": "x", "content": "%%%", "encoding": "base64"}})"
+                     "\n",
+       400},
+      {Header("s") + R"({"key": "file", "value": {"path": "x", "content": "eA==", "encoding": "utf-8"}})"
+                     "\n",
+       400},
+      {Header("s") + LfsLine("w.bin", "zz", 1), 400},
+      {Header("s") + LfsLine("w.bin", std::string(64, 'a'), 1), 400},  // never uploaded to this repository
+      {Header("s", "abc") + FileLine("x", "x"), 400},                  // not a commit id
+      {Header("s", std::string(40, '0')) + FileLine("x", "x"), 412},   // stale parent
+      {Header("s") + FileLine("../x", "x"), 400},
+      {Header("s") + FileLine("a/../../x", "x"), 400},
+      {Header("s") + FileLine("/etc/passwd", "x"), 400},
+      {Header("s") + FileLine("a//b", "x"), 400},
+      {Header("s") + FileLine(".git/config", "x"), 400},
+      {Header("s") + FileLine("a/./b", "x"), 400},
+      {Header("s") + FileLine("a\\b", "x"), 400},
+      {Header("s") + FileLine(std::string("a\nb"), "x"), 400},
+      {Header("s") + FileLine("dir", "x"), 400},                         // a folder is there
+      {Header("s") + FileLine("dir/a.txt/b", "x"), 400},                 // a file is in the way
+      {Header("s") + FileLine("big.txt", std::string(5000, 'x')), 400},  // too large to go inline
+      {Header("s") + DeleteLine("missing.txt"), 404},
+      {Header("s") + DeleteLine("dir", false), 404},  // a folder, named as a file
+      {Header("s") + DeleteLine("dir/a.txt", true), 404},
+      {Header("s") + FileLine("ok.txt", "fine") + DeleteLine("missing"), 404},  // all or nothing
+  };
+  for (const auto& [body, status] : bad) {
+    auto r = Commit("alice/m", body);
+    EXPECT_EQ(r.result_int(), status) << body << "\n" << r.body();
+    EXPECT_FALSE(r["X-Error-Message"].empty()) << body;
+    EXPECT_EQ(Head("alice/m"), head) << body;
+  }
+  auto r = Commit("alice/m", Header("s") + DeleteLine("missing.txt"));
+  EXPECT_EQ(r["X-Error-Code"], "EntryNotFound");
+  r = Commit("alice/m", Header("s") + FileLine("x", "x"), "nope");
+  EXPECT_EQ(r.result_int(), 404u);
+  EXPECT_EQ(r["X-Error-Code"], "RevisionNotFound");
+  r = Commit("alice/m", Header("s") + FileLine("x", "x"), "main", Token("bob"));
+  EXPECT_EQ(r.result_int(), 403u);
+  r = Commit("alice/m", Header("s") + FileLine("x", "x"), "main", Token("alice", false));
+  EXPECT_EQ(r.result_int(), 403u);
+  EXPECT_EQ(Commit("alice/m", Header("s") + FileLine("x", "x"), "main", "").result_int(), 401u);
+  EXPECT_EQ(Commit("alice/none", Header("s") + FileLine("x", "x")).result_int(), 404u);
+  EXPECT_EQ(Send(bhttp::verb::post, "/api/models/alice/m/commit/main?create_pr=1", Token("alice"),
+                 Header("s") + FileLine("x", "x"))
+                .result_int(),
+            400u);
+  EXPECT_EQ(Head("alice/m"), head);
+  // And a good one, from the head given as its parent.
+  r = Commit("alice/m", Header("s", head) + FileLine("b.txt", "b") + DeleteLine("dir/", true));
+  ASSERT_EQ(r.result_int(), 200u) << r.body();
+  const auto answer = json::parse(r.body());
+  EXPECT_EQ(answer.at("commitUrl").as_string(),
+            base_ + "/alice/m/commit/" + std::string(answer.at("commitOid").as_string()));
+  EXPECT_EQ(Head("alice/m"), answer.at("commitOid").as_string());
+}
+
+TEST_F(HubApi, LargeFilesAreLinkedOnlyThroughTheirRepositorysUpload) {
+  ASSERT_EQ(Create("alice", "m").result_int(), 200u);
+  ASSERT_EQ(Create("alice", "other").result_int(), 200u);
+  const auto data = xet::testing::SplitMix64Bytes(9, (1 << 20) + 5);
+  const std::string sha = UploadLarge("alice", "m", data);
+  // The other repository cannot name it by its hash.
+  EXPECT_EQ(Commit("alice/other", Header("s") + LfsLine("w.bin", sha, data.size())).result_int(), 400u);
+  EXPECT_EQ(Commit("alice/m", Header("s") + LfsLine("w.bin", sha, data.size() + 1)).result_int(), 400u);
+  auto r = Commit("alice/m", Header("s") + LfsLine("w.bin", sha, data.size()));
+  ASSERT_EQ(r.result_int(), 200u) << r.body();
+  // A copy names the file by its hash alone.
+  r = Commit("alice/m", Header("copy") +
+                            R"({"key": "lfsFile", "value": {"path": "copy.bin", "algo": "sha256", "oid": ")" +
+                            sha + "\"}}\n");
+  ASSERT_EQ(r.result_int(), 200u) << r.body();
+
+  for (const std::string path : {"w.bin", "copy.bin"}) {
+    r = Send(bhttp::verb::head, "/alice/m/resolve/main/" + path);
+    ASSERT_EQ(r.result_int(), 200u) << r.body();
+    EXPECT_EQ(r["X-Linked-Etag"], "\"" + sha + "\"");
+    EXPECT_EQ(r["ETag"], "\"" + sha + "\"");
+    EXPECT_EQ(r["X-Linked-Size"], std::to_string(data.size()));
+    EXPECT_EQ(r["Content-Length"], std::to_string(data.size()));
+    EXPECT_EQ(r["X-Repo-Commit"], Head("alice/m"));
+    EXPECT_EQ(r["X-Xet-Hash"].size(), 64u);
+    EXPECT_NE(std::string(r["Link"]).find("/api/models/alice/m/xet-read-token/"), std::string::npos);
+  }
+  r = Send(bhttp::verb::get, "/alice/m/resolve/main/w.bin", "", "", {{"Range", "bytes=1048570-1048580"}});
+  ASSERT_EQ(r.result_int(), 206u);
+  EXPECT_EQ(r.body(), std::string(reinterpret_cast<const char*>(data.data()) + 1048570, 11));
+  r = Send(bhttp::verb::get, "/alice/m/resolve/main/w.bin");
+  ASSERT_EQ(r.result_int(), 200u);
+  EXPECT_EQ(r.body().size(), data.size());
+  // The tree says the same as the resolve headers.
+  r = Send(bhttp::verb::post, "/api/models/alice/m/paths-info/main", "",
+           "paths=w.bin&paths=nope&expand=false", {{"Content-Type", "application/x-www-form-urlencoded"}});
+  ASSERT_EQ(r.result_int(), 200u) << r.body();
+  const auto entries = json::parse(r.body()).as_array();
+  ASSERT_EQ(entries.size(), 1u);
+  EXPECT_EQ(entries[0].at("lfs").at("oid").as_string(), sha);
+  EXPECT_EQ(entries[0].at("size").as_int64(), static_cast<int64_t>(data.size()));
+  // The CAS tokens handed out are for this repository's scope, read or write as asked.
+  r = Send(bhttp::verb::get, "/api/models/alice/m/xet-read-token/main");
+  ASSERT_EQ(r.result_int(), 200u) << r.body();
+  const auto token = json::parse(r.body());
+  EXPECT_EQ(token.at("casUrl").as_string(), base_);
+  EXPECT_EQ(r["X-Xet-Cas-Url"], base_);
+  http::Authenticator auth(testing::kTestJwtKey);
+  auto who = auth.Verify(std::string(token.at("accessToken").as_string()), http::UnixNow());
+  ASSERT_TRUE(who.ok());
+  EXPECT_EQ(who->scope, index_->FindRepo(index::RepoType::kModel, "alice", "m")->scope);
+  EXPECT_EQ(who->perm, http::Permission::kRead);
+  EXPECT_EQ(Send(bhttp::verb::get, "/api/models/alice/m/xet-write-token/main").result_int(), 401u);
+  EXPECT_EQ(Send(bhttp::verb::get, "/api/models/alice/m/xet-write-token/main", Token("bob")).result_int(),
+            403u);
+  r = Send(bhttp::verb::get, "/api/models/alice/m/xet-write-token/main", Token("alice"));
+  ASSERT_EQ(r.result_int(), 200u);
+  who = auth.Verify(std::string(json::parse(r.body()).at("accessToken").as_string()), http::UnixNow());
+  ASSERT_TRUE(who.ok());
+  EXPECT_EQ(who->perm, http::Permission::kWrite);
+}
+
+TEST_F(HubApi, ReadsAnswerNotFoundWithTheCodeTheClientReads) {
+  ASSERT_EQ(Create("alice", "m").result_int(), 200u);
+  ASSERT_EQ(Create("alice", "p", "model", true).result_int(), 200u);
+  ASSERT_EQ(Commit("alice/m", Header("s") + FileLine("a/b.txt", "hello")).result_int(), 200u);
+  const std::vector<std::tuple<std::string, std::string, std::string>> missing = {
+      {"/api/models/alice/none", "", "RepoNotFound"},
+      {"/api/models/alice/p", "", "RepoNotFound"},  // private: not found, not forbidden
+      {"/api/models/alice/p", Token("bob"), "RepoNotFound"},
+      {"/alice/p/resolve/main/.gitattributes", "", "RepoNotFound"},
+      {"/api/models/alice/p/tree/main", Token("bob", false), "RepoNotFound"},
+      {"/api/models/alice/m/revision/nope", "", "RevisionNotFound"},
+      {"/api/models/alice/m/revision/" + std::string(40, 'a'), "", "RevisionNotFound"},
+      {"/alice/m/resolve/nope/a/b.txt", "", "RevisionNotFound"},
+      {"/alice/m/resolve/main/a/c.txt", "", "EntryNotFound"},
+      {"/alice/m/resolve/main/a", "", "EntryNotFound"},  // a folder
+      {"/alice/m/resolve/main/a/../a/b.txt", "", "EntryNotFound"},
+      {"/alice/m/resolve/main/a/%2E%2E/a/b.txt", "", "EntryNotFound"},
+      {"/api/models/alice/m/tree/main/nope", "", "EntryNotFound"},
+      {"/api/models/alice/m/tree/main/a%2Fb.txt", "", "EntryNotFound"},  // a file, not a folder
+      {"/api/datasets/alice/m", "", "RepoNotFound"},                     // the same name, another type
+  };
+  for (const auto& [target, token, code] : missing) {
+    auto r = Send(bhttp::verb::get, target, token);
+    EXPECT_EQ(r.result_int(), 404u) << target;
+    EXPECT_EQ(r["X-Error-Code"], code) << target;
+  }
+  EXPECT_EQ(Send(bhttp::verb::get, "/api/models/alice/p", Token("alice", false)).result_int(), 200u);
+  EXPECT_EQ(Send(bhttp::verb::get, "/api/models/alice/p", Token("alice/p", false)).result_int(), 200u);
+  EXPECT_EQ(Send(bhttp::verb::get, "/api/models/alice/m", "bad.token.value").result_int(), 401u);
+  auto r = Send(bhttp::verb::get, "/alice/m/resolve/main/a/b.txt", "", "", {{"Range", "bytes=1-3"}});
+  ASSERT_EQ(r.result_int(), 206u);
+  EXPECT_EQ(r.body(), "ell");
+  r = Send(bhttp::verb::get, "/alice/m/resolve/main/a/b.txt", "", "", {{"Range", "bytes=9-"}});
+  EXPECT_EQ(r.result_int(), 416u);
+  r = Send(bhttp::verb::get, "/api/models/alice/m/tree/main/a");
+  ASSERT_EQ(r.result_int(), 200u);
+  EXPECT_EQ(json::parse(r.body()).as_array().at(0).at("path").as_string(), "a/b.txt");
+  // Listings leave out what the caller may not see.
+  r = Send(bhttp::verb::get, "/api/models?author=alice");
+  ASSERT_EQ(r.result_int(), 200u);
+  EXPECT_EQ(json::parse(r.body()).as_array().size(), 1u);
+  r = Send(bhttp::verb::get, "/api/models?author=alice", Token("alice", false));
+  EXPECT_EQ(json::parse(r.body()).as_array().size(), 2u);
+  EXPECT_EQ(Send(bhttp::verb::get, "/api/kernels/alice/m").result_int(), 404u);
+  EXPECT_EQ(Send(bhttp::verb::get, "/api/models?limit=0").result_int(), 400u);
+}
+
+TEST_F(HubApi, BranchesTagsHistoryAndPages) {
+  ASSERT_EQ(Create("alice", "m").result_int(), 200u);
+  std::string body = Header("many");
+  for (int i = 0; i < 1005; ++i) body += FileLine("f/" + std::to_string(i), "x");
+  ASSERT_EQ(Commit("alice/m", body).result_int(), 200u);
+  const std::string first = Head("alice/m");
+  for (int i = 0; i < 3; ++i)
+    ASSERT_EQ(
+        Commit("alice/m", Header("c" + std::to_string(i)) + FileLine("n", std::to_string(i))).result_int(),
+        200u);
+
+  // Tree pages: 1000 entries, then the rest from the same commit by the Link.
+  auto r = Send(bhttp::verb::get, "/api/models/alice/m/tree/main/f?recursive=false&expand=false");
+  ASSERT_EQ(r.result_int(), 200u);
+  EXPECT_EQ(json::parse(r.body()).as_array().size(), 1000u);
+  std::string link(r["Link"]);
+  ASSERT_NE(link.find("rel=\"next\""), std::string::npos);
+  const std::string next = link.substr(1 + base_.size(), link.find('>') - 1 - base_.size());
+  r = Send(bhttp::verb::get, next);
+  ASSERT_EQ(r.result_int(), 200u) << next;
+  EXPECT_EQ(json::parse(r.body()).as_array().size(), 5u);
+  EXPECT_TRUE(r["Link"].empty());
+
+  // History, newest first, in pages.
+  r = Send(bhttp::verb::get, "/api/models/alice/m/commits/main?limit=2");
+  ASSERT_EQ(r.result_int(), 200u);
+  auto commits = json::parse(r.body()).as_array();
+  ASSERT_EQ(commits.size(), 2u);
+  EXPECT_EQ(commits[0].at("title").as_string(), "c2");
+  EXPECT_EQ(commits[0].at("authors").as_array()[0].at("user").as_string(), "alice");
+  EXPECT_EQ(std::string(commits[0].at("date").as_string()).back(), 'Z');
+  EXPECT_FALSE(r["Link"].empty());
+
+  // Branches and tags.
+  const std::string repo = "/api/models/alice/m";
+  EXPECT_EQ(
+      Send(bhttp::verb::post, repo + "/branch/dev", Token("alice"), R"({"startingPoint": ")" + first + "\"}")
+          .result_int(),
+      200u);
+  EXPECT_EQ(Head("alice/m", "dev"), first);
+  EXPECT_EQ(Send(bhttp::verb::post, repo + "/branch/dev", Token("alice"), "{}").result_int(), 409u);
+  EXPECT_EQ(Send(bhttp::verb::post, repo + "/branch/x", Token("alice"), R"({"startingPoint": "nope"})")
+                .result_int(),
+            404u);
+  EXPECT_EQ(Send(bhttp::verb::post, repo + "/branch/refs%2Fpr%2F1", Token("alice"), "{}").result_int(), 400u);
+  EXPECT_EQ(
+      Send(bhttp::verb::post, repo + "/branch/" + std::string(40, 'a'), Token("alice"), "{}").result_int(),
+      400u);
+  EXPECT_EQ(Send(bhttp::verb::post, repo + "/branch/x", Token("bob"), "{}").result_int(), 403u);
+  EXPECT_EQ(Send(bhttp::verb::post, repo + "/tag/dev", Token("alice"), R"({"tag": "v1"})").result_int(),
+            200u);
+  EXPECT_EQ(Send(bhttp::verb::post, repo + "/tag/main", Token("alice"), R"({"tag": "v1"})").result_int(),
+            409u);
+  EXPECT_EQ(Send(bhttp::verb::post, repo + "/tag/main", Token("alice"), R"({"name": "v1"})").result_int(),
+            400u);
+  EXPECT_EQ(Head("alice/m", "v1"), first);
+  EXPECT_EQ(Head("alice/m", "refs%2Ftags%2Fv1"), first);
+  r = Send(bhttp::verb::get, repo + "/refs");
+  ASSERT_EQ(r.result_int(), 200u);
+  const auto refs = json::parse(r.body());
+  EXPECT_EQ(refs.at("branches").as_array().size(), 2u);
+  EXPECT_EQ(refs.at("tags").as_array()[0].at("ref").as_string(), "refs/tags/v1");
+  EXPECT_TRUE(refs.at("converts").as_array().empty());
+  EXPECT_EQ(Send(bhttp::verb::delete_, repo + "/branch/main", Token("alice")).result_int(), 400u);
+  EXPECT_EQ(Send(bhttp::verb::delete_, repo + "/branch/nope", Token("alice")).result_int(), 404u);
+  EXPECT_EQ(Send(bhttp::verb::delete_, repo + "/branch/dev", Token("alice")).result_int(), 200u);
+  EXPECT_EQ(Send(bhttp::verb::delete_, repo + "/tag/v1", Token("alice")).result_int(), 200u);
+  r = Send(bhttp::verb::delete_, repo + "/tag/v1", Token("alice"));
+  EXPECT_EQ(r.result_int(), 404u);
+  EXPECT_EQ(r["X-Error-Code"], "RevisionNotFound");
+  // The commit stays readable by its id.
+  EXPECT_EQ(Head("alice/m", first), first);
+}
+
+TEST_F(HubApi, SettingsMovesDeletesAndPreupload) {
+  ASSERT_EQ(Create("alice", "m").result_int(), 200u);
+  ASSERT_EQ(Commit("alice/m", Header("s") + FileLine("t.txt", "text")).result_int(), 200u);
+  const std::string repo = "/api/models/alice/m";
+  // Preupload: small text inline, binary or large to the CAS; unchanged files carry their oid.
+  const std::string files = json::serialize(json::object{
+      {"files",
+       json::array{json::object{{"path", "t.txt"}, {"sample", Base64("text")}, {"size", 4}},
+                   json::object{{"path", "w.bin"}, {"sample", Base64(std::string("\0\1", 2))}, {"size", 2}},
+                   json::object{{"path", "big.txt"}, {"sample", Base64("aaaa")}, {"size", 1 << 20}}}}});
+  auto r = Send(bhttp::verb::post, repo + "/preupload/main", Token("alice"), files);
+  ASSERT_EQ(r.result_int(), 200u) << r.body();
+  const auto answer = json::parse(r.body()).at("files").as_array();
+  EXPECT_EQ(answer[0].at("uploadMode").as_string(), "regular");
+  EXPECT_EQ(answer[0].at("oid").as_string().size(), 40u);
+  EXPECT_FALSE(answer[0].at("shouldIgnore").as_bool());
+  EXPECT_EQ(answer[1].at("uploadMode").as_string(), "lfs");
+  EXPECT_TRUE(answer[1].at("oid").is_null());
+  EXPECT_EQ(answer[2].at("uploadMode").as_string(), "lfs");
+  EXPECT_EQ(Send(bhttp::verb::post, repo + "/preupload/main", Token("alice"), R"({"files": 3})").result_int(),
+            400u);
+  EXPECT_EQ(Send(bhttp::verb::post, repo + "/preupload/main", Token("bob"), files).result_int(), 403u);
+
+  // Visibility.
+  EXPECT_EQ(
+      Send(bhttp::verb::put, repo + "/settings", Token("alice"), R"({"visibility": "private"})").result_int(),
+      200u);
+  EXPECT_EQ(Send(bhttp::verb::get, repo).result_int(), 404u);
+  EXPECT_EQ(Send(bhttp::verb::put, repo + "/settings", Token("alice"), R"({"gated": "auto"})").result_int(),
+            400u);
+  EXPECT_EQ(
+      Send(bhttp::verb::put, repo + "/settings", Token("bob"), R"({"visibility": "public"})").result_int(),
+      404u);
+  EXPECT_EQ(
+      Send(bhttp::verb::put, repo + "/settings", Token("alice"), R"({"visibility": "public"})").result_int(),
+      200u);
+  EXPECT_EQ(Send(bhttp::verb::get, repo).result_int(), 200u);
+
+  // Moves keep the history and the files' scope; a taken name is refused.
+  ASSERT_EQ(Create("alice", "taken").result_int(), 200u);
+  const std::string before = Head("alice/m");
+  auto move = [&](const std::string& from, const std::string& to, const std::string& token) {
+    return Send(bhttp::verb::post, "/api/repos/move", token,
+                json::serialize(json::object{{"fromRepo", from}, {"toRepo", to}, {"type", "model"}}));
+  };
+  EXPECT_EQ(move("alice/m", "alice/taken", Token("alice")).result_int(), 409u);
+  EXPECT_EQ(move("alice/m", "bob/m", Token("alice")).result_int(), 403u);
+  EXPECT_EQ(move("alice/m", "bad", Token("alice")).result_int(), 400u);
+  EXPECT_EQ(move("alice/m", "alice/n", Token("alice")).result_int(), 200u);
+  EXPECT_EQ(Head("alice/n"), before);
+  EXPECT_EQ(Send(bhttp::verb::get, repo).result_int(), 404u);
+
+  // Deletes.
+  const auto del = [&](const std::string& name, const std::string& token) {
+    return Send(bhttp::verb::delete_, "/api/repos/delete", token,
+                json::serialize(json::object{{"name", name}, {"organization", "alice"}, {"type", "model"}}));
+  };
+  EXPECT_EQ(del("n", Token("bob")).result_int(), 403u);
+  EXPECT_EQ(del("n", Token("alice", false)).result_int(), 403u);
+  EXPECT_EQ(del("n", Token("alice")).result_int(), 200u);
+  r = del("n", Token("alice"));
+  EXPECT_EQ(r.result_int(), 404u);
+  EXPECT_EQ(r["X-Error-Code"], "RepoNotFound");
+  // A repository made again under the name starts empty, with a scope of its own.
+  ASSERT_EQ(Create("alice", "n").result_int(), 200u);
+  r = Send(bhttp::verb::get, "/api/models/alice/n");
+  EXPECT_EQ(json::parse(r.body()).at("siblings").as_array().size(), 1u);  // .gitattributes
+  EXPECT_EQ(Send(bhttp::verb::post, "/api/validate-yaml", "", R"({"content": "x"})").result_int(), 200u);
+}
+
+}  // namespace
+}  // namespace cairn::api
