@@ -34,5 +34,13 @@ Upload and download with hf_xet (pip install hf_xet==1.8.0):
   print(info.hash, info.file_size)
   PY
 
+Or with huggingface_hub and its hf CLI (pip install huggingface_hub==2.4.0), as on the Hub: the token's scope
+"dev" is the namespace your repositories go in (docs/hub.md):
+
+  export HF_ENDPOINT=$url HF_TOKEN=$token
+  hf repos create my-model
+  hf upload dev/my-model ./a-folder .
+  hf download dev/my-model --local-dir ./a-copy
+
 MSG
 wait $pid

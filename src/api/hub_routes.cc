@@ -5,6 +5,7 @@
 #include <ctime>
 
 #include "api/file_routes.h"
+#include "common/percent_encode.h"
 #include "http/auth.h"
 #include "http/range.h"
 
@@ -67,7 +68,7 @@ std::string IsoDate(int64_t unix_seconds) {
   std::tm tm{};
   gmtime_r(&t, &tm);
   char buf[32];
-  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%S.000Z", &tm);
+  if (std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%S.000Z", &tm) == 0) return "1970-01-01T00:00:00.000Z";
   return buf;
 }
 
@@ -84,30 +85,13 @@ std::string RepoPath(const hub::RepoId& id) {
   return std::string(hub::Plural(id.type)) + "/" + id.str();
 }
 
-std::string QuoteSegment(std::string_view s) {
-  static constexpr char kHex[] = "0123456789ABCDEF";
-  std::string out;
-  for (const char ch : s) {
-    const auto c = static_cast<unsigned char>(ch);
-    if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '_' ||
-        c == '.' || c == '~') {
-      out.push_back(ch);
-    } else {
-      out.push_back('%');
-      out.push_back(kHex[c >> 4]);
-      out.push_back(kHex[c & 15]);
-    }
-  }
-  return out;
-}
-
 std::optional<std::vector<uint8_t>> Base64Decode(std::string_view in) {
   static const auto table = [] {
-    std::array<int8_t, 256> t{};
-    t.fill(-1);
+    std::array<uint8_t, 256> t{};
+    t.fill(0xff);
     const std::string_view alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     for (size_t i = 0; i < alphabet.size(); ++i)
-      t[static_cast<unsigned char>(alphabet[i])] = static_cast<int8_t>(i);
+      t[static_cast<unsigned char>(alphabet[i])] = static_cast<uint8_t>(i);
     return t;
   }();
   while (!in.empty() && in.back() == '=') in.remove_suffix(1);
@@ -116,8 +100,8 @@ std::optional<std::vector<uint8_t>> Base64Decode(std::string_view in) {
   uint32_t acc = 0;
   int bits = 0;
   for (const char ch : in) {
-    const int v = table[static_cast<unsigned char>(ch)];
-    if (v < 0) return std::nullopt;
+    const uint8_t v = table[static_cast<unsigned char>(ch)];
+    if (v == 0xff) return std::nullopt;
     acc = acc << 6 | static_cast<uint32_t>(v);
     bits += 6;
     if (bits >= 8) {
@@ -230,6 +214,17 @@ std::optional<std::string> StringField(const json::object& o, std::string_view k
   return std::string(v->get_string());
 }
 
+// The repository a create or delete body names: {"name", "organization", "type"}; no organization means the
+// token's own namespace.
+std::optional<hub::RepoId> RepoInBody(const json::object& o, const hub::Caller& caller) {
+  const auto name = StringField(o, "name");
+  const auto type = TypeFromSingular(StringField(o, "type").value_or(""));
+  if (!name || !type) return std::nullopt;
+  std::string ns = StringField(o, "organization").value_or("");
+  if (ns.empty()) ns = hub::NamespaceOf(caller.scope);
+  return hub::RepoId{*type, std::move(ns), *name};
+}
+
 bool QueryTrue(const http::Request& req, std::string_view key) {
   auto v = req.Query(key);
   return v && (*v == "1" || *v == "true" || *v == "True");
@@ -323,19 +318,13 @@ void HubRoutes::CreateRepo(const std::shared_ptr<Exchange>& ex) {
   if (!caller) return ex->Respond(HubError(401, "", caller.error().message));
   json::value storage;
   const json::object* o = ParseObject(ex->request().body, storage);
-  const auto name = o ? StringField(*o, "name") : std::nullopt;
-  const auto type = o ? TypeFromSingular(StringField(*o, "type").value_or("")) : std::nullopt;
-  if (!name || !type)
-    return ex->Respond(HubError(400, "", R"(the body is {"name", "organization", "type"})"));
-  // No organization: the token's own namespace.
-  std::string ns = o ? StringField(*o, "organization").value_or("") : "";
-  if (ns.empty()) ns = hub::NamespaceOf(caller->scope);
+  const auto id = o ? RepoInBody(*o, *caller) : std::nullopt;
+  if (!id) return ex->Respond(HubError(400, "", R"(the body is {"name", "organization", "type"})"));
   bool is_private = false;
   if (auto vis = StringField(*o, "visibility")) is_private = *vis != "public";
   if (const json::value* p = o->if_contains("private"); p != nullptr && p->is_bool())
     is_private = p->get_bool();
-  hub::RepoId id{*type, ns, *name};
-  ex->Offload([this, ex, caller = *caller, id, is_private] {
+  ex->Offload([this, ex, caller = *caller, id = *id, is_private] {
     auto repo = hub_.CreateRepo(caller, id, is_private);
     json::object out{{"url", RepoUrl(id)}, {"name", id.str()}};
     if (!repo) {
@@ -356,13 +345,9 @@ void HubRoutes::DeleteRepo(const std::shared_ptr<Exchange>& ex) {
   if (!caller) return ex->Respond(HubError(401, "", caller.error().message));
   json::value storage;
   const json::object* o = ParseObject(ex->request().body, storage);
-  const auto name = o ? StringField(*o, "name") : std::nullopt;
-  const auto type = o ? TypeFromSingular(StringField(*o, "type").value_or("")) : std::nullopt;
-  if (!name || !type)
-    return ex->Respond(HubError(400, "", R"(the body is {"name", "organization", "type"})"));
-  std::string ns = StringField(*o, "organization").value_or("");
-  if (ns.empty()) ns = hub::NamespaceOf(caller->scope);
-  ex->Offload([this, ex, caller = *caller, id = hub::RepoId{*type, ns, *name}] {
+  const auto id = o ? RepoInBody(*o, *caller) : std::nullopt;
+  if (!id) return ex->Respond(HubError(400, "", R"(the body is {"name", "organization", "type"})"));
+  ex->Offload([this, ex, caller = *caller, id = *id] {
     auto st = hub_.DeleteRepo(caller, id);
     if (!st) return ex->Respond(HubError(st.error()));
     ex->Respond(JsonAnswer(json::object{}));
@@ -438,9 +423,9 @@ void HubRoutes::ListRepos(const std::shared_ptr<Exchange>& ex) {
       const auto& last = page->back().record;
       std::string next = options_.public_url + "/api/" + std::string(hub::Plural(type)) +
                          "?limit=" + std::to_string(limit) +
-                         "&cursor=" + QuoteSegment(last.ns + "/" + last.name);
-      if (author) next += "&author=" + QuoteSegment(*author);
-      if (search) next += "&search=" + QuoteSegment(*search);
+                         "&cursor=" + PercentEncode(last.ns + "/" + last.name);
+      if (author) next += "&author=" + PercentEncode(*author);
+      if (search) next += "&search=" + PercentEncode(*search);
       resp.Header("Link", "<" + next + ">; rel=\"next\"");
     }
     ex->Respond(std::move(resp));
@@ -543,7 +528,7 @@ void HubRoutes::Tree(const std::shared_ptr<Exchange>& ex) {
                // The next page of the same commit, whatever the branch does meanwhile.
                std::string next = options_.public_url + "/api/" + std::string(hub::Plural(rr.id.type)) + "/" +
                                   rr.id.str() + "/tree/" + oid->hex();
-               if (!path.empty()) next += "/" + QuoteSegment(path);
+               if (!path.empty()) next += "/" + PercentEncode(path);
                next += std::string("?recursive=") + (recursive ? "true" : "false") +
                        "&expand=false&cursor=" + std::to_string(cursor + kPage);
                resp.Header("Link", "<" + next + ">; rel=\"next\"");

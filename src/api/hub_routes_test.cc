@@ -107,7 +107,7 @@ class HubApi : public testing::ApiServerTest {
   }
 
   Res Send(bhttp::verb verb, const std::string& target, const std::string& token = "", std::string body = {},
-           Headers headers = {}) {
+           const Headers& headers = {}) {
     http::testing::Client c(port_);
     bhttp::request<bhttp::string_body> req{verb, target, 11};
     if (!token.empty()) req.set(bhttp::field::authorization, "Bearer " + token);

@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "cas/transfer_url.h"
+#include "common/percent_encode.h"
 #include "xet/hashing.h"
 
 namespace cairn::files {
@@ -13,24 +14,6 @@ void AppendField(std::string& out, std::string_view field) {
   out += std::to_string(field.size());
   out += ':';
   out += field;
-}
-
-// Query values are put in URLs as they are: unreserved characters stay, everything else is %XX.
-std::string PercentEncode(std::string_view s) {
-  static constexpr char kHex[] = "0123456789ABCDEF";
-  std::string out;
-  for (const char ch : s) {
-    const auto c = static_cast<unsigned char>(ch);
-    if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '_' ||
-        c == '.' || c == '~') {
-      out.push_back(ch);
-    } else {
-      out.push_back('%');
-      out.push_back(kHex[c >> 4]);
-      out.push_back(kHex[c & 15]);
-    }
-  }
-  return out;
 }
 
 }  // namespace

@@ -138,7 +138,7 @@ xet::Result<std::vector<TreeEntry>> ParseTree(std::span<const uint8_t> body) {
   std::string_view rest = AsText(body);
   while (!rest.empty()) {
     const size_t sp = rest.find(' ');
-    if (sp == std::string_view::npos || sp > 6) return xet::Malformed("tree: entry without a mode");
+    if (sp > 6) return xet::Malformed("tree: entry without a mode");  // npos too
     uint32_t mode = 0;
     const auto [end, ec] = std::from_chars(rest.data(), rest.data() + sp, mode, 8);
     if (ec != std::errc() || end != rest.data() + sp) return xet::Malformed("tree: bad mode");

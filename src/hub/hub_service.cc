@@ -293,8 +293,8 @@ Status HubService::MoveRepo(const Caller& caller, const RepoId& from, const Repo
 }
 
 Result<std::vector<Repo>> HubService::ListRepos(const Caller& caller, RepoType type,
-                                                std::optional<std::string> author,
-                                                std::optional<std::string> after, size_t limit) {
+                                                const std::optional<std::string>& author,
+                                                const std::optional<std::string>& after, size_t limit) {
   std::optional<std::pair<std::string, std::string>> cursor;
   if (after) {
     const size_t slash = after->find('/');

@@ -161,8 +161,9 @@ class HubService {
   Status UpdateSettings(const Caller& caller, const RepoId& id, std::optional<bool> is_private);
   Status MoveRepo(const Caller& caller, const RepoId& from, const RepoId& to);
   // Repositories of `type` the caller may read, by namespace then name, after `after` ("ns/name").
-  Result<std::vector<Repo>> ListRepos(const Caller& caller, RepoType type, std::optional<std::string> author,
-                                      std::optional<std::string> after, size_t limit);
+  Result<std::vector<Repo>> ListRepos(const Caller& caller, RepoType type,
+                                      const std::optional<std::string>& author,
+                                      const std::optional<std::string>& after, size_t limit);
 
   // ---- Revisions
   // A branch or tag name (or "refs/heads/…", "refs/tags/…") or a 40-digit commit id of the repository.
