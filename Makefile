@@ -11,7 +11,7 @@ configure: deps
 	cmake --preset release >/dev/null
 
 .PHONY: bootstrap deps configure build debug asan lint format unit asan-test check oracle interop vectors test run bench \
-        measure-transfer measure-clients bench-dedup bench-load clean
+        measure-transfer measure-clients measure-hub bench-dedup bench-load clean
 
 bootstrap:  ## install every dependency (idempotent)
 	scripts/bootstrap.sh
@@ -77,6 +77,9 @@ measure-transfer: build bootstrap  ## 1 GiB upload and download with hf_xet agai
 
 measure-clients: build bootstrap  ## cairn put/get beside hf_xet: 1 GiB each way, then a re-upload after a 1 % edit
 	.venv/bin/python scripts/measure_clients.py --bin $(CAIRN_BIN)
+
+measure-hub: build bootstrap  ## hf upload / hf download through the Hub API beside hf_xet alone: 1 GiB each way
+	.venv/bin/python scripts/measure_hub.py --bin $(CAIRN_BIN)
 
 bench-load: build bootstrap  ## reconstruction under load over HTTP on 1,000,000 files and xorbs, SQLite and PostgreSQL
 	.venv/bin/python scripts/bench_load.py $(BENCH_ARGS)
