@@ -62,18 +62,26 @@ Response JsonAnswer(const json::value& v, unsigned status = 200) {
   return Response::Json(status, json::serialize(v));
 }
 
-// "2026-12-01T19:18:42.000Z": the only form huggingface_hub parses.
-std::string IsoDate(int64_t unix_seconds) {
-  const auto t = static_cast<std::time_t>(unix_seconds);
+// "2026-12-01T19:18:42.123Z": the only form huggingface_hub parses.
+std::string IsoDateMs(int64_t unix_ms) {
+  const int64_t ms = ((unix_ms % 1000) + 1000) % 1000;
+  const auto t = static_cast<std::time_t>((unix_ms - ms) / 1000);
   std::tm tm{};
   gmtime_r(&t, &tm);
   char buf[32];
-  if (std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%S.000Z", &tm) == 0) return "1970-01-01T00:00:00.000Z";
-  return buf;
+  if (std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%S", &tm) == 0) return "1970-01-01T00:00:00.000Z";
+  char frac[8];
+  std::snprintf(frac, sizeof(frac), ".%03dZ", static_cast<int>(ms));
+  return std::string(buf) + frac;
 }
 
-std::optional<hub::RepoType> TypeFromSingular(std::string_view s) {
+std::string IsoDate(int64_t unix_seconds) {
+  return IsoDateMs(unix_seconds * 1000);
+}
+
+std::optional<hub::RepoType> TypeFromSingular(std::string_view s, bool bucket = false) {
   if (s.empty() || s == "model") return hub::RepoType::kModel;
+  if (bucket && s == "bucket") return hub::RepoType::kBucket;
   if (s == "dataset") return hub::RepoType::kDataset;
   if (s == "space") return hub::RepoType::kSpace;
   return std::nullopt;
@@ -234,8 +242,9 @@ bool QueryTrue(const http::Request& req, std::string_view key) {
 
 class HubRoutes {
  public:
-  HubRoutes(http::Server& server, hub::HubService& hub, files::FileService& files, HubRouteOptions options)
-      : server_(server), hub_(hub), files_(files), options_(std::move(options)) {
+  HubRoutes(http::Server& server, hub::HubService& hub, hub::BucketService& buckets,
+            files::FileService& files, HubRouteOptions options)
+      : server_(server), hub_(hub), buckets_(buckets), files_(files), options_(std::move(options)) {
     while (!options_.public_url.empty() && options_.public_url.back() == '/') options_.public_url.pop_back();
   }
 
@@ -290,8 +299,27 @@ class HubRoutes {
   void XetToken(const std::shared_ptr<Exchange>& ex, bool write);
   void Resolve(const std::shared_ptr<Exchange>& ex);
 
+  // Buckets.
+  std::optional<RepoRequest> BucketOf(const std::shared_ptr<Exchange>& ex);
+  template <typename Fn>
+  void WithBucket(const std::shared_ptr<Exchange>& ex, bool write, Fn fn);
+  json::object BucketJson(const hub::Repo& bucket, const index::BucketTotals& totals) const;
+  static json::object BucketFileJson(const index::BucketFile& f);
+  void BucketCreate(const std::shared_ptr<Exchange>& ex);
+  void BucketInfo(const std::shared_ptr<Exchange>& ex);
+  void BucketList(const std::shared_ptr<Exchange>& ex);
+  void BucketDelete(const std::shared_ptr<Exchange>& ex);
+  void BucketSettings(const std::shared_ptr<Exchange>& ex);
+  void BucketTree(const std::shared_ptr<Exchange>& ex);
+  void BucketPathsInfo(const std::shared_ptr<Exchange>& ex);
+  void BucketBatch(const std::shared_ptr<Exchange>& ex);
+  void BucketToken(const std::shared_ptr<Exchange>& ex, bool write);
+  void BucketResolve(const std::shared_ptr<Exchange>& ex);
+  void MintCasToken(const std::shared_ptr<Exchange>& ex, const hub::Repo& repo, bool write);
+
   http::Server& server_;
   hub::HubService& hub_;
+  hub::BucketService& buckets_;
   files::FileService& files_;
   HubRouteOptions options_;
 };
@@ -361,7 +389,7 @@ void HubRoutes::MoveRepo(const std::shared_ptr<Exchange>& ex) {
   const json::object* o = ParseObject(ex->request().body, storage);
   const auto from = o ? StringField(*o, "fromRepo") : std::nullopt;
   const auto to = o ? StringField(*o, "toRepo") : std::nullopt;
-  const auto type = o ? TypeFromSingular(StringField(*o, "type").value_or("")) : std::nullopt;
+  const auto type = o ? TypeFromSingular(StringField(*o, "type").value_or(""), true) : std::nullopt;
   const auto split = [&](const std::string& s) -> std::optional<hub::RepoId> {
     const size_t slash = s.find('/');
     if (slash == std::string::npos || s.find('/', slash + 1) != std::string::npos) return std::nullopt;
@@ -795,7 +823,12 @@ void HubRoutes::Commit(const std::shared_ptr<Exchange>& ex) {
 }
 
 void HubRoutes::XetToken(const std::shared_ptr<Exchange>& ex, bool write) {
-  WithRepo(ex, write, [this, ex, write](const RepoRequest&, const hub::Repo& repo) {
+  WithRepo(ex, write,
+           [this, ex, write](const RepoRequest&, const hub::Repo& repo) { MintCasToken(ex, repo, write); });
+}
+
+void HubRoutes::MintCasToken(const std::shared_ptr<Exchange>& ex, const hub::Repo& repo, bool write) {
+  {
     // A CAS token for this repository's scope alone: files uploaded with it are visible to this
     // repository only, and reads see only what its uploads registered.
     const http::Principal who{repo.record.scope, write ? http::Permission::kWrite : http::Permission::kRead};
@@ -808,6 +841,278 @@ void HubRoutes::XetToken(const std::shared_ptr<Exchange>& ex, bool write) {
     r.Header("X-Xet-Cas-Url", options_.public_url)
         .Header("X-Xet-Access-Token", *token)
         .Header("X-Xet-Token-Expiration", std::to_string(exp));
+    ex->Respond(std::move(r));
+  }
+}
+
+// ---- Buckets
+
+std::optional<RepoRequest> HubRoutes::BucketOf(const std::shared_ptr<Exchange>& ex) {
+  const auto& req = ex->request();
+  auto caller = CallerOf(server_, req);
+  if (!caller) {
+    ex->Respond(HubError(401, "", caller.error().message));
+    return std::nullopt;
+  }
+  std::string ns = req.Param("ns");
+  if (ns == "me") ns = hub::NamespaceOf(caller->scope);  // huggingface_hub's "my namespace"
+  return RepoRequest{std::move(*caller), hub::RepoId{hub::RepoType::kBucket, ns, req.Param("name")}};
+}
+
+template <typename Fn>
+void HubRoutes::WithBucket(const std::shared_ptr<Exchange>& ex, bool write, Fn fn) {
+  auto rr = BucketOf(ex);
+  if (!rr) return;
+  ex->Offload([this, ex, write, rr = std::move(*rr), fn = std::move(fn)] {
+    auto bucket = hub_.Open(rr.caller, rr.id, write);
+    if (!bucket) return ex->Respond(HubError(bucket.error()));
+    fn(rr, *bucket);
+  });
+}
+
+json::object HubRoutes::BucketJson(const hub::Repo& bucket, const index::BucketTotals& totals) const {
+  const auto& r = bucket.record;
+  return json::object{{"id", r.ns + "/" + r.name},
+                      {"private", r.is_private},
+                      {"createdAt", IsoDate(r.created_at)},
+                      {"size", totals.bytes},
+                      {"totalFiles", totals.files}};
+}
+
+json::object HubRoutes::BucketFileJson(const index::BucketFile& f) {
+  json::object o{{"type", "file"},
+                 {"path", f.path},
+                 {"size", f.size},
+                 {"xetHash", f.file.hex()},
+                 {"mtime", IsoDateMs(f.mtime_ms)},
+                 {"uploadedAt", IsoDate(f.uploaded_at)}};
+  if (f.content_type) o["contentType"] = *f.content_type;
+  return o;
+}
+
+void HubRoutes::BucketCreate(const std::shared_ptr<Exchange>& ex) {
+  json::value storage;
+  const std::string& body = ex->request().body;
+  const json::object* o = body.empty() ? nullptr : ParseObject(body, storage);
+  if (!body.empty() && o == nullptr)
+    return ex->Respond(HubError(400, "", R"(the body is {"visibility": ...})"));
+  bool is_private = false;
+  if (o != nullptr) {
+    if (auto vis = StringField(*o, "visibility")) is_private = *vis != "public";
+  }
+  auto rr = BucketOf(ex);
+  if (!rr) return;
+  ex->Offload([this, ex, rr = std::move(*rr), is_private] {
+    auto made = buckets_.Create(rr.caller, rr.id, is_private);
+    json::object out{{"url", options_.public_url + "/buckets/" + rr.id.str()}, {"id", rr.id.str()}};
+    if (!made) {
+      if (made.error().kind != hub::ErrorKind::kConflict) return ex->Respond(HubError(made.error()));
+      out["error"] = made.error().message;  // read, like create_repo's, with exist_ok
+      return ex->Respond(JsonAnswer(out, 409));
+    }
+    ex->Respond(JsonAnswer(out));
+  });
+}
+
+void HubRoutes::BucketInfo(const std::shared_ptr<Exchange>& ex) {
+  WithBucket(ex, false, [this, ex](const RepoRequest&, const hub::Repo& bucket) {
+    auto totals = buckets_.Totals(bucket);
+    if (!totals) return ex->Respond(HubError(totals.error()));
+    ex->Respond(JsonAnswer(BucketJson(bucket, *totals)));
+  });
+}
+
+void HubRoutes::BucketList(const std::shared_ptr<Exchange>& ex) {
+  const auto& req = ex->request();
+  auto caller = CallerOf(server_, req);
+  if (!caller) return ex->Respond(HubError(401, "", caller.error().message));
+  std::string ns = req.Param("ns");
+  if (ns == "me") ns = hub::NamespaceOf(caller->scope);
+  std::optional<std::string> search;
+  if (auto q = req.Query("search"); q && !q->empty()) search = std::string(*q);
+  std::optional<std::string> cursor;
+  if (auto c = req.Query("cursor"); c && !c->empty()) cursor = std::string(*c);
+  ex->Offload([this, ex, caller = *caller, ns, search, cursor] {
+    constexpr size_t kPage = 100;
+    auto page = hub_.ListRepos(caller, hub::RepoType::kBucket, ns, cursor, kPage);
+    if (!page) return ex->Respond(HubError(page.error()));
+    json::array out;
+    for (const auto& b : *page) {
+      if (search && b.record.name.find(*search) == std::string::npos) continue;
+      auto totals = buckets_.Totals(b);
+      if (!totals) return ex->Respond(HubError(totals.error()));
+      out.push_back(BucketJson(b, *totals));
+    }
+    Response r = JsonAnswer(out);
+    if (page->size() == kPage) {
+      std::string next = options_.public_url + "/api/buckets/" + PercentEncode(ns) +
+                         "?cursor=" + PercentEncode(page->back().record.ns + "/" + page->back().record.name);
+      if (search) next += "&search=" + PercentEncode(*search);
+      r.Header("Link", "<" + next + ">; rel=\"next\"");
+    }
+    ex->Respond(std::move(r));
+  });
+}
+
+void HubRoutes::BucketDelete(const std::shared_ptr<Exchange>& ex) {
+  auto rr = BucketOf(ex);
+  if (!rr) return;
+  ex->Offload([this, ex, rr = std::move(*rr)] {
+    auto st = hub_.DeleteRepo(rr.caller, rr.id);
+    if (!st) return ex->Respond(HubError(st.error()));
+    ex->Respond(JsonAnswer(json::object{}));
+  });
+}
+
+void HubRoutes::BucketSettings(const std::shared_ptr<Exchange>& ex) {
+  json::value storage;
+  const json::object* o = ParseObject(ex->request().body, storage);
+  const json::value* p = o ? o->if_contains("private") : nullptr;
+  if (p == nullptr || !p->is_bool())
+    return ex->Respond(HubError(400, "", R"(the body is {"private": true|false})"));
+  const bool is_private = p->get_bool();
+  auto rr = BucketOf(ex);
+  if (!rr) return;
+  ex->Offload([this, ex, rr = std::move(*rr), is_private] {
+    auto st = hub_.UpdateSettings(rr.caller, rr.id, is_private);
+    if (!st) return ex->Respond(HubError(st.error()));
+    ex->Respond(JsonAnswer(json::object{}));
+  });
+}
+
+void HubRoutes::BucketTree(const std::shared_ptr<Exchange>& ex) {
+  const auto& req = ex->request();
+  const std::string prefix = req.Param("path");
+  // Absent means recursive, as the Hub answers.
+  const bool recursive = !req.Query("recursive") || QueryTrue(req, "recursive");
+  std::optional<std::string> cursor;
+  if (auto c = req.Query("cursor"); c && !c->empty()) cursor = std::string(*c);
+  WithBucket(ex, false,
+             [this, ex, prefix, recursive, cursor](const RepoRequest& rr, const hub::Repo& bucket) {
+               constexpr size_t kPage = 1000;
+               auto page = buckets_.List(bucket, prefix, recursive, cursor, kPage);
+               if (!page) return ex->Respond(HubError(page.error()));
+               json::array out;
+               for (const auto& e : page->entries) {
+                 out.push_back(e.is_dir ? json::object{{"type", "directory"}, {"path", e.path}}
+                                        : BucketFileJson(e.file));
+               }
+               Response r = JsonAnswer(out);
+               if (page->next) {
+                 std::string next = options_.public_url + "/api/buckets/" + rr.id.str() + "/tree";
+                 if (!prefix.empty()) next += "/" + PercentEncode(prefix);
+                 next += std::string("?recursive=") + (recursive ? "true" : "false") +
+                         "&cursor=" + PercentEncode(*page->next);
+                 r.Header("Link", "<" + next + ">; rel=\"next\"");
+               }
+               ex->Respond(std::move(r));
+             });
+}
+
+void HubRoutes::BucketPathsInfo(const std::shared_ptr<Exchange>& ex) {
+  json::value storage;
+  const json::object* o = ParseObject(ex->request().body, storage);
+  const json::value* p = o ? o->if_contains("paths") : nullptr;
+  if (p == nullptr || !p->is_array() || p->get_array().size() > 1000) {
+    return ex->Respond(HubError(400, "", R"(the body is {"paths": [...]}, at most 1000)"));
+  }
+  std::vector<std::string> paths;
+  for (const auto& v : p->get_array()) {
+    if (v.is_string()) paths.emplace_back(v.get_string());
+  }
+  WithBucket(ex, false, [this, ex, paths](const RepoRequest&, const hub::Repo& bucket) {
+    auto files = buckets_.Stat(bucket, paths);
+    if (!files) return ex->Respond(HubError(files.error()));
+    json::array out;
+    for (const auto& f : *files) out.push_back(BucketFileJson(f));
+    ex->Respond(JsonAnswer(out));
+  });
+}
+
+void HubRoutes::BucketBatch(const std::shared_ptr<Exchange>& ex) {
+  std::vector<hub::BucketOp> ops;
+  std::string_view body = ex->request().body;
+  size_t line_no = 0;
+  while (!body.empty()) {
+    const size_t nl = body.find('\n');
+    const std::string_view line = body.substr(0, nl);
+    body.remove_prefix(nl == std::string_view::npos ? body.size() : nl + 1);
+    ++line_no;
+    if (line.empty() || line == "\r") continue;
+    const auto bad = [&](std::string_view why) {
+      ex->Respond(HubError(400, "", "batch line " + std::to_string(line_no) + ": " + std::string(why)));
+    };
+    boost::system::error_code ec;
+    const json::value v = json::parse(line, ec);
+    const json::object* o = ec ? nullptr : v.if_object();
+    const auto type = o ? StringField(*o, "type") : std::nullopt;
+    const auto path = o ? StringField(*o, "path") : std::nullopt;
+    if (!type || !path) return bad(R"(each line is {"type": ..., "path": ...})");
+    hub::BucketOp op;
+    op.path = *path;
+    if (*type == "deleteFile") {
+      op.kind = hub::BucketOp::Kind::kDelete;
+    } else if (*type == "addFile" || *type == "copyFile") {
+      op.kind = *type == "addFile" ? hub::BucketOp::Kind::kAdd : hub::BucketOp::Kind::kCopy;
+      const auto hash = StringField(*o, "xetHash");
+      op.file = hash ? xet::Hash::FromHex(*hash) : std::nullopt;
+      if (!op.file) return bad("xetHash must be 64 hex digits");
+      if (const json::value* m = o->if_contains("mtime"); m != nullptr && m->is_number()) {
+        boost::system::error_code mec;
+        op.mtime_ms = m->to_number<int64_t>(mec);
+        if (mec) return bad("bad mtime");
+      }
+      op.content_type = StringField(*o, "contentType");
+      if (op.kind == hub::BucketOp::Kind::kCopy) {
+        const auto src_type = StringField(*o, "sourceRepoType").value_or("bucket");
+        const auto src = StringField(*o, "sourceRepoId").value_or("");
+        const size_t slash = src.find('/');
+        if (src_type == "bucket" && slash != std::string::npos) {
+          op.source = hub::RepoId{hub::RepoType::kBucket, src.substr(0, slash), src.substr(slash + 1)};
+        }
+      }
+    } else {
+      return bad("unknown type " + *type);
+    }
+    ops.push_back(std::move(op));
+  }
+  if (ops.size() > hub::BucketService::kMaxOps) return ex->Respond(HubError(400, "", "too many operations"));
+  WithBucket(ex, true, [this, ex, ops = std::move(ops)](const RepoRequest&, const hub::Repo& bucket) {
+    auto failed = buckets_.Apply(bucket, ops);
+    if (!failed) return ex->Respond(HubError(failed.error()));
+    json::array list;
+    for (const auto& f : *failed) list.push_back(json::object{{"path", f.path}, {"error", f.error}});
+    const bool all = !ops.empty() && failed->size() == ops.size();
+    ex->Respond(JsonAnswer(json::object{{"failed", std::move(list)}}, all ? 422 : 200));
+  });
+}
+
+void HubRoutes::BucketToken(const std::shared_ptr<Exchange>& ex, bool write) {
+  WithBucket(ex, write, [this, ex, write](const RepoRequest&, const hub::Repo& bucket) {
+    MintCasToken(ex, bucket, write);
+  });
+}
+
+void HubRoutes::BucketResolve(const std::shared_ptr<Exchange>& ex) {
+  const std::string path = ex->request().Param("path");
+  WithBucket(ex, false, [this, ex, path](const RepoRequest& rr, const hub::Repo& bucket) {
+    auto f = buckets_.StatOne(bucket, path);
+    if (!f) return ex->Respond(HubError(f.error()));
+    const std::string etag = "\"" + f->file.hex() + "\"";
+    Response r;
+    if (f->file.is_zero()) {
+      r = Response::Binary(200, "");
+      r.Header("ETag", etag);
+    } else {
+      auto stored = hub_.OpenLarge(bucket, f->file);
+      if (!stored) return ex->Respond(HubError(stored.error()));
+      r = ServeStoredFile(files_, ex->request(), std::move(*stored), etag, options_.max_ranges);
+    }
+    r.Header("X-Xet-Hash", f->file.hex())
+        .Header("X-Linked-Size", std::to_string(f->size))
+        .Header("Link", "<" + options_.public_url + "/api/buckets/" + rr.id.str() +
+                            "/xet-read-token>; rel=\"xet-auth\"");
+    if (f->content_type) r.Header("Content-Type", *f->content_type);
     ex->Respond(std::move(r));
   });
 }
@@ -883,6 +1188,30 @@ void HubRoutes::Register(const std::shared_ptr<HubRoutes>& self) {
            bind(&HubRoutes::DeleteRepo));
   r.Handle(Verb::post, "/api/repos/move", RouteOptions().Name("hub_repo_move").MaxBody(small),
            bind(&HubRoutes::MoveRepo));
+  // Buckets, before the routes whose {types} would take "buckets".
+  const std::string bucket = "/api/buckets/{ns}/{name}";
+  r.Handle(Verb::get, "/api/buckets/{ns}", RouteOptions().Name("hub_bucket_list"),
+           bind(&HubRoutes::BucketList));
+  r.Handle(Verb::post, bucket, RouteOptions().Name("hub_bucket_create").MaxBody(small),
+           bind(&HubRoutes::BucketCreate));
+  r.Handle(Verb::get, bucket, RouteOptions().Name("hub_bucket_info"), bind(&HubRoutes::BucketInfo));
+  r.Handle(Verb::delete_, bucket, RouteOptions().Name("hub_bucket_delete"), bind(&HubRoutes::BucketDelete));
+  r.Handle(Verb::put, bucket + "/settings", RouteOptions().Name("hub_bucket_settings").MaxBody(small),
+           bind(&HubRoutes::BucketSettings));
+  r.Handle(Verb::get, bucket + "/tree", RouteOptions().Name("hub_bucket_tree"), bind(&HubRoutes::BucketTree));
+  r.Handle(Verb::get, bucket + "/tree/{path...}", RouteOptions().Name("hub_bucket_tree"),
+           bind(&HubRoutes::BucketTree));
+  r.Handle(Verb::post, bucket + "/paths-info", RouteOptions().Name("hub_bucket_paths_info").MaxBody(small),
+           bind(&HubRoutes::BucketPathsInfo));
+  r.Handle(Verb::post, bucket + "/batch", RouteOptions().Name("hub_bucket_batch").MaxBody(4 * small),
+           bind(&HubRoutes::BucketBatch));
+  r.Handle(Verb::get, bucket + "/xet-write-token", RouteOptions().Name("hub_bucket_xet_write_token"),
+           with([](HubRoutes& h, const std::shared_ptr<Exchange>& ex) { h.BucketToken(ex, true); }));
+  r.Handle(Verb::get, bucket + "/xet-read-token", RouteOptions().Name("hub_bucket_xet_read_token"),
+           with([](HubRoutes& h, const std::shared_ptr<Exchange>& ex) { h.BucketToken(ex, false); }));
+  r.Handle(Verb::get, "/buckets/{ns}/{name}/resolve/{path...}", RouteOptions().Name("hub_bucket_resolve"),
+           bind(&HubRoutes::BucketResolve));
+
   r.Handle(Verb::get, "/api/{types}", RouteOptions().Name("hub_repo_list"), bind(&HubRoutes::ListRepos));
   const std::string repo = "/api/{types}/{ns}/{name}";
   r.Handle(Verb::get, repo, RouteOptions().Name("hub_repo_info"), bind(&HubRoutes::RepoInfo));
@@ -922,9 +1251,9 @@ void HubRoutes::Register(const std::shared_ptr<HubRoutes>& self) {
 
 }  // namespace
 
-void RegisterHubRoutes(http::Server& server, hub::HubService& hub, files::FileService& files,
-                       const HubRouteOptions& options) {
-  HubRoutes::Register(std::make_shared<HubRoutes>(server, hub, files, options));
+void RegisterHubRoutes(http::Server& server, hub::HubService& hub, hub::BucketService& buckets,
+                       files::FileService& files, const HubRouteOptions& options) {
+  HubRoutes::Register(std::make_shared<HubRoutes>(server, hub, buckets, files, options));
 }
 
 }  // namespace cairn::api

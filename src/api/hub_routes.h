@@ -1,7 +1,7 @@
 // The Hub API over HTTP (docs/hub.md): the routes huggingface_hub and the `hf` CLI call with HF_ENDPOINT
 // pointing at cairn. Repositories, commits, refs, trees and file info under /api/, file downloads under
-// /{repo}/resolve/{revision}/{path} (datasets and spaces prefixed), and the xet token routes that hand
-// hf_xet a CAS token scoped to one repository.
+// /{repo}/resolve/{revision}/{path} (datasets and spaces prefixed), the xet token routes that hand hf_xet a
+// CAS token scoped to one repository, and buckets under /api/buckets/ and /buckets/{bucket}/resolve/{path}.
 //
 // Errors answer {"error": message} with X-Error-Message and, where huggingface_hub tells errors apart by it,
 // X-Error-Code (RepoNotFound, RevisionNotFound, EntryNotFound). `hub` and `files` must outlive the server.
@@ -12,6 +12,7 @@
 
 #include "files/file_service.h"
 #include "http/server.h"
+#include "hub/bucket_service.h"
 #include "hub/hub_service.h"
 
 namespace cairn::api {
@@ -24,7 +25,7 @@ struct HubRouteOptions {
   size_t max_ranges = 64;
 };
 
-void RegisterHubRoutes(http::Server& server, hub::HubService& hub, files::FileService& files,
-                       const HubRouteOptions& options);
+void RegisterHubRoutes(http::Server& server, hub::HubService& hub, hub::BucketService& buckets,
+                       files::FileService& files, const HubRouteOptions& options);
 
 }  // namespace cairn::api

@@ -91,16 +91,18 @@ class HubApi : public testing::ApiServerTest {
     hub::HubOptions ho;
     ho.max_inline_bytes = 4096;
     hub_ = std::make_unique<hub::HubService>(*index_, *files_, ho);
+    buckets_ = std::make_unique<hub::BucketService>(*index_);
     RegisterCasRoutes(*server_, *service_);
     RegisterFileRoutes(*server_, *files_, {.public_url = base_});
     HubRouteOptions hro;
     hro.public_url = base_;
     hro.token_key = testing::kTestJwtKey;
-    RegisterHubRoutes(*server_, *hub_, *files_, hro);
+    RegisterHubRoutes(*server_, *hub_, *buckets_, *files_, hro);
     server_->Start();
   }
   void TearDown() override {
     StopServer();
+    buckets_.reset();
     hub_.reset();
     files_.reset();
     ApiServerTest::TearDown();
@@ -153,6 +155,7 @@ class HubApi : public testing::ApiServerTest {
 
   std::unique_ptr<files::FileService> files_;
   std::unique_ptr<hub::HubService> hub_;
+  std::unique_ptr<hub::BucketService> buckets_;
 };
 
 TEST_F(HubApi, CreatesRepositoriesAndRefusesWhatItMust) {
@@ -505,6 +508,127 @@ TEST_F(HubApi, SettingsMovesDeletesAndPreupload) {
   r = Send(bhttp::verb::get, "/api/models/alice/n");
   EXPECT_EQ(json::parse(r.body()).at("siblings").as_array().size(), 1u);  // .gitattributes
   EXPECT_EQ(Send(bhttp::verb::post, "/api/validate-yaml", "", R"({"content": "x"})").result_int(), 200u);
+}
+
+TEST_F(HubApi, BucketsAddFilesUploadedForThemOnly) {
+  const auto create = [&](const std::string& target, const std::string& token) {
+    return Send(bhttp::verb::post, target, token, "{}");
+  };
+  EXPECT_EQ(create("/api/buckets/alice/b", "").result_int(), 401u);
+  EXPECT_EQ(create("/api/buckets/alice/b", Token("bob")).result_int(), 403u);
+  EXPECT_EQ(create("/api/buckets/alice/b..c", Token("alice")).result_int(), 400u);
+  auto r = create("/api/buckets/me/b", Token("alice"));  // "me": the token's namespace
+  ASSERT_EQ(r.result_int(), 200u) << r.body();
+  EXPECT_EQ(json::parse(r.body()).at("url").as_string(), base_ + "/buckets/alice/b");
+  r = create("/api/buckets/alice/b", Token("alice"));
+  ASSERT_EQ(r.result_int(), 409u);
+  EXPECT_EQ(json::parse(r.body()).at("url").as_string(), base_ + "/buckets/alice/b");
+
+  // A file uploaded with the bucket's CAS scope, one uploaded for a repository.
+  auto bucket = index_->FindRepo(index::RepoType::kBucket, "alice", "b");
+  ASSERT_TRUE(bucket.ok());
+  const auto data = xet::testing::SplitMix64Bytes(3, 70000);
+  std::vector<std::span<const uint8_t>> spans = {data};
+  auto built = client::BuildUpload(spans);
+  for (const auto& x : built.xorbs) ASSERT_TRUE(service_->PutXorb(x.hash, x.body).ok());
+  ASSERT_TRUE(service_->PutShard(built.shard_bytes, bucket->scope).ok());
+  const std::string hash = built.file_hashes[0].hex();
+  ASSERT_EQ(Create("alice", "m").result_int(), 200u);
+  const auto other = xet::testing::SplitMix64Bytes(4, 1000);
+  UploadLarge("alice", "m", other);
+  const std::string elsewhere =
+      client::BuildUpload(std::vector<std::span<const uint8_t>>{other}).file_hashes[0].hex();
+
+  const auto line = [](const std::string& type, const std::string& path, const std::string& xet = "") {
+    json::object o{{"type", type}, {"path", path}};
+    if (!xet.empty()) {
+      o["xetHash"] = xet;
+      o["mtime"] = 1700000000123;
+    }
+    return json::serialize(o) + "\n";
+  };
+  const auto batch = [&](const std::string& body, const std::string& token = Token("alice")) {
+    return Send(bhttp::verb::post, "/api/buckets/alice/b/batch", token, body);
+  };
+  r = batch(line("addFile", "dir/f.bin", hash) + line("addFile", "empty", std::string(64, '0')) +
+            line("addFile", "x", elsewhere) + line("addFile", "../up", hash) + line("deleteFile", "missing"));
+  ASSERT_EQ(r.result_int(), 200u) << r.body();
+  const auto failed = json::parse(r.body()).at("failed").as_array();
+  ASSERT_EQ(failed.size(), 2u);  // the repository's file, and the bad path
+  EXPECT_EQ(failed[0].at("path").as_string(), "x");
+  EXPECT_EQ(failed[1].at("path").as_string(), "../up");
+  r = batch(line("addFile", "x", elsewhere));
+  EXPECT_EQ(r.result_int(), 422u);  // every operation failed
+  EXPECT_EQ(batch("not json\n").result_int(), 400u);
+  EXPECT_EQ(batch(line("rename", "a")).result_int(), 400u);
+  EXPECT_EQ(batch(line("addFile", "a", "nothex")).result_int(), 400u);
+  EXPECT_EQ(batch(line("deleteFile", "dir/f.bin"), Token("bob")).result_int(), 403u);
+  EXPECT_EQ(batch(line("deleteFile", "dir/f.bin"), Token("alice", false)).result_int(), 403u);
+
+  // What is there: sizes from the uploads, not from the client.
+  r = Send(bhttp::verb::get, "/api/buckets/alice/b");
+  ASSERT_EQ(r.result_int(), 200u);
+  auto info = json::parse(r.body());
+  EXPECT_EQ(info.at("totalFiles").as_int64(), 2);
+  EXPECT_EQ(info.at("size").as_int64(), static_cast<int64_t>(data.size()));
+  r = Send(bhttp::verb::get, "/api/buckets/alice/b/tree?recursive=false");
+  ASSERT_EQ(r.result_int(), 200u);
+  auto tree = json::parse(r.body()).as_array();
+  ASSERT_EQ(tree.size(), 2u);
+  EXPECT_EQ(tree[0].at("type").as_string(), "directory");
+  EXPECT_EQ(tree[0].at("path").as_string(), "dir");
+  EXPECT_EQ(tree[1].at("path").as_string(), "empty");
+  r = Send(bhttp::verb::get, "/api/buckets/alice/b/tree/dir");
+  tree = json::parse(r.body()).as_array();
+  ASSERT_EQ(tree.size(), 1u);
+  EXPECT_EQ(tree[0].at("mtime").as_string(), "2023-11-14T22:13:20.123Z");
+  r = Send(bhttp::verb::post, "/api/buckets/alice/b/paths-info", "",
+           R"({"paths": ["dir/f.bin", "dir", "", "nope"]})");
+  ASSERT_EQ(r.result_int(), 200u);
+  EXPECT_EQ(json::parse(r.body()).as_array().size(), 1u);
+  r = Send(bhttp::verb::head, "/buckets/alice/b/resolve/dir%2Ff.bin");
+  ASSERT_EQ(r.result_int(), 200u);
+  EXPECT_EQ(r["X-Xet-Hash"], hash);
+  EXPECT_EQ(r["Content-Length"], std::to_string(data.size()));
+  EXPECT_EQ(r["Link"], "<" + base_ + "/api/buckets/alice/b/xet-read-token>; rel=\"xet-auth\"");
+  r = Send(bhttp::verb::get, "/buckets/alice/b/resolve/dir/f.bin", "", "", {{"Range", "bytes=0-9"}});
+  ASSERT_EQ(r.result_int(), 206u);
+  EXPECT_EQ(r.body(), std::string(reinterpret_cast<const char*>(data.data()), 10));
+  r = Send(bhttp::verb::get, "/buckets/alice/b/resolve/nope");
+  EXPECT_EQ(r.result_int(), 404u);
+  EXPECT_EQ(r["X-Error-Code"], "EntryNotFound");
+
+  // Private: others see nothing; tokens for the bucket's scope.
+  EXPECT_EQ(Send(bhttp::verb::put, "/api/buckets/alice/b/settings", Token("alice"), R"({"private": true})")
+                .result_int(),
+            200u);
+  for (const std::string& token : {std::string(), Token("bob")}) {
+    r = Send(bhttp::verb::get, "/api/buckets/alice/b", token);
+    EXPECT_EQ(r.result_int(), 404u);
+    EXPECT_EQ(r["X-Error-Code"], "RepoNotFound");
+    EXPECT_EQ(Send(bhttp::verb::get, "/buckets/alice/b/resolve/empty", token).result_int(), 404u);
+    EXPECT_TRUE(json::parse(Send(bhttp::verb::get, "/api/buckets/alice", token).body()).as_array().empty());
+  }
+  r = Send(bhttp::verb::get, "/api/buckets/alice/b/xet-write-token", Token("alice"));
+  ASSERT_EQ(r.result_int(), 200u);
+  http::Authenticator auth(testing::kTestJwtKey);
+  auto who = auth.Verify(std::string(json::parse(r.body()).at("accessToken").as_string()), http::UnixNow());
+  ASSERT_TRUE(who.ok());
+  EXPECT_EQ(who->scope, bucket->scope);
+  EXPECT_EQ(
+      Send(bhttp::verb::get, "/api/buckets/alice/b/xet-write-token", Token("alice", false)).result_int(),
+      403u);
+  EXPECT_EQ(json::parse(Send(bhttp::verb::get, "/api/buckets/me", Token("alice")).body()).as_array().size(),
+            1u);
+
+  // Moves and deletes.
+  r = Send(bhttp::verb::post, "/api/repos/move", Token("alice"),
+           R"({"fromRepo": "alice/b", "toRepo": "alice/c", "type": "bucket"})");
+  ASSERT_EQ(r.result_int(), 200u) << r.body();
+  EXPECT_EQ(Send(bhttp::verb::get, "/api/buckets/alice/c", Token("alice")).result_int(), 200u);
+  EXPECT_EQ(Send(bhttp::verb::delete_, "/api/buckets/alice/c", Token("bob")).result_int(), 404u);
+  EXPECT_EQ(Send(bhttp::verb::delete_, "/api/buckets/alice/c", Token("alice")).result_int(), 200u);
+  EXPECT_EQ(Send(bhttp::verb::get, "/api/buckets/alice/c", Token("alice")).result_int(), 404u);
 }
 
 }  // namespace

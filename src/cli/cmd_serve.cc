@@ -32,6 +32,7 @@ struct Backend {
   std::unique_ptr<cas::CasService> service;
   std::unique_ptr<files::FileService> files;
   std::unique_ptr<hub::HubService> hub;
+  std::unique_ptr<hub::BucketService> buckets;
 };
 
 http::Result<std::unique_ptr<Backend>> RegisterRoutes(http::Server& server, const config::Config& cfg,
@@ -88,10 +89,11 @@ http::Result<std::unique_ptr<Backend>> RegisterRoutes(http::Server& server, cons
 
   // The Hub API (huggingface_hub, the hf CLI): repositories over the same index and files.
   b->hub = std::make_unique<hub::HubService>(*b->index, *b->files, hub::HubOptions{});
+  b->buckets = std::make_unique<hub::BucketService>(*b->index);
   api::HubRouteOptions ho;
   ho.public_url = cfg.public_url;
   ho.token_key = secrets.jwt_key;
-  api::RegisterHubRoutes(server, *b->hub, *b->files, ho);
+  api::RegisterHubRoutes(server, *b->hub, *b->buckets, *b->files, ho);
 
   api::RegisterIndexMetrics(server, *b->index);
   api::RegisterReadiness(server, {{"index", [ix = b->index.get()] { return ix->Ping(); }},

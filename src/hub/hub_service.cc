@@ -30,25 +30,6 @@ Error Fail(ErrorKind kind, std::string code, std::string message) {
   return Error{kind, std::move(code), std::move(message)};
 }
 
-Error FromIndex(const xet::Error& e) {
-  switch (e.code) {
-    case xet::ErrorCode::kNotFound:
-      return Fail(ErrorKind::kNotFound, "", e.message);
-    case xet::ErrorCode::kConflict:
-      return Fail(ErrorKind::kConflict, "", e.message);
-    case xet::ErrorCode::kUnavailable:
-      return Fail(ErrorKind::kUnavailable, "", e.message);
-    case xet::ErrorCode::kMalformed:
-    case xet::ErrorCode::kLimit:
-      return Fail(ErrorKind::kBadRequest, "", e.message);
-    case xet::ErrorCode::kHashMismatch:
-    case xet::ErrorCode::kInconsistent:
-    case xet::ErrorCode::kIo:
-      return Fail(ErrorKind::kInternal, "", e.message);
-  }
-  return Fail(ErrorKind::kInternal, "", e.message);
-}
-
 Error RepoNotFound(const RepoId& id) {
   return Fail(ErrorKind::kNotFound, "RepoNotFound", "Repository not found: " + id.str());
 }
@@ -95,6 +76,25 @@ index::RepoObject GitObject(ObjectKind kind, std::vector<uint8_t> body, ObjectId
 }  // namespace
 
 // ---- Names
+
+Error FromIndex(const xet::Error& e) {
+  switch (e.code) {
+    case xet::ErrorCode::kNotFound:
+      return Fail(ErrorKind::kNotFound, "", e.message);
+    case xet::ErrorCode::kConflict:
+      return Fail(ErrorKind::kConflict, "", e.message);
+    case xet::ErrorCode::kUnavailable:
+      return Fail(ErrorKind::kUnavailable, "", e.message);
+    case xet::ErrorCode::kMalformed:
+    case xet::ErrorCode::kLimit:
+      return Fail(ErrorKind::kBadRequest, "", e.message);
+    case xet::ErrorCode::kHashMismatch:
+    case xet::ErrorCode::kInconsistent:
+    case xet::ErrorCode::kIo:
+      return Fail(ErrorKind::kInternal, "", e.message);
+  }
+  return Fail(ErrorKind::kInternal, "", e.message);
+}
 
 std::optional<RepoType> TypeFromPlural(std::string_view plural) {
   if (plural == "models") return RepoType::kModel;
@@ -174,7 +174,17 @@ int64_t HubService::Now() const {
   return options_.now ? options_.now() : static_cast<int64_t>(std::time(nullptr));
 }
 
-bool HubService::Covers(const Caller& caller, const index::RepoRecord& repo) const {
+index::RepoRecord ProspectiveRecord(const RepoId& id) {
+  return index::RepoRecord{.id = 0,
+                           .type = id.type,
+                           .ns = id.ns,
+                           .name = id.name,
+                           .is_private = false,
+                           .created_at = 0,
+                           .scope = {}};
+}
+
+bool Covers(const Caller& caller, const index::RepoRecord& repo) {
   if (caller.anonymous()) return false;
   if (caller.scope == repo.ns) return true;
   std::string exact = repo.ns + "/" + repo.name;
@@ -200,13 +210,7 @@ Result<Repo> HubService::CreateRepo(const Caller& caller, const RepoId& id, bool
                       .scope = NewRepoScope(),
                       .objects = {},
                       .refs = {}};
-  if (!caller.write || !Covers(caller, index::RepoRecord{.id = 0,
-                                                         .type = id.type,
-                                                         .ns = id.ns,
-                                                         .name = id.name,
-                                                         .is_private = is_private,
-                                                         .created_at = 0,
-                                                         .scope = {}})) {
+  if (!caller.write || !Covers(caller, ProspectiveRecord(id))) {
     return Fail(ErrorKind::kForbidden, "", "this token cannot create repositories in " + id.ns);
   }
   // The first commit: .gitattributes alone, as the Hub starts a repository.
@@ -271,13 +275,7 @@ Status HubService::MoveRepo(const Caller& caller, const RepoId& from, const Repo
   auto repo = Open(caller, from, true);
   if (!repo.ok()) return repo.error();
   // The destination must be the caller's to create.
-  if (!Covers(caller, index::RepoRecord{.id = 0,
-                                        .type = to.type,
-                                        .ns = to.ns,
-                                        .name = to.name,
-                                        .is_private = false,
-                                        .created_at = 0,
-                                        .scope = {}})) {
+  if (!Covers(caller, ProspectiveRecord(to))) {
     return Fail(ErrorKind::kForbidden, "", "this token cannot create repositories in " + to.ns);
   }
   index::RepoChange change;

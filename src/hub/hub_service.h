@@ -82,6 +82,14 @@ bool ValidPath(std::string_view path);
 // The namespace a scope speaks for ("alice" for "alice", "alice/model" and "datasets/alice/data").
 std::string NamespaceOf(std::string_view scope);
 
+// An index failure as the Hub reports it.
+Error FromIndex(const xet::Error& e);
+
+// Whether the caller's token scope covers the repository (its namespace, or the repository itself).
+bool Covers(const Caller& caller, const index::RepoRecord& repo);
+// A record for a repository that does not exist yet, to ask Covers about.
+index::RepoRecord ProspectiveRecord(const RepoId& id);
+
 // A repository as a caller sees it.
 struct Repo {
   index::RepoRecord record;
@@ -197,7 +205,6 @@ class HubService {
 
  private:
   int64_t Now() const;
-  bool Covers(const Caller& caller, const index::RepoRecord& repo) const;
   Result<std::shared_ptr<const std::vector<TreeEntry>>> ReadTree(const Repo& repo, const ObjectId& oid);
   Result<index::RepoObject> ReadObject(const Repo& repo, std::vector<uint8_t> key);
   Result<PathInfo> Describe(const Repo& repo, std::string path, const TreeEntry& entry);

@@ -123,6 +123,20 @@ class Index {
   // it is not, so concurrent writers cannot lose each other's changes; kNotFound for an unknown repo.
   virtual xet::Status UpdateRef(int64_t repo, const RefUpdate& update) = 0;
 
+  // ---- Buckets (repositories of type kBucket)
+  // Applies every change in one transaction; kNotFound for an unknown repo.
+  virtual xet::Status ChangeBucket(int64_t repo, const std::vector<BucketChange>& changes) = 0;
+  // The files whose path starts with `prefix` ("" for all), in path order (bytewise), after `after` when
+  // given; at most `limit` (at most kMaxListedFiles).
+  virtual xet::Result<std::vector<BucketFile>> ListBucket(int64_t repo, std::string_view prefix,
+                                                          std::optional<std::string_view> after,
+                                                          size_t limit) = 0;
+  // File i for paths[i], or nullopt; at most kMaxObjectsPerRead paths.
+  virtual xet::Result<std::vector<std::optional<BucketFile>>> GetBucketFiles(
+      int64_t repo, const std::vector<std::string>& paths) = 0;
+  // How many files a bucket holds and their bytes (a sum over its files).
+  virtual xet::Result<BucketTotals> GetBucketTotals(int64_t repo) = 0;
+
   // ---- Operations
   // Whether the database answers now (a round trip; /readyz).
   virtual xet::Status Ping() = 0;

@@ -95,6 +95,16 @@ const std::vector<Table>& Tables() {
        {{"repo", Type::kInt}, {"key", Type::kBytes}, {"kind", Type::kInt}, {"data", Type::kBytes}},
        2,
        256},
+      {"bucket_files",
+       {{"repo", Type::kInt},
+        {"path", Type::kText},
+        {"file", Type::kBytes},
+        {"size", Type::kInt},
+        {"mtime", Type::kInt},
+        {"content_type", Type::kText},
+        {"uploaded_at", Type::kInt}},
+       2,
+       1024},
   };
   return tables;
 }

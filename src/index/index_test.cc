@@ -151,8 +151,9 @@ class IndexTest : public ::testing::TestWithParam<Backend> {
   // added: an index, and a table that migration 7 fills from the rows).
   void SetSchemaVersion(int version) {
     if (version < 8) {
-      ExecRaw("DROP TABLE repos; DROP TABLE repo_objects; DROP TABLE repo_refs",
-              "DROP TABLE repos; DROP TABLE repo_objects; DROP TABLE repo_refs");
+      const std::string drop =
+          "DROP TABLE repos; DROP TABLE repo_objects; DROP TABLE repo_refs; DROP TABLE bucket_files";
+      ExecRaw(drop, drop);
     }
     if (version < 7) ExecRaw("DROP TABLE scope_totals", "DROP TABLE scope_totals");
     if (version < 6)
@@ -951,6 +952,55 @@ TEST_P(IndexTest, RefsChangeOnlyFromTheStateExpected) {
   EXPECT_EQ(refused.load(), kWriters - 1);
 }
 
+TEST_P(IndexTest, BucketFilesChangeInPlaceAndListByPrefix) {
+  Open();
+  NewRepo b = MakeRepo("alice", "bucket", RepoType::kBucket);
+  b.objects.clear();
+  b.refs.clear();
+  auto repo = index_->CreateRepo(b);
+  ASSERT_TRUE(repo.ok());
+  const auto file = [&](std::string path, uint64_t size, std::optional<std::string> type = {}) {
+    BucketFile f{std::move(path), RandomHash(rng_), size, 1700000000123, std::move(type), 1700000001};
+    return BucketChange{f.path, f};
+  };
+  ASSERT_TRUE(index_
+                  ->ChangeBucket(repo->id, {file("a.txt", 1, "text/plain"), file("dir/b.bin", 2),
+                                            file("dir/c/d", 3), file("dir0", 4), file("z\xc3\xa9", 5)})
+                  .ok());
+  auto all = index_->ListBucket(repo->id, "", std::nullopt, 100);
+  ASSERT_TRUE(all.ok()) << all.error().message;
+  ASSERT_EQ(all->size(), 5U);
+  EXPECT_EQ((*all)[0].path, "a.txt");
+  EXPECT_EQ((*all)[0].content_type, "text/plain");
+  EXPECT_EQ((*all)[0].mtime_ms, 1700000000123);
+  EXPECT_FALSE((*all)[1].content_type.has_value());
+  auto dir = index_->ListBucket(repo->id, "dir/", std::nullopt, 100);
+  ASSERT_EQ(dir->size(), 2U);  // not dir0
+  EXPECT_EQ((*dir)[1].path, "dir/c/d");
+  auto page = index_->ListBucket(repo->id, "", std::string_view("dir/b.bin"), 2);
+  ASSERT_EQ(page->size(), 2U);
+  EXPECT_EQ((*page)[0].path, "dir/c/d");
+  EXPECT_EQ(index_->ListBucket(repo->id, "z\xc3\xa9", std::nullopt, 10)->size(),
+            1U);  // a prefix with no upper bound
+  // Replace one, delete another, all at once.
+  ASSERT_TRUE(
+      index_->ChangeBucket(repo->id, {file("a.txt", 10), {"dir0", std::nullopt}, {"missing", std::nullopt}})
+          .ok());
+  auto got = index_->GetBucketFiles(repo->id, {"a.txt", "dir0", "dir/b.bin"});
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ((*got)[0]->size, 10U);
+  EXPECT_FALSE((*got)[1].has_value());
+  EXPECT_EQ((*got)[2]->size, 2U);
+  auto totals = index_->GetBucketTotals(repo->id);
+  ASSERT_TRUE(totals.ok());
+  EXPECT_EQ(totals->files, 4U);
+  EXPECT_EQ(totals->bytes, 10U + 2 + 3 + 5);
+  EXPECT_EQ(index_->ChangeBucket(999999, {file("x", 1)}).error().code, ErrorCode::kNotFound);
+  // Deleting the bucket takes its files.
+  ASSERT_TRUE(index_->DeleteRepo(repo->id).ok());
+  EXPECT_TRUE(index_->ListBucket(repo->id, "", std::nullopt, 10)->empty());
+}
+
 // Nodes starting at once against a fresh database: every one opens, the schema is created once.
 TEST_P(IndexTest, ConcurrentOpensMigrateOnce) {
   constexpr int kNodes = 4;
@@ -1213,6 +1263,12 @@ TEST(IndexCopyTest, SqliteToPostgresAndBackResumesAndVerifies) {
     ASSERT_TRUE(gone.ok());
     ASSERT_TRUE((*src)->CreateRepo(MakeRepo("org", "b", RepoType::kDataset)).ok());
     ASSERT_TRUE((*src)->DeleteRepo(gone->id).ok());
+    NewRepo bucket = MakeRepo("org", "files", RepoType::kBucket);
+    bucket.refs.clear();
+    auto made = (*src)->CreateRepo(bucket);
+    ASSERT_TRUE(made.ok());
+    BucketFile f{"dir/x.bin", RandomHash(rng), 42, 1700000000123, "application/octet-stream", 1700000001};
+    ASSERT_TRUE((*src)->ChangeBucket(made->id, {{f.path, f}}).ok());
   }
   PgExec("DROP SCHEMA IF EXISTS copy1 CASCADE; CREATE SCHEMA copy1");
   const std::string pg_url = Cluster().uri() + "?options=-csearch_path%3Dcopy1";
@@ -1276,6 +1332,12 @@ TEST(IndexCopyTest, SqliteToPostgresAndBackResumesAndVerifies) {
       EXPECT_EQ((*b)->ListRefs(rb->id)->size(), 1u);
       EXPECT_EQ((*(*b)->GetRepoObjects(rb->id, {Key("commit-1")}))[0]->data, Key("first commit"));
     }
+    auto bucket = (*b)->FindRepo(RepoType::kBucket, "org", "files");
+    ASSERT_TRUE(bucket.ok());
+    auto files = (*b)->ListBucket(bucket->id, "", std::nullopt, 10);
+    ASSERT_TRUE(files.ok() && files->size() == 1);
+    EXPECT_EQ((*files)[0].size, 42U);
+    EXPECT_EQ((*files)[0].content_type, "application/octet-stream");
   };
   same(sqlite_url, pg_url);
   {

@@ -130,6 +130,15 @@ CREATE TABLE repo_refs(
   name text COLLATE "C" NOT NULL,
   target bytea NOT NULL,
   PRIMARY KEY(repo, kind, name));
+CREATE TABLE bucket_files(
+  repo int8 NOT NULL,
+  path text COLLATE "C" NOT NULL,
+  file bytea NOT NULL CHECK (length(file) = 32),
+  size int8 NOT NULL,
+  mtime int8 NOT NULL,
+  content_type text,
+  uploaded_at int8 NOT NULL,
+  PRIMARY KEY(repo, path));
 )sql",
 };
 static_assert(std::size(kMigrations) == PostgresIndex::kSchemaVersion);
@@ -275,7 +284,8 @@ SELECT (SELECT count(*) FROM cur)::int8, (SELECT count(*) FROM taken)::int8)sql"
 constexpr pg::Statement kDeleteRepo{"delete_repo", R"sql(
 WITH d AS (DELETE FROM repos WHERE id = $1::int8 RETURNING id),
 o AS (DELETE FROM repo_objects WHERE repo IN (SELECT id FROM d)),
-f AS (DELETE FROM repo_refs WHERE repo IN (SELECT id FROM d))
+f AS (DELETE FROM repo_refs WHERE repo IN (SELECT id FROM d)),
+b AS (DELETE FROM bucket_files WHERE repo IN (SELECT id FROM d))
 SELECT count(*)::int8 FROM d)sql"};
 constexpr pg::Statement kPutRepoObjects{"put_repo_objects", R"sql(
 WITH r AS (SELECT id FROM repos WHERE id = $1::int8),
@@ -289,6 +299,29 @@ SELECT u.i, o.kind, o.data FROM unnest($2::bytea[]) WITH ORDINALITY AS u(key, i)
 JOIN repo_objects o ON o.repo = $1::int8 AND o.key = u.key)sql"};
 constexpr pg::Statement kListRefs{
     "list_refs", "SELECT kind, name, target FROM repo_refs WHERE repo = $1::int8 ORDER BY kind, name"};
+// A bucket's changes as arrays (deletes have a NULL file): one statement applies them all, deletes first.
+constexpr pg::Statement kChangeBucket{"change_bucket", R"sql(
+WITH r AS (SELECT id FROM repos WHERE id = $1::int8),
+u AS (SELECT * FROM unnest($2::text[], $3::bytea[], $4::int8[], $5::int8[], $6::text[], $7::int8[])
+                 AS u(path, file, size, mtime, content_type, uploaded_at)),
+del AS (DELETE FROM bucket_files b USING r, u WHERE b.repo = r.id AND b.path = u.path AND u.file IS NULL),
+put AS (
+  INSERT INTO bucket_files(repo, path, file, size, mtime, content_type, uploaded_at)
+  SELECT r.id, u.path, u.file, u.size, u.mtime, NULLIF(u.content_type, ''), u.uploaded_at FROM r, u
+  WHERE u.file IS NOT NULL
+  ON CONFLICT (repo, path) DO UPDATE SET file = excluded.file, size = excluded.size, mtime = excluded.mtime,
+    content_type = excluded.content_type, uploaded_at = excluded.uploaded_at)
+SELECT count(*)::int8 FROM r)sql"};
+constexpr pg::Statement kListBucket{"list_bucket", R"sql(
+SELECT path, file, size, mtime, content_type, uploaded_at FROM bucket_files
+WHERE repo = $1::int8 AND path >= $2::text AND ($3::text IS NULL OR path < $3::text) AND path > $4::text
+ORDER BY path LIMIT $5::int8)sql"};
+constexpr pg::Statement kGetBucketFiles{"get_bucket_files", R"sql(
+SELECT u.i, b.path, b.file, b.size, b.mtime, b.content_type, b.uploaded_at
+FROM unnest($2::text[]) WITH ORDINALITY AS u(path, i) JOIN bucket_files b ON b.repo = $1::int8 AND b.path = u.path)sql"};
+constexpr pg::Statement kBucketTotals{
+    "bucket_totals",
+    "SELECT count(*)::int8, COALESCE(sum(size), 0)::int8 FROM bucket_files WHERE repo = $1::int8"};
 // Compare and swap of one ref: $4 the target expected (NULL: none), $5 the new one (NULL: delete). An UPDATE
 // or DELETE waiting on a concurrent change re-checks `target = $4` against the committed row (READ
 // COMMITTED), so of two writers from the same state one wins and the other changes nothing.
@@ -1004,6 +1037,97 @@ xet::Status PostgresIndex::UpdateRef(int64_t repo, const RefUpdate& update) {
                                          : "ref " + update.name + " exists");
   }
   return xet::Ok{};
+}
+
+namespace {
+
+// A bucket file from row `r`, columns from `col` on: path, file, size, mtime, content_type, uploaded_at.
+BucketFile BucketFileFromRow(const pg::Rows& rows, int r, int col) {
+  BucketFile f;
+  f.path = std::string(rows.Text(r, col));
+  if (auto h = rows.Hash(r, col + 1)) f.file = *h;
+  f.size = static_cast<uint64_t>(rows.Int8(r, col + 2));
+  f.mtime_ms = rows.Int8(r, col + 3);
+  if (!rows.IsNull(r, col + 4)) f.content_type = std::string(rows.Text(r, col + 4));
+  f.uploaded_at = rows.Int8(r, col + 5);
+  return f;
+}
+
+}  // namespace
+
+xet::Status PostgresIndex::ChangeBucket(int64_t repo, const std::vector<BucketChange>& changes) {
+  std::vector<std::string> paths, types;
+  std::vector<std::optional<std::span<const uint8_t>>> hashes;
+  std::vector<int64_t> sizes, mtimes, uploaded;
+  for (const BucketChange& ch : changes) {
+    paths.push_back(ch.path);
+    if (ch.put) {
+      hashes.emplace_back(std::span<const uint8_t>(ch.put->file.bytes));
+      sizes.push_back(static_cast<int64_t>(ch.put->size));
+      mtimes.push_back(ch.put->mtime_ms);
+      uploaded.push_back(ch.put->uploaded_at);
+    } else {
+      hashes.emplace_back(std::nullopt);
+      sizes.push_back(0);
+      mtimes.push_back(0);
+      uploaded.push_back(0);
+    }
+    types.push_back(ch.put && ch.put->content_type ? *ch.put->content_type : "");
+  }
+  int64_t found = 0;
+  WriteRequest req{&kChangeBucket, {}, [&](const pg::Rows& rows) {
+                     if (rows.size() == 1) found = rows.Int8(0, 0);
+                   }};
+  req.params.Int8(repo).TextArray(paths).ByteaArray(hashes).Int8Array(sizes).Int8Array(mtimes).TextArray(
+      types);
+  req.params.Int8Array(uploaded);
+  if (auto st = writes_->Submit(req); !st.ok()) return st;
+  if (found == 0) return xet::NotFound("repository " + std::to_string(repo) + " is not in the index");
+  return xet::Ok{};
+}
+
+xet::Result<std::vector<BucketFile>> PostgresIndex::ListBucket(int64_t repo, std::string_view prefix,
+                                                               std::optional<std::string_view> after,
+                                                               size_t limit) {
+  if (limit > kMaxListedFiles) return xet::Malformed("too many files in one listing");
+  pg::Params p;
+  p.Int8(repo).Text(prefix);
+  if (auto upper = PrefixEnd(prefix)) {
+    p.Text(*upper);
+  } else {
+    p.Null();
+  }
+  p.Text(after.value_or("")).Int8(static_cast<int64_t>(limit));
+  auto rows = Query(kListBucket, p);
+  if (!rows.ok()) return rows.error();
+  std::vector<BucketFile> out;
+  for (int r = 0; r < rows->size(); ++r) {
+    BucketFile f = BucketFileFromRow(*rows, r, 0);
+    if (f.path.starts_with(prefix)) out.push_back(std::move(f));
+  }
+  return out;
+}
+
+xet::Result<std::vector<std::optional<BucketFile>>> PostgresIndex::GetBucketFiles(
+    int64_t repo, const std::vector<std::string>& paths) {
+  if (paths.size() > kMaxObjectsPerRead) return xet::Malformed("too many paths in one read");
+  std::vector<std::optional<BucketFile>> out(paths.size());
+  if (paths.empty()) return out;
+  auto rows = Query(kGetBucketFiles, pg::Params().Int8(repo).TextArray(paths));
+  if (!rows.ok()) return rows.error();
+  for (int r = 0; r < rows->size(); ++r) {
+    const int64_t i = rows->Int8(r, 0) - 1;
+    if (i < 0 || static_cast<size_t>(i) >= paths.size()) return xet::IoError("index: a file out of place");
+    out[i] = BucketFileFromRow(*rows, r, 1);
+  }
+  return out;
+}
+
+xet::Result<BucketTotals> PostgresIndex::GetBucketTotals(int64_t repo) {
+  auto rows = Query(kBucketTotals, pg::Params().Int8(repo));
+  if (!rows.ok()) return rows.error();
+  if (rows->size() != 1) return xet::IoError("index: no bucket totals");
+  return BucketTotals{static_cast<uint64_t>(rows->Int8(0, 0)), static_cast<uint64_t>(rows->Int8(0, 1))};
 }
 
 xet::Status PostgresIndex::Ping() {

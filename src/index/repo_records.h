@@ -7,7 +7,10 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
+
+#include "xet/hash.h"
 
 namespace cairn::index {
 
@@ -60,6 +63,37 @@ struct NewRepo {
   std::string scope;
   std::vector<RepoObject> objects;
   std::vector<Ref> refs;
+};
+
+// A file of a bucket (non-git storage: paths name Xet files directly, and change in place).
+struct BucketFile {
+  std::string path;
+  xet::FileHash file;  // all zeros for an empty file
+  uint64_t size = 0;
+  int64_t mtime_ms = 0;  // as the client gave it
+  std::optional<std::string> content_type;
+  int64_t uploaded_at = 0;  // unix seconds
+};
+
+// One change of a bucket: `put` stores the file at `path` (replacing what was there), nullopt deletes it.
+struct BucketChange {
+  std::string path;
+  std::optional<BucketFile> put;
+};
+
+// The least string above every string that starts with `prefix`, for a range scan: `prefix` with its last
+// byte incremented when that byte is ASCII below 0x7f (the bound stays valid UTF-8); nullopt otherwise, and
+// then the scan has no upper bound and the caller filters what it reads.
+inline std::optional<std::string> PrefixEnd(std::string_view prefix) {
+  if (prefix.empty() || static_cast<unsigned char>(prefix.back()) >= 0x7f) return std::nullopt;
+  std::string end(prefix);
+  end.back() = static_cast<char>(end.back() + 1);
+  return end;
+}
+
+struct BucketTotals {
+  uint64_t files = 0;
+  uint64_t bytes = 0;
 };
 
 // Settings to change; an absent member stays as it is.

@@ -123,6 +123,15 @@ CREATE TABLE repo_refs(
   name TEXT NOT NULL,
   target BLOB NOT NULL,
   PRIMARY KEY(repo, kind, name)) WITHOUT ROWID;
+CREATE TABLE bucket_files(
+  repo INTEGER NOT NULL,
+  path TEXT NOT NULL,
+  file BLOB NOT NULL CHECK (length(file) = 32),
+  size INTEGER NOT NULL,
+  mtime INTEGER NOT NULL,
+  content_type TEXT,
+  uploaded_at INTEGER NOT NULL,
+  PRIMARY KEY(repo, path)) WITHOUT ROWID;
 )sql",
 };
 static_assert(std::size(kMigrations) == SqliteIndex::kSchemaVersion);
@@ -200,6 +209,22 @@ constexpr const char kRenameRepo[] = "UPDATE repos SET ns = ?2, name = ?3 WHERE 
 constexpr const char kDeleteRepo[] = "DELETE FROM repos WHERE id = ?1";
 constexpr const char kDeleteRepoObjects[] = "DELETE FROM repo_objects WHERE repo = ?1";
 constexpr const char kDeleteRepoRefs[] = "DELETE FROM repo_refs WHERE repo = ?1";
+constexpr const char kDeleteRepoFiles[] = "DELETE FROM bucket_files WHERE repo = ?1";
+constexpr const char kPutBucketFile[] =
+    "INSERT INTO bucket_files(repo, path, file, size, mtime, content_type, uploaded_at) "
+    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) ON CONFLICT(repo, path) DO UPDATE SET file = excluded.file, "
+    "size = excluded.size, mtime = excluded.mtime, content_type = excluded.content_type, "
+    "uploaded_at = excluded.uploaded_at";
+constexpr const char kDeleteBucketFile[] = "DELETE FROM bucket_files WHERE repo = ?1 AND path = ?2";
+constexpr const char kListBucket[] =
+    "SELECT path, file, size, mtime, content_type, uploaded_at FROM bucket_files WHERE repo = ?1 AND path >= "
+    "?2 "
+    "AND (?3 IS NULL OR path < ?3) AND path > ?4 ORDER BY path LIMIT ?5";
+constexpr const char kGetBucketFile[] =
+    "SELECT path, file, size, mtime, content_type, uploaded_at FROM bucket_files WHERE repo = ?1 AND path = "
+    "?2";
+constexpr const char kBucketTotals[] =
+    "SELECT count(*), COALESCE(sum(size), 0) FROM bucket_files WHERE repo = ?1";
 constexpr const char kPutRepoObject[] =
     "INSERT INTO repo_objects(repo, key, kind, data) VALUES (?1, ?2, ?3, ?4) ON CONFLICT DO NOTHING";
 constexpr const char kGetRepoObject[] = "SELECT kind, data FROM repo_objects WHERE repo = ?1 AND key = ?2";
@@ -1012,7 +1037,7 @@ xet::Status SqliteIndex::UpdateRepo(int64_t id, const RepoChange& change) {
 xet::Status SqliteIndex::DeleteRepo(int64_t id) {
   return Write([&](Conn& c) -> xet::Status {
     if (auto st = RepoExists(c, id); !st.ok()) return st;
-    for (const char* sql : {kDeleteRepoRefs, kDeleteRepoObjects, kDeleteRepo}) {
+    for (const char* sql : {kDeleteRepoRefs, kDeleteRepoObjects, kDeleteRepoFiles, kDeleteRepo}) {
       auto del = c.Prepare(sql);
       if (!del.ok()) return del.error();
       del->Bind(1, id);
@@ -1094,6 +1119,102 @@ xet::Status SqliteIndex::UpdateRef(int64_t repo, const RefUpdate& update) {
     if (update.target) set->Bind(4, std::span<const uint8_t>(*update.target));
     return c.Run(*set, "update ref");
   });
+}
+
+namespace {
+
+BucketFile BucketFileFromRow(const Stmt& s) {
+  BucketFile f;
+  f.path = std::string(s.Text(0));
+  if (auto h = s.HashCol(1)) f.file = *h;
+  f.size = static_cast<uint64_t>(s.Int(2));
+  f.mtime_ms = s.Int(3);
+  if (!s.IsNull(4)) f.content_type = std::string(s.Text(4));
+  f.uploaded_at = s.Int(5);
+  return f;
+}
+
+}  // namespace
+
+xet::Status SqliteIndex::ChangeBucket(int64_t repo, const std::vector<BucketChange>& changes) {
+  return Write([&](Conn& c) -> xet::Status {
+    if (auto st = RepoExists(c, repo); !st.ok()) return st;
+    for (const BucketChange& ch : changes) {
+      auto s = c.Prepare(ch.put ? kPutBucketFile : kDeleteBucketFile);
+      if (!s.ok()) return s.error();
+      s->Bind(1, repo).Bind(2, ch.path);
+      if (ch.put) {
+        s->Bind(3, ch.put->file).Bind(4, static_cast<int64_t>(ch.put->size)).Bind(5, ch.put->mtime_ms);
+        if (ch.put->content_type) {
+          s->Bind(6, *ch.put->content_type);
+        } else {
+          s->BindNull(6);
+        }
+        s->Bind(7, ch.put->uploaded_at);
+      }
+      if (auto st = c.Run(*s, "change bucket"); !st.ok()) return st;
+    }
+    return xet::Ok{};
+  });
+}
+
+xet::Result<std::vector<BucketFile>> SqliteIndex::ListBucket(int64_t repo, std::string_view prefix,
+                                                             std::optional<std::string_view> after,
+                                                             size_t limit) {
+  if (limit > kMaxListedFiles) return xet::Malformed("too many files in one listing");
+  auto r = AcquireReader();
+  if (!r.ok()) return r.error();
+  auto s = (*r)->Prepare(kListBucket);
+  if (!s.ok()) return s.error();
+  const std::optional<std::string> upper = PrefixEnd(prefix);
+  s->Bind(1, repo).Bind(2, prefix);
+  if (upper) {
+    s->Bind(3, *upper);
+  } else {
+    s->BindNull(3);
+  }
+  s->Bind(4, after.value_or("")).Bind(5, static_cast<int64_t>(limit));
+  std::vector<BucketFile> out;
+  for (;;) {
+    const int rc = s->Step();
+    if (rc == SQLITE_DONE) break;
+    if (rc != SQLITE_ROW) return (*r)->Err("list bucket", rc);
+    BucketFile f = BucketFileFromRow(*s);
+    if (f.path.starts_with(prefix)) out.push_back(std::move(f));
+  }
+  return out;
+}
+
+xet::Result<std::vector<std::optional<BucketFile>>> SqliteIndex::GetBucketFiles(
+    int64_t repo, const std::vector<std::string>& paths) {
+  if (paths.size() > kMaxObjectsPerRead) return xet::Malformed("too many paths in one read");
+  auto r = AcquireReader();
+  if (!r.ok()) return r.error();
+  std::vector<std::optional<BucketFile>> out;
+  for (const auto& p : paths) {
+    auto s = (*r)->Prepare(kGetBucketFile);
+    if (!s.ok()) return s.error();
+    s->Bind(1, repo).Bind(2, p);
+    const int rc = s->Step();
+    if (rc == SQLITE_DONE) {
+      out.emplace_back();
+      continue;
+    }
+    if (rc != SQLITE_ROW) return (*r)->Err("read bucket file", rc);
+    out.emplace_back(BucketFileFromRow(*s));
+  }
+  return out;
+}
+
+xet::Result<BucketTotals> SqliteIndex::GetBucketTotals(int64_t repo) {
+  auto r = AcquireReader();
+  if (!r.ok()) return r.error();
+  auto s = (*r)->Prepare(kBucketTotals);
+  if (!s.ok()) return s.error();
+  s->Bind(1, repo);
+  const int rc = s->Step();
+  if (rc != SQLITE_ROW) return (*r)->Err("sum bucket", rc);
+  return BucketTotals{static_cast<uint64_t>(s->Int(0)), static_cast<uint64_t>(s->Int(1))};
 }
 
 xet::Result<IndexStats> SqliteIndex::Stats() {

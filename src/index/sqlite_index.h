@@ -84,6 +84,13 @@ class SqliteIndex final : public Index {
       int64_t repo, const std::vector<std::vector<uint8_t>>& keys) override;
   xet::Result<std::vector<Ref>> ListRefs(int64_t repo) override;
   xet::Status UpdateRef(int64_t repo, const RefUpdate& update) override;
+  xet::Status ChangeBucket(int64_t repo, const std::vector<BucketChange>& changes) override;
+  xet::Result<std::vector<BucketFile>> ListBucket(int64_t repo, std::string_view prefix,
+                                                  std::optional<std::string_view> after,
+                                                  size_t limit) override;
+  xet::Result<std::vector<std::optional<BucketFile>>> GetBucketFiles(
+      int64_t repo, const std::vector<std::string>& paths) override;
+  xet::Result<BucketTotals> GetBucketTotals(int64_t repo) override;
   xet::Status Ping() override;
   WriteStats write_stats() const override;
   std::string description() const override { return "sqlite:" + options_.path; }

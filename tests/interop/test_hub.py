@@ -303,3 +303,66 @@ def test_the_hf_cli(hub, tmp_path):
     assert (tmp_path / "copied.json").read_text() == "{}\n", r.stdout
     hub.cli("repos", "delete", "alice/cli-model", "-y")
     assert "alice/cli-model" not in hub.cli("models", "ls", "--author", "alice").stdout
+
+
+@BOTH
+def test_buckets_through_the_api_and_the_cli(hub, tmp_path):
+    src = tmp_path / "src"
+    (src / "sub").mkdir(parents=True)
+    (src / "a.txt").write_text("hello\n")
+    big = write_random(src / "sub" / "big.bin", 3 * MiB + 1, 6)
+    (src / "empty").write_bytes(b"")
+    url = hub.run(f'''
+        u = api.create_bucket("alice/files")
+        api.create_bucket("alice/files", exist_ok=True)
+        api.batch_bucket_files("alice/files", add=[({str(src / "a.txt")!r}, "a.txt"),
+                                                   ({str(big)!r}, "sub/big.bin"), ({str(src / "empty")!r}, "empty")])
+        result = u.url''')
+    assert url == f"{hub.server.url}/buckets/alice/files"
+    info = hub.run('i = api.bucket_info("alice/files"); result = [i.size, i.total_files, i.private]')
+    assert info == [6 + big.stat().st_size, 3, False]
+    tree = hub.run('result = sorted([e.path, type(e).__name__] for e in api.list_bucket_tree("alice/files", recursive=False))')
+    assert tree == [["a.txt", "BucketFile"], ["empty", "BucketFile"], ["sub", "BucketFolder"]]
+    paths = hub.run('result = [f.path for f in api.get_bucket_paths_info("alice/files", ["sub/big.bin", "sub", "nope"])]')
+    assert paths == ["sub/big.bin"]
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    hub.run(f'''
+        api.download_bucket_files("alice/files", [("sub/big.bin", {str(dest / "big.bin")!r}),
+                                                  ("empty", {str(dest / "empty")!r})])''')
+    assert_same_file(dest / "big.bin", big)
+    assert (dest / "empty").read_bytes() == b""
+
+    # Private buckets are invisible to other namespaces; a hash uploaded elsewhere cannot be added.
+    hub.run('api.update_bucket_settings("alice/files", private=True)')
+    bob = other_client(hub, "bob", hub.server.token("bob", write=True))
+    e = bob.fails('api.bucket_info("alice/files")')
+    assert e.kind == "BucketNotFoundError", e
+    xet_hash = hub.run('result = next(iter(api.get_bucket_paths_info("alice/files", ["sub/big.bin"]))).xet_hash')
+    bob.run('api.create_bucket("bob/mine")')
+    r = http("POST", f"{hub.server.url}/api/buckets/bob/mine/batch",
+             headers={"Authorization": f"Bearer {bob.token}", "Content-Type": "application/x-ndjson"},
+             body=json.dumps({"type": "addFile", "path": "stolen.bin", "xetHash": xet_hash, "mtime": 0}).encode())
+    assert r.status == 422 and b"was uploaded to this bucket" in r.body, (r.status, r.body)
+
+    # The CLI: create, ls, sync both ways (a second sync sends nothing), cp, rm, delete.
+    hub.cli("buckets", "create", "synced")
+    hub.cli("sync", str(src), "hf://buckets/alice/synced/data")
+    listing = hub.cli("buckets", "ls", "alice/synced/data", "-R").stdout
+    assert "data/sub/big.bin" in listing and "data/a.txt" in listing, listing
+    before = hub.server.requests_count("POST", "xorb")
+    again = hub.cli("sync", str(src), "hf://buckets/alice/synced/data").stdout
+    assert hub.server.requests_count("POST", "xorb") == before, again
+    back = tmp_path / "back"
+    hub.cli("sync", "hf://buckets/alice/synced/data", str(back))
+    assert_same_file(back / "sub" / "big.bin", big)
+    assert (back / "a.txt").read_text() == "hello\n"
+    hub.cli("cp", "hf://buckets/alice/synced/data/a.txt", str(tmp_path / "one.txt"))
+    assert (tmp_path / "one.txt").read_text() == "hello\n"
+    hub.cli("cp", str(src / "a.txt"), "hf://buckets/alice/synced/copied.txt")
+    hub.cli("buckets", "rm", "alice/synced/data/a.txt", "-y")
+    listing = hub.cli("buckets", "ls", "alice/synced", "-R").stdout
+    assert "copied.txt" in listing and "data/a.txt" not in listing, listing
+    assert "alice/synced" in hub.cli("buckets", "ls").stdout
+    hub.cli("buckets", "delete", "alice/synced", "-y")
+    assert "alice/synced" not in hub.cli("buckets", "ls").stdout

@@ -1,0 +1,158 @@
+#include "hub/bucket_service.h"
+
+#include <ctime>
+#include <set>
+
+namespace cairn::hub {
+
+BucketService::BucketService(index::Index& index, std::function<int64_t()> now)
+    : index_(index), now_(std::move(now)) {}
+
+int64_t BucketService::Now() const {
+  return now_ ? now_() : static_cast<int64_t>(std::time(nullptr));
+}
+
+Result<Repo> BucketService::Create(const Caller& caller, const RepoId& id, bool is_private) {
+  if (!ValidName(id.ns) || !ValidName(id.name)) {
+    return Error{ErrorKind::kBadRequest, "", "invalid bucket name: " + id.str()};
+  }
+  if (caller.anonymous()) return Error{ErrorKind::kUnauthorized, "", "creating a bucket needs a token"};
+  if (!caller.write || !Covers(caller, ProspectiveRecord(id))) {
+    return Error{ErrorKind::kForbidden, "", "this token cannot create buckets in " + id.ns};
+  }
+  index::NewRepo repo{.type = RepoType::kBucket,
+                      .ns = id.ns,
+                      .name = id.name,
+                      .is_private = is_private,
+                      .created_at = Now(),
+                      .scope = NewRepoScope(),
+                      .objects = {},
+                      .refs = {}};
+  auto created = index_.CreateRepo(repo);
+  if (!created.ok()) {
+    if (created.error().code == xet::ErrorCode::kConflict) {
+      return Error{ErrorKind::kConflict, "", "You already created this bucket: " + id.str()};
+    }
+    return FromIndex(created.error());
+  }
+  return Repo{std::move(*created)};
+}
+
+Result<index::BucketTotals> BucketService::Totals(const Repo& bucket) {
+  auto t = index_.GetBucketTotals(bucket.record.id);
+  if (!t.ok()) return FromIndex(t.error());
+  return *t;
+}
+
+Result<BucketPage> BucketService::List(const Repo& bucket, std::string prefix, bool recursive,
+                                       const std::optional<std::string>& cursor, size_t limit) {
+  while (prefix.ends_with('/')) prefix.pop_back();
+  BucketPage page;
+  if (!prefix.empty()) {
+    if (!ValidPath(prefix)) return page;
+    auto exact = index_.GetBucketFiles(bucket.record.id, {prefix});
+    if (!exact.ok()) return FromIndex(exact.error());
+    if ((*exact)[0]) {
+      if (!cursor) page.entries.push_back({prefix, false, std::move(*(*exact)[0])});
+      return page;
+    }
+    prefix += '/';
+  }
+  std::optional<std::string> after = cursor;
+  // Non-recursive listings fold each folder into one entry: the scan then skips past the folder ('0' is the
+  // character after '/').
+  while (page.entries.size() < limit) {
+    const size_t want = recursive ? limit - page.entries.size() : 1;
+    auto files = index_.ListBucket(bucket.record.id, prefix,
+                                   after ? std::optional<std::string_view>(*after) : std::nullopt, want);
+    if (!files.ok()) return FromIndex(files.error());
+    if (files->empty()) return page;
+    for (auto& f : *files) {
+      const size_t slash = recursive ? std::string::npos : f.path.find('/', prefix.size());
+      if (slash == std::string::npos) {
+        after = f.path;
+        std::string path = f.path;
+        page.entries.push_back({std::move(path), false, std::move(f)});
+      } else {
+        std::string dir = f.path.substr(0, slash);
+        after = dir + "0";
+        page.entries.push_back({std::move(dir), true, {}});
+      }
+    }
+  }
+  page.next = after;
+  return page;
+}
+
+Result<std::vector<index::BucketFile>> BucketService::Stat(const Repo& bucket,
+                                                           const std::vector<std::string>& paths) {
+  std::vector<std::string> valid;
+  for (const auto& p : paths) {
+    if (ValidPath(p)) valid.push_back(p);
+  }
+  std::vector<index::BucketFile> out;
+  if (valid.empty()) return out;
+  auto got = index_.GetBucketFiles(bucket.record.id, valid);
+  if (!got.ok()) return FromIndex(got.error());
+  for (auto& f : *got) {
+    if (f) out.push_back(std::move(*f));
+  }
+  return out;
+}
+
+Result<index::BucketFile> BucketService::StatOne(const Repo& bucket, const std::string& path) {
+  auto got = Stat(bucket, {path});
+  if (!got.ok()) return got.error();
+  if (got->empty()) return Error{ErrorKind::kNotFound, "EntryNotFound", path + " is not in this bucket"};
+  return std::move(got->front());
+}
+
+Result<std::vector<BucketOpFailure>> BucketService::Apply(const Repo& bucket,
+                                                          const std::vector<BucketOp>& ops) {
+  if (ops.size() > kMaxOps) {
+    return Error{ErrorKind::kBadRequest, "", "at most " + std::to_string(kMaxOps) + " operations a batch"};
+  }
+  std::vector<BucketOpFailure> failed;
+  std::vector<index::BucketChange> changes;
+  const int64_t now = Now();
+  for (const BucketOp& op : ops) {
+    const auto fail = [&](std::string why) { failed.push_back({op.path, std::move(why)}); };
+    if (!ValidPath(op.path)) {
+      fail("invalid path");
+      continue;
+    }
+    if (op.kind == BucketOp::Kind::kDelete) {
+      changes.push_back({op.path, std::nullopt});
+      continue;
+    }
+    if (!op.file) {
+      fail("a file needs its xetHash");
+      continue;
+    }
+    if (op.kind == BucketOp::Kind::kCopy &&
+        !(op.source && op.source->type == RepoType::kBucket && op.source->ns == bucket.record.ns &&
+          op.source->name == bucket.record.name)) {
+      fail("copies from other buckets or repositories are not supported yet");
+      continue;
+    }
+    index::BucketFile f{op.path, *op.file, 0, op.mtime_ms, op.content_type, now};
+    // The size is the registered file's: visible to this bucket's scope, through an upload for it. Empty
+    // files have no upload (hf_xet names them by the zero hash).
+    if (!op.file->is_zero()) {
+      auto entry = index_.GetVisibleFile(*op.file, bucket.record.scope);
+      if (!entry.ok()) {
+        if (entry.error().code != xet::ErrorCode::kNotFound) return FromIndex(entry.error());
+        fail("no file " + op.file->hex() + " was uploaded to this bucket");
+        continue;
+      }
+      f.size = (*entry)->size;
+    }
+    changes.push_back({op.path, std::move(f)});
+  }
+  if (!changes.empty()) {
+    if (auto st = index_.ChangeBucket(bucket.record.id, changes); !st.ok()) return FromIndex(st.error());
+  }
+  return failed;
+}
+
+}  // namespace cairn::hub
