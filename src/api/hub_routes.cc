@@ -70,9 +70,8 @@ std::string IsoDateMs(int64_t unix_ms) {
   gmtime_r(&t, &tm);
   char buf[32];
   if (std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%S", &tm) == 0) return "1970-01-01T00:00:00.000Z";
-  char frac[8];
-  std::snprintf(frac, sizeof(frac), ".%03dZ", static_cast<int>(ms));
-  return std::string(buf) + frac;
+  const std::string millis = std::to_string(1000 + ms);  // "1mmm": three digits after the 1
+  return std::string(buf) + "." + millis.substr(1) + "Z";
 }
 
 std::string IsoDate(int64_t unix_seconds) {

@@ -287,9 +287,17 @@ TEST_F(HubApi, LargeFilesAreLinkedOnlyThroughTheirRepositorysUpload) {
   r = Send(bhttp::verb::get, "/alice/m/resolve/main/w.bin", "", "", {{"Range", "bytes=1048570-1048580"}});
   ASSERT_EQ(r.result_int(), 206u);
   EXPECT_EQ(r.body(), std::string(reinterpret_cast<const char*>(data.data()) + 1048570, 11));
-  r = Send(bhttp::verb::get, "/alice/m/resolve/main/w.bin");
+  const std::string xet_hash(Send(bhttp::verb::head, "/alice/m/resolve/main/w.bin")["X-Xet-Hash"]);
+  // URLs come from the public URL, whatever Host the request names; GET and HEAD agree.
+  r = Send(bhttp::verb::get, "/alice/m/resolve/main/w.bin", "", "", {{"Host", "evil.example"}});
   ASSERT_EQ(r.result_int(), 200u);
   EXPECT_EQ(r.body().size(), data.size());
+  EXPECT_EQ(r["ETag"], "\"" + sha + "\"");
+  EXPECT_EQ(r["X-Xet-Hash"], xet_hash);
+  EXPECT_EQ(std::string(r["Link"]).find("<" + base_ + "/api/models/alice/m/xet-read-token/"), 0u);
+  r = Send(bhttp::verb::post, "/api/repos/create", Token("alice"),
+           R"({"name": "h", "organization": "alice", "type": "model"})", {{"Host", "evil.example"}});
+  EXPECT_EQ(json::parse(r.body()).at("url").as_string(), base_ + "/alice/h");
   // The tree says the same as the resolve headers.
   r = Send(bhttp::verb::post, "/api/models/alice/m/paths-info/main", "",
            "paths=w.bin&paths=nope&expand=false", {{"Content-Type", "application/x-www-form-urlencoded"}});
@@ -297,6 +305,7 @@ TEST_F(HubApi, LargeFilesAreLinkedOnlyThroughTheirRepositorysUpload) {
   const auto entries = json::parse(r.body()).as_array();
   ASSERT_EQ(entries.size(), 1u);
   EXPECT_EQ(entries[0].at("lfs").at("oid").as_string(), sha);
+  EXPECT_EQ(entries[0].at("xetHash").as_string(), xet_hash);  // the tree and the resolve headers agree
   EXPECT_EQ(entries[0].at("size").as_int64(), static_cast<int64_t>(data.size()));
   // The CAS tokens handed out are for this repository's scope, read or write as asked.
   r = Send(bhttp::verb::get, "/api/models/alice/m/xet-read-token/main");

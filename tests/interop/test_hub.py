@@ -68,7 +68,12 @@ def test_large_and_small_files_round_trip_through_the_cache(hub, tmp_path):
     hub.run(f'''
         api.upload_file(path_or_fileobj={str(weights)!r}, path_in_repo="model.safetensors", repo_id="alice/model")
         api.upload_folder(folder_path={str(folder)!r}, repo_id="alice/model", ignore_patterns=["*.log"],
-                          commit_message="Add the folder")''')
+                          commit_message="Add the folder")
+        api.upload_folder(folder_path={str(folder)!r}, repo_id="alice/model", path_in_repo="only-text",
+                          allow_patterns=["*.txt", "sub/*.txt"])''')
+    only = hub.run('result = sorted(f for f in api.list_repo_files("alice/model") if f.startswith("only-text/"))')
+    assert only == ["only-text/empty.txt", "only-text/sub/notes.txt"], only
+    hub.run('api.delete_folder("only-text", repo_id="alice/model")')
     files = hub.run('result = sorted(api.list_repo_files("alice/model"))')
     assert files == [".gitattributes", "README.md", "config.json", "empty.txt", "model.safetensors",
                      "sub/blob.bin", "sub/notes.txt"]
@@ -190,6 +195,14 @@ def test_revisions_branches_tags_and_old_commits(hub, tmp_path):
     assert text == "v1\n"
     assert hub.run('result = api.file_exists("alice/revs", "dev.txt", repo_type="dataset", revision="dev/work")')
     assert not hub.run('result = api.file_exists("alice/revs", "dev.txt", repo_type="dataset")')
+    hub.run('''
+        api.upload_file(path_or_fileobj=b"notes", path_in_repo="notes.md", repo_id="alice/revs", repo_type="dataset",
+                        revision="dev/work", commit_message="Add notes", commit_description="Why: for the record.")''')
+    last = hub.run('''
+        c = api.list_repo_commits("alice/revs", repo_type="dataset", revision="dev/work")[0]
+        result = [c.title, c.message, c.authors]''')
+    assert last == ["Add notes", "Why: for the record.", ["alice"]]
+    assert hub.run('result = [d.id for d in api.list_datasets(author="alice")]') == ["alice/revs"]
     titles = hub.run('result = [c.title for c in api.list_repo_commits("alice/revs", repo_type="dataset")]')
     assert titles[0] == "Upload version.txt with huggingface_hub" and titles[-1] == "initial commit", titles
     assert len(titles) == 5
@@ -253,6 +266,10 @@ def test_trees_paths_info_and_repository_management(hub, tmp_path):
     tree = hub.run('''
         result = [[e.path, type(e).__name__] for e in api.list_repo_tree("alice/tree", repo_type="space", recursive=True)]''')
     assert ["a/b/c.txt", "RepoFile"] in tree and ["a/b", "RepoFolder"] in tree and ["e.txt", "RepoFile"] in tree
+    expanded = hub.run('''
+        result = sorted([e.path, e.size] for e in api.list_repo_tree("alice/tree", repo_type="space", recursive=True,
+                                                                     expand=True) if hasattr(e, "size"))''')
+    assert ["a/b/c.txt", 9] in expanded
     top = hub.run('result = sorted(e.path for e in api.list_repo_tree("alice/tree", path_in_repo="a", repo_type="space"))')
     assert top == ["a/b", "a/d.txt"]
     info = hub.run('result = [e.path for e in api.get_paths_info("alice/tree", ["e.txt", "a", "missing"], repo_type="space")]')
