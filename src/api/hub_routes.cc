@@ -296,6 +296,7 @@ class HubRoutes {
   void Preupload(const std::shared_ptr<Exchange>& ex);
   void Commit(const std::shared_ptr<Exchange>& ex);
   void XetToken(const std::shared_ptr<Exchange>& ex, bool write);
+  void DuplicateLfs(const std::shared_ptr<Exchange>& ex);
   void Resolve(const std::shared_ptr<Exchange>& ex);
 
   // Buckets.
@@ -821,6 +822,49 @@ void HubRoutes::Commit(const std::shared_ptr<Exchange>& ex) {
   });
 }
 
+// Cross-repository copies of large files: the source (this route's repository) lends its files to the
+// target's scope; the commit that follows names them by SHA-256.
+void HubRoutes::DuplicateLfs(const std::shared_ptr<Exchange>& ex) {
+  json::value storage;
+  const json::object* o = ParseObject(ex->request().body, storage);
+  const json::value* target_v = o ? o->if_contains("target") : nullptr;
+  const json::object* target = target_v ? target_v->if_object() : nullptr;
+  const json::value* files_v = o ? o->if_contains("files") : nullptr;
+  const auto type = target ? TypeFromSingular(StringField(*target, "type").value_or("")) : std::nullopt;
+  const auto name = target ? StringField(*target, "name") : std::nullopt;
+  const size_t slash = name ? name->find('/') : std::string::npos;
+  if (!type || slash == std::string::npos || files_v == nullptr || !files_v->is_array() ||
+      files_v->get_array().size() > 1000) {
+    return ex->Respond(
+        HubError(400, "", R"(the body is {"target": {"type", "name"}, "files": [{"xetHash", "sha256"}]})"));
+  }
+  struct Wanted {
+    xet::FileHash file;
+    std::string sha256;
+  };
+  std::vector<Wanted> wanted;
+  for (const auto& f : files_v->get_array()) {
+    const json::object* fo = f.if_object();
+    const auto xet = fo ? StringField(*fo, "xetHash") : std::nullopt;
+    const auto sha = fo ? StringField(*fo, "sha256") : std::nullopt;
+    const auto hash = xet ? xet::Hash::FromHex(*xet) : std::nullopt;
+    if (!hash || !sha) return ex->Respond(HubError(400, "", "each file needs its xetHash and sha256"));
+    wanted.push_back({*hash, *sha});
+  }
+  const hub::RepoId to{*type, name->substr(0, slash), name->substr(slash + 1)};
+  WithRepo(ex, false, [this, ex, to, wanted = std::move(wanted)](const RepoRequest& rr, const hub::Repo&) {
+    auto target_repo = hub_.Open(rr.caller, to, true);
+    if (!target_repo) return ex->Respond(HubError(target_repo.error()));
+    json::array failed;
+    for (const Wanted& w : wanted) {
+      if (auto st = hub_.ShareLarge(rr.caller, rr.id, w.file, w.sha256, *target_repo); !st) {
+        failed.push_back(json::object{{"sha256", w.sha256}, {"error", st.error().message}});
+      }
+    }
+    ex->Respond(JsonAnswer(json::object{{"failed", std::move(failed)}}));
+  });
+}
+
 void HubRoutes::XetToken(const std::shared_ptr<Exchange>& ex, bool write) {
   WithRepo(ex, write,
            [this, ex, write](const RepoRequest&, const hub::Repo& repo) { MintCasToken(ex, repo, write); });
@@ -1063,12 +1107,12 @@ void HubRoutes::BucketBatch(const std::shared_ptr<Exchange>& ex) {
       }
       op.content_type = StringField(*o, "contentType");
       if (op.kind == hub::BucketOp::Kind::kCopy) {
-        const auto src_type = StringField(*o, "sourceRepoType").value_or("bucket");
+        const auto src_type = TypeFromSingular(StringField(*o, "sourceRepoType").value_or("bucket"), true);
         const auto src = StringField(*o, "sourceRepoId").value_or("");
         const size_t slash = src.find('/');
-        if (src_type == "bucket" && slash != std::string::npos) {
-          op.source = hub::RepoId{hub::RepoType::kBucket, src.substr(0, slash), src.substr(slash + 1)};
-        }
+        if (!src_type || slash == std::string::npos)
+          return bad("a copy names its sourceRepoType and sourceRepoId");
+        op.source = hub::RepoId{*src_type, src.substr(0, slash), src.substr(slash + 1)};
       }
     } else {
       return bad("unknown type " + *type);
@@ -1076,12 +1120,30 @@ void HubRoutes::BucketBatch(const std::shared_ptr<Exchange>& ex) {
     ops.push_back(std::move(op));
   }
   if (ops.size() > hub::BucketService::kMaxOps) return ex->Respond(HubError(400, "", "too many operations"));
-  WithBucket(ex, true, [this, ex, ops = std::move(ops)](const RepoRequest&, const hub::Repo& bucket) {
-    auto failed = buckets_.Apply(bucket, ops);
+  WithBucket(ex, true, [this, ex, ops = std::move(ops)](const RepoRequest& rr, const hub::Repo& bucket) {
+    // Copies from elsewhere: the source lends the file to this bucket's scope first (the caller must read
+    // it).
+    std::vector<hub::BucketOpFailure> refused;
+    std::vector<hub::BucketOp> doable;
+    for (hub::BucketOp op : ops) {
+      if (op.kind == hub::BucketOp::Kind::kCopy && op.source && op.file && !op.file->is_zero() &&
+          !(op.source->type == hub::RepoType::kBucket && op.source->ns == bucket.record.ns &&
+            op.source->name == bucket.record.name)) {
+        if (auto st = hub_.ShareLarge(rr.caller, *op.source, *op.file, std::nullopt, bucket); !st) {
+          refused.push_back({op.path, st.error().message});
+          continue;
+        }
+        op.source.reset();  // now a file of this bucket's scope
+        op.kind = hub::BucketOp::Kind::kAdd;
+      }
+      doable.push_back(std::move(op));
+    }
+    auto failed = buckets_.Apply(bucket, doable);
     if (!failed) return ex->Respond(HubError(failed.error()));
+    failed->insert(failed->begin(), refused.begin(), refused.end());
     json::array list;
     for (const auto& f : *failed) list.push_back(json::object{{"path", f.path}, {"error", f.error}});
-    const bool all = !ops.empty() && failed->size() == ops.size();
+    const bool all = failed->size() == refused.size() + doable.size() && !failed->empty();
     ex->Respond(JsonAnswer(json::object{{"failed", std::move(list)}}, all ? 422 : 200));
   });
 }
@@ -1238,6 +1300,8 @@ void HubRoutes::Register(const std::shared_ptr<HubRoutes>& self) {
   r.Handle(Verb::post, repo + "/commit/{rev}",
            RouteOptions().Name("hub_commit").MaxBody(self->options_.max_commit_bytes),
            bind(&HubRoutes::Commit));
+  r.Handle(Verb::post, repo + "/lfs-files/duplicate", RouteOptions().Name("hub_lfs_duplicate").MaxBody(small),
+           bind(&HubRoutes::DuplicateLfs));
   r.Handle(Verb::get, repo + "/xet-write-token/{rev}", RouteOptions().Name("hub_xet_write_token"),
            with([](HubRoutes& h, const std::shared_ptr<Exchange>& ex) { h.XetToken(ex, true); }));
   r.Handle(Verb::get, repo + "/xet-read-token/{rev}", RouteOptions().Name("hub_xet_read_token"),

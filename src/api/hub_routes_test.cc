@@ -264,6 +264,39 @@ TEST_F(HubApi, LargeFilesAreLinkedOnlyThroughTheirRepositorysUpload) {
   const std::string sha = UploadLarge("alice", "m", data);
   // The other repository cannot name it by its hash.
   EXPECT_EQ(Commit("alice/other", Header("s") + LfsLine("w.bin", sha, data.size())).result_int(), 400u);
+  // Unless the source lends it (a cross-repository copy): the caller reads the source and writes the target.
+  const std::string xet =
+      client::BuildUpload(std::vector<std::span<const uint8_t>>{data}).file_hashes[0].hex();
+  const auto lend = [&](const std::string& target, const std::string& sha256, const std::string& token) {
+    return Send(bhttp::verb::post, "/api/models/alice/m/lfs-files/duplicate", token,
+                json::serialize(json::object{
+                    {"target", {{"type", "model"}, {"name", target}}},
+                    {"files", json::array{json::object{{"xetHash", xet}, {"sha256", sha256}}}}}));
+  };
+  ASSERT_EQ(Create("bob", "theirs", "model", false, Token("bob")).result_int(), 200u);
+  // A public source: reading it is enough; but never into what bob cannot write.
+  EXPECT_EQ(lend("bob/theirs", sha, Token("bob")).result_int(), 200u);
+  EXPECT_EQ(lend("alice/other", sha, Token("bob")).result_int(), 403u);
+  // A private source does not exist for bob.
+  const auto visibility = [&](const char* v) {
+    return Send(bhttp::verb::put, "/api/models/alice/m/settings", Token("alice"),
+                std::string(R"({"visibility": ")") + v + "\"}")
+        .result_int();
+  };
+  ASSERT_EQ(visibility("private"), 200u);
+  EXPECT_EQ(lend("bob/theirs", sha, Token("bob")).result_int(), 404u);
+  ASSERT_EQ(visibility("public"), 200u);
+  auto lent = lend("alice/other", std::string(64, 'b'), Token("alice"));
+  ASSERT_EQ(lent.result_int(), 200u);
+  EXPECT_EQ(json::parse(lent.body()).at("failed").as_array().size(), 1u);  // not that file's sha256
+  EXPECT_EQ(Commit("alice/other", Header("s") + LfsLine("w.bin", sha, data.size())).result_int(), 400u);
+  lent = lend("alice/other", sha, Token("alice"));
+  ASSERT_EQ(lent.result_int(), 200u);
+  EXPECT_TRUE(json::parse(lent.body()).at("failed").as_array().empty());
+  EXPECT_EQ(Commit("alice/other", Header("s") + LfsLine("w.bin", sha, data.size())).result_int(), 200u);
+  EXPECT_EQ(
+      Send(bhttp::verb::post, "/api/models/alice/m/lfs-files/duplicate", Token("alice"), "{}").result_int(),
+      400u);
   EXPECT_EQ(Commit("alice/m", Header("s") + LfsLine("w.bin", sha, data.size() + 1)).result_int(), 400u);
   auto r = Commit("alice/m", Header("s") + LfsLine("w.bin", sha, data.size()));
   ASSERT_EQ(r.result_int(), 200u) << r.body();

@@ -129,10 +129,10 @@ Result<std::vector<BucketOpFailure>> BucketService::Apply(const Repo& bucket,
       fail("a file needs its xetHash");
       continue;
     }
-    if (op.kind == BucketOp::Kind::kCopy &&
-        !(op.source && op.source->type == RepoType::kBucket && op.source->ns == bucket.record.ns &&
+    if (op.kind == BucketOp::Kind::kCopy && op.source &&
+        !(op.source->type == RepoType::kBucket && op.source->ns == bucket.record.ns &&
           op.source->name == bucket.record.name)) {
-      fail("copies from other buckets or repositories are not supported yet");
+      fail("a copy from another repository must be lent to this bucket first (HubService::ShareLarge)");
       continue;
     }
     index::BucketFile f{op.path, *op.file, 0, op.mtime_ms, op.content_type, now};

@@ -565,6 +565,24 @@ Result<std::vector<PathInfo>> HubService::List(const Repo& repo, const ObjectId&
   return out;
 }
 
+Status HubService::ShareLarge(const Caller& caller, const RepoId& source, const xet::FileHash& file,
+                              const std::optional<std::string>& sha256, const Repo& target) {
+  auto from = Open(caller, source, false);
+  if (!from.ok()) return from.error();
+  auto entry = index_.GetVisibleFile(file, from->record.scope);
+  if (!entry.ok()) {
+    if (entry.error().code == xet::ErrorCode::kNotFound) {
+      return Fail(ErrorKind::kNotFound, "EntryNotFound", "no file " + file.hex() + " in " + source.str());
+    }
+    return FromIndex(entry.error());
+  }
+  if (sha256 && (!IsSha256Hex(*sha256) || (*entry)->sha256 != xet::Hash::FromHex(*sha256))) {
+    return Fail(ErrorKind::kBadRequest, "", "the sha256 does not match file " + file.hex());
+  }
+  if (auto st = index_.ShareFile(file, target.record.scope); !st.ok()) return FromIndex(st.error());
+  return Ok{};
+}
+
 // ---- Commits
 
 namespace {

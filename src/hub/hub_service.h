@@ -196,6 +196,12 @@ class HubService {
   // A large file's stored Xet file, as the file service serves it.
   Result<files::StoredFile> OpenLarge(const Repo& repo, const xet::FileHash& file);
 
+  // Makes a large file of `source` (which the caller may read) part of `target`'s scope as well, so that a
+  // commit or batch of `target` may name it: a copy between repositories and buckets, without moving bytes.
+  // The file must be visible to the source's scope (an upload for it), with `sha256` when given.
+  Status ShareLarge(const Caller& caller, const RepoId& source, const xet::FileHash& file,
+                    const std::optional<std::string>& sha256, const Repo& target);
+
   // ---- Commits
   Result<CommitInfo> CreateCommit(const Caller& caller, const Repo& repo, const CommitRequest& request);
   // Whether a file of `size` whose first bytes are `sample` goes to the index (regular) or the CAS (lfs).

@@ -71,6 +71,9 @@ class Index {
   virtual xet::Result<std::vector<ListedFile>> ListFiles(std::string_view scope,
                                                          std::optional<FileHash> after, size_t limit) = 0;
   virtual xet::Result<ScopeTotals> ScopeStats(std::string_view scope) = 0;
+  // Makes a registered file visible to `scope` as well (a copy between repositories, whose scopes differ);
+  // counted in the scope's totals once. kNotFound for an unknown file.
+  virtual xet::Status ShareFile(const FileHash& hash, std::string_view scope) = 0;
 
   // ---- Shards
   // Registers a verified shard: the shard, its files (visible to commit.scope) and its dedup entries, all

@@ -436,6 +436,31 @@ TEST_P(IndexTest, MigratesSchemaOneAndFillsTheByteCounters) {
 }
 
 // A scope's files, in hash order and in pages; other scopes' files are not listed.
+TEST_P(IndexTest, SharedFilesBecomeVisibleToAnotherScopeOnce) {
+  Open();
+  auto [xorb, layout] = AddXorb(4);
+  const FileCommit f = MakeFile(RandomHash(rng_), xorb, layout, {{0, 3}}, RandomHash(rng_));
+  ASSERT_TRUE(index_
+                  ->CommitShard({.shard = RandomHash(rng_),
+                                 .shard_size = 1,
+                                 .files = {f},
+                                 .dedup = {},
+                                 .scope = "hub:a",
+                                 .xorbs = {}})
+                  .ok());
+  EXPECT_FALSE(*index_->FileVisibleTo(f.hash, "hub:b"));
+  ASSERT_TRUE(index_->ShareFile(f.hash, "hub:b").ok());
+  ASSERT_TRUE(index_->ShareFile(f.hash, "hub:b").ok());  // again: no change
+  EXPECT_TRUE(*index_->FileVisibleTo(f.hash, "hub:b"));
+  EXPECT_TRUE(index_->FileBySha256(*f.sha256, "hub:b")->has_value());
+  auto totals = index_->ScopeStats("hub:b");
+  ASSERT_TRUE(totals.ok());
+  EXPECT_EQ(totals->files, 1u);
+  EXPECT_EQ(totals->bytes, f.size);
+  EXPECT_EQ(index_->ShareFile(RandomHash(rng_), "hub:b").error().code, ErrorCode::kNotFound);
+  EXPECT_EQ(index_->ScopeStats("hub:b")->files, 1u);
+}
+
 TEST_P(IndexTest, ListsAScopesFilesInPages) {
   Open();
   auto [xorb, layout] = AddXorb(16);

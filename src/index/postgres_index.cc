@@ -250,6 +250,16 @@ constexpr pg::Statement kPutSecret{"put_secret",
                                    "VALUES ($1::text, $2::text, $3::int8) ON CONFLICT (name) DO NOTHING"};
 constexpr pg::Statement kGetSecret{"get_secret", "SELECT value FROM secrets WHERE name = $1::text"};
 constexpr pg::Statement kPing{"ping", "SELECT 1"};
+constexpr pg::Statement kShareFile{"share_file", R"sql(
+WITH f AS (SELECT hash, size FROM files WHERE hash = $1::bytea),
+fs AS (
+  INSERT INTO file_scopes(file, scope) SELECT hash, $2::text FROM f
+  ON CONFLICT (file, scope) DO NOTHING RETURNING file),
+st AS (
+  INSERT INTO scope_totals(scope, files, bytes)
+  SELECT $2::text, 1, f.size FROM fs JOIN f ON f.hash = fs.file
+  ON CONFLICT (scope) DO UPDATE SET files = scope_totals.files + 1, bytes = scope_totals.bytes + EXCLUDED.bytes)
+SELECT count(*)::int8 FROM f)sql"};
 // Repositories. Each write is one statement (as the writer threads require): its row says what happened.
 constexpr pg::Statement kCreateRepo{"create_repo", R"sql(
 WITH r AS (
@@ -827,6 +837,17 @@ xet::Result<std::string> PostgresIndex::SharedSecret(std::string_view name, std:
   if (!rows.ok()) return rows.error();
   if (rows->size() != 1) return xet::IoError("postgres: secret " + std::string(name) + " vanished");
   return std::string(rows->Text(0, 0));
+}
+
+xet::Status PostgresIndex::ShareFile(const FileHash& hash, std::string_view scope) {
+  int64_t found = 0;
+  WriteRequest req{&kShareFile, {}, [&](const pg::Rows& rows) {
+                     if (rows.size() == 1) found = rows.Int8(0, 0);
+                   }};
+  req.params.Bytea(hash).Text(scope);
+  if (auto st = writes_->Submit(req); !st.ok()) return st;
+  if (found == 0) return xet::NotFound("file " + hash.hex() + " is not in the index");
+  return xet::Ok{};
 }
 
 // ---- Repositories

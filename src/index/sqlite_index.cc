@@ -166,6 +166,7 @@ constexpr const char kScopeStats[] = "SELECT files, bytes FROM scope_totals WHER
 constexpr const char kBumpScope[] =
     "INSERT INTO scope_totals(scope, files, bytes) VALUES (?1, ?2, ?3) "
     "ON CONFLICT(scope) DO UPDATE SET files = files + excluded.files, bytes = bytes + excluded.bytes";
+constexpr const char kFileSize[] = "SELECT size FROM files WHERE hash = ?1";
 constexpr const char kFileBySha[] = "SELECT hash FROM files WHERE sha256 = ?1 LIMIT 1";
 constexpr const char kFileByShaScoped[] =
     "SELECT f.hash FROM files f JOIN file_scopes s ON s.file = f.hash WHERE f.sha256 = ?1 AND s.scope = ?2 "
@@ -880,6 +881,27 @@ xet::Result<std::vector<DedupHit>> SqliteIndex::LookupDedup(const ChunkHash& chu
     if (xorb && shard) hits.push_back({*xorb, *shard});
   }
   return hits;
+}
+
+xet::Status SqliteIndex::ShareFile(const FileHash& hash, std::string_view scope) {
+  return Write([&](Conn& c) -> xet::Status {
+    auto size = c.Prepare(kFileSize);
+    if (!size.ok()) return size.error();
+    size->Bind(1, hash);
+    const int rc = size->Step();
+    if (rc == SQLITE_DONE) return xet::NotFound("file " + hash.hex() + " is not in the index");
+    if (rc != SQLITE_ROW) return c.Err("read file", rc);
+    const int64_t bytes = size->Int(0);
+    auto put = c.Prepare(kPutScope);
+    if (!put.ok()) return put.error();
+    put->Bind(1, hash).Bind(2, scope);
+    if (auto st = c.Run(*put, "insert file scope"); !st.ok()) return st;
+    if (c.changes() == 0) return xet::Ok{};  // the scope had it already
+    auto bump = c.Prepare(kBumpScope);
+    if (!bump.ok()) return bump.error();
+    bump->Bind(1, scope).Bind(2, int64_t{1}).Bind(3, bytes);
+    return c.Run(*bump, "count the scope's files");
+  });
 }
 
 // ---- Repositories

@@ -383,3 +383,36 @@ def test_buckets_through_the_api_and_the_cli(hub, tmp_path):
     assert "alice/synced" in hub.cli("buckets", "ls").stdout
     hub.cli("buckets", "delete", "alice/synced", "-y")
     assert "alice/synced" not in hub.cli("buckets", "ls").stdout
+
+
+@BOTH
+def test_copies_between_repositories_and_buckets(hub, tmp_path):
+    w = write_random(tmp_path / "w.bin", 2 * MiB + 9, 7)
+    hub.run(f'''
+        api.create_repo("alice/src")
+        api.create_repo("alice/dst", repo_type="dataset")
+        api.create_bucket("alice/bkt")
+        api.create_bucket("alice/bkt2")
+        api.upload_file(path_or_fileobj={str(w)!r}, path_in_repo="w.bin", repo_id="alice/src")
+        api.upload_file(path_or_fileobj=b"small\\n", path_in_repo="s.txt", repo_id="alice/src")''')
+    before = hub.server.requests_count("POST", "xorb")
+    # Repository to repository (large and small files), to a bucket, and bucket to bucket: no bytes move.
+    hub.cli("cp", "hf://alice/src/w.bin", "hf://datasets/alice/dst/copies/")
+    hub.cli("cp", "hf://alice/src/s.txt", "hf://datasets/alice/dst/copies/s.txt")
+    hub.cli("cp", "hf://alice/src/w.bin", "hf://buckets/alice/bkt/w.bin")
+    hub.cli("cp", "hf://buckets/alice/bkt/w.bin", "hf://buckets/alice/bkt2/again.bin")
+    assert hub.server.requests_count("POST", "xorb") == before
+    assert sorted(hub.run('result = api.list_repo_files("alice/dst", repo_type="dataset")')) == [
+        ".gitattributes", "copies/s.txt", "copies/w.bin"]
+    got = hub.run(f'result = hf_hub_download("alice/dst", "copies/w.bin", repo_type="dataset", cache_dir={str(tmp_path / "c")!r})')
+    assert_same_file(got, w)
+    dest = tmp_path / "from-bucket.bin"
+    hub.run(f'api.download_bucket_files("alice/bkt2", [("again.bin", {str(dest)!r})])')
+    assert_same_file(dest, w)
+    # Nobody copies out of what they cannot read.
+    hub.run('api.update_repo_settings("alice/src", private=True)')
+    bob = other_client(hub, "bob", hub.server.token("bob", write=True))
+    bob.run('api.create_bucket("bob/mine")')
+    r = bob.cli("cp", "hf://alice/src/w.bin", "hf://buckets/bob/mine/w.bin", check=False)
+    assert r.returncode != 0
+    assert bob.run('result = [f.path for f in api.list_bucket_tree("bob/mine")]') == []
