@@ -329,6 +329,31 @@ Result<index::RepoObject> HubService::ReadObject(const Repo& repo, std::vector<u
   return *obj;
 }
 
+Status HubService::Prefetch(const Repo& repo, const std::vector<std::vector<uint8_t>>& keys) {
+  const std::string prefix = std::to_string(repo.record.id) + ":";
+  std::vector<std::vector<uint8_t>> missing;
+  for (const auto& key : keys) {
+    std::string cache_key = prefix;
+    cache_key.append(key.begin(), key.end());
+    if (!objects_.Get(cache_key)) missing.push_back(key);
+  }
+  for (size_t i = 0; i < missing.size(); i += index::Index::kMaxObjectsPerRead) {
+    const size_t n = std::min(missing.size() - i, index::Index::kMaxObjectsPerRead);
+    std::vector<std::vector<uint8_t>> batch(missing.begin() + static_cast<std::ptrdiff_t>(i),
+                                            missing.begin() + static_cast<std::ptrdiff_t>(i + n));
+    auto got = index_.GetRepoObjects(repo.record.id, batch);
+    if (!got.ok()) return FromIndex(got.error());
+    for (auto& obj : *got) {
+      if (!obj) continue;
+      std::string cache_key = prefix;
+      cache_key.append(obj->key.begin(), obj->key.end());
+      auto shared = std::make_shared<const index::RepoObject>(std::move(*obj));
+      objects_.Put(cache_key, shared, shared->data.size() + shared->key.size() + 64);
+    }
+  }
+  return Ok{};
+}
+
 Result<std::shared_ptr<const std::vector<TreeEntry>>> HubService::ReadTree(const Repo& repo,
                                                                            const ObjectId& oid) {
   const std::string cache_key = std::to_string(repo.record.id) + ":" + oid.hex();
@@ -543,12 +568,26 @@ Result<std::vector<PathInfo>> HubService::List(const Repo& repo, const ObjectId&
   std::vector<PathInfo> out;
   // Depth first in tree order: a folder, then (when recursive) what it holds.
   std::vector<std::pair<std::string, ObjectId>> pending = {{std::string(path), at->oid}};
-  std::vector<std::pair<std::string, TreeEntry>> found;
   while (!pending.empty()) {
     auto [dir, oid] = std::move(pending.back());
     pending.pop_back();
     auto entries = ReadTree(repo, oid);
     if (!entries.ok()) return entries.error();
+    // The folder's blobs in a few reads (one round trip per 1,000 on PostgreSQL), then their LFS links.
+    std::vector<std::vector<uint8_t>> blobs, subtrees;
+    for (const TreeEntry& e : **entries) (e.is_tree() ? subtrees : blobs).push_back(KeyOf(e.id));
+    if (auto st = Prefetch(repo, blobs); !st.ok()) return st.error();
+    if (recursive) {
+      if (auto st = Prefetch(repo, subtrees); !st.ok()) return st.error();
+    }
+    std::vector<std::vector<uint8_t>> links;
+    for (const TreeEntry& e : **entries) {
+      if (e.is_tree()) continue;
+      auto blob = ReadObject(repo, KeyOf(e.id));
+      if (!blob.ok()) continue;  // Describe reports it
+      if (auto pointer = ParseLfsPointer(blob->data)) links.push_back(LinkKey(pointer->sha256));
+    }
+    if (auto st = Prefetch(repo, links); !st.ok()) return st.error();
     std::vector<std::pair<std::string, ObjectId>> subdirs;
     for (const TreeEntry& e : **entries) {
       auto info = Describe(repo, JoinPath(dir, e.name), e);
