@@ -3,6 +3,7 @@
 #include <boost/json.hpp>
 #include <charconv>
 #include <ctime>
+#include <functional>
 
 #include "api/file_routes.h"
 #include "common/percent_encode.h"
@@ -221,6 +222,28 @@ std::optional<std::string> StringField(const json::object& o, std::string_view k
   return std::string(v->get_string());
 }
 
+// Calls `fn` with each line of an NDJSON body (blank lines skipped) parsed as a JSON object. Stops at the
+// first line that is not one, or for which `fn` gives a reason, and returns the reason with the line's
+// number.
+std::optional<std::string> ForEachLine(
+    std::string_view body, std::string_view what,
+    const std::function<std::optional<std::string>(const json::object&)>& fn) {
+  size_t line_no = 0;
+  while (!body.empty()) {
+    const size_t nl = body.find('\n');
+    const std::string_view line = body.substr(0, nl);
+    body.remove_prefix(nl == std::string_view::npos ? body.size() : nl + 1);
+    ++line_no;
+    if (line.empty() || line == "\r") continue;
+    boost::system::error_code ec;
+    const json::value v = json::parse(line, ec);
+    const json::object* o = ec ? nullptr : v.if_object();
+    std::optional<std::string> why = o ? fn(*o) : std::optional<std::string>("not a JSON object");
+    if (why) return std::string(what) + " line " + std::to_string(line_no) + ": " + *why;
+  }
+  return std::nullopt;
+}
+
 // The repository a create or delete body names: {"name", "organization", "type"}; no organization means the
 // token's own namespace.
 std::optional<hub::RepoId> RepoInBody(const json::object& o, const hub::Caller& caller) {
@@ -235,6 +258,19 @@ std::optional<hub::RepoId> RepoInBody(const json::object& o, const hub::Caller& 
 bool QueryTrue(const http::Request& req, std::string_view key) {
   auto v = req.Query(key);
   return v && (*v == "1" || *v == "true" || *v == "True");
+}
+
+// The answer to a create: `out` (the url), or when the name is taken a 409 that carries the url as well:
+// huggingface_hub reads it with exist_ok.
+Response CreatedAnswer(const hub::Result<hub::Repo>& made, json::object out) {
+  if (!made) {
+    if (made.error().kind != hub::ErrorKind::kConflict) return HubError(made.error());
+    out["error"] = made.error().message;
+    Response r = JsonAnswer(out, 409);
+    r.Header("X-Error-Message", made.error().message);
+    return r;
+  }
+  return JsonAnswer(out);
 }
 
 // ---- The routes
@@ -280,6 +316,8 @@ class HubRoutes {
     return o;
   }
 
+  std::optional<RepoRequest> RepoInBodyOf(const std::shared_ptr<Exchange>& ex, json::value& storage,
+                                          const json::object** body);
   void Whoami(const std::shared_ptr<Exchange>& ex);
   void CreateRepo(const std::shared_ptr<Exchange>& ex);
   void DeleteRepo(const std::shared_ptr<Exchange>& ex);
@@ -341,41 +379,44 @@ void HubRoutes::Whoami(const std::shared_ptr<Exchange>& ex) {
   ex->Respond(JsonAnswer(out));
 }
 
-void HubRoutes::CreateRepo(const std::shared_ptr<Exchange>& ex) {
+// The caller and the repository a create or delete body names; answers the request itself when there is none.
+std::optional<RepoRequest> HubRoutes::RepoInBodyOf(const std::shared_ptr<Exchange>& ex, json::value& storage,
+                                                   const json::object** body) {
   auto caller = CallerOf(server_, ex->request());
-  if (!caller) return ex->Respond(HubError(401, "", caller.error().message));
+  if (!caller) {
+    ex->Respond(HubError(401, "", caller.error().message));
+    return std::nullopt;
+  }
+  *body = ParseObject(ex->request().body, storage);
+  auto id = *body ? RepoInBody(**body, *caller) : std::nullopt;
+  if (!id) {
+    ex->Respond(HubError(400, "", R"(the body is {"name", "organization", "type"})"));
+    return std::nullopt;
+  }
+  return RepoRequest{std::move(*caller), std::move(*id)};
+}
+
+void HubRoutes::CreateRepo(const std::shared_ptr<Exchange>& ex) {
   json::value storage;
-  const json::object* o = ParseObject(ex->request().body, storage);
-  const auto id = o ? RepoInBody(*o, *caller) : std::nullopt;
-  if (!id) return ex->Respond(HubError(400, "", R"(the body is {"name", "organization", "type"})"));
+  const json::object* o = nullptr;
+  auto rr = RepoInBodyOf(ex, storage, &o);
+  if (!rr) return;
   bool is_private = false;
   if (auto vis = StringField(*o, "visibility")) is_private = *vis != "public";
   if (const json::value* p = o->if_contains("private"); p != nullptr && p->is_bool())
     is_private = p->get_bool();
-  ex->Offload([this, ex, caller = *caller, id = *id, is_private] {
-    auto repo = hub_.CreateRepo(caller, id, is_private);
-    json::object out{{"url", RepoUrl(id)}, {"name", id.str()}};
-    if (!repo) {
-      // huggingface_hub reads the url of a 409 too (create_repo with exist_ok).
-      if (repo.error().kind != hub::ErrorKind::kConflict) return ex->Respond(HubError(repo.error()));
-      out["error"] = repo.error().message;
-      Response r = JsonAnswer(out, 409);
-      r.Header("X-Error-Message", repo.error().message);
-      return ex->Respond(std::move(r));
-    }
-    out["id"] = repo->record.scope;
-    ex->Respond(JsonAnswer(out));
+  ex->Offload([this, ex, rr = std::move(*rr), is_private] {
+    ex->Respond(CreatedAnswer(hub_.CreateRepo(rr.caller, rr.id, is_private),
+                              json::object{{"url", RepoUrl(rr.id)}, {"name", rr.id.str()}}));
   });
 }
 
 void HubRoutes::DeleteRepo(const std::shared_ptr<Exchange>& ex) {
-  auto caller = CallerOf(server_, ex->request());
-  if (!caller) return ex->Respond(HubError(401, "", caller.error().message));
   json::value storage;
-  const json::object* o = ParseObject(ex->request().body, storage);
-  const auto id = o ? RepoInBody(*o, *caller) : std::nullopt;
-  if (!id) return ex->Respond(HubError(400, "", R"(the body is {"name", "organization", "type"})"));
-  ex->Offload([this, ex, caller = *caller, id = *id] {
+  const json::object* o = nullptr;
+  auto rr = RepoInBodyOf(ex, storage, &o);
+  if (!rr) return;
+  ex->Offload([this, ex, caller = rr->caller, id = rr->id] {
     auto st = hub_.DeleteRepo(caller, id);
     if (!st) return ex->Respond(HubError(st.error()));
     ex->Respond(JsonAnswer(json::object{}));
@@ -754,63 +795,52 @@ void HubRoutes::Commit(const std::shared_ptr<Exchange>& ex) {
   hub::CommitRequest commit;
   commit.branch = req.Param("rev");
   bool have_header = false;
-  std::string_view body = req.body;
-  size_t line_no = 0;
-  while (!body.empty()) {
-    const size_t nl = body.find('\n');
-    const std::string_view line = body.substr(0, nl);
-    body.remove_prefix(nl == std::string_view::npos ? body.size() : nl + 1);
-    ++line_no;
-    if (line.empty() || line == "\r") continue;
-    const auto bad = [&](std::string_view why) {
-      ex->Respond(HubError(400, "", "commit line " + std::to_string(line_no) + ": " + std::string(why)));
-    };
-    boost::system::error_code ec;
-    const json::value v = json::parse(line, ec);
-    const json::object* o = ec ? nullptr : v.if_object();
-    const auto key = o ? StringField(*o, "key") : std::nullopt;
-    const json::value* value_v = o ? o->if_contains("value") : nullptr;
+  auto error = ForEachLine(req.body, "commit", [&](const json::object& o) -> std::optional<std::string> {
+    const auto key = StringField(o, "key");
+    const json::value* value_v = o.if_contains("value");
     const json::object* value = value_v ? value_v->if_object() : nullptr;
-    if (!key || value == nullptr) return bad(R"(each line is {"key": ..., "value": {...}})");
+    if (!key || value == nullptr) return R"(each line is {"key": ..., "value": {...}})";
     if (*key == "header") {
       commit.summary = StringField(*value, "summary").value_or("");
       commit.description = StringField(*value, "description").value_or("");
       if (auto parent = StringField(*value, "parentCommit")) {
         commit.parent = hub::ObjectId::FromHex(*parent);
-        if (!commit.parent) return bad("parentCommit must be a full 40-digit commit id");
+        if (!commit.parent) return "parentCommit must be a full 40-digit commit id";
       }
       have_header = true;
-      continue;
+      return std::nullopt;
     }
-    if (!have_header) return bad("the header comes first");
+    if (!have_header) return "the header comes first";
     const auto path = StringField(*value, "path");
-    if (!path) return bad("a path is needed");
+    if (!path) return "a path is needed";
     if (*key == "file") {
       auto content = StringField(*value, "content");
       const auto encoding = StringField(*value, "encoding").value_or("base64");
-      if (!content || encoding != "base64") return bad("file content must be base64");
+      if (!content || encoding != "base64") return "file content must be base64";
       auto bytes = Base64Decode(*content);
-      if (!bytes) return bad("file content is not base64");
+      if (!bytes) return "file content is not base64";
       commit.operations.emplace_back(hub::AddInline{*path, std::move(*bytes)});
     } else if (*key == "lfsFile") {
       const auto oid = StringField(*value, "oid");
       if (StringField(*value, "algo").value_or("sha256") != "sha256" || !oid || !hub::IsSha256Hex(*oid)) {
-        return bad("lfsFile needs a sha256 oid (64 lowercase hex digits)");
+        return "lfsFile needs a sha256 oid (64 lowercase hex digits)";
       }
       hub::AddLfs add{*path, hub::LfsPointer{*oid, 0}, false};
       if (const json::value* size = value->if_contains("size")) {
-        boost::system::error_code sec;
-        add.pointer.size = size->to_number<uint64_t>(sec);
-        if (sec) return bad("bad size");
+        boost::system::error_code ec;
+        add.pointer.size = size->to_number<uint64_t>(ec);
+        if (ec) return "bad size";
         add.size_given = true;
       }
       commit.operations.emplace_back(std::move(add));
     } else if (*key == "deletedFile" || *key == "deletedFolder") {
       commit.operations.emplace_back(hub::DeletePath{*path, *key == "deletedFolder"});
     } else {
-      return bad("unknown key " + *key);
+      return "unknown key " + *key;
     }
-  }
+    return std::nullopt;
+  });
+  if (error) return ex->Respond(HubError(400, "", *error));
   if (!have_header) return ex->Respond(HubError(400, "", "a commit starts with its header line"));
   WithRepo(ex, true, [this, ex, commit = std::move(commit)](const RepoRequest& rr, const hub::Repo& repo) {
     auto made = hub_.CreateCommit(rr.caller, repo, commit);
@@ -946,14 +976,9 @@ void HubRoutes::BucketCreate(const std::shared_ptr<Exchange>& ex) {
   auto rr = BucketOf(ex);
   if (!rr) return;
   ex->Offload([this, ex, rr = std::move(*rr), is_private] {
-    auto made = buckets_.Create(rr.caller, rr.id, is_private);
-    json::object out{{"url", options_.public_url + "/buckets/" + rr.id.str()}, {"id", rr.id.str()}};
-    if (!made) {
-      if (made.error().kind != hub::ErrorKind::kConflict) return ex->Respond(HubError(made.error()));
-      out["error"] = made.error().message;  // read, like create_repo's, with exist_ok
-      return ex->Respond(JsonAnswer(out, 409));
-    }
-    ex->Respond(JsonAnswer(out));
+    ex->Respond(CreatedAnswer(
+        hub_.CreateRepo(rr.caller, rr.id, is_private),
+        json::object{{"url", options_.public_url + "/buckets/" + rr.id.str()}, {"id", rr.id.str()}}));
   });
 }
 
@@ -1074,51 +1099,41 @@ void HubRoutes::BucketPathsInfo(const std::shared_ptr<Exchange>& ex) {
 
 void HubRoutes::BucketBatch(const std::shared_ptr<Exchange>& ex) {
   std::vector<hub::BucketOp> ops;
-  std::string_view body = ex->request().body;
-  size_t line_no = 0;
-  while (!body.empty()) {
-    const size_t nl = body.find('\n');
-    const std::string_view line = body.substr(0, nl);
-    body.remove_prefix(nl == std::string_view::npos ? body.size() : nl + 1);
-    ++line_no;
-    if (line.empty() || line == "\r") continue;
-    const auto bad = [&](std::string_view why) {
-      ex->Respond(HubError(400, "", "batch line " + std::to_string(line_no) + ": " + std::string(why)));
-    };
-    boost::system::error_code ec;
-    const json::value v = json::parse(line, ec);
-    const json::object* o = ec ? nullptr : v.if_object();
-    const auto type = o ? StringField(*o, "type") : std::nullopt;
-    const auto path = o ? StringField(*o, "path") : std::nullopt;
-    if (!type || !path) return bad(R"(each line is {"type": ..., "path": ...})");
-    hub::BucketOp op;
-    op.path = *path;
-    if (*type == "deleteFile") {
-      op.kind = hub::BucketOp::Kind::kDelete;
-    } else if (*type == "addFile" || *type == "copyFile") {
-      op.kind = *type == "addFile" ? hub::BucketOp::Kind::kAdd : hub::BucketOp::Kind::kCopy;
-      const auto hash = StringField(*o, "xetHash");
-      op.file = hash ? xet::Hash::FromHex(*hash) : std::nullopt;
-      if (!op.file) return bad("xetHash must be 64 hex digits");
-      if (const json::value* m = o->if_contains("mtime"); m != nullptr && m->is_number()) {
-        boost::system::error_code mec;
-        op.mtime_ms = m->to_number<int64_t>(mec);
-        if (mec) return bad("bad mtime");
-      }
-      op.content_type = StringField(*o, "contentType");
-      if (op.kind == hub::BucketOp::Kind::kCopy) {
-        const auto src_type = TypeFromSingular(StringField(*o, "sourceRepoType").value_or("bucket"), true);
-        const auto src = StringField(*o, "sourceRepoId").value_or("");
-        const size_t slash = src.find('/');
-        if (!src_type || slash == std::string::npos)
-          return bad("a copy names its sourceRepoType and sourceRepoId");
-        op.source = hub::RepoId{*src_type, src.substr(0, slash), src.substr(slash + 1)};
-      }
-    } else {
-      return bad("unknown type " + *type);
-    }
-    ops.push_back(std::move(op));
-  }
+  auto error =
+      ForEachLine(ex->request().body, "batch", [&](const json::object& o) -> std::optional<std::string> {
+        const auto type = StringField(o, "type");
+        const auto path = StringField(o, "path");
+        if (!type || !path) return R"(each line is {"type": ..., "path": ...})";
+        hub::BucketOp op;
+        op.path = *path;
+        if (*type == "deleteFile") {
+          op.kind = hub::BucketOp::Kind::kDelete;
+        } else if (*type == "addFile" || *type == "copyFile") {
+          op.kind = *type == "addFile" ? hub::BucketOp::Kind::kAdd : hub::BucketOp::Kind::kCopy;
+          const auto hash = StringField(o, "xetHash");
+          op.file = hash ? xet::Hash::FromHex(*hash) : std::nullopt;
+          if (!op.file) return "xetHash must be 64 hex digits";
+          if (const json::value* m = o.if_contains("mtime"); m != nullptr && m->is_number()) {
+            boost::system::error_code ec;
+            op.mtime_ms = m->to_number<int64_t>(ec);
+            if (ec) return "bad mtime";
+          }
+          op.content_type = StringField(o, "contentType");
+          if (op.kind == hub::BucketOp::Kind::kCopy) {
+            const auto src_type = TypeFromSingular(StringField(o, "sourceRepoType").value_or("bucket"), true);
+            const auto src = StringField(o, "sourceRepoId").value_or("");
+            const size_t slash = src.find('/');
+            if (!src_type || slash == std::string::npos)
+              return "a copy names its sourceRepoType and sourceRepoId";
+            op.source = hub::RepoId{*src_type, src.substr(0, slash), src.substr(slash + 1)};
+          }
+        } else {
+          return "unknown type " + *type;
+        }
+        ops.push_back(std::move(op));
+        return std::nullopt;
+      });
+  if (error) return ex->Respond(HubError(400, "", *error));
   if (ops.size() > hub::BucketService::kMaxOps) return ex->Respond(HubError(400, "", "too many operations"));
   WithBucket(ex, true, [this, ex, ops = std::move(ops)](const RepoRequest& rr, const hub::Repo& bucket) {
     // Copies from elsewhere: the source lends the file to this bucket's scope first (the caller must read

@@ -12,32 +12,6 @@ int64_t BucketService::Now() const {
   return now_ ? now_() : static_cast<int64_t>(std::time(nullptr));
 }
 
-Result<Repo> BucketService::Create(const Caller& caller, const RepoId& id, bool is_private) {
-  if (!ValidName(id.ns) || !ValidName(id.name)) {
-    return Error{ErrorKind::kBadRequest, "", "invalid bucket name: " + id.str()};
-  }
-  if (caller.anonymous()) return Error{ErrorKind::kUnauthorized, "", "creating a bucket needs a token"};
-  if (!caller.write || !Covers(caller, ProspectiveRecord(id))) {
-    return Error{ErrorKind::kForbidden, "", "this token cannot create buckets in " + id.ns};
-  }
-  index::NewRepo repo{.type = RepoType::kBucket,
-                      .ns = id.ns,
-                      .name = id.name,
-                      .is_private = is_private,
-                      .created_at = Now(),
-                      .scope = NewRepoScope(),
-                      .objects = {},
-                      .refs = {}};
-  auto created = index_.CreateRepo(repo);
-  if (!created.ok()) {
-    if (created.error().code == xet::ErrorCode::kConflict) {
-      return Error{ErrorKind::kConflict, "", "You already created this bucket: " + id.str()};
-    }
-    return FromIndex(created.error());
-  }
-  return Repo{std::move(*created)};
-}
-
 Result<index::BucketTotals> BucketService::Totals(const Repo& bucket) {
   auto t = index_.GetBucketTotals(bucket.record.id);
   if (!t.ok()) return FromIndex(t.error());

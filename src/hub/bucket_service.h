@@ -51,7 +51,6 @@ class BucketService {
  public:
   explicit BucketService(index::Index& index, std::function<int64_t()> now = nullptr);
 
-  Result<Repo> Create(const Caller& caller, const RepoId& id, bool is_private);
   Result<index::BucketTotals> Totals(const Repo& bucket);
   // The entries under `prefix` ("" for all; a file's path gives that file), after `cursor`: every file when
   // `recursive`, else the files and folders one level down. At most `limit` entries a page.

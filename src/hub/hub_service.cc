@@ -213,18 +213,20 @@ Result<Repo> HubService::CreateRepo(const Caller& caller, const RepoId& id, bool
   if (!caller.write || !Covers(caller, ProspectiveRecord(id))) {
     return Fail(ErrorKind::kForbidden, "", "this token cannot create repositories in " + id.ns);
   }
-  // The first commit: .gitattributes alone, as the Hub starts a repository.
-  ObjectId blob, tree, commit;
-  repo.objects.push_back(GitObject(ObjectKind::kBlob, Bytes(kGitAttributes), &blob));
-  const std::vector<TreeEntry> root = {{EntryMode::kFile, ".gitattributes", blob}};
-  repo.objects.push_back(GitObject(ObjectKind::kTree, EncodeTree(root), &tree));
-  Commit first;
-  first.tree = tree;
-  first.author = {NamespaceOf(caller.scope), NamespaceOf(caller.scope) + "@users.noreply.cairn", Now()};
-  first.committer = first.author;
-  first.message = "initial commit";
-  repo.objects.push_back(GitObject(ObjectKind::kCommit, Bytes(EncodeCommit(first)), &commit));
-  repo.refs.push_back({index::RefKind::kBranch, options_.default_branch, KeyOf(commit)});
+  // The first commit: .gitattributes alone, as the Hub starts a repository (a bucket has no history).
+  if (id.type != RepoType::kBucket) {
+    ObjectId blob, tree, commit;
+    repo.objects.push_back(GitObject(ObjectKind::kBlob, Bytes(kGitAttributes), &blob));
+    const std::vector<TreeEntry> root = {{EntryMode::kFile, ".gitattributes", blob}};
+    repo.objects.push_back(GitObject(ObjectKind::kTree, EncodeTree(root), &tree));
+    Commit first;
+    first.tree = tree;
+    first.author = {NamespaceOf(caller.scope), NamespaceOf(caller.scope) + "@users.noreply.cairn", Now()};
+    first.committer = first.author;
+    first.message = "initial commit";
+    repo.objects.push_back(GitObject(ObjectKind::kCommit, Bytes(EncodeCommit(first)), &commit));
+    repo.refs.push_back({index::RefKind::kBranch, options_.default_branch, KeyOf(commit)});
+  }
   auto created = index_.CreateRepo(repo);
   if (!created.ok()) {
     if (created.error().code == xet::ErrorCode::kConflict) {

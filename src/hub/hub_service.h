@@ -162,6 +162,7 @@ class HubService {
   HubService& operator=(const HubService&) = delete;
 
   // ---- Repositories
+  // Also buckets (RepoType::kBucket), which start empty; a repository starts with an initial commit.
   Result<Repo> CreateRepo(const Caller& caller, const RepoId& id, bool is_private);
   // The repository, if the caller may read it (or write it, when `write`).
   Result<Repo> Open(const Caller& caller, const RepoId& id, bool write);
