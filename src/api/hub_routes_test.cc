@@ -345,6 +345,9 @@ TEST_F(HubApi, LargeFilesAreLinkedOnlyThroughTheirRepositorysUpload) {
   ASSERT_EQ(r.result_int(), 200u) << r.body();
   const auto token = json::parse(r.body());
   EXPECT_EQ(token.at("casUrl").as_string(), base_);
+  EXPECT_NEAR(static_cast<double>(token.at("exp").as_int64()), static_cast<double>(http::UnixNow() + 3600),
+              60);
+  EXPECT_EQ(r["X-Xet-Token-Expiration"], std::to_string(token.at("exp").as_int64()));
   EXPECT_EQ(r["X-Xet-Cas-Url"], base_);
   http::Authenticator auth(testing::kTestJwtKey);
   auto who = auth.Verify(std::string(token.at("accessToken").as_string()), http::UnixNow());

@@ -91,6 +91,9 @@ def test_large_and_small_files_round_trip_through_the_cache(hub, tmp_path):
     after = {k: hub.server.requests_count("GET", k) for k in before}
     assert after == before, (before, after)
 
+    # A second hf_hub_download of a cached file asks for its metadata only (a HEAD), and transfers nothing.
+    hub.run(f'hf_hub_download("alice/model", "model.safetensors", cache_dir={str(tmp_path / "cache")!r})')
+    assert {k: hub.server.requests_count("GET", k) for k in before} == before
     # One file into a local folder, by path; its metadata agrees with the upload.
     got = hub.run(f'result = hf_hub_download("alice/model", "sub/blob.bin", local_dir={str(tmp_path / "local")!r})')
     assert_same_file(got, folder / "sub" / "blob.bin")
@@ -188,6 +191,21 @@ def test_revisions_branches_tags_and_old_commits(hub, tmp_path):
         got = hub.run(f'result = hf_hub_download("alice/revs", "data/big.bin", repo_type="dataset", revision="{rev}",'
                       f' cache_dir={str(tmp_path / "c")!r})')
         assert_same_file(got, big)
+    # snapshot_download at a tag into a folder, with patterns.
+    snap = Path(hub.run(f'''
+        result = snapshot_download("alice/revs", repo_type="dataset", revision="v1", allow_patterns=["data/*"],
+                                   local_dir={str(tmp_path / "snap")!r})'''))
+    assert sorted(str(p.relative_to(snap)) for p in snap.rglob("*") if p.is_file() and ".cache" not in p.parts) == [
+        "data/big.bin"]
+    assert_same_file(snap / "data" / "big.bin", big)
+    snap = Path(hub.run(f'''
+        result = snapshot_download("alice/revs", repo_type="dataset", ignore_patterns=["*.txt", ".git*"],
+                                   local_dir={str(tmp_path / "snap2")!r})'''))
+    assert [p.name for p in snap.iterdir() if p.name != ".cache"] == []  # main has only .gitattributes and text
+    info = hub.run('''
+        r = api.repo_info("alice/revs", repo_type="dataset", revision="v1", files_metadata=True)
+        result = [r.id, r.sha, sorted(s.rfilename for s in r.siblings)]''')
+    assert info == ["alice/revs", old, [".gitattributes", "data/big.bin", "version.txt"]]
     e = hub.fails('hf_hub_download("alice/revs", "data/big.bin", repo_type="dataset")')
     assert e.kind in ("EntryNotFoundError", "RemoteEntryNotFoundError"), e
     text = hub.run('result = open(hf_hub_download("alice/revs", "version.txt", repo_type="dataset",'
@@ -263,6 +281,7 @@ def test_trees_paths_info_and_repository_management(hub, tmp_path):
         api.create_repo("alice/tree", repo_type="space", space_sdk="static")
         ops = [CommitOperationAdd(path_in_repo=p, path_or_fileobj=p.encode()) for p in ("a/b/c.txt", "a/d.txt", "e.txt")]
         api.create_commit("alice/tree", ops, commit_message="three", repo_type="space")''')
+    assert hub.run('result = api.space_info("alice/tree").id') == "alice/tree"
     tree = hub.run('''
         result = [[e.path, type(e).__name__] for e in api.list_repo_tree("alice/tree", repo_type="space", recursive=True)]''')
     assert ["a/b/c.txt", "RepoFile"] in tree and ["a/b", "RepoFolder"] in tree and ["e.txt", "RepoFile"] in tree
