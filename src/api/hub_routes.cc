@@ -1323,6 +1323,15 @@ void HubRoutes::Register(const std::shared_ptr<HubRoutes>& self) {
            with([](HubRoutes& h, const std::shared_ptr<Exchange>& ex) { h.XetToken(ex, false); }));
   r.Handle(Verb::get, "/{ns}/{name}/resolve/{rev}/{path...}", RouteOptions().Name("hub_resolve"),
            bind(&HubRoutes::Resolve));
+  // Repository ids without a namespace ("gpt2", which huggingface_hub still accepts): none exist here, and
+  // they say so in the words the client tells apart (repo_exists answers False).
+  const auto no_namespace = [](const std::shared_ptr<Exchange>& ex) {
+    ex->Respond(HubError(404, "RepoNotFound", "repository ids are namespace/name"));
+  };
+  r.Handle(Verb::get, "/api/{types}/{name}", RouteOptions().Name("hub_repo_info"), no_namespace);
+  r.Handle(Verb::get, "/api/{types}/{name}/revision/{rev}", RouteOptions().Name("hub_repo_info"),
+           no_namespace);
+  r.Handle(Verb::get, "/{name}/resolve/{rev}/{path...}", RouteOptions().Name("hub_resolve"), no_namespace);
   r.Handle(Verb::get, "/{types}/{ns}/{name}/resolve/{rev}/{path...}", RouteOptions().Name("hub_resolve"),
            bind(&HubRoutes::Resolve));
 }

@@ -384,6 +384,9 @@ TEST_F(HubApi, ReadsAnswerNotFoundWithTheCodeTheClientReads) {
       {"/api/models/alice/m/tree/main/nope", "", "EntryNotFound"},
       {"/api/models/alice/m/tree/main/a%2Fb.txt", "", "EntryNotFound"},  // a file, not a folder
       {"/api/datasets/alice/m", "", "RepoNotFound"},                     // the same name, another type
+      {"/api/models/gpt2", "", "RepoNotFound"},                          // no namespace
+      {"/api/models/gpt2/revision/main", "", "RepoNotFound"},
+      {"/gpt2/resolve/main/config.json", "", "RepoNotFound"},
   };
   for (const auto& [target, token, code] : missing) {
     auto r = Send(bhttp::verb::get, target, token);

@@ -149,6 +149,7 @@ def test_private_repositories_are_invisible_to_others(hub, tmp_path):
     for client in (bob, anon):
         assert client.run('result = api.repo_exists("alice/secret")') is False
         assert client.run('result = api.repo_exists("alice/open", repo_type="dataset")') is True
+        assert client.run('result = api.repo_exists("gpt2")') is False  # no namespace: none here
         e = client.fails('hf_hub_download("alice/secret", "a.txt")')
         assert e.kind == "RepositoryNotFoundError", e
         assert client.run('result = [m.id for m in api.list_models(author="alice")]') == []
