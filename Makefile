@@ -46,14 +46,14 @@ asan-test: deps  ## the unit tests under AddressSanitizer + UndefinedBehaviorSan
 
 # The inner loop: one layer's unit tests (make check L=xet), or all of them (make check); release tree only.
 L ?=
-check: configure  ## build and run one layer's unit tests: make check L=xet|common|config|http|store|index|cas|api
+check: configure  ## build and run one layer's unit tests: make check L=xet|common|config|http|store|index|cas|hub|api
 	cmake --build --preset release -j $(JOBS) --target $(if $(L),$(L)_test,unit_tests)
 	ctest --preset release -j $(JOBS) $(if $(L),-R '^$(L)_test$$')
 
 oracle: build bootstrap  ## test vectors and cairn against the stock implementations (xetchunk-wasm, hf_xet)
 	CAIRN_BIN=$(CAIRN_BIN) $(PYTEST) -q tests/oracle
 
-interop: build bootstrap  ## a real `cairn serve` against hf_xet 1.8.0 and @huggingface/hub 2.17.5
+interop: build bootstrap  ## a real `cairn serve` against hf_xet 1.8.0, @huggingface/hub 2.17.5 and huggingface_hub 2.4.0 (hf CLI)
 	CAIRN_BIN=$(CAIRN_BIN) $(PYTEST) -q tests/interop
 
 vectors: bootstrap  ## regenerate tests/vectors/xet-vectors.json with the stock JS packages, then check it with hf_xet
