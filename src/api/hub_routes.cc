@@ -794,6 +794,7 @@ void HubRoutes::Commit(const std::shared_ptr<Exchange>& ex) {
     return ex->Respond(HubError(400, "", "pull requests are not supported by cairn"));
   hub::CommitRequest commit;
   commit.branch = req.Param("rev");
+  if (commit.branch.starts_with("refs/heads/")) commit.branch.erase(0, 11);
   bool have_header = false;
   auto error = ForEachLine(req.body, "commit", [&](const json::object& o) -> std::optional<std::string> {
     const auto key = StringField(o, "key");

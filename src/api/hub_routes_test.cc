@@ -234,6 +234,7 @@ TEST_F(HubApi, MalformedCommitsAndHostilePathsChangeNothing) {
   }
   auto r = Commit("alice/m", Header("s") + DeleteLine("missing.txt"));
   EXPECT_EQ(r["X-Error-Code"], "EntryNotFound");
+  EXPECT_EQ(Commit("alice/m", Header("s") + FileLine("x", "x"), "refs%2Ftags%2Fmain").result_int(), 404u);
   r = Commit("alice/m", Header("s") + FileLine("x", "x"), "nope");
   EXPECT_EQ(r.result_int(), 404u);
   EXPECT_EQ(r["X-Error-Code"], "RevisionNotFound");
@@ -248,8 +249,9 @@ TEST_F(HubApi, MalformedCommitsAndHostilePathsChangeNothing) {
                 .result_int(),
             400u);
   EXPECT_EQ(Head("alice/m"), head);
-  // And a good one, from the head given as its parent.
-  r = Commit("alice/m", Header("s", head) + FileLine("b.txt", "b") + DeleteLine("dir/", true));
+  // And a good one, from the head given as its parent (the branch named in full).
+  r = Commit("alice/m", Header("s", head) + FileLine("b.txt", "b") + DeleteLine("dir/", true),
+             "refs%2Fheads%2Fmain");
   ASSERT_EQ(r.result_int(), 200u) << r.body();
   const auto answer = json::parse(r.body());
   EXPECT_EQ(answer.at("commitUrl").as_string(),

@@ -1062,6 +1062,50 @@ TEST_P(IndexTest, ConcurrentOpensMigrateOnce) {
 
 // Two nodes on one database receive the same uploads at the same moment: every registration succeeds, each
 // record is stored once, the counters count it once, and a file sent by two scopes is visible to both.
+// Two nodes moving one branch at once, round after round: in each round every writer starts from the same
+// head, and exactly one of them moves it (the others are refused and change nothing), whichever node it is
+// on.
+TEST_P(IndexTest, TwoNodesMovingOneBranchAtOnce) {
+  Open();
+  auto second = OpenIndex(url_);
+  ASSERT_TRUE(second.ok()) << second.error().message;
+  std::array<Index*, 2> nodes{index_.get(), second->get()};
+  auto repo = index_->CreateRepo(MakeRepo("alice", "race"));
+  ASSERT_TRUE(repo.ok());
+  std::string head = "commit-1";
+  for (int round = 0; round < 10; ++round) {
+    constexpr int kWriters = 6;  // 3 on each node
+    std::atomic<int> won{0};
+    std::atomic<int> refused{0};
+    std::vector<std::string> winner(kWriters);
+    std::vector<std::thread> threads;
+    for (int i = 0; i < kWriters; ++i) {
+      threads.emplace_back([&, i] {
+        const std::string mine = "r" + std::to_string(round) + "-w" + std::to_string(i);
+        auto st = nodes[i % 2]->UpdateRef(repo->id, {RefKind::kBranch, "main", Key(head), Key(mine)});
+        if (st.ok()) {
+          ++won;
+          winner[i] = mine;
+        } else if (st.error().code == ErrorCode::kConflict) {
+          ++refused;
+        }
+      });
+    }
+    for (auto& t : threads) t.join();
+    ASSERT_EQ(won.load(), 1) << "round " << round;
+    ASSERT_EQ(refused.load(), kWriters - 1) << "round " << round;
+    for (const auto& w : winner) {
+      if (!w.empty()) head = w;
+    }
+    for (Index* node : nodes) {
+      auto refs = node->ListRefs(repo->id);
+      ASSERT_TRUE(refs.ok());
+      ASSERT_EQ(refs->size(), 1u);
+      EXPECT_EQ((*refs)[0].target, Key(head)) << "round " << round;
+    }
+  }
+}
+
 TEST_P(IndexTest, TwoNodesRegisteringTheSameRecordsAtOnce) {
   Open();
   auto second = OpenIndex(url_);
