@@ -1248,6 +1248,7 @@ void HubRoutes::Register(const std::shared_ptr<HubRoutes>& self) {
     return [self, fn](const std::shared_ptr<Exchange>& ex) { fn(*self, ex); };
   };
   const uint64_t small = 1 << 20;
+  const auto commits = std::make_shared<http::AdmissionGate>(self->options_.max_concurrent_commits);
   // Literal routes before the ones whose first segments are captures.
   r.Handle(Verb::get, "/api/whoami-v2", RouteOptions().Name("hub_whoami"), bind(&HubRoutes::Whoami));
   r.Handle(Verb::post, "/api/validate-yaml", RouteOptions().Name("hub_validate_yaml").MaxBody(small),
@@ -1280,7 +1281,8 @@ void HubRoutes::Register(const std::shared_ptr<HubRoutes>& self) {
            bind(&HubRoutes::BucketTree));
   r.Handle(Verb::post, bucket + "/paths-info", RouteOptions().Name("hub_bucket_paths_info").MaxBody(small),
            bind(&HubRoutes::BucketPathsInfo));
-  r.Handle(Verb::post, bucket + "/batch", RouteOptions().Name("hub_bucket_batch").MaxBody(4 * small),
+  r.Handle(Verb::post, bucket + "/batch",
+           RouteOptions().Name("hub_bucket_batch").MaxBody(4 * small).Admit(commits),
            bind(&HubRoutes::BucketBatch));
   r.Handle(Verb::get, bucket + "/xet-write-token", RouteOptions().Name("hub_bucket_xet_write_token"),
            with([](HubRoutes& h, const std::shared_ptr<Exchange>& ex) { h.BucketToken(ex, true); }));
@@ -1314,7 +1316,7 @@ void HubRoutes::Register(const std::shared_ptr<HubRoutes>& self) {
   r.Handle(Verb::post, repo + "/preupload/{rev}", RouteOptions().Name("hub_preupload").MaxBody(4 * small),
            bind(&HubRoutes::Preupload));
   r.Handle(Verb::post, repo + "/commit/{rev}",
-           RouteOptions().Name("hub_commit").MaxBody(self->options_.max_commit_bytes),
+           RouteOptions().Name("hub_commit").MaxBody(self->options_.max_commit_bytes).Admit(commits),
            bind(&HubRoutes::Commit));
   r.Handle(Verb::post, repo + "/lfs-files/duplicate", RouteOptions().Name("hub_lfs_duplicate").MaxBody(small),
            bind(&HubRoutes::DuplicateLfs));

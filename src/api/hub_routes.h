@@ -22,6 +22,9 @@ struct HubRouteOptions {
   std::string token_key;                             // signs the CAS tokens of the xet token routes
   std::chrono::seconds cas_token_ttl{3600};
   uint64_t max_commit_bytes = 160ULL << 20;  // a commit's NDJSON (inline files travel in it, base64)
+  // Commits (and bucket batches) in flight at once, past which 503 with Retry-After: their bodies are
+  // buffered, so this bounds the memory they hold (max_commit_bytes each).
+  size_t max_concurrent_commits = 8;
   size_t max_ranges = 64;
 };
 
