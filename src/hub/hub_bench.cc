@@ -1,0 +1,160 @@
+// The Hub's own costs on each index backend (SQLite in a file, PostgreSQL 15 in a private server on this
+// machine), without HTTP: a commit of one small file into a repository of 10,000 files in 100 folders (a tree
+// edit, the objects and a compare-and-swap of the branch, durable), a path's info at a commit, and a
+// recursive listing of the 10,000 files from a cold cache (a fresh service each time) and a warm one. The
+// SQLite file goes to $CAIRN_BENCH_DIR, else the current directory (run on disk: tmpfs would hide the fsync
+// cost).
+#include <benchmark/benchmark.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+
+#include "cas/service.h"
+#include "common/worker_pool.h"
+#include "files/file_service.h"
+#include "hub/hub_service.h"
+#include "index/open_index.h"
+#include "index/postgres_cluster.h"
+#include "store/local_disk_store.h"
+
+namespace cairn::hub {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr int kFolders = 100;
+constexpr int kFilesPerFolder = 100;
+
+[[noreturn]] void Die(const std::string& what) {
+  std::cerr << what << "\n";
+  std::abort();
+}
+
+struct Shared {
+  fs::path dir;
+  std::unique_ptr<index::testing::PostgresCluster> cluster;
+  std::unique_ptr<index::Index> index;
+  std::unique_ptr<store::LocalDiskStore> store;
+  WorkerPool pool{1};
+  std::unique_ptr<cas::CasService> cas;
+  std::unique_ptr<files::FileService> files;
+  std::unique_ptr<HubService> hub;
+  Repo repo;
+  ObjectId head;
+  const Caller alice{"alice", true};
+
+  explicit Shared(bool postgres) {
+    const char* env = std::getenv("CAIRN_BENCH_DIR");  // NOLINT(concurrency-mt-unsafe): before threads start
+    dir = fs::path(env ? env : ".") / ("cairn-hub-bench-" + std::to_string(::getpid()));
+    fs::create_directories(dir);
+    std::string url = "sqlite:" + (dir / "index.db").string();
+    if (postgres) {
+      auto c = index::testing::PostgresCluster::Start("hub-bench");
+      if (!c.ok()) Die("postgres: " + c.error().message);
+      cluster = std::move(*c);
+      url = cluster->uri();
+    }
+    auto ix = index::OpenIndex(url);
+    if (!ix.ok()) Die(ix.error().message);
+    index = std::move(*ix);
+    auto st = store::LocalDiskStore::Open(dir / "blobs");
+    if (!st.ok()) Die(st.error().message);
+    store = std::move(*st);
+    cas = std::make_unique<cas::CasService>(*index, *store, pool, cas::ServiceOptions{});
+    files = std::make_unique<files::FileService>(*cas, *index, files::FileServiceOptions{});
+    hub = NewService();
+    auto r = hub->CreateRepo(alice, {RepoType::kModel, "alice", "bench"}, false);
+    if (!r.ok()) Die(r.error().message);
+    repo = *r;
+    for (int f = 0; f < kFolders; ++f) {
+      CommitRequest c;
+      c.summary = "folder " + std::to_string(f);
+      for (int i = 0; i < kFilesPerFolder; ++i) {
+        const std::string text = "file " + std::to_string(f) + "/" + std::to_string(i) + "\n";
+        c.operations.emplace_back(AddInline{"d" + std::to_string(f) + "/f" + std::to_string(i) + ".txt",
+                                            std::vector<uint8_t>(text.begin(), text.end())});
+      }
+      auto made = hub->CreateCommit(alice, repo, c);
+      if (!made.ok()) Die(made.error().message);
+      head = made->oid;
+    }
+  }
+  ~Shared() {
+    hub.reset();
+    files.reset();
+    cas.reset();
+    index.reset();
+    cluster.reset();
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+  }
+  std::unique_ptr<HubService> NewService() const {
+    return std::make_unique<HubService>(*index, *files, HubOptions{});
+  }
+};
+
+Shared& Backend(bool postgres) {
+  static Shared* sqlite = nullptr;
+  static Shared* pg = nullptr;
+  Shared*& s = postgres ? pg : sqlite;
+  if (s == nullptr)
+    s = new Shared(postgres);  // NOLINT(cppcoreguidelines-owning-memory): lives for the program
+  return *s;
+}
+
+void BM_CommitOneFile(benchmark::State& state) {
+  Shared& s = Backend(state.range(0) != 0);
+  int n = 0;
+  for (auto _ : state) {
+    CommitRequest c;
+    c.summary = "one more";
+    const std::string text = std::to_string(n);
+    c.operations.emplace_back(AddInline{"d7/new" + std::to_string(n++) + ".txt", {text.begin(), text.end()}});
+    auto made = s.hub->CreateCommit(s.alice, s.repo, c);
+    if (!made.ok()) Die(made.error().message);
+  }
+  state.SetItemsProcessed(state.iterations());
+  state.SetLabel(state.range(0) != 0 ? "postgres" : "sqlite");
+}
+
+void BM_StatPath(benchmark::State& state) {
+  Shared& s = Backend(state.range(0) != 0);
+  for (auto _ : state) {
+    auto info = s.hub->Stat(s.repo, s.head, "d42/f17.txt");
+    if (!info.ok()) Die(info.error().message);
+    benchmark::DoNotOptimize(info->size);
+  }
+  state.SetItemsProcessed(state.iterations());
+  state.SetLabel(state.range(0) != 0 ? "postgres" : "sqlite");
+}
+
+void BM_ListRecursive(benchmark::State& state) {
+  Shared& s = Backend(state.range(0) != 0);
+  const bool cold = state.range(1) != 0;
+  for (auto _ : state) {
+    std::unique_ptr<HubService> fresh = cold ? s.NewService() : nullptr;
+    HubService& hub = cold ? *fresh : *s.hub;
+    auto all = hub.List(s.repo, s.head, "", true);
+    if (!all.ok()) Die(all.error().message);
+    benchmark::DoNotOptimize(all->size());
+  }
+  state.SetItemsProcessed(state.iterations() * kFolders * (kFilesPerFolder + 1));
+  state.SetLabel(std::string(state.range(0) != 0 ? "postgres" : "sqlite") + (cold ? ", cold" : ", warm"));
+}
+
+BENCHMARK(BM_CommitOneFile)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_StatPath)->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(BM_ListRecursive)
+    ->Args({0, 1})
+    ->Args({0, 0})
+    ->Args({1, 1})
+    ->Args({1, 0})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
+}  // namespace
+}  // namespace cairn::hub
+
+BENCHMARK_MAIN();
