@@ -207,6 +207,11 @@ std::optional<RepoRequest> RepoOf(const http::Server& server, const std::shared_
     ex->Respond(HubError(404, "", "no such route"));
     return std::nullopt;
   }
+  // A name no repository can have (not even valid UTF-8, say) is simply not found.
+  if (!hub::ValidName(req.Param("ns")) || !hub::ValidName(req.Param("name"))) {
+    ex->Respond(HubError(404, "RepoNotFound", "Repository not found"));
+    return std::nullopt;
+  }
   return RepoRequest{std::move(*caller), hub::RepoId{*type, req.Param("ns"), req.Param("name")}};
 }
 
@@ -338,7 +343,7 @@ class HubRoutes {
   void Resolve(const std::shared_ptr<Exchange>& ex);
 
   // Buckets.
-  std::optional<RepoRequest> BucketOf(const std::shared_ptr<Exchange>& ex);
+  std::optional<RepoRequest> BucketOf(const std::shared_ptr<Exchange>& ex, bool creating = false);
   template <typename Fn>
   void WithBucket(const std::shared_ptr<Exchange>& ex, bool write, Fn fn);
   json::object BucketJson(const hub::Repo& bucket, const index::BucketTotals& totals) const;
@@ -818,6 +823,10 @@ void HubRoutes::Commit(const std::shared_ptr<Exchange>& ex) {
       auto content = StringField(*value, "content");
       const auto encoding = StringField(*value, "encoding").value_or("base64");
       if (!content || encoding != "base64") return "file content must be base64";
+      // Refused before it is decoded: what cannot go inline takes no more memory than its text.
+      if (content->size() / 4 * 3 > static_cast<uint64_t>(hub_.options().max_inline_bytes) + 3) {
+        return *path + " is too large to commit inline: upload it as a large file";
+      }
       auto bytes = Base64Decode(*content);
       if (!bytes) return "file content is not base64";
       commit.operations.emplace_back(hub::AddInline{*path, std::move(*bytes)});
@@ -921,7 +930,7 @@ void HubRoutes::MintCasToken(const std::shared_ptr<Exchange>& ex, const hub::Rep
 
 // ---- Buckets
 
-std::optional<RepoRequest> HubRoutes::BucketOf(const std::shared_ptr<Exchange>& ex) {
+std::optional<RepoRequest> HubRoutes::BucketOf(const std::shared_ptr<Exchange>& ex, bool creating) {
   const auto& req = ex->request();
   auto caller = CallerOf(server_, req);
   if (!caller) {
@@ -930,6 +939,11 @@ std::optional<RepoRequest> HubRoutes::BucketOf(const std::shared_ptr<Exchange>& 
   }
   std::string ns = req.Param("ns");
   if (ns == "me") ns = hub::NamespaceOf(caller->scope);  // huggingface_hub's "my namespace"
+  if (!hub::ValidName(ns) || !hub::ValidName(req.Param("name"))) {
+    ex->Respond(creating ? HubError(400, "", "invalid bucket name: " + ns + "/" + req.Param("name"))
+                         : HubError(404, "RepoNotFound", "Bucket not found"));
+    return std::nullopt;
+  }
   return RepoRequest{std::move(*caller), hub::RepoId{hub::RepoType::kBucket, ns, req.Param("name")}};
 }
 
@@ -974,7 +988,7 @@ void HubRoutes::BucketCreate(const std::shared_ptr<Exchange>& ex) {
   if (o != nullptr) {
     if (auto vis = StringField(*o, "visibility")) is_private = *vis != "public";
   }
-  auto rr = BucketOf(ex);
+  auto rr = BucketOf(ex, true);
   if (!rr) return;
   ex->Offload([this, ex, rr = std::move(*rr), is_private] {
     ex->Respond(CreatedAnswer(
@@ -1117,7 +1131,8 @@ void HubRoutes::BucketBatch(const std::shared_ptr<Exchange>& ex) {
           if (const json::value* m = o.if_contains("mtime"); m != nullptr && m->is_number()) {
             boost::system::error_code ec;
             op.mtime_ms = m->to_number<int64_t>(ec);
-            if (ec) return "bad mtime";
+            // Milliseconds of the years 1970 to 9999: dates huggingface_hub can read back.
+            if (ec || op.mtime_ms < 0 || op.mtime_ms > 253402300799999) return "mtime out of range";
           }
           op.content_type = StringField(o, "contentType");
           if (op.kind == hub::BucketOp::Kind::kCopy) {
@@ -1142,10 +1157,17 @@ void HubRoutes::BucketBatch(const std::shared_ptr<Exchange>& ex) {
     std::vector<hub::BucketOpFailure> refused;
     std::vector<hub::BucketOp> doable;
     for (hub::BucketOp op : ops) {
-      if (op.kind == hub::BucketOp::Kind::kCopy && op.source && op.file && !op.file->is_zero() &&
+      if (op.kind == hub::BucketOp::Kind::kCopy && op.source && op.file &&
           !(op.source->type == hub::RepoType::kBucket && op.source->ns == bucket.record.ns &&
             op.source->name == bucket.record.name)) {
-        if (auto st = hub_.ShareLarge(rr.caller, *op.source, *op.file, std::nullopt, bucket); !st) {
+        // An empty file has no upload to lend: reading the source is all it takes.
+        hub::Status st = hub::Ok{};
+        if (op.file->is_zero()) {
+          if (auto src = hub_.Open(rr.caller, *op.source, false); !src) st = src.error();
+        } else {
+          st = hub_.ShareLarge(rr.caller, *op.source, *op.file, std::nullopt, bucket);
+        }
+        if (!st) {
           refused.push_back({op.path, st.error().message});
           continue;
         }
@@ -1282,7 +1304,11 @@ void HubRoutes::Register(const std::shared_ptr<HubRoutes>& self) {
   r.Handle(Verb::post, bucket + "/paths-info", RouteOptions().Name("hub_bucket_paths_info").MaxBody(small),
            bind(&HubRoutes::BucketPathsInfo));
   r.Handle(Verb::post, bucket + "/batch",
-           RouteOptions().Name("hub_bucket_batch").MaxBody(4 * small).Admit(commits),
+           RouteOptions()
+               .Name("hub_bucket_batch")
+               .Auth(http::Permission::kWrite)
+               .MaxBody(4 * small)
+               .Admit(commits),
            bind(&HubRoutes::BucketBatch));
   r.Handle(Verb::get, bucket + "/xet-write-token", RouteOptions().Name("hub_bucket_xet_write_token"),
            with([](HubRoutes& h, const std::shared_ptr<Exchange>& ex) { h.BucketToken(ex, true); }));
@@ -1316,7 +1342,11 @@ void HubRoutes::Register(const std::shared_ptr<HubRoutes>& self) {
   r.Handle(Verb::post, repo + "/preupload/{rev}", RouteOptions().Name("hub_preupload").MaxBody(4 * small),
            bind(&HubRoutes::Preupload));
   r.Handle(Verb::post, repo + "/commit/{rev}",
-           RouteOptions().Name("hub_commit").MaxBody(self->options_.max_commit_bytes).Admit(commits),
+           RouteOptions()
+               .Name("hub_commit")
+               .Auth(http::Permission::kWrite)  // before the body is read or a slot is taken
+               .MaxBody(self->options_.max_commit_bytes)
+               .Admit(commits),
            bind(&HubRoutes::Commit));
   r.Handle(Verb::post, repo + "/lfs-files/duplicate", RouteOptions().Name("hub_lfs_duplicate").MaxBody(small),
            bind(&HubRoutes::DuplicateLfs));

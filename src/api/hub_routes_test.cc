@@ -215,6 +215,10 @@ TEST_F(HubApi, MalformedCommitsAndHostilePathsChangeNothing) {
       {Header("s") + FileLine("/etc/passwd", "x"), 400},
       {Header("s") + FileLine("a//b", "x"), 400},
       {Header("s") + FileLine(".git/config", "x"), 400},
+      {Header("s") + FileLine(".GIT/config", "x"), 400},  // git's folder on a case-insensitive file system
+      {Header("s") + FileLine(".git./config", "x"), 400},
+      {Header("s") + FileLine("GIT~1/config", "x"), 400},
+      {Header("s") + FileLine("bad\xff.txt", "x"), 400},  // not UTF-8
       {Header("s") + FileLine("a/./b", "x"), 400},
       {Header("s") + FileLine("a\\b", "x"), 400},
       {Header("s") + FileLine(std::string("a\nb"), "x"), 400},
@@ -249,6 +253,14 @@ TEST_F(HubApi, MalformedCommitsAndHostilePathsChangeNothing) {
                 .result_int(),
             400u);
   EXPECT_EQ(Head("alice/m"), head);
+  // Names that are not UTF-8 are refused, or not found, before they reach the index.
+  EXPECT_EQ(Send(bhttp::verb::post, "/api/models/alice/m/branch/%FF", Token("alice"), "{}").result_int(),
+            400u);
+  r = Send(bhttp::verb::get, "/api/models/%FF/m");
+  EXPECT_EQ(r.result_int(), 404u);
+  EXPECT_EQ(r["X-Error-Code"], "RepoNotFound");
+  EXPECT_EQ(Create("alice", "models").result_int(), 400u);  // a reserved name
+  EXPECT_EQ(Head("alice/m"), head);
   // And a good one, from the head given as its parent (the branch named in full).
   r = Commit("alice/m", Header("s", head) + FileLine("b.txt", "b") + DeleteLine("dir/", true),
              "refs%2Fheads%2Fmain");
@@ -257,6 +269,20 @@ TEST_F(HubApi, MalformedCommitsAndHostilePathsChangeNothing) {
   EXPECT_EQ(answer.at("commitUrl").as_string(),
             base_ + "/alice/m/commit/" + std::string(answer.at("commitOid").as_string()));
   EXPECT_EQ(Head("alice/m"), answer.at("commitOid").as_string());
+  // A folder emptied by a commit can become a file in the same commit.
+  ASSERT_EQ(Commit("alice/m", Header("s") + FileLine("x/y", "y")).result_int(), 200u);
+  ASSERT_EQ(Commit("alice/m", Header("s") + DeleteLine("x/y") + FileLine("x", "now a file")).result_int(),
+            200u);
+  r = Send(bhttp::verb::get, "/alice/m/resolve/main/x");
+  EXPECT_EQ(r.body(), "now a file");
+  // A small file that reads like an LFS pointer is the text it holds, not a broken large file.
+  const std::string pointer =
+      "version https://git-lfs.github.com/spec/v1\noid sha256:" + std::string(64, 'c') + "\nsize 5\n";
+  ASSERT_EQ(Commit("alice/m", Header("s") + FileLine("pointer.txt", pointer)).result_int(), 200u);
+  r = Send(bhttp::verb::get, "/api/models/alice/m/tree/main?recursive=true");
+  ASSERT_EQ(r.result_int(), 200u) << r.body();
+  EXPECT_EQ(Send(bhttp::verb::get, "/alice/m/resolve/main/pointer.txt").body(), pointer);
+  EXPECT_EQ(Send(bhttp::verb::head, "/alice/m/resolve/main/pointer.txt")["X-Xet-Hash"], "");
 }
 
 TEST_F(HubApi, LargeFilesAreLinkedOnlyThroughTheirRepositorysUpload) {
@@ -614,23 +640,38 @@ TEST_F(HubApi, BucketsAddFilesUploadedForThemOnly) {
   EXPECT_EQ(batch(line("addFile", "a", "nothex")).result_int(), 400u);
   EXPECT_EQ(batch(line("deleteFile", "dir/f.bin"), Token("bob")).result_int(), 403u);
   EXPECT_EQ(batch(line("deleteFile", "dir/f.bin"), Token("alice", false)).result_int(), 403u);
+  EXPECT_EQ(batch(line("addFile", "x", hash), "").result_int(), 401u);
+  json::object late{{"type", "addFile"}, {"path", "late"}, {"xetHash", hash}, {"mtime", 300000000000000}};
+  EXPECT_EQ(batch(json::serialize(late) + "\n").result_int(), 400u);  // past the year 9999
+  // Two changes of one path in one batch: the last one holds, on every backend.
+  ASSERT_EQ(batch(line("addFile", "twice", hash) + line("deleteFile", "twice")).result_int(), 200u);
+  ASSERT_EQ(
+      batch(line("addFile", "again", std::string(64, '0')) + line("addFile", "again", hash)).result_int(),
+      200u);
+  ASSERT_EQ(batch(line("deleteFile", "again")).result_int(), 200u);
+  // A file named like a folder plus '0' is listed beside the folder.
+  ASSERT_EQ(
+      batch(line("addFile", "dir0", std::string(64, '0')) + line("addFile", "dir/z", std::string(64, '0')))
+          .result_int(),
+      200u);
 
   // What is there: sizes from the uploads, not from the client.
   r = Send(bhttp::verb::get, "/api/buckets/alice/b");
   ASSERT_EQ(r.result_int(), 200u);
   auto info = json::parse(r.body());
-  EXPECT_EQ(info.at("totalFiles").as_int64(), 2);
+  EXPECT_EQ(info.at("totalFiles").as_int64(), 4);  // dir/f.bin, empty, dir0, dir/z
   EXPECT_EQ(info.at("size").as_int64(), static_cast<int64_t>(data.size()));
   r = Send(bhttp::verb::get, "/api/buckets/alice/b/tree?recursive=false");
   ASSERT_EQ(r.result_int(), 200u);
   auto tree = json::parse(r.body()).as_array();
-  ASSERT_EQ(tree.size(), 2u);
+  ASSERT_EQ(tree.size(), 3u) << r.body();
   EXPECT_EQ(tree[0].at("type").as_string(), "directory");
   EXPECT_EQ(tree[0].at("path").as_string(), "dir");
-  EXPECT_EQ(tree[1].at("path").as_string(), "empty");
+  EXPECT_EQ(tree[1].at("path").as_string(), "dir0");
+  EXPECT_EQ(tree[2].at("path").as_string(), "empty");
   r = Send(bhttp::verb::get, "/api/buckets/alice/b/tree/dir");
   tree = json::parse(r.body()).as_array();
-  ASSERT_EQ(tree.size(), 1u);
+  ASSERT_EQ(tree.size(), 2u);
   EXPECT_EQ(tree[0].at("mtime").as_string(), "2023-11-14T22:13:20.123Z");
   r = Send(bhttp::verb::post, "/api/buckets/alice/b/paths-info", "",
            R"({"paths": ["dir/f.bin", "dir", "", "nope"]})");

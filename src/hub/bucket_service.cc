@@ -1,7 +1,7 @@
 #include "hub/bucket_service.h"
 
 #include <ctime>
-#include <set>
+#include <map>
 
 namespace cairn::hub {
 
@@ -32,29 +32,30 @@ Result<BucketPage> BucketService::List(const Repo& bucket, std::string prefix, b
     }
     prefix += '/';
   }
-  std::optional<std::string> after = cursor;
-  // Non-recursive listings fold each folder into one entry: the scan then skips past the folder ('0' is the
-  // character after '/').
+  // `from` is inclusive. After a file, the next possible path is the file's followed by \x01: paths hold no
+  // control characters (ValidPath), so nothing lies between. Non-recursive listings fold each folder into one
+  // entry and go on from the folder's name followed by '0', the character after '/'.
+  std::optional<std::string> from = cursor;
   while (page.entries.size() < limit) {
     const size_t want = recursive ? limit - page.entries.size() : 1;
     auto files = index_.ListBucket(bucket.record.id, prefix,
-                                   after ? std::optional<std::string_view>(*after) : std::nullopt, want);
+                                   from ? std::optional<std::string_view>(*from) : std::nullopt, want);
     if (!files.ok()) return FromIndex(files.error());
     if (files->empty()) return page;
     for (auto& f : *files) {
       const size_t slash = recursive ? std::string::npos : f.path.find('/', prefix.size());
       if (slash == std::string::npos) {
-        after = f.path;
+        from = f.path + '\x01';
         std::string path = f.path;
         page.entries.push_back({std::move(path), false, std::move(f)});
       } else {
         std::string dir = f.path.substr(0, slash);
-        after = dir + "0";
+        from = dir + "0";
         page.entries.push_back({std::move(dir), true, {}});
       }
     }
   }
-  page.next = after;
+  page.next = from;
   return page;
 }
 
@@ -123,8 +124,16 @@ Result<std::vector<BucketOpFailure>> BucketService::Apply(const Repo& bucket,
     }
     changes.push_back({op.path, std::move(f)});
   }
-  if (!changes.empty()) {
-    if (auto st = index_.ChangeBucket(bucket.record.id, changes); !st.ok()) return FromIndex(st.error());
+  // One change per path, the batch's last (in order, as the batch reads): the backends need not agree on how
+  // two changes of one path in one transaction combine.
+  std::map<std::string, size_t> last;
+  for (size_t i = 0; i < changes.size(); ++i) last[changes[i].path] = i;
+  std::vector<index::BucketChange> once;
+  for (size_t i = 0; i < changes.size(); ++i) {
+    if (last[changes[i].path] == i) once.push_back(std::move(changes[i]));
+  }
+  if (!once.empty()) {
+    if (auto st = index_.ChangeBucket(bucket.record.id, once); !st.ok()) return FromIndex(st.error());
   }
   return failed;
 }

@@ -3,6 +3,7 @@
 #include <openssl/evp.h>
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 
 namespace cairn::hub {
@@ -98,8 +99,57 @@ ObjectId HashObject(ObjectKind kind, std::span<const uint8_t> body) {
   return id;
 }
 
+bool ValidUtf8(std::string_view s) {
+  for (size_t i = 0; i < s.size();) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    size_t n = 0;
+    uint32_t cp = 0;
+    if (c < 0x80) {
+      ++i;
+      continue;
+    }
+    if ((c & 0xe0) == 0xc0) {
+      n = 1;
+      cp = c & 0x1f;
+    } else if ((c & 0xf0) == 0xe0) {
+      n = 2;
+      cp = c & 0x0f;
+    } else if ((c & 0xf8) == 0xf0) {
+      n = 3;
+      cp = c & 0x07;
+    } else {
+      return false;
+    }
+    if (i + n >= s.size()) return false;  // truncated
+    for (size_t k = 1; k <= n; ++k) {
+      const auto cc = static_cast<unsigned char>(s[i + k]);
+      if ((cc & 0xc0) != 0x80) return false;
+      cp = cp << 6 | (cc & 0x3f);
+    }
+    // Overlong forms, surrogates and code points past U+10FFFF are not UTF-8.
+    static constexpr uint32_t kMin[] = {0, 0x80, 0x800, 0x10000};
+    if (cp < kMin[n] || (cp >= 0xd800 && cp <= 0xdfff) || cp > 0x10ffff) return false;
+    i += n + 1;
+  }
+  return true;
+}
+
+namespace {
+
+// Whether `name` is git's own folder under another spelling a file system may take for it: any case, with
+// trailing dots or spaces (Windows drops them), or its 8.3 short name.
+bool NamesGitFolder(std::string_view name) {
+  while (!name.empty() && (name.back() == '.' || name.back() == ' ')) name.remove_suffix(1);
+  std::string lower(name);
+  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return lower == ".git" || lower.starts_with("git~");
+}
+
+}  // namespace
+
 bool ValidSegment(std::string_view name) {
-  if (name.empty() || name.size() > 255 || name == "." || name == ".." || name == ".git") return false;
+  if (name.empty() || name.size() > 255 || name == "." || name == ".." || NamesGitFolder(name)) return false;
+  if (!ValidUtf8(name)) return false;
   return std::none_of(name.begin(), name.end(), [](char ch) {
     const auto c = static_cast<unsigned char>(ch);
     return c < 0x20 || c == 0x7f || c == '/' || c == '\\';

@@ -54,9 +54,11 @@ void SortTree(std::vector<TreeEntry>& entries);
 std::vector<uint8_t> EncodeTree(std::span<const TreeEntry> entries);
 xet::Result<std::vector<TreeEntry>> ParseTree(std::span<const uint8_t> body);
 
-// A path segment git and every file system accept: not empty, not "." or "..", not ".git", no '/', NUL or
-// control characters, at most 255 bytes.
+// A path segment git and every file system accept: valid UTF-8, not empty, not "." or "..", not git's folder
+// under any spelling a file system may take for it (".GIT", ".git.", "GIT~1"), no '/', '\\', NUL or control
+// characters, at most 255 bytes.
 bool ValidSegment(std::string_view name);
+bool ValidUtf8(std::string_view s);
 
 // ---- Commits
 struct Signature {

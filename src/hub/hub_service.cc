@@ -124,6 +124,10 @@ bool ValidName(std::string_view name) {
   };
   if (name.empty() || name.size() > 96 || !alnum(name.front()) || !alnum(name.back())) return false;
   if (name.find("--") != std::string_view::npos || name.find("..") != std::string_view::npos) return false;
+  // Names that would read as something else in a URL or a scope ("datasets/alice" is not a namespace).
+  for (std::string_view reserved : {"models", "datasets", "spaces", "buckets", "api", "me"}) {
+    if (name == reserved) return false;
+  }
   return std::all_of(name.begin(), name.end(),
                      [&](char c) { return alnum(c) || c == '-' || c == '_' || c == '.'; });
 }
@@ -139,7 +143,7 @@ bool ValidPath(std::string_view path) {
 
 std::string NamespaceOf(std::string_view scope) {
   std::vector<std::string_view> parts = Split(scope);
-  if (parts.size() == 3) return std::string(parts[1]);  // "datasets/alice/data"
+  if (parts.size() == 3 && TypeFromPlural(parts[0])) return std::string(parts[1]);  // "datasets/alice/data"
   return parts.empty() ? std::string() : std::string(parts[0]);
 }
 
@@ -509,13 +513,16 @@ Result<PathInfo> HubService::DescribeBlob(const Repo& repo, std::string path, co
   info.oid = oid;
   info.size = obj->data.size();
   if (auto pointer = ParseLfsPointer(obj->data)) {
+    // A large file is a pointer this repository links to a Xet file. A small file that merely reads like a
+    // pointer (one checked into a git repository, say) has no link: it is the text it holds.
     auto link = ReadObject(repo, LinkKey(pointer->sha256));
-    if (!link.ok() || link->kind != kLfsLinkKind || link->data.size() != 32) {
-      return Fail(ErrorKind::kInternal, "", "the Xet file of " + info.path + " is not linked");
+    if (link.ok() && link->kind == kLfsLinkKind && link->data.size() == 32) {
+      info.size = pointer->size;
+      info.xet = xet::Hash::FromBytes(link->data.data());
+      info.lfs = std::move(*pointer);
+    } else if (!link.ok() && link.error().kind != ErrorKind::kNotFound) {
+      return link.error();
     }
-    info.size = pointer->size;
-    info.xet = xet::Hash::FromBytes(link->data.data());
-    info.lfs = std::move(*pointer);
   }
   return info;
 }
@@ -672,8 +679,10 @@ class TreeEditor {
     }
     node->dirty = true;
     auto& leaf = node->children[std::string(segments.back())];
-    if (leaf.mode == EntryMode::kTree)
+    // A folder this commit emptied is gone: a file may take its name.
+    if (leaf.mode == EntryMode::kTree && !(leaf.node && leaf.node->children.empty())) {
       return Fail(ErrorKind::kBadRequest, "", std::string(path) + " is a folder");
+    }
     leaf.mode = mode;
     leaf.id = id;
     leaf.node.reset();
@@ -809,6 +818,14 @@ Result<CommitInfo> HubService::CreateCommit(const Caller& caller, const Repo& re
       }
       auto entry = index_.GetFile(**file);
       if (!entry.ok()) return FromIndex(entry.error());
+      // The repository links a SHA-256 to one Xet file for good: a later upload claiming the same SHA-256 for
+      // other chunks cannot take the name over.
+      if (auto linked = ReadObject(repo, LinkKey(lfs->pointer.sha256));
+          linked.ok() && std::vector<uint8_t>((*file)->bytes.begin(), (*file)->bytes.end()) != linked->data) {
+        return Fail(
+            ErrorKind::kConflict, "",
+            lfs->path + ": sha256 " + lfs->pointer.sha256 + " is linked to another file in this repository");
+      }
       LfsPointer pointer = lfs->pointer;
       if (!lfs->size_given) pointer.size = (*entry)->size;
       if ((*entry)->size != pointer.size) {

@@ -129,10 +129,10 @@ class Index {
   // ---- Buckets (repositories of type kBucket)
   // Applies every change in one transaction; kNotFound for an unknown repo.
   virtual xet::Status ChangeBucket(int64_t repo, const std::vector<BucketChange>& changes) = 0;
-  // The files whose path starts with `prefix` ("" for all), in path order (bytewise), after `after` when
-  // given; at most `limit` (at most kMaxListedFiles).
+  // The files whose path starts with `prefix` ("" for all), in path order (bytewise), from `from` on
+  // (inclusive) when given; at most `limit` (at most kMaxListedFiles).
   virtual xet::Result<std::vector<BucketFile>> ListBucket(int64_t repo, std::string_view prefix,
-                                                          std::optional<std::string_view> after,
+                                                          std::optional<std::string_view> from,
                                                           size_t limit) = 0;
   // File i for paths[i], or nullopt; at most kMaxObjectsPerRead paths.
   virtual xet::Result<std::vector<std::optional<BucketFile>>> GetBucketFiles(

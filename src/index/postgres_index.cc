@@ -324,7 +324,7 @@ put AS (
 SELECT count(*)::int8 FROM r)sql"};
 constexpr pg::Statement kListBucket{"list_bucket", R"sql(
 SELECT path, file, size, mtime, content_type, uploaded_at FROM bucket_files
-WHERE repo = $1::int8 AND path >= $2::text AND ($3::text IS NULL OR path < $3::text) AND path > $4::text
+WHERE repo = $1::int8 AND path >= $2::text AND ($3::text IS NULL OR path < $3::text) AND path >= $4::text
 ORDER BY path LIMIT $5::int8)sql"};
 constexpr pg::Statement kGetBucketFiles{"get_bucket_files", R"sql(
 SELECT u.i, b.path, b.file, b.size, b.mtime, b.content_type, b.uploaded_at
@@ -1108,7 +1108,7 @@ xet::Status PostgresIndex::ChangeBucket(int64_t repo, const std::vector<BucketCh
 }
 
 xet::Result<std::vector<BucketFile>> PostgresIndex::ListBucket(int64_t repo, std::string_view prefix,
-                                                               std::optional<std::string_view> after,
+                                                               std::optional<std::string_view> from,
                                                                size_t limit) {
   if (limit > kMaxListedFiles) return xet::Malformed("too many files in one listing");
   pg::Params p;
@@ -1118,7 +1118,7 @@ xet::Result<std::vector<BucketFile>> PostgresIndex::ListBucket(int64_t repo, std
   } else {
     p.Null();
   }
-  p.Text(after.value_or("")).Int8(static_cast<int64_t>(limit));
+  p.Text(from.value_or("")).Int8(static_cast<int64_t>(limit));
   auto rows = Query(kListBucket, p);
   if (!rows.ok()) return rows.error();
   std::vector<BucketFile> out;

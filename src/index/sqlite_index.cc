@@ -220,7 +220,7 @@ constexpr const char kDeleteBucketFile[] = "DELETE FROM bucket_files WHERE repo 
 constexpr const char kListBucket[] =
     "SELECT path, file, size, mtime, content_type, uploaded_at FROM bucket_files WHERE repo = ?1 AND path >= "
     "?2 "
-    "AND (?3 IS NULL OR path < ?3) AND path > ?4 ORDER BY path LIMIT ?5";
+    "AND (?3 IS NULL OR path < ?3) AND path >= ?4 ORDER BY path LIMIT ?5";
 constexpr const char kGetBucketFile[] =
     "SELECT path, file, size, mtime, content_type, uploaded_at FROM bucket_files WHERE repo = ?1 AND path = "
     "?2";
@@ -1181,7 +1181,7 @@ xet::Status SqliteIndex::ChangeBucket(int64_t repo, const std::vector<BucketChan
 }
 
 xet::Result<std::vector<BucketFile>> SqliteIndex::ListBucket(int64_t repo, std::string_view prefix,
-                                                             std::optional<std::string_view> after,
+                                                             std::optional<std::string_view> from,
                                                              size_t limit) {
   if (limit > kMaxListedFiles) return xet::Malformed("too many files in one listing");
   auto r = AcquireReader();
@@ -1195,7 +1195,7 @@ xet::Result<std::vector<BucketFile>> SqliteIndex::ListBucket(int64_t repo, std::
   } else {
     s->BindNull(3);
   }
-  s->Bind(4, after.value_or("")).Bind(5, static_cast<int64_t>(limit));
+  s->Bind(4, from.value_or("")).Bind(5, static_cast<int64_t>(limit));
   std::vector<BucketFile> out;
   for (;;) {
     const int rc = s->Step();

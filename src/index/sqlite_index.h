@@ -87,7 +87,7 @@ class SqliteIndex final : public Index {
   xet::Status UpdateRef(int64_t repo, const RefUpdate& update) override;
   xet::Status ChangeBucket(int64_t repo, const std::vector<BucketChange>& changes) override;
   xet::Result<std::vector<BucketFile>> ListBucket(int64_t repo, std::string_view prefix,
-                                                  std::optional<std::string_view> after,
+                                                  std::optional<std::string_view> from,
                                                   size_t limit) override;
   xet::Result<std::vector<std::optional<BucketFile>>> GetBucketFiles(
       int64_t repo, const std::vector<std::string>& paths) override;
