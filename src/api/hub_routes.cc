@@ -265,6 +265,11 @@ bool QueryTrue(const http::Request& req, std::string_view key) {
   return v && (*v == "1" || *v == "true" || *v == "True");
 }
 
+// The answer to a change that returns nothing: {} or the error.
+Response Done(const hub::Status& st) {
+  return st ? JsonAnswer(json::object{}) : HubError(st.error());
+}
+
 // The answer to a create: `out` (the url), or when the name is taken a 409 that carries the url as well:
 // huggingface_hub reads it with exist_ok.
 Response CreatedAnswer(const hub::Result<hub::Repo>& made, json::object out) {
@@ -423,8 +428,7 @@ void HubRoutes::DeleteRepo(const std::shared_ptr<Exchange>& ex) {
   if (!rr) return;
   ex->Offload([this, ex, caller = rr->caller, id = rr->id] {
     auto st = hub_.DeleteRepo(caller, id);
-    if (!st) return ex->Respond(HubError(st.error()));
-    ex->Respond(JsonAnswer(json::object{}));
+    ex->Respond(Done(st));
   });
 }
 
@@ -522,8 +526,7 @@ void HubRoutes::Settings(const std::shared_ptr<Exchange>& ex) {
   if (!rr) return;
   ex->Offload([this, ex, rr = std::move(*rr), is_private] {
     auto st = hub_.UpdateSettings(rr.caller, rr.id, is_private);
-    if (!st) return ex->Respond(HubError(st.error()));
-    ex->Respond(JsonAnswer(json::object{}));
+    ex->Respond(Done(st));
   });
 }
 
@@ -718,8 +721,7 @@ void HubRoutes::Branch(const std::shared_ptr<Exchange>& ex, bool create) {
   WithRepo(ex, true, [this, ex, branch, start, create](const RepoRequest&, const hub::Repo& repo) {
     auto st = create ? hub_.CreateRef(repo, index::RefKind::kBranch, branch, start, false)
                      : hub_.DeleteRef(repo, index::RefKind::kBranch, branch);
-    if (!st) return ex->Respond(HubError(st.error()));
-    ex->Respond(JsonAnswer(json::object{}));
+    ex->Respond(Done(st));
   });
 }
 
@@ -737,8 +739,7 @@ void HubRoutes::Tag(const std::shared_ptr<Exchange>& ex, bool create) {
   WithRepo(ex, true, [this, ex, tag, at, create](const RepoRequest&, const hub::Repo& repo) {
     auto st = create ? hub_.CreateRef(repo, index::RefKind::kTag, tag, at, false)
                      : hub_.DeleteRef(repo, index::RefKind::kTag, tag);
-    if (!st) return ex->Respond(HubError(st.error()));
-    ex->Respond(JsonAnswer(json::object{}));
+    ex->Respond(Done(st));
   });
 }
 
@@ -1042,8 +1043,7 @@ void HubRoutes::BucketDelete(const std::shared_ptr<Exchange>& ex) {
   if (!rr) return;
   ex->Offload([this, ex, rr = std::move(*rr)] {
     auto st = hub_.DeleteRepo(rr.caller, rr.id);
-    if (!st) return ex->Respond(HubError(st.error()));
-    ex->Respond(JsonAnswer(json::object{}));
+    ex->Respond(Done(st));
   });
 }
 
@@ -1058,8 +1058,7 @@ void HubRoutes::BucketSettings(const std::shared_ptr<Exchange>& ex) {
   if (!rr) return;
   ex->Offload([this, ex, rr = std::move(*rr), is_private] {
     auto st = hub_.UpdateSettings(rr.caller, rr.id, is_private);
-    if (!st) return ex->Respond(HubError(st.error()));
-    ex->Respond(JsonAnswer(json::object{}));
+    ex->Respond(Done(st));
   });
 }
 

@@ -323,25 +323,35 @@ Result<std::vector<Repo>> HubService::ListRepos(const Caller& caller, RepoType t
 
 // ---- Objects
 
-Result<index::RepoObject> HubService::ReadObject(const Repo& repo, std::vector<uint8_t> key) {
-  std::string cache_key = std::to_string(repo.record.id) + ":";
-  cache_key.append(key.begin(), key.end());
-  if (auto hit = objects_.Get(cache_key)) return *hit;
+namespace {
+
+// Objects are cached by "<repository id>:<key bytes>": keys are content hashes, so an entry never goes stale.
+std::string ObjectCacheKey(const Repo& repo, const std::vector<uint8_t>& key) {
+  std::string out = std::to_string(repo.record.id) + ":";
+  out.append(key.begin(), key.end());
+  return out;
+}
+
+}  // namespace
+
+std::shared_ptr<const index::RepoObject> HubService::Remember(const Repo& repo, index::RepoObject obj) {
+  auto shared = std::make_shared<const index::RepoObject>(std::move(obj));
+  objects_.Put(ObjectCacheKey(repo, shared->key), shared, shared->data.size() + shared->key.size() + 64);
+  return shared;
+}
+
+Result<index::RepoObject> HubService::ReadObject(const Repo& repo, const std::vector<uint8_t>& key) {
+  if (auto hit = objects_.Get(ObjectCacheKey(repo, key))) return *hit;
   auto got = index_.GetRepoObjects(repo.record.id, {key});
   if (!got.ok()) return FromIndex(got.error());
   if (!(*got)[0]) return Fail(ErrorKind::kNotFound, "", "object missing");
-  auto obj = std::make_shared<const index::RepoObject>(std::move(*(*got)[0]));
-  objects_.Put(cache_key, obj, obj->data.size() + obj->key.size() + 64);
-  return *obj;
+  return *Remember(repo, std::move(*(*got)[0]));
 }
 
 Status HubService::Prefetch(const Repo& repo, const std::vector<std::vector<uint8_t>>& keys) {
-  const std::string prefix = std::to_string(repo.record.id) + ":";
   std::vector<std::vector<uint8_t>> missing;
   for (const auto& key : keys) {
-    std::string cache_key = prefix;
-    cache_key.append(key.begin(), key.end());
-    if (!objects_.Get(cache_key)) missing.push_back(key);
+    if (!objects_.Get(ObjectCacheKey(repo, key))) missing.push_back(key);
   }
   for (size_t i = 0; i < missing.size(); i += index::Index::kMaxObjectsPerRead) {
     const size_t n = std::min(missing.size() - i, index::Index::kMaxObjectsPerRead);
@@ -350,11 +360,7 @@ Status HubService::Prefetch(const Repo& repo, const std::vector<std::vector<uint
     auto got = index_.GetRepoObjects(repo.record.id, batch);
     if (!got.ok()) return FromIndex(got.error());
     for (auto& obj : *got) {
-      if (!obj) continue;
-      std::string cache_key = prefix;
-      cache_key.append(obj->key.begin(), obj->key.end());
-      auto shared = std::make_shared<const index::RepoObject>(std::move(*obj));
-      objects_.Put(cache_key, shared, shared->data.size() + shared->key.size() + 64);
+      if (obj) Remember(repo, std::move(*obj));
     }
   }
   return Ok{};
@@ -504,8 +510,7 @@ Result<std::vector<CommitInfo>> HubService::ListCommits(const Repo& repo, const 
 
 // ---- Files
 
-Result<PathInfo> HubService::DescribeBlob(const Repo& repo, std::string path, const ObjectId& oid,
-                                          EntryMode /*mode*/) {
+Result<PathInfo> HubService::DescribeBlob(const Repo& repo, std::string path, const ObjectId& oid) {
   auto obj = ReadObject(repo, KeyOf(oid));
   if (!obj.ok()) return Fail(ErrorKind::kInternal, "", "blob " + oid.hex() + " is missing");
   PathInfo info;
@@ -535,7 +540,7 @@ Result<PathInfo> HubService::Describe(const Repo& repo, std::string path, const 
     info.oid = entry.id;
     return info;
   }
-  return DescribeBlob(repo, std::move(path), entry.id, entry.mode);
+  return DescribeBlob(repo, std::move(path), entry.id);
 }
 
 Result<PathInfo> HubService::Stat(const Repo& repo, const ObjectId& commit, std::string_view path) {

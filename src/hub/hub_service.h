@@ -213,11 +213,13 @@ class HubService {
  private:
   int64_t Now() const;
   Result<std::shared_ptr<const std::vector<TreeEntry>>> ReadTree(const Repo& repo, const ObjectId& oid);
-  Result<index::RepoObject> ReadObject(const Repo& repo, std::vector<uint8_t> key);
+  Result<index::RepoObject> ReadObject(const Repo& repo, const std::vector<uint8_t>& key);
+  // Puts an object read from the index into the cache.
+  std::shared_ptr<const index::RepoObject> Remember(const Repo& repo, index::RepoObject obj);
   // Reads the objects of `keys` not cached yet into the cache, in batches.
   Status Prefetch(const Repo& repo, const std::vector<std::vector<uint8_t>>& keys);
   Result<PathInfo> Describe(const Repo& repo, std::string path, const TreeEntry& entry);
-  Result<PathInfo> DescribeBlob(const Repo& repo, std::string path, const ObjectId& oid, EntryMode mode);
+  Result<PathInfo> DescribeBlob(const Repo& repo, std::string path, const ObjectId& oid);
 
   index::Index& index_;
   files::FileService& files_;
