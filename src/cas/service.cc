@@ -11,6 +11,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "cas/grant.h"
 #include "xet/hashing.h"
 #include "xet/shard.h"
 #include "xet/verify.h"
@@ -416,6 +417,7 @@ xet::Result<ShardOutcome> CasService::PutShard(std::span<const uint8_t> body, co
   commit.shard = xet::ChunkHashOf(body);
   commit.shard_size = body.size();
   if (auto stored = store_.Put(store::BlobKind::kShard, commit.shard, body); !stored) return stored.error();
+  if (auto granted = RecordGrant(store_, {commit.shard, scope}); !granted) return granted.error();
   report({ShardProgress::Stage::kCommitting, verified, total});
   auto outcome = index_.CommitShard(commit);
   if (!outcome) return outcome.error();

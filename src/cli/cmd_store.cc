@@ -6,25 +6,10 @@
 #include "cli/backend.h"
 #include "cli/commands.h"
 #include "config/config.h"
+#include "repair/fsck.h"
 #include "store/store_copy.h"
-#include "xet/hashing.h"
-#include "xet/xorb.h"
 
 namespace cairn::cli {
-namespace {
-
-// A stored blob is what its name says: a xorb validates against its hash (every chunk decoded and hashed)
-// with the footer cairn writes; a shard's bytes hash to its name.
-bool VerifyBlob(store::BlobKind kind, const xet::Hash& hash, std::span<const uint8_t> bytes) {
-  if (kind == store::BlobKind::kShard) return xet::ChunkHashOf(bytes) == hash;
-  xet::ValidateOptions vo;
-  vo.expected_hash = &hash;
-  auto v = xet::ValidateXorb(bytes, vo);
-  return v.ok() && v->footer == xet::FooterVersion::kV1;
-}
-
-}  // namespace
-
 int RunStoreCopy(const StoreCopyOptions& opts) {
   // Each side's settings come from its own file when one is given (two S3 endpoints, each with its own
   // credentials), else from --config; the environment applies to both.
@@ -49,7 +34,7 @@ int RunStoreCopy(const StoreCopyOptions& opts) {
   store::BlobStore& target = **to;
   std::cerr << "copying " << source.Describe() << " -> " << target.Describe() << "\n";
   store::StoreCopyOptions co;
-  co.verify = VerifyBlob;
+  co.verify = repair::VerifyStoredBlob;
   co.threads = opts.threads;
   co.progress = [](store::BlobKind kind, uint64_t done, uint64_t total) {
     if (done % 64 == 0 || done == total)

@@ -135,4 +135,21 @@ struct StoreCopyOptions {
 };
 int RunStoreCopy(const StoreCopyOptions& opts);
 
+// `cairn fsck`: check the configured index against the configured store; `cairn index rebuild`: recreate a
+// lost index (the configured one, which must be empty) from the store alone. Exit status 0: no damage
+// (unindexed leftovers are reported, not damage), 1: damage remains, 2: the check could not run.
+struct FsckCommandOptions {
+  std::string config_file;
+  std::string data_dir;
+  std::string index;
+  std::string store;
+  bool deep = false;
+  bool repair = false;
+  std::string default_scope;
+  size_t threads = 4;
+  bool json = false;
+};
+int RunFsck(const FsckCommandOptions& opts);
+int RunIndexRebuild(const FsckCommandOptions& opts);
+
 }  // namespace cairn::cli

@@ -157,6 +157,30 @@ void AddLink(CLI::App& app) {
   OnSelected(cmd, opts, RunLink);
 }
 
+// The settings every command on the index and the store takes.
+void AddBackendOptions(CLI::App* cmd, FsckCommandOptions& opts) {
+  cmd->add_option("--config", opts.config_file, "TOML configuration file (also CAIRN_CONFIG)");
+  cmd->add_option("--data", opts.data_dir, "Data directory (default ./cairn-data)");
+  cmd->add_option("--index", opts.index, "sqlite:PATH or postgres://USER@HOST/DB");
+  cmd->add_option("--store", opts.store, "file:PATH or s3://BUCKET[/PREFIX]");
+  cmd->add_option("--threads", opts.threads, "Objects checked at once (default 4)");
+  cmd->add_option(
+      "--default-scope", opts.default_scope,
+      "Register shards that have no recorded scope (stored before cairn kept grants) under this one");
+  cmd->add_flag("--json", opts.json, "Print the report as JSON");
+}
+
+void AddFsck(CLI::App& app) {
+  auto opts = std::make_shared<FsckCommandOptions>();
+  auto* cmd = app.add_subcommand("fsck", "Check the index against the store; exit 1 on damage");
+  AddBackendOptions(cmd, *opts);
+  cmd->add_flag("--deep", opts->deep,
+                "Also re-hash every stored xorb, shard and grant and check every file's terms");
+  cmd->add_flag("--repair", opts->repair,
+                "Index stored objects the index lacks, from their own verified bytes (nothing is deleted)");
+  OnSelected(cmd, opts, RunFsck);
+}
+
 void AddIndex(CLI::App& app) {
   auto opts = std::make_shared<IndexOptions>();
   auto* index = app.add_subcommand("index", "Manage the metadata index")->require_subcommand(1);
@@ -175,6 +199,11 @@ void AddIndex(CLI::App& app) {
                    "Destination index (empty, or an interrupted copy of the same source)")
       ->required();
   OnSelected(copy, copy_opts, RunIndexCopy);
+  auto rebuild_opts = std::make_shared<FsckCommandOptions>();
+  auto* rebuild = index->add_subcommand(
+      "rebuild", "Recreate a lost index from the stored xorbs, shards and grants (into an empty --index)");
+  AddBackendOptions(rebuild, *rebuild_opts);
+  OnSelected(rebuild, rebuild_opts, RunIndexRebuild);
 }
 
 void AddStore(CLI::App& app) {
@@ -211,6 +240,7 @@ int main(int argc, char** argv) {
   cairn::cli::AddLink(app);
   cairn::cli::AddClientCommands(app);
   cairn::cli::AddIndex(app);
+  cairn::cli::AddFsck(app);
   cairn::cli::AddStore(app);
   CLI11_PARSE(app, argc, argv);
   return 0;

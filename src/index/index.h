@@ -93,6 +93,13 @@ class Index {
 
   virtual xet::Result<IndexStats> Stats() = 0;
 
+  // ---- Whole-index scans (fsck, rebuild): the hashes of one kind of record in hash order, after `after`
+  // (nullopt: from the first), at most `limit` of them (at most kMaxScanned; kMalformed past that). Records
+  // written during a scan may or may not be reported.
+  enum class Scanned { kXorbs, kFiles, kShards };
+  static constexpr size_t kMaxScanned = 10000;
+  virtual xet::Result<std::vector<Hash>> Scan(Scanned what, std::optional<Hash> after, size_t limit) = 0;
+
   // ---- Secrets
   // The secret named `name`, shared by every process on this index; when there is none yet, `candidate` is
   // stored and returned (atomically: of several processes starting at once, one value wins for all).

@@ -541,6 +541,48 @@ TEST_P(IndexTest, ListsAScopesFilesInPages) {
 }
 
 // The xorbs a shard brought together, in order: listed ones, then those only its files use.
+TEST_P(IndexTest, ScansEveryRecordOfAKindInHashOrder) {
+  Open();
+  std::vector<Hash> xorbs, files, shards;
+  for (int i = 0; i < 7; ++i) xorbs.push_back(AddXorb(4).first);
+  auto [xorb, layout] = AddXorb(4);
+  xorbs.push_back(xorb);
+  for (int s = 0; s < 3; ++s) {
+    std::vector<FileCommit> batch;
+    for (int f = 0; f < 4; ++f) {
+      batch.push_back(MakeFile(RandomHash(rng_), xorb, layout, {{0, 2}}));
+      files.push_back(batch.back().hash);
+    }
+    shards.push_back(RandomHash(rng_));
+    ASSERT_TRUE(index_
+                    ->CommitShard({.shard = shards.back(),
+                                   .shard_size = 1,
+                                   .files = batch,
+                                   .dedup = {},
+                                   .scope = "s",
+                                   .xorbs = {}})
+                    .ok());
+  }
+  const auto scan_all = [&](Index::Scanned what) {
+    std::vector<Hash> out;
+    std::optional<Hash> after;
+    for (;;) {
+      auto page = index_->Scan(what, after, 3);
+      EXPECT_TRUE(page.ok()) << page.error().message;
+      if (!page.ok() || page->empty()) return out;
+      EXPECT_LE(page->size(), 3u);
+      out.insert(out.end(), page->begin(), page->end());
+      after = page->back();
+    }
+  };
+  for (auto* v : {&xorbs, &files, &shards}) std::sort(v->begin(), v->end());
+  EXPECT_EQ(scan_all(Index::Scanned::kXorbs), xorbs);
+  EXPECT_EQ(scan_all(Index::Scanned::kFiles), files);
+  EXPECT_EQ(scan_all(Index::Scanned::kShards), shards);
+  EXPECT_EQ(index_->Scan(Index::Scanned::kFiles, std::nullopt, Index::kMaxScanned + 1).error().code,
+            ErrorCode::kMalformed);
+}
+
 TEST_P(IndexTest, ShardXorbsRoundtrip) {
   Open();
   auto [a, la] = AddXorb(3);

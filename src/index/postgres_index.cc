@@ -182,6 +182,12 @@ constexpr pg::Statement kListFiles{
     "list_files",
     "SELECT f.hash, f.size, f.sha256, f.created_at FROM file_scopes s JOIN files f ON f.hash = s.file "
     "WHERE s.scope = $1 AND s.file > $2::bytea ORDER BY s.file LIMIT $3"};
+constexpr pg::Statement kScanXorbs{
+    "scan_xorbs", "SELECT hash FROM xorbs WHERE hash > $1::bytea ORDER BY hash LIMIT $2::int8"};
+constexpr pg::Statement kScanFiles{
+    "scan_files", "SELECT hash FROM files WHERE hash > $1::bytea ORDER BY hash LIMIT $2::int8"};
+constexpr pg::Statement kScanShards{
+    "scan_shards", "SELECT hash FROM shards WHERE hash > $1::bytea ORDER BY hash LIMIT $2::int8"};
 constexpr pg::Statement kScopeStats{"scope_stats", "SELECT files, bytes FROM scope_totals WHERE scope = $1"};
 constexpr pg::Statement kFileBySha{"file_by_sha", "SELECT hash FROM files WHERE sha256 = $1::bytea LIMIT 1"};
 constexpr pg::Statement kFileByShaScoped{"file_by_sha_scoped",
@@ -762,6 +768,30 @@ xet::Result<std::vector<ListedFile>> PostgresIndex::ListFiles(std::string_view s
     if (!hash) return xet::IoError("a files row has a hash that is not 32 bytes");
     out.push_back({*hash, static_cast<uint64_t>(rows->Int8(i, 1)),
                    rows->IsNull(i, 2) ? std::nullopt : rows->Hash(i, 2), rows->Int8(i, 3)});
+  }
+  return out;
+}
+
+xet::Result<std::vector<Hash>> PostgresIndex::Scan(Scanned what, std::optional<Hash> after, size_t limit) {
+  if (limit > kMaxScanned) return xet::Malformed("at most " + std::to_string(kMaxScanned) + " hashes a page");
+  pg::Params p;
+  if (after) {
+    p.Bytea(*after);
+  } else {
+    p.Bytea(std::span<const uint8_t>());  // every hash sorts after the empty bytea
+  }
+  p.Int8(static_cast<int64_t>(limit));
+  auto rows = Query(what == Scanned::kXorbs   ? kScanXorbs
+                    : what == Scanned::kFiles ? kScanFiles
+                                              : kScanShards,
+                    p);
+  if (!rows.ok()) return rows.error();
+  std::vector<Hash> out;
+  out.reserve(static_cast<size_t>(rows->size()));
+  for (int i = 0; i < rows->size(); ++i) {
+    auto hash = rows->Hash(i, 0);
+    if (!hash) return xet::IoError("an index row has a hash that is not 32 bytes");
+    out.push_back(*hash);
   }
   return out;
 }

@@ -162,6 +162,9 @@ constexpr const char kGetVisibleFile[] =
 constexpr const char kListFiles[] =
     "SELECT f.hash, f.size, f.sha256, f.created_at FROM file_scopes s JOIN files f ON f.hash = s.file "
     "WHERE s.scope = ?1 AND s.file > ?2 ORDER BY s.file LIMIT ?3";
+constexpr const char kScanXorbs[] = "SELECT hash FROM xorbs WHERE hash > ?1 ORDER BY hash LIMIT ?2";
+constexpr const char kScanFiles[] = "SELECT hash FROM files WHERE hash > ?1 ORDER BY hash LIMIT ?2";
+constexpr const char kScanShards[] = "SELECT hash FROM shards WHERE hash > ?1 ORDER BY hash LIMIT ?2";
 constexpr const char kScopeStats[] = "SELECT files, bytes FROM scope_totals WHERE scope = ?1";
 constexpr const char kBumpScope[] =
     "INSERT INTO scope_totals(scope, files, bytes) VALUES (?1, ?2, ?3) "
@@ -811,6 +814,31 @@ xet::Result<std::vector<ListedFile>> SqliteIndex::ListFiles(std::string_view sco
     if (!hash) return xet::IoError("a files row has a hash that is not 32 bytes");
     out.push_back(
         {*hash, static_cast<uint64_t>(s->Int(1)), s->IsNull(2) ? std::nullopt : s->HashCol(2), s->Int(3)});
+  }
+}
+
+xet::Result<std::vector<Hash>> SqliteIndex::Scan(Scanned what, std::optional<Hash> after, size_t limit) {
+  if (limit > kMaxScanned) return xet::Malformed("at most " + std::to_string(kMaxScanned) + " hashes a page");
+  auto r = AcquireReader();
+  if (!r.ok()) return r.error();
+  auto s = (*r)->Prepare(what == Scanned::kXorbs   ? kScanXorbs
+                         : what == Scanned::kFiles ? kScanFiles
+                                                   : kScanShards);
+  if (!s.ok()) return s.error();
+  if (after) {
+    s->Bind(1, *after);
+  } else {
+    s->Bind(1, std::span<const uint8_t>());  // every hash sorts after the empty blob
+  }
+  s->Bind(2, static_cast<int64_t>(limit));
+  std::vector<Hash> out;
+  for (;;) {
+    const int rc = s->Step();
+    if (rc == SQLITE_DONE) return out;
+    if (rc != SQLITE_ROW) return (*r)->Err("scan the index", rc);
+    auto hash = s->HashCol(0);
+    if (!hash) return xet::IoError("an index row has a hash that is not 32 bytes");
+    out.push_back(*hash);
   }
 }
 

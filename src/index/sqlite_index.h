@@ -65,6 +65,7 @@ class SqliteIndex final : public Index {
   xet::Result<std::vector<ListedFile>> ListFiles(std::string_view scope, std::optional<FileHash> after,
                                                  size_t limit) override;
   xet::Result<ScopeTotals> ScopeStats(std::string_view scope) override;
+  xet::Result<std::vector<Hash>> Scan(Scanned what, std::optional<Hash> after, size_t limit) override;
   xet::Status ShareFile(const FileHash& hash, std::string_view scope) override;
   xet::Result<CommitOutcome> CommitShard(const ShardCommit& commit) override;
   xet::Result<std::optional<ShardInfo>> GetShard(const Hash& shard) override;

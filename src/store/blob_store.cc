@@ -3,7 +3,27 @@
 namespace cairn::store {
 
 std::string_view BlobKindName(BlobKind kind) {
-  return kind == BlobKind::kXorb ? "xorb" : "shard";
+  switch (kind) {
+    case BlobKind::kXorb:
+      return "xorb";
+    case BlobKind::kShard:
+      return "shard";
+    case BlobKind::kGrant:
+      return "grant";
+  }
+  return "blob";
+}
+
+std::string_view BlobKindFolder(BlobKind kind) {
+  switch (kind) {
+    case BlobKind::kXorb:
+      return "xorbs";
+    case BlobKind::kShard:
+      return "shards";
+    case BlobKind::kGrant:
+      return "grants";
+  }
+  return "blobs";
 }
 
 xet::Result<PutOutcome> BlobStore::Put(BlobKind kind, const xet::Hash& hash,

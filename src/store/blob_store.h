@@ -29,8 +29,12 @@
 
 namespace cairn::store {
 
-enum class BlobKind : uint8_t { kXorb, kShard };
-std::string_view BlobKindName(BlobKind kind);  // "xorb", "shard"
+// Xorbs and shards as clients uploaded them; grants record which scope registered a shard (cas/grant.h), so
+// that an index can be rebuilt from the store alone.
+enum class BlobKind : uint8_t { kXorb, kShard, kGrant };
+inline constexpr BlobKind kBlobKinds[] = {BlobKind::kXorb, BlobKind::kShard, BlobKind::kGrant};
+std::string_view BlobKindName(BlobKind kind);    // "xorb", "shard", "grant"
+std::string_view BlobKindFolder(BlobKind kind);  // where a store keeps each kind: "xorbs", "shards", "grants"
 
 // Decides whether an already-stored blob of the expected size is intact. `existing` is valid only during the
 // call. Used e.g. to re-validate a stored xorb instead of comparing it byte for byte with the upload.

@@ -322,7 +322,7 @@ xet::Result<std::unique_ptr<LocalDiskStore>> LocalDiskStore::Open(const fs::path
     if (auto st = FsyncPath(root.parent_path()); !st.ok()) return st.error();
   }
   bool any = false;
-  for (BlobKind kind : {BlobKind::kXorb, BlobKind::kShard}) {
+  for (BlobKind kind : kBlobKinds) {
     auto made = MakeDir(store->KindDir(kind));
     if (!made.ok()) return made.error();
     any = any || *made;
@@ -332,7 +332,7 @@ xet::Result<std::unique_ptr<LocalDiskStore>> LocalDiskStore::Open(const fs::path
   }
 
   // Leftovers of puts interrupted by a crash. Unnamed O_TMPFILE files vanish by themselves.
-  for (BlobKind kind : {BlobKind::kXorb, BlobKind::kShard}) {
+  for (BlobKind kind : kBlobKinds) {
     auto st = WalkBlobDirs(store->KindDir(kind), [](const fs::path& dir, const std::string& name) {
       if (name.starts_with(kTmpPrefix)) ::unlink((dir / name).c_str());  // best effort: it is garbage
     });
@@ -347,7 +347,7 @@ xet::Result<std::unique_ptr<LocalDiskStore>> LocalDiskStore::Open(const fs::path
 }
 
 fs::path LocalDiskStore::KindDir(BlobKind kind) const {
-  return root_ / (kind == BlobKind::kXorb ? "xorbs" : "shards");
+  return root_ / BlobKindFolder(kind);
 }
 
 fs::path LocalDiskStore::PathOf(BlobKind kind, const xet::Hash& hash) const {

@@ -37,7 +37,7 @@ xet::Error S3Store::Refused(std::string_view what, const S3Response& res) const 
 }
 
 std::string S3Store::KeyOf(BlobKind kind, const xet::Hash& hash) const {
-  return options_.prefix + (kind == BlobKind::kXorb ? "xorbs/" : "shards/") + hash.hex();
+  return options_.prefix + std::string(BlobKindFolder(kind)) + "/" + hash.hex();
 }
 
 std::string S3Store::Describe() const {
@@ -460,7 +460,7 @@ std::unique_ptr<BlobReader> S3Store::OpenRange(BlobKind kind, const xet::Hash& h
 }
 
 xet::Status S3Store::List(BlobKind kind, const std::function<void(const xet::Hash&)>& fn) {
-  const std::string prefix = options_.prefix + (kind == BlobKind::kXorb ? "xorbs/" : "shards/");
+  const std::string prefix = options_.prefix + std::string(BlobKindFolder(kind)) + "/";
   std::string token;
   for (;;) {
     std::vector<std::pair<std::string, std::string>> params = {{"list-type", "2"}, {"prefix", prefix}};

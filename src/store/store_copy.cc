@@ -52,7 +52,7 @@ bool StoreCopyReport::ok() const {
 
 xet::Result<StoreCopyReport> CopyStore(BlobStore& from, BlobStore& to, const StoreCopyOptions& options) {
   StoreCopyReport report;
-  for (const BlobKind kind : {BlobKind::kXorb, BlobKind::kShard}) {
+  for (const BlobKind kind : kBlobKinds) {
     std::vector<xet::Hash> hashes;
     if (auto st = from.List(kind, [&](const xet::Hash& h) { hashes.push_back(h); }); !st)
       return xet::Error{st.error().code, "listing " + from.Describe() + ": " + st.error().message};

@@ -663,10 +663,13 @@ bool Verify(BlobKind, const Hash& h, std::span<const uint8_t> bytes) {
 
 class StoreCopyTest : public ::testing::Test {
  protected:
+  // Nine xorbs, two shards, a grant.
+  static BlobKind KindOf(uint8_t i) {
+    return i < 9 ? BlobKind::kXorb : i < 11 ? BlobKind::kShard : BlobKind::kGrant;
+  }
   StoreCopyTest() {
     for (uint8_t i = 0; i < 12; ++i) {
-      EXPECT_TRUE(
-          from_.Put(i < 9 ? BlobKind::kXorb : BlobKind::kShard, HashOf(i), ContentOf(HashOf(i))).ok());
+      EXPECT_TRUE(from_.Put(KindOf(i), HashOf(i), ContentOf(HashOf(i))).ok());
     }
   }
   StoreCopyReport Copy(BlobStore& to) {
@@ -683,12 +686,13 @@ TEST_F(StoreCopyTest, CopiesEveryBlobThenResumesWithNothingToDo) {
   ASSERT_TRUE(to.ok());
   auto first = Copy(**to);
   ASSERT_TRUE(first.ok());
-  ASSERT_EQ(first.kinds.size(), 2u);
+  ASSERT_EQ(first.kinds.size(), 3u);
   EXPECT_EQ(first.kinds[0].listed, 9u);
   EXPECT_EQ(first.kinds[0].copied, 9u);
-  EXPECT_EQ(first.kinds[1].copied, 3u);
+  EXPECT_EQ(first.kinds[1].copied, 2u);
+  EXPECT_EQ(first.kinds[2].copied, 1u);
   for (uint8_t i = 0; i < 12; ++i) {
-    const BlobKind kind = i < 9 ? BlobKind::kXorb : BlobKind::kShard;
+    const BlobKind kind = KindOf(i);
     std::vector<uint8_t> out(ContentOf(HashOf(i)).size());
     ASSERT_TRUE((*to)->ReadRange(kind, HashOf(i), 0, out).ok());
     EXPECT_TRUE(Verify(kind, HashOf(i), out));
@@ -697,7 +701,8 @@ TEST_F(StoreCopyTest, CopiesEveryBlobThenResumesWithNothingToDo) {
   EXPECT_TRUE(again.ok());
   EXPECT_EQ(again.kinds[0].copied, 0u);
   EXPECT_EQ(again.kinds[0].present, 9u);
-  EXPECT_EQ(again.kinds[1].present, 3u);
+  EXPECT_EQ(again.kinds[1].present, 2u);
+  EXPECT_EQ(again.kinds[2].present, 1u);
 }
 
 TEST_F(StoreCopyTest, InterruptedCopyResumesAndACorruptDestinationIsReplaced) {
@@ -732,7 +737,7 @@ TEST_F(StoreCopyTest, MovesToS3AndBack) {
   auto r = CopyStore(*remote, back, {.verify = Verify, .threads = 2, .progress = nullptr});
   ASSERT_TRUE(r.ok()) << r.error().message;
   EXPECT_TRUE(r->ok());
-  EXPECT_EQ(r->kinds[0].copied + r->kinds[1].copied, 12u);
+  EXPECT_EQ(r->kinds[0].copied + r->kinds[1].copied + r->kinds[2].copied, 12u);
 }
 
 }  // namespace

@@ -1,0 +1,112 @@
+// `cairn fsck` and `cairn index rebuild`: the index checked against the store, and rebuilt from it.
+#include <boost/json.hpp>
+#include <iostream>
+#include <map>
+#include <string>
+
+#include "cli/backend.h"
+#include "cli/commands.h"
+#include "common/worker_pool.h"
+#include "config/config.h"
+#include "repair/fsck.h"
+
+namespace cairn::cli {
+namespace {
+
+namespace json = boost::json;
+
+void Print(const repair::FsckReport& r, bool as_json) {
+  if (as_json) {
+    json::array findings;
+    for (const auto& f : r.findings) {
+      findings.push_back(json::object{{"kind", std::string(repair::FindingKindName(f.kind))},
+                                      {"object", f.what},
+                                      {"hash", f.hash.hex()},
+                                      {"detail", f.detail},
+                                      {"repaired", f.repaired}});
+    }
+    std::cout << json::serialize(json::object{{"indexed_xorbs", r.indexed_xorbs},
+                                              {"stored_xorbs", r.stored_xorbs},
+                                              {"indexed_shards", r.indexed_shards},
+                                              {"stored_shards", r.stored_shards},
+                                              {"stored_grants", r.stored_grants},
+                                              {"checked_files", r.checked_files},
+                                              {"checked_terms", r.checked_terms},
+                                              {"verified_bytes", r.verified_bytes},
+                                              {"repaired", r.repaired},
+                                              {"damaged", r.damaged()},
+                                              {"findings", std::move(findings)}})
+              << "\n";
+    return;
+  }
+  for (const auto& f : r.findings) {
+    std::cout << repair::FindingKindName(f.kind) << " " << f.what << " " << f.hash.hex() << ": " << f.detail
+              << (f.repaired ? " [repaired]" : "") << "\n";
+  }
+  std::cout << "index: " << r.indexed_xorbs << " xorbs, " << r.indexed_shards
+            << " shards; store: " << r.stored_xorbs << " xorbs, " << r.stored_shards << " shards, "
+            << r.stored_grants << " grants";
+  if (r.checked_files > 0)
+    std::cout << "; " << r.checked_files << " files, " << r.checked_terms << " terms checked";
+  if (r.verified_bytes > 0) std::cout << "; " << r.verified_bytes << " bytes verified";
+  std::cout << "\n"
+            << r.findings.size() << " finding(s), " << r.repaired
+            << " repaired: " << (r.damaged() ? "DAMAGED" : "no damage") << "\n";
+}
+
+// Opens what the configuration names and runs `run` on it.
+template <typename Run>
+int WithBackend(const char* name, const FsckCommandOptions& opts, Run run) {
+  std::map<std::string, std::string> flags;
+  if (!opts.data_dir.empty()) flags["data_dir"] = opts.data_dir;
+  if (!opts.index.empty()) flags["index"] = opts.index;
+  if (!opts.store.empty()) flags["store"] = opts.store;
+  auto cfg = config::LoadCommandConfig(opts.config_file, std::move(flags));
+  if (!cfg) {
+    std::cerr << name << ": " << cfg.error().message << "\n";
+    return 2;
+  }
+  auto index = OpenConfiguredIndex(*cfg);
+  if (!index) {
+    std::cerr << name << ": " << index.error().message << "\n";
+    return 2;
+  }
+  auto store = OpenConfiguredStore(*cfg);
+  if (!store) {
+    std::cerr << name << ": " << store.error().message << "\n";
+    return 2;
+  }
+  WorkerPool workers(1);
+  cas::CasService cas(**index, **store, workers, {});  // registers repaired shards; signs nothing
+  repair::FsckOptions fo;
+  fo.deep = opts.deep;
+  fo.repair = opts.repair;
+  fo.default_scope = opts.default_scope;
+  fo.threads = std::max<size_t>(1, opts.threads);
+  fo.progress = [](const std::string& line) { std::cerr << line << "\n"; };
+  auto report = run(cas, **index, **store, fo);
+  if (!report) {
+    std::cerr << name << ": " << report.error().message << "\n";
+    return 2;
+  }
+  Print(*report, opts.json);
+  return report->damaged() ? 1 : 0;
+}
+
+}  // namespace
+
+int RunFsck(const FsckCommandOptions& opts) {
+  return WithBackend("cairn fsck", opts,
+                     [](cas::CasService& cas, index::Index& index, store::BlobStore& store,
+                        const repair::FsckOptions& fo) { return repair::Fsck(cas, index, store, fo); });
+}
+
+int RunIndexRebuild(const FsckCommandOptions& opts) {
+  return WithBackend(
+      "cairn index rebuild", opts,
+      [](cas::CasService& cas, index::Index& index, store::BlobStore& store, const repair::FsckOptions& fo) {
+        return repair::RebuildIndex(cas, index, store, fo);
+      });
+}
+
+}  // namespace cairn::cli

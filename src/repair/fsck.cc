@@ -1,0 +1,360 @@
+#include "repair/fsck.h"
+
+#include <algorithm>
+#include <atomic>
+#include <map>
+#include <mutex>
+#include <set>
+#include <thread>
+#include <unordered_set>
+#include <utility>
+
+#include "cas/grant.h"
+#include "xet/hashing.h"
+#include "xet/shard.h"
+#include "xet/xorb.h"
+
+namespace cairn::repair {
+
+using index::Index;
+using store::BlobKind;
+using xet::Hash;
+
+std::string_view FindingKindName(FindingKind kind) {
+  switch (kind) {
+    case FindingKind::kMissingObject:
+      return "missing";
+    case FindingKind::kUnindexed:
+      return "unindexed";
+    case FindingKind::kCorrupt:
+      return "corrupt";
+    case FindingKind::kBadTerm:
+      return "bad-term";
+  }
+  return "finding";
+}
+
+bool FsckReport::damaged() const {
+  return std::any_of(findings.begin(), findings.end(),
+                     [](const Finding& f) { return !f.repaired && f.kind != FindingKind::kUnindexed; });
+}
+
+bool VerifyStoredBlob(BlobKind kind, const Hash& hash, std::span<const uint8_t> bytes) {
+  if (kind != BlobKind::kXorb) return xet::ChunkHashOf(bytes) == hash;
+  xet::ValidateOptions vo;
+  vo.expected_hash = &hash;
+  auto v = xet::ValidateXorb(bytes, vo);
+  return v.ok() && v->footer == xet::FooterVersion::kV1;
+}
+
+namespace {
+
+using HashSet = std::unordered_set<Hash, xet::HashHasher>;
+
+xet::Result<std::vector<Hash>> ScanAll(Index& index, Index::Scanned what) {
+  std::vector<Hash> out;
+  std::optional<Hash> after;
+  for (;;) {
+    auto page = index.Scan(what, after, Index::kMaxScanned);
+    if (!page.ok()) return page.error();
+    out.insert(out.end(), page->begin(), page->end());
+    if (page->size() < Index::kMaxScanned) return out;
+    after = page->back();
+  }
+}
+
+xet::Result<std::vector<Hash>> ListAll(store::BlobStore& store, BlobKind kind) {
+  std::vector<Hash> out;
+  if (auto st = store.List(kind, [&](const Hash& h) { out.push_back(h); }); !st.ok()) {
+    return xet::Error{st.error().code, "listing the " + std::string(BlobKindName(kind)) + "s of " +
+                                           store.Describe() + ": " + st.error().message};
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+xet::Result<std::vector<uint8_t>> ReadWhole(store::BlobStore& store, BlobKind kind, const Hash& hash) {
+  auto stat = store.Stat(kind, hash);
+  if (!stat.ok()) return stat.error();
+  if (!stat->exists) return xet::NotFound("no " + std::string(BlobKindName(kind)) + " " + hash.hex());
+  std::vector<uint8_t> bytes(stat->size);
+  if (auto st = store.ReadRange(kind, hash, 0, bytes); !st.ok()) return st.error();
+  return bytes;
+}
+
+// Runs fn(i) for i in [0, n) on `threads` threads.
+void ParallelFor(size_t n, size_t threads, const std::function<void(size_t)>& fn) {
+  std::atomic<size_t> next{0};
+  const auto work = [&] {
+    for (size_t i = next++; i < n; i = next++) fn(i);
+  };
+  std::vector<std::thread> pool;
+  for (size_t t = 1; t < std::min(threads, n); ++t) pool.emplace_back(work);
+  work();
+  for (auto& t : pool) t.join();
+}
+
+// Why an indexed xorb's stored bytes are not the xorb the index describes; empty when they are.
+std::string XorbProblem(std::span<const uint8_t> bytes, const Hash& hash, const index::XorbEntry* entry) {
+  xet::ValidateOptions vo;
+  vo.expected_hash = &hash;
+  auto v = xet::ValidateXorb(bytes, vo);
+  if (!v.ok()) return v.error().message;
+  if (v->footer != xet::FooterVersion::kV1) return "stored without cairn's footer";
+  if (entry == nullptr) return {};
+  if (entry->chunk_count != v->layout.chunks.size()) return "the index lists another number of chunks";
+  for (size_t i = 0; i < v->layout.chunks.size(); ++i) {
+    const xet::XorbChunk a = entry->chunk(i), b = v->layout.chunks[i];
+    if (a.hash != b.hash || a.unpacked_size != b.unpacked_size || a.end_offset != b.end_offset)
+      return "chunk " + std::to_string(i) + " differs from the index's layout";
+  }
+  return {};
+}
+
+class Checker {
+ public:
+  Checker(cas::CasService& cas, Index& index, store::BlobStore& store, const FsckOptions& options)
+      : cas_(cas), index_(index), store_(store), options_(options) {}
+
+  xet::Result<FsckReport> Run() {
+    auto indexed_xorbs = ScanAll(index_, Index::Scanned::kXorbs);
+    if (!indexed_xorbs.ok()) return indexed_xorbs.error();
+    auto indexed_shards = ScanAll(index_, Index::Scanned::kShards);
+    if (!indexed_shards.ok()) return indexed_shards.error();
+    auto stored_xorbs = ListAll(store_, BlobKind::kXorb);
+    if (!stored_xorbs.ok()) return stored_xorbs.error();
+    auto stored_shards = ListAll(store_, BlobKind::kShard);
+    if (!stored_shards.ok()) return stored_shards.error();
+    auto stored_grants = ListAll(store_, BlobKind::kGrant);
+    if (!stored_grants.ok()) return stored_grants.error();
+    report_.indexed_xorbs = indexed_xorbs->size();
+    report_.stored_xorbs = stored_xorbs->size();
+    report_.indexed_shards = indexed_shards->size();
+    report_.stored_shards = stored_shards->size();
+    report_.stored_grants = stored_grants->size();
+    Say("index: " + std::to_string(indexed_xorbs->size()) + " xorbs, " +
+        std::to_string(indexed_shards->size()) + " shards; store: " + std::to_string(stored_xorbs->size()) +
+        " xorbs, " + std::to_string(stored_shards->size()) + " shards, " +
+        std::to_string(stored_grants->size()) + " grants");
+
+    const HashSet xorbs_in_store(stored_xorbs->begin(), stored_xorbs->end());
+    const HashSet shards_in_store(stored_shards->begin(), stored_shards->end());
+    const HashSet xorbs_in_index(indexed_xorbs->begin(), indexed_xorbs->end());
+    const HashSet shards_in_index(indexed_shards->begin(), indexed_shards->end());
+    for (const Hash& h : *indexed_xorbs)
+      if (!xorbs_in_store.contains(h)) Add({FindingKind::kMissingObject, "xorb", h, "indexed, not stored"});
+    for (const Hash& h : *indexed_shards)
+      if (!shards_in_store.contains(h)) Add({FindingKind::kMissingObject, "shard", h, "indexed, not stored"});
+
+    std::vector<Hash> unindexed_xorbs, unindexed_shards;
+    for (const Hash& h : *stored_xorbs)
+      if (!xorbs_in_index.contains(h)) unindexed_xorbs.push_back(h);
+    for (const Hash& h : *stored_shards)
+      if (!shards_in_index.contains(h)) unindexed_shards.push_back(h);
+
+    if (options_.deep) CheckIndexedXorbs(*indexed_xorbs, xorbs_in_store);
+    CheckUnindexedXorbs(unindexed_xorbs);
+    const auto grants = ReadGrants(*stored_grants, shards_in_store);
+    if (options_.deep) CheckIndexedShards(*indexed_shards, shards_in_store);
+    CheckUnindexedShards(unindexed_shards, grants);
+    if (options_.deep) {
+      if (auto st = CheckFiles(); !st.ok()) return st.error();
+    }
+    return std::move(report_);
+  }
+
+ private:
+  void Add(Finding f) {
+    std::lock_guard lock(mu_);
+    if (f.repaired) ++report_.repaired;
+    report_.findings.push_back(std::move(f));
+  }
+  void Say(const std::string& line) {
+    if (options_.progress) options_.progress(line);
+  }
+  void CountVerified(uint64_t bytes) {
+    std::lock_guard lock(mu_);
+    report_.verified_bytes += bytes;
+  }
+
+  void CheckIndexedXorbs(const std::vector<Hash>& indexed, const HashSet& stored) {
+    Say("re-hashing " + std::to_string(indexed.size()) + " stored xorbs");
+    ParallelFor(indexed.size(), options_.threads, [&](size_t i) {
+      const Hash& h = indexed[i];
+      if (!stored.contains(h)) return;  // reported as missing
+      auto bytes = ReadWhole(store_, BlobKind::kXorb, h);
+      if (!bytes.ok()) return Add({FindingKind::kCorrupt, "xorb", h, "unreadable: " + bytes.error().message});
+      CountVerified(bytes->size());
+      auto entry = index_.GetXorb(h);
+      if (!entry.ok()) return Add({FindingKind::kCorrupt, "xorb", h, "index: " + entry.error().message});
+      if (auto problem = XorbProblem(*bytes, h, entry->get()); !problem.empty())
+        Add({FindingKind::kCorrupt, "xorb", h, problem});
+    });
+  }
+
+  // Stored xorbs the index lacks: with repair, each one that validates is indexed from its own bytes.
+  void CheckUnindexedXorbs(const std::vector<Hash>& unindexed) {
+    if (!options_.repair && !options_.deep) {
+      for (const Hash& h : unindexed) Add({FindingKind::kUnindexed, "xorb", h, "stored, not indexed"});
+      return;
+    }
+    if (!unindexed.empty()) Say("validating " + std::to_string(unindexed.size()) + " unindexed xorbs");
+    ParallelFor(unindexed.size(), options_.threads, [&](size_t i) {
+      const Hash& h = unindexed[i];
+      auto bytes = ReadWhole(store_, BlobKind::kXorb, h);
+      if (!bytes.ok()) return Add({FindingKind::kCorrupt, "xorb", h, "unreadable: " + bytes.error().message});
+      CountVerified(bytes->size());
+      xet::ValidateOptions vo;
+      vo.expected_hash = &h;
+      auto v = xet::ValidateXorb(*bytes, vo);
+      if (!v.ok() || v->footer != xet::FooterVersion::kV1)
+        return Add({FindingKind::kCorrupt, "xorb", h,
+                    "stored, not indexed, and invalid: " +
+                        (v.ok() ? std::string("no cairn footer") : v.error().message)});
+      Finding f{FindingKind::kUnindexed, "xorb", h, "stored, not indexed"};
+      if (options_.repair) {
+        auto put = index_.PutXorb(h, v->layout);
+        f.repaired = put.ok();
+        f.detail = put.ok() ? "indexed from its own bytes" : "indexing failed: " + put.error().message;
+      }
+      Add(std::move(f));
+    });
+  }
+
+  // Every grant, read and checked: shard → the scopes granted it.
+  std::map<Hash, std::set<std::string>> ReadGrants(const std::vector<Hash>& names, const HashSet& shards) {
+    std::map<Hash, std::set<std::string>> out;
+    std::mutex mu;
+    ParallelFor(names.size(), options_.threads, [&](size_t i) {
+      const Hash& name = names[i];
+      auto bytes = ReadWhole(store_, BlobKind::kGrant, name);
+      if (!bytes.ok())
+        return Add({FindingKind::kCorrupt, "grant", name, "unreadable: " + bytes.error().message});
+      auto grant = cas::ParseGrant(*bytes);
+      if (!grant.ok() || xet::ChunkHashOf(*bytes) != name)
+        return Add({FindingKind::kCorrupt, "grant", name,
+                    grant.ok() ? "does not hash to its name" : grant.error().message});
+      if (!shards.contains(grant->shard))
+        return Add({FindingKind::kMissingObject, "shard", grant->shard,
+                    "granted to scope '" + grant->scope + "', not stored"});
+      std::lock_guard lock(mu);
+      out[grant->shard].insert(grant->scope);
+    });
+    return out;
+  }
+
+  void CheckIndexedShards(const std::vector<Hash>& indexed, const HashSet& stored) {
+    Say("re-hashing " + std::to_string(indexed.size()) + " stored shards");
+    ParallelFor(indexed.size(), options_.threads, [&](size_t i) {
+      const Hash& h = indexed[i];
+      if (!stored.contains(h)) return;
+      auto bytes = ReadWhole(store_, BlobKind::kShard, h);
+      if (!bytes.ok())
+        return Add({FindingKind::kCorrupt, "shard", h, "unreadable: " + bytes.error().message});
+      CountVerified(bytes->size());
+      if (xet::ChunkHashOf(*bytes) != h)
+        return Add({FindingKind::kCorrupt, "shard", h, "does not hash to its name"});
+      if (auto parsed = xet::ParseShard(*bytes); !parsed.ok())
+        Add({FindingKind::kCorrupt, "shard", h, parsed.error().message});
+    });
+  }
+
+  // Stored shards the index lacks: with repair, registered for each scope a grant names (or the default
+  // scope), verified against the indexed xorbs as an upload would be.
+  void CheckUnindexedShards(const std::vector<Hash>& unindexed,
+                            const std::map<Hash, std::set<std::string>>& grants) {
+    if (!options_.repair) {
+      for (const Hash& h : unindexed) Add({FindingKind::kUnindexed, "shard", h, "stored, not indexed"});
+      return;
+    }
+    if (!unindexed.empty()) Say("registering " + std::to_string(unindexed.size()) + " unindexed shards");
+    ParallelFor(unindexed.size(), options_.threads, [&](size_t i) {
+      const Hash& h = unindexed[i];
+      Finding f{FindingKind::kUnindexed, "shard", h, "stored, not indexed"};
+      std::set<std::string> scopes;
+      if (auto it = grants.find(h); it != grants.end()) scopes = it->second;
+      if (scopes.empty() && !options_.default_scope.empty()) scopes.insert(options_.default_scope);
+      if (scopes.empty()) {
+        f.detail += "; no grant names a scope for it (a default scope would register it)";
+        return Add(std::move(f));
+      }
+      auto bytes = ReadWhole(store_, BlobKind::kShard, h);
+      if (!bytes.ok())
+        return Add({FindingKind::kCorrupt, "shard", h, "unreadable: " + bytes.error().message});
+      if (xet::ChunkHashOf(*bytes) != h)
+        return Add({FindingKind::kCorrupt, "shard", h, "does not hash to its name"});
+      std::string failed;
+      for (const std::string& scope : scopes) {
+        if (auto put = cas_.PutShard(*bytes, scope); !put.ok()) failed = put.error().message;
+      }
+      f.repaired = failed.empty();
+      f.detail = failed.empty() ? "registered for " + std::to_string(scopes.size()) + " scope(s)"
+                                : "registration failed: " + failed;
+      Add(std::move(f));
+    });
+  }
+
+  // Every indexed file's terms against the indexed xorbs.
+  xet::Status CheckFiles() {
+    auto files = ScanAll(index_, Index::Scanned::kFiles);
+    if (!files.ok()) return files.error();
+    Say("checking the terms of " + std::to_string(files->size()) + " files");
+    std::atomic<uint64_t> terms{0};
+    ParallelFor(files->size(), options_.threads, [&](size_t i) {
+      const Hash& h = (*files)[i];
+      auto file = index_.GetFile(h);
+      if (!file.ok()) return Add({FindingKind::kBadTerm, "file", h, "unreadable: " + file.error().message});
+      for (size_t t = 0; t < (*file)->term_count; ++t) {
+        const index::Term term = (*file)->term(t);
+        terms++;
+        if (auto problem = TermProblem(term); !problem.empty())
+          return Add({FindingKind::kBadTerm, "file", h, "term " + std::to_string(t) + ": " + problem});
+      }
+    });
+    report_.checked_files = files->size();
+    report_.checked_terms = terms;
+    return xet::Ok{};
+  }
+
+  std::string TermProblem(const index::Term& term) {
+    auto xorb = index_.GetXorb(term.xorb);
+    if (!xorb.ok()) return "xorb " + term.xorb.hex() + " is not indexed";
+    if (term.chunk_start >= term.chunk_end || term.chunk_end > (*xorb)->chunk_count)
+      return "chunks [" + std::to_string(term.chunk_start) + ", " + std::to_string(term.chunk_end) +
+             ") are not in xorb " + term.xorb.hex() + " of " + std::to_string((*xorb)->chunk_count);
+    uint64_t bytes = 0;
+    for (uint32_t c = term.chunk_start; c < term.chunk_end; ++c) bytes += (*xorb)->chunk(c).unpacked_size;
+    if (bytes != term.unpacked_bytes)
+      return "its chunks hold " + std::to_string(bytes) + " bytes, not " +
+             std::to_string(term.unpacked_bytes);
+    return {};
+  }
+
+  cas::CasService& cas_;
+  Index& index_;
+  store::BlobStore& store_;
+  const FsckOptions& options_;
+  std::mutex mu_;
+  FsckReport report_;
+};
+
+}  // namespace
+
+xet::Result<FsckReport> Fsck(cas::CasService& cas, Index& index, store::BlobStore& store,
+                             const FsckOptions& options) {
+  return Checker(cas, index, store, options).Run();
+}
+
+xet::Result<FsckReport> RebuildIndex(cas::CasService& cas, Index& index, store::BlobStore& store,
+                                     FsckOptions options) {
+  auto stats = index.Stats();
+  if (!stats.ok()) return stats.error();
+  if (stats->xorbs != 0 || stats->files != 0 || stats->shards != 0)
+    return xet::Inconsistent("the index to rebuild into is not empty (" + std::to_string(stats->xorbs) +
+                             " xorbs, " + std::to_string(stats->shards) + " shards): use a new one");
+  options.repair = true;
+  return Fsck(cas, index, store, options);
+}
+
+}  // namespace cairn::repair
