@@ -11,7 +11,7 @@ configure: deps
 	cmake --preset release >/dev/null
 
 .PHONY: bootstrap deps configure build debug asan lint format unit asan-test check oracle interop vectors test run bench \
-        measure-transfer measure-clients measure-hub bench-dedup bench-load clean
+        measure-transfer measure-clients measure-hub bench-dedup bench-load crash-test clean
 
 bootstrap:  ## install every dependency (idempotent)
 	scripts/bootstrap.sh
@@ -55,6 +55,10 @@ oracle: build bootstrap  ## test vectors and cairn against the stock implementat
 
 interop: build bootstrap  ## a real `cairn serve` against hf_xet 1.8.0, @huggingface/hub 2.17.5 and huggingface_hub 2.4.0 (hf CLI)
 	CAIRN_BIN=$(CAIRN_BIN) $(PYTEST) -q tests/interop
+
+KILLS ?= 200
+crash-test: build bootstrap  ## the SIGKILL crash test, longer: make crash-test KILLS=200 (make test runs 50 per backend)
+	CAIRN_BIN=$(CAIRN_BIN) CAIRN_CRASH_KILLS=$(KILLS) $(PYTEST) -q -s tests/interop/test_crash.py
 
 vectors: bootstrap  ## regenerate tests/vectors/xet-vectors.json with the stock JS packages, then check it with hf_xet
 	node tests/vectors/generate.mjs --write
