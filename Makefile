@@ -11,7 +11,7 @@ configure: deps
 	cmake --preset release >/dev/null
 
 .PHONY: bootstrap deps configure build debug asan lint format unit asan-test check oracle interop vectors test run bench \
-        measure-transfer measure-clients measure-hub bench-dedup bench-load crash-test clean
+        measure-transfer measure-clients measure-hub bench-dedup bench-load crash-test measure-overload clean
 
 bootstrap:  ## install every dependency (idempotent)
 	scripts/bootstrap.sh
@@ -55,6 +55,9 @@ oracle: build bootstrap  ## test vectors and cairn against the stock implementat
 
 interop: build bootstrap  ## a real `cairn serve` against hf_xet 1.8.0, @huggingface/hub 2.17.5 and huggingface_hub 2.4.0 (hf CLI)
 	CAIRN_BIN=$(CAIRN_BIN) $(PYTEST) -q tests/interop
+
+measure-overload: build bootstrap  ## 500 slow connections beside a normal client; 64 concurrent 64 MiB xorb uploads (p99, RSS, fds)
+	.venv/bin/python scripts/measure_overload.py --bin $(CAIRN_BIN)
 
 KILLS ?= 200
 crash-test: build bootstrap  ## the SIGKILL crash test, longer: make crash-test KILLS=200 (make test runs 50 per backend)

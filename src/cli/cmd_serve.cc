@@ -1,5 +1,6 @@
 // `cairn serve`: the storage server.
 #include <spdlog/spdlog.h>
+#include <sys/resource.h>
 
 #include <ctime>
 #include <filesystem>
@@ -23,6 +24,25 @@
 
 namespace cairn::cli {
 namespace {
+
+// Raises the soft open-file limit to the hard one, and returns how many of `wanted` connections it leaves
+// room for beside the files the server itself holds open (stored blobs being served, the index, the logs): a
+// connection the kernel cannot give a descriptor to would fail to be accepted at all.
+size_t ConnectionsTheFileLimitAllows(size_t wanted) {
+  constexpr rlim_t kReserved = 512;
+  rlimit lim{};
+  if (::getrlimit(RLIMIT_NOFILE, &lim) != 0) return wanted;
+  if (lim.rlim_cur < lim.rlim_max) {
+    rlimit raised = lim;
+    raised.rlim_cur = lim.rlim_max;
+    if (::setrlimit(RLIMIT_NOFILE, &raised) == 0) lim = raised;
+  }
+  if (lim.rlim_cur == RLIM_INFINITY || lim.rlim_cur >= wanted + kReserved) return wanted;
+  const size_t allowed = lim.rlim_cur > kReserved + 16 ? static_cast<size_t>(lim.rlim_cur - kReserved) : 16;
+  spdlog::warn("max_connections {} lowered to {}: the open-file limit is {} (raise it, e.g. LimitNOFILE=)",
+               wanted, allowed, lim.rlim_cur);
+  return allowed;
+}
 
 // The storage behind the routes; lives as long as the server runs.
 struct Backend {
@@ -140,6 +160,15 @@ int RunServe(const ServeOptions& opts) {
   so.io_threads = cfg->io_threads;
   so.worker_threads = cfg->request_threads;  // the routes offload blocking steps to these
   so.shutdown_grace = std::chrono::duration_cast<std::chrono::milliseconds>(cfg->shutdown_grace);
+  so.max_connections = cfg->max_connections;
+  so.max_connections_per_client = cfg->max_connections_per_client;
+  auto proxies = http::AddressSet::Parse(cfg->trusted_proxies);
+  if (!proxies) {
+    std::cerr << "cairn serve: trusted_proxies: " << proxies.error().message << "\n";
+    return 2;
+  }
+  so.trusted_proxies = std::move(*proxies);
+  so.max_connections = ConnectionsTheFileLimitAllows(so.max_connections);
   auto server = std::make_unique<http::Server>(so, std::make_shared<http::Authenticator>(secrets->jwt_key));
   if (auto st = server->Listen(); !st) {
     std::cerr << "cairn serve: " << st.error().message << "\n";

@@ -183,6 +183,21 @@ const std::vector<Field>& Fields() {
          return xet::Malformed("must be one of trace, debug, info, warn, error, critical, off");
        }},
       {"max_concurrent_uploads", CountSetter(&Config::max_concurrent_uploads, 1, 1'000'000)},
+      {"max_connections", CountSetter(&Config::max_connections, 16, 1'000'000)},
+      {"max_connections_per_client", CountSetter(&Config::max_connections_per_client, 0, 1'000'000)},
+      {"trusted_proxies",
+       [](Config& c, std::string_view v) -> xet::Status {
+         c.trusted_proxies.clear();
+         while (!v.empty()) {  // checked as addresses when the server starts
+           const size_t comma = v.find(',');
+           std::string_view entry = v.substr(0, comma);
+           while (!entry.empty() && entry.front() == ' ') entry.remove_prefix(1);
+           while (!entry.empty() && entry.back() == ' ') entry.remove_suffix(1);
+           if (!entry.empty()) c.trusted_proxies.emplace_back(entry);
+           v = comma == std::string_view::npos ? std::string_view() : v.substr(comma + 1);
+         }
+         return xet::Ok{};
+       }},
       {"upload_buffers_kept", CountSetter(&Config::upload_buffers_kept, 0, 1024)},
       {"readahead_depth", CountSetter(&Config::readahead_depth, 0, 256)},
       {"readahead_unit", ByteSizeSetter(&Config::readahead_unit, 64ULL << 10, 64ULL << 20)},

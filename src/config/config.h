@@ -15,6 +15,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "xet/result.h"
 
@@ -63,6 +64,11 @@ struct Config {
   size_t dedup_answer_max_bytes = 16ULL << 20;  // cap of one dedup answer (a shard)
   std::string log_level = "info";               // trace, debug, info, warn, error, critical, off
   size_t max_concurrent_uploads = 64;
+  // Connections open at once in total and from one client address (0: no per-address cap), and the reverse
+  // proxies whose X-Forwarded-For names the client (addresses or CIDR ranges, comma-separated in a string).
+  size_t max_connections = 8192;
+  size_t max_connections_per_client = 1024;
+  std::vector<std::string> trusted_proxies;
   size_t upload_buffers_kept = 2;  // 64 MiB upload buffers kept mapped between uploads
   std::chrono::seconds shutdown_grace{30};
   // Plain downloads (GET /v1/files): fetch units read ahead of the one being sent (0: the store's default, 2

@@ -85,6 +85,23 @@ log_level = "debug"
   EXPECT_EQ(with_flags->log_level, "debug");
 }
 
+TEST(Config, ConnectionCapsAndTrustedProxies) {
+  auto d = LoadConfig({});
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->max_connections, 8192u);
+  EXPECT_EQ(d->max_connections_per_client, 1024u);
+  EXPECT_TRUE(d->trusted_proxies.empty());
+  ConfigSources s;
+  s.env = {{"CAIRN_TRUSTED_PROXIES", " 10.0.0.0/8, ::1 ,,192.168.0.7"},
+           {"CAIRN_MAX_CONNECTIONS_PER_CLIENT", "0"}};
+  auto c = LoadConfig(s);
+  ASSERT_TRUE(c.ok()) << c.error().message;
+  EXPECT_EQ(c->trusted_proxies, (std::vector<std::string>{"10.0.0.0/8", "::1", "192.168.0.7"}));
+  EXPECT_EQ(c->max_connections_per_client, 0u);
+  s.env = {{"CAIRN_MAX_CONNECTIONS", "3"}};
+  EXPECT_FALSE(LoadConfig(s).ok());
+}
+
 TEST(Config, ConfigFileFromEnvironment) {
   TempDir dir;
   const std::string file = dir.Write("c.toml", "listen = \"127.0.0.1:7000\"\n");

@@ -19,6 +19,7 @@
 #include <random>
 #include <sstream>
 #include <thread>
+#include <utility>
 
 namespace cairn::http {
 namespace {
@@ -98,13 +99,21 @@ struct Server::Impl {
         bytes_out(metrics.Counter("cairn_http_response_bytes_total",
                                   "Response bytes sent (with headers), by route", {"route"})),
         connections(metrics.Counter("cairn_http_connections_total", "Connections accepted")),
+        rejected(metrics.Counter("cairn_http_connections_rejected_total",
+                                 "Connections and requests turned away by the connection caps, by cap",
+                                 {"cap"})),
+        per_client(opts.max_connections_per_client),
+        forwarded(opts.max_connections_per_client),
         acceptor(ioc),
+        accept_pause(ioc),
         deadline(ioc),
         workers(std::make_unique<WorkQueue>(opts.worker_threads, opts.worker_queue)) {}
 
   ~Impl();
 
   void Accept();
+  // Answers 503 on a connection the caps turn away, and closes it.
+  void Reject(tcp::socket& socket, std::string_view cap);
   void DoStop(std::chrono::milliseconds grace);
   void Register(uint64_t id, const std::shared_ptr<Session>& s);
   void Unregister(uint64_t id);
@@ -122,6 +131,9 @@ struct Server::Impl {
   CounterFamily& bytes_in;
   CounterFamily& bytes_out;
   CounterFamily& connections;
+  CounterFamily& rejected;
+  PerKeyLimiter per_client;  // open connections per peer address (not trusted proxies)
+  PerKeyLimiter forwarded;   // requests in flight per client behind a trusted proxy
 
   std::mutex mu;  // guards the fields below
   std::map<uint64_t, std::weak_ptr<Session>> sessions;
@@ -131,6 +143,7 @@ struct Server::Impl {
 
   asio::io_context ioc;
   tcp::acceptor acceptor;
+  asio::steady_timer accept_pause;  // after a failed accept
   asio::steady_timer deadline;
   std::optional<asio::signal_set> signals;
   std::optional<asio::executor_work_guard<asio::io_context::executor_type>> guard;
@@ -142,18 +155,28 @@ struct Server::Impl {
 // thread-safe Connection entry points (which post to the strand).
 class Session : public detail::Connection, public std::enable_shared_from_this<Session> {
  public:
-  Session(Server::Impl& srv, tcp::socket socket, uint64_t id)
+  // `counted`: the connection holds a unit of srv.per_client for `peer`; `via_proxy`: `peer` is a trusted
+  // proxy, whose requests name their client in X-Forwarded-For.
+  Session(Server::Impl& srv, tcp::socket socket, uint64_t id, asio::ip::address peer, bool counted,
+          bool via_proxy)
       : srv_(srv),
         stream_(std::move(socket)),
         send_timer_(stream_.get_executor()),
         body_timer_(stream_.get_executor()),
-        id_(id) {}
-  ~Session() override { srv_.Unregister(id_); }
+        id_(id),
+        peer_(std::move(peer)),
+        counted_(counted),
+        via_proxy_(via_proxy) {}
+  ~Session() override {
+    if (counted_) srv_.per_client.Release(peer_.to_string());
+    srv_.Unregister(id_);
+  }
 
   void Start() {
     beast::error_code ec;
     auto ep = stream_.socket().remote_endpoint(ec);
     if (!ec) remote_ = ep.address().to_string() + ":" + std::to_string(ep.port());
+    peer_remote_ = remote_;
     stream_.socket().set_option(tcp::no_delay(true), ec);
     stream_.socket().native_non_blocking(true, ec);  // for sendfile(2)
     Dispatch([this] { ReadRequest(); });
@@ -237,11 +260,25 @@ class Session : public detail::Connection, public std::enable_shared_from_this<S
     req.method = h.method();
     req.target = std::string(h.target());
     req.request_id = request_id_;
-    req.remote = remote_;
     auto url = boost::urls::parse_origin_form(h.target());
     if (!url) return EarlyError(BadRequest("malformed request target"));
     req.path = url->path();
     path_ = req.path;
+    if (via_proxy_) {
+      // The client behind the proxy: what the request is logged and limited as.
+      const auto xff = h["X-Forwarded-For"];
+      client_ = ClientAddress(peer_, std::string_view(xff.data(), xff.size()), srv_.opts.trusted_proxies);
+      remote_ = client_ + " via=" + peer_remote_;
+      if (!srv_.forwarded.TryAcquire(client_)) {
+        client_.clear();
+        srv_.rejected.Inc({"per_client"});
+        Response busy = Response::ErrorJson(429, "too many requests in flight from this address (" +
+                                                     std::to_string(srv_.forwarded.cap()) + ")");
+        busy.Header("Retry-After", "1");
+        return EarlyResponse(std::move(busy));
+      }
+    }
+    req.remote = via_proxy_ ? client_ : remote_;
     std::vector<std::string> segments;
     for (auto seg : url->segments()) segments.push_back(seg);
     for (auto p : url->params()) req.query.emplace_back(p.key, p.value);
@@ -270,7 +307,21 @@ class Session : public detail::Connection, public std::enable_shared_from_this<S
       req.principal = std::move(*who);
     }
     if (route_->options.admission) {
-      req.admission = route_->options.admission->TryEnter();
+      ticket_ = route_->options.admission->TryEnter();
+      req.admission = ticket_;
+      if (ticket_) {
+        // Preempted (a slow body while the gate is full): end the body as its rate timeout would, with 408.
+        ticket_->OnPreempt([weak = weak_from_this(), gen = gen_] {
+          auto self = weak.lock();
+          if (!self) return;
+          self->Dispatch([raw = self.get(), gen] {
+            if (raw->gen_ != gen || raw->body_done_ || raw->state_ == State::kClosed) return;
+            raw->body_timed_out_ = true;
+            beast::error_code ignored;
+            raw->stream_.socket().cancel(ignored);
+          });
+        });
+      }
       if (!req.admission) {
         Response busy = Response::ErrorJson(503, "too many " + route_name_ + " requests in flight (" +
                                                      std::to_string(route_->options.admission->limit()) +
@@ -422,6 +473,7 @@ class Session : public detail::Connection, public std::enable_shared_from_this<S
     BodyReadDone(ec);
     bytes_in_ += n;
     body_bytes_ += n;
+    if (ticket_) ticket_->AddBodyBytes(n);
     if (ec) return BodyReadFailed(ec);
     if (!string_parser_->is_done()) return ReadBufferedBody();
     body_done_ = true;
@@ -432,6 +484,7 @@ class Session : public detail::Connection, public std::enable_shared_from_this<S
   }
 
   void CallHandler() {
+    if (ticket_) ticket_->BodyComplete();
     auto ex = std::make_shared<Exchange>(shared_from_this(), gen_, std::move(pending_request_));
     try {
       route_->handler(ex);
@@ -467,6 +520,7 @@ class Session : public detail::Connection, public std::enable_shared_from_this<S
     const size_t got = piece_.size() - stream_parser_->get().body().size;
     bytes_in_ += got;
     body_bytes_ += got;
+    if (ticket_) ticket_->AddBodyBytes(got);
     const bool done = stream_parser_->is_done();
     if (got == 0) return done ? FinishStreamBody() : ReadStreamBody();
     stream_.expires_never();
@@ -488,6 +542,7 @@ class Session : public detail::Connection, public std::enable_shared_from_this<S
   }
 
   void FinishStreamBody() {
+    if (ticket_) ticket_->BodyComplete();
     body_done_ = true;
     stream_.expires_never();
     auto ex = std::move(exchange_);
@@ -760,6 +815,7 @@ class Session : public detail::Connection, public std::enable_shared_from_this<S
   // The response is fully written.
   void FinishExchange() {
     Log();
+    ticket_.reset();
     sink_.reset();
     exchange_.reset();
     string_parser_.reset();
@@ -794,6 +850,7 @@ class Session : public detail::Connection, public std::enable_shared_from_this<S
   void Log() {
     if (!in_request_) return;
     in_request_ = false;
+    if (!client_.empty()) srv_.forwarded.Release(std::exchange(client_, {}));
     const double seconds = std::chrono::duration<double>(Clock::now() - start_).count();
     const std::string status = status_ == 0 ? "0" : std::to_string(status_);
     srv_.requests.Inc({route_name_, method_, status});
@@ -822,6 +879,7 @@ class Session : public detail::Connection, public std::enable_shared_from_this<S
     exchange_.reset();
     sink_.reset();
     out_.clear();
+    ticket_.reset();
   }
 
   Server::Impl& srv_;
@@ -830,10 +888,16 @@ class Session : public detail::Connection, public std::enable_shared_from_this<S
   asio::steady_timer body_timer_;
   uint64_t body_seq_ = 0;
   bool body_timed_out_ = false;
-  bool reading_ = false;  // a body read is in flight
+  std::shared_ptr<AdmissionGate::Ticket> ticket_;  // the route's admission ticket for this request
+  bool reading_ = false;                           // a body read is in flight
   beast::flat_buffer buffer_;
   const uint64_t id_;
-  std::string remote_;
+  std::string remote_;       // for logs: "ip:port", or behind a proxy "client via=ip:port"
+  std::string peer_remote_;  // the peer's "ip:port"
+  asio::ip::address peer_;
+  const bool counted_;
+  const bool via_proxy_;
+  std::string client_;  // behind a proxy: the client holding a unit of srv_.forwarded for this request
   State state_ = State::kIdle;
   bool first_request_ = true;
   bool draining_ = false;
@@ -889,20 +953,50 @@ void Server::Impl::Accept() {
   acceptor.async_accept(asio::make_strand(ioc), [this](beast::error_code ec, tcp::socket socket) {
     if (!acceptor.is_open() || ec == asio::error::operation_aborted) return;
     if (ec) {
-      spdlog::warn("accept failed: {}", ec.message());
-    } else {
+      // Out of descriptors (or memory) most likely: accepting again at once would spin. Pause, then retry.
+      spdlog::warn("accept failed: {}; retrying in 100 ms", ec.message());
+      accept_pause.expires_after(std::chrono::milliseconds(100));
+      accept_pause.async_wait([this](beast::error_code wait_ec) {
+        if (!wait_ec && acceptor.is_open()) Accept();
+      });
+      return;
+    }
+    {
       connections.Inc({});
-      uint64_t id = 0;
-      {
-        std::lock_guard lock(mu);
-        id = ++next_session;
+      beast::error_code peer_ec;
+      const auto peer = socket.remote_endpoint(peer_ec).address();
+      const bool via_proxy = !peer_ec && opts.trusted_proxies.Contains(peer);
+      if (ActiveSessions() >= opts.max_connections) {
+        Reject(socket, "total");
+      } else if (!via_proxy && !per_client.TryAcquire(peer.to_string())) {
+        Reject(socket, "per_client");
+      } else {
+        uint64_t id = 0;
+        {
+          std::lock_guard lock(mu);
+          id = ++next_session;
+        }
+        auto s = std::make_shared<Session>(*this, std::move(socket), id, peer, !via_proxy, via_proxy);
+        Register(id, s);
+        s->Start();
       }
-      auto s = std::make_shared<Session>(*this, std::move(socket), id);
-      Register(id, s);
-      s->Start();
     }
     Accept();
   });
+}
+
+void Server::Impl::Reject(tcp::socket& socket, std::string_view cap) {
+  rejected.Inc({std::string(cap)});
+  // A fresh socket's send buffer is empty: this short answer goes out at once, without waiting.
+  static constexpr std::string_view kBusy =
+      "HTTP/1.1 503 Service Unavailable\r\nServer: cairn\r\nRetry-After: 1\r\nConnection: close\r\n"
+      "Content-Type: application/json\r\nContent-Length: 40\r\n\r\n{\"error\": \"too many connections; "
+      "retry\"}";
+  beast::error_code ec;
+  socket.non_blocking(true, ec);
+  asio::write(socket, asio::buffer(kBusy.data(), kBusy.size()), ec);
+  socket.shutdown(tcp::socket::shutdown_both, ec);
+  socket.close(ec);
 }
 
 void Server::Impl::Register(uint64_t id, const std::shared_ptr<Session>& s) {
@@ -933,6 +1027,7 @@ void Server::Impl::DoStop(std::chrono::milliseconds grace) {
   spdlog::info("stopping: {} connection(s) open, grace {} ms", live.size(), grace.count());
   beast::error_code ec;
   acceptor.close(ec);
+  accept_pause.cancel();
   if (signals) signals->cancel(ec);
   for (auto& s : live) {
     auto* raw = s.get();

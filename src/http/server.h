@@ -8,6 +8,11 @@
 // write_timeout closes the connection. Header size is capped globally (max_header_bytes, 431) and per route
 // (RouteOptions::max_header); body size per route (413).
 //
+// Connections: at most max_connections open at once, and at most max_connections_per_client from one client
+// address; a connection past either is answered 503 with Retry-After and closed at once (nothing is queued).
+// Connections from trusted_proxies are not counted per address: their client is read from X-Forwarded-For
+// (client_limits.h), and the same cap bounds the requests in flight per forwarded client (429, Retry-After).
+//
 // Built-in routes: GET /healthz (200 {"status":"ok"}) and GET /metrics (Prometheus text).
 //
 // Lifecycle: construct, register routes on router(), Listen(), Start(), then Stop() from any thread (or
@@ -23,6 +28,7 @@
 
 #include "common/work_queue.h"
 #include "http/auth.h"
+#include "http/client_limits.h"
 #include "http/metrics.h"
 #include "http/result.h"
 #include "http/router.h"
@@ -42,6 +48,9 @@ struct ServerOptions {
   uint64_t body_min_rate = 4096;  // bytes per second
   size_t max_header_bytes = 64 << 10;
   std::chrono::milliseconds shutdown_grace{30'000};
+  size_t max_connections = 8192;
+  size_t max_connections_per_client = 1024;  // 0: no cap
+  AddressSet trusted_proxies;                // empty: X-Forwarded-For is never read
 };
 
 class Server {

@@ -538,5 +538,98 @@ TEST(ServerTimeouts, IdleKeepAliveConnectionIsClosed) {
   EXPECT_LT(std::chrono::steady_clock::now() - t0, 2s);
 }
 
+// A server with the given caps and two routes: /whoami answers the client address the request was taken
+// from, /slow holds its request for 400 ms.
+class ServerCaps : public ::testing::Test {
+ protected:
+  void Start(ServerOptions o) {
+    o.port = 0;
+    o.io_threads = 1;
+    server_ = std::make_unique<Server>(o, nullptr);
+    server_->router().Handle(Verb::get, "/whoami", {}, [](const std::shared_ptr<Exchange>& ex) {
+      ex->Respond(Response::Text(200, ex->request().remote));
+    });
+    server_->router().Handle(Verb::get, "/slow", {}, [](const std::shared_ptr<Exchange>& ex) {
+      ex->Offload([] { std::this_thread::sleep_for(400ms); },
+                  [ex] { ex->Respond(Response::Text(200, "done")); });
+    });
+    ASSERT_TRUE(server_->Listen().ok());
+    server_->Start();
+  }
+  void TearDown() override {
+    server_->Stop(2s);
+    server_->Wait();
+  }
+  // A request on a new connection; 0 when the connection was closed without an answer.
+  unsigned GetOnce(const std::string& target, const std::string& forwarded_for = {}) {
+    Client c(server_->port());
+    bhttp::request<bhttp::string_body> req{bhttp::verb::get, target, 11};
+    if (!forwarded_for.empty()) req.set("X-Forwarded-For", forwarded_for);
+    return c.Send(std::move(req)).result_int();
+  }
+  std::unique_ptr<Server> server_;
+};
+
+TEST_F(ServerCaps, ConnectionsPastTheTotalCapAre503AndClosed) {
+  ServerOptions o;
+  o.max_connections = 2;
+  o.max_connections_per_client = 0;
+  Start(o);
+  auto a = std::make_unique<Client>(server_->port());
+  Client b(server_->port());
+  EXPECT_EQ(a->Get("/whoami").result_int(), 200u);
+  EXPECT_EQ(b.Get("/whoami").result_int(), 200u);
+  Client c(server_->port());
+  auto busy = c.Get("/whoami");
+  EXPECT_EQ(busy.result_int(), 503u);
+  EXPECT_EQ(busy["Retry-After"], "1");
+  EXPECT_TRUE(c.ClosedByPeer());
+  // A connection closing makes room (once the server has seen it go).
+  a.reset();
+  unsigned status = 0;
+  for (int i = 0; i < 100 && status != 200; ++i) {
+    std::this_thread::sleep_for(10ms);
+    status = GetOnce("/whoami");
+  }
+  EXPECT_EQ(status, 200u);
+  EXPECT_EQ(b.Get("/whoami").result_int(), 200u);  // the connections it kept were never touched
+}
+
+TEST_F(ServerCaps, OneClientAddressHoldsAtMostItsShare) {
+  ServerOptions o;
+  o.max_connections_per_client = 2;
+  Start(o);
+  Client a(server_->port()), b(server_->port());
+  EXPECT_EQ(a.Get("/whoami").result_int(), 200u);
+  EXPECT_EQ(b.Get("/whoami").result_int(), 200u);
+  EXPECT_EQ(GetOnce("/whoami"), 503u);
+}
+
+TEST_F(ServerCaps, ClientsBehindATrustedProxyAreNamedAndCappedByTheirForwardedAddress) {
+  ServerOptions o;
+  o.max_connections_per_client = 1;
+  o.trusted_proxies = *AddressSet::Parse({"127.0.0.1"});
+  Start(o);
+  // The proxy's own connections are not capped per address; each request names its client.
+  Client a(server_->port()), b(server_->port()), c(server_->port());
+  const auto ask = [](Client& cl, const std::string& target, const std::string& xff) {
+    bhttp::request<bhttp::string_body> req{bhttp::verb::get, target, 11};
+    req.set("X-Forwarded-For", xff);
+    return cl.Send(std::move(req));
+  };
+  auto who = ask(a, "/whoami", "6.6.6.6, 198.51.100.4");
+  EXPECT_EQ(who.result_int(), 200u);
+  EXPECT_EQ(who.body(), "198.51.100.4");  // the client's own claim (6.6.6.6) is not believed
+  // One request in flight per client: a second from the same client is 429, another client's goes through.
+  std::thread slow([&] { EXPECT_EQ(ask(a, "/slow", "198.51.100.4").result_int(), 200u); });
+  std::this_thread::sleep_for(150ms);
+  auto refused = ask(b, "/whoami", "198.51.100.4");
+  EXPECT_EQ(refused.result_int(), 429u);
+  EXPECT_EQ(refused["Retry-After"], "1");
+  EXPECT_EQ(ask(c, "/whoami", "198.51.100.5").result_int(), 200u);
+  slow.join();
+  EXPECT_EQ(ask(b, "/whoami", "198.51.100.4").result_int(), 200u);  // its request ended: room again
+}
+
 }  // namespace
 }  // namespace cairn::http
