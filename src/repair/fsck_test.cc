@@ -257,6 +257,68 @@ TEST_F(Fsck, ShardsWithoutAGrantNeedADefaultScope) {
   EXPECT_TRUE(Visible(*fresh, up.file_hashes[0], "restored"));
 }
 
+// The store's fault seam, at every step of every put an upload makes (each xorb, the shard, its grant) in
+// turn: the upload fails with an error, nothing it wrote is damage or visible, and a retry without the fault
+// succeeds and serves the file.
+TEST(FaultInjection, AFailedStoreStepAtAnyPointLosesNothingAndServesNothingHalfWritten) {
+  const auto data = xet::testing::TextLikeBytes(42, 600'000);
+  const std::span<const uint8_t> spans[] = {data};
+  client::BuildOptions bo;
+  bo.max_xorb_bytes = 256 << 10;
+  const auto up = client::BuildUpload(spans, bo);
+  ASSERT_GE(up.xorbs.size(), 2u);
+  WorkerPool pool(1);
+  size_t sites = 0;
+  for (size_t fail_at = 0;; ++fail_at) {
+    const fs::path dir = fs::temp_directory_path() / ("cairn-fault-" + std::to_string(::getpid()));
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    size_t step = 0;
+    bool armed = true;
+    store::LocalDiskOptions so;
+    so.fault_injector = [&](store::PutStep) -> xet::Status {
+      if (armed && step++ == fail_at) return xet::IoError("injected: No space left on device");
+      return xet::Ok{};
+    };
+    auto st = store::LocalDiskStore::Open(dir / "blobs", so);
+    ASSERT_TRUE(st.ok());
+    auto ix = OpenSqlite(dir / "index.db");
+    cas::CasService service(*ix, **st, pool, {});
+    bool failed = false;
+    for (const auto& x : up.xorbs) {
+      if (!failed) failed = !service.PutXorb(x.hash, x.body).ok();
+    }
+    if (!failed) failed = !service.PutShard(up.shard_bytes, "alice").ok();
+    if (!failed) {
+      EXPECT_GT(fail_at, 0u);
+      fs::remove_all(dir);
+      break;  // past the last step: every site was covered
+    }
+    ++sites;
+    // Nothing half-written is served: the file is either not registered at all or whole.
+    auto answer = service.Reconstruct(up.file_hashes[0], "alice", std::nullopt, cas::ApiVersion::kV2);
+    EXPECT_FALSE(answer.ok()) << "site " << fail_at;
+    auto report = repair::Fsck(service, *ix, **st, Options(true, false));
+    ASSERT_TRUE(report.ok());
+    EXPECT_FALSE(report->damaged()) << "site " << fail_at;
+    // The client retries: everything goes through and the file is served.
+    armed = false;
+    for (const auto& x : up.xorbs) ASSERT_TRUE(service.PutXorb(x.hash, x.body).ok()) << fail_at;
+    ASSERT_TRUE(service.PutShard(up.shard_bytes, "alice").ok()) << fail_at;
+    answer = service.Reconstruct(up.file_hashes[0], "alice", std::nullopt, cas::ApiVersion::kV2);
+    ASSERT_TRUE(answer.ok());
+    EXPECT_EQ(answer->status, cas::ReconstructionStatus::kOk);
+    report = repair::Fsck(service, *ix, **st, Options(true, false));
+    ASSERT_TRUE(report.ok());
+    EXPECT_TRUE(report->clean()) << "site " << fail_at;
+    ix.reset();
+    fs::remove_all(dir);
+  }
+  RecordProperty("fault_sites", static_cast<int>(sites));
+  // Each xorb: create, write, fsync, link, directory fsync; then the shard's and the grant's.
+  EXPECT_GE(sites, 5 * (up.xorbs.size() + 2));
+}
+
 TEST(Grant, RoundTripsAndRefusesAnythingElse) {
   cas::Grant g;
   g.shard.bytes.fill(0xab);
