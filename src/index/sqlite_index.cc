@@ -512,6 +512,7 @@ std::vector<xet::Status> SqliteIndex::RunBatch(std::span<WriteRequest* const> ba
     }
     results.push_back(std::move(st));
   }
+  if (batch_error.ok() && options_.fault_before_commit) batch_error = options_.fault_before_commit();
   if (batch_error.ok()) batch_error = c.Step(kCommit);
   if (!batch_error.ok()) {
     if (sqlite3_get_autocommit(c.db()) == 0) (void)c.Step(kRollback);

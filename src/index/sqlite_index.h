@@ -40,6 +40,9 @@ struct SqliteOptions {
   int busy_timeout_ms = 10'000;
   // Tests: called on the writer thread with each batch's size, before its transaction begins.
   std::function<void(size_t)> before_batch;
+  // Tests (the fault seam): called on the writer thread before each COMMIT; a failure fails the batch as a
+  // failed COMMIT would (rolled back, every request in it answered with the error).
+  std::function<xet::Status()> fault_before_commit;
 };
 
 class SqliteIndex final : public Index {

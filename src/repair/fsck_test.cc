@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <filesystem>
 #include <fstream>
 
@@ -317,6 +318,64 @@ TEST(FaultInjection, AFailedStoreStepAtAnyPointLosesNothingAndServesNothingHalfW
   RecordProperty("fault_sites", static_cast<int>(sites));
   // Each xorb: create, write, fsync, link, directory fsync; then the shard's and the grant's.
   EXPECT_GE(sites, 5 * (up.xorbs.size() + 2));
+}
+
+// The index's fault seam: each durable commit an upload makes (one per xorb, one for the shard) fails in
+// turn. The upload fails; its stored blobs are unindexed leftovers, not damage; a retry serves the file.
+TEST(FaultInjection, AFailedIndexCommitAtAnyPointLosesNothing) {
+  const auto data = xet::testing::TextLikeBytes(43, 600'000);
+  const std::span<const uint8_t> spans[] = {data};
+  client::BuildOptions bo;
+  bo.max_xorb_bytes = 256 << 10;
+  const auto up = client::BuildUpload(spans, bo);
+  WorkerPool pool(1);
+  size_t sites = 0;
+  for (size_t fail_at = 0;; ++fail_at) {
+    const fs::path dir = fs::temp_directory_path() / ("cairn-index-fault-" + std::to_string(::getpid()));
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    std::atomic<size_t> commit{0};
+    std::atomic<bool> armed{true};
+    index::SqliteOptions io;
+    io.path = (dir / "index.db").string();
+    io.fault_before_commit = [&]() -> xet::Status {
+      if (armed && commit++ == fail_at) return xet::IoError("injected: disk I/O error at COMMIT");
+      return xet::Ok{};
+    };
+    auto ix = index::SqliteIndex::Open(io);
+    ASSERT_TRUE(ix.ok());
+    auto st = store::LocalDiskStore::Open(dir / "blobs");
+    ASSERT_TRUE(st.ok());
+    cas::CasService service(**ix, **st, pool, {});
+    commit = 0;  // the commits of opening (migrations, secrets) do not count
+    bool failed = false;
+    for (const auto& x : up.xorbs) {
+      if (!failed) failed = !service.PutXorb(x.hash, x.body).ok();
+    }
+    if (!failed) failed = !service.PutShard(up.shard_bytes, "alice").ok();
+    if (!failed) {
+      fs::remove_all(dir);
+      break;
+    }
+    ++sites;
+    EXPECT_FALSE(service.Reconstruct(up.file_hashes[0], "alice", std::nullopt, cas::ApiVersion::kV2).ok());
+    auto report = repair::Fsck(service, **ix, **st, Options(true, false));
+    ASSERT_TRUE(report.ok());
+    EXPECT_FALSE(report->damaged()) << "commit " << fail_at;
+    armed = false;
+    for (const auto& x : up.xorbs) ASSERT_TRUE(service.PutXorb(x.hash, x.body).ok()) << fail_at;
+    ASSERT_TRUE(service.PutShard(up.shard_bytes, "alice").ok()) << fail_at;
+    auto answer = service.Reconstruct(up.file_hashes[0], "alice", std::nullopt, cas::ApiVersion::kV2);
+    ASSERT_TRUE(answer.ok());
+    EXPECT_EQ(answer->status, cas::ReconstructionStatus::kOk);
+    report = repair::Fsck(service, **ix, **st, Options(true, false));
+    ASSERT_TRUE(report.ok());
+    EXPECT_TRUE(report->clean()) << "commit " << fail_at;
+    ix->reset();
+    fs::remove_all(dir);
+  }
+  RecordProperty("fault_sites", static_cast<int>(sites));
+  EXPECT_EQ(sites, up.xorbs.size() + 1);
 }
 
 TEST(Grant, RoundTripsAndRefusesAnythingElse) {
