@@ -11,7 +11,8 @@ configure: deps
 	cmake --preset release >/dev/null
 
 .PHONY: bootstrap deps configure build debug asan lint format unit asan-test check oracle interop vectors test run bench \
-        measure-transfer measure-clients measure-hub bench-dedup bench-load crash-test measure-overload clean
+        measure-transfer measure-clients measure-hub bench-dedup bench-load crash-test measure-overload fuzz fuzz-seeds \
+        clean
 
 bootstrap:  ## install every dependency (idempotent)
 	scripts/bootstrap.sh
@@ -43,6 +44,16 @@ asan-test: deps  ## the unit tests under AddressSanitizer + UndefinedBehaviorSan
 	cmake --preset asan >/dev/null
 	cmake --build --preset asan --target unit_tests -j $(JOBS)
 	ctest --preset asan -j $(JOBS)
+
+FUZZ_SECONDS ?= 600
+FUZZ_TARGETS ?=
+fuzz: deps  ## each libFuzzer target FUZZ_SECONDS (600) under ASan + UBSan, growing build/fuzz/<target>/corpus; FUZZ_TARGETS=xorb_fuzz... for some
+	cmake --preset asan >/dev/null
+	cmake --build --preset asan --target fuzz_targets -j $(JOBS)
+	scripts/fuzz.sh --seconds $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+
+fuzz-seeds: build bootstrap  ## regenerate tests/fuzz/corpus/ from the stock clients' traffic against `cairn serve`
+	.venv/bin/python scripts/fuzz_seeds.py --bin $(CAIRN_BIN)
 
 # The inner loop: one layer's unit tests (make check L=xet), or all of them (make check); release tree only.
 L ?=

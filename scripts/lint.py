@@ -4,9 +4,9 @@
     scripts/lint.py [-p BUILD_DIR] [-j JOBS] [--no-cache] [FILE...]
 
 clang-tidy reads the compile commands of BUILD_DIR (default build/release; only a configured tree is needed, not a
-built one). The shipped sources get every check of .clang-tidy; tests and benchmarks (`*_test.cc`, `*_bench.cc`)
-get every check but the static analyzer (clang-analyzer-*, most of clang-tidy's time), since they run under
-ASan/UBSan anyway.
+built one). The shipped sources get every check of .clang-tidy; tests, benchmarks and fuzz targets (`*_test.cc`,
+`*_bench.cc`, `*_fuzz.cc`) get every check but the static analyzer (clang-analyzer-*, most of clang-tidy's time),
+since they run under ASan/UBSan anyway.
 
 A translation unit found clean is not analysed again until something it is made of changes: the key of a clean
 result covers the file, every project header it includes (transitively), its compile command, .clang-tidy, the
@@ -32,7 +32,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 SRC = REPO / "src"
 INCLUDE = re.compile(rb'^\s*#\s*include\s*"([^"]+)"', re.M)
-TEST_OR_BENCH = re.compile(r"_(test|bench)\.cc$")
+TEST_OR_BENCH = re.compile(r"_(test|bench|fuzz)\.cc$")
 TOOL_CANDIDATES = ["clang-tidy", "clang-tidy-14"]
 
 

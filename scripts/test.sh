@@ -5,7 +5,8 @@
 # but the system) in three lanes:
 #   main lane       release build → unit tests → vectors + oracle → interop (stock clients against `cairn serve`)
 #   analysis lane   clang-format + clang-tidy                                   } at nice 10: they fill the
-#   sanitizer lane  ASan/UBSan build of the unit tests → the unit tests under it } cores the main lane leaves idle
+#   sanitizer lane  ASan/UBSan build (clang) of the unit tests and the fuzz       } cores the main lane leaves
+#                   targets → the unit tests under it → each fuzz target 15 s      } idle
 # The main lane's tests are the ones with timeouts and expiring URLs, so it keeps the CPU first.
 # Each stage writes build/test-logs/<stage>.log; a failing stage prints its tail. The timings table at the end
 # is what docs/testing.md records.
@@ -73,8 +74,9 @@ analysis_lane() {
 }
 sanitizer_lane() {
   stage configure-asan cmake --preset asan &&
-    stage asan-build nice -n 10 cmake --build --preset asan --target unit_tests -j "$jobs" &&
-    stage asan-test nice -n 10 ctest --preset asan -j "$jobs"
+    stage asan-build nice -n 10 cmake --build --preset asan --target unit_tests fuzz_targets -j "$jobs" &&
+    stage asan-test nice -n 10 ctest --preset asan -j "$jobs" &&
+    stage fuzz nice -n 10 scripts/fuzz.sh
 }
 
 analysis_lane &
@@ -100,7 +102,7 @@ if ((rc_main || rc_analysis || rc_sanitizer)); then
     read -r name _ _ rc <"$t"
     [[ -n "$rc" && "$rc" != 0 ]] || continue
     echo "=== $name failed (exit $rc); log: $logs/$name.log"
-    grep -E '^(FAILED|ERROR) |^=+ .*(failed|error)|tests failed out of|\*\*\*(Failed|Exception)|^The following tests FAILED' \
+    grep -E '^(FAILED|ERROR) |^=+ .*(failed|error)|tests failed out of|\*\*\*(Failed|Exception)|^The following tests FAILED|^reproduce: |_fuzz: FAILED' \
       "$logs/$name.log" | cut -c1-400 | tail -n 30
   done
   echo "make test: FAILED"

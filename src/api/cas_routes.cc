@@ -1,12 +1,12 @@
 #include "api/cas_routes.h"
 
 #include <atomic>
-#include <charconv>
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
 #include <thread>
 
+#include "api/requests.h"
 #include "http/range.h"
 #include "xet/shard.h"
 #include "xet/xorb.h"
@@ -75,34 +75,14 @@ std::optional<xet::Hash> HashParam(const http::Request& r, std::string_view name
   return xet::Hash::FromHex(r.Param(name));
 }
 
-// The reconstruction Range header: "bytes=S-E" (E inclusive, may pass the end) or "bytes=S-".
-bool ParseReconstructionRange(std::string_view h, cas::ByteRange* out) {
-  if (!h.starts_with("bytes=")) return false;
-  h.remove_prefix(6);
-  const size_t dash = h.find('-');
-  if (dash == std::string_view::npos || dash == 0 || h.find(',') != std::string_view::npos) return false;
-  uint64_t a = 0;
-  uint64_t b = UINT64_MAX;
-  auto r1 = std::from_chars(h.data(), h.data() + dash, a);
-  if (r1.ec != std::errc() || r1.ptr != h.data() + dash) return false;
-  if (dash + 1 < h.size()) {
-    auto r2 = std::from_chars(h.data() + dash + 1, h.data() + h.size(), b);
-    if (r2.ec != std::errc() || r2.ptr != h.data() + h.size() || b < a) return false;
-  }
-  *out = {a, b};
-  return true;
-}
-
 void Reconstruction(cas::CasService& service, const std::shared_ptr<Exchange>& ex, cas::ApiVersion version) {
   const auto& req = ex->request();
   const auto file = HashParam(req, "file");
   if (!file) return ex->Respond(Response::ErrorJson(400, "file id must be 64 hex digits"));
   std::optional<cas::ByteRange> range;
   if (auto h = req.Header("Range"); !h.empty()) {
-    cas::ByteRange r;
-    if (!ParseReconstructionRange(h, &r))
-      return ex->Respond(Response::ErrorJson(416, "malformed Range header"));
-    range = r;
+    range = ParseReconstructionRange(h);
+    if (!range) return ex->Respond(Response::ErrorJson(416, "malformed Range header"));
   }
   const std::string scope = req.principal->scope;
   ex->Offload([&service, ex, file = *file, scope, range, version] {
@@ -124,17 +104,10 @@ void Reconstruction(cas::CasService& service, const std::shared_ptr<Exchange>& e
 }
 
 void BatchReconstruction(cas::CasService& service, const std::shared_ptr<Exchange>& ex) {
-  std::vector<xet::FileHash> files;
-  for (const auto& [k, v] : ex->request().query) {
-    if (k != "file_id") continue;
-    auto h = xet::Hash::FromHex(v);
-    if (!h) return ex->Respond(Response::ErrorJson(400, "file_id must be 64 hex digits"));
-    files.push_back(*h);
-  }
-  if (files.empty() || files.size() > 1000)
-    return ex->Respond(Response::ErrorJson(400, "give 1 to 1000 file_id values"));
+  auto files = ParseBatchFileIds(ex->request().query);
+  if (!files) return ex->Respond(Response::ErrorJson(400, files.error().message));
   const std::string scope = ex->request().principal->scope;
-  ex->Offload([&service, ex, files = std::move(files), scope] {
+  ex->Offload([&service, ex, files = std::move(*files), scope] {
     auto answer = service.ReconstructBatch(files, scope);
     if (!answer) {
       const unsigned status =

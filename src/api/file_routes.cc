@@ -3,6 +3,7 @@
 #include <boost/json.hpp>
 #include <charconv>
 
+#include "api/requests.h"
 #include "http/range.h"
 
 namespace cairn::api {
@@ -221,23 +222,10 @@ void FileBySha256(files::FileService& files, const std::shared_ptr<Exchange>& ex
 }
 
 void MintLink(files::FileService& files, const std::shared_ptr<Exchange>& ex, const std::string& base) {
-  boost::system::error_code ec;
-  const boost::json::value body = boost::json::parse(ex->request().body, ec);
-  const boost::json::object* o = ec ? nullptr : body.if_object();
-  const boost::json::value* hash_v = o ? o->if_contains("file_hash") : nullptr;
-  const boost::json::value* ttl_v = o ? o->if_contains("ttl_seconds") : nullptr;
-  const boost::json::value* name_v = o ? o->if_contains("name") : nullptr;
-  std::optional<xet::Hash> hash;
-  if (hash_v != nullptr && hash_v->is_string()) hash = xet::Hash::FromHex(hash_v->get_string());
-  if (!hash || (ttl_v != nullptr && !ttl_v->is_int64()) || (name_v != nullptr && !name_v->is_string())) {
-    return ex->Respond(Response::ErrorJson(
-        400,
-        R"(the body is {"file_hash": "<64 hex digits>", "ttl_seconds": <seconds>, "name": "<file name>"})"));
-  }
-  const int64_t ttl = ttl_v != nullptr ? ttl_v->get_int64() : 3600;
-  const std::string name = name_v != nullptr ? std::string(name_v->get_string()) : "";
+  auto body = ParseLinkBody(ex->request().body);
+  if (!body) return ex->Respond(Response::ErrorJson(400, body.error().message));
   const std::string scope = ex->request().principal->scope;
-  ex->Offload([&files, ex, hash = *hash, ttl, name, scope, base] {
+  ex->Offload([&files, ex, hash = body->file, ttl = body->ttl_seconds, name = body->name, scope, base] {
     if (auto file = files.Find(hash, scope); !file) {  // a link only to what the asker may read
       const unsigned status = file.error().code == xet::ErrorCode::kNotFound ? 404 : StatusOf(file.error());
       return ex->Respond(Response::ErrorJson(status, file.error().message));

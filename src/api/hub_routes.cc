@@ -6,6 +6,7 @@
 #include <functional>
 
 #include "api/file_routes.h"
+#include "api/requests.h"
 #include "common/percent_encode.h"
 #include "http/auth.h"
 #include "http/range.h"
@@ -79,86 +80,10 @@ std::string IsoDate(int64_t unix_seconds) {
   return IsoDateMs(unix_seconds * 1000);
 }
 
-std::optional<hub::RepoType> TypeFromSingular(std::string_view s, bool bucket = false) {
-  if (s.empty() || s == "model") return hub::RepoType::kModel;
-  if (bucket && s == "bucket") return hub::RepoType::kBucket;
-  if (s == "dataset") return hub::RepoType::kDataset;
-  if (s == "space") return hub::RepoType::kSpace;
-  return std::nullopt;
-}
-
 // The path of a repository's page: "alice/model", "datasets/alice/data".
 std::string RepoPath(const hub::RepoId& id) {
   if (id.type == hub::RepoType::kModel) return id.str();
   return std::string(hub::Plural(id.type)) + "/" + id.str();
-}
-
-std::optional<std::vector<uint8_t>> Base64Decode(std::string_view in) {
-  static const auto table = [] {
-    std::array<uint8_t, 256> t{};
-    t.fill(0xff);
-    const std::string_view alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    for (size_t i = 0; i < alphabet.size(); ++i)
-      t[static_cast<unsigned char>(alphabet[i])] = static_cast<uint8_t>(i);
-    return t;
-  }();
-  while (!in.empty() && in.back() == '=') in.remove_suffix(1);
-  std::vector<uint8_t> out;
-  out.reserve(in.size() * 3 / 4);
-  uint32_t acc = 0;
-  int bits = 0;
-  for (const char ch : in) {
-    const uint8_t v = table[static_cast<unsigned char>(ch)];
-    if (v == 0xff) return std::nullopt;
-    acc = acc << 6 | static_cast<uint32_t>(v);
-    bits += 6;
-    if (bits >= 8) {
-      bits -= 8;
-      out.push_back(static_cast<uint8_t>(acc >> bits));
-    }
-  }
-  if (bits >= 6) return std::nullopt;  // a lone character carries no whole byte
-  return out;
-}
-
-// The values of `key` in a form (application/x-www-form-urlencoded); nullopt when it is not one.
-std::optional<std::vector<std::string>> FormValues(std::string_view body, std::string_view key) {
-  const auto hex = [](char c) {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-  };
-  const auto decode = [&](std::string_view in) -> std::optional<std::string> {
-    std::string out;
-    for (size_t i = 0; i < in.size(); ++i) {
-      if (in[i] == '+') {
-        out.push_back(' ');
-      } else if (in[i] != '%') {
-        out.push_back(in[i]);
-      } else {
-        if (i + 2 >= in.size()) return std::nullopt;
-        const int hi = hex(in[i + 1]);
-        const int lo = hex(in[i + 2]);
-        if (hi < 0 || lo < 0) return std::nullopt;
-        out.push_back(static_cast<char>(hi << 4 | lo));
-        i += 2;
-      }
-    }
-    return out;
-  };
-  std::vector<std::string> values;
-  while (!body.empty()) {
-    const size_t amp = body.find('&');
-    const std::string_view pair = body.substr(0, amp);
-    body.remove_prefix(amp == std::string_view::npos ? body.size() : amp + 1);
-    const size_t eq = pair.find('=');
-    auto k = decode(pair.substr(0, eq));
-    auto v = decode(eq == std::string_view::npos ? "" : pair.substr(eq + 1));
-    if (!k || !v) return std::nullopt;
-    if (*k == key) values.push_back(std::move(*v));
-  }
-  return values;
 }
 
 // Small files' bytes as a source for range answers.
@@ -213,51 +138,6 @@ std::optional<RepoRequest> RepoOf(const http::Server& server, const std::shared_
     return std::nullopt;
   }
   return RepoRequest{std::move(*caller), hub::RepoId{*type, req.Param("ns"), req.Param("name")}};
-}
-
-const json::object* ParseObject(const std::string& body, json::value& storage) {
-  boost::system::error_code ec;
-  storage = json::parse(body, ec);
-  return ec ? nullptr : storage.if_object();
-}
-
-std::optional<std::string> StringField(const json::object& o, std::string_view key) {
-  const json::value* v = o.if_contains(key);
-  if (v == nullptr || !v->is_string()) return std::nullopt;
-  return std::string(v->get_string());
-}
-
-// Calls `fn` with each line of an NDJSON body (blank lines skipped) parsed as a JSON object. Stops at the
-// first line that is not one, or for which `fn` gives a reason, and returns the reason with the line's
-// number.
-std::optional<std::string> ForEachLine(
-    std::string_view body, std::string_view what,
-    const std::function<std::optional<std::string>(const json::object&)>& fn) {
-  size_t line_no = 0;
-  while (!body.empty()) {
-    const size_t nl = body.find('\n');
-    const std::string_view line = body.substr(0, nl);
-    body.remove_prefix(nl == std::string_view::npos ? body.size() : nl + 1);
-    ++line_no;
-    if (line.empty() || line == "\r") continue;
-    boost::system::error_code ec;
-    const json::value v = json::parse(line, ec);
-    const json::object* o = ec ? nullptr : v.if_object();
-    std::optional<std::string> why = o ? fn(*o) : std::optional<std::string>("not a JSON object");
-    if (why) return std::string(what) + " line " + std::to_string(line_no) + ": " + *why;
-  }
-  return std::nullopt;
-}
-
-// The repository a create or delete body names: {"name", "organization", "type"}; no organization means the
-// token's own namespace.
-std::optional<hub::RepoId> RepoInBody(const json::object& o, const hub::Caller& caller) {
-  const auto name = StringField(o, "name");
-  const auto type = TypeFromSingular(StringField(o, "type").value_or(""));
-  if (!name || !type) return std::nullopt;
-  std::string ns = StringField(o, "organization").value_or("");
-  if (ns.empty()) ns = hub::NamespaceOf(caller.scope);
-  return hub::RepoId{*type, std::move(ns), *name};
 }
 
 bool QueryTrue(const http::Request& req, std::string_view key) {
@@ -326,8 +206,7 @@ class HubRoutes {
     return o;
   }
 
-  std::optional<RepoRequest> RepoInBodyOf(const std::shared_ptr<Exchange>& ex, json::value& storage,
-                                          const json::object** body);
+  std::optional<RepoRequest> RepoInBodyOf(const std::shared_ptr<Exchange>& ex, bool* is_private);
   void Whoami(const std::shared_ptr<Exchange>& ex);
   void CreateRepo(const std::shared_ptr<Exchange>& ex);
   void DeleteRepo(const std::shared_ptr<Exchange>& ex);
@@ -389,32 +268,28 @@ void HubRoutes::Whoami(const std::shared_ptr<Exchange>& ex) {
   ex->Respond(JsonAnswer(out));
 }
 
-// The caller and the repository a create or delete body names; answers the request itself when there is none.
-std::optional<RepoRequest> HubRoutes::RepoInBodyOf(const std::shared_ptr<Exchange>& ex, json::value& storage,
-                                                   const json::object** body) {
+// The caller and the repository a create or delete body names (and whether it asks for a private one);
+// answers the request itself when there is none.
+std::optional<RepoRequest> HubRoutes::RepoInBodyOf(const std::shared_ptr<Exchange>& ex, bool* is_private) {
   auto caller = CallerOf(server_, ex->request());
   if (!caller) {
     ex->Respond(HubError(401, "", caller.error().message));
     return std::nullopt;
   }
-  *body = ParseObject(ex->request().body, storage);
-  auto id = *body ? RepoInBody(**body, *caller) : std::nullopt;
-  if (!id) {
-    ex->Respond(HubError(400, "", R"(the body is {"name", "organization", "type"})"));
+  auto body = ParseRepoBody(ex->request().body);
+  if (!body) {
+    ex->Respond(HubError(400, "", body.error().message));
     return std::nullopt;
   }
-  return RepoRequest{std::move(*caller), std::move(*id)};
+  if (body->ns.empty()) body->ns = hub::NamespaceOf(caller->scope);
+  *is_private = body->is_private;
+  return RepoRequest{std::move(*caller), hub::RepoId{body->type, std::move(body->ns), std::move(body->name)}};
 }
 
 void HubRoutes::CreateRepo(const std::shared_ptr<Exchange>& ex) {
-  json::value storage;
-  const json::object* o = nullptr;
-  auto rr = RepoInBodyOf(ex, storage, &o);
-  if (!rr) return;
   bool is_private = false;
-  if (auto vis = StringField(*o, "visibility")) is_private = *vis != "public";
-  if (const json::value* p = o->if_contains("private"); p != nullptr && p->is_bool())
-    is_private = p->get_bool();
+  auto rr = RepoInBodyOf(ex, &is_private);
+  if (!rr) return;
   ex->Offload([this, ex, rr = std::move(*rr), is_private] {
     ex->Respond(CreatedAnswer(hub_.CreateRepo(rr.caller, rr.id, is_private),
                               json::object{{"url", RepoUrl(rr.id)}, {"name", rr.id.str()}}));
@@ -422,9 +297,8 @@ void HubRoutes::CreateRepo(const std::shared_ptr<Exchange>& ex) {
 }
 
 void HubRoutes::DeleteRepo(const std::shared_ptr<Exchange>& ex) {
-  json::value storage;
-  const json::object* o = nullptr;
-  auto rr = RepoInBodyOf(ex, storage, &o);
+  bool is_private = false;
+  auto rr = RepoInBodyOf(ex, &is_private);
   if (!rr) return;
   ex->Offload([this, ex, caller = rr->caller, id = rr->id] {
     auto st = hub_.DeleteRepo(caller, id);
@@ -435,25 +309,9 @@ void HubRoutes::DeleteRepo(const std::shared_ptr<Exchange>& ex) {
 void HubRoutes::MoveRepo(const std::shared_ptr<Exchange>& ex) {
   auto caller = CallerOf(server_, ex->request());
   if (!caller) return ex->Respond(HubError(401, "", caller.error().message));
-  json::value storage;
-  const json::object* o = ParseObject(ex->request().body, storage);
-  const auto from = o ? StringField(*o, "fromRepo") : std::nullopt;
-  const auto to = o ? StringField(*o, "toRepo") : std::nullopt;
-  const auto type = o ? TypeFromSingular(StringField(*o, "type").value_or(""), true) : std::nullopt;
-  const auto split = [&](const std::string& s) -> std::optional<hub::RepoId> {
-    const size_t slash = s.find('/');
-    if (slash == std::string::npos || s.find('/', slash + 1) != std::string::npos) return std::nullopt;
-    return hub::RepoId{*type, s.substr(0, slash), s.substr(slash + 1)};
-  };
-  std::optional<hub::RepoId> a, b;
-  if (from && to && type) {
-    a = split(*from);
-    b = split(*to);
-  }
-  if (!a || !b)
-    return ex->Respond(
-        HubError(400, "", R"(the body is {"fromRepo": "ns/name", "toRepo": "ns/name", "type"})"));
-  ex->Offload([this, ex, caller = *caller, a = *a, b = *b] {
+  auto move = ParseMoveBody(ex->request().body);
+  if (!move) return ex->Respond(HubError(400, "", move.error().message));
+  ex->Offload([this, ex, caller = *caller, a = move->from, b = move->to] {
     auto st = hub_.MoveRepo(caller, a, b);
     if (!st) return ex->Respond(HubError(st.error()));
     ex->Respond(JsonAnswer(json::object{{"url", RepoUrl(b)}}));
@@ -511,20 +369,11 @@ void HubRoutes::ListRepos(const std::shared_ptr<Exchange>& ex) {
 }
 
 void HubRoutes::Settings(const std::shared_ptr<Exchange>& ex) {
-  json::value storage;
-  const json::object* o = ParseObject(ex->request().body, storage);
-  if (o == nullptr)
-    return ex->Respond(HubError(400, "", R"(the body is {"visibility": "private"|"public"})"));
-  std::optional<bool> is_private;
-  if (auto vis = StringField(*o, "visibility")) is_private = *vis != "public";
-  if (const json::value* p = o->if_contains("private"); p != nullptr && p->is_bool())
-    is_private = p->get_bool();
-  if (const json::value* g = o->if_contains("gated"); g != nullptr && !(g->is_bool() && !g->get_bool())) {
-    return ex->Respond(HubError(400, "", "gated repositories are not supported"));
-  }
+  auto settings = ParseSettingsBody(ex->request().body);
+  if (!settings) return ex->Respond(HubError(400, "", settings.error().message));
   auto rr = RepoOf(server_, ex);
   if (!rr) return;
-  ex->Offload([this, ex, rr = std::move(*rr), is_private] {
+  ex->Offload([this, ex, rr = std::move(*rr), is_private = *settings] {
     auto st = hub_.UpdateSettings(rr.caller, rr.id, is_private);
     ex->Respond(Done(st));
   });
@@ -615,37 +464,24 @@ void HubRoutes::Tree(const std::shared_ptr<Exchange>& ex) {
 }
 
 void HubRoutes::PathsInfo(const std::shared_ptr<Exchange>& ex) {
-  // A form (paths=a&paths=b&expand=false), or JSON {"paths": [...]}.
-  std::vector<std::string> paths;
-  const std::string& body = ex->request().body;
-  json::value storage;
-  if (const json::object* o = ParseObject(body, storage)) {
-    if (const json::value* p = o->if_contains("paths"); p != nullptr && p->is_array()) {
-      for (const auto& v : p->get_array()) {
-        if (v.is_string()) paths.emplace_back(v.get_string());
-      }
-    }
-  } else {
-    auto form = FormValues(body, "paths");
-    if (!form) return ex->Respond(HubError(400, "", "the body is a form of paths"));
-    paths = std::move(*form);
-  }
-  if (paths.size() > 1000) return ex->Respond(HubError(400, "", "at most 1000 paths in one request"));
+  auto paths = ParsePathsInfoBody(ex->request().body);
+  if (!paths) return ex->Respond(HubError(400, "", paths.error().message));
   const std::string revision = ex->request().Param("rev");
-  WithRepo(ex, false, [this, ex, revision, paths](const RepoRequest&, const hub::Repo& repo) {
-    auto oid = hub_.Resolve(repo, revision);
-    if (!oid) return ex->Respond(HubError(oid.error()));
-    json::array out;
-    for (const std::string& p : paths) {
-      auto info = hub_.Stat(repo, *oid, p);
-      if (!info) {
-        if (info.error().kind == hub::ErrorKind::kNotFound) continue;  // missing paths are left out
-        return ex->Respond(HubError(info.error()));
-      }
-      out.push_back(EntryJson(*info));
-    }
-    ex->Respond(JsonAnswer(out));
-  });
+  WithRepo(ex, false,
+           [this, ex, revision, paths = std::move(*paths)](const RepoRequest&, const hub::Repo& repo) {
+             auto oid = hub_.Resolve(repo, revision);
+             if (!oid) return ex->Respond(HubError(oid.error()));
+             json::array out;
+             for (const std::string& p : paths) {
+               auto info = hub_.Stat(repo, *oid, p);
+               if (!info) {
+                 if (info.error().kind == hub::ErrorKind::kNotFound) continue;  // missing paths are left out
+                 return ex->Respond(HubError(info.error()));
+               }
+               out.push_back(EntryJson(*info));
+             }
+             ex->Respond(JsonAnswer(out));
+           });
 }
 
 void HubRoutes::Refs(const std::shared_ptr<Exchange>& ex) {
@@ -712,11 +548,10 @@ void HubRoutes::Commits(const std::shared_ptr<Exchange>& ex) {
 void HubRoutes::Branch(const std::shared_ptr<Exchange>& ex, bool create) {
   const std::string branch = ex->request().Param("branch");
   std::optional<std::string> start;
-  if (create && !ex->request().body.empty()) {
-    json::value storage;
-    const json::object* o = ParseObject(ex->request().body, storage);
-    if (o == nullptr) return ex->Respond(HubError(400, "", R"(the body is {"startingPoint": "<revision>"})"));
-    start = StringField(*o, "startingPoint");
+  if (create) {
+    auto body = ParseBranchBody(ex->request().body);
+    if (!body) return ex->Respond(HubError(400, "", body.error().message));
+    start = std::move(*body);
   }
   WithRepo(ex, true, [this, ex, branch, start, create](const RepoRequest&, const hub::Repo& repo) {
     auto st = create ? hub_.CreateRef(repo, index::RefKind::kBranch, branch, start, false)
@@ -730,11 +565,9 @@ void HubRoutes::Tag(const std::shared_ptr<Exchange>& ex, bool create) {
   const std::string at = ex->request().Param("rev");
   std::string tag = at;
   if (create) {
-    json::value storage;
-    const json::object* o = ParseObject(ex->request().body, storage);
-    auto name = o ? StringField(*o, "tag") : std::nullopt;
-    if (!name) return ex->Respond(HubError(400, "", R"(the body is {"tag": "<name>", "message": "..."})"));
-    tag = *name;
+    auto name = ParseTagBody(ex->request().body);
+    if (!name) return ex->Respond(HubError(400, "", name.error().message));
+    tag = std::move(*name);
   }
   WithRepo(ex, true, [this, ex, tag, at, create](const RepoRequest&, const hub::Repo& repo) {
     auto st = create ? hub_.CreateRef(repo, index::RefKind::kTag, tag, at, false)
@@ -744,39 +577,14 @@ void HubRoutes::Tag(const std::shared_ptr<Exchange>& ex, bool create) {
 }
 
 void HubRoutes::Preupload(const std::shared_ptr<Exchange>& ex) {
-  json::value storage;
-  const json::object* o = ParseObject(ex->request().body, storage);
-  const json::value* files = o ? o->if_contains("files") : nullptr;
-  if (files == nullptr || !files->is_array() || files->get_array().size() > 1000) {
-    return ex->Respond(
-        HubError(400, "", R"(the body is {"files": [{"path", "sample", "size"}]}, at most 1000)"));
-  }
-  struct Asked {
-    std::string path;
-    uint64_t size;
-    std::vector<uint8_t> sample;
-  };
-  std::vector<Asked> asked;
-  for (const auto& f : files->get_array()) {
-    const json::object* fo = f.if_object();
-    auto path = fo ? StringField(*fo, "path") : std::nullopt;
-    auto sample = fo ? StringField(*fo, "sample") : std::nullopt;
-    const json::value* size = fo ? fo->if_contains("size") : nullptr;
-    std::optional<std::vector<uint8_t>> bytes = sample ? Base64Decode(*sample) : std::nullopt;
-    if (!path || !bytes || size == nullptr || !size->is_number()) {
-      return ex->Respond(HubError(400, "", "each file needs a path, a base64 sample and a size"));
-    }
-    boost::system::error_code ec;
-    const auto n = size->to_number<uint64_t>(ec);
-    if (ec) return ex->Respond(HubError(400, "", "bad size"));
-    asked.push_back({*path, n, std::move(*bytes)});
-  }
+  auto asked = ParsePreuploadBody(ex->request().body);
+  if (!asked) return ex->Respond(HubError(400, "", asked.error().message));
   const std::string revision = ex->request().Param("rev");
   WithRepo(
-      ex, true, [this, ex, revision, asked = std::move(asked)](const RepoRequest&, const hub::Repo& repo) {
+      ex, true, [this, ex, revision, asked = std::move(*asked)](const RepoRequest&, const hub::Repo& repo) {
         auto head = hub_.Resolve(repo, revision);
         json::array out;
-        for (const Asked& a : asked) {
+        for (const PreuploadFile& a : asked) {
           const bool inline_file = hub_.Inline(a.size, a.sample);
           json::object entry{
               {"path", a.path}, {"uploadMode", inline_file ? "regular" : "lfs"}, {"shouldIgnore", false}};
@@ -798,62 +606,11 @@ void HubRoutes::Commit(const std::shared_ptr<Exchange>& ex) {
   const auto& req = ex->request();
   if (QueryTrue(req, "create_pr"))
     return ex->Respond(HubError(400, "", "pull requests are not supported by cairn"));
-  hub::CommitRequest commit;
-  commit.branch = req.Param("rev");
-  if (commit.branch.starts_with("refs/heads/")) commit.branch.erase(0, 11);
-  bool have_header = false;
-  auto error = ForEachLine(req.body, "commit", [&](const json::object& o) -> std::optional<std::string> {
-    const auto key = StringField(o, "key");
-    const json::value* value_v = o.if_contains("value");
-    const json::object* value = value_v ? value_v->if_object() : nullptr;
-    if (!key || value == nullptr) return R"(each line is {"key": ..., "value": {...}})";
-    if (*key == "header") {
-      commit.summary = StringField(*value, "summary").value_or("");
-      commit.description = StringField(*value, "description").value_or("");
-      if (auto parent = StringField(*value, "parentCommit")) {
-        commit.parent = hub::ObjectId::FromHex(*parent);
-        if (!commit.parent) return "parentCommit must be a full 40-digit commit id";
-      }
-      have_header = true;
-      return std::nullopt;
-    }
-    if (!have_header) return "the header comes first";
-    const auto path = StringField(*value, "path");
-    if (!path) return "a path is needed";
-    if (*key == "file") {
-      auto content = StringField(*value, "content");
-      const auto encoding = StringField(*value, "encoding").value_or("base64");
-      if (!content || encoding != "base64") return "file content must be base64";
-      // Refused before it is decoded: what cannot go inline takes no more memory than its text.
-      if (content->size() / 4 * 3 > static_cast<uint64_t>(hub_.options().max_inline_bytes) + 3) {
-        return *path + " is too large to commit inline: upload it as a large file";
-      }
-      auto bytes = Base64Decode(*content);
-      if (!bytes) return "file content is not base64";
-      commit.operations.emplace_back(hub::AddInline{*path, std::move(*bytes)});
-    } else if (*key == "lfsFile") {
-      const auto oid = StringField(*value, "oid");
-      if (StringField(*value, "algo").value_or("sha256") != "sha256" || !oid || !hub::IsSha256Hex(*oid)) {
-        return "lfsFile needs a sha256 oid (64 lowercase hex digits)";
-      }
-      hub::AddLfs add{*path, hub::LfsPointer{*oid, 0}, false};
-      if (const json::value* size = value->if_contains("size")) {
-        boost::system::error_code ec;
-        add.pointer.size = size->to_number<uint64_t>(ec);
-        if (ec) return "bad size";
-        add.size_given = true;
-      }
-      commit.operations.emplace_back(std::move(add));
-    } else if (*key == "deletedFile" || *key == "deletedFolder") {
-      commit.operations.emplace_back(hub::DeletePath{*path, *key == "deletedFolder"});
-    } else {
-      return "unknown key " + *key;
-    }
-    return std::nullopt;
-  });
-  if (error) return ex->Respond(HubError(400, "", *error));
-  if (!have_header) return ex->Respond(HubError(400, "", "a commit starts with its header line"));
-  WithRepo(ex, true, [this, ex, commit = std::move(commit)](const RepoRequest& rr, const hub::Repo& repo) {
+  auto commit = ParseCommitBody(req.body, hub_.options().max_inline_bytes);
+  if (!commit) return ex->Respond(HubError(400, "", commit.error().message));
+  commit->branch = req.Param("rev");
+  if (commit->branch.starts_with("refs/heads/")) commit->branch.erase(0, 11);
+  WithRepo(ex, true, [this, ex, commit = std::move(*commit)](const RepoRequest& rr, const hub::Repo& repo) {
     auto made = hub_.CreateCommit(rr.caller, repo, commit);
     if (!made) return ex->Respond(HubError(made.error()));
     ex->Respond(JsonAnswer(json::object{{"commitUrl", RepoUrl(rr.id) + "/commit/" + made->oid.hex()},
@@ -866,44 +623,21 @@ void HubRoutes::Commit(const std::shared_ptr<Exchange>& ex) {
 // Cross-repository copies of large files: the source (this route's repository) lends its files to the
 // target's scope; the commit that follows names them by SHA-256.
 void HubRoutes::DuplicateLfs(const std::shared_ptr<Exchange>& ex) {
-  json::value storage;
-  const json::object* o = ParseObject(ex->request().body, storage);
-  const json::value* target_v = o ? o->if_contains("target") : nullptr;
-  const json::object* target = target_v ? target_v->if_object() : nullptr;
-  const json::value* files_v = o ? o->if_contains("files") : nullptr;
-  const auto type = target ? TypeFromSingular(StringField(*target, "type").value_or("")) : std::nullopt;
-  const auto name = target ? StringField(*target, "name") : std::nullopt;
-  const size_t slash = name ? name->find('/') : std::string::npos;
-  if (!type || slash == std::string::npos || files_v == nullptr || !files_v->is_array() ||
-      files_v->get_array().size() > 1000) {
-    return ex->Respond(
-        HubError(400, "", R"(the body is {"target": {"type", "name"}, "files": [{"xetHash", "sha256"}]})"));
-  }
-  struct Wanted {
-    xet::FileHash file;
-    std::string sha256;
-  };
-  std::vector<Wanted> wanted;
-  for (const auto& f : files_v->get_array()) {
-    const json::object* fo = f.if_object();
-    const auto xet = fo ? StringField(*fo, "xetHash") : std::nullopt;
-    const auto sha = fo ? StringField(*fo, "sha256") : std::nullopt;
-    const auto hash = xet ? xet::Hash::FromHex(*xet) : std::nullopt;
-    if (!hash || !sha) return ex->Respond(HubError(400, "", "each file needs its xetHash and sha256"));
-    wanted.push_back({*hash, *sha});
-  }
-  const hub::RepoId to{*type, name->substr(0, slash), name->substr(slash + 1)};
-  WithRepo(ex, false, [this, ex, to, wanted = std::move(wanted)](const RepoRequest& rr, const hub::Repo&) {
-    auto target_repo = hub_.Open(rr.caller, to, true);
-    if (!target_repo) return ex->Respond(HubError(target_repo.error()));
-    json::array failed;
-    for (const Wanted& w : wanted) {
-      if (auto st = hub_.ShareLarge(rr.caller, rr.id, w.file, w.sha256, *target_repo); !st) {
-        failed.push_back(json::object{{"sha256", w.sha256}, {"error", st.error().message}});
-      }
-    }
-    ex->Respond(JsonAnswer(json::object{{"failed", std::move(failed)}}));
-  });
+  auto body = ParseDuplicateBody(ex->request().body);
+  if (!body) return ex->Respond(HubError(400, "", body.error().message));
+  WithRepo(ex, false,
+           [this, ex, to = std::move(body->target), wanted = std::move(body->files)](const RepoRequest& rr,
+                                                                                     const hub::Repo&) {
+             auto target_repo = hub_.Open(rr.caller, to, true);
+             if (!target_repo) return ex->Respond(HubError(target_repo.error()));
+             json::array failed;
+             for (const DuplicateBody::File& w : wanted) {
+               if (auto st = hub_.ShareLarge(rr.caller, rr.id, w.xet, w.sha256, *target_repo); !st) {
+                 failed.push_back(json::object{{"sha256", w.sha256}, {"error", st.error().message}});
+               }
+             }
+             ex->Respond(JsonAnswer(json::object{{"failed", std::move(failed)}}));
+           });
 }
 
 void HubRoutes::XetToken(const std::shared_ptr<Exchange>& ex, bool write) {
@@ -980,18 +714,11 @@ json::object HubRoutes::BucketFileJson(const index::BucketFile& f) {
 }
 
 void HubRoutes::BucketCreate(const std::shared_ptr<Exchange>& ex) {
-  json::value storage;
-  const std::string& body = ex->request().body;
-  const json::object* o = body.empty() ? nullptr : ParseObject(body, storage);
-  if (!body.empty() && o == nullptr)
-    return ex->Respond(HubError(400, "", R"(the body is {"visibility": ...})"));
-  bool is_private = false;
-  if (o != nullptr) {
-    if (auto vis = StringField(*o, "visibility")) is_private = *vis != "public";
-  }
+  auto is_private = ParseBucketCreateBody(ex->request().body);
+  if (!is_private) return ex->Respond(HubError(400, "", is_private.error().message));
   auto rr = BucketOf(ex, true);
   if (!rr) return;
-  ex->Offload([this, ex, rr = std::move(*rr), is_private] {
+  ex->Offload([this, ex, rr = std::move(*rr), is_private = *is_private] {
     ex->Respond(CreatedAnswer(
         hub_.CreateRepo(rr.caller, rr.id, is_private),
         json::object{{"url", options_.public_url + "/buckets/" + rr.id.str()}, {"id", rr.id.str()}}));
@@ -1048,15 +775,11 @@ void HubRoutes::BucketDelete(const std::shared_ptr<Exchange>& ex) {
 }
 
 void HubRoutes::BucketSettings(const std::shared_ptr<Exchange>& ex) {
-  json::value storage;
-  const json::object* o = ParseObject(ex->request().body, storage);
-  const json::value* p = o ? o->if_contains("private") : nullptr;
-  if (p == nullptr || !p->is_bool())
-    return ex->Respond(HubError(400, "", R"(the body is {"private": true|false})"));
-  const bool is_private = p->get_bool();
+  auto is_private = ParseBucketSettingsBody(ex->request().body);
+  if (!is_private) return ex->Respond(HubError(400, "", is_private.error().message));
   auto rr = BucketOf(ex);
   if (!rr) return;
-  ex->Offload([this, ex, rr = std::move(*rr), is_private] {
+  ex->Offload([this, ex, rr = std::move(*rr), is_private = *is_private] {
     auto st = hub_.UpdateSettings(rr.caller, rr.id, is_private);
     ex->Respond(Done(st));
   });
@@ -1092,17 +815,9 @@ void HubRoutes::BucketTree(const std::shared_ptr<Exchange>& ex) {
 }
 
 void HubRoutes::BucketPathsInfo(const std::shared_ptr<Exchange>& ex) {
-  json::value storage;
-  const json::object* o = ParseObject(ex->request().body, storage);
-  const json::value* p = o ? o->if_contains("paths") : nullptr;
-  if (p == nullptr || !p->is_array() || p->get_array().size() > 1000) {
-    return ex->Respond(HubError(400, "", R"(the body is {"paths": [...]}, at most 1000)"));
-  }
-  std::vector<std::string> paths;
-  for (const auto& v : p->get_array()) {
-    if (v.is_string()) paths.emplace_back(v.get_string());
-  }
-  WithBucket(ex, false, [this, ex, paths](const RepoRequest&, const hub::Repo& bucket) {
+  auto paths = ParseBucketPathsInfoBody(ex->request().body);
+  if (!paths) return ex->Respond(HubError(400, "", paths.error().message));
+  WithBucket(ex, false, [this, ex, paths = std::move(*paths)](const RepoRequest&, const hub::Repo& bucket) {
     auto files = buckets_.Stat(bucket, paths);
     if (!files) return ex->Respond(HubError(files.error()));
     json::array out;
@@ -1112,45 +827,9 @@ void HubRoutes::BucketPathsInfo(const std::shared_ptr<Exchange>& ex) {
 }
 
 void HubRoutes::BucketBatch(const std::shared_ptr<Exchange>& ex) {
-  std::vector<hub::BucketOp> ops;
-  auto error =
-      ForEachLine(ex->request().body, "batch", [&](const json::object& o) -> std::optional<std::string> {
-        const auto type = StringField(o, "type");
-        const auto path = StringField(o, "path");
-        if (!type || !path) return R"(each line is {"type": ..., "path": ...})";
-        hub::BucketOp op;
-        op.path = *path;
-        if (*type == "deleteFile") {
-          op.kind = hub::BucketOp::Kind::kDelete;
-        } else if (*type == "addFile" || *type == "copyFile") {
-          op.kind = *type == "addFile" ? hub::BucketOp::Kind::kAdd : hub::BucketOp::Kind::kCopy;
-          const auto hash = StringField(o, "xetHash");
-          op.file = hash ? xet::Hash::FromHex(*hash) : std::nullopt;
-          if (!op.file) return "xetHash must be 64 hex digits";
-          if (const json::value* m = o.if_contains("mtime"); m != nullptr && m->is_number()) {
-            boost::system::error_code ec;
-            op.mtime_ms = m->to_number<int64_t>(ec);
-            // Milliseconds of the years 1970 to 9999: dates huggingface_hub can read back.
-            if (ec || op.mtime_ms < 0 || op.mtime_ms > 253402300799999) return "mtime out of range";
-          }
-          op.content_type = StringField(o, "contentType");
-          if (op.kind == hub::BucketOp::Kind::kCopy) {
-            const auto src_type = TypeFromSingular(StringField(o, "sourceRepoType").value_or("bucket"), true);
-            const auto src = StringField(o, "sourceRepoId").value_or("");
-            const size_t slash = src.find('/');
-            if (!src_type || slash == std::string::npos)
-              return "a copy names its sourceRepoType and sourceRepoId";
-            op.source = hub::RepoId{*src_type, src.substr(0, slash), src.substr(slash + 1)};
-          }
-        } else {
-          return "unknown type " + *type;
-        }
-        ops.push_back(std::move(op));
-        return std::nullopt;
-      });
-  if (error) return ex->Respond(HubError(400, "", *error));
-  if (ops.size() > hub::BucketService::kMaxOps) return ex->Respond(HubError(400, "", "too many operations"));
-  WithBucket(ex, true, [this, ex, ops = std::move(ops)](const RepoRequest& rr, const hub::Repo& bucket) {
+  auto ops = ParseBucketBatchBody(ex->request().body);
+  if (!ops) return ex->Respond(HubError(400, "", ops.error().message));
+  WithBucket(ex, true, [this, ex, ops = std::move(*ops)](const RepoRequest& rr, const hub::Repo& bucket) {
     // Copies from elsewhere: the source lends the file to this bucket's scope first (the caller must read
     // it).
     std::vector<hub::BucketOpFailure> refused;

@@ -12,6 +12,7 @@
 #include "api/cas_routes.h"
 #include "api/file_routes.h"
 #include "client/upload_builder.h"
+#include "common/base64.h"
 #include "http/test_util.h"
 #include "xet/test_support.h"
 
@@ -37,21 +38,7 @@ std::string Sha256Hex(std::span<const uint8_t> data) {
 }
 
 std::string Base64(std::string_view in) {
-  static constexpr char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::string out;
-  uint32_t acc = 0;
-  int bits = 0;
-  for (const char c : in) {
-    acc = acc << 8 | static_cast<uint8_t>(c);
-    bits += 8;
-    while (bits >= 6) {
-      bits -= 6;
-      out.push_back(kAlphabet[(acc >> bits) & 63]);
-    }
-  }
-  if (bits > 0) out.push_back(kAlphabet[(acc << (6 - bits)) & 63]);
-  while (out.size() % 4 != 0) out.push_back('=');
-  return out;
+  return Base64Encode(in);
 }
 
 std::string Header(const std::string& summary, const std::string& parent = "") {

@@ -58,7 +58,6 @@ Setter ByteSizeSetter(size_t Config::*member, uint64_t min, uint64_t max) {
   };
 }
 
-// An http:// or https:// URL, without trailing slashes.
 // A setter for a positive duration ("90s", "12h", "7d").
 Setter DurationSetter(std::chrono::seconds Config::*member) {
   return [member](Config& c, std::string_view v) -> xet::Status {
@@ -69,12 +68,17 @@ Setter DurationSetter(std::chrono::seconds Config::*member) {
   };
 }
 
+// An http:// or https:// URL naming a host, kept without trailing slashes.
 Setter UrlSetter(std::string Config::*member) {
   return [member](Config& c, std::string_view v) -> xet::Status {
     if (!v.starts_with("http://") && !v.starts_with("https://"))
       return xet::Malformed("must start with http:// or https://");
     std::string url(v);
-    while (!url.empty() && url.back() == '/') url.pop_back();
+    const size_t host = url.find("://") + 3;
+    while (url.size() > host && url.back() == '/') url.pop_back();
+    // "http://" alone would become "http:" above, and every URL built on it would name no server.
+    if (url.size() == host || url[host] == '/')
+      return xet::Malformed("must name a host: http://HOST[:PORT][/PATH]");
     c.*member = url;
     return xet::Ok{};
   };
@@ -222,10 +226,11 @@ std::string EnvName(std::string_view field) {
   return out;
 }
 
-xet::Status ApplyToml(Config& c, const std::string& path) {
+// Applies the TOML file at `path`, or the document `doc` (named `path` in errors) when there is one.
+xet::Status ApplyToml(Config& c, const std::string& path, const std::optional<std::string>& doc) {
   toml::table table;
   try {
-    table = toml::parse_file(path);
+    table = doc ? toml::parse(*doc, path) : toml::parse_file(path);
   } catch (const toml::parse_error& e) {
     const auto& where = e.source().begin;
     return xet::Malformed(path + ":" + std::to_string(where.line) + ":" + std::to_string(where.column) +
@@ -369,8 +374,10 @@ Result<Config> LoadConfig(const ConfigSources& sources) {
     if (auto it = sources.env.find("CAIRN_CONFIG"); it != sources.env.end() && !it->second.empty())
       file = it->second;
   }
-  if (file) {
-    if (auto st = ApplyToml(c, *file); !st) return st.error();
+  if (sources.toml) {
+    if (auto st = ApplyToml(c, file.value_or("<config>"), sources.toml); !st) return st.error();
+  } else if (file) {
+    if (auto st = ApplyToml(c, *file, std::nullopt); !st) return st.error();
   }
   for (const auto& [key, value] : sources.env) {
     if (key == "CAIRN_CONFIG" || key.substr(0, 6) != "CAIRN_") continue;

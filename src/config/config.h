@@ -87,7 +87,10 @@ struct Config {
 };
 
 struct ConfigSources {
-  std::optional<std::string> file;           // TOML file; when empty, CAIRN_CONFIG from `env` if set
+  std::optional<std::string> file;  // TOML file; when empty, CAIRN_CONFIG from `env` if set
+  // The TOML document itself, read in place of a file (tests, the fuzz target); `file`, if set, then only
+  // names it in error messages.
+  std::optional<std::string> toml;
   std::map<std::string, std::string> env;    // environment (CAIRN_* keys, and AWS_* credentials)
   std::map<std::string, std::string> flags;  // setting name → value, from the command line
 };

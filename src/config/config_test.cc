@@ -127,6 +127,10 @@ TEST(Config, BadValuesSayWhereAndWhat) {
       {{{"transfer_url_ttl", "0"}}, {}, "positive"},
       {{{"log_level", "loud"}}, {}, "--log-level"},
       {{{"public_url", "cas.example.com"}}, {}, "http://"},
+      // Found by config_fuzz (tests/fuzz/regressions/config_fuzz/): "http://" was taken, as "http:".
+      {{{"public_url", "http://"}}, {}, "must name a host"},
+      {{{"public_url", "https:////"}}, {}, "must name a host"},
+      {{{"s3_endpoint", "http:///bucket"}}, {}, "must name a host"},
       {{{"jwt_secret", "short"}}, {}, "32"},
       {{{"no_such_setting", "1"}}, {}, "unknown setting"},
       {{}, {{"CAIRN_WORKER_THREADS", "-1"}}, "CAIRN_WORKER_THREADS"},
@@ -144,6 +148,21 @@ TEST(Config, BadValuesSayWhereAndWhat) {
     ASSERT_FALSE(r.ok()) << c.expect;
     EXPECT_NE(r.error().message.find(c.expect), std::string::npos) << r.error().message;
   }
+}
+
+// The TOML document given as text (ConfigSources::toml) loads as the same file would, named in errors.
+TEST(Config, TomlText) {
+  ConfigSources s;
+  s.toml = "listen = \"127.0.0.1:7001\"\nio_threads = 3\n";
+  auto c = LoadConfig(s);
+  ASSERT_TRUE(c.ok()) << c.error().message;
+  EXPECT_EQ(c->port(), 7001);
+  EXPECT_EQ(c->io_threads, 3u);
+  s.file = "given.toml";
+  s.toml = "io_threads = \"x\"\n";
+  auto bad = LoadConfig(s);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message.find("given.toml: io_threads"), std::string::npos) << bad.error().message;
 }
 
 TEST(Config, BadTomlFile) {

@@ -160,6 +160,8 @@ Result<std::string> MintToken(std::string_view key, const Principal& who, std::c
                               int64_t now) {
   if (key.empty()) return InternalError("empty signing key");
   if (who.scope.empty()) return BadRequest("scope must not be empty");
+  // libjwt takes C strings: a NUL would cut the scope short, and the token would grant another scope.
+  if (who.scope.find('\0') != std::string::npos) return BadRequest("scope must not contain NUL bytes");
   if (who.perm == Permission::kNone) return BadRequest("perm must be read or write");
   if (ttl.count() <= 0) return BadRequest("ttl must be positive");
   jwt_t* raw = nullptr;

@@ -173,5 +173,13 @@ TEST(Auth, MintRejectsBadInput) {
   EXPECT_FALSE(MintToken("", {"s", Permission::kRead}, std::chrono::hours(1)).ok());
 }
 
+// Found by auth_fuzz (tests/fuzz/regressions/auth_fuzz/): a NUL in the scope cut it short in the token, which
+// then granted the shorter scope ("a\0b" minted a token for "a").
+TEST(Auth, MintRefusesScopesWithNul) {
+  auto token = MintToken(kKey, {std::string("a\0b", 3), Permission::kWrite}, std::chrono::hours(1));
+  ASSERT_FALSE(token.ok());
+  EXPECT_EQ(token.error().status, 400u);
+}
+
 }  // namespace
 }  // namespace cairn::http
