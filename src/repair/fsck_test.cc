@@ -258,22 +258,60 @@ TEST_F(Fsck, ShardsWithoutAGrantNeedADefaultScope) {
   EXPECT_TRUE(Visible(*fresh, up.file_hashes[0], "restored"));
 }
 
-// The store's fault seam, at every step of every put an upload makes (each xorb, the shard, its grant) in
-// turn: the upload fails with an error, nothing it wrote is damage or visible, and a retry without the fault
-// succeeds and serves the file.
-TEST(FaultInjection, AFailedStoreStepAtAnyPointLosesNothingAndServesNothingHalfWritten) {
-  const auto data = xet::testing::TextLikeBytes(42, 600'000);
+// ---- Fault injection: an upload of three xorbs, failed at one step in turn, then retried.
+
+client::BuiltUpload FaultTestUpload(uint64_t seed) {
+  const auto data = xet::testing::TextLikeBytes(seed, 600'000);
   const std::span<const uint8_t> spans[] = {data};
   client::BuildOptions bo;
   bo.max_xorb_bytes = 256 << 10;
-  const auto up = client::BuildUpload(spans, bo);
+  return client::BuildUpload(spans, bo);
+}
+
+// The upload as a client makes it; whether every step succeeded.
+bool TryUpload(cas::CasService& service, const client::BuiltUpload& up) {
+  for (const auto& x : up.xorbs) {
+    if (!service.PutXorb(x.hash, x.body).ok()) return false;
+  }
+  return service.PutShard(up.shard_bytes, "alice").ok();
+}
+
+// After a failed upload: nothing of it is served and nothing is damage; the client's retry then succeeds
+// and the file is served, with the index and store consistent.
+void ExpectFailedThenRetried(cas::CasService& service, index::Index& index, store::BlobStore& store,
+                             const client::BuiltUpload& up, const std::function<void()>& disarm,
+                             size_t site) {
+  EXPECT_FALSE(service.Reconstruct(up.file_hashes[0], "alice", std::nullopt, cas::ApiVersion::kV2).ok())
+      << "site " << site;
+  auto report = repair::Fsck(service, index, store, Options(true, false));
+  ASSERT_TRUE(report.ok());
+  EXPECT_FALSE(report->damaged()) << "site " << site;
+  disarm();
+  ASSERT_TRUE(TryUpload(service, up)) << "site " << site;
+  auto answer = service.Reconstruct(up.file_hashes[0], "alice", std::nullopt, cas::ApiVersion::kV2);
+  ASSERT_TRUE(answer.ok());
+  EXPECT_EQ(answer->status, cas::ReconstructionStatus::kOk);
+  report = repair::Fsck(service, index, store, Options(true, false));
+  ASSERT_TRUE(report.ok());
+  EXPECT_TRUE(report->clean()) << "site " << site;
+}
+
+fs::path FreshDir(const std::string& name) {
+  const fs::path dir = fs::temp_directory_path() / (name + "-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+// The store's fault seam (the kernel failing a step: ENOSPC, EIO), at every step of every put an upload makes
+// (each xorb, the shard, its grant) in turn.
+TEST(FaultInjection, AFailedStoreStepAtAnyPointLosesNothingAndServesNothingHalfWritten) {
+  const auto up = FaultTestUpload(42);
   ASSERT_GE(up.xorbs.size(), 2u);
   WorkerPool pool(1);
   size_t sites = 0;
   for (size_t fail_at = 0;; ++fail_at) {
-    const fs::path dir = fs::temp_directory_path() / ("cairn-fault-" + std::to_string(::getpid()));
-    fs::remove_all(dir);
-    fs::create_directories(dir);
+    const fs::path dir = FreshDir("cairn-store-fault");
     size_t step = 0;
     bool armed = true;
     store::LocalDiskOptions so;
@@ -285,33 +323,14 @@ TEST(FaultInjection, AFailedStoreStepAtAnyPointLosesNothingAndServesNothingHalfW
     ASSERT_TRUE(st.ok());
     auto ix = OpenSqlite(dir / "index.db");
     cas::CasService service(*ix, **st, pool, {});
-    bool failed = false;
-    for (const auto& x : up.xorbs) {
-      if (!failed) failed = !service.PutXorb(x.hash, x.body).ok();
-    }
-    if (!failed) failed = !service.PutShard(up.shard_bytes, "alice").ok();
-    if (!failed) {
-      EXPECT_GT(fail_at, 0u);
+    if (TryUpload(service, up)) {  // past the last step: every site was covered
+      ix.reset();
       fs::remove_all(dir);
-      break;  // past the last step: every site was covered
+      break;
     }
     ++sites;
-    // Nothing half-written is served: the file is either not registered at all or whole.
-    auto answer = service.Reconstruct(up.file_hashes[0], "alice", std::nullopt, cas::ApiVersion::kV2);
-    EXPECT_FALSE(answer.ok()) << "site " << fail_at;
-    auto report = repair::Fsck(service, *ix, **st, Options(true, false));
-    ASSERT_TRUE(report.ok());
-    EXPECT_FALSE(report->damaged()) << "site " << fail_at;
-    // The client retries: everything goes through and the file is served.
-    armed = false;
-    for (const auto& x : up.xorbs) ASSERT_TRUE(service.PutXorb(x.hash, x.body).ok()) << fail_at;
-    ASSERT_TRUE(service.PutShard(up.shard_bytes, "alice").ok()) << fail_at;
-    answer = service.Reconstruct(up.file_hashes[0], "alice", std::nullopt, cas::ApiVersion::kV2);
-    ASSERT_TRUE(answer.ok());
-    EXPECT_EQ(answer->status, cas::ReconstructionStatus::kOk);
-    report = repair::Fsck(service, *ix, **st, Options(true, false));
-    ASSERT_TRUE(report.ok());
-    EXPECT_TRUE(report->clean()) << "site " << fail_at;
+    ExpectFailedThenRetried(
+        service, *ix, **st, up, [&] { armed = false; }, fail_at);
     ix.reset();
     fs::remove_all(dir);
   }
@@ -321,19 +340,13 @@ TEST(FaultInjection, AFailedStoreStepAtAnyPointLosesNothingAndServesNothingHalfW
 }
 
 // The index's fault seam: each durable commit an upload makes (one per xorb, one for the shard) fails in
-// turn. The upload fails; its stored blobs are unindexed leftovers, not damage; a retry serves the file.
+// turn; the blobs it stored are unindexed leftovers, not damage.
 TEST(FaultInjection, AFailedIndexCommitAtAnyPointLosesNothing) {
-  const auto data = xet::testing::TextLikeBytes(43, 600'000);
-  const std::span<const uint8_t> spans[] = {data};
-  client::BuildOptions bo;
-  bo.max_xorb_bytes = 256 << 10;
-  const auto up = client::BuildUpload(spans, bo);
+  const auto up = FaultTestUpload(43);
   WorkerPool pool(1);
   size_t sites = 0;
   for (size_t fail_at = 0;; ++fail_at) {
-    const fs::path dir = fs::temp_directory_path() / ("cairn-index-fault-" + std::to_string(::getpid()));
-    fs::remove_all(dir);
-    fs::create_directories(dir);
+    const fs::path dir = FreshDir("cairn-index-fault");
     std::atomic<size_t> commit{0};
     std::atomic<bool> armed{true};
     index::SqliteOptions io;
@@ -348,29 +361,14 @@ TEST(FaultInjection, AFailedIndexCommitAtAnyPointLosesNothing) {
     ASSERT_TRUE(st.ok());
     cas::CasService service(**ix, **st, pool, {});
     commit = 0;  // the commits of opening (migrations, secrets) do not count
-    bool failed = false;
-    for (const auto& x : up.xorbs) {
-      if (!failed) failed = !service.PutXorb(x.hash, x.body).ok();
-    }
-    if (!failed) failed = !service.PutShard(up.shard_bytes, "alice").ok();
-    if (!failed) {
+    if (TryUpload(service, up)) {
+      ix->reset();
       fs::remove_all(dir);
       break;
     }
     ++sites;
-    EXPECT_FALSE(service.Reconstruct(up.file_hashes[0], "alice", std::nullopt, cas::ApiVersion::kV2).ok());
-    auto report = repair::Fsck(service, **ix, **st, Options(true, false));
-    ASSERT_TRUE(report.ok());
-    EXPECT_FALSE(report->damaged()) << "commit " << fail_at;
-    armed = false;
-    for (const auto& x : up.xorbs) ASSERT_TRUE(service.PutXorb(x.hash, x.body).ok()) << fail_at;
-    ASSERT_TRUE(service.PutShard(up.shard_bytes, "alice").ok()) << fail_at;
-    auto answer = service.Reconstruct(up.file_hashes[0], "alice", std::nullopt, cas::ApiVersion::kV2);
-    ASSERT_TRUE(answer.ok());
-    EXPECT_EQ(answer->status, cas::ReconstructionStatus::kOk);
-    report = repair::Fsck(service, **ix, **st, Options(true, false));
-    ASSERT_TRUE(report.ok());
-    EXPECT_TRUE(report->clean()) << "commit " << fail_at;
+    ExpectFailedThenRetried(
+        service, **ix, **st, up, [&] { armed = false; }, fail_at);
     ix->reset();
     fs::remove_all(dir);
   }
