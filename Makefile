@@ -57,7 +57,7 @@ fuzz-seeds: build bootstrap  ## regenerate tests/fuzz/corpus/ from the stock cli
 
 # The inner loop: one layer's unit tests (make check L=xet), or all of them (make check); release tree only.
 L ?=
-check: configure  ## build and run one layer's unit tests: make check L=xet|common|config|http|store|index|cas|hub|api
+check: configure  ## build and run one layer's unit tests: make check L=xet|common|config|http|store|index|cas|repair|hub|api
 	cmake --build --preset release -j $(JOBS) --target $(if $(L),$(L)_test,unit_tests)
 	ctest --preset release -j $(JOBS) $(if $(L),-R '^$(L)_test$$')
 
