@@ -297,7 +297,7 @@ void ExpectFailedThenRetried(cas::CasService& service, index::Index& index, stor
 }
 
 fs::path FreshDir(const std::string& name) {
-  const fs::path dir = fs::temp_directory_path() / (name + "-" + std::to_string(::getpid()));
+  fs::path dir = fs::temp_directory_path() / (name + "-" + std::to_string(::getpid()));
   fs::remove_all(dir);
   fs::create_directories(dir);
   return dir;
