@@ -276,7 +276,7 @@ class CasApi : public testing::ApiServerTest {
   std::string ExpectedAnswer(const client::BuiltXorb& x, const ChunkSpan& s, cas::ApiVersion v) const {
     const uint64_t b0 = x.layout.begin_offset(s.k);
     const uint64_t b1 = x.layout.chunks[s.l - 1].end_offset - 1;
-    const std::string url = service_->signer().Url(x.hash, {{b0, b1}}, now_ + kUrlTtl);
+    const std::string url = Signer().Url(x.hash, {{b0, b1}}, now_ + kUrlTtl);
     const std::string hex = x.hash.hex();
     const std::string chunks = "{\"start\":" + std::to_string(s.k) + ",\"end\":" + std::to_string(s.l) + "}";
     const std::string bytes = "{\"start\":" + std::to_string(b0) + ",\"end\":" + std::to_string(b1) + "}";
@@ -767,7 +767,7 @@ TEST_F(CasApi, BatchReconstruction) {
   };
   const uint32_t n = tb[0].chunk_end;
   const uint64_t b1 = x.layout.chunks[n - 1].end_offset - 1;
-  const std::string url = service_->signer().Url(x.hash, {{0, b1}}, now_ + kUrlTtl);
+  const std::string url = Signer().Url(x.hash, {{0, b1}}, now_ + kUrlTtl);
   const std::string fetch_info = "\"fetch_info\":{\"" + hex +
                                  "\":[{\"range\":{\"start\":0,\"end\":" + std::to_string(n) + "},\"url\":\"" +
                                  url + "\",\"url_range\":{\"start\":0,\"end\":" + std::to_string(b1) + "}}]}";
@@ -962,7 +962,7 @@ TEST_F(CasApi, TransferUrlsRefuseTamperingExpiryAndMalformedQueries) {
   moved.replace(moved.find(x.hash.hex()), 64, other.hex());
   EXPECT_EQ(Fetch(moved, range).result_int(), 403u);
   // A valid signature for a xorb that is not stored.
-  auto unstored = Fetch(service_->signer().Url(other, {{0, 99}}, now_ + 60), range);
+  auto unstored = Fetch(Signer().Url(other, {{0, 99}}, now_ + 60), range);
   EXPECT_EQ(unstored.result_int(), 404u);
   EXPECT_TRUE(json::parse(unstored.body()).as_object().contains("error"));
 

@@ -27,6 +27,14 @@ class ApiServerTest : public ::testing::Test {
   static void SetUpTestSuite() { (void)std::signal(SIGPIPE, SIG_IGN); }
 
   // The backend (under a temporary directory named after `name`), the service and a listening server.
+  // The service's URL key, and a signer of URLs as the service signs them.
+  static xet::Hash UrlKey() {
+    xet::Hash h;
+    h.bytes.fill(7);
+    return h;
+  }
+  cas::TransferUrlSigner Signer() const { return cas::TransferUrlSigner(base_, UrlKey()); }
+
   void OpenServer(const std::string& name, http::ServerOptions o = {}) {
     ASSERT_NO_FATAL_FAILURE(cas::testing::OpenTestBackend(name, &dir_, &store_, &index_));
     o.host = "127.0.0.1";
@@ -38,7 +46,7 @@ class ApiServerTest : public ::testing::Test {
     base_ = "http://127.0.0.1:" + std::to_string(port_);
     cas::ServiceOptions so;
     so.public_url = base_;
-    so.url_secret.bytes.fill(7);
+    so.url_keys = cas::UrlKeys::Single(UrlKey());
     so.now = [this] { return now_.load(); };
     service_ = std::make_unique<cas::CasService>(*index_, *store_, pool_, so);
   }

@@ -174,7 +174,7 @@ struct Reader {
 http::Result<Reader> Authorize(const http::Server& server, const files::FileService& files,
                                const http::Request& req, const xet::FileHash& hash) {
   if (req.Query("s")) {
-    auto grant = files.links().Verify(hash, req.query);
+    auto grant = files.links()->Verify(hash, req.query);
     if (!grant) {
       return http::Error{grant.error().code == xet::ErrorCode::kMalformed ? 400U : 403U,
                          grant.error().message};
@@ -230,7 +230,7 @@ void MintLink(files::FileService& files, const std::shared_ptr<Exchange>& ex, co
       const unsigned status = file.error().code == xet::ErrorCode::kNotFound ? 404 : StatusOf(file.error());
       return ex->Respond(Response::ErrorJson(status, file.error().message));
     }
-    auto query = files.links().Sign(hash, scope, ttl > 0 ? static_cast<uint64_t>(ttl) : 0, name);
+    auto query = files.links()->Sign(hash, scope, ttl > 0 ? static_cast<uint64_t>(ttl) : 0, name);
     if (!query) return ex->Respond(Response::ErrorJson(400, query.error().message));
     boost::json::object out;
     out["url"] = base + "/v1/files/" + hash.hex() + "?" + *query;

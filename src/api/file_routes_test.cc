@@ -38,7 +38,11 @@ class FileApi : public testing::ApiServerTest {
     ASSERT_NO_FATAL_FAILURE(OpenServer("cairn-file-api"));
     cas_ = service_.get();
     files::FileServiceOptions fo;
-    fo.url_secret.bytes.fill(7);
+    fo.url_keys = cas::UrlKeys::Single([] {
+      xet::Hash h;
+      h.bytes.fill(7);
+      return h;
+    }());
     fo.read_ahead = {2, 256 << 10, 8 << 20};
     fo.now = [this] { return now_.load(); };
     fo.log = [](const std::string&) {};

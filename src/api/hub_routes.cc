@@ -651,7 +651,9 @@ void HubRoutes::MintCasToken(const std::shared_ptr<Exchange>& ex, const hub::Rep
     // repository only, and reads see only what its uploads registered.
     const http::Principal who{repo.record.scope, write ? http::Permission::kWrite : http::Permission::kRead};
     const int64_t now = http::UnixNow();
-    auto token = http::MintToken(options_.token_key, who, options_.cas_token_ttl, now);
+    const http::Authenticator* auth = server_.authenticator();
+    if (auth == nullptr) return ex->Respond(HubError(500, "", "this server signs no tokens"));
+    auto token = auth->Mint(who, options_.cas_token_ttl, now);  // with the current key, as it verifies
     if (!token) return ex->Respond(HubError(500, "", token.error().message));
     const int64_t exp = now + options_.cas_token_ttl.count();
     Response r =

@@ -5,6 +5,7 @@
 //
 // Errors answer {"error": message} with X-Error-Message and, where huggingface_hub tells errors apart by it,
 // X-Error-Code (RepoNotFound, RevisionNotFound, EntryNotFound). `hub` and `files` must outlive the server.
+// The xet token routes sign CAS tokens with the server's Authenticator (its current key).
 #pragma once
 
 #include <chrono>
@@ -19,7 +20,6 @@ namespace cairn::api {
 
 struct HubRouteOptions {
   std::string public_url = "http://127.0.0.1:8080";  // base of every URL handed out (casUrl, commit URLs)
-  std::string token_key;                             // signs the CAS tokens of the xet token routes
   std::chrono::seconds cas_token_ttl{3600};
   uint64_t max_commit_bytes = 160ULL << 20;  // a commit's NDJSON (inline files travel in it, base64)
   // Commits (and bucket batches) in flight at once, past which 503 with Retry-After: their bodies are

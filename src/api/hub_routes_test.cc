@@ -72,7 +72,11 @@ class HubApi : public testing::ApiServerTest {
   void SetUp() override {
     ASSERT_NO_FATAL_FAILURE(OpenServer("cairn-hub-api"));
     files::FileServiceOptions fo;
-    fo.url_secret.bytes.fill(7);
+    fo.url_keys = cas::UrlKeys::Single([] {
+      xet::Hash h;
+      h.bytes.fill(7);
+      return h;
+    }());
     fo.log = [](const std::string&) {};
     files_ = std::make_unique<files::FileService>(*service_, *index_, fo);
     hub::HubOptions ho;
@@ -83,7 +87,6 @@ class HubApi : public testing::ApiServerTest {
     RegisterFileRoutes(*server_, *files_, {.public_url = base_});
     HubRouteOptions hro;
     hro.public_url = base_;
-    hro.token_key = testing::kTestJwtKey;
     RegisterHubRoutes(*server_, *hub_, *buckets_, *files_, hro);
     server_->Start();
   }

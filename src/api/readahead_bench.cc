@@ -345,7 +345,11 @@ int Main(int argc, char** argv) {
   const std::string auth = "Authorization: Bearer " + *token;
   WorkerPool pool(1);
   cas::ServiceOptions so;
-  so.url_secret.bytes.fill(7);
+  so.url_keys = cas::UrlKeys::Single([] {
+    xet::Hash h;
+    h.bytes.fill(7);
+    return h;
+  }());
 
   // The stores: local disk, and S3 on a private SeaweedFS (when its binary is there, or asked for).
   std::vector<Backend> backends;

@@ -399,9 +399,9 @@ void Transfer(benchmark::State& state, Path path, uint64_t range_bytes, int thre
             continue;
           }
           const std::string url =
-              path == Path::kProxy ? f.service->signer().Url(s.xorb.hash, {{start, end}}, now + 3600)
+              path == Path::kProxy ? f.service->TransferUrl(s.xorb.hash, {{start, end}}, now + 3600)
               : path == Path::kProxyBlocks
-                  ? f.blocks_service->signer().Url(s.xorb.hash, {{start, end}}, now + 3600)
+                  ? f.blocks_service->TransferUrl(s.xorb.hash, {{start, end}}, now + 3600)
                   : f.store->PresignedUrl(store::BlobKind::kXorb, s.xorb.hash, now, now + 3600, range);
           bytes += curl.Get(url, range);
         }

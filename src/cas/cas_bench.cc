@@ -195,7 +195,7 @@ struct ServiceFixture {
     commit.dedup.push_back({f.layouts.at(HashOf(kDedupXorb)).chunks[0].hash, HashOf(kDedupXorb)});
     if (!index->CommitShard(commit)) throw std::runtime_error("CommitShard failed");
     ServiceOptions options_for_service;
-    options_for_service.url_secret = HashOf(7);
+    options_for_service.url_keys = UrlKeys::Single(HashOf(7));
     service = std::make_unique<CasService>(*index, store, pool, options_for_service);
   }
   ~ServiceFixture() {
@@ -289,7 +289,7 @@ void BM_DedupAnswer(benchmark::State& state, size_t cap_mib) {
   auto& slot = services[cap_mib];
   if (!slot) {
     ServiceOptions options;
-    options.url_secret = HashOf(7);
+    options.url_keys = UrlKeys::Single(HashOf(7));
     options.dedup_answer_max_bytes = cap_mib << 20;
     slot = std::make_unique<CasService>(*fixture.index, fixture.store, pool, options);
   }

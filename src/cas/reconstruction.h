@@ -101,6 +101,8 @@ struct ReconstructionPlan {
   std::vector<PlannedXorb> xorbs;
   // Keep the layouts the xorbs point to alive when the plan outlives the lookup (set by whoever keeps it).
   std::vector<std::shared_ptr<const xet::XorbLayout>> holds;
+  // Which keys prepared the xorbs' signing states (set by whoever keeps the plan, to notice a rotation).
+  uint64_t key_generation = 0;
 
   size_t MemoryBytes() const;  // what the plan itself takes (the layouts it holds are counted elsewhere)
 };

@@ -35,9 +35,23 @@ CasService::CasService(index::Index& index, store::BlobStore& store, WorkerPool&
       store_(store),
       workers_(workers),
       options_(std::move(options)),
-      signer_(options_.public_url, options_.url_secret, options_.presigner),
-      verifier_(options_.url_secret),
-      upload_buffers_(xet::kMaxXorbUploadBytes, options_.upload_buffers_kept) {}
+      upload_buffers_(xet::kMaxXorbUploadBytes, options_.upload_buffers_kept) {
+  SetUrlKeys(options_.url_keys);
+}
+
+void CasService::SetUrlKeys(const UrlKeys& keys) {
+  std::lock_guard lock(signing_mu_);
+  const uint64_t generation = signing_ ? signing_->generation + 1 : 0;
+  auto next = std::make_shared<const UrlSigning>(
+      UrlSigning{TransferUrlSigner(options_.public_url, keys.current(), options_.presigner),
+                 TransferUrlVerifier(keys), keys.current().material, generation});
+  signing_ = std::move(next);
+}
+
+std::shared_ptr<const CasService::UrlSigning> CasService::Signing() const {
+  std::lock_guard lock(signing_mu_);
+  return signing_;
+}
 
 uint64_t CasService::Now() const {
   if (options_.now) return options_.now();
@@ -431,13 +445,15 @@ xet::Result<ReconstructionAnswer> CasService::Reconstruct(const xet::FileHash& f
                                                           std::optional<ByteRange> range,
                                                           ApiVersion version) {
   const uint64_t expiry = Now() + options_.transfer_url_ttl_seconds;
+  const auto signing = Signing();
+  const TransferUrlSigner& signer = signing->signer;
   std::shared_ptr<const std::vector<FileTermRef>> terms;
   if (file.is_zero()) {
     terms = std::make_shared<const std::vector<FileTermRef>>();  // the empty file exists for everyone
   } else {
     if (!range && visible_.Get(VisibilityKey(file, scope)) != nullptr) {
-      if (auto plan = plans_.Get(file))
-        return WriteReconstruction(*plan, version, expiry, signer_, &workers_);
+      if (auto plan = plans_.Get(file); plan && plan->key_generation == signing->generation)
+        return WriteReconstruction(*plan, version, expiry, signer, &workers_);
     }
     auto t = VisibleTerms(file, scope);
     if (!t) return t.error();
@@ -446,12 +462,13 @@ xet::Result<ReconstructionAnswer> CasService::Reconstruct(const xet::FileHash& f
   }
   std::vector<std::shared_ptr<const xet::XorbLayout>> held;
   auto plan =
-      std::make_shared<ReconstructionPlan>(PlanReconstruction(*terms, HoldingLookup(held), range, signer_));
+      std::make_shared<ReconstructionPlan>(PlanReconstruction(*terms, HoldingLookup(held), range, signer));
   if (!range && !file.is_zero() && plan->status == ReconstructionStatus::kOk) {
     plan->holds = std::move(held);
+    plan->key_generation = signing->generation;
     plans_.Put(file, plan, plan->MemoryBytes());
   }
-  return WriteReconstruction(*plan, version, expiry, signer_, &workers_);
+  return WriteReconstruction(*plan, version, expiry, signer, &workers_);
 }
 
 xet::Result<ReconstructionAnswer> CasService::ReconstructBatch(std::span<const xet::FileHash> files,
@@ -471,16 +488,16 @@ xet::Result<ReconstructionAnswer> CasService::ReconstructBatch(std::span<const x
   }
   std::vector<std::shared_ptr<const xet::XorbLayout>> held;
   const xet::LayoutLookup lookup = HoldingLookup(held);
-  return AnswerBatchReconstruction(batch, lookup, Now() + options_.transfer_url_ttl_seconds, signer_,
-                                   &workers_);
+  return AnswerBatchReconstruction(batch, lookup, Now() + options_.transfer_url_ttl_seconds,
+                                   Signing()->signer, &workers_);
 }
 
 // ---------------------------------------------------------------------------------------------------------------
 // Global dedup
 
-xet::HmacKey CasService::DedupKey(uint64_t window) const {
+xet::HmacKey CasService::DedupKey(const UrlSigning& signing, uint64_t window) const {
   const std::string label = "cairn dedup hmac key " + std::to_string(window);
-  return xet::KeyedHash(options_.url_secret, {reinterpret_cast<const uint8_t*>(label.data()), label.size()});
+  return xet::KeyedHash(signing.dedup_root, {reinterpret_cast<const uint8_t*>(label.data()), label.size()});
 }
 
 namespace {
@@ -581,7 +598,7 @@ xet::Result<std::vector<uint8_t>> CasService::DedupShard(const xet::ChunkHash& c
     answer.xorbs.push_back(std::move(record));
   }
   xet::ShardWriteOptions w;
-  w.hmac_key = DedupKey(window);
+  w.hmac_key = DedupKey(*Signing(), window);
   w.creation_timestamp = now;
   w.key_expiry = (window + 1) * options_.dedup_key_expiry_seconds;
   auto bytes_out = std::make_shared<const std::vector<uint8_t>>(xet::SerializeShard(answer, w));
@@ -608,7 +625,7 @@ xet::Result<TransferPlan> CasService::Transfer(std::string_view xorb_hex, std::s
                                                std::optional<std::string_view> range_header) {
   TransferGrant grant;
   TransferError refused;
-  if (!verifier_.Verify(xorb_hex, query, Now(), &grant, &refused)) {
+  if (!Signing()->verifier.Verify(xorb_hex, query, Now(), &grant, &refused)) {
     if (refused.reason == TransferRefusal::kMalformed) return xet::Malformed(refused.message);
     return Error{ErrorCode::kHashMismatch, refused.message};
   }

@@ -31,7 +31,8 @@ namespace cairn::cas {
 
 struct ServiceOptions {
   std::string public_url = "http://127.0.0.1:8080";
-  xet::Hash url_secret;  // signs transfer URLs and derives dedup HMAC keys
+  // Sign transfer URLs (the current key) and check them (every key); the current one derives dedup HMAC keys.
+  UrlKeys url_keys = UrlKeys::Single(xet::Hash{});
   uint64_t transfer_url_ttl_seconds = 3600;
   uint64_t dedup_key_expiry_seconds = 7 * 86400;  // how long clients may reuse a dedup answer
   bool dedup_across_scopes = false;               // dedup answers only reveal chunks of the asker's scope
@@ -164,7 +165,14 @@ class CasService {
   // remote store (on a request thread).
   bool local_store() const { return store_.local(); }
 
-  const TransferUrlSigner& signer() const { return signer_; }
+  // Signs from now on with keys.current() and accepts URLs of every key in `keys` only (a rotation; URLs of
+  // a key left out are refused from now on). Answers planned with other keys are not reused.
+  void SetUrlKeys(const UrlKeys& keys);
+  // A transfer URL for `ranges` of `xorb` as answers carry them now (benchmarks fetch through it).
+  std::string TransferUrl(const xet::XorbHash& xorb, const std::vector<ByteRange>& ranges,
+                          uint64_t expiry_unix) const {
+    return Signing()->signer.Url(xorb, ranges, expiry_unix);
+  }
 
   // Unpacked layouts and file terms, cached by size in front of the index (both are immutable).
   xet::Result<std::shared_ptr<const xet::XorbLayout>> Layout(const xet::XorbHash& hash);
@@ -187,7 +195,15 @@ class CasService {
   // Looks layouts up through the cache and keeps each one found alive in `held` (the cache may evict it
   // while an answer still points into it). A plain vector: an answer looks each xorb up once.
   xet::LayoutLookup HoldingLookup(std::vector<std::shared_ptr<const xet::XorbLayout>>& held);
-  xet::HmacKey DedupKey(uint64_t window) const;
+  // The URL keys' signer and verifier, replaced whole by SetUrlKeys.
+  struct UrlSigning {
+    TransferUrlSigner signer;
+    TransferUrlVerifier verifier;
+    xet::Hash dedup_root;  // the current key: dedup HMAC keys derive from it
+    uint64_t generation = 0;
+  };
+  std::shared_ptr<const UrlSigning> Signing() const;
+  xet::HmacKey DedupKey(const UrlSigning& signing, uint64_t window) const;
   // Names a dedup answer holding the whole neighbourhood of `shards` in key window `window`.
   xet::Hash DedupAnswerKey(uint64_t window, std::span<const xet::Hash> shards) const;
 
@@ -195,8 +211,8 @@ class CasService {
   store::BlobStore& store_;
   WorkerPool& workers_;
   ServiceOptions options_;
-  TransferUrlSigner signer_;
-  TransferUrlVerifier verifier_;
+  mutable std::mutex signing_mu_;
+  std::shared_ptr<const UrlSigning> signing_;  // guarded by signing_mu_
   BufferPool upload_buffers_;
   index::LruCache<xet::XorbHash, xet::XorbLayout, xet::HashHasher> layouts_{256ULL << 20};
   index::LruCache<xet::FileHash, std::vector<FileTermRef>, xet::HashHasher> terms_{256ULL << 20};

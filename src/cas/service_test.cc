@@ -31,7 +31,11 @@ class Service : public ::testing::Test {
   // The options every service of these tests starts from (its clock is now_).
   ServiceOptions Options() {
     ServiceOptions so;
-    so.url_secret.bytes.fill(7);
+    so.url_keys = cas::UrlKeys::Single([] {
+      xet::Hash h;
+      h.bytes.fill(7);
+      return h;
+    }());
     so.now = [this] { return now_; };
     return so;
   }
@@ -291,6 +295,41 @@ TEST_F(Service, EmptyFileAnd416) {
   auto past = service_->Reconstruct(up.file_hashes[0], "repo", ByteRange{1000, 2000}, ApiVersion::kV2);
   ASSERT_TRUE(past.ok());
   EXPECT_EQ(past->status, ReconstructionStatus::kRangeNotSatisfiable);
+}
+
+// A URL key rotation: answers (kept plans too) are signed with the new key and name it; URLs handed out
+// before keep working until their key is retired; the download path works throughout.
+TEST_F(Service, UrlKeyRotationKeepsLiveUrlsUntilTheirKeyIsRetired) {
+  const Bytes data = xet::testing::TextLikeBytes(5, 500000);
+  const auto up = Build({data});
+  Upload(up);
+  const auto& file = up.file_hashes[0];
+  const auto first_url = [&] {
+    auto answer = service_->Reconstruct(file, "repo", std::nullopt, ApiVersion::kV1);
+    const auto o = json::parse(answer->Text()).as_object();
+    return std::string(o.at("fetch_info").as_object().begin()->value().as_array()[0].at("url").as_string());
+  };
+  const auto transfer = [&](const std::string& url) {
+    const size_t q = url.find('?');
+    const size_t p = url.find("/v1/transfer/") + 13;
+    return service_->Transfer(url.substr(p, q - p), url.substr(q + 1), std::nullopt);
+  };
+  const std::string before = first_url();  // and the whole-file plan is kept
+  EXPECT_EQ(before.find("&k="), std::string::npos);
+  xet::Hash legacy;
+  legacy.bytes.fill(7);
+  xet::Hash next;
+  next.bytes.fill(9);
+  service_->SetUrlKeys(*UrlKeys::Make({{"legacy", legacy}, {"k2", next}}, "k2"));
+  const std::string after = first_url();
+  EXPECT_NE(after.find("&k=k2&s="), std::string::npos) << after;  // the kept plan was signed afresh
+  EXPECT_TRUE(transfer(before).ok());
+  EXPECT_TRUE(transfer(after).ok());
+  EXPECT_EQ(Download(file), data);
+  service_->SetUrlKeys(*UrlKeys::Make({{"k2", next}}, "k2"));
+  EXPECT_EQ(transfer(before).error().code, xet::ErrorCode::kHashMismatch);
+  EXPECT_TRUE(transfer(after).ok());
+  EXPECT_EQ(Download(file), data);
 }
 
 TEST_F(Service, TransferUrlsExpireAndAreBoundToTheirRanges) {

@@ -195,8 +195,11 @@ bool ConstantTimeEqual(std::string_view a, std::string_view b) {
   return diff == 0;
 }
 
-TransferUrlSigner::TransferUrlSigner(std::string base, const xet::Hash& secret, Presigner presigner)
-    : base_(std::move(base)), secret_(secret), presigner_(std::move(presigner)) {
+TransferUrlSigner::TransferUrlSigner(std::string base, const UrlKeys::Key& key, Presigner presigner)
+    : base_(std::move(base)),
+      secret_(key.material),
+      key_param_(key.named() ? "&k=" + key.id : std::string()),
+      presigner_(std::move(presigner)) {
   while (!base_.empty() && base_.back() == '/') base_.pop_back();
   for (size_t i = 0; i < 8; ++i) key_words_[i] = Load32(secret_.bytes.data() + 4 * i);
 }
@@ -231,6 +234,7 @@ char* TransferUrlSigner::WriteUrl(char* out, const XorbSigningState& xorb, const
   char* const expiry_at = p;
   p = WriteU64(p, expiry_unix);
   const std::string_view expiry_text(expiry_at, static_cast<size_t>(p - expiry_at));
+  p = Put(p, key_param_);
   p = Put(p, "&s=");
   uint8_t mac[kMacBytes];
   const size_t tail_len = ranges_text.size() + expiry_text.size() + 2;
@@ -270,11 +274,13 @@ bool TransferUrlVerifier::Verify(std::string_view xorb_hex, std::string_view que
   std::string_view r;
   std::string_view x;
   std::string_view s;
+  std::string_view k;
   while (!query.empty()) {
     const size_t amp = std::min(query.find('&'), query.size());
     const std::string_view kv = query.substr(0, amp);
     if (kv.starts_with("r=")) r = kv.substr(2);
     if (kv.starts_with("x=")) x = kv.substr(2);
+    if (kv.starts_with("k=")) k = kv.substr(2);
     if (kv.starts_with("s=")) s = kv.substr(2);
     query.remove_prefix(std::min(amp + 1, query.size()));
   }
@@ -284,8 +290,13 @@ bool TransferUrlVerifier::Verify(std::string_view xorb_hex, std::string_view que
     *error = {TransferRefusal::kMalformed, "malformed transfer URL"};
     return false;
   }
+  const UrlKeys::Key* key = keys_.Find(k);
+  if (key == nullptr) {
+    *error = {TransferRefusal::kBadSignature, "transfer URL signed with an unknown or retired key"};
+    return false;
+  }
   std::string expected;
-  AppendMac(expected, secret_, xorb_hex, r, x);
+  AppendMac(expected, key->material, xorb_hex, r, x);
   if (!ConstantTimeEqual(expected, s)) {
     *error = {TransferRefusal::kBadSignature, "transfer URL signature does not match"};
     return false;

@@ -4,11 +4,12 @@
 // (what
 // @huggingface/hub may send) is accepted; anything else is refused.
 //
-// Form: <public base>/v1/transfer/<xorb hex>?r=<s>-<e>[,<s>-<e>...]&x=<unix expiry>&s=<mac hex>
-// (byte ranges inclusive, as in HTTP). The MAC is keyed BLAKE3 over "<xorb hex>|<ranges>|<expiry>", truncated
-// to 128 bits. The message's first 64-byte block is always the xorb's hex form, so a signer compresses it
-// once per xorb (PrepareXorb) and a typical URL then costs one BLAKE3 compression: cheap enough to sign
-// 100,000 URLs per answer.
+// Form: <public base>/v1/transfer/<xorb hex>?r=<s>-<e>[,<s>-<e>...]&x=<unix expiry>[&k=<key id>]&s=<mac hex>
+// (byte ranges inclusive, as in HTTP). `k` names the URL key that signed it (UrlKeys, common/key_set.h),
+// absent for the legacy key; it is not signed: a URL whose k names another key fails that key's MAC. The MAC
+// is keyed BLAKE3 over "<xorb hex>|<ranges>|<expiry>", truncated to 128 bits. The message's first 64-byte
+// block is always the xorb's hex form, so a signer compresses it once per xorb (PrepareXorb) and a typical
+// URL then costs one BLAKE3 compression: cheap enough to sign 100,000 URLs per answer.
 #pragma once
 
 #include <bit>
@@ -19,10 +20,14 @@
 #include <string_view>
 #include <vector>
 
+#include "common/key_set.h"
 #include "xet/hash.h"
 #include "xet/result.h"
 
 namespace cairn::cas {
+
+// URL keys: the 32-byte BLAKE3 key each URL secret gives.
+using UrlKeys = KeySet<xet::Hash>;
 
 // Whether two MACs (or any secrets) are equal, in time that depends on their length only.
 bool ConstantTimeEqual(std::string_view a, std::string_view b);
@@ -108,7 +113,11 @@ class TransferUrlSigner {
   // `base` is the configured public URL without a trailing slash; never derived from a request's Host header.
   // With a presigner, URLs are the store's instead (they grant the whole xorb: the ranges are the client's to
   // send as a Range header, one range per URL).
-  TransferUrlSigner(std::string base, const xet::Hash& secret, Presigner presigner = {});
+  TransferUrlSigner(std::string base, const UrlKeys::Key& key, Presigner presigner = {});
+  // With a legacy key.
+  TransferUrlSigner(std::string base, const xet::Hash& secret, Presigner presigner = {})
+      : TransferUrlSigner(std::move(base), UrlKeys::Key{std::string(kLegacyKeyId), secret},
+                          std::move(presigner)) {}
 
   // Prepares to sign URLs for the xorb whose 64-digit hex form is `xorb_hex`.
   void PrepareXorb(const char* xorb_hex, XorbSigningState* state) const;
@@ -116,7 +125,7 @@ class TransferUrlSigner {
   // The most bytes WriteUrl writes for `count` ranges.
   size_t MaxUrlSize(size_t count) const {
     if (presigner_.url) return presigner_.max_size;
-    return base_.size() + kMaxUrlOverhead + count * kMaxRangeText;
+    return base_.size() + key_param_.size() + kMaxUrlOverhead + count * kMaxRangeText;
   }
   // Whether URLs are presigned store URLs: then one URL carries one range (object stores answer a multi-range
   // request with the whole object).
@@ -141,6 +150,7 @@ class TransferUrlSigner {
 
   std::string base_;
   xet::Hash secret_;
+  std::string key_param_;  // "&k=<id>", or empty for the legacy key
   uint32_t key_words_[8];
   Presigner presigner_;
 };
@@ -159,16 +169,18 @@ struct TransferError {
   std::string message;
 };
 
-// Checks the path's xorb and the query (`r`, `x`, `s`) of a transfer URL at time `now`.
+// Checks the path's xorb and the query (`r`, `x`, `k`, `s`) of a transfer URL at time `now`, with the key `k`
+// names (the legacy key when there is no `k`).
 class TransferUrlVerifier {
  public:
-  explicit TransferUrlVerifier(const xet::Hash& secret) : secret_(secret) {}
+  explicit TransferUrlVerifier(UrlKeys keys) : keys_(std::move(keys)) {}
+  explicit TransferUrlVerifier(const xet::Hash& secret) : keys_(UrlKeys::Single(secret)) {}
   // Returns the grant, or why the URL is refused (expired and tampered URLs answer 403 so clients refresh).
   bool Verify(std::string_view xorb_hex, std::string_view query, uint64_t now, TransferGrant* grant,
               TransferError* error) const;
 
  private:
-  xet::Hash secret_;
+  UrlKeys keys_;
 };
 
 // Parses a Range header ("bytes=a-b[,c-d...]"; also "a-" and "-n") against an object of `size` bytes.

@@ -82,6 +82,48 @@ TEST(TransferUrl, MalformedQueriesAreRefused) {
   EXPECT_FALSE(verifier.Verify("nothex", "r=0-9&x=5&s=00000000000000000000000000000000", 0, &grant, &error));
 }
 
+UrlKeys Keys(std::vector<UrlKeys::Key> keys, std::string_view current) {
+  return *UrlKeys::Make(std::move(keys), current);
+}
+
+// A URL names the key that signed it (k), unless that is the legacy key: then it is what it was before key
+// ids, and verifies with the legacy key.
+TEST(TransferUrl, KeyIdsSelectTheVerifyingKey) {
+  const UrlKeys::Key legacy{"legacy", Secret(1)};
+  const UrlKeys::Key old_key{"k1", Secret(2)};
+  const UrlKeys::Key new_key{"k2", Secret(3)};
+  const TransferUrlVerifier verifier(Keys({legacy, old_key, new_key}, "k2"));
+  TransferGrant grant;
+  TransferError error;
+  std::string xorb, query;
+
+  const std::string before = TransferUrlSigner("http://h", Secret(1)).Url(kXorb, {{0, 9}}, 1000);
+  EXPECT_EQ(TransferUrlSigner("http://h", legacy).Url(kXorb, {{0, 9}}, 1000), before);
+  EXPECT_EQ(before.find("k="), std::string::npos);
+  for (const auto& key : {legacy, old_key, new_key}) {
+    const std::string url = TransferUrlSigner("http://h", key).Url(kXorb, {{0, 9}}, 1000);
+    EXPECT_EQ(url.find("&k=" + key.id + "&s=") != std::string::npos, key.named()) << url;
+    Split(url, &xorb, &query);
+    EXPECT_TRUE(verifier.Verify(xorb, query, 999, &grant, &error)) << key.id << ": " << error.message;
+    // MaxUrlSize leaves room for the key id.
+    EXPECT_LE(url.size(), TransferUrlSigner("http://h", key).MaxUrlSize(1));
+  }
+
+  // Retired (or never known): refused as a bad signature, so that clients fetch fresh URLs.
+  Split(TransferUrlSigner("http://h", old_key).Url(kXorb, {{0, 9}}, 1000), &xorb, &query);
+  const TransferUrlVerifier rotated(Keys({new_key}, "k2"));
+  EXPECT_FALSE(rotated.Verify(xorb, query, 999, &grant, &error));
+  EXPECT_EQ(error.reason, TransferRefusal::kBadSignature);
+  Split(before, &xorb, &query);
+  EXPECT_FALSE(rotated.Verify(xorb, query, 999, &grant, &error));  // names no key: the legacy key is gone
+  // A URL whose k names another key than the one that signed it fails that key's MAC.
+  std::string url = TransferUrlSigner("http://h", old_key).Url(kXorb, {{0, 9}}, 1000);
+  url.replace(url.find("&k=k1"), 5, "&k=k2");
+  Split(url, &xorb, &query);
+  EXPECT_FALSE(verifier.Verify(xorb, query, 999, &grant, &error));
+  EXPECT_EQ(error.reason, TransferRefusal::kBadSignature);
+}
+
 TEST(RangeHeader, ParsesSingleMultiOpenAndSuffixForms) {
   std::vector<ByteRange> r;
   ASSERT_TRUE(ParseRangeHeader("bytes=0-99", 1000, &r));

@@ -2,9 +2,11 @@
 
 #include <filesystem>
 
+#include "http/auth.h"
 #include "index/open_index.h"
 #include "index/pg.h"
 #include "store/open_store.h"
+#include "xet/hashing.h"
 
 namespace cairn::cli {
 
@@ -47,14 +49,46 @@ xet::Result<std::unique_ptr<store::BlobStore>> OpenConfiguredStore(const config:
   return st;
 }
 
-xet::Result<config::Secrets> LoadConfiguredSecrets(const config::Config& cfg, index::Index& index) {
-  return config::LoadSecrets(cfg, [&index](std::string_view name, std::string_view candidate) {
-    return index.SharedSecret(name, candidate);
-  });
+namespace {
+
+class IndexSecrets final : public config::SecretTable {
+ public:
+  explicit IndexSecrets(index::Index& index) : index_(index) {}
+  xet::Result<std::vector<config::StoredSecret>> List() override {
+    auto rows = index_.ListSecrets();
+    if (!rows.ok()) return rows.error();
+    std::vector<config::StoredSecret> out;
+    out.reserve(rows->size());
+    for (auto& r : *rows) out.push_back({std::move(r.name), std::move(r.value), r.created_at});
+    return out;
+  }
+  xet::Result<std::string> Shared(std::string_view name, std::string_view candidate) override {
+    return index_.SharedSecret(name, candidate);
+  }
+  xet::Result<bool> Add(std::string_view name, std::string_view value) override {
+    return index_.AddSecret(name, value);
+  }
+  xet::Result<bool> Remove(std::string_view name) override { return index_.DeleteSecret(name); }
+
+ private:
+  index::Index& index_;
+};
+
+}  // namespace
+
+std::unique_ptr<config::SecretTable> SecretsOf(index::Index& index) {
+  return std::make_unique<IndexSecrets>(index);
 }
 
-xet::Hash KeyFrom(const std::string& secret) {
-  return xet::KeyedHash(xet::Hash{}, {reinterpret_cast<const uint8_t*>(secret.data()), secret.size()});
+xet::Result<config::Secrets> LoadConfiguredSecrets(const config::Config& cfg, index::Index& index) {
+  IndexSecrets table(index);
+  return config::LoadSecrets(cfg, table, http::UnixNow());
+}
+
+cas::UrlKeys UrlKeysFrom(const config::SecretKeys& secrets) {
+  return secrets.Map([](const std::string& secret) {
+    return xet::KeyedHash(xet::Hash{}, {reinterpret_cast<const uint8_t*>(secret.data()), secret.size()});
+  });
 }
 
 }  // namespace cairn::cli

@@ -5,6 +5,7 @@
 #include <memory>
 #include <string>
 
+#include "cas/transfer_url.h"
 #include "config/config.h"
 #include "config/secrets.h"
 #include "index/index.h"
@@ -19,10 +20,13 @@ xet::Result<std::unique_ptr<index::Index>> OpenConfiguredIndex(const config::Con
 // Opens the configured blob store (`store`, with the s3_* settings for s3://). Errors name the setting.
 xet::Result<std::unique_ptr<store::BlobStore>> OpenConfiguredStore(const config::Config& cfg);
 
-// The secrets: configured ones, else those stored in `index` (created there by the first process).
+// The index's secrets table as config/secrets.h uses it.
+std::unique_ptr<config::SecretTable> SecretsOf(index::Index& index);
+
+// The signing keys: configured ones, else those stored in `index` (created there by the first process).
 xet::Result<config::Secrets> LoadConfiguredSecrets(const config::Config& cfg, index::Index& index);
 
-// The 32-byte key a secret of any length gives (what the server signs transfer URLs and links with).
-xet::Hash KeyFrom(const std::string& secret);
+// The URL keys (32 bytes each, what the server signs transfer URLs and links with) the URL secrets give.
+cas::UrlKeys UrlKeysFrom(const config::SecretKeys& secrets);
 
 }  // namespace cairn::cli

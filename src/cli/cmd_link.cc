@@ -50,7 +50,7 @@ int RunLink(const LinkOptions& opts) {
     std::cerr << "cairn link: " << secrets.error().message << "\n";
     return 1;
   }
-  const files::LinkSigner signer(KeyFrom(secrets->url_key), static_cast<uint64_t>(cfg->max_link_ttl.count()));
+  const files::LinkSigner signer(UrlKeysFrom(secrets->url), static_cast<uint64_t>(cfg->max_link_ttl.count()));
   auto query = signer.Sign(*file, opts.scope, static_cast<uint64_t>(ttl->count()), opts.name);
   if (!query) {
     std::cerr << "cairn link: " << query.error().message << "\n";

@@ -2,10 +2,14 @@
 #include <spdlog/spdlog.h>
 #include <sys/resource.h>
 
+#include <condition_variable>
 #include <ctime>
 #include <filesystem>
 #include <iostream>
 #include <map>
+#include <mutex>
+#include <thread>
+#include <utility>
 
 #include "api/cas_routes.h"
 #include "api/file_routes.h"
@@ -66,7 +70,7 @@ http::Result<std::unique_ptr<Backend>> RegisterRoutes(http::Server& server, cons
   b->pool = std::make_unique<WorkerPool>(cfg.worker_threads > 1 ? cfg.worker_threads - 1 : 0);
   cas::ServiceOptions so;
   so.public_url = cfg.public_url;
-  so.url_secret = KeyFrom(secrets.url_key);
+  so.url_keys = UrlKeysFrom(secrets.url);
   so.transfer_url_ttl_seconds = static_cast<uint64_t>(cfg.transfer_url_ttl.count());
   so.dedup_key_expiry_seconds = static_cast<uint64_t>(cfg.dedup_key_expiry.count());
   so.dedup_across_scopes = cfg.dedup_across_scopes;
@@ -101,7 +105,7 @@ http::Result<std::unique_ptr<Backend>> RegisterRoutes(http::Server& server, cons
   fo.read_ahead.stream_bytes = cfg.readahead_stream_bytes;
   fo.total_read_ahead_bytes = cfg.readahead_total_bytes;
   fo.fetch_threads = cfg.readahead_threads != 0 ? cfg.readahead_threads : (local ? 4 : 32);
-  fo.url_secret = so.url_secret;
+  fo.url_keys = so.url_keys;
   fo.max_link_ttl_seconds = static_cast<uint64_t>(cfg.max_link_ttl.count());
   fo.log = [](const std::string& message) { spdlog::error("serving a file: {}", message); };
   b->files = std::make_unique<files::FileService>(*b->service, *b->index, fo);
@@ -112,7 +116,6 @@ http::Result<std::unique_ptr<Backend>> RegisterRoutes(http::Server& server, cons
   b->buckets = std::make_unique<hub::BucketService>(*b->index);
   api::HubRouteOptions ho;
   ho.public_url = cfg.public_url;
-  ho.token_key = secrets.jwt_key;
   api::RegisterHubRoutes(server, *b->hub, *b->buckets, *b->files, ho);
 
   api::RegisterIndexMetrics(server, *b->index);
@@ -120,6 +123,79 @@ http::Result<std::unique_ptr<Backend>> RegisterRoutes(http::Server& server, cons
                                   {"store", [st = b->store.get()] { return st->Ping(); }}});
   return b;
 }
+
+// Which keys sign and which verify, by id (never the secrets), for the log.
+std::string Describe(const config::SecretKeys& keys) {
+  std::string out = "current " + keys.current().id;
+  std::string others;
+  for (const auto& k : keys.keys()) {
+    if (k.id == keys.current().id) continue;
+    others += (others.empty() ? "" : ",") + k.id;
+  }
+  return others.empty() ? out : out + ", also accepted " + others;
+}
+
+// Re-reads the signing keys every key_refresh, and at once after Wake() (SIGHUP), and hands changed ones to
+// `apply`. While the index does not answer it keeps the keys it has. Stops and joins when destroyed.
+class KeyRefresher {
+ public:
+  KeyRefresher(const config::Config& cfg, index::Index& index, config::Secrets current,
+               std::function<void(const config::Secrets&)> apply)
+      : cfg_(cfg), index_(index), current_(std::move(current)), apply_(std::move(apply)), thread_([this] {
+          Run();
+        }) {}
+  ~KeyRefresher() {
+    {
+      std::lock_guard lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+  KeyRefresher(const KeyRefresher&) = delete;
+  KeyRefresher& operator=(const KeyRefresher&) = delete;
+
+  void Wake() {
+    {
+      std::lock_guard lock(mu_);
+      wake_ = true;
+    }
+    cv_.notify_all();
+  }
+
+ private:
+  void Run() {
+    std::unique_lock lock(mu_);
+    while (!stop_) {
+      cv_.wait_for(lock, cfg_.key_refresh, [this] { return stop_ || wake_; });
+      if (stop_) return;
+      const bool woken = std::exchange(wake_, false);
+      lock.unlock();
+      auto next = LoadConfiguredSecrets(cfg_, index_);
+      if (!next) {
+        spdlog::warn("signing keys: cannot re-read them, keeping the ones in use: {}", next.error().message);
+      } else if (!(next->jwt == current_.jwt) || !(next->url == current_.url)) {
+        current_ = std::move(*next);
+        apply_(current_);
+        spdlog::info("signing keys changed: tokens {}; URLs {}", Describe(current_.jwt),
+                     Describe(current_.url));
+      } else if (woken) {
+        spdlog::info("signing keys re-read (SIGHUP): unchanged");
+      }
+      lock.lock();
+    }
+  }
+
+  const config::Config& cfg_;
+  index::Index& index_;
+  config::Secrets current_;  // the refresher thread's alone
+  std::function<void(const config::Secrets&)> apply_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool wake_ = false;  // guarded by mu_, like stop_
+  bool stop_ = false;
+  std::thread thread_;  // last: starts once the members above exist
+};
 
 }  // namespace
 
@@ -169,7 +245,8 @@ int RunServe(const ServeOptions& opts) {
   }
   so.trusted_proxies = std::move(*proxies);
   so.max_connections = ConnectionsTheFileLimitAllows(so.max_connections);
-  auto server = std::make_unique<http::Server>(so, std::make_shared<http::Authenticator>(secrets->jwt_key));
+  auto auth = std::make_shared<http::Authenticator>(secrets->jwt);
+  auto server = std::make_unique<http::Server>(so, auth);
   if (auto st = server->Listen(); !st) {
     std::cerr << "cairn serve: " << st.error().message << "\n";
     return 1;
@@ -188,7 +265,16 @@ int RunServe(const ServeOptions& opts) {
   std::cout << "cairn: listening on http://" << host << ":" << server->port() << " (public URL "
             << cfg->public_url << ", data " << cfg->data_dir << ", index " << index_name << ", store "
             << store_name << ")" << std::endl;
+  spdlog::info("signing keys: tokens {}; URLs {}", Describe(secrets->jwt), Describe(secrets->url));
+  Backend* services = backend->get();
+  KeyRefresher refresher(*cfg, *services->index, *secrets, [auth, services](const config::Secrets& keys) {
+    auth->SetKeys(keys.jwt);
+    const cas::UrlKeys url = UrlKeysFrom(keys.url);
+    services->service->SetUrlKeys(url);
+    services->files->SetUrlKeys(url);
+  });
   server->StopOnSignals();
+  server->ReloadOnSignal([&refresher] { refresher.Wake(); });
   server->Start();
   server->Wait();
   // The server goes first: connections still open when the grace ran out hold readers of the backend's

@@ -1,4 +1,4 @@
-// `cairn token`: mint a bearer token signed with the server's key.
+// `cairn token`: mint a bearer token signed with the server's current key.
 #include <iostream>
 #include <map>
 #include <string>
@@ -25,31 +25,32 @@ int RunToken(const TokenOptions& opts) {
     std::cerr << "cairn token: --ttl: " << ttl.error().message << "\n";
     return 2;
   }
-  // The key the server signs with: configured, or kept in the index (created there if this comes first).
-  std::string key;
-  if (cfg->jwt_secret) {
-    key = *cfg->jwt_secret;
-  } else {
-    auto index = OpenConfiguredIndex(*cfg);
-    if (!index) {
-      std::cerr << "cairn token: " << index.error().message << "\n";
+  // The keys the server signs with: configured, or kept in the index (created there if this comes first).
+  const int64_t now = http::UnixNow();
+  std::unique_ptr<index::Index> index;
+  std::unique_ptr<config::SecretTable> table;
+  if (!config::KeysConfigured(*cfg, config::KeyKind::kJwt)) {
+    auto opened = OpenConfiguredIndex(*cfg);
+    if (!opened) {
+      std::cerr << "cairn token: " << opened.error().message << "\n";
       return 1;
     }
-    auto secrets = LoadConfiguredSecrets(*cfg, **index);
-    if (!secrets) {
-      std::cerr << "cairn token: " << secrets.error().message << "\n";
-      return 1;
-    }
-    key = std::move(secrets->jwt_key);
+    index = std::move(*opened);
+    table = SecretsOf(*index);
+  }
+  auto keys = config::LoadKeys(*cfg, table.get(), config::KeyKind::kJwt, now);
+  if (!keys) {
+    std::cerr << "cairn token: " << keys.error().message << "\n";
+    return 1;
   }
   const http::Principal who{opts.scope, opts.write ? http::Permission::kWrite : http::Permission::kRead};
-  auto token = http::MintToken(key, who, *ttl);
+  auto token = http::MintToken(keys->current(), who, *ttl, now);
   if (!token) {
     std::cerr << "cairn token: " << token.error().message << "\n";
     return 2;
   }
   std::cerr << "scope=" << who.scope << " perm=" << http::PermissionName(who.perm)
-            << " expires_in=" << ttl->count() << "s\n";
+            << " expires_in=" << ttl->count() << "s key=" << keys->current().id << "\n";
   std::cout << *token << "\n";
   return 0;
 }

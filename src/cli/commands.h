@@ -108,6 +108,18 @@ struct LinkOptions {
 };
 int RunLink(const LinkOptions& opts);
 
+// `cairn keys list|rotate|retire`: the signing keys kept in the index (config/secrets.h).
+struct KeysOptions {
+  std::string config_file;
+  std::string data_dir;
+  std::string index;
+  std::string kind;  // jwt or url (rotate, retire)
+  std::string id;    // rotate: the new key's id (default: generated); retire: the key to retire
+};
+int RunKeysList(const KeysOptions& opts);
+int RunKeysRotate(const KeysOptions& opts);
+int RunKeysRetire(const KeysOptions& opts);
+
 // `cairn index migrate`: bring the configured index's schema up to date (what `serve` does at start).
 struct IndexOptions {
   std::string config_file;

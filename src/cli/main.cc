@@ -181,6 +181,35 @@ void AddFsck(CLI::App& app) {
   OnSelected(cmd, opts, RunFsck);
 }
 
+void AddKeys(CLI::App& app) {
+  auto* keys = app.add_subcommand("keys", "Signing keys kept in the index: list, rotate, retire")
+                   ->require_subcommand(1);
+  const auto common = [](CLI::App* cmd, KeysOptions& o) {
+    cmd->add_option("--data", o.data_dir, "Data directory (default ./cairn-data)");
+    cmd->add_option("--index", o.index, "Index holding the keys (default sqlite:<data>/index.db)");
+    cmd->add_option("--config", o.config_file, "TOML configuration file (also CAIRN_CONFIG)");
+  };
+  auto list_opts = std::make_shared<KeysOptions>();
+  auto* list = keys->add_subcommand("list", "Every key's kind, id, state and age (never the secrets)");
+  common(list, *list_opts);
+  OnSelected(list, list_opts, RunKeysList);
+  auto rotate_opts = std::make_shared<KeysOptions>();
+  auto* rotate = keys->add_subcommand(
+      "rotate", "Add a key that signs from 2 x key_refresh on; the keys before stay accepted until retired");
+  common(rotate, *rotate_opts);
+  rotate->add_option("--kind", rotate_opts->kind, "jwt (tokens) or url (transfer URLs, download links)")
+      ->required();
+  rotate->add_option("--id", rotate_opts->id, "The new key's id (default: the date and random digits)");
+  OnSelected(rotate, rotate_opts, RunKeysRotate);
+  auto retire_opts = std::make_shared<KeysOptions>();
+  auto* retire =
+      keys->add_subcommand("retire", "Delete a key: what it signed is refused once the nodes refresh");
+  common(retire, *retire_opts);
+  retire->add_option("--kind", retire_opts->kind, "jwt or url")->required();
+  retire->add_option("ID", retire_opts->id, "The key's id (cairn keys list)")->required();
+  OnSelected(retire, retire_opts, RunKeysRetire);
+}
+
 void AddIndex(CLI::App& app) {
   auto opts = std::make_shared<IndexOptions>();
   auto* index = app.add_subcommand("index", "Manage the metadata index")->require_subcommand(1);
@@ -239,6 +268,7 @@ int main(int argc, char** argv) {
   cairn::cli::AddToken(app);
   cairn::cli::AddLink(app);
   cairn::cli::AddClientCommands(app);
+  cairn::cli::AddKeys(app);
   cairn::cli::AddIndex(app);
   cairn::cli::AddFsck(app);
   cairn::cli::AddStore(app);

@@ -8,6 +8,8 @@
 #include <thread>
 #include <vector>
 
+#include "common/key_set.h"
+
 extern char** environ;  // NOLINT(readability-redundant-declaration): POSIX, not declared by <unistd.h> in C++
 
 namespace cairn::config {
@@ -33,6 +35,7 @@ Result<uint64_t> ParseCount(std::string_view text, uint64_t min, uint64_t max) {
 struct Field {
   const char* name;
   Setter set;
+  bool list = false;  // TOML may give an array of strings (joined with commas)
 };
 
 // A setter for a count setting in [min, max].
@@ -106,6 +109,56 @@ Setter BoolSetter(bool Config::*member) {
   };
 }
 
+// A setter for a list of signing keys: "id:secret[,id:secret...]". Errors never quote a secret.
+Setter KeysSetter(std::vector<NamedSecret> Config::*member) {
+  return [member](Config& c, std::string_view v) -> xet::Status {
+    std::vector<NamedSecret> keys;
+    size_t n = 0;
+    while (!v.empty()) {
+      ++n;
+      const size_t comma = std::min(v.find(','), v.size());
+      std::string_view item = v.substr(0, comma);
+      v.remove_prefix(std::min(comma + 1, v.size()));
+      while (!item.empty() && item.front() == ' ') item.remove_prefix(1);
+      while (!item.empty() && item.back() == ' ') item.remove_suffix(1);
+      const size_t colon = item.find(':');
+      const std::string where = "key " + std::to_string(n);
+      if (colon == std::string_view::npos) return xet::Malformed(where + " is not ID:SECRET");
+      NamedSecret k{std::string(item.substr(0, colon)), std::string(item.substr(colon + 1))};
+      if (!ValidKeyId(k.id)) return xet::Malformed(where + ": the id must be 1 to 64 of A-Z a-z 0-9 . _ -");
+      if (k.id == kLegacyKeyId)
+        return xet::Malformed(where + ": the id \"legacy\" is the key of jwt_secret / url_secret");
+      if (k.secret.size() < 32)
+        return xet::Malformed(where + " (" + k.id + "): secret shorter than 32 characters");
+      for (const auto& other : keys)
+        if (other.id == k.id) return xet::Malformed(where + ": id " + k.id + " given twice");
+      keys.push_back(std::move(k));
+    }
+    c.*member = std::move(keys);
+    return xet::Ok{};
+  };
+}
+
+Setter KeyIdSetter(std::string Config::*member) {
+  return [member](Config& c, std::string_view v) -> xet::Status {
+    if (!ValidKeyId(v)) return xet::Malformed("must be 1 to 64 of A-Z a-z 0-9 . _ -");
+    c.*member = std::string(v);
+    return xet::Ok{};
+  };
+}
+
+// A configured key id must name a configured key of its kind.
+xet::Status CheckKeyId(std::string_view setting, const std::string& id,
+                       const std::optional<std::string>& legacy, const std::vector<NamedSecret>& keys) {
+  if (id.empty()) return xet::Ok{};
+  if (id == kLegacyKeyId && legacy) return xet::Ok{};
+  for (const auto& k : keys)
+    if (k.id == id) return xet::Ok{};
+  return xet::Malformed(
+      std::string(setting) + ": " + id + " is not a key of the configuration (" +
+      (id == kLegacyKeyId ? "legacy is the key of the *_secret setting" : "list it in *_keys") + ")");
+}
+
 const std::vector<Field>& Fields() {
   static const std::vector<Field> fields = {
       {"listen",
@@ -169,6 +222,11 @@ const std::vector<Field>& Fields() {
          c.url_secret = std::string(v);
          return xet::Ok{};
        }},
+      {"jwt_keys", KeysSetter(&Config::jwt_keys), true},
+      {"url_keys", KeysSetter(&Config::url_keys), true},
+      {"jwt_key_id", KeyIdSetter(&Config::jwt_key_id)},
+      {"url_key_id", KeyIdSetter(&Config::url_key_id)},
+      {"key_refresh", DurationSetter(&Config::key_refresh)},
       {"transfer_url_ttl", DurationSetter(&Config::transfer_url_ttl)},
       {"dedup_key_expiry", DurationSetter(&Config::dedup_key_expiry)},
       {"dedup_across_scopes", BoolSetter(&Config::dedup_across_scopes)},
@@ -247,6 +305,12 @@ xet::Status ApplyToml(Config& c, const std::string& path, const std::optional<st
       text = std::to_string(*node.value<int64_t>());
     } else if (node.is_boolean()) {
       text = *node.value<bool>() ? "true" : "false";
+    } else if (const auto* array = node.as_array(); array != nullptr && f->list) {
+      for (const auto& item : *array) {
+        if (!item.is_string()) return Bad(where, "must be an array of strings");
+        if (!text.empty()) text += ',';
+        text += *item.value<std::string>();
+      }
     } else {
       return Bad(where, "must be a string, an integer or a boolean");
     }
@@ -397,6 +461,8 @@ Result<Config> LoadConfig(const ConfigSources& sources) {
       return Bad("--" + flag, st.error().message);
     }
   }
+  if (auto st = CheckKeyId("jwt_key_id", c.jwt_key_id, c.jwt_secret, c.jwt_keys); !st) return st.error();
+  if (auto st = CheckKeyId("url_key_id", c.url_key_id, c.url_secret, c.url_keys); !st) return st.error();
   if (c.public_url.empty()) c.public_url = "http://" + c.listen;
   if (c.index.empty()) c.index = "sqlite:" + (std::filesystem::path(c.data_dir) / "index.db").string();
   if (c.store.empty()) c.store = "file:" + (std::filesystem::path(c.data_dir) / "blobs").string();

@@ -24,6 +24,12 @@ namespace cairn::config {
 template <typename T>
 using Result = xet::Result<T>;
 
+// A signing key given in the configuration: "id:secret".
+struct NamedSecret {
+  std::string id;
+  std::string secret;
+};
+
 struct Config {
   std::string listen = "127.0.0.1:8080";  // HOST:PORT ([v6]:PORT for IPv6)
   std::string data_dir = "./cairn-data";
@@ -56,8 +62,18 @@ struct Config {
   // Threads running requests' blocking steps (index reads and writes, store I/O): more than the CPUs, so that
   // requests waiting on a disk read or a database round trip do not hold up the ones that could run.
   size_t request_threads = 0;
-  std::optional<std::string> jwt_secret;  // else <data_dir>/secrets/jwt.key
-  std::optional<std::string> url_secret;  // else <data_dir>/secrets/url.key
+  // Signing keys (config/secrets.h). Set, a kind's keys come from here instead of the index: *_secret is the
+  // legacy key (signs without a key id), *_keys more keys with ids, *_key_id the one that signs (default: the
+  // last of *_keys, else the legacy key).
+  std::optional<std::string> jwt_secret;
+  std::optional<std::string> url_secret;
+  std::vector<NamedSecret> jwt_keys;
+  std::vector<NamedSecret> url_keys;
+  std::string jwt_key_id;
+  std::string url_key_id;
+  // How often a node re-reads the keys kept in the index (SIGHUP: at once); a key rotated in becomes current
+  // twice this long after.
+  std::chrono::seconds key_refresh{60};
   std::chrono::seconds transfer_url_ttl{3600};
   std::chrono::seconds dedup_key_expiry{7 * 24 * 3600};
   bool dedup_across_scopes = false;             // dedup answers may offer other scopes' chunks

@@ -227,38 +227,60 @@ TEST(Config, Listen) {
   EXPECT_FALSE(ParseListen("host:").ok());
 }
 
-// A stand-in for the index's secrets table: first value stored wins.
-struct SecretTable {
-  std::map<std::string, std::string, std::less<>> rows;
-  SharedSecretFn fn() {
-    return [this](std::string_view name, std::string_view candidate) -> Result<std::string> {
-      return rows.try_emplace(std::string(name), candidate).first->second;
-    };
+// A stand-in for the index's secrets table, with a clock the test moves.
+class MemoryTable final : public SecretTable {
+ public:
+  std::map<std::string, StoredSecret, std::less<>> rows;
+  int64_t now = 1'000'000;
+
+  Result<std::vector<StoredSecret>> List() override {
+    std::vector<StoredSecret> out;
+    for (const auto& [name, row] : rows) out.push_back(row);
+    return out;
   }
+  Result<std::string> Shared(std::string_view name, std::string_view candidate) override {
+    return rows.try_emplace(std::string(name), StoredSecret{std::string(name), std::string(candidate), now})
+        .first->second.value;
+  }
+  Result<bool> Add(std::string_view name, std::string_view value) override {
+    return rows.try_emplace(std::string(name), StoredSecret{std::string(name), std::string(value), now})
+        .second;
+  }
+  Result<bool> Remove(std::string_view name) override { return rows.erase(std::string(name)) == 1; }
+};
+
+// A fresh data directory, configuration and secrets table.
+class KeysTest : public ::testing::Test {
+ protected:
+  KeysTest() { c.data_dir = dir.path().string(); }
+  TempDir dir;
+  Config c;
+  MemoryTable table;
 };
 
 TEST(Secrets, CreatedOnceThroughTheIndexAndReused) {
   TempDir dir;
   Config c;
   c.data_dir = dir.path().string();
-  SecretTable table;
-  auto first = LoadSecrets(c, table.fn());
+  MemoryTable table;
+  auto first = LoadSecrets(c, table, table.now);
   ASSERT_TRUE(first.ok()) << first.error().message;
-  EXPECT_EQ(first->jwt_key.size(), 64u);
-  EXPECT_EQ(first->url_key.size(), 64u);
-  EXPECT_NE(first->jwt_key, first->url_key);
-  EXPECT_EQ(table.rows.at("jwt"), first->jwt_key);
+  EXPECT_EQ(first->jwt.current().id, kLegacyKeyId);
+  EXPECT_EQ(first->jwt.current().material.size(), 64u);
+  EXPECT_EQ(first->url.current().material.size(), 64u);
+  EXPECT_NE(first->jwt.current().material, first->url.current().material);
+  EXPECT_EQ(table.rows.at("jwt").value, first->jwt.current().material);
   EXPECT_FALSE(std::filesystem::exists(LegacyKeyPath(c, "jwt")));  // nothing written beside the index
-  auto again = LoadSecrets(c, table.fn());
+  auto again = LoadSecrets(c, table, table.now);
   ASSERT_TRUE(again.ok());
-  EXPECT_EQ(again->jwt_key, first->jwt_key);
-  EXPECT_EQ(again->url_key, first->url_key);
+  EXPECT_EQ(again->jwt, first->jwt);
+  EXPECT_EQ(again->url, first->url);
 
   c.jwt_secret = std::string(40, 'k');
-  auto configured = LoadSecrets(c, table.fn());
+  auto configured = LoadSecrets(c, table, table.now);
   ASSERT_TRUE(configured.ok());
-  EXPECT_EQ(configured->jwt_key, std::string(40, 'k'));
-  EXPECT_EQ(configured->url_key, first->url_key);
+  EXPECT_EQ(configured->jwt.current().material, std::string(40, 'k'));
+  EXPECT_EQ(configured->url, first->url);
 }
 
 // A data directory from before keeps its keys: the files' values become the index's.
@@ -269,15 +291,136 @@ TEST(Secrets, LegacyKeyFilesAreImported) {
   std::filesystem::create_directories(dir.path() / "secrets");
   const std::string old(64, 'a');
   std::ofstream(LegacyKeyPath(c, "jwt")) << old << "\n";
-  SecretTable table;
-  auto s = LoadSecrets(c, table.fn());
+  MemoryTable table;
+  auto s = LoadSecrets(c, table, table.now);
   ASSERT_TRUE(s.ok()) << s.error().message;
-  EXPECT_EQ(s->jwt_key, old);
-  EXPECT_EQ(table.rows.at("jwt"), old);
-  EXPECT_EQ(s->url_key.size(), 64u);                    // no file: a new one
+  EXPECT_EQ(s->jwt.current().material, old);
+  EXPECT_EQ(table.rows.at("jwt").value, old);
+  EXPECT_EQ(s->url.current().material.size(), 64u);     // no file: a new one
   std::ofstream(LegacyKeyPath(c, "url")) << "short\n";  // too short to be a key
-  SecretTable fresh;
-  EXPECT_FALSE(LoadSecrets(c, fresh.fn()).ok());
+  MemoryTable fresh;
+  EXPECT_FALSE(LoadSecrets(c, fresh, fresh.now).ok());
+}
+
+// A rotated key is accepted at once, signs once every node has had time to learn it (2 x key_refresh), and
+// the key before stays accepted until retired.
+TEST_F(KeysTest, RotationAddsAKeyThatSignsAfterTheRefreshDelay) {
+  c.key_refresh = std::chrono::seconds(30);
+  const auto legacy = LoadSecrets(c, table, table.now)->jwt.current();
+
+  table.now += 100;
+  auto added = RotateKey(c, table, KeyKind::kJwt, "k2", table.now);
+  ASSERT_TRUE(added.ok()) << added.error().message;
+  EXPECT_EQ(added->state, KeyInfo::State::kPending);
+  EXPECT_EQ(added->active_from, table.now + 60);
+  auto pending = LoadSecrets(c, table, table.now + 59);
+  ASSERT_TRUE(pending.ok());
+  EXPECT_EQ(pending->jwt.current().id, kLegacyKeyId);  // still signing with the legacy key
+  ASSERT_NE(pending->jwt.Find("k2"), nullptr);         // but k2 verifies already
+  EXPECT_EQ(pending->url.keys().size(), 1u);           // the other kind is untouched
+
+  auto active = LoadSecrets(c, table, table.now + 60);
+  EXPECT_EQ(active->jwt.current().id, "k2");
+  EXPECT_TRUE(active->jwt.current().named());
+  EXPECT_EQ(*active->jwt.Find(""), legacy);  // what names no key: the legacy key
+
+  EXPECT_EQ(RotateKey(c, table, KeyKind::kJwt, "k2", table.now).error().code, xet::ErrorCode::kConflict);
+  EXPECT_EQ(RotateKey(c, table, KeyKind::kJwt, "bad id", table.now).error().code, xet::ErrorCode::kMalformed);
+  EXPECT_EQ(RotateKey(c, table, KeyKind::kJwt, "legacy", table.now).error().code, xet::ErrorCode::kMalformed);
+  auto generated = RotateKey(c, table, KeyKind::kUrl, "", table.now);
+  ASSERT_TRUE(generated.ok());
+  EXPECT_TRUE(ValidKeyId(generated->id));
+
+  auto listed = ListKeys(c, table, table.now + 60);
+  ASSERT_TRUE(listed.ok());
+  ASSERT_EQ(listed->size(), 4u);
+  EXPECT_EQ((*listed)[0].id, "k2");
+  EXPECT_EQ((*listed)[0].state, KeyInfo::State::kCurrent);
+  EXPECT_EQ((*listed)[1].id, kLegacyKeyId);
+  EXPECT_EQ((*listed)[1].state, KeyInfo::State::kAccepted);
+  EXPECT_EQ((*listed)[2].id, generated->id);  // url: rotated at the same time, due as well
+  EXPECT_EQ((*listed)[3].id, kLegacyKeyId);
+  auto early = ListKeys(c, table, table.now + 59);
+  EXPECT_EQ((*early)[0].id, kLegacyKeyId);
+  EXPECT_EQ((*early)[0].state, KeyInfo::State::kCurrent);
+  EXPECT_EQ((*early)[1].state, KeyInfo::State::kPending);
+}
+
+// Keys added in the second the legacy key was made (a fresh install rotated at once): the legacy key is the
+// older, whatever the ids.
+TEST_F(KeysTest, TheLegacyKeyIsOlderThanKeysOfItsSecond) {
+  ASSERT_TRUE(LoadSecrets(c, table, table.now).ok());
+  ASSERT_TRUE(RotateKey(c, table, KeyKind::kJwt, "aaa", table.now).ok());
+  EXPECT_EQ(LoadSecrets(c, table, table.now)->jwt.current().id, kLegacyKeyId);
+  EXPECT_EQ(LoadSecrets(c, table, table.now + 120)->jwt.current().id, "aaa");
+}
+
+TEST_F(KeysTest, RetiredKeysAreGoneAndTheLastOneStays) {
+  ASSERT_TRUE(LoadSecrets(c, table, table.now).ok());
+  EXPECT_EQ(RetireKey(c, table, KeyKind::kJwt, "legacy", table.now).error().code,
+            xet::ErrorCode::kInconsistent);  // the only key
+  ASSERT_TRUE(RotateKey(c, table, KeyKind::kJwt, "k2", table.now).ok());
+  EXPECT_EQ(RetireKey(c, table, KeyKind::kJwt, "nope", table.now).error().code, xet::ErrorCode::kNotFound);
+  // Retiring the legacy key at once (a leak) makes the new one current without waiting.
+  ASSERT_TRUE(RetireKey(c, table, KeyKind::kJwt, "legacy", table.now).ok());
+  auto s = LoadSecrets(c, table, table.now);
+  ASSERT_TRUE(s.ok()) << s.error().message;
+  EXPECT_EQ(s->jwt.keys().size(), 1u);
+  EXPECT_EQ(s->jwt.current().id, "k2");
+  EXPECT_EQ(s->jwt.Find(""), nullptr);       // tokens without kid are refused now
+  EXPECT_FALSE(table.rows.contains("jwt"));  // and no fresh legacy key was made in its place
+}
+
+TEST(Secrets, ConfiguredKeysWithIds) {
+  TempDir dir;
+  ConfigSources src;
+  src.env = {{"CAIRN_DATA_DIR", dir.path().string()},
+             {"CAIRN_JWT_KEYS", "old:" + std::string(40, 'o') + ", new:" + std::string(40, 'n')},
+             {"CAIRN_JWT_SECRET", std::string(40, 'l')}};
+  auto c = LoadConfig(src);
+  ASSERT_TRUE(c.ok()) << c.error().message;
+  MemoryTable table;
+  auto s = LoadSecrets(*c, table, table.now);
+  ASSERT_TRUE(s.ok()) << s.error().message;
+  EXPECT_EQ(s->jwt.current().id, "new");  // the last listed, unless jwt_key_id says otherwise
+  EXPECT_EQ(s->jwt.keys().size(), 3u);
+  EXPECT_EQ(s->jwt.Find("")->material, std::string(40, 'l'));
+  EXPECT_FALSE(table.rows.contains("jwt"));  // configured keys keep the index out of it
+  EXPECT_EQ(RotateKey(*c, table, KeyKind::kJwt, "", table.now).error().code, xet::ErrorCode::kMalformed);
+
+  src.env["CAIRN_JWT_KEY_ID"] = "old";
+  EXPECT_EQ(LoadSecrets(*LoadConfig(src), table, table.now)->jwt.current().id, "old");
+  src.env["CAIRN_JWT_KEY_ID"] = "other";
+  EXPECT_FALSE(LoadConfig(src).ok());
+
+  // Errors name the key, never its secret.
+  for (const std::string& bad :
+       std::vector<std::string>{"x:tooshortsecret", "nocolon" + std::string(40, 's'),
+                                "a:" + std::string(40, 's') + ",a:" + std::string(40, 't'),
+                                "legacy:" + std::string(40, 's'), "bad id:" + std::string(40, 's')}) {
+    src.env = {{"CAIRN_URL_KEYS", bad}};
+    auto refused = LoadConfig(src);
+    ASSERT_FALSE(refused.ok()) << bad;
+    EXPECT_EQ(refused.error().message.find("ssssssss"), std::string::npos) << refused.error().message;
+    EXPECT_EQ(refused.error().message.find("tooshortsecret"), std::string::npos) << refused.error().message;
+  }
+}
+
+TEST(Secrets, TomlTakesKeyLists) {
+  TempDir dir;
+  const auto path = dir.path() / "cairn.toml";
+  std::ofstream(path) << "url_keys = [\"a:" << std::string(40, 'a') << "\", \"b:" << std::string(40, 'b')
+                      << "\"]\nurl_key_id = \"a\"\nkey_refresh = \"10s\"\n";
+  ConfigSources src;
+  src.file = path.string();
+  auto c = LoadConfig(src);
+  ASSERT_TRUE(c.ok()) << c.error().message;
+  ASSERT_EQ(c->url_keys.size(), 2u);
+  EXPECT_EQ(c->url_keys[1].id, "b");
+  EXPECT_EQ(c->url_key_id, "a");
+  EXPECT_EQ(c->key_refresh, std::chrono::seconds(10));
+  std::ofstream(path) << "listen = [\"a\"]\n";  // only key lists take arrays
+  EXPECT_FALSE(LoadConfig(src).ok());
 }
 
 }  // namespace

@@ -18,9 +18,11 @@ void AppendField(std::string& out, std::string_view field) {
 
 }  // namespace
 
-LinkSigner::LinkSigner(const xet::Hash& url_secret, uint64_t max_ttl_seconds, std::function<uint64_t()> now)
-    : key_(xet::KeyedHash(
-          url_secret, std::span<const uint8_t>(reinterpret_cast<const uint8_t*>("cairn file links"), 16))),
+LinkSigner::LinkSigner(const cas::UrlKeys& url_keys, uint64_t max_ttl_seconds, std::function<uint64_t()> now)
+    : keys_(url_keys.Map([](const xet::Hash& url_key) {
+        return xet::KeyedHash(
+            url_key, std::span<const uint8_t>(reinterpret_cast<const uint8_t*>("cairn file links"), 16));
+      })),
       max_ttl_(max_ttl_seconds),
       now_(std::move(now)) {}
 
@@ -31,15 +33,15 @@ uint64_t LinkSigner::Now() const {
           .count());
 }
 
-xet::Hash LinkSigner::Mac(const xet::FileHash& file, uint64_t expires, std::string_view scope,
-                          std::string_view name) const {
+xet::Hash LinkSigner::Mac(const xet::Hash& key, const xet::FileHash& file, uint64_t expires,
+                          std::string_view scope, std::string_view name) {
   std::string message = "cairn-file-link|";
   AppendField(message, file.hex());
   AppendField(message, std::to_string(expires));
   AppendField(message, scope);
   AppendField(message, name);
   return xet::KeyedHash(
-      key_, std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(message.data()), message.size()));
+      key, std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(message.data()), message.size()));
 }
 
 xet::Result<std::string> LinkSigner::Sign(const xet::FileHash& file, const std::string& scope,
@@ -52,7 +54,9 @@ xet::Result<std::string> LinkSigner::Sign(const xet::FileHash& file, const std::
   const uint64_t expires = Now() + ttl_seconds;
   std::string query = "x=" + std::to_string(expires) + "&scope=" + PercentEncode(scope);
   if (!name.empty()) query += "&name=" + PercentEncode(name);
-  query += "&s=" + Mac(file, expires, scope, name).hex();
+  const auto& key = keys_.current();
+  if (key.named()) query += "&k=" + key.id;
+  query += "&s=" + Mac(key.material, file, expires, scope, name).hex();
   return query;
 }
 
@@ -62,10 +66,12 @@ xet::Result<LinkGrant> LinkSigner::Verify(
   const std::string* scope = nullptr;
   const std::string* name = nullptr;
   const std::string* mac = nullptr;
+  const std::string* key_id = nullptr;
   for (const auto& [k, v] : query) {
     const std::string** slot = k == "x"       ? &x
                                : k == "scope" ? &scope
                                : k == "name"  ? &name
+                               : k == "k"     ? &key_id
                                : k == "s"     ? &mac
                                               : nullptr;
     if (slot == nullptr) continue;
@@ -78,7 +84,9 @@ xet::Result<LinkGrant> LinkSigner::Verify(
   const auto [end, ec] = std::from_chars(x->data(), x->data() + x->size(), expires);
   if (ec != std::errc() || end != x->data() + x->size())
     return xet::Malformed("link expiry x is not a number");
-  const std::string expected = Mac(file, expires, *scope, name ? *name : "").hex();
+  const auto* key = keys_.Find(key_id ? *key_id : "");
+  if (key == nullptr) return xet::HashMismatch("the link was signed with an unknown or retired key");
+  const std::string expected = Mac(key->material, file, expires, *scope, name ? *name : "").hex();
   if (!cas::ConstantTimeEqual(expected, *mac))
     return xet::HashMismatch("the link's signature does not match");
   if (Now() >= expires) return xet::HashMismatch("the link expired");

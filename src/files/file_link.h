@@ -1,10 +1,11 @@
 // Download links: capability URLs for one stored file, to hand to a browser, curl or a download manager.
 //
-// Form: /v1/files/<hash>?x=<unix expiry>&scope=<scope>[&name=<file name>]&s=<mac>. The MAC is keyed BLAKE3
-// (with a key derived from the server's URL secret, so that no transfer URL's MAC is a link's) over the file
-// hash, the expiry, the scope and the name, each length-prefixed. A link grants reading that one file as
-// that scope sees it until it expires; the name only sets Content-Disposition. Nothing in it can be changed
-// without the key.
+// Form: /v1/files/<hash>?x=<unix expiry>&scope=<scope>[&name=<file name>][&k=<key id>]&s=<mac>. The MAC is
+// keyed BLAKE3 (with a key derived from a URL key, so that no transfer URL's MAC is a link's) over the file
+// hash, the expiry, the scope and the name, each length-prefixed. It is signed with the current URL key,
+// named by `k` unless that is the legacy key, and checked with the key `k` names (cas/transfer_url.h). A link
+// grants reading that one file as that scope sees it until it expires; the name only sets
+// Content-Disposition. Nothing in it can be changed without the key.
 //
 // Thread-safety: const methods, safe from any thread. Failures: kLimit for a lifetime outside 1 s ..
 // max_ttl, kMalformed for a name that is not a file name or a link missing its parameters, kHashMismatch for
@@ -18,6 +19,7 @@
 #include <utility>
 #include <vector>
 
+#include "cas/transfer_url.h"
 #include "xet/hash.h"
 #include "xet/result.h"
 
@@ -33,12 +35,12 @@ struct LinkGrant {
 class LinkSigner {
  public:
   // `now`: unix seconds (the system clock when empty).
-  LinkSigner(const xet::Hash& url_secret, uint64_t max_ttl_seconds, std::function<uint64_t()> now = nullptr);
+  LinkSigner(const cas::UrlKeys& url_keys, uint64_t max_ttl_seconds, std::function<uint64_t()> now = nullptr);
 
   // The query string of a link to `file` for `scope`, valid for `ttl_seconds`.
   xet::Result<std::string> Sign(const xet::FileHash& file, const std::string& scope, uint64_t ttl_seconds,
                                 const std::string& name) const;
-  // Checks the link parameters of a request for `file` (x, scope, name, s, percent-decoded).
+  // Checks the link parameters of a request for `file` (x, scope, name, k, s, percent-decoded).
   xet::Result<LinkGrant> Verify(const xet::FileHash& file,
                                 const std::vector<std::pair<std::string, std::string>>& query) const;
 
@@ -46,10 +48,10 @@ class LinkSigner {
 
  private:
   uint64_t Now() const;
-  xet::Hash Mac(const xet::FileHash& file, uint64_t expires, std::string_view scope,
-                std::string_view name) const;
+  static xet::Hash Mac(const xet::Hash& key, const xet::FileHash& file, uint64_t expires,
+                       std::string_view scope, std::string_view name);
 
-  xet::Hash key_;
+  cas::UrlKeys keys_;  // the link keys derived from the URL keys
   uint64_t max_ttl_;
   std::function<uint64_t()> now_;
 };

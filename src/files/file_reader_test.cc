@@ -27,7 +27,11 @@ class FileReaderTest : public ::testing::Test {
   void SetUp() override {
     ASSERT_NO_FATAL_FAILURE(cas::testing::OpenTestBackend("cairn-files", &dir_, &store_, &index_));
     cas::ServiceOptions so;
-    so.url_secret.bytes.fill(7);
+    so.url_keys = cas::UrlKeys::Single([] {
+      xet::Hash h;
+      h.bytes.fill(7);
+      return h;
+    }());
     cas_ = std::make_unique<cas::CasService>(*index_, *store_, pool_, so);
   }
   void TearDown() override {
@@ -42,7 +46,11 @@ class FileReaderTest : public ::testing::Test {
     o.read_ahead = ra;
     o.total_read_ahead_bytes = total;
     o.fetch_threads = 4;
-    o.url_secret.bytes.fill(7);
+    o.url_keys = cas::UrlKeys::Single([] {
+      xet::Hash h;
+      h.bytes.fill(7);
+      return h;
+    }());
     o.now = [this] { return now_; };
     o.log = [this](const std::string& m) { logged_.push_back(m); };
     files_.reset();
@@ -311,7 +319,7 @@ TEST_F(FileReaderTest, LinksGrantOneFileUntilTheyExpire) {
   const auto hashes = Upload({xet::testing::SplitMix64Bytes(7, 1000), xet::testing::SplitMix64Bytes(8, 1000)},
                              xet::CompressionPolicy::kNone);
   FileService& files = Files({});
-  auto query = files.links().Sign(hashes[0], "team/models", 600, "weights v1.bin");
+  auto query = files.links()->Sign(hashes[0], "team/models", 600, "weights v1.bin");
   ASSERT_TRUE(query.ok());
   // Percent-decoded as the server decodes a query.
   const auto decode = [](const std::string& q) {
@@ -336,23 +344,57 @@ TEST_F(FileReaderTest, LinksGrantOneFileUntilTheyExpire) {
     return out;
   };
   auto params = decode(*query);
-  auto grant = files.links().Verify(hashes[0], params);
+  auto grant = files.links()->Verify(hashes[0], params);
   ASSERT_TRUE(grant.ok()) << grant.error().message;
   EXPECT_EQ(grant->scope, "team/models");
   EXPECT_EQ(grant->name, "weights v1.bin");
-  EXPECT_EQ(files.links().Verify(hashes[1], params).error().code,
+  EXPECT_EQ(files.links()->Verify(hashes[1], params).error().code,
             xet::ErrorCode::kHashMismatch);  // another file
   for (auto& [k, v] : params) {
     auto tampered = params;
     for (auto& [k2, v2] : tampered)
       if (k2 == k) v2 += k == "x" ? "1" : "x";
-    EXPECT_FALSE(files.links().Verify(hashes[0], tampered).ok()) << "changed " << k;
+    EXPECT_FALSE(files.links()->Verify(hashes[0], tampered).ok()) << "changed " << k;
   }
   now_ += 600;
-  EXPECT_EQ(files.links().Verify(hashes[0], params).error().code, xet::ErrorCode::kHashMismatch);  // expired
-  EXPECT_EQ(files.links().Sign(hashes[0], "s", 0, "").error().code, xet::ErrorCode::kLimit);
-  EXPECT_EQ(files.links().Sign(hashes[0], "s", 60, "a/b").error().code, xet::ErrorCode::kMalformed);
-  EXPECT_EQ(files.links().Verify(hashes[0], {{"x", "1"}}).error().code, xet::ErrorCode::kMalformed);
+  EXPECT_EQ(files.links()->Verify(hashes[0], params).error().code, xet::ErrorCode::kHashMismatch);  // expired
+  EXPECT_EQ(files.links()->Sign(hashes[0], "s", 0, "").error().code, xet::ErrorCode::kLimit);
+  EXPECT_EQ(files.links()->Sign(hashes[0], "s", 60, "a/b").error().code, xet::ErrorCode::kMalformed);
+  EXPECT_EQ(files.links()->Verify(hashes[0], {{"x", "1"}}).error().code, xet::ErrorCode::kMalformed);
+}
+
+// Links name the URL key that signed them; a rotation keeps old links working until their key is retired.
+TEST_F(FileReaderTest, LinksFollowUrlKeyRotation) {
+  const auto hashes = Upload({xet::testing::SplitMix64Bytes(9, 1000)}, xet::CompressionPolicy::kNone);
+  FileService& files = Files({});
+  const auto params = [](const std::string& q) {
+    std::vector<std::pair<std::string, std::string>> out;
+    for (size_t at = 0; at <= q.size();) {
+      const size_t amp = std::min(q.find('&', at), q.size());
+      const std::string item = q.substr(at, amp - at);
+      out.emplace_back(item.substr(0, item.find('=')), item.substr(item.find('=') + 1));
+      at = amp + 1;
+    }
+    return out;
+  };
+  const std::string before = *files.links()->Sign(hashes[0], "s", 600, "");
+  EXPECT_EQ(before.find("k="), std::string::npos);  // the legacy key names none
+  xet::Hash legacy;
+  legacy.bytes.fill(7);  // the fixture's key
+  xet::Hash next;
+  next.bytes.fill(8);
+  files.SetUrlKeys(*cas::UrlKeys::Make({{"legacy", legacy}, {"k2", next}}, "k2"));
+  const std::string after = *files.links()->Sign(hashes[0], "s", 600, "");
+  EXPECT_NE(after.find("&k=k2&s="), std::string::npos) << after;
+  EXPECT_TRUE(files.links()->Verify(hashes[0], params(before)).ok());
+  EXPECT_TRUE(files.links()->Verify(hashes[0], params(after)).ok());
+  files.SetUrlKeys(*cas::UrlKeys::Make({{"k2", next}}, "k2"));
+  EXPECT_EQ(files.links()->Verify(hashes[0], params(before)).error().code, xet::ErrorCode::kHashMismatch);
+  EXPECT_TRUE(files.links()->Verify(hashes[0], params(after)).ok());
+  auto renamed = params(after);
+  for (auto& [k, v] : renamed)
+    if (k == "k") v = "k3";
+  EXPECT_EQ(files.links()->Verify(hashes[0], renamed).error().code, xet::ErrorCode::kHashMismatch);
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -31,7 +32,8 @@ struct FileServiceOptions {
   ReadAheadOptions read_ahead;
   uint64_t total_read_ahead_bytes = 1ULL << 30;  // what all plain downloads together hold ahead, at most
   size_t fetch_threads = 8;                      // store reads in flight for read-ahead, at most
-  xet::Hash url_secret;                          // the server's (see ServiceOptions); links use a derived key
+  cas::UrlKeys url_keys =
+      cas::UrlKeys::Single(xet::Hash{});  // the server's; links use keys derived from them
   uint64_t max_link_ttl_seconds = 30ULL * 86400;
   std::function<uint64_t()> now = nullptr;  // unix seconds; tests inject a clock
   std::function<void(const std::string&)> log =
@@ -68,7 +70,10 @@ class FileService {
   // The files `scope` sees in hash order after `cursor` (the first page when empty), at most `limit`.
   xet::Result<FileListing> List(const std::string& scope, std::optional<xet::FileHash> cursor, size_t limit);
 
-  const LinkSigner& links() const { return links_; }
+  // The link signer of the current URL keys.
+  std::shared_ptr<const LinkSigner> links() const;
+  // Signs links with keys.current() from now on and accepts links of every key in `keys` only (a rotation).
+  void SetUrlKeys(const cas::UrlKeys& keys);
 
   uint64_t corrupt_chunks() const { return corrupt_chunks_.load(); }
   const ByteBudget& budget() const { return budget_; }
@@ -78,7 +83,8 @@ class FileService {
   cas::CasService& cas_;
   index::Index& index_;
   FileServiceOptions options_;
-  LinkSigner links_;
+  mutable std::mutex links_mu_;
+  std::shared_ptr<const LinkSigner> links_;  // guarded by links_mu_
   std::atomic<uint64_t> corrupt_chunks_{0};
   ByteBudget budget_;
   WorkQueue fetchers_;  // after the budget: its threads are joined first

@@ -43,6 +43,39 @@ Result<int64_t> NumericDate(const boost::json::object& claims, std::string_view 
   return Unauthorized("token claim " + std::string(name) + " is not an integer");
 }
 
+// The "kid" of a token's header (empty when it has none), read before the signature is checked so that the
+// key it names can check it. The header is base64url JSON; libjwt parses it again when it verifies.
+Result<std::string> HeaderKeyId(std::string_view token) {
+  const size_t dot = token.find('.');
+  if (dot == std::string_view::npos) return Unauthorized("invalid token (malformed or bad signature)");
+  std::string json;
+  uint32_t bits = 0;
+  int have = 0;
+  for (char c : token.substr(0, dot)) {
+    int v = -1;
+    if (c >= 'A' && c <= 'Z') v = c - 'A';
+    if (c >= 'a' && c <= 'z') v = c - 'a' + 26;
+    if (c >= '0' && c <= '9') v = c - '0' + 52;
+    if (c == '-') v = 62;
+    if (c == '_') v = 63;
+    if (v < 0) return Unauthorized("invalid token (malformed or bad signature)");
+    bits = (bits << 6) | static_cast<uint32_t>(v);
+    have += 6;
+    if (have >= 8) {
+      have -= 8;
+      json += static_cast<char>((bits >> have) & 0xff);
+    }
+  }
+  boost::system::error_code ec;
+  const boost::json::value header = boost::json::parse(json, ec);
+  if (ec || !header.is_object()) return Unauthorized("invalid token (malformed or bad signature)");
+  const auto* kid = header.get_object().if_contains("kid");
+  if (kid == nullptr) return std::string();
+  if (!kid->is_string() || kid->get_string().empty())
+    return Unauthorized("invalid token: kid is not a key id");
+  return std::string(kid->get_string());
+}
+
 }  // namespace
 
 std::string_view PermissionName(Permission p) {
@@ -60,6 +93,30 @@ std::string_view PermissionName(Permission p) {
 int64_t UnixNow() {
   return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
       .count();
+}
+
+Authenticator::Authenticator(TokenKeys keys) : keys_(std::make_shared<const TokenKeys>(std::move(keys))) {}
+
+void Authenticator::SetKeys(TokenKeys keys) {
+  auto next = std::make_shared<const TokenKeys>(std::move(keys));
+  std::lock_guard lock(mu_);
+  keys_ = std::move(next);
+  ++generation_;
+  verified_.clear();
+}
+
+TokenKeys Authenticator::keys() const {
+  std::lock_guard lock(mu_);
+  return *keys_;
+}
+
+Result<std::string> Authenticator::Mint(const Principal& who, std::chrono::seconds ttl, int64_t now) const {
+  std::shared_ptr<const TokenKeys> keys;
+  {
+    std::lock_guard lock(mu_);
+    keys = keys_;
+  }
+  return MintToken(keys->current(), who, ttl, now);
 }
 
 Result<Principal> Authenticator::Authenticate(std::string_view authorization, Permission required) const {
@@ -87,17 +144,23 @@ Result<Principal> Authenticator::Verify(std::string_view token, int64_t now) con
   if (token.size() > 8192) return Unauthorized("bearer token too long");
   std::string tok(token);  // libjwt wants a C string
   std::optional<Verified> known;
+  std::shared_ptr<const TokenKeys> keys;
+  uint64_t generation = 0;
   {
     std::lock_guard lock(mu_);
     if (auto it = verified_.find(tok); it != verified_.end()) known = it->second;
+    keys = keys_;
+    generation = generation_;
   }
   if (!known) {
-    auto decoded = Decode(tok);
+    auto decoded = Decode(*keys, tok);
     if (!decoded) return decoded.error();
     known = std::move(*decoded);
     std::lock_guard lock(mu_);
-    if (verified_.size() >= kCachedTokens) verified_.clear();
-    verified_.emplace(std::move(tok), *known);
+    if (generation == generation_) {
+      if (verified_.size() >= kCachedTokens) verified_.clear();
+      verified_.emplace(std::move(tok), *known);
+    }
   }
   if (now >= known->expires) return Unauthorized("token expired");
   if (now < known->not_before) return Unauthorized("token not yet valid (nbf)");
@@ -105,10 +168,16 @@ Result<Principal> Authenticator::Verify(std::string_view token, int64_t now) con
 }
 
 // Checks the signature and the claims' form; the times are checked by the caller.
-Result<Authenticator::Verified> Authenticator::Decode(const std::string& tok) const {
+Result<Authenticator::Verified> Authenticator::Decode(const TokenKeys& keys, const std::string& tok) {
+  auto kid = HeaderKeyId(tok);
+  if (!kid) return kid.error();
+  const TokenKeys::Key* key = keys.Find(*kid);
+  // Key ids are not secret, but a caller's text is not echoed either.
+  if (key == nullptr) return Unauthorized("invalid token: signed with an unknown or retired key (kid)");
+  const std::string& secret = key->material;
   jwt_t* raw = nullptr;
-  const int rc = jwt_decode(&raw, tok.c_str(), reinterpret_cast<const unsigned char*>(key_.data()),
-                            static_cast<int>(key_.size()));
+  const int rc = jwt_decode(&raw, tok.c_str(), reinterpret_cast<const unsigned char*>(secret.data()),
+                            static_cast<int>(secret.size()));
   JwtPtr jwt(raw);
   if (rc != 0 || !jwt) return Unauthorized("invalid token (malformed or bad signature)");
   // libjwt takes the algorithm from the token's own header: pin it.
@@ -158,6 +227,12 @@ Result<std::string> MintToken(std::string_view key, const Principal& who, std::c
 
 Result<std::string> MintToken(std::string_view key, const Principal& who, std::chrono::seconds ttl,
                               int64_t now) {
+  return MintToken(TokenKeys::Key{std::string(kLegacyKeyId), std::string(key)}, who, ttl, now);
+}
+
+Result<std::string> MintToken(const TokenKeys::Key& signing, const Principal& who, std::chrono::seconds ttl,
+                              int64_t now) {
+  const std::string& key = signing.material;
   if (key.empty()) return InternalError("empty signing key");
   if (who.scope.empty()) return BadRequest("scope must not be empty");
   // libjwt takes C strings: a NUL would cut the scope short, and the token would grant another scope.
@@ -173,6 +248,8 @@ Result<std::string> MintToken(std::string_view key, const Principal& who, std::c
       jwt_add_grant_int(jwt.get(), "iat", static_cast<long>(now)) != 0 ||
       jwt_add_grant_int(jwt.get(), "exp", static_cast<long>(now + ttl.count())) != 0)
     return InternalError("cannot set token claims");
+  if (signing.named() && jwt_add_header(jwt.get(), "kid", signing.id.c_str()) != 0)
+    return InternalError("cannot set the token's key id");
   if (jwt_set_alg(jwt.get(), JWT_ALG_HS256, reinterpret_cast<const unsigned char*>(key.data()),
                   static_cast<int>(key.size())) != 0)
     return InternalError("cannot set token algorithm");

@@ -1,5 +1,10 @@
 // Bearer-token authentication: HS256 JWTs carrying a scope (say, a repository name) and a permission.
 //
+// Keys: a TokenKeys set (common/key_set.h). Tokens are signed with its current key and name it in the JWT
+// header's "kid" (the legacy key names none); a token verifies with the key its kid names, a token without
+// kid with the legacy key, and a kid the set lacks is refused (401). SetKeys swaps the set (a rotation) and
+// forgets every token verified before, so a retired key's tokens stop working at once.
+//
 // Claims: "scope" (non-empty string), "perm" ("read" or "write"; write includes read), "exp" (required,
 // seconds since the epoch), optional "nbf" and "iat". The algorithm is pinned to HS256: tokens whose header
 // names any other algorithm (HS384/HS512 with the same key, "none", RS*) are rejected, and exp/nbf are
@@ -15,11 +20,13 @@
 #include <chrono>
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 
+#include "common/key_set.h"
 #include "http/result.h"
 
 namespace cairn::http {
@@ -41,10 +48,21 @@ struct Principal {
 // Seconds since the Unix epoch, now.
 int64_t UnixNow();
 
+// Token keys: the HMAC key material is the secret's text (cairn's are 64 hex characters).
+using TokenKeys = KeySet<std::string>;
+
 class Authenticator {
  public:
-  // `key` is the HMAC key (any bytes; cairn uses the 64 hex characters of <data>/secrets/jwt.key).
-  explicit Authenticator(std::string key) : key_(std::move(key)) {}
+  explicit Authenticator(TokenKeys keys);
+  // One legacy key (any bytes).
+  explicit Authenticator(std::string key) : Authenticator(TokenKeys::Single(std::move(key))) {}
+
+  // Replaces the keys; tokens verified before are checked again with the new ones.
+  void SetKeys(TokenKeys keys);
+  TokenKeys keys() const;
+
+  // Mints a token for `who` with the current key (see MintToken).
+  Result<std::string> Mint(const Principal& who, std::chrono::seconds ttl, int64_t now) const;
 
   // Checks an Authorization header value ("Bearer <jwt>") and that the token grants `required`.
   // Errors: 401 for a missing/malformed header or an invalid, expired, not-yet-valid or wrongly signed token;
@@ -64,14 +82,19 @@ class Authenticator {
     int64_t not_before = std::numeric_limits<int64_t>::min();
     int64_t expires = 0;
   };
-  Result<Verified> Decode(const std::string& token) const;
+  static Result<Verified> Decode(const TokenKeys& keys, const std::string& token);
 
-  std::string key_;
   mutable std::mutex mu_;
+  std::shared_ptr<const TokenKeys> keys_;  // guarded by mu_, like the two below
+  uint64_t generation_ = 0;                // bumped by SetKeys: a Decode begun before must not be remembered
   mutable std::unordered_map<std::string, Verified> verified_;  // cleared when full
 };
 
-// Mints an HS256 token for `who`, valid from `now` for `ttl` (iat = now, exp = now + ttl).
+// Mints an HS256 token for `who` with `key` (named in the header's kid unless it is the legacy key), valid
+// from `now` for `ttl` (iat = now, exp = now + ttl).
+Result<std::string> MintToken(const TokenKeys::Key& key, const Principal& who, std::chrono::seconds ttl,
+                              int64_t now);
+// The same with a legacy key (no kid).
 Result<std::string> MintToken(std::string_view key, const Principal& who, std::chrono::seconds ttl);
 Result<std::string> MintToken(std::string_view key, const Principal& who, std::chrono::seconds ttl,
                               int64_t now);

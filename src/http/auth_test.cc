@@ -181,5 +181,94 @@ TEST(Auth, MintRefusesScopesWithNul) {
   EXPECT_EQ(token.error().status, 400u);
 }
 
+// The JSON of a token's header.
+std::string HeaderOf(const std::string& token) {
+  const std::string b64 = token.substr(0, token.find('.'));
+  std::string out;
+  uint32_t bits = 0;
+  int have = 0;
+  for (char c : b64) {
+    const auto at =
+        std::string_view("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_").find(c);
+    bits = (bits << 6) | static_cast<uint32_t>(at);
+    have += 6;
+    if (have >= 8) {
+      have -= 8;
+      out += static_cast<char>((bits >> have) & 0xff);
+    }
+  }
+  return out;
+}
+
+TokenKeys Keys(std::vector<TokenKeys::Key> keys, std::string_view current) {
+  return *TokenKeys::Make(std::move(keys), current);
+}
+
+const TokenKeys::Key kLegacy{"legacy", std::string(64, 'l')};
+const TokenKeys::Key kOld{"k1", std::string(64, 'o')};
+const TokenKeys::Key kNew{"k2", std::string(64, 'n')};
+
+// Tokens name their key in the header's kid; the legacy key's name none, as before key ids.
+TEST(AuthKeys, TokensCarryTheirKeyId) {
+  const Principal who{"s", Permission::kRead};
+  const int64_t now = UnixNow();
+  auto named = MintToken(kNew, who, std::chrono::hours(1), now);
+  ASSERT_TRUE(named.ok()) << named.error().message;
+  EXPECT_NE(HeaderOf(*named).find("\"kid\":\"k2\""), std::string::npos) << HeaderOf(*named);
+  auto legacy = MintToken(kLegacy, who, std::chrono::hours(1), now);
+  EXPECT_EQ(HeaderOf(*legacy).find("kid"), std::string::npos) << HeaderOf(*legacy);
+  EXPECT_EQ(*legacy, *MintToken(kLegacy.material, who, std::chrono::hours(1), now));  // as before key ids
+
+  Authenticator auth(Keys({kLegacy, kOld, kNew}, "k2"));
+  auto minted = auth.Mint(who, std::chrono::hours(1), now);
+  EXPECT_NE(HeaderOf(*minted).find("\"kid\":\"k2\""), std::string::npos);
+}
+
+// Every accepted key verifies what it signed; a token without kid is checked with the legacy key; a kid
+// the server lacks is 401.
+TEST(AuthKeys, AcceptedKeysVerifyAndUnknownKidsAre401) {
+  const Principal who{"s", Permission::kRead};
+  const int64_t now = UnixNow();
+  Authenticator auth(Keys({kLegacy, kOld, kNew}, "k2"));
+  for (const auto& key : {kLegacy, kOld, kNew}) {
+    auto token = MintToken(key, who, std::chrono::hours(1), now);
+    EXPECT_TRUE(auth.Verify(*token, now).ok()) << key.id;
+  }
+  EXPECT_TRUE(auth.Verify(*MintToken(kLegacy.material, who, std::chrono::hours(1), now), now).ok());
+
+  auto unknown = MintToken(TokenKeys::Key{"k9", kNew.material}, who, std::chrono::hours(1), now);
+  auto r = auth.Verify(*unknown, now);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().status, 401u);
+  EXPECT_NE(r.error().message.find("unknown or retired key"), std::string::npos);
+  // A kid naming one key over another key's signature: that key's check fails.
+  auto swapped = MintToken(TokenKeys::Key{"k1", kNew.material}, who, std::chrono::hours(1), now);
+  EXPECT_EQ(auth.Verify(*swapped, now).error().status, 401u);
+  // A token without kid made by another implementation (libjwt directly): the legacy key checks it.
+  const std::string plain = testing::MakeJwt(JWT_ALG_HS256, kLegacy.material, Claims(now + 60));
+  EXPECT_TRUE(auth.Verify(plain, now).ok());
+  EXPECT_EQ(auth.Verify(testing::MakeJwt(JWT_ALG_HS256, kNew.material, Claims(now + 60)), now).error().status,
+            401u);
+}
+
+// Without a legacy key, a token naming none is refused; a retired key's tokens stop working at once, even
+// those verified (and remembered) before.
+TEST(AuthKeys, RetiredKeysStopVerifyingAtOnce) {
+  const Principal who{"s", Permission::kWrite};
+  const int64_t now = UnixNow();
+  Authenticator auth(Keys({kLegacy, kOld, kNew}, "k2"));
+  const std::string old_token = *MintToken(kOld, who, std::chrono::hours(1), now);
+  const std::string legacy_token = *MintToken(kLegacy, who, std::chrono::hours(1), now);
+  const std::string new_token = *MintToken(kNew, who, std::chrono::hours(1), now);
+  ASSERT_TRUE(auth.Verify(old_token, now).ok());
+  ASSERT_TRUE(auth.Verify(legacy_token, now).ok());
+
+  auth.SetKeys(Keys({kNew}, "k2"));
+  EXPECT_EQ(auth.Verify(old_token, now).error().status, 401u);
+  EXPECT_EQ(auth.Verify(legacy_token, now).error().status, 401u);
+  EXPECT_TRUE(auth.Verify(new_token, now).ok());
+  EXPECT_EQ(auth.keys().keys().size(), 1u);
+}
+
 }  // namespace
 }  // namespace cairn::http

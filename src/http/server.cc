@@ -146,6 +146,16 @@ struct Server::Impl {
   asio::steady_timer accept_pause;  // after a failed accept
   asio::steady_timer deadline;
   std::optional<asio::signal_set> signals;
+  std::optional<asio::signal_set> reload_signals;
+  std::function<void()> on_reload;
+
+  void AwaitReload() {
+    reload_signals->async_wait([this](beast::error_code ec, int) {
+      if (ec) return;
+      on_reload();
+      AwaitReload();
+    });
+  }
   std::optional<asio::executor_work_guard<asio::io_context::executor_type>> guard;
   std::unique_ptr<WorkQueue> workers;  // destroyed before the io_context: its tasks may hold sessions
   std::vector<std::thread> threads;
@@ -1029,6 +1039,7 @@ void Server::Impl::DoStop(std::chrono::milliseconds grace) {
   acceptor.close(ec);
   accept_pause.cancel();
   if (signals) signals->cancel(ec);
+  if (reload_signals) reload_signals->cancel(ec);
   for (auto& s : live) {
     auto* raw = s.get();
     raw->Dispatch([raw] { raw->OnServerStop(); });
@@ -1128,6 +1139,13 @@ void Server::StopOnSignals() {
     spdlog::info("signal {}: shutting down", signal);
     impl->DoStop(impl->opts.shutdown_grace);
   });
+}
+
+void Server::ReloadOnSignal(std::function<void()> reload) {
+  Impl* impl = impl_.get();
+  impl->on_reload = std::move(reload);
+  impl->reload_signals.emplace(impl->ioc, SIGHUP);
+  impl->AwaitReload();
 }
 
 void Server::Stop(std::chrono::milliseconds grace) {

@@ -23,6 +23,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -75,6 +76,8 @@ class Server {
   void Start();
   // SIGINT and SIGTERM call Stop(options().shutdown_grace).
   void StopOnSignals();
+  // SIGHUP calls `reload` (on an I/O thread: it must not block), until the server stops.
+  void ReloadOnSignal(std::function<void()> reload);
   // Graceful stop; thread-safe, idempotent.
   void Stop(std::chrono::milliseconds grace);
   // Blocks until the server stopped and the I/O threads exited.

@@ -104,6 +104,12 @@ class Index {
   // The secret named `name`, shared by every process on this index; when there is none yet, `candidate` is
   // stored and returned (atomically: of several processes starting at once, one value wins for all).
   virtual xet::Result<std::string> SharedSecret(std::string_view name, std::string_view candidate) = 0;
+  // Every stored secret, by name (a handful: the signing keys, config/secrets.h).
+  virtual xet::Result<std::vector<SecretRecord>> ListSecrets() = 0;
+  // Stores a new secret stamped with the current time; false (nothing changed) when `name` exists.
+  virtual xet::Result<bool> AddSecret(std::string_view name, std::string_view value) = 0;
+  // Deletes the secret; false when there was none.
+  virtual xet::Result<bool> DeleteSecret(std::string_view name) = 0;
 
   // ---- Repositories (the Hub's metadata, repo_records.h)
   // Creates a repository with its first objects and refs in one transaction. kConflict when a repository

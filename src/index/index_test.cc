@@ -842,6 +842,36 @@ TEST_P(IndexTest, SharedSecretFirstWriterWins) {
   EXPECT_TRUE(index_->Ping().ok());
 }
 
+// Keys are added once (a second add of the name changes nothing), listed by name with their time, and
+// deleted; every node on the index sees the same rows, after a reopen too.
+TEST_P(IndexTest, SecretsAreListedAddedAndDeleted) {
+  Open();
+  ASSERT_TRUE(index_->SharedSecret("jwt", "legacy-value").ok());
+  EXPECT_TRUE(*index_->AddSecret("jwt:k2", "value-2"));
+  EXPECT_FALSE(*index_->AddSecret("jwt:k2", "other"));  // exists: unchanged
+  EXPECT_FALSE(*index_->AddSecret("jwt", "other"));
+  EXPECT_TRUE(*index_->AddSecret("url:k1", "value-u"));
+  Open();
+  auto rows = index_->ListSecrets();
+  ASSERT_TRUE(rows.ok()) << rows.error().message;
+  ASSERT_EQ(rows->size(), 3u);
+  EXPECT_EQ((*rows)[0].name, "jwt");
+  EXPECT_EQ((*rows)[0].value, "legacy-value");
+  EXPECT_EQ((*rows)[1].name, "jwt:k2");
+  EXPECT_EQ((*rows)[1].value, "value-2");
+  EXPECT_EQ((*rows)[2].name, "url:k1");
+  const int64_t now =
+      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count();
+  for (const auto& r : *rows) EXPECT_LE(std::abs(r.created_at - now), 60) << r.name;
+  EXPECT_TRUE(*index_->DeleteSecret("jwt"));
+  EXPECT_FALSE(*index_->DeleteSecret("jwt"));
+  EXPECT_FALSE(*index_->DeleteSecret("nope"));
+  rows = index_->ListSecrets();
+  ASSERT_EQ(rows->size(), 2u);
+  EXPECT_EQ((*rows)[0].name, "jwt:k2");
+}
+
 std::vector<uint8_t> Key(std::string_view s) {
   return {s.begin(), s.end()};
 }

@@ -251,10 +251,15 @@ constexpr pg::Statement kStats{"stats",
                                "SELECT sum(xorbs)::int8, sum(files)::int8, sum(chunks)::int8, "
                                "sum(stored_bytes)::int8, sum(shards)::int8, sum(unpacked_bytes)::int8, "
                                "sum(file_bytes)::int8 FROM counters"};
-constexpr pg::Statement kPutSecret{"put_secret",
-                                   "INSERT INTO secrets(name, value, created_at) "
-                                   "VALUES ($1::text, $2::text, $3::int8) ON CONFLICT (name) DO NOTHING"};
 constexpr pg::Statement kGetSecret{"get_secret", "SELECT value FROM secrets WHERE name = $1::text"};
+constexpr pg::Statement kListSecrets{"list_secrets",
+                                     "SELECT name, value, created_at FROM secrets ORDER BY name"};
+constexpr pg::Statement kAddSecret{"add_secret",
+                                   "INSERT INTO secrets(name, value, created_at) "
+                                   "VALUES ($1::text, $2::text, $3::int8) ON CONFLICT (name) DO NOTHING "
+                                   "RETURNING name"};
+constexpr pg::Statement kDeleteSecret{"delete_secret",
+                                      "DELETE FROM secrets WHERE name = $1::text RETURNING name"};
 constexpr pg::Statement kPing{"ping", "SELECT 1"};
 constexpr pg::Statement kShareFile{"share_file", R"sql(
 WITH f AS (SELECT hash, size FROM files WHERE hash = $1::bytea),
@@ -860,13 +865,34 @@ xet::Result<IndexStats> PostgresIndex::Stats() {
 xet::Result<std::string> PostgresIndex::SharedSecret(std::string_view name, std::string_view candidate) {
   // Insert-if-absent, then read in a new statement: under READ COMMITTED that sees a value a concurrent
   // node committed first, which the insert's own snapshot would not.
-  if (auto put = Query(kPutSecret, pg::Params().Text(name).Text(candidate).Int8(Now())); !put.ok()) {
+  if (auto put = Query(kAddSecret, pg::Params().Text(name).Text(candidate).Int8(Now())); !put.ok()) {
     return put.error();
   }
   auto rows = Query(kGetSecret, pg::Params().Text(name));
   if (!rows.ok()) return rows.error();
   if (rows->size() != 1) return xet::IoError("postgres: secret " + std::string(name) + " vanished");
   return std::string(rows->Text(0, 0));
+}
+
+xet::Result<std::vector<SecretRecord>> PostgresIndex::ListSecrets() {
+  auto rows = Query(kListSecrets, pg::Params());
+  if (!rows.ok()) return rows.error();
+  std::vector<SecretRecord> out;
+  for (int i = 0; i < rows->size(); ++i)
+    out.push_back({std::string(rows->Text(i, 0)), std::string(rows->Text(i, 1)), rows->Int8(i, 2)});
+  return out;
+}
+
+xet::Result<bool> PostgresIndex::AddSecret(std::string_view name, std::string_view value) {
+  auto rows = Query(kAddSecret, pg::Params().Text(name).Text(value).Int8(Now()));
+  if (!rows.ok()) return rows.error();
+  return rows->size() == 1;
+}
+
+xet::Result<bool> PostgresIndex::DeleteSecret(std::string_view name) {
+  auto rows = Query(kDeleteSecret, pg::Params().Text(name));
+  if (!rows.ok()) return rows.error();
+  return rows->size() == 1;
 }
 
 xet::Status PostgresIndex::ShareFile(const FileHash& hash, std::string_view scope) {

@@ -81,6 +81,9 @@ class PostgresIndex final : public Index {
                                                  std::optional<std::string_view> scope) override;
   xet::Result<IndexStats> Stats() override;
   xet::Result<std::string> SharedSecret(std::string_view name, std::string_view candidate) override;
+  xet::Result<std::vector<SecretRecord>> ListSecrets() override;
+  xet::Result<bool> AddSecret(std::string_view name, std::string_view value) override;
+  xet::Result<bool> DeleteSecret(std::string_view name) override;
   xet::Result<RepoRecord> CreateRepo(const NewRepo& repo) override;
   xet::Result<RepoRecord> FindRepo(RepoType type, std::string_view ns, std::string_view name) override;
   xet::Result<std::vector<RepoRecord>> ListRepos(RepoType type, std::optional<std::string_view> ns,

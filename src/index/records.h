@@ -29,6 +29,13 @@ inline constexpr size_t kPackedChunkSize = 40;
 // the term in the file (cumulative), so a byte range maps to terms by binary search.
 inline constexpr size_t kPackedTermSize = 52;
 
+// A row of the secrets table (the signing keys, config/secrets.h).
+struct SecretRecord {
+  std::string name;
+  std::string value;
+  int64_t created_at = 0;  // unix seconds
+};
+
 // A stored xorb's layout. Immutable.
 struct XorbEntry {
   XorbHash hash;

@@ -198,6 +198,8 @@ constexpr const char kBumpCounters[] =
 constexpr const char kPutSecret[] =
     "INSERT INTO secrets(name, value, created_at) VALUES (?1, ?2, ?3) ON CONFLICT(name) DO NOTHING";
 constexpr const char kGetSecret[] = "SELECT value FROM secrets WHERE name = ?1";
+constexpr const char kListSecrets[] = "SELECT name, value, created_at FROM secrets ORDER BY name";
+constexpr const char kDeleteSecret[] = "DELETE FROM secrets WHERE name = ?1";
 constexpr const char kPing[] = "SELECT 1";
 constexpr const char kCreateRepo[] =
     "INSERT INTO repos(type, ns, name, private, created_at, scope) VALUES (?1, ?2, ?3, ?4, ?5, ?6) "
@@ -664,6 +666,47 @@ xet::Result<std::string> SqliteIndex::SharedSecret(std::string_view name, std::s
   if (!existing.ok()) return existing.error();
   if (!existing->has_value()) return xet::IoError("sqlite: secret " + std::string(name) + " vanished");
   return std::move(**existing);
+}
+
+xet::Result<std::vector<SecretRecord>> SqliteIndex::ListSecrets() {
+  auto r = AcquireReader();
+  if (!r.ok()) return r.error();
+  auto s = (*r)->Prepare(kListSecrets);
+  if (!s.ok()) return s.error();
+  std::vector<SecretRecord> out;
+  int rc = SQLITE_ROW;
+  while ((rc = s->Step()) == SQLITE_ROW)
+    out.push_back({std::string(s->Text(0)), std::string(s->Text(1)), s->Int(2)});
+  if (rc != SQLITE_DONE) return (*r)->Err("list secrets", rc);
+  return out;
+}
+
+xet::Result<bool> SqliteIndex::AddSecret(std::string_view name, std::string_view value) {
+  bool added = false;
+  auto st = Write([&](Conn& c) -> xet::Status {
+    auto put = c.Prepare(kPutSecret);
+    if (!put.ok()) return put.error();
+    put->Bind(1, name).Bind(2, value).Bind(3, Now());
+    if (auto run = c.Run(*put, "insert secret"); !run.ok()) return run;
+    added = c.changes() == 1;
+    return xet::Ok{};
+  });
+  if (!st.ok()) return st.error();
+  return added;
+}
+
+xet::Result<bool> SqliteIndex::DeleteSecret(std::string_view name) {
+  bool deleted = false;
+  auto st = Write([&](Conn& c) -> xet::Status {
+    auto del = c.Prepare(kDeleteSecret);
+    if (!del.ok()) return del.error();
+    del->Bind(1, name);
+    if (auto run = c.Run(*del, "delete secret"); !run.ok()) return run;
+    deleted = c.changes() == 1;
+    return xet::Ok{};
+  });
+  if (!st.ok()) return st.error();
+  return deleted;
 }
 
 xet::Status SqliteIndex::Ping() {

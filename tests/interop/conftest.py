@@ -24,7 +24,7 @@ if _HERE not in sys.path:  # so the test modules can import interop_util in any 
     sys.path.insert(0, _HERE)
 
 from interop_util import (  # noqa: E402
-    HUB_PKG, ORACLE_DIR, REPO_ROOT, CairnServer, HfXet, HubJs, PostgresServer, SeaweedServer, pinned, fail,
+    HUB_PKG, ORACLE_DIR, REPO_ROOT, WATCH, CairnServer, HfXet, HubJs, PostgresServer, SeaweedServer, pinned, fail,
 )
 
 
@@ -35,6 +35,16 @@ def pytest_runtest_makereport(item, call):
     if rep.failed:
         for srv in getattr(item, "_cairn_servers", []):
             rep.sections.append((f"cairn server log ({srv.url}, data {srv.data_dir})", srv.log()))
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """No secret in any log: every server log and command output of the session, against every secret the
+    session knew by its end (a token minted for one server and sent to another is caught here)."""
+    leaks = WATCH.leaks()
+    if leaks:
+        session.config.get_terminal_writer().line(
+            "SECRETS IN LOGS (tests/interop/interop_util.py SecretWatch):\n  " + "\n  ".join(leaks[:50]), red=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 @pytest.fixture(scope="session")
@@ -134,7 +144,8 @@ def pytest_generate_tests(metafunc):
 @pytest.fixture
 def server(cairn_bin, tmp_path, request, backend):
     """Factory: server(env={"CAIRN_TRANSFER_URL_TTL": "2"}, args=(), data_dir=None, public_url=None) → started
-    CairnServer. Every server is stopped with SIGTERM at teardown and must exit 0. On PostgreSQL each data
+    CairnServer. Every server is stopped with SIGTERM at teardown and must exit 0, and its log (stdout and
+    stderr, at log level debug) must hold no secret (SecretWatch). On PostgreSQL each data
     directory gets a database of its own, on S3 a key prefix of its own (servers sharing a data directory
     share them)."""
     started: list[CairnServer] = []
@@ -168,6 +179,12 @@ def server(cairn_bin, tmp_path, request, backend):
         except BaseException as e:  # noqa: BLE001 — stop all of them, then report
             srv.kill()
             errors.append(str(e))
+    # No secret in a log: each server's, against its signing keys and everything the session knows so far.
+    for srv in started:
+        srv.watch_index_secrets()
+    leaks = WATCH.leaks(paths=[srv.log_path for srv in started], texts=[])
+    if leaks:
+        errors.append("secrets in the server logs:\n  " + "\n  ".join(leaks[:50]))
     if errors:
         fail("\n\n".join(errors))
 

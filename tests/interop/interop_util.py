@@ -167,6 +167,90 @@ def parse_metrics(text: str) -> list[tuple[str, dict, float]]:
     return out
 
 
+# ---------------------------------------------------------------------------------------------- no secret in logs
+
+
+# What a secret looks like in text, whoever made it (a token the server minted itself, a signed URL's MAC).
+LEAK_PATTERNS = {
+    "a JWT": re.compile(r"eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{16,}"),
+    "a bearer credential": re.compile(r"\bBearer\s+[A-Za-z0-9._~+/-]{16,}", re.IGNORECASE),
+    "a transfer-URL or link MAC": re.compile(r"[?&]s=[0-9a-f]{32}(?:[0-9a-f]{32})?\b"),
+    "an S3 presigned signature": re.compile(r"X-Amz-Signature=[0-9a-f]{16,}", re.IGNORECASE),
+    "an S3 credential header": re.compile(r"AWS4-HMAC-SHA256\s+Credential=\S+,\s*SignedHeaders=\S+,\s*Signature="),
+    "a password in a URI": re.compile(r"\b[a-z][a-z0-9+.-]*://[^\s/:@]+:(?!\*\*\*@)[^\s/@]+@", re.IGNORECASE),
+}
+
+
+class SecretWatch:
+    """The secrets the suite gives cairn or gets from it (tokens minted, signing keys, the S3 secret key,
+    PostgreSQL passwords) and the texts cairn writes (each server's log: its stdout and stderr; the other
+    commands' stderr). `leaks()` names every secret, and every secret-shaped string (LEAK_PATTERNS), found in
+    them. The conftest checks each server's log when it stops and everything at the end of the session."""
+
+    def __init__(self) -> None:
+        self.secrets: dict[str, str] = {}  # value -> what it is
+        self.logs: set[Path] = set()
+        self.texts: list[tuple[str, str]] = []  # (where, text)
+
+    def add_secret(self, what: str, value: str | None) -> None:
+        if value and len(value) >= 8:  # shorter strings would match by chance; cairn's secrets are longer
+            self.secrets.setdefault(value, what)
+
+    def add_env(self, env: dict) -> None:
+        """The secrets in a cairn process's environment."""
+        for name in ("AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "CAIRN_S3_SECRET_ACCESS_KEY",
+                     "CAIRN_S3_SESSION_TOKEN", "CAIRN_JWT_SECRET", "CAIRN_URL_SECRET", "PGPASSWORD"):
+            self.add_secret(name, env.get(name))
+        for name in ("CAIRN_JWT_KEYS", "CAIRN_URL_KEYS"):
+            for item in (env.get(name) or "").split(","):
+                self.add_secret(f"{name} key {item.partition(':')[0]}", item.partition(":")[2].strip())
+        m = re.match(r"[a-z]+://[^/:@]+:([^/@]+)@", env.get("CAIRN_INDEX", ""))
+        if m:
+            self.add_secret("the PostgreSQL password in CAIRN_INDEX", m.group(1))
+
+    def add_log(self, path: Path) -> None:
+        self.logs.add(Path(path))
+
+    def add_text(self, where: str, text: str) -> None:
+        self.texts.append((where, text))
+
+    def leaks(self, paths=None, texts=None) -> list[str]:
+        found = []
+        sources = [(str(p), p.read_text(errors="replace")) for p in sorted(paths if paths is not None else self.logs)
+                   if p.exists()]
+        sources += list(texts if texts is not None else self.texts)
+        for where, text in sources:
+            for lineno, line in enumerate(text.splitlines(), 1):
+                for value, what in self.secrets.items():
+                    if value in line:
+                        found.append(f"{where}:{lineno}: {what} ({len(value)} characters)")
+                for what, pattern in LEAK_PATTERNS.items():
+                    if pattern.search(line):
+                        found.append(f"{where}:{lineno}: {what}")
+        return found
+
+
+WATCH = SecretWatch()
+
+
+def index_secrets(data_dir: Path, index: str | None) -> list[tuple[str, str]] | None:
+    """The (name, value) rows of a server's secrets table (its signing keys); None while the index does not
+    answer (a test that stopped its PostgreSQL)."""
+    if index and index.startswith("postgres"):
+        r = subprocess.run(["psql", index, "-AtqX", "-F", "\t", "-c", "SELECT name, value FROM secrets"],
+                           capture_output=True, text=True, timeout=30, env={**os.environ, "PGCONNECT_TIMEOUT": "5"})
+        if r.returncode != 0:
+            return None
+        return [tuple(line.split("\t", 1)) for line in r.stdout.splitlines() if "\t" in line]
+    import sqlite3
+
+    path = index[len("sqlite:"):] if index and index.startswith("sqlite:") else str(data_dir / "index.db")
+    if not os.path.exists(path):
+        return []
+    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
+        return list(db.execute("SELECT name, value FROM secrets"))
+
+
 # ---------------------------------------------------------------------------------------------- the server
 
 
@@ -185,10 +269,12 @@ class CairnServer:
         self.public_url = public_url or self.url
         self.proc: subprocess.Popen | None = None
         self.exit_codes: list[int] = []
+        self.keys_read = False  # watch_index_secrets read them once
 
     # -- lifecycle
     def _env(self) -> dict:
         env = {k: v for k, v in os.environ.items() if not k.startswith("CAIRN_")}
+        env["CAIRN_LOG_LEVEL"] = "debug"  # where a leak would hide (SecretWatch); a test may ask otherwise
         env.update({k: str(v) for k, v in self.extra_env.items()})
         env["NO_PROXY"] = env["no_proxy"] = "127.0.0.1,localhost"
         return env
@@ -198,6 +284,8 @@ class CairnServer:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         cmd = [self.bin, "serve", "--listen", f"127.0.0.1:{self.port}", "--data", str(self.data_dir),
                "--public-url", self.public_url, *self.args]
+        WATCH.add_log(self.log_path)
+        WATCH.add_env(self._env())
         log = open(self.log_path, "ab")
         log.write(f"\n=== {' '.join(cmd)}\n".encode())
         log.flush()
@@ -214,6 +302,7 @@ class CairnServer:
             try:
                 r = http("GET", f"{self.url}/healthz", timeout=2)
                 if r.status == 200:
+                    self.watch_index_secrets()  # made at the first start
                     return self
                 last = f"HTTP {r.status}"
             except OSError as e:
@@ -270,7 +359,31 @@ class CairnServer:
         tok = lines[-1]
         if tok.count(".") != 2:
             fail(f"`{' '.join(cmd)}`: last stdout line is not a JWT: {tok!r}")
+        WATCH.add_secret(f"a token of {scope}", tok)
+        WATCH.add_text(f"`cairn token --scope {scope}` stderr", r.stderr)
         return tok
+
+    def cli(self, *args: str, expect_ok: bool = True, secret_output: bool = False) -> subprocess.CompletedProcess:
+        """`cairn ARGS --data DIR` with the server's environment (its index, its settings). Its stderr, and its
+        stdout unless that is a credential (`secret_output`: a link), must hold no secret (SecretWatch)."""
+        cmd = [self.bin, *args, "--data", str(self.data_dir)]
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=60, env=self._env())
+        WATCH.add_text(f"`cairn {' '.join(args)}`", r.stderr if secret_output else r.stdout + r.stderr)
+        if args and args[0] == "keys":
+            self.watch_index_secrets()
+        if expect_ok and r.returncode != 0:
+            fail(f"`{' '.join(cmd)}` failed (exit {r.returncode})\n--- stdout\n{r.stdout}\n--- stderr\n{r.stderr}")
+        return r
+
+    def watch_index_secrets(self) -> None:
+        """Adds the signing keys in the server's index to WATCH: when it starts, after `cairn keys`, and when it
+        stops. Fails only if they could never be read."""
+        rows = index_secrets(self.data_dir, self._env().get("CAIRN_INDEX"))
+        if rows is None and not self.keys_read:
+            fail(f"cannot read the signing keys of {self._env().get('CAIRN_INDEX')} to check the logs for them")
+        for name, value in rows or []:
+            WATCH.add_secret(f"signing key {name}", value)
+        self.keys_read = self.keys_read or rows is not None
 
     def get(self, path: str, *, token: str | None = None, headers: dict | None = None) -> HttpResult:
         h = dict(headers or {})
