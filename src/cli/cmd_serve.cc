@@ -244,6 +244,8 @@ int RunServe(const ServeOptions& opts) {
     return 2;
   }
   so.trusted_proxies = std::move(*proxies);
+  so.tls_cert = cfg->tls_cert;
+  so.tls_key = cfg->tls_key;
   so.max_connections = ConnectionsTheFileLimitAllows(so.max_connections);
   auto auth = std::make_shared<http::Authenticator>(secrets->jwt);
   auto server = std::make_unique<http::Server>(so, auth);
@@ -252,9 +254,10 @@ int RunServe(const ServeOptions& opts) {
     return 1;
   }
   const std::string host = so.host.find(':') != std::string::npos ? "[" + so.host + "]" : so.host;
+  const std::string scheme = cfg->scheme();
   if (so.port == 0 &&
-      cfg->public_url == "http://" + cfg->listen)  // default URL, ephemeral port: the real one
-    cfg->public_url = "http://" + host + ":" + std::to_string(server->port());
+      cfg->public_url == scheme + "://" + cfg->listen)  // default URL, ephemeral port: the real one
+    cfg->public_url = scheme + "://" + host + ":" + std::to_string(server->port());
   const std::string index_name = (*index)->description();
   const std::string store_name = (*blobs)->Describe();
   auto backend = RegisterRoutes(*server, *cfg, *secrets, std::move(*index), std::move(*blobs));
@@ -262,7 +265,7 @@ int RunServe(const ServeOptions& opts) {
     std::cerr << "cairn serve: " << backend.error().message << "\n";
     return 1;
   }
-  std::cout << "cairn: listening on http://" << host << ":" << server->port() << " (public URL "
+  std::cout << "cairn: listening on " << scheme << "://" << host << ":" << server->port() << " (public URL "
             << cfg->public_url << ", data " << cfg->data_dir << ", index " << index_name << ", store "
             << store_name << ")" << std::endl;
   spdlog::info("signing keys: tokens {}; URLs {}", Describe(secrets->jwt), Describe(secrets->url));
@@ -274,7 +277,16 @@ int RunServe(const ServeOptions& opts) {
     services->files->SetUrlKeys(url);
   });
   server->StopOnSignals();
-  server->ReloadOnSignal([&refresher] { refresher.Wake(); });
+  http::Server* srv = server.get();
+  server->ReloadOnSignal([&refresher, srv, cert = cfg->tls_cert] {
+    refresher.Wake();
+    if (!srv->tls()) return;
+    // A certificate renewed in place (certbot, cert-manager): new connections get it, open ones keep theirs.
+    if (auto st = srv->ReloadTls(); !st)
+      spdlog::error("SIGHUP: keeping the current certificate: {}", st.error().message);
+    else
+      spdlog::info("SIGHUP: reloaded the TLS certificate {}", cert);
+  });
   server->Start();
   server->Wait();
   // The server goes first: connections still open when the grace ran out hold readers of the backend's

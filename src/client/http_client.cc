@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdlib>
 #include <random>
 #include <thread>
 
@@ -36,11 +37,16 @@ size_t OnHeader(char* data, size_t size, size_t n, void* user) {
 }  // namespace
 
 struct HttpClient::Impl {
-  Impl() : curl(curl_easy_init()) {}
+  Impl() : curl(curl_easy_init()) {
+    // A private CA (a server's own HTTPS certificate): the variable OpenSSL, Python and hf_xet read too.
+    // NOLINTNEXTLINE(concurrency-mt-unsafe): the environment is never written while clients run
+    if (const char* ca = std::getenv("SSL_CERT_FILE"); ca != nullptr && *ca != '\0') ca_file = ca;
+  }
   ~Impl() { curl_easy_cleanup(curl); }
   Impl(const Impl&) = delete;
   Impl& operator=(const Impl&) = delete;
   CURL* curl;
+  std::string ca_file;  // empty: libcurl's default CA bundle
   std::mt19937_64 rng{std::random_device{}()};
 };
 
@@ -78,6 +84,7 @@ xet::Result<HttpResponse> HttpClient::Send(const std::string& method, const std:
     for (const auto& h : headers) list = curl_slist_append(list, h.c_str());
     list = curl_slist_append(list, "Expect:");  // no 100-continue round trip
     curl_easy_setopt(c, CURLOPT_URL, url.c_str());
+    if (!impl_->ca_file.empty()) curl_easy_setopt(c, CURLOPT_CAINFO, impl_->ca_file.c_str());
     curl_easy_setopt(c, CURLOPT_HTTPHEADER, list);
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, OnBody);
     curl_easy_setopt(c, CURLOPT_WRITEDATA, &r.body);

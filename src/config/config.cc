@@ -175,6 +175,8 @@ const std::vector<Field>& Fields() {
          return xet::Ok{};
        }},
       {"public_url", UrlSetter(&Config::public_url)},  // clients append "/v1/..."
+      {"tls_cert", StringSetter(&Config::tls_cert)},
+      {"tls_key", StringSetter(&Config::tls_key)},
       {"index",
        [](Config& c, std::string_view v) -> xet::Status {
          // Checked in full when opened (index/open_index.h); here only which kind it is.
@@ -463,7 +465,10 @@ Result<Config> LoadConfig(const ConfigSources& sources) {
   }
   if (auto st = CheckKeyId("jwt_key_id", c.jwt_key_id, c.jwt_secret, c.jwt_keys); !st) return st.error();
   if (auto st = CheckKeyId("url_key_id", c.url_key_id, c.url_secret, c.url_keys); !st) return st.error();
-  if (c.public_url.empty()) c.public_url = "http://" + c.listen;
+  if (c.tls_cert.empty() != c.tls_key.empty())
+    return Bad(c.tls_cert.empty() ? "tls_cert" : "tls_key",
+               "HTTPS needs both tls_cert and tls_key (a certificate chain and its private key)");
+  if (c.public_url.empty()) c.public_url = c.scheme() + "://" + c.listen;
   if (c.index.empty()) c.index = "sqlite:" + (std::filesystem::path(c.data_dir) / "index.db").string();
   if (c.store.empty()) c.store = "file:" + (std::filesystem::path(c.data_dir) / "blobs").string();
   // The standard AWS variables, where no setting of ours names the credentials.

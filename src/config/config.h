@@ -33,7 +33,11 @@ struct NamedSecret {
 struct Config {
   std::string listen = "127.0.0.1:8080";  // HOST:PORT ([v6]:PORT for IPv6)
   std::string data_dir = "./cairn-data";
-  std::string public_url;  // base of URLs handed to clients; default http://<listen>
+  std::string public_url;  // base of URLs handed to clients; default http://<listen> (https:// with TLS)
+  // HTTPS: a PEM certificate chain (the server's certificate first) and its PEM private key, both or neither;
+  // re-read on SIGHUP.
+  std::string tls_cert;
+  std::string tls_key;
   // sqlite:PATH or postgres://USER[:PASS]@HOST[:PORT]/DB[?...]; default sqlite:<data_dir>/index.db
   std::string index;
   size_t index_pool_size = 8;  // PostgreSQL connections for reads
@@ -100,6 +104,8 @@ struct Config {
   // Derived from listen.
   std::string host() const;
   uint16_t port() const;
+  // "https" when TLS is configured, else "http".
+  std::string scheme() const { return tls_cert.empty() ? "http" : "https"; }
 };
 
 struct ConfigSources {

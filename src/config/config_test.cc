@@ -102,6 +102,25 @@ TEST(Config, ConnectionCapsAndTrustedProxies) {
   EXPECT_FALSE(LoadConfig(s).ok());
 }
 
+TEST(Config, TlsNeedsBothFilesAndMakesTheDefaultPublicUrlHttps) {
+  auto plain = LoadConfig({});
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(plain->scheme(), "http");
+  EXPECT_EQ(plain->public_url, "http://127.0.0.1:8080");
+  ConfigSources s;
+  s.env = {{"CAIRN_TLS_CERT", "/etc/cairn/fullchain.pem"}, {"CAIRN_TLS_KEY", "/etc/cairn/privkey.pem"}};
+  auto tls = LoadConfig(s);
+  ASSERT_TRUE(tls.ok()) << tls.error().message;
+  EXPECT_EQ(tls->scheme(), "https");
+  EXPECT_EQ(tls->public_url, "https://127.0.0.1:8080");
+  EXPECT_EQ(tls->tls_key, "/etc/cairn/privkey.pem");
+  s.env.erase("CAIRN_TLS_KEY");
+  auto half = LoadConfig(s);
+  ASSERT_FALSE(half.ok());
+  EXPECT_NE(half.error().message.find("tls_key"), std::string::npos) << half.error().message;
+  EXPECT_NE(half.error().message.find("both"), std::string::npos) << half.error().message;
+}
+
 TEST(Config, ConfigFileFromEnvironment) {
   TempDir dir;
   const std::string file = dir.Write("c.toml", "listen = \"127.0.0.1:7000\"\n");

@@ -2,10 +2,12 @@
 
 #include <spdlog/spdlog.h>
 #include <sys/sendfile.h>
+#include <unistd.h>
 
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <boost/beast/ssl/ssl_stream.hpp>
 #include <boost/json/serialize.hpp>
 #include <boost/json/value.hpp>
 #include <boost/url/parse.hpp>
@@ -21,13 +23,17 @@
 #include <thread>
 #include <utility>
 
+#include "http/tls.h"
+
 namespace cairn::http {
 namespace {
 
 namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace bhttp = boost::beast::http;
+namespace ssl = boost::asio::ssl;
 using tcp = asio::ip::tcp;
+using TlsStream = beast::ssl_stream<beast::tcp_stream>;
 using Clock = std::chrono::steady_clock;
 
 constexpr size_t kStreamPiece = 64 << 10;       // bytes per BodySink::OnData
@@ -79,6 +85,29 @@ std::string Hex(uint64_t n) {
   } while (n != 0);
   return out;
 }
+
+// A file's bytes for a connection that cannot sendfile(2) them (TLS encrypts in user space): read in blocks
+// on the worker pool, as a store's blobs are.
+class FileSource final : public ByteSource {
+ public:
+  explicit FileSource(std::shared_ptr<const File> file) : file_(std::move(file)) {}
+  Status ReadAt(uint64_t offset, std::span<uint8_t> out) const override {
+    size_t done = 0;
+    while (done < out.size()) {
+      const ssize_t n =
+          ::pread(file_->fd(), out.data() + done, out.size() - done, static_cast<off_t>(offset + done));
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0)
+        return InternalError("reading a file: " + std::error_code(errno, std::generic_category()).message());
+      if (n == 0) return InternalError("reading a file: shorter than promised");
+      done += static_cast<size_t>(n);
+    }
+    return Ok{};
+  }
+
+ private:
+  std::shared_ptr<const File> file_;
+};
 
 }  // namespace
 
@@ -132,8 +161,9 @@ struct Server::Impl {
   CounterFamily& bytes_out;
   CounterFamily& connections;
   CounterFamily& rejected;
-  PerKeyLimiter per_client;  // open connections per peer address (not trusted proxies)
-  PerKeyLimiter forwarded;   // requests in flight per client behind a trusted proxy
+  PerKeyLimiter per_client;               // open connections per peer address (not trusted proxies)
+  PerKeyLimiter forwarded;                // requests in flight per client behind a trusted proxy
+  std::unique_ptr<TlsContextHolder> tls;  // null: plain HTTP
 
   std::mutex mu;  // guards the fields below
   std::map<uint64_t, std::weak_ptr<Session>> sessions;
@@ -167,16 +197,22 @@ class Session : public detail::Connection, public std::enable_shared_from_this<S
  public:
   // `counted`: the connection holds a unit of srv.per_client for `peer`; `via_proxy`: `peer` is a trusted
   // proxy, whose requests name their client in X-Forwarded-For.
+  // `tls`: the context of a TLS connection (held while it lives); null for plain HTTP.
   Session(Server::Impl& srv, tcp::socket socket, uint64_t id, asio::ip::address peer, bool counted,
-          bool via_proxy)
+          bool via_proxy, std::shared_ptr<ssl::context> tls)
       : srv_(srv),
-        stream_(std::move(socket)),
-        send_timer_(stream_.get_executor()),
-        body_timer_(stream_.get_executor()),
+        send_timer_(socket.get_executor()),
+        body_timer_(socket.get_executor()),
         id_(id),
         peer_(std::move(peer)),
         counted_(counted),
-        via_proxy_(via_proxy) {}
+        via_proxy_(via_proxy),
+        tls_context_(std::move(tls)) {
+    if (tls_context_)
+      tls_.emplace(std::move(socket), *tls_context_);
+    else
+      plain_.emplace(std::move(socket));
+  }
   ~Session() override {
     if (counted_) srv_.per_client.Release(peer_.to_string());
     srv_.Unregister(id_);
@@ -184,12 +220,15 @@ class Session : public detail::Connection, public std::enable_shared_from_this<S
 
   void Start() {
     beast::error_code ec;
-    auto ep = stream_.socket().remote_endpoint(ec);
+    auto ep = tcp().socket().remote_endpoint(ec);
     if (!ec) remote_ = ep.address().to_string() + ":" + std::to_string(ep.port());
     peer_remote_ = remote_;
-    stream_.socket().set_option(tcp::no_delay(true), ec);
-    stream_.socket().native_non_blocking(true, ec);  // for sendfile(2)
-    Dispatch([this] { ReadRequest(); });
+    tcp().socket().set_option(tcp::no_delay(true), ec);
+    if (!tls_) {
+      tcp().socket().native_non_blocking(true, ec);  // for sendfile(2)
+      return Dispatch([this] { ReadRequest(); });
+    }
+    Dispatch([this] { Handshake(); });
   }
 
   void OnServerStop() {
@@ -213,7 +252,7 @@ class Session : public detail::Connection, public std::enable_shared_from_this<S
     Dispatch([this, gen] { DoEndChunked(gen); });
   }
   void Dispatch(std::function<void()> fn) override {
-    asio::post(stream_.get_executor(), [self = shared_from_this(), f = std::move(fn)] { f(); });
+    asio::post(tcp().get_executor(), [self = shared_from_this(), f = std::move(fn)] { f(); });
   }
   WorkQueue& workers() override { return *srv_.workers; }
   bool open() const override { return open_.load(); }
@@ -221,6 +260,31 @@ class Session : public detail::Connection, public std::enable_shared_from_this<S
 
  private:
   enum class State { kIdle, kReadingHeader, kActive, kClosed };
+
+  // The TCP stream under the connection (timeouts, the socket), whether or not TLS runs over it.
+  beast::tcp_stream& tcp() { return tls_ ? beast::get_lowest_layer(*tls_) : *plain_; }
+  // Calls `io` with the stream requests and responses go through: TLS, or the TCP stream itself.
+  template <class F>
+  void Io(F&& io) {
+    if (tls_)
+      io(*tls_);
+    else
+      io(*plain_);
+  }
+
+  // A TLS connection's handshake, under the header timeout (it comes before the first request's header).
+  void Handshake() {
+    tcp().expires_after(srv_.opts.header_timeout);
+    tls_->async_handshake(ssl::stream_base::server, [self = shared_from_this()](beast::error_code ec) {
+      if (ec) {
+        // Port scanners, plain HTTP sent to the HTTPS port, clients that distrust the certificate: not the
+        // server's problem, so not a warning.
+        spdlog::debug("TLS handshake with {} failed: {}", self->remote_, ec.message());
+        return self->Close();
+      }
+      self->ReadRequest();
+    });
+  }
 
   // ---- reading -------------------------------------------------------------------------------------------
 
@@ -233,13 +297,14 @@ class Session : public detail::Connection, public std::enable_shared_from_this<S
     header_parser_->body_limit(boost::none);  // checked against the route's limit once the route is known
     if (buffer_.size() == 0 && !first_request_) {
       // Keep-alive: wait for the next request's first bytes under the idle timeout.
-      stream_.expires_after(srv_.opts.idle_timeout);
-      stream_.async_read_some(buffer_.prepare(8192),
-                              [self = shared_from_this()](beast::error_code ec, size_t n) {
-                                if (ec) return self->Close();
-                                self->buffer_.commit(n);
-                                self->ReadHeader();
-                              });
+      tcp().expires_after(srv_.opts.idle_timeout);
+      Io([this](auto& s) {
+        s.async_read_some(buffer_.prepare(8192), [self = shared_from_this()](beast::error_code ec, size_t n) {
+          if (ec) return self->Close();
+          self->buffer_.commit(n);
+          self->ReadHeader();
+        });
+      });
       return;
     }
     ReadHeader();
@@ -248,10 +313,12 @@ class Session : public detail::Connection, public std::enable_shared_from_this<S
   void ReadHeader() {
     if (state_ == State::kClosed) return;
     state_ = State::kReadingHeader;
-    stream_.expires_after(srv_.opts.header_timeout);
-    bhttp::async_read_header(
-        stream_, buffer_, *header_parser_,
-        [self = shared_from_this()](beast::error_code ec, size_t) { self->OnHeader(ec); });
+    tcp().expires_after(srv_.opts.header_timeout);
+    Io([this](auto& s) {
+      bhttp::async_read_header(
+          s, buffer_, *header_parser_,
+          [self = shared_from_this()](beast::error_code ec, size_t) { self->OnHeader(ec); });
+    });
   }
 
   void OnHeader(beast::error_code ec) {
@@ -328,7 +395,7 @@ class Session : public detail::Connection, public std::enable_shared_from_this<S
             if (raw->gen_ != gen || raw->body_done_ || raw->state_ == State::kClosed) return;
             raw->body_timed_out_ = true;
             beast::error_code ignored;
-            raw->stream_.socket().cancel(ignored);
+            raw->tcp().socket().cancel(ignored);
           });
         });
       }
@@ -413,13 +480,15 @@ class Session : public detail::Connection, public std::enable_shared_from_this<S
     body_bytes_ = 0;
     if (!expect_continue) return next();
     static const std::string kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
-    stream_.expires_after(srv_.opts.write_timeout);
-    asio::async_write(stream_, asio::buffer(kContinue),
-                      [self = shared_from_this(), n = std::move(next)](beast::error_code ec, size_t) {
-                        if (ec) return self->Close();
-                        self->body_start_ = Clock::now();
-                        n();
-                      });
+    tcp().expires_after(srv_.opts.write_timeout);
+    Io([this, &next](auto& s) {
+      asio::async_write(s, asio::buffer(kContinue),
+                        [self = shared_from_this(), n = std::move(next)](beast::error_code ec, size_t) {
+                          if (ec) return self->Close();
+                          self->body_start_ = Clock::now();
+                          n();
+                        });
+    });
   }
 
   // The body must keep pace: byte b must arrive by body_start + grace + b / rate. A timer of our own (not the
@@ -427,13 +496,13 @@ class Session : public detail::Connection, public std::enable_shared_from_this<S
   void SetBodyDeadline() {
     const auto owed =
         std::chrono::milliseconds(body_bytes_ * 1000 / std::max<uint64_t>(srv_.opts.body_min_rate, 1));
-    stream_.expires_never();
+    tcp().expires_never();
     body_timer_.expires_at(body_start_ + srv_.opts.body_grace + owed);
     body_timer_.async_wait([self = shared_from_this(), seq = ++body_seq_](beast::error_code ec) {
       if (ec || seq != self->body_seq_ || self->state_ == State::kClosed) return;
       self->body_timed_out_ = true;
       beast::error_code ignored;
-      self->stream_.socket().cancel(ignored);
+      self->tcp().socket().cancel(ignored);
     });
   }
 
@@ -473,9 +542,11 @@ class Session : public detail::Connection, public std::enable_shared_from_this<S
     buffer_.reserve(buffer_.size() + kBodyReadSize);
     SetBodyDeadline();
     reading_ = true;
-    bhttp::async_read_some(
-        stream_, buffer_, *string_parser_,
-        [self = shared_from_this()](beast::error_code ec, size_t n) { self->OnBufferedBody(ec, n); });
+    Io([this](auto& s) {
+      bhttp::async_read_some(
+          s, buffer_, *string_parser_,
+          [self = shared_from_this()](beast::error_code ec, size_t n) { self->OnBufferedBody(ec, n); });
+    });
   }
 
   void OnBufferedBody(beast::error_code ec, size_t n) {
@@ -487,7 +558,7 @@ class Session : public detail::Connection, public std::enable_shared_from_this<S
     if (ec) return BodyReadFailed(ec);
     if (!string_parser_->is_done()) return ReadBufferedBody();
     body_done_ = true;
-    stream_.expires_never();
+    tcp().expires_never();
     pending_request_.body = std::move(string_parser_->get().body());
     string_parser_.reset();
     CallHandler();
@@ -516,9 +587,11 @@ class Session : public detail::Connection, public std::enable_shared_from_this<S
     body.size = piece_.size();
     SetBodyDeadline();
     reading_ = true;
-    bhttp::async_read_some(
-        stream_, buffer_, *stream_parser_,
-        [self = shared_from_this()](beast::error_code ec, size_t) { self->OnStreamBody(ec); });
+    Io([this](auto& s) {
+      bhttp::async_read_some(
+          s, buffer_, *stream_parser_,
+          [self = shared_from_this()](beast::error_code ec, size_t) { self->OnStreamBody(ec); });
+    });
   }
 
   void OnStreamBody(beast::error_code ec) {
@@ -533,7 +606,7 @@ class Session : public detail::Connection, public std::enable_shared_from_this<S
     if (ticket_) ticket_->AddBodyBytes(got);
     const bool done = stream_parser_->is_done();
     if (got == 0) return done ? FinishStreamBody() : ReadStreamBody();
-    stream_.expires_never();
+    tcp().expires_never();
     const auto paused = Clock::now();
     const uint64_t gen = gen_;
     auto self = shared_from_this();
@@ -554,7 +627,7 @@ class Session : public detail::Connection, public std::enable_shared_from_this<S
   void FinishStreamBody() {
     if (ticket_) ticket_->BodyComplete();
     body_done_ = true;
-    stream_.expires_never();
+    tcp().expires_never();
     auto ex = std::move(exchange_);
     try {
       sink_->OnEnd(ex);
@@ -610,6 +683,8 @@ class Session : public detail::Connection, public std::enable_shared_from_this<S
       if (auto* s = std::get_if<std::string>(&part)) {
         Queue(std::move(*s));
       } else {
+        if (auto* f = std::get_if<FileSegment>(&part); f != nullptr && tls_)
+          part = SourceSegment{std::make_shared<FileSource>(f->file), f->offset, f->length, nullptr};
         const uint64_t n = std::holds_alternative<FileSegment>(part) ? std::get<FileSegment>(part).length
                                                                      : std::get<SourceSegment>(part).length;
         if (n > 0) out_.push_back(std::move(part));
@@ -669,24 +744,27 @@ class Session : public detail::Connection, public std::enable_shared_from_this<S
       out_.pop_front();
     }
     for (const auto& s : inflight_) bufs.emplace_back(asio::buffer(s));
-    stream_.expires_after(srv_.opts.write_timeout);
-    asio::async_write(stream_, bufs, WriteAll, [self = shared_from_this()](beast::error_code ec, size_t n) {
-      self->writing_ = false;
-      self->inflight_.clear();
-      self->pending_ -= n;
-      self->bytes_out_ += n;
-      if (ec) return self->Close();
-      self->StartWrite();
+    tcp().expires_after(srv_.opts.write_timeout);
+    Io([this, &bufs](auto& s) {
+      asio::async_write(s, bufs, WriteAll, [self = shared_from_this()](beast::error_code ec, size_t n) {
+        self->writing_ = false;
+        self->inflight_.clear();
+        self->pending_ -= n;
+        self->bytes_out_ += n;
+        if (ec) return self->Close();
+        self->StartWrite();
+      });
     });
   }
 
   // Sends the FileSegment at the front of the queue with sendfile(2), waiting for writability as needed.
+  // Plain TCP only (a TLS connection's file segments became SourceSegments).
   void SendFile(uint64_t sent_this_turn) {
     auto& seg = std::get<FileSegment>(out_.front());
-    const int sock = stream_.socket().native_handle();
+    const int sock = tcp().socket().native_handle();
     while (seg.length > 0) {
       if (sent_this_turn >= kSendfileTurn) {  // let other connections on this thread run
-        asio::post(stream_.get_executor(), [self = shared_from_this()] { self->SendFile(0); });
+        asio::post(tcp().get_executor(), [self = shared_from_this()] { self->SendFile(0); });
         return;
       }
       auto off = static_cast<off_t>(seg.offset);
@@ -706,12 +784,11 @@ class Session : public detail::Connection, public std::enable_shared_from_this<S
         send_timer_.async_wait([self = shared_from_this()](beast::error_code ec) {
           if (!ec) self->Close();  // no progress within write_timeout
         });
-        stream_.socket().async_wait(tcp::socket::wait_write,
-                                    [self = shared_from_this()](beast::error_code ec) {
-                                      self->send_timer_.cancel();
-                                      if (ec || self->state_ == State::kClosed) return self->Close();
-                                      self->SendFile(0);
-                                    });
+        tcp().socket().async_wait(tcp::socket::wait_write, [self = shared_from_this()](beast::error_code ec) {
+          self->send_timer_.cancel();
+          if (ec || self->state_ == State::kClosed) return self->Close();
+          self->SendFile(0);
+        });
         return;
       }
       // n == 0: the file is shorter than promised; errors: the peer is gone. The response cannot be
@@ -760,20 +837,21 @@ class Session : public detail::Connection, public std::enable_shared_from_this<S
     }
     source_blocks_.pop_front();
     if (seg.length > 0) RequestBlock(seg);
-    stream_.expires_after(srv_.opts.write_timeout);
+    tcp().expires_after(srv_.opts.write_timeout);
     auto done = [self = shared_from_this(), block](beast::error_code ec, size_t n) {
       self->pending_ -= n;
       self->bytes_out_ += n;
       if (ec) return self->Close();
       self->SendSource();
     };
-    if (!block->data) {
-      std::vector<asio::const_buffer> bufs;
+    std::vector<asio::const_buffer> bufs;
+    if (block->data) {
+      bufs.emplace_back(block->data.get(), block->size);
+    } else {
       bufs.reserve(block->lent.pieces.size());
       for (const auto& p : block->lent.pieces) bufs.emplace_back(p.data(), p.size());
-      return asio::async_write(stream_, bufs, WriteAll, std::move(done));
     }
-    asio::async_write(stream_, asio::buffer(block->data.get(), block->size), WriteAll, std::move(done));
+    Io([&bufs, &done](auto& s) { asio::async_write(s, bufs, WriteAll, std::move(done)); });
   }
 
   // Asks the worker pool for the segment's next block; false when it cannot yet (a stream is read one block
@@ -841,20 +919,20 @@ class Session : public detail::Connection, public std::enable_shared_from_this<S
     if ((body_done_ && buffer_.size() == 0) || reading_) return Close();
     state_ = State::kIdle;  // nothing in flight: a stop may cut this short
     beast::error_code ec;
-    stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
+    tcp().socket().shutdown(tcp::socket::shutdown_send, ec);  // TLS too: the records written go first
     linger_until_ = Clock::now() + std::chrono::seconds(2);
     Discard();
   }
 
   void Discard() {
     buffer_.clear();
-    stream_.expires_at(linger_until_);
-    stream_.async_read_some(buffer_.prepare(64 << 10),
-                            [self = shared_from_this()](beast::error_code ec, size_t) {
-                              if (ec || self->discarded_ > (64u << 20)) return self->Close();
-                              self->discarded_ += 64u << 10;
-                              self->Discard();
-                            });
+    tcp().expires_at(linger_until_);
+    tcp().async_read_some(buffer_.prepare(64 << 10),  // raw bytes, TLS or not: they are thrown away
+                          [self = shared_from_this()](beast::error_code ec, size_t) {
+                            if (ec || self->discarded_ > (64u << 20)) return self->Close();
+                            self->discarded_ += 64u << 10;
+                            self->Discard();
+                          });
   }
 
   void Log() {
@@ -882,8 +960,8 @@ class Session : public detail::Connection, public std::enable_shared_from_this<S
     open_ = false;
     if (sink_ && !body_done_) sink_->OnAbort({400, "connection closed"});
     beast::error_code ec;
-    stream_.socket().shutdown(tcp::socket::shutdown_both, ec);
-    stream_.close();
+    tcp().socket().shutdown(tcp::socket::shutdown_both, ec);
+    tcp().close();
     send_timer_.cancel();
     body_timer_.cancel();
     exchange_.reset();
@@ -893,7 +971,6 @@ class Session : public detail::Connection, public std::enable_shared_from_this<S
   }
 
   Server::Impl& srv_;
-  beast::tcp_stream stream_;
   asio::steady_timer send_timer_;
   asio::steady_timer body_timer_;
   uint64_t body_seq_ = 0;
@@ -907,6 +984,9 @@ class Session : public detail::Connection, public std::enable_shared_from_this<S
   asio::ip::address peer_;
   const bool counted_;
   const bool via_proxy_;
+  const std::shared_ptr<ssl::context> tls_context_;  // outlives tls_ (declared first)
+  std::optional<beast::tcp_stream> plain_;           // one of the two
+  std::optional<TlsStream> tls_;
   std::string client_;  // behind a proxy: the client holding a unit of srv_.forwarded for this request
   State state_ = State::kIdle;
   bool first_request_ = true;
@@ -986,7 +1066,8 @@ void Server::Impl::Accept() {
           std::lock_guard lock(mu);
           id = ++next_session;
         }
-        auto s = std::make_shared<Session>(*this, std::move(socket), id, peer, !via_proxy, via_proxy);
+        auto s = std::make_shared<Session>(*this, std::move(socket), id, peer, !via_proxy, via_proxy,
+                                           tls ? tls->Current() : nullptr);
         Register(id, s);
         s->Start();
       }
@@ -1101,6 +1182,13 @@ const Authenticator* Server::authenticator() const {
 }
 
 Status Server::Listen() {
+  if (!impl_->opts.tls_cert.empty() || !impl_->opts.tls_key.empty()) {
+    if (impl_->opts.tls_cert.empty() || impl_->opts.tls_key.empty())
+      return InternalError("TLS needs both a certificate chain and a private key");
+    auto holder = std::make_unique<TlsContextHolder>(TlsFiles{impl_->opts.tls_cert, impl_->opts.tls_key});
+    if (auto st = holder->Reload(); !st) return st;
+    impl_->tls = std::move(holder);
+  }
   beast::error_code ec;
   const auto address = asio::ip::make_address(impl_->opts.host, ec);
   if (ec) return InternalError("invalid listen address " + impl_->opts.host + ": " + ec.message());
@@ -1115,6 +1203,15 @@ Status Server::Listen() {
   if (acc.listen(asio::socket_base::max_listen_connections, ec); ec)
     return InternalError("cannot listen: " + ec.message());
   return Ok{};
+}
+
+Status Server::ReloadTls() {
+  if (!impl_->tls) return InternalError("TLS is not configured");
+  return impl_->tls->Reload();
+}
+
+bool Server::tls() const {
+  return impl_->tls != nullptr;
 }
 
 uint16_t Server::port() const {

@@ -13,6 +13,11 @@
 // Connections from trusted_proxies are not counted per address: their client is read from X-Forwarded-For
 // (client_limits.h), and the same cap bounds the requests in flight per forwarded client (429, Retry-After).
 //
+// TLS: with tls_cert and tls_key set the server speaks only HTTPS (tls.h: TLS 1.2+, modern ciphers),
+// keep-alive as over plain TCP; responses that plain HTTP sends with sendfile(2) are read into memory and
+// encrypted instead. ReloadTls() swaps in the files' current contents for new connections; open ones keep
+// theirs.
+//
 // Built-in routes: GET /healthz (200 {"status":"ok"}) and GET /metrics (Prometheus text).
 //
 // Lifecycle: construct, register routes on router(), Listen(), Start(), then Stop() from any thread (or
@@ -52,6 +57,8 @@ struct ServerOptions {
   size_t max_connections = 8192;
   size_t max_connections_per_client = 1024;  // 0: no cap
   AddressSet trusted_proxies;                // empty: X-Forwarded-For is never read
+  std::string tls_cert;                      // PEM certificate chain; empty (with tls_key): plain HTTP
+  std::string tls_key;                       // PEM private key
 };
 
 class Server {
@@ -68,8 +75,13 @@ class Server {
   const ServerOptions& options() const;
   const Authenticator* authenticator() const;
 
-  // Binds and listens on options().host:port. Error: 500 with the reason (address in use...).
+  // Loads the TLS files if set, binds and listens on options().host:port. Error: 500 with the reason (address
+  // in use, a certificate that does not load...).
   Status Listen();
+  // Reads the TLS files again (after Listen); on success new connections use them, open ones are unaffected.
+  // Error (the old certificate stays in use): the reason. Thread-safe; reads two small files.
+  Status ReloadTls();
+  bool tls() const;
   // The bound port (after Listen).
   uint16_t port() const;
   // Starts the I/O threads; returns at once.

@@ -21,16 +21,10 @@ namespace {
 using namespace std::chrono_literals;
 using testing::Client;
 using testing::MakeJwt;
+using testing::RandomBytes;
 namespace bhttp = boost::beast::http;
 
 const std::string kKey(64, 'k');
-
-std::string RandomBytes(size_t n, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::string s(n, '\0');
-  for (auto& c : s) c = static_cast<char>(rng());
-  return s;
-}
 
 // Collects a streamed body and answers it back.
 class EchoSink : public BodySink {

@@ -7,9 +7,18 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <cstdlib>
+#include <random>
 #include <string>
 
 namespace cairn::http::testing {
+
+// `n` pseudo-random bytes, the same for the same seed.
+inline std::string RandomBytes(size_t n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::string s(n, '\0');
+  for (auto& c : s) c = static_cast<char>(rng());
+  return s;
+}
 
 // A token with exactly these claims (JSON object text), signed with `alg` and `key`.
 inline std::string MakeJwt(jwt_alg_t alg, const std::string& key, const std::string& claims_json) {

@@ -143,7 +143,8 @@ def pytest_generate_tests(metafunc):
 
 @pytest.fixture
 def server(cairn_bin, tmp_path, request, backend):
-    """Factory: server(env={"CAIRN_TRANSFER_URL_TTL": "2"}, args=(), data_dir=None, public_url=None) → started
+    """Factory: server(env={"CAIRN_TRANSFER_URL_TTL": "2"}, args=(), data_dir=None, public_url=None, port=None,
+    tls=(cert, key)) → started
     CairnServer. Every server is stopped with SIGTERM at teardown and must exit 0, and its log (stdout and
     stderr, at log level debug) must hold no secret (SecretWatch). On PostgreSQL each data
     directory gets a database of its own, on S3 a key prefix of its own (servers sharing a data directory
@@ -154,7 +155,8 @@ def server(cairn_bin, tmp_path, request, backend):
     index_kind, store_kind, transfer_mode = BACKENDS[backend]
 
     def make(*, env: dict | None = None, args: tuple = (), data_dir: Path | None = None,
-             public_url: str | None = None, port: int | None = None) -> CairnServer:
+             public_url: str | None = None, port: int | None = None,
+             tls: tuple[Path, Path] | None = None) -> CairnServer:
         n = len(started)
         data_dir = data_dir or tmp_path / f"cairn-data-{n}"
         env = dict(env or {})
@@ -167,7 +169,7 @@ def server(cairn_bin, tmp_path, request, backend):
             env = {**sw.env(f"s3://interop/{databases[data_dir].rsplit('/', 1)[1]}"), **env}
             env.setdefault("CAIRN_TRANSFER_MODE", transfer_mode)
         srv = CairnServer(cairn_bin, data_dir, tmp_path / f"cairn-{n}.log",
-                          env=env, args=args, public_url=public_url, port=port)
+                          env=env, args=args, public_url=public_url, port=port, tls=tls)
         started.append(srv)
         return srv.start()
 

@@ -10,6 +10,7 @@ import os
 import re
 import signal
 import socket
+import ssl
 import subprocess
 import threading
 import time
@@ -31,8 +32,54 @@ KiB = 1024
 MiB = 1024 * 1024
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
-# urllib must never go through a proxy to reach 127.0.0.1.
-_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+# urllib must never go through a proxy to reach 127.0.0.1. HTTPS trusts the system's CAs and every TestCa made.
+TLS_CONTEXT = ssl.create_default_context()
+_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}),
+                                      urllib.request.HTTPSHandler(context=TLS_CONTEXT))
+
+
+class TestCa:
+    """A certificate authority of the test's own (openssl CLI, ECDSA P-256, valid two days) and the server
+    certificates it issues for 127.0.0.1 and localhost. Its certificate is trusted by `http()` at once;
+    clients are pointed at `ca_pem` (SSL_CERT_FILE, NODE_EXTRA_CA_CERTS)."""
+
+    __test__ = False  # not a test class, despite the name
+
+    def __init__(self, directory: Path, name: str = "cairn test CA"):
+        self.dir = directory
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.ca_key = self.dir / "ca.key"
+        self.ca_pem = self.dir / "ca.pem"
+        self._run("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+                  "-keyout", self.ca_key, "-out", self.ca_pem, "-days", "2", "-subj", f"/CN={name}",
+                  "-addext", "basicConstraints=critical,CA:TRUE",
+                  "-addext", "keyUsage=critical,keyCertSign,cRLSign")
+        TLS_CONTEXT.load_verify_locations(cafile=str(self.ca_pem))
+        self.issued = 0
+
+    def _run(self, *args) -> None:
+        r = subprocess.run(["openssl", *map(str, args)], capture_output=True, text=True, timeout=60)
+        if r.returncode != 0:
+            fail(f"openssl {' '.join(map(str, args))} failed:\n{r.stderr}")
+
+    def issue(self, name: str = "server", common_name: str = "localhost") -> tuple[Path, Path]:
+        """A server certificate (leaf, serverAuth, SAN 127.0.0.1 + localhost) and its key: (cert, key)."""
+        self.issued += 1
+        key, csr, cert = (self.dir / f"{name}.key", self.dir / f"{name}.csr", self.dir / f"{name}.pem")
+        ext = self.dir / f"{name}.ext"
+        ext.write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\nbasicConstraints=critical,CA:FALSE\n"
+                       "keyUsage=critical,digitalSignature\nextendedKeyUsage=serverAuth\n")
+        self._run("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+                  "-keyout", key, "-out", csr, "-subj", f"/CN={common_name}")
+        self._run("x509", "-req", "-in", csr, "-CA", self.ca_pem, "-CAkey", self.ca_key,
+                  "-set_serial", str(1000 + self.issued), "-out", cert, "-days", "2", "-extfile", ext)
+        return cert, key
+
+    def client_env(self) -> dict:
+        """What makes the stock clients trust this CA: OpenSSL and rustls-native-certs read SSL_CERT_FILE,
+        Node NODE_EXTRA_CA_CERTS, requests REQUESTS_CA_BUNDLE."""
+        ca = str(self.ca_pem)
+        return {"SSL_CERT_FILE": ca, "NODE_EXTRA_CA_CERTS": ca, "REQUESTS_CA_BUNDLE": ca, "CURL_CA_BUNDLE": ca}
 
 
 def fail(msg: str) -> None:
@@ -258,14 +305,17 @@ class CairnServer:
     """One `cairn serve` process. `restart()` keeps the port and the data directory."""
 
     def __init__(self, cairn_bin: str, data_dir: Path, log_path: Path, *, env: dict | None = None,
-                 args: tuple = (), public_url: str | None = None, port: int | None = None):
+                 args: tuple = (), public_url: str | None = None, port: int | None = None,
+                 tls: tuple[Path, Path] | None = None):
         self.bin = cairn_bin
         self.data_dir = data_dir
         self.log_path = log_path
         self.extra_env = dict(env or {})
         self.args = tuple(args)
+        if tls:  # (certificate chain, key): HTTPS
+            self.args += ("--tls-cert", str(tls[0]), "--tls-key", str(tls[1]))
         self.port = port or free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.url = f"{'https' if tls else 'http'}://127.0.0.1:{self.port}"
         self.public_url = public_url or self.url
         self.proc: subprocess.Popen | None = None
         self.exit_codes: list[int] = []
@@ -700,12 +750,15 @@ class HubJs:
         self.workdir = workdir
         self.n = 0
 
-    def run(self, op: str, args: list, *, expect_ok: bool = True, timeout: float = 300) -> ClientRun:
+    def run(self, op: str, args: list, *, expect_ok: bool = True, timeout: float = 300,
+            env: dict | None = None) -> ClientRun:
         self.n += 1
         run_dir = self.workdir / f"js-{self.n}-{op}"
         run_dir.mkdir(parents=True)
+        extra = env
         env = {k: os.environ[k] for k in ("PATH", "LANG", "LC_ALL", "TMPDIR") if k in os.environ}
         env.update({"HOME": str(run_dir), "NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost"})
+        env.update(extra or {})
         cmd = [self.node, str(HUB_CLIENT), op, *map(str, args)]
         try:
             r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, cwd=run_dir)
