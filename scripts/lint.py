@@ -10,8 +10,10 @@ since they run under ASan/UBSan anyway.
 
 A translation unit found clean is not analysed again until something it is made of changes: the key of a clean
 result covers the file, every project header it includes (transitively), its compile command, .clang-tidy, the
-checks it got, the clang-tidy binary and the installed system packages (/var/lib/dpkg/status). Results live in
-BUILD_DIR/lint-cache/; --no-cache ignores them. The slowest units start first (times from earlier runs, else the
+checks it got, the clang-tidy binary and the installed system packages (/var/lib/dpkg/status), with the
+repository's own path taken out, so that another clone of the same code (CI's fresh one) finds them too. Results
+live outside the repository, in ${CAIRN_LINT_CACHE:-${CAIRN_CACHE_DIR:-~/.cache/cairn}/lint} (like the SeaweedFS
+build: a cache, never an input); --no-cache ignores them. The slowest units start first (times from earlier runs, else the
 number of project headers) so that the last minutes do not leave a core idle.
 """
 
@@ -106,8 +108,13 @@ def main() -> int:
     dpkg = Path("/var/lib/dpkg/status")
     system_id = f"{dpkg.stat().st_mtime_ns}:{dpkg.stat().st_size}" if dpkg.exists() else ""
     config = (REPO / ".clang-tidy").read_bytes()
-    cache = build / "lint-cache"
-    cache.mkdir(exist_ok=True)
+    cache = Path(os.environ.get("CAIRN_LINT_CACHE") or
+                 Path(os.environ.get("CAIRN_CACHE_DIR") or Path.home() / ".cache" / "cairn") / "lint")
+    try:
+        cache.mkdir(parents=True, exist_ok=True)
+    except OSError:  # no writable home: a cache in the build tree still spares a second run
+        cache = build / "lint-cache"
+        cache.mkdir(exist_ok=True)
     times_path = cache / "times.json"
     times = json.loads(times_path.read_text()) if times_path.is_file() else {}
 
@@ -115,9 +122,10 @@ def main() -> int:
     for f in wanted:
         extra = ["-checks=-clang-analyzer-*"] if TEST_OR_BENCH.search(f.name) else []
         headers = sorted(project_headers(f))
+        command = json.dumps(commands[f].get("arguments") or commands[f]["command"]).replace(str(REPO), "<repo>")
         key = sha(b"\0".join([tool_id.encode(), system_id.encode(), config, json.dumps(extra).encode(),
-                              json.dumps(commands[f].get("arguments") or commands[f]["command"]).encode(),
-                              f.read_bytes(), *[bytes(h) + h.read_bytes() for h in headers]]))
+                              command.encode(), str(f.relative_to(REPO)).encode(), f.read_bytes(),
+                              *[str(h.relative_to(REPO)).encode() + h.read_bytes() for h in headers]]))
         rel = str(f.relative_to(REPO))
         if not args.no_cache and (cache / key).exists():
             continue
@@ -147,7 +155,9 @@ def main() -> int:
                 findings = [ln for ln in (r.stdout + r.stderr).splitlines()
                             if re.search(r"(error|warning):", ln) or ln.startswith(" ")]
                 sys.stderr.write(f"--- clang-tidy {rel}\n" + "\n".join(findings[:80]) + "\n")
-    times_path.write_text(json.dumps(times, indent=1, sort_keys=True))
+    tmp = times_path.with_suffix(f".{os.getpid()}.tmp")  # clones may lint side by side
+    tmp.write_text(json.dumps(times, indent=1, sort_keys=True))
+    tmp.replace(times_path)
     print(f"lint: clang-format clean; clang-tidy analysed {len(jobs)} units in {time.monotonic() - start:.0f} s "
           f"({skipped} unchanged since found clean), {len(failed)} with findings")
     return 1 if failed else 0
