@@ -301,8 +301,14 @@ void ExpectFailedThenRetried(cas::CasService& service, index::Index& index, stor
   EXPECT_TRUE(report->clean()) << "site " << site;
 }
 
+// On tmpfs when there is one: fsyncs cost nothing there, and neither test needs the disk's durability (the
+// fault tests fail the steps themselves, and the power-loss tracker models what a sync makes durable).
 fs::path FreshDir(const std::string& name) {
-  fs::path dir = fs::temp_directory_path() / (name + "-" + std::to_string(::getpid()));
+  std::error_code ec;
+  const fs::path base = fs::is_directory("/dev/shm", ec) && ::access("/dev/shm", W_OK) == 0
+                            ? fs::path("/dev/shm")
+                            : fs::temp_directory_path();
+  fs::path dir = base / (name + "-" + std::to_string(::getpid()));
   fs::remove_all(dir);
   fs::create_directories(dir);
   return dir;
@@ -437,19 +443,6 @@ std::vector<std::string> TempFiles(const fs::path& root) {
   return out;
 }
 
-// fsyncs cost nothing on tmpfs, and the simulation does not need the disk's durability: the tracker models
-// it.
-fs::path SimulationDir(const std::string& name) {
-  std::error_code ec;
-  const fs::path base = fs::is_directory("/dev/shm", ec) && ::access("/dev/shm", W_OK) == 0
-                            ? fs::path("/dev/shm")
-                            : fs::temp_directory_path();
-  fs::path dir = base / (name + "-" + std::to_string(::getpid()));
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
-
 // A machine running the service on a store whose disk the tracker watches.
 struct Machine {
   Machine(const fs::path& dir, store::testing::PowerLossTracker* tracker, bool o_tmpfile) {
@@ -525,7 +518,7 @@ enum class AfterCrash {
 PowerCut RunPowerCut(std::span<const PowerUpload> uploads, size_t cut, bool o_tmpfile, AfterCrash after,
                      const std::function<bool(const store::PutStepInfo&)>& ignore = nullptr) {
   PowerCut result;
-  const fs::path dir = SimulationDir("cairn-power");
+  const fs::path dir = FreshDir("cairn-power");
   store::testing::PowerLossTracker tracker(dir / "disk");
   EXPECT_TRUE(tracker.Baseline().ok());
   tracker.Ignore(ignore);
@@ -574,7 +567,7 @@ PowerCut RunPowerCut(std::span<const PowerUpload> uploads, size_t cut, bool o_tm
 
 // The steps (after Open) an upload takes on a fresh store.
 size_t StepsOf(const PowerUpload& u, bool o_tmpfile) {
-  const fs::path dir = SimulationDir("cairn-power-steps");
+  const fs::path dir = FreshDir("cairn-power-steps");
   store::testing::PowerLossTracker tracker(dir / "disk");
   EXPECT_TRUE(tracker.Baseline().ok());
   size_t steps = 0;
