@@ -592,36 +592,49 @@ INSTANTIATE_TEST_SUITE_P(TempFiles, PowerLoss, ::testing::Bool(),
                            return p.param ? "OTmpfile" : "Named";
                          });
 
-// A power cut before each step of two uploads in turn (every put's blob directories, temporary file,
-// writes, syncs and name): what was acknowledged survives byte-exact, the interrupted upload is served
-// whole or not at all, nothing is damage, no temporary file stays, and the retry succeeds.
-TEST_P(PowerLoss, APowerCutAtAnyStepLosesNoAcknowledgedUpload) {
+// Runs a cut before each step in turn, until the uploads pass their last step; how many cuts there were.
+size_t CutAtEveryStep(std::span<const PowerUpload> uploads, bool o_tmpfile, AfterCrash after) {
   size_t cuts = 0;
   for (size_t cut = 0;; ++cut) {
-    const auto r = RunPowerCut(uploads_, cut, GetParam(), AfterCrash::kPowerLoss);
+    const auto r = RunPowerCut(uploads, cut, o_tmpfile, after);
     if (!r.happened) break;
     ++cuts;
     EXPECT_TRUE(r.problems.empty()) << "cut before step " << cut << ": "
                                     << ::testing::PrintToString(r.problems);
   }
+  return cuts;
+}
+
+// Each put (the xorb, the shard, the grant): two blob directories (each made, its parent synced), create,
+// write, sync, name, directory sync; a xorb writes and syncs twice (body, then footer).
+constexpr size_t kStepsPerUpload = 11 + 2 * 9;
+
+// A power cut before each step of two uploads in turn (every put's blob directories, temporary file,
+// writes, syncs and name): what was acknowledged survives byte-exact, the interrupted upload is served
+// whole or not at all, nothing is damage, no temporary file stays, and the retry succeeds.
+TEST_P(PowerLoss, APowerCutAtAnyStepLosesNoAcknowledgedUpload) {
+  const size_t cuts = CutAtEveryStep(uploads_, GetParam(), AfterCrash::kPowerLoss);
   RecordProperty("power_cuts", static_cast<int>(cuts));
-  // Each put: two blob directories (each made, its parent synced), create, write, sync, name, directory
-  // sync; a xorb writes and syncs twice (body, then footer).
-  EXPECT_GE(cuts, 2 * (11 + 2 * 9));
+  EXPECT_GE(cuts, 2 * kStepsPerUpload);
 }
 
 // The process dies at each step instead; restarted on the same disk, its retry is acknowledged, and then the
 // machine loses power: the retry must make durable what the dead process left undone.
 TEST_P(PowerLoss, ACrashThenARetryThenAPowerCutLosesNothing) {
-  size_t cuts = 0;
-  for (size_t cut = 0;; ++cut) {
-    const auto r = RunPowerCut(uploads_, cut, GetParam(), AfterCrash::kRestartThenPowerLoss);
-    if (!r.happened) break;
-    ++cuts;
-    EXPECT_TRUE(r.problems.empty()) << "crash before step " << cut << ": "
-                                    << ::testing::PrintToString(r.problems);
-  }
-  EXPECT_GE(cuts, 2 * (11 + 2 * 9));
+  const size_t cuts = CutAtEveryStep(uploads_, GetParam(), AfterCrash::kRestartThenPowerLoss);
+  RecordProperty("power_cuts", static_cast<int>(cuts));
+  EXPECT_GE(cuts, 2 * kStepsPerUpload);
+}
+
+// The checks found the first upload lost: not served, and fsck reports its xorb (missing or corrupt).
+void ExpectFirstUploadLost(const PowerCut& r) {
+  ASSERT_TRUE(r.happened);
+  const auto has = [&](const std::string& prefix) {
+    return std::any_of(r.problems.begin(), r.problems.end(),
+                       [&](const std::string& p) { return p.starts_with(prefix); });
+  };
+  EXPECT_TRUE(has("acknowledged upload 0 not served")) << ::testing::PrintToString(r.problems);
+  EXPECT_TRUE(has("fsck: xorb")) << ::testing::PrintToString(r.problems);
 }
 
 // The negative controls: the simulation bites. With the sync of a blob's directory after it got its name
@@ -635,24 +648,11 @@ TEST_P(PowerLoss, AForgottenSyncIsCaught) {
   };
   // Cut at the first step of the second upload: the first was acknowledged.
   const size_t steps = StepsOf(uploads_[0], GetParam());
-  auto r = RunPowerCut(uploads_, steps, GetParam(), AfterCrash::kPowerLoss, forget_dir_sync);
-  ASSERT_TRUE(r.happened);
-  EXPECT_NE(std::find(r.problems.begin(), r.problems.end(), "acknowledged upload 0 not served"),
-            r.problems.end())
-      << ::testing::PrintToString(r.problems);
-  EXPECT_TRUE(std::any_of(r.problems.begin(), r.problems.end(), [](const std::string& p) {
-    return p.starts_with("fsck: xorb");
-  })) << ::testing::PrintToString(r.problems);
-
-  r = RunPowerCut(uploads_, steps, GetParam(), AfterCrash::kPowerLoss,
-                  [](const store::PutStepInfo& s) { return s.step == store::PutStep::kFsyncFile; });
-  ASSERT_TRUE(r.happened);
-  EXPECT_NE(std::find(r.problems.begin(), r.problems.end(), "acknowledged upload 0 not served"),
-            r.problems.end())
-      << ::testing::PrintToString(r.problems);
-  EXPECT_TRUE(std::any_of(r.problems.begin(), r.problems.end(), [](const std::string& p) {
-    return p.starts_with("fsck: xorb");
-  })) << ::testing::PrintToString(r.problems);
+  EXPECT_EQ(steps, kStepsPerUpload);
+  ExpectFirstUploadLost(RunPowerCut(uploads_, steps, GetParam(), AfterCrash::kPowerLoss, forget_dir_sync));
+  ExpectFirstUploadLost(
+      RunPowerCut(uploads_, steps, GetParam(), AfterCrash::kPowerLoss,
+                  [](const store::PutStepInfo& s) { return s.step == store::PutStep::kFsyncFile; }));
 }
 
 TEST(Grant, RoundTripsAndRefusesAnythingElse) {

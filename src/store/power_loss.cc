@@ -56,7 +56,7 @@ xet::Status WriteWhole(const fs::path& path, const std::vector<uint8_t>& data) {
 
 }  // namespace
 
-PowerLossTracker::PowerLossTracker(fs::path root) : root_(fs::path(Key(root))) {}
+PowerLossTracker::PowerLossTracker(const fs::path& root) : root_(Key(root)) {}
 
 // Paths as the store reports them and as the tracker walks them compare equal.
 std::string PowerLossTracker::Key(const fs::path& p) {

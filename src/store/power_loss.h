@@ -41,7 +41,7 @@ namespace cairn::store::testing {
 class PowerLossTracker {
  public:
   // `root` is "the disk": the store's root or a directory above it. It is created if missing.
-  explicit PowerLossTracker(std::filesystem::path root);
+  explicit PowerLossTracker(const std::filesystem::path& root);
   PowerLossTracker(const PowerLossTracker&) = delete;
   PowerLossTracker& operator=(const PowerLossTracker&) = delete;
 
