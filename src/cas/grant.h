@@ -33,7 +33,7 @@ std::vector<uint8_t> EncodeGrant(const Grant& grant);
 // kMalformed for anything EncodeGrant did not produce (bounded by `bytes`; at most kMaxGrantSize).
 xet::Result<Grant> ParseGrant(std::span<const uint8_t> bytes);
 
-// Makes `grant` durable in `store` (thread-safe; a grant already stored intact costs a stat and a read).
+// Makes `grant` durable in `store`, also when it is stored already (thread-safe).
 xet::Status RecordGrant(store::BlobStore& store, const Grant& grant);
 
 }  // namespace cairn::cas

@@ -136,7 +136,24 @@ xet::Status WalkBlobDirs(const fs::path& kind_dir,
   return xet::Ok{};
 }
 
+// A step's paths for the fault injector (PutStepInfo).
+struct StepPaths {
+  std::string path;
+  std::string target;
+};
+
+std::string ProcFdPath(int fd) {
+  return "/proc/self/fd/" + std::to_string(fd);
+}
+
 }  // namespace
+
+template <typename Paths>
+xet::Status LocalDiskStore::Inject(PutStep step, const Paths& paths) const {
+  if (!options_.fault_injector) return xet::Ok{};
+  const StepPaths p = paths();
+  return options_.fault_injector(PutStepInfo{.step = step, .path = p.path, .target = p.target});
+}
 
 // ---- Writer
 
@@ -155,7 +172,7 @@ class LocalDiskStore::Writer final : public BlobWriter {
 
   xet::Status Append(std::span<const uint8_t> data) override {
     if (state_ != State::kOpen) return xet::IoError("put of " + FinalPath() + " is no longer open");
-    xet::Status st = store_->Inject(PutStep::kWrite);
+    xet::Status st = store_->Inject(PutStep::kWrite, [&] { return StepPaths{OpenPath(), {}}; });
     if (st.ok()) st = WriteAll(file_.get(), data, TmpPath());
     if (!st.ok()) return Fail(st.error());
     appended_ += data.size();
@@ -169,7 +186,7 @@ class LocalDiskStore::Writer final : public BlobWriter {
     // A failed flush reported the write error to the flusher alone (the kernel reports it once per open file
     // description, which the flusher shares): the fsync below could succeed over lost pages.
     if (flush_failed_->load()) return Fail(xet::IoError("an earlier flush of " + TmpPath() + " failed"));
-    xet::Status st = store_->Inject(PutStep::kFsyncFile);
+    xet::Status st = store_->Inject(PutStep::kFsyncFile, [&] { return StepPaths{OpenPath(), {}}; });
     if (st.ok()) st = FsyncFd(file_.get(), TmpPath());
     if (!st.ok()) return Fail(st.error());
 
@@ -191,7 +208,7 @@ class LocalDiskStore::Writer final : public BlobWriter {
       }
       if (round == 1) return Fail(xet::IoError("could not claim " + FinalPath()));
     }
-    st = store_->Inject(PutStep::kFsyncDir);
+    st = store_->Inject(PutStep::kFsyncDir, [&] { return StepPaths{dir_path_, {}}; });
     // Also when the blob was already there: whoever linked it may not have synced the directory yet.
     if (st.ok()) st = FsyncFd(dir_.get(), dir_path_);
     if (!st.ok()) return Fail(st.error());
@@ -209,6 +226,10 @@ class LocalDiskStore::Writer final : public BlobWriter {
   std::string FinalPath() const { return dir_path_ + "/" + name_; }
   std::string TmpPath() const {
     return tmp_name_.empty() ? FinalPath() + " (unnamed)" : dir_path_ + "/" + tmp_name_;
+  }
+  // A path that opens the temporary file (for the fault injector).
+  std::string OpenPath() const {
+    return tmp_name_.empty() ? ProcFdPath(file_.get()) : dir_path_ + "/" + tmp_name_;
   }
 
   xet::Error Fail(xet::Error e) {
@@ -242,7 +263,12 @@ class LocalDiskStore::Writer final : public BlobWriter {
 
   // Gives the temporary file its final name. Returns false when another put took the (free) name first.
   xet::Result<bool> Link(bool replace) {
-    if (auto st = store_->Inject(PutStep::kLink); !st.ok()) return st.error();
+    if (auto st = store_->Inject(PutStep::kLink,
+                                 [&] {
+                                   return StepPaths{OpenPath(), FinalPath()};
+                                 });
+        !st.ok())
+      return st.error();
     if (tmp_name_.empty()) {
       // O_TMPFILE: linkat through /proc works without CAP_DAC_READ_SEARCH (unlike AT_EMPTY_PATH).
       const std::string proc = "/proc/self/fd/" + std::to_string(file_.get());
@@ -284,12 +310,19 @@ class LocalDiskStore::Writer final : public BlobWriter {
 // fsyncs a duplicate of the writer's descriptor: the same file, without sharing the writer's state.
 class LocalDiskStore::Flusher final : public BlobFlusher {
  public:
-  Flusher(const LocalDiskStore* store, UniqueFd fd, std::string path,
+  // `named`: the temporary file's path, empty when it has none.
+  Flusher(const LocalDiskStore* store, UniqueFd fd, std::string path, std::string named,
           std::shared_ptr<std::atomic<bool>> failed)
-      : store_(store), fd_(std::move(fd)), path_(std::move(path)), failed_(std::move(failed)) {}
+      : store_(store),
+        fd_(std::move(fd)),
+        path_(std::move(path)),
+        named_(std::move(named)),
+        failed_(std::move(failed)) {}
 
   xet::Status Flush() override {
-    xet::Status st = store_->Inject(PutStep::kFsyncFile);
+    xet::Status st = store_->Inject(PutStep::kFsyncFile, [&] {
+      return StepPaths{named_.empty() ? ProcFdPath(fd_.get()) : named_, {}};
+    });
     if (st.ok()) st = FsyncFd(fd_.get(), path_);
     if (!st.ok()) failed_->store(true);
     return st;
@@ -299,13 +332,16 @@ class LocalDiskStore::Flusher final : public BlobFlusher {
   const LocalDiskStore* store_;
   UniqueFd fd_;
   std::string path_;
+  std::string named_;
   std::shared_ptr<std::atomic<bool>> failed_;
 };
 
 std::unique_ptr<BlobFlusher> LocalDiskStore::Writer::NewFlusher() {
   UniqueFd fd(file_.valid() ? ::fcntl(file_.get(), F_DUPFD_CLOEXEC, 0) : -1);
   if (!fd.valid()) return nullptr;  // out of descriptors: Commit flushes everything instead
-  return std::make_unique<Flusher>(store_, std::move(fd), TmpPath(), flush_failed_);
+  return std::make_unique<Flusher>(store_, std::move(fd), TmpPath(),
+                                   tmp_name_.empty() ? std::string() : dir_path_ + "/" + tmp_name_,
+                                   flush_failed_);
 }
 
 // ---- Store
@@ -316,20 +352,27 @@ LocalDiskStore::LocalDiskStore(fs::path root, LocalDiskOptions options)
 xet::Result<std::unique_ptr<LocalDiskStore>> LocalDiskStore::Open(const fs::path& root,
                                                                   LocalDiskOptions options) {
   std::unique_ptr<LocalDiskStore> store(new LocalDiskStore(root, std::move(options)));
-  auto created = MakeDir(root);
-  if (!created.ok()) return created.error();
-  if (*created && root.has_parent_path()) {
-    if (auto st = FsyncPath(root.parent_path()); !st.ok()) return st.error();
+  const auto make_dir = [&](const fs::path& dir) -> xet::Status {
+    if (auto st = store->Inject(PutStep::kMakeDir, [&] { return StepPaths{dir.string(), {}}; }); !st.ok())
+      return st;
+    if (auto made = MakeDir(dir); !made.ok()) return made.error();
+    return xet::Ok{};
+  };
+  const auto sync_dir = [&](const fs::path& dir) -> xet::Status {
+    if (auto st = store->Inject(PutStep::kFsyncDir, [&] { return StepPaths{dir.string(), {}}; }); !st.ok())
+      return st;
+    return FsyncPath(dir);
+  };
+  // The syncs also when the directories existed: a process that crashed after creating them may have left
+  // their entries not durable yet (as OpenBlobDir). Two syncs per start.
+  if (auto st = make_dir(root); !st.ok()) return st.error();
+  if (root.has_parent_path()) {
+    if (auto st = sync_dir(root.parent_path()); !st.ok()) return st.error();
   }
-  bool any = false;
   for (BlobKind kind : kBlobKinds) {
-    auto made = MakeDir(store->KindDir(kind));
-    if (!made.ok()) return made.error();
-    any = any || *made;
+    if (auto st = make_dir(store->KindDir(kind)); !st.ok()) return st.error();
   }
-  if (any) {
-    if (auto st = FsyncPath(root); !st.ok()) return st.error();
-  }
+  if (auto st = sync_dir(root); !st.ok()) return st.error();
 
   // Leftovers of puts interrupted by a crash. Unnamed O_TMPFILE files vanish by themselves.
   for (BlobKind kind : kBlobKinds) {
@@ -355,10 +398,6 @@ fs::path LocalDiskStore::PathOf(BlobKind kind, const xet::Hash& hash) const {
   return KindDir(kind) / hex.substr(0, 2) / hex.substr(2, 2) / hex;
 }
 
-xet::Status LocalDiskStore::Inject(PutStep step) const {
-  return options_.fault_injector ? options_.fault_injector(step) : xet::Status(xet::Ok{});
-}
-
 xet::Result<UniqueFd> LocalDiskStore::OpenBlobDir(BlobKind kind, const xet::Hash& hash) {
   const fs::path dir = PathOf(kind, hash).parent_path();
   bool known;
@@ -370,7 +409,15 @@ xet::Result<UniqueFd> LocalDiskStore::OpenBlobDir(BlobKind kind, const xet::Hash
     // Sync each parent even when the directory already existed: another thread (or a process that then
     // crashed) may have created it without its entry being durable yet.
     for (const fs::path& d : {dir.parent_path(), dir}) {
+      if (auto st = Inject(PutStep::kMakeDir, [&] { return StepPaths{d.string(), {}}; }); !st.ok())
+        return st.error();
       if (auto made = MakeDir(d); !made.ok()) return made.error();
+      if (auto st = Inject(PutStep::kFsyncDir,
+                           [&] {
+                             return StepPaths{d.parent_path().string(), {}};
+                           });
+          !st.ok())
+        return st.error();
       if (auto st = FsyncPath(d.parent_path()); !st.ok()) return st.error();
     }
     std::lock_guard lock(dirs_mu_);
@@ -386,12 +433,17 @@ xet::Result<std::unique_ptr<BlobWriter>> LocalDiskStore::BeginPut(BlobKind kind,
   if (!dir.ok()) return dir.error();
   const std::string dir_path = PathOf(kind, hash).parent_path().string();
   const std::string name = hash.hex();
-  if (auto st = Inject(PutStep::kCreate); !st.ok()) return st.error();
-  std::string tmp_name;
+  std::string tmp_name = use_o_tmpfile_ ? std::string() : UniqueTmpName(name);
+  if (auto st = Inject(PutStep::kCreate,
+                       [&] {
+                         return StepPaths{tmp_name.empty() ? dir_path : dir_path + "/" + tmp_name, {}};
+                       });
+      !st.ok())
+    return st.error();
   UniqueFd file;
   if (use_o_tmpfile_) file.reset(::openat(dir->get(), ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0644));
   if (!file.valid()) {
-    tmp_name = UniqueTmpName(name);
+    if (tmp_name.empty()) tmp_name = UniqueTmpName(name);
     file.reset(::openat(dir->get(), tmp_name.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0644));
     if (!file.valid()) return Errno("create", dir_path + "/" + tmp_name);
   }

@@ -482,8 +482,8 @@ TEST_P(LocalDiskStoreTest, PersistsAcrossReopen) {
 // blob is untouched.
 TEST_P(LocalDiskStoreTest, InjectedFaultAtEveryStepLeavesNoObject) {
   std::optional<PutStep> fail_at;
-  auto store = Open({.fault_injector = [&](PutStep step) -> xet::Status {
-    if (fail_at == step) return xet::IoError("injected");
+  auto store = Open({.fault_injector = [&](const PutStepInfo& s) -> xet::Status {
+    if (fail_at == s.step) return xet::IoError("injected");
     return xet::Ok{};
   }});
   const auto data = Bytes(50'000, 3);
@@ -526,8 +526,8 @@ TEST_P(LocalDiskStoreTest, InjectedFaultAtEveryStepLeavesNoObject) {
 TEST_P(LocalDiskStoreTest, FlusherBehindTheWriter) {
   std::atomic<bool> fail_flush = false;
   std::atomic<int> flushes = 0;
-  auto store = Open({.fault_injector = [&](PutStep step) -> xet::Status {
-    if (step != PutStep::kFsyncFile) return xet::Ok{};
+  auto store = Open({.fault_injector = [&](const PutStepInfo& s) -> xet::Status {
+    if (s.step != PutStep::kFsyncFile) return xet::Ok{};
     ++flushes;
     if (fail_flush) return xet::IoError("injected");
     return xet::Ok{};
