@@ -4,9 +4,12 @@
     make measure-transfer                       # 1 GiB of random bytes, SQLite + local disk
     .venv/bin/python scripts/measure_transfer.py --size-mib 256 --bin build/release/src/cli/cairn
     .venv/bin/python scripts/measure_transfer.py --deployment local,s3,s3-presigned   # one run, side by side
+    .venv/bin/python scripts/measure_transfer.py --deployment local,local-tls,local,local-tls   # HTTPS beside HTTP
 
 Deployments: `local` (SQLite + the data directory), `s3` (PostgreSQL + SeaweedFS, both private servers started
-here, bytes served through the node) and `s3-presigned` (the same, presigned S3 URLs). One JSON line each.
+here, bytes served through the node), `s3-presigned` (the same, presigned S3 URLs) and `local-tls` (`local` over
+HTTPS, a certificate of a test CA the client trusts through SSL_CERT_FILE). One JSON line each; a deployment may
+be named more than once (alternate them: the machine's speed drifts), each run on a fresh server.
 
 Writes random (incompressible) data, uploads it with hf_xet 1.8.0 (a fresh client cache, the stock defaults),
 downloads it into a new file, checks the bytes, and prints MB/s each way (wall time of the client process,
@@ -29,7 +32,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests" / "interop"))
 
 from interop_util import (  # noqa: E402
-    MiB, CairnServer, HfXet, PostgresServer, SeaweedServer, assert_same_file, write_random,
+    MiB, CairnServer, HfXet, PostgresServer, SeaweedServer, TestCa, assert_same_file, write_random,
 )
 
 
@@ -44,8 +47,8 @@ def reset_peak_rss(pid: int) -> None:
     Path(f"/proc/{pid}/clear_refs").write_text("5")  # 5: reset the peak resident set size
 
 
-def measure(args, work: Path, name: str, env: dict, src: Path) -> dict:
-    srv = CairnServer(args.bin, work / f"data-{name}", work / f"server-{name}.log", env=env)
+def measure(args, work: Path, name: str, env: dict, src: Path, tls=None, client_env=None) -> dict:
+    srv = CairnServer(args.bin, work / f"data-{name}", work / f"server-{name}.log", env=env, tls=tls)
     try:
         size = src.stat().st_size
         srv.start()
@@ -54,7 +57,7 @@ def measure(args, work: Path, name: str, env: dict, src: Path) -> dict:
 
         reset_peak_rss(srv.proc.pid)
         t0 = time.monotonic()
-        up = hfx.upload(srv.url, token, [src], timeout=3600)
+        up = hfx.upload(srv.url, token, [src], timeout=3600, env=client_env)
         upload_s = time.monotonic() - t0
         upload_rss = peak_rss_mib(srv.proc.pid)
         meta = up.result["files"][0]
@@ -62,14 +65,14 @@ def measure(args, work: Path, name: str, env: dict, src: Path) -> dict:
         reset_peak_rss(srv.proc.pid)
         dest = work / f"downloaded-{name}.bin"
         t0 = time.monotonic()
-        hfx.download(srv.url, token, [(meta["hash"], meta["size"], dest)], timeout=3600)
+        hfx.download(srv.url, token, [(meta["hash"], meta["size"], dest)], timeout=3600, env=client_env)
         download_s = time.monotonic() - t0
         download_rss = peak_rss_mib(srv.proc.pid)
         assert_same_file(dest, src, meta["sha256"])
         dest.unlink()
         srv.stop()
         return {
-            "deployment": name,
+            "deployment": name.rsplit("-", 1)[0],
             "size_mib": args.size_mib,
             "upload_s": round(upload_s, 2),
             "upload_MBps": round(size / 1e6 / upload_s, 1),
@@ -93,7 +96,7 @@ def main() -> int:
     ap.add_argument("--keep", action="store_true", help="keep the working directory")
     args = ap.parse_args()
     names = [n for n in args.deployment.split(",") if n]
-    unknown = set(names) - {"local", "s3", "s3-presigned"}
+    unknown = set(names) - {"local", "local-tls", "s3", "s3-presigned"}
     if unknown:
         ap.error(f"unknown deployment(s) {sorted(unknown)}")
 
@@ -103,8 +106,13 @@ def main() -> int:
     pg = sw = None
     try:
         src = write_random(work / "random.bin", args.size_mib * MiB, seed=2026)
-        for name in names:
-            env = {}
+        ca = None
+        for i, name in enumerate(names):
+            env, tls, client_env = {}, None, None
+            if name == "local-tls":
+                ca = ca or TestCa(work / "ca")
+                tls = ca.issue()
+                client_env = ca.client_env()
             if name.startswith("s3"):
                 if pg is None:
                     pg = PostgresServer(str(tools / "index" / "cairn-test-postgres")).start()
@@ -113,7 +121,7 @@ def main() -> int:
                 db = pg.create_database()
                 env = {**sw.env(f"s3://measure/{db.rsplit('/', 1)[1]}/"), "CAIRN_INDEX": db,
                        "CAIRN_TRANSFER_MODE": "presigned" if name == "s3-presigned" else "proxy"}
-            print(json.dumps(measure(args, work, name, env, src)), flush=True)
+            print(json.dumps(measure(args, work, f"{name}-{i}", env, src, tls, client_env)), flush=True)
         return 0
     finally:
         for service in (sw, pg):
