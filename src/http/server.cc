@@ -1085,7 +1085,9 @@ void Server::Impl::Reject(tcp::socket& socket, std::string_view cap) {
       "retry\"}";
   beast::error_code ec;
   socket.non_blocking(true, ec);
-  asio::write(socket, asio::buffer(kBusy.data(), kBusy.size()), ec);
+  // Over TLS a plain answer would be noise before the handshake (and a handshake would cost what the cap
+  // saves): the connection is only closed.
+  if (!tls) asio::write(socket, asio::buffer(kBusy.data(), kBusy.size()), ec);
   socket.shutdown(tcp::socket::shutdown_both, ec);
   socket.close(ec);
 }

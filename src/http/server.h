@@ -9,9 +9,10 @@
 // (RouteOptions::max_header); body size per route (413).
 //
 // Connections: at most max_connections open at once, and at most max_connections_per_client from one client
-// address; a connection past either is answered 503 with Retry-After and closed at once (nothing is queued).
-// Connections from trusted_proxies are not counted per address: their client is read from X-Forwarded-For
-// (client_limits.h), and the same cap bounds the requests in flight per forwarded client (429, Retry-After).
+// address; a connection past either is answered 503 with Retry-After (over TLS: not answered) and closed at
+// once (nothing is queued). Connections from trusted_proxies are not counted per address: their client is
+// read from X-Forwarded-For (client_limits.h), and the same cap bounds the requests in flight per forwarded
+// client (429, Retry-After).
 //
 // TLS: with tls_cert and tls_key set the server speaks only HTTPS (tls.h: TLS 1.2+, modern ciphers),
 // keep-alive as over plain TCP; responses that plain HTTP sends with sendfile(2) are read into memory and
