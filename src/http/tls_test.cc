@@ -81,6 +81,10 @@ class TlsClient {
     req.set(bhttp::field::host, "127.0.0.1");
     req.prepare_payload();
     bhttp::write(stream_, req);
+    return Read();
+  }
+  void WriteRaw(const std::string& bytes) { net::write(stream_, net::buffer(bytes)); }
+  bhttp::response<bhttp::string_body> Read() {
     bhttp::response_parser<bhttp::string_body> parser;
     parser.body_limit(1ull << 30);
     bhttp::read(stream_, buffer_, parser);
@@ -227,6 +231,33 @@ TEST_F(TlsServerTest, AReloadServesTheNewCertificateToNewConnectionsOnly) {
   EXPECT_NE(st.error().message.find("does not match"), std::string::npos) << st.error().message;
   TlsClient still(port_, Ca("second"));
   EXPECT_EQ(still.PeerName(), "second.test");
+}
+
+// The body deadline cancels a read inside the TLS stream; the 408 must still go out over it, encrypted.
+TEST(TlsTimeouts, ASlowBodyIs408OverTls) {
+  Certs certs;
+  ASSERT_TRUE(certs.Make("a", "a.test"));
+  ServerOptions o;
+  o.port = 0;
+  o.io_threads = 1;
+  o.body_grace = 200ms;
+  o.body_min_rate = 1 << 20;
+  o.tls_cert = certs.Cert("a");
+  o.tls_key = certs.Key("a");
+  Server server(o, nullptr);
+  server.router().Handle(
+      Verb::post, "/small", RouteOptions().MaxBody(1 << 20),
+      [](const std::shared_ptr<Exchange>& ex) { ex->Respond(Response::Text(200, "late")); });
+  ASSERT_TRUE(server.Listen().ok());
+  server.Start();
+  TlsClient c(server.port(), certs.Cert("a"));
+  c.WriteRaw("POST /small HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n0123456789");
+  const auto t0 = std::chrono::steady_clock::now();
+  auto res = c.Read();
+  EXPECT_EQ(res.result_int(), 408u);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 2s);
+  server.Stop(1s);
+  server.Wait();
 }
 
 TEST(TlsContext, LoadErrorsNameTheFileAndTheReason) {
