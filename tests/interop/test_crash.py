@@ -27,7 +27,7 @@ RETRY = {"HF_XET_CLIENT_RETRY_MAX_ATTEMPTS": "1000", "HF_XET_CLIENT_RETRY_BASE_D
 
 
 @pytest.mark.backends("sqlite", "s3")
-def test_sigkill_during_uploads_loses_nothing_acknowledged(server, hf_python, tmp_path, backend):
+def test_sigkill_during_uploads_loses_nothing_acknowledged(server, hf_python, tmp_path, backend, capsys):
     srv = server()
     tok = srv.token("crash", write=True)
     stop = threading.Event()
@@ -68,8 +68,13 @@ def test_sigkill_during_uploads_loses_nothing_acknowledged(server, hf_python, tm
             t.join(700)
     assert not any(t.is_alive() for t in threads), "a client never finished"
     elapsed = time.monotonic() - started
-    print(f"\n{backend}: {kills} kills in {elapsed:.0f} s, {len(acknowledged)} uploads acknowledged, "
-          f"{len(failures)} failed (given up by the client)")
+    # Into the run's output even under -q (make test's interop log): the figures the closing notes quote.
+    def say(line: str) -> None:
+        with capsys.disabled():
+            print(line, flush=True)
+
+    say(f"\ncrash test [{backend}]: {kills} kills in {elapsed:.0f} s, {len(acknowledged)} uploads acknowledged, "
+        f"{len(failures)} failed (given up by the client)")
     assert kills >= KILLS
     assert len(acknowledged) >= CLIENTS, f"too few uploads completed to prove anything: {len(acknowledged)}"
     log = srv.log_path.read_text(errors="replace")  # every run of the server, appended
@@ -90,8 +95,8 @@ def test_sigkill_during_uploads_loses_nothing_acknowledged(server, hf_python, tm
     report = json.loads(r.stdout)
     damage = [f for f in report["findings"] if f["kind"] != "unindexed"]
     assert r.returncode == 0 and not damage, (damage[:10], r.stderr)
-    print(f"fsck --deep: {report['indexed_xorbs']} xorbs, {report['checked_files']} files, "
-          f"{len(report['findings'])} unindexed leftovers")
+    say(f"crash test [{backend}]: fsck --deep: {report['indexed_xorbs']} xorbs, {report['checked_files']} files, "
+        f"{len(report['findings'])} unindexed leftovers, no damage")
 
     # Every acknowledged upload, downloaded byte-exact.
     srv.start()
@@ -104,6 +109,7 @@ def test_sigkill_during_uploads_loses_nothing_acknowledged(server, hf_python, tm
         for j, (m, original) in enumerate(part):
             assert_same_file(tmp_path / f"got-{k + j}", original, m["sha256"])
             (tmp_path / f"got-{k + j}").unlink()
+    say(f"crash test [{backend}]: all {len(acknowledged)} acknowledged uploads downloaded byte-exact: 0 lost")
 
 
 def _is_blob_name(name: str) -> bool:
