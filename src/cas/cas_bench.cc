@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <filesystem>
 #include <map>
@@ -15,9 +16,11 @@
 
 #include "cas/reconstruction.h"
 #include "cas/service.h"
+#include "client/upload_builder.h"
 #include "index/open_index.h"
 #include "index/pg.h"
 #include "index/postgres_cluster.h"
+#include "store/local_disk_store.h"
 #include "store/memory_store.h"
 
 namespace cairn::cas {
@@ -315,6 +318,103 @@ BENCHMARK_CAPTURE(BM_DedupAnswer, cap_4MiB, 4)->Apply(OneRequestPerRepetition)->
 BENCHMARK_CAPTURE(BM_DedupAnswer, cap_16MiB, 16)->Apply(OneRequestPerRepetition)->Repetitions(50);
 BENCHMARK_CAPTURE(BM_DedupAnswer, cap_60MiB, 60)->Apply(OneRequestPerRepetition)->Repetitions(50);
 BENCHMARK_CAPTURE(BM_DedupAnswer, whole_kept, 64)->Apply(OneRequestPerRepetition)->Repetitions(50);
+
+// Shard registrations through CasService::PutShard, durable end to end: the shard's put (and its grant's) on
+// a LocalDiskStore and the index commit on SQLite, both in CAIRN_BENCH_DIR (else the current directory; run
+// it on disk: tmpfs hides the fsyncs). Each shard is new: 4 files of 1 to 16 chunks of one stored xorb of
+// 8,000 chunks, the shape index_bench's BM_ShardCommits registers; "again" registers one shard over and over
+// (a client retrying, or uploading what its scope has already). The store is fresh, so most puts also create
+// and sync their two-level directory, as on a new node or the first put into each directory after a restart.
+struct PutShardFixture {
+  static constexpr uint32_t kXorbChunks = 8000;
+  static constexpr uint32_t kMaxFileChunks = 16;
+  fs::path dir;
+  std::unique_ptr<store::LocalDiskStore> store;
+  std::unique_ptr<index::Index> index;
+  WorkerPool pool{1};
+  std::unique_ptr<CasService> service;
+  client::BuiltXorb xorb;
+  std::atomic<uint64_t> next{0};
+  std::vector<uint8_t> again;  // a shard registered in setup
+
+  PutShardFixture() {
+    const char* env = std::getenv("CAIRN_BENCH_DIR");  // NOLINT(concurrency-mt-unsafe): before threads start
+    dir = fs::path(env ? env : ".") / ("cairn-cas-bench-put-shard-" + std::to_string(::getpid()));
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    auto opened_store = store::LocalDiskStore::Open(dir / "blobs");
+    if (!opened_store) throw std::runtime_error(opened_store.error().message);
+    store = std::move(*opened_store);
+    auto opened = index::OpenIndex("sqlite:" + (dir / "index.db").string());
+    if (!opened) throw std::runtime_error(opened.error().message);
+    index = std::move(*opened);
+    service = std::make_unique<CasService>(*index, *store, pool, ServiceOptions{});
+    constexpr uint64_t kChunkBytes = 512;
+    std::vector<uint8_t> data(kXorbChunks * kChunkBytes);
+    std::mt19937_64 rng(42);
+    for (auto& b : data) b = static_cast<uint8_t>(rng());
+    const std::span<const uint8_t> file(data);
+    client::BuildOptions options;
+    options.fixed_chunk_bytes = kChunkBytes;
+    auto up = client::BuildUpload(std::span(&file, 1), options);
+    if (up.xorbs.size() != 1) throw std::runtime_error("expected one xorb");
+    xorb = std::move(up.xorbs.front());
+    if (auto put = service->PutXorb(xorb.hash, xorb.body); !put)
+      throw std::runtime_error(put.error().message);
+    again = NextShard();
+    if (auto put = service->PutShard(again, "bench"); !put) throw std::runtime_error(put.error().message);
+  }
+  ~PutShardFixture() {
+    service.reset();
+    index.reset();
+    store.reset();
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+  }
+  PutShardFixture(const PutShardFixture&) = delete;
+  PutShardFixture& operator=(const PutShardFixture&) = delete;
+
+  // A shard no earlier call returned: its files are chunk windows (start, length) no earlier file used.
+  std::vector<uint8_t> NextShard() {
+    const uint64_t n = next.fetch_add(1);
+    xet::Shard shard;
+    for (uint64_t f = 0; f < 4; ++f) {
+      const uint64_t w = n * 4 + f;
+      const uint32_t length = 1 + static_cast<uint32_t>(w % kMaxFileChunks);
+      const uint64_t start = w / kMaxFileChunks;
+      if (start + kMaxFileChunks > kXorbChunks) throw std::runtime_error("out of distinct files");
+      std::vector<client::PlacedChunk> chunks;
+      for (uint32_t c = 0; c < length; ++c) {
+        const auto at = static_cast<uint32_t>(start + c);
+        chunks.push_back({xorb.layout.chunks[at].hash, xorb.layout.chunks[at].unpacked_size, xorb.hash, at});
+      }
+      xet::FileRecord record = client::FileRecordOf(chunks);
+      record.sha256 = HashOf(w);
+      shard.files.push_back(std::move(record));
+    }
+    return client::ShardUploadForm(shard);
+  }
+};
+
+PutShardFixture& PutShards() {
+  static PutShardFixture fixture;  // thread-safe: every benchmark thread waits for the first
+  return fixture;
+}
+
+void BM_PutShard(benchmark::State& state, bool again) {
+  PutShardFixture& f = PutShards();
+  for (auto _ : state) {
+    const std::vector<uint8_t> shard = again ? f.again : f.NextShard();
+    auto put = f.service->PutShard(shard, "bench");
+    if (!put || put->registered == again) {
+      state.SkipWithError(put ? "unexpected outcome" : put.error().message.c_str());
+      break;
+    }
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK_CAPTURE(BM_PutShard, new, false)->Threads(1)->Threads(8)->Threads(32)->UseRealTime()->MinTime(2.0);
+BENCHMARK_CAPTURE(BM_PutShard, again, true)->Threads(1)->Threads(32)->UseRealTime()->MinTime(2.0);
 
 }  // namespace
 }  // namespace cairn::cas

@@ -40,13 +40,17 @@ xet::Result<Grant> ParseGrant(std::span<const uint8_t> bytes) {
   return Grant{*shard, std::string(text)};
 }
 
+xet::Hash GrantName(const Grant& grant) {
+  return xet::ChunkHashOf(EncodeGrant(grant));
+}
+
 xet::Status RecordGrant(store::BlobStore& store, const Grant& grant) {
   const std::vector<uint8_t> bytes = EncodeGrant(grant);
   // Always a put, also when the same grant is there already (every retry, every re-registration): a process
   // that died after naming it may not have synced its directory, and only the put's sync makes it durable
   // before the index commits (PowerLoss.ACrashThenARetryThenAPowerCutLosesNothing in repair_test lost the
   // grant when this skipped the put). An intact grant costs what the shard's put before it costs: a small
-  // write and two syncs.
+  // write and two syncs. CasService skips the call for grants it saw made durable itself.
   auto put = store.Put(store::BlobKind::kGrant, xet::ChunkHashOf(bytes), bytes);
   if (!put.ok()) return put.error();
   return xet::Ok{};

@@ -33,6 +33,9 @@ std::vector<uint8_t> EncodeGrant(const Grant& grant);
 // kMalformed for anything EncodeGrant did not produce (bounded by `bytes`; at most kMaxGrantSize).
 xet::Result<Grant> ParseGrant(std::span<const uint8_t> bytes);
 
+// The grant's name in the store: xet::ChunkHashOf(EncodeGrant(grant)).
+xet::Hash GrantName(const Grant& grant);
+
 // Makes `grant` durable in `store`, also when it is stored already (thread-safe).
 xet::Status RecordGrant(store::BlobStore& store, const Grant& grant);
 

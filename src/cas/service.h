@@ -219,6 +219,10 @@ class CasService {
   // (file, scope) pairs found visible, keyed by the file's 32 bytes then the scope. A file never leaves a
   // scope (nothing deletes yet), so a positive answer stays true; deletion will have to drop these.
   index::LruCache<std::string, bool, std::hash<std::string>> visible_{16ULL << 20};
+  // Grants (by name) this service's own RecordGrant calls made durable: a re-registration skips its grant's
+  // put. Only this process's puts count, never what it finds in the store (a process that died may have
+  // named a grant without syncing its directory).
+  index::LruCache<xet::Hash, bool, xet::HashHasher> granted_{4ULL << 20};
   // Whole-file answers' plans (immutable, as files and layouts are): ~2 MB for a 100,000-term file.
   index::LruCache<xet::FileHash, ReconstructionPlan, xet::HashHasher> plans_{128ULL << 20};
   // Whole-neighbourhood dedup answers of the current key window (~1 MB per GiB of upload behind them).

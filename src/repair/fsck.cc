@@ -5,11 +5,11 @@
 #include <map>
 #include <mutex>
 #include <set>
-#include <thread>
 #include <unordered_set>
 #include <utility>
 
 #include "cas/grant.h"
+#include "common/worker_pool.h"
 #include "xet/hashing.h"
 #include "xet/shard.h"
 #include "xet/xorb.h"
@@ -74,27 +74,6 @@ xet::Result<std::vector<Hash>> ListAll(store::BlobStore& store, BlobKind kind) {
   return out;
 }
 
-xet::Result<std::vector<uint8_t>> ReadWhole(store::BlobStore& store, BlobKind kind, const Hash& hash) {
-  auto stat = store.Stat(kind, hash);
-  if (!stat.ok()) return stat.error();
-  if (!stat->exists) return xet::NotFound("no " + std::string(BlobKindName(kind)) + " " + hash.hex());
-  std::vector<uint8_t> bytes(stat->size);
-  if (auto st = store.ReadRange(kind, hash, 0, bytes); !st.ok()) return st.error();
-  return bytes;
-}
-
-// Runs fn(i) for i in [0, n) on `threads` threads.
-void ParallelFor(size_t n, size_t threads, const std::function<void(size_t)>& fn) {
-  std::atomic<size_t> next{0};
-  const auto work = [&] {
-    for (size_t i = next++; i < n; i = next++) fn(i);
-  };
-  std::vector<std::thread> pool;
-  for (size_t t = 1; t < std::min(threads, n); ++t) pool.emplace_back(work);
-  work();
-  for (auto& t : pool) t.join();
-}
-
 // Why an indexed xorb's stored bytes are not the xorb the index describes; empty when they are.
 std::string XorbProblem(std::span<const uint8_t> bytes, const Hash& hash, const index::XorbEntry* entry) {
   xet::ValidateOptions vo;
@@ -115,7 +94,11 @@ std::string XorbProblem(std::span<const uint8_t> bytes, const Hash& hash, const 
 class Checker {
  public:
   Checker(cas::CasService& cas, Index& index, store::BlobStore& store, const FsckOptions& options)
-      : cas_(cas), index_(index), store_(store), options_(options) {}
+      : cas_(cas),
+        index_(index),
+        store_(store),
+        options_(options),
+        pool_(options.threads > 1 ? options.threads - 1 : 0) {}
 
   xet::Result<FsckReport> Run() {
     auto indexed_xorbs = ScanAll(index_, Index::Scanned::kXorbs);
@@ -180,10 +163,10 @@ class Checker {
 
   void CheckIndexedXorbs(const std::vector<Hash>& indexed, const HashSet& stored) {
     Say("re-hashing " + std::to_string(indexed.size()) + " stored xorbs");
-    ParallelFor(indexed.size(), options_.threads, [&](size_t i) {
+    pool_.ParallelFor(indexed.size(), [&](size_t i) {
       const Hash& h = indexed[i];
       if (!stored.contains(h)) return;  // reported as missing
-      auto bytes = ReadWhole(store_, BlobKind::kXorb, h);
+      auto bytes = store_.ReadWhole(BlobKind::kXorb, h);
       if (!bytes.ok()) return Add({FindingKind::kCorrupt, "xorb", h, "unreadable: " + bytes.error().message});
       CountVerified(bytes->size());
       auto entry = index_.GetXorb(h);
@@ -200,9 +183,9 @@ class Checker {
       return;
     }
     if (!unindexed.empty()) Say("validating " + std::to_string(unindexed.size()) + " unindexed xorbs");
-    ParallelFor(unindexed.size(), options_.threads, [&](size_t i) {
+    pool_.ParallelFor(unindexed.size(), [&](size_t i) {
       const Hash& h = unindexed[i];
-      auto bytes = ReadWhole(store_, BlobKind::kXorb, h);
+      auto bytes = store_.ReadWhole(BlobKind::kXorb, h);
       if (!bytes.ok()) return Add({FindingKind::kCorrupt, "xorb", h, "unreadable: " + bytes.error().message});
       CountVerified(bytes->size());
       xet::ValidateOptions vo;
@@ -226,9 +209,9 @@ class Checker {
   std::map<Hash, std::set<std::string>> ReadGrants(const std::vector<Hash>& names, const HashSet& shards) {
     std::map<Hash, std::set<std::string>> out;
     std::mutex mu;
-    ParallelFor(names.size(), options_.threads, [&](size_t i) {
+    pool_.ParallelFor(names.size(), [&](size_t i) {
       const Hash& name = names[i];
-      auto bytes = ReadWhole(store_, BlobKind::kGrant, name);
+      auto bytes = store_.ReadWhole(BlobKind::kGrant, name);
       if (!bytes.ok())
         return Add({FindingKind::kCorrupt, "grant", name, "unreadable: " + bytes.error().message});
       auto grant = cas::ParseGrant(*bytes);
@@ -246,10 +229,10 @@ class Checker {
 
   void CheckIndexedShards(const std::vector<Hash>& indexed, const HashSet& stored) {
     Say("re-hashing " + std::to_string(indexed.size()) + " stored shards");
-    ParallelFor(indexed.size(), options_.threads, [&](size_t i) {
+    pool_.ParallelFor(indexed.size(), [&](size_t i) {
       const Hash& h = indexed[i];
       if (!stored.contains(h)) return;
-      auto bytes = ReadWhole(store_, BlobKind::kShard, h);
+      auto bytes = store_.ReadWhole(BlobKind::kShard, h);
       if (!bytes.ok())
         return Add({FindingKind::kCorrupt, "shard", h, "unreadable: " + bytes.error().message});
       CountVerified(bytes->size());
@@ -269,7 +252,7 @@ class Checker {
       return;
     }
     if (!unindexed.empty()) Say("registering " + std::to_string(unindexed.size()) + " unindexed shards");
-    ParallelFor(unindexed.size(), options_.threads, [&](size_t i) {
+    pool_.ParallelFor(unindexed.size(), [&](size_t i) {
       const Hash& h = unindexed[i];
       Finding f{FindingKind::kUnindexed, "shard", h, "stored, not indexed"};
       std::set<std::string> scopes;
@@ -279,7 +262,7 @@ class Checker {
         f.detail += "; no grant names a scope for it (a default scope would register it)";
         return Add(std::move(f));
       }
-      auto bytes = ReadWhole(store_, BlobKind::kShard, h);
+      auto bytes = store_.ReadWhole(BlobKind::kShard, h);
       if (!bytes.ok())
         return Add({FindingKind::kCorrupt, "shard", h, "unreadable: " + bytes.error().message});
       if (xet::ChunkHashOf(*bytes) != h)
@@ -301,7 +284,7 @@ class Checker {
     if (!files.ok()) return files.error();
     Say("checking the terms of " + std::to_string(files->size()) + " files");
     std::atomic<uint64_t> terms{0};
-    ParallelFor(files->size(), options_.threads, [&](size_t i) {
+    pool_.ParallelFor(files->size(), [&](size_t i) {
       const Hash& h = (*files)[i];
       auto file = index_.GetFile(h);
       if (!file.ok()) return Add({FindingKind::kBadTerm, "file", h, "unreadable: " + file.error().message});
@@ -335,6 +318,9 @@ class Checker {
   Index& index_;
   store::BlobStore& store_;
   const FsckOptions& options_;
+  // options_.threads in all, counting the calling thread (it works too): the tasks wait on the store (round
+  // trips to S3), so not the CPU-sized pool the CAS service validates on.
+  WorkerPool pool_;
   std::mutex mu_;
   FsckReport report_;
 };

@@ -43,6 +43,15 @@ xet::Result<PutOutcome> BlobStore::Put(BlobKind kind, const xet::Hash& hash, std
   return Put(kind, hash, pieces, options);
 }
 
+xet::Result<std::vector<uint8_t>> BlobStore::ReadWhole(BlobKind kind, const xet::Hash& hash) {
+  auto stat = Stat(kind, hash);
+  if (!stat.ok()) return stat.error();
+  if (!stat->exists) return xet::NotFound("no " + std::string(BlobKindName(kind)) + " " + hash.hex());
+  std::vector<uint8_t> bytes(stat->size);
+  if (auto st = ReadRange(kind, hash, 0, bytes); !st.ok()) return st.error();
+  return bytes;
+}
+
 namespace {
 
 class RangeReader final : public BlobReader {

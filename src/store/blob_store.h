@@ -132,6 +132,8 @@ class BlobStore {
   // does not lie inside the blob; kNotFound when there is no blob.
   virtual xet::Status ReadRange(BlobKind kind, const xet::Hash& hash, uint64_t offset,
                                 std::span<uint8_t> out) = 0;
+  // The whole blob (Stat, then one ReadRange): kNotFound when there is none, ReadRange's errors otherwise.
+  xet::Result<std::vector<uint8_t>> ReadWhole(BlobKind kind, const xet::Hash& hash);
 
   // A reader of [offset, offset + length) of a blob; contacts nothing until its first Read. A store reached
   // over the network answers it with one request read as the reader goes (not one per ReadRange); the

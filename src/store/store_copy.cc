@@ -3,33 +3,24 @@
 #include <algorithm>
 #include <atomic>
 #include <mutex>
-#include <thread>
+
+#include "common/worker_pool.h"
 
 namespace cairn::store {
 namespace {
-
-// Reads a whole blob; its size from Stat.
-xet::Result<std::vector<uint8_t>> ReadWhole(BlobStore& store, BlobKind kind, const xet::Hash& hash) {
-  auto st = store.Stat(kind, hash);
-  if (!st) return st.error();
-  if (!st->exists) return xet::NotFound("gone");
-  std::vector<uint8_t> bytes(st->size);
-  if (auto r = store.ReadRange(kind, hash, 0, bytes); !r) return r.error();
-  return bytes;
-}
 
 enum class Outcome { kCopied, kPresent };
 
 xet::Result<Outcome> CopyOne(BlobStore& from, BlobStore& to, BlobKind kind, const xet::Hash& hash,
                              const BlobVerifier& verify, uint64_t* size) {
   // Resuming: an intact blob at the destination is not copied again.
-  if (auto there = ReadWhole(to, kind, hash); there.ok() && verify(kind, hash, *there)) {
+  if (auto there = to.ReadWhole(kind, hash); there.ok() && verify(kind, hash, *there)) {
     *size = there->size();
     return Outcome::kPresent;
   } else if (!there.ok() && there.error().code != xet::ErrorCode::kNotFound) {
     return there.error();
   }
-  auto bytes = ReadWhole(from, kind, hash);
+  auto bytes = from.ReadWhole(kind, hash);
   if (!bytes) return xet::Error{bytes.error().code, "reading the source: " + bytes.error().message};
   *size = bytes->size();
   if (!verify(kind, hash, *bytes)) return xet::HashMismatch("the source's bytes do not verify: not copied");
@@ -37,7 +28,7 @@ xet::Result<Outcome> CopyOne(BlobStore& from, BlobStore& to, BlobKind kind, cons
   put.verify_existing = [&](std::span<const uint8_t> existing) { return verify(kind, hash, existing); };
   if (auto p = to.Put(kind, hash, *bytes, put); !p)
     return xet::Error{p.error().code, "writing: " + p.error().message};
-  auto back = ReadWhole(to, kind, hash);
+  auto back = to.ReadWhole(kind, hash);
   if (!back) return xet::Error{back.error().code, "reading back: " + back.error().message};
   if (!verify(kind, hash, *back))
     return xet::HashMismatch("read back from the destination, it does not verify");
@@ -52,6 +43,7 @@ bool StoreCopyReport::ok() const {
 
 xet::Result<StoreCopyReport> CopyStore(BlobStore& from, BlobStore& to, const StoreCopyOptions& options) {
   StoreCopyReport report;
+  WorkerPool pool(std::max<size_t>(options.threads, 1) - 1);  // and the calling thread
   for (const BlobKind kind : kBlobKinds) {
     std::vector<xet::Hash> hashes;
     if (auto st = from.List(kind, [&](const xet::Hash& h) { hashes.push_back(h); }); !st)
@@ -61,31 +53,24 @@ xet::Result<StoreCopyReport> CopyStore(BlobStore& from, BlobStore& to, const Sto
     k.kind = kind;
     k.listed = hashes.size();
     std::mutex mu;
-    std::atomic<size_t> next{0};
     std::atomic<uint64_t> done{0};
-    const auto work = [&] {
-      for (size_t i = next++; i < hashes.size(); i = next++) {
-        uint64_t size = 0;
-        auto r = CopyOne(from, to, kind, hashes[i], options.verify, &size);
-        {
-          std::lock_guard lock(mu);
-          k.bytes += size;
-          if (!r) {
-            k.failed.push_back(hashes[i].hex() + ": " + r.error().message);
-          } else if (*r == Outcome::kCopied) {
-            ++k.copied;
-          } else {
-            ++k.present;
-          }
+    pool.ParallelFor(hashes.size(), [&](size_t i) {
+      uint64_t size = 0;
+      auto r = CopyOne(from, to, kind, hashes[i], options.verify, &size);
+      {
+        std::lock_guard lock(mu);
+        k.bytes += size;
+        if (!r) {
+          k.failed.push_back(hashes[i].hex() + ": " + r.error().message);
+        } else if (*r == Outcome::kCopied) {
+          ++k.copied;
+        } else {
+          ++k.present;
         }
-        const uint64_t d = ++done;
-        if (options.progress) options.progress(kind, d, hashes.size());
       }
-    };
-    std::vector<std::thread> threads;
-    for (size_t t = 1; t < std::max<size_t>(options.threads, 1); ++t) threads.emplace_back(work);
-    work();
-    for (auto& t : threads) t.join();
+      const uint64_t d = ++done;
+      if (options.progress) options.progress(kind, d, hashes.size());
+    });
     std::sort(k.failed.begin(), k.failed.end());
     report.kinds.push_back(std::move(k));
   }
