@@ -497,24 +497,8 @@ TEST_F(ServerTest, StopAbandonsWhatOutlivesTheGrace) {
 
 TEST(ServerTimeouts, SlowBodyIs408) {
   ServerOptions o;
-  o.port = 0;
-  o.io_threads = 1;
-  o.body_grace = 200ms;
   o.body_min_rate = 4096;
-  Server server(o, nullptr);
-  server.router().Handle(
-      Verb::post, "/small", RouteOptions().MaxBody(1 << 20),
-      [](const std::shared_ptr<Exchange>& ex) { ex->Respond(Response::Text(200, "late")); });
-  ASSERT_TRUE(server.Listen().ok());
-  server.Start();
-  Client c(server.port());
-  c.WriteRaw("POST /small HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n0123456789");
-  const auto t0 = std::chrono::steady_clock::now();
-  auto res = c.Read();
-  EXPECT_EQ(res.result_int(), 408u);
-  EXPECT_LT(std::chrono::steady_clock::now() - t0, 2s);
-  server.Stop(1s);
-  server.Wait();
+  testing::ExpectSlowBodyIs408(o, [](uint16_t port) { return std::make_unique<Client>(port); });
 }
 
 TEST(ServerTimeouts, IdleKeepAliveConnectionIsClosed) {

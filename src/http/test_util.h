@@ -1,14 +1,19 @@
 // Helpers shared by the http tests: hand-made tokens and a tiny synchronous Beast client.
 #pragma once
 
+#include <gtest/gtest.h>
 #include <jwt.h>
 
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <chrono>
 #include <cstdlib>
+#include <memory>
 #include <random>
 #include <string>
+
+#include "http/server.h"
 
 namespace cairn::http::testing {
 
@@ -104,5 +109,30 @@ class Client {
   net::ip::tcp::socket socket_;
   beast::flat_buffer buffer_;
 };
+
+// The slow-body check, over any client with WriteRaw and Read (plain TCP or TLS): a POST that sends 10 of its
+// 100,000 bytes is answered 408 once the body deadline (200 ms grace, then `o.body_min_rate`) passes, within
+// 2 s.
+template <class Connect>
+void ExpectSlowBodyIs408(ServerOptions o, Connect connect) {
+  using namespace std::chrono_literals;
+  o.port = 0;
+  o.io_threads = 1;
+  o.body_grace = 200ms;
+  Server server(o, nullptr);
+  server.router().Handle(
+      Verb::post, "/small", RouteOptions().MaxBody(1 << 20),
+      [](const std::shared_ptr<Exchange>& ex) { ex->Respond(Response::Text(200, "late")); });
+  ASSERT_TRUE(server.Listen().ok());
+  server.Start();
+  auto c = connect(server.port());
+  c->WriteRaw("POST /small HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n0123456789");
+  const auto t0 = std::chrono::steady_clock::now();
+  auto res = c->Read();
+  EXPECT_EQ(res.result_int(), 408u);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 2s);
+  server.Stop(1s);
+  server.Wait();
+}
 
 }  // namespace cairn::http::testing
