@@ -23,6 +23,7 @@
 #include <thread>
 #include <utility>
 
+#include "common/posix_io.h"
 #include "http/tls.h"
 
 namespace cairn::http {
@@ -92,16 +93,10 @@ class FileSource final : public ByteSource {
  public:
   explicit FileSource(std::shared_ptr<const File> file) : file_(std::move(file)) {}
   Status ReadAt(uint64_t offset, std::span<uint8_t> out) const override {
-    size_t done = 0;
-    while (done < out.size()) {
-      const ssize_t n =
-          ::pread(file_->fd(), out.data() + done, out.size() - done, static_cast<off_t>(offset + done));
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0)
-        return InternalError("reading a file: " + std::error_code(errno, std::generic_category()).message());
-      if (n == 0) return InternalError("reading a file: shorter than promised");
-      done += static_cast<size_t>(n);
-    }
+    const int err = PreadFull(file_->fd(), offset, out);
+    if (err == kShortFile) return InternalError("reading a file: shorter than promised");
+    if (err != 0)
+      return InternalError("reading a file: " + std::error_code(err, std::generic_category()).message());
     return Ok{};
   }
 

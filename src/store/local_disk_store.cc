@@ -14,6 +14,8 @@
 #include <system_error>
 #include <vector>
 
+#include "common/posix_io.h"
+
 namespace cairn::store {
 
 namespace fs = std::filesystem;
@@ -52,25 +54,15 @@ xet::Result<bool> MakeDir(const fs::path& dir) {
 }
 
 xet::Status WriteAll(int fd, std::span<const uint8_t> data, const std::string& path) {
-  while (!data.empty()) {
-    const ssize_t n = ::write(fd, data.data(), data.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return Errno("write", path);
-    data = data.subspan(static_cast<size_t>(n));
-  }
+  if (const int err = WriteFull(fd, data); err != 0) return Errno("write", path, err);
   return xet::Ok{};
 }
 
 // Reads exactly out.size() bytes at `offset`; a short file is an error (blobs never shrink).
 xet::Status PreadAll(int fd, uint64_t offset, std::span<uint8_t> out, const std::string& path) {
-  while (!out.empty()) {
-    const ssize_t n = ::pread(fd, out.data(), out.size(), static_cast<off_t>(offset));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return Errno("read", path);
-    if (n == 0) return xet::IoError("read " + path + ": unexpected end of file");
-    out = out.subspan(static_cast<size_t>(n));
-    offset += static_cast<uint64_t>(n);
-  }
+  const int err = PreadFull(fd, offset, out);
+  if (err == kShortFile) return xet::IoError("read " + path + ": unexpected end of file");
+  if (err != 0) return Errno("read", path, err);
   return xet::Ok{};
 }
 

@@ -8,6 +8,7 @@
 #include <system_error>
 #include <utility>
 
+#include "common/posix_io.h"
 #include "store/unique_fd.h"
 
 namespace cairn::store::testing {
@@ -44,13 +45,7 @@ xet::Status ReadWhole(const std::string& path, ino_t* inode, std::vector<uint8_t
 xet::Status WriteWhole(const fs::path& path, const std::vector<uint8_t>& data) {
   UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
   if (!fd.valid()) return SysError("create", path.string());
-  size_t done = 0;
-  while (done < data.size()) {
-    const ssize_t n = ::write(fd.get(), data.data() + done, data.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return SysError("write", path.string());
-    done += static_cast<size_t>(n);
-  }
+  if (const int err = WriteFull(fd.get(), data); err != 0) return SysError("write", path.string(), err);
   return xet::Ok{};
 }
 
