@@ -344,27 +344,16 @@ LocalDiskStore::LocalDiskStore(fs::path root, LocalDiskOptions options)
 xet::Result<std::unique_ptr<LocalDiskStore>> LocalDiskStore::Open(const fs::path& root,
                                                                   LocalDiskOptions options) {
   std::unique_ptr<LocalDiskStore> store(new LocalDiskStore(root, std::move(options)));
-  const auto make_dir = [&](const fs::path& dir) -> xet::Status {
-    if (auto st = store->Inject(PutStep::kMakeDir, [&] { return StepPaths{dir.string(), {}}; }); !st.ok())
-      return st;
-    if (auto made = MakeDir(dir); !made.ok()) return made.error();
-    return xet::Ok{};
-  };
-  const auto sync_dir = [&](const fs::path& dir) -> xet::Status {
-    if (auto st = store->Inject(PutStep::kFsyncDir, [&] { return StepPaths{dir.string(), {}}; }); !st.ok())
-      return st;
-    return FsyncPath(dir);
-  };
   // The syncs also when the directories existed: a process that crashed after creating them may have left
   // their entries not durable yet (as OpenBlobDir). Two syncs per start.
-  if (auto st = make_dir(root); !st.ok()) return st.error();
+  if (auto st = store->MakeDirStep(root); !st.ok()) return st.error();
   if (root.has_parent_path()) {
-    if (auto st = sync_dir(root.parent_path()); !st.ok()) return st.error();
+    if (auto st = store->SyncDirStep(root.parent_path()); !st.ok()) return st.error();
   }
   for (BlobKind kind : kBlobKinds) {
-    if (auto st = make_dir(store->KindDir(kind)); !st.ok()) return st.error();
+    if (auto st = store->MakeDirStep(store->KindDir(kind)); !st.ok()) return st.error();
   }
-  if (auto st = sync_dir(root); !st.ok()) return st.error();
+  if (auto st = store->SyncDirStep(root); !st.ok()) return st.error();
 
   // Leftovers of puts interrupted by a crash. Unnamed O_TMPFILE files vanish by themselves.
   for (BlobKind kind : kBlobKinds) {
@@ -390,6 +379,17 @@ fs::path LocalDiskStore::PathOf(BlobKind kind, const xet::Hash& hash) const {
   return KindDir(kind) / hex.substr(0, 2) / hex.substr(2, 2) / hex;
 }
 
+xet::Status LocalDiskStore::MakeDirStep(const fs::path& dir) const {
+  if (auto st = Inject(PutStep::kMakeDir, [&] { return StepPaths{dir.string(), {}}; }); !st.ok()) return st;
+  if (auto made = MakeDir(dir); !made.ok()) return made.error();
+  return xet::Ok{};
+}
+
+xet::Status LocalDiskStore::SyncDirStep(const fs::path& dir) const {
+  if (auto st = Inject(PutStep::kFsyncDir, [&] { return StepPaths{dir.string(), {}}; }); !st.ok()) return st;
+  return FsyncPath(dir);
+}
+
 xet::Result<UniqueFd> LocalDiskStore::OpenBlobDir(BlobKind kind, const xet::Hash& hash) {
   const fs::path dir = PathOf(kind, hash).parent_path();
   bool known;
@@ -401,16 +401,8 @@ xet::Result<UniqueFd> LocalDiskStore::OpenBlobDir(BlobKind kind, const xet::Hash
     // Sync each parent even when the directory already existed: another thread (or a process that then
     // crashed) may have created it without its entry being durable yet.
     for (const fs::path& d : {dir.parent_path(), dir}) {
-      if (auto st = Inject(PutStep::kMakeDir, [&] { return StepPaths{d.string(), {}}; }); !st.ok())
-        return st.error();
-      if (auto made = MakeDir(d); !made.ok()) return made.error();
-      if (auto st = Inject(PutStep::kFsyncDir,
-                           [&] {
-                             return StepPaths{d.parent_path().string(), {}};
-                           });
-          !st.ok())
-        return st.error();
-      if (auto st = FsyncPath(d.parent_path()); !st.ok()) return st.error();
+      if (auto st = MakeDirStep(d); !st.ok()) return st.error();
+      if (auto st = SyncDirStep(d.parent_path()); !st.ok()) return st.error();
     }
     std::lock_guard lock(dirs_mu_);
     durable_dirs_.insert(dir.string());

@@ -89,6 +89,9 @@ class LocalDiskStore final : public BlobStore {
   // only when an injector is set.
   template <typename Paths>
   xet::Status Inject(PutStep step, const Paths& paths) const;
+  // Creates `dir` if missing / syncs its entries, each after the fault injector saw the step.
+  xet::Status MakeDirStep(const std::filesystem::path& dir) const;
+  xet::Status SyncDirStep(const std::filesystem::path& dir) const;
   // Creates the blob's directory and makes its entry in every parent durable (once per process).
   xet::Result<UniqueFd> OpenBlobDir(BlobKind kind, const xet::Hash& hash);
 
