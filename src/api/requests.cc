@@ -1,9 +1,10 @@
 #include "api/requests.h"
 
-#include <array>
 #include <boost/json.hpp>
 #include <charconv>
 #include <functional>
+
+#include "common/base64.h"
 
 namespace cairn::api {
 namespace {
@@ -20,34 +21,6 @@ std::optional<hub::RepoType> TypeFromSingular(std::string_view s, bool bucket = 
   if (s == "dataset") return hub::RepoType::kDataset;
   if (s == "space") return hub::RepoType::kSpace;
   return std::nullopt;
-}
-
-std::optional<std::vector<uint8_t>> Base64Decode(std::string_view in) {
-  static const auto table = [] {
-    std::array<uint8_t, 256> t{};
-    t.fill(0xff);
-    const std::string_view alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    for (size_t i = 0; i < alphabet.size(); ++i)
-      t[static_cast<unsigned char>(alphabet[i])] = static_cast<uint8_t>(i);
-    return t;
-  }();
-  while (!in.empty() && in.back() == '=') in.remove_suffix(1);
-  std::vector<uint8_t> out;
-  out.reserve(in.size() * 3 / 4);
-  uint32_t acc = 0;
-  int bits = 0;
-  for (const char ch : in) {
-    const uint8_t v = table[static_cast<unsigned char>(ch)];
-    if (v == 0xff) return std::nullopt;
-    acc = acc << 6 | static_cast<uint32_t>(v);
-    bits += 6;
-    if (bits >= 8) {
-      bits -= 8;
-      out.push_back(static_cast<uint8_t>(acc >> bits));
-    }
-  }
-  if (bits >= 6) return std::nullopt;  // a lone character carries no whole byte
-  return out;
 }
 
 // The values of `key` in a form (application/x-www-form-urlencoded); nullopt when it is not one.

@@ -7,6 +7,8 @@
 #include <memory>
 #include <optional>
 
+#include "common/base64.h"
+
 namespace cairn::http {
 namespace {
 
@@ -48,26 +50,11 @@ Result<int64_t> NumericDate(const boost::json::object& claims, std::string_view 
 Result<std::string> HeaderKeyId(std::string_view token) {
   const size_t dot = token.find('.');
   if (dot == std::string_view::npos) return Unauthorized("invalid token (malformed or bad signature)");
-  std::string json;
-  uint32_t bits = 0;
-  int have = 0;
-  for (char c : token.substr(0, dot)) {
-    int v = -1;
-    if (c >= 'A' && c <= 'Z') v = c - 'A';
-    if (c >= 'a' && c <= 'z') v = c - 'a' + 26;
-    if (c >= '0' && c <= '9') v = c - '0' + 52;
-    if (c == '-') v = 62;
-    if (c == '_') v = 63;
-    if (v < 0) return Unauthorized("invalid token (malformed or bad signature)");
-    bits = (bits << 6) | static_cast<uint32_t>(v);
-    have += 6;
-    if (have >= 8) {
-      have -= 8;
-      json += static_cast<char>((bits >> have) & 0xff);
-    }
-  }
+  const auto json = Base64Decode(token.substr(0, dot), /*url_safe=*/true);
+  if (!json) return Unauthorized("invalid token (malformed or bad signature)");
   boost::system::error_code ec;
-  const boost::json::value header = boost::json::parse(json, ec);
+  const boost::json::value header =
+      boost::json::parse(std::string_view(reinterpret_cast<const char*>(json->data()), json->size()), ec);
   if (ec || !header.is_object()) return Unauthorized("invalid token (malformed or bad signature)");
   const auto* kid = header.get_object().if_contains("kid");
   if (kid == nullptr) return std::string();
