@@ -150,6 +150,7 @@ Result<Principal> Authenticator::Verify(std::string_view token, int64_t now) con
     }
   }
   if (now >= known->expires) return Unauthorized("token expired");
+  known->who.expires = known->expires;
   if (now < known->not_before) return Unauthorized("token not yet valid (nbf)");
   return std::move(known->who);
 }

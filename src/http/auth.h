@@ -43,6 +43,10 @@ std::string_view PermissionName(Permission p);
 struct Principal {
   std::string scope;
   Permission perm = Permission::kRead;
+  // When the token stops being valid (unix seconds; its exp claim). Whatever a token mints — a CAS token, a
+  // download link, transfer URLs — expires no later: no credential outlives the one that minted it. Zero
+  // for a principal that came from no token (Mint ignores it).
+  int64_t expires = 0;
 };
 
 // Seconds since the Unix epoch, now.

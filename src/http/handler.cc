@@ -4,6 +4,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <boost/beast/core/string.hpp>
 #include <boost/json.hpp>
 #include <cerrno>
 #include <cstring>
@@ -30,6 +32,55 @@ Result<std::shared_ptr<const File>> File::Open(const std::string& path) {
 
 File::~File() {
   if (fd_ >= 0) ::close(fd_);
+}
+
+bool IsToken(std::string_view s) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), IsTchar);
+}
+
+bool ValidHeaderValue(std::string_view v) {
+  for (const char c : v) {
+    const auto b = static_cast<unsigned char>(c);
+    if ((b < 0x20 && b != '\t') || b == 0x7f) return false;
+  }
+  return true;
+}
+
+HeaderList SendableHeaders(HeaderList headers, std::vector<std::string>& refused) {
+  HeaderList out;
+  out.reserve(headers.size());
+  for (auto& header : headers) {
+    if (!IsToken(header.first) || !ValidHeaderValue(header.second)) {
+      refused.push_back(std::move(header.first));
+      continue;
+    }
+    auto same = std::find_if(out.begin(), out.end(), [&header](const auto& h) {
+      return boost::beast::iequals(h.first, header.first);
+    });
+    if (same != out.end()) {
+      same->second = std::move(header.second);
+    } else {
+      out.push_back(std::move(header));
+    }
+  }
+  return out;
+}
+
+Response& Response::Header(std::string name, std::string value) {
+  if (!IsToken(name) || !ValidHeaderValue(value)) {
+    refused_headers.push_back(std::move(name));
+    return *this;
+  }
+  auto same = [&name](const auto& h) { return boost::beast::iequals(h.first, name); };
+  auto it = std::find_if(headers.begin(), headers.end(), same);
+  if (it == headers.end()) {
+    headers.emplace_back(std::move(name), std::move(value));
+    return *this;
+  }
+  it->second = std::move(value);
+  // Duplicates pushed onto the list by hand go too: one name, one value.
+  headers.erase(std::remove_if(std::next(it), headers.end(), same), headers.end());
+  return *this;
 }
 
 uint64_t Response::ContentLength() const {

@@ -14,6 +14,10 @@
 // Response models: a buffered Response whose body is a list of parts, each a string, a FileSegment (sent
 // with sendfile(2)) or a SourceSegment (read in blocks off the network threads), or a chunked stream
 // (ResponseStream) produced incrementally.
+//
+// Response headers: one value per name, and nothing that could split the header (a name that is not a token,
+// a control character in a value) — Response::Header refuses it, and the server drops it from whatever list
+// it sends (SendableHeaders), logging the name.
 #pragma once
 
 #include <atomic>
@@ -31,6 +35,7 @@
 #include <variant>
 #include <vector>
 
+#include "common/media_type.h"
 #include "http/auth.h"
 #include "http/result.h"
 
@@ -112,16 +117,33 @@ struct SourceSegment {
 };
 using BodyPart = std::variant<std::string, FileSegment, SourceSegment>;
 
+// RFC 9110 §5.6.2: tchar is "!#$%&'*+-.^_`|~", a digit or a letter; a token one or more of them. What a
+// header's name, and each name in a media type, must be.
+using ::cairn::IsTchar;  // common/media_type.h
+bool IsToken(std::string_view s);
+// A header value the server sends: no control character but HTAB (0x00-0x08, 0x0a-0x1f, 0x7f), since CR, LF
+// or NUL would end the header or start another. Bytes 0x80-0xff (obs-text) pass: they split nothing.
+bool ValidHeaderValue(std::string_view v);
+// The headers of `headers` the server sends: one that Response::Header would refuse is dropped (its name
+// appended to `refused`), and of a name given more than once (case-insensitive) the last value is kept, in
+// the first one's place. For lists built by hand (Response::headers is public, StartStream takes one).
+HeaderList SendableHeaders(HeaderList headers, std::vector<std::string>& refused);
+
 struct Response {
   unsigned status = 200;
-  HeaderList headers;          // Content-Length, Connection, X-Request-Id and Server are set by the server
+  // Set with Header. Content-Length, Transfer-Encoding, Connection, Keep-Alive, X-Request-Id and Server are
+  // the server's: a handler's own are dropped.
+  HeaderList headers;
   std::vector<BodyPart> body;  // sent in order; Content-Length is their total
   std::string error;           // an error answer's message, for the server's request log (not sent as is)
+  // Names of the headers Header refused (never their values, which may be anything): the server logs each.
+  std::vector<std::string> refused_headers;
 
-  Response& Header(std::string name, std::string value) {
-    headers.emplace_back(std::move(name), std::move(value));
-    return *this;
-  }
+  // Sets header `name` to `value`, replacing one of the same name (case-insensitive): a list-valued header is
+  // set whole. Refuses, leaving the header as it was and recording the name in refused_headers, a name that
+  // is not a token or a value that is not ValidHeaderValue: values often come from clients or stored records,
+  // and none may split the answer's header (response splitting).
+  Response& Header(std::string name, std::string value);
   uint64_t ContentLength() const;
 
   static Response Json(unsigned status, std::string json);

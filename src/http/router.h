@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -25,6 +26,9 @@ struct RouteOptions {
   uint64_t max_body = 1 << 20;               // bytes; larger bodies answer 413
   size_t max_header = 16 << 10;              // bytes of request line + fields; larger answer 431
   std::shared_ptr<AdmissionGate> admission;  // when set, requests past its limit answer 503
+  // The tenant a request enters `admission` as (admission.h), called once the request is authenticated and
+  // routed (principal and params set); empty: every request is the one tenant "".
+  std::function<std::string(const Request&)> tenant;
 
   // Chainable setters: RouteOptions().Auth(Permission::kWrite).MaxBody(64 << 20). (GCC warns about designated
   // initializers that skip leading members, so prefer these.)
@@ -40,8 +44,17 @@ struct RouteOptions {
     max_body = bytes;
     return *this;
   }
+  // Requests enter `gate` as one tenant.
   RouteOptions& Admit(std::shared_ptr<AdmissionGate> gate) {
     admission = std::move(gate);
+    tenant = nullptr;
+    return *this;
+  }
+  // Requests enter `gate` as the tenant `tenant_of` names, which shares it fairly with the others.
+  RouteOptions& AdmitPer(std::shared_ptr<AdmissionGate> gate,
+                         std::function<std::string(const Request&)> tenant_of) {
+    admission = std::move(gate);
+    tenant = std::move(tenant_of);
     return *this;
   }
   RouteOptions& MaxHeader(size_t bytes) {

@@ -4,6 +4,7 @@
 #include <sys/sendfile.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
@@ -20,10 +21,13 @@
 #include <optional>
 #include <random>
 #include <sstream>
+#include <string_view>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "common/posix_io.h"
+#include "common/printable.h"
 #include "http/tls.h"
 
 namespace cairn::http {
@@ -75,6 +79,47 @@ bool ValidRequestId(std::string_view id) {
 
 bool IEquals(std::string_view a, std::string_view b) {
   return beast::iequals(a, b);
+}
+
+// `s` for a log line (common/printable.h), at most 64 bytes of it: a header name.
+std::string LogEscaped(std::string_view s) {
+  return Printable(s, 64);
+}
+
+// Headers only the server writes: a handler's own would duplicate them or contradict the framing.
+bool ServerOwnedHeader(std::string_view name) {
+  for (const std::string_view owned :
+       {"Content-Length", "Transfer-Encoding", "Connection", "Keep-Alive", "Server", "X-Request-Id"})
+    if (IEquals(name, owned)) return true;
+  return false;
+}
+
+// What a request's Transfer-Encoding fields allow (RFC 9112 §6.1, §6.3): 0 to go on, else the status to
+// answer before closing, since where its body ends is then unknown and the bytes after the header must not
+// run as another request (smuggling). The fields make one comma list; the one coding cairn decodes is
+// chunked, alone and last. `chunked`: what the parser framed the body by, which must agree.
+unsigned TransferEncodingStatus(const bhttp::fields& h, unsigned version, bool chunked) {
+  std::vector<std::string_view> codings;
+  bool present = false;
+  for (auto [it, end] = h.equal_range(bhttp::field::transfer_encoding); it != end; ++it) {
+    present = true;
+    std::string_view list(it->value().data(), it->value().size());
+    while (!list.empty()) {
+      const size_t comma = std::min(list.find(','), list.size());
+      std::string_view coding = list.substr(0, comma);
+      list.remove_prefix(std::min(comma + 1, list.size()));
+      while (!coding.empty() && (coding.front() == ' ' || coding.front() == '\t')) coding.remove_prefix(1);
+      while (!coding.empty() && (coding.back() == ' ' || coding.back() == '\t')) coding.remove_suffix(1);
+      if (!coding.empty()) codings.push_back(coding);  // empty list elements are ignored (RFC 9110 §5.6.1)
+    }
+  }
+  if (!present) return 0;
+  if (version < 11) return 400;  // HTTP/1.0 has no transfer codings
+  if (codings.empty() || !IEquals(codings.back(), "chunked") || !chunked) return 400;
+  codings.pop_back();
+  for (const auto coding : codings)
+    if (IEquals(coding, "chunked")) return 400;  // chunked twice
+  return codings.empty() ? 0 : 501;              // gzip, chunked: a coding cairn does not decode
 }
 
 std::string Hex(uint64_t n) {
@@ -327,6 +372,12 @@ class Session : public detail::Connection, public std::enable_shared_from_this<S
     auto& h = header_parser_->get();
     BeginRequest(&h);
     body_done_ = header_parser_->is_done();
+    if (const unsigned te = TransferEncodingStatus(h, h.version(), header_parser_->chunked()); te != 0) {
+      body_done_ = false;  // its end is unknown: what follows is discarded, never read as a request
+      keep_alive_ = false;
+      return EarlyError({te, te == 501 ? "transfer coding not implemented (cairn decodes chunked only)"
+                                       : "malformed Transfer-Encoding"});
+    }
 
     Request req;
     req.method = h.method();
@@ -379,10 +430,12 @@ class Session : public detail::Connection, public std::enable_shared_from_this<S
       req.principal = std::move(*who);
     }
     if (route_->options.admission) {
-      ticket_ = route_->options.admission->TryEnter();
+      const std::string tenant = route_->options.tenant ? route_->options.tenant(req) : std::string();
+      ticket_ = route_->options.admission->TryEnter(tenant);
       req.admission = ticket_;
       if (ticket_) {
-        // Preempted (a slow body while the gate is full): end the body as its rate timeout would, with 408.
+        // Preempted (a slow body, or a tenant over its share, while the gate is full): end the body as its
+        // rate timeout would, with 408.
         ticket_->OnPreempt([weak = weak_from_this(), gen = gen_] {
           auto self = weak.lock();
           if (!self) return;
@@ -646,12 +699,23 @@ class Session : public detail::Connection, public std::enable_shared_from_this<S
     DoSendResponse(gen_, std::move(r));
   }
 
-  bhttp::response<bhttp::empty_body> HeaderFor(unsigned status, HeaderList& headers) {
+  // The answer's header: the handler's `headers` as SendableHeaders leaves them (one value a name, no CR, LF
+  // or NUL anywhere) but those the server writes itself. Each name refused (`refused`: by Response::Header)
+  // is logged once, without its value.
+  bhttp::response<bhttp::empty_body> HeaderFor(unsigned status, HeaderList headers,
+                                               std::vector<std::string> refused) {
     responding_ = true;
     status_ = status;
     if (!body_done_ || draining_) keep_alive_ = false;
     bhttp::response<bhttp::empty_body> res{static_cast<bhttp::status>(status), 11};
-    for (auto& [name, value] : headers) res.insert(name, value);
+    for (auto& [name, value] : SendableHeaders(std::move(headers), refused))
+      if (!ServerOwnedHeader(name)) res.insert(name, value);
+    std::sort(refused.begin(), refused.end());
+    refused.erase(std::unique(refused.begin(), refused.end()), refused.end());
+    for (const auto& name : refused)
+      spdlog::warn(
+          "request {}: response header \"{}\" refused (not a token, or a control character in its value)",
+          request_id_, LogEscaped(name));
     res.set(bhttp::field::server, "cairn");
     res.set("X-Request-Id", request_id_);
     res.keep_alive(keep_alive_);
@@ -665,7 +729,7 @@ class Session : public detail::Connection, public std::enable_shared_from_this<S
 
   void DoSendResponse(uint64_t gen, Response r) {
     if (gen != gen_ || state_ == State::kClosed || responding_ || !in_request_) return;
-    auto res = HeaderFor(r.status, r.headers);
+    auto res = HeaderFor(r.status, std::move(r.headers), std::move(r.refused_headers));
     error_ = std::move(r.error);
     const uint64_t length = r.ContentLength();
     res.set(bhttp::field::content_length, std::to_string(length));
@@ -691,7 +755,7 @@ class Session : public detail::Connection, public std::enable_shared_from_this<S
 
   void DoStartChunked(uint64_t gen, unsigned status, HeaderList headers) {
     if (gen != gen_ || state_ == State::kClosed || responding_ || !in_request_) return;
-    auto res = HeaderFor(status, headers);
+    auto res = HeaderFor(status, std::move(headers), {});
     res.chunked(true);
     chunked_ = true;
     std::ostringstream head;
@@ -942,8 +1006,8 @@ class Session : public detail::Connection, public std::enable_shared_from_this<S
     srv_.bytes_out.Inc({route_name_}, static_cast<double>(bytes_out_));
     // Why a request failed is in the log beside it: a 503 names what was unavailable.
     spdlog::info("request id={} remote={} method={} path={} status={} in={} out={} ms={:.3f}{}{}",
-                 request_id_, remote_, method_, path_, status, bytes_in_, bytes_out_, seconds * 1000,
-                 error_.empty() ? "" : " error=",
+                 request_id_, remote_, method_, Printable(path_, 4096), status, bytes_in_, bytes_out_,
+                 seconds * 1000, error_.empty() ? "" : " error=",
                  error_.empty() ? "" : boost::json::serialize(boost::json::value(error_)));
   }
 

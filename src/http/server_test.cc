@@ -2,6 +2,10 @@
 #include "http/server.h"
 
 #include <gtest/gtest.h>
+#include <poll.h>
+#include <spdlog/sinks/base_sink.h>
+#include <spdlog/spdlog.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -12,6 +16,7 @@
 #include <random>
 #include <thread>
 
+#include "http/admission.h"
 #include "http/range.h"
 #include "http/test_util.h"
 
@@ -23,8 +28,76 @@ using testing::Client;
 using testing::MakeJwt;
 using testing::RandomBytes;
 namespace bhttp = boost::beast::http;
+using namespace std::string_literals;
 
 const std::string kKey(64, 'k');
+
+// What the server sent on `c`'s connection until it closed it (`closed`), or until `wait` passed.
+struct RawAnswer {
+  std::string bytes;
+  bool closed = false;
+};
+RawAnswer ReadUntilClosed(Client& c, std::chrono::milliseconds wait = 3s) {
+  RawAnswer out;
+  const int fd = c.socket().native_handle();
+  const auto until = std::chrono::steady_clock::now() + wait;
+  char buf[4096];
+  while (true) {
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(until - std::chrono::steady_clock::now());
+    pollfd p{fd, POLLIN, 0};
+    if (left <= 0ms || ::poll(&p, 1, static_cast<int>(left.count())) <= 0) return out;
+    const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+    if (n <= 0) {
+      out.closed = true;  // EOF, or a reset
+      return out;
+    }
+    out.bytes.append(buf, static_cast<size_t>(n));
+  }
+}
+
+// How many times `needle` occurs in `haystack`, ignoring case.
+int CountOf(std::string haystack, std::string needle) {
+  for (auto* s : {&haystack, &needle})
+    for (char& ch : *s) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  int n = 0;
+  for (size_t at = haystack.find(needle); at != std::string::npos; at = haystack.find(needle, at + 1)) ++n;
+  return n;
+}
+
+// The log lines spdlog writes while it is installed as the default logger (restored when it goes).
+class CapturedLog {
+ public:
+  CapturedLog() : sink_(std::make_shared<Sink>()), previous_(spdlog::default_logger()) {
+    spdlog::set_default_logger(std::make_shared<spdlog::logger>("captured", sink_));
+  }
+  ~CapturedLog() { spdlog::set_default_logger(previous_); }
+  CapturedLog(const CapturedLog&) = delete;
+  CapturedLog& operator=(const CapturedLog&) = delete;
+  std::string text() const { return sink_->text(); }
+
+ private:
+  class Sink final : public spdlog::sinks::base_sink<std::mutex> {
+   public:
+    std::string text() {
+      std::lock_guard lock(mutex_);
+      return text_;
+    }
+
+   protected:
+    void sink_it_(const spdlog::details::log_msg& msg) override {
+      spdlog::memory_buf_t out;
+      formatter_->format(msg, out);
+      text_.append(out.data(), out.size());
+    }
+    void flush_() override {}
+
+   private:
+    std::string text_;
+  };
+  std::shared_ptr<Sink> sink_;
+  std::shared_ptr<spdlog::logger> previous_;
+};
 
 // Collects a streamed body and answers it back.
 class EchoSink : public BodySink {
@@ -607,6 +680,211 @@ TEST_F(ServerCaps, ClientsBehindATrustedProxyAreNamedAndCappedByTheirForwardedAd
   EXPECT_EQ(ask(c, "/whoami", "198.51.100.5").result_int(), 200u);
   slow.join();
   EXPECT_EQ(ask(b, "/whoami", "198.51.100.4").result_int(), 200u);  // its request ended: room again
+}
+
+// A request whose Transfer-Encoding cairn cannot frame its body by is answered 400 (501 for a coding it does
+// not decode before chunked) and the connection closed: the bytes after its header are never read as the
+// next request (request smuggling: a proxy that framed the body otherwise would see two different streams).
+TEST_F(ServerTest, TransferEncodingOtherThanChunkedIsRefusedAndTheConnectionClosed) {
+  const std::string chunked_body = "5\r\nhello\r\n0\r\n\r\n";
+  const std::string next = "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n";
+  struct Case {
+    std::string what, request_line, fields;
+    unsigned status;
+  };
+  const std::vector<Case> cases = {
+      {"gzip", "POST /small HTTP/1.1", "Transfer-Encoding: gzip\r\n", 400},
+      {"xchunked", "POST /small HTTP/1.1", "Transfer-Encoding: xchunked\r\n", 400},
+      {"identity", "POST /small HTTP/1.1", "Transfer-Encoding: identity\r\n", 400},
+      {"chunked, identity", "POST /small HTTP/1.1", "Transfer-Encoding: chunked, identity\r\n", 400},
+      {"chunked twice", "POST /small HTTP/1.1", "Transfer-Encoding: chunked, chunked\r\n", 400},
+      {"chunked with a parameter", "POST /small HTTP/1.1", "Transfer-Encoding: chunked;x=1\r\n", 400},
+      {"empty", "POST /small HTTP/1.1", "Transfer-Encoding: \r\n", 400},
+      {"gzip then Content-Length", "POST /small HTTP/1.1",
+       "Transfer-Encoding: gzip\r\nContent-Length: 14\r\n", 400},
+      {"streamed route", "POST /upload HTTP/1.1", "Transfer-Encoding: gzip\r\n", 400},
+      {"HTTP/1.0", "POST /small HTTP/1.0", "Transfer-Encoding: chunked\r\n", 400},
+      {"gzip, chunked", "POST /small HTTP/1.1", "Transfer-Encoding: gzip, chunked\r\n", 501},
+      {"two fields", "POST /small HTTP/1.1", "Transfer-Encoding: gzip\r\nTransfer-Encoding: chunked\r\n",
+       501},
+      {"on a GET", "GET /healthz HTTP/1.1", "Transfer-Encoding: gzip\r\n", 400},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.what);
+    Client client(port_);
+    std::string raw = c.request_line;
+    raw.append("\r\nHost: x\r\n").append(c.fields).append("\r\n").append(chunked_body).append(next);
+    client.WriteRaw(raw);
+    const RawAnswer got = ReadUntilClosed(client);
+    EXPECT_TRUE(got.bytes.starts_with("HTTP/1.1 " + std::to_string(c.status) + " ")) << got.bytes;
+    EXPECT_EQ(CountOf(got.bytes, "\r\nConnection: close\r\n"), 1) << got.bytes;
+    EXPECT_EQ(CountOf(got.bytes, "HTTP/1.1 "), 1) << "the bytes after the header ran as a request";
+    EXPECT_TRUE(got.closed);
+  }
+}
+
+TEST_F(ServerTest, ChunkedAloneStillFramesTheBody) {
+  for (const std::string& te : {"chunked"s, "Chunked"s, "  chunked  "s, ", chunked"s}) {
+    SCOPED_TRACE(te);
+    for (const std::string& path : {"/small"s, "/upload"s}) {
+      Client c(port_);
+      std::string raw = "POST " + path;
+      raw.append(" HTTP/1.1\r\nHost: x\r\nTransfer-Encoding:")
+          .append(te)
+          .append("\r\n\r\n5\r\nhello\r\n0\r\n\r\nGET /healthz HTTP/1.1\r\nHost: x\r\n\r\n");
+      c.WriteRaw(raw);
+      auto res = c.Read();
+      EXPECT_EQ(res.result_int(), 200u);
+      EXPECT_EQ(res.body(), path == "/small" ? "5" : "hello");
+      EXPECT_TRUE(res.keep_alive());
+      EXPECT_EQ(c.Read().result_int(), 200u);  // the pipelined request, read after the body
+    }
+  }
+}
+
+// Framing the parser itself refuses (Content-Length beside chunked, two lengths): the connection closes
+// unanswered, and nothing after the header runs as a request.
+TEST_F(ServerTest, ConflictingBodyLengthsCloseTheConnection) {
+  for (const std::string& fields :
+       {"Content-Length: 14\r\nTransfer-Encoding: chunked\r\n"s,
+        "Transfer-Encoding: chunked\r\nContent-Length: 14\r\n"s,
+        "Content-Length: 14\r\nContent-Length: 15\r\n"s, "Content-Length: 14, 15\r\n"s}) {
+    SCOPED_TRACE(fields);
+    Client c(port_);
+    c.WriteRaw("POST /small HTTP/1.1\r\nHost: x\r\n" + fields +
+               "\r\n5\r\nhello\r\n0\r\n\r\nGET /healthz HTTP/1.1\r\nHost: x\r\n\r\n");
+    const RawAnswer got = ReadUntilClosed(c);
+    EXPECT_EQ(CountOf(got.bytes, " 200 "), 0) << got.bytes;
+    EXPECT_TRUE(got.closed);
+  }
+}
+
+// A response header is written once, whatever the handler did (Header twice, the list pushed onto by hand,
+// the server's own names), and never carries CR, LF or NUL: the client sees no header it did not set. Each
+// refused name is logged once, without its value.
+TEST(ServerHeaders, AnAnswerCarriesEachHeaderOnceAndNoneSplit) {
+  CapturedLog log;
+  ServerOptions o;
+  o.port = 0;
+  o.io_threads = 1;
+  auto server = std::make_unique<Server>(o, nullptr);
+  server->router().Handle(Verb::get, "/twice", {}, [](const std::shared_ptr<Exchange>& ex) {
+    Response r = Response::Text(200, "ok");
+    r.Header("Content-Type", "text/csv");
+    ex->Respond(std::move(r));
+  });
+  server->router().Handle(Verb::get, "/forged", {}, [](const std::shared_ptr<Exchange>& ex) {
+    Response r = Response::Text(200, "ok");
+    r.Header("X-A", "text/plain\r\nX-Injected: crlf")
+        .Header("X-B", "text/plain\nX-Injected: lf")
+        .Header("X-C", "text/plain\0X-Injected: nul"s)
+        .Header("X-C", "again\r\n");
+    r.headers.emplace_back("X-D", "a\r\nX-Injected: pushed");
+    r.headers.emplace_back("X-Injected: pushed\r\nX-E", "v");
+    r.headers.emplace_back("content-type", "text/tab-separated-values");  // the later value wins
+    for (const char* owned : {"Content-Length", "Connection", "Server", "X-Request-Id", "Transfer-Encoding"})
+      r.headers.emplace_back(owned, "forged");
+    ex->Respond(std::move(r));
+  });
+  server->router().Handle(Verb::get, "/stream", {}, [](const std::shared_ptr<Exchange>& ex) {
+    auto stream = ex->StartStream(
+        200, {{"Content-Type", "a/b"}, {"content-type", "c/d"}, {"X-A", "x\r\nX-Injected: stream"}});
+    stream->Write("ok");
+    stream->Finish();
+  });
+  ASSERT_TRUE(server->Listen().ok());
+  server->Start();
+  const auto fetch = [&](const std::string& path) {
+    Client c(server->port());
+    c.WriteRaw("GET " + path + " HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    RawAnswer got = ReadUntilClosed(c);
+    EXPECT_TRUE(got.closed);
+    return got.bytes;
+  };
+  const std::string twice = fetch("/twice");
+  EXPECT_EQ(CountOf(twice, "\r\nContent-Type:"), 1) << twice;
+  EXPECT_EQ(CountOf(twice, "\r\nContent-Type: text/csv\r\n"), 1) << twice;
+
+  for (const std::string& path : {"/forged"s, "/stream"s}) {
+    SCOPED_TRACE(path);
+    const std::string got = fetch(path);
+    const std::string head = got.substr(0, got.find("\r\n\r\n") + 2);
+    EXPECT_EQ(CountOf(got, "X-Injected"), 0) << got;
+    EXPECT_EQ(got.find('\0'), std::string::npos);
+    EXPECT_EQ(CountOf(head, "\n"), CountOf(head, "\r\n"));  // no bare LF
+    EXPECT_EQ(CountOf(head, "\r\nContent-Type: "), 1) << head;
+    EXPECT_EQ(CountOf(head, "\r\nServer: cairn\r\n"), 1) << head;
+    EXPECT_EQ(CountOf(head, "\r\nServer:"), 1) << head;
+    EXPECT_EQ(CountOf(head, "\r\nX-Request-Id:"), 1) << head;
+    EXPECT_EQ(CountOf(head, "\r\nConnection: close\r\n"), 1) << head;
+    EXPECT_EQ(CountOf(head, "\r\nConnection:"), 1) << head;
+    EXPECT_EQ(CountOf(head, "forged"), 0) << head;
+    if (path == "/forged") {
+      EXPECT_EQ(CountOf(head, "\r\nContent-Type: text/tab-separated-values\r\n"), 1) << head;
+      EXPECT_EQ(CountOf(head, "\r\nContent-Length: 2\r\n"), 1) << head;
+      EXPECT_EQ(CountOf(head, "\r\nContent-Length:"), 1) << head;
+      EXPECT_EQ(CountOf(head, "Transfer-Encoding"), 0) << head;
+      EXPECT_TRUE(got.ends_with("\r\n\r\nok"));
+    } else {
+      EXPECT_EQ(CountOf(head, "\r\nContent-Type: c/d\r\n"), 1) << head;
+      EXPECT_EQ(CountOf(head, "\r\nTransfer-Encoding: chunked\r\n"), 1) << head;
+      EXPECT_EQ(CountOf(head, "Content-Length"), 0) << head;
+    }
+  }
+  server->Stop(1s);
+  server->Wait();
+  server.reset();
+  const std::string text = log.text();
+  EXPECT_EQ(CountOf(text, "response header \"X-A\" refused"), 2) << text;  // once per answer (two had it)
+  EXPECT_EQ(CountOf(text, "response header \"X-C\" refused"), 1) << text;  // refused twice, logged once
+  for (const char* name : {"\"X-B\"", "\"X-D\"", "\"X-Injected: pushed\\x0d\\x0aX-E\""})
+    EXPECT_EQ(CountOf(text, "response header "s + name + " refused"), 1) << name << "\n" << text;
+  for (const char* value : {"crlf", "X-Injected: lf", "nul", "again", "a\r\n"})
+    EXPECT_EQ(CountOf(text, value), 0) << value << "\n" << text;
+}
+
+// One tenant holding every slot of a gate with bodies still arriving gives one up to another tenant: its
+// newest request ends with 408 (as a slow body's does) and the other's is admitted and answered.
+TEST(ServerAdmission, ATenantHoldingEverySlotGivesOneUpToAnother) {
+  ServerOptions o;
+  o.port = 0;
+  o.io_threads = 1;
+  auto server = std::make_unique<Server>(o, nullptr);
+  auto gate = std::make_shared<AdmissionGate>(2);
+  server->router().HandleStream(
+      Verb::post, "/t/{tenant}",
+      RouteOptions().MaxBody(1 << 20).AdmitPer(gate, [](const Request& r) { return r.Param("tenant"); }),
+      [](const std::shared_ptr<Exchange>&) -> Result<std::unique_ptr<BodySink>> {
+        return std::unique_ptr<BodySink>(std::make_unique<EchoSink>());
+      });
+  ASSERT_TRUE(server->Listen().ok());
+  server->Start();
+  const auto await_in_flight = [&](size_t n) {
+    for (int i = 0; i < 200 && gate->in_flight() != n; ++i) std::this_thread::sleep_for(10ms);
+    return gate->in_flight();
+  };
+  const std::string trickle = "POST /t/a HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n0123456789";
+  auto older = std::make_unique<Client>(server->port());
+  older->WriteRaw(trickle);
+  ASSERT_EQ(await_in_flight(1), 1u);
+  Client newer(server->port());
+  newer.WriteRaw(trickle);
+  ASSERT_EQ(await_in_flight(2), 2u);
+  Client again(server->port());  // tenant a at its full gate: nobody gives way to it
+  EXPECT_EQ(again.Post("/t/a", "x").result_int(), 503u);
+
+  Client other(server->port());
+  const auto res = other.Post("/t/b", "hello");
+  EXPECT_EQ(res.result_int(), 200u);
+  EXPECT_EQ(res.body(), "hello");
+  EXPECT_EQ(newer.Read().result_int(), 408u);
+  EXPECT_EQ(gate->fair_preempted(), 1u);
+  EXPECT_EQ(gate->preempted(), 0u);
+  EXPECT_EQ(await_in_flight(1), 1u);  // the older upload still holds its slot
+  older.reset();
+  EXPECT_EQ(await_in_flight(0), 0u);
+  server->Stop(1s);
+  server->Wait();
 }
 
 }  // namespace
