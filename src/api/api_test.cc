@@ -59,8 +59,10 @@ std::string Err(std::string_view message) {
   o["error"] = message;
   return json::serialize(o);
 }
+// Tokens outlive the transfer URLs (1 h) by far, so the answers' expiries are the service's clock + 1 h
+// exactly (a token's remaining life caps them: HubApi.GoingPrivateOrAwayCutsOffEveryEarlierReadToken).
 std::string Bearer(const std::string& scope, Permission perm) {
-  auto t = http::MintToken(kJwtKey, {scope, perm}, 1h);
+  auto t = http::MintToken(kJwtKey, {scope, perm}, 24h);
   EXPECT_TRUE(t.ok());
   return "Bearer " + *t;
 }

@@ -75,6 +75,13 @@ std::optional<xet::Hash> HashParam(const http::Request& r, std::string_view name
   return xet::Hash::FromHex(r.Param(name));
 }
 
+// Transfer URLs expire no later than the token that asked for them: what is left of its life (measured by
+// the clock that checked it; the service counts it from its own).
+uint64_t RemainingLife(const http::Principal& who) {
+  if (who.expires <= 0) return UINT64_MAX;
+  return static_cast<uint64_t>(std::max<int64_t>(who.expires - http::UnixNow(), 1));
+}
+
 void Reconstruction(cas::CasService& service, const std::shared_ptr<Exchange>& ex, cas::ApiVersion version) {
   const auto& req = ex->request();
   const auto file = HashParam(req, "file");
@@ -85,8 +92,9 @@ void Reconstruction(cas::CasService& service, const std::shared_ptr<Exchange>& e
     if (!range) return ex->Respond(Response::ErrorJson(416, "malformed Range header"));
   }
   const std::string scope = req.principal->scope;
-  ex->Offload([&service, ex, file = *file, scope, range, version] {
-    auto answer = service.Reconstruct(file, scope, range, version);
+  const uint64_t max_ttl = RemainingLife(*req.principal);
+  ex->Offload([&service, ex, file = *file, scope, range, version, max_ttl] {
+    auto answer = service.Reconstruct(file, scope, range, version, max_ttl);
     if (!answer) {
       const unsigned status =
           answer.error().code == xet::ErrorCode::kNotFound ? 404 : StatusOf(answer.error());
@@ -107,8 +115,9 @@ void BatchReconstruction(cas::CasService& service, const std::shared_ptr<Exchang
   auto files = ParseBatchFileIds(ex->request().query);
   if (!files) return ex->Respond(Response::ErrorJson(400, files.error().message));
   const std::string scope = ex->request().principal->scope;
-  ex->Offload([&service, ex, files = std::move(*files), scope] {
-    auto answer = service.ReconstructBatch(files, scope);
+  const uint64_t max_ttl = RemainingLife(*ex->request().principal);
+  ex->Offload([&service, ex, files = std::move(*files), scope, max_ttl] {
+    auto answer = service.ReconstructBatch(files, scope, max_ttl);
     if (!answer) {
       const unsigned status =
           answer.error().code == xet::ErrorCode::kNotFound ? 404 : StatusOf(answer.error());

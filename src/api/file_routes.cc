@@ -4,6 +4,7 @@
 #include <charconv>
 
 #include "api/requests.h"
+#include "http/media_type.h"
 #include "http/range.h"
 
 namespace cairn::api {
@@ -133,7 +134,8 @@ std::string Disposition(const std::string& name) {
 
 // The download itself, once the file is found: conditionals, ranges, headers, and the first bytes read.
 Response Download(files::FileService& files, const http::Request& req, files::StoredFile file,
-                  const std::string& etag, const std::string& name, size_t max_ranges) {
+                  const std::string& etag, const std::string& name, size_t max_ranges,
+                  std::optional<std::string_view> content_type = std::nullopt) {
   const auto with_headers = [&](Response r) {
     r.Header("ETag", etag).Header("Accept-Ranges", "bytes").Header("Cache-Control", "private, max-age=0");
     if (!name.empty()) r.Header("Content-Disposition", Disposition(name));
@@ -161,6 +163,8 @@ Response Download(files::FileService& files, const http::Request& req, files::St
   const uint64_t size = file.size;
   auto source = std::make_shared<const FileSource>(files, std::move(file));
   Response r = with_headers(http::RangeResponse(source, size, ranges, "application/octet-stream"));
+  // Stored bytes, never a page of cairn's origin: nosniff, a sandboxing CSP, active types as downloads.
+  http::SetStoredBytesHeaders(r, content_type);
   if (req.method == http::Verb::head) return r;
   return http::ReadBeforeHeader(std::move(r), kReadBeforeHeader);
 }
@@ -225,7 +229,13 @@ void MintLink(files::FileService& files, const std::shared_ptr<Exchange>& ex, co
   auto body = ParseLinkBody(ex->request().body);
   if (!body) return ex->Respond(Response::ErrorJson(400, body.error().message));
   const std::string scope = ex->request().principal->scope;
-  ex->Offload([&files, ex, hash = body->file, ttl = body->ttl_seconds, name = body->name, scope, base] {
+  // A link lives no longer than the token that asked for it (a one-hour CAS token mints no 30-day link).
+  // Past the server's longest link it is refused as asked (the signer says why); within it, cut to the token.
+  const int64_t now = http::UnixNow();
+  int64_t ttl = body->ttl_seconds;
+  if (ttl > 0 && static_cast<uint64_t>(ttl) <= files.links()->max_ttl_seconds())
+    ttl = std::min(ttl, std::max<int64_t>(ex->request().principal->expires - now, 1));
+  ex->Offload([&files, ex, hash = body->file, ttl, name = body->name, scope, base] {
     if (auto file = files.Find(hash, scope); !file) {  // a link only to what the asker may read
       const unsigned status = file.error().code == xet::ErrorCode::kNotFound ? 404 : StatusOf(file.error());
       return ex->Respond(Response::ErrorJson(status, file.error().message));
@@ -234,6 +244,13 @@ void MintLink(files::FileService& files, const std::shared_ptr<Exchange>& ex, co
     if (!query) return ex->Respond(Response::ErrorJson(400, query.error().message));
     boost::json::object out;
     out["url"] = base + "/v1/files/" + hash.hex() + "?" + *query;
+    // The expiry the link carries ("x=<unix seconds>&..."), as the signer's clock set it.
+    if (query->starts_with("x=")) {
+      uint64_t expires = 0;
+      const char* begin = query->data() + 2;
+      std::from_chars(begin, query->data() + query->size(), expires);
+      out["expires"] = expires;
+    }
     ex->Respond(Response::Json(201, boost::json::serialize(out)));
   });
 }
@@ -288,8 +305,9 @@ void ListFiles(files::FileService& files, const std::shared_ptr<Exchange>& ex) {
 }  // namespace
 
 http::Response ServeStoredFile(files::FileService& files, const http::Request& req, files::StoredFile file,
-                               const std::string& etag, size_t max_ranges) {
-  return Download(files, req, std::move(file), etag, "", max_ranges);
+                               const std::string& etag, size_t max_ranges,
+                               std::optional<std::string_view> content_type) {
+  return Download(files, req, std::move(file), etag, "", max_ranges, content_type);
 }
 
 void RegisterFileRoutes(http::Server& server, files::FileService& files, const FileRouteOptions& options) {

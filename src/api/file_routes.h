@@ -10,7 +10,9 @@
 // connection (the client sees a short body). `files` must outlive the server.
 #pragma once
 
+#include <optional>
 #include <string>
+#include <string_view>
 
 #include "files/file_service.h"
 #include "http/server.h"
@@ -23,9 +25,12 @@ struct FileRouteOptions {
 };
 
 // The answer to a GET or HEAD of a stored file, as /v1/files gives it (ranges, conditionals, verified bytes),
-// with `etag` (quoted) as its entity tag. For routes that serve stored files under other names (the Hub's).
+// with `etag` (quoted) as its entity tag, and the headers every answer with stored bytes carries
+// (http::SetStoredBytesHeaders: `content_type` when it is a valid media type, nosniff, a sandboxing CSP, a
+// download for active types). For routes that serve stored files under other names (the Hub's).
 http::Response ServeStoredFile(files::FileService& files, const http::Request& req, files::StoredFile file,
-                               const std::string& etag, size_t max_ranges);
+                               const std::string& etag, size_t max_ranges,
+                               std::optional<std::string_view> content_type = std::nullopt);
 
 void RegisterFileRoutes(http::Server& server, files::FileService& files, const FileRouteOptions& options);
 

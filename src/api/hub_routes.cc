@@ -8,7 +8,9 @@
 #include "api/file_routes.h"
 #include "api/requests.h"
 #include "common/percent_encode.h"
+#include "common/printable.h"
 #include "http/auth.h"
+#include "http/media_type.h"
 #include "http/range.h"
 
 namespace cairn::api {
@@ -21,6 +23,9 @@ using http::Verb;
 namespace json = boost::json;
 
 // ---- Answers
+
+// The messages one page of a commit listing carries, at most (the page ends early past it).
+constexpr size_t kCommitPageTextBytes = 4 << 20;
 
 unsigned StatusOf(hub::ErrorKind kind) {
   switch (kind) {
@@ -44,14 +49,12 @@ unsigned StatusOf(hub::ErrorKind kind) {
   return 500;
 }
 
-// huggingface_hub shows X-Error-Message and tells 404s apart by X-Error-Code.
+// huggingface_hub shows X-Error-Message and tells 404s apart by X-Error-Code. A message may echo what the
+// client sent (a path): in the header it is printable ASCII (common/printable.h), so no control character,
+// C1 included, reaches a header or the terminal that shows it; the JSON body has it exactly.
 Response HubError(unsigned status, std::string_view code, std::string_view message) {
   Response r = Response::ErrorJson(status, message);
-  std::string header(message.substr(0, 512));
-  for (char& c : header) {
-    if (static_cast<unsigned char>(c) < 0x20) c = ' ';
-  }
-  r.Header("X-Error-Message", header);
+  r.Header("X-Error-Message", Printable(message, 512));
   if (!code.empty()) r.Header("X-Error-Code", std::string(code));
   return r;
 }
@@ -110,7 +113,7 @@ http::Result<hub::Caller> CallerOf(const http::Server& server, const http::Reque
   if (auth == nullptr) return http::Error{401, "this server checks no tokens"};
   auto who = auth->Authenticate(header, http::Permission::kRead);
   if (!who) return http::Error{401, "Invalid credentials in Authorization header"};
-  return hub::Caller{who->scope, who->perm == http::Permission::kWrite};
+  return hub::Caller{who->scope, who->perm == http::Permission::kWrite, who->expires};
 }
 
 struct RepoRequest {
@@ -157,7 +160,7 @@ Response CreatedAnswer(const hub::Result<hub::Repo>& made, json::object out) {
     if (made.error().kind != hub::ErrorKind::kConflict) return HubError(made.error());
     out["error"] = made.error().message;
     Response r = JsonAnswer(out, 409);
-    r.Header("X-Error-Message", made.error().message);
+    r.Header("X-Error-Message", Printable(made.error().message, 512));
     return r;
   }
   return JsonAnswer(out);
@@ -242,7 +245,8 @@ class HubRoutes {
   void BucketBatch(const std::shared_ptr<Exchange>& ex);
   void BucketToken(const std::shared_ptr<Exchange>& ex, bool write);
   void BucketResolve(const std::shared_ptr<Exchange>& ex);
-  void MintCasToken(const std::shared_ptr<Exchange>& ex, const hub::Repo& repo, bool write);
+  void MintCasToken(const std::shared_ptr<Exchange>& ex, const hub::Caller& caller, const hub::Repo& repo,
+                    bool write);
 
   http::Server& server_;
   hub::HubService& hub_;
@@ -509,6 +513,7 @@ void HubRoutes::Commits(const std::shared_ptr<Exchange>& ex) {
   const std::string revision = req.Param("rev");
   size_t page = 0;
   size_t limit = 50;
+  std::optional<size_t> skip;  // cairn's own next links: a page cut short by its budget ends anywhere
   for (auto [key, out] : {std::pair{"p", &page}, std::pair{"limit", &limit}}) {
     if (auto v = req.Query(key)) {
       const auto [end, ec] = std::from_chars(v->data(), v->data() + v->size(), *out);
@@ -516,15 +521,23 @@ void HubRoutes::Commits(const std::shared_ptr<Exchange>& ex) {
         return ex->Respond(HubError(400, "", "bad page"));
     }
   }
+  if (auto v = req.Query("skip")) {
+    size_t n = 0;
+    const auto [end, ec] = std::from_chars(v->data(), v->data() + v->size(), n);
+    if (ec != std::errc() || end != v->data() + v->size()) return ex->Respond(HubError(400, "", "bad skip"));
+    skip = n;
+  }
   limit = std::clamp<size_t>(limit, 1, 1000);
-  WithRepo(ex, false, [this, ex, revision, page, limit](const RepoRequest& rr, const hub::Repo& repo) {
+  if (!skip && page > SIZE_MAX / limit) return ex->Respond(HubError(400, "", "bad page"));
+  const size_t first = skip.value_or(page * limit);
+  WithRepo(ex, false, [this, ex, revision, first, limit](const RepoRequest& rr, const hub::Repo& repo) {
     auto head = hub_.Resolve(repo, revision);
     if (!head) return ex->Respond(HubError(head.error()));
-    auto commits = hub_.ListCommits(repo, *head, page * limit, limit + 1);
-    if (!commits) return ex->Respond(HubError(commits.error()));
+    // A page holds at most kCommitPageTextBytes of messages: its memory does not grow with what was stored.
+    auto listed = hub_.ListCommits(repo, *head, first, limit, kCommitPageTextBytes);
+    if (!listed) return ex->Respond(HubError(listed.error()));
     json::array out;
-    for (size_t i = 0; i < commits->size() && i < limit; ++i) {
-      const auto& c = (*commits)[i];
+    for (const auto& c : listed->commits) {
       const std::string title = c.commit.title();
       std::string message =
           c.commit.message.size() > title.size() ? c.commit.message.substr(title.size()) : "";
@@ -536,9 +549,10 @@ void HubRoutes::Commits(const std::shared_ptr<Exchange>& ex) {
                                  {"message", message}});
     }
     Response resp = JsonAnswer(out);
-    if (commits->size() > limit) {
+    if (listed->more) {
       resp.Header("Link", "<" + options_.public_url + "/api/" + std::string(hub::Plural(rr.id.type)) + "/" +
-                              rr.id.str() + "/commits/" + head->hex() + "?p=" + std::to_string(page + 1) +
+                              rr.id.str() + "/commits/" + head->hex() +
+                              "?skip=" + std::to_string(first + listed->commits.size()) +
                               "&limit=" + std::to_string(limit) + ">; rel=\"next\"");
     }
     ex->Respond(std::move(resp));
@@ -641,21 +655,29 @@ void HubRoutes::DuplicateLfs(const std::shared_ptr<Exchange>& ex) {
 }
 
 void HubRoutes::XetToken(const std::shared_ptr<Exchange>& ex, bool write) {
-  WithRepo(ex, write,
-           [this, ex, write](const RepoRequest&, const hub::Repo& repo) { MintCasToken(ex, repo, write); });
+  WithRepo(ex, write, [this, ex, write](const RepoRequest& rr, const hub::Repo& repo) {
+    MintCasToken(ex, rr.caller, repo, write);
+  });
 }
 
-void HubRoutes::MintCasToken(const std::shared_ptr<Exchange>& ex, const hub::Repo& repo, bool write) {
+void HubRoutes::MintCasToken(const std::shared_ptr<Exchange>& ex, const hub::Caller& caller,
+                             const hub::Repo& repo, bool write) {
   {
-    // A CAS token for this repository's scope alone: files uploaded with it are visible to this
-    // repository only, and reads see only what its uploads registered.
-    const http::Principal who{repo.record.scope, write ? http::Permission::kWrite : http::Permission::kRead};
+    // A CAS token for one of this repository's scopes alone. A write token's scope sees every upload made
+    // with it (files uploaded with it are visible to this repository only); a read token's scope sees only
+    // what the repository committed, and is replaced when the repository goes private.
+    const http::Principal who{write ? repo.record.scope : repo.record.read_scope,
+                              write ? http::Permission::kWrite : http::Permission::kRead};
     const int64_t now = http::UnixNow();
     const http::Authenticator* auth = server_.authenticator();
     if (auth == nullptr) return ex->Respond(HubError(500, "", "this server signs no tokens"));
-    auto token = auth->Mint(who, options_.cas_token_ttl, now);  // with the current key, as it verifies
+    // No longer than the caller's own token lives: a credential mints nothing that outlives it.
+    std::chrono::seconds ttl = options_.cas_token_ttl;
+    if (caller.expires > 0)
+      ttl = std::min(ttl, std::chrono::seconds(std::max<int64_t>(caller.expires - now, 1)));
+    auto token = auth->Mint(who, ttl, now);  // with the current key, as it verifies
     if (!token) return ex->Respond(HubError(500, "", token.error().message));
-    const int64_t exp = now + options_.cas_token_ttl.count();
+    const int64_t exp = now + ttl.count();
     Response r =
         JsonAnswer(json::object{{"accessToken", *token}, {"exp", exp}, {"casUrl", options_.public_url}});
     r.Header("X-Xet-Cas-Url", options_.public_url)
@@ -867,8 +889,8 @@ void HubRoutes::BucketBatch(const std::shared_ptr<Exchange>& ex) {
 }
 
 void HubRoutes::BucketToken(const std::shared_ptr<Exchange>& ex, bool write) {
-  WithBucket(ex, write, [this, ex, write](const RepoRequest&, const hub::Repo& bucket) {
-    MintCasToken(ex, bucket, write);
+  WithBucket(ex, write, [this, ex, write](const RepoRequest& rr, const hub::Repo& bucket) {
+    MintCasToken(ex, rr.caller, bucket, write);
   });
 }
 
@@ -891,7 +913,9 @@ void HubRoutes::BucketResolve(const std::shared_ptr<Exchange>& ex) {
         .Header("X-Linked-Size", std::to_string(f->size))
         .Header("Link", "<" + options_.public_url + "/api/buckets/" + rr.id.str() +
                             "/xet-read-token>; rel=\"xet-auth\"");
-    if (f->content_type) r.Header("Content-Type", *f->content_type);
+    // The type the batch gave, if it is one (a value stored before media types were checked is not), with
+    // nosniff and a sandbox: whatever it is, it does not run as a page of cairn's origin.
+    if (r.status == 200 || r.status == 206) http::SetStoredBytesHeaders(r, f->content_type);
     ex->Respond(std::move(r));
   });
 }
@@ -935,6 +959,7 @@ void HubRoutes::Resolve(const std::shared_ptr<Exchange>& ex) {
       r = http::RangeResponse(std::make_shared<const MemorySource>(std::move(*blob)), size, ranges,
                               "application/octet-stream");
       r.Header("ETag", etag).Header("Accept-Ranges", "bytes");
+      http::SetStoredBytesHeaders(r, std::nullopt);
     }
     r.Header("X-Repo-Commit", oid->hex());
     ex->Respond(std::move(r));
@@ -951,6 +976,29 @@ void HubRoutes::Register(const std::shared_ptr<HubRoutes>& self) {
   };
   const uint64_t small = 1 << 20;
   const auto commits = std::make_shared<http::AdmissionGate>(self->options_.max_concurrent_commits);
+  // The slots are shared fairly between namespaces (admission.h): a request counts for the namespace it may
+  // write, known from the token and the URL alone; a token that cannot write there (it will be refused
+  // once the repository is looked up) counts for one pool of all such requests, so no set of tokens of
+  // other scopes gains shares.
+  const auto tenant = [](bool bucket) {
+    return [bucket](const http::Request& req) -> std::string {
+      if (!req.principal) return "~none";
+      const hub::Caller caller{req.principal->scope, req.principal->perm == http::Permission::kWrite,
+                               req.principal->expires};
+      std::optional<hub::RepoType> type = hub::RepoType::kModel;
+      if (bucket) {
+        type = hub::RepoType::kBucket;
+      } else if (const std::string& t = req.Param("types"); !t.empty()) {
+        type = hub::TypeFromPlural(t);
+      }
+      std::string ns = req.Param("ns");
+      if (bucket && ns == "me") ns = hub::NamespaceOf(caller.scope);
+      if (!type || !caller.write ||
+          !hub::Covers(caller, hub::ProspectiveRecord({*type, ns, req.Param("name")})))
+        return "~others";
+      return "ns:" + ns;
+    };
+  };
   // Literal routes before the ones whose first segments are captures.
   r.Handle(Verb::get, "/api/whoami-v2", RouteOptions().Name("hub_whoami"), bind(&HubRoutes::Whoami));
   r.Handle(Verb::post, "/api/validate-yaml", RouteOptions().Name("hub_validate_yaml").MaxBody(small),
@@ -988,7 +1036,7 @@ void HubRoutes::Register(const std::shared_ptr<HubRoutes>& self) {
                .Name("hub_bucket_batch")
                .Auth(http::Permission::kWrite)
                .MaxBody(4 * small)
-               .Admit(commits),
+               .AdmitPer(commits, tenant(true)),
            bind(&HubRoutes::BucketBatch));
   r.Handle(Verb::get, bucket + "/xet-write-token", RouteOptions().Name("hub_bucket_xet_write_token"),
            with([](HubRoutes& h, const std::shared_ptr<Exchange>& ex) { h.BucketToken(ex, true); }));
@@ -1026,7 +1074,7 @@ void HubRoutes::Register(const std::shared_ptr<HubRoutes>& self) {
                .Name("hub_commit")
                .Auth(http::Permission::kWrite)  // before the body is read or a slot is taken
                .MaxBody(self->options_.max_commit_bytes)
-               .Admit(commits),
+               .AdmitPer(commits, tenant(false)),
            bind(&HubRoutes::Commit));
   r.Handle(Verb::post, repo + "/lfs-files/duplicate", RouteOptions().Name("hub_lfs_duplicate").MaxBody(small),
            bind(&HubRoutes::DuplicateLfs));

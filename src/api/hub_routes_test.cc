@@ -6,7 +6,9 @@
 #include <gtest/gtest.h>
 #include <openssl/sha.h>
 
+#include <atomic>
 #include <boost/json.hpp>
+#include <thread>
 
 #include "api/api_test_server.h"
 #include "api/cas_routes.h"
@@ -370,7 +372,8 @@ TEST_F(HubApi, LargeFilesAreLinkedOnlyThroughTheirRepositorysUpload) {
   http::Authenticator auth(testing::kTestJwtKey);
   auto who = auth.Verify(std::string(token.at("accessToken").as_string()), http::UnixNow());
   ASSERT_TRUE(who.ok());
-  EXPECT_EQ(who->scope, index_->FindRepo(index::RepoType::kModel, "alice", "m")->scope);
+  // A read token's scope is the repository's read scope (what it committed), a write token's its own.
+  EXPECT_EQ(who->scope, index_->FindRepo(index::RepoType::kModel, "alice", "m")->read_scope);
   EXPECT_EQ(who->perm, http::Permission::kRead);
   EXPECT_EQ(Send(bhttp::verb::get, "/api/models/alice/m/xet-write-token/main").result_int(), 401u);
   EXPECT_EQ(Send(bhttp::verb::get, "/api/models/alice/m/xet-write-token/main", Token("bob")).result_int(),
@@ -380,6 +383,7 @@ TEST_F(HubApi, LargeFilesAreLinkedOnlyThroughTheirRepositorysUpload) {
   who = auth.Verify(std::string(json::parse(r.body()).at("accessToken").as_string()), http::UnixNow());
   ASSERT_TRUE(who.ok());
   EXPECT_EQ(who->perm, http::Permission::kWrite);
+  EXPECT_EQ(who->scope, index_->FindRepo(index::RepoType::kModel, "alice", "m")->scope);
 }
 
 TEST_F(HubApi, ReadsAnswerNotFoundWithTheCodeTheClientReads) {
@@ -710,6 +714,363 @@ TEST_F(HubApi, BucketsAddFilesUploadedForThemOnly) {
   EXPECT_EQ(Send(bhttp::verb::delete_, "/api/buckets/alice/c", Token("bob")).result_int(), 404u);
   EXPECT_EQ(Send(bhttp::verb::delete_, "/api/buckets/alice/c", Token("alice")).result_int(), 200u);
   EXPECT_EQ(Send(bhttp::verb::get, "/api/buckets/alice/c", Token("alice")).result_int(), 404u);
+}
+
+// ---- What an attacker's review found (issue 24): each test fails on 3cdf82a.
+
+// CAS tokens and the repository's visibility: a read token fetched while public reads nothing after it goes
+// private (nor after it is deleted), and mints no link that outlives it.
+TEST_F(HubApi, GoingPrivateOrAwayCutsOffEveryEarlierReadToken) {
+  ASSERT_EQ(Create("alice", "m").result_int(), 200u);
+  const auto read_token = [&](const std::string& token = "") {
+    auto r = Send(bhttp::verb::get, "/api/models/alice/m/xet-read-token/main", token);
+    EXPECT_EQ(r.result_int(), 200u) << r.body();
+    return std::string(json::parse(r.body()).at("accessToken").as_string());
+  };
+  const auto list = [&](const std::string& cas) {
+    auto r = Send(bhttp::verb::get, "/v1/files", cas);
+    EXPECT_EQ(r.result_int(), 200u) << r.body();
+    return json::parse(r.body()).at("files").as_array().size();
+  };
+  const auto first = xet::testing::SplitMix64Bytes(21, 70000);
+  ASSERT_EQ(Commit("alice/m", Header("s") + LfsLine("a.bin", UploadLarge("alice", "m", first), first.size()))
+                .result_int(),
+            200u);
+  const std::string anonymous = read_token();
+  EXPECT_EQ(list(anonymous), 1u);
+  const std::string a_hash =
+      client::BuildUpload(std::vector<std::span<const uint8_t>>{first}).file_hashes[0].hex();
+  EXPECT_EQ(Send(bhttp::verb::get, "/v1/files/" + a_hash, anonymous).result_int(), 200u);
+  // A link from that one-hour token lives an hour at most, whatever it asks for.
+  auto link = Send(bhttp::verb::post, "/v1/links", anonymous,
+                   R"({"file_hash":")" + a_hash + R"(","ttl_seconds":2592000})");
+  ASSERT_EQ(link.result_int(), 201u) << link.body();
+  const auto expires = json::parse(link.body()).at("expires").to_number<int64_t>();
+  EXPECT_LE(expires, http::UnixNow() + 3600 + 5);
+  const std::string link_url = std::string(json::parse(link.body()).at("url").as_string());
+  ASSERT_EQ(Send(bhttp::verb::get, link_url.substr(base_.size())).result_int(), 200u);
+
+  ASSERT_EQ(Send(bhttp::verb::put, "/api/models/alice/m/settings", Token("alice"), R"({"private": true})")
+                .result_int(),
+            200u);
+  const auto second = xet::testing::SplitMix64Bytes(22, 70000);
+  ASSERT_EQ(
+      Commit("alice/m", Header("s") + LfsLine("b.bin", UploadLarge("alice", "m", second), second.size()))
+          .result_int(),
+      200u);
+  const std::string b_hash =
+      client::BuildUpload(std::vector<std::span<const uint8_t>>{second}).file_hashes[0].hex();
+  // The earlier token: no listing, no download, no reconstruction, no SHA-256 lookup, no link, no bytes
+  // through the link it minted.
+  EXPECT_EQ(list(anonymous), 0u);
+  for (const std::string& h : {a_hash, b_hash}) {
+    EXPECT_EQ(Send(bhttp::verb::get, "/v1/files/" + h, anonymous).result_int(), 404u) << h;
+    EXPECT_EQ(Send(bhttp::verb::get, "/v1/reconstructions/" + h, anonymous).result_int(), 404u) << h;
+    EXPECT_EQ(Send(bhttp::verb::get, "/v2/reconstructions/" + h, anonymous).result_int(), 404u) << h;
+    EXPECT_EQ(Send(bhttp::verb::post, "/v1/links", anonymous, R"({"file_hash":")" + h + R"("})").result_int(),
+              404u)
+        << h;
+  }
+  EXPECT_EQ(Send(bhttp::verb::get, "/v1/files/by-sha256/" + Sha256Hex(second), anonymous).result_int(), 404u);
+  EXPECT_EQ(Send(bhttp::verb::get, link_url.substr(base_.size())).result_int(), 404u);
+  // The owner's new read token reads both; anonymous callers get no token at all.
+  EXPECT_EQ(Send(bhttp::verb::get, "/api/models/alice/m/xet-read-token/main").result_int(), 404u);
+  const std::string owner = read_token(Token("alice", false));
+  EXPECT_EQ(list(owner), 2u);
+  EXPECT_EQ(Send(bhttp::verb::get, "/v1/files/" + b_hash, owner).result_int(), 200u);
+  // A token of the caller's own that expires sooner bounds the CAS token it gets.
+  auto short_lived = http::MintToken(testing::kTestJwtKey, {"alice", http::Permission::kRead}, 60s);
+  auto r = Send(bhttp::verb::get, "/api/models/alice/m/xet-read-token/main", *short_lived);
+  ASSERT_EQ(r.result_int(), 200u);
+  EXPECT_LE(json::parse(r.body()).at("exp").to_number<int64_t>(), http::UnixNow() + 61);
+  // And so are the transfer URLs a reconstruction with that CAS token hands out.
+  const std::string brief(json::parse(r.body()).at("accessToken").as_string());
+  r = Send(bhttp::verb::get, "/v1/reconstructions/" + b_hash, brief);
+  ASSERT_EQ(r.result_int(), 200u) << r.body();
+  const size_t x = r.body().find("x=");
+  ASSERT_NE(x, std::string::npos) << r.body();
+  EXPECT_LE(std::stoll(r.body().substr(x + 2, 12)), static_cast<int64_t>(now_.load()) + 61);
+
+  // Deleted: the tokens of both its scopes read nothing.
+  r = Send(bhttp::verb::get, "/api/models/alice/m/xet-write-token/main", Token("alice"));
+  const std::string writer = std::string(json::parse(r.body()).at("accessToken").as_string());
+  EXPECT_EQ(list(writer), 2u);
+  ASSERT_EQ(
+      Send(bhttp::verb::delete_, "/api/repos/delete", Token("alice"), R"({"name": "m", "type": "model"})")
+          .result_int(),
+      200u);
+  EXPECT_EQ(list(owner), 0u);
+  EXPECT_EQ(list(writer), 0u);
+  EXPECT_EQ(Send(bhttp::verb::get, "/v1/files/" + a_hash, writer).result_int(), 404u);
+  EXPECT_EQ(Send(bhttp::verb::post, "/v1/links", owner, R"({"file_hash":")" + a_hash + R"("})").result_int(),
+            404u);
+}
+
+// An upload that no commit named is the uploader's alone: a repository's read token neither lists nor reads
+// it; its write token does; a commit publishes it. The same for buckets and for copies out of a repository.
+TEST_F(HubApi, UploadsNeverCommittedAreInvisibleToReaders) {
+  ASSERT_EQ(Create("alice", "m").result_int(), 200u);
+  const auto data = xet::testing::SplitMix64Bytes(31, 70000);
+  const std::string sha = UploadLarge("alice", "m", data);
+  const std::string hash =
+      client::BuildUpload(std::vector<std::span<const uint8_t>>{data}).file_hashes[0].hex();
+  const auto token = [&](const std::string& kind, const std::string& caller) {
+    auto r = Send(bhttp::verb::get, "/api/models/alice/m/" + kind + "/main", caller);
+    EXPECT_EQ(r.result_int(), 200u) << r.body();
+    return std::string(json::parse(r.body()).at("accessToken").as_string());
+  };
+  const std::string reader = token("xet-read-token", "");
+  const std::string writer = token("xet-write-token", Token("alice"));
+  EXPECT_TRUE(json::parse(Send(bhttp::verb::get, "/v1/files", reader).body()).at("files").as_array().empty());
+  EXPECT_EQ(Send(bhttp::verb::get, "/v1/files/" + hash, reader).result_int(), 404u);
+  EXPECT_EQ(Send(bhttp::verb::get, "/v1/reconstructions/" + hash, reader).result_int(), 404u);
+  EXPECT_EQ(Send(bhttp::verb::get, "/v1/files/by-sha256/" + sha, reader).result_int(), 404u);
+  EXPECT_EQ(Send(bhttp::verb::get, "/v1/files/" + hash, writer).result_int(), 200u);
+  EXPECT_EQ(json::parse(Send(bhttp::verb::get, "/v1/files", writer).body()).at("files").as_array().size(),
+            1u);
+  // Nor can a reader of the public repository lend it to a repository of its own.
+  ASSERT_EQ(Create("bob", "theirs", "model", false, Token("bob")).result_int(), 200u);
+  auto lent = Send(bhttp::verb::post, "/api/models/alice/m/lfs-files/duplicate", Token("bob"),
+                   json::serialize(json::object{
+                       {"target", {{"type", "model"}, {"name", "bob/theirs"}}},
+                       {"files", json::array{json::object{{"xetHash", hash}, {"sha256", sha}}}}}));
+  ASSERT_EQ(lent.result_int(), 200u);
+  EXPECT_EQ(json::parse(lent.body()).at("failed").as_array().size(), 1u);
+  // Committed: the same read token now reads it.
+  ASSERT_EQ(Commit("alice/m", Header("s") + LfsLine("w.bin", sha, data.size())).result_int(), 200u);
+  EXPECT_EQ(Send(bhttp::verb::get, "/v1/files/" + hash, reader).result_int(), 200u);
+  EXPECT_EQ(Send(bhttp::verb::get, "/v1/reconstructions/" + hash, reader).result_int(), 200u);
+  EXPECT_EQ(json::parse(Send(bhttp::verb::get, "/v1/files", reader).body()).at("files").as_array().size(),
+            1u);
+
+  // A bucket: what a batch added, and only that.
+  ASSERT_EQ(Send(bhttp::verb::post, "/api/buckets/alice/b", Token("alice"), "{}").result_int(), 200u);
+  auto bucket = index_->FindRepo(index::RepoType::kBucket, "alice", "b");
+  const auto two = xet::testing::SplitMix64Bytes(32, 5000);
+  const auto three = xet::testing::SplitMix64Bytes(33, 5000);
+  std::vector<std::string> hashes;
+  for (const auto* d : {&two, &three}) {
+    auto built = client::BuildUpload(std::vector<std::span<const uint8_t>>{*d});
+    for (const auto& x : built.xorbs) ASSERT_TRUE(service_->PutXorb(x.hash, x.body).ok());
+    ASSERT_TRUE(service_->PutShard(built.shard_bytes, bucket->scope).ok());
+    hashes.push_back(built.file_hashes[0].hex());
+  }
+  auto r = Send(
+      bhttp::verb::post, "/api/buckets/alice/b/batch", Token("alice"),
+      json::serialize(json::object{{"type", "addFile"}, {"path", "two"}, {"xetHash", hashes[0]}}) + "\n");
+  ASSERT_EQ(r.result_int(), 200u) << r.body();
+  r = Send(bhttp::verb::get, "/api/buckets/alice/b/xet-read-token");
+  const std::string bucket_reader = std::string(json::parse(r.body()).at("accessToken").as_string());
+  EXPECT_EQ(Send(bhttp::verb::get, "/v1/files/" + hashes[0], bucket_reader).result_int(), 200u);
+  EXPECT_EQ(Send(bhttp::verb::get, "/v1/files/" + hashes[1], bucket_reader).result_int(), 404u);
+}
+
+// Stored text is bounded and an answer's memory with it: a description past 64 KiB is refused, and a
+// listing page holds a bounded amount of message text, with a Link to the rest.
+TEST_F(HubApi, CommitDescriptionsAreBounded) {
+  ASSERT_EQ(Create("alice", "m").result_int(), 200u);
+  const auto header = [](const std::string& description) {
+    return json::serialize(
+               json::object{{"key", "header"}, {"value", {{"summary", "s"}, {"description", description}}}}) +
+           "\n";
+  };
+  auto r = Commit("alice/m", header(std::string((64 << 10) + 1, 'd')) + FileLine("a", "a"));
+  EXPECT_EQ(r.result_int(), 400u);
+  EXPECT_NE(std::string(r["X-Error-Message"]).find("65536"), std::string::npos);
+  EXPECT_EQ(Commit("alice/m", header("esc \x1b[31m red") + FileLine("a", "a")).result_int(), 400u);
+  for (int i = 0; i < 70; ++i)
+    ASSERT_EQ(Commit("alice/m", header(std::string(64 << 10, static_cast<char>('a' + i % 26))) +
+                                    FileLine("a", std::to_string(i)))
+                  .result_int(),
+              200u);
+  // 4 MiB of messages a page: 64 of these, then the Link carries on where the page ended.
+  r = Send(bhttp::verb::get, "/api/models/alice/m/commits/main?limit=1000");
+  ASSERT_EQ(r.result_int(), 200u);
+  EXPECT_EQ(json::parse(r.body()).as_array().size(), 64u);
+  EXPECT_LT(r.body().size(), (4u << 20) + (256u << 10));
+  std::string link(r["Link"]);
+  ASSERT_NE(link.find("skip=64"), std::string::npos) << link;
+  r = Send(bhttp::verb::get, link.substr(1 + base_.size(), link.find('>') - 1 - base_.size()));
+  ASSERT_EQ(r.result_int(), 200u);
+  EXPECT_EQ(json::parse(r.body()).as_array().size(), 7u);  // six more and the initial commit
+  EXPECT_TRUE(r["Link"].empty());
+  EXPECT_EQ(Send(bhttp::verb::get, "/api/models/alice/m/commits/main?skip=x").result_int(), 400u);
+}
+
+// Paths: every spelling of .git that NTFS or HFS+ reads as .git, and C1 controls, in commits and buckets.
+TEST_F(HubApi, PathsThatAFileSystemReadsAsGitOrAsControlsAreRefused) {
+  ASSERT_EQ(Create("alice", "m").result_int(), 200u);
+  const std::string head = Head("alice/m");
+  const std::vector<std::string> bad = {".git::$INDEX_ALLOCATION/config",
+                                        ".git:$I30:$INDEX_ALLOCATION/hooks/x",
+                                        ".g\u200cit/config",
+                                        ".git\u200d/config",
+                                        "\ufeff.git/config",
+                                        "sub/.gi\u206at/config",
+                                        "a\u009b31m.txt",
+                                        "line\u0085break",
+                                        "GIT~1/config",
+                                        "git~1:x/config"};
+  for (const std::string& path : bad) {
+    auto r = Commit("alice/m", Header("s") + FileLine(path, "x"));
+    EXPECT_EQ(r.result_int(), 400u) << path;
+    EXPECT_EQ(Head("alice/m"), head) << path;
+  }
+  ASSERT_EQ(Send(bhttp::verb::post, "/api/buckets/alice/b", Token("alice"), "{}").result_int(), 200u);
+  for (const std::string& path : bad) {
+    auto r = Send(bhttp::verb::post, "/api/buckets/alice/b/batch", Token("alice"),
+                  json::serialize(
+                      json::object{{"type", "addFile"}, {"path", path}, {"xetHash", std::string(64, '0')}}) +
+                      "\n");
+    EXPECT_EQ(r.result_int(), 422u) << path;
+  }
+  EXPECT_EQ(json::parse(Send(bhttp::verb::get, "/api/buckets/alice/b").body()).at("totalFiles").as_int64(),
+            0);
+  // What stays allowed: names near those.
+  ASSERT_EQ(Commit("alice/m", Header("s") + FileLine(".gitattributes", "x") + FileLine("a\u00a0b", "y") +
+                                  FileLine("x.git/y", "z"))
+                .result_int(),
+            200u);
+}
+
+// Branch and tag names git's check-ref-format refuses are refused; refs/pr/N stays a name the index takes.
+TEST_F(HubApi, RefNamesGitRefusesAreRefused) {
+  ASSERT_EQ(Create("alice", "m").result_int(), 200u);
+  const std::string repo = "/api/models/alice/m";
+  for (const std::string name : {"main~1", "main%5E", "a%20b", "x:y", "star*", "a..b", "x.lock", "a@%7B1%7D",
+                                 "@", ".hidden", "trail.", "HEAD", "-x", "a%5Cb"}) {
+    EXPECT_EQ(Send(bhttp::verb::post, repo + "/branch/" + name, Token("alice"), "{}").result_int(), 400u)
+        << name;
+  }
+  for (const std::string name : {"main~1", "a b", "x.lock", "@", ".hidden"}) {
+    EXPECT_EQ(Send(bhttp::verb::post, repo + "/tag/main", Token("alice"),
+                   json::serialize(json::object{{"tag", name}}))
+                  .result_int(),
+              400u)
+        << name;
+  }
+  EXPECT_EQ(json::parse(Send(bhttp::verb::get, repo + "/refs").body()).at("branches").as_array().size(), 1u);
+  EXPECT_EQ(Send(bhttp::verb::post, repo + "/branch/feature%2Fx", Token("alice"), "{}").result_int(), 200u);
+  EXPECT_TRUE(hub::ValidRefName("refs/pr/1"));
+}
+
+// Ambiguous commits are refused; what huggingface_hub only warns about is applied in order.
+TEST_F(HubApi, AmbiguousCommitsAreRefusedAndRepeatsApplyInOrder) {
+  ASSERT_EQ(Create("alice", "m").result_int(), 200u);
+  const std::string head = Head("alice/m");
+  const auto data = xet::testing::SplitMix64Bytes(41, 70000);
+  const std::string sha = UploadLarge("alice", "m", data);
+  for (const std::string& body : {Header("one") + Header("two") + FileLine("a", "a"),
+                                  Header("s") + FileLine("a", "a") + LfsLine("a", sha, data.size()),
+                                  Header("s") + LfsLine("a", sha, data.size()) + FileLine("a", "a")}) {
+    auto r = Commit("alice/m", body);
+    EXPECT_EQ(r.result_int(), 400u) << body.substr(0, 200);
+    EXPECT_FALSE(r["X-Error-Message"].empty());
+    EXPECT_EQ(Head("alice/m"), head);
+  }
+  // The same path twice: the last one wins. A file then its deletion: gone.
+  ASSERT_EQ(Commit("alice/m", Header("s") + FileLine("a", "first") + FileLine("a", "second") +
+                                  FileLine("b", "b") + DeleteLine("b"))
+                .result_int(),
+            200u);
+  EXPECT_EQ(Send(bhttp::verb::get, "/alice/m/resolve/main/a").body(), "second");
+  EXPECT_EQ(Send(bhttp::verb::get, "/alice/m/resolve/main/b").result_int(), 404u);
+}
+
+// One namespace holding every commit slot with bodies still arriving (fast enough not to be preempted as
+// slow) does not lock the others out: another namespace's commit takes a slot from it and succeeds, as does
+// one by a token that cannot write where it posts (refused, but answered, not 503).
+TEST_F(HubApi, OneNamespaceCannotHoldEveryCommitSlot) {
+  ASSERT_EQ(Create("alice", "m").result_int(), 200u);
+  ASSERT_EQ(Create("bob", "m", "model", false, Token("bob")).result_int(), 200u);
+  const std::string alice = Token("alice");
+  std::vector<std::unique_ptr<http::testing::Client>> hogs;
+  for (int i = 0; i < 8; ++i) {  // max_concurrent_commits
+    auto c = std::make_unique<http::testing::Client>(port_);
+    c->WriteRaw("POST /api/models/alice/m/commit/main HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + alice +
+                "\r\nContent-Length: 100000000\r\n\r\n" + Header("hog"));
+    hogs.push_back(std::move(c));
+  }
+  std::atomic<bool> stop{false};
+  std::thread feeder([&] {  // ~1 MiB/s each: well above the slow-body floor
+    const std::string piece(64 << 10, ' ');
+    while (!stop) {
+      for (auto& c : hogs) {
+        boost::system::error_code ec;
+        boost::asio::write(c->socket(), boost::asio::buffer(piece), ec);
+      }
+      std::this_thread::sleep_for(50ms);
+    }
+  });
+  std::this_thread::sleep_for(1500ms);
+  auto r = Commit("bob/m", Header("mine") + FileLine("b.txt", "b"), "main", Token("bob"));
+  EXPECT_EQ(r.result_int(), 200u) << r.body();
+  r = Commit("alice/m", Header("not mine") + FileLine("b.txt", "b"), "main", Token("bob"));
+  EXPECT_EQ(r.result_int(), 403u) << r.body();
+  stop = true;
+  feeder.join();
+}
+
+// A bucket file's contentType is checked where it enters and never reaches a header raw; every answer with
+// stored bytes carries nosniff and a sandboxing CSP, each header once, and an active type is a download.
+TEST_F(HubApi, StoredBytesNeverActAsPagesOrInjectHeaders) {
+  ASSERT_EQ(Send(bhttp::verb::post, "/api/buckets/alice/b", Token("alice"), "{}").result_int(), 200u);
+  const auto add = [&](const std::string& path, const std::string& type) {
+    return Send(
+        bhttp::verb::post, "/api/buckets/alice/b/batch", Token("alice"),
+        json::serialize(json::object{
+            {"type", "addFile"}, {"path", path}, {"xetHash", std::string(64, '0')}, {"contentType", type}}) +
+            "\n");
+  };
+  for (const std::string& bad :
+       {std::string("text/plain\r\nX-Injected: x\r\nSet-Cookie: session=probe"),
+        std::string("text/plain\nX-Injected: x"), std::string("text/plain\0x", 12), std::string("text/"),
+        std::string(300, 'a') + "/b", std::string("t\xc3\xa9xt/plain")}) {
+    auto r = add("bad", bad);
+    EXPECT_EQ(r.result_int(), 422u) << bad;
+  }
+  ASSERT_EQ(add("page.html", "text/html; charset=utf-8").result_int(), 200u);
+  ASSERT_EQ(add("plain.txt", "text/plain").result_int(), 200u);
+  // A value stored before media types were checked (written behind the service's back).
+  auto bucket = index_->FindRepo(index::RepoType::kBucket, "alice", "b");
+  ASSERT_TRUE(index_
+                  ->ChangeBucket(bucket->id,
+                                 {{"old", index::BucketFile{"old", xet::FileHash{}, 0, 0,
+                                                            std::string("text/html\r\nX-Injected: 1"), 0}}})
+                  .ok());
+  const auto check = [&](const Res& r, const std::string& type, bool attachment) {
+    EXPECT_EQ(r.count(bhttp::field::content_type), 1u);
+    EXPECT_EQ(r.count("Accept-Ranges"), r.count("Accept-Ranges") > 0 ? 1u : 0u);
+    EXPECT_EQ(r[bhttp::field::content_type], type);
+    EXPECT_EQ(r["X-Content-Type-Options"], "nosniff");
+    EXPECT_EQ(r["Content-Security-Policy"], "sandbox; default-src 'none'");
+    EXPECT_EQ(std::string(r["Content-Disposition"]).starts_with("attachment"), attachment);
+    EXPECT_EQ(r.count("X-Injected"), 0u);
+  };
+  check(Send(bhttp::verb::get, "/buckets/alice/b/resolve/page.html"), "text/html; charset=utf-8", true);
+  check(Send(bhttp::verb::get, "/buckets/alice/b/resolve/plain.txt"), "text/plain", false);
+  check(Send(bhttp::verb::get, "/buckets/alice/b/resolve/old"), "application/octet-stream", false);
+  // The repositories' files, small and large, and /v1/files.
+  ASSERT_EQ(Create("alice", "m").result_int(), 200u);
+  const auto data = xet::testing::SplitMix64Bytes(51, 70000);
+  ASSERT_EQ(Commit("alice/m", Header("s") + FileLine("index.html", "<script>alert(1)</script>") +
+                                  LfsLine("w.bin", UploadLarge("alice", "m", data), data.size()))
+                .result_int(),
+            200u);
+  check(Send(bhttp::verb::get, "/alice/m/resolve/main/index.html"), "application/octet-stream", false);
+  auto r = Send(bhttp::verb::get, "/alice/m/resolve/main/w.bin");
+  ASSERT_EQ(r.result_int(), 200u);
+  check(r, "application/octet-stream", false);
+  r = Send(bhttp::verb::get, "/api/models/alice/m/xet-read-token/main");
+  const std::string reader(json::parse(r.body()).at("accessToken").as_string());
+  const std::string hash(Send(bhttp::verb::head, "/alice/m/resolve/main/w.bin")["X-Xet-Hash"]);
+  r = Send(bhttp::verb::get, "/v1/files/" + hash, reader);
+  ASSERT_EQ(r.result_int(), 200u);
+  check(r, "application/octet-stream", false);
+  r = Send(bhttp::verb::get, "/v1/files/" + hash, reader, "", {{"Range", "bytes=0-1,5-9"}});
+  ASSERT_EQ(r.result_int(), 206u);
+  EXPECT_TRUE(std::string(r[bhttp::field::content_type]).starts_with("multipart/byteranges"));
+  EXPECT_EQ(r["X-Content-Type-Options"], "nosniff");
 }
 
 }  // namespace

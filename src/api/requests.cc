@@ -3,6 +3,7 @@
 #include <boost/json.hpp>
 #include <charconv>
 #include <functional>
+#include <map>
 
 #include "common/base64.h"
 
@@ -257,12 +258,16 @@ Parsed<std::vector<PreuploadFile>> ParsePreuploadBody(std::string_view body) {
 Parsed<hub::CommitRequest> ParseCommitBody(std::string_view body, int64_t max_inline_bytes) {
   hub::CommitRequest commit;
   bool have_header = false;
+  // How each path was added: the same path twice is applied in order (as huggingface_hub warns and the Hub
+  // does), but inline bytes and an LFS file for one path leave it unclear which the client meant.
+  std::map<std::string, bool, std::less<>> added_lfs;
   auto error = ForEachLine(body, "commit", [&](const json::object& o) -> std::optional<std::string> {
     const auto key = StringField(o, "key");
     const json::value* value_v = o.if_contains("value");
     const json::object* value = value_v ? value_v->if_object() : nullptr;
     if (!key || value == nullptr) return R"(each line is {"key": ..., "value": {...}})";
     if (*key == "header") {
+      if (have_header) return "a commit has one header line";
       commit.summary = StringField(*value, "summary").value_or("");
       commit.description = StringField(*value, "description").value_or("");
       if (auto parent = StringField(*value, "parentCommit")) {
@@ -275,6 +280,11 @@ Parsed<hub::CommitRequest> ParseCommitBody(std::string_view body, int64_t max_in
     if (!have_header) return "the header comes first";
     const auto path = StringField(*value, "path");
     if (!path) return "a path is needed";
+    if (*key == "file" || *key == "lfsFile") {
+      const bool lfs = *key == "lfsFile";
+      if (auto [it, inserted] = added_lfs.try_emplace(*path, lfs); !inserted && it->second != lfs)
+        return *path + " is added both as a file and as an lfsFile";
+    }
     if (*key == "file") {
       auto content = StringField(*value, "content");
       const auto encoding = StringField(*value, "encoding").value_or("base64");

@@ -126,35 +126,30 @@ xet::LayoutLookup CasService::HoldingLookup(std::vector<std::shared_ptr<const xe
 
 namespace {
 
-// The value of a cache of facts (visible_, granted_), and what one entry costs besides its key: the list and
-// map nodes.
+// The value of a cache of facts (granted_), and what one entry costs besides its key: the list and map
+// nodes.
 const std::shared_ptr<const bool>& Yes() {
   static const auto yes = std::make_shared<const bool>(true);
   return yes;
 }
 constexpr size_t kEntryOverhead = 96;
 
-std::string VisibilityKey(const xet::FileHash& file, const std::string& scope) {
-  std::string key(reinterpret_cast<const char*>(file.bytes.data()), file.bytes.size());
-  key += scope;
-  return key;
-}
-
 }  // namespace
 
 xet::Result<std::shared_ptr<const std::vector<FileTermRef>>> CasService::VisibleTerms(
     const xet::FileHash& hash, const std::string& scope) {
-  std::string key = VisibilityKey(hash, scope);
-  auto cached = terms_.Get(hash);
-  if (cached != nullptr && visible_.Get(key) != nullptr) return cached;
+  const auto unknown = [&] { return xet::NotFound("file " + hash.hex() + " is unknown"); };
+  if (auto cached = terms_.Get(hash)) {
+    auto visible = index_.FileVisibleTo(hash, scope);  // one primary-key lookup
+    if (!visible) return visible.error();
+    if (!*visible) return unknown();
+    return cached;
+  }
   auto entry = index_.GetVisibleFile(hash, scope);
   if (!entry) {
-    if (entry.error().code == ErrorCode::kNotFound)
-      return xet::NotFound("file " + hash.hex() + " is unknown");
+    if (entry.error().code == ErrorCode::kNotFound) return unknown();
     return entry.error();
   }
-  visible_.Put(key, Yes(), key.size() + kEntryOverhead);
-  if (cached != nullptr) return cached;
   auto terms = std::make_shared<std::vector<FileTermRef>>();
   terms->reserve((*entry)->term_count);
   const bool ranged = (*entry)->has_ranges();
@@ -456,18 +451,20 @@ xet::Result<ShardOutcome> CasService::PutShard(std::span<const uint8_t> body, co
 // Reconstructions
 
 xet::Result<ReconstructionAnswer> CasService::Reconstruct(const xet::FileHash& file, const std::string& scope,
-                                                          std::optional<ByteRange> range,
-                                                          ApiVersion version) {
-  const uint64_t expiry = Now() + options_.transfer_url_ttl_seconds;
+                                                          std::optional<ByteRange> range, ApiVersion version,
+                                                          uint64_t max_ttl_seconds) {
+  const uint64_t expiry = Now() + std::min(options_.transfer_url_ttl_seconds, max_ttl_seconds);
   const auto signing = Signing();
   const TransferUrlSigner& signer = signing->signer;
   std::shared_ptr<const std::vector<FileTermRef>> terms;
   if (file.is_zero()) {
     terms = std::make_shared<const std::vector<FileTermRef>>();  // the empty file exists for everyone
   } else {
-    if (!range && visible_.Get(VisibilityKey(file, scope)) != nullptr) {
-      if (auto plan = plans_.Get(file); plan && plan->key_generation == signing->generation)
-        return WriteReconstruction(*plan, version, expiry, signer, &workers_);
+    if (auto plan = range ? nullptr : plans_.Get(file); plan && plan->key_generation == signing->generation) {
+      auto visible = index_.FileVisibleTo(file, scope);  // asked every time: a scope can lose a file
+      if (!visible) return visible.error();
+      if (!*visible) return xet::NotFound("file " + file.hex() + " is unknown");
+      return WriteReconstruction(*plan, version, expiry, signer, &workers_);
     }
     auto t = VisibleTerms(file, scope);
     if (!t) return t.error();
@@ -486,7 +483,8 @@ xet::Result<ReconstructionAnswer> CasService::Reconstruct(const xet::FileHash& f
 }
 
 xet::Result<ReconstructionAnswer> CasService::ReconstructBatch(std::span<const xet::FileHash> files,
-                                                               const std::string& scope) {
+                                                               const std::string& scope,
+                                                               uint64_t max_ttl_seconds) {
   std::vector<std::shared_ptr<const std::vector<FileTermRef>>> held_terms;
   std::vector<BatchFile> batch;
   for (const auto& f : files) {
@@ -502,7 +500,8 @@ xet::Result<ReconstructionAnswer> CasService::ReconstructBatch(std::span<const x
   }
   std::vector<std::shared_ptr<const xet::XorbLayout>> held;
   const xet::LayoutLookup lookup = HoldingLookup(held);
-  return AnswerBatchReconstruction(batch, lookup, Now() + options_.transfer_url_ttl_seconds,
+  return AnswerBatchReconstruction(batch, lookup,
+                                   Now() + std::min(options_.transfer_url_ttl_seconds, max_ttl_seconds),
                                    Signing()->signer, &workers_);
 }
 

@@ -136,12 +136,16 @@ class CasService {
   xet::Result<ShardOutcome> PutShard(std::span<const uint8_t> body, const std::string& scope,
                                      const std::function<void(const ShardProgress&)>& progress = nullptr);
 
-  // GET /v{1,2}/reconstructions/{file}: kNotFound when the file is unknown or not visible to `scope`.
+  // GET /v{1,2}/reconstructions/{file}: kNotFound when the file is unknown or not visible to `scope`. The
+  // transfer URLs expire after transfer_url_ttl_seconds, and never after `not_after` (unix seconds: the
+  // expiry of the token that asked, which mints nothing that outlives it).
   xet::Result<ReconstructionAnswer> Reconstruct(const xet::FileHash& file, const std::string& scope,
-                                                std::optional<ByteRange> range, ApiVersion version);
+                                                std::optional<ByteRange> range, ApiVersion version,
+                                                uint64_t not_after = UINT64_MAX);
   // GET /v1/reconstructions?file_id=...: files not visible are kNotFound as a whole.
   xet::Result<ReconstructionAnswer> ReconstructBatch(std::span<const xet::FileHash> files,
-                                                     const std::string& scope);
+                                                     const std::string& scope,
+                                                     uint64_t not_after = UINT64_MAX);
 
   // GET /v1/chunks/{prefix}/{chunk}: a complete shard listing the xorbs that hold the chunk and their
   // neighbourhood (the other xorbs of the shards that registered them: listed ones in upload order, then
@@ -176,8 +180,9 @@ class CasService {
 
   // Unpacked layouts and file terms, cached by size in front of the index (both are immutable).
   xet::Result<std::shared_ptr<const xet::XorbLayout>> Layout(const xet::XorbHash& hash);
-  // The terms of a file visible to `scope` (kNotFound otherwise, as for an unknown file): from the caches
-  // when the file was found visible to the scope before, else in one index read.
+  // The terms of a file visible to `scope` (kNotFound otherwise, as for an unknown file): visibility asked of
+  // the index every time (a scope can lose a file: a repository gone private or deleted, on any node), the
+  // terms from the cache when it has them.
   xet::Result<std::shared_ptr<const std::vector<FileTermRef>>> VisibleTerms(const xet::FileHash& hash,
                                                                             const std::string& scope);
   // Reads into the layout cache, in as few index calls as the index allows, the layouts of `xorbs` that the
@@ -216,9 +221,6 @@ class CasService {
   BufferPool upload_buffers_;
   index::LruCache<xet::XorbHash, xet::XorbLayout, xet::HashHasher> layouts_{256ULL << 20};
   index::LruCache<xet::FileHash, std::vector<FileTermRef>, xet::HashHasher> terms_{256ULL << 20};
-  // (file, scope) pairs found visible, keyed by the file's 32 bytes then the scope. A file never leaves a
-  // scope (nothing deletes yet), so a positive answer stays true; deletion will have to drop these.
-  index::LruCache<std::string, bool, std::hash<std::string>> visible_{16ULL << 20};
   // Grants (by name) this service's own RecordGrant calls made durable: a re-registration skips its grant's
   // put. Only this process's puts count, never what it finds in the store (a process that died may have
   // named a grant without syncing its directory).

@@ -8,6 +8,7 @@
 #include "cli/commands.h"
 #include "common/worker_pool.h"
 #include "config/config.h"
+#include "hub/hub_check.h"
 #include "repair/fsck.h"
 
 namespace cairn::cli {
@@ -15,7 +16,22 @@ namespace {
 
 namespace json = boost::json;
 
-void Print(const repair::FsckReport& r, bool as_json) {
+// Stored Hub data today's rules refuse (served safely): reported, not damage.
+json::object HubJson(const hub::HubCheckReport& h) {
+  json::array findings;
+  for (const auto& f : h.findings) {
+    findings.push_back(
+        json::object{{"kind", "unsafe"}, {"object", f.what}, {"repo", f.repo}, {"detail", f.detail}});
+  }
+  return json::object{{"repos", h.repos},
+                      {"refs", h.refs},
+                      {"commits", h.commits},
+                      {"trees", h.trees},
+                      {"bucket_files", h.bucket_files},
+                      {"findings", std::move(findings)}};
+}
+
+void Print(const repair::FsckReport& r, const hub::HubCheckReport* hub, bool as_json) {
   if (as_json) {
     json::array findings;
     for (const auto& f : r.findings) {
@@ -35,9 +51,18 @@ void Print(const repair::FsckReport& r, bool as_json) {
                                               {"verified_bytes", r.verified_bytes},
                                               {"repaired", r.repaired},
                                               {"damaged", r.damaged()},
-                                              {"findings", std::move(findings)}})
+                                              {"findings", std::move(findings)},
+                                              {"hub", hub != nullptr ? json::value(HubJson(*hub)) : nullptr}})
               << "\n";
     return;
+  }
+  if (hub != nullptr) {
+    for (const auto& f : hub->findings)
+      std::cout << "unsafe " << f.what << " " << f.repo << ": " << f.detail << "\n";
+    std::cout << "hub: " << hub->repos << " repositories, " << hub->refs << " refs, " << hub->commits
+              << " commits, " << hub->trees << " trees, " << hub->bucket_files << " bucket files; "
+              << hub->findings.size()
+              << " stored value(s) today's rules refuse (served safely, not damage)\n";
   }
   for (const auto& f : r.findings) {
     std::cout << repair::FindingKindName(f.kind) << " " << f.what << " " << f.hash.hex() << ": " << f.detail
@@ -56,7 +81,7 @@ void Print(const repair::FsckReport& r, bool as_json) {
 
 // Opens what the configuration names and runs `run` on it.
 template <typename Run>
-int WithBackend(const char* name, const FsckCommandOptions& opts, Run run) {
+int WithBackend(const char* name, const FsckCommandOptions& opts, bool check_hub, Run run) {
   std::map<std::string, std::string> flags;
   if (!opts.data_dir.empty()) flags["data_dir"] = opts.data_dir;
   if (!opts.index.empty()) flags["index"] = opts.index;
@@ -89,21 +114,30 @@ int WithBackend(const char* name, const FsckCommandOptions& opts, Run run) {
     std::cerr << name << ": " << report.error().message << "\n";
     return 2;
   }
-  Print(*report, opts.json);
+  std::optional<hub::HubCheckReport> hub_report;
+  if (check_hub) {
+    auto checked = hub::CheckHub(**index, fo.progress);
+    if (!checked) {
+      std::cerr << name << ": " << checked.error().message << "\n";
+      return 2;
+    }
+    hub_report = std::move(*checked);
+  }
+  Print(*report, hub_report ? &*hub_report : nullptr, opts.json);
   return report->damaged() ? 1 : 0;
 }
 
 }  // namespace
 
 int RunFsck(const FsckCommandOptions& opts) {
-  return WithBackend("cairn fsck", opts,
+  return WithBackend("cairn fsck", opts, true,
                      [](cas::CasService& cas, index::Index& index, store::BlobStore& store,
                         const repair::FsckOptions& fo) { return repair::Fsck(cas, index, store, fo); });
 }
 
 int RunIndexRebuild(const FsckCommandOptions& opts) {
   return WithBackend(
-      "cairn index rebuild", opts,
+      "cairn index rebuild", opts, false,
       [](cas::CasService& cas, index::Index& index, store::BlobStore& store, const repair::FsckOptions& fo) {
         return repair::RebuildIndex(cas, index, store, fo);
       });

@@ -1,7 +1,10 @@
 #include "hub/bucket_service.h"
 
+#include <algorithm>
 #include <ctime>
 #include <map>
+
+#include "common/media_type.h"
 
 namespace cairn::hub {
 
@@ -104,6 +107,12 @@ Result<std::vector<BucketOpFailure>> BucketService::Apply(const Repo& bucket,
       fail("a file needs its xetHash");
       continue;
     }
+    // Checked where it enters: what is stored goes into a Content-Type header when the file is served.
+    if (op.content_type && !ValidMediaType(*op.content_type)) {
+      fail("contentType is not a media type (RFC 9110 type/subtype and parameters, ASCII, at most " +
+           std::to_string(kMaxMediaTypeBytes) + " bytes)");
+      continue;
+    }
     if (op.kind == BucketOp::Kind::kCopy && op.source &&
         !(op.source->type == RepoType::kBucket && op.source->ns == bucket.record.ns &&
           op.source->name == bucket.record.name)) {
@@ -131,6 +140,18 @@ Result<std::vector<BucketOpFailure>> BucketService::Apply(const Repo& bucket,
   std::vector<index::BucketChange> once;
   for (size_t i = 0; i < changes.size(); ++i) {
     if (last[changes[i].path] == i) once.push_back(std::move(changes[i]));
+  }
+  // The files added become readable through the bucket's read scope first (it sees only what a batch put
+  // in), then the paths name them.
+  std::vector<xet::FileHash> published;
+  for (const auto& change : once) {
+    if (change.put && !change.put->file.is_zero()) published.push_back(change.put->file);
+  }
+  std::sort(published.begin(), published.end());
+  published.erase(std::unique(published.begin(), published.end()), published.end());
+  if (!published.empty()) {
+    if (auto st = index_.ShareFiles(published, bucket.record.read_scope); !st.ok())
+      return FromIndex(st.error());
   }
   if (!once.empty()) {
     if (auto st = index_.ChangeBucket(bucket.record.id, once); !st.ok()) return FromIndex(st.error());

@@ -136,24 +136,100 @@ bool ValidUtf8(std::string_view s) {
 
 namespace {
 
-// Whether `name` is git's own folder under another spelling a file system may take for it: any case, with
-// trailing dots or spaces (Windows drops them), or its 8.3 short name.
+// HFS+ ignores these code points when it compares names (git's utf8.c, next_hfs_char): ".g\u200cit" is
+// ".git" there.
+bool HfsIgnorable(uint32_t cp) {
+  return (cp >= 0x200c && cp <= 0x200f) || (cp >= 0x202a && cp <= 0x202e) || (cp >= 0x206a && cp <= 0x206f) ||
+         cp == 0xfeff;
+}
+
+// `name` (valid UTF-8) without the code points HFS+ ignores.
+std::string WithoutIgnorable(std::string_view name) {
+  std::string out;
+  for (size_t i = 0; i < name.size();) {
+    const auto c = static_cast<unsigned char>(name[i]);
+    const size_t n = c < 0x80 ? 1 : c < 0xe0 ? 2 : c < 0xf0 ? 3 : 4;
+    if (n == 3 && i + 2 < name.size()) {
+      const uint32_t cp = (c & 0x0fU) << 12 | (static_cast<unsigned char>(name[i + 1]) & 0x3fU) << 6 |
+                          (static_cast<unsigned char>(name[i + 2]) & 0x3fU);
+      if (HfsIgnorable(cp)) {
+        i += 3;
+        continue;
+      }
+    }
+    out.append(name.substr(i, n));
+    i += n;
+  }
+  return out;
+}
+
+// Whether `name` is git's own folder under a spelling some file system takes for it, by git's own rules
+// (read-cache.c verify_path: is_ntfs_dotgit, is_hfs_dotgit): any case; HFS+'s ignorable code points
+// anywhere; on NTFS, trailing dots and spaces dropped, an alternate data stream after ':'
+// (".git::$INDEX_ALLOCATION" is the folder itself) and the 8.3 short name (GIT~1, and any GIT~N here).
 bool NamesGitFolder(std::string_view name) {
-  while (!name.empty() && (name.back() == '.' || name.back() == ' ')) name.remove_suffix(1);
-  std::string lower(name);
-  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return lower == ".git" || lower.starts_with("git~");
+  std::string s = WithoutIgnorable(name);
+  if (const size_t colon = s.find(':'); colon != std::string::npos) s.resize(colon);
+  while (!s.empty() && (s.back() == '.' || s.back() == ' ')) s.pop_back();
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s == ".git" || s.starts_with("git~");
+}
+
+// Whether valid UTF-8 `s` holds a C1 control character (U+0080 to U+009F: CSI, NEL...), which terminals
+// and some parsers act on as they do on C0 ones.
+bool HasC1Control(std::string_view s) {
+  for (size_t i = 0; i + 1 < s.size(); ++i) {
+    if (static_cast<unsigned char>(s[i]) == 0xc2 && static_cast<unsigned char>(s[i + 1]) <= 0x9f) return true;
+  }
+  return false;
+}
+
+bool IsControl(unsigned char c) {
+  return c < 0x20 || c == 0x7f;
 }
 
 }  // namespace
 
 bool ValidSegment(std::string_view name) {
-  if (name.empty() || name.size() > 255 || name == "." || name == ".." || NamesGitFolder(name)) return false;
-  if (!ValidUtf8(name)) return false;
+  if (name.empty() || name.size() > 255 || name == "." || name == "..") return false;
+  if (!ValidUtf8(name) || HasC1Control(name) || NamesGitFolder(name)) return false;
   return std::none_of(name.begin(), name.end(), [](char ch) {
     const auto c = static_cast<unsigned char>(ch);
-    return c < 0x20 || c == 0x7f || c == '/' || c == '\\';
+    return IsControl(c) || c == '/' || c == '\\';
   });
+}
+
+bool ValidRefName(std::string_view ref) {
+  if (ref.empty() || ref.size() > kMaxRefNameBytes || !ValidUtf8(ref) || HasC1Control(ref)) return false;
+  // 6: no leading or trailing '/', no empty component; 7: no trailing '.'; 9: not "@".
+  if (ref.front() == '/' || ref.back() == '/' || ref.back() == '.' || ref == "@") return false;
+  // 3: no ".."; 8: no "@{"; 4, 5, 10: no control character, space, ~ ^ : ? * [ or backslash.
+  if (ref.find("..") != std::string_view::npos || ref.find("@{") != std::string_view::npos ||
+      ref.find("//") != std::string_view::npos)
+    return false;
+  for (const char ch : ref) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (IsControl(c) || std::string_view(" ~^:?*[\\").find(ch) != std::string_view::npos) return false;
+  }
+  // 1: no component starts with '.' or ends with ".lock".
+  size_t start = 0;
+  while (start <= ref.size()) {
+    const size_t slash = std::min(ref.find('/', start), ref.size());
+    const std::string_view component = ref.substr(start, slash - start);
+    if (component.empty() || component.front() == '.' || component.ends_with(".lock")) return false;
+    start = slash + 1;
+  }
+  return true;
+}
+
+bool ValidBranchOrTagName(std::string_view name, bool tag) {
+  // What `git branch` and `git tag` refuse beside check-ref-format: a leading '-' (read as an option), HEAD
+  // and "@" (git reads it as HEAD); and what would read as something else here: a commit id, a full ref.
+  if (name.empty() || name.front() == '-' || name == "HEAD" || name == "@" || name.starts_with("refs/"))
+    return false;
+  if (ObjectId::FromHex(name)) return false;
+  const std::string full = std::string(tag ? "refs/tags/" : "refs/heads/") + std::string(name);
+  return full.size() <= kMaxRefNameBytes && ValidRefName(full);
 }
 
 void SortTree(std::vector<TreeEntry>& entries) {
@@ -204,7 +280,11 @@ xet::Result<std::vector<TreeEntry>> ParseTree(std::span<const uint8_t> body) {
     TreeEntry e;
     e.mode = static_cast<EntryMode>(mode);
     e.name = std::string(rest.substr(0, nul));
-    if (!ValidSegment(e.name)) return xet::Malformed("tree: bad entry name");
+    // Only what the tree's structure needs: a name an older cairn accepted (before a rule for paths was
+    // added) still parses, and the Hub leaves it out of what it serves (fsck reports it).
+    if (e.name.empty() || e.name == "." || e.name == ".." || e.name == ".git" ||
+        e.name.find('/') != std::string::npos)
+      return xet::Malformed("tree: bad entry name");
     std::copy_n(reinterpret_cast<const uint8_t*>(rest.data() + nul + 1), 20, e.id.bytes.begin());
     rest.remove_prefix(nul + 21);
     out.push_back(std::move(e));

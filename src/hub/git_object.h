@@ -49,16 +49,26 @@ struct TreeEntry {
 };
 
 // Entries in git's order (names compared bytewise, a tree's name as if it ended in '/'), which EncodeTree
-// expects and ParseTree checks. Names must be valid segments (ValidSegment) and unique.
+// expects and ParseTree checks. Names written must be valid segments (ValidSegment) and unique; ParseTree
+// checks only that a name is one non-empty segment, so trees stored under older rules still parse.
 void SortTree(std::vector<TreeEntry>& entries);
 std::vector<uint8_t> EncodeTree(std::span<const TreeEntry> entries);
 xet::Result<std::vector<TreeEntry>> ParseTree(std::span<const uint8_t> body);
 
 // A path segment git and every file system accept: valid UTF-8, not empty, not "." or "..", not git's folder
-// under any spelling a file system may take for it (".GIT", ".git.", "GIT~1"), no '/', '\\', NUL or control
-// characters, at most 255 bytes.
+// under any spelling a file system may take for it (git's verify_path rules for NTFS and HFS+: ".GIT",
+// ".git.", "GIT~1", ".git::$INDEX_ALLOCATION", ".g\u200cit"), no '/', '\\', C0 or C1 control characters
+// (U+0000-U+001F, U+007F-U+009F), at most 255 bytes.
 bool ValidSegment(std::string_view name);
 bool ValidUtf8(std::string_view s);
+
+// A full ref name ("refs/heads/main", "refs/pr/1") by `git check-ref-format`'s rules, valid UTF-8 without C1
+// controls, at most kMaxRefNameBytes.
+inline constexpr size_t kMaxRefNameBytes = 255;
+bool ValidRefName(std::string_view ref);
+// A branch or tag name as the Hub API takes it ("main", "v1.0"): refs/heads/<name> (refs/tags/<name>) is
+// ValidRefName, and it is not "HEAD", does not start with '-' or "refs/" and is not a 40-digit commit id.
+bool ValidBranchOrTagName(std::string_view name, bool tag);
 
 // ---- Commits
 struct Signature {

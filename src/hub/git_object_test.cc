@@ -67,6 +67,70 @@ TEST(GitObject, ParseTreeRefusesWhatGitWouldNotWrite) {
   EXPECT_FALSE(ParseTree(std::span(reinterpret_cast<const uint8_t*>(bad_mode.data()), bad_mode.size())).ok());
 }
 
+// git's verify_path for NTFS and HFS+ (core.protectNTFS, core.protectHFS), and C1 controls as C0 ones.
+TEST(GitObject, SegmentsRefuseEverySpellingOfGitsFolder) {
+  for (const char* good : {"a", "git", ".gitattributes", ".gitignore", "gitx", "x.git", "a:b", "é", ".gi",
+                           "\xe2\x80\x8c" /* U+200C alone */}) {
+    EXPECT_TRUE(ValidSegment(good)) << good;
+  }
+  for (const char* bad : {".git", ".GIT", ".Git", ".git.", ".git ", ".git. . ", "GIT~1", "git~1", "git~2",
+                          ".git::$INDEX_ALLOCATION", ".git:$I30:$INDEX_ALLOCATION", ".git:x", "git~1:stream",
+                          ".g\xe2\x80\x8cit", ".git\xe2\x80\x8d", "\xef\xbb\xbf.git", ".gi\xe2\x81\xaat",
+                          ".\xe2\x80\x8eGIT\xe2\x80\xac", "\xe2\x80\xaa.git\xe2\x80\xae"}) {
+    EXPECT_FALSE(ValidSegment(bad)) << bad;
+  }
+  // C0, DEL and C1 (U+0080-U+009F, e.g. CSI U+009B and NEL U+0085) controls; U+00A0 is not one.
+  for (const char* bad : {"a\x01", "a\x7f", "a\xc2\x9b", "\xc2\x85x", "\xc2\x80"})
+    EXPECT_FALSE(ValidSegment(bad));
+  EXPECT_TRUE(
+      ValidSegment("a\xc2\xa0"
+                   "b"));
+  EXPECT_TRUE(ValidSegment("\xc3\xa9t\xc3\xa9"));
+}
+
+// `git check-ref-format`'s rules, and what git branch and git tag refuse beside them.
+TEST(GitObject, RefNamesFollowCheckRefFormat) {
+  for (const char* good : {"refs/heads/main", "refs/pr/1", "refs/heads/feature/x", "refs/tags/v1.0",
+                           "refs/heads/a-b_c", "refs/heads/\xc3\xa9", "refs/heads/a@b", "refs/heads/x.y"}) {
+    EXPECT_TRUE(ValidRefName(good)) << good;
+  }
+  for (const char* bad : {"",
+                          "refs/heads/main~1",
+                          "refs/heads/main^",
+                          "refs/heads/a b",
+                          "refs/heads/x:y",
+                          "refs/heads/star*",
+                          "refs/heads/a..b",
+                          "refs/heads/x.lock",
+                          "refs/heads/a@{1}",
+                          "@",
+                          "refs/heads/.hidden",
+                          "refs/heads/trail.",
+                          "refs/heads/q?",
+                          "refs/heads/[x",
+                          "refs/heads/a\\b",
+                          "refs/heads/a\tb",
+                          "refs/heads/a\x7f",
+                          "/refs/heads/a",
+                          "refs/heads/a/",
+                          "refs//heads",
+                          "refs/heads/x.lock/y",
+                          "refs/heads/a\xc2\x9b",
+                          "refs/heads/\xff"}) {
+    EXPECT_FALSE(ValidRefName(bad)) << bad;
+  }
+  EXPECT_FALSE(ValidRefName("refs/heads/" + std::string(250, 'a')));
+  for (const char* good : {"main", "v1.0", "feature/x", "release-2026"}) {
+    EXPECT_TRUE(ValidBranchOrTagName(good, false)) << good;
+    EXPECT_TRUE(ValidBranchOrTagName(good, true)) << good;
+  }
+  for (const char* bad :
+       {"main~1", "main^", "a b", "x:y", "star*", "a..b", "x.lock", "a@{1}", "@", ".hidden", "trail.", "-x",
+        "HEAD", "refs/heads/main", "0123456789012345678901234567890123456789", "", "a//b", "a/"}) {
+    EXPECT_FALSE(ValidBranchOrTagName(bad, false)) << bad;
+  }
+}
+
 TEST(GitObject, CommitsAreGits) {
   Commit c;
   c.tree = Id("64051e16f8d4edf4aea5fb1cb02626fc66744a01");

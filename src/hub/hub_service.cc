@@ -11,7 +11,7 @@ namespace cairn::hub {
 namespace {
 
 // Kinds of the repository's objects in the index: git's, and links from an LFS SHA-256 to a Xet file.
-constexpr uint8_t kLfsLinkKind = 16;
+constexpr uint8_t kLfsLinkKind = index::kFileLinkKind;
 
 // What a new repository starts with, as on the Hub: large-file patterns for git users of the repository.
 constexpr std::string_view kGitAttributes =
@@ -141,6 +141,16 @@ bool ValidPath(std::string_view path) {
   return true;
 }
 
+bool ValidText(std::string_view text, std::string_view allowed) {
+  if (!ValidUtf8(text)) return false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if ((c < 0x20 || c == 0x7f) && allowed.find(text[i]) == std::string_view::npos) return false;
+    if (c == 0xc2 && i + 1 < text.size() && static_cast<unsigned char>(text[i + 1]) <= 0x9f) return false;
+  }
+  return true;
+}
+
 std::string NamespaceOf(std::string_view scope) {
   std::vector<std::string_view> parts = Split(scope);
   if (parts.size() == 3 && TypeFromPlural(parts[0])) return std::string(parts[1]);  // "datasets/alice/data"
@@ -185,7 +195,8 @@ index::RepoRecord ProspectiveRecord(const RepoId& id) {
                            .name = id.name,
                            .is_private = false,
                            .created_at = 0,
-                           .scope = {}};
+                           .scope = {},
+                           .read_scope = {}};
 }
 
 bool Covers(const Caller& caller, const index::RepoRecord& repo) {
@@ -212,6 +223,7 @@ Result<Repo> HubService::CreateRepo(const Caller& caller, const RepoId& id, bool
                       .is_private = is_private,
                       .created_at = Now(),
                       .scope = NewRepoScope(),
+                      .read_scope = NewRepoScope(),
                       .objects = {},
                       .refs = {}};
   if (!caller.write || !Covers(caller, ProspectiveRecord(id))) {
@@ -270,6 +282,9 @@ Status HubService::UpdateSettings(const Caller& caller, const RepoId& id, std::o
   if (!repo.ok()) return repo.error();
   index::RepoChange change;
   change.is_private = is_private;
+  // Going private retires the read scope: every read token minted while the repository was public (to
+  // anyone, for an hour) reads nothing from this moment, on every node, and so does every link it minted.
+  if (is_private.value_or(false) && !repo->record.is_private) change.read_scope = NewRepoScope();
   if (auto st = index_.UpdateRepo(repo->record.id, change); !st.ok()) return FromIndex(st.error());
   return Ok{};
 }
@@ -385,12 +400,39 @@ Result<std::shared_ptr<const std::vector<TreeEntry>>> HubService::ReadTree(const
 }
 
 Result<Commit> HubService::ReadCommit(const Repo& repo, const ObjectId& oid) {
-  auto obj = ReadObject(repo, KeyOf(oid));
-  if (!obj.ok() || obj->kind != static_cast<uint8_t>(ObjectKind::kCommit)) {
+  const auto not_found = [&] {
     return Fail(ErrorKind::kNotFound, "RevisionNotFound", "Invalid rev id: " + oid.hex());
+  };
+  std::vector<uint8_t> body;
+  bool whole = true;
+  if (auto hit = objects_.Get(ObjectCacheKey(repo, KeyOf(oid)))) {
+    if (hit->kind != static_cast<uint8_t>(ObjectKind::kCommit)) return not_found();
+    body = hit->data;
+  } else {
+    // Never more than the bound: a commit an older cairn stored with a description of any size costs a
+    // reader kMaxCommitObjectBytes at most, and only whole objects are cached.
+    auto head = index_.GetRepoObjectHead(repo.record.id, KeyOf(oid), kMaxCommitObjectBytes);
+    if (!head.ok()) return FromIndex(head.error());
+    if (!*head || (*head)->kind != static_cast<uint8_t>(ObjectKind::kCommit)) return not_found();
+    whole = (*head)->size <= kMaxCommitObjectBytes;
+    if (whole) {
+      body = Remember(repo,
+                      index::RepoObject{
+                          .key = KeyOf(oid), .kind = (*head)->kind, .data = std::move((*head)->data)})
+                 ->data;
+    } else {
+      body = std::move((*head)->data);
+    }
   }
-  auto c = ParseCommit(obj->data);
+  auto c = ParseCommit(body);
   if (!c.ok()) return Fail(ErrorKind::kInternal, "", c.error().message);
+  if (!whole || c->message.size() > kMaxSummaryBytes + 2 + kMaxDescriptionBytes) {
+    c->message.resize(std::min(c->message.size(), kMaxSummaryBytes + 2 + kMaxDescriptionBytes));
+    // Cut at a character boundary: what is served stays valid UTF-8.
+    while (!c->message.empty() && (static_cast<unsigned char>(c->message.back()) & 0xc0) == 0x80)
+      c->message.pop_back();
+    if (!c->message.empty() && static_cast<unsigned char>(c->message.back()) >= 0xc0) c->message.pop_back();
+  }
   return std::move(*c);
 }
 
@@ -461,9 +503,9 @@ Result<std::vector<RefInfo>> HubService::ListRefs(const Repo& repo) {
 
 Status HubService::CreateRef(const Repo& repo, index::RefKind kind, const std::string& name,
                              std::optional<std::string_view> revision, bool exist_ok) {
-  const bool valid = !name.empty() && name.size() <= 255 && !ObjectId::FromHex(name) &&
-                     !name.starts_with("refs/") && ValidPath(name);
-  if (!valid) return Fail(ErrorKind::kBadRequest, "", "invalid ref name: " + name);
+  if (!ValidBranchOrTagName(name, kind == index::RefKind::kTag)) {
+    return Fail(ErrorKind::kBadRequest, "", "invalid ref name (git check-ref-format): " + name);
+  }
   auto target = Resolve(repo, revision.value_or(options_.default_branch));
   if (!target.ok()) return target.error();
   index::RefUpdate update{kind, name, std::nullopt, KeyOf(*target)};
@@ -493,16 +535,24 @@ Status HubService::DeleteRef(const Repo& repo, index::RefKind kind, const std::s
   return Fail(ErrorKind::kNotFound, "RevisionNotFound", "Invalid rev id: " + name);
 }
 
-Result<std::vector<CommitInfo>> HubService::ListCommits(const Repo& repo, const ObjectId& head, size_t skip,
-                                                        size_t limit) {
-  std::vector<CommitInfo> out;
+Result<HubService::CommitPage> HubService::ListCommits(const Repo& repo, const ObjectId& head, size_t skip,
+                                                       size_t limit, size_t max_message_bytes) {
+  CommitPage out;
+  size_t message_bytes = 0;
   std::optional<ObjectId> at = head;
-  for (size_t i = 0; at && out.size() < limit; ++i) {
+  for (size_t i = 0; at; ++i) {
+    if (out.commits.size() == limit || (!out.commits.empty() && message_bytes >= max_message_bytes)) {
+      out.more = true;
+      break;
+    }
     auto c = ReadCommit(repo, *at);
     if (!c.ok()) return c.error();
     std::optional<ObjectId> parent;
     if (!c->parents.empty()) parent = c->parents.front();
-    if (i >= skip) out.push_back({*at, std::move(*c)});
+    if (i >= skip) {
+      message_bytes += c->message.size();
+      out.commits.push_back({*at, std::move(*c)});
+    }
     at = parent;
   }
   return out;
@@ -604,6 +654,9 @@ Result<std::vector<PathInfo>> HubService::List(const Repo& repo, const ObjectId&
     if (auto st = Prefetch(repo, links); !st.ok()) return st.error();
     std::vector<std::pair<std::string, ObjectId>> subdirs;
     for (const TreeEntry& e : **entries) {
+      // A name an older cairn stored before today's rules (a spelling of .git, a control character) is not
+      // served: a client would write it into a checkout. fsck reports it.
+      if (!ValidSegment(e.name)) continue;
       auto info = Describe(repo, JoinPath(dir, e.name), e);
       if (!info.ok()) return info.error();
       if (recursive && e.is_tree()) subdirs.emplace_back(info->path, e.id);
@@ -618,11 +671,24 @@ Result<std::vector<PathInfo>> HubService::List(const Repo& repo, const ObjectId&
   return out;
 }
 
+Status HubService::Publish(const Repo& repo, std::vector<xet::FileHash> files) {
+  std::sort(files.begin(), files.end());
+  files.erase(std::unique(files.begin(), files.end()), files.end());
+  for (size_t i = 0; i < files.size(); i += index::Index::kMaxSharedFiles) {
+    const size_t n = std::min(files.size() - i, index::Index::kMaxSharedFiles);
+    if (auto st = index_.ShareFiles(std::span(files).subspan(i, n), repo.record.read_scope); !st.ok())
+      return FromIndex(st.error());
+  }
+  return Ok{};
+}
+
 Status HubService::ShareLarge(const Caller& caller, const RepoId& source, const xet::FileHash& file,
                               const std::optional<std::string>& sha256, const Repo& target) {
   auto from = Open(caller, source, false);
   if (!from.ok()) return from.error();
-  auto entry = index_.GetVisibleFile(file, from->record.scope);
+  // A writer of the source may lend any upload made for it; a reader only what the source committed.
+  const bool writes_source = caller.write && Covers(caller, from->record);
+  auto entry = index_.GetVisibleFile(file, writes_source ? from->record.scope : from->record.read_scope);
   if (!entry.ok()) {
     if (entry.error().code == xet::ErrorCode::kNotFound) {
       return Fail(ErrorKind::kNotFound, "EntryNotFound", "no file " + file.hex() + " in " + source.str());
@@ -766,9 +832,16 @@ Result<CommitInfo> HubService::CreateCommit(const Caller& caller, const Repo& re
   if (request.operations.size() > options_.max_operations) {
     return Fail(ErrorKind::kBadRequest, "", "too many operations in one commit");
   }
-  if (request.summary.empty() || request.summary.find('\n') != std::string::npos ||
-      request.summary.size() > 1000) {
-    return Fail(ErrorKind::kBadRequest, "", "a commit needs a one-line summary");
+  if (request.summary.empty() || request.summary.size() > kMaxSummaryBytes ||
+      !ValidText(request.summary, "\t")) {
+    return Fail(ErrorKind::kBadRequest, "",
+                "a commit needs a one-line summary of at most " + std::to_string(kMaxSummaryBytes) +
+                    " bytes of UTF-8 text");
+  }
+  if (request.description.size() > kMaxDescriptionBytes || !ValidText(request.description, "\t\n\r")) {
+    return Fail(
+        ErrorKind::kBadRequest, "",
+        "a commit's description is at most " + std::to_string(kMaxDescriptionBytes) + " bytes of UTF-8 text");
   }
   // The branch's head: the parent of the new commit and the state the update expects.
   std::optional<ObjectId> head;
@@ -798,6 +871,7 @@ Result<CommitInfo> HubService::CreateCommit(const Caller& caller, const Repo& re
   if (!root.ok()) return root.error();
   TreeEditor editor(load, std::move(*root));
   std::vector<index::RepoObject> objects;
+  std::vector<xet::FileHash> published;  // the large files this commit names, for the read scope
   for (const Operation& op : request.operations) {
     Status st = Ok{};
     if (const auto* add = std::get_if<AddInline>(&op)) {
@@ -842,6 +916,7 @@ Result<CommitInfo> HubService::CreateCommit(const Caller& caller, const Repo& re
           index::RepoObject{.key = LinkKey(lfs->pointer.sha256),
                             .kind = kLfsLinkKind,
                             .data = std::vector<uint8_t>((*file)->bytes.begin(), (*file)->bytes.end())});
+      published.push_back(**file);
       st = editor.Put(lfs->path, EntryMode::kFile, blob);
     } else if (const auto* del = std::get_if<DeletePath>(&op)) {
       std::string path = del->path;
@@ -875,8 +950,10 @@ Result<CommitInfo> HubService::CreateCommit(const Caller& caller, const Repo& re
   if (!request.description.empty()) commit.message += "\n\n" + request.description;
   ObjectId oid;
   objects.push_back(GitObject(ObjectKind::kCommit, Bytes(EncodeCommit(commit)), &oid));
-  // Objects first (durable, harmless if the update below loses), then the branch, compare and swap.
+  // Objects first (durable, harmless if the update below loses), then the large files published to the
+  // repository's readers (the read scope sees only what a commit named), then the branch, compare and swap.
   if (auto st = index_.PutRepoObjects(repo.record.id, objects); !st.ok()) return FromIndex(st.error());
+  if (auto st = Publish(repo, std::move(published)); !st.ok()) return st.error();
   index::RefUpdate update{index::RefKind::kBranch, request.branch, std::nullopt, KeyOf(oid)};
   if (!new_branch) update.expected = KeyOf(*head);
   if (auto st = index_.UpdateRef(repo.record.id, update); !st.ok()) {

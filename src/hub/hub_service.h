@@ -61,6 +61,7 @@ using Status = Result<Ok>;
 struct Caller {
   std::string scope;
   bool write = false;
+  int64_t expires = 0;  // the token's expiry (unix seconds); what it mints expires no later
   bool anonymous() const { return scope.empty(); }
 };
 
@@ -147,6 +148,18 @@ struct RefInfo {
   ObjectId target;
 };
 
+// The bounds of the text a repository stores, so that no answer echoing it grows with what a client sent
+// (docs/hub.md, "Limits"). A commit's summary is one line; its description may hold lines (\n, \r, \t) but
+// no other control character; both are valid UTF-8.
+inline constexpr size_t kMaxSummaryBytes = 1000;
+inline constexpr size_t kMaxDescriptionBytes = 64 << 10;
+// A commit object is read no further than this: a message an older cairn stored without a bound is cut
+// there (at a character boundary) when it is served.
+inline constexpr size_t kMaxCommitObjectBytes = 128 << 10;
+
+// Whether `text` is one of the above: valid UTF-8, no C0 or C1 control character but those `allowed`.
+bool ValidText(std::string_view text, std::string_view allowed);
+
 struct HubOptions {
   int64_t max_inline_bytes = 1 << 20;  // a small file's bytes, kept in the index
   size_t max_operations = 25000;       // changes in one commit
@@ -182,9 +195,15 @@ class HubService {
   Status CreateRef(const Repo& repo, index::RefKind kind, const std::string& name,
                    std::optional<std::string_view> revision, bool exist_ok);
   Status DeleteRef(const Repo& repo, index::RefKind kind, const std::string& name);
-  // Commits reachable from `head` along first parents, newest first: `skip` of them skipped, at most `limit`.
-  Result<std::vector<CommitInfo>> ListCommits(const Repo& repo, const ObjectId& head, size_t skip,
-                                              size_t limit);
+  // Commits reachable from `head` along first parents, newest first: `skip` of them skipped, at most `limit`,
+  // and no more once their messages hold `max_message_bytes` (one commit at least), so a page's memory is
+  // bounded whatever the messages; `more` when commits follow.
+  struct CommitPage {
+    std::vector<CommitInfo> commits;
+    bool more = false;
+  };
+  Result<CommitPage> ListCommits(const Repo& repo, const ObjectId& head, size_t skip, size_t limit,
+                                 size_t max_message_bytes = SIZE_MAX);
 
   // ---- Files
   // The file or folder at `path` ("" is the root folder); kNotFound (EntryNotFound) when there is none.
@@ -205,6 +224,9 @@ class HubService {
 
   // ---- Commits
   Result<CommitInfo> CreateCommit(const Caller& caller, const Repo& repo, const CommitRequest& request);
+  // Makes `files` (registered for the repository) readable through its read scope: what a commit or a
+  // bucket batch names, before the ref or bucket change that names them is made.
+  Status Publish(const Repo& repo, std::vector<xet::FileHash> files);
   // Whether a file of `size` whose first bytes are `sample` goes to the index (regular) or the CAS (lfs).
   bool Inline(uint64_t size, std::span<const uint8_t> sample) const;
 

@@ -6,6 +6,7 @@
 
 #include "cas/test_backend.h"
 #include "common/worker_pool.h"
+#include "hub/hub_check.h"
 
 namespace cairn::hub {
 namespace {
@@ -76,8 +77,12 @@ TEST_F(HubServiceTest, TreesAreTheOnesGitWrites) {
   EXPECT_EQ(*head, second->oid);
   auto log = hub_->ListCommits(repo, *head, 0, 10);
   ASSERT_TRUE(log.ok());
-  ASSERT_EQ(log->size(), 3U);
-  EXPECT_EQ((*log)[2].commit.title(), "initial commit");
+  ASSERT_EQ(log->commits.size(), 3U);
+  EXPECT_FALSE(log->more);
+  EXPECT_EQ(log->commits[2].commit.title(), "initial commit");
+  auto two = hub_->ListCommits(repo, *head, 0, 2);
+  ASSERT_EQ(two->commits.size(), 2U);
+  EXPECT_TRUE(two->more);
 }
 
 TEST_F(HubServiceTest, ACommitFromAStaleParentChangesNothing) {
@@ -118,13 +123,171 @@ TEST_F(HubServiceTest, NamesAndPaths) {
                                   .name = "d",
                                   .is_private = true,
                                   .created_at = 0,
-                                  .scope = "hub:x"};
+                                  .scope = "hub:x",
+                                  .read_scope = "hub:y"};
   EXPECT_TRUE(Covers({"alice", false}, dataset));
   EXPECT_TRUE(Covers({"datasets/alice/d", false}, dataset));
   EXPECT_FALSE(Covers({"alice/d", false}, dataset));  // the model of that name
   EXPECT_FALSE(Covers({"bob", true}, dataset));
   EXPECT_FALSE(Covers({"", false}, dataset));
   EXPECT_NE(NewRepoScope(), NewRepoScope());
+}
+
+// Stored text is bounded: summary and description by size and content; a commit listing's page by the
+// bytes of its messages.
+TEST_F(HubServiceTest, CommitTextIsBounded) {
+  const Repo repo = NewRepo();
+  CommitRequest c;
+  c.summary = "ok";
+  c.description = std::string(kMaxDescriptionBytes, 'd');
+  ASSERT_TRUE(hub_->CreateCommit(alice_, repo, c).ok());
+  for (const auto& [summary, description] :
+       std::vector<std::pair<std::string, std::string>>{{"ok", std::string(kMaxDescriptionBytes + 1, 'd')},
+                                                        {std::string(kMaxSummaryBytes + 1, 's'), ""},
+                                                        {"two\nlines", ""},
+                                                        {"csi \xc2\x9b", ""},
+                                                        {"ok", "bell \x07"},
+                                                        {"ok", "bad utf-8 \xff"},
+                                                        {"", ""}}) {
+    CommitRequest bad;
+    bad.summary = summary;
+    bad.description = description;
+    auto refused = hub_->CreateCommit(alice_, repo, bad);
+    ASSERT_FALSE(refused.ok()) << summary.substr(0, 20) << description.substr(0, 20);
+    EXPECT_EQ(refused.error().kind, ErrorKind::kBadRequest);
+  }
+  CommitRequest lines;
+  lines.summary = "ok";
+  lines.description = "line one\r\n\tline two\n";
+  ASSERT_TRUE(hub_->CreateCommit(alice_, repo, lines).ok());
+  // 64 KiB, a few bytes, 64 KiB, then the initial commit; a budget of 100 KiB ends the page after the third.
+  CommitRequest big = c;
+  ASSERT_TRUE(hub_->CreateCommit(alice_, repo, big).ok());
+  auto page = hub_->ListCommits(repo, *hub_->Resolve(repo, "main"), 0, 100, 100 << 10);
+  ASSERT_TRUE(page.ok());
+  EXPECT_EQ(page->commits.size(), 3U);
+  EXPECT_TRUE(page->more);
+  EXPECT_EQ(hub_->ListCommits(repo, *hub_->Resolve(repo, "main"), 0, 100)->commits.size(), 4U);
+  // One commit at least, whatever the budget.
+  EXPECT_EQ(hub_->ListCommits(repo, *hub_->Resolve(repo, "main"), 0, 100, 1)->commits.size(), 1U);
+}
+
+// A commit an older cairn stored with a message of any size is read no further than the bound, and served
+// cut there as valid UTF-8.
+TEST_F(HubServiceTest, AnOversizedStoredCommitIsReadWithinTheBound) {
+  const Repo repo = NewRepo();
+  const ObjectId head = *hub_->Resolve(repo, "main");
+  Commit huge = *hub_->ReadCommit(repo, head);
+  huge.parents = {head};
+  huge.message = "title\n\n";
+  while (huge.message.size() < 3 * kMaxCommitObjectBytes) huge.message += "\xc3\xa9";  // é, two bytes each
+  const std::string body = EncodeCommit(huge);
+  const ObjectId oid = HashObject(ObjectKind::kCommit, body);
+  ASSERT_TRUE(index_
+                  ->PutRepoObjects(repo.record.id, {{{oid.bytes.begin(), oid.bytes.end()},
+                                                     static_cast<uint8_t>(ObjectKind::kCommit),
+                                                     {body.begin(), body.end()}}})
+                  .ok());
+  auto read = hub_->ReadCommit(repo, oid);
+  ASSERT_TRUE(read.ok()) << read.error().message;
+  EXPECT_EQ(read->title(), "title");
+  EXPECT_LE(read->message.size(), kMaxSummaryBytes + 2 + kMaxDescriptionBytes);
+  EXPECT_GT(read->message.size(), kMaxDescriptionBytes / 2);
+  EXPECT_TRUE(ValidUtf8(read->message));
+  auto listed = hub_->ListCommits(repo, oid, 0, 10);
+  ASSERT_TRUE(listed.ok());
+  EXPECT_EQ(listed->commits.size(), 2U);
+}
+
+// Ref names follow git's rules; commits may not name a branch git would refuse.
+TEST_F(HubServiceTest, RefsGitWouldRefuseAreRefused) {
+  const Repo repo = NewRepo();
+  for (const char* bad : {"main~1", "main^", "a b", "x:y", "star*", "a..b", "x.lock", "a@{1}", "@", ".hidden",
+                          "trail.", "HEAD", "-x"}) {
+    auto st = hub_->CreateRef(repo, index::RefKind::kBranch, bad, std::nullopt, false);
+    ASSERT_FALSE(st.ok()) << bad;
+    EXPECT_EQ(st.error().kind, ErrorKind::kBadRequest) << bad;
+    EXPECT_FALSE(hub_->CreateRef(repo, index::RefKind::kTag, bad, std::nullopt, false).ok()) << bad;
+  }
+  EXPECT_TRUE(hub_->CreateRef(repo, index::RefKind::kBranch, "feature/x", std::nullopt, false).ok());
+  EXPECT_TRUE(hub_->CreateRef(repo, index::RefKind::kTag, "v1.0", std::nullopt, false).ok());
+  EXPECT_EQ(hub_->ListRefs(repo)->size(), 3U);
+}
+
+// Going private gives the repository a new read scope (every earlier read token reads nothing); a repository
+// has two scopes of its own.
+TEST_F(HubServiceTest, GoingPrivateReplacesTheReadScope) {
+  const Repo repo = NewRepo();
+  EXPECT_FALSE(repo.record.read_scope.empty());
+  EXPECT_NE(repo.record.read_scope, repo.record.scope);
+  ASSERT_TRUE(hub_->UpdateSettings(alice_, repo.id(), false).ok());  // public again: nothing to retire
+  EXPECT_EQ(hub_->Open(alice_, repo.id(), false)->record.read_scope, repo.record.read_scope);
+  ASSERT_TRUE(hub_->UpdateSettings(alice_, repo.id(), true).ok());
+  auto priv = hub_->Open(alice_, repo.id(), false);
+  ASSERT_TRUE(priv.ok());
+  EXPECT_NE(priv->record.read_scope, repo.record.read_scope);
+  EXPECT_EQ(priv->record.scope, repo.record.scope);
+  ASSERT_TRUE(hub_->UpdateSettings(alice_, repo.id(), true).ok());  // private already: kept
+  EXPECT_EQ(hub_->Open(alice_, repo.id(), false)->record.read_scope, priv->record.read_scope);
+}
+
+// Data an older cairn stored under looser rules (written here straight into the index) is served safely and
+// reported by the check: a ref git refuses, a path NTFS reads as .git, an oversized commit, a bucket file's
+// malformed media type.
+TEST_F(HubServiceTest, DataStoredUnderOlderRulesIsServedSafelyAndReported) {
+  const Repo repo = NewRepo();
+  const ObjectId head = *hub_->Resolve(repo, "main");
+  Commit c = *hub_->ReadCommit(repo, head);
+  const ObjectId blob = HashObject(ObjectKind::kBlob, "x");
+  std::vector<TreeEntry> entries = {{EntryMode::kFile, ".git::$INDEX_ALLOCATION", blob},
+                                    {EntryMode::kFile, "fine.txt", blob},
+                                    {EntryMode::kFile, "csi\xc2\x9b", blob}};
+  SortTree(entries);
+  const auto tree = EncodeTree(entries);
+  c.tree = HashObject(ObjectKind::kTree, tree);
+  c.parents = {head};
+  c.message = "t\n\n" + std::string(kMaxDescriptionBytes * 2, 'd');
+  const std::string body = EncodeCommit(c);
+  const ObjectId oid = HashObject(ObjectKind::kCommit, body);
+  const auto key = [](const ObjectId& id) { return std::vector<uint8_t>(id.bytes.begin(), id.bytes.end()); };
+  ASSERT_TRUE(index_
+                  ->PutRepoObjects(repo.record.id,
+                                   {{key(blob), static_cast<uint8_t>(ObjectKind::kBlob), Bytes("x")},
+                                    {key(c.tree), static_cast<uint8_t>(ObjectKind::kTree), tree},
+                                    {key(oid), static_cast<uint8_t>(ObjectKind::kCommit), Bytes(body)}})
+                  .ok());
+  ASSERT_TRUE(
+      index_->UpdateRef(repo.record.id, {index::RefKind::kBranch, "bad~1", std::nullopt, key(oid)}).ok());
+  auto bucket = hub_->CreateRepo(alice_, {RepoType::kBucket, "alice", "b"}, false);
+  ASSERT_TRUE(bucket.ok());
+  ASSERT_TRUE(index_
+                  ->ChangeBucket(bucket->record.id,
+                                 {{"f", index::BucketFile{"f", xet::FileHash{}, 0, 0,
+                                                          std::string("text/html\r\nX-Injected: 1"), 0}}})
+                  .ok());
+
+  // Served safely: the listing leaves the bad names out; the commit is cut to the bounds.
+  auto listed = hub_->List(repo, oid, "", true);
+  ASSERT_TRUE(listed.ok()) << listed.error().message;
+  ASSERT_EQ(listed->size(), 1U);
+  EXPECT_EQ((*listed)[0].path, "fine.txt");
+  EXPECT_LE(hub_->ReadCommit(repo, oid)->message.size(), kMaxSummaryBytes + 2 + kMaxDescriptionBytes);
+
+  auto report = CheckHub(*index_);
+  ASSERT_TRUE(report.ok()) << report.error().message;
+  std::map<std::string, int> kinds;
+  for (const auto& f : report->findings) {
+    ++kinds[f.what];
+    for (char ch : f.detail) EXPECT_TRUE(ch >= 0x20 && ch < 0x7f) << f.detail;  // printable
+  }
+  EXPECT_EQ(kinds["ref"], 1);
+  EXPECT_EQ(kinds["path"], 2);
+  EXPECT_EQ(kinds["commit"], 1);
+  EXPECT_EQ(kinds["content-type"], 1);
+  EXPECT_EQ(report->findings.size(), 5U);
+  EXPECT_EQ(report->repos, 2U);
+  EXPECT_EQ(report->commits, 2U);
+  EXPECT_EQ(Printable("a\r\n\\\xff"), "a\\x0d\\x0a\\x5c\\xff");
 }
 
 }  // namespace

@@ -71,9 +71,15 @@ class Index {
   virtual xet::Result<std::vector<ListedFile>> ListFiles(std::string_view scope,
                                                          std::optional<FileHash> after, size_t limit) = 0;
   virtual xet::Result<ScopeTotals> ScopeStats(std::string_view scope) = 0;
-  // Makes a registered file visible to `scope` as well (a copy between repositories, whose scopes differ);
-  // counted in the scope's totals once. kNotFound for an unknown file.
-  virtual xet::Status ShareFile(const FileHash& hash, std::string_view scope) = 0;
+  // Makes registered files visible to `scope` as well (a copy between repositories, whose scopes differ; a
+  // commit publishing files to its repository's read scope), all or nothing, in one transaction; each
+  // counted in the scope's totals once. kNotFound (nothing changed) when one of them is unknown. At most
+  // kMaxSharedFiles at once (kMalformed past that).
+  static constexpr size_t kMaxSharedFiles = 25000;
+  virtual xet::Status ShareFiles(std::span<const FileHash> hashes, std::string_view scope) = 0;
+  xet::Status ShareFile(const FileHash& hash, std::string_view scope) {
+    return ShareFiles(std::span(&hash, 1), scope);
+  }
 
   // ---- Shards
   // Registers a verified shard: the shard, its files (visible to commit.scope) and its dedup entries, all
@@ -113,7 +119,7 @@ class Index {
 
   // ---- Repositories (the Hub's metadata, repo_records.h)
   // Creates a repository with its first objects and refs in one transaction. kConflict when a repository
-  // of that type and name exists.
+  // of that type and name exists; kMalformed without both scopes.
   virtual xet::Result<RepoRecord> CreateRepo(const NewRepo& repo) = 0;
   // kNotFound when there is none. Names compare exactly (case matters).
   virtual xet::Result<RepoRecord> FindRepo(RepoType type, std::string_view ns, std::string_view name) = 0;
@@ -123,9 +129,11 @@ class Index {
   virtual xet::Result<std::vector<RepoRecord>> ListRepos(
       RepoType type, std::optional<std::string_view> ns,
       std::optional<std::pair<std::string, std::string>> after, size_t limit) = 0;
-  // kNotFound for an unknown id, kConflict when the new name is taken.
+  // kNotFound for an unknown id, kConflict when the new name is taken (nothing changed then).
   virtual xet::Status UpdateRepo(int64_t id, const RepoChange& change) = 0;
-  // The repository, its refs and its objects; kNotFound for an unknown id.
+  // The repository, its refs, its objects and its bucket files, and every file's visibility to its two
+  // scopes (RepoRecord::scope and read_scope) with their totals, so that no token of the repository reads
+  // anything from then on; kNotFound for an unknown id.
   virtual xet::Status DeleteRepo(int64_t id) = 0;
   // Stores objects of repository `repo` (keys already present keep their value).
   virtual xet::Status PutRepoObjects(int64_t repo, const std::vector<RepoObject>& objects) = 0;
@@ -133,6 +141,11 @@ class Index {
   static constexpr size_t kMaxObjectsPerRead = 1000;
   virtual xet::Result<std::vector<std::optional<RepoObject>>> GetRepoObjects(
       int64_t repo, const std::vector<std::vector<uint8_t>>& keys) = 0;
+  // The first `max_bytes` of one object and its size, or nullopt where there is none: never more memory than
+  // the bound, whatever the object's size (a commit message an older cairn stored without a limit).
+  virtual xet::Result<std::optional<RepoObjectHead>> GetRepoObjectHead(int64_t repo,
+                                                                       std::span<const uint8_t> key,
+                                                                       size_t max_bytes) = 0;
   // Every ref of the repository, branches first, each kind by name.
   virtual xet::Result<std::vector<Ref>> ListRefs(int64_t repo) = 0;
   // Applies `update` if the ref's current target is `update.expected` (compare and swap): kConflict when

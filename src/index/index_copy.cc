@@ -35,8 +35,8 @@ struct Table {
 };
 
 // (Schema 6 added an index only; schema 7 the scopes' totals, which are counters: recomputed, not copied;
-// schema 8 the Hub's repositories, whose ids are copied as they are.)
-static_assert(SqliteIndex::kSchemaVersion == 8 && PostgresIndex::kSchemaVersion == 8,
+// schema 8 the Hub's repositories, whose ids are copied as they are; schema 9 their read scopes.)
+static_assert(SqliteIndex::kSchemaVersion == 9 && PostgresIndex::kSchemaVersion == 9,
               "a new schema version must be reflected in kTables");
 
 // Each scope's totals from its rows (schema 7's scope_totals), the same SQL on both backends.
@@ -84,7 +84,8 @@ const std::vector<Table>& Tables() {
         {"name", Type::kText},
         {"private", Type::kBool},
         {"created_at", Type::kInt},
-        {"scope", Type::kText}},
+        {"scope", Type::kText},
+        {"read_scope", Type::kText}},
        1,
        1024},
       {"repo_refs",

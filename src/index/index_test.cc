@@ -150,6 +150,10 @@ class IndexTest : public ::testing::TestWithParam<Backend> {
   // Takes the database back to schema `version` as far as its version number goes (and what schemas 6 and 7
   // added: an index, and a table that migration 7 fills from the rows).
   void SetSchemaVersion(int version) {
+    if (version == 8) {
+      const std::string drop = "DROP INDEX repos_by_read_scope; ALTER TABLE repos DROP COLUMN read_scope";
+      ExecRaw(drop, drop);
+    }
     if (version < 8) {
       const std::string drop =
           "DROP TABLE repos; DROP TABLE repo_objects; DROP TABLE repo_refs; DROP TABLE bucket_files";
@@ -883,6 +887,8 @@ NewRepo MakeRepo(std::string ns, std::string name, RepoType type = RepoType::kMo
   r.name = std::move(name);
   r.created_at = 1700000000;
   r.scope = "hub:" + r.ns + "/" + r.name;
+  r.read_scope = r.scope + "#read";  // unique, as every repository's is
+  if (type != RepoType::kModel) r.read_scope += std::to_string(static_cast<int>(type));
   r.objects = {{Key("commit-1"), 3, Key("first commit")}};
   r.refs = {{RefKind::kBranch, "main", Key("commit-1")}};
   return r;
@@ -933,16 +939,23 @@ TEST_P(IndexTest, ReposAreCreatedFoundListedChangedAndDeleted) {
             ErrorCode::kMalformed);
 
   // Settings and moves; a move onto a taken name changes nothing.
-  ASSERT_TRUE(index_->UpdateRepo(a->id, RepoChange{.is_private = true, .ns = {}, .name = {}}).ok());
+  ASSERT_TRUE(
+      index_->UpdateRepo(a->id, RepoChange{.is_private = true, .ns = {}, .name = {}, .read_scope = {}}).ok());
   EXPECT_TRUE(index_->FindRepo(RepoType::kModel, "alice", "model")->is_private);
-  auto taken = index_->UpdateRepo(a->id, RepoChange{.is_private = false, .ns = "bob", .name = "secret"});
+  auto taken = index_->UpdateRepo(
+      a->id, RepoChange{.is_private = false, .ns = "bob", .name = "secret", .read_scope = {}});
   ASSERT_FALSE(taken.ok());
   EXPECT_EQ(taken.error().code, ErrorCode::kConflict);
   EXPECT_TRUE(index_->FindRepo(RepoType::kModel, "alice", "model")->is_private);
-  ASSERT_TRUE(index_->UpdateRepo(a->id, RepoChange{.is_private = {}, .ns = "carol", .name = "moved"}).ok());
+  ASSERT_TRUE(
+      index_
+          ->UpdateRepo(a->id, RepoChange{.is_private = {}, .ns = "carol", .name = "moved", .read_scope = {}})
+          .ok());
   EXPECT_EQ(index_->FindRepo(RepoType::kModel, "carol", "moved")->id, a->id);
   EXPECT_EQ(index_->FindRepo(RepoType::kModel, "alice", "model").error().code, ErrorCode::kNotFound);
-  EXPECT_EQ(index_->UpdateRepo(999999, RepoChange{.is_private = true, .ns = {}, .name = {}}).error().code,
+  EXPECT_EQ(index_->UpdateRepo(999999, RepoChange{.is_private = true, .ns = {}, .name = {}, .read_scope = {}})
+                .error()
+                .code,
             ErrorCode::kNotFound);
   // The refs and objects moved with it.
   auto refs = index_->ListRefs(a->id);
@@ -962,6 +975,133 @@ TEST_P(IndexTest, ReposAreCreatedFoundListedChangedAndDeleted) {
 
   Open();  // durable
   EXPECT_EQ(index_->FindRepo(RepoType::kModel, "carol", "moved")->id, reborn->id);
+}
+
+// A repository's read scope sees what is shared into it; replacing it moves every file and the totals, so
+// the old scope sees nothing; deleting the repository leaves neither scope anything.
+TEST_P(IndexTest, ReadScopesMoveWhenReplacedAndDieWithTheirRepository) {
+  Open();
+  auto repo = index_->CreateRepo(MakeRepo("alice", "model"));
+  ASSERT_TRUE(repo.ok()) << repo.error().message;
+  EXPECT_EQ(repo->read_scope, "hub:alice/model#read");
+  EXPECT_EQ(index_->FindRepo(RepoType::kModel, "alice", "model")->read_scope, "hub:alice/model#read");
+  NewRepo same_scopes = MakeRepo("alice", "other");
+  same_scopes.read_scope = same_scopes.scope;
+  EXPECT_EQ(index_->CreateRepo(same_scopes).error().code, ErrorCode::kMalformed);
+
+  auto [xorb, layout] = AddXorb(4);
+  std::vector<FileCommit> files;
+  for (int i = 0; i < 3; ++i) files.push_back(MakeFile(RandomHash(rng_), xorb, layout, {{0, 4}}));
+  ASSERT_TRUE(index_
+                  ->CommitShard({.shard = RandomHash(rng_),
+                                 .shard_size = 1,
+                                 .files = files,
+                                 .dedup = {},
+                                 .scope = repo->scope,
+                                 .xorbs = {}})
+                  .ok());
+  // All or nothing: one unknown file shares none.
+  const std::vector<FileHash> with_unknown = {files[0].hash, RandomHash(rng_)};
+  EXPECT_EQ(index_->ShareFiles(with_unknown, repo->read_scope).error().code, ErrorCode::kNotFound);
+  EXPECT_FALSE(*index_->FileVisibleTo(files[0].hash, repo->read_scope));
+  const std::vector<FileHash> two = {files[0].hash, files[1].hash, files[0].hash};
+  ASSERT_TRUE(index_->ShareFiles(two, repo->read_scope).ok());
+  ASSERT_TRUE(index_->ShareFiles(two, repo->read_scope).ok());  // again: no change
+  EXPECT_EQ(index_->ScopeStats(repo->read_scope)->files, 2u);
+  EXPECT_EQ(index_->ScopeStats(repo->read_scope)->bytes, files[0].size + files[1].size);
+  EXPECT_FALSE(*index_->FileVisibleTo(files[2].hash, repo->read_scope));  // uploaded, never shared
+  const std::vector<FileHash> too_many(Index::kMaxSharedFiles + 1, files[0].hash);
+  EXPECT_EQ(index_->ShareFiles(too_many, repo->read_scope).error().code, ErrorCode::kMalformed);
+
+  const std::string fresh = "hub:fresh";
+  ASSERT_TRUE(
+      index_->UpdateRepo(repo->id, RepoChange{.is_private = true, .ns = {}, .name = {}, .read_scope = fresh})
+          .ok());
+  auto found = index_->FindRepo(RepoType::kModel, "alice", "model");
+  EXPECT_EQ(found->read_scope, fresh);
+  EXPECT_TRUE(found->is_private);
+  EXPECT_FALSE(*index_->FileVisibleTo(files[0].hash, repo->read_scope));
+  EXPECT_TRUE(index_->ListFiles(repo->read_scope, std::nullopt, 10)->empty());
+  EXPECT_EQ(index_->ScopeStats(repo->read_scope)->files, 0u);
+  EXPECT_TRUE(*index_->FileVisibleTo(files[0].hash, fresh));
+  EXPECT_TRUE(*index_->FileVisibleTo(files[1].hash, fresh));
+  EXPECT_EQ(index_->ListFiles(fresh, std::nullopt, 10)->size(), 2u);
+  EXPECT_EQ(index_->ScopeStats(fresh)->files, 2u);
+  EXPECT_TRUE(*index_->FileVisibleTo(files[2].hash, repo->scope));  // the write scope keeps its uploads
+
+  ASSERT_TRUE(index_->DeleteRepo(repo->id).ok());
+  for (const std::string& scope : {repo->scope, fresh}) {
+    EXPECT_TRUE(index_->ListFiles(scope, std::nullopt, 10)->empty()) << scope;
+    EXPECT_EQ(index_->ScopeStats(scope)->files, 0u) << scope;
+    EXPECT_FALSE(*index_->FileVisibleTo(files[0].hash, scope)) << scope;
+  }
+  EXPECT_TRUE(index_->GetFile(files[0].hash).ok());  // the file itself stays (GC frees it, not this)
+}
+
+// Schema 9 gives every repository a read scope that sees what it committed (its LFS links, its bucket's
+// files) and nothing it merely uploaded.
+TEST_P(IndexTest, MigratesSchemaEightAndPublishesWhatRepositoriesCommitted) {
+  Open();
+  auto [xorb, layout] = AddXorb(4);
+  std::vector<FileCommit> files;
+  for (int i = 0; i < 3; ++i) files.push_back(MakeFile(RandomHash(rng_), xorb, layout, {{0, 4}}));
+  auto repo = index_->CreateRepo(MakeRepo("alice", "model"));
+  auto bucket = index_->CreateRepo(MakeRepo("alice", "files", RepoType::kBucket));
+  ASSERT_TRUE(repo.ok() && bucket.ok());
+  for (const auto& scope : {repo->scope, bucket->scope}) {
+    ASSERT_TRUE(index_
+                    ->CommitShard({.shard = RandomHash(rng_),
+                                   .shard_size = 1,
+                                   .files = files,
+                                   .dedup = {},
+                                   .scope = scope,
+                                   .xorbs = {}})
+                    .ok());
+  }
+  const auto& f0 = files[0].hash;
+  ASSERT_TRUE(index_
+                  ->PutRepoObjects(repo->id, {{Key("sha-of-f0"), kFileLinkKind,
+                                               std::vector<uint8_t>(f0.bytes.begin(), f0.bytes.end())}})
+                  .ok());
+  ASSERT_TRUE(index_
+                  ->ChangeBucket(bucket->id, {{"a.bin", BucketFile{"a.bin", files[1].hash, files[1].size, 0,
+                                                                   std::nullopt, 1}}})
+                  .ok());
+  index_.reset();
+  SetSchemaVersion(8);
+  Open();
+  EXPECT_EQ(SchemaVersion(), kSchemaVersion);
+  auto r = index_->FindRepo(RepoType::kModel, "alice", "model");
+  auto b = index_->FindRepo(RepoType::kBucket, "alice", "files");
+  ASSERT_TRUE(r.ok() && b.ok());
+  EXPECT_EQ(r->read_scope, r->scope + ":read");
+  EXPECT_EQ(b->read_scope, b->scope + ":read");
+  EXPECT_TRUE(*index_->FileVisibleTo(f0, r->read_scope));
+  EXPECT_FALSE(*index_->FileVisibleTo(files[1].hash, r->read_scope));
+  EXPECT_FALSE(*index_->FileVisibleTo(files[2].hash, r->read_scope));
+  EXPECT_TRUE(*index_->FileVisibleTo(files[1].hash, b->read_scope));
+  EXPECT_FALSE(*index_->FileVisibleTo(f0, b->read_scope));
+  EXPECT_EQ(index_->ScopeStats(r->read_scope)->files, 1u);
+  EXPECT_EQ(index_->ScopeStats(b->read_scope)->bytes, files[1].size);
+}
+
+// A bounded read of an object: its first bytes and its whole size, never more.
+TEST_P(IndexTest, ObjectHeadsAreBounded) {
+  Open();
+  auto repo = index_->CreateRepo(MakeRepo("alice", "model"));
+  ASSERT_TRUE(repo.ok());
+  std::vector<uint8_t> big(100000);
+  for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<uint8_t>(i * 7);
+  ASSERT_TRUE(index_->PutRepoObjects(repo->id, {{Key("big"), 3, big}}).ok());
+  auto head = index_->GetRepoObjectHead(repo->id, Key("big"), 1000);
+  ASSERT_TRUE(head.ok()) << head.error().message;
+  ASSERT_TRUE(head->has_value());
+  EXPECT_EQ((*head)->kind, 3);
+  EXPECT_EQ((*head)->size, big.size());
+  EXPECT_EQ((*head)->data, std::vector<uint8_t>(big.begin(), big.begin() + 1000));
+  auto whole = index_->GetRepoObjectHead(repo->id, Key("big"), 1 << 20);
+  EXPECT_EQ((*whole)->data, big);
+  EXPECT_FALSE(index_->GetRepoObjectHead(repo->id, Key("none"), 10)->has_value());
 }
 
 TEST_P(IndexTest, RepoObjectsRoundtrip) {

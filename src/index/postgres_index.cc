@@ -140,8 +140,26 @@ CREATE TABLE bucket_files(
   uploaded_at int8 NOT NULL,
   PRIMARY KEY(repo, path));
 )sql",
+    // 9: each repository's read scope, which sees only what the repository committed (as on SQLite).
+    R"sql(
+ALTER TABLE repos ADD COLUMN read_scope text NOT NULL DEFAULT '';
+UPDATE repos SET read_scope = scope || ':read';
+CREATE UNIQUE INDEX repos_by_read_scope ON repos(read_scope);
+INSERT INTO file_scopes(file, scope)
+  SELECT DISTINCT o.data, r.read_scope FROM repo_objects o JOIN repos r ON r.id = o.repo
+  WHERE o.kind = 16 AND EXISTS (SELECT 1 FROM files f WHERE f.hash = o.data)
+  ON CONFLICT DO NOTHING;
+INSERT INTO file_scopes(file, scope)
+  SELECT DISTINCT b.file, r.read_scope FROM bucket_files b JOIN repos r ON r.id = b.repo
+  WHERE EXISTS (SELECT 1 FROM files f WHERE f.hash = b.file)
+  ON CONFLICT DO NOTHING;
+INSERT INTO scope_totals(scope, files, bytes)
+  SELECT s.scope, count(*), sum(f.size) FROM file_scopes s JOIN files f ON f.hash = s.file
+  WHERE s.scope IN (SELECT read_scope FROM repos) GROUP BY s.scope;
+)sql",
 };
 static_assert(std::size(kMigrations) == PostgresIndex::kSchemaVersion);
+static_assert(kFileLinkKind == 16, "migration 9 reads the links by their kind");
 static_assert(Index::kMaxDedupHits == 32, "the LIMIT of kDedupAny and kDedupScoped");
 
 constexpr int kCounterSlots = 64;
@@ -261,21 +279,26 @@ constexpr pg::Statement kAddSecret{"add_secret",
 constexpr pg::Statement kDeleteSecret{"delete_secret",
                                       "DELETE FROM secrets WHERE name = $1::text RETURNING name"};
 constexpr pg::Statement kPing{"ping", "SELECT 1"};
-constexpr pg::Statement kShareFile{"share_file", R"sql(
-WITH f AS (SELECT hash, size FROM files WHERE hash = $1::bytea),
+// All or nothing: no row goes in unless every file is known (the counts say which).
+constexpr pg::Statement kShareFiles{"share_files", R"sql(
+WITH u AS (SELECT DISTINCT hash FROM unnest($1::bytea[]) AS u(hash)),
+f AS (SELECT files.hash, files.size FROM files JOIN u ON u.hash = files.hash),
 fs AS (
   INSERT INTO file_scopes(file, scope) SELECT hash, $2::text FROM f
+  WHERE (SELECT count(*) FROM f) = (SELECT count(*) FROM u)
   ON CONFLICT (file, scope) DO NOTHING RETURNING file),
 st AS (
   INSERT INTO scope_totals(scope, files, bytes)
-  SELECT $2::text, 1, f.size FROM fs JOIN f ON f.hash = fs.file
-  ON CONFLICT (scope) DO UPDATE SET files = scope_totals.files + 1, bytes = scope_totals.bytes + EXCLUDED.bytes)
-SELECT count(*)::int8 FROM f)sql"};
+  SELECT $2::text, count(*), COALESCE(sum(f.size), 0) FROM fs JOIN f ON f.hash = fs.file
+  HAVING count(*) > 0
+  ON CONFLICT (scope) DO UPDATE SET files = scope_totals.files + EXCLUDED.files,
+                                    bytes = scope_totals.bytes + EXCLUDED.bytes)
+SELECT (SELECT count(*) FROM u)::int8, (SELECT count(*) FROM f)::int8)sql"};
 // Repositories. Each write is one statement (as the writer threads require): its row says what happened.
 constexpr pg::Statement kCreateRepo{"create_repo", R"sql(
 WITH r AS (
-  INSERT INTO repos(type, ns, name, private, created_at, scope)
-  VALUES ($1::int8, $2::text, $3::text, $4::bool, $5::int8, $12::text)
+  INSERT INTO repos(type, ns, name, private, created_at, scope, read_scope)
+  VALUES ($1::int8, $2::text, $3::text, $4::bool, $5::int8, $12::text, $13::text)
   ON CONFLICT DO NOTHING RETURNING id),
 o AS (
   INSERT INTO repo_objects(repo, key, kind, data)
@@ -286,27 +309,36 @@ f AS (
   SELECT r.id, u.kind, u.name, u.target FROM r, unnest($9::int8[], $10::text[], $11::bytea[]) AS u(kind, name, target))
 SELECT id FROM r)sql"};
 constexpr pg::Statement kFindRepo{"find_repo",
-                                  "SELECT id, private, created_at, scope FROM repos WHERE type = $1::int8 "
+                                  "SELECT id, private, created_at, scope, read_scope FROM repos "
+                                  "WHERE type = $1::int8 "
                                   "AND ns = $2::text AND name = $3::text"};
 constexpr pg::Statement kListRepos{"list_repos", R"sql(
-SELECT id, ns, name, private, created_at, scope FROM repos
+SELECT id, ns, name, private, created_at, scope, read_scope FROM repos
 WHERE type = $1::int8 AND ($2::text IS NULL OR ns = $2::text) AND (ns, name) > ($3::text, $4::text)
 ORDER BY ns, name LIMIT $5::int8)sql"};
 constexpr pg::Statement kUpdateRepo{"update_repo", R"sql(
-WITH cur AS (SELECT id, type FROM repos WHERE id = $1::int8),
+WITH cur AS (SELECT id, type, read_scope FROM repos WHERE id = $1::int8),
 taken AS (
   SELECT 1 FROM repos r, cur
   WHERE $3::text IS NOT NULL AND r.type = cur.type AND r.ns = $3::text AND r.name = $4::text AND r.id <> cur.id),
 upd AS (
   UPDATE repos SET private = coalesce($2::bool, private), ns = coalesce($3::text, ns),
-                   name = coalesce($4::text, name)
-  WHERE id = $1::int8 AND NOT EXISTS (SELECT 1 FROM taken) RETURNING id)
+                   name = coalesce($4::text, name), read_scope = coalesce($5::text, read_scope)
+  WHERE id = $1::int8 AND NOT EXISTS (SELECT 1 FROM taken) RETURNING id),
+mf AS (
+  UPDATE file_scopes SET scope = $5::text FROM cur
+  WHERE file_scopes.scope = cur.read_scope AND cur.read_scope <> $5::text AND EXISTS (SELECT 1 FROM upd)),
+mt AS (
+  UPDATE scope_totals SET scope = $5::text FROM cur
+  WHERE scope_totals.scope = cur.read_scope AND cur.read_scope <> $5::text AND EXISTS (SELECT 1 FROM upd))
 SELECT (SELECT count(*) FROM cur)::int8, (SELECT count(*) FROM taken)::int8)sql"};
 constexpr pg::Statement kDeleteRepo{"delete_repo", R"sql(
-WITH d AS (DELETE FROM repos WHERE id = $1::int8 RETURNING id),
+WITH d AS (DELETE FROM repos WHERE id = $1::int8 RETURNING id, scope, read_scope),
 o AS (DELETE FROM repo_objects WHERE repo IN (SELECT id FROM d)),
 f AS (DELETE FROM repo_refs WHERE repo IN (SELECT id FROM d)),
-b AS (DELETE FROM bucket_files WHERE repo IN (SELECT id FROM d))
+b AS (DELETE FROM bucket_files WHERE repo IN (SELECT id FROM d)),
+fs AS (DELETE FROM file_scopes WHERE scope IN (SELECT scope FROM d UNION ALL SELECT read_scope FROM d)),
+st AS (DELETE FROM scope_totals WHERE scope IN (SELECT scope FROM d UNION ALL SELECT read_scope FROM d))
 SELECT count(*)::int8 FROM d)sql"};
 constexpr pg::Statement kPutRepoObjects{"put_repo_objects", R"sql(
 WITH r AS (SELECT id FROM repos WHERE id = $1::int8),
@@ -318,6 +350,10 @@ SELECT count(*)::int8 FROM r)sql"};
 constexpr pg::Statement kGetRepoObjects{"get_repo_objects", R"sql(
 SELECT u.i, o.kind, o.data FROM unnest($2::bytea[]) WITH ORDINALITY AS u(key, i)
 JOIN repo_objects o ON o.repo = $1::int8 AND o.key = u.key)sql"};
+constexpr pg::Statement kGetRepoObjectHead{
+    "get_repo_object_head",
+    "SELECT kind, length(data)::int8, substring(data from 1 for $3::int8::int4) FROM repo_objects "
+    "WHERE repo = $1::int8 AND key = $2::bytea"};
 constexpr pg::Statement kListRefs{
     "list_refs", "SELECT kind, name, target FROM repo_refs WHERE repo = $1::int8 ORDER BY kind, name"};
 // A bucket's changes as arrays (deletes have a NULL file): one statement applies them all, deletes first.
@@ -895,14 +931,19 @@ xet::Result<bool> PostgresIndex::DeleteSecret(std::string_view name) {
   return rows->size() == 1;
 }
 
-xet::Status PostgresIndex::ShareFile(const FileHash& hash, std::string_view scope) {
+xet::Status PostgresIndex::ShareFiles(std::span<const FileHash> hashes, std::string_view scope) {
+  if (hashes.size() > kMaxSharedFiles) return xet::Malformed("too many files shared at once");
+  if (hashes.empty()) return xet::Ok{};
+  int64_t asked = 0;
   int64_t found = 0;
-  WriteRequest req{&kShareFile, {}, [&](const pg::Rows& rows) {
-                     if (rows.size() == 1) found = rows.Int8(0, 0);
+  WriteRequest req{&kShareFiles, {}, [&](const pg::Rows& rows) {
+                     if (rows.size() != 1) return;
+                     asked = rows.Int8(0, 0);
+                     found = rows.Int8(0, 1);
                    }};
-  req.params.Bytea(hash).Text(scope);
+  req.params.HashArray(hashes).Text(scope);
   if (auto st = writes_->Submit(req); !st.ok()) return st;
-  if (found == 0) return xet::NotFound("file " + hash.hex() + " is not in the index");
+  if (found != asked || asked == 0) return xet::NotFound("a file shared is not in the index");
   return xet::Ok{};
 }
 
@@ -940,14 +981,17 @@ RepoRecord RepoFromRow(const pg::Rows& rows, int r, RepoType type) {
                     .name = std::string(rows.Text(r, 2)),
                     .is_private = rows.Bool(r, 3),
                     .created_at = rows.Int8(r, 4),
-                    .scope = std::string(rows.Text(r, 5))};
+                    .scope = std::string(rows.Text(r, 5)),
+                    .read_scope = std::string(rows.Text(r, 6))};
 }
 
 }  // namespace
 
 xet::Result<RepoRecord> PostgresIndex::CreateRepo(const NewRepo& repo) {
   if (auto st = CheckKeys(repo.objects); !st.ok()) return st.error();
-  if (repo.scope.empty()) return xet::Malformed("a repository needs a scope");
+  if (repo.scope.empty() || repo.read_scope.empty() || repo.scope == repo.read_scope) {
+    return xet::Malformed("a repository needs a scope and a read scope of its own");
+  }
   std::optional<int64_t> id;
   WriteRequest req{&kCreateRepo, {}, [&](const pg::Rows& rows) {
                      if (rows.size() == 1) id = rows.Int8(0, 0);
@@ -963,7 +1007,7 @@ xet::Result<RepoRecord> PostgresIndex::CreateRepo(const NewRepo& repo) {
     names.push_back(ref.name);
     targets.emplace_back(ref.target);
   }
-  req.params.Int8Array(kinds).TextArray(names).ByteaArray(targets).Text(repo.scope);
+  req.params.Int8Array(kinds).TextArray(names).ByteaArray(targets).Text(repo.scope).Text(repo.read_scope);
   if (auto st = writes_->Submit(req); !st.ok()) return st.error();
   if (!id) return xet::Conflict("repository " + repo.ns + "/" + repo.name + " exists");
   return RepoRecord{.id = *id,
@@ -972,7 +1016,8 @@ xet::Result<RepoRecord> PostgresIndex::CreateRepo(const NewRepo& repo) {
                     .name = repo.name,
                     .is_private = repo.is_private,
                     .created_at = repo.created_at,
-                    .scope = repo.scope};
+                    .scope = repo.scope,
+                    .read_scope = repo.read_scope};
 }
 
 xet::Result<RepoRecord> PostgresIndex::FindRepo(RepoType type, std::string_view ns, std::string_view name) {
@@ -985,7 +1030,8 @@ xet::Result<RepoRecord> PostgresIndex::FindRepo(RepoType type, std::string_view 
                     .name = std::string(name),
                     .is_private = rows->Bool(0, 1),
                     .created_at = rows->Int8(0, 2),
-                    .scope = std::string(rows->Text(0, 3))};
+                    .scope = std::string(rows->Text(0, 3)),
+                    .read_scope = std::string(rows->Text(0, 4))};
 }
 
 xet::Result<std::vector<RepoRecord>> PostgresIndex::ListRepos(
@@ -1028,6 +1074,11 @@ xet::Status PostgresIndex::UpdateRepo(int64_t id, const RepoChange& change) {
     req.params.Text(*change.ns).Text(*change.name);
   } else {
     req.params.Null().Null();
+  }
+  if (change.read_scope) {
+    req.params.Text(*change.read_scope);
+  } else {
+    req.params.Null();
   }
   if (auto st = writes_->Submit(req); !st.ok()) return st;
   if (found == 0) return xet::NotFound("repository " + std::to_string(id) + " is not in the index");
@@ -1074,6 +1125,18 @@ xet::Result<std::vector<std::optional<RepoObject>>> PostgresIndex::GetRepoObject
         .key = keys[i], .kind = static_cast<uint8_t>(rows->Int8(r, 1)), .data = Bytes(rows->Bytes(r, 2))};
   }
   return out;
+}
+
+xet::Result<std::optional<RepoObjectHead>> PostgresIndex::GetRepoObjectHead(int64_t repo,
+                                                                            std::span<const uint8_t> key,
+                                                                            size_t max_bytes) {
+  const auto bound = static_cast<int64_t>(std::min<size_t>(max_bytes, INT32_MAX));
+  auto rows = Query(kGetRepoObjectHead, pg::Params().Int8(repo).Bytea(key).Int8(bound));
+  if (!rows.ok()) return rows.error();
+  if (rows->size() == 0) return std::optional<RepoObjectHead>();
+  return std::optional<RepoObjectHead>(RepoObjectHead{.kind = static_cast<uint8_t>(rows->Int8(0, 0)),
+                                                      .size = static_cast<uint64_t>(rows->Int8(0, 1)),
+                                                      .data = Bytes(rows->Bytes(0, 2))});
 }
 
 xet::Result<std::vector<Ref>> PostgresIndex::ListRefs(int64_t repo) {

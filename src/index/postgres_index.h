@@ -50,7 +50,7 @@ struct PostgresOptions {
 
 class PostgresIndex final : public Index {
  public:
-  static constexpr int kSchemaVersion = 8;
+  static constexpr int kSchemaVersion = 9;
 
   // Connects, migrates and checks the schema. kUnavailable when the server cannot be reached.
   static xet::Result<std::unique_ptr<PostgresIndex>> Open(PostgresOptions options);
@@ -73,7 +73,8 @@ class PostgresIndex final : public Index {
                                                  size_t limit) override;
   xet::Result<ScopeTotals> ScopeStats(std::string_view scope) override;
   xet::Result<std::vector<Hash>> Scan(Scanned what, std::optional<Hash> after, size_t limit) override;
-  xet::Status ShareFile(const FileHash& hash, std::string_view scope) override;
+  xet::Status ShareFiles(std::span<const FileHash> hashes, std::string_view scope) override;
+  using Index::ShareFile;
   xet::Result<CommitOutcome> CommitShard(const ShardCommit& commit) override;
   xet::Result<std::optional<ShardInfo>> GetShard(const Hash& shard) override;
   xet::Result<std::shared_ptr<const ShardXorbs>> GetShardXorbs(const Hash& shard) override;
@@ -94,6 +95,8 @@ class PostgresIndex final : public Index {
   xet::Status PutRepoObjects(int64_t repo, const std::vector<RepoObject>& objects) override;
   xet::Result<std::vector<std::optional<RepoObject>>> GetRepoObjects(
       int64_t repo, const std::vector<std::vector<uint8_t>>& keys) override;
+  xet::Result<std::optional<RepoObjectHead>> GetRepoObjectHead(int64_t repo, std::span<const uint8_t> key,
+                                                               size_t max_bytes) override;
   xet::Result<std::vector<Ref>> ListRefs(int64_t repo) override;
   xet::Status UpdateRef(int64_t repo, const RefUpdate& update) override;
   xet::Status ChangeBucket(int64_t repo, const std::vector<BucketChange>& changes) override;

@@ -1,7 +1,7 @@
 // The index's records of Hub repositories (hub/ gives them meaning): a repository's name and settings, the
 // objects of its history (opaque bytes under a key: git objects by their 20-byte id, links from an LFS
 // SHA-256 to a Xet file by the 32-byte digest), and its refs, which name objects. The index stores and
-// compares these bytes; it parses none of them.
+// compares these bytes; it parses none of them (schema 9's migration alone reads the links, kFileLinkKind).
 #pragma once
 
 #include <cstdint>
@@ -25,15 +25,30 @@ struct RepoRecord {
   bool is_private = false;
   int64_t created_at = 0;  // unix seconds
   // The CAS scope of the repository's files: chosen at random when it is created, kept across moves, never
-  // the scope of another repository (even one created later under the same name).
+  // the scope of another repository (even one created later under the same name). Write tokens carry it:
+  // every upload made for the repository is visible to it, committed or not.
   std::string scope;
+  // The CAS scope read tokens carry: it sees only the files the repository committed (the Hub shares each
+  // into it as a commit or bucket batch names it). Replaced by a fresh one (RepoChange::read_scope) when the
+  // repository goes private, so that no read token minted before still reads.
+  std::string read_scope;
 };
+
+// The kind of a repository object that links an LFS SHA-256 (its key) to a Xet file (its data, 32 bytes).
+inline constexpr uint8_t kFileLinkKind = 16;
 
 // One object of a repository's history. Objects are immutable: a key names one value forever.
 struct RepoObject {
   std::vector<uint8_t> key;  // 1 to 32 bytes
   uint8_t kind = 0;
   std::vector<uint8_t> data;
+};
+
+// The start of one object and its whole size: what a reader that needs no more than a bound reads.
+struct RepoObjectHead {
+  uint8_t kind = 0;
+  uint64_t size = 0;          // the whole object's
+  std::vector<uint8_t> data;  // its first min(size, max_bytes) bytes
 };
 
 // Stored as its number: never renumber.
@@ -61,6 +76,7 @@ struct NewRepo {
   bool is_private = false;
   int64_t created_at = 0;
   std::string scope;
+  std::string read_scope;
   std::vector<RepoObject> objects;
   std::vector<Ref> refs;
 };
@@ -101,6 +117,9 @@ struct RepoChange {
   std::optional<bool> is_private;
   std::optional<std::string> ns;  // with name: a move
   std::optional<std::string> name;
+  // A new read scope (a scope no repository had): every file visible to the old one, and its totals, move to
+  // it in the same transaction, so the old scope sees nothing from then on.
+  std::optional<std::string> read_scope;
 };
 
 }  // namespace cairn::index

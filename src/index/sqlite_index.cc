@@ -133,8 +133,27 @@ CREATE TABLE bucket_files(
   uploaded_at INTEGER NOT NULL,
   PRIMARY KEY(repo, path)) WITHOUT ROWID;
 )sql",
+    // 9: each repository's read scope, which sees only what the repository committed (repo_records.h).
+    // Repositories made before publish what their LFS links (kind 16) and bucket files name.
+    R"sql(
+ALTER TABLE repos ADD COLUMN read_scope TEXT NOT NULL DEFAULT '';
+UPDATE repos SET read_scope = scope || ':read';
+CREATE UNIQUE INDEX repos_by_read_scope ON repos(read_scope);
+INSERT INTO file_scopes(file, scope)
+  SELECT DISTINCT o.data, r.read_scope FROM repo_objects o JOIN repos r ON r.id = o.repo
+  WHERE o.kind = 16 AND EXISTS (SELECT 1 FROM files f WHERE f.hash = o.data)
+  ON CONFLICT DO NOTHING;
+INSERT INTO file_scopes(file, scope)
+  SELECT DISTINCT b.file, r.read_scope FROM bucket_files b JOIN repos r ON r.id = b.repo
+  WHERE EXISTS (SELECT 1 FROM files f WHERE f.hash = b.file)
+  ON CONFLICT DO NOTHING;
+INSERT INTO scope_totals(scope, files, bytes)
+  SELECT s.scope, count(*), sum(f.size) FROM file_scopes s JOIN files f ON f.hash = s.file
+  WHERE s.scope IN (SELECT read_scope FROM repos) GROUP BY s.scope;
+)sql",
 };
 static_assert(std::size(kMigrations) == SqliteIndex::kSchemaVersion);
+static_assert(kFileLinkKind == 16, "migration 9 reads the links by their kind");
 static_assert(Index::kMaxDedupHits == 32, "the LIMIT of kDedupAny and kDedupScoped");
 
 // Transaction control, prepared once per connection (sqlite3_exec would parse them for every request).
@@ -202,15 +221,20 @@ constexpr const char kListSecrets[] = "SELECT name, value, created_at FROM secre
 constexpr const char kDeleteSecret[] = "DELETE FROM secrets WHERE name = ?1";
 constexpr const char kPing[] = "SELECT 1";
 constexpr const char kCreateRepo[] =
-    "INSERT INTO repos(type, ns, name, private, created_at, scope) VALUES (?1, ?2, ?3, ?4, ?5, ?6) "
-    "ON CONFLICT DO NOTHING";
+    "INSERT INTO repos(type, ns, name, private, created_at, scope, read_scope) "
+    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) ON CONFLICT DO NOTHING";
 constexpr const char kFindRepo[] =
-    "SELECT id, private, created_at, scope FROM repos WHERE type = ?1 AND ns = ?2 AND name = ?3";
+    "SELECT id, private, created_at, scope, read_scope FROM repos WHERE type = ?1 AND ns = ?2 AND name = ?3";
 constexpr const char kListRepos[] =
-    "SELECT id, ns, name, private, created_at, scope FROM repos WHERE type = ?1 AND (?2 IS NULL OR ns = ?2) "
-    "AND (ns, name) > (?3, ?4) ORDER BY ns, name LIMIT ?5";
-constexpr const char kRepoById[] = "SELECT type, ns, name FROM repos WHERE id = ?1";
+    "SELECT id, ns, name, private, created_at, scope, read_scope FROM repos WHERE type = ?1 "
+    "AND (?2 IS NULL OR ns = ?2) AND (ns, name) > (?3, ?4) ORDER BY ns, name LIMIT ?5";
+constexpr const char kRepoById[] = "SELECT type, ns, name, scope, read_scope FROM repos WHERE id = ?1";
 constexpr const char kSetPrivate[] = "UPDATE repos SET private = ?2 WHERE id = ?1";
+constexpr const char kSetReadScope[] = "UPDATE repos SET read_scope = ?2 WHERE id = ?1";
+constexpr const char kMoveScopeFiles[] = "UPDATE file_scopes SET scope = ?2 WHERE scope = ?1";
+constexpr const char kMoveScopeTotals[] = "UPDATE scope_totals SET scope = ?2 WHERE scope = ?1";
+constexpr const char kDropScopeFiles[] = "DELETE FROM file_scopes WHERE scope = ?1";
+constexpr const char kDropScopeTotals[] = "DELETE FROM scope_totals WHERE scope = ?1";
 constexpr const char kRenameRepo[] = "UPDATE repos SET ns = ?2, name = ?3 WHERE id = ?1";
 constexpr const char kDeleteRepo[] = "DELETE FROM repos WHERE id = ?1";
 constexpr const char kDeleteRepoObjects[] = "DELETE FROM repo_objects WHERE repo = ?1";
@@ -234,6 +258,8 @@ constexpr const char kBucketTotals[] =
 constexpr const char kPutRepoObject[] =
     "INSERT INTO repo_objects(repo, key, kind, data) VALUES (?1, ?2, ?3, ?4) ON CONFLICT DO NOTHING";
 constexpr const char kGetRepoObject[] = "SELECT kind, data FROM repo_objects WHERE repo = ?1 AND key = ?2";
+constexpr const char kGetRepoObjectHead[] =
+    "SELECT kind, length(data), substr(data, 1, ?3) FROM repo_objects WHERE repo = ?1 AND key = ?2";
 constexpr const char kListRefs[] =
     "SELECT kind, name, target FROM repo_refs WHERE repo = ?1 ORDER BY kind, name";
 constexpr const char kGetRef[] = "SELECT target FROM repo_refs WHERE repo = ?1 AND kind = ?2 AND name = ?3";
@@ -955,23 +981,32 @@ xet::Result<std::vector<DedupHit>> SqliteIndex::LookupDedup(const ChunkHash& chu
   return hits;
 }
 
-xet::Status SqliteIndex::ShareFile(const FileHash& hash, std::string_view scope) {
+xet::Status SqliteIndex::ShareFiles(std::span<const FileHash> hashes, std::string_view scope) {
+  if (hashes.size() > kMaxSharedFiles) return xet::Malformed("too many files shared at once");
+  if (hashes.empty()) return xet::Ok{};
   return Write([&](Conn& c) -> xet::Status {
-    auto size = c.Prepare(kFileSize);
-    if (!size.ok()) return size.error();
-    size->Bind(1, hash);
-    const int rc = size->Step();
-    if (rc == SQLITE_DONE) return xet::NotFound("file " + hash.hex() + " is not in the index");
-    if (rc != SQLITE_ROW) return c.Err("read file", rc);
-    const int64_t bytes = size->Int(0);
-    auto put = c.Prepare(kPutScope);
-    if (!put.ok()) return put.error();
-    put->Bind(1, hash).Bind(2, scope);
-    if (auto st = c.Run(*put, "insert file scope"); !st.ok()) return st;
-    if (c.changes() == 0) return xet::Ok{};  // the scope had it already
+    int64_t files = 0;
+    int64_t bytes = 0;
+    for (const FileHash& hash : hashes) {
+      auto size = c.Prepare(kFileSize);
+      if (!size.ok()) return size.error();
+      size->Bind(1, hash);
+      const int rc = size->Step();
+      if (rc == SQLITE_DONE) return xet::NotFound("file " + hash.hex() + " is not in the index");
+      if (rc != SQLITE_ROW) return c.Err("read file", rc);
+      const int64_t file_bytes = size->Int(0);
+      auto put = c.Prepare(kPutScope);
+      if (!put.ok()) return put.error();
+      put->Bind(1, hash).Bind(2, scope);
+      if (auto st = c.Run(*put, "insert file scope"); !st.ok()) return st;
+      if (c.changes() == 0) continue;  // the scope had it already
+      ++files;
+      bytes += file_bytes;
+    }
+    if (files == 0) return xet::Ok{};
     auto bump = c.Prepare(kBumpScope);
     if (!bump.ok()) return bump.error();
-    bump->Bind(1, scope).Bind(2, int64_t{1}).Bind(3, bytes);
+    bump->Bind(1, scope).Bind(2, files).Bind(3, bytes);
     return c.Run(*bump, "count the scope's files");
   });
 }
@@ -1016,13 +1051,19 @@ xet::Result<RepoRecord> SqliteIndex::CreateRepo(const NewRepo& repo) {
                  .name = repo.name,
                  .is_private = repo.is_private,
                  .created_at = repo.created_at,
-                 .scope = repo.scope};
-  if (repo.scope.empty()) return xet::Malformed("a repository needs a scope");
+                 .scope = repo.scope,
+                 .read_scope = repo.read_scope};
+  if (repo.scope.empty() || repo.read_scope.empty() || repo.scope == repo.read_scope) {
+    return xet::Malformed("a repository needs a scope and a read scope of its own");
+  }
   auto st = Write([&](Conn& c) -> xet::Status {
     auto put = c.Prepare(kCreateRepo);
     if (!put.ok()) return put.error();
     put->Bind(1, int64_t{static_cast<uint8_t>(repo.type)}).Bind(2, repo.ns).Bind(3, repo.name);
-    put->Bind(4, int64_t{repo.is_private}).Bind(5, repo.created_at).Bind(6, repo.scope);
+    put->Bind(4, int64_t{repo.is_private})
+        .Bind(5, repo.created_at)
+        .Bind(6, repo.scope)
+        .Bind(7, repo.read_scope);
     if (auto r = c.Run(*put, "insert repository"); !r.ok()) return r;
     if (c.changes() == 0) return xet::Conflict("repository " + repo.ns + "/" + repo.name + " exists");
     out.id = sqlite3_last_insert_rowid(c.db());
@@ -1055,7 +1096,8 @@ xet::Result<RepoRecord> SqliteIndex::FindRepo(RepoType type, std::string_view ns
                     .name = std::string(name),
                     .is_private = s->Int(1) != 0,
                     .created_at = s->Int(2),
-                    .scope = std::string(s->Text(3))};
+                    .scope = std::string(s->Text(3)),
+                    .read_scope = std::string(s->Text(4))};
 }
 
 xet::Result<std::vector<RepoRecord>> SqliteIndex::ListRepos(
@@ -1087,7 +1129,8 @@ xet::Result<std::vector<RepoRecord>> SqliteIndex::ListRepos(
                              .name = std::string(s->Text(2)),
                              .is_private = s->Int(3) != 0,
                              .created_at = s->Int(4),
-                             .scope = std::string(s->Text(5))});
+                             .scope = std::string(s->Text(5)),
+                             .read_scope = std::string(s->Text(6))});
   }
   return out;
 }
@@ -1104,6 +1147,7 @@ xet::Status SqliteIndex::UpdateRepo(int64_t id, const RepoChange& change) {
     if (rc == SQLITE_DONE) return xet::NotFound("repository " + std::to_string(id) + " is not in the index");
     if (rc != SQLITE_ROW) return c.Err("read repository", rc);
     const int64_t type = who->Int(0);
+    const std::string old_read_scope(who->Text(4));
     if (change.ns) {
       auto taken = c.Prepare(kFindRepo);
       if (!taken.ok()) return taken.error();
@@ -1124,13 +1168,39 @@ xet::Status SqliteIndex::UpdateRepo(int64_t id, const RepoChange& change) {
       set->Bind(1, id).Bind(2, int64_t{*change.is_private});
       if (auto st = c.Run(*set, "update repository"); !st.ok()) return st;
     }
+    if (change.read_scope && *change.read_scope != old_read_scope) {
+      auto set = c.Prepare(kSetReadScope);
+      if (!set.ok()) return set.error();
+      set->Bind(1, id).Bind(2, *change.read_scope);
+      if (auto st = c.Run(*set, "update repository"); !st.ok()) return st;
+      for (const char* sql : {kMoveScopeFiles, kMoveScopeTotals}) {
+        auto mv = c.Prepare(sql);
+        if (!mv.ok()) return mv.error();
+        mv->Bind(1, old_read_scope).Bind(2, *change.read_scope);
+        if (auto st = c.Run(*mv, "move the read scope"); !st.ok()) return st;
+      }
+    }
     return xet::Ok{};
   });
 }
 
 xet::Status SqliteIndex::DeleteRepo(int64_t id) {
   return Write([&](Conn& c) -> xet::Status {
-    if (auto st = RepoExists(c, id); !st.ok()) return st;
+    auto who = c.Prepare(kRepoById);
+    if (!who.ok()) return who.error();
+    who->Bind(1, id);
+    const int rc = who->Step();
+    if (rc == SQLITE_DONE) return xet::NotFound("repository " + std::to_string(id) + " is not in the index");
+    if (rc != SQLITE_ROW) return c.Err("read repository", rc);
+    const std::string scopes[] = {std::string(who->Text(3)), std::string(who->Text(4))};
+    for (const std::string& scope : scopes) {
+      for (const char* sql : {kDropScopeFiles, kDropScopeTotals}) {
+        auto drop = c.Prepare(sql);
+        if (!drop.ok()) return drop.error();
+        drop->Bind(1, scope);
+        if (auto st = c.Run(*drop, "drop the repository's scopes"); !st.ok()) return st;
+      }
+    }
     for (const char* sql : {kDeleteRepoRefs, kDeleteRepoObjects, kDeleteRepoFiles, kDeleteRepo}) {
       auto del = c.Prepare(sql);
       if (!del.ok()) return del.error();
@@ -1169,6 +1239,22 @@ xet::Result<std::vector<std::optional<RepoObject>>> SqliteIndex::GetRepoObjects(
         RepoObject{.key = key, .kind = static_cast<uint8_t>(s->Int(0)), .data = Bytes(s->Blob(1))});
   }
   return out;
+}
+
+xet::Result<std::optional<RepoObjectHead>> SqliteIndex::GetRepoObjectHead(int64_t repo,
+                                                                          std::span<const uint8_t> key,
+                                                                          size_t max_bytes) {
+  auto r = AcquireReader();
+  if (!r.ok()) return r.error();
+  auto s = (*r)->Prepare(kGetRepoObjectHead);
+  if (!s.ok()) return s.error();
+  s->Bind(1, repo).Bind(2, key).Bind(3, static_cast<int64_t>(std::min<size_t>(max_bytes, INT32_MAX)));
+  const int rc = s->Step();
+  if (rc == SQLITE_DONE) return std::optional<RepoObjectHead>();
+  if (rc != SQLITE_ROW) return (*r)->Err("read object", rc);
+  return std::optional<RepoObjectHead>(RepoObjectHead{.kind = static_cast<uint8_t>(s->Int(0)),
+                                                      .size = static_cast<uint64_t>(s->Int(1)),
+                                                      .data = Bytes(s->Blob(2))});
 }
 
 xet::Result<std::vector<Ref>> SqliteIndex::ListRefs(int64_t repo) {

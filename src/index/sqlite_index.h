@@ -47,7 +47,7 @@ struct SqliteOptions {
 
 class SqliteIndex final : public Index {
  public:
-  static constexpr int kSchemaVersion = 8;
+  static constexpr int kSchemaVersion = 9;
 
   static xet::Result<std::unique_ptr<SqliteIndex>> Open(SqliteOptions options);
   // Applies the missing migrations only (what Open does first); returns the versions before and after.
@@ -69,7 +69,8 @@ class SqliteIndex final : public Index {
                                                  size_t limit) override;
   xet::Result<ScopeTotals> ScopeStats(std::string_view scope) override;
   xet::Result<std::vector<Hash>> Scan(Scanned what, std::optional<Hash> after, size_t limit) override;
-  xet::Status ShareFile(const FileHash& hash, std::string_view scope) override;
+  xet::Status ShareFiles(std::span<const FileHash> hashes, std::string_view scope) override;
+  using Index::ShareFile;
   xet::Result<CommitOutcome> CommitShard(const ShardCommit& commit) override;
   xet::Result<std::optional<ShardInfo>> GetShard(const Hash& shard) override;
   xet::Result<std::shared_ptr<const ShardXorbs>> GetShardXorbs(const Hash& shard) override;
@@ -90,6 +91,8 @@ class SqliteIndex final : public Index {
   xet::Status PutRepoObjects(int64_t repo, const std::vector<RepoObject>& objects) override;
   xet::Result<std::vector<std::optional<RepoObject>>> GetRepoObjects(
       int64_t repo, const std::vector<std::vector<uint8_t>>& keys) override;
+  xet::Result<std::optional<RepoObjectHead>> GetRepoObjectHead(int64_t repo, std::span<const uint8_t> key,
+                                                               size_t max_bytes) override;
   xet::Result<std::vector<Ref>> ListRefs(int64_t repo) override;
   xet::Status UpdateRef(int64_t repo, const RefUpdate& update) override;
   xet::Status ChangeBucket(int64_t repo, const std::vector<BucketChange>& changes) override;
