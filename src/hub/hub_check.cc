@@ -36,11 +36,11 @@ class Checker {
       }
       if (auto oid = ObjectId::FromBytes(ref.target)) commits.push_back(*oid);
     }
-    std::set<ObjectId> seen;
+    std::set<std::vector<uint8_t>> seen;  // object keys (ObjectId's <=> trips clang-tidy 14's use-nullptr)
     while (!commits.empty()) {
       const ObjectId oid = commits.front();
       commits.pop_front();
-      if (!seen.insert(oid).second) continue;
+      if (!seen.insert(KeyOf(oid)).second) continue;
       auto head = index_.GetRepoObjectHead(repo.id, KeyOf(oid), kMaxCommitObjectBytes);
       if (!head.ok()) return FromIndex(head.error());
       if (!*head || (*head)->kind != static_cast<uint8_t>(ObjectKind::kCommit)) continue;  // damage: not ours
@@ -64,7 +64,7 @@ class Checker {
 
  private:
   Status Tree(const index::RepoRecord& repo, const ObjectId& oid, const std::string& dir) {
-    if (!trees_.insert(oid).second) return Ok{};
+    if (!trees_.insert(KeyOf(oid)).second) return Ok{};
     auto got = index_.GetRepoObjects(repo.id, {KeyOf(oid)});
     if (!got.ok()) return FromIndex(got.error());
     if (!(*got)[0] || (*got)[0]->kind != static_cast<uint8_t>(ObjectKind::kTree)) return Ok{};
@@ -111,7 +111,7 @@ class Checker {
   index::Index& index_;
   HubCheckReport& report_;
   std::string name_;
-  std::set<ObjectId> trees_;
+  std::set<std::vector<uint8_t>> trees_;
 };
 
 }  // namespace
