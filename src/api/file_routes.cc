@@ -240,17 +240,11 @@ void MintLink(files::FileService& files, const std::shared_ptr<Exchange>& ex, co
       const unsigned status = file.error().code == xet::ErrorCode::kNotFound ? 404 : StatusOf(file.error());
       return ex->Respond(Response::ErrorJson(status, file.error().message));
     }
-    auto query = files.links()->Sign(hash, scope, ttl > 0 ? static_cast<uint64_t>(ttl) : 0, name);
-    if (!query) return ex->Respond(Response::ErrorJson(400, query.error().message));
+    auto link = files.links()->Sign(hash, scope, ttl > 0 ? static_cast<uint64_t>(ttl) : 0, name);
+    if (!link) return ex->Respond(Response::ErrorJson(400, link.error().message));
     boost::json::object out;
-    out["url"] = base + "/v1/files/" + hash.hex() + "?" + *query;
-    // The expiry the link carries ("x=<unix seconds>&..."), as the signer's clock set it.
-    if (query->starts_with("x=")) {
-      uint64_t expires = 0;
-      const char* begin = query->data() + 2;
-      std::from_chars(begin, query->data() + query->size(), expires);
-      out["expires"] = expires;
-    }
+    out["url"] = base + "/v1/files/" + hash.hex() + "?" + link->query;
+    out["expires"] = link->expires;
     ex->Respond(Response::Json(201, boost::json::serialize(out)));
   });
 }

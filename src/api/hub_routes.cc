@@ -900,22 +900,23 @@ void HubRoutes::BucketResolve(const std::shared_ptr<Exchange>& ex) {
     auto f = buckets_.StatOne(bucket, path);
     if (!f) return ex->Respond(HubError(f.error()));
     const std::string etag = "\"" + f->file.hex() + "\"";
+    // The type the batch gave, if it is one (a value stored before media types were checked is not), with
+    // nosniff and a sandbox: whatever it is, it does not run as a page of cairn's origin.
     Response r;
     if (f->file.is_zero()) {
       r = Response::Binary(200, "");
       r.Header("ETag", etag);
+      http::SetStoredBytesHeaders(r, f->content_type);
     } else {
       auto stored = hub_.OpenLarge(bucket, f->file);
       if (!stored) return ex->Respond(HubError(stored.error()));
-      r = ServeStoredFile(files_, ex->request(), std::move(*stored), etag, options_.max_ranges);
+      r = ServeStoredFile(files_, ex->request(), std::move(*stored), etag, options_.max_ranges,
+                          f->content_type);
     }
     r.Header("X-Xet-Hash", f->file.hex())
         .Header("X-Linked-Size", std::to_string(f->size))
         .Header("Link", "<" + options_.public_url + "/api/buckets/" + rr.id.str() +
                             "/xet-read-token>; rel=\"xet-auth\"");
-    // The type the batch gave, if it is one (a value stored before media types were checked is not), with
-    // nosniff and a sandbox: whatever it is, it does not run as a page of cairn's origin.
-    if (r.status == 200 || r.status == 206) http::SetStoredBytesHeaders(r, f->content_type);
     ex->Respond(std::move(r));
   });
 }

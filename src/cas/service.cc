@@ -136,18 +136,23 @@ constexpr size_t kEntryOverhead = 96;
 
 }  // namespace
 
+xet::Status CasService::CheckVisible(const xet::FileHash& hash, const std::string& scope) {
+  auto visible = index_.FileVisibleTo(hash, scope);  // one primary-key lookup
+  if (!visible) return visible.error();
+  if (!*visible) return xet::NotFound("file " + hash.hex() + " is unknown");
+  return xet::Ok{};
+}
+
 xet::Result<std::shared_ptr<const std::vector<FileTermRef>>> CasService::VisibleTerms(
     const xet::FileHash& hash, const std::string& scope) {
-  const auto unknown = [&] { return xet::NotFound("file " + hash.hex() + " is unknown"); };
   if (auto cached = terms_.Get(hash)) {
-    auto visible = index_.FileVisibleTo(hash, scope);  // one primary-key lookup
-    if (!visible) return visible.error();
-    if (!*visible) return unknown();
+    if (auto st = CheckVisible(hash, scope); !st) return st.error();
     return cached;
   }
   auto entry = index_.GetVisibleFile(hash, scope);
   if (!entry) {
-    if (entry.error().code == ErrorCode::kNotFound) return unknown();
+    if (entry.error().code == ErrorCode::kNotFound)
+      return xet::NotFound("file " + hash.hex() + " is unknown");
     return entry.error();
   }
   auto terms = std::make_shared<std::vector<FileTermRef>>();
@@ -461,9 +466,7 @@ xet::Result<ReconstructionAnswer> CasService::Reconstruct(const xet::FileHash& f
     terms = std::make_shared<const std::vector<FileTermRef>>();  // the empty file exists for everyone
   } else {
     if (auto plan = range ? nullptr : plans_.Get(file); plan && plan->key_generation == signing->generation) {
-      auto visible = index_.FileVisibleTo(file, scope);  // asked every time: a scope can lose a file
-      if (!visible) return visible.error();
-      if (!*visible) return xet::NotFound("file " + file.hex() + " is unknown");
+      if (auto st = CheckVisible(file, scope); !st) return st.error();
       return WriteReconstruction(*plan, version, expiry, signer, &workers_);
     }
     auto t = VisibleTerms(file, scope);

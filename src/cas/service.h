@@ -194,6 +194,9 @@ class CasService {
   // Validates the body of `upload` and makes the xorb durable and indexed (XorbUpload::Finish).
   xet::Result<bool> FinishXorb(XorbUpload& upload);
   uint64_t Now() const;
+  // Whether `scope` sees the file now, asked of the index every time (never cached: a scope can lose a file);
+  // kNotFound, as for an unknown file, when it does not.
+  xet::Status CheckVisible(const xet::FileHash& hash, const std::string& scope);
   // Reads into the cache, in one index call, the layouts that planning `range` of a file will look up and
   // the cache lacks: those of the terms the range cuts, and of terms without recorded byte ranges.
   xet::Status PrefetchLayouts(std::span<const FileTermRef> terms, std::optional<ByteRange> range);

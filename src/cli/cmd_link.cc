@@ -51,15 +51,15 @@ int RunLink(const LinkOptions& opts) {
     return 1;
   }
   const files::LinkSigner signer(UrlKeysFrom(secrets->url), static_cast<uint64_t>(cfg->max_link_ttl.count()));
-  auto query = signer.Sign(*file, opts.scope, static_cast<uint64_t>(ttl->count()), opts.name);
-  if (!query) {
-    std::cerr << "cairn link: " << query.error().message << "\n";
+  auto link = signer.Sign(*file, opts.scope, static_cast<uint64_t>(ttl->count()), opts.name);
+  if (!link) {
+    std::cerr << "cairn link: " << link.error().message << "\n";
     return 2;
   }
   std::string base = cfg->public_url;
   while (!base.empty() && base.back() == '/') base.pop_back();
   std::cerr << "scope=" << opts.scope << " expires_in=" << ttl->count() << "s\n";
-  std::cout << base << "/v1/files/" << file->hex() << "?" << *query << "\n";
+  std::cout << base << "/v1/files/" << file->hex() << "?" << link->query << "\n";
   return 0;
 }
 

@@ -44,8 +44,8 @@ xet::Hash LinkSigner::Mac(const xet::Hash& key, const xet::FileHash& file, uint6
       key, std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(message.data()), message.size()));
 }
 
-xet::Result<std::string> LinkSigner::Sign(const xet::FileHash& file, const std::string& scope,
-                                          uint64_t ttl_seconds, const std::string& name) const {
+xet::Result<SignedLink> LinkSigner::Sign(const xet::FileHash& file, const std::string& scope,
+                                         uint64_t ttl_seconds, const std::string& name) const {
   if (ttl_seconds == 0 || ttl_seconds > max_ttl_) {
     return xet::LimitExceeded("a link lives from 1 s to " + std::to_string(max_ttl_) + " s (max_link_ttl)");
   }
@@ -57,7 +57,7 @@ xet::Result<std::string> LinkSigner::Sign(const xet::FileHash& file, const std::
   const auto& key = keys_.current();
   if (key.named()) query += "&k=" + key.id;
   query += "&s=" + Mac(key.material, file, expires, scope, name).hex();
-  return query;
+  return SignedLink{std::move(query), expires};
 }
 
 xet::Result<LinkGrant> LinkSigner::Verify(

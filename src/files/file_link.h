@@ -32,14 +32,20 @@ struct LinkGrant {
   uint64_t expires = 0;
 };
 
+// A signed link: the query string that carries it, and when it expires (unix seconds, the signer's clock).
+struct SignedLink {
+  std::string query;
+  uint64_t expires = 0;
+};
+
 class LinkSigner {
  public:
   // `now`: unix seconds (the system clock when empty).
   LinkSigner(const cas::UrlKeys& url_keys, uint64_t max_ttl_seconds, std::function<uint64_t()> now = nullptr);
 
-  // The query string of a link to `file` for `scope`, valid for `ttl_seconds`.
-  xet::Result<std::string> Sign(const xet::FileHash& file, const std::string& scope, uint64_t ttl_seconds,
-                                const std::string& name) const;
+  // A link to `file` for `scope`, valid for `ttl_seconds`.
+  xet::Result<SignedLink> Sign(const xet::FileHash& file, const std::string& scope, uint64_t ttl_seconds,
+                               const std::string& name) const;
   // Checks the link parameters of a request for `file` (x, scope, name, k, s, percent-decoded).
   xet::Result<LinkGrant> Verify(const xet::FileHash& file,
                                 const std::vector<std::pair<std::string, std::string>>& query) const;

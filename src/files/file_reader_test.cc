@@ -343,7 +343,7 @@ TEST_F(FileReaderTest, LinksGrantOneFileUntilTheyExpire) {
     }
     return out;
   };
-  auto params = decode(*query);
+  auto params = decode(query->query);
   auto grant = files.links()->Verify(hashes[0], params);
   ASSERT_TRUE(grant.ok()) << grant.error().message;
   EXPECT_EQ(grant->scope, "team/models");
@@ -377,14 +377,14 @@ TEST_F(FileReaderTest, LinksFollowUrlKeyRotation) {
     }
     return out;
   };
-  const std::string before = *files.links()->Sign(hashes[0], "s", 600, "");
+  const std::string before = files.links()->Sign(hashes[0], "s", 600, "")->query;
   EXPECT_EQ(before.find("k="), std::string::npos);  // the legacy key names none
   xet::Hash legacy;
   legacy.bytes.fill(7);  // the fixture's key
   xet::Hash next;
   next.bytes.fill(8);
   files.SetUrlKeys(*cas::UrlKeys::Make({{"legacy", legacy}, {"k2", next}}, "k2"));
-  const std::string after = *files.links()->Sign(hashes[0], "s", 600, "");
+  const std::string after = files.links()->Sign(hashes[0], "s", 600, "")->query;
   EXPECT_NE(after.find("&k=k2&s="), std::string::npos) << after;
   EXPECT_TRUE(files.links()->Verify(hashes[0], params(before)).ok());
   EXPECT_TRUE(files.links()->Verify(hashes[0], params(after)).ok());

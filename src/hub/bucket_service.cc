@@ -1,6 +1,5 @@
 #include "hub/bucket_service.h"
 
-#include <algorithm>
 #include <ctime>
 #include <map>
 
@@ -147,12 +146,7 @@ Result<std::vector<BucketOpFailure>> BucketService::Apply(const Repo& bucket,
   for (const auto& change : once) {
     if (change.put && !change.put->file.is_zero()) published.push_back(change.put->file);
   }
-  std::sort(published.begin(), published.end());
-  published.erase(std::unique(published.begin(), published.end()), published.end());
-  if (!published.empty()) {
-    if (auto st = index_.ShareFiles(published, bucket.record.read_scope); !st.ok())
-      return FromIndex(st.error());
-  }
+  if (auto st = Publish(index_, bucket, std::move(published)); !st.ok()) return st.error();
   if (!once.empty()) {
     if (auto st = index_.ChangeBucket(bucket.record.id, once); !st.ok()) return FromIndex(st.error());
   }

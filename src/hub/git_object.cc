@@ -175,20 +175,18 @@ bool NamesGitFolder(std::string_view name) {
   return s == ".git" || s.starts_with("git~");
 }
 
-// Whether valid UTF-8 `s` holds a C1 control character (U+0080 to U+009F: CSI, NEL...), which terminals
-// and some parsers act on as they do on C0 ones.
+bool IsControl(unsigned char c) {
+  return c < 0x20 || c == 0x7f;
+}
+
+}  // namespace
+
 bool HasC1Control(std::string_view s) {
   for (size_t i = 0; i + 1 < s.size(); ++i) {
     if (static_cast<unsigned char>(s[i]) == 0xc2 && static_cast<unsigned char>(s[i + 1]) <= 0x9f) return true;
   }
   return false;
 }
-
-bool IsControl(unsigned char c) {
-  return c < 0x20 || c == 0x7f;
-}
-
-}  // namespace
 
 bool ValidSegment(std::string_view name) {
   if (name.empty() || name.size() > 255 || name == "." || name == "..") return false;

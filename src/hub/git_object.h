@@ -61,6 +61,9 @@ xet::Result<std::vector<TreeEntry>> ParseTree(std::span<const uint8_t> body);
 // (U+0000-U+001F, U+007F-U+009F), at most 255 bytes.
 bool ValidSegment(std::string_view name);
 bool ValidUtf8(std::string_view s);
+// Whether valid UTF-8 `s` holds a C1 control character (U+0080 to U+009F: CSI, NEL...), which terminals
+// and some parsers act on as they do on C0 ones.
+bool HasC1Control(std::string_view s);
 
 // A full ref name ("refs/heads/main", "refs/pr/1") by `git check-ref-format`'s rules, valid UTF-8 without C1
 // controls, at most kMaxRefNameBytes.

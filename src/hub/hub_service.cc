@@ -142,13 +142,11 @@ bool ValidPath(std::string_view path) {
 }
 
 bool ValidText(std::string_view text, std::string_view allowed) {
-  if (!ValidUtf8(text)) return false;
-  for (size_t i = 0; i < text.size(); ++i) {
-    const auto c = static_cast<unsigned char>(text[i]);
-    if ((c < 0x20 || c == 0x7f) && allowed.find(text[i]) == std::string_view::npos) return false;
-    if (c == 0xc2 && i + 1 < text.size() && static_cast<unsigned char>(text[i + 1]) <= 0x9f) return false;
-  }
-  return true;
+  if (!ValidUtf8(text) || HasC1Control(text)) return false;
+  return std::none_of(text.begin(), text.end(), [&](char ch) {
+    const auto c = static_cast<unsigned char>(ch);
+    return (c < 0x20 || c == 0x7f) && allowed.find(ch) == std::string_view::npos;
+  });
 }
 
 std::string NamespaceOf(std::string_view scope) {
@@ -403,27 +401,27 @@ Result<Commit> HubService::ReadCommit(const Repo& repo, const ObjectId& oid) {
   const auto not_found = [&] {
     return Fail(ErrorKind::kNotFound, "RevisionNotFound", "Invalid rev id: " + oid.hex());
   };
-  std::vector<uint8_t> body;
-  bool whole = true;
-  if (auto hit = objects_.Get(ObjectCacheKey(repo, KeyOf(oid)))) {
-    if (hit->kind != static_cast<uint8_t>(ObjectKind::kCommit)) return not_found();
-    body = hit->data;
-  } else {
+  // The object as cached (whole objects only), or the bounded head the index gave: parsed where it lies.
+  std::shared_ptr<const index::RepoObject> object = objects_.Get(ObjectCacheKey(repo, KeyOf(oid)));
+  std::vector<uint8_t> cut;
+  if (!object) {
     // Never more than the bound: a commit an older cairn stored with a description of any size costs a
     // reader kMaxCommitObjectBytes at most, and only whole objects are cached.
     auto head = index_.GetRepoObjectHead(repo.record.id, KeyOf(oid), kMaxCommitObjectBytes);
     if (!head.ok()) return FromIndex(head.error());
-    if (!*head || (*head)->kind != static_cast<uint8_t>(ObjectKind::kCommit)) return not_found();
-    whole = (*head)->size <= kMaxCommitObjectBytes;
-    if (whole) {
-      body = Remember(repo,
-                      index::RepoObject{
-                          .key = KeyOf(oid), .kind = (*head)->kind, .data = std::move((*head)->data)})
-                 ->data;
-    } else {
-      body = std::move((*head)->data);
+    if (!*head) return not_found();
+    if ((*head)->size <= kMaxCommitObjectBytes) {
+      object = Remember(
+          repo,
+          index::RepoObject{.key = KeyOf(oid), .kind = (*head)->kind, .data = std::move((*head)->data)});
+    } else if ((*head)->kind == static_cast<uint8_t>(ObjectKind::kCommit)) {
+      cut = std::move((*head)->data);
     }
   }
+  if (object && object->kind != static_cast<uint8_t>(ObjectKind::kCommit)) return not_found();
+  if (!object && cut.empty()) return not_found();
+  const bool whole = object != nullptr;
+  const std::span<const uint8_t> body = whole ? std::span<const uint8_t>(object->data) : std::span(cut);
   auto c = ParseCommit(body);
   if (!c.ok()) return Fail(ErrorKind::kInternal, "", c.error().message);
   if (!whole || c->message.size() > kMaxSummaryBytes + 2 + kMaxDescriptionBytes) {
@@ -671,12 +669,12 @@ Result<std::vector<PathInfo>> HubService::List(const Repo& repo, const ObjectId&
   return out;
 }
 
-Status HubService::Publish(const Repo& repo, std::vector<xet::FileHash> files) {
+Status Publish(index::Index& index, const Repo& repo, std::vector<xet::FileHash> files) {
   std::sort(files.begin(), files.end());
   files.erase(std::unique(files.begin(), files.end()), files.end());
   for (size_t i = 0; i < files.size(); i += index::Index::kMaxSharedFiles) {
     const size_t n = std::min(files.size() - i, index::Index::kMaxSharedFiles);
-    if (auto st = index_.ShareFiles(std::span(files).subspan(i, n), repo.record.read_scope); !st.ok())
+    if (auto st = index.ShareFiles(std::span(files).subspan(i, n), repo.record.read_scope); !st.ok())
       return FromIndex(st.error());
   }
   return Ok{};
@@ -953,7 +951,7 @@ Result<CommitInfo> HubService::CreateCommit(const Caller& caller, const Repo& re
   // Objects first (durable, harmless if the update below loses), then the large files published to the
   // repository's readers (the read scope sees only what a commit named), then the branch, compare and swap.
   if (auto st = index_.PutRepoObjects(repo.record.id, objects); !st.ok()) return FromIndex(st.error());
-  if (auto st = Publish(repo, std::move(published)); !st.ok()) return st.error();
+  if (auto st = Publish(index_, repo, std::move(published)); !st.ok()) return st.error();
   index::RefUpdate update{index::RefKind::kBranch, request.branch, std::nullopt, KeyOf(oid)};
   if (!new_branch) update.expected = KeyOf(*head);
   if (auto st = index_.UpdateRef(repo.record.id, update); !st.ok()) {

@@ -224,9 +224,6 @@ class HubService {
 
   // ---- Commits
   Result<CommitInfo> CreateCommit(const Caller& caller, const Repo& repo, const CommitRequest& request);
-  // Makes `files` (registered for the repository) readable through its read scope: what a commit or a
-  // bucket batch names, before the ref or bucket change that names them is made.
-  Status Publish(const Repo& repo, std::vector<xet::FileHash> files);
   // Whether a file of `size` whose first bytes are `sample` goes to the index (regular) or the CAS (lfs).
   bool Inline(uint64_t size, std::span<const uint8_t> sample) const;
 
@@ -250,6 +247,10 @@ class HubService {
   index::LruCache<std::string, std::vector<TreeEntry>, std::hash<std::string>> trees_;
   index::LruCache<std::string, index::RepoObject, std::hash<std::string>> objects_;
 };
+
+// Makes `files` (registered for the repository, in any order, repeats allowed) readable through its read
+// scope: what a commit or a bucket batch names, before the ref or bucket change that names them is made.
+Status Publish(index::Index& index, const Repo& repo, std::vector<xet::FileHash> files);
 
 // A new repository's scope: "hub:" and 32 random hex digits.
 std::string NewRepoScope();

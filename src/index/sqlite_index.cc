@@ -228,7 +228,7 @@ constexpr const char kFindRepo[] =
 constexpr const char kListRepos[] =
     "SELECT id, ns, name, private, created_at, scope, read_scope FROM repos WHERE type = ?1 "
     "AND (?2 IS NULL OR ns = ?2) AND (ns, name) > (?3, ?4) ORDER BY ns, name LIMIT ?5";
-constexpr const char kRepoById[] = "SELECT type, ns, name, scope, read_scope FROM repos WHERE id = ?1";
+constexpr const char kRepoById[] = "SELECT type, scope, read_scope FROM repos WHERE id = ?1";
 constexpr const char kSetPrivate[] = "UPDATE repos SET private = ?2 WHERE id = ?1";
 constexpr const char kSetReadScope[] = "UPDATE repos SET read_scope = ?2 WHERE id = ?1";
 constexpr const char kMoveScopeFiles[] = "UPDATE file_scopes SET scope = ?2 WHERE scope = ?1";
@@ -1015,14 +1015,27 @@ xet::Status SqliteIndex::ShareFiles(std::span<const FileHash> hashes, std::strin
 
 namespace {
 
-// Whether the repository exists, on the writer's connection (inside the write's transaction).
-xet::Status RepoExists(auto& c, int64_t id) {
+// What a write needs of a repository's row: its type and its two scopes.
+struct RepoRow {
+  int64_t type = 0;
+  std::string scope;
+  std::string read_scope;
+};
+
+// The repository's row on the writer's connection (inside the write's transaction); kNotFound without one.
+xet::Result<RepoRow> ReadRepoRow(auto& c, int64_t id) {
   auto s = c.Prepare(kRepoById);
   if (!s.ok()) return s.error();
   s->Bind(1, id);
   const int rc = s->Step();
   if (rc == SQLITE_DONE) return xet::NotFound("repository " + std::to_string(id) + " is not in the index");
   if (rc != SQLITE_ROW) return c.Err("read repository", rc);
+  return RepoRow{s->Int(0), std::string(s->Text(1)), std::string(s->Text(2))};
+}
+
+xet::Status RepoExists(auto& c, int64_t id) {
+  auto row = ReadRepoRow(c, id);
+  if (!row.ok()) return row.error();
   return xet::Ok{};
 }
 
@@ -1140,19 +1153,14 @@ xet::Status SqliteIndex::UpdateRepo(int64_t id, const RepoChange& change) {
     return xet::Malformed("a move names both the namespace and the name");
   }
   return Write([&](Conn& c) -> xet::Status {
-    auto who = c.Prepare(kRepoById);
-    if (!who.ok()) return who.error();
-    who->Bind(1, id);
-    int rc = who->Step();
-    if (rc == SQLITE_DONE) return xet::NotFound("repository " + std::to_string(id) + " is not in the index");
-    if (rc != SQLITE_ROW) return c.Err("read repository", rc);
-    const int64_t type = who->Int(0);
-    const std::string old_read_scope(who->Text(4));
+    auto row = ReadRepoRow(c, id);
+    if (!row.ok()) return row.error();
+    const std::string& old_read_scope = row->read_scope;
     if (change.ns) {
       auto taken = c.Prepare(kFindRepo);
       if (!taken.ok()) return taken.error();
-      taken->Bind(1, type).Bind(2, *change.ns).Bind(3, *change.name);
-      rc = taken->Step();
+      taken->Bind(1, row->type).Bind(2, *change.ns).Bind(3, *change.name);
+      const int rc = taken->Step();
       if (rc == SQLITE_ROW && taken->Int(0) != id) {
         return xet::Conflict("repository " + *change.ns + "/" + *change.name + " exists");
       }
@@ -1186,14 +1194,9 @@ xet::Status SqliteIndex::UpdateRepo(int64_t id, const RepoChange& change) {
 
 xet::Status SqliteIndex::DeleteRepo(int64_t id) {
   return Write([&](Conn& c) -> xet::Status {
-    auto who = c.Prepare(kRepoById);
-    if (!who.ok()) return who.error();
-    who->Bind(1, id);
-    const int rc = who->Step();
-    if (rc == SQLITE_DONE) return xet::NotFound("repository " + std::to_string(id) + " is not in the index");
-    if (rc != SQLITE_ROW) return c.Err("read repository", rc);
-    const std::string scopes[] = {std::string(who->Text(3)), std::string(who->Text(4))};
-    for (const std::string& scope : scopes) {
+    auto row = ReadRepoRow(c, id);
+    if (!row.ok()) return row.error();
+    for (const std::string& scope : {row->scope, row->read_scope}) {
       for (const char* sql : {kDropScopeFiles, kDropScopeTotals}) {
         auto drop = c.Prepare(sql);
         if (!drop.ok()) return drop.error();
