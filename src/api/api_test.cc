@@ -19,9 +19,9 @@
 #include "api/cas_routes.h"
 #include "api/ops_routes.h"
 #include "cas/test_backend.h"
-#include "client/upload_builder.h"
 #include "http/test_util.h"
 #include "index/sqlite_index.h"
+#include "ingest/upload_builder.h"
 #include "store/local_disk_store.h"
 #include "xet/hashing.h"
 #include "xet/shard.h"
@@ -184,15 +184,15 @@ class CasApi : public testing::ApiServerTest {
 
   // ---- uploads
 
-  static client::BuiltUpload Build(const std::vector<Bytes>& files,
+  static ingest::BuiltUpload Build(const std::vector<Bytes>& files,
                                    uint64_t max_xorb_bytes = xet::kMaxXorbUnpacked) {
     std::vector<std::span<const uint8_t>> spans(files.begin(), files.end());
-    client::BuildOptions o;
+    ingest::BuildOptions o;
     o.max_xorb_bytes = max_xorb_bytes;
-    return client::BuildUpload(spans, o);
+    return ingest::BuildUpload(spans, o);
   }
 
-  void Upload(const client::BuiltUpload& up, const std::string& scope = "org/repo") {
+  void Upload(const ingest::BuiltUpload& up, const std::string& scope = "org/repo") {
     for (const auto& x : up.xorbs) {
       auto r = Post("/v1/xorbs/default/" + x.hash.hex(), Str(x.body), Write(scope));
       ASSERT_EQ(r.result_int(), 200u) << r.body();
@@ -275,10 +275,10 @@ class CasApi : public testing::ApiServerTest {
   }
 
   // The exact answer for chunks [s.k, s.l) of a single-xorb, single-term file.
-  std::string ExpectedAnswer(const client::BuiltXorb& x, const ChunkSpan& s, cas::ApiVersion v) const {
+  std::string ExpectedAnswer(const ingest::BuiltXorb& x, const ChunkSpan& s, cas::ApiVersion v) const {
     const uint64_t b0 = x.layout.begin_offset(s.k);
     const uint64_t b1 = x.layout.chunks[s.l - 1].end_offset - 1;
-    const std::string url = Signer().Url(x.hash, {{b0, b1}}, now_ + kUrlTtl);
+    const std::string url = Signer().Url(x.hash, {{b0, b1}}, Now() + kUrlTtl);
     const std::string hex = x.hash.hex();
     const std::string chunks = "{\"start\":" + std::to_string(s.k) + ",\"end\":" + std::to_string(s.l) + "}";
     const std::string bytes = "{\"start\":" + std::to_string(b0) + ",\"end\":" + std::to_string(b1) + "}";
@@ -546,7 +546,7 @@ TEST_F(CasApi, ShardV1Errors) {
             200u);
   auto tampered = up.shard;
   tampered.files[0].verification[0].bytes[3] ^= 1;
-  auto wrong_verification = Post("/v1/shards", Str(client::ShardUploadForm(tampered)), Write());
+  auto wrong_verification = Post("/v1/shards", Str(ingest::ShardUploadForm(tampered)), Write());
   EXPECT_EQ(wrong_verification.result_int(), 400u);
   const std::string message(json::parse(wrong_verification.body()).at("error").as_string());
   EXPECT_NE(message.find("file " + file_hex + " term 0"), std::string::npos) << message;
@@ -769,7 +769,7 @@ TEST_F(CasApi, BatchReconstruction) {
   };
   const uint32_t n = tb[0].chunk_end;
   const uint64_t b1 = x.layout.chunks[n - 1].end_offset - 1;
-  const std::string url = Signer().Url(x.hash, {{0, b1}}, now_ + kUrlTtl);
+  const std::string url = Signer().Url(x.hash, {{0, b1}}, Now() + kUrlTtl);
   const std::string fetch_info = "\"fetch_info\":{\"" + hex +
                                  "\":[{\"range\":{\"start\":0,\"end\":" + std::to_string(n) + "},\"url\":\"" +
                                  url + "\",\"url_range\":{\"start\":0,\"end\":" + std::to_string(b1) + "}}]}";
@@ -823,7 +823,7 @@ TEST_F(CasApi, DedupAnswersAreKeyedShards) {
     ASSERT_TRUE(shard.ok()) << shard.error().message;
     ASSERT_TRUE(shard->footer.has_value());
     EXPECT_FALSE(shard->footer->chunk_hash_hmac_key.is_zero());
-    EXPECT_GT(shard->footer->key_expiry, now_.load());
+    EXPECT_GT(shard->footer->key_expiry, Now());
     EXPECT_TRUE(shard->files.empty());
     ASSERT_EQ(shard->xorbs.size(), 1u);
     EXPECT_EQ(shard->xorbs[0].hash, up.xorbs[0].hash);
@@ -964,7 +964,7 @@ TEST_F(CasApi, TransferUrlsRefuseTamperingExpiryAndMalformedQueries) {
   moved.replace(moved.find(x.hash.hex()), 64, other.hex());
   EXPECT_EQ(Fetch(moved, range).result_int(), 403u);
   // A valid signature for a xorb that is not stored.
-  auto unstored = Fetch(Signer().Url(other, {{0, 99}}, now_ + 60), range);
+  auto unstored = Fetch(Signer().Url(other, {{0, 99}}, Now() + 60), range);
   EXPECT_EQ(unstored.result_int(), 404u);
   EXPECT_TRUE(json::parse(unstored.body()).as_object().contains("error"));
 
@@ -980,9 +980,9 @@ TEST_F(CasApi, TransferUrlsRefuseTamperingExpiryAndMalformedQueries) {
   }
 
   // Valid through the expiry second, refused after it (403, so the client asks for fresh URLs).
-  now_ += kUrlTtl;
+  clock_.Advance(kUrlTtl);
   EXPECT_EQ(Fetch(url, range).result_int(), 206u);
-  now_ += 1;
+  clock_.Advance(1);
   auto expired = Fetch(url, range);
   EXPECT_EQ(expired.result_int(), 403u);
   EXPECT_EQ(expired.body(), Err("transfer URL expired; request a fresh reconstruction"));
@@ -1043,6 +1043,27 @@ TEST_F(CasApi, ReadinessFollowsItsChecksAndIndexMetrics) {
   EXPECT_NE(metrics.find("\ncairn_stored_xorbs 1\n"), std::string::npos) << metrics;
   EXPECT_NE(metrics.find("\ncairn_index_write_requests 2\n"), std::string::npos) << metrics;  // xorb + shard
   EXPECT_NE(metrics.find("\ncairn_index_writes_queued 0\n"), std::string::npos) << metrics;
+}
+
+// hf_xet 1.8 asks for a grant before each xorb and falls back to POST /v1/xorbs at once on a 404 (on nothing
+// else: a 405 or 501 fails the upload). cairn offers no grants: a writer gets that 404, and the xorb then
+// uploads.
+TEST_F(CasApi, XorbGrantRequestsAreAnswered404SoTheStockClientPostsTheXorb) {
+  const auto up = Build({xet::testing::TextLikeBytes(23, 50000)});
+  const std::string grant = "/v1/xorb-grants/default/" + up.xorbs[0].hash.hex();
+  const std::string body = R"({"length":)" + std::to_string(up.xorbs[0].body.size()) +
+                           R"(,"checksum":{"algo":"crc64nvme","value":"18446744073709551615"}})";
+  auto r = Post(grant, body, Write());
+  EXPECT_EQ(r.result_int(), 404u);
+  EXPECT_NE(r.body().find("POST the xorb to /v1/xorbs/"), std::string::npos) << r.body();
+  EXPECT_EQ(Post(grant, body).result_int(), 401u);          // no token
+  EXPECT_EQ(Post(grant, body, Read()).result_int(), 403u);  // a read token uploads nothing either
+  EXPECT_EQ(Post(grant, std::string(5000, ' '), Write()).result_int(), 413u);
+  Upload(up);  // the fallback the client takes
+  const std::string metrics = Get("/metrics").body();
+  EXPECT_NE(metrics.find(R"(cairn_http_requests_total{route="xorb_grant",method="POST",status="404"} 1)"),
+            std::string::npos)
+      << metrics;
 }
 
 TEST_F(CasApi, TelemetryHealthMetricsAndRouting) {

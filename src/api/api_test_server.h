@@ -47,7 +47,7 @@ class ApiServerTest : public ::testing::Test {
     cas::ServiceOptions so;
     so.public_url = base_;
     so.url_keys = cas::UrlKeys::Single(UrlKey());
-    so.now = [this] { return now_.load(); };
+    so.clock = &clock_;
     service_ = std::make_unique<cas::CasService>(*index_, *store_, pool_, so);
   }
 
@@ -66,6 +66,9 @@ class ApiServerTest : public ::testing::Test {
     std::filesystem::remove_all(dir_);
   }
 
+  // The services' clock (declared first: it outlives them); tests move it.
+  TestClock clock_{1'800'000'000};
+  uint64_t Now() const { return static_cast<uint64_t>(clock_.UnixSeconds()); }
   std::filesystem::path dir_;
   WorkerPool pool_{2};
   std::unique_ptr<store::LocalDiskStore> store_;
@@ -74,7 +77,6 @@ class ApiServerTest : public ::testing::Test {
   std::unique_ptr<http::Server> server_;
   uint16_t port_ = 0;
   std::string base_;
-  std::atomic<uint64_t> now_{1'800'000'000};
 };
 
 }  // namespace cairn::api::testing

@@ -4,6 +4,7 @@
 #include <charconv>
 
 #include "api/requests.h"
+#include "common/percent_encode.h"
 #include "http/media_type.h"
 #include "http/range.h"
 
@@ -114,22 +115,12 @@ bool ListsEtag(std::string_view header, std::string_view etag) {
 
 // Content-Disposition for a name given in a link: a plain ASCII fallback and the exact name (RFC 6266).
 std::string Disposition(const std::string& name) {
-  static constexpr char kHex[] = "0123456789ABCDEF";
   std::string ascii;
-  std::string encoded;
   for (const char ch : name) {
     const auto c = static_cast<unsigned char>(ch);
     ascii.push_back(c >= 0x20 && c < 0x7f && c != '"' && c != '\\' && c != '%' ? ch : '_');
-    if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-        std::string_view("!#$&+-.^_`|~").find(ch) != std::string_view::npos) {
-      encoded.push_back(ch);
-    } else {
-      encoded.push_back('%');
-      encoded.push_back(kHex[c >> 4]);
-      encoded.push_back(kHex[c & 15]);
-    }
   }
-  return "attachment; filename=\"" + ascii + "\"; filename*=UTF-8''" + encoded;
+  return "attachment; filename=\"" + ascii + "\"; filename*=UTF-8''" + PercentEncode(name, kAttrCharMarks);
 }
 
 // The download itself, once the file is found: conditionals, ranges, headers, and the first bytes read.

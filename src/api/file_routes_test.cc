@@ -12,8 +12,8 @@
 #include "api/api_test_server.h"
 #include "api/cas_routes.h"
 #include "cas/test_backend.h"
-#include "client/upload_builder.h"
 #include "http/test_util.h"
+#include "ingest/upload_builder.h"
 #include "xet/test_support.h"
 
 namespace cairn::api {
@@ -44,7 +44,7 @@ class FileApi : public testing::ApiServerTest {
       return h;
     }());
     fo.read_ahead = {2, 256 << 10, 8 << 20};
-    fo.now = [this] { return now_.load(); };
+    fo.clock = &clock_;
     fo.log = [](const std::string&) {};
     files_ = std::make_unique<files::FileService>(*cas_, *index_, fo);
     RegisterCasRoutes(*server_, *cas_);
@@ -54,9 +54,9 @@ class FileApi : public testing::ApiServerTest {
     // Three files: 3 MiB over several xorbs, 1000 bytes, and an empty one.
     data_ = {xet::testing::SplitMix64Bytes(1, (3 << 20) + 17), xet::testing::SplitMix64Bytes(2, 1000), {}};
     std::vector<std::span<const uint8_t>> spans(data_.begin(), data_.end());
-    client::BuildOptions bo;
+    ingest::BuildOptions bo;
     bo.max_xorb_bytes = 1 << 20;
-    built_ = client::BuildUpload(spans, bo);
+    built_ = ingest::BuildUpload(spans, bo);
     for (const auto& x : built_.xorbs) ASSERT_TRUE(cas_->PutXorb(x.hash, x.body).ok());
     ASSERT_TRUE(cas_->PutShard(built_.shard_bytes, "org/repo").ok());
     url_ = "/v1/files/" + built_.file_hashes[0].hex();
@@ -89,7 +89,7 @@ class FileApi : public testing::ApiServerTest {
   cas::CasService* cas_ = nullptr;  // the base's service_
   std::unique_ptr<files::FileService> files_;
   std::vector<Bytes> data_;
-  client::BuiltUpload built_;
+  ingest::BuiltUpload built_;
   std::string url_;
 };
 
@@ -175,7 +175,7 @@ TEST_F(FileApi, LinksAreMintedCheckedAndExpire) {
             403u);
   EXPECT_EQ(Send(bhttp::verb::get, url_ + "?s=00").result_int(),
             400u);  // a link without its other parameters
-  now_ += 61;
+  clock_.Advance(61);
   EXPECT_EQ(Send(bhttp::verb::get, target).result_int(), 403u);  // expired
   // Minting: bad bodies, too long a life, a file the scope does not see, no token.
   EXPECT_EQ(Send(bhttp::verb::post, "/v1/links", Auth(), "{").result_int(), 400u);

@@ -13,9 +13,10 @@
 #include "api/api_test_server.h"
 #include "api/cas_routes.h"
 #include "api/file_routes.h"
-#include "client/upload_builder.h"
 #include "common/base64.h"
+#include "common/hex.h"
 #include "http/test_util.h"
+#include "ingest/upload_builder.h"
 #include "xet/test_support.h"
 
 namespace cairn::api {
@@ -30,13 +31,7 @@ using Headers = std::map<std::string, std::string>;
 std::string Sha256Hex(std::span<const uint8_t> data) {
   uint8_t digest[SHA256_DIGEST_LENGTH];
   SHA256(data.data(), data.size(), digest);
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out;
-  for (uint8_t b : digest) {
-    out.push_back(kHex[b >> 4]);
-    out.push_back(kHex[b & 15]);
-  }
-  return out;
+  return HexEncode(digest);
 }
 
 std::string Base64(std::string_view in) {
@@ -139,7 +134,7 @@ class HubApi : public testing::ApiServerTest {
     auto repo = index_->FindRepo(index::RepoType::kModel, ns, name);
     EXPECT_TRUE(repo.ok());
     std::vector<std::span<const uint8_t>> spans = {data};
-    auto built = client::BuildUpload(spans);
+    auto built = ingest::BuildUpload(spans);
     for (const auto& x : built.xorbs) EXPECT_TRUE(service_->PutXorb(x.hash, x.body).ok());
     EXPECT_TRUE(service_->PutShard(built.shard_bytes, repo->scope).ok());
     return Sha256Hex(data);
@@ -286,7 +281,7 @@ TEST_F(HubApi, LargeFilesAreLinkedOnlyThroughTheirRepositorysUpload) {
   EXPECT_EQ(Commit("alice/other", Header("s") + LfsLine("w.bin", sha, data.size())).result_int(), 400u);
   // Unless the source lends it (a cross-repository copy): the caller reads the source and writes the target.
   const std::string xet =
-      client::BuildUpload(std::vector<std::span<const uint8_t>>{data}).file_hashes[0].hex();
+      ingest::BuildUpload(std::vector<std::span<const uint8_t>>{data}).file_hashes[0].hex();
   const auto lend = [&](const std::string& target, const std::string& sha256, const std::string& token) {
     return Send(bhttp::verb::post, "/api/models/alice/m/lfs-files/duplicate", token,
                 json::serialize(json::object{
@@ -599,7 +594,7 @@ TEST_F(HubApi, BucketsAddFilesUploadedForThemOnly) {
   ASSERT_TRUE(bucket.ok());
   const auto data = xet::testing::SplitMix64Bytes(3, 70000);
   std::vector<std::span<const uint8_t>> spans = {data};
-  auto built = client::BuildUpload(spans);
+  auto built = ingest::BuildUpload(spans);
   for (const auto& x : built.xorbs) ASSERT_TRUE(service_->PutXorb(x.hash, x.body).ok());
   ASSERT_TRUE(service_->PutShard(built.shard_bytes, bucket->scope).ok());
   const std::string hash = built.file_hashes[0].hex();
@@ -607,7 +602,7 @@ TEST_F(HubApi, BucketsAddFilesUploadedForThemOnly) {
   const auto other = xet::testing::SplitMix64Bytes(4, 1000);
   UploadLarge("alice", "m", other);
   const std::string elsewhere =
-      client::BuildUpload(std::vector<std::span<const uint8_t>>{other}).file_hashes[0].hex();
+      ingest::BuildUpload(std::vector<std::span<const uint8_t>>{other}).file_hashes[0].hex();
 
   const auto line = [](const std::string& type, const std::string& path, const std::string& xet = "") {
     json::object o{{"type", type}, {"path", path}};
@@ -739,7 +734,7 @@ TEST_F(HubApi, GoingPrivateOrAwayCutsOffEveryEarlierReadToken) {
   const std::string anonymous = read_token();
   EXPECT_EQ(list(anonymous), 1u);
   const std::string a_hash =
-      client::BuildUpload(std::vector<std::span<const uint8_t>>{first}).file_hashes[0].hex();
+      ingest::BuildUpload(std::vector<std::span<const uint8_t>>{first}).file_hashes[0].hex();
   EXPECT_EQ(Send(bhttp::verb::get, "/v1/files/" + a_hash, anonymous).result_int(), 200u);
   // A link from that one-hour token lives an hour at most, whatever it asks for.
   auto link = Send(bhttp::verb::post, "/v1/links", anonymous,
@@ -759,7 +754,7 @@ TEST_F(HubApi, GoingPrivateOrAwayCutsOffEveryEarlierReadToken) {
           .result_int(),
       200u);
   const std::string b_hash =
-      client::BuildUpload(std::vector<std::span<const uint8_t>>{second}).file_hashes[0].hex();
+      ingest::BuildUpload(std::vector<std::span<const uint8_t>>{second}).file_hashes[0].hex();
   // The earlier token: no listing, no download, no reconstruction, no SHA-256 lookup, no link, no bytes
   // through the link it minted.
   EXPECT_EQ(list(anonymous), 0u);
@@ -789,7 +784,7 @@ TEST_F(HubApi, GoingPrivateOrAwayCutsOffEveryEarlierReadToken) {
   ASSERT_EQ(r.result_int(), 200u) << r.body();
   const size_t x = r.body().find("x=");
   ASSERT_NE(x, std::string::npos) << r.body();
-  EXPECT_LE(std::stoll(r.body().substr(x + 2, 12)), static_cast<int64_t>(now_.load()) + 61);
+  EXPECT_LE(std::stoll(r.body().substr(x + 2, 12)), static_cast<int64_t>(Now()) + 61);
 
   // Deleted: the tokens of both its scopes read nothing.
   r = Send(bhttp::verb::get, "/api/models/alice/m/xet-write-token/main", Token("alice"));
@@ -813,7 +808,7 @@ TEST_F(HubApi, UploadsNeverCommittedAreInvisibleToReaders) {
   const auto data = xet::testing::SplitMix64Bytes(31, 70000);
   const std::string sha = UploadLarge("alice", "m", data);
   const std::string hash =
-      client::BuildUpload(std::vector<std::span<const uint8_t>>{data}).file_hashes[0].hex();
+      ingest::BuildUpload(std::vector<std::span<const uint8_t>>{data}).file_hashes[0].hex();
   const auto token = [&](const std::string& kind, const std::string& caller) {
     auto r = Send(bhttp::verb::get, "/api/models/alice/m/" + kind + "/main", caller);
     EXPECT_EQ(r.result_int(), 200u) << r.body();
@@ -850,7 +845,7 @@ TEST_F(HubApi, UploadsNeverCommittedAreInvisibleToReaders) {
   const auto three = xet::testing::SplitMix64Bytes(33, 5000);
   std::vector<std::string> hashes;
   for (const auto* d : {&two, &three}) {
-    auto built = client::BuildUpload(std::vector<std::span<const uint8_t>>{*d});
+    auto built = ingest::BuildUpload(std::vector<std::span<const uint8_t>>{*d});
     for (const auto& x : built.xorbs) ASSERT_TRUE(service_->PutXorb(x.hash, x.body).ok());
     ASSERT_TRUE(service_->PutShard(built.shard_bytes, bucket->scope).ok());
     hashes.push_back(built.file_hashes[0].hex());

@@ -42,11 +42,12 @@
 
 #include "api/file_routes.h"
 #include "cas/service.h"
-#include "client/upload_builder.h"
+#include "common/unique_fd.h"
 #include "common/worker_pool.h"
 #include "files/file_service.h"
 #include "http/server.h"
 #include "index/sqlite_index.h"
+#include "ingest/upload_builder.h"
 #include "store/forwarding_store.h"
 #include "store/local_disk_store.h"
 #include "store/s3_store.h"
@@ -153,10 +154,8 @@ std::string DropCache(const fs::path& blobs) {
     if (drop << "3" << std::flush) return "drop_caches";
   }
   for (const auto& p : BlobFiles(blobs)) {
-    const int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) continue;
-    (void)::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
-    ::close(fd);
+    const UniqueFd fd(::open(p.c_str(), O_RDONLY | O_CLOEXEC));
+    if (fd.valid()) (void)::posix_fadvise(fd.get(), 0, 0, POSIX_FADV_DONTNEED);
   }
   return "fadvise";
 }
@@ -177,9 +176,9 @@ Stored Upload(cas::CasService& cas, uint64_t fixed_chunk, uint64_t seed, size_t 
   for (size_t i = 0; i < count; ++i) {
     const auto data = xet::testing::SplitMix64Bytes(seed + i, kFileBytes);
     const std::span<const uint8_t> one(data);
-    client::BuildOptions o;
+    ingest::BuildOptions o;
     o.fixed_chunk_bytes = fixed_chunk;
-    auto up = client::BuildUpload(std::span(&one, 1), o);
+    auto up = ingest::BuildUpload(std::span(&one, 1), o);
     for (const auto& x : up.xorbs) {
       if (auto st = cas.PutXorb(x.hash, x.body); !st) throw std::runtime_error(st.error().message);
       if (i == 0) s.xorbs0.push_back(x.hash);

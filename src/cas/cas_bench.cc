@@ -16,10 +16,10 @@
 
 #include "cas/reconstruction.h"
 #include "cas/service.h"
-#include "client/upload_builder.h"
 #include "index/open_index.h"
 #include "index/pg.h"
 #include "index/postgres_cluster.h"
+#include "ingest/upload_builder.h"
 #include "store/local_disk_store.h"
 #include "store/memory_store.h"
 
@@ -333,7 +333,7 @@ struct PutShardFixture {
   std::unique_ptr<index::Index> index;
   WorkerPool pool{1};
   std::unique_ptr<CasService> service;
-  client::BuiltXorb xorb;
+  ingest::BuiltXorb xorb;
   std::atomic<uint64_t> next{0};
   std::vector<uint8_t> again;  // a shard registered in setup
 
@@ -354,9 +354,9 @@ struct PutShardFixture {
     std::mt19937_64 rng(42);
     for (auto& b : data) b = static_cast<uint8_t>(rng());
     const std::span<const uint8_t> file(data);
-    client::BuildOptions options;
+    ingest::BuildOptions options;
     options.fixed_chunk_bytes = kChunkBytes;
-    auto up = client::BuildUpload(std::span(&file, 1), options);
+    auto up = ingest::BuildUpload(std::span(&file, 1), options);
     if (up.xorbs.size() != 1) throw std::runtime_error("expected one xorb");
     xorb = std::move(up.xorbs.front());
     if (auto put = service->PutXorb(xorb.hash, xorb.body); !put)
@@ -383,16 +383,16 @@ struct PutShardFixture {
       const uint32_t length = 1 + static_cast<uint32_t>(w % kMaxFileChunks);
       const uint64_t start = w / kMaxFileChunks;
       if (start + kMaxFileChunks > kXorbChunks) throw std::runtime_error("out of distinct files");
-      std::vector<client::PlacedChunk> chunks;
+      std::vector<ingest::PlacedChunk> chunks;
       for (uint32_t c = 0; c < length; ++c) {
         const auto at = static_cast<uint32_t>(start + c);
         chunks.push_back({xorb.layout.chunks[at].hash, xorb.layout.chunks[at].unpacked_size, xorb.hash, at});
       }
-      xet::FileRecord record = client::FileRecordOf(chunks);
+      xet::FileRecord record = ingest::FileRecordOf(chunks);
       record.sha256 = HashOf(w);
       shard.files.push_back(std::move(record));
     }
-    return client::ShardUploadForm(shard);
+    return ingest::ShardUploadForm(shard);
   }
 };
 

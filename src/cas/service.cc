@@ -54,10 +54,7 @@ std::shared_ptr<const CasService::UrlSigning> CasService::Signing() const {
 }
 
 uint64_t CasService::Now() const {
-  if (options_.now) return options_.now();
-  return static_cast<uint64_t>(
-      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
-          .count());
+  return static_cast<uint64_t>(options_.clock->UnixSeconds());
 }
 
 xet::Result<std::shared_ptr<const xet::XorbLayout>> CasService::Layout(const xet::XorbHash& hash) {

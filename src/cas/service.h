@@ -21,9 +21,10 @@
 #include "cas/reconstruction.h"
 #include "cas/transfer_url.h"
 #include "common/buffer_pool.h"
+#include "common/clock.h"
+#include "common/lru_cache.h"
 #include "common/worker_pool.h"
 #include "index/index.h"
-#include "index/lru_cache.h"
 #include "store/blob_store.h"
 #include "xet/result.h"
 
@@ -38,8 +39,8 @@ struct ServiceOptions {
   bool dedup_across_scopes = false;               // dedup answers only reveal chunks of the asker's scope
   // A dedup answer lists xorbs until its serialized size would pass this (~64 bytes per chunk listed).
   size_t dedup_answer_max_bytes = 16ULL << 20;
-  std::function<uint64_t()> now = nullptr;  // unix seconds; tests inject a clock
-  size_t upload_buffers_kept = 2;  // 64 MiB xorb upload buffers kept mapped for reuse (see BufferPool)
+  const Clock* clock = &Clock::System();  // expiries; tests move a TestClock (outlives the service)
+  size_t upload_buffers_kept = 2;         // 64 MiB xorb upload buffers kept mapped for reuse (see BufferPool)
   // Set: reconstruction answers send clients straight to the store (transfer_mode = presigned).
   Presigner presigner;
 };
@@ -222,16 +223,16 @@ class CasService {
   mutable std::mutex signing_mu_;
   std::shared_ptr<const UrlSigning> signing_;  // guarded by signing_mu_
   BufferPool upload_buffers_;
-  index::LruCache<xet::XorbHash, xet::XorbLayout, xet::HashHasher> layouts_{256ULL << 20};
-  index::LruCache<xet::FileHash, std::vector<FileTermRef>, xet::HashHasher> terms_{256ULL << 20};
+  LruCache<xet::XorbHash, xet::XorbLayout, xet::HashHasher> layouts_{256ULL << 20};
+  LruCache<xet::FileHash, std::vector<FileTermRef>, xet::HashHasher> terms_{256ULL << 20};
   // Grants (by name) this service's own RecordGrant calls made durable: a re-registration skips its grant's
   // put. Only this process's puts count, never what it finds in the store (a process that died may have
   // named a grant without syncing its directory).
-  index::LruCache<xet::Hash, bool, xet::HashHasher> granted_{4ULL << 20};
+  LruCache<xet::Hash, bool, xet::HashHasher> granted_{4ULL << 20};
   // Whole-file answers' plans (immutable, as files and layouts are): ~2 MB for a 100,000-term file.
-  index::LruCache<xet::FileHash, ReconstructionPlan, xet::HashHasher> plans_{128ULL << 20};
+  LruCache<xet::FileHash, ReconstructionPlan, xet::HashHasher> plans_{128ULL << 20};
   // Whole-neighbourhood dedup answers of the current key window (~1 MB per GiB of upload behind them).
-  index::LruCache<xet::Hash, std::vector<uint8_t>, xet::HashHasher> dedup_answers_{64ULL << 20};
+  LruCache<xet::Hash, std::vector<uint8_t>, xet::HashHasher> dedup_answers_{64ULL << 20};
 };
 
 }  // namespace cairn::cas

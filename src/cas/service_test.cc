@@ -9,8 +9,8 @@
 #include <filesystem>
 
 #include "cas/test_backend.h"
-#include "client/upload_builder.h"
 #include "index/sqlite_index.h"
+#include "ingest/upload_builder.h"
 #include "store/local_disk_store.h"
 #include "xet/shard.h"
 #include "xet/test_support.h"
@@ -28,7 +28,7 @@ class Service : public ::testing::Test {
     ASSERT_NO_FATAL_FAILURE(cas::testing::OpenTestBackend("cairn-service", &dir_, &store_, &index_));
     service_ = std::make_unique<CasService>(*index_, *store_, pool_, Options());
   }
-  // The options every service of these tests starts from (its clock is now_).
+  // The options every service of these tests starts from (its clock is clock_).
   ServiceOptions Options() {
     ServiceOptions so;
     so.url_keys = cas::UrlKeys::Single([] {
@@ -36,7 +36,7 @@ class Service : public ::testing::Test {
       h.bytes.fill(7);
       return h;
     }());
-    so.now = [this] { return now_; };
+    so.clock = &clock_;
     return so;
   }
   void TearDown() override {
@@ -46,15 +46,15 @@ class Service : public ::testing::Test {
     fs::remove_all(dir_);
   }
 
-  client::BuiltUpload Build(const std::vector<Bytes>& files,
+  ingest::BuiltUpload Build(const std::vector<Bytes>& files,
                             xet::CompressionPolicy policy = xet::CompressionPolicy::kLz4) {
     std::vector<std::span<const uint8_t>> spans(files.begin(), files.end());
-    client::BuildOptions o;
+    ingest::BuildOptions o;
     o.policy = policy;
     o.max_xorb_bytes = 1 << 20;  // several xorbs per upload
-    return client::BuildUpload(spans, o);
+    return ingest::BuildUpload(spans, o);
   }
-  void Upload(const client::BuiltUpload& up, const std::string& scope = "repo") {
+  void Upload(const ingest::BuiltUpload& up, const std::string& scope = "repo") {
     for (const auto& x : up.xorbs) ASSERT_TRUE(service_->PutXorb(x.hash, x.body).ok());
     auto r = service_->PutShard(up.shard_bytes, scope);
     ASSERT_TRUE(r.ok()) << r.error().message;
@@ -118,12 +118,14 @@ class Service : public ::testing::Test {
     return out;
   }
 
+  // The service's clock (declared first: it outlives the service); tests move it.
+  TestClock clock_{1'800'000'000};
+  uint64_t Now() const { return static_cast<uint64_t>(clock_.UnixSeconds()); }
   fs::path dir_;
   WorkerPool pool_{1};
   std::unique_ptr<store::LocalDiskStore> store_;
   std::unique_ptr<index::SqliteIndex> index_;
   std::unique_ptr<CasService> service_;
-  uint64_t now_ = 1'800'000'000;
 };
 
 TEST_F(Service, UploadThenDownloadWholeFilesAndRanges) {
@@ -154,11 +156,11 @@ TEST_F(Service, WholeFileAnswersComeFromAKeptPlanWithFreshUrls) {
   const auto again = service_->Reconstruct(file, "repo", std::nullopt, ApiVersion::kV2);
   ASSERT_TRUE(first.ok() && again.ok());
   EXPECT_EQ(again->Text(), first->Text());
-  now_ += 100;
+  clock_.Advance(100);
   const auto later = service_->Reconstruct(file, "repo", std::nullopt, ApiVersion::kV2);
   ASSERT_TRUE(later.ok());
   EXPECT_NE(later->Text(), first->Text());
-  EXPECT_NE(later->Text().find(std::to_string(now_ + ServiceOptions{}.transfer_url_ttl_seconds)),
+  EXPECT_NE(later->Text().find(std::to_string(Now() + ServiceOptions{}.transfer_url_ttl_seconds)),
             std::string::npos);
   EXPECT_EQ(Download(file), data);
   EXPECT_EQ(Download(file, std::nullopt, ApiVersion::kV1), data);
@@ -258,7 +260,7 @@ TEST_F(Service, ShardWithWrongVerificationHashIsRejected) {
   auto up = Build({xet::testing::TextLikeBytes(5, 300000)});
   for (const auto& x : up.xorbs) ASSERT_TRUE(service_->PutXorb(x.hash, x.body).ok());
   up.shard.files[0].verification[0].bytes[3] ^= 1;
-  auto r = service_->PutShard(client::ShardUploadForm(up.shard), "repo");
+  auto r = service_->PutShard(ingest::ShardUploadForm(up.shard), "repo");
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().code, xet::ErrorCode::kHashMismatch);
 }
@@ -347,7 +349,7 @@ TEST_F(Service, TransferUrlsExpireAndAreBoundToTheirRanges) {
   EXPECT_TRUE(service_->Transfer(xorb, query, "bytes=0-" + std::to_string(end)).ok());
   EXPECT_TRUE(service_->Transfer(xorb, query, "bytes=8-100").ok());  // any sub-range
   EXPECT_FALSE(service_->Transfer(xorb, query, "bytes=0-" + std::to_string(end + 1)).ok());
-  now_ += 3601;
+  clock_.Advance(3601);
   auto expired = service_->Transfer(xorb, query, "bytes=0-100");
   ASSERT_FALSE(expired.ok());
   EXPECT_EQ(expired.error().code, xet::ErrorCode::kHashMismatch);
@@ -364,7 +366,7 @@ TEST_F(Service, DedupAnswerIsAKeyedShardOfTheScope) {
   ASSERT_TRUE(shard.ok()) << shard.error().message;
   ASSERT_TRUE(shard->footer.has_value());
   EXPECT_FALSE(shard->footer->chunk_hash_hmac_key.is_zero());
-  EXPECT_GT(shard->footer->key_expiry, now_);
+  EXPECT_GT(shard->footer->key_expiry, Now());
   ASSERT_EQ(shard->xorbs.size(), 1u);
   EXPECT_EQ(shard->xorbs[0].hash, up.xorbs[0].hash);
   EXPECT_EQ(shard->xorbs[0].chunks[0].hash, xet::HmacChunkHash(shard->footer->chunk_hash_hmac_key, first));
@@ -432,7 +434,7 @@ TEST_F(Service, DedupAnswersOfOneShardAreKeptForTheirWindow) {
     return xet::ChunkHash{};
   };
   auto a = service_->DedupShard(first_chunk(0), "repo");
-  now_ += 10;
+  clock_.Advance(10);
   auto b = service_->DedupShard(first_chunk(1), "repo");
   ASSERT_TRUE(a.ok() && b.ok());
   EXPECT_EQ(*a, *b);  // the kept answer, creation time included
@@ -451,11 +453,11 @@ TEST_F(Service, DedupAnswersOfOneShardAreKeptForTheirWindow) {
     EXPECT_EQ(again->xorbs[i].chunks.back().hash, kept->xorbs[i].chunks.back().hash);
   }
 
-  now_ += 8 * 86400;  // past the 7-day window: another key, another answer
+  clock_.Advance(8 * 86400);  // past the 7-day window: another key, another answer
   auto c = service_->DedupShard(first_chunk(0), "repo");
   ASSERT_TRUE(c.ok());
   EXPECT_NE(*c, *a);
-  EXPECT_GT(xet::ParseShard(*c)->footer->key_expiry, now_);
+  EXPECT_GT(xet::ParseShard(*c)->footer->key_expiry, Now());
 }
 
 // A shard that lists no xorbs of its own (its file reuses stored ones) offers the xorbs its file uses.

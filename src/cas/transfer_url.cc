@@ -10,11 +10,12 @@
 #include <emmintrin.h>
 #endif
 
+#include "common/hex.h"
+
 namespace cairn::cas {
 namespace {
 
 constexpr size_t kMacBytes = 16;
-constexpr char kDigits[] = "0123456789abcdef";
 
 // MAC over "<xorb>|<ranges>|<expiry>" (the ranges exactly as they appear in the URL), streamed into a keyed
 // BLAKE3 hasher.
@@ -35,10 +36,7 @@ void AppendMac(std::string& out, const xet::Hash& key, std::string_view xorb_hex
   uint8_t mac[kMacBytes];
   ComputeMac(key, xorb_hex, ranges, expiry, mac);
   char hex[2 * kMacBytes];
-  for (size_t i = 0; i < kMacBytes; ++i) {
-    hex[2 * i] = kDigits[mac[i] >> 4];
-    hex[2 * i + 1] = kDigits[mac[i] & 15];
-  }
+  HexEncodeTo(mac, hex);
   out.append(hex, sizeof hex);
 }
 
@@ -149,10 +147,7 @@ char* WriteMacHex(char* p, const uint8_t mac[kMacBytes]) {
   _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm_unpacklo_epi8(h, l));
   _mm_storeu_si128(reinterpret_cast<__m128i*>(p + 16), _mm_unpackhi_epi8(h, l));
 #else
-  for (size_t i = 0; i < kMacBytes; ++i) {
-    p[2 * i] = kDigits[mac[i] >> 4];
-    p[2 * i + 1] = kDigits[mac[i] & 15];
-  }
+  HexEncodeTo({mac, kMacBytes}, p);
 #endif
   return p + 2 * kMacBytes;
 }

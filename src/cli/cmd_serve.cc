@@ -19,6 +19,7 @@
 #include "cli/backend.h"
 #include "cli/commands.h"
 #include "common/allocator.h"
+#include "common/clock.h"
 #include "common/worker_pool.h"
 #include "config/config.h"
 #include "config/secrets.h"
@@ -77,7 +78,8 @@ http::Result<std::unique_ptr<Backend>> RegisterRoutes(http::Server& server, cons
   so.dedup_answer_max_bytes = cfg.dedup_answer_max_bytes;
   so.upload_buffers_kept = cfg.upload_buffers_kept;
   if (cfg.transfer_mode == "presigned") {
-    const auto now = [] { return static_cast<uint64_t>(std::time(nullptr)); };
+    const Clock* clock = so.clock;  // the service's: a URL's signing time and its expiry read one clock
+    const auto now = [clock] { return static_cast<uint64_t>(clock->UnixSeconds()); };
     const auto sample = b->store->PresignedUrl(store::BlobKind::kXorb, xet::Hash{}, now(), now() + 1,
                                                "18446744073709551615-18446744073709551615");
     if (sample.empty())

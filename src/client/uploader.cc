@@ -1,7 +1,5 @@
 #include "client/uploader.h"
 
-#include <openssl/evp.h>
-
 #include <algorithm>
 #include <boost/json.hpp>
 #include <condition_variable>
@@ -14,8 +12,8 @@
 #include <unordered_map>
 
 #include "client/http_client.h"
-#include "client/upload_builder.h"
-#include "xet/chunker.h"
+#include "ingest/chunk_stream.h"
+#include "ingest/shard_records.h"
 #include "xet/hashing.h"
 #include "xet/shard.h"
 #include "xet/xorb.h"
@@ -40,25 +38,6 @@ struct LocalXorb {
   std::vector<uint32_t> ends;
   std::vector<xet::HashedChunk> chunks;
   xet::XorbHash hash;
-};
-
-// The stock client's form of the SHA-256: each 8-byte group reversed (see xet::FileRecord::sha256).
-class Sha256 {
- public:
-  Sha256() : ctx_(EVP_MD_CTX_new()) { EVP_DigestInit_ex(ctx_, EVP_sha256(), nullptr); }
-  ~Sha256() { EVP_MD_CTX_free(ctx_); }
-  Sha256(const Sha256&) = delete;
-  Sha256& operator=(const Sha256&) = delete;
-  void Update(std::span<const uint8_t> d) { EVP_DigestUpdate(ctx_, d.data(), d.size()); }
-  xet::Hash Final() {
-    uint8_t digest[32];
-    unsigned n = 0;
-    EVP_DigestFinal_ex(ctx_, digest, &n);
-    return ShardSha256(digest);
-  }
-
- private:
-  EVP_MD_CTX* ctx_;
 };
 
 class Run {
@@ -130,8 +109,11 @@ class Run {
     std::ifstream in(path, std::ios::binary);
     if (!in) return xet::IoError("cannot read " + path.string());
     FileState file;
-    Sha256 sha;
-    xet::Chunker chunker;
+    ingest::Sha256 sha;
+    ingest::ChunkStream chunks;
+    const ingest::ChunkStream::OnChunk on_chunk = [&](std::span<const uint8_t> chunk) {
+      return OnChunk(file, chunk);
+    };
     // Two blocks in turn: the SHA-256 of one runs on another thread while this one chunks it, and finishes
     // before the other block is read into (the SHA-256 and the chunking were half the time each).
     std::vector<uint8_t> blocks[2] = {std::vector<uint8_t>(kReadBlock), std::vector<uint8_t>(kReadBlock)};
@@ -139,29 +121,17 @@ class Run {
     const auto finish_hashing = [&hashing] {
       if (hashing.valid()) hashing.get();
     };
-    std::vector<uint8_t> carry;
-    uint64_t size = 0;
     for (size_t turn = 0;; ++turn) {
       std::vector<uint8_t>& block = blocks[turn % 2];
       in.read(reinterpret_cast<char*>(block.data()), static_cast<std::streamsize>(block.size()));
       const auto n = static_cast<size_t>(in.gcount());
       if (n == 0) break;
-      std::span<const uint8_t> rest(block.data(), n);
+      const std::span<const uint8_t> data(block.data(), n);
       finish_hashing();  // of the block before: one thread updates the digest at a time, in order
-      hashing = std::async(std::launch::async, [&sha, rest] { sha.Update(rest); });
-      size += n;
-      while (!rest.empty()) {
-        bool boundary = false;
-        const size_t used = chunker.Consume(rest, &boundary);
-        carry.insert(carry.end(), rest.begin(), rest.begin() + static_cast<ptrdiff_t>(used));
-        rest = rest.subspan(used);
-        if (boundary) {
-          if (auto st = OnChunk(file, carry); !st) {
-            finish_hashing();
-            return st;
-          }
-          carry.clear();
-        }
+      hashing = std::async(std::launch::async, [&sha, data] { sha.Update(data); });
+      if (auto st = chunks.Feed(data, on_chunk); !st) {
+        finish_hashing();
+        return st;
       }
       out_.bytes_read += n;
       if (o_.progress) o_.progress(out_.bytes_read, total_);
@@ -170,9 +140,8 @@ class Run {
     }
     finish_hashing();
     if (in.bad()) return xet::IoError("reading " + path.string() + " failed");
-    if (!carry.empty())
-      if (auto st = OnChunk(file, carry); !st) return st;
-    UploadedFile done{path.string(), {}, size, sha.Final()};
+    if (auto st = chunks.Finish(on_chunk); !st) return st;
+    UploadedFile done{path.string(), {}, chunks.bytes(), sha.Final()};
     files_.push_back(std::move(file));
     out_.files.push_back(std::move(done));
     return xet::Ok{};
@@ -331,30 +300,21 @@ class Run {
     xet::Shard shard;
     for (size_t f = 0; f < files_.size(); ++f) {
       const FileState& file = files_[f];
-      std::vector<PlacedChunk> placed;
+      std::vector<ingest::PlacedChunk> placed;
       placed.reserve(file.at.size());
       for (size_t i = 0; i < file.at.size(); ++i) {
         const Placement& p = file.at[i];
         placed.push_back({file.chunks[i].hash, file.chunks[i].size,
                           p.remote ? remote_[p.xorb] : local_[p.xorb]->hash, p.chunk});
       }
-      xet::FileRecord record = FileRecordOf(placed);
+      xet::FileRecord record = ingest::FileRecordOf(placed);
       record.sha256 = out_.files[f].sha256;
       out_.files[f].hash = record.hash;
       shard.files.push_back(std::move(record));
     }
-    for (const auto& x : local_) {
-      xet::XorbRecord r{x->hash, 0, 0, 0, {}};
-      uint32_t offset = 0;
-      for (const auto& c : x->chunks) {
-        const uint32_t flags = c.hash.mod(xet::kGlobalDedupModulus) == 0 ? xet::kChunkFlagGlobalDedup : 0;
-        r.chunks.push_back({c.hash, offset, static_cast<uint32_t>(c.size), flags});
-        offset += static_cast<uint32_t>(c.size);
-      }
-      r.bytes_in_xorb = offset;
-      shard.xorbs.push_back(std::move(r));
-    }
-    const std::vector<uint8_t> bytes = ShardUploadForm(shard);
+    for (const auto& x : local_)
+      shard.xorbs.push_back(ingest::XorbRecordOf(x->hash, x->chunks, /*mark_global_dedup=*/true));
+    const std::vector<uint8_t> bytes = ingest::ShardUploadForm(shard);
     if (bytes.size() > xet::kMaxShardBytes)
       return xet::LimitExceeded("the upload's shard would be " + std::to_string(bytes.size()) +
                                 " bytes, past the protocol's 64 MiB: upload fewer files at once");

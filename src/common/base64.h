@@ -5,6 +5,7 @@
 #include <array>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -29,6 +30,10 @@ inline std::string Base64Encode(std::string_view in, bool url_safe = false) {
   if (bits > 0) out.push_back(alphabet[(acc << (6 - bits)) & 63]);
   while (!url_safe && out.size() % 4 != 0) out.push_back('=');
   return out;
+}
+
+inline std::string Base64Encode(std::span<const uint8_t> in, bool url_safe = false) {
+  return Base64Encode(std::string_view(reinterpret_cast<const char*>(in.data()), in.size()), url_safe);
 }
 
 // The bytes `in` encodes; nullopt for a character outside the alphabet or a lone final character (which

@@ -7,21 +7,22 @@
 
 #include <atomic>
 
+#include "common/unique_fd.h"
+
 namespace cairn {
 namespace {
 
 // Binds 127.0.0.1:port (0: any) and returns the port bound, or 0.
 uint16_t Bind(uint16_t port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return 0;
+  const UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!fd.valid()) return 0;
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   addr.sin_port = htons(port);
   socklen_t len = sizeof(addr);
-  const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
-                  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0;
-  ::close(fd);
+  const bool ok = ::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
+                  ::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&addr), &len) == 0;
   return ok ? ntohs(addr.sin_port) : 0;
 }
 

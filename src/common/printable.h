@@ -7,11 +7,12 @@
 #include <string>
 #include <string_view>
 
+#include "common/hex.h"
+
 namespace cairn {
 
 // `s` escaped as above; at most `max_bytes` of it, then "..." when it was longer.
 inline std::string Printable(std::string_view s, size_t max_bytes = std::string_view::npos) {
-  static constexpr char kHex[] = "0123456789abcdef";
   std::string out;
   for (size_t i = 0; i < s.size() && i < max_bytes; ++i) {
     const auto b = static_cast<unsigned char>(s[i]);
@@ -19,8 +20,7 @@ inline std::string Printable(std::string_view s, size_t max_bytes = std::string_
       out += static_cast<char>(b);
     } else {
       out += "\\x";
-      out += kHex[b >> 4];
-      out += kHex[b & 15];
+      AppendHexByte(out, b);
     }
   }
   if (s.size() > max_bytes) out += "...";

@@ -10,6 +10,9 @@
 #include <ctime>
 #include <system_error>
 
+#include "common/hex.h"
+#include "common/unique_fd.h"
+
 namespace cairn::config {
 namespace {
 
@@ -18,22 +21,18 @@ std::string Errno(const std::string& what, const std::filesystem::path& p) {
 }
 
 Result<std::string> ReadSecret(const std::filesystem::path& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return xet::NotFound(Errno("cannot open", path));
+  const UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd.valid()) return xet::NotFound(Errno("cannot open", path));
   std::string data;
   char buf[512];
   for (;;) {
-    const ssize_t n = ::read(fd, buf, sizeof buf);
+    const ssize_t n = ::read(fd.get(), buf, sizeof buf);
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      ::close(fd);
-      return xet::Malformed(Errno("cannot read", path));
-    }
+    if (n < 0) return xet::Malformed(Errno("cannot read", path));
     if (n == 0) break;
     data.append(buf, static_cast<size_t>(n));
     if (data.size() > 4096) break;
   }
-  ::close(fd);
   while (!data.empty() && (data.back() == '\n' || data.back() == '\r' || data.back() == ' ')) data.pop_back();
   if (data.size() < 32) return xet::Malformed(path.string() + ": secret shorter than 32 characters");
   return data;
@@ -44,13 +43,7 @@ Result<std::string> ReadSecret(const std::filesystem::path& path) {
 Result<std::string> NewSecret() {
   unsigned char raw[32];
   if (RAND_bytes(raw, sizeof raw) != 1) return xet::IoError("RAND_bytes failed");
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string hex;
-  for (unsigned char b : raw) {
-    hex += kHex[b >> 4];
-    hex += kHex[b & 15];
-  }
-  return hex;
+  return HexEncode(raw);
 }
 
 std::filesystem::path LegacyKeyPath(const Config& config, std::string_view name) {

@@ -1,7 +1,6 @@
 #include "files/file_link.h"
 
 #include <charconv>
-#include <chrono>
 
 #include "cas/transfer_url.h"
 #include "common/percent_encode.h"
@@ -18,19 +17,16 @@ void AppendField(std::string& out, std::string_view field) {
 
 }  // namespace
 
-LinkSigner::LinkSigner(const cas::UrlKeys& url_keys, uint64_t max_ttl_seconds, std::function<uint64_t()> now)
+LinkSigner::LinkSigner(const cas::UrlKeys& url_keys, uint64_t max_ttl_seconds, const Clock& clock)
     : keys_(url_keys.Map([](const xet::Hash& url_key) {
         return xet::KeyedHash(
             url_key, std::span<const uint8_t>(reinterpret_cast<const uint8_t*>("cairn file links"), 16));
       })),
       max_ttl_(max_ttl_seconds),
-      now_(std::move(now)) {}
+      clock_(clock) {}
 
 uint64_t LinkSigner::Now() const {
-  if (now_) return now_();
-  return static_cast<uint64_t>(
-      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
-          .count());
+  return static_cast<uint64_t>(clock_.UnixSeconds());
 }
 
 xet::Hash LinkSigner::Mac(const xet::Hash& key, const xet::FileHash& file, uint64_t expires,

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "cas/transfer_url.h"
+#include "common/clock.h"
 #include "xet/hash.h"
 #include "xet/result.h"
 
@@ -40,8 +41,8 @@ struct SignedLink {
 
 class LinkSigner {
  public:
-  // `now`: unix seconds (the system clock when empty).
-  LinkSigner(const cas::UrlKeys& url_keys, uint64_t max_ttl_seconds, std::function<uint64_t()> now = nullptr);
+  // `clock` must outlive the signer.
+  LinkSigner(const cas::UrlKeys& url_keys, uint64_t max_ttl_seconds, const Clock& clock = Clock::System());
 
   // A link to `file` for `scope`, valid for `ttl_seconds`.
   xet::Result<SignedLink> Sign(const xet::FileHash& file, const std::string& scope, uint64_t ttl_seconds,
@@ -59,7 +60,7 @@ class LinkSigner {
 
   cas::UrlKeys keys_;  // the link keys derived from the URL keys
   uint64_t max_ttl_;
-  std::function<uint64_t()> now_;
+  const Clock& clock_;
 };
 
 }  // namespace cairn::files

@@ -12,8 +12,8 @@
 #include <thread>
 
 #include "cas/test_backend.h"
-#include "client/upload_builder.h"
 #include "files/file_service.h"
+#include "ingest/upload_builder.h"
 #include "xet/test_support.h"
 
 namespace cairn::files {
@@ -51,7 +51,7 @@ class FileReaderTest : public ::testing::Test {
       h.bytes.fill(7);
       return h;
     }());
-    o.now = [this] { return now_; };
+    o.clock = &clock_;
     o.log = [this](const std::string& m) { logged_.push_back(m); };
     files_.reset();
     files_ = std::make_unique<FileService>(*cas_, *index_, o);
@@ -61,10 +61,10 @@ class FileReaderTest : public ::testing::Test {
   std::vector<xet::FileHash> Upload(const std::vector<Bytes>& files, xet::CompressionPolicy policy,
                                     uint64_t max_xorb_bytes = 1 << 20) {
     std::vector<std::span<const uint8_t>> spans(files.begin(), files.end());
-    client::BuildOptions o;
+    ingest::BuildOptions o;
     o.policy = policy;
     o.max_xorb_bytes = max_xorb_bytes;
-    auto up = client::BuildUpload(spans, o);
+    auto up = ingest::BuildUpload(spans, o);
     for (const auto& x : up.xorbs) EXPECT_TRUE(cas_->PutXorb(x.hash, x.body).ok());
     auto r = cas_->PutShard(up.shard_bytes, "repo");
     EXPECT_TRUE(r.ok()) << r.error().message;
@@ -91,14 +91,14 @@ class FileReaderTest : public ::testing::Test {
     return out;
   }
 
+  TestClock clock_{1'800'000'000};  // the services' (declared first: it outlives them)
   fs::path dir_;
   std::unique_ptr<store::LocalDiskStore> store_;
   std::unique_ptr<index::SqliteIndex> index_;
   WorkerPool pool_{2};
   std::unique_ptr<cas::CasService> cas_;
   std::unique_ptr<FileService> files_;
-  client::BuiltUpload built_;
-  uint64_t now_ = 1'800'000'000;
+  ingest::BuiltUpload built_;
   std::vector<std::string> logged_;
   size_t last_units_ = 0;
   size_t last_fetches_ = 0;
@@ -356,7 +356,7 @@ TEST_F(FileReaderTest, LinksGrantOneFileUntilTheyExpire) {
       if (k2 == k) v2 += k == "x" ? "1" : "x";
     EXPECT_FALSE(files.links()->Verify(hashes[0], tampered).ok()) << "changed " << k;
   }
-  now_ += 600;
+  clock_.Advance(600);
   EXPECT_EQ(files.links()->Verify(hashes[0], params).error().code, xet::ErrorCode::kHashMismatch);  // expired
   EXPECT_EQ(files.links()->Sign(hashes[0], "s", 0, "").error().code, xet::ErrorCode::kLimit);
   EXPECT_EQ(files.links()->Sign(hashes[0], "s", 60, "a/b").error().code, xet::ErrorCode::kMalformed);

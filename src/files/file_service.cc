@@ -10,8 +10,8 @@ FileService::FileService(cas::CasService& cas, index::Index& index, FileServiceO
     : cas_(cas),
       index_(index),
       options_(std::move(options)),
-      links_(
-          std::make_shared<const LinkSigner>(options_.url_keys, options_.max_link_ttl_seconds, options_.now)),
+      links_(std::make_shared<const LinkSigner>(options_.url_keys, options_.max_link_ttl_seconds,
+                                                *options_.clock)),
       budget_(options_.total_read_ahead_bytes),
       fetchers_(std::max<size_t>(1, options_.fetch_threads), 1 << 16),
       context_{cas_, fetchers_, budget_, [this](const std::string& message) {
@@ -31,7 +31,7 @@ std::shared_ptr<const LinkSigner> FileService::links() const {
 }
 
 void FileService::SetUrlKeys(const cas::UrlKeys& keys) {
-  auto next = std::make_shared<const LinkSigner>(keys, options_.max_link_ttl_seconds, options_.now);
+  auto next = std::make_shared<const LinkSigner>(keys, options_.max_link_ttl_seconds, *options_.clock);
   std::lock_guard lock(links_mu_);
   links_ = std::move(next);
 }

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "cas/service.h"
+#include "common/clock.h"
 #include "common/work_queue.h"
 #include "files/byte_budget.h"
 #include "files/file_link.h"
@@ -35,7 +36,7 @@ struct FileServiceOptions {
   cas::UrlKeys url_keys =
       cas::UrlKeys::Single(xet::Hash{});  // the server's; links use keys derived from them
   uint64_t max_link_ttl_seconds = 30ULL * 86400;
-  std::function<uint64_t()> now = nullptr;  // unix seconds; tests inject a clock
+  const Clock* clock = &Clock::System();  // link expiries; tests move a TestClock (outlives the service)
   std::function<void(const std::string&)> log =
       nullptr;  // where corrupt chunks are reported (stderr when empty)
 };

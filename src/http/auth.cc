@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "common/base64.h"
+#include "common/clock.h"
 
 namespace cairn::http {
 namespace {
@@ -78,8 +79,7 @@ std::string_view PermissionName(Permission p) {
 }
 
 int64_t UnixNow() {
-  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
+  return Clock::System().UnixSeconds();
 }
 
 Authenticator::Authenticator(TokenKeys keys) : keys_(std::make_shared<const TokenKeys>(std::move(keys))) {}

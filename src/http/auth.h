@@ -49,7 +49,7 @@ struct Principal {
   int64_t expires = 0;
 };
 
-// Seconds since the Unix epoch, now.
+// Seconds since the Unix epoch, now: Clock::System() (tokens are checked against the real clock).
 int64_t UnixNow();
 
 // Token keys: the HMAC key material is the secret's text (cairn's are 64 hex characters).

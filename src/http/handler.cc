@@ -16,22 +16,16 @@
 namespace cairn::http {
 
 Result<std::shared_ptr<const File>> File::Open(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd.valid()) {
     if (errno == ENOENT) return NotFoundError("no such file");
     return InternalError(std::string("cannot open file: ") +
                          std::error_code(errno, std::generic_category()).message());
   }
   struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    return InternalError("not a regular file");
-  }
-  return std::shared_ptr<const File>(std::make_shared<File>(fd, static_cast<uint64_t>(st.st_size)));
-}
-
-File::~File() {
-  if (fd_ >= 0) ::close(fd_);
+  if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) return InternalError("not a regular file");
+  return std::shared_ptr<const File>(
+      std::make_shared<File>(std::move(fd), static_cast<uint64_t>(st.st_size)));
 }
 
 bool IsToken(std::string_view s) {

@@ -36,6 +36,7 @@
 #include <vector>
 
 #include "common/media_type.h"
+#include "common/unique_fd.h"
 #include "http/auth.h"
 #include "http/result.h"
 
@@ -53,15 +54,12 @@ using HeaderList = std::vector<std::pair<std::string, std::string>>;
 class File {
  public:
   static Result<std::shared_ptr<const File>> Open(const std::string& path);
-  explicit File(int fd, uint64_t size) : fd_(fd), size_(size) {}  // takes ownership of fd
-  ~File();
-  File(const File&) = delete;
-  File& operator=(const File&) = delete;
-  int fd() const { return fd_; }
+  File(UniqueFd fd, uint64_t size) : fd_(std::move(fd)), size_(size) {}
+  int fd() const { return fd_.get(); }
   uint64_t size() const { return size_; }
 
  private:
-  int fd_;
+  UniqueFd fd_;
   uint64_t size_;
 };
 

@@ -4,6 +4,8 @@
 #include <random>
 #include <string>
 
+#include "common/hex.h"
+
 namespace cairn::http {
 namespace {
 
@@ -21,9 +23,8 @@ bool ParseU64(std::string_view s, uint64_t* out) {
 
 std::string Boundary() {
   thread_local std::mt19937_64 rng{std::random_device{}()};
-  static constexpr char kHex[] = "0123456789abcdef";
   std::string b = "cairn-";
-  for (int i = 0; i < 24; ++i) b += kHex[rng() % 16];
+  for (int i = 0; i < 24; ++i) b += kLowerHexDigits[rng() % 16];
   return b;
 }
 

@@ -14,6 +14,7 @@
 #include <boost/url/parse.hpp>
 #include <boost/url/url_view.hpp>
 #include <cerrno>
+#include <cstring>
 #include <deque>
 #include <limits>
 #include <map>
@@ -26,6 +27,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/hex.h"
 #include "common/posix_io.h"
 #include "common/printable.h"
 #include "http/tls.h"
@@ -57,14 +59,10 @@ std::size_t WriteAll(const beast::error_code& ec, std::size_t /*transferred*/) {
 
 std::string NewRequestId() {
   thread_local std::mt19937_64 rng{std::random_device{}()};
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string id(16, '0');
-  uint64_t v = rng();
-  for (char& c : id) {
-    c = kHex[v & 15];
-    v >>= 4;
-  }
-  return id;
+  const uint64_t v = rng();
+  uint8_t bytes[sizeof v];
+  std::memcpy(bytes, &v, sizeof v);
+  return HexEncode(bytes);
 }
 
 bool ValidRequestId(std::string_view id) {
@@ -120,16 +118,6 @@ unsigned TransferEncodingStatus(const bhttp::fields& h, unsigned version, bool c
   for (const auto coding : codings)
     if (IEquals(coding, "chunked")) return 400;  // chunked twice
   return codings.empty() ? 0 : 501;              // gzip, chunked: a coding cairn does not decode
-}
-
-std::string Hex(uint64_t n) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out;
-  do {
-    out.insert(out.begin(), kHex[n & 15]);
-    n >>= 4;
-  } while (n != 0);
-  return out;
 }
 
 // A file's bytes for a connection that cannot sendfile(2) them (TLS encrypts in user space): read in blocks
@@ -770,7 +758,7 @@ class Session : public detail::Connection, public std::enable_shared_from_this<S
       pending_ -= data.size();
       return;
     }
-    const std::string size_line = Hex(data.size()) + "\r\n";
+    const std::string size_line = HexNumber(data.size()) + "\r\n";
     pending_ += size_line.size() + 2;
     Queue(size_line);
     Queue(std::move(data));

@@ -1,17 +1,15 @@
 #include "hub/bucket_service.h"
 
-#include <ctime>
 #include <map>
 
 #include "common/media_type.h"
 
 namespace cairn::hub {
 
-BucketService::BucketService(index::Index& index, std::function<int64_t()> now)
-    : index_(index), now_(std::move(now)) {}
+BucketService::BucketService(index::Index& index, const Clock& clock) : index_(index), clock_(clock) {}
 
 int64_t BucketService::Now() const {
-  return now_ ? now_() : static_cast<int64_t>(std::time(nullptr));
+  return clock_.UnixSeconds();
 }
 
 Result<index::BucketTotals> BucketService::Totals(const Repo& bucket) {

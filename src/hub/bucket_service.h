@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "common/clock.h"
 #include "hub/hub_service.h"
 
 namespace cairn::hub {
@@ -49,7 +50,8 @@ struct BucketPage {
 
 class BucketService {
  public:
-  explicit BucketService(index::Index& index, std::function<int64_t()> now = nullptr);
+  // `clock` must outlive the service.
+  explicit BucketService(index::Index& index, const Clock& clock = Clock::System());
 
   Result<index::BucketTotals> Totals(const Repo& bucket);
   // The entries under `prefix` ("" for all; a file's path gives that file), after `cursor`: every file when
@@ -70,7 +72,7 @@ class BucketService {
   int64_t Now() const;
 
   index::Index& index_;
-  std::function<int64_t()> now_;
+  const Clock& clock_;
 };
 
 }  // namespace cairn::hub

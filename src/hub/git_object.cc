@@ -6,17 +6,10 @@
 #include <cctype>
 #include <charconv>
 
+#include "common/hex.h"
+
 namespace cairn::hub {
 namespace {
-
-constexpr char kHex[] = "0123456789abcdef";
-
-int HexValue(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
 
 std::string_view AsText(std::span<const uint8_t> b) {
   return {reinterpret_cast<const char*>(b.data()), b.size()};
@@ -44,14 +37,8 @@ void AppendSignature(std::string& out, std::string_view role, const Signature& s
 }  // namespace
 
 std::optional<ObjectId> ObjectId::FromHex(std::string_view hex) {
-  if (hex.size() != 40) return std::nullopt;
   ObjectId id;
-  for (size_t i = 0; i < 20; ++i) {
-    const int hi = HexValue(hex[2 * i]);
-    const int lo = HexValue(hex[2 * i + 1]);
-    if (hi < 0 || lo < 0) return std::nullopt;
-    id.bytes[i] = static_cast<uint8_t>(hi << 4 | lo);
-  }
+  if (!HexDecode(hex, id.bytes)) return std::nullopt;
   return id;
 }
 
@@ -63,12 +50,7 @@ std::optional<ObjectId> ObjectId::FromBytes(std::span<const uint8_t> b) {
 }
 
 std::string ObjectId::hex() const {
-  std::string s(40, '0');
-  for (size_t i = 0; i < 20; ++i) {
-    s[2 * i] = kHex[bytes[i] >> 4];
-    s[2 * i + 1] = kHex[bytes[i] & 15];
-  }
-  return s;
+  return HexEncode(bytes);
 }
 
 std::string_view KindName(ObjectKind kind) {

@@ -7,6 +7,8 @@
 #include <ctime>
 #include <map>
 
+#include "common/hex.h"
+
 namespace cairn::hub {
 namespace {
 
@@ -164,13 +166,7 @@ std::string NewRepoScope() {
     const auto p = reinterpret_cast<uintptr_t>(&bytes);
     std::memcpy(bytes + 8, &p, 8);
   }
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out = "hub:";
-  for (uint8_t b : bytes) {
-    out.push_back(kHex[b >> 4]);
-    out.push_back(kHex[b & 15]);
-  }
-  return out;
+  return "hub:" + HexEncode(bytes);
 }
 
 // ---- The service
@@ -183,7 +179,7 @@ HubService::HubService(index::Index& index, files::FileService& files, HubOption
       objects_(options_.cache_bytes / 2) {}
 
 int64_t HubService::Now() const {
-  return options_.now ? options_.now() : static_cast<int64_t>(std::time(nullptr));
+  return options_.clock->UnixSeconds();
 }
 
 index::RepoRecord ProspectiveRecord(const RepoId& id) {

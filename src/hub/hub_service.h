@@ -26,10 +26,11 @@
 #include <vector>
 
 #include "common/basic_result.h"
+#include "common/clock.h"
+#include "common/lru_cache.h"
 #include "files/file_service.h"
 #include "hub/git_object.h"
 #include "index/index.h"
-#include "index/lru_cache.h"
 
 namespace cairn::hub {
 
@@ -165,7 +166,8 @@ struct HubOptions {
   size_t max_operations = 25000;       // changes in one commit
   size_t cache_bytes = 64ULL << 20;    // parsed trees and commits
   std::string default_branch = "main";
-  std::function<int64_t()> now = nullptr;  // unix seconds; tests inject a clock
+  const Clock* clock =
+      &Clock::System();  // commit and creation times; tests inject one (outlives the service)
 };
 
 class HubService {
@@ -244,8 +246,8 @@ class HubService {
   files::FileService& files_;
   const HubOptions options_;
   // Parsed objects by "<repo id>:<key>" (immutable: never invalidated, only evicted).
-  index::LruCache<std::string, std::vector<TreeEntry>, std::hash<std::string>> trees_;
-  index::LruCache<std::string, index::RepoObject, std::hash<std::string>> objects_;
+  LruCache<std::string, std::vector<TreeEntry>, std::hash<std::string>> trees_;
+  LruCache<std::string, index::RepoObject, std::hash<std::string>> objects_;
 };
 
 // Makes `files` (registered for the repository, in any order, repeats allowed) readable through its read

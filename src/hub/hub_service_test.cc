@@ -18,7 +18,7 @@ class HubServiceTest : public ::testing::Test {
     cas_ = std::make_unique<cas::CasService>(*index_, *store_, pool_, cas::ServiceOptions{});
     files_ = std::make_unique<files::FileService>(*cas_, *index_, files::FileServiceOptions{});
     HubOptions o;
-    o.now = [] { return int64_t{1700000000}; };
+    o.clock = &clock_;
     hub_ = std::make_unique<HubService>(*index_, *files_, o);
   }
   void TearDown() override {
@@ -38,6 +38,7 @@ class HubServiceTest : public ::testing::Test {
     return *repo;
   }
 
+  TestClock clock_;  // the services' (declared first: it outlives them)
   std::filesystem::path dir_;
   WorkerPool pool_{1};
   std::unique_ptr<store::LocalDiskStore> store_;

@@ -18,6 +18,7 @@
 #include <random>
 #include <thread>
 
+#include "common/clock.h"
 #include "index/index_copy.h"
 #include "index/open_index.h"
 #include "index/pg.h"
@@ -189,6 +190,7 @@ class IndexTest : public ::testing::TestWithParam<Backend> {
   std::string schema_;  // PostgreSQL only
   std::string url_;
   std::mt19937_64 rng_{42};
+  TestClock clock_{1'900'000'000};  // for indexes opened with it (declared before index_: it outlives it)
   std::unique_ptr<Index> index_;
 };
 
@@ -288,6 +290,36 @@ TEST_P(IndexTest, PackedTermsFindByteOffsets) {
   EXPECT_EQ(MakeFileCommit(bad, lookup).error().code, ErrorCode::kInconsistent);
   bad.terms[0].xorb = RandomHash(rng_);
   EXPECT_EQ(MakeFileCommit(bad, lookup).error().code, ErrorCode::kNotFound);
+}
+
+TEST_P(IndexTest, StoredTimesComeFromTheInjectedClock) {
+  OpenIndexOptions options;
+  options.clock = &clock_;
+  Open(options);
+  auto [xorb, layout] = AddXorb(4);
+  clock_.Advance(3600);
+  ShardCommit c{.shard = RandomHash(rng_),
+                .shard_size = 10,
+                .files = {MakeFile(RandomHash(rng_), xorb, layout, {{0, 4}})},
+                .dedup = {},
+                .scope = "org/model",
+                .xorbs = {}};
+  ASSERT_TRUE(index_->CommitShard(c).ok());
+  clock_.Advance(60);
+  ASSERT_TRUE(index_->AddSecret("clock-test", std::string(64, 'a')).ok());
+
+  auto entry = index_->GetXorb(xorb);
+  ASSERT_TRUE(entry.ok()) << entry.error().message;
+  EXPECT_EQ((*entry)->stored_at, 1'900'000'000);
+  auto shard = index_->GetShard(c.shard);
+  ASSERT_TRUE(shard.ok() && shard->has_value());
+  EXPECT_EQ((*shard)->registered_at, 1'900'003'600);
+  auto secrets = index_->ListSecrets();
+  ASSERT_TRUE(secrets.ok());
+  const auto it =
+      std::find_if(secrets->begin(), secrets->end(), [](const auto& s) { return s.name == "clock-test"; });
+  ASSERT_NE(it, secrets->end());
+  EXPECT_EQ(it->created_at, 1'900'003'660);
 }
 
 TEST_P(IndexTest, ShardCommitRoundtripScopesAndDedup) {
@@ -1666,20 +1698,6 @@ INSTANTIATE_TEST_SUITE_P(Backends, IndexTest, ::testing::Values(Backend::kSqlite
                          [](const ::testing::TestParamInfo<Backend>& p) {
                            return p.param == Backend::kSqlite ? "Sqlite" : "Postgres";
                          });
-
-TEST(LruCacheTest, EvictsLeastRecentlyUsedByBytes) {
-  LruCache<int, std::string, std::hash<int>> cache(100);
-  cache.Put(1, std::make_shared<const std::string>("a"), 40);
-  cache.Put(2, std::make_shared<const std::string>("b"), 40);
-  ASSERT_NE(cache.Get(1), nullptr);  // 1 is now the most recent
-  cache.Put(3, std::make_shared<const std::string>("c"), 40);
-  EXPECT_EQ(cache.Get(2), nullptr);
-  EXPECT_NE(cache.Get(1), nullptr);
-  EXPECT_NE(cache.Get(3), nullptr);
-  EXPECT_EQ(cache.used_bytes(), 80u);
-  cache.Put(4, std::make_shared<const std::string>("too big"), 101);
-  EXPECT_EQ(cache.Get(4), nullptr);
-}
 
 }  // namespace
 }  // namespace cairn::index

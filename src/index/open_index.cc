@@ -37,6 +37,7 @@ xet::Result<std::unique_ptr<Index>> OpenIndex(std::string_view url, const OpenIn
     so.path = where->target;
     so.cache_bytes = options.cache_bytes;
     so.before_batch = options.before_batch;
+    so.clock = options.clock;
     auto ix = SqliteIndex::Open(std::move(so));
     if (!ix.ok()) return ix.error();
     return std::unique_ptr<Index>(std::move(*ix));
@@ -47,6 +48,7 @@ xet::Result<std::unique_ptr<Index>> OpenIndex(std::string_view url, const OpenIn
   po.writers = options.writers;
   po.cache_bytes = options.cache_bytes;
   po.before_batch = options.before_batch;
+  po.clock = options.clock;
   auto ix = PostgresIndex::Open(std::move(po));
   if (!ix.ok()) return ix.error();
   return std::unique_ptr<Index>(std::move(*ix));

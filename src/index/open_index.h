@@ -9,6 +9,7 @@
 #include <string_view>
 #include <utility>
 
+#include "common/clock.h"
 #include "index/index.h"
 
 namespace cairn::index {
@@ -27,6 +28,7 @@ struct OpenIndexOptions {
   size_t pool_size = 8;                      // PostgreSQL: connections for reads
   size_t writers = 1;                        // PostgreSQL: writer connections
   std::function<void(size_t)> before_batch;  // tests
+  const Clock* clock = &Clock::System();     // what stored times are read from; outlives the index
 };
 
 // Applies the missing schema migrations to the index at `url` (what opening it does first), under the

@@ -399,10 +399,6 @@ del AS (
 SELECT (SELECT count(*) FROM r)::int8,
        ((SELECT count(*) FROM ins) + (SELECT count(*) FROM upd) + (SELECT count(*) FROM del))::int8)sql"};
 
-int64_t Now() {
-  return static_cast<int64_t>(std::time(nullptr));
-}
-
 // The schema version recorded in the database (0: none yet). Call under the migration lock.
 xet::Result<int> SchemaVersion(pg::Conn& c) {
   if (auto r = c.Exec("CREATE TABLE IF NOT EXISTS cairn_schema("
@@ -641,7 +637,9 @@ xet::Result<bool> PostgresIndex::PutXorb(const XorbHash& hash, const xet::XorbLa
   WriteRequest req{
       &kPutXorb, {}, [&](const pg::Rows& rows) { inserted = rows.size() == 1 && rows.Int8(0, 0) > 0; }};
   req.params.Bytea(hash).Bytea(e.packed).Int8(e.chunk_count).Int8(e.region_size);
-  req.params.Int8(static_cast<int64_t>(e.unpacked_size)).Int8(Now()).Int8(counter_slot_);
+  req.params.Int8(static_cast<int64_t>(e.unpacked_size))
+      .Int8(options_.clock->UnixSeconds())
+      .Int8(counter_slot_);
   if (auto st = writes_->Submit(req); !st.ok()) return st.error();
   return inserted;
 }
@@ -691,7 +689,10 @@ xet::Result<CommitOutcome> PostgresIndex::CommitShard(const ShardCommit& commit)
   WriteRequest req{&kCommitShard, {}, [&](const pg::Rows& rows) {
                      outcome.already_existed = rows.size() == 1 && rows.Int8(0, 0) == 0;
                    }};
-  req.params.Bytea(commit.shard).Int8(static_cast<int64_t>(commit.shard_size)).Int8(Now()).Text(commit.scope);
+  req.params.Bytea(commit.shard)
+      .Int8(static_cast<int64_t>(commit.shard_size))
+      .Int8(options_.clock->UnixSeconds())
+      .Text(commit.scope);
   req.params.HashArray(xorbs).BoolArray(listed);
   req.params.HashArray(file_hashes)
       .ByteaArray(terms)
@@ -901,7 +902,9 @@ xet::Result<IndexStats> PostgresIndex::Stats() {
 xet::Result<std::string> PostgresIndex::SharedSecret(std::string_view name, std::string_view candidate) {
   // Insert-if-absent, then read in a new statement: under READ COMMITTED that sees a value a concurrent
   // node committed first, which the insert's own snapshot would not.
-  if (auto put = Query(kAddSecret, pg::Params().Text(name).Text(candidate).Int8(Now())); !put.ok()) {
+  if (auto put =
+          Query(kAddSecret, pg::Params().Text(name).Text(candidate).Int8(options_.clock->UnixSeconds()));
+      !put.ok()) {
     return put.error();
   }
   auto rows = Query(kGetSecret, pg::Params().Text(name));
@@ -920,7 +923,7 @@ xet::Result<std::vector<SecretRecord>> PostgresIndex::ListSecrets() {
 }
 
 xet::Result<bool> PostgresIndex::AddSecret(std::string_view name, std::string_view value) {
-  auto rows = Query(kAddSecret, pg::Params().Text(name).Text(value).Int8(Now()));
+  auto rows = Query(kAddSecret, pg::Params().Text(name).Text(value).Int8(options_.clock->UnixSeconds()));
   if (!rows.ok()) return rows.error();
   return rows->size() == 1;
 }

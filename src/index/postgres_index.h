@@ -31,8 +31,9 @@
 #include <string_view>
 #include <vector>
 
+#include "common/clock.h"
+#include "common/lru_cache.h"
 #include "index/index.h"
-#include "index/lru_cache.h"
 #include "index/pg.h"
 #include "index/write_queue.h"
 
@@ -46,6 +47,8 @@ struct PostgresOptions {
   int acquire_timeout_ms = 10'000;            // waiting for a pooled connection, then kUnavailable
   // Tests: called on a writer thread with each batch's size, before its transaction begins.
   std::function<void(size_t)> before_batch;
+  // Stamps what is stored with a time (xorbs, shards, secrets); must outlive the index.
+  const Clock* clock = &Clock::System();
 };
 
 class PostgresIndex final : public Index {

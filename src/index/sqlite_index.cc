@@ -332,10 +332,6 @@ class Stmt {
   sqlite3_stmt* s_;
 };
 
-int64_t Now() {
-  return static_cast<int64_t>(std::time(nullptr));
-}
-
 }  // namespace
 
 // ---- Connection
@@ -560,7 +556,7 @@ xet::Result<bool> SqliteIndex::PutXorb(const XorbHash& hash, const xet::XorbLayo
     auto put = c.Prepare(kPutXorb);
     if (!put.ok()) return put.error();
     put->Bind(1, hash).Bind(2, e.packed).Bind(3, int64_t{e.chunk_count}).Bind(4, int64_t{e.region_size});
-    put->Bind(5, static_cast<int64_t>(e.unpacked_size)).Bind(6, Now());
+    put->Bind(5, static_cast<int64_t>(e.unpacked_size)).Bind(6, options_.clock->UnixSeconds());
     if (auto r = c.Run(*put, "insert xorb"); !r.ok()) return r;
     if (c.changes() == 0) return xet::Ok{};  // already registered: immutable, nothing to do
     auto bump = c.Prepare(kBumpCounters);
@@ -581,7 +577,7 @@ xet::Result<CommitOutcome> SqliteIndex::CommitShard(const ShardCommit& commit) {
   if (auto st = CheckShardCommit(commit); !st.ok()) return st.error();
   CommitOutcome outcome;
   auto st = Write([&](Conn& c) -> xet::Status {
-    const int64_t now = Now();
+    const int64_t now = options_.clock->UnixSeconds();
     auto shard = c.Prepare(kPutShard);
     if (!shard.ok()) return shard.error();
     shard->Bind(1, commit.shard).Bind(2, static_cast<int64_t>(commit.shard_size)).Bind(3, now);
@@ -684,7 +680,7 @@ xet::Result<std::string> SqliteIndex::SharedSecret(std::string_view name, std::s
   auto st = Write([&](Conn& c) -> xet::Status {
     auto put = c.Prepare(kPutSecret);
     if (!put.ok()) return put.error();
-    put->Bind(1, name).Bind(2, candidate).Bind(3, Now());
+    put->Bind(1, name).Bind(2, candidate).Bind(3, options_.clock->UnixSeconds());
     return c.Run(*put, "insert secret");
   });
   if (!st.ok()) return st.error();
@@ -712,7 +708,7 @@ xet::Result<bool> SqliteIndex::AddSecret(std::string_view name, std::string_view
   auto st = Write([&](Conn& c) -> xet::Status {
     auto put = c.Prepare(kPutSecret);
     if (!put.ok()) return put.error();
-    put->Bind(1, name).Bind(2, value).Bind(3, Now());
+    put->Bind(1, name).Bind(2, value).Bind(3, options_.clock->UnixSeconds());
     if (auto run = c.Run(*put, "insert secret"); !run.ok()) return run;
     added = c.changes() == 1;
     return xet::Ok{};

@@ -25,8 +25,9 @@
 #include <utility>
 #include <vector>
 
+#include "common/clock.h"
+#include "common/lru_cache.h"
 #include "index/index.h"
-#include "index/lru_cache.h"
 #include "index/write_queue.h"
 
 struct sqlite3;
@@ -40,6 +41,8 @@ struct SqliteOptions {
   int busy_timeout_ms = 10'000;
   // Tests: called on the writer thread with each batch's size, before its transaction begins.
   std::function<void(size_t)> before_batch;
+  // Stamps what is stored with a time (xorbs, shards, secrets); must outlive the index.
+  const Clock* clock = &Clock::System();
   // Tests (the fault seam): called on the writer thread before each COMMIT; a failure fails the batch as a
   // failed COMMIT would (rolled back, every request in it answered with the error).
   std::function<xet::Status()> fault_before_commit;

@@ -14,8 +14,8 @@
 
 #include "cas/grant.h"
 #include "cas/test_backend.h"
-#include "client/upload_builder.h"
 #include "index/records.h"
+#include "ingest/upload_builder.h"
 #include "store/power_loss.h"
 #include "xet/hashing.h"
 #include "xet/test_support.h"
@@ -63,14 +63,14 @@ class Fsck : public ::testing::Test {
     fs::remove_all(dir_);
   }
 
-  client::BuiltUpload Upload(uint64_t seed, const std::string& scope, size_t files = 2) {
+  ingest::BuiltUpload Upload(uint64_t seed, const std::string& scope, size_t files = 2) {
     std::vector<Bytes> data;
     for (size_t i = 0; i < files; ++i)
       data.push_back(xet::testing::TextLikeBytes(seed + i, 300'000 + i * 1000));
     std::vector<std::span<const uint8_t>> spans(data.begin(), data.end());
-    client::BuildOptions o;
+    ingest::BuildOptions o;
     o.max_xorb_bytes = 256 << 10;  // several xorbs
-    auto up = client::BuildUpload(spans, o);
+    auto up = ingest::BuildUpload(spans, o);
     for (const auto& x : up.xorbs) EXPECT_TRUE(service_->PutXorb(x.hash, x.body).ok());
     auto r = service_->PutShard(up.shard_bytes, scope);
     EXPECT_TRUE(r.ok()) << r.error().message;
@@ -138,7 +138,7 @@ TEST_F(Fsck, FindsAndReindexesAnUnindexedXorbFromItsOwnBytes) {
   cas::CasService elsewhere(*other, *store_, pool_, {});
   const auto data = xet::testing::TextLikeBytes(99, 100'000);
   const std::span<const uint8_t> spans[] = {data};
-  const auto stray = client::BuildUpload(spans, {});
+  const auto stray = ingest::BuildUpload(spans, {});
   ASSERT_TRUE(elsewhere.PutXorb(stray.xorbs[0].hash, stray.xorbs[0].body).ok());
 
   auto report = Run(Options(false, false));
@@ -265,16 +265,16 @@ TEST_F(Fsck, ShardsWithoutAGrantNeedADefaultScope) {
 
 // ---- Fault injection: an upload of three xorbs, failed at one step in turn, then retried.
 
-client::BuiltUpload FaultTestUpload(uint64_t seed) {
+ingest::BuiltUpload FaultTestUpload(uint64_t seed) {
   const auto data = xet::testing::TextLikeBytes(seed, 600'000);
   const std::span<const uint8_t> spans[] = {data};
-  client::BuildOptions bo;
+  ingest::BuildOptions bo;
   bo.max_xorb_bytes = 256 << 10;
-  return client::BuildUpload(spans, bo);
+  return ingest::BuildUpload(spans, bo);
 }
 
 // The upload as a client makes it; whether every step succeeded.
-bool TryUpload(cas::CasService& service, const client::BuiltUpload& up) {
+bool TryUpload(cas::CasService& service, const ingest::BuiltUpload& up) {
   for (const auto& x : up.xorbs) {
     if (!service.PutXorb(x.hash, x.body).ok()) return false;
   }
@@ -284,7 +284,7 @@ bool TryUpload(cas::CasService& service, const client::BuiltUpload& up) {
 // After a failed upload: nothing of it is served and nothing is damage; the client's retry then succeeds
 // and the file is served, with the index and store consistent.
 void ExpectFailedThenRetried(cas::CasService& service, index::Index& index, store::BlobStore& store,
-                             const client::BuiltUpload& up, const std::function<void()>& disarm,
+                             const ingest::BuiltUpload& up, const std::function<void()>& disarm,
                              size_t site) {
   EXPECT_FALSE(service.Reconstruct(up.file_hashes[0], "alice", std::nullopt, cas::ApiVersion::kV2).ok())
       << "site " << site;
@@ -397,13 +397,13 @@ TEST(FaultInjection, AFailedIndexCommitAtAnyPointLosesNothing) {
 
 struct PowerUpload {
   Bytes data;
-  client::BuiltUpload up;
+  ingest::BuiltUpload up;
 };
 
 PowerUpload PowerTestUpload(uint64_t seed) {
   PowerUpload u{.data = xet::testing::TextLikeBytes(seed, 200'000), .up = {}};
   const std::span<const uint8_t> spans[] = {u.data};
-  u.up = client::BuildUpload(spans, {});  // one xorb
+  u.up = ingest::BuildUpload(spans, {});  // one xorb
   return u;
 }
 

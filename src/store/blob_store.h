@@ -23,7 +23,7 @@
 #include <string>
 #include <string_view>
 
-#include "store/unique_fd.h"
+#include "common/unique_fd.h"
 #include "xet/hash.h"
 #include "xet/result.h"
 

@@ -9,7 +9,7 @@
 #include <utility>
 
 #include "common/posix_io.h"
-#include "store/unique_fd.h"
+#include "common/unique_fd.h"
 
 namespace cairn::store::testing {
 

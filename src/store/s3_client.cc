@@ -11,6 +11,10 @@
 #include <random>
 #include <thread>
 
+#include "common/base64.h"
+#include "common/hex.h"
+#include "common/percent_encode.h"
+
 namespace cairn::store {
 namespace {
 
@@ -18,47 +22,6 @@ namespace {
 void GlobalInit() {
   static const bool done = [] { return curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK; }();
   (void)done;
-}
-
-bool Unreserved(unsigned char c) {
-  return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '_' ||
-         c == '.' || c == '~';
-}
-
-std::string UriEncode(std::string_view s) {
-  static constexpr char kHex[] = "0123456789ABCDEF";
-  std::string out;
-  out.reserve(s.size());
-  for (const char ch : s) {
-    const auto c = static_cast<unsigned char>(ch);
-    if (Unreserved(c)) {
-      out += ch;
-    } else {
-      out += '%';
-      out += kHex[c >> 4];
-      out += kHex[c & 15];
-    }
-  }
-  return out;
-}
-
-std::string Hex(std::span<const uint8_t> bytes) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out;
-  out.reserve(bytes.size() * 2);
-  for (const uint8_t b : bytes) {
-    out += kHex[b >> 4];
-    out += kHex[b & 15];
-  }
-  return out;
-}
-
-std::string Base64(std::span<const uint8_t> bytes) {
-  std::string out(4 * ((bytes.size() + 2) / 3) + 1, '\0');
-  const int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()), bytes.data(),
-                                static_cast<int>(bytes.size()));
-  out.resize(static_cast<size_t>(n));
-  return out;
 }
 
 bool Retryable(long status) {
@@ -87,8 +50,8 @@ std::string_view S3XmlValue(std::string_view doc, std::string_view tag, size_t* 
 
 std::string S3QueryString(std::vector<std::pair<std::string, std::string>> params) {
   for (auto& [k, v] : params) {
-    k = UriEncode(k);
-    v = UriEncode(v);
+    k = PercentEncode(k);
+    v = PercentEncode(v);
   }
   std::sort(params.begin(), params.end());
   std::string out;
@@ -380,9 +343,9 @@ xet::Result<S3Response> S3Client::Attempt(Handle& h, const S3Request& request, s
     EVP_DigestFinal_ex(ctx, sha, &sha_len);
     EVP_MD_CTX_free(ctx);
   }
-  headers = curl_slist_append(headers, ("x-amz-content-sha256: " + Hex(sha)).c_str());
+  headers = curl_slist_append(headers, ("x-amz-content-sha256: " + HexEncode(sha)).c_str());
   if (request.checksum)
-    headers = curl_slist_append(headers, ("x-amz-checksum-sha256: " + Base64(sha)).c_str());
+    headers = curl_slist_append(headers, ("x-amz-checksum-sha256: " + Base64Encode(sha)).c_str());
 
   const std::string method(request.method);
   if (method == "HEAD") {
@@ -752,7 +715,8 @@ std::string PresignGet(const S3Client& client, std::string_view key, uint64_t no
       "GET\n" + path + "\n" + query + "\nhost:" + host + "\n\nhost\nUNSIGNED-PAYLOAD";
   uint8_t digest[32];
   Sha256(canonical, digest);
-  const std::string to_sign = "AWS4-HMAC-SHA256\n" + std::string(stamp) + "\n" + scope + "\n" + Hex(digest);
+  const std::string to_sign =
+      "AWS4-HMAC-SHA256\n" + std::string(stamp) + "\n" + scope + "\n" + HexEncode(digest);
 
   // The signing key depends on the day alone: derived once per thread and day (four HMACs saved per URL).
   struct DayKey {
@@ -773,7 +737,7 @@ std::string PresignGet(const S3Client& client, std::string_view key, uint64_t no
   }
   uint8_t sig[32];
   Hmac(day.key, to_sign, sig);
-  return url + "?" + query + "&X-Amz-Signature=" + Hex(sig);
+  return url + "?" + query + "&X-Amz-Signature=" + HexEncode(sig);
 }
 
 }  // namespace cairn::store

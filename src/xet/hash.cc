@@ -2,20 +2,11 @@
 
 #include <bit>
 
+#include "common/hex.h"
+
 namespace cairn::xet {
 
 static_assert(std::endian::native == std::endian::little, "cairn assumes a little-endian host");
-
-namespace {
-constexpr char kDigits[] = "0123456789abcdef";
-
-int HexValue(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-}  // namespace
 
 std::optional<Hash> Hash::FromHex(std::string_view hex) {
   if (hex.size() != 64) return std::nullopt;
@@ -36,8 +27,8 @@ void Hash::write_hex(char* out) const {
   for (int word = 0; word < 4; ++word) {
     for (int i = 0; i < 8; ++i) {
       const uint8_t b = bytes[static_cast<size_t>(word * 8 + 7 - i)];
-      *out++ = kDigits[b >> 4];
-      *out++ = kDigits[b & 15];
+      *out++ = kLowerHexDigits[b >> 4];
+      *out++ = kLowerHexDigits[b & 15];
     }
   }
 }

@@ -1,14 +1,11 @@
-#include "client/upload_builder.h"
+#include "ingest/upload_builder.h"
 
-#include <openssl/sha.h>
-
-#include <cstring>
 #include <map>
 
 #include "xet/chunker.h"
 #include "xet/hashing.h"
 
-namespace cairn::client {
+namespace cairn::ingest {
 namespace {
 
 struct Placement {
@@ -17,48 +14,6 @@ struct Placement {
 };
 
 }  // namespace
-
-xet::Hash ShardSha256(const uint8_t (&digest)[32]) {
-  xet::Hash h;
-  for (size_t g = 0; g < 4; ++g) {
-    for (size_t i = 0; i < 8; ++i) h.bytes[g * 8 + i] = digest[g * 8 + 7 - i];
-  }
-  return h;
-}
-
-xet::FileRecord FileRecordOf(std::span<const PlacedChunk> chunks) {
-  xet::FileRecord record;
-  std::vector<xet::HashedChunk> leaves;
-  leaves.reserve(chunks.size());
-  for (size_t i = 0; i < chunks.size();) {
-    size_t j = i + 1;
-    while (j < chunks.size() && chunks[j].xorb == chunks[i].xorb &&
-           chunks[j].chunk == chunks[j - 1].chunk + 1)
-      ++j;
-    xet::FileTerm term{chunks[i].xorb, 0, 0, chunks[i].chunk,
-                       static_cast<uint32_t>(chunks[i].chunk + (j - i))};
-    std::vector<xet::ChunkHash> hashes;
-    for (size_t k = i; k < j; ++k) {
-      term.unpacked_bytes += static_cast<uint32_t>(chunks[k].size);
-      hashes.push_back(chunks[k].hash);
-      leaves.push_back({chunks[k].hash, chunks[k].size});
-    }
-    record.terms.push_back(term);
-    record.verification.push_back(xet::RangeHashOf(std::span<const xet::ChunkHash>(hashes)));
-    i = j;
-  }
-  record.hash = xet::FileHashOf(leaves);
-  return record;
-}
-
-std::vector<uint8_t> ShardUploadForm(const xet::Shard& shard) {
-  xet::ShardWriteOptions w;
-  w.lookup_tables = false;
-  std::vector<uint8_t> bytes = xet::SerializeShard(shard, w);
-  bytes.resize(bytes.size() - xet::kShardFooterSize);
-  std::memset(bytes.data() + 40, 0, 8);
-  return bytes;
-}
 
 BuiltUpload BuildUpload(std::span<const std::span<const uint8_t>> files, const BuildOptions& options) {
   BuiltUpload up;
@@ -114,23 +69,18 @@ BuiltUpload BuildUpload(std::span<const std::span<const uint8_t>> files, const B
       placed_chunks.push_back({c.hash, x.layout.chunks[c.at.chunk].unpacked_size, x.hash, c.at.chunk});
     }
     xet::FileRecord record = FileRecordOf(placed_chunks);
-    uint8_t digest[32];
-    SHA256(files[f].data(), files[f].size(), digest);
-    record.sha256 = ShardSha256(digest);
+    record.sha256 = ShardSha256Of(files[f]);
     up.file_hashes.push_back(record.hash);
     up.shard.files.push_back(std::move(record));
   }
   for (const auto& x : up.xorbs) {
-    xet::XorbRecord r{x.hash, 0, static_cast<uint32_t>(x.layout.unpacked_size()), 0, {}};
-    uint32_t offset = 0;
-    for (const auto& c : x.layout.chunks) {
-      r.chunks.push_back({c.hash, offset, c.unpacked_size, 0});
-      offset += c.unpacked_size;
-    }
-    up.shard.xorbs.push_back(std::move(r));
+    std::vector<xet::HashedChunk> chunks;
+    chunks.reserve(x.layout.chunks.size());
+    for (const auto& c : x.layout.chunks) chunks.push_back({c.hash, c.unpacked_size});
+    up.shard.xorbs.push_back(XorbRecordOf(x.hash, chunks, /*mark_global_dedup=*/false));
   }
   up.shard_bytes = ShardUploadForm(up.shard);
   return up;
 }
 
-}  // namespace cairn::client
+}  // namespace cairn::ingest

@@ -1,11 +1,12 @@
-// An owned file descriptor (closed on destruction). Move-only.
+// An owned file descriptor (closed on destruction), the one owner of every raw descriptor cairn opens.
+// Move-only; not thread-safe (like the int it wraps).
 #pragma once
 
 #include <unistd.h>
 
 #include <utility>
 
-namespace cairn::store {
+namespace cairn {
 
 class UniqueFd {
  public:
@@ -35,4 +36,4 @@ class UniqueFd {
   int fd_ = -1;
 };
 
-}  // namespace cairn::store
+}  // namespace cairn

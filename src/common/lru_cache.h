@@ -10,7 +10,7 @@
 #include <unordered_map>
 #include <utility>
 
-namespace cairn::index {
+namespace cairn {
 
 template <typename K, typename V, typename KeyHash>
 class LruCache {
@@ -62,4 +62,4 @@ class LruCache {
   size_t used_ = 0;
 };
 
-}  // namespace cairn::index
+}  // namespace cairn

@@ -1,16 +1,18 @@
-// Builds what a client uploads for a set of files — xorbs (footer-less, as the stock client sends them) and
-// the shard describing the files — exactly as the stock client's formats require. Used by tests, benchmarks
-// and load generation; a real `cairn put` streams instead of holding files in memory.
+// Builds what a client uploads for a set of files held in memory — xorbs (footer-less, as the stock client
+// sends them) and the shard describing the files — exactly as the stock client's formats require. Used by
+// tests, benchmarks and load generation of every layer; `cairn put` streams the same pieces (chunk_stream.h,
+// shard_records.h) instead of holding files in memory. A pure function; safe from any thread.
 #pragma once
 
 #include <cstdint>
 #include <span>
 #include <vector>
 
+#include "ingest/shard_records.h"
 #include "xet/shard.h"
 #include "xet/xorb.h"
 
-namespace cairn::client {
+namespace cairn::ingest {
 
 struct BuiltXorb {
   xet::XorbHash hash;
@@ -37,23 +39,4 @@ struct BuildOptions {
 
 BuiltUpload BuildUpload(std::span<const std::span<const uint8_t>> files, const BuildOptions& options = {});
 
-// A file's chunk as an upload places it: its hash and size, and the xorb and index it is stored at.
-struct PlacedChunk {
-  xet::ChunkHash hash;
-  uint64_t size = 0;
-  xet::XorbHash xorb;
-  uint32_t chunk = 0;
-};
-
-// The shard's record of a file made of `chunks`, in order: terms of consecutive chunks of one xorb with their
-// verification hashes, and the file hash. The SHA-256 is left for the caller.
-xet::FileRecord FileRecordOf(std::span<const PlacedChunk> chunks);
-
-// A SHA-256 digest as shards store it (the stock client's order: each 8-byte group reversed).
-xet::Hash ShardSha256(const uint8_t (&digest)[32]);
-
-// The stock client's form of a shard upload: SerializeShard's output cut before the lookup tables, with the
-// header's footer size set to 0.
-std::vector<uint8_t> ShardUploadForm(const xet::Shard& shard);
-
-}  // namespace cairn::client
+}  // namespace cairn::ingest
