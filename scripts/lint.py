@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""clang-format (check only) and clang-tidy over cairn's sources; any finding fails.
+"""The layering (scripts/layers.py), clang-format (check only) and clang-tidy over cairn's sources; any finding fails.
 
     scripts/lint.py [-p BUILD_DIR] [-j JOBS] [--no-cache] [FILE...]
 
@@ -30,6 +30,9 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import layers  # noqa: E402  (scripts/layers.py, beside this file)
 
 REPO = Path(__file__).resolve().parent.parent
 SRC = REPO / "src"
@@ -69,6 +72,12 @@ def main() -> int:
     ap.add_argument("--no-cache", action="store_true")
     ap.add_argument("files", nargs="*", help="limit clang-tidy to these sources (default: every .cc under src/)")
     args = ap.parse_args()
+
+    # --- the layering: no include runs up the order of scripts/layers.py
+    layer_problems = layers.self_test() + layers.check()
+    if layer_problems:
+        sys.stderr.write("\n".join(layer_problems) + "\nlint: includes against the layering (scripts/layers.py)\n")
+        return 1
 
     # --- clang-format: every tracked source, check only
     sources = tracked_sources()

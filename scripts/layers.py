@@ -1,0 +1,153 @@
+#!/usr/bin/env python3
+"""The layering of src/: which folder may include which, checked on every quoted include (`make lint` runs it).
+
+    scripts/layers.py            check; exit 1 naming each include that runs against the order
+    scripts/layers.py --graph    print the layers and what each may use
+
+Each folder of src/ is a layer and names the layers below it that its code may include (LAYERS). Tests,
+benchmarks, fuzz targets and test fixtures (TEST_FILE) may also use the layers in TEST_ONLY: a layer's tests may
+drive it through a higher one (the client's tests run against the server's routes in process), never its
+shipped code. The table itself must stay acyclic, tests' edges included, and every folder of src/ must appear
+in it: a new concern declares its place before its first include.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+SRC = REPO / "src"
+INCLUDE = re.compile(r'^\s*#\s*include\s*"([a-z_]+)/[^"]+"', re.M)
+# Tests, benchmarks, fuzz targets and the fixtures only they use (clusters, in-process servers, test backends).
+TEST_FILE = re.compile(r"(_test|_bench|_fuzz|_tool)\.cc$|(^|/)(test_[a-z_]+|[a-z_]+_cluster|[a-z_]+_test_server)"
+                       r"\.(h|cc)$|(^|/)(bench_main|fuzz_driver|fuzz_check)\.")
+
+# layer: the layers its shipped code may include (besides itself). Bottom first.
+LAYERS: dict[str, list[str]] = {
+    "common": [],                                   # threads, buffers, encodings, the LRU cache, descriptors
+    "xet": ["common"],                              # the protocol: bytes in, bytes out
+    "ingest": ["xet", "common"],                    # chunking, shard records, uploads built in memory
+    "config": ["xet", "common"],
+    "http": ["common"],
+    "store": ["xet", "common"],
+    "index": ["xet", "common"],
+    "cas": ["index", "store", "xet", "common"],
+    "files": ["cas", "index", "xet", "common"],
+    "repair": ["cas", "index", "store", "xet", "common"],
+    "hub": ["files", "index", "xet", "common"],
+    "api": ["hub", "files", "cas", "http", "index", "xet", "common"],
+    "client": ["ingest", "xet", "common"],          # cairn put/get: a client of any Xet server
+    "cli": ["api", "client", "repair", "hub", "files", "cas", "index", "store", "http", "config", "ingest", "xet",
+            "common"],
+}
+
+# layer: what its tests and fixtures may include beyond LAYERS[layer].
+TEST_ONLY: dict[str, list[str]] = {
+    "cas": ["ingest"],
+    "files": ["ingest", "store"],
+    "repair": ["ingest"],
+    "hub": ["cas", "store", "ingest"],
+    "api": ["store", "ingest"],
+    "client": ["api", "http", "index", "store", "cas"],
+}
+
+
+def allowed(layer: str, test: bool) -> set[str]:
+    return {layer, *LAYERS[layer], *(TEST_ONLY.get(layer, []) if test else [])}
+
+
+def cycle() -> list[str] | None:
+    """A cycle in the table (tests' edges included), or None."""
+    state: dict[str, int] = {}
+
+    def visit(node: str, path: list[str]) -> list[str] | None:
+        state[node] = 1
+        for dep in [*LAYERS[node], *TEST_ONLY.get(node, [])]:
+            if state.get(dep) == 1:
+                return path[path.index(dep):] + [dep] if dep in path else [node, dep]
+            if dep not in state:
+                found = visit(dep, path + [dep])
+                if found:
+                    return found
+        state[node] = 2
+        return None
+
+    for layer in LAYERS:
+        if layer not in state:
+            found = visit(layer, [layer])
+            if found:
+                return found
+    return None
+
+
+def check(src: Path = SRC) -> list[str]:
+    problems: list[str] = []
+    unknown_deps = {d for deps in [*LAYERS.values(), *TEST_ONLY.values()] for d in deps} - set(LAYERS)
+    if unknown_deps:
+        problems.append(f"layers.py names layers that are not in LAYERS: {sorted(unknown_deps)}")
+    if (c := cycle()) is not None:
+        problems.append("layers.py: the table has a cycle: " + " -> ".join(c))
+    for folder in sorted(p for p in src.iterdir() if p.is_dir()):
+        if folder.name not in LAYERS:
+            problems.append(f"src/{folder.name}/ is not a layer in scripts/layers.py: give it its place in LAYERS")
+            continue
+        for f in sorted(folder.rglob("*")):
+            if f.suffix not in (".h", ".cc"):
+                continue
+            rel = f.relative_to(src).as_posix()
+            test = bool(TEST_FILE.search(rel))
+            ok = allowed(folder.name, test)
+            text = f.read_text(errors="replace")
+            for m in INCLUDE.finditer(text):
+                target = m.group(1)
+                if (src / target).is_dir() and target not in ok:
+                    line = text.count("\n", 0, m.start()) + 1
+                    kind = "a test of " if test else ""
+                    problems.append(f"src/{rel}:{line}: {kind}layer '{folder.name}' includes '{target}/', which "
+                                    f"it may not use (scripts/layers.py)")
+    return problems
+
+
+def self_test() -> list[str]:
+    """The checker on a made-up tree: an upward include, one from a test, and an unknown folder must each be
+    found, and a lawful include must not (so a checker that finds nothing cannot pass unseen)."""
+    import tempfile
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        for name, text in {"cas/a.h": '#include "api/b.h"\n#include "index/c.h"\n', "api/b.h": "",
+                           "index/c.h": "", "cas/a_test.cc": '#include "client/d.h"\n#include "ingest/e.h"\n',
+                           "client/d.h": "", "ingest/e.h": "", "nowhere/f.h": ""}.items():
+            (root / name).parent.mkdir(parents=True, exist_ok=True)
+            (root / name).write_text(text)
+        found = check(root)
+    want = ["src/cas/a.h:1: layer 'cas' includes 'api/'", "src/cas/a_test.cc:1: a test of layer 'cas' includes "
+            "'client/'", "src/nowhere/ is not a layer"]
+    missed = [w for w in want if not any(f.startswith(w) for f in found)]
+    return [f"layers.py self-test: did not find {m!r} (found {found})" for m in missed] + \
+        ([f"layers.py self-test: found more than it should: {found}"] if len(found) != len(want) else [])
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--graph", action="store_true", help="print the layers and what each may use")
+    args = ap.parse_args()
+    if args.graph:
+        for layer, deps in LAYERS.items():
+            extra = TEST_ONLY.get(layer)
+            print(f"{layer:8} -> {', '.join(deps) or '(nothing)'}" + (f"   [tests also: {', '.join(extra)}]"
+                                                                          if extra else ""))
+        return 0
+    problems = self_test() + check()
+    for p in problems:
+        print(p, file=sys.stderr)
+    if problems:
+        print(f"layers: {len(problems)} include(s) against the layering", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
