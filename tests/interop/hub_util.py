@@ -68,7 +68,6 @@ class Hub:
             "HF_HUB_DISABLE_UPDATE_CHECK": "1",
             "HF_HUB_DISABLE_PROGRESS_BARS": "1",
             "HF_XET_TELEMETRY_ENABLED": "0",
-            "HF_XET_CLIENT_LEGACY_DIRECT_XORB_UPLOAD": "1",
             "HF_XET_CLIENT_RETRY_MAX_ATTEMPTS": "2",
             "HF_XET_CLIENT_RETRY_BASE_DELAY": "200ms",
             "NO_PROXY": "127.0.0.1,localhost",

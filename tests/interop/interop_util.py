@@ -688,7 +688,6 @@ class HfXet:
             "NO_PROXY": "127.0.0.1,localhost",
             "no_proxy": "127.0.0.1,localhost",
             "HF_XET_TELEMETRY_ENABLED": "0",
-            "HF_XET_CLIENT_LEGACY_DIRECT_XORB_UPLOAD": "1",
             "HF_XET_CLIENT_RETRY_MAX_ATTEMPTS": "1",
             "HF_XET_CLIENT_RETRY_BASE_DELAY": "100ms",
             "HF_XET_LOG_DEST": str(run_dir / "xet.log"),

@@ -76,7 +76,7 @@ def test_roundtrip_sizes(server, hfx, size_matrix, tmp_path):
     assert dm["total_bytes"] == sum(f.stat().st_size for f in size_matrix), dm
     assert dm["xorb_bytes_uploaded"] >= dm["new_bytes"] > 200 * MiB, dm
     # 200 MiB of random data does not fit one xorb (≤ 64 MiB): several xorb POSTs must have succeeded.
-    xorbs = srv.requests_count("POST", "xorb", status="200")
+    xorbs = srv.requests_count("POST", "xorb_upload", status="200")
     assert xorbs >= 4, f"expected ≥ 4 successful xorb POSTs, got {xorbs}\n{srv.requests_table()}"
 
     # Size unknown to the client (file_size=None): it reads until the server answers 416 past the end.
@@ -109,8 +109,27 @@ def test_many_files_one_commit(server, hfx, tmp_path):
     tok = srv.token(SCOPE, write=True)
     r = _roundtrip(hfx, srv, tok, files, tmp_path / "out")
     assert r["meta"][str(files[3])]["hash"] == r["meta"][str(files[-1])]["hash"]
-    shards = srv.requests_count("POST", "shard", status="200")
-    assert shards >= 1, srv.requests_table()
+    # One commit: one shard registers all 23 files, and they share xorbs (14.5 MiB fit one 64 MiB xorb; the
+    # client packs files together rather than sending a xorb per file).
+    table = srv.requests_table()
+    assert srv.requests_count("POST", "shard", status="200") == 1, table
+    assert srv.requests_count("POST", "shard") == 1, table
+    xorbs_posted = srv.requests_count("POST", "xorb_upload", status="200")
+    assert 1 <= xorbs_posted < 5, table
+    # Every file's reconstruction reads from the xorbs of that one upload, and the small files share them.
+    xorbs_named: set[str] = set()
+    small_xorbs: set[str] = set()
+    for f in files:
+        m = r["meta"][str(f)]
+        if m["size"] == 0:
+            continue
+        rec = _reconstruction(srv, tok, m["hash"], m["size"])
+        named = {t["hash"] for t in rec["terms"]}
+        xorbs_named |= named
+        if f.name.startswith("small-"):
+            small_xorbs |= named
+    assert len(xorbs_named) == xorbs_posted, (xorbs_named, table)
+    assert len(small_xorbs) < 20, small_xorbs
 
 
 # ---------------------------------------------------------------------------------------------- 3./4. dedup
@@ -161,14 +180,14 @@ def test_reupload_fresh_cache_of_several_xorbs_sends_nothing(server, hfx, size_m
     assert first.result["dedup"]["xorb_bytes_uploaded"] > 0, first.result
     xorbs = _gauge(srv, "cairn_stored_xorbs")
     unpacked = _gauge(srv, "cairn_stored_unpacked_bytes")
-    posts = srv.requests_count("POST", "xorb")
+    posts = srv.requests_count("POST", "xorb_upload")
 
     second = hfx.upload(srv.url, tok, [f])
     d2 = second.result["dedup"]
     assert second.result["files"][0]["hash"] == first.result["files"][0]["hash"]
     assert d2["xorb_bytes_uploaded"] == 0, f"xorbs sent again: {d2}\n{srv.requests_table()}"
     assert d2["deduped_bytes"] == d2["total_bytes"] == f.stat().st_size, d2
-    assert srv.requests_count("POST", "xorb") == posts, srv.requests_table()
+    assert srv.requests_count("POST", "xorb_upload") == posts, srv.requests_table()
     assert (_gauge(srv, "cairn_stored_xorbs"), _gauge(srv, "cairn_stored_unpacked_bytes")) == (xorbs, unpacked)
 
     # A copy with ten 64 KiB pieces replaced, from yet another empty cache: only the chunks around each piece
@@ -192,14 +211,14 @@ def test_reupload_warm_cache_sends_no_xorbs(server, hfx, tmp_path):
     cache = hfx.new_cache()
     first = hfx.upload(srv.url, tok, [f], cache=cache)
     assert first.result["dedup"]["xorb_bytes_uploaded"] > 0, first.result
-    xorbs_before = srv.requests_count("POST", "xorb")
+    xorbs_before = srv.requests_count("POST", "xorb_upload")
 
     second = hfx.upload(srv.url, tok, [f], cache=cache)
     d2 = second.result["dedup"]
     assert second.result["files"][0]["hash"] == first.result["files"][0]["hash"]
     assert d2["xorb_bytes_uploaded"] == 0, d2
     assert d2["deduped_bytes"] == d2["total_bytes"] == f.stat().st_size, d2
-    assert srv.requests_count("POST", "xorb") == xorbs_before, srv.requests_table()
+    assert srv.requests_count("POST", "xorb_upload") == xorbs_before, srv.requests_table()
 
     meta = second.result["files"][0]
     hfx.download(srv.url, tok, [(meta["hash"], meta["size"], tmp_path / "out.bin")])
@@ -281,6 +300,68 @@ def test_compression_policies(server, hfx, tmp_path, policy):
         assert dm["xorb_bytes_uploaded"] >= total, dm  # chunk headers on top of the raw bytes
     else:
         assert dm["xorb_bytes_uploaded"] < total, dm
+    # The policy as stored: every chunk's header names its compression (0 none, 1 LZ4, 2 byte-grouped LZ4), read
+    # from the bytes the server serves for each file.
+    schemes: dict[str, set[int]] = {}
+    for f in files:
+        m = r["meta"][str(f)]
+        schemes[f.name] = _chunk_schemes(_reconstruction(srv, tok, m["hash"], m["size"]))
+    everything = set().union(*schemes.values())
+    if policy == "none":
+        assert everything == {0}, schemes
+    elif policy == "lz4":
+        assert everything <= {0, 1} and 1 in schemes["text.txt"], schemes
+    else:
+        assert everything <= {0, 2} and 2 in schemes["counters.bin"], schemes
+    assert schemes["random.bin"] == {0}, schemes  # incompressible: stored as it is under every policy
+
+
+def _chunk_schemes(rec: dict) -> set[int]:
+    """The compression schemes of every chunk a v2 reconstruction answer's transfer ranges serve."""
+    found: set[int] = set()
+    for entries in rec["xorbs"].values():
+        for entry in entries:
+            for rng in entry["ranges"]:
+                b = rng["bytes"]
+                got = _fetch(entry["url"], b["start"], b["end"])
+                assert got.status == 206, got.status
+                data, at = got.body, 0
+                while at < len(data):  # chunk header: version, compressed size (3 bytes LE), scheme, size (3 LE)
+                    assert data[at] == 0, f"chunk header version {data[at]} at {at}"
+                    compressed = int.from_bytes(data[at + 1:at + 4], "little")
+                    found.add(data[at + 4])
+                    at += 8 + compressed
+                assert at == len(data), (at, len(data))
+    return found
+
+
+# ---------------------------------------------------------------------------------------------- 7b. upload grants
+
+
+def test_stock_defaults_ask_a_grant_per_xorb_and_fall_back_at_once(server, hfx, tmp_path):
+    """hf_xet 1.8 with its defaults asks POST /v1/xorb-grants/... before each xorb; cairn's 404 is the one answer
+    that makes it POST the xorb at once (no retry, no back-off): one grant request per xorb, each answered 404."""
+    files = [write_random(tmp_path / "grant.bin", 70 * MiB + 11, seed=77)]  # two xorbs
+    srv = server()
+    tok = srv.token(SCOPE, write=True)
+    _roundtrip(hfx, srv, tok, files, tmp_path / "out")
+    table = srv.requests_table()
+    xorbs = srv.requests_count("POST", "xorb_upload", status="200")
+    assert xorbs >= 2, table
+    assert srv.requests_count("POST", "xorb_grant", status="404") == xorbs, table
+    assert srv.requests_count("POST", "xorb_grant") == xorbs, table  # nothing but 404s, each asked once
+
+
+def test_legacy_direct_xorb_upload_asks_no_grant(server, hfx, tmp_path):
+    """HF_XET_CLIENT_LEGACY_DIRECT_XORB_UPLOAD=1 (the client's switch back to its pre-1.8 path, which deployments
+    that pinned it still use) posts xorbs without asking for a grant: it must keep working."""
+    files = [write_random(tmp_path / "legacy.bin", 3 * MiB + 5, seed=78)]
+    srv = server()
+    tok = srv.token(SCOPE, write=True)
+    _roundtrip(hfx, srv, tok, files, tmp_path / "out", up_env={"HF_XET_CLIENT_LEGACY_DIRECT_XORB_UPLOAD": "1"})
+    table = srv.requests_table()
+    assert srv.requests_count("POST", "xorb_upload", status="200") >= 1, table
+    assert srv.requests_count("POST", "xorb_grant") == 0, table
 
 
 # ---------------------------------------------------------------------------------------------- 8. URL expiry
@@ -440,7 +521,7 @@ def test_read_only_token_cannot_upload(server, hfx, tmp_path):
     assert "403" in text or "forbidden" in text, f"error does not say 403 / forbidden\n{run.describe()}"
     assert srv.requests_count("POST", "xorb", status="403") + srv.requests_count("POST", "shard", status="403") >= 1, \
         srv.requests_table()
-    assert srv.requests_count("POST", "xorb", status="200") == 0, srv.requests_table()
+    assert srv.requests_count("POST", "xorb_upload", status="200") == 0, srv.requests_table()
     # No token at all → 401 on the same route.
     r = http("POST", f"{srv.url}/v1/shards", body=b"x")
     assert r.status == 401, f"POST /v1/shards without a token: HTTP {r.status}"

@@ -387,9 +387,9 @@ def test_buckets_through_the_api_and_the_cli(hub, tmp_path):
     hub.cli("sync", str(src), "hf://buckets/alice/synced/data")
     listing = hub.cli("buckets", "ls", "alice/synced/data", "-R").stdout
     assert "data/sub/big.bin" in listing and "data/a.txt" in listing, listing
-    before = hub.server.requests_count("POST", "xorb")
+    before = hub.server.requests_count("POST", "xorb_upload")
     again = hub.cli("sync", str(src), "hf://buckets/alice/synced/data").stdout
-    assert hub.server.requests_count("POST", "xorb") == before, again
+    assert hub.server.requests_count("POST", "xorb_upload") == before, again
     back = tmp_path / "back"
     hub.cli("sync", "hf://buckets/alice/synced/data", str(back))
     assert_same_file(back / "sub" / "big.bin", big)
@@ -415,13 +415,13 @@ def test_copies_between_repositories_and_buckets(hub, tmp_path):
         api.create_bucket("alice/bkt2")
         api.upload_file(path_or_fileobj={str(w)!r}, path_in_repo="w.bin", repo_id="alice/src")
         api.upload_file(path_or_fileobj=b"small\\n", path_in_repo="s.txt", repo_id="alice/src")''')
-    before = hub.server.requests_count("POST", "xorb")
+    before = hub.server.requests_count("POST", "xorb_upload")
     # Repository to repository (large and small files), to a bucket, and bucket to bucket: no bytes move.
     hub.cli("cp", "hf://alice/src/w.bin", "hf://datasets/alice/dst/copies/")
     hub.cli("cp", "hf://alice/src/s.txt", "hf://datasets/alice/dst/copies/s.txt")
     hub.cli("cp", "hf://alice/src/w.bin", "hf://buckets/alice/bkt/w.bin")
     hub.cli("cp", "hf://buckets/alice/bkt/w.bin", "hf://buckets/alice/bkt2/again.bin")
-    assert hub.server.requests_count("POST", "xorb") == before
+    assert hub.server.requests_count("POST", "xorb_upload") == before
     assert sorted(hub.run('result = api.list_repo_files("alice/dst", repo_type="dataset")')) == [
         ".gitattributes", "copies/s.txt", "copies/w.bin"]
     got = hub.run(f'result = hf_hub_download("alice/dst", "copies/w.bin", repo_type="dataset", cache_dir={str(tmp_path / "c")!r})')

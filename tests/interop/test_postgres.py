@@ -38,7 +38,7 @@ def test_postgres_restart_mid_upload(server, hfx, own_postgres, tmp_path):
 
     uploader = Background(lambda: hfx.upload(srv.url, tok, files, env=retry))
     # Cut the database once the first xorb is stored, and keep it away for a few seconds.
-    srv.await_requests("POST", "xorb", status="2", timeout=60)
+    srv.await_requests("POST", "xorb_upload", status="2", timeout=60)
     cut = time.monotonic()
     postgres.stop()
     try:

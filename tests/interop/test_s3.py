@@ -91,8 +91,8 @@ def test_node_killed_mid_upload(server, hfx, seaweedfs, tmp_path):
 
         uploader = Background(upload_all)
         victim = nodes[0]
-        victim.await_requests("POST", "xorb", status="2", timeout=120)
-        assert victim.requests_count("POST", "xorb", status="2") >= 1, "no xorb reached the node to kill"
+        victim.await_requests("POST", "xorb_upload", status="2", timeout=120)
+        assert victim.requests_count("POST", "xorb_upload", status="2") >= 1, "no xorb reached the node to kill"
         victim.kill()  # SIGKILL, in the middle of the uploads
         uploaded = uploader.result(timeout=600, context=" (the uploads after the node was killed)")
         assert len(uploaded) == len(files)
@@ -117,7 +117,7 @@ def test_store_outage_during_uploads_and_downloads(server, hfx, seaweedfs, tmp_p
 
     # 1. Upload.
     uploader = Background(lambda: hfx.upload(srv.url, tok, files, env=RETRY))
-    srv.await_requests("POST", "xorb", status="2", timeout=60)
+    srv.await_requests("POST", "xorb_upload", status="2", timeout=60)
     seaweedfs.stop()
     try:
         down = http("GET", f"{srv.url}/readyz")

@@ -121,6 +121,8 @@ def upload(request, hf_xet_python, inputs, tmp_path_factory) -> Upload:
     policy = request.param
     work = tmp_path_factory.mktemp(f"hfxet_{policy}")
     root = work / "cas"
+    # A local:// CAS, no server: the client's direct xorb path writes the files these checks read (upload
+    # grants are a server exchange, tested against cairn in tests/interop).
     env = hf_xet_env(work, CLIENT_LEGACY_DIRECT_XORB_UPLOAD="1", XORB_COMPRESSION_POLICY=policy)
     names = list(inputs)
     r = run([hf_xet_python, UPLOADER, f"local://{root}", *[inputs[n].path for n in names]], env=env, timeout=180)

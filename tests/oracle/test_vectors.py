@@ -28,6 +28,8 @@ def vectors() -> dict:
 def _upload(hf_xet_python: str, work: Path, files: list[Path]) -> tuple[list[dict], dict[str, bytes], list[xf.Shard]]:
     """hf_xet uploads `files` to a local CAS (no compression); returns its report, the xorbs and the shards."""
     root = work / "cas"
+    # A local:// CAS, no server: the client's direct xorb path writes the files these checks read (upload
+    # grants are a server exchange, tested against cairn in tests/interop).
     env = hf_xet_env(work, CLIENT_LEGACY_DIRECT_XORB_UPLOAD="1", XORB_COMPRESSION_POLICY="none")
     r = run([hf_xet_python, UPLOADER, f"local://{root}", *map(str, files)], env=env, timeout=180)
     xorb_dir = root / "xet" / "xorbs" / "xorbs"
