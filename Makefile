@@ -34,7 +34,7 @@ asan: deps  ## AddressSanitizer + UndefinedBehaviorSanitizer build
 format:  ## rewrite sources with clang-format
 	clang-format -i $(SOURCES)
 
-lint: configure  ## clang-format (check only) and clang-tidy, warnings are errors; unchanged code is not re-analysed
+lint: configure  ## the layering (scripts/layers.py), clang-format (check only) and clang-tidy, warnings are errors; unchanged code is not re-analysed
 	scripts/lint.py -j $(JOBS)
 
 unit: build  ## unit and in-process tests
@@ -57,7 +57,7 @@ fuzz-seeds: build bootstrap  ## regenerate tests/fuzz/corpus/ from the stock cli
 
 # The inner loop: one layer's unit tests (make check L=xet), or all of them (make check); release tree only.
 L ?=
-check: configure  ## build and run one layer's unit tests: make check L=xet|common|config|http|store|index|cas|repair|hub|api
+check: configure  ## build and run one layer's unit tests: make check L=xet|common|ingest|config|http|store|index|cas|repair|hub|api|client
 	cmake --build --preset release -j $(JOBS) --target $(if $(L),$(L)_test,unit_tests)
 	ctest --preset release -j $(JOBS) $(if $(L),-R '^$(L)_test$$')
 
@@ -81,7 +81,8 @@ vectors: bootstrap  ## regenerate tests/vectors/xet-vectors.json with the stock 
 test:  ## everything CI runs, in the repository alone (scripts/test.sh; stages and budget in docs/testing.md)
 	scripts/test.sh
 
-run: build  ## start the server with its defaults and print a development token
+run: configure  ## build the server alone (not the tests or benchmarks), start it with its defaults, print a token
+	cmake --build --preset release -j $(JOBS) --target cairn
 	scripts/run.sh
 
 bench: build  ## Google Benchmark programs (see BENCHMARKS.md)
