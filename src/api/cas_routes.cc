@@ -6,6 +6,7 @@
 #include <mutex>
 #include <thread>
 
+#include "api/errors.h"
 #include "api/requests.h"
 #include "http/range.h"
 #include "xet/shard.h"
@@ -20,36 +21,11 @@ using http::Response;
 using http::RouteOptions;
 using http::Verb;
 
-// Service errors as HTTP statuses. Client mistakes are 400-class (fatal for the stock client); storage and
-// database failures are 500, an unreachable database 503 (both retried).
-unsigned StatusOf(const xet::Error& e) {
-  switch (e.code) {
-    case xet::ErrorCode::kMalformed:
-    case xet::ErrorCode::kHashMismatch:
-    case xet::ErrorCode::kLimit:
-    case xet::ErrorCode::kInconsistent:
-    case xet::ErrorCode::kNotFound:  // a shard naming an unknown xorb is a bad request
-      return 400;
-    case xet::ErrorCode::kIo:
-      return 500;
-    case xet::ErrorCode::kUnavailable:
-      return 503;
-    case xet::ErrorCode::kConflict:
-      return 409;
-  }
-  return 500;
-}
-
-http::Status HttpStatus(const xet::Status& st) {
-  if (!st) return http::Error{StatusOf(st.error()), st.error().message};
-  return http::Ok{};
-}
-
 // A range of a stored xorb read in order: one GET of the store per range.
 class XorbStream final : public http::ByteStream {
  public:
   explicit XorbStream(std::unique_ptr<store::BlobReader> reader) : reader_(std::move(reader)) {}
-  http::Status Read(std::span<uint8_t> out) override { return HttpStatus(reader_->Read(out)); }
+  http::Status Read(std::span<uint8_t> out) override { return ToHttp(reader_->Read(out)); }
 
  private:
   std::unique_ptr<store::BlobReader> reader_;
@@ -60,7 +36,7 @@ class XorbSource final : public http::ByteSource {
  public:
   XorbSource(cas::CasService& service, const xet::XorbHash& xorb) : service_(service), xorb_(xorb) {}
   http::Status ReadAt(uint64_t offset, std::span<uint8_t> out) const override {
-    return HttpStatus(service_.ReadXorb(xorb_, offset, out));
+    return ToHttp(service_.ReadXorb(xorb_, offset, out));
   }
   std::unique_ptr<http::ByteStream> Stream(uint64_t offset, uint64_t length) const override {
     return std::make_unique<XorbStream>(service_.OpenXorbRange(xorb_, offset, length));
@@ -96,9 +72,7 @@ void Reconstruction(cas::CasService& service, const std::shared_ptr<Exchange>& e
   ex->Offload([&service, ex, file = *file, scope, range, version, max_ttl] {
     auto answer = service.Reconstruct(file, scope, range, version, max_ttl);
     if (!answer) {
-      const unsigned status =
-          answer.error().code == xet::ErrorCode::kNotFound ? 404 : StatusOf(answer.error());
-      return ex->Respond(Response::ErrorJson(status, answer.error().message));
+      return ex->Respond(ErrorResponse(answer.error()));
     }
     switch (answer->status) {
       case cas::ReconstructionStatus::kOk:
@@ -119,9 +93,7 @@ void BatchReconstruction(cas::CasService& service, const std::shared_ptr<Exchang
   ex->Offload([&service, ex, files = std::move(*files), scope, max_ttl] {
     auto answer = service.ReconstructBatch(files, scope, max_ttl);
     if (!answer) {
-      const unsigned status =
-          answer.error().code == xet::ErrorCode::kNotFound ? 404 : StatusOf(answer.error());
-      return ex->Respond(Response::ErrorJson(status, answer.error().message));
+      return ex->Respond(ErrorResponse(answer.error()));
     }
     if (answer->status != cas::ReconstructionStatus::kOk)
       return ex->Respond(Response::ErrorJson(500, answer->detail));
@@ -136,8 +108,7 @@ void Dedup(cas::CasService& service, const std::shared_ptr<Exchange>& ex) {
   ex->Offload([&service, ex, chunk = *chunk, scope] {
     auto shard = service.DedupShard(chunk, scope);
     if (!shard) {
-      const unsigned status = shard.error().code == xet::ErrorCode::kNotFound ? 404 : StatusOf(shard.error());
-      return ex->Respond(Response::ErrorJson(status, shard.error().message));
+      return ex->Respond(ErrorResponse(shard.error()));
     }
     ex->Respond(Response::Binary(200, std::string(shard->begin(), shard->end())));
   });
@@ -153,15 +124,14 @@ class XorbSink final : public http::BodySink {
 
   void OnData(std::span<const uint8_t> data, Next next) override {
     auto st = upload_->Append(data);  // in place: nothing to copy
-    if (!st) return next(http::Error{StatusOf(st.error()), st.error().message});
+    if (!st) return next(ToHttp(st.error()));
     next(http::Ok{});
   }
 
   void OnEnd(std::shared_ptr<Exchange> ex) override {
     ex->Offload([ex, upload = std::shared_ptr<cas::XorbUpload>(std::move(upload_))] {
       auto inserted = upload->Finish();
-      if (!inserted)
-        return ex->Respond(Response::ErrorJson(StatusOf(inserted.error()), inserted.error().message));
+      if (!inserted) return ex->Respond(ErrorResponse(inserted.error()));
       ex->Respond(Response::Json(200, *inserted ? R"({"was_inserted":true})" : R"({"was_inserted":false})"));
     });
   }
@@ -175,7 +145,7 @@ http::Result<std::unique_ptr<http::BodySink>> PutXorb(cas::CasService& service,
   const auto hash = HashParam(ex->request(), "hash");
   if (!hash) return http::Error{400, "xorb hash must be 64 hex digits"};
   auto upload = service.BeginXorb(*hash);
-  if (!upload) return http::Error{StatusOf(upload.error()), upload.error().message};
+  if (!upload) return ToHttp(upload.error());
   return std::unique_ptr<http::BodySink>(std::make_unique<XorbSink>(std::move(*upload)));
 }
 
@@ -184,7 +154,7 @@ void PutShardV1(cas::CasService& service, const std::shared_ptr<Exchange>& ex) {
   ex->Offload([&service, ex, scope] {
     const auto& body = ex->request().body;
     auto outcome = service.PutShard({reinterpret_cast<const uint8_t*>(body.data()), body.size()}, scope);
-    if (!outcome) return ex->Respond(Response::ErrorJson(StatusOf(outcome.error()), outcome.error().message));
+    if (!outcome) return ex->Respond(ErrorResponse(outcome.error()));
     ex->Respond(Response::Json(200, outcome->registered ? R"({"result":1})" : R"({"result":0})"));
   });
 }
@@ -259,8 +229,7 @@ void PutShardV2(cas::CasService& service, const std::shared_ptr<Exchange>& ex) {
     if (outcome) {
       stream->Write("{\"type\":\"result\"}\n");
     } else {
-      const bool retryable =
-          outcome.error().code == xet::ErrorCode::kIo || outcome.error().code == xet::ErrorCode::kUnavailable;
+      const bool retryable = xet::Retryable(outcome.error());
       stream->Write("{\"type\":\"error\",\"message\":" + JsonString(outcome.error().message) +
                     ",\"retryable\":" + (retryable ? "true" : "false") + "}\n");
     }
@@ -288,31 +257,8 @@ void Transfer(cas::CasService& service, const std::shared_ptr<Exchange>& ex) {
   if (auto h = req.Header("Range"); !h.empty()) range = h;
   auto plan = service.Transfer(req.Param("xorb"), query, range);
   if (!plan) {
-    unsigned status = 500;
-    switch (plan.error().code) {
-      case xet::ErrorCode::kMalformed:
-        status = 400;
-        break;
-      case xet::ErrorCode::kHashMismatch:  // expired or tampered: the client asks for fresh URLs
-      case xet::ErrorCode::kInconsistent:  // outside the signed ranges
-        status = 403;
-        break;
-      case xet::ErrorCode::kLimit:
-        status = 416;
-        break;
-      case xet::ErrorCode::kNotFound:
-        status = 404;
-        break;
-      case xet::ErrorCode::kIo:
-        break;
-      case xet::ErrorCode::kUnavailable:
-        status = 503;
-        break;
-      case xet::ErrorCode::kConflict:
-        status = 409;
-        break;
-    }
-    return ex->Respond(Response::ErrorJson(status, plan.error().message));
+    // kDenied (expired, tampered, outside the signed ranges) is a 403: the client asks for fresh URLs.
+    return ex->Respond(ErrorResponse(plan.error()));
   }
   const uint64_t size = plan->blob.size;
   std::vector<http::ByteRange> ranges;

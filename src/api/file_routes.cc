@@ -3,6 +3,7 @@
 #include <boost/json.hpp>
 #include <charconv>
 
+#include "api/errors.h"
 #include "api/requests.h"
 #include "common/percent_encode.h"
 #include "http/media_type.h"
@@ -18,40 +19,20 @@ using http::Response;
 // noticed) while an error answer is still possible.
 constexpr uint64_t kReadBeforeHeader = 1ULL << 20;
 
-// A download's failures as HTTP statuses: a damaged index or store is the server's fault (500), an
-// unreachable one a reason to retry (503).
-unsigned StatusOf(const xet::Error& e) {
-  switch (e.code) {
-    case xet::ErrorCode::kNotFound:
-    case xet::ErrorCode::kHashMismatch:
-    case xet::ErrorCode::kInconsistent:
-    case xet::ErrorCode::kIo:
-      return 500;
-    case xet::ErrorCode::kUnavailable:
-      return 503;
-    case xet::ErrorCode::kConflict:
-      return 409;
-    case xet::ErrorCode::kMalformed:
-    case xet::ErrorCode::kLimit:
-      return 400;
-  }
-  return 500;
-}
-
 // One range of a stored file, read through a verified reader with read-ahead.
 class FileStream final : public http::ByteStream {
  public:
   explicit FileStream(std::unique_ptr<files::FileReader> reader) : reader_(std::move(reader)) {}
   http::Status Read(std::span<uint8_t> out) override {
     auto st = reader_->Read(out);
-    if (!st) return http::Error{StatusOf(st.error()), st.error().message};
+    if (!st) return ToHttp(st.error());
     return http::Ok{};
   }
   // The verified chunks go to the socket from the reader's buffers: no copy.
   bool lends() const override { return true; }
   http::Status Lend(uint64_t length, http::LentBytes& out) override {
     auto st = reader_->Lend(length, out.owner, out.pieces);
-    if (!st) return http::Error{StatusOf(st.error()), st.error().message};
+    if (!st) return ToHttp(st.error());
     return http::Ok{};
   }
 
@@ -89,7 +70,7 @@ class FileSource final : public http::ByteSource {
 
   http::Result<std::unique_ptr<http::ByteStream>> Open(uint64_t offset, uint64_t length) const {
     auto reader = files_.Open(file_, offset, length);
-    if (!reader) return http::Error{StatusOf(reader.error()), reader.error().message};
+    if (!reader) return ToHttp(reader.error());
     return std::unique_ptr<http::ByteStream>(std::make_unique<FileStream>(std::move(*reader)));
   }
 
@@ -171,8 +152,7 @@ http::Result<Reader> Authorize(const http::Server& server, const files::FileServ
   if (req.Query("s")) {
     auto grant = files.links()->Verify(hash, req.query);
     if (!grant) {
-      return http::Error{grant.error().code == xet::ErrorCode::kMalformed ? 400U : 403U,
-                         grant.error().message};
+      return ToHttp(grant.error());  // kDenied: 403; kMalformed: 400
     }
     return Reader{grant->scope, grant->name};
   }
@@ -192,8 +172,7 @@ void FileByHash(const http::Server& server, files::FileService& files, const std
   ex->Offload([&files, ex, hash = *hash, reader = std::move(*reader), max_ranges] {
     auto file = files.Find(hash, reader.scope);
     if (!file) {
-      const unsigned status = file.error().code == xet::ErrorCode::kNotFound ? 404 : StatusOf(file.error());
-      return ex->Respond(Response::ErrorJson(status, file.error().message));
+      return ex->Respond(ErrorResponse(file.error()));
     }
     const std::string etag = "\"" + file->hash.hex() + "\"";
     ex->Respond(Download(files, ex->request(), std::move(*file), etag, reader.name, max_ranges));
@@ -208,8 +187,7 @@ void FileBySha256(files::FileService& files, const std::shared_ptr<Exchange>& ex
     // Parsed as a Xet hash, the usual digest text gives the form shards store (xet::FileRecord::sha256).
     auto file = files.FindBySha256(sha, scope);
     if (!file) {
-      const unsigned status = file.error().code == xet::ErrorCode::kNotFound ? 404 : StatusOf(file.error());
-      return ex->Respond(Response::ErrorJson(status, file.error().message));
+      return ex->Respond(ErrorResponse(file.error()));
     }
     const std::string etag = "\"" + file->hash.hex() + "\"";
     ex->Respond(Download(files, ex->request(), std::move(*file), etag, "", max_ranges));
@@ -228,11 +206,10 @@ void MintLink(files::FileService& files, const std::shared_ptr<Exchange>& ex, co
     ttl = std::min(ttl, std::max<int64_t>(ex->request().principal->expires - now, 1));
   ex->Offload([&files, ex, hash = body->file, ttl, name = body->name, scope, base] {
     if (auto file = files.Find(hash, scope); !file) {  // a link only to what the asker may read
-      const unsigned status = file.error().code == xet::ErrorCode::kNotFound ? 404 : StatusOf(file.error());
-      return ex->Respond(Response::ErrorJson(status, file.error().message));
+      return ex->Respond(ErrorResponse(file.error()));
     }
     auto link = files.links()->Sign(hash, scope, ttl > 0 ? static_cast<uint64_t>(ttl) : 0, name);
-    if (!link) return ex->Respond(Response::ErrorJson(400, link.error().message));
+    if (!link) return ex->Respond(ErrorResponse(link.error()));
     boost::json::object out;
     out["url"] = base + "/v1/files/" + hash.hex() + "?" + link->query;
     out["expires"] = link->expires;
@@ -258,7 +235,7 @@ void ListFiles(files::FileService& files, const std::shared_ptr<Exchange>& ex) {
   const std::string scope = req.principal->scope;
   ex->Offload([&files, ex, scope, cursor, limit] {
     auto page = files.List(scope, cursor, limit);
-    if (!page) return ex->Respond(Response::ErrorJson(StatusOf(page.error()), page.error().message));
+    if (!page) return ex->Respond(ErrorResponse(page.error()));
     boost::json::array list;
     for (const auto& f : page->files) {
       boost::json::object o;

@@ -225,5 +225,15 @@ TEST_F(FileApi, CorruptFirstChunkIsA500BeforeAnyHeader) {
   EXPECT_NE(Send(bhttp::verb::get, "/metrics").body().find("cairn_file_corrupt_chunks 1"), std::string::npos);
 }
 
+// A xorb the index names but the store lost is damage (500), not an unknown file (404): the same store
+// "not found" that a transfer URL for an unstored xorb answers 404 with.
+TEST_F(FileApi, AXorbGoneFromTheStoreIsA500NotA404) {
+  const auto& x = built_.xorbs[0];
+  ASSERT_TRUE(fs::remove(store_->PathOf(store::BlobKind::kXorb, x.hash)));
+  auto r = Send(bhttp::verb::get, url_, Auth());
+  EXPECT_EQ(r.result_int(), 500u);
+  EXPECT_NE(r.body().find("is missing"), std::string::npos) << r.body();
+}
+
 }  // namespace
 }  // namespace cairn::api

@@ -5,6 +5,7 @@
 #include <ctime>
 #include <functional>
 
+#include "api/errors.h"
 #include "api/file_routes.h"
 #include "api/requests.h"
 #include "common/percent_encode.h"
@@ -26,42 +27,6 @@ namespace json = boost::json;
 
 // The messages one page of a commit listing carries, at most (the page ends early past it).
 constexpr size_t kCommitPageTextBytes = 4 << 20;
-
-unsigned StatusOf(hub::ErrorKind kind) {
-  switch (kind) {
-    case hub::ErrorKind::kBadRequest:
-      return 400;
-    case hub::ErrorKind::kUnauthorized:
-      return 401;
-    case hub::ErrorKind::kForbidden:
-      return 403;
-    case hub::ErrorKind::kNotFound:
-      return 404;
-    case hub::ErrorKind::kConflict:
-      return 409;
-    case hub::ErrorKind::kStale:
-      return 412;
-    case hub::ErrorKind::kUnavailable:
-      return 503;
-    case hub::ErrorKind::kInternal:
-      return 500;
-  }
-  return 500;
-}
-
-// huggingface_hub shows X-Error-Message and tells 404s apart by X-Error-Code. A message may echo what the
-// client sent (a path): in the header it is printable ASCII (common/printable.h), so no control character,
-// C1 included, reaches a header or the terminal that shows it; the JSON body has it exactly.
-Response HubError(unsigned status, std::string_view code, std::string_view message) {
-  Response r = Response::ErrorJson(status, message);
-  r.Header("X-Error-Message", Printable(message, 512));
-  if (!code.empty()) r.Header("X-Error-Code", std::string(code));
-  return r;
-}
-
-Response HubError(const hub::Error& e) {
-  return HubError(StatusOf(e.kind), e.code, e.message);
-}
 
 Response JsonAnswer(const json::value& v, unsigned status = 200) {
   return Response::Json(status, json::serialize(v));
@@ -126,18 +91,18 @@ std::optional<RepoRequest> RepoOf(const http::Server& server, const std::shared_
   const auto& req = ex->request();
   auto caller = CallerOf(server, req);
   if (!caller) {
-    ex->Respond(HubError(401, "", caller.error().message));
+    ex->Respond(HubErrorResponse(401, "", caller.error().message));
     return std::nullopt;
   }
   std::optional<hub::RepoType> type = hub::RepoType::kModel;
   if (const std::string& t = req.Param("types"); !t.empty()) type = hub::TypeFromPlural(t);
   if (!type || *type == hub::RepoType::kBucket) {
-    ex->Respond(HubError(404, "", "no such route"));
+    ex->Respond(HubErrorResponse(404, "", "no such route"));
     return std::nullopt;
   }
   // A name no repository can have (not even valid UTF-8, say) is simply not found.
   if (!hub::ValidName(req.Param("ns")) || !hub::ValidName(req.Param("name"))) {
-    ex->Respond(HubError(404, "RepoNotFound", "Repository not found"));
+    ex->Respond(HubErrorResponse(404, "RepoNotFound", "Repository not found"));
     return std::nullopt;
   }
   return RepoRequest{std::move(*caller), hub::RepoId{*type, req.Param("ns"), req.Param("name")}};
@@ -150,14 +115,14 @@ bool QueryTrue(const http::Request& req, std::string_view key) {
 
 // The answer to a change that returns nothing: {} or the error.
 Response Done(const hub::Status& st) {
-  return st ? JsonAnswer(json::object{}) : HubError(st.error());
+  return st ? JsonAnswer(json::object{}) : HubErrorResponse(st.error());
 }
 
 // The answer to a create: `out` (the url), or when the name is taken a 409 that carries the url as well:
 // huggingface_hub reads it with exist_ok.
 Response CreatedAnswer(const hub::Result<hub::Repo>& made, json::object out) {
   if (!made) {
-    if (made.error().kind != hub::ErrorKind::kConflict) return HubError(made.error());
+    if (made.error().kind != hub::ErrorKind::kConflict) return HubErrorResponse(made.error());
     out["error"] = made.error().message;
     Response r = JsonAnswer(out, 409);
     r.Header("X-Error-Message", Printable(made.error().message, 512));
@@ -187,7 +152,7 @@ class HubRoutes {
     if (!rr) return;
     ex->Offload([this, ex, write, rr = std::move(*rr), fn = std::move(fn)] {
       auto repo = hub_.Open(rr.caller, rr.id, write);
-      if (!repo) return ex->Respond(HubError(repo.error()));
+      if (!repo) return ex->Respond(HubErrorResponse(repo.error()));
       fn(rr, *repo);
     });
   }
@@ -258,7 +223,7 @@ class HubRoutes {
 void HubRoutes::Whoami(const std::shared_ptr<Exchange>& ex) {
   auto caller = CallerOf(server_, ex->request());
   if (!caller || caller->anonymous()) {
-    return ex->Respond(HubError(401, "", "Invalid credentials in Authorization header"));
+    return ex->Respond(HubErrorResponse(401, "", "Invalid credentials in Authorization header"));
   }
   const std::string ns = hub::NamespaceOf(caller->scope);
   json::object token{{"displayName", "cairn token for " + caller->scope},
@@ -277,12 +242,12 @@ void HubRoutes::Whoami(const std::shared_ptr<Exchange>& ex) {
 std::optional<RepoRequest> HubRoutes::RepoInBodyOf(const std::shared_ptr<Exchange>& ex, bool* is_private) {
   auto caller = CallerOf(server_, ex->request());
   if (!caller) {
-    ex->Respond(HubError(401, "", caller.error().message));
+    ex->Respond(HubErrorResponse(401, "", caller.error().message));
     return std::nullopt;
   }
   auto body = ParseRepoBody(ex->request().body);
   if (!body) {
-    ex->Respond(HubError(400, "", body.error().message));
+    ex->Respond(HubErrorResponse(400, "", body.error().message));
     return std::nullopt;
   }
   if (body->ns.empty()) body->ns = hub::NamespaceOf(caller->scope);
@@ -312,12 +277,12 @@ void HubRoutes::DeleteRepo(const std::shared_ptr<Exchange>& ex) {
 
 void HubRoutes::MoveRepo(const std::shared_ptr<Exchange>& ex) {
   auto caller = CallerOf(server_, ex->request());
-  if (!caller) return ex->Respond(HubError(401, "", caller.error().message));
+  if (!caller) return ex->Respond(HubErrorResponse(401, "", caller.error().message));
   auto move = ParseMoveBody(ex->request().body);
-  if (!move) return ex->Respond(HubError(400, "", move.error().message));
+  if (!move) return ex->Respond(HubErrorResponse(400, "", move.error().message));
   ex->Offload([this, ex, caller = *caller, a = move->from, b = move->to] {
     auto st = hub_.MoveRepo(caller, a, b);
-    if (!st) return ex->Respond(HubError(st.error()));
+    if (!st) return ex->Respond(HubErrorResponse(st.error()));
     ex->Respond(JsonAnswer(json::object{{"url", RepoUrl(b)}}));
   });
 }
@@ -325,9 +290,10 @@ void HubRoutes::MoveRepo(const std::shared_ptr<Exchange>& ex) {
 void HubRoutes::ListRepos(const std::shared_ptr<Exchange>& ex) {
   const auto& req = ex->request();
   auto caller = CallerOf(server_, req);
-  if (!caller) return ex->Respond(HubError(401, "", caller.error().message));
+  if (!caller) return ex->Respond(HubErrorResponse(401, "", caller.error().message));
   const auto type = hub::TypeFromPlural(req.Param("types"));
-  if (!type || *type == hub::RepoType::kBucket) return ex->Respond(HubError(404, "", "no such route"));
+  if (!type || *type == hub::RepoType::kBucket)
+    return ex->Respond(HubErrorResponse(404, "", "no such route"));
   std::optional<std::string> author;
   if (auto a = req.Query("author"); a && !a->empty()) author = std::string(*a);
   std::optional<std::string> search;
@@ -336,7 +302,7 @@ void HubRoutes::ListRepos(const std::shared_ptr<Exchange>& ex) {
   if (auto l = req.Query("limit")) {
     const auto [end, ec] = std::from_chars(l->data(), l->data() + l->size(), limit);
     if (ec != std::errc() || end != l->data() + l->size() || limit == 0) {
-      return ex->Respond(HubError(400, "", "limit must be a positive number"));
+      return ex->Respond(HubErrorResponse(400, "", "limit must be a positive number"));
     }
     limit = std::min<size_t>(limit, 1000);
   }
@@ -344,7 +310,7 @@ void HubRoutes::ListRepos(const std::shared_ptr<Exchange>& ex) {
   if (auto c = req.Query("cursor"); c && !c->empty()) cursor = std::string(*c);
   ex->Offload([this, ex, caller = *caller, type = *type, author, search, limit, cursor] {
     auto page = hub_.ListRepos(caller, type, author, cursor, limit);
-    if (!page) return ex->Respond(HubError(page.error()));
+    if (!page) return ex->Respond(HubErrorResponse(page.error()));
     json::array out;
     for (const auto& r : *page) {
       const std::string id = r.record.ns + "/" + r.record.name;
@@ -374,7 +340,7 @@ void HubRoutes::ListRepos(const std::shared_ptr<Exchange>& ex) {
 
 void HubRoutes::Settings(const std::shared_ptr<Exchange>& ex) {
   auto settings = ParseSettingsBody(ex->request().body);
-  if (!settings) return ex->Respond(HubError(400, "", settings.error().message));
+  if (!settings) return ex->Respond(HubErrorResponse(400, "", settings.error().message));
   auto rr = RepoOf(server_, ex);
   if (!rr) return;
   ex->Offload([this, ex, rr = std::move(*rr), is_private = *settings] {
@@ -388,11 +354,11 @@ void HubRoutes::RepoInfo(const std::shared_ptr<Exchange>& ex) {
   const bool blobs = QueryTrue(ex->request(), "blobs");
   WithRepo(ex, false, [this, ex, revision, blobs](const RepoRequest& rr, const hub::Repo& repo) {
     auto oid = hub_.Resolve(repo, revision.empty() ? hub_.options().default_branch : revision);
-    if (!oid) return ex->Respond(HubError(oid.error()));
+    if (!oid) return ex->Respond(HubErrorResponse(oid.error()));
     auto commit = hub_.ReadCommit(repo, *oid);
-    if (!commit) return ex->Respond(HubError(commit.error()));
+    if (!commit) return ex->Respond(HubErrorResponse(commit.error()));
     auto files = hub_.List(repo, *oid, "", true);
-    if (!files) return ex->Respond(HubError(files.error()));
+    if (!files) return ex->Respond(HubErrorResponse(files.error()));
     json::array siblings;
     uint64_t used = 0;
     for (const auto& f : *files) {
@@ -441,14 +407,14 @@ void HubRoutes::Tree(const std::shared_ptr<Exchange>& ex) {
   if (auto c = req.Query("cursor")) {
     const auto [end, ec] = std::from_chars(c->data(), c->data() + c->size(), cursor);
     if (ec != std::errc() || end != c->data() + c->size())
-      return ex->Respond(HubError(400, "", "bad cursor"));
+      return ex->Respond(HubErrorResponse(400, "", "bad cursor"));
   }
   WithRepo(ex, false,
            [this, ex, revision, path, recursive, cursor](const RepoRequest& rr, const hub::Repo& repo) {
              auto oid = hub_.Resolve(repo, revision);
-             if (!oid) return ex->Respond(HubError(oid.error()));
+             if (!oid) return ex->Respond(HubErrorResponse(oid.error()));
              auto entries = hub_.List(repo, *oid, path, recursive);
-             if (!entries) return ex->Respond(HubError(entries.error()));
+             if (!entries) return ex->Respond(HubErrorResponse(entries.error()));
              constexpr size_t kPage = 1000;
              json::array out;
              for (size_t i = cursor; i < entries->size() && i < cursor + kPage; ++i)
@@ -469,18 +435,18 @@ void HubRoutes::Tree(const std::shared_ptr<Exchange>& ex) {
 
 void HubRoutes::PathsInfo(const std::shared_ptr<Exchange>& ex) {
   auto paths = ParsePathsInfoBody(ex->request().body);
-  if (!paths) return ex->Respond(HubError(400, "", paths.error().message));
+  if (!paths) return ex->Respond(HubErrorResponse(400, "", paths.error().message));
   const std::string revision = ex->request().Param("rev");
   WithRepo(ex, false,
            [this, ex, revision, paths = std::move(*paths)](const RepoRequest&, const hub::Repo& repo) {
              auto oid = hub_.Resolve(repo, revision);
-             if (!oid) return ex->Respond(HubError(oid.error()));
+             if (!oid) return ex->Respond(HubErrorResponse(oid.error()));
              json::array out;
              for (const std::string& p : paths) {
                auto info = hub_.Stat(repo, *oid, p);
                if (!info) {
                  if (info.error().kind == hub::ErrorKind::kNotFound) continue;  // missing paths are left out
-                 return ex->Respond(HubError(info.error()));
+                 return ex->Respond(HubErrorResponse(info.error()));
                }
                out.push_back(EntryJson(*info));
              }
@@ -492,7 +458,7 @@ void HubRoutes::Refs(const std::shared_ptr<Exchange>& ex) {
   const bool prs = QueryTrue(ex->request(), "include_prs");
   WithRepo(ex, false, [this, ex, prs](const RepoRequest&, const hub::Repo& repo) {
     auto refs = hub_.ListRefs(repo);
-    if (!refs) return ex->Respond(HubError(refs.error()));
+    if (!refs) return ex->Respond(HubErrorResponse(refs.error()));
     json::array branches, tags;
     for (const auto& r : *refs) {
       const bool branch = r.kind == index::RefKind::kBranch;
@@ -518,24 +484,25 @@ void HubRoutes::Commits(const std::shared_ptr<Exchange>& ex) {
     if (auto v = req.Query(key)) {
       const auto [end, ec] = std::from_chars(v->data(), v->data() + v->size(), *out);
       if (ec != std::errc() || end != v->data() + v->size())
-        return ex->Respond(HubError(400, "", "bad page"));
+        return ex->Respond(HubErrorResponse(400, "", "bad page"));
     }
   }
   if (auto v = req.Query("skip")) {
     size_t n = 0;
     const auto [end, ec] = std::from_chars(v->data(), v->data() + v->size(), n);
-    if (ec != std::errc() || end != v->data() + v->size()) return ex->Respond(HubError(400, "", "bad skip"));
+    if (ec != std::errc() || end != v->data() + v->size())
+      return ex->Respond(HubErrorResponse(400, "", "bad skip"));
     skip = n;
   }
   limit = std::clamp<size_t>(limit, 1, 1000);
-  if (!skip && page > SIZE_MAX / limit) return ex->Respond(HubError(400, "", "bad page"));
+  if (!skip && page > SIZE_MAX / limit) return ex->Respond(HubErrorResponse(400, "", "bad page"));
   const size_t first = skip.value_or(page * limit);
   WithRepo(ex, false, [this, ex, revision, first, limit](const RepoRequest& rr, const hub::Repo& repo) {
     auto head = hub_.Resolve(repo, revision);
-    if (!head) return ex->Respond(HubError(head.error()));
+    if (!head) return ex->Respond(HubErrorResponse(head.error()));
     // A page holds at most kCommitPageTextBytes of messages: its memory does not grow with what was stored.
     auto listed = hub_.ListCommits(repo, *head, first, limit, kCommitPageTextBytes);
-    if (!listed) return ex->Respond(HubError(listed.error()));
+    if (!listed) return ex->Respond(HubErrorResponse(listed.error()));
     json::array out;
     for (const auto& c : listed->commits) {
       const std::string title = c.commit.title();
@@ -564,7 +531,7 @@ void HubRoutes::Branch(const std::shared_ptr<Exchange>& ex, bool create) {
   std::optional<std::string> start;
   if (create) {
     auto body = ParseBranchBody(ex->request().body);
-    if (!body) return ex->Respond(HubError(400, "", body.error().message));
+    if (!body) return ex->Respond(HubErrorResponse(400, "", body.error().message));
     start = std::move(*body);
   }
   WithRepo(ex, true, [this, ex, branch, start, create](const RepoRequest&, const hub::Repo& repo) {
@@ -580,7 +547,7 @@ void HubRoutes::Tag(const std::shared_ptr<Exchange>& ex, bool create) {
   std::string tag = at;
   if (create) {
     auto name = ParseTagBody(ex->request().body);
-    if (!name) return ex->Respond(HubError(400, "", name.error().message));
+    if (!name) return ex->Respond(HubErrorResponse(400, "", name.error().message));
     tag = std::move(*name);
   }
   WithRepo(ex, true, [this, ex, tag, at, create](const RepoRequest&, const hub::Repo& repo) {
@@ -592,7 +559,7 @@ void HubRoutes::Tag(const std::shared_ptr<Exchange>& ex, bool create) {
 
 void HubRoutes::Preupload(const std::shared_ptr<Exchange>& ex) {
   auto asked = ParsePreuploadBody(ex->request().body);
-  if (!asked) return ex->Respond(HubError(400, "", asked.error().message));
+  if (!asked) return ex->Respond(HubErrorResponse(400, "", asked.error().message));
   const std::string revision = ex->request().Param("rev");
   WithRepo(
       ex, true, [this, ex, revision, asked = std::move(*asked)](const RepoRequest&, const hub::Repo& repo) {
@@ -619,14 +586,14 @@ void HubRoutes::Preupload(const std::shared_ptr<Exchange>& ex) {
 void HubRoutes::Commit(const std::shared_ptr<Exchange>& ex) {
   const auto& req = ex->request();
   if (QueryTrue(req, "create_pr"))
-    return ex->Respond(HubError(400, "", "pull requests are not supported by cairn"));
+    return ex->Respond(HubErrorResponse(400, "", "pull requests are not supported by cairn"));
   auto commit = ParseCommitBody(req.body, hub_.options().max_inline_bytes);
-  if (!commit) return ex->Respond(HubError(400, "", commit.error().message));
+  if (!commit) return ex->Respond(HubErrorResponse(400, "", commit.error().message));
   commit->branch = req.Param("rev");
   if (commit->branch.starts_with("refs/heads/")) commit->branch.erase(0, 11);
   WithRepo(ex, true, [this, ex, commit = std::move(*commit)](const RepoRequest& rr, const hub::Repo& repo) {
     auto made = hub_.CreateCommit(rr.caller, repo, commit);
-    if (!made) return ex->Respond(HubError(made.error()));
+    if (!made) return ex->Respond(HubErrorResponse(made.error()));
     ex->Respond(JsonAnswer(json::object{{"commitUrl", RepoUrl(rr.id) + "/commit/" + made->oid.hex()},
                                         {"commitOid", made->oid.hex()},
                                         {"pullRequestUrl", nullptr},
@@ -638,12 +605,12 @@ void HubRoutes::Commit(const std::shared_ptr<Exchange>& ex) {
 // target's scope; the commit that follows names them by SHA-256.
 void HubRoutes::DuplicateLfs(const std::shared_ptr<Exchange>& ex) {
   auto body = ParseDuplicateBody(ex->request().body);
-  if (!body) return ex->Respond(HubError(400, "", body.error().message));
+  if (!body) return ex->Respond(HubErrorResponse(400, "", body.error().message));
   WithRepo(ex, false,
            [this, ex, to = std::move(body->target), wanted = std::move(body->files)](const RepoRequest& rr,
                                                                                      const hub::Repo&) {
              auto target_repo = hub_.Open(rr.caller, to, true);
-             if (!target_repo) return ex->Respond(HubError(target_repo.error()));
+             if (!target_repo) return ex->Respond(HubErrorResponse(target_repo.error()));
              json::array failed;
              for (const DuplicateBody::File& w : wanted) {
                if (auto st = hub_.ShareLarge(rr.caller, rr.id, w.xet, w.sha256, *target_repo); !st) {
@@ -670,13 +637,13 @@ void HubRoutes::MintCasToken(const std::shared_ptr<Exchange>& ex, const hub::Cal
                               write ? http::Permission::kWrite : http::Permission::kRead};
     const int64_t now = http::UnixNow();
     const http::Authenticator* auth = server_.authenticator();
-    if (auth == nullptr) return ex->Respond(HubError(500, "", "this server signs no tokens"));
+    if (auth == nullptr) return ex->Respond(HubErrorResponse(500, "", "this server signs no tokens"));
     // No longer than the caller's own token lives: a credential mints nothing that outlives it.
     std::chrono::seconds ttl = options_.cas_token_ttl;
     if (caller.expires > 0)
       ttl = std::min(ttl, std::chrono::seconds(std::max<int64_t>(caller.expires - now, 1)));
     auto token = auth->Mint(who, ttl, now);  // with the current key, as it verifies
-    if (!token) return ex->Respond(HubError(500, "", token.error().message));
+    if (!token) return ex->Respond(HubErrorResponse(500, "", token.error().message));
     const int64_t exp = now + ttl.count();
     Response r =
         JsonAnswer(json::object{{"accessToken", *token}, {"exp", exp}, {"casUrl", options_.public_url}});
@@ -693,14 +660,14 @@ std::optional<RepoRequest> HubRoutes::BucketOf(const std::shared_ptr<Exchange>& 
   const auto& req = ex->request();
   auto caller = CallerOf(server_, req);
   if (!caller) {
-    ex->Respond(HubError(401, "", caller.error().message));
+    ex->Respond(HubErrorResponse(401, "", caller.error().message));
     return std::nullopt;
   }
   std::string ns = req.Param("ns");
   if (ns == "me") ns = hub::NamespaceOf(caller->scope);  // huggingface_hub's "my namespace"
   if (!hub::ValidName(ns) || !hub::ValidName(req.Param("name"))) {
-    ex->Respond(creating ? HubError(400, "", "invalid bucket name: " + ns + "/" + req.Param("name"))
-                         : HubError(404, "RepoNotFound", "Bucket not found"));
+    ex->Respond(creating ? HubErrorResponse(400, "", "invalid bucket name: " + ns + "/" + req.Param("name"))
+                         : HubErrorResponse(404, "RepoNotFound", "Bucket not found"));
     return std::nullopt;
   }
   return RepoRequest{std::move(*caller), hub::RepoId{hub::RepoType::kBucket, ns, req.Param("name")}};
@@ -712,7 +679,7 @@ void HubRoutes::WithBucket(const std::shared_ptr<Exchange>& ex, bool write, Fn f
   if (!rr) return;
   ex->Offload([this, ex, write, rr = std::move(*rr), fn = std::move(fn)] {
     auto bucket = hub_.Open(rr.caller, rr.id, write);
-    if (!bucket) return ex->Respond(HubError(bucket.error()));
+    if (!bucket) return ex->Respond(HubErrorResponse(bucket.error()));
     fn(rr, *bucket);
   });
 }
@@ -739,7 +706,7 @@ json::object HubRoutes::BucketFileJson(const index::BucketFile& f) {
 
 void HubRoutes::BucketCreate(const std::shared_ptr<Exchange>& ex) {
   auto is_private = ParseBucketCreateBody(ex->request().body);
-  if (!is_private) return ex->Respond(HubError(400, "", is_private.error().message));
+  if (!is_private) return ex->Respond(HubErrorResponse(400, "", is_private.error().message));
   auto rr = BucketOf(ex, true);
   if (!rr) return;
   ex->Offload([this, ex, rr = std::move(*rr), is_private = *is_private] {
@@ -752,7 +719,7 @@ void HubRoutes::BucketCreate(const std::shared_ptr<Exchange>& ex) {
 void HubRoutes::BucketInfo(const std::shared_ptr<Exchange>& ex) {
   WithBucket(ex, false, [this, ex](const RepoRequest&, const hub::Repo& bucket) {
     auto totals = buckets_.Totals(bucket);
-    if (!totals) return ex->Respond(HubError(totals.error()));
+    if (!totals) return ex->Respond(HubErrorResponse(totals.error()));
     ex->Respond(JsonAnswer(BucketJson(bucket, *totals)));
   });
 }
@@ -760,7 +727,7 @@ void HubRoutes::BucketInfo(const std::shared_ptr<Exchange>& ex) {
 void HubRoutes::BucketList(const std::shared_ptr<Exchange>& ex) {
   const auto& req = ex->request();
   auto caller = CallerOf(server_, req);
-  if (!caller) return ex->Respond(HubError(401, "", caller.error().message));
+  if (!caller) return ex->Respond(HubErrorResponse(401, "", caller.error().message));
   std::string ns = req.Param("ns");
   if (ns == "me") ns = hub::NamespaceOf(caller->scope);
   std::optional<std::string> search;
@@ -770,12 +737,12 @@ void HubRoutes::BucketList(const std::shared_ptr<Exchange>& ex) {
   ex->Offload([this, ex, caller = *caller, ns, search, cursor] {
     constexpr size_t kPage = 100;
     auto page = hub_.ListRepos(caller, hub::RepoType::kBucket, ns, cursor, kPage);
-    if (!page) return ex->Respond(HubError(page.error()));
+    if (!page) return ex->Respond(HubErrorResponse(page.error()));
     json::array out;
     for (const auto& b : *page) {
       if (search && b.record.name.find(*search) == std::string::npos) continue;
       auto totals = buckets_.Totals(b);
-      if (!totals) return ex->Respond(HubError(totals.error()));
+      if (!totals) return ex->Respond(HubErrorResponse(totals.error()));
       out.push_back(BucketJson(b, *totals));
     }
     Response r = JsonAnswer(out);
@@ -800,7 +767,7 @@ void HubRoutes::BucketDelete(const std::shared_ptr<Exchange>& ex) {
 
 void HubRoutes::BucketSettings(const std::shared_ptr<Exchange>& ex) {
   auto is_private = ParseBucketSettingsBody(ex->request().body);
-  if (!is_private) return ex->Respond(HubError(400, "", is_private.error().message));
+  if (!is_private) return ex->Respond(HubErrorResponse(400, "", is_private.error().message));
   auto rr = BucketOf(ex);
   if (!rr) return;
   ex->Offload([this, ex, rr = std::move(*rr), is_private = *is_private] {
@@ -820,7 +787,7 @@ void HubRoutes::BucketTree(const std::shared_ptr<Exchange>& ex) {
              [this, ex, prefix, recursive, cursor](const RepoRequest& rr, const hub::Repo& bucket) {
                constexpr size_t kPage = 1000;
                auto page = buckets_.List(bucket, prefix, recursive, cursor, kPage);
-               if (!page) return ex->Respond(HubError(page.error()));
+               if (!page) return ex->Respond(HubErrorResponse(page.error()));
                json::array out;
                for (const auto& e : page->entries) {
                  out.push_back(e.is_dir ? json::object{{"type", "directory"}, {"path", e.path}}
@@ -840,10 +807,10 @@ void HubRoutes::BucketTree(const std::shared_ptr<Exchange>& ex) {
 
 void HubRoutes::BucketPathsInfo(const std::shared_ptr<Exchange>& ex) {
   auto paths = ParseBucketPathsInfoBody(ex->request().body);
-  if (!paths) return ex->Respond(HubError(400, "", paths.error().message));
+  if (!paths) return ex->Respond(HubErrorResponse(400, "", paths.error().message));
   WithBucket(ex, false, [this, ex, paths = std::move(*paths)](const RepoRequest&, const hub::Repo& bucket) {
     auto files = buckets_.Stat(bucket, paths);
-    if (!files) return ex->Respond(HubError(files.error()));
+    if (!files) return ex->Respond(HubErrorResponse(files.error()));
     json::array out;
     for (const auto& f : *files) out.push_back(BucketFileJson(f));
     ex->Respond(JsonAnswer(out));
@@ -852,7 +819,7 @@ void HubRoutes::BucketPathsInfo(const std::shared_ptr<Exchange>& ex) {
 
 void HubRoutes::BucketBatch(const std::shared_ptr<Exchange>& ex) {
   auto ops = ParseBucketBatchBody(ex->request().body);
-  if (!ops) return ex->Respond(HubError(400, "", ops.error().message));
+  if (!ops) return ex->Respond(HubErrorResponse(400, "", ops.error().message));
   WithBucket(ex, true, [this, ex, ops = std::move(*ops)](const RepoRequest& rr, const hub::Repo& bucket) {
     // Copies from elsewhere: the source lends the file to this bucket's scope first (the caller must read
     // it).
@@ -879,7 +846,7 @@ void HubRoutes::BucketBatch(const std::shared_ptr<Exchange>& ex) {
       doable.push_back(std::move(op));
     }
     auto failed = buckets_.Apply(bucket, doable);
-    if (!failed) return ex->Respond(HubError(failed.error()));
+    if (!failed) return ex->Respond(HubErrorResponse(failed.error()));
     failed->insert(failed->begin(), refused.begin(), refused.end());
     json::array list;
     for (const auto& f : *failed) list.push_back(json::object{{"path", f.path}, {"error", f.error}});
@@ -898,7 +865,7 @@ void HubRoutes::BucketResolve(const std::shared_ptr<Exchange>& ex) {
   const std::string path = ex->request().Param("path");
   WithBucket(ex, false, [this, ex, path](const RepoRequest& rr, const hub::Repo& bucket) {
     auto f = buckets_.StatOne(bucket, path);
-    if (!f) return ex->Respond(HubError(f.error()));
+    if (!f) return ex->Respond(HubErrorResponse(f.error()));
     const std::string etag = "\"" + f->file.hex() + "\"";
     // The type the batch gave, if it is one (a value stored before media types were checked is not), with
     // nosniff and a sandbox: whatever it is, it does not run as a page of cairn's origin.
@@ -909,7 +876,7 @@ void HubRoutes::BucketResolve(const std::shared_ptr<Exchange>& ex) {
       http::SetStoredBytesHeaders(r, f->content_type);
     } else {
       auto stored = hub_.OpenLarge(bucket, f->file);
-      if (!stored) return ex->Respond(HubError(stored.error()));
+      if (!stored) return ex->Respond(HubErrorResponse(stored.error()));
       r = ServeStoredFile(files_, ex->request(), std::move(*stored), etag, options_.max_ranges,
                           f->content_type);
     }
@@ -926,15 +893,15 @@ void HubRoutes::Resolve(const std::shared_ptr<Exchange>& ex) {
   const std::string path = ex->request().Param("path");
   WithRepo(ex, false, [this, ex, revision, path](const RepoRequest& rr, const hub::Repo& repo) {
     auto oid = hub_.Resolve(repo, revision);
-    if (!oid) return ex->Respond(HubError(oid.error()));
+    if (!oid) return ex->Respond(HubErrorResponse(oid.error()));
     auto info = hub_.Stat(repo, *oid, path);
-    if (!info) return ex->Respond(HubError(info.error()));
-    if (info->is_dir) return ex->Respond(HubError(404, "EntryNotFound", path + " is a folder"));
+    if (!info) return ex->Respond(HubErrorResponse(info.error()));
+    if (info->is_dir) return ex->Respond(HubErrorResponse(404, "EntryNotFound", path + " is a folder"));
     const auto& req = ex->request();
     Response r;
     if (info->xet) {
       auto stored = hub_.OpenLarge(repo, *info->xet);
-      if (!stored) return ex->Respond(HubError(stored.error()));
+      if (!stored) return ex->Respond(HubErrorResponse(stored.error()));
       const std::string etag = "\"" + info->lfs->sha256 + "\"";
       r = ServeStoredFile(files_, req, std::move(*stored), etag, options_.max_ranges);
       r.Header("X-Linked-Etag", etag)
@@ -944,7 +911,7 @@ void HubRoutes::Resolve(const std::shared_ptr<Exchange>& ex) {
                               rr.id.str() + "/xet-read-token/" + oid->hex() + ">; rel=\"xet-auth\"");
     } else {
       auto blob = hub_.ReadBlob(repo, info->oid);
-      if (!blob) return ex->Respond(HubError(blob.error()));
+      if (!blob) return ex->Respond(HubErrorResponse(blob.error()));
       const std::string etag = "\"" + info->oid.hex() + "\"";
       const uint64_t size = blob->size();
       std::vector<http::ByteRange> ranges;
@@ -1088,7 +1055,7 @@ void HubRoutes::Register(const std::shared_ptr<HubRoutes>& self) {
   // Repository ids without a namespace ("gpt2", which huggingface_hub still accepts): none exist here, and
   // they say so in the words the client tells apart (repo_exists answers False).
   const auto no_namespace = [](const std::shared_ptr<Exchange>& ex) {
-    ex->Respond(HubError(404, "RepoNotFound", "repository ids are namespace/name"));
+    ex->Respond(HubErrorResponse(404, "RepoNotFound", "repository ids are namespace/name"));
   };
   r.Handle(Verb::get, "/api/{types}/{name}", RouteOptions().Name("hub_repo_info"), no_namespace);
   r.Handle(Verb::get, "/api/{types}/{name}/revision/{rev}", RouteOptions().Name("hub_repo_info"),

@@ -20,6 +20,7 @@
 
 #include "cas/reconstruction.h"
 #include "cas/transfer_url.h"
+#include "cas/xorb_upload.h"
 #include "common/buffer_pool.h"
 #include "common/clock.h"
 #include "common/lru_cache.h"
@@ -64,63 +65,6 @@ struct TransferPlan {
   std::vector<ByteRange> ranges;  // inside the chunk region, as requested
 };
 
-class CasService;
-
-// A xorb upload whose body arrives in pieces. Each piece is kept (validation needs the whole xorb), written
-// to the store by a thread of the upload's own as soon as it arrives, made durable by a second thread
-// following the first, and its complete chunks decoded and hashed by a third, so that receiving, writing,
-// flushing and most of the validation overlap; Finish validates what is left (on the worker pool) while the
-// last bytes are written and flushed, then commits and indexes. Destroying an unfinished upload discards
-// whatever was written.
-//
-// Thread-safety: one caller at a time (Append in order, then Finish once).
-class XorbUpload {
- public:
-  ~XorbUpload();
-  XorbUpload(const XorbUpload&) = delete;
-  XorbUpload& operator=(const XorbUpload&) = delete;
-
-  // Where the next bytes may be received in place (empty once kMaxXorbUploadBytes arrived): Append of a
-  // prefix of it copies nothing.
-  std::span<uint8_t> Space();
-  // kLimit past kMaxXorbUploadBytes; kIo when the store failed.
-  xet::Status Append(std::span<const uint8_t> data);
-  // Whether the xorb was new (false: it was stored before; the upload was a retry).
-  xet::Result<bool> Finish();
-
- private:
-  friend class CasService;
-  XorbUpload(CasService& service, const xet::XorbHash& hash, std::unique_ptr<store::BlobWriter> writer,
-             std::unique_ptr<BufferPool::Buffer> body);
-  void WriteLoop();
-  void FlushLoop();
-  void HashLoop();
-
-  CasService& service_;
-  xet::XorbHash hash_;
-  // Declared before the writer, so that it outlives it: the writer may send from it (AppendStable).
-  std::unique_ptr<BufferPool::Buffer> body_;     // kMaxXorbUploadBytes
-  std::unique_ptr<store::BlobWriter> writer_;    // null when the xorb is stored already
-  std::unique_ptr<store::BlobFlusher> flusher_;  // null when the store flushes at Commit only
-  size_t size_ = 0;                              // bytes appended (written by the caller only)
-
-  // Shared with the threads.
-  std::mutex mu_;
-  std::condition_variable cv_;
-  size_t received_ = 0;      // bytes of body_ the threads may read
-  bool ended_ = false;       // no more bytes: write and flush the rest; stop hashing
-  size_t written_ = 0;       // bytes handed to the writer
-  bool write_done_ = false;  // the write thread ended (all written, or failed)
-  bool cancelled_ = false;
-  std::atomic<bool> finishing_{false};  // interrupts hashing
-  xet::ChunkPrehasher prehasher_;       // the hash thread's; Finish reads it once that thread is joined
-  xet::Status write_status_ = xet::Ok{};
-  xet::Status flush_status_ = xet::Ok{};
-  std::thread write_thread_;
-  std::thread flush_thread_;
-  std::thread hash_thread_;
-};
-
 class CasService {
  public:
   CasService(index::Index& index, store::BlobStore& store, WorkerPool& workers, ServiceOptions options);
@@ -155,9 +99,9 @@ class CasService {
   xet::Result<std::vector<uint8_t>> DedupShard(const xet::ChunkHash& chunk, const std::string& scope);
 
   // GET /v1/transfer/{xorb}?...: checks the URL's signature and expiry and that `range_header` lies inside
-  // the granted ranges (no header: all granted ranges). Errors: kMalformed (400), kHashMismatch for expired
-  // or tampered URLs (403), kInconsistent for ranges outside the grant (403), kLimit for an unsatisfiable
-  // Range header (416), kNotFound.
+  // the granted ranges (no header: all granted ranges). Errors: kMalformed, kDenied for expired or
+  // tampered URLs and for ranges outside the grant, kUnsatisfiable for a Range header outside the xorb,
+  // kNotFound for a xorb the store does not hold.
   xet::Result<TransferPlan> Transfer(std::string_view xorb_hex, std::string_view query,
                                      std::optional<std::string_view> range_header);
 

@@ -251,7 +251,7 @@ TEST_F(Service, ShardWithUnknownXorbRegistersNothing) {
     ASSERT_TRUE(service_->PutXorb(up.xorbs[i].hash, up.xorbs[i].body).ok());
   auto r = service_->PutShard(up.shard_bytes, "repo");
   ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.error().code, xet::ErrorCode::kNotFound);
+  EXPECT_EQ(r.error().code, xet::ErrorCode::kUnknownReference);
   EXPECT_NE(r.error().message.find("term 0"), std::string::npos) << r.error().message;
   EXPECT_FALSE(index_->GetFile(up.file_hashes[0]).ok());
 }
@@ -329,7 +329,7 @@ TEST_F(Service, UrlKeyRotationKeepsLiveUrlsUntilTheirKeyIsRetired) {
   EXPECT_TRUE(transfer(after).ok());
   EXPECT_EQ(Download(file), data);
   service_->SetUrlKeys(*UrlKeys::Make({{"k2", next}}, "k2"));
-  EXPECT_EQ(transfer(before).error().code, xet::ErrorCode::kHashMismatch);
+  EXPECT_EQ(transfer(before).error().code, xet::ErrorCode::kDenied);
   EXPECT_TRUE(transfer(after).ok());
   EXPECT_EQ(Download(file), data);
 }
@@ -352,7 +352,7 @@ TEST_F(Service, TransferUrlsExpireAndAreBoundToTheirRanges) {
   clock_.Advance(3601);
   auto expired = service_->Transfer(xorb, query, "bytes=0-100");
   ASSERT_FALSE(expired.ok());
-  EXPECT_EQ(expired.error().code, xet::ErrorCode::kHashMismatch);
+  EXPECT_EQ(expired.error().code, xet::ErrorCode::kDenied);
 }
 
 TEST_F(Service, DedupAnswerIsAKeyedShardOfTheScope) {

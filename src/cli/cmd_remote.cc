@@ -51,6 +51,7 @@ int ExitCode(const xet::Error& e) {
     case xet::ErrorCode::kNotFound:
       return 3;
     case xet::ErrorCode::kHashMismatch:
+    case xet::ErrorCode::kDamaged:
       return 4;
     case xet::ErrorCode::kIo:
       return 5;
@@ -59,6 +60,9 @@ int ExitCode(const xet::Error& e) {
     case xet::ErrorCode::kInconsistent:
     case xet::ErrorCode::kUnavailable:
     case xet::ErrorCode::kConflict:
+    case xet::ErrorCode::kUnknownReference:
+    case xet::ErrorCode::kDenied:
+    case xet::ErrorCode::kUnsatisfiable:
       return 1;
   }
   return 1;

@@ -150,7 +150,7 @@ xet::Result<Plan> AskPlan(HttpClient& http, const Query& q, bool* v1) {
     }
     if (r->status == 404)
       return xet::NotFound("file " + q.file + " is not there (or the token's scope does not see it)");
-    if (r->status == 416) return xet::LimitExceeded("the range starts past the end of the file");
+    if (r->status == 416) return xet::Unsatisfiable("the range starts past the end of the file");
     return xet::Malformed("the reconstruction answered " + std::to_string(r->status) + ": " +
                           r->body.substr(0, 300));
   }
@@ -465,7 +465,7 @@ xet::Result<DownloadOutcome> Download(const DownloadOptions& o) {
 
   bool v1 = false;
   auto plan = AskPlan(http, q, &v1);
-  if (!plan && plan.error().code == xet::ErrorCode::kLimit && outcome.resumed_from > 0) {
+  if (!plan && plan.error().code == xet::ErrorCode::kUnsatisfiable && outcome.resumed_from > 0) {
     plan = Plan{};  // everything was there already
   } else if (!plan) {
     return plan.error();

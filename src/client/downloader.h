@@ -16,9 +16,9 @@
 // verified against the hash.
 //
 // Thread-safety: Download runs its own threads; call it from one thread. Failures: kNotFound (404: unknown
-// file or not visible to the token), kLimit (416: range outside the file), kHashMismatch (the bytes do not
-// give the file hash: the part is removed), kMalformed (an answer cairn cannot read), kUnavailable (the
-// server kept failing), kIo (the output).
+// file or not visible to the token), kUnsatisfiable (416: range outside the file), kHashMismatch (the bytes
+// do not give the file hash: the part is removed), kMalformed (an answer cairn cannot read), kUnavailable
+// (the server kept failing), kIo (the output).
 #pragma once
 
 #include <cstdint>

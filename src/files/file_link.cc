@@ -81,11 +81,10 @@ xet::Result<LinkGrant> LinkSigner::Verify(
   if (ec != std::errc() || end != x->data() + x->size())
     return xet::Malformed("link expiry x is not a number");
   const auto* key = keys_.Find(key_id ? *key_id : "");
-  if (key == nullptr) return xet::HashMismatch("the link was signed with an unknown or retired key");
+  if (key == nullptr) return xet::Denied("the link was signed with an unknown or retired key");
   const std::string expected = Mac(key->material, file, expires, *scope, name ? *name : "").hex();
-  if (!cas::ConstantTimeEqual(expected, *mac))
-    return xet::HashMismatch("the link's signature does not match");
-  if (Now() >= expires) return xet::HashMismatch("the link expired");
+  if (!cas::ConstantTimeEqual(expected, *mac)) return xet::Denied("the link's signature does not match");
+  if (Now() >= expires) return xet::Denied("the link expired");
   return LinkGrant{*scope, name ? *name : "", expires};
 }
 

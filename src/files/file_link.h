@@ -8,8 +8,8 @@
 // Content-Disposition. Nothing in it can be changed without the key.
 //
 // Thread-safety: const methods, safe from any thread. Failures: kLimit for a lifetime outside 1 s ..
-// max_ttl, kMalformed for a name that is not a file name or a link missing its parameters, kHashMismatch for
-// a wrong signature or an expired link.
+// max_ttl, kMalformed for a name that is not a file name or a link missing its parameters, kDenied for a
+// wrong signature, a retired key or an expired link.
 #pragma once
 
 #include <cstdint>

@@ -29,8 +29,8 @@ struct Loaded {
 };
 
 xet::Error Corrupt(const xet::XorbHash& xorb, uint32_t chunk, const std::string& why) {
-  return xet::HashMismatch("stored xorb " + xorb.hex() + " is corrupt at chunk " + std::to_string(chunk) +
-                           ": " + why);
+  return xet::Damaged("stored xorb " + xorb.hex() + " is corrupt at chunk " + std::to_string(chunk) + ": " +
+                      why);
 }
 
 // Reads chunks [cs, ce) of a xorb (stored bytes [first_byte, end_byte)) with one store call, then decodes and
@@ -42,7 +42,12 @@ xet::Result<Loaded> LoadUnit(cas::CasService& cas, const xet::XorbHash& hash, co
   const size_t size = end_byte - first_byte;
   out.raw.reset(
       new uint8_t[size]);  // NOLINT(cppcoreguidelines-owning-memory): not zeroed, filled by the read
-  if (auto st = cas.ReadXorb(hash, first_byte, {out.raw.get(), size}); !st) return st.error();
+  if (auto st = cas.ReadXorb(hash, first_byte, {out.raw.get(), size}); !st) {
+    // The index names the xorb: its absence from the store is damage, not an unknown file.
+    if (st.error().code == xet::ErrorCode::kNotFound)
+      return xet::Damaged("stored xorb " + hash.hex() + " is missing: " + st.error().message);
+    return st.error();
+  }
   thread_local xet::ChunkDecoder decoder;
   const auto fail = [&out](xet::Error e) -> xet::Result<Loaded> {
     out.corrupt = std::move(e);
@@ -158,7 +163,7 @@ xet::Status FileReader::State::Plan(const std::vector<cas::FileTermRef>& file, u
                                     uint64_t length) {
   const uint64_t size = file.empty() ? 0 : file.back().end_offset;
   if (length == 0 || offset + length > size || offset + length < offset)
-    return xet::Inconsistent("range outside the file");
+    return xet::Unsatisfiable("range outside the file");
   const uint64_t end = offset + length;
   remaining = length;
   const auto first = std::upper_bound(file.begin(), file.end(), offset,
@@ -185,14 +190,14 @@ xet::Status FileReader::State::Plan(const std::vector<cas::FileTermRef>& file, u
       auto layout = ctx.cas.Layout(t.xorb);
       if (!layout) {
         if (layout.error().code == xet::ErrorCode::kNotFound)
-          return xet::NotFound("the file names xorb " + t.xorb.hex() + ", which the index has no layout of");
+          return xet::Damaged("the file names xorb " + t.xorb.hex() + ", which the index has no layout of");
         return layout.error();
       }
       xorbs.push_back({t.xorb, std::move(*layout), {}});
     }
     const xet::XorbLayout& layout = *xorbs[pos->second].layout;
     if (t.chunk_start >= t.chunk_end || t.chunk_end > layout.chunks.size())
-      return xet::Inconsistent("a term of the file lies outside xorb " + t.xorb.hex());
+      return xet::Damaged("a term of the file lies outside xorb " + t.xorb.hex());
     const uint64_t term_begin = t.end_offset - t.bytes;
     const uint64_t from = std::max(offset, term_begin) - term_begin;
     const uint64_t to = std::min(end, t.end_offset) - term_begin;
@@ -207,7 +212,7 @@ xet::Status FileReader::State::Plan(const std::vector<cas::FileTermRef>& file, u
       if (at < to) p.ce = c + 1;
       at += n;
     }
-    if (at != t.bytes) return xet::Inconsistent("a term of the file disagrees with xorb " + t.xorb.hex());
+    if (at != t.bytes) return xet::Damaged("a term of the file disagrees with xorb " + t.xorb.hex());
     pieces.push_back(p);
   }
   // Units: each xorb's chunk runs, merged, cut at unit_bytes.
@@ -400,7 +405,7 @@ xet::Status FileReader::State::EnsureReady(std::unique_lock<std::mutex>& lock, u
       case UnitState::kFailed:
         // A read-ahead that failed for a reason other than the data (a store out of reach for a moment) is
         // tried once more now that the unit is needed.
-        if (u.error.code == xet::ErrorCode::kHashMismatch || u.retried) return u.error;
+        if (!xet::Retryable(u.error) || u.retried) return u.error;
         u.retried = true;
         u.state = UnitState::kIdle;
         continue;
@@ -429,7 +434,7 @@ xet::Status FileReader::State::EnsureReady(std::unique_lock<std::mutex>& lock, u
 template <typename Sink>
 xet::Status FileReader::State::Consume(std::unique_lock<std::mutex>& lock, uint64_t n, Sink&& sink) {
   if (!failed) return failed;
-  if (n > remaining) return xet::Inconsistent("read past the end of the range");
+  if (n > remaining) return xet::Unsatisfiable("read past the end of the range");
   uint64_t done = 0;
   while (done < n) {
     const Use use = uses[cur];

@@ -11,15 +11,16 @@
 // ahead is dropped and read again later.
 //
 // Verification: each chunk's header must agree with the xorb's layout (sizes), and each chunk's decoded bytes
-// must hash to the layout's chunk hash; otherwise Read fails with kHashMismatch at that chunk, never handing
+// must hash to the layout's chunk hash; otherwise Read fails with kDamaged at that chunk, never handing
 // out its bytes, and `on_corrupt` is told. A slow caller stops read-ahead: nothing is fetched past `depth`
 // units ahead of what Read has handed out.
 //
 // Ownership and thread-safety: one caller at a time (Open, then Read in order). The reader may be destroyed
 // with fetches in flight; they finish on their own and release what they hold. The CasService, fetch queue
 // and budget must outlive every fetch (the FileService owns them in that order).
-// Failures: Open: kNotFound for a layout the index lacks (a damaged index), kInconsistent for terms that do
-// not fit their xorbs; Read: the store's errors (kIo, kUnavailable, kNotFound), kHashMismatch.
+// Failures: Open: kDamaged for a layout the index lacks or terms that do not fit their xorbs, kUnsatisfiable
+// for a range outside the file; Read: kDamaged for a stored xorb missing or failing its checks, the store's
+// kIo and kUnavailable (a unit that failed for those is fetched once more when it is needed).
 #pragma once
 
 #include <cstdint>

@@ -87,11 +87,16 @@ Error FromIndex(const xet::Error& e) {
       return Fail(ErrorKind::kConflict, "", e.message);
     case xet::ErrorCode::kUnavailable:
       return Fail(ErrorKind::kUnavailable, "", e.message);
+    case xet::ErrorCode::kDenied:
+      return Fail(ErrorKind::kForbidden, "", e.message);
     case xet::ErrorCode::kMalformed:
     case xet::ErrorCode::kLimit:
+    case xet::ErrorCode::kUnknownReference:
+    case xet::ErrorCode::kUnsatisfiable:
       return Fail(ErrorKind::kBadRequest, "", e.message);
-    case xet::ErrorCode::kHashMismatch:
+    case xet::ErrorCode::kHashMismatch:  // what the index holds disagrees with itself: the server's fault
     case xet::ErrorCode::kInconsistent:
+    case xet::ErrorCode::kDamaged:
     case xet::ErrorCode::kIo:
       return Fail(ErrorKind::kInternal, "", e.message);
   }

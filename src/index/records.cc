@@ -106,7 +106,7 @@ xet::Result<std::vector<uint8_t>> PackTermRanges(std::span<const xet::FileTerm> 
   uint8_t* p = out.data();
   for (const auto& t : terms) {
     const xet::XorbLayout* layout = layouts(t.xorb);
-    if (layout == nullptr) return xet::NotFound("xorb " + t.xorb.hex() + " has no layout");
+    if (layout == nullptr) return xet::UnknownReference("xorb " + t.xorb.hex() + " has no layout");
     if (t.chunk_start >= t.chunk_end || t.chunk_end > layout->chunks.size()) {
       return xet::Inconsistent("a term of xorb " + t.xorb.hex() + " is outside it");
     }

@@ -27,7 +27,8 @@ Result<uint64_t> VerifyFile(const FileRecord& file, const LayoutLookup& lookup,
   for (size_t i = 0; i < file.terms.size(); ++i) {
     const FileTerm& t = file.terms[i];
     const XorbLayout* layout = lookup(t.xorb);
-    if (layout == nullptr) return NotFound(Where(file, i) + "xorb " + t.xorb.hex() + " is not stored");
+    if (layout == nullptr)
+      return UnknownReference(Where(file, i) + "xorb " + t.xorb.hex() + " is not stored");
     if (t.chunk_start >= t.chunk_end || t.chunk_end > layout->chunks.size()) {
       return Inconsistent(Where(file, i) + "chunks [" + std::to_string(t.chunk_start) + ", " +
                           std::to_string(t.chunk_end) + ") are outside xorb " + t.xorb.hex() + " of " +

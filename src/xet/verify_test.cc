@@ -94,7 +94,7 @@ TEST(VerifyFile, AcceptsCorrectFileAndReturnsItsSize) {
 TEST(VerifyFile, RejectsUnknownXorb) {
   FileCase c;
   c.file.terms[1].xorb = ChunkHashOf(Bytes{1, 2, 3});
-  c.ExpectRejected(ErrorCode::kNotFound, "term 1");
+  c.ExpectRejected(ErrorCode::kUnknownReference, "term 1");
   auto r = VerifyFile(c.file, c.lookup);
   ASSERT_FALSE(r.ok());
   EXPECT_TRUE(Contains(r.error().message, c.file.hash.hex())) << r.error().message;

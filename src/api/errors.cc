@@ -1,0 +1,80 @@
+#include "api/errors.h"
+
+#include <string>
+
+#include "common/printable.h"
+
+namespace cairn::api {
+
+unsigned HttpStatusOf(ErrorCode code) {
+  switch (code) {
+    case ErrorCode::kMalformed:
+    case ErrorCode::kHashMismatch:
+    case ErrorCode::kLimit:
+    case ErrorCode::kInconsistent:
+    case ErrorCode::kUnknownReference:
+      return 400;
+    case ErrorCode::kDenied:
+      return 403;
+    case ErrorCode::kNotFound:
+      return 404;
+    case ErrorCode::kConflict:
+      return 409;
+    case ErrorCode::kUnsatisfiable:
+      return 416;
+    case ErrorCode::kDamaged:
+    case ErrorCode::kIo:
+      return 500;
+    case ErrorCode::kUnavailable:
+      return 503;
+  }
+  return 500;
+}
+
+unsigned HttpStatusOf(hub::ErrorKind kind) {
+  switch (kind) {
+    case hub::ErrorKind::kBadRequest:
+      return 400;
+    case hub::ErrorKind::kUnauthorized:
+      return 401;
+    case hub::ErrorKind::kForbidden:
+      return 403;
+    case hub::ErrorKind::kNotFound:
+      return 404;
+    case hub::ErrorKind::kConflict:
+      return 409;
+    case hub::ErrorKind::kStale:
+      return 412;
+    case hub::ErrorKind::kUnavailable:
+      return 503;
+    case hub::ErrorKind::kInternal:
+      return 500;
+  }
+  return 500;
+}
+
+http::Error ToHttp(const Error& e) {
+  return http::Error{HttpStatusOf(e.code), e.message};
+}
+
+http::Status ToHttp(const Status& st) {
+  if (!st) return ToHttp(st.error());
+  return http::Ok{};
+}
+
+http::Response ErrorResponse(const Error& e) {
+  return http::Response::ErrorJson(HttpStatusOf(e.code), e.message);
+}
+
+http::Response HubErrorResponse(unsigned status, std::string_view code, std::string_view message) {
+  http::Response r = http::Response::ErrorJson(status, message);
+  r.Header("X-Error-Message", Printable(message, 512));
+  if (!code.empty()) r.Header("X-Error-Code", std::string(code));
+  return r;
+}
+
+http::Response HubErrorResponse(const hub::Error& e) {
+  return HubErrorResponse(HttpStatusOf(e.kind), e.code, e.message);
+}
+
+}  // namespace cairn::api
