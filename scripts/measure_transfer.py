@@ -5,10 +5,13 @@
     .venv/bin/python scripts/measure_transfer.py --size-mib 256 --bin build/release/src/cli/cairn
     .venv/bin/python scripts/measure_transfer.py --deployment local,s3,s3-presigned   # one run, side by side
     .venv/bin/python scripts/measure_transfer.py --deployment local,local-tls,local,local-tls   # HTTPS beside HTTP
+    .venv/bin/python scripts/measure_transfer.py --deployment local,local-legacy,local,local-legacy   # upload grants
 
 Deployments: `local` (SQLite + the data directory), `s3` (PostgreSQL + SeaweedFS, both private servers started
 here, bytes served through the node), `s3-presigned` (the same, presigned S3 URLs) and `local-tls` (`local` over
-HTTPS, a certificate of a test CA the client trusts through SSL_CERT_FILE). One JSON line each; a deployment may
+HTTPS, a certificate of a test CA the client trusts through SSL_CERT_FILE) and `local-legacy` (`local` with the
+client's HF_XET_CLIENT_LEGACY_DIRECT_XORB_UPLOAD=1: xorbs posted without first asking for an upload grant, the
+request cairn answers 404; beside `local` it prices that request). One JSON line each; a deployment may
 be named more than once (alternate them: the machine's speed drifts), each run on a fresh server.
 
 Writes random (incompressible) data, uploads it with hf_xet 1.8.0 (a fresh client cache, the stock defaults),
@@ -61,6 +64,8 @@ def measure(args, work: Path, name: str, env: dict, src: Path, tls=None, client_
         upload_s = time.monotonic() - t0
         upload_rss = peak_rss_mib(srv.proc.pid)
         meta = up.result["files"][0]
+        grants = srv.requests_count("POST", "xorb_grant")
+        xorb_posts = srv.requests_count("POST", "xorb_upload")
 
         reset_peak_rss(srv.proc.pid)
         dest = work / f"downloaded-{name}.bin"
@@ -81,6 +86,8 @@ def measure(args, work: Path, name: str, env: dict, src: Path, tls=None, client_
             "download_MBps": round(size / 1e6 / download_s, 1),
             "download_server_peak_rss_mib": round(download_rss, 1),
             "xorb_bytes_uploaded": up.result["dedup"]["xorb_bytes_uploaded"],
+            "xorb_posts": int(xorb_posts),
+            "xorb_grant_requests": int(grants),
         }
     finally:
         if srv.proc is not None:
@@ -96,7 +103,7 @@ def main() -> int:
     ap.add_argument("--keep", action="store_true", help="keep the working directory")
     args = ap.parse_args()
     names = [n for n in args.deployment.split(",") if n]
-    unknown = set(names) - {"local", "local-tls", "s3", "s3-presigned"}
+    unknown = set(names) - {"local", "local-tls", "local-legacy", "s3", "s3-presigned"}
     if unknown:
         ap.error(f"unknown deployment(s) {sorted(unknown)}")
 
@@ -109,6 +116,8 @@ def main() -> int:
         ca = None
         for i, name in enumerate(names):
             env, tls, client_env = {}, None, None
+            if name == "local-legacy":
+                client_env = {"HF_XET_CLIENT_LEGACY_DIRECT_XORB_UPLOAD": "1"}
             if name == "local-tls":
                 ca = ca or TestCa(work / "ca")
                 tls = ca.issue()
