@@ -17,7 +17,6 @@
 namespace cairn::cas {
 namespace {
 
-using xet::Error;
 using xet::ErrorCode;
 
 size_t LayoutCharge(const xet::XorbLayout& l) {
