@@ -826,6 +826,96 @@ class TreeEditor {
 
 }  // namespace
 
+// The tree edits and the objects of one commit, one operation at a time. Index failures other than "not
+// found" end the commit with that failure (never read as "absent").
+class HubService::CommitBuilder {
+ public:
+  CommitBuilder(HubService& hub, const Repo& repo, const ObjectId& head, TreeEditor tree_editor)
+      : hub_(hub), repo_(repo), head_(head), editor_(std::move(tree_editor)) {}
+
+  Status Apply(const AddInline& add) {
+    if (!ValidPath(add.path)) return Fail(ErrorKind::kBadRequest, "", "invalid path: " + add.path);
+    if (add.content.size() > static_cast<size_t>(hub_.options_.max_inline_bytes)) {
+      return Fail(ErrorKind::kBadRequest, "",
+                  add.path + " is too large to commit inline: upload it as a large file");
+    }
+    ObjectId blob;
+    objects_.push_back(GitObject(ObjectKind::kBlob, add.content, &blob));
+    return editor_.Put(add.path, EntryMode::kFile, blob);
+  }
+
+  // A large file: it must have come through this repository's upload (its CAS scope), with these bytes.
+  Status Apply(const AddLfs& lfs) {
+    if (!ValidPath(lfs.path)) return Fail(ErrorKind::kBadRequest, "", "invalid path: " + lfs.path);
+    if (!IsSha256Hex(lfs.pointer.sha256))
+      return Fail(ErrorKind::kBadRequest, "", "bad sha256 for " + lfs.path);
+    auto file = hub_.index_.FileBySha256(*xet::Hash::FromHex(lfs.pointer.sha256), repo_.record.scope);
+    if (!file.ok()) return FromIndex(file.error());
+    if (!*file) {
+      return Fail(
+          ErrorKind::kBadRequest, "",
+          lfs.path + ": no file with sha256 " + lfs.pointer.sha256 + " was uploaded to this repository");
+    }
+    auto entry = hub_.index_.GetFile(**file);
+    if (!entry.ok()) return FromIndex(entry.error());
+    // The repository links a SHA-256 to one Xet file for good: a later upload claiming the same SHA-256 for
+    // other chunks cannot take the name over.
+    const std::vector<uint8_t> file_key((*file)->bytes.begin(), (*file)->bytes.end());
+    auto linked = hub_.ReadObject(repo_, LinkKey(lfs.pointer.sha256));
+    if (!linked.ok() && linked.error().kind != ErrorKind::kNotFound) return linked.error();
+    if (linked.ok() && file_key != linked->data) {
+      return Fail(
+          ErrorKind::kConflict, "",
+          lfs.path + ": sha256 " + lfs.pointer.sha256 + " is linked to another file in this repository");
+    }
+    LfsPointer pointer = lfs.pointer;
+    if (!lfs.size_given) pointer.size = (*entry)->size;
+    if ((*entry)->size != pointer.size) {
+      return Fail(ErrorKind::kBadRequest, "", lfs.path + ": the size does not match the uploaded file");
+    }
+    ObjectId blob;
+    objects_.push_back(GitObject(ObjectKind::kBlob, Bytes(EncodeLfsPointer(pointer)), &blob));
+    objects_.push_back(
+        index::RepoObject{.key = LinkKey(lfs.pointer.sha256), .kind = kLfsLinkKind, .data = file_key});
+    published_.push_back(**file);
+    return editor_.Put(lfs.path, EntryMode::kFile, blob);
+  }
+
+  Status Apply(const DeletePath& del) {
+    std::string path = del.path;
+    while (del.folder && path.ends_with('/')) path.pop_back();
+    if (!ValidPath(path)) return Fail(ErrorKind::kBadRequest, "", "invalid path: " + del.path);
+    return editor_.Remove(path, del.folder);
+  }
+
+  Status Apply(const CopyPath& copy) {
+    if (!ValidPath(copy.to)) return Fail(ErrorKind::kBadRequest, "", "invalid path: " + copy.to);
+    ObjectId from_commit = head_;
+    if (copy.from_revision) {
+      auto r = hub_.Resolve(repo_, *copy.from_revision);
+      if (!r.ok()) return r.error();
+      from_commit = *r;
+    }
+    auto src = hub_.Stat(repo_, from_commit, copy.from);
+    if (!src.ok()) return src.error();
+    if (src->is_dir)
+      return Fail(ErrorKind::kBadRequest, "", "copying a folder is not supported: " + copy.from);
+    return editor_.Put(copy.to, EntryMode::kFile, src->oid);
+  }
+
+  TreeEditor& editor() { return editor_; }
+  std::vector<index::RepoObject> TakeObjects() { return std::move(objects_); }
+  std::vector<xet::FileHash> TakePublished() { return std::move(published_); }
+
+ private:
+  HubService& hub_;
+  const Repo& repo_;
+  const ObjectId head_;
+  TreeEditor editor_;
+  std::vector<index::RepoObject> objects_;
+  std::vector<xet::FileHash> published_;  // the large files the commit names, for the read scope
+};
+
 Result<CommitInfo> HubService::CreateCommit(const Caller& caller, const Repo& repo,
                                             const CommitRequest& request) {
   if (request.operations.size() > options_.max_operations) {
@@ -868,77 +958,13 @@ Result<CommitInfo> HubService::CreateCommit(const Caller& caller, const Repo& re
   const TreeEditor::Loader load = [this, &repo](const ObjectId& oid) { return ReadTree(repo, oid); };
   auto root = TreeEditor::Open(load, parent->tree);
   if (!root.ok()) return root.error();
-  TreeEditor editor(load, std::move(*root));
-  std::vector<index::RepoObject> objects;
-  std::vector<xet::FileHash> published;  // the large files this commit names, for the read scope
+  CommitBuilder builder(*this, repo, *head, TreeEditor(load, std::move(*root)));
   for (const Operation& op : request.operations) {
-    Status st = Ok{};
-    if (const auto* add = std::get_if<AddInline>(&op)) {
-      if (!ValidPath(add->path)) return Fail(ErrorKind::kBadRequest, "", "invalid path: " + add->path);
-      if (add->content.size() > static_cast<size_t>(options_.max_inline_bytes)) {
-        return Fail(ErrorKind::kBadRequest, "",
-                    add->path + " is too large to commit inline: upload it as a large file");
-      }
-      ObjectId blob;
-      objects.push_back(GitObject(ObjectKind::kBlob, add->content, &blob));
-      st = editor.Put(add->path, EntryMode::kFile, blob);
-    } else if (const auto* lfs = std::get_if<AddLfs>(&op)) {
-      if (!ValidPath(lfs->path)) return Fail(ErrorKind::kBadRequest, "", "invalid path: " + lfs->path);
-      if (!IsSha256Hex(lfs->pointer.sha256))
-        return Fail(ErrorKind::kBadRequest, "", "bad sha256 for " + lfs->path);
-      // The file must have come through this repository's upload (its CAS scope), with these bytes.
-      auto file = index_.FileBySha256(*xet::Hash::FromHex(lfs->pointer.sha256), repo.record.scope);
-      if (!file.ok()) return FromIndex(file.error());
-      if (!*file) {
-        return Fail(
-            ErrorKind::kBadRequest, "",
-            lfs->path + ": no file with sha256 " + lfs->pointer.sha256 + " was uploaded to this repository");
-      }
-      auto entry = index_.GetFile(**file);
-      if (!entry.ok()) return FromIndex(entry.error());
-      // The repository links a SHA-256 to one Xet file for good: a later upload claiming the same SHA-256 for
-      // other chunks cannot take the name over.
-      if (auto linked = ReadObject(repo, LinkKey(lfs->pointer.sha256));
-          linked.ok() && std::vector<uint8_t>((*file)->bytes.begin(), (*file)->bytes.end()) != linked->data) {
-        return Fail(
-            ErrorKind::kConflict, "",
-            lfs->path + ": sha256 " + lfs->pointer.sha256 + " is linked to another file in this repository");
-      }
-      LfsPointer pointer = lfs->pointer;
-      if (!lfs->size_given) pointer.size = (*entry)->size;
-      if ((*entry)->size != pointer.size) {
-        return Fail(ErrorKind::kBadRequest, "", lfs->path + ": the size does not match the uploaded file");
-      }
-      ObjectId blob;
-      objects.push_back(GitObject(ObjectKind::kBlob, Bytes(EncodeLfsPointer(pointer)), &blob));
-      objects.push_back(
-          index::RepoObject{.key = LinkKey(lfs->pointer.sha256),
-                            .kind = kLfsLinkKind,
-                            .data = std::vector<uint8_t>((*file)->bytes.begin(), (*file)->bytes.end())});
-      published.push_back(**file);
-      st = editor.Put(lfs->path, EntryMode::kFile, blob);
-    } else if (const auto* del = std::get_if<DeletePath>(&op)) {
-      std::string path = del->path;
-      while (del->folder && path.ends_with('/')) path.pop_back();
-      if (!ValidPath(path)) return Fail(ErrorKind::kBadRequest, "", "invalid path: " + del->path);
-      st = editor.Remove(path, del->folder);
-    } else if (const auto* copy = std::get_if<CopyPath>(&op)) {
-      if (!ValidPath(copy->to)) return Fail(ErrorKind::kBadRequest, "", "invalid path: " + copy->to);
-      ObjectId from_commit = *head;
-      if (copy->from_revision) {
-        auto r = Resolve(repo, *copy->from_revision);
-        if (!r.ok()) return r.error();
-        from_commit = *r;
-      }
-      auto src = Stat(repo, from_commit, copy->from);
-      if (!src.ok()) return src.error();
-      if (src->is_dir)
-        return Fail(ErrorKind::kBadRequest, "", "copying a folder is not supported: " + copy->from);
-      st = editor.Put(copy->to, EntryMode::kFile, src->oid);
-    }
-    if (!st.ok()) return st.error();
+    if (auto st = std::visit([&builder](const auto& o) { return builder.Apply(o); }, op); !st.ok())
+      return st.error();
   }
-  const ObjectId tree = editor.Write(objects);
+  std::vector<index::RepoObject> objects = builder.TakeObjects();
+  const ObjectId tree = builder.editor().Write(objects);
   Commit commit;
   commit.tree = tree;
   commit.parents = {*head};
@@ -952,7 +978,7 @@ Result<CommitInfo> HubService::CreateCommit(const Caller& caller, const Repo& re
   // Objects first (durable, harmless if the update below loses), then the large files published to the
   // repository's readers (the read scope sees only what a commit named), then the branch, compare and swap.
   if (auto st = index_.PutRepoObjects(repo.record.id, objects); !st.ok()) return FromIndex(st.error());
-  if (auto st = Publish(index_, repo, std::move(published)); !st.ok()) return st.error();
+  if (auto st = Publish(index_, repo, builder.TakePublished()); !st.ok()) return st.error();
   index::RefUpdate update{index::RefKind::kBranch, request.branch, std::nullopt, KeyOf(oid)};
   if (!new_branch) update.expected = KeyOf(*head);
   if (auto st = index_.UpdateRef(repo.record.id, update); !st.ok()) {

@@ -232,6 +232,9 @@ class HubService {
   const HubOptions& options() const { return options_; }
 
  private:
+  // One commit's changes on the way in: one small method per operation kind (hub_service.cc).
+  class CommitBuilder;
+
   int64_t Now() const;
   Result<std::shared_ptr<const std::vector<TreeEntry>>> ReadTree(const Repo& repo, const ObjectId& oid);
   Result<index::RepoObject> ReadObject(const Repo& repo, const std::vector<uint8_t>& key);
