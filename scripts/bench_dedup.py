@@ -36,10 +36,9 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "tests" / "interop"))
 
-from interop_util import MiB, CairnServer, HfXet, assert_same_file, free_port, http, write_random  # noqa: E402
-from measure_transfer import peak_rss_mib  # noqa: E402
+from harness import assert_same_file, CairnServer, free_port, HfXet, http, MiB, peak_rss_mib, write_random  # noqa: E402
+
 
 SCENARIOS = ("first", "again", "edited", "half", "download")
 TICKS = os.sysconf("SC_CLK_TCK")

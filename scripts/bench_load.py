@@ -27,10 +27,8 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "tests" / "interop"))
 
-from interop_util import CairnServer, PostgresServer, free_port  # noqa: E402
-from measure_transfer import peak_rss_mib, reset_peak_rss  # noqa: E402
+from harness import CairnServer, free_port, peak_rss_mib, PostgresServer, reset_peak_rss  # noqa: E402
 
 
 def cpu_seconds(pid: int) -> float:

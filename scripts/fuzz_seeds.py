@@ -31,10 +31,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "tests" / "interop"))
 
-from hub_util import Hub, hub_python  # noqa: E402
-from interop_util import CairnServer, HfXet, free_port, http  # noqa: E402
+from harness import CairnServer, free_port, HfXet, http, Hub, hub_python  # noqa: E402
+
 
 CORPUS = REPO / "tests" / "fuzz" / "corpus"
 HOP = {"connection", "keep-alive", "transfer-encoding", "proxy-connection", "upgrade", "te", "trailer"}

@@ -25,10 +25,8 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "tests" / "interop"))
 
-from hub_util import Hub  # noqa: E402
-from interop_util import MiB, CairnServer, HfXet, assert_same_file, write_random  # noqa: E402
+from harness import assert_same_file, CairnServer, HfXet, Hub, MiB, write_random  # noqa: E402
 
 
 def timed(fn):

@@ -38,9 +38,8 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "tests" / "interop"))
 
-from interop_util import MiB, CairnServer, HfXet, write_random  # noqa: E402
+from harness import CairnServer, HfXet, MiB, write_random  # noqa: E402
 
 
 def log(msg: str) -> None:

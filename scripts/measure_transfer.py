@@ -32,22 +32,11 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "tests" / "interop"))
 
-from interop_util import (  # noqa: E402
-    MiB, CairnServer, HfXet, PostgresServer, SeaweedServer, TestCa, assert_same_file, write_random,
+from harness import (  # noqa: E402
+    MiB, CairnServer, HfXet, PostgresServer, SeaweedServer, TestCa, assert_same_file, peak_rss_mib, reset_peak_rss,
+    write_random,
 )
-
-
-def peak_rss_mib(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    raise RuntimeError("no VmHWM in /proc status")
-
-
-def reset_peak_rss(pid: int) -> None:
-    Path(f"/proc/{pid}/clear_refs").write_text("5")  # 5: reset the peak resident set size
 
 
 def measure(args, work: Path, name: str, env: dict, src: Path, tls=None, client_env=None) -> dict:

@@ -20,12 +20,12 @@ from pathlib import Path
 import pytest
 
 _HERE = str(Path(__file__).resolve().parent)
-if _HERE not in sys.path:  # so the test modules can import interop_util in any import mode
+if _HERE not in sys.path:  # so the test modules can import common, servers, clients... in any import mode
     sys.path.insert(0, _HERE)
 
-from interop_util import (  # noqa: E402
-    HUB_PKG, ORACLE_DIR, REPO_ROOT, WATCH, CairnServer, HfXet, HubJs, PostgresServer, SeaweedServer, pinned, fail,
-)
+from clients import HfXet, HubJs, pinned  # noqa: E402
+from common import HUB_PKG, ORACLE_DIR, REPO_ROOT, fail  # noqa: E402
+from servers import WATCH, CairnServer, PostgresServer, SeaweedServer  # noqa: E402
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -43,7 +43,7 @@ def pytest_sessionfinish(session, exitstatus):
     leaks = WATCH.leaks()
     if leaks:
         session.config.get_terminal_writer().line(
-            "SECRETS IN LOGS (tests/interop/interop_util.py SecretWatch):\n  " + "\n  ".join(leaks[:50]), red=True)
+            "SECRETS IN LOGS (tests/interop/servers.py SecretWatch):\n  " + "\n  ".join(leaks[:50]), red=True)
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 

@@ -18,7 +18,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from interop_util import fail, tail
+from common import fail, tail
 
 _PRELUDE = """
 import json, os, sys, traceback

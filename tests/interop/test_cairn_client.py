@@ -13,7 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from interop_util import MiB, DelayProxy, free_port, upload_random_files, write_random
+from clients import upload_random_files
+from common import MiB, free_port, write_random
+from proxies import DelayProxy
 
 SCOPE = "interop"
 BOTH_STORES = pytest.mark.backends("sqlite", "s3")

@@ -17,7 +17,8 @@ import time
 
 import pytest
 
-from interop_util import HfXet, MiB, assert_same_file, write_random
+from clients import HfXet
+from common import MiB, assert_same_file, write_random
 
 KILLS = int(os.environ.get("CAIRN_CRASH_KILLS", "50"))
 CLIENTS = int(os.environ.get("CAIRN_CRASH_CLIENTS", "32"))

@@ -12,7 +12,8 @@ import time
 
 import pytest
 
-from interop_util import MiB, http, upload_random_files
+from clients import upload_random_files
+from common import MiB, http
 
 SCOPE = "interop"
 BOTH_STORES = pytest.mark.backends("sqlite", "s3")

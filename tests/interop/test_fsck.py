@@ -10,7 +10,8 @@ import subprocess
 
 import pytest
 
-from interop_util import MiB, assert_same_file, upload_random_files
+from clients import upload_random_files
+from common import MiB, assert_same_file
 
 
 def cairn(srv, *args: str, index: str | None = None) -> tuple[int, dict, str]:

@@ -12,7 +12,7 @@ import subprocess
 
 import pytest
 
-from interop_util import MiB, assert_same_file, http, sha256_file, write_random
+from common import MiB, assert_same_file, http, sha256_file, write_random
 from test_fsck import cairn
 
 SCOPE = "full"

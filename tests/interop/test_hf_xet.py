@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from interop_util import KiB, MiB, DelayProxy, assert_same_file, free_port, http, sha256_file, write_random
+from common import KiB, MiB, assert_same_file, free_port, http, sha256_file, write_random
+from proxies import DelayProxy
 
 SCOPE = "interop"
 

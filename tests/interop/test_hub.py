@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from hub_util import Hub, hub_python
-from interop_util import MiB, assert_same_file, http, sha256_file, write_random
+from common import MiB, assert_same_file, http, sha256_file, write_random
 
 BOTH = pytest.mark.backends("sqlite", "s3")
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-from interop_util import KiB, MiB, assert_same_file, sha256_file, write_random
+from common import KiB, MiB, assert_same_file, sha256_file, write_random
 
 SCOPE = "interop-js"
 

@@ -12,7 +12,9 @@ import time
 
 import pytest
 
-from interop_util import KiB, SecretWatch, http, upload_random_files
+from clients import upload_random_files
+from common import KiB, http
+from servers import SecretWatch
 
 SCOPE = "keys"
 KEYED = pytest.mark.backends("sqlite", "postgres")

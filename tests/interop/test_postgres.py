@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from interop_util import Background, MiB, assert_same_file, http, write_random
+from common import Background, MiB, assert_same_file, http, write_random
 
 SCOPE = "interop"
 

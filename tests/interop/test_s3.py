@@ -10,7 +10,8 @@ import time
 
 import pytest
 
-from interop_util import Background, MiB, TcpForwarder, assert_same_file, free_port, http, write_random, xet_hex
+from common import Background, MiB, assert_same_file, free_port, http, write_random, xet_hex
+from proxies import TcpForwarder
 
 SCOPE = "interop"
 # hf_xet's retries, long enough to outlast a node or the store going away on a loaded machine (the suite's

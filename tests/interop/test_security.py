@@ -11,7 +11,7 @@ import socket
 import pytest
 
 from hub_util import Hub, hub_python
-from interop_util import MiB, http, write_random
+from common import MiB, http, write_random
 
 SQLITE = pytest.mark.backends("sqlite")
 BOTH = pytest.mark.backends("sqlite", "s3")

@@ -1,4 +1,4 @@
-"""`cairn serve --tls-cert --tls-key`: HTTPS with a certificate of a test CA (interop_util.TestCa), driven by the
+"""`cairn serve --tls-cert --tls-key`: HTTPS with a certificate of a test CA (tls_ca.TestCa), driven by the
 stock clients trusting that CA, by Python's ssl module for what a client may offer (protocol versions, ciphers,
 ALPN), and by SIGHUP with a renewed certificate while a keep-alive connection stays open.
 """
@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from interop_util import MiB, TestCa, assert_same_file, http, sha256_file, write_random
+from common import MiB, assert_same_file, http, sha256_file, write_random
+from tls_ca import TestCa
 
 SCOPE = "tls"
 
