@@ -79,7 +79,7 @@ class HubApi : public testing::ApiServerTest {
     hub::HubOptions ho;
     ho.max_inline_bytes = 4096;
     hub_ = std::make_unique<hub::HubService>(*index_, *files_, ho);
-    buckets_ = std::make_unique<hub::BucketService>(*index_);
+    buckets_ = std::make_unique<hub::BucketService>(*index_, *files_);
     RegisterCasRoutes(*server_, *service_);
     RegisterFileRoutes(*server_, *files_, {.public_url = base_});
     HubRouteOptions hro;

@@ -25,7 +25,7 @@ size_t LayoutCharge(const xet::XorbLayout& l) {
 
 }  // namespace
 
-CasService::CasService(index::Index& index, store::BlobStore& store, WorkerPool& workers,
+CasService::CasService(index::CasIndex& index, store::BlobStore& store, WorkerPool& workers,
                        ServiceOptions options)
     : index_(index),
       store_(store),

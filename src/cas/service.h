@@ -67,7 +67,7 @@ struct TransferPlan {
 
 class CasService {
  public:
-  CasService(index::Index& index, store::BlobStore& store, WorkerPool& workers, ServiceOptions options);
+  CasService(index::CasIndex& index, store::BlobStore& store, WorkerPool& workers, ServiceOptions options);
 
   // POST /v1/xorbs: validates the body (one decode-and-hash pass, on the worker pool), stores the chunk
   // region with a regenerated footer durably, then indexes it. Returns whether it was new. Idempotent.
@@ -160,7 +160,7 @@ class CasService {
   // Names a dedup answer holding the whole neighbourhood of `shards` in key window `window`.
   xet::Hash DedupAnswerKey(uint64_t window, std::span<const xet::Hash> shards) const;
 
-  index::Index& index_;
+  index::CasIndex& index_;
   store::BlobStore& store_;
   WorkerPool& workers_;
   ServiceOptions options_;

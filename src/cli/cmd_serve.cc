@@ -115,7 +115,7 @@ http::Result<std::unique_ptr<Backend>> RegisterRoutes(http::Server& server, cons
 
   // The Hub API (huggingface_hub, the hf CLI): repositories over the same index and files.
   b->hub = std::make_unique<hub::HubService>(*b->index, *b->files, hub::HubOptions{});
-  b->buckets = std::make_unique<hub::BucketService>(*b->index);
+  b->buckets = std::make_unique<hub::BucketService>(*b->index, *b->files);
   api::HubRouteOptions ho;
   ho.public_url = cfg.public_url;
   api::RegisterHubRoutes(server, *b->hub, *b->buckets, *b->files, ho);

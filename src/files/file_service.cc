@@ -1,12 +1,13 @@
 #include "files/file_service.h"
 
+#include <algorithm>
 #include <iostream>
 
 #include "xet/hashing.h"
 
 namespace cairn::files {
 
-FileService::FileService(cas::CasService& cas, index::Index& index, FileServiceOptions options)
+FileService::FileService(cas::CasService& cas, index::CasIndex& index, FileServiceOptions options)
     : cas_(cas),
       index_(index),
       options_(std::move(options)),
@@ -48,6 +49,29 @@ xet::Result<StoredFile> FileService::FindBySha256(const xet::Hash& sha256, const
   if (!hash) return hash.error();
   if (!*hash) return xet::NotFound("no file with SHA-256 " + sha256.hex() + " is stored");
   return Find(**hash, scope);
+}
+
+xet::Result<std::shared_ptr<const index::FileEntry>> FileService::VisibleBySha256(const xet::Hash& sha256,
+                                                                                  const std::string& scope) {
+  auto hash = index_.FileBySha256(sha256, scope);
+  if (!hash) return hash.error();
+  if (!*hash) return std::shared_ptr<const index::FileEntry>();
+  return index_.GetVisibleFile(**hash, scope);
+}
+
+xet::Result<std::shared_ptr<const index::FileEntry>> FileService::VisibleEntry(const xet::FileHash& hash,
+                                                                               const std::string& scope) {
+  return index_.GetVisibleFile(hash, scope);
+}
+
+xet::Status FileService::Share(std::vector<xet::FileHash> files, const std::string& scope) {
+  std::sort(files.begin(), files.end());
+  files.erase(std::unique(files.begin(), files.end()), files.end());
+  for (size_t i = 0; i < files.size(); i += index::CasIndex::kMaxSharedFiles) {
+    const size_t n = std::min(files.size() - i, index::CasIndex::kMaxSharedFiles);
+    if (auto st = index_.ShareFiles(std::span(files).subspan(i, n), scope); !st) return st;
+  }
+  return xet::Ok{};
 }
 
 xet::Result<std::unique_ptr<FileReader>> FileService::Open(const StoredFile& file, uint64_t offset,

@@ -58,7 +58,7 @@ struct FileListing {
 
 class FileService {
  public:
-  FileService(cas::CasService& cas, index::Index& index, FileServiceOptions options);
+  FileService(cas::CasService& cas, index::CasIndex& index, FileServiceOptions options);
   ~FileService();
   FileService(const FileService&) = delete;
   FileService& operator=(const FileService&) = delete;
@@ -71,6 +71,18 @@ class FileService {
   // The files `scope` sees in hash order after `cursor` (the first page when empty), at most `limit`.
   xet::Result<FileListing> List(const std::string& scope, std::optional<xet::FileHash> cursor, size_t limit);
 
+  // ---- For the Hub and buckets, which reach files through this service, never through the index's CAS
+  // slice. The record of the file `scope` sees with this SHA-256 (as shards store it); nullptr when there is
+  // none.
+  xet::Result<std::shared_ptr<const index::FileEntry>> VisibleBySha256(const xet::Hash& sha256,
+                                                                       const std::string& scope);
+  // The record of a file `scope` sees: kNotFound alike when it is unknown and when `scope` does not see it.
+  xet::Result<std::shared_ptr<const index::FileEntry>> VisibleEntry(const xet::FileHash& hash,
+                                                                    const std::string& scope);
+  // Makes `files` (repeats allowed) visible to `scope` too: each batch of index::CasIndex::kMaxSharedFiles
+  // all or nothing; kNotFound when one is unknown.
+  xet::Status Share(std::vector<xet::FileHash> files, const std::string& scope);
+
   // The link signer of the current URL keys.
   std::shared_ptr<const LinkSigner> links() const;
   // Signs links with keys.current() from now on and accepts links of every key in `keys` only (a rotation).
@@ -82,7 +94,7 @@ class FileService {
 
  private:
   cas::CasService& cas_;
-  index::Index& index_;
+  index::CasIndex& index_;
   FileServiceOptions options_;
   mutable std::mutex links_mu_;
   std::shared_ptr<const LinkSigner> links_;  // guarded by links_mu_

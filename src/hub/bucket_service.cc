@@ -6,7 +6,8 @@
 
 namespace cairn::hub {
 
-BucketService::BucketService(index::Index& index, const Clock& clock) : index_(index), clock_(clock) {}
+BucketService::BucketService(index::RepoIndex& index, files::FileService& files, const Clock& clock)
+    : index_(index), files_(files), clock_(clock) {}
 
 int64_t BucketService::Now() const {
   return clock_.UnixSeconds();
@@ -120,7 +121,7 @@ Result<std::vector<BucketOpFailure>> BucketService::Apply(const Repo& bucket,
     // The size is the registered file's: visible to this bucket's scope, through an upload for it. Empty
     // files have no upload (hf_xet names them by the zero hash).
     if (!op.file->is_zero()) {
-      auto entry = index_.GetVisibleFile(*op.file, bucket.record.scope);
+      auto entry = files_.VisibleEntry(*op.file, bucket.record.scope);
       if (!entry.ok()) {
         if (entry.error().code != xet::ErrorCode::kNotFound) return FromIndex(entry.error());
         fail("no file " + op.file->hex() + " was uploaded to this bucket");
@@ -144,7 +145,7 @@ Result<std::vector<BucketOpFailure>> BucketService::Apply(const Repo& bucket,
   for (const auto& change : once) {
     if (change.put && !change.put->file.is_zero()) published.push_back(change.put->file);
   }
-  if (auto st = Publish(index_, bucket, std::move(published)); !st.ok()) return st.error();
+  if (auto st = Publish(files_, bucket, std::move(published)); !st.ok()) return st.error();
   if (!once.empty()) {
     if (auto st = index_.ChangeBucket(bucket.record.id, once); !st.ok()) return FromIndex(st.error());
   }

@@ -51,7 +51,7 @@ struct BucketPage {
 class BucketService {
  public:
   // `clock` must outlive the service.
-  explicit BucketService(index::Index& index, const Clock& clock = Clock::System());
+  BucketService(index::RepoIndex& index, files::FileService& files, const Clock& clock = Clock::System());
 
   Result<index::BucketTotals> Totals(const Repo& bucket);
   // The entries under `prefix` ("" for all; a file's path gives that file), after `cursor`: every file when
@@ -71,7 +71,8 @@ class BucketService {
  private:
   int64_t Now() const;
 
-  index::Index& index_;
+  index::RepoIndex& index_;
+  files::FileService& files_;  // files are reached through it, never through the index's CAS slice
   const Clock& clock_;
 };
 

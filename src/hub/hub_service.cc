@@ -176,7 +176,7 @@ std::string NewRepoScope() {
 
 // ---- The service
 
-HubService::HubService(index::Index& index, files::FileService& files, HubOptions options)
+HubService::HubService(index::RepoIndex& index, files::FileService& files, HubOptions options)
     : index_(index),
       files_(files),
       options_(std::move(options)),
@@ -670,14 +670,9 @@ Result<std::vector<PathInfo>> HubService::List(const Repo& repo, const ObjectId&
   return out;
 }
 
-Status Publish(index::Index& index, const Repo& repo, std::vector<xet::FileHash> files) {
-  std::sort(files.begin(), files.end());
-  files.erase(std::unique(files.begin(), files.end()), files.end());
-  for (size_t i = 0; i < files.size(); i += index::Index::kMaxSharedFiles) {
-    const size_t n = std::min(files.size() - i, index::Index::kMaxSharedFiles);
-    if (auto st = index.ShareFiles(std::span(files).subspan(i, n), repo.record.read_scope); !st.ok())
-      return FromIndex(st.error());
-  }
+Status Publish(files::FileService& service, const Repo& repo, std::vector<xet::FileHash> published) {
+  if (auto st = service.Share(std::move(published), repo.record.read_scope); !st.ok())
+    return FromIndex(st.error());
   return Ok{};
 }
 
@@ -687,7 +682,7 @@ Status HubService::ShareLarge(const Caller& caller, const RepoId& source, const 
   if (!from.ok()) return from.error();
   // A writer of the source may lend any upload made for it; a reader only what the source committed.
   const bool writes_source = caller.write && Covers(caller, from->record);
-  auto entry = index_.GetVisibleFile(file, writes_source ? from->record.scope : from->record.read_scope);
+  auto entry = files_.VisibleEntry(file, writes_source ? from->record.scope : from->record.read_scope);
   if (!entry.ok()) {
     if (entry.error().code == xet::ErrorCode::kNotFound) {
       return Fail(ErrorKind::kNotFound, "EntryNotFound", "no file " + file.hex() + " in " + source.str());
@@ -697,7 +692,7 @@ Status HubService::ShareLarge(const Caller& caller, const RepoId& source, const 
   if (sha256 && (!IsSha256Hex(*sha256) || (*entry)->sha256 != xet::Hash::FromHex(*sha256))) {
     return Fail(ErrorKind::kBadRequest, "", "the sha256 does not match file " + file.hex());
   }
-  if (auto st = index_.ShareFile(file, target.record.scope); !st.ok()) return FromIndex(st.error());
+  if (auto st = files_.Share({file}, target.record.scope); !st.ok()) return FromIndex(st.error());
   return Ok{};
 }
 
@@ -849,18 +844,17 @@ class HubService::CommitBuilder {
     if (!ValidPath(lfs.path)) return Fail(ErrorKind::kBadRequest, "", "invalid path: " + lfs.path);
     if (!IsSha256Hex(lfs.pointer.sha256))
       return Fail(ErrorKind::kBadRequest, "", "bad sha256 for " + lfs.path);
-    auto file = hub_.index_.FileBySha256(*xet::Hash::FromHex(lfs.pointer.sha256), repo_.record.scope);
-    if (!file.ok()) return FromIndex(file.error());
-    if (!*file) {
+    auto entry = hub_.files_.VisibleBySha256(*xet::Hash::FromHex(lfs.pointer.sha256), repo_.record.scope);
+    if (!entry.ok()) return FromIndex(entry.error());
+    if (*entry == nullptr) {
       return Fail(
           ErrorKind::kBadRequest, "",
           lfs.path + ": no file with sha256 " + lfs.pointer.sha256 + " was uploaded to this repository");
     }
-    auto entry = hub_.index_.GetFile(**file);
-    if (!entry.ok()) return FromIndex(entry.error());
     // The repository links a SHA-256 to one Xet file for good: a later upload claiming the same SHA-256 for
     // other chunks cannot take the name over.
-    const std::vector<uint8_t> file_key((*file)->bytes.begin(), (*file)->bytes.end());
+    const xet::FileHash file = (*entry)->hash;
+    const std::vector<uint8_t> file_key(file.bytes.begin(), file.bytes.end());
     auto linked = hub_.ReadObject(repo_, LinkKey(lfs.pointer.sha256));
     if (!linked.ok() && linked.error().kind != ErrorKind::kNotFound) return linked.error();
     if (linked.ok() && file_key != linked->data) {
@@ -877,7 +871,7 @@ class HubService::CommitBuilder {
     objects_.push_back(GitObject(ObjectKind::kBlob, Bytes(EncodeLfsPointer(pointer)), &blob));
     objects_.push_back(
         index::RepoObject{.key = LinkKey(lfs.pointer.sha256), .kind = kLfsLinkKind, .data = file_key});
-    published_.push_back(**file);
+    published_.push_back(file);
     return editor_.Put(lfs.path, EntryMode::kFile, blob);
   }
 
@@ -978,7 +972,7 @@ Result<CommitInfo> HubService::CreateCommit(const Caller& caller, const Repo& re
   // Objects first (durable, harmless if the update below loses), then the large files published to the
   // repository's readers (the read scope sees only what a commit named), then the branch, compare and swap.
   if (auto st = index_.PutRepoObjects(repo.record.id, objects); !st.ok()) return FromIndex(st.error());
-  if (auto st = Publish(index_, repo, builder.TakePublished()); !st.ok()) return st.error();
+  if (auto st = Publish(files_, repo, builder.TakePublished()); !st.ok()) return st.error();
   index::RefUpdate update{index::RefKind::kBranch, request.branch, std::nullopt, KeyOf(oid)};
   if (!new_branch) update.expected = KeyOf(*head);
   if (auto st = index_.UpdateRef(repo.record.id, update); !st.ok()) {

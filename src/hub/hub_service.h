@@ -172,7 +172,7 @@ struct HubOptions {
 
 class HubService {
  public:
-  HubService(index::Index& index, files::FileService& files, HubOptions options);
+  HubService(index::RepoIndex& index, files::FileService& files, HubOptions options);
   HubService(const HubService&) = delete;
   HubService& operator=(const HubService&) = delete;
 
@@ -245,7 +245,7 @@ class HubService {
   Result<PathInfo> Describe(const Repo& repo, std::string path, const TreeEntry& entry);
   Result<PathInfo> DescribeBlob(const Repo& repo, std::string path, const ObjectId& oid);
 
-  index::Index& index_;
+  index::RepoIndex& index_;
   files::FileService& files_;
   const HubOptions options_;
   // Parsed objects by "<repo id>:<key>" (immutable: never invalidated, only evicted).
@@ -253,9 +253,9 @@ class HubService {
   LruCache<std::string, index::RepoObject, std::hash<std::string>> objects_;
 };
 
-// Makes `files` (registered for the repository, in any order, repeats allowed) readable through its read
+// Makes `published` (registered for the repository, in any order, repeats allowed) readable through its read
 // scope: what a commit or a bucket batch names, before the ref or bucket change that names them is made.
-Status Publish(index::Index& index, const Repo& repo, std::vector<xet::FileHash> files);
+Status Publish(files::FileService& service, const Repo& repo, std::vector<xet::FileHash> published);
 
 // A new repository's scope: "hub:" and 32 random hex digits.
 std::string NewRepoScope();

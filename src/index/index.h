@@ -1,7 +1,10 @@
-// The metadata index: which xorbs exist and their layouts, how files are rebuilt, which scopes see which
-// files, where global-dedup chunks live, which shards were accepted, and the secrets every node signs with.
-// SQLite implements it for one node (sqlite_index.h), PostgreSQL for several sharing one database
-// (postgres_index.h); open either from a URL with OpenIndex (open_index.h).
+// The metadata index, in three slices by who uses it: CasIndex (which xorbs exist and their layouts, how
+// files are rebuilt, which scopes see which files, where global-dedup chunks live, which shards were
+// accepted: the CAS, plain files, fsck), RepoIndex (the Hub's repositories, objects, refs and buckets) and
+// SecretIndex (the secrets every node signs with). Index is all three, plus the operations of the database
+// itself. A service takes the slice it uses. SQLite implements Index for one node (sqlite_index.h),
+// PostgreSQL for several sharing one database (postgres_index.h); open either from a URL with OpenIndex
+// (open_index.h).
 //
 // Contract, for every implementation:
 //  - Thread-safety: every method may be called concurrently from any thread.
@@ -12,8 +15,8 @@
 //    checks only what keeps it consistent (packed sizes, dedup entries naming registered xorbs).
 //  - Returned records are shared and immutable; the caller may keep them as long as it likes.
 //  - Failures are values: kNotFound for an unknown record (Get*), kMalformed for a request that cannot be
-//    stored as given, kInconsistent when a request contradicts the index (e.g. names an unknown xorb), kIo
-//    when the database fails, kUnavailable when it cannot be reached now (a retry may succeed).
+//    stored as given, kUnknownReference when a request names a record the index does not hold (a file's
+//    xorb), kIo when the database fails, kUnavailable when it cannot be reached now (a retry may succeed).
 #pragma once
 
 #include <memory>
@@ -36,11 +39,13 @@ struct WriteStats {
   size_t queued = 0;
 };
 
-class Index {
+// The CAS's records: xorbs, files and their visibility to scopes, shards, global dedup, whole-index scans and
+// counts. Used by the CAS service, the file service (which the Hub reaches files through) and fsck.
+class CasIndex {
  public:
-  virtual ~Index() = default;
-  Index(const Index&) = delete;
-  Index& operator=(const Index&) = delete;
+  virtual ~CasIndex() = default;
+  CasIndex(const CasIndex&) = delete;
+  CasIndex& operator=(const CasIndex&) = delete;
 
   // ---- Xorbs
   virtual xet::Result<std::shared_ptr<const XorbEntry>> GetXorb(const XorbHash& hash) = 0;
@@ -106,16 +111,17 @@ class Index {
   static constexpr size_t kMaxScanned = 10000;
   virtual xet::Result<std::vector<Hash>> Scan(Scanned what, std::optional<Hash> after, size_t limit) = 0;
 
-  // ---- Secrets
-  // The secret named `name`, shared by every process on this index; when there is none yet, `candidate` is
-  // stored and returned (atomically: of several processes starting at once, one value wins for all).
-  virtual xet::Result<std::string> SharedSecret(std::string_view name, std::string_view candidate) = 0;
-  // Every stored secret, by name (a handful: the signing keys, config/secrets.h).
-  virtual xet::Result<std::vector<SecretRecord>> ListSecrets() = 0;
-  // Stores a new secret stamped with the current time; false (nothing changed) when `name` exists.
-  virtual xet::Result<bool> AddSecret(std::string_view name, std::string_view value) = 0;
-  // Deletes the secret; false when there was none.
-  virtual xet::Result<bool> DeleteSecret(std::string_view name) = 0;
+ protected:
+  CasIndex() = default;
+};
+
+// The Hub's records (repo_records.h): repositories, their git objects and refs, and bucket files. Used by the
+// Hub and bucket services and the Hub's check; files come in through the file service, never this slice.
+class RepoIndex {
+ public:
+  virtual ~RepoIndex() = default;
+  RepoIndex(const RepoIndex&) = delete;
+  RepoIndex& operator=(const RepoIndex&) = delete;
 
   // ---- Repositories (the Hub's metadata, repo_records.h)
   // Creates a repository with its first objects and refs in one transaction. kConflict when a repository
@@ -165,6 +171,39 @@ class Index {
       int64_t repo, const std::vector<std::string>& paths) = 0;
   // How many files a bucket holds and their bytes (a sum over its files).
   virtual xet::Result<BucketTotals> GetBucketTotals(int64_t repo) = 0;
+
+ protected:
+  RepoIndex() = default;
+};
+
+// The signing keys every node shares (config/secrets.h).
+class SecretIndex {
+ public:
+  virtual ~SecretIndex() = default;
+  SecretIndex(const SecretIndex&) = delete;
+  SecretIndex& operator=(const SecretIndex&) = delete;
+
+  // ---- Secrets
+  // The secret named `name`, shared by every process on this index; when there is none yet, `candidate` is
+  // stored and returned (atomically: of several processes starting at once, one value wins for all).
+  virtual xet::Result<std::string> SharedSecret(std::string_view name, std::string_view candidate) = 0;
+  // Every stored secret, by name (a handful: the signing keys, config/secrets.h).
+  virtual xet::Result<std::vector<SecretRecord>> ListSecrets() = 0;
+  // Stores a new secret stamped with the current time; false (nothing changed) when `name` exists.
+  virtual xet::Result<bool> AddSecret(std::string_view name, std::string_view value) = 0;
+  // Deletes the secret; false when there was none.
+  virtual xet::Result<bool> DeleteSecret(std::string_view name) = 0;
+
+ protected:
+  SecretIndex() = default;
+};
+
+// The whole index: the three slices and the database's own operations (health, write counters, where it is).
+class Index : public CasIndex, public RepoIndex, public SecretIndex {
+ public:
+  ~Index() override = default;
+  Index(const Index&) = delete;
+  Index& operator=(const Index&) = delete;
 
   // ---- Operations
   // Whether the database answers now (a round trip; /readyz).
