@@ -110,6 +110,23 @@ const std::vector<Table>& Tables() {
   return tables;
 }
 
+}  // namespace
+
+std::vector<SchemaTable> SchemaTables() {
+  std::vector<SchemaTable> out;
+  for (const Table& t : Tables()) {
+    SchemaTable s{t.name, {}, true};
+    for (const Column& c : t.columns) s.columns.emplace_back(c.name);
+    out.push_back(std::move(s));
+  }
+  // Recomputed by the copy (kFillScopeTotals, and the UPDATE of counters below).
+  out.push_back({"scope_totals", {"scope", "files", "bytes"}, false});
+  out.push_back({"counters", {}, false});  // each backend's own layout (one row; 64 slots): columns unchecked
+  return out;
+}
+
+namespace {
+
 // One column's value: bytes and text in `s`, integers and booleans in `i`.
 struct Value {
   bool null = false;

@@ -34,6 +34,17 @@ struct CopyReport {
   std::vector<TableCopyReport> tables;
 };
 
+// What a copy knows of the schema: each table it copies with its columns (the primary key first), and the
+// tables it recomputes from those rows instead of copying (counters). Together they must be exactly the
+// tables and columns both backends create (IndexTest.TheCopysTablesAreEachBackendsLiveSchema checks the live
+// schemas against this list, so the SQLite DDL, the PostgreSQL DDL and the copy cannot drift apart).
+struct SchemaTable {
+  std::string name;
+  std::vector<std::string> columns;  // empty: laid out by each backend its own way, only the table is checked
+  bool copied = true;                // false: recomputed from the copied rows
+};
+std::vector<SchemaTable> SchemaTables();
+
 // Copies `from` into `to` (index URLs, see open_index.h). `progress` is called after each page.
 xet::Result<CopyReport> CopyIndex(std::string_view from, std::string_view to,
                                   const std::function<void(const TableCopyReport&)>& progress = {});

@@ -167,6 +167,30 @@ class IndexTest : public ::testing::TestWithParam<Backend> {
             "UPDATE cairn_schema SET version = " + std::to_string(version));
   }
 
+  // The first column of every row `sqlite_sql` (or `pg_sql`) gives, read behind the index's back.
+  std::vector<std::string> Strings(const std::string& sqlite_sql, const std::string& pg_sql) {
+    std::vector<std::string> out;
+    if (GetParam() == Backend::kSqlite) {
+      sqlite3* db = nullptr;
+      EXPECT_EQ(sqlite3_open((dir_ / "index.db").c_str(), &db), SQLITE_OK);
+      sqlite3_stmt* st = nullptr;
+      EXPECT_EQ(sqlite3_prepare_v2(db, sqlite_sql.c_str(), -1, &st, nullptr), SQLITE_OK)
+          << sqlite3_errmsg(db);
+      while (sqlite3_step(st) == SQLITE_ROW)
+        out.emplace_back(reinterpret_cast<const char*>(sqlite3_column_text(st, 0)));
+      sqlite3_finalize(st);
+      sqlite3_close(db);
+      return out;
+    }
+    auto c = pg::Conn::Connect(url_);
+    EXPECT_TRUE(c.ok());
+    auto r = (*c)->Exec(pg_sql);
+    EXPECT_TRUE(r.ok()) << (r.ok() ? "" : r.error().message);
+    if (!r.ok()) return out;
+    for (int i = 0; i < r->size(); ++i) out.emplace_back(r->Text(i, 0));
+    return out;
+  }
+
   int64_t SchemaVersion() {
     if (GetParam() == Backend::kSqlite) {
       sqlite3* db = nullptr;
@@ -290,6 +314,33 @@ TEST_P(IndexTest, PackedTermsFindByteOffsets) {
   EXPECT_EQ(MakeFileCommit(bad, lookup).error().code, ErrorCode::kInconsistent);
   bad.terms[0].xorb = RandomHash(rng_);
   EXPECT_EQ(MakeFileCommit(bad, lookup).error().code, ErrorCode::kUnknownReference);
+}
+
+// The three descriptions of the schema (SQLite's DDL, PostgreSQL's, the copy's table list) agree: every table
+// and column a backend creates is one the copy carries or recomputes, and the other way round.
+TEST_P(IndexTest, TheCopysTablesAreEachBackendsLiveSchema) {
+  Open();
+  index_.reset();
+  std::vector<std::string> live = Strings(
+      "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name",
+      "SELECT table_name::text FROM information_schema.tables WHERE table_schema = current_schema() "
+      "AND table_name <> 'cairn_schema' ORDER BY table_name");
+  std::vector<std::string> described;
+  for (const SchemaTable& t : SchemaTables()) described.push_back(t.name);
+  std::sort(described.begin(), described.end());
+  EXPECT_EQ(live, described);
+  for (const SchemaTable& t : SchemaTables()) {
+    if (t.columns.empty()) continue;
+    SCOPED_TRACE(t.name);
+    std::vector<std::string> columns = Strings(
+        "SELECT name FROM pragma_table_info('" + t.name + "') ORDER BY name",
+        "SELECT column_name::text FROM information_schema.columns WHERE table_schema = current_schema() AND "
+        "table_name = '" +
+            t.name + "' ORDER BY column_name");
+    std::vector<std::string> want = t.columns;
+    std::sort(want.begin(), want.end());
+    EXPECT_EQ(columns, want);
+  }
 }
 
 TEST_P(IndexTest, StoredTimesComeFromTheInjectedClock) {
