@@ -53,7 +53,7 @@ namespace {
 
 class IndexSecrets final : public config::SecretTable {
  public:
-  explicit IndexSecrets(index::Index& index) : index_(index) {}
+  explicit IndexSecrets(index::SecretIndex& index) : index_(index) {}
   xet::Result<std::vector<config::StoredSecret>> List() override {
     auto rows = index_.ListSecrets();
     if (!rows.ok()) return rows.error();
@@ -71,16 +71,16 @@ class IndexSecrets final : public config::SecretTable {
   xet::Result<bool> Remove(std::string_view name) override { return index_.DeleteSecret(name); }
 
  private:
-  index::Index& index_;
+  index::SecretIndex& index_;
 };
 
 }  // namespace
 
-std::unique_ptr<config::SecretTable> SecretsOf(index::Index& index) {
+std::unique_ptr<config::SecretTable> SecretsOf(index::SecretIndex& index) {
   return std::make_unique<IndexSecrets>(index);
 }
 
-xet::Result<config::Secrets> LoadConfiguredSecrets(const config::Config& cfg, index::Index& index) {
+xet::Result<config::Secrets> LoadConfiguredSecrets(const config::Config& cfg, index::SecretIndex& index) {
   IndexSecrets table(index);
   return config::LoadSecrets(cfg, table, http::UnixNow());
 }

@@ -21,10 +21,10 @@ xet::Result<std::unique_ptr<index::Index>> OpenConfiguredIndex(const config::Con
 xet::Result<std::unique_ptr<store::BlobStore>> OpenConfiguredStore(const config::Config& cfg);
 
 // The index's secrets table as config/secrets.h uses it.
-std::unique_ptr<config::SecretTable> SecretsOf(index::Index& index);
+std::unique_ptr<config::SecretTable> SecretsOf(index::SecretIndex& index);
 
 // The signing keys: configured ones, else those stored in `index` (created there by the first process).
-xet::Result<config::Secrets> LoadConfiguredSecrets(const config::Config& cfg, index::Index& index);
+xet::Result<config::Secrets> LoadConfiguredSecrets(const config::Config& cfg, index::SecretIndex& index);
 
 // The URL keys (32 bytes each, what the server signs transfer URLs and links with) the URL secrets give.
 cas::UrlKeys UrlKeysFrom(const config::SecretKeys& secrets);

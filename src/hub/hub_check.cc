@@ -19,7 +19,7 @@ std::string RepoName(const index::RepoRecord& r) {
 
 class Checker {
  public:
-  Checker(index::Index& index, HubCheckReport& report) : index_(index), report_(report) {}
+  Checker(index::RepoIndex& index, HubCheckReport& report) : index_(index), report_(report) {}
 
   Status Repo(const index::RepoRecord& repo) {
     ++report_.repos;
@@ -108,7 +108,7 @@ class Checker {
     report_.findings.push_back({std::move(what), name_, std::move(detail)});
   }
 
-  index::Index& index_;
+  index::RepoIndex& index_;
   HubCheckReport& report_;
   std::string name_;
   std::set<std::vector<uint8_t>> trees_;
@@ -116,7 +116,7 @@ class Checker {
 
 }  // namespace
 
-xet::Result<HubCheckReport> CheckHub(index::Index& index,
+xet::Result<HubCheckReport> CheckHub(index::RepoIndex& index,
                                      const std::function<void(const std::string&)>& progress) {
   HubCheckReport report;
   for (RepoType type : {RepoType::kModel, RepoType::kDataset, RepoType::kSpace, RepoType::kBucket}) {

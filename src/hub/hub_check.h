@@ -32,7 +32,7 @@ struct HubCheckReport {
 
 // Walks every repository: its refs, every commit reachable from them and every tree those commits name (each
 // object once), and every bucket's files.
-xet::Result<HubCheckReport> CheckHub(index::Index& index,
+xet::Result<HubCheckReport> CheckHub(index::RepoIndex& index,
                                      const std::function<void(const std::string&)>& progress = nullptr);
 
 }  // namespace cairn::hub

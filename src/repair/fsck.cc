@@ -16,7 +16,7 @@
 
 namespace cairn::repair {
 
-using index::Index;
+using index::CasIndex;
 using store::BlobKind;
 using xet::Hash;
 
@@ -51,14 +51,14 @@ namespace {
 
 using HashSet = std::unordered_set<Hash, xet::HashHasher>;
 
-xet::Result<std::vector<Hash>> ScanAll(Index& index, Index::Scanned what) {
+xet::Result<std::vector<Hash>> ScanAll(CasIndex& index, CasIndex::Scanned what) {
   std::vector<Hash> out;
   std::optional<Hash> after;
   for (;;) {
-    auto page = index.Scan(what, after, Index::kMaxScanned);
+    auto page = index.Scan(what, after, CasIndex::kMaxScanned);
     if (!page.ok()) return page.error();
     out.insert(out.end(), page->begin(), page->end());
-    if (page->size() < Index::kMaxScanned) return out;
+    if (page->size() < CasIndex::kMaxScanned) return out;
     after = page->back();
   }
 }
@@ -93,7 +93,7 @@ std::string XorbProblem(std::span<const uint8_t> bytes, const Hash& hash, const 
 
 class Checker {
  public:
-  Checker(cas::CasService& cas, Index& index, store::BlobStore& store, const FsckOptions& options)
+  Checker(cas::CasService& cas, CasIndex& index, store::BlobStore& store, const FsckOptions& options)
       : cas_(cas),
         index_(index),
         store_(store),
@@ -101,9 +101,9 @@ class Checker {
         pool_(options.threads > 1 ? options.threads - 1 : 0) {}
 
   xet::Result<FsckReport> Run() {
-    auto indexed_xorbs = ScanAll(index_, Index::Scanned::kXorbs);
+    auto indexed_xorbs = ScanAll(index_, CasIndex::Scanned::kXorbs);
     if (!indexed_xorbs.ok()) return indexed_xorbs.error();
-    auto indexed_shards = ScanAll(index_, Index::Scanned::kShards);
+    auto indexed_shards = ScanAll(index_, CasIndex::Scanned::kShards);
     if (!indexed_shards.ok()) return indexed_shards.error();
     auto stored_xorbs = ListAll(store_, BlobKind::kXorb);
     if (!stored_xorbs.ok()) return stored_xorbs.error();
@@ -280,7 +280,7 @@ class Checker {
 
   // Every indexed file's terms against the indexed xorbs.
   xet::Status CheckFiles() {
-    auto files = ScanAll(index_, Index::Scanned::kFiles);
+    auto files = ScanAll(index_, CasIndex::Scanned::kFiles);
     if (!files.ok()) return files.error();
     Say("checking the terms of " + std::to_string(files->size()) + " files");
     std::atomic<uint64_t> terms{0};
@@ -315,7 +315,7 @@ class Checker {
   }
 
   cas::CasService& cas_;
-  Index& index_;
+  CasIndex& index_;
   store::BlobStore& store_;
   const FsckOptions& options_;
   // options_.threads in all, counting the calling thread (it works too): the tasks wait on the store (round
@@ -327,12 +327,12 @@ class Checker {
 
 }  // namespace
 
-xet::Result<FsckReport> Fsck(cas::CasService& cas, Index& index, store::BlobStore& store,
+xet::Result<FsckReport> Fsck(cas::CasService& cas, CasIndex& index, store::BlobStore& store,
                              const FsckOptions& options) {
   return Checker(cas, index, store, options).Run();
 }
 
-xet::Result<FsckReport> RebuildIndex(cas::CasService& cas, Index& index, store::BlobStore& store,
+xet::Result<FsckReport> RebuildIndex(cas::CasService& cas, CasIndex& index, store::BlobStore& store,
                                      FsckOptions options) {
   auto stats = index.Stats();
   if (!stats.ok()) return stats.error();

@@ -73,11 +73,11 @@ struct FsckReport {
 };
 
 // `cas` registers repaired shards; it must use `index` and `store`.
-xet::Result<FsckReport> Fsck(cas::CasService& cas, index::Index& index, store::BlobStore& store,
+xet::Result<FsckReport> Fsck(cas::CasService& cas, index::CasIndex& index, store::BlobStore& store,
                              const FsckOptions& options);
 
 // Fsck with repair into an empty `index` (kInconsistent when it holds any xorb, file or shard).
-xet::Result<FsckReport> RebuildIndex(cas::CasService& cas, index::Index& index, store::BlobStore& store,
+xet::Result<FsckReport> RebuildIndex(cas::CasService& cas, index::CasIndex& index, store::BlobStore& store,
                                      FsckOptions options);
 
 // Whether stored bytes are what their name says: a xorb validates against its hash with cairn's footer; a
