@@ -21,7 +21,7 @@
 
 #include "api/cas_routes.h"
 #include "http/test_util.h"
-#include "index/sqlite_index.h"
+#include "index/open_index.h"
 #include "store/local_disk_store.h"
 #include "xet/test_support.h"
 #include "xet/xorb.h"
@@ -88,15 +88,13 @@ auto Must(R r, const char* what) {
 struct Server {
   fs::path dir = FreshDir("serve");
   std::unique_ptr<store::LocalDiskStore> store = Must(store::LocalDiskStore::Open(dir / "blobs"), "store");
-  std::unique_ptr<index::SqliteIndex> index;
+  std::unique_ptr<index::Index> index;
   WorkerPool pool{1};
   std::unique_ptr<cas::CasService> service;
   std::unique_ptr<http::Server> server;
 
   Server() {
-    index::SqliteOptions io;
-    io.path = (dir / "index.db").string();
-    index = Must(index::SqliteIndex::Open(io), "index");
+    index = Must(index::OpenIndex("sqlite:" + (dir / "index.db").string()), "index");
     service = std::make_unique<cas::CasService>(*index, *store, pool, cas::ServiceOptions{});
     http::ServerOptions o;
     o.host = "127.0.0.1";

@@ -46,7 +46,7 @@
 #include "common/worker_pool.h"
 #include "files/file_service.h"
 #include "http/server.h"
-#include "index/sqlite_index.h"
+#include "index/open_index.h"
 #include "ingest/upload_builder.h"
 #include "store/forwarding_store.h"
 #include "store/local_disk_store.h"
@@ -305,7 +305,7 @@ std::pair<double, double> HttpCeiling(const std::string& auth, int reps) {
 struct Backend {
   std::string label;  // the table's "store" column
   store::BlobStore* store = nullptr;
-  index::SqliteIndex* index = nullptr;
+  index::Index* index = nullptr;
   fs::path cold_dir;  // where its bytes live on this machine (the page cache fallback drops these)
   size_t fetch_threads = 4;
 };
@@ -353,14 +353,12 @@ int Main(int argc, char** argv) {
   // The stores: local disk, and S3 on a private SeaweedFS (when its binary is there, or asked for).
   std::vector<Backend> backends;
   std::unique_ptr<store::LocalDiskStore> disk;
-  std::unique_ptr<index::SqliteIndex> disk_index;
+  std::unique_ptr<index::Index> disk_index;
   std::unique_ptr<store::testing::SeaweedCluster> weed;
   std::unique_ptr<store::S3Store> s3;
-  std::unique_ptr<index::SqliteIndex> s3_index;
+  std::unique_ptr<index::Index> s3_index;
   const auto open_index = [&](const std::string& name) {
-    index::SqliteOptions io;
-    io.path = (dir / name).string();
-    auto ix = index::SqliteIndex::Open(io);
+    auto ix = index::OpenIndex("sqlite:" + (dir / name).string());
     if (!ix) throw std::runtime_error(ix.error().message);
     return std::move(*ix);
   };

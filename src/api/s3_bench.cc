@@ -38,7 +38,7 @@
 #include "common/allocator.h"
 #include "common/worker_pool.h"
 #include "http/server.h"
-#include "index/sqlite_index.h"
+#include "index/open_index.h"
 #include "store/forwarding_store.h"
 #include "store/s3_store.h"
 #include "store/seaweedfs_cluster.h"
@@ -122,7 +122,7 @@ struct Fixture {
   std::unique_ptr<store::testing::SeaweedCluster> weed;
   std::unique_ptr<store::S3Store> store;
   fs::path dir;
-  std::unique_ptr<index::SqliteIndex> index;
+  std::unique_ptr<index::Index> index;
   WorkerPool pool{1};
   std::unique_ptr<http::Server> server;
   std::unique_ptr<cas::CasService> service;
@@ -152,9 +152,7 @@ struct Fixture {
     const char* env = std::getenv("CAIRN_BENCH_DIR");  // NOLINT(concurrency-mt-unsafe): before threads
     dir = fs::path(env ? env : ".") / ("cairn-s3-bench-" + std::to_string(::getpid()));
     fs::create_directories(dir);
-    index::SqliteOptions io;
-    io.path = (dir / "index.db").string();
-    index = Must(index::SqliteIndex::Open(io), "index");
+    index = Must(index::OpenIndex("sqlite:" + (dir / "index.db").string()), "index");
     http::ServerOptions o;
     o.host = "127.0.0.1";
     o.port = 0;

@@ -241,6 +241,48 @@ TEST_P(IndexTest, SeveralXorbsInOneRead) {
   EXPECT_EQ(index_->GetXorbs(too_many).error().code, ErrorCode::kMalformed);
 }
 
+// OpenIndex puts every backend behind CachedIndex: a record read once is served from memory after that (the
+// same object), a miss or a failure is never remembered, and with no cache every read reaches the backend.
+TEST_P(IndexTest, RecordsAreCachedAboveTheBackend) {
+  Open();
+  const XorbHash later = RandomHash(rng_);
+  const auto later_layout = MakeLayout(rng_, 4);
+  EXPECT_EQ(index_->GetXorb(later).error().code, ErrorCode::kNotFound);
+  EXPECT_FALSE(*index_->HasXorb(later));
+  ASSERT_TRUE(index_->PutXorb(later, later_layout).ok());
+  auto first = index_->GetXorb(later);
+  ASSERT_TRUE(first.ok()) << "a miss was remembered";
+  EXPECT_TRUE(*index_->HasXorb(later));
+  EXPECT_EQ(index_->GetXorb(later)->get(), first->get());
+  auto [other, other_layout] = AddXorb(2);
+  auto many = index_->GetXorbs(std::vector<XorbHash>{other, later, other});
+  ASSERT_TRUE(many.ok());
+  EXPECT_EQ((*many)[1].get(), first->get());
+  EXPECT_EQ((*many)[0].get(), (*many)[2].get());
+  EXPECT_EQ(index_->GetXorb(other)->get(), (*many)[0].get()) << "GetXorbs fills the cache too";
+
+  ShardCommit c{.shard = RandomHash(rng_),
+                .shard_size = 1,
+                .files = {},
+                .dedup = {},
+                .scope = "s",
+                .xorbs = {.listed = {later}, .referenced = {}}};
+  ASSERT_TRUE(index_->CommitShard(c).ok());
+  auto xs = index_->GetShardXorbs(c.shard);
+  ASSERT_TRUE(xs.ok());
+  EXPECT_EQ(index_->GetShardXorbs(c.shard)->get(), xs->get());
+
+  OpenIndexOptions none;
+  none.cache_bytes = 0;
+  Open(none);
+  auto a = index_->GetXorb(later);
+  auto b = index_->GetXorb(later);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_NE(a->get(), b->get()) << "no cache: each read is the backend's own";
+  EXPECT_EQ((*a)->packed, (*b)->packed);
+  EXPECT_EQ((*index_->GetShardXorbs(c.shard))->listed, std::vector<XorbHash>{later});
+}
+
 TEST_P(IndexTest, XorbRoundtripAndIdempotency) {
   Open();
   const XorbHash h = RandomHash(rng_);

@@ -1,5 +1,6 @@
 #include "index/open_index.h"
 
+#include "index/cached_index.h"
 #include "index/pg.h"
 #include "index/postgres_index.h"
 #include "index/sqlite_index.h"
@@ -35,23 +36,21 @@ xet::Result<std::unique_ptr<Index>> OpenIndex(std::string_view url, const OpenIn
   if (where->kind == IndexLocation::Kind::kSqlite) {
     SqliteOptions so;
     so.path = where->target;
-    so.cache_bytes = options.cache_bytes;
     so.before_batch = options.before_batch;
     so.clock = options.clock;
     auto ix = SqliteIndex::Open(std::move(so));
     if (!ix.ok()) return ix.error();
-    return std::unique_ptr<Index>(std::move(*ix));
+    return std::unique_ptr<Index>(std::make_unique<CachedIndex>(std::move(*ix), options.cache_bytes));
   }
   PostgresOptions po;
   po.uri = where->target;
   po.pool_size = options.pool_size;
   po.writers = options.writers;
-  po.cache_bytes = options.cache_bytes;
   po.before_batch = options.before_batch;
   po.clock = options.clock;
   auto ix = PostgresIndex::Open(std::move(po));
   if (!ix.ok()) return ix.error();
-  return std::unique_ptr<Index>(std::move(*ix));
+  return std::unique_ptr<Index>(std::make_unique<CachedIndex>(std::move(*ix), options.cache_bytes));
 }
 
 }  // namespace cairn::index

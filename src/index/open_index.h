@@ -24,18 +24,18 @@ struct IndexLocation {
 xet::Result<IndexLocation> ParseIndexUrl(std::string_view url);
 
 struct OpenIndexOptions {
-  size_t cache_bytes = 256ULL * 1024 * 1024;
-  size_t pool_size = 8;                      // PostgreSQL: connections for reads
-  size_t writers = 1;                        // PostgreSQL: writer connections
-  std::function<void(size_t)> before_batch;  // tests
-  const Clock* clock = &Clock::System();     // what stored times are read from; outlives the index
+  size_t cache_bytes = 256ULL * 1024 * 1024;  // xorb layouts and shards' xorbs (cached_index.h)
+  size_t pool_size = 8;                       // PostgreSQL: connections for reads
+  size_t writers = 1;                         // PostgreSQL: writer connections
+  std::function<void(size_t)> before_batch;   // tests
+  const Clock* clock = &Clock::System();      // what stored times are read from; outlives the index
 };
 
 // Applies the missing schema migrations to the index at `url` (what opening it does first), under the
 // backend's lock; returns the versions before and after.
 xet::Result<std::pair<int, int>> MigrateIndex(std::string_view url);
 
-// Opens (creating and migrating as needed) the index at `url`.
+// Opens (creating and migrating as needed) the index at `url`, behind its record caches (cached_index.h).
 xet::Result<std::unique_ptr<Index>> OpenIndex(std::string_view url, const OpenIndexOptions& options = {});
 
 }  // namespace cairn::index

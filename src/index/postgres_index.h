@@ -10,8 +10,8 @@
 // Transactions run at READ COMMITTED: each statement sees rows committed before it started, and the unique
 // indexes decide conflicts between concurrent transactions (docs/deployment.md).
 //
-// Reads: a pool of connections (prepared statements, binary parameters and results) behind the same
-// in-memory caches as SQLite (immutable records, never invalidated).
+// Reads: a pool of connections (prepared statements, binary parameters and results). Records are cached
+// above the backend (cached_index.h, applied by OpenIndex).
 //
 // Connections: a connection that breaks (PostgreSQL restarted, network lost) is dropped; a request that hit
 // it is tried once more on a fresh connection, and fails with kUnavailable (HTTP 503) while the server stays
@@ -32,7 +32,6 @@
 #include <vector>
 
 #include "common/clock.h"
-#include "common/lru_cache.h"
 #include "index/index.h"
 #include "index/pg.h"
 #include "index/write_queue.h"
@@ -40,11 +39,10 @@
 namespace cairn::index {
 
 struct PostgresOptions {
-  std::string uri;                            // postgres://USER[:PASS]@HOST[:PORT]/DB[?...] (libpq)
-  size_t pool_size = 8;                       // connections for reads
-  size_t writers = 1;                         // writer threads, one connection each
-  size_t cache_bytes = 256ULL * 1024 * 1024;  // xorb layouts and shards' xorbs
-  int acquire_timeout_ms = 10'000;            // waiting for a pooled connection, then kUnavailable
+  std::string uri;                  // postgres://USER[:PASS]@HOST[:PORT]/DB[?...] (libpq)
+  size_t pool_size = 8;             // connections for reads
+  size_t writers = 1;               // writer threads, one connection each
+  int acquire_timeout_ms = 10'000;  // waiting for a pooled connection, then kUnavailable
   // Tests: called on a writer thread with each batch's size, before its transaction begins.
   std::function<void(size_t)> before_batch;
   // Stamps what is stored with a time (xorbs, shards, secrets); must outlive the index.
@@ -142,9 +140,6 @@ class PostgresIndex final : public Index {
 
   std::vector<std::unique_ptr<pg::Conn>> writer_conns_;  // slot i used only by writer thread i
   std::unique_ptr<WriteQueue<WriteRequest>> writes_;
-
-  LruCache<XorbHash, XorbEntry, xet::HashHasher> xorb_cache_;
-  LruCache<Hash, ShardXorbs, xet::HashHasher> shard_xorbs_cache_;
 };
 
 }  // namespace cairn::index

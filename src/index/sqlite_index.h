@@ -5,9 +5,8 @@
 // request in its own SAVEPOINT, so a failing request is rolled back alone) and one durable COMMIT (WAL,
 // synchronous=FULL), then wakes all the callers. Concurrent registrations thus share one fsync.
 //
-// Reads: a pool of read-only connections (WAL readers never wait for the writer), behind in-memory LRU
-// caches of xorb layouts and shards' xorbs (immutable, so never invalidated). File rows are not cached here:
-// the CAS service keeps them, unpacked, once.
+// Reads: a pool of read-only connections (WAL readers never wait for the writer). No record is cached here:
+// OpenIndex puts the index behind CachedIndex (cached_index.h), and the CAS service keeps file rows.
 //
 // Schema changes are ordered migrations recorded in PRAGMA user_version; Open applies the missing ones in
 // one transaction and refuses a database written by a newer cairn.
@@ -26,7 +25,6 @@
 #include <vector>
 
 #include "common/clock.h"
-#include "common/lru_cache.h"
 #include "index/index.h"
 #include "index/write_queue.h"
 
@@ -35,9 +33,8 @@ struct sqlite3;
 namespace cairn::index {
 
 struct SqliteOptions {
-  std::string path;                           // the database file (created if missing)
-  size_t cache_bytes = 256ULL * 1024 * 1024;  // xorb layouts and shards' xorbs
-  size_t max_idle_readers = 16;               // read connections kept open between reads
+  std::string path;              // the database file (created if missing)
+  size_t max_idle_readers = 16;  // read connections kept open between reads
   int busy_timeout_ms = 10'000;
   // Tests: called on the writer thread with each batch's size, before its transaction begins.
   std::function<void(size_t)> before_batch;
@@ -133,9 +130,6 @@ class SqliteIndex final : public Index {
 
   std::mutex readers_mu_;
   std::vector<std::unique_ptr<Conn>> idle_readers_;
-
-  LruCache<XorbHash, XorbEntry, xet::HashHasher> xorb_cache_;
-  LruCache<Hash, ShardXorbs, xet::HashHasher> shard_xorbs_cache_;
 };
 
 }  // namespace cairn::index

@@ -1,0 +1,412 @@
+// The PostgreSQL backend's CAS slice (index.h's CasIndex): xorbs, files, scopes, shards, dedup, scans,
+// counts.
+#include <string>
+#include <unordered_map>
+#include <utility>
+
+#include "index/postgres_index.h"
+
+namespace cairn::index {
+
+namespace {
+
+static_assert(Index::kMaxDedupHits == 32, "the LIMIT of kDedupAny and kDedupScoped");
+
+// Every parameter is cast, so that the server knows its type when the statement is prepared and reads the
+// binary values accordingly.
+constexpr pg::Statement kGetXorb{
+    "get_xorb",
+    "SELECT layout, chunk_count, region_size, unpacked_size, stored_at FROM xorbs WHERE hash = $1::bytea"};
+constexpr pg::Statement kGetXorbs{"get_xorbs",
+                                  "SELECT hash, layout, chunk_count, region_size, unpacked_size, stored_at "
+                                  "FROM xorbs WHERE hash = ANY($1::bytea[])"};
+constexpr pg::Statement kHasXorb{"has_xorb", "SELECT 1 FROM xorbs WHERE hash = $1::bytea"};
+constexpr pg::Statement kPutXorb{"put_xorb", R"sql(
+WITH ins AS (
+  INSERT INTO xorbs(hash, layout, chunk_count, region_size, unpacked_size, stored_at)
+  VALUES ($1::bytea, $2::bytea, $3::int8, $4::int8, $5::int8, $6::int8)
+  ON CONFLICT (hash) DO NOTHING
+  RETURNING chunk_count, region_size, unpacked_size),
+bump AS (
+  UPDATE counters c SET xorbs = c.xorbs + 1, chunks = c.chunks + ins.chunk_count,
+                        stored_bytes = c.stored_bytes + ins.region_size,
+                        unpacked_bytes = c.unpacked_bytes + ins.unpacked_size
+  FROM ins WHERE c.slot = $7::int8)
+SELECT count(*)::int8 FROM ins)sql"};
+constexpr pg::Statement kGetFile{
+    "get_file", "SELECT terms, term_count, size, sha256, ranges FROM files WHERE hash = $1::bytea"};
+constexpr pg::Statement kFileVisible{"file_visible",
+                                     "SELECT 1 FROM file_scopes WHERE file = $1::bytea AND scope = $2::text"};
+constexpr pg::Statement kGetVisibleFile{
+    "get_visible_file",
+    "SELECT terms, term_count, size, sha256, ranges FROM files WHERE hash = $1::bytea "
+    "AND EXISTS (SELECT 1 FROM file_scopes WHERE file = $1::bytea AND scope = $2::text)"};
+constexpr pg::Statement kListFiles{
+    "list_files",
+    "SELECT f.hash, f.size, f.sha256, f.created_at FROM file_scopes s JOIN files f ON f.hash = s.file "
+    "WHERE s.scope = $1 AND s.file > $2::bytea ORDER BY s.file LIMIT $3"};
+constexpr pg::Statement kScanXorbs{
+    "scan_xorbs", "SELECT hash FROM xorbs WHERE hash > $1::bytea ORDER BY hash LIMIT $2::int8"};
+constexpr pg::Statement kScanFiles{
+    "scan_files", "SELECT hash FROM files WHERE hash > $1::bytea ORDER BY hash LIMIT $2::int8"};
+constexpr pg::Statement kScanShards{
+    "scan_shards", "SELECT hash FROM shards WHERE hash > $1::bytea ORDER BY hash LIMIT $2::int8"};
+constexpr pg::Statement kScopeStats{"scope_stats", "SELECT files, bytes FROM scope_totals WHERE scope = $1"};
+constexpr pg::Statement kFileBySha{"file_by_sha", "SELECT hash FROM files WHERE sha256 = $1::bytea LIMIT 1"};
+constexpr pg::Statement kFileByShaScoped{"file_by_sha_scoped",
+                                         "SELECT f.hash FROM files f JOIN file_scopes s ON s.file = f.hash "
+                                         "WHERE f.sha256 = $1::bytea AND s.scope = $2::text LIMIT 1"};
+// One statement registers a whole shard. Rows of the same statement see each other for the foreign keys
+// (checked at its end), so files, scopes, xorbs and dedup entries go in together.
+constexpr pg::Statement kCommitShard{"commit_shard", R"sql(
+WITH s AS (
+  INSERT INTO shards(hash, size, registered_at) VALUES ($1::bytea, $2::int8, $3::int8)
+  ON CONFLICT (hash) DO NOTHING
+  RETURNING size),
+sx AS (
+  INSERT INTO shard_xorbs(shard, seq, xorb, listed)
+  SELECT $1::bytea, t.ord - 1, t.xorb, t.listed
+  FROM unnest($5::bytea[], $6::bool[]) WITH ORDINALITY AS t(xorb, listed, ord)
+  WHERE EXISTS (SELECT 1 FROM s)),
+f AS (
+  INSERT INTO files(hash, terms, term_count, size, sha256, created_at, ranges)
+  SELECT t.hash, t.terms, t.term_count, t.size, t.sha256, $3::int8, t.ranges
+  FROM unnest($7::bytea[], $8::bytea[], $9::int8[], $10::int8[], $11::bytea[], $15::bytea[])
+       AS t(hash, terms, term_count, size, sha256, ranges)
+  ON CONFLICT (hash) DO NOTHING
+  RETURNING size),
+fs AS (
+  INSERT INTO file_scopes(file, scope) SELECT t.hash, $4::text FROM unnest($7::bytea[]) AS t(hash)
+  ON CONFLICT (file, scope) DO NOTHING
+  RETURNING file),
+st AS (
+  INSERT INTO scope_totals(scope, files, bytes)
+  SELECT $4::text, count(*), COALESCE(sum(t.size), 0)
+  FROM fs JOIN (SELECT DISTINCT ON (hash) hash, size FROM unnest($7::bytea[], $10::int8[]) AS u(hash, size)) t
+    ON t.hash = fs.file
+  HAVING count(*) > 0
+  ON CONFLICT (scope) DO UPDATE SET files = scope_totals.files + EXCLUDED.files,
+                                    bytes = scope_totals.bytes + EXCLUDED.bytes),
+d AS (
+  INSERT INTO dedup(chunk, scope, xorb, shard)
+  SELECT t.chunk, $4::text, t.xorb, $1::bytea FROM unnest($12::bytea[], $13::bytea[]) AS t(chunk, xorb)
+  ON CONFLICT (chunk, scope, xorb) DO NOTHING),
+n AS (
+  SELECT (SELECT count(*) FROM f)::int8 AS files, (SELECT COALESCE(sum(size), 0) FROM f)::int8 AS file_bytes,
+         (SELECT count(*) FROM s)::int8 AS shards, (SELECT COALESCE(sum(size), 0) FROM s)::int8 AS shard_bytes),
+bump AS (
+  UPDATE counters c SET files = c.files + n.files, file_bytes = c.file_bytes + n.file_bytes,
+                        shards = c.shards + n.shards, stored_bytes = c.stored_bytes + n.shard_bytes
+  FROM n WHERE c.slot = $14::int8 AND (n.files > 0 OR n.shards > 0))
+SELECT shards FROM n)sql"};
+constexpr pg::Statement kGetShard{"get_shard",
+                                  "SELECT size, registered_at FROM shards WHERE hash = $1::bytea"};
+// The shard's row and its xorbs in one round trip: no row, unknown shard; one row with a NULL xorb, none.
+constexpr pg::Statement kGetShardXorbs{"get_shard_xorbs",
+                                       "SELECT x.xorb, x.listed FROM shards s "
+                                       "LEFT JOIN shard_xorbs x ON x.shard = s.hash "
+                                       "WHERE s.hash = $1::bytea ORDER BY x.seq"};
+constexpr pg::Statement kDedupAny{"dedup_any",
+                                  "SELECT DISTINCT xorb, shard FROM dedup WHERE chunk = $1::bytea LIMIT 32"};
+constexpr pg::Statement kDedupScoped{
+    "dedup_scoped", "SELECT xorb, shard FROM dedup WHERE chunk = $1::bytea AND scope = $2::text LIMIT 32"};
+constexpr pg::Statement kStats{"stats",
+                               "SELECT sum(xorbs)::int8, sum(files)::int8, sum(chunks)::int8, "
+                               "sum(stored_bytes)::int8, sum(shards)::int8, sum(unpacked_bytes)::int8, "
+                               "sum(file_bytes)::int8 FROM counters"};
+// All or nothing: no row goes in unless every file is known (the counts say which).
+constexpr pg::Statement kShareFiles{"share_files", R"sql(
+WITH u AS (SELECT DISTINCT hash FROM unnest($1::bytea[]) AS u(hash)),
+f AS (SELECT files.hash, files.size FROM files JOIN u ON u.hash = files.hash),
+fs AS (
+  INSERT INTO file_scopes(file, scope) SELECT hash, $2::text FROM f
+  WHERE (SELECT count(*) FROM f) = (SELECT count(*) FROM u)
+  ON CONFLICT (file, scope) DO NOTHING RETURNING file),
+st AS (
+  INSERT INTO scope_totals(scope, files, bytes)
+  SELECT $2::text, count(*), COALESCE(sum(f.size), 0) FROM fs JOIN f ON f.hash = fs.file
+  HAVING count(*) > 0
+  ON CONFLICT (scope) DO UPDATE SET files = scope_totals.files + EXCLUDED.files,
+                                    bytes = scope_totals.bytes + EXCLUDED.bytes)
+SELECT (SELECT count(*) FROM u)::int8, (SELECT count(*) FROM f)::int8)sql"};
+
+}  // namespace
+
+// ---- Writes
+
+xet::Result<bool> PostgresIndex::PutXorb(const XorbHash& hash, const xet::XorbLayout& layout) {
+  const XorbEntry e = MakeXorbEntry(hash, layout);
+  bool inserted = false;
+  WriteRequest req{
+      &kPutXorb, {}, [&](const pg::Rows& rows) { inserted = rows.size() == 1 && rows.Int8(0, 0) > 0; }};
+  req.params.Bytea(hash).Bytea(e.packed).Int8(e.chunk_count).Int8(e.region_size);
+  req.params.Int8(static_cast<int64_t>(e.unpacked_size))
+      .Int8(options_.clock->UnixSeconds())
+      .Int8(counter_slot_);
+  if (auto st = writes_->Submit(req); !st.ok()) return st.error();
+  return inserted;
+}
+
+xet::Result<CommitOutcome> PostgresIndex::CommitShard(const ShardCommit& commit) {
+  if (auto st = CheckShardCommit(commit); !st.ok()) return st.error();
+  // Rows in key order: two transactions inserting overlapping rows then lock them in the same order.
+  std::vector<const FileCommit*> files;
+  for (const auto& f : commit.files) files.push_back(&f);
+  std::sort(files.begin(), files.end(), [](const auto* a, const auto* b) { return a->hash < b->hash; });
+  std::vector<const DedupEntry*> dedup;
+  for (const auto& d : commit.dedup) dedup.push_back(&d);
+  std::sort(dedup.begin(), dedup.end(), [](const auto* a, const auto* b) {
+    return a->chunk < b->chunk || (a->chunk == b->chunk && a->xorb < b->xorb);
+  });
+
+  std::vector<xet::Hash> xorbs(commit.xorbs.listed);
+  xorbs.insert(xorbs.end(), commit.xorbs.referenced.begin(), commit.xorbs.referenced.end());
+  std::vector<bool> listed(xorbs.size(), false);
+  std::fill_n(listed.begin(), commit.xorbs.listed.size(), true);
+
+  std::vector<xet::Hash> file_hashes, dedup_chunks, dedup_xorbs;
+  std::vector<std::optional<std::span<const uint8_t>>> terms, shas, ranges;
+  std::vector<int64_t> term_counts, sizes;
+  for (const auto* f : files) {
+    file_hashes.push_back(f->hash);
+    terms.emplace_back(std::span<const uint8_t>(f->packed_terms));
+    term_counts.push_back(f->term_count);
+    sizes.push_back(static_cast<int64_t>(f->size));
+    if (f->sha256) {
+      shas.emplace_back(std::span<const uint8_t>(f->sha256->bytes));
+    } else {
+      shas.emplace_back(std::nullopt);
+    }
+    if (f->packed_ranges.empty()) {
+      ranges.emplace_back(std::nullopt);
+    } else {
+      ranges.emplace_back(std::span<const uint8_t>(f->packed_ranges));
+    }
+  }
+  for (const auto* d : dedup) {
+    dedup_chunks.push_back(d->chunk);
+    dedup_xorbs.push_back(d->xorb);
+  }
+
+  CommitOutcome outcome;
+  WriteRequest req{&kCommitShard, {}, [&](const pg::Rows& rows) {
+                     outcome.already_existed = rows.size() == 1 && rows.Int8(0, 0) == 0;
+                   }};
+  req.params.Bytea(commit.shard)
+      .Int8(static_cast<int64_t>(commit.shard_size))
+      .Int8(options_.clock->UnixSeconds())
+      .Text(commit.scope);
+  req.params.HashArray(xorbs).BoolArray(listed);
+  req.params.HashArray(file_hashes)
+      .ByteaArray(terms)
+      .Int8Array(term_counts)
+      .Int8Array(sizes)
+      .ByteaArray(shas);
+  req.params.HashArray(dedup_chunks).HashArray(dedup_xorbs).Int8(counter_slot_).ByteaArray(ranges);
+  if (auto st = writes_->Submit(req); !st.ok()) return st.error();
+  return outcome;
+}
+
+// ---- Reads
+
+xet::Result<std::shared_ptr<const XorbEntry>> PostgresIndex::GetXorb(const XorbHash& hash) {
+  auto rows = Query(kGetXorb, pg::Params().Bytea(hash));
+  if (!rows.ok()) return rows.error();
+  if (rows->size() == 0) return xet::NotFound("xorb " + hash.hex() + " is not in the index");
+  return XorbEntryFromRow(hash, rows->Bytes(0, 0), rows->Int8(0, 1), rows->Int8(0, 2), rows->Int8(0, 3),
+                          rows->Int8(0, 4));
+}
+
+xet::Result<std::vector<std::shared_ptr<const XorbEntry>>> PostgresIndex::GetXorbs(
+    std::span<const XorbHash> hashes) {
+  if (hashes.size() > kMaxXorbsPerRead) return xet::Malformed("too many xorbs in one read");
+  std::vector<std::shared_ptr<const XorbEntry>> out(hashes.size());
+  std::vector<XorbHash> missing;                                              // each hash once
+  std::unordered_map<XorbHash, std::vector<size_t>, xet::HashHasher> wanted;  // hash -> its places in out
+  for (size_t i = 0; i < hashes.size(); ++i) {
+    auto& places = wanted[hashes[i]];
+    if (places.empty()) missing.push_back(hashes[i]);
+    places.push_back(i);
+  }
+  auto rows = Query(kGetXorbs, pg::Params().HashArray(missing));
+  if (!rows.ok()) return rows.error();
+  for (int r = 0; r < rows->size(); ++r) {
+    const auto hash = rows->Hash(r, 0);
+    auto it = hash ? wanted.find(*hash) : wanted.end();
+    if (it == wanted.end()) return xet::IoError("index: a xorb came back that was not asked for");
+    auto e = XorbEntryFromRow(*hash, rows->Bytes(r, 1), rows->Int8(r, 2), rows->Int8(r, 3), rows->Int8(r, 4),
+                              rows->Int8(r, 5));
+    if (!e.ok()) return e.error();
+    for (size_t i : it->second) out[i] = *e;
+  }
+  return out;
+}
+
+xet::Result<bool> PostgresIndex::HasXorb(const XorbHash& hash) {
+  auto rows = Query(kHasXorb, pg::Params().Bytea(hash));
+  if (!rows.ok()) return rows.error();
+  return rows->size() > 0;
+}
+
+xet::Result<std::shared_ptr<const FileEntry>> PostgresIndex::GetFile(const FileHash& hash) {
+  return ReadFile(hash, std::nullopt);
+}
+
+xet::Result<std::shared_ptr<const FileEntry>> PostgresIndex::GetVisibleFile(const FileHash& hash,
+                                                                            std::string_view scope) {
+  return ReadFile(hash, scope);
+}
+
+xet::Result<std::shared_ptr<const FileEntry>> PostgresIndex::ReadFile(const FileHash& hash,
+                                                                      std::optional<std::string_view> scope) {
+  auto rows = scope ? Query(kGetVisibleFile, pg::Params().Bytea(hash).Text(*scope))
+                    : Query(kGetFile, pg::Params().Bytea(hash));
+  if (!rows.ok()) return rows.error();
+  if (rows->size() == 0) return xet::NotFound("file " + hash.hex() + " is not in the index");
+  return FileEntryFromRow(hash, rows->Bytes(0, 0), rows->Int8(0, 1), rows->Int8(0, 2),
+                          rows->IsNull(0, 3) ? std::nullopt : rows->Hash(0, 3),
+                          rows->IsNull(0, 4) ? std::span<const uint8_t>() : rows->Bytes(0, 4));
+}
+
+xet::Result<bool> PostgresIndex::FileVisibleTo(const FileHash& hash, std::string_view scope) {
+  auto rows = Query(kFileVisible, pg::Params().Bytea(hash).Text(scope));
+  if (!rows.ok()) return rows.error();
+  return rows->size() > 0;
+}
+
+xet::Result<std::optional<FileHash>> PostgresIndex::FileBySha256(const Hash& sha256,
+                                                                 std::optional<std::string_view> scope) {
+  pg::Params p;
+  p.Bytea(sha256);
+  if (scope) p.Text(*scope);
+  auto rows = Query(scope ? kFileByShaScoped : kFileBySha, p);
+  if (!rows.ok()) return rows.error();
+  if (rows->size() == 0) return std::optional<FileHash>();
+  return rows->Hash(0, 0);
+}
+
+xet::Result<std::vector<ListedFile>> PostgresIndex::ListFiles(std::string_view scope,
+                                                              std::optional<FileHash> after, size_t limit) {
+  if (limit > kMaxListedFiles)
+    return xet::Malformed("at most " + std::to_string(kMaxListedFiles) + " files a page");
+  pg::Params p;
+  p.Text(scope);
+  if (after) {
+    p.Bytea(*after);
+  } else {
+    p.Bytea(std::span<const uint8_t>());  // every hash sorts after the empty bytea
+  }
+  p.Int8(static_cast<int64_t>(limit));
+  auto rows = Query(kListFiles, p);
+  if (!rows.ok()) return rows.error();
+  std::vector<ListedFile> out;
+  out.reserve(static_cast<size_t>(rows->size()));
+  for (int i = 0; i < rows->size(); ++i) {
+    auto hash = rows->Hash(i, 0);
+    if (!hash) return xet::IoError("a files row has a hash that is not 32 bytes");
+    out.push_back({*hash, static_cast<uint64_t>(rows->Int8(i, 1)),
+                   rows->IsNull(i, 2) ? std::nullopt : rows->Hash(i, 2), rows->Int8(i, 3)});
+  }
+  return out;
+}
+
+xet::Result<std::vector<Hash>> PostgresIndex::Scan(Scanned what, std::optional<Hash> after, size_t limit) {
+  if (limit > kMaxScanned) return xet::Malformed("at most " + std::to_string(kMaxScanned) + " hashes a page");
+  pg::Params p;
+  if (after) {
+    p.Bytea(*after);
+  } else {
+    p.Bytea(std::span<const uint8_t>());  // every hash sorts after the empty bytea
+  }
+  p.Int8(static_cast<int64_t>(limit));
+  auto rows = Query(what == Scanned::kXorbs   ? kScanXorbs
+                    : what == Scanned::kFiles ? kScanFiles
+                                              : kScanShards,
+                    p);
+  if (!rows.ok()) return rows.error();
+  std::vector<Hash> out;
+  out.reserve(static_cast<size_t>(rows->size()));
+  for (int i = 0; i < rows->size(); ++i) {
+    auto hash = rows->Hash(i, 0);
+    if (!hash) return xet::IoError("an index row has a hash that is not 32 bytes");
+    out.push_back(*hash);
+  }
+  return out;
+}
+
+xet::Result<ScopeTotals> PostgresIndex::ScopeStats(std::string_view scope) {
+  auto rows = Query(kScopeStats, pg::Params().Text(scope));
+  if (!rows.ok()) return rows.error();
+  if (rows->size() == 0) return ScopeTotals{};  // no file in the scope
+  return ScopeTotals{static_cast<uint64_t>(rows->Int8(0, 0)), static_cast<uint64_t>(rows->Int8(0, 1))};
+}
+
+xet::Result<std::optional<ShardInfo>> PostgresIndex::GetShard(const Hash& shard) {
+  auto rows = Query(kGetShard, pg::Params().Bytea(shard));
+  if (!rows.ok()) return rows.error();
+  if (rows->size() == 0) return std::optional<ShardInfo>();
+  return std::optional<ShardInfo>(
+      ShardInfo{.size = static_cast<uint64_t>(rows->Int8(0, 0)), .registered_at = rows->Int8(0, 1)});
+}
+
+xet::Result<std::shared_ptr<const ShardXorbs>> PostgresIndex::GetShardXorbs(const Hash& shard) {
+  auto rows = Query(kGetShardXorbs, pg::Params().Bytea(shard));
+  if (!rows.ok()) return rows.error();
+  if (rows->size() == 0) return xet::NotFound("shard " + shard.hex() + " is not in the index");
+  auto e = std::make_shared<ShardXorbs>();
+  for (int i = 0; i < rows->size(); ++i) {
+    if (rows->IsNull(i, 0)) continue;  // the shard has no xorbs
+    auto xorb = rows->Hash(i, 0);
+    if (!xorb) return xet::IoError("index row of shard " + shard.hex() + " is corrupt");
+    (rows->Bool(i, 1) ? e->listed : e->referenced).push_back(*xorb);
+  }
+  return std::shared_ptr<const ShardXorbs>(std::move(e));
+}
+
+xet::Result<std::vector<DedupHit>> PostgresIndex::LookupDedup(const ChunkHash& chunk,
+                                                              std::optional<std::string_view> scope) {
+  pg::Params p;
+  p.Bytea(chunk);
+  if (scope) p.Text(*scope);
+  auto rows = Query(scope ? kDedupScoped : kDedupAny, p);
+  if (!rows.ok()) return rows.error();
+  std::vector<DedupHit> hits;
+  for (int i = 0; i < rows->size(); ++i) {
+    auto xorb = rows->Hash(i, 0);
+    auto shard = rows->Hash(i, 1);
+    if (xorb && shard) hits.push_back({*xorb, *shard});
+  }
+  return hits;
+}
+
+xet::Result<IndexStats> PostgresIndex::Stats() {
+  auto rows = Query(kStats, {});
+  if (!rows.ok()) return rows.error();
+  if (rows->size() != 1) return xet::IoError("postgres: the counters are missing");
+  const auto u = [&](int col) { return static_cast<uint64_t>(rows->Int8(0, col)); };
+  return IndexStats{.xorbs = u(0),
+                    .files = u(1),
+                    .chunks = u(2),
+                    .stored_bytes = u(3),
+                    .shards = u(4),
+                    .unpacked_bytes = u(5),
+                    .file_bytes = u(6)};
+}
+
+xet::Status PostgresIndex::ShareFiles(std::span<const FileHash> hashes, std::string_view scope) {
+  if (hashes.size() > kMaxSharedFiles) return xet::Malformed("too many files shared at once");
+  if (hashes.empty()) return xet::Ok{};
+  int64_t asked = 0;
+  int64_t found = 0;
+  WriteRequest req{&kShareFiles, {}, [&](const pg::Rows& rows) {
+                     if (rows.size() != 1) return;
+                     asked = rows.Int8(0, 0);
+                     found = rows.Int8(0, 1);
+                   }};
+  req.params.HashArray(hashes).Text(scope);
+  if (auto st = writes_->Submit(req); !st.ok()) return st;
+  if (found != asked || asked == 0) return xet::NotFound("a file shared is not in the index");
+  return xet::Ok{};
+}
+
+}  // namespace cairn::index
