@@ -11,8 +11,6 @@
 #include <boost/beast/ssl/ssl_stream.hpp>
 #include <boost/json/serialize.hpp>
 #include <boost/json/value.hpp>
-#include <boost/url/parse.hpp>
-#include <boost/url/url_view.hpp>
 #include <cerrno>
 #include <cstring>
 #include <deque>
@@ -30,6 +28,8 @@
 #include "common/hex.h"
 #include "common/posix_io.h"
 #include "common/printable.h"
+#include "http/admit.h"
+#include "http/response_writer.h"
 #include "http/tls.h"
 
 namespace cairn::http {
@@ -43,12 +43,8 @@ using tcp = asio::ip::tcp;
 using TlsStream = beast::ssl_stream<beast::tcp_stream>;
 using Clock = std::chrono::steady_clock;
 
-constexpr size_t kStreamPiece = 64 << 10;       // bytes per BodySink::OnData
-constexpr size_t kBodyReadSize = 256 << 10;     // bytes per read of a buffered body, at most
-constexpr uint64_t kSendfileTurn = 8ull << 20;  // bytes sent before yielding the strand
-// A SourceSegment is read in blocks this large, this many ahead of the socket (memory per connection).
-constexpr uint64_t kSourceBlockBytes = 4ull << 20;
-constexpr size_t kSourceBlocksAhead = 2;
+constexpr size_t kStreamPiece = 64 << 10;    // bytes per BodySink::OnData
+constexpr size_t kBodyReadSize = 256 << 10;  // bytes per read of a buffered body, at most
 
 // asio::async_write's default completion condition hands the socket at most 64 KiB per write_some, so a 4 MiB
 // block cost 64 trips through the reactor (and the stream's timer): a third of loopback's rate. Each
@@ -74,68 +70,6 @@ bool ValidRequestId(std::string_view id) {
   }
   return true;
 }
-
-bool IEquals(std::string_view a, std::string_view b) {
-  return beast::iequals(a, b);
-}
-
-// `s` for a log line (common/printable.h), at most 64 bytes of it: a header name.
-std::string LogEscaped(std::string_view s) {
-  return Printable(s, 64);
-}
-
-// Headers only the server writes: a handler's own would duplicate them or contradict the framing.
-bool ServerOwnedHeader(std::string_view name) {
-  for (const std::string_view owned :
-       {"Content-Length", "Transfer-Encoding", "Connection", "Keep-Alive", "Server", "X-Request-Id"})
-    if (IEquals(name, owned)) return true;
-  return false;
-}
-
-// What a request's Transfer-Encoding fields allow (RFC 9112 §6.1, §6.3): 0 to go on, else the status to
-// answer before closing, since where its body ends is then unknown and the bytes after the header must not
-// run as another request (smuggling). The fields make one comma list; the one coding cairn decodes is
-// chunked, alone and last. `chunked`: what the parser framed the body by, which must agree.
-unsigned TransferEncodingStatus(const bhttp::fields& h, unsigned version, bool chunked) {
-  std::vector<std::string_view> codings;
-  bool present = false;
-  for (auto [it, end] = h.equal_range(bhttp::field::transfer_encoding); it != end; ++it) {
-    present = true;
-    std::string_view list(it->value().data(), it->value().size());
-    while (!list.empty()) {
-      const size_t comma = std::min(list.find(','), list.size());
-      std::string_view coding = list.substr(0, comma);
-      list.remove_prefix(std::min(comma + 1, list.size()));
-      while (!coding.empty() && (coding.front() == ' ' || coding.front() == '\t')) coding.remove_prefix(1);
-      while (!coding.empty() && (coding.back() == ' ' || coding.back() == '\t')) coding.remove_suffix(1);
-      if (!coding.empty()) codings.push_back(coding);  // empty list elements are ignored (RFC 9110 §5.6.1)
-    }
-  }
-  if (!present) return 0;
-  if (version < 11) return 400;  // HTTP/1.0 has no transfer codings
-  if (codings.empty() || !IEquals(codings.back(), "chunked") || !chunked) return 400;
-  codings.pop_back();
-  for (const auto coding : codings)
-    if (IEquals(coding, "chunked")) return 400;  // chunked twice
-  return codings.empty() ? 0 : 501;              // gzip, chunked: a coding cairn does not decode
-}
-
-// A file's bytes for a connection that cannot sendfile(2) them (TLS encrypts in user space): read in blocks
-// on the worker pool, as a store's blobs are.
-class FileSource final : public ByteSource {
- public:
-  explicit FileSource(std::shared_ptr<const File> file) : file_(std::move(file)) {}
-  Status ReadAt(uint64_t offset, std::span<uint8_t> out) const override {
-    const int err = PreadFull(file_->fd(), offset, out);
-    if (err == kShortFile) return InternalError("reading a file: shorter than promised");
-    if (err != 0)
-      return InternalError("reading a file: " + std::error_code(err, std::generic_category()).message());
-    return Ok{};
-  }
-
- private:
-  std::shared_ptr<const File> file_;
-};
 
 }  // namespace
 
@@ -221,7 +155,9 @@ struct Server::Impl {
 
 // One connection. Every member is touched only on the connection's strand, except the atomics and the
 // thread-safe Connection entry points (which post to the strand).
-class Session : public detail::Connection, public std::enable_shared_from_this<Session> {
+class Session : public detail::Connection,
+                public ResponseWriter::Port,
+                public std::enable_shared_from_this<Session> {
  public:
   // `counted`: the connection holds a unit of srv.per_client for `peer`; `via_proxy`: `peer` is a trusted
   // proxy, whose requests name their client in X-Forwarded-For.
@@ -229,13 +165,13 @@ class Session : public detail::Connection, public std::enable_shared_from_this<S
   Session(Server::Impl& srv, tcp::socket socket, uint64_t id, asio::ip::address peer, bool counted,
           bool via_proxy, std::shared_ptr<ssl::context> tls)
       : srv_(srv),
-        send_timer_(socket.get_executor()),
         body_timer_(socket.get_executor()),
         id_(id),
         peer_(std::move(peer)),
         counted_(counted),
         via_proxy_(via_proxy),
-        tls_context_(std::move(tls)) {
+        tls_context_(std::move(tls)),
+        writer_(*this, tls_context_ != nullptr, socket.get_executor(), srv_.opts.write_timeout) {
     if (tls_context_)
       tls_.emplace(std::move(socket), *tls_context_);
     else
@@ -273,7 +209,7 @@ class Session : public detail::Connection, public std::enable_shared_from_this<S
         [this, gen, status, h = std::move(headers)]() mutable { DoStartChunked(gen, status, std::move(h)); });
   }
   void SendChunk(uint64_t gen, std::string data) override {
-    pending_ += data.size();
+    writer_.Reserve(data.size());
     Dispatch([this, gen, d = std::move(data)]() mutable { DoSendChunk(gen, std::move(d)); });
   }
   void EndChunked(uint64_t gen) override {
@@ -284,7 +220,7 @@ class Session : public detail::Connection, public std::enable_shared_from_this<S
   }
   WorkQueue& workers() override { return *srv_.workers; }
   bool open() const override { return open_.load(); }
-  uint64_t pending_bytes() const override { return pending_.load(); }
+  uint64_t pending_bytes() const override { return writer_.pending(); }
 
  private:
   enum class State { kIdle, kReadingHeader, kActive, kClosed };
@@ -360,92 +296,41 @@ class Session : public detail::Connection, public std::enable_shared_from_this<S
     auto& h = header_parser_->get();
     BeginRequest(&h);
     body_done_ = header_parser_->is_done();
-    if (const unsigned te = TransferEncodingStatus(h, h.version(), header_parser_->chunked()); te != 0) {
+    Arrival arrival{peer_, via_proxy_, peer_remote_, request_id_, std::nullopt, header_parser_->chunked()};
+    if (auto len = header_parser_->content_length()) arrival.content_length = *len;
+    Admitted a = AdmitRequest(
+        AdmitContext{&srv_.router, srv_.auth.get(), &srv_.forwarded, &srv_.opts.trusted_proxies}, h, arrival);
+    client_ = std::move(a.client);
+    remote_ = std::move(a.remote);
+    path_ = std::move(a.path);
+    if (a.per_client_refused) srv_.rejected.Inc({"per_client"});
+    if (a.route != nullptr) {
+      route_ = a.route;
+      route_name_ = route_->options.name;
+    }
+    ticket_ = std::move(a.ticket);
+    if (ticket_) {
+      // Preempted (a slow body, or a tenant over its share, while the gate is full): end the body as its
+      // rate timeout would, with 408.
+      ticket_->OnPreempt([weak = weak_from_this(), gen = gen_] {
+        auto self = weak.lock();
+        if (!self) return;
+        self->Dispatch([raw = self.get(), gen] {
+          if (raw->gen_ != gen || raw->body_done_ || raw->state_ == State::kClosed) return;
+          raw->body_timed_out_ = true;
+          beast::error_code ignored;
+          raw->tcp().socket().cancel(ignored);
+        });
+      });
+    }
+    if (a.close) {
       body_done_ = false;  // its end is unknown: what follows is discarded, never read as a request
       keep_alive_ = false;
-      return EarlyError({te, te == 501 ? "transfer coding not implemented (cairn decodes chunked only)"
-                                       : "malformed Transfer-Encoding"});
     }
-
-    Request req;
-    req.method = h.method();
-    req.target = std::string(h.target());
-    req.request_id = request_id_;
-    auto url = boost::urls::parse_origin_form(h.target());
-    if (!url) return EarlyError(BadRequest("malformed request target"));
-    req.path = url->path();
-    path_ = req.path;
-    if (via_proxy_) {
-      // The client behind the proxy: what the request is logged and limited as.
-      const auto xff = h["X-Forwarded-For"];
-      client_ = ClientAddress(peer_, std::string_view(xff.data(), xff.size()), srv_.opts.trusted_proxies);
-      remote_ = client_ + " via=" + peer_remote_;
-      if (!srv_.forwarded.TryAcquire(client_)) {
-        client_.clear();
-        srv_.rejected.Inc({"per_client"});
-        Response busy = Response::ErrorJson(429, "too many requests in flight from this address (" +
-                                                     std::to_string(srv_.forwarded.cap()) + ")");
-        busy.Header("Retry-After", "1");
-        return EarlyResponse(std::move(busy));
-      }
-    }
-    req.remote = via_proxy_ ? client_ : remote_;
-    std::vector<std::string> segments;
-    for (auto seg : url->segments()) segments.push_back(seg);
-    for (auto p : url->params()) req.query.emplace_back(p.key, p.value);
-    req.headers = static_cast<const bhttp::fields&>(h);
-
-    auto match = srv_.router.Find(req.method, segments);
-    if (match.route == nullptr) {
-      Response r =
-          Response::ErrorJson(match.status, match.status == 405 ? "method not allowed" : "not found");
-      if (!match.allow.empty()) r.Header("Allow", match.allow);
-      return EarlyResponse(std::move(r));
-    }
-    route_ = match.route;
-    route_name_ = route_->options.name;
-    req.route = route_name_;
-    req.params = std::move(match.params);
-
-    size_t header_bytes = h.target().size() + 16;
-    for (const auto& f : h) header_bytes += f.name_string().size() + f.value().size() + 4;
-    if (header_bytes > route_->options.max_header) return EarlyError({431, "request header too large"});
-
-    if (route_->options.auth != Permission::kNone) {
-      if (srv_.auth == nullptr) return EarlyError(InternalError("authentication is not configured"));
-      auto who = srv_.auth->Authenticate(req.Header("Authorization"), route_->options.auth);
-      if (!who) return EarlyError(who.error());
-      req.principal = std::move(*who);
-    }
-    if (route_->options.admission) {
-      const std::string tenant = route_->options.tenant ? route_->options.tenant(req) : std::string();
-      ticket_ = route_->options.admission->TryEnter(tenant);
-      req.admission = ticket_;
-      if (ticket_) {
-        // Preempted (a slow body, or a tenant over its share, while the gate is full): end the body as its
-        // rate timeout would, with 408.
-        ticket_->OnPreempt([weak = weak_from_this(), gen = gen_] {
-          auto self = weak.lock();
-          if (!self) return;
-          self->Dispatch([raw = self.get(), gen] {
-            if (raw->gen_ != gen || raw->body_done_ || raw->state_ == State::kClosed) return;
-            raw->body_timed_out_ = true;
-            beast::error_code ignored;
-            raw->tcp().socket().cancel(ignored);
-          });
-        });
-      }
-      if (!req.admission) {
-        Response busy = Response::ErrorJson(503, "too many " + route_name_ + " requests in flight (" +
-                                                     std::to_string(route_->options.admission->limit()) +
-                                                     "); retry shortly");
-        return EarlyResponse(std::move(busy));
-      }
-    }
-    const uint64_t limit = route_->options.max_body;
-    if (auto len = header_parser_->content_length(); len && *len > limit)
-      return EarlyError({413, "request body larger than " + std::to_string(limit) + " bytes"});
-    const bool expect_continue = IEquals(h[bhttp::field::expect], "100-continue");
+    if (a.refusal) return EarlyResponse(std::move(*a.refusal));
+    Request req = std::move(a.request);
+    const uint64_t limit = a.body_limit;
+    const bool expect_continue = a.expect_continue;
 
     if (route_->streamed()) {
       stream_parser_.emplace(std::move(*header_parser_));
@@ -487,7 +372,7 @@ class Session : public detail::Connection, public std::enable_shared_from_this<S
     state_ = State::kActive;
     in_request_ = true;
     start_ = Clock::now();
-    bytes_in_ = bytes_out_ = 0;
+    bytes_in_ = 0;
     status_ = 0;
     error_.clear();
     route_ = nullptr;
@@ -495,9 +380,6 @@ class Session : public detail::Connection, public std::enable_shared_from_this<S
     path_.clear();
     body_done_ = false;
     responding_ = false;
-    chunked_ = false;
-    head_ = h != nullptr && h->method() == bhttp::verb::head;
-    out_complete_ = false;
     keep_alive_ = false;
     request_id_.clear();
     method_ = "-";
@@ -509,6 +391,7 @@ class Session : public detail::Connection, public std::enable_shared_from_this<S
         request_id_ = std::string(incoming);
     }
     if (request_id_.empty()) request_id_ = NewRequestId();
+    writer_.Begin(h != nullptr && h->method() == bhttp::verb::head, request_id_);
   }
 
   void MaybeContinue(bool expect_continue, std::function<void()> next) {
@@ -687,32 +570,13 @@ class Session : public detail::Connection, public std::enable_shared_from_this<S
     DoSendResponse(gen_, std::move(r));
   }
 
-  // The answer's header: the handler's `headers` as SendableHeaders leaves them (one value a name, no CR, LF
-  // or NUL anywhere) but those the server writes itself. Each name refused (`refused`: by Response::Header)
-  // is logged once, without its value.
+  // The answer's header (ResponseWriter::Header): from now on the request is being answered.
   bhttp::response<bhttp::empty_body> HeaderFor(unsigned status, HeaderList headers,
                                                std::vector<std::string> refused) {
     responding_ = true;
     status_ = status;
     if (!body_done_ || draining_) keep_alive_ = false;
-    bhttp::response<bhttp::empty_body> res{static_cast<bhttp::status>(status), 11};
-    for (auto& [name, value] : SendableHeaders(std::move(headers), refused))
-      if (!ServerOwnedHeader(name)) res.insert(name, value);
-    std::sort(refused.begin(), refused.end());
-    refused.erase(std::unique(refused.begin(), refused.end()), refused.end());
-    for (const auto& name : refused)
-      spdlog::warn(
-          "request {}: response header \"{}\" refused (not a token, or a control character in its value)",
-          request_id_, LogEscaped(name));
-    res.set(bhttp::field::server, "cairn");
-    res.set("X-Request-Id", request_id_);
-    res.keep_alive(keep_alive_);
-    return res;
-  }
-
-  void Queue(std::string s) {
-    if (s.empty()) return;
-    out_.emplace_back(std::move(s));
+    return writer_.Header(status, std::move(headers), std::move(refused), keep_alive_);
   }
 
   void DoSendResponse(uint64_t gen, Response r) {
@@ -720,232 +584,37 @@ class Session : public detail::Connection, public std::enable_shared_from_this<S
     auto res = HeaderFor(r.status, std::move(r.headers), std::move(r.refused_headers));
     error_ = std::move(r.error);
     const uint64_t length = r.ContentLength();
-    res.set(bhttp::field::content_length, std::to_string(length));
-    std::ostringstream head;
-    head << res.base();
-    pending_ += head.str().size() + (head_ ? 0 : length);
-    Queue(head.str());
-    if (head_) r.body.clear();  // HEAD: the GET answer's header, Content-Length included, without its body
-    for (auto& part : r.body) {
-      if (auto* s = std::get_if<std::string>(&part)) {
-        Queue(std::move(*s));
-      } else {
-        if (auto* f = std::get_if<FileSegment>(&part); f != nullptr && tls_)
-          part = SourceSegment{std::make_shared<FileSource>(f->file), f->offset, f->length, nullptr};
-        const uint64_t n = std::holds_alternative<FileSegment>(part) ? std::get<FileSegment>(part).length
-                                                                     : std::get<SourceSegment>(part).length;
-        if (n > 0) out_.push_back(std::move(part));
-      }
-    }
-    out_complete_ = true;
-    StartWrite();
+    writer_.Send(std::move(res), std::move(r.body), length);
   }
 
   void DoStartChunked(uint64_t gen, unsigned status, HeaderList headers) {
     if (gen != gen_ || state_ == State::kClosed || responding_ || !in_request_) return;
-    auto res = HeaderFor(status, std::move(headers), {});
-    res.chunked(true);
-    chunked_ = true;
-    std::ostringstream head;
-    head << res.base();
-    pending_ += head.str().size();
-    Queue(head.str());
-    StartWrite();
+    writer_.StartChunked(HeaderFor(status, std::move(headers), {}));
   }
 
   void DoSendChunk(uint64_t gen, std::string data) {
-    if (gen != gen_ || state_ == State::kClosed || !chunked_ || out_complete_ || head_) {
-      pending_ -= data.size();
+    if (gen != gen_) {
+      writer_.Unreserve(data.size());
       return;
     }
-    const std::string size_line = HexNumber(data.size()) + "\r\n";
-    pending_ += size_line.size() + 2;
-    Queue(size_line);
-    Queue(std::move(data));
-    Queue("\r\n");
-    StartWrite();
+    writer_.Chunk(std::move(data));
   }
 
   void DoEndChunked(uint64_t gen) {
-    if (gen != gen_ || state_ == State::kClosed || !chunked_ || out_complete_) return;
-    if (!head_) {
-      pending_ += 5;
-      Queue("0\r\n\r\n");
-    }
-    out_complete_ = true;
-    StartWrite();
+    if (gen != gen_) return;
+    writer_.EndChunked();
   }
 
-  void StartWrite() {
-    if (writing_ || state_ == State::kClosed) return;
-    if (out_.empty()) {
-      if (out_complete_) FinishExchange();
-      return;
-    }
-    writing_ = true;
-    if (std::holds_alternative<FileSegment>(out_.front())) return SendFile(0);
-    if (std::holds_alternative<SourceSegment>(out_.front())) return SendSource();
-    std::vector<asio::const_buffer> bufs;
-    while (!out_.empty() && std::holds_alternative<std::string>(out_.front()) && bufs.size() < 64) {
-      inflight_.push_back(std::move(std::get<std::string>(out_.front())));
-      out_.pop_front();
-    }
-    for (const auto& s : inflight_) bufs.emplace_back(asio::buffer(s));
+  // ResponseWriter::Port
+  void Write(const std::vector<asio::const_buffer>& bufs,
+             std::function<void(beast::error_code, size_t)> done) override {
     tcp().expires_after(srv_.opts.write_timeout);
-    Io([this, &bufs](auto& s) {
-      asio::async_write(s, bufs, WriteAll, [self = shared_from_this()](beast::error_code ec, size_t n) {
-        self->writing_ = false;
-        self->inflight_.clear();
-        self->pending_ -= n;
-        self->bytes_out_ += n;
-        if (ec) return self->Close();
-        self->StartWrite();
-      });
-    });
-  }
-
-  // Sends the FileSegment at the front of the queue with sendfile(2), waiting for writability as needed.
-  // Plain TCP only (a TLS connection's file segments became SourceSegments).
-  void SendFile(uint64_t sent_this_turn) {
-    auto& seg = std::get<FileSegment>(out_.front());
-    const int sock = tcp().socket().native_handle();
-    while (seg.length > 0) {
-      if (sent_this_turn >= kSendfileTurn) {  // let other connections on this thread run
-        asio::post(tcp().get_executor(), [self = shared_from_this()] { self->SendFile(0); });
-        return;
-      }
-      auto off = static_cast<off_t>(seg.offset);
-      const ssize_t n = ::sendfile(sock, seg.file->fd(), &off, std::min<uint64_t>(seg.length, 1u << 30));
-      if (n > 0) {
-        const auto sent = static_cast<uint64_t>(n);
-        seg.offset += sent;
-        seg.length -= sent;
-        pending_ -= sent;
-        bytes_out_ += sent;
-        sent_this_turn += sent;
-        continue;
-      }
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-        send_timer_.expires_after(srv_.opts.write_timeout);
-        send_timer_.async_wait([self = shared_from_this()](beast::error_code ec) {
-          if (!ec) self->Close();  // no progress within write_timeout
-        });
-        tcp().socket().async_wait(tcp::socket::wait_write, [self = shared_from_this()](beast::error_code ec) {
-          self->send_timer_.cancel();
-          if (ec || self->state_ == State::kClosed) return self->Close();
-          self->SendFile(0);
-        });
-        return;
-      }
-      // n == 0: the file is shorter than promised; errors: the peer is gone. The response cannot be
-      // completed.
-      spdlog::warn("request {}: sendfile failed ({}); closing", request_id_,
-                   n == 0 ? "short file" : std::error_code(errno, std::generic_category()).message());
-      return Close();
-    }
-    out_.pop_front();
-    writing_ = false;
-    StartWrite();
-  }
-
-  // One block of a SourceSegment, read on the worker pool.
-  struct SourceBlock {
-    std::unique_ptr<uint8_t[]> data;  // or, from a stream that lends its bytes, `lent`
-    LentBytes lent;
-    size_t size = 0;
-    bool done = false;  // the read finished (set on the strand)
-    Status status = Ok{};
-  };
-
-  // Sends the SourceSegment at the front of the queue: the next blocks are read on the worker pool while the
-  // one before them is written, at most kSourceBlocksAhead blocks in memory per connection.
-  void SendSource() {
-    if (state_ == State::kClosed) return;
-    auto& seg = std::get<SourceSegment>(out_.front());
-    while (source_blocks_.size() < kSourceBlocksAhead && seg.length > 0 && RequestBlock(seg)) {
-    }
-    if (source_blocks_.empty()) {
-      out_.pop_front();
-      source_blocks_only_ = false;
-      writing_ = false;
-      return StartWrite();
-    }
-    std::shared_ptr<SourceBlock> block = source_blocks_.front();
-    if (!block->done) {
-      source_waiting_ = true;  // the read's completion resumes here
-      return;
-    }
-    if (!block->status) {
-      // The header is sent: the response can only be cut short. The client sees a short body and retries.
-      spdlog::warn("request {}: reading the response body failed ({}); closing", request_id_,
-                   block->status.error().message);
-      return Close();
-    }
-    source_blocks_.pop_front();
-    if (seg.length > 0) RequestBlock(seg);
-    tcp().expires_after(srv_.opts.write_timeout);
-    auto done = [self = shared_from_this(), block](beast::error_code ec, size_t n) {
-      self->pending_ -= n;
-      self->bytes_out_ += n;
-      if (ec) return self->Close();
-      self->SendSource();
-    };
-    std::vector<asio::const_buffer> bufs;
-    if (block->data) {
-      bufs.emplace_back(block->data.get(), block->size);
-    } else {
-      bufs.reserve(block->lent.pieces.size());
-      for (const auto& p : block->lent.pieces) bufs.emplace_back(p.data(), p.size());
-    }
     Io([&bufs, &done](auto& s) { asio::async_write(s, bufs, WriteAll, std::move(done)); });
   }
-
-  // Asks the worker pool for the segment's next block; false when it cannot yet (a stream is read one block
-  // at a time, in order: its next block is asked for when the read before it completes).
-  bool RequestBlock(SourceSegment& seg) {
-    if (!seg.stream && !source_blocks_only_) {
-      seg.stream = seg.source->Stream(seg.offset, seg.length);
-      source_blocks_only_ = !seg.stream;
-    }
-    if (seg.stream && stream_reading_) return false;
-    auto block = std::make_shared<SourceBlock>();
-    block->size = static_cast<size_t>(std::min<uint64_t>(seg.length, kSourceBlockBytes));
-    if (!seg.stream || !seg.stream->lends())
-      block->data = std::make_unique_for_overwrite<uint8_t[]>(block->size);
-    const uint64_t offset = seg.offset;
-    seg.offset += block->size;
-    seg.length -= block->size;
-    source_blocks_.push_back(block);
-    stream_reading_ = seg.stream != nullptr;
-    const bool queued =
-        srv_.workers->Post([self = shared_from_this(), src = seg.source, stream = seg.stream, offset, block] {
-          Status st = !stream       ? src->ReadAt(offset, {block->data.get(), block->size})
-                      : block->data ? stream->Read({block->data.get(), block->size})
-                                    : stream->Lend(block->size, block->lent);
-          self->Dispatch([self, block, streamed = stream != nullptr, st = std::move(st)]() mutable {
-            block->status = std::move(st);
-            block->done = true;
-            if (streamed) self->stream_reading_ = false;
-            if (self->source_waiting_) {
-              self->source_waiting_ = false;
-              self->SendSource();
-            } else if (streamed && block->status && self->state_ != State::kClosed && !self->out_.empty() &&
-                       std::holds_alternative<SourceSegment>(self->out_.front())) {
-              // The front segment is this stream's until its blocks are sent: read on ahead.
-              auto& front = std::get<SourceSegment>(self->out_.front());
-              if (self->source_blocks_.size() < kSourceBlocksAhead && front.length > 0)
-                self->RequestBlock(front);
-            }
-          });
-        });
-    if (!queued) {
-      block->status = Error{503, "the worker queue is full"};
-      block->done = true;
-      stream_reading_ = false;
-    }
-    return true;
-  }
+  tcp::socket& socket() override { return tcp().socket(); }
+  std::shared_ptr<void> Hold() override { return shared_from_this(); }
+  void Fail() override { Close(); }
+  void Complete() override { FinishExchange(); }
 
   // The response is fully written.
   void FinishExchange() {
@@ -991,11 +660,11 @@ class Session : public detail::Connection, public std::enable_shared_from_this<S
     srv_.requests.Inc({route_name_, method_, status});
     srv_.latency.Observe({route_name_}, seconds);
     srv_.bytes_in.Inc({route_name_}, static_cast<double>(bytes_in_));
-    srv_.bytes_out.Inc({route_name_}, static_cast<double>(bytes_out_));
+    srv_.bytes_out.Inc({route_name_}, static_cast<double>(writer_.bytes_out()));
     // Why a request failed is in the log beside it: a 503 names what was unavailable.
     spdlog::info("request id={} remote={} method={} path={} status={} in={} out={} ms={:.3f}{}{}",
-                 request_id_, remote_, method_, Printable(path_, 4096), status, bytes_in_, bytes_out_,
-                 seconds * 1000, error_.empty() ? "" : " error=",
+                 request_id_, remote_, method_, Printable(path_, 4096), status, bytes_in_,
+                 writer_.bytes_out(), seconds * 1000, error_.empty() ? "" : " error=",
                  error_.empty() ? "" : boost::json::serialize(boost::json::value(error_)));
   }
 
@@ -1009,16 +678,14 @@ class Session : public detail::Connection, public std::enable_shared_from_this<S
     beast::error_code ec;
     tcp().socket().shutdown(tcp::socket::shutdown_both, ec);
     tcp().close();
-    send_timer_.cancel();
+    writer_.Abort();
     body_timer_.cancel();
     exchange_.reset();
     sink_.reset();
-    out_.clear();
     ticket_.reset();
   }
 
   Server::Impl& srv_;
-  asio::steady_timer send_timer_;
   asio::steady_timer body_timer_;
   uint64_t body_seq_ = 0;
   bool body_timed_out_ = false;
@@ -1045,7 +712,7 @@ class Session : public detail::Connection, public std::enable_shared_from_this<S
   Clock::time_point start_;
   std::string request_id_, method_, path_, route_name_;
   const Route* route_ = nullptr;
-  uint64_t bytes_in_ = 0, bytes_out_ = 0;
+  uint64_t bytes_in_ = 0;
   unsigned status_ = 0;
   std::string error_;  // the answer's error message, logged with the request
   bool keep_alive_ = false;
@@ -1064,19 +731,8 @@ class Session : public detail::Connection, public std::enable_shared_from_this<S
   Clock::time_point linger_until_;
   uint64_t discarded_ = 0;
 
-  // Output.
-  std::deque<BodyPart> out_;
-  std::vector<std::string> inflight_;
-  std::deque<std::shared_ptr<SourceBlock>> source_blocks_;  // requested blocks of the front SourceSegment
-  bool source_blocks_only_ = false;  // the front SourceSegment's source gives no stream: ReadAt per block
-  bool stream_reading_ = false;      // a block of the front SourceSegment's stream is being read
-  bool source_waiting_ = false;      // SendSource waits for the front block's read
-  bool writing_ = false;
-  bool out_complete_ = false;
-  bool chunked_ = false;
-  bool head_ = false;  // a HEAD request: answers carry no body
   std::atomic<bool> open_{true};
-  std::atomic<uint64_t> pending_{0};
+  ResponseWriter writer_;  // declared after tls_context_, which it is made from
 };
 
 // ---- Server::Impl -----------------------------------------------------------------------------------------
