@@ -61,11 +61,6 @@ std::string Err(std::string_view message) {
 }
 // Tokens outlive the transfer URLs (1 h) by far, so the answers' expiries are the service's clock + 1 h
 // exactly (a token's remaining life caps them: HubApi.GoingPrivateOrAwayCutsOffEveryEarlierReadToken).
-std::string Bearer(const std::string& scope, Permission perm) {
-  auto t = http::MintToken(kJwtKey, {scope, perm}, 24h);
-  EXPECT_TRUE(t.ok());
-  return "Bearer " + *t;
-}
 std::string RangeHeader(uint64_t first, uint64_t last) {
   return "bytes=" + std::to_string(first) + "-" + std::to_string(last);
 }
@@ -181,6 +176,9 @@ class CasApi : public testing::ApiServerTest {
 
   std::string Read(const std::string& scope = "org/repo") { return Bearer(scope, Permission::kRead); }
   std::string Write(const std::string& scope = "org/repo") { return Bearer(scope, Permission::kWrite); }
+  std::string Bearer(const std::string& scope, Permission perm) {
+    return "Bearer " + MintToken(scope, perm, 24h);
+  }
 
   // ---- uploads
 
@@ -368,6 +366,22 @@ TEST_F(CasApiOneUpload, UploadsPastTheLimitAre503UntilOneFinishes) {
 
 // A client that goes away mid-body leaves nothing behind: no blob, no temporary file, no index entry, and its
 // upload slot back.
+// The server checks tokens by the clock the services count from: moving it past a token's expiry turns the
+// token away at once, with no sleeping.
+TEST_F(CasApi, TokensExpireWhenTheServersClockPassesThem) {
+  const std::string brief = "Bearer " + MintToken("org/repo", Permission::kWrite, 100s);
+  const auto up = Build({xet::testing::TextLikeBytes(3, 1000)});
+  const auto& x = up.xorbs[0];
+  const std::string target = "/v1/xorbs/default/" + x.hash.hex();
+  EXPECT_EQ(Post(target, Str(x.body), brief).body(), R"({"was_inserted":true})");
+  clock_.Advance(99);
+  EXPECT_EQ(Post(target, Str(x.body), brief).body(), R"({"was_inserted":false})") << "one second left";
+  clock_.Advance(1);
+  auto late = Post(target, Str(x.body), brief);
+  EXPECT_EQ(late.result_int(), 401u);
+  EXPECT_EQ(late.body(), Err("token expired"));
+}
+
 TEST_F(CasApi, XorbUploadCutShortLeavesNothing) {
   const auto up = Build({xet::testing::TextLikeBytes(3, 300000)});
   ASSERT_EQ(up.xorbs.size(), 1u);
@@ -432,7 +446,8 @@ TEST_F(CasApi, XorbUploadErrors) {
   auto garbage = Post(target, Str(x.body), "Bearer not.a.jwt");
   EXPECT_EQ(garbage.result_int(), 401u);
   EXPECT_EQ(garbage.body(), Err("invalid token (malformed or bad signature)"));
-  auto expired_token = http::MintToken(kJwtKey, {"org/repo", Permission::kWrite}, 1h, http::UnixNow() - 7200);
+  auto expired_token =
+      http::MintToken(kJwtKey, {"org/repo", Permission::kWrite}, 1h, clock_.UnixSeconds() - 7200);
   auto expired = Post(target, Str(x.body), "Bearer " + *expired_token);
   EXPECT_EQ(expired.result_int(), 401u);
   EXPECT_EQ(expired.body(), Err("token expired"));
@@ -721,7 +736,8 @@ TEST_F(CasApi, ReconstructionErrors) {
     auto no_token = Get(prefix + hex);
     EXPECT_EQ(no_token.result_int(), 401u);
     EXPECT_EQ(no_token.body(), Err("missing Authorization header"));
-    auto expired = http::MintToken(kJwtKey, {"alice/model", Permission::kRead}, 1h, http::UnixNow() - 7200);
+    auto expired =
+        http::MintToken(kJwtKey, {"alice/model", Permission::kRead}, 1h, clock_.UnixSeconds() - 7200);
     auto expired_res = Get(prefix + hex, "Bearer " + *expired);
     EXPECT_EQ(expired_res.result_int(), 401u);
     EXPECT_EQ(expired_res.body(), Err("token expired"));

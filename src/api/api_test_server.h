@@ -39,7 +39,7 @@ class ApiServerTest : public ::testing::Test {
     ASSERT_NO_FATAL_FAILURE(cas::testing::OpenTestBackend(name, &dir_, &store_, &index_));
     o.host = "127.0.0.1";
     o.port = 0;
-    server_ = std::make_unique<http::Server>(o, std::make_shared<http::Authenticator>(kTestJwtKey));
+    server_ = std::make_unique<http::Server>(o, std::make_shared<http::Authenticator>(kTestJwtKey, &clock_));
     ASSERT_TRUE(server_->Listen().ok());
     port_ = server_->port();
     ASSERT_NE(port_, 0);
@@ -66,7 +66,16 @@ class ApiServerTest : public ::testing::Test {
     std::filesystem::remove_all(dir_);
   }
 
-  // The services' clock (declared first: it outlives them); tests move it.
+  // A token signed with the test key, minted now by the fixture's clock: the one the server checks tokens
+  // with and the services count from.
+  std::string MintToken(const std::string& scope, http::Permission perm,
+                        std::chrono::seconds ttl = std::chrono::hours(1)) const {
+    auto t = http::MintToken(kTestJwtKey, {scope, perm}, ttl, clock_.UnixSeconds());
+    EXPECT_TRUE(t.ok());
+    return t.ok() ? *t : std::string();
+  }
+
+  // The services' and the authenticator's clock (declared first: it outlives them); tests move it.
   TestClock clock_{1'800'000'000};
   uint64_t Now() const { return static_cast<uint64_t>(clock_.UnixSeconds()); }
   std::filesystem::path dir_;

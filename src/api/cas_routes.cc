@@ -51,11 +51,11 @@ std::optional<xet::Hash> HashParam(const http::Request& r, std::string_view name
   return xet::Hash::FromHex(r.Param(name));
 }
 
-// Transfer URLs expire no later than the token that asked for them: what is left of its life (measured by
-// the clock that checked it; the service counts it from its own).
+// Transfer URLs expire no later than the token that asked for them: what is left of its life, measured by
+// the clock that checked it (the service counts it from its own).
 uint64_t RemainingLife(const http::Principal& who) {
   if (who.expires <= 0) return UINT64_MAX;
-  return static_cast<uint64_t>(std::max<int64_t>(who.expires - http::UnixNow(), 1));
+  return static_cast<uint64_t>(std::max<int64_t>(who.expires - who.verified_at, 1));
 }
 
 void Reconstruction(cas::CasService& service, const std::shared_ptr<Exchange>& ex, cas::ApiVersion version) {

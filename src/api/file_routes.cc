@@ -200,10 +200,10 @@ void MintLink(files::FileService& files, const std::shared_ptr<Exchange>& ex, co
   const std::string scope = ex->request().principal->scope;
   // A link lives no longer than the token that asked for it (a one-hour CAS token mints no 30-day link).
   // Past the server's longest link it is refused as asked (the signer says why); within it, cut to the token.
-  const int64_t now = http::UnixNow();
+  const http::Principal& who = *ex->request().principal;
   int64_t ttl = body->ttl_seconds;
   if (ttl > 0 && static_cast<uint64_t>(ttl) <= files.links()->max_ttl_seconds())
-    ttl = std::min(ttl, std::max<int64_t>(ex->request().principal->expires - now, 1));
+    ttl = std::min(ttl, std::max<int64_t>(who.expires - who.verified_at, 1));
   ex->Offload([&files, ex, hash = body->file, ttl, name = body->name, scope, base] {
     if (auto file = files.Find(hash, scope); !file) {  // a link only to what the asker may read
       return ex->Respond(ErrorResponse(file.error()));

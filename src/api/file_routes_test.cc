@@ -26,7 +26,6 @@ namespace bhttp = boost::beast::http;
 using Bytes = std::vector<uint8_t>;
 using Res = bhttp::response<bhttp::string_body>;
 
-const std::string& kJwtKey = testing::kTestJwtKey;
 
 std::string Str(const Bytes& b) {
   return {reinterpret_cast<const char*>(b.data()), b.size()};
@@ -77,9 +76,7 @@ class FileApi : public testing::ApiServerTest {
     return c.Send(std::move(req));
   }
   std::string Token(const std::string& scope = "org/repo") {
-    auto t = http::MintToken(kJwtKey, {scope, http::Permission::kRead}, 1h);
-    EXPECT_TRUE(t.ok());
-    return "Bearer " + *t;
+    return "Bearer " + MintToken(scope, http::Permission::kRead);
   }
   std::map<std::string, std::string> Auth(std::map<std::string, std::string> more = {}) {
     more["Authorization"] = Token();

@@ -635,9 +635,9 @@ void HubRoutes::MintCasToken(const std::shared_ptr<Exchange>& ex, const hub::Cal
     // what the repository committed, and is replaced when the repository goes private.
     const http::Principal who{write ? repo.record.scope : repo.record.read_scope,
                               write ? http::Permission::kWrite : http::Permission::kRead};
-    const int64_t now = http::UnixNow();
     const http::Authenticator* auth = server_.authenticator();
     if (auth == nullptr) return ex->Respond(HubErrorResponse(500, "", "this server signs no tokens"));
+    const int64_t now = auth->now();
     // No longer than the caller's own token lives: a credential mints nothing that outlives it.
     std::chrono::seconds ttl = options_.cas_token_ttl;
     if (caller.expires > 0)

@@ -75,11 +75,13 @@ class HubApi : public testing::ApiServerTest {
       return h;
     }());
     fo.log = [](const std::string&) {};
+    fo.clock = &clock_;
     files_ = std::make_unique<files::FileService>(*service_, *index_, fo);
     hub::HubOptions ho;
     ho.max_inline_bytes = 4096;
+    ho.clock = &clock_;
     hub_ = std::make_unique<hub::HubService>(*index_, *files_, ho);
-    buckets_ = std::make_unique<hub::BucketService>(*index_, *files_);
+    buckets_ = std::make_unique<hub::BucketService>(*index_, *files_, clock_);
     RegisterCasRoutes(*server_, *service_);
     RegisterFileRoutes(*server_, *files_, {.public_url = base_});
     HubRouteOptions hro;
@@ -107,25 +109,22 @@ class HubApi : public testing::ApiServerTest {
     }
     return c.Send(std::move(req));
   }
-  static std::string Token(const std::string& scope, bool write = true) {
-    auto t = http::MintToken(testing::kTestJwtKey,
-                             {scope, write ? http::Permission::kWrite : http::Permission::kRead}, 1h);
-    EXPECT_TRUE(t.ok());
-    return *t;
+  std::string Token(const std::string& scope, bool write = true) const {
+    return MintToken(scope, write ? http::Permission::kWrite : http::Permission::kRead);
   }
   Res Create(const std::string& ns, const std::string& name, const std::string& type = "model",
-             bool is_private = false, const std::string& token = Token("alice")) {
+             bool is_private = false, const std::optional<std::string>& as = std::nullopt) {
     json::object body{{"name", name}, {"organization", ns}, {"type", type}};
     if (is_private) body["visibility"] = "private";
-    return Send(bhttp::verb::post, "/api/repos/create", token, json::serialize(body));
+    return Send(bhttp::verb::post, "/api/repos/create", as ? *as : Token("alice"), json::serialize(body));
   }
   Res Commit(const std::string& repo, const std::string& body, const std::string& rev = "main",
-             const std::string& token = Token("alice")) {
-    return Send(bhttp::verb::post, "/api/models/" + repo + "/commit/" + rev, token, body);
+             const std::optional<std::string>& as = std::nullopt) {
+    return Send(bhttp::verb::post, "/api/models/" + repo + "/commit/" + rev, as ? *as : Token("alice"), body);
   }
   std::string Head(const std::string& repo, const std::string& rev = "main",
-                   const std::string& token = Token("alice")) {
-    auto r = Send(bhttp::verb::get, "/api/models/" + repo + "/revision/" + rev, token);
+                   const std::optional<std::string>& as = std::nullopt) {
+    auto r = Send(bhttp::verb::get, "/api/models/" + repo + "/revision/" + rev, as ? *as : Token("alice"));
     EXPECT_EQ(r.result_int(), 200u) << r.body();
     return std::string(json::parse(r.body()).at("sha").as_string());
   }
@@ -360,12 +359,11 @@ TEST_F(HubApi, LargeFilesAreLinkedOnlyThroughTheirRepositorysUpload) {
   ASSERT_EQ(r.result_int(), 200u) << r.body();
   const auto token = json::parse(r.body());
   EXPECT_EQ(token.at("casUrl").as_string(), base_);
-  EXPECT_NEAR(static_cast<double>(token.at("exp").as_int64()), static_cast<double>(http::UnixNow() + 3600),
-              60);
+  EXPECT_EQ(token.at("exp").as_int64(), clock_.UnixSeconds() + 3600);
   EXPECT_EQ(r["X-Xet-Token-Expiration"], std::to_string(token.at("exp").as_int64()));
   EXPECT_EQ(r["X-Xet-Cas-Url"], base_);
-  http::Authenticator auth(testing::kTestJwtKey);
-  auto who = auth.Verify(std::string(token.at("accessToken").as_string()), http::UnixNow());
+  http::Authenticator auth(testing::kTestJwtKey, &clock_);
+  auto who = auth.Verify(std::string(token.at("accessToken").as_string()), auth.now());
   ASSERT_TRUE(who.ok());
   // A read token's scope is the repository's read scope (what it committed), a write token's its own.
   EXPECT_EQ(who->scope, index_->FindRepo(index::RepoType::kModel, "alice", "m")->read_scope);
@@ -375,7 +373,7 @@ TEST_F(HubApi, LargeFilesAreLinkedOnlyThroughTheirRepositorysUpload) {
             403u);
   r = Send(bhttp::verb::get, "/api/models/alice/m/xet-write-token/main", Token("alice"));
   ASSERT_EQ(r.result_int(), 200u);
-  who = auth.Verify(std::string(json::parse(r.body()).at("accessToken").as_string()), http::UnixNow());
+  who = auth.Verify(std::string(json::parse(r.body()).at("accessToken").as_string()), auth.now());
   ASSERT_TRUE(who.ok());
   EXPECT_EQ(who->perm, http::Permission::kWrite);
   EXPECT_EQ(who->scope, index_->FindRepo(index::RepoType::kModel, "alice", "m")->scope);
@@ -612,8 +610,8 @@ TEST_F(HubApi, BucketsAddFilesUploadedForThemOnly) {
     }
     return json::serialize(o) + "\n";
   };
-  const auto batch = [&](const std::string& body, const std::string& token = Token("alice")) {
-    return Send(bhttp::verb::post, "/api/buckets/alice/b/batch", token, body);
+  const auto batch = [&](const std::string& body, const std::optional<std::string>& as = std::nullopt) {
+    return Send(bhttp::verb::post, "/api/buckets/alice/b/batch", as ? *as : Token("alice"), body);
   };
   r = batch(line("addFile", "dir/f.bin", hash) + line("addFile", "empty", std::string(64, '0')) +
             line("addFile", "x", elsewhere) + line("addFile", "../up", hash) + line("deleteFile", "missing"));
@@ -691,8 +689,8 @@ TEST_F(HubApi, BucketsAddFilesUploadedForThemOnly) {
   }
   r = Send(bhttp::verb::get, "/api/buckets/alice/b/xet-write-token", Token("alice"));
   ASSERT_EQ(r.result_int(), 200u);
-  http::Authenticator auth(testing::kTestJwtKey);
-  auto who = auth.Verify(std::string(json::parse(r.body()).at("accessToken").as_string()), http::UnixNow());
+  http::Authenticator auth(testing::kTestJwtKey, &clock_);
+  auto who = auth.Verify(std::string(json::parse(r.body()).at("accessToken").as_string()), auth.now());
   ASSERT_TRUE(who.ok());
   EXPECT_EQ(who->scope, bucket->scope);
   EXPECT_EQ(
@@ -741,7 +739,7 @@ TEST_F(HubApi, GoingPrivateOrAwayCutsOffEveryEarlierReadToken) {
                    R"({"file_hash":")" + a_hash + R"(","ttl_seconds":2592000})");
   ASSERT_EQ(link.result_int(), 201u) << link.body();
   const auto expires = json::parse(link.body()).at("expires").to_number<int64_t>();
-  EXPECT_LE(expires, http::UnixNow() + 3600 + 5);
+  EXPECT_EQ(expires, clock_.UnixSeconds() + 3600) << "the token's hour, to the second";
   const std::string link_url = std::string(json::parse(link.body()).at("url").as_string());
   ASSERT_EQ(Send(bhttp::verb::get, link_url.substr(base_.size())).result_int(), 200u);
 
@@ -774,17 +772,17 @@ TEST_F(HubApi, GoingPrivateOrAwayCutsOffEveryEarlierReadToken) {
   EXPECT_EQ(list(owner), 2u);
   EXPECT_EQ(Send(bhttp::verb::get, "/v1/files/" + b_hash, owner).result_int(), 200u);
   // A token of the caller's own that expires sooner bounds the CAS token it gets.
-  auto short_lived = http::MintToken(testing::kTestJwtKey, {"alice", http::Permission::kRead}, 60s);
-  auto r = Send(bhttp::verb::get, "/api/models/alice/m/xet-read-token/main", *short_lived);
+  const std::string short_lived = MintToken("alice", http::Permission::kRead, 60s);
+  auto r = Send(bhttp::verb::get, "/api/models/alice/m/xet-read-token/main", short_lived);
   ASSERT_EQ(r.result_int(), 200u);
-  EXPECT_LE(json::parse(r.body()).at("exp").to_number<int64_t>(), http::UnixNow() + 61);
+  EXPECT_EQ(json::parse(r.body()).at("exp").to_number<int64_t>(), clock_.UnixSeconds() + 60);
   // And so are the transfer URLs a reconstruction with that CAS token hands out.
   const std::string brief(json::parse(r.body()).at("accessToken").as_string());
   r = Send(bhttp::verb::get, "/v1/reconstructions/" + b_hash, brief);
   ASSERT_EQ(r.result_int(), 200u) << r.body();
   const size_t x = r.body().find("x=");
   ASSERT_NE(x, std::string::npos) << r.body();
-  EXPECT_LE(std::stoll(r.body().substr(x + 2, 12)), static_cast<int64_t>(Now()) + 61);
+  EXPECT_EQ(std::stoll(r.body().substr(x + 2, 12)), static_cast<int64_t>(Now()) + 60);
 
   // Deleted: the tokens of both its scopes read nothing.
   r = Send(bhttp::verb::get, "/api/models/alice/m/xet-write-token/main", Token("alice"));

@@ -32,11 +32,7 @@ class ClientTest : public api::testing::ApiServerTest {
     fs::create_directories(files_);
   }
 
-  std::string Token(http::Permission p) {
-    auto t = http::MintToken(api::testing::kTestJwtKey, {"org/repo", p}, std::chrono::hours(1));
-    EXPECT_TRUE(t.ok());
-    return *t;
-  }
+  std::string Token(http::Permission p) { return MintToken("org/repo", p); }
   std::string Write(const std::string& name, const Bytes& b) {
     const fs::path p = files_ / name;
     std::ofstream(p, std::ios::binary)

@@ -82,7 +82,8 @@ int64_t UnixNow() {
   return Clock::System().UnixSeconds();
 }
 
-Authenticator::Authenticator(TokenKeys keys) : keys_(std::make_shared<const TokenKeys>(std::move(keys))) {}
+Authenticator::Authenticator(TokenKeys keys, const Clock* clock)
+    : clock_(clock), keys_(std::make_shared<const TokenKeys>(std::move(keys))) {}
 
 void Authenticator::SetKeys(TokenKeys keys) {
   auto next = std::make_shared<const TokenKeys>(std::move(keys));
@@ -107,7 +108,7 @@ Result<std::string> Authenticator::Mint(const Principal& who, std::chrono::secon
 }
 
 Result<Principal> Authenticator::Authenticate(std::string_view authorization, Permission required) const {
-  return Authenticate(authorization, required, UnixNow());
+  return Authenticate(authorization, required, now());
 }
 
 Result<Principal> Authenticator::Authenticate(std::string_view authorization, Permission required,
@@ -151,6 +152,7 @@ Result<Principal> Authenticator::Verify(std::string_view token, int64_t now) con
   }
   if (now >= known->expires) return Unauthorized("token expired");
   known->who.expires = known->expires;
+  known->who.verified_at = now;
   if (now < known->not_before) return Unauthorized("token not yet valid (nbf)");
   return std::move(known->who);
 }

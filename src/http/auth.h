@@ -26,6 +26,7 @@
 #include <string_view>
 #include <unordered_map>
 
+#include "common/clock.h"
 #include "common/key_set.h"
 #include "http/result.h"
 
@@ -47,9 +48,13 @@ struct Principal {
   // download link, transfer URLs — expires no later: no credential outlives the one that minted it. Zero
   // for a principal that came from no token (Mint ignores it).
   int64_t expires = 0;
+  // When the token was checked, by the checking authenticator's clock (unix seconds): `expires - verified_at`
+  // is what is left of its life, measured by one clock. Zero for a principal that came from no token.
+  int64_t verified_at = 0;
 };
 
-// Seconds since the Unix epoch, now: Clock::System() (tokens are checked against the real clock).
+// Seconds since the Unix epoch, now, by the real clock (Clock::System()): for the command line. The server
+// reads the time through its Authenticator's clock.
 int64_t UnixNow();
 
 // Token keys: the HMAC key material is the secret's text (cairn's are 64 hex characters).
@@ -57,9 +62,14 @@ using TokenKeys = KeySet<std::string>;
 
 class Authenticator {
  public:
-  explicit Authenticator(TokenKeys keys);
+  // `clock`: what tokens' times are checked against and minted from (outlives the authenticator).
+  explicit Authenticator(TokenKeys keys, const Clock* clock = &Clock::System());
   // One legacy key (any bytes).
-  explicit Authenticator(std::string key) : Authenticator(TokenKeys::Single(std::move(key))) {}
+  explicit Authenticator(std::string key, const Clock* clock = &Clock::System())
+      : Authenticator(TokenKeys::Single(std::move(key)), clock) {}
+
+  // Now, by this authenticator's clock (unix seconds): what a token minted now is stamped with.
+  int64_t now() const { return clock_->UnixSeconds(); }
 
   // Replaces the keys; tokens verified before are checked again with the new ones.
   void SetKeys(TokenKeys keys);
@@ -68,7 +78,8 @@ class Authenticator {
   // Mints a token for `who` with the current key (see MintToken).
   Result<std::string> Mint(const Principal& who, std::chrono::seconds ttl, int64_t now) const;
 
-  // Checks an Authorization header value ("Bearer <jwt>") and that the token grants `required`.
+  // Checks an Authorization header value ("Bearer <jwt>") and that the token grants `required`, at now()
+  // (or at `now`).
   // Errors: 401 for a missing/malformed header or an invalid, expired, not-yet-valid or wrongly signed token;
   // 403 when the token is valid but grants less than `required`.
   Result<Principal> Authenticate(std::string_view authorization, Permission required) const;
@@ -88,6 +99,7 @@ class Authenticator {
   };
   static Result<Verified> Decode(const TokenKeys& keys, const std::string& token);
 
+  const Clock* const clock_;
   mutable std::mutex mu_;
   std::shared_ptr<const TokenKeys> keys_;  // guarded by mu_, like the two below
   uint64_t generation_ = 0;                // bumped by SetKeys: a Decode begun before must not be remembered

@@ -32,6 +32,29 @@ TEST(Auth, MintedTokensVerify) {
   EXPECT_TRUE(auth.Authenticate("Bearer " + *write, Permission::kRead).ok());  // write includes read
 }
 
+// Tokens are checked against the authenticator's clock, remembered ones too: moving a test clock past a
+// token's expiry expires it, with no sleeping; the principal says when it was checked.
+TEST(Auth, TheAuthenticatorsClockDecides) {
+  TestClock clock(1'900'000'000);
+  Authenticator auth(kKey, &clock);
+  EXPECT_EQ(auth.now(), 1'900'000'000);
+  auto token = MintToken(kKey, {"s", Permission::kRead}, std::chrono::hours(1), auth.now());
+  ASSERT_TRUE(token.ok());
+  auto who = auth.Authenticate("Bearer " + *token, Permission::kRead);
+  ASSERT_TRUE(who.ok()) << who.error().message;
+  EXPECT_EQ(who->expires, 1'900'003'600);
+  EXPECT_EQ(who->verified_at, 1'900'000'000);
+  clock.Advance(3599);
+  who = auth.Authenticate("Bearer " + *token, Permission::kRead);
+  ASSERT_TRUE(who.ok());
+  EXPECT_EQ(who->expires - who->verified_at, 1) << "one second of life left, by the same clock";
+  clock.Advance(1);
+  auto late = auth.Authenticate("Bearer " + *token, Permission::kRead);
+  ASSERT_FALSE(late.ok());
+  EXPECT_EQ(late.error().status, 401u);
+  EXPECT_NE(late.error().message.find("expired"), std::string::npos);
+}
+
 TEST(Auth, ReadTokenOnWriteCallIs403) {
   Authenticator auth(kKey);
   auto read = MintToken(kKey, {"s", Permission::kRead}, std::chrono::hours(1));
