@@ -26,7 +26,6 @@ namespace bhttp = boost::beast::http;
 using Bytes = std::vector<uint8_t>;
 using Res = bhttp::response<bhttp::string_body>;
 
-
 std::string Str(const Bytes& b) {
   return {reinterpret_cast<const char*>(b.data()), b.size()};
 }

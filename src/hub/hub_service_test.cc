@@ -3,10 +3,15 @@
 #include "hub/hub_service.h"
 
 #include <gtest/gtest.h>
+#include <openssl/sha.h>
 
 #include "cas/test_backend.h"
+#include "common/hex.h"
 #include "common/worker_pool.h"
 #include "hub/hub_check.h"
+#include "index/faulty_index.h"
+#include "ingest/upload_builder.h"
+#include "xet/test_support.h"
 
 namespace cairn::hub {
 namespace {
@@ -15,16 +20,17 @@ class HubServiceTest : public ::testing::Test {
  protected:
   void SetUp() override {
     ASSERT_NO_FATAL_FAILURE(cas::testing::OpenTestBackend("cairn-hub-service", &dir_, &store_, &index_));
+    faulty_ = std::make_unique<index::testing::FaultyIndex>(*index_);
     cas_ = std::make_unique<cas::CasService>(*index_, *store_, pool_, cas::ServiceOptions{});
-    files_ = std::make_unique<files::FileService>(*cas_, *index_, files::FileServiceOptions{});
-    HubOptions o;
-    o.clock = &clock_;
-    hub_ = std::make_unique<HubService>(*index_, *files_, o);
+    files_ = std::make_unique<files::FileService>(*cas_, *faulty_, files::FileServiceOptions{});
+    options_.clock = &clock_;
+    hub_ = std::make_unique<HubService>(*faulty_, *files_, options_);
   }
   void TearDown() override {
     hub_.reset();
     files_.reset();
     cas_.reset();
+    faulty_.reset();
     index_.reset();
     store_.reset();
     std::filesystem::remove_all(dir_);
@@ -43,6 +49,8 @@ class HubServiceTest : public ::testing::Test {
   WorkerPool pool_{1};
   std::unique_ptr<store::LocalDiskStore> store_;
   std::unique_ptr<index::SqliteIndex> index_;
+  std::unique_ptr<index::testing::FaultyIndex> faulty_;  // what the file and Hub services read through
+  HubOptions options_;
   std::unique_ptr<cas::CasService> cas_;
   std::unique_ptr<files::FileService> files_;
   std::unique_ptr<HubService> hub_;
@@ -289,6 +297,55 @@ TEST_F(HubServiceTest, DataStoredUnderOlderRulesIsServedSafelyAndReported) {
   EXPECT_EQ(report->repos, 2U);
   EXPECT_EQ(report->commits, 2U);
   EXPECT_EQ(Printable("a\r\n\\\xff"), "a\\x0d\\x0a\\x5c\\xff");
+}
+
+// An index failure while committing or reading is reported as one (503 for an unreachable database, 500
+// otherwise), never taken for "not found": a large file whose lookup failed is not committed, and one whose
+// link could not be read is not described as the small file its pointer text would be.
+TEST_F(HubServiceTest, IndexFailuresAreReportedNotTakenForNotFound) {
+  const Repo repo = NewRepo();
+  const auto data = xet::testing::SplitMix64Bytes(5, 70000);
+  auto built = ingest::BuildUpload(std::vector<std::span<const uint8_t>>{data});
+  for (const auto& x : built.xorbs) ASSERT_TRUE(cas_->PutXorb(x.hash, x.body).ok());
+  ASSERT_TRUE(cas_->PutShard(built.shard_bytes, repo.record.scope).ok());
+  uint8_t digest[SHA256_DIGEST_LENGTH];
+  SHA256(data.data(), data.size(), digest);
+  CommitRequest add;
+  add.summary = "large";
+  add.operations = {AddLfs{"big.bin", LfsPointer{HexEncode(digest), data.size()}}};
+  const auto head = hub_->Resolve(repo, "main");
+  ASSERT_TRUE(head.ok());
+  const auto failing = [](std::string_view which, const xet::Error& error) {
+    return [which, error](std::string_view call, std::span<const std::vector<uint8_t>> keys) -> xet::Status {
+      if (call != which) return xet::Ok{};
+      if (call == "GetRepoObjects" && (keys.empty() || keys[0].size() != 32)) return xet::Ok{};  // links only
+      return error;
+    };
+  };
+
+  faulty_->fault = failing("FileBySha256", xet::IoError("injected: disk I/O error"));
+  auto failed = hub_->CreateCommit(alice_, repo, add);
+  ASSERT_FALSE(failed.ok());
+  EXPECT_EQ(failed.error().kind, ErrorKind::kInternal) << failed.error().message;
+  faulty_->fault = failing("GetRepoObjects", xet::Unavailable("injected: the database is unreachable"));
+  failed = hub_->CreateCommit(alice_, repo, add);
+  ASSERT_FALSE(failed.ok());
+  EXPECT_EQ(failed.error().kind, ErrorKind::kUnavailable) << failed.error().message;
+  EXPECT_EQ(*hub_->Resolve(repo, "main"), *head) << "nothing committed";
+
+  faulty_->fault = nullptr;
+  auto done = hub_->CreateCommit(alice_, repo, add);
+  ASSERT_TRUE(done.ok()) << done.error().message;
+  HubService fresh(*faulty_, *files_, options_);  // nothing of the commit in its caches
+  faulty_->fault = failing("GetRepoObjects", xet::Unavailable("injected: the database is unreachable"));
+  auto described = fresh.Stat(repo, done->oid, "big.bin");
+  ASSERT_FALSE(described.ok()) << "described without its link";
+  EXPECT_EQ(described.error().kind, ErrorKind::kUnavailable);
+  faulty_->fault = nullptr;
+  described = fresh.Stat(repo, done->oid, "big.bin");
+  ASSERT_TRUE(described.ok()) << described.error().message;
+  EXPECT_EQ(described->size, data.size());
+  EXPECT_TRUE(described->xet.has_value());
 }
 
 }  // namespace

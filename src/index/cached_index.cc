@@ -5,11 +5,11 @@
 namespace cairn::index {
 
 CachedIndex::CachedIndex(std::unique_ptr<Index> inner, size_t cache_bytes)
-    : inner_(std::move(inner)), xorbs_(cache_bytes / 16 * 15), shard_xorbs_(cache_bytes / 16) {}
+    : ForwardingIndex(std::move(inner)), xorbs_(cache_bytes / 16 * 15), shard_xorbs_(cache_bytes / 16) {}
 
 xet::Result<std::shared_ptr<const XorbEntry>> CachedIndex::GetXorb(const XorbHash& hash) {
   if (auto hit = xorbs_.Get(hash)) return hit;
-  auto e = inner_->GetXorb(hash);
+  auto e = inner().GetXorb(hash);
   if (e.ok()) xorbs_.Put(hash, *e, (*e)->memory_size());
   return e;
 }
@@ -28,7 +28,7 @@ xet::Result<std::vector<std::shared_ptr<const XorbEntry>>> CachedIndex::GetXorbs
     places.push_back(i);
   }
   if (missing.empty()) return out;
-  auto found = inner_->GetXorbs(missing);
+  auto found = inner().GetXorbs(missing);
   if (!found.ok()) return found.error();
   if (found->size() != missing.size()) return xet::IoError("index: a read of xorbs answered the wrong count");
   for (size_t m = 0; m < missing.size(); ++m) {
@@ -42,12 +42,12 @@ xet::Result<std::vector<std::shared_ptr<const XorbEntry>>> CachedIndex::GetXorbs
 
 xet::Result<bool> CachedIndex::HasXorb(const XorbHash& hash) {
   if (xorbs_.Get(hash)) return true;
-  return inner_->HasXorb(hash);
+  return inner().HasXorb(hash);
 }
 
 xet::Result<std::shared_ptr<const ShardXorbs>> CachedIndex::GetShardXorbs(const Hash& shard) {
   if (auto hit = shard_xorbs_.Get(shard)) return hit;
-  auto e = inner_->GetShardXorbs(shard);
+  auto e = inner().GetShardXorbs(shard);
   if (e.ok()) shard_xorbs_.Put(shard, *e, (*e)->memory_size());
   return e;
 }

@@ -1,7 +1,7 @@
 // The index behind in-memory caches of the records that never change once written: xorb layouts (every
 // reconstruction and every upload's check reads them) and the xorbs a shard brought together. One decorator
 // for every backend, applied where the index is opened (OpenIndex), so the backends hold no cache of their
-// own. Everything else passes straight through.
+// own. Everything else passes straight through (forwarding_index.h).
 //
 // Contract: index.h's, unchanged (a cached record is the one the backend returned, and records are
 // immutable). Thread-safety: as the inner index; the caches are thread-safe (common/lru_cache.h). Owns the
@@ -18,121 +18,22 @@
 #include <vector>
 
 #include "common/lru_cache.h"
-#include "index/index.h"
+#include "index/forwarding_index.h"
 
 namespace cairn::index {
 
-class CachedIndex final : public Index {
+class CachedIndex final : public ForwardingIndex {
  public:
   // `cache_bytes` is shared between the two caches: 15/16 for xorb layouts, 1/16 for shards' xorbs.
   CachedIndex(std::unique_ptr<Index> inner, size_t cache_bytes);
 
-  // ---- Cached
   xet::Result<std::shared_ptr<const XorbEntry>> GetXorb(const XorbHash& hash) override;
   xet::Result<std::vector<std::shared_ptr<const XorbEntry>>> GetXorbs(
       std::span<const XorbHash> hashes) override;
   xet::Result<bool> HasXorb(const XorbHash& hash) override;
   xet::Result<std::shared_ptr<const ShardXorbs>> GetShardXorbs(const Hash& shard) override;
 
-  // ---- Passed through
-  xet::Result<bool> PutXorb(const XorbHash& hash, const xet::XorbLayout& layout) override {
-    return inner_->PutXorb(hash, layout);
-  }
-  xet::Result<std::shared_ptr<const FileEntry>> GetFile(const FileHash& hash) override {
-    return inner_->GetFile(hash);
-  }
-  xet::Result<bool> FileVisibleTo(const FileHash& hash, std::string_view scope) override {
-    return inner_->FileVisibleTo(hash, scope);
-  }
-  xet::Result<std::shared_ptr<const FileEntry>> GetVisibleFile(const FileHash& hash,
-                                                               std::string_view scope) override {
-    return inner_->GetVisibleFile(hash, scope);
-  }
-  xet::Result<std::optional<FileHash>> FileBySha256(const Hash& sha256,
-                                                    std::optional<std::string_view> scope) override {
-    return inner_->FileBySha256(sha256, scope);
-  }
-  xet::Result<std::vector<ListedFile>> ListFiles(std::string_view scope, std::optional<FileHash> after,
-                                                 size_t limit) override {
-    return inner_->ListFiles(scope, after, limit);
-  }
-  xet::Result<ScopeTotals> ScopeStats(std::string_view scope) override { return inner_->ScopeStats(scope); }
-  xet::Status ShareFiles(std::span<const FileHash> hashes, std::string_view scope) override {
-    return inner_->ShareFiles(hashes, scope);
-  }
-  using Index::ShareFile;
-  xet::Result<CommitOutcome> CommitShard(const ShardCommit& commit) override {
-    return inner_->CommitShard(commit);
-  }
-  xet::Result<std::optional<ShardInfo>> GetShard(const Hash& shard) override {
-    return inner_->GetShard(shard);
-  }
-  xet::Result<std::vector<DedupHit>> LookupDedup(const ChunkHash& chunk,
-                                                 std::optional<std::string_view> scope) override {
-    return inner_->LookupDedup(chunk, scope);
-  }
-  xet::Result<IndexStats> Stats() override { return inner_->Stats(); }
-  xet::Result<std::vector<Hash>> Scan(Scanned what, std::optional<Hash> after, size_t limit) override {
-    return inner_->Scan(what, after, limit);
-  }
-
-  xet::Result<RepoRecord> CreateRepo(const NewRepo& repo) override { return inner_->CreateRepo(repo); }
-  xet::Result<RepoRecord> FindRepo(RepoType type, std::string_view ns, std::string_view name) override {
-    return inner_->FindRepo(type, ns, name);
-  }
-  xet::Result<std::vector<RepoRecord>> ListRepos(RepoType type, std::optional<std::string_view> ns,
-                                                 std::optional<std::pair<std::string, std::string>> after,
-                                                 size_t limit) override {
-    return inner_->ListRepos(type, ns, std::move(after), limit);
-  }
-  xet::Status UpdateRepo(int64_t id, const RepoChange& change) override {
-    return inner_->UpdateRepo(id, change);
-  }
-  xet::Status DeleteRepo(int64_t id) override { return inner_->DeleteRepo(id); }
-  xet::Status PutRepoObjects(int64_t repo, const std::vector<RepoObject>& objects) override {
-    return inner_->PutRepoObjects(repo, objects);
-  }
-  xet::Result<std::vector<std::optional<RepoObject>>> GetRepoObjects(
-      int64_t repo, const std::vector<std::vector<uint8_t>>& keys) override {
-    return inner_->GetRepoObjects(repo, keys);
-  }
-  xet::Result<std::optional<RepoObjectHead>> GetRepoObjectHead(int64_t repo, std::span<const uint8_t> key,
-                                                               size_t max_bytes) override {
-    return inner_->GetRepoObjectHead(repo, key, max_bytes);
-  }
-  xet::Result<std::vector<Ref>> ListRefs(int64_t repo) override { return inner_->ListRefs(repo); }
-  xet::Status UpdateRef(int64_t repo, const RefUpdate& update) override {
-    return inner_->UpdateRef(repo, update);
-  }
-  xet::Status ChangeBucket(int64_t repo, const std::vector<BucketChange>& changes) override {
-    return inner_->ChangeBucket(repo, changes);
-  }
-  xet::Result<std::vector<BucketFile>> ListBucket(int64_t repo, std::string_view prefix,
-                                                  std::optional<std::string_view> from,
-                                                  size_t limit) override {
-    return inner_->ListBucket(repo, prefix, from, limit);
-  }
-  xet::Result<std::vector<std::optional<BucketFile>>> GetBucketFiles(
-      int64_t repo, const std::vector<std::string>& paths) override {
-    return inner_->GetBucketFiles(repo, paths);
-  }
-  xet::Result<BucketTotals> GetBucketTotals(int64_t repo) override { return inner_->GetBucketTotals(repo); }
-
-  xet::Result<std::string> SharedSecret(std::string_view name, std::string_view candidate) override {
-    return inner_->SharedSecret(name, candidate);
-  }
-  xet::Result<std::vector<SecretRecord>> ListSecrets() override { return inner_->ListSecrets(); }
-  xet::Result<bool> AddSecret(std::string_view name, std::string_view value) override {
-    return inner_->AddSecret(name, value);
-  }
-  xet::Result<bool> DeleteSecret(std::string_view name) override { return inner_->DeleteSecret(name); }
-
-  xet::Status Ping() override { return inner_->Ping(); }
-  WriteStats write_stats() const override { return inner_->write_stats(); }
-  std::string description() const override { return inner_->description(); }
-
  private:
-  std::unique_ptr<Index> inner_;
   LruCache<XorbHash, XorbEntry, xet::HashHasher> xorbs_;
   LruCache<Hash, ShardXorbs, xet::HashHasher> shard_xorbs_;
 };
