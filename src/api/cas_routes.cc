@@ -301,12 +301,12 @@ void RegisterCasRoutes(http::Server& server, cas::CasService& service, const Cas
   // hf_xet >= 1.8 asks for an upload grant (a presigned URL) before each xorb; a 404, and only a 404, makes
   // it POST the xorb to the route above at once, without retrying (its remote_client.rs). cairn takes xorbs
   // through itself, where they are validated before they are stored, so it offers no grants.
-  r.Handle(
-      Verb::post, "/v1/xorb-grants/{prefix}/{hash}",
-      RouteOptions().Name("xorb_grant").Auth(Permission::kWrite).MaxBody(4096),
-      [](const std::shared_ptr<Exchange>& ex) {
-        ex->Respond(Response::ErrorJson(404, "upload grants are not offered: POST the xorb to /v1/xorbs/"));
-      });
+  r.Handle(Verb::post, "/v1/xorb-grants/{prefix}/{hash}",
+           RouteOptions().Name("xorb_grant").Auth(Permission::kWrite).MaxBody(4096),
+           [](const std::shared_ptr<Exchange>& ex) {
+             ex->Respond(
+                 ErrorResponse(xet::NotFound("upload grants are not offered: POST the xorb to /v1/xorbs/")));
+           });
   r.Handle(Verb::post, "/v1/shards", write("shard_v1").MaxBody(xet::kMaxShardBytes),
            [&service](const std::shared_ptr<Exchange>& ex) { PutShardV1(service, ex); });
   r.Handle(Verb::post, "/v2/shards", write("shard_v2").MaxBody(xet::kMaxShardBytes),

@@ -1,5 +1,7 @@
 #include "api/errors.h"
 
+#include <boost/beast/core/string.hpp>
+#include <boost/json/serialize.hpp>
 #include <string>
 
 #include "common/printable.h"
@@ -75,6 +77,15 @@ http::Response HubErrorResponse(unsigned status, std::string_view code, std::str
 
 http::Response HubErrorResponse(const hub::Error& e) {
   return HubErrorResponse(HttpStatusOf(e.kind), e.code, e.message);
+}
+
+http::Response HubErrorResponse(const hub::Error& e, boost::json::object body) {
+  http::Response r = HubErrorResponse(e);
+  body["error"] = e.message;
+  http::Response full = http::Response::Json(r.status, boost::json::serialize(body));
+  for (auto& [name, value] : r.headers)
+    if (!boost::beast::iequals(name, "Content-Type")) full.Header(name, value);
+  return full;
 }
 
 }  // namespace cairn::api

@@ -3,6 +3,7 @@
 // carry the headers huggingface_hub reads. Pure functions; safe from any thread.
 #pragma once
 
+#include <boost/json/object.hpp>
 #include <string_view>
 
 #include "common/error.h"
@@ -29,5 +30,8 @@ http::Response ErrorResponse(const Error& e);
 // C1 included, reaches a header or the terminal that shows it; the JSON body has it exactly.
 http::Response HubErrorResponse(unsigned status, std::string_view code, std::string_view message);
 http::Response HubErrorResponse(const hub::Error& e);
+// The same with more fields in the JSON body beside "error" (a create_repo 409 names the repository that
+// exists, which huggingface_hub reads).
+http::Response HubErrorResponse(const hub::Error& e, boost::json::object body);
 
 }  // namespace cairn::api

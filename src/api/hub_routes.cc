@@ -9,7 +9,6 @@
 #include "api/file_routes.h"
 #include "api/requests.h"
 #include "common/percent_encode.h"
-#include "common/printable.h"
 #include "http/auth.h"
 #include "http/media_type.h"
 #include "http/range.h"
@@ -123,10 +122,7 @@ Response Done(const hub::Status& st) {
 Response CreatedAnswer(const hub::Result<hub::Repo>& made, json::object out) {
   if (!made) {
     if (made.error().kind != hub::ErrorKind::kConflict) return HubErrorResponse(made.error());
-    out["error"] = made.error().message;
-    Response r = JsonAnswer(out, 409);
-    r.Header("X-Error-Message", Printable(made.error().message, 512));
-    return r;
+    return HubErrorResponse(made.error(), std::move(out));  // the 409 names the repository that exists
   }
   return JsonAnswer(out);
 }

@@ -158,6 +158,8 @@ TEST_F(HubApi, CreatesRepositoriesAndRefusesWhatItMust) {
   r = Create("alice", "m");
   ASSERT_EQ(r.result_int(), 409u);
   EXPECT_EQ(json::parse(r.body()).at("url").as_string(), base_ + "/alice/m");  // read by exist_ok
+  EXPECT_EQ(json::parse(r.body()).at("error").as_string(), r["X-Error-Message"]);  // shown by huggingface_hub
+  EXPECT_EQ(r[bhttp::field::content_type], "application/json");
   // No organization: the token's namespace. A repository-scoped token creates that repository only.
   r = Send(bhttp::verb::post, "/api/repos/create", Token("alice"),
            R"({"name": "d", "organization": null, "type": "dataset"})");
