@@ -157,7 +157,7 @@ TEST_F(HubApi, CreatesRepositoriesAndRefusesWhatItMust) {
   EXPECT_EQ(json::parse(r.body()).at("url").as_string(), base_ + "/alice/m");
   r = Create("alice", "m");
   ASSERT_EQ(r.result_int(), 409u);
-  EXPECT_EQ(json::parse(r.body()).at("url").as_string(), base_ + "/alice/m");  // read by exist_ok
+  EXPECT_EQ(json::parse(r.body()).at("url").as_string(), base_ + "/alice/m");      // read by exist_ok
   EXPECT_EQ(json::parse(r.body()).at("error").as_string(), r["X-Error-Message"]);  // shown by huggingface_hub
   EXPECT_EQ(r[bhttp::field::content_type], "application/json");
   // No organization: the token's namespace. A repository-scoped token creates that repository only.
