@@ -244,13 +244,19 @@ xet::Result<ShardOutcome> CasService::PutShard(std::span<const uint8_t> body, co
     if (progress) progress(p);
   };
 
-  // Layouts of every xorb the shard names, each fetched once.
+  // Layouts of every xorb the shard names, each fetched once. The index failing is not the xorb being
+  // unknown: that answer is a 500 or 503 the client retries, where an unknown xorb is a 400 that ends its
+  // upload.
   std::map<xet::XorbHash, std::shared_ptr<const xet::XorbLayout>> layouts;
+  std::optional<xet::Error> index_failed;
   const xet::LayoutLookup lookup = [&](const xet::XorbHash& h) -> const xet::XorbLayout* {
     auto it = layouts.find(h);
     if (it == layouts.end()) {
       auto l = Layout(h);
-      if (!l) return nullptr;
+      if (!l) {
+        if (l.error().code != xet::ErrorCode::kNotFound && !index_failed) index_failed = l.error();
+        return nullptr;
+      }
       it = layouts.emplace(h, *l).first;
     }
     return it->second.get();
@@ -263,7 +269,7 @@ xet::Result<ShardOutcome> CasService::PutShard(std::span<const uint8_t> body, co
   commit.scope = scope;
   std::map<xet::FileHash, bool> seen;
   for (const auto& file : shard->files) {
-    if (auto ok = xet::VerifyFile(file, lookup); !ok) return ok.error();
+    if (auto ok = xet::VerifyFile(file, lookup); !ok) return index_failed ? *index_failed : ok.error();
     report({ShardProgress::Stage::kValidating, ++verified, total});
     if (!seen.emplace(file.hash, true).second) continue;  // a repeated file: the first one wins
     // With each term's byte range in its xorb, from the layouts just checked.
@@ -278,8 +284,10 @@ xet::Result<ShardOutcome> CasService::PutShard(std::span<const uint8_t> body, co
   }
   for (const auto& listing : shard->xorbs) {
     const xet::XorbLayout* layout = lookup(listing.hash);
-    if (layout == nullptr)
+    if (layout == nullptr) {
+      if (index_failed) return *index_failed;
       return xet::UnknownReference("xorb " + listing.hash.hex() + " is listed but not stored");
+    }
     if (auto ok = xet::VerifyXorbListing(listing, *layout); !ok) return ok.error();
     report({ShardProgress::Stage::kValidating, ++verified, total});
     // Global dedup: chunks with hash % 1024 == 0, and chunks the client flagged.

@@ -1,7 +1,6 @@
 #include "http/server.h"
 
 #include <spdlog/spdlog.h>
-#include <sys/sendfile.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -11,22 +10,18 @@
 #include <boost/beast/ssl/ssl_stream.hpp>
 #include <boost/json/serialize.hpp>
 #include <boost/json/value.hpp>
-#include <cerrno>
 #include <cstring>
-#include <deque>
 #include <limits>
 #include <map>
 #include <mutex>
 #include <optional>
 #include <random>
-#include <sstream>
 #include <string_view>
 #include <thread>
 #include <utility>
 #include <vector>
 
 #include "common/hex.h"
-#include "common/posix_io.h"
 #include "common/printable.h"
 #include "http/admit.h"
 #include "http/response_writer.h"

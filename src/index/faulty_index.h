@@ -1,11 +1,13 @@
-// Test support: the fault seam for index reads. An index that passes everything through (forwarding_index.h)
-// but lets a test fail chosen reads with the error a database gives (kIo, kUnavailable), to prove that
-// callers report an index failure instead of taking it for "not found". Writes have their own seam in each
-// backend (SqliteOptions::fault_before_commit).
+// Test support: the fault seam for index reads and writes. An index that passes everything through
+// (forwarding_index.h) but asks a test's hook first, so a test can fail chosen calls (or all of them) with
+// the errors a database gives (kIo, kUnavailable) and prove that callers report an index failure as one:
+// never taken for "not found", never a half-made change. The backends' own write seam
+// (SqliteOptions::fault_before_commit) fails a COMMIT after the statements ran.
 //
-// Thread-safety: as the inner index; set `fault` before the reads it should see.
+// Thread-safety: as the inner index; set `fault` before the calls it should see.
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -23,18 +25,43 @@ class FaultyIndex final : public ForwardingIndex {
  public:
   using ForwardingIndex::ForwardingIndex;
 
-  // Asked before each read below with the method's name and, for reads of repository objects, their keys: an
-  // error is answered instead of reading. Null (the default): every read goes through.
+  // Asked before every call that can fail, with the method's name and, for GetRepoObjects, the keys: an
+  // error is answered instead of the call. Null (the default): every call goes through.
   using Fault = std::function<xet::Status(std::string_view call, std::span<const std::vector<uint8_t>> keys)>;
   Fault fault;
 
+  // How many calls were made so far.
+  size_t calls() const { return calls_; }
+
+  using Index::ShareFile;
   xet::Result<std::shared_ptr<const XorbEntry>> GetXorb(const XorbHash& hash) override {
     if (auto st = Check("GetXorb"); !st.ok()) return st.error();
     return ForwardingIndex::GetXorb(hash);
   }
+  xet::Result<std::vector<std::shared_ptr<const XorbEntry>>> GetXorbs(
+      std::span<const XorbHash> hashes) override {
+    if (auto st = Check("GetXorbs"); !st.ok()) return st.error();
+    return ForwardingIndex::GetXorbs(hashes);
+  }
+  xet::Result<bool> HasXorb(const XorbHash& hash) override {
+    if (auto st = Check("HasXorb"); !st.ok()) return st.error();
+    return ForwardingIndex::HasXorb(hash);
+  }
+  xet::Result<std::shared_ptr<const ShardXorbs>> GetShardXorbs(const Hash& shard) override {
+    if (auto st = Check("GetShardXorbs"); !st.ok()) return st.error();
+    return ForwardingIndex::GetShardXorbs(shard);
+  }
+  xet::Result<bool> PutXorb(const XorbHash& hash, const xet::XorbLayout& layout) override {
+    if (auto st = Check("PutXorb"); !st.ok()) return st.error();
+    return ForwardingIndex::PutXorb(hash, layout);
+  }
   xet::Result<std::shared_ptr<const FileEntry>> GetFile(const FileHash& hash) override {
     if (auto st = Check("GetFile"); !st.ok()) return st.error();
     return ForwardingIndex::GetFile(hash);
+  }
+  xet::Result<bool> FileVisibleTo(const FileHash& hash, std::string_view scope) override {
+    if (auto st = Check("FileVisibleTo"); !st.ok()) return st.error();
+    return ForwardingIndex::FileVisibleTo(hash, scope);
   }
   xet::Result<std::shared_ptr<const FileEntry>> GetVisibleFile(const FileHash& hash,
                                                                std::string_view scope) override {
@@ -46,24 +73,130 @@ class FaultyIndex final : public ForwardingIndex {
     if (auto st = Check("FileBySha256"); !st.ok()) return st.error();
     return ForwardingIndex::FileBySha256(sha256, scope);
   }
+  xet::Result<std::vector<ListedFile>> ListFiles(std::string_view scope, std::optional<FileHash> after,
+                                                 size_t limit) override {
+    if (auto st = Check("ListFiles"); !st.ok()) return st.error();
+    return ForwardingIndex::ListFiles(scope, after, limit);
+  }
+  xet::Result<ScopeTotals> ScopeStats(std::string_view scope) override {
+    if (auto st = Check("ScopeStats"); !st.ok()) return st.error();
+    return ForwardingIndex::ScopeStats(scope);
+  }
+  xet::Status ShareFiles(std::span<const FileHash> hashes, std::string_view scope) override {
+    if (auto st = Check("ShareFiles"); !st.ok()) return st.error();
+    return ForwardingIndex::ShareFiles(hashes, scope);
+  }
+  xet::Result<CommitOutcome> CommitShard(const ShardCommit& commit) override {
+    if (auto st = Check("CommitShard"); !st.ok()) return st.error();
+    return ForwardingIndex::CommitShard(commit);
+  }
+  xet::Result<std::optional<ShardInfo>> GetShard(const Hash& shard) override {
+    if (auto st = Check("GetShard"); !st.ok()) return st.error();
+    return ForwardingIndex::GetShard(shard);
+  }
+  xet::Result<std::vector<DedupHit>> LookupDedup(const ChunkHash& chunk,
+                                                 std::optional<std::string_view> scope) override {
+    if (auto st = Check("LookupDedup"); !st.ok()) return st.error();
+    return ForwardingIndex::LookupDedup(chunk, scope);
+  }
+  xet::Result<IndexStats> Stats() override {
+    if (auto st = Check("Stats"); !st.ok()) return st.error();
+    return ForwardingIndex::Stats();
+  }
+  xet::Result<std::vector<Hash>> Scan(Scanned what, std::optional<Hash> after, size_t limit) override {
+    if (auto st = Check("Scan"); !st.ok()) return st.error();
+    return ForwardingIndex::Scan(what, after, limit);
+  }
+  xet::Result<RepoRecord> CreateRepo(const NewRepo& repo) override {
+    if (auto st = Check("CreateRepo"); !st.ok()) return st.error();
+    return ForwardingIndex::CreateRepo(repo);
+  }
   xet::Result<RepoRecord> FindRepo(RepoType type, std::string_view ns, std::string_view name) override {
     if (auto st = Check("FindRepo"); !st.ok()) return st.error();
     return ForwardingIndex::FindRepo(type, ns, name);
+  }
+  xet::Result<std::vector<RepoRecord>> ListRepos(RepoType type, std::optional<std::string_view> ns,
+                                                 std::optional<std::pair<std::string, std::string>> after,
+                                                 size_t limit) override {
+    if (auto st = Check("ListRepos"); !st.ok()) return st.error();
+    return ForwardingIndex::ListRepos(type, ns, std::move(after), limit);
+  }
+  xet::Status UpdateRepo(int64_t id, const RepoChange& change) override {
+    if (auto st = Check("UpdateRepo"); !st.ok()) return st.error();
+    return ForwardingIndex::UpdateRepo(id, change);
+  }
+  xet::Status DeleteRepo(int64_t id) override {
+    if (auto st = Check("DeleteRepo"); !st.ok()) return st.error();
+    return ForwardingIndex::DeleteRepo(id);
+  }
+  xet::Status PutRepoObjects(int64_t repo, const std::vector<RepoObject>& objects) override {
+    if (auto st = Check("PutRepoObjects"); !st.ok()) return st.error();
+    return ForwardingIndex::PutRepoObjects(repo, objects);
   }
   xet::Result<std::vector<std::optional<RepoObject>>> GetRepoObjects(
       int64_t repo, const std::vector<std::vector<uint8_t>>& keys) override {
     if (auto st = Check("GetRepoObjects", keys); !st.ok()) return st.error();
     return ForwardingIndex::GetRepoObjects(repo, keys);
   }
+  xet::Result<std::optional<RepoObjectHead>> GetRepoObjectHead(int64_t repo, std::span<const uint8_t> key,
+                                                               size_t max_bytes) override {
+    if (auto st = Check("GetRepoObjectHead"); !st.ok()) return st.error();
+    return ForwardingIndex::GetRepoObjectHead(repo, key, max_bytes);
+  }
   xet::Result<std::vector<Ref>> ListRefs(int64_t repo) override {
     if (auto st = Check("ListRefs"); !st.ok()) return st.error();
     return ForwardingIndex::ListRefs(repo);
   }
+  xet::Status UpdateRef(int64_t repo, const RefUpdate& update) override {
+    if (auto st = Check("UpdateRef"); !st.ok()) return st.error();
+    return ForwardingIndex::UpdateRef(repo, update);
+  }
+  xet::Status ChangeBucket(int64_t repo, const std::vector<BucketChange>& changes) override {
+    if (auto st = Check("ChangeBucket"); !st.ok()) return st.error();
+    return ForwardingIndex::ChangeBucket(repo, changes);
+  }
+  xet::Result<std::vector<BucketFile>> ListBucket(int64_t repo, std::string_view prefix,
+                                                  std::optional<std::string_view> from,
+                                                  size_t limit) override {
+    if (auto st = Check("ListBucket"); !st.ok()) return st.error();
+    return ForwardingIndex::ListBucket(repo, prefix, from, limit);
+  }
+  xet::Result<std::vector<std::optional<BucketFile>>> GetBucketFiles(
+      int64_t repo, const std::vector<std::string>& paths) override {
+    if (auto st = Check("GetBucketFiles"); !st.ok()) return st.error();
+    return ForwardingIndex::GetBucketFiles(repo, paths);
+  }
+  xet::Result<BucketTotals> GetBucketTotals(int64_t repo) override {
+    if (auto st = Check("GetBucketTotals"); !st.ok()) return st.error();
+    return ForwardingIndex::GetBucketTotals(repo);
+  }
+  xet::Result<std::string> SharedSecret(std::string_view name, std::string_view candidate) override {
+    if (auto st = Check("SharedSecret"); !st.ok()) return st.error();
+    return ForwardingIndex::SharedSecret(name, candidate);
+  }
+  xet::Result<std::vector<SecretRecord>> ListSecrets() override {
+    if (auto st = Check("ListSecrets"); !st.ok()) return st.error();
+    return ForwardingIndex::ListSecrets();
+  }
+  xet::Result<bool> AddSecret(std::string_view name, std::string_view value) override {
+    if (auto st = Check("AddSecret"); !st.ok()) return st.error();
+    return ForwardingIndex::AddSecret(name, value);
+  }
+  xet::Result<bool> DeleteSecret(std::string_view name) override {
+    if (auto st = Check("DeleteSecret"); !st.ok()) return st.error();
+    return ForwardingIndex::DeleteSecret(name);
+  }
+  xet::Status Ping() override {
+    if (auto st = Check("Ping"); !st.ok()) return st.error();
+    return ForwardingIndex::Ping();
+  }
 
  private:
-  xet::Status Check(std::string_view call, std::span<const std::vector<uint8_t>> keys = {}) const {
+  xet::Status Check(std::string_view call, std::span<const std::vector<uint8_t>> keys = {}) {
+    ++calls_;
     return fault ? fault(call, keys) : xet::Status(xet::Ok{});
   }
+  std::atomic<size_t> calls_{0};
 };
 
 }  // namespace cairn::index::testing
