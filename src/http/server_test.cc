@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <mutex>
 #include <random>
 #include <thread>
 
@@ -883,6 +884,96 @@ TEST(ServerAdmission, ATenantHoldingEverySlotGivesOneUpToAnother) {
   EXPECT_EQ(await_in_flight(1), 1u);  // the older upload still holds its slot
   older.reset();
   EXPECT_EQ(await_in_flight(0), 0u);
+  server->Stop(1s);
+  server->Wait();
+}
+
+// A sink that keeps each piece's `next` until the test lets it go: the request's body is then not being read.
+class HoldingSink : public BodySink {
+ public:
+  struct Shared {
+    std::mutex mu;
+    std::vector<Next> held;           // in arrival order
+    std::vector<std::string> aborts;  // why each aborted request ended
+  };
+  explicit HoldingSink(std::shared_ptr<Shared> shared) : shared_(std::move(shared)) {}
+  void OnData(std::span<const uint8_t>, Next next) override {
+    std::lock_guard lock(shared_->mu);
+    shared_->held.push_back(std::move(next));
+  }
+  void OnEnd(std::shared_ptr<Exchange> ex) override { ex->Respond(Response::Text(200, "done")); }
+  void OnAbort(const Error& why) override {
+    std::lock_guard lock(shared_->mu);
+    shared_->aborts.push_back(std::to_string(why.status));
+  }
+
+ private:
+  std::shared_ptr<Shared> shared_;
+};
+
+// A preemption that lands while the preempted request's body is not being read (its sink still busy with the
+// last piece, so there is no read to cancel) ends it as soon as the sink is done, not at its body deadline a
+// minute later; the tenant's other request keeps its slot.
+TEST(ServerAdmission, APreemptionWhileTheSinkIsBusyEndsTheRequestWhenItIsDone) {
+  ServerOptions o;
+  o.port = 0;
+  o.io_threads = 1;
+  o.body_grace = 60s;
+  auto server = std::make_unique<Server>(o, nullptr);
+  auto gate = std::make_shared<AdmissionGate>(2);
+  auto shared = std::make_shared<HoldingSink::Shared>();
+  server->router().HandleStream(
+      Verb::post, "/t/{tenant}",
+      RouteOptions().MaxBody(1 << 20).AdmitPer(gate, [](const Request& r) { return r.Param("tenant"); }),
+      [shared](const std::shared_ptr<Exchange>& ex) -> Result<std::unique_ptr<BodySink>> {
+        if (ex->request().Param("tenant") == "b")
+          return std::unique_ptr<BodySink>(std::make_unique<EchoSink>());
+        return std::unique_ptr<BodySink>(std::make_unique<HoldingSink>(shared));
+      });
+  ASSERT_TRUE(server->Listen().ok());
+  server->Start();
+  const auto wait_for = [](const std::function<bool()>& done) {
+    for (int i = 0; i < 1000 && !done(); ++i) std::this_thread::sleep_for(10ms);
+    return done();
+  };
+  const auto held = [&] {
+    std::lock_guard lock(shared->mu);
+    return shared->held.size();
+  };
+  const std::string trickle = "POST /t/a HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n0123456789";
+  auto older = std::make_unique<Client>(server->port());
+  older->WriteRaw(trickle);
+  ASSERT_TRUE(wait_for([&] { return held() == 1; }));
+  Client newer(server->port());
+  newer.WriteRaw(trickle);
+  ASSERT_TRUE(wait_for([&] { return held() == 2; }));  // both sinks busy: no body read in flight
+  ASSERT_EQ(gate->in_flight(), 2u);
+
+  Client other(server->port());  // tenant b: tenant a gives up its newest
+  const auto res = other.Post("/t/b", "hello");
+  EXPECT_EQ(res.result_int(), 200u);
+  EXPECT_EQ(gate->fair_preempted(), 1u);
+  BodySink::Next newer_next;
+  {
+    std::lock_guard lock(shared->mu);
+    newer_next = std::move(shared->held[1]);
+  }
+  newer_next(Ok{});  // the sink is done with the piece: the preemption ends the request now
+  EXPECT_TRUE(wait_for([&] {
+    std::lock_guard lock(shared->mu);
+    return !shared->aborts.empty();
+  })) << "the preempted request went on reading its body";
+  EXPECT_EQ(newer.Read().result_int(), 408u);
+  EXPECT_EQ(gate->in_flight(), 1u) << "the older request still holds its slot";
+
+  BodySink::Next older_next;
+  {
+    std::lock_guard lock(shared->mu);
+    older_next = std::move(shared->held[0]);
+  }
+  older_next(Ok{});
+  older.reset();
+  EXPECT_TRUE(wait_for([&] { return gate->in_flight() == 0; }));
   server->Stop(1s);
   server->Wait();
 }
