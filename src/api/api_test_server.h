@@ -16,6 +16,7 @@
 #include "cas/service.h"
 #include "cas/test_backend.h"
 #include "common/worker_pool.h"
+#include "files/file_service.h"
 #include "http/server.h"
 
 namespace cairn::api::testing {
@@ -44,11 +45,23 @@ class ApiServerTest : public ::testing::Test {
     port_ = server_->port();
     ASSERT_NE(port_, 0);
     base_ = "http://127.0.0.1:" + std::to_string(port_);
+    service_ = std::make_unique<cas::CasService>(*index_, *store_, pool_, CasOptions());
+  }
+
+  // What the fixture's services are made with: its URL key, its base and its clock.
+  cas::ServiceOptions CasOptions() const {
     cas::ServiceOptions so;
     so.public_url = base_;
     so.url_keys = cas::UrlKeys::Single(UrlKey());
     so.clock = &clock_;
-    service_ = std::make_unique<cas::CasService>(*index_, *store_, pool_, so);
+    return so;
+  }
+  files::FileServiceOptions FileOptions() const {
+    files::FileServiceOptions fo;
+    fo.url_keys = cas::UrlKeys::Single(UrlKey());
+    fo.log = [](const std::string&) {};
+    fo.clock = &clock_;
+    return fo;
   }
 
   void StopServer() {

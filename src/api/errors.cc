@@ -1,6 +1,5 @@
 #include "api/errors.h"
 
-#include <boost/beast/core/string.hpp>
 #include <boost/json/serialize.hpp>
 #include <string>
 
@@ -82,10 +81,8 @@ http::Response HubErrorResponse(const hub::Error& e) {
 http::Response HubErrorResponse(const hub::Error& e, boost::json::object body) {
   http::Response r = HubErrorResponse(e);
   body["error"] = e.message;
-  http::Response full = http::Response::Json(r.status, boost::json::serialize(body));
-  for (auto& [name, value] : r.headers)
-    if (!boost::beast::iequals(name, "Content-Type")) full.Header(name, value);
-  return full;
+  r.body = {boost::json::serialize(body)};
+  return r;
 }
 
 }  // namespace cairn::api

@@ -35,15 +35,8 @@ class FileApi : public testing::ApiServerTest {
   void SetUp() override {
     ASSERT_NO_FATAL_FAILURE(OpenServer("cairn-file-api"));
     cas_ = service_.get();
-    files::FileServiceOptions fo;
-    fo.url_keys = cas::UrlKeys::Single([] {
-      xet::Hash h;
-      h.bytes.fill(7);
-      return h;
-    }());
+    files::FileServiceOptions fo = FileOptions();
     fo.read_ahead = {2, 256 << 10, 8 << 20};
-    fo.clock = &clock_;
-    fo.log = [](const std::string&) {};
     files_ = std::make_unique<files::FileService>(*cas_, *index_, fo);
     RegisterCasRoutes(*server_, *cas_);
     RegisterFileRoutes(*server_, *files_, {.public_url = base_});

@@ -68,15 +68,7 @@ class HubApi : public testing::ApiServerTest {
  protected:
   void SetUp() override {
     ASSERT_NO_FATAL_FAILURE(OpenServer("cairn-hub-api"));
-    files::FileServiceOptions fo;
-    fo.url_keys = cas::UrlKeys::Single([] {
-      xet::Hash h;
-      h.bytes.fill(7);
-      return h;
-    }());
-    fo.log = [](const std::string&) {};
-    fo.clock = &clock_;
-    files_ = std::make_unique<files::FileService>(*service_, *index_, fo);
+    files_ = std::make_unique<files::FileService>(*service_, *index_, FileOptions());
     hub::HubOptions ho;
     ho.max_inline_bytes = 4096;
     ho.clock = &clock_;
@@ -112,19 +104,23 @@ class HubApi : public testing::ApiServerTest {
   std::string Token(const std::string& scope, bool write = true) const {
     return MintToken(scope, write ? http::Permission::kWrite : http::Permission::kRead);
   }
+  // The token given, else alice's write token.
+  std::string TokenOr(const std::optional<std::string>& token) const {
+    return token ? *token : Token("alice");
+  }
   Res Create(const std::string& ns, const std::string& name, const std::string& type = "model",
              bool is_private = false, const std::optional<std::string>& as = std::nullopt) {
     json::object body{{"name", name}, {"organization", ns}, {"type", type}};
     if (is_private) body["visibility"] = "private";
-    return Send(bhttp::verb::post, "/api/repos/create", as ? *as : Token("alice"), json::serialize(body));
+    return Send(bhttp::verb::post, "/api/repos/create", TokenOr(as), json::serialize(body));
   }
   Res Commit(const std::string& repo, const std::string& body, const std::string& rev = "main",
              const std::optional<std::string>& as = std::nullopt) {
-    return Send(bhttp::verb::post, "/api/models/" + repo + "/commit/" + rev, as ? *as : Token("alice"), body);
+    return Send(bhttp::verb::post, "/api/models/" + repo + "/commit/" + rev, TokenOr(as), body);
   }
   std::string Head(const std::string& repo, const std::string& rev = "main",
                    const std::optional<std::string>& as = std::nullopt) {
-    auto r = Send(bhttp::verb::get, "/api/models/" + repo + "/revision/" + rev, as ? *as : Token("alice"));
+    auto r = Send(bhttp::verb::get, "/api/models/" + repo + "/revision/" + rev, TokenOr(as));
     EXPECT_EQ(r.result_int(), 200u) << r.body();
     return std::string(json::parse(r.body()).at("sha").as_string());
   }
@@ -613,7 +609,7 @@ TEST_F(HubApi, BucketsAddFilesUploadedForThemOnly) {
     return json::serialize(o) + "\n";
   };
   const auto batch = [&](const std::string& body, const std::optional<std::string>& as = std::nullopt) {
-    return Send(bhttp::verb::post, "/api/buckets/alice/b/batch", as ? *as : Token("alice"), body);
+    return Send(bhttp::verb::post, "/api/buckets/alice/b/batch", TokenOr(as), body);
   };
   r = batch(line("addFile", "dir/f.bin", hash) + line("addFile", "empty", std::string(64, '0')) +
             line("addFile", "x", elsewhere) + line("addFile", "../up", hash) + line("deleteFile", "missing"));

@@ -59,11 +59,7 @@ class RouteFaults : public testing::ApiServerTest {
       ASSERT_NO_FATAL_FAILURE(MakeContent(hub, buckets));
     }
     faulty_ = std::make_unique<index::testing::FaultyIndex>(*index_);
-    cas::ServiceOptions so;
-    so.public_url = base_;
-    so.url_keys = cas::UrlKeys::Single(UrlKey());
-    so.clock = &clock_;
-    cas_ = std::make_unique<cas::CasService>(*faulty_, *store_, pool_, so);
+    cas_ = std::make_unique<cas::CasService>(*faulty_, *store_, pool_, CasOptions());
     files_ = std::make_unique<files::FileService>(*cas_, *faulty_, FileOptions());
     hub_ = std::make_unique<hub::HubService>(*faulty_, *files_, HubOptions());
     buckets_ = std::make_unique<hub::BucketService>(*faulty_, *files_, clock_);
@@ -85,13 +81,6 @@ class RouteFaults : public testing::ApiServerTest {
     ApiServerTest::TearDown();
   }
 
-  files::FileServiceOptions FileOptions() {
-    files::FileServiceOptions fo;
-    fo.url_keys = cas::UrlKeys::Single(UrlKey());
-    fo.log = [](const std::string&) {};
-    fo.clock = &clock_;
-    return fo;
-  }
   hub::HubOptions HubOptions() {
     hub::HubOptions ho;
     ho.clock = &clock_;

@@ -60,7 +60,6 @@ Admitted AdmitRequest(const AdmitContext& ctx, const bhttp::request<bhttp::empty
   auto url = boost::urls::parse_origin_form(h.target());
   if (!url) return refuse(Response::ErrorJson(400, "malformed request target"));
   req.path = url->path();
-  out.path = req.path;
   if (arrival.via_proxy) {
     // The client behind the proxy: what the request is logged and limited as.
     const auto xff = h["X-Forwarded-For"];

@@ -55,7 +55,6 @@ struct Admitted {
   std::string client;
   bool per_client_refused = false;  // refused by the proxied client's cap (counted by the caller)
   std::string remote;               // for logs: the peer, or behind a proxy "client via=peer"
-  std::string path;                 // percent-decoded; empty when the target did not parse
   const Route* route = nullptr;     // the matched route (also when refused after the match)
   Request request;                  // what the handler gets (method, target, path, query, headers, params...)
   std::shared_ptr<AdmissionGate::Ticket> ticket;  // the route's admission, held until the request ends

@@ -297,7 +297,7 @@ class Session : public detail::Connection,
         AdmitContext{&srv_.router, srv_.auth.get(), &srv_.forwarded, &srv_.opts.trusted_proxies}, h, arrival);
     client_ = std::move(a.client);
     remote_ = std::move(a.remote);
-    path_ = std::move(a.path);
+    path_ = a.request.path;  // empty when the target did not parse
     if (a.per_client_refused) srv_.rejected.Inc({"per_client"});
     if (a.route != nullptr) {
       route_ = a.route;
