@@ -39,8 +39,9 @@ LAYERS: dict[str, list[str]] = {
     "repair": ["cas", "index", "store", "xet", "common"],
     "hub": ["files", "index", "xet", "common"],
     "api": ["hub", "files", "cas", "http", "index", "xet", "common"],
+    "gc": ["index", "store", "xet", "common"],      # the garbage collector: mark, quarantine, sweep
     "client": ["ingest", "xet", "common"],          # cairn put/get: a client of any Xet server
-    "cli": ["api", "client", "repair", "hub", "files", "cas", "index", "store", "http", "config", "ingest", "xet",
+    "cli": ["api", "client", "repair", "gc", "hub", "files", "cas", "index", "store", "http", "config", "ingest", "xet",
             "common"],
 }
 
@@ -51,6 +52,7 @@ TEST_ONLY: dict[str, list[str]] = {
     "repair": ["ingest"],
     "hub": ["cas", "store", "ingest"],
     "api": ["store", "ingest"],
+    "gc": ["api", "hub", "files", "cas", "http", "ingest"],
     "client": ["api", "http", "index", "store", "cas"],
 }
 

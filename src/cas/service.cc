@@ -166,9 +166,17 @@ xet::Result<std::shared_ptr<const std::vector<FileTermRef>>> CasService::Visible
 // Xorbs
 
 xet::Result<std::unique_ptr<XorbUpload>> CasService::BeginXorb(const xet::XorbHash& hash) {
-  auto has = index_.HasXorb(hash);
-  if (!has) return has.error();
-  if (*has) return std::unique_ptr<XorbUpload>(new XorbUpload(*this, hash, nullptr, nullptr));  // a retry
+  // Asked of the database, not a cache: another node's collector may have deleted it. Stored, it is revived
+  // (the client is about to name it in a shard); claimed by a sweep, its bytes are going: the client retries
+  // once they are gone, and then uploads them again.
+  auto use = index_.ReviveXorbs(std::span(&hash, 1));
+  if (!use) return use.error();
+  if ((*use)[0] == index::XorbUse::kBeingSwept) {
+    return xet::Unavailable("xorb " + hash.hex() + " is being deleted by the garbage collector; retry");
+  }
+  if ((*use)[0] == index::XorbUse::kStored) {
+    return std::unique_ptr<XorbUpload>(new XorbUpload(*this, hash, nullptr, nullptr));  // a retry
+  }
   auto body = upload_buffers_.Take();
   if (body == nullptr) return xet::IoError("cannot map memory for a xorb upload");
   auto writer = store_.BeginPut(store::BlobKind::kXorb, hash);
@@ -428,7 +436,12 @@ xet::Result<std::vector<uint8_t>> CasService::DedupShard(const xet::ChunkHash& c
     if (std::find(shards.begin(), shards.end(), hit.shard) == shards.end()) shards.push_back(hit.shard);
   }
   const xet::Hash cache_key = DedupAnswerKey(window, shards);
-  if (auto cached = dedup_answers_.Get(cache_key)) return *cached;
+  if (auto cached = dedup_answers_.Get(cache_key)) {
+    // Still whole only while every xorb it names is stored (the collector may have claimed one since).
+    auto usable = Usable(cached->xorbs);
+    if (!usable) return usable.error();
+    if (std::all_of(usable->begin(), usable->end(), [](bool u) { return u; })) return cached->shard;
+  }
 
   // Choose: the xorbs that hold the chunk, then each hit shard's neighbourhood, while the answer stays
   // under the cap (the first xorb always goes in: an answer without it would be useless).
@@ -466,6 +479,19 @@ xet::Result<std::vector<uint8_t>> CasService::DedupShard(const xet::ChunkHash& c
         *std::find_if(hits->begin(), hits->end(), [&](const auto& h) { return h.shard == shard; });
     for (const auto& x : NeighboursByPriority(**neighbours, hit.xorb)) offer(x);
   }
+  // Only xorbs the database holds now and no sweep has claimed (naming them revives them): a dedup answer
+  // must never name a xorb the collector deletes.
+  bool all_usable = true;
+  {
+    std::vector<xet::XorbHash> named;
+    named.reserve(chosen.size());
+    for (const auto& c : chosen) named.push_back(c.first);
+    auto usable = Usable(named);
+    if (!usable) return usable.error();
+    size_t i = 0;
+    std::erase_if(chosen, [&](const auto&) { return !(*usable)[i++]; });
+    all_usable = chosen.size() == named.size();
+  }
   if (chosen.empty()) return xet::NotFound("chunk " + chunk.hex() + " is not indexed");
   // Listed in upload order (a hit xorb that no shard names goes first).
   const auto rank = [&](const xet::XorbHash& x) -> size_t {
@@ -493,11 +519,29 @@ xet::Result<std::vector<uint8_t>> CasService::DedupShard(const xet::ChunkHash& c
   w.hmac_key = DedupKey(*Signing(), window);
   w.creation_timestamp = now;
   w.key_expiry = (window + 1) * options_.dedup_key_expiry_seconds;
-  auto bytes_out = std::make_shared<const std::vector<uint8_t>>(xet::SerializeShard(answer, w));
-  const bool whole = !full && std::all_of(hits->begin(), hits->end(),
-                                          [&](const auto& h) { return upload_order.contains(h.xorb); });
-  if (whole) dedup_answers_.Put(cache_key, bytes_out, bytes_out->size());
-  return *bytes_out;
+  auto out = std::make_shared<DedupAnswer>();
+  out->shard = xet::SerializeShard(answer, w);
+  for (const auto& c : chosen) out->xorbs.push_back(c.first);
+  const bool whole = !full && all_usable && std::all_of(hits->begin(), hits->end(), [&](const auto& h) {
+    return upload_order.contains(h.xorb);
+  });
+  if (whole) {
+    const size_t charge = out->shard.size() + out->xorbs.size() * sizeof(xet::XorbHash);
+    dedup_answers_.Put(cache_key, std::shared_ptr<const DedupAnswer>(out), charge);
+  }
+  return out->shard;
+}
+
+xet::Result<std::vector<bool>> CasService::Usable(std::span<const xet::XorbHash> xorbs) {
+  std::vector<bool> out;
+  out.reserve(xorbs.size());
+  for (size_t at = 0; at < xorbs.size(); at += index::CasIndex::kMaxXorbsPerRead) {
+    auto uses =
+        index_.ReviveXorbs(xorbs.subspan(at, std::min(index::CasIndex::kMaxXorbsPerRead, xorbs.size() - at)));
+    if (!uses) return uses.error();
+    for (auto u : *uses) out.push_back(u == index::XorbUse::kStored);
+  }
+  return out;
 }
 
 xet::Hash CasService::DedupAnswerKey(uint64_t window, std::span<const xet::Hash> shards) const {

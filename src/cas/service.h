@@ -159,6 +159,8 @@ class CasService {
   xet::HmacKey DedupKey(const UrlSigning& signing, uint64_t window) const;
   // Names a dedup answer holding the whole neighbourhood of `shards` in key window `window`.
   xet::Hash DedupAnswerKey(uint64_t window, std::span<const xet::Hash> shards) const;
+  // Whether each xorb may be named to a client now (index::CasIndex::ReviveXorbs: stored, and revived).
+  xet::Result<std::vector<bool>> Usable(std::span<const xet::XorbHash> xorbs);
 
   index::CasIndex& index_;
   store::BlobStore& store_;
@@ -175,8 +177,13 @@ class CasService {
   LruCache<xet::Hash, bool, xet::HashHasher> granted_{4ULL << 20};
   // Whole-file answers' plans (immutable, as files and layouts are): ~2 MB for a 100,000-term file.
   LruCache<xet::FileHash, ReconstructionPlan, xet::HashHasher> plans_{128ULL << 20};
-  // Whole-neighbourhood dedup answers of the current key window (~1 MB per GiB of upload behind them).
-  LruCache<xet::Hash, std::vector<uint8_t>, xet::HashHasher> dedup_answers_{64ULL << 20};
+  // Whole-neighbourhood dedup answers of the current key window (~1 MB per GiB of upload behind them), with
+  // the xorbs each names (checked against the index at every use: the collector may delete one).
+  struct DedupAnswer {
+    std::vector<uint8_t> shard;
+    std::vector<xet::XorbHash> xorbs;
+  };
+  LruCache<xet::Hash, DedupAnswer, xet::HashHasher> dedup_answers_{64ULL << 20};
 };
 
 }  // namespace cairn::cas

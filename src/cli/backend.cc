@@ -1,6 +1,7 @@
 #include "cli/backend.h"
 
 #include <filesystem>
+#include <map>
 
 #include "http/auth.h"
 #include "index/open_index.h"
@@ -9,6 +10,15 @@
 #include "xet/hashing.h"
 
 namespace cairn::cli {
+
+xet::Result<config::Config> LoadBackendConfig(const std::string& config_file, const std::string& data_dir,
+                                              const std::string& index, const std::string& store) {
+  std::map<std::string, std::string> flags;
+  if (!data_dir.empty()) flags["data_dir"] = data_dir;
+  if (!index.empty()) flags["index"] = index;
+  if (!store.empty()) flags["store"] = store;
+  return config::LoadCommandConfig(config_file, std::move(flags));
+}
 
 xet::Result<std::unique_ptr<index::Index>> OpenConfiguredIndex(const config::Config& cfg) {
   index::OpenIndexOptions options;

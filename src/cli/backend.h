@@ -13,6 +13,11 @@
 
 namespace cairn::cli {
 
+// The configuration of a command that works on the index and the store, with its --data, --index and --store
+// flags (empty: not given) over the file's settings.
+xet::Result<config::Config> LoadBackendConfig(const std::string& config_file, const std::string& data_dir,
+                                              const std::string& index, const std::string& store);
+
 // Opens (creating and migrating as needed) the configured index. Errors name the setting and where it
 // points, without a password.
 xet::Result<std::unique_ptr<index::Index>> OpenConfiguredIndex(const config::Config& cfg);

@@ -1,7 +1,6 @@
 // `cairn fsck` and `cairn index rebuild`: the index checked against the store, and rebuilt from it.
 #include <boost/json.hpp>
 #include <iostream>
-#include <map>
 #include <string>
 
 #include "cli/backend.h"
@@ -82,11 +81,7 @@ void Print(const repair::FsckReport& r, const hub::HubCheckReport* hub, bool as_
 // Opens what the configuration names and runs `run` on it.
 template <typename Run>
 int WithBackend(const char* name, const FsckCommandOptions& opts, bool check_hub, Run run) {
-  std::map<std::string, std::string> flags;
-  if (!opts.data_dir.empty()) flags["data_dir"] = opts.data_dir;
-  if (!opts.index.empty()) flags["index"] = opts.index;
-  if (!opts.store.empty()) flags["store"] = opts.store;
-  auto cfg = config::LoadCommandConfig(opts.config_file, std::move(flags));
+  auto cfg = LoadBackendConfig(opts.config_file, opts.data_dir, opts.index, opts.store);
   if (!cfg) {
     std::cerr << name << ": " << cfg.error().message << "\n";
     return 2;

@@ -164,4 +164,19 @@ struct FsckCommandOptions {
 int RunFsck(const FsckCommandOptions& opts);
 int RunIndexRebuild(const FsckCommandOptions& opts);
 
+// `cairn gc`: one run of the garbage collector on the configured index and store (docs/operations.md). Exit
+// status 0: done (or reported, with --dry-run), 2: refused (a grace shorter than the clients' caches without
+// --force) or failed.
+struct GcCommandOptions {
+  std::string config_file;
+  std::string data_dir;
+  std::string index;
+  std::string store;
+  bool dry_run = false;
+  std::string grace;  // a duration ("30d"); empty: the default
+  bool force = false;
+  bool json = false;
+};
+int RunGc(const GcCommandOptions& opts);
+
 }  // namespace cairn::cli

@@ -184,6 +184,23 @@ void AddFsck(CLI::App& app) {
   OnSelected(cmd, opts, RunFsck);
 }
 
+void AddGc(CLI::App& app) {
+  auto opts = std::make_shared<GcCommandOptions>();
+  auto* cmd = app.add_subcommand(
+      "gc", "Free what no live file uses any more, once unreferenced for longer than the grace period");
+  cmd->add_option("--config", opts->config_file, "TOML configuration file (also CAIRN_CONFIG)");
+  cmd->add_option("--data", opts->data_dir, "Data directory (default ./cairn-data)");
+  cmd->add_option("--index", opts->index, "sqlite:PATH or postgres://USER@HOST/DB");
+  cmd->add_option("--store", opts->store, "file:PATH or s3://BUCKET[/PREFIX]");
+  cmd->add_flag("--dry-run", opts->dry_run, "Mark and report what would be freed; change nothing");
+  cmd->add_option("--grace", opts->grace,
+                  "How long an object stays unreferenced before it is freed (default 30d; shorter than the "
+                  "clients' caches needs --force)");
+  cmd->add_flag("--force", opts->force, "Accept a grace shorter than the clients' caches");
+  cmd->add_flag("--json", opts->json, "Print the report as JSON");
+  OnSelected(cmd, opts, RunGc);
+}
+
 void AddKeys(CLI::App& app) {
   auto* keys = app.add_subcommand("keys", "Signing keys kept in the index: list, rotate, retire")
                    ->require_subcommand(1);
@@ -274,6 +291,7 @@ int main(int argc, char** argv) {
   cairn::cli::AddKeys(app);
   cairn::cli::AddIndex(app);
   cairn::cli::AddFsck(app);
+  cairn::cli::AddGc(app);
   cairn::cli::AddStore(app);
   CLI11_PARSE(app, argc, argv);
   return 0;

@@ -8,8 +8,15 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string>
+#include <system_error>
 
 namespace cairn {
+
+// An errno value's text (strerror(3) is not thread-safe; this is).
+inline std::string ErrnoText(int err) {
+  return std::error_code(err, std::generic_category()).message();
+}
 
 // What PreadFull returns when the file ends before `out` is full.
 inline constexpr int kShortFile = -1;

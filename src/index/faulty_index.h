@@ -99,6 +99,10 @@ class FaultyIndex final : public ForwardingIndex {
     if (auto st = Check("LookupDedup"); !st.ok()) return st.error();
     return ForwardingIndex::LookupDedup(chunk, scope);
   }
+  xet::Result<std::vector<XorbUse>> ReviveXorbs(std::span<const XorbHash> xorbs) override {
+    if (auto st = Check("ReviveXorbs"); !st.ok()) return st.error();
+    return ForwardingIndex::ReviveXorbs(xorbs);
+  }
   xet::Result<IndexStats> Stats() override {
     if (auto st = Check("Stats"); !st.ok()) return st.error();
     return ForwardingIndex::Stats();
@@ -185,6 +189,39 @@ class FaultyIndex final : public ForwardingIndex {
   xet::Result<bool> DeleteSecret(std::string_view name) override {
     if (auto st = Check("DeleteSecret"); !st.ok()) return st.error();
     return ForwardingIndex::DeleteSecret(name);
+  }
+  xet::Result<std::vector<FileXorbs>> ScanFileXorbs(std::optional<FileHash> after, size_t limit) override {
+    if (auto st = Check("ScanFileXorbs"); !st.ok()) return st.error();
+    return ForwardingIndex::ScanFileXorbs(after, limit);
+  }
+  xet::Result<std::vector<Quarantined>> ScanQuarantine(GcKind kind, std::optional<Hash> after,
+                                                       size_t limit) override {
+    if (auto st = Check("ScanQuarantine"); !st.ok()) return st.error();
+    return ForwardingIndex::ScanQuarantine(kind, after, limit);
+  }
+  xet::Status Quarantine(GcKind kind, std::span<const Hash> hashes, int64_t since) override {
+    if (auto st = Check("Quarantine"); !st.ok()) return st.error();
+    return ForwardingIndex::Quarantine(kind, hashes, since);
+  }
+  xet::Status Release(GcKind kind, std::span<const Hash> hashes) override {
+    if (auto st = Check("Release"); !st.ok()) return st.error();
+    return ForwardingIndex::Release(kind, hashes);
+  }
+  xet::Result<SweptTotals> SweepFiles(std::span<const Quarantined> files) override {
+    if (auto st = Check("SweepFiles"); !st.ok()) return st.error();
+    return ForwardingIndex::SweepFiles(files);
+  }
+  xet::Result<std::vector<XorbHash>> ClaimXorbs(std::span<const Quarantined> xorbs, int64_t now) override {
+    if (auto st = Check("ClaimXorbs"); !st.ok()) return st.error();
+    return ForwardingIndex::ClaimXorbs(xorbs, now);
+  }
+  xet::Result<SweptTotals> DropXorbs(std::span<const XorbHash> xorbs) override {
+    if (auto st = Check("DropXorbs"); !st.ok()) return st.error();
+    return ForwardingIndex::DropXorbs(xorbs);
+  }
+  xet::Result<std::unique_ptr<GcLock>> LockGc() override {
+    if (auto st = Check("LockGc"); !st.ok()) return st.error();
+    return ForwardingIndex::LockGc();
   }
   xet::Status Ping() override {
     if (auto st = Check("Ping"); !st.ok()) return st.error();

@@ -70,6 +70,9 @@ class ForwardingIndex : public Index {
                                                  std::optional<std::string_view> scope) override {
     return inner_.LookupDedup(chunk, scope);
   }
+  xet::Result<std::vector<XorbUse>> ReviveXorbs(std::span<const XorbHash> xorbs) override {
+    return inner_.ReviveXorbs(xorbs);
+  }
   xet::Result<IndexStats> Stats() override { return inner_.Stats(); }
   xet::Result<std::vector<Hash>> Scan(Scanned what, std::optional<Hash> after, size_t limit) override {
     return inner_.Scan(what, after, limit);
@@ -125,6 +128,30 @@ class ForwardingIndex : public Index {
     return inner_.AddSecret(name, value);
   }
   xet::Result<bool> DeleteSecret(std::string_view name) override { return inner_.DeleteSecret(name); }
+
+  xet::Result<std::vector<FileXorbs>> ScanFileXorbs(std::optional<FileHash> after, size_t limit) override {
+    return inner_.ScanFileXorbs(after, limit);
+  }
+  xet::Result<std::vector<Quarantined>> ScanQuarantine(GcKind kind, std::optional<Hash> after,
+                                                       size_t limit) override {
+    return inner_.ScanQuarantine(kind, after, limit);
+  }
+  xet::Status Quarantine(GcKind kind, std::span<const Hash> hashes, int64_t since) override {
+    return inner_.Quarantine(kind, hashes, since);
+  }
+  xet::Status Release(GcKind kind, std::span<const Hash> hashes) override {
+    return inner_.Release(kind, hashes);
+  }
+  xet::Result<SweptTotals> SweepFiles(std::span<const Quarantined> files) override {
+    return inner_.SweepFiles(files);
+  }
+  xet::Result<std::vector<XorbHash>> ClaimXorbs(std::span<const Quarantined> xorbs, int64_t now) override {
+    return inner_.ClaimXorbs(xorbs, now);
+  }
+  xet::Result<SweptTotals> DropXorbs(std::span<const XorbHash> xorbs) override {
+    return inner_.DropXorbs(xorbs);
+  }
+  xet::Result<std::unique_ptr<GcLock>> LockGc() override { return inner_.LockGc(); }
 
   xet::Status Ping() override { return inner_.Ping(); }
   WriteStats write_stats() const override { return inner_.write_stats(); }

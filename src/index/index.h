@@ -1,10 +1,10 @@
-// The metadata index, in three slices by who uses it: CasIndex (which xorbs exist and their layouts, how
+// The metadata index, in four slices by who uses it: CasIndex (which xorbs exist and their layouts, how
 // files are rebuilt, which scopes see which files, where global-dedup chunks live, which shards were
-// accepted: the CAS, plain files, fsck), RepoIndex (the Hub's repositories, objects, refs and buckets) and
-// SecretIndex (the secrets every node signs with). Index is all three, plus the operations of the database
-// itself. A service takes the slice it uses. SQLite implements Index for one node (sqlite_index.h),
-// PostgreSQL for several sharing one database (postgres_index.h); open either from a URL with OpenIndex
-// (open_index.h).
+// accepted: the CAS, plain files, fsck), RepoIndex (the Hub's repositories, objects, refs and buckets),
+// SecretIndex (the secrets every node signs with) and GcIndex (what the garbage collector marks and sweeps).
+// Index is all four, plus the operations of the database itself. A service takes the slice it uses. SQLite
+// implements Index for one node (sqlite_index.h), PostgreSQL for several sharing one database
+// (postgres_index.h); open either from a URL with OpenIndex (open_index.h).
 //
 // Contract, for every implementation:
 //  - Thread-safety: every method may be called concurrently from any thread.
@@ -102,6 +102,13 @@ class CasIndex {
   virtual xet::Result<std::vector<DedupHit>> LookupDedup(const ChunkHash& chunk,
                                                          std::optional<std::string_view> scope) = 0;
 
+  // ---- Naming xorbs to clients while a collector may run (docs/operations.md)
+  // Use i for xorbs[i]: kStored when it is registered, reviving it if a mark had quarantined it (a dedup
+  // answer or an upload that names it makes it wanted again); kBeingSwept when a sweep has claimed it;
+  // kAbsent when there is none. Always asks the database (never a cache: another node may have swept it).
+  // At most kMaxXorbsPerRead xorbs.
+  virtual xet::Result<std::vector<XorbUse>> ReviveXorbs(std::span<const XorbHash> xorbs) = 0;
+
   virtual xet::Result<IndexStats> Stats() = 0;
 
   // ---- Whole-index scans (fsck, rebuild): the hashes of one kind of record in hash order, after `after`
@@ -176,6 +183,66 @@ class RepoIndex {
   RepoIndex() = default;
 };
 
+// Held by the one collector running against an index: released when destroyed (or when its process dies).
+class GcLock {
+ public:
+  virtual ~GcLock() = default;
+  GcLock(const GcLock&) = delete;
+  GcLock& operator=(const GcLock&) = delete;
+  // Ok while the lock is still held; an error once it was lost (PostgreSQL: the connection holding it broke),
+  // and then the holder must stop before its next deletion.
+  virtual xet::Status Check() = 0;
+
+ protected:
+  GcLock() = default;
+};
+
+// What the garbage collector (src/gc/) reads and changes: every file's xorbs and whether it is registered
+// live, the quarantine, and the steps of a sweep. Revival is the other side's part: CommitShard, ShareFiles
+// and ReviveXorbs remove the quarantine of what they name (and refuse, kUnavailable, what a sweep has
+// claimed), so a sweep that compares a quarantine record with the one it read never deletes what became
+// wanted after its mark.
+//
+// Contract as index.h's; besides:
+//  - Scans return hashes in order after `after` (nullopt: from the first), at most `limit` (at most
+//    kMaxScanned; kMalformed past that); records written during a scan may or may not be reported.
+//  - The sweep steps are compare-and-delete: each acts on a record only if it is still the one given (same
+//    `since`, not revived meanwhile) and reports what it really removed.
+class GcIndex {
+ public:
+  virtual ~GcIndex() = default;
+  GcIndex(const GcIndex&) = delete;
+  GcIndex& operator=(const GcIndex&) = delete;
+
+  // Every registered file with the distinct xorbs of its terms, and whether it is live by registration
+  // (FileXorbs::registered).
+  virtual xet::Result<std::vector<FileXorbs>> ScanFileXorbs(std::optional<FileHash> after, size_t limit) = 0;
+  // The quarantined objects of one kind, with their bytes.
+  virtual xet::Result<std::vector<Quarantined>> ScanQuarantine(GcKind kind, std::optional<Hash> after,
+                                                               size_t limit) = 0;
+  // Quarantines the objects not quarantined yet, since `since`; those quarantined keep their time.
+  virtual xet::Status Quarantine(GcKind kind, std::span<const Hash> hashes, int64_t since) = 0;
+  // Releases the objects a mark found wanted again (a claimed one stays claimed: its sweep goes on).
+  virtual xet::Status Release(GcKind kind, std::span<const Hash> hashes) = 0;
+  // Deletes each file still quarantined as given and unclaimed (its record, its scopes and their totals),
+  // in one transaction.
+  virtual xet::Result<SweptTotals> SweepFiles(std::span<const Quarantined> files) = 0;
+  // Claims each xorb still quarantined as given and unclaimed, at `now`, and in the same transaction deletes
+  // the dedup entries and shard neighbourhoods that name it (a dedup answer never names it from then on).
+  // Returns the xorbs claimed. A claimed xorb cannot be revived: its bytes go next (the caller), then
+  // DropXorbs.
+  virtual xet::Result<std::vector<XorbHash>> ClaimXorbs(std::span<const Quarantined> xorbs, int64_t now) = 0;
+  // Deletes the records of claimed xorbs (their bytes are gone) and their quarantine; unclaimed ones are
+  // left alone.
+  virtual xet::Result<SweptTotals> DropXorbs(std::span<const XorbHash> xorbs) = 0;
+  // Waits until this process is the only collector of this index, then holds it (SQLite: a lock on a file
+  // beside the database; PostgreSQL: an advisory lock on a connection of its own).
+  virtual xet::Result<std::unique_ptr<GcLock>> LockGc() = 0;
+
+ protected:
+  GcIndex() = default;
+};
+
 // The signing keys every node shares (config/secrets.h).
 class SecretIndex {
  public:
@@ -198,8 +265,8 @@ class SecretIndex {
   SecretIndex() = default;
 };
 
-// The whole index: the three slices and the database's own operations (health, write counters, where it is).
-class Index : public CasIndex, public RepoIndex, public SecretIndex {
+// The whole index: the four slices and the database's own operations (health, write counters, where it is).
+class Index : public CasIndex, public RepoIndex, public SecretIndex, public GcIndex {
  public:
   ~Index() override = default;
   Index(const Index&) = delete;

@@ -35,8 +35,9 @@ struct Table {
 };
 
 // (Schema 6 added an index only; schema 7 the scopes' totals, which are counters: recomputed, not copied;
-// schema 8 the Hub's repositories, whose ids are copied as they are; schema 9 their read scopes.)
-static_assert(SqliteIndex::kSchemaVersion == 9 && PostgresIndex::kSchemaVersion == 9,
+// schema 8 the Hub's repositories, whose ids are copied as they are; schema 9 their read scopes; schema 10
+// the collector's quarantine, copied so that what was unreferenced keeps the time it became so.)
+static_assert(SqliteIndex::kSchemaVersion == 10 && PostgresIndex::kSchemaVersion == 10,
               "a new schema version must be reflected in kTables");
 
 // Each scope's totals from its rows (schema 7's scope_totals), the same SQL on both backends.
@@ -75,6 +76,10 @@ const std::vector<Table>& Tables() {
       {"dedup",
        {{"chunk", Type::kBytes}, {"scope", Type::kText}, {"xorb", Type::kBytes}, {"shard", Type::kBytes}},
        3,
+       4096},
+      {"gc_quarantine",
+       {{"kind", Type::kInt}, {"hash", Type::kBytes}, {"since", Type::kInt}, {"claimed_at", Type::kInt}},
+       2,
        4096},
       {"secrets", {{"name", Type::kText}, {"value", Type::kText}, {"created_at", Type::kInt}}, 1, 64},
       {"repos",

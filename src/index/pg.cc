@@ -253,7 +253,9 @@ xet::Error Conn::ErrorOf(const PGresult* r, std::string_view what) const {
   msg = OneLine(msg);
   msg = "postgres: " + std::string(what) + ": " + msg;
   const std::string_view state = SqlState(r);
-  if (broken() || UnavailableState(state)) return xet::Unavailable(std::move(msg));
+  // cairn's own refusals (migration 10): a write named a xorb the garbage collector claimed or deleted.
+  if (broken() || UnavailableState(state) || state == "CR001") return xet::Unavailable(std::move(msg));
+  if (state == "CR002") return xet::UnknownReference(std::move(msg));
   if (state.starts_with("23")) return xet::Inconsistent(std::move(msg));
   return xet::IoError(std::move(msg));
 }

@@ -5,7 +5,9 @@
 // Ownership and threads: a Conn owns its PGconn and is used by one thread at a time (the pool hands it out).
 // Failures: every call returns an Error whose code says what the caller may do:
 //   kInconsistent  a constraint refused the request (SQLSTATE class 23): the request contradicts the index;
-//   kUnavailable   the server cannot be reached or the connection broke: retry later (HTTP 503);
+//   kUnavailable   the server cannot be reached or the connection broke, or a write named a xorb the garbage
+//                  collector is deleting (cairn's SQLSTATE CR001): retry later (HTTP 503);
+//   kUnknownReference  a write named a xorb that is not stored (cairn's SQLSTATE CR002);
 //   kIo            anything else the database reported.
 // Retryable() tells a deadlock or serialization failure (SQLSTATE 40P01, 40001), after which the whole
 // transaction may simply be run again.

@@ -58,8 +58,23 @@ constexpr pg::Statement kFileByShaScoped{"file_by_sha_scoped",
                                          "WHERE f.sha256 = $1::bytea AND s.scope = $2::text LIMIT 1"};
 // One statement registers a whole shard. Rows of the same statement see each other for the foreign keys
 // (checked at its end), so files, scopes, xorbs and dedup entries go in together.
+// The collector's side first (index.h GcIndex): the quarantine of every xorb and file named is locked (so a
+// sweep's claim either committed before, and the shard is refused with CR001 for a retry, or waits and
+// finds them revived), and the xorbs themselves too (one deleted since the service read its layout is
+// refused with CR002; none can be deleted before this commits).
 constexpr pg::Statement kCommitShard{"commit_shard", R"sql(
-WITH s AS (
+WITH gq AS (
+  SELECT q.kind, q.hash, q.claimed_at FROM gc_quarantine q
+  WHERE (q.kind = 0 AND q.hash = ANY($5::bytea[])) OR (q.kind = 1 AND q.hash = ANY($7::bytea[]))
+  FOR UPDATE),
+refuse AS (SELECT cairn_refuse_claimed(count(*)) AS n FROM gq WHERE gq.claimed_at <> 0),
+present AS (SELECT hash FROM xorbs WHERE hash = ANY($5::bytea[]) FOR KEY SHARE),
+missing AS (
+  SELECT cairn_refuse_missing(cardinality($5::bytea[]) - (SELECT count(*) FROM present)) AS n),
+revive AS (
+  DELETE FROM gc_quarantine q USING gq
+  WHERE q.kind = gq.kind AND q.hash = gq.hash AND gq.claimed_at = 0),
+s AS (
   INSERT INTO shards(hash, size, registered_at) VALUES ($1::bytea, $2::int8, $3::int8)
   ON CONFLICT (hash) DO NOTHING
   RETURNING size),
@@ -98,7 +113,7 @@ bump AS (
   UPDATE counters c SET files = c.files + n.files, file_bytes = c.file_bytes + n.file_bytes,
                         shards = c.shards + n.shards, stored_bytes = c.stored_bytes + n.shard_bytes
   FROM n WHERE c.slot = $14::int8 AND (n.files > 0 OR n.shards > 0))
-SELECT shards FROM n)sql"};
+SELECT n.shards FROM n, refuse, missing)sql"};
 constexpr pg::Statement kGetShard{"get_shard",
                                   "SELECT size, registered_at FROM shards WHERE hash = $1::bytea"};
 // The shard's row and its xorbs in one round trip: no row, unknown shard; one row with a NULL xorb, none.
@@ -115,9 +130,24 @@ constexpr pg::Statement kStats{"stats",
                                "sum(stored_bytes)::int8, sum(shards)::int8, sum(unpacked_bytes)::int8, "
                                "sum(file_bytes)::int8 FROM counters"};
 // All or nothing: no row goes in unless every file is known (the counts say which).
+// Sharing a file revives it and its xorbs (index.h GcIndex), as CommitShard does; the files are locked so
+// that a sweep cannot delete one in between (it is then not found).
 constexpr pg::Statement kShareFiles{"share_files", R"sql(
 WITH u AS (SELECT DISTINCT hash FROM unnest($1::bytea[]) AS u(hash)),
-f AS (SELECT files.hash, files.size FROM files JOIN u ON u.hash = files.hash),
+f AS (SELECT files.hash, files.size, files.terms, files.term_count FROM files JOIN u ON u.hash = files.hash
+      FOR KEY SHARE OF files),
+fx AS (
+  SELECT DISTINCT substring(f.terms FROM (g.i * 52 + 1)::int4 FOR 32) AS xorb
+  FROM f, generate_series(0, f.term_count - 1) AS g(i)
+  WHERE EXISTS (SELECT 1 FROM gc_quarantine)),
+gq AS (
+  SELECT q.kind, q.hash, q.claimed_at FROM gc_quarantine q
+  WHERE (q.kind = 0 AND q.hash IN (SELECT xorb FROM fx)) OR (q.kind = 1 AND q.hash IN (SELECT hash FROM u))
+  FOR UPDATE),
+refuse AS (SELECT cairn_refuse_claimed(count(*)) AS n FROM gq WHERE gq.claimed_at <> 0),
+revive AS (
+  DELETE FROM gc_quarantine q USING gq
+  WHERE q.kind = gq.kind AND q.hash = gq.hash AND gq.claimed_at = 0),
 fs AS (
   INSERT INTO file_scopes(file, scope) SELECT hash, $2::text FROM f
   WHERE (SELECT count(*) FROM f) = (SELECT count(*) FROM u)
@@ -128,7 +158,7 @@ st AS (
   HAVING count(*) > 0
   ON CONFLICT (scope) DO UPDATE SET files = scope_totals.files + EXCLUDED.files,
                                     bytes = scope_totals.bytes + EXCLUDED.bytes)
-SELECT (SELECT count(*) FROM u)::int8, (SELECT count(*) FROM f)::int8)sql"};
+SELECT (SELECT count(*) FROM u)::int8, (SELECT count(*) FROM f)::int8, (SELECT n FROM refuse))sql"};
 
 }  // namespace
 

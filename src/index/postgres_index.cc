@@ -157,6 +157,34 @@ INSERT INTO scope_totals(scope, files, bytes)
   SELECT s.scope, count(*), sum(f.size) FROM file_scopes s JOIN files f ON f.hash = s.file
   WHERE s.scope IN (SELECT read_scope FROM repos) GROUP BY s.scope;
 )sql",
+    // 10: garbage collection (as on SQLite), and the refusals a write raises when it names what a sweep
+    // claimed (CR001, kUnavailable: retry) or deleted (CR002, kUnknownReference) (pg.h).
+    R"sql(
+CREATE TABLE gc_quarantine(
+  kind int8 NOT NULL,
+  hash bytea NOT NULL CHECK (length(hash) = 32),
+  since int8 NOT NULL,
+  claimed_at int8 NOT NULL DEFAULT 0,
+  PRIMARY KEY (kind, hash));
+CREATE INDEX dedup_by_xorb ON dedup(xorb);
+CREATE INDEX shard_xorbs_by_xorb ON shard_xorbs(xorb);
+CREATE INDEX bucket_files_by_file ON bucket_files(file);
+CREATE INDEX IF NOT EXISTS repos_by_scope ON repos(scope);
+CREATE FUNCTION cairn_refuse_claimed(n int8) RETURNS int8 LANGUAGE plpgsql AS $$
+BEGIN
+  IF n > 0 THEN
+    RAISE EXCEPTION 'a xorb named is being deleted by the garbage collector; retry' USING ERRCODE = 'CR001';
+  END IF;
+  RETURN n;
+END $$;
+CREATE FUNCTION cairn_refuse_missing(n int8) RETURNS int8 LANGUAGE plpgsql AS $$
+BEGIN
+  IF n > 0 THEN
+    RAISE EXCEPTION 'a xorb named is not stored' USING ERRCODE = 'CR002';
+  END IF;
+  RETURN n;
+END $$;
+)sql",
 };
 static_assert(std::size(kMigrations) == PostgresIndex::kSchemaVersion);
 static_assert(kFileLinkKind == 16, "migration 9 reads the links by their kind");

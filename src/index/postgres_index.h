@@ -51,7 +51,7 @@ struct PostgresOptions {
 
 class PostgresIndex final : public Index {
  public:
-  static constexpr int kSchemaVersion = 9;
+  static constexpr int kSchemaVersion = 10;
 
   // Connects, migrates and checks the schema. kUnavailable when the server cannot be reached.
   static xet::Result<std::unique_ptr<PostgresIndex>> Open(PostgresOptions options);
@@ -107,6 +107,16 @@ class PostgresIndex final : public Index {
   xet::Result<std::vector<std::optional<BucketFile>>> GetBucketFiles(
       int64_t repo, const std::vector<std::string>& paths) override;
   xet::Result<BucketTotals> GetBucketTotals(int64_t repo) override;
+  xet::Result<std::vector<XorbUse>> ReviveXorbs(std::span<const XorbHash> xorbs) override;
+  xet::Result<std::vector<FileXorbs>> ScanFileXorbs(std::optional<FileHash> after, size_t limit) override;
+  xet::Result<std::vector<Quarantined>> ScanQuarantine(GcKind kind, std::optional<Hash> after,
+                                                       size_t limit) override;
+  xet::Status Quarantine(GcKind kind, std::span<const Hash> hashes, int64_t since) override;
+  xet::Status Release(GcKind kind, std::span<const Hash> hashes) override;
+  xet::Result<SweptTotals> SweepFiles(std::span<const Quarantined> files) override;
+  xet::Result<std::vector<XorbHash>> ClaimXorbs(std::span<const Quarantined> xorbs, int64_t now) override;
+  xet::Result<SweptTotals> DropXorbs(std::span<const XorbHash> xorbs) override;
+  xet::Result<std::unique_ptr<GcLock>> LockGc() override;
   xet::Status Ping() override;
   WriteStats write_stats() const override { return writes_->stats(); }
   std::string description() const override;

@@ -1,5 +1,6 @@
 #include "index/records.h"
 
+#include <algorithm>
 #include <cstring>
 
 namespace cairn::index {
@@ -63,6 +64,16 @@ Term FileEntry::term(size_t i) const {
           .chunk_end = Get<uint32_t>(p + 36),
           .unpacked_bytes = Get<uint32_t>(p + 40),
           .end_offset = Get<uint64_t>(p + 44)};
+}
+
+std::vector<XorbHash> DistinctTermXorbs(std::span<const uint8_t> packed_terms) {
+  std::vector<XorbHash> out;
+  for (size_t at = 0; at + kPackedTermSize <= packed_terms.size(); at += kPackedTermSize) {
+    out.push_back(Hash::FromBytes(packed_terms.data() + at));
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
 }
 
 TermRange FileEntry::range(size_t i) const {

@@ -97,6 +97,8 @@ struct FileEntry {
 };
 
 std::vector<uint8_t> PackTerms(std::span<const xet::FileTerm> terms);
+// The xorbs that packed terms name, each once, in hash order (a trailing partial term is ignored).
+std::vector<XorbHash> DistinctTermXorbs(std::span<const uint8_t> packed_terms);
 // The byte ranges of `terms` in their xorbs, from the xorbs' layouts (kNotFound for a missing layout,
 // kInconsistent for a term outside its xorb).
 xet::Result<std::vector<uint8_t>> PackTermRanges(std::span<const xet::FileTerm> terms,
@@ -177,6 +179,41 @@ struct ListedFile {
 // What one scope's files add up to (each distinct file once).
 struct ScopeTotals {
   uint64_t files = 0;
+  uint64_t bytes = 0;
+};
+
+// ---- Garbage collection (index.h's GcIndex; docs/operations.md)
+
+// What the collector quarantines and sweeps. Stored as its number: never renumber.
+enum class GcKind : uint8_t { kXorb = 0, kFile = 1 };
+
+// An object a mark found unreferenced: since when (unix seconds, the first mark that found it so), whether a
+// sweep has claimed it (the unix second of the claim; 0: not claimed) and the bytes it holds (a xorb's chunk
+// region; a file's size).
+struct Quarantined {
+  Hash hash;
+  int64_t since = 0;
+  int64_t claimed_at = 0;
+  uint64_t bytes = 0;
+};
+
+// A registered file and the distinct xorbs its terms use (what a mark reads of every file). `registered`:
+// live by registration, i.e. visible to a plain CAS scope (no repository's), or to the read scope of a
+// repository other than a bucket (what it committed), or named by a bucket's current file.
+struct FileXorbs {
+  FileHash hash;
+  uint64_t size = 0;
+  std::vector<XorbHash> xorbs;
+  bool registered = false;
+};
+
+// Whether a xorb may be named to a client now: not registered, registered (and no longer quarantined, if it
+// was: naming it revives it), or claimed by a sweep that is deleting it (ask again once the sweep is over).
+enum class XorbUse : uint8_t { kAbsent, kStored, kBeingSwept };
+
+// What a sweep step removed.
+struct SweptTotals {
+  uint64_t objects = 0;
   uint64_t bytes = 0;
 };
 

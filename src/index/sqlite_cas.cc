@@ -93,8 +93,24 @@ xet::Result<CommitOutcome> SqliteIndex::CommitShard(const ShardCommit& commit) {
   // Checked here, before the request joins a batch; the CHECK constraints are the backstop.
   if (auto st = CheckShardCommit(commit); !st.ok()) return st.error();
   CommitOutcome outcome;
+  std::vector<XorbHash> named(commit.xorbs.listed);
+  named.insert(named.end(), commit.xorbs.referenced.begin(), commit.xorbs.referenced.end());
+  std::vector<FileHash> files;
+  for (const auto& f : commit.files) files.push_back(f.hash);
   auto st = Write([&](Conn& c) -> xet::Status {
     const int64_t now = options_.clock->UnixSeconds();
+    if (auto revived = Revive(c, named, files); !revived.ok()) return revived;
+    // Checked here, in the transaction, not only by the service: the collector may have deleted one since
+    // the service read its layout (from a cache), and a shard committed before writes no neighbourhood rows
+    // whose foreign keys would notice.
+    for (const auto& x : named) {
+      auto has = c.Prepare(kHasXorb);
+      if (!has.ok()) return has.error();
+      has->Bind(1, x);
+      const int rc = has->Step();
+      if (rc == SQLITE_DONE) return xet::UnknownReference("xorb " + x.hex() + " of the shard is not stored");
+      if (rc != SQLITE_ROW) return c.Err("read xorb", rc);
+    }
     auto shard = c.Prepare(kPutShard);
     if (!shard.ok()) return shard.error();
     shard->Bind(1, commit.shard).Bind(2, static_cast<int64_t>(commit.shard_size)).Bind(3, now);
@@ -275,11 +291,7 @@ xet::Result<std::vector<ListedFile>> SqliteIndex::ListFiles(std::string_view sco
   if (!s.ok()) return s.error();
   // Every hash sorts after the empty blob.
   s->Bind(1, scope);
-  if (after) {
-    s->Bind(2, *after);
-  } else {
-    s->Bind(2, std::span<const uint8_t>());
-  }
+  s->BindAfter(2, after);
   s->Bind(3, static_cast<int64_t>(limit));
   std::vector<ListedFile> out;
   for (;;) {
@@ -301,11 +313,7 @@ xet::Result<std::vector<Hash>> SqliteIndex::Scan(Scanned what, std::optional<Has
                          : what == Scanned::kFiles ? kScanFiles
                                                    : kScanShards);
   if (!s.ok()) return s.error();
-  if (after) {
-    s->Bind(1, *after);
-  } else {
-    s->Bind(1, std::span<const uint8_t>());  // every hash sorts after the empty blob
-  }
+  s->BindAfter(1, after);
   s->Bind(2, static_cast<int64_t>(limit));
   std::vector<Hash> out;
   for (;;) {
@@ -389,6 +397,7 @@ xet::Status SqliteIndex::ShareFiles(std::span<const FileHash> hashes, std::strin
   if (hashes.size() > kMaxSharedFiles) return xet::Malformed("too many files shared at once");
   if (hashes.empty()) return xet::Ok{};
   return Write([&](Conn& c) -> xet::Status {
+    if (auto revived = ReviveFilesAndTheirXorbs(c, hashes); !revived.ok()) return revived;
     int64_t files = 0;
     int64_t bytes = 0;
     for (const FileHash& hash : hashes) {

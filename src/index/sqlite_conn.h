@@ -1,7 +1,7 @@
-// Inside the SQLite backend, shared by its three sources (sqlite_index.cc: opening, migrations, the writer,
-// secrets; sqlite_cas.cc: the CAS slice; sqlite_repo.cc: the repository slice): the statement borrowed from a
-// connection's cache, the connection, the lease of a reader. Nothing outside src/index/sqlite_*.cc includes
-// it.
+// Inside the SQLite backend, shared by its four sources (sqlite_index.cc: opening, migrations, the writer,
+// secrets; sqlite_cas.cc: the CAS slice; sqlite_repo.cc: the repository slice; sqlite_gc.cc: the
+// collector's): the statement borrowed from a connection's cache, the connection, the lease of a reader.
+// Nothing outside src/index/sqlite_*.cc includes it.
 #pragma once
 
 #include <sqlite3.h>
@@ -50,6 +50,10 @@ class Stmt {
   Stmt& Bind(int i, std::string_view t) {
     sqlite3_bind_text(s_, i, t.data(), static_cast<int>(t.size()), SQLITE_STATIC);
     return *this;
+  }
+  // A scan's lower bound: `after`, or the empty blob (every hash sorts after it) from the first.
+  Stmt& BindAfter(int i, const std::optional<Hash>& after) {
+    return after ? Bind(i, *after) : Bind(i, std::span<const uint8_t>());
   }
   Stmt& BindNull(int i) {
     sqlite3_bind_null(s_, i);
@@ -168,6 +172,7 @@ class SqliteIndex::ReaderLease {
     if (conn_) owner_->ReleaseReader(std::move(conn_));
   }
   Conn* operator->() const { return conn_.get(); }
+  Conn& operator*() const { return *conn_; }
 
  private:
   SqliteIndex* owner_;

@@ -152,6 +152,20 @@ INSERT INTO scope_totals(scope, files, bytes)
   SELECT s.scope, count(*), sum(f.size) FROM file_scopes s JOIN files f ON f.hash = s.file
   WHERE s.scope IN (SELECT read_scope FROM repos) GROUP BY s.scope;
 )sql",
+    // 10: garbage collection (index.h's GcIndex): what marks found unreferenced and since when, and the
+    // indexes a mark and a sweep look things up by.
+    R"sql(
+CREATE TABLE gc_quarantine(
+  kind INTEGER NOT NULL,                -- GcKind: 0 xorb, 1 file
+  hash BLOB NOT NULL CHECK (length(hash) = 32),
+  since INTEGER NOT NULL,               -- unix seconds: the first mark that found it unreferenced
+  claimed_at INTEGER NOT NULL DEFAULT 0,  -- unix seconds a sweep claimed it; 0: not claimed
+  PRIMARY KEY (kind, hash)) WITHOUT ROWID;
+CREATE INDEX dedup_by_xorb ON dedup(xorb);
+CREATE INDEX shard_xorbs_by_xorb ON shard_xorbs(xorb);
+CREATE INDEX bucket_files_by_file ON bucket_files(file);
+CREATE INDEX IF NOT EXISTS repos_by_scope ON repos(scope);
+)sql",
 };
 static_assert(std::size(kMigrations) == SqliteIndex::kSchemaVersion);
 static_assert(kFileLinkKind == 16, "migration 9 reads the links by their kind");

@@ -47,7 +47,7 @@ struct SqliteOptions {
 
 class SqliteIndex final : public Index {
  public:
-  static constexpr int kSchemaVersion = 9;
+  static constexpr int kSchemaVersion = 10;
 
   static xet::Result<std::unique_ptr<SqliteIndex>> Open(SqliteOptions options);
   // Applies the missing migrations only (what Open does first); returns the versions before and after.
@@ -102,6 +102,16 @@ class SqliteIndex final : public Index {
   xet::Result<std::vector<std::optional<BucketFile>>> GetBucketFiles(
       int64_t repo, const std::vector<std::string>& paths) override;
   xet::Result<BucketTotals> GetBucketTotals(int64_t repo) override;
+  xet::Result<std::vector<XorbUse>> ReviveXorbs(std::span<const XorbHash> xorbs) override;
+  xet::Result<std::vector<FileXorbs>> ScanFileXorbs(std::optional<FileHash> after, size_t limit) override;
+  xet::Result<std::vector<Quarantined>> ScanQuarantine(GcKind kind, std::optional<Hash> after,
+                                                       size_t limit) override;
+  xet::Status Quarantine(GcKind kind, std::span<const Hash> hashes, int64_t since) override;
+  xet::Status Release(GcKind kind, std::span<const Hash> hashes) override;
+  xet::Result<SweptTotals> SweepFiles(std::span<const Quarantined> files) override;
+  xet::Result<std::vector<XorbHash>> ClaimXorbs(std::span<const Quarantined> xorbs, int64_t now) override;
+  xet::Result<SweptTotals> DropXorbs(std::span<const XorbHash> xorbs) override;
+  xet::Result<std::unique_ptr<GcLock>> LockGc() override;
   xet::Status Ping() override;
   WriteStats write_stats() const override;
   std::string description() const override { return "sqlite:" + options_.path; }
@@ -118,6 +128,16 @@ class SqliteIndex final : public Index {
   xet::Result<std::shared_ptr<const FileEntry>> ReadFile(const FileHash& hash,
                                                          std::optional<std::string_view> scope);
   xet::Status Init();
+  // In a write: removes the quarantine of `xorbs` and `files` (a write that names them wants them again);
+  // kUnavailable, and nothing may go on, when a sweep has claimed one of the xorbs (sqlite_gc.cc).
+  xet::Status Revive(Conn& c, std::span<const XorbHash> xorbs, std::span<const FileHash> files);
+  // The same for `files` and every xorb their terms use.
+  xet::Status ReviveFilesAndTheirXorbs(Conn& c, std::span<const FileHash> files);
+  // The use of one xorb as `c` sees it now; sets *quarantined when it is quarantined and unclaimed.
+  static xet::Result<XorbUse> UseOf(Conn& c, const XorbHash& xorb, bool* quarantined);
+  // Takes what a sweep removed off the counters.
+  static xet::Status Uncount(Conn& c, const SweptTotals& xorbs, int64_t chunks, int64_t unpacked,
+                             const SweptTotals& files);
   xet::Status Write(std::function<xet::Status(Conn&)> apply);
   std::vector<xet::Status> RunBatch(std::span<WriteRequest* const> batch);
   xet::Result<ReaderLease> AcquireReader();

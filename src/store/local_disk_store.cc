@@ -22,11 +22,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// strerror(3) is not thread-safe; this is (strerror_r underneath).
-std::string ErrnoText(int err) {
-  return std::error_code(err, std::generic_category()).message();
-}
-
 constexpr std::string_view kTmpPrefix = ".tmp.";
 
 xet::Error Errno(std::string_view what, const std::string& path, int err = errno) {

@@ -1,0 +1,84 @@
+// `cairn gc`: one run of the garbage collector (gc/collector.h) on the configured index and store, safe
+// while servers run on them.
+#include <iostream>
+#include <string>
+
+#include "cli/backend.h"
+#include "cli/commands.h"
+#include "config/config.h"
+#include "gc/collector.h"
+
+namespace cairn::cli {
+
+namespace {
+
+std::string Days(uint64_t seconds) {
+  const uint64_t days = seconds / 86400;
+  const uint64_t hours = seconds % 86400 / 3600;
+  return std::to_string(days) + " d" + (hours != 0 ? " " + std::to_string(hours) + " h" : "");
+}
+
+}  // namespace
+
+int RunGc(const GcCommandOptions& opts) {
+  auto cfg = LoadBackendConfig(opts.config_file, opts.data_dir, opts.index, opts.store);
+  if (!cfg) {
+    std::cerr << "cairn gc: " << cfg.error().message << "\n";
+    return 2;
+  }
+  gc::GcOptions go;
+  go.dry_run = opts.dry_run;
+  const uint64_t minimum = gc::MinimumGraceSeconds(static_cast<uint64_t>(cfg->dedup_key_expiry.count()),
+                                                   static_cast<uint64_t>(cfg->transfer_url_ttl.count()));
+  go.grace_seconds = std::max(gc::kDefaultGraceSeconds, minimum);
+  if (!opts.grace.empty()) {
+    auto grace = config::ParseDuration(opts.grace);
+    if (!grace) {
+      std::cerr << "cairn gc: --grace: " << grace.error().message << "\n";
+      return 2;
+    }
+    go.grace_seconds = static_cast<uint64_t>(grace->count());
+  }
+  if (go.grace_seconds < minimum && !opts.force) {
+    std::cerr << "cairn gc: a grace of " << Days(go.grace_seconds) << " is shorter than the " << Days(minimum)
+              << " clients may still count on what was deleted (their shard cache keeps own uploads 21 d, a "
+                 "dedup answer is usable for dedup_key_expiry, a transfer URL for transfer_url_ttl): an "
+                 "upload of theirs could then fail. Add --force to run it anyway.\n";
+    return 2;
+  }
+  auto index = OpenConfiguredIndex(*cfg);
+  if (!index) {
+    std::cerr << "cairn gc: " << index.error().message << "\n";
+    return 2;
+  }
+  auto store = OpenConfiguredStore(*cfg);
+  if (!store) {
+    std::cerr << "cairn gc: " << store.error().message << "\n";
+    return 2;
+  }
+  gc::Collector collector(**index, **index, **store, go);
+  auto report = collector.Run();
+  if (!report) {
+    std::cerr << "cairn gc: " << report.error().message << "\n";
+    return 2;
+  }
+  const auto& r = *report;
+  if (opts.json) {
+    std::cout << r.ToJson() << "\n";
+    return 0;
+  }
+  std::cout << (r.dry_run ? "dry run (nothing changed): " : "") << r.files << " files (" << r.live_files
+            << " live), " << r.xorbs << " xorbs; " << r.newly_quarantined << " newly unreferenced, "
+            << r.released << " wanted again\n"
+            << "quarantined: " << r.quarantined_files << " files, " << r.quarantined_xorbs << " xorbs, "
+            << r.quarantined_bytes << " bytes\n"
+            << "past the grace of " << Days(go.grace_seconds) << ": " << r.reclaimable_xorbs << " xorbs, "
+            << r.reclaimable_bytes << " bytes" << (r.dry_run ? " would be freed" : "") << "\n";
+  if (!r.dry_run) {
+    std::cout << "swept: " << r.swept_files << " files, " << r.swept_xorbs + r.resumed_xorbs << " xorbs; "
+              << r.reclaimed_bytes << " bytes freed in " << r.seconds << " s\n";
+  }
+  return 0;
+}
+
+}  // namespace cairn::cli

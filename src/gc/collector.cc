@@ -1,0 +1,270 @@
+#include "gc/collector.h"
+
+#include <algorithm>
+#include <chrono>
+#include <optional>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace cairn::gc {
+
+namespace {
+
+using index::GcKind;
+using index::Quarantined;
+using xet::Hash;
+
+constexpr size_t kPage = index::CasIndex::kMaxScanned;
+
+// A set of hashes built once and then only asked: a sorted vector (32 bytes a hash, where a hash set takes
+// about three times that; a mark holds one entry per xorb).
+class HashSet {
+ public:
+  void Add(const Hash& h) { v_.push_back(h); }
+  void Freeze() {
+    std::sort(v_.begin(), v_.end());
+    v_.erase(std::unique(v_.begin(), v_.end()), v_.end());
+  }
+  bool Has(const Hash& h) const { return std::binary_search(v_.begin(), v_.end(), h); }
+
+ private:
+  std::vector<Hash> v_;
+};
+
+using QuarantineMap = std::unordered_map<Hash, Quarantined, xet::HashHasher>;
+
+xet::Result<QuarantineMap> LoadQuarantine(index::GcIndex& gc, GcKind kind) {
+  QuarantineMap out;
+  std::optional<Hash> after;
+  for (;;) {
+    auto page = gc.ScanQuarantine(kind, after, kPage);
+    if (!page.ok()) return page.error();
+    for (const Quarantined& q : *page) out.emplace(q.hash, q);
+    if (page->size() < kPage) return out;
+    after = page->back().hash;
+  }
+}
+
+// Runs `fn` on consecutive slices of at most `n` elements of `all`.
+template <typename T, typename Fn>
+xet::Status InBatches(const std::vector<T>& all, size_t n, Fn fn) {
+  for (size_t at = 0; at < all.size(); at += n) {
+    if (auto st = fn(std::span<const T>(all).subspan(at, std::min(n, all.size() - at))); !st.ok()) return st;
+  }
+  return xet::Ok{};
+}
+
+}  // namespace
+
+uint64_t MinimumGraceSeconds(uint64_t dedup_key_expiry_seconds, uint64_t transfer_url_ttl_seconds) {
+  return kClientShardCacheSeconds + dedup_key_expiry_seconds + transfer_url_ttl_seconds;
+}
+
+std::string GcReport::ToJson() const {
+  std::string out = "{";
+  const auto field = [&](std::string_view name, const std::string& value) {
+    if (out.size() > 1) out += ",";
+    out += "\"" + std::string(name) + "\":" + value;
+  };
+  const auto n = [](uint64_t v) { return std::to_string(v); };
+  field("dry_run", dry_run ? "true" : "false");
+  field("started_at", std::to_string(started_at));
+  field("seconds", std::to_string(seconds));
+  field("files", n(files));
+  field("live_files", n(live_files));
+  field("xorbs", n(xorbs));
+  field("newly_quarantined", n(newly_quarantined));
+  field("released", n(released));
+  field("quarantined_files", n(quarantined_files));
+  field("quarantined_xorbs", n(quarantined_xorbs));
+  field("quarantined_bytes", n(quarantined_bytes));
+  field("reclaimable_xorbs", n(reclaimable_xorbs));
+  field("reclaimable_bytes", n(reclaimable_bytes));
+  field("swept_files", n(swept_files));
+  field("swept_xorbs", n(swept_xorbs));
+  field("reclaimed_bytes", n(reclaimed_bytes));
+  field("resumed_xorbs", n(resumed_xorbs));
+  return out + "}";
+}
+
+Collector::Collector(index::CasIndex& cas, index::GcIndex& gc, store::BlobStore& store, GcOptions options)
+    : cas_(cas), gc_(gc), store_(store), options_(std::move(options)) {}
+
+xet::Status Collector::Step(std::string_view step) const {
+  return options_.hook ? options_.hook(step) : xet::Status(xet::Ok{});
+}
+
+xet::Status Collector::FinishClaimed(std::span<const xet::XorbHash> claimed, index::GcLock& lock,
+                                     GcReport& report, uint64_t& counter) {
+  if (claimed.empty()) return xet::Ok{};
+  // A collector that lost its lock may have been replaced by another, which may have finished these
+  // claims and let the xorbs be uploaded again: it must not delete them now.
+  if (auto st = lock.Check(); !st.ok()) return st;
+  for (const xet::XorbHash& x : claimed) {
+    if (auto del = store_.Delete(store::BlobKind::kXorb, x); !del.ok()) return del.error();
+  }
+  if (auto st = Step("deleted"); !st.ok()) return st;
+  auto dropped = gc_.DropXorbs(claimed);
+  if (!dropped.ok()) return dropped.error();
+  counter += dropped->objects;
+  report.reclaimed_bytes += dropped->bytes;
+  return Step("dropped");
+}
+
+xet::Result<GcReport> Collector::Run() {
+  auto lock = gc_.LockGc();
+  if (!lock.ok()) return lock.error();
+  const auto t0 = std::chrono::steady_clock::now();
+  GcReport report;
+  report.dry_run = options_.dry_run;
+  const int64_t now = options_.clock->UnixSeconds();
+  report.started_at = now;
+  const int64_t cutoff = now - static_cast<int64_t>(options_.grace_seconds);
+
+  auto files_q = LoadQuarantine(gc_, GcKind::kFile);
+  if (!files_q.ok()) return files_q.error();
+  auto xorbs_q = LoadQuarantine(gc_, GcKind::kXorb);
+  if (!xorbs_q.ok()) return xorbs_q.error();
+
+  // 1. Claims of an interrupted run: nothing can revive them, so their sweep goes on whatever the mark says.
+  if (!options_.dry_run) {
+    std::vector<xet::XorbHash> claimed;
+    for (const auto& [h, q] : *xorbs_q) {
+      if (q.claimed_at != 0) claimed.push_back(h);
+    }
+    if (auto st = InBatches(claimed, options_.batch,
+                            [&](std::span<const xet::XorbHash> b) {
+                              return FinishClaimed(b, **lock, report, report.resumed_xorbs);
+                            });
+        !st.ok()) {
+      return st.error();
+    }
+    for (const auto& h : claimed) xorbs_q->erase(h);
+  }
+  if (auto st = Step("resumed"); !st.ok()) return st.error();
+
+  // 2. Mark. Files: live ones want their xorbs; unreferenced ones inside the grace keep theirs; the rest
+  // go now, and with them, xorbs no file that stays uses.
+  HashSet wanted;  // xorbs of live files
+  HashSet kept;    // xorbs of unreferenced files that stay (inside the grace)
+  std::vector<Hash> new_files, released_files;
+  std::vector<Quarantined> sweep_files;
+  std::optional<Hash> after;
+  for (;;) {
+    auto page = gc_.ScanFileXorbs(after, kPage);
+    if (!page.ok()) return page.error();
+    for (const index::FileXorbs& f : *page) {
+      ++report.files;
+      auto q = files_q->find(f.hash);
+      if (f.registered) {
+        ++report.live_files;
+        for (const auto& x : f.xorbs) wanted.Add(x);
+        if (q != files_q->end()) released_files.push_back(f.hash);
+      } else if (q != files_q->end() && q->second.since <= cutoff) {
+        sweep_files.push_back(q->second);
+      } else {
+        for (const auto& x : f.xorbs) kept.Add(x);
+        if (q == files_q->end()) new_files.push_back(f.hash);
+      }
+    }
+    if (page->size() < kPage) break;
+    after = page->back().hash;
+  }
+  wanted.Freeze();
+  kept.Freeze();
+
+  // Xorbs: every registered one is wanted, kept, or unreferenced (quarantined; swept past the grace).
+  std::vector<Hash> new_xorbs, released_xorbs;
+  std::vector<Quarantined> sweep_xorbs;
+  after.reset();
+  for (;;) {
+    auto page = cas_.Scan(index::CasIndex::Scanned::kXorbs, after, kPage);
+    if (!page.ok()) return page.error();
+    for (const Hash& x : *page) {
+      ++report.xorbs;
+      auto q = xorbs_q->find(x);
+      if (wanted.Has(x)) {
+        if (q != xorbs_q->end()) released_xorbs.push_back(x);
+      } else if (q == xorbs_q->end()) {
+        new_xorbs.push_back(x);
+      } else if (q->second.since <= cutoff && !kept.Has(x)) {
+        sweep_xorbs.push_back(q->second);
+      }
+    }
+    if (page->size() < kPage) break;
+    after = page->back();
+  }
+  report.newly_quarantined = new_files.size() + new_xorbs.size();
+  report.released = released_files.size() + released_xorbs.size();
+  report.quarantined_files = files_q->size() + new_files.size() - released_files.size();
+  report.quarantined_xorbs = xorbs_q->size() + new_xorbs.size() - released_xorbs.size();
+  for (const auto& [h, q] : *xorbs_q) report.quarantined_bytes += q.bytes;
+  for (const auto& x : released_xorbs) report.quarantined_bytes -= xorbs_q->at(x).bytes;
+  for (const auto& q : sweep_xorbs) {
+    ++report.reclaimable_xorbs;
+    report.reclaimable_bytes += q.bytes;
+  }
+  if (!new_xorbs.empty()) {
+    // Their sizes, for the report (the quarantine records sizes of what it already holds).
+    if (auto st = InBatches(new_xorbs, index::CasIndex::kMaxXorbsPerRead,
+                            [&](std::span<const Hash> b) -> xet::Status {
+                              auto entries = cas_.GetXorbs(b);
+                              if (!entries.ok()) return entries.error();
+                              for (const auto& e : *entries) {
+                                if (e) report.quarantined_bytes += e->region_size;
+                              }
+                              return xet::Ok{};
+                            });
+        !st.ok()) {
+      return st.error();
+    }
+  }
+  if (options_.dry_run) {
+    report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return report;
+  }
+  for (auto [kind, hashes] : {std::pair{GcKind::kFile, &new_files}, std::pair{GcKind::kXorb, &new_xorbs}}) {
+    if (auto st = InBatches(*hashes, kPage,
+                            [&, k = kind](std::span<const Hash> b) { return gc_.Quarantine(k, b, now); });
+        !st.ok()) {
+      return st.error();
+    }
+  }
+  for (auto [kind, hashes] :
+       {std::pair{GcKind::kFile, &released_files}, std::pair{GcKind::kXorb, &released_xorbs}}) {
+    if (auto st =
+            InBatches(*hashes, kPage, [&, k = kind](std::span<const Hash> b) { return gc_.Release(k, b); });
+        !st.ok()) {
+      return st.error();
+    }
+  }
+  if (auto st = Step("marked"); !st.ok()) return st.error();
+
+  // 3. Sweep: files first (records only), then xorbs.
+  if (auto st = InBatches(sweep_files, options_.batch,
+                          [&](std::span<const Quarantined> b) -> xet::Status {
+                            auto swept = gc_.SweepFiles(b);
+                            if (!swept.ok()) return swept.error();
+                            report.swept_files += swept->objects;
+                            return xet::Ok{};
+                          });
+      !st.ok()) {
+    return st.error();
+  }
+  if (auto st = Step("files swept"); !st.ok()) return st.error();
+  if (auto st = InBatches(sweep_xorbs, options_.batch,
+                          [&](std::span<const Quarantined> b) -> xet::Status {
+                            auto claimed = gc_.ClaimXorbs(b, options_.clock->UnixSeconds());
+                            if (!claimed.ok()) return claimed.error();
+                            if (auto s = Step("claimed"); !s.ok()) return s;
+                            return FinishClaimed(*claimed, **lock, report, report.swept_xorbs);
+                          });
+      !st.ok()) {
+    return st.error();
+  }
+  report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return report;
+}
+
+}  // namespace cairn::gc

@@ -1,0 +1,489 @@
+// The collector against every backend pair (SQLite + local disk, PostgreSQL + S3 on SeaweedFS): what it
+// frees and what it keeps, and each race with the writes that revive what it is about to delete, made
+// deterministic with a test clock and the collector's step hook.
+#include "gc/collector.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <memory>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cas/service.h"
+#include "common/clock.h"
+#include "common/worker_pool.h"
+#include "files/file_service.h"
+#include "index/open_index.h"
+#include "index/pg.h"
+#include "index/postgres_cluster.h"
+#include "ingest/upload_builder.h"
+#include "store/local_disk_store.h"
+#include "store/s3_store.h"
+#include "store/seaweedfs_cluster.h"
+
+namespace cairn::gc {
+namespace {
+
+namespace fs = std::filesystem;
+using Bytes = std::vector<uint8_t>;
+using xet::ErrorCode;
+
+enum class Backend { kSqliteDisk, kPostgresS3 };
+
+index::testing::PostgresCluster& Postgres() {
+  static std::unique_ptr<index::testing::PostgresCluster> cluster = [] {
+    auto c = index::testing::PostgresCluster::Start("gc-test");
+    if (!c.ok()) {
+      std::cerr << "cannot start PostgreSQL: " << c.error().message << "\n";
+      std::abort();
+    }
+    return std::move(*c);
+  }();
+  return *cluster;
+}
+
+store::testing::SeaweedCluster& Seaweed() {
+  static std::unique_ptr<store::testing::SeaweedCluster> cluster = [] {
+    auto c = store::testing::SeaweedCluster::Start("gc-test");
+    if (!c.ok()) {
+      std::cerr << "cannot start SeaweedFS: " << c.error().message << "\n";
+      std::abort();
+    }
+    return std::move(*c);
+  }();
+  return *cluster;
+}
+
+class CollectorTest : public ::testing::TestWithParam<Backend> {
+ protected:
+  void SetUp() override {
+    clock_.Set(1'800'000'000);
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    std::string name = info->name();
+    std::replace(name.begin(), name.end(), '/', '-');
+    dir_ = fs::temp_directory_path() / ("cairn-gc-" + std::to_string(::getpid()) + "-" + name);
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    static int next = 0;
+    ++next;
+    if (GetParam() == Backend::kSqliteDisk) {
+      url_ = "sqlite:" + (dir_ / "index.db").string();
+      auto s = store::LocalDiskStore::Open(dir_ / "blobs");
+      ASSERT_TRUE(s.ok()) << s.error().message;
+      store_ = std::move(*s);
+    } else {
+      schema_ = "gc" + std::to_string(next);
+      ASSERT_NO_FATAL_FAILURE(PgExec("CREATE SCHEMA " + schema_));
+      url_ = Postgres().uri() + "?options=-csearch_path%3D" + schema_;
+      const std::string bucket = "gc-" + std::to_string(::getpid()) + "-" + std::to_string(next);
+      ASSERT_TRUE(Seaweed().CreateBucket(bucket).ok());
+      store::S3StoreOptions so;
+      so.s3 = Seaweed().Options(bucket);
+      auto s = store::S3Store::Open(so);
+      ASSERT_TRUE(s.ok()) << s.error().message;
+      store_ = std::move(*s);
+    }
+    index_ = OpenIndexAt();
+    ASSERT_NE(index_, nullptr);
+    cas::ServiceOptions so;
+    so.clock = &clock_;
+    cas_ = std::make_unique<cas::CasService>(*index_, *store_, pool_, so);
+    files::FileServiceOptions fo;
+    fo.clock = &clock_;
+    files_ = std::make_unique<files::FileService>(*cas_, *index_, fo);
+  }
+  void TearDown() override {
+    files_.reset();
+    cas_.reset();
+    index_.reset();
+    store_.reset();
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+    if (!schema_.empty()) PgExec("DROP SCHEMA " + schema_ + " CASCADE");
+  }
+
+  static void PgExec(const std::string& sql) {
+    auto c = index::pg::Conn::Connect(Postgres().uri());
+    ASSERT_TRUE(c.ok()) << c.error().message;
+    auto r = (*c)->Exec(sql);
+    ASSERT_TRUE(r.ok()) << r.error().message;
+  }
+
+  // Another handle on the same index (another node, or a `cairn gc` process beside the server).
+  std::unique_ptr<index::Index> OpenIndexAt() {
+    index::OpenIndexOptions o;
+    o.clock = &clock_;
+    auto ix = index::OpenIndex(url_, o);
+    EXPECT_TRUE(ix.ok()) << ix.error().message;
+    return ix.ok() ? std::move(*ix) : nullptr;
+  }
+
+  Bytes Random(size_t n) {
+    Bytes b(n);
+    for (auto& c : b) c = static_cast<uint8_t>(rng_());
+    return b;
+  }
+  // Uploads `files` together (chunks they share land in the same xorbs) to `scope`.
+  ingest::BuiltUpload Upload(const std::vector<Bytes>& files, const std::string& scope) {
+    std::vector<std::span<const uint8_t>> spans(files.begin(), files.end());
+    ingest::BuildOptions o;
+    o.max_xorb_bytes = 256 << 10;  // several xorbs per file
+    auto up = ingest::BuildUpload(spans, o);
+    for (const auto& x : up.xorbs) EXPECT_TRUE(cas_->PutXorb(x.hash, x.body).ok());
+    auto r = cas_->PutShard(up.shard_bytes, scope);
+    EXPECT_TRUE(r.ok()) << r.error().message;
+    return up;
+  }
+  Bytes Download(const xet::FileHash& hash, const std::string& scope) {
+    auto found = files_->Find(hash, scope);
+    EXPECT_TRUE(found.ok()) << found.error().message;
+    if (!found.ok()) return {};
+    Bytes out(found->size);
+    if (out.empty()) return out;
+    auto reader = files_->Open(*found, 0, out.size());
+    EXPECT_TRUE(reader.ok()) << reader.error().message;
+    if (!reader.ok()) return {};
+    auto st = (*reader)->Read(out);
+    EXPECT_TRUE(st.ok()) << st.error().message;
+    return out;
+  }
+  bool Stored(const xet::XorbHash& x) {
+    auto s = store_->Stat(store::BlobKind::kXorb, x);
+    EXPECT_TRUE(s.ok());
+    return s.ok() && s->exists;
+  }
+  uint64_t StoredXorbBytes() {
+    uint64_t total = 0;
+    std::vector<xet::Hash> all;
+    EXPECT_TRUE(store_->List(store::BlobKind::kXorb, [&](const xet::Hash& h) { all.push_back(h); }).ok());
+    for (const auto& h : all) {
+      auto s = store_->Stat(store::BlobKind::kXorb, h);
+      if (s.ok() && s->exists) total += s->size;
+    }
+    return total;
+  }
+
+  GcReport Collect(std::function<xet::Status(std::string_view)> hook = nullptr, bool dry_run = false) {
+    GcOptions o;
+    o.clock = &clock_;
+    o.hook = std::move(hook);
+    o.dry_run = dry_run;
+    o.batch = 2;  // several transactions per sweep step
+    Collector c(*index_, *index_, *store_, o);
+    auto r = c.Run();
+    EXPECT_TRUE(r.ok()) << r.error().message;
+    return r.ok() ? *r : GcReport{};
+  }
+
+  // A repository whose write scope got files `doomed` and `shared` in one upload (so they share xorbs),
+  // both committed; `shared` is also copied to a plain scope. Deleting the repository leaves `doomed`
+  // unreferenced, and its xorbs that `shared` does not use.
+  struct Scene {
+    Bytes doomed, shared;
+    xet::FileHash doomed_hash, shared_hash;
+    std::vector<xet::XorbHash> doomed_only, both;
+    int64_t repo = 0;
+  };
+  Scene MakeScene() {
+    Scene s;
+    s.shared = Random(600 << 10);
+    s.doomed = Bytes(s.shared.begin(), s.shared.begin() + (300 << 10));  // its first half is shared's
+    const Bytes tail = Random(900 << 10);
+    s.doomed.insert(s.doomed.end(), tail.begin(), tail.end());
+    index::NewRepo nr;
+    nr.ns = "alice";
+    nr.name = "model";
+    nr.scope = "repo-w";
+    nr.read_scope = "repo-r";
+    auto repo = index_->CreateRepo(nr);
+    EXPECT_TRUE(repo.ok()) << repo.error().message;
+    s.repo = repo.ok() ? repo->id : 0;
+    auto up = Upload({s.doomed, s.shared}, "repo-w");
+    s.doomed_hash = up.file_hashes[0];
+    s.shared_hash = up.file_hashes[1];
+    auto shared = index_->ShareFiles(std::vector{s.doomed_hash, s.shared_hash}, "repo-r");
+    EXPECT_TRUE(shared.ok()) << shared.error().message;
+    shared = index_->ShareFile(s.shared_hash, "plain");
+    EXPECT_TRUE(shared.ok()) << shared.error().message;
+    auto terms = [&](const xet::FileHash& f) {
+      auto e = index_->GetFile(f);
+      EXPECT_TRUE(e.ok());
+      std::vector<xet::XorbHash> out;
+      for (size_t i = 0; e.ok() && i < (*e)->term_count; ++i) out.push_back((*e)->term(i).xorb);
+      std::sort(out.begin(), out.end());
+      out.erase(std::unique(out.begin(), out.end()), out.end());
+      return out;
+    };
+    const auto d = terms(s.doomed_hash);
+    const auto k = terms(s.shared_hash);
+    for (const auto& x : d) (std::binary_search(k.begin(), k.end(), x) ? s.both : s.doomed_only).push_back(x);
+    EXPECT_FALSE(s.doomed_only.empty());
+    EXPECT_FALSE(s.both.empty());
+    return s;
+  }
+
+  fs::path dir_;
+  std::string url_;
+  std::string schema_;
+  TestClock clock_;
+  std::mt19937_64 rng_{42};
+  WorkerPool pool_{2};
+  std::unique_ptr<store::BlobStore> store_;
+  std::unique_ptr<index::Index> index_;
+  std::unique_ptr<cas::CasService> cas_;
+  std::unique_ptr<files::FileService> files_;
+};
+
+TEST_P(CollectorTest, ADeletedRepositorysUniqueBytesAreFreedAfterTheGraceOnly) {
+  Scene s = MakeScene();
+  const uint64_t before = StoredXorbBytes();
+
+  // Everything is live: nothing is quarantined.
+  GcReport r = Collect();
+  EXPECT_EQ(r.newly_quarantined, 0u);
+  EXPECT_EQ(r.live_files, 2u);
+
+  ASSERT_TRUE(index_->DeleteRepo(s.repo).ok());
+  r = Collect();
+  EXPECT_EQ(r.newly_quarantined, 1u + s.doomed_only.size());  // the file and its own xorbs
+  EXPECT_EQ(r.swept_xorbs, 0u);
+  EXPECT_GT(r.quarantined_bytes, 0u);
+
+  // A dry run past the grace says what a run would free, and frees nothing.
+  clock_.Advance(static_cast<int64_t>(kDefaultGraceSeconds) + 1);
+  GcReport dry = Collect(nullptr, /*dry_run=*/true);
+  EXPECT_EQ(dry.reclaimable_xorbs, s.doomed_only.size());
+  EXPECT_EQ(dry.swept_xorbs, 0u);
+  for (const auto& x : s.doomed_only) EXPECT_TRUE(Stored(x));
+
+  // One second short of the grace: nothing goes.
+  clock_.Advance(-2);
+  r = Collect();
+  EXPECT_EQ(r.swept_xorbs, 0u);
+  EXPECT_EQ(r.swept_files, 0u);
+
+  clock_.Advance(2);
+  r = Collect();
+  EXPECT_EQ(r.swept_files, 1u);
+  EXPECT_EQ(r.swept_xorbs, s.doomed_only.size());
+  EXPECT_EQ(r.reclaimed_bytes, dry.reclaimable_bytes);
+  for (const auto& x : s.doomed_only) EXPECT_FALSE(Stored(x)) << x.hex();
+  for (const auto& x : s.both) EXPECT_TRUE(Stored(x)) << x.hex();
+  // What the store holds went down by what the collector reported (the store keeps a footer per xorb too).
+  const uint64_t after = StoredXorbBytes();
+  EXPECT_LT(after, before);
+  EXPECT_GE(before - after, r.reclaimed_bytes);
+  EXPECT_EQ(index_->GetFile(s.doomed_hash).error().code, ErrorCode::kNotFound);
+  EXPECT_EQ(Download(s.shared_hash, "plain"), s.shared);
+  auto stats = index_->Stats();
+  ASSERT_TRUE(stats.ok());
+  EXPECT_EQ(stats->files, 1u);
+
+  // Nothing left to do.
+  r = Collect();
+  EXPECT_EQ(r.swept_xorbs + r.swept_files + r.newly_quarantined, 0u);
+}
+
+TEST_P(CollectorTest, AnUploadNeverCommittedToItsRepositoryIsGarbage) {
+  index::NewRepo nr;
+  nr.ns = "alice";
+  nr.name = "model";
+  nr.scope = "repo-w";
+  nr.read_scope = "repo-r";
+  ASSERT_TRUE(index_->CreateRepo(nr).ok());
+  auto up = Upload({Random(400 << 10)}, "repo-w");
+  GcReport r = Collect();
+  EXPECT_EQ(r.newly_quarantined, 1u + up.xorbs.size());
+  clock_.Advance(static_cast<int64_t>(kDefaultGraceSeconds) + 1);
+  r = Collect();
+  EXPECT_EQ(r.swept_files, 1u);
+  EXPECT_EQ(r.swept_xorbs, up.xorbs.size());
+}
+
+TEST_P(CollectorTest, ADedupAnswerNamingAQuarantinedXorbRevivesIt) {
+  Scene s = MakeScene();
+  ASSERT_TRUE(index_->DeleteRepo(s.repo).ok());
+  Collect();
+  clock_.Advance(static_cast<int64_t>(kDefaultGraceSeconds) + 1);
+  // A client asks about a chunk of a doomed xorb (dedup across scopes is off: ask as the scope that
+  // registered it, the repository's write scope; the dedup entry outlives the repository).
+  auto layout = index_->GetXorb(s.doomed_only[0]);
+  ASSERT_TRUE(layout.ok());
+  auto uses = index_->ReviveXorbs(std::vector{s.doomed_only[0]});
+  ASSERT_TRUE(uses.ok());
+  EXPECT_EQ((*uses)[0], index::XorbUse::kStored);
+  GcReport r = Collect();
+  // Revived and quarantined again now: not swept with the others.
+  EXPECT_EQ(r.swept_xorbs, s.doomed_only.size() - 1);
+  EXPECT_TRUE(Stored(s.doomed_only[0]));
+  clock_.Advance(static_cast<int64_t>(kDefaultGraceSeconds) + 1);
+  r = Collect();
+  EXPECT_EQ(r.swept_xorbs, 1u);
+}
+
+TEST_P(CollectorTest, AnUploadDuringTheSweepWaitsThenStoresTheBytesAgain) {
+  Scene s = MakeScene();
+  auto xorb_bytes = store_->ReadWhole(store::BlobKind::kXorb, s.doomed_only[0]);
+  ASSERT_TRUE(xorb_bytes.ok());
+  ASSERT_TRUE(index_->DeleteRepo(s.repo).ok());
+  Collect();
+  clock_.Advance(static_cast<int64_t>(kDefaultGraceSeconds) + 1);
+  // The body a client sends: the chunk region (without the footer the server writes).
+  auto entry = index_->GetXorb(s.doomed_only[0]);
+  ASSERT_TRUE(entry.ok());
+  const Bytes body(xorb_bytes->begin(), xorb_bytes->begin() + (*entry)->region_size);
+  bool tried = false;
+  GcReport r = Collect([&](std::string_view step) -> xet::Status {
+    if (step == "claimed" && !tried) {
+      tried = true;
+      // Claimed: the upload is refused for a retry (503), the bytes are not touched.
+      auto put = cas_->PutXorb(s.doomed_only[0], body);
+      EXPECT_FALSE(put.ok());
+      if (!put.ok()) {
+        EXPECT_EQ(put.error().code, ErrorCode::kUnavailable);
+      }
+    }
+    return xet::Ok{};
+  });
+  EXPECT_TRUE(tried);
+  EXPECT_EQ(r.swept_xorbs, s.doomed_only.size());
+  EXPECT_FALSE(Stored(s.doomed_only[0]));
+  // The retry after the sweep stores it anew.
+  auto put = cas_->PutXorb(s.doomed_only[0], body);
+  ASSERT_TRUE(put.ok()) << put.error().message;
+  EXPECT_TRUE(*put);
+  EXPECT_TRUE(Stored(s.doomed_only[0]));
+}
+
+TEST_P(CollectorTest, AShardNamingAClaimedXorbIsRefusedForARetryAndAfterTheSweepAsUnknown) {
+  Scene s = MakeScene();
+  ASSERT_TRUE(index_->DeleteRepo(s.repo).ok());
+  Collect();
+  clock_.Advance(static_cast<int64_t>(kDefaultGraceSeconds) + 1);
+  // The same files' shard again, as a client whose cache still names the xorbs would send it.
+  auto up = [&] {
+    std::vector<std::span<const uint8_t>> spans{s.doomed, s.shared};
+    ingest::BuildOptions o;
+    o.max_xorb_bytes = 256 << 10;
+    return ingest::BuildUpload(spans, o);
+  }();
+  bool tried = false;
+  Collect([&](std::string_view step) -> xet::Status {
+    if (step == "claimed" && !tried) {
+      tried = true;
+      auto r = cas_->PutShard(up.shard_bytes, "plain");
+      EXPECT_FALSE(r.ok());
+      if (!r.ok()) {
+        EXPECT_EQ(r.error().code, ErrorCode::kUnavailable) << r.error().message;
+      }
+    }
+    return xet::Ok{};
+  });
+  EXPECT_TRUE(tried);
+  auto r = cas_->PutShard(up.shard_bytes, "plain");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, ErrorCode::kUnknownReference) << r.error().message;
+  // The client sends the xorbs again (its cache expired with the grace), then the shard: accepted.
+  for (const auto& x : up.xorbs) ASSERT_TRUE(cas_->PutXorb(x.hash, x.body).ok());
+  ASSERT_TRUE(cas_->PutShard(up.shard_bytes, "plain").ok());
+  EXPECT_EQ(Download(s.doomed_hash, "plain"), s.doomed);
+}
+
+TEST_P(CollectorTest, AFileCommittedBetweenTheMarkAndTheSweepKeepsItsXorbs) {
+  Scene s = MakeScene();
+  ASSERT_TRUE(index_->DeleteRepo(s.repo).ok());
+  Collect();
+  clock_.Advance(static_cast<int64_t>(kDefaultGraceSeconds) + 1);
+  GcReport r = Collect([&](std::string_view step) -> xet::Status {
+    if (step == "marked") {
+      EXPECT_TRUE(index_->ShareFile(s.doomed_hash, "plain").ok());
+    }
+    return xet::Ok{};
+  });
+  EXPECT_EQ(r.swept_files, 0u);
+  EXPECT_EQ(r.swept_xorbs, 0u);
+  EXPECT_EQ(Download(s.doomed_hash, "plain"), s.doomed);
+  // And later runs see it live.
+  clock_.Advance(static_cast<int64_t>(kDefaultGraceSeconds) + 1);
+  r = Collect();
+  EXPECT_EQ(r.swept_xorbs, 0u);
+  EXPECT_EQ(Download(s.doomed_hash, "plain"), s.doomed);
+}
+
+TEST_P(CollectorTest, KilledAtAnyStepTheNextRunFinishesTheSameWay) {
+  for (const std::string_view kill : {"resumed", "marked", "files swept", "claimed", "deleted", "dropped"}) {
+    SCOPED_TRACE(std::string(kill));
+    TearDown();
+    SetUp();
+    Scene s = MakeScene();
+    ASSERT_TRUE(index_->DeleteRepo(s.repo).ok());
+    Collect();
+    clock_.Advance(static_cast<int64_t>(kDefaultGraceSeconds) + 1);
+    {
+      GcOptions o;
+      o.clock = &clock_;
+      o.batch = 2;
+      o.hook = [&](std::string_view step) -> xet::Status {
+        if (step == kill) return xet::IoError("killed at " + std::string(step));
+        return xet::Ok{};
+      };
+      Collector c(*index_, *index_, *store_, o);
+      auto r = c.Run();
+      ASSERT_FALSE(r.ok());
+    }
+    // Whatever the first run left, this one finishes it.
+    Collect();
+    for (const auto& x : s.doomed_only) EXPECT_FALSE(Stored(x)) << x.hex();
+    for (const auto& x : s.both) EXPECT_TRUE(Stored(x)) << x.hex();
+    EXPECT_EQ(index_->GetFile(s.doomed_hash).error().code, ErrorCode::kNotFound);
+    EXPECT_EQ(Download(s.shared_hash, "plain"), s.shared);
+    auto left = index_->ScanQuarantine(index::GcKind::kXorb, std::nullopt, 100);
+    ASSERT_TRUE(left.ok());
+    EXPECT_TRUE(left->empty());
+  }
+}
+
+TEST_P(CollectorTest, TwoCollectorsAtOnceDeleteEachObjectOnce) {
+  Scene s = MakeScene();
+  ASSERT_TRUE(index_->DeleteRepo(s.repo).ok());
+  Collect();
+  clock_.Advance(static_cast<int64_t>(kDefaultGraceSeconds) + 1);
+  auto other = OpenIndexAt();  // a second node
+  ASSERT_NE(other, nullptr);
+  GcReport a, b;
+  std::thread t([&] {
+    GcOptions o;
+    o.clock = &clock_;
+    o.batch = 1;
+    Collector c(*other, *other, *store_, o);
+    auto r = c.Run();
+    EXPECT_TRUE(r.ok()) << r.error().message;
+    if (r.ok()) b = *r;
+  });
+  a = Collect();
+  t.join();
+  EXPECT_EQ(a.swept_xorbs + b.swept_xorbs, s.doomed_only.size());
+  EXPECT_EQ(a.swept_files + b.swept_files, 1u);
+  EXPECT_EQ(a.reclaimed_bytes + b.reclaimed_bytes, a.reclaimable_bytes + b.reclaimable_bytes -
+                                                       (a.swept_xorbs == 0 ? a.reclaimable_bytes : 0) -
+                                                       (b.swept_xorbs == 0 ? b.reclaimable_bytes : 0));
+  EXPECT_EQ(Download(s.shared_hash, "plain"), s.shared);
+}
+
+TEST(GcGrace, TheDefaultCoversTheClientsCaches) {
+  // 21 days of own-upload shard cache + 7 days of dedup answers + 1 hour of transfer URLs = 28 d 1 h.
+  EXPECT_EQ(MinimumGraceSeconds(7 * 86400, 3600), 28u * 86400 + 3600);
+  EXPECT_GE(kDefaultGraceSeconds, MinimumGraceSeconds(7 * 86400, 3600));
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, CollectorTest,
+                         ::testing::Values(Backend::kSqliteDisk, Backend::kPostgresS3), [](const auto& p) {
+                           return p.param == Backend::kSqliteDisk ? "SqliteDisk" : "PostgresS3";
+                         });
+
+}  // namespace
+}  // namespace cairn::gc

@@ -1,0 +1,259 @@
+// The PostgreSQL backend's garbage-collection slice (index.h's GcIndex) and ReviveXorbs, the CAS's side of
+// it. Each step is one statement, so a write that names a xorb or a file (CommitShard, ShareFiles: their
+// statements lock the quarantine rows they name) and a sweep's step meet on the same rows and serialize.
+#include <string>
+#include <unordered_map>
+#include <utility>
+
+#include "index/postgres_index.h"
+
+namespace cairn::index {
+
+namespace {
+
+constexpr pg::Statement kXorbUses{
+    "xorb_uses",
+    "SELECT x.hash, q.claimed_at FROM xorbs x LEFT JOIN gc_quarantine q ON q.kind = 0 AND q.hash = x.hash "
+    "WHERE x.hash = ANY($1::bytea[])"};
+// Locks the quarantine and the xorbs named: a claim committed before is seen, a later one waits and then
+// finds the xorb revived; a xorb deleted before is absent.
+constexpr pg::Statement kReviveXorbs{"revive_xorbs", R"sql(
+WITH xs AS (SELECT hash FROM xorbs WHERE hash = ANY($1::bytea[]) FOR KEY SHARE),
+gq AS (SELECT hash, claimed_at FROM gc_quarantine WHERE kind = 0 AND hash = ANY($1::bytea[]) FOR UPDATE),
+rv AS (DELETE FROM gc_quarantine q USING gq WHERE q.kind = 0 AND q.hash = gq.hash AND gq.claimed_at = 0)
+SELECT xs.hash, gq.claimed_at FROM xs LEFT JOIN gq ON gq.hash = xs.hash)sql"};
+constexpr pg::Statement kScanFileXorbs{"scan_file_xorbs", R"sql(
+SELECT f.hash, f.size, f.terms,
+  EXISTS (SELECT 1 FROM file_scopes s WHERE s.file = f.hash AND (
+            (NOT EXISTS (SELECT 1 FROM repos r WHERE r.scope = s.scope)
+             AND NOT EXISTS (SELECT 1 FROM repos r WHERE r.read_scope = s.scope))
+            OR EXISTS (SELECT 1 FROM repos r WHERE r.read_scope = s.scope AND r.type <> 3)))
+  OR EXISTS (SELECT 1 FROM bucket_files b WHERE b.file = f.hash)
+FROM files f WHERE f.hash > $1::bytea ORDER BY f.hash LIMIT $2::int8)sql"};
+constexpr pg::Statement kScanQuarantine{"scan_quarantine", R"sql(
+SELECT q.hash, q.since, q.claimed_at,
+  COALESCE(CASE q.kind WHEN 0 THEN (SELECT region_size FROM xorbs x WHERE x.hash = q.hash)
+                       ELSE (SELECT size FROM files f WHERE f.hash = q.hash) END, 0)::int8
+FROM gc_quarantine q WHERE q.kind = $1::int8 AND q.hash > $2::bytea ORDER BY q.hash LIMIT $3::int8)sql"};
+constexpr pg::Statement kQuarantine{
+    "quarantine",
+    "INSERT INTO gc_quarantine(kind, hash, since, claimed_at) "
+    "SELECT $1::int8, h, $3::int8, 0 FROM unnest($2::bytea[]) AS t(h) ON CONFLICT DO NOTHING"};
+constexpr pg::Statement kRelease{
+    "release",
+    "DELETE FROM gc_quarantine WHERE kind = $1::int8 AND hash = ANY($2::bytea[]) AND claimed_at = 0"};
+// Files, their scopes (and the scopes' totals) and the counters, for the files still quarantined as given.
+constexpr pg::Statement kSweepFiles{"sweep_files", R"sql(
+WITH c AS (SELECT * FROM unnest($1::bytea[], $2::int8[]) AS t(hash, since)),
+taken AS (
+  DELETE FROM gc_quarantine q USING c
+  WHERE q.kind = 1 AND q.hash = c.hash AND q.since = c.since AND q.claimed_at = 0 RETURNING q.hash),
+f AS (SELECT files.hash, files.size FROM files JOIN taken ON taken.hash = files.hash),
+sc AS (DELETE FROM file_scopes s USING f WHERE s.file = f.hash RETURNING s.scope, f.size),
+tot AS (
+  UPDATE scope_totals t SET files = t.files - d.n, bytes = t.bytes - d.b
+  FROM (SELECT scope, count(*) AS n, sum(size) AS b FROM sc GROUP BY scope) d WHERE t.scope = d.scope),
+df AS (DELETE FROM files USING f WHERE files.hash = f.hash RETURNING files.size),
+bump AS (
+  UPDATE counters k SET files = k.files - (SELECT count(*) FROM df),
+                        file_bytes = k.file_bytes - (SELECT COALESCE(sum(size), 0) FROM df)
+  WHERE k.slot = $3::int8)
+SELECT (SELECT count(*) FROM df)::int8, (SELECT COALESCE(sum(size), 0) FROM df)::int8)sql"};
+constexpr pg::Statement kClaimXorbs{"claim_xorbs", R"sql(
+WITH c AS (SELECT * FROM unnest($1::bytea[], $2::int8[]) AS t(hash, since)),
+cl AS (
+  UPDATE gc_quarantine q SET claimed_at = $3::int8 FROM c
+  WHERE q.kind = 0 AND q.hash = c.hash AND q.since = c.since AND q.claimed_at = 0 RETURNING q.hash),
+dd AS (DELETE FROM dedup d USING cl WHERE d.xorb = cl.hash),
+dn AS (DELETE FROM shard_xorbs s USING cl WHERE s.xorb = cl.hash)
+SELECT hash FROM cl)sql"};
+constexpr pg::Statement kDropXorbs{"drop_xorbs", R"sql(
+WITH taken AS (
+  DELETE FROM gc_quarantine q WHERE q.kind = 0 AND q.hash = ANY($1::bytea[]) AND q.claimed_at <> 0
+  RETURNING q.hash),
+dx AS (
+  DELETE FROM xorbs x USING taken WHERE x.hash = taken.hash
+  RETURNING x.chunk_count, x.region_size, x.unpacked_size),
+bump AS (
+  UPDATE counters k SET xorbs = k.xorbs - (SELECT count(*) FROM dx),
+                        chunks = k.chunks - (SELECT COALESCE(sum(chunk_count), 0) FROM dx),
+                        stored_bytes = k.stored_bytes - (SELECT COALESCE(sum(region_size), 0) FROM dx),
+                        unpacked_bytes = k.unpacked_bytes - (SELECT COALESCE(sum(unpacked_size), 0) FROM dx)
+  WHERE k.slot = $2::int8)
+SELECT (SELECT count(*) FROM dx)::int8, (SELECT COALESCE(sum(region_size), 0) FROM dx)::int8)sql"};
+// pg_advisory_lock key of the collector ("cairn-gc" in ASCII).
+constexpr const char kLockGc[] = "SELECT pg_advisory_lock(7161132942838359907)";
+constexpr const char kStillConnected[] = "SELECT 1";
+
+constexpr int64_t Kind(GcKind k) {
+  return static_cast<int64_t>(k);
+}
+
+pg::Params& AfterHash(pg::Params& p, const std::optional<Hash>& after) {
+  if (after) return p.Bytea(*after);
+  return p.Bytea(std::span<const uint8_t>());  // every hash sorts after the empty bytea
+}
+
+// The lock lives as long as its session: a connection of its own that nothing else uses.
+class SessionGcLock final : public GcLock {
+ public:
+  explicit SessionGcLock(std::unique_ptr<pg::Conn> conn) : conn_(std::move(conn)) {}
+  xet::Status Check() override {
+    if (auto r = conn_->Exec(kStillConnected); !r.ok()) {
+      return xet::Unavailable("the garbage collector's lock was lost: " + r.error().message);
+    }
+    return xet::Ok{};
+  }
+
+ private:
+  std::unique_ptr<pg::Conn> conn_;
+};
+
+}  // namespace
+
+xet::Result<std::vector<XorbUse>> PostgresIndex::ReviveXorbs(std::span<const XorbHash> xorbs) {
+  if (xorbs.size() > kMaxXorbsPerRead) return xet::Malformed("too many xorbs in one read");
+  const auto uses = [&](const pg::Rows& rows, bool* quarantined) -> xet::Result<std::vector<XorbUse>> {
+    std::unordered_map<XorbHash, XorbUse, xet::HashHasher> found;
+    for (int r = 0; r < rows.size(); ++r) {
+      auto hash = rows.Hash(r, 0);
+      if (!hash) return xet::IoError("index: a xorb hash that is not 32 bytes");
+      XorbUse use = XorbUse::kStored;
+      if (!rows.IsNull(r, 1)) {
+        if (rows.Int8(r, 1) != 0) {
+          use = XorbUse::kBeingSwept;
+        } else if (quarantined != nullptr) {
+          *quarantined = true;
+        }
+      }
+      found[*hash] = use;
+    }
+    std::vector<XorbUse> out;
+    out.reserve(xorbs.size());
+    for (const XorbHash& x : xorbs) {
+      auto it = found.find(x);
+      out.push_back(it == found.end() ? XorbUse::kAbsent : it->second);
+    }
+    return out;
+  };
+  auto rows = Query(kXorbUses, pg::Params().HashArray(xorbs));
+  if (!rows.ok()) return rows.error();
+  bool quarantined = false;
+  auto read = uses(*rows, &quarantined);
+  if (!read.ok() || !quarantined) return read;  // a read only, as long as nothing named is quarantined
+  xet::Result<std::vector<XorbUse>> written = xet::IoError("postgres: revive_xorbs returned nothing");
+  WriteRequest req{&kReviveXorbs, {}, [&](const pg::Rows& r) { written = uses(r, nullptr); }};
+  req.params.HashArray(xorbs);
+  if (auto st = writes_->Submit(req); !st.ok()) return st.error();
+  return written;
+}
+
+xet::Result<std::vector<FileXorbs>> PostgresIndex::ScanFileXorbs(std::optional<FileHash> after,
+                                                                 size_t limit) {
+  if (limit > kMaxScanned) return xet::Malformed("at most " + std::to_string(kMaxScanned) + " files a page");
+  pg::Params p;
+  AfterHash(p, after).Int8(static_cast<int64_t>(limit));
+  auto rows = Query(kScanFileXorbs, p);
+  if (!rows.ok()) return rows.error();
+  std::vector<FileXorbs> out;
+  out.reserve(static_cast<size_t>(rows->size()));
+  for (int r = 0; r < rows->size(); ++r) {
+    auto hash = rows->Hash(r, 0);
+    if (!hash) return xet::IoError("a files row has a hash that is not 32 bytes");
+    out.push_back({*hash, static_cast<uint64_t>(rows->Int8(r, 1)), DistinctTermXorbs(rows->Bytes(r, 2)),
+                   rows->Bool(r, 3)});
+  }
+  return out;
+}
+
+xet::Result<std::vector<Quarantined>> PostgresIndex::ScanQuarantine(GcKind kind, std::optional<Hash> after,
+                                                                    size_t limit) {
+  if (limit > kMaxScanned) return xet::Malformed("at most " + std::to_string(kMaxScanned) + " hashes a page");
+  pg::Params p;
+  p.Int8(Kind(kind));
+  AfterHash(p, after).Int8(static_cast<int64_t>(limit));
+  auto rows = Query(kScanQuarantine, p);
+  if (!rows.ok()) return rows.error();
+  std::vector<Quarantined> out;
+  out.reserve(static_cast<size_t>(rows->size()));
+  for (int r = 0; r < rows->size(); ++r) {
+    auto hash = rows->Hash(r, 0);
+    if (!hash) return xet::IoError("a gc_quarantine row has a hash that is not 32 bytes");
+    out.push_back({*hash, rows->Int8(r, 1), rows->Int8(r, 2), static_cast<uint64_t>(rows->Int8(r, 3))});
+  }
+  return out;
+}
+
+xet::Status PostgresIndex::Quarantine(GcKind kind, std::span<const Hash> hashes, int64_t since) {
+  if (hashes.empty()) return xet::Ok{};
+  WriteRequest req{&kQuarantine, {}, [](const pg::Rows&) {}};
+  req.params.Int8(Kind(kind)).HashArray(hashes).Int8(since);
+  return writes_->Submit(req);
+}
+
+xet::Status PostgresIndex::Release(GcKind kind, std::span<const Hash> hashes) {
+  if (hashes.empty()) return xet::Ok{};
+  WriteRequest req{&kRelease, {}, [](const pg::Rows&) {}};
+  req.params.Int8(Kind(kind)).HashArray(hashes);
+  return writes_->Submit(req);
+}
+
+xet::Result<SweptTotals> PostgresIndex::SweepFiles(std::span<const Quarantined> files) {
+  SweptTotals swept;
+  if (files.empty()) return swept;
+  std::vector<Hash> hashes;
+  std::vector<int64_t> since;
+  for (const Quarantined& q : files) {
+    hashes.push_back(q.hash);
+    since.push_back(q.since);
+  }
+  WriteRequest req{&kSweepFiles, {}, [&](const pg::Rows& rows) {
+                     if (rows.size() != 1) return;
+                     swept = {static_cast<uint64_t>(rows.Int8(0, 0)), static_cast<uint64_t>(rows.Int8(0, 1))};
+                   }};
+  req.params.HashArray(hashes).Int8Array(since).Int8(counter_slot_);
+  if (auto st = writes_->Submit(req); !st.ok()) return st.error();
+  return swept;
+}
+
+xet::Result<std::vector<XorbHash>> PostgresIndex::ClaimXorbs(std::span<const Quarantined> xorbs,
+                                                             int64_t now) {
+  std::vector<XorbHash> claimed;
+  if (xorbs.empty()) return claimed;
+  std::vector<Hash> hashes;
+  std::vector<int64_t> since;
+  for (const Quarantined& q : xorbs) {
+    hashes.push_back(q.hash);
+    since.push_back(q.since);
+  }
+  WriteRequest req{&kClaimXorbs, {}, [&](const pg::Rows& rows) {
+                     claimed.clear();
+                     for (int r = 0; r < rows.size(); ++r) {
+                       if (auto h = rows.Hash(r, 0)) claimed.push_back(*h);
+                     }
+                   }};
+  req.params.HashArray(hashes).Int8Array(since).Int8(now);
+  if (auto st = writes_->Submit(req); !st.ok()) return st.error();
+  return claimed;
+}
+
+xet::Result<SweptTotals> PostgresIndex::DropXorbs(std::span<const XorbHash> xorbs) {
+  SweptTotals swept;
+  if (xorbs.empty()) return swept;
+  WriteRequest req{&kDropXorbs, {}, [&](const pg::Rows& rows) {
+                     if (rows.size() != 1) return;
+                     swept = {static_cast<uint64_t>(rows.Int8(0, 0)), static_cast<uint64_t>(rows.Int8(0, 1))};
+                   }};
+  req.params.HashArray(xorbs).Int8(counter_slot_);
+  if (auto st = writes_->Submit(req); !st.ok()) return st.error();
+  return swept;
+}
+
+xet::Result<std::unique_ptr<GcLock>> PostgresIndex::LockGc() {
+  auto conn = pg::Conn::Connect(options_.uri);
+  if (!conn.ok()) return conn.error();
+  if (auto r = (*conn)->Exec(kLockGc); !r.ok()) return r.error();
+  return std::unique_ptr<GcLock>(new SessionGcLock(std::move(*conn)));
+}
+
+}  // namespace cairn::index

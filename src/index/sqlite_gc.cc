@@ -1,0 +1,387 @@
+// The SQLite backend's garbage-collection slice (index.h's GcIndex) and ReviveXorbs, the CAS's side of it.
+#include <fcntl.h>
+#include <sys/file.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <string>
+#include <utility>
+
+#include "common/posix_io.h"
+#include "common/unique_fd.h"
+#include "index/sqlite_conn.h"
+#include "index/sqlite_index.h"
+
+namespace cairn::index {
+
+namespace {
+
+// Statements. Their addresses key each connection's prepared-statement cache.
+constexpr const char kXorbUse[] =
+    "SELECT q.claimed_at FROM xorbs x LEFT JOIN gc_quarantine q ON q.kind = 0 AND q.hash = x.hash "
+    "WHERE x.hash = ?1";
+constexpr const char kReleaseOne[] =
+    "DELETE FROM gc_quarantine WHERE kind = ?1 AND hash = ?2 AND claimed_at = 0";
+constexpr const char kQuarantineOne[] =
+    "INSERT INTO gc_quarantine(kind, hash, since, claimed_at) VALUES (?1, ?2, ?3, 0) ON CONFLICT DO NOTHING";
+// A file is live by registration when a plain scope (no repository's) or a read scope of a repository
+// other than a bucket sees it, or a bucket names it (records.h FileXorbs).
+constexpr const char kScanFileXorbs[] = R"sql(
+SELECT f.hash, f.size, f.terms,
+  EXISTS (SELECT 1 FROM file_scopes s WHERE s.file = f.hash AND (
+            (NOT EXISTS (SELECT 1 FROM repos r WHERE r.scope = s.scope)
+             AND NOT EXISTS (SELECT 1 FROM repos r WHERE r.read_scope = s.scope))
+            OR EXISTS (SELECT 1 FROM repos r WHERE r.read_scope = s.scope AND r.type <> 3)))
+  OR EXISTS (SELECT 1 FROM bucket_files b WHERE b.file = f.hash)
+FROM files f WHERE f.hash > ?1 ORDER BY f.hash LIMIT ?2)sql";
+constexpr const char kScanQuarantine[] =
+    "SELECT q.hash, q.since, q.claimed_at, "
+    "COALESCE((SELECT region_size FROM xorbs x WHERE q.kind = 0 AND x.hash = q.hash), "
+    "         (SELECT size FROM files f WHERE q.kind = 1 AND f.hash = q.hash), 0) "
+    "FROM gc_quarantine q WHERE q.kind = ?1 AND q.hash > ?2 ORDER BY q.hash LIMIT ?3";
+constexpr const char kTakeFile[] =
+    "DELETE FROM gc_quarantine WHERE kind = 1 AND hash = ?1 AND since = ?2 AND claimed_at = 0";
+constexpr const char kFileSize[] = "SELECT size FROM files WHERE hash = ?1";
+constexpr const char kFileScopes[] = "SELECT scope FROM file_scopes WHERE file = ?1";
+constexpr const char kUncountScope[] =
+    "UPDATE scope_totals SET files = files - 1, bytes = bytes - ?2 WHERE scope = ?1";
+constexpr const char kDropEmptyScope[] = "DELETE FROM scope_totals WHERE scope = ?1 AND files <= 0";
+constexpr const char kDeleteFileScopes[] = "DELETE FROM file_scopes WHERE file = ?1";
+constexpr const char kDeleteFile[] = "DELETE FROM files WHERE hash = ?1";
+constexpr const char kClaimXorb[] =
+    "UPDATE gc_quarantine SET claimed_at = ?3 WHERE kind = 0 AND hash = ?1 AND since = ?2 AND claimed_at = 0";
+constexpr const char kDeleteDedupOfXorb[] = "DELETE FROM dedup WHERE xorb = ?1";
+constexpr const char kDeleteNeighbourhoodOfXorb[] = "DELETE FROM shard_xorbs WHERE xorb = ?1";
+constexpr const char kTakeClaimedXorb[] =
+    "DELETE FROM gc_quarantine WHERE kind = 0 AND hash = ?1 AND claimed_at <> 0";
+constexpr const char kXorbSizes[] =
+    "SELECT chunk_count, region_size, unpacked_size FROM xorbs WHERE hash = ?1";
+constexpr const char kDeleteXorb[] = "DELETE FROM xorbs WHERE hash = ?1";
+constexpr const char kUncount[] =
+    "UPDATE counters SET xorbs = xorbs - ?1, files = files - ?2, chunks = chunks - ?3, "
+    "stored_bytes = stored_bytes - ?4, unpacked_bytes = unpacked_bytes - ?5, file_bytes = file_bytes - ?6 "
+    "WHERE id = 1";
+constexpr const char kAnyQuarantined[] = "SELECT EXISTS (SELECT 1 FROM gc_quarantine)";
+constexpr const char kFileTerms[] = "SELECT terms FROM files WHERE hash = ?1";
+
+constexpr int64_t Kind(GcKind k) {
+  return static_cast<int64_t>(k);
+}
+
+class FileGcLock final : public GcLock {
+ public:
+  explicit FileGcLock(UniqueFd fd) : fd_(std::move(fd)) {}
+  xet::Status Check() override { return xet::Ok{}; }  // held until the descriptor closes
+
+ private:
+  UniqueFd fd_;
+};
+
+}  // namespace
+
+xet::Result<XorbUse> SqliteIndex::UseOf(Conn& c, const XorbHash& xorb, bool* quarantined) {
+  auto s = c.Prepare(kXorbUse);
+  if (!s.ok()) return s.error();
+  s->Bind(1, xorb);
+  const int rc = s->Step();
+  if (rc == SQLITE_DONE) return XorbUse::kAbsent;
+  if (rc != SQLITE_ROW) return c.Err("read a xorb's quarantine", rc);
+  if (s->IsNull(0)) return XorbUse::kStored;
+  if (s->Int(0) != 0) return XorbUse::kBeingSwept;
+  if (quarantined != nullptr) *quarantined = true;
+  return XorbUse::kStored;
+}
+
+xet::Status SqliteIndex::Uncount(Conn& c, const SweptTotals& xorbs, int64_t chunks, int64_t unpacked,
+                                 const SweptTotals& files) {
+  auto s = c.Prepare(kUncount);
+  if (!s.ok()) return s.error();
+  s->Bind(1, static_cast<int64_t>(xorbs.objects)).Bind(2, static_cast<int64_t>(files.objects));
+  s->Bind(3, chunks).Bind(4, static_cast<int64_t>(xorbs.bytes)).Bind(5, unpacked);
+  s->Bind(6, static_cast<int64_t>(files.bytes));
+  return c.Run(*s, "count what was swept");
+}
+
+// ---- Revival: what writes that name xorbs and files do before they count on them
+
+xet::Status SqliteIndex::Revive(Conn& c, std::span<const XorbHash> xorbs, std::span<const FileHash> files) {
+  {
+    auto any = c.Prepare(kAnyQuarantined);
+    if (!any.ok()) return any.error();
+    const int rc = any->Step();
+    if (rc != SQLITE_ROW) return c.Err("read the quarantine", rc);
+    if (any->Int(0) == 0) return xet::Ok{};  // nothing is quarantined: the usual case, one read
+  }
+  for (const XorbHash& x : xorbs) {
+    auto use = UseOf(c, x, nullptr);
+    if (!use.ok()) return use.error();
+    if (*use == XorbUse::kBeingSwept) {
+      return xet::Unavailable("xorb " + x.hex() + " is being deleted by the garbage collector; retry");
+    }
+    auto release = c.Prepare(kReleaseOne);
+    if (!release.ok()) return release.error();
+    release->Bind(1, Kind(GcKind::kXorb)).Bind(2, x);
+    if (auto st = c.Run(*release, "revive a xorb"); !st.ok()) return st;
+  }
+  for (const FileHash& f : files) {
+    auto release = c.Prepare(kReleaseOne);
+    if (!release.ok()) return release.error();
+    release->Bind(1, Kind(GcKind::kFile)).Bind(2, f);
+    if (auto st = c.Run(*release, "revive a file"); !st.ok()) return st;
+  }
+  return xet::Ok{};
+}
+
+xet::Status SqliteIndex::ReviveFilesAndTheirXorbs(Conn& c, std::span<const FileHash> files) {
+  {
+    auto any = c.Prepare(kAnyQuarantined);
+    if (!any.ok()) return any.error();
+    const int rc = any->Step();
+    if (rc != SQLITE_ROW) return c.Err("read the quarantine", rc);
+    if (any->Int(0) == 0) return xet::Ok{};
+  }
+  std::vector<XorbHash> xorbs;
+  for (const FileHash& f : files) {
+    auto terms = c.Prepare(kFileTerms);
+    if (!terms.ok()) return terms.error();
+    terms->Bind(1, f);
+    const int rc = terms->Step();
+    if (rc == SQLITE_DONE) continue;
+    if (rc != SQLITE_ROW) return c.Err("read a file's terms", rc);
+    for (const XorbHash& x : DistinctTermXorbs(terms->Blob(0))) xorbs.push_back(x);
+  }
+  std::sort(xorbs.begin(), xorbs.end());
+  xorbs.erase(std::unique(xorbs.begin(), xorbs.end()), xorbs.end());
+  return Revive(c, xorbs, files);
+}
+
+xet::Result<std::vector<XorbUse>> SqliteIndex::ReviveXorbs(std::span<const XorbHash> xorbs) {
+  if (xorbs.size() > kMaxXorbsPerRead) return xet::Malformed("too many xorbs in one read");
+  std::vector<XorbUse> out(xorbs.size(), XorbUse::kAbsent);
+  bool any_quarantined = false;
+  {
+    auto r = AcquireReader();
+    if (!r.ok()) return r.error();
+    for (size_t i = 0; i < xorbs.size(); ++i) {
+      auto use = UseOf(**r, xorbs[i], &any_quarantined);
+      if (!use.ok()) return use.error();
+      out[i] = *use;
+    }
+  }
+  if (!any_quarantined) return out;  // a read only, as long as nothing named is quarantined
+  // Revive in a write, where the answer is final: a sweep may have claimed one since the read.
+  auto st = Write([&](Conn& c) -> xet::Status {
+    for (size_t i = 0; i < xorbs.size(); ++i) {
+      bool quarantined = false;
+      auto use = UseOf(c, xorbs[i], &quarantined);
+      if (!use.ok()) return use.error();
+      out[i] = *use;
+      if (!quarantined) continue;
+      auto release = c.Prepare(kReleaseOne);
+      if (!release.ok()) return release.error();
+      release->Bind(1, Kind(GcKind::kXorb)).Bind(2, xorbs[i]);
+      if (auto r = c.Run(*release, "revive a xorb"); !r.ok()) return r;
+    }
+    return xet::Ok{};
+  });
+  if (!st.ok()) return st.error();
+  return out;
+}
+
+// ---- Mark
+
+xet::Result<std::vector<FileXorbs>> SqliteIndex::ScanFileXorbs(std::optional<FileHash> after, size_t limit) {
+  if (limit > kMaxScanned) return xet::Malformed("at most " + std::to_string(kMaxScanned) + " files a page");
+  auto r = AcquireReader();
+  if (!r.ok()) return r.error();
+  auto s = (*r)->Prepare(kScanFileXorbs);
+  if (!s.ok()) return s.error();
+  s->BindAfter(1, after);
+  s->Bind(2, static_cast<int64_t>(limit));
+  std::vector<FileXorbs> out;
+  for (;;) {
+    const int rc = s->Step();
+    if (rc == SQLITE_DONE) return out;
+    if (rc != SQLITE_ROW) return (*r)->Err("scan files and their xorbs", rc);
+    auto hash = s->HashCol(0);
+    if (!hash) return xet::IoError("a files row has a hash that is not 32 bytes");
+    out.push_back({*hash, static_cast<uint64_t>(s->Int(1)), DistinctTermXorbs(s->Blob(2)), s->Int(3) != 0});
+  }
+}
+
+xet::Result<std::vector<Quarantined>> SqliteIndex::ScanQuarantine(GcKind kind, std::optional<Hash> after,
+                                                                  size_t limit) {
+  if (limit > kMaxScanned) return xet::Malformed("at most " + std::to_string(kMaxScanned) + " hashes a page");
+  auto r = AcquireReader();
+  if (!r.ok()) return r.error();
+  auto s = (*r)->Prepare(kScanQuarantine);
+  if (!s.ok()) return s.error();
+  s->Bind(1, Kind(kind));
+  s->BindAfter(2, after);
+  s->Bind(3, static_cast<int64_t>(limit));
+  std::vector<Quarantined> out;
+  for (;;) {
+    const int rc = s->Step();
+    if (rc == SQLITE_DONE) return out;
+    if (rc != SQLITE_ROW) return (*r)->Err("scan the quarantine", rc);
+    auto hash = s->HashCol(0);
+    if (!hash) return xet::IoError("a gc_quarantine row has a hash that is not 32 bytes");
+    out.push_back({*hash, s->Int(1), s->Int(2), static_cast<uint64_t>(s->Int(3))});
+  }
+}
+
+xet::Status SqliteIndex::Quarantine(GcKind kind, std::span<const Hash> hashes, int64_t since) {
+  if (hashes.empty()) return xet::Ok{};
+  return Write([&](Conn& c) -> xet::Status {
+    for (const Hash& h : hashes) {
+      auto put = c.Prepare(kQuarantineOne);
+      if (!put.ok()) return put.error();
+      put->Bind(1, Kind(kind)).Bind(2, h).Bind(3, since);
+      if (auto st = c.Run(*put, "quarantine"); !st.ok()) return st;
+    }
+    return xet::Ok{};
+  });
+}
+
+xet::Status SqliteIndex::Release(GcKind kind, std::span<const Hash> hashes) {
+  if (hashes.empty()) return xet::Ok{};
+  return Write([&](Conn& c) -> xet::Status {
+    for (const Hash& h : hashes) {
+      auto release = c.Prepare(kReleaseOne);
+      if (!release.ok()) return release.error();
+      release->Bind(1, Kind(kind)).Bind(2, h);
+      if (auto st = c.Run(*release, "release"); !st.ok()) return st;
+    }
+    return xet::Ok{};
+  });
+}
+
+// ---- Sweep
+
+xet::Result<SweptTotals> SqliteIndex::SweepFiles(std::span<const Quarantined> files) {
+  SweptTotals swept;
+  if (files.empty()) return swept;
+  auto st = Write([&](Conn& c) -> xet::Status {
+    swept = {};
+    for (const Quarantined& q : files) {
+      auto take = c.Prepare(kTakeFile);
+      if (!take.ok()) return take.error();
+      take->Bind(1, q.hash).Bind(2, q.since);
+      if (auto r = c.Run(*take, "take a file from the quarantine"); !r.ok()) return r;
+      if (c.changes() == 0) continue;  // revived since the mark, or claimed: not ours to delete
+      auto size = c.Prepare(kFileSize);
+      if (!size.ok()) return size.error();
+      size->Bind(1, q.hash);
+      const int rc = size->Step();
+      if (rc == SQLITE_DONE) continue;
+      if (rc != SQLITE_ROW) return c.Err("read file", rc);
+      const int64_t bytes = size->Int(0);
+      std::vector<std::string> scopes;
+      {
+        auto list = c.Prepare(kFileScopes);
+        if (!list.ok()) return list.error();
+        list->Bind(1, q.hash);
+        for (int s = list->Step(); s != SQLITE_DONE; s = list->Step()) {
+          if (s != SQLITE_ROW) return c.Err("read file scopes", s);
+          scopes.emplace_back(list->Text(0));
+        }
+      }
+      for (const std::string& scope : scopes) {
+        auto uncount = c.Prepare(kUncountScope);
+        if (!uncount.ok()) return uncount.error();
+        uncount->Bind(1, std::string_view(scope)).Bind(2, bytes);
+        if (auto r = c.Run(*uncount, "uncount a scope's file"); !r.ok()) return r;
+        auto drop = c.Prepare(kDropEmptyScope);
+        if (!drop.ok()) return drop.error();
+        drop->Bind(1, std::string_view(scope));
+        if (auto r = c.Run(*drop, "drop an empty scope's totals"); !r.ok()) return r;
+      }
+      for (const char* sql : {kDeleteFileScopes, kDeleteFile}) {
+        auto del = c.Prepare(sql);
+        if (!del.ok()) return del.error();
+        del->Bind(1, q.hash);
+        if (auto r = c.Run(*del, "delete a file"); !r.ok()) return r;
+      }
+      ++swept.objects;
+      swept.bytes += static_cast<uint64_t>(bytes);
+    }
+    if (swept.objects == 0) return xet::Ok{};
+    return Uncount(c, {}, 0, 0, swept);
+  });
+  if (!st.ok()) return st.error();
+  return swept;
+}
+
+xet::Result<std::vector<XorbHash>> SqliteIndex::ClaimXorbs(std::span<const Quarantined> xorbs, int64_t now) {
+  std::vector<XorbHash> claimed;
+  if (xorbs.empty()) return claimed;
+  auto st = Write([&](Conn& c) -> xet::Status {
+    claimed.clear();
+    for (const Quarantined& q : xorbs) {
+      auto claim = c.Prepare(kClaimXorb);
+      if (!claim.ok()) return claim.error();
+      claim->Bind(1, q.hash).Bind(2, q.since).Bind(3, now);
+      if (auto r = c.Run(*claim, "claim a xorb"); !r.ok()) return r;
+      if (c.changes() == 0) continue;  // revived since the mark
+      // What would name it to a client: its dedup entries, then the shard neighbourhoods it is in.
+      for (const char* sql : {kDeleteDedupOfXorb, kDeleteNeighbourhoodOfXorb}) {
+        auto del = c.Prepare(sql);
+        if (!del.ok()) return del.error();
+        del->Bind(1, q.hash);
+        if (auto r = c.Run(*del, "unname a claimed xorb"); !r.ok()) return r;
+      }
+      claimed.push_back(q.hash);
+    }
+    return xet::Ok{};
+  });
+  if (!st.ok()) return st.error();
+  return claimed;
+}
+
+xet::Result<SweptTotals> SqliteIndex::DropXorbs(std::span<const XorbHash> xorbs) {
+  SweptTotals swept;
+  if (xorbs.empty()) return swept;
+  auto st = Write([&](Conn& c) -> xet::Status {
+    swept = {};
+    int64_t chunks = 0;
+    int64_t unpacked = 0;
+    for (const XorbHash& x : xorbs) {
+      auto take = c.Prepare(kTakeClaimedXorb);
+      if (!take.ok()) return take.error();
+      take->Bind(1, x);
+      if (auto r = c.Run(*take, "take a claimed xorb"); !r.ok()) return r;
+      if (c.changes() == 0) continue;
+      auto sizes = c.Prepare(kXorbSizes);
+      if (!sizes.ok()) return sizes.error();
+      sizes->Bind(1, x);
+      const int rc = sizes->Step();
+      if (rc == SQLITE_DONE) continue;
+      if (rc != SQLITE_ROW) return c.Err("read xorb", rc);
+      chunks += sizes->Int(0);
+      swept.bytes += static_cast<uint64_t>(sizes->Int(1));
+      unpacked += sizes->Int(2);
+      auto del = c.Prepare(kDeleteXorb);
+      if (!del.ok()) return del.error();
+      del->Bind(1, x);
+      if (auto r = c.Run(*del, "delete a xorb"); !r.ok()) return r;
+      ++swept.objects;
+    }
+    if (swept.objects == 0) return xet::Ok{};
+    return Uncount(c, swept, chunks, unpacked, {});
+  });
+  if (!st.ok()) return st.error();
+  return swept;
+}
+
+xet::Result<std::unique_ptr<GcLock>> SqliteIndex::LockGc() {
+  // One box: a lock on a file beside the database, which the kernel drops when the process dies.
+  const std::string path = options_.path + "-gc.lock";
+  UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
+  if (!fd.valid()) return xet::IoError("open " + path + ": " + ErrnoText(errno));
+  while (::flock(fd.get(), LOCK_EX) != 0) {
+    if (errno != EINTR) return xet::IoError("lock " + path + ": " + ErrnoText(errno));
+  }
+  return std::unique_ptr<GcLock>(new FileGcLock(std::move(fd)));
+}
+
+}  // namespace cairn::index
