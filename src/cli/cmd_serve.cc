@@ -23,6 +23,7 @@
 #include "common/worker_pool.h"
 #include "config/config.h"
 #include "config/secrets.h"
+#include "gc/scheduler.h"
 #include "http/server.h"
 #include "store/blob_store.h"
 #include "xet/hashing.h"
@@ -199,6 +200,40 @@ class KeyRefresher {
   std::thread thread_;  // last: starts once the members above exist
 };
 
+// What the scheduled collector did, on /metrics.
+void RegisterGcMetrics(http::Server& server, const gc::Scheduler& gc) {
+  auto& m = server.metrics();
+  const auto last = [&gc](uint64_t gc::GcReport::*field) {
+    return [&gc, field] {
+      auto r = gc.last();
+      return r ? static_cast<double>((*r).*field) : 0.0;
+    };
+  };
+  m.Gauge("cairn_gc_runs", "Garbage-collector runs this process made (failed ones included)",
+          [&gc] { return static_cast<double>(gc.runs()); });
+  m.Gauge("cairn_gc_failures", "Garbage-collector runs that failed (the next run resumes them)",
+          [&gc] { return static_cast<double>(gc.failures()); });
+  m.Gauge("cairn_gc_reclaimed_bytes", "Bytes the garbage collector freed, over this process's runs",
+          [&gc] { return static_cast<double>(gc.reclaimed_bytes()); });
+  m.Gauge("cairn_gc_last_run_timestamp_seconds", "When the last finished run started (unix seconds)", [&gc] {
+    auto r = gc.last();
+    return r ? static_cast<double>(r->started_at) : 0.0;
+  });
+  m.Gauge("cairn_gc_last_run_duration_seconds", "How long the last finished run took", [&gc] {
+    auto r = gc.last();
+    return r ? r->seconds : 0.0;
+  });
+  m.Gauge("cairn_gc_quarantined_bytes", "Bytes of unreferenced xorbs waiting out the grace, at the last run",
+          last(&gc::GcReport::quarantined_bytes));
+  m.Gauge("cairn_gc_quarantined_objects",
+          "Unreferenced files and xorbs waiting out the grace, at the last run", [&gc] {
+            auto r = gc.last();
+            return r ? static_cast<double>(r->quarantined_files + r->quarantined_xorbs) : 0.0;
+          });
+  m.Gauge("cairn_gc_reclaimable_bytes", "Bytes past the grace at the last run (what it freed)",
+          last(&gc::GcReport::reclaimable_bytes));
+}
+
 }  // namespace
 
 int RunServe(const ServeOptions& opts) {
@@ -215,6 +250,16 @@ int RunServe(const ServeOptions& opts) {
   if (ec) {
     std::cerr << "cairn serve: cannot create " << cfg->data_dir << ": " << ec.message() << "\n";
     return 1;
+  }
+  if (cfg->gc_interval.count() > 0) {
+    const uint64_t minimum = gc::MinimumGraceSeconds(static_cast<uint64_t>(cfg->dedup_key_expiry.count()),
+                                                     static_cast<uint64_t>(cfg->transfer_url_ttl.count()));
+    if (static_cast<uint64_t>(cfg->gc_grace.count()) < minimum) {
+      std::cerr << "cairn serve: gc_grace is shorter than the " << minimum
+                << " seconds clients may still count on what was deleted (21 d of shard cache + "
+                   "dedup_key_expiry + transfer_url_ttl; docs/operations.md)\n";
+      return 2;
+    }
   }
   auto index = OpenConfiguredIndex(*cfg);
   if (!index) {
@@ -278,6 +323,15 @@ int RunServe(const ServeOptions& opts) {
     services->service->SetUrlKeys(url);
     services->files->SetUrlKeys(url);
   });
+  // The collector on a schedule, when configured; it stops (cut short at its next step) before the backend.
+  std::unique_ptr<gc::Scheduler> collector;
+  if (cfg->gc_interval.count() > 0) {
+    gc::GcOptions go;
+    go.grace_seconds = static_cast<uint64_t>(cfg->gc_grace.count());
+    collector = std::make_unique<gc::Scheduler>(*services->index, *services->index, *services->store, go,
+                                                cfg->gc_interval);
+    RegisterGcMetrics(*server, *collector);
+  }
   server->StopOnSignals();
   http::Server* srv = server.get();
   server->ReloadOnSignal([&refresher, srv, cert = cfg->tls_cert] {
@@ -292,8 +346,9 @@ int RunServe(const ServeOptions& opts) {
   server->Start();
   server->Wait();
   // The server goes first: connections still open when the grace ran out hold readers of the backend's
-  // services, which must outlive them.
+  // services, which must outlive them; its metrics read the collector, which goes next.
   server.reset();
+  collector.reset();
   spdlog::info("stopped");
   return 0;
 }

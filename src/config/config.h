@@ -80,6 +80,10 @@ struct Config {
   std::chrono::seconds key_refresh{60};
   std::chrono::seconds transfer_url_ttl{3600};
   std::chrono::seconds dedup_key_expiry{7 * 24 * 3600};
+  // The garbage collector inside `cairn serve`: how often it runs (0, unset: never; `cairn gc` runs it by
+  // hand), and how long an object stays unreferenced before it is freed (docs/operations.md).
+  std::chrono::seconds gc_interval{0};
+  std::chrono::seconds gc_grace{30 * 24 * 3600};
   bool dedup_across_scopes = false;             // dedup answers may offer other scopes' chunks
   size_t dedup_answer_max_bytes = 16ULL << 20;  // cap of one dedup answer (a shard)
   std::string log_level = "info";               // trace, debug, info, warn, error, critical, off

@@ -17,6 +17,7 @@
 #include "common/clock.h"
 #include "common/worker_pool.h"
 #include "files/file_service.h"
+#include "gc/scheduler.h"
 #include "index/open_index.h"
 #include "index/pg.h"
 #include "index/postgres_cluster.h"
@@ -472,6 +473,21 @@ TEST_P(CollectorTest, TwoCollectorsAtOnceDeleteEachObjectOnce) {
                                                        (a.swept_xorbs == 0 ? a.reclaimable_bytes : 0) -
                                                        (b.swept_xorbs == 0 ? b.reclaimable_bytes : 0));
   EXPECT_EQ(Download(s.shared_hash, "plain"), s.shared);
+}
+
+TEST_P(CollectorTest, TheScheduleRunsTheCollectorAndKeepsItsReport) {
+  Scene s = MakeScene();
+  ASSERT_TRUE(index_->DeleteRepo(s.repo).ok());
+  GcOptions o;
+  o.clock = &clock_;
+  Scheduler scheduler(*index_, *index_, *store_, o, std::chrono::seconds(1));
+  EXPECT_FALSE(scheduler.last().has_value());
+  // Waits for the first run (one interval), without a bound on how fast it must be.
+  while (scheduler.runs() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  auto last = scheduler.last();
+  ASSERT_TRUE(last.has_value());
+  EXPECT_EQ(scheduler.failures(), 0u);
+  EXPECT_EQ(last->newly_quarantined, 1u + s.doomed_only.size());
 }
 
 TEST(GcGrace, TheDefaultCoversTheClientsCaches) {

@@ -1,0 +1,65 @@
+#include "gc/scheduler.h"
+
+#include <spdlog/spdlog.h>
+
+#include <utility>
+
+namespace cairn::gc {
+
+Scheduler::Scheduler(index::CasIndex& cas, index::GcIndex& gc, store::BlobStore& store, GcOptions options,
+                     std::chrono::seconds interval)
+    : collector_(cas, gc, store,
+                 [&] {
+                   // Stopping cuts a run short at its next step: what it leaves, the next run finishes.
+                   GcOptions o = std::move(options);
+                   o.hook = [this](std::string_view) -> xet::Status {
+                     std::lock_guard lock(mu_);
+                     if (stop_) return xet::Unavailable("the server is stopping");
+                     return xet::Ok{};
+                   };
+                   return o;
+                 }()),
+      interval_(interval),
+      thread_([this] { Run(); }) {}
+
+Scheduler::~Scheduler() {
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+std::optional<GcReport> Scheduler::last() const {
+  std::lock_guard lock(mu_);
+  return last_;
+}
+
+void Scheduler::Run() {
+  std::unique_lock lock(mu_);
+  while (!stop_) {
+    cv_.wait_for(lock, interval_, [this] { return stop_; });
+    if (stop_) return;
+    lock.unlock();
+    auto report = collector_.Run();
+    lock.lock();
+    if (stop_) return;
+    ++runs_;
+    if (!report) {
+      ++failures_;
+      spdlog::error("gc: the run failed (the next one resumes it): {}", report.error().message);
+      continue;
+    }
+    reclaimed_bytes_ += report->reclaimed_bytes;
+    spdlog::info(
+        "gc: {} files, {} xorbs; {} newly unreferenced; {} quarantined bytes; freed {} files, {} xorbs, "
+        "{} bytes in {:.1f} s",
+        report->files, report->xorbs, report->newly_quarantined, report->quarantined_bytes,
+        report->swept_files, report->swept_xorbs + report->resumed_xorbs, report->reclaimed_bytes,
+        report->seconds);
+    last_ = *report;
+  }
+}
+
+}  // namespace cairn::gc
