@@ -157,6 +157,10 @@ INSERT INTO scope_totals(scope, files, bytes)
   SELECT s.scope, count(*), sum(f.size) FROM file_scopes s JOIN files f ON f.hash = s.file
   WHERE s.scope IN (SELECT read_scope FROM repos) GROUP BY s.scope;
 )sql",
+    // 10: finding the repository a scope is the write scope of (as on SQLite).
+    R"sql(
+CREATE INDEX repos_by_scope ON repos(scope);
+)sql",
 };
 static_assert(std::size(kMigrations) == PostgresIndex::kSchemaVersion);
 static_assert(kFileLinkKind == 16, "migration 9 reads the links by their kind");
