@@ -264,6 +264,30 @@ void ListFiles(files::FileService& files, const std::shared_ptr<Exchange>& ex) {
   });
 }
 
+// The token's scope stops seeing the file; the bytes stay for a garbage collector. A repository's scope is
+// refused whole: its files leave with commits and with the repository, which keep the Hub's records true.
+void Unregister(files::FileService& files, index::RepoIndex& repos, const std::shared_ptr<Exchange>& ex) {
+  const auto hash = xet::Hash::FromHex(ex->request().Param("file"));
+  if (!hash) return ex->Respond(ErrorResponse(xet::Malformed("file hash must be 64 hex digits")));
+  const std::string scope = ex->request().principal->scope;
+  ex->Offload([&files, &repos, ex, hash = *hash, scope] {
+    auto repo = repos.FindRepoByScope(scope);
+    if (repo) {
+      return ex->Respond(ErrorResponse(xet::Conflict(
+          "the token's scope is a repository's: its files are removed by commits, or by deleting "
+          "the repository, not by DELETE /v1/files")));
+    }
+    if (repo.error().code != xet::ErrorCode::kNotFound) return ex->Respond(ErrorResponse(repo.error()));
+    auto removed = files.Unregister(hash, scope);
+    if (!removed) return ex->Respond(ErrorResponse(removed.error()));
+    // Unknown and not visible to the scope alike, as a download answers.
+    if (!*removed) return ex->Respond(ErrorResponse(xet::NotFound("file " + hash.hex() + " is unknown")));
+    Response r;
+    r.status = 204;
+    ex->Respond(std::move(r));
+  });
+}
+
 }  // namespace
 
 http::Response ServeStoredFile(files::FileService& files, const http::Request& req, files::StoredFile file,
@@ -272,7 +296,8 @@ http::Response ServeStoredFile(files::FileService& files, const http::Request& r
   return Download(files, req, std::move(file), etag, "", max_ranges, content_type);
 }
 
-void RegisterFileRoutes(http::Server& server, files::FileService& files, const FileRouteOptions& options) {
+void RegisterFileRoutes(http::Server& server, files::FileService& files, index::RepoIndex& repos,
+                        const FileRouteOptions& options) {
   auto& r = server.router();
   std::string base = options.public_url;
   while (!base.empty() && base.back() == '/') base.pop_back();
@@ -291,6 +316,9 @@ void RegisterFileRoutes(http::Server& server, files::FileService& files, const F
   r.Handle(http::Verb::post, "/v1/links",
            http::RouteOptions().Name("link").Auth(http::Permission::kRead).MaxBody(4096),
            [&files, base](const std::shared_ptr<Exchange>& ex) { MintLink(files, ex, base); });
+  r.Handle(http::Verb::delete_, "/v1/files/{file}",
+           http::RouteOptions().Name("file_unregister").Auth(http::Permission::kWrite).MaxBody(4096),
+           [&files, &repos](const std::shared_ptr<Exchange>& ex) { Unregister(files, repos, ex); });
 
   auto& m = server.metrics();
   m.Gauge("cairn_file_corrupt_chunks", "Stored chunks that failed verification while a file was served",

@@ -3,11 +3,14 @@
 //   GET|HEAD /v1/files/{file_hash}           the file's bytes; a read token of a scope that sees it, or a
 //   link GET|HEAD /v1/files/by-sha256/{sha256}    the same, found by the SHA-256 of its bytes (read token)
 //   POST     /v1/links                       {"file_hash", "ttl_seconds", "name"} → {"url", "expires"}
+//   DELETE   /v1/files/{file_hash}           the token's scope stops seeing the file (write token): 204; 404
+//                                            when it did not see it; 409 for a repository's scope, whose
+//                                            files go with commits and with the repository (the Hub's)
 //
 // Downloads answer 200, or 206 for one range or several (multipart/byteranges), with ETag (the file hash),
 // Accept-Ranges, If-None-Match (304), If-Range and, for a link with a name, Content-Disposition. Every chunk
 // is verified before it is sent: a corrupt first chunk answers 500 before any header, a later one cuts the
-// connection (the client sees a short body). `files` must outlive the server.
+// connection (the client sees a short body). `files` and `repos` must outlive the server.
 #pragma once
 
 #include <optional>
@@ -16,6 +19,7 @@
 
 #include "files/file_service.h"
 #include "http/server.h"
+#include "index/index.h"
 
 namespace cairn::api {
 
@@ -32,6 +36,8 @@ http::Response ServeStoredFile(files::FileService& files, const http::Request& r
                                const std::string& etag, size_t max_ranges,
                                std::optional<std::string_view> content_type = std::nullopt);
 
-void RegisterFileRoutes(http::Server& server, files::FileService& files, const FileRouteOptions& options);
+// `repos` tells a repository's scope from a plain one (DELETE answers 409 for the former).
+void RegisterFileRoutes(http::Server& server, files::FileService& files, index::RepoIndex& repos,
+                        const FileRouteOptions& options);
 
 }  // namespace cairn::api

@@ -8,6 +8,7 @@
 #include <boost/json.hpp>
 #include <filesystem>
 #include <fstream>
+#include <set>
 
 #include "api/api_test_server.h"
 #include "api/cas_routes.h"
@@ -39,7 +40,7 @@ class FileApi : public testing::ApiServerTest {
     fo.read_ahead = {2, 256 << 10, 8 << 20};
     files_ = std::make_unique<files::FileService>(*cas_, *index_, fo);
     RegisterCasRoutes(*server_, *cas_);
-    RegisterFileRoutes(*server_, *files_, {.public_url = base_});
+    RegisterFileRoutes(*server_, *files_, *index_, {.public_url = base_});
     server_->Start();
 
     // Three files: 3 MiB over several xorbs, 1000 bytes, and an empty one.
@@ -73,6 +74,19 @@ class FileApi : public testing::ApiServerTest {
   std::map<std::string, std::string> Auth(std::map<std::string, std::string> more = {}) {
     more["Authorization"] = Token();
     return more;
+  }
+  std::map<std::string, std::string> Writer(const std::string& scope = "org/repo") {
+    return {{"Authorization", "Bearer " + MintToken(scope, http::Permission::kWrite)}};
+  }
+  // The hashes GET /v1/files lists for a read token of `scope`, and its totals' file count.
+  std::pair<std::set<std::string>, uint64_t> Listed(const std::string& scope = "org/repo") {
+    auto r = Send(bhttp::verb::get, "/v1/files", {{"Authorization", Token(scope)}});
+    EXPECT_EQ(r.result_int(), 200u) << r.body();
+    if (r.result_int() != 200) return {};
+    const json::object page = json::parse(r.body()).as_object();
+    std::set<std::string> hashes;
+    for (const auto& f : page.at("files").as_array()) hashes.emplace(f.at("hash").as_string());
+    return {hashes, page.at("totals").at("files").to_number<uint64_t>()};
   }
 
   cas::CasService* cas_ = nullptr;  // the base's service_
@@ -194,6 +208,59 @@ TEST_F(FileApi, Listing) {
   EXPECT_EQ(Send(bhttp::verb::get, "/v1/files?cursor=12", Auth()).result_int(), 400u);
   EXPECT_EQ(Send(bhttp::verb::get, "/v1/files?limit=10000", Auth()).result_int(), 400u);
   EXPECT_EQ(Send(bhttp::verb::get, "/v1/files").result_int(), 401u);
+}
+
+// DELETE takes a file from the token's scope alone: 204 (no body), then 404 as for a file never stored; the
+// scope's listing, totals and downloads lose it, another scope keeps it. What is refused changes nothing.
+TEST_F(FileApi, DeleteTakesAFileFromTheTokensScopeOnly) {
+  const std::string h0 = built_.file_hashes[0].hex();
+  ASSERT_TRUE(cas_->PutShard(built_.shard_bytes, "org/other").ok());
+  EXPECT_EQ(Send(bhttp::verb::delete_, url_).result_int(), 401u);
+  auto r = Send(bhttp::verb::delete_, url_, Auth());  // a read token
+  EXPECT_EQ(r.result_int(), 403u) << r.body();
+  r = Send(bhttp::verb::delete_, "/v1/files/xyz", Writer());
+  EXPECT_EQ(r.result_int(), 400u) << r.body();
+  EXPECT_EQ(json::parse(r.body()).at("error").as_string(), "file hash must be 64 hex digits");
+  const auto never = Send(bhttp::verb::delete_, "/v1/files/" + std::string(64, 'b'), Writer());
+  EXPECT_EQ(never.result_int(), 404u) << never.body();
+  EXPECT_EQ(Listed().first.count(h0), 1u);
+
+  r = Send(bhttp::verb::delete_, url_, Writer());
+  EXPECT_EQ(r.result_int(), 204u) << r.body();
+  EXPECT_TRUE(r.body().empty());
+  EXPECT_EQ(r.count(bhttp::field::content_length), 0u);  // RFC 9110 8.6
+  r = Send(bhttp::verb::delete_, url_, Writer());
+  EXPECT_EQ(r.result_int(), 404u) << r.body();
+  EXPECT_EQ(json::parse(r.body()).at("error").as_string(), "file " + h0 + " is unknown");
+
+  const auto [hashes, files] = Listed();
+  EXPECT_EQ(hashes, (std::set<std::string>{built_.file_hashes[1].hex(), built_.file_hashes[2].hex()}));
+  EXPECT_EQ(files, 2u);
+  EXPECT_EQ(Send(bhttp::verb::get, url_, Auth()).result_int(), 404u);
+  EXPECT_EQ(Send(bhttp::verb::get, url_, {{"Authorization", Token("org/other")}}).result_int(), 200u);
+  EXPECT_EQ(Listed("org/other").first.count(h0), 1u);
+}
+
+// A repository's scopes, write and read, are refused with 409 whatever the file: their files leave with
+// commits and with the repository, and stay visible here.
+TEST_F(FileApi, DeleteRefusesARepositorysScopes) {
+  index::NewRepo repo;
+  repo.ns = "alice";
+  repo.name = "m";
+  repo.scope = "repo-write";
+  repo.read_scope = "repo-read";
+  ASSERT_TRUE(index_->CreateRepo(repo).ok());
+  ASSERT_TRUE(cas_->PutShard(built_.shard_bytes, repo.scope).ok());
+  ASSERT_TRUE(index_->ShareFile(built_.file_hashes[0], repo.read_scope).ok());
+  for (const std::string& scope : {repo.scope, repo.read_scope}) {
+    SCOPED_TRACE(scope);
+    for (const std::string& target : {url_, "/v1/files/" + std::string(64, 'b')}) {
+      auto r = Send(bhttp::verb::delete_, target, Writer(scope));
+      EXPECT_EQ(r.result_int(), 409u) << r.body();
+      EXPECT_NE(json::parse(r.body()).at("error").as_string().find("repository"), std::string::npos);
+    }
+    EXPECT_TRUE(*index_->FileVisibleTo(built_.file_hashes[0], scope));
+  }
 }
 
 TEST_F(FileApi, CorruptFirstChunkIsA500BeforeAnyHeader) {

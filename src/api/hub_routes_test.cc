@@ -75,7 +75,7 @@ class HubApi : public testing::ApiServerTest {
     hub_ = std::make_unique<hub::HubService>(*index_, *files_, ho);
     buckets_ = std::make_unique<hub::BucketService>(*index_, *files_, clock_);
     RegisterCasRoutes(*server_, *service_);
-    RegisterFileRoutes(*server_, *files_, {.public_url = base_});
+    RegisterFileRoutes(*server_, *files_, *index_, {.public_url = base_});
     HubRouteOptions hro;
     hro.public_url = base_;
     RegisterHubRoutes(*server_, *hub_, *buckets_, *files_, hro);

@@ -430,7 +430,8 @@ int Main(int argc, char** argv) {
               fo.read_ahead.depth = depth;
               fo.fetch_threads = b.fetch_threads;
               files::FileService files(cas, *b.index, fo);
-              Served s = Serve([&](http::Server& server) { api::RegisterFileRoutes(server, files, {}); });
+              Served s =
+                  Serve([&](http::Server& server) { api::RegisterFileRoutes(server, files, *b.index, {}); });
               std::vector<std::string> urls;
               for (size_t i = 0; i < streams; ++i)
                 urls.push_back(s.base + "/v1/files/" + stored->files[i].hex());

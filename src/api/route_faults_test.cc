@@ -64,7 +64,7 @@ class RouteFaults : public testing::ApiServerTest {
     hub_ = std::make_unique<hub::HubService>(*faulty_, *files_, HubOptions());
     buckets_ = std::make_unique<hub::BucketService>(*faulty_, *files_, clock_);
     RegisterCasRoutes(*server_, *cas_);
-    RegisterFileRoutes(*server_, *files_, {.public_url = base_});
+    RegisterFileRoutes(*server_, *files_, *faulty_, {.public_url = base_});
     HubRouteOptions hro;
     hro.public_url = base_;
     RegisterHubRoutes(*server_, *hub_, *buckets_, *files_, hro);
@@ -88,7 +88,7 @@ class RouteFaults : public testing::ApiServerTest {
   }
 
   // A model alice/m with a small file, a folder and a large file; repositories to create around, delete and
-  // move; a bucket alice/b with the large file, and one to delete.
+  // move; a bucket alice/b with the large file, and one to delete; the large file in a plain scope too.
   void MakeContent(hub::HubService& hub, hub::BucketService& buckets) {
     const hub::Caller alice{"alice", true};
     const auto repo = [&](hub::RepoType type, const std::string& name) {
@@ -107,7 +107,7 @@ class RouteFaults : public testing::ApiServerTest {
     const auto data = xet::testing::SplitMix64Bytes(1, 70000);
     const auto built = ingest::BuildUpload(std::vector<std::span<const uint8_t>>{data});
     for (const auto& x : built.xorbs) ASSERT_TRUE(service_->PutXorb(x.hash, x.body).ok());
-    for (const auto* scope : {&m.record.scope, &b.record.scope})
+    for (const auto* scope : {&m.record.scope, &b.record.scope, &plain_scope_})
       ASSERT_TRUE(service_->PutShard(built.shard_bytes, *scope).ok());
     file_ = built.file_hashes[0].hex();
     xorb_ = built.xorbs[0].hash;
@@ -151,6 +151,7 @@ class RouteFaults : public testing::ApiServerTest {
   std::vector<Call> Calls() {
     const std::string hub = MintToken("alice", Permission::kWrite);
     const std::string cas = MintToken(scope_, Permission::kWrite);
+    const std::string plain = MintToken(plain_scope_, Permission::kWrite);
     const auto& x = upload_.xorbs[0];
     const std::string xorb_body(reinterpret_cast<const char*>(x.body.data()), x.body.size());
     const std::string shard(reinterpret_cast<const char*>(upload_.shard_bytes.data()),
@@ -191,6 +192,8 @@ class RouteFaults : public testing::ApiServerTest {
         {V::get, "/v1/files", "/v1/files", cas, "", 200},
         {V::get, "/v1/files/by-sha256/{sha256}", "/v1/files/by-sha256/" + shard_sha_, cas, "", 200},
         {V::post, "/v1/links", "/v1/links", cas, R"({"file_hash":")" + file_ + "\"}", 201},
+        // The index says whose the scope is (a repository's answers 409) before the file leaves it.
+        {V::delete_, "/v1/files/{file}", "/v1/files/" + file_, plain, "", 204},
         // The Hub
         {V::get, "/api/whoami-v2", "/api/whoami-v2", hub, "", 200, false},
         {V::post, "/api/validate-yaml", "/api/validate-yaml", "", R"({"content": "x"})", 200, false},
@@ -259,6 +262,7 @@ class RouteFaults : public testing::ApiServerTest {
   std::unique_ptr<hub::HubService> hub_;
   std::unique_ptr<hub::BucketService> buckets_;
   std::string scope_, file_, chunk_, shard_sha_, sha_;
+  const std::string plain_scope_ = "plain";  // no repository's
   xet::XorbHash xorb_;
   uint64_t xorb_end_ = 0;
   ingest::BuiltUpload upload_;

@@ -1,8 +1,9 @@
-// The client commands, against a running server: `cairn get`, `cairn ls`, `cairn stat`.
+// The client commands, against a running server: `cairn get`, `cairn put`, `cairn ls`, `cairn rm`,
+// `cairn stat`.
 //
-// Exit codes a script can act on: 0 done; 1 the server failed or could not be reached; 2 bad usage;
-// 3 no such file (or not visible to the token); 4 the bytes did not verify; 5 the output could not be
-// written.
+// Exit codes a script can act on: 0 done; 1 the server failed or could not be reached (and every failure of
+// `cairn rm`); 2 bad usage; 3 no such file (or not visible to the token); 4 the bytes did not verify; 5 the
+// output could not be written.
 #include <unistd.h>
 
 #include <boost/json.hpp>
@@ -117,6 +118,15 @@ class Progress {
   Clock::time_point start_;
   Clock::time_point last_{};
 };
+
+// What an error answer says: its {"error": ...} message, else its body as it came.
+std::string ServerMessage(const client::HttpResponse& res) {
+  boost::system::error_code ec;
+  const json::value v = json::parse(res.body, ec);
+  const json::value* error = !ec && v.is_object() ? v.get_object().if_contains("error") : nullptr;
+  if (error != nullptr && error->is_string()) return std::string(error->get_string());
+  return res.body.empty() ? "HTTP " + std::to_string(res.status) : res.body;
+}
 
 xet::Result<json::value> GetJson(client::HttpClient& http, const RemoteOptions& r, const std::string& path) {
   auto res = http.Send("GET", r.endpoint + path, client::BearerHeader(r.token));
@@ -265,6 +275,37 @@ int RunLs(LsOptions& opts) {
   }
   if (opts.json) std::cout << json::serialize(all) << "\n";
   return 0;
+}
+
+int RunRm(RmOptions& opts) {
+  if (!ResolveRemote(opts.remote, "rm")) return 2;
+  std::vector<xet::FileHash> files;
+  for (const auto& f : opts.files) {
+    const auto hash = xet::Hash::FromHex(f);
+    if (!hash) {
+      std::cerr << "cairn rm: " << f << ": FILE_HASH must be 64 hex digits\n";
+      return 2;
+    }
+    files.push_back(*hash);
+  }
+  client::HttpClient http(Policy(opts.remote));
+  int rc = 0;
+  for (const auto& file : files) {
+    auto res = http.Send("DELETE", opts.remote.endpoint + "/v1/files/" + file.hex(),
+                         client::BearerHeader(opts.remote.token));
+    if (!res) return Fail("rm", res.error());
+    if (res->status == 204) {
+      std::cout << "removed " << file.hex() << "\n";
+      continue;
+    }
+    const std::string message = ServerMessage(*res);
+    std::cerr << "cairn rm: " << (message.find(file.hex()) == std::string::npos ? file.hex() + ": " : "")
+              << message << " (HTTP " << res->status << ")\n";
+    rc = 1;
+    // A refused token (401, 403) or scope (409) would be refused for every other file too.
+    if (res->status == 401 || res->status == 403 || res->status == 409) break;
+  }
+  return rc;
 }
 
 int RunStat(StatOptions& opts) {

@@ -112,7 +112,7 @@ http::Result<std::unique_ptr<Backend>> RegisterRoutes(http::Server& server, cons
   fo.max_link_ttl_seconds = static_cast<uint64_t>(cfg.max_link_ttl.count());
   fo.log = [](const std::string& message) { spdlog::error("serving a file: {}", message); };
   b->files = std::make_unique<files::FileService>(*b->service, *b->index, fo);
-  api::RegisterFileRoutes(server, *b->files, {.public_url = cfg.public_url});
+  api::RegisterFileRoutes(server, *b->files, *b->index, {.public_url = cfg.public_url});
 
   // The Hub API (huggingface_hub, the hf CLI): repositories over the same index and files.
   b->hub = std::make_unique<hub::HubService>(*b->index, *b->files, hub::HubOptions{});

@@ -88,6 +88,14 @@ struct LsOptions {
 };
 int RunLs(LsOptions& opts);
 
+// `cairn rm`: take files out of the token's scope (DELETE /v1/files/{file}); the bytes they are stored in
+// stay.
+struct RmOptions {
+  RemoteOptions remote;
+  std::vector<std::string> files;
+};
+int RunRm(RmOptions& opts);
+
 // `cairn stat`: what the token's scope holds.
 struct StatOptions {
   RemoteOptions remote;

@@ -134,6 +134,14 @@ void AddClientCommands(CLI::App& app) {
   l->callback([ls] {
     if (int rc = RunLs(*ls); rc != 0) throw CLI::RuntimeError(rc);
   });
+  auto rm = std::make_shared<RmOptions>();
+  auto* m = app.add_subcommand(
+      "rm", "Take files out of the token's scope (a plain scope, not a repository's); the stored bytes stay");
+  m->add_option("FILE_HASH", rm->files, "The files' hashes (64 hex digits)")->required();
+  AddRemoteFlags(m, rm->remote);
+  m->callback([rm] {
+    if (int rc = RunRm(*rm); rc != 0) throw CLI::RuntimeError(rc);
+  });
   auto stat = std::make_shared<StatOptions>();
   auto* s =
       app.add_subcommand("stat", "What the token's scope holds: files, bytes, the server's dedup ratio");

@@ -1,6 +1,7 @@
 // cairn's own client (`cairn put` / `cairn get`) against the CAS routes in process: uploads that dedup within
 // themselves and against the server, downloads verified whole and by range with one connection or several,
-// and the failures a script sees (an unknown file, a refused token, a path that is not there).
+// and the failures a script sees (an unknown file, a refused token, a path that is not there); and what the
+// HTTP client's requests carry (a DELETE no body).
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -13,6 +14,7 @@
 #include "api/api_test_server.h"
 #include "api/cas_routes.h"
 #include "client/downloader.h"
+#include "client/http_client.h"
 #include "client/uploader.h"
 #include "xet/test_support.h"
 
@@ -127,6 +129,40 @@ TEST_F(ClientTest, FailuresAScriptCanTellApart) {
   ASSERT_FALSE(absent.ok());
   EXPECT_EQ(absent.error().code, xet::ErrorCode::kNotFound) << absent.error().message;
   EXPECT_FALSE(fs::exists(files_ / "absent"));
+}
+
+// HttpClient's requests as a server sees them, from a route that answers with what came.
+class HttpClientTest : public api::testing::ApiServerTest {
+ protected:
+  void SetUp() override {
+    ASSERT_NO_FATAL_FAILURE(OpenServer("cairn-http-client"));
+    for (const auto verb : {http::Verb::delete_, http::Verb::post}) {
+      server_->router().Handle(
+          verb, "/echo", http::RouteOptions().Name("echo"), [](const std::shared_ptr<http::Exchange>& ex) {
+            const http::Request& req = ex->request();
+            ex->Respond(http::Response::Text(200, std::string(req.Header("Content-Length")) + "|" +
+                                                      std::string(req.Header("Content-Type")) + "|" +
+                                                      req.body));
+          });
+    }
+    server_->Start();
+  }
+};
+
+// A DELETE without a body sends none (libcurl would add Content-Length: 0 and a form Content-Type); a POST
+// without one still says it is empty, and a body given goes with any method.
+TEST_F(HttpClientTest, ABodyGoesOnlyWhereOneIsGivenOrExpected) {
+  HttpClient http;
+  auto r = http.Send("DELETE", base_ + "/echo", {});
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(r->body, "||");
+  r = http.Send("POST", base_ + "/echo", {});
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->body.substr(0, 2), "0|");
+  r = http.Send("DELETE", base_ + "/echo", {"Content-Type: text/plain"}, "why");
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->body, "3|text/plain|why");
 }
 
 }  // namespace

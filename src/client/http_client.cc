@@ -98,8 +98,11 @@ xet::Result<HttpResponse> HttpClient::Send(const std::string& method, const std:
       curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
     } else if (method != "GET") {
       curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method.c_str());
-      curl_easy_setopt(c, CURLOPT_POSTFIELDS, body.data());
-      curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(body.size()));
+      // A DELETE without a body sends none (no Content-Length: 0, no form Content-Type libcurl would add).
+      if (method == "POST" || method == "PUT" || !body.empty()) {
+        curl_easy_setopt(c, CURLOPT_POSTFIELDS, body.data());
+        curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(body.size()));
+      }
     }
     const CURLcode rc = curl_easy_perform(c);
     curl_slist_free_all(list);

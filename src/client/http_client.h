@@ -1,4 +1,4 @@
-// A blocking HTTP/1.1 client for cairn's own commands (`cairn get`, `ls`, `stat`, later `put`), on libcurl.
+// A blocking HTTP/1.1 client for cairn's own commands (`cairn get`, `put`, `ls`, `rm`, `stat`), on libcurl.
 //
 // Each HttpClient keeps one curl handle, so requests made through it reuse their connection. Failures the
 // stock client treats as transient are retried with jittered exponential back-off: transport errors
@@ -40,8 +40,9 @@ class HttpClient {
   HttpClient(const HttpClient&) = delete;
   HttpClient& operator=(const HttpClient&) = delete;
 
-  // `headers` as "Name: value". `body` is sent for POST/PUT. `retries` covers the idempotent requests;
-  // uploads pass their own judgement.
+  // `headers` as "Name: value". `body` is sent for POST/PUT, and for other methods when it is not empty (a
+  // DELETE without one sends no body). `retries` covers the idempotent requests; uploads pass their own
+  // judgement.
   xet::Result<HttpResponse> Send(const std::string& method, const std::string& url,
                                  const std::vector<std::string>& headers, std::string_view body = {},
                                  bool retries = true);

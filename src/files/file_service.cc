@@ -79,6 +79,10 @@ xet::Result<std::unique_ptr<FileReader>> FileService::Open(const StoredFile& fil
   return FileReader::Open(context_, file.terms, offset, length, options_.read_ahead);
 }
 
+xet::Result<bool> FileService::Unregister(const xet::FileHash& hash, const std::string& scope) {
+  return index_.UnregisterFile(hash, scope);
+}
+
 xet::Result<FileListing> FileService::List(const std::string& scope, std::optional<xet::FileHash> cursor,
                                            size_t limit) {
   // One more than asked tells whether another page follows.

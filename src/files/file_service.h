@@ -70,6 +70,10 @@ class FileService {
 
   // The files `scope` sees in hash order after `cursor` (the first page when empty), at most `limit`.
   xet::Result<FileListing> List(const std::string& scope, std::optional<xet::FileHash> cursor, size_t limit);
+  // Takes the file out of `scope`'s view (DELETE /v1/files): false when `scope` did not see it. What the
+  // file's bytes are stored in stays (index::CasIndex::UnregisterFile). Callers keep repositories' scopes
+  // out: their files go with commits and deletions (the Hub's).
+  xet::Result<bool> Unregister(const xet::FileHash& hash, const std::string& scope);
 
   // ---- For the Hub and buckets, which reach files through this service, never through the index's CAS
   // slice. The record of the file `scope` sees with this SHA-256 (as shards store it); nullptr when there is

@@ -110,7 +110,13 @@ void ResponseWriter::Queue(std::string s) {
 
 void ResponseWriter::Send(bhttp::response<bhttp::empty_body> header, std::vector<BodyPart> body,
                           uint64_t content_length) {
-  header.set(bhttp::field::content_length, std::to_string(content_length));
+  if (header.result() == bhttp::status::no_content) {
+    // RFC 9110 8.6: a 204 has no body and carries no Content-Length.
+    body.clear();
+    content_length = 0;
+  } else {
+    header.set(bhttp::field::content_length, std::to_string(content_length));
+  }
   std::string head = Serialized(header);
   pending_ += head.size() + (head_ ? 0 : content_length);
   Queue(std::move(head));

@@ -119,6 +119,17 @@ TEST_F(ResponseWriterTest, HeadKeepsTheLengthAndSendsNoBody) {
   EXPECT_EQ(writer_.pending(), 0u);
 }
 
+TEST_F(ResponseWriterTest, NoContentCarriesNoLengthAndNoBody) {
+  writer_.Begin(false, "rid");
+  writer_.Send(writer_.Header(204, {}, {}, true), {std::string("stray")}, 5);
+  Run();
+  EXPECT_EQ(port_.wire.rfind("HTTP/1.1 204 No Content\r\n", 0), 0u) << port_.wire;
+  EXPECT_EQ(port_.wire.find("Content-Length"), std::string::npos) << port_.wire;
+  EXPECT_EQ(Body(), "");
+  EXPECT_EQ(port_.completed, 1);
+  EXPECT_EQ(writer_.pending(), 0u);
+}
+
 TEST_F(ResponseWriterTest, ChunkedBodiesAreFramedAndEnded) {
   writer_.Begin(false, "rid");
   writer_.StartChunked(writer_.Header(200, {}, {}, true));

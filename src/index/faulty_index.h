@@ -86,6 +86,10 @@ class FaultyIndex final : public ForwardingIndex {
     if (auto st = Check("ShareFiles"); !st.ok()) return st.error();
     return ForwardingIndex::ShareFiles(hashes, scope);
   }
+  xet::Result<bool> UnregisterFile(const FileHash& hash, std::string_view scope) override {
+    if (auto st = Check("UnregisterFile"); !st.ok()) return st.error();
+    return ForwardingIndex::UnregisterFile(hash, scope);
+  }
   xet::Result<CommitOutcome> CommitShard(const ShardCommit& commit) override {
     if (auto st = Check("CommitShard"); !st.ok()) return st.error();
     return ForwardingIndex::CommitShard(commit);
@@ -118,6 +122,10 @@ class FaultyIndex final : public ForwardingIndex {
   xet::Result<RepoRecord> FindRepo(RepoType type, std::string_view ns, std::string_view name) override {
     if (auto st = Check("FindRepo"); !st.ok()) return st.error();
     return ForwardingIndex::FindRepo(type, ns, name);
+  }
+  xet::Result<RepoRecord> FindRepoByScope(std::string_view scope) override {
+    if (auto st = Check("FindRepoByScope"); !st.ok()) return st.error();
+    return ForwardingIndex::FindRepoByScope(scope);
   }
   xet::Result<std::vector<RepoRecord>> ListRepos(RepoType type, std::optional<std::string_view> ns,
                                                  std::optional<std::pair<std::string, std::string>> after,

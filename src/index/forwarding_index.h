@@ -60,6 +60,9 @@ class ForwardingIndex : public Index {
     return inner_.ShareFiles(hashes, scope);
   }
   using Index::ShareFile;
+  xet::Result<bool> UnregisterFile(const FileHash& hash, std::string_view scope) override {
+    return inner_.UnregisterFile(hash, scope);
+  }
   xet::Result<CommitOutcome> CommitShard(const ShardCommit& commit) override {
     return inner_.CommitShard(commit);
   }
@@ -81,6 +84,9 @@ class ForwardingIndex : public Index {
   xet::Result<RepoRecord> CreateRepo(const NewRepo& repo) override { return inner_.CreateRepo(repo); }
   xet::Result<RepoRecord> FindRepo(RepoType type, std::string_view ns, std::string_view name) override {
     return inner_.FindRepo(type, ns, name);
+  }
+  xet::Result<RepoRecord> FindRepoByScope(std::string_view scope) override {
+    return inner_.FindRepoByScope(scope);
   }
   xet::Result<std::vector<RepoRecord>> ListRepos(RepoType type, std::optional<std::string_view> ns,
                                                  std::optional<std::pair<std::string, std::string>> after,

@@ -10,7 +10,9 @@
 //  - Thread-safety: every method may be called concurrently from any thread.
 //  - Durability: a write returns success only once it is durable. A write that fails changed nothing.
 //  - Records are immutable once written: the first write of a hash wins, later writes of the same hash are
-//    accepted as no-ops (idempotent retries), apart from adding scopes and dedup entries.
+//    accepted as no-ops (idempotent retries), apart from adding scopes and dedup entries. Which scopes see a
+//    file changes (UnregisterFile, a repository's read scope replaced or deleted); the file's record does
+//    not.
 //  - The index trusts its caller: the service verifies xorbs and shards before registering them. The index
 //    checks only what keeps it consistent (packed sizes, dedup entries naming registered xorbs).
 //  - Returned records are shared and immutable; the caller may keep them as long as it likes.
@@ -85,6 +87,11 @@ class CasIndex {
   xet::Status ShareFile(const FileHash& hash, std::string_view scope) {
     return ShareFiles(std::span(&hash, 1), scope);
   }
+  // Takes the file out of `scope`'s view: its visibility to `scope` and its share of the scope's totals go,
+  // in one transaction. False (nothing changed) when `scope` did not see it. Only that reference goes: the
+  // file's record, other scopes' views of it and its xorbs stay (a garbage collector frees what nothing
+  // references).
+  virtual xet::Result<bool> UnregisterFile(const FileHash& hash, std::string_view scope) = 0;
 
   // ---- Shards
   // Registers a verified shard: the shard, its files (visible to commit.scope) and its dedup entries, all
@@ -123,7 +130,8 @@ class CasIndex {
 };
 
 // The Hub's records (repo_records.h): repositories, their git objects and refs, and bucket files. Used by the
-// Hub and bucket services and the Hub's check; files come in through the file service, never this slice.
+// Hub and bucket services and the Hub's check, and by the file routes to tell a repository's scope from a
+// plain one; files come in through the file service, never this slice.
 class RepoIndex {
  public:
   virtual ~RepoIndex() = default;
@@ -136,6 +144,9 @@ class RepoIndex {
   virtual xet::Result<RepoRecord> CreateRepo(const NewRepo& repo) = 0;
   // kNotFound when there is none. Names compare exactly (case matters).
   virtual xet::Result<RepoRecord> FindRepo(RepoType type, std::string_view ns, std::string_view name) = 0;
+  // The repository whose write or read scope (RepoRecord::scope, read_scope) `scope` is; kNotFound when it is
+  // no repository's.
+  virtual xet::Result<RepoRecord> FindRepoByScope(std::string_view scope) = 0;
   // Repositories of `type` (in namespace `ns` when given) ordered by (namespace, name), after the given
   // pair when `after` is set; at most `limit` (at most kMaxListedRepos; kMalformed past that).
   static constexpr size_t kMaxListedRepos = 1000;

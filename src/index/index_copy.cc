@@ -36,8 +36,9 @@ struct Table {
 
 // (Schema 6 added an index only; schema 7 the scopes' totals, which are counters: recomputed, not copied;
 // schema 8 the Hub's repositories, whose ids are copied as they are; schema 9 their read scopes; schema 10
-// the collector's quarantine, copied so that what was unreferenced keeps the time it became so.)
-static_assert(SqliteIndex::kSchemaVersion == 10 && PostgresIndex::kSchemaVersion == 10,
+// an index only; schema 11 the collector's quarantine, copied so that what was unreferenced keeps the time it
+// became so.)
+static_assert(SqliteIndex::kSchemaVersion == 11 && PostgresIndex::kSchemaVersion == 11,
               "a new schema version must be reflected in kTables");
 
 // Each scope's totals from its rows (schema 7's scope_totals), the same SQL on both backends.

@@ -131,6 +131,18 @@ class IndexTest : public ::testing::TestWithParam<Backend> {
     return {h, layout};
   }
 
+  // Registers `files` for `scope` in a shard of their own (no dedup entries, no xorbs listed).
+  xet::Status CommitFiles(std::vector<FileCommit> files, const std::string& scope) {
+    auto out = index_->CommitShard({.shard = RandomHash(rng_),
+                                    .shard_size = 1,
+                                    .files = std::move(files),
+                                    .dedup = {},
+                                    .scope = scope,
+                                    .xorbs = {}});
+    if (!out.ok()) return out.error();
+    return xet::Ok{};
+  }
+
   // Runs SQL on the index's database behind its back (the index should be closed): the SQLite text or the
   // PostgreSQL text, whichever backend this is.
   void ExecRaw(const std::string& sqlite_sql, const std::string& pg_sql) {
@@ -148,17 +160,18 @@ class IndexTest : public ::testing::TestWithParam<Backend> {
     }
   }
 
-  // Takes the database back to schema `version` as far as its version number goes (and what schemas 6 to 10
-  // added: indexes, tables, and schema 10's functions).
+  // Takes the database back to schema `version` as far as its version number goes (and what schemas 6 to 11
+  // added: indexes, tables, the columns and rows that migrations 7 and 9 fill from the rows, and schema 11's
+  // functions).
   void SetSchemaVersion(int version) {
-    if (version < 10) {
+    if (version < 11) {
       const std::string drop =
           "DROP TABLE gc_quarantine; DROP INDEX IF EXISTS dedup_by_xorb; DROP INDEX IF EXISTS "
-          "shard_xorbs_by_xorb; DROP INDEX IF EXISTS bucket_files_by_file; DROP INDEX IF EXISTS "
-          "repos_by_scope";
+          "shard_xorbs_by_xorb; DROP INDEX IF EXISTS bucket_files_by_file";
       ExecRaw(drop,
               drop + "; DROP FUNCTION cairn_refuse_claimed(int8); DROP FUNCTION cairn_refuse_missing(int8)");
     }
+    if (version == 8 || version == 9) ExecRaw("DROP INDEX repos_by_scope", "DROP INDEX repos_by_scope");
     if (version == 8) {
       const std::string drop = "DROP INDEX repos_by_read_scope; ALTER TABLE repos DROP COLUMN read_scope";
       ExecRaw(drop, drop);
@@ -577,14 +590,7 @@ TEST_P(IndexTest, SharedFilesBecomeVisibleToAnotherScopeOnce) {
   Open();
   auto [xorb, layout] = AddXorb(4);
   const FileCommit f = MakeFile(RandomHash(rng_), xorb, layout, {{0, 3}}, RandomHash(rng_));
-  ASSERT_TRUE(index_
-                  ->CommitShard({.shard = RandomHash(rng_),
-                                 .shard_size = 1,
-                                 .files = {f},
-                                 .dedup = {},
-                                 .scope = "hub:a",
-                                 .xorbs = {}})
-                  .ok());
+  ASSERT_TRUE(CommitFiles({f}, "hub:a").ok());
   EXPECT_FALSE(*index_->FileVisibleTo(f.hash, "hub:b"));
   ASSERT_TRUE(index_->ShareFile(f.hash, "hub:b").ok());
   ASSERT_TRUE(index_->ShareFile(f.hash, "hub:b").ok());  // again: no change
@@ -598,6 +604,65 @@ TEST_P(IndexTest, SharedFilesBecomeVisibleToAnotherScopeOnce) {
   EXPECT_EQ(index_->ScopeStats("hub:b")->files, 1u);
 }
 
+// Unregistering takes a file from one scope's view and totals, once; other scopes keep it, and so does the
+// index (its record stays for a garbage collector to judge).
+TEST_P(IndexTest, UnregisteringAFileTakesItFromOneScopeOnly) {
+  Open();
+  auto [xorb, layout] = AddXorb(8);
+  const FileCommit gone = MakeFile(RandomHash(rng_), xorb, layout, {{0, 5}}, RandomHash(rng_));
+  const FileCommit kept = MakeFile(RandomHash(rng_), xorb, layout, {{0, 3}});
+  for (const char* scope : {"team/a", "team/b"}) {
+    ASSERT_TRUE(CommitFiles({gone, kept}, scope).ok());
+  }
+  const auto totals = [&](const char* scope) {
+    auto t = index_->ScopeStats(scope);
+    EXPECT_TRUE(t.ok()) << t.error().message;
+    return t.ok() ? std::pair{t->files, t->bytes} : std::pair<uint64_t, uint64_t>{};
+  };
+  ASSERT_EQ(totals("team/a"), std::pair(uint64_t{2}, gone.size + kept.size));
+
+  auto removed = index_->UnregisterFile(gone.hash, "team/a");
+  ASSERT_TRUE(removed.ok()) << removed.error().message;
+  EXPECT_TRUE(*removed);
+  EXPECT_FALSE(*index_->FileVisibleTo(gone.hash, "team/a"));
+  EXPECT_EQ(index_->GetVisibleFile(gone.hash, "team/a").error().code, ErrorCode::kNotFound);
+  EXPECT_FALSE(index_->FileBySha256(*gone.sha256, "team/a")->has_value());
+  auto listed = index_->ListFiles("team/a", std::nullopt, 10);
+  ASSERT_TRUE(listed.ok()) << listed.error().message;
+  ASSERT_EQ(listed->size(), 1u);
+  EXPECT_EQ((*listed)[0].hash, kept.hash);
+  EXPECT_EQ(totals("team/a"), std::pair(uint64_t{1}, kept.size));
+
+  // Again, a file the scope never saw, an unknown file: false, and nothing changes.
+  EXPECT_FALSE(*index_->UnregisterFile(gone.hash, "team/a"));
+  EXPECT_FALSE(*index_->UnregisterFile(kept.hash, "team/c"));
+  EXPECT_FALSE(*index_->UnregisterFile(RandomHash(rng_), "team/a"));
+  EXPECT_EQ(totals("team/a"), std::pair(uint64_t{1}, kept.size));
+  EXPECT_EQ(totals("team/c"), std::pair(uint64_t{0}, uint64_t{0}));
+
+  // The other scope still sees both; the record and the index's counts stay.
+  EXPECT_TRUE(*index_->FileVisibleTo(gone.hash, "team/b"));
+  EXPECT_EQ(index_->ListFiles("team/b", std::nullopt, 10)->size(), 2u);
+  EXPECT_EQ(totals("team/b"), std::pair(uint64_t{2}, gone.size + kept.size));
+  auto record = index_->GetFile(gone.hash);
+  ASSERT_TRUE(record.ok()) << record.error().message;
+  EXPECT_EQ((*record)->size, gone.size);
+  EXPECT_EQ(index_->Stats()->files, 2u);
+
+  // The scope's last file: nothing left to list or count; sharing it back counts it again.
+  EXPECT_TRUE(*index_->UnregisterFile(kept.hash, "team/a"));
+  EXPECT_TRUE(index_->ListFiles("team/a", std::nullopt, 10)->empty());
+  EXPECT_EQ(totals("team/a"), std::pair(uint64_t{0}, uint64_t{0}));
+  ASSERT_TRUE(index_->ShareFile(gone.hash, "team/a").ok());
+  EXPECT_TRUE(*index_->FileVisibleTo(gone.hash, "team/a"));
+  EXPECT_EQ(totals("team/a"), std::pair(uint64_t{1}, gone.size));
+
+  Open();  // durable
+  EXPECT_FALSE(*index_->FileVisibleTo(kept.hash, "team/a"));
+  EXPECT_TRUE(*index_->FileVisibleTo(kept.hash, "team/b"));
+  EXPECT_EQ(totals("team/a"), std::pair(uint64_t{1}, gone.size));
+}
+
 TEST_P(IndexTest, ListsAScopesFilesInPages) {
   Open();
   auto [xorb, layout] = AddXorb(16);
@@ -605,23 +670,9 @@ TEST_P(IndexTest, ListsAScopesFilesInPages) {
   for (int i = 0; i < 25; ++i)
     mine.push_back(MakeFile(RandomHash(rng_), xorb, layout, {{0, static_cast<uint32_t>(1 + i % 16)}},
                             i % 2 == 0 ? std::optional<Hash>(RandomHash(rng_)) : std::nullopt));
-  ASSERT_TRUE(index_
-                  ->CommitShard({.shard = RandomHash(rng_),
-                                 .shard_size = 1,
-                                 .files = mine,
-                                 .dedup = {},
-                                 .scope = "team/a",
-                                 .xorbs = {}})
-                  .ok());
+  ASSERT_TRUE(CommitFiles(mine, "team/a").ok());
   // Another scope: one file of its own and one shared with team/a.
-  ASSERT_TRUE(index_
-                  ->CommitShard({.shard = RandomHash(rng_),
-                                 .shard_size = 1,
-                                 .files = {MakeFile(RandomHash(rng_), xorb, layout, {{0, 2}}), mine[3]},
-                                 .dedup = {},
-                                 .scope = "team/b",
-                                 .xorbs = {}})
-                  .ok());
+  ASSERT_TRUE(CommitFiles({MakeFile(RandomHash(rng_), xorb, layout, {{0, 2}}), mine[3]}, "team/b").ok());
   std::sort(mine.begin(), mine.end(),
             [](const FileCommit& a, const FileCommit& b) { return a.hash < b.hash; });
   std::vector<ListedFile> listed;
@@ -655,14 +706,7 @@ TEST_P(IndexTest, ListsAScopesFilesInPages) {
             ErrorCode::kMalformed);
   // A file joining its scope again, or named twice in one shard, is counted once; a new one is added.
   const FileCommit extra = MakeFile(RandomHash(rng_), xorb, layout, {{0, 7}});
-  ASSERT_TRUE(index_
-                  ->CommitShard({.shard = RandomHash(rng_),
-                                 .shard_size = 1,
-                                 .files = {mine[0], mine[0], mine[5], extra, extra},
-                                 .dedup = {},
-                                 .scope = "team/a",
-                                 .xorbs = {}})
-                  .ok());
+  ASSERT_TRUE(CommitFiles({mine[0], mine[0], mine[5], extra, extra}, "team/a").ok());
   EXPECT_EQ(index_->ScopeStats("team/a")->files, mine.size() + 1);
   EXPECT_EQ(index_->ScopeStats("team/a")->bytes, bytes + extra.size);
   EXPECT_EQ(index_->ScopeStats("team/b")->files, 2u);
@@ -1125,14 +1169,7 @@ TEST_P(IndexTest, ReadScopesMoveWhenReplacedAndDieWithTheirRepository) {
   auto [xorb, layout] = AddXorb(4);
   std::vector<FileCommit> files;
   for (int i = 0; i < 3; ++i) files.push_back(MakeFile(RandomHash(rng_), xorb, layout, {{0, 4}}));
-  ASSERT_TRUE(index_
-                  ->CommitShard({.shard = RandomHash(rng_),
-                                 .shard_size = 1,
-                                 .files = files,
-                                 .dedup = {},
-                                 .scope = repo->scope,
-                                 .xorbs = {}})
-                  .ok());
+  ASSERT_TRUE(CommitFiles(files, repo->scope).ok());
   // All or nothing: one unknown file shares none.
   const std::vector<FileHash> with_unknown = {files[0].hash, RandomHash(rng_)};
   EXPECT_EQ(index_->ShareFiles(with_unknown, repo->read_scope).error().code, ErrorCode::kNotFound);
@@ -1171,6 +1208,58 @@ TEST_P(IndexTest, ReadScopesMoveWhenReplacedAndDieWithTheirRepository) {
   EXPECT_TRUE(index_->GetFile(files[0].hash).ok());  // the file itself stays (GC frees it, not this)
 }
 
+// A scope names its repository whether it is the write scope or the read scope, under a new read scope too;
+// other scopes, and a deleted repository's, name none. A database of schema 9 gains the index of write
+// scopes.
+TEST_P(IndexTest, ReposAreFoundByEitherOfTheirScopes) {
+  Open();
+  auto model = index_->CreateRepo(MakeRepo("alice", "model"));
+  auto bucket = index_->CreateRepo(MakeRepo("alice", "files", RepoType::kBucket));
+  ASSERT_TRUE(model.ok() && bucket.ok());
+  for (const std::string& scope : {model->scope, model->read_scope}) {
+    auto found = index_->FindRepoByScope(scope);
+    ASSERT_TRUE(found.ok()) << scope << ": " << found.error().message;
+    EXPECT_EQ(found->id, model->id);
+    EXPECT_EQ(found->type, RepoType::kModel);
+    EXPECT_EQ(found->ns, "alice");
+    EXPECT_EQ(found->name, "model");
+    EXPECT_EQ(found->scope, model->scope);
+    EXPECT_EQ(found->read_scope, model->read_scope);
+  }
+  auto b = index_->FindRepoByScope(bucket->read_scope);
+  ASSERT_TRUE(b.ok()) << b.error().message;
+  EXPECT_EQ(b->id, bucket->id);
+  EXPECT_EQ(b->type, RepoType::kBucket);
+  for (const std::string& scope : {std::string("team/a"), std::string(""), model->scope + "x"})
+    EXPECT_EQ(index_->FindRepoByScope(scope).error().code, ErrorCode::kNotFound) << scope;
+
+  const std::string fresh = "hub:fresh";
+  ASSERT_TRUE(
+      index_->UpdateRepo(model->id, RepoChange{.is_private = true, .ns = {}, .name = {}, .read_scope = fresh})
+          .ok());
+  EXPECT_EQ(index_->FindRepoByScope(fresh)->id, model->id);
+  EXPECT_EQ(index_->FindRepoByScope(model->read_scope).error().code, ErrorCode::kNotFound);
+
+  index_.reset();
+  SetSchemaVersion(9);
+  EXPECT_TRUE(Strings("SELECT name FROM sqlite_master WHERE type = 'index' AND name = 'repos_by_scope'",
+                      "SELECT indexname::text FROM pg_indexes WHERE schemaname = current_schema() "
+                      "AND indexname = 'repos_by_scope'")
+                  .empty());
+  Open();
+  EXPECT_EQ(SchemaVersion(), kSchemaVersion);
+  EXPECT_EQ(Strings("SELECT name FROM sqlite_master WHERE type = 'index' AND name = 'repos_by_scope'",
+                    "SELECT indexname::text FROM pg_indexes WHERE schemaname = current_schema() "
+                    "AND indexname = 'repos_by_scope'"),
+            std::vector<std::string>{"repos_by_scope"});
+  EXPECT_EQ(index_->FindRepoByScope(model->scope)->id, model->id);
+
+  ASSERT_TRUE(index_->DeleteRepo(model->id).ok());
+  for (const std::string& scope : {model->scope, fresh})
+    EXPECT_EQ(index_->FindRepoByScope(scope).error().code, ErrorCode::kNotFound) << scope;
+  EXPECT_EQ(index_->FindRepoByScope(bucket->scope)->id, bucket->id);
+}
+
 // Schema 9 gives every repository a read scope that sees what it committed (its LFS links, its bucket's
 // files) and nothing it merely uploaded.
 TEST_P(IndexTest, MigratesSchemaEightAndPublishesWhatRepositoriesCommitted) {
@@ -1182,14 +1271,7 @@ TEST_P(IndexTest, MigratesSchemaEightAndPublishesWhatRepositoriesCommitted) {
   auto bucket = index_->CreateRepo(MakeRepo("alice", "files", RepoType::kBucket));
   ASSERT_TRUE(repo.ok() && bucket.ok());
   for (const auto& scope : {repo->scope, bucket->scope}) {
-    ASSERT_TRUE(index_
-                    ->CommitShard({.shard = RandomHash(rng_),
-                                   .shard_size = 1,
-                                   .files = files,
-                                   .dedup = {},
-                                   .scope = scope,
-                                   .xorbs = {}})
-                    .ok());
+    ASSERT_TRUE(CommitFiles(files, scope).ok());
   }
   const auto& f0 = files[0].hash;
   ASSERT_TRUE(index_
@@ -1538,6 +1620,58 @@ TEST_P(IndexTest, TwoNodesRegisteringTheSameRecordsAtOnce) {
       EXPECT_EQ((*sx)->listed, c.xorbs.listed);
       EXPECT_EQ((*sx)->referenced, c.xorbs.referenced);
     }
+  }
+}
+
+// Threads of two nodes unregistering the same files from one scope at once: each file leaves it once (one
+// call says so), the scope's totals come to nothing, and another scope keeps every file.
+TEST_P(IndexTest, TwoNodesUnregisteringTheSameFilesAtOnce) {
+  Open();
+  auto second = OpenIndex(url_);
+  ASSERT_TRUE(second.ok()) << second.error().message;
+  std::array<Index*, 2> nodes{index_.get(), second->get()};
+  constexpr int kFiles = 40;
+  auto [xorb, layout] = AddXorb(8);
+  std::vector<FileCommit> files;
+  uint64_t bytes = 0;
+  for (int i = 0; i < kFiles; ++i) {
+    files.push_back(MakeFile(RandomHash(rng_), xorb, layout, {{0, static_cast<uint32_t>(1 + i % 8)}}));
+    bytes += files.back().size;
+  }
+  for (const char* scope : {"s", "t"}) {
+    ASSERT_TRUE(CommitFiles(files, scope).ok());
+  }
+  std::atomic<int> failures{0};
+  std::atomic<int> removed{0};
+  std::vector<std::thread> threads;
+  for (int node = 0; node < 2; ++node) {
+    for (int t = 0; t < 4; ++t) {
+      threads.emplace_back([&, node, t] {
+        std::mt19937_64 order(static_cast<uint64_t>(node * 10 + t));
+        std::vector<size_t> idx(kFiles);
+        std::iota(idx.begin(), idx.end(), 0);
+        std::shuffle(idx.begin(), idx.end(), order);
+        for (size_t i : idx) {
+          auto r = nodes[static_cast<size_t>(node)]->UnregisterFile(files[i].hash, "s");
+          if (!r.ok()) {
+            ++failures;
+          } else if (*r) {
+            ++removed;
+          }
+        }
+      });
+    }
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_EQ(removed.load(), kFiles);
+  for (Index* node : nodes) {
+    EXPECT_TRUE(node->ListFiles("s", std::nullopt, 10)->empty());
+    EXPECT_EQ(node->ScopeStats("s")->files, 0u);
+    EXPECT_EQ(node->ScopeStats("s")->bytes, 0u);
+    EXPECT_EQ(node->ListFiles("t", std::nullopt, 100)->size(), static_cast<size_t>(kFiles));
+    EXPECT_EQ(node->ScopeStats("t")->files, static_cast<uint64_t>(kFiles));
+    EXPECT_EQ(node->ScopeStats("t")->bytes, bytes);
   }
 }
 

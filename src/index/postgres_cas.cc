@@ -159,6 +159,13 @@ st AS (
   ON CONFLICT (scope) DO UPDATE SET files = scope_totals.files + EXCLUDED.files,
                                     bytes = scope_totals.bytes + EXCLUDED.bytes)
 SELECT (SELECT count(*) FROM u)::int8, (SELECT count(*) FROM f)::int8, (SELECT n FROM refuse))sql"};
+// The file leaves the scope, and its size the scope's totals, only where the scope saw it.
+constexpr pg::Statement kUnregisterFile{"unregister_file", R"sql(
+WITH fs AS (DELETE FROM file_scopes WHERE file = $1::bytea AND scope = $2::text RETURNING file),
+st AS (
+  UPDATE scope_totals SET files = scope_totals.files - 1, bytes = scope_totals.bytes - f.size
+  FROM fs JOIN files f ON f.hash = fs.file WHERE scope_totals.scope = $2::text)
+SELECT count(*)::int8 FROM fs)sql"};
 
 }  // namespace
 
@@ -437,6 +444,15 @@ xet::Status PostgresIndex::ShareFiles(std::span<const FileHash> hashes, std::str
   if (auto st = writes_->Submit(req); !st.ok()) return st;
   if (found != asked || asked == 0) return xet::NotFound("a file shared is not in the index");
   return xet::Ok{};
+}
+
+xet::Result<bool> PostgresIndex::UnregisterFile(const FileHash& hash, std::string_view scope) {
+  bool removed = false;
+  WriteRequest req{
+      &kUnregisterFile, {}, [&](const pg::Rows& rows) { removed = rows.size() == 1 && rows.Int8(0, 0) > 0; }};
+  req.params.Bytea(hash).Text(scope);
+  if (auto st = writes_->Submit(req); !st.ok()) return st.error();
+  return removed;
 }
 
 }  // namespace cairn::index

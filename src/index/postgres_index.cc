@@ -157,7 +157,11 @@ INSERT INTO scope_totals(scope, files, bytes)
   SELECT s.scope, count(*), sum(f.size) FROM file_scopes s JOIN files f ON f.hash = s.file
   WHERE s.scope IN (SELECT read_scope FROM repos) GROUP BY s.scope;
 )sql",
-    // 10: garbage collection (as on SQLite), and the refusals a write raises when it names what a sweep
+    // 10: finding the repository a scope is the write scope of (as on SQLite).
+    R"sql(
+CREATE INDEX repos_by_scope ON repos(scope);
+)sql",
+    // 11: garbage collection (as on SQLite), and the refusals a write raises when it names what a sweep
     // claimed (CR001, kUnavailable: retry) or deleted (CR002, kUnknownReference) (pg.h).
     R"sql(
 CREATE TABLE gc_quarantine(
@@ -169,7 +173,6 @@ CREATE TABLE gc_quarantine(
 CREATE INDEX dedup_by_xorb ON dedup(xorb);
 CREATE INDEX shard_xorbs_by_xorb ON shard_xorbs(xorb);
 CREATE INDEX bucket_files_by_file ON bucket_files(file);
-CREATE INDEX IF NOT EXISTS repos_by_scope ON repos(scope);
 CREATE FUNCTION cairn_refuse_claimed(n int8) RETURNS int8 LANGUAGE plpgsql AS $$
 BEGIN
   IF n > 0 THEN

@@ -51,7 +51,7 @@ struct PostgresOptions {
 
 class PostgresIndex final : public Index {
  public:
-  static constexpr int kSchemaVersion = 10;
+  static constexpr int kSchemaVersion = 11;
 
   // Connects, migrates and checks the schema. kUnavailable when the server cannot be reached.
   static xet::Result<std::unique_ptr<PostgresIndex>> Open(PostgresOptions options);
@@ -76,6 +76,7 @@ class PostgresIndex final : public Index {
   xet::Result<std::vector<Hash>> Scan(Scanned what, std::optional<Hash> after, size_t limit) override;
   xet::Status ShareFiles(std::span<const FileHash> hashes, std::string_view scope) override;
   using Index::ShareFile;
+  xet::Result<bool> UnregisterFile(const FileHash& hash, std::string_view scope) override;
   xet::Result<CommitOutcome> CommitShard(const ShardCommit& commit) override;
   xet::Result<std::optional<ShardInfo>> GetShard(const Hash& shard) override;
   xet::Result<std::shared_ptr<const ShardXorbs>> GetShardXorbs(const Hash& shard) override;
@@ -88,6 +89,7 @@ class PostgresIndex final : public Index {
   xet::Result<bool> DeleteSecret(std::string_view name) override;
   xet::Result<RepoRecord> CreateRepo(const NewRepo& repo) override;
   xet::Result<RepoRecord> FindRepo(RepoType type, std::string_view ns, std::string_view name) override;
+  xet::Result<RepoRecord> FindRepoByScope(std::string_view scope) override;
   xet::Result<std::vector<RepoRecord>> ListRepos(RepoType type, std::optional<std::string_view> ns,
                                                  std::optional<std::pair<std::string, std::string>> after,
                                                  size_t limit) override;

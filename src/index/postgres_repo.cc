@@ -28,6 +28,10 @@ constexpr pg::Statement kFindRepo{"find_repo",
                                   "SELECT id, private, created_at, scope, read_scope FROM repos "
                                   "WHERE type = $1::int8 "
                                   "AND ns = $2::text AND name = $3::text"};
+constexpr pg::Statement kRepoByScope{
+    "repo_by_scope",
+    "SELECT id, ns, name, private, created_at, scope, read_scope, type FROM repos "
+    "WHERE scope = $1::text OR read_scope = $1::text LIMIT 1"};
 constexpr pg::Statement kListRepos{"list_repos", R"sql(
 SELECT id, ns, name, private, created_at, scope, read_scope FROM repos
 WHERE type = $1::int8 AND ($2::text IS NULL OR ns = $2::text) AND (ns, name) > ($3::text, $4::text)
@@ -202,6 +206,13 @@ xet::Result<RepoRecord> PostgresIndex::FindRepo(RepoType type, std::string_view 
                     .created_at = rows->Int8(0, 2),
                     .scope = std::string(rows->Text(0, 3)),
                     .read_scope = std::string(rows->Text(0, 4))};
+}
+
+xet::Result<RepoRecord> PostgresIndex::FindRepoByScope(std::string_view scope) {
+  auto rows = Query(kRepoByScope, pg::Params().Text(scope));
+  if (!rows.ok()) return rows.error();
+  if (rows->size() == 0) return xet::NotFound("scope " + std::string(scope) + " is no repository's");
+  return RepoFromRow(*rows, 0, static_cast<RepoType>(rows->Int8(0, 7)));
 }
 
 xet::Result<std::vector<RepoRecord>> PostgresIndex::ListRepos(

@@ -32,6 +32,8 @@ constexpr const char kScopeStats[] = "SELECT files, bytes FROM scope_totals WHER
 constexpr const char kBumpScope[] =
     "INSERT INTO scope_totals(scope, files, bytes) VALUES (?1, ?2, ?3) "
     "ON CONFLICT(scope) DO UPDATE SET files = files + excluded.files, bytes = bytes + excluded.bytes";
+constexpr const char kShrinkScope[] =
+    "UPDATE scope_totals SET files = files - 1, bytes = bytes - ?2 WHERE scope = ?1";
 constexpr const char kFileSize[] = "SELECT size FROM files WHERE hash = ?1";
 constexpr const char kFileBySha[] = "SELECT hash FROM files WHERE sha256 = ?1 LIMIT 1";
 constexpr const char kFileByShaScoped[] =
@@ -48,6 +50,7 @@ constexpr const char kPutFile[] =
     "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) ON CONFLICT(hash) DO NOTHING";
 constexpr const char kPutScope[] =
     "INSERT INTO file_scopes(file, scope) VALUES (?1, ?2) ON CONFLICT(file, scope) DO NOTHING";
+constexpr const char kDropScope[] = "DELETE FROM file_scopes WHERE file = ?1 AND scope = ?2";
 constexpr const char kPutDedup[] =
     "INSERT INTO dedup(chunk, scope, xorb, shard) VALUES (?1, ?2, ?3, ?4) "
     "ON CONFLICT(chunk, scope, xorb) DO NOTHING";
@@ -422,6 +425,32 @@ xet::Status SqliteIndex::ShareFiles(std::span<const FileHash> hashes, std::strin
     bump->Bind(1, scope).Bind(2, files).Bind(3, bytes);
     return c.Run(*bump, "count the scope's files");
   });
+}
+
+xet::Result<bool> SqliteIndex::UnregisterFile(const FileHash& hash, std::string_view scope) {
+  bool removed = false;
+  auto st = Write([&](Conn& c) -> xet::Status {
+    auto drop = c.Prepare(kDropScope);
+    if (!drop.ok()) return drop.error();
+    drop->Bind(1, hash).Bind(2, scope);
+    if (auto r = c.Run(*drop, "delete file scope"); !r.ok()) return r;
+    if (c.changes() == 0) return xet::Ok{};  // the scope did not see it
+    auto size = c.Prepare(kFileSize);
+    if (!size.ok()) return size.error();
+    size->Bind(1, hash);
+    const int rc = size->Step();
+    if (rc == SQLITE_DONE)
+      return xet::IoError("file " + hash.hex() + " is visible to a scope but has no row");
+    if (rc != SQLITE_ROW) return c.Err("read file", rc);
+    auto shrink = c.Prepare(kShrinkScope);
+    if (!shrink.ok()) return shrink.error();
+    shrink->Bind(1, scope).Bind(2, size->Int(0));
+    if (auto r = c.Run(*shrink, "count the scope's files"); !r.ok()) return r;
+    removed = true;
+    return xet::Ok{};
+  });
+  if (!st.ok()) return st.error();
+  return removed;
 }
 
 xet::Result<IndexStats> SqliteIndex::Stats() {

@@ -152,7 +152,12 @@ INSERT INTO scope_totals(scope, files, bytes)
   SELECT s.scope, count(*), sum(f.size) FROM file_scopes s JOIN files f ON f.hash = s.file
   WHERE s.scope IN (SELECT read_scope FROM repos) GROUP BY s.scope;
 )sql",
-    // 10: garbage collection (index.h's GcIndex): what marks found unreferenced and since when, and the
+    // 10: finding the repository a scope is the write scope of (DELETE /v1/files refuses repositories'
+    // scopes) without reading every repository; read scopes have their index since 9.
+    R"sql(
+CREATE INDEX repos_by_scope ON repos(scope);
+)sql",
+    // 11: garbage collection (index.h's GcIndex): what marks found unreferenced and since when, and the
     // indexes a mark and a sweep look things up by.
     R"sql(
 CREATE TABLE gc_quarantine(
@@ -164,7 +169,6 @@ CREATE TABLE gc_quarantine(
 CREATE INDEX dedup_by_xorb ON dedup(xorb);
 CREATE INDEX shard_xorbs_by_xorb ON shard_xorbs(xorb);
 CREATE INDEX bucket_files_by_file ON bucket_files(file);
-CREATE INDEX IF NOT EXISTS repos_by_scope ON repos(scope);
 )sql",
 };
 static_assert(std::size(kMigrations) == SqliteIndex::kSchemaVersion);

@@ -47,7 +47,7 @@ struct SqliteOptions {
 
 class SqliteIndex final : public Index {
  public:
-  static constexpr int kSchemaVersion = 10;
+  static constexpr int kSchemaVersion = 11;
 
   static xet::Result<std::unique_ptr<SqliteIndex>> Open(SqliteOptions options);
   // Applies the missing migrations only (what Open does first); returns the versions before and after.
@@ -71,6 +71,7 @@ class SqliteIndex final : public Index {
   xet::Result<std::vector<Hash>> Scan(Scanned what, std::optional<Hash> after, size_t limit) override;
   xet::Status ShareFiles(std::span<const FileHash> hashes, std::string_view scope) override;
   using Index::ShareFile;
+  xet::Result<bool> UnregisterFile(const FileHash& hash, std::string_view scope) override;
   xet::Result<CommitOutcome> CommitShard(const ShardCommit& commit) override;
   xet::Result<std::optional<ShardInfo>> GetShard(const Hash& shard) override;
   xet::Result<std::shared_ptr<const ShardXorbs>> GetShardXorbs(const Hash& shard) override;
@@ -83,6 +84,7 @@ class SqliteIndex final : public Index {
   xet::Result<bool> DeleteSecret(std::string_view name) override;
   xet::Result<RepoRecord> CreateRepo(const NewRepo& repo) override;
   xet::Result<RepoRecord> FindRepo(RepoType type, std::string_view ns, std::string_view name) override;
+  xet::Result<RepoRecord> FindRepoByScope(std::string_view scope) override;
   xet::Result<std::vector<RepoRecord>> ListRepos(RepoType type, std::optional<std::string_view> ns,
                                                  std::optional<std::pair<std::string, std::string>> after,
                                                  size_t limit) override;

@@ -20,6 +20,9 @@ constexpr const char kFindRepo[] =
 constexpr const char kListRepos[] =
     "SELECT id, ns, name, private, created_at, scope, read_scope FROM repos WHERE type = ?1 "
     "AND (?2 IS NULL OR ns = ?2) AND (ns, name) > (?3, ?4) ORDER BY ns, name LIMIT ?5";
+constexpr const char kRepoByScope[] =
+    "SELECT id, ns, name, private, created_at, scope, read_scope, type FROM repos "
+    "WHERE scope = ?1 OR read_scope = ?1 LIMIT 1";
 constexpr const char kRepoById[] = "SELECT type, scope, read_scope FROM repos WHERE id = ?1";
 constexpr const char kSetPrivate[] = "UPDATE repos SET private = ?2 WHERE id = ?1";
 constexpr const char kSetReadScope[] = "UPDATE repos SET read_scope = ?2 WHERE id = ?1";
@@ -102,6 +105,18 @@ xet::Status InsertObjects(auto& c, int64_t repo, const std::vector<RepoObject>& 
   return xet::Ok{};
 }
 
+// A repository from a row that starts (id, ns, name, private, created_at, scope, read_scope).
+RepoRecord RepoFromRow(const Stmt& s, RepoType type) {
+  return RepoRecord{.id = s.Int(0),
+                    .type = type,
+                    .ns = std::string(s.Text(1)),
+                    .name = std::string(s.Text(2)),
+                    .is_private = s.Int(3) != 0,
+                    .created_at = s.Int(4),
+                    .scope = std::string(s.Text(5)),
+                    .read_scope = std::string(s.Text(6))};
+}
+
 std::vector<uint8_t> Bytes(std::span<const uint8_t> b) {
   return {b.begin(), b.end()};
 }
@@ -164,6 +179,18 @@ xet::Result<RepoRecord> SqliteIndex::FindRepo(RepoType type, std::string_view ns
                     .read_scope = std::string(s->Text(4))};
 }
 
+xet::Result<RepoRecord> SqliteIndex::FindRepoByScope(std::string_view scope) {
+  auto r = AcquireReader();
+  if (!r.ok()) return r.error();
+  auto s = (*r)->Prepare(kRepoByScope);
+  if (!s.ok()) return s.error();
+  s->Bind(1, scope);
+  const int rc = s->Step();
+  if (rc == SQLITE_DONE) return xet::NotFound("scope " + std::string(scope) + " is no repository's");
+  if (rc != SQLITE_ROW) return (*r)->Err("read repository", rc);
+  return RepoFromRow(*s, static_cast<RepoType>(s->Int(7)));
+}
+
 xet::Result<std::vector<RepoRecord>> SqliteIndex::ListRepos(
     RepoType type, std::optional<std::string_view> ns,
     std::optional<std::pair<std::string, std::string>> after, size_t limit) {
@@ -187,14 +214,7 @@ xet::Result<std::vector<RepoRecord>> SqliteIndex::ListRepos(
     const int rc = s->Step();
     if (rc == SQLITE_DONE) break;
     if (rc != SQLITE_ROW) return (*r)->Err("list repositories", rc);
-    out.push_back(RepoRecord{.id = s->Int(0),
-                             .type = type,
-                             .ns = std::string(s->Text(1)),
-                             .name = std::string(s->Text(2)),
-                             .is_private = s->Int(3) != 0,
-                             .created_at = s->Int(4),
-                             .scope = std::string(s->Text(5)),
-                             .read_scope = std::string(s->Text(6))});
+    out.push_back(RepoFromRow(*s, type));
   }
   return out;
 }

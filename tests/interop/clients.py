@@ -103,12 +103,16 @@ class HfXet:
         return base
 
     def run(self, op: str, endpoint: str, token: str | None, args: list, *, cache: Path | None = None,
-            env: dict | None = None, expect_ok: bool = True, timeout: float = 300) -> ClientRun:
+            env: dict | None = None, expect_ok: bool = True, timeout: float = 300,
+            wrapper: tuple = ()) -> ClientRun:
+        """`wrapper`: a command the client runs under (`("faketime", "-f", "+62d")`: a client whose clock is
+        two months ahead)."""
         self.n += 1
         run_dir = self.workdir / f"hf-{self.n}-{op}"
         run_dir.mkdir(parents=True)
         cache = cache if cache is not None else self.new_cache()
-        cmd = [self.python, str(HF_CLIENT), op, "--endpoint", endpoint, "--token", token or "", *map(str, args)]
+        cmd = [*wrapper, self.python, str(HF_CLIENT), op, "--endpoint", endpoint, "--token", token or "",
+               *map(str, args)]
         try:
             r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
                                env=self.environment(run_dir, cache, env), cwd=run_dir)

@@ -1,6 +1,7 @@
 """cairn's own client commands against a running server, on files uploaded by the stock client hf_xet 1.8.0:
 `cairn get` (whole files verified against their hash, ranges, a download killed and resumed, transfer URLs
-expiring under it, its exit codes), `cairn ls` and `cairn stat`. On local disk and on S3."""
+expiring under it, its exit codes), `cairn ls`, `cairn stat`, and `cairn rm` (on `cairn put`'s uploads). On
+local disk and on S3."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from clients import upload_random_files
-from common import MiB, free_port, write_random
+from common import MiB, free_port, http, write_random
 from proxies import DelayProxy
 
 SCOPE = "interop"
@@ -175,6 +176,44 @@ def test_ls_and_stat(uploaded, cairn_bin):
     assert stat["server_dedup_ratio"] > 0.9
     text = _cairn(cairn_bin, "stat", env=env).stdout.decode()
     assert "files: 2" in text
+
+
+@BOTH_STORES
+def test_rm(server, cairn_bin, tmp_path):
+    """`cairn rm` takes files out of the token's scope alone and says which; `ls`, `stat` and `get` there lose
+    them, another scope keeps them. A second removal, a read token and a repository's token fail with exit 1
+    and the server's message; a malformed hash is bad usage."""
+    srv = server()
+    env = {"CAIRN_ENDPOINT": srv.url, "CAIRN_TOKEN": srv.token(SCOPE, write=True)}
+    other = {**env, "CAIRN_TOKEN": srv.token("other", write=True)}
+    paths = [write_random(tmp_path / f"{n}.bin", 300_000 + n, seed=980 + n) for n in range(3)]
+    up = _put(cairn_bin, env, *paths)
+    _put(cairn_bin, other, *paths)
+    a, b, c = (f["hash"] for f in up["files"])
+    r = _cairn(cairn_bin, "rm", a, b, env=env)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.decode().splitlines() == [f"removed {a}", f"removed {b}"]
+    assert [line.split()[0] for line in _cairn(cairn_bin, "ls", env=env).stdout.decode().splitlines()] == [c]
+    assert json.loads(_cairn(cairn_bin, "stat", "--json", env=env).stdout)["files"] == 1
+    assert _cairn(cairn_bin, "get", a, "-o", str(tmp_path / "x"), env=env).returncode == 3
+    assert _cairn(cairn_bin, "get", a, "-o", str(tmp_path / "y"), env=other).returncode == 0
+    assert (tmp_path / "y").read_bytes() == paths[0].read_bytes()
+    # Failures: what removed nothing exits 1 with the server's message; the files after it are still tried.
+    r = _cairn(cairn_bin, "rm", a, c, env=env)
+    assert r.returncode == 1 and f"file {a} is unknown".encode() in r.stderr and b"404" in r.stderr, r.stderr
+    assert r.stdout.decode().splitlines() == [f"removed {c}"]
+    r = _cairn(cairn_bin, "rm", a, env={**env, "CAIRN_TOKEN": srv.token("other")})
+    assert r.returncode == 1 and b"403" in r.stderr, r.stderr
+    assert _cairn(cairn_bin, "rm", "xyz", env=env).returncode == 2
+    hub = srv.token("alice", write=True)
+    auth = {"Authorization": f"Bearer {hub}"}
+    made = http("POST", f"{srv.url}/api/repos/create", headers={**auth, "Content-Type": "application/json"},
+                body=json.dumps({"name": "m", "organization": "alice", "type": "model"}).encode())
+    assert made.status == 200, made.body
+    w = http("GET", f"{srv.url}/api/models/alice/m/xet-write-token/main", headers=auth).json()["accessToken"]
+    r = _cairn(cairn_bin, "rm", b, env={**env, "CAIRN_TOKEN": w})
+    assert r.returncode == 1 and b"409" in r.stderr and b"repository" in r.stderr, r.stderr
+    assert len(_cairn(cairn_bin, "ls", env=other).stdout.decode().splitlines()) == 3
 
 
 def _put(cairn_bin, env, *paths, extra=()) -> dict:

@@ -1,0 +1,98 @@
+"""Deletion and garbage collection against the stock client's own cache (docs/operations.md).
+
+hf_xet keeps the shards of its own uploads for 21 days and dedups new files against them without asking the
+server: a client may send a shard naming xorbs it uploaded weeks ago and never send them again. cairn's
+collector waits a grace period (30 days by default) before it frees what became unreferenced; these tests
+run the stock client (hf_xet 1.8.0) with its cache kept across a deletion and `cairn gc` runs, first inside the
+grace, then with both the server's collector and the client moved two months ahead (Debian's faketime).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+from common import MiB, assert_same_file, fail, http, write_random
+
+SCOPE = "gc"
+
+
+def gc(srv, *args: str, fake: str | None = None) -> dict:
+    """One `cairn gc --json` run on the server's data, its clock moved by `fake` (a faketime offset)."""
+    cmd = [srv.bin, "gc", "--json", "--data", str(srv.data_dir), *args]
+    if fake:
+        cmd = ["faketime", "-f", fake, *cmd]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=srv._env())
+    if r.returncode != 0:
+        fail(f"`{' '.join(cmd)}` failed (exit {r.returncode})\n--- stdout\n{r.stdout}\n--- stderr\n{r.stderr}")
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def delete(srv, tok: str, file_hash: str) -> None:
+    r = http("DELETE", f"{srv.url}/v1/files/{file_hash}", headers={"Authorization": f"Bearer {tok}"})
+    assert r.status == 204, f"DELETE /v1/files/{file_hash}: {r.status} {r.body[:300]!r}"
+
+
+def stored_xorbs(srv) -> set[str]:
+    return {p.name for p in Path(srv.data_dir).rglob("xorbs/*") if p.is_file() and not p.name.startswith(".")}
+
+
+def test_the_stock_clients_warm_cache_survives_deletion_and_gc(server, hfx, tmp_path):
+    f = write_random(tmp_path / "kept.bin", 6 * MiB + 7, seed=71)
+    srv = server()
+    tok = srv.token(SCOPE, write=True)
+    cache = hfx.new_cache()
+    first = hfx.upload(srv.url, tok, [f], cache=cache)
+    meta = first.result["files"][0]
+    assert first.result["dedup"]["xorb_bytes_uploaded"] > 0, first.result
+    xorbs = stored_xorbs(srv)
+    assert xorbs
+
+    # Deleted, then collected with the default grace: quarantined, nothing freed.
+    delete(srv, tok, meta["hash"])
+    rep = gc(srv)
+    assert rep["newly_quarantined"] == 1 + len(xorbs), rep
+    assert rep["swept_xorbs"] == 0 and rep["reclaimed_bytes"] == 0, rep
+    assert stored_xorbs(srv) == xorbs
+
+    # The same client with its cache kept uploads the same file again: it sends no xorb (its cache names
+    # them) and the server, which still has them, accepts the shard and revives them.
+    second = hfx.upload(srv.url, tok, [f], cache=cache)
+    assert second.result["files"][0]["hash"] == meta["hash"]
+    assert second.result["dedup"]["xorb_bytes_uploaded"] == 0, second.result
+    hfx.download(srv.url, tok, [(meta["hash"], meta["size"], tmp_path / "second.bin")])
+    assert_same_file(tmp_path / "second.bin", f, meta["sha256"])
+    rep = gc(srv)  # revived by the upload: nothing is unreferenced any more
+    assert rep["quarantined_files"] == 0 and rep["quarantined_xorbs"] == 0, rep
+
+    # Deleted again; the collector's clock moves past the grace: one run marks, the next frees.
+    delete(srv, tok, meta["hash"])
+    gc(srv, fake="+31d")
+    rep = gc(srv, fake="+62d")
+    assert rep["swept_files"] == 1 and rep["swept_xorbs"] == len(xorbs), rep
+    assert rep["reclaimed_bytes"] > 0, rep
+    assert stored_xorbs(srv) == set()
+
+    # The client, its clock past its cache's 21 days as well: its cached shard has expired, so it asks the
+    # server, finds nothing, and sends the bytes again. The upload succeeds and the file downloads.
+    third = hfx.upload(srv.url, tok, [f], cache=cache, wrapper=("faketime", "-f", "+62d"))
+    assert third.result["files"][0]["hash"] == meta["hash"]
+    assert third.result["dedup"]["xorb_bytes_uploaded"] > 0, third.result
+    assert stored_xorbs(srv) == xorbs
+    hfx.download(srv.url, tok, [(meta["hash"], meta["size"], tmp_path / "third.bin")])
+    assert_same_file(tmp_path / "third.bin", f, meta["sha256"])
+    fsck = json.loads(srv.cli("fsck", "--deep", "--json").stdout.strip().splitlines()[-1])
+    assert not fsck["damaged"], fsck
+
+
+def test_a_grace_shorter_than_the_clients_caches_needs_force(server):
+    srv = server()
+    r = subprocess.run([srv.bin, "gc", "--grace", "1d", "--data", str(srv.data_dir)], capture_output=True,
+                       text=True, timeout=60, env=srv._env())
+    assert r.returncode == 2, r
+    assert "--force" in r.stderr and "21 d" in r.stderr, r.stderr
+    r = subprocess.run([srv.bin, "gc", "--grace", "1d", "--force", "--json", "--data", str(srv.data_dir)],
+                       capture_output=True, text=True, timeout=60, env=srv._env())
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["dry_run"] is False
