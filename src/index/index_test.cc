@@ -764,6 +764,134 @@ TEST_P(IndexTest, ScansEveryRecordOfAKindInHashOrder) {
             ErrorCode::kMalformed);
 }
 
+// The collector's slice: marks see liveness by registration; every sweep step acts only on the record it was
+// given, still unclaimed (compare and delete), and takes what it removed off the counters.
+TEST_P(IndexTest, TheCollectorsStepsCompareBeforeTheyDelete) {
+  Open();
+  auto [shared, shared_layout] = AddXorb(4);
+  auto [alone, alone_layout] = AddXorb(4);
+  const FileCommit live = MakeFile(RandomHash(rng_), shared, shared_layout, {{0, 4}});
+  FileCommit dead = MakeFile(RandomHash(rng_), alone, alone_layout, {{0, 4}});
+  ASSERT_TRUE(CommitFiles({live}, "plain").ok());
+  NewRepo nr;
+  nr.ns = "a";
+  nr.name = "r";
+  nr.scope = "w";
+  nr.read_scope = "r";
+  ASSERT_TRUE(index_->CreateRepo(nr).ok());
+  ASSERT_TRUE(CommitFiles({dead}, "w").ok());  // uploaded to a repository, never committed
+
+  auto files = index_->ScanFileXorbs(std::nullopt, 10);
+  ASSERT_TRUE(files.ok()) << files.error().message;
+  ASSERT_EQ(files->size(), 2u);
+  for (const auto& f : *files) {
+    EXPECT_EQ(f.registered, f.hash == live.hash);
+    EXPECT_EQ(f.xorbs, std::vector<XorbHash>{f.hash == live.hash ? shared : alone});
+  }
+
+  // Quarantine keeps the first time; ScanQuarantine reports it with the bytes.
+  ASSERT_TRUE(index_->Quarantine(GcKind::kFile, std::vector<Hash>{dead.hash}, 100).ok());
+  ASSERT_TRUE(index_->Quarantine(GcKind::kFile, std::vector<Hash>{dead.hash}, 200).ok());
+  ASSERT_TRUE(index_->Quarantine(GcKind::kXorb, std::vector<Hash>{alone}, 100).ok());
+  auto q = index_->ScanQuarantine(GcKind::kFile, std::nullopt, 10);
+  ASSERT_TRUE(q.ok());
+  ASSERT_EQ(q->size(), 1u);
+  EXPECT_EQ((*q)[0].since, 100);
+  EXPECT_EQ((*q)[0].bytes, dead.size);
+  auto qx = index_->ScanQuarantine(GcKind::kXorb, std::nullopt, 10);
+  ASSERT_TRUE(qx.ok());
+  ASSERT_EQ(qx->size(), 1u);
+  EXPECT_EQ((*qx)[0].bytes, alone_layout.chunk_region_size());
+
+  // A stale record (another since) is not swept; the right one is, with its scopes and counters.
+  Quarantined stale = (*q)[0];
+  stale.since = 99;
+  auto swept = index_->SweepFiles(std::vector{stale});
+  ASSERT_TRUE(swept.ok());
+  EXPECT_EQ(swept->objects, 0u);
+  swept = index_->SweepFiles(*q);
+  ASSERT_TRUE(swept.ok());
+  EXPECT_EQ(swept->objects, 1u);
+  EXPECT_EQ(swept->bytes, dead.size);
+  EXPECT_EQ(index_->GetFile(dead.hash).error().code, ErrorCode::kNotFound);
+  EXPECT_EQ(index_->ScopeStats("w")->files, 0u);
+  EXPECT_EQ(index_->Stats()->files, 1u);
+
+  // A revived xorb cannot be claimed; a claimed one cannot be revived, and is dropped with its counters.
+  auto uses = index_->ReviveXorbs(std::vector{alone, shared, RandomHash(rng_)});
+  ASSERT_TRUE(uses.ok());
+  EXPECT_EQ(*uses, (std::vector{XorbUse::kStored, XorbUse::kStored, XorbUse::kAbsent}));
+  auto claimed = index_->ClaimXorbs(*qx, 300);
+  ASSERT_TRUE(claimed.ok());
+  EXPECT_TRUE(claimed->empty());  // revived by the ReviveXorbs above
+  ASSERT_TRUE(index_->Quarantine(GcKind::kXorb, std::vector<Hash>{alone}, 400).ok());
+  qx = index_->ScanQuarantine(GcKind::kXorb, std::nullopt, 10);
+  ASSERT_TRUE(qx.ok());
+  claimed = index_->ClaimXorbs(*qx, 500);
+  ASSERT_TRUE(claimed.ok());
+  EXPECT_EQ(*claimed, std::vector<XorbHash>{alone});
+  uses = index_->ReviveXorbs(std::vector{alone});
+  ASSERT_TRUE(uses.ok());
+  EXPECT_EQ((*uses)[0], XorbUse::kBeingSwept);
+  // A shard naming it now is refused for a retry, and nothing of it is stored.
+  const FileCommit again = MakeFile(RandomHash(rng_), alone, alone_layout, {{0, 2}});
+  auto refused = index_->CommitShard({.shard = RandomHash(rng_),
+                                      .shard_size = 1,
+                                      .files = {again},
+                                      .dedup = {},
+                                      .scope = "plain",
+                                      .xorbs = {.listed = {alone}, .referenced = {}}});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().code, ErrorCode::kUnavailable) << refused.error().message;
+  EXPECT_EQ(index_->GetFile(again.hash).error().code, ErrorCode::kNotFound);
+  // Releasing leaves a claim alone; dropping an unclaimed xorb does nothing.
+  ASSERT_TRUE(index_->Release(GcKind::kXorb, std::vector<Hash>{alone}).ok());
+  auto dropped = index_->DropXorbs(std::vector{shared});
+  ASSERT_TRUE(dropped.ok());
+  EXPECT_EQ(dropped->objects, 0u);
+  dropped = index_->DropXorbs(std::vector{alone});
+  ASSERT_TRUE(dropped.ok());
+  EXPECT_EQ(dropped->objects, 1u);
+  EXPECT_EQ(dropped->bytes, alone_layout.chunk_region_size());
+  EXPECT_FALSE(*index_->HasXorb(alone));
+  auto stats = index_->Stats();
+  ASSERT_TRUE(stats.ok());
+  EXPECT_EQ(stats->xorbs, 1u);
+  EXPECT_EQ(stats->chunks, 4u);
+  EXPECT_EQ(stats->unpacked_bytes, shared_layout.unpacked_size());
+  EXPECT_TRUE(index_->ScanQuarantine(GcKind::kXorb, std::nullopt, 10)->empty());
+  // Then a shard naming it is refused as naming what is not stored.
+  refused = index_->CommitShard({.shard = RandomHash(rng_),
+                                 .shard_size = 1,
+                                 .files = {},
+                                 .dedup = {},
+                                 .scope = "plain",
+                                 .xorbs = {.listed = {alone}, .referenced = {}}});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().code, ErrorCode::kUnknownReference) << refused.error().message;
+}
+
+// Two collectors: one holds the lock, the other waits for it.
+TEST_P(IndexTest, OneCollectorAtATime) {
+  Open();
+  auto first = index_->LockGc();
+  ASSERT_TRUE(first.ok()) << first.error().message;
+  EXPECT_TRUE((*first)->Check().ok());
+  auto other = OpenIndex(url_);
+  ASSERT_TRUE(other.ok());
+  std::atomic<bool> got{false};
+  std::thread t([&] {
+    auto second = (*other)->LockGc();
+    EXPECT_TRUE(second.ok());
+    got = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_FALSE(got.load());  // still waiting
+  first->reset();
+  t.join();
+  EXPECT_TRUE(got.load());
+}
+
 TEST_P(IndexTest, ShardXorbsRoundtrip) {
   Open();
   auto [a, la] = AddXorb(3);
