@@ -101,9 +101,7 @@ xet::Status Collector::FinishClaimed(std::span<const xet::XorbHash> claimed, ind
   // A collector that lost its lock may have been replaced by another, which may have finished these
   // claims and let the xorbs be uploaded again: it must not delete them now.
   if (auto st = lock.Check(); !st.ok()) return st;
-  for (const xet::XorbHash& x : claimed) {
-    if (auto del = store_.Delete(store::BlobKind::kXorb, x); !del.ok()) return del.error();
-  }
+  if (auto del = store_.DeleteMany(store::BlobKind::kXorb, claimed); !del.ok()) return del;
   if (auto st = Step("deleted"); !st.ok()) return st;
   auto dropped = gc_.DropXorbs(claimed);
   if (!dropped.ok()) return dropped.error();

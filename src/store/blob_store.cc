@@ -87,4 +87,11 @@ std::unique_ptr<BlobReader> BlobStore::ReaderThroughReadRange(BlobKind kind, con
   return std::make_unique<RangeReader>(*this, kind, hash, offset, length);
 }
 
+xet::Status BlobStore::DeleteMany(BlobKind kind, std::span<const xet::Hash> hashes) {
+  for (const xet::Hash& h : hashes) {
+    if (auto r = Delete(kind, h); !r) return r.error();
+  }
+  return xet::Ok{};
+}
+
 }  // namespace cairn::store

@@ -154,6 +154,9 @@ class BlobStore {
 
   // Removes a blob durably. Returns whether one was there (deleting an unknown blob is not an error).
   virtual xet::Result<bool> Delete(BlobKind kind, const xet::Hash& hash) = 0;
+  // Removes many blobs durably (unknown ones are not an error), in as few requests as the store allows (S3:
+  // one per 1,000). The default deletes them one by one. A failure may leave some deleted: run it again.
+  virtual xet::Status DeleteMany(BlobKind kind, std::span<const xet::Hash> hashes);
 
   // A URL that lets anyone GET the whole blob until `expiry_unix` without credentials, straight from the
   // store (an S3 presigned URL); empty where the store has none (local disk). `tag` is signed into the URL

@@ -1,6 +1,7 @@
 // A BlobStore that hands every call to another one: the base of decorators that change one thing (tests
 // and benchmarks: a store that throttles reads, one that reads in blocks). The wrapped store must outlive
-// it; thread-safety and failures are the wrapped store's.
+// it; thread-safety and failures are the wrapped store's. DeleteMany is not forwarded: it goes through Delete
+// one blob at a time, so a decorator that changes Delete sees every deletion.
 #pragma once
 
 #include <functional>

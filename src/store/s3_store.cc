@@ -4,9 +4,12 @@
 #include <openssl/evp.h>
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <deque>
 #include <vector>
+
+#include "common/base64.h"
 
 namespace cairn::store {
 namespace {
@@ -499,6 +502,41 @@ xet::Result<bool> S3Store::Delete(BlobKind kind, const xet::Hash& hash) {
   if (res->status != 204 && res->status != 200 && res->status != 404)
     return Refused("DELETE " + req.key, *res);
   return true;
+}
+
+xet::Status S3Store::DeleteMany(BlobKind kind, std::span<const xet::Hash> hashes) {
+  constexpr size_t kPerRequest = 1000;  // DeleteObjects' limit
+  for (size_t at = 0; at < hashes.size(); at += kPerRequest) {
+    const auto batch = hashes.subspan(at, std::min(kPerRequest, hashes.size() - at));
+    // Quiet: the answer lists only the keys that failed.
+    std::string xml = "<Delete><Quiet>true</Quiet>";
+    for (const xet::Hash& h : batch) {
+      ForgetSize(kind, h);
+      xml += "<Object><Key>" + KeyOf(kind, h) + "</Key></Object>";
+    }
+    xml += "</Delete>";
+    // S3 wants the body's MD5 on this call (Content-MD5), whatever other checksum is sent.
+    std::array<uint8_t, 16> md5{};
+    unsigned int len = 0;
+    if (EVP_Digest(xml.data(), xml.size(), md5.data(), &len, EVP_md5(), nullptr) != 1 || len != md5.size()) {
+      return xet::IoError("DeleteObjects: cannot compute the body's MD5");
+    }
+    S3Request req;
+    req.method = "POST";
+    req.query = S3QueryString({{"delete", ""}});
+    req.headers = {"Content-MD5: " + Base64Encode(md5), "Content-Type: application/xml"};
+    req.body = std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(xml.data()), xml.size());
+    auto res = client_->Send(req);
+    if (!res) return res.error();
+    if (res->status != 200) return Refused("DeleteObjects", *res);
+    // A 200 may still report keys it could not delete.
+    if (auto code = S3XmlValue(res->body, "Code"); !code.empty()) {
+      return xet::IoError("DeleteObjects at " + client_->Describe() + ": " +
+                          std::string(S3XmlValue(res->body, "Key")) + ": " + std::string(code) + " " +
+                          std::string(S3XmlValue(res->body, "Message")));
+    }
+  }
+  return xet::Ok{};
 }
 
 }  // namespace cairn::store

@@ -61,6 +61,8 @@ class S3Store final : public BlobStore {
                                         uint64_t length) override;
   xet::Status List(BlobKind kind, const std::function<void(const xet::Hash&)>& fn) override;
   xet::Result<bool> Delete(BlobKind kind, const xet::Hash& hash) override;
+  // DeleteObjects, 1,000 keys a request.
+  xet::Status DeleteMany(BlobKind kind, std::span<const xet::Hash> hashes) override;
   xet::Status Ping() override;
   bool local() const override { return false; }
   std::string PresignedUrl(BlobKind kind, const xet::Hash& hash, uint64_t now_unix, uint64_t expiry_unix,

@@ -394,6 +394,36 @@ TYPED_TEST(BlobStoreTest, ListAndDelete) {
   EXPECT_EQ(listed.size(), 19u);
 }
 
+// Many at once (S3: one DeleteObjects request per 1,000): unknown ones are no error, other kinds untouched.
+TYPED_TEST(BlobStoreTest, DeleteManyRemovesEachGivenBlob) {
+  const auto nth = [](unsigned i) {
+    Hash h = HashOf(static_cast<uint8_t>(i % 256));
+    h.bytes[1] = static_cast<uint8_t>(i / 256);
+    return h;
+  };
+  const Hash kept = nth(2000);
+  std::vector<Hash> doomed;
+  for (unsigned i = 0; i < 1100; ++i) {
+    const Hash h = nth(i);
+    if (i % 3 != 0) {
+      ASSERT_TRUE(this->store_->Put(BlobKind::kXorb, h, Bytes(8, 1)).ok());
+    }
+    doomed.push_back(h);  // every third was never stored
+  }
+  ASSERT_TRUE(this->store_->Put(BlobKind::kXorb, kept, Bytes(8, 2)).ok());
+  ASSERT_TRUE(this->store_->Put(BlobKind::kShard, doomed[1], Bytes(8, 3)).ok());  // same hash, other kind
+  auto st = this->store_->DeleteMany(BlobKind::kXorb, doomed);
+  ASSERT_TRUE(st.ok()) << st.error().message;
+  for (const Hash& h : doomed) {
+    EXPECT_FALSE(this->store_->Stat(BlobKind::kXorb, h)->exists) << h.hex();
+  }
+  EXPECT_TRUE(this->store_->Stat(BlobKind::kXorb, kept)->exists);
+  EXPECT_TRUE(this->store_->Stat(BlobKind::kShard, doomed[1])->exists);
+  std::set<Hash> listed;
+  ASSERT_TRUE(this->store_->List(BlobKind::kXorb, [&](const Hash& h) { listed.insert(h); }).ok());
+  EXPECT_EQ(listed, std::set<Hash>{kept});
+}
+
 TYPED_TEST(BlobStoreTest, ConcurrentPutsOfOneHashAllSucceed) {
   const auto data = Bytes(200'000, 12);
   std::atomic<int> fresh{0}, failures{0};
