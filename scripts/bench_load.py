@@ -2,6 +2,7 @@
 """Reconstruction under load over HTTP, on a large index, on each backend (issue 9's benchmark).
 
     make bench-load                                    # 1,000,000 files and xorbs, 1,000 req/s for 60 s, both
+    make bench-load BENCH_ARGS=--gc                    # and again while the garbage collector marks
     .venv/bin/python scripts/bench_load.py --backend sqlite --files 10000 --xorbs 10000 --seconds 10
 
 For each backend: an index is generated through cairn's own write path (`load_bench generate`: N xorbs of 64
@@ -78,6 +79,29 @@ def evict_from_page_cache(paths: list[Path]) -> None:
             os.close(fd)
 
 
+def load_while_marking(args, load: list[str], index: str, data: Path) -> dict:
+    """The same load again, while `cairn gc --dry-run` (a whole mark: every file's terms, every xorb) runs
+    back to back against the index the server answers from. Returns the load's figures and the marks'."""
+    stop = data / "gc.stop"
+    stop.unlink(missing_ok=True)
+    loop = ("while [ ! -e \"$1\" ]; do \"$2\" gc --dry-run --json --index \"$3\" --data \"$4\" || exit 1; done")
+    marker = subprocess.Popen(["bash", "-c", loop, "gc-loop", str(stop), args.bin, index, str(data)],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        res = run_json(load + ["--seconds", str(args.seconds)])
+    finally:
+        stop.touch()
+        out, _ = marker.communicate(timeout=3600)
+    marks = [json.loads(ln) for ln in out.splitlines() if ln.startswith("{")]
+    if marker.returncode != 0 or not marks:
+        raise RuntimeError(f"cairn gc --dry-run failed (exit {marker.returncode})")
+    res["marks"] = len(marks)
+    res["mark_seconds"] = round(marks[0]["seconds"], 1)
+    res["mark_files"] = marks[0]["files"]
+    res["mark_xorbs"] = marks[0]["xorbs"]
+    return res
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--backend", choices=["sqlite", "postgres", "both"], default="both")
@@ -95,6 +119,9 @@ def main() -> int:
                     help="do not read the SQLite index into the page cache first (its pages come from disk)")
     ap.add_argument("--no-settle", action="store_true",
                     help="measure PostgreSQL straight after the bulk load (no VACUUM, no CHECKPOINT)")
+    ap.add_argument("--gc", action="store_true",
+                    help="then measure the same load again while `cairn gc --dry-run` marks the index back to "
+                         "back (issue 26: p99 within 1.5x of the run without)")
     ap.add_argument("--bin", default=str(REPO / "build/release/src/cli/cairn"))
     ap.add_argument("--load-bench", default=str(REPO / "build/release/src/api/load_bench"))
     ap.add_argument("--pg-tool", default=str(REPO / "build/release/src/index/cairn-test-postgres"))
@@ -146,6 +173,8 @@ def main() -> int:
                 res = run_json(load + ["--seconds", str(args.seconds)])
                 res["server_cpu_s"] = round(cpu_seconds(srv.proc.pid) - cpu0, 1)
                 res["server_peak_rss_mib"] = round(peak_rss_mib(srv.proc.pid), 1)
+                if args.gc:
+                    res["with_gc"] = load_while_marking(args, load, index, data)
             finally:
                 srv.stop(timeout=60)
             res.update(backend=backend, generate=gen)
@@ -167,6 +196,16 @@ def main() -> int:
               f"{r['p90_ms']:.2f} ms | **{r['p99_ms']:.2f} ms** | {r['p999_ms']:.2f} ms | {windows} | "
               f"{r['errors']} | {r['mean_body_bytes'] / 1000:.1f} kB | {r['server_cpu_s']} s | "
               f"{r['server_peak_rss_mib']} MiB |")
+    if any("with_gc" in r for r in rows):
+        print("\nThe same load while `cairn gc --dry-run` marks the index back to back:\n")
+        print("| backend | p99 without GC | p99 while marking | ratio | p99 of each 10 s | errors | marks | one mark |")
+        print("|---|---:|---:|---:|---|---:|---:|---:|")
+        for r in rows:
+            g = r["with_gc"]
+            windows = " / ".join(f"{w:.1f}" for w in g.get("p99_by_10s_ms", []))
+            print(f"| {r['backend']} | {r['p99_ms']:.2f} ms | {g['p99_ms']:.2f} ms | "
+                  f"**{g['p99_ms'] / r['p99_ms']:.2f}** | {windows} | {g['errors']} | {g['marks']} | "
+                  f"{g['mark_seconds']} s ({g['mark_files']:,} files, {g['mark_xorbs']:,} xorbs) |")
     return 0 if all(r["errors"] == 0 for r in rows) else 1
 
 

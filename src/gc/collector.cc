@@ -18,10 +18,18 @@ using xet::Hash;
 constexpr size_t kPage = index::CasIndex::kMaxScanned;
 
 // A set of hashes built once and then only asked: a sorted vector (32 bytes a hash, where a hash set takes
-// about three times that; a mark holds one entry per xorb).
+// about three times that; a mark holds one entry per xorb). Repeats are squeezed out whenever the vector
+// doubles, so memory follows the distinct hashes, not the references (a xorb 200 files share is added 200
+// times).
 class HashSet {
  public:
-  void Add(const Hash& h) { v_.push_back(h); }
+  void Add(const Hash& h) {
+    v_.push_back(h);
+    if (v_.size() >= squeeze_at_) {
+      Freeze();
+      squeeze_at_ = std::max<size_t>(2 * v_.size(), kMinSqueeze);
+    }
+  }
   void Freeze() {
     std::sort(v_.begin(), v_.end());
     v_.erase(std::unique(v_.begin(), v_.end()), v_.end());
@@ -29,7 +37,9 @@ class HashSet {
   bool Has(const Hash& h) const { return std::binary_search(v_.begin(), v_.end(), h); }
 
  private:
+  static constexpr size_t kMinSqueeze = 1 << 20;
   std::vector<Hash> v_;
+  size_t squeeze_at_ = kMinSqueeze;
 };
 
 using QuarantineMap = std::unordered_map<Hash, Quarantined, xet::HashHasher>;

@@ -1,0 +1,147 @@
+// Sweep throughput: how fast the collector frees unreferenced xorbs (objects and bytes per second), on SQLite
+// + local disk and on PostgreSQL + S3 (SeaweedFS, started here). Each repetition stores N xorbs of 64 KiB
+// that no file uses, lets a first run quarantine them, moves the clock past the grace, and times the run that
+// frees them: claims in the index, DeleteMany on the store, the records dropped. The local disk goes under
+// $CAIRN_BENCH_DIR, else the current directory.
+//
+//   build/release/src/gc/gc_bench [--benchmark_filter=Disk]
+#include <benchmark/benchmark.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "common/clock.h"
+#include "gc/collector.h"
+#include "index/open_index.h"
+#include "index/pg.h"
+#include "index/postgres_cluster.h"
+#include "index/test_support.h"
+#include "store/local_disk_store.h"
+#include "store/s3_store.h"
+#include "store/seaweedfs_cluster.h"
+
+namespace cairn::gc {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr uint32_t kChunks = 8;
+constexpr uint32_t kChunkBytes = 8192;  // 64 KiB a xorb
+
+template <typename T>
+T OrDie(xet::Result<T>&& r, const char* what) {
+  if (!r.ok()) {
+    std::cerr << what << ": " << r.error().message << "\n";
+    std::abort();
+  }
+  return std::move(r).value();
+}
+
+struct Backends {
+  std::unique_ptr<index::testing::PostgresCluster> pg;
+  std::unique_ptr<store::testing::SeaweedCluster> seaweed;
+};
+
+Backends& Servers() {
+  static Backends b;
+  return b;
+}
+
+void Sweep(benchmark::State& state, bool s3) {
+  const size_t n = static_cast<size_t>(state.range(0));
+  static int run = 0;
+  ++run;
+  const char* env = std::getenv("CAIRN_BENCH_DIR");  // NOLINT(concurrency-mt-unsafe): before threads start
+  const fs::path dir = fs::path(env ? env : ".") /
+                       ("cairn-gc-bench-" + std::to_string(::getpid()) + "-" + std::to_string(run));
+  fs::create_directories(dir);
+  std::string url;
+  std::unique_ptr<store::BlobStore> store;
+  if (s3) {
+    auto& b = Servers();
+    if (!b.pg) b.pg = OrDie(index::testing::PostgresCluster::Start("gc-bench"), "postgres");
+    if (!b.seaweed) b.seaweed = OrDie(store::testing::SeaweedCluster::Start("gc-bench"), "seaweedfs");
+    // A schema of its own per run: as good as a fresh database.
+    const std::string schema = "gc" + std::to_string(run);
+    auto conn = OrDie(index::pg::Conn::Connect(b.pg->uri()), "postgres");
+    if (!conn->Exec("CREATE SCHEMA " + schema).ok()) std::abort();
+    url = b.pg->uri() + "?options=-csearch_path%3D" + schema;
+    const std::string bucket = "gc-bench-" + std::to_string(::getpid()) + "-" + std::to_string(run);
+    if (!b.seaweed->CreateBucket(bucket).ok()) std::abort();
+    store::S3StoreOptions so;
+    so.s3 = b.seaweed->Options(bucket);
+    store = OrDie(store::S3Store::Open(so), "s3");
+  } else {
+    url = "sqlite:" + (dir / "index.db").string();
+    store = OrDie(store::LocalDiskStore::Open(dir / "blobs"), "disk");
+  }
+  TestClock clock;
+  clock.Set(1'800'000'000);
+  index::OpenIndexOptions io;
+  io.clock = &clock;
+  auto index = OrDie(index::OpenIndex(url, io), "index");
+
+  // N xorbs of 64 KiB, stored and registered, used by no file (the store's content is not checked here).
+  std::mt19937_64 rng(7);
+  std::vector<xet::XorbHash> xorbs(n);
+  for (auto& x : xorbs) x = index::fixtures::RandomHash(rng);
+  xet::XorbLayout layout;
+  for (uint32_t i = 0; i < kChunks; ++i)
+    layout.chunks.push_back({index::fixtures::RandomHash(rng), kChunkBytes, (i + 1) * kChunkBytes});
+  const std::vector<uint8_t> bytes(kChunks * kChunkBytes, 0x5a);
+  std::atomic<size_t> next{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&] {
+      for (size_t i = next++; i < n; i = next++) {
+        if (!store->Put(store::BlobKind::kXorb, xorbs[i], bytes).ok() ||
+            !index->PutXorb(xorbs[i], layout).ok())
+          std::abort();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+
+  GcOptions o;
+  o.clock = &clock;
+  Collector collector(*index, *index, *store, o);
+  if (!collector.Run().ok()) std::abort();  // quarantines them
+  clock.Advance(static_cast<int64_t>(kDefaultGraceSeconds) + 1);
+  GcReport report;
+  for (auto _ : state) {
+    auto r = collector.Run();
+    if (!r.ok()) {
+      state.SkipWithError(r.error().message.c_str());
+      break;
+    }
+    report = *r;
+  }
+  if (report.swept_xorbs != n) state.SkipWithError("not every xorb was freed");
+  state.counters["objects_per_s"] =
+      benchmark::Counter(static_cast<double>(report.swept_xorbs) / report.seconds);
+  state.counters["MiB_per_s"] =
+      benchmark::Counter(static_cast<double>(report.reclaimed_bytes) / (1 << 20) / report.seconds);
+  index.reset();
+  store.reset();
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+}
+
+void BM_SweepDisk(benchmark::State& state) {
+  Sweep(state, false);
+}
+void BM_SweepS3(benchmark::State& state) {
+  Sweep(state, true);
+}
+
+BENCHMARK(BM_SweepDisk)->Arg(10000)->Iterations(1)->Unit(benchmark::kSecond)->UseRealTime();
+BENCHMARK(BM_SweepS3)->Arg(10000)->Iterations(1)->Unit(benchmark::kSecond)->UseRealTime();
+
+}  // namespace
+}  // namespace cairn::gc
