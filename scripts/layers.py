@@ -52,7 +52,7 @@ TEST_ONLY: dict[str, list[str]] = {
     "repair": ["ingest"],
     "hub": ["cas", "store", "ingest"],
     "api": ["store", "ingest"],
-    "gc": ["api", "hub", "files", "cas", "http", "ingest"],
+    "gc": ["repair", "files", "cas", "ingest"],
     "client": ["api", "http", "index", "store", "cas"],
 }
 

@@ -6,9 +6,12 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <random>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -22,6 +25,7 @@
 #include "index/pg.h"
 #include "index/postgres_cluster.h"
 #include "ingest/upload_builder.h"
+#include "repair/fsck.h"
 #include "store/local_disk_store.h"
 #include "store/s3_store.h"
 #include "store/seaweedfs_cluster.h"
@@ -488,6 +492,139 @@ TEST_P(CollectorTest, TheScheduleRunsTheCollectorAndKeepsItsReport) {
   ASSERT_TRUE(last.has_value());
   EXPECT_EQ(scheduler.failures(), 0u);
   EXPECT_EQ(last->newly_quarantined, 1u + s.doomed_only.size());
+}
+
+// A bounded soak (CAIRN_GC_SOAK_ROUNDS rounds, 60 by default): two nodes upload, delete, re-upload,
+// download and collect, interleaved, while the clock moves by up to 20 days a round. Every download along the
+// way is byte-exact; at the end, past two graces, every live file still is, fsck finds nothing, and the store
+// holds exactly the xorbs the live files use.
+TEST_P(CollectorTest, SoakTwoNodesUploadDeleteAndCollectInterleaved) {
+  const char* env = std::getenv("CAIRN_GC_SOAK_ROUNDS");  // NOLINT(concurrency-mt-unsafe): no threads yet
+  const int rounds = env != nullptr ? std::atoi(env) : 60;
+  struct Node {
+    std::unique_ptr<index::Index> index;
+    std::unique_ptr<cas::CasService> cas;
+    std::unique_ptr<files::FileService> files;
+  };
+  std::vector<Node> nodes(2);
+  for (auto& n : nodes) {
+    n.index = OpenIndexAt();
+    ASSERT_NE(n.index, nullptr);
+    cas::ServiceOptions so;
+    so.clock = &clock_;
+    n.cas = std::make_unique<cas::CasService>(*n.index, *store_, pool_, so);
+    files::FileServiceOptions fo;
+    fo.clock = &clock_;
+    n.files = std::make_unique<files::FileService>(*n.cas, *n.index, fo);
+  }
+  // Contents drawn from a few segments, so that files of one upload share chunks (and xorbs).
+  std::vector<Bytes> segments;
+  for (int i = 0; i < 6; ++i) segments.push_back(Random(96 << 10));
+  const auto make = [&] {
+    Bytes b;
+    for (int k = 0; k < 3; ++k) {
+      const Bytes& seg = segments[rng_() % segments.size()];
+      b.insert(b.end(), seg.begin(), seg.end());
+    }
+    const Bytes tail = Random(1 + rng_() % (64 << 10));
+    b.insert(b.end(), tail.begin(), tail.end());
+    return b;
+  };
+  std::map<xet::FileHash, Bytes> live, deleted;
+  const auto upload = [&](Node& n, const std::vector<Bytes>& contents) {
+    std::vector<std::span<const uint8_t>> spans(contents.begin(), contents.end());
+    ingest::BuildOptions o;
+    o.max_xorb_bytes = 128 << 10;
+    auto up = ingest::BuildUpload(spans, o);
+    for (const auto& x : up.xorbs) {
+      auto put = n.cas->PutXorb(x.hash, x.body);
+      ASSERT_TRUE(put.ok()) << put.error().message;
+    }
+    auto r = n.cas->PutShard(up.shard_bytes, "soak");
+    ASSERT_TRUE(r.ok()) << r.error().message;
+    for (size_t i = 0; i < contents.size(); ++i) {
+      deleted.erase(up.file_hashes[i]);
+      live[up.file_hashes[i]] = contents[i];
+    }
+  };
+  const auto download = [&](Node& n, const xet::FileHash& h) {
+    auto found = n.files->Find(h, "soak");
+    EXPECT_TRUE(found.ok()) << found.error().message;
+    if (!found.ok()) return Bytes{};
+    Bytes out(found->size);
+    auto reader = n.files->Open(*found, 0, out.size());
+    EXPECT_TRUE(reader.ok()) << reader.error().message;
+    if (reader.ok()) {
+      EXPECT_TRUE((*reader)->Read(out).ok());
+    }
+    return out;
+  };
+  uint64_t swept = 0;
+  for (int round = 0; round < rounds; ++round) {
+    Node& n = nodes[rng_() % nodes.size()];
+    switch (rng_() % 6) {
+      case 0:
+      case 1:
+        ASSERT_NO_FATAL_FAILURE(upload(n, {make(), make()}));
+        break;
+      case 2:
+        if (!live.empty()) {
+          auto it = std::next(live.begin(), static_cast<std::ptrdiff_t>(rng_() % live.size()));
+          ASSERT_TRUE(n.files->Unregister(it->first, "soak").ok());
+          deleted.insert(*it);
+          live.erase(it);
+        }
+        break;
+      case 3:
+        if (!deleted.empty()) {  // the same bytes again: revives, or re-stores what was freed
+          auto it = std::next(deleted.begin(), static_cast<std::ptrdiff_t>(rng_() % deleted.size()));
+          ASSERT_NO_FATAL_FAILURE(upload(n, {it->second}));
+        }
+        break;
+      case 4:
+        if (!live.empty()) {
+          auto it = std::next(live.begin(), static_cast<std::ptrdiff_t>(rng_() % live.size()));
+          EXPECT_EQ(download(n, it->first), it->second) << "round " << round;
+        }
+        break;
+      default: {
+        GcOptions o;
+        o.clock = &clock_;
+        o.batch = 3;
+        Collector c(*n.index, *n.index, *store_, o);
+        auto r = c.Run();
+        ASSERT_TRUE(r.ok()) << r.error().message;
+        swept += r->swept_xorbs;
+        break;
+      }
+    }
+    clock_.Advance(static_cast<int64_t>(rng_() % (20 * 86400)));
+  }
+  // Past two graces: the first run quarantines what is left, the next frees it.
+  for (int i = 0; i < 2; ++i) {
+    clock_.Advance(static_cast<int64_t>(kDefaultGraceSeconds) + 1);
+    swept += Collect().swept_xorbs;
+  }
+  EXPECT_GT(swept, 0u);
+  for (const auto& [h, content] : live) EXPECT_EQ(download(nodes[0], h), content);
+  for (const auto& [h, content] : deleted) {
+    EXPECT_FALSE(files_->Find(h, "soak").ok());
+  }
+  repair::FsckOptions fo;
+  fo.deep = true;
+  auto report = repair::Fsck(*cas_, *index_, *store_, fo);
+  ASSERT_TRUE(report.ok()) << report.error().message;
+  EXPECT_TRUE(report->clean()) << report->findings.size() << " finding(s), the first: "
+                               << (report->findings.empty() ? "" : report->findings[0].detail);
+  // The store holds exactly the xorbs live files use: no slack once the grace has passed.
+  std::set<xet::XorbHash> used, stored;
+  for (const auto& [h, content] : live) {
+    auto e = index_->GetFile(h);
+    ASSERT_TRUE(e.ok());
+    for (size_t i = 0; i < (*e)->term_count; ++i) used.insert((*e)->term(i).xorb);
+  }
+  ASSERT_TRUE(store_->List(store::BlobKind::kXorb, [&](const xet::Hash& h) { stored.insert(h); }).ok());
+  EXPECT_EQ(stored, used);
 }
 
 TEST(GcGrace, TheDefaultCoversTheClientsCaches) {
