@@ -5,8 +5,10 @@
 
 #include "cli/backend.h"
 #include "cli/commands.h"
+#include "common/clock.h"
 #include "common/worker_pool.h"
 #include "config/config.h"
+#include "gc/collector.h"
 #include "hub/hub_check.h"
 #include "repair/fsck.h"
 
@@ -30,7 +32,15 @@ json::object HubJson(const hub::HubCheckReport& h) {
                       {"findings", std::move(findings)}};
 }
 
-void Print(const repair::FsckReport& r, const hub::HubCheckReport* hub, bool as_json) {
+// The collector's quarantine: never damage (docs/operations.md).
+json::object LifecycleJson(const gc::Lifecycle& l) {
+  return json::object{{"quarantined_files", l.quarantined_files}, {"quarantined_xorbs", l.quarantined_xorbs},
+                      {"quarantined_bytes", l.quarantined_bytes}, {"reclaimable_xorbs", l.reclaimable_xorbs},
+                      {"reclaimable_bytes", l.reclaimable_bytes}, {"claimed_xorbs", l.claimed_xorbs}};
+}
+
+void Print(const repair::FsckReport& r, const hub::HubCheckReport* hub, const gc::Lifecycle* life,
+           bool as_json) {
   if (as_json) {
     json::array findings;
     for (const auto& f : r.findings) {
@@ -40,18 +50,20 @@ void Print(const repair::FsckReport& r, const hub::HubCheckReport* hub, bool as_
                                       {"detail", f.detail},
                                       {"repaired", f.repaired}});
     }
-    std::cout << json::serialize(json::object{{"indexed_xorbs", r.indexed_xorbs},
-                                              {"stored_xorbs", r.stored_xorbs},
-                                              {"indexed_shards", r.indexed_shards},
-                                              {"stored_shards", r.stored_shards},
-                                              {"stored_grants", r.stored_grants},
-                                              {"checked_files", r.checked_files},
-                                              {"checked_terms", r.checked_terms},
-                                              {"verified_bytes", r.verified_bytes},
-                                              {"repaired", r.repaired},
-                                              {"damaged", r.damaged()},
-                                              {"findings", std::move(findings)},
-                                              {"hub", hub != nullptr ? json::value(HubJson(*hub)) : nullptr}})
+    std::cout << json::serialize(
+                     json::object{{"indexed_xorbs", r.indexed_xorbs},
+                                  {"stored_xorbs", r.stored_xorbs},
+                                  {"indexed_shards", r.indexed_shards},
+                                  {"stored_shards", r.stored_shards},
+                                  {"stored_grants", r.stored_grants},
+                                  {"checked_files", r.checked_files},
+                                  {"checked_terms", r.checked_terms},
+                                  {"verified_bytes", r.verified_bytes},
+                                  {"repaired", r.repaired},
+                                  {"damaged", r.damaged()},
+                                  {"findings", std::move(findings)},
+                                  {"hub", hub != nullptr ? json::value(HubJson(*hub)) : nullptr},
+                                  {"gc", life != nullptr ? json::value(LifecycleJson(*life)) : nullptr}})
               << "\n";
     return;
   }
@@ -62,6 +74,15 @@ void Print(const repair::FsckReport& r, const hub::HubCheckReport* hub, bool as_
               << " commits, " << hub->trees << " trees, " << hub->bucket_files << " bucket files; "
               << hub->findings.size()
               << " stored value(s) today's rules refuse (served safely, not damage)\n";
+  }
+  if (life != nullptr && (life->quarantined_files + life->quarantined_xorbs) > 0) {
+    std::cout << "gc: " << life->quarantined_files << " files and " << life->quarantined_xorbs << " xorbs ("
+              << life->quarantined_bytes << " bytes) unreferenced, kept for the grace; "
+              << life->reclaimable_xorbs << " xorbs (" << life->reclaimable_bytes
+              << " bytes) past it, freed by the next `cairn gc`";
+    if (life->claimed_xorbs > 0)
+      std::cout << "; " << life->claimed_xorbs << " claimed by an unfinished sweep";
+    std::cout << " (not damage)\n";
   }
   for (const auto& f : r.findings) {
     std::cout << repair::FindingKindName(f.kind) << " " << f.what << " " << f.hash.hex() << ": " << f.detail
@@ -110,7 +131,15 @@ int WithBackend(const char* name, const FsckCommandOptions& opts, bool check_hub
     return 2;
   }
   std::optional<hub::HubCheckReport> hub_report;
+  std::optional<gc::Lifecycle> lifecycle;
   if (check_hub) {
+    auto life = gc::ReadLifecycle(**index, Clock::System().UnixSeconds(),
+                                  static_cast<uint64_t>(cfg->gc_grace.count()));
+    if (!life) {
+      std::cerr << name << ": " << life.error().message << "\n";
+      return 2;
+    }
+    lifecycle = *life;
     auto checked = hub::CheckHub(**index, fo.progress);
     if (!checked) {
       std::cerr << name << ": " << checked.error().message << "\n";
@@ -118,7 +147,7 @@ int WithBackend(const char* name, const FsckCommandOptions& opts, bool check_hub
     }
     hub_report = std::move(*checked);
   }
-  Print(*report, hub_report ? &*hub_report : nullptr, opts.json);
+  Print(*report, hub_report ? &*hub_report : nullptr, lifecycle ? &*lifecycle : nullptr, opts.json);
   return report->damaged() ? 1 : 0;
 }
 

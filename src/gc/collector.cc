@@ -98,6 +98,30 @@ std::string GcReport::ToJson() const {
   return out + "}";
 }
 
+xet::Result<Lifecycle> ReadLifecycle(index::GcIndex& gc, int64_t now, uint64_t grace_seconds) {
+  Lifecycle out;
+  const int64_t cutoff = now - static_cast<int64_t>(grace_seconds);
+  for (GcKind kind : {GcKind::kFile, GcKind::kXorb}) {
+    auto q = LoadQuarantine(gc, kind);
+    if (!q.ok()) return q.error();
+    for (const auto& [h, r] : *q) {
+      if (kind == GcKind::kFile) {
+        ++out.quarantined_files;
+        continue;
+      }
+      ++out.quarantined_xorbs;
+      out.quarantined_bytes += r.bytes;
+      if (r.claimed_at != 0) {
+        ++out.claimed_xorbs;
+      } else if (r.since <= cutoff) {
+        ++out.reclaimable_xorbs;
+        out.reclaimable_bytes += r.bytes;
+      }
+    }
+  }
+  return out;
+}
+
 Collector::Collector(index::CasIndex& cas, index::GcIndex& gc, store::BlobStore& store, GcOptions options)
     : cas_(cas), gc_(gc), store_(store), options_(std::move(options)) {}
 

@@ -73,6 +73,19 @@ struct GcReport {
   std::string ToJson() const;
 };
 
+// What the quarantine holds now (`cairn fsck` shows it): unreferenced files and xorbs inside the grace, those
+// past it (reclaimable: the next run frees them), and xorbs an interrupted sweep claimed (the next run
+// finishes them). None of it is damage: every quarantined object is still whole.
+struct Lifecycle {
+  uint64_t quarantined_files = 0;
+  uint64_t quarantined_xorbs = 0;
+  uint64_t quarantined_bytes = 0;  // chunk regions of the quarantined xorbs
+  uint64_t reclaimable_xorbs = 0;  // quarantined for longer than the grace at `now`
+  uint64_t reclaimable_bytes = 0;
+  uint64_t claimed_xorbs = 0;  // by a sweep that did not finish
+};
+xet::Result<Lifecycle> ReadLifecycle(index::GcIndex& gc, int64_t now, uint64_t grace_seconds);
+
 class Collector {
  public:
   // `cas` and `gc` are two slices of one index.

@@ -71,7 +71,10 @@ def test_the_stock_clients_warm_cache_survives_deletion_and_gc(server, hfx, tmp_
     rep = gc(srv)
     assert rep["newly_quarantined"] == 1 + xorbs, rep
     assert rep["swept_xorbs"] == 0 and rep["reclaimed_bytes"] == 0, rep
-    assert stored_xorbs(srv) == xorbs
+    report = fsck(srv)  # the quarantine is reported, and is not damage
+    assert report["stored_xorbs"] == xorbs and not report["damaged"], report
+    assert report["gc"]["quarantined_files"] == 1 and report["gc"]["quarantined_xorbs"] == xorbs, report
+    assert report["gc"]["reclaimable_xorbs"] == 0, report
 
     # The same client with its cache kept uploads the same file again: it sends no xorb (its cache names
     # them) and the server, which still has them, accepts the shard and revives them.
