@@ -29,6 +29,7 @@
 #include "store/local_disk_store.h"
 #include "store/s3_store.h"
 #include "store/seaweedfs_cluster.h"
+#include "xet/shard.h"
 
 namespace cairn::gc {
 namespace {
@@ -309,25 +310,64 @@ TEST_P(CollectorTest, AnUploadNeverCommittedToItsRepositoryIsGarbage) {
   EXPECT_EQ(r.swept_xorbs, up.xorbs.size());
 }
 
-TEST_P(CollectorTest, ADedupAnswerNamingAQuarantinedXorbRevivesIt) {
+// A dedup answer names a shard's whole neighbourhood: asked about the first chunk of the doomed file (in a
+// xorb both files use), it offers the doomed file's own xorbs too. Offering them revives them, so a client
+// that dedups against the answer later still finds them; a xorb a sweep has claimed is never offered.
+TEST_P(CollectorTest, ADedupAnswerRevivesWhatItNamesAndNeverNamesAClaimedXorb) {
   Scene s = MakeScene();
   ASSERT_TRUE(index_->DeleteRepo(s.repo).ok());
   Collect();
   clock_.Advance(static_cast<int64_t>(kDefaultGraceSeconds) + 1);
-  // A client asks about a chunk of a doomed xorb (dedup across scopes is off: ask as the scope that
-  // registered it, the repository's write scope; the dedup entry outlives the repository).
-  auto layout = index_->GetXorb(s.doomed_only[0]);
+  auto first = index_->GetFile(s.doomed_hash);
+  ASSERT_TRUE(first.ok());
+  auto layout = index_->GetXorb((*first)->term(0).xorb);
   ASSERT_TRUE(layout.ok());
-  auto uses = index_->ReviveXorbs(std::vector{s.doomed_only[0]});
-  ASSERT_TRUE(uses.ok());
-  EXPECT_EQ((*uses)[0], index::XorbUse::kStored);
-  GcReport r = Collect();
-  // Revived and quarantined again now: not swept with the others.
-  EXPECT_EQ(r.swept_xorbs, s.doomed_only.size() - 1);
-  EXPECT_TRUE(Stored(s.doomed_only[0]));
+  const xet::ChunkHash chunk = (*layout)->chunk((*first)->term(0).chunk_start).hash;
+  const auto offered = [&]() -> std::set<xet::XorbHash> {
+    auto answer = cas_->DedupShard(chunk, "repo-w");  // the scope that registered it (entries outlive it)
+    EXPECT_TRUE(answer.ok()) << answer.error().message;
+    if (!answer.ok()) return {};
+    auto shard = xet::ParseShard(*answer);
+    EXPECT_TRUE(shard.ok());
+    std::set<xet::XorbHash> out;
+    for (const auto& x : shard->xorbs) out.insert(x.hash);
+    return out;
+  };
+  // Claimed during a sweep: the answer leaves that xorb out (the cached answer is checked again too).
+  bool asked = false;
+  Collect([&](std::string_view step) -> xet::Status {
+    if (step == "claimed" && !asked) {
+      asked = true;
+      const auto names = offered();
+      size_t claimed = 0;
+      for (const auto& x : s.doomed_only) claimed += names.contains(x) ? 0 : 1;
+      EXPECT_GT(claimed, 0u);
+      for (const auto& x : s.both) EXPECT_TRUE(names.contains(x)) << x.hex();
+    }
+    return xet::Ok{};
+  });
+  EXPECT_TRUE(asked);
+  for (const auto& x : offered()) EXPECT_TRUE(Stored(x)) << x.hex();
+
+  // Another doomed set, asked about inside the grace: the answer revives it, so the next run past the grace
+  // (measured from the mark before the answer) frees nothing it named.
+  Scene t = MakeScene();
+  ASSERT_TRUE(index_->DeleteRepo(t.repo).ok());
+  Collect();
+  clock_.Advance(static_cast<int64_t>(kDefaultGraceSeconds) - 86400);
+  auto f = index_->GetFile(t.doomed_hash);
+  ASSERT_TRUE(f.ok());
+  auto l = index_->GetXorb((*f)->term(0).xorb);
+  ASSERT_TRUE(l.ok());
+  auto answer = cas_->DedupShard((*l)->chunk((*f)->term(0).chunk_start).hash, "repo-w");
+  ASSERT_TRUE(answer.ok()) << answer.error().message;
+  clock_.Advance(2 * 86400);
+  Collect();  // (frees what the first answer revived in s's neighbourhood, quarantined a grace ago)
+  for (const auto& x : t.doomed_only) EXPECT_TRUE(Stored(x)) << x.hex();
+  // Quarantined again from that run on: a full grace later they go.
   clock_.Advance(static_cast<int64_t>(kDefaultGraceSeconds) + 1);
-  r = Collect();
-  EXPECT_EQ(r.swept_xorbs, 1u);
+  Collect();
+  for (const auto& x : t.doomed_only) EXPECT_FALSE(Stored(x)) << x.hex();
 }
 
 TEST_P(CollectorTest, AnUploadDuringTheSweepWaitsThenStoresTheBytesAgain) {
