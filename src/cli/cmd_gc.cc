@@ -10,16 +10,6 @@
 
 namespace cairn::cli {
 
-namespace {
-
-std::string Days(uint64_t seconds) {
-  const uint64_t days = seconds / 86400;
-  const uint64_t hours = seconds % 86400 / 3600;
-  return std::to_string(days) + " d" + (hours != 0 ? " " + std::to_string(hours) + " h" : "");
-}
-
-}  // namespace
-
 int RunGc(const GcCommandOptions& opts) {
   auto cfg = LoadBackendConfig(opts.config_file, opts.data_dir, opts.index, opts.store);
   if (!cfg) {
@@ -39,11 +29,11 @@ int RunGc(const GcCommandOptions& opts) {
     }
     go.grace_seconds = static_cast<uint64_t>(grace->count());
   }
-  if (go.grace_seconds < minimum && !opts.force) {
-    std::cerr << "cairn gc: a grace of " << Days(go.grace_seconds) << " is shorter than the " << Days(minimum)
-              << " clients may still count on what was deleted (their shard cache keeps own uploads 21 d, a "
-                 "dedup answer is usable for dedup_key_expiry, a transfer URL for transfer_url_ttl): an "
-                 "upload of theirs could then fail. Add --force to run it anyway.\n";
+  if (auto ok =
+          gc::CheckGrace("--grace", go.grace_seconds, static_cast<uint64_t>(cfg->dedup_key_expiry.count()),
+                         static_cast<uint64_t>(cfg->transfer_url_ttl.count()));
+      !ok && !opts.force) {
+    std::cerr << "cairn gc: " << ok.error().message << ". Add --force to run it anyway.\n";
     return 2;
   }
   auto index = OpenConfiguredIndex(*cfg);
@@ -72,7 +62,7 @@ int RunGc(const GcCommandOptions& opts) {
             << r.released << " wanted again\n"
             << "quarantined: " << r.quarantined_files << " files, " << r.quarantined_xorbs << " xorbs, "
             << r.quarantined_bytes << " bytes\n"
-            << "past the grace of " << Days(go.grace_seconds) << ": " << r.reclaimable_xorbs << " xorbs, "
+            << "past the grace of " << gc::Days(go.grace_seconds) << ": " << r.reclaimable_xorbs << " xorbs, "
             << r.reclaimable_bytes << " bytes" << (r.dry_run ? " would be freed" : "") << "\n";
   if (!r.dry_run) {
     std::cout << "swept: " << r.swept_files << " files, " << r.swept_xorbs + r.resumed_xorbs << " xorbs; "

@@ -252,12 +252,11 @@ int RunServe(const ServeOptions& opts) {
     return 1;
   }
   if (cfg->gc_interval.count() > 0) {
-    const uint64_t minimum = gc::MinimumGraceSeconds(static_cast<uint64_t>(cfg->dedup_key_expiry.count()),
-                                                     static_cast<uint64_t>(cfg->transfer_url_ttl.count()));
-    if (static_cast<uint64_t>(cfg->gc_grace.count()) < minimum) {
-      std::cerr << "cairn serve: gc_grace is shorter than the " << minimum
-                << " seconds clients may still count on what was deleted (21 d of shard cache + "
-                   "dedup_key_expiry + transfer_url_ttl; docs/operations.md)\n";
+    if (auto ok = gc::CheckGrace("gc_grace", static_cast<uint64_t>(cfg->gc_grace.count()),
+                                 static_cast<uint64_t>(cfg->dedup_key_expiry.count()),
+                                 static_cast<uint64_t>(cfg->transfer_url_ttl.count()));
+        !ok) {
+      std::cerr << "cairn serve: " << ok.error().message << "\n";
       return 2;
     }
   }

@@ -71,6 +71,23 @@ uint64_t MinimumGraceSeconds(uint64_t dedup_key_expiry_seconds, uint64_t transfe
   return kClientShardCacheSeconds + dedup_key_expiry_seconds + transfer_url_ttl_seconds;
 }
 
+std::string Days(uint64_t seconds) {
+  const uint64_t days = seconds / 86400;
+  const uint64_t hours = seconds % 86400 / 3600;
+  return std::to_string(days) + " d" + (hours != 0 ? " " + std::to_string(hours) + " h" : "");
+}
+
+xet::Status CheckGrace(std::string_view what, uint64_t grace_seconds, uint64_t dedup_key_expiry_seconds,
+                       uint64_t transfer_url_ttl_seconds) {
+  const uint64_t minimum = MinimumGraceSeconds(dedup_key_expiry_seconds, transfer_url_ttl_seconds);
+  if (grace_seconds >= minimum) return xet::Ok{};
+  return xet::Malformed(
+      std::string(what) + ": a grace of " + Days(grace_seconds) + " is shorter than the " + Days(minimum) +
+      " clients may still count on what was deleted (their shard cache keeps own uploads 21 "
+      "d, a dedup answer is usable for dedup_key_expiry, a transfer URL for "
+      "transfer_url_ttl; docs/operations.md): an upload of theirs could then fail");
+}
+
 std::string GcReport::ToJson() const {
   std::string out = "{";
   const auto field = [&](std::string_view name, const std::string& value) {

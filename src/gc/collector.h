@@ -37,6 +37,12 @@ inline constexpr uint64_t kClientShardCacheSeconds = 21 * 86400;
 // The least grace that covers the clients: their shard cache, plus how long a dedup answer may be used
 // (the server's dedup_key_expiry), plus the longest transfer URL (transfer_url_ttl).
 uint64_t MinimumGraceSeconds(uint64_t dedup_key_expiry_seconds, uint64_t transfer_url_ttl_seconds);
+// "28 d 1 h": a grace period as the messages and reports give it.
+std::string Days(uint64_t seconds);
+// Ok when `grace_seconds` covers the clients (MinimumGraceSeconds); otherwise kMalformed, saying what the
+// clients hold and for how long (for the setting or flag named `what`).
+xet::Status CheckGrace(std::string_view what, uint64_t grace_seconds, uint64_t dedup_key_expiry_seconds,
+                       uint64_t transfer_url_ttl_seconds);
 // 30 days: the minimum with the default settings (28 days and 1 hour), rounded up for clocks that disagree
 // and uploads that take long.
 inline constexpr uint64_t kDefaultGraceSeconds = 30 * 86400;

@@ -10,6 +10,7 @@ grace, then with both the server's collector and the client moved two months ahe
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import time
 
@@ -115,3 +116,31 @@ def test_a_grace_shorter_than_the_clients_caches_needs_force(server):
                        capture_output=True, text=True, timeout=60, env=srv._env())
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["dry_run"] is False
+
+
+def test_serve_refuses_a_scheduled_grace_shorter_than_the_clients_caches(cairn_bin, tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CAIRN_")}
+    env.update({"CAIRN_GC_INTERVAL": "1h", "CAIRN_GC_GRACE": "1d"})
+    r = subprocess.run([cairn_bin, "serve", "--listen", "127.0.0.1:0", "--data", str(tmp_path / "data")],
+                       capture_output=True, text=True, timeout=60, env=env)
+    assert r.returncode == 2, r
+    assert "gc_grace" in r.stderr and "21 d" in r.stderr, r.stderr
+
+
+def test_the_scheduled_collector_runs_and_reports_on_metrics(server, hfx, tmp_path):
+    srv = server(env={"CAIRN_GC_INTERVAL": "1s"})
+    tok = srv.token(SCOPE, write=True)
+    f = write_random(tmp_path / "scheduled.bin", 2 * MiB + 3, seed=72)
+    meta = hfx.upload(srv.url, tok, [f]).result["files"][0]
+    delete(srv, tok, meta["hash"])
+
+    def gauge(name: str) -> float:
+        return sum(v for n, _, v in srv.metrics() if n == name)
+
+    deadline = time.monotonic() + 120
+    while gauge("cairn_gc_quarantined_objects") == 0:  # a run after the deletion quarantined it
+        assert time.monotonic() < deadline, "no scheduled run quarantined the deleted file in 120 s"
+        time.sleep(0.2)
+    assert gauge("cairn_gc_runs") >= 1 and gauge("cairn_gc_failures") == 0
+    assert gauge("cairn_gc_quarantined_bytes") > 0
+    assert gauge("cairn_gc_last_run_timestamp_seconds") > 0
