@@ -871,6 +871,34 @@ TEST_P(IndexTest, TheCollectorsStepsCompareBeforeTheyDelete) {
   EXPECT_EQ(refused.error().code, ErrorCode::kUnknownReference) << refused.error().message;
 }
 
+// A bucket's files are live while it names them, whatever its read scope saw (files do not leave it).
+TEST_P(IndexTest, ABucketsFilesAreLiveWhileItNamesThem) {
+  Open();
+  auto [xorb, layout] = AddXorb(4);
+  const FileCommit f = MakeFile(RandomHash(rng_), xorb, layout, {{0, 4}});
+  NewRepo nr;
+  nr.type = RepoType::kBucket;
+  nr.ns = "a";
+  nr.name = "b";
+  nr.scope = "bw";
+  nr.read_scope = "br";
+  auto bucket = index_->CreateRepo(nr);
+  ASSERT_TRUE(bucket.ok()) << bucket.error().message;
+  ASSERT_TRUE(CommitFiles({f}, "bw").ok());
+  ASSERT_TRUE(index_->ShareFile(f.hash, "br").ok());
+  const auto live = [&] {
+    auto files = index_->ScanFileXorbs(std::nullopt, 10);
+    EXPECT_TRUE(files.ok());
+    return files.ok() && files->size() == 1 && (*files)[0].registered;
+  };
+  EXPECT_FALSE(live());  // shared into the bucket's read scope, named by no path: not live
+  const BucketFile at{"x.bin", f.hash, f.size, 0, std::nullopt, 1};
+  ASSERT_TRUE(index_->ChangeBucket(bucket->id, {{"x.bin", at}}).ok());
+  EXPECT_TRUE(live());
+  ASSERT_TRUE(index_->ChangeBucket(bucket->id, {{"x.bin", std::nullopt}}).ok());
+  EXPECT_FALSE(live());
+}
+
 // Two collectors: one holds the lock, the other waits for it.
 TEST_P(IndexTest, OneCollectorAtATime) {
   Open();
