@@ -36,7 +36,7 @@ LAYERS: dict[str, list[str]] = {
     "index": ["xet", "common"],
     "cas": ["index", "store", "xet", "common"],
     "files": ["cas", "index", "xet", "common"],
-    "repair": ["cas", "index", "store", "xet", "common"],
+    "repair": ["cas", "ingest", "index", "store", "xet", "common"],
     "hub": ["files", "index", "xet", "common"],
     "api": ["hub", "files", "cas", "http", "index", "xet", "common"],
     "gc": ["index", "store", "xet", "common"],      # the garbage collector: mark, quarantine, sweep
@@ -49,7 +49,6 @@ LAYERS: dict[str, list[str]] = {
 TEST_ONLY: dict[str, list[str]] = {
     "cas": ["ingest"],
     "files": ["ingest", "store"],
-    "repair": ["ingest"],
     "hub": ["cas", "store", "ingest"],
     "api": ["store", "ingest"],
     "gc": ["repair", "files", "cas", "ingest"],

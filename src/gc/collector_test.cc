@@ -667,6 +667,41 @@ TEST_P(CollectorTest, SoakTwoNodesUploadDeleteAndCollectInterleaved) {
   EXPECT_EQ(stored, used);
 }
 
+// A lost index rebuilt from the store after a sweep: the shard that registered both files names xorbs that
+// are gone, so it cannot register whole; its surviving file comes back, the freed one does not.
+TEST_P(CollectorTest, ARebuildAfterASweepKeepsTheLiveFilesOfAPartlySweptShard) {
+  Scene s = MakeScene();
+  ASSERT_TRUE(index_->DeleteRepo(s.repo).ok());
+  Collect();
+  clock_.Advance(static_cast<int64_t>(kDefaultGraceSeconds) + 1);
+  ASSERT_EQ(Collect().swept_xorbs, s.doomed_only.size());
+
+  std::string url = "sqlite:" + (dir_ / "rebuilt.db").string();
+  if (!schema_.empty()) {
+    ASSERT_NO_FATAL_FAILURE(PgExec("CREATE SCHEMA " + schema_ + "r"));
+    url = Postgres().uri() + "?options=-csearch_path%3D" + schema_ + "r";
+  }
+  auto fresh = index::OpenIndex(url);
+  ASSERT_TRUE(fresh.ok()) << fresh.error().message;
+  {
+    cas::CasService cas(**fresh, *store_, pool_, {});
+    auto report = repair::RebuildIndex(cas, **fresh, *store_, {});
+    ASSERT_TRUE(report.ok()) << report.error().message;
+    EXPECT_FALSE(report->damaged());
+    files::FileService files(cas, **fresh, {});
+    auto found = files.Find(s.shared_hash, "repo-w");  // the scope its shard was granted to
+    ASSERT_TRUE(found.ok()) << found.error().message;
+    Bytes out(found->size);
+    auto reader = files.Open(*found, 0, out.size());
+    ASSERT_TRUE(reader.ok());
+    ASSERT_TRUE((*reader)->Read(out).ok());
+    EXPECT_EQ(out, s.shared);
+    EXPECT_EQ((*fresh)->GetFile(s.doomed_hash).error().code, ErrorCode::kNotFound);
+  }
+  fresh->reset();
+  if (!schema_.empty()) PgExec("DROP SCHEMA " + schema_ + "r CASCADE");
+}
+
 TEST(GcGrace, TheDefaultCoversTheClientsCaches) {
   // 21 days of own-upload shard cache + 7 days of dedup answers + 1 hour of transfer URLs = 28 d 1 h.
   EXPECT_EQ(MinimumGraceSeconds(7 * 86400, 3600), 28u * 86400 + 3600);

@@ -10,6 +10,7 @@
 
 #include "cas/grant.h"
 #include "common/worker_pool.h"
+#include "ingest/shard_records.h"
 #include "xet/hashing.h"
 #include "xet/shard.h"
 #include "xet/xorb.h"
@@ -268,14 +269,54 @@ class Checker {
       if (xet::ChunkHashOf(*bytes) != h)
         return Add({FindingKind::kCorrupt, "shard", h, "does not hash to its name"});
       std::string failed;
+      bool partly = false;
       for (const std::string& scope : scopes) {
-        if (auto put = cas_.PutShard(*bytes, scope); !put.ok()) failed = put.error().message;
+        auto put = cas_.PutShard(*bytes, scope);
+        if (!put.ok() && put.error().code == xet::ErrorCode::kUnknownReference) {
+          put = RegisterSurvivors(*bytes, scope);
+          partly = partly || put.ok();
+        }
+        if (!put.ok()) failed = put.error().message;
       }
       f.repaired = failed.empty();
-      f.detail = failed.empty() ? "registered for " + std::to_string(scopes.size()) + " scope(s)"
-                                : "registration failed: " + failed;
+      f.detail = !failed.empty() ? "registration failed: " + failed
+                 : partly        ? "registered for " + std::to_string(scopes.size()) +
+                                " scope(s), without the files and xorbs the garbage collector freed"
+                          : "registered for " + std::to_string(scopes.size()) + " scope(s)";
       Add(std::move(f));
     });
+  }
+
+  // A shard some of whose xorbs the garbage collector freed (with every file that used them): what it still
+  // describes whole, the files whose every xorb is indexed and the listings of indexed xorbs, registered as a
+  // shard of its own, so that the live files it held are not lost with the deleted ones.
+  xet::Result<cas::ShardOutcome> RegisterSurvivors(std::span<const uint8_t> bytes, const std::string& scope) {
+    auto shard = xet::ParseShard(bytes);
+    if (!shard.ok()) return shard.error();
+    std::map<Hash, bool> stored;
+    const auto has = [&](const Hash& x) -> xet::Result<bool> {
+      if (auto it = stored.find(x); it != stored.end()) return it->second;
+      auto h = index_.HasXorb(x);
+      if (!h.ok()) return h.error();
+      return stored[x] = *h;
+    };
+    xet::Shard kept;
+    for (auto& listing : shard->xorbs) {
+      auto h = has(listing.hash);
+      if (!h.ok()) return h.error();
+      if (*h) kept.xorbs.push_back(std::move(listing));
+    }
+    for (auto& file : shard->files) {
+      bool whole = true;
+      for (const auto& t : file.terms) {
+        auto h = has(t.xorb);
+        if (!h.ok()) return h.error();
+        whole = whole && *h;
+      }
+      if (whole) kept.files.push_back(std::move(file));
+    }
+    if (kept.files.empty()) return xet::UnknownReference("none of its files is whole any more");
+    return cas_.PutShard(ingest::ShardUploadForm(kept), scope);
   }
 
   // Every indexed file's terms against the indexed xorbs.

@@ -12,8 +12,10 @@
 //
 // Repairs (`repair`), each from an object's own verified bytes: an unindexed xorb that validates is indexed;
 // an unindexed shard with grants is registered for each granted scope through CasService::PutShard (which
-// verifies it against the indexed xorbs as an upload would). Nothing is ever deleted or rewritten: a missing
-// or corrupt object stays reported until a client uploads it again (the store replaces a corrupt blob).
+// verifies it against the indexed xorbs as an upload would). A shard some of whose xorbs the garbage
+// collector freed (with every file that used them) registers what it still describes whole, as a new shard:
+// its live files come back, the freed ones do not. Nothing is ever deleted or rewritten: a missing or corrupt
+// object stays reported until a client uploads it again (the store replaces a corrupt blob).
 //
 // Rebuilding is the same repair on an empty index (refused otherwise), with `default_scope` for shards that
 // have no grant (stored before cairn kept grants).
