@@ -1,5 +1,7 @@
 // `cairn gc`: one run of the garbage collector (gc/collector.h) on the configured index and store, safe
 // while servers run on them.
+#include <sys/resource.h>
+
 #include <iostream>
 #include <string>
 
@@ -7,6 +9,7 @@
 #include "cli/commands.h"
 #include "config/config.h"
 #include "gc/collector.h"
+#include "gc/scheduler.h"
 
 namespace cairn::cli {
 
@@ -46,6 +49,9 @@ int RunGc(const GcCommandOptions& opts) {
     std::cerr << "cairn gc: " << store.error().message << "\n";
     return 2;
   }
+  // Beside servers on the same machine, the collector yields the CPU to them (a mark reads every file's
+  // terms).
+  (void)::setpriority(PRIO_PROCESS, 0, gc::Scheduler::kNice);
   gc::Collector collector(**index, **index, **store, go);
   auto report = collector.Run();
   if (!report) {

@@ -1,6 +1,8 @@
 #include "gc/scheduler.h"
 
 #include <spdlog/spdlog.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include <utility>
 
@@ -37,6 +39,9 @@ std::optional<GcReport> Scheduler::last() const {
 }
 
 void Scheduler::Run() {
+  // Background work: a mark reads every file's terms and would otherwise take a core from the answers (the
+  // reconstruction p99 tripled under a mark of 10^6 files on 2 cores; BENCHMARKS.md).
+  (void)::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), kNice);  // Linux: this thread only
   std::unique_lock lock(mu_);
   while (!stop_) {
     cv_.wait_for(lock, interval_, [this] { return stop_; });
