@@ -144,13 +144,15 @@ class CollectorTest : public ::testing::TestWithParam<Backend> {
     EXPECT_TRUE(r.ok()) << r.error().message;
     return up;
   }
-  Bytes Download(const xet::FileHash& hash, const std::string& scope) {
-    auto found = files_->Find(hash, scope);
+  // The whole file through `files` (another node's, a rebuilt index's), by default this node's.
+  Bytes Download(const xet::FileHash& hash, const std::string& scope, files::FileService* through = nullptr) {
+    files::FileService& files = through != nullptr ? *through : *files_;
+    auto found = files.Find(hash, scope);
     EXPECT_TRUE(found.ok()) << found.error().message;
     if (!found.ok()) return {};
     Bytes out(found->size);
     if (out.empty()) return out;
-    auto reader = files_->Open(*found, 0, out.size());
+    auto reader = files.Open(*found, 0, out.size());
     EXPECT_TRUE(reader.ok()) << reader.error().message;
     if (!reader.ok()) return {};
     auto st = (*reader)->Read(out);
@@ -587,18 +589,6 @@ TEST_P(CollectorTest, SoakTwoNodesUploadDeleteAndCollectInterleaved) {
       live[up.file_hashes[i]] = contents[i];
     }
   };
-  const auto download = [&](Node& n, const xet::FileHash& h) {
-    auto found = n.files->Find(h, "soak");
-    EXPECT_TRUE(found.ok()) << found.error().message;
-    if (!found.ok()) return Bytes{};
-    Bytes out(found->size);
-    auto reader = n.files->Open(*found, 0, out.size());
-    EXPECT_TRUE(reader.ok()) << reader.error().message;
-    if (reader.ok()) {
-      EXPECT_TRUE((*reader)->Read(out).ok());
-    }
-    return out;
-  };
   uint64_t swept = 0;
   for (int round = 0; round < rounds; ++round) {
     Node& n = nodes[rng_() % nodes.size()];
@@ -624,7 +614,7 @@ TEST_P(CollectorTest, SoakTwoNodesUploadDeleteAndCollectInterleaved) {
       case 4:
         if (!live.empty()) {
           auto it = std::next(live.begin(), static_cast<std::ptrdiff_t>(rng_() % live.size()));
-          EXPECT_EQ(download(n, it->first), it->second) << "round " << round;
+          EXPECT_EQ(Download(it->first, "soak", n.files.get()), it->second) << "round " << round;
         }
         break;
       default: {
@@ -646,7 +636,7 @@ TEST_P(CollectorTest, SoakTwoNodesUploadDeleteAndCollectInterleaved) {
     swept += Collect().swept_xorbs;
   }
   EXPECT_GT(swept, 0u);
-  for (const auto& [h, content] : live) EXPECT_EQ(download(nodes[0], h), content);
+  for (const auto& [h, content] : live) EXPECT_EQ(Download(h, "soak", nodes[0].files.get()), content);
   for (const auto& [h, content] : deleted) {
     EXPECT_FALSE(files_->Find(h, "soak").ok());
   }
@@ -689,13 +679,7 @@ TEST_P(CollectorTest, ARebuildAfterASweepKeepsTheLiveFilesOfAPartlySweptShard) {
     ASSERT_TRUE(report.ok()) << report.error().message;
     EXPECT_FALSE(report->damaged());
     files::FileService files(cas, **fresh, {});
-    auto found = files.Find(s.shared_hash, "repo-w");  // the scope its shard was granted to
-    ASSERT_TRUE(found.ok()) << found.error().message;
-    Bytes out(found->size);
-    auto reader = files.Open(*found, 0, out.size());
-    ASSERT_TRUE(reader.ok());
-    ASSERT_TRUE((*reader)->Read(out).ok());
-    EXPECT_EQ(out, s.shared);
+    EXPECT_EQ(Download(s.shared_hash, "repo-w", &files), s.shared);  // the scope its shard was granted to
     EXPECT_EQ((*fresh)->GetFile(s.doomed_hash).error().code, ErrorCode::kNotFound);
   }
   fresh->reset();

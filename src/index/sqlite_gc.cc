@@ -104,14 +104,23 @@ xet::Status SqliteIndex::Uncount(Conn& c, const SweptTotals& xorbs, int64_t chun
 
 // ---- Revival: what writes that name xorbs and files do before they count on them
 
+xet::Result<bool> SqliteIndex::AnyQuarantined(Conn& c) {
+  auto any = c.Prepare(kAnyQuarantined);
+  if (!any.ok()) return any.error();
+  const int rc = any->Step();
+  if (rc != SQLITE_ROW) return c.Err("read the quarantine", rc);
+  return any->Int(0) != 0;
+}
+
 xet::Status SqliteIndex::Revive(Conn& c, std::span<const XorbHash> xorbs, std::span<const FileHash> files) {
-  {
-    auto any = c.Prepare(kAnyQuarantined);
-    if (!any.ok()) return any.error();
-    const int rc = any->Step();
-    if (rc != SQLITE_ROW) return c.Err("read the quarantine", rc);
-    if (any->Int(0) == 0) return xet::Ok{};  // nothing is quarantined: the usual case, one read
-  }
+  auto any = AnyQuarantined(c);
+  if (!any.ok()) return any.error();
+  if (!*any) return xet::Ok{};  // nothing is quarantined: the usual case, one read
+  return ReleaseNamed(c, xorbs, files);
+}
+
+xet::Status SqliteIndex::ReleaseNamed(Conn& c, std::span<const XorbHash> xorbs,
+                                      std::span<const FileHash> files) {
   for (const XorbHash& x : xorbs) {
     auto use = UseOf(c, x, nullptr);
     if (!use.ok()) return use.error();
@@ -133,13 +142,9 @@ xet::Status SqliteIndex::Revive(Conn& c, std::span<const XorbHash> xorbs, std::s
 }
 
 xet::Status SqliteIndex::ReviveFilesAndTheirXorbs(Conn& c, std::span<const FileHash> files) {
-  {
-    auto any = c.Prepare(kAnyQuarantined);
-    if (!any.ok()) return any.error();
-    const int rc = any->Step();
-    if (rc != SQLITE_ROW) return c.Err("read the quarantine", rc);
-    if (any->Int(0) == 0) return xet::Ok{};
-  }
+  auto any = AnyQuarantined(c);
+  if (!any.ok()) return any.error();
+  if (!*any) return xet::Ok{};
   std::vector<XorbHash> xorbs;
   for (const FileHash& f : files) {
     auto terms = c.Prepare(kFileTerms);
@@ -152,7 +157,7 @@ xet::Status SqliteIndex::ReviveFilesAndTheirXorbs(Conn& c, std::span<const FileH
   }
   std::sort(xorbs.begin(), xorbs.end());
   xorbs.erase(std::unique(xorbs.begin(), xorbs.end()), xorbs.end());
-  return Revive(c, xorbs, files);
+  return ReleaseNamed(c, xorbs, files);
 }
 
 xet::Result<std::vector<XorbUse>> SqliteIndex::ReviveXorbs(std::span<const XorbHash> xorbs) {

@@ -133,6 +133,10 @@ class SqliteIndex final : public Index {
   // In a write: removes the quarantine of `xorbs` and `files` (a write that names them wants them again);
   // kUnavailable, and nothing may go on, when a sweep has claimed one of the xorbs (sqlite_gc.cc).
   xet::Status Revive(Conn& c, std::span<const XorbHash> xorbs, std::span<const FileHash> files);
+  // Revive's work once the quarantine is known not to be empty.
+  xet::Status ReleaseNamed(Conn& c, std::span<const XorbHash> xorbs, std::span<const FileHash> files);
+  // Whether anything is quarantined (one read: revivals skip their lookups when nothing is).
+  static xet::Result<bool> AnyQuarantined(Conn& c);
   // The same for `files` and every xorb their terms use.
   xet::Status ReviveFilesAndTheirXorbs(Conn& c, std::span<const FileHash> files);
   // The use of one xorb as `c` sees it now; sets *quarantined when it is quarantined and unclaimed.
