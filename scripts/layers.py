@@ -39,7 +39,7 @@ LAYERS: dict[str, list[str]] = {
     "repair": ["cas", "ingest", "index", "store", "xet", "common"],
     "hub": ["files", "index", "xet", "common"],
     "api": ["hub", "files", "cas", "http", "index", "xet", "common"],
-    "gc": ["index", "store", "xet", "common"],      # the garbage collector: mark, quarantine, sweep
+    "gc": ["hub", "cas", "index", "store", "xet", "common"],  # the garbage collector: mark, quarantine, sweep
     "client": ["ingest", "xet", "common"],          # cairn put/get: a client of any Xet server
     "cli": ["api", "client", "repair", "gc", "hub", "files", "cas", "index", "store", "http", "config", "ingest", "xet",
             "common"],

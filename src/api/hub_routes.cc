@@ -188,6 +188,9 @@ class HubRoutes {
   void Commit(const std::shared_ptr<Exchange>& ex);
   void XetToken(const std::shared_ptr<Exchange>& ex, bool write);
   void DuplicateLfs(const std::shared_ptr<Exchange>& ex);
+  void SuperSquash(const std::shared_ptr<Exchange>& ex);
+  void ListLfsFiles(const std::shared_ptr<Exchange>& ex);
+  void DeleteLfsFiles(const std::shared_ptr<Exchange>& ex);
   void Resolve(const std::shared_ptr<Exchange>& ex);
 
   // Buckets.
@@ -617,6 +620,55 @@ void HubRoutes::DuplicateLfs(const std::shared_ptr<Exchange>& ex) {
            });
 }
 
+// ---- Purge (hub/purge.cc): writers only; each removes references, a later collection frees the bytes.
+
+void HubRoutes::SuperSquash(const std::shared_ptr<Exchange>& ex) {
+  auto message = ParseSquashBody(ex->request().body);
+  if (!message) return ex->Respond(HubErrorResponse(400, "", message.error().message));
+  std::string branch = ex->request().Param("branch");
+  if (branch.starts_with("refs/heads/")) branch.erase(0, 11);
+  WithRepo(ex, true,
+           [this, ex, branch, message = std::move(*message)](const RepoRequest& rr, const hub::Repo& repo) {
+             auto made = hub_.SuperSquash(rr.caller, repo, branch,
+                                          message.value_or("Super-squash branch '" + branch + "'"));
+             if (!made) return ex->Respond(HubErrorResponse(made.error()));
+             ex->Respond(JsonAnswer(json::object{{"commitOid", made->oid.hex()}}));
+           });
+}
+
+void HubRoutes::ListLfsFiles(const std::shared_ptr<Exchange>& ex) {
+  std::optional<std::string> cursor;
+  if (auto c = ex->request().Query("cursor"); c && !c->empty()) cursor = std::string(*c);
+  constexpr size_t kPage = 1000;
+  WithRepo(ex, true, [this, ex, cursor](const RepoRequest& rr, const hub::Repo& repo) {
+    auto page = hub_.ListLfsFiles(repo, cursor, kPage);
+    if (!page) return ex->Respond(HubErrorResponse(page.error()));
+    json::array out;
+    for (const auto& f : *page) {
+      out.push_back(json::object{{"fileOid", f.sha256},
+                                 {"oid", f.sha256},
+                                 {"size", f.size},
+                                 {"filename", f.filename},
+                                 {"pushedAt", IsoDate(f.pushed_at)},
+                                 {"xetHash", f.xet.hex()}});
+    }
+    Response resp = JsonAnswer(out);
+    if (page->size() == kPage) {
+      resp.Header("Link", "<" + options_.public_url + "/api/" + std::string(hub::Plural(rr.id.type)) + "/" +
+                              rr.id.str() + "/lfs-files?cursor=" + page->back().sha256 + ">; rel=\"next\"");
+    }
+    ex->Respond(std::move(resp));
+  });
+}
+
+void HubRoutes::DeleteLfsFiles(const std::shared_ptr<Exchange>& ex) {
+  auto body = ParseLfsDeletionBody(ex->request().body);
+  if (!body) return ex->Respond(HubErrorResponse(400, "", body.error().message));
+  WithRepo(ex, true, [this, ex, body = std::move(*body)](const RepoRequest&, const hub::Repo& repo) {
+    ex->Respond(Done(hub_.DeleteLfsFiles(repo, body.sha256s, body.rewrite_history)));
+  });
+}
+
 void HubRoutes::XetToken(const std::shared_ptr<Exchange>& ex, bool write) {
   WithRepo(ex, write, [this, ex, write](const RepoRequest& rr, const hub::Repo& repo) {
     MintCasToken(ex, rr.caller, repo, write);
@@ -1042,6 +1094,18 @@ void HubRoutes::Register(const std::shared_ptr<HubRoutes>& self) {
            bind(&HubRoutes::Commit));
   r.Handle(Verb::post, repo + "/lfs-files/duplicate", RouteOptions().Name("hub_lfs_duplicate").MaxBody(small),
            bind(&HubRoutes::DuplicateLfs));
+  r.Handle(Verb::get, repo + "/lfs-files", RouteOptions().Name("hub_lfs_files"),
+           bind(&HubRoutes::ListLfsFiles));
+  r.Handle(Verb::post, repo + "/lfs-files/batch",
+           RouteOptions().Name("hub_lfs_files_delete").Auth(http::Permission::kWrite).MaxBody(small),
+           bind(&HubRoutes::DeleteLfsFiles));
+  r.Handle(Verb::post, repo + "/super-squash/{branch}",
+           RouteOptions()
+               .Name("hub_super_squash")
+               .Auth(http::Permission::kWrite)
+               .MaxBody(small)
+               .AdmitPer(commits, tenant(false)),
+           bind(&HubRoutes::SuperSquash));
   r.Handle(Verb::get, repo + "/xet-write-token/{rev}", RouteOptions().Name("hub_xet_write_token"),
            with([](HubRoutes& h, const std::shared_ptr<Exchange>& ex) { h.XetToken(ex, true); }));
   r.Handle(Verb::get, repo + "/xet-read-token/{rev}", RouteOptions().Name("hub_xet_read_token"),

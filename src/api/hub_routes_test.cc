@@ -501,6 +501,70 @@ TEST_F(HubApi, BranchesTagsHistoryAndPages) {
   EXPECT_EQ(Head("alice/m", first), first);
 }
 
+// Purge as huggingface_hub calls it: super_squash_history, list_lfs_files, permanently_delete_lfs_files.
+TEST_F(HubApi, PurgeRoutesSquashListAndDeleteLargeFiles) {
+  ASSERT_EQ(Create("alice", "m").result_int(), 200u);
+  const auto data = xet::testing::SplitMix64Bytes(11, (1 << 20) + 7);
+  const std::string sha = UploadLarge("alice", "m", data);
+  ASSERT_EQ(Commit("alice/m", Header("large") + LfsLine("w/big.bin", sha, data.size())).result_int(), 200u);
+  ASSERT_EQ(Commit("alice/m", Header("small") + FileLine("a.txt", "a")).result_int(), 200u);
+  const std::string repo = "/api/models/alice/m";
+
+  // Listing needs a writer of the repository; a missing one is 404 alike.
+  auto r = Send(bhttp::verb::get, repo + "/lfs-files", Token("alice"));
+  ASSERT_EQ(r.result_int(), 200u) << r.body();
+  auto files = json::parse(r.body()).as_array();
+  ASSERT_EQ(files.size(), 1u);
+  EXPECT_EQ(files[0].at("fileOid").as_string(), sha);
+  EXPECT_EQ(files[0].at("oid").as_string(), sha);
+  EXPECT_EQ(files[0].at("filename").as_string(), "w/big.bin");
+  EXPECT_EQ(files[0].at("size").to_number<uint64_t>(), data.size());
+  EXPECT_EQ(std::string(files[0].at("pushedAt").as_string()).back(), 'Z');
+  EXPECT_TRUE(r["Link"].empty());
+  EXPECT_EQ(Send(bhttp::verb::get, repo + "/lfs-files").result_int(), 401u);
+  EXPECT_EQ(Send(bhttp::verb::get, repo + "/lfs-files", Token("bob")).result_int(), 403u);
+  EXPECT_EQ(Send(bhttp::verb::get, repo + "/lfs-files", Token("alice", false)).result_int(), 403u);
+  EXPECT_EQ(Send(bhttp::verb::get, "/api/models/alice/none/lfs-files", Token("alice")).result_int(), 404u);
+  EXPECT_EQ(Send(bhttp::verb::get, repo + "/lfs-files?cursor=zz", Token("alice")).result_int(), 400u);
+
+  // Squash: one commit holding the head's files.
+  const std::string tree_before = Send(bhttp::verb::get, repo + "/tree/main", Token("alice")).body();
+  EXPECT_EQ(Send(bhttp::verb::post, repo + "/super-squash/main", Token("bob"), "{}").result_int(), 403u);
+  EXPECT_EQ(Send(bhttp::verb::post, repo + "/super-squash/main", "", "{}").result_int(), 401u);
+  EXPECT_EQ(Send(bhttp::verb::post, repo + "/super-squash/main", Token("alice"), "[").result_int(), 400u);
+  r = Send(bhttp::verb::post, repo + "/super-squash/nope", Token("alice"), "{}");
+  EXPECT_EQ(r.result_int(), 404u);
+  EXPECT_EQ(r["X-Error-Code"], "RevisionNotFound");
+  r = Send(bhttp::verb::post, repo + "/super-squash/main", Token("alice"), R"({"message": "squashed"})");
+  ASSERT_EQ(r.result_int(), 200u) << r.body();
+  EXPECT_EQ(json::parse(r.body()).at("commitOid").as_string(), Head("alice/m"));
+  r = Send(bhttp::verb::get, repo + "/commits/main", Token("alice"));
+  ASSERT_EQ(json::parse(r.body()).as_array().size(), 1u);
+  EXPECT_EQ(json::parse(r.body()).as_array()[0].at("title").as_string(), "squashed");
+  EXPECT_EQ(Send(bhttp::verb::get, repo + "/tree/main", Token("alice")).body(), tree_before);
+  ASSERT_EQ(Send(bhttp::verb::post, repo + "/tag/main", Token("alice"), R"({"tag": "v1"})").result_int(),
+            200u);
+  EXPECT_EQ(Send(bhttp::verb::post, repo + "/super-squash/v1", Token("alice"), "{}").result_int(), 400u);
+
+  // Permanent deletion, rewriting history: the path goes from every ref.
+  const auto del = [&](const std::string& body, const std::string& token) {
+    return Send(bhttp::verb::post, repo + "/lfs-files/batch", token, body).result_int();
+  };
+  const std::string body = R"({"deletions": {"sha": [")" + sha + R"("], "rewriteHistory": true}})";
+  EXPECT_EQ(del(body, Token("bob")), 403u);
+  EXPECT_EQ(del(R"({"deletions": {"sha": "x"}})", Token("alice")), 400u);
+  EXPECT_EQ(del(R"({"deletions": {"sha": ["x"]}})", Token("alice")), 400u);
+  EXPECT_EQ(del(R"({"deletions": {"sha": [], "rewriteHistory": 1}})", Token("alice")), 400u);
+  ASSERT_EQ(del(body, Token("alice")), 200u);
+  for (const char* rev : {"main", "v1"}) {
+    r = Send(bhttp::verb::get, repo + "/tree/" + rev + "/w", Token("alice"));
+    EXPECT_EQ(r.result_int(), 404u) << rev;
+  }
+  r = Send(bhttp::verb::get, repo + "/lfs-files", Token("alice"));
+  EXPECT_TRUE(json::parse(r.body()).as_array().empty());
+  EXPECT_EQ(del(body, Token("alice")), 200u) << "deleting again changes nothing";
+}
+
 TEST_F(HubApi, SettingsMovesDeletesAndPreupload) {
   ASSERT_EQ(Create("alice", "m").result_int(), 200u);
   ASSERT_EQ(Commit("alice/m", Header("s") + FileLine("t.txt", "text")).result_int(), 200u);

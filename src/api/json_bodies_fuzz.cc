@@ -33,5 +33,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     FUZZ_CHECK(is_private && !*is_private);
   (void)api::ParseBucketSettingsBody(body);
   (void)api::ParseLinkBody(body);
+  (void)api::ParseSquashBody(body);
+  if (const auto deletions = api::ParseLfsDeletionBody(body)) FUZZ_CHECK(deletions->sha256s.size() <= 1000);
   return 0;
 }

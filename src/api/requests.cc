@@ -224,6 +224,35 @@ Parsed<std::optional<std::string>> ParseBranchBody(std::string_view body) {
   return StringField(*o, "startingPoint");
 }
 
+Parsed<std::optional<std::string>> ParseSquashBody(std::string_view body) {
+  if (body.empty()) return std::optional<std::string>();
+  json::value storage;
+  const json::object* o = ParseObject(body, storage);
+  if (o == nullptr) return Refused(R"(the body is {"message": "..."})");
+  return StringField(*o, "message");
+}
+
+Parsed<LfsDeletionBody> ParseLfsDeletionBody(std::string_view body) {
+  json::value storage;
+  const json::object* o = ParseObject(body, storage);
+  const json::value* d = o ? o->if_contains("deletions") : nullptr;
+  const json::object* deletions = d ? d->if_object() : nullptr;
+  const json::value* shas = deletions ? deletions->if_contains("sha") : nullptr;
+  if (shas == nullptr || !shas->is_array() || shas->get_array().size() > 1000) {
+    return Refused(R"(the body is {"deletions": {"sha": [...], "rewriteHistory": true}}, at most 1000)");
+  }
+  LfsDeletionBody out;
+  for (const auto& v : shas->get_array()) {
+    if (!v.is_string()) return Refused("each sha is a string");
+    out.sha256s.emplace_back(v.get_string());
+  }
+  if (const json::value* r = deletions->if_contains("rewriteHistory")) {
+    if (!r->is_bool()) return Refused("rewriteHistory is true or false");
+    out.rewrite_history = r->get_bool();
+  }
+  return out;
+}
+
 Parsed<std::string> ParseTagBody(std::string_view body) {
   json::value storage;
   const json::object* o = ParseObject(body, storage);

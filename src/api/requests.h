@@ -101,6 +101,17 @@ struct DuplicateBody {
 };
 Parsed<DuplicateBody> ParseDuplicateBody(std::string_view body);
 
+// POST .../super-squash/{branch}: {"message": "..."} (an empty body or no message: nullopt).
+Parsed<std::optional<std::string>> ParseSquashBody(std::string_view body);
+
+// POST .../lfs-files/batch: {"deletions": {"sha": [...], "rewriteHistory": bool}}, at most 1000 SHA-256s
+// (checked by the service); rewriteHistory defaults to true, as huggingface_hub's.
+struct LfsDeletionBody {
+  std::vector<std::string> sha256s;
+  bool rewrite_history = true;
+};
+Parsed<LfsDeletionBody> ParseLfsDeletionBody(std::string_view body);
+
 // POST .../paths-info/{rev}: a form (paths=a&paths=b&expand=false) or JSON {"paths": [...]}; at most 1000
 // paths (JSON values that are not strings are skipped).
 Parsed<std::vector<std::string>> ParsePathsInfoBody(std::string_view body);

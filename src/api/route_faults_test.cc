@@ -238,6 +238,12 @@ class RouteFaults : public testing::ApiServerTest {
              json::object{{"target", {{"type", "model"}, {"name", "alice/dup"}}},
                           {"files", json::array{json::object{{"xetHash", file_}, {"sha256", sha_}}}}}),
          200},
+        {V::get, repo + "/lfs-files", m + "/lfs-files", hub, "", 200},
+        // A SHA-256 the repository never linked: the history is walked, nothing changes.
+        {V::post, repo + "/lfs-files/batch", m + "/lfs-files/batch", hub,
+         R"({"deletions": {"sha": [")" + std::string(64, 'a') + R"("], "rewriteHistory": true}})", 200},
+        {V::post, repo + "/super-squash/{branch}", m + "/super-squash/main", hub, R"({"message": "squash"})",
+         200},
         {V::get, repo + "/xet-write-token/{rev}", m + "/xet-write-token/main", hub, "", 200},
         {V::get, repo + "/xet-read-token/{rev}", m + "/xet-read-token/main", "", "", 200},
         {V::get, "/{ns}/{name}/resolve/{rev}/{path...}", "/alice/m/resolve/main/big.bin", "", "", 200},

@@ -36,7 +36,8 @@ json::object HubJson(const hub::HubCheckReport& h) {
 json::object LifecycleJson(const gc::Lifecycle& l) {
   return json::object{{"quarantined_files", l.quarantined_files}, {"quarantined_xorbs", l.quarantined_xorbs},
                       {"quarantined_bytes", l.quarantined_bytes}, {"reclaimable_xorbs", l.reclaimable_xorbs},
-                      {"reclaimable_bytes", l.reclaimable_bytes}, {"claimed_xorbs", l.claimed_xorbs}};
+                      {"reclaimable_bytes", l.reclaimable_bytes}, {"claimed_xorbs", l.claimed_xorbs},
+                      {"claimed_shards", l.claimed_shards}};
 }
 
 void Print(const repair::FsckReport& r, const hub::HubCheckReport* hub, const gc::Lifecycle* life,
@@ -80,8 +81,9 @@ void Print(const repair::FsckReport& r, const hub::HubCheckReport* hub, const gc
               << life->quarantined_bytes << " bytes) unreferenced, kept for the grace; "
               << life->reclaimable_xorbs << " xorbs (" << life->reclaimable_bytes
               << " bytes) past it, freed by the next `cairn gc`";
-    if (life->claimed_xorbs > 0)
-      std::cout << "; " << life->claimed_xorbs << " claimed by an unfinished sweep";
+    if (life->claimed_xorbs + life->claimed_shards > 0)
+      std::cout << "; " << life->claimed_xorbs << " xorbs and " << life->claimed_shards
+                << " shards claimed by an unfinished sweep";
     std::cout << " (not damage)\n";
   }
   for (const auto& f : r.findings) {
@@ -125,6 +127,12 @@ int WithBackend(const char* name, const FsckCommandOptions& opts, bool check_hub
   fo.default_scope = opts.default_scope;
   fo.threads = std::max<size_t>(1, opts.threads);
   fo.progress = [](const std::string& line) { std::cerr << line << "\n"; };
+  auto swept = gc::BeingSwept(**index);
+  if (!swept) {
+    std::cerr << name << ": " << swept.error().message << "\n";
+    return 2;
+  }
+  fo.being_swept = std::move(*swept);
   auto report = run(cas, **index, **store, fo);
   if (!report) {
     std::cerr << name << ": " << report.error().message << "\n";

@@ -21,6 +21,7 @@ int RunGc(const GcCommandOptions& opts) {
   }
   gc::GcOptions go;
   go.dry_run = opts.dry_run;
+  go.vacuum = opts.vacuum;
   const uint64_t minimum = gc::MinimumGraceSeconds(static_cast<uint64_t>(cfg->dedup_key_expiry.count()),
                                                    static_cast<uint64_t>(cfg->transfer_url_ttl.count()));
   go.grace_seconds = std::max(gc::kDefaultGraceSeconds, minimum);
@@ -52,7 +53,7 @@ int RunGc(const GcCommandOptions& opts) {
   // Beside servers on the same machine, the collector yields the CPU to them (a mark reads every file's
   // terms).
   (void)::setpriority(PRIO_PROCESS, 0, gc::Scheduler::kNice);
-  gc::Collector collector(**index, **index, **store, go);
+  gc::Collector collector(**index, **index, **index, **store, go);
   auto report = collector.Run();
   if (!report) {
     std::cerr << "cairn gc: " << report.error().message << "\n";
@@ -69,10 +70,15 @@ int RunGc(const GcCommandOptions& opts) {
             << "quarantined: " << r.quarantined_files << " files, " << r.quarantined_xorbs << " xorbs, "
             << r.quarantined_bytes << " bytes\n"
             << "past the grace of " << gc::Days(go.grace_seconds) << ": " << r.reclaimable_xorbs << " xorbs, "
-            << r.reclaimable_bytes << " bytes" << (r.dry_run ? " would be freed" : "") << "\n";
+            << r.reclaimable_bytes << " bytes" << (r.dry_run ? " would be freed" : "") << "\n"
+            << "repositories: " << r.repos << " walked, " << r.reached_files << " files reached; "
+            << r.quarantined_repo_objects << " of " << r.repo_objects << " history objects unreachable, "
+            << r.reclaimable_repo_bytes << " bytes past the grace\n";
   if (!r.dry_run) {
     std::cout << "swept: " << r.swept_files << " files, " << r.swept_xorbs + r.resumed_xorbs << " xorbs; "
-              << r.reclaimed_bytes << " bytes freed in " << r.seconds << " s\n";
+              << r.reclaimed_bytes << " bytes freed in " << r.seconds << " s; " << r.swept_repo_objects
+              << " history objects (" << r.reclaimed_repo_bytes << " bytes) deleted from the index\n";
+    if (!r.scrub.empty()) std::cout << "index database: " << r.scrub << "\n";
   }
   return 0;
 }

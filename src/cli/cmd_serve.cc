@@ -327,8 +327,8 @@ int RunServe(const ServeOptions& opts) {
   if (cfg->gc_interval.count() > 0) {
     gc::GcOptions go;
     go.grace_seconds = static_cast<uint64_t>(cfg->gc_grace.count());
-    collector = std::make_unique<gc::Scheduler>(*services->index, *services->index, *services->store, go,
-                                                cfg->gc_interval);
+    collector = std::make_unique<gc::Scheduler>(*services->index, *services->index, *services->index,
+                                                *services->store, go, cfg->gc_interval);
     RegisterGcMetrics(*server, *collector);
   }
   server->StopOnSignals();

@@ -184,6 +184,7 @@ struct GcCommandOptions {
   std::string grace;  // a duration ("30d"); empty: the default
   bool force = false;
   bool json = false;
+  bool vacuum = false;  // rewrite the index's database after the sweep (gc::GcOptions::vacuum)
 };
 int RunGc(const GcCommandOptions& opts);
 

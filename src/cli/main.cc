@@ -205,6 +205,9 @@ void AddGc(CLI::App& app) {
                   "How long an object stays unreferenced before it is freed (default 30d; shorter than the "
                   "clients' caches needs --force)");
   cmd->add_flag("--force", opts->force, "Accept a grace shorter than the clients' caches");
+  cmd->add_flag("--vacuum", opts->vacuum,
+                "Then rewrite the index's database, so deleted history leaves its files at once (SQLite "
+                "VACUUM; PostgreSQL VACUUM FULL, which locks the repository tables while it runs)");
   cmd->add_flag("--json", opts->json, "Print the report as JSON");
   OnSelected(cmd, opts, RunGc);
 }

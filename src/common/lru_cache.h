@@ -44,6 +44,16 @@ class LruCache {
     }
   }
 
+  // Forgets `key` (a record that was deleted). Another process's cache is its own.
+  void Erase(const K& key) {
+    std::lock_guard lock(mu_);
+    auto it = map_.find(key);
+    if (it == map_.end()) return;
+    used_ -= it->second->charge;
+    order_.erase(it->second);
+    map_.erase(it);
+  }
+
   size_t used_bytes() const {
     std::lock_guard lock(mu_);
     return used_;

@@ -3,9 +3,13 @@
 #include <algorithm>
 #include <chrono>
 #include <optional>
+#include <set>
 #include <unordered_map>
 #include <utility>
 #include <vector>
+
+#include "cas/grant.h"
+#include "hub/history.h"
 
 namespace cairn::gc {
 
@@ -112,11 +116,41 @@ std::string GcReport::ToJson() const {
   field("swept_xorbs", n(swept_xorbs));
   field("reclaimed_bytes", n(reclaimed_bytes));
   field("resumed_xorbs", n(resumed_xorbs));
+  field("swept_shards", n(swept_shards));
+  field("reclaimed_shard_bytes", n(reclaimed_shard_bytes));
+  field("repos", n(repos));
+  field("reached_files", n(reached_files));
+  field("repo_objects", n(repo_objects));
+  field("quarantined_repo_objects", n(quarantined_repo_objects));
+  field("reclaimable_repo_bytes", n(reclaimable_repo_bytes));
+  field("swept_repo_objects", n(swept_repo_objects));
+  field("reclaimed_repo_bytes", n(reclaimed_repo_bytes));
+  std::string quoted = "\"";
+  for (char c : scrub) {
+    if (c == '"' || c == '\\') quoted += '\\';
+    if (static_cast<unsigned char>(c) >= 0x20) quoted += c;
+  }
+  field("scrub", quoted + "\"");
   return out + "}";
+}
+
+xet::Result<std::vector<xet::Hash>> BeingSwept(index::GcIndex& gc) {
+  std::vector<xet::Hash> out;
+  for (GcKind kind : {GcKind::kXorb, GcKind::kShard}) {
+    auto q = LoadQuarantine(gc, kind);
+    if (!q.ok()) return q.error();
+    for (const auto& [h, r] : *q) {
+      if (r.claimed_at != 0) out.push_back(h);
+    }
+  }
+  return out;
 }
 
 xet::Result<Lifecycle> ReadLifecycle(index::GcIndex& gc, int64_t now, uint64_t grace_seconds) {
   Lifecycle out;
+  auto shards = LoadQuarantine(gc, GcKind::kShard);
+  if (!shards.ok()) return shards.error();
+  out.claimed_shards = shards->size();
   const int64_t cutoff = now - static_cast<int64_t>(grace_seconds);
   for (GcKind kind : {GcKind::kFile, GcKind::kXorb}) {
     auto q = LoadQuarantine(gc, kind);
@@ -139,8 +173,84 @@ xet::Result<Lifecycle> ReadLifecycle(index::GcIndex& gc, int64_t now, uint64_t g
   return out;
 }
 
-Collector::Collector(index::CasIndex& cas, index::GcIndex& gc, store::BlobStore& store, GcOptions options)
-    : cas_(cas), gc_(gc), store_(store), options_(std::move(options)) {}
+Collector::Collector(index::CasIndex& cas, index::RepoIndex& repos, index::GcIndex& gc,
+                     store::BlobStore& store, GcOptions options)
+    : cas_(cas), repos_(repos), gc_(gc), store_(store), options_(std::move(options)) {}
+
+xet::Status Collector::MarkRepositories(int64_t now, int64_t cutoff, std::vector<xet::FileHash>& reached,
+                                        GcReport& report) {
+  for (auto type : {index::RepoType::kModel, index::RepoType::kDataset, index::RepoType::kSpace}) {
+    std::optional<std::pair<std::string, std::string>> after;
+    for (;;) {
+      auto page = repos_.ListRepos(type, std::nullopt, after, index::RepoIndex::kMaxListedRepos);
+      if (!page.ok()) return page.error();
+      for (const auto& repo : *page) {
+        if (auto st = MarkRepository(repo, now, cutoff, reached, report); !st.ok()) return st;
+      }
+      if (page->size() < index::RepoIndex::kMaxListedRepos) break;
+      after = std::pair{page->back().ns, page->back().name};
+    }
+  }
+  return xet::Ok{};
+}
+
+xet::Status Collector::MarkRepository(const index::RepoRecord& repo, int64_t now, int64_t cutoff,
+                                      std::vector<xet::FileHash>& reached, GcReport& report) {
+  ++report.repos;
+  auto reach = hub::ReachFromRefs(repos_, repo.id);
+  if (!reach.ok()) return reach.error();
+  report.reached_files += reach->files.size();
+  reached.insert(reached.end(), reach->files.begin(), reach->files.end());
+  const std::set<std::vector<uint8_t>> live(reach->keys.begin(), reach->keys.end());
+  // Every object of the repository: reached ones are released, the others quarantined, and those
+  // unreachable for longer than the grace deleted (compare and delete: a commit or a ref naming one again
+  // since the walk revived it).
+  std::vector<std::vector<uint8_t>> fresh, wanted;
+  std::vector<index::RepoObjectMark> sweep;
+  std::optional<std::vector<uint8_t>> after;
+  for (;;) {
+    auto page = gc_.ScanRepoObjects(repo.id, after, kPage);
+    if (!page.ok()) return page.error();
+    for (auto& o : *page) {
+      ++report.repo_objects;
+      if (live.contains(o.key)) {
+        if (o.since != 0) wanted.push_back(o.key);
+        continue;
+      }
+      ++report.quarantined_repo_objects;
+      if (o.since == 0) {
+        fresh.push_back(o.key);
+      } else if (o.since <= cutoff) {
+        report.reclaimable_repo_bytes += o.size;
+        sweep.push_back(o);
+      }
+    }
+    if (page->size() < kPage) break;
+    after = page->back().key;
+  }
+  if (options_.dry_run) return xet::Ok{};
+  if (auto st = InBatches(fresh, kPage,
+                          [&](std::span<const std::vector<uint8_t>> b) {
+                            return gc_.QuarantineRepoObjects(repo.id, {b.begin(), b.end()}, now);
+                          });
+      !st.ok()) {
+    return st;
+  }
+  if (auto st = InBatches(wanted, kPage,
+                          [&](std::span<const std::vector<uint8_t>> b) {
+                            return gc_.ReleaseRepoObjects(repo.id, {b.begin(), b.end()});
+                          });
+      !st.ok()) {
+    return st;
+  }
+  return InBatches(sweep, options_.batch, [&](std::span<const index::RepoObjectMark> b) -> xet::Status {
+    auto swept = gc_.SweepRepoObjects(repo.id, b);
+    if (!swept.ok()) return swept.error();
+    report.swept_repo_objects += swept->objects;
+    report.reclaimed_repo_bytes += swept->bytes;
+    return xet::Ok{};
+  });
+}
 
 xet::Status Collector::Step(std::string_view step) const {
   return options_.hook ? options_.hook(step) : xet::Status(xet::Ok{});
@@ -159,6 +269,49 @@ xet::Status Collector::FinishClaimed(std::span<const xet::XorbHash> claimed, ind
   counter += dropped->objects;
   report.reclaimed_bytes += dropped->bytes;
   return Step("dropped");
+}
+
+xet::Status Collector::FinishShards(index::GcLock& lock, GcReport& report) {
+  auto claimed = LoadQuarantine(gc_, GcKind::kShard);
+  if (!claimed.ok()) return claimed.error();
+  std::vector<Hash> shards;
+  for (const auto& [h, q] : *claimed) shards.push_back(h);
+  if (shards.empty()) return xet::Ok{};
+  std::sort(shards.begin(), shards.end());
+  return InBatches(shards, options_.batch, [&](std::span<const Hash> batch) -> xet::Status {
+    auto scopes = gc_.ShardScopes(batch);
+    if (!scopes.ok()) return scopes.error();
+    std::vector<Hash> grants;
+    std::vector<Hash> unrecorded(batch.begin(), batch.end());  // shards registered before schema 12
+    for (const auto& s : *scopes) {
+      grants.push_back(cas::GrantName({s.shard, s.scope}));
+      unrecorded.erase(std::remove(unrecorded.begin(), unrecorded.end(), s.shard), unrecorded.end());
+    }
+    if (!unrecorded.empty()) {
+      // Their scopes are known only to their grants: read them all once (a store listing) for these.
+      std::sort(unrecorded.begin(), unrecorded.end());
+      std::vector<Hash> all;
+      if (auto st = store_.List(store::BlobKind::kGrant, [&](const Hash& h) { all.push_back(h); }); !st.ok())
+        return st;
+      for (const Hash& name : all) {
+        auto bytes = store_.ReadWhole(store::BlobKind::kGrant, name);
+        if (!bytes.ok()) continue;  // gone meanwhile, or damage fsck reports
+        auto grant = cas::ParseGrant(*bytes);
+        if (grant.ok() && std::binary_search(unrecorded.begin(), unrecorded.end(), grant->shard))
+          grants.push_back(name);
+      }
+    }
+    if (auto st = lock.Check(); !st.ok()) return st;
+    // Grants first: a grant naming no stored shard is what fsck calls damage, a shard without grants is not.
+    if (auto del = store_.DeleteMany(store::BlobKind::kGrant, grants); !del.ok()) return del;
+    if (auto del = store_.DeleteMany(store::BlobKind::kShard, batch); !del.ok()) return del;
+    if (auto st = Step("shards deleted"); !st.ok()) return st;
+    auto dropped = gc_.DropShards(batch);
+    if (!dropped.ok()) return dropped.error();
+    report.swept_shards += dropped->objects;
+    report.reclaimed_shard_bytes += dropped->bytes;
+    return xet::Ok{};
+  });
 }
 
 xet::Result<GcReport> Collector::Run() {
@@ -190,8 +343,18 @@ xet::Result<GcReport> Collector::Run() {
       return st.error();
     }
     for (const auto& h : claimed) xorbs_q->erase(h);
+    if (auto st = FinishShards(**lock, report); !st.ok()) return st.error();
   }
   if (auto st = Step("resumed"); !st.ok()) return st.error();
+
+  // 2a. Repositories: their unreachable history, and the files their refs reach.
+  std::vector<xet::FileHash> reached_list;
+  if (auto st = MarkRepositories(now, cutoff, reached_list, report); !st.ok()) return st.error();
+  HashSet reached;
+  for (const auto& f : reached_list) reached.Add(f);
+  reached.Freeze();
+  reached_list = {};
+  if (auto st = Step("repositories"); !st.ok()) return st.error();
 
   // 2. Mark. Files: live ones want their xorbs; unreferenced ones inside the grace keep theirs; the rest
   // go now, and with them, xorbs no file that stays uses.
@@ -206,7 +369,7 @@ xet::Result<GcReport> Collector::Run() {
     for (const index::FileXorbs& f : *page) {
       ++report.files;
       auto q = files_q->find(f.hash);
-      if (f.registered) {
+      if (f.registered || reached.Has(f.hash)) {
         ++report.live_files;
         for (const auto& x : f.xorbs) wanted.Add(x);
         if (q != files_q->end()) released_files.push_back(f.hash);
@@ -311,6 +474,13 @@ xet::Result<GcReport> Collector::Run() {
                           });
       !st.ok()) {
     return st.error();
+  }
+  if (auto st = FinishShards(**lock, report); !st.ok()) return st.error();
+  // What was deleted from the index's database leaves its files (a purged secret in a small file).
+  if (report.swept_repo_objects > 0 || options_.vacuum) {
+    auto scrub = gc_.ScrubDeleted(options_.vacuum);
+    if (!scrub.ok()) return scrub.error();
+    report.scrub = std::move(*scrub);
   }
   report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return report;

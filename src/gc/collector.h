@@ -3,12 +3,15 @@
 //
 // A run, under the index's collector lock (one collector per index; others wait):
 //  1. finishes the sweep of xorbs an earlier, interrupted run had claimed;
-//  2. marks: every file live by registration (index.h GcIndex) and the xorbs they use are wanted; a file or
-//     xorb that is not is quarantined, stamped with when a mark first found it so; one wanted again is
-//     released;
+//  2. marks: every repository's refs are walked (hub/history.h); the objects of its history they do not reach
+//     (a squashed history, a deleted branch's commits) are quarantined, and swept past the grace; every file
+//     they reach, every file live by registration (index.h GcIndex: plain scopes, buckets' current files) and
+//     the xorbs those use are wanted; a file or xorb that is not is quarantined, stamped with when a mark
+//     first found it so; one wanted again is released;
 //  3. sweeps what has been quarantined for longer than the grace period: the files (index records only),
 //     then the xorbs, each in three steps: claim in the index (from then on nothing can revive it and no
-//     dedup answer names it), delete its bytes, drop its record.
+//     dedup answer names it), delete its bytes, drop its record; a shard whose last xorb was claimed goes
+//     the same way, with its grants (so that `cairn index rebuild` finds nothing of it).
 // Every step is compare-and-delete in the index (GcIndex), so a write that named an object after the mark
 // (a shard, a dedup answer, an upload, a commit) revived it and the sweep leaves it alone. A xorb is swept
 // only when every file that uses it is swept in the same run. Killed at any point, a run leaves claims that
@@ -52,8 +55,11 @@ struct GcOptions {
   bool dry_run = false;  // mark and report; change nothing
   size_t batch = 1000;   // objects per index transaction of a sweep (and store deletions between them)
   const Clock* clock = &Clock::System();
-  // Tests: called after each step of a run ("resumed", "marked", "files swept", "claimed", "deleted",
-  // "dropped"); an error ends the run there, as a kill would.
+  // After sweeping repository objects, rewrite the index's database so their bytes leave its files at once
+  // (ScrubDeleted with vacuum: SQLite VACUUM, PostgreSQL VACUUM FULL, which locks the tables while it runs).
+  bool vacuum = false;
+  // Tests: called after each step of a run ("resumed", "repositories", "marked", "files swept", "claimed",
+  // "deleted", "dropped"); an error ends the run there, as a kill would.
   std::function<xet::Status(std::string_view step)> hook;
 };
 
@@ -75,6 +81,16 @@ struct GcReport {
   uint64_t swept_xorbs = 0;
   uint64_t reclaimed_bytes = 0;  // chunk regions of the xorbs deleted
   uint64_t resumed_xorbs = 0;    // claimed by an interrupted run and deleted by this one
+  uint64_t swept_shards = 0;     // shards all of whose xorbs went, deleted with their grants
+  uint64_t reclaimed_shard_bytes = 0;
+  uint64_t repos = 0;                     // repositories walked (buckets aside)
+  uint64_t reached_files = 0;             // files their refs reach
+  uint64_t repo_objects = 0;              // their objects scanned
+  uint64_t quarantined_repo_objects = 0;  // unreachable, after the mark
+  uint64_t reclaimable_repo_bytes = 0;    // unreachable past the grace: what the sweep frees
+  uint64_t swept_repo_objects = 0;        // deleted (past the grace)
+  uint64_t reclaimed_repo_bytes = 0;      // their bytes, in the index's database
+  std::string scrub;                      // what ScrubDeleted did, when it ran
 
   std::string ToJson() const;
 };
@@ -89,13 +105,18 @@ struct Lifecycle {
   uint64_t reclaimable_xorbs = 0;  // quarantined for longer than the grace at `now`
   uint64_t reclaimable_bytes = 0;
   uint64_t claimed_xorbs = 0;  // by a sweep that did not finish
+  uint64_t claimed_shards = 0;
 };
 xet::Result<Lifecycle> ReadLifecycle(index::GcIndex& gc, int64_t now, uint64_t grace_seconds);
+// The xorbs and shards a sweep has claimed and not dropped yet: their blobs may be gone
+// (repair::FsckOptions).
+xet::Result<std::vector<xet::Hash>> BeingSwept(index::GcIndex& gc);
 
 class Collector {
  public:
-  // `cas` and `gc` are two slices of one index.
-  Collector(index::CasIndex& cas, index::GcIndex& gc, store::BlobStore& store, GcOptions options);
+  // `cas`, `repos` and `gc` are three slices of one index.
+  Collector(index::CasIndex& cas, index::RepoIndex& repos, index::GcIndex& gc, store::BlobStore& store,
+            GcOptions options);
 
   xet::Result<GcReport> Run();
 
@@ -104,8 +125,18 @@ class Collector {
   // Deletes the bytes of claimed xorbs, then their records (while the lock still holds).
   xet::Status FinishClaimed(std::span<const xet::XorbHash> claimed, index::GcLock& lock, GcReport& report,
                             uint64_t& counter);
+  // Deletes every claimed shard's blob and grants, then its record.
+  xet::Status FinishShards(index::GcLock& lock, GcReport& report);
+
+  // Step 2's first half: walks each repository, quarantines, releases and sweeps its objects, and adds the
+  // files its refs reach to `reached`.
+  xet::Status MarkRepositories(int64_t now, int64_t cutoff, std::vector<xet::FileHash>& reached,
+                               GcReport& report);
+  xet::Status MarkRepository(const index::RepoRecord& repo, int64_t now, int64_t cutoff,
+                             std::vector<xet::FileHash>& reached, GcReport& report);
 
   index::CasIndex& cas_;
+  index::RepoIndex& repos_;
   index::GcIndex& gc_;
   store::BlobStore& store_;
   GcOptions options_;

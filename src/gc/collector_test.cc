@@ -4,10 +4,12 @@
 #include "gc/collector.h"
 
 #include <gtest/gtest.h>
+#include <openssl/sha.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <random>
@@ -18,9 +20,11 @@
 
 #include "cas/service.h"
 #include "common/clock.h"
+#include "common/hex.h"
 #include "common/worker_pool.h"
 #include "files/file_service.h"
 #include "gc/scheduler.h"
+#include "hub/hub_service.h"
 #include "index/open_index.h"
 #include "index/pg.h"
 #include "index/postgres_cluster.h"
@@ -101,8 +105,12 @@ class CollectorTest : public ::testing::TestWithParam<Backend> {
     files::FileServiceOptions fo;
     fo.clock = &clock_;
     files_ = std::make_unique<files::FileService>(*cas_, *index_, fo);
+    hub::HubOptions ho;
+    ho.clock = &clock_;
+    hub_ = std::make_unique<hub::HubService>(*index_, *files_, ho);
   }
   void TearDown() override {
+    hub_.reset();
     files_.reset();
     cas_.reset();
     index_.reset();
@@ -181,11 +189,55 @@ class CollectorTest : public ::testing::TestWithParam<Backend> {
     o.hook = std::move(hook);
     o.dry_run = dry_run;
     o.batch = 2;  // several transactions per sweep step
-    Collector c(*index_, *index_, *store_, o);
+    Collector c(*index_, *index_, *index_, *store_, o);
     auto r = c.Run();
     EXPECT_TRUE(r.ok()) << r.error().message;
     return r.ok() ? *r : GcReport{};
   }
+
+  // A repository (alice/model, write scope "repo-w", read scope "repo-r") with its initial commit.
+  int64_t MakeRepo() {
+    index::NewRepo nr;
+    nr.ns = "alice";
+    nr.name = "model";
+    nr.scope = "repo-w";
+    nr.read_scope = "repo-r";
+    hub::ObjectId tree, commit;
+    nr.objects.push_back(GitObject(hub::ObjectKind::kTree, {}, &tree));
+    hub::Commit first;
+    first.tree = tree;
+    first.author = first.committer = {"alice", "alice@example.com", clock_.UnixSeconds()};
+    first.message = "initial commit";
+    const std::string body = hub::EncodeCommit(first);
+    nr.objects.push_back(GitObject(hub::ObjectKind::kCommit, {body.begin(), body.end()}, &commit));
+    nr.refs.push_back({index::RefKind::kBranch, "main", {commit.bytes.begin(), commit.bytes.end()}});
+    auto repo = index_->CreateRepo(nr);
+    EXPECT_TRUE(repo.ok()) << repo.error().message;
+    return repo.ok() ? repo->id : 0;
+  }
+  static index::RepoObject GitObject(hub::ObjectKind kind, std::vector<uint8_t> body, hub::ObjectId* id) {
+    *id = hub::HashObject(kind, body);
+    return {{id->bytes.begin(), id->bytes.end()}, static_cast<uint8_t>(kind), std::move(body)};
+  }
+  static hub::LfsPointer Pointer(const Bytes& data) {
+    uint8_t digest[SHA256_DIGEST_LENGTH];
+    SHA256(data.data(), data.size(), digest);
+    return {HexEncode(digest), data.size()};
+  }
+  // A commit to alice/model's `branch` through the Hub, as huggingface_hub makes one.
+  hub::ObjectId Commit(std::vector<hub::Operation> ops, const std::string& branch = "main") {
+    auto repo = hub_->Open(kAlice, {index::RepoType::kModel, "alice", "model"}, true);
+    EXPECT_TRUE(repo.ok());
+    hub::CommitRequest req;
+    req.summary = "change";
+    req.branch = branch;
+    req.operations = std::move(ops);
+    auto made =
+        repo.ok() ? hub_->CreateCommit(kAlice, *repo, req) : hub::Result<hub::CommitInfo>(repo.error());
+    EXPECT_TRUE(made.ok()) << made.error().message;
+    return made.ok() ? made->oid : hub::ObjectId{};
+  }
+  hub::Repo AliceModel() { return *hub_->Open(kAlice, {index::RepoType::kModel, "alice", "model"}, true); }
 
   // A repository whose write scope got files `doomed` and `shared` in one upload (so they share xorbs),
   // both committed; `shared` is also copied to a plain scope. Deleting the repository leaves `doomed`
@@ -202,20 +254,12 @@ class CollectorTest : public ::testing::TestWithParam<Backend> {
     s.doomed = Bytes(s.shared.begin(), s.shared.begin() + (300 << 10));  // its first half is shared's
     const Bytes tail = Random(900 << 10);
     s.doomed.insert(s.doomed.end(), tail.begin(), tail.end());
-    index::NewRepo nr;
-    nr.ns = "alice";
-    nr.name = "model";
-    nr.scope = "repo-w";
-    nr.read_scope = "repo-r";
-    auto repo = index_->CreateRepo(nr);
-    EXPECT_TRUE(repo.ok()) << repo.error().message;
-    s.repo = repo.ok() ? repo->id : 0;
+    s.repo = MakeRepo();
     auto up = Upload({s.doomed, s.shared}, "repo-w");
     s.doomed_hash = up.file_hashes[0];
     s.shared_hash = up.file_hashes[1];
-    auto shared = index_->ShareFiles(std::vector{s.doomed_hash, s.shared_hash}, "repo-r");
-    EXPECT_TRUE(shared.ok()) << shared.error().message;
-    shared = index_->ShareFile(s.shared_hash, "plain");
+    Commit({hub::AddLfs{"doomed.bin", Pointer(s.doomed)}, hub::AddLfs{"shared.bin", Pointer(s.shared)}});
+    auto shared = index_->ShareFile(s.shared_hash, "plain");
     EXPECT_TRUE(shared.ok()) << shared.error().message;
     auto terms = [&](const xet::FileHash& f) {
       auto e = index_->GetFile(f);
@@ -244,6 +288,8 @@ class CollectorTest : public ::testing::TestWithParam<Backend> {
   std::unique_ptr<index::Index> index_;
   std::unique_ptr<cas::CasService> cas_;
   std::unique_ptr<files::FileService> files_;
+  std::unique_ptr<hub::HubService> hub_;
+  const hub::Caller kAlice{"alice", true};
 };
 
 TEST_P(CollectorTest, ADeletedRepositorysUniqueBytesAreFreedAfterTheGraceOnly) {
@@ -296,6 +342,122 @@ TEST_P(CollectorTest, ADeletedRepositorysUniqueBytesAreFreedAfterTheGraceOnly) {
   EXPECT_EQ(r.swept_xorbs + r.swept_files + r.newly_quarantined, 0u);
 }
 
+// Repositories are live by reachability: every revision of every ref keeps its files; a file only an old
+// revision names goes once the history that names it is squashed away and the grace has passed, with the
+// history itself.
+TEST_P(CollectorTest, AnOldRevisionKeepsItsFilesUntilASquashFreesThem) {
+  Scene s = MakeScene();
+  const hub::ObjectId first = *hub_->Resolve(AliceModel(), "main");
+  Commit({hub::DeletePath{"doomed.bin", false}});
+  GcReport r = Collect();
+  EXPECT_EQ(r.repos, 1u);
+  EXPECT_EQ(r.reached_files, 2u) << "the first revision still names doomed.bin";
+  EXPECT_EQ(r.newly_quarantined, 0u);
+  EXPECT_EQ(r.quarantined_repo_objects, 0u);
+
+  ASSERT_TRUE(hub_->SuperSquash(kAlice, AliceModel(), "main", "squash").ok());
+  r = Collect();
+  EXPECT_EQ(r.reached_files, 1u);
+  EXPECT_EQ(r.newly_quarantined, 1u + s.doomed_only.size());
+  EXPECT_GT(r.quarantined_repo_objects, 0u);
+  EXPECT_EQ(r.swept_repo_objects, 0u);
+  // Inside the grace the old revision still downloads.
+  auto old = hub_->Stat(AliceModel(), first, "doomed.bin");
+  ASSERT_TRUE(old.ok()) << old.error().message;
+  EXPECT_EQ(Download(s.doomed_hash, "repo-w"), s.doomed);
+
+  clock_.Advance(static_cast<int64_t>(kDefaultGraceSeconds) + 1);
+  r = Collect();
+  EXPECT_EQ(r.swept_files, 1u);
+  EXPECT_EQ(r.swept_xorbs, s.doomed_only.size());
+  EXPECT_EQ(r.swept_repo_objects, r.quarantined_repo_objects);
+  EXPECT_GT(r.reclaimed_repo_bytes, 0u);
+  EXPECT_FALSE(r.scrub.empty());
+  for (const auto& x : s.doomed_only) EXPECT_FALSE(Stored(x)) << x.hex();
+  EXPECT_EQ(hub_->Resolve(AliceModel(), first.hex()).error().code, "RevisionNotFound");
+  // What the squashed head names is whole.
+  const hub::ObjectId head = *hub_->Resolve(AliceModel(), "main");
+  auto info = hub_->Stat(AliceModel(), head, "shared.bin");
+  ASSERT_TRUE(info.ok()) << info.error().message;
+  EXPECT_EQ(Download(*info->xet, "repo-r"), s.shared);
+  repair::FsckOptions fo;
+  auto fsck = repair::Fsck(*cas_, *index_, *store_, fo);
+  ASSERT_TRUE(fsck.ok()) << fsck.error().message;
+  EXPECT_TRUE(fsck->clean()) << (fsck->findings.empty() ? "" : fsck->findings[0].detail);
+  r = Collect();
+  EXPECT_EQ(r.newly_quarantined + r.quarantined_repo_objects + r.swept_repo_objects, 0u);
+}
+
+// A secret committed in a small file (kept inside the index) and in a large one (in xorbs): after a squash
+// and a collection past the grace, neither is in any file of the index's database (its write-ahead log
+// included; PostgreSQL's tables after the vacuum) nor in any blob of the store.
+TEST_P(CollectorTest, APurgedSecretLeavesTheDatabaseAndTheStore) {
+  MakeRepo();
+  const std::string marker = "cairn-marker-" + HexEncode(Random(16));
+  const Bytes marker_bytes(marker.begin(), marker.end());
+  Bytes large = Random(700 << 10);
+  std::copy(marker_bytes.begin(), marker_bytes.end(), large.begin() + (300 << 10));
+  const std::string small_text = "token=" + marker + "\n";
+  Upload({large}, "repo-w");
+  Commit({hub::AddLfs{"model.bin", Pointer(large)},
+          hub::AddInline{"secrets.env", Bytes(small_text.begin(), small_text.end())}});
+  Commit({hub::DeletePath{"model.bin", false}, hub::DeletePath{"secrets.env", false},
+          hub::AddInline{"README.md", Bytes{'o', 'k'}}});
+  ASSERT_TRUE(hub_->SuperSquash(kAlice, AliceModel(), "main", "squash").ok());
+  const auto contains = [&](const Bytes& hay) {
+    return std::search(hay.begin(), hay.end(), marker_bytes.begin(), marker_bytes.end()) != hay.end();
+  };
+  const auto files_holding_marker = [&](const fs::path& root, std::string_view skip) {
+    std::vector<std::string> found;
+    for (const auto& e :
+         fs::recursive_directory_iterator(root, fs::directory_options::skip_permission_denied)) {
+      if (!e.is_regular_file() || (!skip.empty() && e.path().string().find(skip) != std::string::npos))
+        continue;
+      std::ifstream in(e.path(), std::ios::binary);
+      const Bytes all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      if (contains(all)) found.push_back(e.path().string());
+    }
+    return found;
+  };
+  const auto blobs_holding_marker = [&] {
+    size_t found = 0;
+    for (auto kind : {store::BlobKind::kXorb, store::BlobKind::kShard}) {
+      std::vector<xet::Hash> all;
+      EXPECT_TRUE(store_->List(kind, [&](const xet::Hash& h) { all.push_back(h); }).ok());
+      for (const auto& h : all) {
+        auto bytes = store_->ReadWhole(kind, h);
+        if (bytes.ok() && contains(*bytes)) ++found;
+      }
+    }
+    return found;
+  };
+  const bool sqlite = GetParam() == Backend::kSqliteDisk;
+  const fs::path db_root = sqlite ? dir_ : Postgres().directory();
+  const std::string_view skip = sqlite ? "" : "pg_wal";  // PostgreSQL's log: docs/operations.md
+  ASSERT_EQ(blobs_holding_marker(), 1u) << "the test plants what it looks for";
+  if (sqlite) {
+    ASSERT_FALSE(files_holding_marker(db_root, skip).empty());
+  }
+
+  Collect();
+  clock_.Advance(static_cast<int64_t>(kDefaultGraceSeconds) + 1);
+  GcOptions o;
+  o.clock = &clock_;
+  o.vacuum = !sqlite;  // PostgreSQL keeps deleted rows' bytes in its files until VACUUM FULL
+  Collector c(*index_, *index_, *index_, *store_, o);
+  auto run = c.Run();
+  ASSERT_TRUE(run.ok()) << run.error().message;
+  EXPECT_GT(run->swept_repo_objects, 0u);
+  EXPECT_GT(run->swept_xorbs, 0u);
+  EXPECT_EQ(blobs_holding_marker(), 0u);
+  const auto left = files_holding_marker(db_root, skip);
+  EXPECT_TRUE(left.empty()) << left.front();
+  // What the repository still holds reads back.
+  auto info = hub_->Stat(AliceModel(), *hub_->Resolve(AliceModel(), "main"), "README.md");
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(*hub_->ReadBlob(AliceModel(), info->oid), (Bytes{'o', 'k'}));
+}
+
 TEST_P(CollectorTest, AnUploadNeverCommittedToItsRepositoryIsGarbage) {
   index::NewRepo nr;
   nr.ns = "alice";
@@ -303,13 +465,40 @@ TEST_P(CollectorTest, AnUploadNeverCommittedToItsRepositoryIsGarbage) {
   nr.scope = "repo-w";
   nr.read_scope = "repo-r";
   ASSERT_TRUE(index_->CreateRepo(nr).ok());
-  auto up = Upload({Random(400 << 10)}, "repo-w");
+  const Bytes data = Random(400 << 10);
+  auto up = Upload({data}, "repo-w");
+  const xet::Hash shard = xet::ChunkHashOf(up.shard_bytes);
   GcReport r = Collect();
   EXPECT_EQ(r.newly_quarantined, 1u + up.xorbs.size());
   clock_.Advance(static_cast<int64_t>(kDefaultGraceSeconds) + 1);
   r = Collect();
   EXPECT_EQ(r.swept_files, 1u);
   EXPECT_EQ(r.swept_xorbs, up.xorbs.size());
+  // Its shard named nothing else: it goes too, with its grant, so a rebuild finds nothing of the upload.
+  EXPECT_EQ(r.swept_shards, 1u);
+  EXPECT_EQ(r.reclaimed_shard_bytes, up.shard_bytes.size());
+  size_t shards = 0, grants = 0;
+  ASSERT_TRUE(store_->List(store::BlobKind::kShard, [&](const xet::Hash&) { ++shards; }).ok());
+  ASSERT_TRUE(store_->List(store::BlobKind::kGrant, [&](const xet::Hash&) { ++grants; }).ok());
+  EXPECT_EQ(shards + grants, 0u);
+  EXPECT_FALSE(index_->GetShard(shard)->has_value());
+  auto stats = index_->Stats();
+  ASSERT_TRUE(stats.ok());
+  EXPECT_EQ(stats->shards, 0u);
+  EXPECT_EQ(stats->stored_bytes, 0u);
+  repair::FsckOptions fo;
+  auto fsck = repair::Fsck(*cas_, *index_, *store_, fo);
+  ASSERT_TRUE(fsck.ok()) << fsck.error().message;
+  EXPECT_TRUE(fsck->clean()) << (fsck->findings.empty() ? "" : fsck->findings[0].detail);
+
+  // The same upload again, byte for byte (the same shard): registered anew, blob and grant with it.
+  Upload({data}, "repo-w");
+  ASSERT_TRUE(index_->GetShard(shard)->has_value());
+  EXPECT_TRUE(store_->Stat(store::BlobKind::kShard, shard)->exists);
+  fsck = repair::Fsck(*cas_, *index_, *store_, fo);
+  ASSERT_TRUE(fsck.ok()) << fsck.error().message;
+  EXPECT_TRUE(fsck->clean()) << (fsck->findings.empty() ? "" : fsck->findings[0].detail);
+  EXPECT_EQ(fsck->stored_grants, 1u);
 }
 
 // A dedup answer names a shard's whole neighbourhood: asked about the first chunk of the doomed file (in a
@@ -462,12 +651,16 @@ TEST_P(CollectorTest, AFileCommittedBetweenTheMarkAndTheSweepKeepsItsXorbs) {
 }
 
 TEST_P(CollectorTest, KilledAtAnyStepTheNextRunFinishesTheSameWay) {
-  for (const std::string_view kill : {"resumed", "marked", "files swept", "claimed", "deleted", "dropped"}) {
+  for (const std::string_view kill : {"resumed", "repositories", "marked", "files swept", "claimed",
+                                      "deleted", "dropped", "shards deleted"}) {
     SCOPED_TRACE(std::string(kill));
     TearDown();
     SetUp();
     Scene s = MakeScene();
     ASSERT_TRUE(index_->DeleteRepo(s.repo).ok());
+    // And an upload of its own (a shard that goes whole), removed.
+    auto alone = Upload({Random(300 << 10)}, "plain2");
+    ASSERT_TRUE(index_->UnregisterFile(alone.file_hashes[0], "plain2").ok());
     Collect();
     clock_.Advance(static_cast<int64_t>(kDefaultGraceSeconds) + 1);
     {
@@ -478,9 +671,19 @@ TEST_P(CollectorTest, KilledAtAnyStepTheNextRunFinishesTheSameWay) {
         if (step == kill) return xet::IoError("killed at " + std::string(step));
         return xet::Ok{};
       };
-      Collector c(*index_, *index_, *store_, o);
+      Collector c(*index_, *index_, *index_, *store_, o);
       auto r = c.Run();
       ASSERT_FALSE(r.ok());
+    }
+    {
+      // What a killed sweep leaves is its unfinished work, which fsck tells from damage.
+      repair::FsckOptions fo;
+      auto swept = BeingSwept(*index_);
+      ASSERT_TRUE(swept.ok());
+      fo.being_swept = *swept;
+      auto fsck = repair::Fsck(*cas_, *index_, *store_, fo);
+      ASSERT_TRUE(fsck.ok()) << fsck.error().message;
+      EXPECT_FALSE(fsck->damaged()) << (fsck->findings.empty() ? "" : fsck->findings[0].detail);
     }
     // Whatever the first run left, this one finishes it.
     Collect();
@@ -488,9 +691,16 @@ TEST_P(CollectorTest, KilledAtAnyStepTheNextRunFinishesTheSameWay) {
     for (const auto& x : s.both) EXPECT_TRUE(Stored(x)) << x.hex();
     EXPECT_EQ(index_->GetFile(s.doomed_hash).error().code, ErrorCode::kNotFound);
     EXPECT_EQ(Download(s.shared_hash, "plain"), s.shared);
-    auto left = index_->ScanQuarantine(index::GcKind::kXorb, std::nullopt, 100);
-    ASSERT_TRUE(left.ok());
-    EXPECT_TRUE(left->empty());
+    for (auto kind : {index::GcKind::kXorb, index::GcKind::kShard}) {
+      auto left = index_->ScanQuarantine(kind, std::nullopt, 100);
+      ASSERT_TRUE(left.ok());
+      EXPECT_TRUE(left->empty());
+    }
+    EXPECT_FALSE(store_->Stat(store::BlobKind::kShard, xet::ChunkHashOf(alone.shard_bytes))->exists);
+    repair::FsckOptions fo;
+    auto fsck = repair::Fsck(*cas_, *index_, *store_, fo);
+    ASSERT_TRUE(fsck.ok()) << fsck.error().message;
+    EXPECT_TRUE(fsck->clean()) << (fsck->findings.empty() ? "" : fsck->findings[0].detail);
   }
 }
 
@@ -506,7 +716,7 @@ TEST_P(CollectorTest, TwoCollectorsAtOnceDeleteEachObjectOnce) {
     GcOptions o;
     o.clock = &clock_;
     o.batch = 1;
-    Collector c(*other, *other, *store_, o);
+    Collector c(*other, *other, *other, *store_, o);
     auto r = c.Run();
     EXPECT_TRUE(r.ok()) << r.error().message;
     if (r.ok()) b = *r;
@@ -526,7 +736,7 @@ TEST_P(CollectorTest, TheScheduleRunsTheCollectorAndKeepsItsReport) {
   ASSERT_TRUE(index_->DeleteRepo(s.repo).ok());
   GcOptions o;
   o.clock = &clock_;
-  Scheduler scheduler(*index_, *index_, *store_, o, std::chrono::seconds(1));
+  Scheduler scheduler(*index_, *index_, *index_, *store_, o, std::chrono::seconds(1));
   EXPECT_FALSE(scheduler.last().has_value());
   // Waits for the first run (one interval), without a bound on how fast it must be.
   while (scheduler.runs() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -621,7 +831,7 @@ TEST_P(CollectorTest, SoakTwoNodesUploadDeleteAndCollectInterleaved) {
         GcOptions o;
         o.clock = &clock_;
         o.batch = 3;
-        Collector c(*n.index, *n.index, *store_, o);
+        Collector c(*n.index, *n.index, *n.index, *store_, o);
         auto r = c.Run();
         ASSERT_TRUE(r.ok()) << r.error().message;
         swept += r->swept_xorbs;

@@ -110,7 +110,7 @@ void Sweep(benchmark::State& state, bool s3) {
 
   GcOptions o;
   o.clock = &clock;
-  Collector collector(*index, *index, *store, o);
+  Collector collector(*index, *index, *index, *store, o);
   if (!collector.Run().ok()) std::abort();  // quarantines them
   clock.Advance(static_cast<int64_t>(kDefaultGraceSeconds) + 1);
   GcReport report;

@@ -8,9 +8,9 @@
 
 namespace cairn::gc {
 
-Scheduler::Scheduler(index::CasIndex& cas, index::GcIndex& gc, store::BlobStore& store, GcOptions options,
-                     std::chrono::seconds interval)
-    : collector_(cas, gc, store,
+Scheduler::Scheduler(index::CasIndex& cas, index::RepoIndex& repos, index::GcIndex& gc,
+                     store::BlobStore& store, GcOptions options, std::chrono::seconds interval)
+    : collector_(cas, repos, gc, store,
                  [&] {
                    // Stopping cuts a run short at its next step: what it leaves, the next run finishes.
                    GcOptions o = std::move(options);

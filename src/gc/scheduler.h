@@ -21,9 +21,10 @@ namespace cairn::gc {
 class Scheduler {
  public:
   static constexpr int kNice = 19;  // the collector's thread yields the CPU to everything else
-  // `cas`, `gc` and `store` must outlive the scheduler. The first run comes one interval after the start.
-  Scheduler(index::CasIndex& cas, index::GcIndex& gc, store::BlobStore& store, GcOptions options,
-            std::chrono::seconds interval);
+  // The index slices and `store` must outlive the scheduler. The first run comes one interval after the
+  // start.
+  Scheduler(index::CasIndex& cas, index::RepoIndex& repos, index::GcIndex& gc, store::BlobStore& store,
+            GcOptions options, std::chrono::seconds interval);
   ~Scheduler();
   Scheduler(const Scheduler&) = delete;
   Scheduler& operator=(const Scheduler&) = delete;

@@ -8,6 +8,7 @@
 #include <map>
 
 #include "common/hex.h"
+#include "hub/history.h"
 
 namespace cairn::hub {
 namespace {
@@ -42,16 +43,6 @@ std::vector<uint8_t> KeyOf(const ObjectId& id) {
 
 std::vector<uint8_t> Bytes(std::string_view s) {
   return {s.begin(), s.end()};
-}
-
-// The 32 bytes of an LFS SHA-256 (hex, as clients print it): the key of its link object.
-std::vector<uint8_t> LinkKey(std::string_view sha256_hex) {
-  std::vector<uint8_t> key(32);
-  for (size_t i = 0; i < 32; ++i) {
-    const auto nibble = [](char c) { return c <= '9' ? c - '0' : c - 'a' + 10; };
-    key[i] = static_cast<uint8_t>(nibble(sha256_hex[2 * i]) << 4 | nibble(sha256_hex[2 * i + 1]));
-  }
-  return key;
 }
 
 std::vector<std::string_view> Split(std::string_view path) {
@@ -448,6 +439,10 @@ Result<files::StoredFile> HubService::OpenLarge(const Repo& repo, const xet::Fil
   if (!stored.ok()) {
     // The link was made from a registered file: a missing one is damage, not a client mistake.
     if (stored.error().code == xet::ErrorCode::kUnavailable) return FromIndex(stored.error());
+    if (stored.error().code == xet::ErrorCode::kNotFound) {
+      // Its link was removed (permanently_delete_lfs_files) and a collector freed it.
+      return Fail(ErrorKind::kNotFound, "EntryNotFound", "the file at this path was permanently deleted");
+    }
     return Fail(ErrorKind::kInternal, "", "the Xet file of this path is missing: " + stored.error().message);
   }
   return std::move(*stored);
@@ -461,6 +456,10 @@ Result<ObjectId> HubService::Resolve(const Repo& repo, std::string_view revision
   };
   if (revision.empty() || revision.size() > 255) return not_found();
   if (auto oid = ObjectId::FromHex(revision)) {
+    // The index, not the cache: a collector may have swept a commit no ref reaches (a squashed history).
+    auto stored = index_.GetRepoObjectHead(repo.record.id, KeyOf(*oid), 0);
+    if (!stored.ok()) return FromIndex(stored.error());
+    if (!*stored) return not_found();
     auto c = ReadCommit(repo, *oid);
     if (!c.ok()) return c.error();
     return *oid;
@@ -507,6 +506,7 @@ Status HubService::CreateRef(const Repo& repo, index::RefKind kind, const std::s
   }
   auto target = Resolve(repo, revision.value_or(options_.default_branch));
   if (!target.ok()) return target.error();
+  if (auto st = ReviveHistory(repo, *target); !st.ok()) return st;
   index::RefUpdate update{kind, name, std::nullopt, KeyOf(*target)};
   if (auto st = index_.UpdateRef(repo.record.id, update); !st.ok()) {
     if (st.error().code == xet::ErrorCode::kConflict) {
@@ -517,6 +517,33 @@ Status HubService::CreateRef(const Repo& repo, index::RefKind kind, const std::s
     return FromIndex(st.error());
   }
   return Ok{};
+}
+
+Status HubService::ReviveHistory(const Repo& repo, const ObjectId& commit) {
+  const auto gone = [&] {
+    return Fail(ErrorKind::kNotFound, "RevisionNotFound",
+                "revision " + commit.hex() + " was deleted by the garbage collector");
+  };
+  auto state = index_.ReviveRepoObjects(repo.record.id, {KeyOf(commit)});
+  if (!state.ok()) return FromIndex(state.error());
+  if ((*state)[0] == index::ObjectRevival::kAbsent) return gone();
+  // Not quarantined: a ref reached it at the last mark, or it is newer, and so is all it reaches.
+  if ((*state)[0] == index::ObjectRevival::kPresent) return Ok{};
+  auto reach = ReachFrom(index_, repo.record.id, {commit});
+  if (!reach.ok()) return FromIndex(reach.error());
+  if (reach->missing > 0) return gone();
+  for (size_t i = 0; i < reach->keys.size(); i += index::Index::kMaxObjectsPerRead) {
+    const size_t n = std::min(reach->keys.size() - i, index::Index::kMaxObjectsPerRead);
+    std::vector<std::vector<uint8_t>> batch(reach->keys.begin() + static_cast<std::ptrdiff_t>(i),
+                                            reach->keys.begin() + static_cast<std::ptrdiff_t>(i + n));
+    auto revived = index_.ReviveRepoObjects(repo.record.id, batch);
+    if (!revived.ok()) return FromIndex(revived.error());
+    for (auto r : *revived) {
+      if (r == index::ObjectRevival::kAbsent) return gone();
+    }
+  }
+  // Its large files and their xorbs, as a commit naming them would.
+  return Publish(files_, repo, std::move(reach->files));
 }
 
 Status HubService::DeleteRef(const Repo& repo, index::RefKind kind, const std::string& name) {
@@ -894,6 +921,17 @@ class HubService::CommitBuilder {
     if (!src.ok()) return src.error();
     if (src->is_dir)
       return Fail(ErrorKind::kBadRequest, "", "copying a folder is not supported: " + copy.from);
+    // Stored again with the commit (and its large file published again): an old revision's blob may be one
+    // a collector found unreachable, and what a new commit names must be revived with it.
+    auto blob = hub_.ReadObject(repo_, KeyOf(src->oid));
+    if (!blob.ok()) return blob.error();
+    objects_.push_back(std::move(*blob));
+    if (src->lfs && src->xet) {
+      objects_.push_back(index::RepoObject{.key = LinkKey(src->lfs->sha256),
+                                           .kind = kLfsLinkKind,
+                                           .data = {src->xet->bytes.begin(), src->xet->bytes.end()}});
+      published_.push_back(*src->xet);
+    }
     return editor_.Put(copy.to, EntryMode::kFile, src->oid);
   }
 

@@ -226,6 +226,29 @@ class HubService {
 
   // ---- Commits
   Result<CommitInfo> CreateCommit(const Caller& caller, const Repo& repo, const CommitRequest& request);
+  // ---- Purge (hub/purge.cc): history and large files a user wants gone; the next collection past the
+  // grace frees what nothing reaches any more (docs/operations.md).
+  // Replaces the branch's history by one commit holding its head's files, parented by nothing.
+  // kBadRequest for a tag, kNotFound (RevisionNotFound) for no such branch, kStale when it moved meanwhile.
+  Result<CommitInfo> SuperSquash(const Caller& caller, const Repo& repo, const std::string& branch,
+                                 const std::string& message);
+  // The repository's large files: every link from an LFS SHA-256 to a Xet file it holds (in SHA-256 order,
+  // after `after`, at most `limit`), with a path and the time of a commit that names it when its refs reach
+  // it.
+  struct LfsFile {
+    std::string sha256;
+    xet::FileHash xet;
+    uint64_t size = 0;
+    std::string filename;  // "" when no ref reaches it any more
+    int64_t pushed_at = 0;
+  };
+  Result<std::vector<LfsFile>> ListLfsFiles(const Repo& repo, const std::optional<std::string>& after,
+                                            size_t limit);
+  // Removes the links of these large files (at most index::Index::kMaxObjectsPerRead), and with
+  // `rewrite_history` every path that names one from every commit of every ref first (new commit ids, as git
+  // filter-branch makes them; kStale when a ref moved meanwhile: nothing of that ref changed, run it again).
+  Status DeleteLfsFiles(const Repo& repo, const std::vector<std::string>& sha256s, bool rewrite_history);
+
   // Whether a file of `size` whose first bytes are `sample` goes to the index (regular) or the CAS (lfs).
   bool Inline(uint64_t size, std::span<const uint8_t> sample) const;
 
@@ -236,6 +259,13 @@ class HubService {
   class CommitBuilder;
 
   int64_t Now() const;
+  // Before a ref names `commit` (one that exists): if a collector's mark found it unreachable, everything it
+  // reaches is revived, its large files with it, so that no sweep takes what the ref is about to name;
+  // kNotFound when a sweep has taken part of it already.
+  Status ReviveHistory(const Repo& repo, const ObjectId& commit);
+  // The changes to the trees of a history rewrite (purge.cc): a tree without the entries `drop` says to drop,
+  // nullopt when nothing is left of it; new trees go into `objects`.
+  class Rewriter;
   Result<std::shared_ptr<const std::vector<TreeEntry>>> ReadTree(const Repo& repo, const ObjectId& oid);
   Result<index::RepoObject> ReadObject(const Repo& repo, const std::vector<uint8_t>& key);
   // Puts an object read from the index into the cache.

@@ -155,6 +155,22 @@ class FaultyIndex final : public ForwardingIndex {
     if (auto st = Check("GetRepoObjectHead"); !st.ok()) return st.error();
     return ForwardingIndex::GetRepoObjectHead(repo, key, max_bytes);
   }
+  xet::Result<std::vector<ObjectRevival>> ReviveRepoObjects(
+      int64_t repo, const std::vector<std::vector<uint8_t>>& keys) override {
+    if (auto st = Check("ReviveRepoObjects", keys); !st.ok()) return st.error();
+    return ForwardingIndex::ReviveRepoObjects(repo, keys);
+  }
+  xet::Result<size_t> DeleteRepoObjects(int64_t repo,
+                                        const std::vector<std::vector<uint8_t>>& keys) override {
+    if (auto st = Check("DeleteRepoObjects", keys); !st.ok()) return st.error();
+    return ForwardingIndex::DeleteRepoObjects(repo, keys);
+  }
+  xet::Result<std::vector<RepoObject>> ListRepoObjects(int64_t repo, uint8_t kind,
+                                                       const std::optional<std::vector<uint8_t>>& after,
+                                                       size_t limit) override {
+    if (auto st = Check("ListRepoObjects"); !st.ok()) return st.error();
+    return ForwardingIndex::ListRepoObjects(repo, kind, after, limit);
+  }
   xet::Result<std::vector<Ref>> ListRefs(int64_t repo) override {
     if (auto st = Check("ListRefs"); !st.ok()) return st.error();
     return ForwardingIndex::ListRefs(repo);
@@ -226,6 +242,37 @@ class FaultyIndex final : public ForwardingIndex {
   xet::Result<SweptTotals> DropXorbs(std::span<const XorbHash> xorbs) override {
     if (auto st = Check("DropXorbs"); !st.ok()) return st.error();
     return ForwardingIndex::DropXorbs(xorbs);
+  }
+  xet::Result<std::vector<ShardScope>> ShardScopes(std::span<const Hash> shards) override {
+    if (auto st = Check("ShardScopes"); !st.ok()) return st.error();
+    return ForwardingIndex::ShardScopes(shards);
+  }
+  xet::Result<SweptTotals> DropShards(std::span<const Hash> shards) override {
+    if (auto st = Check("DropShards"); !st.ok()) return st.error();
+    return ForwardingIndex::DropShards(shards);
+  }
+  xet::Result<std::vector<RepoObjectMark>> ScanRepoObjects(int64_t repo,
+                                                           const std::optional<std::vector<uint8_t>>& after,
+                                                           size_t limit) override {
+    if (auto st = Check("ScanRepoObjects"); !st.ok()) return st.error();
+    return ForwardingIndex::ScanRepoObjects(repo, after, limit);
+  }
+  xet::Status QuarantineRepoObjects(int64_t repo, const std::vector<std::vector<uint8_t>>& keys,
+                                    int64_t since) override {
+    if (auto st = Check("QuarantineRepoObjects", keys); !st.ok()) return st.error();
+    return ForwardingIndex::QuarantineRepoObjects(repo, keys, since);
+  }
+  xet::Status ReleaseRepoObjects(int64_t repo, const std::vector<std::vector<uint8_t>>& keys) override {
+    if (auto st = Check("ReleaseRepoObjects", keys); !st.ok()) return st.error();
+    return ForwardingIndex::ReleaseRepoObjects(repo, keys);
+  }
+  xet::Result<SweptTotals> SweepRepoObjects(int64_t repo, std::span<const RepoObjectMark> objects) override {
+    if (auto st = Check("SweepRepoObjects"); !st.ok()) return st.error();
+    return ForwardingIndex::SweepRepoObjects(repo, objects);
+  }
+  xet::Result<std::string> ScrubDeleted(bool vacuum) override {
+    if (auto st = Check("ScrubDeleted"); !st.ok()) return st.error();
+    return ForwardingIndex::ScrubDeleted(vacuum);
   }
   xet::Result<std::unique_ptr<GcLock>> LockGc() override {
     if (auto st = Check("LockGc"); !st.ok()) return st.error();

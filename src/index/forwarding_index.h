@@ -108,6 +108,19 @@ class ForwardingIndex : public Index {
                                                                size_t max_bytes) override {
     return inner_.GetRepoObjectHead(repo, key, max_bytes);
   }
+  xet::Result<std::vector<ObjectRevival>> ReviveRepoObjects(
+      int64_t repo, const std::vector<std::vector<uint8_t>>& keys) override {
+    return inner_.ReviveRepoObjects(repo, keys);
+  }
+  xet::Result<size_t> DeleteRepoObjects(int64_t repo,
+                                        const std::vector<std::vector<uint8_t>>& keys) override {
+    return inner_.DeleteRepoObjects(repo, keys);
+  }
+  xet::Result<std::vector<RepoObject>> ListRepoObjects(int64_t repo, uint8_t kind,
+                                                       const std::optional<std::vector<uint8_t>>& after,
+                                                       size_t limit) override {
+    return inner_.ListRepoObjects(repo, kind, after, limit);
+  }
   xet::Result<std::vector<Ref>> ListRefs(int64_t repo) override { return inner_.ListRefs(repo); }
   xet::Status UpdateRef(int64_t repo, const RefUpdate& update) override {
     return inner_.UpdateRef(repo, update);
@@ -157,6 +170,28 @@ class ForwardingIndex : public Index {
   xet::Result<SweptTotals> DropXorbs(std::span<const XorbHash> xorbs) override {
     return inner_.DropXorbs(xorbs);
   }
+  xet::Result<std::vector<ShardScope>> ShardScopes(std::span<const Hash> shards) override {
+    return inner_.ShardScopes(shards);
+  }
+  xet::Result<SweptTotals> DropShards(std::span<const Hash> shards) override {
+    return inner_.DropShards(shards);
+  }
+  xet::Result<std::vector<RepoObjectMark>> ScanRepoObjects(int64_t repo,
+                                                           const std::optional<std::vector<uint8_t>>& after,
+                                                           size_t limit) override {
+    return inner_.ScanRepoObjects(repo, after, limit);
+  }
+  xet::Status QuarantineRepoObjects(int64_t repo, const std::vector<std::vector<uint8_t>>& keys,
+                                    int64_t since) override {
+    return inner_.QuarantineRepoObjects(repo, keys, since);
+  }
+  xet::Status ReleaseRepoObjects(int64_t repo, const std::vector<std::vector<uint8_t>>& keys) override {
+    return inner_.ReleaseRepoObjects(repo, keys);
+  }
+  xet::Result<SweptTotals> SweepRepoObjects(int64_t repo, std::span<const RepoObjectMark> objects) override {
+    return inner_.SweepRepoObjects(repo, objects);
+  }
+  xet::Result<std::string> ScrubDeleted(bool vacuum) override { return inner_.ScrubDeleted(vacuum); }
   xet::Result<std::unique_ptr<GcLock>> LockGc() override { return inner_.LockGc(); }
 
   xet::Status Ping() override { return inner_.Ping(); }

@@ -159,8 +159,22 @@ class RepoIndex {
   // scopes (RepoRecord::scope and read_scope) with their totals, so that no token of the repository reads
   // anything from then on; kNotFound for an unknown id.
   virtual xet::Status DeleteRepo(int64_t id) = 0;
-  // Stores objects of repository `repo` (keys already present keep their value).
+  // Stores objects of repository `repo` (keys already present keep their value). Every key given is wanted:
+  // its quarantine, if a mark had put it there, goes in the same transaction (GcIndex).
   virtual xet::Status PutRepoObjects(int64_t repo, const std::vector<RepoObject>& objects) = 0;
+  // Result i for keys[i]: whether the object exists, releasing it from the quarantine when a mark had put it
+  // there (a ref about to name it again: the collector never deletes what this revived). At most
+  // kMaxObjectsPerRead keys.
+  virtual xet::Result<std::vector<ObjectRevival>> ReviveRepoObjects(
+      int64_t repo, const std::vector<std::vector<uint8_t>>& keys) = 0;
+  // Deletes these objects of the repository (the links a purge removes) with their quarantine; returns how
+  // many existed. At most kMaxObjectsPerRead keys.
+  virtual xet::Result<size_t> DeleteRepoObjects(int64_t repo,
+                                                const std::vector<std::vector<uint8_t>>& keys) = 0;
+  // The repository's objects of one kind in key order (bytewise), after `after` when given; at most `limit`
+  // (at most kMaxObjectsPerRead).
+  virtual xet::Result<std::vector<RepoObject>> ListRepoObjects(
+      int64_t repo, uint8_t kind, const std::optional<std::vector<uint8_t>>& after, size_t limit) = 0;
   // Object i for keys[i], or nullopt where there is none; at most kMaxObjectsPerRead keys.
   static constexpr size_t kMaxObjectsPerRead = 1000;
   virtual xet::Result<std::vector<std::optional<RepoObject>>> GetRepoObjects(
@@ -173,7 +187,8 @@ class RepoIndex {
   // Every ref of the repository, branches first, each kind by name.
   virtual xet::Result<std::vector<Ref>> ListRefs(int64_t repo) = 0;
   // Applies `update` if the ref's current target is `update.expected` (compare and swap): kConflict when
-  // it is not, so concurrent writers cannot lose each other's changes; kNotFound for an unknown repo.
+  // it is not, so concurrent writers cannot lose each other's changes; kNotFound for an unknown repo;
+  // kUnknownReference when the new target is no object of the repository (a collector swept it).
   virtual xet::Status UpdateRef(int64_t repo, const RefUpdate& update) = 0;
 
   // ---- Buckets (repositories of type kBucket)
@@ -239,13 +254,39 @@ class GcIndex {
   // in one transaction.
   virtual xet::Result<SweptTotals> SweepFiles(std::span<const Quarantined> files) = 0;
   // Claims each xorb still quarantined as given and unclaimed, at `now`, and in the same transaction deletes
-  // the dedup entries and shard neighbourhoods that name it (a dedup answer never names it from then on).
-  // Returns the xorbs claimed. A claimed xorb cannot be revived: its bytes go next (the caller), then
-  // DropXorbs.
+  // the dedup entries and shard neighbourhoods that name it (a dedup answer never names it from then on);
+  // a shard left with no xorb is quarantined as claimed (GcKind::kShard; CommitShard refuses it,
+  // kUnavailable, until DropShards). Returns the xorbs claimed. A claimed xorb cannot be revived: its bytes
+  // go next (the caller), then DropXorbs.
   virtual xet::Result<std::vector<XorbHash>> ClaimXorbs(std::span<const Quarantined> xorbs, int64_t now) = 0;
   // Deletes the records of claimed xorbs (their bytes are gone) and their quarantine; unclaimed ones are
   // left alone.
   virtual xet::Result<SweptTotals> DropXorbs(std::span<const XorbHash> xorbs) = 0;
+  // The scopes each of these shards was registered for (recorded since schema 12; older shards have none).
+  virtual xet::Result<std::vector<ShardScope>> ShardScopes(std::span<const Hash> shards) = 0;
+  // Deletes the records of claimed shards (their blobs and grants are gone) with their scopes and quarantine;
+  // unclaimed ones are left alone.
+  virtual xet::Result<SweptTotals> DropShards(std::span<const Hash> shards) = 0;
+
+  // ---- Repository objects: a mark walks each repository's refs (hub/) and quarantines what they do not
+  // reach The repository's objects in key order after `after`, with sizes and quarantine times (never their
+  // data).
+  virtual xet::Result<std::vector<RepoObjectMark>> ScanRepoObjects(
+      int64_t repo, const std::optional<std::vector<uint8_t>>& after, size_t limit) = 0;
+  // As Quarantine and Release, for objects of one repository (at most kMaxScanned keys).
+  virtual xet::Status QuarantineRepoObjects(int64_t repo, const std::vector<std::vector<uint8_t>>& keys,
+                                            int64_t since) = 0;
+  virtual xet::Status ReleaseRepoObjects(int64_t repo, const std::vector<std::vector<uint8_t>>& keys) = 0;
+  // Deletes each object still quarantined with the `since` given (not revived since the mark read it), in
+  // one transaction; returns what went.
+  virtual xet::Result<SweptTotals> SweepRepoObjects(int64_t repo,
+                                                    std::span<const RepoObjectMark> objects) = 0;
+  // Makes the bytes of deleted rows leave the database's files, and says what it did. SQLite zeroes deleted
+  // content as it deletes (secure_delete); this truncates the write-ahead log, and with `vacuum` rewrites the
+  // database first. PostgreSQL: VACUUM of the tables that hold repository objects; with `vacuum`, VACUUM FULL
+  // (a new file for each table: it locks them while it runs) and a checkpoint.
+  virtual xet::Result<std::string> ScrubDeleted(bool vacuum) = 0;
+
   // Waits until this process is the only collector of this index, then holds it (SQLite: a lock on a file
   // beside the database; PostgreSQL: an advisory lock on a connection of its own).
   virtual xet::Result<std::unique_ptr<GcLock>> LockGc() = 0;

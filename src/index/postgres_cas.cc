@@ -66,6 +66,7 @@ constexpr pg::Statement kCommitShard{"commit_shard", R"sql(
 WITH gq AS (
   SELECT q.kind, q.hash, q.claimed_at FROM gc_quarantine q
   WHERE (q.kind = 0 AND q.hash = ANY($5::bytea[])) OR (q.kind = 1 AND q.hash = ANY($7::bytea[]))
+     OR (q.kind = 2 AND q.hash = $1::bytea)
   FOR UPDATE),
 refuse AS (SELECT cairn_refuse_claimed(count(*)) AS n FROM gq WHERE gq.claimed_at <> 0),
 present AS (SELECT hash FROM xorbs WHERE hash = ANY($5::bytea[]) FOR KEY SHARE),
@@ -102,6 +103,8 @@ st AS (
   HAVING count(*) > 0
   ON CONFLICT (scope) DO UPDATE SET files = scope_totals.files + EXCLUDED.files,
                                     bytes = scope_totals.bytes + EXCLUDED.bytes),
+ss AS (
+  INSERT INTO shard_scopes(shard, scope) VALUES ($1::bytea, $4::text) ON CONFLICT DO NOTHING),
 d AS (
   INSERT INTO dedup(chunk, scope, xorb, shard)
   SELECT t.chunk, $4::text, t.xorb, $1::bytea FROM unnest($12::bytea[], $13::bytea[]) AS t(chunk, xorb)

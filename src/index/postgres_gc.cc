@@ -24,16 +24,16 @@ rv AS (DELETE FROM gc_quarantine q USING gq WHERE q.kind = 0 AND q.hash = gq.has
 SELECT xs.hash, gq.claimed_at FROM xs LEFT JOIN gq ON gq.hash = xs.hash)sql"};
 constexpr pg::Statement kScanFileXorbs{"scan_file_xorbs", R"sql(
 SELECT f.hash, f.size, f.terms,
-  EXISTS (SELECT 1 FROM file_scopes s WHERE s.file = f.hash AND (
-            (NOT EXISTS (SELECT 1 FROM repos r WHERE r.scope = s.scope)
-             AND NOT EXISTS (SELECT 1 FROM repos r WHERE r.read_scope = s.scope))
-            OR EXISTS (SELECT 1 FROM repos r WHERE r.read_scope = s.scope AND r.type <> 3)))
+  EXISTS (SELECT 1 FROM file_scopes s WHERE s.file = f.hash
+            AND NOT EXISTS (SELECT 1 FROM repos r WHERE r.scope = s.scope)
+            AND NOT EXISTS (SELECT 1 FROM repos r WHERE r.read_scope = s.scope))
   OR EXISTS (SELECT 1 FROM bucket_files b WHERE b.file = f.hash)
 FROM files f WHERE f.hash > $1::bytea ORDER BY f.hash LIMIT $2::int8)sql"};
 constexpr pg::Statement kScanQuarantine{"scan_quarantine", R"sql(
 SELECT q.hash, q.since, q.claimed_at,
   COALESCE(CASE q.kind WHEN 0 THEN (SELECT region_size FROM xorbs x WHERE x.hash = q.hash)
-                       ELSE (SELECT size FROM files f WHERE f.hash = q.hash) END, 0)::int8
+                       WHEN 1 THEN (SELECT size FROM files f WHERE f.hash = q.hash)
+                       ELSE (SELECT size FROM shards s WHERE s.hash = q.hash) END, 0)::int8
 FROM gc_quarantine q WHERE q.kind = $1::int8 AND q.hash > $2::bytea ORDER BY q.hash LIMIT $3::int8)sql"};
 constexpr pg::Statement kQuarantine{
     "quarantine",
@@ -65,7 +65,14 @@ cl AS (
   UPDATE gc_quarantine q SET claimed_at = $3::int8 FROM c
   WHERE q.kind = 0 AND q.hash = c.hash AND q.since = c.since AND q.claimed_at = 0 RETURNING q.hash),
 dd AS (DELETE FROM dedup d USING cl WHERE d.xorb = cl.hash),
-dn AS (DELETE FROM shard_xorbs s USING cl WHERE s.xorb = cl.hash)
+dn AS (DELETE FROM shard_xorbs s USING cl WHERE s.xorb = cl.hash RETURNING s.shard),
+dead AS (
+  SELECT DISTINCT dn.shard FROM dn
+  WHERE NOT EXISTS (SELECT 1 FROM shard_xorbs o
+                    WHERE o.shard = dn.shard AND o.xorb NOT IN (SELECT hash FROM cl))),
+ds AS (
+  INSERT INTO gc_quarantine(kind, hash, since, claimed_at) SELECT 2, dead.shard, $3::int8, $3::int8 FROM dead
+  ON CONFLICT DO NOTHING)
 SELECT hash FROM cl)sql"};
 constexpr pg::Statement kDropXorbs{"drop_xorbs", R"sql(
 WITH taken AS (
@@ -81,6 +88,50 @@ bump AS (
                         unpacked_bytes = k.unpacked_bytes - (SELECT COALESCE(sum(unpacked_size), 0) FROM dx)
   WHERE k.slot = $2::int8)
 SELECT (SELECT count(*) FROM dx)::int8, (SELECT COALESCE(sum(region_size), 0) FROM dx)::int8)sql"};
+constexpr pg::Statement kShardScopes{
+    "shard_scopes",
+    "SELECT shard, scope FROM shard_scopes WHERE shard = ANY($1::bytea[]) ORDER BY shard, scope"};
+// Its dedup entries went with its xorbs (each names one of them).
+constexpr pg::Statement kDropShards{"drop_shards", R"sql(
+WITH taken AS (
+  DELETE FROM gc_quarantine q WHERE q.kind = 2 AND q.hash = ANY($1::bytea[]) AND q.claimed_at <> 0
+  RETURNING q.hash),
+sc AS (DELETE FROM shard_scopes s USING taken WHERE s.shard = taken.hash),
+ds AS (DELETE FROM shards s USING taken WHERE s.hash = taken.hash RETURNING s.size),
+bump AS (
+  UPDATE counters k SET shards = k.shards - (SELECT count(*) FROM ds),
+                        stored_bytes = k.stored_bytes - (SELECT COALESCE(sum(size), 0) FROM ds)
+  WHERE k.slot = $2::int8)
+SELECT (SELECT count(*) FROM ds)::int8, (SELECT COALESCE(sum(size), 0) FROM ds)::int8)sql"};
+// Repository objects (their sizes, never their data: length() of a bytea reads no more than its header).
+constexpr pg::Statement kScanRepoObjects{"scan_repo_objects", R"sql(
+SELECT o.key, length(o.data)::int8, COALESCE(q.since, 0)::int8 FROM repo_objects o
+LEFT JOIN gc_repo_quarantine q ON q.repo = o.repo AND q.key = o.key
+WHERE o.repo = $1::int8 AND o.key > $2::bytea ORDER BY o.key LIMIT $3::int8)sql"};
+// Objects only, and a quarantine already there keeps its time.
+constexpr pg::Statement kQuarantineRepoObjects{"quarantine_repo_objects", R"sql(
+INSERT INTO gc_repo_quarantine(repo, key, since)
+SELECT o.repo, o.key, $3::int8 FROM repo_objects o WHERE o.repo = $1::int8 AND o.key = ANY($2::bytea[])
+ON CONFLICT DO NOTHING)sql"};
+constexpr pg::Statement kReleaseRepoObjects{
+    "release_repo_objects",
+    "DELETE FROM gc_repo_quarantine WHERE repo = $1::int8 AND key = ANY($2::bytea[])"};
+// The quarantine rows still as the mark read them are taken first, then their objects: a write that wants an
+// object (PutRepoObjects, ReviveRepoObjects) takes the same row, so one of the two waits for the other, and
+// a revived object's row is gone (or has another time) by the time the sweep reads it.
+constexpr pg::Statement kSweepRepoObjects{"sweep_repo_objects", R"sql(
+WITH c AS (SELECT * FROM unnest($2::bytea[], $3::int8[]) AS t(key, since)),
+taken AS (
+  DELETE FROM gc_repo_quarantine q USING c
+  WHERE q.repo = $1::int8 AND q.key = c.key AND q.since = c.since RETURNING q.key),
+d AS (
+  DELETE FROM repo_objects o USING taken WHERE o.repo = $1::int8 AND o.key = taken.key
+  RETURNING length(o.data)::int8 AS size)
+SELECT (SELECT count(*) FROM d)::int8, (SELECT COALESCE(sum(size), 0) FROM d)::int8)sql"};
+// ScrubDeleted's statements, each outside any transaction (VACUUM refuses to run in one).
+constexpr const char kVacuum[] = "VACUUM repo_objects, gc_repo_quarantine";
+constexpr const char kVacuumFull[] = "VACUUM FULL repo_objects";
+constexpr const char kCheckpoint[] = "CHECKPOINT";
 // pg_advisory_lock key of the collector ("cairn-gc" in ASCII).
 constexpr const char kLockGc[] = "SELECT pg_advisory_lock(7161132942838359907)";
 constexpr const char kStillConnected[] = "SELECT 1";
@@ -247,6 +298,125 @@ xet::Result<SweptTotals> PostgresIndex::DropXorbs(std::span<const XorbHash> xorb
   req.params.HashArray(xorbs).Int8(counter_slot_);
   if (auto st = writes_->Submit(req); !st.ok()) return st.error();
   return swept;
+}
+
+// ---- Shards
+
+xet::Result<std::vector<ShardScope>> PostgresIndex::ShardScopes(std::span<const Hash> shards) {
+  std::vector<ShardScope> out;
+  if (shards.empty()) return out;
+  pg::Params p;
+  p.HashArray(shards);
+  auto rows = Query(kShardScopes, p);
+  if (!rows.ok()) return rows.error();
+  for (int r = 0; r < rows->size(); ++r) {
+    auto hash = rows->Hash(r, 0);
+    if (!hash) return xet::IoError("a shard_scopes row has a shard that is not 32 bytes");
+    out.push_back({*hash, std::string(rows->Text(r, 1))});
+  }
+  return out;
+}
+
+xet::Result<SweptTotals> PostgresIndex::DropShards(std::span<const Hash> shards) {
+  SweptTotals swept;
+  if (shards.empty()) return swept;
+  WriteRequest req{&kDropShards, {}, [&](const pg::Rows& rows) {
+                     if (rows.size() != 1) return;
+                     swept = {static_cast<uint64_t>(rows.Int8(0, 0)), static_cast<uint64_t>(rows.Int8(0, 1))};
+                   }};
+  req.params.HashArray(shards).Int8(counter_slot_);
+  if (auto st = writes_->Submit(req); !st.ok()) return st.error();
+  return swept;
+}
+
+// ---- Repository objects
+
+xet::Result<std::vector<RepoObjectMark>> PostgresIndex::ScanRepoObjects(
+    int64_t repo, const std::optional<std::vector<uint8_t>>& after, size_t limit) {
+  if (limit > kMaxScanned)
+    return xet::Malformed("at most " + std::to_string(kMaxScanned) + " objects a page");
+  pg::Params p;
+  p.Int8(repo);
+  p.Bytea(after ? std::span<const uint8_t>(*after) : std::span<const uint8_t>());  // every key sorts after ''
+  p.Int8(static_cast<int64_t>(limit));
+  auto rows = Query(kScanRepoObjects, p);
+  if (!rows.ok()) return rows.error();
+  std::vector<RepoObjectMark> out;
+  out.reserve(static_cast<size_t>(rows->size()));
+  for (int r = 0; r < rows->size(); ++r) {
+    const auto key = rows->Bytes(r, 0);
+    out.push_back({{key.begin(), key.end()}, static_cast<uint64_t>(rows->Int8(r, 1)), rows->Int8(r, 2)});
+  }
+  return out;
+}
+
+xet::Status PostgresIndex::QuarantineRepoObjects(int64_t repo, const std::vector<std::vector<uint8_t>>& keys,
+                                                 int64_t since) {
+  if (keys.size() > kMaxScanned) return xet::Malformed("too many objects in one request");
+  if (keys.empty()) return xet::Ok{};
+  WriteRequest req{&kQuarantineRepoObjects, {}, [](const pg::Rows&) {}};
+  req.params.Int8(repo).ByteaArray(
+      std::vector<std::optional<std::span<const uint8_t>>>(keys.begin(), keys.end()));
+  req.params.Int8(since);
+  return writes_->Submit(req);
+}
+
+xet::Status PostgresIndex::ReleaseRepoObjects(int64_t repo, const std::vector<std::vector<uint8_t>>& keys) {
+  if (keys.size() > kMaxScanned) return xet::Malformed("too many objects in one request");
+  if (keys.empty()) return xet::Ok{};
+  WriteRequest req{&kReleaseRepoObjects, {}, [](const pg::Rows&) {}};
+  req.params.Int8(repo).ByteaArray(
+      std::vector<std::optional<std::span<const uint8_t>>>(keys.begin(), keys.end()));
+  return writes_->Submit(req);
+}
+
+xet::Result<SweptTotals> PostgresIndex::SweepRepoObjects(int64_t repo,
+                                                         std::span<const RepoObjectMark> objects) {
+  if (objects.size() > kMaxScanned) return xet::Malformed("too many objects in one request");
+  SweptTotals swept;
+  if (objects.empty()) return swept;
+  std::vector<std::optional<std::span<const uint8_t>>> keys;
+  std::vector<int64_t> since;
+  keys.reserve(objects.size());
+  since.reserve(objects.size());
+  for (const RepoObjectMark& o : objects) {
+    keys.emplace_back(o.key);
+    since.push_back(o.since);
+  }
+  WriteRequest req{&kSweepRepoObjects, {}, [&](const pg::Rows& rows) {
+                     if (rows.size() != 1) return;
+                     swept = {static_cast<uint64_t>(rows.Int8(0, 0)), static_cast<uint64_t>(rows.Int8(0, 1))};
+                   }};
+  req.params.Int8(repo).ByteaArray(keys).Int8Array(since);
+  if (auto st = writes_->Submit(req); !st.ok()) return st.error();
+  return swept;
+}
+
+xet::Result<std::string> PostgresIndex::ScrubDeleted(bool vacuum) {
+  // A connection of its own, in autocommit: VACUUM cannot run inside a transaction block, and the writers'
+  // connections run in transactions. VACUUM makes the dead rows' space reusable; VACUUM FULL writes each
+  // table anew (and drops the old file), and the checkpoint lets the write-ahead log that still holds the
+  // deleted rows be recycled.
+  auto conn = pg::Conn::Connect(options_.uri);
+  if (!conn.ok()) return conn.error();
+  const auto run = [&](const char* sql) -> xet::Status {
+    if (auto r = (*conn)->Exec(sql); !r.ok()) {
+      return xet::Error{r.error().code, std::string(sql) + ": " + r.error().message};
+    }
+    return xet::Ok{};
+  };
+  if (!vacuum) {
+    if (auto st = run(kVacuum); !st.ok()) return st.error();
+    return std::string(kVacuum);
+  }
+  if (auto st = run(kVacuumFull); !st.ok()) return st.error();
+  // CHECKPOINT needs a superuser or pg_checkpoint (PostgreSQL 15): without either the vacuum still counts,
+  // and the operator is told what is left to do (docs/operations.md).
+  if (auto st = run(kCheckpoint); !st.ok()) {
+    return std::string(kVacuumFull) + "; no checkpoint (" + st.error().message +
+           "): the write-ahead log keeps the deleted rows until the server's next checkpoint";
+  }
+  return std::string(kVacuumFull) + "; checkpoint";
 }
 
 xet::Result<std::unique_ptr<GcLock>> PostgresIndex::LockGc() {

@@ -188,6 +188,20 @@ BEGIN
   RETURN n;
 END $$;
 )sql",
+    // 12: repository objects no ref reaches (a squashed history, a deleted branch), found by a mark and
+    // deleted once unreachable for the grace (as on SQLite).
+    R"sql(
+CREATE TABLE gc_repo_quarantine(
+  repo int8 NOT NULL,
+  key bytea NOT NULL,
+  since int8 NOT NULL,                  -- unix seconds: the first mark that found it unreachable
+  PRIMARY KEY (repo, key));
+-- The scopes each shard was registered for: the names of its grants, which go with it.
+CREATE TABLE shard_scopes(
+  shard bytea NOT NULL,
+  scope text NOT NULL,
+  PRIMARY KEY (shard, scope));
+)sql",
 };
 static_assert(std::size(kMigrations) == PostgresIndex::kSchemaVersion);
 static_assert(kFileLinkKind == 16, "migration 9 reads the links by their kind");

@@ -51,7 +51,7 @@ struct PostgresOptions {
 
 class PostgresIndex final : public Index {
  public:
-  static constexpr int kSchemaVersion = 11;
+  static constexpr int kSchemaVersion = 12;
 
   // Connects, migrates and checks the schema. kUnavailable when the server cannot be reached.
   static xet::Result<std::unique_ptr<PostgresIndex>> Open(PostgresOptions options);
@@ -100,6 +100,12 @@ class PostgresIndex final : public Index {
       int64_t repo, const std::vector<std::vector<uint8_t>>& keys) override;
   xet::Result<std::optional<RepoObjectHead>> GetRepoObjectHead(int64_t repo, std::span<const uint8_t> key,
                                                                size_t max_bytes) override;
+  xet::Result<std::vector<ObjectRevival>> ReviveRepoObjects(
+      int64_t repo, const std::vector<std::vector<uint8_t>>& keys) override;
+  xet::Result<size_t> DeleteRepoObjects(int64_t repo, const std::vector<std::vector<uint8_t>>& keys) override;
+  xet::Result<std::vector<RepoObject>> ListRepoObjects(int64_t repo, uint8_t kind,
+                                                       const std::optional<std::vector<uint8_t>>& after,
+                                                       size_t limit) override;
   xet::Result<std::vector<Ref>> ListRefs(int64_t repo) override;
   xet::Status UpdateRef(int64_t repo, const RefUpdate& update) override;
   xet::Status ChangeBucket(int64_t repo, const std::vector<BucketChange>& changes) override;
@@ -118,6 +124,16 @@ class PostgresIndex final : public Index {
   xet::Result<SweptTotals> SweepFiles(std::span<const Quarantined> files) override;
   xet::Result<std::vector<XorbHash>> ClaimXorbs(std::span<const Quarantined> xorbs, int64_t now) override;
   xet::Result<SweptTotals> DropXorbs(std::span<const XorbHash> xorbs) override;
+  xet::Result<std::vector<ShardScope>> ShardScopes(std::span<const Hash> shards) override;
+  xet::Result<SweptTotals> DropShards(std::span<const Hash> shards) override;
+  xet::Result<std::vector<RepoObjectMark>> ScanRepoObjects(int64_t repo,
+                                                           const std::optional<std::vector<uint8_t>>& after,
+                                                           size_t limit) override;
+  xet::Status QuarantineRepoObjects(int64_t repo, const std::vector<std::vector<uint8_t>>& keys,
+                                    int64_t since) override;
+  xet::Status ReleaseRepoObjects(int64_t repo, const std::vector<std::vector<uint8_t>>& keys) override;
+  xet::Result<SweptTotals> SweepRepoObjects(int64_t repo, std::span<const RepoObjectMark> objects) override;
+  xet::Result<std::string> ScrubDeleted(bool vacuum) override;
   xet::Result<std::unique_ptr<GcLock>> LockGc() override;
   xet::Status Ping() override;
   WriteStats write_stats() const override { return writes_->stats(); }

@@ -56,17 +56,48 @@ constexpr pg::Statement kDeleteRepo{"delete_repo", R"sql(
 WITH d AS (DELETE FROM repos WHERE id = $1::int8 RETURNING id, scope, read_scope),
 o AS (DELETE FROM repo_objects WHERE repo IN (SELECT id FROM d)),
 f AS (DELETE FROM repo_refs WHERE repo IN (SELECT id FROM d)),
+q AS (DELETE FROM gc_repo_quarantine WHERE repo IN (SELECT id FROM d)),
 b AS (DELETE FROM bucket_files WHERE repo IN (SELECT id FROM d)),
 fs AS (DELETE FROM file_scopes WHERE scope IN (SELECT scope FROM d UNION ALL SELECT read_scope FROM d)),
 st AS (DELETE FROM scope_totals WHERE scope IN (SELECT scope FROM d UNION ALL SELECT read_scope FROM d))
 SELECT count(*)::int8 FROM d)sql"};
+// Every key given is wanted again: its quarantine goes in the same statement. A sweep that took the key
+// first has deleted the object too, and the insert (waiting on that row) stores it again; one that comes
+// after finds no quarantine row to take.
 constexpr pg::Statement kPutRepoObjects{"put_repo_objects", R"sql(
 WITH r AS (SELECT id FROM repos WHERE id = $1::int8),
 o AS (
   INSERT INTO repo_objects(repo, key, kind, data)
   SELECT r.id, u.key, u.kind, u.data FROM r, unnest($2::bytea[], $3::int8[], $4::bytea[]) AS u(key, kind, data)
-  ON CONFLICT DO NOTHING)
+  ON CONFLICT DO NOTHING),
+q AS (DELETE FROM gc_repo_quarantine q USING r WHERE q.repo = r.id AND q.key = ANY($2::bytea[]))
 SELECT count(*)::int8 FROM r)sql"};
+// Which of the keys are objects and which are quarantined, read only (ReviveRepoObjects writes only when one
+// is).
+constexpr pg::Statement kRepoObjectUses{"repo_object_uses", R"sql(
+SELECT u.i, EXISTS (SELECT 1 FROM gc_repo_quarantine q WHERE q.repo = $1::int8 AND q.key = o.key)
+FROM unnest($2::bytea[]) WITH ORDINALITY AS u(key, i)
+JOIN repo_objects o ON o.repo = $1::int8 AND o.key = u.key)sql"};
+// Takes the quarantine rows first (waiting for a sweep that holds them), then locks the objects: an object a
+// sweep deleted meanwhile is not locked, so not reported (READ COMMITTED skips a row deleted under its lock).
+// Locking in the sweep's order (quarantine, then object) keeps the two from deadlocking.
+constexpr pg::Statement kReviveRepoObjects{"revive_repo_objects", R"sql(
+WITH rq AS (
+  DELETE FROM gc_repo_quarantine WHERE repo = $1::int8 AND key = ANY($2::bytea[]) RETURNING key),
+o AS (
+  SELECT key FROM repo_objects
+  WHERE repo = $1::int8 AND key = ANY($2::bytea[]) AND (SELECT count(*) FROM rq) >= 0
+  FOR KEY SHARE)
+SELECT u.i, EXISTS (SELECT 1 FROM rq WHERE rq.key = o.key)
+FROM unnest($2::bytea[]) WITH ORDINALITY AS u(key, i) JOIN o ON o.key = u.key)sql"};
+constexpr pg::Statement kDeleteRepoObjects{"delete_repo_objects", R"sql(
+WITH r AS (SELECT id FROM repos WHERE id = $1::int8),
+q AS (DELETE FROM gc_repo_quarantine q USING r WHERE q.repo = r.id AND q.key = ANY($2::bytea[])),
+d AS (DELETE FROM repo_objects o USING r WHERE o.repo = r.id AND o.key = ANY($2::bytea[]) RETURNING 1)
+SELECT (SELECT count(*) FROM r)::int8, (SELECT count(*) FROM d)::int8)sql"};
+constexpr pg::Statement kListRepoObjects{"list_repo_objects", R"sql(
+SELECT key, data FROM repo_objects WHERE repo = $1::int8 AND kind = $2::int8 AND key > $3::bytea
+ORDER BY key LIMIT $4::int8)sql"};
 constexpr pg::Statement kGetRepoObjects{"get_repo_objects", R"sql(
 SELECT u.i, o.kind, o.data FROM unnest($2::bytea[]) WITH ORDINALITY AS u(key, i)
 JOIN repo_objects o ON o.repo = $1::int8 AND o.key = u.key)sql"};
@@ -102,22 +133,36 @@ constexpr pg::Statement kBucketTotals{
 // Compare and swap of one ref: $4 the target expected (NULL: none), $5 the new one (NULL: delete). An UPDATE
 // or DELETE waiting on a concurrent change re-checks `target = $4` against the committed row (READ
 // COMMITTED), so of two writers from the same state one wins and the other changes nothing.
+// A new target must be an object of the repository: `t` locks it, so a sweep cannot delete it before the ref
+// names it (one that deleted it first leaves `t` empty, and nothing changes). The last two columns tell
+// kUnknownReference from kConflict when nothing changed: whether the target is there, and whether the ref
+// was as expected.
 constexpr pg::Statement kUpdateRef{"update_ref", R"sql(
 WITH r AS (SELECT id FROM repos WHERE id = $1::int8),
+t AS (
+  SELECT 1 FROM repo_objects WHERE $5::bytea IS NOT NULL AND repo = $1::int8 AND key = $5::bytea FOR KEY SHARE),
 ins AS (
   INSERT INTO repo_refs(repo, kind, name, target)
-  SELECT id, $2::int8, $3::text, $5::bytea FROM r WHERE $4::bytea IS NULL AND $5::bytea IS NOT NULL
+  SELECT id, $2::int8, $3::text, $5::bytea FROM r
+  WHERE $4::bytea IS NULL AND $5::bytea IS NOT NULL AND EXISTS (SELECT 1 FROM t)
   ON CONFLICT DO NOTHING RETURNING 1),
 upd AS (
   UPDATE repo_refs SET target = $5::bytea
   WHERE $5::bytea IS NOT NULL AND repo = $1::int8 AND kind = $2::int8 AND name = $3::text AND target = $4::bytea
+    AND EXISTS (SELECT 1 FROM t)
   RETURNING 1),
 del AS (
   DELETE FROM repo_refs
   WHERE $5::bytea IS NULL AND repo = $1::int8 AND kind = $2::int8 AND name = $3::text AND target = $4::bytea
   RETURNING 1)
 SELECT (SELECT count(*) FROM r)::int8,
-       ((SELECT count(*) FROM ins) + (SELECT count(*) FROM upd) + (SELECT count(*) FROM del))::int8)sql"};
+       ((SELECT count(*) FROM ins) + (SELECT count(*) FROM upd) + (SELECT count(*) FROM del))::int8,
+       (SELECT count(*) FROM t)::int8,
+       CASE WHEN $4::bytea IS NULL
+            THEN NOT EXISTS (SELECT 1 FROM repo_refs WHERE repo = $1::int8 AND kind = $2::int8 AND name = $3::text)
+            ELSE EXISTS (SELECT 1 FROM repo_refs
+                         WHERE repo = $1::int8 AND kind = $2::int8 AND name = $3::text AND target = $4::bytea)
+       END)sql"};
 
 }  // namespace
 
@@ -139,6 +184,11 @@ void ObjectArrays(pg::Params& p, const std::vector<RepoObject>& objects) {
     data.emplace_back(o.data);
   }
   p.ByteaArray(keys).Int8Array(kinds).ByteaArray(data);
+}
+
+// Keys as the bytea array the statements take.
+std::vector<std::optional<std::span<const uint8_t>>> KeyArray(const std::vector<std::vector<uint8_t>>& keys) {
+  return {keys.begin(), keys.end()};
 }
 
 xet::Status CheckKeys(const std::vector<RepoObject>& objects) {
@@ -291,6 +341,72 @@ xet::Status PostgresIndex::PutRepoObjects(int64_t repo, const std::vector<RepoOb
   return xet::Ok{};
 }
 
+xet::Result<std::vector<ObjectRevival>> PostgresIndex::ReviveRepoObjects(
+    int64_t repo, const std::vector<std::vector<uint8_t>>& keys) {
+  if (keys.size() > kMaxObjectsPerRead) return xet::Malformed("too many objects in one request");
+  // Rows of (position from 1, quarantined) for the keys that are objects.
+  const auto revivals = [&](const pg::Rows& rows,
+                            bool* quarantined) -> xet::Result<std::vector<ObjectRevival>> {
+    std::vector<ObjectRevival> out(keys.size(), ObjectRevival::kAbsent);
+    for (int r = 0; r < rows.size(); ++r) {
+      const int64_t i = rows.Int8(r, 0) - 1;
+      if (i < 0 || static_cast<size_t>(i) >= keys.size())
+        return xet::IoError("index: an object out of place");
+      const bool q = rows.Bool(r, 1);
+      if (q && quarantined != nullptr) *quarantined = true;
+      out[static_cast<size_t>(i)] = q ? ObjectRevival::kRevived : ObjectRevival::kPresent;
+    }
+    return out;
+  };
+  if (keys.empty()) return std::vector<ObjectRevival>();
+  const auto wanted = KeyArray(keys);
+  auto rows = Query(kRepoObjectUses, pg::Params().Int8(repo).ByteaArray(wanted));
+  if (!rows.ok()) return rows.error();
+  bool quarantined = false;
+  auto read = revivals(*rows, &quarantined);
+  if (!read.ok() || !quarantined) return read;  // a read only, as long as nothing named is quarantined
+  xet::Result<std::vector<ObjectRevival>> written =
+      xet::IoError("postgres: revive_repo_objects returned nothing");
+  WriteRequest req{&kReviveRepoObjects, {}, [&](const pg::Rows& r) { written = revivals(r, nullptr); }};
+  req.params.Int8(repo).ByteaArray(wanted);
+  if (auto st = writes_->Submit(req); !st.ok()) return st.error();
+  return written;
+}
+
+xet::Result<size_t> PostgresIndex::DeleteRepoObjects(int64_t repo,
+                                                     const std::vector<std::vector<uint8_t>>& keys) {
+  if (keys.size() > kMaxObjectsPerRead) return xet::Malformed("too many objects in one request");
+  int64_t found = 0;
+  int64_t deleted = 0;
+  WriteRequest req{&kDeleteRepoObjects, {}, [&](const pg::Rows& rows) {
+                     if (rows.size() != 1) return;
+                     found = rows.Int8(0, 0);
+                     deleted = rows.Int8(0, 1);
+                   }};
+  req.params.Int8(repo).ByteaArray(KeyArray(keys));
+  if (auto st = writes_->Submit(req); !st.ok()) return st.error();
+  if (found == 0) return xet::NotFound("repository " + std::to_string(repo) + " is not in the index");
+  return static_cast<size_t>(deleted);
+}
+
+xet::Result<std::vector<RepoObject>> PostgresIndex::ListRepoObjects(
+    int64_t repo, uint8_t kind, const std::optional<std::vector<uint8_t>>& after, size_t limit) {
+  if (limit > kMaxObjectsPerRead) return xet::Malformed("too many objects in one read");
+  pg::Params p;
+  p.Int8(repo).Int8(kind);
+  p.Bytea(after ? std::span<const uint8_t>(*after) : std::span<const uint8_t>());  // every key sorts after ''
+  p.Int8(static_cast<int64_t>(limit));
+  auto rows = Query(kListRepoObjects, p);
+  if (!rows.ok()) return rows.error();
+  std::vector<RepoObject> out;
+  out.reserve(static_cast<size_t>(rows->size()));
+  for (int r = 0; r < rows->size(); ++r) {
+    out.push_back(
+        RepoObject{.key = Bytes(rows->Bytes(r, 0)), .kind = kind, .data = Bytes(rows->Bytes(r, 1))});
+  }
+  return out;
+}
+
 xet::Result<std::vector<std::optional<RepoObject>>> PostgresIndex::GetRepoObjects(
     int64_t repo, const std::vector<std::vector<uint8_t>>& keys) {
   if (keys.size() > kMaxObjectsPerRead) return xet::Malformed("too many objects in one read");
@@ -335,10 +451,14 @@ xet::Result<std::vector<Ref>> PostgresIndex::ListRefs(int64_t repo) {
 xet::Status PostgresIndex::UpdateRef(int64_t repo, const RefUpdate& update) {
   int64_t found = 0;
   int64_t changed = 0;
+  int64_t target_found = 0;
+  bool as_expected = false;
   WriteRequest req{&kUpdateRef, {}, [&](const pg::Rows& rows) {
                      if (rows.size() != 1) return;
                      found = rows.Int8(0, 0);
                      changed = rows.Int8(0, 1);
+                     target_found = rows.Int8(0, 2);
+                     as_expected = rows.Bool(0, 3);
                    }};
   req.params.Int8(repo).Int8(static_cast<uint8_t>(update.kind)).Text(update.name);
   if (update.expected) {
@@ -353,6 +473,10 @@ xet::Status PostgresIndex::UpdateRef(int64_t repo, const RefUpdate& update) {
   }
   if (auto st = writes_->Submit(req); !st.ok()) return st;
   if (found == 0) return xet::NotFound("repository " + std::to_string(repo) + " is not in the index");
+  if (changed == 0 && update.target && target_found == 0 && as_expected) {
+    // A ref never names what is not there: a collector may have swept an old commit meanwhile.
+    return xet::UnknownReference("ref " + update.name + ": its target is gone");
+  }
   if (changed == 0 && (update.expected || update.target)) {
     return xet::Conflict(update.expected ? "ref " + update.name + " has moved"
                                          : "ref " + update.name + " exists");

@@ -185,7 +185,9 @@ struct ScopeTotals {
 // ---- Garbage collection (index.h's GcIndex; docs/operations.md)
 
 // What the collector quarantines and sweeps. Stored as its number: never renumber.
-enum class GcKind : uint8_t { kXorb = 0, kFile = 1 };
+// A shard is quarantined claimed, by the claim that takes the last xorb it named: nothing it describes can be
+// read any more, so it goes with its grants.
+enum class GcKind : uint8_t { kXorb = 0, kFile = 1, kShard = 2 };
 
 // An object a mark found unreferenced: since when (unix seconds, the first mark that found it so), whether a
 // sweep has claimed it (the unix second of the claim; 0: not claimed) and the bytes it holds (a xorb's chunk
@@ -198,8 +200,8 @@ struct Quarantined {
 };
 
 // A registered file and the distinct xorbs its terms use (what a mark reads of every file). `registered`:
-// live by registration, i.e. visible to a plain CAS scope (no repository's), or to the read scope of a
-// repository other than a bucket (what it committed), or named by a bucket's current file.
+// live by registration, i.e. visible to a plain CAS scope (no repository's), or named by a bucket's current
+// file. What a repository committed is live by reachability from its refs, which the collector walks itself.
 struct FileXorbs {
   FileHash hash;
   uint64_t size = 0;
@@ -215,6 +217,12 @@ enum class XorbUse : uint8_t { kAbsent, kStored, kBeingSwept };
 struct SweptTotals {
   uint64_t objects = 0;
   uint64_t bytes = 0;
+};
+
+// A scope a shard was registered for (the name of its grant in the store, cas/grant.h).
+struct ShardScope {
+  Hash shard;
+  std::string scope;
 };
 
 struct IndexStats {

@@ -44,6 +44,18 @@ struct RepoObject {
   std::vector<uint8_t> data;
 };
 
+// A repository object as the garbage collector sees it: its key, its size, and since when marks have found it
+// unreachable from the repository's refs (unix seconds; 0: it is not quarantined).
+struct RepoObjectMark {
+  std::vector<uint8_t> key;
+  uint64_t size = 0;
+  int64_t since = 0;
+};
+
+// What reviving one object found: none with that key, one that was not quarantined, or one a mark had
+// quarantined and that is wanted again now.
+enum class ObjectRevival : uint8_t { kAbsent, kPresent, kRevived };
+
 // The start of one object and its whole size: what a reader that needs no more than a bound reads.
 struct RepoObjectHead {
   uint8_t kind = 0;

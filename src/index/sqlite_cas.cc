@@ -14,6 +14,9 @@ static_assert(Index::kMaxDedupHits == 32, "the LIMIT of kDedupAny and kDedupScop
 constexpr const char kGetXorb[] =
     "SELECT layout, chunk_count, region_size, unpacked_size, stored_at FROM xorbs WHERE hash = ?1";
 constexpr const char kHasXorb[] = "SELECT 1 FROM xorbs WHERE hash = ?1";
+constexpr const char kShardClaimed[] = "SELECT 1 FROM gc_quarantine WHERE kind = 2 AND hash = ?1";
+constexpr const char kPutShardScope[] =
+    "INSERT INTO shard_scopes(shard, scope) VALUES (?1, ?2) ON CONFLICT DO NOTHING";
 constexpr const char kPutXorb[] =
     "INSERT INTO xorbs(hash, layout, chunk_count, region_size, unpacked_size, stored_at) "
     "VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT(hash) DO NOTHING";
@@ -103,6 +106,19 @@ xet::Result<CommitOutcome> SqliteIndex::CommitShard(const ShardCommit& commit) {
   auto st = Write([&](Conn& c) -> xet::Status {
     const int64_t now = options_.clock->UnixSeconds();
     if (auto revived = Revive(c, named, files); !revived.ok()) return revived;
+    {
+      // A shard the collector is deleting (it named only swept xorbs): once it is gone, a retry registers
+      // it anew.
+      auto claimed = c.Prepare(kShardClaimed);
+      if (!claimed.ok()) return claimed.error();
+      claimed->Bind(1, commit.shard);
+      const int rc = claimed->Step();
+      if (rc == SQLITE_ROW) {
+        return xet::Unavailable("shard " + commit.shard.hex() +
+                                " is being deleted by the garbage collector; retry");
+      }
+      if (rc != SQLITE_DONE) return c.Err("read the quarantine", rc);
+    }
     // Checked here, in the transaction, not only by the service: the collector may have deleted one since
     // the service read its layout (from a cache), and a shard committed before writes no neighbourhood rows
     // whose foreign keys would notice.
@@ -133,6 +149,10 @@ xet::Result<CommitOutcome> SqliteIndex::CommitShard(const ShardCommit& commit) {
         }
       }
     }
+    auto granted = c.Prepare(kPutShardScope);
+    if (!granted.ok()) return granted.error();
+    granted->Bind(1, commit.shard).Bind(2, std::string_view(commit.scope));
+    if (auto r = c.Run(*granted, "record the shard's scope"); !r.ok()) return r;
     int64_t new_files = 0;
     int64_t new_file_bytes = 0;
     int64_t scope_files = 0;  // files new to the scope

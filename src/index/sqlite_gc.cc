@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <string>
+#include <thread>
 #include <utility>
 
 #include "common/posix_io.h"
@@ -24,20 +26,20 @@ constexpr const char kReleaseOne[] =
     "DELETE FROM gc_quarantine WHERE kind = ?1 AND hash = ?2 AND claimed_at = 0";
 constexpr const char kQuarantineOne[] =
     "INSERT INTO gc_quarantine(kind, hash, since, claimed_at) VALUES (?1, ?2, ?3, 0) ON CONFLICT DO NOTHING";
-// A file is live by registration when a plain scope (no repository's) or a read scope of a repository
-// other than a bucket sees it, or a bucket names it (records.h FileXorbs).
+// A file is live by registration when a plain scope (no repository's) sees it or a bucket names it
+// (records.h FileXorbs); what repositories commit is live by reachability (the collector walks their refs).
 constexpr const char kScanFileXorbs[] = R"sql(
 SELECT f.hash, f.size, f.terms,
-  EXISTS (SELECT 1 FROM file_scopes s WHERE s.file = f.hash AND (
-            (NOT EXISTS (SELECT 1 FROM repos r WHERE r.scope = s.scope)
-             AND NOT EXISTS (SELECT 1 FROM repos r WHERE r.read_scope = s.scope))
-            OR EXISTS (SELECT 1 FROM repos r WHERE r.read_scope = s.scope AND r.type <> 3)))
+  EXISTS (SELECT 1 FROM file_scopes s WHERE s.file = f.hash
+            AND NOT EXISTS (SELECT 1 FROM repos r WHERE r.scope = s.scope)
+            AND NOT EXISTS (SELECT 1 FROM repos r WHERE r.read_scope = s.scope))
   OR EXISTS (SELECT 1 FROM bucket_files b WHERE b.file = f.hash)
 FROM files f WHERE f.hash > ?1 ORDER BY f.hash LIMIT ?2)sql";
 constexpr const char kScanQuarantine[] =
     "SELECT q.hash, q.since, q.claimed_at, "
     "COALESCE((SELECT region_size FROM xorbs x WHERE q.kind = 0 AND x.hash = q.hash), "
-    "         (SELECT size FROM files f WHERE q.kind = 1 AND f.hash = q.hash), 0) "
+    "         (SELECT size FROM files f WHERE q.kind = 1 AND f.hash = q.hash), "
+    "         (SELECT size FROM shards s WHERE q.kind = 2 AND s.hash = q.hash), 0) "
     "FROM gc_quarantine q WHERE q.kind = ?1 AND q.hash > ?2 ORDER BY q.hash LIMIT ?3";
 constexpr const char kTakeFile[] =
     "DELETE FROM gc_quarantine WHERE kind = 1 AND hash = ?1 AND since = ?2 AND claimed_at = 0";
@@ -51,6 +53,20 @@ constexpr const char kDeleteFile[] = "DELETE FROM files WHERE hash = ?1";
 constexpr const char kClaimXorb[] =
     "UPDATE gc_quarantine SET claimed_at = ?3 WHERE kind = 0 AND hash = ?1 AND since = ?2 AND claimed_at = 0";
 constexpr const char kDeleteDedupOfXorb[] = "DELETE FROM dedup WHERE xorb = ?1";
+constexpr const char kShardsOfXorb[] = "SELECT DISTINCT shard FROM shard_xorbs WHERE xorb = ?1";
+// A shard whose last xorb went: quarantined claimed (GcKind::kShard).
+constexpr const char kClaimDeadShard[] =
+    "INSERT INTO gc_quarantine(kind, hash, since, claimed_at) SELECT 2, ?1, ?2, ?2 "
+    "WHERE NOT EXISTS (SELECT 1 FROM shard_xorbs WHERE shard = ?1) "
+    "AND EXISTS (SELECT 1 FROM shards WHERE hash = ?1) ON CONFLICT DO NOTHING";
+constexpr const char kShardScopes[] = "SELECT scope FROM shard_scopes WHERE shard = ?1";
+constexpr const char kTakeClaimedShard[] =
+    "DELETE FROM gc_quarantine WHERE kind = 2 AND hash = ?1 AND claimed_at <> 0";
+constexpr const char kShardSize[] = "SELECT size FROM shards WHERE hash = ?1";
+constexpr const char kDeleteShard[] = "DELETE FROM shards WHERE hash = ?1";
+constexpr const char kDeleteShardScopes[] = "DELETE FROM shard_scopes WHERE shard = ?1";
+constexpr const char kUncountShard[] =
+    "UPDATE counters SET shards = shards - 1, stored_bytes = stored_bytes - ?1 WHERE id = 1";
 constexpr const char kDeleteNeighbourhoodOfXorb[] = "DELETE FROM shard_xorbs WHERE xorb = ?1";
 constexpr const char kTakeClaimedXorb[] =
     "DELETE FROM gc_quarantine WHERE kind = 0 AND hash = ?1 AND claimed_at <> 0";
@@ -63,6 +79,20 @@ constexpr const char kUncount[] =
     "WHERE id = 1";
 constexpr const char kAnyQuarantined[] = "SELECT EXISTS (SELECT 1 FROM gc_quarantine)";
 constexpr const char kFileTerms[] = "SELECT terms FROM files WHERE hash = ?1";
+
+constexpr const char kScanRepoObjects[] =
+    "SELECT o.key, length(o.data), COALESCE(q.since, 0) FROM repo_objects o "
+    "LEFT JOIN gc_repo_quarantine q ON q.repo = o.repo AND q.key = o.key "
+    "WHERE o.repo = ?1 AND o.key > ?2 ORDER BY o.key LIMIT ?3";
+constexpr const char kQuarantineObject[] =
+    "INSERT INTO gc_repo_quarantine(repo, key, since) SELECT ?1, ?2, ?3 "
+    "WHERE EXISTS (SELECT 1 FROM repo_objects WHERE repo = ?1 AND key = ?2) ON CONFLICT DO NOTHING";
+constexpr const char kReleaseObject[] = "DELETE FROM gc_repo_quarantine WHERE repo = ?1 AND key = ?2";
+constexpr const char kTakeObject[] =
+    "DELETE FROM gc_repo_quarantine WHERE repo = ?1 AND key = ?2 AND since = ?3";
+constexpr const char kObjectSize[] = "SELECT length(data) FROM repo_objects WHERE repo = ?1 AND key = ?2";
+constexpr const char kDeleteObject[] = "DELETE FROM repo_objects WHERE repo = ?1 AND key = ?2";
+constexpr const char kTruncateLog[] = "PRAGMA wal_checkpoint(TRUNCATE)";
 
 constexpr int64_t Kind(GcKind k) {
   return static_cast<int64_t>(k);
@@ -322,12 +352,20 @@ xet::Result<std::vector<XorbHash>> SqliteIndex::ClaimXorbs(std::span<const Quara
   if (xorbs.empty()) return claimed;
   auto st = Write([&](Conn& c) -> xet::Status {
     claimed.clear();
+    std::vector<Hash> shards;  // those the claimed xorbs were in
     for (const Quarantined& q : xorbs) {
       auto claim = c.Prepare(kClaimXorb);
       if (!claim.ok()) return claim.error();
       claim->Bind(1, q.hash).Bind(2, q.since).Bind(3, now);
       if (auto r = c.Run(*claim, "claim a xorb"); !r.ok()) return r;
       if (c.changes() == 0) continue;  // revived since the mark
+      auto of = c.Prepare(kShardsOfXorb);
+      if (!of.ok()) return of.error();
+      of->Bind(1, q.hash);
+      for (int rc = of->Step(); rc != SQLITE_DONE; rc = of->Step()) {
+        if (rc != SQLITE_ROW) return c.Err("read a xorb's shards", rc);
+        if (auto h = of->HashCol(0)) shards.push_back(*h);
+      }
       // What would name it to a client: its dedup entries, then the shard neighbourhoods it is in.
       for (const char* sql : {kDeleteDedupOfXorb, kDeleteNeighbourhoodOfXorb}) {
         auto del = c.Prepare(sql);
@@ -336,6 +374,12 @@ xet::Result<std::vector<XorbHash>> SqliteIndex::ClaimXorbs(std::span<const Quara
         if (auto r = c.Run(*del, "unname a claimed xorb"); !r.ok()) return r;
       }
       claimed.push_back(q.hash);
+    }
+    for (const Hash& s : shards) {
+      auto dead = c.Prepare(kClaimDeadShard);
+      if (!dead.ok()) return dead.error();
+      dead->Bind(1, s).Bind(2, now);
+      if (auto r = c.Run(*dead, "claim a shard"); !r.ok()) return r;
     }
     return xet::Ok{};
   });
@@ -376,6 +420,171 @@ xet::Result<SweptTotals> SqliteIndex::DropXorbs(std::span<const XorbHash> xorbs)
   });
   if (!st.ok()) return st.error();
   return swept;
+}
+
+// ---- Shards
+
+xet::Result<std::vector<ShardScope>> SqliteIndex::ShardScopes(std::span<const Hash> shards) {
+  auto r = AcquireReader();
+  if (!r.ok()) return r.error();
+  std::vector<ShardScope> out;
+  for (const Hash& shard : shards) {
+    auto s = (*r)->Prepare(kShardScopes);
+    if (!s.ok()) return s.error();
+    s->Bind(1, shard);
+    for (int rc = s->Step(); rc != SQLITE_DONE; rc = s->Step()) {
+      if (rc != SQLITE_ROW) return (*r)->Err("read a shard's scopes", rc);
+      out.push_back({shard, std::string(s->Text(0))});
+    }
+  }
+  return out;
+}
+
+xet::Result<SweptTotals> SqliteIndex::DropShards(std::span<const Hash> shards) {
+  SweptTotals swept;
+  if (shards.empty()) return swept;
+  auto st = Write([&](Conn& c) -> xet::Status {
+    swept = {};
+    for (const Hash& shard : shards) {
+      auto take = c.Prepare(kTakeClaimedShard);
+      if (!take.ok()) return take.error();
+      take->Bind(1, shard);
+      if (auto r = c.Run(*take, "take a claimed shard"); !r.ok()) return r;
+      if (c.changes() == 0) continue;
+      auto size = c.Prepare(kShardSize);
+      if (!size.ok()) return size.error();
+      size->Bind(1, shard);
+      const int rc = size->Step();
+      if (rc != SQLITE_ROW && rc != SQLITE_DONE) return c.Err("read a shard", rc);
+      const int64_t bytes = rc == SQLITE_ROW ? size->Int(0) : -1;
+      // Its dedup entries went with its xorbs (each names one of them).
+      for (const char* sql : {kDeleteShardScopes, kDeleteShard}) {
+        auto del = c.Prepare(sql);
+        if (!del.ok()) return del.error();
+        del->Bind(1, shard);
+        if (auto r = c.Run(*del, "delete a shard"); !r.ok()) return r;
+      }
+      if (bytes < 0) continue;
+      auto uncount = c.Prepare(kUncountShard);
+      if (!uncount.ok()) return uncount.error();
+      uncount->Bind(1, bytes);
+      if (auto r = c.Run(*uncount, "count what was swept"); !r.ok()) return r;
+      ++swept.objects;
+      swept.bytes += static_cast<uint64_t>(bytes);
+    }
+    return xet::Ok{};
+  });
+  if (!st.ok()) return st.error();
+  return swept;
+}
+
+// ---- Repository objects
+
+xet::Result<std::vector<RepoObjectMark>> SqliteIndex::ScanRepoObjects(
+    int64_t repo, const std::optional<std::vector<uint8_t>>& after, size_t limit) {
+  if (limit > kMaxScanned)
+    return xet::Malformed("at most " + std::to_string(kMaxScanned) + " objects a page");
+  auto r = AcquireReader();
+  if (!r.ok()) return r.error();
+  auto s = (*r)->Prepare(kScanRepoObjects);
+  if (!s.ok()) return s.error();
+  s->Bind(1, repo).Bind(2, after ? std::span<const uint8_t>(*after) : std::span<const uint8_t>());
+  s->Bind(3, static_cast<int64_t>(limit));
+  std::vector<RepoObjectMark> out;
+  for (;;) {
+    const int rc = s->Step();
+    if (rc == SQLITE_DONE) return out;
+    if (rc != SQLITE_ROW) return (*r)->Err("scan a repository's objects", rc);
+    const auto key = s->Blob(0);
+    out.push_back({{key.begin(), key.end()}, static_cast<uint64_t>(s->Int(1)), s->Int(2)});
+  }
+}
+
+xet::Status SqliteIndex::QuarantineRepoObjects(int64_t repo, const std::vector<std::vector<uint8_t>>& keys,
+                                               int64_t since) {
+  if (keys.size() > kMaxScanned) return xet::Malformed("too many objects in one request");
+  if (keys.empty()) return xet::Ok{};
+  return Write([&](Conn& c) -> xet::Status {
+    for (const auto& key : keys) {
+      auto put = c.Prepare(kQuarantineObject);
+      if (!put.ok()) return put.error();
+      put->Bind(1, repo).Bind(2, std::span<const uint8_t>(key)).Bind(3, since);
+      if (auto st = c.Run(*put, "quarantine an object"); !st.ok()) return st;
+    }
+    return xet::Ok{};
+  });
+}
+
+xet::Status SqliteIndex::ReleaseRepoObjects(int64_t repo, const std::vector<std::vector<uint8_t>>& keys) {
+  if (keys.size() > kMaxScanned) return xet::Malformed("too many objects in one request");
+  if (keys.empty()) return xet::Ok{};
+  return Write([&](Conn& c) -> xet::Status {
+    for (const auto& key : keys) {
+      auto release = c.Prepare(kReleaseObject);
+      if (!release.ok()) return release.error();
+      release->Bind(1, repo).Bind(2, std::span<const uint8_t>(key));
+      if (auto st = c.Run(*release, "release an object"); !st.ok()) return st;
+    }
+    return xet::Ok{};
+  });
+}
+
+xet::Result<SweptTotals> SqliteIndex::SweepRepoObjects(int64_t repo,
+                                                       std::span<const RepoObjectMark> objects) {
+  if (objects.size() > kMaxScanned) return xet::Malformed("too many objects in one request");
+  SweptTotals swept;
+  if (objects.empty()) return swept;
+  auto st = Write([&](Conn& c) -> xet::Status {
+    swept = {};
+    for (const RepoObjectMark& o : objects) {
+      auto take = c.Prepare(kTakeObject);
+      if (!take.ok()) return take.error();
+      take->Bind(1, repo).Bind(2, std::span<const uint8_t>(o.key)).Bind(3, o.since);
+      if (auto r = c.Run(*take, "take a quarantined object"); !r.ok()) return r;
+      if (c.changes() == 0) continue;  // revived since the mark
+      auto size = c.Prepare(kObjectSize);
+      if (!size.ok()) return size.error();
+      size->Bind(1, repo).Bind(2, std::span<const uint8_t>(o.key));
+      const int rc = size->Step();
+      if (rc == SQLITE_DONE) continue;
+      if (rc != SQLITE_ROW) return c.Err("read an object", rc);
+      swept.bytes += static_cast<uint64_t>(size->Int(0));
+      auto del = c.Prepare(kDeleteObject);
+      if (!del.ok()) return del.error();
+      del->Bind(1, repo).Bind(2, std::span<const uint8_t>(o.key));
+      if (auto r = c.Run(*del, "delete an object"); !r.ok()) return r;
+      ++swept.objects;
+    }
+    return xet::Ok{};
+  });
+  if (!st.ok()) return st.error();
+  return swept;
+}
+
+xet::Result<std::string> SqliteIndex::ScrubDeleted(bool vacuum) {
+  // A connection of its own: VACUUM and a checkpoint cannot run inside the writer's transactions. Deleted
+  // rows were zeroed where they lay (the writer's secure_delete); what is left is the write-ahead log, whose
+  // old frames hold pages as they were before, and with `vacuum` the free pages' space.
+  Conn c;
+  if (auto st = c.Open(options_.path, /*read_only=*/false, options_.busy_timeout_ms); !st.ok())
+    return st.error();
+  if (auto st = c.Exec("PRAGMA secure_delete = ON"); !st.ok()) return st.error();
+  std::string done;
+  if (vacuum) {
+    if (auto st = c.Exec("VACUUM"); !st.ok()) return st.error();
+    done = "vacuumed; ";
+  }
+  // TRUNCATE waits for readers (the busy timeout) and answers busy when one stayed: try again a few times.
+  for (int attempt = 0; attempt < 20; ++attempt) {
+    auto s = c.Prepare(kTruncateLog);
+    if (!s.ok()) return s.error();
+    const int rc = s->Step();
+    if (rc != SQLITE_ROW) return c.Err("checkpoint", rc);
+    const bool busy = s->Int(0) != 0;
+    if (!busy) return done + "write-ahead log truncated";
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return xet::Unavailable("sqlite: readers kept the write-ahead log from being truncated; run again");
 }
 
 xet::Result<std::unique_ptr<GcLock>> SqliteIndex::LockGc() {

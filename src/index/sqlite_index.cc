@@ -170,6 +170,20 @@ CREATE INDEX dedup_by_xorb ON dedup(xorb);
 CREATE INDEX shard_xorbs_by_xorb ON shard_xorbs(xorb);
 CREATE INDEX bucket_files_by_file ON bucket_files(file);
 )sql",
+    // 12: repository objects no ref reaches (a squashed history, a deleted branch), found by a mark and
+    // deleted once unreachable for the grace (index.h's GcIndex).
+    R"sql(
+CREATE TABLE gc_repo_quarantine(
+  repo INTEGER NOT NULL,
+  key BLOB NOT NULL,
+  since INTEGER NOT NULL,               -- unix seconds: the first mark that found it unreachable
+  PRIMARY KEY (repo, key)) WITHOUT ROWID;
+-- The scopes each shard was registered for: the names of its grants, which go with it.
+CREATE TABLE shard_scopes(
+  shard BLOB NOT NULL,
+  scope TEXT NOT NULL,
+  PRIMARY KEY (shard, scope)) WITHOUT ROWID;
+)sql",
 };
 static_assert(std::size(kMigrations) == SqliteIndex::kSchemaVersion);
 static_assert(kFileLinkKind == 16, "migration 9 reads the links by their kind");
@@ -238,8 +252,8 @@ xet::Status SqliteIndex::Init() {
     }
   }
   // A larger page cache keeps the B-tree interior pages that random-hash inserts walk in memory.
-  for (const char* pragma :
-       {"PRAGMA synchronous = FULL", "PRAGMA foreign_keys = ON", "PRAGMA cache_size = -65536"}) {
+  for (const char* pragma : {"PRAGMA synchronous = FULL", "PRAGMA secure_delete = ON",
+                             "PRAGMA foreign_keys = ON", "PRAGMA cache_size = -65536"}) {
     if (auto st = c.Exec(pragma); !st.ok()) return st;
   }
 

@@ -47,7 +47,7 @@ struct SqliteOptions {
 
 class SqliteIndex final : public Index {
  public:
-  static constexpr int kSchemaVersion = 11;
+  static constexpr int kSchemaVersion = 12;
 
   static xet::Result<std::unique_ptr<SqliteIndex>> Open(SqliteOptions options);
   // Applies the missing migrations only (what Open does first); returns the versions before and after.
@@ -104,6 +104,22 @@ class SqliteIndex final : public Index {
   xet::Result<std::vector<std::optional<BucketFile>>> GetBucketFiles(
       int64_t repo, const std::vector<std::string>& paths) override;
   xet::Result<BucketTotals> GetBucketTotals(int64_t repo) override;
+  xet::Result<std::vector<ObjectRevival>> ReviveRepoObjects(
+      int64_t repo, const std::vector<std::vector<uint8_t>>& keys) override;
+  xet::Result<size_t> DeleteRepoObjects(int64_t repo, const std::vector<std::vector<uint8_t>>& keys) override;
+  xet::Result<std::vector<RepoObject>> ListRepoObjects(int64_t repo, uint8_t kind,
+                                                       const std::optional<std::vector<uint8_t>>& after,
+                                                       size_t limit) override;
+  xet::Result<std::vector<ShardScope>> ShardScopes(std::span<const Hash> shards) override;
+  xet::Result<SweptTotals> DropShards(std::span<const Hash> shards) override;
+  xet::Result<std::vector<RepoObjectMark>> ScanRepoObjects(int64_t repo,
+                                                           const std::optional<std::vector<uint8_t>>& after,
+                                                           size_t limit) override;
+  xet::Status QuarantineRepoObjects(int64_t repo, const std::vector<std::vector<uint8_t>>& keys,
+                                    int64_t since) override;
+  xet::Status ReleaseRepoObjects(int64_t repo, const std::vector<std::vector<uint8_t>>& keys) override;
+  xet::Result<SweptTotals> SweepRepoObjects(int64_t repo, std::span<const RepoObjectMark> objects) override;
+  xet::Result<std::string> ScrubDeleted(bool vacuum) override;
   xet::Result<std::vector<XorbUse>> ReviveXorbs(std::span<const XorbHash> xorbs) override;
   xet::Result<std::vector<FileXorbs>> ScanFileXorbs(std::optional<FileHash> after, size_t limit) override;
   xet::Result<std::vector<Quarantined>> ScanQuarantine(GcKind kind, std::optional<Hash> after,

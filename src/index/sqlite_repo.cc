@@ -61,6 +61,18 @@ constexpr const char kGetRef[] = "SELECT target FROM repo_refs WHERE repo = ?1 A
 constexpr const char kInsertRef[] = "INSERT INTO repo_refs(repo, kind, name, target) VALUES (?1, ?2, ?3, ?4)";
 constexpr const char kSetRef[] =
     "UPDATE repo_refs SET target = ?4 WHERE repo = ?1 AND kind = ?2 AND name = ?3";
+constexpr const char kDeleteRepoQuarantine[] = "DELETE FROM gc_repo_quarantine WHERE repo = ?1";
+constexpr const char kAnyRepoQuarantine[] =
+    "SELECT EXISTS (SELECT 1 FROM gc_repo_quarantine WHERE repo = ?1)";
+constexpr const char kObjectQuarantine[] =
+    "SELECT EXISTS (SELECT 1 FROM repo_objects WHERE repo = ?1 AND key = ?2), "
+    "EXISTS (SELECT 1 FROM gc_repo_quarantine WHERE repo = ?1 AND key = ?2)";
+constexpr const char kReleaseObject[] = "DELETE FROM gc_repo_quarantine WHERE repo = ?1 AND key = ?2";
+constexpr const char kDeleteObject[] = "DELETE FROM repo_objects WHERE repo = ?1 AND key = ?2";
+constexpr const char kObjectExists[] =
+    "SELECT EXISTS (SELECT 1 FROM repo_objects WHERE repo = ?1 AND key = ?2)";
+constexpr const char kListObjects[] =
+    "SELECT key, data FROM repo_objects WHERE repo = ?1 AND kind = ?2 AND key > ?3 ORDER BY key LIMIT ?4";
 constexpr const char kDeleteRef[] = "DELETE FROM repo_refs WHERE repo = ?1 AND kind = ?2 AND name = ?3";
 
 }  // namespace
@@ -275,7 +287,8 @@ xet::Status SqliteIndex::DeleteRepo(int64_t id) {
         if (auto st = c.Run(*drop, "drop the repository's scopes"); !st.ok()) return st;
       }
     }
-    for (const char* sql : {kDeleteRepoRefs, kDeleteRepoObjects, kDeleteRepoFiles, kDeleteRepo}) {
+    for (const char* sql :
+         {kDeleteRepoRefs, kDeleteRepoObjects, kDeleteRepoQuarantine, kDeleteRepoFiles, kDeleteRepo}) {
       auto del = c.Prepare(sql);
       if (!del.ok()) return del.error();
       del->Bind(1, id);
@@ -288,8 +301,90 @@ xet::Status SqliteIndex::DeleteRepo(int64_t id) {
 xet::Status SqliteIndex::PutRepoObjects(int64_t repo, const std::vector<RepoObject>& objects) {
   return Write([&](Conn& c) -> xet::Status {
     if (auto st = RepoExists(c, repo); !st.ok()) return st;
-    return InsertObjects(c, repo, objects);
+    if (auto st = InsertObjects(c, repo, objects); !st.ok()) return st;
+    // What a mark found unreachable and a new commit names again is wanted: no sweep may take it now.
+    auto any = c.Prepare(kAnyRepoQuarantine);
+    if (!any.ok()) return any.error();
+    any->Bind(1, repo);
+    if (any->Step() != SQLITE_ROW) return c.Err("read the repository's quarantine", SQLITE_ERROR);
+    if (any->Int(0) == 0) return xet::Ok{};
+    for (const RepoObject& o : objects) {
+      auto release = c.Prepare(kReleaseObject);
+      if (!release.ok()) return release.error();
+      release->Bind(1, repo).Bind(2, std::span<const uint8_t>(o.key));
+      if (auto st = c.Run(*release, "revive an object"); !st.ok()) return st;
+    }
+    return xet::Ok{};
   });
+}
+
+xet::Result<std::vector<ObjectRevival>> SqliteIndex::ReviveRepoObjects(
+    int64_t repo, const std::vector<std::vector<uint8_t>>& keys) {
+  if (keys.size() > kMaxObjectsPerRead) return xet::Malformed("too many objects in one request");
+  std::vector<ObjectRevival> out;
+  auto st = Write([&](Conn& c) -> xet::Status {
+    out.assign(keys.size(), ObjectRevival::kAbsent);
+    for (size_t i = 0; i < keys.size(); ++i) {
+      auto q = c.Prepare(kObjectQuarantine);
+      if (!q.ok()) return q.error();
+      q->Bind(1, repo).Bind(2, std::span<const uint8_t>(keys[i]));
+      if (q->Step() != SQLITE_ROW) return c.Err("read an object's quarantine", SQLITE_ERROR);
+      if (q->Int(0) == 0) continue;
+      if (q->Int(1) == 0) {
+        out[i] = ObjectRevival::kPresent;
+        continue;
+      }
+      auto release = c.Prepare(kReleaseObject);
+      if (!release.ok()) return release.error();
+      release->Bind(1, repo).Bind(2, std::span<const uint8_t>(keys[i]));
+      if (auto r = c.Run(*release, "revive an object"); !r.ok()) return r;
+      out[i] = ObjectRevival::kRevived;
+    }
+    return xet::Ok{};
+  });
+  if (!st.ok()) return st.error();
+  return out;
+}
+
+xet::Result<size_t> SqliteIndex::DeleteRepoObjects(int64_t repo,
+                                                   const std::vector<std::vector<uint8_t>>& keys) {
+  if (keys.size() > kMaxObjectsPerRead) return xet::Malformed("too many objects in one request");
+  size_t deleted = 0;
+  auto st = Write([&](Conn& c) -> xet::Status {
+    deleted = 0;
+    if (auto r = RepoExists(c, repo); !r.ok()) return r;
+    for (const auto& key : keys) {
+      for (const char* sql : {kReleaseObject, kDeleteObject}) {
+        auto del = c.Prepare(sql);
+        if (!del.ok()) return del.error();
+        del->Bind(1, repo).Bind(2, std::span<const uint8_t>(key));
+        if (auto r = c.Run(*del, "delete an object"); !r.ok()) return r;
+      }
+      deleted += static_cast<size_t>(c.changes());
+    }
+    return xet::Ok{};
+  });
+  if (!st.ok()) return st.error();
+  return deleted;
+}
+
+xet::Result<std::vector<RepoObject>> SqliteIndex::ListRepoObjects(
+    int64_t repo, uint8_t kind, const std::optional<std::vector<uint8_t>>& after, size_t limit) {
+  if (limit > kMaxObjectsPerRead) return xet::Malformed("too many objects in one read");
+  auto r = AcquireReader();
+  if (!r.ok()) return r.error();
+  auto s = (*r)->Prepare(kListObjects);
+  if (!s.ok()) return s.error();
+  s->Bind(1, repo).Bind(2, int64_t{kind});
+  s->Bind(3, after ? std::span<const uint8_t>(*after) : std::span<const uint8_t>());
+  s->Bind(4, static_cast<int64_t>(limit));
+  std::vector<RepoObject> out;
+  for (;;) {
+    const int rc = s->Step();
+    if (rc == SQLITE_DONE) return out;
+    if (rc != SQLITE_ROW) return (*r)->Err("list objects", rc);
+    out.push_back(RepoObject{.key = Bytes(s->Blob(0)), .kind = kind, .data = Bytes(s->Blob(1))});
+  }
 }
 
 xet::Result<std::vector<std::optional<RepoObject>>> SqliteIndex::GetRepoObjects(
@@ -367,6 +462,14 @@ xet::Status SqliteIndex::UpdateRef(int64_t repo, const RefUpdate& update) {
     }
     const char* sql = !update.target ? kDeleteRef : current ? kSetRef : kInsertRef;
     if (!update.target && !current) return xet::Ok{};
+    if (update.target) {
+      // A ref never names what is not there: a collector may have swept an old commit meanwhile.
+      auto exists = c.Prepare(kObjectExists);
+      if (!exists.ok()) return exists.error();
+      exists->Bind(1, repo).Bind(2, std::span<const uint8_t>(*update.target));
+      if (exists->Step() != SQLITE_ROW) return c.Err("read an object", SQLITE_ERROR);
+      if (exists->Int(0) == 0) return xet::UnknownReference("ref " + update.name + ": its target is gone");
+    }
     auto set = c.Prepare(sql);
     if (!set.ok()) return set.error();
     set->Bind(1, repo).Bind(2, kind).Bind(3, update.name);

@@ -126,10 +126,13 @@ class Checker {
     const HashSet shards_in_store(stored_shards->begin(), stored_shards->end());
     const HashSet xorbs_in_index(indexed_xorbs->begin(), indexed_xorbs->end());
     const HashSet shards_in_index(indexed_shards->begin(), indexed_shards->end());
+    const HashSet being_swept(options_.being_swept.begin(), options_.being_swept.end());
     for (const Hash& h : *indexed_xorbs)
-      if (!xorbs_in_store.contains(h)) Add({FindingKind::kMissingObject, "xorb", h, "indexed, not stored"});
+      if (!xorbs_in_store.contains(h) && !being_swept.contains(h))
+        Add({FindingKind::kMissingObject, "xorb", h, "indexed, not stored"});
     for (const Hash& h : *indexed_shards)
-      if (!shards_in_store.contains(h)) Add({FindingKind::kMissingObject, "shard", h, "indexed, not stored"});
+      if (!shards_in_store.contains(h) && !being_swept.contains(h))
+        Add({FindingKind::kMissingObject, "shard", h, "indexed, not stored"});
 
     std::vector<Hash> unindexed_xorbs, unindexed_shards;
     for (const Hash& h : *stored_xorbs)

@@ -60,6 +60,9 @@ struct FsckOptions {
   size_t threads = 4;
   std::string default_scope;  // repair only: registers shards that have no grant under this scope
   std::function<void(const std::string&)> progress;  // a line now and then
+  // Xorbs and shards a sweep has claimed (gc::BeingSwept): indexed, and their blobs may be gone already,
+  // which is the collector's unfinished work, not damage.
+  std::vector<xet::Hash> being_swept;
 };
 
 struct FsckReport {

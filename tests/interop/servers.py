@@ -388,6 +388,18 @@ class SeaweedServer(_ToolServer):
                 return keys
             token = m.group(1)
 
+    def get_object(self, bucket: str, key: str) -> bytes:
+        """One object's bytes (GetObject, signed by curl as cairn signs)."""
+        import urllib.parse
+
+        r = subprocess.run(
+            ["curl", "-sS", "--fail", "--aws-sigv4", "aws:amz:us-east-1:s3", "--user",
+             f"{self.access_key}:{self.secret_key}", "-H", "x-amz-content-sha256: " + EMPTY_SHA256,
+             f"{self.endpoint}/{bucket}/{urllib.parse.quote(key, safe='/-_.~')}"], capture_output=True, timeout=60)
+        if r.returncode != 0:
+            fail(f"reading s3://{bucket}/{key}: {r.stderr.decode(errors='replace')}")
+        return r.stdout
+
     def env(self, store_url: str) -> dict:
         """The settings of a cairn node storing its blobs at `store_url` on this server."""
         return {"CAIRN_STORE": store_url, "CAIRN_S3_ENDPOINT": self.endpoint, "CAIRN_S3_PATH_STYLE": "true",

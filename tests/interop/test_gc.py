@@ -14,7 +14,13 @@ import os
 import subprocess
 import time
 
-from common import MiB, assert_same_file, fail, http, write_random
+import secrets
+from pathlib import Path
+
+import pytest
+
+from common import MiB, assert_same_file, fail, http, sha256_file, write_random
+from hub_util import Hub, hub_python
 
 SCOPE = "gc"
 
@@ -144,3 +150,85 @@ def test_the_scheduled_collector_runs_and_reports_on_metrics(server, hfx, tmp_pa
     assert gauge("cairn_gc_runs") >= 1 and gauge("cairn_gc_failures") == 0
     assert gauge("cairn_gc_quarantined_bytes") > 0
     assert gauge("cairn_gc_last_run_timestamp_seconds") > 0
+
+
+def planted(path: Path, size: int, seed: int, marker: bytes) -> Path:
+    """A random file with `marker` in its middle."""
+    write_random(path, size, seed)
+    with open(path, "r+b") as f:
+        f.seek(size // 2)
+        f.write(marker)
+    return path
+
+
+def files_holding(root: Path, marker: bytes) -> list[str]:
+    found = []
+    for p in root.rglob("*"):
+        if p.is_file() and marker in p.read_bytes():
+            found.append(str(p))
+    return found
+
+
+def objects_holding(srv, request, marker: bytes) -> list[str]:
+    """Objects of the server's bucket (its key prefix) that hold `marker`."""
+    sw = request.getfixturevalue("seaweedfs")
+    bucket, _, prefix = srv.extra_env["CAIRN_STORE"].removeprefix("s3://").partition("/")
+    return [k for k in sw.list_keys(bucket, prefix) if marker in sw.get_object(bucket, k)]
+
+
+@pytest.mark.backends("sqlite", "s3")
+def test_purge_leaves_no_trace_of_a_secret(server, tmp_path, backend, request):
+    """A secret committed in a large file and in a small one, then squashed away with super_squash_history;
+    another large file removed with permanently_delete_lfs_files (rewriting history): after a collection past
+    the grace, no marker is in any file of the data directory (the SQLite index and its write-ahead log
+    included) nor in any object of the bucket, and what the repository still holds downloads."""
+    srv = server()
+    hub = Hub(hub_python(), tmp_path / "alice", srv, srv.token("alice", write=True))
+    squashed, deleted = (f"cairn-marker-{secrets.token_hex(16)}".encode() for _ in range(2))
+    big = planted(tmp_path / "model.bin", 3 * MiB + 5, 81, squashed)
+    other = planted(tmp_path / "other.bin", 2 * MiB + 3, 82, deleted)
+    keep = write_random(tmp_path / "keep.bin", 2 * MiB + 9, 83)
+    hub.run(f'''
+        api.create_repo("alice/m")
+        api.upload_file(path_or_fileobj={str(big)!r}, path_in_repo="model.bin", repo_id="alice/m")
+        api.upload_file(path_or_fileobj=b"token=" + {squashed!r} + b"\\n", path_in_repo="secrets.env",
+                        repo_id="alice/m")
+        api.delete_files("alice/m", delete_patterns=["model.bin", "secrets.env"])
+        api.upload_file(path_or_fileobj=b"ok\\n", path_in_repo="README.md", repo_id="alice/m")''')
+    if backend == "sqlite":
+        assert files_holding(srv.data_dir, squashed), "the test plants what it looks for"
+    hub.run('api.super_squash_history("alice/m", commit_message="squash")')
+    assert hub.run('result = [c.title for c in api.list_repo_commits("alice/m")]') == ["squash"]
+
+    hub.run(f'''
+        api.upload_file(path_or_fileobj={str(other)!r}, path_in_repo="w/other.bin", repo_id="alice/m")
+        api.upload_file(path_or_fileobj={str(keep)!r}, path_in_repo="keep.bin", repo_id="alice/m")''')
+    listed = hub.run('''result = sorted((f.filename, f.size, f.file_oid, f.oid) for f in
+                                 api.list_lfs_files("alice/m"))''')
+    by_name = {name: (size, file_oid, oid) for name, size, file_oid, oid in listed}
+    assert by_name["w/other.bin"][:2] == (other.stat().st_size, sha256_file(other)), listed
+    assert by_name["keep.bin"][0] == keep.stat().st_size, listed
+    hub.run('''
+        doomed = [f for f in api.list_lfs_files("alice/m") if f.filename == "w/other.bin"]
+        api.permanently_delete_lfs_files("alice/m", doomed)''')
+    assert sorted(hub.run('result = api.list_repo_files("alice/m")')) == [".gitattributes", "README.md",
+                                                                       "keep.bin"]
+    # The squashed-away model.bin is still stored (no ref names it: no filename) until a collection frees it.
+    lfs_names = 'result = sorted(f.filename for f in api.list_lfs_files("alice/m"))'
+    assert hub.run(lfs_names) == ["", "keep.bin"]
+
+    rep = past_the_grace(srv, backend)
+    assert rep["swept_repo_objects"] > 0 and rep["swept_xorbs"] > 0, rep
+    assert rep["scrub"], rep
+    assert hub.run(lfs_names) == ["keep.bin"]
+    for marker in (squashed, deleted):
+        assert not files_holding(srv.data_dir, marker), files_holding(srv.data_dir, marker)
+        if backend != "sqlite":
+            assert not objects_holding(srv, request, marker)
+    got = hub.run(f'''
+        result = [hf_hub_download("alice/m", "keep.bin", cache_dir={str(tmp_path / "dl")!r}),
+                  hf_hub_download("alice/m", "README.md", cache_dir={str(tmp_path / "dl")!r})]''')
+    assert sha256_file(got[0]) == sha256_file(keep)
+    assert Path(got[1]).read_bytes() == b"ok\n"
+    report = fsck(srv, "--deep")
+    assert not report["damaged"], report

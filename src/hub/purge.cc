@@ -1,0 +1,290 @@
+// Purge: what a user who committed a secret, or wants space back, asks for (huggingface_hub's
+// super_squash_history, list_lfs_files, permanently_delete_lfs_files). Each removes references only: the
+// garbage collector frees what no ref reaches any more once the grace has passed (docs/operations.md).
+#include <algorithm>
+#include <array>
+#include <map>
+#include <set>
+
+#include "common/hex.h"
+#include "hub/history.h"
+#include "hub/hub_service.h"
+
+namespace cairn::hub {
+namespace {
+
+Error Fail(ErrorKind kind, std::string code, std::string message) {
+  return Error{kind, std::move(code), std::move(message)};
+}
+
+std::vector<uint8_t> KeyOf(const ObjectId& id) {
+  return {id.bytes.begin(), id.bytes.end()};
+}
+
+index::RepoObject GitObject(ObjectKind kind, std::vector<uint8_t> body, ObjectId* id_out) {
+  *id_out = HashObject(kind, body);
+  return index::RepoObject{
+      .key = KeyOf(*id_out), .kind = static_cast<uint8_t>(kind), .data = std::move(body)};
+}
+
+std::vector<uint8_t> Bytes(std::string_view s) {
+  return {s.begin(), s.end()};
+}
+
+constexpr size_t kMaxPointerBytes = 200;  // as history.cc: no LFS pointer cairn writes is longer
+
+}  // namespace
+
+// ---- super_squash_history
+
+Result<CommitInfo> HubService::SuperSquash(const Caller& caller, const Repo& repo, const std::string& branch,
+                                           const std::string& message) {
+  if (message.empty() || message.size() > kMaxSummaryBytes + 2 + kMaxDescriptionBytes ||
+      !ValidText(message, "\t\n\r")) {
+    return Fail(ErrorKind::kBadRequest, "", "a squash needs a commit message of UTF-8 text");
+  }
+  auto refs = ListRefs(repo);
+  if (!refs.ok()) return refs.error();
+  std::optional<ObjectId> head;
+  bool is_tag = false;
+  for (const auto& r : *refs) {
+    if (r.name != branch) continue;
+    if (r.kind == index::RefKind::kBranch) head = r.target;
+    if (r.kind == index::RefKind::kTag) is_tag = true;
+  }
+  if (!head) {
+    if (is_tag) return Fail(ErrorKind::kBadRequest, "", "Invalid reference for a branch: " + branch);
+    return Fail(ErrorKind::kNotFound, "RevisionNotFound", "Invalid rev id: " + branch);
+  }
+  auto tip = ReadCommit(repo, *head);
+  if (!tip.ok()) return tip.error();
+  Commit commit;
+  commit.tree = tip->tree;
+  const std::string who = NamespaceOf(caller.scope);
+  commit.author = {who, who + "@users.noreply.cairn", Now()};
+  commit.committer = commit.author;
+  commit.message = message;
+  ObjectId oid;
+  if (auto st = index_.PutRepoObjects(repo.record.id,
+                                      {GitObject(ObjectKind::kCommit, Bytes(EncodeCommit(commit)), &oid)});
+      !st.ok())
+    return FromIndex(st.error());
+  index::RefUpdate update{index::RefKind::kBranch, branch, KeyOf(*head), KeyOf(oid)};
+  if (auto st = index_.UpdateRef(repo.record.id, update); !st.ok()) {
+    if (st.error().code == xet::ErrorCode::kConflict) {
+      return Fail(ErrorKind::kStale, "", "A commit has happened since. Please refresh and try again.");
+    }
+    return FromIndex(st.error());
+  }
+  return CommitInfo{oid, std::move(commit)};
+}
+
+// ---- list_lfs_files
+
+Result<std::vector<HubService::LfsFile>> HubService::ListLfsFiles(const Repo& repo,
+                                                                  const std::optional<std::string>& after,
+                                                                  size_t limit) {
+  std::optional<std::vector<uint8_t>> from;
+  if (after) {
+    if (!IsSha256Hex(*after)) return Fail(ErrorKind::kBadRequest, "", "cursor: not a SHA-256");
+    from = LinkKey(*after);
+  }
+  auto links = index_.ListRepoObjects(repo.record.id, index::kFileLinkKind, from,
+                                      std::min(limit, index::Index::kMaxObjectsPerRead));
+  if (!links.ok()) return FromIndex(links.error());
+  std::map<std::string, LfsFile> page;
+  for (const auto& link : *links) {
+    if (link.key.size() != 32 || link.data.size() != 32) continue;
+    LfsFile f;
+    f.sha256 = HexEncode(link.key);  // a SHA-256 prints bytewise (a Xet hash's hex() does not)
+    f.xet = xet::Hash::FromBytes(link.data.data());
+    if (auto entry = files_.VisibleEntry(f.xet, repo.record.scope); entry.ok()) f.size = (*entry)->size;
+    f.pushed_at = repo.record.created_at;
+    page.emplace(f.sha256, std::move(f));
+  }
+  // A path and a time for each, from what the refs reach (newest commits first).
+  std::set<std::string> named;
+  WalkOptions walk;
+  walk.on_pointer = [&](const ReachedPointer& p) {
+    auto it = page.find(p.pointer.sha256);
+    if (it == page.end() || !named.insert(p.pointer.sha256).second) return;
+    it->second.filename = p.path;
+    it->second.pushed_at = p.commit_time;
+    it->second.size = p.pointer.size;
+  };
+  if (!page.empty()) {
+    if (auto reach = ReachFromRefs(index_, repo.record.id, walk); !reach.ok())
+      return FromIndex(reach.error());
+  }
+  std::vector<LfsFile> out;
+  out.reserve(page.size());
+  for (auto& [sha, f] : page) out.push_back(std::move(f));
+  return out;
+}
+
+// ---- permanently_delete_lfs_files
+
+// Rewrites trees and commits without the paths whose blobs point at the doomed large files. Every result is
+// remembered, so each tree and commit is rewritten once however many commits share it.
+class HubService::Rewriter {
+ public:
+  Rewriter(HubService& hub, const Repo& repo, const std::set<std::string>& doomed)
+      : hub_(hub), repo_(repo), doomed_(doomed) {}
+
+  // The commit that replaces `oid` (itself when nothing in its history changes).
+  Result<ObjectId> RewriteCommit(const ObjectId& tip) {
+    // Parents before children, without recursion: a history may be long.
+    std::vector<std::pair<ObjectId, bool>> stack{{tip, false}};
+    while (!stack.empty()) {
+      auto [oid, expanded] = stack.back();
+      stack.pop_back();
+      if (commits_.contains(oid.bytes)) continue;
+      auto c = hub_.ReadCommit(repo_, oid);
+      if (!c.ok()) return c.error();
+      if (!expanded) {
+        stack.emplace_back(oid, true);
+        for (const ObjectId& p : c->parents) {
+          if (!commits_.contains(p.bytes)) stack.emplace_back(p, false);
+        }
+        continue;
+      }
+      Commit next = *c;
+      for (ObjectId& p : next.parents) p = commits_.at(p.bytes);
+      auto tree = RewriteTree(c->tree);
+      if (!tree.ok()) return tree.error();
+      next.tree = tree->value_or(EmptyTree());
+      if (next.tree == c->tree && next.parents == c->parents) {
+        commits_[oid.bytes] = oid;
+        continue;
+      }
+      ObjectId id;
+      objects_.push_back(GitObject(ObjectKind::kCommit, Bytes(EncodeCommit(next)), &id));
+      commits_[oid.bytes] = id;
+    }
+    return commits_.at(tip.bytes);
+  }
+
+  std::vector<index::RepoObject>& objects() { return objects_; }
+
+ private:
+  // nullopt: nothing is left of the tree.
+  Result<std::optional<ObjectId>> RewriteTree(const ObjectId& oid) {
+    if (auto it = trees_.find(oid.bytes); it != trees_.end()) return it->second;
+    auto entries = hub_.ReadTree(repo_, oid);
+    if (!entries.ok()) return entries.error();
+    std::vector<TreeEntry> kept;
+    bool changed = false;
+    for (const TreeEntry& e : **entries) {
+      if (e.is_tree()) {
+        auto sub = RewriteTree(e.id);
+        if (!sub.ok()) return sub.error();
+        if (!*sub) {
+          changed = true;
+          continue;
+        }
+        changed |= **sub != e.id;
+        kept.push_back({e.mode, e.name, **sub});
+        continue;
+      }
+      auto drop = Doomed(e.id);
+      if (!drop.ok()) return drop.error();
+      if (*drop) {
+        changed = true;
+        continue;
+      }
+      kept.push_back(e);
+    }
+    std::optional<ObjectId> out = oid;
+    if (kept.empty()) {
+      out = std::nullopt;
+    } else if (changed) {
+      ObjectId id;
+      objects_.push_back(GitObject(ObjectKind::kTree, EncodeTree(kept), &id));
+      out = id;
+    }
+    trees_[oid.bytes] = out;
+    return out;
+  }
+
+  Result<bool> Doomed(const ObjectId& blob) {
+    if (auto it = blobs_.find(blob.bytes); it != blobs_.end()) return it->second;
+    auto head = hub_.index_.GetRepoObjectHead(repo_.record.id, KeyOf(blob), kMaxPointerBytes);
+    if (!head.ok()) return FromIndex(head.error());
+    bool doomed = false;
+    if (*head && (*head)->size <= kMaxPointerBytes) {
+      if (auto pointer = ParseLfsPointer((*head)->data)) doomed = doomed_.contains(pointer->sha256);
+    }
+    blobs_[blob.bytes] = doomed;
+    return doomed;
+  }
+
+  ObjectId EmptyTree() {
+    ObjectId id;
+    objects_.push_back(GitObject(ObjectKind::kTree, {}, &id));
+    return id;
+  }
+
+  HubService& hub_;
+  const Repo& repo_;
+  const std::set<std::string>& doomed_;
+  // Keyed by the ids' bytes (ObjectId's <=> trips clang-tidy 14's use-nullptr).
+  using Key = std::array<uint8_t, 20>;
+  std::map<Key, ObjectId> commits_;
+  std::map<Key, std::optional<ObjectId>> trees_;
+  std::map<Key, bool> blobs_;
+  std::vector<index::RepoObject> objects_;
+};
+
+Status HubService::DeleteLfsFiles(const Repo& repo, const std::vector<std::string>& sha256s,
+                                  bool rewrite_history) {
+  if (sha256s.size() > index::Index::kMaxObjectsPerRead) {
+    return Fail(ErrorKind::kBadRequest, "",
+                "at most " + std::to_string(index::Index::kMaxObjectsPerRead) + " files at once");
+  }
+  std::set<std::string> doomed;
+  for (const auto& sha : sha256s) {
+    if (!IsSha256Hex(sha)) return Fail(ErrorKind::kBadRequest, "", "not a SHA-256: " + sha.substr(0, 80));
+    doomed.insert(sha);
+  }
+  if (doomed.empty()) return Ok{};
+  if (rewrite_history) {
+    auto refs = ListRefs(repo);
+    if (!refs.ok()) return refs.error();
+    Rewriter rewriter(*this, repo, doomed);
+    std::vector<std::pair<RefInfo, ObjectId>> moves;
+    for (const RefInfo& r : *refs) {
+      auto next = rewriter.RewriteCommit(r.target);
+      if (!next.ok()) return next.error();
+      if (*next != r.target) moves.emplace_back(r, *next);
+    }
+    // The new objects first (durable, harmless if a ref update below loses), then each ref, compare and swap.
+    auto& objects = rewriter.objects();
+    for (size_t i = 0; i < objects.size(); i += index::Index::kMaxObjectsPerRead) {
+      const size_t n = std::min(objects.size() - i, index::Index::kMaxObjectsPerRead);
+      std::vector<index::RepoObject> batch(objects.begin() + static_cast<std::ptrdiff_t>(i),
+                                           objects.begin() + static_cast<std::ptrdiff_t>(i + n));
+      if (auto st = index_.PutRepoObjects(repo.record.id, batch); !st.ok()) return FromIndex(st.error());
+    }
+    for (const auto& [ref, next] : moves) {
+      index::RefUpdate update{ref.kind, ref.name, KeyOf(ref.target), KeyOf(next)};
+      if (auto st = index_.UpdateRef(repo.record.id, update); !st.ok()) {
+        if (st.error().code == xet::ErrorCode::kConflict) {
+          return Fail(ErrorKind::kStale, "",
+                      "ref " + ref.name + " moved while the history was rewritten; run it again");
+        }
+        return FromIndex(st.error());
+      }
+    }
+  }
+  std::vector<std::vector<uint8_t>> keys;
+  for (const auto& sha : doomed) {
+    keys.push_back(LinkKey(sha));
+    objects_.Erase(std::to_string(repo.record.id) + ":" +
+                   std::string(keys.back().begin(), keys.back().end()));
+  }
+  if (auto deleted = index_.DeleteRepoObjects(repo.record.id, keys); !deleted.ok())
+    return FromIndex(deleted.error());
+  return Ok{};
+}
+
+}  // namespace cairn::hub

@@ -1,0 +1,253 @@
+// Purge (hub/purge.cc) and the Hub's side of garbage collection (a ref moved onto history a mark found
+// unreachable revives it; a swept commit is gone for every reader), over a real SQLite index.
+#include <gtest/gtest.h>
+#include <openssl/sha.h>
+
+#include "cas/test_backend.h"
+#include "common/hex.h"
+#include "common/worker_pool.h"
+#include "hub/history.h"
+#include "hub/hub_service.h"
+#include "ingest/upload_builder.h"
+#include "xet/test_support.h"
+
+namespace cairn::hub {
+namespace {
+
+class PurgeTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_NO_FATAL_FAILURE(cas::testing::OpenTestBackend("cairn-hub-purge", &dir_, &store_, &index_));
+    cas_ = std::make_unique<cas::CasService>(*index_, *store_, pool_, cas::ServiceOptions{});
+    files_ = std::make_unique<files::FileService>(*cas_, *index_, files::FileServiceOptions{});
+    options_.clock = &clock_;
+    hub_ = std::make_unique<HubService>(*index_, *files_, options_);
+    auto repo = hub_->CreateRepo(alice_, {RepoType::kModel, "alice", "m"}, false);
+    ASSERT_TRUE(repo.ok());
+    repo_ = *repo;
+  }
+  void TearDown() override {
+    hub_.reset();
+    files_.reset();
+    cas_.reset();
+    index_.reset();
+    store_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+
+  static std::vector<uint8_t> Bytes(std::string_view s) { return {s.begin(), s.end()}; }
+
+  // Uploads `data` for the repository and returns its pointer.
+  LfsPointer Upload(uint64_t seed, size_t size) {
+    const auto data = xet::testing::SplitMix64Bytes(seed, size);
+    auto built = ingest::BuildUpload(std::vector<std::span<const uint8_t>>{data});
+    for (const auto& x : built.xorbs) EXPECT_TRUE(cas_->PutXorb(x.hash, x.body).ok());
+    EXPECT_TRUE(cas_->PutShard(built.shard_bytes, repo_.record.scope).ok());
+    uint8_t digest[SHA256_DIGEST_LENGTH];
+    SHA256(data.data(), data.size(), digest);
+    return LfsPointer{HexEncode(digest), data.size()};
+  }
+
+  ObjectId Commit(std::vector<Operation> ops, const std::string& branch = "main") {
+    CommitRequest req;
+    req.summary = "change";
+    req.branch = branch;
+    req.operations = std::move(ops);
+    auto made = hub_->CreateCommit(alice_, repo_, req);
+    EXPECT_TRUE(made.ok()) << made.error().message;
+    return made.ok() ? made->oid : ObjectId{};
+  }
+
+  ObjectId Head(std::string_view ref = "main") { return *hub_->Resolve(repo_, ref); }
+
+  std::vector<index::RepoObjectMark> Objects() {
+    auto all = index_->ScanRepoObjects(repo_.record.id, std::nullopt, index::Index::kMaxScanned);
+    EXPECT_TRUE(all.ok());
+    return all.ok() ? *all : std::vector<index::RepoObjectMark>{};
+  }
+
+  // Quarantines every object no ref reaches now, as a mark would, since `since`.
+  std::vector<index::RepoObjectMark> QuarantineUnreachable(int64_t since) {
+    auto reach = ReachFromRefs(*index_, repo_.record.id);
+    EXPECT_TRUE(reach.ok());
+    const std::set<std::vector<uint8_t>> live(reach->keys.begin(), reach->keys.end());
+    std::vector<std::vector<uint8_t>> dead;
+    for (const auto& o : Objects()) {
+      if (!live.contains(o.key)) dead.push_back(o.key);
+    }
+    EXPECT_TRUE(index_->QuarantineRepoObjects(repo_.record.id, dead, since).ok());
+    std::vector<index::RepoObjectMark> marks;
+    for (auto& o : Objects()) {
+      if (o.since != 0) marks.push_back(o);
+    }
+    return marks;
+  }
+
+  TestClock clock_;
+  std::filesystem::path dir_;
+  WorkerPool pool_{1};
+  std::unique_ptr<store::LocalDiskStore> store_;
+  std::unique_ptr<index::SqliteIndex> index_;
+  HubOptions options_;
+  std::unique_ptr<cas::CasService> cas_;
+  std::unique_ptr<files::FileService> files_;
+  std::unique_ptr<HubService> hub_;
+  Repo repo_;
+  const Caller alice_{"alice", true};
+};
+
+TEST_F(PurgeTest, SuperSquashKeepsTheFilesAndDropsTheHistory) {
+  Commit({AddInline{"secret.txt", Bytes("password=hunter2")}});
+  const ObjectId before =
+      Commit({AddInline{"secret.txt", Bytes("redacted")}, AddInline{"b.txt", Bytes("b")}});
+  auto squashed = hub_->SuperSquash(alice_, repo_, "main", "squash");
+  ASSERT_TRUE(squashed.ok()) << squashed.error().message;
+  EXPECT_TRUE(squashed->commit.parents.empty());
+  EXPECT_EQ(Head(), squashed->oid);
+  EXPECT_EQ(squashed->commit.tree, hub_->ReadCommit(repo_, before)->tree);
+  auto log = hub_->ListCommits(repo_, Head(), 0, 10);
+  ASSERT_TRUE(log.ok());
+  EXPECT_EQ(log->commits.size(), 1U);
+  // The old history is unreachable now: three commits, their trees and the first secret's blob.
+  const auto reach = ReachFromRefs(*index_, repo_.record.id);
+  ASSERT_TRUE(reach.ok());
+  EXPECT_LT(reach->keys.size(), Objects().size());
+
+  ASSERT_TRUE(hub_->CreateRef(repo_, index::RefKind::kTag, "v1", std::nullopt, false).ok());
+  auto tag = hub_->SuperSquash(alice_, repo_, "v1", "squash");
+  ASSERT_FALSE(tag.ok());
+  EXPECT_EQ(tag.error().kind, ErrorKind::kBadRequest) << "a tag cannot be squashed";
+  auto none = hub_->SuperSquash(alice_, repo_, "nope", "squash");
+  ASSERT_FALSE(none.ok());
+  EXPECT_EQ(none.error().code, "RevisionNotFound");
+  EXPECT_FALSE(hub_->SuperSquash(alice_, repo_, "main", "").ok()) << "a squash needs a message";
+}
+
+TEST_F(PurgeTest, DeletingLargeFilesRewritesEveryRefAndDropsTheirLinks) {
+  const LfsPointer doomed = Upload(1, 70000);
+  const LfsPointer kept = Upload(2, 80000);
+  Commit({AddLfs{"weights/doomed.bin", doomed}, AddLfs{"kept.bin", kept}, AddInline{"a.txt", Bytes("a")}});
+  ASSERT_TRUE(hub_->CreateRef(repo_, index::RefKind::kTag, "v1", std::nullopt, false).ok());
+  Commit({AddInline{"b.txt", Bytes("b")}});
+  const ObjectId old_head = Head();
+
+  auto listed = hub_->ListLfsFiles(repo_, std::nullopt, 1000);
+  ASSERT_TRUE(listed.ok()) << listed.error().message;
+  ASSERT_EQ(listed->size(), 2U);
+  for (const auto& f : *listed) {
+    const bool is_doomed = f.sha256 == doomed.sha256;
+    EXPECT_EQ(f.filename, is_doomed ? "weights/doomed.bin" : "kept.bin");
+    EXPECT_EQ(f.size, is_doomed ? doomed.size : kept.size);
+    EXPECT_EQ(f.pushed_at, clock_.UnixSeconds());
+  }
+  auto paged = hub_->ListLfsFiles(repo_, std::min(doomed.sha256, kept.sha256), 1000);
+  ASSERT_TRUE(paged.ok());
+  ASSERT_EQ(paged->size(), 1U);
+  EXPECT_EQ((*paged)[0].sha256, std::max(doomed.sha256, kept.sha256));
+
+  ASSERT_TRUE(hub_->DeleteLfsFiles(repo_, {doomed.sha256}, true).ok());
+  for (std::string_view ref : {"main", "v1"}) {
+    const ObjectId head = Head(ref);
+    EXPECT_EQ(hub_->Stat(repo_, head, "weights/doomed.bin").error().code, "EntryNotFound") << ref;
+    EXPECT_EQ(hub_->Stat(repo_, head, "weights").error().code, "EntryNotFound") << "emptied folders go";
+    EXPECT_TRUE(hub_->Stat(repo_, head, "kept.bin")->xet.has_value()) << ref;
+    EXPECT_TRUE(hub_->Stat(repo_, head, "a.txt").ok()) << ref;
+  }
+  EXPECT_NE(Head(), old_head);
+  auto log = hub_->ListCommits(repo_, Head(), 0, 10);
+  ASSERT_TRUE(log.ok());
+  EXPECT_EQ(log->commits.size(), 3U) << "every commit kept, rewritten";
+  EXPECT_EQ(log->commits[0].commit.message, "change");
+  // No reachable tree names the doomed file, and its link is gone.
+  const auto reach = ReachFromRefs(*index_, repo_.record.id);
+  ASSERT_TRUE(reach.ok());
+  EXPECT_EQ(reach->files.size(), 1U);
+  listed = hub_->ListLfsFiles(repo_, std::nullopt, 1000);
+  ASSERT_EQ(listed->size(), 1U);
+  EXPECT_EQ((*listed)[0].sha256, kept.sha256);
+
+  EXPECT_EQ(hub_->DeleteLfsFiles(repo_, {"not-a-sha"}, true).error().kind, ErrorKind::kBadRequest);
+}
+
+TEST_F(PurgeTest, WithoutRewritingHistoryThePathHoldsItsPointerText) {
+  const LfsPointer big = Upload(3, 70000);
+  const ObjectId head = Commit({AddLfs{"big.bin", big}});
+  ASSERT_TRUE(hub_->DeleteLfsFiles(repo_, {big.sha256}, false).ok());
+  EXPECT_EQ(Head(), head) << "no history rewritten";
+  auto info = hub_->Stat(repo_, head, "big.bin");
+  ASSERT_TRUE(info.ok());
+  EXPECT_FALSE(info->xet.has_value()) << "the link is gone, also from this service's cache";
+  EXPECT_EQ(info->size, EncodeLfsPointer(big).size());
+  const auto reach = ReachFromRefs(*index_, repo_.record.id);
+  ASSERT_TRUE(reach.ok());
+  EXPECT_TRUE(reach->files.empty()) << "its Xet file is not live through this repository any more";
+}
+
+TEST_F(PurgeTest, ABranchMovedBackOntoUnreachableHistoryRevivesIt) {
+  const LfsPointer big = Upload(4, 70000);
+  Commit({AddLfs{"big.bin", big}}, "main");
+  ASSERT_TRUE(hub_->CreateRef(repo_, index::RefKind::kBranch, "old", std::nullopt, false).ok());
+  const ObjectId old = Commit({AddInline{"x.txt", Bytes("x")}}, "old");
+  ASSERT_TRUE(hub_->DeleteRef(repo_, index::RefKind::kBranch, "old").ok());
+  ASSERT_TRUE(hub_->SuperSquash(alice_, repo_, "main", "squash").ok());
+  const auto marks = QuarantineUnreachable(100);
+  ASSERT_FALSE(marks.empty());
+
+  // A branch created at the old commit: everything it reaches leaves the quarantine before the ref is made.
+  ASSERT_TRUE(hub_->CreateRef(repo_, index::RefKind::kBranch, "back", old.hex(), false).ok());
+  const auto reach = ReachFromRefs(*index_, repo_.record.id);
+  ASSERT_TRUE(reach.ok());
+  const std::set<std::vector<uint8_t>> live(reach->keys.begin(), reach->keys.end());
+  for (const auto& o : Objects()) {
+    if (live.contains(o.key)) {
+      EXPECT_EQ(o.since, 0) << "reachable again, so released";
+    }
+  }
+  // A sweep of what the mark read leaves the revived history alone.
+  auto swept = index_->SweepRepoObjects(repo_.record.id, marks);
+  ASSERT_TRUE(swept.ok());
+  EXPECT_TRUE(hub_->Stat(repo_, Head("back"), "big.bin")->xet.has_value());
+  EXPECT_TRUE(hub_->Stat(repo_, Head("back"), "x.txt").ok());
+  EXPECT_EQ(ReachFromRefs(*index_, repo_.record.id)->missing, 0U);
+}
+
+TEST_F(PurgeTest, SweptHistoryIsGoneForEveryReaderAndNoRefCanNameIt) {
+  const ObjectId first = Commit({AddInline{"secret.txt", Bytes("password=hunter2")}});
+  ASSERT_TRUE(hub_->Stat(repo_, first, "secret.txt").ok());  // cached by this service now
+  ASSERT_TRUE(hub_->SuperSquash(alice_, repo_, "main", "squash").ok());
+  const auto marks = QuarantineUnreachable(100);
+  auto swept = index_->SweepRepoObjects(repo_.record.id, marks);
+  ASSERT_TRUE(swept.ok());
+  EXPECT_EQ(swept->objects, marks.size());
+  auto resolved = hub_->Resolve(repo_, first.hex());
+  ASSERT_FALSE(resolved.ok()) << "served from the cache after the sweep";
+  EXPECT_EQ(resolved.error().code, "RevisionNotFound");
+  auto branch = hub_->CreateRef(repo_, index::RefKind::kBranch, "b", first.hex(), false);
+  ASSERT_FALSE(branch.ok());
+  EXPECT_EQ(branch.error().code, "RevisionNotFound");
+  // The index refuses a ref to what is not there, whoever asks.
+  auto direct =
+      index_->UpdateRef(repo_.record.id, {index::RefKind::kBranch, "c", std::nullopt,
+                                          std::vector<uint8_t>(first.bytes.begin(), first.bytes.end())});
+  ASSERT_FALSE(direct.ok());
+  EXPECT_EQ(direct.error().code, xet::ErrorCode::kUnknownReference);
+}
+
+TEST_F(PurgeTest, ACopyFromAnOldRevisionRevivesWhatItCopies) {
+  const ObjectId first = Commit({AddInline{"keep.txt", Bytes("worth keeping")}});
+  Commit({DeletePath{"keep.txt", false}});
+  const auto marks = QuarantineUnreachable(100);
+  const ObjectId blob = hub_->Stat(repo_, first, "keep.txt")->oid;
+  Commit({CopyPath{"keep.txt", "restored.txt", first.hex()}});
+  ASSERT_TRUE(index_->SweepRepoObjects(repo_.record.id, marks).ok());
+  auto info = hub_->Stat(repo_, Head(), "restored.txt");
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(info->oid, blob);
+  HubService fresh(*index_, *files_, options_);  // no cache: what the index holds
+  auto bytes = fresh.ReadBlob(repo_, blob);
+  ASSERT_TRUE(bytes.ok()) << bytes.error().message;
+  EXPECT_EQ(*bytes, Bytes("worth keeping"));
+}
+
+}  // namespace
+}  // namespace cairn::hub
