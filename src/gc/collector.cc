@@ -197,7 +197,9 @@ xet::Status Collector::MarkRepositories(int64_t now, int64_t cutoff, std::vector
 xet::Status Collector::MarkRepository(const index::RepoRecord& repo, int64_t now, int64_t cutoff,
                                       std::vector<xet::FileHash>& reached, GcReport& report) {
   ++report.repos;
-  auto reach = hub::ReachFromRefs(repos_, repo.id);
+  hub::WalkOptions walk;
+  walk.preload = true;  // a long history costs pages, not a round trip per commit
+  auto reach = hub::ReachFromRefs(repos_, repo.id, walk);
   if (!reach.ok()) return reach.error();
   report.reached_files += reach->files.size();
   reached.insert(reached.end(), reach->files.begin(), reach->files.end());

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <map>
 #include <memory>
 #include <random>
@@ -800,6 +801,7 @@ TEST_P(CollectorTest, SoakTwoNodesUploadDeleteAndCollectInterleaved) {
     }
   };
   uint64_t swept = 0;
+  uint64_t reclaimed = 0, shards = 0;
   for (int round = 0; round < rounds; ++round) {
     Node& n = nodes[rng_() % nodes.size()];
     switch (rng_() % 6) {
@@ -835,6 +837,8 @@ TEST_P(CollectorTest, SoakTwoNodesUploadDeleteAndCollectInterleaved) {
         auto r = c.Run();
         ASSERT_TRUE(r.ok()) << r.error().message;
         swept += r->swept_xorbs;
+        reclaimed += r->reclaimed_bytes;
+        shards += r->swept_shards;
         break;
       }
     }
@@ -843,9 +847,17 @@ TEST_P(CollectorTest, SoakTwoNodesUploadDeleteAndCollectInterleaved) {
   // Past two graces: the first run quarantines what is left, the next frees it.
   for (int i = 0; i < 2; ++i) {
     clock_.Advance(static_cast<int64_t>(kDefaultGraceSeconds) + 1);
-    swept += Collect().swept_xorbs;
+    const GcReport r = Collect();
+    swept += r.swept_xorbs;
+    reclaimed += r.reclaimed_bytes;
+    shards += r.swept_shards;
   }
   EXPECT_GT(swept, 0u);
+  // For the closing note and the log: what the soak freed.
+  std::cout << "soak: " << rounds << " rounds on two nodes; " << live.size() << " files live, "
+            << deleted.size() << " deleted; the collector freed " << swept << " xorbs (" << reclaimed
+            << " bytes) and " << shards << " shards\n";
+  RecordProperty("reclaimed_bytes", std::to_string(reclaimed));
   for (const auto& [h, content] : live) EXPECT_EQ(Download(h, "soak", nodes[0].files.get()), content);
   for (const auto& [h, content] : deleted) {
     EXPECT_FALSE(files_->Find(h, "soak").ok());

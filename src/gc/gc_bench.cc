@@ -4,6 +4,9 @@
 // frees them: claims in the index, DeleteMany on the store, the records dropped. The local disk goes under
 // $CAIRN_BENCH_DIR, else the current directory.
 //
+// History walk: how fast a mark walks a repository's history (BM_MarkHistory*): a repository of F small files
+// in 10 folders and C commits each changing one of them, marked by a dry run on SQLite and on PostgreSQL.
+//
 //   build/release/src/gc/gc_bench [--benchmark_filter=Disk]
 #include <benchmark/benchmark.h>
 #include <unistd.h>
@@ -16,8 +19,12 @@
 #include <thread>
 #include <vector>
 
+#include "cas/service.h"
 #include "common/clock.h"
+#include "common/worker_pool.h"
+#include "files/file_service.h"
 #include "gc/collector.h"
+#include "hub/hub_service.h"
 #include "index/open_index.h"
 #include "index/pg.h"
 #include "index/postgres_cluster.h"
@@ -140,6 +147,93 @@ void BM_SweepS3(benchmark::State& state) {
   Sweep(state, true);
 }
 
+// Opens a fresh index: SQLite under `dir`, or a schema of its own on the benchmark's PostgreSQL.
+std::unique_ptr<index::Index> FreshIndex(bool pg, const fs::path& dir, const Clock& clock, int run) {
+  std::string url = "sqlite:" + (dir / "index.db").string();
+  if (pg) {
+    auto& b = Servers();
+    if (!b.pg) b.pg = OrDie(index::testing::PostgresCluster::Start("gc-bench"), "postgres");
+    const std::string schema = "gh" + std::to_string(run);
+    auto conn = OrDie(index::pg::Conn::Connect(b.pg->uri()), "postgres");
+    if (!conn->Exec("CREATE SCHEMA " + schema).ok()) std::abort();
+    url = b.pg->uri() + "?options=-csearch_path%3D" + schema;
+  }
+  index::OpenIndexOptions io;
+  io.clock = &clock;
+  return OrDie(index::OpenIndex(url, io), "index");
+}
+
+void MarkHistory(benchmark::State& state, bool pg) {
+  const int files = static_cast<int>(state.range(0));
+  const int commits = static_cast<int>(state.range(1));
+  static int run = 0;
+  ++run;
+  const char* env = std::getenv("CAIRN_BENCH_DIR");  // NOLINT(concurrency-mt-unsafe): before threads start
+  const fs::path dir = fs::path(env ? env : ".") /
+                       ("cairn-gc-history-" + std::to_string(::getpid()) + "-" + std::to_string(run));
+  fs::create_directories(dir);
+  TestClock clock;
+  clock.Set(1'800'000'000);
+  auto index = FreshIndex(pg, dir, clock, run);
+  auto store = OrDie(store::LocalDiskStore::Open(dir / "blobs"), "disk");
+  WorkerPool pool(1);
+  cas::CasService cas(*index, *store, pool, {});
+  files::FileService file_service(cas, *index, {});
+  hub::HubOptions ho;
+  ho.clock = &clock;
+  hub::HubService hub(*index, file_service, ho);
+  const hub::Caller alice{"alice", true};
+  auto repo = hub.CreateRepo(alice, {hub::RepoType::kModel, "alice", "m"}, false);
+  if (!repo.ok()) std::abort();
+  const auto content = [](int file, int version) {
+    const std::string s = "file " + std::to_string(file) + " version " + std::to_string(version) + "\n";
+    return std::vector<uint8_t>(s.begin(), s.end());
+  };
+  hub::CommitRequest first;
+  first.summary = "all files";
+  for (int f = 0; f < files; ++f)
+    first.operations.push_back(
+        hub::AddInline{"d" + std::to_string(f % 10) + "/f" + std::to_string(f), content(f, 0)});
+  if (!hub.CreateCommit(alice, *repo, first).ok()) std::abort();
+  std::mt19937 rng(3);
+  for (int c = 1; c <= commits; ++c) {
+    hub::CommitRequest edit;
+    edit.summary = "edit " + std::to_string(c);
+    const int f = static_cast<int>(rng() % static_cast<unsigned>(files));
+    edit.operations.push_back(
+        hub::AddInline{"d" + std::to_string(f % 10) + "/f" + std::to_string(f), content(f, c)});
+    if (!hub.CreateCommit(alice, *repo, edit).ok()) std::abort();
+  }
+  GcOptions o;
+  o.clock = &clock;
+  o.dry_run = true;
+  Collector collector(*index, *index, *index, *store, o);
+  GcReport report;
+  for (auto _ : state) {
+    auto r = collector.Run();
+    if (!r.ok()) {
+      state.SkipWithError(r.error().message.c_str());
+      break;
+    }
+    report = *r;
+  }
+  state.counters["objects"] = benchmark::Counter(static_cast<double>(report.repo_objects));
+  state.counters["objects_per_s"] =
+      benchmark::Counter(static_cast<double>(report.repo_objects) / report.seconds);
+  index.reset();
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+}
+
+void BM_MarkHistorySqlite(benchmark::State& state) {
+  MarkHistory(state, false);
+}
+void BM_MarkHistoryPostgres(benchmark::State& state) {
+  MarkHistory(state, true);
+}
+
+BENCHMARK(BM_MarkHistorySqlite)->Args({1000, 2000})->Iterations(3)->Unit(benchmark::kSecond)->UseRealTime();
+BENCHMARK(BM_MarkHistoryPostgres)->Args({1000, 2000})->Iterations(3)->Unit(benchmark::kSecond)->UseRealTime();
 BENCHMARK(BM_SweepDisk)->Arg(10000)->Iterations(1)->Unit(benchmark::kSecond)->UseRealTime();
 BENCHMARK(BM_SweepS3)->Arg(10000)->Iterations(1)->Unit(benchmark::kSecond)->UseRealTime();
 

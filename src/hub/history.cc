@@ -1,7 +1,9 @@
 #include "hub/history.h"
 
+#include <algorithm>
 #include <array>
-#include <deque>
+#include <map>
+#include <optional>
 #include <set>
 #include <unordered_set>
 
@@ -18,27 +20,48 @@ std::vector<uint8_t> KeyOf(const ObjectId& id) {
 // The longest blob that can be an LFS pointer cairn writes (version line, oid line, size line).
 constexpr size_t kMaxPointerBytes = 200;
 
+// Walks in waves, each read in batches (a round trip per kMaxObjectsPerRead objects on PostgreSQL, not one
+// per object): the commits of a wave, then their trees level by level, then the blobs met, then the links
+// of the pointers among them; the parents make the next wave.
 class Walker {
  public:
   Walker(index::RepoIndex& index, int64_t repo, const WalkOptions& options)
       : index_(index), repo_(repo), options_(options) {}
 
   xet::Status Walk(const std::vector<ObjectId>& heads) {
-    std::deque<ObjectId> commits(heads.begin(), heads.end());
+    if (options_.preload) {
+      for (auto kind : {ObjectKind::kCommit, ObjectKind::kTree}) {
+        if (auto st = Preload(static_cast<uint8_t>(kind)); !st.ok()) return st;
+      }
+    }
+    std::vector<ObjectId> commits;
+    for (const ObjectId& h : heads) {
+      if (Visit(h)) commits.push_back(h);
+    }
     while (!commits.empty()) {
-      const ObjectId oid = commits.front();
-      commits.pop_front();
-      if (!Visit(oid)) continue;
-      // Its parents and tree come first: a message cut at the bound still parses.
-      auto head = index_.GetRepoObjectHead(repo_, KeyOf(oid), kMaxCommitObjectBytes);
-      if (!head.ok()) return head.error();
-      if (!*head) ++reach_.missing;
-      if (!*head || (*head)->kind != static_cast<uint8_t>(ObjectKind::kCommit)) continue;
-      Reached(oid);
-      auto c = ParseCommit((*head)->data);
-      if (!c.ok()) continue;
-      for (const ObjectId& p : c->parents) commits.push_back(p);
-      if (auto st = Tree(c->tree, "", c->committer.time); !st.ok()) return st;
+      std::vector<Pending> trees;
+      std::vector<ObjectId> parents;
+      // Their parents and trees come first: a message cut at the bound still parses.
+      auto st =
+          Heads(commits, kMaxCommitObjectBytes, [&](const ObjectId& oid, const index::RepoObjectHead& head) {
+            if (head.kind != static_cast<uint8_t>(ObjectKind::kCommit)) return;
+            Reached(oid);
+            auto c = ParseCommit(head.data);
+            if (!c.ok()) return;
+            for (const ObjectId& p : c->parents) {
+              if (Visit(p)) parents.push_back(p);
+            }
+            if (Visit(c->tree)) trees.push_back({c->tree, "", c->committer.time});
+          });
+      if (!st.ok()) return st;
+      std::vector<Pending> blobs;
+      while (!trees.empty()) {
+        std::vector<Pending> next;
+        if (auto t = Trees(trees, next, blobs); !t.ok()) return t;
+        trees = std::move(next);
+      }
+      if (auto b = Blobs(blobs); !b.ok()) return b;
+      commits = std::move(parents);
     }
     return xet::Ok{};
   }
@@ -46,45 +69,140 @@ class Walker {
   Reach Take() { return std::move(reach_); }
 
  private:
+  struct Pending {
+    ObjectId oid;
+    std::string path;
+    int64_t time = 0;
+  };
+
   bool Visit(const ObjectId& oid) { return seen_.insert(oid.bytes).second; }
+
+  xet::Status Preload(uint8_t kind) {
+    std::optional<std::vector<uint8_t>> after;
+    for (;;) {
+      auto page = index_.ListRepoObjects(repo_, kind, after, index::Index::kMaxObjectsPerRead);
+      if (!page.ok()) return page.error();
+      if (page->empty()) return xet::Ok{};
+      after = page->back().key;  // before the objects move out of the page
+      for (auto& o : *page) {
+        if (auto id = ObjectId::FromBytes(o.key)) loaded_[id->bytes] = std::move(o);
+      }
+      if (page->size() < index::Index::kMaxObjectsPerRead) return xet::Ok{};
+    }
+  }
+
+  // The preloaded object, or null (not preloaded: ask the index).
+  const index::RepoObject* Loaded(const ObjectId& oid) const {
+    auto it = loaded_.find(oid.bytes);
+    return it == loaded_.end() ? nullptr : &it->second;
+  }
   void Reached(const ObjectId& oid) { reach_.keys.push_back(KeyOf(oid)); }
 
-  xet::Status Tree(const ObjectId& oid, const std::string& dir, int64_t time) {
-    if (!Visit(oid)) return xet::Ok{};
-    auto got = index_.GetRepoObjects(repo_, {KeyOf(oid)});
-    if (!got.ok()) return got.error();
-    if (!(*got)[0]) ++reach_.missing;
-    if (!(*got)[0] || (*got)[0]->kind != static_cast<uint8_t>(ObjectKind::kTree)) return xet::Ok{};
-    Reached(oid);
-    auto entries = ParseTree((*got)[0]->data);
-    if (!entries.ok()) return xet::Ok{};
-    for (const auto& e : *entries) {
-      const std::string path = dir.empty() ? e.name : dir + "/" + e.name;
-      auto st = e.is_tree() ? Tree(e.id, path, time) : Blob(e.id, path, time);
-      if (!st.ok()) return st;
+  // Calls `fn` with the head of each of `oids` that is stored (counting the others as missing), in batches.
+  template <typename Fn>
+  xet::Status Heads(const std::vector<ObjectId>& all, size_t max_bytes, Fn fn) {
+    std::vector<ObjectId> oids;
+    for (const ObjectId& oid : all) {
+      const index::RepoObject* o = Loaded(oid);
+      if (o == nullptr) {
+        oids.push_back(oid);
+        continue;
+      }
+      const size_t n = std::min(o->data.size(), max_bytes);
+      fn(oid,
+         index::RepoObjectHead{.kind = o->kind,
+                               .size = o->data.size(),
+                               .data = {o->data.begin(), o->data.begin() + static_cast<std::ptrdiff_t>(n)}});
+    }
+    for (size_t at = 0; at < oids.size(); at += index::Index::kMaxObjectsPerRead) {
+      const size_t n = std::min(oids.size() - at, index::Index::kMaxObjectsPerRead);
+      std::vector<std::vector<uint8_t>> keys;
+      for (size_t i = at; i < at + n; ++i) keys.push_back(KeyOf(oids[i]));
+      auto heads = index_.GetRepoObjectHeads(repo_, keys, max_bytes);
+      if (!heads.ok()) return heads.error();
+      for (size_t i = 0; i < n; ++i) {
+        if (!(*heads)[i]) {
+          ++reach_.missing;
+          continue;
+        }
+        fn(oids[at + i], *(*heads)[i]);
+      }
     }
     return xet::Ok{};
   }
 
-  xet::Status Blob(const ObjectId& oid, const std::string& path, int64_t time) {
-    if (!Visit(oid)) return xet::Ok{};
-    auto head = index_.GetRepoObjectHead(repo_, KeyOf(oid), kMaxPointerBytes);
-    if (!head.ok()) return head.error();
-    if (!*head) ++reach_.missing;
-    if (!*head || (*head)->kind != static_cast<uint8_t>(ObjectKind::kBlob)) return xet::Ok{};
-    Reached(oid);
-    if ((*head)->size > kMaxPointerBytes) return xet::Ok{};
-    auto pointer = ParseLfsPointer((*head)->data);
-    if (!pointer) return xet::Ok{};
-    if (options_.on_pointer) options_.on_pointer({*pointer, path, time});
-    auto key = LinkKey(pointer->sha256);
-    if (!links_.insert(key).second) return xet::Ok{};
-    auto link = index_.GetRepoObjects(repo_, {key});
-    if (!link.ok()) return link.error();
-    const auto& obj = (*link)[0];
-    if (!obj || obj->kind != index::kFileLinkKind || obj->data.size() != 32) return xet::Ok{};
-    reach_.keys.push_back(std::move(key));
-    reach_.files.push_back(xet::Hash::FromBytes(obj->data.data()));
+  // One level of trees: their subtrees go to `next`, their blobs (met for the first time) to `blobs`.
+  xet::Status Trees(const std::vector<Pending>& all, std::vector<Pending>& next,
+                    std::vector<Pending>& blobs) {
+    std::vector<Pending> level;  // not preloaded: read from the index
+    for (const Pending& t : all) {
+      if (const index::RepoObject* o = Loaded(t.oid)) {
+        Tree(t, *o, next, blobs);
+      } else {
+        level.push_back(t);
+      }
+    }
+    for (size_t at = 0; at < level.size(); at += index::Index::kMaxObjectsPerRead) {
+      const size_t n = std::min(level.size() - at, index::Index::kMaxObjectsPerRead);
+      std::vector<std::vector<uint8_t>> keys;
+      for (size_t i = at; i < at + n; ++i) keys.push_back(KeyOf(level[i].oid));
+      auto got = index_.GetRepoObjects(repo_, keys);
+      if (!got.ok()) return got.error();
+      for (size_t i = 0; i < n; ++i) {
+        if (!(*got)[i]) {
+          ++reach_.missing;
+          continue;
+        }
+        Tree(level[at + i], *(*got)[i], next, blobs);
+      }
+    }
+    return xet::Ok{};
+  }
+
+  void Tree(const Pending& tree, const index::RepoObject& obj, std::vector<Pending>& next,
+            std::vector<Pending>& blobs) {
+    if (obj.kind != static_cast<uint8_t>(ObjectKind::kTree)) return;
+    Reached(tree.oid);
+    auto entries = ParseTree(obj.data);
+    if (!entries.ok()) return;
+    for (const auto& e : *entries) {
+      if (!Visit(e.id)) continue;
+      Pending p{e.id, tree.path.empty() ? e.name : tree.path + "/" + e.name, tree.time};
+      (e.is_tree() ? next : blobs).push_back(std::move(p));
+    }
+  }
+
+  // The blobs, and for the LFS pointers among them, their links.
+  xet::Status Blobs(const std::vector<Pending>& blobs) {
+    std::vector<ObjectId> oids;
+    for (const auto& b : blobs) oids.push_back(b.oid);
+    std::vector<std::vector<uint8_t>> links;
+    size_t i = 0;
+    auto st = Heads(oids, kMaxPointerBytes, [&](const ObjectId& oid, const index::RepoObjectHead& head) {
+      while (blobs[i].oid != oid) ++i;  // Heads goes in order
+      if (head.kind != static_cast<uint8_t>(ObjectKind::kBlob)) return;
+      Reached(oid);
+      if (head.size > kMaxPointerBytes) return;
+      auto pointer = ParseLfsPointer(head.data);
+      if (!pointer) return;
+      if (options_.on_pointer) options_.on_pointer({*pointer, blobs[i].path, blobs[i].time});
+      auto key = LinkKey(pointer->sha256);
+      if (links_.insert(key).second) links.push_back(std::move(key));
+    });
+    if (!st.ok()) return st;
+    for (size_t at = 0; at < links.size(); at += index::Index::kMaxObjectsPerRead) {
+      const size_t n = std::min(links.size() - at, index::Index::kMaxObjectsPerRead);
+      std::vector<std::vector<uint8_t>> keys(links.begin() + static_cast<std::ptrdiff_t>(at),
+                                             links.begin() + static_cast<std::ptrdiff_t>(at + n));
+      auto got = index_.GetRepoObjects(repo_, keys);
+      if (!got.ok()) return got.error();
+      for (size_t k = 0; k < n; ++k) {
+        const auto& obj = (*got)[k];
+        if (!obj || obj->kind != index::kFileLinkKind || obj->data.size() != 32) continue;
+        reach_.keys.push_back(keys[k]);
+        reach_.files.push_back(xet::Hash::FromBytes(obj->data.data()));
+      }
+    }
     return xet::Ok{};
   }
 
@@ -93,6 +211,7 @@ class Walker {
   const WalkOptions& options_;
   std::set<std::array<uint8_t, 20>> seen_;  // commits, trees and blobs (git ids)
   std::set<std::vector<uint8_t>> links_;
+  std::map<std::array<uint8_t, 20>, index::RepoObject> loaded_;  // WalkOptions::preload
   Reach reach_;
 };
 

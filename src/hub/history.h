@@ -35,6 +35,10 @@ struct ReachedPointer {
 };
 
 struct WalkOptions {
+  // Reads every commit and tree of the repository first, in pages, and walks them in memory: a page per 1,000
+  // objects instead of a round trip per commit of a long history (the collector's mark). Memory: the
+  // repository's commits and trees.
+  bool preload = false;
   // Called for each LFS pointer blob the first time the walk meets it (newest commits first from each head).
   std::function<void(const ReachedPointer&)> on_pointer;
 };

@@ -249,5 +249,25 @@ TEST_F(PurgeTest, ACopyFromAnOldRevisionRevivesWhatItCopies) {
   EXPECT_EQ(*bytes, Bytes("worth keeping"));
 }
 
+// The collector's walk reads commits and trees in pages first (WalkOptions::preload): over more than a page
+// of them it reaches exactly what the walk that reads the index object by object reaches.
+TEST_F(PurgeTest, APreloadedWalkReachesWhatTheIndexWalkReaches) {
+  const LfsPointer big = Upload(5, 70000);
+  Commit({AddLfs{"big.bin", big}});
+  for (int i = 0; i < 1050; ++i) Commit({AddInline{"n.txt", Bytes(std::to_string(i))}});
+  WalkOptions preload;
+  preload.preload = true;
+  auto fast = ReachFromRefs(*index_, repo_.record.id, preload);
+  auto slow = ReachFromRefs(*index_, repo_.record.id);
+  ASSERT_TRUE(fast.ok() && slow.ok());
+  const std::set<std::vector<uint8_t>> a(fast->keys.begin(), fast->keys.end());
+  const std::set<std::vector<uint8_t>> b(slow->keys.begin(), slow->keys.end());
+  EXPECT_EQ(a, b);
+  EXPECT_GT(a.size(), 3000u);
+  EXPECT_EQ(fast->files, slow->files);
+  EXPECT_EQ(fast->files.size(), 1u);
+  EXPECT_EQ(fast->missing + slow->missing, 0u);
+}
+
 }  // namespace
 }  // namespace cairn::hub

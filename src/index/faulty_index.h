@@ -171,6 +171,11 @@ class FaultyIndex final : public ForwardingIndex {
     if (auto st = Check("ListRepoObjects"); !st.ok()) return st.error();
     return ForwardingIndex::ListRepoObjects(repo, kind, after, limit);
   }
+  xet::Result<std::vector<std::optional<RepoObjectHead>>> GetRepoObjectHeads(
+      int64_t repo, const std::vector<std::vector<uint8_t>>& keys, size_t max_bytes) override {
+    if (auto st = Check("GetRepoObjectHeads", keys); !st.ok()) return st.error();
+    return ForwardingIndex::GetRepoObjectHeads(repo, keys, max_bytes);
+  }
   xet::Result<std::vector<Ref>> ListRefs(int64_t repo) override {
     if (auto st = Check("ListRefs"); !st.ok()) return st.error();
     return ForwardingIndex::ListRefs(repo);

@@ -121,6 +121,10 @@ class ForwardingIndex : public Index {
                                                        size_t limit) override {
     return inner_.ListRepoObjects(repo, kind, after, limit);
   }
+  xet::Result<std::vector<std::optional<RepoObjectHead>>> GetRepoObjectHeads(
+      int64_t repo, const std::vector<std::vector<uint8_t>>& keys, size_t max_bytes) override {
+    return inner_.GetRepoObjectHeads(repo, keys, max_bytes);
+  }
   xet::Result<std::vector<Ref>> ListRefs(int64_t repo) override { return inner_.ListRefs(repo); }
   xet::Status UpdateRef(int64_t repo, const RefUpdate& update) override {
     return inner_.UpdateRef(repo, update);

@@ -184,6 +184,10 @@ class RepoIndex {
   virtual xet::Result<std::optional<RepoObjectHead>> GetRepoObjectHead(int64_t repo,
                                                                        std::span<const uint8_t> key,
                                                                        size_t max_bytes) = 0;
+  // GetRepoObjectHead for several keys in one read (one round trip on PostgreSQL): head i for keys[i],
+  // nullopt where there is none; at most kMaxObjectsPerRead keys.
+  virtual xet::Result<std::vector<std::optional<RepoObjectHead>>> GetRepoObjectHeads(
+      int64_t repo, const std::vector<std::vector<uint8_t>>& keys, size_t max_bytes) = 0;
   // Every ref of the repository, branches first, each kind by name.
   virtual xet::Result<std::vector<Ref>> ListRefs(int64_t repo) = 0;
   // Applies `update` if the ref's current target is `update.expected` (compare and swap): kConflict when

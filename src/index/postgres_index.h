@@ -98,6 +98,8 @@ class PostgresIndex final : public Index {
   xet::Status PutRepoObjects(int64_t repo, const std::vector<RepoObject>& objects) override;
   xet::Result<std::vector<std::optional<RepoObject>>> GetRepoObjects(
       int64_t repo, const std::vector<std::vector<uint8_t>>& keys) override;
+  xet::Result<std::vector<std::optional<RepoObjectHead>>> GetRepoObjectHeads(
+      int64_t repo, const std::vector<std::vector<uint8_t>>& keys, size_t max_bytes) override;
   xet::Result<std::optional<RepoObjectHead>> GetRepoObjectHead(int64_t repo, std::span<const uint8_t> key,
                                                                size_t max_bytes) override;
   xet::Result<std::vector<ObjectRevival>> ReviveRepoObjects(

@@ -1,4 +1,5 @@
 // The PostgreSQL backend's repository slice (index.h's RepoIndex): repositories, objects, refs, buckets.
+#include <map>
 #include <string>
 #include <utility>
 
@@ -105,6 +106,10 @@ constexpr pg::Statement kGetRepoObjectHead{
     "get_repo_object_head",
     "SELECT kind, length(data)::int8, substring(data from 1 for $3::int8::int4) FROM repo_objects "
     "WHERE repo = $1::int8 AND key = $2::bytea"};
+constexpr pg::Statement kGetRepoObjectHeads{
+    "get_repo_object_heads",
+    "SELECT key, kind, length(data)::int8, substring(data from 1 for $3::int8::int4) FROM repo_objects "
+    "WHERE repo = $1::int8 AND key = ANY($2::bytea[])"};
 constexpr pg::Statement kListRefs{
     "list_refs", "SELECT kind, name, target FROM repo_refs WHERE repo = $1::int8 ORDER BY kind, name"};
 // A bucket's changes as arrays (deletes have a NULL file): one statement applies them all, deletes first.
@@ -434,6 +439,29 @@ xet::Result<std::optional<RepoObjectHead>> PostgresIndex::GetRepoObjectHead(int6
   return std::optional<RepoObjectHead>(RepoObjectHead{.kind = static_cast<uint8_t>(rows->Int8(0, 0)),
                                                       .size = static_cast<uint64_t>(rows->Int8(0, 1)),
                                                       .data = Bytes(rows->Bytes(0, 2))});
+}
+
+xet::Result<std::vector<std::optional<RepoObjectHead>>> PostgresIndex::GetRepoObjectHeads(
+    int64_t repo, const std::vector<std::vector<uint8_t>>& keys, size_t max_bytes) {
+  if (keys.size() > kMaxObjectsPerRead) return xet::Malformed("too many objects in one read");
+  std::vector<std::optional<RepoObjectHead>> out(keys.size());
+  if (keys.empty()) return out;
+  const auto bound = static_cast<int64_t>(std::min<size_t>(max_bytes, INT32_MAX));
+  std::vector<std::optional<std::span<const uint8_t>>> wanted(keys.begin(), keys.end());
+  auto rows = Query(kGetRepoObjectHeads, pg::Params().Int8(repo).ByteaArray(wanted).Int8(bound));
+  if (!rows.ok()) return rows.error();
+  // Matched back by key (an index scan: = ANY, where a join on unnest had PostgreSQL read the whole table).
+  std::map<std::vector<uint8_t>, size_t> where;
+  for (size_t i = 0; i < keys.size(); ++i) where.emplace(keys[i], i);
+  for (int r = 0; r < rows->size(); ++r) {
+    auto it = where.find(Bytes(rows->Bytes(r, 0)));
+    if (it == where.end()) return xet::IoError("index: an object out of place");
+    const size_t i = it->second;
+    out[i] = RepoObjectHead{.kind = static_cast<uint8_t>(rows->Int8(r, 1)),
+                            .size = static_cast<uint64_t>(rows->Int8(r, 2)),
+                            .data = Bytes(rows->Bytes(r, 3))};
+  }
+  return out;
 }
 
 xet::Result<std::vector<Ref>> PostgresIndex::ListRefs(int64_t repo) {

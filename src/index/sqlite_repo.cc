@@ -426,6 +426,27 @@ xet::Result<std::optional<RepoObjectHead>> SqliteIndex::GetRepoObjectHead(int64_
                                                       .data = Bytes(s->Blob(2))});
 }
 
+xet::Result<std::vector<std::optional<RepoObjectHead>>> SqliteIndex::GetRepoObjectHeads(
+    int64_t repo, const std::vector<std::vector<uint8_t>>& keys, size_t max_bytes) {
+  if (keys.size() > kMaxObjectsPerRead) return xet::Malformed("too many objects in one read");
+  auto r = AcquireReader();
+  if (!r.ok()) return r.error();
+  std::vector<std::optional<RepoObjectHead>> out(keys.size());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    auto s = (*r)->Prepare(kGetRepoObjectHead);
+    if (!s.ok()) return s.error();
+    s->Bind(1, repo).Bind(2, std::span<const uint8_t>(keys[i]));
+    s->Bind(3, static_cast<int64_t>(std::min<size_t>(max_bytes, INT32_MAX)));
+    const int rc = s->Step();
+    if (rc == SQLITE_DONE) continue;
+    if (rc != SQLITE_ROW) return (*r)->Err("read object", rc);
+    out[i] = RepoObjectHead{.kind = static_cast<uint8_t>(s->Int(0)),
+                            .size = static_cast<uint64_t>(s->Int(1)),
+                            .data = Bytes(s->Blob(2))};
+  }
+  return out;
+}
+
 xet::Result<std::vector<Ref>> SqliteIndex::ListRefs(int64_t repo) {
   auto r = AcquireReader();
   if (!r.ok()) return r.error();
