@@ -644,7 +644,7 @@ void HubRoutes::ListLfsFiles(const std::shared_ptr<Exchange>& ex) {
     auto page = hub_.ListLfsFiles(repo, cursor, kPage);
     if (!page) return ex->Respond(HubErrorResponse(page.error()));
     json::array out;
-    for (const auto& f : *page) {
+    for (const auto& f : page->files) {
       out.push_back(json::object{{"fileOid", f.sha256},
                                  {"oid", f.sha256},
                                  {"size", f.size},
@@ -653,9 +653,9 @@ void HubRoutes::ListLfsFiles(const std::shared_ptr<Exchange>& ex) {
                                  {"xetHash", f.xet.hex()}});
     }
     Response resp = JsonAnswer(out);
-    if (page->size() == kPage) {
+    if (page->next) {
       resp.Header("Link", "<" + options_.public_url + "/api/" + std::string(hub::Plural(rr.id.type)) + "/" +
-                              rr.id.str() + "/lfs-files?cursor=" + page->back().sha256 + ">; rel=\"next\"");
+                              rr.id.str() + "/lfs-files?cursor=" + *page->next + ">; rel=\"next\"");
     }
     ex->Respond(std::move(resp));
   });
@@ -1097,7 +1097,11 @@ void HubRoutes::Register(const std::shared_ptr<HubRoutes>& self) {
   r.Handle(Verb::get, repo + "/lfs-files", RouteOptions().Name("hub_lfs_files"),
            bind(&HubRoutes::ListLfsFiles));
   r.Handle(Verb::post, repo + "/lfs-files/batch",
-           RouteOptions().Name("hub_lfs_files_delete").Auth(http::Permission::kWrite).MaxBody(small),
+           RouteOptions()
+               .Name("hub_lfs_files_delete")
+               .Auth(http::Permission::kWrite)
+               .MaxBody(small)
+               .AdmitPer(commits, tenant(false)),  // a history rewrite is a commit to every ref
            bind(&HubRoutes::DeleteLfsFiles));
   r.Handle(Verb::post, repo + "/super-squash/{branch}",
            RouteOptions()

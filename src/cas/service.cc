@@ -320,31 +320,33 @@ xet::Result<ShardOutcome> CasService::PutShard(std::span<const uint8_t> body, co
   report({ShardProgress::Stage::kStoring, verified, total});
   commit.shard = xet::ChunkHashOf(body);
   commit.shard_size = body.size();
-  auto stored = store_.Put(store::BlobKind::kShard, commit.shard, body);
-  if (!stored) return stored.error();
+  if (auto stored = store_.Put(store::BlobKind::kShard, commit.shard, body); !stored) return stored.error();
   // The grant durable before the index commits the shard (grant.h). A re-registration (every retry, every
   // upload of a shard the scope had) whose grant this service made durable already skips the put: half the
   // store's syncs of a re-registration (cas_bench BM_PutShard, BENCHMARKS.md).
   const Grant grant{commit.shard, scope};
   const xet::Hash grant_name = GrantName(grant);
-  const bool grant_cached = granted_.Get(grant_name) != nullptr;
-  if (!grant_cached) {
+  if (granted_.Get(grant_name) == nullptr) {
     if (auto granted = RecordGrant(store_, grant); !granted) return granted.error();
     granted_.Put(grant_name, Yes(), sizeof(xet::Hash) + kEntryOverhead);
   }
   report({ShardProgress::Stage::kCommitting, verified, total});
   auto outcome = index_.CommitShard(commit);
   if (!outcome) return outcome.error();
-  if (!outcome->already_existed && (stored->already_present || grant_cached)) {
-    // Registered anew, over a blob or grant this upload did not write: the collector deletes a shard all of
-    // whose xorbs it swept, and may have taken them after they were found here (the shard uploaded again
-    // with its xorbs). Written again if so; the index had no record of the shard meanwhile.
+  if (!outcome->already_existed) {
+    // Registered anew: a collector finishing the sweep of an earlier registration of these bytes (a shard all
+    // of whose xorbs it freed, uploaded again with its xorbs) may have deleted the blob or the grant after
+    // they were written or found here. Both are checked once the index holds the shard, and written again.
     auto st = store_.Stat(store::BlobKind::kShard, commit.shard);
     if (!st) return st.error();
     if (!st->exists) {
       if (auto again = store_.Put(store::BlobKind::kShard, commit.shard, body); !again) return again.error();
     }
-    if (auto granted = RecordGrant(store_, grant); !granted) return granted.error();
+    auto gst = store_.Stat(store::BlobKind::kGrant, grant_name);
+    if (!gst) return gst.error();
+    if (!gst->exists) {
+      if (auto granted = RecordGrant(store_, grant); !granted) return granted.error();
+    }
   }
   return ShardOutcome{!outcome->already_existed, commit.files.size()};
 }

@@ -133,6 +133,7 @@ int WithBackend(const char* name, const FsckCommandOptions& opts, bool check_hub
     return 2;
   }
   fo.being_swept = std::move(*swept);
+  fo.read_being_swept = [&index] { return gc::BeingSwept(**index); };
   auto report = run(cas, **index, **store, fo);
   if (!report) {
     std::cerr << name << ": " << report.error().message << "\n";

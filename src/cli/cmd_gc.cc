@@ -71,9 +71,14 @@ int RunGc(const GcCommandOptions& opts) {
             << r.quarantined_bytes << " bytes\n"
             << "past the grace of " << gc::Days(go.grace_seconds) << ": " << r.reclaimable_xorbs << " xorbs, "
             << r.reclaimable_bytes << " bytes" << (r.dry_run ? " would be freed" : "") << "\n"
-            << "repositories: " << r.repos << " walked, " << r.reached_files << " files reached; "
-            << r.quarantined_repo_objects << " of " << r.repo_objects << " history objects unreachable, "
-            << r.reclaimable_repo_bytes << " bytes past the grace\n";
+            << "repositories: " << r.repos << " walked"
+            << (r.unwalkable_repos > 0
+                    ? " (" + std::to_string(r.unwalkable_repos) +
+                          " with history missing or unreadable: not collected; see cairn fsck)"
+                    : std::string())
+            << ", " << r.reached_files << " files reached; " << r.quarantined_repo_objects << " of "
+            << r.repo_objects << " history objects unreachable, " << r.reclaimable_repo_bytes
+            << " bytes past the grace\n";
   if (!r.dry_run) {
     std::cout << "swept: " << r.swept_files << " files, " << r.swept_xorbs + r.resumed_xorbs << " xorbs; "
               << r.reclaimed_bytes << " bytes freed in " << r.seconds << " s; " << r.swept_repo_objects

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <map>
 #include <optional>
 #include <set>
 #include <unordered_map>
@@ -119,6 +120,7 @@ std::string GcReport::ToJson() const {
   field("swept_shards", n(swept_shards));
   field("reclaimed_shard_bytes", n(reclaimed_shard_bytes));
   field("repos", n(repos));
+  field("unwalkable_repos", n(unwalkable_repos));
   field("reached_files", n(reached_files));
   field("repo_objects", n(repo_objects));
   field("quarantined_repo_objects", n(quarantined_repo_objects));
@@ -201,6 +203,22 @@ xet::Status Collector::MarkRepository(const index::RepoRecord& repo, int64_t now
   walk.preload = true;  // a long history costs pages, not a round trip per commit
   auto reach = hub::ReachFromRefs(repos_, repo.id, walk);
   if (!reach.ok()) return reach.error();
+  if (reach->missing > 0) {
+    // Part of its history is missing or unreadable (damage fsck reports): what that part reaches is unknown,
+    // so nothing of the repository is collected this run, and every large file it links stays live.
+    ++report.unwalkable_repos;
+    std::optional<std::vector<uint8_t>> after;
+    for (;;) {
+      auto links =
+          repos_.ListRepoObjects(repo.id, index::kFileLinkKind, after, index::RepoIndex::kMaxObjectsPerRead);
+      if (!links.ok()) return links.error();
+      for (const auto& l : *links) {
+        if (l.data.size() == 32) reached.push_back(xet::Hash::FromBytes(l.data.data()));
+      }
+      if (links->size() < index::RepoIndex::kMaxObjectsPerRead) return xet::Ok{};
+      after = links->back().key;
+    }
+  }
   report.reached_files += reach->files.size();
   reached.insert(reached.end(), reach->files.begin(), reach->files.end());
   const std::set<std::vector<uint8_t>> live(reach->keys.begin(), reach->keys.end());
@@ -280,6 +298,7 @@ xet::Status Collector::FinishShards(index::GcLock& lock, GcReport& report) {
   for (const auto& [h, q] : *claimed) shards.push_back(h);
   if (shards.empty()) return xet::Ok{};
   std::sort(shards.begin(), shards.end());
+  std::optional<std::map<Hash, std::vector<Hash>>> legacy;  // shard -> its grants, read when first needed
   return InBatches(shards, options_.batch, [&](std::span<const Hash> batch) -> xet::Status {
     auto scopes = gc_.ShardScopes(batch);
     if (!scopes.ok()) return scopes.error();
@@ -290,17 +309,22 @@ xet::Status Collector::FinishShards(index::GcLock& lock, GcReport& report) {
       unrecorded.erase(std::remove(unrecorded.begin(), unrecorded.end(), s.shard), unrecorded.end());
     }
     if (!unrecorded.empty()) {
-      // Their scopes are known only to their grants: read them all once (a store listing) for these.
-      std::sort(unrecorded.begin(), unrecorded.end());
-      std::vector<Hash> all;
-      if (auto st = store_.List(store::BlobKind::kGrant, [&](const Hash& h) { all.push_back(h); }); !st.ok())
-        return st;
-      for (const Hash& name : all) {
-        auto bytes = store_.ReadWhole(store::BlobKind::kGrant, name);
-        if (!bytes.ok()) continue;  // gone meanwhile, or damage fsck reports
-        auto grant = cas::ParseGrant(*bytes);
-        if (grant.ok() && std::binary_search(unrecorded.begin(), unrecorded.end(), grant->shard))
-          grants.push_back(name);
+      // Their scopes are known only to their grants: every grant is read, once a run, for such shards.
+      if (!legacy) {
+        legacy.emplace();
+        std::vector<Hash> all;
+        if (auto st = store_.List(store::BlobKind::kGrant, [&](const Hash& h) { all.push_back(h); });
+            !st.ok())
+          return st;
+        for (const Hash& name : all) {
+          auto bytes = store_.ReadWhole(store::BlobKind::kGrant, name);
+          if (!bytes.ok()) continue;  // gone meanwhile, or damage fsck reports
+          if (auto grant = cas::ParseGrant(*bytes); grant.ok()) (*legacy)[grant->shard].push_back(name);
+        }
+      }
+      for (const Hash& shard : unrecorded) {
+        if (auto it = legacy->find(shard); it != legacy->end())
+          grants.insert(grants.end(), it->second.begin(), it->second.end());
       }
     }
     if (auto st = lock.Check(); !st.ok()) return st;

@@ -84,6 +84,7 @@ struct GcReport {
   uint64_t swept_shards = 0;     // shards all of whose xorbs went, deleted with their grants
   uint64_t reclaimed_shard_bytes = 0;
   uint64_t repos = 0;                     // repositories walked (buckets aside)
+  uint64_t unwalkable_repos = 0;          // part of their history missing or unreadable: none of it collected
   uint64_t reached_files = 0;             // files their refs reach
   uint64_t repo_objects = 0;              // their objects scanned
   uint64_t quarantined_repo_objects = 0;  // unreachable, after the mark

@@ -7,12 +7,14 @@
 #include <openssl/sha.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <random>
 #include <set>
 #include <string>
@@ -31,6 +33,7 @@
 #include "index/postgres_cluster.h"
 #include "ingest/upload_builder.h"
 #include "repair/fsck.h"
+#include "store/forwarding_store.h"
 #include "store/local_disk_store.h"
 #include "store/s3_store.h"
 #include "store/seaweedfs_cluster.h"
@@ -68,6 +71,36 @@ store::testing::SeaweedCluster& Seaweed() {
   }();
   return *cluster;
 }
+
+// A store whose listings lag its writes, as an S3 listing may: blobs put after Freeze() are missing from List
+// (they read, stat and delete as usual).
+class LaggingListStore final : public store::ForwardingStore {
+ public:
+  using ForwardingStore::ForwardingStore;
+  void Freeze() { frozen_ = true; }
+  size_t hidden() const {
+    std::lock_guard lock(mu_);
+    return hidden_.size();
+  }
+  xet::Result<std::unique_ptr<store::BlobWriter>> BeginPut(store::BlobKind k, const xet::Hash& h) override {
+    if (frozen_) {
+      std::lock_guard lock(mu_);
+      hidden_.insert(h);
+    }
+    return ForwardingStore::BeginPut(k, h);
+  }
+  xet::Status List(store::BlobKind k, const std::function<void(const xet::Hash&)>& fn) override {
+    return ForwardingStore::List(k, [&](const xet::Hash& h) {
+      std::lock_guard lock(mu_);
+      if (!hidden_.contains(h)) fn(h);
+    });
+  }
+
+ private:
+  std::atomic<bool> frozen_{false};
+  mutable std::mutex mu_;
+  std::set<xet::Hash> hidden_;
+};
 
 class CollectorTest : public ::testing::TestWithParam<Backend> {
  protected:
@@ -389,6 +422,26 @@ TEST_P(CollectorTest, AnOldRevisionKeepsItsFilesUntilASquashFreesThem) {
   EXPECT_EQ(r.newly_quarantined + r.quarantined_repo_objects + r.swept_repo_objects, 0u);
 }
 
+// A repository whose history is partly missing (damage) cannot be walked whole: nothing of it is collected,
+// and every large file it links stays live.
+TEST_P(CollectorTest, ARepositoryWithMissingHistoryKeepsEverything) {
+  Scene s = MakeScene();
+  Commit({hub::DeletePath{"doomed.bin", false}});
+  const hub::ObjectId head = *hub_->Resolve(AliceModel(), "main");
+  auto commit = hub_->ReadCommit(AliceModel(), head);
+  ASSERT_TRUE(commit.ok());
+  ASSERT_TRUE(
+      index_->DeleteRepoObjects(s.repo, {{commit->tree.bytes.begin(), commit->tree.bytes.end()}}).ok());
+  GcReport r = Collect();
+  EXPECT_EQ(r.unwalkable_repos, 1u);
+  EXPECT_EQ(r.quarantined_repo_objects, 0u);
+  EXPECT_EQ(r.newly_quarantined, 0u) << "its files, even doomed.bin only an old revision names, stay live";
+  clock_.Advance(static_cast<int64_t>(kDefaultGraceSeconds) + 1);
+  r = Collect();
+  EXPECT_EQ(r.swept_files + r.swept_xorbs + r.swept_repo_objects, 0u);
+  EXPECT_EQ(Download(s.doomed_hash, "repo-w"), s.doomed);
+}
+
 // A secret committed in a small file (kept inside the index) and in a large one (in xorbs): after a squash
 // and a collection past the grace, neither is in any file of the index's database (its write-ahead log
 // included; PostgreSQL's tables after the vacuum) nor in any blob of the store.
@@ -457,6 +510,54 @@ TEST_P(CollectorTest, APurgedSecretLeavesTheDatabaseAndTheStore) {
   auto info = hub_->Stat(AliceModel(), *hub_->Resolve(AliceModel(), "main"), "README.md");
   ASSERT_TRUE(info.ok());
   EXPECT_EQ(*hub_->ReadBlob(AliceModel(), info->oid), (Bytes{'o', 'k'}));
+}
+
+// The collector decides from the index, never from a store listing: one that lags (blobs written lately
+// missing from it) changes nothing of what it frees or keeps.
+TEST_P(CollectorTest, AListingThatLagsTheWritesChangesNothing) {
+  LaggingListStore lag(*store_);
+  cas::ServiceOptions so;
+  so.clock = &clock_;
+  cas::CasService cas(*index_, lag, pool_, so);
+  Scene s = MakeScene();
+  lag.Freeze();
+  // Written after the listing froze: a live upload, and one removed at once (a whole shard that goes).
+  const Bytes kept = Random(300 << 10);
+  const auto put = [&](const Bytes& data, const std::string& scope) {
+    auto up = ingest::BuildUpload(std::vector<std::span<const uint8_t>>{data});
+    for (const auto& x : up.xorbs) EXPECT_TRUE(cas.PutXorb(x.hash, x.body).ok());
+    EXPECT_TRUE(cas.PutShard(up.shard_bytes, scope).ok());
+    return up;
+  };
+  const auto live = put(kept, "lagged");
+  const auto gone = put(Random(200 << 10), "lagged");
+  ASSERT_TRUE(index_->UnregisterFile(gone.file_hashes[0], "lagged").ok());
+  ASSERT_TRUE(index_->DeleteRepo(s.repo).ok());
+  EXPECT_GT(lag.hidden(), 0u);
+
+  const auto collect = [&] {
+    GcOptions o;
+    o.clock = &clock_;
+    Collector c(*index_, *index_, *index_, lag, o);
+    auto r = c.Run();
+    EXPECT_TRUE(r.ok()) << r.error().message;
+    return r.ok() ? *r : GcReport{};
+  };
+  collect();
+  clock_.Advance(static_cast<int64_t>(kDefaultGraceSeconds) + 1);
+  const GcReport r = collect();
+  EXPECT_EQ(r.swept_files, 2u);
+  EXPECT_EQ(r.swept_xorbs, s.doomed_only.size() + gone.xorbs.size());
+  EXPECT_EQ(r.swept_shards, 1u);
+  for (const auto& x : gone.xorbs) EXPECT_FALSE(Stored(x.hash)) << "freed, though no listing showed it";
+  EXPECT_FALSE(store_->Stat(store::BlobKind::kShard, xet::ChunkHashOf(gone.shard_bytes))->exists);
+  for (const auto& x : live.xorbs) EXPECT_TRUE(Stored(x.hash));
+  EXPECT_EQ(Download(live.file_hashes[0], "lagged"), kept);
+  EXPECT_EQ(Download(s.shared_hash, "plain"), s.shared);
+  repair::FsckOptions fo;
+  auto fsck = repair::Fsck(*cas_, *index_, *store_, fo);
+  ASSERT_TRUE(fsck.ok()) << fsck.error().message;
+  EXPECT_TRUE(fsck->clean()) << (fsck->findings.empty() ? "" : fsck->findings[0].detail);
 }
 
 TEST_P(CollectorTest, AnUploadNeverCommittedToItsRepositoryIsGarbage) {

@@ -19,6 +19,8 @@ std::vector<uint8_t> KeyOf(const ObjectId& id) {
 
 // The longest blob that can be an LFS pointer cairn writes (version line, oid line, size line).
 constexpr size_t kMaxPointerBytes = 200;
+// What a preload holds at most (WalkOptions::preload).
+constexpr size_t kPreloadBytes = 256ULL << 20;
 
 // Walks in waves, each read in batches (a round trip per kMaxObjectsPerRead objects on PostgreSQL, not one
 // per object): the commits of a wave, then their trees level by level, then the blobs met, then the links
@@ -42,17 +44,19 @@ class Walker {
       std::vector<Pending> trees;
       std::vector<ObjectId> parents;
       // Their parents and trees come first: a message cut at the bound still parses.
-      auto st =
-          Heads(commits, kMaxCommitObjectBytes, [&](const ObjectId& oid, const index::RepoObjectHead& head) {
-            if (head.kind != static_cast<uint8_t>(ObjectKind::kCommit)) return;
-            Reached(oid);
-            auto c = ParseCommit(head.data);
-            if (!c.ok()) return;
-            for (const ObjectId& p : c->parents) {
-              if (Visit(p)) parents.push_back(p);
-            }
-            if (Visit(c->tree)) trees.push_back({c->tree, "", c->committer.time});
-          });
+      auto st = Heads(commits, kMaxCommitObjectBytes, [&](size_t i, const index::RepoObjectHead& head) {
+        if (head.kind != static_cast<uint8_t>(ObjectKind::kCommit)) return;
+        Reached(commits[i]);
+        auto c = ParseCommit(head.data);
+        if (!c.ok()) {
+          ++reach_.missing;  // unreadable: what it names is unknown
+          return;
+        }
+        for (const ObjectId& p : c->parents) {
+          if (Visit(p)) parents.push_back(p);
+        }
+        if (Visit(c->tree)) trees.push_back({c->tree, "", c->committer.time});
+      });
       if (!st.ok()) return st;
       std::vector<Pending> blobs;
       while (!trees.empty()) {
@@ -85,6 +89,9 @@ class Walker {
       if (page->empty()) return xet::Ok{};
       after = page->back().key;  // before the objects move out of the page
       for (auto& o : *page) {
+        // Past the budget the rest is read as the walk meets it: memory stays bounded whatever the history.
+        if (loaded_bytes_ > kPreloadBytes) return xet::Ok{};
+        loaded_bytes_ += o.data.size() + o.key.size() + 64;
         if (auto id = ObjectId::FromBytes(o.key)) loaded_[id->bytes] = std::move(o);
       }
       if (page->size() < index::Index::kMaxObjectsPerRead) return xet::Ok{};
@@ -99,25 +106,26 @@ class Walker {
   void Reached(const ObjectId& oid) { reach_.keys.push_back(KeyOf(oid)); }
 
   // Calls `fn` with the head of each of `oids` that is stored (counting the others as missing), in batches.
+  // `fn(i, head)` for each of `all` that is stored (all[i]; the others count as missing), in batches.
   template <typename Fn>
   xet::Status Heads(const std::vector<ObjectId>& all, size_t max_bytes, Fn fn) {
-    std::vector<ObjectId> oids;
-    for (const ObjectId& oid : all) {
-      const index::RepoObject* o = Loaded(oid);
+    std::vector<size_t> wanted;  // positions in `all` not preloaded
+    for (size_t i = 0; i < all.size(); ++i) {
+      const index::RepoObject* o = Loaded(all[i]);
       if (o == nullptr) {
-        oids.push_back(oid);
+        wanted.push_back(i);
         continue;
       }
       const size_t n = std::min(o->data.size(), max_bytes);
-      fn(oid,
+      fn(i,
          index::RepoObjectHead{.kind = o->kind,
                                .size = o->data.size(),
                                .data = {o->data.begin(), o->data.begin() + static_cast<std::ptrdiff_t>(n)}});
     }
-    for (size_t at = 0; at < oids.size(); at += index::Index::kMaxObjectsPerRead) {
-      const size_t n = std::min(oids.size() - at, index::Index::kMaxObjectsPerRead);
+    for (size_t at = 0; at < wanted.size(); at += index::Index::kMaxObjectsPerRead) {
+      const size_t n = std::min(wanted.size() - at, index::Index::kMaxObjectsPerRead);
       std::vector<std::vector<uint8_t>> keys;
-      for (size_t i = at; i < at + n; ++i) keys.push_back(KeyOf(oids[i]));
+      for (size_t i = at; i < at + n; ++i) keys.push_back(KeyOf(all[wanted[i]]));
       auto heads = index_.GetRepoObjectHeads(repo_, keys, max_bytes);
       if (!heads.ok()) return heads.error();
       for (size_t i = 0; i < n; ++i) {
@@ -125,7 +133,7 @@ class Walker {
           ++reach_.missing;
           continue;
         }
-        fn(oids[at + i], *(*heads)[i]);
+        fn(wanted[at + i], *(*heads)[i]);
       }
     }
     return xet::Ok{};
@@ -164,7 +172,10 @@ class Walker {
     if (obj.kind != static_cast<uint8_t>(ObjectKind::kTree)) return;
     Reached(tree.oid);
     auto entries = ParseTree(obj.data);
-    if (!entries.ok()) return;
+    if (!entries.ok()) {
+      ++reach_.missing;  // unreadable: what it names is unknown
+      return;
+    }
     for (const auto& e : *entries) {
       if (!Visit(e.id)) continue;
       Pending p{e.id, tree.path.empty() ? e.name : tree.path + "/" + e.name, tree.time};
@@ -177,11 +188,9 @@ class Walker {
     std::vector<ObjectId> oids;
     for (const auto& b : blobs) oids.push_back(b.oid);
     std::vector<std::vector<uint8_t>> links;
-    size_t i = 0;
-    auto st = Heads(oids, kMaxPointerBytes, [&](const ObjectId& oid, const index::RepoObjectHead& head) {
-      while (blobs[i].oid != oid) ++i;  // Heads goes in order
+    auto st = Heads(oids, kMaxPointerBytes, [&](size_t i, const index::RepoObjectHead& head) {
       if (head.kind != static_cast<uint8_t>(ObjectKind::kBlob)) return;
-      Reached(oid);
+      Reached(oids[i]);
       if (head.size > kMaxPointerBytes) return;
       auto pointer = ParseLfsPointer(head.data);
       if (!pointer) return;
@@ -212,6 +221,7 @@ class Walker {
   std::set<std::array<uint8_t, 20>> seen_;  // commits, trees and blobs (git ids)
   std::set<std::vector<uint8_t>> links_;
   std::map<std::array<uint8_t, 20>, index::RepoObject> loaded_;  // WalkOptions::preload
+  size_t loaded_bytes_ = 0;
   Reach reach_;
 };
 

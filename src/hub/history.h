@@ -24,7 +24,8 @@ std::vector<uint8_t> LinkKey(std::string_view sha256_hex);
 struct Reach {
   std::vector<std::vector<uint8_t>> keys;  // every object reached, once: commits, trees, blobs, links
   std::vector<xet::FileHash> files;        // the Xet files the links reached name, once each
-  size_t missing = 0;                      // commits, trees and blobs named but not stored
+  size_t missing =
+      0;  // commits, trees and blobs named but not stored, and commits and trees that do not parse
 };
 
 // A large file met on the walk: the path it had and the commit that named it there.
@@ -37,7 +38,7 @@ struct ReachedPointer {
 struct WalkOptions {
   // Reads every commit and tree of the repository first, in pages, and walks them in memory: a page per 1,000
   // objects instead of a round trip per commit of a long history (the collector's mark). Memory: the
-  // repository's commits and trees.
+  // repository's commits and trees, at most 256 MiB of them (the rest is read as the walk meets it).
   bool preload = false;
   // Called for each LFS pointer blob the first time the walk meets it (newest commits first from each head).
   std::function<void(const ReachedPointer&)> on_pointer;

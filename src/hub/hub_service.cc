@@ -506,7 +506,12 @@ Status HubService::CreateRef(const Repo& repo, index::RefKind kind, const std::s
   }
   auto target = Resolve(repo, revision.value_or(options_.default_branch));
   if (!target.ok()) return target.error();
-  if (auto st = ReviveHistory(repo, *target); !st.ok()) return st;
+  // A commit named by its id may be one no ref reaches (a deleted branch's, a squashed history's): what a
+  // collector's mark quarantined is revived before the ref names it. A branch or tag name's target is
+  // reachable already.
+  if (revision && ObjectId::FromHex(*revision)) {
+    if (auto st = ReviveHistory(repo, *target); !st.ok()) return st;
+  }
   index::RefUpdate update{kind, name, std::nullopt, KeyOf(*target)};
   if (auto st = index_.UpdateRef(repo.record.id, update); !st.ok()) {
     if (st.error().code == xet::ErrorCode::kConflict) {
@@ -524,26 +529,31 @@ Status HubService::ReviveHistory(const Repo& repo, const ObjectId& commit) {
     return Fail(ErrorKind::kNotFound, "RevisionNotFound",
                 "revision " + commit.hex() + " was deleted by the garbage collector");
   };
-  auto state = index_.ReviveRepoObjects(repo.record.id, {KeyOf(commit)});
-  if (!state.ok()) return FromIndex(state.error());
-  if ((*state)[0] == index::ObjectRevival::kAbsent) return gone();
-  // Not quarantined: a ref reached it at the last mark, or it is newer, and so is all it reaches.
-  if ((*state)[0] == index::ObjectRevival::kPresent) return Ok{};
+  // Everything it reaches, the commit itself last: while any of it is still quarantined the commit is too,
+  // so another request moving a ref onto it revives the whole of it as well, never trusts a part.
   auto reach = ReachFrom(index_, repo.record.id, {commit});
   if (!reach.ok()) return FromIndex(reach.error());
-  if (reach->missing > 0) return gone();
-  for (size_t i = 0; i < reach->keys.size(); i += index::Index::kMaxObjectsPerRead) {
-    const size_t n = std::min(reach->keys.size() - i, index::Index::kMaxObjectsPerRead);
-    std::vector<std::vector<uint8_t>> batch(reach->keys.begin() + static_cast<std::ptrdiff_t>(i),
-                                            reach->keys.begin() + static_cast<std::ptrdiff_t>(i + n));
-    auto revived = index_.ReviveRepoObjects(repo.record.id, batch);
+  if (reach->missing > 0 || reach->keys.empty()) return gone();
+  const auto revive = [&](const std::vector<std::vector<uint8_t>>& keys) -> Status {
+    auto revived = index_.ReviveRepoObjects(repo.record.id, keys);
     if (!revived.ok()) return FromIndex(revived.error());
     for (auto r : *revived) {
       if (r == index::ObjectRevival::kAbsent) return gone();
     }
+    return Ok{};
+  };
+  const size_t batch = index::Index::kMaxObjectsPerRead;
+  for (size_t i = 1; i < reach->keys.size(); i += batch) {  // [0] is the commit
+    const size_t n = std::min(reach->keys.size() - i, batch);
+    if (auto st = revive({reach->keys.begin() + static_cast<std::ptrdiff_t>(i),
+                          reach->keys.begin() + static_cast<std::ptrdiff_t>(i + n)});
+        !st.ok())
+      return st;
   }
-  // Its large files and their xorbs, as a commit naming them would.
-  return Publish(files_, repo, std::move(reach->files));
+  // Its large files and their xorbs, as a commit naming them would; then the commit.
+  if (auto st = Publish(files_, repo, std::move(reach->files)); !st.ok()) return st;
+  if (auto st = revive({reach->keys.front()}); !st.ok()) return st;
+  return Ok{};
 }
 
 Status HubService::DeleteRef(const Repo& repo, index::RefKind kind, const std::string& name) {

@@ -242,8 +242,11 @@ class HubService {
     std::string filename;  // "" when no ref reaches it any more
     int64_t pushed_at = 0;
   };
-  Result<std::vector<LfsFile>> ListLfsFiles(const Repo& repo, const std::optional<std::string>& after,
-                                            size_t limit);
+  struct LfsPage {
+    std::vector<LfsFile> files;
+    std::optional<std::string> next;  // the cursor of the next page, when there may be one
+  };
+  Result<LfsPage> ListLfsFiles(const Repo& repo, const std::optional<std::string>& after, size_t limit);
   // Removes the links of these large files (at most index::Index::kMaxObjectsPerRead), and with
   // `rewrite_history` every path that names one from every commit of every ref first (new commit ids, as git
   // filter-branch makes them; kStale when a ref moved meanwhile: nothing of that ref changed, run it again).
@@ -259,9 +262,9 @@ class HubService {
   class CommitBuilder;
 
   int64_t Now() const;
-  // Before a ref names `commit` (one that exists): if a collector's mark found it unreachable, everything it
-  // reaches is revived, its large files with it, so that no sweep takes what the ref is about to name;
-  // kNotFound when a sweep has taken part of it already.
+  // Before a ref names `commit` (one given by its id): everything it reaches is revived from the collector's
+  // quarantine, its large files with it, the commit itself last, so that no sweep takes what the ref is about
+  // to name; kNotFound when a sweep has taken part of it already.
   Status ReviveHistory(const Repo& repo, const ObjectId& commit);
   // The changes to the trees of a history rewrite (purge.cc): a tree without the entries `drop` says to drop,
   // nullopt when nothing is left of it; new trees go into `objects`.

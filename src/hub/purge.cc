@@ -81,9 +81,8 @@ Result<CommitInfo> HubService::SuperSquash(const Caller& caller, const Repo& rep
 
 // ---- list_lfs_files
 
-Result<std::vector<HubService::LfsFile>> HubService::ListLfsFiles(const Repo& repo,
-                                                                  const std::optional<std::string>& after,
-                                                                  size_t limit) {
+Result<HubService::LfsPage> HubService::ListLfsFiles(const Repo& repo,
+                                                     const std::optional<std::string>& after, size_t limit) {
   std::optional<std::vector<uint8_t>> from;
   if (after) {
     if (!IsSha256Hex(*after)) return Fail(ErrorKind::kBadRequest, "", "cursor: not a SHA-256");
@@ -116,9 +115,11 @@ Result<std::vector<HubService::LfsFile>> HubService::ListLfsFiles(const Repo& re
     if (auto reach = ReachFromRefs(index_, repo.record.id, walk); !reach.ok())
       return FromIndex(reach.error());
   }
-  std::vector<LfsFile> out;
-  out.reserve(page.size());
-  for (auto& [sha, f] : page) out.push_back(std::move(f));
+  LfsPage out;
+  out.files.reserve(page.size());
+  for (auto& [sha, f] : page) out.files.push_back(std::move(f));
+  if (links->size() == std::min(limit, index::Index::kMaxObjectsPerRead) && !links->empty())
+    out.next = HexEncode(links->back().key);
   return out;
 }
 
@@ -139,8 +140,11 @@ class HubService::Rewriter {
       auto [oid, expanded] = stack.back();
       stack.pop_back();
       if (commits_.contains(oid.bytes)) continue;
-      auto c = hub_.ReadCommit(repo_, oid);
-      if (!c.ok()) return c.error();
+      // The whole stored object (ReadCommit cuts a message past the bounds an older cairn did not keep).
+      auto object = hub_.ReadObject(repo_, KeyOf(oid));
+      if (!object.ok()) return object.error();
+      auto c = ParseCommit(object->data);
+      if (!c.ok()) return Fail(ErrorKind::kInternal, "", "commit " + oid.hex() + ": " + c.error().message);
       if (!expanded) {
         stack.emplace_back(oid, true);
         for (const ObjectId& p : c->parents) {
@@ -276,14 +280,13 @@ Status HubService::DeleteLfsFiles(const Repo& repo, const std::vector<std::strin
       }
     }
   }
+  // The links last. A commit naming one of these files again while this runs loses it: purge wins.
   std::vector<std::vector<uint8_t>> keys;
-  for (const auto& sha : doomed) {
-    keys.push_back(LinkKey(sha));
-    objects_.Erase(std::to_string(repo.record.id) + ":" +
-                   std::string(keys.back().begin(), keys.back().end()));
-  }
+  for (const auto& sha : doomed) keys.push_back(LinkKey(sha));
   if (auto deleted = index_.DeleteRepoObjects(repo.record.id, keys); !deleted.ok())
     return FromIndex(deleted.error());
+  for (const auto& key : keys)  // after the delete: a reader meanwhile cannot cache the link again
+    objects_.Erase(std::to_string(repo.record.id) + ":" + std::string(key.begin(), key.end()));
   return Ok{};
 }
 

@@ -133,17 +133,23 @@ TEST_F(PurgeTest, DeletingLargeFilesRewritesEveryRefAndDropsTheirLinks) {
 
   auto listed = hub_->ListLfsFiles(repo_, std::nullopt, 1000);
   ASSERT_TRUE(listed.ok()) << listed.error().message;
-  ASSERT_EQ(listed->size(), 2U);
-  for (const auto& f : *listed) {
+  ASSERT_EQ(listed->files.size(), 2U);
+  EXPECT_FALSE(listed->next);
+  for (const auto& f : listed->files) {
     const bool is_doomed = f.sha256 == doomed.sha256;
     EXPECT_EQ(f.filename, is_doomed ? "weights/doomed.bin" : "kept.bin");
     EXPECT_EQ(f.size, is_doomed ? doomed.size : kept.size);
     EXPECT_EQ(f.pushed_at, clock_.UnixSeconds());
   }
-  auto paged = hub_->ListLfsFiles(repo_, std::min(doomed.sha256, kept.sha256), 1000);
+  auto paged = hub_->ListLfsFiles(repo_, std::nullopt, 1);
   ASSERT_TRUE(paged.ok());
-  ASSERT_EQ(paged->size(), 1U);
-  EXPECT_EQ((*paged)[0].sha256, std::max(doomed.sha256, kept.sha256));
+  ASSERT_EQ(paged->files.size(), 1U);
+  EXPECT_EQ(paged->files[0].sha256, std::min(doomed.sha256, kept.sha256));
+  ASSERT_TRUE(paged->next.has_value());
+  paged = hub_->ListLfsFiles(repo_, paged->next, 1);
+  ASSERT_TRUE(paged.ok());
+  ASSERT_EQ(paged->files.size(), 1U);
+  EXPECT_EQ(paged->files[0].sha256, std::max(doomed.sha256, kept.sha256));
 
   ASSERT_TRUE(hub_->DeleteLfsFiles(repo_, {doomed.sha256}, true).ok());
   for (std::string_view ref : {"main", "v1"}) {
@@ -163,8 +169,8 @@ TEST_F(PurgeTest, DeletingLargeFilesRewritesEveryRefAndDropsTheirLinks) {
   ASSERT_TRUE(reach.ok());
   EXPECT_EQ(reach->files.size(), 1U);
   listed = hub_->ListLfsFiles(repo_, std::nullopt, 1000);
-  ASSERT_EQ(listed->size(), 1U);
-  EXPECT_EQ((*listed)[0].sha256, kept.sha256);
+  ASSERT_EQ(listed->files.size(), 1U);
+  EXPECT_EQ(listed->files[0].sha256, kept.sha256);
 
   EXPECT_EQ(hub_->DeleteLfsFiles(repo_, {"not-a-sha"}, true).error().kind, ErrorKind::kBadRequest);
 }
@@ -209,6 +215,25 @@ TEST_F(PurgeTest, ABranchMovedBackOntoUnreachableHistoryRevivesIt) {
   EXPECT_TRUE(hub_->Stat(repo_, Head("back"), "big.bin")->xet.has_value());
   EXPECT_TRUE(hub_->Stat(repo_, Head("back"), "x.txt").ok());
   EXPECT_EQ(ReachFromRefs(*index_, repo_.record.id)->missing, 0U);
+}
+
+// A ref is never made onto history part of which a sweep already took: the commit alone is not enough.
+TEST_F(PurgeTest, ABranchOntoPartlySweptHistoryIsRefused) {
+  ASSERT_TRUE(hub_->CreateRef(repo_, index::RefKind::kBranch, "side", std::nullopt, false).ok());
+  const ObjectId old = Commit({AddInline{"a/x.txt", Bytes("x")}}, "side");
+  ASSERT_TRUE(hub_->DeleteRef(repo_, index::RefKind::kBranch, "side").ok());
+  auto marks = QuarantineUnreachable(100);
+  // Sweep everything but the old commit itself.
+  const std::vector<uint8_t> commit_key(old.bytes.begin(), old.bytes.end());
+  std::erase_if(marks, [&](const index::RepoObjectMark& m) { return m.key == commit_key; });
+  ASSERT_FALSE(marks.empty());
+  ASSERT_TRUE(index_->SweepRepoObjects(repo_.record.id, marks).ok());
+  auto made = hub_->CreateRef(repo_, index::RefKind::kBranch, "back", old.hex(), false);
+  ASSERT_FALSE(made.ok());
+  EXPECT_EQ(made.error().code, "RevisionNotFound");
+  auto refs = hub_->ListRefs(repo_);
+  ASSERT_TRUE(refs.ok());
+  for (const auto& r : *refs) EXPECT_NE(r.name, "back");
 }
 
 TEST_F(PurgeTest, SweptHistoryIsGoneForEveryReaderAndNoRefCanNameIt) {

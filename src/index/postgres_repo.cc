@@ -62,16 +62,18 @@ b AS (DELETE FROM bucket_files WHERE repo IN (SELECT id FROM d)),
 fs AS (DELETE FROM file_scopes WHERE scope IN (SELECT scope FROM d UNION ALL SELECT read_scope FROM d)),
 st AS (DELETE FROM scope_totals WHERE scope IN (SELECT scope FROM d UNION ALL SELECT read_scope FROM d))
 SELECT count(*)::int8 FROM d)sql"};
-// Every key given is wanted again: its quarantine goes in the same statement. A sweep that took the key
-// first has deleted the object too, and the insert (waiting on that row) stores it again; one that comes
-// after finds no quarantine row to take.
+// Every key given is wanted again: its quarantine goes first (the insert waits for it), in the same
+// statement. A sweep holding the row commits first, having deleted the object too, and the insert then stores
+// it again (ON CONFLICT sees the committed delete); a sweep that comes after finds no quarantine row to take.
 constexpr pg::Statement kPutRepoObjects{"put_repo_objects", R"sql(
 WITH r AS (SELECT id FROM repos WHERE id = $1::int8),
+q AS (
+  DELETE FROM gc_repo_quarantine q USING r WHERE q.repo = r.id AND q.key = ANY($2::bytea[]) RETURNING q.key),
 o AS (
   INSERT INTO repo_objects(repo, key, kind, data)
   SELECT r.id, u.key, u.kind, u.data FROM r, unnest($2::bytea[], $3::int8[], $4::bytea[]) AS u(key, kind, data)
-  ON CONFLICT DO NOTHING),
-q AS (DELETE FROM gc_repo_quarantine q USING r WHERE q.repo = r.id AND q.key = ANY($2::bytea[]))
+  WHERE (SELECT count(*) FROM q) >= 0
+  ON CONFLICT DO NOTHING)
 SELECT count(*)::int8 FROM r)sql"};
 // Which of the keys are objects and which are quarantined, read only (ReviveRepoObjects writes only when one
 // is).

@@ -63,6 +63,8 @@ struct FsckOptions {
   // Xorbs and shards a sweep has claimed (gc::BeingSwept): indexed, and their blobs may be gone already,
   // which is the collector's unfinished work, not damage.
   std::vector<xet::Hash> being_swept;
+  // Read again once the store is listed (a sweep may claim and delete meanwhile), when given.
+  std::function<xet::Result<std::vector<xet::Hash>>()> read_being_swept;
 };
 
 struct FsckReport {
