@@ -7,37 +7,57 @@
 namespace cairn::cas {
 
 namespace {
-constexpr std::string_view kMagic = "cairn-grant 1\nshard ";
+constexpr std::string_view kGrantMagic = "cairn-grant 1\nshard ";
+constexpr std::string_view kRevocationMagic = "cairn-revocation 1\nfile ";
 constexpr std::string_view kScopeTag = "\nscope ";
-}  // namespace
 
-std::vector<uint8_t> EncodeGrant(const Grant& grant) {
+// A grant and a revocation are one shape: a magic line naming what they are about, then the scope.
+std::vector<uint8_t> EncodeScopeRecord(std::string_view magic, const xet::Hash& about,
+                                       std::string_view scope) {
   std::string text;
-  text.append(kMagic).append(grant.shard.hex()).append(kScopeTag);
-  text.append(std::to_string(grant.scope.size())).append("\n").append(grant.scope);
+  text.append(magic).append(about.hex()).append(kScopeTag);
+  text.append(std::to_string(scope.size())).append("\n").append(scope);
   return {text.begin(), text.end()};
 }
 
-xet::Result<Grant> ParseGrant(std::span<const uint8_t> bytes) {
-  if (bytes.size() > kMaxGrantSize)
-    return xet::Malformed("grant larger than " + std::to_string(kMaxGrantSize));
+struct ScopeRecord {
+  xet::Hash about;
+  std::string scope;
+};
+
+xet::Result<ScopeRecord> ParseScopeRecord(std::span<const uint8_t> bytes, std::string_view magic,
+                                          const std::string& what) {
+  if (bytes.size() > kMaxScopeRecordSize)
+    return xet::Malformed(what + " larger than " + std::to_string(kMaxScopeRecordSize));
   std::string_view text(reinterpret_cast<const char*>(bytes.data()), bytes.size());
-  if (!text.starts_with(kMagic) || text.size() < kMagic.size() + 64 + kScopeTag.size())
-    return xet::Malformed("not a grant");
-  auto shard = xet::Hash::FromHex(text.substr(kMagic.size(), 64));
-  text.remove_prefix(kMagic.size() + 64);
-  if (!shard || !text.starts_with(kScopeTag)) return xet::Malformed("grant: bad shard hash");
+  if (!text.starts_with(magic) || text.size() < magic.size() + 64 + kScopeTag.size())
+    return xet::Malformed("not a " + what);
+  auto about = xet::Hash::FromHex(text.substr(magic.size(), 64));
+  text.remove_prefix(magic.size() + 64);
+  if (!about || !text.starts_with(kScopeTag)) return xet::Malformed(what + ": bad hash");
   text.remove_prefix(kScopeTag.size());
   // The scope's length, in decimal, then a newline and exactly that many bytes.
   size_t length = 0, digits = 0;
   while (digits < text.size() && digits < 5 && text[digits] >= '0' && text[digits] <= '9')
     length = length * 10 + static_cast<size_t>(text[digits++] - '0');
   if (digits == 0 || (digits > 1 && text[0] == '0') || digits >= text.size() || text[digits] != '\n')
-    return xet::Malformed("grant: bad scope length");
+    return xet::Malformed(what + ": bad scope length");
   text.remove_prefix(digits + 1);
   if (length == 0 || text.size() != length)
-    return xet::Malformed("grant: the scope is not as long as stated");
-  return Grant{*shard, std::string(text)};
+    return xet::Malformed(what + ": the scope is not as long as stated");
+  return ScopeRecord{*about, std::string(text)};
+}
+
+}  // namespace
+
+std::vector<uint8_t> EncodeGrant(const Grant& grant) {
+  return EncodeScopeRecord(kGrantMagic, grant.shard, grant.scope);
+}
+
+xet::Result<Grant> ParseGrant(std::span<const uint8_t> bytes) {
+  auto r = ParseScopeRecord(bytes, kGrantMagic, "grant");
+  if (!r) return r.error();
+  return Grant{r->about, std::move(r->scope)};
 }
 
 xet::Hash GrantName(const Grant& grant) {
@@ -54,6 +74,54 @@ xet::Status RecordGrant(store::BlobStore& store, const Grant& grant) {
   auto put = store.Put(store::BlobKind::kGrant, xet::ChunkHashOf(bytes), bytes);
   if (!put.ok()) return put.error();
   return xet::Ok{};
+}
+
+std::vector<uint8_t> EncodeRevocation(const Revocation& revocation) {
+  return EncodeScopeRecord(kRevocationMagic, revocation.file, revocation.scope);
+}
+
+xet::Result<Revocation> ParseRevocation(std::span<const uint8_t> bytes) {
+  auto r = ParseScopeRecord(bytes, kRevocationMagic, "revocation");
+  if (!r) return r.error();
+  return Revocation{r->about, std::move(r->scope)};
+}
+
+xet::Hash RevocationName(const Revocation& revocation) {
+  return xet::ChunkHashOf(EncodeRevocation(revocation));
+}
+
+xet::Status RecordRevocation(store::BlobStore& store, const Revocation& revocation) {
+  const std::vector<uint8_t> bytes = EncodeRevocation(revocation);
+  auto put = store.Put(store::BlobKind::kRevocation, xet::ChunkHashOf(bytes), bytes);
+  if (!put.ok()) return put.error();
+  return xet::Ok{};
+}
+
+xet::Status ForgetClearedRevocations(index::CasIndex& index, store::BlobStore& store,
+                                     std::span<const index::RevocationKey> cleared) {
+  if (cleared.empty()) return xet::Ok{};
+  std::vector<xet::Hash> names;
+  for (const auto& k : cleared) names.push_back(RevocationName({k.file, k.scope}));
+  if (auto st = store.DeleteMany(store::BlobKind::kRevocation, names); !st.ok()) return st;
+  return index.ForgetRevocations(cleared);
+}
+
+xet::Result<size_t> FinishClearedRevocations(index::CasIndex& index, store::BlobStore& store) {
+  constexpr size_t kPage = 1000;
+  size_t finished = 0;
+  std::optional<index::RevocationKey> after;
+  for (;;) {
+    auto page = index.ListRevocations(after, kPage);
+    if (!page.ok()) return page.error();
+    std::vector<index::RevocationKey> cleared;
+    for (const auto& r : *page) {
+      if (r.cleared) cleared.push_back(r.key);
+    }
+    if (auto st = ForgetClearedRevocations(index, store, cleared); !st.ok()) return st.error();
+    finished += cleared.size();
+    if (page->size() < kPage) return finished;
+    after = page->back().key;
+  }
 }
 
 }  // namespace cairn::cas

@@ -348,7 +348,33 @@ xet::Result<ShardOutcome> CasService::PutShard(std::span<const uint8_t> body, co
       if (auto granted = RecordGrant(store_, grant); !granted) return granted.error();
     }
   }
+  if (!outcome->cleared_revocations.empty()) {
+    std::vector<index::RevocationKey> cleared;
+    for (const auto& f : outcome->cleared_revocations) cleared.push_back({f, scope});
+    if (auto st = ForgetClearedRevocations(index_, store_, cleared); !st) return st.error();
+  }
   return ShardOutcome{!outcome->already_existed, commit.files.size()};
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Revocations
+
+xet::Result<bool> CasService::Unregister(const xet::FileHash& file, const std::string& scope) {
+  auto removed = index_.UnregisterFile(file, scope);
+  if (!removed) return removed.error();
+  if (*removed == index::Unregistered::kNotVisible) return false;
+  // Also when removed before: that call may have died before its revocation was durable.
+  const Revocation revocation{file, scope};
+  if (auto st = RecordRevocation(store_, revocation); !st) return st.error();
+  // A registration that gave the file back after the index recorded the revocation, and deleted the blob
+  // before it was stored here, left it behind: the registration's commit precedes this read.
+  auto visible = index_.FileVisibleTo(file, scope);
+  if (!visible) return visible.error();
+  if (*visible) {
+    if (auto del = store_.Delete(store::BlobKind::kRevocation, RevocationName(revocation)); !del)
+      return del.error();
+  }
+  return *removed == index::Unregistered::kRemoved;
 }
 
 // ---------------------------------------------------------------------------------------------------------------

@@ -81,6 +81,12 @@ class CasService {
   xet::Result<ShardOutcome> PutShard(std::span<const uint8_t> body, const std::string& scope,
                                      const std::function<void(const ShardProgress&)>& progress = nullptr);
 
+  // DELETE /v1/files: takes the file out of `scope`'s view (index::CasIndex::UnregisterFile), then stores the
+  // revocation (grant.h) before answering, so that a rebuild from the store does not give the file back.
+  // False when `scope` did not see it. A registration racing it (the file given back meanwhile) is checked
+  // for once the revocation is stored, and the revocation deleted again.
+  xet::Result<bool> Unregister(const xet::FileHash& file, const std::string& scope);
+
   // GET /v{1,2}/reconstructions/{file}: kNotFound when the file is unknown or not visible to `scope`. The
   // transfer URLs expire after transfer_url_ttl_seconds, and never after `not_after` (unix seconds: the
   // expiry of the token that asked, which mints nothing that outlives it).

@@ -57,6 +57,7 @@ void Print(const repair::FsckReport& r, const hub::HubCheckReport* hub, const gc
                                   {"indexed_shards", r.indexed_shards},
                                   {"stored_shards", r.stored_shards},
                                   {"stored_grants", r.stored_grants},
+                                  {"stored_revocations", r.stored_revocations},
                                   {"checked_files", r.checked_files},
                                   {"checked_terms", r.checked_terms},
                                   {"verified_bytes", r.verified_bytes},
@@ -92,7 +93,7 @@ void Print(const repair::FsckReport& r, const hub::HubCheckReport* hub, const gc
   }
   std::cout << "index: " << r.indexed_xorbs << " xorbs, " << r.indexed_shards
             << " shards; store: " << r.stored_xorbs << " xorbs, " << r.stored_shards << " shards, "
-            << r.stored_grants << " grants";
+            << r.stored_grants << " grants, " << r.stored_revocations << " revocations";
   if (r.checked_files > 0)
     std::cout << "; " << r.checked_files << " files, " << r.checked_terms << " terms checked";
   if (r.verified_bytes > 0) std::cout << "; " << r.verified_bytes << " bytes verified";

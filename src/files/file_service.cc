@@ -80,7 +80,7 @@ xet::Result<std::unique_ptr<FileReader>> FileService::Open(const StoredFile& fil
 }
 
 xet::Result<bool> FileService::Unregister(const xet::FileHash& hash, const std::string& scope) {
-  return index_.UnregisterFile(hash, scope);
+  return cas_.Unregister(hash, scope);
 }
 
 xet::Result<FileListing> FileService::List(const std::string& scope, std::optional<xet::FileHash> cursor,

@@ -71,8 +71,9 @@ class FileService {
   // The files `scope` sees in hash order after `cursor` (the first page when empty), at most `limit`.
   xet::Result<FileListing> List(const std::string& scope, std::optional<xet::FileHash> cursor, size_t limit);
   // Takes the file out of `scope`'s view (DELETE /v1/files): false when `scope` did not see it. What the
-  // file's bytes are stored in stays (index::CasIndex::UnregisterFile). Callers keep repositories' scopes
-  // out: their files go with commits and deletions (the Hub's).
+  // file's bytes are stored in stays, and a rebuild does not give the file back
+  // (cas::CasService::Unregister). Callers keep repositories' scopes out: their files go with commits and
+  // deletions (the Hub's).
   xet::Result<bool> Unregister(const xet::FileHash& hash, const std::string& scope);
 
   // ---- For the Hub and buckets, which reach files through this service, never through the index's CAS

@@ -119,6 +119,7 @@ std::string GcReport::ToJson() const {
   field("resumed_xorbs", n(resumed_xorbs));
   field("swept_shards", n(swept_shards));
   field("reclaimed_shard_bytes", n(reclaimed_shard_bytes));
+  field("finished_revocations", n(finished_revocations));
   field("repos", n(repos));
   field("unwalkable_repos", n(unwalkable_repos));
   field("reached_files", n(reached_files));
@@ -370,6 +371,10 @@ xet::Result<GcReport> Collector::Run() {
     }
     for (const auto& h : claimed) xorbs_q->erase(h);
     if (auto st = FinishShards(**lock, report); !st.ok()) return st.error();
+    // Revocations a registration cleared and a crash or a failed delete left in the store.
+    auto finished = cas::FinishClearedRevocations(cas_, store_);
+    if (!finished.ok()) return finished.error();
+    report.finished_revocations = *finished;
   }
   if (auto st = Step("resumed"); !st.ok()) return st.error();
 

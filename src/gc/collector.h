@@ -83,6 +83,7 @@ struct GcReport {
   uint64_t resumed_xorbs = 0;    // claimed by an interrupted run and deleted by this one
   uint64_t swept_shards = 0;     // shards all of whose xorbs went, deleted with their grants
   uint64_t reclaimed_shard_bytes = 0;
+  uint64_t finished_revocations = 0;      // cleared revocations whose blobs this run deleted (cas/grant.h)
   uint64_t repos = 0;                     // repositories walked (buckets aside)
   uint64_t unwalkable_repos = 0;          // part of their history missing or unreadable: none of it collected
   uint64_t reached_files = 0;             // files their refs reach

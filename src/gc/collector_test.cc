@@ -21,6 +21,7 @@
 #include <thread>
 #include <vector>
 
+#include "cas/grant.h"
 #include "cas/service.h"
 #include "common/clock.h"
 #include "common/hex.h"
@@ -312,6 +313,28 @@ class CollectorTest : public ::testing::TestWithParam<Backend> {
     return s;
   }
 
+  // A new index rebuilt from this store (`name` tells it from others of the test), given to `check`.
+  void Rebuilt(
+      const std::string& name,
+      const std::function<void(index::Index&, files::FileService&, const repair::FsckReport&)>& check) {
+    std::string url = "sqlite:" + (dir_ / ("rebuilt-" + name + ".db")).string();
+    if (!schema_.empty()) {
+      ASSERT_NO_FATAL_FAILURE(PgExec("CREATE SCHEMA " + schema_ + name));
+      url = Postgres().uri() + "?options=-csearch_path%3D" + schema_ + name;
+    }
+    auto fresh = index::OpenIndex(url);
+    ASSERT_TRUE(fresh.ok()) << fresh.error().message;
+    {
+      cas::CasService cas(**fresh, *store_, pool_, {});
+      auto report = repair::RebuildIndex(cas, **fresh, *store_, {});
+      ASSERT_TRUE(report.ok()) << report.error().message;
+      files::FileService files(cas, **fresh, {});
+      check(**fresh, files, *report);
+    }
+    fresh->reset();
+    if (!schema_.empty()) PgExec("DROP SCHEMA " + schema_ + name + " CASCADE");
+  }
+
   fs::path dir_;
   std::string url_;
   std::string schema_;
@@ -531,7 +554,7 @@ TEST_P(CollectorTest, AListingThatLagsTheWritesChangesNothing) {
   };
   const auto live = put(kept, "lagged");
   const auto gone = put(Random(200 << 10), "lagged");
-  ASSERT_TRUE(index_->UnregisterFile(gone.file_hashes[0], "lagged").ok());
+  ASSERT_TRUE(files_->Unregister(gone.file_hashes[0], "lagged").ok());
   ASSERT_TRUE(index_->DeleteRepo(s.repo).ok());
   EXPECT_GT(lag.hidden(), 0u);
 
@@ -762,7 +785,7 @@ TEST_P(CollectorTest, KilledAtAnyStepTheNextRunFinishesTheSameWay) {
     ASSERT_TRUE(index_->DeleteRepo(s.repo).ok());
     // And an upload of its own (a shard that goes whole), removed.
     auto alone = Upload({Random(300 << 10)}, "plain2");
-    ASSERT_TRUE(index_->UnregisterFile(alone.file_hashes[0], "plain2").ok());
+    ASSERT_TRUE(files_->Unregister(alone.file_hashes[0], "plain2").ok());
     Collect();
     clock_.Advance(static_cast<int64_t>(kDefaultGraceSeconds) + 1);
     {
@@ -988,25 +1011,93 @@ TEST_P(CollectorTest, ARebuildAfterASweepKeepsTheLiveFilesOfAPartlySweptShard) {
   Collect();
   clock_.Advance(static_cast<int64_t>(kDefaultGraceSeconds) + 1);
   ASSERT_EQ(Collect().swept_xorbs, s.doomed_only.size());
-
-  std::string url = "sqlite:" + (dir_ / "rebuilt.db").string();
-  if (!schema_.empty()) {
-    ASSERT_NO_FATAL_FAILURE(PgExec("CREATE SCHEMA " + schema_ + "r"));
-    url = Postgres().uri() + "?options=-csearch_path%3D" + schema_ + "r";
-  }
-  auto fresh = index::OpenIndex(url);
-  ASSERT_TRUE(fresh.ok()) << fresh.error().message;
-  {
-    cas::CasService cas(**fresh, *store_, pool_, {});
-    auto report = repair::RebuildIndex(cas, **fresh, *store_, {});
-    ASSERT_TRUE(report.ok()) << report.error().message;
-    EXPECT_FALSE(report->damaged());
-    files::FileService files(cas, **fresh, {});
+  Rebuilt("r", [&](index::Index& fresh, files::FileService& files, const repair::FsckReport& report) {
+    EXPECT_FALSE(report.damaged());
     EXPECT_EQ(Download(s.shared_hash, "repo-w", &files), s.shared);  // the scope its shard was granted to
-    EXPECT_EQ((*fresh)->GetFile(s.doomed_hash).error().code, ErrorCode::kNotFound);
-  }
-  fresh->reset();
-  if (!schema_.empty()) PgExec("DROP SCHEMA " + schema_ + "r CASCADE");
+    EXPECT_EQ(fresh.GetFile(s.doomed_hash).error().code, ErrorCode::kNotFound);
+  });
+}
+
+// A file one plain scope removed and another still uses keeps its xorbs and its shard, whose grant names
+// both scopes: the revocation stored beside it keeps a rebuild from giving it back to the first; a later
+// upload to that scope deletes the revocation, and the next rebuild gives it back.
+TEST_P(CollectorTest, ARebuildDoesNotGiveBackAFileItsScopeRemoved) {
+  const Bytes data = Random(500 << 10);
+  const auto f = Upload({data}, "p1").file_hashes[0];
+  Upload({data}, "p2");
+  const auto revocations = [&] {
+    size_t n = 0;
+    EXPECT_TRUE(store_->List(store::BlobKind::kRevocation, [&](const xet::Hash&) { ++n; }).ok());
+    return n;
+  };
+  auto removed = files_->Unregister(f, "p1");
+  ASSERT_TRUE(removed.ok() && *removed);
+  EXPECT_EQ(revocations(), 1u);
+  // Again: not seen, and nothing more is stored.
+  EXPECT_FALSE(*files_->Unregister(f, "p1"));
+  EXPECT_EQ(revocations(), 1u);
+  Collect();
+  clock_.Advance(static_cast<int64_t>(kDefaultGraceSeconds) + 1);
+  EXPECT_EQ(Collect().swept_xorbs, 0u);  // p2 uses them
+
+  Rebuilt("a", [&](index::Index& fresh, files::FileService& files, const repair::FsckReport& report) {
+    EXPECT_FALSE(report.damaged());
+    EXPECT_FALSE(*fresh.FileVisibleTo(f, "p1"));
+    EXPECT_EQ(Download(f, "p2", &files), data);
+    // The rebuilt index records the revocation too: fsck finds the two in agreement.
+    cas::CasService cas(fresh, *store_, pool_, {});
+    auto check = repair::Fsck(cas, fresh, *store_, {});
+    ASSERT_TRUE(check.ok());
+    EXPECT_TRUE(check->clean()) << check->findings[0].detail;
+    EXPECT_EQ(check->indexed_revocations, 1u);
+  });
+
+  // p1 uploads the file again: its revocation is cleared and its blob deleted before the answer.
+  Upload({data}, "p1");
+  EXPECT_EQ(revocations(), 0u);
+  EXPECT_TRUE(index_->ListRevocations(std::nullopt, 10)->empty());
+  Rebuilt("b", [&](index::Index&, files::FileService& files, const repair::FsckReport& report) {
+    EXPECT_FALSE(report.damaged());
+    EXPECT_EQ(Download(f, "p1", &files), data);
+  });
+}
+
+// fsck finds a revocation the index records and the store lacks (a DELETE that died between the two), and
+// one the store holds for a file the scope sees again; repair stores the first, deletes the second.
+TEST_P(CollectorTest, FsckReportsAndRepairsRevocationsOutOfStep) {
+  const Bytes data = Random(300 << 10);
+  const auto f = Upload({data}, "p1").file_hashes[0];
+  ASSERT_TRUE(*files_->Unregister(f, "p1"));
+  const cas::Revocation r{f, "p1"};
+  ASSERT_TRUE(*store_->Delete(store::BlobKind::kRevocation, cas::RevocationName(r)));
+  auto report = repair::Fsck(*cas_, *index_, *store_, {});
+  ASSERT_TRUE(report.ok());
+  ASSERT_EQ(report->findings.size(), 1u);
+  EXPECT_EQ(report->findings[0].kind, repair::FindingKind::kMissingObject);
+  EXPECT_EQ(report->findings[0].what, "revocation");
+  // The DELETE again stores it (the client's retry after a failure).
+  EXPECT_FALSE(*files_->Unregister(f, "p1"));
+  EXPECT_TRUE(repair::Fsck(*cas_, *index_, *store_, {})->clean());
+  ASSERT_TRUE(*store_->Delete(store::BlobKind::kRevocation, cas::RevocationName(r)));
+  repair::FsckOptions fix;
+  fix.repair = true;
+  report = repair::Fsck(*cas_, *index_, *store_, fix);
+  ASSERT_TRUE(report.ok());
+  EXPECT_FALSE(report->damaged());
+  EXPECT_TRUE(store_->Stat(store::BlobKind::kRevocation, cas::RevocationName(r))->exists);
+
+  // A registration cleared it and left its blob (sharing clears without deleting; so does a crash after a
+  // shard's commit): reported, not damage; the collector deletes it.
+  ASSERT_TRUE(index_->ShareFile(f, "p1").ok());
+  report = repair::Fsck(*cas_, *index_, *store_, {});
+  ASSERT_TRUE(report.ok());
+  ASSERT_EQ(report->findings.size(), 1u);
+  EXPECT_EQ(report->findings[0].kind, repair::FindingKind::kUnindexed);
+  EXPECT_FALSE(report->damaged());
+  EXPECT_EQ(Collect().finished_revocations, 1u);
+  EXPECT_FALSE(store_->Stat(store::BlobKind::kRevocation, cas::RevocationName(r))->exists);
+  EXPECT_TRUE(index_->ListRevocations(std::nullopt, 10)->empty());
+  EXPECT_TRUE(repair::Fsck(*cas_, *index_, *store_, {})->clean());
 }
 
 TEST(GcGrace, TheDefaultCoversTheClientsCaches) {

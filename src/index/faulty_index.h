@@ -86,9 +86,18 @@ class FaultyIndex final : public ForwardingIndex {
     if (auto st = Check("ShareFiles"); !st.ok()) return st.error();
     return ForwardingIndex::ShareFiles(hashes, scope);
   }
-  xet::Result<bool> UnregisterFile(const FileHash& hash, std::string_view scope) override {
+  xet::Result<Unregistered> UnregisterFile(const FileHash& hash, std::string_view scope) override {
     if (auto st = Check("UnregisterFile"); !st.ok()) return st.error();
     return ForwardingIndex::UnregisterFile(hash, scope);
+  }
+  xet::Result<std::vector<RevocationRecord>> ListRevocations(std::optional<RevocationKey> after,
+                                                             size_t limit) override {
+    if (auto st = Check("ListRevocations"); !st.ok()) return st.error();
+    return ForwardingIndex::ListRevocations(std::move(after), limit);
+  }
+  xet::Status ForgetRevocations(std::span<const RevocationKey> revocations) override {
+    if (auto st = Check("ForgetRevocations"); !st.ok()) return st;
+    return ForwardingIndex::ForgetRevocations(revocations);
   }
   xet::Result<CommitOutcome> CommitShard(const ShardCommit& commit) override {
     if (auto st = Check("CommitShard"); !st.ok()) return st.error();

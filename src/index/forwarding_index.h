@@ -60,8 +60,15 @@ class ForwardingIndex : public Index {
     return inner_.ShareFiles(hashes, scope);
   }
   using Index::ShareFile;
-  xet::Result<bool> UnregisterFile(const FileHash& hash, std::string_view scope) override {
+  xet::Result<Unregistered> UnregisterFile(const FileHash& hash, std::string_view scope) override {
     return inner_.UnregisterFile(hash, scope);
+  }
+  xet::Result<std::vector<RevocationRecord>> ListRevocations(std::optional<RevocationKey> after,
+                                                             size_t limit) override {
+    return inner_.ListRevocations(std::move(after), limit);
+  }
+  xet::Status ForgetRevocations(std::span<const RevocationKey> revocations) override {
+    return inner_.ForgetRevocations(revocations);
   }
   xet::Result<CommitOutcome> CommitShard(const ShardCommit& commit) override {
     return inner_.CommitShard(commit);

@@ -80,22 +80,30 @@ class CasIndex {
   virtual xet::Result<ScopeTotals> ScopeStats(std::string_view scope) = 0;
   // Makes registered files visible to `scope` as well (a copy between repositories, whose scopes differ; a
   // commit publishing files to its repository's read scope), all or nothing, in one transaction; each
-  // counted in the scope's totals once. kNotFound (nothing changed) when one of them is unknown. At most
-  // kMaxSharedFiles at once (kMalformed past that).
+  // counted in the scope's totals once; the scope's revocations of them are cleared (their blobs go with the
+  // next collection: cas::CasService::FinishRevocations). kNotFound (nothing changed) when one of them is
+  // unknown. At most kMaxSharedFiles at once (kMalformed past that).
   static constexpr size_t kMaxSharedFiles = 25000;
   virtual xet::Status ShareFiles(std::span<const FileHash> hashes, std::string_view scope) = 0;
   xet::Status ShareFile(const FileHash& hash, std::string_view scope) {
     return ShareFiles(std::span(&hash, 1), scope);
   }
   // Takes the file out of `scope`'s view: its visibility to `scope` and its share of the scope's totals go,
-  // in one transaction. False (nothing changed) when `scope` did not see it. Only that reference goes: the
+  // and its revocation (RevocationRecord) is recorded, in one transaction. Only that reference goes: the
   // file's record, other scopes' views of it and its xorbs stay (a garbage collector frees what nothing
-  // references).
-  virtual xet::Result<bool> UnregisterFile(const FileHash& hash, std::string_view scope) = 0;
+  // references). kRemovedBefore when an earlier call removed it (its caller may have died before storing the
+  // revocation's blob: this one stores it again).
+  virtual xet::Result<Unregistered> UnregisterFile(const FileHash& hash, std::string_view scope) = 0;
+  // Revocations in (file, scope) order after `after`, at most `limit` (at most kMaxListedFiles).
+  virtual xet::Result<std::vector<RevocationRecord>> ListRevocations(std::optional<RevocationKey> after,
+                                                                     size_t limit) = 0;
+  // Deletes each given revocation that is still cleared (its blob is gone); one recorded again since stays.
+  virtual xet::Status ForgetRevocations(std::span<const RevocationKey> revocations) = 0;
 
   // ---- Shards
   // Registers a verified shard: the shard, its files (visible to commit.scope) and its dedup entries, all
-  // or nothing. Committing a shard again is not an error (already_existed) and adds commit.scope.
+  // or nothing; the scope's revocations of files it sees again are cleared (CommitOutcome). Committing a
+  // shard again is not an error (already_existed) and adds commit.scope.
   virtual xet::Result<CommitOutcome> CommitShard(const ShardCommit& commit) = 0;
   virtual xet::Result<std::optional<ShardInfo>> GetShard(const Hash& shard) = 0;
   // The xorbs a registered shard brought together (kNotFound for an unknown shard). Shards registered

@@ -37,8 +37,9 @@ struct Table {
 // (Schema 6 added an index only; schema 7 the scopes' totals, which are counters: recomputed, not copied;
 // schema 8 the Hub's repositories, whose ids are copied as they are; schema 9 their read scopes; schema 10
 // an index only; schema 11 the collector's quarantine, copied so that what was unreferenced keeps the time it
-// became so; schema 12 the quarantine of repository objects, copied for the same reason.)
-static_assert(SqliteIndex::kSchemaVersion == 12 && PostgresIndex::kSchemaVersion == 12,
+// became so; schema 12 the quarantine of repository objects, copied for the same reason; schema 13 the
+// scopes' revocations of files.)
+static_assert(SqliteIndex::kSchemaVersion == 13 && PostgresIndex::kSchemaVersion == 13,
               "a new schema version must be reflected in kTables");
 
 // Each scope's totals from its rows (schema 7's scope_totals), the same SQL on both backends.
@@ -84,6 +85,7 @@ const std::vector<Table>& Tables() {
        4096},
       {"gc_repo_quarantine", {{"repo", Type::kInt}, {"key", Type::kBytes}, {"since", Type::kInt}}, 2, 4096},
       {"shard_scopes", {{"shard", Type::kBytes}, {"scope", Type::kText}}, 2, 4096},
+      {"revocations", {{"file", Type::kBytes}, {"scope", Type::kText}, {"cleared", Type::kBool}}, 2, 4096},
       {"secrets", {{"name", Type::kText}, {"value", Type::kText}, {"created_at", Type::kInt}}, 1, 64},
       {"repos",
        {{"id", Type::kInt},

@@ -162,10 +162,11 @@ class IndexTest : public ::testing::TestWithParam<Backend> {
     }
   }
 
-  // Takes the database back to schema `version` as far as its version number goes (and what schemas 6 to 12
+  // Takes the database back to schema `version` as far as its version number goes (and what schemas 6 to 13
   // added: indexes, tables, the columns and rows that migrations 7 and 9 fill from the rows, and schema 11's
   // functions).
   void SetSchemaVersion(int version) {
+    if (version < 13) ExecRaw("DROP TABLE revocations", "DROP TABLE revocations");
     if (version < 12) {
       ExecRaw("DROP TABLE gc_repo_quarantine; DROP TABLE shard_scopes",
               "DROP TABLE gc_repo_quarantine; DROP TABLE shard_scopes");
@@ -629,7 +630,7 @@ TEST_P(IndexTest, UnregisteringAFileTakesItFromOneScopeOnly) {
 
   auto removed = index_->UnregisterFile(gone.hash, "team/a");
   ASSERT_TRUE(removed.ok()) << removed.error().message;
-  EXPECT_TRUE(*removed);
+  EXPECT_EQ(*removed, Unregistered::kRemoved);
   EXPECT_FALSE(*index_->FileVisibleTo(gone.hash, "team/a"));
   EXPECT_EQ(index_->GetVisibleFile(gone.hash, "team/a").error().code, ErrorCode::kNotFound);
   EXPECT_FALSE(index_->FileBySha256(*gone.sha256, "team/a")->has_value());
@@ -639,10 +640,10 @@ TEST_P(IndexTest, UnregisteringAFileTakesItFromOneScopeOnly) {
   EXPECT_EQ((*listed)[0].hash, kept.hash);
   EXPECT_EQ(totals("team/a"), std::pair(uint64_t{1}, kept.size));
 
-  // Again, a file the scope never saw, an unknown file: false, and nothing changes.
-  EXPECT_FALSE(*index_->UnregisterFile(gone.hash, "team/a"));
-  EXPECT_FALSE(*index_->UnregisterFile(kept.hash, "team/c"));
-  EXPECT_FALSE(*index_->UnregisterFile(RandomHash(rng_), "team/a"));
+  // Again (removed before), a file the scope never saw, an unknown file: nothing changes.
+  EXPECT_EQ(*index_->UnregisterFile(gone.hash, "team/a"), Unregistered::kRemovedBefore);
+  EXPECT_EQ(*index_->UnregisterFile(kept.hash, "team/c"), Unregistered::kNotVisible);
+  EXPECT_EQ(*index_->UnregisterFile(RandomHash(rng_), "team/a"), Unregistered::kNotVisible);
   EXPECT_EQ(totals("team/a"), std::pair(uint64_t{1}, kept.size));
   EXPECT_EQ(totals("team/c"), std::pair(uint64_t{0}, uint64_t{0}));
 
@@ -656,7 +657,7 @@ TEST_P(IndexTest, UnregisteringAFileTakesItFromOneScopeOnly) {
   EXPECT_EQ(index_->Stats()->files, 2u);
 
   // The scope's last file: nothing left to list or count; sharing it back counts it again.
-  EXPECT_TRUE(*index_->UnregisterFile(kept.hash, "team/a"));
+  EXPECT_EQ(*index_->UnregisterFile(kept.hash, "team/a"), Unregistered::kRemoved);
   EXPECT_TRUE(index_->ListFiles("team/a", std::nullopt, 10)->empty());
   EXPECT_EQ(totals("team/a"), std::pair(uint64_t{0}, uint64_t{0}));
   ASSERT_TRUE(index_->ShareFile(gone.hash, "team/a").ok());
@@ -667,6 +668,84 @@ TEST_P(IndexTest, UnregisteringAFileTakesItFromOneScopeOnly) {
   EXPECT_FALSE(*index_->FileVisibleTo(kept.hash, "team/a"));
   EXPECT_TRUE(*index_->FileVisibleTo(kept.hash, "team/b"));
   EXPECT_EQ(totals("team/a"), std::pair(uint64_t{1}, gone.size));
+}
+
+// A removal is recorded with it (for a rebuild from the store, cas/grant.h); a registration that gives the
+// file back clears the record and says so; forgetting takes only what is still cleared.
+TEST_P(IndexTest, ARemovalIsRecordedUntilARegistrationClearsIt) {
+  Open();
+  auto [xorb, layout] = AddXorb(8);
+  const FileCommit a = MakeFile(RandomHash(rng_), xorb, layout, {{0, 5}});
+  const FileCommit b = MakeFile(RandomHash(rng_), xorb, layout, {{0, 3}});
+  ASSERT_TRUE(CommitFiles({a, b}, "team/a").ok());
+  ASSERT_TRUE(CommitFiles({a}, "team/b").ok());
+  const auto all = [&] {
+    auto r = index_->ListRevocations(std::nullopt, 100);
+    EXPECT_TRUE(r.ok()) << r.error().message;
+    return r.ok() ? *r : std::vector<RevocationRecord>{};
+  };
+  EXPECT_TRUE(all().empty());
+  ASSERT_EQ(*index_->UnregisterFile(a.hash, "team/a"), Unregistered::kRemoved);
+  ASSERT_EQ(*index_->UnregisterFile(b.hash, "team/a"), Unregistered::kRemoved);
+  ASSERT_EQ(*index_->UnregisterFile(a.hash, "team/b"), Unregistered::kRemoved);
+  auto recorded = all();
+  ASSERT_EQ(recorded.size(), 3u);
+  EXPECT_TRUE(std::is_sorted(recorded.begin(), recorded.end(),
+                             [](const auto& x, const auto& y) { return x.key < y.key; }));
+  for (const auto& r : recorded) EXPECT_FALSE(r.cleared);
+  // Paged: one at a time gives the same three.
+  std::vector<RevocationKey> paged;
+  std::optional<RevocationKey> after;
+  while (paged.size() <= 3) {
+    auto page = index_->ListRevocations(after, 1);
+    ASSERT_TRUE(page.ok()) << page.error().message;
+    if (page->empty()) break;
+    paged.push_back((*page)[0].key);
+    after = paged.back();
+  }
+  ASSERT_EQ(paged.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) EXPECT_EQ(paged[i], recorded[i].key);
+
+  // Forgetting what is not cleared changes nothing.
+  const std::vector<RevocationKey> keys{{a.hash, "team/a"}, {b.hash, "team/a"}, {a.hash, "team/b"}};
+  ASSERT_TRUE(index_->ForgetRevocations(keys).ok());
+  EXPECT_EQ(all().size(), 3u);
+
+  // A shard giving a back to team/a clears that one (and says so); b's and team/b's stay.
+  auto out = index_->CommitShard({.shard = RandomHash(rng_),
+                                  .shard_size = 1,
+                                  .files = {a, b},
+                                  .dedup = {},
+                                  .scope = "team/a",
+                                  .xorbs = {}});
+  ASSERT_TRUE(out.ok()) << out.error().message;
+  std::vector<Hash> cleared = out->cleared_revocations;
+  std::sort(cleared.begin(), cleared.end());
+  std::vector<Hash> expected{a.hash, b.hash};
+  std::sort(expected.begin(), expected.end());
+  EXPECT_EQ(cleared, expected);
+  // A registration again clears nothing more.
+  auto again = index_->CommitShard({.shard = RandomHash(rng_),
+                                    .shard_size = 1,
+                                    .files = {a},
+                                    .dedup = {},
+                                    .scope = "team/a",
+                                    .xorbs = {}});
+  ASSERT_TRUE(again.ok());
+  EXPECT_TRUE(again->cleared_revocations.empty());
+  // Sharing clears too.
+  ASSERT_TRUE(index_->ShareFile(a.hash, "team/b").ok());
+  for (const auto& r : all()) EXPECT_TRUE(r.cleared) << r.key.scope;
+
+  // Removed again before the forget: recorded anew, so the forget leaves it.
+  ASSERT_EQ(*index_->UnregisterFile(b.hash, "team/a"), Unregistered::kRemoved);
+  ASSERT_TRUE(index_->ForgetRevocations(keys).ok());
+  auto left = all();
+  ASSERT_EQ(left.size(), 1u);
+  EXPECT_EQ(left[0].key, (RevocationKey{b.hash, "team/a"}));
+  EXPECT_FALSE(left[0].cleared);
+  Open();  // durable
+  EXPECT_EQ(all().size(), 1u);
 }
 
 TEST_P(IndexTest, ListsAScopesFilesInPages) {
@@ -2337,7 +2416,7 @@ TEST_P(IndexTest, TwoNodesUnregisteringTheSameFilesAtOnce) {
           auto r = nodes[static_cast<size_t>(node)]->UnregisterFile(files[i].hash, "s");
           if (!r.ok()) {
             ++failures;
-          } else if (*r) {
+          } else if (*r == Unregistered::kRemoved) {
             ++removed;
           }
         }

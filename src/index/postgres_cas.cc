@@ -115,8 +115,13 @@ n AS (
 bump AS (
   UPDATE counters c SET files = c.files + n.files, file_bytes = c.file_bytes + n.file_bytes,
                         shards = c.shards + n.shards, stored_bytes = c.stored_bytes + n.shard_bytes
-  FROM n WHERE c.slot = $14::int8 AND (n.files > 0 OR n.shards > 0))
-SELECT n.shards FROM n, refuse, missing)sql"};
+  FROM n WHERE c.slot = $14::int8 AND (n.files > 0 OR n.shards > 0)),
+-- The scope's revocations of files it sees again are cleared: one row per cleared file (one row when none).
+rv AS (
+  UPDATE revocations r SET cleared = true FROM fs
+  WHERE r.file = fs.file AND r.scope = $4::text AND NOT r.cleared
+  RETURNING r.file)
+SELECT n.shards, rv.file FROM n, refuse, missing LEFT JOIN rv ON true)sql"};
 constexpr pg::Statement kGetShard{"get_shard",
                                   "SELECT size, registered_at FROM shards WHERE hash = $1::bytea"};
 // The shard's row and its xorbs in one round trip: no row, unknown shard; one row with a NULL xorb, none.
@@ -160,15 +165,30 @@ st AS (
   SELECT $2::text, count(*), COALESCE(sum(f.size), 0) FROM fs JOIN f ON f.hash = fs.file
   HAVING count(*) > 0
   ON CONFLICT (scope) DO UPDATE SET files = scope_totals.files + EXCLUDED.files,
-                                    bytes = scope_totals.bytes + EXCLUDED.bytes)
+                                    bytes = scope_totals.bytes + EXCLUDED.bytes),
+rv AS (
+  UPDATE revocations r SET cleared = true FROM fs
+  WHERE r.file = fs.file AND r.scope = $2::text AND NOT r.cleared)
 SELECT (SELECT count(*) FROM u)::int8, (SELECT count(*) FROM f)::int8, (SELECT n FROM refuse))sql"};
-// The file leaves the scope, and its size the scope's totals, only where the scope saw it.
+// The file leaves the scope, and its size the scope's totals, only where the scope saw it; its revocation
+// is recorded. Second column: whether a revocation was recorded before this statement (its snapshot).
 constexpr pg::Statement kUnregisterFile{"unregister_file", R"sql(
 WITH fs AS (DELETE FROM file_scopes WHERE file = $1::bytea AND scope = $2::text RETURNING file),
 st AS (
   UPDATE scope_totals SET files = scope_totals.files - 1, bytes = scope_totals.bytes - f.size
-  FROM fs JOIN files f ON f.hash = fs.file WHERE scope_totals.scope = $2::text)
-SELECT count(*)::int8 FROM fs)sql"};
+  FROM fs JOIN files f ON f.hash = fs.file WHERE scope_totals.scope = $2::text),
+rv AS (
+  INSERT INTO revocations(file, scope, cleared) SELECT file, $2::text, false FROM fs
+  ON CONFLICT (file, scope) DO UPDATE SET cleared = false)
+SELECT (SELECT count(*) FROM fs)::int8,
+       (SELECT count(*) FROM revocations WHERE file = $1::bytea AND scope = $2::text AND NOT cleared)::int8
+)sql"};
+constexpr pg::Statement kListRevocations{"list_revocations", R"sql(
+SELECT file, scope, cleared FROM revocations WHERE (file, scope) > ($1::bytea, $2::text)
+ORDER BY file, scope LIMIT $3::int8)sql"};
+constexpr pg::Statement kForgetRevocations{"forget_revocations", R"sql(
+DELETE FROM revocations r USING unnest($1::bytea[], $2::text[]) AS u(file, scope)
+WHERE r.file = u.file AND r.scope = u.scope AND r.cleared)sql"};
 
 }  // namespace
 
@@ -230,7 +250,11 @@ xet::Result<CommitOutcome> PostgresIndex::CommitShard(const ShardCommit& commit)
 
   CommitOutcome outcome;
   WriteRequest req{&kCommitShard, {}, [&](const pg::Rows& rows) {
-                     outcome.already_existed = rows.size() == 1 && rows.Int8(0, 0) == 0;
+                     outcome.already_existed = rows.size() >= 1 && rows.Int8(0, 0) == 0;
+                     outcome.cleared_revocations.clear();
+                     for (int i = 0; i < rows.size(); ++i) {
+                       if (auto file = rows.Hash(i, 1)) outcome.cleared_revocations.push_back(*file);
+                     }
                    }};
   req.params.Bytea(commit.shard)
       .Int8(static_cast<int64_t>(commit.shard_size))
@@ -449,13 +473,53 @@ xet::Status PostgresIndex::ShareFiles(std::span<const FileHash> hashes, std::str
   return xet::Ok{};
 }
 
-xet::Result<bool> PostgresIndex::UnregisterFile(const FileHash& hash, std::string_view scope) {
-  bool removed = false;
-  WriteRequest req{
-      &kUnregisterFile, {}, [&](const pg::Rows& rows) { removed = rows.size() == 1 && rows.Int8(0, 0) > 0; }};
+xet::Result<Unregistered> PostgresIndex::UnregisterFile(const FileHash& hash, std::string_view scope) {
+  Unregistered outcome = Unregistered::kNotVisible;
+  WriteRequest req{&kUnregisterFile, {}, [&](const pg::Rows& rows) {
+                     if (rows.size() != 1) return;
+                     outcome = rows.Int8(0, 0) > 0   ? Unregistered::kRemoved
+                               : rows.Int8(0, 1) > 0 ? Unregistered::kRemovedBefore
+                                                     : Unregistered::kNotVisible;
+                   }};
   req.params.Bytea(hash).Text(scope);
   if (auto st = writes_->Submit(req); !st.ok()) return st.error();
-  return removed;
+  return outcome;
+}
+
+xet::Result<std::vector<RevocationRecord>> PostgresIndex::ListRevocations(std::optional<RevocationKey> after,
+                                                                          size_t limit) {
+  if (limit > kMaxListedFiles)
+    return xet::Malformed("at most " + std::to_string(kMaxListedFiles) + " revocations a page");
+  pg::Params p;
+  // Every hash sorts after the empty bytea.
+  if (after) {
+    p.Bytea(after->file).Text(after->scope);
+  } else {
+    p.Bytea(std::span<const uint8_t>()).Text("");
+  }
+  p.Int8(static_cast<int64_t>(limit));
+  auto rows = Query(kListRevocations, p);
+  if (!rows.ok()) return rows.error();
+  std::vector<RevocationRecord> out;
+  for (int i = 0; i < rows->size(); ++i) {
+    auto file = rows->Hash(i, 0);
+    if (!file) return xet::IoError("a revocations row has a file that is not 32 bytes");
+    out.push_back({{*file, std::string(rows->Text(i, 1))}, rows->Bool(i, 2)});
+  }
+  return out;
+}
+
+xet::Status PostgresIndex::ForgetRevocations(std::span<const RevocationKey> revocations) {
+  if (revocations.empty()) return xet::Ok{};
+  std::vector<xet::Hash> files;
+  std::vector<std::string> scopes;
+  for (const auto& k : revocations) {
+    files.push_back(k.file);
+    scopes.push_back(k.scope);
+  }
+  WriteRequest req{&kForgetRevocations, {}, [](const pg::Rows&) {}};
+  req.params.HashArray(files).TextArray(scopes);
+  return writes_->Submit(req);
 }
 
 }  // namespace cairn::index

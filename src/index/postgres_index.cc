@@ -202,6 +202,14 @@ CREATE TABLE shard_scopes(
   scope text NOT NULL,
   PRIMARY KEY (shard, scope));
 )sql",
+    // 13: the files scopes removed, kept for a rebuild from the store (as on SQLite).
+    R"sql(
+CREATE TABLE revocations(
+  file bytea NOT NULL CHECK (length(file) = 32),
+  scope text NOT NULL,
+  cleared bool NOT NULL DEFAULT false,  -- registered again; its blob is being deleted
+  PRIMARY KEY (file, scope));
+)sql",
 };
 static_assert(std::size(kMigrations) == PostgresIndex::kSchemaVersion);
 static_assert(kFileLinkKind == 16, "migration 9 reads the links by their kind");

@@ -51,7 +51,7 @@ struct PostgresOptions {
 
 class PostgresIndex final : public Index {
  public:
-  static constexpr int kSchemaVersion = 12;
+  static constexpr int kSchemaVersion = 13;
 
   // Connects, migrates and checks the schema. kUnavailable when the server cannot be reached.
   static xet::Result<std::unique_ptr<PostgresIndex>> Open(PostgresOptions options);
@@ -76,7 +76,10 @@ class PostgresIndex final : public Index {
   xet::Result<std::vector<Hash>> Scan(Scanned what, std::optional<Hash> after, size_t limit) override;
   xet::Status ShareFiles(std::span<const FileHash> hashes, std::string_view scope) override;
   using Index::ShareFile;
-  xet::Result<bool> UnregisterFile(const FileHash& hash, std::string_view scope) override;
+  xet::Result<Unregistered> UnregisterFile(const FileHash& hash, std::string_view scope) override;
+  xet::Result<std::vector<RevocationRecord>> ListRevocations(std::optional<RevocationKey> after,
+                                                             size_t limit) override;
+  xet::Status ForgetRevocations(std::span<const RevocationKey> revocations) override;
   xet::Result<CommitOutcome> CommitShard(const ShardCommit& commit) override;
   xet::Result<std::optional<ShardInfo>> GetShard(const Hash& shard) override;
   xet::Result<std::shared_ptr<const ShardXorbs>> GetShardXorbs(const Hash& shard) override;

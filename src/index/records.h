@@ -156,6 +156,31 @@ xet::Status CheckShardCommit(const ShardCommit& commit);
 
 struct CommitOutcome {
   bool already_existed = false;  // the shard was registered before (its files now also belong to `scope`)
+  // Files the scope had removed (revoked) and sees again: their revocations are cleared, for the caller to
+  // delete their blobs and then ForgetRevocations.
+  std::vector<FileHash> cleared_revocations;
+};
+
+// A scope's removal of a file (CasIndex::UnregisterFile), recorded so that a rebuild from the store does not
+// give the file back (cas/grant.h). `cleared`: a registration gave the file back since, and the revocation's
+// blob is to be deleted.
+struct RevocationKey {
+  FileHash file;
+  std::string scope;
+  bool operator==(const RevocationKey&) const = default;
+  bool operator<(const RevocationKey& o) const {
+    return file < o.file || (file == o.file && scope < o.scope);
+  }
+};
+struct RevocationRecord {
+  RevocationKey key;
+  bool cleared = false;
+};
+
+enum class Unregistered {
+  kRemoved,        // the scope saw the file; it no longer does, and the revocation is recorded
+  kRemovedBefore,  // the scope had removed it already; its revocation is recorded, not cleared
+  kNotVisible,     // the scope never saw it (or saw it again and had its revocation cleared): nothing changed
 };
 
 struct DedupHit {

@@ -54,6 +54,19 @@ constexpr const char kPutFile[] =
 constexpr const char kPutScope[] =
     "INSERT INTO file_scopes(file, scope) VALUES (?1, ?2) ON CONFLICT(file, scope) DO NOTHING";
 constexpr const char kDropScope[] = "DELETE FROM file_scopes WHERE file = ?1 AND scope = ?2";
+constexpr const char kRecordRevocation[] =
+    "INSERT INTO revocations(file, scope, cleared) VALUES (?1, ?2, 0) "
+    "ON CONFLICT(file, scope) DO UPDATE SET cleared = 0";
+constexpr const char kRevokedBefore[] =
+    "SELECT 1 FROM revocations WHERE file = ?1 AND scope = ?2 AND cleared = 0";
+constexpr const char kClearRevocation[] =
+    "UPDATE revocations SET cleared = 1 WHERE file = ?1 AND scope = ?2 AND cleared = 0";
+constexpr const char kListRevocations[] =
+    "SELECT file, scope, cleared FROM revocations WHERE file > ?1 OR (file = ?1 AND scope > ?2) "
+    "ORDER BY file, scope LIMIT ?3";
+constexpr const char kForgetRevocation[] =
+    "DELETE FROM revocations WHERE file = ?1 AND scope = ?2 AND cleared = 1";
+
 constexpr const char kPutDedup[] =
     "INSERT INTO dedup(chunk, scope, xorb, shard) VALUES (?1, ?2, ?3, ?4) "
     "ON CONFLICT(chunk, scope, xorb) DO NOTHING";
@@ -93,6 +106,14 @@ xet::Result<bool> SqliteIndex::PutXorb(const XorbHash& hash, const xet::XorbLayo
   });
   if (!st.ok()) return st.error();
   return inserted;
+}
+
+xet::Result<bool> SqliteIndex::ClearRevocation(Conn& c, const FileHash& file, std::string_view scope) {
+  auto clear = c.Prepare(kClearRevocation);
+  if (!clear.ok()) return clear.error();
+  clear->Bind(1, file).Bind(2, scope);
+  if (auto r = c.Run(*clear, "clear a revocation"); !r.ok()) return r.error();
+  return c.changes() > 0;
 }
 
 xet::Result<CommitOutcome> SqliteIndex::CommitShard(const ShardCommit& commit) {
@@ -184,6 +205,9 @@ xet::Result<CommitOutcome> SqliteIndex::CommitShard(const ShardCommit& commit) {
       if (c.changes() > 0) {
         ++scope_files;
         scope_bytes += static_cast<int64_t>(f.size);
+        auto cleared = ClearRevocation(c, f.hash, commit.scope);
+        if (!cleared.ok()) return cleared.error();
+        if (*cleared) outcome.cleared_revocations.push_back(f.hash);
       }
     }
     if (scope_files > 0) {
@@ -436,6 +460,7 @@ xet::Status SqliteIndex::ShareFiles(std::span<const FileHash> hashes, std::strin
       put->Bind(1, hash).Bind(2, scope);
       if (auto st = c.Run(*put, "insert file scope"); !st.ok()) return st;
       if (c.changes() == 0) continue;  // the scope had it already
+      if (auto cleared = ClearRevocation(c, hash, scope); !cleared.ok()) return cleared.error();
       ++files;
       bytes += file_bytes;
     }
@@ -447,14 +472,22 @@ xet::Status SqliteIndex::ShareFiles(std::span<const FileHash> hashes, std::strin
   });
 }
 
-xet::Result<bool> SqliteIndex::UnregisterFile(const FileHash& hash, std::string_view scope) {
-  bool removed = false;
+xet::Result<Unregistered> SqliteIndex::UnregisterFile(const FileHash& hash, std::string_view scope) {
+  Unregistered outcome = Unregistered::kNotVisible;
   auto st = Write([&](Conn& c) -> xet::Status {
     auto drop = c.Prepare(kDropScope);
     if (!drop.ok()) return drop.error();
     drop->Bind(1, hash).Bind(2, scope);
     if (auto r = c.Run(*drop, "delete file scope"); !r.ok()) return r;
-    if (c.changes() == 0) return xet::Ok{};  // the scope did not see it
+    if (c.changes() == 0) {  // the scope did not see it
+      auto before = c.Prepare(kRevokedBefore);
+      if (!before.ok()) return before.error();
+      before->Bind(1, hash).Bind(2, scope);
+      const int rc = before->Step();
+      if (rc == SQLITE_ROW) outcome = Unregistered::kRemovedBefore;
+      if (rc != SQLITE_ROW && rc != SQLITE_DONE) return c.Err("read revocation", rc);
+      return xet::Ok{};
+    }
     auto size = c.Prepare(kFileSize);
     if (!size.ok()) return size.error();
     size->Bind(1, hash);
@@ -466,11 +499,51 @@ xet::Result<bool> SqliteIndex::UnregisterFile(const FileHash& hash, std::string_
     if (!shrink.ok()) return shrink.error();
     shrink->Bind(1, scope).Bind(2, size->Int(0));
     if (auto r = c.Run(*shrink, "count the scope's files"); !r.ok()) return r;
-    removed = true;
+    auto record = c.Prepare(kRecordRevocation);
+    if (!record.ok()) return record.error();
+    record->Bind(1, hash).Bind(2, scope);
+    if (auto r = c.Run(*record, "record the revocation"); !r.ok()) return r;
+    outcome = Unregistered::kRemoved;
     return xet::Ok{};
   });
   if (!st.ok()) return st.error();
-  return removed;
+  return outcome;
+}
+
+xet::Result<std::vector<RevocationRecord>> SqliteIndex::ListRevocations(std::optional<RevocationKey> after,
+                                                                        size_t limit) {
+  if (limit > kMaxListedFiles)
+    return xet::Malformed("at most " + std::to_string(kMaxListedFiles) + " revocations a page");
+  auto r = AcquireReader();
+  if (!r.ok()) return r.error();
+  auto s = (*r)->Prepare(kListRevocations);
+  if (!s.ok()) return s.error();
+  const std::string after_scope = after ? after->scope : std::string();  // bound, not copied: kept alive
+  s->BindAfter(1, after ? std::optional<Hash>(after->file) : std::nullopt);
+  s->Bind(2, std::string_view(after_scope));
+  s->Bind(3, static_cast<int64_t>(limit));
+  std::vector<RevocationRecord> out;
+  for (;;) {
+    const int rc = s->Step();
+    if (rc == SQLITE_DONE) return out;
+    if (rc != SQLITE_ROW) return (*r)->Err("list revocations", rc);
+    auto file = s->HashCol(0);
+    if (!file) return xet::IoError("a revocations row has a file that is not 32 bytes");
+    out.push_back({{*file, std::string(s->Text(1))}, s->Int(2) != 0});
+  }
+}
+
+xet::Status SqliteIndex::ForgetRevocations(std::span<const RevocationKey> revocations) {
+  if (revocations.empty()) return xet::Ok{};
+  return Write([&](Conn& c) -> xet::Status {
+    for (const auto& k : revocations) {
+      auto forget = c.Prepare(kForgetRevocation);
+      if (!forget.ok()) return forget.error();
+      forget->Bind(1, k.file).Bind(2, std::string_view(k.scope));
+      if (auto r = c.Run(*forget, "forget a revocation"); !r.ok()) return r;
+    }
+    return xet::Ok{};
+  });
 }
 
 xet::Result<IndexStats> SqliteIndex::Stats() {

@@ -184,6 +184,15 @@ CREATE TABLE shard_scopes(
   scope TEXT NOT NULL,
   PRIMARY KEY (shard, scope)) WITHOUT ROWID;
 )sql",
+    // 13: the files scopes removed (UnregisterFile), kept so that a rebuild from the store does not give them
+    // back (cas/grant.h); cleared by a registration that gives one back until its blob is gone.
+    R"sql(
+CREATE TABLE revocations(
+  file BLOB NOT NULL CHECK (length(file) = 32),
+  scope TEXT NOT NULL,
+  cleared INTEGER NOT NULL DEFAULT 0,   -- 1: registered again; its blob is being deleted
+  PRIMARY KEY (file, scope)) WITHOUT ROWID;
+)sql",
 };
 static_assert(std::size(kMigrations) == SqliteIndex::kSchemaVersion);
 static_assert(kFileLinkKind == 16, "migration 9 reads the links by their kind");

@@ -47,7 +47,7 @@ struct SqliteOptions {
 
 class SqliteIndex final : public Index {
  public:
-  static constexpr int kSchemaVersion = 12;
+  static constexpr int kSchemaVersion = 13;
 
   static xet::Result<std::unique_ptr<SqliteIndex>> Open(SqliteOptions options);
   // Applies the missing migrations only (what Open does first); returns the versions before and after.
@@ -71,7 +71,10 @@ class SqliteIndex final : public Index {
   xet::Result<std::vector<Hash>> Scan(Scanned what, std::optional<Hash> after, size_t limit) override;
   xet::Status ShareFiles(std::span<const FileHash> hashes, std::string_view scope) override;
   using Index::ShareFile;
-  xet::Result<bool> UnregisterFile(const FileHash& hash, std::string_view scope) override;
+  xet::Result<Unregistered> UnregisterFile(const FileHash& hash, std::string_view scope) override;
+  xet::Result<std::vector<RevocationRecord>> ListRevocations(std::optional<RevocationKey> after,
+                                                             size_t limit) override;
+  xet::Status ForgetRevocations(std::span<const RevocationKey> revocations) override;
   xet::Result<CommitOutcome> CommitShard(const ShardCommit& commit) override;
   xet::Result<std::optional<ShardInfo>> GetShard(const Hash& shard) override;
   xet::Result<std::shared_ptr<const ShardXorbs>> GetShardXorbs(const Hash& shard) override;
@@ -157,6 +160,8 @@ class SqliteIndex final : public Index {
   static xet::Result<bool> AnyQuarantined(Conn& c);
   // The same for `files` and every xorb their terms use.
   xet::Status ReviveFilesAndTheirXorbs(Conn& c, std::span<const FileHash> files);
+  // Clears `scope`'s revocation of a file it sees again; whether there was one.
+  static xet::Result<bool> ClearRevocation(Conn& c, const FileHash& file, std::string_view scope);
   // The use of one xorb as `c` sees it now; sets *quarantined when it is quarantined and unclaimed.
   static xet::Result<XorbUse> UseOf(Conn& c, const XorbHash& xorb, bool* quarantined);
   // Takes what a sweep removed off the counters.

@@ -150,6 +150,8 @@ class Checker {
     const auto grants = ReadGrants(*stored_grants, shards_in_store, shards_in_index);
     if (options_.deep) CheckIndexedShards(*indexed_shards, shards_in_store);
     CheckUnindexedShards(unindexed_shards, grants);
+    // After the shards: a rebuild applies revocations to what they registered.
+    if (auto st = CheckRevocations(); !st.ok()) return st.error();
     if (options_.deep) {
       if (auto st = CheckFiles(); !st.ok()) return st.error();
     }
@@ -304,6 +306,84 @@ class Checker {
     });
   }
 
+  // The store's revocations against the index's (fsck.h).
+  xet::Status CheckRevocations() {
+    // The index first: DELETE /v1/files records a revocation there before it stores its blob.
+    std::map<index::RevocationKey, bool> indexed;  // → cleared
+    std::optional<index::RevocationKey> after;
+    for (;;) {
+      auto page = index_.ListRevocations(after, CasIndex::kMaxListedFiles);
+      if (!page.ok()) return page.error();
+      for (auto& r : *page) indexed.emplace(r.key, r.cleared);
+      if (page->size() < CasIndex::kMaxListedFiles) break;
+      after = page->back().key;
+    }
+    auto names = ListAll(store_, BlobKind::kRevocation);
+    if (!names.ok()) return names.error();
+    report_.stored_revocations = names->size();
+    report_.indexed_revocations = indexed.size();
+    std::set<index::RevocationKey> stored;
+    std::mutex mu;
+    pool_.ParallelFor(names->size(), [&](size_t i) {
+      const Hash& name = (*names)[i];
+      auto bytes = store_.ReadWhole(BlobKind::kRevocation, name);
+      if (!bytes.ok())
+        return Add({FindingKind::kCorrupt, "revocation", name, "unreadable: " + bytes.error().message});
+      auto r = cas::ParseRevocation(*bytes);
+      if (!r.ok() || xet::ChunkHashOf(*bytes) != name)
+        return Add({FindingKind::kCorrupt, "revocation", name,
+                    r.ok() ? "does not hash to its name" : r.error().message});
+      index::RevocationKey key{r->file, r->scope};
+      {
+        std::lock_guard lock(mu);
+        stored.insert(key);
+      }
+      if (auto it = indexed.find(key); it != indexed.end()) {
+        if (it->second && !options_.repair)
+          Add({FindingKind::kUnindexed, "revocation", name,
+               "of file " + r->file.hex() + ", which its scope sees again: left to delete"});
+        return;  // cleared ones are deleted below when repairing
+      }
+      if (options_.repair && options_.apply_revocations) {
+        auto removed = index_.UnregisterFile(r->file, r->scope);
+        Finding f{FindingKind::kUnindexed, "revocation", name, "stored, not indexed"};
+        f.repaired = removed.ok();
+        f.detail =
+            !removed.ok() ? "applying it failed: " + removed.error().message
+            : *removed == index::Unregistered::kRemoved
+                ? "applied: scope '" + r->scope + "' no longer sees file " + r->file.hex()
+                : "applied: its file " + r->file.hex() + " is not registered for scope '" + r->scope + "'";
+        return Add(std::move(f));
+      }
+      auto visible = index_.FileVisibleTo(r->file, r->scope);
+      if (!visible.ok())
+        return Add({FindingKind::kUnindexed, "revocation", name, "index: " + visible.error().message});
+      Add({FindingKind::kUnindexed, "revocation", name,
+           *visible ? "stored, not indexed, and scope '" + r->scope + "' sees file " + r->file.hex() +
+                          ": the index says otherwise (a registration after it, or an index restored from "
+                          "before it); `cairn rm` removes the file again"
+                    : "stored, not indexed: file " + r->file.hex() + " is not registered for its scope"});
+    });
+    for (const auto& [key, cleared] : indexed) {
+      if (cleared || stored.contains(key)) continue;
+      Finding f{FindingKind::kMissingObject, "revocation", cas::RevocationName({key.file, key.scope}),
+                "of file " + key.file.hex() + " by scope '" + key.scope +
+                    "': recorded, not stored (a rebuild would give the file back)"};
+      if (options_.repair) {
+        auto st = cas::RecordRevocation(store_, {key.file, key.scope});
+        f.repaired = st.ok();
+        f.detail += st.ok() ? "; stored from the index's record" : "; storing failed: " + st.error().message;
+      }
+      Add(std::move(f));
+    }
+    if (options_.repair) {
+      auto finished = cas::FinishClearedRevocations(index_, store_);
+      if (!finished.ok()) return finished.error();
+      report_.repaired += *finished;
+    }
+    return xet::Ok{};
+  }
+
   // A shard some of whose xorbs the garbage collector freed (with every file that used them): what it still
   // describes whole, the files whose every xorb is indexed and the listings of indexed xorbs, registered as a
   // shard of its own, so that the live files it held are not lost with the deleted ones.
@@ -398,6 +478,7 @@ xet::Result<FsckReport> RebuildIndex(cas::CasService& cas, CasIndex& index, stor
     return xet::Inconsistent("the index to rebuild into is not empty (" + std::to_string(stats->xorbs) +
                              " xorbs, " + std::to_string(stats->shards) + " shards): use a new one");
   options.repair = true;
+  options.apply_revocations = true;
   return Fsck(cas, index, store, options);
 }
 

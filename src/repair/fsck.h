@@ -17,8 +17,15 @@
 // its live files come back, the freed ones do not. Nothing is ever deleted or rewritten: a missing or corrupt
 // object stays reported until a client uploads it again (the store replaces a corrupt blob).
 //
+// Revocations (a scope's removal of a file, cas/grant.h) are checked against the index's: one the index
+// records and the store lacks is reported missing (a rebuild would give the file back; repair stores it); a
+// stored one the index does not record, for a file the scope sees, is reported (the index says the scope
+// sees it: a registration after the revocation, or an index restored from before it); the blobs of cleared
+// ones are deleted by repair.
+//
 // Rebuilding is the same repair on an empty index (refused otherwise), with `default_scope` for shards that
-// have no grant (stored before cairn kept grants).
+// have no grant (stored before cairn kept grants); then each stored revocation takes its file out of its
+// scope again, as DELETE /v1/files did.
 //
 // Thread-safety: each call runs on its own threads (`threads`); the index and store may serve other callers
 // meanwhile (objects written during the walk may or may not be seen). Failures: an error value when the
@@ -65,11 +72,14 @@ struct FsckOptions {
   std::vector<xet::Hash> being_swept;
   // Read again once the store is listed (a sweep may claim and delete meanwhile), when given.
   std::function<xet::Result<std::vector<xet::Hash>>()> read_being_swept;
+  // Repair only (RebuildIndex sets it): stored revocations the index lacks are applied.
+  bool apply_revocations = false;
 };
 
 struct FsckReport {
   uint64_t indexed_xorbs = 0, stored_xorbs = 0;
   uint64_t indexed_shards = 0, stored_shards = 0, stored_grants = 0;
+  uint64_t indexed_revocations = 0, stored_revocations = 0;
   uint64_t checked_files = 0, checked_terms = 0;
   uint64_t verified_bytes = 0;  // read and verified (deep)
   uint64_t repaired = 0;

@@ -672,5 +672,21 @@ TEST(Grant, RoundTripsAndRefusesAnythingElse) {
   EXPECT_FALSE(cas::ParseGrant(Bytes(cas::kMaxGrantSize + 1, 'a')).ok());
 }
 
+TEST(Revocation, RoundTripsAndIsNeverTakenForAGrant) {
+  cas::Revocation r;
+  r.file.bytes.fill(0xcd);
+  r.scope = "bob";
+  const auto bytes = cas::EncodeRevocation(r);
+  auto back = cas::ParseRevocation(bytes);
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(back->file, r.file);
+  EXPECT_EQ(back->scope, r.scope);
+  for (size_t cut = 0; cut < bytes.size(); ++cut)
+    EXPECT_FALSE(cas::ParseRevocation(std::span(bytes).first(cut)).ok()) << cut;
+  EXPECT_FALSE(cas::ParseGrant(bytes).ok());
+  EXPECT_FALSE(cas::ParseRevocation(cas::EncodeGrant({r.file, r.scope})).ok());
+  EXPECT_NE(cas::RevocationName(r), cas::GrantName({r.file, r.scope}));
+}
+
 }  // namespace
 }  // namespace cairn::repair

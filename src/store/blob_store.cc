@@ -10,6 +10,8 @@ std::string_view BlobKindName(BlobKind kind) {
       return "shard";
     case BlobKind::kGrant:
       return "grant";
+    case BlobKind::kRevocation:
+      return "revocation";
   }
   return "blob";
 }
@@ -22,6 +24,8 @@ std::string_view BlobKindFolder(BlobKind kind) {
       return "shards";
     case BlobKind::kGrant:
       return "grants";
+    case BlobKind::kRevocation:
+      return "revocations";
   }
   return "blobs";
 }

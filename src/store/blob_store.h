@@ -29,12 +29,13 @@
 
 namespace cairn::store {
 
-// Xorbs and shards as clients uploaded them; grants record which scope registered a shard (cas/grant.h), so
-// that an index can be rebuilt from the store alone.
-enum class BlobKind : uint8_t { kXorb, kShard, kGrant };
-inline constexpr BlobKind kBlobKinds[] = {BlobKind::kXorb, BlobKind::kShard, BlobKind::kGrant};
-std::string_view BlobKindName(BlobKind kind);    // "xorb", "shard", "grant"
-std::string_view BlobKindFolder(BlobKind kind);  // where a store keeps each kind: "xorbs", "shards", "grants"
+// Xorbs and shards as clients uploaded them; grants record which scope registered a shard, and revocations
+// which scope removed a file since (cas/grant.h), so that an index can be rebuilt from the store alone.
+enum class BlobKind : uint8_t { kXorb, kShard, kGrant, kRevocation };
+inline constexpr BlobKind kBlobKinds[] = {BlobKind::kXorb, BlobKind::kShard, BlobKind::kGrant,
+                                          BlobKind::kRevocation};
+std::string_view BlobKindName(BlobKind kind);    // "xorb", "shard", "grant", "revocation"
+std::string_view BlobKindFolder(BlobKind kind);  // where a store keeps each kind: "xorbs", "shards", ...
 
 // Decides whether an already-stored blob of the expected size is intact. `existing` is valid only during the
 // call. Used e.g. to re-validate a stored xorb instead of comparing it byte for byte with the upload.

@@ -693,12 +693,15 @@ bool Verify(BlobKind, const Hash& h, std::span<const uint8_t> bytes) {
 
 class StoreCopyTest : public ::testing::Test {
  protected:
-  // Nine xorbs, two shards, a grant.
+  // Nine xorbs, two shards, a grant, a revocation.
   static BlobKind KindOf(uint8_t i) {
-    return i < 9 ? BlobKind::kXorb : i < 11 ? BlobKind::kShard : BlobKind::kGrant;
+    return i < 9    ? BlobKind::kXorb
+           : i < 11 ? BlobKind::kShard
+           : i < 12 ? BlobKind::kGrant
+                    : BlobKind::kRevocation;
   }
   StoreCopyTest() {
-    for (uint8_t i = 0; i < 12; ++i) {
+    for (uint8_t i = 0; i < 13; ++i) {
       EXPECT_TRUE(from_.Put(KindOf(i), HashOf(i), ContentOf(HashOf(i))).ok());
     }
   }
@@ -716,12 +719,13 @@ TEST_F(StoreCopyTest, CopiesEveryBlobThenResumesWithNothingToDo) {
   ASSERT_TRUE(to.ok());
   auto first = Copy(**to);
   ASSERT_TRUE(first.ok());
-  ASSERT_EQ(first.kinds.size(), 3u);
+  ASSERT_EQ(first.kinds.size(), 4u);
   EXPECT_EQ(first.kinds[0].listed, 9u);
   EXPECT_EQ(first.kinds[0].copied, 9u);
   EXPECT_EQ(first.kinds[1].copied, 2u);
   EXPECT_EQ(first.kinds[2].copied, 1u);
-  for (uint8_t i = 0; i < 12; ++i) {
+  EXPECT_EQ(first.kinds[3].copied, 1u);
+  for (uint8_t i = 0; i < 13; ++i) {
     const BlobKind kind = KindOf(i);
     std::vector<uint8_t> out(ContentOf(HashOf(i)).size());
     ASSERT_TRUE((*to)->ReadRange(kind, HashOf(i), 0, out).ok());
@@ -733,6 +737,7 @@ TEST_F(StoreCopyTest, CopiesEveryBlobThenResumesWithNothingToDo) {
   EXPECT_EQ(again.kinds[0].present, 9u);
   EXPECT_EQ(again.kinds[1].present, 2u);
   EXPECT_EQ(again.kinds[2].present, 1u);
+  EXPECT_EQ(again.kinds[3].present, 1u);
 }
 
 TEST_F(StoreCopyTest, InterruptedCopyResumesAndACorruptDestinationIsReplaced) {

@@ -1,7 +1,7 @@
 """`cairn fsck` and `cairn index rebuild` on real deployments (SQLite + local disk, PostgreSQL + SeaweedFS):
-files uploaded with the stock client hf_xet 1.8.0, checked, the index rebuilt from the store alone, and every
-file downloaded again byte-exact from a server on the rebuilt index, visible to the scopes it was before and to
-no other. On local disk, damage made behind the server's back is found and reported with exit status 1."""
+files uploaded with the stock client hf_xet 1.8.0, one of them removed from its scope, checked, the index
+rebuilt from the store alone, and every file downloaded again byte-exact from a server on the rebuilt index,
+visible to the scopes it was before and to no other (the removed one to none). On local disk, damage made behind the server's back is found and reported with exit status 1."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import subprocess
 import pytest
 
 from clients import upload_random_files
-from common import MiB, assert_same_file
+from common import MiB, assert_same_file, http
 
 
 def cairn(srv, *args: str, index: str | None = None) -> tuple[int, dict, str]:
@@ -37,12 +37,18 @@ def test_fsck_is_clean_and_a_rebuilt_index_serves_every_file(server, hfx, tmp_pa
     alice, alice_paths = upload_random_files(hfx, srv, "alice", tmp_path / "a",
                                              {"one.bin": (3 * MiB, 1), "two.bin": (5 * MiB + 7, 2)})
     bob, bob_paths = upload_random_files(hfx, srv, "bob", tmp_path / "b", {"three.bin": (2 * MiB + 1, 3)})
+    # Alice removes two.bin: its shard (one.bin's too) and its xorbs stay, and so does the shard's grant.
+    removed = alice.pop("two.bin")["hash"]
+    r = http("DELETE", f"{srv.url}/v1/files/{removed}",
+             headers={"Authorization": f"Bearer {srv.token('alice', write=True)}"})
+    assert r.status == 204, (r.status, r.body)
     srv.stop()
 
     rc, report, err = cairn(srv, "fsck", "--deep")
     assert rc == 0 and report["findings"] == [], (report, err)
     assert report["indexed_xorbs"] == report["stored_xorbs"] > 0, report
     assert report["indexed_shards"] == report["stored_shards"] == report["stored_grants"] == 2, report
+    assert report["stored_revocations"] == 1, report
     assert report["checked_files"] == 3 and report["verified_bytes"] > 10 * MiB, report
 
     # The index is lost: rebuild a new one from the store alone.
@@ -52,7 +58,7 @@ def test_fsck_is_clean_and_a_rebuilt_index_serves_every_file(server, hfx, tmp_pa
         rebuilt_index = request.getfixturevalue("postgres").create_database()
     rc, rebuilt, err = cairn(srv, "index", "rebuild", index=rebuilt_index)
     assert rc == 0 and not rebuilt["damaged"], (rebuilt, err)
-    assert rebuilt["repaired"] == report["stored_xorbs"] + 2, rebuilt
+    assert rebuilt["repaired"] == report["stored_xorbs"] + 2 + 1, rebuilt  # xorbs, shards, the revocation
     rc, again, err = cairn(srv, "index", "rebuild", index=rebuilt_index)
     assert rc == 2 and "not empty" in err, err  # never into an index that holds something
 
@@ -63,8 +69,10 @@ def test_fsck_is_clean_and_a_rebuilt_index_serves_every_file(server, hfx, tmp_pa
         hfx.download(node.url, tok, items)
         for name, m in files.items():
             assert_same_file(tmp_path / f"got-{name}", paths[name], m["sha256"])
-    # Each file is still visible to its own scope only.
+    # Each file is still visible to its own scope only, and the removed one to none.
     r = node.get(f"/v1/reconstructions/{alice['one.bin']['hash']}", token=node.token("bob"))
+    assert r.status == 404, r.status
+    r = node.get(f"/v1/reconstructions/{removed}", token=node.token("alice"))
     assert r.status == 404, r.status
     node.stop()
     rc, report, err = cairn(node, "fsck", "--deep")
