@@ -1001,6 +1001,14 @@ TEST_P(CollectorTest, SoakTwoNodesUploadDeleteAndCollectInterleaved) {
   }
   ASSERT_TRUE(store_->List(store::BlobKind::kXorb, [&](const xet::Hash& h) { stored.insert(h); }).ok());
   EXPECT_EQ(stored, used);
+  // Last, as it writes to the store (a partly swept shard's survivors, registered as a shard of their own):
+  // an index rebuilt from the store sees what this one does: the live files whole, the deleted ones not at
+  // all.
+  Rebuilt("soak", [&](index::Index&, files::FileService& files, const repair::FsckReport& rebuilt) {
+    EXPECT_FALSE(rebuilt.damaged());
+    for (const auto& [h, content] : live) EXPECT_EQ(Download(h, "soak", &files), content);
+    for (const auto& [h, content] : deleted) EXPECT_FALSE(files.Find(h, "soak").ok());
+  });
 }
 
 // A lost index rebuilt from the store after a sweep: the shard that registered both files names xorbs that
