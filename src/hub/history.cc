@@ -8,17 +8,12 @@
 #include <unordered_set>
 
 #include "hub/hub_service.h"
+#include "hub/stored_object.h"
 #include "xet/hash.h"
 
 namespace cairn::hub {
 namespace {
 
-std::vector<uint8_t> KeyOf(const ObjectId& id) {
-  return {id.bytes.begin(), id.bytes.end()};
-}
-
-// The longest blob that can be an LFS pointer cairn writes (version line, oid line, size line).
-constexpr size_t kMaxPointerBytes = 200;
 // What a preload holds at most (WalkOptions::preload).
 constexpr size_t kPreloadBytes = 256ULL << 20;
 
@@ -188,10 +183,10 @@ class Walker {
     std::vector<ObjectId> oids;
     for (const auto& b : blobs) oids.push_back(b.oid);
     std::vector<std::vector<uint8_t>> links;
-    auto st = Heads(oids, kMaxPointerBytes, [&](size_t i, const index::RepoObjectHead& head) {
+    auto st = Heads(oids, kMaxLfsPointerBytes, [&](size_t i, const index::RepoObjectHead& head) {
       if (head.kind != static_cast<uint8_t>(ObjectKind::kBlob)) return;
       Reached(oids[i]);
-      if (head.size > kMaxPointerBytes) return;
+      if (head.size > kMaxLfsPointerBytes) return;
       auto pointer = ParseLfsPointer(head.data);
       if (!pointer) return;
       if (options_.on_pointer) options_.on_pointer({*pointer, blobs[i].path, blobs[i].time});

@@ -5,13 +5,10 @@
 
 #include "common/media_type.h"
 #include "hub/git_object.h"
+#include "hub/stored_object.h"
 
 namespace cairn::hub {
 namespace {
-
-std::vector<uint8_t> KeyOf(const ObjectId& id) {
-  return {id.bytes.begin(), id.bytes.end()};
-}
 
 std::string RepoName(const index::RepoRecord& r) {
   return std::string(Plural(r.type)) + "/" + r.ns + "/" + r.name;

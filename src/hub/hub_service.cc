@@ -9,6 +9,7 @@
 
 #include "common/hex.h"
 #include "hub/history.h"
+#include "hub/stored_object.h"
 
 namespace cairn::hub {
 namespace {
@@ -29,20 +30,8 @@ constexpr std::string_view kGitAttributes =
     "*.tar filter=lfs diff=lfs merge=lfs -text\n"
     "*.zip filter=lfs diff=lfs merge=lfs -text\n";
 
-Error Fail(ErrorKind kind, std::string code, std::string message) {
-  return Error{kind, std::move(code), std::move(message)};
-}
-
 Error RepoNotFound(const RepoId& id) {
   return Fail(ErrorKind::kNotFound, "RepoNotFound", "Repository not found: " + id.str());
-}
-
-std::vector<uint8_t> KeyOf(const ObjectId& id) {
-  return {id.bytes.begin(), id.bytes.end()};
-}
-
-std::vector<uint8_t> Bytes(std::string_view s) {
-  return {s.begin(), s.end()};
 }
 
 std::vector<std::string_view> Split(std::string_view path) {
@@ -58,12 +47,6 @@ std::vector<std::string_view> Split(std::string_view path) {
 
 std::string JoinPath(std::string_view dir, std::string_view name) {
   return dir.empty() ? std::string(name) : std::string(dir) + "/" + std::string(name);
-}
-
-index::RepoObject GitObject(ObjectKind kind, std::vector<uint8_t> body, ObjectId* id_out = nullptr) {
-  const ObjectId id = HashObject(kind, body);
-  if (id_out != nullptr) *id_out = id;
-  return index::RepoObject{.key = KeyOf(id), .kind = static_cast<uint8_t>(kind), .data = std::move(body)};
 }
 
 }  // namespace
@@ -222,15 +205,15 @@ Result<Repo> HubService::CreateRepo(const Caller& caller, const RepoId& id, bool
   // The first commit: .gitattributes alone, as the Hub starts a repository (a bucket has no history).
   if (id.type != RepoType::kBucket) {
     ObjectId blob, tree, commit;
-    repo.objects.push_back(GitObject(ObjectKind::kBlob, Bytes(kGitAttributes), &blob));
+    repo.objects.push_back(StoredObject(ObjectKind::kBlob, BytesOf(kGitAttributes), &blob));
     const std::vector<TreeEntry> root = {{EntryMode::kFile, ".gitattributes", blob}};
-    repo.objects.push_back(GitObject(ObjectKind::kTree, EncodeTree(root), &tree));
+    repo.objects.push_back(StoredObject(ObjectKind::kTree, EncodeTree(root), &tree));
     Commit first;
     first.tree = tree;
     first.author = {NamespaceOf(caller.scope), NamespaceOf(caller.scope) + "@users.noreply.cairn", Now()};
     first.committer = first.author;
     first.message = "initial commit";
-    repo.objects.push_back(GitObject(ObjectKind::kCommit, Bytes(EncodeCommit(first)), &commit));
+    repo.objects.push_back(StoredObject(ObjectKind::kCommit, BytesOf(EncodeCommit(first)), &commit));
     repo.refs.push_back({index::RefKind::kBranch, options_.default_branch, KeyOf(commit)});
   }
   auto created = index_.CreateRepo(repo);
@@ -338,6 +321,10 @@ std::string ObjectCacheKey(const Repo& repo, const std::vector<uint8_t>& key) {
 }
 
 }  // namespace
+
+void HubService::Forget(const Repo& repo, const std::vector<uint8_t>& key) {
+  objects_.Erase(ObjectCacheKey(repo, key));
+}
 
 std::shared_ptr<const index::RepoObject> HubService::Remember(const Repo& repo, index::RepoObject obj) {
   auto shared = std::make_shared<const index::RepoObject>(std::move(obj));
@@ -815,7 +802,7 @@ class TreeEditor {
     auto id = WriteNode(*root_, objects);
     if (!id) {
       ObjectId empty;
-      objects.push_back(GitObject(ObjectKind::kTree, {}, &empty));
+      objects.push_back(StoredObject(ObjectKind::kTree, {}, &empty));
       return empty;
     }
     return *id;
@@ -848,7 +835,7 @@ class TreeEditor {
     if (entries.empty()) return std::nullopt;
     SortTree(entries);
     ObjectId id;
-    objects.push_back(GitObject(ObjectKind::kTree, EncodeTree(entries), &id));
+    objects.push_back(StoredObject(ObjectKind::kTree, EncodeTree(entries), &id));
     return id;
   }
 
@@ -872,7 +859,7 @@ class HubService::CommitBuilder {
                   add.path + " is too large to commit inline: upload it as a large file");
     }
     ObjectId blob;
-    objects_.push_back(GitObject(ObjectKind::kBlob, add.content, &blob));
+    objects_.push_back(StoredObject(ObjectKind::kBlob, add.content, &blob));
     return editor_.Put(add.path, EntryMode::kFile, blob);
   }
 
@@ -905,7 +892,7 @@ class HubService::CommitBuilder {
       return Fail(ErrorKind::kBadRequest, "", lfs.path + ": the size does not match the uploaded file");
     }
     ObjectId blob;
-    objects_.push_back(GitObject(ObjectKind::kBlob, Bytes(EncodeLfsPointer(pointer)), &blob));
+    objects_.push_back(StoredObject(ObjectKind::kBlob, BytesOf(EncodeLfsPointer(pointer)), &blob));
     objects_.push_back(
         index::RepoObject{.key = LinkKey(lfs.pointer.sha256), .kind = kLfsLinkKind, .data = file_key});
     published_.push_back(file);
@@ -1016,7 +1003,7 @@ Result<CommitInfo> HubService::CreateCommit(const Caller& caller, const Repo& re
   commit.message = request.summary;
   if (!request.description.empty()) commit.message += "\n\n" + request.description;
   ObjectId oid;
-  objects.push_back(GitObject(ObjectKind::kCommit, Bytes(EncodeCommit(commit)), &oid));
+  objects.push_back(StoredObject(ObjectKind::kCommit, BytesOf(EncodeCommit(commit)), &oid));
   // Objects first (durable, harmless if the update below loses), then the large files published to the
   // repository's readers (the read scope sees only what a commit named), then the branch, compare and swap.
   if (auto st = index_.PutRepoObjects(repo.record.id, objects); !st.ok()) return FromIndex(st.error());

@@ -271,8 +271,9 @@ class HubService {
   class Rewriter;
   Result<std::shared_ptr<const std::vector<TreeEntry>>> ReadTree(const Repo& repo, const ObjectId& oid);
   Result<index::RepoObject> ReadObject(const Repo& repo, const std::vector<uint8_t>& key);
-  // Puts an object read from the index into the cache.
+  // Puts an object read from the index into the cache; Forget takes one out (this node's: purge.cc).
   std::shared_ptr<const index::RepoObject> Remember(const Repo& repo, index::RepoObject obj);
+  void Forget(const Repo& repo, const std::vector<uint8_t>& key);
   // Reads the objects of `keys` not cached yet into the cache, in batches.
   Status Prefetch(const Repo& repo, const std::vector<std::vector<uint8_t>>& keys);
   Result<PathInfo> Describe(const Repo& repo, std::string path, const TreeEntry& entry);

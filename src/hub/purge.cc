@@ -9,31 +9,9 @@
 #include "common/hex.h"
 #include "hub/history.h"
 #include "hub/hub_service.h"
+#include "hub/stored_object.h"
 
 namespace cairn::hub {
-namespace {
-
-Error Fail(ErrorKind kind, std::string code, std::string message) {
-  return Error{kind, std::move(code), std::move(message)};
-}
-
-std::vector<uint8_t> KeyOf(const ObjectId& id) {
-  return {id.bytes.begin(), id.bytes.end()};
-}
-
-index::RepoObject GitObject(ObjectKind kind, std::vector<uint8_t> body, ObjectId* id_out) {
-  *id_out = HashObject(kind, body);
-  return index::RepoObject{
-      .key = KeyOf(*id_out), .kind = static_cast<uint8_t>(kind), .data = std::move(body)};
-}
-
-std::vector<uint8_t> Bytes(std::string_view s) {
-  return {s.begin(), s.end()};
-}
-
-constexpr size_t kMaxPointerBytes = 200;  // as history.cc: no LFS pointer cairn writes is longer
-
-}  // namespace
 
 // ---- super_squash_history
 
@@ -65,8 +43,8 @@ Result<CommitInfo> HubService::SuperSquash(const Caller& caller, const Repo& rep
   commit.committer = commit.author;
   commit.message = message;
   ObjectId oid;
-  if (auto st = index_.PutRepoObjects(repo.record.id,
-                                      {GitObject(ObjectKind::kCommit, Bytes(EncodeCommit(commit)), &oid)});
+  if (auto st = index_.PutRepoObjects(
+          repo.record.id, {StoredObject(ObjectKind::kCommit, BytesOf(EncodeCommit(commit)), &oid)});
       !st.ok())
     return FromIndex(st.error());
   index::RefUpdate update{index::RefKind::kBranch, branch, KeyOf(*head), KeyOf(oid)};
@@ -162,7 +140,7 @@ class HubService::Rewriter {
         continue;
       }
       ObjectId id;
-      objects_.push_back(GitObject(ObjectKind::kCommit, Bytes(EncodeCommit(next)), &id));
+      objects_.push_back(StoredObject(ObjectKind::kCommit, BytesOf(EncodeCommit(next)), &id));
       commits_[oid.bytes] = id;
     }
     return commits_.at(tip.bytes);
@@ -203,7 +181,7 @@ class HubService::Rewriter {
       out = std::nullopt;
     } else if (changed) {
       ObjectId id;
-      objects_.push_back(GitObject(ObjectKind::kTree, EncodeTree(kept), &id));
+      objects_.push_back(StoredObject(ObjectKind::kTree, EncodeTree(kept), &id));
       out = id;
     }
     trees_[oid.bytes] = out;
@@ -212,10 +190,10 @@ class HubService::Rewriter {
 
   Result<bool> Doomed(const ObjectId& blob) {
     if (auto it = blobs_.find(blob.bytes); it != blobs_.end()) return it->second;
-    auto head = hub_.index_.GetRepoObjectHead(repo_.record.id, KeyOf(blob), kMaxPointerBytes);
+    auto head = hub_.index_.GetRepoObjectHead(repo_.record.id, KeyOf(blob), kMaxLfsPointerBytes);
     if (!head.ok()) return FromIndex(head.error());
     bool doomed = false;
-    if (*head && (*head)->size <= kMaxPointerBytes) {
+    if (*head && (*head)->size <= kMaxLfsPointerBytes) {
       if (auto pointer = ParseLfsPointer((*head)->data)) doomed = doomed_.contains(pointer->sha256);
     }
     blobs_[blob.bytes] = doomed;
@@ -224,7 +202,7 @@ class HubService::Rewriter {
 
   ObjectId EmptyTree() {
     ObjectId id;
-    objects_.push_back(GitObject(ObjectKind::kTree, {}, &id));
+    objects_.push_back(StoredObject(ObjectKind::kTree, {}, &id));
     return id;
   }
 
@@ -285,8 +263,8 @@ Status HubService::DeleteLfsFiles(const Repo& repo, const std::vector<std::strin
   for (const auto& sha : doomed) keys.push_back(LinkKey(sha));
   if (auto deleted = index_.DeleteRepoObjects(repo.record.id, keys); !deleted.ok())
     return FromIndex(deleted.error());
-  for (const auto& key : keys)  // after the delete: a reader meanwhile cannot cache the link again
-    objects_.Erase(std::to_string(repo.record.id) + ":" + std::string(key.begin(), key.end()));
+  for (const auto& key : keys)
+    Forget(repo, key);  // after the delete: a reader meanwhile cannot cache it again
   return Ok{};
 }
 
