@@ -326,7 +326,8 @@ xet::Result<ShardOutcome> CasService::PutShard(std::span<const uint8_t> body, co
   // store's syncs of a re-registration (cas_bench BM_PutShard, BENCHMARKS.md).
   const Grant grant{commit.shard, scope};
   const xet::Hash grant_name = GrantName(grant);
-  if (granted_.Get(grant_name) == nullptr) {
+  const bool grant_cached = granted_.Get(grant_name) != nullptr;
+  if (!grant_cached) {
     if (auto granted = RecordGrant(store_, grant); !granted) return granted.error();
     granted_.Put(grant_name, Yes(), sizeof(xet::Hash) + kEntryOverhead);
   }
@@ -336,12 +337,18 @@ xet::Result<ShardOutcome> CasService::PutShard(std::span<const uint8_t> body, co
   if (!outcome->already_existed) {
     // Registered anew: a collector finishing the sweep of an earlier registration of these bytes (a shard all
     // of whose xorbs it freed, uploaded again with its xorbs) may have deleted the blob or the grant after
-    // they were written or found here. Both are checked once the index holds the shard, and written again.
+    // they were written or found here. Both are checked once the index holds the shard, and written again
+    // (the grant below).
     auto st = store_.Stat(store::BlobKind::kShard, commit.shard);
     if (!st) return st.error();
     if (!st->exists) {
       if (auto again = store_.Put(store::BlobKind::kShard, commit.shard, body); !again) return again.error();
     }
+  }
+  // The grant too, when the cache vouched for it and the index had no such registration: the collector may
+  // have dropped the shard with its grants since this node wrote it (a shard made anew, then registered by a
+  // scope that had registered it before the drop).
+  if (!outcome->already_existed || (grant_cached && outcome->new_scope)) {
     auto gst = store_.Stat(store::BlobKind::kGrant, grant_name);
     if (!gst) return gst.error();
     if (!gst->exists) {

@@ -1070,6 +1070,32 @@ TEST_P(CollectorTest, ARebuildDoesNotGiveBackAFileItsScopeRemoved) {
   });
 }
 
+// A shard the collector dropped with its grants, uploaded again by both scopes that had registered it through
+// the same node: each scope's grant is stored again, though the node remembers having written it.
+TEST_P(CollectorTest, AShardMadeAgainAfterItsDropGetsBackEveryScopesGrant) {
+  const Bytes data = Random(300 << 10);
+  const auto up = Upload({data}, "p1");
+  Upload({data}, "p2");
+  const xet::Hash shard = xet::ChunkHashOf(up.shard_bytes);
+  for (const char* scope : {"p1", "p2"}) ASSERT_TRUE(*files_->Unregister(up.file_hashes[0], scope));
+  Collect();
+  clock_.Advance(static_cast<int64_t>(kDefaultGraceSeconds) + 1);
+  ASSERT_EQ(Collect().swept_shards, 1u);
+  const auto granted = [&](const std::string& scope) {
+    return store_->Stat(store::BlobKind::kGrant, cas::GrantName({shard, scope}))->exists;
+  };
+  EXPECT_FALSE(granted("p1"));
+  EXPECT_FALSE(granted("p2"));
+  Upload({data}, "p1");
+  Upload({data}, "p2");
+  EXPECT_TRUE(granted("p1"));
+  EXPECT_TRUE(granted("p2"));
+  Rebuilt("g", [&](index::Index&, files::FileService& files, const repair::FsckReport& report) {
+    EXPECT_FALSE(report.damaged());
+    for (const char* scope : {"p1", "p2"}) EXPECT_EQ(Download(up.file_hashes[0], scope, &files), data);
+  });
+}
+
 // fsck finds a revocation the index records and the store lacks (a DELETE that died between the two), and
 // one the store holds for a file the scope sees again; repair stores the first, deletes the second.
 TEST_P(CollectorTest, FsckReportsAndRepairsRevocationsOutOfStep) {

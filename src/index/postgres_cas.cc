@@ -104,7 +104,7 @@ st AS (
   ON CONFLICT (scope) DO UPDATE SET files = scope_totals.files + EXCLUDED.files,
                                     bytes = scope_totals.bytes + EXCLUDED.bytes),
 ss AS (
-  INSERT INTO shard_scopes(shard, scope) VALUES ($1::bytea, $4::text) ON CONFLICT DO NOTHING),
+  INSERT INTO shard_scopes(shard, scope) VALUES ($1::bytea, $4::text) ON CONFLICT DO NOTHING RETURNING 1),
 d AS (
   INSERT INTO dedup(chunk, scope, xorb, shard)
   SELECT t.chunk, $4::text, t.xorb, $1::bytea FROM unnest($12::bytea[], $13::bytea[]) AS t(chunk, xorb)
@@ -121,7 +121,7 @@ rv AS (
   UPDATE revocations r SET cleared = true FROM fs
   WHERE r.file = fs.file AND r.scope = $4::text AND NOT r.cleared
   RETURNING r.file)
-SELECT n.shards, rv.file FROM n, refuse, missing LEFT JOIN rv ON true)sql"};
+SELECT n.shards, rv.file, (SELECT count(*) FROM ss)::int8 FROM n, refuse, missing LEFT JOIN rv ON true)sql"};
 constexpr pg::Statement kGetShard{"get_shard",
                                   "SELECT size, registered_at FROM shards WHERE hash = $1::bytea"};
 // The shard's row and its xorbs in one round trip: no row, unknown shard; one row with a NULL xorb, none.
@@ -251,6 +251,7 @@ xet::Result<CommitOutcome> PostgresIndex::CommitShard(const ShardCommit& commit)
   CommitOutcome outcome;
   WriteRequest req{&kCommitShard, {}, [&](const pg::Rows& rows) {
                      outcome.already_existed = rows.size() >= 1 && rows.Int8(0, 0) == 0;
+                     outcome.new_scope = rows.size() >= 1 && rows.Int8(0, 2) > 0;
                      outcome.cleared_revocations.clear();
                      for (int i = 0; i < rows.size(); ++i) {
                        if (auto file = rows.Hash(i, 1)) outcome.cleared_revocations.push_back(*file);

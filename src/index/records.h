@@ -156,6 +156,7 @@ xet::Status CheckShardCommit(const ShardCommit& commit);
 
 struct CommitOutcome {
   bool already_existed = false;  // the shard was registered before (its files now also belong to `scope`)
+  bool new_scope = false;        // the scope had not registered the shard before (a new shard: always)
   // Files the scope had removed (revoked) and sees again: their revocations are cleared, for the caller to
   // delete their blobs and then ForgetRevocations.
   std::vector<FileHash> cleared_revocations;

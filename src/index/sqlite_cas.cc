@@ -174,6 +174,7 @@ xet::Result<CommitOutcome> SqliteIndex::CommitShard(const ShardCommit& commit) {
     if (!granted.ok()) return granted.error();
     granted->Bind(1, commit.shard).Bind(2, std::string_view(commit.scope));
     if (auto r = c.Run(*granted, "record the shard's scope"); !r.ok()) return r;
+    outcome.new_scope = c.changes() > 0;
     int64_t new_files = 0;
     int64_t new_file_bytes = 0;
     int64_t scope_files = 0;  // files new to the scope
