@@ -519,8 +519,10 @@ xet::Result<std::vector<RevocationRecord>> SqliteIndex::ListRevocations(std::opt
   if (!r.ok()) return r.error();
   auto s = (*r)->Prepare(kListRevocations);
   if (!s.ok()) return s.error();
-  const std::string after_scope = after ? after->scope : std::string();  // bound, not copied: kept alive
-  s->BindAfter(1, after ? std::optional<Hash>(after->file) : std::nullopt);
+  // Bound, not copied: both kept alive until the statement is done.
+  const std::optional<Hash> after_file = after ? std::optional<Hash>(after->file) : std::nullopt;
+  const std::string after_scope = after ? after->scope : std::string();
+  s->BindAfter(1, after_file);
   s->Bind(2, std::string_view(after_scope));
   s->Bind(3, static_cast<int64_t>(limit));
   std::vector<RevocationRecord> out;
