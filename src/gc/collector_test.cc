@@ -124,10 +124,12 @@ class CollectorTest : public ::testing::TestWithParam<Backend> {
       schema_ = "gc" + std::to_string(next);
       ASSERT_NO_FATAL_FAILURE(PgExec("CREATE SCHEMA " + schema_));
       url_ = Postgres().uri() + "?options=-csearch_path%3D" + schema_;
-      const std::string bucket = "gc-" + std::to_string(::getpid()) + "-" + std::to_string(next);
-      ASSERT_TRUE(Seaweed().CreateBucket(bucket).ok());
+      // One bucket, a prefix per test: SeaweedFS gives each bucket volumes of its own and runs out of them
+      // after a few dozen ("No writable volumes and no free volumes left"; the CI machine's disk fits fewer).
+      ASSERT_TRUE(Seaweed().CreateBucket("gc-test").ok());
       store::S3StoreOptions so;
-      so.s3 = Seaweed().Options(bucket);
+      so.s3 = Seaweed().Options("gc-test");
+      so.prefix = "t" + std::to_string(next) + "/";
       auto s = store::S3Store::Open(so);
       ASSERT_TRUE(s.ok()) << s.error().message;
       store_ = std::move(*s);
@@ -182,7 +184,10 @@ class CollectorTest : public ::testing::TestWithParam<Backend> {
     ingest::BuildOptions o;
     o.max_xorb_bytes = 256 << 10;  // several xorbs per file
     auto up = ingest::BuildUpload(spans, o);
-    for (const auto& x : up.xorbs) EXPECT_TRUE(cas_->PutXorb(x.hash, x.body).ok());
+    for (const auto& x : up.xorbs) {
+      auto put = cas_->PutXorb(x.hash, x.body);
+      EXPECT_TRUE(put.ok()) << put.error().message;
+    }
     auto r = cas_->PutShard(up.shard_bytes, scope);
     EXPECT_TRUE(r.ok()) << r.error().message;
     return up;
