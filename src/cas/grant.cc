@@ -48,6 +48,14 @@ xet::Result<ScopeRecord> ParseScopeRecord(std::span<const uint8_t> bytes, std::s
   return ScopeRecord{*about, std::string(text)};
 }
 
+// Stores a record under the chunk hash of its bytes: always a put, also when the same record is there
+// (RecordGrant says why).
+xet::Status PutRecord(store::BlobStore& store, store::BlobKind kind, const std::vector<uint8_t>& bytes) {
+  auto put = store.Put(kind, xet::ChunkHashOf(bytes), bytes);
+  if (!put.ok()) return put.error();
+  return xet::Ok{};
+}
+
 }  // namespace
 
 std::vector<uint8_t> EncodeGrant(const Grant& grant) {
@@ -65,15 +73,12 @@ xet::Hash GrantName(const Grant& grant) {
 }
 
 xet::Status RecordGrant(store::BlobStore& store, const Grant& grant) {
-  const std::vector<uint8_t> bytes = EncodeGrant(grant);
   // Always a put, also when the same grant is there already (every retry, every re-registration): a process
   // that died after naming it may not have synced its directory, and only the put's sync makes it durable
   // before the index commits (PowerLoss.ACrashThenARetryThenAPowerCutLosesNothing in repair_test lost the
   // grant when this skipped the put). An intact grant costs what the shard's put before it costs: a small
   // write and two syncs. CasService skips the call for grants it saw made durable itself.
-  auto put = store.Put(store::BlobKind::kGrant, xet::ChunkHashOf(bytes), bytes);
-  if (!put.ok()) return put.error();
-  return xet::Ok{};
+  return PutRecord(store, store::BlobKind::kGrant, EncodeGrant(grant));
 }
 
 std::vector<uint8_t> EncodeRevocation(const Revocation& revocation) {
@@ -91,10 +96,7 @@ xet::Hash RevocationName(const Revocation& revocation) {
 }
 
 xet::Status RecordRevocation(store::BlobStore& store, const Revocation& revocation) {
-  const std::vector<uint8_t> bytes = EncodeRevocation(revocation);
-  auto put = store.Put(store::BlobKind::kRevocation, xet::ChunkHashOf(bytes), bytes);
-  if (!put.ok()) return put.error();
-  return xet::Ok{};
+  return PutRecord(store, store::BlobKind::kRevocation, EncodeRevocation(revocation));
 }
 
 xet::Status ForgetClearedRevocations(index::CasIndex& index, store::BlobStore& store,
@@ -111,16 +113,12 @@ xet::Result<size_t> FinishClearedRevocations(index::CasIndex& index, store::Blob
   size_t finished = 0;
   std::optional<index::RevocationKey> after;
   for (;;) {
-    auto page = index.ListRevocations(after, kPage);
+    auto page = index.ListClearedRevocations(after, kPage);
     if (!page.ok()) return page.error();
-    std::vector<index::RevocationKey> cleared;
-    for (const auto& r : *page) {
-      if (r.cleared) cleared.push_back(r.key);
-    }
-    if (auto st = ForgetClearedRevocations(index, store, cleared); !st.ok()) return st.error();
-    finished += cleared.size();
+    if (auto st = ForgetClearedRevocations(index, store, *page); !st.ok()) return st.error();
+    finished += page->size();
     if (page->size() < kPage) return finished;
-    after = page->back().key;
+    after = page->back();
   }
 }
 

@@ -95,6 +95,11 @@ class FaultyIndex final : public ForwardingIndex {
     if (auto st = Check("ListRevocations"); !st.ok()) return st.error();
     return ForwardingIndex::ListRevocations(std::move(after), limit);
   }
+  xet::Result<std::vector<RevocationKey>> ListClearedRevocations(std::optional<RevocationKey> after,
+                                                                 size_t limit) override {
+    if (auto st = Check("ListClearedRevocations"); !st.ok()) return st.error();
+    return ForwardingIndex::ListClearedRevocations(std::move(after), limit);
+  }
   xet::Status ForgetRevocations(std::span<const RevocationKey> revocations) override {
     if (auto st = Check("ForgetRevocations"); !st.ok()) return st;
     return ForwardingIndex::ForgetRevocations(revocations);

@@ -67,6 +67,10 @@ class ForwardingIndex : public Index {
                                                              size_t limit) override {
     return inner_.ListRevocations(std::move(after), limit);
   }
+  xet::Result<std::vector<RevocationKey>> ListClearedRevocations(std::optional<RevocationKey> after,
+                                                                 size_t limit) override {
+    return inner_.ListClearedRevocations(std::move(after), limit);
+  }
   xet::Status ForgetRevocations(std::span<const RevocationKey> revocations) override {
     return inner_.ForgetRevocations(revocations);
   }

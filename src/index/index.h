@@ -97,6 +97,10 @@ class CasIndex {
   // Revocations in (file, scope) order after `after`, at most `limit` (at most kMaxListedFiles).
   virtual xet::Result<std::vector<RevocationRecord>> ListRevocations(std::optional<RevocationKey> after,
                                                                      size_t limit) = 0;
+  // The cleared ones alone, in the same order (what a collector run finishes; an index keeps them apart, so a
+  // run does not read every revocation).
+  virtual xet::Result<std::vector<RevocationKey>> ListClearedRevocations(std::optional<RevocationKey> after,
+                                                                         size_t limit) = 0;
   // Deletes each given revocation that is still cleared (its blob is gone); one recorded again since stays.
   virtual xet::Status ForgetRevocations(std::span<const RevocationKey> revocations) = 0;
 

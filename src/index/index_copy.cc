@@ -38,8 +38,8 @@ struct Table {
 // schema 8 the Hub's repositories, whose ids are copied as they are; schema 9 their read scopes; schema 10
 // an index only; schema 11 the collector's quarantine, copied so that what was unreferenced keeps the time it
 // became so; schema 12 the quarantine of repository objects, copied for the same reason; schema 13 the
-// scopes' revocations of files.)
-static_assert(SqliteIndex::kSchemaVersion == 13 && PostgresIndex::kSchemaVersion == 13,
+// scopes' revocations of files; schema 14 an index only.)
+static_assert(SqliteIndex::kSchemaVersion == 14 && PostgresIndex::kSchemaVersion == 14,
               "a new schema version must be reflected in kTables");
 
 // Each scope's totals from its rows (schema 7's scope_totals), the same SQL on both backends.

@@ -162,10 +162,11 @@ class IndexTest : public ::testing::TestWithParam<Backend> {
     }
   }
 
-  // Takes the database back to schema `version` as far as its version number goes (and what schemas 6 to 13
+  // Takes the database back to schema `version` as far as its version number goes (and what schemas 6 to 14
   // added: indexes, tables, the columns and rows that migrations 7 and 9 fill from the rows, and schema 11's
   // functions).
   void SetSchemaVersion(int version) {
+    if (version < 14) ExecRaw("DROP INDEX revocations_cleared", "DROP INDEX revocations_cleared");
     if (version < 13) ExecRaw("DROP TABLE revocations", "DROP TABLE revocations");
     if (version < 12) {
       ExecRaw("DROP TABLE gc_repo_quarantine; DROP TABLE shard_scopes",
@@ -724,6 +725,18 @@ TEST_P(IndexTest, ARemovalIsRecordedUntilARegistrationClearsIt) {
   std::vector<Hash> expected{a.hash, b.hash};
   std::sort(expected.begin(), expected.end());
   EXPECT_EQ(cleared, expected);
+  // The cleared listing has those two alone, in order and in pages.
+  const auto cleared_listed = [&](std::optional<RevocationKey> from, size_t limit) {
+    auto r = index_->ListClearedRevocations(std::move(from), limit);
+    EXPECT_TRUE(r.ok()) << r.error().message;
+    return r.ok() ? *r : std::vector<RevocationKey>{};
+  };
+  std::vector<RevocationKey> expected_keys{{a.hash, "team/a"}, {b.hash, "team/a"}};
+  std::sort(expected_keys.begin(), expected_keys.end());
+  EXPECT_EQ(cleared_listed(std::nullopt, 10), expected_keys);
+  EXPECT_EQ(cleared_listed(std::nullopt, 1), std::vector<RevocationKey>{expected_keys[0]});
+  EXPECT_EQ(cleared_listed(expected_keys[0], 10), std::vector<RevocationKey>{expected_keys[1]});
+  EXPECT_FALSE(index_->ListClearedRevocations(std::nullopt, CasIndex::kMaxListedFiles + 1).ok());
   // A registration again clears nothing more.
   auto again = index_->CommitShard({.shard = RandomHash(rng_),
                                     .shard_size = 1,

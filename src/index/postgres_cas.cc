@@ -186,6 +186,9 @@ SELECT (SELECT count(*) FROM fs)::int8,
 constexpr pg::Statement kListRevocations{"list_revocations", R"sql(
 SELECT file, scope, cleared FROM revocations WHERE (file, scope) > ($1::bytea, $2::text)
 ORDER BY file, scope LIMIT $3::int8)sql"};
+constexpr pg::Statement kListClearedRevocations{"list_cleared_revocations", R"sql(
+SELECT file, scope, cleared FROM revocations WHERE cleared AND (file, scope) > ($1::bytea, $2::text)
+ORDER BY file, scope LIMIT $3::int8)sql"};
 constexpr pg::Statement kForgetRevocations{"forget_revocations", R"sql(
 DELETE FROM revocations r USING unnest($1::bytea[], $2::text[]) AS u(file, scope)
 WHERE r.file = u.file AND r.scope = u.scope AND r.cleared)sql"};
@@ -487,8 +490,8 @@ xet::Result<Unregistered> PostgresIndex::UnregisterFile(const FileHash& hash, st
   return outcome;
 }
 
-xet::Result<std::vector<RevocationRecord>> PostgresIndex::ListRevocations(std::optional<RevocationKey> after,
-                                                                          size_t limit) {
+xet::Result<std::vector<RevocationRecord>> PostgresIndex::RevocationPage(
+    const pg::Statement& statement, const std::optional<RevocationKey>& after, size_t limit) {
   if (limit > kMaxListedFiles)
     return xet::Malformed("at most " + std::to_string(kMaxListedFiles) + " revocations a page");
   pg::Params p;
@@ -499,7 +502,7 @@ xet::Result<std::vector<RevocationRecord>> PostgresIndex::ListRevocations(std::o
     p.Bytea(std::span<const uint8_t>()).Text("");
   }
   p.Int8(static_cast<int64_t>(limit));
-  auto rows = Query(kListRevocations, p);
+  auto rows = Query(statement, p);
   if (!rows.ok()) return rows.error();
   std::vector<RevocationRecord> out;
   for (int i = 0; i < rows->size(); ++i) {
@@ -508,6 +511,16 @@ xet::Result<std::vector<RevocationRecord>> PostgresIndex::ListRevocations(std::o
     out.push_back({{*file, std::string(rows->Text(i, 1))}, rows->Bool(i, 2)});
   }
   return out;
+}
+
+xet::Result<std::vector<RevocationRecord>> PostgresIndex::ListRevocations(std::optional<RevocationKey> after,
+                                                                          size_t limit) {
+  return RevocationPage(kListRevocations, after, limit);
+}
+
+xet::Result<std::vector<RevocationKey>> PostgresIndex::ListClearedRevocations(
+    std::optional<RevocationKey> after, size_t limit) {
+  return KeysOf(RevocationPage(kListClearedRevocations, after, limit));
 }
 
 xet::Status PostgresIndex::ForgetRevocations(std::span<const RevocationKey> revocations) {

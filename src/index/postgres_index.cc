@@ -210,6 +210,10 @@ CREATE TABLE revocations(
   cleared bool NOT NULL DEFAULT false,  -- registered again; its blob is being deleted
   PRIMARY KEY (file, scope));
 )sql",
+    // 14: the cleared revocations alone (as on SQLite).
+    R"sql(
+CREATE INDEX revocations_cleared ON revocations(file, scope) WHERE cleared;
+)sql",
 };
 static_assert(std::size(kMigrations) == PostgresIndex::kSchemaVersion);
 static_assert(kFileLinkKind == 16, "migration 9 reads the links by their kind");

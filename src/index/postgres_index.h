@@ -51,7 +51,7 @@ struct PostgresOptions {
 
 class PostgresIndex final : public Index {
  public:
-  static constexpr int kSchemaVersion = 13;
+  static constexpr int kSchemaVersion = 14;
 
   // Connects, migrates and checks the schema. kUnavailable when the server cannot be reached.
   static xet::Result<std::unique_ptr<PostgresIndex>> Open(PostgresOptions options);
@@ -79,6 +79,8 @@ class PostgresIndex final : public Index {
   xet::Result<Unregistered> UnregisterFile(const FileHash& hash, std::string_view scope) override;
   xet::Result<std::vector<RevocationRecord>> ListRevocations(std::optional<RevocationKey> after,
                                                              size_t limit) override;
+  xet::Result<std::vector<RevocationKey>> ListClearedRevocations(std::optional<RevocationKey> after,
+                                                                 size_t limit) override;
   xet::Status ForgetRevocations(std::span<const RevocationKey> revocations) override;
   xet::Result<CommitOutcome> CommitShard(const ShardCommit& commit) override;
   xet::Result<std::optional<ShardInfo>> GetShard(const Hash& shard) override;
@@ -162,6 +164,10 @@ class PostgresIndex final : public Index {
   void Release(std::unique_ptr<pg::Conn> conn);
   // Runs one statement on a pooled connection (retrying on a fresh one once).
   xet::Result<pg::Rows> Query(const pg::Statement& s, const pg::Params& p);
+  // A page of revocations through `statement` (ListRevocations, ListClearedRevocations).
+  xet::Result<std::vector<RevocationRecord>> RevocationPage(const pg::Statement& statement,
+                                                            const std::optional<RevocationKey>& after,
+                                                            size_t limit);
 
   const PostgresOptions options_;
   const int64_t counter_slot_;  // this process's first row of the counters (spreads row locks over nodes)

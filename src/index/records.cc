@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <utility>
 
 namespace cairn::index {
 
@@ -194,6 +195,14 @@ xet::Status CheckShardCommit(const ShardCommit& commit) {
     }
   }
   return xet::Ok{};
+}
+
+xet::Result<std::vector<RevocationKey>> KeysOf(xet::Result<std::vector<RevocationRecord>> page) {
+  if (!page.ok()) return page.error();
+  std::vector<RevocationKey> out;
+  out.reserve(page->size());
+  for (auto& r : *page) out.push_back(std::move(r.key));
+  return out;
 }
 
 }  // namespace cairn::index

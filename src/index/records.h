@@ -177,6 +177,8 @@ struct RevocationRecord {
   RevocationKey key;
   bool cleared = false;
 };
+// The keys of a page of records (ListClearedRevocations from a listing's rows).
+xet::Result<std::vector<RevocationKey>> KeysOf(xet::Result<std::vector<RevocationRecord>> page);
 
 enum class Unregistered {
   kRemoved,        // the scope saw the file; it no longer does, and the revocation is recorded

@@ -64,6 +64,10 @@ constexpr const char kClearRevocation[] =
 constexpr const char kListRevocations[] =
     "SELECT file, scope, cleared FROM revocations WHERE file > ?1 OR (file = ?1 AND scope > ?2) "
     "ORDER BY file, scope LIMIT ?3";
+constexpr const char kListClearedRevocations[] =
+    "SELECT file, scope, cleared FROM revocations WHERE cleared = 1 AND (file > ?1 OR (file = ?1 AND scope > "
+    "?2)) "
+    "ORDER BY file, scope LIMIT ?3";
 constexpr const char kForgetRevocation[] =
     "DELETE FROM revocations WHERE file = ?1 AND scope = ?2 AND cleared = 1";
 
@@ -511,13 +515,13 @@ xet::Result<Unregistered> SqliteIndex::UnregisterFile(const FileHash& hash, std:
   return outcome;
 }
 
-xet::Result<std::vector<RevocationRecord>> SqliteIndex::ListRevocations(std::optional<RevocationKey> after,
-                                                                        size_t limit) {
+xet::Result<std::vector<RevocationRecord>> SqliteIndex::RevocationPage(
+    const char* sql, const std::optional<RevocationKey>& after, size_t limit) {
   if (limit > kMaxListedFiles)
     return xet::Malformed("at most " + std::to_string(kMaxListedFiles) + " revocations a page");
   auto r = AcquireReader();
   if (!r.ok()) return r.error();
-  auto s = (*r)->Prepare(kListRevocations);
+  auto s = (*r)->Prepare(sql);
   if (!s.ok()) return s.error();
   // Bound, not copied: both kept alive until the statement is done.
   const std::optional<Hash> after_file = after ? std::optional<Hash>(after->file) : std::nullopt;
@@ -534,6 +538,16 @@ xet::Result<std::vector<RevocationRecord>> SqliteIndex::ListRevocations(std::opt
     if (!file) return xet::IoError("a revocations row has a file that is not 32 bytes");
     out.push_back({{*file, std::string(s->Text(1))}, s->Int(2) != 0});
   }
+}
+
+xet::Result<std::vector<RevocationRecord>> SqliteIndex::ListRevocations(std::optional<RevocationKey> after,
+                                                                        size_t limit) {
+  return RevocationPage(kListRevocations, after, limit);
+}
+
+xet::Result<std::vector<RevocationKey>> SqliteIndex::ListClearedRevocations(
+    std::optional<RevocationKey> after, size_t limit) {
+  return KeysOf(RevocationPage(kListClearedRevocations, after, limit));
 }
 
 xet::Status SqliteIndex::ForgetRevocations(std::span<const RevocationKey> revocations) {

@@ -193,6 +193,10 @@ CREATE TABLE revocations(
   cleared INTEGER NOT NULL DEFAULT 0,   -- 1: registered again; its blob is being deleted
   PRIMARY KEY (file, scope)) WITHOUT ROWID;
 )sql",
+    // 14: the cleared revocations alone, which every collector run finishes (ListClearedRevocations).
+    R"sql(
+CREATE INDEX revocations_cleared ON revocations(file, scope) WHERE cleared = 1;
+)sql",
 };
 static_assert(std::size(kMigrations) == SqliteIndex::kSchemaVersion);
 static_assert(kFileLinkKind == 16, "migration 9 reads the links by their kind");

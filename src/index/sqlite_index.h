@@ -47,7 +47,7 @@ struct SqliteOptions {
 
 class SqliteIndex final : public Index {
  public:
-  static constexpr int kSchemaVersion = 13;
+  static constexpr int kSchemaVersion = 14;
 
   static xet::Result<std::unique_ptr<SqliteIndex>> Open(SqliteOptions options);
   // Applies the missing migrations only (what Open does first); returns the versions before and after.
@@ -74,6 +74,8 @@ class SqliteIndex final : public Index {
   xet::Result<Unregistered> UnregisterFile(const FileHash& hash, std::string_view scope) override;
   xet::Result<std::vector<RevocationRecord>> ListRevocations(std::optional<RevocationKey> after,
                                                              size_t limit) override;
+  xet::Result<std::vector<RevocationKey>> ListClearedRevocations(std::optional<RevocationKey> after,
+                                                                 size_t limit) override;
   xet::Status ForgetRevocations(std::span<const RevocationKey> revocations) override;
   xet::Result<CommitOutcome> CommitShard(const ShardCommit& commit) override;
   xet::Result<std::optional<ShardInfo>> GetShard(const Hash& shard) override;
@@ -158,6 +160,10 @@ class SqliteIndex final : public Index {
   xet::Status ReleaseNamed(Conn& c, std::span<const XorbHash> xorbs, std::span<const FileHash> files);
   // Whether anything is quarantined (one read: revivals skip their lookups when nothing is).
   static xet::Result<bool> AnyQuarantined(Conn& c);
+  // A page of revocations through `sql` (ListRevocations, ListClearedRevocations: the same cursor and row).
+  xet::Result<std::vector<RevocationRecord>> RevocationPage(const char* sql,
+                                                            const std::optional<RevocationKey>& after,
+                                                            size_t limit);
   // The same for `files` and every xorb their terms use.
   xet::Status ReviveFilesAndTheirXorbs(Conn& c, std::span<const FileHash> files);
   // Clears `scope`'s revocation of a file it sees again; whether there was one.
