@@ -79,14 +79,17 @@ def evict_from_page_cache(paths: list[Path]) -> None:
             os.close(fd)
 
 
-def load_while_marking(args, load: list[str], index: str, data: Path) -> dict:
+def load_while_marking(args, load: list[str], index: str, data: Path, share: int) -> dict:
     """The same load again, while `cairn gc --dry-run` (a whole mark: every file's terms, every xorb) runs
-    back to back against the index the server answers from. Returns the load's figures and the marks'."""
+    back to back against the index the server answers from, its reads paced to `share` percent of the time
+    (gc_mark_share). Returns the load's figures and the marks' (the mark under way when the load ends is let
+    finish, so at least one is timed whole)."""
     stop = data / "gc.stop"
     stop.unlink(missing_ok=True)
     loop = ("while [ ! -e \"$1\" ]; do \"$2\" gc --dry-run --json --index \"$3\" --data \"$4\" || exit 1; done")
     marker = subprocess.Popen(["bash", "-c", loop, "gc-loop", str(stop), args.bin, index, str(data)],
-                              stdout=subprocess.PIPE, text=True)
+                              stdout=subprocess.PIPE, text=True,
+                              env={**os.environ, "CAIRN_GC_MARK_SHARE": str(share)})
     try:
         res = run_json(load + ["--seconds", str(args.seconds)])
     finally:
@@ -95,6 +98,7 @@ def load_while_marking(args, load: list[str], index: str, data: Path) -> dict:
     marks = [json.loads(ln) for ln in out.splitlines() if ln.startswith("{")]
     if marker.returncode != 0 or not marks:
         raise RuntimeError(f"cairn gc --dry-run failed (exit {marker.returncode})")
+    res["mark_share"] = share
     res["marks"] = len(marks)
     res["mark_seconds"] = round(marks[0]["seconds"], 1)
     res["mark_files"] = marks[0]["files"]
@@ -122,6 +126,9 @@ def main() -> int:
     ap.add_argument("--gc", action="store_true",
                     help="then measure the same load again while `cairn gc --dry-run` marks the index back to "
                          "back (issue 26: p99 within 1.5x of the run without)")
+    ap.add_argument("--gc-shares", default="50",
+                    help="with --gc: the marks' gc_mark_share values to measure, comma-separated; each marking "
+                         "run is followed by another run alone, so the noise between runs shows")
     ap.add_argument("--bin", default=str(REPO / "build/release/src/cli/cairn"))
     ap.add_argument("--load-bench", default=str(REPO / "build/release/src/api/load_bench"))
     ap.add_argument("--pg-tool", default=str(REPO / "build/release/src/index/cairn-test-postgres"))
@@ -174,7 +181,11 @@ def main() -> int:
                 res["server_cpu_s"] = round(cpu_seconds(srv.proc.pid) - cpu0, 1)
                 res["server_peak_rss_mib"] = round(peak_rss_mib(srv.proc.pid), 1)
                 if args.gc:
-                    res["with_gc"] = load_while_marking(args, load, index, data)
+                    res["with_gc"] = []
+                    for share in (int(x) for x in args.gc_shares.split(",")):
+                        g = load_while_marking(args, load, index, data, share)
+                        g["alone_after"] = run_json(load + ["--seconds", str(args.seconds)])
+                        res["with_gc"].append(g)
             finally:
                 srv.stop(timeout=60)
             res.update(backend=backend, generate=gen)
@@ -198,14 +209,20 @@ def main() -> int:
               f"{r['server_peak_rss_mib']} MiB |")
     if any("with_gc" in r for r in rows):
         print("\nThe same load while `cairn gc --dry-run` marks the index back to back:\n")
-        print("| backend | p99 without GC | p99 while marking | ratio | p99 of each 10 s | errors | marks | one mark |")
-        print("|---|---:|---:|---:|---|---:|---:|---:|")
+        print("| backend | mark share | p99 alone before | p99 while marking | p99 alone after | ratio to the "
+              "runs alone (mean) | p99 of each 10 s while marking | errors | one mark |")
+        print("|---|---:|---:|---:|---:|---:|---|---:|---:|")
         for r in rows:
-            g = r["with_gc"]
-            windows = " / ".join(f"{w:.1f}" for w in g.get("p99_by_10s_ms", []))
-            print(f"| {r['backend']} | {r['p99_ms']:.2f} ms | {g['p99_ms']:.2f} ms | "
-                  f"**{g['p99_ms'] / r['p99_ms']:.2f}** | {windows} | {g['errors']} | {g['marks']} | "
-                  f"{g['mark_seconds']} s ({g['mark_files']:,} files, {g['mark_xorbs']:,} xorbs) |")
+            before = r
+            for g in r["with_gc"]:
+                after = g["alone_after"]
+                alone = (before["p99_ms"] + after["p99_ms"]) / 2
+                windows = " / ".join(f"{w:.1f}" for w in g.get("p99_by_10s_ms", []))
+                print(f"| {r['backend']} | {g['mark_share']} % | {before['p99_ms']:.2f} ms | {g['p99_ms']:.2f} ms | "
+                      f"{after['p99_ms']:.2f} ms | **{g['p99_ms'] / alone:.2f}** | {windows} | "
+                      f"{g['errors'] + after['errors']} | {g['mark_seconds']} s ({g['mark_files']:,} files, "
+                      f"{g['mark_xorbs']:,} xorbs) |")
+                before = after
     return 0 if all(r["errors"] == 0 for r in rows) else 1
 
 

@@ -22,6 +22,7 @@ int RunGc(const GcCommandOptions& opts) {
   gc::GcOptions go;
   go.dry_run = opts.dry_run;
   go.vacuum = opts.vacuum;
+  go.mark_share_percent = static_cast<unsigned>(cfg->gc_mark_share);
   const uint64_t minimum = gc::MinimumGraceSeconds(static_cast<uint64_t>(cfg->dedup_key_expiry.count()),
                                                    static_cast<uint64_t>(cfg->transfer_url_ttl.count()));
   go.grace_seconds = std::max(gc::kDefaultGraceSeconds, minimum);

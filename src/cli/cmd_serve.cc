@@ -327,6 +327,7 @@ int RunServe(const ServeOptions& opts) {
   if (cfg->gc_interval.count() > 0) {
     gc::GcOptions go;
     go.grace_seconds = static_cast<uint64_t>(cfg->gc_grace.count());
+    go.mark_share_percent = static_cast<unsigned>(cfg->gc_mark_share);
     collector = std::make_unique<gc::Scheduler>(*services->index, *services->index, *services->index,
                                                 *services->store, go, cfg->gc_interval);
     RegisterGcMetrics(*server, *collector);

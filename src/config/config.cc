@@ -233,6 +233,7 @@ const std::vector<Field>& Fields() {
       {"dedup_key_expiry", DurationSetter(&Config::dedup_key_expiry)},
       {"gc_interval", DurationSetter(&Config::gc_interval)},
       {"gc_grace", DurationSetter(&Config::gc_grace)},
+      {"gc_mark_share", CountSetter(&Config::gc_mark_share, 1, 100)},
       {"dedup_across_scopes", BoolSetter(&Config::dedup_across_scopes)},
       // At least one xorb's listing (8,193 entries of 48 bytes); at most what a stock client accepts.
       {"dedup_answer_max_bytes", ByteSizeSetter(&Config::dedup_answer_max_bytes, 512ULL << 10, 64ULL << 20)},

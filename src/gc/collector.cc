@@ -5,6 +5,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <thread>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -21,6 +22,9 @@ using index::Quarantined;
 using xet::Hash;
 
 constexpr size_t kPage = index::CasIndex::kMaxScanned;
+// Files come with their terms (200 a file in the benchmarks): a smaller page keeps each read short, so the
+// pauses between them spread the mark's load.
+constexpr size_t kFilePage = 1000;
 
 // A set of hashes built once and then only asked: a sorted vector (32 bytes a hash, where a hash set takes
 // about three times that; a mark holds one entry per xorb). Repeats are squeezed out whenever the vector
@@ -60,6 +64,31 @@ xet::Result<QuarantineMap> LoadQuarantine(index::GcIndex& gc, GcKind kind) {
     after = page->back().hash;
   }
 }
+
+// Paces a scan (GcOptions::mark_share_percent): Page() after each page pauses in proportion to the time
+// the page took, so that the index answers others between the mark's reads.
+class Pacer {
+ public:
+  explicit Pacer(const GcOptions& o) : share_(std::clamp(o.mark_share_percent, 1u, 100u)), pause_(o.pause) {}
+  xet::Status Page() {
+    if (share_ >= 100) return xet::Ok{};
+    const auto busy = std::chrono::steady_clock::now() - start_;
+    const auto wait = std::chrono::duration_cast<std::chrono::nanoseconds>(busy * (100 - share_) / share_);
+    xet::Status st = xet::Ok{};
+    if (pause_) {
+      st = pause_(wait);
+    } else {
+      std::this_thread::sleep_for(wait);
+    }
+    start_ = std::chrono::steady_clock::now();
+    return st;
+  }
+
+ private:
+  const unsigned share_;
+  const std::function<xet::Status(std::chrono::nanoseconds)>& pause_;
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+};
 
 // Runs `fn` on consecutive slices of at most `n` elements of `all`.
 template <typename T, typename Fn>
@@ -229,6 +258,7 @@ xet::Status Collector::MarkRepository(const index::RepoRecord& repo, int64_t now
   std::vector<std::vector<uint8_t>> fresh, wanted;
   std::vector<index::RepoObjectMark> sweep;
   std::optional<std::vector<uint8_t>> after;
+  Pacer pacer(options_);
   for (;;) {
     auto page = gc_.ScanRepoObjects(repo.id, after, kPage);
     if (!page.ok()) return page.error();
@@ -246,6 +276,7 @@ xet::Status Collector::MarkRepository(const index::RepoRecord& repo, int64_t now
         sweep.push_back(o);
       }
     }
+    if (auto st = pacer.Page(); !st.ok()) return st;
     if (page->size() < kPage) break;
     after = page->back().key;
   }
@@ -394,8 +425,9 @@ xet::Result<GcReport> Collector::Run() {
   std::vector<Hash> new_files, released_files;
   std::vector<Quarantined> sweep_files;
   std::optional<Hash> after;
+  Pacer pacer(options_);
   for (;;) {
-    auto page = gc_.ScanFileXorbs(after, kPage);
+    auto page = gc_.ScanFileXorbs(after, kFilePage);
     if (!page.ok()) return page.error();
     for (const index::FileXorbs& f : *page) {
       ++report.files;
@@ -411,7 +443,8 @@ xet::Result<GcReport> Collector::Run() {
         if (q == files_q->end()) new_files.push_back(f.hash);
       }
     }
-    if (page->size() < kPage) break;
+    if (auto st = pacer.Page(); !st.ok()) return st.error();
+    if (page->size() < kFilePage) break;
     after = page->back().hash;
   }
   wanted.Freeze();
@@ -435,6 +468,7 @@ xet::Result<GcReport> Collector::Run() {
         sweep_xorbs.push_back(q->second);
       }
     }
+    if (auto st = pacer.Page(); !st.ok()) return st.error();
     if (page->size() < kPage) break;
     after = page->back();
   }

@@ -21,6 +21,7 @@
 // index) are serialized by the lock. The index, store and clock must outlive the collector.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -58,6 +59,14 @@ struct GcOptions {
   // After sweeping repository objects, rewrite the index's database so their bytes leave its files at once
   // (ScrubDeleted with vacuum: SQLite VACUUM, PostgreSQL VACUUM FULL, which locks the tables while it runs).
   bool vacuum = false;
+  // The mark's share of the time, in percent: after each page of the index it scans, it pauses so that its
+  // reads take at most this share of the run (50: the mark takes about twice as long and leaves the index's
+  // server, PostgreSQL above all, idle half the time for the answers; 100: no pause). BENCHMARKS.md has the
+  // effect on the reconstruction p99 while marking.
+  unsigned mark_share_percent = 50;
+  // How the mark pauses: by default it sleeps; the scheduler waits on its stop instead, and an error ends the
+  // run there.
+  std::function<xet::Status(std::chrono::nanoseconds)> pause;
   // Tests: called after each step of a run ("resumed", "repositories", "marked", "files swept", "claimed",
   // "deleted", "dropped"); an error ends the run there, as a kill would.
   std::function<xet::Status(std::string_view step)> hook;

@@ -876,6 +876,36 @@ TEST_P(CollectorTest, TheScheduleRunsTheCollectorAndKeepsItsReport) {
   EXPECT_EQ(last->newly_quarantined, 1u + s.doomed_only.size());
 }
 
+TEST_P(CollectorTest, TheMarkPausesAfterEachPageItReadsAndStopsWhenThePauseSaysSo) {
+  Scene s = MakeScene();
+  ASSERT_TRUE(index_->DeleteRepo(s.repo).ok());
+  std::vector<std::chrono::nanoseconds> waits;
+  GcOptions o;
+  o.clock = &clock_;
+  o.pause = [&](std::chrono::nanoseconds wait) -> xet::Status {
+    waits.push_back(wait);
+    return xet::Ok{};
+  };
+  // No pauses at 100 %.
+  o.mark_share_percent = 100;
+  o.dry_run = true;
+  ASSERT_TRUE(Collector(*index_, *index_, *index_, *store_, o).Run().ok());
+  EXPECT_TRUE(waits.empty());
+  // At 50 %, one pause after the page of files and one after the page of xorbs, each as long as the reads
+  // before it (not timed here: only that there is one).
+  o.mark_share_percent = 50;
+  ASSERT_TRUE(Collector(*index_, *index_, *index_, *store_, o).Run().ok());
+  ASSERT_EQ(waits.size(), 2u);
+  for (auto w : waits) EXPECT_GT(w.count(), 0);
+  // A pause that fails (the scheduler stopping) ends the run there: the mark quarantines nothing.
+  o.dry_run = false;
+  o.pause = [](std::chrono::nanoseconds) -> xet::Status { return xet::Unavailable("stopping"); };
+  auto cut = Collector(*index_, *index_, *index_, *store_, o).Run();
+  ASSERT_FALSE(cut.ok());
+  EXPECT_EQ(cut.error().message, "stopping");
+  EXPECT_EQ(Collect().newly_quarantined, 1u + s.doomed_only.size());
+}
+
 // A bounded soak (CAIRN_GC_SOAK_ROUNDS rounds, 60 by default): two nodes upload, delete, re-upload,
 // download and collect, interleaved, while the clock moves by up to 20 days a round. Every download along the
 // way is byte-exact; at the end, past two graces, every live file still is, fsck finds nothing, and the store

@@ -19,6 +19,12 @@ Scheduler::Scheduler(index::CasIndex& cas, index::RepoIndex& repos, index::GcInd
                      if (stop_) return xet::Unavailable("the server is stopping");
                      return xet::Ok{};
                    };
+                   o.pause = [this](std::chrono::nanoseconds wait) -> xet::Status {
+                     std::unique_lock lock(mu_);
+                     if (cv_.wait_for(lock, wait, [this] { return stop_; }))
+                       return xet::Unavailable("the server is stopping");
+                     return xet::Ok{};
+                   };
                    return o;
                  }()),
       interval_(interval),

@@ -3,7 +3,7 @@
 // the index's collector lock makes them take turns (a run that waited finds little left to do).
 //
 // Thread-safety: last() and the counters may be read from any thread. Stops (after the run in progress, if
-// any, which is safe to cut short at its next step) and joins when destroyed.
+// any, which is safe to cut short at its next step or the mark's next pause) and joins when destroyed.
 #pragma once
 
 #include <atomic>
