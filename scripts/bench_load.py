@@ -161,6 +161,11 @@ def main() -> int:
                                 "--xorbs", str(args.xorbs), "--terms", str(args.terms)])
                 if pg is not None and not args.no_settle:
                     gen["settle_seconds"] = settle_postgres(index)
+                if pg is not None:
+                    gen["database_bytes"] = int(subprocess.run(
+                        ["/usr/lib/postgresql/15/bin/psql", "-X", "-At", "-d", index, "-c",
+                         "SELECT pg_database_size(current_database())"],
+                        check=True, capture_output=True, text=True).stdout.strip())
                 (data / "generated.json").write_text(json.dumps(gen))
             gen = json.loads((data / "generated.json").read_text())
             if pg is None and not args.cold:

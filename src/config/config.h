@@ -84,7 +84,7 @@ struct Config {
   // hand), and how long an object stays unreferenced before it is freed (docs/operations.md).
   std::chrono::seconds gc_interval{0};
   std::chrono::seconds gc_grace{30 * 24 * 3600};
-  size_t gc_mark_share = 50;  // percent of the time the mark may spend reading the index (gc/collector.h)
+  size_t gc_mark_share = 25;  // percent of the time the mark may spend reading the index (gc/collector.h)
   bool dedup_across_scopes = false;             // dedup answers may offer other scopes' chunks
   size_t dedup_answer_max_bytes = 16ULL << 20;  // cap of one dedup answer (a shard)
   std::string log_level = "info";               // trace, debug, info, warn, error, critical, off

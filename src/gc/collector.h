@@ -60,10 +60,11 @@ struct GcOptions {
   // (ScrubDeleted with vacuum: SQLite VACUUM, PostgreSQL VACUUM FULL, which locks the tables while it runs).
   bool vacuum = false;
   // The mark's share of the time, in percent: after each page of the index it scans, it pauses so that its
-  // reads take at most this share of the run (50: the mark takes about twice as long and leaves the index's
-  // server, PostgreSQL above all, idle half the time for the answers; 100: no pause). BENCHMARKS.md has the
-  // effect on the reconstruction p99 while marking.
-  unsigned mark_share_percent = 50;
+  // reads take at most this share of the run (25: the mark takes about four times as long; 100: no pause).
+  // Lowering the collector's CPU priority does not reach PostgreSQL, whose backend runs the mark's queries
+  // beside those answering the server; pacing does (on 2 cores the reconstruction p99 while marking 10^6
+  // files went from 5.2 ms at 100 % to 2.1 ms at 25 % and 1.5 ms at 10 %; BENCHMARKS.md).
+  unsigned mark_share_percent = 25;
   // How the mark pauses: by default it sleeps; the scheduler waits on its stop instead, and an error ends the
   // run there.
   std::function<xet::Status(std::chrono::nanoseconds)> pause;
