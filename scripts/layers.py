@@ -40,8 +40,9 @@ LAYERS: dict[str, list[str]] = {
     "hub": ["files", "index", "xet", "common"],
     "api": ["hub", "files", "cas", "http", "index", "xet", "common"],
     "gc": ["hub", "cas", "index", "store", "xet", "common"],  # the garbage collector: mark, quarantine, sweep
+    "backup": ["repair", "cas", "index", "store", "xet", "common"],  # cairn backup / restore
     "client": ["ingest", "xet", "common"],          # cairn put/get: a client of any Xet server
-    "cli": ["api", "client", "repair", "gc", "hub", "files", "cas", "index", "store", "http", "config", "ingest", "xet",
+    "cli": ["api", "client", "repair", "gc", "backup", "hub", "files", "cas", "index", "store", "http", "config", "ingest", "xet",
             "common"],
 }
 
@@ -52,6 +53,7 @@ TEST_ONLY: dict[str, list[str]] = {
     "hub": ["cas", "store", "ingest"],
     "api": ["store", "ingest"],
     "gc": ["repair", "files", "cas", "ingest"],
+    "backup": ["gc", "hub", "files", "ingest"],
     "client": ["api", "http", "index", "store", "cas"],
 }
 

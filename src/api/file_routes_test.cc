@@ -7,7 +7,6 @@
 
 #include <boost/json.hpp>
 #include <filesystem>
-#include <fstream>
 #include <set>
 
 #include "api/api_test_server.h"
@@ -266,14 +265,7 @@ TEST_F(FileApi, DeleteRefusesARepositorysScopes) {
 TEST_F(FileApi, CorruptFirstChunkIsA500BeforeAnyHeader) {
   const auto& x = built_.xorbs[0];
   const fs::path path = store_->PathOf(store::BlobKind::kXorb, x.hash);
-  {
-    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
-    const auto at = static_cast<std::streamoff>(xet::kChunkHeaderSize + 3);
-    f.seekg(at);
-    const char b = static_cast<char>(f.get() ^ 0x55);
-    f.seekp(at);
-    f.put(b);
-  }
+  ASSERT_TRUE(xet::testing::FlipByte(path, xet::kChunkHeaderSize + 3, 0x55));
   auto r = Send(bhttp::verb::get, url_, Auth());
   EXPECT_EQ(r.result_int(), 500u);
   EXPECT_NE(r.body().find("corrupt"), std::string::npos) << r.body();

@@ -188,4 +188,30 @@ struct GcCommandOptions {
 };
 int RunGc(const GcCommandOptions& opts);
 
+struct BackupCommandOptions {
+  std::string config_file;
+  std::string data_dir;
+  std::string index;
+  std::string store;
+  std::string dest;     // the backup's directory
+  bool verify = false;  // re-hash what the backup at `dest` holds instead of taking one
+  size_t keep = 2;
+  size_t threads = 4;
+  bool json = false;
+};
+int RunBackup(const BackupCommandOptions& opts);
+
+struct RestoreCommandOptions {
+  std::string config_file;
+  std::string data_dir;
+  std::string index;
+  std::string store;
+  std::string src;       // the backup's directory
+  std::string snapshot;  // empty: the latest
+  bool resume = false;
+  size_t threads = 4;
+  bool json = false;
+};
+int RunRestore(const RestoreCommandOptions& opts);
+
 }  // namespace cairn::cli

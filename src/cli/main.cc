@@ -212,6 +212,39 @@ void AddGc(CLI::App& app) {
   OnSelected(cmd, opts, RunGc);
 }
 
+template <typename Options>
+void AddDeploymentOptions(CLI::App* cmd, Options& opts) {
+  cmd->add_option("--config", opts.config_file, "TOML configuration file (also CAIRN_CONFIG)");
+  cmd->add_option("--data", opts.data_dir, "Data directory (default ./cairn-data)");
+  cmd->add_option("--index", opts.index, "sqlite:PATH or postgres://USER@HOST/DB");
+  cmd->add_option("--store", opts.store, "file:PATH or s3://BUCKET[/PREFIX]");
+  cmd->add_option("--threads", opts.threads, "Objects copied at once (default 4)");
+  cmd->add_flag("--json", opts.json, "Print the report as JSON");
+}
+
+void AddBackup(CLI::App& app) {
+  auto opts = std::make_shared<BackupCommandOptions>();
+  auto* cmd = app.add_subcommand(
+      "backup",
+      "Back up the index at one moment and every object it names into a directory, while servers run "
+      "(incremental: only new objects are copied)");
+  AddDeploymentOptions(cmd, *opts);
+  cmd->add_option("DEST", opts->dest, "The backup's directory")->required();
+  cmd->add_flag(
+      "--verify", opts->verify,
+      "Re-hash what the backup at DEST holds (every snapshot's index and object); exit 1 on damage");
+  cmd->add_option("--keep", opts->keep, "Snapshots kept (default 2); objects none of them names are deleted");
+  OnSelected(cmd, opts, RunBackup);
+  auto ropts = std::make_shared<RestoreCommandOptions>();
+  auto* restore = app.add_subcommand(
+      "restore", "Bring a backup up under this deployment's settings (an empty index and store)");
+  AddDeploymentOptions(restore, *ropts);
+  restore->add_option("SRC", ropts->src, "The backup's directory")->required();
+  restore->add_option("--snapshot", ropts->snapshot, "Which snapshot (default: the latest)");
+  restore->add_flag("--resume", ropts->resume, "Finish an interrupted restore of the same snapshot");
+  OnSelected(restore, ropts, RunRestore);
+}
+
 void AddKeys(CLI::App& app) {
   auto* keys = app.add_subcommand("keys", "Signing keys kept in the index: list, rotate, retire")
                    ->require_subcommand(1);
@@ -303,6 +336,7 @@ int main(int argc, char** argv) {
   cairn::cli::AddIndex(app);
   cairn::cli::AddFsck(app);
   cairn::cli::AddGc(app);
+  cairn::cli::AddBackup(app);
   cairn::cli::AddStore(app);
   CLI11_PARSE(app, argc, argv);
   return 0;

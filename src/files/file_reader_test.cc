@@ -7,7 +7,6 @@
 
 #include <chrono>
 #include <filesystem>
-#include <fstream>
 #include <random>
 #include <thread>
 
@@ -195,16 +194,7 @@ TEST_F(FileReaderTest, CorruptStoredChunkIsNeverHandedOut) {
   const fs::path path = store_->PathOf(store::BlobKind::kXorb, victim.hash);
   const uint32_t c = static_cast<uint32_t>(victim.layout.chunks.size() / 2);
   const uint64_t pos = victim.layout.begin_offset(c) + xet::kChunkHeaderSize + 10;
-  {
-    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
-    ASSERT_TRUE(f.good()) << path;
-    f.seekg(static_cast<std::streamoff>(pos));
-    char b = 0;
-    f.read(&b, 1);
-    b = static_cast<char>(b ^ 0x40);
-    f.seekp(static_cast<std::streamoff>(pos));
-    f.write(&b, 1);
-  }
+  ASSERT_TRUE(xet::testing::FlipByte(path, pos, 0x40)) << path;
   // Where the bad chunk starts in the file.
   uint64_t bad_at = 0;
   for (const auto& term : built_.shard.files[0].terms) {

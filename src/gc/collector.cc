@@ -149,6 +149,7 @@ std::string GcReport::ToJson() const {
   field("swept_shards", n(swept_shards));
   field("reclaimed_shard_bytes", n(reclaimed_shard_bytes));
   field("finished_revocations", n(finished_revocations));
+  field("waited_for_backups", std::to_string(waited_for_backups));
   field("repos", n(repos));
   field("unwalkable_repos", n(unwalkable_repos));
   field("reached_files", n(reached_files));
@@ -308,9 +309,30 @@ xet::Status Collector::Step(std::string_view step) const {
   return options_.hook ? options_.hook(step) : xet::Status(xet::Ok{});
 }
 
+xet::Status Collector::HoldDeletions(std::unique_ptr<index::GcLock>& hold, GcReport& report) const {
+  const auto t0 = std::chrono::steady_clock::now();
+  while (hold == nullptr) {
+    auto got = gc_.HoldDeletions(index::GcIndex::DeletionHold::kExclusive, /*wait=*/false);
+    if (!got.ok()) return got.error();
+    hold = std::move(*got);
+    if (hold != nullptr) break;
+    if (auto st = Step("waiting for backups"); !st.ok()) return st;
+    constexpr auto kRetry = std::chrono::seconds(1);
+    if (options_.pause) {
+      if (auto st = options_.pause(kRetry); !st.ok()) return st;
+    } else {
+      std::this_thread::sleep_for(kRetry);
+    }
+  }
+  report.waited_for_backups += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return xet::Ok{};
+}
+
 xet::Status Collector::FinishClaimed(std::span<const xet::XorbHash> claimed, index::GcLock& lock,
-                                     GcReport& report, uint64_t& counter) {
+                                     std::unique_ptr<index::GcLock>& hold, GcReport& report,
+                                     uint64_t& counter) {
   if (claimed.empty()) return xet::Ok{};
+  if (auto st = HoldDeletions(hold, report); !st.ok()) return st;
   // A collector that lost its lock may have been replaced by another, which may have finished these
   // claims and let the xorbs be uploaded again: it must not delete them now.
   if (auto st = lock.Check(); !st.ok()) return st;
@@ -323,12 +345,14 @@ xet::Status Collector::FinishClaimed(std::span<const xet::XorbHash> claimed, ind
   return Step("dropped");
 }
 
-xet::Status Collector::FinishShards(index::GcLock& lock, GcReport& report) {
+xet::Status Collector::FinishShards(index::GcLock& lock, std::unique_ptr<index::GcLock>& hold,
+                                    GcReport& report) {
   auto claimed = LoadQuarantine(gc_, GcKind::kShard);
   if (!claimed.ok()) return claimed.error();
   std::vector<Hash> shards;
   for (const auto& [h, q] : *claimed) shards.push_back(h);
   if (shards.empty()) return xet::Ok{};
+  if (auto st = HoldDeletions(hold, report); !st.ok()) return st;
   std::sort(shards.begin(), shards.end());
   std::optional<std::map<Hash, std::vector<Hash>>> legacy;  // shard -> its grants, read when first needed
   return InBatches(shards, options_.batch, [&](std::span<const Hash> batch) -> xet::Status {
@@ -375,6 +399,7 @@ xet::Status Collector::FinishShards(index::GcLock& lock, GcReport& report) {
 xet::Result<GcReport> Collector::Run() {
   auto lock = gc_.LockGc();
   if (!lock.ok()) return lock.error();
+  std::unique_ptr<index::GcLock> deletions;  // taken before the first deletion, held to the end
   const auto t0 = std::chrono::steady_clock::now();
   GcReport report;
   report.dry_run = options_.dry_run;
@@ -395,13 +420,13 @@ xet::Result<GcReport> Collector::Run() {
     }
     if (auto st = InBatches(claimed, options_.batch,
                             [&](std::span<const xet::XorbHash> b) {
-                              return FinishClaimed(b, **lock, report, report.resumed_xorbs);
+                              return FinishClaimed(b, **lock, deletions, report, report.resumed_xorbs);
                             });
         !st.ok()) {
       return st.error();
     }
     for (const auto& h : claimed) xorbs_q->erase(h);
-    if (auto st = FinishShards(**lock, report); !st.ok()) return st.error();
+    if (auto st = FinishShards(**lock, deletions, report); !st.ok()) return st.error();
     // Revocations a registration cleared and a crash or a failed delete left in the store.
     auto finished = cas::FinishClearedRevocations(cas_, store_);
     if (!finished.ok()) return finished.error();
@@ -532,15 +557,18 @@ xet::Result<GcReport> Collector::Run() {
   if (auto st = Step("files swept"); !st.ok()) return st.error();
   if (auto st = InBatches(sweep_xorbs, options_.batch,
                           [&](std::span<const Quarantined> b) -> xet::Status {
+                            // Claimed under the hold: a claim made while a backup runs would refuse
+                            // uploads naming the xorb until the backup ends.
+                            if (auto s = HoldDeletions(deletions, report); !s.ok()) return s;
                             auto claimed = gc_.ClaimXorbs(b, options_.clock->UnixSeconds());
                             if (!claimed.ok()) return claimed.error();
                             if (auto s = Step("claimed"); !s.ok()) return s;
-                            return FinishClaimed(*claimed, **lock, report, report.swept_xorbs);
+                            return FinishClaimed(*claimed, **lock, deletions, report, report.swept_xorbs);
                           });
       !st.ok()) {
     return st.error();
   }
-  if (auto st = FinishShards(**lock, report); !st.ok()) return st.error();
+  if (auto st = FinishShards(**lock, deletions, report); !st.ok()) return st.error();
   // What was deleted from the index's database leaves its files (a purged secret in a small file).
   if (report.swept_repo_objects > 0 || options_.vacuum) {
     auto scrub = gc_.ScrubDeleted(options_.vacuum);

@@ -69,7 +69,8 @@ struct GcOptions {
   // run there.
   std::function<xet::Status(std::chrono::nanoseconds)> pause;
   // Tests: called after each step of a run ("resumed", "repositories", "marked", "files swept", "claimed",
-  // "deleted", "dropped"); an error ends the run there, as a kill would.
+  // "deleted", "dropped"; "waiting for backups" each time its deletions find a backup running); an error
+  // ends the run there, as a kill would.
   std::function<xet::Status(std::string_view step)> hook;
 };
 
@@ -94,6 +95,7 @@ struct GcReport {
   uint64_t swept_shards = 0;     // shards all of whose xorbs went, deleted with their grants
   uint64_t reclaimed_shard_bytes = 0;
   uint64_t finished_revocations = 0;      // cleared revocations whose blobs this run deleted (cas/grant.h)
+  double waited_for_backups = 0;          // seconds its deletions waited for running backups
   uint64_t repos = 0;                     // repositories walked (buckets aside)
   uint64_t unwalkable_repos = 0;          // part of their history missing or unreadable: none of it collected
   uint64_t reached_files = 0;             // files their refs reach
@@ -134,11 +136,14 @@ class Collector {
 
  private:
   xet::Status Step(std::string_view step) const;
+  // Takes the deletion hold (index.h HoldDeletions) into `hold` unless it is there already, waiting while
+  // backups hold it: a backup copies every stored object its snapshot names, so none goes until it is done.
+  xet::Status HoldDeletions(std::unique_ptr<index::GcLock>& hold, GcReport& report) const;
   // Deletes the bytes of claimed xorbs, then their records (while the lock still holds).
-  xet::Status FinishClaimed(std::span<const xet::XorbHash> claimed, index::GcLock& lock, GcReport& report,
-                            uint64_t& counter);
+  xet::Status FinishClaimed(std::span<const xet::XorbHash> claimed, index::GcLock& lock,
+                            std::unique_ptr<index::GcLock>& hold, GcReport& report, uint64_t& counter);
   // Deletes every claimed shard's blob and grants, then its record.
-  xet::Status FinishShards(index::GcLock& lock, GcReport& report);
+  xet::Status FinishShards(index::GcLock& lock, std::unique_ptr<index::GcLock>& hold, GcReport& report);
 
   // Step 2's first half: walks each repository, quarantines, releases and sweeps its objects, and adds the
   // files its refs reach to `reached`.

@@ -297,6 +297,10 @@ class FaultyIndex final : public ForwardingIndex {
     if (auto st = Check("LockGc"); !st.ok()) return st.error();
     return ForwardingIndex::LockGc();
   }
+  xet::Result<std::unique_ptr<GcLock>> HoldDeletions(DeletionHold mode, bool wait) override {
+    if (auto st = Check("HoldDeletions"); !st.ok()) return st.error();
+    return ForwardingIndex::HoldDeletions(mode, wait);
+  }
   xet::Status Ping() override {
     if (auto st = Check("Ping"); !st.ok()) return st.error();
     return ForwardingIndex::Ping();

@@ -208,6 +208,9 @@ class ForwardingIndex : public Index {
   }
   xet::Result<std::string> ScrubDeleted(bool vacuum) override { return inner_.ScrubDeleted(vacuum); }
   xet::Result<std::unique_ptr<GcLock>> LockGc() override { return inner_.LockGc(); }
+  xet::Result<std::unique_ptr<GcLock>> HoldDeletions(DeletionHold mode, bool wait) override {
+    return inner_.HoldDeletions(mode, wait);
+  }
 
   xet::Status Ping() override { return inner_.Ping(); }
   WriteStats write_stats() const override { return inner_.write_stats(); }

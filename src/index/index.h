@@ -307,6 +307,14 @@ class GcIndex {
   // beside the database; PostgreSQL: an advisory lock on a connection of its own).
   virtual xet::Result<std::unique_ptr<GcLock>> LockGc() = 0;
 
+  // Holds the deletion of stored bytes off while a backup copies them (backup/backup.h). Backups hold it
+  // shared, each for its whole run; a collector holds it exclusively from its first claim or deletion of a
+  // xorb, shard, grant or revocation blob to the end of its run. With `wait` false, nullptr (no error) when
+  // the other side holds it now. Released when destroyed or when the process dies (SQLite: a lock on a file
+  // beside the database; PostgreSQL: an advisory lock on a connection of its own).
+  enum class DeletionHold { kShared, kExclusive };
+  virtual xet::Result<std::unique_ptr<GcLock>> HoldDeletions(DeletionHold mode, bool wait) = 0;
+
  protected:
   GcIndex() = default;
 };

@@ -158,6 +158,8 @@ class TableIo {
   virtual xet::Status Insert(const Table& t, const std::vector<Row>& rows) = 0;
   // Sets the totals (Stats) from the rows.
   virtual xet::Status RecomputeCounters() = 0;
+  // Starts the read transaction every later read is made in (CopyIndexOptions::snapshot).
+  virtual xet::Status BeginSnapshot() = 0;
 };
 
 std::string Join(const Table& t, size_t n, const std::function<std::string(const Column&, size_t)>& f) {
@@ -173,14 +175,33 @@ std::string Join(const Table& t, size_t n, const std::function<std::string(const
 
 class SqliteTables final : public TableIo {
  public:
-  static xet::Result<std::unique_ptr<SqliteTables>> Open(const std::string& path) {
+  static xet::Result<std::unique_ptr<SqliteTables>> Open(const std::string& path, bool read_only = false) {
     sqlite3* db = nullptr;
-    const int rc = sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE, nullptr);
+    const int rc =
+        sqlite3_open_v2(path.c_str(), &db, read_only ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE, nullptr);
     std::unique_ptr<SqliteTables> t(new SqliteTables(db));
     if (rc != SQLITE_OK) return t->Err("open " + path);
     sqlite3_busy_timeout(db, 10'000);
+    if (read_only) return t;
     if (auto st = t->Exec("PRAGMA foreign_keys = ON; PRAGMA synchronous = FULL"); !st.ok()) return st.error();
     return t;
+  }
+
+  xet::Status BeginSnapshot() override {
+    // A read transaction takes its snapshot at its first read, and keeps it while the log grows.
+    if (auto st = Exec("BEGIN"); !st.ok()) return st;
+    return Exec("SELECT count(*) FROM sqlite_master");
+  }
+
+  xet::Result<int> UserVersion() {
+    sqlite3_stmt* s = nullptr;
+    if (sqlite3_prepare_v2(db_, "PRAGMA user_version", -1, &s, nullptr) != SQLITE_OK)
+      return Err("read the schema version");
+    const int rc = sqlite3_step(s);
+    const int v = rc == SQLITE_ROW ? sqlite3_column_int(s, 0) : -1;
+    sqlite3_finalize(s);
+    if (rc != SQLITE_ROW) return Err("read the schema version");
+    return v;
   }
   ~SqliteTables() override { sqlite3_close_v2(db_); }
   SqliteTables(const SqliteTables&) = delete;
@@ -312,6 +333,12 @@ class SqliteTables final : public TableIo {
 class PostgresTables final : public TableIo {
  public:
   explicit PostgresTables(std::unique_ptr<pg::Conn> conn) : conn_(std::move(conn)) {}
+
+  xet::Status BeginSnapshot() override {
+    auto r = conn_->Exec("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY");
+    if (!r.ok()) return r.error();
+    return xet::Ok{};
+  }
 
   xet::Result<std::vector<Row>> Page(const Table& t, const std::optional<Row>& after, size_t limit) override {
     std::string sql = "SELECT " +
@@ -484,14 +511,15 @@ class PostgresTables final : public TableIo {
   std::unique_ptr<pg::Conn> conn_;
 };
 
-xet::Result<std::unique_ptr<TableIo>> OpenTables(std::string_view url) {
+xet::Result<std::unique_ptr<TableIo>> OpenTables(std::string_view url, bool read_only = false) {
   auto where = ParseIndexUrl(url);
   if (!where.ok()) return where.error();
   if (where->kind == IndexLocation::Kind::kSqlite) {
-    auto t = SqliteTables::Open(where->target);
+    auto t = SqliteTables::Open(where->target, read_only);
     if (!t.ok()) return t.error();
     return std::unique_ptr<TableIo>(std::move(*t));
   }
+  if (read_only) return xet::Malformed("index copy: only a SQLite source can be read read-only");
   auto conn = pg::Conn::Connect(where->target);
   if (!conn.ok()) return conn.error();
   return std::unique_ptr<TableIo>(std::make_unique<PostgresTables>(std::move(*conn)));
@@ -532,16 +560,45 @@ xet::Result<std::pair<uint64_t, std::string>> Digest(TableIo& io, const Table& t
 
 }  // namespace
 
+int SchemaVersion() {
+  return SqliteIndex::kSchemaVersion;
+}
+
+xet::Result<int> SqliteSchemaVersion(const std::string& path) {
+  auto t = SqliteTables::Open(path, /*read_only=*/true);
+  if (!t.ok()) return t.error();
+  return (*t)->UserVersion();
+}
+
 xet::Result<CopyReport> CopyIndex(std::string_view from, std::string_view to,
                                   const std::function<void(const TableCopyReport&)>& progress) {
+  return CopyIndex(from, to, CopyIndexOptions{.progress = progress});
+}
+
+xet::Result<CopyReport> CopyIndex(std::string_view from, std::string_view to,
+                                  const CopyIndexOptions& options) {
+  const auto& progress = options.progress;
   if (from == to) return xet::Malformed("index copy: --from and --to are the same index");
   // Open both as indexes first: that migrates them to this cairn's schema (or refuses a newer one).
   for (std::string_view url : {from, to}) {
+    if (url == from && options.read_only_source) continue;
     auto ix = OpenIndex(url);
     if (!ix.ok()) return xet::Error{ix.error().code, pg::RedactedUri(url) + ": " + ix.error().message};
   }
-  auto src = OpenTables(from);
+  auto src = OpenTables(from, options.read_only_source);
   if (!src.ok()) return src.error();
+  if (options.read_only_source) {
+    auto version = static_cast<SqliteTables&>(**src).UserVersion();
+    if (!version.ok()) return version.error();
+    if (*version != SqliteIndex::kSchemaVersion) {
+      return xet::Malformed("index copy: " + std::string(from) + " is at schema version " +
+                            std::to_string(*version) + ", this cairn's is " +
+                            std::to_string(SqliteIndex::kSchemaVersion));
+    }
+  }
+  if (options.snapshot) {
+    if (auto st = (*src)->BeginSnapshot(); !st.ok()) return st.error();
+  }
   auto dst = OpenTables(to);
   if (!dst.ok()) return dst.error();
 

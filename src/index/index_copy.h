@@ -10,7 +10,8 @@
 // order, read back from both sides, must be equal.
 //
 // The destination must hold nothing but this copy (a fresh database, or an earlier run of the same copy), and
-// nothing may write to either index meanwhile (stop the servers). Verification fails otherwise.
+// nothing may write to either index meanwhile (stop the servers), unless the source is read as a snapshot
+// (CopyIndexOptions). Verification fails otherwise.
 #pragma once
 
 #include <cstdint>
@@ -45,8 +46,27 @@ struct SchemaTable {
 };
 std::vector<SchemaTable> SchemaTables();
 
+struct CopyIndexOptions {
+  // Reads the whole source, the verification included, inside one read transaction (SQLite: on its
+  // write-ahead log; PostgreSQL: REPEATABLE READ, READ ONLY), so that the copy is the index at one moment
+  // while servers go on writing to it (`cairn backup`). The destination must then be empty.
+  bool snapshot = false;
+  // Opens the source, a SQLite file at this cairn's schema version, read-only and never migrates it (a
+  // backup's snapshot, which `cairn backup --verify` checks byte for byte); another version is refused.
+  bool read_only_source = false;
+  std::function<void(const TableCopyReport&)> progress;  // after each page; may be empty
+};
+
 // Copies `from` into `to` (index URLs, see open_index.h). `progress` is called after each page.
 xet::Result<CopyReport> CopyIndex(std::string_view from, std::string_view to,
                                   const std::function<void(const TableCopyReport&)>& progress = {});
+xet::Result<CopyReport> CopyIndex(std::string_view from, std::string_view to,
+                                  const CopyIndexOptions& options);
+
+// This cairn's schema version (both backends').
+int SchemaVersion();
+
+// The schema version of the SQLite index at `path`, read without opening it as an index (nothing migrated).
+xet::Result<int> SqliteSchemaVersion(const std::string& path);
 
 }  // namespace cairn::index

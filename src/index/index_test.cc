@@ -1078,6 +1078,43 @@ TEST_P(IndexTest, OneCollectorAtATime) {
   EXPECT_TRUE(got.load());
 }
 
+// Backups share the deletion hold; a collector's deletions take it alone, from any process on the index.
+TEST_P(IndexTest, BackupsShareTheDeletionHoldAndACollectorTakesItAlone) {
+  Open();
+  using Hold = GcIndex::DeletionHold;
+  auto other = OpenIndex(url_);
+  ASSERT_TRUE(other.ok());
+  auto backup1 = index_->HoldDeletions(Hold::kShared, false);
+  ASSERT_TRUE(backup1.ok() && *backup1 != nullptr);
+  auto backup2 = (*other)->HoldDeletions(Hold::kShared, false);
+  ASSERT_TRUE(backup2.ok() && *backup2 != nullptr);
+  auto collector = (*other)->HoldDeletions(Hold::kExclusive, false);
+  ASSERT_TRUE(collector.ok());
+  EXPECT_EQ(*collector, nullptr);  // held by the backups
+  backup1->reset();
+  collector = (*other)->HoldDeletions(Hold::kExclusive, false);
+  ASSERT_TRUE(collector.ok());
+  EXPECT_EQ(*collector, nullptr);  // the second backup still runs
+  backup2->reset();
+  collector = (*other)->HoldDeletions(Hold::kExclusive, false);
+  ASSERT_TRUE(collector.ok() && *collector != nullptr);
+  EXPECT_TRUE((*collector)->Check().ok());
+  auto backup3 = index_->HoldDeletions(Hold::kShared, false);
+  ASSERT_TRUE(backup3.ok());
+  EXPECT_EQ(*backup3, nullptr);  // a collector is deleting
+  std::atomic<bool> got{false};
+  std::thread t([&] {
+    auto waited = index_->HoldDeletions(Hold::kShared, true);
+    EXPECT_TRUE(waited.ok() && *waited != nullptr);
+    got = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_FALSE(got.load());  // waits for the collector
+  collector->reset();
+  t.join();
+  EXPECT_TRUE(got.load());
+}
+
 TEST_P(IndexTest, ShardXorbsRoundtrip) {
   Open();
   auto [a, la] = AddXorb(3);

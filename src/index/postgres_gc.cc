@@ -135,6 +135,8 @@ constexpr const char kCheckpoint[] = "CHECKPOINT";
 // pg_advisory_lock key of the collector ("cairn-gc" in ASCII).
 constexpr const char kLockGc[] = "SELECT pg_advisory_lock(7161132942838359907)";
 constexpr const char kStillConnected[] = "SELECT 1";
+// The deletion hold (HoldDeletions): shared by backups, exclusive for a collector's deletions.
+constexpr int64_t kDeletionsKey = 7161132942838359908;
 
 constexpr int64_t Kind(GcKind k) {
   return static_cast<int64_t>(k);
@@ -423,6 +425,19 @@ xet::Result<std::unique_ptr<GcLock>> PostgresIndex::LockGc() {
   auto conn = pg::Conn::Connect(options_.uri);
   if (!conn.ok()) return conn.error();
   if (auto r = (*conn)->Exec(kLockGc); !r.ok()) return r.error();
+  return std::unique_ptr<GcLock>(new SessionGcLock(std::move(*conn)));
+}
+
+xet::Result<std::unique_ptr<GcLock>> PostgresIndex::HoldDeletions(DeletionHold mode, bool wait) {
+  auto conn = pg::Conn::Connect(options_.uri);
+  if (!conn.ok()) return conn.error();
+  const std::string fn = std::string(wait ? "pg_advisory_lock" : "pg_try_advisory_lock") +
+                         (mode == DeletionHold::kShared ? "_shared" : "");
+  pg::Params p;
+  p.Int8(kDeletionsKey);
+  auto r = (*conn)->Query("SELECT " + fn + "($1::int8)", p);
+  if (!r.ok()) return r.error();
+  if (!wait && !r->Bool(0, 0)) return std::unique_ptr<GcLock>();
   return std::unique_ptr<GcLock>(new SessionGcLock(std::move(*conn)));
 }
 

@@ -142,6 +142,7 @@ class PostgresIndex final : public Index {
   xet::Result<SweptTotals> SweepRepoObjects(int64_t repo, std::span<const RepoObjectMark> objects) override;
   xet::Result<std::string> ScrubDeleted(bool vacuum) override;
   xet::Result<std::unique_ptr<GcLock>> LockGc() override;
+  xet::Result<std::unique_ptr<GcLock>> HoldDeletions(DeletionHold mode, bool wait) override;
   xet::Status Ping() override;
   WriteStats write_stats() const override { return writes_->stats(); }
   std::string description() const override;

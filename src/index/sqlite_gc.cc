@@ -598,4 +598,16 @@ xet::Result<std::unique_ptr<GcLock>> SqliteIndex::LockGc() {
   return std::unique_ptr<GcLock>(new FileGcLock(std::move(fd)));
 }
 
+xet::Result<std::unique_ptr<GcLock>> SqliteIndex::HoldDeletions(DeletionHold mode, bool wait) {
+  const std::string path = options_.path + "-deletions.lock";
+  UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
+  if (!fd.valid()) return xet::IoError("open " + path + ": " + ErrnoText(errno));
+  const int op = (mode == DeletionHold::kShared ? LOCK_SH : LOCK_EX) | (wait ? 0 : LOCK_NB);
+  while (::flock(fd.get(), op) != 0) {
+    if (errno == EWOULDBLOCK && !wait) return std::unique_ptr<GcLock>();
+    if (errno != EINTR) return xet::IoError("lock " + path + ": " + ErrnoText(errno));
+  }
+  return std::unique_ptr<GcLock>(new FileGcLock(std::move(fd)));
+}
+
 }  // namespace cairn::index

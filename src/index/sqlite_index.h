@@ -137,6 +137,7 @@ class SqliteIndex final : public Index {
   xet::Result<std::vector<XorbHash>> ClaimXorbs(std::span<const Quarantined> xorbs, int64_t now) override;
   xet::Result<SweptTotals> DropXorbs(std::span<const XorbHash> xorbs) override;
   xet::Result<std::unique_ptr<GcLock>> LockGc() override;
+  xet::Result<std::unique_ptr<GcLock>> HoldDeletions(DeletionHold mode, bool wait) override;
   xet::Status Ping() override;
   WriteStats write_stats() const override;
   std::string description() const override { return "sqlite:" + options_.path; }

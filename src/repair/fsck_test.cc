@@ -157,15 +157,7 @@ TEST_F(Fsck, FindsAndReindexesAnUnindexedXorbFromItsOwnBytes) {
 TEST_F(Fsck, DeepFindsAFlippedByteInAXorb) {
   const auto up = Upload(4, "alice");
   const fs::path path = BlobPath(BlobKind::kXorb, up.xorbs[0].hash);
-  {
-    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
-    f.seekg(1000);
-    char c = 0;
-    f.read(&c, 1);
-    c = static_cast<char>(c ^ 0x20);
-    f.seekp(1000);
-    f.write(&c, 1);
-  }
+  ASSERT_TRUE(xet::testing::FlipByte(path, 1000, 0x20));
   EXPECT_TRUE(Run(Options(false, false)).clean());  // a shallow check reads no bytes
   const auto report = Deep();
   ASSERT_EQ(report.findings.size(), 1u);

@@ -41,38 +41,43 @@ bool StoreCopyReport::ok() const {
   return std::all_of(kinds.begin(), kinds.end(), [](const KindCopyReport& k) { return k.failed.empty(); });
 }
 
+KindCopyReport CopyBlobs(BlobStore& from, BlobStore& to, BlobKind kind, std::span<const xet::Hash> hashes,
+                         const StoreCopyOptions& options) {
+  WorkerPool pool(std::max<size_t>(options.threads, 1) - 1);  // and the calling thread
+  KindCopyReport k;
+  k.kind = kind;
+  k.listed = hashes.size();
+  std::mutex mu;
+  std::atomic<uint64_t> done{0};
+  pool.ParallelFor(hashes.size(), [&](size_t i) {
+    uint64_t size = 0;
+    auto r = CopyOne(from, to, kind, hashes[i], options.verify, &size);
+    {
+      std::lock_guard lock(mu);
+      k.bytes += size;
+      if (!r) {
+        k.failed.push_back(hashes[i].hex() + ": " + r.error().message);
+      } else if (*r == Outcome::kCopied) {
+        ++k.copied;
+      } else {
+        ++k.present;
+      }
+    }
+    const uint64_t d = ++done;
+    if (options.progress) options.progress(kind, d, hashes.size());
+  });
+  std::sort(k.failed.begin(), k.failed.end());
+  return k;
+}
+
 xet::Result<StoreCopyReport> CopyStore(BlobStore& from, BlobStore& to, const StoreCopyOptions& options) {
   StoreCopyReport report;
-  WorkerPool pool(std::max<size_t>(options.threads, 1) - 1);  // and the calling thread
   for (const BlobKind kind : kBlobKinds) {
     std::vector<xet::Hash> hashes;
     if (auto st = from.List(kind, [&](const xet::Hash& h) { hashes.push_back(h); }); !st)
       return xet::Error{st.error().code, "listing " + from.Describe() + ": " + st.error().message};
     std::sort(hashes.begin(), hashes.end());
-    KindCopyReport k;
-    k.kind = kind;
-    k.listed = hashes.size();
-    std::mutex mu;
-    std::atomic<uint64_t> done{0};
-    pool.ParallelFor(hashes.size(), [&](size_t i) {
-      uint64_t size = 0;
-      auto r = CopyOne(from, to, kind, hashes[i], options.verify, &size);
-      {
-        std::lock_guard lock(mu);
-        k.bytes += size;
-        if (!r) {
-          k.failed.push_back(hashes[i].hex() + ": " + r.error().message);
-        } else if (*r == Outcome::kCopied) {
-          ++k.copied;
-        } else {
-          ++k.present;
-        }
-      }
-      const uint64_t d = ++done;
-      if (options.progress) options.progress(kind, d, hashes.size());
-    });
-    std::sort(k.failed.begin(), k.failed.end());
-    report.kinds.push_back(std::move(k));
+    report.kinds.push_back(CopyBlobs(from, to, kind, hashes, options));
   }
   return report;
 }

@@ -51,4 +51,9 @@ struct StoreCopyReport {
 // failures are in the report (ok() false).
 xet::Result<StoreCopyReport> CopyStore(BlobStore& from, BlobStore& to, const StoreCopyOptions& options);
 
+// Copies the blobs `hashes` of one kind (each as CopyStore does: verified at the source and read back);
+// failures are in the report.
+KindCopyReport CopyBlobs(BlobStore& from, BlobStore& to, BlobKind kind, std::span<const xet::Hash> hashes,
+                         const StoreCopyOptions& options);
+
 }  // namespace cairn::store

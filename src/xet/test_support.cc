@@ -49,6 +49,16 @@ std::vector<uint8_t> TextLikeBytes(uint64_t seed, size_t n) {
   return out;
 }
 
+bool FlipByte(const std::string& path, uint64_t offset, uint8_t mask) {
+  std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekg(static_cast<std::streamoff>(offset));
+  char c = 0;
+  if (!f.read(&c, 1)) return false;
+  c = static_cast<char>(c ^ static_cast<char>(mask));
+  f.seekp(static_cast<std::streamoff>(offset));
+  return static_cast<bool>(f.write(&c, 1));
+}
+
 std::string ReadFileOrDie(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {

@@ -42,6 +42,10 @@ inline bool Contains(const std::string& haystack, const std::string& needle) {
 // Whole file contents; aborts the test binary if unreadable.
 std::string ReadFileOrDie(const std::string& path);
 
+// XORs the byte at `offset` of the file at `path` with `mask` (a test's damage to a stored object); false
+// when the file cannot be opened or is shorter.
+bool FlipByte(const std::string& path, uint64_t offset, uint8_t mask = 0x01);
+
 // tests/vectors/xet-vectors.json, parsed: the protocol's test vectors, checked against the stock
 // implementations by tests/oracle/test_vectors.py (where each value comes from: tests/vectors/README.md).
 const boost::json::value& Vectors();

@@ -1,0 +1,621 @@
+#include "backup/backup.h"
+
+#include <blake3.h>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <charconv>
+#include <chrono>
+#include <ctime>
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <set>
+
+#include "cas/grant.h"
+#include "common/posix_io.h"
+#include "common/unique_fd.h"
+#include "common/worker_pool.h"
+#include "index/open_index.h"
+#include "index/snapshot.h"
+#include "repair/fsck.h"
+#include "store/local_disk_store.h"
+#include "store/store_copy.h"
+
+namespace cairn::backup {
+namespace fs = std::filesystem;
+namespace {
+
+using xet::Hash;
+
+constexpr std::string_view kManifestHeader = "cairn-backup 1";
+constexpr size_t kMaxManifestBytes = 1 << 20;
+constexpr const char kPartial[] = ".partial";
+
+xet::Error Io(const std::string& what, const fs::path& path, int err) {
+  return xet::IoError(what + " " + path.string() + ": " + ErrnoText(err));
+}
+
+xet::Status Sync(const fs::path& path) {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd.valid()) return Io("open", path, errno);
+  if (::fsync(fd.get()) != 0) return Io("sync", path, errno);
+  return xet::Ok{};
+}
+
+// Replaces `path` with `text`, durably (a temporary beside it, synced, renamed, the directory synced).
+xet::Status WriteDurably(const fs::path& path, std::string_view text) {
+  const fs::path tmp = path.string() + ".tmp";
+  {
+    UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+    if (!fd.valid()) return Io("create", tmp, errno);
+    if (int e = WriteFull(fd.get(), std::span(reinterpret_cast<const uint8_t*>(text.data()), text.size()));
+        e != 0)
+      return Io("write", tmp, e);
+    if (::fsync(fd.get()) != 0) return Io("sync", tmp, errno);
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) return Io("rename", tmp, errno);
+  return Sync(path.parent_path());
+}
+
+xet::Result<std::string> ReadSmallFile(const fs::path& path) {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd.valid()) {
+    if (errno == ENOENT) return xet::NotFound(path.string() + " does not exist");
+    return Io("open", path, errno);
+  }
+  std::string out;
+  char buf[8192];
+  for (;;) {
+    const ssize_t n = ::read(fd.get(), buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return Io("read", path, errno);
+    if (n == 0) return out;
+    out.append(buf, static_cast<size_t>(n));
+    if (out.size() > kMaxManifestBytes) return xet::Malformed(path.string() + " is too large");
+  }
+}
+
+// The size and BLAKE3 (hex) of a file.
+xet::Result<std::pair<uint64_t, std::string>> HashFile(const fs::path& path) {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd.valid()) return Io("open", path, errno);
+  blake3_hasher h;
+  blake3_hasher_init(&h);
+  std::vector<uint8_t> buf(1 << 20);
+  uint64_t size = 0;
+  for (;;) {
+    const ssize_t n = ::read(fd.get(), buf.data(), buf.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return Io("read", path, errno);
+    if (n == 0) break;
+    blake3_hasher_update(&h, buf.data(), static_cast<size_t>(n));
+    size += static_cast<uint64_t>(n);
+  }
+  Hash out;
+  blake3_hasher_finalize(&h, out.bytes.data(), out.bytes.size());
+  return std::pair{size, out.hex()};
+}
+
+// Holds DEST for one backup at a time (a lock on DEST/.lock, dropped with the process).
+xet::Result<UniqueFd> LockDest(const fs::path& dest) {
+  const fs::path path = dest / ".lock";
+  UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
+  if (!fd.valid()) return Io("open", path, errno);
+  while (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
+    if (errno == EWOULDBLOCK) return xet::Unavailable("another backup of " + dest.string() + " is running");
+    if (errno != EINTR) return Io("lock", path, errno);
+  }
+  return fd;
+}
+
+std::string SnapshotName(int64_t unix_seconds) {
+  const auto t = static_cast<time_t>(unix_seconds);
+  std::tm tm{};
+  (void)gmtime_r(&t, &tm);
+  char buf[32];
+  (void)std::strftime(buf, sizeof buf, "%Y%m%dT%H%M%SZ", &tm);
+  return buf;
+}
+
+// Snapshot names are what SnapshotName gives, maybe with "-N": nothing that could leave DEST/snapshots.
+bool ValidName(std::string_view name) {
+  return !name.empty() && name.size() <= 64 && name.front() != '.' &&
+         std::all_of(name.begin(), name.end(), [](char c) {
+           return (c >= '0' && c <= '9') || (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c == '-' ||
+                  c == '_';
+         });
+}
+
+// The complete snapshots of DEST, oldest first (names sort by time).
+xet::Result<std::vector<std::string>> CompleteSnapshots(const fs::path& dest) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  const fs::path dir = dest / "snapshots";
+  if (!fs::exists(dir, ec)) return out;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (ValidName(name) && fs::exists(e.path() / "manifest")) out.push_back(name);
+  }
+  if (ec) return xet::IoError("list " + dir.string() + ": " + ec.message());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+xet::Result<std::string> LatestName(const fs::path& dest) {
+  auto text = ReadSmallFile(dest / "LATEST");
+  if (!text.ok()) {
+    if (text.error().code == xet::ErrorCode::kNotFound)
+      return xet::NotFound(dest.string() + " holds no complete backup (no LATEST)");
+    return text.error();
+  }
+  std::string name = *text;
+  while (!name.empty() && (name.back() == '\n' || name.back() == '\r')) name.pop_back();
+  if (!ValidName(name)) return xet::Malformed(dest.string() + "/LATEST does not name a snapshot");
+  return name;
+}
+
+// A snapshot's manifest, and its index file checked against it.
+xet::Result<Manifest> CheckedManifest(const fs::path& dir) {
+  auto text = ReadSmallFile(dir / "manifest");
+  if (!text.ok()) return text.error();
+  auto m = ParseManifest(*text);
+  if (!m.ok()) return xet::Error{m.error().code, (dir / "manifest").string() + ": " + m.error().message};
+  auto h = HashFile(dir / "index.sqlite");
+  if (!h.ok()) return h.error();
+  if (h->first != m->index_bytes || h->second != m->index_blake3) {
+    return xet::HashMismatch((dir / "index.sqlite").string() + " is not the file its manifest describes (" +
+                             std::to_string(h->first) + " bytes, BLAKE3 " + h->second.substr(0, 16) +
+                             "…; the manifest says " + std::to_string(m->index_bytes) + " bytes, " +
+                             m->index_blake3.substr(0, 16) + "…)");
+  }
+  return m;
+}
+
+// The objects of one snapshot, by kind: its xorbs and shards, and the grants of those shards (named from
+// the recorded scopes; for shards registered before scopes were recorded, found among `grants_from`'s).
+struct Named {
+  std::vector<Hash> xorbs, shards, grants;
+  index::SnapshotObjects objects;
+};
+
+xet::Result<Named> NamedBy(const fs::path& index_file, store::BlobStore& grants_from) {
+  auto objects = index::ReadSnapshotObjects(index_file.string());
+  if (!objects.ok()) return objects.error();
+  Named n;
+  n.xorbs.assign(objects->xorbs.begin(), objects->xorbs.end());
+  n.shards = objects->shards;
+  for (const auto& s : objects->shard_scopes) n.grants.push_back(cas::GrantName({s.shard, s.scope}));
+  if (!objects->unscoped_shards.empty()) {
+    const std::set<Hash> unscoped(objects->unscoped_shards.begin(), objects->unscoped_shards.end());
+    std::vector<Hash> all;
+    if (auto st = grants_from.List(store::BlobKind::kGrant, [&](const Hash& h) { all.push_back(h); });
+        !st.ok())
+      return st.error();
+    for (const Hash& name : all) {
+      auto bytes = grants_from.ReadWhole(store::BlobKind::kGrant, name);
+      if (!bytes.ok()) continue;  // gone meanwhile: its shard's sweep (claimed, so not in the snapshot)
+      if (auto g = cas::ParseGrant(*bytes); g.ok() && unscoped.contains(g->shard)) n.grants.push_back(name);
+    }
+  }
+  std::sort(n.grants.begin(), n.grants.end());
+  n.grants.erase(std::unique(n.grants.begin(), n.grants.end()), n.grants.end());
+  n.objects = std::move(*objects);
+  return n;
+}
+
+// Copies the blobs of `kind` in `hashes` that `have` lacks; counts into `counts`; failures into `failed`.
+void CopyMissing(store::BlobStore& from, store::BlobStore& to, store::BlobKind kind,
+                 const std::vector<Hash>& hashes, const std::set<Hash>& have, size_t threads,
+                 const std::function<void(std::string_view, uint64_t, uint64_t)>& progress,
+                 ObjectCounts& counts, std::vector<std::string>& failed) {
+  std::vector<Hash> todo;
+  for (const Hash& h : hashes) {
+    if (!have.contains(h)) todo.push_back(h);
+  }
+  store::StoreCopyOptions o;
+  o.verify = repair::VerifyStoredBlob;
+  o.threads = threads;
+  if (progress) {
+    o.progress = [&](store::BlobKind k, uint64_t done, uint64_t total) {
+      progress(store::BlobKindName(k), done, total);
+    };
+  }
+  const store::KindCopyReport r = store::CopyBlobs(from, to, kind, todo, o);
+  counts.named = hashes.size();
+  counts.copied = r.copied;
+  counts.already = hashes.size() - todo.size() + r.present;
+  counts.bytes_copied = r.bytes;  // of the blobs it handled (those present included: they were read back)
+  for (const auto& f : r.failed) failed.push_back(std::string(store::BlobKindName(kind)) + " " + f);
+}
+
+xet::Status Step(const BackupOptions& o, std::string_view step) {
+  return o.hook ? o.hook(step) : xet::Status(xet::Ok{});
+}
+
+xet::Result<std::unique_ptr<store::BlobStore>> OpenObjects(const fs::path& dest) {
+  auto s = store::LocalDiskStore::Open(dest / "objects");
+  if (!s.ok()) return s.error();
+  return std::unique_ptr<store::BlobStore>(std::move(*s));
+}
+
+// Drops the snapshots beyond `keep` (and unfinished ones), then the objects no kept snapshot names.
+xet::Status Prune(const fs::path& dest, store::BlobStore& objects, size_t keep, BackupReport& report) {
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dest / "snapshots", ec)) {
+    if (e.path().filename().string().ends_with(kPartial)) fs::remove_all(e.path(), ec);
+  }
+  auto names = CompleteSnapshots(dest);
+  if (!names.ok()) return names.error();
+  while (names->size() > std::max<size_t>(keep, 1)) {
+    fs::remove_all(dest / "snapshots" / names->front(), ec);
+    if (ec) return xet::IoError("remove " + names->front() + ": " + ec.message());
+    names->erase(names->begin());
+    ++report.dropped_snapshots;
+  }
+  if (auto st = Sync(dest / "snapshots"); !st.ok()) return st;
+  std::set<Hash> wanted[3];
+  for (const auto& name : *names) {
+    auto n = NamedBy(dest / "snapshots" / name / "index.sqlite", objects);
+    if (!n.ok()) return n.error();
+    wanted[0].insert(n->xorbs.begin(), n->xorbs.end());
+    wanted[1].insert(n->shards.begin(), n->shards.end());
+    wanted[2].insert(n->grants.begin(), n->grants.end());
+  }
+  const store::BlobKind kinds[] = {store::BlobKind::kXorb, store::BlobKind::kShard, store::BlobKind::kGrant};
+  for (size_t k = 0; k < 3; ++k) {
+    std::vector<Hash> unwanted;
+    if (auto st = objects.List(kinds[k],
+                               [&](const Hash& h) {
+                                 if (!wanted[k].contains(h)) unwanted.push_back(h);
+                               });
+        !st.ok())
+      return st;
+    if (auto st = objects.DeleteMany(kinds[k], unwanted); !st.ok()) return st;
+    report.pruned_objects += unwanted.size();
+  }
+  return xet::Ok{};
+}
+
+}  // namespace
+
+std::string Manifest::Encode() const {
+  std::string out = std::string(kManifestHeader) + "\n";
+  out += "name " + name + "\n";
+  out += "taken_at " + std::to_string(taken_at) + "\n";
+  out += "schema " + std::to_string(schema) + "\n";
+  out += "index " + std::to_string(index_bytes) + " " + index_blake3 + "\n";
+  out += "xorbs " + std::to_string(xorbs) + " " + std::to_string(xorb_bytes) + "\n";
+  out += "shards " + std::to_string(shards) + " " + std::to_string(shard_bytes) + "\n";
+  out += "grants " + std::to_string(grants) + "\n";
+  for (const auto& t : tables)
+    out += "table " + t.table + " " + std::to_string(t.rows) + " " + t.digest + "\n";
+  return out;
+}
+
+xet::Result<Manifest> ParseManifest(std::string_view text) {
+  if (text.size() > kMaxManifestBytes) return xet::Malformed("manifest too large");
+  std::vector<std::vector<std::string_view>> lines;
+  while (!text.empty()) {
+    const size_t nl = text.find('\n');
+    if (nl == std::string_view::npos) return xet::Malformed("manifest: the last line is not ended");
+    std::string_view line = text.substr(0, nl);
+    text.remove_prefix(nl + 1);
+    std::vector<std::string_view> words;
+    while (!line.empty()) {
+      const size_t sp = line.find(' ');
+      words.push_back(line.substr(0, sp));
+      if (sp == std::string_view::npos) break;
+      line.remove_prefix(sp + 1);
+    }
+    lines.push_back(std::move(words));
+  }
+  if (lines.empty() || lines[0].size() != 2 || lines[0][0] != "cairn-backup" || lines[0][1] != "1")
+    return xet::Malformed("not a cairn backup manifest (version 1)");
+  const auto number = [](std::string_view s, uint64_t& out) {
+    auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
+    return ec == std::errc() && p == s.data() + s.size() && !s.empty();
+  };
+  const auto hex64 = [](std::string_view s) {
+    return s.size() == 64 && std::all_of(s.begin(), s.end(), [](char c) {
+             return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+           });
+  };
+  Manifest m;
+  std::set<std::string_view> seen;
+  for (size_t i = 1; i < lines.size(); ++i) {
+    const auto& w = lines[i];
+    const std::string_view key = w.empty() ? std::string_view() : w[0];
+    if (key != "table" && !seen.insert(key).second)
+      return xet::Malformed("manifest: " + std::string(key) + " twice");
+    uint64_t a = 0, b = 0;
+    bool good = false;
+    if (key == "name" && w.size() == 2) {
+      m.name = w[1];
+      good = ValidName(m.name);
+    } else if (key == "taken_at" && w.size() == 2) {
+      good = number(w[1], a) && a < (1ULL << 62);
+      m.taken_at = static_cast<int64_t>(a);
+    } else if (key == "schema" && w.size() == 2) {
+      good = number(w[1], a) && a < 1000000;
+      m.schema = static_cast<int>(a);
+    } else if (key == "index" && w.size() == 3) {
+      good = number(w[1], m.index_bytes) && hex64(w[2]);
+      m.index_blake3 = w[2];
+    } else if (key == "xorbs" && w.size() == 3) {
+      good = number(w[1], m.xorbs) && number(w[2], m.xorb_bytes);
+    } else if (key == "shards" && w.size() == 3) {
+      good = number(w[1], m.shards) && number(w[2], m.shard_bytes);
+    } else if (key == "grants" && w.size() == 2) {
+      good = number(w[1], m.grants);
+    } else if (key == "table" && w.size() == 4) {
+      good = number(w[2], b) && hex64(w[3]) && !w[1].empty();
+      m.tables.push_back({std::string(w[1]), b, 0, std::string(w[3])});
+    }
+    if (!good) return xet::Malformed("manifest: line " + std::to_string(i + 1) + " is not understood");
+  }
+  for (std::string_view key : {"name", "taken_at", "schema", "index", "xorbs", "shards", "grants"}) {
+    if (!seen.contains(key)) return xet::Malformed("manifest: no " + std::string(key));
+  }
+  return m;
+}
+
+xet::Result<BackupReport> TakeBackup(std::string_view index_url, store::BlobStore& store,
+                                     const std::string& dest, const BackupOptions& options) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const fs::path root = fs::absolute(dest);
+  std::error_code ec;
+  fs::create_directories(root / "snapshots", ec);
+  if (ec) return xet::IoError("create " + (root / "snapshots").string() + ": " + ec.message());
+  auto dest_lock = LockDest(root);
+  if (!dest_lock.ok()) return dest_lock.error();
+  auto objects = OpenObjects(root);
+  if (!objects.ok()) return objects.error();
+  auto source = index::OpenIndex(index_url);
+  if (!source.ok()) return source.error();
+
+  BackupReport report;
+  // 1. No collector deletes a stored byte from now until the objects are copied.
+  const auto w0 = std::chrono::steady_clock::now();
+  auto hold = (*source)->HoldDeletions(index::GcIndex::DeletionHold::kShared, /*wait=*/true);
+  if (!hold.ok()) return hold.error();
+  report.waited_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - w0).count();
+  if (auto st = Step(options, "held"); !st.ok()) return st.error();
+
+  // 2. The index at one moment.
+  Manifest& m = report.manifest;
+  m.taken_at = options.clock->UnixSeconds();
+  m.name = SnapshotName(m.taken_at);
+  for (int n = 2; fs::exists(root / "snapshots" / m.name, ec); ++n)
+    m.name = SnapshotName(m.taken_at) + "-" + std::to_string(n);
+  const fs::path partial = root / "snapshots" / (m.name + kPartial);
+  fs::remove_all(partial, ec);
+  fs::create_directories(partial, ec);
+  if (ec) return xet::IoError("create " + partial.string() + ": " + ec.message());
+  const fs::path index_file = partial / "index.sqlite";
+  index::CopyIndexOptions co;
+  co.snapshot = true;
+  if (options.progress) {
+    co.progress = [&](const index::TableCopyReport& t) { options.progress(t.table, t.copied, 0); };
+  }
+  auto copied = index::CopyIndex(index_url, "sqlite:" + index_file.string(), co);
+  if (!copied.ok())
+    return xet::Error{copied.error().code, "snapshot of the index: " + copied.error().message};
+  m.tables = std::move(copied->tables);
+  if (auto st = index::SealSnapshotFile(index_file.string()); !st.ok()) return st.error();
+  auto version = index::SqliteSchemaVersion(index_file.string());
+  if (!version.ok()) return version.error();
+  m.schema = *version;
+  if (auto st = Step(options, "snapshot"); !st.ok()) return st.error();
+
+  // 3. The objects it names that the backup does not hold yet.
+  auto named = NamedBy(index_file, store);
+  if (!named.ok()) return named.error();
+  std::set<Hash> have[3];
+  auto earlier = CompleteSnapshots(root);
+  if (!earlier.ok()) return earlier.error();
+  for (const auto& name : *earlier) {
+    auto n = NamedBy(root / "snapshots" / name / "index.sqlite", **objects);
+    if (!n.ok()) return xet::Error{n.error().code, "snapshot " + name + ": " + n.error().message};
+    have[0].insert(n->xorbs.begin(), n->xorbs.end());
+    have[1].insert(n->shards.begin(), n->shards.end());
+    have[2].insert(n->grants.begin(), n->grants.end());
+  }
+  std::vector<std::string> failed;
+  CopyMissing(store, **objects, store::BlobKind::kXorb, named->xorbs, have[0], options.threads,
+              options.progress, report.xorbs, failed);
+  CopyMissing(store, **objects, store::BlobKind::kShard, named->shards, have[1], options.threads,
+              options.progress, report.shards, failed);
+  CopyMissing(store, **objects, store::BlobKind::kGrant, named->grants, have[2], options.threads,
+              options.progress, report.grants, failed);
+  if (!failed.empty()) {
+    std::string list;
+    for (size_t i = 0; i < failed.size() && i < 10; ++i) list += "\n  " + failed[i];
+    return xet::Inconsistent("backup: " + std::to_string(failed.size()) +
+                             " objects could not be copied and verified; the backup is not complete:" + list);
+  }
+  hold->reset();  // every byte the snapshot names is in the backup
+  if (auto st = Step(options, "copied"); !st.ok()) return st.error();
+
+  // 4. Complete: the manifest, the snapshot's final name, LATEST.
+  m.xorbs = named->xorbs.size();
+  m.xorb_bytes = named->objects.xorb_bytes;
+  m.shards = named->shards.size();
+  m.shard_bytes = named->objects.shard_bytes;
+  m.grants = named->grants.size();
+  auto h = HashFile(index_file);
+  if (!h.ok()) return h.error();
+  m.index_bytes = h->first;
+  m.index_blake3 = h->second;
+  if (auto st = WriteDurably(partial / "manifest", m.Encode()); !st.ok()) return st.error();
+  const fs::path final_dir = root / "snapshots" / m.name;
+  if (::rename(partial.c_str(), final_dir.c_str()) != 0) return Io("rename", partial, errno);
+  if (auto st = Sync(root / "snapshots"); !st.ok()) return st.error();
+  if (auto st = WriteDurably(root / "LATEST", m.name + "\n"); !st.ok()) return st.error();
+  if (auto st = Step(options, "complete"); !st.ok()) return st.error();
+
+  if (auto st = Prune(root, **objects, options.keep, report); !st.ok()) return st.error();
+  report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return report;
+}
+
+xet::Result<VerifyReport> VerifyBackup(const std::string& dest, size_t threads) {
+  const fs::path root = fs::absolute(dest);
+  auto latest = LatestName(root);
+  if (!latest.ok()) return latest.error();
+  auto objects = OpenObjects(root);
+  if (!objects.ok()) return objects.error();
+  auto names = CompleteSnapshots(root);
+  if (!names.ok()) return names.error();
+  VerifyReport report;
+  std::map<std::pair<store::BlobKind, Hash>, int> todo;
+  for (const auto& name : *names) {
+    const fs::path dir = root / "snapshots" / name;
+    report.snapshots.push_back(name);
+    if (auto m = CheckedManifest(dir); !m.ok()) {
+      report.failed.push_back("snapshot " + name + ": " + m.error().message);
+      continue;
+    }
+    auto n = NamedBy(dir / "index.sqlite", **objects);
+    if (!n.ok()) {
+      report.failed.push_back("snapshot " + name + ": " + n.error().message);
+      continue;
+    }
+    for (const Hash& x : n->xorbs) todo[{store::BlobKind::kXorb, x}] = 0;
+    for (const Hash& s : n->shards) todo[{store::BlobKind::kShard, s}] = 0;
+    for (const Hash& g : n->grants) todo[{store::BlobKind::kGrant, g}] = 0;
+  }
+  const std::vector<std::pair<store::BlobKind, Hash>> list = [&] {
+    std::vector<std::pair<store::BlobKind, Hash>> v;
+    for (const auto& [k, unused] : todo) v.push_back(k);
+    return v;
+  }();
+  std::mutex mu;
+  WorkerPool pool(std::max<size_t>(threads, 1) - 1);
+  pool.ParallelFor(list.size(), [&](size_t i) {
+    const auto& [kind, hash] = list[i];
+    auto bytes = (*objects)->ReadWhole(kind, hash);
+    std::string why;
+    if (!bytes.ok()) {
+      why = bytes.error().message;
+    } else if (!repair::VerifyStoredBlob(kind, hash, *bytes)) {
+      why = "its bytes do not hash to its name";
+    }
+    std::lock_guard lock(mu);
+    ++report.objects;
+    if (bytes.ok()) report.bytes += bytes->size();
+    if (!why.empty())
+      report.failed.push_back(std::string(store::BlobKindName(kind)) + " " + hash.hex() + ": " + why);
+  });
+  std::sort(report.failed.begin(), report.failed.end());
+  return report;
+}
+
+xet::Result<RestoreReport> Restore(const std::string& src, std::string_view index_url,
+                                   store::BlobStore& store, const RestoreOptions& options) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const fs::path root = fs::absolute(src);
+  std::string name = options.snapshot;
+  if (name.empty()) {
+    auto latest = LatestName(root);
+    if (!latest.ok()) return latest.error();
+    name = *latest;
+  }
+  if (!ValidName(name)) return xet::Malformed("no snapshot is named '" + name + "'");
+  const fs::path dir = root / "snapshots" / name;
+  RestoreReport report;
+  auto manifest = CheckedManifest(dir);
+  if (!manifest.ok()) return manifest.error();
+  report.manifest = std::move(*manifest);
+  auto objects = OpenObjects(root);
+  if (!objects.ok()) return objects.error();
+
+  {  // The destination holds nothing (no server has started on it), or an interrupted restore.
+    auto target = index::OpenIndex(index_url);
+    if (!target.ok()) return target.error();
+    auto stats = (*target)->Stats();
+    if (!stats.ok()) return stats.error();
+    auto secrets = (*target)->ListSecrets();
+    if (!secrets.ok()) return secrets.error();
+    bool repos = false;
+    for (auto type : {index::RepoType::kModel, index::RepoType::kDataset, index::RepoType::kSpace,
+                      index::RepoType::kBucket}) {
+      auto r = (*target)->ListRepos(type, std::nullopt, std::nullopt, 1);
+      if (!r.ok()) return r.error();
+      repos = repos || !r->empty();
+    }
+    const bool empty =
+        stats->xorbs == 0 && stats->files == 0 && stats->shards == 0 && secrets->empty() && !repos;
+    if (!empty && !options.resume) {
+      return xet::Conflict(
+          "the destination index is not empty (" + std::to_string(stats->files) + " files, " +
+          std::to_string(stats->xorbs) + " xorbs, " + std::to_string(secrets->size()) +
+          " secrets): restore into a fresh deployment, one no server has started on (or add --resume to "
+          "finish an interrupted restore of this snapshot)");
+    }
+  }
+
+  // Objects first: the index, copied last, names them.
+  auto named = NamedBy(dir / "index.sqlite", **objects);
+  if (!named.ok()) return named.error();
+  std::vector<std::string> failed;
+  const std::set<Hash> none;
+  CopyMissing(**objects, store, store::BlobKind::kXorb, named->xorbs, none, options.threads, options.progress,
+              report.xorbs, failed);
+  CopyMissing(**objects, store, store::BlobKind::kShard, named->shards, none, options.threads,
+              options.progress, report.shards, failed);
+  CopyMissing(**objects, store, store::BlobKind::kGrant, named->grants, none, options.threads,
+              options.progress, report.grants, failed);
+  if (!failed.empty()) {
+    std::string list;
+    for (size_t i = 0; i < failed.size() && i < 10; ++i) list += "\n  " + failed[i];
+    return xet::Inconsistent(
+        "restore: " + std::to_string(failed.size()) +
+        " objects could not be copied and verified (cairn backup --verify tells which the "
+        "backup lost); nothing was written to the index:" +
+        list);
+  }
+  for (const auto& r : named->objects.revocations) {
+    if (auto st = cas::RecordRevocation(store, {r.file, r.scope}); !st.ok()) return st.error();
+    ++report.revocations;
+  }
+
+  const std::string snapshot = (dir / "index.sqlite").string();
+  auto version = index::SqliteSchemaVersion(snapshot);
+  if (!version.ok()) return version.error();
+  index::CopyIndexOptions co;
+  if (options.progress) {
+    co.progress = [&](const index::TableCopyReport& t) { options.progress(t.table, t.copied, 0); };
+  }
+  // An older snapshot is migrated in a scratch copy, never in the backup.
+  std::error_code ec;
+  const fs::path scratch = fs::temp_directory_path(ec) / ("cairn-restore-" + std::to_string(::getpid()));
+  std::string from = snapshot;
+  if (*version == index::SchemaVersion()) {
+    co.read_only_source = true;
+  } else {
+    fs::create_directories(scratch, ec);
+    fs::copy_file(snapshot, scratch / "index.sqlite", fs::copy_options::overwrite_existing, ec);
+    if (ec) return xet::IoError("copy the snapshot to " + scratch.string() + ": " + ec.message());
+    from = (scratch / "index.sqlite").string();
+  }
+  auto copied = index::CopyIndex("sqlite:" + from, index_url, co);
+  fs::remove_all(scratch, ec);
+  if (!copied.ok()) return xet::Error{copied.error().code, "restore of the index: " + copied.error().message};
+  report.index = std::move(*copied);
+  for (const auto& t : co.read_only_source ? report.manifest.tables : std::vector<index::TableCopyReport>{}) {
+    // The rows the backup took are the rows restored (an older snapshot's were migrated: not compared).
+    auto it = std::find_if(report.index.tables.begin(), report.index.tables.end(),
+                           [&](const index::TableCopyReport& r) { return r.table == t.table; });
+    if (it == report.index.tables.end() || it->rows != t.rows || it->digest != t.digest) {
+      return xet::Inconsistent("restore: table " + t.table + " differs from what the backup's manifest says");
+    }
+  }
+  report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return report;
+}
+
+}  // namespace cairn::backup
