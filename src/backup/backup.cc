@@ -219,6 +219,7 @@ void CopyMissing(store::BlobStore& from, store::BlobStore& to, store::BlobKind k
   store::StoreCopyOptions o;
   o.verify = repair::VerifyStoredBlob;
   o.threads = threads;
+  o.read_back = false;  // durable once Put returns; `cairn backup --verify` and `cairn fsck --deep` re-read
   if (progress) {
     o.progress = [&](store::BlobKind k, uint64_t done, uint64_t total) {
       progress(store::BlobKindName(k), done, total);
@@ -228,7 +229,7 @@ void CopyMissing(store::BlobStore& from, store::BlobStore& to, store::BlobKind k
   counts.named = hashes.size();
   counts.copied = r.copied;
   counts.already = hashes.size() - todo.size() + r.present;
-  counts.bytes_copied = r.bytes;  // of the blobs it handled (those present included: they were read back)
+  counts.bytes_copied = r.bytes;  // of the blobs it handled (those found present included)
   for (const auto& f : r.failed) failed.push_back(std::string(store::BlobKindName(kind)) + " " + f);
 }
 
@@ -368,6 +369,9 @@ xet::Result<BackupReport> TakeBackup(std::string_view index_url, store::BlobStor
   const auto t0 = std::chrono::steady_clock::now();
   const fs::path root = fs::absolute(dest);
   std::error_code ec;
+  // A backup holds the signing keys: a DEST this creates is its owner's alone.
+  if (!fs::exists(root, ec) && fs::create_directories(root, ec))
+    fs::permissions(root, fs::perms::owner_all, ec);
   fs::create_directories(root / "snapshots", ec);
   if (ec) return xet::IoError("create " + (root / "snapshots").string() + ": " + ec.message());
   auto dest_lock = LockDest(root);

@@ -15,7 +15,7 @@
 //     the snapshot is the index at one moment; a xorb or shard a sweep had claimed before it is left out
 //     (its bytes may be gone; the collector of a restored deployment finishes that sweep);
 //  3. copies every xorb, shard and grant the snapshot names that no earlier snapshot of DEST named
-//     (incremental: content-addressed objects never change), each verified at the source and read back;
+//     (incremental: content-addressed objects never change), each verified against its hash at the source;
 //  4. writes the manifest, makes the snapshot complete (a rename) and points LATEST at it; then drops
 //     snapshots beyond `keep` and the objects none of the kept ones name.
 // Revocations (cas/grant.h) are not copied: a restore writes them from the snapshot's rows, which say the

@@ -172,6 +172,8 @@ TEST_P(BackupTest, ASecondBackupCopiesOnlyWhatIsNewAndOldSnapshotsGo) {
   const auto a = Put(600 << 10, "plain");
   const BackupReport first = Backup();
   ASSERT_GT(first.xorbs.copied, 0u);
+  // It holds the signing keys: the directory it made is its owner's alone.
+  EXPECT_EQ(fs::status(dest_).permissions() & fs::perms::all, fs::perms::owner_all);
 
   const auto b = Put(600 << 10, "plain");
   clock_.Advance(60);

@@ -103,6 +103,9 @@ struct ReconstructionPlan {
   std::vector<std::shared_ptr<const xet::XorbLayout>> holds;
   // Which keys prepared the xorbs' signing states (set by whoever keeps the plan, to notice a rotation).
   uint64_t key_generation = 0;
+  // Which record of the file it plans (FileEntry::created_at; set by whoever keeps the plan, to notice a
+  // file swept and registered again with other xorbs).
+  int64_t file_record = 0;
 
   size_t MemoryBytes() const;  // what the plan itself takes (the layouts it holds are counted elsewhere)
 };

@@ -129,18 +129,17 @@ constexpr size_t kEntryOverhead = 96;
 
 }  // namespace
 
-xet::Status CasService::CheckVisible(const xet::FileHash& hash, const std::string& scope) {
-  auto visible = index_.FileVisibleTo(hash, scope);  // one primary-key lookup
-  if (!visible) return visible.error();
-  if (!*visible) return xet::NotFound("file " + hash.hex() + " is unknown");
-  return xet::Ok{};
-}
-
 xet::Result<std::shared_ptr<const std::vector<FileTermRef>>> CasService::VisibleTerms(
-    const xet::FileHash& hash, const std::string& scope) {
+    const xet::FileHash& hash, const std::string& scope, int64_t* record) {
   if (auto cached = terms_.Get(hash)) {
-    if (auto st = CheckVisible(hash, scope); !st) return st.error();
-    return cached;
+    auto now = index_.VisibleFileRecord(hash, scope);  // one read: visibility and which record
+    if (!now) return now.error();
+    if (!*now) return xet::NotFound("file " + hash.hex() + " is unknown");
+    if (**now == cached->record) {
+      if (record != nullptr) *record = cached->record;
+      return std::shared_ptr<const std::vector<FileTermRef>>(cached, &cached->terms);
+    }
+    // Another record than the cached terms': read it anew.
   }
   auto entry = index_.GetVisibleFile(hash, scope);
   if (!entry) {
@@ -148,18 +147,21 @@ xet::Result<std::shared_ptr<const std::vector<FileTermRef>>> CasService::Visible
       return xet::NotFound("file " + hash.hex() + " is unknown");
     return entry.error();
   }
-  auto terms = std::make_shared<std::vector<FileTermRef>>();
-  terms->reserve((*entry)->term_count);
+  auto cached = std::make_shared<CachedTerms>();
+  cached->record = (*entry)->created_at;
+  auto& terms = cached->terms;
+  terms.reserve((*entry)->term_count);
   const bool ranged = (*entry)->has_ranges();
   for (size_t i = 0; i < (*entry)->term_count; ++i) {
     const index::Term t = (*entry)->term(i);
     const index::TermRange r = ranged ? (*entry)->range(i) : index::TermRange{};
-    terms->push_back({t.xorb, t.chunk_start, t.chunk_end, t.unpacked_bytes, t.end_offset, r.start, r.end});
+    terms.push_back({t.xorb, t.chunk_start, t.chunk_end, t.unpacked_bytes, t.end_offset, r.start, r.end});
   }
-  const size_t charge = sizeof(std::vector<FileTermRef>) + terms->size() * sizeof(FileTermRef);
-  std::shared_ptr<const std::vector<FileTermRef>> shared = std::move(terms);
+  const size_t charge = sizeof(CachedTerms) + terms.size() * sizeof(FileTermRef);
+  std::shared_ptr<const CachedTerms> shared = std::move(cached);
   terms_.Put(hash, shared, charge);
-  return shared;
+  if (record != nullptr) *record = shared->record;
+  return std::shared_ptr<const std::vector<FileTermRef>>(shared, &shared->terms);
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -394,14 +396,17 @@ xet::Result<ReconstructionAnswer> CasService::Reconstruct(const xet::FileHash& f
   const auto signing = Signing();
   const TransferUrlSigner& signer = signing->signer;
   std::shared_ptr<const std::vector<FileTermRef>> terms;
+  int64_t record = 0;
   if (file.is_zero()) {
     terms = std::make_shared<const std::vector<FileTermRef>>();  // the empty file exists for everyone
   } else {
     if (auto plan = range ? nullptr : plans_.Get(file); plan && plan->key_generation == signing->generation) {
-      if (auto st = CheckVisible(file, scope); !st) return st.error();
-      return WriteReconstruction(*plan, version, expiry, signer, &workers_);
+      auto now = index_.VisibleFileRecord(file, scope);  // one read: visibility and which record
+      if (!now) return now.error();
+      if (!*now) return xet::NotFound("file " + file.hex() + " is unknown");
+      if (**now == plan->file_record) return WriteReconstruction(*plan, version, expiry, signer, &workers_);
     }
-    auto t = VisibleTerms(file, scope);
+    auto t = VisibleTerms(file, scope, &record);
     if (!t) return t.error();
     terms = *t;
     if (auto st = PrefetchLayouts(*terms, range); !st) return st.error();
@@ -412,6 +417,7 @@ xet::Result<ReconstructionAnswer> CasService::Reconstruct(const xet::FileHash& f
   if (!range && !file.is_zero() && plan->status == ReconstructionStatus::kOk) {
     plan->holds = std::move(held);
     plan->key_generation = signing->generation;
+    plan->file_record = record;
     plans_.Put(file, plan, plan->MemoryBytes());
   }
   return WriteReconstruction(*plan, version, expiry, signer, &workers_);

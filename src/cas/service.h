@@ -129,13 +129,18 @@ class CasService {
     return Signing()->signer.Url(xorb, ranges, expiry_unix);
   }
 
-  // Unpacked layouts and file terms, cached by size in front of the index (both are immutable).
+  // Unpacked layouts and file terms, cached by size in front of the index. Layouts are immutable; a file's
+  // terms are while its record lives (the collector may sweep it and an upload register the file again
+  // with other xorbs), so every use of cached terms checks the record the index holds now.
   xet::Result<std::shared_ptr<const xet::XorbLayout>> Layout(const xet::XorbHash& hash);
-  // The terms of a file visible to `scope` (kNotFound otherwise, as for an unknown file): visibility asked of
-  // the index every time (a scope can lose a file: a repository gone private or deleted, on any node), the
-  // terms from the cache when it has them.
+  // The terms of a file visible to `scope` (kNotFound otherwise, as for an unknown file): visibility, with
+  // which record of the file the index holds, asked of the index every time (a scope can lose a file: a
+  // repository gone private or deleted, on any node; another node's collector may have swept the record and
+  // an upload registered the file again), the terms from the cache when it holds that record's. `record`
+  // (optional) receives the record's FileEntry::created_at.
   xet::Result<std::shared_ptr<const std::vector<FileTermRef>>> VisibleTerms(const xet::FileHash& hash,
-                                                                            const std::string& scope);
+                                                                            const std::string& scope,
+                                                                            int64_t* record = nullptr);
   // Reads into the layout cache, in as few index calls as the index allows, the layouts of `xorbs` that the
   // cache lacks (a reader of whole files needs every one of them, to verify chunks).
   xet::Status PrefetchXorbLayouts(std::vector<xet::XorbHash> xorbs);
@@ -145,9 +150,6 @@ class CasService {
   // Validates the body of `upload` and makes the xorb durable and indexed (XorbUpload::Finish).
   xet::Result<bool> FinishXorb(XorbUpload& upload);
   uint64_t Now() const;
-  // Whether `scope` sees the file now, asked of the index every time (never cached: a scope can lose a file);
-  // kNotFound, as for an unknown file, when it does not.
-  xet::Status CheckVisible(const xet::FileHash& hash, const std::string& scope);
   // Reads into the cache, in one index call, the layouts that planning `range` of a file will look up and
   // the cache lacks: those of the terms the range cuts, and of terms without recorded byte ranges.
   xet::Status PrefetchLayouts(std::span<const FileTermRef> terms, std::optional<ByteRange> range);
@@ -176,7 +178,11 @@ class CasService {
   std::shared_ptr<const UrlSigning> signing_;  // guarded by signing_mu_
   BufferPool upload_buffers_;
   LruCache<xet::XorbHash, xet::XorbLayout, xet::HashHasher> layouts_{256ULL << 20};
-  LruCache<xet::FileHash, std::vector<FileTermRef>, xet::HashHasher> terms_{256ULL << 20};
+  struct CachedTerms {
+    int64_t record = 0;  // FileEntry::created_at of the record they came from
+    std::vector<FileTermRef> terms;
+  };
+  LruCache<xet::FileHash, CachedTerms, xet::HashHasher> terms_{256ULL << 20};
   // Grants (by name) this service's own RecordGrant calls made durable: a re-registration skips its grant's
   // put. Only this process's puts count, never what it finds in the store (a process that died may have
   // named a grant without syncing its directory).

@@ -637,6 +637,48 @@ TEST_P(CollectorTest, KilledAtAnyStepTheNextRunFinishesTheSameWay) {
   }
 }
 
+// A node that cached a file's terms and its whole-file answer, while another node's collector swept the file
+// and an upload registered it again with other xorbs, serves the new record (found by the 1,000-round soak:
+// the stale terms named swept xorbs).
+TEST_P(CollectorTest, ANodesCachedTermsFollowAFileSweptAndRegisteredAgain) {
+  const Bytes data = Random(700 << 10);
+  const auto first = Upload({Random(300 << 10), data}, "plain");  // packed with another file
+  const xet::FileHash file = first.file_hashes[1];
+  auto other = OpenIndexAt();
+  ASSERT_NE(other, nullptr);
+  cas::ServiceOptions so;
+  so.clock = &clock_;
+  cas::CasService cas(*other, *store_, pool_, so);
+  files::FileService files(cas, *other, {});
+  const auto answer = [&] {
+    auto a = cas.Reconstruct(file, "plain", std::nullopt, cas::ApiVersion::kV2);
+    EXPECT_TRUE(a.ok()) << a.error().message;
+    return a.ok() ? a->Text() : std::string();
+  };
+  EXPECT_EQ(Download(file, "plain", &files), data);  // cached there: terms and whole-file plan
+  const std::string before = answer();
+
+  ASSERT_TRUE(files_->Unregister(first.file_hashes[0], "plain").ok());
+  ASSERT_TRUE(files_->Unregister(file, "plain").ok());
+  Collect();
+  clock_.Advance(static_cast<int64_t>(kDefaultGraceSeconds) + 1);
+  ASSERT_GT(Collect().swept_xorbs, 0u);
+  const auto again = Upload({data}, "plain");  // alone: other xorbs
+  ASSERT_EQ(again.file_hashes[0], file);
+  bool new_xorbs = false;
+  for (const auto& x : again.xorbs) new_xorbs = new_xorbs || before.find(x.hash.hex()) == std::string::npos;
+  ASSERT_TRUE(new_xorbs);
+
+  EXPECT_EQ(Download(file, "plain", &files), data);
+  const std::string after = answer();
+  for (const auto& x : again.xorbs) EXPECT_NE(after.find(x.hash.hex()), std::string::npos) << x.hash.hex();
+  for (const auto& x : first.xorbs) {
+    if (!Stored(x.hash)) {
+      EXPECT_EQ(after.find(x.hash.hex()), std::string::npos) << "names swept " << x.hash.hex();
+    }
+  }
+}
+
 TEST_P(CollectorTest, TwoCollectorsAtOnceDeleteEachObjectOnce) {
   Scene s = MakeScene();
   ASSERT_TRUE(index_->DeleteRepo(s.repo).ok());

@@ -63,6 +63,11 @@ class FaultyIndex final : public ForwardingIndex {
     if (auto st = Check("FileVisibleTo"); !st.ok()) return st.error();
     return ForwardingIndex::FileVisibleTo(hash, scope);
   }
+  xet::Result<std::optional<int64_t>> VisibleFileRecord(const FileHash& hash,
+                                                        std::string_view scope) override {
+    if (auto st = Check("VisibleFileRecord"); !st.ok()) return st.error();
+    return ForwardingIndex::VisibleFileRecord(hash, scope);
+  }
   xet::Result<std::shared_ptr<const FileEntry>> GetVisibleFile(const FileHash& hash,
                                                                std::string_view scope) override {
     if (auto st = Check("GetVisibleFile"); !st.ok()) return st.error();

@@ -43,6 +43,10 @@ class ForwardingIndex : public Index {
   xet::Result<bool> FileVisibleTo(const FileHash& hash, std::string_view scope) override {
     return inner_.FileVisibleTo(hash, scope);
   }
+  xet::Result<std::optional<int64_t>> VisibleFileRecord(const FileHash& hash,
+                                                        std::string_view scope) override {
+    return inner_.VisibleFileRecord(hash, scope);
+  }
   xet::Result<std::shared_ptr<const FileEntry>> GetVisibleFile(const FileHash& hash,
                                                                std::string_view scope) override {
     return inner_.GetVisibleFile(hash, scope);

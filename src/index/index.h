@@ -64,6 +64,11 @@ class CasIndex {
   virtual xet::Result<std::shared_ptr<const FileEntry>> GetFile(const FileHash& hash) = 0;
   // Whether a write token of `scope` registered the file.
   virtual xet::Result<bool> FileVisibleTo(const FileHash& hash, std::string_view scope) = 0;
+  // When `scope` sees the file, the created_at of its record (FileEntry::created_at), in one read; else
+  // nullopt. Caches of a file's terms compare it with the record they hold (the collector may have swept
+  // that one and an upload registered the file again).
+  virtual xet::Result<std::optional<int64_t>> VisibleFileRecord(const FileHash& hash,
+                                                                std::string_view scope) = 0;
   // The file, if a write token of `scope` registered it, in one read: kNotFound alike when it is unknown and
   // when it is not visible to `scope` (a scope cannot learn of other scopes' files).
   virtual xet::Result<std::shared_ptr<const FileEntry>> GetVisibleFile(const FileHash& hash,

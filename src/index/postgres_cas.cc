@@ -34,12 +34,17 @@ bump AS (
   FROM ins WHERE c.slot = $7::int8)
 SELECT count(*)::int8 FROM ins)sql"};
 constexpr pg::Statement kGetFile{
-    "get_file", "SELECT terms, term_count, size, sha256, ranges FROM files WHERE hash = $1::bytea"};
+    "get_file",
+    "SELECT terms, term_count, size, sha256, ranges, created_at FROM files WHERE hash = $1::bytea"};
 constexpr pg::Statement kFileVisible{"file_visible",
                                      "SELECT 1 FROM file_scopes WHERE file = $1::bytea AND scope = $2::text"};
+constexpr pg::Statement kVisibleFileRecord{
+    "visible_file_record",
+    "SELECT f.created_at FROM file_scopes s JOIN files f ON f.hash = s.file "
+    "WHERE s.file = $1::bytea AND s.scope = $2::text"};
 constexpr pg::Statement kGetVisibleFile{
     "get_visible_file",
-    "SELECT terms, term_count, size, sha256, ranges FROM files WHERE hash = $1::bytea "
+    "SELECT terms, term_count, size, sha256, ranges, created_at FROM files WHERE hash = $1::bytea "
     "AND EXISTS (SELECT 1 FROM file_scopes WHERE file = $1::bytea AND scope = $2::text)"};
 constexpr pg::Statement kListFiles{
     "list_files",
@@ -333,7 +338,16 @@ xet::Result<std::shared_ptr<const FileEntry>> PostgresIndex::ReadFile(const File
   if (rows->size() == 0) return xet::NotFound("file " + hash.hex() + " is not in the index");
   return FileEntryFromRow(hash, rows->Bytes(0, 0), rows->Int8(0, 1), rows->Int8(0, 2),
                           rows->IsNull(0, 3) ? std::nullopt : rows->Hash(0, 3),
-                          rows->IsNull(0, 4) ? std::span<const uint8_t>() : rows->Bytes(0, 4));
+                          rows->IsNull(0, 4) ? std::span<const uint8_t>() : rows->Bytes(0, 4),
+                          rows->Int8(0, 5));
+}
+
+xet::Result<std::optional<int64_t>> PostgresIndex::VisibleFileRecord(const FileHash& hash,
+                                                                     std::string_view scope) {
+  auto rows = Query(kVisibleFileRecord, pg::Params().Bytea(hash).Text(scope));
+  if (!rows.ok()) return rows.error();
+  if (rows->size() == 0) return std::optional<int64_t>();
+  return std::optional<int64_t>(rows->Int8(0, 0));
 }
 
 xet::Result<bool> PostgresIndex::FileVisibleTo(const FileHash& hash, std::string_view scope) {

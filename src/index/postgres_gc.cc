@@ -151,6 +151,11 @@ pg::Params& AfterHash(pg::Params& p, const std::optional<Hash>& after) {
 class SessionGcLock final : public GcLock {
  public:
   explicit SessionGcLock(std::unique_ptr<pg::Conn> conn) : conn_(std::move(conn)) {}
+  // Released at once: a closed connection's locks go only once its backend notices, and the next holder
+  // (a collector after a backup) would find them still held.
+  ~SessionGcLock() override { (void)conn_->Exec("SELECT pg_advisory_unlock_all()"); }
+  SessionGcLock(const SessionGcLock&) = delete;
+  SessionGcLock& operator=(const SessionGcLock&) = delete;
   xet::Status Check() override {
     if (auto r = conn_->Exec(kStillConnected); !r.ok()) {
       return xet::Unavailable("the garbage collector's lock was lost: " + r.error().message);

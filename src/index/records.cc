@@ -162,11 +162,9 @@ xet::Result<std::shared_ptr<const XorbEntry>> XorbEntryFromRow(const XorbHash& h
   return std::shared_ptr<const XorbEntry>(std::move(e));
 }
 
-xet::Result<std::shared_ptr<const FileEntry>> FileEntryFromRow(const FileHash& hash,
-                                                               std::span<const uint8_t> packed_terms,
-                                                               int64_t term_count, int64_t size,
-                                                               std::optional<Hash> sha256,
-                                                               std::span<const uint8_t> packed_ranges) {
+xet::Result<std::shared_ptr<const FileEntry>> FileEntryFromRow(
+    const FileHash& hash, std::span<const uint8_t> packed_terms, int64_t term_count, int64_t size,
+    std::optional<Hash> sha256, std::span<const uint8_t> packed_ranges, int64_t created_at) {
   if (term_count < 0 || packed_terms.size() != static_cast<uint64_t>(term_count) * kPackedTermSize ||
       (!packed_ranges.empty() &&
        packed_ranges.size() != static_cast<uint64_t>(term_count) * kPackedRangeSize)) {
@@ -179,6 +177,7 @@ xet::Result<std::shared_ptr<const FileEntry>> FileEntryFromRow(const FileHash& h
   e->size = static_cast<uint64_t>(size);
   e->sha256 = sha256;
   e->packed_ranges.assign(packed_ranges.begin(), packed_ranges.end());
+  e->created_at = created_at;
   return std::shared_ptr<const FileEntry>(std::move(e));
 }
 

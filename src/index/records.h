@@ -87,6 +87,10 @@ struct FileEntry {
   std::optional<Hash> sha256;  // as the client sent it (see xet::FileRecord::sha256)
   // term_count * kPackedRangeSize; empty for files registered before cairn recorded them (schema < 5).
   std::vector<uint8_t> packed_ranges;
+  // When this record was written (unix seconds): which record of the file this is. A file's terms never
+  // change while its record lives, but the collector may sweep the record and a later upload register the
+  // file again with other xorbs: caches of terms compare this with the record the index holds now.
+  int64_t created_at = 0;
 
   Term term(size_t i) const;
   bool has_ranges() const { return !packed_ranges.empty(); }
@@ -104,11 +108,9 @@ std::vector<XorbHash> DistinctTermXorbs(std::span<const uint8_t> packed_terms);
 xet::Result<std::vector<uint8_t>> PackTermRanges(std::span<const xet::FileTerm> terms,
                                                  const xet::LayoutLookup& layouts);
 // The same for a file's row (sha256 as stored: absent, or 32 bytes; ranges empty when not recorded).
-xet::Result<std::shared_ptr<const FileEntry>> FileEntryFromRow(const FileHash& hash,
-                                                               std::span<const uint8_t> packed_terms,
-                                                               int64_t term_count, int64_t size,
-                                                               std::optional<Hash> sha256,
-                                                               std::span<const uint8_t> packed_ranges);
+xet::Result<std::shared_ptr<const FileEntry>> FileEntryFromRow(
+    const FileHash& hash, std::span<const uint8_t> packed_terms, int64_t term_count, int64_t size,
+    std::optional<Hash> sha256, std::span<const uint8_t> packed_ranges, int64_t created_at = 0);
 
 // One file of a shard commit. Build it with MakeFileCommit so the packed terms and the size agree.
 struct FileCommit {

@@ -20,10 +20,14 @@ constexpr const char kPutShardScope[] =
 constexpr const char kPutXorb[] =
     "INSERT INTO xorbs(hash, layout, chunk_count, region_size, unpacked_size, stored_at) "
     "VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT(hash) DO NOTHING";
-constexpr const char kGetFile[] = "SELECT terms, term_count, size, sha256, ranges FROM files WHERE hash = ?1";
+constexpr const char kGetFile[] =
+    "SELECT terms, term_count, size, sha256, ranges, created_at FROM files WHERE hash = ?1";
 constexpr const char kFileVisible[] = "SELECT 1 FROM file_scopes WHERE file = ?1 AND scope = ?2";
+constexpr const char kVisibleFileRecord[] =
+    "SELECT f.created_at FROM file_scopes s JOIN files f ON f.hash = s.file WHERE s.file = ?1 AND s.scope = "
+    "?2";
 constexpr const char kGetVisibleFile[] =
-    "SELECT terms, term_count, size, sha256, ranges FROM files WHERE hash = ?1 "
+    "SELECT terms, term_count, size, sha256, ranges, created_at FROM files WHERE hash = ?1 "
     "AND EXISTS (SELECT 1 FROM file_scopes WHERE file = ?1 AND scope = ?2)";
 constexpr const char kListFiles[] =
     "SELECT f.hash, f.size, f.sha256, f.created_at FROM file_scopes s JOIN files f ON f.hash = s.file "
@@ -304,7 +308,20 @@ xet::Result<std::shared_ptr<const FileEntry>> SqliteIndex::ReadFile(const FileHa
   if (rc == SQLITE_DONE) return xet::NotFound("file " + hash.hex() + " is not in the index");
   if (rc != SQLITE_ROW) return (*r)->Err("read file", rc);
   return FileEntryFromRow(hash, s->Blob(0), s->Int(1), s->Int(2), s->IsNull(3) ? std::nullopt : s->HashCol(3),
-                          s->Blob(4));
+                          s->Blob(4), s->Int(5));
+}
+
+xet::Result<std::optional<int64_t>> SqliteIndex::VisibleFileRecord(const FileHash& hash,
+                                                                   std::string_view scope) {
+  auto r = AcquireReader();
+  if (!r.ok()) return r.error();
+  auto s = (*r)->Prepare(kVisibleFileRecord);
+  if (!s.ok()) return s.error();
+  s->Bind(1, hash).Bind(2, scope);
+  const int rc = s->Step();
+  if (rc == SQLITE_ROW) return std::optional<int64_t>(s->Int(0));
+  if (rc == SQLITE_DONE) return std::optional<int64_t>();
+  return (*r)->Err("read file scope", rc);
 }
 
 xet::Result<bool> SqliteIndex::FileVisibleTo(const FileHash& hash, std::string_view scope) {

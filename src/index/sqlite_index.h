@@ -61,6 +61,8 @@ class SqliteIndex final : public Index {
   xet::Result<bool> PutXorb(const XorbHash& hash, const xet::XorbLayout& layout) override;
   xet::Result<std::shared_ptr<const FileEntry>> GetFile(const FileHash& hash) override;
   xet::Result<bool> FileVisibleTo(const FileHash& hash, std::string_view scope) override;
+  xet::Result<std::optional<int64_t>> VisibleFileRecord(const FileHash& hash,
+                                                        std::string_view scope) override;
   xet::Result<std::shared_ptr<const FileEntry>> GetVisibleFile(const FileHash& hash,
                                                                std::string_view scope) override;
   xet::Result<std::optional<FileHash>> FileBySha256(const Hash& sha256,

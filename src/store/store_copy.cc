@@ -12,7 +12,7 @@ namespace {
 enum class Outcome { kCopied, kPresent };
 
 xet::Result<Outcome> CopyOne(BlobStore& from, BlobStore& to, BlobKind kind, const xet::Hash& hash,
-                             const BlobVerifier& verify, uint64_t* size) {
+                             const BlobVerifier& verify, bool read_back, uint64_t* size) {
   // Resuming: an intact blob at the destination is not copied again.
   if (auto there = to.ReadWhole(kind, hash); there.ok() && verify(kind, hash, *there)) {
     *size = there->size();
@@ -28,6 +28,7 @@ xet::Result<Outcome> CopyOne(BlobStore& from, BlobStore& to, BlobKind kind, cons
   put.verify_existing = [&](std::span<const uint8_t> existing) { return verify(kind, hash, existing); };
   if (auto p = to.Put(kind, hash, *bytes, put); !p)
     return xet::Error{p.error().code, "writing: " + p.error().message};
+  if (!read_back) return Outcome::kCopied;
   auto back = to.ReadWhole(kind, hash);
   if (!back) return xet::Error{back.error().code, "reading back: " + back.error().message};
   if (!verify(kind, hash, *back))
@@ -51,7 +52,7 @@ KindCopyReport CopyBlobs(BlobStore& from, BlobStore& to, BlobKind kind, std::spa
   std::atomic<uint64_t> done{0};
   pool.ParallelFor(hashes.size(), [&](size_t i) {
     uint64_t size = 0;
-    auto r = CopyOne(from, to, kind, hashes[i], options.verify, &size);
+    auto r = CopyOne(from, to, kind, hashes[i], options.verify, options.read_back, &size);
     {
       std::lock_guard lock(mu);
       k.bytes += size;

@@ -29,6 +29,9 @@ using BlobVerifier =
 struct StoreCopyOptions {
   BlobVerifier verify;  // required
   size_t threads = 4;
+  // Reads every copied blob back from the destination and judges it again (`cairn store copy`). A backup
+  // and a restore leave it to `cairn backup --verify` and `cairn fsck --deep`: it doubles their reads.
+  bool read_back = true;
   std::function<void(BlobKind kind, uint64_t done, uint64_t total)>
       progress;  // from any thread; may be empty
 };
@@ -51,8 +54,8 @@ struct StoreCopyReport {
 // failures are in the report (ok() false).
 xet::Result<StoreCopyReport> CopyStore(BlobStore& from, BlobStore& to, const StoreCopyOptions& options);
 
-// Copies the blobs `hashes` of one kind (each as CopyStore does: verified at the source and read back);
-// failures are in the report.
+// Copies the blobs `hashes` of one kind (each as CopyStore does: verified at the source, and read back when
+// `read_back`); failures are in the report.
 KindCopyReport CopyBlobs(BlobStore& from, BlobStore& to, BlobKind kind, std::span<const xet::Hash> hashes,
                          const StoreCopyOptions& options);
 
