@@ -172,7 +172,9 @@ void Run(benchmark::State& state, bool s3) {
   const fs::path dir = BenchDir() / (s3 ? "s3" : "disk");
   fs::create_directories(dir);
   static int schemas = 0;
-  const std::string tag = std::string(s3 ? "s3" : "disk") + std::to_string(::getpid());
+  static int repetition = 0;  // each repetition fills a deployment of its own
+  const std::string tag =
+      std::string(s3 ? "s3" : "disk") + std::to_string(::getpid()) + "r" + std::to_string(++repetition);
   Deployment source = Fresh(s3, dir, "source" + tag);
   const uint64_t stored = Fill(source, mib);
   double plain = 0, plain_back = 0, backup = 0, restore = 0;
