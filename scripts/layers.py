@@ -34,15 +34,16 @@ LAYERS: dict[str, list[str]] = {
     "http": ["common"],
     "store": ["xet", "common"],
     "index": ["xet", "common"],
+    "quota": ["index", "xet", "common"],           # storage quotas per namespace: measured, enforced
     "cas": ["index", "store", "xet", "common"],
     "files": ["cas", "index", "xet", "common"],
     "repair": ["cas", "ingest", "index", "store", "xet", "common"],
-    "hub": ["files", "index", "xet", "common"],
-    "api": ["hub", "files", "cas", "http", "index", "xet", "common"],
-    "gc": ["hub", "cas", "index", "store", "xet", "common"],  # the garbage collector: mark, quarantine, sweep
+    "hub": ["files", "quota", "index", "xet", "common"],
+    "api": ["hub", "files", "cas", "quota", "http", "index", "xet", "common"],
+    "gc": ["hub", "cas", "quota", "index", "store", "xet", "common"],  # the garbage collector: mark, quarantine, sweep
     "backup": ["repair", "cas", "index", "store", "xet", "common"],  # cairn backup / restore
     "client": ["ingest", "xet", "common"],          # cairn put/get: a client of any Xet server
-    "cli": ["api", "client", "repair", "gc", "backup", "hub", "files", "cas", "index", "store", "http", "config", "ingest", "xet",
+    "cli": ["api", "client", "repair", "gc", "backup", "hub", "files", "cas", "quota", "index", "store", "http", "config", "ingest", "xet",
             "common"],
 }
 

@@ -118,7 +118,8 @@ void Dedup(cas::CasService& service, const std::shared_ptr<Exchange>& ex) {
 // worker thread.
 class XorbSink final : public http::BodySink {
  public:
-  explicit XorbSink(std::unique_ptr<cas::XorbUpload> upload) : upload_(std::move(upload)) {}
+  XorbSink(std::unique_ptr<cas::XorbUpload> upload, quota::QuotaService* quota, std::string scope)
+      : upload_(std::move(upload)), quota_(quota), scope_(std::move(scope)) {}
 
   std::span<uint8_t> ReceiveBuffer() override { return upload_->Space(); }
 
@@ -129,7 +130,13 @@ class XorbSink final : public http::BodySink {
   }
 
   void OnEnd(std::shared_ptr<Exchange> ex) override {
-    ex->Offload([ex, upload = std::shared_ptr<cas::XorbUpload>(std::move(upload_))] {
+    ex->Offload([ex, upload = std::shared_ptr<cas::XorbUpload>(std::move(upload_)), quota = quota_,
+                 scope = std::move(scope_)] {
+      // Nothing is stored for a namespace whose quota is used up (a request thread: the check reads the
+      // index).
+      if (quota != nullptr) {
+        if (auto st = quota->CheckRoomForScope(scope); !st) return ex->Respond(ErrorResponse(st.error()));
+      }
       auto inserted = upload->Finish();
       if (!inserted) return ex->Respond(ErrorResponse(inserted.error()));
       ex->Respond(Response::Json(200, *inserted ? R"({"was_inserted":true})" : R"({"was_inserted":false})"));
@@ -138,15 +145,18 @@ class XorbSink final : public http::BodySink {
 
  private:
   std::unique_ptr<cas::XorbUpload> upload_;
+  quota::QuotaService* quota_;
+  std::string scope_;
 };
 
-http::Result<std::unique_ptr<http::BodySink>> PutXorb(cas::CasService& service,
+http::Result<std::unique_ptr<http::BodySink>> PutXorb(cas::CasService& service, quota::QuotaService* quota,
                                                       const std::shared_ptr<Exchange>& ex) {
   const auto hash = HashParam(ex->request(), "hash");
   if (!hash) return http::Error{400, "xorb hash must be 64 hex digits"};
   auto upload = service.BeginXorb(*hash);
   if (!upload) return ToHttp(upload.error());
-  return std::unique_ptr<http::BodySink>(std::make_unique<XorbSink>(std::move(*upload)));
+  return std::unique_ptr<http::BodySink>(
+      std::make_unique<XorbSink>(std::move(*upload), quota, ex->request().principal->scope));
 }
 
 void PutShardV1(cas::CasService& service, const std::shared_ptr<Exchange>& ex) {
@@ -297,7 +307,9 @@ void RegisterCasRoutes(http::Server& server, cas::CasService& service, const Cas
            [&service](const std::shared_ptr<Exchange>& ex) { Dedup(service, ex); });
   r.HandleStream(Verb::post, "/v1/xorbs/{prefix}/{hash}",
                  write("xorb_upload").MaxBody(xet::kMaxXorbUploadBytes),
-                 [&service](const std::shared_ptr<Exchange>& ex) { return PutXorb(service, ex); });
+                 [&service, quota = options.quota](const std::shared_ptr<Exchange>& ex) {
+                   return PutXorb(service, quota, ex);
+                 });
   // hf_xet >= 1.8 asks for an upload grant (a presigned URL) before each xorb; a 404, and only a 404, makes
   // it POST the xorb to the route above at once, without retrying (its remote_client.rs). cairn takes xorbs
   // through itself, where they are validated before they are stored, so it offers no grants.

@@ -5,12 +5,16 @@
 
 #include "cas/service.h"
 #include "http/server.h"
+#include "quota/quota_service.h"
 
 namespace cairn::api {
 
 struct CasRouteOptions {
   // Xorb and shard uploads in flight at once (their bodies are held in memory); more answer 503.
   size_t max_concurrent_uploads = 64;
+  // Xorbs for a namespace whose storage quota is used up are refused (403); null: no quotas. Outlives the
+  // server.
+  quota::QuotaService* quota = nullptr;
 };
 
 void RegisterCasRoutes(http::Server& server, cas::CasService& service, const CasRouteOptions& options = {});

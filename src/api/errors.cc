@@ -16,6 +16,7 @@ unsigned HttpStatusOf(ErrorCode code) {
     case ErrorCode::kUnknownReference:
       return 400;
     case ErrorCode::kDenied:
+    case ErrorCode::kQuota:
       return 403;
     case ErrorCode::kNotFound:
       return 404;

@@ -18,17 +18,10 @@ std::string HeaderOf(const http::Response& r, std::string_view name) {
 
 TEST(ErrorTable, EveryCodeHasOneStatus) {
   const std::map<ErrorCode, unsigned> want = {
-      {ErrorCode::kMalformed, 400},
-      {ErrorCode::kHashMismatch, 400},
-      {ErrorCode::kLimit, 400},
-      {ErrorCode::kInconsistent, 400},
-      {ErrorCode::kUnknownReference, 400},
-      {ErrorCode::kDenied, 403},
-      {ErrorCode::kNotFound, 404},
-      {ErrorCode::kConflict, 409},
-      {ErrorCode::kUnsatisfiable, 416},
-      {ErrorCode::kDamaged, 500},
-      {ErrorCode::kIo, 500},
+      {ErrorCode::kMalformed, 400},     {ErrorCode::kHashMismatch, 400},     {ErrorCode::kLimit, 400},
+      {ErrorCode::kInconsistent, 400},  {ErrorCode::kUnknownReference, 400}, {ErrorCode::kDenied, 403},
+      {ErrorCode::kQuota, 403},         {ErrorCode::kNotFound, 404},         {ErrorCode::kConflict, 409},
+      {ErrorCode::kUnsatisfiable, 416}, {ErrorCode::kDamaged, 500},          {ErrorCode::kIo, 500},
       {ErrorCode::kUnavailable, 503},
   };
   // Every enumerator, the last one included, is in the table above (a new code must be given its status).

@@ -9,6 +9,7 @@
 #include "api/file_routes.h"
 #include "api/requests.h"
 #include "common/percent_encode.h"
+#include "common/printable.h"
 #include "http/auth.h"
 #include "http/media_type.h"
 #include "http/range.h"
@@ -172,6 +173,7 @@ class HubRoutes {
 
   std::optional<RepoRequest> RepoInBodyOf(const std::shared_ptr<Exchange>& ex, bool* is_private);
   void Whoami(const std::shared_ptr<Exchange>& ex);
+  void Quota(const std::shared_ptr<Exchange>& ex);
   void CreateRepo(const std::shared_ptr<Exchange>& ex);
   void DeleteRepo(const std::shared_ptr<Exchange>& ex);
   void MoveRepo(const std::shared_ptr<Exchange>& ex);
@@ -234,6 +236,49 @@ void HubRoutes::Whoami(const std::shared_ptr<Exchange>& ex) {
                    {"orgs", json::array()},
                    {"auth", {{"type", "access_token"}, {"accessToken", std::move(token)}}}};
   ex->Respond(JsonAnswer(out));
+}
+
+// A namespace's storage quota and usage, for a token of the namespace or of one of its repositories:
+// measured now (with what it is made of) when asked (?measure=true) or when the recorded usage is not
+// current.
+void HubRoutes::Quota(const std::shared_ptr<Exchange>& ex) {
+  auto caller = CallerOf(server_, ex->request());
+  if (!caller || caller->anonymous()) {
+    return ex->Respond(HubErrorResponse(401, "", "Invalid credentials in Authorization header"));
+  }
+  const std::string ns = ex->request().Param("ns");
+  if (!hub::ValidName(ns) || hub::NamespaceOf(caller->scope) != ns) {
+    return ex->Respond(
+        HubErrorResponse(403, "", "this token does not speak for namespace " + Printable(ns, 96)));
+  }
+  if (options_.quota == nullptr) return ex->Respond(HubErrorResponse(404, "", "this server keeps no quotas"));
+  const auto measure = ex->request().Query("measure");
+  const bool asked = measure && (*measure == "true" || *measure == "1");
+  ex->Offload([this, ex, ns, asked] {
+    auto recorded = options_.quota->Recorded(ns);
+    if (!recorded) return ex->Respond(ErrorResponse(recorded.error()));
+    std::optional<quota::Usage> usage;
+    if (!asked && *recorded && (*recorded)->exact) {
+      usage = std::move(**recorded);
+    } else {
+      auto measured = options_.quota->Measure(ns);
+      if (!measured) return ex->Respond(ErrorResponse(measured.error()));
+      usage = std::move(*measured);
+    }
+    json::object out{{"namespace", ns},
+                     {"used", usage->used},
+                     {"exact", usage->exact},
+                     {"measuredAt", usage->measured_at}};
+    out["limit"] = usage->limit ? json::value(*usage->limit) : json::value(nullptr);
+    if (usage->measured_at != 0 &&
+        usage->repos + usage->files + usage->chunk_bytes + usage->object_bytes > 0) {
+      out["repos"] = usage->repos;
+      out["files"] = usage->files;
+      out["chunkBytes"] = usage->chunk_bytes;
+      out["objectBytes"] = usage->object_bytes;
+    }
+    ex->Respond(JsonAnswer(out));
+  });
 }
 
 // The caller and the repository a create or delete body names (and whether it asks for a private one);
@@ -562,6 +607,8 @@ void HubRoutes::Preupload(const std::shared_ptr<Exchange>& ex) {
   const std::string revision = ex->request().Param("rev");
   WithRepo(
       ex, true, [this, ex, revision, asked = std::move(*asked)](const RepoRequest&, const hub::Repo& repo) {
+        // A namespace whose quota is used up hears so before it uploads anything (huggingface_hub shows it).
+        if (auto st = hub_.CheckRoom(repo); !st) return ex->Respond(HubErrorResponse(st.error()));
         auto head = hub_.Resolve(repo, revision);
         json::array out;
         for (const PreuploadFile& a : asked) {
@@ -677,6 +724,9 @@ void HubRoutes::XetToken(const std::shared_ptr<Exchange>& ex, bool write) {
 
 void HubRoutes::MintCasToken(const std::shared_ptr<Exchange>& ex, const hub::Caller& caller,
                              const hub::Repo& repo, bool write) {
+  if (write) {
+    if (auto st = hub_.CheckRoom(repo); !st) return ex->Respond(HubErrorResponse(st.error()));
+  }
   {
     // A CAS token for one of this repository's scopes alone. A write token's scope sees every upload made
     // with it (files uploaded with it are visible to this repository only); a read token's scope sees only
@@ -1017,6 +1067,7 @@ void HubRoutes::Register(const std::shared_ptr<HubRoutes>& self) {
   };
   // Literal routes before the ones whose first segments are captures.
   r.Handle(Verb::get, "/api/whoami-v2", RouteOptions().Name("hub_whoami"), bind(&HubRoutes::Whoami));
+  r.Handle(Verb::get, "/api/quotas/{ns}", RouteOptions().Name("hub_quota"), bind(&HubRoutes::Quota));
   r.Handle(Verb::post, "/api/validate-yaml", RouteOptions().Name("hub_validate_yaml").MaxBody(small),
            [](const std::shared_ptr<Exchange>& ex) {
              ex->Respond(JsonAnswer(json::object{{"errors", json::array()}, {"warnings", json::array()}}));

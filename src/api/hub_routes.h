@@ -26,6 +26,8 @@ struct HubRouteOptions {
   // buffered, so this bounds the memory they hold (max_commit_bytes each).
   size_t max_concurrent_commits = 8;
   size_t max_ranges = 64;
+  // GET /api/quotas/{ns} answers from it; null: that route answers 404. Outlives the server.
+  quota::QuotaService* quota = nullptr;
 };
 
 void RegisterHubRoutes(http::Server& server, hub::HubService& hub, hub::BucketService& buckets,

@@ -13,6 +13,7 @@
 #include "api/api_test_server.h"
 #include "api/cas_routes.h"
 #include "api/file_routes.h"
+#include "api/ops_routes.h"
 #include "common/base64.h"
 #include "common/hex.h"
 #include "http/test_util.h"
@@ -69,22 +70,27 @@ class HubApi : public testing::ApiServerTest {
   void SetUp() override {
     ASSERT_NO_FATAL_FAILURE(OpenServer("cairn-hub-api"));
     files_ = std::make_unique<files::FileService>(*service_, *index_, FileOptions());
+    quota_ = std::make_unique<quota::QuotaService>(*index_, clock_);
     hub::HubOptions ho;
     ho.max_inline_bytes = 4096;
     ho.clock = &clock_;
+    ho.quota = quota_.get();
     hub_ = std::make_unique<hub::HubService>(*index_, *files_, ho);
-    buckets_ = std::make_unique<hub::BucketService>(*index_, *files_, clock_);
-    RegisterCasRoutes(*server_, *service_);
+    buckets_ = std::make_unique<hub::BucketService>(*index_, *files_, clock_, quota_.get());
+    RegisterCasRoutes(*server_, *service_, {.quota = quota_.get()});
     RegisterFileRoutes(*server_, *files_, *index_, {.public_url = base_});
     HubRouteOptions hro;
     hro.public_url = base_;
+    hro.quota = quota_.get();
     RegisterHubRoutes(*server_, *hub_, *buckets_, *files_, hro);
+    RegisterQuotaMetrics(*server_, *index_);
     server_->Start();
   }
   void TearDown() override {
     StopServer();
     buckets_.reset();
     hub_.reset();
+    quota_.reset();
     files_.reset();
     ApiServerTest::TearDown();
   }
@@ -136,6 +142,7 @@ class HubApi : public testing::ApiServerTest {
   }
 
   std::unique_ptr<files::FileService> files_;
+  std::unique_ptr<quota::QuotaService> quota_;
   std::unique_ptr<hub::HubService> hub_;
   std::unique_ptr<hub::BucketService> buckets_;
 };
@@ -1127,6 +1134,92 @@ TEST_F(HubApi, StoredBytesNeverActAsPagesOrInjectHeaders) {
   ASSERT_EQ(r.result_int(), 206u);
   EXPECT_TRUE(std::string(r[bhttp::field::content_type]).starts_with("multipart/byteranges"));
   EXPECT_EQ(r["X-Content-Type-Options"], "nosniff");
+}
+
+}  // namespace
+}  // namespace cairn::api
+
+namespace cairn::api {
+namespace {
+
+TEST_F(HubApi, AFullQuotaRefusesCommitsUploadsAndTokensWithTheMessageUsersSee) {
+  ASSERT_EQ(Create("alice", "m").result_int(), 200u);
+  ASSERT_EQ(Send(bhttp::verb::post, "/api/buckets/alice/b", Token("alice"), "{}").result_int(), 200u);
+  const auto first = xet::testing::SplitMix64Bytes(11, 100000);
+  ASSERT_EQ(
+      Commit("alice/m", Header("one") + LfsLine("a.bin", UploadLarge("alice", "m", first), first.size()))
+          .result_int(),
+      200u);
+  // Usage, for a token of the namespace or of one of its repositories; measured (no quota yet).
+  auto r = Send(bhttp::verb::get, "/api/quotas/alice?measure=true", Token("alice", false));
+  ASSERT_EQ(r.result_int(), 200u) << r.body();
+  auto usage = json::parse(r.body()).as_object();
+  const uint64_t used = usage.at("used").to_number<uint64_t>();
+  EXPECT_GE(used, first.size());
+  EXPECT_EQ(usage.at("chunkBytes").to_number<uint64_t>(), first.size());
+  EXPECT_TRUE(usage.at("limit").is_null());
+  EXPECT_TRUE(usage.at("exact").as_bool());
+  EXPECT_EQ(Send(bhttp::verb::get, "/api/quotas/alice", Token("alice/m", false)).result_int(), 200u);
+  EXPECT_EQ(Send(bhttp::verb::get, "/api/quotas/alice", Token("bob")).result_int(), 403u);
+  EXPECT_EQ(Send(bhttp::verb::get, "/api/quotas/alice").result_int(), 401u);
+  EXPECT_EQ(Send(bhttp::verb::get, "/api/quotas/..", Token("alice")).result_int(), 403u);
+
+  // Room for 50,000 bytes more: a second large file of 100,000 is refused whole, and nothing of it shows.
+  ASSERT_TRUE(quota_->SetLimit("alice", used + 50000).ok());
+  const std::string head = Head("alice/m");
+  const auto second = xet::testing::SplitMix64Bytes(12, 100000);
+  r = Commit("alice/m", Header("two") + LfsLine("b.bin", UploadLarge("alice", "m", second), second.size()));
+  ASSERT_EQ(r.result_int(), 403u) << r.body();
+  EXPECT_NE(std::string(r["X-Error-Message"]).find("Storage quota of namespace 'alice' reached"),
+            std::string::npos)
+      << r["X-Error-Message"];
+  EXPECT_EQ(Head("alice/m"), head);
+  r = Send(bhttp::verb::get, "/api/quotas/alice", Token("alice"));
+  usage = json::parse(r.body()).as_object();
+  EXPECT_EQ(usage.at("used").to_number<uint64_t>(), used);
+  EXPECT_EQ(usage.at("limit").to_number<uint64_t>(), used + 50000);
+  // What fits goes in: a small file, the same large file under a second name (it adds no chunk).
+  ASSERT_EQ(Commit("alice/m", Header("small") + FileLine("s.txt", "small")).result_int(), 200u);
+  ASSERT_EQ(
+      Commit("alice/m", Header("again") + LfsLine("a2.bin", Sha256Hex(first), first.size())).result_int(),
+      200u);
+
+  // Used up: uploads are refused before they start (preupload, write tokens, xorbs, bucket batches); reads
+  // and deletions go on.
+  ASSERT_TRUE(quota_->SetLimit("alice", 1).ok());
+  r = Send(bhttp::verb::post, "/api/models/alice/m/preupload/main", Token("alice"),
+           R"({"files": [{"path": "c.bin", "sample": "aGk=", "size": 100000}]})");
+  EXPECT_EQ(r.result_int(), 403u) << r.body();
+  EXPECT_NE(std::string(r["X-Error-Message"]).find("cairn quota set alice"), std::string::npos);
+  EXPECT_EQ(Send(bhttp::verb::get, "/api/models/alice/m/xet-write-token/main", Token("alice")).result_int(),
+            403u);
+  EXPECT_EQ(Send(bhttp::verb::get, "/api/buckets/alice/b/xet-write-token", Token("alice")).result_int(),
+            403u);
+  EXPECT_EQ(Send(bhttp::verb::get, "/api/models/alice/m/xet-read-token/main", Token("alice")).result_int(),
+            200u);
+  const auto third = xet::testing::SplitMix64Bytes(13, 5000);
+  const auto built = ingest::BuildUpload(std::vector<std::span<const uint8_t>>{third});
+  const auto& x = built.xorbs[0];
+  auto repo = index_->FindRepo(index::RepoType::kModel, "alice", "m");
+  ASSERT_TRUE(repo.ok());
+  r = Send(bhttp::verb::post, "/v1/xorbs/default/" + x.hash.hex(), Token(repo->scope),
+           std::string(reinterpret_cast<const char*>(x.body.data()), x.body.size()));
+  EXPECT_EQ(r.result_int(), 403u) << r.body();
+  EXPECT_FALSE(*index_->HasXorb(x.hash));
+  r = Send(bhttp::verb::post, "/v1/xorbs/default/" + x.hash.hex(),
+           Token("plain"),  // no repository's: no quota
+           std::string(reinterpret_cast<const char*>(x.body.data()), x.body.size()));
+  EXPECT_EQ(r.result_int(), 200u) << r.body();
+  EXPECT_EQ(Commit("alice/m", Header("more") + FileLine("t.txt", "more")).result_int(), 403u);
+  ASSERT_EQ(Commit("alice/m", Header("less") + DeleteLine("s.txt")).result_int(), 200u);
+  // The metrics say the limit and what is charged.
+  r = Send(bhttp::verb::get, "/metrics");
+  EXPECT_NE(r.body().find("cairn_quota_limit_bytes{namespace=\"alice\"} 1\n"), std::string::npos) << r.body();
+  EXPECT_NE(r.body().find("cairn_quota_used_bytes{namespace=\"alice\"}"), std::string::npos);
+  // Raised again, uploads go on.
+  ASSERT_TRUE(quota_->SetLimit("alice", uint64_t{1} << 30).ok());
+  EXPECT_EQ(Send(bhttp::verb::get, "/api/models/alice/m/xet-write-token/main", Token("alice")).result_int(),
+            200u);
 }
 
 }  // namespace

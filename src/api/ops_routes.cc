@@ -1,6 +1,8 @@
 #include "api/ops_routes.h"
 
 #include <memory>
+#include <optional>
+#include <string>
 
 #include "http/handler.h"
 
@@ -50,6 +52,32 @@ void RegisterIndexMetrics(http::Server& server, index::Index& index) {
           [ix] { return static_cast<double>(ix->write_stats().transactions); });
   m.Gauge("cairn_index_writes_queued", "Index writes waiting for the writer",
           [ix] { return static_cast<double>(ix->write_stats().queued); });
+}
+
+void RegisterQuotaMetrics(http::Server& server, index::QuotaIndex& quotas) {
+  auto* q = &quotas;
+  const auto series = [q](bool limits) {
+    return [q, limits] {
+      http::MetricsRegistry::GaugeSeries out;
+      std::optional<std::string> after;
+      for (;;) {
+        auto page = q->ListQuotas(after, index::QuotaIndex::kMaxListedQuotas);
+        if (!page) break;
+        for (const auto& r : *page) {
+          if (limits && !r.limit) continue;
+          out.push_back({{r.ns}, static_cast<double>(limits ? *r.limit : r.charged())});
+        }
+        if (page->size() < index::QuotaIndex::kMaxListedQuotas) break;
+        after = page->back().ns;
+      }
+      return out;
+    };
+  };
+  auto& m = server.metrics();
+  m.GaugeFamily("cairn_quota_limit_bytes", "Storage quota of the namespace", {"namespace"}, series(true));
+  m.GaugeFamily("cairn_quota_used_bytes",
+                "Bytes the namespace is charged (as last measured, plus what commits added since)",
+                {"namespace"}, series(false));
 }
 
 }  // namespace cairn::api

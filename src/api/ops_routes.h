@@ -22,5 +22,7 @@ void RegisterReadiness(http::Server& server, std::vector<ReadinessCheck> checks)
 
 // The index's totals and write batching as /metrics gauges. `index` must outlive the server.
 void RegisterIndexMetrics(http::Server& server, index::Index& index);
+// Per namespace with a quota: its limit and what it is charged (src/quota/), as recorded in the index.
+void RegisterQuotaMetrics(http::Server& server, index::QuotaIndex& quotas);
 
 }  // namespace cairn::api

@@ -58,15 +58,21 @@ class RouteFaults : public testing::ApiServerTest {
       hub::BucketService buckets(*index_, files, clock_);
       ASSERT_NO_FATAL_FAILURE(MakeContent(hub, buckets));
     }
+    // A quota with room: every upload and commit route asks it.
+    ASSERT_TRUE(index_->SetQuotaLimit("alice", uint64_t{1} << 40).ok());
     faulty_ = std::make_unique<index::testing::FaultyIndex>(*index_);
+    quota_ = std::make_unique<quota::QuotaService>(*faulty_, clock_);
     cas_ = std::make_unique<cas::CasService>(*faulty_, *store_, pool_, CasOptions());
     files_ = std::make_unique<files::FileService>(*cas_, *faulty_, FileOptions());
-    hub_ = std::make_unique<hub::HubService>(*faulty_, *files_, HubOptions());
-    buckets_ = std::make_unique<hub::BucketService>(*faulty_, *files_, clock_);
-    RegisterCasRoutes(*server_, *cas_);
+    hub::HubOptions ho = HubOptions();
+    ho.quota = quota_.get();
+    hub_ = std::make_unique<hub::HubService>(*faulty_, *files_, ho);
+    buckets_ = std::make_unique<hub::BucketService>(*faulty_, *files_, clock_, quota_.get());
+    RegisterCasRoutes(*server_, *cas_, {.quota = quota_.get()});
     RegisterFileRoutes(*server_, *files_, *faulty_, {.public_url = base_});
     HubRouteOptions hro;
     hro.public_url = base_;
+    hro.quota = quota_.get();
     RegisterHubRoutes(*server_, *hub_, *buckets_, *files_, hro);
     RegisterReadiness(*server_, {{"index", [this] { return faulty_->Ping(); }}});
     server_->Start();
@@ -77,6 +83,7 @@ class RouteFaults : public testing::ApiServerTest {
     hub_.reset();
     files_.reset();
     cas_.reset();
+    quota_.reset();
     faulty_.reset();
     ApiServerTest::TearDown();
   }
@@ -196,6 +203,7 @@ class RouteFaults : public testing::ApiServerTest {
         {V::delete_, "/v1/files/{file}", "/v1/files/" + file_, plain, "", 204},
         // The Hub
         {V::get, "/api/whoami-v2", "/api/whoami-v2", hub, "", 200, false},
+        {V::get, "/api/quotas/{ns}", "/api/quotas/alice", hub, "", 200},
         {V::post, "/api/validate-yaml", "/api/validate-yaml", "", R"({"content": "x"})", 200, false},
         {V::get, "/api/agent-harnesses", "/api/agent-harnesses", "", "", 200, false},
         {V::post, "/api/repos/create", "/api/repos/create", hub,
@@ -263,6 +271,7 @@ class RouteFaults : public testing::ApiServerTest {
   }
 
   std::unique_ptr<index::testing::FaultyIndex> faulty_;
+  std::unique_ptr<quota::QuotaService> quota_;
   std::unique_ptr<cas::CasService> cas_;
   std::unique_ptr<files::FileService> files_;
   std::unique_ptr<hub::HubService> hub_;

@@ -54,6 +54,8 @@ int RunGc(const GcCommandOptions& opts) {
   // Beside servers on the same machine, the collector yields the CPU to them (a mark reads every file's
   // terms).
   (void)::setpriority(PRIO_PROCESS, 0, gc::Scheduler::kNice);
+  quota::QuotaService quotas(**index, Clock::System());
+  go.quota = &quotas;
   gc::Collector collector(**index, **index, **index, **store, go);
   auto report = collector.Run();
   if (!report) {

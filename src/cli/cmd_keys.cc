@@ -3,7 +3,6 @@
 #include <ctime>
 #include <iomanip>
 #include <iostream>
-#include <map>
 #include <optional>
 #include <string>
 
@@ -41,10 +40,7 @@ int WithKeys(const char* verb, const KeysOptions& opts, bool needs_kind, F fn) {
     std::cerr << who << "--kind must be jwt or url\n";
     return 2;
   }
-  std::map<std::string, std::string> flags;
-  if (!opts.data_dir.empty()) flags["data_dir"] = opts.data_dir;
-  if (!opts.index.empty()) flags["index"] = opts.index;
-  auto cfg = config::LoadCommandConfig(opts.config_file, std::move(flags));
+  auto cfg = LoadBackendConfig(opts.config_file, opts.data_dir, opts.index, "");
   if (!cfg) {
     std::cerr << who << cfg.error().message << "\n";
     return 2;

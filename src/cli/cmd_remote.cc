@@ -63,6 +63,7 @@ int ExitCode(const xet::Error& e) {
     case xet::ErrorCode::kConflict:
     case xet::ErrorCode::kUnknownReference:
     case xet::ErrorCode::kDenied:
+    case xet::ErrorCode::kQuota:
     case xet::ErrorCode::kUnsatisfiable:
       return 1;
   }

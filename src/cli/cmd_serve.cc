@@ -25,6 +25,7 @@
 #include "config/secrets.h"
 #include "gc/scheduler.h"
 #include "http/server.h"
+#include "quota/quota_service.h"
 #include "store/blob_store.h"
 #include "xet/hashing.h"
 
@@ -54,6 +55,7 @@ size_t ConnectionsTheFileLimitAllows(size_t wanted) {
 struct Backend {
   std::unique_ptr<store::BlobStore> store;
   std::unique_ptr<index::Index> index;
+  std::unique_ptr<quota::QuotaService> quota;
   std::unique_ptr<WorkerPool> pool;
   std::unique_ptr<cas::CasService> service;
   std::unique_ptr<files::FileService> files;
@@ -68,6 +70,7 @@ http::Result<std::unique_ptr<Backend>> RegisterRoutes(http::Server& server, cons
   auto b = std::make_unique<Backend>();
   b->store = std::move(blobs);
   b->index = std::move(index);
+  b->quota = std::make_unique<quota::QuotaService>(*b->index, Clock::System());
   // Validation of one xorb spreads over the worker threads; the caller's thread takes part too.
   b->pool = std::make_unique<WorkerPool>(cfg.worker_threads > 1 ? cfg.worker_threads - 1 : 0);
   cas::ServiceOptions so;
@@ -97,7 +100,8 @@ http::Result<std::unique_ptr<Backend>> RegisterRoutes(http::Server& server, cons
     so.presigner.max_size = sample.size() + 32;
   }
   b->service = std::make_unique<cas::CasService>(*b->index, *b->store, *b->pool, so);
-  api::RegisterCasRoutes(server, *b->service, {.max_concurrent_uploads = cfg.max_concurrent_uploads});
+  api::RegisterCasRoutes(server, *b->service,
+                         {.max_concurrent_uploads = cfg.max_concurrent_uploads, .quota = b->quota.get()});
 
   // Plain downloads: defaults per store from the read-ahead benchmark (BENCHMARKS.md): a local disk keeps up
   // with little read-ahead, a remote store needs requests in flight to hide their latency.
@@ -115,13 +119,15 @@ http::Result<std::unique_ptr<Backend>> RegisterRoutes(http::Server& server, cons
   api::RegisterFileRoutes(server, *b->files, *b->index, {.public_url = cfg.public_url});
 
   // The Hub API (huggingface_hub, the hf CLI): repositories over the same index and files.
-  b->hub = std::make_unique<hub::HubService>(*b->index, *b->files, hub::HubOptions{});
-  b->buckets = std::make_unique<hub::BucketService>(*b->index, *b->files);
+  b->hub = std::make_unique<hub::HubService>(*b->index, *b->files, hub::HubOptions{.quota = b->quota.get()});
+  b->buckets = std::make_unique<hub::BucketService>(*b->index, *b->files, Clock::System(), b->quota.get());
   api::HubRouteOptions ho;
   ho.public_url = cfg.public_url;
+  ho.quota = b->quota.get();
   api::RegisterHubRoutes(server, *b->hub, *b->buckets, *b->files, ho);
 
   api::RegisterIndexMetrics(server, *b->index);
+  api::RegisterQuotaMetrics(server, *b->index);
   api::RegisterReadiness(server, {{"index", [ix = b->index.get()] { return ix->Ping(); }},
                                   {"store", [st = b->store.get()] { return st->Ping(); }}});
   return b;
@@ -328,6 +334,7 @@ int RunServe(const ServeOptions& opts) {
     gc::GcOptions go;
     go.grace_seconds = static_cast<uint64_t>(cfg->gc_grace.count());
     go.mark_share_percent = static_cast<unsigned>(cfg->gc_mark_share);
+    go.quota = services->quota.get();
     collector = std::make_unique<gc::Scheduler>(*services->index, *services->index, *services->index,
                                                 *services->store, go, cfg->gc_interval);
     RegisterGcMetrics(*server, *collector);

@@ -188,6 +188,20 @@ struct GcCommandOptions {
 };
 int RunGc(const GcCommandOptions& opts);
 
+// `cairn quota set|show|rm`: storage quotas per namespace (quota/quota_service.h), kept in the index for
+// every node. Exit status 0: done, 1: the index failed, 2: bad arguments.
+struct QuotaOptions {
+  std::string config_file;
+  std::string data_dir;
+  std::string index;
+  std::string ns;    // set, rm: required; show: one namespace (measured now), or every one with a quota
+  std::string size;  // set: "10GiB", "500MB"-style byte sizes, or "none" (measured, no limit)
+  bool json = false;
+};
+int RunQuotaSet(const QuotaOptions& opts);
+int RunQuotaShow(const QuotaOptions& opts);
+int RunQuotaRm(const QuotaOptions& opts);
+
 struct BackupCommandOptions {
   std::string config_file;
   std::string data_dir;

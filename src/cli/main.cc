@@ -274,6 +274,36 @@ void AddKeys(CLI::App& app) {
   OnSelected(retire, retire_opts, RunKeysRetire);
 }
 
+void AddQuota(CLI::App& app) {
+  auto* quota =
+      app.add_subcommand("quota", "Storage quotas per namespace: set, show, rm")->require_subcommand(1);
+  const auto common = [](CLI::App* cmd, QuotaOptions& o) {
+    cmd->add_option("--data", o.data_dir, "Data directory (default ./cairn-data)");
+    cmd->add_option("--index", o.index, "Index holding the quotas (default sqlite:<data>/index.db)");
+    cmd->add_option("--config", o.config_file, "TOML configuration file (also CAIRN_CONFIG)");
+  };
+  auto set_opts = std::make_shared<QuotaOptions>();
+  auto* set =
+      quota->add_subcommand("set", "Set a namespace's quota (none: measure its usage, refuse nothing)");
+  common(set, *set_opts);
+  set->add_option("NAMESPACE", set_opts->ns, "A user or organization")->required();
+  set->add_option("SIZE", set_opts->size, "Bytes, or a size with a unit (500MiB, 10GiB, 1TiB), or none")
+      ->required();
+  OnSelected(set, set_opts, RunQuotaSet);
+  auto show_opts = std::make_shared<QuotaOptions>();
+  auto* show = quota->add_subcommand(
+      "show", "A namespace's usage, measured now (any namespace); without one, every quota as recorded");
+  common(show, *show_opts);
+  show->add_option("NAMESPACE", show_opts->ns, "A user or organization");
+  show->add_flag("--json", show_opts->json, "One JSON object per namespace, one per line");
+  OnSelected(show, show_opts, RunQuotaShow);
+  auto rm_opts = std::make_shared<QuotaOptions>();
+  auto* rm = quota->add_subcommand("rm", "Remove a namespace's quota");
+  common(rm, *rm_opts);
+  rm->add_option("NAMESPACE", rm_opts->ns, "A user or organization")->required();
+  OnSelected(rm, rm_opts, RunQuotaRm);
+}
+
 void AddIndex(CLI::App& app) {
   auto opts = std::make_shared<IndexOptions>();
   auto* index = app.add_subcommand("index", "Manage the metadata index")->require_subcommand(1);
@@ -333,6 +363,7 @@ int main(int argc, char** argv) {
   cairn::cli::AddLink(app);
   cairn::cli::AddClientCommands(app);
   cairn::cli::AddKeys(app);
+  cairn::cli::AddQuota(app);
   cairn::cli::AddIndex(app);
   cairn::cli::AddFsck(app);
   cairn::cli::AddGc(app);

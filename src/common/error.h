@@ -23,6 +23,7 @@ enum class ErrorCode {
   kUnknownReference,  // the input names an object the server does not hold (a shard's xorb)
   kNotFound,          // 404: the object asked for is unknown, or not visible to the asker
   kDenied,  // 403: a signed credential (transfer URL, link) expired, was altered or does not cover this
+  kQuota,   // 403: the namespace's storage quota has no room for what the request would store
   kUnsatisfiable,  // 416: a byte range outside what is stored
   kConflict,       // 409: made against a state that has changed since (a name taken, a ref moved)
   // The server failed (5xx).
@@ -63,6 +64,9 @@ inline Error NotFound(std::string m) {
 }
 inline Error Denied(std::string m) {
   return {ErrorCode::kDenied, std::move(m)};
+}
+inline Error QuotaExceeded(std::string m) {
+  return {ErrorCode::kQuota, std::move(m)};
 }
 inline Error Unsatisfiable(std::string m) {
   return {ErrorCode::kUnsatisfiable, std::move(m)};

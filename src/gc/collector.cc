@@ -157,6 +157,7 @@ std::string GcReport::ToJson() const {
   field("quarantined_repo_objects", n(quarantined_repo_objects));
   field("reclaimable_repo_bytes", n(reclaimable_repo_bytes));
   field("swept_repo_objects", n(swept_repo_objects));
+  field("quotas_measured", n(quotas_measured));
   field("reclaimed_repo_bytes", n(reclaimed_repo_bytes));
   std::string quoted = "\"";
   for (char c : scrub) {
@@ -574,6 +575,13 @@ xet::Result<GcReport> Collector::Run() {
     auto scrub = gc_.ScrubDeleted(options_.vacuum);
     if (!scrub.ok()) return scrub.error();
     report.scrub = std::move(*scrub);
+  }
+  // Files and objects swept leave the namespaces' usage: the quotas measure again now.
+  if (options_.quota != nullptr && (report.swept_files > 0 || report.swept_repo_objects > 0)) {
+    if (auto st = options_.quota->MarkStale(std::nullopt); !st.ok()) return st.error();
+    auto measured = options_.quota->RefreshAll();
+    if (!measured.ok()) return measured.error();
+    report.quotas_measured = *measured;
   }
   report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return report;

@@ -29,6 +29,7 @@
 
 #include "common/clock.h"
 #include "index/index.h"
+#include "quota/quota_service.h"
 #include "store/blob_store.h"
 #include "xet/result.h"
 
@@ -72,6 +73,9 @@ struct GcOptions {
   // "deleted", "dropped"; "waiting for backups" each time its deletions find a backup running); an error
   // ends the run there, as a kill would.
   std::function<xet::Status(std::string_view step)> hook;
+  // Told when a run swept files or repository objects, so that the namespaces' quotas are measured again;
+  // null: no quotas. Outlives the collector.
+  quota::QuotaService* quota = nullptr;
 };
 
 struct GcReport {
@@ -103,6 +107,7 @@ struct GcReport {
   uint64_t quarantined_repo_objects = 0;  // unreachable, after the mark
   uint64_t reclaimable_repo_bytes = 0;    // unreachable past the grace: what the sweep frees
   uint64_t swept_repo_objects = 0;        // deleted (past the grace)
+  uint64_t quotas_measured = 0;           // namespaces' quotas measured again after the sweep
   uint64_t reclaimed_repo_bytes = 0;      // their bytes, in the index's database
   std::string scrub;                      // what ScrubDeleted did, when it ran
 

@@ -129,6 +129,12 @@ void MetricsRegistry::Gauge(const std::string& name, const std::string& help, st
   gauges_[name] = GaugeEntry{help, std::move(read)};
 }
 
+void MetricsRegistry::GaugeFamily(const std::string& name, const std::string& help,
+                                  std::vector<std::string> labels, std::function<GaugeSeries()> read) {
+  std::lock_guard lock(mu_);
+  gauge_families_[name] = GaugeFamilyEntry{help, std::move(labels), std::move(read)};
+}
+
 std::string MetricsRegistry::Render() const {
   std::string out;
   std::lock_guard lock(mu_);
@@ -137,6 +143,12 @@ std::string MetricsRegistry::Render() const {
   for (const auto& [name, g] : gauges_) {
     Header(out, name, g.help, "gauge");
     out += name + " " + Number(g.read ? g.read() : 0) + "\n";
+  }
+  for (const auto& [name, g] : gauge_families_) {
+    Header(out, name, g.help, "gauge");
+    if (!g.read) continue;
+    for (const auto& [labels, value] : g.read())
+      out += name + LabelText(g.labels, labels) + " " + Number(value) + "\n";
   }
   return out;
 }

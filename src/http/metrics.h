@@ -61,6 +61,11 @@ class MetricsRegistry {
                              std::vector<std::string> labels, std::vector<double> bounds);
   // A gauge read at scrape time (e.g. stored xorbs, bytes, dedup ratio). Replaces a gauge of the same name.
   void Gauge(const std::string& name, const std::string& help, std::function<double()> read);
+  // Gauges of one name, one series per label values, all read by one callback at scrape time (the quotas
+  // of every namespace). Replaces a family of the same name.
+  using GaugeSeries = std::vector<std::pair<LabelValues, double>>;
+  void GaugeFamily(const std::string& name, const std::string& help, std::vector<std::string> labels,
+                   std::function<GaugeSeries()> read);
 
   // The whole registry in the text exposition format.
   std::string Render() const;
@@ -77,6 +82,12 @@ class MetricsRegistry {
   std::map<std::string, std::unique_ptr<CounterFamily>> counters_;
   std::map<std::string, std::unique_ptr<HistogramFamily>> histograms_;
   std::map<std::string, GaugeEntry> gauges_;
+  struct GaugeFamilyEntry {
+    std::string help;
+    std::vector<std::string> labels;
+    std::function<GaugeSeries()> read;
+  };
+  std::map<std::string, GaugeFamilyEntry> gauge_families_;
 };
 
 }  // namespace cairn::http

@@ -6,8 +6,9 @@
 
 namespace cairn::hub {
 
-BucketService::BucketService(index::RepoIndex& index, files::FileService& files, const Clock& clock)
-    : index_(index), files_(files), clock_(clock) {}
+BucketService::BucketService(index::RepoIndex& index, files::FileService& files, const Clock& clock,
+                             quota::QuotaService* quota)
+    : index_(index), files_(files), clock_(clock), quota_(quota) {}
 
 int64_t BucketService::Now() const {
   return clock_.UnixSeconds();
@@ -145,7 +146,14 @@ Result<std::vector<BucketOpFailure>> BucketService::Apply(const Repo& bucket,
   for (const auto& change : once) {
     if (change.put && !change.put->file.is_zero()) published.push_back(change.put->file);
   }
+  quota::Reservation reservation;
+  if (quota_ != nullptr) {
+    auto admitted = quota_->Admit(bucket.record.ns, published, 0);
+    if (!admitted.ok()) return FromIndex(admitted.error());
+    reservation = std::move(*admitted);
+  }
   if (auto st = Publish(files_, bucket, std::move(published)); !st.ok()) return st.error();
+  if (auto st = reservation.Published(); !st.ok()) return FromIndex(st.error());
   if (!once.empty()) {
     if (auto st = index_.ChangeBucket(bucket.record.id, once); !st.ok()) return FromIndex(st.error());
   }

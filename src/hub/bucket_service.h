@@ -50,8 +50,9 @@ struct BucketPage {
 
 class BucketService {
  public:
-  // `clock` must outlive the service.
-  BucketService(index::RepoIndex& index, files::FileService& files, const Clock& clock = Clock::System());
+  // `clock` and `quota` (null: no quotas; batches are admitted by it) must outlive the service.
+  BucketService(index::RepoIndex& index, files::FileService& files, const Clock& clock = Clock::System(),
+                quota::QuotaService* quota = nullptr);
 
   Result<index::BucketTotals> Totals(const Repo& bucket);
   // The entries under `prefix` ("" for all; a file's path gives that file), after `cursor`: every file when
@@ -74,6 +75,7 @@ class BucketService {
   index::RepoIndex& index_;
   files::FileService& files_;  // files are reached through it, never through the index's CAS slice
   const Clock& clock_;
+  quota::QuotaService* quota_;
 };
 
 }  // namespace cairn::hub

@@ -1,7 +1,8 @@
 // The Hub's own costs on each index backend (SQLite in a file, PostgreSQL 15 in a private server on this
 // machine), without HTTP: a commit of one small file into a repository of 10,000 files in 100 folders (a tree
 // edit, the objects and a compare-and-swap of the branch, durable), a path's info at a commit, and a
-// recursive listing of the 10,000 files from a cold cache (a fresh service each time) and a warm one. The
+// recursive listing of the 10,000 files from a cold cache (a fresh service each time) and a warm one; the
+// commit again with the namespace under a storage quota (what the quota's admission adds to a commit). The
 // SQLite file goes to $CAIRN_BENCH_DIR, else the current directory (run on disk: tmpfs would hide the fsync
 // cost).
 #include <benchmark/benchmark.h>
@@ -41,6 +42,8 @@ struct Shared {
   std::unique_ptr<cas::CasService> cas;
   std::unique_ptr<files::FileService> files;
   std::unique_ptr<HubService> hub;
+  std::unique_ptr<quota::QuotaService> quota;
+  std::unique_ptr<HubService> hub_with_quota;  // the same, its commits admitted by `quota`
   Repo repo;
   ObjectId head;
   const Caller alice{"alice", true};
@@ -80,8 +83,16 @@ struct Shared {
       if (!made.ok()) Die(made.error().message);
       head = made->oid;
     }
+    quota = std::make_unique<quota::QuotaService>(*index, Clock::System());
+    if (auto set = quota->SetLimit("alice", uint64_t{1} << 50); !set.ok()) Die(set.error().message);
+    if (auto m = quota->Measure("alice"); !m.ok()) Die(m.error().message);
+    HubOptions with_quota;
+    with_quota.quota = quota.get();
+    hub_with_quota = std::make_unique<HubService>(*index, *files, with_quota);
   }
   ~Shared() {
+    hub_with_quota.reset();
+    quota.reset();
     hub.reset();
     files.reset();
     cas.reset();
@@ -104,19 +115,22 @@ Shared& Backend(bool postgres) {
   return *s;
 }
 
+// Args: backend (0 SQLite, 1 PostgreSQL), quota (1: the namespace has one; each commit is admitted by it).
 void BM_CommitOneFile(benchmark::State& state) {
   Shared& s = Backend(state.range(0) != 0);
-  int n = 0;
+  const bool with_quota = state.range(1) != 0;
+  HubService& hub = with_quota ? *s.hub_with_quota : *s.hub;
+  static int n = 0;
   for (auto _ : state) {
     CommitRequest c;
     c.summary = "one more";
     const std::string text = std::to_string(n);
     c.operations.emplace_back(AddInline{"d7/new" + std::to_string(n++) + ".txt", {text.begin(), text.end()}});
-    auto made = s.hub->CreateCommit(s.alice, s.repo, c);
+    auto made = hub.CreateCommit(s.alice, s.repo, c);
     if (!made.ok()) Die(made.error().message);
   }
   state.SetItemsProcessed(state.iterations());
-  state.SetLabel(state.range(0) != 0 ? "postgres" : "sqlite");
+  state.SetLabel(std::string(state.range(0) != 0 ? "postgres" : "sqlite") + (with_quota ? ", quota" : ""));
 }
 
 void BM_StatPath(benchmark::State& state) {
@@ -144,7 +158,18 @@ void BM_ListRecursive(benchmark::State& state) {
   state.SetLabel(std::string(state.range(0) != 0 ? "postgres" : "sqlite") + (cold ? ", cold" : ", warm"));
 }
 
-BENCHMARK(BM_CommitOneFile)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime();
+// Without and with a quota, alternately: the machine's noise falls on both alike.
+BENCHMARK(BM_CommitOneFile)
+    ->Args({0, 0})
+    ->Args({0, 1})
+    ->Args({0, 0})
+    ->Args({0, 1})
+    ->Args({1, 0})
+    ->Args({1, 1})
+    ->Args({1, 0})
+    ->Args({1, 1})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 BENCHMARK(BM_StatPath)->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK(BM_ListRecursive)
     ->Args({0, 1})

@@ -62,6 +62,7 @@ Error FromIndex(const xet::Error& e) {
     case xet::ErrorCode::kUnavailable:
       return Fail(ErrorKind::kUnavailable, "", e.message);
     case xet::ErrorCode::kDenied:
+    case xet::ErrorCode::kQuota:
       return Fail(ErrorKind::kForbidden, "", e.message);
     case xet::ErrorCode::kMalformed:
     case xet::ErrorCode::kLimit:
@@ -247,7 +248,7 @@ Status HubService::DeleteRepo(const Caller& caller, const RepoId& id) {
   auto repo = Open(caller, id, true);
   if (!repo.ok()) return repo.error();
   if (auto st = index_.DeleteRepo(repo->record.id); !st.ok()) return FromIndex(st.error());
-  return Ok{};
+  return QuotaChanged(repo->record.ns);
 }
 
 Status HubService::UpdateSettings(const Caller& caller, const RepoId& id, std::optional<bool> is_private) {
@@ -281,7 +282,8 @@ Status HubService::MoveRepo(const Caller& caller, const RepoId& from, const Repo
     }
     return FromIndex(st.error());
   }
-  return Ok{};
+  if (auto st = QuotaChanged(repo->record.ns); !st.ok()) return st;
+  return QuotaChanged(to.ns);
 }
 
 Result<std::vector<Repo>> HubService::ListRepos(const Caller& caller, RepoType type,
@@ -694,6 +696,18 @@ Result<std::vector<PathInfo>> HubService::List(const Repo& repo, const ObjectId&
   return out;
 }
 
+Status HubService::CheckRoom(const Repo& repo) {
+  if (options_.quota == nullptr) return Ok{};
+  if (auto st = options_.quota->CheckRoom(repo.record.ns); !st.ok()) return FromIndex(st.error());
+  return Ok{};
+}
+
+Status HubService::QuotaChanged(const std::string& ns) {
+  if (options_.quota == nullptr) return Ok{};
+  if (auto st = options_.quota->MarkStale(ns); !st.ok()) return FromIndex(st.error());
+  return Ok{};
+}
+
 Status Publish(files::FileService& service, const Repo& repo, std::vector<xet::FileHash> published) {
   if (auto st = service.Share(std::move(published), repo.record.read_scope); !st.ok())
     return FromIndex(st.error());
@@ -1004,10 +1018,25 @@ Result<CommitInfo> HubService::CreateCommit(const Caller& caller, const Repo& re
   if (!request.description.empty()) commit.message += "\n\n" + request.description;
   ObjectId oid;
   objects.push_back(StoredObject(ObjectKind::kCommit, BytesOf(EncodeCommit(commit)), &oid));
-  // Objects first (durable, harmless if the update below loses), then the large files published to the
+  // Admitted by the namespace's quota first: what its large files and small files add (trees and the
+  // commit itself are never refused, so that a deletion always goes through).
+  std::vector<xet::FileHash> published = builder.TakePublished();
+  quota::Reservation reservation;
+  if (options_.quota != nullptr) {
+    uint64_t blob_bytes = 0;
+    for (const auto& o : objects) {
+      if (o.kind == static_cast<uint8_t>(ObjectKind::kBlob)) blob_bytes += o.data.size();
+    }
+    auto admitted = options_.quota->Admit(repo.record.ns, published, blob_bytes);
+    if (!admitted.ok()) return FromIndex(admitted.error());
+    reservation = std::move(*admitted);
+  }
+  // Objects (durable, harmless if the update below loses), then the large files published to the
   // repository's readers (the read scope sees only what a commit named), then the branch, compare and swap.
   if (auto st = index_.PutRepoObjects(repo.record.id, objects); !st.ok()) return FromIndex(st.error());
-  if (auto st = Publish(files_, repo, builder.TakePublished()); !st.ok()) return st.error();
+  if (auto st = Publish(files_, repo, std::move(published)); !st.ok()) return st.error();
+  // Published, the files count in the namespace's usage whether or not the branch moves below.
+  if (auto st = reservation.Published(); !st.ok()) return FromIndex(st.error());
   index::RefUpdate update{index::RefKind::kBranch, request.branch, std::nullopt, KeyOf(oid)};
   if (!new_branch) update.expected = KeyOf(*head);
   if (auto st = index_.UpdateRef(repo.record.id, update); !st.ok()) {

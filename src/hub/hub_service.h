@@ -31,6 +31,7 @@
 #include "files/file_service.h"
 #include "hub/git_object.h"
 #include "index/index.h"
+#include "quota/quota_service.h"
 
 namespace cairn::hub {
 
@@ -168,6 +169,9 @@ struct HubOptions {
   std::string default_branch = "main";
   const Clock* clock =
       &Clock::System();  // commit and creation times; tests inject one (outlives the service)
+  // Storage quotas: commits are admitted by it, deletions and moves tell it; null: no quotas. Outlives the
+  // service.
+  quota::QuotaService* quota = nullptr;
 };
 
 class HubService {
@@ -225,7 +229,11 @@ class HubService {
                     const std::optional<std::string>& sha256, const Repo& target);
 
   // ---- Commits
+  // kForbidden (the quota's message) when the repository's namespace has no room for what it adds.
   Result<CommitInfo> CreateCommit(const Caller& caller, const Repo& repo, const CommitRequest& request);
+  // kForbidden when the repository's namespace has used up its storage quota (nothing more can be
+  // uploaded for it): asked before an upload starts (preupload, a write token).
+  Status CheckRoom(const Repo& repo);
   // ---- Purge (hub/purge.cc): history and large files a user wants gone; the next collection past the
   // grace frees what nothing reaches any more (docs/operations.md).
   // Replaces the branch's history by one commit holding its head's files, parented by nothing.
@@ -262,6 +270,8 @@ class HubService {
   class CommitBuilder;
 
   int64_t Now() const;
+  // Something of namespace `ns` went (a repository deleted or moved): its quota measures it again.
+  Status QuotaChanged(const std::string& ns);
   // Before a ref names `commit` (one given by its id): everything it reaches is revived from the collector's
   // quarantine, its large files with it, the commit itself last, so that no sweep takes what the ref is about
   // to name; kNotFound when a sweep has taken part of it already.

@@ -238,6 +238,40 @@ class FaultyIndex final : public ForwardingIndex {
     if (auto st = Check("DeleteSecret"); !st.ok()) return st.error();
     return ForwardingIndex::DeleteSecret(name);
   }
+  xet::Result<std::optional<QuotaRecord>> GetQuota(std::string_view ns) override {
+    if (auto st = Check("GetQuota"); !st.ok()) return st.error();
+    return ForwardingIndex::GetQuota(ns);
+  }
+  xet::Result<std::vector<QuotaRecord>> ListQuotas(std::optional<std::string_view> after,
+                                                   size_t limit) override {
+    if (auto st = Check("ListQuotas"); !st.ok()) return st.error();
+    return ForwardingIndex::ListQuotas(after, limit);
+  }
+  xet::Status SetQuotaLimit(std::string_view ns, std::optional<uint64_t> limit) override {
+    if (auto st = Check("SetQuotaLimit"); !st.ok()) return st.error();
+    return ForwardingIndex::SetQuotaLimit(ns, limit);
+  }
+  xet::Result<bool> DeleteQuota(std::string_view ns) override {
+    if (auto st = Check("DeleteQuota"); !st.ok()) return st.error();
+    return ForwardingIndex::DeleteQuota(ns);
+  }
+  xet::Result<bool> ChargeQuota(std::string_view ns, uint64_t bytes) override {
+    if (auto st = Check("ChargeQuota"); !st.ok()) return st.error();
+    return ForwardingIndex::ChargeQuota(ns, bytes);
+  }
+  xet::Status SettleQuota(std::string_view ns, uint64_t bytes, bool published) override {
+    if (auto st = Check("SettleQuota"); !st.ok()) return st;
+    return ForwardingIndex::SettleQuota(ns, bytes, published);
+  }
+  xet::Result<bool> RecordQuotaMeasure(std::string_view ns, const QuotaMeasure& measure,
+                                       uint64_t charge) override {
+    if (auto st = Check("RecordQuotaMeasure"); !st.ok()) return st.error();
+    return ForwardingIndex::RecordQuotaMeasure(ns, measure, charge);
+  }
+  xet::Status MarkQuotaStale(std::optional<std::string_view> ns) override {
+    if (auto st = Check("MarkQuotaStale"); !st.ok()) return st.error();
+    return ForwardingIndex::MarkQuotaStale(ns);
+  }
   xet::Result<std::vector<FileXorbs>> ScanFileXorbs(std::optional<FileHash> after, size_t limit) override {
     if (auto st = Check("ScanFileXorbs"); !st.ok()) return st.error();
     return ForwardingIndex::ScanFileXorbs(after, limit);

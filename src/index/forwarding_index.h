@@ -167,6 +167,31 @@ class ForwardingIndex : public Index {
   }
   xet::Result<bool> DeleteSecret(std::string_view name) override { return inner_.DeleteSecret(name); }
 
+  xet::Result<std::optional<QuotaRecord>> GetQuota(std::string_view ns) override {
+    return inner_.GetQuota(ns);
+  }
+  xet::Result<std::vector<QuotaRecord>> ListQuotas(std::optional<std::string_view> after,
+                                                   size_t limit) override {
+    return inner_.ListQuotas(after, limit);
+  }
+  xet::Status SetQuotaLimit(std::string_view ns, std::optional<uint64_t> limit) override {
+    return inner_.SetQuotaLimit(ns, limit);
+  }
+  xet::Result<bool> DeleteQuota(std::string_view ns) override { return inner_.DeleteQuota(ns); }
+  xet::Result<bool> ChargeQuota(std::string_view ns, uint64_t bytes) override {
+    return inner_.ChargeQuota(ns, bytes);
+  }
+  xet::Status SettleQuota(std::string_view ns, uint64_t bytes, bool published) override {
+    return inner_.SettleQuota(ns, bytes, published);
+  }
+  xet::Result<bool> RecordQuotaMeasure(std::string_view ns, const QuotaMeasure& measure,
+                                       uint64_t charge) override {
+    return inner_.RecordQuotaMeasure(ns, measure, charge);
+  }
+  xet::Status MarkQuotaStale(std::optional<std::string_view> ns) override {
+    return inner_.MarkQuotaStale(ns);
+  }
+
   xet::Result<std::vector<FileXorbs>> ScanFileXorbs(std::optional<FileHash> after, size_t limit) override {
     return inner_.ScanFileXorbs(after, limit);
   }

@@ -1,10 +1,11 @@
-// The metadata index, in four slices by who uses it: CasIndex (which xorbs exist and their layouts, how
+// The metadata index, in five slices by who uses it: CasIndex (which xorbs exist and their layouts, how
 // files are rebuilt, which scopes see which files, where global-dedup chunks live, which shards were
 // accepted: the CAS, plain files, fsck), RepoIndex (the Hub's repositories, objects, refs and buckets),
-// SecretIndex (the secrets every node signs with) and GcIndex (what the garbage collector marks and sweeps).
-// Index is all four, plus the operations of the database itself. A service takes the slice it uses. SQLite
-// implements Index for one node (sqlite_index.h), PostgreSQL for several sharing one database
-// (postgres_index.h); open either from a URL with OpenIndex (open_index.h).
+// SecretIndex (the secrets every node signs with), GcIndex (what the garbage collector marks and sweeps) and
+// QuotaIndex (the namespaces' storage quotas). Index is all five, plus the operations of the database
+// itself. A service takes the slice it uses. SQLite implements Index for one node (sqlite_index.h),
+// PostgreSQL for several sharing one database (postgres_index.h); open either from a URL with OpenIndex
+// (open_index.h).
 //
 // Contract, for every implementation:
 //  - Thread-safety: every method may be called concurrently from any thread.
@@ -346,8 +347,49 @@ class SecretIndex {
   SecretIndex() = default;
 };
 
-// The whole index: the four slices and the database's own operations (health, write counters, where it is).
-class Index : public CasIndex, public RepoIndex, public SecretIndex, public GcIndex {
+// Storage quotas per namespace (src/quota/ measures and enforces them; this keeps the numbers). Charges and
+// measures are compare-and-set, so that nodes admitting commits at once never take more than the limit
+// between them.
+class QuotaIndex {
+ public:
+  virtual ~QuotaIndex() = default;
+  QuotaIndex(const QuotaIndex&) = delete;
+  QuotaIndex& operator=(const QuotaIndex&) = delete;
+
+  // The namespace's record; nullopt when it has none (no quota).
+  virtual xet::Result<std::optional<QuotaRecord>> GetQuota(std::string_view ns) = 0;
+  // Records in namespace order after `after`, at most `limit` (at most kMaxListedQuotas).
+  static constexpr size_t kMaxListedQuotas = 1000;
+  virtual xet::Result<std::vector<QuotaRecord>> ListQuotas(std::optional<std::string_view> after,
+                                                           size_t limit) = 0;
+  // Sets the namespace's limit (nullopt: none), creating its record (stale, never measured) when needed.
+  virtual xet::Status SetQuotaLimit(std::string_view ns, std::optional<uint64_t> limit) = 0;
+  // Deletes the record; false when there was none.
+  virtual xet::Result<bool> DeleteQuota(std::string_view ns) = 0;
+  // Reserves `bytes` for a commit being admitted when used + pending + reserved + bytes stays within the
+  // limit (or there is no limit), and says whether it did. True, changing nothing, for a namespace without a
+  // record.
+  virtual xet::Result<bool> ChargeQuota(std::string_view ns, uint64_t bytes) = 0;
+  // Ends a reservation: with `published` its bytes move to pending (the files are visible to a measure from
+  // now on), without it they are dropped (the commit failed before it published anything).
+  virtual xet::Status SettleQuota(std::string_view ns, uint64_t bytes, bool published) = 0;
+  // Stores a measure if the record's generation is still measure.generation_seen: used := measure.used,
+  // pending := max(pending - pending_seen, 0) (what was published after the measure began stays), reserved
+  // += charge (reservations older than kQuotaReservationLife, of commits that died before settling, are
+  // dropped first), stale := false, a new generation; with a charge, only when the total stays within the
+  // limit. Says whether it did (false: the generation moved, the charge did not fit, or there is no record).
+  static constexpr int64_t kQuotaReservationLife = 3600;
+  virtual xet::Result<bool> RecordQuotaMeasure(std::string_view ns, const QuotaMeasure& measure,
+                                               uint64_t charge) = 0;
+  // Marks the namespace's record stale (nullopt: every record), with a new generation.
+  virtual xet::Status MarkQuotaStale(std::optional<std::string_view> ns) = 0;
+
+ protected:
+  QuotaIndex() = default;
+};
+
+// The whole index: the five slices and the database's own operations (health, write counters, where it is).
+class Index : public CasIndex, public RepoIndex, public SecretIndex, public GcIndex, public QuotaIndex {
  public:
   ~Index() override = default;
   Index(const Index&) = delete;

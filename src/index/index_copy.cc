@@ -38,8 +38,9 @@ struct Table {
 // schema 8 the Hub's repositories, whose ids are copied as they are; schema 9 their read scopes; schema 10
 // an index only; schema 11 the collector's quarantine, copied so that what was unreferenced keeps the time it
 // became so; schema 12 the quarantine of repository objects, copied for the same reason; schema 13 the
-// scopes' revocations of files; schema 14 an index only.)
-static_assert(SqliteIndex::kSchemaVersion == 14 && PostgresIndex::kSchemaVersion == 14,
+// scopes' revocations of files; schema 14 an index only; schema 15 the namespaces' quotas, with what was last
+// measured of them.)
+static_assert(SqliteIndex::kSchemaVersion == 15 && PostgresIndex::kSchemaVersion == 15,
               "a new schema version must be reflected in kTables");
 
 // Each scope's totals from its rows (schema 7's scope_totals), the same SQL on both backends.
@@ -87,6 +88,18 @@ const std::vector<Table>& Tables() {
       {"shard_scopes", {{"shard", Type::kBytes}, {"scope", Type::kText}}, 2, 4096},
       {"revocations", {{"file", Type::kBytes}, {"scope", Type::kText}, {"cleared", Type::kBool}}, 2, 4096},
       {"secrets", {{"name", Type::kText}, {"value", Type::kText}, {"created_at", Type::kInt}}, 1, 64},
+      {"quotas",
+       {{"namespace", Type::kText},
+        {"limit_bytes", Type::kInt},
+        {"used_bytes", Type::kInt},
+        {"pending_bytes", Type::kInt},
+        {"reserved_bytes", Type::kInt},
+        {"reserved_at", Type::kInt},
+        {"measured_at", Type::kInt},
+        {"generation", Type::kInt},
+        {"stale", Type::kBool}},
+       1,
+       1024},
       {"repos",
        {{"id", Type::kInt},
         {"type", Type::kInt},

@@ -162,10 +162,11 @@ class IndexTest : public ::testing::TestWithParam<Backend> {
     }
   }
 
-  // Takes the database back to schema `version` as far as its version number goes (and what schemas 6 to 14
+  // Takes the database back to schema `version` as far as its version number goes (and what schemas 6 to 15
   // added: indexes, tables, the columns and rows that migrations 7 and 9 fill from the rows, and schema 11's
   // functions).
   void SetSchemaVersion(int version) {
+    if (version < 15) ExecRaw("DROP TABLE quotas", "DROP TABLE quotas");
     if (version < 14) ExecRaw("DROP INDEX revocations_cleared", "DROP INDEX revocations_cleared");
     if (version < 13) ExecRaw("DROP TABLE revocations", "DROP TABLE revocations");
     if (version < 12) {
@@ -1402,6 +1403,82 @@ TEST_P(IndexTest, SecretsAreListedAddedAndDeleted) {
   rows = index_->ListSecrets();
   ASSERT_EQ(rows->size(), 2u);
   EXPECT_EQ((*rows)[0].name, "jwt:k2");
+}
+
+TEST_P(IndexTest, QuotasAreSetChargedMeasuredAndMarkedStale) {
+  Open();
+  EXPECT_FALSE(index_->GetQuota("alice")->has_value());
+  EXPECT_TRUE(*index_->ChargeQuota("alice", 1u << 30));  // no record: no quota to keep, nothing stored
+  EXPECT_FALSE(index_->GetQuota("alice")->has_value());
+  ASSERT_TRUE(index_->SetQuotaLimit("alice", 1000).ok());
+  ASSERT_TRUE(index_->SetQuotaLimit("bob", std::nullopt).ok());
+  auto alice = index_->GetQuota("alice");
+  ASSERT_TRUE(alice.ok() && alice->has_value());
+  EXPECT_EQ((*alice)->limit, 1000u);
+  EXPECT_TRUE((*alice)->stale);
+  EXPECT_FALSE((*alice)->exact());
+  // A measure from the generation it read; a second one from the same generation is refused.
+  const QuotaMeasure m{600, 0, (*alice)->generation, 1700000000};
+  EXPECT_TRUE(*index_->RecordQuotaMeasure("alice", m, 0));
+  EXPECT_FALSE(*index_->RecordQuotaMeasure("alice", m, 0));
+  alice = index_->GetQuota("alice");
+  EXPECT_EQ((*alice)->used, 600u);
+  EXPECT_TRUE((*alice)->exact());
+  // Reservations fit up to the limit and not past it; settled, they are published (pending) or dropped.
+  EXPECT_TRUE(*index_->ChargeQuota("alice", 300));
+  EXPECT_FALSE(*index_->ChargeQuota("alice", 101));
+  EXPECT_TRUE(*index_->ChargeQuota("alice", 100));
+  alice = index_->GetQuota("alice");
+  EXPECT_EQ((*alice)->reserved, 400u);
+  EXPECT_EQ((*alice)->charged(), 1000u);
+  EXPECT_FALSE((*alice)->exact());
+  ASSERT_TRUE(index_->SettleQuota("alice", 300, true).ok());
+  ASSERT_TRUE(index_->SettleQuota("alice", 100, false).ok());
+  alice = index_->GetQuota("alice");
+  EXPECT_EQ((*alice)->pending, 300u);
+  EXPECT_EQ((*alice)->reserved, 0u);
+  EXPECT_TRUE(*index_->ChargeQuota("alice", 100));
+  // A measure that began when 300 was published counts it in `used`; the reservation made since stays, and
+  // the measure's own charge is added only when that fits.
+  alice = index_->GetQuota("alice");
+  const int64_t now = (*alice)->reserved_at;
+  const QuotaMeasure later{700, 300, (*alice)->generation, now};
+  EXPECT_FALSE(*index_->RecordQuotaMeasure("alice", later, 201));  // 700 + 100 + 201 > 1000
+  EXPECT_TRUE(*index_->RecordQuotaMeasure("alice", later, 200));
+  alice = index_->GetQuota("alice");
+  EXPECT_EQ((*alice)->used, 700u);
+  EXPECT_EQ((*alice)->pending, 0u);
+  EXPECT_EQ((*alice)->reserved, 300u);
+  EXPECT_EQ((*alice)->measured_at, now);
+  // Reservations older than their life (a commit that died before settling) go with the next measure.
+  const QuotaMeasure much_later{700, 0, (*alice)->generation, now + Index::kQuotaReservationLife + 1};
+  EXPECT_TRUE(*index_->RecordQuotaMeasure("alice", much_later, 0));
+  alice = index_->GetQuota("alice");
+  EXPECT_EQ((*alice)->reserved, 0u);
+  EXPECT_TRUE((*alice)->exact());
+  // Marked stale: a new generation, so a measure begun before does not land.
+  ASSERT_TRUE(index_->MarkQuotaStale("alice").ok());
+  EXPECT_FALSE(*index_->RecordQuotaMeasure("alice", {1, 0, (*alice)->generation, now}, 0));
+  EXPECT_TRUE((*index_->GetQuota("alice"))->stale);
+  // Without a limit every charge fits.
+  EXPECT_TRUE(*index_->ChargeQuota("bob", uint64_t{1} << 62));
+  EXPECT_FALSE(index_->ChargeQuota("bob", uint64_t{1} << 63).ok());  // past what the column holds
+  ASSERT_TRUE(index_->MarkQuotaStale(std::nullopt).ok());
+  Open();  // durable
+  auto list = index_->ListQuotas(std::nullopt, 10);
+  ASSERT_TRUE(list.ok()) << list.error().message;
+  ASSERT_EQ(list->size(), 2u);
+  EXPECT_EQ((*list)[0].ns, "alice");
+  EXPECT_EQ((*list)[1].ns, "bob");
+  EXPECT_FALSE((*list)[1].limit.has_value());
+  for (const auto& q : *list) EXPECT_TRUE(q.stale) << q.ns;
+  EXPECT_EQ(index_->ListQuotas(std::string_view("alice"), 10)->size(), 1u);
+  EXPECT_FALSE(index_->ListQuotas(std::nullopt, Index::kMaxListedQuotas + 1).ok());
+  ASSERT_TRUE(index_->SetQuotaLimit("alice", 5000).ok());  // a new limit keeps what was measured
+  EXPECT_EQ((*index_->GetQuota("alice"))->used, 700u);
+  EXPECT_TRUE(*index_->DeleteQuota("alice"));
+  EXPECT_FALSE(*index_->DeleteQuota("alice"));
+  EXPECT_EQ(index_->ListQuotas(std::nullopt, 10)->size(), 1u);
 }
 
 std::vector<uint8_t> Key(std::string_view s) {

@@ -214,6 +214,19 @@ CREATE TABLE revocations(
     R"sql(
 CREATE INDEX revocations_cleared ON revocations(file, scope) WHERE cleared;
 )sql",
+    // 15: storage quotas per namespace (as on SQLite).
+    R"sql(
+CREATE TABLE quotas(
+  namespace text COLLATE "C" PRIMARY KEY,
+  limit_bytes int8,                     -- NULL: measured only
+  used_bytes int8 NOT NULL DEFAULT 0,
+  pending_bytes int8 NOT NULL DEFAULT 0,
+  reserved_bytes int8 NOT NULL DEFAULT 0,       -- admitted, not yet published
+  reserved_at int8 NOT NULL DEFAULT 0,
+  measured_at int8 NOT NULL DEFAULT 0,
+  generation int8 NOT NULL DEFAULT 0,
+  stale bool NOT NULL DEFAULT true);
+)sql",
 };
 static_assert(std::size(kMigrations) == PostgresIndex::kSchemaVersion);
 static_assert(kFileLinkKind == 16, "migration 9 reads the links by their kind");

@@ -51,7 +51,7 @@ struct PostgresOptions {
 
 class PostgresIndex final : public Index {
  public:
-  static constexpr int kSchemaVersion = 14;
+  static constexpr int kSchemaVersion = 15;
 
   // Connects, migrates and checks the schema. kUnavailable when the server cannot be reached.
   static xet::Result<std::unique_ptr<PostgresIndex>> Open(PostgresOptions options);
@@ -94,6 +94,18 @@ class PostgresIndex final : public Index {
   xet::Result<std::vector<SecretRecord>> ListSecrets() override;
   xet::Result<bool> AddSecret(std::string_view name, std::string_view value) override;
   xet::Result<bool> DeleteSecret(std::string_view name) override;
+
+  // ---- Quotas
+  xet::Result<std::optional<QuotaRecord>> GetQuota(std::string_view ns) override;
+  xet::Result<std::vector<QuotaRecord>> ListQuotas(std::optional<std::string_view> after,
+                                                   size_t limit) override;
+  xet::Status SetQuotaLimit(std::string_view ns, std::optional<uint64_t> limit) override;
+  xet::Result<bool> DeleteQuota(std::string_view ns) override;
+  xet::Result<bool> ChargeQuota(std::string_view ns, uint64_t bytes) override;
+  xet::Status SettleQuota(std::string_view ns, uint64_t bytes, bool published) override;
+  xet::Result<bool> RecordQuotaMeasure(std::string_view ns, const QuotaMeasure& measure,
+                                       uint64_t charge) override;
+  xet::Status MarkQuotaStale(std::optional<std::string_view> ns) override;
   xet::Result<RepoRecord> CreateRepo(const NewRepo& repo) override;
   xet::Result<RepoRecord> FindRepo(RepoType type, std::string_view ns, std::string_view name) override;
   xet::Result<RepoRecord> FindRepoByScope(std::string_view scope) override;

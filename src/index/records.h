@@ -255,6 +255,36 @@ struct ShardScope {
   std::string scope;
 };
 
+// ---- Quotas (index.h's QuotaIndex; src/quota/)
+
+// A namespace's storage quota and what the quota service last measured of it. `used` is exact as of
+// `measured_at`; `reserved` is what commits were admitted for and have not published yet, `pending` what they
+// published since the measure (each bounds from above what they add); `stale` says something may have left
+// since (a deletion, a sweep, a repository moved), so `used` may be too high.
+struct QuotaRecord {
+  std::string ns;
+  std::optional<uint64_t> limit;  // bytes; none: usage is measured, nothing refused
+  uint64_t used = 0;
+  uint64_t pending = 0;
+  uint64_t reserved = 0;
+  int64_t reserved_at = 0;  // unix seconds of the last reservation
+  int64_t measured_at = 0;  // unix seconds; 0: never measured
+  int64_t generation = 0;   // changes with every measure recorded and every mark as stale
+  bool stale = true;
+  // Bytes the namespace may hold at most now: never less than what it holds.
+  uint64_t charged() const { return used + pending + reserved; }
+  // Whether `used` is what the namespace holds (as of measured_at).
+  bool exact() const { return measured_at != 0 && pending == 0 && reserved == 0 && !stale; }
+};
+
+// A measure of a namespace, with what it read of the record before it began (QuotaIndex::RecordQuotaMeasure).
+struct QuotaMeasure {
+  uint64_t used = 0;
+  uint64_t pending_seen = 0;
+  int64_t generation_seen = 0;
+  int64_t at = 0;  // unix seconds
+};
+
 struct IndexStats {
   uint64_t xorbs = 0;
   uint64_t files = 0;

@@ -197,6 +197,19 @@ CREATE TABLE revocations(
     R"sql(
 CREATE INDEX revocations_cleared ON revocations(file, scope) WHERE cleared = 1;
 )sql",
+    // 15: storage quotas per namespace and what was last measured of them (index.h's QuotaIndex).
+    R"sql(
+CREATE TABLE quotas(
+  namespace TEXT PRIMARY KEY,
+  limit_bytes INTEGER,                  -- NULL: measured only
+  used_bytes INTEGER NOT NULL DEFAULT 0,
+  pending_bytes INTEGER NOT NULL DEFAULT 0,
+  reserved_bytes INTEGER NOT NULL DEFAULT 0,       -- admitted, not yet published
+  reserved_at INTEGER NOT NULL DEFAULT 0,
+  measured_at INTEGER NOT NULL DEFAULT 0,
+  generation INTEGER NOT NULL DEFAULT 0,
+  stale INTEGER NOT NULL DEFAULT 1) WITHOUT ROWID;
+)sql",
 };
 static_assert(std::size(kMigrations) == SqliteIndex::kSchemaVersion);
 static_assert(kFileLinkKind == 16, "migration 9 reads the links by their kind");

@@ -47,7 +47,7 @@ struct SqliteOptions {
 
 class SqliteIndex final : public Index {
  public:
-  static constexpr int kSchemaVersion = 14;
+  static constexpr int kSchemaVersion = 15;
 
   static xet::Result<std::unique_ptr<SqliteIndex>> Open(SqliteOptions options);
   // Applies the missing migrations only (what Open does first); returns the versions before and after.
@@ -89,6 +89,18 @@ class SqliteIndex final : public Index {
   xet::Result<std::vector<SecretRecord>> ListSecrets() override;
   xet::Result<bool> AddSecret(std::string_view name, std::string_view value) override;
   xet::Result<bool> DeleteSecret(std::string_view name) override;
+
+  // ---- Quotas
+  xet::Result<std::optional<QuotaRecord>> GetQuota(std::string_view ns) override;
+  xet::Result<std::vector<QuotaRecord>> ListQuotas(std::optional<std::string_view> after,
+                                                   size_t limit) override;
+  xet::Status SetQuotaLimit(std::string_view ns, std::optional<uint64_t> limit) override;
+  xet::Result<bool> DeleteQuota(std::string_view ns) override;
+  xet::Result<bool> ChargeQuota(std::string_view ns, uint64_t bytes) override;
+  xet::Status SettleQuota(std::string_view ns, uint64_t bytes, bool published) override;
+  xet::Result<bool> RecordQuotaMeasure(std::string_view ns, const QuotaMeasure& measure,
+                                       uint64_t charge) override;
+  xet::Status MarkQuotaStale(std::optional<std::string_view> ns) override;
   xet::Result<RepoRecord> CreateRepo(const NewRepo& repo) override;
   xet::Result<RepoRecord> FindRepo(RepoType type, std::string_view ns, std::string_view name) override;
   xet::Result<RepoRecord> FindRepoByScope(std::string_view scope) override;

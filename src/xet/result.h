@@ -21,6 +21,7 @@ using cairn::IoError;
 using cairn::LimitExceeded;
 using cairn::Malformed;
 using cairn::NotFound;
+using cairn::QuotaExceeded;
 using cairn::Retryable;
 using cairn::Unavailable;
 using cairn::UnknownReference;

@@ -1,0 +1,123 @@
+// `cairn quota set|show|rm`: storage quotas per namespace, kept in the index so that every node enforces the
+// same ones (quota/quota_service.h; docs/operations.md "Quotas").
+#include <iostream>
+#include <optional>
+#include <string>
+
+#include "cli/backend.h"
+#include "cli/commands.h"
+#include "config/config.h"
+#include "hub/hub_service.h"
+#include "quota/quota_service.h"
+
+namespace cairn::cli {
+namespace {
+
+// Runs `fn(service)` with the command's index; prints errors as `cairn quota <verb>`.
+template <typename F>
+int WithQuotas(const char* verb, const QuotaOptions& opts, F fn) {
+  const std::string who = std::string("cairn quota ") + verb + ": ";
+  if (!opts.ns.empty() && !hub::ValidName(opts.ns)) {
+    std::cerr << who << "not a namespace name: " << opts.ns << "\n";
+    return 2;
+  }
+  auto cfg = LoadBackendConfig(opts.config_file, opts.data_dir, opts.index, "");
+  if (!cfg) {
+    std::cerr << who << cfg.error().message << "\n";
+    return 2;
+  }
+  auto index = OpenConfiguredIndex(*cfg);
+  if (!index) {
+    std::cerr << who << index.error().message << "\n";
+    return 1;
+  }
+  quota::QuotaService service(**index, Clock::System());
+  auto st = fn(**index, service);
+  if (!st) {
+    std::cerr << who << st.error().message << "\n";
+    return 1;
+  }
+  return 0;
+}
+
+std::string LimitText(const std::optional<uint64_t>& limit) {
+  return limit ? quota::FormatBytes(*limit) + " (" + std::to_string(*limit) + " bytes)" : "none";
+}
+
+void Print(const quota::Usage& u, bool json) {
+  if (json) {
+    std::cout << "{\"namespace\":\"" << u.ns
+              << "\",\"limit\":" << (u.limit ? std::to_string(*u.limit) : "null") << ",\"used\":" << u.used
+              << ",\"exact\":" << (u.exact ? "true" : "false") << ",\"measured_at\":" << u.measured_at
+              << ",\"repos\":" << u.repos << ",\"files\":" << u.files << ",\"chunk_bytes\":" << u.chunk_bytes
+              << ",\"object_bytes\":" << u.object_bytes << "}\n";
+    return;
+  }
+  std::cout << u.ns << ": " << quota::FormatBytes(u.used) << " (" << u.used << " bytes"
+            << (u.exact ? "" : ", at most") << ") used of " << LimitText(u.limit);
+  if (u.repos > 0) {
+    std::cout << "; " << u.repos << " repositories, " << u.files << " files, " << u.chunk_bytes
+              << " bytes of chunks, " << u.object_bytes << " bytes of git objects";
+  }
+  std::cout << "\n";
+}
+
+}  // namespace
+
+int RunQuotaSet(const QuotaOptions& opts) {
+  std::optional<uint64_t> limit;
+  if (opts.size != "none") {
+    auto parsed = config::ParseByteSize(opts.size);
+    if (!parsed) {
+      std::cerr << "cairn quota set: SIZE: " << parsed.error().message << "\n";
+      return 2;
+    }
+    limit = *parsed;
+  }
+  return WithQuotas("set", opts, [&](index::Index&, quota::QuotaService& service) -> xet::Status {
+    if (auto st = service.SetLimit(opts.ns, limit); !st) return st;
+    auto usage = service.Measure(opts.ns);  // so that the quota holds from the first commit on
+    if (!usage) return usage.error();
+    Print(*usage, false);
+    return xet::Ok{};
+  });
+}
+
+int RunQuotaShow(const QuotaOptions& opts) {
+  return WithQuotas("show", opts, [&](index::Index& index, quota::QuotaService& service) -> xet::Status {
+    if (!opts.ns.empty()) {
+      auto usage = service.Measure(opts.ns);
+      if (!usage) return usage.error();
+      Print(*usage, opts.json);
+      return xet::Ok{};
+    }
+    std::optional<std::string> after;
+    for (;;) {
+      auto page = index.ListQuotas(after, index::QuotaIndex::kMaxListedQuotas);
+      if (!page) return page.error();
+      for (const auto& q : *page) {
+        quota::Usage u;
+        u.ns = q.ns;
+        u.limit = q.limit;
+        u.used = q.charged();
+        u.exact = q.exact();
+        u.measured_at = q.measured_at;
+        Print(u, opts.json);
+      }
+      if (page->size() < index::QuotaIndex::kMaxListedQuotas) return xet::Ok{};
+      after = page->back().ns;
+    }
+  });
+}
+
+int RunQuotaRm(const QuotaOptions& opts) {
+  return WithQuotas("rm", opts, [&](index::Index& index, quota::QuotaService&) -> xet::Status {
+    auto deleted = index.DeleteQuota(opts.ns);
+    if (!deleted) return deleted.error();
+    if (!*deleted) return xet::NotFound("namespace " + opts.ns + " has no quota");
+    std::cout << "removed the quota of " << opts.ns << "\n";
+    return xet::Ok{};
+  });
+}
+
+}  // namespace cairn::cli

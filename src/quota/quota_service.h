@@ -1,0 +1,113 @@
+// Storage quotas per namespace (docs/operations.md "Quotas"). What a namespace is charged: the distinct
+// chunks its repositories' and buckets' committed files reference, each chunk of a xorb once at its
+// unpacked size however many of its files name it (a chunk two namespaces both reference counts for both),
+// plus the git objects of its repositories (commits, trees, small files) kept in the index. Uploads not yet
+// committed are not charged (the collector frees them past its grace), but a namespace whose quota is used
+// up stores no more xorbs.
+//
+// Enforcement: a commit or a bucket batch is admitted only if what it adds fits (Admit). The quick path
+// charges its large files at their full size and its objects against the record's used + pending, a
+// compare-and-set in the index, so nodes admitting at once never pass the limit between them. When that does
+// not fit, or the record is stale (a deletion, a sweep), the namespace is measured exactly and the commit
+// admitted if what it really adds (its chunks the namespace does not reference yet) fits. A measure reads
+// every committed file's terms: its cost grows with the namespace, and it runs only near the limit.
+//
+// Thread-safety: every method may be called concurrently. Ownership: borrows the index and the clock, which
+// must outlive it. Failures: kQuota (403) when a quota has no room, with a message for the user; index
+// failures as they come.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include "common/clock.h"
+#include "index/index.h"
+#include "xet/result.h"
+
+namespace cairn::quota {
+
+// What a namespace holds.
+struct Usage {
+  std::string ns;
+  std::optional<uint64_t> limit;  // none: no quota (or one without a limit)
+  uint64_t used = 0;              // bytes charged: exact when `exact`, else an upper bound
+  bool exact = false;
+  int64_t measured_at = 0;  // unix seconds; 0: never measured
+  // Filled by a measure: the repositories and distinct committed files it read, and the two parts of `used`.
+  uint64_t repos = 0;
+  uint64_t files = 0;
+  uint64_t chunk_bytes = 0;
+  uint64_t object_bytes = 0;
+};
+
+// What a commit was admitted for, reserved in the namespace's quota until the commit publishes its files
+// (Published: the bytes are charged from then on) or fails (the reservation is released when this is
+// destroyed unpublished; a process that dies first leaves it to expire, index::QuotaIndex). Move-only.
+class Reservation {
+ public:
+  Reservation() = default;
+  Reservation(index::QuotaIndex& index, std::string ns, uint64_t bytes)
+      : index_(&index), ns_(std::move(ns)), bytes_(bytes) {}
+  Reservation(Reservation&& o) noexcept
+      : index_(std::exchange(o.index_, nullptr)), ns_(std::move(o.ns_)), bytes_(o.bytes_) {}
+  Reservation& operator=(Reservation&& o) noexcept;
+  Reservation(const Reservation&) = delete;
+  Reservation& operator=(const Reservation&) = delete;
+  ~Reservation();
+
+  // The commit made its files visible (to its repository's read scope, where a measure finds them).
+  xet::Status Published();
+  uint64_t bytes() const { return bytes_; }
+
+ private:
+  index::QuotaIndex* index_ = nullptr;  // null: nothing reserved
+  std::string ns_;
+  uint64_t bytes_ = 0;
+};
+
+class QuotaService {
+ public:
+  QuotaService(index::Index& index, const Clock& clock);
+
+  // Measures the namespace exactly now, and records the measure when it has a quota.
+  xet::Result<Usage> Measure(std::string_view ns);
+  // The namespace's usage as last recorded (nullopt: it has no quota); `exact` says whether it is current.
+  xet::Result<std::optional<Usage>> Recorded(std::string_view ns);
+
+  // kQuota when the namespace's quota is used up (nothing more can be stored for it).
+  xet::Status CheckRoom(std::string_view ns);
+  // The same for the namespace of the repository whose CAS scope `scope` is; a scope of no repository (a
+  // plain CAS scope) has no quota.
+  xet::Status CheckRoomForScope(std::string_view scope);
+  // Admits a commit or bucket batch of the namespace that publishes `files` (large files, repeats allowed)
+  // and stores `object_bytes` of small files, reserving what it adds; kQuota (nothing reserved) when that
+  // does not fit. A commit that adds nothing (a deletion) is always admitted.
+  xet::Result<Reservation> Admit(std::string_view ns, std::span<const xet::FileHash> files,
+                                 uint64_t object_bytes);
+
+  // Something of the namespace (nullopt: of any) may have gone: its next admission measures it.
+  xet::Status MarkStale(std::optional<std::string_view> ns);
+  // Measures every namespace with a quota whose record is not exact; returns how many it measured.
+  xet::Result<size_t> RefreshAll();
+
+  // Sets or removes (nullopt) the namespace's limit; a record without a limit still measures usage.
+  xet::Status SetLimit(std::string_view ns, std::optional<uint64_t> limit);
+
+ private:
+  struct Measured;
+  // Measures the namespace; with `added`, also what those files would add to it.
+  xet::Result<Measured> MeasureWith(std::string_view ns, std::span<const xet::FileHash> added);
+  xet::Error Full(const index::QuotaRecord& q, uint64_t adds) const;
+
+  index::Index& index_;
+  const Clock& clock_;
+};
+
+// "1.5 GiB", "12 MiB", "512 B": byte counts in messages.
+std::string FormatBytes(uint64_t bytes);
+
+}  // namespace cairn::quota
