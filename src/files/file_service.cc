@@ -64,12 +64,14 @@ xet::Result<std::shared_ptr<const index::FileEntry>> FileService::VisibleEntry(c
   return index_.GetVisibleFile(hash, scope);
 }
 
-xet::Status FileService::Share(std::vector<xet::FileHash> files, const std::string& scope) {
+xet::Status FileService::Share(std::vector<xet::FileHash> files, const std::string& scope,
+                               const index::QuotaCharge* charge) {
   std::sort(files.begin(), files.end());
   files.erase(std::unique(files.begin(), files.end()), files.end());
   for (size_t i = 0; i < files.size(); i += index::CasIndex::kMaxSharedFiles) {
     const size_t n = std::min(files.size() - i, index::CasIndex::kMaxSharedFiles);
-    if (auto st = index_.ShareFiles(std::span(files).subspan(i, n), scope); !st) return st;
+    if (auto st = index_.ShareFiles(std::span(files).subspan(i, n), scope, i == 0 ? charge : nullptr); !st)
+      return st;
   }
   return xet::Ok{};
 }

@@ -86,7 +86,9 @@ class FileService {
                                                                     const std::string& scope);
   // Makes `files` (repeats allowed) visible to `scope` too: each batch of index::CasIndex::kMaxSharedFiles
   // all or nothing; kNotFound when one is unknown.
-  xet::Status Share(std::vector<xet::FileHash> files, const std::string& scope);
+  // With `charge`, the first transaction also charges a namespace's quota (index::QuotaCharge).
+  xet::Status Share(std::vector<xet::FileHash> files, const std::string& scope,
+                    const index::QuotaCharge* charge = nullptr);
 
   // The link signer of the current URL keys.
   std::shared_ptr<const LinkSigner> links() const;

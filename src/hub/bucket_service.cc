@@ -146,14 +146,17 @@ Result<std::vector<BucketOpFailure>> BucketService::Apply(const Repo& bucket,
   for (const auto& change : once) {
     if (change.put && !change.put->file.is_zero()) published.push_back(change.put->file);
   }
-  quota::Reservation reservation;
+  quota::Admission admission;
   if (quota_ != nullptr) {
     auto admitted = quota_->Admit(bucket.record.ns, published, 0);
     if (!admitted.ok()) return FromIndex(admitted.error());
-    reservation = std::move(*admitted);
+    admission = std::move(*admitted);
   }
-  if (auto st = Publish(files_, bucket, std::move(published)); !st.ok()) return st.error();
-  if (auto st = reservation.Published(); !st.ok()) return FromIndex(st.error());
+  // Charged (and checked against the quota) in the transaction that publishes them.
+  if (auto st = files_.Share(std::move(published), bucket.record.read_scope, admission.FilesCharge());
+      !st.ok())
+    return FromIndex(admission.Explain(st.error()));
+  admission.FilesPublished();
   if (!once.empty()) {
     if (auto st = index_.ChangeBucket(bucket.record.id, once); !st.ok()) return FromIndex(st.error());
   }

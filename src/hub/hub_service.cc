@@ -708,8 +708,9 @@ Status HubService::QuotaChanged(const std::string& ns) {
   return Ok{};
 }
 
-Status Publish(files::FileService& service, const Repo& repo, std::vector<xet::FileHash> published) {
-  if (auto st = service.Share(std::move(published), repo.record.read_scope); !st.ok())
+Status Publish(files::FileService& service, const Repo& repo, std::vector<xet::FileHash> published,
+               const index::QuotaCharge* charge) {
+  if (auto st = service.Share(std::move(published), repo.record.read_scope, charge); !st.ok())
     return FromIndex(st.error());
   return Ok{};
 }
@@ -1019,9 +1020,9 @@ Result<CommitInfo> HubService::CreateCommit(const Caller& caller, const Repo& re
   ObjectId oid;
   objects.push_back(StoredObject(ObjectKind::kCommit, BytesOf(EncodeCommit(commit)), &oid));
   // Admitted by the namespace's quota first: what its large files and small files add (trees and the
-  // commit itself are never refused, so that a deletion always goes through).
+  // commit itself are never refused, so that a deletion always goes through), charged by the writes below.
   std::vector<xet::FileHash> published = builder.TakePublished();
-  quota::Reservation reservation;
+  quota::Admission admission;
   if (options_.quota != nullptr) {
     uint64_t blob_bytes = 0;
     for (const auto& o : objects) {
@@ -1029,14 +1030,16 @@ Result<CommitInfo> HubService::CreateCommit(const Caller& caller, const Repo& re
     }
     auto admitted = options_.quota->Admit(repo.record.ns, published, blob_bytes);
     if (!admitted.ok()) return FromIndex(admitted.error());
-    reservation = std::move(*admitted);
+    admission = std::move(*admitted);
   }
   // Objects (durable, harmless if the update below loses), then the large files published to the
   // repository's readers (the read scope sees only what a commit named), then the branch, compare and swap.
-  if (auto st = index_.PutRepoObjects(repo.record.id, objects); !st.ok()) return FromIndex(st.error());
-  if (auto st = Publish(files_, repo, std::move(published)); !st.ok()) return st.error();
-  // Published, the files count in the namespace's usage whether or not the branch moves below.
-  if (auto st = reservation.Published(); !st.ok()) return FromIndex(st.error());
+  if (auto st = index_.PutRepoObjects(repo.record.id, objects, admission.ObjectsCharge()); !st.ok())
+    return FromIndex(admission.Explain(st.error()));
+  admission.ObjectsStored();
+  if (auto st = Publish(files_, repo, std::move(published), admission.FilesCharge()); !st.ok())
+    return st.error();
+  admission.FilesPublished();  // counted in the namespace's usage whether or not the branch moves below
   index::RefUpdate update{index::RefKind::kBranch, request.branch, std::nullopt, KeyOf(oid)};
   if (!new_branch) update.expected = KeyOf(*head);
   if (auto st = index_.UpdateRef(repo.record.id, update); !st.ok()) {

@@ -299,7 +299,9 @@ class HubService {
 
 // Makes `published` (registered for the repository, in any order, repeats allowed) readable through its read
 // scope: what a commit or a bucket batch names, before the ref or bucket change that names them is made.
-Status Publish(files::FileService& service, const Repo& repo, std::vector<xet::FileHash> published);
+// With `charge`, the namespace's quota is charged in the same transaction (quota::Admission).
+Status Publish(files::FileService& service, const Repo& repo, std::vector<xet::FileHash> published,
+               const index::QuotaCharge* charge = nullptr);
 
 // A new repository's scope: "hub:" and 32 random hex digits.
 std::string NewRepoScope();

@@ -87,9 +87,11 @@ class FaultyIndex final : public ForwardingIndex {
     if (auto st = Check("ScopeStats"); !st.ok()) return st.error();
     return ForwardingIndex::ScopeStats(scope);
   }
-  xet::Status ShareFiles(std::span<const FileHash> hashes, std::string_view scope) override {
+  using CasIndex::ShareFiles;
+  xet::Status ShareFiles(std::span<const FileHash> hashes, std::string_view scope,
+                         const QuotaCharge* charge) override {
     if (auto st = Check("ShareFiles"); !st.ok()) return st.error();
-    return ForwardingIndex::ShareFiles(hashes, scope);
+    return ForwardingIndex::ShareFiles(hashes, scope, charge);
   }
   xet::Result<Unregistered> UnregisterFile(const FileHash& hash, std::string_view scope) override {
     if (auto st = Check("UnregisterFile"); !st.ok()) return st.error();
@@ -160,9 +162,11 @@ class FaultyIndex final : public ForwardingIndex {
     if (auto st = Check("DeleteRepo"); !st.ok()) return st.error();
     return ForwardingIndex::DeleteRepo(id);
   }
-  xet::Status PutRepoObjects(int64_t repo, const std::vector<RepoObject>& objects) override {
+  using RepoIndex::PutRepoObjects;
+  xet::Status PutRepoObjects(int64_t repo, const std::vector<RepoObject>& objects,
+                             const QuotaCharge* charge) override {
     if (auto st = Check("PutRepoObjects"); !st.ok()) return st.error();
-    return ForwardingIndex::PutRepoObjects(repo, objects);
+    return ForwardingIndex::PutRepoObjects(repo, objects, charge);
   }
   xet::Result<std::vector<std::optional<RepoObject>>> GetRepoObjects(
       int64_t repo, const std::vector<std::vector<uint8_t>>& keys) override {
@@ -254,10 +258,6 @@ class FaultyIndex final : public ForwardingIndex {
   xet::Result<bool> DeleteQuota(std::string_view ns) override {
     if (auto st = Check("DeleteQuota"); !st.ok()) return st.error();
     return ForwardingIndex::DeleteQuota(ns);
-  }
-  xet::Result<bool> ChargeQuota(std::string_view ns, uint64_t bytes) override {
-    if (auto st = Check("ChargeQuota"); !st.ok()) return st.error();
-    return ForwardingIndex::ChargeQuota(ns, bytes);
   }
   xet::Status SettleQuota(std::string_view ns, uint64_t bytes, bool published) override {
     if (auto st = Check("SettleQuota"); !st.ok()) return st;

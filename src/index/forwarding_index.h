@@ -60,8 +60,10 @@ class ForwardingIndex : public Index {
     return inner_.ListFiles(scope, after, limit);
   }
   xet::Result<ScopeTotals> ScopeStats(std::string_view scope) override { return inner_.ScopeStats(scope); }
-  xet::Status ShareFiles(std::span<const FileHash> hashes, std::string_view scope) override {
-    return inner_.ShareFiles(hashes, scope);
+  using CasIndex::ShareFiles;
+  xet::Status ShareFiles(std::span<const FileHash> hashes, std::string_view scope,
+                         const QuotaCharge* charge) override {
+    return inner_.ShareFiles(hashes, scope, charge);
   }
   using Index::ShareFile;
   xet::Result<Unregistered> UnregisterFile(const FileHash& hash, std::string_view scope) override {
@@ -112,8 +114,10 @@ class ForwardingIndex : public Index {
     return inner_.UpdateRepo(id, change);
   }
   xet::Status DeleteRepo(int64_t id) override { return inner_.DeleteRepo(id); }
-  xet::Status PutRepoObjects(int64_t repo, const std::vector<RepoObject>& objects) override {
-    return inner_.PutRepoObjects(repo, objects);
+  using RepoIndex::PutRepoObjects;
+  xet::Status PutRepoObjects(int64_t repo, const std::vector<RepoObject>& objects,
+                             const QuotaCharge* charge) override {
+    return inner_.PutRepoObjects(repo, objects, charge);
   }
   xet::Result<std::vector<std::optional<RepoObject>>> GetRepoObjects(
       int64_t repo, const std::vector<std::vector<uint8_t>>& keys) override {
@@ -178,9 +182,6 @@ class ForwardingIndex : public Index {
     return inner_.SetQuotaLimit(ns, limit);
   }
   xet::Result<bool> DeleteQuota(std::string_view ns) override { return inner_.DeleteQuota(ns); }
-  xet::Result<bool> ChargeQuota(std::string_view ns, uint64_t bytes) override {
-    return inner_.ChargeQuota(ns, bytes);
-  }
   xet::Status SettleQuota(std::string_view ns, uint64_t bytes, bool published) override {
     return inner_.SettleQuota(ns, bytes, published);
   }

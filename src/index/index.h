@@ -89,10 +89,16 @@ class CasIndex {
   // counted in the scope's totals once; the scope's revocations of them are cleared (their blobs go with the
   // next collection: cas::CasService::FinishRevocations). kNotFound (nothing changed) when one of them is
   // unknown. At most kMaxSharedFiles at once (kMalformed past that).
+  // With `charge`, the namespace's quota is charged in the same transaction (QuotaCharge; kQuota changes
+  // nothing).
   static constexpr size_t kMaxSharedFiles = 25000;
-  virtual xet::Status ShareFiles(std::span<const FileHash> hashes, std::string_view scope) = 0;
+  virtual xet::Status ShareFiles(std::span<const FileHash> hashes, std::string_view scope,
+                                 const QuotaCharge* charge) = 0;
+  xet::Status ShareFiles(std::span<const FileHash> hashes, std::string_view scope) {
+    return ShareFiles(hashes, scope, nullptr);
+  }
   xet::Status ShareFile(const FileHash& hash, std::string_view scope) {
-    return ShareFiles(std::span(&hash, 1), scope);
+    return ShareFiles(std::span(&hash, 1), scope, nullptr);
   }
   // Takes the file out of `scope`'s view: its visibility to `scope` and its share of the scope's totals go,
   // and its revocation (RevocationRecord) is recorded, in one transaction. Only that reference goes: the
@@ -178,8 +184,13 @@ class RepoIndex {
   // anything from then on; kNotFound for an unknown id.
   virtual xet::Status DeleteRepo(int64_t id) = 0;
   // Stores objects of repository `repo` (keys already present keep their value). Every key given is wanted:
-  // its quarantine, if a mark had put it there, goes in the same transaction (GcIndex).
-  virtual xet::Status PutRepoObjects(int64_t repo, const std::vector<RepoObject>& objects) = 0;
+  // its quarantine, if a mark had put it there, goes in the same transaction (GcIndex). With `charge`, the
+  // namespace's quota is charged in the same transaction (QuotaCharge; kQuota changes nothing).
+  virtual xet::Status PutRepoObjects(int64_t repo, const std::vector<RepoObject>& objects,
+                                     const QuotaCharge* charge) = 0;
+  xet::Status PutRepoObjects(int64_t repo, const std::vector<RepoObject>& objects) {
+    return PutRepoObjects(repo, objects, nullptr);
+  }
   // Result i for keys[i]: whether the object exists, releasing it from the quarantine when a mark had put it
   // there (a ref about to name it again: the collector never deletes what this revived). At most
   // kMaxObjectsPerRead keys.
@@ -366,12 +377,8 @@ class QuotaIndex {
   virtual xet::Status SetQuotaLimit(std::string_view ns, std::optional<uint64_t> limit) = 0;
   // Deletes the record; false when there was none.
   virtual xet::Result<bool> DeleteQuota(std::string_view ns) = 0;
-  // Reserves `bytes` for a commit being admitted when used + pending + reserved + bytes stays within the
-  // limit (or there is no limit), and says whether it did. True, changing nothing, for a namespace without a
-  // record.
-  virtual xet::Result<bool> ChargeQuota(std::string_view ns, uint64_t bytes) = 0;
-  // Ends a reservation: with `published` its bytes move to pending (the files are visible to a measure from
-  // now on), without it they are dropped (the commit failed before it published anything).
+  // Ends a reservation (QuotaCharge::reserve) outside a write: with `published` its bytes move to pending,
+  // without it they are dropped (the commit failed before it published anything).
   virtual xet::Status SettleQuota(std::string_view ns, uint64_t bytes, bool published) = 0;
   // Stores a measure if the record's generation is still measure.generation_seen: used := measure.used,
   // pending := max(pending - pending_seen, 0) (what was published after the measure began stays), reserved

@@ -166,7 +166,8 @@ class IndexTest : public ::testing::TestWithParam<Backend> {
   // added: indexes, tables, the columns and rows that migrations 7 and 9 fill from the rows, and schema 11's
   // functions).
   void SetSchemaVersion(int version) {
-    if (version < 15) ExecRaw("DROP TABLE quotas", "DROP TABLE quotas");
+    if (version < 15)
+      ExecRaw("DROP TABLE quotas", "DROP TABLE quotas; DROP FUNCTION cairn_refuse_quota(int8)");
     if (version < 14) ExecRaw("DROP INDEX revocations_cleared", "DROP INDEX revocations_cleared");
     if (version < 13) ExecRaw("DROP TABLE revocations", "DROP TABLE revocations");
     if (version < 12) {
@@ -1407,8 +1408,29 @@ TEST_P(IndexTest, SecretsAreListedAddedAndDeleted) {
 
 TEST_P(IndexTest, QuotasAreSetChargedMeasuredAndMarkedStale) {
   Open();
+  // Charges ride a repository's object writes (a commit's first write) and file shares.
+  NewRepo nr;
+  nr.ns = "alice";
+  nr.name = "m";
+  nr.created_at = 1700000000;
+  nr.scope = "hub:alice-m";
+  nr.read_scope = "hub:alice-m#read";
+  auto repo = index_->CreateRepo(nr);
+  ASSERT_TRUE(repo.ok()) << repo.error().message;
+  int n = 0;
+  std::vector<uint8_t> last_key;
+  const auto charge = [&](const QuotaCharge& c) {
+    const std::string key = "k" + std::to_string(n++);
+    last_key.assign(key.begin(), key.end());
+    return index_->PutRepoObjects(repo->id, {{last_key, 3, {'x'}}}, &c);
+  };
+  const auto reserve = [&](const std::string& ns, uint64_t bytes) {
+    return charge({.ns = ns, .publish = 0, .reserve = bytes, .settle = 0, .check = true});
+  };
+  const auto stored = [&] { return index_->GetRepoObjects(repo->id, {last_key})->at(0).has_value(); };
   EXPECT_FALSE(index_->GetQuota("alice")->has_value());
-  EXPECT_TRUE(*index_->ChargeQuota("alice", 1u << 30));  // no record: no quota to keep, nothing stored
+  EXPECT_TRUE(reserve("alice", 1u << 30).ok());  // no record: no quota to keep, nothing recorded
+  EXPECT_TRUE(stored());
   EXPECT_FALSE(index_->GetQuota("alice")->has_value());
   ASSERT_TRUE(index_->SetQuotaLimit("alice", 1000).ok());
   ASSERT_TRUE(index_->SetQuotaLimit("bob", std::nullopt).ok());
@@ -1424,10 +1446,14 @@ TEST_P(IndexTest, QuotasAreSetChargedMeasuredAndMarkedStale) {
   alice = index_->GetQuota("alice");
   EXPECT_EQ((*alice)->used, 600u);
   EXPECT_TRUE((*alice)->exact());
-  // Reservations fit up to the limit and not past it; settled, they are published (pending) or dropped.
-  EXPECT_TRUE(*index_->ChargeQuota("alice", 300));
-  EXPECT_FALSE(*index_->ChargeQuota("alice", 101));
-  EXPECT_TRUE(*index_->ChargeQuota("alice", 100));
+  // Reservations fit up to the limit and not past it (refused, the write stores nothing); settled, they are
+  // published (pending) or dropped.
+  EXPECT_TRUE(reserve("alice", 300).ok());
+  const auto refused = reserve("alice", 101);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().code, ErrorCode::kQuota);
+  EXPECT_FALSE(stored());
+  EXPECT_TRUE(reserve("alice", 100).ok());
   alice = index_->GetQuota("alice");
   EXPECT_EQ((*alice)->reserved, 400u);
   EXPECT_EQ((*alice)->charged(), 1000u);
@@ -1437,7 +1463,7 @@ TEST_P(IndexTest, QuotasAreSetChargedMeasuredAndMarkedStale) {
   alice = index_->GetQuota("alice");
   EXPECT_EQ((*alice)->pending, 300u);
   EXPECT_EQ((*alice)->reserved, 0u);
-  EXPECT_TRUE(*index_->ChargeQuota("alice", 100));
+  EXPECT_TRUE(reserve("alice", 100).ok());
   // A measure that began when 300 was published counts it in `used`; the reservation made since stays, and
   // the measure's own charge is added only when that fits.
   alice = index_->GetQuota("alice");
@@ -1460,9 +1486,24 @@ TEST_P(IndexTest, QuotasAreSetChargedMeasuredAndMarkedStale) {
   ASSERT_TRUE(index_->MarkQuotaStale("alice").ok());
   EXPECT_FALSE(*index_->RecordQuotaMeasure("alice", {1, 0, (*alice)->generation, now}, 0));
   EXPECT_TRUE((*index_->GetQuota("alice"))->stale);
+  // A share publishes and checks (a bucket's files), or settles a reservation unchecked (a commit's files);
+  // refused, the file stays unseen.
+  auto [xorb, layout] = AddXorb(3);
+  const FileCommit f = MakeFile(RandomHash(rng_), xorb, layout, {{0, 3}});
+  ASSERT_TRUE(CommitFiles({f}, nr.scope).ok());
+  const QuotaCharge too_much{.ns = "alice", .publish = 1000, .reserve = 0, .settle = 0, .check = true};
+  EXPECT_EQ(index_->ShareFiles(std::span(&f.hash, 1), nr.read_scope, &too_much).error().code,
+            ErrorCode::kQuota);
+  EXPECT_FALSE(*index_->FileVisibleTo(f.hash, nr.read_scope));
+  alice = index_->GetQuota("alice");
+  const uint64_t pending = (*alice)->pending;
+  const QuotaCharge settle{.ns = "alice", .publish = 0, .reserve = 0, .settle = 5000, .check = false};
+  ASSERT_TRUE(index_->ShareFiles(std::span(&f.hash, 1), nr.read_scope, &settle).ok());
+  EXPECT_TRUE(*index_->FileVisibleTo(f.hash, nr.read_scope));
+  EXPECT_EQ((*index_->GetQuota("alice"))->pending, pending + 5000);
   // Without a limit every charge fits.
-  EXPECT_TRUE(*index_->ChargeQuota("bob", uint64_t{1} << 62));
-  EXPECT_FALSE(index_->ChargeQuota("bob", uint64_t{1} << 63).ok());  // past what the column holds
+  EXPECT_TRUE(reserve("bob", uint64_t{1} << 62).ok());
+  EXPECT_FALSE(reserve("bob", uint64_t{1} << 63).ok());  // past what the column holds
   ASSERT_TRUE(index_->MarkQuotaStale(std::nullopt).ok());
   Open();  // durable
   auto list = index_->ListQuotas(std::nullopt, 10);

@@ -145,10 +145,22 @@ constexpr pg::Statement kStats{"stats",
 // All or nothing: no row goes in unless every file is known (the counts say which).
 // Sharing a file revives it and its xorbs (index.h GcIndex), as CommitShard does; the files are locked so
 // that a sweep cannot delete one in between (it is then not found).
+// $3..$8: a quota charge (QuotaCharge; $3 NULL: none), refused as a whole with CR003.
 constexpr pg::Statement kShareFiles{"share_files", R"sql(
 WITH u AS (SELECT DISTINCT hash FROM unnest($1::bytea[]) AS u(hash)),
 f AS (SELECT files.hash, files.size, files.terms, files.term_count FROM files JOIN u ON u.hash = files.hash
       FOR KEY SHARE OF files),
+complete AS (SELECT (SELECT count(*) FROM f) = (SELECT count(*) FROM u) AS ok),
+qc AS (
+  UPDATE quotas SET pending_bytes = pending_bytes + $4::int8 + $6::int8,
+    reserved_bytes = GREATEST(reserved_bytes - $6::int8, 0) + $5::int8,
+    reserved_at = CASE WHEN $5::int8 > 0 THEN $8::int8 ELSE reserved_at END
+  WHERE namespace = $3::text AND (SELECT ok FROM complete) AND (NOT $7::bool OR limit_bytes IS NULL
+    OR used_bytes + pending_bytes + reserved_bytes + $4::int8 + $5::int8 <= limit_bytes)
+  RETURNING 1),
+qr AS (
+  SELECT cairn_refuse_quota(count(*)) AS n FROM quotas
+  WHERE namespace = $3::text AND (SELECT ok FROM complete) AND NOT EXISTS (SELECT 1 FROM qc)),
 fx AS (
   SELECT DISTINCT substring(f.terms FROM (g.i * 52 + 1)::int4 FOR 32) AS xorb
   FROM f, generate_series(0, f.term_count - 1) AS g(i)
@@ -163,7 +175,7 @@ revive AS (
   WHERE q.kind = gq.kind AND q.hash = gq.hash AND gq.claimed_at = 0),
 fs AS (
   INSERT INTO file_scopes(file, scope) SELECT hash, $2::text FROM f
-  WHERE (SELECT count(*) FROM f) = (SELECT count(*) FROM u)
+  WHERE (SELECT ok FROM complete) AND (SELECT n FROM qr) = 0
   ON CONFLICT (file, scope) DO NOTHING RETURNING file),
 st AS (
   INSERT INTO scope_totals(scope, files, bytes)
@@ -174,7 +186,8 @@ st AS (
 rv AS (
   UPDATE revocations r SET cleared = true FROM fs
   WHERE r.file = fs.file AND r.scope = $2::text AND NOT r.cleared)
-SELECT (SELECT count(*) FROM u)::int8, (SELECT count(*) FROM f)::int8, (SELECT n FROM refuse))sql"};
+SELECT (SELECT count(*) FROM u)::int8, (SELECT count(*) FROM f)::int8, (SELECT n FROM refuse),
+  (SELECT n FROM qr))sql"};
 // The file leaves the scope, and its size the scope's totals, only where the scope saw it; its revocation
 // is recorded. Second column: whether a revocation was recorded before this statement (its snapshot).
 constexpr pg::Statement kUnregisterFile{"unregister_file", R"sql(
@@ -475,7 +488,8 @@ xet::Result<IndexStats> PostgresIndex::Stats() {
                     .file_bytes = u(6)};
 }
 
-xet::Status PostgresIndex::ShareFiles(std::span<const FileHash> hashes, std::string_view scope) {
+xet::Status PostgresIndex::ShareFiles(std::span<const FileHash> hashes, std::string_view scope,
+                                      const QuotaCharge* charge) {
   if (hashes.size() > kMaxSharedFiles) return xet::Malformed("too many files shared at once");
   if (hashes.empty()) return xet::Ok{};
   int64_t asked = 0;
@@ -486,6 +500,7 @@ xet::Status PostgresIndex::ShareFiles(std::span<const FileHash> hashes, std::str
                      found = rows.Int8(0, 1);
                    }};
   req.params.HashArray(hashes).Text(scope);
+  if (auto st = QuotaChargeParams(req.params, charge); !st.ok()) return st;
   if (auto st = writes_->Submit(req); !st.ok()) return st;
   if (found != asked || asked == 0) return xet::NotFound("a file shared is not in the index");
   return xet::Ok{};

@@ -226,6 +226,15 @@ CREATE TABLE quotas(
   measured_at int8 NOT NULL DEFAULT 0,
   generation int8 NOT NULL DEFAULT 0,
   stale bool NOT NULL DEFAULT true);
+-- A write that carries a quota charge (QuotaCharge) calls this with the number of records it could not
+-- charge: the charge would pass the limit, and the whole write fails (CR003, kQuota).
+CREATE FUNCTION cairn_refuse_quota(n int8) RETURNS int8 LANGUAGE plpgsql AS $$
+BEGIN
+  IF n > 0 THEN
+    RAISE EXCEPTION 'the namespace''s storage quota has no room for this' USING ERRCODE = 'CR003';
+  END IF;
+  RETURN n;
+END $$;
 )sql",
 };
 static_assert(std::size(kMigrations) == PostgresIndex::kSchemaVersion);

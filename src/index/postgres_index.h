@@ -76,7 +76,9 @@ class PostgresIndex final : public Index {
                                                  size_t limit) override;
   xet::Result<ScopeTotals> ScopeStats(std::string_view scope) override;
   xet::Result<std::vector<Hash>> Scan(Scanned what, std::optional<Hash> after, size_t limit) override;
-  xet::Status ShareFiles(std::span<const FileHash> hashes, std::string_view scope) override;
+  using CasIndex::ShareFiles;
+  xet::Status ShareFiles(std::span<const FileHash> hashes, std::string_view scope,
+                         const QuotaCharge* charge) override;
   using Index::ShareFile;
   xet::Result<Unregistered> UnregisterFile(const FileHash& hash, std::string_view scope) override;
   xet::Result<std::vector<RevocationRecord>> ListRevocations(std::optional<RevocationKey> after,
@@ -101,7 +103,6 @@ class PostgresIndex final : public Index {
                                                    size_t limit) override;
   xet::Status SetQuotaLimit(std::string_view ns, std::optional<uint64_t> limit) override;
   xet::Result<bool> DeleteQuota(std::string_view ns) override;
-  xet::Result<bool> ChargeQuota(std::string_view ns, uint64_t bytes) override;
   xet::Status SettleQuota(std::string_view ns, uint64_t bytes, bool published) override;
   xet::Result<bool> RecordQuotaMeasure(std::string_view ns, const QuotaMeasure& measure,
                                        uint64_t charge) override;
@@ -114,7 +115,9 @@ class PostgresIndex final : public Index {
                                                  size_t limit) override;
   xet::Status UpdateRepo(int64_t id, const RepoChange& change) override;
   xet::Status DeleteRepo(int64_t id) override;
-  xet::Status PutRepoObjects(int64_t repo, const std::vector<RepoObject>& objects) override;
+  using RepoIndex::PutRepoObjects;
+  xet::Status PutRepoObjects(int64_t repo, const std::vector<RepoObject>& objects,
+                             const QuotaCharge* charge) override;
   xet::Result<std::vector<std::optional<RepoObject>>> GetRepoObjects(
       int64_t repo, const std::vector<std::vector<uint8_t>>& keys) override;
   xet::Result<std::vector<std::optional<RepoObjectHead>>> GetRepoObjectHeads(
@@ -179,6 +182,8 @@ class PostgresIndex final : public Index {
   void Release(std::unique_ptr<pg::Conn> conn);
   // Runs one statement on a pooled connection (retrying on a fresh one once).
   xet::Result<pg::Rows> Query(const pg::Statement& s, const pg::Params& p);
+  // Appends a quota charge's six parameters (QuotaCharge; null: none) to a write's (postgres_quota.cc).
+  xet::Status QuotaChargeParams(pg::Params& params, const QuotaCharge* charge) const;
   // A page of revocations through `statement` (ListRevocations, ListClearedRevocations).
   xet::Result<std::vector<RevocationRecord>> RevocationPage(const pg::Statement& statement,
                                                             const std::optional<RevocationKey>& after,

@@ -27,13 +27,6 @@ constexpr pg::Statement kSetQuotaLimit{
     "ON CONFLICT (namespace) DO UPDATE SET limit_bytes = EXCLUDED.limit_bytes"};
 constexpr pg::Statement kDeleteQuota{"delete_quota",
                                      "DELETE FROM quotas WHERE namespace = $1::text RETURNING namespace"};
-constexpr pg::Statement kChargeQuota{
-    "charge_quota",
-    "WITH charged AS (UPDATE quotas SET reserved_bytes = reserved_bytes + $2::int8, reserved_at = $3::int8 "
-    "WHERE namespace = $1::text "
-    "AND (limit_bytes IS NULL OR used_bytes + pending_bytes + reserved_bytes + $2::int8 <= limit_bytes) "
-    "RETURNING 1) "
-    "SELECT EXISTS (SELECT 1 FROM charged) OR NOT EXISTS (SELECT 1 FROM quotas WHERE namespace = $1::text)"};
 constexpr pg::Statement kSettleQuota{
     "settle_quota",
     "UPDATE quotas SET reserved_bytes = GREATEST(reserved_bytes - $2::int8, 0), "
@@ -113,13 +106,21 @@ xet::Result<bool> PostgresIndex::DeleteQuota(std::string_view ns) {
   return rows->size() == 1;
 }
 
-xet::Result<bool> PostgresIndex::ChargeQuota(std::string_view ns, uint64_t bytes) {
-  if (auto st = CheckBytes(bytes); !st.ok()) return st.error();
-  auto rows =
-      Query(kChargeQuota,
-            pg::Params().Text(ns).Int8(static_cast<int64_t>(bytes)).Int8(options_.clock->UnixSeconds()));
-  if (!rows.ok()) return rows.error();
-  return rows->size() == 1 && rows->Bool(0, 0);
+xet::Status PostgresIndex::QuotaChargeParams(pg::Params& params, const QuotaCharge* charge) const {
+  if (charge == nullptr) {
+    params.Null().Int8(0).Int8(0).Int8(0).Bool(false).Int8(0);
+    return xet::Ok{};
+  }
+  for (uint64_t v : {charge->publish, charge->reserve, charge->settle}) {
+    if (auto st = CheckBytes(v); !st.ok()) return st;
+  }
+  params.Text(charge->ns)
+      .Int8(static_cast<int64_t>(charge->publish))
+      .Int8(static_cast<int64_t>(charge->reserve))
+      .Int8(static_cast<int64_t>(charge->settle))
+      .Bool(charge->check)
+      .Int8(options_.clock->UnixSeconds());
+  return xet::Ok{};
 }
 
 xet::Status PostgresIndex::SettleQuota(std::string_view ns, uint64_t bytes, bool published) {

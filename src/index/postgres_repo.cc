@@ -65,16 +65,27 @@ SELECT count(*)::int8 FROM d)sql"};
 // Every key given is wanted again: its quarantine goes first (the insert waits for it), in the same
 // statement. A sweep holding the row commits first, having deleted the object too, and the insert then stores
 // it again (ON CONFLICT sees the committed delete); a sweep that comes after finds no quarantine row to take.
+// $5..$10: a quota charge (QuotaCharge; $5 NULL: none), refused as a whole with CR003.
 constexpr pg::Statement kPutRepoObjects{"put_repo_objects", R"sql(
 WITH r AS (SELECT id FROM repos WHERE id = $1::int8),
+qc AS (
+  UPDATE quotas SET pending_bytes = pending_bytes + $6::int8 + $8::int8,
+    reserved_bytes = GREATEST(reserved_bytes - $8::int8, 0) + $7::int8,
+    reserved_at = CASE WHEN $7::int8 > 0 THEN $10::int8 ELSE reserved_at END
+  WHERE namespace = $5::text AND EXISTS (SELECT 1 FROM r) AND (NOT $9::bool OR limit_bytes IS NULL
+    OR used_bytes + pending_bytes + reserved_bytes + $6::int8 + $7::int8 <= limit_bytes)
+  RETURNING 1),
+qr AS (
+  SELECT cairn_refuse_quota(count(*)) AS n FROM quotas
+  WHERE namespace = $5::text AND EXISTS (SELECT 1 FROM r) AND NOT EXISTS (SELECT 1 FROM qc)),
 q AS (
   DELETE FROM gc_repo_quarantine q USING r WHERE q.repo = r.id AND q.key = ANY($2::bytea[]) RETURNING q.key),
 o AS (
   INSERT INTO repo_objects(repo, key, kind, data)
   SELECT r.id, u.key, u.kind, u.data FROM r, unnest($2::bytea[], $3::int8[], $4::bytea[]) AS u(key, kind, data)
-  WHERE (SELECT count(*) FROM q) >= 0
+  WHERE (SELECT count(*) FROM q) >= 0 AND (SELECT n FROM qr) = 0
   ON CONFLICT DO NOTHING)
-SELECT count(*)::int8 FROM r)sql"};
+SELECT (SELECT count(*) FROM r)::int8, (SELECT n FROM qr))sql"};
 // Which of the keys are objects and which are quarantined, read only (ReviveRepoObjects writes only when one
 // is).
 constexpr pg::Statement kRepoObjectUses{"repo_object_uses", R"sql(
@@ -335,7 +346,8 @@ xet::Status PostgresIndex::DeleteRepo(int64_t id) {
   return xet::Ok{};
 }
 
-xet::Status PostgresIndex::PutRepoObjects(int64_t repo, const std::vector<RepoObject>& objects) {
+xet::Status PostgresIndex::PutRepoObjects(int64_t repo, const std::vector<RepoObject>& objects,
+                                          const QuotaCharge* charge) {
   if (auto st = CheckKeys(objects); !st.ok()) return st;
   int64_t found = 0;
   WriteRequest req{&kPutRepoObjects, {}, [&](const pg::Rows& rows) {
@@ -343,6 +355,7 @@ xet::Status PostgresIndex::PutRepoObjects(int64_t repo, const std::vector<RepoOb
                    }};
   req.params.Int8(repo);
   ObjectArrays(req.params, objects);
+  if (auto st = QuotaChargeParams(req.params, charge); !st.ok()) return st;
   if (auto st = writes_->Submit(req); !st.ok()) return st;
   if (found == 0) return xet::NotFound("repository " + std::to_string(repo) + " is not in the index");
   return xet::Ok{};

@@ -277,6 +277,20 @@ struct QuotaRecord {
   bool exact() const { return measured_at != 0 && pending == 0 && reserved == 0 && !stale; }
 };
 
+// A change to a namespace's quota made in the same transaction as the write that carries it (ShareFiles,
+// PutRepoObjects), so that what a write makes visible is charged at the same moment: `publish` bytes become
+// pending, `reserve` bytes are reserved (for files a later write publishes), `settle` bytes move from
+// reserved to pending (the reservation's files are published by this write). With `check`, the write fails
+// with kQuota, changing nothing, when used + pending + reserved + publish + reserve would pass the limit. A
+// namespace without a record is not charged.
+struct QuotaCharge {
+  std::string ns;
+  uint64_t publish = 0;
+  uint64_t reserve = 0;
+  uint64_t settle = 0;
+  bool check = true;
+};
+
 // A measure of a namespace, with what it read of the record before it began (QuotaIndex::RecordQuotaMeasure).
 struct QuotaMeasure {
   uint64_t used = 0;

@@ -462,11 +462,15 @@ xet::Result<std::vector<DedupHit>> SqliteIndex::LookupDedup(const ChunkHash& chu
   return hits;
 }
 
-xet::Status SqliteIndex::ShareFiles(std::span<const FileHash> hashes, std::string_view scope) {
+xet::Status SqliteIndex::ShareFiles(std::span<const FileHash> hashes, std::string_view scope,
+                                    const QuotaCharge* charge) {
   if (hashes.size() > kMaxSharedFiles) return xet::Malformed("too many files shared at once");
   if (hashes.empty()) return xet::Ok{};
   return Write([&](Conn& c) -> xet::Status {
     if (auto revived = ReviveFilesAndTheirXorbs(c, hashes); !revived.ok()) return revived;
+    if (charge != nullptr) {
+      if (auto charged = ApplyQuotaCharge(c, *charge); !charged.ok()) return charged;
+    }
     int64_t files = 0;
     int64_t bytes = 0;
     for (const FileHash& hash : hashes) {

@@ -71,7 +71,9 @@ class SqliteIndex final : public Index {
                                                  size_t limit) override;
   xet::Result<ScopeTotals> ScopeStats(std::string_view scope) override;
   xet::Result<std::vector<Hash>> Scan(Scanned what, std::optional<Hash> after, size_t limit) override;
-  xet::Status ShareFiles(std::span<const FileHash> hashes, std::string_view scope) override;
+  using CasIndex::ShareFiles;
+  xet::Status ShareFiles(std::span<const FileHash> hashes, std::string_view scope,
+                         const QuotaCharge* charge) override;
   using Index::ShareFile;
   xet::Result<Unregistered> UnregisterFile(const FileHash& hash, std::string_view scope) override;
   xet::Result<std::vector<RevocationRecord>> ListRevocations(std::optional<RevocationKey> after,
@@ -96,7 +98,6 @@ class SqliteIndex final : public Index {
                                                    size_t limit) override;
   xet::Status SetQuotaLimit(std::string_view ns, std::optional<uint64_t> limit) override;
   xet::Result<bool> DeleteQuota(std::string_view ns) override;
-  xet::Result<bool> ChargeQuota(std::string_view ns, uint64_t bytes) override;
   xet::Status SettleQuota(std::string_view ns, uint64_t bytes, bool published) override;
   xet::Result<bool> RecordQuotaMeasure(std::string_view ns, const QuotaMeasure& measure,
                                        uint64_t charge) override;
@@ -109,7 +110,9 @@ class SqliteIndex final : public Index {
                                                  size_t limit) override;
   xet::Status UpdateRepo(int64_t id, const RepoChange& change) override;
   xet::Status DeleteRepo(int64_t id) override;
-  xet::Status PutRepoObjects(int64_t repo, const std::vector<RepoObject>& objects) override;
+  using RepoIndex::PutRepoObjects;
+  xet::Status PutRepoObjects(int64_t repo, const std::vector<RepoObject>& objects,
+                             const QuotaCharge* charge) override;
   xet::Result<std::vector<std::optional<RepoObject>>> GetRepoObjects(
       int64_t repo, const std::vector<std::vector<uint8_t>>& keys) override;
   xet::Result<std::vector<std::optional<RepoObjectHead>>> GetRepoObjectHeads(
@@ -185,6 +188,9 @@ class SqliteIndex final : public Index {
   static xet::Result<bool> ClearRevocation(Conn& c, const FileHash& file, std::string_view scope);
   // The use of one xorb as `c` sees it now; sets *quarantined when it is quarantined and unclaimed.
   static xet::Result<XorbUse> UseOf(Conn& c, const XorbHash& xorb, bool* quarantined);
+  // In a write: applies a quota charge (records.h QuotaCharge); kQuota when it does not fit
+  // (sqlite_quota.cc).
+  xet::Status ApplyQuotaCharge(Conn& c, const QuotaCharge& charge);
   // Takes what a sweep removed off the counters.
   static xet::Status Uncount(Conn& c, const SweptTotals& xorbs, int64_t chunks, int64_t unpacked,
                              const SweptTotals& files);

@@ -23,9 +23,12 @@ constexpr const char kSetQuotaLimit[] =
     "INSERT INTO quotas(namespace, limit_bytes) VALUES (?1, ?2) "
     "ON CONFLICT(namespace) DO UPDATE SET limit_bytes = excluded.limit_bytes";
 constexpr const char kDeleteQuota[] = "DELETE FROM quotas WHERE namespace = ?1";
-constexpr const char kChargeQuota[] =
-    "UPDATE quotas SET reserved_bytes = reserved_bytes + ?2, reserved_at = ?3 WHERE namespace = ?1 "
-    "AND (limit_bytes IS NULL OR used_bytes + pending_bytes + reserved_bytes + ?2 <= limit_bytes)";
+// ?2 publish, ?3 reserve, ?4 settle, ?5 check (1/0), ?6 now.
+constexpr const char kApplyQuotaCharge[] = R"sql(
+UPDATE quotas SET pending_bytes = pending_bytes + ?2 + ?4, reserved_bytes = max(reserved_bytes - ?4, 0) + ?3,
+  reserved_at = CASE WHEN ?3 > 0 THEN ?6 ELSE reserved_at END
+WHERE namespace = ?1 AND (?5 = 0 OR limit_bytes IS NULL
+  OR used_bytes + pending_bytes + reserved_bytes + ?2 + ?3 <= limit_bytes))sql";
 // ?2 bytes, ?3 1: published.
 constexpr const char kSettleQuota[] =
     "UPDATE quotas SET reserved_bytes = max(reserved_bytes - ?2, 0), "
@@ -124,26 +127,27 @@ xet::Result<bool> SqliteIndex::DeleteQuota(std::string_view ns) {
   return deleted;
 }
 
-xet::Result<bool> SqliteIndex::ChargeQuota(std::string_view ns, uint64_t bytes) {
-  if (auto st = CheckBytes(bytes); !st.ok()) return st.error();
-  bool charged = false;
-  auto st = Write([&](Conn& c) -> xet::Status {
-    auto s = c.Prepare(kChargeQuota);
-    if (!s.ok()) return s.error();
-    s->Bind(1, ns).Bind(2, static_cast<int64_t>(bytes)).Bind(3, options_.clock->UnixSeconds());
-    if (auto run = c.Run(*s, "charge quota"); !run.ok()) return run;
-    charged = c.changes() == 1;
-    if (charged) return xet::Ok{};
-    auto has = c.Prepare(kHasQuota);  // no record: no quota to keep
-    if (!has.ok()) return has.error();
-    has->Bind(1, ns);
-    const int rc = has->Step();
-    if (rc == SQLITE_DONE) charged = true;
-    if (rc != SQLITE_ROW && rc != SQLITE_DONE) return c.Err("read quota", rc);
-    return xet::Ok{};
-  });
-  if (!st.ok()) return st.error();
-  return charged;
+xet::Status SqliteIndex::ApplyQuotaCharge(Conn& c, const QuotaCharge& charge) {
+  for (uint64_t v : {charge.publish, charge.reserve, charge.settle}) {
+    if (auto st = CheckBytes(v); !st.ok()) return st;
+  }
+  auto s = c.Prepare(kApplyQuotaCharge);
+  if (!s.ok()) return s.error();
+  s->Bind(1, std::string_view(charge.ns))
+      .Bind(2, static_cast<int64_t>(charge.publish))
+      .Bind(3, static_cast<int64_t>(charge.reserve))
+      .Bind(4, static_cast<int64_t>(charge.settle))
+      .Bind(5, int64_t{charge.check ? 1 : 0})
+      .Bind(6, options_.clock->UnixSeconds());
+  if (auto run = c.Run(*s, "charge quota"); !run.ok()) return run;
+  if (c.changes() == 1) return xet::Ok{};
+  auto has = c.Prepare(kHasQuota);  // no record: no quota to keep
+  if (!has.ok()) return has.error();
+  has->Bind(1, std::string_view(charge.ns));
+  const int rc = has->Step();
+  if (rc == SQLITE_DONE) return xet::Ok{};
+  if (rc != SQLITE_ROW) return c.Err("read quota", rc);
+  return xet::QuotaExceeded("the storage quota of namespace " + charge.ns + " has no room for this");
 }
 
 xet::Status SqliteIndex::SettleQuota(std::string_view ns, uint64_t bytes, bool published) {

@@ -298,9 +298,13 @@ xet::Status SqliteIndex::DeleteRepo(int64_t id) {
   });
 }
 
-xet::Status SqliteIndex::PutRepoObjects(int64_t repo, const std::vector<RepoObject>& objects) {
+xet::Status SqliteIndex::PutRepoObjects(int64_t repo, const std::vector<RepoObject>& objects,
+                                        const QuotaCharge* charge) {
   return Write([&](Conn& c) -> xet::Status {
     if (auto st = RepoExists(c, repo); !st.ok()) return st;
+    if (charge != nullptr) {
+      if (auto charged = ApplyQuotaCharge(c, *charge); !charged.ok()) return charged;
+    }
     if (auto st = InsertObjects(c, repo, objects); !st.ok()) return st;
     // What a mark found unreachable and a new commit names again is wanted: no sweep may take it now.
     auto any = c.Prepare(kAnyRepoQuarantine);

@@ -193,7 +193,7 @@ xet::Status QuotaService::CheckRoom(std::string_view ns) {
   auto record = index_.GetQuota(ns);
   if (!record.ok()) return record.error();
   if (!*record || !(*record)->limit || (*record)->charged() < *(*record)->limit) return xet::Ok{};
-  if ((*record)->exact()) return Full(**record, 0);
+  if ((*record)->exact()) return QuotaFull(**record, 0);
   // Full by an upper bound: measure before refusing.
   auto usage = Measure(ns);
   if (!usage.ok()) return usage.error();
@@ -201,7 +201,7 @@ xet::Status QuotaService::CheckRoom(std::string_view ns) {
   index::QuotaRecord q = **record;
   q.used = usage->used;
   q.pending = 0;
-  return Full(q, 0);
+  return QuotaFull(q, 0);
 }
 
 xet::Status QuotaService::CheckRoomForScope(std::string_view scope) {
@@ -213,83 +213,92 @@ xet::Status QuotaService::CheckRoomForScope(std::string_view scope) {
   return CheckRoom(repo->ns);
 }
 
-Reservation& Reservation::operator=(Reservation&& o) noexcept {
+Admission::Admission(index::QuotaIndex& index, std::string ns, uint64_t object_bytes, uint64_t file_bytes)
+    : index_(&index), ns_(std::move(ns)), object_bytes_(object_bytes), file_bytes_(file_bytes) {}
+
+Admission::Admission(Admission&& o) noexcept
+    : index_(std::exchange(o.index_, nullptr)),
+      ns_(std::move(o.ns_)),
+      object_bytes_(o.object_bytes_),
+      file_bytes_(o.file_bytes_),
+      stored_(o.stored_),
+      published_(o.published_) {}
+
+Admission& Admission::operator=(Admission&& o) noexcept {
   if (this != &o) {
-    Reservation dropped(std::move(*this));
+    Admission dropped(std::move(*this));
     index_ = std::exchange(o.index_, nullptr);
     ns_ = std::move(o.ns_);
-    bytes_ = o.bytes_;
+    object_bytes_ = o.object_bytes_;
+    file_bytes_ = o.file_bytes_;
+    stored_ = o.stored_;
+    published_ = o.published_;
   }
   return *this;
 }
 
-Reservation::~Reservation() {
-  // Released unpublished; should this fail, the reservation expires (index::QuotaIndex::RecordQuotaMeasure).
-  if (index_ != nullptr) (void)index_->SettleQuota(ns_, bytes_, false);
+Admission::~Admission() {
+  // Reserved by the objects' write, never published: released (should this fail, the reservation expires).
+  if (index_ != nullptr && stored_ && !published_ && file_bytes_ > 0)
+    (void)index_->SettleQuota(ns_, file_bytes_, false);
 }
 
-xet::Status Reservation::Published() {
-  if (index_ == nullptr) return xet::Ok{};
-  auto* index = std::exchange(index_, nullptr);
-  return index->SettleQuota(ns_, bytes_, true);
+const index::QuotaCharge* Admission::ObjectsCharge() {
+  if (index_ == nullptr || object_bytes_ + file_bytes_ == 0) return nullptr;
+  charge_ = {.ns = ns_, .publish = object_bytes_, .reserve = file_bytes_, .settle = 0, .check = true};
+  return &charge_;
 }
 
-xet::Result<Reservation> QuotaService::Admit(std::string_view ns, std::span<const xet::FileHash> files,
-                                             uint64_t object_bytes) {
-  if (files.empty() && object_bytes == 0) return Reservation();
+const index::QuotaCharge* Admission::FilesCharge() {
+  if (index_ == nullptr || file_bytes_ == 0) return nullptr;
+  if (stored_) {
+    charge_ = {.ns = ns_, .publish = 0, .reserve = 0, .settle = file_bytes_, .check = false};
+  } else {
+    charge_ = {.ns = ns_, .publish = file_bytes_, .reserve = 0, .settle = 0, .check = true};
+  }
+  return &charge_;
+}
+
+xet::Error Admission::Explain(xet::Error e) const {
+  if (e.code != xet::ErrorCode::kQuota || index_ == nullptr) return e;
+  auto record = index_->GetQuota(ns_);
+  if (!record.ok() || !*record) return e;
+  return QuotaFull(**record, object_bytes_ + file_bytes_);
+}
+
+xet::Result<Admission> QuotaService::Admit(std::string_view ns, std::span<const xet::FileHash> files,
+                                           uint64_t object_bytes) {
+  if (files.empty() && object_bytes == 0) return Admission();
   auto record = index_.GetQuota(ns);
   if (!record.ok()) return record.error();
-  if (!*record) return Reservation();
+  if (!*record) return Admission();
+  const index::QuotaRecord& q = **record;
   // The quick path: every file at its full size (an upper bound of what it adds), when the record can be
-  // trusted.
-  if (!(*record)->stale && (*record)->measured_at != 0) {
-    uint64_t upper = object_bytes;
+  // trusted and that fits; the writes check it again, atomically.
+  if (!q.stale && q.measured_at != 0) {
+    uint64_t file_bytes = 0;
     std::unordered_set<xet::FileHash, xet::HashHasher> once;
     for (const auto& f : files) {
       if (f.is_zero() || !once.insert(f).second) continue;
       auto entry = index_.GetFile(f);
       if (!entry.ok()) return entry.error();
-      upper += (*entry)->size;
+      file_bytes += (*entry)->size;
     }
-    auto charged = index_.ChargeQuota(ns, upper);
-    if (!charged.ok()) return charged.error();
-    if (*charged) return Reservation(index_, std::string(ns), upper);
+    if (!q.limit || q.charged() + object_bytes + file_bytes <= *q.limit)
+      return Admission(index_, std::string(ns), object_bytes, file_bytes);
   }
-  // Measure, and reserve what the commit really adds; a measure or a mark meanwhile makes it measure again.
-  // The measure subtracts only what was published when it began (whose files it reads); reservations stay.
-  constexpr int kAttempts = 3;
-  uint64_t adds = 0;
-  for (int attempt = 0; attempt < kAttempts; ++attempt) {
-    auto before = index_.GetQuota(ns);
-    if (!before.ok()) return before.error();
-    if (!*before) return Reservation();
-    const index::QuotaRecord q = **before;
-    auto m = MeasureWith(ns, files);
-    if (!m.ok()) return m.error();
-    adds = m->adds + object_bytes;
-    const index::QuotaMeasure measure{m->usage.used, q.pending, q.generation, m->usage.measured_at};
-    auto recorded = index_.RecordQuotaMeasure(ns, measure, adds);
-    if (!recorded.ok()) return recorded.error();
-    if (*recorded) return Reservation(index_, std::string(ns), adds);
-    auto after = index_.GetQuota(ns);
-    if (!after.ok()) return after.error();
-    if (!*after) return Reservation();
-    if ((*after)->generation == q.generation) {
-      // It does not fit: keep the measure (so what is shown is current), refuse the commit.
-      (void)index_.RecordQuotaMeasure(ns, measure, 0);
-      index::QuotaRecord now = **after;
-      now.used = m->usage.used;
-      now.pending = q.pending > now.pending ? 0 : now.pending - q.pending;
-      return Full(now, adds);
-    }
-  }
-  auto charged = index_.ChargeQuota(ns, adds);
-  if (!charged.ok()) return charged.error();
-  if (*charged) return Reservation(index_, std::string(ns), adds);
-  auto last = index_.GetQuota(ns);
-  if (!last.ok()) return last.error();
-  if (!*last) return Reservation();
-  return Full(**last, adds);
+  // Measure, and charge what the commit really adds. The measure subtracts only what was published when it
+  // began (whose files it reads); reservations stay.
+  auto m = MeasureWith(ns, files);
+  if (!m.ok()) return m.error();
+  const index::QuotaMeasure measure{m->usage.used, q.pending, q.generation, m->usage.measured_at};
+  if (auto recorded = index_.RecordQuotaMeasure(ns, measure, 0); !recorded.ok()) return recorded.error();
+  auto now = index_.GetQuota(ns);
+  if (!now.ok()) return now.error();
+  if (!*now) return Admission();
+  if ((*now)->limit && (*now)->charged() + object_bytes + m->adds > *(*now)->limit)
+    return QuotaFull(**now, object_bytes + m->adds);
+  return Admission(index_, std::string(ns), object_bytes, m->adds);
 }
 
 xet::Status QuotaService::MarkStale(std::optional<std::string_view> ns) {
@@ -317,7 +326,7 @@ xet::Status QuotaService::SetLimit(std::string_view ns, std::optional<uint64_t> 
   return index_.SetQuotaLimit(ns, limit);
 }
 
-xet::Error QuotaService::Full(const index::QuotaRecord& q, uint64_t adds) const {
+xet::Error QuotaFull(const index::QuotaRecord& q, uint64_t adds) {
   std::string message = "Storage quota of namespace '" + q.ns + "' reached: " + FormatBytes(q.charged()) +
                         " used of " + FormatBytes(q.limit.value_or(0));
   if (adds > 0) message += ", and this would add " + FormatBytes(adds);

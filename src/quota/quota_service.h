@@ -6,11 +6,12 @@
 // up stores no more xorbs.
 //
 // Enforcement: a commit or a bucket batch is admitted only if what it adds fits (Admit). The quick path
-// charges its large files at their full size and its objects against the record's used + pending, a
-// compare-and-set in the index, so nodes admitting at once never pass the limit between them. When that does
-// not fit, or the record is stale (a deletion, a sweep), the namespace is measured exactly and the commit
-// admitted if what it really adds (its chunks the namespace does not reference yet) fits. A measure reads
-// every committed file's terms: its cost grows with the namespace, and it runs only near the limit.
+// charges its large files at their full size and its small files, checked against the limit inside the very
+// transactions that store and publish them (Admission), so nodes admitting at once never pass the limit
+// between them and an admission costs no write of its own. When that would not fit, or the record is stale (a
+// deletion, a sweep), the namespace is measured exactly and the commit charged what it really adds (its
+// chunks the namespace does not reference yet). A measure reads every committed file's terms: its cost grows
+// with the namespace, and it runs only near the limit.
 //
 // Thread-safety: every method may be called concurrently. Ownership: borrows the index and the clock, which
 // must outlive it. Failures: kQuota (403) when a quota has no room, with a message for the user; index
@@ -44,29 +45,41 @@ struct Usage {
   uint64_t object_bytes = 0;
 };
 
-// What a commit was admitted for, reserved in the namespace's quota until the commit publishes its files
-// (Published: the bytes are charged from then on) or fails (the reservation is released when this is
-// destroyed unpublished; a process that dies first leaves it to expire, index::QuotaIndex). Move-only.
-class Reservation {
+// What a commit or a bucket batch was admitted for, charged by the writes that make it visible, in their own
+// transactions (index::QuotaCharge): no write of its own. A commit stores its objects first, charged for its
+// small files and reserving its large files' bytes (checked against the limit: kQuota stores nothing), then
+// publishes its large files, which settles the reservation. A bucket batch publishes its files alone,
+// charged and checked there. Destroyed with its reservation unsettled (the commit failed in between), it
+// releases it; a process that dies first leaves it to expire (index::QuotaIndex). Move-only.
+class Admission {
  public:
-  Reservation() = default;
-  Reservation(index::QuotaIndex& index, std::string ns, uint64_t bytes)
-      : index_(&index), ns_(std::move(ns)), bytes_(bytes) {}
-  Reservation(Reservation&& o) noexcept
-      : index_(std::exchange(o.index_, nullptr)), ns_(std::move(o.ns_)), bytes_(o.bytes_) {}
-  Reservation& operator=(Reservation&& o) noexcept;
-  Reservation(const Reservation&) = delete;
-  Reservation& operator=(const Reservation&) = delete;
-  ~Reservation();
+  Admission() = default;  // nothing to charge
+  Admission(index::QuotaIndex& index, std::string ns, uint64_t object_bytes, uint64_t file_bytes);
+  Admission(Admission&& o) noexcept;
+  Admission& operator=(Admission&& o) noexcept;
+  Admission(const Admission&) = delete;
+  Admission& operator=(const Admission&) = delete;
+  ~Admission();
 
-  // The commit made its files visible (to its repository's read scope, where a measure finds them).
-  xet::Status Published();
-  uint64_t bytes() const { return bytes_; }
+  // The charge of the write that stores the commit's objects (null: none); then ObjectsStored once it did.
+  const index::QuotaCharge* ObjectsCharge();
+  void ObjectsStored() { stored_ = true; }
+  // The charge of the write that publishes the files: settles what the objects' write reserved, or (no such
+  // write: a bucket batch) charges and checks them. Then FilesPublished once it did.
+  const index::QuotaCharge* FilesCharge();
+  void FilesPublished() { published_ = true; }
+  // A write's kQuota said in the words a user reads (what is used, of what limit, what this would add);
+  // other errors as they are.
+  xet::Error Explain(xet::Error e) const;
 
  private:
-  index::QuotaIndex* index_ = nullptr;  // null: nothing reserved
+  index::QuotaIndex* index_ = nullptr;  // null: nothing to charge
   std::string ns_;
-  uint64_t bytes_ = 0;
+  uint64_t object_bytes_ = 0;
+  uint64_t file_bytes_ = 0;
+  bool stored_ = false;
+  bool published_ = false;
+  index::QuotaCharge charge_;  // what the last *Charge() returned points to
 };
 
 class QuotaService {
@@ -86,8 +99,8 @@ class QuotaService {
   // Admits a commit or bucket batch of the namespace that publishes `files` (large files, repeats allowed)
   // and stores `object_bytes` of small files, reserving what it adds; kQuota (nothing reserved) when that
   // does not fit. A commit that adds nothing (a deletion) is always admitted.
-  xet::Result<Reservation> Admit(std::string_view ns, std::span<const xet::FileHash> files,
-                                 uint64_t object_bytes);
+  xet::Result<Admission> Admit(std::string_view ns, std::span<const xet::FileHash> files,
+                               uint64_t object_bytes);
 
   // Something of the namespace (nullopt: of any) may have gone: its next admission measures it.
   xet::Status MarkStale(std::optional<std::string_view> ns);
@@ -101,11 +114,13 @@ class QuotaService {
   struct Measured;
   // Measures the namespace; with `added`, also what those files would add to it.
   xet::Result<Measured> MeasureWith(std::string_view ns, std::span<const xet::FileHash> added);
-  xet::Error Full(const index::QuotaRecord& q, uint64_t adds) const;
 
   index::Index& index_;
   const Clock& clock_;
 };
+
+// The refusal a user reads: the namespace, what it uses of its limit, what the request would add.
+xet::Error QuotaFull(const index::QuotaRecord& q, uint64_t adds);
 
 // "1.5 GiB", "12 MiB", "512 B": byte counts in messages.
 std::string FormatBytes(uint64_t bytes);

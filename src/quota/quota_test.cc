@@ -147,6 +147,30 @@ class QuotaTest : public ::testing::TestWithParam<Backend> {
     ASSERT_TRUE(index_->ShareFile(f, repo.read_scope).ok());
   }
 
+  // A commit as the Hub makes one through `node`: admitted, its objects stored (`object_bytes` of small
+  // files; charged there, the large files' bytes reserved), its large files published (settled).
+  xet::Status CommitVia(QuotaService& quota, index::Index& node, const index::RepoRecord& repo,
+                        std::vector<xet::FileHash> files, uint64_t object_bytes) {
+    auto admitted = quota.Admit(repo.ns, files, object_bytes);
+    if (!admitted.ok()) return admitted.error();
+    const std::string key = "object-" + std::to_string(next_key_++);
+    const std::vector<index::RepoObject> objects = {
+        {{key.begin(), key.end()}, 1, std::vector<uint8_t>(object_bytes, 'o')}};
+    if (auto st = node.PutRepoObjects(repo.id, objects, admitted->ObjectsCharge()); !st.ok())
+      return admitted->Explain(st.error());
+    admitted->ObjectsStored();
+    if (!files.empty()) {
+      if (auto st = node.ShareFiles(files, repo.read_scope, admitted->FilesCharge()); !st.ok())
+        return admitted->Explain(st.error());
+    }
+    admitted->FilesPublished();
+    return xet::Ok{};
+  }
+  xet::Status CommitFiles(const index::RepoRecord& repo, std::vector<xet::FileHash> files,
+                          uint64_t object_bytes = 0) {
+    return CommitVia(*quota_, *index_, repo, std::move(files), object_bytes);
+  }
+
   std::mt19937_64 rng_{7};
   fs::path dir_;
   std::string url_;
@@ -155,6 +179,7 @@ class QuotaTest : public ::testing::TestWithParam<Backend> {
   std::unique_ptr<index::Index> index_;
   std::unique_ptr<QuotaService> quota_;
   std::map<xet::XorbHash, xet::XorbLayout> layouts_;
+  std::atomic<int> next_key_{0};
 };
 
 TEST_P(QuotaTest, ANamespaceIsChargedTheDistinctChunksOfItsCommittedFiles) {
@@ -208,46 +233,60 @@ TEST_P(QuotaTest, ACommitIsAdmittedWhenWhatItAddsFitsAndRefusedWhenNot) {
   ASSERT_TRUE(quota_->SetLimit("alice", Bytes(0, 15)).ok());
   ASSERT_TRUE(quota_->RefreshAll().ok());
   EXPECT_TRUE((*quota_->Recorded("alice"))->exact);
-  // Quick path: f2 at its full size fits; reserved until published.
+  // Quick path: f2 at its full size fits; reserved by the objects' write, settled by the share.
   const auto f2 = AddFile(x, {{10, 12}}, repo.scope);
-  auto admitted = quota_->Admit("alice", std::vector{f2}, 0);
-  ASSERT_TRUE(admitted.ok());
+  {
+    auto admitted = quota_->Admit("alice", std::vector{f2}, 0);
+    ASSERT_TRUE(admitted.ok());
+    const std::vector<index::RepoObject> objects = {{{'k', '1'}, 1, {}}};
+    ASSERT_TRUE(index_->PutRepoObjects(repo.id, objects, admitted->ObjectsCharge()).ok());
+    admitted->ObjectsStored();
+    EXPECT_EQ((*index_->GetQuota("alice"))->reserved, Bytes(10, 12));
+    ASSERT_TRUE(index_->ShareFiles(std::vector{f2}, repo.read_scope, admitted->FilesCharge()).ok());
+    admitted->FilesPublished();
+  }
   auto q = index_->GetQuota("alice");
-  EXPECT_EQ((*q)->reserved, Bytes(10, 12));
-  Commit(repo, f2);
-  ASSERT_TRUE(admitted->Published().ok());
-  q = index_->GetQuota("alice");
   EXPECT_EQ((*q)->pending, Bytes(10, 12));
   EXPECT_EQ((*q)->reserved, 0u);
-  // A commit that fails after its admission releases its reservation.
-  (void)quota_->Admit("alice", std::vector{f2}, 10);
+  // A commit that fails after its objects' write releases its reservation.
+  {
+    auto admitted = quota_->Admit("alice", std::vector{f2}, 10);
+    ASSERT_TRUE(admitted.ok());
+    const std::vector<index::RepoObject> objects = {{{'k', '2'}, 1, {}}};
+    ASSERT_TRUE(index_->PutRepoObjects(repo.id, objects, admitted->ObjectsCharge()).ok());
+    admitted->ObjectsStored();
+    EXPECT_EQ((*index_->GetQuota("alice"))->reserved, Bytes(10, 12));
+  }
   EXPECT_EQ((*index_->GetQuota("alice"))->reserved, 0u);
+  EXPECT_EQ((*index_->GetQuota("alice"))->pending, Bytes(10, 12) + 10);
+  ASSERT_TRUE(quota_->RefreshAll().ok());
+  EXPECT_EQ((*index_->GetQuota("alice"))->used, Bytes(0, 12));
   // f3 is 12 chunks at full size (past the limit) but adds only chunk 12 to what alice holds: measured,
   // admitted.
   const auto f3 = AddFile(x, {{0, 13}}, repo.scope);
-  admitted = quota_->Admit("alice", std::vector{f3}, 0);
-  ASSERT_TRUE(admitted.ok());
-  Commit(repo, f3);
-  ASSERT_TRUE(admitted->Published().ok());
+  ASSERT_TRUE(CommitFiles(repo, {f3}).ok());
   q = index_->GetQuota("alice");
   EXPECT_EQ((*q)->used, Bytes(0, 12));
   EXPECT_EQ((*q)->pending, Bytes(12, 13));
   // f4 adds chunks 13..17 (past the limit, however measured): refused, nothing charged, usage current.
   const auto f4 = AddFile(x, {{13, 18}}, repo.scope);
-  auto refused = quota_->Admit("alice", std::vector{f4}, 0);
+  auto refused = CommitFiles(repo, {f4});
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.error().code, xet::ErrorCode::kQuota);
   EXPECT_NE(refused.error().message.find("Storage quota of namespace 'alice' reached"), std::string::npos)
       << refused.error().message;
   EXPECT_NE(refused.error().message.find("cairn quota set alice"), std::string::npos);
+  EXPECT_FALSE(*index_->FileVisibleTo(f4, repo.read_scope));
   q = index_->GetQuota("alice");
   EXPECT_EQ((*q)->charged(), Bytes(0, 13));
   // Small files count too; a commit that adds nothing (a deletion) always goes through.
-  EXPECT_EQ(quota_->Admit("alice", {}, Bytes(13, 16)).error().code, xet::ErrorCode::kQuota);
-  EXPECT_TRUE(quota_->Admit("alice", {}, 0).ok());
-  EXPECT_TRUE(quota_->Admit("alice", std::vector{f1, f3}, 0).ok());  // already committed: adds nothing
+  EXPECT_EQ(CommitFiles(repo, {}, Bytes(13, 16)).error().code, xet::ErrorCode::kQuota);
+  EXPECT_TRUE(CommitFiles(repo, {}, 0).ok());
+  EXPECT_TRUE(CommitFiles(repo, {f1, f3}).ok());  // already committed: adds nothing
+  EXPECT_EQ((*index_->GetQuota("alice"))->charged(), Bytes(0, 13));
   // A namespace without a quota admits anything.
-  EXPECT_TRUE(quota_->Admit("bob", std::vector{f4}, 1u << 30).ok());
+  const auto other = AddRepo("bob", "model", 0);
+  EXPECT_TRUE(CommitFiles(other, {f4}, 1u << 20).ok());
 }
 
 TEST_P(QuotaTest, AStaleRecordIsMeasuredBeforeItAdmitsAndTheRoomCheckMeasuresBeforeItRefuses) {
@@ -274,7 +313,7 @@ TEST_P(QuotaTest, AStaleRecordIsMeasuredBeforeItAdmitsAndTheRoomCheckMeasuresBef
   Commit(moved, f1);
   ASSERT_TRUE(quota_->MarkStale(std::nullopt).ok());
   const auto f2 = AddFile(x, {{0, 1}}, moved.scope);
-  EXPECT_EQ(quota_->Admit("alice", std::vector{f2}, 1).error().code, xet::ErrorCode::kQuota);
+  EXPECT_EQ(CommitFiles(moved, {f2}, 1).error().code, xet::ErrorCode::kQuota);
   EXPECT_EQ((*quota_->Recorded("alice"))->used, Bytes(0, 10));
 }
 
@@ -297,11 +336,9 @@ TEST_P(QuotaTest, NodesAdmittingAtOnceNeverPassTheLimit) {
     threads.emplace_back([&, t] {
       QuotaService node(*nodes[t % 2], clock_);
       for (size_t i; (i = next.fetch_add(1)) < files.size();) {
-        auto st = node.Admit("alice", std::vector{files[i]}, 0);
+        auto st = CommitVia(node, *nodes[t % 2], repo, {files[i]}, 0);
         if (st.ok()) {
           admitted += ChunkSize(static_cast<uint32_t>(i));
-          EXPECT_TRUE(nodes[t % 2]->ShareFile(files[i], repo.read_scope).ok());
-          EXPECT_TRUE(st->Published().ok());
         } else {
           EXPECT_EQ(st.error().code, xet::ErrorCode::kQuota) << st.error().message;
         }
