@@ -229,7 +229,7 @@ void CopyMissing(store::BlobStore& from, store::BlobStore& to, store::BlobKind k
   counts.named = hashes.size();
   counts.copied = r.copied;
   counts.already = hashes.size() - todo.size() + r.present;
-  counts.bytes_copied = r.bytes;  // of the blobs it handled (those found present included)
+  counts.bytes_copied = r.copied_bytes;
   for (const auto& f : r.failed) failed.push_back(std::string(store::BlobKindName(kind)) + " " + f);
 }
 
@@ -243,8 +243,10 @@ xet::Result<std::unique_ptr<store::BlobStore>> OpenObjects(const fs::path& dest)
   return std::unique_ptr<store::BlobStore>(std::move(*s));
 }
 
-// Drops the snapshots beyond `keep` (and unfinished ones), then the objects no kept snapshot names.
-xet::Status Prune(const fs::path& dest, store::BlobStore& objects, size_t keep, BackupReport& report) {
+// Drops the snapshots beyond `keep` (and unfinished ones), then the objects no kept snapshot names (from
+// `named`, what the run read of each snapshot already; the others are read).
+xet::Status Prune(const fs::path& dest, store::BlobStore& objects, size_t keep, BackupReport& report,
+                  std::map<std::string, Named>& named) {
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(dest / "snapshots", ec)) {
     if (e.path().filename().string().ends_with(kPartial)) fs::remove_all(e.path(), ec);
@@ -260,11 +262,16 @@ xet::Status Prune(const fs::path& dest, store::BlobStore& objects, size_t keep, 
   if (auto st = Sync(dest / "snapshots"); !st.ok()) return st;
   std::set<Hash> wanted[3];
   for (const auto& name : *names) {
-    auto n = NamedBy(dest / "snapshots" / name / "index.sqlite", objects);
-    if (!n.ok()) return n.error();
-    wanted[0].insert(n->xorbs.begin(), n->xorbs.end());
-    wanted[1].insert(n->shards.begin(), n->shards.end());
-    wanted[2].insert(n->grants.begin(), n->grants.end());
+    auto it = named.find(name);
+    if (it == named.end()) {
+      auto n = NamedBy(dest / "snapshots" / name / "index.sqlite", objects);
+      if (!n.ok()) return n.error();
+      it = named.emplace(name, std::move(*n)).first;
+    }
+    const Named& n = it->second;
+    wanted[0].insert(n.xorbs.begin(), n.xorbs.end());
+    wanted[1].insert(n.shards.begin(), n.shards.end());
+    wanted[2].insert(n.grants.begin(), n.grants.end());
   }
   const store::BlobKind kinds[] = {store::BlobKind::kXorb, store::BlobKind::kShard, store::BlobKind::kGrant};
   for (size_t k = 0; k < 3; ++k) {
@@ -421,12 +428,14 @@ xet::Result<BackupReport> TakeBackup(std::string_view index_url, store::BlobStor
   std::set<Hash> have[3];
   auto earlier = CompleteSnapshots(root);
   if (!earlier.ok()) return earlier.error();
+  std::map<std::string, Named> named_by;  // read once, for the copy and for the prune
   for (const auto& name : *earlier) {
     auto n = NamedBy(root / "snapshots" / name / "index.sqlite", **objects);
     if (!n.ok()) return xet::Error{n.error().code, "snapshot " + name + ": " + n.error().message};
     have[0].insert(n->xorbs.begin(), n->xorbs.end());
     have[1].insert(n->shards.begin(), n->shards.end());
     have[2].insert(n->grants.begin(), n->grants.end());
+    named_by.emplace(name, std::move(*n));
   }
   std::vector<std::string> failed;
   CopyMissing(store, **objects, store::BlobKind::kXorb, named->xorbs, have[0], options.threads,
@@ -461,7 +470,8 @@ xet::Result<BackupReport> TakeBackup(std::string_view index_url, store::BlobStor
   if (auto st = WriteDurably(root / "LATEST", m.name + "\n"); !st.ok()) return st.error();
   if (auto st = Step(options, "complete"); !st.ok()) return st.error();
 
-  if (auto st = Prune(root, **objects, options.keep, report); !st.ok()) return st.error();
+  named_by.emplace(m.name, std::move(*named));
+  if (auto st = Prune(root, **objects, options.keep, report, named_by); !st.ok()) return st.error();
   report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return report;
 }

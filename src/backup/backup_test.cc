@@ -181,6 +181,9 @@ TEST_P(BackupTest, ASecondBackupCopiesOnlyWhatIsNewAndOldSnapshotsGo) {
   EXPECT_EQ(second.xorbs.already, first.xorbs.named);
   EXPECT_EQ(second.xorbs.copied, second.xorbs.named - first.xorbs.named);
   EXPECT_GT(second.xorbs.copied, 0u);
+  // What this run put (the new xorbs' blobs, footers included), not what the backup held already.
+  EXPECT_GE(second.xorbs.bytes_copied, second.manifest.xorb_bytes - first.manifest.xorb_bytes);
+  EXPECT_LT(second.xorbs.bytes_copied, second.manifest.xorb_bytes);
   EXPECT_EQ(second.shards.copied, 1u);
   EXPECT_EQ(second.dropped_snapshots, 0u);
   EXPECT_NE(second.manifest.name, first.manifest.name);
@@ -192,6 +195,7 @@ TEST_P(BackupTest, ASecondBackupCopiesOnlyWhatIsNewAndOldSnapshotsGo) {
   EXPECT_GT(Collect().swept_xorbs, 0u);
   const BackupReport third = Backup(nullptr, /*keep=*/1);
   EXPECT_EQ(third.xorbs.copied, 0u);
+  EXPECT_EQ(third.xorbs.bytes_copied, 0u);
   EXPECT_EQ(third.dropped_snapshots, 2u);
   EXPECT_EQ(third.pruned_objects, first.xorbs.named + first.shards.named + first.grants.named);
   auto v = VerifyBackup(dest_, 2);

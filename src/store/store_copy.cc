@@ -60,6 +60,7 @@ KindCopyReport CopyBlobs(BlobStore& from, BlobStore& to, BlobKind kind, std::spa
         k.failed.push_back(hashes[i].hex() + ": " + r.error().message);
       } else if (*r == Outcome::kCopied) {
         ++k.copied;
+        k.copied_bytes += size;
       } else {
         ++k.present;
       }

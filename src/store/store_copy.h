@@ -42,6 +42,7 @@ struct KindCopyReport {
   uint64_t copied = 0;              // put at the destination by this run
   uint64_t present = 0;             // already at the destination, intact
   uint64_t bytes = 0;               // of every listed blob
+  uint64_t copied_bytes = 0;        // of the blobs this run put
   std::vector<std::string> failed;  // "<hex>: why", for blobs that are not verified at the destination
 };
 
