@@ -59,6 +59,11 @@ class FaultyIndex final : public ForwardingIndex {
     if (auto st = Check("GetFile"); !st.ok()) return st.error();
     return ForwardingIndex::GetFile(hash);
   }
+  xet::Result<std::vector<std::shared_ptr<const FileEntry>>> GetFiles(
+      std::span<const FileHash> hashes) override {
+    if (auto st = Check("GetFiles"); !st.ok()) return st.error();
+    return ForwardingIndex::GetFiles(hashes);
+  }
   xet::Result<bool> FileVisibleTo(const FileHash& hash, std::string_view scope) override {
     if (auto st = Check("FileVisibleTo"); !st.ok()) return st.error();
     return ForwardingIndex::FileVisibleTo(hash, scope);

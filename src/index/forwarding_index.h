@@ -40,6 +40,10 @@ class ForwardingIndex : public Index {
   xet::Result<std::shared_ptr<const FileEntry>> GetFile(const FileHash& hash) override {
     return inner_.GetFile(hash);
   }
+  xet::Result<std::vector<std::shared_ptr<const FileEntry>>> GetFiles(
+      std::span<const FileHash> hashes) override {
+    return inner_.GetFiles(hashes);
+  }
   xet::Result<bool> FileVisibleTo(const FileHash& hash, std::string_view scope) override {
     return inner_.FileVisibleTo(hash, scope);
   }

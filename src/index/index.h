@@ -63,6 +63,11 @@ class CasIndex {
 
   // ---- Files
   virtual xet::Result<std::shared_ptr<const FileEntry>> GetFile(const FileHash& hash) = 0;
+  // Several files in one read (one round trip on PostgreSQL): entry i for hashes[i], null where the index has
+  // none. At most kMaxFilesPerRead hashes (kMalformed past that): a file's terms may run to megabytes.
+  static constexpr size_t kMaxFilesPerRead = 128;
+  virtual xet::Result<std::vector<std::shared_ptr<const FileEntry>>> GetFiles(
+      std::span<const FileHash> hashes) = 0;
   // Whether a write token of `scope` registered the file.
   virtual xet::Result<bool> FileVisibleTo(const FileHash& hash, std::string_view scope) = 0;
   // When `scope` sees the file, the created_at of its record (FileEntry::created_at), in one read; else

@@ -596,6 +596,31 @@ TEST_P(IndexTest, MigratesSchemaOneAndFillsTheByteCounters) {
 }
 
 // A scope's files, in hash order and in pages; other scopes' files are not listed.
+// Several files in one read: each where it is asked (repeats too), null for an unknown one, bounded.
+TEST_P(IndexTest, SeveralFilesInOneRead) {
+  Open();
+  auto [xorb, layout] = AddXorb(6);
+  const FileCommit a = MakeFile(RandomHash(rng_), xorb, layout, {{0, 3}}, RandomHash(rng_));
+  const FileCommit b = MakeFile(RandomHash(rng_), xorb, layout, {{2, 6}});
+  ASSERT_TRUE(CommitFiles({a, b}, "s").ok());
+  const FileHash unknown = RandomHash(rng_);
+  const std::vector<FileHash> asked = {b.hash, unknown, a.hash, b.hash};
+  auto got = index_->GetFiles(asked);
+  ASSERT_TRUE(got.ok()) << got.error().message;
+  ASSERT_EQ(got->size(), 4u);
+  ASSERT_TRUE((*got)[0] && (*got)[2] && (*got)[3]);
+  EXPECT_EQ((*got)[1], nullptr);
+  EXPECT_EQ((*got)[0]->hash, b.hash);
+  EXPECT_EQ((*got)[0]->size, b.size);
+  EXPECT_EQ((*got)[0]->packed_terms, b.packed_terms);
+  EXPECT_EQ((*got)[2]->sha256, a.sha256);
+  EXPECT_EQ((*got)[3]->hash, b.hash);
+  EXPECT_EQ((*got)[2]->created_at, index_->GetFile(a.hash).value()->created_at);
+  EXPECT_TRUE(index_->GetFiles({})->empty());
+  const std::vector<FileHash> too_many(Index::kMaxFilesPerRead + 1, a.hash);
+  EXPECT_EQ(index_->GetFiles(too_many).error().code, ErrorCode::kMalformed);
+}
+
 TEST_P(IndexTest, SharedFilesBecomeVisibleToAnotherScopeOnce) {
   Open();
   auto [xorb, layout] = AddXorb(4);

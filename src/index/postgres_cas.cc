@@ -36,6 +36,9 @@ SELECT count(*)::int8 FROM ins)sql"};
 constexpr pg::Statement kGetFile{
     "get_file",
     "SELECT terms, term_count, size, sha256, ranges, created_at FROM files WHERE hash = $1::bytea"};
+constexpr pg::Statement kGetFiles{"get_files",
+                                  "SELECT hash, terms, term_count, size, sha256, ranges, created_at FROM "
+                                  "files WHERE hash = ANY($1::bytea[])"};
 constexpr pg::Statement kFileVisible{"file_visible",
                                      "SELECT 1 FROM file_scopes WHERE file = $1::bytea AND scope = $2::text"};
 constexpr pg::Statement kVisibleFileRecord{
@@ -336,6 +339,33 @@ xet::Result<bool> PostgresIndex::HasXorb(const XorbHash& hash) {
 
 xet::Result<std::shared_ptr<const FileEntry>> PostgresIndex::GetFile(const FileHash& hash) {
   return ReadFile(hash, std::nullopt);
+}
+
+xet::Result<std::vector<std::shared_ptr<const FileEntry>>> PostgresIndex::GetFiles(
+    std::span<const FileHash> hashes) {
+  if (hashes.size() > kMaxFilesPerRead) return xet::Malformed("too many files in one read");
+  std::vector<std::shared_ptr<const FileEntry>> out(hashes.size());
+  std::unordered_map<FileHash, std::vector<size_t>, xet::HashHasher> wanted;  // hash -> its places in out
+  std::vector<FileHash> asked;                                                // each hash once
+  for (size_t i = 0; i < hashes.size(); ++i) {
+    auto& places = wanted[hashes[i]];
+    if (places.empty()) asked.push_back(hashes[i]);
+    places.push_back(i);
+  }
+  auto rows = Query(kGetFiles, pg::Params().HashArray(asked));
+  if (!rows.ok()) return rows.error();
+  for (int r = 0; r < rows->size(); ++r) {
+    const auto hash = rows->Hash(r, 0);
+    auto it = hash ? wanted.find(*hash) : wanted.end();
+    if (it == wanted.end()) return xet::IoError("index: a file came back that was not asked for");
+    auto e = FileEntryFromRow(*hash, rows->Bytes(r, 1), rows->Int8(r, 2), rows->Int8(r, 3),
+                              rows->IsNull(r, 4) ? std::nullopt : rows->Hash(r, 4),
+                              rows->IsNull(r, 5) ? std::span<const uint8_t>() : rows->Bytes(r, 5),
+                              rows->Int8(r, 6));
+    if (!e.ok()) return e.error();
+    for (size_t i : it->second) out[i] = *e;
+  }
+  return out;
 }
 
 xet::Result<std::shared_ptr<const FileEntry>> PostgresIndex::GetVisibleFile(const FileHash& hash,

@@ -60,6 +60,8 @@ class SqliteIndex final : public Index {
   xet::Result<bool> HasXorb(const XorbHash& hash) override;
   xet::Result<bool> PutXorb(const XorbHash& hash, const xet::XorbLayout& layout) override;
   xet::Result<std::shared_ptr<const FileEntry>> GetFile(const FileHash& hash) override;
+  xet::Result<std::vector<std::shared_ptr<const FileEntry>>> GetFiles(
+      std::span<const FileHash> hashes) override;
   xet::Result<bool> FileVisibleTo(const FileHash& hash, std::string_view scope) override;
   xet::Result<std::optional<int64_t>> VisibleFileRecord(const FileHash& hash,
                                                         std::string_view scope) override;

@@ -95,14 +95,24 @@ xet::Result<QuotaService::Measured> QuotaService::MeasureWith(std::string_view n
   m.usage.ns = std::string(ns);
   ChunkSet base;
   std::unordered_set<xet::FileHash, xet::HashHasher> seen;
+  // Files are read in batches (one round trip each on PostgreSQL); one swept meanwhile adds nothing.
+  std::vector<xet::FileHash> pending;
+  const auto flush = [&](ChunkSet& into) -> xet::Status {
+    for (size_t i = 0; i < pending.size(); i += index::CasIndex::kMaxFilesPerRead) {
+      const size_t n = std::min(pending.size() - i, index::CasIndex::kMaxFilesPerRead);
+      auto entries = index_.GetFiles(std::span(pending).subspan(i, n));
+      if (!entries.ok()) return entries.error();
+      for (const auto& e : *entries) {
+        if (e) AddFile(into, *e);
+      }
+    }
+    pending.clear();
+    return xet::Ok{};
+  };
   const auto add_file = [&](const xet::FileHash& hash, ChunkSet& into) -> xet::Status {
     if (hash.is_zero() || !seen.insert(hash).second) return xet::Ok{};
-    auto entry = index_.GetFile(hash);
-    if (!entry.ok()) {
-      if (entry.error().code == xet::ErrorCode::kNotFound) return xet::Ok{};  // swept meanwhile
-      return entry.error();
-    }
-    AddFile(into, **entry);
+    pending.push_back(hash);
+    if (pending.size() >= 16 * index::CasIndex::kMaxFilesPerRead) return flush(into);
     return xet::Ok{};
   };
   for (auto type : {index::RepoType::kModel, index::RepoType::kDataset, index::RepoType::kSpace,
@@ -137,11 +147,13 @@ xet::Result<QuotaService::Measured> QuotaService::MeasureWith(std::string_view n
       after = std::pair{repos->back().ns, repos->back().name};
     }
   }
+  if (auto st = flush(base); !st.ok()) return st.error();
   m.usage.files = seen.size();
   ChunkSet extra;
   for (const auto& f : added) {
     if (auto st = add_file(f, extra); !st.ok()) return st.error();
   }
+  if (auto st = flush(extra); !st.ok()) return st.error();
   auto chunk_bytes = ChunkBytes(index_, base);
   if (!chunk_bytes.ok()) return chunk_bytes.error();
   m.usage.chunk_bytes = *chunk_bytes;
@@ -278,11 +290,18 @@ xet::Result<Admission> QuotaService::Admit(std::string_view ns, std::span<const 
   if (!q.stale && q.measured_at != 0) {
     uint64_t file_bytes = 0;
     std::unordered_set<xet::FileHash, xet::HashHasher> once;
+    std::vector<xet::FileHash> distinct;
     for (const auto& f : files) {
-      if (f.is_zero() || !once.insert(f).second) continue;
-      auto entry = index_.GetFile(f);
-      if (!entry.ok()) return entry.error();
-      file_bytes += (*entry)->size;
+      if (!f.is_zero() && once.insert(f).second) distinct.push_back(f);
+    }
+    for (size_t i = 0; i < distinct.size(); i += index::CasIndex::kMaxFilesPerRead) {
+      const size_t n = std::min(distinct.size() - i, index::CasIndex::kMaxFilesPerRead);
+      auto entries = index_.GetFiles(std::span(distinct).subspan(i, n));
+      if (!entries.ok()) return entries.error();
+      for (size_t k = 0; k < n; ++k) {
+        if (!(*entries)[k]) return xet::NotFound("file " + distinct[i + k].hex() + " is not in the index");
+        file_bytes += (*entries)[k]->size;
+      }
     }
     if (!q.limit || q.charged() + object_bytes + file_bytes <= *q.limit)
       return Admission(index_, std::string(ns), object_bytes, file_bytes);
