@@ -95,15 +95,7 @@ int RunQuotaShow(const QuotaOptions& opts) {
     for (;;) {
       auto page = index.ListQuotas(after, index::QuotaIndex::kMaxListedQuotas);
       if (!page) return page.error();
-      for (const auto& q : *page) {
-        quota::Usage u;
-        u.ns = q.ns;
-        u.limit = q.limit;
-        u.used = q.charged();
-        u.exact = q.exact();
-        u.measured_at = q.measured_at;
-        Print(u, opts.json);
-      }
+      for (const auto& q : *page) Print(quota::UsageOf(q), opts.json);
       if (page->size() < index::QuotaIndex::kMaxListedQuotas) return xet::Ok{};
       after = page->back().ns;
     }

@@ -191,14 +191,17 @@ xet::Result<std::optional<Usage>> QuotaService::Recorded(std::string_view ns) {
   auto record = index_.GetQuota(ns);
   if (!record.ok()) return record.error();
   if (!*record) return std::optional<Usage>();
-  const auto& q = **record;
+  return std::optional<Usage>(UsageOf(**record));
+}
+
+Usage UsageOf(const index::QuotaRecord& q) {
   Usage u;
   u.ns = q.ns;
   u.limit = q.limit;
   u.used = q.charged();
   u.exact = q.exact();
   u.measured_at = q.measured_at;
-  return std::optional<Usage>(std::move(u));
+  return u;
 }
 
 xet::Status QuotaService::CheckRoom(std::string_view ns) {

@@ -119,6 +119,9 @@ class QuotaService {
   const Clock& clock_;
 };
 
+// A record's usage as recorded: what it is charged, exact or an upper bound (no breakdown: not measured now).
+Usage UsageOf(const index::QuotaRecord& q);
+
 // The refusal a user reads: the namespace, what it uses of its limit, what the request would add.
 xet::Error QuotaFull(const index::QuotaRecord& q, uint64_t adds);
 
