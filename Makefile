@@ -91,6 +91,7 @@ bench: build  ## Google Benchmark programs (see BENCHMARKS.md)
 	build/release/src/api/api_bench
 	build/release/src/index/index_bench
 	build/release/src/gc/gc_bench --benchmark_counters_tabular=true
+	build/release/src/compact/compact_bench
 
 measure-transfer: build bootstrap  ## 1 GiB upload and download with hf_xet against cairn serve (MB/s, peak RSS)
 	.venv/bin/python scripts/measure_transfer.py --bin $(CAIRN_BIN)

@@ -41,9 +41,10 @@ LAYERS: dict[str, list[str]] = {
     "hub": ["files", "quota", "index", "xet", "common"],
     "api": ["hub", "files", "cas", "quota", "http", "index", "xet", "common"],
     "gc": ["hub", "cas", "quota", "index", "store", "xet", "common"],  # the garbage collector: mark, quarantine, sweep
+    "compact": ["cas", "ingest", "index", "store", "xet", "common"],  # cairn compact: rewrites mostly dead xorbs
     "backup": ["repair", "cas", "index", "store", "xet", "common"],  # cairn backup / restore
     "client": ["ingest", "xet", "common"],          # cairn put/get: a client of any Xet server
-    "cli": ["api", "client", "repair", "gc", "backup", "hub", "files", "cas", "quota", "index", "store", "http", "config", "ingest", "xet",
+    "cli": ["api", "client", "repair", "gc", "compact", "backup", "hub", "files", "cas", "quota", "index", "store", "http", "config", "ingest", "xet",
             "common"],
 }
 
@@ -55,6 +56,7 @@ TEST_ONLY: dict[str, list[str]] = {
     "api": ["store", "ingest"],
     "gc": ["repair", "files", "cas", "ingest"],
     "backup": ["gc", "hub", "files", "ingest"],
+    "compact": ["gc", "repair", "hub", "files"],
     "client": ["api", "http", "index", "store", "cas"],
 }
 

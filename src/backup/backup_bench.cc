@@ -27,13 +27,9 @@
 #include "common/posix_io.h"
 #include "common/unique_fd.h"
 #include "common/worker_pool.h"
+#include "gc/test_bench_deployment.h"
 #include "index/open_index.h"
-#include "index/pg.h"
-#include "index/postgres_cluster.h"
 #include "ingest/upload_builder.h"
-#include "store/local_disk_store.h"
-#include "store/s3_store.h"
-#include "store/seaweedfs_cluster.h"
 
 namespace cairn::backup {
 namespace {
@@ -41,67 +37,13 @@ namespace {
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
-template <typename T>
-T OrDie(xet::Result<T>&& r, const char* what) {
-  if (!r.ok()) {
-    std::cerr << what << ": " << r.error().message << "\n";
-    std::abort();
-  }
-  return std::move(r).value();
-}
-
-template <typename R>
-void Check(const R& r, const char* what) {
-  if (!r.ok()) {
-    std::cerr << what << ": " << r.error().message << "\n";
-    std::abort();
-  }
-}
-
-struct Servers {
-  std::unique_ptr<index::testing::PostgresCluster> pg;
-  std::unique_ptr<store::testing::SeaweedCluster> seaweed;
-};
-
-Servers& Shared() {
-  static Servers s;
-  return s;
-}
-
-fs::path BenchDir() {
-  const char* env = std::getenv("CAIRN_BENCH_DIR");  // NOLINT(concurrency-mt-unsafe): before threads start
-  return fs::absolute(fs::path(env ? env : ".") / ("cairn-backup-bench-" + std::to_string(::getpid())));
-}
-
-struct Deployment {
-  std::string url;
-  std::unique_ptr<store::BlobStore> store;
-};
-
-// An empty deployment: SQLite + a directory under `dir`, or a schema and a bucket prefix of its own.
-Deployment Fresh(bool s3, const fs::path& dir, const std::string& name) {
-  Deployment d;
-  if (!s3) {
-    d.url = "sqlite:" + (dir / (name + ".db")).string();
-    d.store = OrDie(store::LocalDiskStore::Open(dir / (name + "-blobs")), "disk");
-    return d;
-  }
-  auto& s = Shared();
-  if (!s.pg) s.pg = OrDie(index::testing::PostgresCluster::Start("backup-bench"), "postgres");
-  if (!s.seaweed) s.seaweed = OrDie(store::testing::SeaweedCluster::Start("backup-bench"), "seaweedfs");
-  auto conn = OrDie(index::pg::Conn::Connect(s.pg->uri()), "postgres");
-  if (!conn->Exec("CREATE SCHEMA " + name).ok()) std::abort();
-  d.url = s.pg->uri() + "?options=-csearch_path%3D" + name;
-  Check(s.seaweed->CreateBucket("backup-bench"), "bucket");
-  store::S3StoreOptions so;
-  so.s3 = s.seaweed->Options("backup-bench");
-  so.prefix = name + "/";
-  d.store = OrDie(store::S3Store::Open(so), "s3");
-  return d;
-}
+using gc::testing::BenchDeployment;
+using gc::testing::Check;
+using gc::testing::FreshDeployment;
+using gc::testing::OrDie;
 
 // Fills `d` with `mib` MiB of random files of 256 MiB at most, uploaded through the CAS service.
-uint64_t Fill(Deployment& d, uint64_t mib) {
+uint64_t Fill(BenchDeployment& d, uint64_t mib) {
   auto index = OrDie(index::OpenIndex(d.url), "index");
   WorkerPool pool(2);
   cas::CasService cas(*index, *d.store, pool, {});
@@ -169,13 +111,13 @@ double MiBPerS(uint64_t bytes, Clock::duration d) {
 void Run(benchmark::State& state, bool s3) {
   const char* env = std::getenv("CAIRN_BENCH_BACKUP_MIB");  // NOLINT(concurrency-mt-unsafe): no threads yet
   const uint64_t mib = env != nullptr ? std::strtoull(env, nullptr, 10) : 1024;
-  const fs::path dir = BenchDir() / (s3 ? "s3" : "disk");
+  const fs::path dir = gc::testing::BenchDir("cairn-backup-bench") / (s3 ? "s3" : "disk");
   fs::create_directories(dir);
   static int schemas = 0;
   static int repetition = 0;  // each repetition fills a deployment of its own
   const std::string tag =
       std::string(s3 ? "s3" : "disk") + std::to_string(::getpid()) + "r" + std::to_string(++repetition);
-  Deployment source = Fresh(s3, dir, "source" + tag);
+  BenchDeployment source = FreshDeployment(s3, dir, "source" + tag);
   const uint64_t stored = Fill(source, mib);
   double plain = 0, plain_back = 0, backup = 0, restore = 0;
   for (auto _ : state) {
@@ -187,7 +129,7 @@ void Run(benchmark::State& state, bool s3) {
     auto t0 = Clock::now();
     const uint64_t copied = PlainCopy(*source.store, dir / "plain", all);
     plain = MiBPerS(copied, Clock::now() - t0);
-    Deployment back = Fresh(s3, dir, "plain" + tag + "_" + std::to_string(n));
+    BenchDeployment back = FreshDeployment(s3, dir, "plain" + tag + "_" + std::to_string(n));
     t0 = Clock::now();
     const uint64_t put = PlainPut(dir / "plain", all, *back.store);
     plain_back = MiBPerS(put, Clock::now() - t0);
@@ -199,7 +141,7 @@ void Run(benchmark::State& state, bool s3) {
     auto b = OrDie(TakeBackup(source.url, *source.store, (dir / "backup").string(), bo), "backup");
     backup = MiBPerS(b.xorbs.bytes_copied + b.shards.bytes_copied, Clock::now() - t0);
 
-    Deployment target = Fresh(s3, dir, "target" + tag + "_" + std::to_string(n));
+    BenchDeployment target = FreshDeployment(s3, dir, "target" + tag + "_" + std::to_string(n));
     RestoreOptions ro;
     ro.threads = 4;
     t0 = Clock::now();

@@ -176,7 +176,7 @@ xet::Result<std::unique_ptr<XorbUpload>> CasService::BeginXorb(const xet::XorbHa
   if ((*use)[0] == index::XorbUse::kBeingSwept) {
     return xet::Unavailable("xorb " + hash.hex() + " is being deleted by the garbage collector; retry");
   }
-  if ((*use)[0] == index::XorbUse::kStored) {
+  if ((*use)[0] == index::XorbUse::kStored || (*use)[0] == index::XorbUse::kSuperseded) {
     return std::unique_ptr<XorbUpload>(new XorbUpload(*this, hash, nullptr, nullptr));  // a retry
   }
   auto body = upload_buffers_.Take();
@@ -246,8 +246,9 @@ xet::Result<bool> CasService::FinishXorb(XorbUpload& upload) {
 // ---------------------------------------------------------------------------------------------------------------
 // Shards
 
-xet::Result<ShardOutcome> CasService::PutShard(std::span<const uint8_t> body, const std::string& scope,
-                                               const std::function<void(const ShardProgress&)>& progress) {
+xet::Result<index::ShardCommit> CasService::VerifyShard(
+    std::span<const uint8_t> body, const std::string& scope,
+    const std::function<void(const ShardProgress&)>& progress) {
   auto shard = xet::ParseShard(body);
   if (!shard) return shard.error();
   const auto report = [&](ShardProgress p) {
@@ -322,6 +323,23 @@ xet::Result<ShardOutcome> CasService::PutShard(std::span<const uint8_t> body, co
   report({ShardProgress::Stage::kStoring, verified, total});
   commit.shard = xet::ChunkHashOf(body);
   commit.shard_size = body.size();
+  return commit;
+}
+
+xet::Status CasService::StoreShard(const index::ShardCommit& commit, std::span<const uint8_t> body) {
+  if (auto stored = store_.Put(store::BlobKind::kShard, commit.shard, body); !stored) return stored.error();
+  return RecordGrant(store_, Grant{commit.shard, commit.scope});
+}
+
+xet::Result<ShardOutcome> CasService::PutShard(std::span<const uint8_t> body, const std::string& scope,
+                                               const std::function<void(const ShardProgress&)>& progress) {
+  uint64_t total = 0;
+  auto verified = VerifyShard(body, scope, [&](const ShardProgress& p) {
+    total = p.total;
+    if (progress) progress(p);
+  });
+  if (!verified) return verified.error();
+  const index::ShardCommit& commit = *verified;
   if (auto stored = store_.Put(store::BlobKind::kShard, commit.shard, body); !stored) return stored.error();
   // The grant durable before the index commits the shard (grant.h). A re-registration (every retry, every
   // upload of a shard the scope had) whose grant this service made durable already skips the put: half the
@@ -333,7 +351,7 @@ xet::Result<ShardOutcome> CasService::PutShard(std::span<const uint8_t> body, co
     if (auto granted = RecordGrant(store_, grant); !granted) return granted.error();
     granted_.Put(grant_name, Yes(), sizeof(xet::Hash) + kEntryOverhead);
   }
-  report({ShardProgress::Stage::kCommitting, verified, total});
+  if (progress) progress({ShardProgress::Stage::kCommitting, total, total});
   auto outcome = index_.CommitShard(commit);
   if (!outcome) return outcome.error();
   if (!outcome->already_existed) {
@@ -593,6 +611,7 @@ xet::Result<std::vector<bool>> CasService::Usable(std::span<const xet::XorbHash>
     auto uses =
         index_.ReviveXorbs(xorbs.subspan(at, std::min(index::CasIndex::kMaxXorbsPerRead, xorbs.size() - at)));
     if (!uses) return uses.error();
+    // A superseded xorb is stored but never offered (compaction moved its live chunks elsewhere).
     for (auto u : *uses) out.push_back(u == index::XorbUse::kStored);
   }
   return out;

@@ -80,6 +80,14 @@ class CasService {
   // is stored and its files, scope and dedup entries committed in one durable transaction.
   xet::Result<ShardOutcome> PutShard(std::span<const uint8_t> body, const std::string& scope,
                                      const std::function<void(const ShardProgress&)>& progress = nullptr);
+  // PutShard's checks alone: what registering the shard for `scope` would commit, once every file and listed
+  // xorb verified against the stored xorbs. Nothing is stored or indexed.
+  xet::Result<index::ShardCommit> VerifyShard(
+      std::span<const uint8_t> body, const std::string& scope,
+      const std::function<void(const ShardProgress&)>& progress = nullptr);
+  // Makes a verified shard's blob and its scope's grant durable (what the index will then register: a
+  // compaction's shards, registered by index::GcIndex::Repoint).
+  xet::Status StoreShard(const index::ShardCommit& commit, std::span<const uint8_t> body);
 
   // DELETE /v1/files: takes the file out of `scope`'s view (index::CasIndex::UnregisterFile), then stores the
   // revocation (grant.h) before answering, so that a rebuild from the store does not give the file back.

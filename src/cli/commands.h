@@ -188,6 +188,20 @@ struct GcCommandOptions {
 };
 int RunGc(const GcCommandOptions& opts);
 
+// `cairn compact`: rewrites xorbs less than `threshold` live (compact/compactor.h). Exit status 0: done, 1:
+// the run failed, 2: bad arguments or configuration.
+struct CompactCommandOptions {
+  std::string config_file;
+  std::string data_dir;
+  std::string index;
+  std::string store;
+  double threshold = 0.5;
+  size_t max_new_xorbs = 0;
+  bool dry_run = false;
+  bool json = false;
+};
+int RunCompact(const CompactCommandOptions& opts);
+
 // `cairn quota set|show|rm`: storage quotas per namespace (quota/quota_service.h), kept in the index for
 // every node. Exit status 0: done, 1: the index failed, 2: bad arguments.
 struct QuotaOptions {

@@ -212,6 +212,22 @@ void AddGc(CLI::App& app) {
   OnSelected(cmd, opts, RunGc);
 }
 
+void AddCompact(CLI::App& app) {
+  auto opts = std::make_shared<CompactCommandOptions>();
+  auto* cmd = app.add_subcommand(
+      "compact", "Rewrite xorbs that are mostly dead with their live chunks; `cairn gc` frees the old ones");
+  cmd->add_option("--config", opts->config_file, "TOML configuration file (also CAIRN_CONFIG)");
+  cmd->add_option("--data", opts->data_dir, "Data directory (default ./cairn-data)");
+  cmd->add_option("--index", opts->index, "sqlite:PATH or postgres://USER@HOST/DB");
+  cmd->add_option("--store", opts->store, "file:PATH or s3://BUCKET[/PREFIX]");
+  cmd->add_option("--threshold", opts->threshold,
+                  "Rewrite a xorb when less than this share of its bytes is live (default 0.5)");
+  cmd->add_option("--max-new-xorbs", opts->max_new_xorbs, "Stop after writing this many (default: no limit)");
+  cmd->add_flag("--dry-run", opts->dry_run, "Report what would be rewritten; change nothing");
+  cmd->add_flag("--json", opts->json, "Print the report as JSON");
+  OnSelected(cmd, opts, RunCompact);
+}
+
 template <typename Options>
 void AddDeploymentOptions(CLI::App* cmd, Options& opts) {
   cmd->add_option("--config", opts.config_file, "TOML configuration file (also CAIRN_CONFIG)");
@@ -367,6 +383,7 @@ int main(int argc, char** argv) {
   cairn::cli::AddIndex(app);
   cairn::cli::AddFsck(app);
   cairn::cli::AddGc(app);
+  cairn::cli::AddCompact(app);
   cairn::cli::AddBackup(app);
   cairn::cli::AddStore(app);
   CLI11_PARSE(app, argc, argv);

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "cas/grant.h"
+#include "common/json_report.h"
 #include "hub/history.h"
 
 namespace cairn::gc {
@@ -123,49 +124,39 @@ xet::Status CheckGrace(std::string_view what, uint64_t grace_seconds, uint64_t d
 }
 
 std::string GcReport::ToJson() const {
-  std::string out = "{";
-  const auto field = [&](std::string_view name, const std::string& value) {
-    if (out.size() > 1) out += ",";
-    out += "\"" + std::string(name) + "\":" + value;
-  };
-  const auto n = [](uint64_t v) { return std::to_string(v); };
-  field("dry_run", dry_run ? "true" : "false");
-  field("started_at", std::to_string(started_at));
-  field("seconds", std::to_string(seconds));
-  field("files", n(files));
-  field("live_files", n(live_files));
-  field("xorbs", n(xorbs));
-  field("newly_quarantined", n(newly_quarantined));
-  field("released", n(released));
-  field("quarantined_files", n(quarantined_files));
-  field("quarantined_xorbs", n(quarantined_xorbs));
-  field("quarantined_bytes", n(quarantined_bytes));
-  field("reclaimable_xorbs", n(reclaimable_xorbs));
-  field("reclaimable_bytes", n(reclaimable_bytes));
-  field("swept_files", n(swept_files));
-  field("swept_xorbs", n(swept_xorbs));
-  field("reclaimed_bytes", n(reclaimed_bytes));
-  field("resumed_xorbs", n(resumed_xorbs));
-  field("swept_shards", n(swept_shards));
-  field("reclaimed_shard_bytes", n(reclaimed_shard_bytes));
-  field("finished_revocations", n(finished_revocations));
-  field("waited_for_backups", std::to_string(waited_for_backups));
-  field("repos", n(repos));
-  field("unwalkable_repos", n(unwalkable_repos));
-  field("reached_files", n(reached_files));
-  field("repo_objects", n(repo_objects));
-  field("quarantined_repo_objects", n(quarantined_repo_objects));
-  field("reclaimable_repo_bytes", n(reclaimable_repo_bytes));
-  field("swept_repo_objects", n(swept_repo_objects));
-  field("quotas_measured", n(quotas_measured));
-  field("reclaimed_repo_bytes", n(reclaimed_repo_bytes));
-  std::string quoted = "\"";
-  for (char c : scrub) {
-    if (c == '"' || c == '\\') quoted += '\\';
-    if (static_cast<unsigned char>(c) >= 0x20) quoted += c;
-  }
-  field("scrub", quoted + "\"");
-  return out + "}";
+  JsonReport r;
+  r.Bool("dry_run", dry_run);
+  r.Signed("started_at", started_at);
+  r.Real("seconds", seconds);
+  r.Number("files", files);
+  r.Number("live_files", live_files);
+  r.Number("xorbs", xorbs);
+  r.Number("newly_quarantined", newly_quarantined);
+  r.Number("released", released);
+  r.Number("quarantined_files", quarantined_files);
+  r.Number("quarantined_xorbs", quarantined_xorbs);
+  r.Number("quarantined_bytes", quarantined_bytes);
+  r.Number("reclaimable_xorbs", reclaimable_xorbs);
+  r.Number("reclaimable_bytes", reclaimable_bytes);
+  r.Number("swept_files", swept_files);
+  r.Number("swept_xorbs", swept_xorbs);
+  r.Number("reclaimed_bytes", reclaimed_bytes);
+  r.Number("resumed_xorbs", resumed_xorbs);
+  r.Number("swept_shards", swept_shards);
+  r.Number("reclaimed_shard_bytes", reclaimed_shard_bytes);
+  r.Number("finished_revocations", finished_revocations);
+  r.Real("waited_for_backups", waited_for_backups);
+  r.Number("repos", repos);
+  r.Number("unwalkable_repos", unwalkable_repos);
+  r.Number("reached_files", reached_files);
+  r.Number("repo_objects", repo_objects);
+  r.Number("quarantined_repo_objects", quarantined_repo_objects);
+  r.Number("reclaimable_repo_bytes", reclaimable_repo_bytes);
+  r.Number("swept_repo_objects", swept_repo_objects);
+  r.Number("quotas_measured", quotas_measured);
+  r.Number("reclaimed_repo_bytes", reclaimed_repo_bytes);
+  r.String("scrub", scrub);
+  return r.Text();
 }
 
 xet::Result<std::vector<xet::Hash>> BeingSwept(index::GcIndex& gc) {

@@ -24,14 +24,11 @@
 #include "common/worker_pool.h"
 #include "files/file_service.h"
 #include "gc/collector.h"
+#include "gc/test_bench_deployment.h"
 #include "hub/hub_service.h"
 #include "index/open_index.h"
-#include "index/pg.h"
-#include "index/postgres_cluster.h"
 #include "index/test_support.h"
 #include "store/local_disk_store.h"
-#include "store/s3_store.h"
-#include "store/seaweedfs_cluster.h"
 
 namespace cairn::gc {
 namespace {
@@ -41,53 +38,18 @@ namespace fs = std::filesystem;
 constexpr uint32_t kChunks = 8;
 constexpr uint32_t kChunkBytes = 8192;  // 64 KiB a xorb
 
-template <typename T>
-T OrDie(xet::Result<T>&& r, const char* what) {
-  if (!r.ok()) {
-    std::cerr << what << ": " << r.error().message << "\n";
-    std::abort();
-  }
-  return std::move(r).value();
-}
-
-struct Backends {
-  std::unique_ptr<index::testing::PostgresCluster> pg;
-  std::unique_ptr<store::testing::SeaweedCluster> seaweed;
-};
-
-Backends& Servers() {
-  static Backends b;
-  return b;
-}
+using testing::FreshDeployment;
+using testing::FreshPostgres;
+using testing::OrDie;
 
 void Sweep(benchmark::State& state, bool s3) {
   const size_t n = static_cast<size_t>(state.range(0));
   static int run = 0;
   ++run;
-  const char* env = std::getenv("CAIRN_BENCH_DIR");  // NOLINT(concurrency-mt-unsafe): before threads start
-  const fs::path dir = fs::path(env ? env : ".") /
-                       ("cairn-gc-bench-" + std::to_string(::getpid()) + "-" + std::to_string(run));
-  fs::create_directories(dir);
-  std::string url;
-  std::unique_ptr<store::BlobStore> store;
-  if (s3) {
-    auto& b = Servers();
-    if (!b.pg) b.pg = OrDie(index::testing::PostgresCluster::Start("gc-bench"), "postgres");
-    if (!b.seaweed) b.seaweed = OrDie(store::testing::SeaweedCluster::Start("gc-bench"), "seaweedfs");
-    // A schema of its own per run: as good as a fresh database.
-    const std::string schema = "gc" + std::to_string(run);
-    auto conn = OrDie(index::pg::Conn::Connect(b.pg->uri()), "postgres");
-    if (!conn->Exec("CREATE SCHEMA " + schema).ok()) std::abort();
-    url = b.pg->uri() + "?options=-csearch_path%3D" + schema;
-    const std::string bucket = "gc-bench-" + std::to_string(::getpid()) + "-" + std::to_string(run);
-    if (!b.seaweed->CreateBucket(bucket).ok()) std::abort();
-    store::S3StoreOptions so;
-    so.s3 = b.seaweed->Options(bucket);
-    store = OrDie(store::S3Store::Open(so), "s3");
-  } else {
-    url = "sqlite:" + (dir / "index.db").string();
-    store = OrDie(store::LocalDiskStore::Open(dir / "blobs"), "disk");
-  }
+  const fs::path dir = testing::BenchDir("cairn-gc-bench") / std::to_string(run);
+  auto deployment = FreshDeployment(s3, dir, (s3 ? "gs" : "gd") + std::to_string(run));
+  const std::string url = deployment.url;
+  std::unique_ptr<store::BlobStore> store = std::move(deployment.store);
   TestClock clock;
   clock.Set(1'800'000'000);
   index::OpenIndexOptions io;
@@ -138,6 +100,7 @@ void Sweep(benchmark::State& state, bool s3) {
   store.reset();
   std::error_code ec;
   fs::remove_all(dir, ec);
+  fs::remove(dir.parent_path(), ec);  // once the program's last run is gone
 }
 
 void BM_SweepDisk(benchmark::State& state) {
@@ -149,15 +112,8 @@ void BM_SweepS3(benchmark::State& state) {
 
 // Opens a fresh index: SQLite under `dir`, or a schema of its own on the benchmark's PostgreSQL.
 std::unique_ptr<index::Index> FreshIndex(bool pg, const fs::path& dir, const Clock& clock, int run) {
-  std::string url = "sqlite:" + (dir / "index.db").string();
-  if (pg) {
-    auto& b = Servers();
-    if (!b.pg) b.pg = OrDie(index::testing::PostgresCluster::Start("gc-bench"), "postgres");
-    const std::string schema = "gh" + std::to_string(run);
-    auto conn = OrDie(index::pg::Conn::Connect(b.pg->uri()), "postgres");
-    if (!conn->Exec("CREATE SCHEMA " + schema).ok()) std::abort();
-    url = b.pg->uri() + "?options=-csearch_path%3D" + schema;
-  }
+  const std::string url =
+      pg ? FreshPostgres("gh" + std::to_string(run)) : "sqlite:" + (dir / "index.db").string();
   index::OpenIndexOptions io;
   io.clock = &clock;
   return OrDie(index::OpenIndex(url, io), "index");

@@ -94,6 +94,13 @@ class DeploymentTest : public ::testing::TestWithParam<Backend> {
       ASSERT_TRUE(s.ok()) << s.error().message;
       store_ = std::move(*s);
     }
+    ASSERT_NO_FATAL_FAILURE(StartServices());
+  }
+  // The index opened anew and the services over it and the store: a server (re)started.
+  void StartServices() {
+    hub_.reset();
+    files_.reset();
+    cas_.reset();
     index_ = OpenIndexAt();
     ASSERT_NE(index_, nullptr);
     cas::ServiceOptions so;

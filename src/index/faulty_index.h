@@ -306,6 +306,14 @@ class FaultyIndex final : public ForwardingIndex {
     if (auto st = Check("DropXorbs"); !st.ok()) return st.error();
     return ForwardingIndex::DropXorbs(xorbs);
   }
+  xet::Result<std::vector<std::vector<std::string>>> FileScopes(std::span<const FileHash> files) override {
+    if (auto st = Check("FileScopes"); !st.ok()) return st.error();
+    return ForwardingIndex::FileScopes(files);
+  }
+  xet::Status Repoint(const Repointing& repointing) override {
+    if (auto st = Check("Repoint"); !st.ok()) return st.error();
+    return ForwardingIndex::Repoint(repointing);
+  }
   xet::Result<std::vector<ShardScope>> ShardScopes(std::span<const Hash> shards) override {
     if (auto st = Check("ShardScopes"); !st.ok()) return st.error();
     return ForwardingIndex::ShardScopes(shards);

@@ -219,6 +219,10 @@ class ForwardingIndex : public Index {
   xet::Result<SweptTotals> DropXorbs(std::span<const XorbHash> xorbs) override {
     return inner_.DropXorbs(xorbs);
   }
+  xet::Result<std::vector<std::vector<std::string>>> FileScopes(std::span<const FileHash> files) override {
+    return inner_.FileScopes(files);
+  }
+  xet::Status Repoint(const Repointing& repointing) override { return inner_.Repoint(repointing); }
   xet::Result<std::vector<ShardScope>> ShardScopes(std::span<const Hash> shards) override {
     return inner_.ShardScopes(shards);
   }

@@ -306,6 +306,20 @@ class GcIndex {
   // unclaimed ones are left alone.
   virtual xet::Result<SweptTotals> DropShards(std::span<const Hash> shards) = 0;
 
+  // ---- Compaction (src/compact/): rewriting xorbs that are mostly dead with their live chunks only
+  // The scopes that see each file, result i for files[i] (empty for an unknown file); at most
+  // CasIndex::kMaxFilesPerRead files (kMalformed past that).
+  virtual xet::Result<std::vector<std::vector<std::string>>> FileScopes(std::span<const FileHash> files) = 0;
+  // In one transaction: registers each shard (as CommitShard does: its row, scope, neighbourhood and dedup
+  // entries; its files are registered already and keep their scopes), gives each file its new terms and a
+  // new record (created_at := max(now, record + 1), so that caches of the old terms notice), deletes the
+  // dedup entries naming a replaced xorb and marks each replaced xorb superseded (XorbUse::kSuperseded).
+  // A replaced xorb stays registered and stored: the collector sweeps it, past its grace, once nothing uses
+  // it. kConflict (nothing changed) when a file is unknown or its record is no longer the one given (swept
+  // and registered again since it was read); kUnavailable when a xorb named is claimed by a sweep;
+  // kUnknownReference when `into` is not registered.
+  virtual xet::Status Repoint(const Repointing& repointing) = 0;
+
   // ---- Repository objects: a mark walks each repository's refs (hub/) and quarantines what they do not
   // reach The repository's objects in key order after `after`, with sizes and quarantine times (never their
   // data).

@@ -39,8 +39,8 @@ struct Table {
 // an index only; schema 11 the collector's quarantine, copied so that what was unreferenced keeps the time it
 // became so; schema 12 the quarantine of repository objects, copied for the same reason; schema 13 the
 // scopes' revocations of files; schema 14 an index only; schema 15 the namespaces' quotas, with what was last
-// measured of them.)
-static_assert(SqliteIndex::kSchemaVersion == 15 && PostgresIndex::kSchemaVersion == 15,
+// measured of them; schema 16 the xorbs compaction superseded, so that dedup answers keep leaving them out.)
+static_assert(SqliteIndex::kSchemaVersion == 16 && PostgresIndex::kSchemaVersion == 16,
               "a new schema version must be reflected in kTables");
 
 // Each scope's totals from its rows (schema 7's scope_totals), the same SQL on both backends.
@@ -86,6 +86,10 @@ const std::vector<Table>& Tables() {
        4096},
       {"gc_repo_quarantine", {{"repo", Type::kInt}, {"key", Type::kBytes}, {"since", Type::kInt}}, 2, 4096},
       {"shard_scopes", {{"shard", Type::kBytes}, {"scope", Type::kText}}, 2, 4096},
+      {"compacted_xorbs",
+       {{"xorb", Type::kBytes}, {"into_xorb", Type::kBytes}, {"compacted_at", Type::kInt}},
+       1,
+       4096},
       {"revocations", {{"file", Type::kBytes}, {"scope", Type::kText}, {"cleared", Type::kBool}}, 2, 4096},
       {"secrets", {{"name", Type::kText}, {"value", Type::kText}, {"created_at", Type::kInt}}, 1, 64},
       {"quotas",

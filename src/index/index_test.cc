@@ -162,10 +162,14 @@ class IndexTest : public ::testing::TestWithParam<Backend> {
     }
   }
 
-  // Takes the database back to schema `version` as far as its version number goes (and what schemas 6 to 15
+  // Takes the database back to schema `version` as far as its version number goes (and what schemas 6 to 16
   // added: indexes, tables, the columns and rows that migrations 7 and 9 fill from the rows, and schema 11's
   // functions).
   void SetSchemaVersion(int version) {
+    if (version < 16) {
+      ExecRaw("DROP TABLE compacted_xorbs",
+              "DROP TABLE compacted_xorbs; DROP FUNCTION cairn_refuse_changed(int8)");
+    }
     if (version < 15)
       ExecRaw("DROP TABLE quotas", "DROP TABLE quotas; DROP FUNCTION cairn_refuse_quota(int8)");
     if (version < 14) ExecRaw("DROP INDEX revocations_cleared", "DROP INDEX revocations_cleared");

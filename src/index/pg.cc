@@ -257,6 +257,7 @@ xet::Error Conn::ErrorOf(const PGresult* r, std::string_view what) const {
   if (broken() || UnavailableState(state) || state == "CR001") return xet::Unavailable(std::move(msg));
   if (state == "CR002") return xet::UnknownReference(std::move(msg));
   if (state == "CR003") return xet::QuotaExceeded(std::move(msg));
+  if (state == "CR004") return xet::Conflict(std::move(msg));
   if (state.starts_with("23")) return xet::Inconsistent(std::move(msg));
   return xet::IoError(std::move(msg));
 }

@@ -1,5 +1,6 @@
 // The PostgreSQL backend's CAS slice (index.h's CasIndex): xorbs, files, scopes, shards, dedup, scans,
 // counts.
+#include <algorithm>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -130,6 +131,29 @@ rv AS (
   WHERE r.file = fs.file AND r.scope = $4::text AND NOT r.cleared
   RETURNING r.file)
 SELECT n.shards, rv.file, (SELECT count(*) FROM ss)::int8 FROM n, refuse, missing LEFT JOIN rv ON true)sql"};
+// A compaction step's index side (GcIndex::Repoint), after its shards' kCommitShard in the same transaction:
+// refused whole (CR001 claimed, CR002 missing, CR004 a file changed) or done whole.
+constexpr pg::Statement kRepoint{"repoint", R"sql(
+WITH u AS (
+  SELECT * FROM unnest($1::bytea[], $2::bytea[], $3::bytea[], $4::int8[]) AS t(hash, terms, ranges, record)),
+gq AS (
+  SELECT hash FROM gc_quarantine WHERE kind = 0 AND claimed_at <> 0
+  AND (hash = ANY($5::bytea[]) OR hash = $6::bytea) FOR UPDATE),
+refuse AS (SELECT cairn_refuse_claimed(count(*)) AS n FROM gq),
+present AS (SELECT hash FROM xorbs WHERE hash = ANY($5::bytea[]) OR hash = $6::bytea FOR KEY SHARE),
+missing AS (
+  SELECT cairn_refuse_missing(cardinality($5::bytea[]) + 1 - (SELECT count(*) FROM present)) AS n),
+up AS (
+  UPDATE files f SET terms = u.terms, ranges = u.ranges, created_at = GREATEST($7::int8, f.created_at + 1)
+  FROM u WHERE f.hash = u.hash AND f.created_at = u.record AND f.term_count * 52 = length(u.terms)
+  RETURNING f.hash),
+changed AS (SELECT cairn_refuse_changed(cardinality($1::bytea[]) - (SELECT count(*) FROM up)) AS n),
+dd AS (DELETE FROM dedup WHERE xorb = ANY($5::bytea[])),
+cx AS (
+  INSERT INTO compacted_xorbs(xorb, into_xorb, compacted_at)
+  SELECT x, $6::bytea, $7::int8 FROM unnest($5::bytea[]) AS t(x)
+  ON CONFLICT (xorb) DO UPDATE SET into_xorb = EXCLUDED.into_xorb, compacted_at = EXCLUDED.compacted_at)
+SELECT (SELECT n FROM refuse), (SELECT n FROM missing), (SELECT n FROM changed))sql"};
 constexpr pg::Statement kGetShard{"get_shard",
                                   "SELECT size, registered_at FROM shards WHERE hash = $1::bytea"};
 // The shard's row and its xorbs in one round trip: no row, unknown shard; one row with a NULL xorb, none.
@@ -233,6 +257,21 @@ xet::Result<bool> PostgresIndex::PutXorb(const XorbHash& hash, const xet::XorbLa
 
 xet::Result<CommitOutcome> PostgresIndex::CommitShard(const ShardCommit& commit) {
   if (auto st = CheckShardCommit(commit); !st.ok()) return st.error();
+  CommitOutcome outcome;
+  WriteRequest req{&kCommitShard, CommitShardParams(commit, options_.clock->UnixSeconds()),
+                   [&](const pg::Rows& rows) {
+                     outcome.already_existed = rows.size() >= 1 && rows.Int8(0, 0) == 0;
+                     outcome.new_scope = rows.size() >= 1 && rows.Int8(0, 2) > 0;
+                     outcome.cleared_revocations.clear();
+                     for (int i = 0; i < rows.size(); ++i) {
+                       if (auto file = rows.Hash(i, 1)) outcome.cleared_revocations.push_back(*file);
+                     }
+                   }};
+  if (auto st = writes_->Submit(req); !st.ok()) return st.error();
+  return outcome;
+}
+
+pg::Params PostgresIndex::CommitShardParams(const ShardCommit& commit, int64_t now) const {
   // Rows in key order: two transactions inserting overlapping rows then lock them in the same order.
   std::vector<const FileCommit*> files;
   for (const auto& f : commit.files) files.push_back(&f);
@@ -271,29 +310,42 @@ xet::Result<CommitOutcome> PostgresIndex::CommitShard(const ShardCommit& commit)
     dedup_chunks.push_back(d->chunk);
     dedup_xorbs.push_back(d->xorb);
   }
+  pg::Params params;
+  params.Bytea(commit.shard).Int8(static_cast<int64_t>(commit.shard_size)).Int8(now).Text(commit.scope);
+  params.HashArray(xorbs).BoolArray(listed);
+  params.HashArray(file_hashes).ByteaArray(terms).Int8Array(term_counts).Int8Array(sizes).ByteaArray(shas);
+  params.HashArray(dedup_chunks).HashArray(dedup_xorbs).Int8(counter_slot_).ByteaArray(ranges);
+  return params;
+}
 
-  CommitOutcome outcome;
-  WriteRequest req{&kCommitShard, {}, [&](const pg::Rows& rows) {
-                     outcome.already_existed = rows.size() >= 1 && rows.Int8(0, 0) == 0;
-                     outcome.new_scope = rows.size() >= 1 && rows.Int8(0, 2) > 0;
-                     outcome.cleared_revocations.clear();
-                     for (int i = 0; i < rows.size(); ++i) {
-                       if (auto file = rows.Hash(i, 1)) outcome.cleared_revocations.push_back(*file);
-                     }
-                   }};
-  req.params.Bytea(commit.shard)
-      .Int8(static_cast<int64_t>(commit.shard_size))
-      .Int8(options_.clock->UnixSeconds())
-      .Text(commit.scope);
-  req.params.HashArray(xorbs).BoolArray(listed);
-  req.params.HashArray(file_hashes)
-      .ByteaArray(terms)
-      .Int8Array(term_counts)
-      .Int8Array(sizes)
-      .ByteaArray(shas);
-  req.params.HashArray(dedup_chunks).HashArray(dedup_xorbs).Int8(counter_slot_).ByteaArray(ranges);
-  if (auto st = writes_->Submit(req); !st.ok()) return st.error();
-  return outcome;
+// ---- Compaction (GcIndex::Repoint: its shards are registered as CommitShard registers them)
+
+xet::Status PostgresIndex::Repoint(const Repointing& repointing) {
+  if (auto st = CheckRepointing(repointing); !st.ok()) return st;
+  const int64_t now = options_.clock->UnixSeconds();
+  std::vector<pg::Params> params;
+  params.reserve(repointing.shards.size() + 1);
+  for (const auto& shard : repointing.shards) params.push_back(CommitShardParams(shard, now));
+  std::vector<FileHash> hashes;
+  std::vector<std::optional<std::span<const uint8_t>>> terms, ranges;
+  std::vector<int64_t> records;
+  for (const auto& f : repointing.files) {
+    hashes.push_back(f.hash);
+    terms.emplace_back(std::span<const uint8_t>(f.packed_terms));
+    if (f.packed_ranges.empty()) {
+      ranges.emplace_back(std::nullopt);
+    } else {
+      ranges.emplace_back(std::span<const uint8_t>(f.packed_ranges));
+    }
+    records.push_back(f.record);
+  }
+  pg::Params& p = params.emplace_back();
+  p.HashArray(hashes).ByteaArray(terms).ByteaArray(ranges).Int8Array(records);
+  p.HashArray(repointing.replaced).Bytea(repointing.into).Int8(now);
+  std::vector<pg::Conn::BatchItem> items;
+  for (size_t i = 0; i + 1 < params.size(); ++i) items.push_back({&kCommitShard, &params[i]});
+  items.push_back({&kRepoint, &params.back()});
+  return RunTransaction(items);
 }
 
 // ---- Reads

@@ -13,15 +13,21 @@ namespace {
 
 constexpr pg::Statement kXorbUses{
     "xorb_uses",
-    "SELECT x.hash, q.claimed_at FROM xorbs x LEFT JOIN gc_quarantine q ON q.kind = 0 AND q.hash = x.hash "
-    "WHERE x.hash = ANY($1::bytea[])"};
+    "SELECT x.hash, q.claimed_at, EXISTS (SELECT 1 FROM compacted_xorbs c WHERE c.xorb = x.hash) "
+    "FROM xorbs x LEFT JOIN gc_quarantine q ON q.kind = 0 AND q.hash = x.hash WHERE x.hash = "
+    "ANY($1::bytea[])"};
 // Locks the quarantine and the xorbs named: a claim committed before is seen, a later one waits and then
 // finds the xorb revived; a xorb deleted before is absent.
 constexpr pg::Statement kReviveXorbs{"revive_xorbs", R"sql(
 WITH xs AS (SELECT hash FROM xorbs WHERE hash = ANY($1::bytea[]) FOR KEY SHARE),
 gq AS (SELECT hash, claimed_at FROM gc_quarantine WHERE kind = 0 AND hash = ANY($1::bytea[]) FOR UPDATE),
-rv AS (DELETE FROM gc_quarantine q USING gq WHERE q.kind = 0 AND q.hash = gq.hash AND gq.claimed_at = 0)
-SELECT xs.hash, gq.claimed_at FROM xs LEFT JOIN gq ON gq.hash = xs.hash)sql"};
+cx AS (SELECT xorb FROM compacted_xorbs WHERE xorb = ANY($1::bytea[])),
+rv AS (DELETE FROM gc_quarantine q USING gq WHERE q.kind = 0 AND q.hash = gq.hash AND gq.claimed_at = 0
+       AND NOT EXISTS (SELECT 1 FROM cx WHERE cx.xorb = gq.hash))
+SELECT xs.hash, gq.claimed_at, EXISTS (SELECT 1 FROM cx WHERE cx.xorb = xs.hash)
+FROM xs LEFT JOIN gq ON gq.hash = xs.hash)sql"};
+constexpr pg::Statement kFileScopes{
+    "file_scopes", "SELECT file, scope FROM file_scopes WHERE file = ANY($1::bytea[]) ORDER BY file, scope"};
 constexpr pg::Statement kScanFileXorbs{"scan_file_xorbs", R"sql(
 SELECT f.hash, f.size, f.terms,
   EXISTS (SELECT 1 FROM file_scopes s WHERE s.file = f.hash
@@ -177,12 +183,12 @@ xet::Result<std::vector<XorbUse>> PostgresIndex::ReviveXorbs(std::span<const Xor
       auto hash = rows.Hash(r, 0);
       if (!hash) return xet::IoError("index: a xorb hash that is not 32 bytes");
       XorbUse use = XorbUse::kStored;
-      if (!rows.IsNull(r, 1)) {
-        if (rows.Int8(r, 1) != 0) {
-          use = XorbUse::kBeingSwept;
-        } else if (quarantined != nullptr) {
-          *quarantined = true;
-        }
+      if (!rows.IsNull(r, 1) && rows.Int8(r, 1) != 0) {
+        use = XorbUse::kBeingSwept;
+      } else if (rows.Bool(r, 2)) {
+        use = XorbUse::kSuperseded;  // asking does not revive it (records.h)
+      } else if (!rows.IsNull(r, 1) && quarantined != nullptr) {
+        *quarantined = true;
       }
       found[*hash] = use;
     }
@@ -308,6 +314,26 @@ xet::Result<SweptTotals> PostgresIndex::DropXorbs(std::span<const XorbHash> xorb
 }
 
 // ---- Shards
+
+// ---- Compaction
+
+xet::Result<std::vector<std::vector<std::string>>> PostgresIndex::FileScopes(
+    std::span<const FileHash> files) {
+  if (files.size() > kMaxFilesPerRead) return xet::Malformed("too many files in one read");
+  std::vector<std::vector<std::string>> out(files.size());
+  if (files.empty()) return out;
+  auto rows = Query(kFileScopes, pg::Params().HashArray(files));
+  if (!rows.ok()) return rows.error();
+  std::unordered_map<FileHash, std::vector<size_t>, xet::HashHasher> places;
+  for (size_t i = 0; i < files.size(); ++i) places[files[i]].push_back(i);
+  for (int r = 0; r < rows->size(); ++r) {
+    const auto file = rows->Hash(r, 0);
+    auto it = file ? places.find(*file) : places.end();
+    if (it == places.end()) return xet::IoError("index: scopes came back for a file not asked for");
+    for (size_t i : it->second) out[i].emplace_back(rows->Text(r, 1));
+  }
+  return out;
+}
 
 xet::Result<std::vector<ShardScope>> PostgresIndex::ShardScopes(std::span<const Hash> shards) {
   std::vector<ShardScope> out;

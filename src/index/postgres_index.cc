@@ -236,6 +236,21 @@ BEGIN
   RETURN n;
 END $$;
 )sql",
+    // 16: xorbs a compaction replaced (as on SQLite), and the refusal of a compaction step whose files
+    // changed since it read them (CR004, kConflict).
+    R"sql(
+CREATE TABLE compacted_xorbs(
+  xorb bytea PRIMARY KEY REFERENCES xorbs(hash) ON DELETE CASCADE,
+  into_xorb bytea NOT NULL CHECK (length(into_xorb) = 32),
+  compacted_at int8 NOT NULL);
+CREATE FUNCTION cairn_refuse_changed(n int8) RETURNS int8 LANGUAGE plpgsql AS $$
+BEGIN
+  IF n > 0 THEN
+    RAISE EXCEPTION 'a file changed since the compaction read it' USING ERRCODE = 'CR004';
+  END IF;
+  RETURN n;
+END $$;
+)sql",
 };
 static_assert(std::size(kMigrations) == PostgresIndex::kSchemaVersion);
 static_assert(kFileLinkKind == 16, "migration 9 reads the links by their kind");
@@ -390,6 +405,21 @@ xet::Result<pg::Rows> PostgresIndex::Query(const pg::Statement& s, const pg::Par
       continue;
     }
     return rows;
+  }
+}
+
+xet::Status PostgresIndex::RunTransaction(std::span<const pg::Conn::BatchItem> items) {
+  for (int attempt = 0;; ++attempt) {
+    auto lease = Acquire();
+    if (!lease.ok()) return lease.error();
+    auto out = (*lease)->RunBatch(items);
+    if (out.ok()) return xet::Ok{};
+    // A deadlock or serialization failure (nothing was stored), or a connection that broke while idle.
+    if ((out.error().retryable || (*lease)->broken()) && attempt < 4) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5 << attempt));
+      continue;
+    }
+    return out.error().error;
   }
 }
 

@@ -51,7 +51,7 @@ struct PostgresOptions {
 
 class PostgresIndex final : public Index {
  public:
-  static constexpr int kSchemaVersion = 15;
+  static constexpr int kSchemaVersion = 16;
 
   // Connects, migrates and checks the schema. kUnavailable when the server cannot be reached.
   static xet::Result<std::unique_ptr<PostgresIndex>> Open(PostgresOptions options);
@@ -150,6 +150,8 @@ class PostgresIndex final : public Index {
   xet::Result<SweptTotals> SweepFiles(std::span<const Quarantined> files) override;
   xet::Result<std::vector<XorbHash>> ClaimXorbs(std::span<const Quarantined> xorbs, int64_t now) override;
   xet::Result<SweptTotals> DropXorbs(std::span<const XorbHash> xorbs) override;
+  xet::Result<std::vector<std::vector<std::string>>> FileScopes(std::span<const FileHash> files) override;
+  xet::Status Repoint(const Repointing& repointing) override;
   xet::Result<std::vector<ShardScope>> ShardScopes(std::span<const Hash> shards) override;
   xet::Result<SweptTotals> DropShards(std::span<const Hash> shards) override;
   xet::Result<std::vector<RepoObjectMark>> ScanRepoObjects(int64_t repo,
@@ -182,8 +184,13 @@ class PostgresIndex final : public Index {
   std::vector<xet::Status> RunBatch(size_t writer, std::span<WriteRequest* const> batch);
   xet::Result<Lease> Acquire();
   void Release(std::unique_ptr<pg::Conn> conn);
+  // Runs the statements in one transaction on a pooled connection, all or nothing (retried a few times
+  // after a deadlock or on a fresh connection).
+  xet::Status RunTransaction(std::span<const pg::Conn::BatchItem> items);
   // Runs one statement on a pooled connection (retrying on a fresh one once).
   xet::Result<pg::Rows> Query(const pg::Statement& s, const pg::Params& p);
+  // kCommitShard's parameters for `commit`, registered at `now` (CommitShard, Repoint).
+  pg::Params CommitShardParams(const ShardCommit& commit, int64_t now) const;
   // Appends a quota charge's six parameters (QuotaCharge; null: none) to a write's (postgres_quota.cc).
   xet::Status QuotaChargeParams(pg::Params& params, const QuotaCharge* charge) const;
   // A page of revocations through `statement` (ListRevocations, ListClearedRevocations).

@@ -196,6 +196,24 @@ xet::Status CheckShardCommit(const ShardCommit& commit) {
   return xet::Ok{};
 }
 
+xet::Status CheckRepointing(const Repointing& repointing) {
+  for (const auto& shard : repointing.shards) {
+    if (auto st = CheckShardCommit(shard); !st.ok()) return st;
+  }
+  for (const auto& f : repointing.files) {
+    const size_t terms = f.packed_terms.size() / kPackedTermSize;
+    if (f.packed_terms.size() % kPackedTermSize != 0 ||
+        (!f.packed_ranges.empty() && f.packed_ranges.size() != terms * kPackedRangeSize)) {
+      return xet::Malformed("file " + f.hash.hex() + ": packed terms and ranges do not agree");
+    }
+  }
+  if (std::find(repointing.replaced.begin(), repointing.replaced.end(), repointing.into) !=
+      repointing.replaced.end()) {
+    return xet::Malformed("xorb " + repointing.into.hex() + " cannot replace itself");
+  }
+  return xet::Ok{};
+}
+
 xet::Result<std::vector<RevocationKey>> KeysOf(xet::Result<std::vector<RevocationRecord>> page) {
   if (!page.ok()) return page.error();
   std::vector<RevocationKey> out;

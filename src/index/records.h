@@ -241,7 +241,34 @@ struct FileXorbs {
 
 // Whether a xorb may be named to a client now: not registered, registered (and no longer quarantined, if it
 // was: naming it revives it), or claimed by a sweep that is deleting it (ask again once the sweep is over).
-enum class XorbUse : uint8_t { kAbsent, kStored, kBeingSwept };
+// Superseded: registered, but a compaction moved its live chunks to another xorb (GcIndex::Repoint): what
+// names it still reads it until the collector sweeps it, and a dedup answer no longer offers it (nor does
+// asking revive it).
+enum class XorbUse : uint8_t { kAbsent, kStored, kBeingSwept, kSuperseded };
+
+// ---- Compaction (index.h's GcIndex::Repoint; src/compact/)
+
+// A file whose terms a compaction moves: the record it read (FileEntry::created_at) and the new terms, the
+// same chunks as before in as many terms, some now in the new xorb (ranges: PackTermRanges of them).
+struct RepointedFile {
+  FileHash hash;
+  int64_t record = 0;
+  std::vector<uint8_t> packed_terms;
+  std::vector<uint8_t> packed_ranges;
+};
+
+// One compaction step: `into` (registered already) holds the live chunks of `replaced`; every file using one
+// of those moves to it; `shards` (one per scope that sees any of the files, each describing the files that
+// scope sees and listing `into`) are what a rebuild from the store and the dedup answers go by from then on.
+struct Repointing {
+  XorbHash into;
+  std::vector<XorbHash> replaced;
+  std::vector<RepointedFile> files;
+  std::vector<ShardCommit> shards;
+};
+// What every backend checks of a repointing before storing it (kMalformed otherwise): its shards as
+// CheckShardCommit, each file's terms and ranges of whole elements and agreeing, `into` not replaced.
+xet::Status CheckRepointing(const Repointing& repointing);
 
 // What a sweep step removed.
 struct SweptTotals {

@@ -128,123 +128,128 @@ xet::Result<CommitOutcome> SqliteIndex::CommitShard(const ShardCommit& commit) {
   // Checked here, before the request joins a batch; the CHECK constraints are the backstop.
   if (auto st = CheckShardCommit(commit); !st.ok()) return st.error();
   CommitOutcome outcome;
+  auto st = Write([&](Conn& c) -> xet::Status {
+    outcome = {};
+    return RegisterShard(c, commit, options_.clock->UnixSeconds(), outcome);
+  });
+  if (!st.ok()) return st.error();
+  return outcome;
+}
+
+xet::Status SqliteIndex::RegisterShard(Conn& c, const ShardCommit& commit, int64_t now,
+                                       CommitOutcome& outcome) {
   std::vector<XorbHash> named(commit.xorbs.listed);
   named.insert(named.end(), commit.xorbs.referenced.begin(), commit.xorbs.referenced.end());
   std::vector<FileHash> files;
   for (const auto& f : commit.files) files.push_back(f.hash);
-  auto st = Write([&](Conn& c) -> xet::Status {
-    const int64_t now = options_.clock->UnixSeconds();
-    if (auto revived = Revive(c, named, files); !revived.ok()) return revived;
-    {
-      // A shard the collector is deleting (it named only swept xorbs): once it is gone, a retry registers
-      // it anew.
-      auto claimed = c.Prepare(kShardClaimed);
-      if (!claimed.ok()) return claimed.error();
-      claimed->Bind(1, commit.shard);
-      const int rc = claimed->Step();
-      if (rc == SQLITE_ROW) {
-        return xet::Unavailable("shard " + commit.shard.hex() +
-                                " is being deleted by the garbage collector; retry");
-      }
-      if (rc != SQLITE_DONE) return c.Err("read the quarantine", rc);
+  if (auto revived = Revive(c, named, files); !revived.ok()) return revived;
+  {
+    // A shard the collector is deleting (it named only swept xorbs): once it is gone, a retry registers
+    // it anew.
+    auto claimed = c.Prepare(kShardClaimed);
+    if (!claimed.ok()) return claimed.error();
+    claimed->Bind(1, commit.shard);
+    const int rc = claimed->Step();
+    if (rc == SQLITE_ROW) {
+      return xet::Unavailable("shard " + commit.shard.hex() +
+                              " is being deleted by the garbage collector; retry");
     }
-    // Checked here, in the transaction, not only by the service: the collector may have deleted one since
-    // the service read its layout (from a cache), and a shard committed before writes no neighbourhood rows
-    // whose foreign keys would notice.
-    for (const auto& x : named) {
-      auto has = c.Prepare(kHasXorb);
-      if (!has.ok()) return has.error();
-      has->Bind(1, x);
-      const int rc = has->Step();
-      if (rc == SQLITE_DONE) return xet::UnknownReference("xorb " + x.hex() + " of the shard is not stored");
-      if (rc != SQLITE_ROW) return c.Err("read xorb", rc);
-    }
-    auto shard = c.Prepare(kPutShard);
-    if (!shard.ok()) return shard.error();
-    shard->Bind(1, commit.shard).Bind(2, static_cast<int64_t>(commit.shard_size)).Bind(3, now);
-    if (auto r = c.Run(*shard, "insert shard"); !r.ok()) return r;
-    outcome.already_existed = c.changes() == 0;
-    if (!outcome.already_existed) {
-      int64_t seq = 0;
-      for (const auto* list : {&commit.xorbs.listed, &commit.xorbs.referenced}) {
-        const int64_t listed = list == &commit.xorbs.listed ? 1 : 0;
-        for (const auto& x : *list) {
-          auto put = c.Prepare(kPutShardXorb);
-          if (!put.ok()) return put.error();
-          put->Bind(1, commit.shard).Bind(2, seq++).Bind(3, x).Bind(4, listed);
-          if (auto r = c.Run(*put, "insert shard xorb"); !r.ok()) {
-            return xet::Error{r.error().code, "xorb " + x.hex() + " of the shard: " + r.error().message};
-          }
+    if (rc != SQLITE_DONE) return c.Err("read the quarantine", rc);
+  }
+  // Checked here, in the transaction, not only by the service: the collector may have deleted one since
+  // the service read its layout (from a cache), and a shard committed before writes no neighbourhood rows
+  // whose foreign keys would notice.
+  for (const auto& x : named) {
+    auto has = c.Prepare(kHasXorb);
+    if (!has.ok()) return has.error();
+    has->Bind(1, x);
+    const int rc = has->Step();
+    if (rc == SQLITE_DONE) return xet::UnknownReference("xorb " + x.hex() + " of the shard is not stored");
+    if (rc != SQLITE_ROW) return c.Err("read xorb", rc);
+  }
+  auto shard = c.Prepare(kPutShard);
+  if (!shard.ok()) return shard.error();
+  shard->Bind(1, commit.shard).Bind(2, static_cast<int64_t>(commit.shard_size)).Bind(3, now);
+  if (auto r = c.Run(*shard, "insert shard"); !r.ok()) return r;
+  outcome.already_existed = c.changes() == 0;
+  if (!outcome.already_existed) {
+    int64_t seq = 0;
+    for (const auto* list : {&commit.xorbs.listed, &commit.xorbs.referenced}) {
+      const int64_t listed = list == &commit.xorbs.listed ? 1 : 0;
+      for (const auto& x : *list) {
+        auto put = c.Prepare(kPutShardXorb);
+        if (!put.ok()) return put.error();
+        put->Bind(1, commit.shard).Bind(2, seq++).Bind(3, x).Bind(4, listed);
+        if (auto r = c.Run(*put, "insert shard xorb"); !r.ok()) {
+          return xet::Error{r.error().code, "xorb " + x.hex() + " of the shard: " + r.error().message};
         }
       }
     }
-    auto granted = c.Prepare(kPutShardScope);
-    if (!granted.ok()) return granted.error();
-    granted->Bind(1, commit.shard).Bind(2, std::string_view(commit.scope));
-    if (auto r = c.Run(*granted, "record the shard's scope"); !r.ok()) return r;
-    outcome.new_scope = c.changes() > 0;
-    int64_t new_files = 0;
-    int64_t new_file_bytes = 0;
-    int64_t scope_files = 0;  // files new to the scope
-    int64_t scope_bytes = 0;
-    for (const auto& f : commit.files) {
-      auto file = c.Prepare(kPutFile);
-      if (!file.ok()) return file.error();
-      file->Bind(1, f.hash).Bind(2, f.packed_terms).Bind(3, int64_t{f.term_count});
-      file->Bind(4, static_cast<int64_t>(f.size)).Bind(6, now);
-      if (f.sha256) {
-        file->Bind(5, *f.sha256);
-      } else {
-        file->BindNull(5);
-      }
-      if (f.packed_ranges.empty()) {
-        file->BindNull(7);
-      } else {
-        file->Bind(7, f.packed_ranges);
-      }
-      if (auto r = c.Run(*file, "insert file"); !r.ok()) return r;
-      if (c.changes() > 0) {
-        ++new_files;
-        new_file_bytes += static_cast<int64_t>(f.size);
-      }
-      auto scope = c.Prepare(kPutScope);
-      if (!scope.ok()) return scope.error();
-      scope->Bind(1, f.hash).Bind(2, std::string_view(commit.scope));
-      if (auto r = c.Run(*scope, "insert file scope"); !r.ok()) return r;
-      if (c.changes() > 0) {
-        ++scope_files;
-        scope_bytes += static_cast<int64_t>(f.size);
-        auto cleared = ClearRevocation(c, f.hash, commit.scope);
-        if (!cleared.ok()) return cleared.error();
-        if (*cleared) outcome.cleared_revocations.push_back(f.hash);
-      }
+  }
+  auto granted = c.Prepare(kPutShardScope);
+  if (!granted.ok()) return granted.error();
+  granted->Bind(1, commit.shard).Bind(2, std::string_view(commit.scope));
+  if (auto r = c.Run(*granted, "record the shard's scope"); !r.ok()) return r;
+  outcome.new_scope = c.changes() > 0;
+  int64_t new_files = 0;
+  int64_t new_file_bytes = 0;
+  int64_t scope_files = 0;  // files new to the scope
+  int64_t scope_bytes = 0;
+  for (const auto& f : commit.files) {
+    auto file = c.Prepare(kPutFile);
+    if (!file.ok()) return file.error();
+    file->Bind(1, f.hash).Bind(2, f.packed_terms).Bind(3, int64_t{f.term_count});
+    file->Bind(4, static_cast<int64_t>(f.size)).Bind(6, now);
+    if (f.sha256) {
+      file->Bind(5, *f.sha256);
+    } else {
+      file->BindNull(5);
     }
-    if (scope_files > 0) {
-      auto bump = c.Prepare(kBumpScope);
-      if (!bump.ok()) return bump.error();
-      bump->Bind(1, std::string_view(commit.scope)).Bind(2, scope_files).Bind(3, scope_bytes);
-      if (auto r = c.Run(*bump, "count the scope's files"); !r.ok()) return r;
+    if (f.packed_ranges.empty()) {
+      file->BindNull(7);
+    } else {
+      file->Bind(7, f.packed_ranges);
     }
-    for (const auto& d : commit.dedup) {
-      auto dedup = c.Prepare(kPutDedup);
-      if (!dedup.ok()) return dedup.error();
-      dedup->Bind(1, d.chunk).Bind(2, std::string_view(commit.scope)).Bind(3, d.xorb).Bind(4, commit.shard);
-      if (auto r = c.Run(*dedup, "insert dedup entry"); !r.ok()) {
-        return xet::Error{r.error().code, "dedup entry for chunk " + d.chunk.hex() + " in xorb " +
-                                              d.xorb.hex() + ": " + r.error().message};
-      }
+    if (auto r = c.Run(*file, "insert file"); !r.ok()) return r;
+    if (c.changes() > 0) {
+      ++new_files;
+      new_file_bytes += static_cast<int64_t>(f.size);
     }
-    if (new_files == 0 && outcome.already_existed) return xet::Ok{};
-    auto bump = c.Prepare(kBumpCounters);
+    auto scope = c.Prepare(kPutScope);
+    if (!scope.ok()) return scope.error();
+    scope->Bind(1, f.hash).Bind(2, std::string_view(commit.scope));
+    if (auto r = c.Run(*scope, "insert file scope"); !r.ok()) return r;
+    if (c.changes() > 0) {
+      ++scope_files;
+      scope_bytes += static_cast<int64_t>(f.size);
+      auto cleared = ClearRevocation(c, f.hash, commit.scope);
+      if (!cleared.ok()) return cleared.error();
+      if (*cleared) outcome.cleared_revocations.push_back(f.hash);
+    }
+  }
+  if (scope_files > 0) {
+    auto bump = c.Prepare(kBumpScope);
     if (!bump.ok()) return bump.error();
-    const bool new_shard = !outcome.already_existed;
-    bump->Bind(1, int64_t{0}).Bind(2, new_files).Bind(3, int64_t{0});
-    bump->Bind(4, new_shard ? static_cast<int64_t>(commit.shard_size) : 0).Bind(5, int64_t{new_shard});
-    bump->Bind(6, int64_t{0}).Bind(7, new_file_bytes);
-    return c.Run(*bump, "count shard");
-  });
-  if (!st.ok()) return st.error();
-  return outcome;
+    bump->Bind(1, std::string_view(commit.scope)).Bind(2, scope_files).Bind(3, scope_bytes);
+    if (auto r = c.Run(*bump, "count the scope's files"); !r.ok()) return r;
+  }
+  for (const auto& d : commit.dedup) {
+    auto dedup = c.Prepare(kPutDedup);
+    if (!dedup.ok()) return dedup.error();
+    dedup->Bind(1, d.chunk).Bind(2, std::string_view(commit.scope)).Bind(3, d.xorb).Bind(4, commit.shard);
+    if (auto r = c.Run(*dedup, "insert dedup entry"); !r.ok()) {
+      return xet::Error{r.error().code, "dedup entry for chunk " + d.chunk.hex() + " in xorb " +
+                                            d.xorb.hex() + ": " + r.error().message};
+    }
+  }
+  if (new_files == 0 && outcome.already_existed) return xet::Ok{};
+  auto bump = c.Prepare(kBumpCounters);
+  if (!bump.ok()) return bump.error();
+  const bool new_shard = !outcome.already_existed;
+  bump->Bind(1, int64_t{0}).Bind(2, new_files).Bind(3, int64_t{0});
+  bump->Bind(4, new_shard ? static_cast<int64_t>(commit.shard_size) : 0).Bind(5, int64_t{new_shard});
+  bump->Bind(6, int64_t{0}).Bind(7, new_file_bytes);
+  return c.Run(*bump, "count shard");
 }
 
 // ---- Reads

@@ -20,8 +20,8 @@ namespace {
 
 // Statements. Their addresses key each connection's prepared-statement cache.
 constexpr const char kXorbUse[] =
-    "SELECT q.claimed_at FROM xorbs x LEFT JOIN gc_quarantine q ON q.kind = 0 AND q.hash = x.hash "
-    "WHERE x.hash = ?1";
+    "SELECT q.claimed_at, EXISTS (SELECT 1 FROM compacted_xorbs c WHERE c.xorb = x.hash) "
+    "FROM xorbs x LEFT JOIN gc_quarantine q ON q.kind = 0 AND q.hash = x.hash WHERE x.hash = ?1";
 constexpr const char kReleaseOne[] =
     "DELETE FROM gc_quarantine WHERE kind = ?1 AND hash = ?2 AND claimed_at = 0";
 constexpr const char kQuarantineOne[] =
@@ -45,6 +45,13 @@ constexpr const char kTakeFile[] =
     "DELETE FROM gc_quarantine WHERE kind = 1 AND hash = ?1 AND since = ?2 AND claimed_at = 0";
 constexpr const char kFileSize[] = "SELECT size FROM files WHERE hash = ?1";
 constexpr const char kFileScopes[] = "SELECT scope FROM file_scopes WHERE file = ?1";
+constexpr const char kFileScopesInOrder[] = "SELECT scope FROM file_scopes WHERE file = ?1 ORDER BY scope";
+constexpr const char kRepointFile[] =
+    "UPDATE files SET terms = ?2, ranges = ?3, created_at = max(?4, created_at + 1) "
+    "WHERE hash = ?1 AND created_at = ?5 AND term_count = ?6";
+constexpr const char kSupersede[] =
+    "INSERT INTO compacted_xorbs(xorb, into_xorb, compacted_at) VALUES (?1, ?2, ?3) "
+    "ON CONFLICT(xorb) DO UPDATE SET into_xorb = excluded.into_xorb, compacted_at = excluded.compacted_at";
 constexpr const char kUncountScope[] =
     "UPDATE scope_totals SET files = files - 1, bytes = bytes - ?2 WHERE scope = ?1";
 constexpr const char kDropEmptyScope[] = "DELETE FROM scope_totals WHERE scope = ?1 AND files <= 0";
@@ -116,8 +123,10 @@ xet::Result<XorbUse> SqliteIndex::UseOf(Conn& c, const XorbHash& xorb, bool* qua
   const int rc = s->Step();
   if (rc == SQLITE_DONE) return XorbUse::kAbsent;
   if (rc != SQLITE_ROW) return c.Err("read a xorb's quarantine", rc);
+  if (!s->IsNull(0) && s->Int(0) != 0) return XorbUse::kBeingSwept;
+  // Asking about a superseded xorb does not revive it: only a write that names it (a shard) does.
+  if (s->Int(1) != 0) return XorbUse::kSuperseded;
   if (s->IsNull(0)) return XorbUse::kStored;
-  if (s->Int(0) != 0) return XorbUse::kBeingSwept;
   if (quarantined != nullptr) *quarantined = true;
   return XorbUse::kStored;
 }
@@ -423,6 +432,79 @@ xet::Result<SweptTotals> SqliteIndex::DropXorbs(std::span<const XorbHash> xorbs)
 }
 
 // ---- Shards
+
+// ---- Compaction
+
+xet::Result<std::vector<std::vector<std::string>>> SqliteIndex::FileScopes(std::span<const FileHash> files) {
+  if (files.size() > kMaxFilesPerRead) return xet::Malformed("too many files in one read");
+  auto r = AcquireReader();
+  if (!r.ok()) return r.error();
+  std::vector<std::vector<std::string>> out(files.size());
+  for (size_t i = 0; i < files.size(); ++i) {
+    auto s = (*r)->Prepare(kFileScopesInOrder);
+    if (!s.ok()) return s.error();
+    s->Bind(1, files[i]);
+    for (int rc = s->Step(); rc != SQLITE_DONE; rc = s->Step()) {
+      if (rc != SQLITE_ROW) return (*r)->Err("read a file's scopes", rc);
+      out[i].emplace_back(s->Text(0));
+    }
+  }
+  return out;
+}
+
+xet::Status SqliteIndex::Repoint(const Repointing& repointing) {
+  if (auto st = CheckRepointing(repointing); !st.ok()) return st;
+  return Write([&](Conn& c) -> xet::Status {
+    const int64_t now = options_.clock->UnixSeconds();
+    {
+      auto has = c.Prepare(kXorbUse);
+      if (!has.ok()) return has.error();
+      has->Bind(1, repointing.into);
+      const int rc = has->Step();
+      if (rc == SQLITE_DONE)
+        return xet::UnknownReference("xorb " + repointing.into.hex() + " is not registered");
+      if (rc != SQLITE_ROW) return c.Err("read xorb", rc);
+    }
+    for (const auto& shard : repointing.shards) {
+      CommitOutcome outcome;
+      if (auto st = RegisterShard(c, shard, now, outcome); !st.ok()) return st;
+    }
+    for (const auto& f : repointing.files) {
+      auto up = c.Prepare(kRepointFile);
+      if (!up.ok()) return up.error();
+      up->Bind(1, f.hash).Bind(2, f.packed_terms);
+      if (f.packed_ranges.empty()) {
+        up->BindNull(3);
+      } else {
+        up->Bind(3, f.packed_ranges);
+      }
+      up->Bind(4, now)
+          .Bind(5, f.record)
+          .Bind(6, static_cast<int64_t>(f.packed_terms.size() / kPackedTermSize));
+      if (auto r = c.Run(*up, "repoint a file"); !r.ok()) return r;
+      if (c.changes() == 0) {
+        return xet::Conflict("file " + f.hash.hex() + " changed since the compaction read it");
+      }
+    }
+    for (const auto& x : repointing.replaced) {
+      auto use = UseOf(c, x, nullptr);
+      if (!use.ok()) return use.error();
+      if (*use == XorbUse::kAbsent) return xet::UnknownReference("xorb " + x.hex() + " is not registered");
+      if (*use == XorbUse::kBeingSwept) {
+        return xet::Unavailable("xorb " + x.hex() + " is being deleted by the garbage collector; retry");
+      }
+      auto dedup = c.Prepare(kDeleteDedupOfXorb);
+      if (!dedup.ok()) return dedup.error();
+      dedup->Bind(1, x);
+      if (auto r = c.Run(*dedup, "delete a replaced xorb's dedup entries"); !r.ok()) return r;
+      auto mark = c.Prepare(kSupersede);
+      if (!mark.ok()) return mark.error();
+      mark->Bind(1, x).Bind(2, repointing.into).Bind(3, now);
+      if (auto r = c.Run(*mark, "mark a xorb superseded"); !r.ok()) return r;
+    }
+    return xet::Ok{};
+  });
+}
 
 xet::Result<std::vector<ShardScope>> SqliteIndex::ShardScopes(std::span<const Hash> shards) {
   auto r = AcquireReader();

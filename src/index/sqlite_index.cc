@@ -210,6 +210,14 @@ CREATE TABLE quotas(
   generation INTEGER NOT NULL DEFAULT 0,
   stale INTEGER NOT NULL DEFAULT 1) WITHOUT ROWID;
 )sql",
+    // 16: xorbs a compaction replaced (GcIndex::Repoint): still stored until the collector sweeps them, no
+    // longer offered in dedup answers. A row goes with its xorb.
+    R"sql(
+CREATE TABLE compacted_xorbs(
+  xorb BLOB PRIMARY KEY REFERENCES xorbs(hash) ON DELETE CASCADE,
+  into_xorb BLOB NOT NULL CHECK (length(into_xorb) = 32),
+  compacted_at INTEGER NOT NULL) WITHOUT ROWID;
+)sql",
 };
 static_assert(std::size(kMigrations) == SqliteIndex::kSchemaVersion);
 static_assert(kFileLinkKind == 16, "migration 9 reads the links by their kind");

@@ -47,7 +47,7 @@ struct SqliteOptions {
 
 class SqliteIndex final : public Index {
  public:
-  static constexpr int kSchemaVersion = 15;
+  static constexpr int kSchemaVersion = 16;
 
   static xet::Result<std::unique_ptr<SqliteIndex>> Open(SqliteOptions options);
   // Applies the missing migrations only (what Open does first); returns the versions before and after.
@@ -136,6 +136,8 @@ class SqliteIndex final : public Index {
   xet::Result<std::vector<RepoObject>> ListRepoObjects(int64_t repo, uint8_t kind,
                                                        const std::optional<std::vector<uint8_t>>& after,
                                                        size_t limit) override;
+  xet::Result<std::vector<std::vector<std::string>>> FileScopes(std::span<const FileHash> files) override;
+  xet::Status Repoint(const Repointing& repointing) override;
   xet::Result<std::vector<ShardScope>> ShardScopes(std::span<const Hash> shards) override;
   xet::Result<SweptTotals> DropShards(std::span<const Hash> shards) override;
   xet::Result<std::vector<RepoObjectMark>> ScanRepoObjects(int64_t repo,
@@ -188,6 +190,8 @@ class SqliteIndex final : public Index {
   xet::Status ReviveFilesAndTheirXorbs(Conn& c, std::span<const FileHash> files);
   // Clears `scope`'s revocation of a file it sees again; whether there was one.
   static xet::Result<bool> ClearRevocation(Conn& c, const FileHash& file, std::string_view scope);
+  // In a write: CommitShard's work (the shard's row, scope, neighbourhood, files and dedup entries).
+  xet::Status RegisterShard(Conn& c, const ShardCommit& commit, int64_t now, CommitOutcome& outcome);
   // The use of one xorb as `c` sees it now; sets *quarantined when it is quarantined and unclaimed.
   static xet::Result<XorbUse> UseOf(Conn& c, const XorbHash& xorb, bool* quarantined);
   // In a write: applies a quota charge (records.h QuotaCharge); kQuota when it does not fit

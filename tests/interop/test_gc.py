@@ -27,7 +27,13 @@ SCOPE = "gc"
 
 def gc(srv, *args: str, fake: str | None = None) -> dict:
     """One `cairn gc --json` run on the server's data, its clock moved by `fake` (a faketime offset)."""
-    cmd = [srv.bin, "gc", "--json", "--data", str(srv.data_dir), *args]
+    return run_json(srv, "gc", *args, fake=fake)
+
+
+def run_json(srv, command: str, *args: str, fake: str | None = None) -> dict:
+    """`cairn COMMAND --json ARGS` on the server's data (its clock moved by `fake`, a faketime offset): the
+    report it prints last."""
+    cmd = [srv.bin, command, "--json", "--data", str(srv.data_dir), *args]
     if fake:
         cmd = ["faketime", "-f", fake, *cmd]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=srv._env())
