@@ -239,6 +239,9 @@ TEST_P(CompactorTest, AStepWhoseFilesChangedChangesNothing) {
   EXPECT_EQ(index_->Repoint(r).error().code, ErrorCode::kUnknownReference);
   r.into = f.xorbs[0];
   EXPECT_EQ(index_->Repoint(r).error().code, ErrorCode::kMalformed);  // a xorb cannot replace itself
+  r.into = f.xorbs[1];
+  r.replaced = {f.xorbs[0], f.xorbs[0]};
+  EXPECT_EQ(index_->Repoint(r).error().code, ErrorCode::kMalformed);  // nor be replaced twice
 }
 
 TEST_P(CompactorTest, XorbsAboveTheThresholdAreLeftAlone) {

@@ -207,8 +207,12 @@ xet::Status CheckRepointing(const Repointing& repointing) {
       return xet::Malformed("file " + f.hash.hex() + ": packed terms and ranges do not agree");
     }
   }
-  if (std::find(repointing.replaced.begin(), repointing.replaced.end(), repointing.into) !=
-      repointing.replaced.end()) {
+  std::vector<XorbHash> replaced = repointing.replaced;
+  std::sort(replaced.begin(), replaced.end());
+  if (std::adjacent_find(replaced.begin(), replaced.end()) != replaced.end()) {
+    return xet::Malformed("a xorb is replaced twice in one step");
+  }
+  if (std::binary_search(replaced.begin(), replaced.end(), repointing.into)) {
     return xet::Malformed("xorb " + repointing.into.hex() + " cannot replace itself");
   }
   return xet::Ok{};

@@ -267,7 +267,8 @@ struct Repointing {
   std::vector<ShardCommit> shards;
 };
 // What every backend checks of a repointing before storing it (kMalformed otherwise): its shards as
-// CheckShardCommit, each file's terms and ranges of whole elements and agreeing, `into` not replaced.
+// CheckShardCommit, each file's terms and ranges of whole elements and agreeing, no xorb replaced twice,
+// `into` not replaced.
 xet::Status CheckRepointing(const Repointing& repointing);
 
 // What a sweep step removed.
