@@ -2,7 +2,6 @@
 
 #include <blake3.h>
 #include <fcntl.h>
-#include <sys/file.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -22,7 +21,6 @@
 #include "index/open_index.h"
 #include "index/snapshot.h"
 #include "repair/fsck.h"
-#include "store/local_disk_store.h"
 #include "store/store_copy.h"
 
 namespace cairn::backup {
@@ -33,51 +31,36 @@ using xet::Hash;
 
 constexpr std::string_view kManifestHeader = "cairn-backup 1";
 constexpr size_t kMaxManifestBytes = 1 << 20;
-constexpr const char kPartial[] = ".partial";
 
 xet::Error Io(const std::string& what, const fs::path& path, int err) {
   return xet::IoError(what + " " + path.string() + ": " + ErrnoText(err));
 }
 
-xet::Status Sync(const fs::path& path) {
-  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd.valid()) return Io("open", path, errno);
-  if (::fsync(fd.get()) != 0) return Io("sync", path, errno);
-  return xet::Ok{};
-}
+// A private temporary directory, removed with everything in it when this goes.
+class Scratch {
+ public:
+  static xet::Result<Scratch> Make(const fs::path& base) {
+    std::error_code ec;
+    const fs::path parent = base.empty() ? fs::temp_directory_path(ec) : base;
+    if (ec) return xet::IoError("no temporary directory: " + ec.message());
+    std::string pattern = (parent / "cairn-backup-XXXXXX").string();
+    if (::mkdtemp(pattern.data()) == nullptr) return Io("create a directory in", parent, errno);
+    return Scratch(pattern);
+  }
+  Scratch(Scratch&& o) noexcept : path_(std::move(o.path_)) { o.path_.clear(); }
+  Scratch& operator=(Scratch&&) = delete;
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+  ~Scratch() {
+    std::error_code ec;
+    if (!path_.empty()) fs::remove_all(path_, ec);
+  }
+  const fs::path& path() const { return path_; }
 
-// Replaces `path` with `text`, durably (a temporary beside it, synced, renamed, the directory synced).
-xet::Status WriteDurably(const fs::path& path, std::string_view text) {
-  const fs::path tmp = path.string() + ".tmp";
-  {
-    UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-    if (!fd.valid()) return Io("create", tmp, errno);
-    if (int e = WriteFull(fd.get(), std::span(reinterpret_cast<const uint8_t*>(text.data()), text.size()));
-        e != 0)
-      return Io("write", tmp, e);
-    if (::fsync(fd.get()) != 0) return Io("sync", tmp, errno);
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) return Io("rename", tmp, errno);
-  return Sync(path.parent_path());
-}
-
-xet::Result<std::string> ReadSmallFile(const fs::path& path) {
-  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd.valid()) {
-    if (errno == ENOENT) return xet::NotFound(path.string() + " does not exist");
-    return Io("open", path, errno);
-  }
-  std::string out;
-  char buf[8192];
-  for (;;) {
-    const ssize_t n = ::read(fd.get(), buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return Io("read", path, errno);
-    if (n == 0) return out;
-    out.append(buf, static_cast<size_t>(n));
-    if (out.size() > kMaxManifestBytes) return xet::Malformed(path.string() + " is too large");
-  }
-}
+ private:
+  explicit Scratch(fs::path p) : path_(std::move(p)) {}
+  fs::path path_;
+};
 
 // The size and BLAKE3 (hex) of a file.
 xet::Result<std::pair<uint64_t, std::string>> HashFile(const fs::path& path) {
@@ -100,18 +83,6 @@ xet::Result<std::pair<uint64_t, std::string>> HashFile(const fs::path& path) {
   return std::pair{size, out.hex()};
 }
 
-// Holds DEST for one backup at a time (a lock on DEST/.lock, dropped with the process).
-xet::Result<UniqueFd> LockDest(const fs::path& dest) {
-  const fs::path path = dest / ".lock";
-  UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
-  if (!fd.valid()) return Io("open", path, errno);
-  while (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
-    if (errno == EWOULDBLOCK) return xet::Unavailable("another backup of " + dest.string() + " is running");
-    if (errno != EINTR) return Io("lock", path, errno);
-  }
-  return fd;
-}
-
 std::string SnapshotName(int64_t unix_seconds) {
   const auto t = static_cast<time_t>(unix_seconds);
   std::tm tm{};
@@ -121,58 +92,25 @@ std::string SnapshotName(int64_t unix_seconds) {
   return buf;
 }
 
-// Snapshot names are what SnapshotName gives, maybe with "-N": nothing that could leave DEST/snapshots.
-bool ValidName(std::string_view name) {
-  return !name.empty() && name.size() <= 64 && name.front() != '.' &&
-         std::all_of(name.begin(), name.end(), [](char c) {
-           return (c >= '0' && c <= '9') || (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c == '-' ||
-                  c == '_';
-         });
-}
-
-// The complete snapshots of DEST, oldest first (names sort by time).
-xet::Result<std::vector<std::string>> CompleteSnapshots(const fs::path& dest) {
-  std::vector<std::string> out;
-  std::error_code ec;
-  const fs::path dir = dest / "snapshots";
-  if (!fs::exists(dir, ec)) return out;
-  for (const auto& e : fs::directory_iterator(dir, ec)) {
-    const std::string name = e.path().filename().string();
-    if (ValidName(name) && fs::exists(e.path() / "manifest")) out.push_back(name);
-  }
-  if (ec) return xet::IoError("list " + dir.string() + ": " + ec.message());
-  std::sort(out.begin(), out.end());
-  return out;
-}
-
-xet::Result<std::string> LatestName(const fs::path& dest) {
-  auto text = ReadSmallFile(dest / "LATEST");
-  if (!text.ok()) {
-    if (text.error().code == xet::ErrorCode::kNotFound)
-      return xet::NotFound(dest.string() + " holds no complete backup (no LATEST)");
-    return text.error();
-  }
-  std::string name = *text;
-  while (!name.empty() && (name.back() == '\n' || name.back() == '\r')) name.pop_back();
-  if (!ValidName(name)) return xet::Malformed(dest.string() + "/LATEST does not name a snapshot");
-  return name;
-}
-
-// A snapshot's manifest, and its index file checked against it.
-xet::Result<Manifest> CheckedManifest(const fs::path& dir) {
-  auto text = ReadSmallFile(dir / "manifest");
+// A snapshot's manifest, and its index file (fetched into `scratch` from a bucket) checked against it.
+xet::Result<std::pair<Manifest, fs::path>> CheckedSnapshot(BackupSpace& space, const std::string& name,
+                                                           const fs::path& scratch) {
+  const std::string where = space.Describe() + " snapshot " + name;
+  auto text = space.ReadManifest(name);
   if (!text.ok()) return text.error();
   auto m = ParseManifest(*text);
-  if (!m.ok()) return xet::Error{m.error().code, (dir / "manifest").string() + ": " + m.error().message};
-  auto h = HashFile(dir / "index.sqlite");
+  if (!m.ok()) return xet::Error{m.error().code, where + " manifest: " + m.error().message};
+  auto file = space.IndexFile(name, scratch);
+  if (!file.ok()) return file.error();
+  auto h = HashFile(*file);
   if (!h.ok()) return h.error();
   if (h->first != m->index_bytes || h->second != m->index_blake3) {
-    return xet::HashMismatch((dir / "index.sqlite").string() + " is not the file its manifest describes (" +
+    return xet::HashMismatch(where + ": index.sqlite is not the file its manifest describes (" +
                              std::to_string(h->first) + " bytes, BLAKE3 " + h->second.substr(0, 16) +
                              "…; the manifest says " + std::to_string(m->index_bytes) + " bytes, " +
                              m->index_blake3.substr(0, 16) + "…)");
   }
-  return m;
+  return std::pair{std::move(*m), std::move(*file)};
 }
 
 // The objects of one snapshot, by kind: its xorbs and shards, and the grants of those shards (named from
@@ -237,52 +175,50 @@ xet::Status Step(const BackupOptions& o, std::string_view step) {
   return o.hook ? o.hook(step) : xet::Status(xet::Ok{});
 }
 
-xet::Result<std::unique_ptr<store::BlobStore>> OpenObjects(const fs::path& dest) {
-  auto s = store::LocalDiskStore::Open(dest / "objects");
-  if (!s.ok()) return s.error();
-  return std::unique_ptr<store::BlobStore>(std::move(*s));
+// What a kept snapshot names: read once per run (for the copy and for the prune) from its index file.
+xet::Result<const Named*> NamedIn(BackupSpace& space, const std::string& name, const fs::path& scratch,
+                                  std::map<std::string, Named>& named) {
+  if (auto it = named.find(name); it != named.end()) return &it->second;
+  auto file = space.IndexFile(name, scratch);
+  if (!file.ok()) return file.error();
+  auto n = NamedBy(*file, space.objects());
+  if (file->parent_path() == scratch) {
+    std::error_code ec;
+    fs::remove(*file, ec);  // fetched from a bucket: not needed any more
+  }
+  if (!n.ok()) return xet::Error{n.error().code, "snapshot " + name + ": " + n.error().message};
+  return &named.emplace(name, std::move(*n)).first->second;
 }
 
-// Drops the snapshots beyond `keep` (and unfinished ones), then the objects no kept snapshot names (from
-// `named`, what the run read of each snapshot already; the others are read).
-xet::Status Prune(const fs::path& dest, store::BlobStore& objects, size_t keep, BackupReport& report,
+// Drops unfinished snapshots and those beyond `keep`, then the objects no kept snapshot names.
+xet::Status Prune(BackupSpace& space, size_t keep, const fs::path& scratch, BackupReport& report,
                   std::map<std::string, Named>& named) {
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator(dest / "snapshots", ec)) {
-    if (e.path().filename().string().ends_with(kPartial)) fs::remove_all(e.path(), ec);
-  }
-  auto names = CompleteSnapshots(dest);
+  if (auto st = space.DropUnfinished(); !st.ok()) return st;
+  auto names = space.Snapshots();
   if (!names.ok()) return names.error();
   while (names->size() > std::max<size_t>(keep, 1)) {
-    fs::remove_all(dest / "snapshots" / names->front(), ec);
-    if (ec) return xet::IoError("remove " + names->front() + ": " + ec.message());
+    if (auto st = space.Drop(names->front()); !st.ok()) return st;
     names->erase(names->begin());
     ++report.dropped_snapshots;
   }
-  if (auto st = Sync(dest / "snapshots"); !st.ok()) return st;
   std::set<Hash> wanted[3];
   for (const auto& name : *names) {
-    auto it = named.find(name);
-    if (it == named.end()) {
-      auto n = NamedBy(dest / "snapshots" / name / "index.sqlite", objects);
-      if (!n.ok()) return n.error();
-      it = named.emplace(name, std::move(*n)).first;
-    }
-    const Named& n = it->second;
-    wanted[0].insert(n.xorbs.begin(), n.xorbs.end());
-    wanted[1].insert(n.shards.begin(), n.shards.end());
-    wanted[2].insert(n.grants.begin(), n.grants.end());
+    auto n = NamedIn(space, name, scratch, named);
+    if (!n.ok()) return n.error();
+    wanted[0].insert((*n)->xorbs.begin(), (*n)->xorbs.end());
+    wanted[1].insert((*n)->shards.begin(), (*n)->shards.end());
+    wanted[2].insert((*n)->grants.begin(), (*n)->grants.end());
   }
   const store::BlobKind kinds[] = {store::BlobKind::kXorb, store::BlobKind::kShard, store::BlobKind::kGrant};
   for (size_t k = 0; k < 3; ++k) {
     std::vector<Hash> unwanted;
-    if (auto st = objects.List(kinds[k],
-                               [&](const Hash& h) {
-                                 if (!wanted[k].contains(h)) unwanted.push_back(h);
-                               });
+    if (auto st = space.objects().List(kinds[k],
+                                       [&](const Hash& h) {
+                                         if (!wanted[k].contains(h)) unwanted.push_back(h);
+                                       });
         !st.ok())
       return st;
-    if (auto st = objects.DeleteMany(kinds[k], unwanted); !st.ok()) return st;
+    if (auto st = space.objects().DeleteMany(kinds[k], unwanted); !st.ok()) return st;
     report.pruned_objects += unwanted.size();
   }
   return xet::Ok{};
@@ -343,7 +279,7 @@ xet::Result<Manifest> ParseManifest(std::string_view text) {
     bool good = false;
     if (key == "name" && w.size() == 2) {
       m.name = w[1];
-      good = ValidName(m.name);
+      good = ValidSnapshotName(m.name);
     } else if (key == "taken_at" && w.size() == 2) {
       good = number(w[1], a) && a < (1ULL << 62);
       m.taken_at = static_cast<int64_t>(a);
@@ -371,20 +307,13 @@ xet::Result<Manifest> ParseManifest(std::string_view text) {
   return m;
 }
 
-xet::Result<BackupReport> TakeBackup(std::string_view index_url, store::BlobStore& store,
-                                     const std::string& dest, const BackupOptions& options) {
+xet::Result<BackupReport> TakeBackup(std::string_view index_url, store::BlobStore& store, BackupSpace& dest,
+                                     const BackupOptions& options) {
   const auto t0 = std::chrono::steady_clock::now();
-  const fs::path root = fs::absolute(dest);
-  std::error_code ec;
-  // A backup holds the signing keys: a DEST this creates is its owner's alone.
-  if (!fs::exists(root, ec) && fs::create_directories(root, ec))
-    fs::permissions(root, fs::perms::owner_all, ec);
-  fs::create_directories(root / "snapshots", ec);
-  if (ec) return xet::IoError("create " + (root / "snapshots").string() + ": " + ec.message());
-  auto dest_lock = LockDest(root);
-  if (!dest_lock.ok()) return dest_lock.error();
-  auto objects = OpenObjects(root);
-  if (!objects.ok()) return objects.error();
+  auto dest_hold = dest.Hold();
+  if (!dest_hold.ok()) return dest_hold.error();
+  auto scratch = Scratch::Make(options.scratch);
+  if (!scratch.ok()) return scratch.error();
   auto source = index::OpenIndex(index_url);
   if (!source.ok()) return source.error();
 
@@ -400,49 +329,49 @@ xet::Result<BackupReport> TakeBackup(std::string_view index_url, store::BlobStor
   Manifest& m = report.manifest;
   m.taken_at = options.clock->UnixSeconds();
   m.name = SnapshotName(m.taken_at);
-  for (int n = 2; fs::exists(root / "snapshots" / m.name, ec); ++n)
+  for (int n = 2;; ++n) {
+    auto taken = dest.Taken(m.name);
+    if (!taken.ok()) return taken.error();
+    if (!*taken) break;
     m.name = SnapshotName(m.taken_at) + "-" + std::to_string(n);
-  const fs::path partial = root / "snapshots" / (m.name + kPartial);
-  fs::remove_all(partial, ec);
-  fs::create_directories(partial, ec);
-  if (ec) return xet::IoError("create " + partial.string() + ": " + ec.message());
-  const fs::path index_file = partial / "index.sqlite";
+  }
+  auto index_file = dest.Begin(m.name, scratch->path());
+  if (!index_file.ok()) return index_file.error();
   index::CopyIndexOptions co;
   co.snapshot = true;
   if (options.progress) {
     co.progress = [&](const index::TableCopyReport& t) { options.progress(t.table, t.copied, 0); };
   }
-  auto copied = index::CopyIndex(index_url, "sqlite:" + index_file.string(), co);
+  auto copied = index::CopyIndex(index_url, "sqlite:" + index_file->string(), co);
   if (!copied.ok())
     return xet::Error{copied.error().code, "snapshot of the index: " + copied.error().message};
   m.tables = std::move(copied->tables);
-  if (auto st = index::SealSnapshotFile(index_file.string()); !st.ok()) return st.error();
-  auto version = index::SqliteSchemaVersion(index_file.string());
+  if (auto st = index::SealSnapshotFile(index_file->string()); !st.ok()) return st.error();
+  auto version = index::SqliteSchemaVersion(index_file->string());
   if (!version.ok()) return version.error();
   m.schema = *version;
   if (auto st = Step(options, "snapshot"); !st.ok()) return st.error();
 
   // 3. The objects it names that the backup does not hold yet.
-  auto named = NamedBy(index_file, store);
+  auto named = NamedBy(*index_file, store);
   if (!named.ok()) return named.error();
   std::set<Hash> have[3];
-  auto earlier = CompleteSnapshots(root);
+  auto earlier = dest.Snapshots();
   if (!earlier.ok()) return earlier.error();
   std::map<std::string, Named> named_by;  // read once, for the copy and for the prune
   for (const auto& name : *earlier) {
-    auto n = NamedBy(root / "snapshots" / name / "index.sqlite", **objects);
-    if (!n.ok()) return xet::Error{n.error().code, "snapshot " + name + ": " + n.error().message};
-    have[0].insert(n->xorbs.begin(), n->xorbs.end());
-    have[1].insert(n->shards.begin(), n->shards.end());
-    have[2].insert(n->grants.begin(), n->grants.end());
-    named_by.emplace(name, std::move(*n));
+    auto n = NamedIn(dest, name, scratch->path(), named_by);
+    if (!n.ok()) return n.error();
+    have[0].insert((*n)->xorbs.begin(), (*n)->xorbs.end());
+    have[1].insert((*n)->shards.begin(), (*n)->shards.end());
+    have[2].insert((*n)->grants.begin(), (*n)->grants.end());
   }
   std::vector<std::string> failed;
-  CopyMissing(store, **objects, store::BlobKind::kXorb, named->xorbs, have[0], options.threads,
+  CopyMissing(store, dest.objects(), store::BlobKind::kXorb, named->xorbs, have[0], options.threads,
               options.progress, report.xorbs, failed);
-  CopyMissing(store, **objects, store::BlobKind::kShard, named->shards, have[1], options.threads,
+  CopyMissing(store, dest.objects(), store::BlobKind::kShard, named->shards, have[1], options.threads,
               options.progress, report.shards, failed);
-  CopyMissing(store, **objects, store::BlobKind::kGrant, named->grants, have[2], options.threads,
+  CopyMissing(store, dest.objects(), store::BlobKind::kGrant, named->grants, have[2], options.threads,
               options.progress, report.grants, failed);
   if (!failed.empty()) {
     std::string list;
@@ -453,47 +382,42 @@ xet::Result<BackupReport> TakeBackup(std::string_view index_url, store::BlobStor
   hold->reset();  // every byte the snapshot names is in the backup
   if (auto st = Step(options, "copied"); !st.ok()) return st.error();
 
-  // 4. Complete: the manifest, the snapshot's final name, LATEST.
+  // 4. Complete: the index file and the manifest kept, then LATEST.
   m.xorbs = named->xorbs.size();
   m.xorb_bytes = named->objects.xorb_bytes;
   m.shards = named->shards.size();
   m.shard_bytes = named->objects.shard_bytes;
   m.grants = named->grants.size();
-  auto h = HashFile(index_file);
+  auto h = HashFile(*index_file);
   if (!h.ok()) return h.error();
   m.index_bytes = h->first;
   m.index_blake3 = h->second;
-  if (auto st = WriteDurably(partial / "manifest", m.Encode()); !st.ok()) return st.error();
-  const fs::path final_dir = root / "snapshots" / m.name;
-  if (::rename(partial.c_str(), final_dir.c_str()) != 0) return Io("rename", partial, errno);
-  if (auto st = Sync(root / "snapshots"); !st.ok()) return st.error();
-  if (auto st = WriteDurably(root / "LATEST", m.name + "\n"); !st.ok()) return st.error();
+  if (auto st = dest.Complete(m.name, *index_file, m.Encode()); !st.ok()) return st.error();
+  if (auto st = dest.SetLatest(m.name); !st.ok()) return st.error();
   if (auto st = Step(options, "complete"); !st.ok()) return st.error();
 
   named_by.emplace(m.name, std::move(*named));
-  if (auto st = Prune(root, **objects, options.keep, report, named_by); !st.ok()) return st.error();
+  if (auto st = Prune(dest, options.keep, scratch->path(), report, named_by); !st.ok()) return st.error();
   report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return report;
 }
 
-xet::Result<VerifyReport> VerifyBackup(const std::string& dest, size_t threads) {
-  const fs::path root = fs::absolute(dest);
-  auto latest = LatestName(root);
-  if (!latest.ok()) return latest.error();
-  auto objects = OpenObjects(root);
-  if (!objects.ok()) return objects.error();
-  auto names = CompleteSnapshots(root);
+xet::Result<VerifyReport> VerifyBackup(BackupSpace& space, size_t threads) {
+  if (auto latest = space.Latest(); !latest.ok()) return latest.error();
+  auto names = space.Snapshots();
   if (!names.ok()) return names.error();
+  auto scratch = Scratch::Make({});
+  if (!scratch.ok()) return scratch.error();
   VerifyReport report;
   std::map<std::pair<store::BlobKind, Hash>, int> todo;
   for (const auto& name : *names) {
-    const fs::path dir = root / "snapshots" / name;
     report.snapshots.push_back(name);
-    if (auto m = CheckedManifest(dir); !m.ok()) {
-      report.failed.push_back("snapshot " + name + ": " + m.error().message);
+    auto checked = CheckedSnapshot(space, name, scratch->path());
+    if (!checked.ok()) {
+      report.failed.push_back("snapshot " + name + ": " + checked.error().message);
       continue;
     }
-    auto n = NamedBy(dir / "index.sqlite", **objects);
+    auto n = NamedBy(checked->second, space.objects());
     if (!n.ok()) {
       report.failed.push_back("snapshot " + name + ": " + n.error().message);
       continue;
@@ -501,6 +425,8 @@ xet::Result<VerifyReport> VerifyBackup(const std::string& dest, size_t threads) 
     for (const Hash& x : n->xorbs) todo[{store::BlobKind::kXorb, x}] = 0;
     for (const Hash& s : n->shards) todo[{store::BlobKind::kShard, s}] = 0;
     for (const Hash& g : n->grants) todo[{store::BlobKind::kGrant, g}] = 0;
+    std::error_code ec;
+    if (checked->second.parent_path() == scratch->path()) fs::remove(checked->second, ec);  // fetched
   }
   const std::vector<std::pair<store::BlobKind, Hash>> list = [&] {
     std::vector<std::pair<store::BlobKind, Hash>> v;
@@ -511,7 +437,7 @@ xet::Result<VerifyReport> VerifyBackup(const std::string& dest, size_t threads) 
   WorkerPool pool(std::max<size_t>(threads, 1) - 1);
   pool.ParallelFor(list.size(), [&](size_t i) {
     const auto& [kind, hash] = list[i];
-    auto bytes = (*objects)->ReadWhole(kind, hash);
+    auto bytes = space.objects().ReadWhole(kind, hash);
     std::string why;
     if (!bytes.ok()) {
       why = bytes.error().message;
@@ -528,24 +454,23 @@ xet::Result<VerifyReport> VerifyBackup(const std::string& dest, size_t threads) 
   return report;
 }
 
-xet::Result<RestoreReport> Restore(const std::string& src, std::string_view index_url,
-                                   store::BlobStore& store, const RestoreOptions& options) {
+xet::Result<RestoreReport> Restore(BackupSpace& src, std::string_view index_url, store::BlobStore& store,
+                                   const RestoreOptions& options) {
   const auto t0 = std::chrono::steady_clock::now();
-  const fs::path root = fs::absolute(src);
   std::string name = options.snapshot;
   if (name.empty()) {
-    auto latest = LatestName(root);
+    auto latest = src.Latest();
     if (!latest.ok()) return latest.error();
     name = *latest;
   }
-  if (!ValidName(name)) return xet::Malformed("no snapshot is named '" + name + "'");
-  const fs::path dir = root / "snapshots" / name;
+  if (!ValidSnapshotName(name)) return xet::Malformed("no snapshot is named '" + name + "'");
+  auto scratch = Scratch::Make(options.scratch);
+  if (!scratch.ok()) return scratch.error();
   RestoreReport report;
-  auto manifest = CheckedManifest(dir);
-  if (!manifest.ok()) return manifest.error();
-  report.manifest = std::move(*manifest);
-  auto objects = OpenObjects(root);
-  if (!objects.ok()) return objects.error();
+  auto checked = CheckedSnapshot(src, name, scratch->path());
+  if (!checked.ok()) return checked.error();
+  report.manifest = std::move(checked->first);
+  const fs::path snapshot_file = std::move(checked->second);
 
   {  // The destination holds nothing (no server has started on it), or an interrupted restore.
     auto target = index::OpenIndex(index_url);
@@ -573,15 +498,15 @@ xet::Result<RestoreReport> Restore(const std::string& src, std::string_view inde
   }
 
   // Objects first: the index, copied last, names them.
-  auto named = NamedBy(dir / "index.sqlite", **objects);
+  auto named = NamedBy(snapshot_file, src.objects());
   if (!named.ok()) return named.error();
   std::vector<std::string> failed;
   const std::set<Hash> none;
-  CopyMissing(**objects, store, store::BlobKind::kXorb, named->xorbs, none, options.threads, options.progress,
-              report.xorbs, failed);
-  CopyMissing(**objects, store, store::BlobKind::kShard, named->shards, none, options.threads,
+  CopyMissing(src.objects(), store, store::BlobKind::kXorb, named->xorbs, none, options.threads,
+              options.progress, report.xorbs, failed);
+  CopyMissing(src.objects(), store, store::BlobKind::kShard, named->shards, none, options.threads,
               options.progress, report.shards, failed);
-  CopyMissing(**objects, store, store::BlobKind::kGrant, named->grants, none, options.threads,
+  CopyMissing(src.objects(), store, store::BlobKind::kGrant, named->grants, none, options.threads,
               options.progress, report.grants, failed);
   if (!failed.empty()) {
     std::string list;
@@ -597,27 +522,24 @@ xet::Result<RestoreReport> Restore(const std::string& src, std::string_view inde
     ++report.revocations;
   }
 
-  const std::string snapshot = (dir / "index.sqlite").string();
-  auto version = index::SqliteSchemaVersion(snapshot);
+  auto version = index::SqliteSchemaVersion(snapshot_file.string());
   if (!version.ok()) return version.error();
   index::CopyIndexOptions co;
   if (options.progress) {
     co.progress = [&](const index::TableCopyReport& t) { options.progress(t.table, t.copied, 0); };
   }
   // An older snapshot is migrated in a scratch copy, never in the backup.
-  std::error_code ec;
-  const fs::path scratch = fs::temp_directory_path(ec) / ("cairn-restore-" + std::to_string(::getpid()));
-  std::string from = snapshot;
+  std::string from = snapshot_file.string();
   if (*version == index::SchemaVersion()) {
     co.read_only_source = true;
   } else {
-    fs::create_directories(scratch, ec);
-    fs::copy_file(snapshot, scratch / "index.sqlite", fs::copy_options::overwrite_existing, ec);
-    if (ec) return xet::IoError("copy the snapshot to " + scratch.string() + ": " + ec.message());
-    from = (scratch / "index.sqlite").string();
+    std::error_code ec;
+    const fs::path migrated = scratch->path() / "migrated.sqlite";
+    fs::copy_file(snapshot_file, migrated, fs::copy_options::overwrite_existing, ec);
+    if (ec) return xet::IoError("copy the snapshot to " + migrated.string() + ": " + ec.message());
+    from = migrated.string();
   }
   auto copied = index::CopyIndex("sqlite:" + from, index_url, co);
-  fs::remove_all(scratch, ec);
   if (!copied.ok()) return xet::Error{copied.error().code, "restore of the index: " + copied.error().message};
   report.index = std::move(*copied);
   for (const auto& t : co.read_only_source ? report.manifest.tables : std::vector<index::TableCopyReport>{}) {

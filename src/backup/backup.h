@@ -2,11 +2,8 @@
 // object it names, bytes included, taken while servers take uploads and the collector runs, and brought up
 // again under another deployment's settings (SQLite or PostgreSQL, local disk or S3, either way).
 //
-// A backup is a directory:
-//     DEST/objects/                       a blob store (the local-disk layout): xorbs, shards, grants
-//     DEST/snapshots/NAME/index.sqlite    the index at one moment: a SQLite index file, whatever the source
-//     DEST/snapshots/NAME/manifest        what that snapshot holds (text; ReadManifest)
-//     DEST/LATEST                         the name of the newest complete snapshot
+// A backup is kept in a directory or an S3 bucket (space.h has the layout): a blob store of objects, and
+// snapshots, each an index file (SQLite, whatever the source) and a manifest.
 //
 // Taking one:
 //  1. holds deletions off, shared (index.h HoldDeletions): from then on no collector deletes a stored byte
@@ -16,21 +13,25 @@
 //     (its bytes may be gone; the collector of a restored deployment finishes that sweep);
 //  3. copies every xorb, shard and grant the snapshot names that no earlier snapshot of DEST named
 //     (incremental: content-addressed objects never change), each verified against its hash at the source;
-//  4. writes the manifest, makes the snapshot complete (a rename) and points LATEST at it; then drops
-//     snapshots beyond `keep` and the objects none of the kept ones name.
+//  4. keeps the index file and then the manifest (the snapshot is complete), points LATEST at it; then
+//     drops snapshots beyond `keep` and the objects none of the kept ones name.
 // Revocations (cas/grant.h) are not copied: a restore writes them from the snapshot's rows, which say the
 // same. A backup killed at any point leaves the earlier snapshots whole; the next run starts afresh.
 //
-// Thread-safety: each function uses `threads` threads of its own; one backup at a time per DEST (a lock
-// file; a second one is refused). The source's servers may run meanwhile.
+// Thread-safety: each function uses `threads` threads of its own; one backup at a time per space
+// (BackupSpace::Hold; a second one is refused). The source's servers may run meanwhile. A backup to a
+// bucket, and a restore or verify from one, fetch index files into a scratch directory (`scratch`, else
+// TMPDIR): room for two snapshots' index files.
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "backup/space.h"
 #include "common/clock.h"
 #include "index/index_copy.h"
 #include "store/blob_store.h"
@@ -57,7 +58,8 @@ xet::Result<Manifest> ParseManifest(std::string_view text);
 
 struct BackupOptions {
   size_t threads = 4;
-  size_t keep = 2;  // complete snapshots kept (at least 1)
+  size_t keep = 2;                // complete snapshots kept (at least 1)
+  std::filesystem::path scratch;  // empty: TMPDIR
   const Clock* clock = &Clock::System();
   // Tests: called after each step ("held", "snapshot", "copied", "complete"); an error ends the backup there,
   // as a kill would.
@@ -82,9 +84,9 @@ struct BackupReport {
   uint64_t pruned_objects = 0;  // named by no kept snapshot, deleted from the backup
 };
 
-// Backs up the index at `index_url` and its `store` into the directory `dest` (created as needed).
-xet::Result<BackupReport> TakeBackup(std::string_view index_url, store::BlobStore& store,
-                                     const std::string& dest, const BackupOptions& options);
+// Backs up the index at `index_url` and its `store` into `dest`.
+xet::Result<BackupReport> TakeBackup(std::string_view index_url, store::BlobStore& store, BackupSpace& dest,
+                                     const BackupOptions& options);
 
 struct VerifyReport {
   std::vector<std::string> snapshots;  // checked: each index file against its manifest
@@ -94,14 +96,15 @@ struct VerifyReport {
   bool ok() const { return failed.empty(); }
 };
 
-// Re-hashes what the backup at `dest` holds: every kept snapshot's index file, and every object they name.
-xet::Result<VerifyReport> VerifyBackup(const std::string& dest, size_t threads);
+// Re-hashes what `space` holds: every kept snapshot's index file, and every object they name.
+xet::Result<VerifyReport> VerifyBackup(BackupSpace& space, size_t threads);
 
 struct RestoreOptions {
   std::string snapshot;  // empty: LATEST
   // The destination index may hold an interrupted restore of this same snapshot (else it must be empty).
   bool resume = false;
   size_t threads = 4;
+  std::filesystem::path scratch;                                                       // empty: TMPDIR
   std::function<void(std::string_view what, uint64_t done, uint64_t total)> progress;  // may be empty
 };
 
@@ -113,10 +116,10 @@ struct RestoreReport {
   double seconds = 0;
 };
 
-// Restores the snapshot from the backup at `src` into the index at `index_url` and the store `store`
+// Restores the snapshot from the backup in `src` into the index at `index_url` and the store `store`
 // (objects first, then the index, which names them; checked throughout). Refuses a destination index that
 // holds anything unless `resume`.
-xet::Result<RestoreReport> Restore(const std::string& src, std::string_view index_url,
-                                   store::BlobStore& store, const RestoreOptions& options);
+xet::Result<RestoreReport> Restore(BackupSpace& src, std::string_view index_url, store::BlobStore& store,
+                                   const RestoreOptions& options);
 
 }  // namespace cairn::backup

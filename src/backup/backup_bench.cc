@@ -138,14 +138,17 @@ void Run(benchmark::State& state, bool s3) {
     BackupOptions bo;
     bo.threads = 4;
     t0 = Clock::now();
-    auto b = OrDie(TakeBackup(source.url, *source.store, (dir / "backup").string(), bo), "backup");
+    SpaceOptions so;
+    so.create = true;
+    auto space = OrDie(OpenBackupSpace((dir / "backup").string(), so), "backup space");
+    auto b = OrDie(TakeBackup(source.url, *source.store, *space, bo), "backup");
     backup = MiBPerS(b.xorbs.bytes_copied + b.shards.bytes_copied, Clock::now() - t0);
 
     BenchDeployment target = FreshDeployment(s3, dir, "target" + tag + "_" + std::to_string(n));
     RestoreOptions ro;
     ro.threads = 4;
     t0 = Clock::now();
-    auto r = OrDie(Restore((dir / "backup").string(), target.url, *target.store, ro), "restore");
+    auto r = OrDie(Restore(*space, target.url, *target.store, ro), "restore");
     restore = MiBPerS(r.xorbs.bytes_copied + r.shards.bytes_copied, Clock::now() - t0);
   }
   state.counters["stored_MiB"] = static_cast<double>(stored) / (1 << 20);

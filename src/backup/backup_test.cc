@@ -1,16 +1,17 @@
 // Backup and restore against every backend pair (the source SQLite + local disk or PostgreSQL + S3 on
-// SeaweedFS; each backup restored into both): consistent while uploads and a collector run (made
-// deterministic with the backup's and the collector's step hooks), incremental, verified, refused where it
-// would change something it should not.
+// SeaweedFS; each backup restored into both) and both kinds of backup space (a directory; a bucket on
+// SeaweedFS): consistent while uploads and a collector run (made deterministic with the backup's and the
+// collector's step hooks), incremental, verified, refused where it would change something it should not.
 #include "backup/backup.h"
 
 #include <gtest/gtest.h>
 
-#include <fstream>
+#include <map>
 
 #include "gc/collector.h"
 #include "gc/test_deployment.h"
 #include "repair/fsck.h"
+#include "store/s3_objects.h"
 #include "xet/test_support.h"
 
 namespace cairn::backup {
@@ -20,11 +21,92 @@ using gc::testing::Backend;
 using gc::testing::Bytes;
 namespace fs = std::filesystem;
 
+// Instantiated twice: "InDirectory" keeps the backups in a directory, "InBucket" in a bucket.
 class BackupTest : public gc::testing::DeploymentTest {
  protected:
   void SetUp() override {
     DeploymentTest::SetUp();
-    dest_ = (dir_ / "backup").string();
+    const std::string_view suite = ::testing::UnitTest::GetInstance()->current_test_info()->test_suite_name();
+    in_bucket_ = suite.starts_with("InBucket/");
+    if (in_bucket_) {
+      static int next = 0;
+      ASSERT_TRUE(gc::testing::Seaweed().CreateBucket(kBucket).ok());
+      dest_prefix_ = "backup-" + std::to_string(::getpid()) + "-" + std::to_string(++next) + "/";
+      dest_ = "s3://" + std::string(kBucket) + "/" + dest_prefix_;
+      auto client = store::S3Client::Create(gc::testing::Seaweed().Options(kBucket));
+      ASSERT_TRUE(client.ok()) << client.error().message;
+      s3_ = std::move(*client);
+    } else {
+      dest_ = (dir_ / "backup").string();
+    }
+    space_ = OpenSpace();
+    ASSERT_NE(space_, nullptr);
+  }
+
+  std::unique_ptr<BackupSpace> OpenSpace() {
+    SpaceOptions o;
+    o.create = true;
+    o.s3.s3 = gc::testing::Seaweed().Options(kBucket);
+    o.index_part_bytes = 64 << 10;  // an index file of several parts
+    auto s = OpenBackupSpace(dest_, o);
+    EXPECT_TRUE(s.ok()) << s.error().message;
+    return s.ok() ? std::move(*s) : nullptr;
+  }
+
+  xet::Result<VerifyReport> Verify() { return VerifyBackup(*space_, 2); }
+
+  // Flips one byte of what the backup keeps at `path` (relative to it), at `at` (from the end when negative).
+  void Flip(const std::string& path, int64_t at) {
+    if (!in_bucket_) {
+      const fs::path file = fs::path(dest_) / path;
+      const auto size = static_cast<int64_t>(fs::file_size(file));
+      ASSERT_TRUE(xet::testing::FlipByte(file, static_cast<uint64_t>(at < 0 ? size + at : at)));
+      return;
+    }
+    auto body = store::S3GetObject(*s3_, dest_prefix_ + path, 1 << 30);
+    ASSERT_TRUE(body.ok() && body->has_value()) << path;
+    std::string bytes = **body;
+    const auto size = static_cast<int64_t>(bytes.size());
+    bytes[static_cast<size_t>(at < 0 ? size + at : at)] ^= 1;
+    auto put = store::S3PutObject(*s3_, dest_prefix_ + path,
+                                  {reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()});
+    ASSERT_TRUE(put.ok() && *put);
+  }
+  // The path (relative to the backup) of one xorb it keeps.
+  std::string SomeXorb() {
+    std::string out;
+    if (in_bucket_) {
+      EXPECT_TRUE(
+          store::S3ListKeys(*s3_, dest_prefix_ + "objects/xorbs/", [&](std::string_view key, uint64_t) {
+            out = key.substr(dest_prefix_.size());
+          }).ok());
+      return out;
+    }
+    for (const auto& e : fs::recursive_directory_iterator(fs::path(dest_) / "objects" / "xorbs")) {
+      if (e.is_regular_file()) out = fs::relative(e.path(), fs::path(dest_)).string();
+    }
+    return out;
+  }
+  // The path of (the first part of) a snapshot's index file.
+  std::string IndexPath(const std::string& name) const {
+    return "snapshots/" + name + (in_bucket_ ? "/index.sqlite.000000" : "/index.sqlite");
+  }
+  // How many snapshots the backup holds unfinished (a killed run's).
+  size_t Unfinished() {
+    size_t n = 0;
+    if (!in_bucket_) {
+      for (const auto& e : fs::directory_iterator(fs::path(dest_) / "snapshots"))
+        n += e.path().string().ends_with(".partial") ? 1 : 0;
+      return n;
+    }
+    std::map<std::string, bool> complete;
+    EXPECT_TRUE(store::S3ListKeys(*s3_, dest_prefix_ + "snapshots/", [&](std::string_view key, uint64_t) {
+                  key.remove_prefix(dest_prefix_.size() + 10);
+                  const std::string name(key.substr(0, key.find('/')));
+                  complete[name] = complete[name] || key.ends_with("/manifest");
+                }).ok());
+    for (const auto& [name, done] : complete) n += done ? 0 : 1;
+    return n;
   }
 
   BackupReport Backup(std::function<xet::Status(std::string_view)> hook = nullptr, size_t keep = 2,
@@ -35,7 +117,7 @@ class BackupTest : public gc::testing::DeploymentTest {
     o.progress = std::move(progress);
     o.keep = keep;
     o.threads = 2;
-    auto r = TakeBackup(url_, *store_, dest_, o);
+    auto r = TakeBackup(url_, *store_, *space_, o);
     EXPECT_TRUE(r.ok()) << r.error().message;
     return r.ok() ? *r : BackupReport{};
   }
@@ -70,7 +152,7 @@ class BackupTest : public gc::testing::DeploymentTest {
     ASSERT_NE(target.store, nullptr);
     RestoreOptions ro;
     ro.threads = 2;
-    auto r = Restore(dest_, target.url, *target.store, ro);
+    auto r = Restore(*space_, target.url, *target.store, ro);
     ASSERT_TRUE(r.ok()) << r.error().message;
     auto ix = index::OpenIndex(target.url);
     ASSERT_TRUE(ix.ok()) << ix.error().message;
@@ -84,7 +166,11 @@ class BackupTest : public gc::testing::DeploymentTest {
     EXPECT_TRUE(fsck->clean()) << (fsck->findings.empty() ? "" : fsck->findings[0].detail);
   }
 
-  std::string dest_;
+  bool in_bucket_ = false;
+  std::string dest_;         // a directory or s3://…
+  std::string dest_prefix_;  // in the bucket
+  std::unique_ptr<store::S3Client> s3_;
+  std::unique_ptr<BackupSpace> space_;
 };
 
 // Everything acknowledged before the backup's snapshot comes back whole on either backend pair; what came
@@ -173,7 +259,9 @@ TEST_P(BackupTest, ASecondBackupCopiesOnlyWhatIsNewAndOldSnapshotsGo) {
   const BackupReport first = Backup();
   ASSERT_GT(first.xorbs.copied, 0u);
   // It holds the signing keys: the directory it made is its owner's alone.
-  EXPECT_EQ(fs::status(dest_).permissions() & fs::perms::all, fs::perms::owner_all);
+  if (!in_bucket_) {
+    EXPECT_EQ(fs::status(dest_).permissions() & fs::perms::all, fs::perms::owner_all);
+  }
 
   const auto b = Put(600 << 10, "plain");
   clock_.Advance(60);
@@ -198,7 +286,7 @@ TEST_P(BackupTest, ASecondBackupCopiesOnlyWhatIsNewAndOldSnapshotsGo) {
   EXPECT_EQ(third.xorbs.bytes_copied, 0u);
   EXPECT_EQ(third.dropped_snapshots, 2u);
   EXPECT_EQ(third.pruned_objects, first.xorbs.named + first.shards.named + first.grants.named);
-  auto v = VerifyBackup(dest_, 2);
+  auto v = Verify();
   ASSERT_TRUE(v.ok()) << v.error().message;
   EXPECT_TRUE(v->ok());
   EXPECT_EQ(v->snapshots.size(), 1u);
@@ -213,39 +301,43 @@ TEST_P(BackupTest, ASecondBackupCopiesOnlyWhatIsNewAndOldSnapshotsGo) {
 TEST_P(BackupTest, VerifyFindsAFlippedByteAndARestoreRefusesTheDamage) {
   Put(300 << 10, "plain");
   const BackupReport r = Backup();
-  auto v = VerifyBackup(dest_, 2);
+  auto v = Verify();
   ASSERT_TRUE(v.ok()) << v.error().message;
   EXPECT_TRUE(v->ok());
   EXPECT_EQ(v->objects, r.xorbs.named + r.shards.named + r.grants.named);
 
-  const auto flip = [](const fs::path& p, uint64_t at) { ASSERT_TRUE(xet::testing::FlipByte(p, at)); };
-  fs::path xorb;
-  for (const auto& e : fs::recursive_directory_iterator(fs::path(dest_) / "objects" / "xorbs")) {
-    if (e.is_regular_file()) xorb = e.path();
+  if (in_bucket_) {  // the index file went up in parts
+    size_t parts = 0;
+    ASSERT_TRUE(store::S3ListKeys(*s3_, dest_prefix_ + "snapshots/" + r.manifest.name + "/index.sqlite.",
+                                  [&](std::string_view, uint64_t) { ++parts; })
+                    .ok());
+    EXPECT_EQ(parts, (r.manifest.index_bytes + (64 << 10) - 1) / (64 << 10));
+    EXPECT_GT(parts, 1u);
   }
+  const std::string xorb = SomeXorb();
   ASSERT_FALSE(xorb.empty());
-  flip(xorb, 100);
-  v = VerifyBackup(dest_, 2);
+  Flip(xorb, 100);
+  v = Verify();
   ASSERT_TRUE(v.ok());
   ASSERT_EQ(v->failed.size(), 1u);
-  EXPECT_NE(v->failed[0].find(xorb.filename().string().substr(0, 16)), std::string::npos) << v->failed[0];
+  EXPECT_NE(v->failed[0].find(fs::path(xorb).filename().string().substr(0, 16)), std::string::npos)
+      << v->failed[0];
 
   Other target = OtherDeployment("refused", GetParam());
-  auto restored = Restore(dest_, target.url, *target.store, {});
+  auto restored = Restore(*space_, target.url, *target.store, {});
   ASSERT_FALSE(restored.ok());
   EXPECT_NE(restored.error().message.find("could not be copied"), std::string::npos);
   auto ix = index::OpenIndex(target.url);
   ASSERT_TRUE(ix.ok());
   EXPECT_EQ((*ix)->Stats()->files, 0u);  // nothing written to the index
-  flip(xorb, 100);                       // mended
+  Flip(xorb, 100);                       // mended
 
-  const fs::path snapshot = fs::path(dest_) / "snapshots" / r.manifest.name / "index.sqlite";
-  flip(snapshot, fs::file_size(snapshot) / 2);
-  v = VerifyBackup(dest_, 2);
+  Flip(IndexPath(r.manifest.name), -100);
+  v = Verify();
   ASSERT_TRUE(v.ok());
   ASSERT_FALSE(v->ok());
   EXPECT_NE(v->failed[0].find("not the file its manifest describes"), std::string::npos) << v->failed[0];
-  restored = Restore(dest_, target.url, *target.store, {});
+  restored = Restore(*space_, target.url, *target.store, {});
   ASSERT_FALSE(restored.ok());
   EXPECT_EQ(restored.error().code, xet::ErrorCode::kHashMismatch);
 }
@@ -254,7 +346,7 @@ TEST_P(BackupTest, VerifyFindsAFlippedByteAndARestoreRefusesTheDamage) {
 TEST_P(BackupTest, RestoreRefusesADeploymentInUse) {
   Put(100 << 10, "plain");
   Backup();
-  auto restored = Restore(dest_, url_, *store_, {});  // the source itself
+  auto restored = Restore(*space_, url_, *store_, {});  // the source itself
   ASSERT_FALSE(restored.ok());
   EXPECT_EQ(restored.error().code, xet::ErrorCode::kConflict);
   EXPECT_NE(restored.error().message.find("not empty"), std::string::npos);
@@ -273,26 +365,53 @@ TEST_P(BackupTest, AKilledBackupLeavesTheLastOneWhole) {
     o.hook = [&](std::string_view step) -> xet::Status {
       return step == kill_at ? xet::Status(xet::Unavailable("killed")) : xet::Status(xet::Ok{});
     };
-    ASSERT_FALSE(TakeBackup(url_, *store_, dest_, o).ok());
-    std::ifstream latest(fs::path(dest_) / "LATEST");
-    std::string name;
-    latest >> name;
-    EXPECT_EQ(name, first.manifest.name);
-    auto v = VerifyBackup(dest_, 2);
+    ASSERT_FALSE(TakeBackup(url_, *store_, *space_, o).ok());
+    auto latest = space_->Latest();
+    ASSERT_TRUE(latest.ok());
+    EXPECT_EQ(*latest, first.manifest.name);
+    auto v = Verify();
     ASSERT_TRUE(v.ok());
     EXPECT_TRUE(v->ok());
   }
   clock_.Advance(1);
   const BackupReport next = Backup();
   EXPECT_EQ(next.xorbs.named, next.xorbs.copied + next.xorbs.already);
-  for (const auto& e : fs::directory_iterator(fs::path(dest_) / "snapshots"))
-    EXPECT_FALSE(e.path().string().ends_with(".partial")) << e.path();
+  EXPECT_EQ(Unfinished(), 0u);
   Restored("restored", GetParam(), [&](index::Index&, store::BlobStore&, files::FileService& files) {
     EXPECT_EQ(Download(a.first, "plain", &files), a.second);
   });
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, BackupTest, ::testing::Values(Backend::kSqliteDisk, Backend::kPostgresS3),
+// One backup at a time per space: a second is refused while the first holds it; a bucket's lease that its
+// holder stopped renewing (a killed backup) is taken over.
+TEST_P(BackupTest, OneBackupAtATime) {
+  auto held = space_->Hold();
+  ASSERT_TRUE(held.ok()) << held.error().message;
+  auto second = OpenSpace();
+  auto refused = second->Hold();
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().code, xet::ErrorCode::kUnavailable);
+  EXPECT_NE(refused.error().message.find("another backup"), std::string::npos);
+  BackupOptions o;
+  o.clock = &clock_;
+  EXPECT_FALSE(TakeBackup(url_, *store_, *second, o).ok());
+  held->reset();
+  EXPECT_TRUE(second->Hold().ok());  // released
+  if (in_bucket_) {
+    const std::string lapsed = "cairn-backup-lease " +
+                               std::to_string(Clock::System().UnixSeconds() - kLeaseSeconds - 1) +
+                               " elsewhere 1\n";
+    ASSERT_TRUE(store::S3PutObject(*s3_, dest_prefix_ + "lock",
+                                   {reinterpret_cast<const uint8_t*>(lapsed.data()), lapsed.size()})
+                    .ok());
+    EXPECT_TRUE(second->Hold().ok());
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(InDirectory, BackupTest,
+                         ::testing::Values(Backend::kSqliteDisk, Backend::kPostgresS3),
+                         gc::testing::BackendName);
+INSTANTIATE_TEST_SUITE_P(InBucket, BackupTest, ::testing::Values(Backend::kSqliteDisk, Backend::kPostgresS3),
                          gc::testing::BackendName);
 
 TEST(ManifestTest, RoundTripsAndRefusesWhatItDidNotWrite) {

@@ -40,7 +40,7 @@ xet::Result<std::unique_ptr<index::Index>> OpenConfiguredIndex(const config::Con
   return ix;
 }
 
-xet::Result<std::unique_ptr<store::BlobStore>> OpenConfiguredStore(const config::Config& cfg) {
+store::OpenStoreOptions StoreOptionsOf(const config::Config& cfg) {
   store::OpenStoreOptions options;
   options.s3.endpoint = cfg.s3_endpoint;
   options.s3.region = cfg.s3_region;
@@ -51,7 +51,11 @@ xet::Result<std::unique_ptr<store::BlobStore>> OpenConfiguredStore(const config:
   options.s3.max_connections = cfg.s3_max_connections;
   options.s3_part_bytes = cfg.s3_part_size;
   options.s3_public_endpoint = cfg.s3_public_endpoint;
-  auto st = store::OpenStore(cfg.store, options);
+  return options;
+}
+
+xet::Result<std::unique_ptr<store::BlobStore>> OpenConfiguredStore(const config::Config& cfg) {
+  auto st = store::OpenStore(cfg.store, StoreOptionsOf(cfg));
   if (!st) {
     return xet::Error{st.error().code, "store " + cfg.store +
                                            " (setting `store`, --store, CAIRN_STORE): " + st.error().message};

@@ -10,6 +10,7 @@
 #include "config/secrets.h"
 #include "index/index.h"
 #include "store/blob_store.h"
+#include "store/open_store.h"
 
 namespace cairn::cli {
 
@@ -21,6 +22,9 @@ xet::Result<config::Config> LoadBackendConfig(const std::string& config_file, co
 // Opens (creating and migrating as needed) the configured index. Errors name the setting and where it
 // points, without a password.
 xet::Result<std::unique_ptr<index::Index>> OpenConfiguredIndex(const config::Config& cfg);
+
+// The s3_* settings, for a store (or a backup) at an s3:// URL.
+store::OpenStoreOptions StoreOptionsOf(const config::Config& cfg);
 
 // Opens the configured blob store (`store`, with the s3_* settings for s3://). Errors name the setting.
 xet::Result<std::unique_ptr<store::BlobStore>> OpenConfiguredStore(const config::Config& cfg);

@@ -8,6 +8,7 @@
 #include "cli/commands.h"
 #include "config/config.h"
 #include "index/pg.h"
+#include "store/open_store.h"
 
 namespace cairn::cli {
 namespace {
@@ -29,11 +30,55 @@ boost::json::object Counts(const backup::ObjectCounts& c) {
   return {{"named", c.named}, {"copied", c.copied}, {"already", c.already}, {"bytes_copied", c.bytes_copied}};
 }
 
+// The backup's space: a bucket is reached with the backup_s3_* settings when backup_s3_endpoint is set,
+// else with the s3_* ones; it must not be inside the store (a backup lost with what it backs up is none).
+xet::Result<std::unique_ptr<backup::BackupSpace>> OpenSpace(const config::Config& cfg,
+                                                            const std::string& where, bool create) {
+  backup::SpaceOptions so;
+  so.s3 = StoreOptionsOf(cfg);
+  so.create = create;
+  const bool own_connection = !cfg.backup_s3_endpoint.empty();
+  if (own_connection) {
+    so.s3.s3.endpoint = cfg.backup_s3_endpoint;
+    so.s3.s3.region = cfg.backup_s3_region;
+    so.s3.s3.path_style = cfg.backup_s3_path_style;
+    so.s3.s3.access_key = cfg.backup_s3_access_key_id;
+    so.s3.s3.secret_key = cfg.backup_s3_secret_access_key;
+    so.s3.s3.session_token.clear();
+  }
+  auto at = store::ParseStoreUrl(where);
+  auto own = store::ParseStoreUrl(cfg.store);
+  if (at.ok() && own.ok() && at->kind == store::StoreLocation::Kind::kS3 &&
+      own->kind == store::StoreLocation::Kind::kS3 && so.s3.s3.endpoint == cfg.s3_endpoint &&
+      at->bucket == own->bucket &&
+      (at->prefix.starts_with(own->prefix) || own->prefix.starts_with(at->prefix))) {
+    return xet::Malformed(where + " is inside the store " + cfg.store +
+                          ": keep the backup in another bucket (or under a prefix outside the store's)");
+  }
+  auto space = backup::OpenBackupSpace(where, so);
+  if (!space) {
+    return xet::Error{
+        space.error().code,
+        "backup " + where + (own_connection ? " (settings backup_s3_*)" : "") + ": " + space.error().message};
+  }
+  return space;
+}
+
 }  // namespace
 
 int RunBackup(const BackupCommandOptions& opts) {
+  auto cfg = LoadBackendConfig(opts.config_file, opts.data_dir, opts.index, opts.store);
+  if (!cfg) {
+    std::cerr << "cairn backup: " << cfg.error().message << "\n";
+    return 2;
+  }
+  auto space = OpenSpace(*cfg, opts.dest, /*create=*/!opts.verify);
+  if (!space) {
+    std::cerr << "cairn backup: " << space.error().message << "\n";
+    return 2;
+  }
   if (opts.verify) {
-    auto report = backup::VerifyBackup(opts.dest, opts.threads);
+    auto report = backup::VerifyBackup(**space, opts.threads);
     if (!report) {
       std::cerr << "cairn backup --verify: " << report.error().message << "\n";
       return 2;
@@ -55,13 +100,8 @@ int RunBackup(const BackupCommandOptions& opts) {
       std::cerr << "cairn backup --verify: " << report->failed.size() << " damaged (listed above)\n";
       return 1;
     }
-    std::cout << "verified: every snapshot and object of " << opts.dest << " is whole\n";
+    std::cout << "verified: every snapshot and object of " << (*space)->Describe() << " is whole\n";
     return 0;
-  }
-  auto cfg = LoadBackendConfig(opts.config_file, opts.data_dir, opts.index, opts.store);
-  if (!cfg) {
-    std::cerr << "cairn backup: " << cfg.error().message << "\n";
-    return 2;
   }
   auto store = OpenConfiguredStore(*cfg);
   if (!store) {
@@ -73,8 +113,8 @@ int RunBackup(const BackupCommandOptions& opts) {
   bo.keep = opts.keep;
   bo.progress = Progress;
   std::cerr << "backing up " << index::pg::RedactedUri(cfg->index) << " and " << (*store)->Describe()
-            << " -> " << opts.dest << "\n";
-  auto report = backup::TakeBackup(cfg->index, **store, opts.dest, bo);
+            << " -> " << (*space)->Describe() << "\n";
+  auto report = backup::TakeBackup(cfg->index, **store, **space, bo);
   std::cerr << "\n";
   if (!report) {
     std::cerr << "cairn backup: " << report.error().message << "\n";
@@ -113,6 +153,11 @@ int RunRestore(const RestoreCommandOptions& opts) {
     std::cerr << "cairn restore: " << cfg.error().message << "\n";
     return 2;
   }
+  auto space = OpenSpace(*cfg, opts.src, /*create=*/false);
+  if (!space) {
+    std::cerr << "cairn restore: " << space.error().message << "\n";
+    return 2;
+  }
   {  // Creates the data directory (SQLite) and the schema.
     auto index = OpenConfiguredIndex(*cfg);
     if (!index) {
@@ -130,9 +175,9 @@ int RunRestore(const RestoreCommandOptions& opts) {
   ro.resume = opts.resume;
   ro.threads = opts.threads;
   ro.progress = Progress;
-  std::cerr << "restoring " << opts.src << " -> " << index::pg::RedactedUri(cfg->index) << " and "
+  std::cerr << "restoring " << (*space)->Describe() << " -> " << index::pg::RedactedUri(cfg->index) << " and "
             << (*store)->Describe() << "\n";
-  auto report = backup::Restore(opts.src, cfg->index, **store, ro);
+  auto report = backup::Restore(**space, cfg->index, **store, ro);
   std::cerr << "\n";
   if (!report) {
     std::cerr << "cairn restore: " << report.error().message << "\n";

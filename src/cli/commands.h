@@ -221,7 +221,7 @@ struct BackupCommandOptions {
   std::string data_dir;
   std::string index;
   std::string store;
-  std::string dest;     // the backup's directory
+  std::string dest;     // the backup: a directory or s3://BUCKET[/PREFIX]
   bool verify = false;  // re-hash what the backup at `dest` holds instead of taking one
   size_t keep = 2;
   size_t threads = 4;
@@ -234,7 +234,7 @@ struct RestoreCommandOptions {
   std::string data_dir;
   std::string index;
   std::string store;
-  std::string src;       // the backup's directory
+  std::string src;       // the backup: a directory or s3://BUCKET[/PREFIX]
   std::string snapshot;  // empty: the latest
   bool resume = false;
   size_t threads = 4;

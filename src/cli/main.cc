@@ -242,10 +242,12 @@ void AddBackup(CLI::App& app) {
   auto opts = std::make_shared<BackupCommandOptions>();
   auto* cmd = app.add_subcommand(
       "backup",
-      "Back up the index at one moment and every object it names into a directory, while servers run "
-      "(incremental: only new objects are copied)");
+      "Back up the index at one moment and every object it names into a directory or an S3 bucket, while "
+      "servers run (incremental: only new objects are copied)");
   AddDeploymentOptions(cmd, *opts);
-  cmd->add_option("DEST", opts->dest, "The backup's directory")->required();
+  cmd->add_option("DEST", opts->dest,
+                  "Where the backup is kept: a directory, or s3://BUCKET[/PREFIX] (with the s3_* settings)")
+      ->required();
   cmd->add_flag(
       "--verify", opts->verify,
       "Re-hash what the backup at DEST holds (every snapshot's index and object); exit 1 on damage");
@@ -255,7 +257,10 @@ void AddBackup(CLI::App& app) {
   auto* restore = app.add_subcommand(
       "restore", "Bring a backup up under this deployment's settings (an empty index and store)");
   AddDeploymentOptions(restore, *ropts);
-  restore->add_option("SRC", ropts->src, "The backup's directory")->required();
+  restore
+      ->add_option("SRC", ropts->src,
+                   "The backup: a directory, or s3://BUCKET[/PREFIX] (with the s3_* settings)")
+      ->required();
   restore->add_option("--snapshot", ropts->snapshot, "Which snapshot (default: the latest)");
   restore->add_flag("--resume", ropts->resume, "Finish an interrupted restore of the same snapshot");
   OnSelected(restore, ropts, RunRestore);

@@ -203,6 +203,11 @@ const std::vector<Field>& Fields() {
       {"s3_session_token", StringSetter(&Config::s3_session_token)},
       {"s3_max_connections", CountSetter(&Config::s3_max_connections, 1, 4096)},
       {"s3_part_size", ByteSizeSetter(&Config::s3_part_size, 5ULL << 20, 5ULL << 30)},
+      {"backup_s3_endpoint", UrlSetter(&Config::backup_s3_endpoint)},
+      {"backup_s3_region", StringSetter(&Config::backup_s3_region)},
+      {"backup_s3_path_style", BoolSetter(&Config::backup_s3_path_style)},
+      {"backup_s3_access_key_id", StringSetter(&Config::backup_s3_access_key_id)},
+      {"backup_s3_secret_access_key", StringSetter(&Config::backup_s3_secret_access_key)},
       {"transfer_mode",
        [](Config& c, std::string_view v) -> xet::Status {
          if (v != "proxy" && v != "presigned") return xet::Malformed("must be proxy or presigned");

@@ -54,6 +54,13 @@ struct Config {
   std::string s3_secret_access_key;
   std::string s3_session_token;
   size_t s3_max_connections = 64;  // connections to the store (requests in flight) per node
+  // `cairn backup s3://…` into a store other than the one s3_endpoint names: when backup_s3_endpoint is set,
+  // these describe it (else the backup uses the s3_* settings).
+  std::string backup_s3_endpoint;
+  std::string backup_s3_region = "us-east-1";
+  bool backup_s3_path_style = false;
+  std::string backup_s3_access_key_id;
+  std::string backup_s3_secret_access_key;
   // Blobs up to this size are one PUT (every xorb and shard, by default); larger ones multipart uploads of
   // parts this large, sent as the bytes arrive (16MiB suits a distant store: the upload to it overlaps the
   // client's).

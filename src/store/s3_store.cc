@@ -9,7 +9,7 @@
 #include <deque>
 #include <vector>
 
-#include "common/base64.h"
+#include "store/s3_objects.h"
 
 namespace cairn::store {
 namespace {
@@ -32,11 +32,7 @@ std::array<uint8_t, 32> Digest(std::span<const uint8_t> bytes) {
 }  // namespace
 
 xet::Error S3Store::Refused(std::string_view what, const S3Response& res) const {
-  std::string m =
-      "S3 store " + client_->Describe() + ": " + std::string(what) + ": HTTP " + std::to_string(res.status);
-  if (!res.error_code.empty()) m += " " + res.error_code;
-  if (!res.error_message.empty()) m += " (" + res.error_message + ")";
-  return xet::IoError(std::move(m));
+  return S3Refused(*client_, what, res);
 }
 
 std::string S3Store::KeyOf(BlobKind kind, const xet::Hash& hash) const {
@@ -464,29 +460,9 @@ std::unique_ptr<BlobReader> S3Store::OpenRange(BlobKind kind, const xet::Hash& h
 
 xet::Status S3Store::List(BlobKind kind, const std::function<void(const xet::Hash&)>& fn) {
   const std::string prefix = options_.prefix + std::string(BlobKindFolder(kind)) + "/";
-  std::string token;
-  for (;;) {
-    std::vector<std::pair<std::string, std::string>> params = {{"list-type", "2"}, {"prefix", prefix}};
-    if (!token.empty()) params.emplace_back("continuation-token", token);
-    S3Request req;
-    req.method = "GET";
-    req.query = S3QueryString(std::move(params));
-    auto res = client_->Send(req);
-    if (!res) return res.error();
-    if (res->status != 200) return Refused("ListObjectsV2 " + prefix, *res);
-    std::string_view doc = res->body;
-    size_t at = 0;
-    for (std::string_view key = S3XmlValue(doc, "Key", &at); !key.empty();
-         key = S3XmlValue(doc, "Key", &at)) {
-      if (key.starts_with(prefix)) {
-        if (auto h = xet::Hash::FromHex(key.substr(prefix.size()))) fn(*h);
-      }
-    }
-    std::string next(S3XmlValue(doc, "NextContinuationToken"));
-    if (S3XmlValue(doc, "IsTruncated") != "true" || next.empty()) return xet::Ok{};
-    if (next == token) return xet::Ok{};  // a store that repeats itself must not loop us forever
-    token = std::move(next);
-  }
+  return S3ListKeys(*client_, prefix, [&](std::string_view key, uint64_t) {
+    if (auto h = xet::Hash::FromHex(key.substr(prefix.size()))) fn(*h);
+  });
 }
 
 xet::Result<bool> S3Store::Delete(BlobKind kind, const xet::Hash& hash) {
@@ -505,38 +481,13 @@ xet::Result<bool> S3Store::Delete(BlobKind kind, const xet::Hash& hash) {
 }
 
 xet::Status S3Store::DeleteMany(BlobKind kind, std::span<const xet::Hash> hashes) {
-  constexpr size_t kPerRequest = 1000;  // DeleteObjects' limit
-  for (size_t at = 0; at < hashes.size(); at += kPerRequest) {
-    const auto batch = hashes.subspan(at, std::min(kPerRequest, hashes.size() - at));
-    // Quiet: the answer lists only the keys that failed.
-    std::string xml = "<Delete><Quiet>true</Quiet>";
-    for (const xet::Hash& h : batch) {
-      ForgetSize(kind, h);
-      xml += "<Object><Key>" + KeyOf(kind, h) + "</Key></Object>";
-    }
-    xml += "</Delete>";
-    // S3 wants the body's MD5 on this call (Content-MD5), whatever other checksum is sent.
-    std::array<uint8_t, 16> md5{};
-    unsigned int len = 0;
-    if (EVP_Digest(xml.data(), xml.size(), md5.data(), &len, EVP_md5(), nullptr) != 1 || len != md5.size()) {
-      return xet::IoError("DeleteObjects: cannot compute the body's MD5");
-    }
-    S3Request req;
-    req.method = "POST";
-    req.query = S3QueryString({{"delete", ""}});
-    req.headers = {"Content-MD5: " + Base64Encode(md5), "Content-Type: application/xml"};
-    req.body = std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(xml.data()), xml.size());
-    auto res = client_->Send(req);
-    if (!res) return res.error();
-    if (res->status != 200) return Refused("DeleteObjects", *res);
-    // A 200 may still report keys it could not delete.
-    if (auto code = S3XmlValue(res->body, "Code"); !code.empty()) {
-      return xet::IoError("DeleteObjects at " + client_->Describe() + ": " +
-                          std::string(S3XmlValue(res->body, "Key")) + ": " + std::string(code) + " " +
-                          std::string(S3XmlValue(res->body, "Message")));
-    }
+  std::vector<std::string> keys;
+  keys.reserve(hashes.size());
+  for (const xet::Hash& h : hashes) {
+    ForgetSize(kind, h);
+    keys.push_back(KeyOf(kind, h));
   }
-  return xet::Ok{};
+  return S3DeleteKeys(*client_, keys);
 }
 
 }  // namespace cairn::store

@@ -400,6 +400,20 @@ class SeaweedServer(_ToolServer):
             fail(f"reading s3://{bucket}/{key}: {r.stderr.decode(errors='replace')}")
         return r.stdout
 
+    def put_object(self, bucket: str, key: str, body: bytes) -> None:
+        """Replaces one object (PutObject, signed by curl as cairn signs; the body's SHA-256 signed too)."""
+        import hashlib
+        import urllib.parse
+
+        r = subprocess.run(
+            ["curl", "-sS", "--fail", "-X", "PUT", "--aws-sigv4", "aws:amz:us-east-1:s3", "--user",
+             f"{self.access_key}:{self.secret_key}", "-H",
+             "x-amz-content-sha256: " + hashlib.sha256(body).hexdigest(), "--data-binary", "@-",
+             f"{self.endpoint}/{bucket}/{urllib.parse.quote(key, safe='/-_.~')}"], input=body, capture_output=True,
+            timeout=60)
+        if r.returncode != 0:
+            fail(f"writing s3://{bucket}/{key}: {r.stderr.decode(errors='replace')}")
+
     def env(self, store_url: str) -> dict:
         """The settings of a cairn node storing its blobs at `store_url` on this server."""
         return {"CAIRN_STORE": store_url, "CAIRN_S3_ENDPOINT": self.endpoint, "CAIRN_S3_PATH_STYLE": "true",

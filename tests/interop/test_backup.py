@@ -3,7 +3,8 @@
 `cairn backup` runs while hf_xet uploads and `cairn gc` runs against the same deployment; the backup is then
 restored into a fresh data directory (SQLite + local disk) and into a fresh PostgreSQL database and bucket,
 and every file acknowledged before the backup began downloads byte-exact from a server on the restored
-deployment, through hf_xet and through huggingface_hub.
+deployment, through hf_xet and through huggingface_hub. The deployment on SQLite keeps its backups in a
+directory, the one on PostgreSQL + S3 in another bucket's prefix.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ def cairn(srv_bin: str, args: list[str], env: dict, expect: int = 0) -> dict:
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
-def backup(srv, dest: Path, *args: str, expect: int = 0) -> dict:
+def backup(srv, dest: Path | str, *args: str, expect: int = 0) -> dict:
     return cairn(srv.bin, ["backup", "--json", "--data", str(srv.data_dir), *args, str(dest)], srv._env(), expect)
 
 
@@ -81,7 +82,9 @@ def test_a_backup_taken_during_uploads_and_a_gc_restores_on_either_backend(serve
     collector = subprocess.Popen([srv.bin, "gc", "--json", "--data", str(srv.data_dir)], env=srv._env(),
                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     acknowledged = len(during)  # before the backup begins
-    dest = tmp_path / "backup"
+    in_bucket = backend == "s3"
+    dest_prefix = f"backup-{tmp_path.name}/"
+    dest = f"s3://interop/{dest_prefix}" if in_bucket else tmp_path / "backup"
     first = backup(srv, dest)
     out, err = collector.communicate(timeout=600)
     assert collector.returncode == 0, err
@@ -112,7 +115,7 @@ def test_a_backup_taken_during_uploads_and_a_gc_restores_on_either_backend(serve
         env = {"CAIRN_INDEX": f"sqlite:{data}/index.db", "CAIRN_STORE": f"file:{data}/blobs", **extra}
         run_env = {**srv._env(), **env}
         for k in ("CAIRN_S3_ENDPOINT", "CAIRN_S3_PATH_STYLE", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
-            if k not in extra:
+            if k not in extra and not in_bucket:  # a backup in a bucket is read with the s3_* settings
                 run_env.pop(k, None)
         restored = cairn(srv.bin, ["restore", "--json", "--snapshot", taken["snapshot"], "--data", str(data),
                                    str(dest)], run_env)
@@ -145,18 +148,26 @@ def test_a_backup_taken_during_uploads_and_a_gc_restores_on_either_backend(serve
         assert not report["damaged"] and report["findings"] == [], report
 
     # --verify finds a flipped byte in a backed-up xorb.
-    xorb = next(p for p in sorted((dest / "objects" / "xorbs").rglob("*")) if p.is_file())
-    with open(xorb, "r+b") as f:
-        f.seek(200)
-        b = f.read(1)
-        f.seek(200)
-        f.write(bytes([b[0] ^ 1]))
+    if in_bucket:
+        key = sorted(sw.list_keys("interop", dest_prefix + "objects/xorbs/"))[0]
+        body = bytearray(sw.get_object("interop", key))
+        body[200] ^= 1
+        sw.put_object("interop", key, bytes(body))
+        name = key.rsplit("/", 1)[1]
+    else:
+        xorb = next(p for p in sorted((dest / "objects" / "xorbs").rglob("*")) if p.is_file())
+        with open(xorb, "r+b") as f:
+            f.seek(200)
+            b = f.read(1)
+            f.seek(200)
+            f.write(bytes([b[0] ^ 1]))
+        name = xorb.name
     verified = cairn(srv.bin, ["backup", "--verify", "--json", str(dest)], srv._env(), expect=1)
-    assert len(verified["failed"]) == 1 and xorb.name[:16] in verified["failed"][0], verified
+    assert len(verified["failed"]) == 1 and name[:16] in verified["failed"][0], verified
 
 
 @pytest.mark.backends("sqlite", "s3")
-def test_restore_refuses_a_deployment_a_server_has_used(server, hfx, tmp_path):
+def test_restore_refuses_a_deployment_a_server_has_used(server, hfx, tmp_path, backend, request):
     srv = server()
     tok = srv.token("plain", write=True)
     hfx.upload(srv.url, tok, [write_random(tmp_path / "a.bin", MiB, seed=106)])
@@ -165,3 +176,21 @@ def test_restore_refuses_a_deployment_a_server_has_used(server, hfx, tmp_path):
     r = subprocess.run([srv.bin, "restore", "--data", str(srv.data_dir), str(dest)], capture_output=True, text=True,
                        timeout=120, env=srv._env())
     assert r.returncode == 2 and "not empty" in r.stderr, r
+    if backend == "s3":  # a backup inside the store it backs up is refused
+        inside = srv._env()["CAIRN_STORE"].rstrip("/") + "/backup"
+        r = subprocess.run([srv.bin, "backup", "--data", str(srv.data_dir), inside], capture_output=True, text=True,
+                           timeout=120, env=srv._env())
+        assert r.returncode == 2 and "inside the store" in r.stderr, r
+    else:  # a deployment on local disk backs up into a bucket through the backup_s3_* settings
+        sw = request.getfixturevalue("seaweedfs")
+        sw.create_bucket("interop")
+        env = {**srv._env(), "CAIRN_BACKUP_S3_ENDPOINT": sw.endpoint, "CAIRN_BACKUP_S3_PATH_STYLE": "true",
+               "CAIRN_BACKUP_S3_ACCESS_KEY_ID": sw.access_key, "CAIRN_BACKUP_S3_SECRET_ACCESS_KEY": sw.secret_key}
+        dest = f"s3://interop/backup-{tmp_path.name}"
+        taken = cairn(srv.bin, ["backup", "--json", "--data", str(srv.data_dir), dest], env)
+        assert taken["xorbs"]["copied"] == taken["xorbs"]["named"] > 0, taken
+        assert cairn(srv.bin, ["backup", "--verify", "--json", dest], env)["failed"] == []
+        data = tmp_path / "restored"
+        restored = cairn(srv.bin, ["restore", "--json", "--data", str(data), dest],
+                         {**env, "CAIRN_INDEX": f"sqlite:{data}/index.db", "CAIRN_STORE": f"file:{data}/blobs"})
+        assert restored["xorbs"]["copied"] == taken["xorbs"]["named"], restored
