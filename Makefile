@@ -21,7 +21,7 @@ deps:  ## system packages needed to build (idempotent)
 	scripts/bootstrap.sh --build
 
 build: configure  ## release build (RelWithDebInfo): the binary, tests and benchmarks
-	cmake --build --preset release -j $(JOBS)
+	cmake --build --preset release -j $(JOBS) --target all benchmarks
 
 debug: deps
 	cmake --preset debug >/dev/null

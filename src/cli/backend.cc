@@ -63,6 +63,14 @@ xet::Result<std::unique_ptr<store::BlobStore>> OpenConfiguredStore(const config:
   return st;
 }
 
+xet::Result<ConfiguredBackend> OpenConfiguredBackend(const config::Config& cfg) {
+  auto index = OpenConfiguredIndex(cfg);
+  if (!index) return index.error();
+  auto store = OpenConfiguredStore(cfg);
+  if (!store) return store.error();
+  return ConfiguredBackend{std::move(*index), std::move(*store)};
+}
+
 namespace {
 
 class IndexSecrets final : public config::SecretTable {

@@ -29,6 +29,13 @@ store::OpenStoreOptions StoreOptionsOf(const config::Config& cfg);
 // Opens the configured blob store (`store`, with the s3_* settings for s3://). Errors name the setting.
 xet::Result<std::unique_ptr<store::BlobStore>> OpenConfiguredStore(const config::Config& cfg);
 
+// What most commands work on: the configured index and store, opened (errors as the two functions above).
+struct ConfiguredBackend {
+  std::unique_ptr<index::Index> index;
+  std::unique_ptr<store::BlobStore> store;
+};
+xet::Result<ConfiguredBackend> OpenConfiguredBackend(const config::Config& cfg);
+
 // The index's secrets table as config/secrets.h uses it.
 std::unique_ptr<config::SecretTable> SecretsOf(index::SecretIndex& index);
 

@@ -26,25 +26,22 @@ int RunCompact(const CompactCommandOptions& opts) {
     std::cerr << "cairn compact: " << cfg.error().message << "\n";
     return 2;
   }
-  auto index = OpenConfiguredIndex(*cfg);
-  if (!index) {
-    std::cerr << "cairn compact: " << index.error().message << "\n";
+  auto backend = OpenConfiguredBackend(*cfg);
+  if (!backend) {
+    std::cerr << "cairn compact: " << backend.error().message << "\n";
     return 2;
   }
-  auto store = OpenConfiguredStore(*cfg);
-  if (!store) {
-    std::cerr << "cairn compact: " << store.error().message << "\n";
-    return 2;
-  }
+  auto& index = backend->index;
+  auto& store = backend->store;
   // Beside servers on the same machine, it yields the CPU to them, as the collector does.
   (void)::setpriority(PRIO_PROCESS, 0, gc::Scheduler::kNice);
   WorkerPool workers(1);
-  cas::CasService cas(**index, **store, workers, {});  // validates and registers; signs nothing
+  cas::CasService cas(*index, *store, workers, {});  // validates and registers; signs nothing
   compact::CompactOptions co;
   co.threshold = opts.threshold;
   co.dry_run = opts.dry_run;
   co.max_new_xorbs = opts.max_new_xorbs;
-  compact::Compactor compactor(**index, **index, cas, co);
+  compact::Compactor compactor(*index, *index, cas, co);
   auto report = compactor.Run();
   if (!report) {
     std::cerr << "cairn compact: " << report.error().message << "\n";

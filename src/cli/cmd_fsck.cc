@@ -110,32 +110,29 @@ int WithBackend(const char* name, const FsckCommandOptions& opts, bool check_hub
     std::cerr << name << ": " << cfg.error().message << "\n";
     return 2;
   }
-  auto index = OpenConfiguredIndex(*cfg);
-  if (!index) {
-    std::cerr << name << ": " << index.error().message << "\n";
+  auto backend = OpenConfiguredBackend(*cfg);
+  if (!backend) {
+    std::cerr << name << ": " << backend.error().message << "\n";
     return 2;
   }
-  auto store = OpenConfiguredStore(*cfg);
-  if (!store) {
-    std::cerr << name << ": " << store.error().message << "\n";
-    return 2;
-  }
+  auto& index = backend->index;
+  auto& store = backend->store;
   WorkerPool workers(1);
-  cas::CasService cas(**index, **store, workers, {});  // registers repaired shards; signs nothing
+  cas::CasService cas(*index, *store, workers, {});  // registers repaired shards; signs nothing
   repair::FsckOptions fo;
   fo.deep = opts.deep;
   fo.repair = opts.repair;
   fo.default_scope = opts.default_scope;
   fo.threads = std::max<size_t>(1, opts.threads);
   fo.progress = [](const std::string& line) { std::cerr << line << "\n"; };
-  auto swept = gc::BeingSwept(**index);
+  auto swept = gc::BeingSwept(*index);
   if (!swept) {
     std::cerr << name << ": " << swept.error().message << "\n";
     return 2;
   }
   fo.being_swept = std::move(*swept);
-  fo.read_being_swept = [&index] { return gc::BeingSwept(**index); };
-  auto report = run(cas, **index, **store, fo);
+  fo.read_being_swept = [&index] { return gc::BeingSwept(*index); };
+  auto report = run(cas, *index, *store, fo);
   if (!report) {
     std::cerr << name << ": " << report.error().message << "\n";
     return 2;
@@ -143,14 +140,14 @@ int WithBackend(const char* name, const FsckCommandOptions& opts, bool check_hub
   std::optional<hub::HubCheckReport> hub_report;
   std::optional<gc::Lifecycle> lifecycle;
   if (check_hub) {
-    auto life = gc::ReadLifecycle(**index, Clock::System().UnixSeconds(),
+    auto life = gc::ReadLifecycle(*index, Clock::System().UnixSeconds(),
                                   static_cast<uint64_t>(cfg->gc_grace.count()));
     if (!life) {
       std::cerr << name << ": " << life.error().message << "\n";
       return 2;
     }
     lifecycle = *life;
-    auto checked = hub::CheckHub(**index, fo.progress);
+    auto checked = hub::CheckHub(*index, fo.progress);
     if (!checked) {
       std::cerr << name << ": " << checked.error().message << "\n";
       return 2;

@@ -41,22 +41,19 @@ int RunGc(const GcCommandOptions& opts) {
     std::cerr << "cairn gc: " << ok.error().message << ". Add --force to run it anyway.\n";
     return 2;
   }
-  auto index = OpenConfiguredIndex(*cfg);
-  if (!index) {
-    std::cerr << "cairn gc: " << index.error().message << "\n";
+  auto backend = OpenConfiguredBackend(*cfg);
+  if (!backend) {
+    std::cerr << "cairn gc: " << backend.error().message << "\n";
     return 2;
   }
-  auto store = OpenConfiguredStore(*cfg);
-  if (!store) {
-    std::cerr << "cairn gc: " << store.error().message << "\n";
-    return 2;
-  }
+  auto& index = backend->index;
+  auto& store = backend->store;
   // Beside servers on the same machine, the collector yields the CPU to them (a mark reads every file's
   // terms).
   (void)::setpriority(PRIO_PROCESS, 0, gc::Scheduler::kNice);
-  quota::QuotaService quotas(**index, Clock::System());
+  quota::QuotaService quotas(*index, Clock::System());
   go.quota = &quotas;
-  gc::Collector collector(**index, **index, **index, **store, go);
+  gc::Collector collector(*index, *index, *index, *store, go);
   auto report = collector.Run();
   if (!report) {
     std::cerr << "cairn gc: " << report.error().message << "\n";

@@ -51,6 +51,16 @@ def read_planned(answer: dict) -> bytes:
     return bytes(out[answer.get("offset_into_first_range", 0):])
 
 
+def every_kept_file_downloads_and_fsck_is_clean(srv, hfx, tok, kept, tmp_path, tag: str) -> None:
+    for i, (f, m) in enumerate(kept):
+        dest = tmp_path / f"{tag}-{i}.bin"
+        run = hfx.download(srv.url, tok, [(m["hash"], m["size"], dest)])
+        assert run.ok, run.describe()
+        assert_same_file(dest, f, m["sha256"])
+    report = fsck(srv, "--deep")
+    assert not report["damaged"] and report["findings"] == [], report
+
+
 @pytest.mark.backends("sqlite", "s3")
 def test_compaction_rewrites_a_thinned_out_upload_and_a_held_plan_still_reads(server, hfx, tmp_path, backend):
     srv = server()
@@ -82,14 +92,8 @@ def test_compaction_rewrites_a_thinned_out_upload_and_a_held_plan_still_reads(se
     now = reconstruction(srv, tok, kept[0][1]["hash"])
     assert not old_xorbs & set(now["fetch_info"]), now
     assert read_planned(held) == kept[0][0].read_bytes()
-    for i, (f, m) in enumerate(kept):
-        dest = tmp_path / f"kept-{i}.bin"
-        run = hfx.download(srv.url, tok, [(m["hash"], m["size"], dest)])
-        assert run.ok, run.describe()
-        assert_same_file(dest, f, m["sha256"])
-    report = fsck(srv, "--deep")
-    assert not report["damaged"] and report["findings"] == [], report
-    # Inside the grace the old xorbs stay; a collector run only quarantines them, and the held plan reads.
+    every_kept_file_downloads_and_fsck_is_clean(srv, hfx, tok, kept, tmp_path, "kept")
+    # Until a collector runs past the grace, the old xorbs stay stored beside the new ones.
     assert fsck(srv)["stored_xorbs"] == xorbs_before + rep["new_xorbs"]
 
     # Past the grace the collector frees exactly what compaction reported.
@@ -97,10 +101,4 @@ def test_compaction_rewrites_a_thinned_out_upload_and_a_held_plan_still_reads(se
     assert swept["swept_xorbs"] == rep["compacted_xorbs"], swept
     assert swept["reclaimed_bytes"] == rep["replaced_bytes"], (swept, rep)
     assert fsck(srv)["stored_xorbs"] == xorbs_before - rep["compacted_xorbs"] + rep["new_xorbs"]
-    for i, (f, m) in enumerate(kept):
-        dest = tmp_path / f"after-{i}.bin"
-        run = hfx.download(srv.url, tok, [(m["hash"], m["size"], dest)])
-        assert run.ok, run.describe()
-        assert_same_file(dest, f, m["sha256"])
-    report = fsck(srv, "--deep")
-    assert not report["damaged"] and report["findings"] == [], report
+    every_kept_file_downloads_and_fsck_is_clean(srv, hfx, tok, kept, tmp_path, "after")
