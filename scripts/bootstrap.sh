@@ -8,11 +8,11 @@ cd "$(dirname "$0")/.."
 DEBIAN_PACKAGES=(
   build-essential cmake ninja-build pkg-config git
   clang-format clang-tidy clang-14 libclang-rt-14-dev
-  librust-blake3-dev liblz4-dev libssl-dev libsqlite3-dev libjwt-dev libpq-dev postgresql-15 libcurl4-openssl-dev
+  librust-blake3-dev liblz4-dev zlib1g-dev libssl-dev libsqlite3-dev libjwt-dev libpq-dev postgresql-15 libcurl4-openssl-dev
   libboost1.81-dev libboost-json1.81-dev libboost-url1.81-dev
   libspdlog-dev libfmt-dev libcli11-dev libtomlplusplus-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  python3 python3-venv curl openssl faketime
+  python3 python3-venv curl openssl faketime git-lfs
 )
 
 missing=()

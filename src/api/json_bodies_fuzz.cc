@@ -1,7 +1,8 @@
 // Fuzzes the API's other JSON bodies, each parser given the same input: repository create/delete
 // (api::ParseRepoBody), move, settings, branch, tag, preupload, LFS duplication, bucket create and settings,
-// and download links (POST /v1/links). The input is the body. Checks: what parses is what the routes rely on
-// (non-empty lists bounded, "ns/name" split at a slash, samples no larger than their base64 text).
+// download links (POST /v1/links) and git-lfs batches. The input is the body. Checks: what parses is what the
+// routes rely on (non-empty lists bounded, "ns/name" split at a slash, samples no larger than their base64
+// text).
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
@@ -35,5 +36,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   (void)api::ParseLinkBody(body);
   (void)api::ParseSquashBody(body);
   if (const auto deletions = api::ParseLfsDeletionBody(body)) FUZZ_CHECK(deletions->sha256s.size() <= 1000);
+  if (const auto batch = api::ParseLfsBatchBody(body)) {
+    FUZZ_CHECK(batch->objects.size() <= api::kMaxLfsObjects && batch->transfers.size() <= 16);
+    FUZZ_CHECK(batch->operation == "download" || batch->operation == "upload");
+    for (const auto& o : batch->objects) FUZZ_CHECK(cairn::hub::IsSha256Hex(o.oid));
+  }
   return 0;
 }

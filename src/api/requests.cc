@@ -456,4 +456,47 @@ Parsed<std::vector<hub::BucketOp>> ParseBucketBatchBody(std::string_view body) {
   return ops;
 }
 
+// ---- git-lfs
+
+Parsed<LfsBatchBody> ParseLfsBatchBody(std::string_view body) {
+  json::value storage;
+  const json::object* o = ParseObject(body, storage);
+  if (o == nullptr) return Refused("the body is a JSON object (git-lfs batch API)");
+  LfsBatchBody out;
+  auto operation = StringField(*o, "operation");
+  if (!operation || (*operation != "download" && *operation != "upload")) {
+    return Refused(R"("operation" is "download" or "upload")");
+  }
+  out.operation = std::move(*operation);
+  if (const json::value* t = o->if_contains("transfers")) {
+    if (!t->is_array() || t->get_array().size() > 16) return Refused(R"("transfers" is a list of names)");
+    for (const auto& name : t->get_array()) {
+      if (!name.is_string() || name.get_string().size() > 64)
+        return Refused(R"("transfers" is a list of names)");
+      out.transfers.emplace_back(name.get_string());
+    }
+  }
+  if (const json::value* h = o->if_contains("hash_algo")) {
+    if (!h->is_string() || h->get_string().size() > 64) return Refused(R"("hash_algo" is a name)");
+    out.hash_algo = h->get_string();
+  }
+  const json::value* objects = o->if_contains("objects");
+  if (objects == nullptr || !objects->is_array() || objects->get_array().size() > kMaxLfsObjects) {
+    return Refused(R"("objects" is a list of {"oid", "size"}, at most 1000)");
+  }
+  for (const auto& v : objects->get_array()) {
+    const json::object* fo = v.if_object();
+    auto oid = fo ? StringField(*fo, "oid") : std::nullopt;
+    const json::value* size = fo ? fo->if_contains("size") : nullptr;
+    if (!oid || !hub::IsSha256Hex(*oid) || size == nullptr || !size->is_number()) {
+      return Refused("each object needs an oid (64 lowercase hex digits) and a size");
+    }
+    boost::system::error_code ec;
+    const auto n = size->to_number<uint64_t>(ec);
+    if (ec) return Refused("bad size");
+    out.objects.push_back({std::move(*oid), n});
+  }
+  return out;
+}
+
 }  // namespace cairn::api

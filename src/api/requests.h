@@ -131,4 +131,23 @@ Parsed<std::vector<std::string>> ParseBucketPathsInfoBody(std::string_view body)
 // most hub::BucketService::kMaxOps.
 Parsed<std::vector<hub::BucketOp>> ParseBucketBatchBody(std::string_view body);
 
+// ---- git-lfs (lfs_routes.cc)
+
+// POST {repo}.git/info/lfs/objects/batch (git-lfs docs/api/batch.md): {"operation": "download"|"upload",
+// "transfers": [...], "objects": [{"oid", "size"}], "ref": {"name"}, "hash_algo"}; at most kMaxLfsObjects
+// objects, each oid 64 lowercase hex digits. `hash_algo` other than sha256 is kept for the route to refuse
+// (409).
+inline constexpr size_t kMaxLfsObjects = 1000;
+struct LfsBatchObject {
+  std::string oid;
+  uint64_t size = 0;
+};
+struct LfsBatchBody {
+  std::string operation;
+  std::vector<std::string> transfers;  // empty: "basic"
+  std::vector<LfsBatchObject> objects;
+  std::string hash_algo = "sha256";
+};
+Parsed<LfsBatchBody> ParseLfsBatchBody(std::string_view body);
+
 }  // namespace cairn::api

@@ -13,6 +13,7 @@
 
 #include "api/cas_routes.h"
 #include "api/file_routes.h"
+#include "api/git_routes.h"
 #include "api/hub_routes.h"
 #include "api/ops_routes.h"
 #include "cas/service.h"
@@ -125,6 +126,10 @@ http::Result<std::unique_ptr<Backend>> RegisterRoutes(http::Server& server, cons
   ho.public_url = cfg.public_url;
   ho.quota = b->quota.get();
   api::RegisterHubRoutes(server, *b->hub, *b->buckets, *b->files, ho);
+  // git clone and fetch of the same repositories (docs/git.md).
+  api::GitRouteOptions go;
+  go.public_url = cfg.public_url;
+  api::RegisterGitRoutes(server, *b->hub, *b->files, *b->index, go);
 
   api::RegisterIndexMetrics(server, *b->index);
   api::RegisterQuotaMetrics(server, *b->index);

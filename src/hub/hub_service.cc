@@ -437,6 +437,17 @@ Result<files::StoredFile> HubService::OpenLarge(const Repo& repo, const xet::Fil
   return std::move(*stored);
 }
 
+Result<files::StoredFile> HubService::OpenLargeBySha256(const Repo& repo, std::string_view sha256) {
+  if (!IsSha256Hex(sha256))
+    return Fail(ErrorKind::kBadRequest, "", "not a SHA-256 (64 lowercase hex digits)");
+  auto link = ReadObject(repo, LinkKey(sha256));
+  if (!link.ok()) return link.error();
+  if (link->kind != kLfsLinkKind || link->data.size() != 32) {
+    return Fail(ErrorKind::kInternal, "", "the link of " + std::string(sha256) + " is damaged");
+  }
+  return OpenLarge(repo, xet::Hash::FromBytes(link->data.data()));
+}
+
 // ---- Revisions
 
 Result<ObjectId> HubService::Resolve(const Repo& repo, std::string_view revision) {

@@ -221,6 +221,10 @@ class HubService {
   Result<std::vector<uint8_t>> ReadBlob(const Repo& repo, const ObjectId& blob);
   // A large file's stored Xet file, as the file service serves it.
   Result<files::StoredFile> OpenLarge(const Repo& repo, const xet::FileHash& file);
+  // The stored Xet file of the repository's large file whose bytes have this SHA-256 (its LFS oid, 64
+  // lowercase hex digits): what git-lfs asks for. kNotFound when the repository links none (never did, or a
+  // purge removed the link).
+  Result<files::StoredFile> OpenLargeBySha256(const Repo& repo, std::string_view sha256);
 
   // Makes a large file of `source` (which the caller may read) part of `target`'s scope as well, so that a
   // commit or batch of `target` may name it: a copy between repositories and buckets, without moving bytes.

@@ -1,0 +1,276 @@
+#include "api/git_routes.h"
+
+#include <algorithm>
+#include <boost/json.hpp>
+#include <chrono>
+#include <thread>
+
+#include "api/errors.h"
+#include "api/requests.h"
+#include "common/base64.h"
+#include "common/printable.h"
+#include "git/pkt_line.h"
+#include "git/zlib.h"
+
+namespace cairn::api {
+
+namespace {
+
+using http::Exchange;
+using http::Response;
+using http::RouteOptions;
+using http::Verb;
+
+constexpr std::string_view kRealm = "Basic realm=\"cairn\"";
+
+// git's HTTP answers are never cached (as git http-backend sends them).
+void NoCache(Response& r) {
+  r.Header("Cache-Control", "no-cache, max-age=0, must-revalidate");
+  r.Header("Pragma", "no-cache");
+  r.Header("Expires", "Fri, 01 Jan 1980 00:00:00 GMT");
+}
+
+Response Text(unsigned status, std::string_view message) {
+  Response r = Response::Text(status, Printable(message, 1000) + "\n");
+  NoCache(r);
+  return r;
+}
+
+Response Unauthorized(std::string_view message) {
+  Response r = Text(401, message);
+  r.Header("WWW-Authenticate", std::string(kRealm));
+  return r;
+}
+
+// The token of an Authorization header: Basic (any user name, the token as password) or Bearer.
+std::optional<std::string> TokenOf(std::string_view header) {
+  if (header.starts_with("Bearer ")) return std::string(header.substr(7));
+  if (!header.starts_with("Basic ")) return std::nullopt;
+  auto decoded = Base64Decode(header.substr(6));
+  if (!decoded) return std::nullopt;
+  const std::string_view pair(reinterpret_cast<const char*>(decoded->data()), decoded->size());
+  const size_t colon = pair.find(':');
+  if (colon == std::string_view::npos || colon + 1 == pair.size()) return std::nullopt;
+  return std::string(pair.substr(colon + 1));
+}
+
+class GitRoutes {
+ public:
+  GitRoutes(http::Server& server, hub::HubService& hub, files::FileService& files, index::RepoIndex& index,
+            GitRouteOptions options)
+      : server_(server), hub_(hub), files_(files), index_(index), options_(std::move(options)) {}
+
+  void InfoRefs(const std::shared_ptr<Exchange>& ex) {
+    auto repo = OpenRepo(ex);
+    if (!repo) return;
+    const auto& req = ex->request();
+    const auto service = req.Query("service");
+    if (!service)
+      return ex->Respond(Text(403, "cairn serves git over smart HTTP only (git 1.6.6 and later)"));
+    if (*service == "git-receive-pack") {
+      return ex->Respond(
+          Text(403, "pushing with git is not supported by this server yet; use huggingface_hub"));
+    }
+    if (*service != "git-upload-pack") return ex->Respond(Text(403, "unknown service"));
+    auto up = UploadPackOf(*repo);
+    if (!up) return ex->Respond(HubErrorResponse(up.error()));
+    Response r = Response::Binary(200, V2(req) ? up->AdvertiseV2() : up->AdvertiseV0(),
+                                  "application/x-git-upload-pack-advertisement");
+    NoCache(r);
+    ex->Respond(std::move(r));
+  }
+
+  void UploadPack(const std::shared_ptr<Exchange>& ex) {
+    auto repo = OpenRepo(ex);
+    if (!repo) return;
+    const auto& req = ex->request();
+    if (req.Header("Content-Type") != "application/x-git-upload-pack-request") {
+      return ex->Respond(Text(415, "expected Content-Type: application/x-git-upload-pack-request"));
+    }
+    auto up = UploadPackOf(*repo);
+    if (!up) return ex->Respond(HubErrorResponse(up.error()));
+    auto shared = std::make_shared<git::UploadPack>(std::move(*up));
+    const bool v2 = V2(req);
+    const bool gzip = req.Header("Content-Encoding") == "gzip";
+    ex->Offload([this, ex, shared, v2, gzip] {
+      std::string inflated;
+      std::string_view body = ex->request().body;
+      if (gzip) {
+        auto got = git::Gunzip(body, options_.max_inflated_bytes);
+        if (!got.ok()) return ex->Respond(ToHttpAnswer(got.error()));
+        inflated = std::move(*got);
+        body = inflated;
+      }
+      std::shared_ptr<http::ResponseStream> stream;
+      const git::Sink sink = [&](std::string&& bytes) {
+        if (!stream) {
+          http::HeaderList headers{{"Content-Type", "application/x-git-upload-pack-result"},
+                                   {"Cache-Control", "no-cache, max-age=0, must-revalidate"}};
+          stream = ex->StartStream(200, std::move(headers));
+        }
+        // A slow reader: wait rather than queue a whole pack in memory.
+        while (stream->open() && stream->pending_bytes() > options_.max_pending_bytes) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(2));
+        }
+        return stream->Write(std::move(bytes));
+      };
+      auto st = v2 ? shared->ServeV2(body, sink) : shared->ServeV0(body, sink);
+      if (stream) return stream->Finish();  // a failure after the first byte went in band
+      if (!st.ok()) ex->Respond(ToHttpAnswer(st.error()));
+    });
+  }
+
+  // git-lfs's batch API: each object's download as a signed link to the stored Xet file, or its error.
+  void LfsBatch(const std::shared_ptr<Exchange>& ex) {
+    hub::Caller caller;
+    auto repo = OpenRepo(ex, &caller);
+    if (!repo) return;
+    auto body = ParseLfsBatchBody(ex->request().body);
+    if (!body) return ex->Respond(LfsError(422, body.error().message));
+    if (body->hash_algo != "sha256") return ex->Respond(LfsError(409, "only sha256 objects are stored here"));
+    if (!body->transfers.empty() &&
+        std::find(body->transfers.begin(), body->transfers.end(), "basic") == body->transfers.end()) {
+      return ex->Respond(LfsError(422, "no transfer this server offers (basic) was asked for"));
+    }
+    if (body->operation == "upload") {
+      return ex->Respond(LfsError(501,
+                                  "uploads through git-lfs are not supported by this server yet; upload "
+                                  "with huggingface_hub"));
+    }
+    // A link lives no longer than the token that asked for it.
+    uint64_t ttl = std::min(options_.lfs_link_ttl_seconds, files_.links()->max_ttl_seconds());
+    if (!caller.anonymous() && server_.authenticator() != nullptr) {
+      const int64_t left = caller.expires - server_.authenticator()->now();
+      ttl = std::min<uint64_t>(ttl, static_cast<uint64_t>(std::max<int64_t>(left, 1)));
+    }
+    ex->Offload([this, ex, repo = *repo, body = std::move(*body), ttl] {
+      boost::json::array objects;
+      for (const auto& o : body.objects) {
+        boost::json::object out{{"oid", o.oid}, {"size", o.size}};
+        auto stored = hub_.OpenLargeBySha256(repo, o.oid);
+        if (!stored) {
+          if (stored.error().kind != hub::ErrorKind::kNotFound)
+            return ex->Respond(LfsError(503, stored.error().message));
+          out["error"] = {{"code", 404}, {"message", "Object does not exist"}};
+        } else if (stored->size != o.size) {
+          out["error"] = {{"code", 422}, {"message", "the object's size is " + std::to_string(stored->size)}};
+        } else {
+          auto link = files_.links()->Sign(stored->hash, repo.record.read_scope, ttl, "");
+          if (!link) return ex->Respond(LfsError(500, link.error().message));
+          out["authenticated"] = true;
+          out["actions"] = {
+              {"download",
+               {{"href", options_.public_url + "/v1/files/" + stored->hash.hex() + "?" + link->query},
+                {"expires_in", ttl}}}};
+        }
+        objects.push_back(std::move(out));
+      }
+      boost::json::object answer{
+          {"transfer", "basic"}, {"objects", std::move(objects)}, {"hash_algo", "sha256"}};
+      Response r = Response::Json(200, boost::json::serialize(answer));
+      r.Header("Content-Type", "application/vnd.git-lfs+json");
+      ex->Respond(std::move(r));
+    });
+  }
+
+ private:
+  // git-lfs's error answer: {"message"} (docs/api/batch.md).
+  static Response LfsError(unsigned status, std::string_view message) {
+    Response r = Response::Json(status, boost::json::serialize(boost::json::object{{"message", message}}));
+    r.Header("Content-Type", "application/vnd.git-lfs+json");
+    if (status == 503) r.Header("Retry-After", "1");
+    return r;
+  }
+
+  static bool V2(const http::Request& req) {
+    return req.Header("Git-Protocol").find("version=2") != std::string_view::npos;
+  }
+
+  // A failure before anything was sent: the client's mistakes as git's "ERR" line, which git prints as the
+  // remote's error; the server's as its HTTP status.
+  static Response ToHttpAnswer(const Error& e) {
+    if (HttpStatusOf(e.code) >= 500) return Text(HttpStatusOf(e.code), e.message);
+    std::string body;
+    git::AppendPkt(body, "ERR " + Printable(e.message, 1000) + "\n");
+    Response r = Response::Binary(200, std::move(body), "application/x-git-upload-pack-result");
+    NoCache(r);
+    return r;
+  }
+
+  // The repository the URL names, if the caller may read it; otherwise answered (401 to an anonymous caller
+  // whether it is private or missing).
+  std::optional<hub::Repo> OpenRepo(const std::shared_ptr<Exchange>& ex, hub::Caller* caller_out = nullptr) {
+    const auto& req = ex->request();
+    hub::Caller caller;
+    if (const std::string_view header = req.Header("Authorization"); !header.empty()) {
+      auto token = TokenOf(header);
+      const http::Authenticator* auth = server_.authenticator();
+      std::optional<http::Principal> who;
+      if (token && auth != nullptr) {
+        auto checked = auth->Authenticate("Bearer " + *token, http::Permission::kRead);
+        if (checked) who = *checked;
+      }
+      if (!who) {
+        ex->Respond(Unauthorized("Invalid credentials: the password must be a cairn token"));
+        return std::nullopt;
+      }
+      caller = hub::Caller{who->scope, who->perm == http::Permission::kWrite, who->expires};
+    }
+    std::optional<hub::RepoType> type = hub::RepoType::kModel;
+    if (const std::string& t = req.Param("types"); !t.empty()) type = hub::TypeFromPlural(t);
+    std::string name = req.Param("name");
+    if (name.ends_with(".git")) name.resize(name.size() - 4);
+    const auto not_found = [&] {
+      ex->Respond(caller.anonymous() ? Unauthorized("Authentication required")
+                                     : Text(404, "Repository not found"));
+      return std::nullopt;
+    };
+    if (!type || *type == hub::RepoType::kBucket || !hub::ValidName(req.Param("ns")) ||
+        !hub::ValidName(name)) {
+      return not_found();
+    }
+    auto repo = hub_.Open(caller, {*type, req.Param("ns"), name}, false);
+    if (!repo) {
+      if (repo.error().kind == hub::ErrorKind::kNotFound) return not_found();
+      ex->Respond(HubErrorResponse(repo.error()));
+      return std::nullopt;
+    }
+    if (caller_out != nullptr) *caller_out = caller;
+    return *repo;
+  }
+
+  hub::Result<git::UploadPack> UploadPackOf(const hub::Repo& repo) {
+    auto refs = hub_.ListRefs(repo);
+    if (!refs) return refs.error();
+    return git::UploadPack(index_, repo.record.id, std::move(*refs), hub_.options().default_branch,
+                           options_.limits);
+  }
+
+  http::Server& server_;
+  hub::HubService& hub_;
+  files::FileService& files_;
+  index::RepoIndex& index_;
+  const GitRouteOptions options_;
+};
+
+}  // namespace
+
+void RegisterGitRoutes(http::Server& server, hub::HubService& hub, files::FileService& files,
+                       index::RepoIndex& index, const GitRouteOptions& options) {
+  auto routes = std::make_shared<GitRoutes>(server, hub, files, index, options);
+  auto& r = server.router();
+  const auto bind = [routes](void (GitRoutes::*fn)(const std::shared_ptr<Exchange>&)) {
+    return [routes, fn](const std::shared_ptr<Exchange>& ex) { ((*routes).*fn)(ex); };
+  };
+  for (const std::string prefix : {"/{ns}/{name}", "/{types}/{ns}/{name}"}) {
+    r.Handle(Verb::get, prefix + "/info/refs", RouteOptions().Name("git_info_refs"),
+             bind(&GitRoutes::InfoRefs));
+    r.Handle(Verb::post, prefix + "/git-upload-pack",
+             RouteOptions().Name("git_upload_pack").MaxBody(options.max_request_bytes),
+             bind(&GitRoutes::UploadPack));
+    r.Handle(Verb::post, prefix + "/info/lfs/objects/batch",
+             RouteOptions().Name("lfs_batch").MaxBody(1 << 20), bind(&GitRoutes::LfsBatch));
+  }
+}
+
+}  // namespace cairn::api

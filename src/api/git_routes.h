@@ -1,0 +1,34 @@
+// git over smart HTTP on the Hub's repository URLs (docs/git.md): /{ns}/{name}[.git]/info/refs and
+// /git-upload-pack, with /datasets/ and /spaces/ before them, so that `git clone http://cairn/alice/model`
+// works on the repositories the Hub API writes; and git-lfs's batch API (/{ns}/{name}.git/info/lfs/objects/
+// batch) for the large files' bytes: downloads answered with signed links to /v1/files (file_routes.h).
+//
+// Authentication as the Hub does it: HTTP Basic with any user name and a token as the password (or a Bearer
+// token); anonymous reads of public repositories. git sends credentials only after a 401, so an anonymous
+// request for a repository it may not see — private or missing, told apart by nothing — answers 401 with
+// WWW-Authenticate: Basic. `hub`, `files` and `index` must outlive the server.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "files/file_service.h"
+#include "git/upload_pack.h"
+#include "http/server.h"
+#include "hub/hub_service.h"
+
+namespace cairn::api {
+
+struct GitRouteOptions {
+  std::string public_url = "http://127.0.0.1:8080";  // base of the download links git-lfs is sent to
+  uint64_t lfs_link_ttl_seconds = 3600;              // at most; never past the asking token's expiry
+  uint64_t max_request_bytes = 16 << 20;             // a POST's body as sent (wants and haves; gzip or not)
+  uint64_t max_inflated_bytes = 64 << 20;            // and once inflated
+  size_t max_pending_bytes = 16 << 20;  // pack bytes queued for a slow client before the writer waits
+  git::UploadPackLimits limits;
+};
+
+void RegisterGitRoutes(http::Server& server, hub::HubService& hub, files::FileService& files,
+                       index::RepoIndex& index, const GitRouteOptions& options);
+
+}  // namespace cairn::api

@@ -1,0 +1,207 @@
+// The git routes in process: who may read (Basic with a token as password, Bearer, anonymous for public
+// repositories, one 401 for private and missing ones), what each refusal answers, protocol v2 and v0
+// advertisements, and a fetch whose request came gzipped. The packs themselves: git/upload_pack_test.cc.
+#include "api/git_routes.h"
+
+#include <gtest/gtest.h>
+
+#include "api/api_test_server.h"
+#include "common/base64.h"
+#include "git/pkt_line.h"
+#include "git/test_git.h"
+#include "http/test_util.h"
+
+namespace cairn::api {
+namespace {
+
+namespace bhttp = boost::beast::http;
+using Res = bhttp::response<bhttp::string_body>;
+using Headers = std::map<std::string, std::string>;
+
+class GitApi : public testing::ApiServerTest {
+ protected:
+  void SetUp() override {
+    ASSERT_NO_FATAL_FAILURE(OpenServer("cairn-git-api"));
+    files_ = std::make_unique<files::FileService>(*service_, *index_, FileOptions());
+    hub::HubOptions ho;
+    ho.clock = &clock_;
+    hub_ = std::make_unique<hub::HubService>(*index_, *files_, ho);
+    GitRouteOptions go;
+    go.max_request_bytes = 64 << 10;
+    go.max_inflated_bytes = 1 << 20;
+    go.public_url = base_;
+    RegisterGitRoutes(*server_, *hub_, *files_, *index_, go);
+    server_->Start();
+    ASSERT_TRUE(hub_->CreateRepo(alice_, {index::RepoType::kModel, "alice", "open"}, false).ok());
+    ASSERT_TRUE(hub_->CreateRepo(alice_, {index::RepoType::kModel, "alice", "secret"}, true).ok());
+    ASSERT_TRUE(hub_->CreateRepo(alice_, {index::RepoType::kDataset, "alice", "data"}, false).ok());
+  }
+  void TearDown() override {
+    StopServer();
+    hub_.reset();
+    files_.reset();
+    ApiServerTest::TearDown();
+  }
+
+  Res Send(bhttp::verb verb, const std::string& target, const Headers& headers = {}, std::string body = {}) {
+    http::testing::Client c(port_);
+    bhttp::request<bhttp::string_body> req{verb, target, 11};
+    for (const auto& [k, v] : headers) req.set(k, v);
+    if (verb == bhttp::verb::post) {
+      req.body() = std::move(body);
+      req.prepare_payload();
+    }
+    return c.Send(std::move(req));
+  }
+  static std::string Basic(const std::string& token) { return "Basic " + Base64Encode("git:" + token); }
+  Res InfoRefs(const std::string& repo, const Headers& headers = {}) {
+    return Send(bhttp::verb::get, "/" + repo + "/info/refs?service=git-upload-pack", headers);
+  }
+  std::string Head(const std::string& ns, const std::string& name,
+                   index::RepoType type = index::RepoType::kModel) {
+    auto repo = hub_->Open(alice_, {type, ns, name}, false);
+    EXPECT_TRUE(repo.ok());
+    return hub_->Resolve(*repo, "main")->hex();
+  }
+  static std::string FetchRequest(const std::string& want) {
+    std::string out;
+    git::AppendPkt(out, "command=fetch\n");
+    git::AppendDelim(out);
+    git::AppendPkt(out, "want " + want + "\n");
+    git::AppendPkt(out, "done\n");
+    git::AppendFlush(out);
+    return out;
+  }
+
+  std::unique_ptr<files::FileService> files_;
+  std::unique_ptr<hub::HubService> hub_;
+  const hub::Caller alice_{"alice", true};
+};
+
+TEST_F(GitApi, PublicRepositoriesAdvertiseToAnyone) {
+  auto v2 = InfoRefs("alice/open", {{"Git-Protocol", "version=2"}});
+  ASSERT_EQ(v2.result_int(), 200u) << v2.body();
+  EXPECT_EQ(v2[bhttp::field::content_type], "application/x-git-upload-pack-advertisement");
+  EXPECT_EQ(v2[bhttp::field::cache_control], "no-cache, max-age=0, must-revalidate");
+  EXPECT_TRUE(v2.body().starts_with("000eversion 2\n")) << v2.body();
+  auto v0 = InfoRefs("alice/open.git");
+  ASSERT_EQ(v0.result_int(), 200u);
+  EXPECT_TRUE(v0.body().starts_with("001e# service=git-upload-pack\n0000")) << v0.body();
+  EXPECT_NE(v0.body().find(Head("alice", "open") + " HEAD"), std::string::npos);
+  auto dataset = InfoRefs("datasets/alice/data", {{"Git-Protocol", "version=2"}});
+  EXPECT_EQ(dataset.result_int(), 200u);
+}
+
+TEST_F(GitApi, PrivateAndMissingLookAlikeWithoutAToken) {
+  for (const std::string_view repo :
+       {"alice/secret", "alice/nothing", "datasets/alice/nothing", "alice/bad..name", "buckets/alice/b"}) {
+    auto r = InfoRefs(std::string(repo));
+    EXPECT_EQ(r.result_int(), 401u) << repo;
+    EXPECT_EQ(r[bhttp::field::www_authenticate], "Basic realm=\"cairn\"") << repo;
+    EXPECT_EQ(r.body(), "Authentication required\n") << repo;
+    auto post =
+        Send(bhttp::verb::post, "/" + std::string(repo) + "/git-upload-pack",
+             {{"Content-Type", "application/x-git-upload-pack-request"}}, FetchRequest(std::string(40, '0')));
+    EXPECT_EQ(post.result_int(), 401u) << repo;
+  }
+  // The owner's token as a Basic password, or as a Bearer token: served.
+  const std::string tok = MintToken("alice", http::Permission::kRead);
+  EXPECT_EQ(InfoRefs("alice/secret", {{"Authorization", Basic(tok)}}).result_int(), 200u);
+  EXPECT_EQ(InfoRefs("alice/secret", {{"Authorization", "Bearer " + tok}}).result_int(), 200u);
+  // Another namespace's token: not found, as for a repository that does not exist.
+  const std::string bob = Basic(MintToken("bob", http::Permission::kRead));
+  EXPECT_EQ(InfoRefs("alice/secret", {{"Authorization", bob}}).result_int(), 404u);
+  EXPECT_EQ(InfoRefs("alice/nothing", {{"Authorization", bob}}).result_int(), 404u);
+  // Credentials that are no token, or no credentials git would send: 401, and git asks again.
+  for (const std::string& bad :
+       {Basic("not-a-token"), std::string("Basic !!!"), std::string("Basic ") + Base64Encode("only-user"),
+        std::string("Digest x")}) {
+    auto r = InfoRefs("alice/open", {{"Authorization", bad}});
+    EXPECT_EQ(r.result_int(), 401u) << bad;
+    EXPECT_EQ(r[bhttp::field::www_authenticate], "Basic realm=\"cairn\"");
+  }
+}
+
+TEST_F(GitApi, WhatIsNotServedSaysSo) {
+  auto dumb = Send(bhttp::verb::get, "/alice/open/info/refs");
+  EXPECT_EQ(dumb.result_int(), 403u);
+  auto push = Send(bhttp::verb::get, "/alice/open/info/refs?service=git-receive-pack");
+  EXPECT_EQ(push.result_int(), 403u);
+  EXPECT_NE(push.body().find("not supported"), std::string::npos);
+  auto other = Send(bhttp::verb::get, "/alice/open/info/refs?service=git-upload-archive");
+  EXPECT_EQ(other.result_int(), 403u);
+  auto type = Send(bhttp::verb::post, "/alice/open/git-upload-pack", {{"Content-Type", "text/plain"}},
+                   FetchRequest(Head("alice", "open")));
+  EXPECT_EQ(type.result_int(), 415u);
+  auto big = Send(bhttp::verb::post, "/alice/open/git-upload-pack",
+                  {{"Content-Type", "application/x-git-upload-pack-request"}}, std::string(65 << 10, '0'));
+  EXPECT_EQ(big.result_int(), 413u);
+}
+
+TEST_F(GitApi, AFetchAnswersAPackOrAnErrLine) {
+  const Headers v2{{"Content-Type", "application/x-git-upload-pack-request"}, {"Git-Protocol", "version=2"}};
+  auto r = Send(bhttp::verb::post, "/alice/open/git-upload-pack", v2, FetchRequest(Head("alice", "open")));
+  ASSERT_EQ(r.result_int(), 200u) << r.body();
+  EXPECT_EQ(r[bhttp::field::content_type], "application/x-git-upload-pack-result");
+  EXPECT_TRUE(r.body().starts_with("000dpackfile\n")) << r.body().substr(0, 40);
+  EXPECT_NE(r.body().find("PACK"), std::string::npos);
+  // A request git could not have sent: 200 with git's ERR line, which git prints as the remote's error.
+  auto bad = Send(bhttp::verb::post, "/alice/open/git-upload-pack", v2, FetchRequest(std::string(40, '0')));
+  ASSERT_EQ(bad.result_int(), 200u);
+  EXPECT_TRUE(bad.body().starts_with("0050ERR not our ref 0000000000000000000000000000000000000000\n") ||
+              bad.body().find("ERR not our ref") != std::string::npos)
+      << bad.body();
+  auto garbage = Send(bhttp::verb::post, "/alice/open/git-upload-pack", v2, "zzzz");
+  ASSERT_EQ(garbage.result_int(), 200u);
+  EXPECT_NE(garbage.body().find("ERR pkt-line"), std::string::npos) << garbage.body();
+}
+
+TEST_F(GitApi, LfsBatchAnswersEachObjectOrRefusesTheBatch) {
+  const Headers lfs{{"Content-Type", "application/vnd.git-lfs+json"},
+                    {"Accept", "application/vnd.git-lfs+json"}};
+  const std::string oid(64, 'a');
+  const std::string download =
+      R"({"operation":"download","transfers":["basic"],"objects":[{"oid":")" + oid + R"(","size":5}]})";
+  auto r = Send(bhttp::verb::post, "/alice/open.git/info/lfs/objects/batch", lfs, download);
+  ASSERT_EQ(r.result_int(), 200u) << r.body();
+  EXPECT_EQ(r[bhttp::field::content_type], "application/vnd.git-lfs+json");
+  EXPECT_EQ(
+      r.body(),
+      R"({"transfer":"basic","objects":[{"oid":")" + oid +
+          R"(","size":5,"error":{"code":404,"message":"Object does not exist"}}],"hash_algo":"sha256"})");
+  // The repository's rules before the body's: anonymous and private (or missing) is 401.
+  EXPECT_EQ(Send(bhttp::verb::post, "/alice/secret.git/info/lfs/objects/batch", lfs, download).result_int(),
+            401u);
+  EXPECT_EQ(
+      Send(bhttp::verb::post, "/datasets/alice/data.git/info/lfs/objects/batch", lfs, download).result_int(),
+      200u);
+  const auto status = [&](const std::string& body) {
+    return Send(bhttp::verb::post, "/alice/open.git/info/lfs/objects/batch", lfs, body).result_int();
+  };
+  EXPECT_EQ(status("{}"), 422u);
+  EXPECT_EQ(status(R"({"operation":"download","objects":[{"oid":"XYZ","size":1}]})"), 422u);
+  EXPECT_EQ(status(R"({"operation":"download","transfers":["tus"],"objects":[]})"), 422u);
+  EXPECT_EQ(status(R"({"operation":"download","hash_algo":"sha512","objects":[]})"), 409u);
+  EXPECT_EQ(status(R"({"operation":"upload","objects":[]})"), 501u);
+}
+
+TEST_F(GitApi, AGzippedRequestIsInflatedWithinItsBound) {
+  const Headers gz{{"Content-Type", "application/x-git-upload-pack-request"},
+                   {"Git-Protocol", "version=2"},
+                   {"Content-Encoding", "gzip"}};
+  auto r = Send(bhttp::verb::post, "/alice/open/git-upload-pack", gz,
+                git::testing::Gzip(FetchRequest(Head("alice", "open"))));
+  ASSERT_EQ(r.result_int(), 200u);
+  EXPECT_TRUE(r.body().starts_with("000dpackfile\n"));
+  // 16 MiB of zeros in 16 KiB: refused at the bound (1 MiB here), having inflated no more than it.
+  auto bomb = Send(bhttp::verb::post, "/alice/open/git-upload-pack", gz,
+                   git::testing::Gzip(std::string(16 << 20, '\0')));
+  ASSERT_EQ(bomb.result_int(), 200u);
+  EXPECT_NE(bomb.body().find("ERR the request inflates past"), std::string::npos) << bomb.body();
+  auto broken = Send(bhttp::verb::post, "/alice/open/git-upload-pack", gz, "not gzip");
+  EXPECT_NE(broken.body().find("ERR the request's gzip stream is broken"), std::string::npos)
+      << broken.body();
+}
+
+}  // namespace
+}  // namespace cairn::api

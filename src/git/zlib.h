@@ -1,0 +1,38 @@
+// zlib streams as git writes them (the objects of a pack) and as git's HTTP client sends a large request
+// (Content-Encoding: gzip). Inflation is bounded: past `max_out` bytes of output it stops with kLimit, so a
+// small body that expands without end (a zip bomb) costs at most the bound.
+//
+// A Deflater is one thread's (not thread-safe); the functions are pure.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "xet/result.h"
+
+namespace cairn::git {
+
+class Deflater {
+ public:
+  // `level`: zlib's (1 fastest ... 9 smallest).
+  explicit Deflater(int level);
+  ~Deflater();
+  Deflater(const Deflater&) = delete;
+  Deflater& operator=(const Deflater&) = delete;
+  // Appends `in` as one whole zlib stream to `out`.
+  xet::Status Deflate(std::span<const uint8_t> in, std::string& out);
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+// The bytes a gzip (or zlib) stream `in` holds; kMalformed for a broken stream or bytes after its end,
+// kLimit past `max_out` bytes.
+xet::Result<std::string> Gunzip(std::string_view in, size_t max_out);
+
+}  // namespace cairn::git

@@ -1,0 +1,198 @@
+"""git over smart HTTP against Debian's git (docs/git.md): clones and fetches of repositories huggingface_hub
+wrote, in protocol v2 and v0, shallow and partial, public and private. The commit ids git sees are the ones the
+Hub API lists, and the files are the bytes huggingface_hub committed (large files as the LFS pointers the Hub
+writes; their bytes come through git-lfs, a later step). On SQLite + local disk and on PostgreSQL + S3."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from common import MiB, assert_same_file, fail, sha256_file, tail, write_random
+from hub_util import Hub, hub_python
+
+BOTH = pytest.mark.backends("sqlite", "s3")
+
+
+@pytest.fixture(scope="session")
+def hub_py() -> str:
+    return hub_python()
+
+
+class Git:
+    """Debian's git with a configuration of its own (no user's or system's), never prompting; with git-lfs's
+    filters installed when `lfs`, else large files stay pointers."""
+
+    def __init__(self, home: Path, lfs: bool = False):
+        self.home = home
+        home.mkdir(parents=True, exist_ok=True)
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+        self.env.update({"HOME": str(home), "GIT_CONFIG_NOSYSTEM": "1", "GIT_TERMINAL_PROMPT": "0",
+                         "NO_PROXY": "127.0.0.1,localhost",
+                         "no_proxy": "127.0.0.1,localhost", "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@x",
+                         "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@x"})
+        if lfs:
+            self.run("lfs", "install", "--skip-repo")
+        else:
+            self.env["GIT_LFS_SKIP_SMUDGE"] = "1"
+
+    def run(self, *args: str, cwd: Path | None = None, check: bool = True) -> subprocess.CompletedProcess:
+        r = subprocess.run(["git", *args], capture_output=True, text=True, timeout=300, env=self.env,
+                           cwd=cwd or self.home)
+        if check and r.returncode != 0:
+            fail(f"`git {' '.join(args)}` failed (exit {r.returncode})\n--- stdout\n{tail(r.stdout)}"
+                 f"\n--- stderr\n{tail(r.stderr)}")
+        return r
+
+
+def url(srv, repo: str, token: str | None = None) -> str:
+    base = srv.url
+    if token:
+        scheme, rest = base.split("://", 1)
+        base = f"{scheme}://user:{token}@{rest}"
+    return f"{base}/{repo}"
+
+
+def make_history(hub: Hub, tmp_path: Path, repo: str, repo_type: str = "model", private: bool = False) -> dict:
+    """A repository with small files in folders, a large file, and three commits; its files and commits."""
+    folder = tmp_path / "upload"
+    (folder / "sub").mkdir(parents=True)
+    (folder / "config.json").write_text('{"hidden_size": 8}\n')
+    (folder / "sub" / "notes.txt").write_text("first\n")
+    write_random(folder / "weights.bin", 3 * MiB, seed=7)
+    hub.run(f"""
+        api.create_repo({repo!r}, repo_type={repo_type!r}, private={private!r})
+        api.upload_folder(repo_id={repo!r}, repo_type={repo_type!r}, folder_path={str(folder)!r},
+                          commit_message="one")
+        api.upload_file(repo_id={repo!r}, repo_type={repo_type!r}, path_or_fileobj=b"second\\n",
+                        path_in_repo="sub/notes.txt", commit_message="two")
+        api.upload_file(repo_id={repo!r}, repo_type={repo_type!r}, path_or_fileobj=b"new\\n",
+                        path_in_repo="added.txt", commit_message="three")
+    """)
+    commits = hub.run(f"""
+        result = [c.commit_id for c in api.list_repo_commits({repo!r}, repo_type={repo_type!r})]
+    """)
+    return {"folder": folder, "commits": commits}
+
+
+@BOTH
+def test_clone_and_fetch_see_what_the_hub_api_wrote(server, hub_py, tmp_path):
+    srv = server()
+    hub = Hub(hub_py, tmp_path / "alice", srv, srv.token("alice", write=True))
+    made = make_history(hub, tmp_path, "alice/model")
+    git = Git(tmp_path / "git")
+    git.run("clone", "-q", url(srv, "alice/model"), "clone")
+    work = git.home / "clone"
+    log = git.run("log", "--format=%H", cwd=work).stdout.split()
+    assert log == made["commits"], (log, made["commits"])
+    assert (work / "config.json").read_text() == '{"hidden_size": 8}\n'
+    assert (work / "sub" / "notes.txt").read_text() == "second\n"
+    assert (work / "added.txt").read_text() == "new\n"
+    pointer = (work / "weights.bin").read_text()
+    assert pointer.startswith("version https://git-lfs.github.com/spec/v1\noid sha256:"), pointer
+    assert pointer.endswith(f"size {3 * MiB}\n"), pointer
+    git.run("fsck", "--strict", cwd=work)
+
+    # A new commit through the Hub API, then `git pull` fetches only it.
+    hub.run("""api.upload_file(repo_id="alice/model", path_or_fileobj=b"four\\n", path_in_repo="four.txt",
+                               commit_message="four")""")
+    git.run("pull", "-q", "--ff-only", cwd=work)
+    assert (work / "four.txt").read_text() == "four\n"
+    head = hub.run('result = api.list_repo_commits("alice/model")[0].commit_id')
+    assert git.run("rev-parse", "HEAD", cwd=work).stdout.strip() == head
+
+    # The same with the .git suffix and with protocol v0 (older clients).
+    git.run("-c", "protocol.version=0", "clone", "-q", url(srv, "alice/model.git"), "v0")
+    assert git.run("rev-parse", "HEAD", cwd=git.home / "v0").stdout.strip() == head
+    git.run("fsck", "--strict", cwd=git.home / "v0")
+    # v0's negotiation (multi_ack_detailed, stateless): a fetch after one more commit gets only that commit.
+    hub.run("""api.upload_file(repo_id="alice/model", path_or_fileobj=b"five\\n", path_in_repo="five.txt",
+                               commit_message="five")""")
+    fetched = git.run("-c", "protocol.version=0", "fetch", "-v", "origin", cwd=git.home / "v0")
+    git.run("merge", "-q", "--ff-only", "origin/main", cwd=git.home / "v0")
+    assert (git.home / "v0" / "five.txt").read_text() == "five\n"
+    git.run("fsck", "--strict", cwd=git.home / "v0")
+    assert "main" in fetched.stderr, fetched.stderr
+
+
+@BOTH
+def test_shallow_and_partial_clones(server, hub_py, tmp_path):
+    srv = server()
+    hub = Hub(hub_py, tmp_path / "alice", srv, srv.token("alice", write=True))
+    made = make_history(hub, tmp_path, "alice/data", repo_type="dataset")
+    git = Git(tmp_path / "git")
+    git.run("clone", "-q", "--depth", "1", url(srv, "datasets/alice/data"), "shallow")
+    shallow = git.home / "shallow"
+    assert git.run("rev-list", "--count", "HEAD", cwd=shallow).stdout.strip() == "1"
+    assert (shallow / "sub" / "notes.txt").read_text() == "second\n"
+    git.run("fetch", "-q", "--depth", "3", cwd=shallow)
+    assert git.run("rev-list", "--count", "origin/main", cwd=shallow).stdout.strip() == "3"
+    git.run("fetch", "-q", "--unshallow", cwd=shallow)
+    assert git.run("rev-list", "--count", "origin/main", cwd=shallow).stdout.strip() == str(len(made["commits"]))
+
+    # blob:none: the checkout fetches the blobs it needs, later revisions theirs on demand.
+    git.run("clone", "-q", "--filter=blob:none", url(srv, "datasets/alice/data"), "partial")
+    partial = git.home / "partial"
+    assert (partial / "added.txt").read_text() == "new\n"
+    first = made["commits"][-2]  # "one", after the initial commit
+    assert git.run("show", f"{first}:sub/notes.txt", cwd=partial).stdout == "first\n"
+    git.run("-c", "protocol.version=0", "clone", "-q", "--depth", "1", url(srv, "datasets/alice/data"), "v0")
+    assert git.run("rev-list", "--count", "HEAD", cwd=git.home / "v0").stdout.strip() == "1"
+
+
+@BOTH
+def test_git_lfs_fetches_the_large_files_bytes(server, hub_py, tmp_path):
+    srv = server()
+    tok = srv.token("alice", write=True)
+    hub = Hub(hub_py, tmp_path / "alice", srv, tok)
+    made = make_history(hub, tmp_path, "alice/model")
+    make_history(hub, tmp_path / "p", "alice/private", private=True)
+    git = Git(tmp_path / "git", lfs=True)
+    # The clone's checkout runs git-lfs's smudge filter: the large file's bytes through the batch API.
+    git.run("clone", "-q", url(srv, "alice/model"), "clone")
+    assert_same_file(git.home / "clone" / "weights.bin", made["folder"] / "weights.bin")
+    # The same for a private repository with the token as the password, and `git lfs pull` after a pointer-only
+    # clone.
+    git.run("clone", "-q", url(srv, "alice/private", tok), "private")
+    assert_same_file(git.home / "private" / "weights.bin", tmp_path / "p" / "upload" / "weights.bin")
+    git.env["GIT_LFS_SKIP_SMUDGE"] = "1"
+    git.run("clone", "-q", url(srv, "alice/model"), "pointers")
+    assert (git.home / "pointers" / "weights.bin").stat().st_size < 200
+    del git.env["GIT_LFS_SKIP_SMUDGE"]
+    git.run("lfs", "pull", cwd=git.home / "pointers")
+    assert_same_file(git.home / "pointers" / "weights.bin", made["folder"] / "weights.bin")
+    files = git.run("lfs", "ls-files", "--long", cwd=git.home / "pointers").stdout
+    assert sha256_file(made["folder"] / "weights.bin") in files, files
+
+
+@pytest.mark.backends("sqlite")
+def test_private_and_missing_repositories_look_alike_without_a_token(server, hub_py, tmp_path):
+    srv = server()
+    tok = srv.token("alice", write=True)
+    hub = Hub(hub_py, tmp_path / "alice", srv, tok)
+    make_history(hub, tmp_path, "alice/secret", private=True)
+    git = Git(tmp_path / "git")
+    private = git.run("clone", "-q", url(srv, "alice/secret"), "a", check=False)
+    missing = git.run("clone", "-q", url(srv, "alice/nothing"), "b", check=False)
+    assert private.returncode != 0 and missing.returncode != 0
+    # git asked for credentials both times (a 401) and, not allowed to prompt, gave up the same way.
+    for r in (private, missing):
+        assert "could not read Username" in r.stderr, r.stderr
+    assert private.stderr.replace("secret", "X") == missing.stderr.replace("nothing", "X")
+    # With the token as the password: cloned. Another namespace's token: not found, as if missing.
+    git.run("clone", "-q", url(srv, "alice/secret", tok), "c")
+    assert (git.home / "c" / "added.txt").read_text() == "new\n"
+    other = git.run("clone", "-q", url(srv, "alice/secret", srv.token("bob")), "d", check=False)
+    assert other.returncode != 0 and "not found" in other.stderr, other.stderr
+    bad = git.run("clone", "-q", url(srv, "alice/secret", "not-a-token"), "e", check=False)
+    assert bad.returncode != 0 and "Authentication failed" in bad.stderr, bad.stderr
+    # Push is not served yet: a clear refusal.
+    work = git.home / "c"
+    (work / "x.txt").write_text("x\n")
+    git.run("add", "x.txt", cwd=work)
+    git.run("commit", "-q", "-m", "x", cwd=work)
+    push = git.run("push", "-q", "origin", "main", cwd=work, check=False)
+    assert push.returncode != 0, push.stderr
