@@ -31,13 +31,13 @@ inline std::string Gzip(std::string_view in) {
 
 class TempGitDir {
  public:
-  explicit TempGitDir(const std::string& name)
+  explicit TempGitDir(const std::string& name, bool bare = true)
       : dir_(std::filesystem::temp_directory_path() /
              ("cairn-git-" + name + "-" + std::to_string(::getpid()) + "-" +
               ::testing::UnitTest::GetInstance()->current_test_info()->name())) {
     std::filesystem::remove_all(dir_);
     std::filesystem::create_directories(dir_);
-    Run("init -q --bare .");
+    Run(bare ? "init -q --bare ." : "init -q .");
   }
   ~TempGitDir() { std::filesystem::remove_all(dir_); }
   TempGitDir(const TempGitDir&) = delete;
@@ -55,6 +55,14 @@ class TempGitDir {
     size_t n = 0;
     while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
     return ::pclose(p) == 0 ? out : std::string();
+  }
+
+  // Writes `content` to `path` in the work tree and commits it (a repository made with bare = false).
+  bool CommitFile(const std::string& path, const std::string& content, const std::string& message) const {
+    std::ofstream(dir_ / path, std::ios::binary)
+        .write(content.data(), static_cast<std::streamsize>(content.size()));
+    return Succeeds("add '" + path + "'") &&
+           Succeeds("-c user.name=t -c user.email=t@example.com commit -q -m '" + message + "'");
   }
 
   // Whether `git ARGS` exits 0.

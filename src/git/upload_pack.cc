@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <charconv>
-#include <cstring>
 #include <deque>
 #include <map>
 #include <optional>
@@ -24,13 +23,7 @@ constexpr size_t kBatch = index::RepoIndex::kMaxObjectsPerRead;
 // Blobs are read this many at a time when the pack is written: a blob may be as large as the inline limit.
 constexpr size_t kBlobBatch = 64;
 
-struct IdHash {
-  size_t operator()(const ObjectId& id) const {
-    size_t h = 0;
-    std::memcpy(&h, id.bytes.data(), sizeof h);
-    return h;
-  }
-};
+using IdHash = hub::ObjectIdHash;
 using IdSet = std::unordered_set<ObjectId, IdHash>;
 
 std::vector<uint8_t> KeyOf(const ObjectId& id) {

@@ -35,6 +35,30 @@ xet::Status Deflater::Deflate(std::span<const uint8_t> in, std::string& out) {
   return xet::Ok{};
 }
 
+xet::Result<std::vector<uint8_t>> InflateExact(std::span<const uint8_t> in, size_t size, size_t* consumed) {
+  z_stream z{};
+  if (inflateInit(&z) != Z_OK) return xet::IoError("zlib: inflate could not start");
+  std::vector<uint8_t> out(size);
+  uint8_t spare = 0;                          // where a stream that gives more than `size` shows it
+  z.next_in = const_cast<Bytef*>(in.data());  // zlib's API is not const-correct; it does not write
+  z.avail_in = static_cast<uInt>(std::min<size_t>(in.size(), UINT32_MAX));
+  z.next_out = size != 0 ? out.data() : &spare;
+  z.avail_out = size != 0 ? static_cast<uInt>(size) : 1;
+  int rc = inflate(&z, Z_FINISH);
+  if ((rc == Z_OK || rc == Z_BUF_ERROR) && z.avail_out == 0 && size != 0) {
+    // `size` bytes out and the stream not at its end: one more byte tells a longer stream from a finished
+    // one.
+    z.next_out = &spare;
+    z.avail_out = 1;
+    rc = inflate(&z, Z_FINISH);
+  }
+  const bool exact = rc == Z_STREAM_END && z.total_out == size;
+  *consumed = z.total_in;
+  inflateEnd(&z);
+  if (!exact) return xet::Malformed("pack: an object does not inflate to the size its header gives");
+  return out;
+}
+
 xet::Result<std::string> Gunzip(std::string_view in, size_t max_out) {
   z_stream z{};
   // 15 + 32: a zlib or a gzip header, detected.

@@ -11,6 +11,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "xet/result.h"
 
@@ -30,6 +31,11 @@ class Deflater {
   struct State;
   std::unique_ptr<State> state_;
 };
+
+// The zlib stream at the start of `in`, which must inflate to exactly `size` bytes (a pack entry's); how many
+// bytes of `in` it took in *consumed. kMalformed for a broken stream, one that ends short of `size` or would
+// give more (inflation stops there: never more memory than `size`).
+xet::Result<std::vector<uint8_t>> InflateExact(std::span<const uint8_t> in, size_t size, size_t* consumed);
 
 // The bytes a gzip (or zlib) stream `in` holds; kMalformed for a broken stream or bytes after its end,
 // kLimit past `max_out` bytes.

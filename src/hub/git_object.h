@@ -30,6 +30,15 @@ struct ObjectId {
   friend std::strong_ordering operator<=>(const ObjectId&, const ObjectId&) = default;
 };
 
+// A hash of an id for unordered containers: its first bytes (ids are SHA-1s, uniform already).
+struct ObjectIdHash {
+  size_t operator()(const ObjectId& id) const {
+    size_t h = 0;
+    for (size_t i = 0; i < sizeof h; ++i) h = h << 8 | id.bytes[i];
+    return h;
+  }
+};
+
 enum class ObjectKind : uint8_t { kBlob = 1, kTree = 2, kCommit = 3 };
 
 std::string_view KindName(ObjectKind kind);
