@@ -61,15 +61,23 @@ class GitRoutes {
       : server_(server), hub_(hub), files_(files), index_(index), options_(std::move(options)) {}
 
   void InfoRefs(const std::shared_ptr<Exchange>& ex) {
-    auto repo = OpenRepo(ex);
-    if (!repo) return;
     const auto& req = ex->request();
     const auto service = req.Query("service");
+    std::optional<hub::Repo> repo;
+    if (service != "git-receive-pack") {
+      repo = OpenRepo(ex);
+      if (!repo) return;
+    }
     if (!service)
       return ex->Respond(Text(403, "cairn serves git over smart HTTP only (git 1.6.6 and later)"));
     if (*service == "git-receive-pack") {
-      return ex->Respond(
-          Text(403, "pushing with git is not supported by this server yet; use huggingface_hub"));
+      auto writable = OpenRepo(ex, nullptr, true);
+      if (!writable) return;
+      auto rp = ReceivePackOf(*writable);
+      if (!rp) return ex->Respond(HubErrorResponse(rp.error()));
+      Response r = Response::Binary(200, rp->Advertise(), "application/x-git-receive-pack-advertisement");
+      NoCache(r);
+      return ex->Respond(std::move(r));
     }
     if (*service != "git-upload-pack") return ex->Respond(Text(403, "unknown service"));
     auto up = UploadPackOf(*repo);
@@ -117,6 +125,26 @@ class GitRoutes {
       auto st = v2 ? shared->ServeV2(body, sink) : shared->ServeV0(body, sink);
       if (stream) return stream->Finish();  // a failure after the first byte went in band
       if (!st.ok()) ex->Respond(ToHttpAnswer(st.error()));
+    });
+  }
+
+  void ReceivePack(const std::shared_ptr<Exchange>& ex) {
+    hub::Caller caller;
+    auto repo = OpenRepo(ex, &caller, true);
+    if (!repo) return;
+    if (ex->request().Header("Content-Type") != "application/x-git-receive-pack-request") {
+      return ex->Respond(Text(415, "expected Content-Type: application/x-git-receive-pack-request"));
+    }
+    auto rp = ReceivePackOf(*repo);
+    if (!rp) return ex->Respond(HubErrorResponse(rp.error()));
+    auto shared = std::make_shared<git::ReceivePack>(std::move(*rp));
+    ex->Offload([ex, shared, caller] {
+      auto answer = shared->Serve(caller, ex->request().body);
+      if (!answer.ok())
+        return ex->Respond(ToHttpAnswer(answer.error(), "application/x-git-receive-pack-result"));
+      Response r = Response::Binary(200, std::move(*answer), "application/x-git-receive-pack-result");
+      NoCache(r);
+      ex->Respond(std::move(r));
     });
   }
 
@@ -188,18 +216,20 @@ class GitRoutes {
 
   // A failure before anything was sent: the client's mistakes as git's "ERR" line, which git prints as the
   // remote's error; the server's as its HTTP status.
-  static Response ToHttpAnswer(const Error& e) {
+  static Response ToHttpAnswer(const Error& e,
+                               std::string content_type = "application/x-git-upload-pack-result") {
     if (HttpStatusOf(e.code) >= 500) return Text(HttpStatusOf(e.code), e.message);
     std::string body;
     git::AppendPkt(body, "ERR " + Printable(e.message, 1000) + "\n");
-    Response r = Response::Binary(200, std::move(body), "application/x-git-upload-pack-result");
+    Response r = Response::Binary(200, std::move(body), std::move(content_type));
     NoCache(r);
     return r;
   }
 
   // The repository the URL names, if the caller may read it; otherwise answered (401 to an anonymous caller
   // whether it is private or missing).
-  std::optional<hub::Repo> OpenRepo(const std::shared_ptr<Exchange>& ex, hub::Caller* caller_out = nullptr) {
+  std::optional<hub::Repo> OpenRepo(const std::shared_ptr<Exchange>& ex, hub::Caller* caller_out = nullptr,
+                                    bool write = false) {
     const auto& req = ex->request();
     hub::Caller caller;
     if (const std::string_view header = req.Header("Authorization"); !header.empty()) {
@@ -229,14 +259,32 @@ class GitRoutes {
         !hub::ValidName(name)) {
       return not_found();
     }
-    auto repo = hub_.Open(caller, {*type, req.Param("ns"), name}, false);
+    // A push needs credentials whatever the repository: git asks for them on this 401.
+    if (write && caller.anonymous()) {
+      ex->Respond(Unauthorized("Authentication required"));
+      return std::nullopt;
+    }
+    auto repo = hub_.Open(caller, {*type, req.Param("ns"), name}, write);
     if (!repo) {
       if (repo.error().kind == hub::ErrorKind::kNotFound) return not_found();
+      if (repo.error().kind == hub::ErrorKind::kForbidden) {
+        ex->Respond(Text(403,
+                         "You are not authorized to push to this repository (a write token of its "
+                         "namespace or of the repository is needed)"));
+        return std::nullopt;
+      }
       ex->Respond(HubErrorResponse(repo.error()));
       return std::nullopt;
     }
     if (caller_out != nullptr) *caller_out = caller;
     return *repo;
+  }
+
+  hub::Result<git::ReceivePack> ReceivePackOf(const hub::Repo& repo) {
+    auto refs = hub_.ListRefs(repo);
+    if (!refs) return refs.error();
+    return git::ReceivePack(hub_, index_, repo, std::move(*refs), hub_.options().default_branch,
+                            options_.pack_limits);
   }
 
   hub::Result<git::UploadPack> UploadPackOf(const hub::Repo& repo) {
@@ -268,6 +316,9 @@ void RegisterGitRoutes(http::Server& server, hub::HubService& hub, files::FileSe
     r.Handle(Verb::post, prefix + "/git-upload-pack",
              RouteOptions().Name("git_upload_pack").MaxBody(options.max_request_bytes),
              bind(&GitRoutes::UploadPack));
+    r.Handle(Verb::post, prefix + "/git-receive-pack",
+             RouteOptions().Name("git_receive_pack").MaxBody(options.max_push_bytes),
+             bind(&GitRoutes::ReceivePack));
     r.Handle(Verb::post, prefix + "/info/lfs/objects/batch",
              RouteOptions().Name("lfs_batch").MaxBody(1 << 20), bind(&GitRoutes::LfsBatch));
   }

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "files/file_service.h"
+#include "git/receive_pack.h"
 #include "git/upload_pack.h"
 #include "http/server.h"
 #include "hub/hub_service.h"
@@ -26,6 +27,9 @@ struct GitRouteOptions {
   uint64_t max_inflated_bytes = 64 << 20;            // and once inflated
   size_t max_pending_bytes = 16 << 20;  // pack bytes queued for a slow client before the writer waits
   git::UploadPackLimits limits;
+  uint64_t max_push_bytes =
+      512ULL << 20;  // a push's body (commands and pack), held in memory while it is read
+  git::PackLimits pack_limits;
 };
 
 void RegisterGitRoutes(http::Server& server, hub::HubService& hub, files::FileService& files,

@@ -125,9 +125,41 @@ TEST_F(GitApi, PrivateAndMissingLookAlikeWithoutAToken) {
 TEST_F(GitApi, WhatIsNotServedSaysSo) {
   auto dumb = Send(bhttp::verb::get, "/alice/open/info/refs");
   EXPECT_EQ(dumb.result_int(), 403u);
+  // Push: credentials first (401 whatever the repository), then write access (403), then the refs.
   auto push = Send(bhttp::verb::get, "/alice/open/info/refs?service=git-receive-pack");
-  EXPECT_EQ(push.result_int(), 403u);
-  EXPECT_NE(push.body().find("not supported"), std::string::npos);
+  EXPECT_EQ(push.result_int(), 401u);
+  EXPECT_EQ(push[bhttp::field::www_authenticate], "Basic realm=\"cairn\"");
+  EXPECT_EQ(Send(bhttp::verb::get, "/alice/nothing/info/refs?service=git-receive-pack").result_int(), 401u);
+  const std::string read = Basic(MintToken("alice", http::Permission::kRead));
+  EXPECT_EQ(
+      Send(bhttp::verb::get, "/alice/open/info/refs?service=git-receive-pack", {{"Authorization", read}})
+          .result_int(),
+      403u);
+  const std::string write = Basic(MintToken("alice", http::Permission::kWrite));
+  auto ok =
+      Send(bhttp::verb::get, "/alice/open/info/refs?service=git-receive-pack", {{"Authorization", write}});
+  ASSERT_EQ(ok.result_int(), 200u);
+  EXPECT_EQ(ok[bhttp::field::content_type], "application/x-git-receive-pack-advertisement");
+  EXPECT_TRUE(ok.body().starts_with("001f# service=git-receive-pack\n0000")) << ok.body();
+  EXPECT_NE(ok.body().find(Head("alice", "open") + " refs/heads/main"), std::string::npos);
+  auto bad_type = Send(bhttp::verb::post, "/alice/open/git-receive-pack", {{"Authorization", write}}, "0000");
+  EXPECT_EQ(bad_type.result_int(), 415u);
+  // A push that deletes the default branch: refused in report-status, nothing changed.
+  std::string cmd;
+  git::AppendPkt(cmd, Head("alice", "open") + " " + std::string(40, '0') + " refs/heads/main" +
+                          std::string(1, '\0') + "report-status\n");
+  git::AppendFlush(cmd);
+  auto del =
+      Send(bhttp::verb::post, "/alice/open/git-receive-pack",
+           {{"Authorization", write}, {"Content-Type", "application/x-git-receive-pack-request"}}, cmd);
+  ASSERT_EQ(del.result_int(), 200u);
+  EXPECT_NE(del.body().find("ng refs/heads/main the default branch cannot be deleted"), std::string::npos)
+      << del.body();
+  EXPECT_FALSE(Head("alice", "open").empty());
+  auto junk = Send(bhttp::verb::post, "/alice/open/git-receive-pack",
+                   {{"Authorization", write}, {"Content-Type", "application/x-git-receive-pack-request"}},
+                   "0010nonsense");
+  EXPECT_NE(junk.body().find("ERR "), std::string::npos) << junk.body();
   auto other = Send(bhttp::verb::get, "/alice/open/info/refs?service=git-upload-archive");
   EXPECT_EQ(other.result_int(), 403u);
   auto type = Send(bhttp::verb::post, "/alice/open/git-upload-pack", {{"Content-Type", "text/plain"}},

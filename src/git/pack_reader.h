@@ -27,11 +27,7 @@ struct PackLimits {
   size_t max_delta_depth = 4096;            // a chain of deltas, each on the one before
 };
 
-struct PackedObject {
-  hub::ObjectKind kind = hub::ObjectKind::kBlob;
-  hub::ObjectId id;
-  std::vector<uint8_t> body;
-};
+using PackedObject = hub::RawObject;
 
 // An object the pack's deltas may be based on without carrying it (a thin pack's bases: what the receiver
 // has).

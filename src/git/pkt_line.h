@@ -35,6 +35,8 @@ class PktReader {
   // The next packet, or nullopt at the end of the input.
   xet::Result<std::optional<Pkt>> Next();
   bool done() const { return pos_ == in_.size(); }
+  // Where the next packet starts: what follows the packets read (a push's pack follows its commands' flush).
+  size_t position() const { return pos_; }
 
  private:
   std::string_view in_;

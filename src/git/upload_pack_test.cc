@@ -5,16 +5,12 @@
 
 #include <gtest/gtest.h>
 
-#include "cas/test_backend.h"
-#include "common/worker_pool.h"
 #include "git/pkt_line.h"
 #include "git/test_git.h"
+#include "git/test_repo.h"
 
 namespace cairn::git {
 namespace {
-
-using hub::AddInline;
-using hub::CommitRequest;
 
 struct Answer {
   std::vector<std::string> lines;  // every data line outside the pack, without its newline
@@ -62,36 +58,8 @@ bool Has(const std::vector<std::string>& lines, std::string_view line) {
   return std::find(lines.begin(), lines.end(), line) != lines.end();
 }
 
-class UploadPackTest : public ::testing::Test {
+class UploadPackTest : public testing::HubRepoTest {
  protected:
-  void SetUp() override {
-    ASSERT_NO_FATAL_FAILURE(cas::testing::OpenTestBackend("cairn-upload-pack", &dir_, &store_, &index_));
-    cas_ = std::make_unique<cas::CasService>(*index_, *store_, pool_, cas::ServiceOptions{});
-    files_ = std::make_unique<files::FileService>(*cas_, *index_, files::FileServiceOptions{});
-    hub_ = std::make_unique<hub::HubService>(*index_, *files_, hub::HubOptions{});
-    auto repo = hub_->CreateRepo(alice_, {index::RepoType::kModel, "alice", "m"}, false);
-    ASSERT_TRUE(repo.ok());
-    repo_ = *repo;
-  }
-  void TearDown() override {
-    hub_.reset();
-    files_.reset();
-    cas_.reset();
-    index_.reset();
-    store_.reset();
-    std::filesystem::remove_all(dir_);
-  }
-
-  ObjectId Commit(const std::string& summary, std::vector<hub::Operation> ops) {
-    CommitRequest c;
-    c.summary = summary;
-    c.operations = std::move(ops);
-    auto done = hub_->CreateCommit(alice_, repo_, c);
-    EXPECT_TRUE(done.ok()) << done.error().message;
-    return done->oid;
-  }
-  static std::vector<uint8_t> Bytes(std::string_view s) { return {s.begin(), s.end()}; }
-
   UploadPack Server() {
     auto refs = hub_->ListRefs(repo_);
     EXPECT_TRUE(refs.ok());
@@ -108,25 +76,6 @@ class UploadPackTest : public ::testing::Test {
     EXPECT_TRUE(st.ok()) << st.error().message;
     return out;
   }
-
-  // A three-commit history: a folder, an edit, a new file.
-  void History() {
-    c1_ = Commit("one", {AddInline{"dir/a.txt", Bytes("a\n")}, AddInline{"b.txt", Bytes("b\n")}});
-    c2_ = Commit("two", {AddInline{"b.txt", Bytes("b2\n")}});
-    c3_ = Commit("three", {AddInline{"dir/c.txt", Bytes("c\n")}});
-  }
-
-  TestClock clock_;
-  std::filesystem::path dir_;
-  WorkerPool pool_{1};
-  std::unique_ptr<store::LocalDiskStore> store_;
-  std::unique_ptr<index::SqliteIndex> index_;
-  std::unique_ptr<cas::CasService> cas_;
-  std::unique_ptr<files::FileService> files_;
-  std::unique_ptr<hub::HubService> hub_;
-  const hub::Caller alice_{"alice", true};
-  hub::Repo repo_;
-  ObjectId c1_, c2_, c3_;
 };
 
 TEST_F(UploadPackTest, AdvertisesVersionTwoAndListsRefs) {

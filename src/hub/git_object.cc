@@ -249,7 +249,8 @@ xet::Result<std::vector<TreeEntry>> ParseTree(std::span<const uint8_t> body) {
     const auto [end, ec] = std::from_chars(rest.data(), rest.data() + sp, mode, 8);
     if (ec != std::errc() || end != rest.data() + sp) return xet::Malformed("tree: bad mode");
     if (mode != static_cast<uint32_t>(EntryMode::kFile) && mode != static_cast<uint32_t>(EntryMode::kTree) &&
-        mode != static_cast<uint32_t>(EntryMode::kExecutable)) {
+        mode != static_cast<uint32_t>(EntryMode::kExecutable) &&
+        mode != static_cast<uint32_t>(EntryMode::kSymlink)) {
       return xet::Malformed("tree: unsupported mode " + std::string(rest.substr(0, sp)));
     }
     rest.remove_prefix(sp + 1);

@@ -47,8 +47,21 @@ inline ObjectId HashObject(ObjectKind kind, std::string_view body) {
   return HashObject(kind, std::span(reinterpret_cast<const uint8_t*>(body.data()), body.size()));
 }
 
+// An object with its kind and id, as a pack carries it (a push, an upstream's fetch).
+struct RawObject {
+  ObjectKind kind = ObjectKind::kBlob;
+  ObjectId id;
+  std::vector<uint8_t> body;
+};
+
 // ---- Trees
-enum class EntryMode : uint32_t { kFile = 0100644, kExecutable = 0100755, kTree = 040000 };
+// A symbolic link is a blob holding its target, as git keeps it. A submodule (gitlink, 0160000) is refused.
+enum class EntryMode : uint32_t {
+  kFile = 0100644,
+  kExecutable = 0100755,
+  kSymlink = 0120000,
+  kTree = 040000
+};
 
 struct TreeEntry {
   EntryMode mode = EntryMode::kFile;

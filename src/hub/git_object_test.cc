@@ -63,8 +63,13 @@ TEST(GitObject, ParseTreeRefusesWhatGitWouldNotWrite) {
   for (size_t cut = 1; cut < body.size(); ++cut) {
     EXPECT_FALSE(ParseTree(std::span(body).first(cut)).ok()) << cut;  // every truncation
   }
-  const std::string bad_mode = std::string("120000 a") + '\0' + std::string(20, 'x');
-  EXPECT_FALSE(ParseTree(std::span(reinterpret_cast<const uint8_t*>(bad_mode.data()), bad_mode.size())).ok());
+  // A submodule (gitlink) is refused; a symbolic link is what git writes for one.
+  const std::string gitlink = std::string("160000 a") + '\0' + std::string(20, 'x');
+  EXPECT_FALSE(ParseTree(std::span(reinterpret_cast<const uint8_t*>(gitlink.data()), gitlink.size())).ok());
+  const std::string symlink = std::string("120000 a") + '\0' + std::string(20, 'x');
+  auto link = ParseTree(std::span(reinterpret_cast<const uint8_t*>(symlink.data()), symlink.size()));
+  ASSERT_TRUE(link.ok());
+  EXPECT_EQ(link->at(0).mode, EntryMode::kSymlink);
 }
 
 // git's verify_path for NTFS and HFS+ (core.protectNTFS, core.protectHFS), and C1 controls as C0 ones.

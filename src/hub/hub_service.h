@@ -166,6 +166,8 @@ struct HubOptions {
   int64_t max_inline_bytes = 1 << 20;  // a small file's bytes, kept in the index
   size_t max_operations = 25000;       // changes in one commit
   size_t cache_bytes = 64ULL << 20;    // parsed trees and commits
+  // A pushed blob that is not an LFS pointer, at most (the Hub's limit: larger files go through git-lfs).
+  uint64_t max_push_blob_bytes = 10ULL << 20;
   std::string default_branch = "main";
   const Clock* clock =
       &Clock::System();  // commit and creation times; tests inject one (outlives the service)
@@ -263,6 +265,25 @@ class HubService {
   // `rewrite_history` every path that names one from every commit of every ref first (new commit ids, as git
   // filter-branch makes them; kStale when a ref moved meanwhile: nothing of that ref changed, run it again).
   Status DeleteLfsFiles(const Repo& repo, const std::vector<std::string>& sha256s, bool rewrite_history);
+
+  // ---- git push (hub/push.cc)
+  // One ref a push moves: created (no old id), moved, or deleted (no new id).
+  struct PushedRef {
+    std::string name;  // "refs/heads/…" or "refs/tags/…"
+    std::optional<ObjectId> old_id;
+    std::optional<ObjectId> new_id;
+  };
+  // Stores a push's objects and moves its refs, all checked first: every object well-formed (commits in UTF-8
+  // within kMaxCommitObjectBytes, tree names ValidSegment, no submodule), every object they name pushed or
+  // stored already, a large file's pointer naming a file the repository holds, no other blob over
+  // max_push_blob_bytes; branches only fast-forward, tags only created, the default branch never deleted,
+  // each ref's old id its current one. Any refusal refuses the whole push and changes nothing: the answer is
+  // why for each ref (nullopt for the ones that would have gone). kForbidden without write access; errors of
+  // the index as usual. Refs are moved one by one (compare and swap each): a concurrent writer between two of
+  // them leaves the earlier moved and the later reported.
+  Result<std::vector<std::optional<std::string>>> ApplyPush(const Caller& caller, const Repo& repo,
+                                                            std::vector<RawObject> objects,
+                                                            const std::vector<PushedRef>& refs);
 
   // Whether a file of `size` whose first bytes are `sample` goes to the index (regular) or the CAS (lfs).
   bool Inline(uint64_t size, std::span<const uint8_t> sample) const;

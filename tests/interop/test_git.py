@@ -189,10 +189,67 @@ def test_private_and_missing_repositories_look_alike_without_a_token(server, hub
     assert other.returncode != 0 and "not found" in other.stderr, other.stderr
     bad = git.run("clone", "-q", url(srv, "alice/secret", "not-a-token"), "e", check=False)
     assert bad.returncode != 0 and "Authentication failed" in bad.stderr, bad.stderr
-    # Push is not served yet: a clear refusal.
-    work = git.home / "c"
-    (work / "x.txt").write_text("x\n")
-    git.run("add", "x.txt", cwd=work)
-    git.run("commit", "-q", "-m", "x", cwd=work)
-    push = git.run("push", "-q", "origin", "main", cwd=work, check=False)
-    assert push.returncode != 0, push.stderr
+
+
+@BOTH
+def test_push_lands_where_the_hub_api_sees_it(server, hub_py, tmp_path):
+    srv = server()
+    tok = srv.token("alice", write=True)
+    hub = Hub(hub_py, tmp_path / "alice", srv, tok)
+    make_history(hub, tmp_path, "alice/model")
+    git = Git(tmp_path / "git")
+    git.run("clone", "-q", url(srv, "alice/model", tok), "work")
+    work = git.home / "work"
+    (work / "sub" / "notes.txt").write_text("pushed\n")
+    (work / "new.txt").write_text("new file\n")
+    os.symlink("new.txt", work / "link")
+    git.run("add", "-A", cwd=work)
+    git.run("commit", "-q", "-m", "from git", cwd=work)
+    git.run("push", "-q", "origin", "main", cwd=work)
+    head = git.run("rev-parse", "HEAD", cwd=work).stdout.strip()
+    got = hub.run("""
+        c = api.list_repo_commits("alice/model")[0]
+        p = hf_hub_download("alice/model", "sub/notes.txt", revision=c.commit_id)
+        result = [c.commit_id, c.title, open(p).read(), sorted(api.list_repo_files("alice/model"))]
+    """)
+    assert got[0] == head and got[1] == "from git" and got[2] == "pushed\n", got
+    assert "new.txt" in got[3] and "link" in got[3], got
+
+    # Another clone pushes first: this one's push is not a fast-forward and is refused, changing nothing.
+    git.run("clone", "-q", url(srv, "alice/model", tok), "other")
+    (git.home / "other" / "other.txt").write_text("other\n")
+    git.run("add", "-A", cwd=git.home / "other")
+    git.run("commit", "-q", "-m", "other", cwd=git.home / "other")
+    git.run("push", "-q", "origin", "main", cwd=git.home / "other")
+    (work / "late.txt").write_text("late\n")
+    git.run("add", "-A", cwd=work)
+    git.run("commit", "-q", "-m", "late", cwd=work)
+    stale = git.run("push", "origin", "main", cwd=work, check=False)
+    assert stale.returncode != 0 and "rejected" in stale.stderr, stale.stderr
+    assert hub.run('result = api.list_repo_commits("alice/model")[0].title') == "other"
+    git.run("pull", "-q", "--no-rebase", "--no-edit", cwd=work)
+    git.run("push", "-q", "origin", "main", cwd=work)  # a merge is a fast-forward of both
+
+    # A read token, another namespace's token, no token: refused.
+    for who in (srv.token("alice"), srv.token("bob", write=True)):
+        r = git.run("push", url(srv, "alice/model", who), "main", cwd=work, check=False)
+        assert r.returncode != 0 and "403" in r.stderr, r.stderr
+    anon = git.run("push", url(srv, "alice/model"), "main", cwd=work, check=False)
+    assert anon.returncode != 0 and "could not read Username" in anon.stderr, anon.stderr
+
+    # Branches: created and deleted by push; the default branch cannot be deleted; tags created.
+    git.run("push", "-q", "origin", "HEAD:refs/heads/feature", cwd=work)
+    git.run("push", "-q", "origin", "HEAD:refs/tags/v1", cwd=work)
+    refs = hub.run('r = api.list_repo_refs("alice/model"); result = [[b.name for b in r.branches], [t.name for t in r.tags]]')
+    assert sorted(refs[0]) == ["feature", "main"] and refs[1] == ["v1"], refs
+    git.run("push", "-q", "origin", ":feature", cwd=work)
+    main = git.run("push", "origin", ":main", cwd=work, check=False)
+    assert main.returncode != 0 and "default branch cannot be deleted" in main.stderr, main.stderr
+
+    # A file over 10 MiB that is not an LFS pointer: refused with the message Hub users know.
+    write_random(work / "huge.dat", 11 * MiB, seed=3)
+    git.run("add", "huge.dat", cwd=work)
+    git.run("commit", "-q", "-m", "huge", cwd=work)
+    huge = git.run("push", "origin", "main", cwd=work, check=False)
+    assert huge.returncode != 0 and "larger than 10 MiB" in huge.stderr, huge.stderr
+    assert hub.run('result = "huge.dat" in api.list_repo_files("alice/model")') is False
