@@ -124,6 +124,11 @@ TEST_F(ReceivePackTest, RefusalsChangeNothing) {
   const Obj dangling_commit{ObjectKind::kCommit, CommitText(dangling.id(), c3_, "dangling")};
   r = Push({dangling_commit, dangling}, c3_, dangling_commit.id());
   EXPECT_NE(r.find("missing object"), std::string::npos) << r;
+  // Refs that are neither a branch nor a tag, however short, and names git refuses.
+  for (const char* ref : {"refs/x", "HEAD", "r", "refs/pr/1", "refs/heads/a..b", "refs/tags/"}) {
+    r = Push({on_top}, c3_, on_top.id(), ref);
+    EXPECT_NE(r.find("ng " + std::string(ref) + " "), std::string::npos) << ref << ": " << r;
+  }
   // A broken pack: unpack error.
   std::string req;
   AppendPkt(req, c3_.hex() + " " + on_top.id().hex() + " refs/heads/main" + std::string(1, '\0') +

@@ -151,12 +151,14 @@ Result<std::vector<std::optional<std::string>>> HubService::ApplyPush(const Call
   for (size_t i = 0; i < refs.size(); ++i) {
     const PushedRef& r = refs[i];
     const bool tag = r.name.starts_with("refs/tags/");
-    if (!r.name.starts_with("refs/heads/") && !tag) {
+    const bool branch = r.name.starts_with("refs/heads/");
+    // The name under its prefix; a ref under neither ("HEAD", "refs/x") is refused, never cut.
+    const std::string name = tag ? r.name.substr(10) : branch ? r.name.substr(11) : std::string();
+    if (!branch && !tag) {
       refused[i] = "only branches (refs/heads/) and tags (refs/tags/) can be pushed";
-    } else if (!ValidBranchOrTagName(r.name.substr(tag ? 10 : 11), tag)) {
+    } else if (!ValidBranchOrTagName(name, tag)) {
       refused[i] = "invalid ref name (git check-ref-format)";
     }
-    const std::string name = r.name.substr(tag ? 10 : 11);
     const index::RefKind kind = tag ? index::RefKind::kTag : index::RefKind::kBranch;
     std::optional<ObjectId> now;
     for (const auto& c : *current) {
