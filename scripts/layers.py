@@ -40,12 +40,13 @@ LAYERS: dict[str, list[str]] = {
     "repair": ["cas", "ingest", "index", "store", "xet", "common"],
     "hub": ["files", "quota", "index", "xet", "common"],
     "git": ["hub", "index", "xet", "common"],      # git smart HTTP: pkt-lines, packs, upload-pack
-    "api": ["git", "hub", "files", "cas", "quota", "http", "index", "xet", "common"],
+    "lfs": ["files", "cas", "ingest", "index", "xet", "common"],  # git-lfs uploads made Xet files
+    "api": ["lfs", "git", "hub", "files", "cas", "quota", "http", "index", "xet", "common"],
     "gc": ["hub", "cas", "quota", "index", "store", "xet", "common"],  # the garbage collector: mark, quarantine, sweep
     "compact": ["cas", "ingest", "index", "store", "xet", "common"],  # cairn compact: rewrites mostly dead xorbs
     "backup": ["repair", "cas", "index", "store", "xet", "common"],  # cairn backup / restore
     "client": ["ingest", "xet", "common"],          # cairn put/get: a client of any Xet server
-    "cli": ["api", "git", "client", "repair", "gc", "compact", "backup", "hub", "files", "cas", "quota", "index", "store", "http", "config", "ingest", "xet",
+    "cli": ["api", "lfs", "git", "client", "repair", "gc", "compact", "backup", "hub", "files", "cas", "quota", "index", "store", "http", "config", "ingest", "xet",
             "common"],
 }
 
@@ -60,6 +61,7 @@ TEST_ONLY: dict[str, list[str]] = {
     "compact": ["gc", "repair", "hub", "files"],
     "client": ["api", "http", "index", "store", "cas"],
     "git": ["cas", "files", "store", "ingest"],
+    "lfs": ["store"],
 }
 
 

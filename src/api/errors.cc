@@ -86,4 +86,12 @@ http::Response HubErrorResponse(const hub::Error& e, boost::json::object body) {
   return r;
 }
 
+http::Response LfsError(unsigned status, std::string_view message) {
+  http::Response r =
+      http::Response::Json(status, boost::json::serialize(boost::json::object{{"message", message}}));
+  r.Header("Content-Type", "application/vnd.git-lfs+json");
+  if (status == 503) r.Header("Retry-After", "1");
+  return r;
+}
+
 }  // namespace cairn::api

@@ -30,6 +30,8 @@ http::Response ErrorResponse(const Error& e);
 // C1 included, reaches a header or the terminal that shows it; the JSON body has it exactly.
 http::Response HubErrorResponse(unsigned status, std::string_view code, std::string_view message);
 http::Response HubErrorResponse(const hub::Error& e);
+// git-lfs's error answer: {"message"} as application/vnd.git-lfs+json (git-lfs docs/api/batch.md).
+http::Response LfsError(unsigned status, std::string_view message);
 // The same with more fields in the JSON body beside "error" (a create_repo 409 names the repository that
 // exists, which huggingface_hub reads).
 http::Response HubErrorResponse(const hub::Error& e, boost::json::object body);

@@ -148,66 +148,114 @@ class GitRoutes {
     });
   }
 
-  // git-lfs's batch API: each object's download as a signed link to the stored Xet file, or its error.
+  // git-lfs's batch API. Downloads: each object as a signed link to the stored Xet file. Uploads: nothing for
+  // an object the repository's scope holds already, else signed upload links (lfs/lfs_service.h) — or, when
+  // the client offers Xet (huggingface_hub 0.32 to 1.19 with hf_xet), "transfer": "xet", and the client
+  // uploads through the CAS instead.
   void LfsBatch(const std::shared_ptr<Exchange>& ex) {
-    hub::Caller caller;
-    auto repo = OpenRepo(ex, &caller);
-    if (!repo) return;
     auto body = ParseLfsBatchBody(ex->request().body);
+    const bool upload = body && body->operation == "upload";
+    hub::Caller caller;
+    auto repo = OpenRepo(ex, &caller, upload);
+    if (!repo) return;
     if (!body) return ex->Respond(LfsError(422, body.error().message));
     if (body->hash_algo != "sha256") return ex->Respond(LfsError(409, "only sha256 objects are stored here"));
-    if (!body->transfers.empty() &&
-        std::find(body->transfers.begin(), body->transfers.end(), "basic") == body->transfers.end()) {
+    const auto offered = [&](std::string_view t) {
+      return std::find(body->transfers.begin(), body->transfers.end(), t) != body->transfers.end();
+    };
+    if (!body->transfers.empty() && !offered("basic")) {
       return ex->Respond(LfsError(422, "no transfer this server offers (basic) was asked for"));
     }
-    if (body->operation == "upload") {
-      return ex->Respond(LfsError(501,
-                                  "uploads through git-lfs are not supported by this server yet; upload "
-                                  "with huggingface_hub"));
+    if (upload && options_.lfs == nullptr) {
+      return ex->Respond(LfsError(501, "uploads through git-lfs are not enabled on this server"));
     }
     // A link lives no longer than the token that asked for it.
-    uint64_t ttl = std::min(options_.lfs_link_ttl_seconds, files_.links()->max_ttl_seconds());
+    uint64_t ttl = std::min(options_.lfs_link_ttl_seconds, upload ? options_.lfs->max_link_ttl_seconds()
+                                                                  : files_.links()->max_ttl_seconds());
     if (!caller.anonymous() && server_.authenticator() != nullptr) {
       const int64_t left = caller.expires - server_.authenticator()->now();
       ttl = std::min<uint64_t>(ttl, static_cast<uint64_t>(std::max<int64_t>(left, 1)));
     }
-    ex->Offload([this, ex, repo = *repo, body = std::move(*body), ttl] {
+    if (upload && offered("xet")) {
       boost::json::array objects;
+      for (const auto& o : body->objects) objects.push_back({{"oid", o.oid}, {"size", o.size}});
+      return ex->Respond(LfsAnswer("xet", std::move(objects)));
+    }
+    const bool multipart = offered("multipart");
+    ex->Offload([this, ex, repo = *repo, body = std::move(*body), ttl, multipart] {
+      boost::json::array objects;
+      bool parts = false;
       for (const auto& o : body.objects) {
-        boost::json::object out{{"oid", o.oid}, {"size", o.size}};
-        auto stored = hub_.OpenLargeBySha256(repo, o.oid);
-        if (!stored) {
-          if (stored.error().kind != hub::ErrorKind::kNotFound)
-            return ex->Respond(LfsError(503, stored.error().message));
-          out["error"] = {{"code", 404}, {"message", "Object does not exist"}};
-        } else if (stored->size != o.size) {
-          out["error"] = {{"code", 422}, {"message", "the object's size is " + std::to_string(stored->size)}};
-        } else {
-          auto link = files_.links()->Sign(stored->hash, repo.record.read_scope, ttl, "");
-          if (!link) return ex->Respond(LfsError(500, link.error().message));
-          out["authenticated"] = true;
-          out["actions"] = {
-              {"download",
-               {{"href", options_.public_url + "/v1/files/" + stored->hash.hex() + "?" + link->query},
-                {"expires_in", ttl}}}};
-        }
-        objects.push_back(std::move(out));
+        auto out = body.operation == "upload" ? UploadObject(repo, o, ttl, multipart, parts)
+                                              : DownloadObject(repo, o, ttl);
+        if (!out) return ex->Respond(LfsError(out.error().status, out.error().message));
+        objects.push_back(std::move(*out));
       }
-      boost::json::object answer{
-          {"transfer", "basic"}, {"objects", std::move(objects)}, {"hash_algo", "sha256"}};
-      Response r = Response::Json(200, boost::json::serialize(answer));
-      r.Header("Content-Type", "application/vnd.git-lfs+json");
-      ex->Respond(std::move(r));
+      ex->Respond(LfsAnswer(parts ? "multipart" : "basic", std::move(objects)));
     });
   }
 
- private:
-  // git-lfs's error answer: {"message"} (docs/api/batch.md).
-  static Response LfsError(unsigned status, std::string_view message) {
-    Response r = Response::Json(status, boost::json::serialize(boost::json::object{{"message", message}}));
+  // git-lfs asks before a push which of the files it pushes are locked by others; locks are not kept here,
+  // so none are (an answer, rather than a 404, spares the user git-lfs's warning).
+  void LfsLocksVerify(const std::shared_ptr<Exchange>& ex) {
+    if (!OpenRepo(ex, nullptr, true)) return;
+    Response r = Response::Json(200, R"({"ours":[],"theirs":[]})");
     r.Header("Content-Type", "application/vnd.git-lfs+json");
-    if (status == 503) r.Header("Retry-After", "1");
+    ex->Respond(std::move(r));
+  }
+
+ private:
+  static Response LfsAnswer(std::string_view transfer, boost::json::array objects) {
+    boost::json::object answer{
+        {"transfer", transfer}, {"objects", std::move(objects)}, {"hash_algo", "sha256"}};
+    Response r = Response::Json(200, boost::json::serialize(answer));
+    r.Header("Content-Type", "application/vnd.git-lfs+json");
     return r;
+  }
+
+  http::Result<boost::json::object> DownloadObject(const hub::Repo& repo, const LfsBatchObject& o,
+                                                   uint64_t ttl) {
+    boost::json::object out{{"oid", o.oid}, {"size", o.size}};
+    auto stored = hub_.OpenLargeBySha256(repo, o.oid);
+    if (!stored) {
+      if (stored.error().kind != hub::ErrorKind::kNotFound) return http::Error{503, stored.error().message};
+      out["error"] = {{"code", 404}, {"message", "Object does not exist"}};
+    } else if (stored->size != o.size) {
+      out["error"] = {{"code", 422}, {"message", "the object's size is " + std::to_string(stored->size)}};
+    } else {
+      auto link = files_.links()->Sign(stored->hash, repo.record.read_scope, ttl, "");
+      if (!link) return http::Error{500, link.error().message};
+      out["authenticated"] = true;
+      out["actions"] = {
+          {"download",
+           {{"href", options_.public_url + "/v1/files/" + stored->hash.hex() + "?" + link->query},
+            {"expires_in", ttl}}}};
+    }
+    return out;
+  }
+
+  http::Result<boost::json::object> UploadObject(const hub::Repo& repo, const LfsBatchObject& o, uint64_t ttl,
+                                                 bool multipart, bool& parts) {
+    boost::json::object out{{"oid", o.oid}, {"size", o.size}};
+    auto stored = options_.lfs->Stored(repo.record.scope, o.oid, o.size);
+    if (!stored) return http::Error{HttpStatusOf(stored.error().code), stored.error().message};
+    if (*stored) return out;  // no actions: held already
+    auto plan = options_.lfs->PlanUpload(repo.record.scope, o.oid, o.size, ttl, multipart);
+    if (!plan) {
+      out["error"] = {{"code", HttpStatusOf(plan.error().code)}, {"message", plan.error().message}};
+      return out;
+    }
+    boost::json::object upload{{"href", plan->href}, {"expires_in", plan->expires_in}};
+    if (!plan->header.empty()) {
+      boost::json::object header;
+      for (const auto& [k, v] : plan->header) header[k] = v;
+      upload["header"] = std::move(header);
+      parts = true;
+    }
+    out["authenticated"] = true;
+    out["actions"] = {{"upload", std::move(upload)},
+                      {"verify", {{"href", plan->verify_href}, {"expires_in", plan->expires_in}}}};
+    return out;
   }
 
   static bool V2(const http::Request& req) {
@@ -321,6 +369,8 @@ void RegisterGitRoutes(http::Server& server, hub::HubService& hub, files::FileSe
              bind(&GitRoutes::ReceivePack));
     r.Handle(Verb::post, prefix + "/info/lfs/objects/batch",
              RouteOptions().Name("lfs_batch").MaxBody(1 << 20), bind(&GitRoutes::LfsBatch));
+    r.Handle(Verb::post, prefix + "/info/lfs/locks/verify",
+             RouteOptions().Name("lfs_locks_verify").MaxBody(1 << 20), bind(&GitRoutes::LfsLocksVerify));
   }
 }
 

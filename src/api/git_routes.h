@@ -17,6 +17,7 @@
 #include "git/upload_pack.h"
 #include "http/server.h"
 #include "hub/hub_service.h"
+#include "lfs/lfs_service.h"
 
 namespace cairn::api {
 
@@ -30,6 +31,8 @@ struct GitRouteOptions {
   uint64_t max_push_bytes =
       512ULL << 20;  // a push's body (commands and pack), held in memory while it is read
   git::PackLimits pack_limits;
+  // Set: git-lfs uploads are answered with its upload links (lfs_routes.h); else refused (501).
+  lfs::LfsService* lfs = nullptr;
 };
 
 void RegisterGitRoutes(http::Server& server, hub::HubService& hub, files::FileService& files,

@@ -5,11 +5,16 @@
 
 #include <gtest/gtest.h>
 
+#include <boost/json.hpp>
+
 #include "api/api_test_server.h"
+#include "api/errors.h"
+#include "api/lfs_routes.h"
 #include "common/base64.h"
 #include "git/pkt_line.h"
 #include "git/test_git.h"
 #include "http/test_util.h"
+#include "ingest/shard_records.h"
 
 namespace cairn::api {
 namespace {
@@ -30,7 +35,14 @@ class GitApi : public testing::ApiServerTest {
     go.max_request_bytes = 64 << 10;
     go.max_inflated_bytes = 1 << 20;
     go.public_url = base_;
+    lfs::LfsOptions lo;
+    lo.public_url = base_;
+    lo.staging_dir = dir_ / "lfs-parts";
+    lo.clock = &clock_;
+    lfs_ = std::make_unique<lfs::LfsService>(*service_, *index_, lo);
+    go.lfs = lfs_.get();
     RegisterGitRoutes(*server_, *hub_, *files_, *index_, go);
+    RegisterLfsRoutes(*server_, *lfs_, {});
     server_->Start();
     ASSERT_TRUE(hub_->CreateRepo(alice_, {index::RepoType::kModel, "alice", "open"}, false).ok());
     ASSERT_TRUE(hub_->CreateRepo(alice_, {index::RepoType::kModel, "alice", "secret"}, true).ok());
@@ -38,6 +50,7 @@ class GitApi : public testing::ApiServerTest {
   }
   void TearDown() override {
     StopServer();
+    lfs_.reset();
     hub_.reset();
     files_.reset();
     ApiServerTest::TearDown();
@@ -47,7 +60,7 @@ class GitApi : public testing::ApiServerTest {
     http::testing::Client c(port_);
     bhttp::request<bhttp::string_body> req{verb, target, 11};
     for (const auto& [k, v] : headers) req.set(k, v);
-    if (verb == bhttp::verb::post) {
+    if (verb == bhttp::verb::post || verb == bhttp::verb::put) {
       req.body() = std::move(body);
       req.prepare_payload();
     }
@@ -75,6 +88,7 @@ class GitApi : public testing::ApiServerTest {
 
   std::unique_ptr<files::FileService> files_;
   std::unique_ptr<hub::HubService> hub_;
+  std::unique_ptr<lfs::LfsService> lfs_;
   const hub::Caller alice_{"alice", true};
 };
 
@@ -214,7 +228,71 @@ TEST_F(GitApi, LfsBatchAnswersEachObjectOrRefusesTheBatch) {
   EXPECT_EQ(status(R"({"operation":"download","objects":[{"oid":"XYZ","size":1}]})"), 422u);
   EXPECT_EQ(status(R"({"operation":"download","transfers":["tus"],"objects":[]})"), 422u);
   EXPECT_EQ(status(R"({"operation":"download","hash_algo":"sha512","objects":[]})"), 409u);
-  EXPECT_EQ(status(R"({"operation":"upload","objects":[]})"), 501u);
+  EXPECT_EQ(status(R"({"operation":"upload","objects":[]})"), 401u);  // an upload needs credentials
+}
+
+TEST_F(GitApi, LfsUploadsGoThroughSignedLinks) {
+  const Headers anon{{"Content-Type", "application/vnd.git-lfs+json"}};
+  Headers lfs = anon;
+  lfs["Authorization"] = Basic(MintToken("alice", http::Permission::kWrite));
+  const std::string data(300000, 'x');
+  const std::string oid =
+      ingest::ShardSha256Of({reinterpret_cast<const uint8_t*>(data.data()), data.size()}).hex();
+  const std::string batch = R"({"operation":"upload","transfers":["basic","multipart"],"objects":[{"oid":")" +
+                            oid + R"(","size":)" + std::to_string(data.size()) + "}]}";
+  const std::string path = "/alice/open.git/info/lfs/objects/batch";
+  EXPECT_EQ(Send(bhttp::verb::post, path, anon, batch).result_int(), 401u);
+  Headers read = anon;
+  read["Authorization"] = Basic(MintToken("alice", http::Permission::kRead));
+  EXPECT_EQ(Send(bhttp::verb::post, path, read, batch).result_int(), 403u);
+
+  auto r = Send(bhttp::verb::post, path, lfs, batch);
+  ASSERT_EQ(r.result_int(), 200u) << r.body();
+  const auto answer = boost::json::parse(r.body()).as_object();
+  EXPECT_EQ(answer.at("transfer"), "basic");
+  const auto& actions = answer.at("objects").as_array()[0].as_object().at("actions").as_object();
+  const std::string upload(actions.at("upload").at("href").as_string());
+  const std::string verify(actions.at("verify").at("href").as_string());
+  ASSERT_TRUE(upload.starts_with(base_ + "/v1/lfs/" + oid + "?")) << upload;
+  const std::string put = upload.substr(base_.size());
+  const std::string check = verify.substr(base_.size());
+  const std::string object = R"({"oid":")" + oid + R"(","size":300000})";
+
+  EXPECT_EQ(Send(bhttp::verb::post, check, {}, object).result_int(), 404u);  // not yet
+  EXPECT_EQ(Send(bhttp::verb::put, put, {}, std::string(data.size(), 'y')).result_int(),
+            HttpStatusOf(ErrorCode::kHashMismatch));
+  EXPECT_EQ(Send(bhttp::verb::put, put, {}, data.substr(1)).result_int(),
+            HttpStatusOf(ErrorCode::kMalformed));
+  std::string forged = put;
+  forged[forged.size() - 1] = forged.back() == '0' ? '1' : '0';
+  EXPECT_EQ(Send(bhttp::verb::put, forged, {}, data).result_int(), HttpStatusOf(ErrorCode::kDenied));
+  EXPECT_EQ(Send(bhttp::verb::put, "/v1/lfs/" + oid, {}, data).result_int(),
+            HttpStatusOf(ErrorCode::kMalformed));
+  auto stored = Send(bhttp::verb::put, put, {}, data);
+  ASSERT_EQ(stored.result_int(), 200u) << stored.body();
+  EXPECT_EQ(Send(bhttp::verb::post, check, {}, object).result_int(), 200u);
+  EXPECT_EQ(Send(bhttp::verb::post, check, {}, "{}").result_int(), 422u);
+  // Asked again: held already, so no actions.
+  auto again = boost::json::parse(Send(bhttp::verb::post, path, lfs, batch).body()).as_object();
+  EXPECT_FALSE(again.at("objects").as_array()[0].as_object().contains("actions"));
+  // A client offering Xet is sent to the CAS.
+  std::string xet = batch;
+  xet.replace(xet.find(R"("multipart"])"), 12, R"("multipart","xet"])");
+  auto x = boost::json::parse(Send(bhttp::verb::post, path, lfs, xet).body()).as_object();
+  EXPECT_EQ(x.at("transfer"), "xet");
+  // Parts and their completion: refused when out of range or malformed.
+  const std::string query = put.substr(put.find('?'));
+  EXPECT_EQ(Send(bhttp::verb::put, "/v1/lfs/" + oid + "/parts/0" + query, {}, data).result_int(),
+            HttpStatusOf(ErrorCode::kMalformed));
+  EXPECT_EQ(Send(bhttp::verb::put, "/v1/lfs/" + oid + "/parts/x" + query, {}, data).result_int(), 400u);
+  EXPECT_EQ(Send(bhttp::verb::post, put, {}, "nonsense").result_int(), 422u);
+  EXPECT_EQ(Send(bhttp::verb::post, put, {}, R"({"oid":")" + oid + R"(","parts":[]})").result_int(),
+            HttpStatusOf(ErrorCode::kMalformed));
+  // git-lfs's lock check before a push: no locks, for a writer.
+  auto locks = Send(bhttp::verb::post, "/alice/open.git/info/lfs/locks/verify", lfs, "{}");
+  EXPECT_EQ(locks.result_int(), 200u);
+  EXPECT_EQ(locks.body(), R"({"ours":[],"theirs":[]})");
+  EXPECT_EQ(Send(bhttp::verb::post, "/alice/open.git/info/lfs/locks/verify", anon, "{}").result_int(), 401u);
 }
 
 TEST_F(GitApi, AGzippedRequestIsInflatedWithinItsBound) {

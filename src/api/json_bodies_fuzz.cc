@@ -41,5 +41,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     FUZZ_CHECK(batch->operation == "download" || batch->operation == "upload");
     for (const auto& o : batch->objects) FUZZ_CHECK(cairn::hub::IsSha256Hex(o.oid));
   }
+  if (const auto verify = api::ParseLfsVerifyBody(body)) FUZZ_CHECK(cairn::hub::IsSha256Hex(verify->oid));
+  if (const auto done = api::ParseLfsCompletionBody(body)) {
+    FUZZ_CHECK(cairn::hub::IsSha256Hex(done->oid) && done->parts.size() <= api::kMaxLfsParts);
+    for (const auto& [n, etag] : done->parts) FUZZ_CHECK(etag.size() <= 256);
+  }
   return 0;
 }

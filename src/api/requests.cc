@@ -458,6 +458,23 @@ Parsed<std::vector<hub::BucketOp>> ParseBucketBatchBody(std::string_view body) {
 
 // ---- git-lfs
 
+namespace {
+
+// One {"oid", "size"} of git-lfs's bodies.
+Parsed<LfsBatchObject> LfsObjectOf(const json::object& fo) {
+  auto oid = StringField(fo, "oid");
+  const json::value* size = fo.if_contains("size");
+  if (!oid || !hub::IsSha256Hex(*oid) || size == nullptr || !size->is_number()) {
+    return Refused("each object needs an oid (64 lowercase hex digits) and a size");
+  }
+  boost::system::error_code ec;
+  const auto n = size->to_number<uint64_t>(ec);
+  if (ec) return Refused("bad size");
+  return LfsBatchObject{std::move(*oid), n};
+}
+
+}  // namespace
+
 Parsed<LfsBatchBody> ParseLfsBatchBody(std::string_view body) {
   json::value storage;
   const json::object* o = ParseObject(body, storage);
@@ -486,15 +503,41 @@ Parsed<LfsBatchBody> ParseLfsBatchBody(std::string_view body) {
   }
   for (const auto& v : objects->get_array()) {
     const json::object* fo = v.if_object();
-    auto oid = fo ? StringField(*fo, "oid") : std::nullopt;
-    const json::value* size = fo ? fo->if_contains("size") : nullptr;
-    if (!oid || !hub::IsSha256Hex(*oid) || size == nullptr || !size->is_number()) {
-      return Refused("each object needs an oid (64 lowercase hex digits) and a size");
-    }
+    if (fo == nullptr) return Refused("each object needs an oid (64 lowercase hex digits) and a size");
+    auto object = LfsObjectOf(*fo);
+    if (!object) return object.error();
+    out.objects.push_back(std::move(*object));
+  }
+  return out;
+}
+
+Parsed<LfsBatchObject> ParseLfsVerifyBody(std::string_view body) {
+  json::value storage;
+  const json::object* o = ParseObject(body, storage);
+  if (o == nullptr) return Refused(R"(the body is a JSON object {"oid", "size"})");
+  return LfsObjectOf(*o);
+}
+
+Parsed<LfsCompletionBody> ParseLfsCompletionBody(std::string_view body) {
+  json::value storage;
+  const json::object* o = ParseObject(body, storage);
+  if (o == nullptr) return Refused(R"(the body is a JSON object {"oid", "parts"})");
+  LfsCompletionBody out;
+  auto oid = StringField(*o, "oid");
+  if (!oid || !hub::IsSha256Hex(*oid)) return Refused("oid is 64 lowercase hex digits");
+  out.oid = std::move(*oid);
+  const json::value* parts = o->if_contains("parts");
+  if (parts == nullptr || !parts->is_array() || parts->get_array().size() > kMaxLfsParts)
+    return Refused(R"("parts" is a list of {"partNumber", "etag"}, at most 100000)");
+  for (const auto& v : parts->get_array()) {
+    const json::object* po = v.if_object();
+    const json::value* number = po ? po->if_contains("partNumber") : nullptr;
+    auto etag = po ? StringField(*po, "etag") : std::nullopt;
     boost::system::error_code ec;
-    const auto n = size->to_number<uint64_t>(ec);
-    if (ec) return Refused("bad size");
-    out.objects.push_back({std::move(*oid), n});
+    const auto n = number != nullptr && number->is_number() ? number->to_number<uint32_t>(ec) : 0;
+    if (number == nullptr || !number->is_number() || ec || !etag || etag->size() > 256)
+      return Refused(R"(each part is {"partNumber": N, "etag": "..."})");
+    out.parts.emplace_back(n, std::move(*etag));
   }
   return out;
 }

@@ -150,4 +150,16 @@ struct LfsBatchBody {
 };
 Parsed<LfsBatchBody> ParseLfsBatchBody(std::string_view body);
 
+// POST /v1/lfs/{oid}/verify: {"oid", "size"} (lfs_routes.cc).
+Parsed<LfsBatchObject> ParseLfsVerifyBody(std::string_view body);
+
+// POST /v1/lfs/{oid} (multipart completion, as huggingface_hub sends it): {"oid", "parts": [{"partNumber",
+// "etag"}]}, at most kMaxLfsParts parts.
+inline constexpr size_t kMaxLfsParts = 100000;
+struct LfsCompletionBody {
+  std::string oid;
+  std::vector<std::pair<uint32_t, std::string>> parts;  // as listed
+};
+Parsed<LfsCompletionBody> ParseLfsCompletionBody(std::string_view body);
+
 }  // namespace cairn::api

@@ -15,6 +15,7 @@
 #include "api/file_routes.h"
 #include "api/git_routes.h"
 #include "api/hub_routes.h"
+#include "api/lfs_routes.h"
 #include "api/ops_routes.h"
 #include "cas/service.h"
 #include "cli/backend.h"
@@ -62,6 +63,7 @@ struct Backend {
   std::unique_ptr<files::FileService> files;
   std::unique_ptr<hub::HubService> hub;
   std::unique_ptr<hub::BucketService> buckets;
+  std::unique_ptr<lfs::LfsService> lfs;
 };
 
 http::Result<std::unique_ptr<Backend>> RegisterRoutes(http::Server& server, const config::Config& cfg,
@@ -127,8 +129,16 @@ http::Result<std::unique_ptr<Backend>> RegisterRoutes(http::Server& server, cons
   ho.quota = b->quota.get();
   api::RegisterHubRoutes(server, *b->hub, *b->buckets, *b->files, ho);
   // git clone and fetch of the same repositories (docs/git.md).
+  // git-lfs uploads (and huggingface_hub's without Xet), chunked into xorbs here; parts wait in the data dir.
+  lfs::LfsOptions lo;
+  lo.public_url = cfg.public_url;
+  lo.url_keys = so.url_keys;
+  lo.staging_dir = std::filesystem::path(cfg.data_dir) / "lfs-parts";
+  b->lfs = std::make_unique<lfs::LfsService>(*b->service, *b->index, lo);
+  api::RegisterLfsRoutes(server, *b->lfs, {.quota = b->quota.get()});
   api::GitRouteOptions go;
   go.public_url = cfg.public_url;
+  go.lfs = b->lfs.get();
   api::RegisterGitRoutes(server, *b->hub, *b->files, *b->index, go);
 
   api::RegisterIndexMetrics(server, *b->index);
@@ -332,6 +342,7 @@ int RunServe(const ServeOptions& opts) {
     const cas::UrlKeys url = UrlKeysFrom(keys.url);
     services->service->SetUrlKeys(url);
     services->files->SetUrlKeys(url);
+    services->lfs->SetUrlKeys(url);
   });
   // The collector on a schedule, when configured; it stops (cut short at its next step) before the backend.
   std::unique_ptr<gc::Scheduler> collector;

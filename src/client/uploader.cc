@@ -12,6 +12,7 @@
 #include <unordered_map>
 
 #include "client/http_client.h"
+#include "ingest/chunk_placer.h"
 #include "ingest/chunk_stream.h"
 #include "ingest/shard_records.h"
 #include "xet/hashing.h"
@@ -25,24 +26,19 @@ namespace fs = std::filesystem;
 
 constexpr size_t kReadBlock = 8 << 20;
 
-// Where a chunk of a file lives: a xorb of this upload, or one the server already has.
-struct Placement {
-  bool remote = false;
-  uint32_t xorb = 0;  // index into Run::local_ or Run::remote_
-  uint32_t chunk = 0;
-};
-
-// A xorb being filled, then sent.
-struct LocalXorb {
-  std::vector<uint8_t> data;  // raw chunk bytes, back to back (released once sent)
-  std::vector<uint32_t> ends;
-  std::vector<xet::HashedChunk> chunks;
-  xet::XorbHash hash;
-};
+// A sealed xorb waiting to be sent, then its chunk list alone.
+using LocalXorb = ingest::SealedXorb;
 
 class Run {
  public:
-  explicit Run(const UploadOptions& o) : o_(o), http_(Policy()) {
+  explicit Run(const UploadOptions& o)
+      : o_(o),
+        http_(Policy()),
+        placer_({.ask = o.global_dedup ? ingest::ChunkPlacer::Ask(
+                                             [this](const xet::ChunkHash& h) { return AskServer(h); })
+                                       : nullptr,
+                 .on_seal = [this](ingest::SealedXorb&& x) { return Queue(std::move(x)); },
+                 .new_buffer = [this] { return TakeBuffer(); }}) {
     endpoint_ = o.endpoint;
     while (!endpoint_.empty() && endpoint_.back() == '/') endpoint_.pop_back();
   }
@@ -72,14 +68,13 @@ class Run {
       total += fs::file_size(f, ec);
     }
     total_ = total;
-    current_.data.reserve(xet::kMaxXorbUnpacked);
     for (size_t i = 0; i < std::max<size_t>(1, o_.parallel); ++i) senders_.emplace_back([this] { Send(); });
     xet::Status st = xet::Ok{};
     for (const auto& f : files) {
       st = ReadFile(f);
       if (!st) break;
     }
-    if (st) Seal();
+    if (st) st = placer_.Flush();
     {
       std::lock_guard lock(mu_);
       closed_ = true;
@@ -90,15 +85,12 @@ class Run {
     if (!send_error_) return send_error_.error();
     if (auto s = SendShard(); !s) return s.error();
     out_.retries = http_.retried() + retries_;
+    out_.chunks_deduped = placer_.stats().chunks_deduped;
+    out_.dedup_queries = placer_.stats().dedup_queries;
     return out_;
   }
 
  private:
-  struct FileState {
-    std::vector<Placement> at;
-    std::vector<xet::HashedChunk> chunks;
-  };
-
   RetryPolicy Policy() const {
     RetryPolicy p;
     p.attempts = o_.attempts;
@@ -108,11 +100,12 @@ class Run {
   xet::Status ReadFile(const fs::path& path) {
     std::ifstream in(path, std::ios::binary);
     if (!in) return xet::IoError("cannot read " + path.string());
-    FileState file;
+    ingest::ChunkPlacer::File file;
     ingest::Sha256 sha;
     ingest::ChunkStream chunks;
     const ingest::ChunkStream::OnChunk on_chunk = [&](std::span<const uint8_t> chunk) {
-      return OnChunk(file, chunk);
+      if (!refused_.empty()) return xet::Status(xet::Malformed(refused_));
+      return placer_.Place(file, chunk);
     };
     // Two blocks in turn: the SHA-256 of one runs on another thread while this one chunks it, and finishes
     // before the other block is read into (the SHA-256 and the chunking were half the time each).
@@ -147,44 +140,9 @@ class Run {
     return xet::Ok{};
   }
 
-  xet::Status OnChunk(FileState& file, std::span<const uint8_t> bytes) {
-    const xet::ChunkHash h = xet::ChunkHashOf(bytes);
-    const bool first = file.chunks.empty();
-    file.chunks.push_back({h, bytes.size()});
-    if (auto it = placed_.find(h); it != placed_.end()) {
-      file.at.push_back(it->second);
-      ++out_.chunks_deduped;
-      return xet::Ok{};
-    }
-    if (auto p = RemoteMatch(h)) {
-      file.at.push_back(*p);
-      ++out_.chunks_deduped;
-      return xet::Ok{};
-    }
-    if (o_.global_dedup && (first || h.mod(xet::kGlobalDedupModulus) == 0)) {
-      if (auto st = AskServer(h); !st) return st;
-      if (auto p = RemoteMatch(h)) {
-        file.at.push_back(*p);
-        ++out_.chunks_deduped;
-        return xet::Ok{};
-      }
-    }
-    if (current_.chunks.size() == xet::kMaxXorbChunks ||
-        current_.data.size() + bytes.size() > xet::kMaxXorbUnpacked) {
-      Seal();
-    }
-    const Placement p{false, static_cast<uint32_t>(local_.size()),
-                      static_cast<uint32_t>(current_.chunks.size())};
-    current_.data.insert(current_.data.end(), bytes.begin(), bytes.end());
-    current_.ends.push_back(static_cast<uint32_t>(current_.data.size()));
-    current_.chunks.push_back({h, bytes.size()});
-    placed_.emplace(h, p);
-    file.at.push_back(p);
-    return xet::Ok{};
-  }
-
-  // A buffer for the next xorb's bytes: one a sent xorb gave back, else a new one (with mu_ held).
+  // A buffer for the next xorb's bytes: one a sent xorb gave back, else a new one.
   std::vector<uint8_t> TakeBuffer() {
+    std::lock_guard lock(mu_);
     std::vector<uint8_t> b;
     if (!spare_.empty()) {
       b = std::move(spare_.back());
@@ -194,51 +152,27 @@ class Run {
     return b;
   }
 
-  std::optional<Placement> RemoteMatch(const xet::ChunkHash& h) const {
-    for (const auto& [key, table] : remote_index_) {
-      const auto it = table.find(xet::HmacChunkHash(key, h));  // a zero key keys nothing
-      if (it != table.end()) return it->second;
-    }
-    return std::nullopt;
-  }
-
-  // A global-dedup query: the xorbs of the answer join what later chunks are matched against.
-  xet::Status AskServer(const xet::ChunkHash& h) {
-    ++out_.dedup_queries;
+  // A global-dedup query: the answer's shard, or nothing (as the stock client: a failed query is a miss).
+  std::optional<std::vector<uint8_t>> AskServer(const xet::ChunkHash& h) {
     auto r = http_.Send("GET", endpoint_ + "/v1/chunks/default/" + h.hex(), BearerHeader(o_.token));
-    if (!r) return xet::Ok{};  // as the stock client: a failed query is a miss
-    if (r->status != 200) {
-      if (r->status == 401 || r->status == 403)
-        return xet::Malformed("the server refused the token (" + std::to_string(r->status) + "): " + r->body);
-      return xet::Ok{};
+    if (!r) return std::nullopt;
+    if (r->status == 401 || r->status == 403) {
+      refused_ = "the server refused the token (" + std::to_string(r->status) + "): " + r->body;
+      return std::nullopt;
     }
-    auto shard = xet::ParseShard({reinterpret_cast<const uint8_t*>(r->body.data()), r->body.size()});
-    if (!shard || !shard->footer) return xet::Ok{};
-    const xet::HmacKey& key = shard->footer->chunk_hash_hmac_key;
-    auto found = std::find_if(remote_index_.begin(), remote_index_.end(),
-                              [&](const auto& e) { return e.first == key; });
-    if (found == remote_index_.end()) found = remote_index_.insert(remote_index_.end(), {key, {}});
-    auto& table = found->second;
-    for (const auto& x : shard->xorbs) {
-      const auto id = static_cast<uint32_t>(remote_.size());
-      remote_.push_back(x.hash);
-      for (uint32_t c = 0; c < x.chunks.size(); ++c) table.emplace(x.chunks[c].hash, Placement{true, id, c});
-    }
-    return xet::Ok{};
+    if (r->status != 200) return std::nullopt;
+    return std::vector<uint8_t>(r->body.begin(), r->body.end());
   }
 
-  // Closes the xorb being filled and hands it to the senders (waiting while `parallel` are in flight).
-  void Seal() {
-    if (current_.chunks.empty()) return;
-    current_.hash = xet::XorbHashOf(current_.chunks);
+  // Hands a sealed xorb to the senders (waiting while `parallel` are in flight).
+  xet::Status Queue(ingest::SealedXorb&& x) {
     std::unique_lock lock(mu_);  // the senders read local_
     const auto id = local_.size();
-    local_.push_back(std::make_unique<LocalXorb>(std::move(current_)));
-    current_ = LocalXorb{};
-    current_.data = TakeBuffer();
+    local_.push_back(std::make_unique<LocalXorb>(std::move(x)));
     cv_.wait(lock, [&] { return queue_.size() < std::max<size_t>(1, o_.parallel) || !send_error_; });
     queue_.push_back(id);
     cv_.notify_all();
+    return xet::Ok{};
   }
 
   void Send() {
@@ -255,16 +189,9 @@ class Run {
         if (!send_error_) continue;  // drain: the upload failed already
       }
       LocalXorb& x = *xp;
-      std::vector<std::span<const uint8_t>> spans;
-      std::vector<xet::ChunkHash> hashes;  // from the reading thread, which hashed every chunk
-      uint32_t start = 0;
-      for (size_t i = 0; i < x.ends.size(); ++i) {
-        spans.emplace_back(x.data.data() + start, x.ends[i] - start);
-        hashes.push_back(x.chunks[i].hash);
-        start = x.ends[i];
-      }
-      // The server hashes every chunk again as it validates the xorb: a slip here is refused there.
-      auto encoded = xet::EncodeXorb(spans, xet::CompressionPolicy::kAuto, hashes);
+      // The chunks' hashes come from the reading thread, which hashed every chunk; the server hashes every
+      // chunk again as it validates the xorb: a slip here is refused there.
+      auto encoded = xet::EncodeXorb(x.Spans(), xet::CompressionPolicy::kAuto, x.Hashes());
       const int retried_before = http.retried();
       xet::Status st = xet::Ok{};
       {
@@ -299,21 +226,12 @@ class Run {
   xet::Status SendShard() {
     xet::Shard shard;
     for (size_t f = 0; f < files_.size(); ++f) {
-      const FileState& file = files_[f];
-      std::vector<ingest::PlacedChunk> placed;
-      placed.reserve(file.at.size());
-      for (size_t i = 0; i < file.at.size(); ++i) {
-        const Placement& p = file.at[i];
-        placed.push_back({file.chunks[i].hash, file.chunks[i].size,
-                          p.remote ? remote_[p.xorb] : local_[p.xorb]->hash, p.chunk});
-      }
-      xet::FileRecord record = ingest::FileRecordOf(placed);
+      xet::FileRecord record = placer_.RecordOf(files_[f]);
       record.sha256 = out_.files[f].sha256;
       out_.files[f].hash = record.hash;
       shard.files.push_back(std::move(record));
     }
-    for (const auto& x : local_)
-      shard.xorbs.push_back(ingest::XorbRecordOf(x->hash, x->chunks, /*mark_global_dedup=*/true));
+    shard.xorbs = placer_.Listings();
     const std::vector<uint8_t> bytes = ingest::ShardUploadForm(shard);
     if (bytes.size() > xet::kMaxShardBytes)
       return xet::LimitExceeded("the upload's shard would be " + std::to_string(bytes.size()) +
@@ -362,13 +280,9 @@ class Run {
   HttpClient http_;  // the reading thread's: dedup queries and the shard
   uint64_t total_ = 0;
   UploadOutcome out_;
-  std::vector<FileState> files_;
-  std::unordered_map<xet::ChunkHash, Placement, xet::HashHasher> placed_;
-  std::vector<std::unique_ptr<LocalXorb>> local_;
-  LocalXorb current_;
-  std::vector<xet::XorbHash> remote_;
-  std::vector<std::pair<xet::HmacKey, std::unordered_map<xet::ChunkHash, Placement, xet::HashHasher>>>
-      remote_index_;
+  std::vector<ingest::ChunkPlacer::File> files_;
+  std::vector<std::unique_ptr<LocalXorb>> local_;  // sealed xorbs in order (their bytes gone once sent)
+  std::string refused_;                            // set when a dedup query's token was refused
 
   std::mutex mu_;
   std::condition_variable cv_;
@@ -378,6 +292,7 @@ class Run {
   xet::Status send_error_ = xet::Ok{};
   int retries_ = 0;
   std::vector<std::thread> senders_;
+  ingest::ChunkPlacer placer_;  // last: its callbacks use the members above
 };
 
 }  // namespace

@@ -17,10 +17,11 @@ void AppendField(std::string& out, std::string_view field) {
 
 }  // namespace
 
-LinkSigner::LinkSigner(const cas::UrlKeys& url_keys, uint64_t max_ttl_seconds, const Clock& clock)
-    : keys_(url_keys.Map([](const xet::Hash& url_key) {
-        return xet::KeyedHash(
-            url_key, std::span<const uint8_t>(reinterpret_cast<const uint8_t*>("cairn file links"), 16));
+LinkSigner::LinkSigner(const cas::UrlKeys& url_keys, uint64_t max_ttl_seconds, const Clock& clock,
+                       std::string_view purpose)
+    : keys_(url_keys.Map([purpose](const xet::Hash& url_key) {
+        return xet::KeyedHash(url_key, std::span<const uint8_t>(
+                                           reinterpret_cast<const uint8_t*>(purpose.data()), purpose.size()));
       })),
       max_ttl_(max_ttl_seconds),
       clock_(clock) {}

@@ -41,8 +41,10 @@ struct SignedLink {
 
 class LinkSigner {
  public:
-  // `clock` must outlive the signer.
-  LinkSigner(const cas::UrlKeys& url_keys, uint64_t max_ttl_seconds, const Clock& clock = Clock::System());
+  // `clock` must outlive the signer. `purpose` names what the links grant: it derives the links' keys, so a
+  // link signed for one purpose (a download) is never valid for another (an upload, lfs/lfs_service.h).
+  LinkSigner(const cas::UrlKeys& url_keys, uint64_t max_ttl_seconds, const Clock& clock = Clock::System(),
+             std::string_view purpose = "cairn file links");
 
   // A link to `file` for `scope`, valid for `ttl_seconds`.
   xet::Result<SignedLink> Sign(const xet::FileHash& file, const std::string& scope, uint64_t ttl_seconds,

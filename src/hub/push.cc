@@ -42,8 +42,8 @@ Result<std::vector<std::optional<std::string>>> HubService::ApplyPush(const Call
   std::unordered_map<ObjectId, size_t, ObjectIdHash> pushed;
   for (size_t i = 0; i < objects.size(); ++i) pushed.emplace(objects[i].id, i);
   std::unordered_map<ObjectId, std::vector<ObjectId>, ObjectIdHash> parents_of;  // pushed commits
-  std::unordered_set<ObjectId, ObjectIdHash> named;  // ids pushed objects name that the push lacks
-  std::vector<std::string> lfs_named;
+  std::unordered_set<ObjectId, ObjectIdHash> named;         // ids pushed objects name that the push lacks
+  std::vector<std::pair<std::string, uint64_t>> lfs_named;  // SHA-256 and size
   uint64_t blob_bytes = 0;
   for (const auto& o : objects) {
     switch (o.kind) {
@@ -82,7 +82,7 @@ Result<std::vector<std::optional<std::string>>> HubService::ApplyPush(const Call
       }
       case ObjectKind::kBlob:
         if (auto pointer = ParseLfsPointer(o.body)) {
-          lfs_named.push_back(pointer->sha256);
+          lfs_named.emplace_back(pointer->sha256, pointer->size);
         } else if (o.body.size() > options_.max_push_blob_bytes) {
           return refuse_all("Your push was rejected because it contains files larger than " +
                             std::to_string(options_.max_push_blob_bytes >> 20) +
@@ -92,14 +92,31 @@ Result<std::vector<std::optional<std::string>>> HubService::ApplyPush(const Call
         break;
     }
   }
-  // Every large file a pushed pointer names must be one the repository holds (its bytes came through an
-  // upload).
-  for (const auto& sha : lfs_named) {
+  // Every large file a pushed pointer names must be one the repository holds: linked by an earlier commit,
+  // or uploaded to its scope (git-lfs pushes the bytes before the pack), with the pointer's size. A new one
+  // is linked with the push and published to the repository's readers, as a commit's lfsFile is.
+  std::vector<index::RepoObject> links;
+  std::vector<xet::FileHash> published;
+  std::unordered_set<std::string> linked_now;
+  for (const auto& [sha, size] : lfs_named) {
     auto link = ReadObject(repo, LinkKey(sha));
-    if (!link.ok()) {
-      if (link.error().kind != ErrorKind::kNotFound) return link.error();
-      return refuse_all("the large file " + sha + " is not on this server: upload it with huggingface_hub");
+    if (link.ok()) continue;
+    if (link.error().kind != ErrorKind::kNotFound) return link.error();
+    if (!linked_now.insert(sha).second) continue;
+    auto entry = files_.VisibleBySha256(*xet::Hash::FromHex(sha), repo.record.scope);
+    if (!entry.ok()) return FromIndex(entry.error());
+    if (*entry == nullptr) {
+      return refuse_all(
+          "the large file " + sha +
+          " is not on this server: push it with git-lfs installed (git lfs install), or upload it "
+          "with huggingface_hub");
     }
+    if ((*entry)->size != size) return refuse_all("the LFS pointer of " + sha + " gives another size");
+    links.push_back(index::RepoObject{
+        .key = LinkKey(sha),
+        .kind = index::kFileLinkKind,
+        .data = std::vector<uint8_t>((*entry)->hash.bytes.begin(), (*entry)->hash.bytes.end())});
+    published.push_back((*entry)->hash);
   }
   // What the push names and does not carry must be stored already (revived if a mark had quarantined it).
   std::vector<std::vector<uint8_t>> keys;
@@ -207,9 +224,10 @@ Result<std::vector<std::optional<std::string>>> HubService::ApplyPush(const Call
     stored.push_back(index::RepoObject{
         .key = KeyOf(o.id), .kind = static_cast<uint8_t>(o.kind), .data = std::move(o.body)});
   }
+  for (auto& l : links) stored.push_back(std::move(l));
   quota::Admission admission;
   if (options_.quota != nullptr) {
-    auto admitted = options_.quota->Admit(repo.record.ns, {}, blob_bytes);
+    auto admitted = options_.quota->Admit(repo.record.ns, published, blob_bytes);
     if (!admitted.ok()) return FromIndex(admitted.error());
     admission = std::move(*admitted);
   }
@@ -217,6 +235,9 @@ Result<std::vector<std::optional<std::string>>> HubService::ApplyPush(const Call
     return FromIndex(admission.Explain(st.error()));
   }
   admission.ObjectsStored();
+  if (auto st = Publish(files_, repo, std::move(published), admission.FilesCharge()); !st.ok())
+    return st.error();
+  admission.FilesPublished();
   for (size_t i = 0; i < updates.size(); ++i) {
     if (updates[i].target) {
       if (auto st = ReviveHistory(repo, *ObjectId::FromBytes(*updates[i].target)); !st.ok())

@@ -1,0 +1,154 @@
+#include "api/lfs_routes.h"
+
+#include <boost/json.hpp>
+#include <charconv>
+
+#include "api/errors.h"
+#include "api/requests.h"
+
+namespace cairn::api {
+namespace {
+
+using http::Exchange;
+using http::Response;
+
+Response LfsErrorOf(const Error& e) {
+  return LfsError(HttpStatusOf(e.code), e.message);
+}
+
+http::Error HttpError(const Error& e) {
+  return http::Error{HttpStatusOf(e.code), e.message};
+}
+
+// The grant of the link the request carries, for the object its path names.
+Result<lfs::UploadGrant> GrantOf(const lfs::LfsService& lfs, const http::Request& req) {
+  return lfs.Check(req.Param("oid"), req.query);
+}
+
+// Streams a body into `write` on the worker pool, piece by piece (the network thread only hands pieces on),
+// and calls `finish` there once the body has arrived.
+class WorkerSink final : public http::BodySink {
+ public:
+  using Write = std::function<Status(std::span<const uint8_t>)>;
+  using Finish = std::function<void(const std::shared_ptr<Exchange>&)>;
+  WorkerSink(std::shared_ptr<Exchange> ex, Write write, Finish finish)
+      : ex_(std::move(ex)), write_(std::move(write)), finish_(std::move(finish)) {}
+
+  void OnData(std::span<const uint8_t> data, Next next) override {
+    // `data` stays valid until `next` is called: the worker uses it in place.
+    auto failed = std::make_shared<Status>(Ok{});
+    ex_->Offload([write = write_, data, failed] { *failed = write(data); },
+                 [next, failed] {
+                   next(*failed ? http::Status(http::Ok{}) : http::Status(HttpError(failed->error())));
+                 });
+  }
+
+  void OnEnd(std::shared_ptr<Exchange> ex) override {
+    ex->Offload([finish = finish_, ex] { finish(ex); });
+  }
+
+ private:
+  std::shared_ptr<Exchange> ex_;
+  Write write_;
+  Finish finish_;
+};
+
+class LfsRoutes {
+ public:
+  LfsRoutes(lfs::LfsService& lfs, LfsRouteOptions options) : lfs_(lfs), options_(options) {}
+
+  http::Result<std::unique_ptr<http::BodySink>> PutObject(const std::shared_ptr<Exchange>& ex) {
+    auto grant = GrantOf(lfs_, ex->request());
+    if (!grant) return HttpError(grant.error());
+    if (auto st = CheckRoom(grant->scope); !st) return HttpError(st.error());
+    auto ingest = lfs_.BeginUpload(*grant);
+    if (!ingest) return HttpError(ingest.error());
+    std::shared_ptr<lfs::FileIngest> shared = std::move(*ingest);
+    return std::unique_ptr<http::BodySink>(std::make_unique<WorkerSink>(
+        ex, [shared](std::span<const uint8_t> data) { return shared->Feed(data); },
+        [shared](const std::shared_ptr<Exchange>& done) {
+          auto ingested = shared->Finish();
+          if (!ingested) return done->Respond(LfsErrorOf(ingested.error()));
+          done->Respond(Response::Json(200, "{}"));
+        }));
+  }
+
+  http::Result<std::unique_ptr<http::BodySink>> PutPart(const std::shared_ptr<Exchange>& ex) {
+    auto grant = GrantOf(lfs_, ex->request());
+    if (!grant) return HttpError(grant.error());
+    const std::string& n = ex->request().Param("part");
+    uint32_t number = 0;
+    const auto [end, ec] = std::from_chars(n.data(), n.data() + n.size(), number);
+    if (ec != std::errc() || end != n.data() + n.size()) return http::Error{400, "a part number is a number"};
+    if (auto st = CheckRoom(grant->scope); !st) return HttpError(st.error());
+    auto writer = lfs_.BeginPart(*grant, number);
+    if (!writer) return HttpError(writer.error());
+    std::shared_ptr<lfs::PartWriter> shared = std::move(*writer);
+    return std::unique_ptr<http::BodySink>(std::make_unique<WorkerSink>(
+        ex, [shared](std::span<const uint8_t> data) { return shared->Write(data); },
+        [shared](const std::shared_ptr<Exchange>& done) {
+          auto etag = shared->Finish();
+          if (!etag) return done->Respond(LfsErrorOf(etag.error()));
+          Response r = Response::Json(200, "{}");
+          r.Header("ETag", *etag);
+          done->Respond(std::move(r));
+        }));
+  }
+
+  void Complete(const std::shared_ptr<Exchange>& ex) {
+    auto grant = GrantOf(lfs_, ex->request());
+    if (!grant) return ex->Respond(LfsErrorOf(grant.error()));
+    auto body = ParseLfsCompletionBody(ex->request().body);
+    if (!body) return ex->Respond(LfsError(422, body.error().message));
+    if (body->oid != grant->oid) return ex->Respond(LfsError(422, "the body names another object"));
+    ex->Offload([this, ex, grant = std::move(*grant), parts = std::move(body->parts)] {
+      auto done = lfs_.CompleteParts(grant, parts);
+      if (!done) return ex->Respond(LfsErrorOf(done.error()));
+      ex->Respond(Response::Json(200, "{}"));
+    });
+  }
+
+  void Verify(const std::shared_ptr<Exchange>& ex) {
+    auto grant = GrantOf(lfs_, ex->request());
+    if (!grant) return ex->Respond(LfsErrorOf(grant.error()));
+    auto body = ParseLfsVerifyBody(ex->request().body);
+    if (!body) return ex->Respond(LfsError(422, body.error().message));
+    if (body->oid != grant->oid) return ex->Respond(LfsError(422, "the body names another object"));
+    ex->Offload([this, ex, scope = grant->scope, object = std::move(*body)] {
+      auto stored = lfs_.Stored(scope, object.oid, object.size);
+      if (!stored) return ex->Respond(LfsErrorOf(stored.error()));
+      if (!*stored) return ex->Respond(LfsError(404, "Object does not exist"));
+      ex->Respond(Response::Json(200, "{}"));
+    });
+  }
+
+ private:
+  Status CheckRoom(const std::string& scope) {
+    if (options_.quota == nullptr) return Ok{};
+    return options_.quota->CheckRoomForScope(scope);
+  }
+
+  lfs::LfsService& lfs_;
+  LfsRouteOptions options_;
+};
+
+}  // namespace
+
+void RegisterLfsRoutes(http::Server& server, lfs::LfsService& lfs, const LfsRouteOptions& options) {
+  auto routes = std::make_shared<LfsRoutes>(lfs, options);
+  auto& r = server.router();
+  // The links are the credentials: no Auth on these routes.
+  r.HandleStream(http::Verb::put, "/v1/lfs/{oid}",
+                 http::RouteOptions().Name("lfs_upload").MaxBody(UINT64_MAX),
+                 [routes](const std::shared_ptr<Exchange>& ex) { return routes->PutObject(ex); });
+  r.HandleStream(http::Verb::put, "/v1/lfs/{oid}/parts/{part}",
+                 http::RouteOptions().Name("lfs_upload_part").MaxBody(lfs.part_bytes()),
+                 [routes](const std::shared_ptr<Exchange>& ex) { return routes->PutPart(ex); });
+  r.Handle(http::Verb::post, "/v1/lfs/{oid}",
+           http::RouteOptions().Name("lfs_upload_complete").MaxBody((kMaxLfsParts + 1) * 400),
+           [routes](const std::shared_ptr<Exchange>& ex) { routes->Complete(ex); });
+  r.Handle(http::Verb::post, "/v1/lfs/{oid}/verify", http::RouteOptions().Name("lfs_verify").MaxBody(4096),
+           [routes](const std::shared_ptr<Exchange>& ex) { routes->Verify(ex); });
+}
+
+}  // namespace cairn::api
