@@ -34,13 +34,22 @@ fi
 
 [[ "${1:-}" == "--build" ]] && exit 0
 
-# Python: the stock hf_xet client and pytest, pinned, in the project's own venv.
-req_hash=$(sha256sum tests/requirements.txt | cut -d' ' -f1)
-if [[ "$(cat .venv/.requirements 2>/dev/null)" != "$req_hash" ]]; then
-  [[ -x .venv/bin/python ]] || python3 -m venv .venv
-  .venv/bin/pip install -q --disable-pip-version-check -r tests/requirements.txt
-  echo "$req_hash" >.venv/.requirements
-fi
+# Python: the stock hf_xet client and pytest, pinned, in the project's own venv; and older huggingface_hub
+# releases (tests/requirements-hub-*.txt), each in a venv of its own (.venv-hub-*), for the LFS tests.
+venv() {  # venv DIR REQUIREMENTS
+  local hash
+  hash=$(sha256sum "$2" | cut -d' ' -f1)
+  if [[ "$(cat "$1/.requirements" 2>/dev/null)" != "$hash" ]]; then
+    [[ -x "$1/bin/python" ]] || python3 -m venv "$1"
+    "$1/bin/pip" install -q --disable-pip-version-check -r "$2"
+    echo "$hash" >"$1/.requirements"
+  fi
+}
+venv .venv tests/requirements.txt
+for req in tests/requirements-hub-*.txt; do
+  release=${req#tests/requirements-hub-}
+  venv ".venv-hub-${release%.txt}" "$req"
+done
 
 # Node: the stock @huggingface packages, pinned by package-lock.json.
 if [[ ! -d tests/oracle/node_modules ]] || [[ tests/oracle/package-lock.json -nt tests/oracle/node_modules ]]; then

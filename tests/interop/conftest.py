@@ -195,6 +195,13 @@ def server(cairn_bin, tmp_path, request, backend):
 
 
 @pytest.fixture(scope="session")
+def hub_py() -> str:
+    """A Python with the pinned huggingface_hub and hf_xet (tests/requirements.txt)."""
+    from hub_util import hub_python
+    return hub_python()
+
+
+@pytest.fixture(scope="session")
 def hf_python() -> str:
     """A Python that imports the pinned hf_xet (normally the one running pytest, i.e. .venv)."""
     want = pinned("hf_xet")

@@ -127,3 +127,11 @@ def hub_python() -> str:
             return py
     fail("huggingface_hub is not importable: run scripts/bootstrap.sh (installs tests/requirements.txt)")
     return ""
+
+
+def release_python(release: str) -> str:
+    """The Python of an older huggingface_hub release's venv (.venv-hub-RELEASE, tests/requirements-hub-*.txt)."""
+    py = Path(__file__).resolve().parents[2] / f".venv-hub-{release}" / "bin" / "python"
+    if not py.is_file():
+        fail(f"{py} is missing: run scripts/bootstrap.sh (installs tests/requirements-hub-{release}.txt)")
+    return str(py)

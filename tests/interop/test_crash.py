@@ -1,7 +1,9 @@
-"""Crash safety, proven with the stock client: `cairn serve` killed with SIGKILL at random moments while 32
-hf_xet uploads run at once (half registering their shards through /v1/shards, half through /v2/shards), then
-started again on the same port and data while the clients retry. Afterwards every upload a client saw succeed
-downloads byte-exact, `cairn fsck --deep` finds no damage, and no temporary file is left behind.
+"""Crash safety, proven with the stock clients: `cairn serve` killed with SIGKILL at random moments while 32
+hf_xet uploads run at once (half registering their shards through /v1/shards, half through /v2/shards) and two
+`git push`es with git-lfs (each commit a small file and a large one, the large one's bytes through the LFS upload
+links), then started again on the same port and data while the clients retry. Afterwards every upload a client
+saw succeed downloads byte-exact, every push git saw succeed is in a fresh clone with its files byte-exact,
+`cairn fsck --deep` finds no damage, and no temporary file is left behind.
 
 CAIRN_CRASH_KILLS (default 50) and CAIRN_CRASH_CLIENTS (default 32) set the run's size; `make crash-test`
 runs a longer one (docs/testing.md)."""
@@ -19,22 +21,52 @@ import pytest
 
 from clients import HfXet
 from common import MiB, assert_same_file, write_random
+from hub_util import Hub
+from test_git import Git, url
 
 KILLS = int(os.environ.get("CAIRN_CRASH_KILLS", "50"))
 CLIENTS = int(os.environ.get("CAIRN_CRASH_CLIENTS", "32"))
+PUSHERS = 2
 # Long enough to outlast every restart on a loaded machine.
 RETRY = {"HF_XET_CLIENT_RETRY_MAX_ATTEMPTS": "1000", "HF_XET_CLIENT_RETRY_BASE_DELAY": "200ms",
          "HF_XET_CLIENT_RETRY_MAX_DURATION": "300s"}
 
 
 @pytest.mark.backends("sqlite", "s3")
-def test_sigkill_during_uploads_loses_nothing_acknowledged(server, hf_python, tmp_path, backend, capsys):
+def test_sigkill_during_uploads_loses_nothing_acknowledged(server, hf_python, hub_py, tmp_path, backend, capsys):
     srv = server()
     tok = srv.token("crash", write=True)
     stop = threading.Event()
     lock = threading.Lock()
     acknowledged: list[tuple[dict, os.PathLike]] = []
     failures: list[str] = []
+    pushed: dict[int, list[str]] = {i: [] for i in range(PUSHERS)}  # per pusher: files of acknowledged pushes
+    gits = []
+    for i in range(PUSHERS):
+        Hub(hub_py, tmp_path / f"hub-{i}", srv, tok).run(f'api.create_repo("crash/pushed-{i}")')
+        git = Git(tmp_path / f"git-{i}", lfs=True)
+        git.run("clone", "-q", url(srv, f"crash/pushed-{i}", tok), "work")
+        git.run("lfs", "track", "*.bin", cwd=git.home / "work")
+        gits.append(git)
+
+    def pusher(i: int) -> None:
+        git, work = gits[i], gits[i].home / "work"
+        rng = random.Random(100 + i)
+        n = 0
+        while not stop.is_set():
+            (work / f"note-{n}.txt").write_text(f"push {n}\n")
+            write_random(work / f"w-{n}.bin", rng.randint(64 * 1024, 2 * MiB), seed=5000 + 100 * i + n)
+            git.run("add", "-A", cwd=work)
+            git.run("commit", "-q", "-m", f"push {n}", cwd=work)
+            while True:  # until git sees it land (a push cut short by a kill is tried again)
+                if git.run("push", "-q", "origin", "main", cwd=work, check=False).returncode == 0:
+                    with lock:
+                        pushed[i] += [f"note-{n}.txt", f"w-{n}.bin"]
+                    break
+                if stop.is_set():
+                    return
+                time.sleep(0.3)
+            n += 1
 
     def client(i: int) -> None:
         hfx = HfXet(hf_python, tmp_path / f"client-{i}")
@@ -52,6 +84,7 @@ def test_sigkill_during_uploads_loses_nothing_acknowledged(server, hf_python, tm
             n += 1
 
     threads = [threading.Thread(target=client, args=(i,), daemon=True) for i in range(CLIENTS)]
+    threads += [threading.Thread(target=pusher, args=(i,), daemon=True) for i in range(PUSHERS)]
     for t in threads:
         t.start()
     kills = 0
@@ -111,6 +144,16 @@ def test_sigkill_during_uploads_loses_nothing_acknowledged(server, hf_python, tm
             assert_same_file(tmp_path / f"got-{k + j}", original, m["sha256"])
             (tmp_path / f"got-{k + j}").unlink()
     say(f"crash test [{backend}]: all {len(acknowledged)} acknowledged uploads downloaded byte-exact: 0 lost")
+
+    # Every acknowledged push: in a fresh clone, its files byte-exact (the large ones through git-lfs).
+    check = Git(tmp_path / "git-check", lfs=True)
+    for i in range(PUSHERS):
+        assert pushed[i], f"pusher {i} never got a push through"
+        check.run("clone", "-q", url(srv, f"crash/pushed-{i}", tok), f"clone-{i}")
+        for name in pushed[i]:
+            assert_same_file(check.home / f"clone-{i}" / name, gits[i].home / "work" / name)
+    say(f"crash test [{backend}]: {sum(len(p) // 2 for p in pushed.values())} acknowledged git pushes "
+        f"(git-lfs) in fresh clones, byte-exact: 0 lost")
 
 
 def _is_blob_name(name: str) -> bool:

@@ -12,14 +12,9 @@ from pathlib import Path
 import pytest
 
 from common import MiB, assert_same_file, fail, sha256_file, tail, write_random
-from hub_util import Hub, hub_python
+from hub_util import Hub
 
 BOTH = pytest.mark.backends("sqlite", "s3")
-
-
-@pytest.fixture(scope="session")
-def hub_py() -> str:
-    return hub_python()
 
 
 class Git:

@@ -13,15 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from hub_util import Hub, hub_python
+from hub_util import Hub
 from common import MiB, assert_same_file, http, sha256_file, write_random
 
 BOTH = pytest.mark.backends("sqlite", "s3")
-
-
-@pytest.fixture(scope="session")
-def hub_py() -> str:
-    return hub_python()
 
 
 @pytest.fixture

@@ -10,16 +10,11 @@ import socket
 
 import pytest
 
-from hub_util import Hub, hub_python
+from hub_util import Hub
 from common import MiB, http, write_random
 
 SQLITE = pytest.mark.backends("sqlite")
 BOTH = pytest.mark.backends("sqlite", "s3")
-
-
-@pytest.fixture(scope="session")
-def hub_py() -> str:
-    return hub_python()
 
 
 def raw_exchange(port: int, payload: bytes, timeout: float = 10) -> bytes:
