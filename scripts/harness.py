@@ -12,12 +12,13 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests" / "interop"))
 
 from clients import HfXet, HubJs  # noqa: E402
+from git_util import Git  # noqa: E402
 from common import MiB, assert_same_file, free_port, http, sha256_file, write_random  # noqa: E402
 from hub_util import Hub, hub_python  # noqa: E402
 from servers import CairnServer, PostgresServer, SeaweedServer  # noqa: E402
 from tls_ca import TestCa  # noqa: E402
 
-__all__ = ["CairnServer", "HfXet", "Hub", "HubJs", "MiB", "PostgresServer", "SeaweedServer", "TestCa",
+__all__ = ["CairnServer", "Git", "HfXet", "Hub", "HubJs", "MiB", "PostgresServer", "SeaweedServer", "TestCa",
            "assert_same_file", "free_port", "http", "hub_python", "peak_rss_mib", "reset_peak_rss", "sha256_file",
            "write_random"]
 

@@ -2,6 +2,7 @@
 
 #include <boost/json.hpp>
 #include <charconv>
+#include <cstring>
 
 #include "api/errors.h"
 #include "api/requests.h"
@@ -25,32 +26,99 @@ Result<lfs::UploadGrant> GrantOf(const lfs::LfsService& lfs, const http::Request
   return lfs.Check(req.Param("oid"), req.query);
 }
 
-// Streams a body into `write` on the worker pool, piece by piece (the network thread only hands pieces on),
-// and calls `finish` there once the body has arrived.
+// Streams a body into `write` on the worker pool and calls `finish` there once all of it is written. The body
+// is read straight into batches of kBatch bytes: one batch is written on a worker while the next one is read
+// (two in memory at most), so receiving overlaps the work and a worker is asked once per batch, not once per
+// 64 KiB piece.
 class WorkerSink final : public http::BodySink {
  public:
   using Write = std::function<Status(std::span<const uint8_t>)>;
   using Finish = std::function<void(const std::shared_ptr<Exchange>&)>;
-  WorkerSink(std::shared_ptr<Exchange> ex, Write write, Finish finish)
-      : ex_(std::move(ex)), write_(std::move(write)), finish_(std::move(finish)) {}
+  static constexpr size_t kBatch = 4 << 20;
 
+  WorkerSink(std::shared_ptr<Exchange> ex, Write write, Finish finish) : s_(std::make_shared<State>()) {
+    s_->ex = std::move(ex);
+    s_->write = std::move(write);
+    s_->finish = std::move(finish);
+    s_->batch.resize(kBatch);
+  }
+
+  // The body lands in the batch being gathered, in place.
+  std::span<uint8_t> ReceiveBuffer() override { return {s_->batch.data() + s_->filled, kBatch - s_->filled}; }
+
+  // On the connection's strand, as are OnEnd and the workers' completions: the state needs no lock.
   void OnData(std::span<const uint8_t> data, Next next) override {
-    // `data` stays valid until `next` is called: the worker uses it in place.
-    auto failed = std::make_shared<Status>(Ok{});
-    ex_->Offload([write = write_, data, failed] { *failed = write(data); },
-                 [next, failed] {
-                   next(*failed ? http::Status(http::Ok{}) : http::Status(HttpError(failed->error())));
-                 });
+    if (!s_->failed) return next(HttpError(s_->failed.error()));
+    uint8_t* at = s_->batch.data() + s_->filled;
+    if (data.data() != at) std::memcpy(at, data.data(), data.size());  // the server's buffer, not ours
+    s_->filled += data.size();
+    if (s_->filled < kBatch) return next(http::Ok{});
+    if (s_->busy) {  // read on once the worker is done with the batch before
+      s_->waiting = std::move(next);
+      return;
+    }
+    Dispatch(s_);
+    next(http::Ok{});
   }
 
   void OnEnd(std::shared_ptr<Exchange> ex) override {
-    ex->Offload([finish = finish_, ex] { finish(ex); });
+    if (!s_->failed) return ex->Respond(LfsErrorOf(s_->failed.error()));
+    s_->end = std::move(ex);
+    if (!s_->busy) Dispatch(s_);
   }
 
  private:
-  std::shared_ptr<Exchange> ex_;
-  Write write_;
-  Finish finish_;
+  struct State {
+    std::shared_ptr<Exchange> ex;
+    Write write;
+    Finish finish;
+    std::vector<uint8_t> batch;  // kBatch bytes, `filled` of them gathered
+    size_t filled = 0;
+    std::vector<uint8_t> spare;  // the batch a worker writes, then the next one to fill
+    bool busy = false;           // a worker holds a batch
+    Next waiting;                // the piece after a full batch, held while busy
+    std::shared_ptr<Exchange> end;
+    Status failed = Ok{};
+  };
+
+  // Hands the gathered batch to a worker (none busy); the last one also finishes.
+  static void Dispatch(const std::shared_ptr<State>& s) {
+    s->busy = true;
+    auto batch = std::make_shared<std::vector<uint8_t>>(std::move(s->batch));
+    const size_t filled = std::exchange(s->filled, 0);
+    s->batch = std::move(s->spare);
+    s->batch.resize(kBatch);
+    const bool last = s->end != nullptr;
+    auto result = std::make_shared<Status>(Ok{});
+    const bool queued = s->ex->Offload(
+        [s, batch, filled, result, last] {
+          if (filled > 0) *result = s->write({batch->data(), filled});
+          if (last && *result) s->finish(s->end);
+        },
+        [s, batch, result, last] {
+          s->busy = false;
+          s->spare = std::move(*batch);
+          if (!*result) {
+            s->failed = *result;
+            if (last) return s->end->Respond(LfsErrorOf(result->error()));
+            if (s->waiting) std::exchange(s->waiting, nullptr)(HttpError(result->error()));
+            return;
+          }
+          if (last) return;
+          if (s->end) return Dispatch(s);  // the body ended while this batch was written
+          if (s->waiting) {
+            if (s->filled >= kBatch) Dispatch(s);
+            std::exchange(s->waiting, nullptr)(http::Ok{});
+          }
+        });
+    if (!queued) {  // answered 503 already
+      s->busy = false;
+      s->failed = Unavailable("the server is busy");
+      if (s->waiting) std::exchange(s->waiting, nullptr)(http::Error{503, "the server is busy"});
+    }
+  }
+
+  std::shared_ptr<State> s_;
 };
 
 class LfsRoutes {

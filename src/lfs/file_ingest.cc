@@ -26,16 +26,102 @@ FileIngest::FileIngest(cas::CasService& cas, std::string scope, const xet::Hash&
                  if (!answer) return std::nullopt;  // none, or a failed query: a miss, as in hf_xet
                  return std::move(*answer);
                },
-               .on_seal = [this](ingest::SealedXorb&& x) { return Store(std::move(x)); },
-               .new_buffer = nullptr}) {}
+               .on_seal = [this](ingest::SealedXorb&& x) { return Queue(std::move(x)); },
+               .new_buffer = [this] { return TakeBuffer(); }}) {}
 
-xet::Status FileIngest::Store(ingest::SealedXorb&& x) {
-  // The chunks were hashed as they were placed; PutXorb validates the encoded xorb (decoded and hashed
-  // again) like any client's before it stores it.
-  const auto encoded = xet::EncodeXorb(x.Spans(), xet::CompressionPolicy::kAuto, x.Hashes());
-  auto put = cas_.PutXorb(x.hash, encoded.bytes);
-  if (!put) return put.error();
+FileIngest::~FileIngest() {
+  {
+    std::lock_guard lock(mu_);
+    closed_ = true;
+    queue_.clear();
+  }
+  cv_.notify_all();
+  for (auto& t : storers_) t.join();
+  FinishDigest();
+}
+
+void FileIngest::HashLoop() {
+  std::unique_lock lock(hash_mu_);
+  for (;;) {
+    hash_cv_.wait(lock, [&] { return hashing_ || hash_closed_; });
+    if (!hashing_) return;
+    const std::span<const uint8_t> block = to_hash_;
+    lock.unlock();
+    sha_.Update(block);
+    lock.lock();
+    hashing_ = false;
+    hash_cv_.notify_all();
+  }
+}
+
+// Stops the digest's thread; the digest of everything fed (once).
+xet::Hash FileIngest::FinishDigest() {
+  {
+    std::lock_guard lock(hash_mu_);
+    hash_closed_ = true;
+  }
+  hash_cv_.notify_all();
+  if (hasher_.joinable()) hasher_.join();
+  if (digest_taken_) return xet::Hash{};
+  digest_taken_ = true;
+  return sha_.Final();
+}
+
+std::vector<uint8_t> FileIngest::TakeBuffer() {
+  std::vector<uint8_t> b;
+  {
+    std::lock_guard lock(mu_);
+    if (!spare_.empty()) {
+      b = std::move(spare_.back());
+      spare_.pop_back();
+    }
+  }
+  b.clear();
+  b.reserve(xet::kMaxXorbUnpacked);  // filled without reallocation
+  return b;
+}
+
+xet::Status FileIngest::Queue(ingest::SealedXorb&& x) {
+  // Two storing threads: one xorb's write and sync wait on the disk while the other's is encoded.
+  while (storers_.size() < 2) storers_.emplace_back([this] { StoreLoop(); });
+  std::unique_lock lock(mu_);
+  cv_.wait(lock, [&] { return queue_.empty() || !store_error_; });
+  if (!store_error_) return store_error_;
+  queue_.push_back(std::move(x));
+  cv_.notify_all();
   return xet::Ok{};
+}
+
+void FileIngest::StoreLoop() {
+  xet::EncodedXorb encoded;  // this thread's: its buffers serve every xorb it stores
+  std::unique_lock lock(mu_);
+  for (;;) {
+    cv_.wait(lock, [&] { return !queue_.empty() || closed_; });
+    if (queue_.empty()) return;
+    ingest::SealedXorb x = std::move(queue_.front());
+    queue_.pop_front();
+    ++storing_;
+    lock.unlock();
+    // The chunks were hashed as they were placed; PutXorb validates the encoded xorb (decoded and hashed
+    // again) like any client's before it stores it.
+    xet::Status st = xet::Ok{};
+    {
+      xet::EncodeXorb(x.Spans(), xet::CompressionPolicy::kAutoSampled, x.Hashes(), encoded);
+      auto put = cas_.PutXorb(x.hash, encoded.bytes);
+      if (!put) st = put.error();
+    }
+    lock.lock();
+    --storing_;
+    if (!st && store_error_) store_error_ = st;
+    spare_.push_back(std::move(x.data));
+    cv_.notify_all();
+  }
+}
+
+xet::Status FileIngest::Drain() {
+  std::unique_lock lock(mu_);
+  cv_.wait(lock, [&] { return (queue_.empty() && storing_ == 0) || !store_error_; });
+  return store_error_;
 }
 
 xet::Status FileIngest::Feed(std::span<const uint8_t> block) {
@@ -44,9 +130,18 @@ xet::Status FileIngest::Feed(std::span<const uint8_t> block) {
     failed_ = xet::Malformed("the object is larger than the " + std::to_string(size_) + " bytes announced");
     return failed_;
   }
-  sha_.Update(block);
+  // The digest of the block on its thread while this one chunks it; both done before the caller reuses it.
+  if (!hasher_.joinable()) hasher_ = std::thread([this] { HashLoop(); });
+  {
+    std::lock_guard lock(hash_mu_);
+    to_hash_ = block;
+    hashing_ = true;
+  }
+  hash_cv_.notify_all();
   failed_ =
       chunks_.Feed(block, [this](std::span<const uint8_t> chunk) { return placer_.Place(file_, chunk); });
+  std::unique_lock lock(hash_mu_);
+  hash_cv_.wait(lock, [&] { return !hashing_; });
   return failed_;
 }
 
@@ -60,9 +155,10 @@ xet::Result<Ingested> FileIngest::Finish() {
           chunks_.Finish([this](std::span<const uint8_t> chunk) { return placer_.Place(file_, chunk); });
       !st)
     return st.error();
-  if (sha_.Final() != expected_sha256_)
+  if (FinishDigest() != expected_sha256_)
     return xet::HashMismatch("the bytes received do not have the SHA-256 the object is named by");
   if (auto st = placer_.Flush(); !st) return st.error();
+  if (auto st = Drain(); !st) return st.error();  // every xorb stored before the shard names it
 
   xet::Shard shard;
   xet::FileRecord record = placer_.RecordOf(file_);

@@ -2,21 +2,30 @@
 // server: its bytes, fed in blocks of any size, are cut by the stock client's chunker, each chunk
 // deduplicated against the upload itself and against what the CAS already holds for the scope (the CAS's own
 // dedup answers, as an hf_xet client would receive them), new chunks packed into xorbs as hf_xet packs them
-// and stored through CasService::PutXorb (validated like any upload), and at the end — once the size and the
-// SHA-256 match what was announced — a shard describing the file (with its SHA-256) registered for the scope
-// through CasService::PutShard. So the file then has a Xet hash, a later hf_xet upload of the same bytes
-// dedups against it chunk for chunk, and a commit naming the SHA-256 finds it.
+// (compressed as xet::CompressionPolicy::kAutoSampled: a group of chunks whose first does not shrink is not
+// tried further) and stored through CasService::PutXorb (validated like any upload), and at the end — once
+// the size and the SHA-256 match what was announced — a shard describing the file (with its SHA-256)
+// registered for the scope through CasService::PutShard. So the file then has a Xet hash, a later hf_xet
+// upload of the same bytes dedups against it chunk for chunk, and a commit naming the SHA-256 finds it.
 //
 // Failures: kMalformed for more or fewer bytes than announced, kHashMismatch for another SHA-256; the CAS's
 // errors as they come. Nothing is registered then; xorbs already stored are referenced by nothing and left to
 // the collector (as a client's abandoned upload). Thread-safety: none (one ingest, one thread at a time);
-// several ingests may run at once. Memory: one xorb being filled (64 MiB) and ~100 bytes per chunk.
+// several ingests may run at once. Each ingest runs its SHA-256 and the storing of sealed xorbs on threads of
+// its own (the digest of a block runs while the block is chunked; the encoding, validation and durable write
+// of two xorbs at once, overlap the chunking of the next). Memory: at most four xorbs (64 MiB each: one
+// filling, one waiting, two being stored), 16 MiB of bytes waiting for the digest, and ~100 bytes per chunk.
 #pragma once
 
+#include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "cas/service.h"
 #include "ingest/chunk_placer.h"
@@ -43,23 +52,53 @@ class FileIngest {
   static xet::Result<std::unique_ptr<FileIngest>> Begin(cas::CasService& cas, std::string scope,
                                                         std::string_view sha256, uint64_t size);
 
+  ~FileIngest();
+  FileIngest(const FileIngest&) = delete;
+  FileIngest& operator=(const FileIngest&) = delete;
+
   xet::Status Feed(std::span<const uint8_t> block);
   xet::Result<Ingested> Finish();  // once
   uint64_t received() const { return chunks_.bytes(); }
 
  private:
   FileIngest(cas::CasService& cas, std::string scope, const xet::Hash& sha256, uint64_t size);
-  xet::Status Store(ingest::SealedXorb&& xorb);
+  // Hands a sealed xorb to the storing thread (waiting while one is queued already).
+  xet::Status Queue(ingest::SealedXorb&& xorb);
+  void StoreLoop();
+  // Waits until every queued xorb is stored; the first storing error, if any.
+  xet::Status Drain();
+  std::vector<uint8_t> TakeBuffer();
+  void HashLoop();
+  xet::Hash FinishDigest();
 
   cas::CasService& cas_;
   const std::string scope_;
   const xet::Hash expected_sha256_;  // in shard order
   const uint64_t size_;
-  ingest::Sha256 sha_;
   ingest::ChunkStream chunks_;
-  ingest::ChunkPlacer placer_;
-  ingest::ChunkPlacer::File file_;
   xet::Status failed_ = xet::Ok{};
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<ingest::SealedXorb> queue_;     // guarded by mu_
+  int storing_ = 0;                          // guarded by mu_: xorbs the threads hold
+  bool closed_ = false;                      // guarded by mu_
+  xet::Status store_error_ = xet::Ok{};      // guarded by mu_
+  std::vector<std::vector<uint8_t>> spare_;  // guarded by mu_: buffers of stored xorbs, for the next ones
+  std::vector<std::thread> storers_;
+
+  // The SHA-256, on its own thread: Feed hands it the block in place and waits for it before returning.
+  ingest::Sha256 sha_;
+  std::mutex hash_mu_;
+  std::condition_variable hash_cv_;
+  std::span<const uint8_t> to_hash_;  // guarded by hash_mu_: the block being hashed, until empty again
+  bool hashing_ = false;              // guarded by hash_mu_
+  bool hash_closed_ = false;          // guarded by hash_mu_
+  bool digest_taken_ = false;
+  std::thread hasher_;
+
+  ingest::ChunkPlacer placer_;  // after what its callbacks use
+  ingest::ChunkPlacer::File file_;
 };
 
 }  // namespace cairn::lfs

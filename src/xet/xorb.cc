@@ -378,14 +378,14 @@ CompressionScheme AppendChunk(std::vector<uint8_t>& out, std::span<const uint8_t
     payload = Lz4FrameCompress(grouped);
   }
   if (scheme == CompressionScheme::kNone || payload.empty() || payload.size() >= raw.size()) {
-    scheme = CompressionScheme::kNone;
-    payload.assign(raw.begin(), raw.end());
+    scheme = CompressionScheme::kNone;  // stored as it is, copied once
   }
-  ChunkHeader h{static_cast<uint32_t>(payload.size()), scheme, static_cast<uint32_t>(raw.size())};
+  const std::span<const uint8_t> stored = scheme == CompressionScheme::kNone ? raw : payload;
+  ChunkHeader h{static_cast<uint32_t>(stored.size()), scheme, static_cast<uint32_t>(raw.size())};
   uint8_t header[kChunkHeaderSize];
   h.Write(header);
   PutBytes(out, header, sizeof header);
-  PutBytes(out, payload.data(), payload.size());
+  PutBytes(out, stored.data(), stored.size());
   return scheme;
 }
 
@@ -396,9 +396,24 @@ EncodedXorb EncodeXorb(std::span<const std::span<const uint8_t>> chunks, Compres
 EncodedXorb EncodeXorb(std::span<const std::span<const uint8_t>> chunks, CompressionPolicy policy,
                        std::span<const ChunkHash> hashes) {
   EncodedXorb x;
+  EncodeXorb(chunks, policy, hashes, x);
+  return x;
+}
+
+void EncodeXorb(std::span<const std::span<const uint8_t>> chunks, CompressionPolicy policy,
+                std::span<const ChunkHash> hashes, EncodedXorb& x) {
+  x.bytes.clear();
+  x.layout.chunks.clear();
   x.layout.chunks.reserve(chunks.size());
+  size_t raw = 0;
+  for (const auto& c : chunks) raw += c.size();
+  x.bytes.reserve(raw + kChunkHeaderSize * chunks.size());  // at most: a chunk never grows past its header
+  // kAuto's prediction holds for a group of kRetestInterval chunks: made once per group.
+  const bool auto_policy = policy == CompressionPolicy::kAuto || policy == CompressionPolicy::kAutoSampled;
+  CompressionScheme predicted = CompressionScheme::kNone;
   for (size_t i = 0; i < chunks.size(); ++i) {
     CompressionScheme scheme = CompressionScheme::kNone;
+    if (auto_policy && i % kRetestInterval == 0) predicted = PredictScheme(chunks, i);
     switch (policy) {
       case CompressionPolicy::kNone:
         break;
@@ -409,16 +424,20 @@ EncodedXorb EncodeXorb(std::span<const std::span<const uint8_t>> chunks, Compres
         scheme = CompressionScheme::kBg4Lz4;
         break;
       case CompressionPolicy::kAuto:
-        scheme = PredictScheme(chunks, i);
+      case CompressionPolicy::kAutoSampled:
+        scheme = predicted;
         break;
     }
-    AppendChunk(x.bytes, chunks[i], scheme);
+    const CompressionScheme used = AppendChunk(x.bytes, chunks[i], scheme);
+    // Sampled: a group whose first chunk did not shrink is stored as it is.
+    if (policy == CompressionPolicy::kAutoSampled && i % kRetestInterval == 0 &&
+        used == CompressionScheme::kNone)
+      predicted = CompressionScheme::kNone;
     x.layout.chunks.push_back({i < hashes.size() ? hashes[i] : ChunkHashOf(chunks[i]),
                                static_cast<uint32_t>(chunks[i].size()),
                                static_cast<uint32_t>(x.bytes.size())});
   }
   x.hash = XorbHashOf(x.layout.hashed_chunks());
-  return x;
 }
 
 // ---------------------------------------------------------------------------------------------------------------

@@ -98,7 +98,11 @@ class ChunkDecoder {
 
 // ---- Encoding (client side: tests, benchmarks, `cairn put`)
 
-enum class CompressionPolicy { kNone, kLz4, kBg4Lz4, kAuto };
+// kAutoSampled: kAuto's scheme, tried on the first chunk of each group of chunks kAuto predicts for; when
+// that chunk does not shrink, the rest of its group is stored as it is, untried (incompressible data — most
+// model weights, anything already compressed — then costs no compression attempts; compressible data is
+// compressed as kAuto would). For a server chunking uploads itself, where the attempts are its own CPU.
+enum class CompressionPolicy { kNone, kLz4, kBg4Lz4, kAuto, kAutoSampled };
 
 // Appends one chunk (header + payload) to `out`, compressed per `policy`. As the stock client does, a chunk
 // whose compressed form is not strictly smaller than the raw bytes is stored as None. Returns the scheme
@@ -117,6 +121,10 @@ EncodedXorb EncodeXorb(std::span<const std::span<const uint8_t>> chunks, Compres
 // The same for chunks the caller has hashed already (`hashes[i]` is chunks[i]'s): they are not hashed again.
 EncodedXorb EncodeXorb(std::span<const std::span<const uint8_t>> chunks, CompressionPolicy policy,
                        std::span<const ChunkHash> hashes);
+// The same into `into`, whose buffers are reused (a writer of many xorbs keeps one: no fresh 64 MiB to fault
+// in).
+void EncodeXorb(std::span<const std::span<const uint8_t>> chunks, CompressionPolicy policy,
+                std::span<const ChunkHash> hashes, EncodedXorb& into);
 
 // Byte grouping: stream k holds bytes k, k+4, k+8, ...; the streams are concatenated.
 void Bg4Split(std::span<const uint8_t> in, std::span<uint8_t> out);

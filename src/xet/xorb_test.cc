@@ -738,10 +738,31 @@ TEST(XorbEncode, KnownHashesGiveTheSameXorb) {
   ExpectSameLayout(a.layout, b.layout);
 }
 
+TEST(XorbEncode, SampledAutoTriesOneChunkPerGroupOfIncompressibleData) {
+  // 64 chunks: a group of 32 incompressible ones, then a group of 32 text-like ones.
+  Chunks chunks;
+  for (size_t i = 0; i < 64; ++i)
+    chunks.Add(i < 32 ? testing::SplitMix64Bytes(i, 4000) : testing::TextLikeBytes(i, 4000));
+  const EncodedXorb sampled = EncodeXorb(chunks.views, CompressionPolicy::kAutoSampled);
+  const EncodedXorb full = EncodeXorb(chunks.views, CompressionPolicy::kAuto);
+  EXPECT_EQ(sampled.hash, full.hash);    // the same chunks, however stored
+  EXPECT_EQ(sampled.bytes, full.bytes);  // random bytes never shrink: kAuto stored them as they are too
+  // A group whose first chunk is incompressible is stored as it is even where kAuto would compress.
+  Chunks mixed;
+  mixed.Add(testing::SplitMix64Bytes(1, 4000));
+  for (size_t i = 1; i < 32; ++i) mixed.Add(testing::TextLikeBytes(i, 4000));
+  auto v = ValidateXorb(EncodeXorb(mixed.views, CompressionPolicy::kAutoSampled).bytes, {});
+  ASSERT_TRUE(v.ok()) << v.error().message;
+  EXPECT_EQ(v->chunks_by_scheme[0], 32u);
+  auto w = ValidateXorb(EncodeXorb(mixed.views, CompressionPolicy::kAuto).bytes, {});
+  ASSERT_TRUE(w.ok());
+  EXPECT_EQ(w->chunks_by_scheme[0], 1u);
+}
+
 TEST(XorbValidate, AcceptsEveryPolicy) {
   const Chunks chunks = MixedChunks(40);
   for (auto policy : {CompressionPolicy::kNone, CompressionPolicy::kLz4, CompressionPolicy::kBg4Lz4,
-                      CompressionPolicy::kAuto}) {
+                      CompressionPolicy::kAuto, CompressionPolicy::kAutoSampled}) {
     SCOPED_TRACE("policy " + std::to_string(static_cast<int>(policy)));
     const EncodedXorb x = EncodeXorb(chunks.views, policy);
     EXPECT_EQ(x.hash, XorbHashOf(chunks.Hashed()));

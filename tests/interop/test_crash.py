@@ -22,7 +22,7 @@ import pytest
 from clients import HfXet
 from common import MiB, assert_same_file, write_random
 from hub_util import Hub
-from test_git import Git, url
+from git_util import Git, url
 
 KILLS = int(os.environ.get("CAIRN_CRASH_KILLS", "50"))
 CLIENTS = int(os.environ.get("CAIRN_CRASH_CLIENTS", "32"))

@@ -6,49 +6,15 @@ writes; their bytes come through git-lfs, a later step). On SQLite + local disk 
 from __future__ import annotations
 
 import os
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from common import MiB, assert_same_file, fail, sha256_file, tail, write_random
+from common import MiB, assert_same_file, sha256_file, write_random
+from git_util import Git, url
 from hub_util import Hub
 
 BOTH = pytest.mark.backends("sqlite", "s3")
-
-
-class Git:
-    """Debian's git with a configuration of its own (no user's or system's), never prompting; with git-lfs's
-    filters installed when `lfs`, else large files stay pointers."""
-
-    def __init__(self, home: Path, lfs: bool = False):
-        self.home = home
-        home.mkdir(parents=True, exist_ok=True)
-        self.env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
-        self.env.update({"HOME": str(home), "GIT_CONFIG_NOSYSTEM": "1", "GIT_TERMINAL_PROMPT": "0",
-                         "NO_PROXY": "127.0.0.1,localhost",
-                         "no_proxy": "127.0.0.1,localhost", "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@x",
-                         "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@x"})
-        if lfs:
-            self.run("lfs", "install", "--skip-repo")
-        else:
-            self.env["GIT_LFS_SKIP_SMUDGE"] = "1"
-
-    def run(self, *args: str, cwd: Path | None = None, check: bool = True) -> subprocess.CompletedProcess:
-        r = subprocess.run(["git", *args], capture_output=True, text=True, timeout=300, env=self.env,
-                           cwd=cwd or self.home)
-        if check and r.returncode != 0:
-            fail(f"`git {' '.join(args)}` failed (exit {r.returncode})\n--- stdout\n{tail(r.stdout)}"
-                 f"\n--- stderr\n{tail(r.stderr)}")
-        return r
-
-
-def url(srv, repo: str, token: str | None = None) -> str:
-    base = srv.url
-    if token:
-        scheme, rest = base.split("://", 1)
-        base = f"{scheme}://user:{token}@{rest}"
-    return f"{base}/{repo}"
 
 
 def make_history(hub: Hub, tmp_path: Path, repo: str, repo_type: str = "model", private: bool = False) -> dict:

@@ -12,7 +12,7 @@ import pytest
 
 from common import MiB, assert_same_file, sha256_file, write_random
 from hub_util import Hub, release_python
-from test_git import Git, url
+from git_util import Git, url
 
 NO_XET = {"HF_HUB_DISABLE_XET": "1"}
 BOTH = pytest.mark.backends("sqlite", "s3")
