@@ -41,12 +41,15 @@ LAYERS: dict[str, list[str]] = {
     "hub": ["files", "quota", "index", "xet", "common"],
     "git": ["hub", "index", "xet", "common"],      # git smart HTTP: pkt-lines, packs, upload-pack
     "lfs": ["files", "cas", "ingest", "index", "xet", "common"],  # git-lfs uploads made Xet files
-    "api": ["lfs", "git", "hub", "files", "cas", "quota", "http", "index", "xet", "common"],
+    # the pull-through mirror: upstream repositories copied as git, their large files chunked into the CAS
+    "mirror": ["lfs", "git", "hub", "files", "cas", "net", "index", "xet", "common"],
+    "api": ["mirror", "lfs", "git", "hub", "files", "cas", "quota", "http", "index", "xet", "common"],
     "gc": ["hub", "cas", "quota", "index", "store", "xet", "common"],  # the garbage collector: mark, quarantine, sweep
     "compact": ["cas", "ingest", "index", "store", "xet", "common"],  # cairn compact: rewrites mostly dead xorbs
     "backup": ["repair", "cas", "index", "store", "xet", "common"],  # cairn backup / restore
-    "client": ["ingest", "xet", "common"],          # cairn put/get: a client of any Xet server
-    "cli": ["api", "lfs", "git", "client", "repair", "gc", "compact", "backup", "hub", "files", "cas", "quota", "index", "store", "http", "config", "ingest", "xet",
+    "net": ["xet", "common"],                       # an HTTP client (libcurl) with the stock client's retries
+    "client": ["net", "ingest", "xet", "common"],   # cairn put/get: a client of any Xet server
+    "cli": ["api", "mirror", "lfs", "git", "client", "net", "repair", "gc", "compact", "backup", "hub", "files", "cas", "quota", "index", "store", "http", "config", "ingest", "xet",
             "common"],
 }
 

@@ -148,10 +148,19 @@ class HubRoutes {
     auto rr = RepoOf(server_, ex);
     if (!rr) return;
     ex->Offload([this, ex, write, rr = std::move(*rr), fn = std::move(fn)] {
-      auto repo = hub_.Open(rr.caller, rr.id, write);
+      // Reads go through the mirror when there is one: it copies a repository this server does not hold.
+      auto repo = (options_.mirror != nullptr && !write) ? options_.mirror->Open(rr.caller, rr.id)
+                                                         : hub_.Open(rr.caller, rr.id, write);
       if (!repo) return ex->Respond(HubErrorResponse(repo.error()));
       fn(rr, *repo);
     });
+  }
+
+  // A revision to read at: a mirrored repository's names as its upstream has them (mirror_service.h).
+  hub::Result<hub::ObjectId> ResolveIn(const hub::Repo& repo, std::string_view revision) {
+    if (options_.mirror != nullptr && hub::IsMirrored(repo.record))
+      return options_.mirror->Resolve(repo, revision);
+    return hub_.Resolve(repo, revision);
   }
 
   std::string RepoUrl(const hub::RepoId& id) const { return options_.public_url + "/" + RepoPath(id); }
@@ -397,7 +406,7 @@ void HubRoutes::RepoInfo(const std::shared_ptr<Exchange>& ex) {
   const std::string revision = ex->request().Param("rev");
   const bool blobs = QueryTrue(ex->request(), "blobs");
   WithRepo(ex, false, [this, ex, revision, blobs](const RepoRequest& rr, const hub::Repo& repo) {
-    auto oid = hub_.Resolve(repo, revision.empty() ? hub_.options().default_branch : revision);
+    auto oid = ResolveIn(repo, revision.empty() ? hub_.options().default_branch : revision);
     if (!oid) return ex->Respond(HubErrorResponse(oid.error()));
     auto commit = hub_.ReadCommit(repo, *oid);
     if (!commit) return ex->Respond(HubErrorResponse(commit.error()));
@@ -455,7 +464,7 @@ void HubRoutes::Tree(const std::shared_ptr<Exchange>& ex) {
   }
   WithRepo(ex, false,
            [this, ex, revision, path, recursive, cursor](const RepoRequest& rr, const hub::Repo& repo) {
-             auto oid = hub_.Resolve(repo, revision);
+             auto oid = ResolveIn(repo, revision);
              if (!oid) return ex->Respond(HubErrorResponse(oid.error()));
              auto entries = hub_.List(repo, *oid, path, recursive);
              if (!entries) return ex->Respond(HubErrorResponse(entries.error()));
@@ -483,7 +492,7 @@ void HubRoutes::PathsInfo(const std::shared_ptr<Exchange>& ex) {
   const std::string revision = ex->request().Param("rev");
   WithRepo(ex, false,
            [this, ex, revision, paths = std::move(*paths)](const RepoRequest&, const hub::Repo& repo) {
-             auto oid = hub_.Resolve(repo, revision);
+             auto oid = ResolveIn(repo, revision);
              if (!oid) return ex->Respond(HubErrorResponse(oid.error()));
              json::array out;
              for (const std::string& p : paths) {
@@ -542,7 +551,7 @@ void HubRoutes::Commits(const std::shared_ptr<Exchange>& ex) {
   if (!skip && page > SIZE_MAX / limit) return ex->Respond(HubErrorResponse(400, "", "bad page"));
   const size_t first = skip.value_or(page * limit);
   WithRepo(ex, false, [this, ex, revision, first, limit](const RepoRequest& rr, const hub::Repo& repo) {
-    auto head = hub_.Resolve(repo, revision);
+    auto head = ResolveIn(repo, revision);
     if (!head) return ex->Respond(HubErrorResponse(head.error()));
     // A page holds at most kCommitPageTextBytes of messages: its memory does not grow with what was stored.
     auto listed = hub_.ListCommits(repo, *head, first, limit, kCommitPageTextBytes);
@@ -990,11 +999,21 @@ void HubRoutes::Resolve(const std::shared_ptr<Exchange>& ex) {
   const std::string revision = ex->request().Param("rev");
   const std::string path = ex->request().Param("path");
   WithRepo(ex, false, [this, ex, revision, path](const RepoRequest& rr, const hub::Repo& repo) {
-    auto oid = hub_.Resolve(repo, revision);
+    auto oid = ResolveIn(repo, revision);
     if (!oid) return ex->Respond(HubErrorResponse(oid.error()));
     auto info = hub_.Stat(repo, *oid, path);
     if (!info) return ex->Respond(HubErrorResponse(info.error()));
     if (info->is_dir) return ex->Respond(HubErrorResponse(404, "EntryNotFound", path + " is a folder"));
+    if (info->lfs && !info->xet) {
+      // A mirrored repository's large file not fetched yet.
+      if (options_.mirror == nullptr) {
+        return ex->Respond(
+            HubErrorResponse(503, "", path + " is mirrored and was not fetched; mirroring is off"));
+      }
+      auto file = options_.mirror->Large(repo, *oid, *info);
+      if (!file) return ex->Respond(HubErrorResponse(file.error()));
+      info->xet = *file;
+    }
     const auto& req = ex->request();
     Response r;
     if (info->xet) {

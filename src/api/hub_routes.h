@@ -15,6 +15,7 @@
 #include "http/server.h"
 #include "hub/bucket_service.h"
 #include "hub/hub_service.h"
+#include "mirror/mirror_service.h"
 
 namespace cairn::api {
 
@@ -28,6 +29,9 @@ struct HubRouteOptions {
   size_t max_ranges = 64;
   // GET /api/quotas/{ns} answers from it; null: that route answers 404. Outlives the server.
   quota::QuotaService* quota = nullptr;
+  // The pull-through mirror: reads of repositories this server does not hold go to it; null: no mirror.
+  // Outlives the server.
+  mirror::MirrorService* mirror = nullptr;
 };
 
 void RegisterHubRoutes(http::Server& server, hub::HubService& hub, hub::BucketService& buckets,

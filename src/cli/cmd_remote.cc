@@ -17,8 +17,8 @@
 
 #include "cli/commands.h"
 #include "client/downloader.h"
-#include "client/http_client.h"
 #include "client/uploader.h"
+#include "net/http_client.h"
 
 namespace cairn::cli {
 namespace {
@@ -41,8 +41,8 @@ bool ResolveRemote(RemoteOptions& r, const char* command) {
   return true;
 }
 
-client::RetryPolicy Policy(const RemoteOptions& r) {
-  client::RetryPolicy p;
+net::RetryPolicy Policy(const RemoteOptions& r) {
+  net::RetryPolicy p;
   p.attempts = r.attempts;
   return p;
 }
@@ -121,7 +121,7 @@ class Progress {
 };
 
 // What an error answer says: its {"error": ...} message, else its body as it came.
-std::string ServerMessage(const client::HttpResponse& res) {
+std::string ServerMessage(const net::HttpResponse& res) {
   boost::system::error_code ec;
   const json::value v = json::parse(res.body, ec);
   const json::value* error = !ec && v.is_object() ? v.get_object().if_contains("error") : nullptr;
@@ -129,8 +129,8 @@ std::string ServerMessage(const client::HttpResponse& res) {
   return res.body.empty() ? "HTTP " + std::to_string(res.status) : res.body;
 }
 
-xet::Result<json::value> GetJson(client::HttpClient& http, const RemoteOptions& r, const std::string& path) {
-  auto res = http.Send("GET", r.endpoint + path, client::BearerHeader(r.token));
+xet::Result<json::value> GetJson(net::HttpClient& http, const RemoteOptions& r, const std::string& path) {
+  auto res = http.Send("GET", r.endpoint + path, net::BearerHeader(r.token));
   if (!res) return res.error();
   if (res->status == 401 || res->status == 403)
     return xet::Malformed("the server refused the token (" + std::to_string(res->status) + "): " + res->body);
@@ -249,7 +249,7 @@ int RunPut(PutOptions& opts) {
 
 int RunLs(LsOptions& opts) {
   if (!ResolveRemote(opts.remote, "ls")) return 2;
-  client::HttpClient http(Policy(opts.remote));
+  net::HttpClient http(Policy(opts.remote));
   std::string cursor;
   json::array all;
   for (;;) {
@@ -289,11 +289,11 @@ int RunRm(RmOptions& opts) {
     }
     files.push_back(*hash);
   }
-  client::HttpClient http(Policy(opts.remote));
+  net::HttpClient http(Policy(opts.remote));
   int rc = 0;
   for (const auto& file : files) {
     auto res = http.Send("DELETE", opts.remote.endpoint + "/v1/files/" + file.hex(),
-                         client::BearerHeader(opts.remote.token));
+                         net::BearerHeader(opts.remote.token));
     if (!res) return Fail("rm", res.error());
     if (res->status == 204) {
       std::cout << "removed " << file.hex() << "\n";
@@ -311,7 +311,7 @@ int RunRm(RmOptions& opts) {
 
 int RunStat(StatOptions& opts) {
   if (!ResolveRemote(opts.remote, "stat")) return 2;
-  client::HttpClient http(Policy(opts.remote));
+  net::HttpClient http(Policy(opts.remote));
   auto page = GetJson(http, opts.remote, "/v1/files?limit=1");
   if (!page) return Fail("stat", page.error());
   const json::object* o = page->if_object();

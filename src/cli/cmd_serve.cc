@@ -27,6 +27,7 @@
 #include "config/secrets.h"
 #include "gc/scheduler.h"
 #include "http/server.h"
+#include "mirror/mirror_service.h"
 #include "quota/quota_service.h"
 #include "store/blob_store.h"
 #include "xet/hashing.h"
@@ -64,6 +65,7 @@ struct Backend {
   std::unique_ptr<hub::HubService> hub;
   std::unique_ptr<hub::BucketService> buckets;
   std::unique_ptr<lfs::LfsService> lfs;
+  std::unique_ptr<mirror::MirrorService> mirror;
 };
 
 http::Result<std::unique_ptr<Backend>> RegisterRoutes(http::Server& server, const config::Config& cfg,
@@ -124,9 +126,22 @@ http::Result<std::unique_ptr<Backend>> RegisterRoutes(http::Server& server, cons
   // The Hub API (huggingface_hub, the hf CLI): repositories over the same index and files.
   b->hub = std::make_unique<hub::HubService>(*b->index, *b->files, hub::HubOptions{.quota = b->quota.get()});
   b->buckets = std::make_unique<hub::BucketService>(*b->index, *b->files, Clock::System(), b->quota.get());
+  if (!cfg.mirror_upstream.empty()) {
+    // A pull-through mirror of cfg.mirror_upstream (docs/mirror.md).
+    mirror::MirrorOptions mo;
+    mo.upstream.url = cfg.mirror_upstream;
+    mo.upstream.token = cfg.mirror_token;
+    mo.repos = cfg.mirror_repos;
+    mo.token_to_read = cfg.mirror_read == "token";
+    mo.revision_ttl = cfg.mirror_revision_ttl;
+    mo.offline = cfg.mirror_offline;
+    b->mirror = std::make_unique<mirror::MirrorService>(*b->index, *b->hub, *b->files, *b->service, mo);
+    spdlog::info("mirroring {}{}", cfg.mirror_upstream, cfg.mirror_offline ? " (offline)" : "");
+  }
   api::HubRouteOptions ho;
   ho.public_url = cfg.public_url;
   ho.quota = b->quota.get();
+  ho.mirror = b->mirror.get();
   api::RegisterHubRoutes(server, *b->hub, *b->buckets, *b->files, ho);
   // git clone and fetch of the same repositories (docs/git.md).
   // git-lfs uploads (and huggingface_hub's without Xet), chunked into xorbs here; parts wait in the data dir.

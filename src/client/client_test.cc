@@ -14,11 +14,12 @@
 #include "api/api_test_server.h"
 #include "api/cas_routes.h"
 #include "client/downloader.h"
-#include "client/http_client.h"
 #include "client/uploader.h"
+#include "net/http_client.h"
 #include "xet/test_support.h"
 
 namespace cairn::client {
+using net::HttpClient;
 namespace {
 
 namespace fs = std::filesystem;

@@ -15,11 +15,14 @@
 #include <unordered_map>
 #include <vector>
 
-#include "client/http_client.h"
+#include "net/http_client.h"
 #include "xet/hashing.h"
 #include "xet/xorb.h"
 
 namespace cairn::client {
+using net::BearerHeader;
+using net::HttpClient;
+using net::RetryPolicy;
 namespace {
 
 namespace fs = std::filesystem;

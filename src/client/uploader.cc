@@ -11,15 +11,18 @@
 #include <thread>
 #include <unordered_map>
 
-#include "client/http_client.h"
 #include "ingest/chunk_placer.h"
 #include "ingest/chunk_stream.h"
 #include "ingest/shard_records.h"
+#include "net/http_client.h"
 #include "xet/hashing.h"
 #include "xet/shard.h"
 #include "xet/xorb.h"
 
 namespace cairn::client {
+using net::BearerHeader;
+using net::HttpClient;
+using net::RetryPolicy;
 namespace {
 
 namespace fs = std::filesystem;

@@ -87,6 +87,22 @@ Setter UrlSetter(std::string Config::*member) {
   };
 }
 
+// A comma-separated list; blanks around entries and empty entries are dropped.
+Setter ListSetter(std::vector<std::string> Config::*member) {
+  return [member](Config& c, std::string_view v) -> xet::Status {
+    (c.*member).clear();
+    while (!v.empty()) {
+      const size_t comma = v.find(',');
+      std::string_view entry = v.substr(0, comma);
+      while (!entry.empty() && entry.front() == ' ') entry.remove_prefix(1);
+      while (!entry.empty() && entry.back() == ' ') entry.remove_suffix(1);
+      if (!entry.empty()) (c.*member).emplace_back(entry);
+      v = comma == std::string_view::npos ? std::string_view() : v.substr(comma + 1);
+    }
+    return xet::Ok{};
+  };
+}
+
 // A non-empty string.
 Setter StringSetter(std::string Config::*member) {
   return [member](Config& c, std::string_view v) -> xet::Status {
@@ -258,18 +274,7 @@ const std::vector<Field>& Fields() {
       {"max_connections", CountSetter(&Config::max_connections, 16, 1'000'000)},
       {"max_connections_per_client", CountSetter(&Config::max_connections_per_client, 0, 1'000'000)},
       {"trusted_proxies",
-       [](Config& c, std::string_view v) -> xet::Status {
-         c.trusted_proxies.clear();
-         while (!v.empty()) {  // checked as addresses when the server starts
-           const size_t comma = v.find(',');
-           std::string_view entry = v.substr(0, comma);
-           while (!entry.empty() && entry.front() == ' ') entry.remove_prefix(1);
-           while (!entry.empty() && entry.back() == ' ') entry.remove_suffix(1);
-           if (!entry.empty()) c.trusted_proxies.emplace_back(entry);
-           v = comma == std::string_view::npos ? std::string_view() : v.substr(comma + 1);
-         }
-         return xet::Ok{};
-       }},
+       ListSetter(&Config::trusted_proxies)},  // checked as addresses when the server starts
       {"upload_buffers_kept", CountSetter(&Config::upload_buffers_kept, 0, 1024)},
       {"readahead_depth", CountSetter(&Config::readahead_depth, 0, 256)},
       {"readahead_unit", ByteSizeSetter(&Config::readahead_unit, 64ULL << 10, 64ULL << 20)},
@@ -278,6 +283,17 @@ const std::vector<Field>& Fields() {
       {"readahead_threads", CountSetter(&Config::readahead_threads, 0, 1024)},
       {"max_link_ttl", DurationSetter(&Config::max_link_ttl)},
       {"shutdown_grace", DurationSetter(&Config::shutdown_grace)},
+      {"mirror_upstream", UrlSetter(&Config::mirror_upstream)},
+      {"mirror_token", StringSetter(&Config::mirror_token)},
+      {"mirror_repos", ListSetter(&Config::mirror_repos), true},
+      {"mirror_read",
+       [](Config& c, std::string_view v) -> xet::Status {
+         if (v != "anyone" && v != "token") return xet::Malformed("must be anyone or token");
+         c.mirror_read = std::string(v);
+         return xet::Ok{};
+       }},
+      {"mirror_revision_ttl", DurationSetter(&Config::mirror_revision_ttl)},
+      {"mirror_offline", BoolSetter(&Config::mirror_offline)},
   };
   return fields;
 }
@@ -304,9 +320,20 @@ xet::Status ApplyToml(Config& c, const std::string& path, const std::optional<st
     return xet::Malformed(path + ":" + std::to_string(where.line) + ":" + std::to_string(where.column) +
                           ": " + std::string(e.description()));
   }
+  // A [mirror] table's keys are the mirror_* settings.
+  std::vector<std::pair<std::string, const toml::node*>> settings;
   for (const auto& [key, node] : table) {
-    const std::string where = path + ": " + std::string(key.str());
-    const Field* f = FindField(key.str());
+    if (const auto* sub = node.as_table(); sub != nullptr && key.str() == "mirror") {
+      for (const auto& [k, n] : *sub) settings.emplace_back("mirror_" + std::string(k.str()), &n);
+    } else {
+      settings.emplace_back(std::string(key.str()), &node);
+    }
+  }
+  for (const auto& [name, node_ptr] : settings) {
+    const toml::node& node = *node_ptr;
+    std::string where = path;
+    where.append(": ").append(name);
+    const Field* f = FindField(name);
     if (f == nullptr) return Bad(where, "unknown setting");
     std::string text;
     if (auto s = node.value<std::string>(); s && node.is_string()) {

@@ -113,6 +113,18 @@ struct Config {
   size_t readahead_threads = 0;
   std::chrono::seconds max_link_ttl{30 * 24 * 3600};
 
+  // The pull-through mirror (docs/mirror.md), on when mirror_upstream is set: the upstream Hub's URL, the
+  // token the mirror reads it with (never logged, never sent to clients), which repositories are mirrored
+  // ("ns", "ns/name", "datasets/ns/name"; empty: every one this server does not hold), who may read them
+  // ("anyone" or "token": any valid token of this server), how long a branch or tag name is trusted before
+  // upstream is asked again, and offline mode (upstream never asked). TOML may give them as a [mirror] table
+  // (upstream = ..., token = ...).
+  std::string mirror_upstream;
+  std::string mirror_token;
+  std::vector<std::string> mirror_repos;
+  std::string mirror_read = "anyone";
+  std::chrono::seconds mirror_revision_ttl{60};
+  bool mirror_offline = false;
   // Derived from listen.
   std::string host() const;
   uint16_t port() const;

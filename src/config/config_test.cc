@@ -184,6 +184,41 @@ TEST(Config, TomlText) {
   EXPECT_NE(bad.error().message.find("given.toml: io_threads"), std::string::npos) << bad.error().message;
 }
 
+TEST(Config, MirrorSettingsAsATableAndAsVariables) {
+  auto d = LoadConfig({});
+  ASSERT_TRUE(d.ok());
+  EXPECT_TRUE(d->mirror_upstream.empty());  // no mirror unless asked
+  EXPECT_EQ(d->mirror_read, "anyone");
+  EXPECT_EQ(d->mirror_revision_ttl.count(), 60);
+  ConfigSources s;
+  s.toml =
+      "[mirror]\nupstream = \"https://huggingface.co/\"\ntoken = \"hf_x\"\nrepos = [\"openai\", "
+      "\"datasets/a/b\"]\n"
+      "read = \"token\"\nrevision_ttl = \"5m\"\noffline = true\n";
+  auto c = LoadConfig(s);
+  ASSERT_TRUE(c.ok()) << c.error().message;
+  EXPECT_EQ(c->mirror_upstream, "https://huggingface.co");
+  EXPECT_EQ(c->mirror_token, "hf_x");
+  EXPECT_EQ(c->mirror_repos, (std::vector<std::string>{"openai", "datasets/a/b"}));
+  EXPECT_EQ(c->mirror_read, "token");
+  EXPECT_EQ(c->mirror_revision_ttl.count(), 300);
+  EXPECT_TRUE(c->mirror_offline);
+  s.toml.reset();
+  s.env = {{"CAIRN_MIRROR_UPSTREAM", "http://10.0.0.2:8080"}, {"CAIRN_MIRROR_OFFLINE", "false"}};
+  c = LoadConfig(s);
+  ASSERT_TRUE(c.ok()) << c.error().message;
+  EXPECT_EQ(c->mirror_upstream, "http://10.0.0.2:8080");
+  EXPECT_FALSE(c->mirror_offline);
+  for (const char* bad :
+       {"[mirror]\nread = \"everyone\"\n", "[mirror]\nupstream = \"ftp://x\"\n", "[mirror]\nunknown = 1\n"}) {
+    s.env.clear();
+    s.toml = bad;
+    auto refused = LoadConfig(s);
+    ASSERT_FALSE(refused.ok()) << bad;
+    EXPECT_NE(refused.error().message.find("mirror_"), std::string::npos) << refused.error().message;
+  }
+}
+
 TEST(Config, BadTomlFile) {
   TempDir dir;
   ConfigSources s;

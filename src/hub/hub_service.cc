@@ -137,7 +137,10 @@ std::string NamespaceOf(std::string_view scope) {
   return parts.empty() ? std::string() : std::string(parts[0]);
 }
 
-std::string NewRepoScope() {
+namespace {
+constexpr std::string_view kMirrorScopePrefix = "mirror:";
+
+std::string RandomScope(std::string_view prefix) {
   uint8_t bytes[16];
   if (RAND_bytes(bytes, sizeof(bytes)) != 1) {
     // Without randomness, time and address still make a scope no earlier repository had.
@@ -146,7 +149,20 @@ std::string NewRepoScope() {
     const auto p = reinterpret_cast<uintptr_t>(&bytes);
     std::memcpy(bytes + 8, &p, 8);
   }
-  return "hub:" + HexEncode(bytes);
+  return std::string(prefix) + HexEncode(bytes);
+}
+}  // namespace
+
+std::string NewRepoScope() {
+  return RandomScope("hub:");
+}
+
+std::string NewMirrorScope() {
+  return RandomScope(kMirrorScopePrefix);
+}
+
+bool IsMirrored(const index::RepoRecord& record) {
+  return record.scope.starts_with(kMirrorScopePrefix);
 }
 
 // ---- The service
@@ -239,6 +255,10 @@ Result<Repo> HubService::Open(const Caller& caller, const RepoId& id, bool write
     if (caller.anonymous()) return Fail(ErrorKind::kUnauthorized, "", "writing needs a token");
     if (!covers || !caller.write) {
       return Fail(ErrorKind::kForbidden, "", "this token cannot write to " + id.str());
+    }
+    // A mirror's copy changes only as its upstream does.
+    if (IsMirrored(*found)) {
+      return Fail(ErrorKind::kForbidden, "", id.str() + " is mirrored from upstream: it is read-only here");
     }
   }
   return Repo{std::move(*found)};
@@ -613,6 +633,10 @@ Result<PathInfo> HubService::DescribeBlob(const Repo& repo, std::string path, co
       info.lfs = std::move(*pointer);
     } else if (!link.ok() && link.error().kind != ErrorKind::kNotFound) {
       return link.error();
+    } else if (IsMirrored(repo.record)) {
+      // Every pointer of a mirrored history is a large file upstream; its bytes are fetched when first asked.
+      info.size = pointer->size;
+      info.lfs = std::move(*pointer);
     }
   }
   return info;

@@ -330,5 +330,9 @@ Status Publish(files::FileService& service, const Repo& repo, std::vector<xet::F
 
 // A new repository's scope: "hub:" and 32 random hex digits.
 std::string NewRepoScope();
+// A mirrored repository's scope (src/mirror/): "mirror:" and 32 random hex digits. The prefix is what marks
+// a repository as a copy of an upstream Hub's: read-only here, refreshed from upstream, evictable.
+std::string NewMirrorScope();
+bool IsMirrored(const index::RepoRecord& record);
 
 }  // namespace cairn::hub

@@ -10,15 +10,18 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "xet/result.h"
 
-namespace cairn::client {
+namespace cairn::net {
 
 struct RetryPolicy {
   int attempts = 8;                           // tries in all
@@ -47,11 +50,28 @@ class HttpClient {
                                  const std::vector<std::string>& headers, std::string_view body = {},
                                  bool retries = true);
 
+  // A GET whose 2xx body goes to `sink` as it arrives (any other status's body is kept in the response, at
+  // most 64 KiB), following redirects (libcurl sends no Authorization header to another host). Retried as
+  // Send retries while no byte has reached the sink; a failure after that is returned as kUnavailable, and
+  // the caller may ask for the rest with a Range header. A sink returning false stops the transfer (kIo).
+  using Sink = std::function<bool(std::span<const uint8_t>)>;
+  xet::Result<HttpResponse> Fetch(const std::string& url, const std::vector<std::string>& headers,
+                                  const Sink& sink);
+
   // How many times a request was sent again (all requests so far).
   int retried() const { return retried_; }
 
  private:
   struct Impl;
+  // Sleeps before attempt `attempt` (> 0): the back-off `delay` (then doubled), or what the last answer's
+  // Retry-After asked when that is longer (at most max_delay × 4).
+  void Pause(std::chrono::milliseconds& delay, const HttpResponse& last);
+  // Sends with `perform(curl handle, response)` (which sets the request's options, performs it and returns
+  // libcurl's code) up to `attempts` times: again after a transport failure while `may_retry()`, and after a
+  // transient status; kUnavailable naming `what` when every attempt failed.
+  using Perform = std::function<int(void*, HttpResponse&)>;
+  xet::Result<HttpResponse> Retry(const std::string& what, int attempts, const Perform& perform,
+                                  const std::function<bool()>& may_retry);
   std::unique_ptr<Impl> impl_;
   RetryPolicy policy_;
   int retried_ = 0;
@@ -63,4 +83,4 @@ bool IsTransientStatus(long status);
 // "Authorization: Bearer T" (empty for an empty token).
 std::vector<std::string> BearerHeader(const std::string& token);
 
-}  // namespace cairn::client
+}  // namespace cairn::net

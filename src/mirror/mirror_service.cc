@@ -1,0 +1,348 @@
+#include "mirror/mirror_service.h"
+
+#include <unordered_set>
+
+#include "git/pack_reader.h"
+#include "hub/history.h"
+#include "lfs/file_ingest.h"
+
+namespace cairn::mirror {
+namespace {
+
+using hub::ErrorKind;
+
+hub::Error Fail(ErrorKind kind, std::string code, std::string message) {
+  return hub::Error{kind, std::move(code), std::move(message)};
+}
+
+std::vector<uint8_t> KeyOf(const hub::ObjectId& id) {
+  return {id.bytes.begin(), id.bytes.end()};
+}
+
+// A pack's objects as the index stores them, each checked as a push's are: commits and trees parse (no
+// submodule), so that nothing is stored that the Hub's routes could not serve.
+xet::Result<std::vector<index::RepoObject>> Checked(std::vector<hub::RawObject> objects) {
+  std::vector<index::RepoObject> out;
+  out.reserve(objects.size());
+  for (auto& o : objects) {
+    if (o.kind == hub::ObjectKind::kCommit) {
+      if (auto c = hub::ParseCommit(o.body); !c.ok())
+        return xet::Malformed("commit " + o.id.hex() + ": " + c.error().message);
+    } else if (o.kind == hub::ObjectKind::kTree) {
+      auto entries = hub::ParseTree(o.body);
+      if (!entries.ok()) return xet::Malformed("tree " + o.id.hex() + ": " + entries.error().message);
+      for (const auto& e : *entries) {
+        if (!hub::ValidSegment(e.name))
+          return xet::Malformed("tree " + o.id.hex() + " names a path cairn refuses");
+      }
+    }
+    out.push_back(index::RepoObject{
+        .key = KeyOf(o.id), .kind = static_cast<uint8_t>(o.kind), .data = std::move(o.body)});
+  }
+  return out;
+}
+
+}  // namespace
+
+struct MirrorService::Flight {
+  bool done = false;
+  std::optional<hub::Result<xet::FileHash>> result;
+  std::condition_variable cv;
+};
+
+MirrorService::MirrorService(index::RepoIndex& index, hub::HubService& hub, files::FileService& files,
+                             cas::CasService& cas, MirrorOptions options)
+    : index_(index),
+      hub_(hub),
+      files_(files),
+      cas_(cas),
+      options_(std::move(options)),
+      upstream_(options_.upstream) {}
+
+bool MirrorService::Mirrors(const hub::RepoId& id) const {
+  if (options_.repos.empty()) return true;
+  const std::string prefix = id.type == hub::RepoType::kModel ? "" : std::string(hub::Plural(id.type)) + "/";
+  for (const auto& entry : options_.repos) {
+    if (entry == prefix + id.str() || (entry.find('/') == std::string::npos && entry == id.ns)) return true;
+  }
+  return false;
+}
+
+MirrorCounters MirrorService::counters() const {
+  std::lock_guard lock(mu_);
+  return counters_;
+}
+
+hub::Error MirrorService::Failed(const xet::Error& e, const std::string& what) {
+  switch (e.code) {
+    case xet::ErrorCode::kNotFound:
+      return Fail(ErrorKind::kNotFound, "", what + ": upstream has none");
+    case xet::ErrorCode::kUnavailable: {
+      std::lock_guard lock(mu_);
+      ++counters_.upstream_failures;
+      return Fail(ErrorKind::kUnavailable, "",
+                  what + ": the upstream Hub cannot be reached now; try again later");
+    }
+    default:
+      return Fail(ErrorKind::kUnavailable, "", what + ": " + e.message);
+  }
+}
+
+bool MirrorService::Fresh(int64_t repo) const {
+  std::lock_guard lock(mu_);
+  auto it = synced_at_.find(repo);
+  return it != synced_at_.end() && options_.clock->UnixSeconds() - it->second < options_.revision_ttl.count();
+}
+
+hub::Result<hub::Repo> MirrorService::Open(const hub::Caller& caller, const hub::RepoId& id) {
+  auto found = index_.FindRepo(id.type, id.ns, id.name);
+  if (found.ok() && !hub::IsMirrored(*found)) return hub_.Open(caller, id, false);
+  if (!found.ok() && found.error().code != xet::ErrorCode::kNotFound) return hub::FromIndex(found.error());
+  if (!found.ok() && !Mirrors(id)) return hub_.Open(caller, id, false);
+  if (options_.token_to_read && caller.anonymous()) {
+    return Fail(ErrorKind::kUnauthorized, "", "mirrored repositories need a token of this server");
+  }
+  if (found.ok()) return hub::Repo{std::move(*found)};
+  if (options_.offline) {
+    return Fail(ErrorKind::kUnavailable, "", id.str() + " was never fetched, and this mirror is offline");
+  }
+  auto synced = Sync(id, nullptr);
+  if (!synced.ok() && synced.error().kind == ErrorKind::kNotFound) {
+    return Fail(ErrorKind::kNotFound, "RepoNotFound", "Repository not found");
+  }
+  return synced;
+}
+
+hub::Result<hub::Repo> MirrorService::Sync(const hub::RepoId& id, const hub::Repo* existing) {
+  {
+    std::lock_guard lock(mu_);
+    ++counters_.syncs;
+  }
+  auto refs = upstream_.ListRefs(id);
+  if (!refs.ok()) return Failed(refs.error(), id.str());
+  // What upstream's refs name that is not held: fetched in one pack, less what the local refs reach.
+  std::vector<hub::ObjectId> wants, haves;
+  std::vector<index::Ref> local;
+  if (existing != nullptr) {
+    auto held_refs = index_.ListRefs(existing->record.id);
+    if (!held_refs.ok()) return hub::FromIndex(held_refs.error());
+    local = std::move(*held_refs);
+    for (const auto& r : local) {
+      if (auto oid = hub::ObjectId::FromBytes(r.target)) haves.push_back(*oid);
+    }
+  }
+  {
+    std::unordered_set<hub::ObjectId, hub::ObjectIdHash> seen;
+    std::vector<std::vector<uint8_t>> keys;
+    std::vector<hub::ObjectId> targets;
+    for (const auto& r : *refs) {
+      if (seen.insert(r.target).second) {
+        keys.push_back(KeyOf(r.target));
+        targets.push_back(r.target);
+      }
+    }
+    if (existing != nullptr && !keys.empty()) {
+      auto heads = index_.GetRepoObjectHeads(existing->record.id, keys, 0);
+      if (!heads.ok()) return hub::FromIndex(heads.error());
+      for (size_t i = 0; i < targets.size(); ++i) {
+        if (!(*heads)[i]) wants.push_back(targets[i]);
+      }
+    } else {
+      wants = std::move(targets);
+    }
+  }
+  std::vector<index::RepoObject> objects;
+  if (!wants.empty()) {
+    auto pack = upstream_.FetchPack(id, wants, haves);
+    if (!pack.ok()) return Failed(pack.error(), id.str());
+    auto read = git::ReadPack(*pack, git::PackLimits{});
+    if (!read.ok())
+      return Fail(ErrorKind::kUnavailable, "", id.str() + ": upstream's pack: " + read.error().message);
+    auto checked = Checked(std::move(*read));
+    if (!checked.ok()) return Fail(ErrorKind::kUnavailable, "", id.str() + ": " + checked.error().message);
+    objects = std::move(*checked);
+  }
+
+  const int64_t now = options_.clock->UnixSeconds();
+  hub::Repo repo;
+  if (existing == nullptr) {
+    index::NewRepo fresh{.type = id.type,
+                         .ns = id.ns,
+                         .name = id.name,
+                         .is_private = false,
+                         .created_at = now,
+                         .scope = hub::NewMirrorScope(),
+                         .read_scope = hub::NewRepoScope(),
+                         .objects = std::move(objects),
+                         .refs = {}};
+    for (const auto& r : *refs) fresh.refs.push_back(index::Ref{r.kind, r.name, KeyOf(r.target)});
+    auto created = index_.CreateRepo(fresh);
+    if (!created.ok()) {
+      if (created.error().code != xet::ErrorCode::kConflict) return hub::FromIndex(created.error());
+      // Another node (or request) copied it first.
+      auto found = index_.FindRepo(id.type, id.ns, id.name);
+      if (!found.ok()) return hub::FromIndex(found.error());
+      created = std::move(found);
+    } else {
+      std::lock_guard lock(mu_);
+      ++counters_.repos_fetched;
+    }
+    repo.record = std::move(*created);
+  } else {
+    repo = *existing;
+    if (!objects.empty()) {
+      if (auto st = index_.PutRepoObjects(repo.record.id, objects); !st.ok())
+        return hub::FromIndex(st.error());
+    }
+    // Each ref as upstream has it (moved backwards too: upstream's history is the truth), and gone when
+    // upstream deleted it. A concurrent sync that moved it first is left be.
+    const auto find_local = [&](index::RefKind kind, const std::string& name) -> const index::Ref* {
+      for (const auto& l : local) {
+        if (l.kind == kind && l.name == name) return &l;
+      }
+      return nullptr;
+    };
+    for (const auto& r : *refs) {
+      const index::Ref* held = find_local(r.kind, r.name);
+      if (held != nullptr && held->target == KeyOf(r.target)) continue;
+      index::RefUpdate u{r.kind, r.name, std::nullopt, KeyOf(r.target)};
+      if (held != nullptr) u.expected = held->target;
+      if (auto st = index_.UpdateRef(repo.record.id, u);
+          !st.ok() && st.error().code != xet::ErrorCode::kConflict)
+        return hub::FromIndex(st.error());
+    }
+    for (const auto& l : local) {
+      bool kept = false;
+      for (const auto& r : *refs) kept = kept || (r.kind == l.kind && r.name == l.name);
+      if (kept) continue;
+      index::RefUpdate u{l.kind, l.name, l.target, std::nullopt};
+      if (auto st = index_.UpdateRef(repo.record.id, u);
+          !st.ok() && st.error().code != xet::ErrorCode::kConflict)
+        return hub::FromIndex(st.error());
+    }
+  }
+  std::lock_guard lock(mu_);
+  synced_at_[repo.record.id] = now;
+  return repo;
+}
+
+hub::Result<hub::ObjectId> MirrorService::Resolve(const hub::Repo& repo, std::string_view revision) {
+  if (!hub::IsMirrored(repo.record)) return hub_.Resolve(repo, revision);
+  const bool commit_id = revision.size() == 40 && hub::ObjectId::FromHex(revision).has_value();
+  auto held = hub_.Resolve(repo, revision);
+  // A commit id names the same commit forever; a name is trusted for revision_ttl.
+  if (held.ok() && (commit_id || Fresh(repo.record.id))) return held;
+  if (!held.ok() && held.error().kind != ErrorKind::kNotFound) return held;
+  if (options_.offline) return held;
+  auto synced = Sync(repo.id(), &repo);
+  if (!synced.ok()) {
+    // Upstream is out of reach: the last names seen stand.
+    if (held.ok()) return held;
+    return synced.error();
+  }
+  auto now = hub_.Resolve(*synced, revision);
+  if (now.ok() || !commit_id || now.error().kind != ErrorKind::kNotFound) return now;
+  // A commit no ref of upstream names (an older one, or a pull request's): asked for by its id.
+  auto pack = upstream_.FetchPack(repo.id(), {*hub::ObjectId::FromHex(revision)}, {});
+  if (!pack.ok()) {
+    if (pack.error().code == xet::ErrorCode::kNotFound || pack.error().code == xet::ErrorCode::kMalformed)
+      return now;
+    return Failed(pack.error(), repo.id().str());
+  }
+  auto read = git::ReadPack(*pack, git::PackLimits{});
+  if (!read.ok()) return now;
+  auto checked = Checked(std::move(*read));
+  if (!checked.ok()) return now;
+  if (auto st = index_.PutRepoObjects(repo.record.id, *checked); !st.ok()) return hub::FromIndex(st.error());
+  return hub_.Resolve(repo, revision);
+}
+
+hub::Result<xet::FileHash> MirrorService::Large(const hub::Repo& repo, const hub::ObjectId& commit,
+                                                const hub::PathInfo& info) {
+  if (info.xet) {
+    std::lock_guard lock(mu_);
+    ++counters_.file_hits;
+    return *info.xet;
+  }
+  if (!info.lfs || !hub::IsMirrored(repo.record)) {
+    return Fail(ErrorKind::kInternal, "", info.path + " is not a large file of a mirrored repository");
+  }
+  const std::string key = std::to_string(repo.record.id) + ":" + info.lfs->sha256;
+  std::shared_ptr<Flight> flight;
+  bool runs = false;
+  {
+    std::lock_guard lock(mu_);
+    auto [it, inserted] = flights_.try_emplace(key);
+    if (inserted) it->second = std::make_shared<Flight>();
+    flight = it->second;
+    runs = inserted;
+  }
+  if (!runs) {
+    std::unique_lock lock(mu_);
+    flight->cv.wait(lock, [&] { return flight->done; });
+    return *flight->result;
+  }
+  auto result = Fetch(repo, commit, info);
+  std::lock_guard lock(mu_);
+  flight->result = result;
+  flight->done = true;
+  flights_.erase(key);
+  flight->cv.notify_all();
+  return result;
+}
+
+hub::Result<xet::FileHash> MirrorService::Fetch(const hub::Repo& repo, const hub::ObjectId& commit,
+                                                const hub::PathInfo& info) {
+  const hub::LfsPointer& pointer = *info.lfs;
+  if (options_.offline) {
+    return Fail(ErrorKind::kUnavailable, "", info.path + " was never fetched, and this mirror is offline");
+  }
+  auto ingest = lfs::FileIngest::Begin(cas_, repo.record.scope, pointer.sha256, pointer.size);
+  if (!ingest.ok()) return Fail(ErrorKind::kInternal, "", ingest.error().message);
+  std::optional<xet::FileHash> upstream_xet;
+  // A transfer cut after some bytes resumes where they end (a ranged request), as long as each try brings
+  // more.
+  for (;;) {
+    const uint64_t offset = (*ingest)->received();
+    xet::Status fed = xet::Ok{};
+    auto got = upstream_.Download(repo.id(), commit, info.path, offset, [&](std::span<const uint8_t> block) {
+      if (auto st = (*ingest)->Feed(block); !st.ok()) {
+        fed = st;
+        return false;
+      }
+      return true;
+    });
+    const uint64_t arrived = (*ingest)->received() - offset;
+    {
+      std::lock_guard lock(mu_);
+      counters_.upstream_bytes += arrived;
+    }
+    if (!fed.ok())
+      return Fail(ErrorKind::kUnavailable, "", info.path + ": upstream's bytes: " + fed.error().message);
+    if (got.ok()) {
+      if (offset == 0) upstream_xet = got->xet;
+      break;
+    }
+    if (got.error().code != xet::ErrorCode::kUnavailable || arrived == 0)
+      return Failed(got.error(), info.path);
+  }
+  auto done = (*ingest)->Finish();
+  if (!done.ok()) {
+    return Fail(ErrorKind::kUnavailable, "",
+                info.path + ": upstream's bytes do not match its pointer: " + done.error().message);
+  }
+  // Linked for the repository (as a push links a pointer's file) and readable through its read scope.
+  const std::vector<index::RepoObject> link = {
+      index::RepoObject{.key = hub::LinkKey(pointer.sha256),
+                        .kind = index::kFileLinkKind,
+                        .data = std::vector<uint8_t>(done->file.bytes.begin(), done->file.bytes.end())}};
+  if (auto st = index_.PutRepoObjects(repo.record.id, link); !st.ok()) return hub::FromIndex(st.error());
+  if (auto st = hub::Publish(files_, repo, {done->file}); !st.ok()) return st.error();
+  std::lock_guard lock(mu_);
+  ++counters_.files_fetched;
+  counters_.new_bytes += done->new_bytes;
+  if (upstream_xet && *upstream_xet != done->file) ++counters_.xet_hash_differs;
+  return done->file;
+}
+
+}  // namespace cairn::mirror

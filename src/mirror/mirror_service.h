@@ -1,0 +1,109 @@
+// A pull-through mirror of an upstream Hub (docs/mirror.md): a repository this server does not hold, asked
+// for by a reader, is copied from upstream — its history as git (commits, trees and small files from the
+// upstream's upload-pack, so ids and history are exactly the upstream's), its large files when first asked
+// for (fetched by their SHA-256 and chunked into this server's CAS, deduplicated against everything it holds)
+// — and served by the ordinary Hub and Xet routes from then on, also when upstream is slow or gone.
+//
+// A mirrored repository is an ordinary repository of the index whose scope marks it (hub::IsMirrored): every
+// node sharing the index sees it, a write to it is refused, the collector treats it as any other. Branch and
+// tag names are asked of upstream again once `revision_ttl` has passed since this node last did (commit ids
+// never change and are never asked again); when upstream cannot be reached (or in offline mode) the last
+// names seen are served.
+//
+// Thread-safety: every method may be called concurrently. Concurrent requests for the same large file on
+// this node wait for one upstream transfer (the first to ask runs it; it is not cancelled when that client
+// goes away). Ownership: borrows the index, the Hub service, the file service and the CAS, which outlive it.
+// Failures: hub::Error — kNotFound (RepoNotFound, RevisionNotFound, EntryNotFound) when upstream has no such
+// thing, kUnauthorized when the mirror's read policy wants a token, kUnavailable (503, with Retry-After) when
+// upstream cannot be reached for something this server does not hold.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "cas/service.h"
+#include "common/clock.h"
+#include "files/file_service.h"
+#include "hub/hub_service.h"
+#include "index/index.h"
+#include "mirror/upstream.h"
+
+namespace cairn::mirror {
+
+struct MirrorOptions {
+  UpstreamOptions upstream;
+  // Which repositories are mirrored: entries "ns" (a namespace), "ns/name", "datasets/ns/name",
+  // "spaces/ns/name"; empty: every repository this server does not hold itself.
+  std::vector<std::string> repos;
+  bool token_to_read = false;  // mirrored repositories need a valid token of this server to be read
+  std::chrono::seconds revision_ttl{60};
+  bool offline = false;  // never ask upstream: serve what was fetched
+  const Clock* clock = &Clock::System();
+};
+
+// What a mirror did since it started (this node): for the metrics and `cairn mirror ls`.
+struct MirrorCounters {
+  uint64_t repos_fetched = 0;      // repositories copied for the first time
+  uint64_t syncs = 0;              // ref listings asked of upstream
+  uint64_t files_fetched = 0;      // large files fetched
+  uint64_t file_hits = 0;          // large files asked for and held already
+  uint64_t upstream_bytes = 0;     // bytes of large files received from upstream
+  uint64_t new_bytes = 0;          // of those, chunk bytes stored (the rest deduplicated)
+  uint64_t upstream_failures = 0;  // requests upstream could not answer
+  // Files whose Xet hash here is not the one upstream gave (upstream chunked them otherwise).
+  uint64_t xet_hash_differs = 0;
+};
+
+class MirrorService {
+ public:
+  MirrorService(index::RepoIndex& index, hub::HubService& hub, files::FileService& files,
+                cas::CasService& cas, MirrorOptions options);
+  MirrorService(const MirrorService&) = delete;
+  MirrorService& operator=(const MirrorService&) = delete;
+
+  // Whether a repository of this name is mirrored when this server does not hold it.
+  bool Mirrors(const hub::RepoId& id) const;
+
+  // The repository for reading: a local one as HubService::Open gives it; a mirrored one after the read
+  // policy is checked, copied from upstream first when this server does not hold it yet.
+  hub::Result<hub::Repo> Open(const hub::Caller& caller, const hub::RepoId& id);
+  // A revision of a repository Open gave: for a mirrored one, branch and tag names as upstream has them
+  // (asked again past revision_ttl), a commit id fetched when it is not held.
+  hub::Result<hub::ObjectId> Resolve(const hub::Repo& repo, std::string_view revision);
+  // The Xet file of a large file of a mirrored repository (`info` from HubService::Stat at `commit`, with
+  // its LFS pointer): fetched from upstream, checked against its SHA-256 and size, stored and linked now when
+  // the repository holds none.
+  hub::Result<xet::FileHash> Large(const hub::Repo& repo, const hub::ObjectId& commit,
+                                   const hub::PathInfo& info);
+
+  MirrorCounters counters() const;
+
+ private:
+  struct Flight;
+  // Copies upstream's refs (and the history they reach that is not held) into the repository, creating it
+  // when `existing` is null. The repository as it is after.
+  hub::Result<hub::Repo> Sync(const hub::RepoId& id, const hub::Repo* existing);
+  hub::Result<xet::FileHash> Fetch(const hub::Repo& repo, const hub::ObjectId& commit,
+                                   const hub::PathInfo& info);
+  hub::Error Failed(const xet::Error& e, const std::string& what);
+  bool Fresh(int64_t repo) const;
+
+  index::RepoIndex& index_;
+  hub::HubService& hub_;
+  files::FileService& files_;
+  cas::CasService& cas_;
+  const MirrorOptions options_;
+  const Upstream upstream_;
+
+  mutable std::mutex mu_;
+  std::map<int64_t, int64_t> synced_at_;                    // guarded by mu_: repository → unix seconds
+  std::map<std::string, std::shared_ptr<Flight>> flights_;  // guarded by mu_: "<repo>:<sha256>"
+  MirrorCounters counters_;                                 // guarded by mu_
+};
+
+}  // namespace cairn::mirror

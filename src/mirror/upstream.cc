@@ -1,0 +1,168 @@
+#include "mirror/upstream.h"
+
+#include "common/percent_encode.h"
+#include "git/pkt_line.h"
+
+namespace cairn::mirror {
+namespace {
+
+// An upstream status as the mirror reports it (the URL without its query: it may carry a signature).
+xet::Error StatusError(const std::string& what, long status) {
+  const std::string message = what + ": upstream answered HTTP " + std::to_string(status);
+  if (status == 401 || status == 403 || status == 404 || status == 410) return xet::NotFound(message);
+  if (net::IsTransientStatus(status)) return xet::Unavailable(message);
+  return xet::Malformed(message);
+}
+
+// The start of a protocol v2 command: its name and capabilities, up to its arguments.
+std::string GitRequest(std::string_view command) {
+  std::string request;
+  git::AppendPkt(request, "command=" + std::string(command) + "\n");
+  git::AppendPkt(request, "agent=cairn-mirror/1\n");
+  git::AppendDelim(request);
+  return request;
+}
+
+}  // namespace
+
+std::string RepoPath(const hub::RepoId& id) {
+  if (id.type == hub::RepoType::kModel) return id.str();
+  return std::string(hub::Plural(id.type)) + "/" + id.str();
+}
+
+Upstream::Upstream(UpstreamOptions options) : options_(std::move(options)) {
+  while (!options_.url.empty() && options_.url.back() == '/') options_.url.pop_back();
+}
+
+std::vector<std::string> Upstream::AuthHeaders() const {
+  return net::BearerHeader(options_.token);
+}
+
+std::string Upstream::GitUrl(const hub::RepoId& repo) const {
+  return options_.url + "/" + RepoPath(repo) + ".git/git-upload-pack";
+}
+
+xet::Result<std::string> Upstream::GitCommand(const hub::RepoId& repo, const std::string& request,
+                                              uint64_t max_bytes) const {
+  net::HttpClient http(options_.retry);
+  std::vector<std::string> headers = AuthHeaders();
+  headers.emplace_back("Git-Protocol: version=2");
+  headers.emplace_back("Content-Type: application/x-git-upload-pack-request");
+  headers.emplace_back("Accept: application/x-git-upload-pack-result");
+  // A POST through Send buffers the answer; the bound is checked on the bytes received.
+  auto answer = http.Send("POST", GitUrl(repo), headers, request);
+  if (!answer.ok()) return answer.error();
+  if (answer->status != 200) return StatusError("git upload-pack of " + repo.str(), answer->status);
+  if (answer->body.size() > max_bytes) {
+    return xet::LimitExceeded("upstream's answer for " + repo.str() + " passes " + std::to_string(max_bytes) +
+                              " bytes");
+  }
+  return std::move(answer->body);
+}
+
+xet::Result<std::vector<UpstreamRef>> Upstream::ListRefs(const hub::RepoId& repo) const {
+  std::string request = GitRequest("ls-refs");
+  git::AppendPkt(request, "ref-prefix refs/heads/\n");
+  git::AppendPkt(request, "ref-prefix refs/tags/\n");
+  git::AppendFlush(request);
+  auto answer = GitCommand(repo, request, options_.max_refs * 512);
+  if (!answer.ok()) return answer.error();
+  std::vector<UpstreamRef> refs;
+  git::PktReader reader(*answer);
+  for (;;) {
+    auto pkt = reader.Next();
+    if (!pkt.ok()) return pkt.error();
+    if (!*pkt || (*pkt)->kind == git::PktKind::kFlush) break;
+    if ((*pkt)->kind != git::PktKind::kData) continue;
+    // "<oid> <refname>[ <attribute>...]"
+    const std::string_view line = git::Line((*pkt)->payload);
+    if (line.size() < 42 || line[40] != ' ') return xet::Malformed("ls-refs: a line cairn cannot read");
+    auto id = hub::ObjectId::FromHex(line.substr(0, 40));
+    if (!id) continue;  // "unborn HEAD" and the like
+    std::string_view name = line.substr(41);
+    name = name.substr(0, name.find(' '));
+    UpstreamRef ref;
+    if (name.starts_with("refs/heads/")) {
+      ref.kind = index::RefKind::kBranch;
+      ref.name = name.substr(11);
+    } else if (name.starts_with("refs/tags/")) {
+      ref.kind = index::RefKind::kTag;
+      ref.name = name.substr(10);
+    } else {
+      continue;
+    }
+    if (!hub::ValidBranchOrTagName(ref.name, ref.kind == index::RefKind::kTag)) continue;
+    ref.target = *id;
+    refs.push_back(std::move(ref));
+    if (refs.size() > options_.max_refs) return xet::LimitExceeded("upstream lists too many refs");
+  }
+  return refs;
+}
+
+xet::Result<std::vector<uint8_t>> Upstream::FetchPack(const hub::RepoId& repo,
+                                                      const std::vector<hub::ObjectId>& wants,
+                                                      const std::vector<hub::ObjectId>& haves) const {
+  std::string request = GitRequest("fetch");
+  git::AppendPkt(request, "no-progress\n");
+  git::AppendPkt(request, "ofs-delta\n");
+  for (const auto& w : wants) git::AppendPkt(request, "want " + w.hex() + "\n");
+  for (const auto& h : haves) git::AppendPkt(request, "have " + h.hex() + "\n");
+  git::AppendPkt(request, "done\n");
+  git::AppendFlush(request);
+  auto answer = GitCommand(repo, request, options_.max_pack_bytes + (options_.max_pack_bytes >> 4));
+  if (!answer.ok()) return answer.error();
+  // Sections before "packfile" (acknowledgments, shallow-info) carry nothing a mirror needs after "done".
+  git::PktReader reader(*answer);
+  bool in_pack = false;
+  std::vector<uint8_t> pack;
+  for (;;) {
+    auto pkt = reader.Next();
+    if (!pkt.ok()) return pkt.error();
+    if (!*pkt) break;
+    if ((*pkt)->kind != git::PktKind::kData) {
+      if (in_pack) break;
+      continue;
+    }
+    const std::string_view payload = (*pkt)->payload;
+    if (!in_pack) {
+      if (git::Line(payload) == "packfile") in_pack = true;
+      continue;
+    }
+    if (payload.empty()) continue;
+    const auto band = static_cast<uint8_t>(payload[0]);
+    if (band == 1) {
+      pack.insert(pack.end(), payload.begin() + 1, payload.end());
+    } else if (band == 3) {
+      return xet::Malformed("upstream's upload-pack failed: " + std::string(payload.substr(1, 200)));
+    }
+  }
+  if (!in_pack) return xet::Malformed("upstream's fetch answer holds no pack");
+  return pack;
+}
+
+xet::Result<UpstreamFile> Upstream::Download(const hub::RepoId& repo, const hub::ObjectId& commit,
+                                             std::string_view path, uint64_t offset,
+                                             const net::HttpClient::Sink& sink) const {
+  net::HttpClient http(options_.retry);
+  std::vector<std::string> headers = AuthHeaders();
+  if (offset > 0) headers.push_back("Range: bytes=" + std::to_string(offset) + "-");
+  std::string encoded;
+  for (size_t start = 0; start <= path.size();) {
+    const size_t slash = std::min(path.find('/', start), path.size());
+    if (!encoded.empty()) encoded += '/';
+    encoded += PercentEncode(path.substr(start, slash - start));
+    start = slash + 1;
+  }
+  const std::string url = options_.url + "/" + RepoPath(repo) + "/resolve/" + commit.hex() + "/" + encoded;
+  auto answer = http.Fetch(url, headers, sink);
+  if (!answer.ok()) return answer.error();
+  const long expected = offset > 0 ? 206 : 200;
+  if (answer->status != expected) return StatusError("the download of " + std::string(path), answer->status);
+  UpstreamFile file{.status = answer->status, .xet = std::nullopt};
+  if (auto it = answer->headers.find("x-xet-hash"); it != answer->headers.end()) {
+    if (auto h = xet::Hash::FromHex(it->second)) file.xet = *h;
+  }
+  return file;
+}
+
+}  // namespace cairn::mirror

@@ -1,0 +1,84 @@
+// The Hub a mirror copies from (huggingface.co in production; another cairn in the tests): its git
+// upload-pack for history (protocol v2: ls-refs, fetch) and its resolve route for a file's bytes, streamed.
+//
+// The mirror's token, when configured, is sent to the upstream's own host only (libcurl drops the
+// Authorization header when a redirect leads elsewhere, as the Hub's resolve does to its CDN) and never
+// appears in an error message. Answers are bounded: a ref listing and a pack are read into memory up to
+// their limits, a file's bytes go to the caller's sink as they arrive.
+//
+// Thread-safety: every method may be called concurrently (each call uses an HTTP client of its own).
+// Failures: kNotFound when upstream has no such repository, revision or file (or will not show it to the
+// mirror's token: 401, 403 and 404 alike); kUnavailable when it cannot be reached or kept failing (429 and
+// 5xx are retried with back-off, honouring Retry-After); kMalformed for an answer cairn cannot read.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "hub/git_object.h"
+#include "hub/hub_service.h"
+#include "net/http_client.h"
+#include "xet/result.h"
+
+namespace cairn::mirror {
+
+struct UpstreamOptions {
+  std::string url = "https://huggingface.co";  // no trailing slash
+  std::string token;                           // empty: anonymous
+  net::RetryPolicy retry{.attempts = 4,
+                         .base_delay = std::chrono::milliseconds(250),
+                         .max_delay = std::chrono::milliseconds(4000),
+                         .timeout = std::chrono::seconds(120)};
+  size_t max_refs = 10000;
+  uint64_t max_pack_bytes = 1ULL << 30;
+};
+
+// A branch or tag of the upstream repository.
+struct UpstreamRef {
+  index::RefKind kind = index::RefKind::kBranch;
+  std::string name;  // without refs/heads/ or refs/tags/
+  hub::ObjectId target;
+};
+
+// What the upstream said of a file while sending it.
+struct UpstreamFile {
+  long status = 0;                   // 200, or 206 for a ranged request
+  std::optional<xet::FileHash> xet;  // its X-Xet-Hash, when upstream stores it with Xet
+};
+
+class Upstream {
+ public:
+  explicit Upstream(UpstreamOptions options);
+
+  // The repository's branches and tags (git ls-refs); kNotFound when upstream has no such repository.
+  xet::Result<std::vector<UpstreamRef>> ListRefs(const hub::RepoId& repo) const;
+  // A pack holding `wants` and what they reach, less what `haves` reach (git fetch, protocol v2, no thin
+  // pack): the pack's bytes.
+  xet::Result<std::vector<uint8_t>> FetchPack(const hub::RepoId& repo,
+                                              const std::vector<hub::ObjectId>& wants,
+                                              const std::vector<hub::ObjectId>& haves) const;
+  // The bytes of `path` at `commit` from `offset` on, handed to `sink` as they arrive.
+  xet::Result<UpstreamFile> Download(const hub::RepoId& repo, const hub::ObjectId& commit,
+                                     std::string_view path, uint64_t offset,
+                                     const net::HttpClient::Sink& sink) const;
+
+  const std::string& url() const { return options_.url; }
+
+ private:
+  std::vector<std::string> AuthHeaders() const;
+  std::string GitUrl(const hub::RepoId& repo) const;
+  // One git protocol v2 command to upload-pack; the answer's bytes.
+  xet::Result<std::string> GitCommand(const hub::RepoId& repo, const std::string& request,
+                                      uint64_t max_bytes) const;
+
+  UpstreamOptions options_;
+};
+
+// The path of a repository's pages: "alice/model", "datasets/alice/data", "spaces/alice/app".
+std::string RepoPath(const hub::RepoId& id);
+
+}  // namespace cairn::mirror

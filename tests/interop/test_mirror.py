@@ -1,0 +1,113 @@
+"""The pull-through mirror (docs/mirror.md): a second `cairn serve` with CAIRN_MIRROR_UPSTREAM pointing at a first
+one that holds the repositories, driven by huggingface_hub 2.4.0 and hf_xet as users drive it with HF_ENDPOINT set
+to the mirror. Downloads through the mirror are byte-exact and served by the mirror's own Xet routes; a second
+download sends no file bytes upstream; the history is the upstream's (same commit ids); upstream going away leaves
+what was fetched downloadable and answers 503 with Retry-After for what was not."""
+
+from __future__ import annotations
+
+import urllib.request
+from pathlib import Path
+
+from common import MiB, assert_same_file, write_random
+from hub_util import Hub
+
+
+def resolve_bytes(srv) -> float:
+    """Response bytes `srv` sent on its file download route."""
+    return sum(v for n, labels, v in srv.metrics()
+               if n == "cairn_http_response_bytes_total" and "resolve" in labels.get("route", ""))
+
+
+def served_by_xet(srv) -> float:
+    """Reconstructions `srv` answered: downloads hf_xet made from it."""
+    return srv.requests_count("GET", "reconstruction", status="200")
+
+
+def publish(hub: Hub, tmp_path: Path) -> dict:
+    """alice/model (a small file, two Xet files, one in a folder) and datasets/alice/data, on the upstream."""
+    folder = tmp_path / "model"
+    (folder / "sub").mkdir(parents=True)
+    (folder / "config.json").write_text('{"hidden": 64}\n')
+    write_random(folder / "weights.bin", 3 * MiB, seed=21)
+    write_random(folder / "sub" / "shard.bin", 1 * MiB + 7, seed=22)
+    data = tmp_path / "data"
+    data.mkdir()
+    write_random(data / "train.parquet", 2 * MiB + 3, seed=23)
+    return hub.run(f"""
+        api.create_repo("alice/model")
+        api.upload_folder(repo_id="alice/model", folder_path={str(folder)!r}, commit_message="weights")
+        api.create_repo("alice/data", repo_type="dataset")
+        api.upload_folder(repo_id="alice/data", repo_type="dataset", folder_path={str(data)!r})
+        result = {{"model": api.repo_info("alice/model").sha,
+                  "data": api.repo_info("alice/data", repo_type="dataset").sha,
+                  "commits": [c.commit_id for c in api.list_repo_commits("alice/model")]}}
+    """) | {"model_dir": str(folder), "data_dir": str(data)}
+
+
+def test_mirror_downloads_once_and_serves_offline(server, hub_py, tmp_path):
+    upstream = server()
+    owner = Hub(hub_py, tmp_path / "owner", upstream, upstream.token("alice", write=True))
+    published = publish(owner, tmp_path)
+    mirror = server(env={"CAIRN_MIRROR_UPSTREAM": upstream.url, "CAIRN_MIRROR_REVISION_TTL": "1"})
+
+    # A first reader, anonymous, against the mirror only.
+    first = Hub(hub_py, tmp_path / "reader-1", mirror, None)
+    out = first.run(f"""
+        path = snapshot_download("alice/model", local_dir={str(tmp_path / "got-1")!r})
+        info = api.repo_info("alice/model")
+        data = hf_hub_download("alice/data", "train.parquet", repo_type="dataset",
+                               local_dir={str(tmp_path / "got-1-data")!r})
+        result = {{"sha": info.sha, "commits": [c.commit_id for c in api.list_repo_commits("alice/model")],
+                  "files": sorted(s.rfilename for s in info.siblings)}}
+    """)
+    # The history is the upstream's, commit for commit.
+    assert out["sha"] == published["model"]
+    assert out["commits"] == published["commits"]
+    assert out["files"] == [".gitattributes", "config.json", "sub/shard.bin", "weights.bin"]
+    for rel in ("config.json", "weights.bin", "sub/shard.bin"):
+        assert_same_file(Path(published["model_dir"]) / rel, tmp_path / "got-1" / rel)
+    assert_same_file(Path(published["data_dir"]) / "train.parquet", tmp_path / "got-1-data" / "train.parquet")
+    # hf_xet downloaded from the mirror's own CAS; the upstream sent each large file once.
+    assert served_by_xet(mirror) >= 3, mirror.requests_table()
+    upstream_sent = resolve_bytes(upstream)
+    assert 6 * MiB <= upstream_sent < 7 * MiB, upstream.requests_table()
+
+    # A second reader with a fresh cache: byte-exact, and no file bytes from upstream.
+    second = Hub(hub_py, tmp_path / "reader-2", mirror, None)
+    second.run(f"""snapshot_download("alice/model", local_dir={str(tmp_path / "got-2")!r})""")
+    for rel in ("config.json", "weights.bin", "sub/shard.bin"):
+        assert_same_file(Path(published["model_dir"]) / rel, tmp_path / "got-2" / rel)
+    assert resolve_bytes(upstream) == upstream_sent, upstream.requests_table()
+
+    # Writes to a mirrored repository are refused, whoever asks.
+    writer = Hub(hub_py, tmp_path / "writer", mirror, mirror.token("alice", write=True))
+    refused = writer.fails("""api.upload_file(repo_id="alice/model", path_or_fileobj=b"x", path_in_repo="x.txt")""")
+    assert refused.status == 403, refused
+
+    # A new upstream commit shows once the revision TTL (1 s) has passed.
+    new = owner.run("""
+        result = api.upload_file(repo_id="alice/model", path_or_fileobj=b"v2\\n", path_in_repo="notes.txt").oid
+    """)
+    import time
+    time.sleep(1.5)
+    assert second.run("""result = api.repo_info("alice/model").sha""") == new
+
+    # Upstream down: what was fetched still downloads (the branch as last seen); what was not answers 503.
+    upstream.stop()
+    third = Hub(hub_py, tmp_path / "reader-3", mirror, None)
+    third.run(f"""snapshot_download("alice/model", local_dir={str(tmp_path / "got-3")!r})""")
+    assert_same_file(Path(published["model_dir"]) / "weights.bin", tmp_path / "got-3" / "weights.bin")
+    try:
+        urllib.request.urlopen(f"{mirror.url}/api/models/alice/never/revision/main", timeout=60)
+        raise AssertionError("an unfetched repository answered while upstream was down")
+    except urllib.error.HTTPError as e:
+        assert e.code == 503, e
+        assert e.headers.get("Retry-After"), dict(e.headers)
+    # Upstream back: the same request succeeds (a repository upstream does not have: 404).
+    upstream.start()
+    try:
+        urllib.request.urlopen(f"{mirror.url}/api/models/alice/never/revision/main", timeout=60)
+        raise AssertionError("a repository upstream lacks answered")
+    except urllib.error.HTTPError as e:
+        assert e.code == 404 and e.headers.get("X-Error-Code") == "RepoNotFound", e
