@@ -58,7 +58,8 @@ uint64_t RemainingLife(const http::Principal& who) {
   return static_cast<uint64_t>(std::max<int64_t>(who.expires - who.verified_at, 1));
 }
 
-void Reconstruction(cas::CasService& service, const std::shared_ptr<Exchange>& ex, cas::ApiVersion version) {
+void Reconstruction(cas::CasService& service, const std::shared_ptr<Exchange>& ex, cas::ApiVersion version,
+                    const std::function<bool(const xet::FileHash&)>& await_file) {
   const auto& req = ex->request();
   const auto file = HashParam(req, "file");
   if (!file) return ex->Respond(Response::ErrorJson(400, "file id must be 64 hex digits"));
@@ -69,8 +70,11 @@ void Reconstruction(cas::CasService& service, const std::shared_ptr<Exchange>& e
   }
   const std::string scope = req.principal->scope;
   const uint64_t max_ttl = RemainingLife(*req.principal);
-  ex->Offload([&service, ex, file = *file, scope, range, version, max_ttl] {
+  ex->Offload([&service, ex, file = *file, scope, range, version, max_ttl, await_file] {
     auto answer = service.Reconstruct(file, scope, range, version, max_ttl);
+    if (!answer && answer.error().code == xet::ErrorCode::kNotFound && await_file && await_file(file)) {
+      answer = service.Reconstruct(file, scope, range, version, max_ttl);
+    }
     if (!answer) {
       return ex->Respond(ErrorResponse(answer.error()));
     }
@@ -295,12 +299,14 @@ void RegisterCasRoutes(http::Server& server, cas::CasService& service, const Cas
     return RouteOptions().Name(name).Auth(Permission::kWrite).Admit(uploads);
   };
 
-  r.Handle(
-      Verb::get, "/v2/reconstructions/{file}", read("reconstruction_v2"),
-      [&service](const std::shared_ptr<Exchange>& ex) { Reconstruction(service, ex, cas::ApiVersion::kV2); });
-  r.Handle(
-      Verb::get, "/v1/reconstructions/{file}", read("reconstruction_v1"),
-      [&service](const std::shared_ptr<Exchange>& ex) { Reconstruction(service, ex, cas::ApiVersion::kV1); });
+  r.Handle(Verb::get, "/v2/reconstructions/{file}", read("reconstruction_v2"),
+           [&service, await = options.await_file](const std::shared_ptr<Exchange>& ex) {
+             Reconstruction(service, ex, cas::ApiVersion::kV2, await);
+           });
+  r.Handle(Verb::get, "/v1/reconstructions/{file}", read("reconstruction_v1"),
+           [&service, await = options.await_file](const std::shared_ptr<Exchange>& ex) {
+             Reconstruction(service, ex, cas::ApiVersion::kV1, await);
+           });
   r.Handle(Verb::get, "/v1/reconstructions", read("reconstruction_batch"),
            [&service](const std::shared_ptr<Exchange>& ex) { BatchReconstruction(service, ex); });
   r.Handle(Verb::get, "/v1/chunks/{prefix}/{hash}", read("dedup"),

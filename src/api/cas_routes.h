@@ -3,6 +3,8 @@
 // routes and falls back on 404).
 #pragma once
 
+#include <functional>
+
 #include "cas/service.h"
 #include "http/server.h"
 #include "quota/quota_service.h"
@@ -15,6 +17,9 @@ struct CasRouteOptions {
   // Xorbs for a namespace whose storage quota is used up are refused (403); null: no quotas. Outlives the
   // server.
   quota::QuotaService* quota = nullptr;
+  // A file not found is asked of this before the 404: the mirror's fetch of it, in flight on this node,
+  // is waited for (true once it is stored). Null: none.
+  std::function<bool(const xet::FileHash&)> await_file = nullptr;
 };
 
 void RegisterCasRoutes(http::Server& server, cas::CasService& service, const CasRouteOptions& options = {});

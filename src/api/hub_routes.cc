@@ -1004,17 +1004,40 @@ void HubRoutes::Resolve(const std::shared_ptr<Exchange>& ex) {
     auto info = hub_.Stat(repo, *oid, path);
     if (!info) return ex->Respond(HubErrorResponse(info.error()));
     if (info->is_dir) return ex->Respond(HubErrorResponse(404, "EntryNotFound", path + " is a folder"));
-    if (info->lfs && !info->xet) {
-      // A mirrored repository's large file not fetched yet.
-      if (options_.mirror == nullptr) {
+    const auto& req = ex->request();
+    const std::string xet_auth = "<" + options_.public_url + "/api/" + std::string(hub::Plural(rr.id.type)) +
+                                 "/" + rr.id.str() + "/xet-read-token/" + oid->hex() + ">; rel=\"xet-auth\"";
+    if (info->lfs && hub::IsMirrored(repo.record)) {
+      // A mirrored repository's large file, fetched now when it was not yet. A HEAD is answered as soon as
+      // upstream described it (hf_xet then waits at the reconstruction); anything else waits for the bytes.
+      if (options_.mirror == nullptr && !info->xet) {
         return ex->Respond(
             HubErrorResponse(503, "", path + " is mirrored and was not fetched; mirroring is off"));
       }
-      auto file = options_.mirror->Large(repo, *oid, *info);
-      if (!file) return ex->Respond(HubErrorResponse(file.error()));
-      info->xet = *file;
+      if (options_.mirror != nullptr && req.method == http::Verb::head && !info->xet) {
+        auto pending = options_.mirror->Begin(repo, *oid, *info);
+        if (!pending) return ex->Respond(HubErrorResponse(pending.error()));
+        if (!pending->held && pending->xet) {
+          const std::string etag = "\"" + info->lfs->sha256 + "\"";
+          Response r = http::RangeResponse(std::make_shared<const MemorySource>(std::vector<uint8_t>()),
+                                           info->size, {}, "application/octet-stream");
+          r.Header("ETag", etag)
+              .Header("Accept-Ranges", "bytes")
+              .Header("X-Linked-Etag", etag)
+              .Header("X-Linked-Size", std::to_string(info->size))
+              .Header("X-Xet-Hash", pending->xet->hex())
+              .Header("Link", xet_auth)
+              .Header("X-Repo-Commit", oid->hex());
+          http::SetStoredBytesHeaders(r, std::nullopt);
+          return ex->Respond(std::move(r));
+        }
+      }
+      if (options_.mirror != nullptr) {
+        auto file = options_.mirror->Large(repo, *oid, *info);
+        if (!file) return ex->Respond(HubErrorResponse(file.error()));
+        info->xet = *file;
+      }
     }
-    const auto& req = ex->request();
     Response r;
     if (info->xet) {
       auto stored = hub_.OpenLarge(repo, *info->xet);
@@ -1024,8 +1047,7 @@ void HubRoutes::Resolve(const std::shared_ptr<Exchange>& ex) {
       r.Header("X-Linked-Etag", etag)
           .Header("X-Linked-Size", std::to_string(info->size))
           .Header("X-Xet-Hash", info->xet->hex())
-          .Header("Link", "<" + options_.public_url + "/api/" + std::string(hub::Plural(rr.id.type)) + "/" +
-                              rr.id.str() + "/xet-read-token/" + oid->hex() + ">; rel=\"xet-auth\"");
+          .Header("Link", xet_auth);
     } else {
       auto blob = hub_.ReadBlob(repo, info->oid);
       if (!blob) return ex->Respond(HubErrorResponse(blob.error()));

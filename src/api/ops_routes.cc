@@ -80,4 +80,29 @@ void RegisterQuotaMetrics(http::Server& server, index::QuotaIndex& quotas) {
                 {"namespace"}, series(false));
 }
 
+void RegisterMirrorMetrics(http::Server& server, const mirror::MirrorService& mirror) {
+  const auto* m = &mirror;
+  const auto counter = [m](uint64_t mirror::MirrorCounters::*field) {
+    return [m, field] { return static_cast<double>(m->counters().*field); };
+  };
+  auto& r = server.metrics();
+  r.Gauge("cairn_mirror_repos_fetched", "Repositories copied from upstream for the first time (this node)",
+          counter(&mirror::MirrorCounters::repos_fetched));
+  r.Gauge("cairn_mirror_syncs", "Ref listings asked of upstream", counter(&mirror::MirrorCounters::syncs));
+  r.Gauge("cairn_mirror_file_misses", "Large files fetched from upstream",
+          counter(&mirror::MirrorCounters::files_fetched));
+  r.Gauge("cairn_mirror_file_hits", "Large files downloaded that were held already",
+          counter(&mirror::MirrorCounters::file_hits));
+  r.Gauge("cairn_mirror_upstream_bytes", "Bytes of large files received from upstream",
+          counter(&mirror::MirrorCounters::upstream_bytes));
+  r.Gauge("cairn_mirror_stored_bytes", "Of those, chunk bytes stored (the rest were deduplicated)",
+          counter(&mirror::MirrorCounters::new_bytes));
+  r.Gauge("cairn_mirror_saved_bytes", "Bytes received from upstream that dedup did not store again", [m] {
+    const auto c = m->counters();
+    return static_cast<double>(c.upstream_bytes > c.new_bytes ? c.upstream_bytes - c.new_bytes : 0);
+  });
+  r.Gauge("cairn_mirror_upstream_failures", "Requests upstream could not answer",
+          counter(&mirror::MirrorCounters::upstream_failures));
+}
+
 }  // namespace cairn::api

@@ -10,6 +10,7 @@
 
 #include "http/server.h"
 #include "index/index.h"
+#include "mirror/mirror_service.h"
 
 namespace cairn::api {
 
@@ -24,5 +25,8 @@ void RegisterReadiness(http::Server& server, std::vector<ReadinessCheck> checks)
 void RegisterIndexMetrics(http::Server& server, index::Index& index);
 // Per namespace with a quota: its limit and what it is charged (src/quota/), as recorded in the index.
 void RegisterQuotaMetrics(http::Server& server, index::QuotaIndex& quotas);
+// The mirror's counters (mirror_service.h): repositories and files fetched, hits, bytes from upstream and
+// what dedup saved of them, upstream failures; this node's since it started.
+void RegisterMirrorMetrics(http::Server& server, const mirror::MirrorService& mirror);
 
 }  // namespace cairn::api

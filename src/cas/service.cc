@@ -491,9 +491,10 @@ std::vector<xet::XorbHash> NeighboursByPriority(const index::ShardXorbs& shard, 
 }  // namespace
 
 xet::Result<std::vector<uint8_t>> CasService::DedupShard(const xet::ChunkHash& chunk,
-                                                         const std::string& scope) {
-  auto hits = index_.LookupDedup(
-      chunk, options_.dedup_across_scopes ? std::nullopt : std::optional<std::string_view>(scope));
+                                                         const std::string& scope, bool any_scope) {
+  auto hits = index_.LookupDedup(chunk, options_.dedup_across_scopes || any_scope
+                                            ? std::nullopt
+                                            : std::optional<std::string_view>(scope));
   if (!hits) return hits.error();
   if (hits->empty()) return xet::NotFound("chunk " + chunk.hex() + " is not indexed");
 

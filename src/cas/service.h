@@ -109,8 +109,10 @@ class CasService {
   // GET /v1/chunks/{prefix}/{chunk}: a complete shard listing the xorbs that hold the chunk and their
   // neighbourhood (the other xorbs of the shards that registered them: listed ones in upload order, then
   // the ones their files use), up to dedup_answer_max_bytes; chunk hashes keyed with a rotating HMAC key.
-  // kNotFound when the chunk is not indexed for the scope.
-  xet::Result<std::vector<uint8_t>> DedupShard(const xet::ChunkHash& chunk, const std::string& scope);
+  // kNotFound when the chunk is not indexed for the scope. `any_scope`: every scope's chunks whatever
+  // dedup_across_scopes says — for the server's own ingest (lfs::FileIngest), whose answers no client sees.
+  xet::Result<std::vector<uint8_t>> DedupShard(const xet::ChunkHash& chunk, const std::string& scope,
+                                               bool any_scope = false);
 
   // GET /v1/transfer/{xorb}?...: checks the URL's signature and expiry and that `range_header` lies inside
   // the granted ranges (no header: all granted ranges). Errors: kMalformed, kDenied for expired or

@@ -105,8 +105,14 @@ http::Result<std::unique_ptr<Backend>> RegisterRoutes(http::Server& server, cons
     so.presigner.max_size = sample.size() + 32;
   }
   b->service = std::make_unique<cas::CasService>(*b->index, *b->store, *b->pool, so);
+  // The mirror is made below (it needs the Hub); a reconstruction of a file it is fetching waits for it.
+  Backend* backend = b.get();
   api::RegisterCasRoutes(server, *b->service,
-                         {.max_concurrent_uploads = cfg.max_concurrent_uploads, .quota = b->quota.get()});
+                         {.max_concurrent_uploads = cfg.max_concurrent_uploads,
+                          .quota = b->quota.get(),
+                          .await_file = [backend](const xet::FileHash& file) {
+                            return backend->mirror != nullptr && backend->mirror->Await(file);
+                          }});
 
   // Plain downloads: defaults per store from the read-ahead benchmark (BENCHMARKS.md): a local disk keeps up
   // with little read-ahead, a remote store needs requests in flight to hide their latency.
@@ -158,6 +164,7 @@ http::Result<std::unique_ptr<Backend>> RegisterRoutes(http::Server& server, cons
 
   api::RegisterIndexMetrics(server, *b->index);
   api::RegisterQuotaMetrics(server, *b->index);
+  if (b->mirror) api::RegisterMirrorMetrics(server, *b->mirror);
   api::RegisterReadiness(server, {{"index", [ix = b->index.get()] { return ix->Ping(); }},
                                   {"store", [st = b->store.get()] { return st->Ping(); }}});
   return b;

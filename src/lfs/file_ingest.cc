@@ -22,7 +22,8 @@ FileIngest::FileIngest(cas::CasService& cas, std::string scope, const xet::Hash&
       expected_sha256_(sha256),
       size_(size),
       placer_({.ask = [this](const xet::ChunkHash& h) -> std::optional<std::vector<uint8_t>> {
-                 auto answer = cas_.DedupShard(h, scope_);
+                 // Every scope's chunks: the answer stays in the server (no client learns from it).
+                 auto answer = cas_.DedupShard(h, scope_, /*any_scope=*/true);
                  if (!answer) return std::nullopt;  // none, or a failed query: a miss, as in hf_xet
                  return std::move(*answer);
                },

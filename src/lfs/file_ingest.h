@@ -1,12 +1,13 @@
 // One file arriving without Xet (a git-lfs upload, a file fetched by its SHA-256) made a Xet file on the
 // server: its bytes, fed in blocks of any size, are cut by the stock client's chunker, each chunk
-// deduplicated against the upload itself and against what the CAS already holds for the scope (the CAS's own
-// dedup answers, as an hf_xet client would receive them), new chunks packed into xorbs as hf_xet packs them
-// (compressed as xet::CompressionPolicy::kAutoSampled: a group of chunks whose first does not shrink is not
-// tried further) and stored through CasService::PutXorb (validated like any upload), and at the end — once
-// the size and the SHA-256 match what was announced — a shard describing the file (with its SHA-256)
-// registered for the scope through CasService::PutShard. So the file then has a Xet hash, a later hf_xet
-// upload of the same bytes dedups against it chunk for chunk, and a commit naming the SHA-256 finds it.
+// deduplicated against the upload itself and against what the CAS already holds in every scope (the CAS's
+// own dedup answers, as an hf_xet client would receive them, but across scopes: no client sees them), new
+// chunks packed into xorbs as hf_xet packs them (compressed as xet::CompressionPolicy::kAutoSampled: a group
+// of chunks whose first does not shrink is not tried further) and stored through CasService::PutXorb
+// (validated like any upload), and at the end — once the size and the SHA-256 match what was announced — a
+// shard describing the file (with its SHA-256) registered for the scope through CasService::PutShard. So the
+// file then has a Xet hash, a later hf_xet upload of the same bytes dedups against it chunk for chunk, and a
+// commit naming the SHA-256 finds it.
 //
 // Failures: kMalformed for more or fewer bytes than announced, kHashMismatch for another SHA-256; the CAS's
 // errors as they come. Nothing is registered then; xorbs already stored are referenced by nothing and left to

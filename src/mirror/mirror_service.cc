@@ -45,9 +45,11 @@ xet::Result<std::vector<index::RepoObject>> Checked(std::vector<hub::RawObject> 
 }  // namespace
 
 struct MirrorService::Flight {
+  std::string key;
+  bool described = false;            // upstream described the file: `xet` is what it said
+  std::optional<xet::FileHash> xet;  // upstream's Xet hash of it, when it has one
   bool done = false;
   std::optional<hub::Result<xet::FileHash>> result;
-  std::condition_variable cv;
 };
 
 MirrorService::MirrorService(index::RepoIndex& index, hub::HubService& hub, files::FileService& files,
@@ -58,6 +60,21 @@ MirrorService::MirrorService(index::RepoIndex& index, hub::HubService& hub, file
       cas_(cas),
       options_(std::move(options)),
       upstream_(options_.upstream) {}
+
+MirrorService::~MirrorService() {
+  std::vector<std::pair<std::shared_ptr<Flight>, std::thread>> fetchers;
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+    fetchers.swap(fetchers_);
+  }
+  for (auto& f : fetchers) f.second.join();
+}
+
+bool MirrorService::Stopping() const {
+  std::lock_guard lock(mu_);
+  return stopping_;
+}
 
 bool MirrorService::Mirrors(const hub::RepoId& id) const {
   if (options_.repos.empty()) return true;
@@ -257,6 +274,90 @@ hub::Result<hub::ObjectId> MirrorService::Resolve(const hub::Repo& repo, std::st
   return hub_.Resolve(repo, revision);
 }
 
+hub::Result<std::shared_ptr<MirrorService::Flight>> MirrorService::Join(const hub::Repo& repo,
+                                                                        const hub::ObjectId& commit,
+                                                                        const hub::PathInfo& info) {
+  const std::string key = std::to_string(repo.record.id) + ":" + info.lfs->sha256;
+  std::shared_ptr<Flight> flight;
+  {
+    std::unique_lock lock(mu_);
+    auto [it, inserted] = flights_.try_emplace(key);
+    if (!inserted) {
+      flight = it->second;
+      cv_.wait(lock, [&] { return flight->described || flight->done; });
+      return flight;
+    }
+    it->second = std::make_shared<Flight>();
+    flight = it->second;
+    flight->key = key;
+  }
+  // A flight that ended between the caller's look at the repository and now has linked the file.
+  auto linked = index_.GetRepoObjects(repo.record.id, {hub::LinkKey(info.lfs->sha256)});
+  if (linked.ok() && (*linked)[0] && (*linked)[0]->data.size() == 32) {
+    std::lock_guard lock(mu_);
+    flight->result = xet::Hash::FromBytes((*linked)[0]->data.data());
+    flight->described = true;
+    flight->xet = **flight->result;
+    flight->done = true;
+    flights_.erase(key);
+    cv_.notify_all();
+    return flight;
+  }
+  // Described first (and so known to exist upstream), then fetched in the background.
+  auto head = options_.offline ? xet::Result<UpstreamFile>(xet::Unavailable("offline"))
+                               : upstream_.Head(repo.id(), commit, info.path);
+  std::lock_guard lock(mu_);
+  if (!head.ok() || stopping_) {
+    flight->result = head.ok()          ? Fail(ErrorKind::kUnavailable, "", "the server is stopping")
+                     : options_.offline ? Fail(ErrorKind::kUnavailable, "",
+                                               info.path + " was never fetched, and this mirror is offline")
+                                        : Failed(head.error(), info.path);
+    flight->done = true;
+    flights_.erase(key);
+    cv_.notify_all();
+    return flight;
+  }
+  flight->described = true;
+  flight->xet = head->xet;
+  cv_.notify_all();
+  // Threads of flights that ended are joined here, so that they do not pile up (each has set its flight
+  // done, under this lock, as its last step).
+  std::erase_if(fetchers_, [](std::pair<std::shared_ptr<Flight>, std::thread>& f) {
+    if (!f.first->done) return false;
+    f.second.join();
+    return true;
+  });
+  fetchers_.emplace_back(flight, [this, flight, repo, commit, info] {
+    auto result = Fetch(repo, commit, info, flight->xet);
+    std::lock_guard done_lock(mu_);
+    flight->result = std::move(result);
+    flight->done = true;
+    flights_.erase(flight->key);
+    cv_.notify_all();
+  });
+  return flight;
+}
+
+hub::Result<MirrorService::Pending> MirrorService::Begin(const hub::Repo& repo, const hub::ObjectId& commit,
+                                                         const hub::PathInfo& info) {
+  if (info.xet) {
+    std::lock_guard lock(mu_);
+    ++counters_.file_hits;
+    return Pending{.xet = info.xet, .held = true};
+  }
+  if (!info.lfs || !hub::IsMirrored(repo.record)) {
+    return Fail(ErrorKind::kInternal, "", info.path + " is not a large file of a mirrored repository");
+  }
+  auto flight = Join(repo, commit, info);
+  if (!flight.ok()) return flight.error();
+  std::lock_guard lock(mu_);
+  if ((*flight)->done) {
+    if (!(*flight)->result->ok()) return (*flight)->result->error();
+    return Pending{.xet = **(*flight)->result, .held = true};
+  }
+  return Pending{.xet = (*flight)->xet, .held = false};
+}
+
 hub::Result<xet::FileHash> MirrorService::Large(const hub::Repo& repo, const hub::ObjectId& commit,
                                                 const hub::PathInfo& info) {
   if (info.xet) {
@@ -267,45 +368,40 @@ hub::Result<xet::FileHash> MirrorService::Large(const hub::Repo& repo, const hub
   if (!info.lfs || !hub::IsMirrored(repo.record)) {
     return Fail(ErrorKind::kInternal, "", info.path + " is not a large file of a mirrored repository");
   }
-  const std::string key = std::to_string(repo.record.id) + ":" + info.lfs->sha256;
+  auto flight = Join(repo, commit, info);
+  if (!flight.ok()) return flight.error();
+  std::unique_lock lock(mu_);
+  cv_.wait(lock, [&] { return (*flight)->done; });
+  return *(*flight)->result;
+}
+
+bool MirrorService::Await(const xet::FileHash& file) {
+  std::unique_lock lock(mu_);
   std::shared_ptr<Flight> flight;
-  bool runs = false;
-  {
-    std::lock_guard lock(mu_);
-    auto [it, inserted] = flights_.try_emplace(key);
-    if (inserted) it->second = std::make_shared<Flight>();
-    flight = it->second;
-    runs = inserted;
+  for (const auto& [key, f] : flights_) {
+    if (f->xet == file) flight = f;
   }
-  if (!runs) {
-    std::unique_lock lock(mu_);
-    flight->cv.wait(lock, [&] { return flight->done; });
-    return *flight->result;
-  }
-  auto result = Fetch(repo, commit, info);
-  std::lock_guard lock(mu_);
-  flight->result = result;
-  flight->done = true;
-  flights_.erase(key);
-  flight->cv.notify_all();
-  return result;
+  if (!flight) return false;
+  cv_.wait(lock, [&] { return flight->done; });
+  return flight->result->ok();
 }
 
 hub::Result<xet::FileHash> MirrorService::Fetch(const hub::Repo& repo, const hub::ObjectId& commit,
-                                                const hub::PathInfo& info) {
+                                                const hub::PathInfo& info,
+                                                const std::optional<xet::FileHash>& announced) {
   const hub::LfsPointer& pointer = *info.lfs;
-  if (options_.offline) {
-    return Fail(ErrorKind::kUnavailable, "", info.path + " was never fetched, and this mirror is offline");
-  }
   auto ingest = lfs::FileIngest::Begin(cas_, repo.record.scope, pointer.sha256, pointer.size);
   if (!ingest.ok()) return Fail(ErrorKind::kInternal, "", ingest.error().message);
-  std::optional<xet::FileHash> upstream_xet;
   // A transfer cut after some bytes resumes where they end (a ranged request), as long as each try brings
   // more.
   for (;;) {
     const uint64_t offset = (*ingest)->received();
     xet::Status fed = xet::Ok{};
     auto got = upstream_.Download(repo.id(), commit, info.path, offset, [&](std::span<const uint8_t> block) {
+      if (Stopping()) {
+        fed = xet::Unavailable("the server is stopping");
+        return false;
+      }
       if (auto st = (*ingest)->Feed(block); !st.ok()) {
         fed = st;
         return false;
@@ -319,10 +415,7 @@ hub::Result<xet::FileHash> MirrorService::Fetch(const hub::Repo& repo, const hub
     }
     if (!fed.ok())
       return Fail(ErrorKind::kUnavailable, "", info.path + ": upstream's bytes: " + fed.error().message);
-    if (got.ok()) {
-      if (offset == 0) upstream_xet = got->xet;
-      break;
-    }
+    if (got.ok()) break;
     if (got.error().code != xet::ErrorCode::kUnavailable || arrived == 0)
       return Failed(got.error(), info.path);
   }
@@ -330,6 +423,15 @@ hub::Result<xet::FileHash> MirrorService::Fetch(const hub::Repo& repo, const hub
   if (!done.ok()) {
     return Fail(ErrorKind::kUnavailable, "",
                 info.path + ": upstream's bytes do not match its pointer: " + done.error().message);
+  }
+  // Upstream's Xet hash is the one clients were told (a resolve answered before the bytes came): stored
+  // under another, they could not find it.
+  if (announced && *announced != done->file) {
+    std::lock_guard lock(mu_);
+    ++counters_.xet_hash_differs;
+    return Fail(ErrorKind::kUnavailable, "",
+                info.path + ": upstream's Xet hash " + announced->hex() +
+                    " is not the one its bytes give here (" + done->file.hex() + ")");
   }
   // Linked for the repository (as a push links a pointer's file) and readable through its read scope.
   const std::vector<index::RepoObject> link = {
@@ -341,7 +443,6 @@ hub::Result<xet::FileHash> MirrorService::Fetch(const hub::Repo& repo, const hub
   std::lock_guard lock(mu_);
   ++counters_.files_fetched;
   counters_.new_bytes += done->new_bytes;
-  if (upstream_xet && *upstream_xet != done->file) ++counters_.xet_hash_differs;
   return done->file;
 }
 

@@ -24,6 +24,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "cas/service.h"
@@ -63,6 +64,7 @@ class MirrorService {
  public:
   MirrorService(index::RepoIndex& index, hub::HubService& hub, files::FileService& files,
                 cas::CasService& cas, MirrorOptions options);
+  ~MirrorService();  // waits for the fetches in flight, which stop at their next block
   MirrorService(const MirrorService&) = delete;
   MirrorService& operator=(const MirrorService&) = delete;
 
@@ -75,23 +77,39 @@ class MirrorService {
   // A revision of a repository Open gave: for a mirrored one, branch and tag names as upstream has them
   // (asked again past revision_ttl), a commit id fetched when it is not held.
   hub::Result<hub::ObjectId> Resolve(const hub::Repo& repo, std::string_view revision);
-  // The Xet file of a large file of a mirrored repository (`info` from HubService::Stat at `commit`, with
-  // its LFS pointer): fetched from upstream, checked against its SHA-256 and size, stored and linked now when
-  // the repository holds none.
+  // A large file of a mirrored repository (`info` from HubService::Stat at `commit`, with its LFS pointer):
+  // held, or being fetched. Starts the fetch when neither (in the background: it goes on whoever waits,
+  // and whoever goes away); a fetch is begun only once upstream has described the file, so `xet` is known
+  // from the start when upstream stores it with Xet (and is then the hash it will be stored under, or the
+  // fetch fails).
+  struct Pending {
+    std::optional<xet::FileHash> xet;
+    bool held = false;  // stored and linked: served now
+  };
+  hub::Result<Pending> Begin(const hub::Repo& repo, const hub::ObjectId& commit, const hub::PathInfo& info);
+  // The same, waiting until the file is stored: its Xet file.
   hub::Result<xet::FileHash> Large(const hub::Repo& repo, const hub::ObjectId& commit,
                                    const hub::PathInfo& info);
+  // Waits for a fetch in flight on this node of a file with this Xet hash (hf_xet asking the reconstruction
+  // of a file whose resolve answered before its bytes arrived); false when there is none.
+  bool Await(const xet::FileHash& file);
 
   MirrorCounters counters() const;
 
  private:
   struct Flight;
+  // The file's flight, started when there is none: described by upstream (or failed) when it returns.
+  hub::Result<std::shared_ptr<Flight>> Join(const hub::Repo& repo, const hub::ObjectId& commit,
+                                            const hub::PathInfo& info);
   // Copies upstream's refs (and the history they reach that is not held) into the repository, creating it
   // when `existing` is null. The repository as it is after.
   hub::Result<hub::Repo> Sync(const hub::RepoId& id, const hub::Repo* existing);
+  // Runs in a flight's thread: fetched, checked, stored and linked. `announced`: the Xet hash upstream gave.
   hub::Result<xet::FileHash> Fetch(const hub::Repo& repo, const hub::ObjectId& commit,
-                                   const hub::PathInfo& info);
+                                   const hub::PathInfo& info, const std::optional<xet::FileHash>& announced);
   hub::Error Failed(const xet::Error& e, const std::string& what);
   bool Fresh(int64_t repo) const;
+  bool Stopping() const;
 
   index::RepoIndex& index_;
   hub::HubService& hub_;
@@ -102,8 +120,12 @@ class MirrorService {
 
   mutable std::mutex mu_;
   std::map<int64_t, int64_t> synced_at_;                    // guarded by mu_: repository → unix seconds
+  std::condition_variable cv_;                              // flights' changes
   std::map<std::string, std::shared_ptr<Flight>> flights_;  // guarded by mu_: "<repo>:<sha256>"
-  MirrorCounters counters_;                                 // guarded by mu_
+  // guarded by mu_: the flights' threads
+  std::vector<std::pair<std::shared_ptr<Flight>, std::thread>> fetchers_;
+  bool stopping_ = false;    // guarded by mu_
+  MirrorCounters counters_;  // guarded by mu_
 };
 
 }  // namespace cairn::mirror

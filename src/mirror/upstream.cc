@@ -140,12 +140,8 @@ xet::Result<std::vector<uint8_t>> Upstream::FetchPack(const hub::RepoId& repo,
   return pack;
 }
 
-xet::Result<UpstreamFile> Upstream::Download(const hub::RepoId& repo, const hub::ObjectId& commit,
-                                             std::string_view path, uint64_t offset,
-                                             const net::HttpClient::Sink& sink) const {
-  net::HttpClient http(options_.retry);
-  std::vector<std::string> headers = AuthHeaders();
-  if (offset > 0) headers.push_back("Range: bytes=" + std::to_string(offset) + "-");
+std::string Upstream::FileUrl(const hub::RepoId& repo, const hub::ObjectId& commit,
+                              std::string_view path) const {
   std::string encoded;
   for (size_t start = 0; start <= path.size();) {
     const size_t slash = std::min(path.find('/', start), path.size());
@@ -153,16 +149,43 @@ xet::Result<UpstreamFile> Upstream::Download(const hub::RepoId& repo, const hub:
     encoded += PercentEncode(path.substr(start, slash - start));
     start = slash + 1;
   }
-  const std::string url = options_.url + "/" + RepoPath(repo) + "/resolve/" + commit.hex() + "/" + encoded;
-  auto answer = http.Fetch(url, headers, sink);
-  if (!answer.ok()) return answer.error();
-  const long expected = offset > 0 ? 206 : 200;
-  if (answer->status != expected) return StatusError("the download of " + std::string(path), answer->status);
-  UpstreamFile file{.status = answer->status, .xet = std::nullopt};
-  if (auto it = answer->headers.find("x-xet-hash"); it != answer->headers.end()) {
+  return options_.url + "/" + RepoPath(repo) + "/resolve/" + commit.hex() + "/" + encoded;
+}
+
+namespace {
+
+UpstreamFile Described(const net::HttpResponse& answer) {
+  UpstreamFile file{.status = answer.status, .xet = std::nullopt};
+  if (auto it = answer.headers.find("x-xet-hash"); it != answer.headers.end()) {
     if (auto h = xet::Hash::FromHex(it->second)) file.xet = *h;
   }
   return file;
+}
+
+}  // namespace
+
+xet::Result<UpstreamFile> Upstream::Head(const hub::RepoId& repo, const hub::ObjectId& commit,
+                                         std::string_view path) const {
+  net::HttpClient http(options_.retry);
+  auto answer = http.Send("HEAD", FileUrl(repo, commit, path), AuthHeaders());
+  if (!answer.ok()) return answer.error();
+  if (answer->status != 200 && (answer->status < 301 || answer->status > 308)) {
+    return StatusError("the file " + std::string(path), answer->status);
+  }
+  return Described(*answer);
+}
+
+xet::Result<UpstreamFile> Upstream::Download(const hub::RepoId& repo, const hub::ObjectId& commit,
+                                             std::string_view path, uint64_t offset,
+                                             const net::HttpClient::Sink& sink) const {
+  net::HttpClient http(options_.retry);
+  std::vector<std::string> headers = AuthHeaders();
+  if (offset > 0) headers.push_back("Range: bytes=" + std::to_string(offset) + "-");
+  auto answer = http.Fetch(FileUrl(repo, commit, path), headers, sink);
+  if (!answer.ok()) return answer.error();
+  const long expected = offset > 0 ? 206 : 200;
+  if (answer->status != expected) return StatusError("the download of " + std::string(path), answer->status);
+  return Described(*answer);
 }
 
 }  // namespace cairn::mirror

@@ -61,6 +61,10 @@ class Upstream {
   xet::Result<std::vector<uint8_t>> FetchPack(const hub::RepoId& repo,
                                               const std::vector<hub::ObjectId>& wants,
                                               const std::vector<hub::ObjectId>& haves) const;
+  // What upstream says of `path` at `commit` before sending it (a HEAD of its resolve route, redirects not
+  // followed: the Hub's 302 carries the Xet hash).
+  xet::Result<UpstreamFile> Head(const hub::RepoId& repo, const hub::ObjectId& commit,
+                                 std::string_view path) const;
   // The bytes of `path` at `commit` from `offset` on, handed to `sink` as they arrive.
   xet::Result<UpstreamFile> Download(const hub::RepoId& repo, const hub::ObjectId& commit,
                                      std::string_view path, uint64_t offset,
@@ -70,6 +74,7 @@ class Upstream {
 
  private:
   std::vector<std::string> AuthHeaders() const;
+  std::string FileUrl(const hub::RepoId& repo, const hub::ObjectId& commit, std::string_view path) const;
   std::string GitUrl(const hub::RepoId& repo) const;
   // One git protocol v2 command to upload-pack; the answer's bytes.
   xet::Result<std::string> GitCommand(const hub::RepoId& repo, const std::string& request,

@@ -6,8 +6,14 @@ what was fetched downloadable and answers 503 with Retry-After for what was not.
 
 from __future__ import annotations
 
+import json
+import subprocess
+import threading
+import time
 import urllib.request
 from pathlib import Path
+
+import pytest
 
 from common import MiB, assert_same_file, write_random
 from hub_util import Hub
@@ -22,6 +28,14 @@ def resolve_bytes(srv) -> float:
 def served_by_xet(srv) -> float:
     """Reconstructions `srv` answered: downloads hf_xet made from it."""
     return srv.requests_count("GET", "reconstruction", status="200")
+
+
+def metric(srv, name: str) -> float:
+    return sum(v for n, labels, v in srv.metrics() if n == name)
+
+
+def mirror_of(server, upstream, **env):
+    return server(env={"CAIRN_MIRROR_UPSTREAM": upstream.url, **env})
 
 
 def publish(hub: Hub, tmp_path: Path) -> dict:
@@ -89,7 +103,6 @@ def test_mirror_downloads_once_and_serves_offline(server, hub_py, tmp_path):
     new = owner.run("""
         result = api.upload_file(repo_id="alice/model", path_or_fileobj=b"v2\\n", path_in_repo="notes.txt").oid
     """)
-    import time
     time.sleep(1.5)
     assert second.run("""result = api.repo_info("alice/model").sha""") == new
 
@@ -111,3 +124,74 @@ def test_mirror_downloads_once_and_serves_offline(server, hub_py, tmp_path):
         raise AssertionError("a repository upstream lacks answered")
     except urllib.error.HTTPError as e:
         assert e.code == 404 and e.headers.get("X-Error-Code") == "RepoNotFound", e
+
+
+@pytest.mark.backends("sqlite", "s3")
+def test_concurrent_cold_downloads_fetch_once(server, hub_py, tmp_path):
+    """8 clients ask the mirror for the same 200 MiB file it does not hold, at once: one upstream transfer,
+    every client byte-exact."""
+    upstream = server()
+    owner = Hub(hub_py, tmp_path / "owner", upstream, upstream.token("alice", write=True))
+    big = write_random(tmp_path / "big.bin", 200 * MiB, seed=31)
+    owner.run(f"""
+        api.create_repo("alice/big")
+        api.upload_file(repo_id="alice/big", path_or_fileobj={str(big)!r}, path_in_repo="big.bin")
+    """)
+    mirror = mirror_of(server, upstream)
+    errors: list[BaseException] = []
+
+    def download(i: int) -> None:
+        try:
+            Hub(hub_py, tmp_path / f"reader-{i}", mirror, None).run(
+                f"""hf_hub_download("alice/big", "big.bin", local_dir={str(tmp_path / f"got-{i}")!r})""")
+        except BaseException as e:  # noqa: BLE001 — reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=download, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    for i in range(8):
+        assert_same_file(tmp_path / f"got-{i}" / "big.bin", big)
+    # Exactly one upstream transfer of the file (its bytes, and the answers' headers).
+    assert upstream.requests_count("GET", "resolve") == 1, upstream.requests_table()
+    assert 200 * MiB <= resolve_bytes(upstream) < 200 * MiB + 64 * 1024, upstream.requests_table()
+    assert metric(mirror, "cairn_mirror_file_misses") == 1
+    assert metric(mirror, "cairn_mirror_upstream_bytes") == 200 * MiB
+
+
+@pytest.mark.backends("sqlite")
+def test_repositories_sharing_bytes_are_stored_once(server, cairn_bin, hub_py, tmp_path):
+    """Two upstream repositories of different owners whose weights differ by ten small edits: the mirror stores
+    their chunks once (bytes stored <= 1.05 x the distinct chunks of both)."""
+    upstream = server()
+    base = write_random(tmp_path / "base.bin", 16 * MiB, seed=41)
+    tuned = tmp_path / "tuned.bin"
+    data = bytearray(base.read_bytes())
+    for k in range(10):
+        at = MiB + k * 1_400_000  # past the first chunk, which dedup is asked about first (as hf_xet asks)
+        data[at:at + 4096] = bytes((b + 1) % 256 for b in data[at:at + 4096])
+    tuned.write_bytes(bytes(data))
+    for owner, path in (("alice", base), ("bob", tuned)):
+        Hub(hub_py, tmp_path / owner, upstream, upstream.token(owner, write=True)).run(f"""
+            api.create_repo("{owner}/model")
+            api.upload_file(repo_id="{owner}/model", path_or_fileobj={str(path)!r}, path_in_repo="weights.bin")
+        """)
+    mirror = mirror_of(server, upstream)
+    reader = Hub(hub_py, tmp_path / "reader", mirror, None)
+    for owner, path in (("alice", base), ("bob", tuned)):
+        reader.run(f"""hf_hub_download("{owner}/model", "weights.bin", local_dir={str(tmp_path / owner)!r})""")
+        assert_same_file(tmp_path / owner / "weights.bin", path)
+    hashed = subprocess.run([cairn_bin, "hash", "--json", str(base), str(tuned)], capture_output=True, text=True,
+                            check=True)
+    distinct = {}
+    for line in hashed.stdout.splitlines():
+        for c in json.loads(line)["chunks"]:
+            distinct[c["hash"]] = c["size"]
+    distinct_bytes = sum(distinct.values())
+    assert distinct_bytes < 1.2 * base.stat().st_size  # the two share most chunks
+    stored = metric(mirror, "cairn_stored_bytes")
+    assert stored <= 1.05 * distinct_bytes, (stored, distinct_bytes)
+    assert metric(mirror, "cairn_mirror_saved_bytes") >= 0.8 * base.stat().st_size
