@@ -106,3 +106,161 @@ class DelayProxy(TcpForwarder):
 
     def __init__(self, target_port: int, delay: float, delayed: int = 1):
         super().__init__([target_port], delay, delayed)
+
+
+class HubFaultProxy:
+    """An HTTP proxy in front of an upstream `cairn serve`, shaped like the real Hub and failing as the tests
+    say (a mirror's upstream): every request is forwarded and its answer streamed back, except that
+
+    - `fail(status, count, retry_after)`: the next `count` requests answer `status` (429, 5xx) at once;
+    - `cut(after_bytes, count)`: the next `count` file downloads stop after `after_bytes` bytes of body (the
+      connection closes mid-answer);
+    - `down = True`: every connection is closed before an answer;
+    - `redirect = True`: resolve answers a 302 (with the Hub's X-Xet-Hash, X-Linked-* and Link headers) to the
+      upstream's own address — another host:port, as the Hub sends downloads to its CDN;
+    - `strip_xet` (paths): those files' answers lose their Xet headers (an upstream file without Xet).
+
+    Counts what it forwarded: `requests` by (method, path) and `body_bytes` of file downloads sent."""
+
+    def __init__(self, upstream_url: str):
+        import http.server
+
+        self.upstream = upstream_url.rstrip("/")
+        self.lock = threading.Lock()
+        self.failures: list[tuple[int, str | None]] = []
+        self.cuts: list[int] = []
+        self.down = False
+        self.redirect = False
+        self.strip_xet: set[str] = set()
+        self.requests: dict[tuple[str, str], int] = {}
+        self.failed = 0
+        self.body_bytes = 0
+        proxy = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):  # quiet
+                pass
+
+            def do_GET(self):
+                proxy._handle(self, "GET")
+
+            def do_HEAD(self):
+                proxy._handle(self, "HEAD")
+
+            def do_POST(self):
+                proxy._handle(self, "POST")
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.port = self.server.server_address[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def fail(self, status: int, count: int = 1, retry_after: str | None = None) -> None:
+        with self.lock:
+            self.failures += [(status, retry_after)] * count
+
+    def cut(self, after_bytes: int, count: int = 1) -> None:
+        with self.lock:
+            self.cuts += [after_bytes] * count
+
+    def count(self, method: str, fragment: str) -> int:
+        with self.lock:
+            return sum(n for (m, p), n in self.requests.items() if m == method and fragment in p)
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+    def _handle(self, h, method: str) -> None:
+        import http.client
+        import urllib.parse
+
+        if self.down:
+            h.close_connection = True
+            try:
+                h.connection.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            return
+        with self.lock:
+            self.requests[(method, h.path)] = self.requests.get((method, h.path), 0) + 1
+            failure = self.failures.pop(0) if self.failures else None
+            if failure:
+                self.failed += 1
+        if failure:
+            status, retry_after = failure
+            h.send_response(status)
+            if retry_after:
+                h.send_header("Retry-After", retry_after)
+            h.send_header("Content-Length", "0")
+            h.end_headers()
+            return
+        body = None
+        if method == "POST":
+            body = h.rfile.read(int(h.headers.get("Content-Length", "0")))
+        is_file = "/resolve/" in h.path
+        headers = {k: v for k, v in h.headers.items() if k.lower() not in ("host", "connection")}
+        target = urllib.parse.urlsplit(self.upstream)
+        conn = http.client.HTTPConnection(target.hostname, target.port, timeout=60)
+        if is_file and self.redirect:
+            # As the Hub: a 302 carrying the file's Xet headers, to another host that serves the bytes.
+            conn.request("HEAD", h.path, headers=headers)
+            answer = conn.getresponse()
+            answer.read()
+            h.send_response(302)
+            for k, v in answer.getheaders():
+                if k.lower().startswith("x-") or k.lower() in ("link", "etag"):
+                    if not self._stripped(h.path, k):
+                        h.send_header(k, v)
+            h.send_header("Location", self.upstream + h.path)
+            h.send_header("Content-Length", "0")
+            h.end_headers()
+            conn.close()
+            return
+        conn.request(method, h.path, body=body, headers=headers)
+        answer = conn.getresponse()
+        cut_at = None
+        if is_file and method == "GET":
+            with self.lock:
+                cut_at = self.cuts.pop(0) if self.cuts else None
+        h.send_response(answer.status)
+        whole = None
+        if answer.getheader("Content-Length") is None and method != "HEAD":
+            whole = answer.read()  # a chunked answer (git's) is passed on whole, with its length
+            h.send_header("Content-Length", str(len(whole)))
+        for k, v in answer.getheaders():
+            if k.lower() in ("connection", "transfer-encoding") or self._stripped(h.path, k):
+                continue
+            h.send_header(k, v)
+        h.end_headers()
+        if whole is not None:
+            h.wfile.write(whole)
+            conn.close()
+            return
+        sent = 0
+        while method != "HEAD":
+            data = answer.read(64 * 1024)
+            if not data:
+                break
+            if cut_at is not None and sent + len(data) > cut_at:
+                data = data[:cut_at - sent]
+                h.wfile.write(data)
+                with self.lock:
+                    self.body_bytes += len(data) if is_file else 0
+                h.wfile.flush()
+                h.close_connection = True
+                h.connection.shutdown(socket.SHUT_RDWR)
+                conn.close()
+                return
+            h.wfile.write(data)
+            sent += len(data)
+            if is_file:
+                with self.lock:
+                    self.body_bytes += len(data)
+        conn.close()
+
+    def _stripped(self, path: str, header: str) -> bool:
+        return header.lower() in ("x-xet-hash", "link") and any(p in path for p in self.strip_xet)
