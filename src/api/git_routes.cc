@@ -217,6 +217,15 @@ class GitRoutes {
                                                    uint64_t ttl) {
     boost::json::object out{{"oid", o.oid}, {"size", o.size}};
     auto stored = hub_.OpenLargeBySha256(repo, o.oid);
+    if (!stored && stored.error().kind == hub::ErrorKind::kNotFound && options_.mirror != nullptr &&
+        hub::IsMirrored(repo.record)) {
+      // A mirrored repository's large file not fetched yet: fetched now, by its SHA-256.
+      auto fetched = options_.mirror->LargeBySha256(repo, hub::LfsPointer{o.oid, o.size});
+      if (fetched) stored = hub_.OpenLargeBySha256(repo, o.oid);
+      if (!fetched && fetched.error().kind != hub::ErrorKind::kNotFound) {
+        return http::Error{503, fetched.error().message};
+      }
+    }
     if (!stored) {
       if (stored.error().kind != hub::ErrorKind::kNotFound) return http::Error{503, stored.error().message};
       out["error"] = {{"code", 404}, {"message", "Object does not exist"}};
@@ -312,9 +321,15 @@ class GitRoutes {
       ex->Respond(Unauthorized("Authentication required"));
       return std::nullopt;
     }
-    auto repo = hub_.Open(caller, {*type, req.Param("ns"), name}, write);
+    const hub::RepoId id{*type, req.Param("ns"), name};
+    auto repo = (options_.mirror != nullptr && !write) ? options_.mirror->Open(caller, id)
+                                                       : hub_.Open(caller, id, write);
     if (!repo) {
       if (repo.error().kind == hub::ErrorKind::kNotFound) return not_found();
+      if (repo.error().kind == hub::ErrorKind::kUnauthorized) {
+        ex->Respond(Unauthorized("Authentication required"));
+        return std::nullopt;
+      }
       if (repo.error().kind == hub::ErrorKind::kForbidden) {
         ex->Respond(Text(403,
                          "You are not authorized to push to this repository (a write token of its "
@@ -324,6 +339,8 @@ class GitRoutes {
       ex->Respond(HubErrorResponse(repo.error()));
       return std::nullopt;
     }
+    // A mirrored repository's refs as upstream has them now (within the mirror's revision TTL).
+    if (options_.mirror != nullptr && !write) options_.mirror->Refresh(*repo);
     if (caller_out != nullptr) *caller_out = caller;
     return *repo;
   }

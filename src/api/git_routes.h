@@ -18,6 +18,7 @@
 #include "http/server.h"
 #include "hub/hub_service.h"
 #include "lfs/lfs_service.h"
+#include "mirror/mirror_service.h"
 
 namespace cairn::api {
 
@@ -33,6 +34,8 @@ struct GitRouteOptions {
   git::PackLimits pack_limits;
   // Set: git-lfs uploads are answered with its upload links (lfs_routes.h); else refused (501).
   lfs::LfsService* lfs = nullptr;
+  // Set: reads of repositories this server does not hold go to the pull-through mirror (mirror_service.h).
+  mirror::MirrorService* mirror = nullptr;
 };
 
 void RegisterGitRoutes(http::Server& server, hub::HubService& hub, files::FileService& files,

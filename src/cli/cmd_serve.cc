@@ -160,6 +160,7 @@ http::Result<std::unique_ptr<Backend>> RegisterRoutes(http::Server& server, cons
   api::GitRouteOptions go;
   go.public_url = cfg.public_url;
   go.lfs = b->lfs.get();
+  go.mirror = b->mirror.get();
   api::RegisterGitRoutes(server, *b->hub, *b->files, *b->index, go);
 
   api::RegisterIndexMetrics(server, *b->index);

@@ -243,6 +243,11 @@ hub::Result<hub::Repo> MirrorService::Sync(const hub::RepoId& id, const hub::Rep
   return repo;
 }
 
+void MirrorService::Refresh(const hub::Repo& repo) {
+  if (!hub::IsMirrored(repo.record) || options_.offline || Fresh(repo.record.id)) return;
+  (void)Sync(repo.id(), &repo);
+}
+
 hub::Result<hub::ObjectId> MirrorService::Resolve(const hub::Repo& repo, std::string_view revision) {
   if (!hub::IsMirrored(repo.record)) return hub_.Resolve(repo, revision);
   const bool commit_id = revision.size() == 40 && hub::ObjectId::FromHex(revision).has_value();
@@ -275,9 +280,8 @@ hub::Result<hub::ObjectId> MirrorService::Resolve(const hub::Repo& repo, std::st
 }
 
 hub::Result<std::shared_ptr<MirrorService::Flight>> MirrorService::Join(const hub::Repo& repo,
-                                                                        const hub::ObjectId& commit,
-                                                                        const hub::PathInfo& info) {
-  const std::string key = std::to_string(repo.record.id) + ":" + info.lfs->sha256;
+                                                                        const Wanted& wanted) {
+  const std::string key = std::to_string(repo.record.id) + ":" + wanted.pointer.sha256;
   std::shared_ptr<Flight> flight;
   {
     std::unique_lock lock(mu_);
@@ -292,7 +296,7 @@ hub::Result<std::shared_ptr<MirrorService::Flight>> MirrorService::Join(const hu
     flight->key = key;
   }
   // A flight that ended between the caller's look at the repository and now has linked the file.
-  auto linked = index_.GetRepoObjects(repo.record.id, {hub::LinkKey(info.lfs->sha256)});
+  auto linked = index_.GetRepoObjects(repo.record.id, {hub::LinkKey(wanted.pointer.sha256)});
   if (linked.ok() && (*linked)[0] && (*linked)[0]->data.size() == 32) {
     std::lock_guard lock(mu_);
     flight->result = xet::Hash::FromBytes((*linked)[0]->data.data());
@@ -304,14 +308,13 @@ hub::Result<std::shared_ptr<MirrorService::Flight>> MirrorService::Join(const hu
     return flight;
   }
   // Described first (and so known to exist upstream), then fetched in the background.
-  auto head = options_.offline ? xet::Result<UpstreamFile>(xet::Unavailable("offline"))
-                               : upstream_.Head(repo.id(), commit, info.path);
+  auto head = options_.offline ? xet::Result<UpstreamFile>(xet::Unavailable("offline")) : wanted.describe();
   std::lock_guard lock(mu_);
   if (!head.ok() || stopping_) {
     flight->result = head.ok()          ? Fail(ErrorKind::kUnavailable, "", "the server is stopping")
                      : options_.offline ? Fail(ErrorKind::kUnavailable, "",
-                                               info.path + " was never fetched, and this mirror is offline")
-                                        : Failed(head.error(), info.path);
+                                               wanted.what + " was never fetched, and this mirror is offline")
+                                        : Failed(head.error(), wanted.what);
     flight->done = true;
     flights_.erase(key);
     cv_.notify_all();
@@ -327,8 +330,8 @@ hub::Result<std::shared_ptr<MirrorService::Flight>> MirrorService::Join(const hu
     f.second.join();
     return true;
   });
-  fetchers_.emplace_back(flight, [this, flight, repo, commit, info] {
-    auto result = Fetch(repo, commit, info, flight->xet);
+  fetchers_.emplace_back(flight, [this, flight, repo, wanted] {
+    auto result = Fetch(repo, wanted, flight->xet);
     std::lock_guard done_lock(mu_);
     flight->result = std::move(result);
     flight->done = true;
@@ -336,6 +339,38 @@ hub::Result<std::shared_ptr<MirrorService::Flight>> MirrorService::Join(const hu
     cv_.notify_all();
   });
   return flight;
+}
+
+MirrorService::Wanted MirrorService::FromPath(const hub::Repo& repo, const hub::ObjectId& commit,
+                                              const hub::PathInfo& info) const {
+  return Wanted{.pointer = *info.lfs,
+                .what = info.path,
+                .describe = [this, id = repo.id(), commit,
+                             path = info.path] { return upstream_.Head(id, commit, path); },
+                .download =
+                    [this, id = repo.id(), commit, path = info.path](uint64_t offset,
+                                                                     const net::HttpClient::Sink& sink) {
+                      return upstream_.Download(id, commit, path, offset, sink);
+                    }};
+}
+
+hub::Result<xet::FileHash> MirrorService::LargeBySha256(const hub::Repo& repo,
+                                                        const hub::LfsPointer& pointer) {
+  if (!hub::IsMirrored(repo.record)) return Fail(ErrorKind::kNotFound, "", "no such large file");
+  // git-lfs names a file by its SHA-256 alone: upstream's LFS batch API gives where its bytes are.
+  Wanted wanted{
+      .pointer = pointer,
+      .what = pointer.sha256,
+      .describe = [] { return xet::Result<UpstreamFile>(UpstreamFile{.status = 200, .xet = std::nullopt}); },
+      .download =
+          [this, id = repo.id(), pointer](uint64_t offset, const net::HttpClient::Sink& sink) {
+            return upstream_.DownloadObject(id, pointer, offset, sink);
+          }};
+  auto flight = Join(repo, wanted);
+  if (!flight.ok()) return flight.error();
+  std::unique_lock lock(mu_);
+  cv_.wait(lock, [&] { return (*flight)->done; });
+  return *(*flight)->result;
 }
 
 hub::Result<MirrorService::Pending> MirrorService::Begin(const hub::Repo& repo, const hub::ObjectId& commit,
@@ -348,7 +383,7 @@ hub::Result<MirrorService::Pending> MirrorService::Begin(const hub::Repo& repo, 
   if (!info.lfs || !hub::IsMirrored(repo.record)) {
     return Fail(ErrorKind::kInternal, "", info.path + " is not a large file of a mirrored repository");
   }
-  auto flight = Join(repo, commit, info);
+  auto flight = Join(repo, FromPath(repo, commit, info));
   if (!flight.ok()) return flight.error();
   std::lock_guard lock(mu_);
   if ((*flight)->done) {
@@ -368,7 +403,7 @@ hub::Result<xet::FileHash> MirrorService::Large(const hub::Repo& repo, const hub
   if (!info.lfs || !hub::IsMirrored(repo.record)) {
     return Fail(ErrorKind::kInternal, "", info.path + " is not a large file of a mirrored repository");
   }
-  auto flight = Join(repo, commit, info);
+  auto flight = Join(repo, FromPath(repo, commit, info));
   if (!flight.ok()) return flight.error();
   std::unique_lock lock(mu_);
   cv_.wait(lock, [&] { return (*flight)->done; });
@@ -386,10 +421,9 @@ bool MirrorService::Await(const xet::FileHash& file) {
   return flight->result->ok();
 }
 
-hub::Result<xet::FileHash> MirrorService::Fetch(const hub::Repo& repo, const hub::ObjectId& commit,
-                                                const hub::PathInfo& info,
+hub::Result<xet::FileHash> MirrorService::Fetch(const hub::Repo& repo, const Wanted& wanted,
                                                 const std::optional<xet::FileHash>& announced) {
-  const hub::LfsPointer& pointer = *info.lfs;
+  const hub::LfsPointer& pointer = wanted.pointer;
   auto ingest = lfs::FileIngest::Begin(cas_, repo.record.scope, pointer.sha256, pointer.size);
   if (!ingest.ok()) return Fail(ErrorKind::kInternal, "", ingest.error().message);
   // A transfer cut after some bytes resumes where they end (a ranged request), as long as each try brings
@@ -397,7 +431,7 @@ hub::Result<xet::FileHash> MirrorService::Fetch(const hub::Repo& repo, const hub
   for (;;) {
     const uint64_t offset = (*ingest)->received();
     xet::Status fed = xet::Ok{};
-    auto got = upstream_.Download(repo.id(), commit, info.path, offset, [&](std::span<const uint8_t> block) {
+    auto got = wanted.download(offset, [&](std::span<const uint8_t> block) {
       if (Stopping()) {
         fed = xet::Unavailable("the server is stopping");
         return false;
@@ -414,15 +448,15 @@ hub::Result<xet::FileHash> MirrorService::Fetch(const hub::Repo& repo, const hub
       counters_.upstream_bytes += arrived;
     }
     if (!fed.ok())
-      return Fail(ErrorKind::kUnavailable, "", info.path + ": upstream's bytes: " + fed.error().message);
+      return Fail(ErrorKind::kUnavailable, "", wanted.what + ": upstream's bytes: " + fed.error().message);
     if (got.ok()) break;
     if (got.error().code != xet::ErrorCode::kUnavailable || arrived == 0)
-      return Failed(got.error(), info.path);
+      return Failed(got.error(), wanted.what);
   }
   auto done = (*ingest)->Finish();
   if (!done.ok()) {
     return Fail(ErrorKind::kUnavailable, "",
-                info.path + ": upstream's bytes do not match its pointer: " + done.error().message);
+                wanted.what + ": upstream's bytes do not match its pointer: " + done.error().message);
   }
   // Upstream's Xet hash is the one clients were told (a resolve answered before the bytes came): stored
   // under another, they could not find it.
@@ -430,7 +464,7 @@ hub::Result<xet::FileHash> MirrorService::Fetch(const hub::Repo& repo, const hub
     std::lock_guard lock(mu_);
     ++counters_.xet_hash_differs;
     return Fail(ErrorKind::kUnavailable, "",
-                info.path + ": upstream's Xet hash " + announced->hex() +
+                wanted.what + ": upstream's Xet hash " + announced->hex() +
                     " is not the one its bytes give here (" + done->file.hex() + ")");
   }
   // Linked for the repository (as a push links a pointer's file) and readable through its read scope.

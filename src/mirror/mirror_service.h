@@ -20,6 +20,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -74,6 +75,9 @@ class MirrorService {
   // The repository for reading: a local one as HubService::Open gives it; a mirrored one after the read
   // policy is checked, copied from upstream first when this server does not hold it yet.
   hub::Result<hub::Repo> Open(const hub::Caller& caller, const hub::RepoId& id);
+  // Brings a mirrored repository's refs up to date with upstream's when revision_ttl has passed since this
+  // node last did (git's ref listing); nothing when upstream cannot be reached (the last refs seen stand).
+  void Refresh(const hub::Repo& repo);
   // A revision of a repository Open gave: for a mirrored one, branch and tag names as upstream has them
   // (asked again past revision_ttl), a commit id fetched when it is not held.
   hub::Result<hub::ObjectId> Resolve(const hub::Repo& repo, std::string_view revision);
@@ -90,6 +94,9 @@ class MirrorService {
   // The same, waiting until the file is stored: its Xet file.
   hub::Result<xet::FileHash> Large(const hub::Repo& repo, const hub::ObjectId& commit,
                                    const hub::PathInfo& info);
+  // The same for a file git-lfs names by its SHA-256 and size (no path): fetched through upstream's LFS batch
+  // API; kNotFound when upstream has no such object for the repository.
+  hub::Result<xet::FileHash> LargeBySha256(const hub::Repo& repo, const hub::LfsPointer& pointer);
   // Waits for a fetch in flight on this node of a file with this Xet hash (hf_xet asking the reconstruction
   // of a file whose resolve answered before its bytes arrived); false when there is none.
   bool Await(const xet::FileHash& file);
@@ -98,15 +105,23 @@ class MirrorService {
 
  private:
   struct Flight;
+  // A large file to fetch: its pointer, what messages call it, how upstream describes it and sends its bytes
+  // from an offset on.
+  struct Wanted {
+    hub::LfsPointer pointer;
+    std::string what;
+    std::function<xet::Result<UpstreamFile>()> describe;
+    std::function<xet::Result<UpstreamFile>(uint64_t, const net::HttpClient::Sink&)> download;
+  };
+  Wanted FromPath(const hub::Repo& repo, const hub::ObjectId& commit, const hub::PathInfo& info) const;
   // The file's flight, started when there is none: described by upstream (or failed) when it returns.
-  hub::Result<std::shared_ptr<Flight>> Join(const hub::Repo& repo, const hub::ObjectId& commit,
-                                            const hub::PathInfo& info);
+  hub::Result<std::shared_ptr<Flight>> Join(const hub::Repo& repo, const Wanted& wanted);
   // Copies upstream's refs (and the history they reach that is not held) into the repository, creating it
   // when `existing` is null. The repository as it is after.
   hub::Result<hub::Repo> Sync(const hub::RepoId& id, const hub::Repo* existing);
   // Runs in a flight's thread: fetched, checked, stored and linked. `announced`: the Xet hash upstream gave.
-  hub::Result<xet::FileHash> Fetch(const hub::Repo& repo, const hub::ObjectId& commit,
-                                   const hub::PathInfo& info, const std::optional<xet::FileHash>& announced);
+  hub::Result<xet::FileHash> Fetch(const hub::Repo& repo, const Wanted& wanted,
+                                   const std::optional<xet::FileHash>& announced);
   hub::Error Failed(const xet::Error& e, const std::string& what);
   bool Fresh(int64_t repo) const;
   bool Stopping() const;

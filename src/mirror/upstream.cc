@@ -1,5 +1,7 @@
 #include "mirror/upstream.h"
 
+#include <boost/json.hpp>
+
 #include "common/percent_encode.h"
 #include "git/pkt_line.h"
 
@@ -186,6 +188,53 @@ xet::Result<UpstreamFile> Upstream::Download(const hub::RepoId& repo, const hub:
   const long expected = offset > 0 ? 206 : 200;
   if (answer->status != expected) return StatusError("the download of " + std::string(path), answer->status);
   return Described(*answer);
+}
+
+xet::Result<UpstreamFile> Upstream::DownloadObject(const hub::RepoId& repo, const hub::LfsPointer& pointer,
+                                                   uint64_t offset, const net::HttpClient::Sink& sink) const {
+  net::HttpClient http(options_.retry);
+  std::vector<std::string> headers = AuthHeaders();
+  headers.emplace_back("Accept: application/vnd.git-lfs+json");
+  headers.emplace_back("Content-Type: application/vnd.git-lfs+json");
+  const boost::json::object request{
+      {"operation", "download"},
+      {"transfers", boost::json::array{"basic"}},
+      {"objects", boost::json::array{boost::json::object{{"oid", pointer.sha256}, {"size", pointer.size}}}},
+      {"hash_algo", "sha256"}};
+  auto answer = http.Send("POST", options_.url + "/" + RepoPath(repo) + ".git/info/lfs/objects/batch",
+                          headers, boost::json::serialize(request));
+  if (!answer.ok()) return answer.error();
+  if (answer->status != 200) return StatusError("the LFS object " + pointer.sha256, answer->status);
+  // {"objects": [{"oid", "size", "actions": {"download": {"href", "header": {...}}}} or "error"]}
+  std::string href;
+  std::vector<std::string> link_headers;
+  try {
+    const auto doc = boost::json::parse(answer->body);
+    const auto& objects = doc.at("objects").as_array();
+    if (objects.empty()) return xet::Malformed("upstream's LFS batch answer names no object");
+    const auto& o = objects.at(0).as_object();
+    if (o.contains("error")) return xet::NotFound("upstream has no LFS object " + pointer.sha256);
+    const auto& download = o.at("actions").at("download").as_object();
+    href = std::string(download.at("href").as_string());
+    if (const auto* h = download.if_contains("header"); h != nullptr && h->is_object()) {
+      for (const auto& [name, value] : h->as_object()) {
+        if (value.is_string())
+          link_headers.push_back(std::string(name) + ": " + std::string(value.as_string()));
+      }
+    }
+  } catch (const std::exception&) {
+    return xet::Malformed("upstream's LFS batch answer is not what git-lfs expects");
+  }
+  if (!href.starts_with("http://") && !href.starts_with("https://")) {
+    return xet::Malformed("upstream's LFS download link is not an http(s) URL");
+  }
+  // The link carries its own credentials (signed, or in the headers given): the mirror's token is not sent.
+  if (offset > 0) link_headers.push_back("Range: bytes=" + std::to_string(offset) + "-");
+  auto got = http.Fetch(href, link_headers, sink);
+  if (!got.ok()) return got.error();
+  const long expected = offset > 0 ? 206 : 200;
+  if (got->status != expected) return StatusError("the LFS object " + pointer.sha256, got->status);
+  return Described(*got);
 }
 
 }  // namespace cairn::mirror

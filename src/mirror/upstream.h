@@ -70,6 +70,11 @@ class Upstream {
                                      std::string_view path, uint64_t offset,
                                      const net::HttpClient::Sink& sink) const;
 
+  // The bytes of the LFS object `pointer` names from `offset` on: where they are asked of upstream's git-lfs
+  // batch API (download), then fetched from there with the headers it gave.
+  xet::Result<UpstreamFile> DownloadObject(const hub::RepoId& repo, const hub::LfsPointer& pointer,
+                                           uint64_t offset, const net::HttpClient::Sink& sink) const;
+
   const std::string& url() const { return options_.url; }
 
  private:

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from common import MiB, assert_same_file, write_random
+from git_util import Git, url
 from hub_util import Hub
 
 
@@ -301,3 +302,28 @@ def test_upstream_faults(server, hub_py, tmp_path):
             assert_same_file(tmp_path / "again-got" / name, path)
     finally:
         proxy.close()
+
+
+@pytest.mark.backends("sqlite")
+def test_git_clone_of_a_mirrored_repository(server, hub_py, tmp_path):
+    """git clone through the mirror of a repository it never saw: the history is the upstream's (same commit
+    ids), and git-lfs's smudge fetches the large file's bytes through the mirror (by SHA-256, through
+    upstream's LFS batch API), byte-exact."""
+    upstream = server()
+    owner = Hub(hub_py, tmp_path / "owner", upstream, upstream.token("alice", write=True))
+    weights = write_random(tmp_path / "w.bin", 3 * MiB, seed=71)
+    owner.run(f"""
+        api.create_repo("alice/model")
+        api.upload_file(repo_id="alice/model", path_or_fileobj={str(weights)!r}, path_in_repo="w.bin")
+        api.upload_file(repo_id="alice/model", path_or_fileobj=b"hello\\n", path_in_repo="README.md")
+    """)
+    mirror = mirror_of(server, upstream)
+    git = Git(tmp_path / "git", lfs=True)
+    git.run("clone", url(mirror, "alice/model"), "clone")
+    assert_same_file(git.home / "clone" / "w.bin", weights)
+    assert (git.home / "clone" / "README.md").read_text() == "hello\n"
+    theirs = Git(tmp_path / "git-upstream")
+    theirs.run("clone", url(upstream, "alice/model"), "clone")
+    log = ["log", "--format=%H", "main"]
+    assert git.run(*log, cwd=git.home / "clone").stdout == theirs.run(*log, cwd=theirs.home / "clone").stdout
+    assert metric(mirror, "cairn_mirror_file_misses") == 1
