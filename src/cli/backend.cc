@@ -98,6 +98,17 @@ class IndexSecrets final : public config::SecretTable {
 
 }  // namespace
 
+mirror::MirrorOptions MirrorOptionsOf(const config::Config& cfg) {
+  mirror::MirrorOptions mo;
+  mo.upstream.url = cfg.mirror_upstream;
+  mo.upstream.token = cfg.mirror_token;
+  mo.repos = cfg.mirror_repos;
+  mo.token_to_read = cfg.mirror_read == "token";
+  mo.revision_ttl = cfg.mirror_revision_ttl;
+  mo.offline = cfg.mirror_offline;
+  return mo;
+}
+
 std::unique_ptr<config::SecretTable> SecretsOf(index::SecretIndex& index) {
   return std::make_unique<IndexSecrets>(index);
 }

@@ -9,6 +9,7 @@
 #include "config/config.h"
 #include "config/secrets.h"
 #include "index/index.h"
+#include "mirror/mirror_service.h"
 #include "store/blob_store.h"
 #include "store/open_store.h"
 
@@ -35,6 +36,9 @@ struct ConfiguredBackend {
   std::unique_ptr<store::BlobStore> store;
 };
 xet::Result<ConfiguredBackend> OpenConfiguredBackend(const config::Config& cfg);
+
+// The mirror_* settings as the mirror takes them (upstream, token, repositories, read policy, TTL, offline).
+mirror::MirrorOptions MirrorOptionsOf(const config::Config& cfg);
 
 // The index's secrets table as config/secrets.h uses it.
 std::unique_ptr<config::SecretTable> SecretsOf(index::SecretIndex& index);

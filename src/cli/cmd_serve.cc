@@ -134,14 +134,8 @@ http::Result<std::unique_ptr<Backend>> RegisterRoutes(http::Server& server, cons
   b->buckets = std::make_unique<hub::BucketService>(*b->index, *b->files, Clock::System(), b->quota.get());
   if (!cfg.mirror_upstream.empty()) {
     // A pull-through mirror of cfg.mirror_upstream (docs/mirror.md).
-    mirror::MirrorOptions mo;
-    mo.upstream.url = cfg.mirror_upstream;
-    mo.upstream.token = cfg.mirror_token;
-    mo.repos = cfg.mirror_repos;
-    mo.token_to_read = cfg.mirror_read == "token";
-    mo.revision_ttl = cfg.mirror_revision_ttl;
-    mo.offline = cfg.mirror_offline;
-    b->mirror = std::make_unique<mirror::MirrorService>(*b->index, *b->hub, *b->files, *b->service, mo);
+    b->mirror = std::make_unique<mirror::MirrorService>(*b->index, *b->hub, *b->files, *b->service,
+                                                        MirrorOptionsOf(cfg));
     spdlog::info("mirroring {}{}", cfg.mirror_upstream, cfg.mirror_offline ? " (offline)" : "");
   }
   api::HubRouteOptions ho;

@@ -216,6 +216,20 @@ int RunQuotaSet(const QuotaOptions& opts);
 int RunQuotaShow(const QuotaOptions& opts);
 int RunQuotaRm(const QuotaOptions& opts);
 
+// `cairn mirror ls|prefetch|evict` (docs/mirror.md): the pull-through mirror's repositories, on the index and
+// store of the deployment (with its mirror_* settings).
+struct MirrorCommandOptions {
+  std::string config_file;
+  std::string data_dir;
+  std::string index;
+  std::string store;
+  std::string repo;  // prefetch: [models/|datasets/|spaces/]NS/NAME[@REVISION]; evict: without @
+  bool json = false;
+};
+int RunMirrorLs(const MirrorCommandOptions& opts);
+int RunMirrorPrefetch(const MirrorCommandOptions& opts);
+int RunMirrorEvict(const MirrorCommandOptions& opts);
+
 struct BackupCommandOptions {
   std::string config_file;
   std::string data_dir;

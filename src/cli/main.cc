@@ -238,6 +238,35 @@ void AddDeploymentOptions(CLI::App* cmd, Options& opts) {
   cmd->add_flag("--json", opts.json, "Print the report as JSON");
 }
 
+void AddMirror(CLI::App& app) {
+  auto* mirror = app.add_subcommand("mirror", "The pull-through mirror's repositories: ls, prefetch, evict")
+                     ->require_subcommand(1);
+  const auto common = [](CLI::App* cmd, MirrorCommandOptions& o) {
+    cmd->add_option("--config", o.config_file, "TOML configuration file (also CAIRN_CONFIG)");
+    cmd->add_option("--data", o.data_dir, "Data directory (default ./cairn-data)");
+    cmd->add_option("--index", o.index, "sqlite:PATH or postgres://USER@HOST/DB");
+    cmd->add_option("--store", o.store, "file:PATH or s3://BUCKET[/PREFIX]");
+    cmd->add_flag("--json", o.json, "One JSON object per line");
+  };
+  auto ls_opts = std::make_shared<MirrorCommandOptions>();
+  auto* ls = mirror->add_subcommand("ls", "Mirrored repositories, their refs and the large files fetched");
+  common(ls, *ls_opts);
+  OnSelected(ls, ls_opts, RunMirrorLs);
+  auto pre_opts = std::make_shared<MirrorCommandOptions>();
+  auto* pre = mirror->add_subcommand(
+      "prefetch", "Copy a repository from upstream with every large file of a revision (default: main)");
+  common(pre, *pre_opts);
+  pre->add_option("REPO", pre_opts->repo, "[datasets/|spaces/]NS/NAME[@REVISION]")->required();
+  OnSelected(pre, pre_opts, RunMirrorPrefetch);
+  auto evict_opts = std::make_shared<MirrorCommandOptions>();
+  auto* evict = mirror->add_subcommand(
+      "evict",
+      "Forget a mirrored repository (the collector frees its data past the grace; a read copies it again)");
+  common(evict, *evict_opts);
+  evict->add_option("REPO", evict_opts->repo, "[datasets/|spaces/]NS/NAME")->required();
+  OnSelected(evict, evict_opts, RunMirrorEvict);
+}
+
 void AddBackup(CLI::App& app) {
   auto opts = std::make_shared<BackupCommandOptions>();
   auto* cmd = app.add_subcommand(
@@ -390,6 +419,7 @@ int main(int argc, char** argv) {
   cairn::cli::AddGc(app);
   cairn::cli::AddCompact(app);
   cairn::cli::AddBackup(app);
+  cairn::cli::AddMirror(app);
   cairn::cli::AddStore(app);
   CLI11_PARSE(app, argc, argv);
   return 0;

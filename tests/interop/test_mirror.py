@@ -327,3 +327,40 @@ def test_git_clone_of_a_mirrored_repository(server, hub_py, tmp_path):
     log = ["log", "--format=%H", "main"]
     assert git.run(*log, cwd=git.home / "clone").stdout == theirs.run(*log, cwd=theirs.home / "clone").stdout
     assert metric(mirror, "cairn_mirror_file_misses") == 1
+
+
+@pytest.mark.backends("sqlite", "s3")
+def test_prefetch_ls_and_evict(server, hub_py, tmp_path):
+    """`cairn mirror prefetch` copies a repository and its large files ahead of a job (a later download sends
+    nothing upstream), `ls` lists it with its refs, `evict` forgets it (a read copies it again)."""
+    upstream = server()
+    owner = Hub(hub_py, tmp_path / "owner", upstream, upstream.token("alice", write=True))
+    folder = tmp_path / "data"
+    folder.mkdir()
+    sizes = {"a.parquet": 2 * MiB, "b.parquet": 3 * MiB + 11}
+    for i, (name, size) in enumerate(sizes.items()):
+        write_random(folder / name, size, seed=80 + i)
+    commit = owner.run(f"""
+        api.create_repo("alice/data", repo_type="dataset")
+        result = api.upload_folder(repo_id="alice/data", repo_type="dataset", folder_path={str(folder)!r}).oid
+    """)
+    mirror = mirror_of(server, upstream)
+    got = mirror.cli("mirror", "prefetch", "datasets/alice/data@main", "--json")
+    report = json.loads(got.stdout.strip().splitlines()[-1])
+    assert report["commit"] == commit and report["large_files"] == 2 and report["fetched"] == 2, report
+    assert report["upstream_bytes"] == sum(sizes.values())
+    assert "[2/2]" in got.stderr  # progress
+    sent = resolve_bytes(upstream)
+    reader = Hub(hub_py, tmp_path / "reader", mirror, None)
+    reader.run(f"""snapshot_download("alice/data", repo_type="dataset", local_dir={str(tmp_path / "got")!r})""")
+    for name in sizes:
+        assert_same_file(tmp_path / "got" / name, folder / name)
+    assert resolve_bytes(upstream) == sent  # everything came from the mirror's copy
+    listed = [json.loads(line) for line in mirror.cli("mirror", "ls", "--json").stdout.splitlines()]
+    assert listed == [{"repo": "datasets/alice/data", "fetched_at": listed[0]["fetched_at"],
+                       "refs": {"refs/heads/main": commit}}], listed
+    assert mirror.cli("mirror", "evict", "alice/data", expect_ok=False).returncode == 2  # a model: none such
+    mirror.cli("mirror", "evict", "datasets/alice/data")
+    assert mirror.cli("mirror", "ls", "--json").stdout.strip() == ""
+    reader.run("""result = api.dataset_info("alice/data").sha""")  # copied again on the next read
+    assert len(mirror.cli("mirror", "ls", "--json").stdout.splitlines()) == 1

@@ -1,0 +1,220 @@
+// `cairn mirror ls|prefetch|evict` (docs/mirror.md): the pull-through mirror's repositories, worked on
+// through the deployment's index and store as `cairn serve` would (prefetch runs the mirror itself: a
+// repository and its large files copied before a job needs them).
+#include <boost/json.hpp>
+#include <iostream>
+#include <optional>
+#include <string>
+
+#include "cas/service.h"
+#include "cli/backend.h"
+#include "cli/commands.h"
+#include "common/worker_pool.h"
+#include "files/file_service.h"
+#include "hub/hub_service.h"
+#include "mirror/mirror_service.h"
+
+namespace cairn::cli {
+namespace {
+
+struct RepoArg {
+  hub::RepoId id;
+  std::string revision;
+};
+
+// "[models/|datasets/|spaces/]NS/NAME[@REVISION]".
+std::optional<RepoArg> ParseRepoArg(std::string text, bool with_revision) {
+  RepoArg out;
+  if (const size_t at = text.find('@'); at != std::string::npos) {
+    if (!with_revision) return std::nullopt;
+    out.revision = text.substr(at + 1);
+    text.resize(at);
+    if (out.revision.empty()) return std::nullopt;
+  }
+  std::string_view rest = text;
+  for (const auto type : {hub::RepoType::kModel, hub::RepoType::kDataset, hub::RepoType::kSpace}) {
+    const std::string prefix = std::string(hub::Plural(type)) + "/";
+    if (rest.starts_with(prefix) && std::count(rest.begin(), rest.end(), '/') == 2) {
+      out.id.type = type;
+      rest.remove_prefix(prefix.size());
+    }
+  }
+  const size_t slash = rest.find('/');
+  if (slash == std::string_view::npos) return std::nullopt;
+  out.id.ns = std::string(rest.substr(0, slash));
+  out.id.name = std::string(rest.substr(slash + 1));
+  if (!hub::ValidName(out.id.ns) || !hub::ValidName(out.id.name)) return std::nullopt;
+  return out;
+}
+
+std::string Named(const hub::RepoId& id) {
+  return id.type == hub::RepoType::kModel ? id.str() : std::string(hub::Plural(id.type)) + "/" + id.str();
+}
+
+// The command's configuration and backend; prints why not (exit status in *status).
+struct Opened {
+  config::Config cfg;
+  ConfiguredBackend backend;
+};
+std::optional<Opened> Open(const char* verb, const MirrorCommandOptions& opts, int* status) {
+  const std::string who = std::string("cairn mirror ") + verb + ": ";
+  auto cfg = LoadBackendConfig(opts.config_file, opts.data_dir, opts.index, opts.store);
+  if (!cfg) {
+    std::cerr << who << cfg.error().message << "\n";
+    *status = 2;
+    return std::nullopt;
+  }
+  auto backend = OpenConfiguredBackend(*cfg);
+  if (!backend) {
+    std::cerr << who << backend.error().message << "\n";
+    *status = 1;
+    return std::nullopt;
+  }
+  return Opened{std::move(*cfg), std::move(*backend)};
+}
+
+}  // namespace
+
+int RunMirrorLs(const MirrorCommandOptions& opts) {
+  int status = 0;
+  auto opened = Open("ls", opts, &status);
+  if (!opened) return status;
+  index::Index& index = *opened->backend.index;
+  size_t listed = 0;
+  for (const auto type : {hub::RepoType::kModel, hub::RepoType::kDataset, hub::RepoType::kSpace}) {
+    std::optional<std::pair<std::string, std::string>> after;
+    for (;;) {
+      auto page = index.ListRepos(type, std::nullopt, after, index::RepoIndex::kMaxListedRepos);
+      if (!page) {
+        std::cerr << "cairn mirror ls: " << page.error().message << "\n";
+        return 1;
+      }
+      for (const auto& r : *page) {
+        if (!hub::IsMirrored(r)) continue;
+        auto refs = index.ListRefs(r.id);
+        if (!refs) {
+          std::cerr << "cairn mirror ls: " << refs.error().message << "\n";
+          return 1;
+        }
+        const std::string name = Named({r.type, r.ns, r.name});
+        boost::json::object out{{"repo", name}, {"fetched_at", r.created_at}};
+        boost::json::object targets;
+        std::string line = name;
+        for (const auto& ref : *refs) {
+          const auto oid = hub::ObjectId::FromBytes(ref.target);
+          const std::string hex = oid ? oid->hex() : "?";
+          targets[(ref.kind == index::RefKind::kBranch ? "refs/heads/" : "refs/tags/") + ref.name] = hex;
+          line += " " + ref.name + "=" + hex.substr(0, 12);
+        }
+        out["refs"] = std::move(targets);
+        std::cout << (opts.json ? boost::json::serialize(out) : line) << "\n";
+        ++listed;
+      }
+      if (page->size() < index::RepoIndex::kMaxListedRepos) break;
+      after = {page->back().ns, page->back().name};
+    }
+  }
+  if (!opts.json) std::cerr << listed << " mirrored repositories\n";
+  return 0;
+}
+
+int RunMirrorPrefetch(const MirrorCommandOptions& opts) {
+  auto arg = ParseRepoArg(opts.repo, true);
+  if (!arg) {
+    std::cerr << "cairn mirror prefetch: REPO is [datasets/|spaces/]NS/NAME[@REVISION], not " << opts.repo
+              << "\n";
+    return 2;
+  }
+  int status = 0;
+  auto opened = Open("prefetch", opts, &status);
+  if (!opened) return status;
+  if (opened->cfg.mirror_upstream.empty()) {
+    std::cerr << "cairn mirror prefetch: mirror_upstream is not set (docs/mirror.md)\n";
+    return 2;
+  }
+  index::Index& index = *opened->backend.index;
+  WorkerPool workers(2);
+  cas::CasService cas(index, *opened->backend.store, workers, {});  // validates and registers; signs nothing
+  files::FileService files(cas, index, {});
+  hub::HubService hub(index, files, {});
+  mirror::MirrorService mirror(index, hub, files, cas, MirrorOptionsOf(opened->cfg));
+  const auto fail = [](const hub::Error& e) {
+    std::cerr << "cairn mirror prefetch: " << e.message << "\n";
+    return e.kind == hub::ErrorKind::kUnavailable ? 3 : 1;
+  };
+  // The command speaks for the deployment: a caller the read policy lets through.
+  const hub::Caller caller{.scope = "cairn mirror prefetch", .write = false, .expires = 0};
+  auto repo = mirror.Open(caller, arg->id);
+  if (!repo) return fail(repo.error());
+  if (!hub::IsMirrored(repo->record)) {
+    std::cerr << "cairn mirror prefetch: " << Named(arg->id) << " is held here, not mirrored\n";
+    return 2;
+  }
+  auto commit = mirror.Resolve(*repo, arg->revision.empty() ? hub.options().default_branch : arg->revision);
+  if (!commit) return fail(commit.error());
+  auto entries = hub.List(*repo, *commit, "", true);
+  if (!entries) return fail(entries.error());
+  size_t large = 0, done = 0;
+  uint64_t total = 0;
+  for (const auto& e : *entries) {
+    if (!e.is_dir && e.lfs) {
+      ++large;
+      total += e.size;
+    }
+  }
+  std::cerr << Named(arg->id) << "@" << commit->hex() << ": " << entries->size() << " entries, " << large
+            << " large files (" << total << " bytes)\n";
+  for (const auto& e : *entries) {
+    if (e.is_dir || !e.lfs) continue;
+    auto file = mirror.Large(*repo, *commit, e);
+    if (!file) return fail(file.error());
+    std::cerr << "[" << ++done << "/" << large << "] " << e.path << " " << e.size << " bytes\n";
+  }
+  const auto c = mirror.counters();
+  if (opts.json) {
+    std::cout << boost::json::serialize(boost::json::object{{"repo", Named(arg->id)},
+                                                            {"commit", commit->hex()},
+                                                            {"large_files", large},
+                                                            {"fetched", c.files_fetched},
+                                                            {"held", c.file_hits},
+                                                            {"upstream_bytes", c.upstream_bytes},
+                                                            {"stored_bytes", c.new_bytes}})
+              << "\n";
+  } else {
+    std::cout << Named(arg->id) << "@" << commit->hex() << ": " << large << " large files, "
+              << c.files_fetched << " fetched (" << c.upstream_bytes << " bytes from upstream, "
+              << c.new_bytes << " stored), " << c.file_hits << " held already\n";
+  }
+  return 0;
+}
+
+int RunMirrorEvict(const MirrorCommandOptions& opts) {
+  auto arg = ParseRepoArg(opts.repo, false);
+  if (!arg) {
+    std::cerr << "cairn mirror evict: REPO is [datasets/|spaces/]NS/NAME, not " << opts.repo << "\n";
+    return 2;
+  }
+  int status = 0;
+  auto opened = Open("evict", opts, &status);
+  if (!opened) return status;
+  index::Index& index = *opened->backend.index;
+  auto found = index.FindRepo(arg->id.type, arg->id.ns, arg->id.name);
+  if (!found) {
+    std::cerr << "cairn mirror evict: " << Named(arg->id) << ": " << found.error().message << "\n";
+    return found.error().code == xet::ErrorCode::kNotFound ? 2 : 1;
+  }
+  if (!hub::IsMirrored(*found)) {
+    std::cerr << "cairn mirror evict: " << Named(arg->id) << " is held here, not mirrored: nothing evicted\n";
+    return 2;
+  }
+  if (auto st = index.DeleteRepo(found->id); !st) {
+    std::cerr << "cairn mirror evict: " << st.error().message << "\n";
+    return 1;
+  }
+  std::cout
+      << "evicted " << Named(arg->id)
+      << ": the collector frees what nothing else uses once gc_grace has passed; a read copies it again\n";
+  return 0;
+}
+
+}  // namespace cairn::cli
