@@ -38,10 +38,10 @@
 namespace cairn::mirror {
 
 struct MirrorOptions {
-  UpstreamOptions upstream;
+  UpstreamOptions upstream{};
   // Which repositories are mirrored: entries "ns" (a namespace), "ns/name", "datasets/ns/name",
   // "spaces/ns/name"; empty: every repository this server does not hold itself.
-  std::vector<std::string> repos;
+  std::vector<std::string> repos{};
   bool token_to_read = false;  // mirrored repositories need a valid token of this server to be read
   std::chrono::seconds revision_ttl{60};
   bool offline = false;  // never ask upstream: serve what was fetched

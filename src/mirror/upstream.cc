@@ -64,6 +64,7 @@ xet::Result<std::string> Upstream::GitCommand(const hub::RepoId& repo, const std
 
 xet::Result<std::vector<UpstreamRef>> Upstream::ListRefs(const hub::RepoId& repo) const {
   std::string request = GitRequest("ls-refs");
+  git::AppendPkt(request, "peel\n");  // an annotated tag's commit: the Hub's tags are kept lightweight here
   git::AppendPkt(request, "ref-prefix refs/heads/\n");
   git::AppendPkt(request, "ref-prefix refs/tags/\n");
   git::AppendFlush(request);
@@ -82,7 +83,11 @@ xet::Result<std::vector<UpstreamRef>> Upstream::ListRefs(const hub::RepoId& repo
     auto id = hub::ObjectId::FromHex(line.substr(0, 40));
     if (!id) continue;  // "unborn HEAD" and the like
     std::string_view name = line.substr(41);
+    const std::string_view attributes = name.substr(std::min(name.find(' '), name.size()));
     name = name.substr(0, name.find(' '));
+    if (const size_t peeled = attributes.find(" peeled:"); peeled != std::string_view::npos) {
+      if (auto target = hub::ObjectId::FromHex(attributes.substr(peeled + 8, 40))) id = target;
+    }
     UpstreamRef ref;
     if (name.starts_with("refs/heads/")) {
       ref.kind = index::RefKind::kBranch;
