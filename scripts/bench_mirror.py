@@ -1,0 +1,176 @@
+#!/usr/bin/env python3
+"""The pull-through mirror beside a direct download, in one run (BENCHMARKS.md, "The mirror"):
+
+    .venv/bin/python scripts/bench_mirror.py [--size-mib 1024] [--rounds 3] [--clients 8]
+                                             [--bin build/release/src/cli/cairn]
+
+An upstream `cairn serve` (SQLite + local disk) holds bench/big, one --size-mib file of random bytes uploaded with
+huggingface_hub and hf_xet. Each round, with a fresh client cache for every download (huggingface_hub 2.4.0 and
+hf_xet, timed inside the client process around hf_hub_download):
+  direct: from the upstream itself (the file uploaded directly to cairn);
+  cold:   through a fresh mirror of the upstream (the mirror fetches, chunks and stores the file as it serves it);
+  hit:    through the same mirror again (what it holds).
+The order of the three alternates per round. Then --clients clients download the file at once through another
+fresh mirror: the upstream's bytes sent are counted (1.00 x the file is one transfer). Last, metadata on the warm
+mirror: 2,000 revision-info and 2,000 paths-info requests over one keep-alive connection, p50 and p99 latency.
+
+Prints one JSON line per measurement and a summary line with the ratios (cold/direct, hit/direct: speed, higher
+is better). Client and servers share the machine's cores; the working directory lives under build/.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import shutil
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+from harness import CairnServer, Hub, MiB, write_random  # noqa: E402
+
+
+def resolve_bytes(srv) -> float:
+    return sum(v for n, labels, v in srv.metrics()
+               if n == "cairn_http_response_bytes_total" and "resolve" in labels.get("route", ""))
+
+
+def download(args, srv, work: Path) -> float:
+    """Seconds hf_hub_download of bench/big takes from `srv` with a fresh cache (measured in the client)."""
+    hub = Hub(args.python, work, srv, None)
+    t = hub.run(f"""
+        import time
+        t0 = time.monotonic()
+        hf_hub_download("bench/big", "big.bin", local_dir={str(work / "out")!r})
+        result = time.monotonic() - t0
+    """, timeout=3600)
+    got = (work / "out" / "big.bin").stat().st_size
+    if got != args.size_mib * MiB:
+        raise SystemExit(f"downloaded {got} bytes, not {args.size_mib} MiB")
+    shutil.rmtree(work, ignore_errors=True)
+    return float(t)
+
+
+def mirror(args, upstream, work: Path) -> CairnServer:
+    return CairnServer(args.bin, work, work.with_suffix(".log"),
+                       env={"CAIRN_MIRROR_UPSTREAM": upstream.url, "CAIRN_LOG_LEVEL": "warn"}).start()
+
+
+def latencies(srv, method: str, target: str, body: bytes | None, n: int) -> list[float]:
+    port = int(srv.url.rsplit(":", 1)[1])
+    conn = http.client.HTTPConnection("127.0.0.1", port)
+    out = []
+    headers = {"Content-Type": "application/json"} if body else {}
+    for _ in range(n):
+        t0 = time.perf_counter()
+        conn.request(method, target, body=body, headers=headers)
+        r = conn.getresponse()
+        r.read()
+        out.append((time.perf_counter() - t0) * 1000)
+        if r.status != 200:
+            raise SystemExit(f"{method} {target} answered {r.status}")
+    conn.close()
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--size-mib", type=int, default=1024)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--clients", type=int, default=8)
+    ap.add_argument("--bin", default=str(REPO / "build/release/src/cli/cairn"))
+    ap.add_argument("--python", default=str(REPO / ".venv/bin/python"))
+    args = ap.parse_args()
+    (REPO / "build").mkdir(exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="bench-mirror-", dir=REPO / "build"))
+    servers: list[CairnServer] = []
+    try:
+        upstream = CairnServer(args.bin, work / "upstream", work / "upstream.log",
+                               env={"CAIRN_LOG_LEVEL": "warn"}).start()
+        servers.append(upstream)
+        src = write_random(work / "big.bin", args.size_mib * MiB, seed=2030)
+        Hub(args.python, work / "owner", upstream, upstream.token("bench", write=True)).run(f"""
+            api.create_repo("bench/big")
+            api.upload_file(repo_id="bench/big", path_or_fileobj={str(src)!r}, path_in_repo="big.bin")
+        """, timeout=3600)
+        src.unlink()
+        size = args.size_mib * MiB
+        times: dict[str, list[float]] = {"direct": [], "cold": [], "hit": []}
+        cold_ratios: list[float] = []  # upstream bytes sent for a cold download, over the file
+        for rnd in range(args.rounds):
+            m = mirror(args, upstream, work / f"mirror-{rnd}")
+            servers.append(m)
+            ways = {"direct": lambda d: download(args, upstream, d), "cold": lambda d: download(args, m, d),
+                    "hit": lambda d: download(args, m, d)}
+            # cold must precede hit on the same mirror; direct moves around them.
+            order = [["direct", "cold", "hit"], ["cold", "direct", "hit"], ["cold", "hit", "direct"]][rnd % 3]
+            for way in order:
+                before = resolve_bytes(upstream)
+                t = ways[way](work / f"client-{rnd}-{way}")
+                times[way].append(t)
+                if way == "cold":
+                    cold_ratios.append((resolve_bytes(upstream) - before) / size)
+                print(json.dumps({"bench": "mirror", "round": rnd, "way": way, "seconds": round(t, 3),
+                                  "MBps": round(size / t / 1e6, 1)}), flush=True)
+            m.stop()
+            servers.remove(m)
+            shutil.rmtree(work / f"mirror-{rnd}", ignore_errors=True)
+
+        # N clients at once through a fresh mirror: one upstream transfer.
+        m = mirror(args, upstream, work / "mirror-many")
+        servers.append(m)
+        before = resolve_bytes(upstream)
+        errors: list[BaseException] = []
+
+        def one(i: int) -> None:
+            try:
+                download(args, m, work / f"many-{i}")
+            except BaseException as e:  # noqa: BLE001
+                errors.append(e)
+
+        t0 = time.monotonic()
+        threads = [threading.Thread(target=one, args=(i,)) for i in range(args.clients)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        if errors:
+            raise SystemExit(f"concurrent downloads failed: {errors[0]}")
+        many_s = time.monotonic() - t0
+        upstream_ratio = (resolve_bytes(upstream) - before) / size
+        print(json.dumps({"bench": "mirror", "way": f"{args.clients} clients cold", "seconds": round(many_s, 3),
+                          "upstream_bytes_over_file": round(upstream_ratio, 4)}), flush=True)
+
+        # Metadata on the warm mirror.
+        info = latencies(m, "GET", "/api/models/bench/big/revision/main", None, 2000)
+        paths = latencies(m, "POST", "/api/models/bench/big/paths-info/main",
+                          json.dumps({"paths": ["big.bin", ".gitattributes"], "expand": True}).encode(), 2000)
+
+        def pct(v: list[float], q: float) -> float:
+            return round(sorted(v)[min(len(v) - 1, int(q * len(v)))], 3)
+
+        med = {w: statistics.median(v) for w, v in times.items()}
+        print(json.dumps({
+            "bench": "mirror", "size_mib": args.size_mib, "rounds": args.rounds,
+            "median_MBps": {w: round(size / t / 1e6, 1) for w, t in med.items()},
+            "ratio_cold_over_direct": round(med["direct"] / med["cold"], 3),
+            "ratio_hit_over_direct": round(med["direct"] / med["hit"], 3),
+            "upstream_bytes_over_file": {"1 client": round(max(cold_ratios), 4),
+                                         f"{args.clients} clients": round(upstream_ratio, 4)},
+            "revision_info_ms": {"p50": pct(info, 0.5), "p99": pct(info, 0.99)},
+            "paths_info_ms": {"p50": pct(paths, 0.5), "p99": pct(paths, 0.99)}}), flush=True)
+    finally:
+        for s in servers:
+            s.stop()
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
