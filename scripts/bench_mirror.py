@@ -7,10 +7,10 @@
 An upstream `cairn serve` (SQLite + local disk) holds bench/big, one --size-mib file of random bytes uploaded with
 huggingface_hub and hf_xet. Each round, with a fresh client cache for every download (huggingface_hub 2.4.0 and
 hf_xet, timed inside the client process around hf_hub_download):
+  cold:   through a fresh mirror of the upstream (the mirror fetches, chunks and stores the file, then serves it);
   direct: from the upstream itself (the file uploaded directly to cairn);
-  cold:   through a fresh mirror of the upstream (the mirror fetches, chunks and stores the file as it serves it);
   hit:    through the same mirror again (what it holds).
-The order of the three alternates per round. Then --clients clients download the file at once through another
+Cold comes first; direct and hit alternate after it, each after a sync (the cold download's writes on disk). Then --clients clients download the file at once through another
 fresh mirror: the upstream's bytes sent are counted (1.00 x the file is one transfer). Last, metadata on the warm
 mirror: 2,000 revision-info and 2,000 paths-info requests over one keep-alive connection, p50 and p99 latency.
 
@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import http.client
+import os
 import json
 import shutil
 import statistics
@@ -108,9 +109,12 @@ def main() -> int:
             servers.append(m)
             ways = {"direct": lambda d: download(args, upstream, d), "cold": lambda d: download(args, m, d),
                     "hit": lambda d: download(args, m, d)}
-            # cold must precede hit on the same mirror; direct moves around them.
-            order = [["direct", "cold", "hit"], ["cold", "direct", "hit"], ["cold", "hit", "direct"]][rnd % 3]
+            # cold first on the fresh mirror; then, once its writes are on disk, direct and hit in turns (both
+            # read what the page cache holds by then).
+            order = ["cold", "direct", "hit"] if rnd % 2 == 0 else ["cold", "hit", "direct"]
             for way in order:
+                if way != "cold":
+                    os.sync()
                 before = resolve_bytes(upstream)
                 t = ways[way](work / f"client-{rnd}-{way}")
                 times[way].append(t)

@@ -103,7 +103,7 @@ class MirrorApi : public testing::ApiServerTest {
     mo.upstream.retry.attempts = 2;
     mo.upstream.retry.base_delay = std::chrono::milliseconds(10);
     mo.clock = &clock_;
-    mirror_ = std::make_unique<mirror::MirrorService>(*m_index_, *m_.hub, *m_.files, *m_cas_, mo);
+    mirror_ = std::make_unique<mirror::MirrorService>(*m_index_, *m_index_, *m_.hub, *m_.files, *m_cas_, mo);
     RegisterCasRoutes(*mirror_server_, *m_cas_,
                       {.await_file = [m = mirror_.get()](const xet::FileHash& f) { return m->Await(f); }});
     RegisterHubRoutes(*mirror_server_, *m_.hub, *m_.buckets, *m_.files,

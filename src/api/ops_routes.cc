@@ -103,6 +103,9 @@ void RegisterMirrorMetrics(http::Server& server, const mirror::MirrorService& mi
   });
   r.Gauge("cairn_mirror_upstream_failures", "Requests upstream could not answer",
           counter(&mirror::MirrorCounters::upstream_failures));
+  r.Gauge("cairn_mirror_peer_fetches",
+          "Large files another node sharing the index fetched while this one waited",
+          counter(&mirror::MirrorCounters::peer_fetches));
 }
 
 }  // namespace cairn::api

@@ -137,7 +137,7 @@ int RunMirrorPrefetch(const MirrorCommandOptions& opts) {
   cas::CasService cas(index, *opened->backend.store, workers, {});  // validates and registers; signs nothing
   files::FileService files(cas, index, {});
   hub::HubService hub(index, files, {});
-  mirror::MirrorService mirror(index, hub, files, cas, MirrorOptionsOf(opened->cfg));
+  mirror::MirrorService mirror(index, index, hub, files, cas, MirrorOptionsOf(opened->cfg));
   const auto fail = [](const hub::Error& e) {
     std::cerr << "cairn mirror prefetch: " << e.message << "\n";
     return e.kind == hub::ErrorKind::kUnavailable ? 3 : 1;

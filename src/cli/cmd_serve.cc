@@ -134,7 +134,7 @@ http::Result<std::unique_ptr<Backend>> RegisterRoutes(http::Server& server, cons
   b->buckets = std::make_unique<hub::BucketService>(*b->index, *b->files, Clock::System(), b->quota.get());
   if (!cfg.mirror_upstream.empty()) {
     // A pull-through mirror of cfg.mirror_upstream (docs/mirror.md).
-    b->mirror = std::make_unique<mirror::MirrorService>(*b->index, *b->hub, *b->files, *b->service,
+    b->mirror = std::make_unique<mirror::MirrorService>(*b->index, *b->index, *b->hub, *b->files, *b->service,
                                                         MirrorOptionsOf(cfg));
     spdlog::info("mirroring {}{}", cfg.mirror_upstream, cfg.mirror_offline ? " (offline)" : "");
   }

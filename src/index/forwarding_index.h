@@ -175,6 +175,13 @@ class ForwardingIndex : public Index {
   }
   xet::Result<bool> DeleteSecret(std::string_view name) override { return inner_.DeleteSecret(name); }
 
+  xet::Result<bool> TakeLease(std::string_view name, std::string_view holder, int64_t now,
+                              int64_t expires) override {
+    return inner_.TakeLease(name, holder, now, expires);
+  }
+  xet::Status DropLease(std::string_view name, std::string_view holder) override {
+    return inner_.DropLease(name, holder);
+  }
   xet::Result<std::optional<QuotaRecord>> GetQuota(std::string_view ns) override {
     return inner_.GetQuota(ns);
   }

@@ -415,7 +415,33 @@ class QuotaIndex {
 };
 
 // The whole index: the five slices and the database's own operations (health, write counters, where it is).
-class Index : public CasIndex, public RepoIndex, public SecretIndex, public GcIndex, public QuotaIndex {
+// Short leases on names that every node of an index sees: the mirror takes one per file it fetches from its
+// upstream, so that nodes sharing the index fetch each file once. A lease lasts until its expiry; its holder
+// renews it before then, and a lease that lapsed (a holder that died) may be taken by anyone.
+class LeaseIndex {
+ public:
+  virtual ~LeaseIndex() = default;
+  LeaseIndex(const LeaseIndex&) = delete;
+  LeaseIndex& operator=(const LeaseIndex&) = delete;
+
+  // Takes `name` for `holder` until `expires` (unix seconds) when no one holds it, when its lease lapsed
+  // (an expiry at or before `now`), or when `holder` holds it already (a renewal). Whether `holder` holds it
+  // now. Names and holders are at most 256 bytes.
+  virtual xet::Result<bool> TakeLease(std::string_view name, std::string_view holder, int64_t now,
+                                      int64_t expires) = 0;
+  // Gives `name` up if `holder` holds it (nothing otherwise).
+  virtual xet::Status DropLease(std::string_view name, std::string_view holder) = 0;
+
+ protected:
+  LeaseIndex() = default;
+};
+
+class Index : public CasIndex,
+              public RepoIndex,
+              public SecretIndex,
+              public GcIndex,
+              public QuotaIndex,
+              public LeaseIndex {
  public:
   ~Index() override = default;
   Index(const Index&) = delete;

@@ -39,8 +39,9 @@ struct Table {
 // an index only; schema 11 the collector's quarantine, copied so that what was unreferenced keeps the time it
 // became so; schema 12 the quarantine of repository objects, copied for the same reason; schema 13 the
 // scopes' revocations of files; schema 14 an index only; schema 15 the namespaces' quotas, with what was last
-// measured of them; schema 16 the xorbs compaction superseded, so that dedup answers keep leaving them out.)
-static_assert(SqliteIndex::kSchemaVersion == 16 && PostgresIndex::kSchemaVersion == 16,
+// measured of them; schema 16 the xorbs compaction superseded, so that dedup answers keep leaving them out;
+// schema 17 leases, which are held by running processes: not copied.)
+static_assert(SqliteIndex::kSchemaVersion == 17 && PostgresIndex::kSchemaVersion == 17,
               "a new schema version must be reflected in kTables");
 
 // Each scope's totals from its rows (schema 7's scope_totals), the same SQL on both backends.
@@ -149,6 +150,8 @@ std::vector<SchemaTable> SchemaTables() {
   // Recomputed by the copy (kFillScopeTotals, and the UPDATE of counters below).
   out.push_back({"scope_totals", {"scope", "files", "bytes"}, false});
   out.push_back({"counters", {}, false});  // each backend's own layout (one row; 64 slots): columns unchecked
+  // Held by running processes (the mirror's transfers): a copy starts with none.
+  out.push_back({"leases", {"name", "holder", "expires"}, false});
   return out;
 }
 

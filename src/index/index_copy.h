@@ -42,7 +42,7 @@ struct CopyReport {
 struct SchemaTable {
   std::string name;
   std::vector<std::string> columns;  // empty: laid out by each backend its own way, only the table is checked
-  bool copied = true;                // false: recomputed from the copied rows
+  bool copied = true;                // false: recomputed from the copied rows (or, leases, not carried)
 };
 std::vector<SchemaTable> SchemaTables();
 

@@ -166,6 +166,7 @@ class IndexTest : public ::testing::TestWithParam<Backend> {
   // added: indexes, tables, the columns and rows that migrations 7 and 9 fill from the rows, and schema 11's
   // functions).
   void SetSchemaVersion(int version) {
+    if (version < 17) ExecRaw("DROP TABLE leases", "DROP TABLE leases");
     if (version < 16) {
       ExecRaw("DROP TABLE compacted_xorbs",
               "DROP TABLE compacted_xorbs; DROP FUNCTION cairn_refuse_changed(int8)");
@@ -1433,6 +1434,35 @@ TEST_P(IndexTest, SecretsAreListedAddedAndDeleted) {
   rows = index_->ListSecrets();
   ASSERT_EQ(rows->size(), 2u);
   EXPECT_EQ((*rows)[0].name, "jwt:k2");
+}
+
+TEST_P(IndexTest, LeasesAreTakenOnceRenewedAndTakenOverWhenTheyLapse) {
+  Open();
+  // Free: taken. Held by another: refused until it lapses. The holder renews; a dropped lease is free.
+  EXPECT_TRUE(*index_->TakeLease("mirror:1:aa", "node-a", 1000, 1060));
+  EXPECT_FALSE(*index_->TakeLease("mirror:1:aa", "node-b", 1010, 1070));
+  EXPECT_TRUE(*index_->TakeLease("mirror:1:aa", "node-a", 1050, 1110));   // renewed
+  EXPECT_FALSE(*index_->TakeLease("mirror:1:aa", "node-b", 1100, 1160));  // not lapsed yet (1110)
+  EXPECT_TRUE(*index_->TakeLease("mirror:1:aa", "node-b", 1110, 1170));   // lapsed: taken over
+  EXPECT_FALSE(*index_->TakeLease("mirror:1:aa", "node-a", 1120, 1180));  // a's renewal comes too late
+  EXPECT_TRUE(*index_->TakeLease("mirror:1:bb", "node-a", 1120, 1180));   // names are independent
+  ASSERT_TRUE(index_->DropLease("mirror:1:aa", "node-a").ok());           // not a's: nothing happens
+  EXPECT_FALSE(*index_->TakeLease("mirror:1:aa", "node-c", 1130, 1190));
+  ASSERT_TRUE(index_->DropLease("mirror:1:aa", "node-b").ok());
+  EXPECT_TRUE(*index_->TakeLease("mirror:1:aa", "node-c", 1130, 1190));
+  EXPECT_FALSE(index_->TakeLease("", "node-c", 1, 2).ok());
+  EXPECT_FALSE(index_->TakeLease(std::string(257, 'x'), "node-c", 1, 2).ok());
+  // Nodes racing for one free lease: exactly one gets it.
+  std::atomic<int> winners{0};
+  std::vector<std::thread> racers;
+  for (int i = 0; i < 8; ++i) {
+    racers.emplace_back([&, i] {
+      auto got = index_->TakeLease("mirror:2:race", "node-" + std::to_string(i), 2000, 2060);
+      if (got.ok() && *got) ++winners;
+    });
+  }
+  for (auto& t : racers) t.join();
+  EXPECT_EQ(winners.load(), 1);
 }
 
 TEST_P(IndexTest, QuotasAreSetChargedMeasuredAndMarkedStale) {

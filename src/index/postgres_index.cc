@@ -251,6 +251,13 @@ BEGIN
   RETURN n;
 END $$;
 )sql",
+    // 17: leases on names (as on SQLite).
+    R"sql(
+CREATE TABLE leases(
+  name text PRIMARY KEY,
+  holder text NOT NULL,
+  expires int8 NOT NULL);
+)sql",
 };
 static_assert(std::size(kMigrations) == PostgresIndex::kSchemaVersion);
 static_assert(kFileLinkKind == 16, "migration 9 reads the links by their kind");

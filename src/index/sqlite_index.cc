@@ -218,6 +218,13 @@ CREATE TABLE compacted_xorbs(
   into_xorb BLOB NOT NULL CHECK (length(into_xorb) = 32),
   compacted_at INTEGER NOT NULL) WITHOUT ROWID;
 )sql",
+    // 17: leases on names (index.h's LeaseIndex): the mirror's one transfer per file across nodes.
+    R"sql(
+CREATE TABLE leases(
+  name TEXT PRIMARY KEY,
+  holder TEXT NOT NULL,
+  expires INTEGER NOT NULL) WITHOUT ROWID;
+)sql",
 };
 static_assert(std::size(kMigrations) == SqliteIndex::kSchemaVersion);
 static_assert(kFileLinkKind == 16, "migration 9 reads the links by their kind");

@@ -47,7 +47,7 @@ struct SqliteOptions {
 
 class SqliteIndex final : public Index {
  public:
-  static constexpr int kSchemaVersion = 16;
+  static constexpr int kSchemaVersion = 17;
 
   static xet::Result<std::unique_ptr<SqliteIndex>> Open(SqliteOptions options);
   // Applies the missing migrations only (what Open does first); returns the versions before and after.
@@ -93,6 +93,11 @@ class SqliteIndex final : public Index {
   xet::Result<std::vector<SecretRecord>> ListSecrets() override;
   xet::Result<bool> AddSecret(std::string_view name, std::string_view value) override;
   xet::Result<bool> DeleteSecret(std::string_view name) override;
+
+  // ---- Leases (sqlite_lease.cc)
+  xet::Result<bool> TakeLease(std::string_view name, std::string_view holder, int64_t now,
+                              int64_t expires) override;
+  xet::Status DropLease(std::string_view name, std::string_view holder) override;
 
   // ---- Quotas
   xet::Result<std::optional<QuotaRecord>> GetQuota(std::string_view ns) override;

@@ -1,5 +1,6 @@
 #include "mirror/mirror_service.h"
 
+#include <thread>
 #include <unordered_set>
 
 #include "git/pack_reader.h"
@@ -52,9 +53,11 @@ struct MirrorService::Flight {
   std::optional<hub::Result<xet::FileHash>> result;
 };
 
-MirrorService::MirrorService(index::RepoIndex& index, hub::HubService& hub, files::FileService& files,
-                             cas::CasService& cas, MirrorOptions options)
+MirrorService::MirrorService(index::RepoIndex& index, index::LeaseIndex& leases, hub::HubService& hub,
+                             files::FileService& files, cas::CasService& cas, MirrorOptions options)
     : index_(index),
+      leases_(leases),
+      holder_(hub::NewRepoScope().substr(4)),
       hub_(hub),
       files_(files),
       cas_(cas),
@@ -296,10 +299,9 @@ hub::Result<std::shared_ptr<MirrorService::Flight>> MirrorService::Join(const hu
     flight->key = key;
   }
   // A flight that ended between the caller's look at the repository and now has linked the file.
-  auto linked = index_.GetRepoObjects(repo.record.id, {hub::LinkKey(wanted.pointer.sha256)});
-  if (linked.ok() && (*linked)[0] && (*linked)[0]->data.size() == 32) {
+  if (auto linked = Linked(repo, wanted.pointer.sha256)) {
     std::lock_guard lock(mu_);
-    flight->result = xet::Hash::FromBytes((*linked)[0]->data.data());
+    flight->result = *linked;
     flight->described = true;
     flight->xet = **flight->result;
     flight->done = true;
@@ -421,9 +423,45 @@ bool MirrorService::Await(const xet::FileHash& file) {
   return flight->result->ok();
 }
 
+std::optional<xet::FileHash> MirrorService::Linked(const hub::Repo& repo, const std::string& sha256) {
+  auto linked = index_.GetRepoObjects(repo.record.id, {hub::LinkKey(sha256)});
+  if (!linked.ok() || !(*linked)[0] || (*linked)[0]->data.size() != 32) return std::nullopt;
+  return xet::Hash::FromBytes((*linked)[0]->data.data());
+}
+
 hub::Result<xet::FileHash> MirrorService::Fetch(const hub::Repo& repo, const Wanted& wanted,
                                                 const std::optional<xet::FileHash>& announced) {
   const hub::LfsPointer& pointer = wanted.pointer;
+  // One transfer across the nodes sharing the index: the node holding the file's lease fetches it, the others
+  // wait for its link (and take the lease over if it lapses: a node that died mid-transfer).
+  const std::string lease = "mirror:" + std::to_string(repo.record.id) + ":" + pointer.sha256;
+  const auto take = [&] {
+    const int64_t now = options_.clock->UnixSeconds();
+    auto took = leases_.TakeLease(lease, holder_, now, now + options_.lease_seconds);
+    return !took.ok() || *took;  // an index that cannot answer: fetched here rather than not at all
+  };
+  while (!take()) {
+    if (auto linked = Linked(repo, pointer.sha256)) {
+      std::lock_guard lock(mu_);
+      ++counters_.peer_fetches;
+      return *linked;
+    }
+    if (Stopping()) return Fail(ErrorKind::kUnavailable, "", "the server is stopping");
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  struct Drop {
+    index::LeaseIndex& leases;
+    const std::string& lease;
+    const std::string& holder;
+    ~Drop() { (void)leases.DropLease(lease, holder); }
+  } drop{leases_, lease, holder_};
+  // The lease may have come free because another node finished the file.
+  if (auto linked = Linked(repo, pointer.sha256)) {
+    std::lock_guard lock(mu_);
+    ++counters_.peer_fetches;
+    return *linked;
+  }
+  int64_t renewed = options_.clock->UnixSeconds();
   auto ingest = lfs::FileIngest::Begin(cas_, repo.record.scope, pointer.sha256, pointer.size);
   if (!ingest.ok()) return Fail(ErrorKind::kInternal, "", ingest.error().message);
   // A transfer cut after some bytes resumes where they end (a ranged request), as long as each try brings
@@ -435,6 +473,10 @@ hub::Result<xet::FileHash> MirrorService::Fetch(const hub::Repo& repo, const Wan
       if (Stopping()) {
         fed = xet::Unavailable("the server is stopping");
         return false;
+      }
+      if (options_.clock->UnixSeconds() - renewed >= options_.lease_seconds / 3) {
+        renewed = options_.clock->UnixSeconds();
+        (void)take();
       }
       if (auto st = (*ingest)->Feed(block); !st.ok()) {
         fed = st;
@@ -467,13 +509,14 @@ hub::Result<xet::FileHash> MirrorService::Fetch(const hub::Repo& repo, const Wan
                 wanted.what + ": upstream's Xet hash " + announced->hex() +
                     " is not the one its bytes give here (" + done->file.hex() + ")");
   }
-  // Linked for the repository (as a push links a pointer's file) and readable through its read scope.
+  // Readable through the repository's read scope, then linked (as a push links a pointer's file): the link is
+  // what other nodes wait for, so the file is published before it appears.
+  if (auto st = hub::Publish(files_, repo, {done->file}); !st.ok()) return st.error();
   const std::vector<index::RepoObject> link = {
       index::RepoObject{.key = hub::LinkKey(pointer.sha256),
                         .kind = index::kFileLinkKind,
                         .data = std::vector<uint8_t>(done->file.bytes.begin(), done->file.bytes.end())}};
   if (auto st = index_.PutRepoObjects(repo.record.id, link); !st.ok()) return hub::FromIndex(st.error());
-  if (auto st = hub::Publish(files_, repo, {done->file}); !st.ok()) return st.error();
   std::lock_guard lock(mu_);
   ++counters_.files_fetched;
   counters_.new_bytes += done->new_bytes;

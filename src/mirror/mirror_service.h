@@ -12,9 +12,10 @@
 //
 // Thread-safety: every method may be called concurrently. Concurrent requests for the same large file on
 // this node wait for one upstream transfer (the first to ask runs it; it is not cancelled when that client
-// goes away). Ownership: borrows the index, the Hub service, the file service and the CAS, which outlive it.
-// Failures: hub::Error — kNotFound (RepoNotFound, RevisionNotFound, EntryNotFound) when upstream has no such
-// thing, kUnauthorized when the mirror's read policy wants a token, kUnavailable (503, with Retry-After) when
+// goes away), and nodes sharing the index take a lease on the file in it, so that one of them fetches it.
+// Ownership: borrows the index, the Hub service, the file service and the CAS, which outlive it. Failures:
+// hub::Error — kNotFound (RepoNotFound, RevisionNotFound, EntryNotFound) when upstream has no such thing,
+// kUnauthorized when the mirror's read policy wants a token, kUnavailable (503, with Retry-After) when
 // upstream cannot be reached for something this server does not hold.
 #pragma once
 
@@ -45,6 +46,9 @@ struct MirrorOptions {
   bool token_to_read = false;  // mirrored repositories need a valid token of this server to be read
   std::chrono::seconds revision_ttl{60};
   bool offline = false;  // never ask upstream: serve what was fetched
+  // A file's lease in the index (one transfer across the nodes sharing it): renewed every third of this while
+  // the transfer runs; a node that died holds it no longer than this.
+  int64_t lease_seconds = 60;
   const Clock* clock = &Clock::System();
 };
 
@@ -57,14 +61,15 @@ struct MirrorCounters {
   uint64_t upstream_bytes = 0;     // bytes of large files received from upstream
   uint64_t new_bytes = 0;          // of those, chunk bytes stored (the rest deduplicated)
   uint64_t upstream_failures = 0;  // requests upstream could not answer
+  uint64_t peer_fetches = 0;       // large files another node sharing the index fetched while this one waited
   // Files whose Xet hash here is not the one upstream gave (upstream chunked them otherwise).
   uint64_t xet_hash_differs = 0;
 };
 
 class MirrorService {
  public:
-  MirrorService(index::RepoIndex& index, hub::HubService& hub, files::FileService& files,
-                cas::CasService& cas, MirrorOptions options);
+  MirrorService(index::RepoIndex& index, index::LeaseIndex& leases, hub::HubService& hub,
+                files::FileService& files, cas::CasService& cas, MirrorOptions options);
   ~MirrorService();  // waits for the fetches in flight, which stop at their next block
   MirrorService(const MirrorService&) = delete;
   MirrorService& operator=(const MirrorService&) = delete;
@@ -125,8 +130,12 @@ class MirrorService {
   hub::Error Failed(const xet::Error& e, const std::string& what);
   bool Fresh(int64_t repo) const;
   bool Stopping() const;
+  // The repository's link of the large file with this SHA-256, when it has one.
+  std::optional<xet::FileHash> Linked(const hub::Repo& repo, const std::string& sha256);
 
   index::RepoIndex& index_;
+  index::LeaseIndex& leases_;
+  const std::string holder_;  // this service's name in leases: random
   hub::HubService& hub_;
   files::FileService& files_;
   cas::CasService& cas_;

@@ -40,6 +40,38 @@ def mirror_of(server, upstream, **env):
     return server(env={"CAIRN_MIRROR_UPSTREAM": upstream.url, **env})
 
 
+def upstream_with(server, hub_py, tmp_path: Path, repo: str, size: int, seed: int):
+    """An upstream server holding `repo` (alice's) with one file, big.bin, of `size` random bytes; (server, path)."""
+    upstream = server()
+    owner = Hub(hub_py, tmp_path / "owner", upstream, upstream.token("alice", write=True))
+    big = write_random(tmp_path / "big.bin", size, seed=seed)
+    owner.run(f"""
+        api.create_repo({repo!r})
+        api.upload_file(repo_id={repo!r}, path_or_fileobj={str(big)!r}, path_in_repo="big.bin")
+    """)
+    return upstream, big
+
+
+def download_at_once(hub_py, tmp_path: Path, nodes: list, clients: int, repo: str, filename: str) -> None:
+    """`clients` huggingface_hub processes at once, client i on nodes[i % len(nodes)], each downloading
+    `filename` of `repo` into tmp_path/got-i with a fresh cache; fails with the first error."""
+    errors: list[BaseException] = []
+
+    def download(i: int) -> None:
+        try:
+            Hub(hub_py, tmp_path / f"reader-{i}", nodes[i % len(nodes)], None).run(
+                f"""hf_hub_download({repo!r}, {filename!r}, local_dir={str(tmp_path / f"got-{i}")!r})""")
+        except BaseException as e:  # noqa: BLE001 — reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=download, args=(i,)) for i in range(clients)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+
+
 def publish(hub: Hub, tmp_path: Path) -> dict:
     """alice/model (a small file, two Xet files, one in a folder) and datasets/alice/data, on the upstream."""
     folder = tmp_path / "model"
@@ -132,29 +164,9 @@ def test_mirror_downloads_once_and_serves_offline(server, hub_py, tmp_path):
 def test_concurrent_cold_downloads_fetch_once(server, hub_py, tmp_path):
     """8 clients ask the mirror for the same 200 MiB file it does not hold, at once: one upstream transfer,
     every client byte-exact."""
-    upstream = server()
-    owner = Hub(hub_py, tmp_path / "owner", upstream, upstream.token("alice", write=True))
-    big = write_random(tmp_path / "big.bin", 200 * MiB, seed=31)
-    owner.run(f"""
-        api.create_repo("alice/big")
-        api.upload_file(repo_id="alice/big", path_or_fileobj={str(big)!r}, path_in_repo="big.bin")
-    """)
+    upstream, big = upstream_with(server, hub_py, tmp_path, "alice/big", 200 * MiB, seed=31)
     mirror = mirror_of(server, upstream)
-    errors: list[BaseException] = []
-
-    def download(i: int) -> None:
-        try:
-            Hub(hub_py, tmp_path / f"reader-{i}", mirror, None).run(
-                f"""hf_hub_download("alice/big", "big.bin", local_dir={str(tmp_path / f"got-{i}")!r})""")
-        except BaseException as e:  # noqa: BLE001 — reported below
-            errors.append(e)
-
-    threads = [threading.Thread(target=download, args=(i,)) for i in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors, errors
+    download_at_once(hub_py, tmp_path, [mirror], 8, "alice/big", "big.bin")
     for i in range(8):
         assert_same_file(tmp_path / f"got-{i}" / "big.bin", big)
     # Exactly one upstream transfer of the file (its bytes, and the answers' headers).
@@ -364,3 +376,19 @@ def test_prefetch_ls_and_evict(server, hub_py, tmp_path):
     assert mirror.cli("mirror", "ls", "--json").stdout.strip() == ""
     reader.run("""result = api.dataset_info("alice/data").sha""")  # copied again on the next read
     assert len(mirror.cli("mirror", "ls", "--json").stdout.splitlines()) == 1
+
+
+@pytest.mark.backends("postgres", "s3")
+def test_two_mirror_nodes_fetch_once(server, hub_py, tmp_path):
+    """Two mirror nodes sharing an index and a store, clients on both asking for the same cold file at once:
+    one upstream transfer across the two (a lease in the index), every client byte-exact."""
+    upstream, big = upstream_with(server, hub_py, tmp_path, "alice/big", 64 * MiB, seed=91)
+    shared = tmp_path / "mirror-data"
+    env = {"CAIRN_MIRROR_UPSTREAM": upstream.url}
+    nodes = [server(env=env, data_dir=shared), server(env=env, data_dir=shared)]
+    download_at_once(hub_py, tmp_path, nodes, 6, "alice/big", "big.bin")
+    for i in range(6):
+        assert_same_file(tmp_path / f"got-{i}" / "big.bin", big)
+    assert upstream.requests_count("GET", "resolve") == 1, upstream.requests_table()
+    assert sum(metric(n, "cairn_mirror_file_misses") for n in nodes) == 1
+    assert sum(metric(n, "cairn_mirror_upstream_bytes") for n in nodes) == 64 * MiB
