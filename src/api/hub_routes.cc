@@ -4,6 +4,7 @@
 #include <charconv>
 #include <ctime>
 #include <functional>
+#include <thread>
 
 #include "api/errors.h"
 #include "api/file_routes.h"
@@ -203,6 +204,10 @@ class HubRoutes {
   void ListLfsFiles(const std::shared_ptr<Exchange>& ex);
   void DeleteLfsFiles(const std::shared_ptr<Exchange>& ex);
   void Resolve(const std::shared_ptr<Exchange>& ex);
+  // Sends a mirrored file being fetched as its bytes arrive (chunked: pending.spool), on this request thread.
+  void StreamArriving(const std::shared_ptr<Exchange>& ex, const hub::PathInfo& info,
+                      const hub::ObjectId& commit, const mirror::MirrorService::Pending& pending,
+                      const std::string& xet_auth);
 
   // Buckets.
   std::optional<RepoRequest> BucketOf(const std::shared_ptr<Exchange>& ex, bool creating = false);
@@ -1014,10 +1019,16 @@ void HubRoutes::Resolve(const std::shared_ptr<Exchange>& ex) {
         return ex->Respond(
             HubErrorResponse(503, "", path + " is mirrored and was not fetched; mirroring is off"));
       }
-      if (options_.mirror != nullptr && req.method == http::Verb::head && !info->xet) {
+      if (options_.mirror != nullptr && !info->xet) {
         auto pending = options_.mirror->Begin(repo, *oid, *info);
         if (!pending) return ex->Respond(HubErrorResponse(pending.error()));
-        if (!pending->held && pending->xet) {
+        if (!pending->held && pending->spool && req.method == http::Verb::get &&
+            req.Header("Range").empty()) {
+          // A plain download of a cold file: its bytes as they arrive (huggingface_hub without hf_xet reads
+          // with a 10-second timeout).
+          return StreamArriving(ex, *info, *oid, *pending, xet_auth);
+        }
+        if (!pending->held && pending->xet && req.method == http::Verb::head) {
           const std::string etag = "\"" + info->lfs->sha256 + "\"";
           Response r = http::RangeResponse(std::make_shared<const MemorySource>(std::vector<uint8_t>()),
                                            info->size, {}, "application/octet-stream");
@@ -1071,6 +1082,45 @@ void HubRoutes::Resolve(const std::shared_ptr<Exchange>& ex) {
     r.Header("X-Repo-Commit", oid->hex());
     ex->Respond(std::move(r));
   });
+}
+
+void HubRoutes::StreamArriving(const std::shared_ptr<Exchange>& ex, const hub::PathInfo& info,
+                               const hub::ObjectId& commit, const mirror::MirrorService::Pending& pending,
+                               const std::string& xet_auth) {
+  const std::string etag = "\"" + info.lfs->sha256 + "\"";
+  Response head;
+  head.Header("Content-Type", "application/octet-stream")
+      .Header("ETag", etag)
+      .Header("X-Linked-Etag", etag)
+      .Header("X-Linked-Size", std::to_string(info.size))
+      .Header("X-Repo-Commit", commit.hex());
+  if (pending.xet) head.Header("X-Xet-Hash", pending.xet->hex()).Header("Link", xet_auth);
+  http::SetStoredBytesHeaders(head, std::nullopt);
+  auto stream = ex->StartStream(200, head.headers);
+  // Paced on what the socket has not taken yet, so that a slow reader holds no more than a few MiB here. A
+  // transfer that fails cuts the body short: the client sees fewer bytes than X-Linked-Size and asks again.
+  constexpr size_t kPiece = 1 << 20;
+  constexpr uint64_t kQueued = 8ULL << 20;
+  std::string piece;
+  uint64_t sent = 0;
+  while (sent < info.size && stream->open()) {
+    piece.resize(kPiece);
+    auto n = pending.spool->Read(sent, std::span(reinterpret_cast<uint8_t*>(piece.data()), piece.size()),
+                                 std::chrono::seconds(300));
+    if (!n || *n == 0) break;
+    piece.resize(*n);
+    sent += *n;
+    if (!stream->Write(std::move(piece))) break;
+    piece = std::string();
+    while (stream->open() && stream->pending_bytes() > kQueued) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+  }
+  if (sent == info.size) {
+    stream->Finish();
+  } else {
+    stream->Abort();  // cut: never a complete body of fewer bytes
+  }
 }
 
 void HubRoutes::Register(const std::shared_ptr<HubRoutes>& self) {

@@ -100,6 +100,7 @@ class MirrorApi : public testing::ApiServerTest {
     m_.hub = std::make_unique<hub::HubService>(*m_index_, *m_.files, hub::HubOptions{.clock = &clock_});
     m_.buckets = std::make_unique<hub::BucketService>(*m_index_, *m_.files, clock_, nullptr);
     mo.upstream.url = base_;
+    if (mo.spool_dir.empty()) mo.spool_dir = mirror_dir_ / "spool";
     mo.upstream.retry.attempts = 2;
     mo.upstream.retry.base_delay = std::chrono::milliseconds(10);
     mo.clock = &clock_;

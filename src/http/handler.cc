@@ -161,6 +161,10 @@ void ResponseStream::Finish() {
   if (!finished_.exchange(true)) conn_->EndChunked(gen_);
 }
 
+void ResponseStream::Abort() {
+  if (!finished_.exchange(true)) conn_->AbortChunked(gen_);
+}
+
 Exchange::~Exchange() {
   if (Claim()) conn_->SendResponse(gen_, Response::ErrorJson(500, "the handler produced no response"));
 }

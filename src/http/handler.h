@@ -185,6 +185,7 @@ class Connection {
   virtual void StartChunked(uint64_t gen, unsigned status, HeaderList headers) = 0;
   virtual void SendChunk(uint64_t gen, std::string data) = 0;
   virtual void EndChunked(uint64_t gen) = 0;
+  virtual void AbortChunked(uint64_t gen) = 0;          // closes the connection: the body stays unfinished
   virtual void Dispatch(std::function<void()> fn) = 0;  // run on the connection's strand
   virtual WorkQueue& workers() = 0;
   virtual bool open() const = 0;
@@ -206,6 +207,10 @@ class ResponseStream {
   bool Write(std::string data);
   // Ends the body (the terminating zero chunk). Idempotent.
   void Finish();
+  // Ends the response without finishing its body: the connection is closed, and the client sees a transfer
+  // cut short (which it retries), never a complete body. For a producer that failed midway. Idempotent; a
+  // finished stream stays finished.
+  void Abort();
   // Bytes queued but not yet written to the socket: a producer can pace itself on this.
   uint64_t pending_bytes() const { return conn_->pending_bytes(); }
   bool open() const { return !finished_.load() && conn_->open(); }

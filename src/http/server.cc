@@ -207,6 +207,11 @@ class Session : public detail::Connection,
     writer_.Reserve(data.size());
     Dispatch([this, gen, d = std::move(data)]() mutable { DoSendChunk(gen, std::move(d)); });
   }
+  void AbortChunked(uint64_t gen) override {
+    Dispatch([this, gen] {
+      if (gen == gen_) Close();
+    });
+  }
   void EndChunked(uint64_t gen) override {
     Dispatch([this, gen] { DoEndChunked(gen); });
   }

@@ -51,6 +51,7 @@ struct MirrorService::Flight {
   std::optional<xet::FileHash> xet;  // upstream's Xet hash of it, when it has one
   bool done = false;
   std::optional<hub::Result<xet::FileHash>> result;
+  std::shared_ptr<Spool> spool;  // its bytes as they arrive, for plain downloads (null: none)
 };
 
 MirrorService::MirrorService(index::RepoIndex& index, index::LeaseIndex& leases, hub::HubService& hub,
@@ -324,6 +325,10 @@ hub::Result<std::shared_ptr<MirrorService::Flight>> MirrorService::Join(const hu
   }
   flight->described = true;
   flight->xet = head->xet;
+  if (!options_.spool_dir.empty()) {
+    auto spool = Spool::Create(options_.spool_dir);
+    if (spool.ok()) flight->spool = std::move(*spool);  // else plain downloads wait for the whole file
+  }
   cv_.notify_all();
   // Threads of flights that ended are joined here, so that they do not pile up (each has set its flight
   // done, under this lock, as its last step).
@@ -333,7 +338,8 @@ hub::Result<std::shared_ptr<MirrorService::Flight>> MirrorService::Join(const hu
     return true;
   });
   fetchers_.emplace_back(flight, [this, flight, repo, wanted] {
-    auto result = Fetch(repo, wanted, flight->xet);
+    auto result = Fetch(repo, wanted, flight->xet, flight->spool.get());
+    if (flight->spool) flight->spool->Finish(false);  // unless Fetch said every byte came
     std::lock_guard done_lock(mu_);
     flight->result = std::move(result);
     flight->done = true;
@@ -380,7 +386,7 @@ hub::Result<MirrorService::Pending> MirrorService::Begin(const hub::Repo& repo, 
   if (info.xet) {
     std::lock_guard lock(mu_);
     ++counters_.file_hits;
-    return Pending{.xet = info.xet, .held = true};
+    return Pending{.xet = info.xet, .held = true, .spool = nullptr};
   }
   if (!info.lfs || !hub::IsMirrored(repo.record)) {
     return Fail(ErrorKind::kInternal, "", info.path + " is not a large file of a mirrored repository");
@@ -390,9 +396,9 @@ hub::Result<MirrorService::Pending> MirrorService::Begin(const hub::Repo& repo, 
   std::lock_guard lock(mu_);
   if ((*flight)->done) {
     if (!(*flight)->result->ok()) return (*flight)->result->error();
-    return Pending{.xet = **(*flight)->result, .held = true};
+    return Pending{.xet = **(*flight)->result, .held = true, .spool = nullptr};
   }
-  return Pending{.xet = (*flight)->xet, .held = false};
+  return Pending{.xet = (*flight)->xet, .held = false, .spool = (*flight)->spool};
 }
 
 hub::Result<xet::FileHash> MirrorService::Large(const hub::Repo& repo, const hub::ObjectId& commit,
@@ -430,7 +436,7 @@ std::optional<xet::FileHash> MirrorService::Linked(const hub::Repo& repo, const 
 }
 
 hub::Result<xet::FileHash> MirrorService::Fetch(const hub::Repo& repo, const Wanted& wanted,
-                                                const std::optional<xet::FileHash>& announced) {
+                                                const std::optional<xet::FileHash>& announced, Spool* spool) {
   const hub::LfsPointer& pointer = wanted.pointer;
   // One transfer across the nodes sharing the index: the node holding the file's lease fetches it, the others
   // wait for its link (and take the lease over if it lapses: a node that died mid-transfer).
@@ -478,6 +484,10 @@ hub::Result<xet::FileHash> MirrorService::Fetch(const hub::Repo& repo, const Wan
         renewed = options_.clock->UnixSeconds();
         (void)take();
       }
+      if (spool != nullptr && !spool->Write((*ingest)->received(), block).ok()) {
+        spool->Finish(false);  // its readers retry; the fetch goes on
+        spool = nullptr;
+      }
       if (auto st = (*ingest)->Feed(block); !st.ok()) {
         fed = st;
         return false;
@@ -496,6 +506,9 @@ hub::Result<xet::FileHash> MirrorService::Fetch(const hub::Repo& repo, const Wan
       return Failed(got.error(), wanted.what);
   }
   auto done = (*ingest)->Finish();
+  // The bytes are all there and are the pointer's (its SHA-256 and size checked): the spool's readers have
+  // the whole file. (A mismatch ends the spool as failed: they are cut short and retry.)
+  if (spool != nullptr && done.ok()) spool->Finish(true);
   if (!done.ok()) {
     return Fail(ErrorKind::kUnavailable, "",
                 wanted.what + ": upstream's bytes do not match its pointer: " + done.error().message);

@@ -21,6 +21,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <memory>
@@ -34,6 +35,7 @@
 #include "files/file_service.h"
 #include "hub/hub_service.h"
 #include "index/index.h"
+#include "mirror/spool.h"
 #include "mirror/upstream.h"
 
 namespace cairn::mirror {
@@ -49,6 +51,9 @@ struct MirrorOptions {
   // A file's lease in the index (one transfer across the nodes sharing it): renewed every third of this while
   // the transfer runs; a node that died holds it no longer than this.
   int64_t lease_seconds = 60;
+  // Where the bytes of files being fetched are kept for plain downloads that read them as they arrive
+  // (spool.h); empty: such downloads wait for the whole file.
+  std::filesystem::path spool_dir{};
   const Clock* clock = &Clock::System();
 };
 
@@ -93,7 +98,8 @@ class MirrorService {
   // fetch fails).
   struct Pending {
     std::optional<xet::FileHash> xet;
-    bool held = false;  // stored and linked: served now
+    bool held = false;                   // stored and linked: served now
+    std::shared_ptr<const Spool> spool;  // not held: its bytes as they arrive (null without a spool_dir)
   };
   hub::Result<Pending> Begin(const hub::Repo& repo, const hub::ObjectId& commit, const hub::PathInfo& info);
   // The same, waiting until the file is stored: its Xet file.
@@ -126,7 +132,7 @@ class MirrorService {
   hub::Result<hub::Repo> Sync(const hub::RepoId& id, const hub::Repo* existing);
   // Runs in a flight's thread: fetched, checked, stored and linked. `announced`: the Xet hash upstream gave.
   hub::Result<xet::FileHash> Fetch(const hub::Repo& repo, const Wanted& wanted,
-                                   const std::optional<xet::FileHash>& announced);
+                                   const std::optional<xet::FileHash>& announced, Spool* spool);
   hub::Error Failed(const xet::Error& e, const std::string& what);
   bool Fresh(int64_t repo) const;
   bool Stopping() const;

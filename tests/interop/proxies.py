@@ -118,7 +118,8 @@ class HubFaultProxy:
     - `down = True`: every connection is closed before an answer;
     - `redirect = True`: resolve answers a 302 (with the Hub's X-Xet-Hash, X-Linked-* and Link headers) to the
       upstream's own address — another host:port, as the Hub sends downloads to its CDN;
-    - `strip_xet` (paths): those files' answers lose their Xet headers (an upstream file without Xet).
+    - `strip_xet` (paths): those files' answers lose their Xet headers (an upstream file without Xet);
+    - `throttle` (bytes per second, 0: none): file downloads are sent no faster (a distant, slow upstream).
 
     Counts what it forwarded: `requests` by (method, path) and `body_bytes` of file downloads sent."""
 
@@ -132,6 +133,7 @@ class HubFaultProxy:
         self.down = False
         self.redirect = False
         self.strip_xet: set[str] = set()
+        self.throttle = 0
         self.requests: dict[tuple[str, str], int] = {}
         self.failed = 0
         self.body_bytes = 0
@@ -257,6 +259,8 @@ class HubFaultProxy:
                 return
             h.wfile.write(data)
             sent += len(data)
+            if is_file and self.throttle:
+                time.sleep(len(data) / self.throttle)
             if is_file:
                 with self.lock:
                     self.body_bytes += len(data)

@@ -392,3 +392,36 @@ def test_two_mirror_nodes_fetch_once(server, hub_py, tmp_path):
     assert upstream.requests_count("GET", "resolve") == 1, upstream.requests_table()
     assert sum(metric(n, "cairn_mirror_file_misses") for n in nodes) == 1
     assert sum(metric(n, "cairn_mirror_upstream_bytes") for n in nodes) == 64 * MiB
+
+
+@pytest.mark.backends("sqlite")
+def test_plain_download_of_a_cold_file_streams_as_it_arrives(server, hub_py, tmp_path):
+    """huggingface_hub without Xet (HF_HUB_DISABLE_XET=1, a 4-second read timeout) downloading a cold file that
+    takes ~8 s to come from a slow upstream: its bytes are sent as they arrive, so the client never waits 4 s
+    for one, and the download is byte-exact; the file is then held (a second download sends nothing upstream)."""
+    from proxies import HubFaultProxy
+
+    upstream, big = upstream_with(server, hub_py, tmp_path, "alice/slow", 16 * MiB, seed=101)
+    proxy = HubFaultProxy(upstream.url)
+    try:
+        proxy.throttle = 2 * MiB
+        mirror = mirror_of(server, proxy)
+        env = {"HF_HUB_DISABLE_XET": "1", "HF_HUB_DOWNLOAD_TIMEOUT": "4", "HF_HUB_ETAG_TIMEOUT": "4"}
+        reader = Hub(hub_py, tmp_path / "reader", mirror, None)
+        took = reader.run(f"""
+            import time
+            t0 = time.monotonic()
+            hf_hub_download("alice/slow", "big.bin", local_dir={str(tmp_path / "got")!r})
+            result = time.monotonic() - t0
+        """, env=env)
+        assert took >= 6, took  # it did come slowly: streaming is what kept the client going
+        assert mirror.requests_count("GET", "resolve") == 1, mirror.requests_table()  # no timeout, no retry
+        assert_same_file(tmp_path / "got" / "big.bin", big)
+        assert proxy.body_bytes == 16 * MiB
+        proxy.throttle = 0
+        Hub(hub_py, tmp_path / "again", mirror, None).run(
+            f"""hf_hub_download("alice/slow", "big.bin", local_dir={str(tmp_path / "again-got")!r})""", env=env)
+        assert_same_file(tmp_path / "again-got" / "big.bin", big)
+        assert proxy.body_bytes == 16 * MiB
+    finally:
+        proxy.close()

@@ -1,0 +1,77 @@
+#include "mirror/spool.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <string>
+
+#include "common/posix_io.h"
+
+namespace cairn::mirror {
+
+xet::Result<std::shared_ptr<Spool>> Spool::Create(const std::filesystem::path& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  std::string path = (dir / "spool-XXXXXX").string();
+  const int fd = ::mkstemp(path.data());
+  if (fd < 0) return xet::IoError("a spool file in " + dir.string() + ": " + ErrnoText(errno));
+  ::unlink(path.c_str());  // nameless: it goes with its last descriptor
+  return std::make_shared<Spool>(UniqueFd(fd));
+}
+
+xet::Status Spool::Write(uint64_t offset, std::span<const uint8_t> bytes) {
+  size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n =
+        ::pwrite(fd_.get(), bytes.data() + done, bytes.size() - done, static_cast<off_t>(offset + done));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return xet::IoError(std::string("writing the spool: ") + ErrnoText(errno));
+    }
+    done += static_cast<size_t>(n);
+  }
+  {
+    std::lock_guard lock(mu_);
+    received_ = std::max(received_, offset + bytes.size());
+  }
+  cv_.notify_all();
+  return xet::Ok{};
+}
+
+void Spool::Finish(bool ok) {
+  {
+    std::lock_guard lock(mu_);
+    if (finished_) return;  // the first word stands
+    finished_ = true;
+    ok_ = ok;
+  }
+  cv_.notify_all();
+}
+
+xet::Result<size_t> Spool::Read(uint64_t offset, std::span<uint8_t> out, std::chrono::seconds wait) const {
+  uint64_t available = 0;
+  {
+    // The last byte that came is held back until the fetch has checked the whole file against its SHA-256:
+    // a reader of bytes that turn out wrong is cut short, never handed a complete file.
+    std::unique_lock lock(mu_);
+    if (!cv_.wait_for(lock, wait, [&] { return received_ > offset + 1 || finished_; })) {
+      return xet::Unavailable("the file's bytes did not come from upstream in time");
+    }
+    if (finished_ && !ok_) return xet::Unavailable("the transfer from upstream failed");
+    const uint64_t limit = finished_ ? received_ : received_ - 1;
+    if (limit <= offset) return size_t{0};  // finished, and nothing past `offset`
+    available = limit - offset;
+  }
+  const size_t want = static_cast<size_t>(std::min<uint64_t>(available, out.size()));
+  size_t done = 0;
+  while (done < want) {
+    const ssize_t n = ::pread(fd_.get(), out.data() + done, want - done, static_cast<off_t>(offset + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return xet::IoError(std::string("reading the spool: ") + ErrnoText(n < 0 ? errno : EIO));
+    done += static_cast<size_t>(n);
+  }
+  return done;
+}
+
+}  // namespace cairn::mirror

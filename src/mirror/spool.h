@@ -1,0 +1,46 @@
+// The bytes of a large file while the mirror fetches it, for readers that cannot wait for the whole file (a
+// plain download of a cold file: huggingface_hub without hf_xet gives up after 10 seconds without a byte). A
+// file of the spool directory, unlinked at once: it goes when the last holder lets go.
+//
+// Thread-safety: one writer (the fetch), any number of readers, concurrently. Failures: kIo (the file),
+// kUnavailable to readers once the fetch failed or when the bytes asked for do not come in time.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <mutex>
+#include <span>
+
+#include "common/unique_fd.h"
+#include "xet/result.h"
+
+namespace cairn::mirror {
+
+class Spool {
+ public:
+  static xet::Result<std::shared_ptr<Spool>> Create(const std::filesystem::path& dir);
+  explicit Spool(UniqueFd fd) : fd_(std::move(fd)) {}
+
+  // The writer: `bytes` at `offset` (the bytes before it written already); Finish when the fetch ended,
+  // `ok` when every byte was written (the first call counts).
+  xet::Status Write(uint64_t offset, std::span<const uint8_t> bytes);
+  void Finish(bool ok);
+
+  // A reader: waits until bytes from `offset` on have arrived (at most `wait`), then copies what is there, up
+  // to out.size(); 0 once the fetch ended cleanly with nothing past `offset`. The file's last byte comes only
+  // once the whole file was checked (Finish(true)): a reader is never handed all of a file that fails.
+  xet::Result<size_t> Read(uint64_t offset, std::span<uint8_t> out, std::chrono::seconds wait) const;
+
+ private:
+  UniqueFd fd_;
+  mutable std::mutex mu_;
+  mutable std::condition_variable cv_;
+  uint64_t received_ = 0;  // guarded by mu_
+  bool finished_ = false;  // guarded by mu_
+  bool ok_ = false;        // guarded by mu_
+};
+
+}  // namespace cairn::mirror
