@@ -1260,8 +1260,41 @@ void HubRoutes::Register(const std::shared_ptr<HubRoutes>& self) {
            bind(&HubRoutes::Resolve));
   // Repository ids without a namespace ("gpt2", which huggingface_hub still accepts): none exist here, and
   // they say so in the words the client tells apart (repo_exists answers False).
-  const auto no_namespace = [](const std::shared_ptr<Exchange>& ex) {
-    ex->Respond(HubErrorResponse(404, "RepoNotFound", "repository ids are namespace/name"));
+  // Through a mirror, the upstream's answer stands: a redirect to the id it gives (huggingface_hub follows
+  // relative redirects), as the Hub redirects "gpt2" to "openai-community/gpt2".
+  const auto no_namespace = [self](const std::shared_ptr<Exchange>& ex) {
+    if (self->options_.mirror == nullptr) {
+      return ex->Respond(HubErrorResponse(404, "RepoNotFound", "repository ids are namespace/name"));
+    }
+    std::optional<hub::RepoType> type = hub::RepoType::kModel;
+    if (const std::string& t = ex->request().Param("types"); !t.empty()) type = hub::TypeFromPlural(t);
+    const std::string name = ex->request().Param("name");
+    if (!type || *type == hub::RepoType::kBucket || !hub::ValidName(name)) {
+      return ex->Respond(HubErrorResponse(404, "RepoNotFound", "Repository not found"));
+    }
+    ex->Offload([self, ex, type = *type, name] {
+      auto id = self->options_.mirror->Canonical(type, name);
+      if (!id) return ex->Respond(HubErrorResponse(id.error()));
+      // The request's own target with the namespace put before the name ("/gpt2/resolve/…" →
+      // "/openai-community/gpt2/resolve/…", "/api/models/gpt2/…" → "/api/models/openai-community/gpt2/…").
+      const std::string& target = ex->request().target;
+      const std::string api = "/api/" + std::string(hub::Plural(type)) + "/";
+      std::string location;
+      if (target.starts_with(api)) {
+        location = api + PercentEncode(id->ns) + "/" + target.substr(api.size());
+      } else {
+        location = "/" + PercentEncode(id->ns) + target;
+      }
+      // The name may differ in case or be another (a renamed repository): the rest of the path is kept.
+      const std::string old_name = "/" + PercentEncode(name);
+      const size_t at = location.find(old_name, location.find(PercentEncode(id->ns)));
+      if (at != std::string::npos && id->name != name) {
+        location.replace(at, old_name.size(), "/" + PercentEncode(id->name));
+      }
+      Response moved = HubErrorResponse(307, "", "moved to " + id->str());
+      moved.Header("Location", location);
+      ex->Respond(std::move(moved));
+    });
   };
   r.Handle(Verb::get, "/api/{types}/{name}", RouteOptions().Name("hub_repo_info"), no_namespace);
   r.Handle(Verb::get, "/api/{types}/{name}/revision/{rev}", RouteOptions().Name("hub_repo_info"),

@@ -247,6 +247,20 @@ hub::Result<hub::Repo> MirrorService::Sync(const hub::RepoId& id, const hub::Rep
   return repo;
 }
 
+hub::Result<hub::RepoId> MirrorService::Canonical(hub::RepoType type, std::string_view name) {
+  if (options_.offline)
+    return Fail(ErrorKind::kUnavailable, "", std::string(name) + ": this mirror is offline");
+  auto id = upstream_.Canonical(type, name);
+  if (!id.ok()) {
+    if (id.error().code == xet::ErrorCode::kNotFound) {
+      return Fail(ErrorKind::kNotFound, "RepoNotFound", "Repository not found");
+    }
+    return Failed(id.error(), std::string(name));
+  }
+  if (!Mirrors(*id)) return Fail(ErrorKind::kNotFound, "RepoNotFound", "Repository not found");
+  return *id;
+}
+
 void MirrorService::Refresh(const hub::Repo& repo) {
   if (!hub::IsMirrored(repo.record) || options_.offline || Fresh(repo.record.id)) return;
   (void)Sync(repo.id(), &repo);

@@ -85,6 +85,9 @@ class MirrorService {
   // The repository for reading: a local one as HubService::Open gives it; a mirrored one after the read
   // policy is checked, copied from upstream first when this server does not hold it yet.
   hub::Result<hub::Repo> Open(const hub::Caller& caller, const hub::RepoId& id);
+  // The id upstream gives a repository named without a namespace (a legacy id: "gpt2"), for a redirect there;
+  // kNotFound when upstream has none, kUnavailable when it cannot be asked (or the mirror is offline).
+  hub::Result<hub::RepoId> Canonical(hub::RepoType type, std::string_view name);
   // Brings a mirrored repository's refs up to date with upstream's when revision_ttl has passed since this
   // node last did (git's ref listing); nothing when upstream cannot be reached (the last refs seen stand).
   void Refresh(const hub::Repo& repo);

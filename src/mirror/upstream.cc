@@ -62,6 +62,43 @@ xet::Result<std::string> Upstream::GitCommand(const hub::RepoId& repo, const std
   return std::move(answer->body);
 }
 
+xet::Result<hub::RepoId> Upstream::Canonical(hub::RepoType type, std::string_view name) const {
+  net::HttpClient http(options_.retry);
+  const std::string prefix = "/api/" + std::string(hub::Plural(type)) + "/";
+  auto answer = http.Send("GET", options_.url + prefix + PercentEncode(name), AuthHeaders());
+  if (!answer.ok()) return answer.error();
+  std::string id;
+  if (answer->status >= 301 && answer->status <= 308) {
+    // Location: "/api/models/ns/name" (or absolute, on upstream's host), perhaps with more after.
+    std::string_view where = answer->headers["location"];
+    if (const size_t scheme = where.find("://"); scheme != std::string_view::npos) {
+      const size_t path = where.find('/', scheme + 3);
+      where = path == std::string_view::npos ? std::string_view() : where.substr(path);
+    }
+    if (!where.starts_with(prefix))
+      return xet::Malformed("upstream moved " + std::string(name) + " elsewhere");
+    where.remove_prefix(prefix.size());
+    const size_t first = where.find('/');
+    const size_t second = first == std::string_view::npos ? first : where.find_first_of("/?", first + 1);
+    id = std::string(where.substr(0, second));
+  } else if (answer->status == 200) {
+    try {
+      id = std::string(boost::json::parse(answer->body).at("id").as_string());
+    } catch (const std::exception&) {
+      return xet::Malformed("upstream's answer for " + std::string(name) + " names no id");
+    }
+  } else {
+    return StatusError("the repository " + std::string(name), answer->status);
+  }
+  const size_t slash = id.find('/');
+  if (slash == std::string::npos)
+    return xet::NotFound(std::string(name) + " has no namespace upstream either");
+  hub::RepoId out{type, id.substr(0, slash), id.substr(slash + 1)};
+  if (!hub::ValidName(out.ns) || !hub::ValidName(out.name))
+    return xet::Malformed("upstream names an invalid id");
+  return out;
+}
+
 xet::Result<std::vector<UpstreamRef>> Upstream::ListRefs(const hub::RepoId& repo) const {
   std::string request = GitRequest("ls-refs");
   git::AppendPkt(request, "peel\n");  // an annotated tag's commit: the Hub's tags are kept lightweight here

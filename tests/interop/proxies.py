@@ -119,7 +119,9 @@ class HubFaultProxy:
     - `redirect = True`: resolve answers a 302 (with the Hub's X-Xet-Hash, X-Linked-* and Link headers) to the
       upstream's own address — another host:port, as the Hub sends downloads to its CDN;
     - `strip_xet` (paths): those files' answers lose their Xet headers (an upstream file without Xet);
-    - `throttle` (bytes per second, 0: none): file downloads are sent no faster (a distant, slow upstream).
+    - `throttle` (bytes per second, 0: none): file downloads are sent no faster (a distant, slow upstream);
+    - `moved` (path → path): a request whose path starts with a key is answered 307 to the path with the key
+      replaced (the Hub's redirect of a legacy id, "gpt2" → "openai-community/gpt2").
 
     Counts what it forwarded: `requests` by (method, path) and `body_bytes` of file downloads sent."""
 
@@ -134,6 +136,7 @@ class HubFaultProxy:
         self.redirect = False
         self.strip_xet: set[str] = set()
         self.throttle = 0
+        self.moved: dict[str, str] = {}
         self.requests: dict[tuple[str, str], int] = {}
         self.failed = 0
         self.body_bytes = 0
@@ -192,6 +195,13 @@ class HubFaultProxy:
             failure = self.failures.pop(0) if self.failures else None
             if failure:
                 self.failed += 1
+        for old, new in self.moved.items():
+            if h.path == old or h.path.startswith(old + "/") or h.path.startswith(old + "?"):
+                h.send_response(307)
+                h.send_header("Location", new + h.path[len(old):])
+                h.send_header("Content-Length", "0")
+                h.end_headers()
+                return
         if failure:
             status, retry_after = failure
             h.send_response(status)

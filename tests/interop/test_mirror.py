@@ -425,3 +425,28 @@ def test_plain_download_of_a_cold_file_streams_as_it_arrives(server, hub_py, tmp
         assert proxy.body_bytes == 16 * MiB
     finally:
         proxy.close()
+
+
+@pytest.mark.backends("sqlite")
+def test_legacy_ids_follow_the_upstreams_redirect(server, hub_py, tmp_path):
+    """A repository id without a namespace ("gpt2"), which the Hub redirects to its current id: through the
+    mirror, huggingface_hub follows the mirror's redirect to the id upstream gives, and downloads byte-exact;
+    an id upstream does not know is not found."""
+    from proxies import HubFaultProxy
+
+    upstream, big = upstream_with(server, hub_py, tmp_path, "alice/gpt", 2 * MiB, seed=111)
+    proxy = HubFaultProxy(upstream.url)
+    try:
+        proxy.moved = {"/api/models/gpt": "/api/models/alice/gpt"}
+        mirror = mirror_of(server, proxy)
+        reader = Hub(hub_py, tmp_path / "reader", mirror, None)
+        out = reader.run(f"""
+            path = hf_hub_download("gpt", "big.bin", local_dir={str(tmp_path / "got")!r})
+            result = api.model_info("gpt").id
+        """)
+        assert out == "alice/gpt"
+        assert_same_file(tmp_path / "got" / "big.bin", big)
+        r = mirror.get("/api/models/nope/revision/main")
+        assert r.status == 404 and r.headers.get("x-error-code") == "RepoNotFound", r
+    finally:
+        proxy.close()
