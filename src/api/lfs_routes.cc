@@ -17,10 +17,6 @@ Response LfsErrorOf(const Error& e) {
   return LfsError(HttpStatusOf(e.code), e.message);
 }
 
-http::Error HttpError(const Error& e) {
-  return http::Error{HttpStatusOf(e.code), e.message};
-}
-
 // The grant of the link the request carries, for the object its path names.
 Result<lfs::UploadGrant> GrantOf(const lfs::LfsService& lfs, const http::Request& req) {
   return lfs.Check(req.Param("oid"), req.query);
@@ -48,7 +44,7 @@ class WorkerSink final : public http::BodySink {
 
   // On the connection's strand, as are OnEnd and the workers' completions: the state needs no lock.
   void OnData(std::span<const uint8_t> data, Next next) override {
-    if (!s_->failed) return next(HttpError(s_->failed.error()));
+    if (!s_->failed) return next(ToHttp(s_->failed.error()));
     uint8_t* at = s_->batch.data() + s_->filled;
     if (data.data() != at) std::memcpy(at, data.data(), data.size());  // the server's buffer, not ours
     s_->filled += data.size();
@@ -101,7 +97,7 @@ class WorkerSink final : public http::BodySink {
           if (!*result) {
             s->failed = *result;
             if (last) return s->end->Respond(LfsErrorOf(result->error()));
-            if (s->waiting) std::exchange(s->waiting, nullptr)(HttpError(result->error()));
+            if (s->waiting) std::exchange(s->waiting, nullptr)(ToHttp(result->error()));
             return;
           }
           if (last) return;
@@ -127,10 +123,10 @@ class LfsRoutes {
 
   http::Result<std::unique_ptr<http::BodySink>> PutObject(const std::shared_ptr<Exchange>& ex) {
     auto grant = GrantOf(lfs_, ex->request());
-    if (!grant) return HttpError(grant.error());
-    if (auto st = CheckRoom(grant->scope); !st) return HttpError(st.error());
+    if (!grant) return ToHttp(grant.error());
+    if (auto st = CheckRoom(grant->scope); !st) return ToHttp(st.error());
     auto ingest = lfs_.BeginUpload(*grant);
-    if (!ingest) return HttpError(ingest.error());
+    if (!ingest) return ToHttp(ingest.error());
     std::shared_ptr<lfs::FileIngest> shared = std::move(*ingest);
     return std::unique_ptr<http::BodySink>(std::make_unique<WorkerSink>(
         ex, [shared](std::span<const uint8_t> data) { return shared->Feed(data); },
@@ -143,14 +139,14 @@ class LfsRoutes {
 
   http::Result<std::unique_ptr<http::BodySink>> PutPart(const std::shared_ptr<Exchange>& ex) {
     auto grant = GrantOf(lfs_, ex->request());
-    if (!grant) return HttpError(grant.error());
+    if (!grant) return ToHttp(grant.error());
     const std::string& n = ex->request().Param("part");
     uint32_t number = 0;
     const auto [end, ec] = std::from_chars(n.data(), n.data() + n.size(), number);
     if (ec != std::errc() || end != n.data() + n.size()) return http::Error{400, "a part number is a number"};
-    if (auto st = CheckRoom(grant->scope); !st) return HttpError(st.error());
+    if (auto st = CheckRoom(grant->scope); !st) return ToHttp(st.error());
     auto writer = lfs_.BeginPart(*grant, number);
-    if (!writer) return HttpError(writer.error());
+    if (!writer) return ToHttp(writer.error());
     std::shared_ptr<lfs::PartWriter> shared = std::move(*writer);
     return std::unique_ptr<http::BodySink>(std::make_unique<WorkerSink>(
         ex, [shared](std::span<const uint8_t> data) { return shared->Write(data); },
