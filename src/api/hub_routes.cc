@@ -1028,7 +1028,9 @@ void HubRoutes::Resolve(const std::shared_ptr<Exchange>& ex) {
           // with a 10-second timeout).
           return StreamArriving(ex, *info, *oid, *pending, xet_auth);
         }
-        if (!pending->held && pending->xet && req.method == http::Verb::head) {
+        // A HEAD is answered at once: with upstream's Xet hash when it has one (hf_xet then waits at the
+        // reconstruction), else as a plain file (the client's GET then streams from the spool).
+        if (!pending->held && req.method == http::Verb::head && (pending->xet || pending->spool)) {
           const std::string etag = "\"" + info->lfs->sha256 + "\"";
           Response r = http::RangeResponse(std::make_shared<const MemorySource>(std::vector<uint8_t>()),
                                            info->size, {}, "application/octet-stream");
@@ -1036,9 +1038,8 @@ void HubRoutes::Resolve(const std::shared_ptr<Exchange>& ex) {
               .Header("Accept-Ranges", "bytes")
               .Header("X-Linked-Etag", etag)
               .Header("X-Linked-Size", std::to_string(info->size))
-              .Header("X-Xet-Hash", pending->xet->hex())
-              .Header("Link", xet_auth)
               .Header("X-Repo-Commit", oid->hex());
+          if (pending->xet) r.Header("X-Xet-Hash", pending->xet->hex()).Header("Link", xet_auth);
           http::SetStoredBytesHeaders(r, std::nullopt);
           return ex->Respond(std::move(r));
         }

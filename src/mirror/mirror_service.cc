@@ -131,6 +131,8 @@ hub::Result<hub::Repo> MirrorService::Open(const hub::Caller& caller, const hub:
   if (!synced.ok() && synced.error().kind == ErrorKind::kNotFound) {
     return Fail(ErrorKind::kNotFound, "RepoNotFound", "Repository not found");
   }
+  // A repository of this name created here meanwhile (by a user, not a mirror) is read as such.
+  if (synced.ok() && !hub::IsMirrored(synced->record)) return hub_.Open(caller, id, false);
   return synced;
 }
 
