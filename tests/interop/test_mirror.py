@@ -59,8 +59,10 @@ def download_at_once(hub_py, tmp_path: Path, nodes: list, clients: int, repo: st
 
     def download(i: int) -> None:
         try:
+            # No chunk cache: the clients' disk footprint is their files alone (CI shares its disk).
             Hub(hub_py, tmp_path / f"reader-{i}", nodes[i % len(nodes)], None).run(
-                f"""hf_hub_download({repo!r}, {filename!r}, local_dir={str(tmp_path / f"got-{i}")!r})""")
+                f"""hf_hub_download({repo!r}, {filename!r}, local_dir={str(tmp_path / f"got-{i}")!r})""",
+                env={"HF_XET_CHUNK_CACHE_SIZE_BYTES": "0"})
         except BaseException as e:  # noqa: BLE001 — reported below
             errors.append(e)
 
@@ -169,6 +171,7 @@ def test_concurrent_cold_downloads_fetch_once(server, hub_py, tmp_path):
     download_at_once(hub_py, tmp_path, [mirror], 8, "alice/big", "big.bin")
     for i in range(8):
         assert_same_file(tmp_path / f"got-{i}" / "big.bin", big)
+        (tmp_path / f"got-{i}" / "big.bin").unlink()
     # Exactly one upstream transfer of the file (its bytes, and the answers' headers).
     assert upstream.requests_count("GET", "resolve") == 1, upstream.requests_table()
     assert 200 * MiB <= resolve_bytes(upstream) < 200 * MiB + 64 * 1024, upstream.requests_table()
