@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -33,6 +34,7 @@ def pytest_runtest_makereport(item, call):
     outcome = yield
     rep = outcome.get_result()
     if rep.failed:
+        item._cairn_failed = True  # its servers' data directories are kept for a look (`server` below)
         for srv in getattr(item, "_cairn_servers", []):
             rep.sections.append((f"cairn server log ({srv.url}, data {srv.data_dir})", srv.log()))
 
@@ -189,6 +191,12 @@ def server(cairn_bin, tmp_path, request, backend):
         errors.append("secrets in the server logs:\n  " + "\n  ".join(leaks[:50]))
     if errors:
         fail("\n\n".join(errors))
+    # A passing test's stored blobs go now (its logs stay for the session's last secret check): the suite's
+    # temporary directory is a tmpfs when the repository sits in /tmp (scripts/isolated.sh), and the large-file
+    # tests would otherwise fill it for the tests after them.
+    if not getattr(request.node, "_cairn_failed", False):
+        for srv in started:
+            shutil.rmtree(srv.data_dir, ignore_errors=True)
 
 
 # ---------------------------------------------------------------------------------------------- hf_xet

@@ -162,7 +162,7 @@ def test_mirror_downloads_once_and_serves_offline(server, hub_py, tmp_path):
         assert e.code == 404 and e.headers.get("X-Error-Code") == "RepoNotFound", e
 
 
-@pytest.mark.backends("sqlite", "s3")
+@pytest.mark.backends("sqlite")  # PostgreSQL + SeaweedFS: test_two_mirror_nodes_fetch_once
 def test_concurrent_cold_downloads_fetch_once(server, hub_py, tmp_path):
     """8 clients ask the mirror for the same 200 MiB file it does not hold, at once: one upstream transfer,
     every client byte-exact."""
@@ -177,6 +177,7 @@ def test_concurrent_cold_downloads_fetch_once(server, hub_py, tmp_path):
     assert 200 * MiB <= resolve_bytes(upstream) < 200 * MiB + 64 * 1024, upstream.requests_table()
     assert metric(mirror, "cairn_mirror_file_misses") == 1
     assert metric(mirror, "cairn_mirror_upstream_bytes") == 200 * MiB
+    big.unlink()
 
 
 @pytest.mark.backends("sqlite")
@@ -396,9 +397,11 @@ def test_two_mirror_nodes_fetch_once(server, hub_py, tmp_path):
     download_at_once(hub_py, tmp_path, nodes, 6, "alice/big", "big.bin")
     for i in range(6):
         assert_same_file(tmp_path / f"got-{i}" / "big.bin", big)
+        (tmp_path / f"got-{i}" / "big.bin").unlink()
     assert upstream.requests_count("GET", "resolve") == 1, upstream.requests_table()
     assert sum(metric(n, "cairn_mirror_file_misses") for n in nodes) == 1
     assert sum(metric(n, "cairn_mirror_upstream_bytes") for n in nodes) == 64 * MiB
+    big.unlink()
 
 
 @pytest.mark.backends("sqlite")
