@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import shutil
 import subprocess
 import threading
 import time
@@ -154,6 +155,15 @@ def test_sigkill_during_uploads_loses_nothing_acknowledged(server, hf_python, hu
             assert_same_file(check.home / f"clone-{i}" / name, gits[i].home / "work" / name)
     say(f"crash test [{backend}]: {sum(len(p) // 2 for p in pushed.values())} acknowledged git pushes "
         f"(git-lfs) in fresh clones, byte-exact: 0 lost")
+    # Checked: the uploaded files, the clients' caches and the clones go (the suite's temporary directory may be
+    # a tmpfs: scripts/isolated.sh); the server's data directory goes at the fixture's teardown.
+    for entry in tmp_path.iterdir():
+        if not (entry.name.startswith(("client-", "git-", "hub-", "verify")) or entry.suffix == ".bin"):
+            continue
+        if entry.is_dir():
+            shutil.rmtree(entry, ignore_errors=True)
+        else:
+            entry.unlink(missing_ok=True)
 
 
 def _is_blob_name(name: str) -> bool:
