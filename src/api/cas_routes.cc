@@ -59,7 +59,7 @@ uint64_t RemainingLife(const http::Principal& who) {
 }
 
 void Reconstruction(cas::CasService& service, const std::shared_ptr<Exchange>& ex, cas::ApiVersion version,
-                    const std::function<bool(const xet::FileHash&)>& await_file) {
+                    const CasRouteOptions& options) {
   const auto& req = ex->request();
   const auto file = HashParam(req, "file");
   if (!file) return ex->Respond(Response::ErrorJson(400, "file id must be 64 hex digits"));
@@ -70,8 +70,13 @@ void Reconstruction(cas::CasService& service, const std::shared_ptr<Exchange>& e
   }
   const std::string scope = req.principal->scope;
   const uint64_t max_ttl = RemainingLife(*req.principal);
-  ex->Offload([&service, ex, file = *file, scope, range, version, max_ttl, await_file] {
+  ex->Offload([&service, ex, file = *file, scope, range, version, max_ttl, relay = options.relay,
+               await_file = options.await_file] {
     auto answer = service.Reconstruct(file, scope, range, version, max_ttl);
+    if (!answer && answer.error().code == xet::ErrorCode::kNotFound && relay != nullptr) {
+      if (auto plan = relay->Plan(file, scope, range))
+        answer = service.AnswerRelayed(std::move(*plan), version, max_ttl);
+    }
     if (!answer && answer.error().code == xet::ErrorCode::kNotFound && await_file && await_file(file)) {
       answer = service.Reconstruct(file, scope, range, version, max_ttl);
     }
@@ -255,14 +260,59 @@ void PutShardV2(cas::CasService& service, const std::shared_ptr<Exchange>& ex) {
 // reached then answers 503 (retried by the clients) instead of a response cut short after a 206.
 constexpr uint64_t kReadBeforeHeader = 4ULL << 20;
 
-void Transfer(cas::CasService& service, const std::shared_ptr<Exchange>& ex);
+void Transfer(cas::CasService& service, cas::Relay* relay, const std::shared_ptr<Exchange>& ex);
 
-void TransferRoute(cas::CasService& service, const std::shared_ptr<Exchange>& ex) {
-  if (service.local_store()) return Transfer(service, ex);  // open + sendfile: fine on the network thread
-  ex->Offload([&service, ex] { Transfer(service, ex); });   // round trips to the store: a request thread
+void TransferRoute(cas::CasService& service, cas::Relay* relay, const std::shared_ptr<Exchange>& ex) {
+  // open + sendfile: fine on the network thread
+  if (service.local_store()) return Transfer(service, relay, ex);
+  ex->Offload([&service, relay, ex] { Transfer(service, relay, ex); });  // round trips to the store
 }
 
-void Transfer(cas::CasService& service, const std::shared_ptr<Exchange>& ex) {
+// A relayed range read as its bytes arrive (on the worker pool, which may wait for them).
+class RelayedSource final : public http::ByteSource {
+ public:
+  explicit RelayedSource(std::shared_ptr<const cas::RelayedRange> range) : range_(std::move(range)) {}
+  http::Status ReadAt(uint64_t offset, std::span<uint8_t> out) const override {
+    return ToHttp(range_->ReadAt(offset, out));
+  }
+
+ private:
+  std::shared_ptr<const cas::RelayedRange> range_;
+};
+
+// A transfer of a xorb the store does not hold, which a relay may be sending on: one range, as the relay's
+// answers sign them (hf_xet asks one range per request).
+void RelayedTransfer(cas::CasService& service, cas::Relay& relay, std::string_view query,
+                     const std::shared_ptr<Exchange>& ex) {
+  const auto& req = ex->request();
+  auto grant = service.VerifyTransfer(req.Param("xorb"), query);
+  if (!grant) return ex->Respond(ErrorResponse(grant.error()));
+  std::vector<cas::ByteRange> ranges = grant->ranges;
+  if (auto h = req.Header("Range"); !h.empty()) {
+    ranges.clear();
+    if (!cas::ParseRangeHeader(h, UINT64_MAX, &ranges))
+      return ex->Respond(Response::ErrorJson(416, "unsatisfiable Range header"));
+    if (!cas::RangesGranted(ranges, grant->ranges))
+      return ex->Respond(ErrorResponse(xet::Denied("range outside the signed ranges")));
+  }
+  std::shared_ptr<const cas::RelayedRange> relayed;
+  if (ranges.size() == 1) relayed = relay.Open(grant->xorb, ranges[0].start, ranges[0].end);
+  if (!relayed)
+    return ex->Respond(ErrorResponse(xet::NotFound("xorb " + grant->xorb.hex() + " is not stored here")));
+  const uint64_t length = relayed->length();
+  Response r;
+  r.status = 206;
+  r.Header("Content-Type", "application/octet-stream");
+  r.Header("Content-Range",
+           "bytes " + std::to_string(ranges[0].start) + "-" + std::to_string(ranges[0].end) + "/*");
+  r.body.emplace_back(http::SourceSegment{.source = std::make_shared<const RelayedSource>(std::move(relayed)),
+                                          .offset = 0,
+                                          .length = length,
+                                          .stream = nullptr});
+  ex->Respond(std::move(r));
+}
+
+void Transfer(cas::CasService& service, cas::Relay* relay, const std::shared_ptr<Exchange>& ex) {
   const auto& req = ex->request();
   const size_t q = req.target.find('?');
   const std::string_view query =
@@ -270,6 +320,12 @@ void Transfer(cas::CasService& service, const std::shared_ptr<Exchange>& ex) {
   std::optional<std::string_view> range;
   if (auto h = req.Header("Range"); !h.empty()) range = h;
   auto plan = service.Transfer(req.Param("xorb"), query, range);
+  if (!plan && plan.error().code == xet::ErrorCode::kNotFound && relay != nullptr) {
+    // Waiting for relayed bytes is a request thread's work.
+    (void)ex->Offload(
+        [&service, relay, query = std::string(query), ex] { RelayedTransfer(service, *relay, query, ex); });
+    return;
+  }
   if (!plan) {
     // kDenied (expired, tampered, outside the signed ranges) is a 403: the client asks for fresh URLs.
     return ex->Respond(ErrorResponse(plan.error()));
@@ -300,12 +356,12 @@ void RegisterCasRoutes(http::Server& server, cas::CasService& service, const Cas
   };
 
   r.Handle(Verb::get, "/v2/reconstructions/{file}", read("reconstruction_v2"),
-           [&service, await = options.await_file](const std::shared_ptr<Exchange>& ex) {
-             Reconstruction(service, ex, cas::ApiVersion::kV2, await);
+           [&service, options](const std::shared_ptr<Exchange>& ex) {
+             Reconstruction(service, ex, cas::ApiVersion::kV2, options);
            });
   r.Handle(Verb::get, "/v1/reconstructions/{file}", read("reconstruction_v1"),
-           [&service, await = options.await_file](const std::shared_ptr<Exchange>& ex) {
-             Reconstruction(service, ex, cas::ApiVersion::kV1, await);
+           [&service, options](const std::shared_ptr<Exchange>& ex) {
+             Reconstruction(service, ex, cas::ApiVersion::kV1, options);
            });
   r.Handle(Verb::get, "/v1/reconstructions", read("reconstruction_batch"),
            [&service](const std::shared_ptr<Exchange>& ex) { BatchReconstruction(service, ex); });
@@ -332,7 +388,9 @@ void RegisterCasRoutes(http::Server& server, cas::CasService& service, const Cas
   r.Handle(Verb::post, "/v1/telemetry", read("telemetry").MaxBody(1 << 20),
            [](const std::shared_ptr<Exchange>& ex) { ex->Respond(Response::Json(200, "{}")); });
   r.Handle(Verb::get, "/v1/transfer/{xorb}", RouteOptions().Name("transfer"),
-           [&service](const std::shared_ptr<Exchange>& ex) { TransferRoute(service, ex); });
+           [&service, relay = options.relay](const std::shared_ptr<Exchange>& ex) {
+             TransferRoute(service, relay, ex);
+           });
 }
 
 }  // namespace cairn::api

@@ -5,6 +5,7 @@
 
 #include <functional>
 
+#include "cas/relay.h"
 #include "cas/service.h"
 #include "http/server.h"
 #include "quota/quota_service.h"
@@ -20,6 +21,9 @@ struct CasRouteOptions {
   // A file not found is asked of this before the 404: the mirror's fetch of it, in flight on this node,
   // is waited for (true once it is stored). Null: none.
   std::function<bool(const xet::FileHash&)> await_file = nullptr;
+  // A file not found is asked of this first: a copy in transit answers with its source's terms, and their
+  // xorb ranges (which the store does not hold) are sent on as they arrive. Null: none. Outlives the server.
+  cas::Relay* relay = nullptr;
 };
 
 void RegisterCasRoutes(http::Server& server, cas::CasService& service, const CasRouteOptions& options = {});

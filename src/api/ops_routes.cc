@@ -106,6 +106,10 @@ void RegisterMirrorMetrics(http::Server& server, const mirror::MirrorService& mi
   r.Gauge("cairn_mirror_peer_fetches",
           "Large files another node sharing the index fetched while this one waited",
           counter(&mirror::MirrorCounters::peer_fetches));
+  r.Gauge("cairn_mirror_relayed_answers",
+          "Xet reconstructions answered with upstream's terms while the file was still coming (its ranges "
+          "relayed)",
+          counter(&mirror::MirrorCounters::relayed_answers));
 }
 
 }  // namespace cairn::api

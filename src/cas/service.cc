@@ -40,7 +40,8 @@ void CasService::SetUrlKeys(const UrlKeys& keys) {
   const uint64_t generation = signing_ ? signing_->generation + 1 : 0;
   auto next = std::make_shared<const UrlSigning>(
       UrlSigning{TransferUrlSigner(options_.public_url, keys.current(), options_.presigner),
-                 TransferUrlVerifier(keys), keys.current().material, generation});
+                 TransferUrlSigner(options_.public_url, keys.current()), TransferUrlVerifier(keys),
+                 keys.current().material, generation});
   signing_ = std::move(next);
 }
 
@@ -441,6 +442,18 @@ xet::Result<ReconstructionAnswer> CasService::Reconstruct(const xet::FileHash& f
   return WriteReconstruction(*plan, version, expiry, signer, &workers_);
 }
 
+ReconstructionAnswer CasService::AnswerRelayed(ReconstructionPlan plan, ApiVersion version,
+                                               uint64_t max_ttl_seconds) {
+  const uint64_t expiry = Now() + std::min(options_.transfer_url_ttl_seconds, max_ttl_seconds);
+  const auto signing = Signing();
+  for (auto& x : plan.xorbs) {
+    char hex[64];
+    x.hash.write_hex(hex);
+    signing->relay_signer.PrepareXorb(hex, &x.signing);
+  }
+  return WriteReconstruction(plan, version, expiry, signing->relay_signer, &workers_);
+}
+
 xet::Result<ReconstructionAnswer> CasService::ReconstructBatch(std::span<const xet::FileHash> files,
                                                                const std::string& scope,
                                                                uint64_t max_ttl_seconds) {
@@ -631,14 +644,22 @@ xet::Hash CasService::DedupAnswerKey(uint64_t window, std::span<const xet::Hash>
 // ---------------------------------------------------------------------------------------------------------------
 // Transfers
 
-xet::Result<TransferPlan> CasService::Transfer(std::string_view xorb_hex, std::string_view query,
-                                               std::optional<std::string_view> range_header) {
+xet::Result<TransferGrant> CasService::VerifyTransfer(std::string_view xorb_hex,
+                                                      std::string_view query) const {
   TransferGrant grant;
   TransferError refused;
   if (!Signing()->verifier.Verify(xorb_hex, query, Now(), &grant, &refused)) {
     if (refused.reason == TransferRefusal::kMalformed) return xet::Malformed(refused.message);
     return xet::Denied(refused.message);
   }
+  return grant;
+}
+
+xet::Result<TransferPlan> CasService::Transfer(std::string_view xorb_hex, std::string_view query,
+                                               std::optional<std::string_view> range_header) {
+  auto verified = VerifyTransfer(xorb_hex, query);
+  if (!verified) return verified.error();
+  const TransferGrant& grant = *verified;
   TransferPlan plan;
   plan.xorb = grant.xorb;
   auto blob = store_.OpenForRead(store::BlobKind::kXorb, grant.xorb);

@@ -101,6 +101,11 @@ class CasService {
   xet::Result<ReconstructionAnswer> Reconstruct(const xet::FileHash& file, const std::string& scope,
                                                 std::optional<ByteRange> range, ApiVersion version,
                                                 uint64_t not_after = UINT64_MAX);
+  // The answer a relay's plan describes (relay.h): its xorbs signed for this server's transfer route (never
+  // presigned store URLs: the store does not hold them), expiring after transfer_url_ttl_seconds and never
+  // after `not_after`.
+  ReconstructionAnswer AnswerRelayed(ReconstructionPlan plan, ApiVersion version,
+                                     uint64_t not_after = UINT64_MAX);
   // GET /v1/reconstructions?file_id=...: files not visible are kNotFound as a whole.
   xet::Result<ReconstructionAnswer> ReconstructBatch(std::span<const xet::FileHash> files,
                                                      const std::string& scope,
@@ -120,6 +125,8 @@ class CasService {
   // kNotFound for a xorb the store does not hold.
   xet::Result<TransferPlan> Transfer(std::string_view xorb_hex, std::string_view query,
                                      std::optional<std::string_view> range_header);
+  // The signature check alone: what the URL grants (kMalformed, kDenied as above).
+  xet::Result<TransferGrant> VerifyTransfer(std::string_view xorb_hex, std::string_view query) const;
 
   // Bytes of a stored xorb (what a transfer sends where the store gives no descriptor). Blocking.
   xet::Status ReadXorb(const xet::XorbHash& xorb, uint64_t offset, std::span<uint8_t> out);
@@ -169,6 +176,7 @@ class CasService {
   // The URL keys' signer and verifier, replaced whole by SetUrlKeys.
   struct UrlSigning {
     TransferUrlSigner signer;
+    TransferUrlSigner relay_signer;  // the same key, never presigned: URLs of this server's transfer route
     TransferUrlVerifier verifier;
     xet::Hash dedup_root;  // the current key: dedup HMAC keys derive from it
     uint64_t generation = 0;

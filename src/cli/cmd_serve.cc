@@ -66,6 +66,7 @@ struct Backend {
   std::unique_ptr<hub::BucketService> buckets;
   std::unique_ptr<lfs::LfsService> lfs;
   std::unique_ptr<mirror::MirrorService> mirror;
+  std::unique_ptr<cas::Relay> relay;  // the mirror's, for the CAS routes (made before it)
 };
 
 http::Result<std::unique_ptr<Backend>> RegisterRoutes(http::Server& server, const config::Config& cfg,
@@ -107,12 +108,21 @@ http::Result<std::unique_ptr<Backend>> RegisterRoutes(http::Server& server, cons
   b->service = std::make_unique<cas::CasService>(*b->index, *b->store, *b->pool, so);
   // The mirror is made below (it needs the Hub); a reconstruction of a file it is fetching waits for it.
   Backend* backend = b.get();
+  b->relay = std::make_unique<cas::FunctionRelay>(
+      [backend](const xet::FileHash& file, const std::string& scope, std::optional<cas::ByteRange> range) {
+        return backend->mirror ? backend->mirror->RelayPlan(file, scope, range) : std::nullopt;
+      },
+      [backend](const xet::XorbHash& xorb, uint64_t first, uint64_t last) {
+        return backend->mirror ? backend->mirror->RelayOpen(xorb, first, last) : nullptr;
+      });
   api::RegisterCasRoutes(server, *b->service,
                          {.max_concurrent_uploads = cfg.max_concurrent_uploads,
                           .quota = b->quota.get(),
-                          .await_file = [backend](const xet::FileHash& file) {
-                            return backend->mirror != nullptr && backend->mirror->Await(file);
-                          }});
+                          .await_file =
+                              [backend](const xet::FileHash& file) {
+                                return backend->mirror != nullptr && backend->mirror->Await(file);
+                              },
+                          .relay = b->relay.get()});
 
   // Plain downloads: defaults per store from the read-ahead benchmark (BENCHMARKS.md): a local disk keeps up
   // with little read-ahead, a remote store needs requests in flight to hide their latency.

@@ -1,8 +1,11 @@
 #include "mirror/mirror_service.h"
 
+#include <spdlog/spdlog.h>
+
 #include <thread>
 #include <unordered_set>
 
+#include "common/printable.h"
 #include "git/pack_reader.h"
 #include "hub/history.h"
 #include "lfs/file_ingest.h"
@@ -368,6 +371,7 @@ hub::Result<std::shared_ptr<MirrorService::Flight>> MirrorService::Join(const hu
 MirrorService::Wanted MirrorService::FromPath(const hub::Repo& repo, const hub::ObjectId& commit,
                                               const hub::PathInfo& info) const {
   return Wanted{.pointer = *info.lfs,
+                .commit = commit,
                 .what = info.path,
                 .describe = [this, id = repo.id(), commit,
                              path = info.path] { return upstream_.Head(id, commit, path); },
@@ -384,6 +388,7 @@ hub::Result<xet::FileHash> MirrorService::LargeBySha256(const hub::Repo& repo,
   // git-lfs names a file by its SHA-256 alone: upstream's LFS batch API gives where its bytes are.
   Wanted wanted{
       .pointer = pointer,
+      .commit = std::nullopt,
       .what = pointer.sha256,
       .describe = [] { return xet::Result<UpstreamFile>(UpstreamFile{.status = 200, .xet = std::nullopt}); },
       .download =
@@ -486,12 +491,29 @@ hub::Result<xet::FileHash> MirrorService::Fetch(const hub::Repo& repo, const Wan
   int64_t renewed = options_.clock->UnixSeconds();
   auto ingest = lfs::FileIngest::Begin(cas_, repo.record.scope, pointer.sha256, pointer.size);
   if (!ingest.ok()) return Fail(ErrorKind::kInternal, "", ingest.error().message);
+  // A Xet file comes through upstream's reconstruction when upstream gives one: its xorb ranges are relayed
+  // to hf_xet clients as they arrive while their chunks are decoded here.
+  std::thread receiver;
+  std::shared_ptr<Relay> relay;
+  if (announced && wanted.commit) relay = StartRelay(repo, *wanted.commit, *announced, receiver);
+  struct Join {
+    std::thread& thread;
+    ~Join() {
+      if (thread.joinable()) thread.join();
+    }
+  } join{receiver};
+  const auto download = [&](uint64_t offset, const net::HttpClient::Sink& sink) -> xet::Result<UpstreamFile> {
+    if (!relay) return wanted.download(offset, sink);
+    auto st = relay->Produce(offset, sink);
+    if (!st.ok()) return st.error();
+    return UpstreamFile{.status = 200, .xet = announced};
+  };
   // A transfer cut after some bytes resumes where they end (a ranged request), as long as each try brings
   // more.
   for (;;) {
     const uint64_t offset = (*ingest)->received();
     xet::Status fed = xet::Ok{};
-    auto got = wanted.download(offset, [&](std::span<const uint8_t> block) {
+    auto got = download(offset, [&](std::span<const uint8_t> block) {
       if (Stopping()) {
         fed = xet::Unavailable("the server is stopping");
         return false;
@@ -511,13 +533,20 @@ hub::Result<xet::FileHash> MirrorService::Fetch(const hub::Repo& repo, const Wan
       return true;
     });
     const uint64_t arrived = (*ingest)->received() - offset;
-    {
+    if (!relay) {
       std::lock_guard lock(mu_);
-      counters_.upstream_bytes += arrived;
+      counters_.upstream_bytes += arrived;  // a relay counts what it receives
     }
     if (!fed.ok())
       return Fail(ErrorKind::kUnavailable, "", wanted.what + ": upstream's bytes: " + fed.error().message);
     if (got.ok()) break;
+    if (relay) {
+      // What the relay could not bring comes through resolve, from where it stopped.
+      spdlog::warn("mirror: {}: upstream's Xet transfer failed ({}); the rest comes through resolve",
+                   Printable(wanted.what, 200), Printable(got.error().message, 300));
+      relay = nullptr;
+      continue;
+    }
     if (got.error().code != xet::ErrorCode::kUnavailable || arrived == 0)
       return Failed(got.error(), wanted.what);
   }
@@ -550,6 +579,87 @@ hub::Result<xet::FileHash> MirrorService::Fetch(const hub::Repo& repo, const Wan
   ++counters_.files_fetched;
   counters_.new_bytes += done->new_bytes;
   return done->file;
+}
+
+std::shared_ptr<Relay> MirrorService::StartRelay(const hub::Repo& repo, const hub::ObjectId& commit,
+                                                 const xet::FileHash& file, std::thread& receiver) {
+  if (options_.spool_dir.empty()) return nullptr;
+  auto access = upstream_.XetReadToken(repo.id(), commit);
+  if (!access.ok()) return nullptr;
+  auto plan = upstream_.Reconstruction(*access, file);
+  if (!plan.ok()) {
+    spdlog::warn("mirror: upstream's reconstruction of {}: {}", file.hex(),
+                 Printable(plan.error().message, 300));
+    return nullptr;
+  }
+  auto relay =
+      Relay::Create(options_.spool_dir, file, std::move(*plan), {repo.record.read_scope, repo.record.scope});
+  if (!relay.ok()) {
+    spdlog::warn("mirror: relaying {}: {}", file.hex(), Printable(relay.error().message, 300));
+    return nullptr;
+  }
+  {
+    std::lock_guard lock(mu_);
+    PruneRelays();
+    relays_.push_back(Relayed{.relay = *relay, .keep_until = INT64_MAX});
+  }
+  receiver = std::thread([this, relay = *relay] {
+    const auto fetch = [this](const Relay::Fetch& f, uint64_t from, const net::HttpClient::Sink& sink) {
+      return upstream_.FetchRange(f.url, f.first + from, f.last, [&](std::span<const uint8_t> block) {
+        {
+          std::lock_guard lock(mu_);
+          counters_.upstream_bytes += block.size();
+        }
+        return sink(block);
+      });
+    };
+    (void)relay->Receive(fetch, [this] { return Stopping(); });
+    // Kept while clients may still hold its URLs (they expire within kRelayedUrlSeconds of an answer).
+    std::lock_guard lock(mu_);
+    for (auto& r : relays_) {
+      if (r.relay == relay && r.keep_until == INT64_MAX)
+        r.keep_until = options_.clock->UnixSeconds() + kRelayedUrlSeconds;
+    }
+  });
+  return *relay;
+}
+
+void MirrorService::PruneRelays() {
+  const int64_t now = options_.clock->UnixSeconds();
+  std::erase_if(relays_, [now](const Relayed& r) { return r.keep_until < now; });
+}
+
+std::optional<cas::ReconstructionPlan> MirrorService::RelayPlan(const xet::FileHash& file,
+                                                                const std::string& scope,
+                                                                std::optional<cas::ByteRange> range) {
+  std::shared_ptr<Relay> relay;
+  {
+    std::lock_guard lock(mu_);
+    PruneRelays();
+    for (auto& r : relays_) {
+      if (r.relay->file() != file || !r.relay->Readable(scope)) continue;
+      relay = r.relay;
+      ++counters_.relayed_answers;
+      if (r.keep_until != INT64_MAX)
+        r.keep_until = std::max(r.keep_until, options_.clock->UnixSeconds() + kRelayedUrlSeconds);
+    }
+  }
+  if (!relay) return std::nullopt;
+  return relay->Plan(range);
+}
+
+std::shared_ptr<const cas::RelayedRange> MirrorService::RelayOpen(const xet::XorbHash& xorb, uint64_t first,
+                                                                  uint64_t last) {
+  std::vector<std::shared_ptr<Relay>> relays;
+  {
+    std::lock_guard lock(mu_);
+    PruneRelays();
+    for (const auto& r : relays_) relays.push_back(r.relay);
+  }
+  for (const auto& r : relays) {
+    if (auto range = r->Open(xorb, first, last)) return range;
+  }
+  return nullptr;
 }
 
 }  // namespace cairn::mirror

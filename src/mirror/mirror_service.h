@@ -35,6 +35,7 @@
 #include "files/file_service.h"
 #include "hub/hub_service.h"
 #include "index/index.h"
+#include "mirror/relay.h"
 #include "mirror/spool.h"
 #include "mirror/upstream.h"
 
@@ -67,6 +68,7 @@ struct MirrorCounters {
   uint64_t new_bytes = 0;          // of those, chunk bytes stored (the rest deduplicated)
   uint64_t upstream_failures = 0;  // requests upstream could not answer
   uint64_t peer_fetches = 0;       // large files another node sharing the index fetched while this one waited
+  uint64_t relayed_answers = 0;    // reconstructions answered with upstream's terms while the file came
   // Files whose Xet hash here is not the one upstream gave (upstream chunked them otherwise).
   uint64_t xet_hash_differs = 0;
 };
@@ -115,6 +117,16 @@ class MirrorService {
   // of a file whose resolve answered before its bytes arrived); false when there is none.
   bool Await(const xet::FileHash& file);
 
+  // The relays of Xet files being fetched (relay.h), for the CAS routes: a reconstruction of such a file is
+  // answered with upstream's terms (under transfer URLs of this server that expire within
+  // kRelayedUrlSeconds), and those URLs' ranges are sent on as they arrive. A relay is kept that long after
+  // its last answer, then the stored file answers.
+  std::optional<cas::ReconstructionPlan> RelayPlan(const xet::FileHash& file, const std::string& scope,
+                                                   std::optional<cas::ByteRange> range);
+  std::shared_ptr<const cas::RelayedRange> RelayOpen(const xet::XorbHash& xorb, uint64_t first,
+                                                     uint64_t last);
+  static constexpr int64_t kRelayedUrlSeconds = 600;
+
   MirrorCounters counters() const;
 
  private:
@@ -123,6 +135,7 @@ class MirrorService {
   // from an offset on.
   struct Wanted {
     hub::LfsPointer pointer;
+    std::optional<hub::ObjectId> commit;  // of a file named by its path: its bytes may come through Xet
     std::string what;
     std::function<xet::Result<UpstreamFile>()> describe;
     std::function<xet::Result<UpstreamFile>(uint64_t, const net::HttpClient::Sink&)> download;
@@ -137,6 +150,10 @@ class MirrorService {
   hub::Result<xet::FileHash> Fetch(const hub::Repo& repo, const Wanted& wanted,
                                    const std::optional<xet::FileHash>& announced, Spool* spool);
   hub::Error Failed(const xet::Error& e, const std::string& what);
+  // A relay of the file through upstream's Xet reconstruction, registered and receiving on `receiver`;
+  // null when upstream gives none (its bytes then come through resolve).
+  std::shared_ptr<Relay> StartRelay(const hub::Repo& repo, const hub::ObjectId& commit,
+                                    const xet::FileHash& file, std::thread& receiver);
   bool Fresh(int64_t repo) const;
   bool Stopping() const;
   // The repository's link of the large file with this SHA-256, when it has one.
@@ -157,7 +174,14 @@ class MirrorService {
   std::map<std::string, std::shared_ptr<Flight>> flights_;  // guarded by mu_: "<repo>:<sha256>"
   // guarded by mu_: the flights' threads
   std::vector<std::pair<std::shared_ptr<Flight>, std::thread>> fetchers_;
-  bool stopping_ = false;    // guarded by mu_
+  bool stopping_ = false;  // guarded by mu_
+  struct Relayed {
+    std::shared_ptr<Relay> relay;
+    int64_t keep_until = INT64_MAX;  // unix seconds; INT64_MAX while its fetch runs
+  };
+  std::vector<Relayed> relays_;  // guarded by mu_
+  // Drops relays past their time (mu_ held).
+  void PruneRelays();
   MirrorCounters counters_;  // guarded by mu_
 };
 

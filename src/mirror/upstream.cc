@@ -279,4 +279,49 @@ xet::Result<UpstreamFile> Upstream::DownloadObject(const hub::RepoId& repo, cons
   return Described(*got);
 }
 
+xet::Result<Upstream::XetAccess> Upstream::XetReadToken(const hub::RepoId& repo,
+                                                        const hub::ObjectId& commit) const {
+  net::HttpClient http(options_.retry);
+  const std::string url = options_.url + "/api/" + std::string(hub::Plural(repo.type)) + "/" + repo.str() +
+                          "/xet-read-token/" + commit.hex();
+  auto answer = http.Send("GET", url, AuthHeaders());
+  if (!answer.ok()) return answer.error();
+  if (answer->status != 200) return StatusError("the Xet read token of " + repo.str(), answer->status);
+  XetAccess access;
+  try {
+    const auto doc = boost::json::parse(answer->body);
+    access.cas_url = std::string(doc.at("casUrl").as_string());
+    access.token = std::string(doc.at("accessToken").as_string());
+  } catch (const std::exception&) {
+    return xet::Malformed("upstream's Xet read token answer is not what hf_xet expects");
+  }
+  if (!access.cas_url.starts_with("http://") && !access.cas_url.starts_with("https://"))
+    return xet::Malformed("upstream's CAS URL is not an http(s) URL");
+  while (access.cas_url.back() == '/') access.cas_url.pop_back();
+  return access;
+}
+
+xet::Result<xet::ParsedReconstruction> Upstream::Reconstruction(const XetAccess& access,
+                                                                const xet::FileHash& file) const {
+  net::HttpClient http(options_.retry);
+  for (const bool v2 : {true, false}) {
+    auto answer = http.Send("GET", access.cas_url + (v2 ? "/v2" : "/v1") + "/reconstructions/" + file.hex(),
+                            net::BearerHeader(access.token));
+    if (!answer.ok()) return answer.error();
+    if (v2 && (answer->status == 404 || answer->status == 501)) continue;  // v2 not served
+    if (answer->status != 200) return StatusError("the reconstruction of " + file.hex(), answer->status);
+    return xet::ParseReconstruction(answer->body, v2);
+  }
+  return xet::NotFound("upstream's CAS has no file " + file.hex());
+}
+
+xet::Status Upstream::FetchRange(const std::string& url, uint64_t first, uint64_t last,
+                                 const net::HttpClient::Sink& sink) const {
+  net::HttpClient http(options_.retry);
+  auto got = http.Fetch(url, {"Range: bytes=" + std::to_string(first) + "-" + std::to_string(last)}, sink);
+  if (!got.ok()) return got.error();
+  if (got->status != 206 && got->status != 200) return StatusError("a xorb range", got->status);
+  return xet::Ok{};
+}
+
 }  // namespace cairn::mirror

@@ -22,6 +22,7 @@
 #include "hub/git_object.h"
 #include "hub/hub_service.h"
 #include "net/http_client.h"
+#include "xet/reconstruction_answer.h"
 #include "xet/result.h"
 
 namespace cairn::mirror {
@@ -77,6 +78,21 @@ class Upstream {
   // batch API (download), then fetched from there with the headers it gave.
   xet::Result<UpstreamFile> DownloadObject(const hub::RepoId& repo, const hub::LfsPointer& pointer,
                                            uint64_t offset, const net::HttpClient::Sink& sink) const;
+
+  // Upstream's Xet storage for reading `repo` at `commit`: its CAS URL and a token for it (the Hub's
+  // xet-read-token route). kNotFound when upstream has none to give (a repository without Xet).
+  struct XetAccess {
+    std::string cas_url;  // no trailing slash
+    std::string token;
+  };
+  xet::Result<XetAccess> XetReadToken(const hub::RepoId& repo, const hub::ObjectId& commit) const;
+  // The reconstruction of a whole file from upstream's CAS (v2, or v1 where v2 is not served).
+  xet::Result<xet::ParsedReconstruction> Reconstruction(const XetAccess& access,
+                                                        const xet::FileHash& file) const;
+  // Bytes [first, last] of a transfer URL a reconstruction gave, to `sink` as they arrive (the URL carries
+  // its own credentials: no token is sent).
+  xet::Status FetchRange(const std::string& url, uint64_t first, uint64_t last,
+                         const net::HttpClient::Sink& sink) const;
 
   const std::string& url() const { return options_.url; }
 

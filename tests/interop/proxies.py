@@ -121,9 +121,13 @@ class HubFaultProxy:
     - `strip_xet` (paths): those files' answers lose their Xet headers (an upstream file without Xet);
     - `throttle` (bytes per second, 0: none): file downloads are sent no faster (a distant, slow upstream);
     - `moved` (path → path): a request whose path starts with a key is answered 307 to the path with the key
-      replaced (the Hub's redirect of a legacy id, "gpt2" → "openai-community/gpt2").
+      replaced (the Hub's redirect of a legacy id, "gpt2" → "openai-community/gpt2");
+    - `xet_through = True`: the upstream's CAS is reached through the proxy too (its address in Xet read
+      tokens and reconstructions is rewritten to the proxy's), so that cuts, throttling and counting apply to
+      xorb transfers; otherwise the CAS is another host:port, as the Hub's is.
 
-    Counts what it forwarded: `requests` by (method, path) and `body_bytes` of file downloads sent."""
+    Counts what it forwarded: `requests` by (method, path) and `body_bytes` of file downloads (resolve, and
+    xorb transfers through it) sent."""
 
     def __init__(self, upstream_url: str):
         import http.server
@@ -137,6 +141,7 @@ class HubFaultProxy:
         self.strip_xet: set[str] = set()
         self.throttle = 0
         self.moved: dict[str, str] = {}
+        self.xet_through = False
         self.requests: dict[tuple[str, str], int] = {}
         self.failed = 0
         self.body_bytes = 0
@@ -213,7 +218,8 @@ class HubFaultProxy:
         body = None
         if method == "POST":
             body = h.rfile.read(int(h.headers.get("Content-Length", "0")))
-        is_file = "/resolve/" in h.path
+        is_file = "/resolve/" in h.path or "/v1/transfer/" in h.path
+        rewrites = self.xet_through and ("/xet-read-token/" in h.path or "/reconstructions/" in h.path)
         headers = {k: v for k, v in h.headers.items() if k.lower() not in ("host", "connection")}
         target = urllib.parse.urlsplit(self.upstream)
         conn = http.client.HTTPConnection(target.hostname, target.port, timeout=60)
@@ -240,12 +246,18 @@ class HubFaultProxy:
                 cut_at = self.cuts.pop(0) if self.cuts else None
         h.send_response(answer.status)
         whole = None
-        if answer.getheader("Content-Length") is None and method != "HEAD":
+        if (answer.getheader("Content-Length") is None or rewrites) and method != "HEAD":
             whole = answer.read()  # a chunked answer (git's) is passed on whole, with its length
+            if rewrites:
+                whole = whole.replace(self.upstream.encode(), self.url.encode())
             h.send_header("Content-Length", str(len(whole)))
         for k, v in answer.getheaders():
             if k.lower() in ("connection", "transfer-encoding") or self._stripped(h.path, k):
                 continue
+            if whole is not None and k.lower() == "content-length":
+                continue
+            if rewrites and k.lower() == "x-xet-cas-url":
+                v = self.url
             h.send_header(k, v)
         h.end_headers()
         if whole is not None:

@@ -20,10 +20,16 @@ from git_util import Git, url
 from hub_util import Hub
 
 
-def resolve_bytes(srv) -> float:
-    """Response bytes `srv` sent on its file download route."""
+def file_bytes(srv) -> float:
+    """Response bytes `srv` sent of files: plain downloads and xorb transfers (what a mirror of it fetches)."""
     return sum(v for n, labels, v in srv.metrics()
-               if n == "cairn_http_response_bytes_total" and "resolve" in labels.get("route", ""))
+               if n == "cairn_http_response_bytes_total" and ("resolve" in labels.get("route", "") or labels.get("route") == "transfer"))
+
+
+def sent_once(sent: float, size: int) -> bool:
+    """Whether `sent` bytes of a file of `size` random bytes are one transfer of it: its bytes, and the chunk
+    headers of the xorb ranges that carry them (under 1%), nothing sent twice."""
+    return size <= sent < size * 1.01 + 64 * 1024
 
 
 def served_by_xet(srv) -> float:
@@ -120,15 +126,21 @@ def test_mirror_downloads_once_and_serves_offline(server, hub_py, tmp_path):
     assert_same_file(Path(published["data_dir"]) / "train.parquet", tmp_path / "got-1-data" / "train.parquet")
     # hf_xet downloaded from the mirror's own CAS; the upstream sent each large file once.
     assert served_by_xet(mirror) >= 3, mirror.requests_table()
-    upstream_sent = resolve_bytes(upstream)
-    assert 6 * MiB <= upstream_sent < 7 * MiB, upstream.requests_table()
+    # (With transfer_mode = presigned, upstream's xorb ranges come from its store: the mirror counts them.)
+    upstream_sent = file_bytes(upstream)
+    received = metric(mirror, "cairn_mirror_upstream_bytes")
+    assert 6 * MiB <= received < 7 * MiB, upstream.requests_table()
+    # The large files came through upstream's Xet reconstruction, not its resolve route.
+    assert upstream.requests_count("GET", "reconstruction") >= 3, upstream.requests_table()
+    assert upstream.requests_count("GET", "resolve") == 0, upstream.requests_table()
 
     # A second reader with a fresh cache: byte-exact, and no file bytes from upstream.
     second = Hub(hub_py, tmp_path / "reader-2", mirror, None)
     second.run(f"""snapshot_download("alice/model", local_dir={str(tmp_path / "got-2")!r})""")
     for rel in ("config.json", "weights.bin", "sub/shard.bin"):
         assert_same_file(Path(published["model_dir"]) / rel, tmp_path / "got-2" / rel)
-    assert resolve_bytes(upstream) == upstream_sent, upstream.requests_table()
+    assert file_bytes(upstream) == upstream_sent, upstream.requests_table()
+    assert metric(mirror, "cairn_mirror_upstream_bytes") == received
 
     # Writes to a mirrored repository are refused, whoever asks.
     writer = Hub(hub_py, tmp_path / "writer", mirror, mirror.token("alice", write=True))
@@ -172,11 +184,11 @@ def test_concurrent_cold_downloads_fetch_once(server, hub_py, tmp_path):
     for i in range(8):
         assert_same_file(tmp_path / f"got-{i}" / "big.bin", big)
         (tmp_path / f"got-{i}" / "big.bin").unlink()
-    # Exactly one upstream transfer of the file (its bytes, and the answers' headers).
-    assert upstream.requests_count("GET", "resolve") == 1, upstream.requests_table()
-    assert 200 * MiB <= resolve_bytes(upstream) < 200 * MiB + 64 * 1024, upstream.requests_table()
+    # Exactly one upstream transfer of the file, through upstream's Xet reconstruction.
+    assert upstream.requests_count("GET", "resolve") == 0, upstream.requests_table()
+    assert sent_once(file_bytes(upstream), 200 * MiB), upstream.requests_table()
     assert metric(mirror, "cairn_mirror_file_misses") == 1
-    assert metric(mirror, "cairn_mirror_upstream_bytes") == 200 * MiB
+    assert sent_once(metric(mirror, "cairn_mirror_upstream_bytes"), 200 * MiB)
     big.unlink()
 
 
@@ -268,7 +280,8 @@ def test_upstream_faults(server, hub_py, tmp_path):
     owner = Hub(hub_py, tmp_path / "owner", upstream, upstream.token("alice", write=True))
     files = {name: write_random(tmp_path / name, size, seed=60 + i)
              for i, (name, size) in enumerate([("a.bin", 3 * MiB), ("b.bin", 2 * MiB), ("c.bin", 4 * MiB),
-                                               ("d.bin", 1 * MiB), ("plain.bin", 3 * MiB + 1)])}
+                                               ("d.bin", 1 * MiB), ("plain.bin", 3 * MiB + 1),
+                                               ("e.bin", 2 * MiB + 5)])}
     folder = tmp_path / "model"
     folder.mkdir()
     for name, path in files.items():
@@ -294,11 +307,23 @@ def test_upstream_faults(server, hub_py, tmp_path):
         proxy.fail(503, 2)
         fetch("b.bin")
         assert proxy.failed == 4
+        # A xorb transfer (upstream's CAS reached through the proxy) cut midway: the range is asked again from
+        # where it stopped.
+        proxy.xet_through = True
         before = proxy.body_bytes
         proxy.cut(1 * MiB + 100)
         fetch("c.bin")
-        assert proxy.body_bytes - before == files["c.bin"].stat().st_size  # resumed, nothing sent twice
-        assert proxy.count("GET", "/resolve/") >= 4
+        assert sent_once(proxy.body_bytes - before, files["c.bin"].stat().st_size)  # resumed, nothing twice
+        assert proxy.count("GET", "/v1/transfer/") >= 2
+        proxy.xet_through = False
+        # The same cut of a file without Xet upstream (resolve's bytes): resumed with a Range.
+        proxy.strip_xet = {"e.bin"}
+        before = proxy.body_bytes
+        proxy.cut(1 * MiB + 100)
+        fetch("e.bin")
+        assert proxy.body_bytes - before == files["e.bin"].stat().st_size  # resumed, nothing sent twice
+        assert proxy.count("GET", "/resolve/") >= 2
+        proxy.strip_xet = set()
         proxy.redirect = True
         before = proxy.body_bytes
         fetch("d.bin")
@@ -313,7 +338,7 @@ def test_upstream_faults(server, hub_py, tmp_path):
                 break
             time.sleep(0.1)
         assert plain.get("xetHash"), plain  # chunked here: it has a Xet hash on the mirror
-        assert metric(mirror, "cairn_mirror_file_misses") == 5
+        assert metric(mirror, "cairn_mirror_file_misses") == 6
 
         proxy.down = True
         again = Hub(hub_py, tmp_path / "again", mirror, None)
@@ -368,14 +393,14 @@ def test_prefetch_ls_and_evict(server, hub_py, tmp_path):
     got = mirror.cli("mirror", "prefetch", "datasets/alice/data@main", "--json")
     report = json.loads(got.stdout.strip().splitlines()[-1])
     assert report["commit"] == commit and report["large_files"] == 2 and report["fetched"] == 2, report
-    assert report["upstream_bytes"] == sum(sizes.values())
+    assert sent_once(report["upstream_bytes"], sum(sizes.values())), report
     assert "[2/2]" in got.stderr  # progress
-    sent = resolve_bytes(upstream)
+    sent = file_bytes(upstream)
     reader = Hub(hub_py, tmp_path / "reader", mirror, None)
     reader.run(f"""snapshot_download("alice/data", repo_type="dataset", local_dir={str(tmp_path / "got")!r})""")
     for name in sizes:
         assert_same_file(tmp_path / "got" / name, folder / name)
-    assert resolve_bytes(upstream) == sent  # everything came from the mirror's copy
+    assert file_bytes(upstream) == sent  # everything came from the mirror's copy
     listed = [json.loads(line) for line in mirror.cli("mirror", "ls", "--json").stdout.splitlines()]
     assert listed == [{"repo": "datasets/alice/data", "fetched_at": listed[0]["fetched_at"],
                        "refs": {"refs/heads/main": commit}}], listed
@@ -398,9 +423,10 @@ def test_two_mirror_nodes_fetch_once(server, hub_py, tmp_path):
     for i in range(6):
         assert_same_file(tmp_path / f"got-{i}" / "big.bin", big)
         (tmp_path / f"got-{i}" / "big.bin").unlink()
-    assert upstream.requests_count("GET", "resolve") == 1, upstream.requests_table()
+    assert upstream.requests_count("GET", "resolve") == 0, upstream.requests_table()
+    assert sent_once(file_bytes(upstream), 64 * MiB), upstream.requests_table()
     assert sum(metric(n, "cairn_mirror_file_misses") for n in nodes) == 1
-    assert sum(metric(n, "cairn_mirror_upstream_bytes") for n in nodes) == 64 * MiB
+    assert sent_once(sum(metric(n, "cairn_mirror_upstream_bytes") for n in nodes), 64 * MiB)
     big.unlink()
 
 
@@ -415,6 +441,7 @@ def test_plain_download_of_a_cold_file_streams_as_it_arrives(server, hub_py, tmp
     proxy = HubFaultProxy(upstream.url)
     try:
         proxy.throttle = 2 * MiB
+        proxy.xet_through = True  # the mirror's transfers come through upstream's CAS: slowed too
         mirror = mirror_of(server, proxy)
         env = {"HF_HUB_DISABLE_XET": "1", "HF_HUB_DOWNLOAD_TIMEOUT": "4", "HF_HUB_ETAG_TIMEOUT": "4"}
         reader = Hub(hub_py, tmp_path / "reader", mirror, None)
@@ -427,12 +454,52 @@ def test_plain_download_of_a_cold_file_streams_as_it_arrives(server, hub_py, tmp
         assert took >= 6, took  # it did come slowly: streaming is what kept the client going
         assert mirror.requests_count("GET", "resolve") == 1, mirror.requests_table()  # no timeout, no retry
         assert_same_file(tmp_path / "got" / "big.bin", big)
-        assert proxy.body_bytes == 16 * MiB
+        assert sent_once(proxy.body_bytes, 16 * MiB)
+        sent = proxy.body_bytes
         proxy.throttle = 0
         Hub(hub_py, tmp_path / "again", mirror, None).run(
             f"""hf_hub_download("alice/slow", "big.bin", local_dir={str(tmp_path / "again-got")!r})""", env=env)
         assert_same_file(tmp_path / "again-got" / "big.bin", big)
-        assert proxy.body_bytes == 16 * MiB
+        assert proxy.body_bytes == sent
+    finally:
+        proxy.close()
+
+
+@pytest.mark.backends("sqlite", "s3")
+def test_cold_xet_downloads_are_relayed_as_upstream_sends(server, hub_py, tmp_path):
+    """hf_xet clients asking the mirror for a cold file that takes ~6 s to come from a slow upstream (its CAS
+    reached through the proxy): the mirror answers their reconstruction with upstream's terms at once and
+    sends the xorb ranges on as they arrive (the relay), upstream sends each range once for all of them, the
+    downloads are byte-exact, and once the file is stored the mirror answers with its own xorbs."""
+    from proxies import HubFaultProxy
+
+    upstream, big = upstream_with(server, hub_py, tmp_path, "alice/relay", 24 * MiB, seed=111)
+    proxy = HubFaultProxy(upstream.url)
+    try:
+        proxy.xet_through = True
+        proxy.throttle = 4 * MiB
+        mirror = mirror_of(server, proxy)
+        download_at_once(hub_py, tmp_path, [mirror], 3, "alice/relay", "big.bin")
+        for i in range(3):
+            assert_same_file(tmp_path / f"got-{i}" / "big.bin", big)
+        assert metric(mirror, "cairn_mirror_relayed_answers") >= 1, mirror.requests_table()
+        assert sent_once(proxy.body_bytes, 24 * MiB)  # one transfer of each range, for the three clients
+        assert proxy.count("GET", "/resolve/") == 0
+        # Stored (the clients may finish before the mirror has checked and stored every chunk): a new client
+        # gets the mirror's own answer, and upstream sends nothing.
+        for _ in range(200):
+            info = mirror.get("/api/models/alice/relay/tree/main").json()
+            if next(f for f in info if f["path"] == "big.bin").get("xetHash"):
+                break
+            time.sleep(0.1)
+        sent = proxy.body_bytes
+        relayed = metric(mirror, "cairn_mirror_relayed_answers")
+        proxy.throttle = 0
+        Hub(hub_py, tmp_path / "later", mirror, None).run(
+            f"""hf_hub_download("alice/relay", "big.bin", local_dir={str(tmp_path / "later-got")!r})""")
+        assert_same_file(tmp_path / "later-got" / "big.bin", big)
+        assert proxy.body_bytes == sent
+        assert metric(mirror, "cairn_mirror_relayed_answers") == relayed
     finally:
         proxy.close()
 

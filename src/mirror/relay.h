@@ -1,0 +1,72 @@
+// A Xet file being copied from upstream through upstream's own reconstruction: its xorb ranges are fetched
+// once, in the order the file needs them, into a spool (spool.h), and from there
+//   - decoded into the file's bytes, which the mirror's fetch checks and stores (Produce), and
+//   - sent on to clients as they arrive: the mirror answers a reconstruction of the file with upstream's
+//     terms (Plan) under its own transfer URLs, and serves those URLs' ranges from the spool (Open) — so the
+//     first hf_xet client downloads at upstream's pace, and upstream sends each range once however many ask.
+//
+// Thread-safety: Receive runs on one thread of its own; every other method may be called concurrently.
+// Ownership: shared by the flight that fetches the file and the requests reading it; the spool's file goes
+// with the last of them. Failures: kUnavailable to readers once the transfer failed or stalled; kMalformed
+// for an upstream answer that does not describe a file (a term in no fetch, a fetch that does not decode).
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cas/relay.h"
+#include "mirror/spool.h"
+#include "net/http_client.h"
+#include "xet/reconstruction_answer.h"
+
+namespace cairn::mirror {
+
+class Relay : public std::enable_shared_from_this<Relay> {
+ public:
+  using Fetch = xet::ParsedReconstruction::Fetch;
+  // Sends bytes [fetch.first + from, fetch.last] of a fetch to the sink.
+  using Fetcher = std::function<xet::Status(const Fetch&, uint64_t from, const net::HttpClient::Sink&)>;
+
+  // `plan`: upstream's answer for the whole file. `scopes`: the CAS scopes that may read it here.
+  static xet::Result<std::shared_ptr<Relay>> Create(const std::filesystem::path& dir,
+                                                    const xet::FileHash& file, xet::ParsedReconstruction plan,
+                                                    std::vector<std::string> scopes);
+  Relay(const xet::FileHash& file, xet::ParsedReconstruction plan, std::vector<std::string> scopes,
+        std::shared_ptr<Spool> spool);
+
+  const xet::FileHash& file() const { return file_; }
+  uint64_t size() const { return size_; }
+  bool Readable(const std::string& scope) const;
+
+  // Fetches every range (each retried from where a cut left it while tries bring bytes), then ends the
+  // spool; `stopping` ends it early. What failed, if anything (the readers then fail too).
+  xet::Status Receive(const Fetcher& fetch, const std::function<bool()>& stopping);
+  // The file's bytes from `offset` on, decoded and checked chunk by chunk as their ranges arrive.
+  xet::Status Produce(uint64_t offset, const net::HttpClient::Sink& sink) const;
+
+  // An answer for `range` of the file (whole when empty), in upstream's terms.
+  cas::ReconstructionPlan Plan(std::optional<cas::ByteRange> range) const;
+  // Bytes [first, last] of a xorb when they lie in one of the ranges relayed (null otherwise).
+  std::shared_ptr<const cas::RelayedRange> Open(const xet::XorbHash& xorb, uint64_t first,
+                                                uint64_t last) const;
+  // Reads spool bytes [offset, offset + out.size()), waiting for them.
+  xet::Status ReadSpool(uint64_t offset, std::span<uint8_t> out) const;
+
+  static constexpr std::chrono::seconds kStall{120};  // a reader waits this long for the next bytes
+
+ private:
+  const xet::FileHash file_;
+  const xet::ParsedReconstruction plan_;
+  const std::vector<std::string> scopes_;
+  std::shared_ptr<Spool> spool_;
+  std::vector<size_t> order_;         // fetches in the order the file needs them
+  std::vector<uint64_t> base_;        // each fetch's offset in the spool (by fetch index)
+  std::vector<xet::XorbHash> xorbs_;  // each fetch's xorb (by fetch index)
+  uint64_t size_ = 0;
+};
+
+}  // namespace cairn::mirror

@@ -1,0 +1,238 @@
+// The relay's promises: the file's bytes come out of upstream's xorb ranges exactly (a cut range asked again
+// from where it stopped), a relayed range is read as its bytes arrive and never before, an answer for a
+// range of the file names the terms that cover it, and a failed or lying upstream fails every reader.
+#include "mirror/relay.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <random>
+#include <thread>
+
+#include "ingest/upload_builder.h"
+
+namespace cairn::mirror {
+namespace {
+
+// A file of several xorbs as upstream would hold it, and its reconstruction as upstream answers it.
+struct Upstreamed {
+  std::vector<uint8_t> file;
+  ingest::BuiltUpload upload;
+  xet::ParsedReconstruction plan;
+  std::map<std::string, const ingest::BuiltXorb*> xorbs;  // by hex
+};
+
+Upstreamed MakeFile(size_t bytes) {
+  Upstreamed u;
+  std::mt19937_64 rng(7);
+  u.file.resize(bytes);
+  for (size_t i = 0; i < bytes; i += 8) {
+    const uint64_t v = rng() & 0x0f0f0f0f0f0f0f0fULL;  // compressible: chunks are stored compressed
+    std::memcpy(u.file.data() + i, &v, std::min<size_t>(8, bytes - i));
+  }
+  const std::span<const uint8_t> files[] = {u.file};
+  u.upload = ingest::BuildUpload(files, {.max_xorb_bytes = 1 << 20});
+  for (const auto& x : u.upload.xorbs) u.xorbs[x.hash.hex()] = &x;
+  for (const auto& t : u.upload.shard.files.at(0).terms) {
+    const auto& layout = u.xorbs.at(t.xorb.hex())->layout;
+    u.plan.fetches.push_back({.xorb = t.xorb.hex(),
+                              .url = "upstream://" + t.xorb.hex(),
+                              .cs = t.chunk_start,
+                              .ce = t.chunk_end,
+                              .first = layout.begin_offset(t.chunk_start),
+                              .last = layout.begin_offset(t.chunk_end) - 1u});
+    u.plan.terms.push_back({.xorb = t.xorb.hex(),
+                            .cs = t.chunk_start,
+                            .ce = t.chunk_end,
+                            .length = t.unpacked_bytes,
+                            .fetch = u.plan.fetches.size() - 1});
+  }
+  return u;
+}
+
+class RelayTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() / ("cairn-relay-test-" + std::to_string(::getpid()));
+    up_ = MakeFile(3'000'000);
+    ASSERT_GE(up_.plan.terms.size(), 3u);
+    auto made = Relay::Create(dir_, up_.upload.file_hashes[0], up_.plan, {"scope-a"});
+    ASSERT_TRUE(made.ok()) << made.error().message;
+    relay_ = *made;
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  // Upstream's transfer: bytes of the xorb in blocks of 4 KiB, each after the gate lets one more through
+  // (unlimited when gate_ < 0); cut once after `cut_after` bytes of the first range asked.
+  Relay::Fetcher Fetcher() {
+    return [this](const Relay::Fetch& f, uint64_t from, const net::HttpClient::Sink& sink) -> xet::Status {
+      ++asked_;
+      const auto& body = up_.xorbs.at(f.xorb)->body;
+      for (uint64_t at = f.first + from; at <= f.last; at += 4096) {
+        {
+          std::unique_lock lock(mu_);
+          cv_.wait(lock, [&] { return gate_ != 0; });
+          if (gate_ > 0) --gate_;
+        }
+        if (fail_) return xet::NotFound("gone");
+        if (cut_after_ > 0 && at - f.first >= cut_after_) {
+          cut_after_ = 0;
+          return xet::Unavailable("cut");
+        }
+        const uint64_t n = std::min<uint64_t>(4096, f.last + 1 - at);
+        if (!sink({body.data() + at, n})) return xet::IoError("refused");
+      }
+      return xet::Ok{};
+    };
+  }
+  void Let(int blocks) {
+    std::lock_guard lock(mu_);
+    gate_ = blocks;
+    cv_.notify_all();
+  }
+
+  std::filesystem::path dir_;
+  Upstreamed up_;
+  std::shared_ptr<Relay> relay_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int gate_ = -1;
+  bool fail_ = false;
+  uint64_t cut_after_ = 0;
+  int asked_ = 0;
+};
+
+TEST_F(RelayTest, ProducesTheFileFromUpstreamsRangesResumingACutOne) {
+  cut_after_ = 10000;
+  std::thread receiver([&] { EXPECT_TRUE(relay_->Receive(Fetcher(), [] { return false; }).ok()); });
+  std::vector<uint8_t> got;
+  ASSERT_TRUE(relay_
+                  ->Produce(0,
+                            [&](std::span<const uint8_t> b) {
+                              got.insert(got.end(), b.begin(), b.end());
+                              return true;
+                            })
+                  .ok());
+  receiver.join();
+  EXPECT_EQ(got, up_.file);
+  EXPECT_EQ(relay_->size(), up_.file.size());
+  EXPECT_EQ(asked_, static_cast<int>(up_.plan.fetches.size()) + 1);  // one range asked twice
+  // From an offset inside the second term on.
+  const uint64_t offset = up_.plan.terms[0].length + 17;
+  got.clear();
+  ASSERT_TRUE(relay_
+                  ->Produce(offset,
+                            [&](std::span<const uint8_t> b) {
+                              got.insert(got.end(), b.begin(), b.end());
+                              return true;
+                            })
+                  .ok());
+  EXPECT_TRUE(std::equal(got.begin(), got.end(), up_.file.begin() + static_cast<ptrdiff_t>(offset)));
+  EXPECT_EQ(got.size(), up_.file.size() - offset);
+}
+
+TEST_F(RelayTest, ARelayedRangeIsReadAsItArrives) {
+  Let(0);
+  std::thread receiver([&] { EXPECT_TRUE(relay_->Receive(Fetcher(), [] { return false; }).ok()); });
+  const auto& f = up_.plan.fetches[0];
+  const auto xorb = *xet::Hash::FromHex(f.xorb);
+  EXPECT_EQ(relay_->Open(xorb, f.first, f.last + 1), nullptr);  // past what is relayed
+  EXPECT_EQ(relay_->Open(xet::Hash{}, f.first, f.last), nullptr);
+  auto range = relay_->Open(xorb, f.first + 100, f.first + 9000);
+  ASSERT_NE(range, nullptr);
+  ASSERT_EQ(range->length(), 8901u);
+  std::vector<uint8_t> out(8901);
+  std::atomic<bool> read{false};
+  std::thread reader([&] {
+    EXPECT_TRUE(range->ReadAt(0, out).ok());
+    read = true;
+  });
+  Let(2);  // 8 KiB: not yet all of it
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_FALSE(read);
+  Let(-1);
+  reader.join();
+  receiver.join();
+  const auto& body = up_.xorbs.at(f.xorb)->body;
+  EXPECT_TRUE(std::equal(out.begin(), out.end(), body.begin() + static_cast<ptrdiff_t>(f.first + 100)));
+}
+
+TEST_F(RelayTest, TheFilesBytesComeChunkByChunkBeforeTheirRangeIsComplete) {
+  ASSERT_GT(up_.plan.fetches[0].last - up_.plan.fetches[0].first, 400'000u);
+  Let(0);
+  std::thread receiver([&] { EXPECT_TRUE(relay_->Receive(Fetcher(), [] { return false; }).ok()); });
+  std::atomic<uint64_t> produced{0};
+  std::thread producer([&] {
+    EXPECT_TRUE(relay_
+                    ->Produce(0,
+                              [&](std::span<const uint8_t> b) {
+                                produced += b.size();
+                                return true;
+                              })
+                    .ok());
+  });
+  Let(50);  // 200 KiB of the first range: a few chunks
+  for (int i = 0; i < 200 && produced == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_GT(produced.load(), 0u);
+  EXPECT_LT(produced.load(), 400'000u);
+  Let(-1);
+  producer.join();
+  receiver.join();
+  EXPECT_EQ(produced.load(), up_.file.size());
+}
+
+TEST_F(RelayTest, AnAnswerForARangeNamesTheTermsThatCoverIt) {
+  EXPECT_TRUE(relay_->Readable("scope-a"));
+  EXPECT_FALSE(relay_->Readable("scope-b"));
+  const auto whole = relay_->Plan(std::nullopt);
+  ASSERT_EQ(whole.status, cas::ReconstructionStatus::kOk);
+  EXPECT_EQ(whole.terms.size(), up_.plan.terms.size());
+  EXPECT_EQ(whole.offset_into_first, 0u);
+  const uint64_t t0 = up_.plan.terms[0].length;
+  const auto part = relay_->Plan(cas::ByteRange{t0 + 5, t0 + 6});
+  ASSERT_EQ(part.status, cas::ReconstructionStatus::kOk);
+  ASSERT_EQ(part.terms.size(), 1u);
+  EXPECT_EQ(part.offset_into_first, 5u);
+  ASSERT_EQ(part.xorbs.size(), 1u);
+  EXPECT_EQ(part.xorbs[0].hash.hex(), up_.plan.terms[1].xorb);
+  ASSERT_EQ(part.xorbs[0].spans.size(), 1u);
+  EXPECT_EQ(part.xorbs[0].spans[0].first_byte, up_.plan.fetches[1].first);
+  EXPECT_EQ(part.xorbs[0].spans[0].end_byte, up_.plan.fetches[1].last + 1);
+  // Past the end: 416; an end past it is clamped.
+  EXPECT_EQ(relay_->Plan(cas::ByteRange{relay_->size(), relay_->size() + 9}).status,
+            cas::ReconstructionStatus::kRangeNotSatisfiable);
+  EXPECT_EQ(relay_->Plan(cas::ByteRange{0, UINT64_MAX - 1}).terms.size(), up_.plan.terms.size());
+}
+
+TEST_F(RelayTest, AFailedUpstreamFailsEveryReader) {
+  fail_ = true;
+  EXPECT_FALSE(relay_->Receive(Fetcher(), [] { return false; }).ok());
+  const auto& f = up_.plan.fetches[0];
+  auto range = relay_->Open(*xet::Hash::FromHex(f.xorb), f.first, f.last);
+  ASSERT_NE(range, nullptr);
+  std::vector<uint8_t> out(10);
+  EXPECT_EQ(range->ReadAt(0, out).error().code, xet::ErrorCode::kUnavailable);
+  EXPECT_FALSE(relay_->Produce(0, [](std::span<const uint8_t>) { return true; }).ok());
+}
+
+TEST_F(RelayTest, ATermThatLiesAboutItsLengthIsRefused) {
+  auto plan = up_.plan;
+  plan.terms[0].length += 1;
+  auto lying = Relay::Create(dir_, up_.upload.file_hashes[0], plan, {"scope-a"});
+  ASSERT_TRUE(lying.ok());
+  EXPECT_TRUE((*lying)->Receive(Fetcher(), [] { return false; }).ok());
+  const auto st = (*lying)->Produce(0, [](std::span<const uint8_t>) { return true; });
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.error().code, xet::ErrorCode::kMalformed);
+  plan = up_.plan;
+  plan.offset_into_first = 3;
+  EXPECT_FALSE(Relay::Create(dir_, up_.upload.file_hashes[0], plan, {}).ok());
+}
+
+}  // namespace
+}  // namespace cairn::mirror
