@@ -7,7 +7,8 @@
 An upstream `cairn serve` (SQLite + local disk) holds bench/big, one --size-mib file of random bytes uploaded with
 huggingface_hub and hf_xet. Each round, with a fresh client cache for every download (huggingface_hub 2.4.0 and
 hf_xet, timed inside the client process around hf_hub_download):
-  cold:   through a fresh mirror of the upstream (the mirror fetches, chunks and stores the file, then serves it);
+  cold:   through a fresh mirror of the upstream (the mirror fetches the file through upstream's Xet reconstruction,
+          relaying its xorb ranges to the client as they arrive while it chunks and stores them);
   direct: from the upstream itself (the file uploaded directly to cairn);
   hit:    through the same mirror again (what it holds).
 Cold comes first; direct and hit alternate after it, each after a sync (the cold download's writes on disk). Then --clients clients download the file at once through another
@@ -37,9 +38,21 @@ REPO = Path(__file__).resolve().parents[1]
 from harness import CairnServer, Hub, MiB, write_random  # noqa: E402
 
 
-def resolve_bytes(srv) -> float:
+def file_bytes(srv) -> float:
+    """Bytes `srv` sent of files: plain downloads and xorb transfers."""
     return sum(v for n, labels, v in srv.metrics()
-               if n == "cairn_http_response_bytes_total" and "resolve" in labels.get("route", ""))
+               if n == "cairn_http_response_bytes_total"
+               and ("resolve" in labels.get("route", "") or labels.get("route") == "transfer"))
+
+
+def wait_stored(srv) -> None:
+    """Until the mirror has stored bench/big (a cold client may finish before the mirror has chunked it all)."""
+    for _ in range(6000):
+        tree = srv.get("/api/models/bench/big/tree/main").json()
+        if any(f.get("path") == "big.bin" and f.get("xetHash") for f in tree):
+            return
+        time.sleep(0.1)
+    raise SystemExit("the mirror never stored the file")
 
 
 def download(args, srv, work: Path) -> float:
@@ -115,11 +128,12 @@ def main() -> int:
             for way in order:
                 if way != "cold":
                     os.sync()
-                before = resolve_bytes(upstream)
+                before = file_bytes(upstream)
                 t = ways[way](work / f"client-{rnd}-{way}")
                 times[way].append(t)
                 if way == "cold":
-                    cold_ratios.append((resolve_bytes(upstream) - before) / size)
+                    wait_stored(m)
+                    cold_ratios.append((file_bytes(upstream) - before) / size)
                 print(json.dumps({"bench": "mirror", "round": rnd, "way": way, "seconds": round(t, 3),
                                   "MBps": round(size / t / 1e6, 1)}), flush=True)
             m.stop()
@@ -129,7 +143,7 @@ def main() -> int:
         # N clients at once through a fresh mirror: one upstream transfer.
         m = mirror(args, upstream, work / "mirror-many")
         servers.append(m)
-        before = resolve_bytes(upstream)
+        before = file_bytes(upstream)
         errors: list[BaseException] = []
 
         def one(i: int) -> None:
@@ -147,7 +161,7 @@ def main() -> int:
         if errors:
             raise SystemExit(f"concurrent downloads failed: {errors[0]}")
         many_s = time.monotonic() - t0
-        upstream_ratio = (resolve_bytes(upstream) - before) / size
+        upstream_ratio = (file_bytes(upstream) - before) / size
         print(json.dumps({"bench": "mirror", "way": f"{args.clients} clients cold", "seconds": round(many_s, 3),
                           "upstream_bytes_over_file": round(upstream_ratio, 4)}), flush=True)
 

@@ -73,12 +73,17 @@ void Reconstruction(cas::CasService& service, const std::shared_ptr<Exchange>& e
   ex->Offload([&service, ex, file = *file, scope, range, version, max_ttl, relay = options.relay,
                await_file = options.await_file] {
     auto answer = service.Reconstruct(file, scope, range, version, max_ttl);
-    if (!answer && answer.error().code == xet::ErrorCode::kNotFound && relay != nullptr) {
+    const auto not_found = [&] { return !answer && answer.error().code == xet::ErrorCode::kNotFound; };
+    // A file not found may be in transit (the mirror): its relay answers, or it is waited for.
+    const auto relayed = [&] {
+      if (!not_found() || relay == nullptr) return;
       if (auto plan = relay->Plan(file, scope, range))
         answer = service.AnswerRelayed(std::move(*plan), version, max_ttl);
-    }
-    if (!answer && answer.error().code == xet::ErrorCode::kNotFound && await_file && await_file(file)) {
-      answer = service.Reconstruct(file, scope, range, version, max_ttl);
+    };
+    relayed();
+    if (not_found() && await_file && await_file(file)) {
+      answer = service.Reconstruct(file, scope, range, version, max_ttl);  // stored by now, or relayed
+      relayed();
     }
     if (!answer) {
       return ex->Respond(ErrorResponse(answer.error()));

@@ -1,6 +1,8 @@
 #include "mirror/mirror_service.h"
 
 #include <spdlog/spdlog.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include <thread>
 #include <unordered_set>
@@ -55,6 +57,7 @@ struct MirrorService::Flight {
   bool done = false;
   std::optional<hub::Result<xet::FileHash>> result;
   std::shared_ptr<Spool> spool;  // its bytes as they arrive, for plain downloads (null: none)
+  bool relayed = false;          // its ranges are relayed (RelayPlan answers for it)
 };
 
 MirrorService::MirrorService(index::RepoIndex& index, index::LeaseIndex& leases, hub::HubService& hub,
@@ -357,7 +360,7 @@ hub::Result<std::shared_ptr<MirrorService::Flight>> MirrorService::Join(const hu
     return true;
   });
   fetchers_.emplace_back(flight, [this, flight, repo, wanted] {
-    auto result = Fetch(repo, wanted, flight->xet, flight->spool.get());
+    auto result = Fetch(repo, wanted, *flight);
     if (flight->spool) flight->spool->Finish(false);  // unless Fetch said every byte came
     std::lock_guard done_lock(mu_);
     flight->result = std::move(result);
@@ -446,8 +449,8 @@ bool MirrorService::Await(const xet::FileHash& file) {
     if (f->xet == file) flight = f;
   }
   if (!flight) return false;
-  cv_.wait(lock, [&] { return flight->done; });
-  return flight->result->ok();
+  cv_.wait(lock, [&] { return flight->done || flight->relayed; });
+  return !flight->done || flight->result->ok();
 }
 
 std::optional<xet::FileHash> MirrorService::Linked(const hub::Repo& repo, const std::string& sha256) {
@@ -456,8 +459,9 @@ std::optional<xet::FileHash> MirrorService::Linked(const hub::Repo& repo, const 
   return xet::Hash::FromBytes((*linked)[0]->data.data());
 }
 
-hub::Result<xet::FileHash> MirrorService::Fetch(const hub::Repo& repo, const Wanted& wanted,
-                                                const std::optional<xet::FileHash>& announced, Spool* spool) {
+hub::Result<xet::FileHash> MirrorService::Fetch(const hub::Repo& repo, const Wanted& wanted, Flight& flight) {
+  const std::optional<xet::FileHash>& announced = flight.xet;
+  Spool* spool = flight.spool.get();
   const hub::LfsPointer& pointer = wanted.pointer;
   // One transfer across the nodes sharing the index: the node holding the file's lease fetches it, the others
   // wait for its link (and take the lease over if it lapses: a node that died mid-transfer).
@@ -496,6 +500,16 @@ hub::Result<xet::FileHash> MirrorService::Fetch(const hub::Repo& repo, const Wan
   std::thread receiver;
   std::shared_ptr<Relay> relay;
   if (announced && wanted.commit) relay = StartRelay(repo, *wanted.commit, *announced, receiver);
+  if (relay) {
+    {
+      std::lock_guard lock(mu_);
+      flight.relayed = true;  // reconstructions waiting for the file are answered from the relay now
+    }
+    cv_.notify_all();
+    // Clients read the relay, not what this thread stores: the copy into the CAS (chunking, hashing, packing:
+    // a core's work at ~100 MB/s) yields the CPU to the transfers they wait for, and catches up after.
+    (void)::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), 19);
+  }
   struct Join {
     std::thread& thread;
     ~Join() {

@@ -114,7 +114,8 @@ class MirrorService {
   // API; kNotFound when upstream has no such object for the repository.
   hub::Result<xet::FileHash> LargeBySha256(const hub::Repo& repo, const hub::LfsPointer& pointer);
   // Waits for a fetch in flight on this node of a file with this Xet hash (hf_xet asking the reconstruction
-  // of a file whose resolve answered before its bytes arrived); false when there is none.
+  // of a file whose resolve answered before its bytes arrived) to be stored, or to be relayed (RelayPlan
+  // answers then); false when there is none, or it failed.
   bool Await(const xet::FileHash& file);
 
   // The relays of Xet files being fetched (relay.h), for the CAS routes: a reconstruction of such a file is
@@ -147,8 +148,7 @@ class MirrorService {
   // when `existing` is null. The repository as it is after.
   hub::Result<hub::Repo> Sync(const hub::RepoId& id, const hub::Repo* existing);
   // Runs in a flight's thread: fetched, checked, stored and linked. `announced`: the Xet hash upstream gave.
-  hub::Result<xet::FileHash> Fetch(const hub::Repo& repo, const Wanted& wanted,
-                                   const std::optional<xet::FileHash>& announced, Spool* spool);
+  hub::Result<xet::FileHash> Fetch(const hub::Repo& repo, const Wanted& wanted, Flight& flight);
   hub::Error Failed(const xet::Error& e, const std::string& what);
   // A relay of the file through upstream's Xet reconstruction, registered and receiving on `receiver`;
   // null when upstream gives none (its bytes then come through resolve).

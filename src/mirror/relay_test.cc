@@ -36,7 +36,7 @@ Upstreamed MakeFile(size_t bytes) {
     std::memcpy(u.file.data() + i, &v, std::min<size_t>(8, bytes - i));
   }
   const std::span<const uint8_t> files[] = {u.file};
-  u.upload = ingest::BuildUpload(files, {.max_xorb_bytes = 1 << 20});
+  u.upload = ingest::BuildUpload(files, {.max_xorb_bytes = 2 << 20});
   for (const auto& x : u.upload.xorbs) u.xorbs[x.hash.hex()] = &x;
   for (const auto& t : u.upload.shard.files.at(0).terms) {
     const auto& layout = u.xorbs.at(t.xorb.hex())->layout;
@@ -59,7 +59,7 @@ class RelayTest : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ = std::filesystem::temp_directory_path() / ("cairn-relay-test-" + std::to_string(::getpid()));
-    up_ = MakeFile(3'000'000);
+    up_ = MakeFile(5'000'000);
     ASSERT_GE(up_.plan.terms.size(), 3u);
     auto made = Relay::Create(dir_, up_.upload.file_hashes[0], up_.plan, {"scope-a"});
     ASSERT_TRUE(made.ok()) << made.error().message;
@@ -176,7 +176,7 @@ TEST_F(RelayTest, TheFilesBytesComeChunkByChunkBeforeTheirRangeIsComplete) {
                               })
                     .ok());
   });
-  Let(50);  // 200 KiB of the first range: a few chunks
+  Let(100);  // 400 KiB of the first range: a spool block (256 KiB), a few chunks
   for (int i = 0; i < 200 && produced == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   EXPECT_GT(produced.load(), 0u);
   EXPECT_LT(produced.load(), 400'000u);

@@ -198,6 +198,8 @@ xet::Result<HttpResponse> HttpClient::Fetch(const std::string& url, const std::v
     curl_easy_setopt(c, CURLOPT_URL, url.c_str());
     curl_easy_setopt(c, CURLOPT_HTTPHEADER, list);
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, OnStreamedBody);
+    // Large reads: a streamed body is bulk (a file, a xorb range); 16 KiB reads cost a syscall each.
+    curl_easy_setopt(c, CURLOPT_BUFFERSIZE, 512L * 1024);
     curl_easy_setopt(c, CURLOPT_WRITEDATA, &streamed);
     curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, OnStreamedHeader);
     curl_easy_setopt(c, CURLOPT_HEADERDATA, &streamed);
