@@ -8,6 +8,7 @@
 #include <openssl/sha.h>
 
 #include <boost/json.hpp>
+#include <thread>
 
 #include "api/api_test_server.h"
 #include "api/cas_routes.h"
@@ -58,27 +59,31 @@ class MirrorApi : public testing::ApiServerTest {
   }
 
   // alice/m upstream: README.md (small) and w.bin (large, 300 KB) in one commit after the first.
-  void Publish() {
+  void Publish() { ASSERT_NO_FATAL_FAILURE(PublishLarge("m", 7, &large_, &sha_, &xet_, &head_)); }
+
+  // alice/<name> upstream with README.md and w.bin, 300 KB of random bytes from `seed`.
+  void PublishLarge(const std::string& name, uint64_t seed, std::vector<uint8_t>* large, std::string* sha,
+                    std::string* xet, std::string* head) {
     const hub::Caller alice{.scope = "alice", .write = true, .expires = 0};
-    auto repo = up_.hub->CreateRepo(alice, {hub::RepoType::kModel, "alice", "m"}, false);
+    auto repo = up_.hub->CreateRepo(alice, {hub::RepoType::kModel, "alice", name}, false);
     ASSERT_TRUE(repo.ok());
-    const std::string random = http::testing::RandomBytes(300000, 7);
-    large_.assign(random.begin(), random.end());
-    std::vector<std::span<const uint8_t>> spans = {large_};
+    const std::string random = http::testing::RandomBytes(300000, seed);
+    large->assign(random.begin(), random.end());
+    std::vector<std::span<const uint8_t>> spans = {*large};
     auto built = ingest::BuildUpload(spans);
     for (const auto& x : built.xorbs) ASSERT_TRUE(service_->PutXorb(x.hash, x.body).ok());
     ASSERT_TRUE(service_->PutShard(built.shard_bytes, repo->record.scope).ok());
     uint8_t digest[SHA256_DIGEST_LENGTH];
-    SHA256(large_.data(), large_.size(), digest);
-    sha_ = HexEncode(digest);
-    xet_ = built.file_hashes.at(0).hex();
+    SHA256(large->data(), large->size(), digest);
+    *sha = HexEncode(digest);
+    *xet = built.file_hashes.at(0).hex();
     hub::CommitRequest c;
     c.summary = "weights";
     c.operations = {hub::AddInline{"README.md", {'h', 'i', '\n'}},
-                    hub::AddLfs{"w.bin", hub::LfsPointer{sha_, large_.size()}, true}};
+                    hub::AddLfs{"w.bin", hub::LfsPointer{*sha, large->size()}, true}};
     auto made = up_.hub->CreateCommit(alice, *repo, c);
     ASSERT_TRUE(made.ok()) << made.error().message;
-    head_ = made->oid.hex();
+    *head = made->oid.hex();
   }
 
   // The mirror: a server of its own over a fresh backend, mirroring the fixture's server.
@@ -144,6 +149,15 @@ class MirrorApi : public testing::ApiServerTest {
   Res Get(const std::string& target, const std::string& token = "") {
     return Ask(bhttp::verb::get, target, token);
   }
+  // Until alice/<name>'s w.bin is stored and linked on the mirror: a moment after a download's last byte
+  // (sent once the file's SHA-256 is checked).
+  void WaitStored(const std::string& name) {
+    for (int i = 0; i < 500; ++i) {
+      if (Get("/api/models/alice/" + name + "/tree/main").body().find("xetHash") != std::string::npos) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    FAIL() << name << " was not stored";
+  }
 
   Node up_, m_;
   std::vector<uint8_t> large_;
@@ -187,6 +201,7 @@ TEST_F(MirrorApi, CopiesOnFirstReadWithTheUpstreamsIdsAndFetchesLargeFilesOnce) 
   ASSERT_EQ(r.result_int(), 200u);
   EXPECT_EQ(r.body(), std::string(large_.begin(), large_.end()));
   EXPECT_EQ(r["X-Xet-Hash"], xet_);
+  ASSERT_NO_FATAL_FAILURE(WaitStored("m"));
   r = Get("/api/models/alice/m/tree/main");
   EXPECT_EQ(json::parse(r.body()).as_array().at(2).at("xetHash").as_string(), xet_);
   // The reconstruction is the mirror's own, with a read token it minted.
@@ -266,6 +281,53 @@ TEST_F(MirrorApi, UpstreamGoneServesWhatIsHeldAnd503ForTheRest) {
   EXPECT_EQ(r.result_int(), 503u);
   EXPECT_FALSE(r["Retry-After"].empty());
   EXPECT_GE(mirror_->counters().upstream_failures, 1u);
+}
+
+TEST_F(MirrorApi, PastTheSizeLimitTheLeastRecentlyReadRepositoriesAreEvicted) {
+  for (const auto& [name, seed] : {std::pair{"n", 8}, std::pair{"o", 9}}) {
+    std::vector<uint8_t> bytes;
+    std::string sha, xet, head;
+    ASSERT_NO_FATAL_FAILURE(PublishLarge(name, seed, &bytes, &sha, &xet, &head));
+  }
+  mirror::MirrorOptions mo;
+  mo.max_bytes = 700000;                        // two of the 300 KB files
+  mo.evict_interval = std::chrono::seconds(0);  // checked by the test
+  ASSERT_NO_FATAL_FAILURE(StartMirror(mo));
+  const auto read = [&](const std::string& name) {
+    clock_.Advance(120);  // each read later than the last one noted
+    auto r = Get("/alice/" + name + "/resolve/main/w.bin");
+    ASSERT_EQ(r.result_int(), 200u) << name << ": " << r.body();
+    ASSERT_EQ(r.body().size(), 300000u);
+    ASSERT_NO_FATAL_FAILURE(WaitStored(name));
+  };
+  ASSERT_NO_FATAL_FAILURE(read("m"));
+  ASSERT_NO_FATAL_FAILURE(read("n"));
+  auto report = mirror_->Evict(mo.max_bytes);
+  ASSERT_TRUE(report.ok()) << report.error().message;
+  EXPECT_EQ(report->repos, 2u);
+  EXPECT_EQ(report->held_bytes, 600000u);
+  EXPECT_TRUE(report->evicted.empty());
+  ASSERT_NO_FATAL_FAILURE(read("m"));  // m read again: n is now the least recently read
+  ASSERT_NO_FATAL_FAILURE(read("o"));
+  report = mirror_->Evict(mo.max_bytes);
+  ASSERT_TRUE(report.ok()) << report.error().message;
+  EXPECT_EQ(report->held_bytes, 900000u);
+  EXPECT_EQ(report->kept_bytes, 600000u);
+  EXPECT_EQ(report->evicted, std::vector<std::string>{"alice/n"});
+  EXPECT_EQ(m_index_->FindRepo(hub::RepoType::kModel, "alice", "n").error().code, xet::ErrorCode::kNotFound);
+  EXPECT_TRUE(m_index_->FindRepo(hub::RepoType::kModel, "alice", "m").ok());
+  // A repository this server holds itself is never evicted; the most recently read mirrored one stays.
+  const hub::Caller bob{.scope = "bob", .write = true, .expires = 0};
+  ASSERT_TRUE(m_.hub->CreateRepo(bob, {hub::RepoType::kModel, "bob", "local"}, false).ok());
+  report = mirror_->Evict(1);
+  ASSERT_TRUE(report.ok()) << report.error().message;
+  EXPECT_EQ(report->evicted, std::vector<std::string>{"alice/m"});
+  EXPECT_TRUE(m_index_->FindRepo(hub::RepoType::kModel, "alice", "o").ok());
+  EXPECT_TRUE(m_index_->FindRepo(hub::RepoType::kModel, "bob", "local").ok());
+  EXPECT_EQ(mirror_->counters().evicted_repos, 2u);
+  // An evicted repository is copied again on its next read.
+  ASSERT_NO_FATAL_FAILURE(read("n"));
+  EXPECT_EQ(mirror_->counters().repos_fetched, 4u);
 }
 
 }  // namespace

@@ -110,6 +110,11 @@ void RegisterMirrorMetrics(http::Server& server, const mirror::MirrorService& mi
           "Xet reconstructions answered with upstream's terms while the file was still coming (its ranges "
           "relayed)",
           counter(&mirror::MirrorCounters::relayed_answers));
+  r.Gauge("cairn_mirror_evicted_repos", "Mirrored repositories evicted for the size limit (mirror_max_bytes)",
+          counter(&mirror::MirrorCounters::evicted_repos));
+  r.Gauge("cairn_mirror_held_bytes",
+          "Bytes of large files mirrored repositories held at the last check of the size limit",
+          counter(&mirror::MirrorCounters::held_bytes));
 }
 
 }  // namespace cairn::api

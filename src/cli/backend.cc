@@ -106,6 +106,7 @@ mirror::MirrorOptions MirrorOptionsOf(const config::Config& cfg) {
   mo.token_to_read = cfg.mirror_read == "token";
   mo.revision_ttl = cfg.mirror_revision_ttl;
   mo.offline = cfg.mirror_offline;
+  mo.max_bytes = cfg.mirror_max_bytes;
   mo.spool_dir = std::filesystem::path(cfg.data_dir) / "mirror-spool";
   return mo;
 }

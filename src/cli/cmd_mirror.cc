@@ -1,4 +1,4 @@
-// `cairn mirror ls|prefetch|evict` (docs/mirror.md): the pull-through mirror's repositories, worked on
+// `cairn mirror ls|prefetch|evict|trim` (docs/mirror.md): the pull-through mirror's repositories, worked on
 // through the deployment's index and store as `cairn serve` would (prefetch runs the mirror itself: a
 // repository and its large files copied before a job needs them).
 #include <boost/json.hpp>
@@ -73,6 +73,26 @@ std::optional<Opened> Open(const char* verb, const MirrorCommandOptions& opts, i
   return Opened{std::move(*cfg), std::move(*backend)};
 }
 
+// The services a mirror runs on, over the command's backend, as `cairn serve` makes them (signing nothing).
+struct MirrorStack {
+  explicit MirrorStack(Opened& o)
+      : workers(2),
+        cas(*o.backend.index, *o.backend.store, workers, {}),
+        files(cas, *o.backend.index, {}),
+        hub(*o.backend.index, files, {}),
+        mirror(*o.backend.index, *o.backend.index, hub, files, cas, Options(o.cfg)) {}
+  static mirror::MirrorOptions Options(const config::Config& cfg) {
+    auto mo = MirrorOptionsOf(cfg);
+    mo.evict_interval = std::chrono::seconds(0);  // a command checks the limit when it says so
+    return mo;
+  }
+  WorkerPool workers;
+  cas::CasService cas;
+  files::FileService files;
+  hub::HubService hub;
+  mirror::MirrorService mirror;
+};
+
 }  // namespace
 
 int RunMirrorLs(const MirrorCommandOptions& opts) {
@@ -132,12 +152,9 @@ int RunMirrorPrefetch(const MirrorCommandOptions& opts) {
     std::cerr << "cairn mirror prefetch: mirror_upstream is not set (docs/mirror.md)\n";
     return 2;
   }
-  index::Index& index = *opened->backend.index;
-  WorkerPool workers(2);
-  cas::CasService cas(index, *opened->backend.store, workers, {});  // validates and registers; signs nothing
-  files::FileService files(cas, index, {});
-  hub::HubService hub(index, files, {});
-  mirror::MirrorService mirror(index, index, hub, files, cas, MirrorOptionsOf(opened->cfg));
+  MirrorStack stack(*opened);
+  mirror::MirrorService& mirror = stack.mirror;
+  hub::HubService& hub = stack.hub;
   const auto fail = [](const hub::Error& e) {
     std::cerr << "cairn mirror prefetch: " << e.message << "\n";
     return e.kind == hub::ErrorKind::kUnavailable ? 3 : 1;
@@ -214,6 +231,45 @@ int RunMirrorEvict(const MirrorCommandOptions& opts) {
   std::cout
       << "evicted " << Named(arg->id)
       << ": the collector frees what nothing else uses once gc_grace has passed; a read copies it again\n";
+  return 0;
+}
+
+int RunMirrorTrim(const MirrorCommandOptions& opts) {
+  int status = 0;
+  auto opened = Open("trim", opts, &status);
+  if (!opened) return status;
+  uint64_t limit = opened->cfg.mirror_max_bytes;
+  if (!opts.max_bytes.empty()) {
+    auto n = config::ParseByteSize(opts.max_bytes);
+    if (!n) {
+      std::cerr << "cairn mirror trim: --max-bytes: " << n.error().message << "\n";
+      return 2;
+    }
+    limit = *n;
+  }
+  MirrorStack stack(*opened);
+  auto report = stack.mirror.Evict(limit);
+  if (!report) {
+    std::cerr << "cairn mirror trim: " << report.error().message << "\n";
+    return 1;
+  }
+  if (opts.json) {
+    boost::json::array evicted;
+    for (const auto& name : report->evicted) evicted.emplace_back(name);
+    std::cout << boost::json::serialize(boost::json::object{{"repos", report->repos},
+                                                            {"held_bytes", report->held_bytes},
+                                                            {"kept_bytes", report->kept_bytes},
+                                                            {"limit_bytes", limit},
+                                                            {"evicted", std::move(evicted)}})
+              << "\n";
+  } else {
+    for (const auto& name : report->evicted) std::cout << "evicted " << name << "\n";
+    std::cout << report->repos << " mirrored repositories held " << report->held_bytes
+              << " bytes of large files; " << report->kept_bytes << " kept"
+              << (limit > 0 ? " (limit " + std::to_string(limit) + ")"
+                            : std::string(" (no limit: measured only)"))
+              << "; the collector frees what the evicted ones held once gc_grace has passed\n";
+  }
   return 0;
 }
 

@@ -223,12 +223,14 @@ struct MirrorCommandOptions {
   std::string data_dir;
   std::string index;
   std::string store;
-  std::string repo;  // prefetch: [models/|datasets/|spaces/]NS/NAME[@REVISION]; evict: without @
+  std::string repo;       // prefetch: [models/|datasets/|spaces/]NS/NAME[@REVISION]; evict: without @
+  std::string max_bytes;  // trim: the limit ("500GiB"); empty: mirror_max_bytes
   bool json = false;
 };
 int RunMirrorLs(const MirrorCommandOptions& opts);
 int RunMirrorPrefetch(const MirrorCommandOptions& opts);
 int RunMirrorEvict(const MirrorCommandOptions& opts);
+int RunMirrorTrim(const MirrorCommandOptions& opts);
 
 struct BackupCommandOptions {
   std::string config_file;

@@ -239,8 +239,9 @@ void AddDeploymentOptions(CLI::App* cmd, Options& opts) {
 }
 
 void AddMirror(CLI::App& app) {
-  auto* mirror = app.add_subcommand("mirror", "The pull-through mirror's repositories: ls, prefetch, evict")
-                     ->require_subcommand(1);
+  auto* mirror =
+      app.add_subcommand("mirror", "The pull-through mirror's repositories: ls, prefetch, evict, trim")
+          ->require_subcommand(1);
   const auto common = [](CLI::App* cmd, MirrorCommandOptions& o) {
     cmd->add_option("--config", o.config_file, "TOML configuration file (also CAIRN_CONFIG)");
     cmd->add_option("--data", o.data_dir, "Data directory (default ./cairn-data)");
@@ -265,6 +266,14 @@ void AddMirror(CLI::App& app) {
   common(evict, *evict_opts);
   evict->add_option("REPO", evict_opts->repo, "[datasets/|spaces/]NS/NAME")->required();
   OnSelected(evict, evict_opts, RunMirrorEvict);
+  auto trim_opts = std::make_shared<MirrorCommandOptions>();
+  auto* trim = mirror->add_subcommand(
+      "trim",
+      "Evict the least recently read mirrored repositories until their large files fit the limit (what "
+      "`cairn serve` does past mirror_max_bytes); without a limit, measure");
+  common(trim, *trim_opts);
+  trim->add_option("--max-bytes", trim_opts->max_bytes, "The limit (\"500GiB\"; default: mirror_max_bytes)");
+  OnSelected(trim, trim_opts, RunMirrorTrim);
 }
 
 void AddBackup(CLI::App& app) {

@@ -294,6 +294,7 @@ const std::vector<Field>& Fields() {
        }},
       {"mirror_revision_ttl", DurationSetter(&Config::mirror_revision_ttl)},
       {"mirror_offline", BoolSetter(&Config::mirror_offline)},
+      {"mirror_max_bytes", ByteSizeSetter(&Config::mirror_max_bytes, 0, 1ULL << 60)},
   };
   return fields;
 }
@@ -370,7 +371,7 @@ uint16_t Config::port() const {
 
 Result<uint64_t> ParseByteSize(std::string_view text) {
   static constexpr std::pair<std::string_view, uint64_t> kUnits[] = {
-      {"KiB", 1ULL << 10}, {"MiB", 1ULL << 20}, {"GiB", 1ULL << 30}, {"B", 1}};
+      {"KiB", 1ULL << 10}, {"MiB", 1ULL << 20}, {"GiB", 1ULL << 30}, {"TiB", 1ULL << 40}, {"B", 1}};
   uint64_t unit = 1;
   std::string_view digits = text;
   for (const auto& [suffix, factor] : kUnits) {
@@ -381,7 +382,8 @@ Result<uint64_t> ParseByteSize(std::string_view text) {
     }
   }
   auto n = ParseCount(digits, 0, UINT64_MAX / unit);
-  if (!n) return xet::Malformed("not a byte size (4096, 512KiB, 16MiB, 1GiB): \"" + std::string(text) + "\"");
+  if (!n)
+    return xet::Malformed("not a byte size (4096, 512KiB, 16MiB, 1GiB, 2TiB): \"" + std::string(text) + "\"");
   return *n * unit;
 }
 

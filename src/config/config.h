@@ -117,14 +117,16 @@ struct Config {
   // token the mirror reads it with (never logged, never sent to clients), which repositories are mirrored
   // ("ns", "ns/name", "datasets/ns/name"; empty: every one this server does not hold), who may read them
   // ("anyone" or "token": any valid token of this server), how long a branch or tag name is trusted before
-  // upstream is asked again, and offline mode (upstream never asked). TOML may give them as a [mirror] table
-  // (upstream = ..., token = ...).
+  // upstream is asked again, offline mode (upstream never asked), and the most bytes of large files mirrored
+  // repositories may hold ("500GiB"; 0: no limit), past which the least recently read are evicted. TOML may
+  // give them as a [mirror] table (upstream = ..., token = ...).
   std::string mirror_upstream;
   std::string mirror_token;
   std::vector<std::string> mirror_repos;
   std::string mirror_read = "anyone";
   std::chrono::seconds mirror_revision_ttl{60};
   bool mirror_offline = false;
+  size_t mirror_max_bytes = 0;
   // Derived from listen.
   std::string host() const;
   uint16_t port() const;

@@ -190,11 +190,12 @@ TEST(Config, MirrorSettingsAsATableAndAsVariables) {
   EXPECT_TRUE(d->mirror_upstream.empty());  // no mirror unless asked
   EXPECT_EQ(d->mirror_read, "anyone");
   EXPECT_EQ(d->mirror_revision_ttl.count(), 60);
+  EXPECT_EQ(d->mirror_max_bytes, 0u);  // no limit
   ConfigSources s;
   s.toml =
       "[mirror]\nupstream = \"https://huggingface.co/\"\ntoken = \"hf_x\"\nrepos = [\"openai\", "
       "\"datasets/a/b\"]\n"
-      "read = \"token\"\nrevision_ttl = \"5m\"\noffline = true\n";
+      "read = \"token\"\nrevision_ttl = \"5m\"\noffline = true\nmax_bytes = \"2TiB\"\n";
   auto c = LoadConfig(s);
   ASSERT_TRUE(c.ok()) << c.error().message;
   EXPECT_EQ(c->mirror_upstream, "https://huggingface.co");
@@ -203,6 +204,7 @@ TEST(Config, MirrorSettingsAsATableAndAsVariables) {
   EXPECT_EQ(c->mirror_read, "token");
   EXPECT_EQ(c->mirror_revision_ttl.count(), 300);
   EXPECT_TRUE(c->mirror_offline);
+  EXPECT_EQ(c->mirror_max_bytes, 2ULL << 40);
   s.toml.reset();
   s.env = {{"CAIRN_MIRROR_UPSTREAM", "http://10.0.0.2:8080"}, {"CAIRN_MIRROR_OFFLINE", "false"}};
   c = LoadConfig(s);

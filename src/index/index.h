@@ -415,14 +415,23 @@ class QuotaIndex {
 };
 
 // The whole index: the five slices and the database's own operations (health, write counters, where it is).
-// Short leases on names that every node of an index sees: the mirror takes one per file it fetches from its
-// upstream, so that nodes sharing the index fetch each file once. A lease lasts until its expiry; its holder
-// renews it before then, and a lease that lapsed (a holder that died) may be taken by anyone.
-class LeaseIndex {
+// A mirrored repository's last read (MirrorIndex).
+struct MirrorRead {
+  int64_t repo = 0;
+  int64_t last_read = 0;  // unix seconds
+};
+
+// What the pull-through mirror shares across the nodes of an index, beside the repositories it copies:
+// - short leases on names: the mirror takes one per file it fetches from its upstream, so that nodes sharing
+//   the index fetch each file once. A lease lasts until its expiry; its holder renews it before then, and a
+//   lease that lapsed (a holder that died) may be taken by anyone;
+// - when each mirrored repository was last read, for its least-recently-used eviction (a row goes with its
+//   repository).
+class MirrorIndex {
  public:
-  virtual ~LeaseIndex() = default;
-  LeaseIndex(const LeaseIndex&) = delete;
-  LeaseIndex& operator=(const LeaseIndex&) = delete;
+  virtual ~MirrorIndex() = default;
+  MirrorIndex(const MirrorIndex&) = delete;
+  MirrorIndex& operator=(const MirrorIndex&) = delete;
 
   // Takes `name` for `holder` until `expires` (unix seconds) when no one holds it, when its lease lapsed
   // (an expiry at or before `now`), or when `holder` holds it already (a renewal). Whether `holder` holds it
@@ -432,8 +441,14 @@ class LeaseIndex {
   // Gives `name` up if `holder` holds it (nothing otherwise).
   virtual xet::Status DropLease(std::string_view name, std::string_view holder) = 0;
 
+  // Records a read of repository `repo` at `at` (unix seconds): the later of it and the recorded one stays.
+  // kNotFound when there is no such repository.
+  virtual xet::Status NoteMirrorRead(int64_t repo, int64_t at) = 0;
+  // Every repository with a recorded read, least recently read first.
+  virtual xet::Result<std::vector<MirrorRead>> ListMirrorReads() = 0;
+
  protected:
-  LeaseIndex() = default;
+  MirrorIndex() = default;
 };
 
 class Index : public CasIndex,
@@ -441,7 +456,7 @@ class Index : public CasIndex,
               public SecretIndex,
               public GcIndex,
               public QuotaIndex,
-              public LeaseIndex {
+              public MirrorIndex {
  public:
   ~Index() override = default;
   Index(const Index&) = delete;

@@ -40,8 +40,9 @@ struct Table {
 // became so; schema 12 the quarantine of repository objects, copied for the same reason; schema 13 the
 // scopes' revocations of files; schema 14 an index only; schema 15 the namespaces' quotas, with what was last
 // measured of them; schema 16 the xorbs compaction superseded, so that dedup answers keep leaving them out;
-// schema 17 leases, which are held by running processes: not copied.)
-static_assert(SqliteIndex::kSchemaVersion == 17 && PostgresIndex::kSchemaVersion == 17,
+// schema 17 leases, which are held by running processes: not copied; schema 18 the mirrored repositories'
+// last reads, copied: the mirror's eviction order.)
+static_assert(SqliteIndex::kSchemaVersion == 18 && PostgresIndex::kSchemaVersion == 18,
               "a new schema version must be reflected in kTables");
 
 // Each scope's totals from its rows (schema 7's scope_totals), the same SQL on both backends.
@@ -120,6 +121,7 @@ const std::vector<Table>& Tables() {
        {{"repo", Type::kInt}, {"kind", Type::kInt}, {"name", Type::kText}, {"target", Type::kBytes}},
        3,
        1024},
+      {"mirror_reads", {{"repo", Type::kInt}, {"last_read", Type::kInt}}, 1, 4096},
       {"repo_objects",
        {{"repo", Type::kInt}, {"key", Type::kBytes}, {"kind", Type::kInt}, {"data", Type::kBytes}},
        2,

@@ -166,6 +166,7 @@ class IndexTest : public ::testing::TestWithParam<Backend> {
   // added: indexes, tables, the columns and rows that migrations 7 and 9 fill from the rows, and schema 11's
   // functions).
   void SetSchemaVersion(int version) {
+    if (version < 18) ExecRaw("DROP TABLE mirror_reads", "DROP TABLE mirror_reads");
     if (version < 17) ExecRaw("DROP TABLE leases", "DROP TABLE leases");
     if (version < 16) {
       ExecRaw("DROP TABLE compacted_xorbs",
@@ -1463,6 +1464,41 @@ TEST_P(IndexTest, LeasesAreTakenOnceRenewedAndTakenOverWhenTheyLapse) {
   }
   for (auto& t : racers) t.join();
   EXPECT_EQ(winners.load(), 1);
+}
+
+TEST_P(IndexTest, MirrorReadsKeepTheLatestAndGoWithTheirRepository) {
+  Open();
+  std::vector<int64_t> ids;
+  for (const char* name : {"a", "b", "c"}) {
+    NewRepo nr;
+    nr.ns = "up";
+    nr.name = name;
+    nr.scope = std::string("mirror:") + name;
+    nr.read_scope = nr.scope + "#read";
+    auto repo = index_->CreateRepo(nr);
+    ASSERT_TRUE(repo.ok()) << repo.error().message;
+    ids.push_back(repo->id);
+  }
+  ASSERT_TRUE(index_->NoteMirrorRead(ids[0], 300).ok());
+  ASSERT_TRUE(index_->NoteMirrorRead(ids[1], 100).ok());
+  ASSERT_TRUE(index_->NoteMirrorRead(ids[2], 200).ok());
+  ASSERT_TRUE(index_->NoteMirrorRead(ids[1], 50).ok());  // earlier than recorded: kept at 100
+  auto reads = index_->ListMirrorReads();
+  ASSERT_TRUE(reads.ok()) << reads.error().message;
+  ASSERT_EQ(reads->size(), 3u);
+  EXPECT_EQ((*reads)[0].repo, ids[1]);  // least recently read first
+  EXPECT_EQ((*reads)[0].last_read, 100);
+  EXPECT_EQ((*reads)[1].repo, ids[2]);
+  EXPECT_EQ((*reads)[2].repo, ids[0]);
+  ASSERT_TRUE(index_->NoteMirrorRead(ids[1], 400).ok());
+  ASSERT_TRUE(index_->DeleteRepo(ids[2]).ok());
+  reads = index_->ListMirrorReads();
+  ASSERT_EQ(reads->size(), 2u);
+  EXPECT_EQ((*reads)[0].repo, ids[0]);
+  EXPECT_EQ((*reads)[1].repo, ids[1]);
+  EXPECT_EQ((*reads)[1].last_read, 400);
+  EXPECT_EQ(index_->NoteMirrorRead(ids[2], 500).error().code, xet::ErrorCode::kNotFound);  // deleted
+  EXPECT_EQ(index_->NoteMirrorRead(999999, 500).error().code, xet::ErrorCode::kNotFound);
 }
 
 TEST_P(IndexTest, QuotasAreSetChargedMeasuredAndMarkedStale) {

@@ -258,6 +258,13 @@ CREATE TABLE leases(
   holder text NOT NULL,
   expires int8 NOT NULL);
 )sql",
+    // 18: when each mirrored repository was last read (as on SQLite).
+    R"sql(
+CREATE TABLE mirror_reads(
+  repo int8 PRIMARY KEY REFERENCES repos(id) ON DELETE CASCADE,
+  last_read int8 NOT NULL);
+CREATE INDEX mirror_reads_by_time ON mirror_reads(last_read);
+)sql",
 };
 static_assert(std::size(kMigrations) == PostgresIndex::kSchemaVersion);
 static_assert(kFileLinkKind == 16, "migration 9 reads the links by their kind");

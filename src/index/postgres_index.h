@@ -51,7 +51,7 @@ struct PostgresOptions {
 
 class PostgresIndex final : public Index {
  public:
-  static constexpr int kSchemaVersion = 17;
+  static constexpr int kSchemaVersion = 18;
 
   // Connects, migrates and checks the schema. kUnavailable when the server cannot be reached.
   static xet::Result<std::unique_ptr<PostgresIndex>> Open(PostgresOptions options);
@@ -99,10 +99,12 @@ class PostgresIndex final : public Index {
   xet::Result<bool> AddSecret(std::string_view name, std::string_view value) override;
   xet::Result<bool> DeleteSecret(std::string_view name) override;
 
-  // ---- Leases (postgres_lease.cc)
+  // ---- The mirror's leases and reads (postgres_mirror.cc)
   xet::Result<bool> TakeLease(std::string_view name, std::string_view holder, int64_t now,
                               int64_t expires) override;
   xet::Status DropLease(std::string_view name, std::string_view holder) override;
+  xet::Status NoteMirrorRead(int64_t repo, int64_t at) override;
+  xet::Result<std::vector<MirrorRead>> ListMirrorReads() override;
 
   // ---- Quotas
   xet::Result<std::optional<QuotaRecord>> GetQuota(std::string_view ns) override;

@@ -29,7 +29,7 @@ inline constexpr size_t kPackedChunkSize = 40;
 // the term in the file (cumulative), so a byte range maps to terms by binary search.
 inline constexpr size_t kPackedTermSize = 52;
 
-// A lease's name and holder (LeaseIndex): 1 to 256 bytes each, on both backends; kMalformed otherwise.
+// A lease's name and holder (MirrorIndex): 1 to 256 bytes each, on both backends; kMalformed otherwise.
 inline xet::Status CheckLeaseNames(std::string_view name, std::string_view holder) {
   if (name.empty() || name.size() > 256 || holder.empty() || holder.size() > 256) {
     return xet::Malformed("a lease's name and holder are 1 to 256 bytes");

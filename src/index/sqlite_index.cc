@@ -218,12 +218,19 @@ CREATE TABLE compacted_xorbs(
   into_xorb BLOB NOT NULL CHECK (length(into_xorb) = 32),
   compacted_at INTEGER NOT NULL) WITHOUT ROWID;
 )sql",
-    // 17: leases on names (index.h's LeaseIndex): the mirror's one transfer per file across nodes.
+    // 17: leases on names (index.h's MirrorIndex): the mirror's one transfer per file across nodes.
     R"sql(
 CREATE TABLE leases(
   name TEXT PRIMARY KEY,
   holder TEXT NOT NULL,
   expires INTEGER NOT NULL) WITHOUT ROWID;
+)sql",
+    // 18: when each mirrored repository was last read (index.h's MirrorIndex): its eviction order.
+    R"sql(
+CREATE TABLE mirror_reads(
+  repo INTEGER PRIMARY KEY REFERENCES repos(id) ON DELETE CASCADE,
+  last_read INTEGER NOT NULL);
+CREATE INDEX mirror_reads_by_time ON mirror_reads(last_read);
 )sql",
 };
 static_assert(std::size(kMigrations) == SqliteIndex::kSchemaVersion);

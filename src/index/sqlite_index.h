@@ -47,7 +47,7 @@ struct SqliteOptions {
 
 class SqliteIndex final : public Index {
  public:
-  static constexpr int kSchemaVersion = 17;
+  static constexpr int kSchemaVersion = 18;
 
   static xet::Result<std::unique_ptr<SqliteIndex>> Open(SqliteOptions options);
   // Applies the missing migrations only (what Open does first); returns the versions before and after.
@@ -94,10 +94,12 @@ class SqliteIndex final : public Index {
   xet::Result<bool> AddSecret(std::string_view name, std::string_view value) override;
   xet::Result<bool> DeleteSecret(std::string_view name) override;
 
-  // ---- Leases (sqlite_lease.cc)
+  // ---- The mirror's leases and reads (sqlite_mirror.cc)
   xet::Result<bool> TakeLease(std::string_view name, std::string_view holder, int64_t now,
                               int64_t expires) override;
   xet::Status DropLease(std::string_view name, std::string_view holder) override;
+  xet::Status NoteMirrorRead(int64_t repo, int64_t at) override;
+  xet::Result<std::vector<MirrorRead>> ListMirrorReads() override;
 
   // ---- Quotas
   xet::Result<std::optional<QuotaRecord>> GetQuota(std::string_view ns) override;

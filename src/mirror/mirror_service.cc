@@ -60,7 +60,7 @@ struct MirrorService::Flight {
   bool relayed = false;          // its ranges are relayed (RelayPlan answers for it)
 };
 
-MirrorService::MirrorService(index::RepoIndex& index, index::LeaseIndex& leases, hub::HubService& hub,
+MirrorService::MirrorService(index::RepoIndex& index, index::MirrorIndex& leases, hub::HubService& hub,
                              files::FileService& files, cas::CasService& cas, MirrorOptions options)
     : index_(index),
       leases_(leases),
@@ -69,7 +69,26 @@ MirrorService::MirrorService(index::RepoIndex& index, index::LeaseIndex& leases,
       files_(files),
       cas_(cas),
       options_(std::move(options)),
-      upstream_(options_.upstream) {}
+      upstream_(options_.upstream) {
+  if (options_.max_bytes == 0 || options_.evict_interval.count() <= 0) return;
+  evictor_ = std::thread([this] {
+    std::unique_lock lock(mu_);
+    while (!stopping_) {
+      cv_.wait_for(lock, options_.evict_interval, [this] { return stopping_ || evict_due_; });
+      if (stopping_) break;
+      evict_due_ = false;
+      lock.unlock();
+      if (auto report = Evict(options_.max_bytes); !report.ok()) {
+        spdlog::warn("mirror: checking the size limit: {}", Printable(report.error().message, 300));
+      } else if (!report->evicted.empty()) {
+        spdlog::info(
+            "mirror: evicted {} repositories (least recently read) to stay within {} bytes: {} -> {}",
+            report->evicted.size(), options_.max_bytes, report->held_bytes, report->kept_bytes);
+      }
+      lock.lock();
+    }
+  });
+}
 
 MirrorService::~MirrorService() {
   std::vector<std::pair<std::shared_ptr<Flight>, std::thread>> fetchers;
@@ -78,6 +97,8 @@ MirrorService::~MirrorService() {
     stopping_ = true;
     fetchers.swap(fetchers_);
   }
+  cv_.notify_all();
+  if (evictor_.joinable()) evictor_.join();
   for (auto& f : fetchers) f.second.join();
 }
 
@@ -129,7 +150,11 @@ hub::Result<hub::Repo> MirrorService::Open(const hub::Caller& caller, const hub:
   if (options_.token_to_read && caller.anonymous()) {
     return Fail(ErrorKind::kUnauthorized, "", "mirrored repositories need a token of this server");
   }
-  if (found.ok()) return hub::Repo{std::move(*found)};
+  if (found.ok()) {
+    hub::Repo repo{std::move(*found)};
+    NoteRead(repo);
+    return repo;
+  }
   if (options_.offline) {
     return Fail(ErrorKind::kUnavailable, "", id.str() + " was never fetched, and this mirror is offline");
   }
@@ -139,6 +164,7 @@ hub::Result<hub::Repo> MirrorService::Open(const hub::Caller& caller, const hub:
   }
   // A repository of this name created here meanwhile (by a user, not a mirror) is read as such.
   if (synced.ok() && !hub::IsMirrored(synced->record)) return hub_.Open(caller, id, false);
+  if (synced.ok()) NoteRead(*synced);
   return synced;
 }
 
@@ -363,6 +389,7 @@ hub::Result<std::shared_ptr<MirrorService::Flight>> MirrorService::Join(const hu
     auto result = Fetch(repo, wanted, *flight);
     if (flight->spool) flight->spool->Finish(false);  // unless Fetch said every byte came
     std::lock_guard done_lock(mu_);
+    if (result.ok()) evict_due_ = true;
     flight->result = std::move(result);
     flight->done = true;
     flights_.erase(flight->key);
@@ -481,7 +508,7 @@ hub::Result<xet::FileHash> MirrorService::Fetch(const hub::Repo& repo, const Wan
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
   struct Drop {
-    index::LeaseIndex& leases;
+    index::MirrorIndex& leases;
     const std::string& lease;
     const std::string& holder;
     ~Drop() { (void)leases.DropLease(lease, holder); }
@@ -674,6 +701,77 @@ std::shared_ptr<const cas::RelayedRange> MirrorService::RelayOpen(const xet::Xor
     if (auto range = r->Open(xorb, first, last)) return range;
   }
   return nullptr;
+}
+
+void MirrorService::NoteRead(const hub::Repo& repo) {
+  const int64_t now = options_.clock->UnixSeconds();
+  {
+    std::lock_guard lock(mu_);
+    auto [it, added] = noted_at_.try_emplace(repo.record.id, now);
+    if (!added && now - it->second < 60) return;
+    it->second = now;
+  }
+  (void)leases_.NoteMirrorRead(repo.record.id, now);  // best effort: a read is served whatever the index says
+}
+
+hub::Result<EvictReport> MirrorService::Evict(uint64_t max_bytes) {
+  // Every mirrored repository, with its last read (0 for one never noted) and its large files' bytes.
+  struct Held {
+    index::RepoRecord record;
+    int64_t last_read = 0;
+    uint64_t bytes = 0;
+  };
+  auto reads = leases_.ListMirrorReads();
+  if (!reads.ok()) return hub::FromIndex(reads.error());
+  std::map<int64_t, int64_t> last_read;
+  for (const auto& r : *reads) last_read[r.repo] = r.last_read;
+  std::vector<Held> held;
+  for (const auto type : {index::RepoType::kModel, index::RepoType::kDataset, index::RepoType::kSpace}) {
+    std::optional<std::pair<std::string, std::string>> after;
+    for (;;) {
+      auto page = index_.ListRepos(type, std::nullopt, after, index::RepoIndex::kMaxListedRepos);
+      if (!page.ok()) return hub::FromIndex(page.error());
+      for (auto& r : *page) {
+        if (!hub::IsMirrored(r)) continue;
+        const auto it = last_read.find(r.id);
+        held.push_back(Held{.record = std::move(r), .last_read = it == last_read.end() ? 0 : it->second});
+      }
+      if (page->size() < index::RepoIndex::kMaxListedRepos) break;
+      after = std::pair{page->back().ns, page->back().name};
+    }
+  }
+  EvictReport report;
+  report.repos = held.size();
+  for (auto& h : held) {
+    // What the repository's read scope sees: the large files it published (small files live in the index).
+    auto listing = files_.List(h.record.read_scope, std::nullopt, 1);
+    if (!listing.ok()) return hub::FromIndex(listing.error());
+    h.bytes = listing->totals ? listing->totals->bytes : 0;
+    report.held_bytes += h.bytes;
+  }
+  report.kept_bytes = report.held_bytes;
+  std::sort(held.begin(), held.end(), [](const Held& a, const Held& b) {
+    return a.last_read != b.last_read ? a.last_read < b.last_read : a.record.id < b.record.id;
+  });
+  // The most recently read stays whatever its size: evicting what was just asked for would fetch it again.
+  for (size_t i = 0; i + 1 < held.size() && report.kept_bytes > max_bytes && max_bytes > 0; ++i) {
+    const Held& h = held[i];
+    {
+      std::lock_guard lock(mu_);
+      const std::string prefix = std::to_string(h.record.id) + ":";
+      const bool fetching = std::any_of(flights_.begin(), flights_.end(),
+                                        [&](const auto& f) { return f.first.starts_with(prefix); });
+      if (fetching) continue;
+    }
+    auto st = index_.DeleteRepo(h.record.id);
+    if (!st.ok() && st.error().code != xet::ErrorCode::kNotFound) return hub::FromIndex(st.error());
+    report.kept_bytes -= h.bytes;
+    report.evicted.push_back(RepoPath(hub::Repo{h.record}.id()));
+  }
+  std::lock_guard lock(mu_);
+  counters_.evicted_repos += report.evicted.size();
+  counters_.held_bytes = report.kept_bytes;
+  return report;
 }
 
 }  // namespace cairn::mirror

@@ -55,7 +55,21 @@ struct MirrorOptions {
   // Where the bytes of files being fetched are kept for plain downloads that read them as they arrive
   // (spool.h); empty: such downloads wait for the whole file.
   std::filesystem::path spool_dir{};
+  // The most bytes of large files mirrored repositories may hold (0: no limit). Past it, the least recently
+  // read mirrored repositories are evicted (Evict) — never a repository this server holds itself, never the
+  // most recently read one, never one with a file being fetched; their bytes are freed by the collector.
+  uint64_t max_bytes = 0;
+  // How often the limit is checked besides after each fetch (0: only when Evict is called).
+  std::chrono::seconds evict_interval{300};
   const Clock* clock = &Clock::System();
+};
+
+// What an eviction found and did.
+struct EvictReport {
+  uint64_t repos = 0;                // mirrored repositories
+  uint64_t held_bytes = 0;           // the sizes of their large files, before
+  uint64_t kept_bytes = 0;           // after
+  std::vector<std::string> evicted;  // their names ("datasets/ns/name"), least recently read first
 };
 
 // What a mirror did since it started (this node): for the metrics and `cairn mirror ls`.
@@ -69,13 +83,15 @@ struct MirrorCounters {
   uint64_t upstream_failures = 0;  // requests upstream could not answer
   uint64_t peer_fetches = 0;       // large files another node sharing the index fetched while this one waited
   uint64_t relayed_answers = 0;    // reconstructions answered with upstream's terms while the file came
+  uint64_t evicted_repos = 0;      // mirrored repositories evicted for the size limit
+  uint64_t held_bytes = 0;         // large files' bytes mirrored repositories held at the last check
   // Files whose Xet hash here is not the one upstream gave (upstream chunked them otherwise).
   uint64_t xet_hash_differs = 0;
 };
 
 class MirrorService {
  public:
-  MirrorService(index::RepoIndex& index, index::LeaseIndex& leases, hub::HubService& hub,
+  MirrorService(index::RepoIndex& index, index::MirrorIndex& leases, hub::HubService& hub,
                 files::FileService& files, cas::CasService& cas, MirrorOptions options);
   ~MirrorService();  // waits for the fetches in flight, which stop at their next block
   MirrorService(const MirrorService&) = delete;
@@ -128,6 +144,12 @@ class MirrorService {
                                                      uint64_t last);
   static constexpr int64_t kRelayedUrlSeconds = 600;
 
+  // Evicts the least recently read mirrored repositories until what they hold is within `max_bytes` (see
+  // MirrorOptions); with max_bytes 0, only measures. A repository's size is the sum of its large files'
+  // sizes, as its read scope's totals give them (a file two of them share counts in both; small files and
+  // history live in the index).
+  hub::Result<EvictReport> Evict(uint64_t max_bytes);
+
   MirrorCounters counters() const;
 
  private:
@@ -160,7 +182,7 @@ class MirrorService {
   std::optional<xet::FileHash> Linked(const hub::Repo& repo, const std::string& sha256);
 
   index::RepoIndex& index_;
-  index::LeaseIndex& leases_;
+  index::MirrorIndex& leases_;
   const std::string holder_;  // this service's name in leases: random
   hub::HubService& hub_;
   files::FileService& files_;
@@ -182,7 +204,13 @@ class MirrorService {
   std::vector<Relayed> relays_;  // guarded by mu_
   // Drops relays past their time (mu_ held).
   void PruneRelays();
-  MirrorCounters counters_;  // guarded by mu_
+  // Records a read of a mirrored repository in the index (its eviction order), at most once a minute per
+  // repository on this node.
+  void NoteRead(const hub::Repo& repo);
+  std::map<int64_t, int64_t> noted_at_;  // guarded by mu_: repository → unix seconds
+  bool evict_due_ = false;               // guarded by mu_: a fetch ended since the last check
+  std::thread evictor_;                  // checks the size limit (max_bytes > 0)
+  MirrorCounters counters_;              // guarded by mu_
 };
 
 }  // namespace cairn::mirror

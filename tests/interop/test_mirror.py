@@ -411,6 +411,49 @@ def test_prefetch_ls_and_evict(server, hub_py, tmp_path):
     assert len(mirror.cli("mirror", "ls", "--json").stdout.splitlines()) == 1
 
 
+@pytest.mark.backends("sqlite")
+def test_size_limit_evicts_the_least_recently_read(server, hub_py, tmp_path):
+    """mirror_max_bytes = 5 MiB and two mirrored repositories of 3 MiB each: once the second is stored, the server
+    evicts the first (the least recently read); `cairn mirror trim` measures what is held; the collector then
+    frees what the evicted repository held (its grace shortened here), and its next read copies it again."""
+    upstream = server()
+    owner = Hub(hub_py, tmp_path / "owner", upstream, upstream.token("alice", write=True))
+    weights = {name: write_random(tmp_path / f"{name}.bin", 3 * MiB, seed=120 + i) for i, name in enumerate("ab")}
+    owner.run(f"""
+        for name, path in {{"a": {str(weights["a"])!r}, "b": {str(weights["b"])!r}}}.items():
+            api.create_repo(f"alice/{{name}}")
+            api.upload_file(repo_id=f"alice/{{name}}", path_or_fileobj=path, path_in_repo="w.bin")
+    """)
+    mirror = mirror_of(server, upstream, CAIRN_MIRROR_MAX_BYTES="5MiB")
+    reader = Hub(hub_py, tmp_path / "reader", mirror, None)
+
+    def download(name: str) -> None:
+        reader.run(f"""hf_hub_download("alice/{name}", "w.bin", local_dir={str(tmp_path / f"got-{name}")!r})""")
+        assert_same_file(tmp_path / f"got-{name}" / "w.bin", weights[name])
+
+    download("a")
+    time.sleep(1.1)  # reads are recorded by the second: b's comes after a's
+    download("b")
+    for _ in range(300):
+        if metric(mirror, "cairn_mirror_evicted_repos") == 1:
+            break
+        time.sleep(0.1)
+    assert metric(mirror, "cairn_mirror_evicted_repos") == 1, mirror.requests_table()
+    listed = [json.loads(line)["repo"] for line in mirror.cli("mirror", "ls", "--json").stdout.splitlines()]
+    assert listed == ["alice/b"], listed
+    trim = json.loads(mirror.cli("mirror", "trim", "--json").stdout.strip().splitlines()[-1])
+    assert trim == {"repos": 1, "held_bytes": 3 * MiB, "kept_bytes": 3 * MiB, "limit_bytes": 5 * MiB,
+                    "evicted": []}, trim
+    # The collector frees what only the evicted repository used: one run marks it, the next (past the grace)
+    # sweeps it.
+    mirror.cli("gc", "--json", "--grace", "1s", "--force")
+    time.sleep(2)
+    swept = json.loads(mirror.cli("gc", "--json", "--grace", "1s", "--force").stdout.strip().splitlines()[-1])
+    assert swept["swept_xorbs"] >= 1 and swept["reclaimed_bytes"] >= 3 * MiB, swept
+    download("a")  # copied again
+    assert metric(mirror, "cairn_mirror_file_misses") == 3
+
+
 @pytest.mark.backends("postgres", "s3")
 def test_two_mirror_nodes_fetch_once(server, hub_py, tmp_path):
     """Two mirror nodes sharing an index and a store, clients on both asking for the same cold file at once:

@@ -1,5 +1,5 @@
-// The SQLite backend's lease slice (index.h's LeaseIndex): one row per name, taken by an upsert whose update
-// applies only to the holder's own row or a lapsed one.
+// The SQLite backend's mirror slice (index.h's MirrorIndex): leases, one row per name, taken by an upsert
+// whose update applies only to the holder's own row or a lapsed one; reads, one row per repository.
 #include <string>
 
 #include "index/records.h"
@@ -16,6 +16,12 @@ constexpr const char kTakeLease[] =
     "ON CONFLICT(name) DO UPDATE SET holder = excluded.holder, expires = excluded.expires "
     "WHERE leases.holder = excluded.holder OR leases.expires <= ?3";
 constexpr const char kDropLease[] = "DELETE FROM leases WHERE name = ?1 AND holder = ?2";
+// ?1 repo, ?2 at. The repository must exist (no row for one deleted meanwhile: its cascade ran already).
+constexpr const char kNoteMirrorRead[] =
+    "INSERT INTO mirror_reads(repo, last_read) SELECT ?1, ?2 WHERE EXISTS (SELECT 1 FROM repos WHERE id = "
+    "?1) "
+    "ON CONFLICT(repo) DO UPDATE SET last_read = max(last_read, excluded.last_read)";
+constexpr const char kListMirrorReads[] = "SELECT repo, last_read FROM mirror_reads ORDER BY last_read, repo";
 
 }  // namespace
 
@@ -47,6 +53,30 @@ xet::Status SqliteIndex::DropLease(std::string_view name, std::string_view holde
     s->Bind(2, holder);
     return c.Run(*s, "drop lease");
   });
+}
+
+xet::Status SqliteIndex::NoteMirrorRead(int64_t repo, int64_t at) {
+  return Write([&](Conn& c) -> xet::Status {
+    auto s = c.Prepare(kNoteMirrorRead);
+    if (!s.ok()) return s.error();
+    s->Bind(1, repo);
+    s->Bind(2, at);
+    if (auto run = c.Run(*s, "note mirror read"); !run.ok()) return run;
+    if (c.changes() == 0) return xet::NotFound("no repository " + std::to_string(repo));
+    return xet::Ok{};
+  });
+}
+
+xet::Result<std::vector<MirrorRead>> SqliteIndex::ListMirrorReads() {
+  auto r = AcquireReader();
+  if (!r.ok()) return r.error();
+  auto s = (*r)->Prepare(kListMirrorReads);
+  if (!s.ok()) return s.error();
+  std::vector<MirrorRead> out;
+  int rc = SQLITE_ROW;
+  while ((rc = s->Step()) == SQLITE_ROW) out.push_back(MirrorRead{.repo = s->Int(0), .last_read = s->Int(1)});
+  if (rc != SQLITE_DONE) return (*r)->Err("list mirror reads", rc);
+  return out;
 }
 
 }  // namespace cairn::index
