@@ -11,7 +11,7 @@ hf_xet, timed inside the client process around hf_hub_download):
           relaying its xorb ranges to the client as they arrive while it chunks and stores them);
   direct: from the upstream itself (the file uploaded directly to cairn);
   hit:    through the same mirror again (what it holds).
-Cold comes first; direct and hit alternate after it, each after a sync (the cold download's writes on disk). Then --clients clients download the file at once through another
+Each round: direct, cold, hit, each after a sync and --settle seconds of pause. Then --clients clients download the file at once through another
 fresh mirror: the upstream's bytes sent are counted (1.00 x the file is one transfer). Last, metadata on the warm
 mirror: 2,000 revision-info and 2,000 paths-info requests over one keep-alive connection, p50 and p99 latency.
 
@@ -98,6 +98,7 @@ def main() -> int:
     ap.add_argument("--size-mib", type=int, default=1024)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--clients", type=int, default=8)
+    ap.add_argument("--settle", type=float, default=10.0, help="seconds of pause before each download")
     ap.add_argument("--bin", default=str(REPO / "build/release/src/cli/cairn"))
     ap.add_argument("--python", default=str(REPO / ".venv/bin/python"))
     args = ap.parse_args()
@@ -122,12 +123,12 @@ def main() -> int:
             servers.append(m)
             ways = {"direct": lambda d: download(args, upstream, d), "cold": lambda d: download(args, m, d),
                     "hit": lambda d: download(args, m, d)}
-            # cold first on the fresh mirror; then, once its writes are on disk, direct and hit in turns (both
-            # read what the page cache holds by then).
-            order = ["cold", "direct", "hit"] if rnd % 2 == 0 else ["cold", "hit", "direct"]
-            for way in order:
-                if way != "cold":
-                    os.sync()
+            # direct, then cold on the fresh mirror, then hit; each once the machine has settled from the last
+            # (writes on disk, and a pause: freeing the last download's gigabyte slowed whichever download came
+            # next by up to 3x on this machine's disk, whatever it was).
+            for way in ["direct", "cold", "hit"]:
+                os.sync()
+                time.sleep(args.settle)
                 before = file_bytes(upstream)
                 t = ways[way](work / f"client-{rnd}-{way}")
                 times[way].append(t)
