@@ -81,8 +81,10 @@ void Reconstruction(cas::CasService& service, const std::shared_ptr<Exchange>& e
         answer = service.AnswerRelayed(std::move(*plan), version, max_ttl);
     };
     relayed();
-    if (not_found() && await_file && await_file(file)) {
-      answer = service.Reconstruct(file, scope, range, version, max_ttl);  // stored by now, or relayed
+    // Stored by now, or relayed — or its relay failed, and the file is waited for again (it comes another
+    // way).
+    for (int i = 0; i < 2 && not_found() && await_file && await_file(file); ++i) {
+      answer = service.Reconstruct(file, scope, range, version, max_ttl);
       relayed();
     }
     if (!answer) {
@@ -302,8 +304,11 @@ void RelayedTransfer(cas::CasService& service, cas::Relay& relay, std::string_vi
   }
   std::shared_ptr<const cas::RelayedRange> relayed;
   if (ranges.size() == 1) relayed = relay.Open(grant->xorb, ranges[0].start, ranges[0].end);
+  // A URL this server signed for a relay that is gone (it failed, or its time passed): a 403 makes the client
+  // ask for the reconstruction again, which the stored file (or a new relay) answers.
   if (!relayed)
-    return ex->Respond(ErrorResponse(xet::NotFound("xorb " + grant->xorb.hex() + " is not stored here")));
+    return ex->Respond(
+        ErrorResponse(xet::Denied("xorb " + grant->xorb.hex() + " is no longer relayed here")));
   const uint64_t length = relayed->length();
   Response r;
   r.status = 206;

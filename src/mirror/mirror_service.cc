@@ -586,6 +586,10 @@ hub::Result<xet::FileHash> MirrorService::Fetch(const hub::Repo& repo, const Wan
       spdlog::warn("mirror: {}: upstream's Xet transfer failed ({}); the rest comes through resolve",
                    Printable(wanted.what, 200), Printable(got.error().message, 300));
       relay = nullptr;
+      {
+        std::lock_guard lock(mu_);
+        flight.relayed = false;  // reconstructions wait for the file again
+      }
       continue;
     }
     if (got.error().code != xet::ErrorCode::kUnavailable || arrived == 0)
@@ -654,9 +658,14 @@ std::shared_ptr<Relay> MirrorService::StartRelay(const hub::Repo& repo, const hu
         return sink(block);
       });
     };
-    (void)relay->Receive(fetch, [this] { return Stopping(); });
-    // Kept while clients may still hold its URLs (they expire within kRelayedUrlSeconds of an answer).
+    const auto received = relay->Receive(fetch, [this] { return Stopping(); });
     std::lock_guard lock(mu_);
+    if (!received.ok()) {
+      // Answered no more: the file comes through resolve, and readers of its ranges ask again (403).
+      std::erase_if(relays_, [&](const Relayed& r) { return r.relay == relay; });
+      return;
+    }
+    // Kept while clients may still hold its URLs (they expire within kRelayedUrlSeconds of an answer).
     for (auto& r : relays_) {
       if (r.relay == relay && r.keep_until == INT64_MAX)
         r.keep_until = options_.clock->UnixSeconds() + kRelayedUrlSeconds;

@@ -112,7 +112,8 @@ class HubFaultProxy:
     """An HTTP proxy in front of an upstream `cairn serve`, shaped like the real Hub and failing as the tests
     say (a mirror's upstream): every request is forwarded and its answer streamed back, except that
 
-    - `fail(status, count, retry_after)`: the next `count` requests answer `status` (429, 5xx) at once;
+    - `fail(status, count, retry_after, only)`: the next `count` requests (whose path contains `only`, when
+      given) answer `status` (429, 5xx, or a 404 that is not retried) at once;
     - `cut(after_bytes, count)`: the next `count` file downloads stop after `after_bytes` bytes of body (the
       connection closes mid-answer);
     - `down = True`: every connection is closed before an answer;
@@ -134,7 +135,7 @@ class HubFaultProxy:
 
         self.upstream = upstream_url.rstrip("/")
         self.lock = threading.Lock()
-        self.failures: list[tuple[int, str | None]] = []
+        self.failures: list[tuple[int, str | None, str | None]] = []
         self.cuts: list[int] = []
         self.down = False
         self.redirect = False
@@ -168,9 +169,9 @@ class HubFaultProxy:
         self.url = f"http://127.0.0.1:{self.port}"
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
-    def fail(self, status: int, count: int = 1, retry_after: str | None = None) -> None:
+    def fail(self, status: int, count: int = 1, retry_after: str | None = None, only: str | None = None) -> None:
         with self.lock:
-            self.failures += [(status, retry_after)] * count
+            self.failures += [(status, retry_after, only)] * count
 
     def cut(self, after_bytes: int, count: int = 1) -> None:
         with self.lock:
@@ -197,8 +198,9 @@ class HubFaultProxy:
             return
         with self.lock:
             self.requests[(method, h.path)] = self.requests.get((method, h.path), 0) + 1
-            failure = self.failures.pop(0) if self.failures else None
-            if failure:
+            failure = None
+            if self.failures and (self.failures[0][2] is None or self.failures[0][2] in h.path):
+                failure = self.failures.pop(0)
                 self.failed += 1
         for old, new in self.moved.items():
             if h.path == old or h.path.startswith(old + "/") or h.path.startswith(old + "?"):
@@ -208,7 +210,7 @@ class HubFaultProxy:
                 h.end_headers()
                 return
         if failure:
-            status, retry_after = failure
+            status, retry_after, _ = failure
             h.send_response(status)
             if retry_after:
                 h.send_header("Retry-After", retry_after)

@@ -281,7 +281,7 @@ def test_upstream_faults(server, hub_py, tmp_path):
     files = {name: write_random(tmp_path / name, size, seed=60 + i)
              for i, (name, size) in enumerate([("a.bin", 3 * MiB), ("b.bin", 2 * MiB), ("c.bin", 4 * MiB),
                                                ("d.bin", 1 * MiB), ("plain.bin", 3 * MiB + 1),
-                                               ("e.bin", 2 * MiB + 5)])}
+                                               ("e.bin", 2 * MiB + 5), ("f.bin", 2 * MiB + 9)])}
     folder = tmp_path / "model"
     folder.mkdir()
     for name, path in files.items():
@@ -315,6 +315,11 @@ def test_upstream_faults(server, hub_py, tmp_path):
         fetch("c.bin")
         assert sent_once(proxy.body_bytes - before, files["c.bin"].stat().st_size)  # resumed, nothing twice
         assert proxy.count("GET", "/v1/transfer/") >= 2
+        # A xorb transfer refused for good (404): the relay gives up, the file comes through resolve instead.
+        resolved = proxy.count("GET", "/resolve/")
+        proxy.fail(404, 1, only="/v1/transfer/")
+        fetch("f.bin")
+        assert proxy.count("GET", "/resolve/") > resolved
         proxy.xet_through = False
         # The same cut of a file without Xet upstream (resolve's bytes): resumed with a Range.
         proxy.strip_xet = {"e.bin"}
@@ -338,7 +343,7 @@ def test_upstream_faults(server, hub_py, tmp_path):
                 break
             time.sleep(0.1)
         assert plain.get("xetHash"), plain  # chunked here: it has a Xet hash on the mirror
-        assert metric(mirror, "cairn_mirror_file_misses") == 6
+        assert metric(mirror, "cairn_mirror_file_misses") == 7
 
         proxy.down = True
         again = Hub(hub_py, tmp_path / "again", mirror, None)
