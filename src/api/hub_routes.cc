@@ -49,12 +49,6 @@ std::string IsoDate(int64_t unix_seconds) {
   return IsoDateMs(unix_seconds * 1000);
 }
 
-// The path of a repository's page: "alice/model", "datasets/alice/data".
-std::string RepoPath(const hub::RepoId& id) {
-  if (id.type == hub::RepoType::kModel) return id.str();
-  return std::string(hub::Plural(id.type)) + "/" + id.str();
-}
-
 // Small files' bytes as a source for range answers.
 class MemorySource final : public http::ByteSource {
  public:
@@ -164,7 +158,7 @@ class HubRoutes {
     return hub_.Resolve(repo, revision);
   }
 
-  std::string RepoUrl(const hub::RepoId& id) const { return options_.public_url + "/" + RepoPath(id); }
+  std::string RepoUrl(const hub::RepoId& id) const { return options_.public_url + "/" + hub::RepoPath(id); }
 
   json::object EntryJson(const hub::PathInfo& p) const {
     json::object o;

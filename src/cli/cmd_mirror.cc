@@ -47,10 +47,6 @@ std::optional<RepoArg> ParseRepoArg(std::string text, bool with_revision) {
   return out;
 }
 
-std::string Named(const hub::RepoId& id) {
-  return id.type == hub::RepoType::kModel ? id.str() : std::string(hub::Plural(id.type)) + "/" + id.str();
-}
-
 // The command's configuration and backend; prints why not (exit status in *status).
 struct Opened {
   config::Config cfg;
@@ -116,7 +112,7 @@ int RunMirrorLs(const MirrorCommandOptions& opts) {
           std::cerr << "cairn mirror ls: " << refs.error().message << "\n";
           return 1;
         }
-        const std::string name = Named({r.type, r.ns, r.name});
+        const std::string name = hub::RepoPath({r.type, r.ns, r.name});
         boost::json::object out{{"repo", name}, {"fetched_at", r.created_at}};
         boost::json::object targets;
         std::string line = name;
@@ -164,7 +160,7 @@ int RunMirrorPrefetch(const MirrorCommandOptions& opts) {
   auto repo = mirror.Open(caller, arg->id);
   if (!repo) return fail(repo.error());
   if (!hub::IsMirrored(repo->record)) {
-    std::cerr << "cairn mirror prefetch: " << Named(arg->id) << " is held here, not mirrored\n";
+    std::cerr << "cairn mirror prefetch: " << hub::RepoPath(arg->id) << " is held here, not mirrored\n";
     return 2;
   }
   auto commit = mirror.Resolve(*repo, arg->revision.empty() ? hub.options().default_branch : arg->revision);
@@ -179,8 +175,8 @@ int RunMirrorPrefetch(const MirrorCommandOptions& opts) {
       total += e.size;
     }
   }
-  std::cerr << Named(arg->id) << "@" << commit->hex() << ": " << entries->size() << " entries, " << large
-            << " large files (" << total << " bytes)\n";
+  std::cerr << hub::RepoPath(arg->id) << "@" << commit->hex() << ": " << entries->size() << " entries, "
+            << large << " large files (" << total << " bytes)\n";
   for (const auto& e : *entries) {
     if (e.is_dir || !e.lfs) continue;
     auto file = mirror.Large(*repo, *commit, e);
@@ -189,7 +185,7 @@ int RunMirrorPrefetch(const MirrorCommandOptions& opts) {
   }
   const auto c = mirror.counters();
   if (opts.json) {
-    std::cout << boost::json::serialize(boost::json::object{{"repo", Named(arg->id)},
+    std::cout << boost::json::serialize(boost::json::object{{"repo", hub::RepoPath(arg->id)},
                                                             {"commit", commit->hex()},
                                                             {"large_files", large},
                                                             {"fetched", c.files_fetched},
@@ -198,7 +194,7 @@ int RunMirrorPrefetch(const MirrorCommandOptions& opts) {
                                                             {"stored_bytes", c.new_bytes}})
               << "\n";
   } else {
-    std::cout << Named(arg->id) << "@" << commit->hex() << ": " << large << " large files, "
+    std::cout << hub::RepoPath(arg->id) << "@" << commit->hex() << ": " << large << " large files, "
               << c.files_fetched << " fetched (" << c.upstream_bytes << " bytes from upstream, "
               << c.new_bytes << " stored), " << c.file_hits << " held already\n";
   }
@@ -217,11 +213,12 @@ int RunMirrorEvict(const MirrorCommandOptions& opts) {
   index::Index& index = *opened->backend.index;
   auto found = index.FindRepo(arg->id.type, arg->id.ns, arg->id.name);
   if (!found) {
-    std::cerr << "cairn mirror evict: " << Named(arg->id) << ": " << found.error().message << "\n";
+    std::cerr << "cairn mirror evict: " << hub::RepoPath(arg->id) << ": " << found.error().message << "\n";
     return found.error().code == xet::ErrorCode::kNotFound ? 2 : 1;
   }
   if (!hub::IsMirrored(*found)) {
-    std::cerr << "cairn mirror evict: " << Named(arg->id) << " is held here, not mirrored: nothing evicted\n";
+    std::cerr << "cairn mirror evict: " << hub::RepoPath(arg->id)
+              << " is held here, not mirrored: nothing evicted\n";
     return 2;
   }
   if (auto st = index.DeleteRepo(found->id); !st) {
@@ -229,7 +226,7 @@ int RunMirrorEvict(const MirrorCommandOptions& opts) {
     return 1;
   }
   std::cout
-      << "evicted " << Named(arg->id)
+      << "evicted " << hub::RepoPath(arg->id)
       << ": the collector frees what nothing else uses once gc_grace has passed; a read copies it again\n";
   return 0;
 }

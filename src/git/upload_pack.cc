@@ -26,10 +26,6 @@ constexpr size_t kBlobBatch = 64;
 using IdHash = hub::ObjectIdHash;
 using IdSet = std::unordered_set<ObjectId, IdHash>;
 
-std::vector<uint8_t> KeyOf(const ObjectId& id) {
-  return {id.bytes.begin(), id.bytes.end()};
-}
-
 bool StartsWith(std::string_view s, std::string_view prefix) {
   return s.substr(0, prefix.size()) == prefix;
 }
@@ -49,7 +45,7 @@ xet::Result<std::unordered_map<ObjectId, index::RepoObject, IdHash>> ReadObjects
   std::unordered_map<ObjectId, index::RepoObject, IdHash> out;
   for (size_t i = 0; i < ids.size(); i += batch) {
     std::vector<std::vector<uint8_t>> keys;
-    for (size_t j = i; j < std::min(ids.size(), i + batch); ++j) keys.push_back(KeyOf(ids[j]));
+    for (size_t j = i; j < std::min(ids.size(), i + batch); ++j) keys.push_back(ids[j].key());
     auto got = index.GetRepoObjects(repo, keys);
     if (!got.ok()) return got.error();
     for (size_t j = 0; j < keys.size(); ++j) {
@@ -69,7 +65,7 @@ xet::Result<std::unordered_map<ObjectId, Head, IdHash>> ReadHeads(index::RepoInd
   std::unordered_map<ObjectId, Head, IdHash> out;
   for (size_t i = 0; i < ids.size(); i += kBatch) {
     std::vector<std::vector<uint8_t>> keys;
-    for (size_t j = i; j < std::min(ids.size(), i + kBatch); ++j) keys.push_back(KeyOf(ids[j]));
+    for (size_t j = i; j < std::min(ids.size(), i + kBatch); ++j) keys.push_back(ids[j].key());
     auto got = index.GetRepoObjectHeads(repo, keys, 0);
     if (!got.ok()) return got.error();
     for (size_t j = 0; j < keys.size(); ++j) {

@@ -26,6 +26,8 @@ struct ObjectId {
   static std::optional<ObjectId> FromHex(std::string_view hex);          // 40 hex digits, either case
   static std::optional<ObjectId> FromBytes(std::span<const uint8_t> b);  // exactly 20 bytes
   std::string hex() const;
+  // Its key in the index (index::RepoObject::key): the id's bytes.
+  std::vector<uint8_t> key() const { return {bytes.begin(), bytes.end()}; }
   friend bool operator==(const ObjectId&, const ObjectId&) = default;
   friend std::strong_ordering operator<=>(const ObjectId&, const ObjectId&) = default;
 };

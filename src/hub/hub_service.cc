@@ -86,6 +86,11 @@ std::optional<RepoType> TypeFromPlural(std::string_view plural) {
   return std::nullopt;
 }
 
+std::string RepoPath(const RepoId& id) {
+  if (id.type == RepoType::kModel) return id.str();
+  return std::string(Plural(id.type)) + "/" + id.str();
+}
+
 std::string_view Plural(RepoType type) {
   switch (type) {
     case RepoType::kModel:

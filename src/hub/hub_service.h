@@ -77,6 +77,8 @@ struct RepoId {
 // "models", "datasets", "spaces" (the /api/{type}s/ segment) and back.
 std::optional<RepoType> TypeFromPlural(std::string_view plural);
 std::string_view Plural(RepoType type);
+// The path of a repository's pages and git URL: "alice/model", "datasets/alice/data", "spaces/alice/app".
+std::string RepoPath(const RepoId& id);
 // A namespace or repository name the Hub accepts: letters, digits, '-', '_', '.', at most 96 characters,
 // starting and ending with a letter or digit, no "--" or "..".
 bool ValidName(std::string_view name);

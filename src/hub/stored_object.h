@@ -17,7 +17,7 @@ namespace cairn::hub {
 
 // An object's key in the index: its id's bytes.
 inline std::vector<uint8_t> KeyOf(const ObjectId& id) {
-  return {id.bytes.begin(), id.bytes.end()};
+  return id.key();
 }
 
 // The object `body` of `kind` as the index stores it; its id in *id_out when given.

@@ -21,10 +21,6 @@ hub::Error Fail(ErrorKind kind, std::string code, std::string message) {
   return hub::Error{kind, std::move(code), std::move(message)};
 }
 
-std::vector<uint8_t> KeyOf(const hub::ObjectId& id) {
-  return {id.bytes.begin(), id.bytes.end()};
-}
-
 // A pack's objects as the index stores them, each checked as a push's are: commits and trees parse (no
 // submodule), so that nothing is stored that the Hub's routes could not serve.
 xet::Result<std::vector<index::RepoObject>> Checked(std::vector<hub::RawObject> objects) {
@@ -43,7 +39,7 @@ xet::Result<std::vector<index::RepoObject>> Checked(std::vector<hub::RawObject> 
       }
     }
     out.push_back(index::RepoObject{
-        .key = KeyOf(o.id), .kind = static_cast<uint8_t>(o.kind), .data = std::move(o.body)});
+        .key = o.id.key(), .kind = static_cast<uint8_t>(o.kind), .data = std::move(o.body)});
   }
   return out;
 }
@@ -192,7 +188,7 @@ hub::Result<hub::Repo> MirrorService::Sync(const hub::RepoId& id, const hub::Rep
     std::vector<hub::ObjectId> targets;
     for (const auto& r : *refs) {
       if (seen.insert(r.target).second) {
-        keys.push_back(KeyOf(r.target));
+        keys.push_back(r.target.key());
         targets.push_back(r.target);
       }
     }
@@ -208,14 +204,9 @@ hub::Result<hub::Repo> MirrorService::Sync(const hub::RepoId& id, const hub::Rep
   }
   std::vector<index::RepoObject> objects;
   if (!wants.empty()) {
-    auto pack = upstream_.FetchPack(id, wants, haves);
-    if (!pack.ok()) return Failed(pack.error(), id.str());
-    auto read = git::ReadPack(*pack, git::PackLimits{});
-    if (!read.ok())
-      return Fail(ErrorKind::kUnavailable, "", id.str() + ": upstream's pack: " + read.error().message);
-    auto checked = Checked(std::move(*read));
-    if (!checked.ok()) return Fail(ErrorKind::kUnavailable, "", id.str() + ": " + checked.error().message);
-    objects = std::move(*checked);
+    auto fetched = FetchObjects(id, wants, haves);
+    if (!fetched.ok()) return Failed(fetched.error(), id.str());
+    objects = std::move(*fetched);
   }
 
   const int64_t now = options_.clock->UnixSeconds();
@@ -230,7 +221,7 @@ hub::Result<hub::Repo> MirrorService::Sync(const hub::RepoId& id, const hub::Rep
                          .read_scope = hub::NewRepoScope(),
                          .objects = std::move(objects),
                          .refs = {}};
-    for (const auto& r : *refs) fresh.refs.push_back(index::Ref{r.kind, r.name, KeyOf(r.target)});
+    for (const auto& r : *refs) fresh.refs.push_back(index::Ref{r.kind, r.name, r.target.key()});
     auto created = index_.CreateRepo(fresh);
     if (!created.ok()) {
       if (created.error().code != xet::ErrorCode::kConflict) return hub::FromIndex(created.error());
@@ -259,8 +250,8 @@ hub::Result<hub::Repo> MirrorService::Sync(const hub::RepoId& id, const hub::Rep
     };
     for (const auto& r : *refs) {
       const index::Ref* held = find_local(r.kind, r.name);
-      if (held != nullptr && held->target == KeyOf(r.target)) continue;
-      index::RefUpdate u{r.kind, r.name, std::nullopt, KeyOf(r.target)};
+      if (held != nullptr && held->target == r.target.key()) continue;
+      index::RefUpdate u{r.kind, r.name, std::nullopt, r.target.key()};
       if (held != nullptr) u.expected = held->target;
       if (auto st = index_.UpdateRef(repo.record.id, u);
           !st.ok() && st.error().code != xet::ErrorCode::kConflict)
@@ -279,6 +270,15 @@ hub::Result<hub::Repo> MirrorService::Sync(const hub::RepoId& id, const hub::Rep
   std::lock_guard lock(mu_);
   synced_at_[repo.record.id] = now;
   return repo;
+}
+
+xet::Result<std::vector<index::RepoObject>> MirrorService::FetchObjects(
+    const hub::RepoId& id, const std::vector<hub::ObjectId>& wants, const std::vector<hub::ObjectId>& haves) {
+  auto pack = upstream_.FetchPack(id, wants, haves);
+  if (!pack.ok()) return pack.error();
+  auto read = git::ReadPack(*pack, git::PackLimits{});
+  if (!read.ok()) return xet::Malformed("upstream's pack: " + read.error().message);
+  return Checked(std::move(*read));
 }
 
 hub::Result<hub::RepoId> MirrorService::Canonical(hub::RepoType type, std::string_view name) {
@@ -317,17 +317,14 @@ hub::Result<hub::ObjectId> MirrorService::Resolve(const hub::Repo& repo, std::st
   auto now = hub_.Resolve(*synced, revision);
   if (now.ok() || !commit_id || now.error().kind != ErrorKind::kNotFound) return now;
   // A commit no ref of upstream names (an older one, or a pull request's): asked for by its id.
-  auto pack = upstream_.FetchPack(repo.id(), {*hub::ObjectId::FromHex(revision)}, {});
-  if (!pack.ok()) {
-    if (pack.error().code == xet::ErrorCode::kNotFound || pack.error().code == xet::ErrorCode::kMalformed)
+  auto fetched = FetchObjects(repo.id(), {*hub::ObjectId::FromHex(revision)}, {});
+  if (!fetched.ok()) {
+    if (fetched.error().code == xet::ErrorCode::kNotFound ||
+        fetched.error().code == xet::ErrorCode::kMalformed)
       return now;
-    return Failed(pack.error(), repo.id().str());
+    return Failed(fetched.error(), repo.id().str());
   }
-  auto read = git::ReadPack(*pack, git::PackLimits{});
-  if (!read.ok()) return now;
-  auto checked = Checked(std::move(*read));
-  if (!checked.ok()) return now;
-  if (auto st = index_.PutRepoObjects(repo.record.id, *checked); !st.ok()) return hub::FromIndex(st.error());
+  if (auto st = index_.PutRepoObjects(repo.record.id, *fetched); !st.ok()) return hub::FromIndex(st.error());
   return hub_.Resolve(repo, revision);
 }
 
@@ -427,23 +424,34 @@ hub::Result<xet::FileHash> MirrorService::LargeBySha256(const hub::Repo& repo,
           }};
   auto flight = Join(repo, wanted);
   if (!flight.ok()) return flight.error();
-  std::unique_lock lock(mu_);
-  cv_.wait(lock, [&] { return (*flight)->done; });
-  return *(*flight)->result;
+  return Settle(**flight);
 }
 
-hub::Result<MirrorService::Pending> MirrorService::Begin(const hub::Repo& repo, const hub::ObjectId& commit,
-                                                         const hub::PathInfo& info) {
+hub::Result<xet::FileHash> MirrorService::Settle(Flight& flight) {
+  std::unique_lock lock(mu_);
+  cv_.wait(lock, [&] { return flight.done; });
+  return *flight.result;
+}
+
+hub::Result<std::shared_ptr<MirrorService::Flight>> MirrorService::FlightOf(const hub::Repo& repo,
+                                                                            const hub::ObjectId& commit,
+                                                                            const hub::PathInfo& info) {
   if (info.xet) {
     std::lock_guard lock(mu_);
     ++counters_.file_hits;
-    return Pending{.xet = info.xet, .held = true, .spool = nullptr};
+    return std::shared_ptr<Flight>();
   }
   if (!info.lfs || !hub::IsMirrored(repo.record)) {
     return Fail(ErrorKind::kInternal, "", info.path + " is not a large file of a mirrored repository");
   }
-  auto flight = Join(repo, FromPath(repo, commit, info));
+  return Join(repo, FromPath(repo, commit, info));
+}
+
+hub::Result<MirrorService::Pending> MirrorService::Begin(const hub::Repo& repo, const hub::ObjectId& commit,
+                                                         const hub::PathInfo& info) {
+  auto flight = FlightOf(repo, commit, info);
   if (!flight.ok()) return flight.error();
+  if (!*flight) return Pending{.xet = info.xet, .held = true, .spool = nullptr};
   std::lock_guard lock(mu_);
   if ((*flight)->done) {
     if (!(*flight)->result->ok()) return (*flight)->result->error();
@@ -454,19 +462,10 @@ hub::Result<MirrorService::Pending> MirrorService::Begin(const hub::Repo& repo, 
 
 hub::Result<xet::FileHash> MirrorService::Large(const hub::Repo& repo, const hub::ObjectId& commit,
                                                 const hub::PathInfo& info) {
-  if (info.xet) {
-    std::lock_guard lock(mu_);
-    ++counters_.file_hits;
-    return *info.xet;
-  }
-  if (!info.lfs || !hub::IsMirrored(repo.record)) {
-    return Fail(ErrorKind::kInternal, "", info.path + " is not a large file of a mirrored repository");
-  }
-  auto flight = Join(repo, FromPath(repo, commit, info));
+  auto flight = FlightOf(repo, commit, info);
   if (!flight.ok()) return flight.error();
-  std::unique_lock lock(mu_);
-  cv_.wait(lock, [&] { return (*flight)->done; });
-  return *(*flight)->result;
+  if (!*flight) return *info.xet;
+  return Settle(**flight);
 }
 
 bool MirrorService::Await(const xet::FileHash& file) {
@@ -775,7 +774,7 @@ hub::Result<EvictReport> MirrorService::Evict(uint64_t max_bytes) {
     auto st = index_.DeleteRepo(h.record.id);
     if (!st.ok() && st.error().code != xet::ErrorCode::kNotFound) return hub::FromIndex(st.error());
     report.kept_bytes -= h.bytes;
-    report.evicted.push_back(RepoPath(hub::Repo{h.record}.id()));
+    report.evicted.push_back(hub::RepoPath(hub::Repo{h.record}.id()));
   }
   std::lock_guard lock(mu_);
   counters_.evicted_repos += report.evicted.size();

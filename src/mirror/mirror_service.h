@@ -166,6 +166,16 @@ class MirrorService {
   Wanted FromPath(const hub::Repo& repo, const hub::ObjectId& commit, const hub::PathInfo& info) const;
   // The file's flight, started when there is none: described by upstream (or failed) when it returns.
   hub::Result<std::shared_ptr<Flight>> Join(const hub::Repo& repo, const Wanted& wanted);
+  // The flight of a large file of a mirrored repository at a path; null when it is held already (a hit).
+  hub::Result<std::shared_ptr<Flight>> FlightOf(const hub::Repo& repo, const hub::ObjectId& commit,
+                                                const hub::PathInfo& info);
+  // Waits for a flight's end: what it stored, or why not.
+  hub::Result<xet::FileHash> Settle(Flight& flight);
+  // The objects `wants` reach less what `haves` reach, from upstream's upload-pack, each checked as a push's
+  // are (kMalformed for a pack or an object cairn refuses).
+  xet::Result<std::vector<index::RepoObject>> FetchObjects(const hub::RepoId& id,
+                                                           const std::vector<hub::ObjectId>& wants,
+                                                           const std::vector<hub::ObjectId>& haves);
   // Copies upstream's refs (and the history they reach that is not held) into the repository, creating it
   // when `existing` is null. The repository as it is after.
   hub::Result<hub::Repo> Sync(const hub::RepoId& id, const hub::Repo* existing);

@@ -27,11 +27,6 @@ std::string GitRequest(std::string_view command) {
 
 }  // namespace
 
-std::string RepoPath(const hub::RepoId& id) {
-  if (id.type == hub::RepoType::kModel) return id.str();
-  return std::string(hub::Plural(id.type)) + "/" + id.str();
-}
-
 Upstream::Upstream(UpstreamOptions options) : options_(std::move(options)) {
   while (!options_.url.empty() && options_.url.back() == '/') options_.url.pop_back();
 }
@@ -41,7 +36,7 @@ std::vector<std::string> Upstream::AuthHeaders() const {
 }
 
 std::string Upstream::GitUrl(const hub::RepoId& repo) const {
-  return options_.url + "/" + RepoPath(repo) + ".git/git-upload-pack";
+  return options_.url + "/" + hub::RepoPath(repo) + ".git/git-upload-pack";
 }
 
 xet::Result<std::string> Upstream::GitCommand(const hub::RepoId& repo, const std::string& request,
@@ -193,7 +188,7 @@ std::string Upstream::FileUrl(const hub::RepoId& repo, const hub::ObjectId& comm
     encoded += PercentEncode(path.substr(start, slash - start));
     start = slash + 1;
   }
-  return options_.url + "/" + RepoPath(repo) + "/resolve/" + commit.hex() + "/" + encoded;
+  return options_.url + "/" + hub::RepoPath(repo) + "/resolve/" + commit.hex() + "/" + encoded;
 }
 
 namespace {
@@ -243,7 +238,7 @@ xet::Result<UpstreamFile> Upstream::DownloadObject(const hub::RepoId& repo, cons
       {"transfers", boost::json::array{"basic"}},
       {"objects", boost::json::array{boost::json::object{{"oid", pointer.sha256}, {"size", pointer.size}}}},
       {"hash_algo", "sha256"}};
-  auto answer = http.Send("POST", options_.url + "/" + RepoPath(repo) + ".git/info/lfs/objects/batch",
+  auto answer = http.Send("POST", options_.url + "/" + hub::RepoPath(repo) + ".git/info/lfs/objects/batch",
                           headers, boost::json::serialize(request));
   if (!answer.ok()) return answer.error();
   if (answer->status != 200) return StatusError("the LFS object " + pointer.sha256, answer->status);

@@ -107,7 +107,4 @@ class Upstream {
   UpstreamOptions options_;
 };
 
-// The path of a repository's pages: "alice/model", "datasets/alice/data", "spaces/alice/app".
-std::string RepoPath(const hub::RepoId& id);
-
 }  // namespace cairn::mirror
