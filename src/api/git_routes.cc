@@ -325,6 +325,17 @@ class GitRoutes {
     auto repo = (options_.mirror != nullptr && !write) ? options_.mirror->Open(caller, id)
                                                        : hub_.Open(caller, id, write);
     if (!repo) {
+      if (repo.error().kind == hub::ErrorKind::kNotFound && options_.mirror != nullptr) {
+        // Renamed upstream: git follows the redirect to the new name.
+        if (auto to = options_.mirror->RenamedTo(id)) {
+          if (auto target = RenamedTarget(req.target, id, *to)) {
+            Response moved = Text(307, "moved to " + to->str() + "\n");
+            moved.Header("Location", *target);
+            ex->Respond(std::move(moved));
+            return std::nullopt;
+          }
+        }
+      }
       if (repo.error().kind == hub::ErrorKind::kNotFound) return not_found();
       if (repo.error().kind == hub::ErrorKind::kUnauthorized) {
         ex->Respond(Unauthorized("Authentication required"));

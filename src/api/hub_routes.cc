@@ -146,6 +146,16 @@ class HubRoutes {
       // Reads go through the mirror when there is one: it copies a repository this server does not hold.
       auto repo = (options_.mirror != nullptr && !write) ? options_.mirror->Open(rr.caller, rr.id)
                                                          : hub_.Open(rr.caller, rr.id, write);
+      if (!repo && repo.error().kind == hub::ErrorKind::kNotFound && options_.mirror != nullptr) {
+        // Renamed upstream: the client is sent to the new name, as the Hub sends it.
+        if (auto to = options_.mirror->RenamedTo(rr.id)) {
+          if (auto target = RenamedTarget(ex->request().target, rr.id, *to)) {
+            Response moved = HubErrorResponse(307, "", "moved to " + to->str());
+            moved.Header("Location", *target);
+            return ex->Respond(std::move(moved));
+          }
+        }
+      }
       if (!repo) return ex->Respond(HubErrorResponse(repo.error()));
       fn(rr, *repo);
     });

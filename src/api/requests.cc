@@ -6,6 +6,7 @@
 #include <map>
 
 #include "common/base64.h"
+#include "common/percent_encode.h"
 
 namespace cairn::api {
 namespace {
@@ -540,6 +541,20 @@ Parsed<LfsCompletionBody> ParseLfsCompletionBody(std::string_view body) {
     out.parts.emplace_back(n, std::move(*etag));
   }
   return out;
+}
+
+std::optional<std::string> RenamedTarget(std::string_view target, const hub::RepoId& from,
+                                         const hub::RepoId& to) {
+  const std::string old_path = "/" + PercentEncode(from.ns) + "/" + PercentEncode(from.name);
+  for (size_t at = target.find(old_path); at != std::string_view::npos; at = target.find(old_path, at + 1)) {
+    const size_t end = at + old_path.size();
+    // The whole name ("/ns/old", not "/ns/older"): what follows is the path's next segment, ".git", a query,
+    // or nothing.
+    if (end < target.size() && target[end] != '/' && target[end] != '.' && target[end] != '?') continue;
+    return std::string(target.substr(0, at)) + "/" + PercentEncode(to.ns) + "/" + PercentEncode(to.name) +
+           std::string(target.substr(end));
+  }
+  return std::nullopt;
 }
 
 }  // namespace cairn::api

@@ -162,4 +162,10 @@ struct LfsCompletionBody {
 };
 Parsed<LfsCompletionBody> ParseLfsCompletionBody(std::string_view body);
 
+// A request target naming repository `from` ("/api/models/ns/old/revision/main", "/ns/old/resolve/…",
+// "/ns/old.git/info/refs") with `to`'s namespace and name instead (a renamed repository's redirect); nullopt
+// when the target does not name `from` where a repository's path goes.
+std::optional<std::string> RenamedTarget(std::string_view target, const hub::RepoId& from,
+                                         const hub::RepoId& to);
+
 }  // namespace cairn::api

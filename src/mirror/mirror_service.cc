@@ -156,6 +156,13 @@ hub::Result<hub::Repo> MirrorService::Open(const hub::Caller& caller, const hub:
   }
   auto synced = Sync(id, nullptr);
   if (!synced.ok() && synced.error().kind == ErrorKind::kNotFound) {
+    // Renamed upstream? Its API redirects the old name to the new one; the routes redirect the client there.
+    if (auto now = upstream_.Canonical(id.type, id.str());
+        now.ok() && !(now->ns == id.ns && now->name == id.name)) {
+      std::lock_guard lock(mu_);
+      if (renamed_.size() >= kMaxRenamed) renamed_.clear();
+      renamed_[hub::RepoPath(id)] = *now;
+    }
     return Fail(ErrorKind::kNotFound, "RepoNotFound", "Repository not found");
   }
   // A repository of this name created here meanwhile (by a user, not a mirror) is read as such.
@@ -279,6 +286,13 @@ xet::Result<std::vector<index::RepoObject>> MirrorService::FetchObjects(
   auto read = git::ReadPack(*pack, git::PackLimits{});
   if (!read.ok()) return xet::Malformed("upstream's pack: " + read.error().message);
   return Checked(std::move(*read));
+}
+
+std::optional<hub::RepoId> MirrorService::RenamedTo(const hub::RepoId& id) const {
+  std::lock_guard lock(mu_);
+  auto it = renamed_.find(hub::RepoPath(id));
+  if (it == renamed_.end() || !Mirrors(it->second)) return std::nullopt;
+  return it->second;
 }
 
 hub::Result<hub::RepoId> MirrorService::Canonical(hub::RepoType type, std::string_view name) {

@@ -106,6 +106,9 @@ class MirrorService {
   // The id upstream gives a repository named without a namespace (a legacy id: "gpt2"), for a redirect there;
   // kNotFound when upstream has none, kUnavailable when it cannot be asked (or the mirror is offline).
   hub::Result<hub::RepoId> Canonical(hub::RepoType type, std::string_view name);
+  // The id upstream gives a repository Open found renamed there (its old name redirects to this one), for a
+  // redirect of the request; nullopt when Open did not find it so.
+  std::optional<hub::RepoId> RenamedTo(const hub::RepoId& id) const;
   // Brings a mirrored repository's refs up to date with upstream's when revision_ttl has passed since this
   // node last did (git's ref listing); nothing when upstream cannot be reached (the last refs seen stand).
   void Refresh(const hub::Repo& repo);
@@ -218,9 +221,13 @@ class MirrorService {
   // repository on this node.
   void NoteRead(const hub::Repo& repo);
   std::map<int64_t, int64_t> noted_at_;  // guarded by mu_: repository → unix seconds
-  bool evict_due_ = false;               // guarded by mu_: a fetch ended since the last check
-  std::thread evictor_;                  // checks the size limit (max_bytes > 0)
-  MirrorCounters counters_;              // guarded by mu_
+  // guarded by mu_: renamed repositories' old paths (hub::RepoPath) → their ids upstream (bounded: cleared
+  // past kMaxRenamed)
+  std::map<std::string, hub::RepoId> renamed_;
+  static constexpr size_t kMaxRenamed = 10000;
+  bool evict_due_ = false;   // guarded by mu_: a fetch ended since the last check
+  std::thread evictor_;      // checks the size limit (max_bytes > 0)
+  MirrorCounters counters_;  // guarded by mu_
 };
 
 }  // namespace cairn::mirror

@@ -11,7 +11,9 @@ namespace {
 // An upstream status as the mirror reports it (the URL without its query: it may carry a signature).
 xet::Error StatusError(const std::string& what, long status) {
   const std::string message = what + ": upstream answered HTTP " + std::to_string(status);
-  if (status == 401 || status == 403 || status == 404 || status == 410) return xet::NotFound(message);
+  // A redirect where none is followed: the Hub moves a renamed repository's URLs (Canonical tells where).
+  if (status == 401 || status == 403 || status == 404 || status == 410 || (status >= 301 && status <= 308))
+    return xet::NotFound(message);
   if (net::IsTransientStatus(status)) return xet::Unavailable(message);
   return xet::Malformed(message);
 }
@@ -60,7 +62,11 @@ xet::Result<std::string> Upstream::GitCommand(const hub::RepoId& repo, const std
 xet::Result<hub::RepoId> Upstream::Canonical(hub::RepoType type, std::string_view name) const {
   net::HttpClient http(options_.retry);
   const std::string prefix = "/api/" + std::string(hub::Plural(type)) + "/";
-  auto answer = http.Send("GET", options_.url + prefix + PercentEncode(name), AuthHeaders());
+  // "gpt2", or "ns/name": each segment encoded.
+  std::string encoded = PercentEncode(name.substr(0, name.find('/')));
+  if (const size_t slash = name.find('/'); slash != std::string_view::npos)
+    encoded += "/" + PercentEncode(name.substr(slash + 1));
+  auto answer = http.Send("GET", options_.url + prefix + encoded, AuthHeaders());
   if (!answer.ok()) return answer.error();
   std::string id;
   if (answer->status >= 301 && answer->status <= 308) {

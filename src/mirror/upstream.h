@@ -55,8 +55,9 @@ class Upstream {
  public:
   explicit Upstream(UpstreamOptions options);
 
-  // The id a repository named without a namespace ("gpt2") has upstream ("openai-community/gpt2"): where the
-  // upstream's API redirects its name, or the id its answer gives; kNotFound when upstream has none.
+  // The id a repository named without a namespace ("gpt2") or by an old name ("ns/old": a renamed repository)
+  // has upstream ("openai-community/gpt2", "ns/new"): where the upstream's API redirects its name, or the id
+  // its answer gives; kNotFound when upstream has none.
   xet::Result<hub::RepoId> Canonical(hub::RepoType type, std::string_view name) const;
   // The repository's branches and tags (git ls-refs); kNotFound when upstream has no such repository.
   xet::Result<std::vector<UpstreamRef>> ListRefs(const hub::RepoId& repo) const;
