@@ -47,9 +47,11 @@ LAYERS: dict[str, list[str]] = {
     "gc": ["hub", "cas", "quota", "index", "store", "xet", "common"],  # the garbage collector: mark, quarantine, sweep
     "compact": ["cas", "ingest", "index", "store", "xet", "common"],  # cairn compact: rewrites mostly dead xorbs
     "backup": ["repair", "cas", "index", "store", "xet", "common"],  # cairn backup / restore
+    # cairn export / import: a repository carried between servers (air-gapped), in backup's object layout
+    "bundle": ["backup", "repair", "git", "hub", "files", "cas", "ingest", "index", "store", "xet", "common"],
     "net": ["xet", "common"],                       # an HTTP client (libcurl) with the stock client's retries
     "client": ["net", "ingest", "xet", "common"],   # cairn put/get: a client of any Xet server
-    "cli": ["api", "mirror", "lfs", "git", "client", "net", "repair", "gc", "compact", "backup", "hub", "files", "cas", "quota", "index", "store", "http", "config", "ingest", "xet",
+    "cli": ["api", "mirror", "lfs", "git", "client", "net", "repair", "gc", "compact", "backup", "bundle", "hub", "files", "cas", "quota", "index", "store", "http", "config", "ingest", "xet",
             "common"],
 }
 
@@ -66,6 +68,7 @@ TEST_ONLY: dict[str, list[str]] = {
     "git": ["cas", "files", "store", "ingest"],
     "lfs": ["store"],
     "mirror": ["ingest"],
+    "bundle": ["gc"],
 }
 
 

@@ -30,46 +30,8 @@ xet::Error Io(const std::string& what, const fs::path& path, int err) {
   return xet::IoError(what + " " + path.string() + ": " + ErrnoText(err));
 }
 
-xet::Status Sync(const fs::path& path) {
-  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd.valid()) return Io("open", path, errno);
-  if (::fsync(fd.get()) != 0) return Io("sync", path, errno);
-  return xet::Ok{};
-}
-
 std::span<const uint8_t> AsBytes(std::string_view s) {
   return {reinterpret_cast<const uint8_t*>(s.data()), s.size()};
-}
-
-// Replaces `path` with `text`, durably (a temporary beside it, synced, renamed, the directory synced).
-xet::Status WriteDurably(const fs::path& path, std::string_view text) {
-  const fs::path tmp = path.string() + ".tmp";
-  {
-    UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-    if (!fd.valid()) return Io("create", tmp, errno);
-    if (int e = WriteFull(fd.get(), AsBytes(text)); e != 0) return Io("write", tmp, e);
-    if (::fsync(fd.get()) != 0) return Io("sync", tmp, errno);
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) return Io("rename", tmp, errno);
-  return Sync(path.parent_path());
-}
-
-xet::Result<std::string> ReadSmallFile(const fs::path& path) {
-  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd.valid()) {
-    if (errno == ENOENT) return xet::NotFound(path.string() + " does not exist");
-    return Io("open", path, errno);
-  }
-  std::string out;
-  char buf[8192];
-  for (;;) {
-    const ssize_t n = ::read(fd.get(), buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return Io("read", path, errno);
-    if (n == 0) return out;
-    out.append(buf, static_cast<size_t>(n));
-    if (out.size() > kMaxSmallFile) return xet::Malformed(path.string() + " is too large");
-  }
 }
 
 xet::Result<std::string> NameIn(std::string text, const std::string& where) {
@@ -128,7 +90,7 @@ class DirSpace final : public BackupSpace {
   }
 
   xet::Result<std::string> Latest() override {
-    auto text = ReadSmallFile(root_ / "LATEST");
+    auto text = ReadFileBounded(root_ / "LATEST", kMaxSmallFile);
     if (!text.ok()) {
       if (text.error().code == xet::ErrorCode::kNotFound)
         return xet::NotFound(root_.string() + " holds no complete backup (no LATEST)");
@@ -138,11 +100,11 @@ class DirSpace final : public BackupSpace {
   }
 
   xet::Status SetLatest(const std::string& name) override {
-    return WriteDurably(root_ / "LATEST", name + "\n");
+    return WriteFileDurably(root_ / "LATEST", name + "\n");
   }
 
   xet::Result<std::string> ReadManifest(const std::string& name) override {
-    return ReadSmallFile(Dir(name) / "manifest");
+    return ReadFileBounded(Dir(name) / "manifest", kMaxSmallFile);
   }
 
   xet::Result<fs::path> IndexFile(const std::string& name, const fs::path&) override {
@@ -162,11 +124,11 @@ class DirSpace final : public BackupSpace {
                        std::string_view manifest) override {
     const fs::path partial = Dir(name + kPartial);
     if (index_file != partial / "index.sqlite") return xet::Malformed("not this snapshot's index file");
-    if (auto st = Sync(index_file); !st.ok()) return st;
-    if (auto st = WriteDurably(partial / "manifest", manifest); !st.ok()) return st;
+    if (auto st = SyncPath(index_file); !st.ok()) return st;
+    if (auto st = WriteFileDurably(partial / "manifest", manifest); !st.ok()) return st;
     const fs::path final_dir = Dir(name);
     if (::rename(partial.c_str(), final_dir.c_str()) != 0) return Io("rename", partial, errno);
-    return Sync(root_ / "snapshots");
+    return SyncPath(root_ / "snapshots");
   }
 
   xet::Status Drop(const std::string& name) override {
@@ -174,7 +136,7 @@ class DirSpace final : public BackupSpace {
     fs::remove(Dir(name) / "manifest", ec);
     fs::remove_all(Dir(name), ec);
     if (ec) return xet::IoError("remove " + Dir(name).string() + ": " + ec.message());
-    return Sync(root_ / "snapshots");
+    return SyncPath(root_ / "snapshots");
   }
 
   xet::Status DropUnfinished() override {
@@ -451,6 +413,43 @@ class BucketSpace final : public BackupSpace {
 };
 
 }  // namespace
+
+xet::Status SyncPath(const fs::path& path) {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd.valid()) return Io("open", path, errno);
+  if (::fsync(fd.get()) != 0) return Io("sync", path, errno);
+  return xet::Ok{};
+}
+
+xet::Status WriteFileDurably(const fs::path& path, std::string_view text) {
+  const fs::path tmp = path.string() + ".tmp";
+  {
+    UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+    if (!fd.valid()) return Io("create", tmp, errno);
+    if (int e = WriteFull(fd.get(), AsBytes(text)); e != 0) return Io("write", tmp, e);
+    if (::fsync(fd.get()) != 0) return Io("sync", tmp, errno);
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) return Io("rename", tmp, errno);
+  return SyncPath(path.parent_path());
+}
+
+xet::Result<std::string> ReadFileBounded(const fs::path& path, size_t max_bytes) {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd.valid()) {
+    if (errno == ENOENT) return xet::NotFound(path.string() + " does not exist");
+    return Io("open", path, errno);
+  }
+  std::string out;
+  char buf[8192];
+  for (;;) {
+    const ssize_t n = ::read(fd.get(), buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return Io("read", path, errno);
+    if (n == 0) return out;
+    out.append(buf, static_cast<size_t>(n));
+    if (out.size() > max_bytes) return xet::Malformed(path.string() + " is too large");
+  }
+}
 
 bool ValidSnapshotName(std::string_view name) {
   return !name.empty() && name.size() <= 64 && name.front() != '.' &&

@@ -81,6 +81,14 @@ struct SpaceOptions {
 xet::Result<std::unique_ptr<BackupSpace>> OpenBackupSpace(std::string_view where,
                                                           const SpaceOptions& options);
 
+// Files of a directory space, written as a backup writes them (also a bundle's: bundle/bundle.h).
+// Replaces `path` with `text` durably: a temporary beside it, synced, renamed, the directory synced.
+xet::Status WriteFileDurably(const std::filesystem::path& path, std::string_view text);
+// Syncs a file or a directory (opened read-only).
+xet::Status SyncPath(const std::filesystem::path& path);
+// A file's bytes, at most `max_bytes` (kMalformed past that, kNotFound when there is no such file).
+xet::Result<std::string> ReadFileBounded(const std::filesystem::path& path, size_t max_bytes);
+
 // Snapshot names are what a backup gives them (a UTC time, maybe with "-N"): nothing that could leave
 // snapshots/ or make an odd key.
 bool ValidSnapshotName(std::string_view name);

@@ -1,6 +1,8 @@
 #include "cli/backend.h"
 
+#include <algorithm>
 #include <filesystem>
+#include <iostream>
 #include <map>
 
 #include "http/auth.h"
@@ -124,6 +126,48 @@ cas::UrlKeys UrlKeysFrom(const config::SecretKeys& secrets) {
   return secrets.Map([](const std::string& secret) {
     return xet::KeyedHash(xet::Hash{}, {reinterpret_cast<const uint8_t*>(secret.data()), secret.size()});
   });
+}
+
+std::optional<RepoArg> ParseRepoArg(std::string text, bool with_revision) {
+  RepoArg out;
+  if (const size_t at = text.find('@'); at != std::string::npos) {
+    if (!with_revision) return std::nullopt;
+    out.revision = text.substr(at + 1);
+    text.resize(at);
+    if (out.revision.empty()) return std::nullopt;
+  }
+  std::string_view rest = text;
+  for (const auto type : {hub::RepoType::kModel, hub::RepoType::kDataset, hub::RepoType::kSpace}) {
+    const std::string prefix = std::string(hub::Plural(type)) + "/";
+    if (rest.starts_with(prefix) && std::count(rest.begin(), rest.end(), '/') == 2) {
+      out.id.type = type;
+      rest.remove_prefix(prefix.size());
+    }
+  }
+  const size_t slash = rest.find('/');
+  if (slash == std::string_view::npos) return std::nullopt;
+  out.id.ns = std::string(rest.substr(0, slash));
+  out.id.name = std::string(rest.substr(slash + 1));
+  if (!hub::ValidName(out.id.ns) || !hub::ValidName(out.id.name)) return std::nullopt;
+  return out;
+}
+
+std::optional<OpenedBackend> OpenCommandBackend(const std::string& who, const std::string& config_file,
+                                                const std::string& data_dir, const std::string& index,
+                                                const std::string& store, int* status) {
+  auto cfg = LoadBackendConfig(config_file, data_dir, index, store);
+  if (!cfg) {
+    std::cerr << who << cfg.error().message << "\n";
+    *status = 2;
+    return std::nullopt;
+  }
+  auto backend = OpenConfiguredBackend(*cfg);
+  if (!backend) {
+    std::cerr << who << backend.error().message << "\n";
+    *status = 1;
+    return std::nullopt;
+  }
+  return OpenedBackend{std::move(*cfg), std::move(*backend)};
 }
 
 }  // namespace cairn::cli

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "cas/transfer_url.h"
@@ -37,8 +38,26 @@ struct ConfiguredBackend {
 };
 xet::Result<ConfiguredBackend> OpenConfiguredBackend(const config::Config& cfg);
 
+// A command's configuration (its --config, --data, --index and --store over the file's settings) and backend,
+// opened; prints why not after `who` and sets *status (2 for the configuration, 1 for the backend).
+struct OpenedBackend {
+  config::Config cfg;
+  ConfiguredBackend backend;
+};
+std::optional<OpenedBackend> OpenCommandBackend(const std::string& who, const std::string& config_file,
+                                                const std::string& data_dir, const std::string& index,
+                                                const std::string& store, int* status);
+
 // The mirror_* settings as the mirror takes them (upstream, token, repositories, read policy, TTL, offline).
 mirror::MirrorOptions MirrorOptionsOf(const config::Config& cfg);
+
+// A repository named on the command line: "[models/|datasets/|spaces/]NS/NAME[@REVISION]" (the revision only
+// `with_revision`); nullopt for anything else.
+struct RepoArg {
+  hub::RepoId id;
+  std::string revision;
+};
+std::optional<RepoArg> ParseRepoArg(std::string text, bool with_revision);
 
 // The index's secrets table as config/secrets.h uses it.
 std::unique_ptr<config::SecretTable> SecretsOf(index::SecretIndex& index);

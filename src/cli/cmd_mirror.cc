@@ -17,56 +17,10 @@
 namespace cairn::cli {
 namespace {
 
-struct RepoArg {
-  hub::RepoId id;
-  std::string revision;
-};
-
-// "[models/|datasets/|spaces/]NS/NAME[@REVISION]".
-std::optional<RepoArg> ParseRepoArg(std::string text, bool with_revision) {
-  RepoArg out;
-  if (const size_t at = text.find('@'); at != std::string::npos) {
-    if (!with_revision) return std::nullopt;
-    out.revision = text.substr(at + 1);
-    text.resize(at);
-    if (out.revision.empty()) return std::nullopt;
-  }
-  std::string_view rest = text;
-  for (const auto type : {hub::RepoType::kModel, hub::RepoType::kDataset, hub::RepoType::kSpace}) {
-    const std::string prefix = std::string(hub::Plural(type)) + "/";
-    if (rest.starts_with(prefix) && std::count(rest.begin(), rest.end(), '/') == 2) {
-      out.id.type = type;
-      rest.remove_prefix(prefix.size());
-    }
-  }
-  const size_t slash = rest.find('/');
-  if (slash == std::string_view::npos) return std::nullopt;
-  out.id.ns = std::string(rest.substr(0, slash));
-  out.id.name = std::string(rest.substr(slash + 1));
-  if (!hub::ValidName(out.id.ns) || !hub::ValidName(out.id.name)) return std::nullopt;
-  return out;
-}
-
-// The command's configuration and backend; prints why not (exit status in *status).
-struct Opened {
-  config::Config cfg;
-  ConfiguredBackend backend;
-};
+using Opened = OpenedBackend;
 std::optional<Opened> Open(const char* verb, const MirrorCommandOptions& opts, int* status) {
-  const std::string who = std::string("cairn mirror ") + verb + ": ";
-  auto cfg = LoadBackendConfig(opts.config_file, opts.data_dir, opts.index, opts.store);
-  if (!cfg) {
-    std::cerr << who << cfg.error().message << "\n";
-    *status = 2;
-    return std::nullopt;
-  }
-  auto backend = OpenConfiguredBackend(*cfg);
-  if (!backend) {
-    std::cerr << who << backend.error().message << "\n";
-    *status = 1;
-    return std::nullopt;
-  }
-  return Opened{std::move(*cfg), std::move(*backend)};
+  return OpenCommandBackend(std::string("cairn mirror ") + verb + ": ", opts.config_file, opts.data_dir,
+                            opts.index, opts.store, status);
 }
 
 // The services a mirror runs on, over the command's backend, as `cairn serve` makes them (signing nothing).

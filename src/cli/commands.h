@@ -232,6 +232,21 @@ int RunMirrorPrefetch(const MirrorCommandOptions& opts);
 int RunMirrorEvict(const MirrorCommandOptions& opts);
 int RunMirrorTrim(const MirrorCommandOptions& opts);
 
+// `cairn export REPO[@REVISION] DEST` and `cairn import SRC` (bundle/bundle.h): a repository carried between
+// servers as a directory.
+struct BundleCommandOptions {
+  std::string config_file;
+  std::string data_dir;
+  std::string index;
+  std::string store;
+  std::string repo;  // export: [datasets/|spaces/]NS/NAME[@REVISION]
+  std::string path;  // export: DEST; import: SRC
+  std::string as;    // import: [datasets/|spaces/]NS/NAME (default: the bundle's)
+  bool json = false;
+};
+int RunExport(const BundleCommandOptions& opts);
+int RunImport(const BundleCommandOptions& opts);
+
 struct BackupCommandOptions {
   std::string config_file;
   std::string data_dir;

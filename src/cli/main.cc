@@ -228,27 +228,27 @@ void AddCompact(CLI::App& app) {
   OnSelected(cmd, opts, RunCompact);
 }
 
+// Where a command finds the deployment (as `cairn serve` would), and --json.
 template <typename Options>
-void AddDeploymentOptions(CLI::App* cmd, Options& opts) {
+void AddBackendOptions(CLI::App* cmd, Options& opts) {
   cmd->add_option("--config", opts.config_file, "TOML configuration file (also CAIRN_CONFIG)");
   cmd->add_option("--data", opts.data_dir, "Data directory (default ./cairn-data)");
   cmd->add_option("--index", opts.index, "sqlite:PATH or postgres://USER@HOST/DB");
   cmd->add_option("--store", opts.store, "file:PATH or s3://BUCKET[/PREFIX]");
-  cmd->add_option("--threads", opts.threads, "Objects copied at once (default 4)");
   cmd->add_flag("--json", opts.json, "Print the report as JSON");
+}
+
+template <typename Options>
+void AddDeploymentOptions(CLI::App* cmd, Options& opts) {
+  AddBackendOptions(cmd, opts);
+  cmd->add_option("--threads", opts.threads, "Objects copied at once (default 4)");
 }
 
 void AddMirror(CLI::App& app) {
   auto* mirror =
       app.add_subcommand("mirror", "The pull-through mirror's repositories: ls, prefetch, evict, trim")
           ->require_subcommand(1);
-  const auto common = [](CLI::App* cmd, MirrorCommandOptions& o) {
-    cmd->add_option("--config", o.config_file, "TOML configuration file (also CAIRN_CONFIG)");
-    cmd->add_option("--data", o.data_dir, "Data directory (default ./cairn-data)");
-    cmd->add_option("--index", o.index, "sqlite:PATH or postgres://USER@HOST/DB");
-    cmd->add_option("--store", o.store, "file:PATH or s3://BUCKET[/PREFIX]");
-    cmd->add_flag("--json", o.json, "One JSON object per line");
-  };
+  const auto common = [](CLI::App* cmd, MirrorCommandOptions& o) { AddBackendOptions(cmd, o); };
   auto ls_opts = std::make_shared<MirrorCommandOptions>();
   auto* ls = mirror->add_subcommand("ls", "Mirrored repositories, their refs and the large files fetched");
   common(ls, *ls_opts);
@@ -274,6 +274,26 @@ void AddMirror(CLI::App& app) {
   common(trim, *trim_opts);
   trim->add_option("--max-bytes", trim_opts->max_bytes, "The limit (\"500GiB\"; default: mirror_max_bytes)");
   OnSelected(trim, trim_opts, RunMirrorTrim);
+}
+
+void AddBundle(CLI::App& app) {
+  auto ex = std::make_shared<BundleCommandOptions>();
+  auto* cmd = app.add_subcommand(
+      "export",
+      "Write a repository (every branch and tag, or one revision, with its history and large files) into a "
+      "bundle directory that `cairn import` loads into another server");
+  AddBackendOptions(cmd, *ex);
+  cmd->add_option("REPO", ex->repo, "[datasets/|spaces/]NS/NAME[@REVISION]")->required();
+  cmd->add_option("DEST", ex->path, "The bundle: a directory, created (or empty)")->required();
+  OnSelected(cmd, ex, RunExport);
+  auto im = std::make_shared<BundleCommandOptions>();
+  auto* imp = app.add_subcommand(
+      "import", "Load a bundle `cairn export` wrote as a new repository, checked before anything is stored");
+  AddBackendOptions(imp, *im);
+  imp->add_option("SRC", im->path, "The bundle's directory")->required();
+  imp->add_option("--as", im->as,
+                  "Import under this name: [datasets/|spaces/]NS/NAME (default: the bundle's)");
+  OnSelected(imp, im, RunImport);
 }
 
 void AddBackup(CLI::App& app) {
@@ -428,6 +448,7 @@ int main(int argc, char** argv) {
   cairn::cli::AddGc(app);
   cairn::cli::AddCompact(app);
   cairn::cli::AddBackup(app);
+  cairn::cli::AddBundle(app);
   cairn::cli::AddMirror(app);
   cairn::cli::AddStore(app);
   CLI11_PARSE(app, argc, argv);

@@ -748,6 +748,27 @@ Status HubService::QuotaChanged(const std::string& ns) {
   return Ok{};
 }
 
+xet::Result<std::vector<index::RepoObject>> StorableObjects(std::vector<RawObject> objects) {
+  std::vector<index::RepoObject> out;
+  out.reserve(objects.size());
+  for (auto& o : objects) {
+    if (o.kind == ObjectKind::kCommit) {
+      if (auto c = ParseCommit(o.body); !c.ok())
+        return xet::Malformed("commit " + o.id.hex() + ": " + c.error().message);
+    } else if (o.kind == ObjectKind::kTree) {
+      auto entries = ParseTree(o.body);
+      if (!entries.ok()) return xet::Malformed("tree " + o.id.hex() + ": " + entries.error().message);
+      for (const auto& e : *entries) {
+        if (!ValidSegment(e.name))
+          return xet::Malformed("tree " + o.id.hex() + " names a path cairn refuses");
+      }
+    }
+    out.push_back(index::RepoObject{
+        .key = o.id.key(), .kind = static_cast<uint8_t>(o.kind), .data = std::move(o.body)});
+  }
+  return out;
+}
+
 Status Publish(files::FileService& service, const Repo& repo, std::vector<xet::FileHash> published,
                const index::QuotaCharge* charge) {
   if (auto st = service.Share(std::move(published), repo.record.read_scope, charge); !st.ok())

@@ -330,6 +330,11 @@ class HubService {
 Status Publish(files::FileService& service, const Repo& repo, std::vector<xet::FileHash> published,
                const index::QuotaCharge* charge = nullptr);
 
+// A git pack's objects as the index stores them, each checked as a push's are: commits and trees parse (no
+// submodule) and trees name only paths cairn accepts, so that nothing is stored that the Hub's routes could
+// not serve (a mirror's fetch from upstream, a bundle's import). kMalformed naming the first one refused.
+xet::Result<std::vector<index::RepoObject>> StorableObjects(std::vector<RawObject> objects);
+
 // A new repository's scope: "hub:" and 32 random hex digits.
 std::string NewRepoScope();
 // A mirrored repository's scope (src/mirror/): "mirror:" and 32 random hex digits. The prefix is what marks

@@ -21,29 +21,6 @@ hub::Error Fail(ErrorKind kind, std::string code, std::string message) {
   return hub::Error{kind, std::move(code), std::move(message)};
 }
 
-// A pack's objects as the index stores them, each checked as a push's are: commits and trees parse (no
-// submodule), so that nothing is stored that the Hub's routes could not serve.
-xet::Result<std::vector<index::RepoObject>> Checked(std::vector<hub::RawObject> objects) {
-  std::vector<index::RepoObject> out;
-  out.reserve(objects.size());
-  for (auto& o : objects) {
-    if (o.kind == hub::ObjectKind::kCommit) {
-      if (auto c = hub::ParseCommit(o.body); !c.ok())
-        return xet::Malformed("commit " + o.id.hex() + ": " + c.error().message);
-    } else if (o.kind == hub::ObjectKind::kTree) {
-      auto entries = hub::ParseTree(o.body);
-      if (!entries.ok()) return xet::Malformed("tree " + o.id.hex() + ": " + entries.error().message);
-      for (const auto& e : *entries) {
-        if (!hub::ValidSegment(e.name))
-          return xet::Malformed("tree " + o.id.hex() + " names a path cairn refuses");
-      }
-    }
-    out.push_back(index::RepoObject{
-        .key = o.id.key(), .kind = static_cast<uint8_t>(o.kind), .data = std::move(o.body)});
-  }
-  return out;
-}
-
 }  // namespace
 
 struct MirrorService::Flight {
@@ -285,7 +262,7 @@ xet::Result<std::vector<index::RepoObject>> MirrorService::FetchObjects(
   if (!pack.ok()) return pack.error();
   auto read = git::ReadPack(*pack, git::PackLimits{});
   if (!read.ok()) return xet::Malformed("upstream's pack: " + read.error().message);
-  return Checked(std::move(*read));
+  return hub::StorableObjects(std::move(*read));
 }
 
 std::optional<hub::RepoId> MirrorService::RenamedTo(const hub::RepoId& id) const {
