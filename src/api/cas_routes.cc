@@ -289,26 +289,24 @@ class RelayedSource final : public http::ByteSource {
 
 // A transfer of a xorb the store does not hold, which a relay may be sending on: one range, as the relay's
 // answers sign them (hf_xet asks one range per request).
-void RelayedTransfer(cas::CasService& service, cas::Relay& relay, std::string_view query,
+// `grant`: what the URL grants, its signature checked.
+void RelayedTransfer(cas::Relay& relay, const cas::TransferGrant& grant,
                      const std::shared_ptr<Exchange>& ex) {
   const auto& req = ex->request();
-  auto grant = service.VerifyTransfer(req.Param("xorb"), query);
-  if (!grant) return ex->Respond(ErrorResponse(grant.error()));
-  std::vector<cas::ByteRange> ranges = grant->ranges;
+  std::vector<cas::ByteRange> ranges = grant.ranges;
   if (auto h = req.Header("Range"); !h.empty()) {
     ranges.clear();
     if (!cas::ParseRangeHeader(h, UINT64_MAX, &ranges))
       return ex->Respond(Response::ErrorJson(416, "unsatisfiable Range header"));
-    if (!cas::RangesGranted(ranges, grant->ranges))
+    if (!cas::RangesGranted(ranges, grant.ranges))
       return ex->Respond(ErrorResponse(xet::Denied("range outside the signed ranges")));
   }
   std::shared_ptr<const cas::RelayedRange> relayed;
-  if (ranges.size() == 1) relayed = relay.Open(grant->xorb, ranges[0].start, ranges[0].end);
+  if (ranges.size() == 1) relayed = relay.Open(grant.xorb, ranges[0].start, ranges[0].end);
   // A URL this server signed for a relay that is gone (it failed, or its time passed): a 403 makes the client
   // ask for the reconstruction again, which the stored file (or a new relay) answers.
   if (!relayed)
-    return ex->Respond(
-        ErrorResponse(xet::Denied("xorb " + grant->xorb.hex() + " is no longer relayed here")));
+    return ex->Respond(ErrorResponse(xet::Denied("xorb " + grant.xorb.hex() + " is no longer relayed here")));
   const uint64_t length = relayed->length();
   Response r;
   r.status = 206;
@@ -329,11 +327,11 @@ void Transfer(cas::CasService& service, cas::Relay* relay, const std::shared_ptr
       q == std::string::npos ? std::string_view() : std::string_view(req.target).substr(q + 1);
   std::optional<std::string_view> range;
   if (auto h = req.Header("Range"); !h.empty()) range = h;
-  auto plan = service.Transfer(req.Param("xorb"), query, range);
+  cas::TransferGrant grant;
+  auto plan = service.Transfer(req.Param("xorb"), query, range, &grant);
   if (!plan && plan.error().code == xet::ErrorCode::kNotFound && relay != nullptr) {
     // Waiting for relayed bytes is a request thread's work.
-    (void)ex->Offload(
-        [&service, relay, query = std::string(query), ex] { RelayedTransfer(service, *relay, query, ex); });
+    (void)ex->Offload([relay, grant = std::move(grant), ex] { RelayedTransfer(*relay, grant, ex); });
     return;
   }
   if (!plan) {

@@ -377,6 +377,8 @@ void HubRoutes::ListRepos(const std::shared_ptr<Exchange>& ex) {
     for (const auto& r : *page) {
       const std::string id = r.record.ns + "/" + r.record.name;
       if (search && id.find(*search) == std::string::npos) continue;
+      if (options_.mirror != nullptr && hub::IsMirrored(r.record) && !options_.mirror->MayRead(caller))
+        continue;
       out.push_back(json::object{{"_id", r.record.scope},
                                  {"id", id},
                                  {"author", r.record.ns},

@@ -177,6 +177,7 @@ TEST_F(MirrorApi, CopiesOnFirstReadWithTheUpstreamsIdsAndFetchesLargeFilesOnce) 
   auto r = Get("/api/models/alice/m/revision/main");
   ASSERT_EQ(r.result_int(), 200u) << r.body();
   EXPECT_EQ(json::parse(r.body()).at("sha").as_string(), head_);
+  EXPECT_NE(Get("/api/models?author=alice").body().find("alice/m"), std::string::npos);  // anyone reads it
   r = Get("/api/models/alice/m/tree/main");
   ASSERT_EQ(r.result_int(), 200u) << r.body();
   const auto tree = json::parse(r.body()).as_array();
@@ -245,8 +246,11 @@ TEST_F(MirrorApi, AbsentThingsAreNotFoundAndWritesAreRefused) {
 TEST_F(MirrorApi, ReadPolicyAndOfflineMode) {
   ASSERT_NO_FATAL_FAILURE(StartMirror(mirror::MirrorOptions{.token_to_read = true}));
   EXPECT_EQ(Get("/api/models/alice/m/revision/main").result_int(), 401u);
-  EXPECT_EQ(Get("/api/models/alice/m/revision/main", MintToken("bob", http::Permission::kRead)).result_int(),
-            200u);
+  const std::string token = MintToken("bob", http::Permission::kRead);
+  EXPECT_EQ(Get("/api/models/alice/m/revision/main", token).result_int(), 200u);
+  // Nor are they listed to anonymous callers (which repositories a site mirrors is its own business).
+  EXPECT_EQ(Get("/api/models?author=alice").body().find("alice/m"), std::string::npos);
+  EXPECT_NE(Get("/api/models?author=alice", token).body().find("alice/m"), std::string::npos);
   ASSERT_NO_FATAL_FAILURE(StartMirror(mirror::MirrorOptions{.offline = true}));
   auto r = Get("/api/models/alice/m/revision/main");
   EXPECT_EQ(r.result_int(), 503u);  // never fetched, and upstream is not asked

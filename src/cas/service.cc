@@ -656,10 +656,12 @@ xet::Result<TransferGrant> CasService::VerifyTransfer(std::string_view xorb_hex,
 }
 
 xet::Result<TransferPlan> CasService::Transfer(std::string_view xorb_hex, std::string_view query,
-                                               std::optional<std::string_view> range_header) {
+                                               std::optional<std::string_view> range_header,
+                                               TransferGrant* granted) {
   auto verified = VerifyTransfer(xorb_hex, query);
   if (!verified) return verified.error();
   const TransferGrant& grant = *verified;
+  if (granted != nullptr) *granted = grant;
   TransferPlan plan;
   plan.xorb = grant.xorb;
   auto blob = store_.OpenForRead(store::BlobKind::kXorb, grant.xorb);

@@ -123,10 +123,11 @@ class CasService {
   // the granted ranges (no header: all granted ranges). Errors: kMalformed, kDenied for expired or
   // tampered URLs and for ranges outside the grant, kUnsatisfiable for a Range header outside the xorb,
   // kNotFound for a xorb the store does not hold.
+  // `granted`, when given, receives what the URL grants once its signature checks, also when the store does
+  // not hold the xorb (a relayed one: the caller goes on without checking the signature again).
   xet::Result<TransferPlan> Transfer(std::string_view xorb_hex, std::string_view query,
-                                     std::optional<std::string_view> range_header);
-  // The signature check alone: what the URL grants (kMalformed, kDenied as above).
-  xet::Result<TransferGrant> VerifyTransfer(std::string_view xorb_hex, std::string_view query) const;
+                                     std::optional<std::string_view> range_header,
+                                     TransferGrant* granted = nullptr);
 
   // Bytes of a stored xorb (what a transfer sends where the store gives no descriptor). Blocking.
   xet::Status ReadXorb(const xet::XorbHash& xorb, uint64_t offset, std::span<uint8_t> out);
@@ -163,6 +164,8 @@ class CasService {
   xet::Status PrefetchXorbLayouts(std::vector<xet::XorbHash> xorbs);
 
  private:
+  // The signature check alone: what the URL grants (kMalformed, kDenied as Transfer says).
+  xet::Result<TransferGrant> VerifyTransfer(std::string_view xorb_hex, std::string_view query) const;
   friend class XorbUpload;
   // Validates the body of `upload` and makes the xorb durable and indexed (XorbUpload::Finish).
   xet::Result<bool> FinishXorb(XorbUpload& upload);

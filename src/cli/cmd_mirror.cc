@@ -51,38 +51,27 @@ int RunMirrorLs(const MirrorCommandOptions& opts) {
   if (!opened) return status;
   index::Index& index = *opened->backend.index;
   size_t listed = 0;
-  for (const auto type : {hub::RepoType::kModel, hub::RepoType::kDataset, hub::RepoType::kSpace}) {
-    std::optional<std::pair<std::string, std::string>> after;
-    for (;;) {
-      auto page = index.ListRepos(type, std::nullopt, after, index::RepoIndex::kMaxListedRepos);
-      if (!page) {
-        std::cerr << "cairn mirror ls: " << page.error().message << "\n";
-        return 1;
-      }
-      for (const auto& r : *page) {
-        if (!hub::IsMirrored(r)) continue;
-        auto refs = index.ListRefs(r.id);
-        if (!refs) {
-          std::cerr << "cairn mirror ls: " << refs.error().message << "\n";
-          return 1;
-        }
-        const std::string name = hub::RepoPath({r.type, r.ns, r.name});
-        boost::json::object out{{"repo", name}, {"fetched_at", r.created_at}};
-        boost::json::object targets;
-        std::string line = name;
-        for (const auto& ref : *refs) {
-          const auto oid = hub::ObjectId::FromBytes(ref.target);
-          const std::string hex = oid ? oid->hex() : "?";
-          targets[(ref.kind == index::RefKind::kBranch ? "refs/heads/" : "refs/tags/") + ref.name] = hex;
-          line += " " + ref.name + "=" + hex.substr(0, 12);
-        }
-        out["refs"] = std::move(targets);
-        std::cout << (opts.json ? boost::json::serialize(out) : line) << "\n";
-        ++listed;
-      }
-      if (page->size() < index::RepoIndex::kMaxListedRepos) break;
-      after = {page->back().ns, page->back().name};
+  auto st = hub::ForEachMirrored(index, [&](index::RepoRecord&& r) -> xet::Status {
+    auto refs = index.ListRefs(r.id);
+    if (!refs) return refs.error();
+    const std::string name = hub::RepoPath({r.type, r.ns, r.name});
+    boost::json::object out{{"repo", name}, {"fetched_at", r.created_at}};
+    boost::json::object targets;
+    std::string line = name;
+    for (const auto& ref : *refs) {
+      const auto oid = hub::ObjectId::FromBytes(ref.target);
+      const std::string hex = oid ? oid->hex() : "?";
+      targets[(ref.kind == index::RefKind::kBranch ? "refs/heads/" : "refs/tags/") + ref.name] = hex;
+      line += " " + ref.name + "=" + hex.substr(0, 12);
     }
+    out["refs"] = std::move(targets);
+    std::cout << (opts.json ? boost::json::serialize(out) : line) << "\n";
+    ++listed;
+    return xet::Ok{};
+  });
+  if (!st) {
+    std::cerr << "cairn mirror ls: " << st.error().message << "\n";
+    return 1;
   }
   if (!opts.json) std::cerr << listed << " mirrored repositories\n";
   return 0;

@@ -748,6 +748,25 @@ Status HubService::QuotaChanged(const std::string& ns) {
   return Ok{};
 }
 
+xet::Status ForEachMirrored(index::RepoIndex& index,
+                            const std::function<xet::Status(index::RepoRecord&&)>& fn) {
+  for (const auto type : {index::RepoType::kModel, index::RepoType::kDataset, index::RepoType::kSpace}) {
+    std::optional<std::pair<std::string, std::string>> after;
+    for (;;) {
+      auto page = index.ListRepos(type, std::nullopt, after, index::RepoIndex::kMaxListedRepos);
+      if (!page.ok()) return page.error();
+      const bool last = page->size() < index::RepoIndex::kMaxListedRepos;
+      if (!last) after = std::pair{page->back().ns, page->back().name};
+      for (auto& r : *page) {
+        if (!IsMirrored(r)) continue;
+        if (auto st = fn(std::move(r)); !st.ok()) return st;
+      }
+      if (last) break;
+    }
+  }
+  return xet::Ok{};
+}
+
 xet::Result<std::vector<index::RepoObject>> StorableObjects(std::vector<RawObject> objects) {
   std::vector<index::RepoObject> out;
   out.reserve(objects.size());

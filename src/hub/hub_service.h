@@ -18,6 +18,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -341,5 +342,9 @@ std::string NewRepoScope();
 // a repository as a copy of an upstream Hub's: read-only here, refreshed from upstream, evictable.
 std::string NewMirrorScope();
 bool IsMirrored(const index::RepoRecord& record);
+// Calls `fn` with every mirrored repository of the index (models, datasets, then spaces, each by name, a page
+// at a time); stops at fn's first error, or the index's.
+xet::Status ForEachMirrored(index::RepoIndex& index,
+                            const std::function<xet::Status(index::RepoRecord&&)>& fn);
 
 }  // namespace cairn::hub

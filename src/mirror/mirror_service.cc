@@ -59,6 +59,8 @@ MirrorService::MirrorService(index::RepoIndex& index, index::MirrorIndex& leases
             report->evicted.size(), options_.max_bytes, report->held_bytes, report->kept_bytes);
       }
       lock.lock();
+      // Fetches that end meanwhile are checked together: a burst of them measures once, not once each.
+      cv_.wait_for(lock, kEvictGap, [this] { return stopping_; });
     }
   });
 }
@@ -120,7 +122,7 @@ hub::Result<hub::Repo> MirrorService::Open(const hub::Caller& caller, const hub:
   if (found.ok() && !hub::IsMirrored(*found)) return hub_.Open(caller, id, false);
   if (!found.ok() && found.error().code != xet::ErrorCode::kNotFound) return hub::FromIndex(found.error());
   if (!found.ok() && !Mirrors(id)) return hub_.Open(caller, id, false);
-  if (options_.token_to_read && caller.anonymous()) {
+  if (!MayRead(caller)) {
     return Fail(ErrorKind::kUnauthorized, "", "mirrored repositories need a token of this server");
   }
   if (found.ok()) {
@@ -725,20 +727,12 @@ hub::Result<EvictReport> MirrorService::Evict(uint64_t max_bytes) {
   std::map<int64_t, int64_t> last_read;
   for (const auto& r : *reads) last_read[r.repo] = r.last_read;
   std::vector<Held> held;
-  for (const auto type : {index::RepoType::kModel, index::RepoType::kDataset, index::RepoType::kSpace}) {
-    std::optional<std::pair<std::string, std::string>> after;
-    for (;;) {
-      auto page = index_.ListRepos(type, std::nullopt, after, index::RepoIndex::kMaxListedRepos);
-      if (!page.ok()) return hub::FromIndex(page.error());
-      for (auto& r : *page) {
-        if (!hub::IsMirrored(r)) continue;
-        const auto it = last_read.find(r.id);
-        held.push_back(Held{.record = std::move(r), .last_read = it == last_read.end() ? 0 : it->second});
-      }
-      if (page->size() < index::RepoIndex::kMaxListedRepos) break;
-      after = std::pair{page->back().ns, page->back().name};
-    }
-  }
+  auto listed = hub::ForEachMirrored(index_, [&](index::RepoRecord&& r) -> xet::Status {
+    const auto it = last_read.find(r.id);
+    held.push_back(Held{.record = std::move(r), .last_read = it == last_read.end() ? 0 : it->second});
+    return xet::Ok{};
+  });
+  if (!listed.ok()) return hub::FromIndex(listed.error());
   EvictReport report;
   report.repos = held.size();
   for (auto& h : held) {

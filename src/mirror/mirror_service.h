@@ -59,7 +59,8 @@ struct MirrorOptions {
   // read mirrored repositories are evicted (Evict) — never a repository this server holds itself, never the
   // most recently read one, never one with a file being fetched; their bytes are freed by the collector.
   uint64_t max_bytes = 0;
-  // How often the limit is checked besides after each fetch (0: only when Evict is called).
+  // How often the limit is checked besides after fetches (those checked at most every kEvictGap; 0: only when
+  // Evict is called).
   std::chrono::seconds evict_interval{300};
   const Clock* clock = &Clock::System();
 };
@@ -99,6 +100,8 @@ class MirrorService {
 
   // Whether a repository of this name is mirrored when this server does not hold it.
   bool Mirrors(const hub::RepoId& id) const;
+  // Whether the read policy lets `caller` read (and list) mirrored repositories.
+  bool MayRead(const hub::Caller& caller) const { return !(options_.token_to_read && caller.anonymous()); }
 
   // The repository for reading: a local one as HubService::Open gives it; a mirrored one after the read
   // policy is checked, copied from upstream first when this server does not hold it yet.
@@ -225,9 +228,10 @@ class MirrorService {
   // past kMaxRenamed)
   std::map<std::string, hub::RepoId> renamed_;
   static constexpr size_t kMaxRenamed = 10000;
-  bool evict_due_ = false;   // guarded by mu_: a fetch ended since the last check
-  std::thread evictor_;      // checks the size limit (max_bytes > 0)
-  MirrorCounters counters_;  // guarded by mu_
+  bool evict_due_ = false;                              // guarded by mu_: a fetch ended since the last check
+  static constexpr std::chrono::seconds kEvictGap{10};  // between two checks of the limit
+  std::thread evictor_;                                 // checks the size limit (max_bytes > 0)
+  MirrorCounters counters_;                             // guarded by mu_
 };
 
 }  // namespace cairn::mirror

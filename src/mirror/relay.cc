@@ -11,23 +11,31 @@ xet::Result<std::shared_ptr<Relay>> Relay::Create(const std::filesystem::path& d
                                                   xet::ParsedReconstruction plan,
                                                   std::vector<std::string> scopes) {
   if (plan.offset_into_first != 0) return xet::Malformed("upstream's whole-file answer starts inside a term");
+  std::vector<xet::XorbHash> xorbs;
+  xorbs.reserve(plan.fetches.size());
   for (const auto& f : plan.fetches) {
-    if (!xet::Hash::FromHex(f.xorb)) return xet::Malformed("upstream's answer names a xorb that is no hash");
+    auto hash = xet::Hash::FromHex(f.xorb);
+    if (!hash) return xet::Malformed("upstream's answer names a xorb that is no hash");
     if (f.last >= (1ULL << 32)) return xet::Malformed("upstream's answer has a range past 4 GiB");
+    xorbs.push_back(*hash);
   }
   for (const auto& t : plan.terms) {
     if (t.length >= (1ULL << 32)) return xet::Malformed("upstream's answer has a term past 4 GiB");
   }
   auto spool = Spool::Create(dir);
   if (!spool.ok()) return spool.error();
-  return std::make_shared<Relay>(file, std::move(plan), std::move(scopes), std::move(*spool));
+  return std::make_shared<Relay>(file, std::move(plan), std::move(xorbs), std::move(scopes),
+                                 std::move(*spool));
 }
 
-Relay::Relay(const xet::FileHash& file, xet::ParsedReconstruction plan, std::vector<std::string> scopes,
-             std::shared_ptr<Spool> spool)
-    : file_(file), plan_(std::move(plan)), scopes_(std::move(scopes)), spool_(std::move(spool)) {
+Relay::Relay(const xet::FileHash& file, xet::ParsedReconstruction plan, std::vector<xet::XorbHash> xorbs,
+             std::vector<std::string> scopes, std::shared_ptr<Spool> spool)
+    : file_(file),
+      plan_(std::move(plan)),
+      scopes_(std::move(scopes)),
+      spool_(std::move(spool)),
+      xorbs_(std::move(xorbs)) {
   base_.assign(plan_.fetches.size(), UINT64_MAX);
-  for (const auto& f : plan_.fetches) xorbs_.push_back(xet::Hash::FromHex(f.xorb).value_or(xet::Hash{}));
   uint64_t at = 0;
   for (const auto& t : plan_.terms) {
     size_ += t.length;
@@ -35,7 +43,9 @@ Relay::Relay(const xet::FileHash& file, xet::ParsedReconstruction plan, std::vec
     base_[t.fetch] = at;
     at += plan_.fetches[t.fetch].last - plan_.fetches[t.fetch].first + 1;
     order_.push_back(t.fetch);
+    by_xorb_.emplace(xorbs_[t.fetch], t.fetch);
   }
+  whole_ = Build(0, size_);
 }
 
 bool Relay::Readable(const std::string& scope) const {
@@ -158,20 +168,22 @@ xet::Status Relay::Produce(uint64_t offset, const net::HttpClient::Sink& sink) c
 }
 
 cas::ReconstructionPlan Relay::Plan(std::optional<cas::ByteRange> range) const {
-  cas::ReconstructionPlan plan;
-  uint64_t start = 0;
-  uint64_t end = size_;  // exclusive
-  if (range) {
-    start = range->start;
-    end = std::min(size_, range->end + 1);
-    if (start >= size_ && size_ > 0) {
-      plan.status = cas::ReconstructionStatus::kRangeNotSatisfiable;
-      plan.detail = "the range starts at or past the end of the file";
-      return plan;
-    }
+  if (!range) return whole_;
+  if (range->start >= size_ && size_ > 0) {
+    cas::ReconstructionPlan plan;
+    plan.status = cas::ReconstructionStatus::kRangeNotSatisfiable;
+    plan.detail = "the range starts at or past the end of the file";
+    return plan;
   }
+  return Build(range->start, std::min(size_, range->end + 1));
+}
+
+// The terms covering file bytes [start, end), each xorb with the spans of the fetches they use.
+cas::ReconstructionPlan Relay::Build(uint64_t start, uint64_t end) const {
+  cas::ReconstructionPlan plan;
   std::map<std::string_view, uint32_t> xorb_of;  // xorb hex → index in plan.xorbs
   std::vector<std::vector<size_t>> fetches;      // by plan xorb: the fetches used
+  std::vector<bool> used(plan_.fetches.size(), false);
   uint64_t at = 0;
   for (const auto& t : plan_.terms) {
     const uint64_t t_start = at;
@@ -185,8 +197,10 @@ cas::ReconstructionPlan Relay::Plan(std::optional<cas::ByteRange> range) const {
       plan.xorbs.push_back(std::move(x));
       fetches.emplace_back();
     }
-    auto& used = fetches[it->second];
-    if (std::find(used.begin(), used.end(), t.fetch) == used.end()) used.push_back(t.fetch);
+    if (!used[t.fetch]) {
+      used[t.fetch] = true;
+      fetches[it->second].push_back(t.fetch);
+    }
     plan.terms.push_back(cas::PlannedTerm{
         .xorb = it->second, .chunks = {t.cs, t.ce}, .bytes = static_cast<uint32_t>(t.length)});
   }
@@ -225,10 +239,12 @@ class SpoolRange final : public cas::RelayedRange {
 
 std::shared_ptr<const cas::RelayedRange> Relay::Open(const xet::XorbHash& xorb, uint64_t first,
                                                      uint64_t last) const {
-  for (const size_t i : order_) {
-    const Fetch& f = plan_.fetches[i];
-    if (xorbs_[i] != xorb || first < f.first || last > f.last || last < first) continue;
-    return std::make_shared<SpoolRange>(shared_from_this(), base_[i] + (first - f.first), last - first + 1);
+  const auto [from, to] = by_xorb_.equal_range(xorb);
+  for (auto it = from; it != to; ++it) {
+    const Fetch& f = plan_.fetches[it->second];
+    if (first < f.first || last > f.last || last < first) continue;
+    return std::make_shared<SpoolRange>(shared_from_this(), base_[it->second] + (first - f.first),
+                                        last - first + 1);
   }
   return nullptr;
 }

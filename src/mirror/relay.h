@@ -13,6 +13,7 @@
 
 #include <chrono>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -35,8 +36,9 @@ class Relay : public std::enable_shared_from_this<Relay> {
   static xet::Result<std::shared_ptr<Relay>> Create(const std::filesystem::path& dir,
                                                     const xet::FileHash& file, xet::ParsedReconstruction plan,
                                                     std::vector<std::string> scopes);
-  Relay(const xet::FileHash& file, xet::ParsedReconstruction plan, std::vector<std::string> scopes,
-        std::shared_ptr<Spool> spool);
+  // `xorbs`: each fetch's xorb hash, parsed (by fetch index).
+  Relay(const xet::FileHash& file, xet::ParsedReconstruction plan, std::vector<xet::XorbHash> xorbs,
+        std::vector<std::string> scopes, std::shared_ptr<Spool> spool);
 
   const xet::FileHash& file() const { return file_; }
   uint64_t size() const { return size_; }
@@ -63,10 +65,13 @@ class Relay : public std::enable_shared_from_this<Relay> {
   const xet::ParsedReconstruction plan_;
   const std::vector<std::string> scopes_;
   std::shared_ptr<Spool> spool_;
-  std::vector<size_t> order_;         // fetches in the order the file needs them
-  std::vector<uint64_t> base_;        // each fetch's offset in the spool (by fetch index)
-  std::vector<xet::XorbHash> xorbs_;  // each fetch's xorb (by fetch index)
+  std::vector<size_t> order_;                     // fetches in the order the file needs them
+  std::vector<uint64_t> base_;                    // each fetch's offset in the spool (by fetch index)
+  std::vector<xet::XorbHash> xorbs_;              // each fetch's xorb (by fetch index)
+  std::multimap<xet::XorbHash, size_t> by_xorb_;  // xorb → its fetches
   uint64_t size_ = 0;
+  cas::ReconstructionPlan whole_;  // Plan(nullopt): it never changes
+  cas::ReconstructionPlan Build(uint64_t start, uint64_t end) const;
 };
 
 }  // namespace cairn::mirror
