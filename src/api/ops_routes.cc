@@ -106,6 +106,9 @@ void RegisterMirrorMetrics(http::Server& server, const mirror::MirrorService& mi
   r.Gauge("cairn_mirror_peer_fetches",
           "Large files another node sharing the index fetched while this one waited",
           counter(&mirror::MirrorCounters::peer_fetches));
+  r.Gauge("cairn_mirror_peer_relays",
+          "Of those, files relayed from the node fetching them as they arrived there (mirror_node_url)",
+          counter(&mirror::MirrorCounters::peer_relays));
   r.Gauge("cairn_mirror_relayed_answers",
           "Xet reconstructions answered with upstream's terms while the file was still coming (its ranges "
           "relayed)",

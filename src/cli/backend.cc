@@ -109,6 +109,7 @@ mirror::MirrorOptions MirrorOptionsOf(const config::Config& cfg) {
   mo.revision_ttl = cfg.mirror_revision_ttl;
   mo.offline = cfg.mirror_offline;
   mo.max_bytes = cfg.mirror_max_bytes;
+  mo.node_url = cfg.mirror_node_url;
   mo.spool_dir = std::filesystem::path(cfg.data_dir) / "mirror-spool";
   return mo;
 }

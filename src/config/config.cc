@@ -293,6 +293,12 @@ const std::vector<Field>& Fields() {
          return xet::Ok{};
        }},
       {"mirror_revision_ttl", DurationSetter(&Config::mirror_revision_ttl)},
+      {"mirror_node_url",
+       [](Config& c, std::string_view v) -> xet::Status {
+         // Other nodes read it from a lease's holder (at most 256 bytes with the node's random name).
+         if (v.size() > 200) return xet::Malformed("must be at most 200 bytes");
+         return UrlSetter(&Config::mirror_node_url)(c, v);
+       }},
       {"mirror_offline", BoolSetter(&Config::mirror_offline)},
       {"mirror_max_bytes", ByteSizeSetter(&Config::mirror_max_bytes, 0, 1ULL << 60)},
   };

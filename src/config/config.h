@@ -118,8 +118,10 @@ struct Config {
   // ("ns", "ns/name", "datasets/ns/name"; empty: every one this server does not hold), who may read them
   // ("anyone" or "token": any valid token of this server), how long a branch or tag name is trusted before
   // upstream is asked again, offline mode (upstream never asked), and the most bytes of large files mirrored
-  // repositories may hold ("500GiB"; 0: no limit), past which the least recently read are evicted. TOML may
-  // give them as a [mirror] table (upstream = ..., token = ...).
+  // repositories may hold ("500GiB"; 0: no limit), past which the least recently read are evicted, and the
+  // URL the other nodes sharing the index reach this one at (a node waiting on another's transfer of a file
+  // relays it from there as it arrives; unset: it waits for the file). TOML may give them as a [mirror] table
+  // (upstream = ..., token = ...).
   std::string mirror_upstream;
   std::string mirror_token;
   std::vector<std::string> mirror_repos;
@@ -127,6 +129,7 @@ struct Config {
   std::chrono::seconds mirror_revision_ttl{60};
   bool mirror_offline = false;
   size_t mirror_max_bytes = 0;
+  std::string mirror_node_url;
   // Derived from listen.
   std::string host() const;
   uint16_t port() const;

@@ -206,13 +206,19 @@ TEST(Config, MirrorSettingsAsATableAndAsVariables) {
   EXPECT_TRUE(c->mirror_offline);
   EXPECT_EQ(c->mirror_max_bytes, 2ULL << 40);
   s.toml.reset();
-  s.env = {{"CAIRN_MIRROR_UPSTREAM", "http://10.0.0.2:8080"}, {"CAIRN_MIRROR_OFFLINE", "false"}};
+  s.env = {{"CAIRN_MIRROR_UPSTREAM", "http://10.0.0.2:8080"},
+           {"CAIRN_MIRROR_OFFLINE", "false"},
+           {"CAIRN_MIRROR_NODE_URL", "http://10.0.0.5:8080/"}};
   c = LoadConfig(s);
   ASSERT_TRUE(c.ok()) << c.error().message;
   EXPECT_EQ(c->mirror_upstream, "http://10.0.0.2:8080");
   EXPECT_FALSE(c->mirror_offline);
-  for (const char* bad :
-       {"[mirror]\nread = \"everyone\"\n", "[mirror]\nupstream = \"ftp://x\"\n", "[mirror]\nunknown = 1\n"}) {
+  EXPECT_EQ(c->mirror_node_url, "http://10.0.0.5:8080");
+  const std::string long_url = "[mirror]\nnode_url = \"http://" + std::string(200, 'a') + "\"\n";
+  for (const std::string& bad :
+       {std::string("[mirror]\nread = \"everyone\"\n"), std::string("[mirror]\nupstream = \"ftp://x\"\n"),
+        std::string("[mirror]\nunknown = 1\n"), std::string("[mirror]\nnode_url = \"10.0.0.5\"\n"),
+        long_url}) {
     s.env.clear();
     s.toml = bad;
     auto refused = LoadConfig(s);

@@ -182,6 +182,9 @@ class ForwardingIndex : public Index {
   xet::Status DropLease(std::string_view name, std::string_view holder) override {
     return inner_.DropLease(name, holder);
   }
+  xet::Result<std::optional<std::string>> LeaseHolder(std::string_view name, int64_t now) override {
+    return inner_.LeaseHolder(name, now);
+  }
   xet::Status NoteMirrorRead(int64_t repo, int64_t at) override { return inner_.NoteMirrorRead(repo, at); }
   xet::Result<std::vector<MirrorRead>> ListMirrorReads() override { return inner_.ListMirrorReads(); }
   xet::Result<std::optional<QuotaRecord>> GetQuota(std::string_view ns) override {

@@ -440,6 +440,8 @@ class MirrorIndex {
                                       int64_t expires) = 0;
   // Gives `name` up if `holder` holds it (nothing otherwise).
   virtual xet::Status DropLease(std::string_view name, std::string_view holder) = 0;
+  // Who holds `name` at `now` (a lease that lapsed at or before it is no one's).
+  virtual xet::Result<std::optional<std::string>> LeaseHolder(std::string_view name, int64_t now) = 0;
 
   // Records a read of repository `repo` at `at` (unix seconds): the later of it and the recorded one stays.
   // kNotFound when there is no such repository.

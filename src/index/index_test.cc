@@ -1451,6 +1451,11 @@ TEST_P(IndexTest, LeasesAreTakenOnceRenewedAndTakenOverWhenTheyLapse) {
   EXPECT_FALSE(*index_->TakeLease("mirror:1:aa", "node-c", 1130, 1190));
   ASSERT_TRUE(index_->DropLease("mirror:1:aa", "node-b").ok());
   EXPECT_TRUE(*index_->TakeLease("mirror:1:aa", "node-c", 1130, 1190));
+  // Who holds it: asked by a node waiting on another's transfer.
+  EXPECT_EQ(*index_->LeaseHolder("mirror:1:aa", 1150), std::optional<std::string>("node-c"));
+  EXPECT_EQ(*index_->LeaseHolder("mirror:1:aa", 1190), std::nullopt);  // lapsed
+  EXPECT_EQ(*index_->LeaseHolder("mirror:1:none", 1150), std::nullopt);
+  EXPECT_FALSE(index_->LeaseHolder("", 1150).ok());
   EXPECT_FALSE(index_->TakeLease("", "node-c", 1, 2).ok());
   EXPECT_FALSE(index_->TakeLease(std::string(257, 'x'), "node-c", 1, 2).ok());
   // Nodes racing for one free lease: exactly one gets it.

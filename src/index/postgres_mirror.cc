@@ -17,6 +17,8 @@ WHERE leases.holder = EXCLUDED.holder OR leases.expires <= $3::int8
 RETURNING name)sql"};
 constexpr pg::Statement kDropLease{"drop_lease",
                                    "DELETE FROM leases WHERE name = $1::text AND holder = $2::text"};
+constexpr pg::Statement kLeaseHolder{
+    "lease_holder", "SELECT holder FROM leases WHERE name = $1::text AND expires > $2::int8"};
 constexpr pg::Statement kNoteMirrorRead{"note_mirror_read", R"sql(
 INSERT INTO mirror_reads(repo, last_read)
 SELECT $1::int8, $2::int8 WHERE EXISTS (SELECT 1 FROM repos WHERE id = $1::int8)
@@ -40,6 +42,14 @@ xet::Status PostgresIndex::DropLease(std::string_view name, std::string_view hol
   auto rows = Query(kDropLease, pg::Params().Text(name).Text(holder));
   if (!rows.ok()) return rows.error();
   return xet::Ok{};
+}
+
+xet::Result<std::optional<std::string>> PostgresIndex::LeaseHolder(std::string_view name, int64_t now) {
+  if (auto st = CheckLeaseName(name); !st.ok()) return st.error();
+  auto rows = Query(kLeaseHolder, pg::Params().Text(name).Int8(now));
+  if (!rows.ok()) return rows.error();
+  if (rows->size() == 0) return std::optional<std::string>();
+  return std::optional<std::string>(std::string(rows->Text(0, 0)));
 }
 
 xet::Status PostgresIndex::NoteMirrorRead(int64_t repo, int64_t at) {

@@ -36,6 +36,9 @@ inline xet::Status CheckLeaseNames(std::string_view name, std::string_view holde
   }
   return xet::Ok{};
 }
+inline xet::Status CheckLeaseName(std::string_view name) {
+  return CheckLeaseNames(name, name);
+}
 
 // A row of the secrets table (the signing keys, config/secrets.h).
 struct SecretRecord {

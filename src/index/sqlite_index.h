@@ -99,6 +99,7 @@ class SqliteIndex final : public Index {
                               int64_t expires) override;
   xet::Status DropLease(std::string_view name, std::string_view holder) override;
   xet::Status NoteMirrorRead(int64_t repo, int64_t at) override;
+  xet::Result<std::optional<std::string>> LeaseHolder(std::string_view name, int64_t now) override;
   xet::Result<std::vector<MirrorRead>> ListMirrorReads() override;
 
   // ---- Quotas

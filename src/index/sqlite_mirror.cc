@@ -16,6 +16,7 @@ constexpr const char kTakeLease[] =
     "ON CONFLICT(name) DO UPDATE SET holder = excluded.holder, expires = excluded.expires "
     "WHERE leases.holder = excluded.holder OR leases.expires <= ?3";
 constexpr const char kDropLease[] = "DELETE FROM leases WHERE name = ?1 AND holder = ?2";
+constexpr const char kLeaseHolder[] = "SELECT holder FROM leases WHERE name = ?1 AND expires > ?2";
 // ?1 repo, ?2 at. The repository must exist (no row for one deleted meanwhile: its cascade ran already).
 constexpr const char kNoteMirrorRead[] =
     "INSERT INTO mirror_reads(repo, last_read) SELECT ?1, ?2 WHERE EXISTS (SELECT 1 FROM repos WHERE id = "
@@ -53,6 +54,20 @@ xet::Status SqliteIndex::DropLease(std::string_view name, std::string_view holde
     s->Bind(2, holder);
     return c.Run(*s, "drop lease");
   });
+}
+
+xet::Result<std::optional<std::string>> SqliteIndex::LeaseHolder(std::string_view name, int64_t now) {
+  if (auto st = CheckLeaseName(name); !st.ok()) return st.error();
+  auto r = AcquireReader();
+  if (!r.ok()) return r.error();
+  auto s = (*r)->Prepare(kLeaseHolder);
+  if (!s.ok()) return s.error();
+  s->Bind(1, name);
+  s->Bind(2, now);
+  const int rc = s->Step();
+  if (rc == SQLITE_DONE) return std::optional<std::string>();
+  if (rc != SQLITE_ROW) return (*r)->Err("read lease", rc);
+  return std::optional<std::string>(std::string(s->Text(0)));
 }
 
 xet::Status SqliteIndex::NoteMirrorRead(int64_t repo, int64_t at) {

@@ -37,7 +37,8 @@ MirrorService::MirrorService(index::RepoIndex& index, index::MirrorIndex& leases
                              files::FileService& files, cas::CasService& cas, MirrorOptions options)
     : index_(index),
       leases_(leases),
-      holder_(hub::NewRepoScope().substr(4)),
+      // The node's URL after its random name: a node waiting on this one's lease relays from there.
+      holder_(hub::NewRepoScope().substr(4) + (options.node_url.empty() ? "" : " " + options.node_url)),
       hub_(hub),
       files_(files),
       cas_(cas),
@@ -490,7 +491,35 @@ hub::Result<xet::FileHash> MirrorService::Fetch(const hub::Repo& repo, const Wan
     auto took = leases_.TakeLease(lease, holder_, now, now + options_.lease_seconds);
     return !took.ok() || *took;  // an index that cannot answer: fetched here rather than not at all
   };
+  // Clients of this node waiting for the file are relayed its ranges from the node fetching it, when that
+  // node says where it is (its lease's holder) and this one has somewhere to spool them.
+  std::thread receiver;
+  struct Join {
+    std::thread& thread;
+    ~Join() {
+      if (thread.joinable()) thread.join();
+    }
+  } join{receiver};
+  bool peer_tried = options_.node_url.empty() || !announced || !wanted.commit;
+  std::shared_ptr<Relay> relay;
   while (!take()) {
+    if (!peer_tried) {
+      auto holder = leases_.LeaseHolder(lease, options_.clock->UnixSeconds());
+      const size_t space = holder.ok() && *holder ? (*holder)->find(' ') : std::string::npos;
+      if (space != std::string::npos) {
+        peer_tried = true;
+        const std::string peer = (*holder)->substr(space + 1);
+        if (peer != options_.node_url) relay = StartRelay(repo, *wanted.commit, *announced, receiver, peer);
+        if (relay) {
+          {
+            std::lock_guard lock(mu_);
+            flight.relayed = true;
+            ++counters_.peer_relays;
+          }
+          cv_.notify_all();
+        }
+      }
+    }
     if (auto linked = Linked(repo, pointer.sha256)) {
       std::lock_guard lock(mu_);
       ++counters_.peer_fetches;
@@ -515,9 +544,10 @@ hub::Result<xet::FileHash> MirrorService::Fetch(const hub::Repo& repo, const Wan
   auto ingest = lfs::FileIngest::Begin(cas_, repo.record.scope, pointer.sha256, pointer.size);
   if (!ingest.ok()) return Fail(ErrorKind::kInternal, "", ingest.error().message);
   // A Xet file comes through upstream's reconstruction when upstream gives one: its xorb ranges are relayed
-  // to hf_xet clients as they arrive while their chunks are decoded here.
-  std::thread receiver;
-  std::shared_ptr<Relay> relay;
+  // to hf_xet clients as they arrive while their chunks are decoded here. (A relay from a peer that died is
+  // given up: this node fetches from upstream now.)
+  if (receiver.joinable()) receiver.join();
+  relay = nullptr;
   if (announced && wanted.commit) relay = StartRelay(repo, *wanted.commit, *announced, receiver);
   if (relay) {
     {
@@ -529,12 +559,6 @@ hub::Result<xet::FileHash> MirrorService::Fetch(const hub::Repo& repo, const Wan
     // a core's work at ~100 MB/s) yields the CPU to the transfers they wait for, and catches up after.
     (void)::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), 19);
   }
-  struct Join {
-    std::thread& thread;
-    ~Join() {
-      if (thread.joinable()) thread.join();
-    }
-  } join{receiver};
   const auto download = [&](uint64_t offset, const net::HttpClient::Sink& sink) -> xet::Result<UpstreamFile> {
     if (!relay) return wanted.download(offset, sink);
     auto st = relay->Produce(offset, sink);
@@ -619,7 +643,8 @@ hub::Result<xet::FileHash> MirrorService::Fetch(const hub::Repo& repo, const Wan
 }
 
 std::shared_ptr<Relay> MirrorService::StartRelay(const hub::Repo& repo, const hub::ObjectId& commit,
-                                                 const xet::FileHash& file, std::thread& receiver) {
+                                                 const xet::FileHash& file, std::thread& receiver,
+                                                 const std::string& peer) {
   if (options_.spool_dir.empty()) return nullptr;
   auto access = upstream_.XetReadToken(repo.id(), commit);
   if (!access.ok()) return nullptr;
@@ -635,20 +660,50 @@ std::shared_ptr<Relay> MirrorService::StartRelay(const hub::Repo& repo, const hu
     spdlog::warn("mirror: relaying {}: {}", file.hex(), Printable(relay.error().message, 300));
     return nullptr;
   }
+  // From a peer: its transfer route, with URLs this node signs for the same ranges (the nodes share the URL
+  // keys). Its relay may not be registered yet when this one starts: a refusal before any byte is asked
+  // again.
+  std::map<std::pair<std::string, uint64_t>, std::string> peer_urls;  // (xorb hex, first byte) → URL
+  if (!peer.empty()) {
+    const auto answer = cas_.AnswerRelayed((*relay)->Plan(std::nullopt), cas::ApiVersion::kV2);
+    auto signed_plan = xet::ParseReconstruction(answer.Text(), /*v2=*/true);
+    if (!signed_plan.ok()) return nullptr;
+    for (const auto& f : signed_plan->fetches) {
+      const size_t path = f.url.find("/v1/transfer/");
+      if (path == std::string::npos) return nullptr;
+      peer_urls[{f.xorb, f.first}] = peer + f.url.substr(path);
+    }
+  }
   {
     std::lock_guard lock(mu_);
     PruneRelays();
     relays_.push_back(Relayed{.relay = *relay, .keep_until = INT64_MAX});
   }
-  receiver = std::thread([this, relay = *relay] {
-    const auto fetch = [this](const Relay::Fetch& f, uint64_t from, const net::HttpClient::Sink& sink) {
-      return upstream_.FetchRange(f.url, f.first + from, f.last, [&](std::span<const uint8_t> block) {
-        {
-          std::lock_guard lock(mu_);
-          counters_.upstream_bytes += block.size();
-        }
-        return sink(block);
-      });
+  receiver = std::thread([this, relay = *relay, peer_urls = std::move(peer_urls)] {
+    const auto fetch = [&](const Relay::Fetch& f, uint64_t from, const net::HttpClient::Sink& sink) {
+      if (peer_urls.empty()) {
+        return upstream_.FetchRange(f.url, f.first + from, f.last, [&](std::span<const uint8_t> block) {
+          {
+            std::lock_guard lock(mu_);
+            counters_.upstream_bytes += block.size();
+          }
+          return sink(block);
+        });
+      }
+      const auto url = peer_urls.find({f.xorb, f.first});
+      if (url == peer_urls.end())
+        return xet::Status(xet::Malformed("no signed URL for a range of " + f.xorb));
+      xet::Status got = xet::Ok{};
+      for (int tries = 0; tries < 40 && !Stopping(); ++tries) {
+        bool any = false;
+        got = upstream_.FetchRange(url->second, f.first + from, f.last, [&](std::span<const uint8_t> block) {
+          any = true;
+          return sink(block);
+        });
+        if (got.ok() || any) break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(250));
+      }
+      return got;
     };
     const auto received = relay->Receive(fetch, [this] { return Stopping(); });
     std::lock_guard lock(mu_);

@@ -59,6 +59,10 @@ struct MirrorOptions {
   // read mirrored repositories are evicted (Evict) — never a repository this server holds itself, never the
   // most recently read one, never one with a file being fetched; their bytes are freed by the collector.
   uint64_t max_bytes = 0;
+  // The URL the other nodes sharing the index reach this one at (empty: none). A node whose clients ask for a
+  // Xet file another node holds the lease of relays it from that node's transfer route as its ranges arrive
+  // there (signed with the URL keys the nodes share), rather than waiting for the whole file.
+  std::string node_url{};
   // How often the limit is checked besides after fetches (those checked at most every kEvictGap; 0: only when
   // Evict is called).
   std::chrono::seconds evict_interval{300};
@@ -83,9 +87,10 @@ struct MirrorCounters {
   uint64_t new_bytes = 0;          // of those, chunk bytes stored (the rest deduplicated)
   uint64_t upstream_failures = 0;  // requests upstream could not answer
   uint64_t peer_fetches = 0;       // large files another node sharing the index fetched while this one waited
-  uint64_t relayed_answers = 0;    // reconstructions answered with upstream's terms while the file came
-  uint64_t evicted_repos = 0;      // mirrored repositories evicted for the size limit
-  uint64_t held_bytes = 0;         // large files' bytes mirrored repositories held at the last check
+  uint64_t peer_relays = 0;      // of those, relayed from that node as they arrived (MirrorOptions::node_url)
+  uint64_t relayed_answers = 0;  // reconstructions answered with upstream's terms while the file came
+  uint64_t evicted_repos = 0;    // mirrored repositories evicted for the size limit
+  uint64_t held_bytes = 0;       // large files' bytes mirrored repositories held at the last check
   // Files whose Xet hash here is not the one upstream gave (upstream chunked them otherwise).
   uint64_t xet_hash_differs = 0;
 };
@@ -189,9 +194,11 @@ class MirrorService {
   hub::Result<xet::FileHash> Fetch(const hub::Repo& repo, const Wanted& wanted, Flight& flight);
   hub::Error Failed(const xet::Error& e, const std::string& what);
   // A relay of the file through upstream's Xet reconstruction, registered and receiving on `receiver`;
-  // null when upstream gives none (its bytes then come through resolve).
+  // null when upstream gives none (its bytes then come through resolve). With `peer` (another node's URL),
+  // the ranges come from that node's relay of the file rather than from upstream.
   std::shared_ptr<Relay> StartRelay(const hub::Repo& repo, const hub::ObjectId& commit,
-                                    const xet::FileHash& file, std::thread& receiver);
+                                    const xet::FileHash& file, std::thread& receiver,
+                                    const std::string& peer = "");
   bool Fresh(int64_t repo) const;
   bool Stopping() const;
   // The repository's link of the large file with this SHA-256, when it has one.

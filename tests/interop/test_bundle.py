@@ -10,11 +10,14 @@ import json
 import shutil
 from pathlib import Path
 
+import pytest
+
 from common import assert_same_file
 from hub_util import Hub
 from test_mirror import mirror_of, publish, served_by_xet
 
 
+@pytest.mark.backends("sqlite", "s3")
 def test_export_then_import_and_download_offline(server, hub_py, tmp_path):
     upstream = server()
     owner = Hub(hub_py, tmp_path / "owner", upstream, upstream.token("alice", write=True))

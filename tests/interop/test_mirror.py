@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from common import MiB, assert_same_file, write_random
+from common import MiB, assert_same_file, free_port, write_random
 from git_util import Git, url
 from hub_util import Hub
 
@@ -485,6 +485,53 @@ def test_two_mirror_nodes_fetch_once(server, hub_py, tmp_path):
     eventually(nodes[0], lambda: sum(metric(n, "cairn_mirror_file_misses") for n in nodes) == 1)
     assert sent_once(sum(metric(n, "cairn_mirror_upstream_bytes") for n in nodes), 64 * MiB)
     big.unlink()
+
+
+@pytest.mark.backends("sqlite", "s3")  # s3-presigned: upstream's xorbs come from its store, not the slow proxy
+def test_a_node_relays_a_file_another_node_is_fetching(server, hub_py, tmp_path):
+    """Two mirror nodes sharing an index, each telling the other where it is (mirror_node_url), and a slow
+    upstream: hf_xet clients of the node that waits on the other's transfer are answered at once with
+    upstream's terms and sent the ranges from the fetching node as they arrive there (not after the whole
+    file); upstream sends each range once for both nodes."""
+    from proxies import HubFaultProxy
+
+    upstream, big = upstream_with(server, hub_py, tmp_path, "alice/peer", 24 * MiB, seed=121)
+    proxy = HubFaultProxy(upstream.url)
+    try:
+        proxy.xet_through = True
+        proxy.throttle = 3 * MiB  # ~8 s for the file
+        shared = tmp_path / "mirror-data"
+        ports = [free_port(), free_port()]
+        nodes = [server(env={"CAIRN_MIRROR_UPSTREAM": proxy.url, "CAIRN_MIRROR_NODE_URL": f"http://127.0.0.1:{p}"},
+                        data_dir=shared, port=p) for p in ports]
+        errors: list[BaseException] = []
+
+        def download(node, name: str) -> None:
+            try:
+                Hub(hub_py, tmp_path / f"reader-{name}", node, None).run(
+                    f"""hf_hub_download("alice/peer", "big.bin", local_dir={str(tmp_path / name)!r})""",
+                    env={"HF_XET_CHUNK_CACHE_SIZE_BYTES": "0"})
+            except BaseException as e:  # noqa: BLE001 — reported below
+                errors.append(e)
+
+        # A client of node 0 starts the transfer; once its ranges flow, two clients of node 1 ask.
+        threads = [threading.Thread(target=download, args=(nodes[0], "got-0"))]
+        threads[0].start()
+        eventually(nodes[0], lambda: metric(nodes[0], "cairn_mirror_relayed_answers") >= 1 or not threads[0].is_alive())
+        threads += [threading.Thread(target=download, args=(nodes[1], f"got-{i}")) for i in (1, 2)]
+        for t in threads[1:]:
+            t.start()
+        for t in threads:
+            t.join()
+        assert not errors, errors
+        for i in range(3):
+            assert_same_file(tmp_path / f"got-{i}" / "big.bin", big)
+        assert metric(nodes[1], "cairn_mirror_peer_relays") == 1, nodes[1].requests_table()
+        assert metric(nodes[1], "cairn_mirror_relayed_answers") >= 1, nodes[1].requests_table()
+        assert sent_once(proxy.body_bytes, 24 * MiB)  # node 1 asked upstream for the plan only
+        eventually(nodes[0], lambda: sum(metric(n, "cairn_mirror_file_misses") for n in nodes) == 1)
+    finally:
+        proxy.close()
 
 
 @pytest.mark.backends("sqlite")
