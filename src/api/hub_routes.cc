@@ -208,10 +208,11 @@ class HubRoutes {
   void ListLfsFiles(const std::shared_ptr<Exchange>& ex);
   void DeleteLfsFiles(const std::shared_ptr<Exchange>& ex);
   void Resolve(const std::shared_ptr<Exchange>& ex);
-  // Sends a mirrored file being fetched as its bytes arrive (chunked: pending.spool), on this request thread.
+  // Sends a mirrored file being fetched as its bytes arrive (chunked: pending.spool), on this request thread:
+  // all of it, or `range` of it (206).
   void StreamArriving(const std::shared_ptr<Exchange>& ex, const hub::PathInfo& info,
                       const hub::ObjectId& commit, const mirror::MirrorService::Pending& pending,
-                      const std::string& xet_auth);
+                      const std::string& xet_auth, std::optional<http::ByteRange> range);
 
   // Buckets.
   std::optional<RepoRequest> BucketOf(const std::shared_ptr<Exchange>& ex, bool creating = false);
@@ -1028,11 +1029,17 @@ void HubRoutes::Resolve(const std::shared_ptr<Exchange>& ex) {
       if (options_.mirror != nullptr && !info->xet) {
         auto pending = options_.mirror->Begin(repo, *oid, *info);
         if (!pending) return ex->Respond(HubErrorResponse(pending.error()));
-        if (!pending->held && pending->spool && req.method == http::Verb::get &&
-            req.Header("Range").empty()) {
+        if (!pending->held && pending->spool && req.method == http::Verb::get) {
           // A plain download of a cold file: its bytes as they arrive (huggingface_hub without hf_xet reads
-          // with a 10-second timeout).
-          return StreamArriving(ex, *info, *oid, *pending, xet_auth);
+          // with a 10-second timeout, and resumes a cut download with a range).
+          const auto header = req.Header("Range");
+          if (header.empty()) return StreamArriving(ex, *info, *oid, *pending, xet_auth, std::nullopt);
+          auto ranges = http::ParseRange(header, info->size);
+          if (!ranges)
+            return ex->Respond(HubErrorResponse(ranges.error().status, "", ranges.error().message));
+          if (ranges->size() == 1)
+            return StreamArriving(ex, *info, *oid, *pending, xet_auth, ranges->front());
+          // Several ranges: answered once the file is stored.
         }
         // A HEAD is answered at once: with upstream's Xet hash when it has one (hf_xet then waits at the
         // reconstruction), else as a plain file (the client's GET then streams from the spool).
@@ -1093,7 +1100,7 @@ void HubRoutes::Resolve(const std::shared_ptr<Exchange>& ex) {
 
 void HubRoutes::StreamArriving(const std::shared_ptr<Exchange>& ex, const hub::PathInfo& info,
                                const hub::ObjectId& commit, const mirror::MirrorService::Pending& pending,
-                               const std::string& xet_auth) {
+                               const std::string& xet_auth, std::optional<http::ByteRange> range) {
   const std::string etag = "\"" + info.lfs->sha256 + "\"";
   Response head;
   head.Header("Content-Type", "application/octet-stream")
@@ -1103,15 +1110,21 @@ void HubRoutes::StreamArriving(const std::shared_ptr<Exchange>& ex, const hub::P
       .Header("X-Repo-Commit", commit.hex());
   if (pending.xet) head.Header("X-Xet-Hash", pending.xet->hex()).Header("Link", xet_auth);
   http::SetStoredBytesHeaders(head, std::nullopt);
-  auto stream = ex->StartStream(200, head.headers);
+  const uint64_t first = range ? range->first : 0;
+  const uint64_t end = range ? range->last + 1 : info.size;  // exclusive
+  if (range) {
+    head.Header("Content-Range", "bytes " + std::to_string(range->first) + "-" + std::to_string(range->last) +
+                                     "/" + std::to_string(info.size));
+  }
+  auto stream = ex->StartStream(range ? 206 : 200, head.headers);
   // Paced on what the socket has not taken yet, so that a slow reader holds no more than a few MiB here. A
   // transfer that fails cuts the body short: the client sees fewer bytes than X-Linked-Size and asks again.
   constexpr size_t kPiece = 1 << 20;
   constexpr uint64_t kQueued = 8ULL << 20;
   std::string piece;
-  uint64_t sent = 0;
-  while (sent < info.size && stream->open()) {
-    piece.resize(kPiece);
+  uint64_t sent = first;
+  while (sent < end && stream->open()) {
+    piece.resize(std::min<uint64_t>(kPiece, end - sent));
     auto n = pending.spool->Read(sent, std::span(reinterpret_cast<uint8_t*>(piece.data()), piece.size()),
                                  std::chrono::seconds(300));
     if (!n || *n == 0) break;
@@ -1123,7 +1136,7 @@ void HubRoutes::StreamArriving(const std::shared_ptr<Exchange>& ex, const hub::P
       std::this_thread::sleep_for(std::chrono::milliseconds(2));
     }
   }
-  if (sent == info.size) {
+  if (sent == end) {
     stream->Finish();
   } else {
     stream->Abort();  // cut: never a complete body of fewer bytes

@@ -220,6 +220,28 @@ TEST_F(MirrorApi, CopiesOnFirstReadWithTheUpstreamsIdsAndFetchesLargeFilesOnce) 
   EXPECT_GE(c.file_hits, 1u);
 }
 
+// A range of a file the mirror has not fetched (a plain client resuming a cut download) is sent from the
+// bytes arriving, not after the whole file.
+TEST_F(MirrorApi, ARangeOfAColdFileIsSentFromTheBytesArriving) {
+  ASSERT_NO_FATAL_FAILURE(StartMirror());
+  const auto ranged = [&](const std::string& range) {
+    http::testing::Client c(mirror_server_->port());
+    bhttp::request<bhttp::string_body> req{bhttp::verb::get, "/alice/m/resolve/main/w.bin", 11};
+    req.set(bhttp::field::range, range);
+    return c.Send(std::move(req));
+  };
+  auto r = ranged("bytes=1000-1999");
+  ASSERT_EQ(r.result_int(), 206u) << r.body();
+  EXPECT_EQ(r[bhttp::field::content_range], "bytes 1000-1999/300000");
+  EXPECT_EQ(r.body(), std::string(large_.begin() + 1000, large_.begin() + 2000));
+  EXPECT_EQ(r["X-Linked-Size"], "300000");
+  EXPECT_TRUE(r.chunked());     // streamed from the spool, not answered from the stored file
+  r = ranged("bytes=299990-");  // to the end: the last bytes come once the whole file is checked
+  ASSERT_EQ(r.result_int(), 206u) << r.body();
+  EXPECT_EQ(r.body(), std::string(large_.end() - 10, large_.end()));
+  EXPECT_EQ(ranged("bytes=300000-").result_int(), 416u);
+}
+
 TEST_F(MirrorApi, AbsentThingsAreNotFoundAndWritesAreRefused) {
   ASSERT_NO_FATAL_FAILURE(StartMirror());
   auto r = Get("/api/models/alice/none/revision/main");
