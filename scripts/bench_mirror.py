@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """The pull-through mirror beside a direct download, in one run (BENCHMARKS.md, "The mirror"):
 
-    .venv/bin/python scripts/bench_mirror.py [--size-mib 1024] [--rounds 3] [--clients 8]
-                                             [--bin build/release/src/cli/cairn]
+    .venv/bin/python scripts/bench_mirror.py [--size-mib 1024] [--rounds 3] [--clients 8] [--pairs 3]
+                                             [--settle 10] [--bin build/release/src/cli/cairn]
 
 An upstream `cairn serve` (SQLite + local disk) holds bench/big, one --size-mib file of random bytes uploaded with
 huggingface_hub and hf_xet. Each round, with a fresh client cache for every download (huggingface_hub 2.4.0 and
@@ -12,11 +12,12 @@ hf_xet, timed inside the client process around hf_hub_download):
   direct: from the upstream itself (the file uploaded directly to cairn);
   hit:    through the same mirror again (what it holds).
 Each round: direct, cold, hit, each after a sync and --settle seconds of pause. Then --clients clients download the file at once through another
-fresh mirror: the upstream's bytes sent are counted (1.00 x the file is one transfer). Last, metadata on the warm
+fresh mirror: the upstream's bytes sent are counted (1.00 x the file is one transfer); then --pairs times a direct
+download and a hit on that warm mirror, in turn (the hits of the rounds come right after the mirror's ingest). Last, metadata on the warm
 mirror: 2,000 revision-info and 2,000 paths-info requests over one keep-alive connection, p50 and p99 latency.
 
 Prints one JSON line per measurement and a summary line with the ratios (cold/direct, hit/direct: speed, higher
-is better). Client and servers share the machine's cores; the working directory lives under build/.
+is better), as ratios of the medians and as medians of each round's ratios (paired). Client and servers share the machine's cores; the working directory lives under build/.
 """
 
 from __future__ import annotations
@@ -99,6 +100,7 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--clients", type=int, default=8)
     ap.add_argument("--settle", type=float, default=10.0, help="seconds of pause before each download")
+    ap.add_argument("--pairs", type=int, default=3, help="direct and hit downloads on the warm mirror, in turn")
     ap.add_argument("--bin", default=str(REPO / "build/release/src/cli/cairn"))
     ap.add_argument("--python", default=str(REPO / ".venv/bin/python"))
     args = ap.parse_args()
@@ -166,6 +168,20 @@ def main() -> int:
         print(json.dumps({"bench": "mirror", "way": f"{args.clients} clients cold", "seconds": round(many_s, 3),
                           "upstream_bytes_over_file": round(upstream_ratio, 4)}), flush=True)
 
+        # Hits on the warm mirror, each paired with a direct download just before it: the hits above come right
+        # after the mirror's ingest (its gigabyte of xorbs and spools still being written back), these once it
+        # has settled, as most hits do.
+        wait_stored(m)
+        warm: dict[str, list[float]] = {"direct": [], "hit": []}
+        for i in range(args.pairs):
+            for way, srv in (("direct", upstream), ("hit", m)):
+                os.sync()
+                time.sleep(args.settle)
+                t = download(args, srv, work / f"warm-{i}-{way}")
+                warm[way].append(t)
+                print(json.dumps({"bench": "mirror", "pair": i, "way": f"warm {way}", "seconds": round(t, 3),
+                                  "MBps": round(size / t / 1e6, 1)}), flush=True)
+
         # Metadata on the warm mirror.
         info = latencies(m, "GET", "/api/models/bench/big/revision/main", None, 2000)
         paths = latencies(m, "POST", "/api/models/bench/big/paths-info/main",
@@ -180,6 +196,15 @@ def main() -> int:
             "median_MBps": {w: round(size / t / 1e6, 1) for w, t in med.items()},
             "ratio_cold_over_direct": round(med["direct"] / med["cold"], 3),
             "ratio_hit_over_direct": round(med["direct"] / med["hit"], 3),
+            # The same round's downloads compared (each round's direct against its cold and hit): on a guest
+            # whose speed drifts between rounds this says more than the ratio of medians.
+            "paired_cold_over_direct": round(statistics.median(d / c for d, c in zip(times["direct"], times["cold"])), 3),
+            "paired_hit_over_direct": round(statistics.median(d / h for d, h in zip(times["direct"], times["hit"])), 3),
+            "direct_seconds_range": [round(min(times["direct"]), 2), round(max(times["direct"]), 2)],
+            "warm_hit_over_direct": round(statistics.median(warm["direct"]) / statistics.median(warm["hit"]), 3)
+            if warm["hit"] else None,
+            "paired_warm_hit_over_direct": round(statistics.median(d / h for d, h in zip(warm["direct"], warm["hit"])), 3)
+            if warm["hit"] else None,
             "upstream_bytes_over_file": {"1 client": round(max(cold_ratios), 4),
                                          f"{args.clients} clients": round(upstream_ratio, 4)},
             "revision_info_ms": {"p50": pct(info, 0.5), "p99": pct(info, 0.99)},
