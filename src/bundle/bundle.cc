@@ -523,6 +523,8 @@ xet::Result<ImportReport> Import(index::Index& index, cas::CasService& cas, file
   const Manifest& m = report.manifest;
   report.repo = options.as.value_or(m.repo);
   const hub::RepoId& id = report.repo;
+  // A mirror's copy stays one only under upstream's name (it is refreshed from upstream by that name).
+  report.mirrored = m.mirrored && id.type == m.repo.type && id.ns == m.repo.ns && id.name == m.repo.name;
   if (auto found = index.FindRepo(id.type, id.ns, id.name); found.ok()) {
     return xet::Conflict("this server holds " + hub::RepoPath(id) +
                          " already: delete it first, or import under another name (--as)");
@@ -625,7 +627,7 @@ xet::Result<ImportReport> Import(index::Index& index, cas::CasService& cas, file
     report.xorb_bytes += body->size();
   }
   Report(options.progress, "xorbs", done, m.xorbs.size());
-  const std::string scope = m.mirrored ? hub::NewMirrorScope() : hub::NewRepoScope();
+  const std::string scope = report.mirrored ? hub::NewMirrorScope() : hub::NewRepoScope();
   const std::string read_scope = hub::NewRepoScope();
   for (const auto& s : m.shards) {
     auto body = objects_in.ReadWhole(store::BlobKind::kShard, s.hash);

@@ -104,13 +104,16 @@ struct ImportOptions {
 
 struct ImportReport {
   Manifest manifest;
-  hub::RepoId repo;        // as imported
+  hub::RepoId repo;  // as imported
+  // Mirrored here too: the bundle's repository was, and it keeps its name (under another name it is a
+  // repository of this server's own).
+  bool mirrored = false;
   uint64_t new_xorbs = 0;  // xorbs this server did not hold
   uint64_t xorb_bytes = 0;
 };
 
-// Loads the bundle at `src` into this server as a new repository (mirrored when the exported one was: it is
-// refreshed from this server's upstream when it can reach one).
+// Loads the bundle at `src` into this server as a new repository (mirrored when the exported one was and it
+// keeps its name: it is refreshed from this server's upstream when it can reach one).
 xet::Result<ImportReport> Import(index::Index& index, cas::CasService& cas, files::FileService& files,
                                  const std::filesystem::path& src, const ImportOptions& options);
 

@@ -123,6 +123,7 @@ TEST_P(BundleTest, ARepositoryComesBackWholeInAnEmptyServer) {
   auto renamed = Import(*t->index, *t->cas, *t->files, dest, io);
   ASSERT_TRUE(renamed.ok()) << renamed.error().message;
   EXPECT_EQ(renamed->new_xorbs, 0u);  // deduplicated against the first import
+  EXPECT_FALSE(renamed->mirrored);
 }
 
 TEST_P(BundleTest, OneRevisionCarriesItsHistoryAndOnlyItsRef) {

@@ -97,7 +97,7 @@ int RunImport(const BundleCommandOptions& opts) {
   const bundle::Manifest& m = report->manifest;
   if (opts.json) {
     std::cout << boost::json::serialize(boost::json::object{{"repo", hub::RepoPath(report->repo)},
-                                                            {"mirrored", m.mirrored},
+                                                            {"mirrored", report->mirrored},
                                                             {"refs", m.refs.size()},
                                                             {"objects", m.objects},
                                                             {"large_files", m.links.size()},
@@ -106,7 +106,7 @@ int RunImport(const BundleCommandOptions& opts) {
                                                             {"xorb_bytes", report->xorb_bytes}})
               << "\n";
   } else {
-    std::cout << opts.path << " -> " << hub::RepoPath(report->repo) << (m.mirrored ? " (mirrored)" : "")
+    std::cout << opts.path << " -> " << hub::RepoPath(report->repo) << (report->mirrored ? " (mirrored)" : "")
               << ": " << m.refs.size() << " refs, " << m.objects << " git objects, " << m.links.size()
               << " large files; " << report->new_xorbs << " of " << m.xorbs.size() << " xorbs new here\n";
   }
