@@ -106,16 +106,16 @@ class History {
     std::vector<std::pair<ObjectId, std::string>> trees;
     for (const auto& h : heads) {
       const index::RepoObject* o = Find(h, hub::ObjectKind::kCommit);
-      auto c = o ? hub::ParseCommit(o->data) : xet::Result<hub::Commit>(xet::Malformed(""));
-      if (c.ok()) trees.emplace_back(c->tree, "");
+      if (o == nullptr) continue;
+      if (auto c = hub::ParseCommit(o->data); c.ok()) trees.emplace_back(c->tree, "");
     }
     while (!trees.empty()) {
       auto [id, path] = std::move(trees.back());
       trees.pop_back();
       if (!seen.emplace(id, true).second) continue;
       const index::RepoObject* t = Find(id, hub::ObjectKind::kTree);
-      auto entries =
-          t ? hub::ParseTree(t->data) : xet::Result<std::vector<hub::TreeEntry>>(xet::Malformed(""));
+      if (t == nullptr) continue;
+      auto entries = hub::ParseTree(t->data);
       if (!entries.ok()) continue;
       for (const auto& e : *entries) {
         std::string at = path.empty() ? e.name : path + "/" + e.name;
@@ -575,10 +575,10 @@ xet::Result<ImportReport> Import(index::Index& index, cas::CasService& cas, file
       return xet::HashMismatch("the bundle's " + b.hash.hex() + " is not of the size its manifest says");
     return xet::Ok{};
   };
-  std::set<xet::XorbHash> bundled;
+  std::set<xet::XorbHash> available;  // in the bundle, or held here
   for (const auto& x : m.xorbs) {
     if (auto st = check_size(store::BlobKind::kXorb, x); !st.ok()) return st.error();
-    bundled.insert(x.hash);
+    available.insert(x.hash);
   }
   std::map<xet::FileHash, xet::FileRecord> described;
   for (const auto& s : m.shards) {
@@ -603,12 +603,13 @@ xet::Result<ImportReport> Import(index::Index& index, cas::CasService& cas, file
   }
   for (const auto& [hash, rec] : described) {
     for (const auto& t : rec.terms) {
-      if (bundled.contains(t.xorb)) continue;
+      if (available.contains(t.xorb)) continue;
       auto held = index.HasXorb(t.xorb);
       if (!held.ok()) return held.error();
       if (!*held)
         return xet::Malformed("file " + hash.hex() + " uses xorb " + t.xorb.hex() +
                               ", which the bundle lacks");
+      available.insert(t.xorb);  // held here: asked of the index once
     }
   }
 

@@ -504,10 +504,11 @@ hub::Result<xet::FileHash> MirrorService::Fetch(const hub::Repo& repo, const Wan
   std::shared_ptr<Relay> relay;
   while (!take()) {
     if (!peer_tried) {
+      // Asked once of the node holding the lease (a holder without a URL has none to give later either).
       auto holder = leases_.LeaseHolder(lease, options_.clock->UnixSeconds());
-      const size_t space = holder.ok() && *holder ? (*holder)->find(' ') : std::string::npos;
+      peer_tried = holder.ok() && holder->has_value();
+      const size_t space = peer_tried ? (*holder)->find(' ') : std::string::npos;
       if (space != std::string::npos) {
-        peer_tried = true;
         const std::string peer = (*holder)->substr(space + 1);
         if (peer != options_.node_url) relay = StartRelay(repo, *wanted.commit, *announced, receiver, peer);
         if (relay) {
