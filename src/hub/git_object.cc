@@ -273,10 +273,16 @@ xet::Result<std::vector<TreeEntry>> ParseTree(std::span<const uint8_t> body) {
   std::vector<TreeEntry> sorted = out;
   SortTree(sorted);
   for (size_t i = 0; i < out.size(); ++i) {
-    if (out[i].name != sorted[i].name || (i > 0 && out[i].name == out[i - 1].name)) {
-      return xet::Malformed("tree: entries out of order or repeated");
-    }
+    if (out[i].name != sorted[i].name) return xet::Malformed("tree: entries out of order");
   }
+  // A name once, whatever its mode: a file "a" and a folder "a" sort apart ("a", "a-b", "a/"), so
+  // neighbours alone do not show it (git fsck's duplicateEntries).
+  std::vector<std::string_view> names;
+  names.reserve(out.size());
+  for (const TreeEntry& e : out) names.push_back(e.name);
+  std::sort(names.begin(), names.end());
+  if (std::adjacent_find(names.begin(), names.end()) != names.end())
+    return xet::Malformed("tree: a name appears twice");
   return out;
 }
 

@@ -74,7 +74,8 @@ struct TreeEntry {
 
 // Entries in git's order (names compared bytewise, a tree's name as if it ended in '/'), which EncodeTree
 // expects and ParseTree checks. Names written must be valid segments (ValidSegment) and unique; ParseTree
-// checks only that a name is one non-empty segment, so trees stored under older rules still parse.
+// refuses a name given twice (as a file and a folder too, as git fsck does) but checks only that a name is
+// one non-empty segment otherwise, so trees stored under older rules still parse.
 void SortTree(std::vector<TreeEntry>& entries);
 std::vector<uint8_t> EncodeTree(std::span<const TreeEntry> entries);
 xet::Result<std::vector<TreeEntry>> ParseTree(std::span<const uint8_t> body);

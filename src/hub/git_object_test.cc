@@ -72,6 +72,30 @@ TEST(GitObject, ParseTreeRefusesWhatGitWouldNotWrite) {
   EXPECT_EQ(link->at(0).mode, EntryMode::kSymlink);
 }
 
+// A name given as a file and as a folder sorts apart ("a", "a-b", "a/"): git fsck's duplicateEntries. The
+// tree is in git's order, so only the repeated name refuses it.
+TEST(GitObject, ParseTreeRefusesANameGivenAsAFileAndAFolder) {
+  const ObjectId blob = HashObject(ObjectKind::kBlob, "");
+  const ObjectId tree = HashObject(ObjectKind::kTree, "");
+  std::vector<TreeEntry> both = {
+      {EntryMode::kFile, "a", blob}, {EntryMode::kFile, "a-b", blob}, {EntryMode::kTree, "a", tree}};
+  SortTree(both);
+  ASSERT_EQ(both[0].name, "a");
+  ASSERT_EQ(both[1].name, "a-b");
+  ASSERT_TRUE(both[2].is_tree());
+  auto parsed = ParseTree(EncodeTree(both));
+  ASSERT_FALSE(parsed.ok());
+  EXPECT_NE(parsed.error().message.find("twice"), std::string::npos) << parsed.error().message;
+  // Far apart too: every name below '/' between them.
+  std::vector<TreeEntry> far = {{EntryMode::kExecutable, "x", blob}, {EntryMode::kTree, "x", tree}};
+  for (char c = ' '; c < '/'; ++c) far.push_back({EntryMode::kFile, std::string("x") + c + "y", blob});
+  SortTree(far);
+  EXPECT_FALSE(ParseTree(EncodeTree(far)).ok());
+  // Without the repeat the same neighbours parse.
+  both.erase(both.begin());
+  EXPECT_TRUE(ParseTree(EncodeTree(both)).ok());
+}
+
 // git's verify_path for NTFS and HFS+ (core.protectNTFS, core.protectHFS), and C1 controls as C0 ones.
 TEST(GitObject, SegmentsRefuseEverySpellingOfGitsFolder) {
   for (const char* good : {"a", "git", ".gitattributes", ".gitignore", "gitx", "x.git", "a:b", "é", ".gi",

@@ -6,6 +6,7 @@
 #include "common/media_type.h"
 #include "hub/git_object.h"
 #include "hub/stored_object.h"
+#include "hub/tree_paths.h"
 
 namespace cairn::hub {
 namespace {
@@ -60,23 +61,39 @@ class Checker {
   }
 
  private:
-  Status Tree(const index::RepoRecord& repo, const ObjectId& oid, const std::string& dir) {
-    if (!trees_.insert(KeyOf(oid)).second) return Ok{};
-    auto got = index_.GetRepoObjects(repo.id, {KeyOf(oid)});
-    if (!got.ok()) return FromIndex(got.error());
-    if (!(*got)[0] || (*got)[0]->kind != static_cast<uint8_t>(ObjectKind::kTree)) return Ok{};
-    ++report_.trees;
-    auto entries = ParseTree((*got)[0]->data);
-    if (!entries.ok()) return Ok{};
-    for (const auto& e : *entries) {
-      const std::string path = dir.empty() ? e.name : dir + "/" + e.name;
-      if (!ValidSegment(e.name)) {
-        Find("path", Printable(path) + ": a name git or a file system would misread; not served");
+  // The trees under `root`, depth first without recursion (a tree stored before paths were bounded may be
+  // tens of thousands deep). Past kMaxPathBytes a path is reported and not followed further.
+  Status Tree(const index::RepoRecord& repo, const ObjectId& root, const std::string& root_dir) {
+    std::vector<std::pair<ObjectId, std::string>> pending{{root, root_dir}};
+    while (!pending.empty()) {
+      auto [oid, dir] = std::move(pending.back());
+      pending.pop_back();
+      if (!trees_.insert(KeyOf(oid)).second) continue;
+      auto got = index_.GetRepoObjects(repo.id, {KeyOf(oid)});
+      if (!got.ok()) return FromIndex(got.error());
+      if (!(*got)[0] || (*got)[0]->kind != static_cast<uint8_t>(ObjectKind::kTree)) continue;
+      ++report_.trees;
+      auto entries = ParseTree((*got)[0]->data);
+      if (!entries.ok()) {
+        Find("tree", oid.hex() + " at " + Printable(dir.substr(0, 200)) + ": " + entries.error().message +
+                         "; its folder cannot be served");
         continue;
       }
-      if (e.is_tree()) {
-        if (auto st = Tree(repo, e.id, path); !st.ok()) return st;
+      std::vector<std::pair<ObjectId, std::string>> subtrees;
+      for (const auto& e : *entries) {
+        std::string path = dir.empty() ? e.name : dir + "/" + e.name;
+        if (!ValidSegment(e.name)) {
+          Find("path", Printable(path) + ": a name git or a file system would misread; not served");
+          continue;
+        }
+        if (path.size() > kMaxPathBytes) {
+          Find("path", Printable(path.substr(0, 200)) + "…: longer than " + std::to_string(kMaxPathBytes) +
+                           " bytes, past what a push may hold");
+          continue;
+        }
+        if (e.is_tree()) subtrees.emplace_back(e.id, std::move(path));
       }
+      for (auto it = subtrees.rbegin(); it != subtrees.rend(); ++it) pending.push_back(std::move(*it));
     }
     return Ok{};
   }

@@ -1,8 +1,9 @@
 // The Hub's part of `cairn fsck`: stored repository data that today's rules would refuse. An older cairn (or
 // a database written by hand) may hold ref names git refuses, paths a file system reads as .git or that carry
-// control characters, commits whose messages run past the bounds, bucket files with malformed media types.
-// The Hub serves such data safely (leaves such paths out, cuts such messages, answers such types as
-// application/octet-stream); this reports where it is, so an operator can fix or remove it.
+// control characters, paths longer than kMaxPathBytes, trees naming an entry twice, commits whose messages
+// run past the bounds, bucket files with malformed media types. The Hub serves such data safely (leaves such
+// paths out, cuts such messages, answers such types as application/octet-stream); this reports where it is,
+// so an operator can fix or remove it.
 //
 // Read-only: it changes nothing. Thread-safety: one call at a time per index is not required; it only reads.
 // Failures: an error value when the index cannot be read; what it finds is findings, not errors.
@@ -20,7 +21,7 @@
 namespace cairn::hub {
 
 struct HubFinding {
-  std::string what;    // "ref", "path", "commit", "bucket-path", "content-type"
+  std::string what;    // "ref", "path", "tree", "commit", "bucket-path", "content-type"
   std::string repo;    // "models/alice/m", "buckets/alice/b"
   std::string detail;  // printable (common/printable.h): every byte outside printable ASCII is written \xNN
 };
@@ -31,7 +32,7 @@ struct HubCheckReport {
 };
 
 // Walks every repository: its refs, every commit reachable from them and every tree those commits name (each
-// object once), and every bucket's files.
+// object once, without recursion, no deeper than a path kMaxPathBytes long), and every bucket's files.
 xet::Result<HubCheckReport> CheckHub(index::RepoIndex& index,
                                      const std::function<void(const std::string&)>& progress = nullptr);
 

@@ -6,10 +6,12 @@
 #include <cstring>
 #include <ctime>
 #include <map>
+#include <unordered_map>
 
 #include "common/hex.h"
 #include "hub/history.h"
 #include "hub/stored_object.h"
+#include "hub/tree_paths.h"
 
 namespace cairn::hub {
 namespace {
@@ -767,6 +769,29 @@ xet::Status ForEachMirrored(index::RepoIndex& index,
   return xet::Ok{};
 }
 
+namespace {
+
+// The paths under the trees of `objects` within the API's bound (tree_paths.h). A tree they name and do not
+// carry counts as empty: a mirror's fetch or an import brings a whole history, and its stored part was
+// checked when it came.
+xet::Status CheckCarriedPaths(const std::vector<RawObject>& objects) {
+  std::unordered_map<ObjectId, size_t, ObjectIdHash> trees;
+  std::vector<ObjectId> roots;
+  for (size_t i = 0; i < objects.size(); ++i) {
+    if (objects[i].kind != ObjectKind::kTree) continue;
+    trees.emplace(objects[i].id, i);
+    roots.push_back(objects[i].id);
+  }
+  return CheckPathLengths(roots, [&](const std::vector<ObjectId>& ids, const auto& found) {
+    for (size_t i = 0; i < ids.size(); ++i) {
+      if (auto it = trees.find(ids[i]); it != trees.end()) found(i, objects[it->second].body);
+    }
+    return xet::Status(xet::Ok{});
+  });
+}
+
+}  // namespace
+
 xet::Result<std::vector<index::RepoObject>> StorableObjects(std::vector<RawObject> objects) {
   std::vector<index::RepoObject> out;
   out.reserve(objects.size());
@@ -782,6 +807,9 @@ xet::Result<std::vector<index::RepoObject>> StorableObjects(std::vector<RawObjec
           return xet::Malformed("tree " + o.id.hex() + " names a path cairn refuses");
       }
     }
+  }
+  if (auto st = CheckCarriedPaths(objects); !st.ok()) return xet::Malformed(st.error().message);
+  for (auto& o : objects) {
     out.push_back(index::RepoObject{
         .key = o.id.key(), .kind = static_cast<uint8_t>(o.kind), .data = std::move(o.body)});
   }
@@ -828,6 +856,26 @@ struct Node {
   };
   std::map<std::string, Child> children;
   bool dirty = false;
+
+  Node() = default;
+  Node(const Node&) = delete;
+  Node& operator=(const Node&) = delete;
+  // Takes the folders below apart one at a time: a chain of unique_ptrs would otherwise be destroyed by a
+  // recursion as deep as the path.
+  ~Node() {
+    std::vector<std::unique_ptr<Node>> below;
+    const auto detach = [&below](Node& n) {
+      for (auto& [name, child] : n.children) {
+        if (child.node) below.push_back(std::move(child.node));
+      }
+    };
+    detach(*this);
+    while (!below.empty()) {
+      std::unique_ptr<Node> n = std::move(below.back());
+      below.pop_back();
+      detach(*n);
+    }
+  }
 };
 
 // Edits the trees of one commit in memory; Write stores the folders that changed.
@@ -916,22 +964,41 @@ class TreeEditor {
     return Ok{};
   }
 
-  std::optional<ObjectId> WriteNode(Node& node, std::vector<index::RepoObject>& objects) {
-    std::vector<TreeEntry> entries;
-    for (auto& [name, child] : node.children) {
-      ObjectId id = child.id;
-      if (child.node && child.node->dirty) {
-        auto written = WriteNode(*child.node, objects);
-        if (!written) continue;
-        id = *written;
+  // The folders under `root` that changed, each after the changed ones it holds, without recursion (a path
+  // may be 2,048 folders deep). A written folder's id goes into its parent's entry; nullopt: it is empty.
+  static std::optional<ObjectId> WriteNode(Node& root, std::vector<index::RepoObject>& objects) {
+    std::vector<std::pair<Node*, bool>> stack{{&root, false}};
+    std::map<const Node*, std::optional<ObjectId>> written;
+    while (!stack.empty()) {
+      auto [node, expanded] = stack.back();
+      stack.pop_back();
+      if (!expanded) {
+        stack.emplace_back(node, true);
+        for (auto& [name, child] : node->children) {
+          if (child.node && child.node->dirty) stack.emplace_back(child.node.get(), false);
+        }
+        continue;
       }
-      entries.push_back({child.mode, name, id});
+      std::vector<TreeEntry> entries;
+      for (auto& [name, child] : node->children) {
+        ObjectId id = child.id;
+        if (child.node && child.node->dirty) {
+          auto it = written.find(child.node.get());
+          if (!it->second) continue;
+          id = *it->second;
+          written.erase(it);
+        }
+        entries.push_back({child.mode, name, id});
+      }
+      std::optional<ObjectId> id;
+      if (!entries.empty()) {
+        SortTree(entries);
+        id.emplace();
+        objects.push_back(StoredObject(ObjectKind::kTree, EncodeTree(entries), &*id));
+      }
+      written[node] = id;
     }
-    if (entries.empty()) return std::nullopt;
-    SortTree(entries);
-    ObjectId id;
-    objects.push_back(StoredObject(ObjectKind::kTree, EncodeTree(entries), &id));
-    return id;
+    return written.at(&root);
   }
 
   Loader load_;

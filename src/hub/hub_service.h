@@ -23,6 +23,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <variant>
 #include <vector>
 
@@ -308,6 +309,12 @@ class HubService {
   // nullopt when nothing is left of it; new trees go into `objects`.
   class Rewriter;
   Result<std::shared_ptr<const std::vector<TreeEntry>>> ReadTree(const Repo& repo, const ObjectId& oid);
+  // The size of the Xet file a repository's LFS link names; nullopt when that file is not visible to it.
+  Result<std::optional<uint64_t>> LinkedSize(const Repo& repo, const index::RepoObject& link);
+  // A push's paths within the API's bound (tree_paths.h), through its trees and the stored ones they name:
+  // kLimit saying which path is too long, or the index's error.
+  xet::Status CheckPushedPaths(const Repo& repo, const std::vector<RawObject>& objects,
+                               const std::unordered_map<ObjectId, size_t, ObjectIdHash>& pushed);
   Result<index::RepoObject> ReadObject(const Repo& repo, const std::vector<uint8_t>& key);
   // Puts an object read from the index into the cache; Forget takes one out (this node's: purge.cc).
   std::shared_ptr<const index::RepoObject> Remember(const Repo& repo, index::RepoObject obj);

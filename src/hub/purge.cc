@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <array>
 #include <map>
+#include <memory>
 #include <set>
 
 #include "common/hex.h"
@@ -149,23 +150,44 @@ class HubService::Rewriter {
   std::vector<index::RepoObject>& objects() { return objects_; }
 
  private:
-  // nullopt: nothing is left of the tree.
-  Result<std::optional<ObjectId>> RewriteTree(const ObjectId& oid) {
-    if (auto it = trees_.find(oid.bytes); it != trees_.end()) return it->second;
-    auto entries = hub_.ReadTree(repo_, oid);
-    if (!entries.ok()) return entries.error();
+  // nullopt: nothing is left of the tree. Subtrees before their tree, without recursion: however deep a
+  // stored tree is (one pushed before paths were bounded), the walk takes no stack.
+  Result<std::optional<ObjectId>> RewriteTree(const ObjectId& root) {
+    // A tree with its entries once read: its subtrees are above it on the stack.
+    std::vector<std::pair<ObjectId, std::shared_ptr<const std::vector<TreeEntry>>>> stack{{root, nullptr}};
+    while (!stack.empty()) {
+      auto [oid, read] = std::move(stack.back());
+      stack.pop_back();
+      if (trees_.contains(oid.bytes)) continue;
+      if (read == nullptr) {
+        auto entries = hub_.ReadTree(repo_, oid);
+        if (!entries.ok()) return entries.error();
+        stack.emplace_back(oid, *entries);
+        for (const TreeEntry& e : **entries) {
+          if (e.is_tree() && !trees_.contains(e.id.bytes)) stack.emplace_back(e.id, nullptr);
+        }
+        continue;
+      }
+      auto rewritten = RewriteEntries(oid, *read);
+      if (!rewritten.ok()) return rewritten.error();
+      trees_[oid.bytes] = *rewritten;
+    }
+    return trees_.at(root.bytes);
+  }
+
+  // The tree `oid` holding `entries` without the doomed, its subtrees rewritten already.
+  Result<std::optional<ObjectId>> RewriteEntries(const ObjectId& oid, const std::vector<TreeEntry>& entries) {
     std::vector<TreeEntry> kept;
     bool changed = false;
-    for (const TreeEntry& e : **entries) {
+    for (const TreeEntry& e : entries) {
       if (e.is_tree()) {
-        auto sub = RewriteTree(e.id);
-        if (!sub.ok()) return sub.error();
-        if (!*sub) {
+        const std::optional<ObjectId>& sub = trees_.at(e.id.bytes);
+        if (!sub) {
           changed = true;
           continue;
         }
-        changed |= **sub != e.id;
-        kept.push_back({e.mode, e.name, **sub});
+        changed |= *sub != e.id;
+        kept.push_back({e.mode, e.name, *sub});
         continue;
       }
       auto drop = Doomed(e.id);
@@ -176,16 +198,11 @@ class HubService::Rewriter {
       }
       kept.push_back(e);
     }
-    std::optional<ObjectId> out = oid;
-    if (kept.empty()) {
-      out = std::nullopt;
-    } else if (changed) {
-      ObjectId id;
-      objects_.push_back(StoredObject(ObjectKind::kTree, EncodeTree(kept), &id));
-      out = id;
-    }
-    trees_[oid.bytes] = out;
-    return out;
+    if (kept.empty()) return std::optional<ObjectId>();
+    if (!changed) return std::optional<ObjectId>(oid);
+    ObjectId id;
+    objects_.push_back(StoredObject(ObjectKind::kTree, EncodeTree(kept), &id));
+    return std::optional<ObjectId>(id);
   }
 
   Result<bool> Doomed(const ObjectId& blob) {

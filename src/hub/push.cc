@@ -6,6 +6,7 @@
 #include "hub/history.h"
 #include "hub/hub_service.h"
 #include "hub/stored_object.h"
+#include "hub/tree_paths.h"
 
 namespace cairn::hub {
 
@@ -24,6 +25,53 @@ bool CleanSignature(const Signature& s) {
 }
 
 }  // namespace
+
+xet::Status HubService::CheckPushedPaths(const Repo& repo, const std::vector<RawObject>& objects,
+                                         const std::unordered_map<ObjectId, size_t, ObjectIdHash>& pushed) {
+  // Every pushed tree is a root (one no pushed commit names may be named by a later one), and so is every
+  // pushed commit's tree.
+  std::vector<ObjectId> roots;
+  for (const auto& o : objects) {
+    if (o.kind == ObjectKind::kTree) roots.push_back(o.id);
+    if (o.kind != ObjectKind::kCommit) continue;
+    if (auto c = ParseCommit(o.body); c.ok() && !pushed.contains(c->tree)) roots.push_back(c->tree);
+  }
+  const TreeBodies bodies = [&](const std::vector<ObjectId>& ids,
+                                const std::function<void(size_t, std::span<const uint8_t>)>& found) {
+    std::vector<size_t> stored;  // positions of the ids to read from the index
+    for (size_t i = 0; i < ids.size(); ++i) {
+      auto it = pushed.find(ids[i]);
+      if (it == pushed.end()) {
+        stored.push_back(i);
+      } else if (objects[it->second].kind == ObjectKind::kTree) {
+        found(i, objects[it->second].body);
+      }
+    }
+    for (size_t at = 0; at < stored.size(); at += index::Index::kMaxObjectsPerRead) {
+      const size_t n = std::min(stored.size() - at, index::Index::kMaxObjectsPerRead);
+      std::vector<std::vector<uint8_t>> keys;
+      for (size_t k = at; k < at + n; ++k) keys.push_back(KeyOf(ids[stored[k]]));
+      auto got = index_.GetRepoObjects(repo.record.id, keys);
+      if (!got.ok()) return xet::Status(got.error());
+      for (size_t k = 0; k < n; ++k) {
+        const auto& obj = (*got)[k];
+        if (obj && obj->kind == static_cast<uint8_t>(ObjectKind::kTree)) found(stored[at + k], obj->data);
+      }
+    }
+    return xet::Status(xet::Ok{});
+  };
+  return CheckPathLengths(roots, bodies);
+}
+
+Result<std::optional<uint64_t>> HubService::LinkedSize(const Repo& repo, const index::RepoObject& link) {
+  if (link.kind != index::kFileLinkKind || link.data.size() != 32) return std::optional<uint64_t>();
+  auto entry = files_.VisibleEntry(xet::Hash::FromBytes(link.data.data()), repo.record.scope);
+  if (!entry.ok()) {
+    if (entry.error().code == xet::ErrorCode::kNotFound) return std::optional<uint64_t>();
+    return FromIndex(entry.error());
+  }
+  return std::optional<uint64_t>((*entry)->size);
+}
 
 Result<std::vector<std::optional<std::string>>> HubService::ApplyPush(const Caller& caller, const Repo& repo,
                                                                       std::vector<RawObject> objects,
@@ -97,12 +145,22 @@ Result<std::vector<std::optional<std::string>>> HubService::ApplyPush(const Call
   // is linked with the push and published to the repository's readers, as a commit's lfsFile is.
   std::vector<index::RepoObject> links;
   std::vector<xet::FileHash> published;
-  std::unordered_set<std::string> linked_now;
+  std::unordered_map<std::string, uint64_t> sizes;  // of each SHA-256 met: every pointer gives the same
   for (const auto& [sha, size] : lfs_named) {
+    const std::string another_size = "the LFS pointer of " + sha + " gives another size than its file's";
+    if (auto [it, first] = sizes.emplace(sha, size); !first) {
+      if (it->second != size) return refuse_all(another_size);
+      continue;
+    }
+    // A linked file has its size too: a second pointer to it must agree, or listings and downloads would.
     auto link = ReadObject(repo, LinkKey(sha));
-    if (link.ok()) continue;
+    if (link.ok()) {
+      auto size_of = LinkedSize(repo, *link);
+      if (!size_of.ok()) return size_of.error();
+      if (*size_of && **size_of != size) return refuse_all(another_size);
+      continue;
+    }
     if (link.error().kind != ErrorKind::kNotFound) return link.error();
-    if (!linked_now.insert(sha).second) continue;
     auto entry = files_.VisibleBySha256(*xet::Hash::FromHex(sha), repo.record.scope);
     if (!entry.ok()) return FromIndex(entry.error());
     if (*entry == nullptr) {
@@ -111,7 +169,7 @@ Result<std::vector<std::optional<std::string>>> HubService::ApplyPush(const Call
           " is not on this server: push it with git-lfs installed (git lfs install), or upload it "
           "with huggingface_hub");
     }
-    if ((*entry)->size != size) return refuse_all("the LFS pointer of " + sha + " gives another size");
+    if ((*entry)->size != size) return refuse_all(another_size);
     links.push_back(index::RepoObject{
         .key = LinkKey(sha),
         .kind = index::kFileLinkKind,
@@ -136,6 +194,12 @@ Result<std::vector<std::optional<std::string>>> HubService::ApplyPush(const Call
         return refuse_all("missing object " + id.hex() + " (the pack is incomplete)");
       }
     }
+  }
+
+  // No path longer than the API takes, through pushed trees or stored ones a pushed tree puts deeper.
+  if (auto st = CheckPushedPaths(repo, objects, pushed); !st.ok()) {
+    if (st.error().code == xet::ErrorCode::kLimit) return refuse_all(st.error().message);
+    return FromIndex(st.error());
   }
 
   // ---- The refs: names, kinds, fast-forward.
