@@ -7,6 +7,7 @@
 #include "git/pack.h"
 #include "git/pkt_line.h"
 #include "git/test_repo.h"
+#include "hub/test_trees.h"
 
 namespace cairn::git {
 namespace {
@@ -147,6 +148,30 @@ TEST_F(ReceivePackTest, RefusalsChangeNothing) {
   auto reader = as_reader.Serve(hub::Caller{"alice", false}, req.substr(0, req.find("PACK")));
   ASSERT_TRUE(reader.ok());
   EXPECT_NE(reader->find("ng refs/heads/main this token cannot write"), std::string::npos) << *reader;
+  EXPECT_EQ(Main(), c3_);
+}
+
+// A tree deeper than a 4,096-byte path allows, and one naming "a" as a file and a folder: git is told why,
+// per ref, and nothing moves.
+TEST_F(ReceivePackTest, TreesTheApiWouldNotServeAreRefusedWithTheirReason) {
+  History();
+  const Obj blob{ObjectKind::kBlob, "x\n"};
+  ObjectId root;
+  std::vector<Obj> objects{blob};
+  for (auto& t : hub::testing::NestedTrees(2100, "a", {{hub::EntryMode::kFile, "f", blob.id()}}, &root)) {
+    objects.push_back({t.kind, std::string(t.body.begin(), t.body.end())});
+  }
+  const Obj deep{ObjectKind::kCommit, CommitText(root, c3_, "deep")};
+  objects.push_back(deep);
+  std::string r = Push(objects, c3_, deep.id());
+  EXPECT_NE(r.find("ng refs/heads/main the path \"a/a/a"), std::string::npos) << r;
+  EXPECT_NE(r.find("more than 4096"), std::string::npos) << r;
+  const Obj sub{ObjectKind::kTree, Tree({{"100644", "f", blob.id()}})};
+  const Obj twice{ObjectKind::kTree,
+                  Tree({{"100644", "a", blob.id()}, {"100644", "a-b", blob.id()}, {"40000", "a", sub.id()}})};
+  const Obj dup{ObjectKind::kCommit, CommitText(twice.id(), c3_, "twice")};
+  r = Push({dup, twice, sub, blob}, c3_, dup.id());
+  EXPECT_NE(r.find("appears twice"), std::string::npos) << r;
   EXPECT_EQ(Main(), c3_);
 }
 

@@ -278,13 +278,14 @@ class HubService {
     std::optional<ObjectId> new_id;
   };
   // Stores a push's objects and moves its refs, all checked first: every object well-formed (commits in UTF-8
-  // within kMaxCommitObjectBytes, tree names ValidSegment, no submodule), every object they name pushed or
-  // stored already, a large file's pointer naming a file the repository holds, no other blob over
-  // max_push_blob_bytes; branches only fast-forward, tags only created, the default branch never deleted,
-  // each ref's old id its current one. Any refusal refuses the whole push and changes nothing: the answer is
-  // why for each ref (nullopt for the ones that would have gone). kForbidden without write access; errors of
-  // the index as usual. Refs are moved one by one (compare and swap each): a concurrent writer between two of
-  // them leaves the earlier moved and the later reported.
+  // within kMaxCommitObjectBytes, tree names ValidSegment and each once, no submodule), no path longer than
+  // kMaxPathBytes through pushed and stored trees (tree_paths.h), every object they name pushed or stored
+  // already, a large file's pointer naming a file the repository holds with that file's size, no other blob
+  // over max_push_blob_bytes; branches only fast-forward, tags only created, the default branch never
+  // deleted, each ref's old id its current one. Any refusal refuses the whole push and changes nothing: the
+  // answer is why for each ref (nullopt for the ones that would have gone). kForbidden without write access;
+  // errors of the index as usual. Refs are moved one by one (compare and swap each): a concurrent writer
+  // between two of them leaves the earlier moved and the later reported.
   Result<std::vector<std::optional<std::string>>> ApplyPush(const Caller& caller, const Repo& repo,
                                                             std::vector<RawObject> objects,
                                                             const std::vector<PushedRef>& refs);
@@ -339,7 +340,8 @@ Status Publish(files::FileService& service, const Repo& repo, std::vector<xet::F
                const index::QuotaCharge* charge = nullptr);
 
 // A git pack's objects as the index stores them, each checked as a push's are: commits and trees parse (no
-// submodule) and trees name only paths cairn accepts, so that nothing is stored that the Hub's routes could
+// submodule, no name twice) and trees name only paths cairn accepts (no longer than kMaxPathBytes through
+// the trees given), so that nothing is stored that the Hub's routes could
 // not serve (a mirror's fetch from upstream, a bundle's import). kMalformed naming the first one refused.
 xet::Result<std::vector<index::RepoObject>> StorableObjects(std::vector<RawObject> objects);
 

@@ -6,6 +6,7 @@ writes; their bytes come through git-lfs, a later step). On SQLite + local disk 
 from __future__ import annotations
 
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -214,3 +215,75 @@ def test_push_lands_where_the_hub_api_sees_it(server, hub_py, tmp_path):
     huge = git.run("push", "origin", "main", cwd=work, check=False)
     assert huge.returncode != 0 and "larger than 10 MiB" in huge.stderr, huge.stderr
     assert hub.run('result = "huge.dat" in api.list_repo_files("alice/model")') is False
+
+
+def _write_tree(git: Git, work: Path, entries: list[tuple[str, str, str]], literally: bool = False) -> str:
+    """A tree object of (mode, name, hex id) entries as given (in that order), written into `work`'s repository."""
+    body = b"".join(mode.encode() + b" " + name.encode() + b"\0" + bytes.fromhex(oid) for mode, name, oid in entries)
+    args = ["hash-object", "-w", "-t", "tree", "--stdin"] + (["--literally"] if literally else [])
+    r = subprocess.run(["git", *args], input=body, capture_output=True, env=git.env, cwd=work, check=True)
+    return r.stdout.decode().strip()
+
+
+def _push_tree(git: Git, work: Path, tree: str, message: str) -> subprocess.CompletedProcess:
+    commit = git.run("commit-tree", tree, "-p", "HEAD", "-m", message, cwd=work).stdout.strip()
+    return git.run("push", "origin", f"{commit}:refs/heads/main", cwd=work, check=False)
+
+
+@BOTH
+def test_push_of_what_the_api_would_refuse_is_refused(server, hub_py, tmp_path):
+    """A tree deeper than a 4,096-byte path allows, a name given as a file and a folder, a second LFS pointer
+    giving another size than its file's: each refused by a real git push, main unchanged."""
+    srv = server()
+    tok = srv.token("alice", write=True)
+    hub = Hub(hub_py, tmp_path / "alice", srv, tok)
+    make_history(hub, tmp_path, "alice/model")
+    git = Git(tmp_path / "git")
+    git.run("clone", "-q", url(srv, "alice/model", tok), "work")
+    work = git.home / "work"
+    before = git.run("rev-parse", "HEAD", cwd=work).stdout.strip()
+    blob = git.run("hash-object", "-w", "--stdin", cwd=work).stdout.strip()  # the empty blob
+
+    # 2,100 folders "a": the path is 4,201 bytes long, past the API's 4,096.
+    tree = _write_tree(git, work, [("100644", "f", blob)])
+    for _ in range(2100):
+        tree = _write_tree(git, work, [("40000", "a", tree)])
+    deep = _push_tree(git, work, tree, "deep")
+    assert deep.returncode != 0 and "more than 4096" in deep.stderr, deep.stderr
+
+    # As deep as the bound allows: 2,044 folders and an 8-byte name, 4,096 bytes; it lands and lists.
+    tree = _write_tree(git, work, [("100644", "weights1", blob)])
+    for _ in range(2044):
+        tree = _write_tree(git, work, [("40000", "a", tree)])
+    root = git.run("ls-tree", "HEAD", cwd=work).stdout.splitlines()
+    entries = [(line.split()[0], line.split("\t")[1], line.split()[2]) for line in root]
+    entries.append(("40000", "deep", tree))
+    entries.sort(key=lambda e: e[1] + ("/" if e[0] == "40000" else ""))
+    fits = _push_tree(git, work, _write_tree(git, work, entries), "at the bound")
+    assert fits.returncode == 0, fits.stderr
+    longest = "deep/" + "a/" * 2043 + "a"
+    listed = hub.run(f'result = [f for f in api.list_repo_files("alice/model") if f.startswith({longest!r})]')
+    assert listed == [longest + "/weights1"], listed
+    git.run("fetch", "-q", "origin", cwd=work)
+    git.run("reset", "-q", "--hard", "origin/main", cwd=work)
+    before = git.run("rev-parse", "HEAD", cwd=work).stdout.strip()
+
+    # "a" as a file and as a folder ("a-b" between them in git's order): git's fsck calls it duplicateEntries.
+    sub = _write_tree(git, work, [("100644", "f", blob)])
+    twice = _write_tree(git, work, [("100644", "a", blob), ("100644", "a-b", blob), ("40000", "a", sub)],
+                        literally=True)
+    dup = _push_tree(git, work, twice, "twice")
+    assert dup.returncode != 0 and "appears twice" in dup.stderr, dup.stderr
+
+    # The large file's pointer, copied with another size.
+    pointer = (work / "weights.bin").read_text()
+    assert pointer.startswith("version https://git-lfs.github.com/spec/v1"), pointer
+    size = int(pointer.rsplit("size ", 1)[1])
+    (work / "copy.bin").write_text(pointer.replace(f"size {size}", f"size {size + 4096}"))
+    git.run("add", "copy.bin", cwd=work)
+    git.run("commit", "-q", "-m", "lying pointer", cwd=work)
+    lying = git.run("push", "origin", "main", cwd=work, check=False)
+    assert lying.returncode != 0 and "gives another size" in lying.stderr, lying.stderr
+
+    after = hub.run('result = api.list_repo_commits("alice/model")[0].commit_id')
+    assert after == before
