@@ -368,8 +368,9 @@ TEST_F(HubApi, LargeFilesAreLinkedOnlyThroughTheirRepositorysUpload) {
   EXPECT_EQ(r["X-Xet-Token-Expiration"], std::to_string(token.at("exp").as_int64()));
   EXPECT_EQ(r["X-Xet-Cas-Url"], base_);
   http::Authenticator auth(testing::kTestJwtKey, &clock_);
-  auto who = auth.Verify(std::string(token.at("accessToken").as_string()), auth.now());
+  auto who = auth.Verify(std::string(token.at("accessToken").as_string()), auth.now(), http::kCasRouteTokens);
   ASSERT_TRUE(who.ok());
+  EXPECT_EQ(who->kind, http::TokenKind::kCas);  // for the CAS routes alone
   // A read token's scope is the repository's read scope (what it committed), a write token's its own.
   EXPECT_EQ(who->scope, index_->FindRepo(index::RepoType::kModel, "alice", "m")->read_scope);
   EXPECT_EQ(who->perm, http::Permission::kRead);
@@ -378,8 +379,10 @@ TEST_F(HubApi, LargeFilesAreLinkedOnlyThroughTheirRepositorysUpload) {
             403u);
   r = Send(bhttp::verb::get, "/api/models/alice/m/xet-write-token/main", Token("alice"));
   ASSERT_EQ(r.result_int(), 200u);
-  who = auth.Verify(std::string(json::parse(r.body()).at("accessToken").as_string()), auth.now());
+  who = auth.Verify(std::string(json::parse(r.body()).at("accessToken").as_string()), auth.now(),
+                    http::kCasRouteTokens);
   ASSERT_TRUE(who.ok());
+  EXPECT_EQ(who->kind, http::TokenKind::kCas);
   EXPECT_EQ(who->perm, http::Permission::kWrite);
   EXPECT_EQ(who->scope, index_->FindRepo(index::RepoType::kModel, "alice", "m")->scope);
 }
@@ -759,8 +762,10 @@ TEST_F(HubApi, BucketsAddFilesUploadedForThemOnly) {
   r = Send(bhttp::verb::get, "/api/buckets/alice/b/xet-write-token", Token("alice"));
   ASSERT_EQ(r.result_int(), 200u);
   http::Authenticator auth(testing::kTestJwtKey, &clock_);
-  auto who = auth.Verify(std::string(json::parse(r.body()).at("accessToken").as_string()), auth.now());
+  auto who = auth.Verify(std::string(json::parse(r.body()).at("accessToken").as_string()), auth.now(),
+                         http::kCasRouteTokens);
   ASSERT_TRUE(who.ok());
+  EXPECT_EQ(who->kind, http::TokenKind::kCas);
   EXPECT_EQ(who->scope, bucket->scope);
   EXPECT_EQ(
       Send(bhttp::verb::get, "/api/buckets/alice/b/xet-write-token", Token("alice", false)).result_int(),
