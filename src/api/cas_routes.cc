@@ -355,12 +355,16 @@ void Transfer(cas::CasService& service, cas::Relay* relay, const std::shared_ptr
 
 void RegisterCasRoutes(http::Server& server, cas::CasService& service, const CasRouteOptions& options) {
   auto& r = server.router();
-  const auto read = [](const char* name) { return RouteOptions().Name(name).Auth(Permission::kRead); };
+  // The CAS routes serve what the token's scope holds: a CAS token's (the Hub mints them for a repository's
+  // scope) or an access token's.
+  const auto read = [](const char* name) {
+    return RouteOptions().Name(name).Auth(Permission::kRead, http::kCasRouteTokens);
+  };
   const auto uploads = std::make_shared<http::AdmissionGate>(options.max_concurrent_uploads);
   server.metrics().Gauge("cairn_uploads_in_flight", "Xorb and shard uploads being received or processed",
                          [uploads] { return static_cast<double>(uploads->in_flight()); });
   const auto write = [&uploads](const char* name) {
-    return RouteOptions().Name(name).Auth(Permission::kWrite).Admit(uploads);
+    return RouteOptions().Name(name).Auth(Permission::kWrite, http::kCasRouteTokens).Admit(uploads);
   };
 
   r.Handle(Verb::get, "/v2/reconstructions/{file}", read("reconstruction_v2"),
@@ -384,7 +388,7 @@ void RegisterCasRoutes(http::Server& server, cas::CasService& service, const Cas
   // it POST the xorb to the route above at once, without retrying (its remote_client.rs). cairn takes xorbs
   // through itself, where they are validated before they are stored, so it offers no grants.
   r.Handle(Verb::post, "/v1/xorb-grants/{prefix}/{hash}",
-           RouteOptions().Name("xorb_grant").Auth(Permission::kWrite).MaxBody(4096),
+           RouteOptions().Name("xorb_grant").Auth(Permission::kWrite, http::kCasRouteTokens).MaxBody(4096),
            [](const std::shared_ptr<Exchange>& ex) {
              ex->Respond(
                  ErrorResponse(xet::NotFound("upload grants are not offered: POST the xorb to /v1/xorbs/")));

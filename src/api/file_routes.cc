@@ -158,7 +158,7 @@ http::Result<Reader> Authorize(const http::Server& server, const files::FileServ
   }
   const http::Authenticator* auth = server.authenticator();
   if (auth == nullptr) return http::Error{401, "this server checks no tokens"};
-  auto who = auth->Authenticate(req.Header("Authorization"), http::Permission::kRead);
+  auto who = auth->Authenticate(req.Header("Authorization"), http::Permission::kRead, http::kCasRouteTokens);
   if (!who) return who.error();
   return Reader{who->scope, ""};
 }
@@ -307,17 +307,22 @@ void RegisterFileRoutes(http::Server& server, files::FileService& files, index::
            [&server, &files, max_ranges](const std::shared_ptr<Exchange>& ex) {
              FileByHash(server, files, ex, max_ranges);
            });
-  r.Handle(http::Verb::get, "/v1/files", http::RouteOptions().Name("file_list").Auth(http::Permission::kRead),
+  r.Handle(http::Verb::get, "/v1/files",
+           http::RouteOptions().Name("file_list").Auth(http::Permission::kRead, http::kCasRouteTokens),
            [&files](const std::shared_ptr<Exchange>& ex) { ListFiles(files, ex); });
   r.Handle(
       http::Verb::get, "/v1/files/by-sha256/{sha256}",
-      http::RouteOptions().Name("file_download_sha256").Auth(http::Permission::kRead),
+      http::RouteOptions().Name("file_download_sha256").Auth(http::Permission::kRead, http::kCasRouteTokens),
       [&files, max_ranges](const std::shared_ptr<Exchange>& ex) { FileBySha256(files, ex, max_ranges); });
-  r.Handle(http::Verb::post, "/v1/links",
-           http::RouteOptions().Name("link").Auth(http::Permission::kRead).MaxBody(4096),
-           [&files, base](const std::shared_ptr<Exchange>& ex) { MintLink(files, ex, base); });
+  r.Handle(
+      http::Verb::post, "/v1/links",
+      http::RouteOptions().Name("link").Auth(http::Permission::kRead, http::kCasRouteTokens).MaxBody(4096),
+      [&files, base](const std::shared_ptr<Exchange>& ex) { MintLink(files, ex, base); });
   r.Handle(http::Verb::delete_, "/v1/files/{file}",
-           http::RouteOptions().Name("file_unregister").Auth(http::Permission::kWrite).MaxBody(4096),
+           http::RouteOptions()
+               .Name("file_unregister")
+               .Auth(http::Permission::kWrite, http::kCasRouteTokens)
+               .MaxBody(4096),
            [&files, &repos](const std::shared_ptr<Exchange>& ex) { Unregister(files, repos, ex); });
 
   auto& m = server.metrics();

@@ -294,7 +294,7 @@ class GitRoutes {
       const http::Authenticator* auth = server_.authenticator();
       std::optional<http::Principal> who;
       if (token && auth != nullptr) {
-        auto checked = auth->Authenticate("Bearer " + *token, http::Permission::kRead);
+        auto checked = auth->Authenticate("Bearer " + *token, http::Permission::kRead, http::kAccessTokens);
         if (checked) who = *checked;
       }
       if (!who) {

@@ -65,13 +65,14 @@ class MemorySource final : public http::ByteSource {
 
 // ---- Requests
 
-// Who asks: a token is optional on reads; a bad one is refused rather than ignored.
+// Who asks: a token is optional on reads; a bad one is refused rather than ignored, and so is a CAS token
+// (a CAS scope's credential, accepted by the CAS routes alone: it speaks for nobody here).
 http::Result<hub::Caller> CallerOf(const http::Server& server, const http::Request& req) {
   const std::string_view header = req.Header("Authorization");
   if (header.empty()) return hub::Caller{};
   const http::Authenticator* auth = server.authenticator();
   if (auth == nullptr) return http::Error{401, "this server checks no tokens"};
-  auto who = auth->Authenticate(header, http::Permission::kRead);
+  auto who = auth->Authenticate(header, http::Permission::kRead, http::kAccessTokens);
   if (!who) return http::Error{401, "Invalid credentials in Authorization header"};
   return hub::Caller{who->scope, who->perm == http::Permission::kWrite, who->expires};
 }
@@ -752,8 +753,11 @@ void HubRoutes::MintCasToken(const std::shared_ptr<Exchange>& ex, const hub::Cal
     // A CAS token for one of this repository's scopes alone. A write token's scope sees every upload made
     // with it (files uploaded with it are visible to this repository only); a read token's scope sees only
     // what the repository committed, and is replaced when the repository goes private.
+    // Of the CAS kind: accepted by the CAS routes alone, never as the caller of the Hub API, git or the
+    // mirror (an anonymous caller gets read tokens of public repositories).
     const http::Principal who{write ? repo.record.scope : repo.record.read_scope,
-                              write ? http::Permission::kWrite : http::Permission::kRead};
+                              write ? http::Permission::kWrite : http::Permission::kRead,
+                              http::TokenKind::kCas};
     const http::Authenticator* auth = server_.authenticator();
     if (auth == nullptr) return ex->Respond(HubErrorResponse(500, "", "this server signs no tokens"));
     const int64_t now = auth->now();

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <boost/json.hpp>
 #include <thread>
+#include <tuple>
 
 #include "api/api_test_server.h"
 #include "api/cas_routes.h"
@@ -368,8 +369,9 @@ TEST_F(HubApi, LargeFilesAreLinkedOnlyThroughTheirRepositorysUpload) {
   EXPECT_EQ(r["X-Xet-Token-Expiration"], std::to_string(token.at("exp").as_int64()));
   EXPECT_EQ(r["X-Xet-Cas-Url"], base_);
   http::Authenticator auth(testing::kTestJwtKey, &clock_);
-  auto who = auth.Verify(std::string(token.at("accessToken").as_string()), auth.now());
+  auto who = auth.Verify(std::string(token.at("accessToken").as_string()), auth.now(), http::kCasRouteTokens);
   ASSERT_TRUE(who.ok());
+  EXPECT_EQ(who->kind, http::TokenKind::kCas);  // for the CAS routes alone
   // A read token's scope is the repository's read scope (what it committed), a write token's its own.
   EXPECT_EQ(who->scope, index_->FindRepo(index::RepoType::kModel, "alice", "m")->read_scope);
   EXPECT_EQ(who->perm, http::Permission::kRead);
@@ -378,8 +380,10 @@ TEST_F(HubApi, LargeFilesAreLinkedOnlyThroughTheirRepositorysUpload) {
             403u);
   r = Send(bhttp::verb::get, "/api/models/alice/m/xet-write-token/main", Token("alice"));
   ASSERT_EQ(r.result_int(), 200u);
-  who = auth.Verify(std::string(json::parse(r.body()).at("accessToken").as_string()), auth.now());
+  who = auth.Verify(std::string(json::parse(r.body()).at("accessToken").as_string()), auth.now(),
+                    http::kCasRouteTokens);
   ASSERT_TRUE(who.ok());
+  EXPECT_EQ(who->kind, http::TokenKind::kCas);
   EXPECT_EQ(who->perm, http::Permission::kWrite);
   EXPECT_EQ(who->scope, index_->FindRepo(index::RepoType::kModel, "alice", "m")->scope);
 }
@@ -759,8 +763,10 @@ TEST_F(HubApi, BucketsAddFilesUploadedForThemOnly) {
   r = Send(bhttp::verb::get, "/api/buckets/alice/b/xet-write-token", Token("alice"));
   ASSERT_EQ(r.result_int(), 200u);
   http::Authenticator auth(testing::kTestJwtKey, &clock_);
-  auto who = auth.Verify(std::string(json::parse(r.body()).at("accessToken").as_string()), auth.now());
+  auto who = auth.Verify(std::string(json::parse(r.body()).at("accessToken").as_string()), auth.now(),
+                         http::kCasRouteTokens);
   ASSERT_TRUE(who.ok());
+  EXPECT_EQ(who->kind, http::TokenKind::kCas);
   EXPECT_EQ(who->scope, bucket->scope);
   EXPECT_EQ(
       Send(bhttp::verb::get, "/api/buckets/alice/b/xet-write-token", Token("alice", false)).result_int(),
@@ -1134,6 +1140,85 @@ TEST_F(HubApi, StoredBytesNeverActAsPagesOrInjectHeaders) {
   ASSERT_EQ(r.result_int(), 206u);
   EXPECT_TRUE(std::string(r[bhttp::field::content_type]).starts_with("multipart/byteranges"));
   EXPECT_EQ(r["X-Content-Type-Options"], "nosniff");
+}
+
+// ---- What an attacker's review found (issue 45): each test fails on e44264e.
+
+// A CAS token speaks for nobody on the Hub API: presented as a caller it is refused (401) on every route that
+// reads a caller, as an invalid token is, never taken for an anonymous caller (which reads public
+// repositories); it still reads its scope on the CAS and file routes.
+TEST_F(HubApi, ACasTokenIsRefusedOnEveryHubRoute) {
+  ASSERT_EQ(Create("alice", "m").result_int(), 200u);
+  ASSERT_EQ(Commit("alice/m", Header("s") + FileLine("a.txt", "hello")).result_int(), 200u);
+  ASSERT_EQ(Send(bhttp::verb::post, "/api/buckets/alice/b", Token("alice"), "{}").result_int(), 200u);
+  auto r =
+      Send(bhttp::verb::get, "/api/models/alice/m/xet-read-token/main");  // anonymous: a public repository
+  ASSERT_EQ(r.result_int(), 200u) << r.body();
+  const std::string reader(json::parse(r.body()).at("accessToken").as_string());
+  r = Send(bhttp::verb::get, "/api/models/alice/m/xet-write-token/main", Token("alice"));
+  ASSERT_EQ(r.result_int(), 200u) << r.body();
+  const std::string writer(json::parse(r.body()).at("accessToken").as_string());
+  r = Send(bhttp::verb::get, "/api/buckets/alice/b/xet-write-token", Token("alice"));
+  ASSERT_EQ(r.result_int(), 200u) << r.body();
+  const std::string bucket_writer(json::parse(r.body()).at("accessToken").as_string());
+  const std::string m = "/api/models/alice/m";
+  const std::string b = "/api/buckets/alice/b";
+  const std::vector<std::tuple<bhttp::verb, std::string, std::string>> routes = {
+      {bhttp::verb::get, "/api/whoami-v2", ""},
+      {bhttp::verb::get, "/api/quotas/alice", ""},
+      {bhttp::verb::post, "/api/repos/create", R"({"name":"n","organization":"alice","type":"model"})"},
+      {bhttp::verb::delete_, "/api/repos/delete", R"({"name":"m","organization":"alice","type":"model"})"},
+      {bhttp::verb::post, "/api/repos/move", R"({"fromRepo":"alice/m","toRepo":"alice/m2","type":"model"})"},
+      {bhttp::verb::get, "/api/buckets/alice", ""},
+      {bhttp::verb::post, "/api/buckets/alice/b2", "{}"},
+      {bhttp::verb::get, b, ""},
+      {bhttp::verb::delete_, b, ""},
+      {bhttp::verb::put, b + "/settings", R"({"private":true})"},
+      {bhttp::verb::get, b + "/tree", ""},
+      {bhttp::verb::post, b + "/paths-info", R"({"paths":["x"]})"},
+      {bhttp::verb::post, b + "/batch", "\n"},
+      {bhttp::verb::get, b + "/xet-write-token", ""},
+      {bhttp::verb::get, b + "/xet-read-token", ""},
+      {bhttp::verb::get, "/buckets/alice/b/resolve/x", ""},
+      {bhttp::verb::get, "/api/models", ""},
+      {bhttp::verb::get, m, ""},
+      {bhttp::verb::get, m + "/revision/main", ""},
+      {bhttp::verb::put, m + "/settings", R"({"private":true})"},
+      {bhttp::verb::get, m + "/tree/main", ""},
+      {bhttp::verb::post, m + "/paths-info/main", "paths=a.txt"},
+      {bhttp::verb::get, m + "/refs", ""},
+      {bhttp::verb::get, m + "/commits/main", ""},
+      {bhttp::verb::post, m + "/branch/dev", "{}"},
+      {bhttp::verb::delete_, m + "/branch/dev", ""},
+      {bhttp::verb::post, m + "/tag/main", R"({"tag":"v1"})"},
+      {bhttp::verb::delete_, m + "/tag/v1", ""},
+      {bhttp::verb::post, m + "/preupload/main", R"({"files":[]})"},
+      {bhttp::verb::post, m + "/commit/main", Header("x") + FileLine("b.txt", "x")},
+      {bhttp::verb::post, m + "/lfs-files/duplicate",
+       R"({"target":{"type":"model","name":"alice/n"},"files":[]})"},
+      {bhttp::verb::get, m + "/lfs-files", ""},
+      {bhttp::verb::post, m + "/lfs-files/batch", R"({"deletions":{"sha":[],"rewriteHistory":true}})"},
+      {bhttp::verb::post, m + "/super-squash/main", "{}"},
+      {bhttp::verb::get, m + "/xet-write-token/main", ""},
+      {bhttp::verb::get, m + "/xet-read-token/main", ""},
+      {bhttp::verb::get, "/alice/m/resolve/main/a.txt", ""},
+      {bhttp::verb::head, "/alice/m/resolve/main/a.txt", ""},
+      {bhttp::verb::get, "/models/alice/m/resolve/main/a.txt", ""},
+  };
+  for (const std::string& cas : {reader, writer, bucket_writer}) {
+    for (const auto& [verb, target, body] : routes) {
+      auto answer = Send(verb, target, cas, body);
+      EXPECT_EQ(answer.result_int(), 401u) << verb << " " << target << ": " << answer.body();
+    }
+  }
+  // Nothing changed, and the tokens still read their scopes where they are meant.
+  EXPECT_EQ(Send(bhttp::verb::get, "/alice/m/resolve/main/a.txt").body(), "hello");
+  EXPECT_EQ(Send(bhttp::verb::get, "/api/models/alice/m/refs", Token("alice")).body().find("dev"),
+            std::string::npos);
+  EXPECT_EQ(Send(bhttp::verb::get, "/v1/files", reader).result_int(), 200u);
+  EXPECT_EQ(Send(bhttp::verb::get, "/v1/files", writer).result_int(), 200u);
+  // And an access token is still a caller.
+  EXPECT_EQ(Send(bhttp::verb::get, "/api/whoami-v2", Token("alice", false)).result_int(), 200u);
 }
 
 }  // namespace

@@ -9,11 +9,13 @@
 
 #include <boost/json.hpp>
 #include <thread>
+#include <tuple>
 
 #include "api/api_test_server.h"
 #include "api/cas_routes.h"
 #include "api/git_routes.h"
 #include "api/hub_routes.h"
+#include "common/base64.h"
 #include "common/hex.h"
 #include "http/test_util.h"
 #include "ingest/upload_builder.h"
@@ -63,9 +65,9 @@ class MirrorApi : public testing::ApiServerTest {
 
   // alice/<name> upstream with README.md and w.bin, 300 KB of random bytes from `seed`.
   void PublishLarge(const std::string& name, uint64_t seed, std::vector<uint8_t>* large, std::string* sha,
-                    std::string* xet, std::string* head) {
+                    std::string* xet, std::string* head, bool is_private = false) {
     const hub::Caller alice{.scope = "alice", .write = true, .expires = 0};
-    auto repo = up_.hub->CreateRepo(alice, {hub::RepoType::kModel, "alice", name}, false);
+    auto repo = up_.hub->CreateRepo(alice, {hub::RepoType::kModel, "alice", name}, is_private);
     ASSERT_TRUE(repo.ok());
     const std::string random = http::testing::RandomBytes(300000, seed);
     large->assign(random.begin(), random.end());
@@ -121,6 +123,10 @@ class MirrorApi : public testing::ApiServerTest {
                        .relay = relay_.get()});
     RegisterHubRoutes(*mirror_server_, *m_.hub, *m_.buckets, *m_.files,
                       {.public_url = mirror_base_, .mirror = mirror_.get()});
+    GitRouteOptions go;
+    go.public_url = mirror_base_;
+    go.mirror = mirror_.get();
+    RegisterGitRoutes(*mirror_server_, *m_.hub, *m_.files, *m_index_, go);
     mirror_server_->Start();
   }
 
@@ -139,10 +145,12 @@ class MirrorApi : public testing::ApiServerTest {
     if (!mirror_dir_.empty()) std::filesystem::remove_all(mirror_dir_);
   }
 
-  Res Ask(bhttp::verb verb, const std::string& target, const std::string& token = "", std::string body = {}) {
+  Res Ask(bhttp::verb verb, const std::string& target, const std::string& token = "", std::string body = {},
+          const std::string& authorization = "") {
     http::testing::Client c(mirror_server_->port());
     bhttp::request<bhttp::string_body> req{verb, target, 11};
     if (!token.empty()) req.set(bhttp::field::authorization, "Bearer " + token);
+    if (!authorization.empty()) req.set(bhttp::field::authorization, authorization);
     if (!body.empty() || verb == bhttp::verb::post) req.body() = std::move(body);
     return c.Send(std::move(req));
   }
@@ -354,6 +362,64 @@ TEST_F(MirrorApi, PastTheSizeLimitTheLeastRecentlyReadRepositoriesAreEvicted) {
   // An evicted repository is copied again on its next read.
   ASSERT_NO_FATAL_FAILURE(read("n"));
   EXPECT_EQ(mirror_->counters().repos_fetched, 4u);
+}
+
+// ---- What an attacker's review found (issue 45): fails on e44264e.
+
+// With read = "token", a CAS token (the mirror gives anyone one for a public repository of its own) is not a
+// token to read mirrored repositories with: a private upstream repository, read through the mirror's token,
+// is refused to it on every route and git verb (401, as an invalid token), while an access token reads it.
+TEST_F(MirrorApi, ACasTokenIsNoTokenToReadMirroredRepositoriesWith) {
+  std::vector<uint8_t> large;
+  std::string sha, xet, head;
+  ASSERT_NO_FATAL_FAILURE(PublishLarge("p", 11, &large, &sha, &xet, &head, /*is_private=*/true));
+  mirror::MirrorOptions mo{.token_to_read = true};
+  mo.upstream.token = MintToken("alice", http::Permission::kRead, std::chrono::hours(24));
+  ASSERT_NO_FATAL_FAILURE(StartMirror(mo));
+  const hub::Caller carol{.scope = "carol", .write = true, .expires = 0};
+  ASSERT_TRUE(m_.hub->CreateRepo(carol, {hub::RepoType::kModel, "carol", "pub"}, false).ok());
+  auto r = Get("/api/models/carol/pub/xet-read-token/main");  // anonymous, as the Hub gives them
+  ASSERT_EQ(r.result_int(), 200u) << r.body();
+  const std::string cas(json::parse(r.body()).at("accessToken").as_string());
+  const std::string basic = "Basic " + Base64Encode("git:" + cas);
+  const std::string lfs_batch =
+      R"({"operation":"download","transfers":["basic"],"objects":[{"oid":")" + sha + R"(","size":300000}]})";
+  const std::vector<std::tuple<bhttp::verb, std::string, std::string>> routes = {
+      {bhttp::verb::get, "/api/models/alice/p", ""},
+      {bhttp::verb::get, "/api/models/alice/p/revision/main", ""},
+      {bhttp::verb::get, "/api/models/alice/p/tree/main", ""},
+      {bhttp::verb::get, "/api/models/alice/p/refs", ""},
+      {bhttp::verb::get, "/api/models/alice/p/commits/main", ""},
+      {bhttp::verb::post, "/api/models/alice/p/paths-info/main", "paths=w.bin"},
+      {bhttp::verb::get, "/api/models/alice/p/xet-read-token/main", ""},
+      {bhttp::verb::get, "/api/models/alice/p/lfs-files", ""},
+      {bhttp::verb::get, "/api/models?author=alice", ""},
+      {bhttp::verb::head, "/alice/p/resolve/main/w.bin", ""},
+      {bhttp::verb::get, "/alice/p/resolve/main/w.bin", ""},
+      {bhttp::verb::get, "/alice/p/resolve/main/README.md", ""},
+      {bhttp::verb::get, "/alice/p.git/info/refs?service=git-upload-pack", ""},
+      {bhttp::verb::get, "/alice/p.git/info/refs?service=git-receive-pack", ""},
+      {bhttp::verb::post, "/alice/p.git/git-upload-pack", "0000"},
+      {bhttp::verb::post, "/alice/p.git/git-receive-pack", "0000"},
+      {bhttp::verb::post, "/alice/p.git/info/lfs/objects/batch", lfs_batch},
+      {bhttp::verb::post, "/alice/p.git/info/lfs/locks/verify", "{}"},
+  };
+  for (const auto& [verb, target, body] : routes) {
+    auto bearer = Ask(verb, target, cas, body);
+    EXPECT_EQ(bearer.result_int(), 401u) << verb << " " << target << ": " << bearer.body().substr(0, 300);
+    auto password = Ask(verb, target, "", body, basic);
+    EXPECT_EQ(password.result_int(), 401u)
+        << verb << " " << target << " (Basic): " << password.body().substr(0, 300);
+  }
+  EXPECT_EQ(mirror_->counters().repos_fetched, 0u);  // nor did it make the mirror fetch anything
+  // An access token of this server reads it (the read policy).
+  const std::string token = MintToken("bob", http::Permission::kRead);
+  r = Get("/alice/p/resolve/main/w.bin", token);
+  ASSERT_EQ(r.result_int(), 200u) << r.body();
+  EXPECT_EQ(r.body(), std::string(large.begin(), large.end()));
+  r = Ask(bhttp::verb::get, "/alice/p.git/info/refs?service=git-upload-pack", "", "",
+          "Basic " + Base64Encode("git:" + token));
+  EXPECT_EQ(r.result_int(), 200u) << r.body();
 }
 
 }  // namespace

@@ -99,7 +99,7 @@ Admitted AdmitRequest(const AdmitContext& ctx, const bhttp::request<bhttp::empty
 
   if (route.options.auth != Permission::kNone) {
     if (ctx.auth == nullptr) return refuse(Response::ErrorJson(500, "authentication is not configured"));
-    auto who = ctx.auth->Authenticate(req.Header("Authorization"), route.options.auth);
+    auto who = ctx.auth->Authenticate(req.Header("Authorization"), route.options.auth, route.options.tokens);
     if (!who) return refuse(Response::FromError(who.error()));
     req.principal = std::move(*who);
   }

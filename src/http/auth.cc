@@ -78,6 +78,14 @@ std::string_view PermissionName(Permission p) {
   return "none";
 }
 
+std::string_view TokenKindName(TokenKind kind) {
+  return kind == TokenKind::kCas ? "cas" : "access";
+}
+
+TokenKind KindOfLegacyScope(std::string_view scope) {
+  return scope.starts_with("hub:") || scope.starts_with("mirror:") ? TokenKind::kCas : TokenKind::kAccess;
+}
+
 int64_t UnixNow() {
   return Clock::System().UnixSeconds();
 }
@@ -107,12 +115,13 @@ Result<std::string> Authenticator::Mint(const Principal& who, std::chrono::secon
   return MintToken(keys->current(), who, ttl, now);
 }
 
-Result<Principal> Authenticator::Authenticate(std::string_view authorization, Permission required) const {
-  return Authenticate(authorization, required, now());
+Result<Principal> Authenticator::Authenticate(std::string_view authorization, Permission required,
+                                              TokenKinds accepted) const {
+  return Authenticate(authorization, required, now(), accepted);
 }
 
 Result<Principal> Authenticator::Authenticate(std::string_view authorization, Permission required,
-                                              int64_t now) const {
+                                              int64_t now, TokenKinds accepted) const {
   if (authorization.empty()) return Unauthorized("missing Authorization header");
   const size_t space = authorization.find(' ');
   if (space == std::string_view::npos || !IEquals(authorization.substr(0, space), "bearer"))
@@ -120,14 +129,14 @@ Result<Principal> Authenticator::Authenticate(std::string_view authorization, Pe
   std::string_view token = authorization.substr(space + 1);
   while (!token.empty() && token.front() == ' ') token.remove_prefix(1);
   while (!token.empty() && token.back() == ' ') token.remove_suffix(1);
-  auto who = Verify(token, now);
+  auto who = Verify(token, now, accepted);
   if (!who) return who;
   if (required == Permission::kWrite && who->perm != Permission::kWrite)
     return Forbidden("token grants read access only; this call needs write");
   return who;
 }
 
-Result<Principal> Authenticator::Verify(std::string_view token, int64_t now) const {
+Result<Principal> Authenticator::Verify(std::string_view token, int64_t now, TokenKinds accepted) const {
   if (token.empty()) return Unauthorized("empty bearer token");
   if (token.size() > 8192) return Unauthorized("bearer token too long");
   std::string tok(token);  // libjwt wants a C string
@@ -154,6 +163,13 @@ Result<Principal> Authenticator::Verify(std::string_view token, int64_t now) con
   known->who.expires = known->expires;
   known->who.verified_at = now;
   if (now < known->not_before) return Unauthorized("token not yet valid (nbf)");
+  // Refused like an invalid token: a credential of another kind is not a weaker one (never anonymous).
+  if (!accepted.Has(known->who.kind)) {
+    return Unauthorized(
+        known->who.kind == TokenKind::kCas
+            ? "a CAS token is accepted by the CAS routes (/v1, /v2) only; this needs an access token"
+            : "this needs a CAS token");
+  }
   return std::move(known->who);
 }
 
@@ -208,6 +224,16 @@ Result<Authenticator::Verified> Authenticator::Decode(const TokenKeys& keys, con
   } else {
     return Unauthorized("invalid token: perm must be \"read\" or \"write\"");
   }
+  const auto* kind = claims.if_contains("kind");
+  if (kind == nullptr) {
+    who.kind = KindOfLegacyScope(who.scope);  // signed before tokens carried their kind
+  } else if (kind->is_string() && kind->get_string() == "access") {
+    who.kind = TokenKind::kAccess;
+  } else if (kind->is_string() && kind->get_string() == "cas") {
+    who.kind = TokenKind::kCas;
+  } else {
+    return Unauthorized("invalid token: kind must be \"access\" or \"cas\"");
+  }
   return v;
 }
 
@@ -233,8 +259,10 @@ Result<std::string> MintToken(const TokenKeys::Key& signing, const Principal& wh
   if (jwt_new(&raw) != 0) return InternalError("jwt_new failed");
   JwtPtr jwt(raw);
   const std::string perm(PermissionName(who.perm));
+  const std::string kind(TokenKindName(who.kind));
   if (jwt_add_grant(jwt.get(), "scope", who.scope.c_str()) != 0 ||
       jwt_add_grant(jwt.get(), "perm", perm.c_str()) != 0 ||
+      jwt_add_grant(jwt.get(), "kind", kind.c_str()) != 0 ||
       jwt_add_grant_int(jwt.get(), "iat", static_cast<long>(now)) != 0 ||
       jwt_add_grant_int(jwt.get(), "exp", static_cast<long>(now + ttl.count())) != 0)
     return InternalError("cannot set token claims");

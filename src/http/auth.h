@@ -5,10 +5,12 @@
 // kid with the legacy key, and a kid the set lacks is refused (401). SetKeys swaps the set (a rotation) and
 // forgets every token verified before, so a retired key's tokens stop working at once.
 //
-// Claims: "scope" (non-empty string), "perm" ("read" or "write"; write includes read), "exp" (required,
-// seconds since the epoch), optional "nbf" and "iat". The algorithm is pinned to HS256: tokens whose header
-// names any other algorithm (HS384/HS512 with the same key, "none", RS*) are rejected, and exp/nbf are
-// checked here because libjwt 1.10 does not check them.
+// Claims: "scope" (non-empty string), "perm" ("read" or "write"; write includes read), "kind" ("access" or
+// "cas": what the token is for, TokenKind), "exp" (required, seconds since the epoch), optional "nbf" and
+// "iat". A token without "kind" (signed before tokens carried one) is classified by its scope's form
+// (KindOfLegacyScope), so that it keeps working where it was meant and nowhere else. The algorithm is pinned
+// to HS256: tokens whose header names any other algorithm (HS384/HS512 with the same key, "none", RS*) are
+// rejected, and exp/nbf are checked here because libjwt 1.10 does not check them.
 //
 // Verified tokens are remembered (by their exact text, up to kCachedTokens of them) with their claims, so a
 // client that sends the same token with every request costs one signature check, not one per request; exp
@@ -40,10 +42,41 @@ enum class Permission {
 
 std::string_view PermissionName(Permission p);
 
+// What a token is for: where it is accepted (SECURITY.md, "Credential kinds").
+enum class TokenKind {
+  // A person's or a program's token, minted by `cairn token`: the Hub API, git and LFS, the mirror, buckets,
+  // and the CAS routes (for its scope's files).
+  kAccess,
+  // A CAS token, minted by the Hub for one CAS scope of one repository or bucket (xet-read-token,
+  // xet-write-token): the CAS routes alone (/v1, /v2). Presented anywhere else it is refused (401), never
+  // taken for an anonymous caller.
+  kCas,
+};
+
+std::string_view TokenKindName(TokenKind kind);
+
+// The kind of a token signed without a "kind" claim: kCas when its scope has the form of a repository's CAS
+// scope (hub::NewRepoScope, NewMirrorScope: "hub:…", "mirror:…"; read scopes "hub:…" or "<scope>:read"),
+// which only the Hub minted tokens for and which no namespace or repository name can have (names hold no
+// ':'); kAccess otherwise.
+TokenKind KindOfLegacyScope(std::string_view scope);
+
+// The kinds of token a place accepts.
+struct TokenKinds {
+  bool access = true;
+  bool cas = false;
+  constexpr bool Has(TokenKind kind) const { return kind == TokenKind::kAccess ? access : cas; }
+};
+// Access tokens alone: the Hub API, git, LFS, the mirror, buckets: whatever acts for a person.
+inline constexpr TokenKinds kAccessTokens{.access = true, .cas = false};
+// Access and CAS tokens: the CAS routes (/v1, /v2), which serve what the token's scope holds.
+inline constexpr TokenKinds kCasRouteTokens{.access = true, .cas = true};
+
 // Who a valid token speaks for.
 struct Principal {
   std::string scope;
   Permission perm = Permission::kRead;
+  TokenKind kind = TokenKind::kAccess;  // what the token is for; minted into it
   // When the token stops being valid (unix seconds; its exp claim). Whatever a token mints — a CAS token, a
   // download link, transfer URLs — expires no later: no credential outlives the one that minted it. Zero
   // for a principal that came from no token (Mint ignores it).
@@ -78,15 +111,17 @@ class Authenticator {
   // Mints a token for `who` with the current key (see MintToken).
   Result<std::string> Mint(const Principal& who, std::chrono::seconds ttl, int64_t now) const;
 
-  // Checks an Authorization header value ("Bearer <jwt>") and that the token grants `required`, at now()
-  // (or at `now`).
-  // Errors: 401 for a missing/malformed header or an invalid, expired, not-yet-valid or wrongly signed token;
-  // 403 when the token is valid but grants less than `required`.
-  Result<Principal> Authenticate(std::string_view authorization, Permission required) const;
-  Result<Principal> Authenticate(std::string_view authorization, Permission required, int64_t now) const;
+  // Checks an Authorization header value ("Bearer <jwt>"), that the token is of a kind `accepted` names and
+  // that it grants `required`, at now() (or at `now`).
+  // Errors: 401 for a missing/malformed header, an invalid, expired, not-yet-valid or wrongly signed token,
+  // or a token of a kind not accepted here; 403 when the token is valid but grants less than `required`.
+  Result<Principal> Authenticate(std::string_view authorization, Permission required,
+                                 TokenKinds accepted = kAccessTokens) const;
+  Result<Principal> Authenticate(std::string_view authorization, Permission required, int64_t now,
+                                 TokenKinds accepted = kAccessTokens) const;
 
-  // Checks a bare token (no "Bearer "); 401 errors only.
-  Result<Principal> Verify(std::string_view token, int64_t now) const;
+  // Checks a bare token (no "Bearer ") and that it is of a kind `accepted` names; 401 errors only.
+  Result<Principal> Verify(std::string_view token, int64_t now, TokenKinds accepted = kAccessTokens) const;
 
   static constexpr size_t kCachedTokens = 4096;
 
@@ -107,7 +142,7 @@ class Authenticator {
 };
 
 // Mints an HS256 token for `who` with `key` (named in the header's kid unless it is the legacy key), valid
-// from `now` for `ttl` (iat = now, exp = now + ttl).
+// from `now` for `ttl` (iat = now, exp = now + ttl), of `who.kind`.
 Result<std::string> MintToken(const TokenKeys::Key& key, const Principal& who, std::chrono::seconds ttl,
                               int64_t now);
 // The same with a legacy key (no kid).

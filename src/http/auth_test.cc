@@ -293,5 +293,94 @@ TEST(AuthKeys, RetiredKeysStopVerifyingAtOnce) {
   EXPECT_EQ(auth.keys().keys().size(), 1u);
 }
 
+// ---- Credential kinds (issue 45): a token is accepted only where its kind is meant. A CAS token (the Hub's
+// xet-read-token, handed to anonymous callers of public repositories) was taken by the Hub API, git and the
+// mirror's read policy as a caller of its own.
+
+TEST(AuthKinds, MintedTokensCarryTheirKind) {
+  Authenticator auth(kKey);
+  const int64_t now = UnixNow();
+  const std::string access = *MintToken(kKey, {"alice", Permission::kRead}, std::chrono::hours(1), now);
+  const std::string cas =
+      *MintToken(kKey, {"hub:0123", Permission::kRead, TokenKind::kCas}, std::chrono::hours(1), now);
+  auto who = auth.Verify(access, now);
+  ASSERT_TRUE(who.ok()) << who.error().message;
+  EXPECT_EQ(who->kind, TokenKind::kAccess);
+  who = auth.Verify(access, now, kCasRouteTokens);
+  ASSERT_TRUE(who.ok());
+  EXPECT_EQ(who->kind, TokenKind::kAccess);
+  who = auth.Verify(cas, now, kCasRouteTokens);
+  ASSERT_TRUE(who.ok()) << who.error().message;
+  EXPECT_EQ(who->kind, TokenKind::kCas);
+  EXPECT_EQ(who->scope, "hub:0123");
+  // Where access tokens alone are meant, a CAS token is refused as an invalid one: 401, never anonymous.
+  auto refused = auth.Verify(cas, now);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().status, 401u);
+  refused = auth.Authenticate("Bearer " + cas, Permission::kRead, now);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().status, 401u);
+  EXPECT_TRUE(auth.Authenticate("Bearer " + cas, Permission::kRead, now, kCasRouteTokens).ok());
+  // Remembered as verified, it is still refused where it is not meant.
+  EXPECT_EQ(auth.Authenticate("Bearer " + cas, Permission::kRead, now).error().status, 401u);
+  // A kind is not a permission: a CAS read token is refused a write with 403 where CAS tokens are accepted.
+  EXPECT_EQ(auth.Authenticate("Bearer " + cas, Permission::kWrite, now, kCasRouteTokens).error().status,
+            403u);
+  // The claim is what the token says it is for.
+  const std::string claims = HeaderOf(cas.substr(cas.find('.') + 1));  // the payload, decoded as a header is
+  EXPECT_NE(claims.find(R"("kind":"cas")"), std::string::npos) << claims;
+  EXPECT_NE(HeaderOf(access.substr(access.find('.') + 1)).find(R"("kind":"access")"), std::string::npos);
+}
+
+// Tokens signed before tokens carried a kind: a repository's CAS scope ("hub:…", "mirror:…", the read scopes
+// "hub:…" and "hub:…:read") was only ever in the Hub's CAS tokens, so such a token is a CAS token; any other
+// scope (a namespace, a repository, a plain CAS scope) is an access token, as `cairn token` minted it.
+TEST(AuthKinds, TokensWithoutAKindAreClassifiedByTheirScope) {
+  Authenticator auth(kKey);
+  const int64_t now = UnixNow();
+  const auto legacy = [&](const std::string& scope) {
+    return testing::MakeJwt(
+        JWT_ALG_HS256, kKey,
+        R"({"scope":")" + scope + R"(","perm":"read","exp":)" + std::to_string(now + 60) + "}");
+  };
+  for (const std::string scope :
+       {"hub:00112233445566778899aabbccddeeff", "mirror:00112233445566778899aabbccddeeff",
+        "hub:00112233445566778899aabbccddeeff:read"}) {
+    EXPECT_EQ(KindOfLegacyScope(scope), TokenKind::kCas) << scope;
+    const std::string token = legacy(scope);
+    EXPECT_EQ(auth.Verify(token, now).error().status, 401u) << scope;
+    auto who = auth.Verify(token, now, kCasRouteTokens);
+    ASSERT_TRUE(who.ok()) << scope;
+    EXPECT_EQ(who->kind, TokenKind::kCas) << scope;
+  }
+  for (const std::string scope : {"alice", "alice/model", "datasets/alice/data", "dev", "team-a", "hubs"}) {
+    EXPECT_EQ(KindOfLegacyScope(scope), TokenKind::kAccess) << scope;
+    auto who = auth.Verify(legacy(scope), now);
+    ASSERT_TRUE(who.ok()) << scope;
+    EXPECT_EQ(who->kind, TokenKind::kAccess) << scope;
+    EXPECT_TRUE(auth.Verify(legacy(scope), now, kCasRouteTokens).ok()) << scope;
+  }
+}
+
+// An explicit kind wins over the scope's form, and only "access" and "cas" are kinds.
+TEST(AuthKinds, TheKindClaimIsCheckedAndTyped) {
+  Authenticator auth(kKey);
+  const int64_t now = UnixNow();
+  const auto with_kind = [&](const std::string& scope, const std::string& kind) {
+    return testing::MakeJwt(JWT_ALG_HS256, kKey,
+                            R"({"scope":")" + scope + R"(","perm":"read","kind":)" + kind + R"(,"exp":)" +
+                                std::to_string(now + 60) + "}");
+  };
+  auto who = auth.Verify(with_kind("hub:abc", R"("access")"), now);
+  ASSERT_TRUE(who.ok());
+  EXPECT_EQ(who->kind, TokenKind::kAccess);
+  EXPECT_EQ(auth.Verify(with_kind("alice", R"("cas")"), now).error().status, 401u);
+  for (const std::string bad : {R"("admin")", R"("")", R"("CAS")", "1", "null", R"(["cas"])"}) {
+    auto r = auth.Verify(with_kind("alice", bad), now, kCasRouteTokens);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_EQ(r.error().status, 401u) << bad;
+  }
+}
+
 }  // namespace
 }  // namespace cairn::http

@@ -23,6 +23,7 @@ namespace cairn::http {
 struct RouteOptions {
   std::string name;                          // label in metrics and logs; default: the pattern
   Permission auth = Permission::kNone;       // required token permission (checked before the body is read)
+  TokenKinds tokens = kAccessTokens;         // the kinds of token `auth` accepts (auth.h)
   uint64_t max_body = 1 << 20;               // bytes; larger bodies answer 413
   size_t max_header = 16 << 10;              // bytes of request line + fields; larger answer 431
   std::shared_ptr<AdmissionGate> admission;  // when set, requests past its limit answer 503
@@ -36,8 +37,11 @@ struct RouteOptions {
     name = std::move(n);
     return *this;
   }
-  RouteOptions& Auth(Permission p) {
+  // A token granting `p`, of a kind `accepted` names (access tokens unless told: CAS tokens only where a
+  // route serves what a CAS scope holds).
+  RouteOptions& Auth(Permission p, TokenKinds accepted = kAccessTokens) {
     auth = p;
+    tokens = accepted;
     return *this;
   }
   RouteOptions& MaxBody(uint64_t bytes) {

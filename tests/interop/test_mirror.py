@@ -6,6 +6,7 @@ what was fetched downloadable and answers 503 with Retry-After for what was not.
 
 from __future__ import annotations
 
+import base64
 import json
 import subprocess
 import threading
@@ -15,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from common import MiB, assert_same_file, free_port, write_random
+from common import MiB, assert_same_file, free_port, http, write_random
 from git_util import Git, url
 from hub_util import Hub
 
@@ -276,6 +277,61 @@ def test_gated_upstream_through_the_mirrors_token(server, hub_py, tmp_path):
         f"""hf_hub_download("alice/gated", "w.bin", local_dir={str(tmp_path / "got-2")!r})""")
     assert_same_file(tmp_path / "got-2" / "w.bin", weights)
 
+
+
+def test_a_cas_token_is_no_token_to_read_the_mirror_with(server, hub_py, tmp_path):
+    """Issue 45: with mirror_read = token, the CAS token anyone gets for a public repository the mirror hosts
+    (xet-read-token, anonymous) read a private upstream repository through the mirror (info, resolve, git,
+    LFS batch: all 200). It is refused there as an invalid token; an access token of the mirror still reads,
+    and hf_xet still downloads with the CAS tokens it is given."""
+    upstream = server()
+    owner = Hub(hub_py, tmp_path / "owner", upstream, upstream.token("alice", write=True))
+    weights = write_random(tmp_path / "secret.bin", 2 * MiB, seed=57)
+    owner.run(f"""
+        api.create_repo("alice/secret", private=True)
+        api.upload_file(repo_id="alice/secret", path_or_fileobj={str(weights)!r}, path_in_repo="w.bin")
+    """)
+    mirror = mirror_of(server, upstream, CAIRN_MIRROR_TOKEN=upstream.token("alice"), CAIRN_MIRROR_READ="token")
+    carol = Hub(hub_py, tmp_path / "carol", mirror, mirror.token("carol", write=True))
+    public = write_random(tmp_path / "public.bin", 1 * MiB, seed=58)
+    carol.run(f"""
+        api.create_repo("carol/pub")
+        api.upload_file(repo_id="carol/pub", path_or_fileobj={str(public)!r}, path_in_repo="p.bin")
+    """)
+    r = mirror.get("/api/models/carol/pub/xet-read-token/main")  # anonymous: a public repository
+    assert r.status == 200, r
+    cas = json.loads(r.body)["accessToken"]
+
+    attacker = Hub(hub_py, tmp_path / "attacker", mirror, cas)
+    for call in ('api.model_info("alice/secret")', 'hf_hub_download("alice/secret", "w.bin")'):
+        refused = attacker.fails(call)
+        assert refused.status in (401, 404), (call, refused)
+    ls = subprocess.run(["git", "ls-remote", url(mirror, "alice/secret", cas)], capture_output=True, text=True,
+                        timeout=60, env={"GIT_TERMINAL_PROMPT": "0", "PATH": "/usr/bin:/bin"})
+    assert ls.returncode != 0 and ls.stdout == "", ls
+    sha = subprocess.run(["sha256sum", str(weights)], capture_output=True, text=True).stdout.split()[0]
+    batch = json.dumps({"operation": "download", "transfers": ["basic"],
+                        "objects": [{"oid": sha, "size": weights.stat().st_size}]}).encode()
+    for auth in (f"Bearer {cas}", "Basic " + base64.b64encode(f"git:{cas}".encode()).decode()):
+        got = http("POST", f"{mirror.url}/alice/secret.git/info/lfs/objects/batch", body=batch,
+                   headers={"Authorization": auth, "Content-Type": "application/vnd.git-lfs+json",
+                            "Accept": "application/vnd.git-lfs+json"})
+        assert got.status == 401, got
+        for path in ("/api/models/alice/secret", "/alice/secret/resolve/main/w.bin",
+                     "/alice/secret.git/info/refs?service=git-upload-pack"):
+            got = mirror.get(path, headers={"Authorization": auth})
+            assert got.status == 401, (path, got)
+
+    # An access token of the mirror reads it, and the CAS tokens hf_xet is given still download.
+    Hub(hub_py, tmp_path / "member", mirror, mirror.token("bob")).run(f"""
+        hf_hub_download("alice/secret", "w.bin", local_dir={str(tmp_path / "got")!r})
+        hf_hub_download("carol/pub", "p.bin", local_dir={str(tmp_path / "got")!r})
+    """)
+    assert_same_file(tmp_path / "got" / "w.bin", weights)
+    assert_same_file(tmp_path / "got" / "p.bin", public)
+    ls = subprocess.run(["git", "ls-remote", url(mirror, "alice/secret", mirror.token("bob"))],
+                        capture_output=True, text=True, timeout=60)
+    assert ls.returncode == 0 and "refs/heads/main" in ls.stdout, ls
 
 @pytest.mark.backends("sqlite")
 def test_upstream_faults(server, hub_py, tmp_path):
