@@ -64,8 +64,12 @@ class Scratch {
 
 // The size and BLAKE3 (hex) of a file.
 xet::Result<std::pair<uint64_t, std::string>> HashFile(const fs::path& path) {
-  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd.valid()) return Io("open", path, errno);
+  int raw = -1;
+  const int err = OpenRegularFile(path.c_str(), &raw);
+  UniqueFd fd(raw);
+  if (err == kNotRegularFile || err == kSymbolicLink)
+    return xet::Malformed(path.string() + " is " + OpenErrorText(err));
+  if (err != 0) return Io("open", path, err);
   blake3_hasher h;
   blake3_hasher_init(&h);
   std::vector<uint8_t> buf(1 << 20);

@@ -7,7 +7,9 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <optional>
 
+#include "common/test_fifo.h"
 #include "gc/collector.h"
 #include "gc/test_deployment.h"
 #include "repair/fsck.h"
@@ -412,6 +414,57 @@ INSTANTIATE_TEST_SUITE_P(InDirectory, BackupTest,
                          ::testing::Values(Backend::kSqliteDisk, Backend::kPostgresS3),
                          gc::testing::BackendName);
 INSTANTIATE_TEST_SUITE_P(InBucket, BackupTest, ::testing::Values(Backend::kSqliteDisk, Backend::kPostgresS3),
+                         gc::testing::BackendName);
+
+// A backup directory's files, each replaced by a FIFO (no writer ever comes) and by a symbolic link to the
+// same bytes elsewhere: verify reports it and a restore refuses it, neither waiting on the FIFO.
+class BackupFilesTest : public BackupTest {};
+
+TEST_P(BackupFilesTest, AFifoOrASymbolicLinkInPlaceOfABackupsFileIsRefusedWithoutWaiting) {
+  Put(100 << 10, "plain");
+  const BackupReport r = Backup();
+  const fs::path root(dest_);
+  const fs::path outside = dir_ / "outside";
+  fs::create_directories(outside);
+  int n = 0;
+  for (const std::string& name : {std::string("LATEST"), "snapshots/" + r.manifest.name + "/manifest",
+                                  IndexPath(r.manifest.name), SomeXorb()}) {
+    for (const bool fifo : {true, false}) {
+      SCOPED_TRACE(name + (fifo ? " as a FIFO" : " as a symbolic link"));
+      const fs::path kept = outside / std::to_string(++n);
+      fs::copy_file(root / name, kept);
+      std::optional<cairn::testing::FifoInPlace> waiting;
+      if (fifo) {
+        waiting.emplace(root / name);
+        ASSERT_TRUE(waiting->made());
+      } else {
+        fs::remove(root / name);
+        fs::create_symlink(kept, root / name);
+      }
+      auto v = Verify();
+      std::string said = v.ok() ? "" : v.error().message;
+      if (v.ok()) {
+        for (const auto& f : v->failed) said += f + "\n";
+      }
+      EXPECT_NE(said.find(fifo ? "not a regular file" : "a symbolic link"), std::string::npos) << said;
+      Other target = OtherDeployment("refused" + std::to_string(n), GetParam());
+      auto restored = Restore(*space_, target.url, *target.store, {});
+      EXPECT_FALSE(restored.ok());
+      if (waiting) {
+        EXPECT_EQ(waiting->released(), 0) << "a reader waited on the FIFO";
+      }
+      waiting.reset();
+      fs::remove(root / name);
+      fs::copy_file(kept, root / name);  // mended
+    }
+  }
+  auto v = Verify();
+  ASSERT_TRUE(v.ok()) << v.error().message;
+  EXPECT_TRUE(v->ok());
+}
+
+INSTANTIATE_TEST_SUITE_P(InDirectory, BackupFilesTest,
+                         ::testing::Values(Backend::kSqliteDisk, Backend::kPostgresS3),
                          gc::testing::BackendName);
 
 TEST(ManifestTest, RoundTripsAndRefusesWhatItDidNotWrite) {

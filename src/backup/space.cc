@@ -434,11 +434,13 @@ xet::Status WriteFileDurably(const fs::path& path, std::string_view text) {
 }
 
 xet::Result<std::string> ReadFileBounded(const fs::path& path, size_t max_bytes) {
-  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd.valid()) {
-    if (errno == ENOENT) return xet::NotFound(path.string() + " does not exist");
-    return Io("open", path, errno);
-  }
+  int raw = -1;
+  const int err = OpenRegularFile(path.c_str(), &raw);
+  UniqueFd fd(raw);
+  if (err == ENOENT) return xet::NotFound(path.string() + " does not exist");
+  if (err == kNotRegularFile || err == kSymbolicLink)
+    return xet::Malformed(path.string() + " is " + OpenErrorText(err));
+  if (err != 0) return Io("open", path, err);
   std::string out;
   char buf[8192];
   for (;;) {

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <charconv>
 #include <map>
+#include <memory>
 #include <set>
 #include <unordered_map>
 
@@ -22,6 +23,8 @@
 #include "store/store_copy.h"
 #include "xet/hashing.h"
 #include "xet/shard.h"
+#include "xet/verify.h"
+#include "xet/xorb.h"
 
 namespace cairn::bundle {
 namespace fs = std::filesystem;
@@ -256,6 +259,103 @@ std::vector<xet::Shard> ShardsOf(Described& d) {
 xet::Error Io(const std::string& what, const fs::path& path, int err) {
   return xet::IoError(what + " " + path.string() + ": " + ErrnoText(err));
 }
+
+// Refuses `path` when the way to it from `root` goes through a symbolic link: a bundle's files are its own,
+// not another directory's. (Its last component is never followed: OpenRegularFile.)
+xet::Status Inside(const fs::path& root, const fs::path& path) {
+  std::error_code ec;
+  const fs::path real_root = fs::canonical(root, ec);
+  if (ec) return Io("resolve", root, ec.value());
+  const fs::path dir = fs::canonical(path.parent_path(), ec);
+  if (ec == std::errc::no_such_file_or_directory) return xet::Ok{};  // reported as missing where it is read
+  if (ec) return Io("resolve", path.parent_path(), ec.value());
+  if (dir != (real_root / path.parent_path().lexically_relative(root)).lexically_normal())
+    return xet::Malformed(path.string() + " is outside the bundle (a symbolic link leads there)");
+  return xet::Ok{};
+}
+
+// The large files of a bundle, checked against their bytes before anything is stored: each file rebuilt from
+// the xorbs the bundle holds (or this server holds) per its shard's terms, every xorb validated against its
+// hash, every term against its chunks, the file hash recomputed, and the SHA-256 and size computed from the
+// bytes compared with the pointer's (a shard's claim alone proves nothing: any writer can make one).
+class ByteCheck {
+ public:
+  ByteCheck(store::BlobStore& bundle, const std::set<xet::XorbHash>& in_bundle, cas::CasService& cas)
+      : bundle_(bundle), in_bundle_(in_bundle), cas_(cas) {}
+
+  // kHashMismatch when `file`'s bytes are not the large file `sha256` of `size` bytes.
+  xet::Status Check(const xet::FileRecord& file, const std::string& sha256, uint64_t size) {
+    ingest::Sha256 sha;
+    uint64_t bytes = 0;
+    for (const auto& term : file.terms) {
+      auto xorb = Load(term.xorb);
+      if (!xorb.ok()) return xorb.error();
+      const xet::XorbLayout& layout = (*xorb)->layout;
+      if (term.chunk_end > layout.chunks.size() || term.chunk_start >= term.chunk_end)
+        return xet::Malformed("file " + file.hash.hex() + " has a term outside xorb " + term.xorb.hex());
+      for (uint32_t c = term.chunk_start; c < term.chunk_end; ++c) {
+        auto chunk =
+            xet::StoredChunk::Parse(std::span<const uint8_t>((*xorb)->body).subspan(layout.begin_offset(c)));
+        if (!chunk.ok()) return chunk.error();
+        scratch_.resize(chunk->header.uncompressed_length);
+        if (auto st = decoder_.Decode(chunk->header, chunk->payload, scratch_); !st.ok()) return st;
+        sha.Update(scratch_);
+        bytes += scratch_.size();
+      }
+    }
+    // The terms' sizes, verification hashes and the file hash, against the layouts validated above.
+    auto verified = xet::VerifyFile(file, [&](const xet::XorbHash& x) -> const xet::XorbLayout* {
+      auto it = layouts_.find(x);
+      return it == layouts_.end() ? nullptr : &it->second;
+    });
+    if (!verified.ok()) return xet::HashMismatch(verified.error().message);
+    const xet::Hash digest = sha.Final();
+    if (digest.hex() != sha256 || bytes != size || *verified != size)
+      return xet::HashMismatch("file " + file.hash.hex() + " is not the large file " + sha256 +
+                               " it is linked as: its bytes hash to " + digest.hex() + " (" +
+                               std::to_string(bytes) + " bytes)");
+    return xet::Ok{};
+  }
+
+ private:
+  struct Loaded {
+    xet::XorbHash hash;
+    std::vector<uint8_t> body;
+    xet::XorbLayout layout;
+  };
+
+  // The xorb's bytes, validated against its hash (the last one read is kept: a file's terms, and files
+  // deduplicated against each other, mostly use the same xorb in turn).
+  xet::Result<const Loaded*> Load(const xet::XorbHash& hash) {
+    if (last_ && last_->hash == hash) return last_.get();
+    last_.reset();
+    auto body = Read(hash);
+    if (!body.ok()) return body.error();
+    auto valid = xet::ValidateXorb(*body, {.expected_hash = &hash});
+    if (!valid.ok())
+      return xet::Error{valid.error().code, "xorb " + hash.hex() + ": " + valid.error().message};
+    body->resize(valid->chunk_region_size);
+    layouts_.insert_or_assign(hash, valid->layout);
+    last_ = std::make_unique<Loaded>(Loaded{hash, std::move(*body), std::move(valid->layout)});
+    return last_.get();
+  }
+  xet::Result<std::vector<uint8_t>> Read(const xet::XorbHash& hash) {
+    if (in_bundle_.contains(hash)) return bundle_.ReadWhole(store::BlobKind::kXorb, hash);
+    auto layout = cas_.Layout(hash);  // held here (Import asked the index)
+    if (!layout.ok()) return layout.error();
+    std::vector<uint8_t> body((*layout)->chunk_region_size());
+    if (auto st = cas_.ReadXorb(hash, 0, body); !st.ok()) return st.error();
+    return body;
+  }
+
+  store::BlobStore& bundle_;
+  const std::set<xet::XorbHash>& in_bundle_;
+  cas::CasService& cas_;
+  xet::ChunkDecoder decoder_;
+  std::vector<uint8_t> scratch_;
+  std::unique_ptr<Loaded> last_;
+  std::map<xet::XorbHash, xet::XorbLayout> layouts_;
+};
 
 }  // namespace
 
@@ -566,6 +666,7 @@ xet::Result<ImportReport> Import(index::Index& index, cas::CasService& cas, file
   if (!bundle_store.ok()) return bundle_store.error();
   store::BlobStore& objects_in = **bundle_store;
   const auto check_size = [&](store::BlobKind kind, const Manifest::Blob& b) -> xet::Status {
+    if (auto st = Inside(src, (*bundle_store)->PathOf(kind, b.hash)); !st.ok()) return st;
     auto stat = objects_in.Stat(kind, b.hash);
     if (!stat.ok()) return stat.error();
     if (!stat->exists)
@@ -593,6 +694,12 @@ xet::Result<ImportReport> Import(index::Index& index, cas::CasService& cas, file
     for (auto& f : shard->files) described.emplace(f.hash, std::move(f));
   }
   const std::map<std::string, uint64_t> sizes = history.AllPointers();
+  std::set<xet::FileHash> linked;
+  for (const auto& [sha, file] : links) linked.insert(file);
+  for (const auto& [hash, rec] : described) {
+    if (!linked.contains(hash))  // registered in the repository's scope, it would be found by its claim
+      return xet::Malformed("the bundle's shards describe file " + hash.hex() + ", which it does not link");
+  }
   for (const auto& [sha, file] : links) {
     auto rec = described.find(file);
     if (rec == described.end()) return xet::Malformed("no shard of the bundle describes file " + file.hex());
@@ -611,6 +718,20 @@ xet::Result<ImportReport> Import(index::Index& index, cas::CasService& cas, file
                               ", which the bundle lacks");
       available.insert(t.xorb);  // held here: asked of the index once
     }
+  }
+
+  // ---- The bytes: each linked file rebuilt from them, its SHA-256 and size computed and compared.
+  {
+    std::set<xet::XorbHash> in_bundle;
+    for (const auto& x : m.xorbs) in_bundle.insert(x.hash);
+    ByteCheck check(objects_in, in_bundle, cas);
+    uint64_t checked = 0;
+    for (const auto& [sha, file] : links) {
+      Report(options.progress, "large files checked", checked++, links.size());
+      if (auto st = check.Check(described.at(file), sha, sizes.at(sha)); !st.ok())
+        return xet::Error{st.error().code, "the bundle's large file " + sha + ": " + st.error().message};
+    }
+    Report(options.progress, "large files checked", checked, links.size());
   }
 
   // ---- Stored: the xorbs (each validated against its hash), the shards (each file verified against the

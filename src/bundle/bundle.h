@@ -14,8 +14,11 @@
 // is incomplete, or whose exported revisions name a large file the server does not hold (a mirrored
 // repository's files come when first read: `cairn mirror prefetch` them first). Import checks everything it
 // can before it stores anything — the manifest, the pack (read as a push is, its BLAKE3 and git's SHA-1),
-// that the history is complete, that every large file of the revisions is in a shard with its SHA-256 and
-// size — then stores the xorbs (each validated against its hash, as an upload), registers the shards
+// that the history is complete, that every large file of the revisions is in a shard with the pointer's
+// size, and the bytes: each such file rebuilt from the xorbs (validated against their hashes) per its
+// shard's terms, its file hash, SHA-256 and size computed and compared with its link's and its pointer's (a
+// shard's claimed SHA-256 is not trusted; a shard describing a file the bundle does not link is refused)
+// — then stores the xorbs (each validated against its hash, as an upload), registers the shards
 // (each file verified against the stored xorbs, as an upload), and creates the repository with its history,
 // links and refs in one transaction. A bundle refused at the last steps leaves no repository; xorbs or files
 // it stored before then are referenced by nothing and freed by the collector.

@@ -7,8 +7,12 @@
 #include <gtest/gtest.h>
 
 #include "backup/space.h"
+#include "common/test_fifo.h"
 #include "gc/test_deployment.h"
 #include "hub/history.h"
+#include "ingest/shard_records.h"
+#include "store/local_disk_store.h"
+#include "xet/shard.h"
 #include "xet/test_support.h"
 
 namespace cairn::bundle {
@@ -82,6 +86,58 @@ class BundleTest : public gc::testing::DeploymentTest {
       return blob.ok() ? *blob : Bytes{};
     }
     return Download(*info->xet, repo->record.read_scope, t.files.get());
+  }
+
+  // Uploads `data` to alice/model's scope with a shard claiming `sha256` for it (nothing checks a claim at
+  // upload): a pointer to another file of that SHA-256 and size then links these bytes.
+  xet::FileHash UploadClaiming(const Bytes& data, const std::string& sha256) {
+    const std::vector<std::span<const uint8_t>> spans{data};
+    auto up = ingest::BuildUpload(spans, {});
+    for (const auto& x : up.xorbs) EXPECT_TRUE(cas_->PutXorb(x.hash, x.body).ok());
+    up.shard.files[0].sha256 = xet::Hash::FromHex(sha256);
+    auto put = cas_->PutShard(ingest::ShardUploadForm(up.shard), "repo-w");
+    EXPECT_TRUE(put.ok()) << put.error().message;
+    return up.file_hashes[0];
+  }
+
+  // Every shard of the bundle at `b` rewritten by `change` (each file record), stored under its new hash and
+  // named so in the manifest: what a forger can do to a bundle.
+  static void RewriteShards(const fs::path& b, const std::function<void(xet::FileRecord&)>& change) {
+    auto objects = store::LocalDiskStore::Open(b / "objects");
+    ASSERT_TRUE(objects.ok());
+    std::string text = *backup::ReadFileBounded(b / "manifest", kMaxManifestBytes);
+    auto m = ParseManifest(text);
+    ASSERT_TRUE(m.ok());
+    for (const auto& s : m->shards) {
+      auto body = (*objects)->ReadWhole(store::BlobKind::kShard, s.hash);
+      ASSERT_TRUE(body.ok());
+      auto shard = xet::ParseShard(*body);
+      ASSERT_TRUE(shard.ok());
+      for (auto& f : shard->files) change(f);
+      const Bytes forged = ingest::ShardUploadForm(*shard);
+      const xet::Hash hash = xet::ChunkHashOf(forged);
+      ASSERT_TRUE((*objects)->Put(store::BlobKind::kShard, hash, forged).ok());
+      ASSERT_TRUE((*objects)->Delete(store::BlobKind::kShard, s.hash).ok());
+      const std::string line = "shard " + s.hash.hex() + " " + std::to_string(s.bytes) + "\n";
+      const size_t at = text.find(line);
+      ASSERT_NE(at, std::string::npos);
+      text.replace(at, line.size(), "shard " + hash.hex() + " " + std::to_string(forged.size()) + "\n");
+    }
+    ASSERT_TRUE(backup::WriteFileDurably(b / "manifest", text).ok());
+  }
+
+  // Refused with `code`, and nothing of it in `t`: no repository, no xorb, no shard.
+  static void RefusedLeavingNothing(Target& t, const fs::path& bundle, xet::ErrorCode code) {
+    auto r = Import(*t.index, *t.cas, *t.files, bundle, {});
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.error().code, code) << r.error().message;
+    EXPECT_EQ(t.index->FindRepo(index::RepoType::kModel, "alice", "model").error().code,
+              xet::ErrorCode::kNotFound);
+    for (const auto kind : {store::BlobKind::kXorb, store::BlobKind::kShard}) {
+      size_t stored = 0;
+      ASSERT_TRUE(t.store->List(kind, [&](const xet::Hash&) { ++stored; }).ok());
+      EXPECT_EQ(stored, 0u) << store::BlobKindName(kind);
+    }
   }
 
   Bytes small_, large_, other_, changed_;
@@ -230,6 +286,98 @@ TEST_P(BundleTest, ABundleThatIsNotWhatItsManifestSaysIsRefusedAndChangesNothing
   auto imported = Import(*t->index, *t->cas, *t->files, dest, {});
   ASSERT_TRUE(imported.ok()) << imported.error().message;
   EXPECT_EQ(Read(*t, "main", "model.bin"), changed_);
+}
+
+TEST_P(BundleTest, AnotherFilesBytesUnderAPointersSha256AreRefusedAndChangeNothing) {
+  ASSERT_NE(MakeRepo(), 0);
+  const Bytes wanted = Random(400 << 10);
+  const Bytes other = Random(wanted.size());
+  // The exporting server was told `other` is `wanted` (a shard's claim): model.bin's pointer links it.
+  UploadClaiming(other, Pointer(wanted).sha256);
+  Commit({hub::AddLfs{"model.bin", Pointer(wanted)}});
+  const fs::path claimed = dir_ / "claimed";
+  auto exported = ExportTo(claimed);
+  ASSERT_TRUE(exported.ok()) << exported.error().message;
+  auto t = Empty("forged");
+  ASSERT_NE(t, nullptr);
+  ASSERT_NO_FATAL_FAILURE(RefusedLeavingNothing(*t, claimed, xet::ErrorCode::kHashMismatch));
+
+  // The same bundle with a shard that claims no SHA-256 at all.
+  const fs::path unclaimed = dir_ / "unclaimed";
+  fs::copy(claimed, unclaimed, fs::copy_options::recursive);
+  ASSERT_NO_FATAL_FAILURE(RewriteShards(unclaimed, [](xet::FileRecord& f) { f.sha256.reset(); }));
+  ASSERT_NO_FATAL_FAILURE(RefusedLeavingNothing(*t, unclaimed, xet::ErrorCode::kHashMismatch));
+}
+
+TEST_P(BundleTest, AFifoOrASymbolicLinkInPlaceOfABundlesFileIsRefusedWithoutWaiting) {
+  ASSERT_NO_FATAL_FAILURE(Populate());
+  const fs::path dest = dir_ / "bundle";
+  ASSERT_TRUE(ExportTo(dest).ok());
+  std::string some_xorb;
+  for (const auto& e : fs::recursive_directory_iterator(dest / "objects" / "xorbs")) {
+    if (e.is_regular_file()) some_xorb = fs::relative(e.path(), dest).string();
+  }
+  ASSERT_FALSE(some_xorb.empty());
+  auto t = Empty("special");
+  ASSERT_NE(t, nullptr);
+  const fs::path outside = dir_ / "outside";
+  fs::create_directories(outside);
+  int n = 0;
+  for (const std::string& name : {std::string("history.pack"), std::string("manifest"), some_xorb}) {
+    SCOPED_TRACE(name);
+    {  // a FIFO: no writer ever comes
+      const fs::path b = dir_ / ("fifo" + std::to_string(++n));
+      fs::copy(dest, b, fs::copy_options::recursive);
+      const cairn::testing::FifoInPlace fifo(b / name);
+      ASSERT_TRUE(fifo.made());
+      auto r = Import(*t->index, *t->cas, *t->files, b, {});
+      ASSERT_FALSE(r.ok());
+      EXPECT_EQ(fifo.released(), 0) << "the import waited on the FIFO";
+      // The pack's and the manifest's open refuses it; a xorb's size is not its manifest's.
+      EXPECT_NE(r.error().message.find(name == some_xorb ? "size" : "not a regular file"), std::string::npos)
+          << r.error().message;
+    }
+    {  // a symbolic link to the same bytes outside the bundle
+      const fs::path b = dir_ / ("link" + std::to_string(++n));
+      fs::copy(dest, b, fs::copy_options::recursive);
+      const fs::path target = outside / std::to_string(n);
+      fs::rename(b / name, target);
+      fs::create_symlink(target, b / name);
+      auto r = Import(*t->index, *t->cas, *t->files, b, {});
+      ASSERT_FALSE(r.ok());
+      EXPECT_EQ(r.error().code, xet::ErrorCode::kMalformed) << r.error().message;
+      EXPECT_NE(r.error().message.find("symbolic link"), std::string::npos) << r.error().message;
+    }
+    EXPECT_EQ(t->index->FindRepo(index::RepoType::kModel, "alice", "model").error().code,
+              xet::ErrorCode::kNotFound);
+  }
+  {  // a directory of the objects that is a symbolic link to one outside
+    const fs::path b = dir_ / "linked-dir";
+    fs::copy(dest, b, fs::copy_options::recursive);
+    const fs::path dir = (b / some_xorb).parent_path();
+    fs::rename(dir, outside / "dir");
+    fs::create_directory_symlink(outside / "dir", dir);
+    auto r = Import(*t->index, *t->cas, *t->files, b, {});
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.error().code, xet::ErrorCode::kMalformed) << r.error().message;
+    EXPECT_NE(r.error().message.find("outside the bundle"), std::string::npos) << r.error().message;
+  }
+  // The bundle as exported imports.
+  auto imported = Import(*t->index, *t->cas, *t->files, dest, {});
+  ASSERT_TRUE(imported.ok()) << imported.error().message;
+}
+
+TEST_P(BundleTest, AShardWithoutSha256ImportsWhenTheBytesAreThePointers) {
+  ASSERT_NO_FATAL_FAILURE(Populate());
+  const fs::path dest = dir_ / "bundle";
+  ASSERT_TRUE(ExportTo(dest).ok());
+  ASSERT_NO_FATAL_FAILURE(RewriteShards(dest, [](xet::FileRecord& f) { f.sha256.reset(); }));
+  auto t = Empty("unclaimed");
+  ASSERT_NE(t, nullptr);
+  auto imported = Import(*t->index, *t->cas, *t->files, dest, {});
+  ASSERT_TRUE(imported.ok()) << imported.error().message;
+  EXPECT_EQ(Read(*t, "main", "model.bin"), changed_);
+  EXPECT_EQ(Read(*t, "v1", "model.bin"), large_);
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, BundleTest, ::testing::Values(Backend::kSqliteDisk, Backend::kPostgresS3),

@@ -2,6 +2,8 @@
 // short transfers), written once. Errors are errno values, for the caller to word with its path.
 #pragma once
 
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -32,6 +34,38 @@ inline int PreadFull(int fd, uint64_t offset, std::span<uint8_t> out) {
     offset += static_cast<uint64_t>(n);
   }
   return 0;
+}
+
+// What OpenRegularFile returns for a path that is not a regular file (a FIFO, a device, a directory, a
+// socket) and for one that is a symbolic link.
+inline constexpr int kNotRegularFile = -2;
+inline constexpr int kSymbolicLink = -3;
+
+// Opens `path` read-only when it is a regular file, without following a symbolic link at its last component
+// and without blocking on what is not a regular file (a FIFO opened read-only waits for a writer): the
+// descriptor in `*fd` and 0, or an errno value, kSymbolicLink, kNotRegularFile (`*fd` then -1). For files a
+// directory of someone else's making names (a bundle, a backup): their reads neither hang nor leave it.
+inline int OpenRegularFile(const char* path, int* fd) {
+  *fd = ::open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+  if (*fd < 0) return errno == ELOOP ? kSymbolicLink : errno;
+  struct stat st {};
+  const int err = ::fstat(*fd, &st) != 0 ? errno : S_ISREG(st.st_mode) ? 0 : kNotRegularFile;
+  // Reads of a regular file never block: the flag is cleared so that it behaves as any other descriptor.
+  if (err != 0 || ::fcntl(*fd, F_SETFL, O_RDONLY) != 0) {
+    const int failed = err != 0 ? err : errno;
+    ::close(*fd);
+    *fd = -1;
+    return failed;
+  }
+  return 0;
+}
+
+// Words OpenRegularFile's and the other functions' errors.
+inline std::string OpenErrorText(int err) {
+  if (err == kNotRegularFile) return "not a regular file";
+  if (err == kSymbolicLink) return "a symbolic link";
+  if (err == kShortFile) return "shorter than expected";
+  return ErrnoText(err);
 }
 
 // Writes all of `data` at the file offset: 0 or an errno value.

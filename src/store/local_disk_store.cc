@@ -442,11 +442,16 @@ xet::Result<BlobStat> LocalDiskStore::Stat(BlobKind kind, const xet::Hash& hash)
 
 xet::Result<OpenBlob> LocalDiskStore::OpenForRead(BlobKind kind, const xet::Hash& hash) {
   const fs::path p = PathOf(kind, hash);
-  UniqueFd fd(::open(p.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd.valid()) {
-    if (errno == ENOENT) return xet::NotFound("no " + std::string(BlobKindName(kind)) + " " + hash.hex());
-    return Errno("open", p.string());
-  }
+  // A blob is a regular file its put made: a FIFO, a device or a symbolic link in its place (a bundle's or a
+  // backup's objects are someone else's directory) is refused rather than waited on or followed.
+  int raw = -1;
+  const int err = OpenRegularFile(p.c_str(), &raw);
+  UniqueFd fd(raw);
+  if (err == ENOENT) return xet::NotFound("no " + std::string(BlobKindName(kind)) + " " + hash.hex());
+  if (err == kNotRegularFile || err == kSymbolicLink)
+    return xet::Malformed(p.string() + " is " + OpenErrorText(err) + ", not a " +
+                          std::string(BlobKindName(kind)));
+  if (err != 0) return Errno("open", p.string(), err);
   struct stat st {};
   if (::fstat(fd.get(), &st) != 0) return Errno("stat", p.string());
   return OpenBlob{.fd = std::move(fd), .size = static_cast<uint64_t>(st.st_size)};

@@ -2,11 +2,12 @@
 directory on one server, `cairn import` loads it into another that reaches no upstream (a mirror in offline
 mode), and huggingface_hub 2.4.0 with hf_xet downloads it there byte for byte, with the exporter's commit ids. A
 repository the exporter holds itself and one it mirrors both travel; a bundle that is not what its manifest says
-is refused and creates nothing."""
+is refused and creates nothing, and a FIFO in place of its pack is refused without waiting."""
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -76,5 +77,12 @@ def test_export_then_import_and_download_offline(server, hub_py, tmp_path):
     refused = plain.cli("import", str(tampered), expect_ok=False)
     assert refused.returncode == 1 and "xorb" in refused.stderr, refused.stderr
     assert other.fails("""api.repo_info("alice/model")""").status == 404
+    # A FIFO in place of the pack (no writer ever comes): refused at once, not waited on (cli's timeout).
+    fifo = tmp_path / "fifo.bundle"
+    shutil.copytree(model_bundle, fifo)
+    (fifo / "history.pack").unlink()
+    os.mkfifo(fifo / "history.pack")
+    refused = plain.cli("import", str(fifo), expect_ok=False)
+    assert refused.returncode == 1 and "not a regular file" in refused.stderr, refused.stderr
     plain.cli("import", str(model_bundle), "--as", "bob/copy")
     assert other.run("""result = api.repo_info("bob/copy").sha""") == published["model"]
