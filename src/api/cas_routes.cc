@@ -83,7 +83,7 @@ void Reconstruction(cas::CasService& service, const std::shared_ptr<Exchange>& e
     relayed();
     // Stored by now, or relayed — or its relay failed, and the file is waited for again (it comes another
     // way).
-    for (int i = 0; i < 2 && not_found() && await_file && await_file(file); ++i) {
+    for (int i = 0; i < 4 && not_found() && await_file && await_file(file); ++i) {
       answer = service.Reconstruct(file, scope, range, version, max_ttl);
       relayed();
     }

@@ -30,7 +30,6 @@ struct MirrorService::Flight {
   bool done = false;
   std::optional<hub::Result<xet::FileHash>> result;
   std::shared_ptr<Spool> spool;  // its bytes as they arrive, for plain downloads (null: none)
-  bool relayed = false;          // its ranges are relayed (RelayPlan answers for it)
 };
 
 MirrorService::MirrorService(index::RepoIndex& index, index::MirrorIndex& leases, hub::HubService& hub,
@@ -469,8 +468,10 @@ bool MirrorService::Await(const xet::FileHash& file) {
     if (f->xet == file) flight = f;
   }
   if (!flight) return false;
-  cv_.wait(lock, [&] { return flight->done || flight->relayed; });
-  return !flight->done || flight->result->ok();
+  // Decided from relays_, which RelayPlan reads, under the same lock: a relay that failed is out of it at
+  // the moment it stops answering, so a caller told "relayed" finds it (or waits again: see cas_routes).
+  cv_.wait(lock, [&] { return flight->done || RelayedLocked(file); });
+  return !flight->done || flight->result->ok() || RelayedLocked(file);
 }
 
 std::optional<xet::FileHash> MirrorService::Linked(const hub::Repo& repo, const std::string& sha256) {
@@ -512,12 +513,8 @@ hub::Result<xet::FileHash> MirrorService::Fetch(const hub::Repo& repo, const Wan
         const std::string peer = (*holder)->substr(space + 1);
         if (peer != options_.node_url) relay = StartRelay(repo, *wanted.commit, *announced, receiver, peer);
         if (relay) {
-          {
-            std::lock_guard lock(mu_);
-            flight.relayed = true;
-            ++counters_.peer_relays;
-          }
-          cv_.notify_all();
+          std::lock_guard lock(mu_);
+          ++counters_.peer_relays;
         }
       }
     }
@@ -551,11 +548,6 @@ hub::Result<xet::FileHash> MirrorService::Fetch(const hub::Repo& repo, const Wan
   relay = nullptr;
   if (announced && wanted.commit) relay = StartRelay(repo, *wanted.commit, *announced, receiver);
   if (relay) {
-    {
-      std::lock_guard lock(mu_);
-      flight.relayed = true;  // reconstructions waiting for the file are answered from the relay now
-    }
-    cv_.notify_all();
     // Clients read the relay, not what this thread stores: the copy into the CAS (chunking, hashing, packing:
     // a core's work at ~100 MB/s) yields the CPU to the transfers they wait for, and catches up after.
     (void)::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), 19);
@@ -602,11 +594,8 @@ hub::Result<xet::FileHash> MirrorService::Fetch(const hub::Repo& repo, const Wan
       // What the relay could not bring comes through resolve, from where it stopped.
       spdlog::warn("mirror: {}: upstream's Xet transfer failed ({}); the rest comes through resolve",
                    Printable(wanted.what, 200), Printable(got.error().message, 300));
+      DropRelay(relay);  // reconstructions wait for the file again
       relay = nullptr;
-      {
-        std::lock_guard lock(mu_);
-        flight.relayed = false;  // reconstructions wait for the file again
-      }
       continue;
     }
     if (got.error().code != xet::ErrorCode::kUnavailable || arrived == 0)
@@ -680,6 +669,7 @@ std::shared_ptr<Relay> MirrorService::StartRelay(const hub::Repo& repo, const hu
     PruneRelays();
     relays_.push_back(Relayed{.relay = *relay, .keep_until = INT64_MAX});
   }
+  cv_.notify_all();  // reconstructions waiting for the file are answered from the relay now
   receiver = std::thread([this, relay = *relay, peer_urls = std::move(peer_urls)] {
     const auto fetch = [&](const Relay::Fetch& f, uint64_t from, const net::HttpClient::Sink& sink) {
       if (peer_urls.empty()) {
@@ -707,12 +697,12 @@ std::shared_ptr<Relay> MirrorService::StartRelay(const hub::Repo& repo, const hu
       return got;
     };
     const auto received = relay->Receive(fetch, [this] { return Stopping(); });
-    std::lock_guard lock(mu_);
     if (!received.ok()) {
       // Answered no more: the file comes through resolve, and readers of its ranges ask again (403).
-      std::erase_if(relays_, [&](const Relayed& r) { return r.relay == relay; });
+      DropRelay(relay);
       return;
     }
+    std::lock_guard lock(mu_);
     // Kept while clients may still hold its URLs (they expire within kRelayedUrlSeconds of an answer).
     for (auto& r : relays_) {
       if (r.relay == relay && r.keep_until == INT64_MAX)
@@ -720,6 +710,20 @@ std::shared_ptr<Relay> MirrorService::StartRelay(const hub::Repo& repo, const hu
     }
   });
   return *relay;
+}
+
+void MirrorService::DropRelay(const std::shared_ptr<Relay>& relay) {
+  {
+    std::lock_guard lock(mu_);
+    std::erase_if(relays_, [&](const Relayed& r) { return r.relay == relay; });
+  }
+  cv_.notify_all();
+}
+
+bool MirrorService::RelayedLocked(const xet::FileHash& file) {
+  PruneRelays();
+  return std::any_of(relays_.begin(), relays_.end(),
+                     [&](const Relayed& r) { return r.relay->file() == file; });
 }
 
 void MirrorService::PruneRelays() {

@@ -227,6 +227,10 @@ class MirrorService {
   std::vector<Relayed> relays_;  // guarded by mu_
   // Drops relays past their time (mu_ held).
   void PruneRelays();
+  // Takes a relay out of relays_ (it failed: RelayPlan answers with it no more) and wakes Await.
+  void DropRelay(const std::shared_ptr<Relay>& relay);
+  // Whether a relay of the file is registered (mu_ held): RelayPlan answers for it now.
+  bool RelayedLocked(const xet::FileHash& file);
   // Records a read of a mirrored repository in the index (its eviction order), at most once a minute per
   // repository on this node.
   void NoteRead(const hub::Repo& repo);
