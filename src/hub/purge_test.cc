@@ -1,52 +1,19 @@
 // Purge (hub/purge.cc) and the Hub's side of garbage collection (a ref moved onto history a mark found
 // unreachable revives it; a swept commit is gone for every reader), over a real SQLite index.
 #include <gtest/gtest.h>
-#include <openssl/sha.h>
 
-#include "cas/test_backend.h"
-#include "common/hex.h"
-#include "common/worker_pool.h"
 #include "hub/history.h"
 #include "hub/hub_service.h"
-#include "ingest/upload_builder.h"
-#include "xet/test_support.h"
+#include "hub/test_repo_fixture.h"
 
 namespace cairn::hub {
 namespace {
 
-class PurgeTest : public ::testing::Test {
+class PurgeTest : public testing::RepoFixture {
  protected:
-  void SetUp() override {
-    ASSERT_NO_FATAL_FAILURE(cas::testing::OpenTestBackend("cairn-hub-purge", &dir_, &store_, &index_));
-    cas_ = std::make_unique<cas::CasService>(*index_, *store_, pool_, cas::ServiceOptions{});
-    files_ = std::make_unique<files::FileService>(*cas_, *index_, files::FileServiceOptions{});
-    options_.clock = &clock_;
-    hub_ = std::make_unique<HubService>(*index_, *files_, options_);
-    auto repo = hub_->CreateRepo(alice_, {RepoType::kModel, "alice", "m"}, false);
-    ASSERT_TRUE(repo.ok());
-    repo_ = *repo;
-  }
-  void TearDown() override {
-    hub_.reset();
-    files_.reset();
-    cas_.reset();
-    index_.reset();
-    store_.reset();
-    std::filesystem::remove_all(dir_);
-  }
+  PurgeTest() : RepoFixture("cairn-hub-purge") { options_.clock = &clock_; }
 
   static std::vector<uint8_t> Bytes(std::string_view s) { return {s.begin(), s.end()}; }
-
-  // Uploads `data` for the repository and returns its pointer.
-  LfsPointer Upload(uint64_t seed, size_t size) {
-    const auto data = xet::testing::SplitMix64Bytes(seed, size);
-    auto built = ingest::BuildUpload(std::vector<std::span<const uint8_t>>{data});
-    for (const auto& x : built.xorbs) EXPECT_TRUE(cas_->PutXorb(x.hash, x.body).ok());
-    EXPECT_TRUE(cas_->PutShard(built.shard_bytes, repo_.record.scope).ok());
-    uint8_t digest[SHA256_DIGEST_LENGTH];
-    SHA256(data.data(), data.size(), digest);
-    return LfsPointer{HexEncode(digest), data.size()};
-  }
 
   ObjectId Commit(std::vector<Operation> ops, const std::string& branch = "main") {
     CommitRequest req;
@@ -57,8 +24,6 @@ class PurgeTest : public ::testing::Test {
     EXPECT_TRUE(made.ok()) << made.error().message;
     return made.ok() ? made->oid : ObjectId{};
   }
-
-  ObjectId Head(std::string_view ref = "main") { return *hub_->Resolve(repo_, ref); }
 
   std::vector<index::RepoObjectMark> Objects() {
     auto all = index_->ScanRepoObjects(repo_.record.id, std::nullopt, index::Index::kMaxScanned);
@@ -84,16 +49,6 @@ class PurgeTest : public ::testing::Test {
   }
 
   TestClock clock_;
-  std::filesystem::path dir_;
-  WorkerPool pool_{1};
-  std::unique_ptr<store::LocalDiskStore> store_;
-  std::unique_ptr<index::SqliteIndex> index_;
-  HubOptions options_;
-  std::unique_ptr<cas::CasService> cas_;
-  std::unique_ptr<files::FileService> files_;
-  std::unique_ptr<HubService> hub_;
-  Repo repo_;
-  const Caller alice_{"alice", true};
 };
 
 TEST_F(PurgeTest, SuperSquashKeepsTheFilesAndDropsTheHistory) {

@@ -1,21 +1,15 @@
 // What a push may hold (HubService::ApplyPush, and StorableObjects for what a mirror or a bundle brings): no
 // path longer than the API takes, however the trees nest; a name once per tree; an LFS pointer's size its
 // file's. Then a history as deep as paths may go, pushed, listed, purged, marked and checked on a thread with
-// a small stack: every walk of it iterative. Over a real SQLite index (the collector's suite does it on
-// PostgreSQL + S3 too).
+// a small stack: every walk of it iterative. Over a real SQLite index.
 #include <gtest/gtest.h>
-#include <openssl/sha.h>
 
-#include "cas/test_backend.h"
-#include "common/hex.h"
-#include "common/worker_pool.h"
 #include "hub/history.h"
 #include "hub/hub_check.h"
 #include "hub/hub_service.h"
+#include "hub/test_repo_fixture.h"
 #include "hub/test_trees.h"
 #include "hub/tree_paths.h"
-#include "ingest/upload_builder.h"
-#include "xet/test_support.h"
 
 namespace cairn::hub {
 namespace {
@@ -25,38 +19,9 @@ using testing::CommitObject;
 using testing::NestedTrees;
 using testing::OnSmallStack;
 
-class PushTest : public ::testing::Test {
+class PushTest : public testing::RepoFixture {
  protected:
-  void SetUp() override {
-    ASSERT_NO_FATAL_FAILURE(cas::testing::OpenTestBackend("cairn-hub-push", &dir_, &store_, &index_));
-    cas_ = std::make_unique<cas::CasService>(*index_, *store_, pool_, cas::ServiceOptions{});
-    files_ = std::make_unique<files::FileService>(*cas_, *index_, files::FileServiceOptions{});
-    hub_ = std::make_unique<HubService>(*index_, *files_, HubOptions{});
-    auto repo = hub_->CreateRepo(alice_, {RepoType::kModel, "alice", "m"}, false);
-    ASSERT_TRUE(repo.ok());
-    repo_ = *repo;
-  }
-  void TearDown() override {
-    hub_.reset();
-    files_.reset();
-    cas_.reset();
-    index_.reset();
-    store_.reset();
-    std::filesystem::remove_all(dir_);
-  }
-
-  // Uploads a file of `size` for the repository and returns its pointer.
-  LfsPointer Upload(uint64_t seed, size_t size) {
-    const auto data = xet::testing::SplitMix64Bytes(seed, size);
-    auto built = ingest::BuildUpload(std::vector<std::span<const uint8_t>>{data});
-    for (const auto& x : built.xorbs) EXPECT_TRUE(cas_->PutXorb(x.hash, x.body).ok());
-    EXPECT_TRUE(cas_->PutShard(built.shard_bytes, repo_.record.scope).ok());
-    uint8_t digest[SHA256_DIGEST_LENGTH];
-    SHA256(data.data(), data.size(), digest);
-    return LfsPointer{HexEncode(digest), data.size()};
-  }
-
-  ObjectId Head() { return *hub_->Resolve(repo_, "main"); }
+  PushTest() : RepoFixture("cairn-hub-push") {}
 
   // Pushes `objects` and a commit of `tree` on main's head; the refusal, or "" when main moved to it.
   std::string Push(std::vector<RawObject> objects, const ObjectId& tree, ObjectId* commit = nullptr) {
@@ -78,16 +43,6 @@ class PushTest : public ::testing::Test {
     EXPECT_TRUE(got.ok());
     return got.ok() && (*got)[0].has_value();
   }
-
-  std::filesystem::path dir_;
-  WorkerPool pool_{1};
-  std::unique_ptr<store::LocalDiskStore> store_;
-  std::unique_ptr<index::SqliteIndex> index_;
-  std::unique_ptr<cas::CasService> cas_;
-  std::unique_ptr<files::FileService> files_;
-  std::unique_ptr<HubService> hub_;
-  Repo repo_;
-  const Caller alice_{"alice", true};
 };
 
 // The attack: 60,000 nested single-folder trees (~2 MB) took the server down at the first purge.
