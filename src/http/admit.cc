@@ -103,6 +103,9 @@ Admitted AdmitRequest(const AdmitContext& ctx, const bhttp::request<bhttp::empty
     if (!who) return refuse(Response::FromError(who.error()));
     req.principal = std::move(*who);
   }
+  if (route.options.check) {
+    if (auto refused = route.options.check(req)) return refuse(std::move(*refused));
+  }
   if (route.options.admission) {
     const std::string tenant = route.options.tenant ? route.options.tenant(req) : std::string();
     out.ticket = route.options.admission->TryEnter(tenant);

@@ -21,6 +21,17 @@ class AdmitTest : public ::testing::Test {
                    [](const auto&) {});
     router_.Handle(Verb::post, "/gated", RouteOptions().Name("gated").Admit(gate_), [](const auto&) {});
     router_.Handle(Verb::get, "/small", RouteOptions().Name("small").MaxHeader(200), [](const auto&) {});
+    // A route that reads its own credentials (a header "X-Key: open"), before its gate.
+    router_.Handle(Verb::post, "/checked",
+                   RouteOptions()
+                       .Name("checked")
+                       .Check([](Request& req) -> std::optional<Response> {
+                         if (req.Header("X-Key") != "open") return Response::ErrorJson(401, "no key");
+                         req.principal = Principal{.scope = "checked"};
+                         return std::nullopt;
+                       })
+                       .Admit(gate_),
+                   [](const auto&) {});
   }
 
   Admitted Admit(const bhttp::request<bhttp::empty_body>& h, Arrival a = {}) {
@@ -128,6 +139,20 @@ TEST_F(AdmitTest, TheGateAdmitsUpToItsLimitAndTheTicketHoldsTheSlot) {
   EXPECT_EQ(Status(second), 503u);
   first = Admitted{};  // the first request ends
   EXPECT_EQ(Status(Admit(Get("/gated", bhttp::verb::post))), 0u);
+}
+
+TEST_F(AdmitTest, ARoutesOwnCheckRefusesBeforeItsGate) {
+  auto h = Get("/checked", bhttp::verb::post);
+  Admitted held = Admit(Get("/gated", bhttp::verb::post));  // the shared gate is full
+  ASSERT_EQ(Status(held), 0u);
+  EXPECT_EQ(Status(Admit(h)), 401u) << "the check's refusal, not the gate's 503";
+  h.set("X-Key", "open");
+  EXPECT_EQ(Status(Admit(h)), 503u);
+  held = Admitted{};
+  const Admitted a = Admit(h);
+  ASSERT_EQ(Status(a), 0u);
+  ASSERT_TRUE(a.request.principal);
+  EXPECT_EQ(a.request.principal->scope, "checked");
 }
 
 TEST_F(AdmitTest, ADeclaredBodyOverTheRoutesLimitIsRefusedUpFront) {

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -30,6 +31,10 @@ struct RouteOptions {
   // The tenant a request enters `admission` as (admission.h), called once the request is authenticated and
   // routed (principal and params set); empty: every request is the one tenant "".
   std::function<std::string(const Request&)> tenant;
+  // A check of the header the route makes itself, after the token and before the admission gate and the
+  // body: a refusal it returns is the answer, and not a byte of the body is read. For what a route reads
+  // from the header in its own way (git's Basic credentials). May set the request's principal.
+  std::function<std::optional<Response>(Request&)> check;
 
   // Chainable setters: RouteOptions().Auth(Permission::kWrite).MaxBody(64 << 20). (GCC warns about designated
   // initializers that skip leading members, so prefer these.)
@@ -59,6 +64,10 @@ struct RouteOptions {
                          std::function<std::string(const Request&)> tenant_of) {
     admission = std::move(gate);
     tenant = std::move(tenant_of);
+    return *this;
+  }
+  RouteOptions& Check(std::function<std::optional<Response>(Request&)> fn) {
+    check = std::move(fn);
     return *this;
   }
   RouteOptions& MaxHeader(size_t bytes) {

@@ -337,6 +337,7 @@ class Session : public detail::Connection,
       header_parser_.reset();
       stream_parser_->body_limit(limit);
       exchange_ = std::make_shared<Exchange>(shared_from_this(), gen_, std::move(req));
+      current_ = exchange_;
       Result<std::unique_ptr<BodySink>> sink = InternalError("no sink");
       try {
         sink = route_->stream_handler(exchange_);
@@ -497,6 +498,7 @@ class Session : public detail::Connection,
   void CallHandler() {
     if (ticket_) ticket_->BodyComplete();
     auto ex = std::make_shared<Exchange>(shared_from_this(), gen_, std::move(pending_request_));
+    current_ = ex;
     try {
       route_->handler(ex);
     } catch (const std::exception& e) {
@@ -632,6 +634,9 @@ class Session : public detail::Connection,
   void FinishExchange() {
     Log();
     ticket_.reset();
+    // The request's copy too: a handler's worker may hold the exchange a moment longer, and the slot is free
+    // once the answer is written (a client's next upload must not meet its own last one).
+    if (auto ex = current_.lock()) ex->request().admission.reset();
     sink_.reset();
     exchange_.reset();
     string_parser_.reset();
@@ -737,6 +742,7 @@ class Session : public detail::Connection,
   std::vector<uint8_t> body_buf_;  // a streamed body's pieces, unless the sink receives them in place
   std::span<uint8_t> piece_;       // where the piece being read goes
   std::unique_ptr<BodySink> sink_;
+  std::weak_ptr<Exchange> current_;  // the request's exchange, wherever its handler keeps it
   std::shared_ptr<Exchange> exchange_;  // held while a streamed body is read
   Clock::time_point body_start_;
   uint64_t body_bytes_ = 0;
