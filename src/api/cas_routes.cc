@@ -360,7 +360,9 @@ void RegisterCasRoutes(http::Server& server, cas::CasService& service, const Cas
   const auto read = [](const char* name) {
     return RouteOptions().Name(name).Auth(Permission::kRead, http::kCasRouteTokens);
   };
-  const auto uploads = std::make_shared<http::AdmissionGate>(options.max_concurrent_uploads);
+  const auto uploads = options.uploads
+                           ? options.uploads
+                           : std::make_shared<http::AdmissionGate>(options.max_concurrent_uploads);
   server.metrics().Gauge("cairn_uploads_in_flight", "Xorb and shard uploads being received or processed",
                          [uploads] { return static_cast<double>(uploads->in_flight()); });
   const auto write = [&uploads](const char* name) {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 
 #include "cas/relay.h"
 #include "cas/service.h"
@@ -15,6 +16,9 @@ namespace cairn::api {
 struct CasRouteOptions {
   // Xorb and shard uploads in flight at once (their bodies are held in memory); more answer 503.
   size_t max_concurrent_uploads = 64;
+  // Set: the gate uploads enter instead of one of max_concurrent_uploads of their own, shared with the other
+  // routes that receive large files (git-lfs's, lfs_routes.h), so that the limit bounds them all together.
+  std::shared_ptr<http::AdmissionGate> uploads = nullptr;
   // Xorbs for a namespace whose storage quota is used up are refused (403); null: no quotas. Outlives the
   // server.
   quota::QuotaService* quota = nullptr;

@@ -3,12 +3,15 @@
 #include <algorithm>
 #include <boost/json.hpp>
 #include <chrono>
+#include <filesystem>
 #include <thread>
 
 #include "api/errors.h"
 #include "api/requests.h"
+#include "api/worker_sink.h"
 #include "common/base64.h"
 #include "common/printable.h"
+#include "common/spool_file.h"
 #include "git/pkt_line.h"
 #include "git/zlib.h"
 
@@ -52,6 +55,24 @@ std::optional<std::string> TokenOf(std::string_view header) {
   const size_t colon = pair.find(':');
   if (colon == std::string_view::npos || colon + 1 == pair.size()) return std::nullopt;
   return std::string(pair.substr(colon + 1));
+}
+
+// A push's credentials, checked from its header (RouteOptions::check) so that no body is read for a push
+// that will be refused: 401 with git's challenge when they are missing or invalid, 403 for a token that
+// cannot write. Whether the token may write to this repository is the handler's (it asks the Hub).
+std::optional<Response> CheckPushCredentials(const http::Authenticator* auth, http::Request& req) {
+  const std::string_view header = req.Header("Authorization");
+  if (header.empty()) return Unauthorized("Authentication required");
+  auto token = TokenOf(header);
+  if (!token || auth == nullptr)
+    return Unauthorized("Invalid credentials: the password must be a cairn token");
+  auto who = auth->Authenticate("Bearer " + *token, http::Permission::kWrite, http::kAccessTokens);
+  if (!who && who.error().status == 403) {
+    return Text(403, "You are not authorized to push to this repository (a write token is needed)");
+  }
+  if (!who) return Unauthorized("Invalid credentials: the password must be a cairn token");
+  req.principal = std::move(*who);
+  return std::nullopt;
 }
 
 class GitRoutes {
@@ -128,24 +149,36 @@ class GitRoutes {
     });
   }
 
-  void ReceivePack(const std::shared_ptr<Exchange>& ex) {
+  // The body goes to a spool file as it arrives; the push is served from its mapping once all of it is there.
+  http::Result<std::unique_ptr<http::BodySink>> ReceivePack(const std::shared_ptr<Exchange>& ex) {
     hub::Caller caller;
     auto repo = OpenRepo(ex, &caller, true);
-    if (!repo) return;
+    if (!repo) return http::Error{401, "refused"};  // answered; the body is not read
     if (ex->request().Header("Content-Type") != "application/x-git-receive-pack-request") {
-      return ex->Respond(Text(415, "expected Content-Type: application/x-git-receive-pack-request"));
+      ex->Respond(Text(415, "expected Content-Type: application/x-git-receive-pack-request"));
+      return http::Error{415, "refused"};
     }
-    auto rp = ReceivePackOf(*repo);
-    if (!rp) return ex->Respond(HubErrorResponse(rp.error()));
-    auto shared = std::make_shared<git::ReceivePack>(std::move(*rp));
-    ex->Offload([ex, shared, caller] {
-      auto answer = shared->Serve(caller, ex->request().body);
-      if (!answer.ok())
-        return ex->Respond(ToHttpAnswer(answer.error(), "application/x-git-receive-pack-result"));
-      Response r = Response::Binary(200, std::move(*answer), "application/x-git-receive-pack-result");
-      NoCache(r);
-      ex->Respond(std::move(r));
-    });
+    auto spool = SpoolFile::Create(SpoolDir());
+    if (!spool) return ToHttp(spool.error());
+    auto body = std::make_shared<SpoolFile>(std::move(*spool));
+    const auto answer = [](const Error& e) {
+      return ToHttpAnswer(e, "application/x-git-receive-pack-result");
+    };
+    return std::unique_ptr<http::BodySink>(std::make_unique<WorkerSink>(
+        ex, [body](std::span<const uint8_t> data) { return body->Append(data); },
+        [this, body, caller, repo = std::move(*repo), answer](const std::shared_ptr<Exchange>& done) {
+          auto request = body->Map();
+          if (!request) return done->Respond(answer(request.error()));
+          // The refs as they are once the body is in, not when it began.
+          auto rp = ReceivePackOf(repo);
+          if (!rp) return done->Respond(HubErrorResponse(rp.error()));
+          auto served = rp->Serve(caller, *request);
+          if (!served) return done->Respond(answer(served.error()));
+          Response r = Response::Binary(200, std::move(*served), "application/x-git-receive-pack-result");
+          NoCache(r);
+          done->Respond(std::move(r));
+        },
+        answer));
   }
 
   // git-lfs's batch API. Downloads: each object as a signed link to the stored Xet file. Uploads: nothing for
@@ -356,6 +389,11 @@ class GitRoutes {
     return *repo;
   }
 
+  std::string SpoolDir() const {
+    if (!options_.spool_dir.empty()) return options_.spool_dir;
+    return (std::filesystem::temp_directory_path() / "cairn-git-push").string();
+  }
+
   hub::Result<git::ReceivePack> ReceivePackOf(const hub::Repo& repo) {
     auto refs = hub_.ListRefs(repo);
     if (!refs) return refs.error();
@@ -386,15 +424,24 @@ void RegisterGitRoutes(http::Server& server, hub::HubService& hub, files::FileSe
   const auto bind = [routes](void (GitRoutes::*fn)(const std::shared_ptr<Exchange>&)) {
     return [routes, fn](const std::shared_ptr<Exchange>& ex) { ((*routes).*fn)(ex); };
   };
+  // One gate for both URL forms: a push holds a spool file and, once its body is in, a worker.
+  const auto pushes = std::make_shared<http::AdmissionGate>(options.max_concurrent_pushes);
   for (const std::string prefix : {"/{ns}/{name}", "/{types}/{ns}/{name}"}) {
     r.Handle(Verb::get, prefix + "/info/refs", RouteOptions().Name("git_info_refs"),
              bind(&GitRoutes::InfoRefs));
     r.Handle(Verb::post, prefix + "/git-upload-pack",
              RouteOptions().Name("git_upload_pack").MaxBody(options.max_request_bytes),
              bind(&GitRoutes::UploadPack));
-    r.Handle(Verb::post, prefix + "/git-receive-pack",
-             RouteOptions().Name("git_receive_pack").MaxBody(options.max_push_bytes),
-             bind(&GitRoutes::ReceivePack));
+    // Credentials and admission from the header; the body streamed to a spool file.
+    r.HandleStream(Verb::post, prefix + "/git-receive-pack",
+                   RouteOptions()
+                       .Name("git_receive_pack")
+                       .MaxBody(options.max_push_bytes)
+                       .Check([srv = &server](http::Request& req) {
+                         return CheckPushCredentials(srv->authenticator(), req);
+                       })
+                       .AdmitPer(pushes, [](const http::Request& req) { return req.principal->scope; }),
+                   [routes](const std::shared_ptr<Exchange>& ex) { return routes->ReceivePack(ex); });
     r.Handle(Verb::post, prefix + "/info/lfs/objects/batch",
              RouteOptions().Name("lfs_batch").MaxBody(1 << 20), bind(&GitRoutes::LfsBatch));
     r.Handle(Verb::post, prefix + "/info/lfs/locks/verify",

@@ -6,7 +6,9 @@
 // Authentication as the Hub does it: HTTP Basic with any user name and a token as the password (or a Bearer
 // token); anonymous reads of public repositories. git sends credentials only after a 401, so an anonymous
 // request for a repository it may not see — private or missing, told apart by nothing — answers 401 with
-// WWW-Authenticate: Basic. `hub`, `files` and `index` must outlive the server.
+// WWW-Authenticate: Basic. A push is answered from its header when its credentials are missing, invalid or
+// read-only, or when max_concurrent_pushes are in flight: no body is read for a push that will be refused.
+// `hub`, `files` and `index` must outlive the server.
 #pragma once
 
 #include <cstdint>
@@ -29,8 +31,11 @@ struct GitRouteOptions {
   uint64_t max_inflated_bytes = 64 << 20;            // and once inflated
   size_t max_pending_bytes = 16 << 20;  // pack bytes queued for a slow client before the writer waits
   git::UploadPackLimits limits;
-  uint64_t max_push_bytes =
-      512ULL << 20;  // a push's body (commands and pack), held in memory while it is read
+  // A push's body (commands and pack), spooled to an unnamed file in `spool_dir` as it arrives (never held
+  // in memory), by at most `max_concurrent_pushes` pushes at once (more answer 503 with Retry-After).
+  uint64_t max_push_bytes = 512ULL << 20;
+  std::string spool_dir;  // empty: the system's temporary directory
+  size_t max_concurrent_pushes = 8;
   git::PackLimits pack_limits;
   // Set: git-lfs uploads are answered with its upload links (lfs_routes.h); else refused (501).
   lfs::LfsService* lfs = nullptr;

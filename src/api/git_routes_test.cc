@@ -1,11 +1,17 @@
 // The git routes in process: who may read (Basic with a token as password, Bearer, anonymous for public
 // repositories, one 401 for private and missing ones), what each refusal answers, protocol v2 and v0
-// advertisements, and a fetch whose request came gzipped. The packs themselves: git/upload_pack_test.cc.
+// advertisements, and a fetch whose request came gzipped; pushes refused from their header, bounded in
+// flight and spooled; LFS uploads past the uploads gate. The packs themselves: git/upload_pack_test.cc.
 #include "api/git_routes.h"
 
 #include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <sys/time.h>
 
 #include <boost/json.hpp>
+#include <chrono>
+#include <filesystem>
+#include <thread>
 
 #include "api/api_test_server.h"
 #include "api/errors.h"
@@ -35,6 +41,8 @@ class GitApi : public testing::ApiServerTest {
     go.max_request_bytes = 64 << 10;
     go.max_inflated_bytes = 1 << 20;
     go.public_url = base_;
+    go.spool_dir = (dir_ / "git-push").string();
+    go.max_concurrent_pushes = 2;
     lfs::LfsOptions lo;
     lo.public_url = base_;
     lo.staging_dir = dir_ / "lfs-parts";
@@ -42,7 +50,7 @@ class GitApi : public testing::ApiServerTest {
     lfs_ = std::make_unique<lfs::LfsService>(*service_, *index_, lo);
     go.lfs = lfs_.get();
     RegisterGitRoutes(*server_, *hub_, *files_, *index_, go);
-    RegisterLfsRoutes(*server_, *lfs_, {});
+    RegisterLfsRoutes(*server_, *lfs_, {.uploads = uploads_});
     server_->Start();
     ASSERT_TRUE(hub_->CreateRepo(alice_, {index::RepoType::kModel, "alice", "open"}, false).ok());
     ASSERT_TRUE(hub_->CreateRepo(alice_, {index::RepoType::kModel, "alice", "secret"}, true).ok());
@@ -86,9 +94,23 @@ class GitApi : public testing::ApiServerTest {
     return out;
   }
 
+  // A push's header with `headers` and a body of `length` bytes, of which none is sent: what the server
+  // answers from the header alone (a read past 5 s fails the test rather than hang it).
+  std::unique_ptr<http::testing::Client> PushHeader(const std::string& headers, uint64_t length) {
+    auto c = std::make_unique<http::testing::Client>(port_);
+    const timeval five{.tv_sec = 5, .tv_usec = 0};
+    ::setsockopt(c->socket().native_handle(), SOL_SOCKET, SO_RCVTIMEO, &five, sizeof five);
+    c->WriteRaw(
+        "POST /alice/open/git-receive-pack HTTP/1.1\r\nHost: x\r\n"
+        "Content-Type: application/x-git-receive-pack-request\r\n" +
+        headers + "Content-Length: " + std::to_string(length) + "\r\n\r\n");
+    return c;
+  }
+
   std::unique_ptr<files::FileService> files_;
   std::unique_ptr<hub::HubService> hub_;
   std::unique_ptr<lfs::LfsService> lfs_;
+  const std::shared_ptr<http::AdmissionGate> uploads_ = std::make_shared<http::AdmissionGate>(1);
   const hub::Caller alice_{"alice", true};
 };
 
@@ -200,6 +222,125 @@ TEST_F(GitApi, AFetchAnswersAPackOrAnErrLine) {
   auto garbage = Send(bhttp::verb::post, "/alice/open/git-upload-pack", v2, "zzzz");
   ASSERT_EQ(garbage.result_int(), 200u);
   EXPECT_NE(garbage.body().find("ERR pkt-line"), std::string::npos) << garbage.body();
+}
+
+// A push that will be refused is refused from its header: not a byte of its 256 MiB body is read (the
+// client sends none and gets its answer). The attacker's probe of issue 45 item 1.
+TEST_F(GitApi, APushIsRefusedFromItsHeader) {
+  constexpr uint64_t k256MiB = 256ULL << 20;
+  const auto answer = [&](const std::string& headers) {
+    auto c = PushHeader(headers, k256MiB);
+    return c->Read();
+  };
+  auto anonymous = answer("");
+  EXPECT_EQ(anonymous.result_int(), 401u);
+  EXPECT_EQ(anonymous[bhttp::field::www_authenticate], "Basic realm=\"cairn\"");
+  EXPECT_EQ(answer("Authorization: Basic Z2l0OmdhcmJhZ2U=\r\n").result_int(), 401u);  // git:garbage
+  EXPECT_EQ(answer("Authorization: " + Basic("") + "\r\n").result_int(), 401u);
+  EXPECT_EQ(
+      answer("Authorization: " + Basic(MintToken("alice", http::Permission::kRead)) + "\r\n").result_int(),
+      403u);
+  // A CAS token (what xet-write-token hands out) pushes nothing.
+  const auto cas = http::MintToken(testing::kTestJwtKey,
+                                   {"hub:alice-open", http::Permission::kWrite, http::TokenKind::kCas},
+                                   std::chrono::hours(1), clock_.UnixSeconds());
+  ASSERT_TRUE(cas);
+  EXPECT_EQ(answer("Authorization: Bearer " + *cas + "\r\n").result_int(), 401u);
+  // A write token of another namespace: the repository's answer, still before the body.
+  EXPECT_EQ(
+      answer("Authorization: " + Basic(MintToken("bob", http::Permission::kWrite)) + "\r\n").result_int(),
+      403u);
+  // Past max_push_bytes (512 MiB): 413 from Content-Length.
+  auto huge = PushHeader("Authorization: " + Basic(MintToken("alice", http::Permission::kWrite)) + "\r\n",
+                         1ULL << 30);
+  EXPECT_EQ(huge->Read().result_int(), 413u);
+}
+
+// Pushes in flight are bounded (here 2): the next one is answered 503 with Retry-After from its header, and a
+// push is served once a slot is free again.
+TEST_F(GitApi, PushesInFlightAreBounded) {
+  const std::string token = Basic(MintToken("alice", http::Permission::kWrite));
+  const std::string write = "Authorization: " + token + "\r\n";
+  auto first = PushHeader(write, 1 << 20);
+  auto second = PushHeader(write, 1 << 20);
+  first->WriteRaw("0000");
+  second->WriteRaw("0000");
+  auto third = PushHeader(write, 1 << 20);
+  auto busy = third->Read();
+  EXPECT_EQ(busy.result_int(), 503u) << busy.body();
+  EXPECT_EQ(busy[bhttp::field::retry_after], "1");
+  first.reset();  // gone: its slot is freed
+  second.reset();
+  std::string cmd;
+  git::AppendPkt(cmd, Head("alice", "open") + " " + std::string(40, '0') + " refs/heads/main" +
+                          std::string(1, '\0') + "report-status\n");
+  git::AppendFlush(cmd);
+  for (int attempt = 0;; ++attempt) {  // the server notices the closed connections as it reads them
+    auto r =
+        Send(bhttp::verb::post, "/alice/open/git-receive-pack",
+             {{"Authorization", token}, {"Content-Type", "application/x-git-receive-pack-request"}}, cmd);
+    if (r.result_int() == 503 && attempt < 100) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      continue;
+    }
+    ASSERT_EQ(r.result_int(), 200u) << r.body();
+    EXPECT_NE(r.body().find("ng refs/heads/main"), std::string::npos) << r.body();
+    break;
+  }
+}
+
+// A push's body goes to an unnamed spool file, streamed in batches: one larger than a batch is read whole and
+// answered (here an ERR line: it is not a pack), and nothing is left in the spool directory.
+TEST_F(GitApi, APushBodyIsSpooledNotHeld) {
+  const std::string write = Basic(MintToken("alice", http::Permission::kWrite));
+  std::string body;
+  git::AppendPkt(body, Head("alice", "open") + " " + std::string(40, 'a') + " refs/heads/main" +
+                           std::string(1, '\0') + "report-status\n");
+  git::AppendFlush(body);
+  body += "PACK" + std::string(9 << 20, 'x');  // more than two of the sink's 4 MiB batches
+  auto r = Send(bhttp::verb::post, "/alice/open/git-receive-pack",
+                {{"Authorization", write}, {"Content-Type", "application/x-git-receive-pack-request"}}, body);
+  ASSERT_EQ(r.result_int(), 200u) << r.body();
+  EXPECT_TRUE(r.body().find("ERR ") != std::string::npos || r.body().find("unpack ") != std::string::npos)
+      << r.body().substr(0, 200);
+  EXPECT_TRUE(std::filesystem::is_empty(dir_ / "git-push"));
+  EXPECT_FALSE(Head("alice", "open").empty());
+}
+
+// git-lfs uploads enter the uploads gate (here of 1): past it, 503 with Retry-After before the body is read;
+// a forged link is refused before it takes a slot. Issue 45 item 4.
+TEST_F(GitApi, LfsUploadsPastTheLimitAreTurnedAway) {
+  const std::string data(300000, 'z');
+  const std::string oid =
+      ingest::ShardSha256Of({reinterpret_cast<const uint8_t*>(data.data()), data.size()}).hex();
+  Headers lfs{{"Content-Type", "application/vnd.git-lfs+json"},
+              {"Authorization", Basic(MintToken("alice", http::Permission::kWrite))}};
+  auto r = Send(bhttp::verb::post, "/alice/open.git/info/lfs/objects/batch", lfs,
+                R"({"operation":"upload","objects":[{"oid":")" + oid + R"(","size":300000}]})");
+  ASSERT_EQ(r.result_int(), 200u) << r.body();
+  const auto answer = boost::json::parse(r.body()).as_object();
+  const auto& actions = answer.at("objects").as_array()[0].as_object().at("actions").as_object();
+  const std::string put = std::string(actions.at("upload").at("href").as_string()).substr(base_.size());
+  const auto start = [&](const std::string& target) {
+    auto c = std::make_unique<http::testing::Client>(port_);
+    const timeval five{.tv_sec = 5, .tv_usec = 0};
+    ::setsockopt(c->socket().native_handle(), SOL_SOCKET, SO_RCVTIMEO, &five, sizeof five);
+    c->WriteRaw("PUT " + target + " HTTP/1.1\r\nHost: x\r\nContent-Length: 300000\r\n\r\nzzzz");
+    return c;
+  };
+  auto holder = start(put);  // its body trickles: it holds the one slot
+  for (int i = 0; i < 100 && uploads_->in_flight() == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_EQ(uploads_->in_flight(), 1u);
+  auto busy = start(put)->Read();
+  EXPECT_EQ(busy.result_int(), 503u) << busy.body();
+  EXPECT_EQ(busy[bhttp::field::retry_after], "1");
+  std::string forged = put;
+  forged.back() = forged.back() == '0' ? '1' : '0';
+  EXPECT_EQ(start(forged)->Read().result_int(), HttpStatusOf(ErrorCode::kDenied));
+  holder->WriteRaw(data.substr(4));
+  EXPECT_EQ(holder->Read().result_int(), 200u);
 }
 
 TEST_F(GitApi, LfsBatchAnswersEachObjectOrRefusesTheBatch) {

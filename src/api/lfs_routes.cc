@@ -2,10 +2,10 @@
 
 #include <boost/json.hpp>
 #include <charconv>
-#include <cstring>
 
 #include "api/errors.h"
 #include "api/requests.h"
+#include "api/worker_sink.h"
 
 namespace cairn::api {
 namespace {
@@ -21,101 +21,6 @@ Response LfsErrorOf(const Error& e) {
 Result<lfs::UploadGrant> GrantOf(const lfs::LfsService& lfs, const http::Request& req) {
   return lfs.Check(req.Param("oid"), req.query);
 }
-
-// Streams a body into `write` on the worker pool and calls `finish` there once all of it is written. The body
-// is read straight into batches of kBatch bytes: one batch is written on a worker while the next one is read
-// (two in memory at most), so receiving overlaps the work and a worker is asked once per batch, not once per
-// 64 KiB piece.
-class WorkerSink final : public http::BodySink {
- public:
-  using Write = std::function<Status(std::span<const uint8_t>)>;
-  using Finish = std::function<void(const std::shared_ptr<Exchange>&)>;
-  static constexpr size_t kBatch = 4 << 20;
-
-  WorkerSink(std::shared_ptr<Exchange> ex, Write write, Finish finish) : s_(std::make_shared<State>()) {
-    s_->ex = std::move(ex);
-    s_->write = std::move(write);
-    s_->finish = std::move(finish);
-    s_->batch.resize(kBatch);
-  }
-
-  // The body lands in the batch being gathered, in place.
-  std::span<uint8_t> ReceiveBuffer() override { return {s_->batch.data() + s_->filled, kBatch - s_->filled}; }
-
-  // On the connection's strand, as are OnEnd and the workers' completions: the state needs no lock.
-  void OnData(std::span<const uint8_t> data, Next next) override {
-    if (!s_->failed) return next(ToHttp(s_->failed.error()));
-    uint8_t* at = s_->batch.data() + s_->filled;
-    if (data.data() != at) std::memcpy(at, data.data(), data.size());  // the server's buffer, not ours
-    s_->filled += data.size();
-    if (s_->filled < kBatch) return next(http::Ok{});
-    if (s_->busy) {  // read on once the worker is done with the batch before
-      s_->waiting = std::move(next);
-      return;
-    }
-    Dispatch(s_);
-    next(http::Ok{});
-  }
-
-  void OnEnd(std::shared_ptr<Exchange> ex) override {
-    if (!s_->failed) return ex->Respond(LfsErrorOf(s_->failed.error()));
-    s_->end = std::move(ex);
-    if (!s_->busy) Dispatch(s_);
-  }
-
- private:
-  struct State {
-    std::shared_ptr<Exchange> ex;
-    Write write;
-    Finish finish;
-    std::vector<uint8_t> batch;  // kBatch bytes, `filled` of them gathered
-    size_t filled = 0;
-    std::vector<uint8_t> spare;  // the batch a worker writes, then the next one to fill
-    bool busy = false;           // a worker holds a batch
-    Next waiting;                // the piece after a full batch, held while busy
-    std::shared_ptr<Exchange> end;
-    Status failed = Ok{};
-  };
-
-  // Hands the gathered batch to a worker (none busy); the last one also finishes.
-  static void Dispatch(const std::shared_ptr<State>& s) {
-    s->busy = true;
-    auto batch = std::make_shared<std::vector<uint8_t>>(std::move(s->batch));
-    const size_t filled = std::exchange(s->filled, 0);
-    s->batch = std::move(s->spare);
-    s->batch.resize(kBatch);
-    const bool last = s->end != nullptr;
-    auto result = std::make_shared<Status>(Ok{});
-    const bool queued = s->ex->Offload(
-        [s, batch, filled, result, last] {
-          if (filled > 0) *result = s->write({batch->data(), filled});
-          if (last && *result) s->finish(s->end);
-        },
-        [s, batch, result, last] {
-          s->busy = false;
-          s->spare = std::move(*batch);
-          if (!*result) {
-            s->failed = *result;
-            if (last) return s->end->Respond(LfsErrorOf(result->error()));
-            if (s->waiting) std::exchange(s->waiting, nullptr)(ToHttp(result->error()));
-            return;
-          }
-          if (last) return;
-          if (s->end) return Dispatch(s);  // the body ended while this batch was written
-          if (s->waiting) {
-            if (s->filled >= kBatch) Dispatch(s);
-            std::exchange(s->waiting, nullptr)(http::Ok{});
-          }
-        });
-    if (!queued) {  // answered 503 already
-      s->busy = false;
-      s->failed = Unavailable("the server is busy");
-      if (s->waiting) std::exchange(s->waiting, nullptr)(http::Error{503, "the server is busy"});
-    }
-  }
-
-  std::shared_ptr<State> s_;
-};
 
 class LfsRoutes {
  public:
@@ -134,7 +39,8 @@ class LfsRoutes {
           auto ingested = shared->Finish();
           if (!ingested) return done->Respond(LfsErrorOf(ingested.error()));
           done->Respond(Response::Json(200, "{}"));
-        }));
+        },
+        LfsErrorOf));
   }
 
   http::Result<std::unique_ptr<http::BodySink>> PutPart(const std::shared_ptr<Exchange>& ex) {
@@ -156,7 +62,8 @@ class LfsRoutes {
           Response r = Response::Json(200, "{}");
           r.Header("ETag", *etag);
           done->Respond(std::move(r));
-        }));
+        },
+        LfsErrorOf));
   }
 
   void Complete(const std::shared_ptr<Exchange>& ex) {
@@ -202,11 +109,19 @@ void RegisterLfsRoutes(http::Server& server, lfs::LfsService& lfs, const LfsRout
   auto routes = std::make_shared<LfsRoutes>(lfs, options);
   auto& r = server.router();
   // The links are the credentials: no Auth on these routes.
-  r.HandleStream(http::Verb::put, "/v1/lfs/{oid}",
-                 http::RouteOptions().Name("lfs_upload").MaxBody(UINT64_MAX),
+  // An upload's link is checked from the header, before it takes a slot of the gate: a forged or expired
+  // link holds none.
+  const auto upload = [&options, &lfs](const char* name) {
+    auto o = http::RouteOptions().Name(name).Check([&lfs](http::Request& req) -> std::optional<Response> {
+      if (auto grant = GrantOf(lfs, req); !grant) return LfsErrorOf(grant.error());
+      return std::nullopt;
+    });
+    return options.uploads ? o.Admit(options.uploads) : o;
+  };
+  r.HandleStream(http::Verb::put, "/v1/lfs/{oid}", upload("lfs_upload").MaxBody(UINT64_MAX),
                  [routes](const std::shared_ptr<Exchange>& ex) { return routes->PutObject(ex); });
   r.HandleStream(http::Verb::put, "/v1/lfs/{oid}/parts/{part}",
-                 http::RouteOptions().Name("lfs_upload_part").MaxBody(lfs.part_bytes()),
+                 upload("lfs_upload_part").MaxBody(lfs.part_bytes()),
                  [routes](const std::shared_ptr<Exchange>& ex) { return routes->PutPart(ex); });
   r.Handle(http::Verb::post, "/v1/lfs/{oid}",
            http::RouteOptions().Name("lfs_upload_complete").MaxBody((kMaxLfsParts + 1) * 400),

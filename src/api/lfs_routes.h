@@ -8,6 +8,8 @@
 // given) must outlive the server.
 #pragma once
 
+#include <memory>
+
 #include "http/server.h"
 #include "lfs/lfs_service.h"
 #include "quota/quota_service.h"
@@ -16,6 +18,10 @@ namespace cairn::api {
 
 struct LfsRouteOptions {
   quota::QuotaService* quota = nullptr;  // set: nothing is received for a namespace whose quota is used up
+  // Set: uploads (whole objects and parts) enter it, past its limit answered 503 with Retry-After before
+  // their bodies are read: the gate the xorb uploads use (cas_routes.h), since an upload being chunked holds
+  // a xorb's worth of memory as one of theirs does. Null: no limit (tests).
+  std::shared_ptr<http::AdmissionGate> uploads = nullptr;
 };
 
 void RegisterLfsRoutes(http::Server& server, lfs::LfsService& lfs, const LfsRouteOptions& options);

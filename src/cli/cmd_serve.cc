@@ -115,8 +115,11 @@ http::Result<std::unique_ptr<Backend>> RegisterRoutes(http::Server& server, cons
       [backend](const xet::XorbHash& xorb, uint64_t first, uint64_t last) {
         return backend->mirror ? backend->mirror->RelayOpen(xorb, first, last) : nullptr;
       });
+  // Xorbs, shards and git-lfs's uploads enter one gate: what bounds the memory uploads take.
+  const auto uploads = std::make_shared<http::AdmissionGate>(cfg.max_concurrent_uploads);
   api::RegisterCasRoutes(server, *b->service,
                          {.max_concurrent_uploads = cfg.max_concurrent_uploads,
+                          .uploads = uploads,
                           .quota = b->quota.get(),
                           .await_file =
                               [backend](const xet::FileHash& file) {
@@ -160,11 +163,13 @@ http::Result<std::unique_ptr<Backend>> RegisterRoutes(http::Server& server, cons
   lo.url_keys = so.url_keys;
   lo.staging_dir = std::filesystem::path(cfg.data_dir) / "lfs-parts";
   b->lfs = std::make_unique<lfs::LfsService>(*b->service, *b->index, lo);
-  api::RegisterLfsRoutes(server, *b->lfs, {.quota = b->quota.get()});
+  api::RegisterLfsRoutes(server, *b->lfs, {.quota = b->quota.get(), .uploads = uploads});
   api::GitRouteOptions go;
   go.public_url = cfg.public_url;
   go.lfs = b->lfs.get();
   go.mirror = b->mirror.get();
+  go.spool_dir = (std::filesystem::path(cfg.data_dir) / "git-push").string();
+  go.max_concurrent_pushes = cfg.max_concurrent_pushes;
   api::RegisterGitRoutes(server, *b->hub, *b->files, *b->index, go);
 
   api::RegisterIndexMetrics(server, *b->index);

@@ -1,9 +1,11 @@
-// The generic pieces every layer shares: hex, base64, percent-encoding, the LRU cache, the descriptor owner.
+// The generic pieces every layer shares: hex, base64, percent-encoding, the LRU cache, the descriptor owner,
+// the spool file.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <cstdint>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
@@ -13,6 +15,7 @@
 #include "common/lru_cache.h"
 #include "common/percent_encode.h"
 #include "common/printable.h"
+#include "common/spool_file.h"
 #include "common/unique_fd.h"
 
 namespace cairn {
@@ -116,6 +119,39 @@ TEST(UniqueFd, ClosesOnceWhenOwnershipMoves) {
   const int raw = c.release();
   EXPECT_FALSE(c.valid());
   EXPECT_EQ(::close(raw), 0);  // release() gave it back unclosed
+}
+
+TEST(SpoolFile, MapsWhatWasAppendedAndLeavesNoName) {
+  const std::string dir = ::testing::TempDir() + "/spool-test/" + std::to_string(::getpid());
+  std::filesystem::remove_all(dir);
+  auto spool = SpoolFile::Create(dir);  // the directory is made
+  ASSERT_TRUE(spool) << spool.error().message;
+  auto empty = spool->Map();
+  ASSERT_TRUE(empty);
+  EXPECT_TRUE(empty->empty());
+  std::string expected;
+  for (int i = 0; i < 3000; ++i) {
+    const std::string piece = "piece " + std::to_string(i) + ";";
+    ASSERT_TRUE(spool->Append({reinterpret_cast<const uint8_t*>(piece.data()), piece.size()}));
+    expected += piece;
+  }
+  EXPECT_EQ(spool->size(), expected.size());
+  SpoolFile moved = std::move(*spool);
+  auto mapped = moved.Map();
+  ASSERT_TRUE(mapped) << mapped.error().message;
+  EXPECT_EQ(*mapped, expected);
+  EXPECT_FALSE(moved.Append({reinterpret_cast<const uint8_t*>("x"), 1}));  // mapped: no more appends
+  EXPECT_TRUE(std::filesystem::is_empty(dir));  // unnamed: nothing for a crash to leave behind
+  std::filesystem::remove_all(dir);
+}
+
+TEST(SpoolFile, ADirectoryThatCannotBeMadeIsAnError) {
+  const std::string file = ::testing::TempDir() + "/spool-not-a-dir-" + std::to_string(::getpid());
+  { UniqueFd fd(::open(file.c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0600)); }
+  auto spool = SpoolFile::Create(file + "/sub");
+  ASSERT_FALSE(spool);
+  EXPECT_EQ(spool.error().code, ErrorCode::kIo);
+  ::unlink(file.c_str());
 }
 
 }  // namespace

@@ -96,6 +96,7 @@ struct Config {
   size_t dedup_answer_max_bytes = 16ULL << 20;  // cap of one dedup answer (a shard)
   std::string log_level = "info";               // trace, debug, info, warn, error, critical, off
   size_t max_concurrent_uploads = 64;
+  size_t max_concurrent_pushes = 8;  // git pushes received at once (each spooled to DATA_DIR/git-push)
   // Connections open at once in total and from one client address (0: no per-address cap), and the reverse
   // proxies whose X-Forwarded-For names the client (addresses or CIDR ranges, comma-separated in a string).
   size_t max_connections = 8192;
@@ -160,7 +161,7 @@ Result<Config> LoadCommandConfig(const std::string& config_file, std::map<std::s
 Result<uint64_t> ParseByteSize(std::string_view text);
 
 // "3600", "90s", "30m", "12h", "7d" → seconds; must be positive.
-Result<std::chrono::seconds> ParseDuration(std::string_view text);
+Result<std::chrono::seconds> ParseDuration(std::string_view text, bool allow_zero = false);
 
 struct HostPort {
   std::string host;
