@@ -203,7 +203,7 @@ void AddGc(CLI::App& app) {
   cmd->add_flag("--dry-run", opts->dry_run, "Mark and report what would be freed; change nothing");
   cmd->add_option("--grace", opts->grace,
                   "How long an object stays unreferenced before it is freed (default 30d; shorter than the "
-                  "clients' caches needs --force)");
+                  "clients' caches needs --force; 0: everything unreferenced now, in one run)");
   cmd->add_flag("--force", opts->force, "Accept a grace shorter than the clients' caches");
   cmd->add_flag("--vacuum", opts->vacuum,
                 "Then rewrite the index's database, so deleted history leaves its files at once (SQLite "

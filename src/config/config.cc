@@ -394,7 +394,7 @@ Result<uint64_t> ParseByteSize(std::string_view text) {
   return *n * unit;
 }
 
-Result<std::chrono::seconds> ParseDuration(std::string_view text) {
+Result<std::chrono::seconds> ParseDuration(std::string_view text, bool allow_zero) {
   if (text.empty()) return xet::Malformed("empty duration");
   uint64_t unit = 1;
   std::string_view digits = text;
@@ -423,7 +423,7 @@ Result<std::chrono::seconds> ParseDuration(std::string_view text) {
   auto [p, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), n);
   if (digits.empty() || ec != std::errc() || p != digits.data() + digits.size())
     return xet::Malformed("not a duration: \"" + std::string(text) + "\" (use 3600, 90s, 30m, 12h or 7d)");
-  if (n == 0) return xet::Malformed("duration must be positive");
+  if (n == 0 && !allow_zero) return xet::Malformed("duration must be positive");
   if (n > (uint64_t{1} << 40) / unit) return xet::Malformed("duration too long: " + std::string(text));
   return std::chrono::seconds(static_cast<int64_t>(n * unit));
 }

@@ -255,6 +255,8 @@ TEST(Config, Durations) {
   EXPECT_EQ(*ParseDuration("30m"), std::chrono::seconds(1800));
   EXPECT_EQ(*ParseDuration("12h"), std::chrono::seconds(43200));
   EXPECT_EQ(*ParseDuration("7d"), std::chrono::seconds(604800));
+  EXPECT_FALSE(ParseDuration("0").ok());
+  EXPECT_EQ(*ParseDuration("0s", /*allow_zero=*/true), std::chrono::seconds(0));
   for (const char* bad : {"", "m", "-5", "5x", "1.5h", "0", "99999999999999999999"})
     EXPECT_FALSE(ParseDuration(bad).ok()) << bad;
 }

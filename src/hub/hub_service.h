@@ -268,6 +268,8 @@ class HubService {
   // Removes the links of these large files (at most index::Index::kMaxObjectsPerRead), and with
   // `rewrite_history` every path that names one from every commit of every ref first (new commit ids, as git
   // filter-branch makes them; kStale when a ref moved meanwhile: nothing of that ref changed, run it again).
+  // The files go from the repository's scopes at once (no token of it reads them after; SECURITY.md), their
+  // bytes at the collector's next runs.
   Status DeleteLfsFiles(const Repo& repo, const std::vector<std::string>& sha256s, bool rewrite_history);
 
   // ---- git push (hub/push.cc)
@@ -309,6 +311,8 @@ class HubService {
   // The changes to the trees of a history rewrite (purge.cc): a tree without the entries `drop` says to drop,
   // nullopt when nothing is left of it; new trees go into `objects`.
   class Rewriter;
+  // Takes the files the links under `keys` name out of the repository's scopes (a purge, purge.cc).
+  Status UnregisterLinked(const Repo& repo, const std::vector<std::vector<uint8_t>>& keys);
   Result<std::shared_ptr<const std::vector<TreeEntry>>> ReadTree(const Repo& repo, const ObjectId& oid);
   // The size of the Xet file a repository's LFS link names; nullopt when that file is not visible to it.
   Result<std::optional<uint64_t>> LinkedSize(const Repo& repo, const index::RepoObject& link);

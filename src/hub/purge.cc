@@ -234,6 +234,25 @@ class HubService::Rewriter {
   std::vector<index::RepoObject> objects_;
 };
 
+// The files these links name leave the repository's two scopes (its write scope and its read scope) before
+// the links go: from then on no token of the repository, minted before or after, reads their bytes through
+// the CAS (a reconstruction, /v1/files), as after `cairn rm` each removal is recorded in the store so that a
+// rebuild does not give it back. A crash between the two leaves links to files nothing reads, which the
+// purge run again removes; the bytes go at the collector's next runs (`cairn gc --grace 0 --force`: now).
+Status HubService::UnregisterLinked(const Repo& repo, const std::vector<std::vector<uint8_t>>& keys) {
+  auto links = index_.GetRepoObjects(repo.record.id, keys);
+  if (!links.ok()) return FromIndex(links.error());
+  for (const auto& link : *links) {
+    if (!link || link->kind != index::kFileLinkKind || link->data.size() != 32) continue;  // gone already
+    const xet::FileHash file = xet::Hash::FromBytes(link->data.data());
+    for (const std::string* scope : {&repo.record.scope, &repo.record.read_scope}) {
+      if (scope->empty()) continue;
+      if (auto removed = files_.Unregister(file, *scope); !removed.ok()) return FromIndex(removed.error());
+    }
+  }
+  return Ok{};
+}
+
 Status HubService::DeleteLfsFiles(const Repo& repo, const std::vector<std::string>& sha256s,
                                   bool rewrite_history) {
   if (sha256s.size() > index::Index::kMaxObjectsPerRead) {
@@ -278,6 +297,7 @@ Status HubService::DeleteLfsFiles(const Repo& repo, const std::vector<std::strin
   // The links last. A commit naming one of these files again while this runs loses it: purge wins.
   std::vector<std::vector<uint8_t>> keys;
   for (const auto& sha : doomed) keys.push_back(LinkKey(sha));
+  if (auto st = UnregisterLinked(repo, keys); !st.ok()) return st;
   if (auto deleted = index_.DeleteRepoObjects(repo.record.id, keys); !deleted.ok())
     return FromIndex(deleted.error());
   for (const auto& key : keys)

@@ -144,6 +144,33 @@ TEST_F(PurgeTest, WithoutRewritingHistoryThePathHoldsItsPointerText) {
   EXPECT_TRUE(reach->files.empty()) << "its Xet file is not live through this repository any more";
 }
 
+// A purge takes the files out of the repository's write and read scopes at once, with or without a history
+// rewrite: from then on no token of the repository (minted before or after) reads them through the CAS, and
+// the purge run again is a no-op. Issue 45 item 7.
+TEST_F(PurgeTest, APurgedFileLeavesTheRepositorysScopesAtOnce) {
+  const LfsPointer doomed = Upload(4, 70000);
+  const LfsPointer also = Upload(5, 60000);
+  const LfsPointer kept = Upload(6, 50000);
+  Commit({AddLfs{"doomed.bin", doomed}, AddLfs{"also.bin", also}, AddLfs{"kept.bin", kept}});
+  const auto file_of = [&](const LfsPointer& p) { return hub_->OpenLargeBySha256(repo_, p.sha256)->hash; };
+  const xet::FileHash doomed_file = file_of(doomed), also_file = file_of(also), kept_file = file_of(kept);
+  const auto visible = [&](const xet::FileHash& f, const std::string& scope) {
+    return files_->VisibleEntry(f, scope).ok();
+  };
+  for (const std::string* scope : {&repo_.record.scope, &repo_.record.read_scope}) {
+    ASSERT_TRUE(visible(doomed_file, *scope));
+    ASSERT_TRUE(visible(also_file, *scope));
+  }
+  ASSERT_TRUE(hub_->DeleteLfsFiles(repo_, {doomed.sha256}, true).ok());
+  ASSERT_TRUE(hub_->DeleteLfsFiles(repo_, {also.sha256}, false).ok());
+  for (const std::string* scope : {&repo_.record.scope, &repo_.record.read_scope}) {
+    EXPECT_FALSE(visible(doomed_file, *scope)) << *scope;
+    EXPECT_FALSE(visible(also_file, *scope)) << *scope;
+    EXPECT_TRUE(visible(kept_file, *scope)) << *scope;
+  }
+  EXPECT_TRUE(hub_->DeleteLfsFiles(repo_, {doomed.sha256, also.sha256}, true).ok()) << "again: nothing left";
+}
+
 TEST_F(PurgeTest, ABranchMovedBackOntoUnreachableHistoryRevivesIt) {
   const LfsPointer big = Upload(4, 70000);
   Commit({AddLfs{"big.bin", big}}, "main");

@@ -185,8 +185,8 @@ def objects_holding(srv, request, marker: bytes) -> list[str]:
 @pytest.mark.backends("sqlite", "s3")
 def test_purge_leaves_no_trace_of_a_secret(server, tmp_path, backend, request):
     """A secret committed in a large file and in a small one, then squashed away with super_squash_history;
-    another large file removed with permanently_delete_lfs_files (rewriting history): after a collection past
-    the grace, no marker is in any file of the data directory (the SQLite index and its write-ahead log
+    another large file removed with permanently_delete_lfs_files (rewriting history), unreadable by any token
+    from that moment: after one `cairn gc --grace 0 --force`, no marker is in any file of the data directory (the SQLite index and its write-ahead log
     included) nor in any object of the bucket, and what the repository still holds downloads."""
     srv = server()
     hub = Hub(hub_python(), tmp_path / "alice", srv, srv.token("alice", write=True))
@@ -214,16 +214,34 @@ def test_purge_leaves_no_trace_of_a_secret(server, tmp_path, backend, request):
     by_name = {name: (size, file_oid, oid) for name, size, file_oid, oid in listed}
     assert by_name["w/other.bin"][:2] == (other.stat().st_size, sha256_file(other)), listed
     assert by_name["keep.bin"][0] == keep.stat().st_size, listed
+    writer = {"Authorization": f"Bearer {srv.token('alice', write=True)}"}
+    lfs_files = http("GET", f"{srv.url}/api/models/alice/m/lfs-files", headers=writer).json()
+    xet = next(f["xetHash"] for f in lfs_files if f["fileOid"] == sha256_file(other))
+
+    def cas_token(kind: str) -> dict:
+        got = http("GET", f"{srv.url}/api/models/alice/m/xet-{kind}-token/main", headers=writer).json()
+        return {"Authorization": f"Bearer {got['accessToken']}"}
+
+    before = cas_token("read")  # minted while the file is the repository's
+    for path in (f"/v2/reconstructions/{xet}", f"/v1/files/{xet}"):
+        assert http("GET", srv.url + path, headers=before).status == 200, path
     hub.run('''
         doomed = [f for f in api.list_lfs_files("alice/m") if f.filename == "w/other.bin"]
         api.permanently_delete_lfs_files("alice/m", doomed)''')
+    # From that moment no token of the repository reads the purged file by its hash, minted before the purge
+    # or after, read or write, on the reconstruction and the plain download alike.
+    for headers in (before, cas_token("read"), cas_token("write")):
+        for path in (f"/v2/reconstructions/{xet}", f"/v1/files/{xet}"):
+            got = http("GET", srv.url + path, headers=headers)
+            assert got.status == 404, (path, got.status)
     assert sorted(hub.run('result = api.list_repo_files("alice/m")')) == [".gitattributes", "README.md",
                                                                        "keep.bin"]
     # The squashed-away model.bin is still stored (no ref names it: no filename) until a collection frees it.
     lfs_names = 'result = sorted(f.filename for f in api.list_lfs_files("alice/m"))'
     assert hub.run(lfs_names) == ["", "keep.bin"]
 
-    rep = past_the_grace(srv, backend)
+    # One command frees it all now (the operator's answer to a leaked secret): no grace, forced.
+    rep = gc(srv, "--grace", "0", "--force")
     assert rep["swept_repo_objects"] > 0 and rep["swept_xorbs"] > 0, rep
     assert rep["scrub"], rep
     assert hub.run(lfs_names) == ["keep.bin"]
