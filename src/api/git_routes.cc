@@ -75,6 +75,12 @@ std::optional<Response> CheckPushCredentials(const http::Authenticator* auth, ht
   return std::nullopt;
 }
 
+// The address of a request's client ("ip:port" → "ip"): what fetches share their gate by.
+std::string ClientAddress(std::string_view remote) {
+  const size_t colon = remote.rfind(':');
+  return std::string(colon == std::string_view::npos ? remote : remote.substr(0, colon));
+}
+
 class GitRoutes {
  public:
   GitRoutes(http::Server& server, hub::HubService& hub, files::FileService& files, index::RepoIndex& index,
@@ -426,11 +432,15 @@ void RegisterGitRoutes(http::Server& server, hub::HubService& hub, files::FileSe
   };
   // One gate for both URL forms: a push holds a spool file and, once its body is in, a worker.
   const auto pushes = std::make_shared<http::AdmissionGate>(options.max_concurrent_pushes);
+  const auto fetches = std::make_shared<http::AdmissionGate>(options.max_concurrent_fetches);
   for (const std::string prefix : {"/{ns}/{name}", "/{types}/{ns}/{name}"}) {
     r.Handle(Verb::get, prefix + "/info/refs", RouteOptions().Name("git_info_refs"),
              bind(&GitRoutes::InfoRefs));
     r.Handle(Verb::post, prefix + "/git-upload-pack",
-             RouteOptions().Name("git_upload_pack").MaxBody(options.max_request_bytes),
+             RouteOptions()
+                 .Name("git_upload_pack")
+                 .MaxBody(options.max_request_bytes)
+                 .AdmitPer(fetches, [](const http::Request& req) { return ClientAddress(req.remote); }),
              bind(&GitRoutes::UploadPack));
     // Credentials and admission from the header; the body streamed to a spool file.
     r.HandleStream(Verb::post, prefix + "/git-receive-pack",

@@ -28,8 +28,11 @@ struct GitRouteOptions {
   std::string public_url = "http://127.0.0.1:8080";  // base of the download links git-lfs is sent to
   uint64_t lfs_link_ttl_seconds = 3600;              // at most; never past the asking token's expiry
   uint64_t max_request_bytes = 16 << 20;             // a POST's body as sent (wants and haves; gzip or not)
-  uint64_t max_inflated_bytes = 64 << 20;            // and once inflated
-  size_t max_pending_bytes = 16 << 20;  // pack bytes queued for a slow client before the writer waits
+  // Fetch requests (their bodies held in memory) at once, shared fairly between client addresses: anonymous
+  // readers of public repositories cannot make the server hold 16 MiB for each of their connections.
+  size_t max_concurrent_fetches = 32;
+  uint64_t max_inflated_bytes = 64 << 20;  // and once inflated
+  size_t max_pending_bytes = 16 << 20;     // pack bytes queued for a slow client before the writer waits
   git::UploadPackLimits limits;
   // A push's body (commands and pack), spooled to an unnamed file in `spool_dir` as it arrives (never held
   // in memory), by at most `max_concurrent_pushes` pushes at once (more answer 503 with Retry-After).

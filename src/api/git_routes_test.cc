@@ -43,6 +43,7 @@ class GitApi : public testing::ApiServerTest {
     go.public_url = base_;
     go.spool_dir = (dir_ / "git-push").string();
     go.max_concurrent_pushes = 2;
+    go.max_concurrent_fetches = 2;
     lfs::LfsOptions lo;
     lo.public_url = base_;
     lo.staging_dir = dir_ / "lfs-parts";
@@ -110,7 +111,9 @@ class GitApi : public testing::ApiServerTest {
   std::unique_ptr<files::FileService> files_;
   std::unique_ptr<hub::HubService> hub_;
   std::unique_ptr<lfs::LfsService> lfs_;
-  const std::shared_ptr<http::AdmissionGate> uploads_ = std::make_shared<http::AdmissionGate>(1);
+  // Room for a test's sequential uploads (a slot is freed a moment after the answer reaches the client).
+  const std::shared_ptr<http::AdmissionGate> uploads_ = std::make_shared<http::AdmissionGate>(kUploadSlots);
+  static constexpr size_t kUploadSlots = 3;
   const hub::Caller alice_{"alice", true};
 };
 
@@ -265,6 +268,7 @@ TEST_F(GitApi, PushesInFlightAreBounded) {
   auto second = PushHeader(write, 1 << 20);
   first->WriteRaw("0000");
   second->WriteRaw("0000");
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // both admitted (their headers read)
   auto third = PushHeader(write, 1 << 20);
   auto busy = third->Read();
   EXPECT_EQ(busy.result_int(), 503u) << busy.body();
@@ -289,6 +293,26 @@ TEST_F(GitApi, PushesInFlightAreBounded) {
   }
 }
 
+// Fetch requests, whose bodies are held in memory, are bounded too (here 2): anonymous readers of a public
+// repository cannot make the server hold a body for each of their connections.
+TEST_F(GitApi, FetchesInFlightAreBounded) {
+  const auto start = [&] {
+    auto c = std::make_unique<http::testing::Client>(port_);
+    const timeval five{.tv_sec = 5, .tv_usec = 0};
+    ::setsockopt(c->socket().native_handle(), SOL_SOCKET, SO_RCVTIMEO, &five, sizeof five);
+    c->WriteRaw(
+        "POST /alice/open/git-upload-pack HTTP/1.1\r\nHost: x\r\n"
+        "Content-Type: application/x-git-upload-pack-request\r\nContent-Length: 60000\r\n\r\n0000");
+    return c;
+  };
+  auto first = start();
+  auto second = start();
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // both admitted (their headers read)
+  auto busy = start()->Read();
+  EXPECT_EQ(busy.result_int(), 503u) << busy.body();
+  EXPECT_EQ(busy[bhttp::field::retry_after], "1");
+}
+
 // A push's body goes to an unnamed spool file, streamed in batches: one larger than a batch is read whole and
 // answered (here an ERR line: it is not a pack), and nothing is left in the spool directory.
 TEST_F(GitApi, APushBodyIsSpooledNotHeld) {
@@ -307,7 +331,7 @@ TEST_F(GitApi, APushBodyIsSpooledNotHeld) {
   EXPECT_FALSE(Head("alice", "open").empty());
 }
 
-// git-lfs uploads enter the uploads gate (here of 1): past it, 503 with Retry-After before the body is read;
+// git-lfs uploads enter the uploads gate (here of 3): past it, 503 with Retry-After before the body is read;
 // a forged link is refused before it takes a slot. Issue 45 item 4.
 TEST_F(GitApi, LfsUploadsPastTheLimitAreTurnedAway) {
   const std::string data(300000, 'z');
@@ -328,19 +352,20 @@ TEST_F(GitApi, LfsUploadsPastTheLimitAreTurnedAway) {
     c->WriteRaw("PUT " + target + " HTTP/1.1\r\nHost: x\r\nContent-Length: 300000\r\n\r\nzzzz");
     return c;
   };
-  auto holder = start(put);  // its body trickles: it holds the one slot
-  for (int i = 0; i < 100 && uploads_->in_flight() == 0; ++i) {
+  std::vector<std::unique_ptr<http::testing::Client>> holders;  // their bodies trickle: they hold every slot
+  for (size_t i = 0; i < kUploadSlots; ++i) holders.push_back(start(put));
+  for (int i = 0; i < 200 && uploads_->in_flight() < kUploadSlots; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  ASSERT_EQ(uploads_->in_flight(), 1u);
+  ASSERT_EQ(uploads_->in_flight(), kUploadSlots);
   auto busy = start(put)->Read();
   EXPECT_EQ(busy.result_int(), 503u) << busy.body();
   EXPECT_EQ(busy[bhttp::field::retry_after], "1");
   std::string forged = put;
   forged.back() = forged.back() == '0' ? '1' : '0';
   EXPECT_EQ(start(forged)->Read().result_int(), HttpStatusOf(ErrorCode::kDenied));
-  holder->WriteRaw(data.substr(4));
-  EXPECT_EQ(holder->Read().result_int(), 200u);
+  holders[0]->WriteRaw(data.substr(4));
+  EXPECT_EQ(holders[0]->Read().result_int(), 200u);
 }
 
 TEST_F(GitApi, LfsBatchAnswersEachObjectOrRefusesTheBatch) {

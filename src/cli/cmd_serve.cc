@@ -170,6 +170,7 @@ http::Result<std::unique_ptr<Backend>> RegisterRoutes(http::Server& server, cons
   go.mirror = b->mirror.get();
   go.spool_dir = (std::filesystem::path(cfg.data_dir) / "git-push").string();
   go.max_concurrent_pushes = cfg.max_concurrent_pushes;
+  go.max_concurrent_fetches = cfg.max_concurrent_fetches;
   api::RegisterGitRoutes(server, *b->hub, *b->files, *b->index, go);
 
   api::RegisterIndexMetrics(server, *b->index);

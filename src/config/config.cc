@@ -272,6 +272,7 @@ const std::vector<Field>& Fields() {
        }},
       {"max_concurrent_uploads", CountSetter(&Config::max_concurrent_uploads, 1, 1'000'000)},
       {"max_concurrent_pushes", CountSetter(&Config::max_concurrent_pushes, 1, 100'000)},
+      {"max_concurrent_fetches", CountSetter(&Config::max_concurrent_fetches, 1, 100'000)},
       {"max_connections", CountSetter(&Config::max_connections, 16, 1'000'000)},
       {"max_connections_per_client", CountSetter(&Config::max_connections_per_client, 0, 1'000'000)},
       {"trusted_proxies",

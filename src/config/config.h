@@ -96,7 +96,8 @@ struct Config {
   size_t dedup_answer_max_bytes = 16ULL << 20;  // cap of one dedup answer (a shard)
   std::string log_level = "info";               // trace, debug, info, warn, error, critical, off
   size_t max_concurrent_uploads = 64;
-  size_t max_concurrent_pushes = 8;  // git pushes received at once (each spooled to DATA_DIR/git-push)
+  size_t max_concurrent_pushes = 8;    // git pushes received at once (each spooled to DATA_DIR/git-push)
+  size_t max_concurrent_fetches = 32;  // git fetch requests at once (bodies up to 16 MiB held in memory)
   // Connections open at once in total and from one client address (0: no per-address cap), and the reverse
   // proxies whose X-Forwarded-For names the client (addresses or CIDR ranges, comma-separated in a string).
   size_t max_connections = 8192;
