@@ -742,7 +742,7 @@ class Session : public detail::Connection,
   std::vector<uint8_t> body_buf_;  // a streamed body's pieces, unless the sink receives them in place
   std::span<uint8_t> piece_;       // where the piece being read goes
   std::unique_ptr<BodySink> sink_;
-  std::weak_ptr<Exchange> current_;  // the request's exchange, wherever its handler keeps it
+  std::weak_ptr<Exchange> current_;     // the request's exchange, wherever its handler keeps it
   std::shared_ptr<Exchange> exchange_;  // held while a streamed body is read
   Clock::time_point body_start_;
   uint64_t body_bytes_ = 0;
