@@ -21,6 +21,9 @@ using http::Response;
 using http::RouteOptions;
 using http::Verb;
 
+// How long a reconstruction of a file the mirror is fetching waits for it (a worker held meanwhile).
+constexpr std::chrono::seconds kAwaitFile{60};
+
 // A range of a stored xorb read in order: one GET of the store per range.
 class XorbStream final : public http::ByteStream {
  public:
@@ -82,10 +85,13 @@ void Reconstruction(cas::CasService& service, const std::shared_ptr<Exchange>& e
     };
     relayed();
     // Stored by now, or relayed — or its relay failed, and the file is waited for again (it comes another
-    // way).
-    for (int i = 0; i < 4 && not_found() && await_file && await_file(file); ++i) {
+    // way: through resolve), for as long as the mirror is fetching it, however many relays come and go
+    // meanwhile (a busy machine sees several), up to kAwaitFile.
+    const auto give_up = std::chrono::steady_clock::now() + kAwaitFile;
+    while (not_found() && await_file && std::chrono::steady_clock::now() < give_up && await_file(file)) {
       answer = service.Reconstruct(file, scope, range, version, max_ttl);
       relayed();
+      if (not_found()) std::this_thread::sleep_for(std::chrono::milliseconds(20));  // a relay just gone
     }
     if (!answer) {
       return ex->Respond(ErrorResponse(answer.error()));

@@ -377,6 +377,10 @@ hub::Result<std::shared_ptr<MirrorService::Flight>> MirrorService::Join(const hu
   });
   fetchers_.emplace_back(flight, [this, flight, repo, wanted] {
     auto result = Fetch(repo, wanted, *flight);
+    if (!result.ok()) {
+      spdlog::warn("mirror: fetching {} failed: {}", Printable(wanted.what, 200),
+                   Printable(result.error().message, 300));
+    }
     if (flight->spool) flight->spool->Finish(false);  // unless Fetch said every byte came
     std::lock_guard done_lock(mu_);
     if (result.ok()) evict_due_ = true;
@@ -503,6 +507,14 @@ hub::Result<xet::FileHash> MirrorService::Fetch(const hub::Repo& repo, const Wan
   } join{receiver};
   bool peer_tried = options_.node_url.empty() || !announced || !wanted.commit;
   std::shared_ptr<Relay> relay;
+  // However this ends, the relay's ranges waiting for the file's check (Relay::FileChecked) learn it: a
+  // relay given up or a fetch that fails never has its unverified ranges served.
+  struct Verdict {
+    std::shared_ptr<Relay>& relay;
+    ~Verdict() {
+      if (relay) relay->FileChecked(false);
+    }
+  } verdict{relay};
   while (!take()) {
     if (!peer_tried) {
       // Asked once of the node holding the lease (a holder without a URL has none to give later either).
@@ -519,6 +531,7 @@ hub::Result<xet::FileHash> MirrorService::Fetch(const hub::Repo& repo, const Wan
       }
     }
     if (auto linked = Linked(repo, pointer.sha256)) {
+      if (relay) relay->FileChecked(true);  // the peer stored it: its bytes passed their checks there
       std::lock_guard lock(mu_);
       ++counters_.peer_fetches;
       return *linked;
@@ -534,6 +547,7 @@ hub::Result<xet::FileHash> MirrorService::Fetch(const hub::Repo& repo, const Wan
   } drop{leases_, lease, holder_};
   // The lease may have come free because another node finished the file.
   if (auto linked = Linked(repo, pointer.sha256)) {
+    if (relay) relay->FileChecked(true);
     std::lock_guard lock(mu_);
     ++counters_.peer_fetches;
     return *linked;
@@ -545,6 +559,7 @@ hub::Result<xet::FileHash> MirrorService::Fetch(const hub::Repo& repo, const Wan
   // to hf_xet clients as they arrive while their chunks are decoded here. (A relay from a peer that died is
   // given up: this node fetches from upstream now.)
   if (receiver.joinable()) receiver.join();
+  if (relay) relay->FileChecked(false);
   relay = nullptr;
   if (announced && wanted.commit) relay = StartRelay(repo, *wanted.commit, *announced, receiver);
   if (relay) {
@@ -558,50 +573,75 @@ hub::Result<xet::FileHash> MirrorService::Fetch(const hub::Repo& repo, const Wan
     if (!st.ok()) return st.error();
     return UpstreamFile{.status = 200, .xet = announced};
   };
-  // A transfer cut after some bytes resumes where they end (a ranged request), as long as each try brings
-  // more.
-  for (;;) {
-    const uint64_t offset = (*ingest)->received();
-    xet::Status fed = xet::Ok{};
-    auto got = download(offset, [&](std::span<const uint8_t> block) {
-      if (Stopping()) {
-        fed = xet::Unavailable("the server is stopping");
-        return false;
+  // Every byte of the file into the ingest. A transfer cut after some bytes resumes where they end (a ranged
+  // request), as long as each try brings more.
+  const auto receive = [&]() -> hub::Status {
+    for (;;) {
+      const uint64_t offset = (*ingest)->received();
+      xet::Status fed = xet::Ok{};
+      auto got = download(offset, [&](std::span<const uint8_t> block) {
+        if (Stopping()) {
+          fed = xet::Unavailable("the server is stopping");
+          return false;
+        }
+        if (options_.clock->UnixSeconds() - renewed >= options_.lease_seconds / 3) {
+          renewed = options_.clock->UnixSeconds();
+          (void)take();
+        }
+        if (spool != nullptr && !spool->Write((*ingest)->received(), block).ok()) {
+          spool->Finish(false);  // its readers retry; the fetch goes on
+          spool = nullptr;
+        }
+        if (auto st = (*ingest)->Feed(block); !st.ok()) {
+          fed = st;
+          return false;
+        }
+        return true;
+      });
+      const uint64_t arrived = (*ingest)->received() - offset;
+      if (!relay) {
+        std::lock_guard lock(mu_);
+        counters_.upstream_bytes += arrived;  // a relay counts what it receives
       }
-      if (options_.clock->UnixSeconds() - renewed >= options_.lease_seconds / 3) {
-        renewed = options_.clock->UnixSeconds();
-        (void)take();
+      if (!fed.ok())
+        return Fail(ErrorKind::kUnavailable, "", wanted.what + ": upstream's bytes: " + fed.error().message);
+      if (got.ok()) return hub::Status(hub::Ok{});
+      if (relay) {
+        // What the relay could not bring comes through resolve, from where it stopped.
+        spdlog::warn("mirror: {}: upstream's Xet transfer failed ({}); the rest comes through resolve",
+                     Printable(wanted.what, 200), Printable(got.error().message, 300));
+        relay->FileChecked(false);  // its unverified ranges are never served: their readers ask again
+        DropRelay(relay);           // reconstructions wait for the file again
+        relay = nullptr;
+        continue;
       }
-      if (spool != nullptr && !spool->Write((*ingest)->received(), block).ok()) {
-        spool->Finish(false);  // its readers retry; the fetch goes on
-        spool = nullptr;
-      }
-      if (auto st = (*ingest)->Feed(block); !st.ok()) {
-        fed = st;
-        return false;
-      }
-      return true;
-    });
-    const uint64_t arrived = (*ingest)->received() - offset;
-    if (!relay) {
-      std::lock_guard lock(mu_);
-      counters_.upstream_bytes += arrived;  // a relay counts what it receives
+      if (got.error().code != xet::ErrorCode::kUnavailable || arrived == 0)
+        return Failed(got.error(), wanted.what);
     }
-    if (!fed.ok())
-      return Fail(ErrorKind::kUnavailable, "", wanted.what + ": upstream's bytes: " + fed.error().message);
-    if (got.ok()) break;
-    if (relay) {
-      // What the relay could not bring comes through resolve, from where it stopped.
-      spdlog::warn("mirror: {}: upstream's Xet transfer failed ({}); the rest comes through resolve",
-                   Printable(wanted.what, 200), Printable(got.error().message, 300));
-      DropRelay(relay);  // reconstructions wait for the file again
-      relay = nullptr;
-      continue;
-    }
-    if (got.error().code != xet::ErrorCode::kUnavailable || arrived == 0)
-      return Failed(got.error(), wanted.what);
-  }
+  };
+  const bool relayed = relay != nullptr;  // some bytes may have come decoded from upstream's xorbs
+  if (auto st = receive(); !st.ok()) return st.error();
   auto done = (*ingest)->Finish();
+  if (!done.ok() && relayed) {
+    // Upstream's xorbs decoded into other bytes than its pointer names (a range altered on the way): the
+    // relay's unverified ranges fail (their readers ask again and wait for this fetch), and the file comes
+    // once more, whole, through resolve.
+    spdlog::warn(
+        "mirror: {}: the bytes upstream's Xet transfer gave fail their check ({}); fetched again "
+        "through resolve",
+        Printable(wanted.what, 200), Printable(done.error().message, 300));
+    if (relay) {
+      relay->FileChecked(false);
+      DropRelay(relay);
+      relay = nullptr;
+    }
+    if (spool != nullptr) spool->Finish(false);  // its readers are cut short and retry
+    spool = nullptr;
+    ingest = lfs::FileIngest::Begin(cas_, repo.record.scope, pointer.sha256, pointer.size);
+    if (!ingest.ok()) return Fail(ErrorKind::kInternal, "", ingest.error().message);
+    if (auto st = receive(); !st.ok()) return st.error();
+    done = (*ingest)->Finish();
+  }
   // The bytes are all there and are the pointer's (its SHA-256 and size checked): the spool's readers have
   // the whole file. (A mismatch ends the spool as failed: they are cut short and retry.)
   if (spool != nullptr && done.ok()) spool->Finish(true);
@@ -618,6 +658,8 @@ hub::Result<xet::FileHash> MirrorService::Fetch(const hub::Repo& repo, const Wan
                 wanted.what + ": upstream's Xet hash " + announced->hex() +
                     " is not the one its bytes give here (" + done->file.hex() + ")");
   }
+  // The bytes decoded from the relay's spool are the file: its ranges that waited for this are served.
+  if (relay) relay->FileChecked(true);
   // Readable through the repository's read scope, then linked (as a push links a pointer's file): the link is
   // what other nodes wait for, so the file is published before it appears.
   if (auto st = hub::Publish(files_, repo, {done->file}); !st.ok()) return st.error();

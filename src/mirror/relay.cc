@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 
+#include "xet/hashing.h"
 #include "xet/xorb.h"
 
 namespace cairn::mirror {
@@ -36,6 +37,7 @@ Relay::Relay(const xet::FileHash& file, xet::ParsedReconstruction plan, std::vec
       spool_(std::move(spool)),
       xorbs_(std::move(xorbs)) {
   base_.assign(plan_.fetches.size(), UINT64_MAX);
+  verified_.assign(plan_.fetches.size(), false);
   uint64_t at = 0;
   for (const auto& t : plan_.terms) {
     size_ += t.length;
@@ -88,12 +90,68 @@ xet::Status Relay::Receive(const Fetcher& fetch, const std::function<bool()>& st
       // A cut range is asked again from where it stopped, while tries bring bytes.
       if (st.error().code != xet::ErrorCode::kUnavailable || got == before || tries >= 8 || stopping()) {
         spool_->Finish(false);
+        FileChecked(false);  // the file comes through resolve: what was not verified is never served
         return st;
       }
     }
+    if (IsWholeXorb(i)) Verified(i);
   }
   spool_->Finish(true);
   return xet::Ok{};
+}
+
+bool Relay::IsWholeXorb(size_t i) const {
+  const Fetch& f = plan_.fetches[i];
+  if (f.first != 0 || f.cs != 0) return false;  // a xorb's first chunk starts at its byte 0
+  const uint64_t end = base_[i] + (f.last - f.first + 1);
+  xet::ChunkDecoder decoder;
+  std::vector<xet::HashedChunk> chunks;
+  uint8_t head[xet::kChunkHeaderSize];
+  std::vector<uint8_t> payload, out;
+  for (uint64_t pos = base_[i]; pos < end;) {
+    if (end - pos < sizeof head || !spool_->ReadWritten(pos, head).ok()) return false;
+    auto h = xet::ChunkHeader::Parse(head);
+    if (!h.ok() || end - pos - sizeof head < h->compressed_length) return false;
+    payload.resize(h->compressed_length);
+    if (!spool_->ReadWritten(pos + sizeof head, payload).ok()) return false;
+    out.resize(h->uncompressed_length);
+    if (!decoder.Decode(*h, payload, out).ok()) return false;
+    chunks.push_back({xet::ChunkHashOf(out), out.size()});
+    pos += sizeof head + h->compressed_length;
+  }
+  return chunks.size() == f.ce - f.cs && xet::XorbHashOf(chunks) == xorbs_[i];
+}
+
+void Relay::Verified(size_t fetch) {
+  {
+    std::lock_guard lock(mu_);
+    verified_[fetch] = true;
+  }
+  cv_.notify_all();
+}
+
+void Relay::FileChecked(bool passed) {
+  {
+    std::lock_guard lock(mu_);
+    if (check_ != Check::kPending) return;
+    check_ = passed ? Check::kPassed : Check::kFailed;
+  }
+  cv_.notify_all();
+}
+
+xet::Status Relay::AwaitVerified(size_t fetch) const {
+  std::unique_lock lock(mu_);
+  // The file's check comes after all of it arrived and was decoded: a wait bounded by the transfer's own
+  // stall limit each time nothing changes.
+  for (;;) {
+    if (verified_[fetch] || check_ == Check::kPassed) return xet::Ok{};
+    if (check_ == Check::kFailed) {
+      return xet::Unavailable("upstream's bytes of this range did not verify; ask again for the file");
+    }
+    if (cv_.wait_for(lock, kStall) == std::cv_status::timeout) {
+      return xet::Unavailable("the relayed range is not verified yet; ask again");
+    }
+  }
 }
 
 xet::Status Relay::ReadSpool(uint64_t offset, std::span<uint8_t> out) const {
@@ -221,16 +279,19 @@ namespace {
 
 class SpoolRange final : public cas::RelayedRange {
  public:
-  SpoolRange(std::shared_ptr<const Relay> relay, uint64_t base, uint64_t length)
-      : relay_(std::move(relay)), base_(base), length_(length) {}
+  SpoolRange(std::shared_ptr<const Relay> relay, size_t fetch, uint64_t base, uint64_t length)
+      : relay_(std::move(relay)), fetch_(fetch), base_(base), length_(length) {}
   uint64_t length() const override { return length_; }
+  // Bytes only once the range is verified (Relay::AwaitVerified): a reader waits, or errs.
   xet::Status ReadAt(uint64_t offset, std::span<uint8_t> out) const override {
     if (offset > length_ || out.size() > length_ - offset) return xet::Malformed("a read past the range");
+    if (auto st = relay_->AwaitVerified(fetch_); !st.ok()) return st;
     return relay_->ReadSpool(base_ + offset, out);
   }
 
  private:
   std::shared_ptr<const Relay> relay_;
+  size_t fetch_;
   uint64_t base_;
   uint64_t length_;
 };
@@ -243,7 +304,7 @@ std::shared_ptr<const cas::RelayedRange> Relay::Open(const xet::XorbHash& xorb, 
   for (auto it = from; it != to; ++it) {
     const Fetch& f = plan_.fetches[it->second];
     if (first < f.first || last > f.last || last < first) continue;
-    return std::make_shared<SpoolRange>(shared_from_this(), base_[it->second] + (first - f.first),
+    return std::make_shared<SpoolRange>(shared_from_this(), it->second, base_[it->second] + (first - f.first),
                                         last - first + 1);
   }
   return nullptr;

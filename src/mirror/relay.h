@@ -1,9 +1,15 @@
 // A Xet file being copied from upstream through upstream's own reconstruction: its xorb ranges are fetched
 // once, in the order the file needs them, into a spool (spool.h), and from there
 //   - decoded into the file's bytes, which the mirror's fetch checks and stores (Produce), and
-//   - sent on to clients as they arrive: the mirror answers a reconstruction of the file with upstream's
+//   - sent on to clients once checked: the mirror answers a reconstruction of the file with upstream's
 //     terms (Plan) under its own transfer URLs, and serves those URLs' ranges from the spool (Open) — so the
 //     first hf_xet client downloads at upstream's pace, and upstream sends each range once however many ask.
+//
+// Nothing unverified reaches a client. A range is served once its bytes are known to be right: a fetch that
+// spans a whole xorb as soon as it arrived, when its chunks, decoded and hashed, give the xorb's hash; any
+// other (part of a xorb, whose hash alone its chunks cannot give) once the whole file, decoded from the
+// spool, was checked against its SHA-256 and Xet hash (FileChecked). A range that fails, or whose file fails,
+// is cut short (its reader errs: hf_xet asks again and is answered from the file the mirror then stores).
 //
 // Thread-safety: Receive runs on one thread of its own; every other method may be called concurrently.
 // Ownership: shared by the flight that fetches the file and the requests reading it; the spool's file goes
@@ -12,9 +18,11 @@
 #pragma once
 
 #include <chrono>
+#include <condition_variable>
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -57,6 +65,11 @@ class Relay : public std::enable_shared_from_this<Relay> {
                                                 uint64_t last) const;
   // Reads spool bytes [offset, offset + out.size()), waiting for them.
   xet::Status ReadSpool(uint64_t offset, std::span<uint8_t> out) const;
+  // Waits until the bytes of fetch `fetch` are known to be right (Ok) or never will be (kUnavailable).
+  xet::Status AwaitVerified(size_t fetch) const;
+  // The fetch of the file (Produce's bytes, fed to the store) passed its checks, or did not (or gave up on
+  // the relay): the ranges waiting for it are served, or fail. The first call counts.
+  void FileChecked(bool passed);
 
   static constexpr std::chrono::seconds kStall{120};  // a reader waits this long for the next bytes
 
@@ -72,6 +85,15 @@ class Relay : public std::enable_shared_from_this<Relay> {
   uint64_t size_ = 0;
   cas::ReconstructionPlan whole_;  // Plan(nullopt): it never changes
   cas::ReconstructionPlan Build(uint64_t start, uint64_t end) const;
+  // Whether fetch `i`'s spooled bytes are the whole xorb upstream named (its chunks give its hash).
+  bool IsWholeXorb(size_t i) const;
+  void Verified(size_t fetch);
+
+  enum class Check { kPending, kPassed, kFailed };
+  mutable std::mutex mu_;
+  mutable std::condition_variable cv_;
+  std::vector<bool> verified_;     // by fetch index; guarded by mu_
+  Check check_ = Check::kPending;  // the file's; guarded by mu_
 };
 
 }  // namespace cairn::mirror

@@ -85,7 +85,12 @@ class RelayTest : public ::testing::Test {
           return xet::Unavailable("cut");
         }
         const uint64_t n = std::min<uint64_t>(4096, f.last + 1 - at);
-        if (!sink({body.data() + at, n})) return xet::IoError("refused");
+        std::vector<uint8_t> block(body.begin() + static_cast<ptrdiff_t>(at),
+                                   body.begin() + static_cast<ptrdiff_t>(at + n));
+        if (flip_ && f.xorb == up_.plan.fetches[0].xorb && at <= f.first + 5000 && f.first + 5000 < at + n) {
+          block[f.first + 5000 - at] ^= 0x01;  // one bit of the first range, altered on the way
+        }
+        if (!sink(block)) return xet::IoError("refused");
       }
       return xet::Ok{};
     };
@@ -103,6 +108,7 @@ class RelayTest : public ::testing::Test {
   std::condition_variable cv_;
   int gate_ = -1;
   bool fail_ = false;
+  bool flip_ = false;
   uint64_t cut_after_ = 0;
   int asked_ = 0;
 };
@@ -136,7 +142,7 @@ TEST_F(RelayTest, ProducesTheFileFromUpstreamsRangesResumingACutOne) {
   EXPECT_EQ(got.size(), up_.file.size() - offset);
 }
 
-TEST_F(RelayTest, ARelayedRangeIsReadAsItArrives) {
+TEST_F(RelayTest, ARelayedRangeIsServedOnceItsWholeXorbArrivedAndVerified) {
   Let(0);
   std::thread receiver([&] { EXPECT_TRUE(relay_->Receive(Fetcher(), [] { return false; }).ok()); });
   const auto& f = up_.plan.fetches[0];
@@ -152,7 +158,7 @@ TEST_F(RelayTest, ARelayedRangeIsReadAsItArrives) {
     EXPECT_TRUE(range->ReadAt(0, out).ok());
     read = true;
   });
-  Let(2);  // 8 KiB: not yet all of it
+  Let(4);  // 16 KiB, past the range's end: still not served, since its xorb is not verified yet
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
   EXPECT_FALSE(read);
   Let(-1);
@@ -184,6 +190,56 @@ TEST_F(RelayTest, TheFilesBytesComeChunkByChunkBeforeTheirRangeIsComplete) {
   producer.join();
   receiver.join();
   EXPECT_EQ(produced.load(), up_.file.size());
+}
+
+// A range altered on the way (one bit) is never served: its chunks do not give its xorb's hash, so it waits
+// for the file's check, and fails with it (the reader asks again). The others, verified, are served at once.
+// Issue 45 item 6.
+TEST_F(RelayTest, AnAlteredRangeIsNeverServed) {
+  flip_ = true;
+  Let(-1);
+  ASSERT_TRUE(relay_->Receive(Fetcher(), [] { return false; }).ok());
+  const auto open = [&](size_t i) {
+    const auto& f = up_.plan.fetches[i];
+    return relay_->Open(*xet::Hash::FromHex(f.xorb), f.first, f.last);
+  };
+  std::vector<uint8_t> out(64);
+  for (size_t i = 1; i < up_.plan.fetches.size(); ++i) EXPECT_TRUE(open(i)->ReadAt(0, out).ok()) << i;
+  auto altered = open(0);
+  std::atomic<bool> done{false};
+  xet::Status got = xet::Ok{};
+  std::thread reader([&] {
+    got = altered->ReadAt(0, out);
+    done = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_FALSE(done) << "an unverified range waits for the file's check";
+  relay_->FileChecked(false);
+  reader.join();
+  ASSERT_FALSE(got.ok());
+  EXPECT_EQ(got.error().code, xet::ErrorCode::kUnavailable);
+  relay_->FileChecked(true);  // the first verdict stands
+  EXPECT_FALSE(altered->ReadAt(0, out).ok());
+}
+
+// A range its own hash cannot check is served once the whole file passed (the verdict a part of a xorb
+// waits for).
+TEST_F(RelayTest, ARangeNoHashOfItsOwnChecksIsServedOnceTheFilePassed) {
+  flip_ = true;  // unverifiable by its xorb's hash, like a part of a xorb
+  Let(-1);
+  ASSERT_TRUE(relay_->Receive(Fetcher(), [] { return false; }).ok());
+  const auto& f = up_.plan.fetches[0];
+  auto range = relay_->Open(*xet::Hash::FromHex(f.xorb), f.first, f.last);
+  std::vector<uint8_t> out(64);
+  std::atomic<bool> done{false};
+  std::thread reader([&] {
+    EXPECT_TRUE(range->ReadAt(0, out).ok());
+    done = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_FALSE(done);
+  relay_->FileChecked(true);
+  reader.join();
 }
 
 TEST_F(RelayTest, AnAnswerForARangeNamesTheTermsThatCoverIt) {

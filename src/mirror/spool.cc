@@ -49,6 +49,16 @@ void Spool::Finish(bool ok) {
   cv_.notify_all();
 }
 
+xet::Status Spool::ReadWritten(uint64_t offset, std::span<uint8_t> out) const {
+  {
+    std::lock_guard lock(mu_);
+    if (offset > received_ || out.size() > received_ - offset) return xet::Malformed("a read past what came");
+  }
+  if (const int err = PreadFull(fd_.get(), offset, out); err != 0)
+    return xet::IoError("reading the spool: " + OpenErrorText(err));
+  return xet::Ok{};
+}
+
 xet::Result<size_t> Spool::Read(uint64_t offset, std::span<uint8_t> out, std::chrono::seconds wait) const {
   uint64_t available = 0;
   {

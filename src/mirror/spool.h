@@ -28,6 +28,9 @@ class Spool {
   // `ok` when every byte was written (the first call counts).
   xet::Status Write(uint64_t offset, std::span<const uint8_t> bytes);
   void Finish(bool ok);
+  // The writer's own read of bytes it wrote (all of [offset, offset + out.size()) written): no wait, nothing
+  // held back, for checks of what arrived before any reader is given it.
+  xet::Status ReadWritten(uint64_t offset, std::span<uint8_t> out) const;
 
   // A reader: waits until bytes from `offset` on have arrived (at most `wait`), then copies what is there, up
   // to out.size(); 0 once the fetch ended cleanly with nothing past `offset`. The file's last byte comes only

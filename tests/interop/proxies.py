@@ -123,6 +123,9 @@ class HubFaultProxy:
     - `throttle` (bytes per second, 0: none): file downloads are sent no faster (a distant, slow upstream);
     - `moved` (path → path): a request whose path starts with a key is answered 307 to the path with the key
       replaced (the Hub's redirect of a legacy id, "gpt2" → "openai-community/gpt2");
+    - `flip(count, delay)`: the next `count` xorb transfers (`/v1/transfer/`) are answered after `delay`
+      seconds with one bit of their body altered (at byte 4,096: inside the first chunk's data), their length
+      unchanged (bytes altered on the way);
     - `xet_through = True`: the upstream's CAS is reached through the proxy too (its address in Xet read
       tokens and reconstructions is rewritten to the proxy's), so that cuts, throttling and counting apply to
       xorb transfers; otherwise the CAS is another host:port, as the Hub's is.
@@ -137,6 +140,8 @@ class HubFaultProxy:
         self.lock = threading.Lock()
         self.failures: list[tuple[int, str | None, str | None]] = []
         self.cuts: list[int] = []
+        self.flips: list[float] = []
+        self.flipped = 0
         self.down = False
         self.redirect = False
         self.strip_xet: set[str] = set()
@@ -176,6 +181,10 @@ class HubFaultProxy:
     def cut(self, after_bytes: int, count: int = 1) -> None:
         with self.lock:
             self.cuts += [after_bytes] * count
+
+    def flip(self, count: int = 1, delay: float = 0.0) -> None:
+        with self.lock:
+            self.flips += [delay] * count
 
     def count(self, method: str, fragment: str) -> int:
         with self.lock:
@@ -243,9 +252,14 @@ class HubFaultProxy:
         conn.request(method, h.path, body=body, headers=headers)
         answer = conn.getresponse()
         cut_at = None
+        flip_after = None
         if is_file and method == "GET":
             with self.lock:
                 cut_at = self.cuts.pop(0) if self.cuts else None
+                if self.flips and "/v1/transfer/" in h.path:
+                    flip_after = self.flips.pop(0)
+        if flip_after is not None:
+            time.sleep(flip_after)
         h.send_response(answer.status)
         whole = None
         if (answer.getheader("Content-Length") is None or rewrites) and method != "HEAD":
@@ -271,6 +285,12 @@ class HubFaultProxy:
             data = answer.read(64 * 1024)
             if not data:
                 break
+            if flip_after is not None and sent <= 4096 < sent + len(data):
+                data = bytearray(data)
+                data[4096 - sent] ^= 0x01
+                data = bytes(data)
+                with self.lock:
+                    self.flipped += 1
             if cut_at is not None and sent + len(data) > cut_at:
                 data = data[:cut_at - sent]
                 h.wfile.write(data)

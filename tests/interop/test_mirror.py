@@ -665,6 +665,31 @@ def test_cold_xet_downloads_are_relayed_as_upstream_sends(server, hub_py, tmp_pa
 
 
 @pytest.mark.backends("sqlite")
+def test_an_altered_relayed_range_never_reaches_a_client(server, hub_py, tmp_path):
+    """Upstream's xorb transfer answered 4 s late with one bit altered (the attacker's probe of issue 45): the
+    mirror answers hf_xet's reconstruction from the relay, but serves no range its check has not passed. The
+    altered one fails its xorb's hash and then the file's check; the client's reads of it fail and it asks
+    again, and gets the right bytes, which the mirror fetched once more through resolve and stored."""
+    from proxies import HubFaultProxy
+
+    upstream, big = upstream_with(server, hub_py, tmp_path, "alice/flip", 6 * MiB, seed=121)
+    proxy = HubFaultProxy(upstream.url)
+    try:
+        proxy.xet_through = True
+        proxy.flip(1, delay=4)
+        mirror = mirror_of(server, proxy)
+        Hub(hub_py, tmp_path / "reader", mirror, None).run(
+            f"""hf_hub_download("alice/flip", "big.bin", local_dir={str(tmp_path / "got")!r})""")
+        assert proxy.flipped == 1
+        assert_same_file(tmp_path / "got" / "big.bin", big)
+        assert metric(mirror, "cairn_mirror_relayed_answers") >= 1, mirror.requests_table()
+        assert "fail their check" in mirror.log() or "upstream's Xet transfer failed" in mirror.log()
+        assert proxy.count("GET", "/resolve/") >= 1
+    finally:
+        proxy.close()
+
+
+@pytest.mark.backends("sqlite")
 def test_legacy_ids_and_renamed_repositories_follow_the_upstreams_redirect(server, hub_py, tmp_path):
     """A repository id without a namespace ("gpt2"), which the Hub redirects to its current id, and a renamed
     repository's old name, which it redirects to the new one: through the mirror, huggingface_hub (and git)
