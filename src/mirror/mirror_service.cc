@@ -576,6 +576,7 @@ hub::Result<xet::FileHash> MirrorService::Fetch(const hub::Repo& repo, const Wan
   // Every byte of the file into the ingest. A transfer cut after some bytes resumes where they end (a ranged
   // request), as long as each try brings more.
   const auto receive = [&]() -> hub::Status {
+    int idle_tries = 0;  // tries in a row that brought no byte
     for (;;) {
       const uint64_t offset = (*ingest)->received();
       xet::Status fed = xet::Ok{};
@@ -615,8 +616,12 @@ hub::Result<xet::FileHash> MirrorService::Fetch(const hub::Repo& repo, const Wan
         relay = nullptr;
         continue;
       }
-      if (got.error().code != xet::ErrorCode::kUnavailable || arrived == 0)
-        return Failed(got.error(), wanted.what);
+      if (got.error().code != xet::ErrorCode::kUnavailable) return Failed(got.error(), wanted.what);
+      // A try that brought nothing (upstream or the way to it failing for a moment) is made again after a
+      // pause, twice: a reader waiting for this file would otherwise be told it does not exist.
+      idle_tries = arrived == 0 ? idle_tries + 1 : 0;
+      if (idle_tries > 2 || Stopping()) return Failed(got.error(), wanted.what);
+      std::this_thread::sleep_for(std::chrono::milliseconds(250 << idle_tries));
     }
   };
   const bool relayed = relay != nullptr;  // some bytes may have come decoded from upstream's xorbs

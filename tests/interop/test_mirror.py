@@ -645,13 +645,16 @@ def test_cold_xet_downloads_are_relayed_as_upstream_sends(server, hub_py, tmp_pa
         assert metric(mirror, "cairn_mirror_relayed_answers") >= 1, mirror.requests_table()
         assert sent_once(proxy.body_bytes, 24 * MiB)  # one transfer of each range, for the three clients
         assert proxy.count("GET", "/resolve/") == 0
-        # Stored (the clients may finish before the mirror has checked and stored every chunk): a new client
-        # gets the mirror's own answer, and upstream sends nothing.
-        for _ in range(200):
+        # Stored (the clients may finish before the mirror has checked and stored every chunk; the copy runs at
+        # the lowest CPU priority, so on a busy machine well after): a new client gets the mirror's own answer,
+        # and upstream sends nothing.
+        for _ in range(1200):
             info = mirror.get("/api/models/alice/relay/tree/main").json()
             if next(f for f in info if f["path"] == "big.bin").get("xetHash"):
                 break
             time.sleep(0.1)
+        else:
+            raise AssertionError("the mirror did not store big.bin within 120 s of its clients' downloads")
         sent = proxy.body_bytes
         relayed = metric(mirror, "cairn_mirror_relayed_answers")
         proxy.throttle = 0
