@@ -2,6 +2,7 @@
 
 #include <boost/json.hpp>
 #include <charconv>
+#include <utility>
 
 #include "api/errors.h"
 #include "api/requests.h"
@@ -24,7 +25,7 @@ Result<lfs::UploadGrant> GrantOf(const lfs::LfsService& lfs, const http::Request
 
 class LfsRoutes {
  public:
-  LfsRoutes(lfs::LfsService& lfs, LfsRouteOptions options) : lfs_(lfs), options_(options) {}
+  LfsRoutes(lfs::LfsService& lfs, LfsRouteOptions options) : lfs_(lfs), options_(std::move(options)) {}
 
   http::Result<std::unique_ptr<http::BodySink>> PutObject(const std::shared_ptr<Exchange>& ex) {
     auto grant = GrantOf(lfs_, ex->request());
