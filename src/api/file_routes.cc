@@ -17,7 +17,7 @@ using http::Response;
 
 // Bytes read before the header goes out: the first fetch unit is verified (and a store out of reach
 // noticed) while an error answer is still possible.
-constexpr uint64_t kReadBeforeHeader = 1ULL << 20;
+constexpr uint64_t kFileReadBeforeHeader = 1ULL << 20;
 
 // One range of a stored file, read through a verified reader with read-ahead.
 class FileStream final : public http::ByteStream {
@@ -138,7 +138,7 @@ Response Download(files::FileService& files, const http::Request& req, files::St
   // Stored bytes, never a page of cairn's origin: nosniff, a sandboxing CSP, active types as downloads.
   http::SetStoredBytesHeaders(r, content_type);
   if (req.method == http::Verb::head) return r;
-  return http::ReadBeforeHeader(std::move(r), kReadBeforeHeader);
+  return http::ReadBeforeHeader(std::move(r), kFileReadBeforeHeader);
 }
 
 // Who may read: a link's grant, or a read token's scope.

@@ -528,9 +528,7 @@ void HubRoutes::Refs(const std::shared_ptr<Exchange>& ex) {
     json::array branches, tags;
     for (const auto& r : *refs) {
       const bool branch = r.kind == index::RefKind::kBranch;
-      json::object o{{"name", r.name},
-                     {"ref", (branch ? "refs/heads/" : "refs/tags/") + r.name},
-                     {"targetCommit", r.target.hex()}};
+      json::object o{{"name", r.name}, {"ref", hub::FullRefName(r)}, {"targetCommit", r.target.hex()}};
       (branch ? branches : tags).push_back(std::move(o));
     }
     json::object out{

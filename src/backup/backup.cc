@@ -32,10 +32,6 @@ using xet::Hash;
 constexpr std::string_view kManifestHeader = "cairn-backup 1";
 constexpr size_t kMaxManifestBytes = 1 << 20;
 
-xet::Error Io(const std::string& what, const fs::path& path, int err) {
-  return xet::IoError(what + " " + path.string() + ": " + ErrnoText(err));
-}
-
 // A private temporary directory, removed with everything in it when this goes.
 class Scratch {
  public:
@@ -44,7 +40,7 @@ class Scratch {
     const fs::path parent = base.empty() ? fs::temp_directory_path(ec) : base;
     if (ec) return xet::IoError("no temporary directory: " + ec.message());
     std::string pattern = (parent / "cairn-backup-XXXXXX").string();
-    if (::mkdtemp(pattern.data()) == nullptr) return Io("create a directory in", parent, errno);
+    if (::mkdtemp(pattern.data()) == nullptr) return PathIoError("create a directory in", parent, errno);
     return Scratch(pattern);
   }
   Scratch(Scratch&& o) noexcept : path_(std::move(o.path_)) { o.path_.clear(); }
@@ -69,7 +65,7 @@ xet::Result<std::pair<uint64_t, std::string>> HashFile(const fs::path& path) {
   UniqueFd fd(raw);
   if (err == kNotRegularFile || err == kSymbolicLink)
     return xet::Malformed(path.string() + " is " + OpenErrorText(err));
-  if (err != 0) return Io("open", path, err);
+  if (err != 0) return PathIoError("open", path, err);
   blake3_hasher h;
   blake3_hasher_init(&h);
   std::vector<uint8_t> buf(1 << 20);
@@ -77,7 +73,7 @@ xet::Result<std::pair<uint64_t, std::string>> HashFile(const fs::path& path) {
   for (;;) {
     const ssize_t n = ::read(fd.get(), buf.data(), buf.size());
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return Io("read", path, errno);
+    if (n < 0) return PathIoError("read", path, errno);
     if (n == 0) break;
     blake3_hasher_update(&h, buf.data(), static_cast<size_t>(n));
     size += static_cast<uint64_t>(n);

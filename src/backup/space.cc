@@ -26,10 +26,6 @@ constexpr size_t kMaxSmallFile = 1 << 20;  // a manifest, LATEST, a lease
 constexpr const char kPartial[] = ".partial";
 constexpr const char kIndexPart[] = "index.sqlite.";
 
-xet::Error Io(const std::string& what, const fs::path& path, int err) {
-  return xet::IoError(what + " " + path.string() + ": " + ErrnoText(err));
-}
-
 std::span<const uint8_t> AsBytes(std::string_view s) {
   return {reinterpret_cast<const uint8_t*>(s.data()), s.size()};
 }
@@ -61,11 +57,11 @@ class DirSpace final : public BackupSpace {
   xet::Result<std::unique_ptr<SpaceHold>> Hold() override {
     const fs::path path = root_ / ".lock";
     UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
-    if (!fd.valid()) return Io("open", path, errno);
+    if (!fd.valid()) return PathIoError("open", path, errno);
     while (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
       if (errno == EWOULDBLOCK)
         return xet::Unavailable("another backup of " + root_.string() + " is running");
-      if (errno != EINTR) return Io("lock", path, errno);
+      if (errno != EINTR) return PathIoError("lock", path, errno);
     }
     return std::unique_ptr<SpaceHold>(std::make_unique<DirHold>(std::move(fd)));
   }
@@ -127,7 +123,7 @@ class DirSpace final : public BackupSpace {
     if (auto st = SyncPath(index_file); !st.ok()) return st;
     if (auto st = WriteFileDurably(partial / "manifest", manifest); !st.ok()) return st;
     const fs::path final_dir = Dir(name);
-    if (::rename(partial.c_str(), final_dir.c_str()) != 0) return Io("rename", partial, errno);
+    if (::rename(partial.c_str(), final_dir.c_str()) != 0) return PathIoError("rename", partial, errno);
     return SyncPath(root_ / "snapshots");
   }
 
@@ -311,14 +307,14 @@ class BucketSpace final : public BackupSpace {
     fs::create_directories(scratch, ec);
     const fs::path out = scratch / (name + ".index.sqlite");
     UniqueFd fd(::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
-    if (!fd.valid()) return Io("create", out, errno);
+    if (!fd.valid()) return PathIoError("create", out, errno);
     std::vector<uint8_t> buf;
     for (const auto& [number, size] : parts) {
       if (size > part_bytes_ * 4 + (64ULL << 20))
         return xet::Damaged(PartKey(name, number) + " is larger than any part a backup writes");
       buf.resize(size);
       if (auto st = store::S3GetObjectInto(client(), PartKey(name, number), buf); !st.ok()) return st.error();
-      if (int e = WriteFull(fd.get(), buf); e != 0) return Io("write", out, e);
+      if (int e = WriteFull(fd.get(), buf); e != 0) return PathIoError("write", out, e);
     }
     return out;
   }
@@ -334,14 +330,14 @@ class BucketSpace final : public BackupSpace {
   xet::Status Complete(const std::string& name, const fs::path& index_file,
                        std::string_view manifest) override {
     UniqueFd fd(::open(index_file.c_str(), O_RDONLY | O_CLOEXEC));
-    if (!fd.valid()) return Io("open", index_file, errno);
+    if (!fd.valid()) return PathIoError("open", index_file, errno);
     std::vector<uint8_t> buf(part_bytes_);
     for (uint64_t number = 0;; ++number) {
       size_t got = 0;
       while (got < buf.size()) {
         const ssize_t n = ::read(fd.get(), buf.data() + got, buf.size() - got);
         if (n < 0 && errno == EINTR) continue;
-        if (n < 0) return Io("read", index_file, errno);
+        if (n < 0) return PathIoError("read", index_file, errno);
         if (n == 0) break;
         got += static_cast<size_t>(n);
       }
@@ -416,8 +412,8 @@ class BucketSpace final : public BackupSpace {
 
 xet::Status SyncPath(const fs::path& path) {
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd.valid()) return Io("open", path, errno);
-  if (::fsync(fd.get()) != 0) return Io("sync", path, errno);
+  if (!fd.valid()) return PathIoError("open", path, errno);
+  if (::fsync(fd.get()) != 0) return PathIoError("sync", path, errno);
   return xet::Ok{};
 }
 
@@ -425,11 +421,11 @@ xet::Status WriteFileDurably(const fs::path& path, std::string_view text) {
   const fs::path tmp = path.string() + ".tmp";
   {
     UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-    if (!fd.valid()) return Io("create", tmp, errno);
-    if (int e = WriteFull(fd.get(), AsBytes(text)); e != 0) return Io("write", tmp, e);
-    if (::fsync(fd.get()) != 0) return Io("sync", tmp, errno);
+    if (!fd.valid()) return PathIoError("create", tmp, errno);
+    if (int e = WriteFull(fd.get(), AsBytes(text)); e != 0) return PathIoError("write", tmp, e);
+    if (::fsync(fd.get()) != 0) return PathIoError("sync", tmp, errno);
   }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) return Io("rename", tmp, errno);
+  if (::rename(tmp.c_str(), path.c_str()) != 0) return PathIoError("rename", tmp, errno);
   return SyncPath(path.parent_path());
 }
 
@@ -440,13 +436,13 @@ xet::Result<std::string> ReadFileBounded(const fs::path& path, size_t max_bytes)
   if (err == ENOENT) return xet::NotFound(path.string() + " does not exist");
   if (err == kNotRegularFile || err == kSymbolicLink)
     return xet::Malformed(path.string() + " is " + OpenErrorText(err));
-  if (err != 0) return Io("open", path, err);
+  if (err != 0) return PathIoError("open", path, err);
   std::string out;
   char buf[8192];
   for (;;) {
     const ssize_t n = ::read(fd.get(), buf, sizeof buf);
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return Io("read", path, errno);
+    if (n < 0) return PathIoError("read", path, errno);
     if (n == 0) return out;
     out.append(buf, static_cast<size_t>(n));
     if (out.size() > max_bytes) return xet::Malformed(path.string() + " is too large");

@@ -256,19 +256,15 @@ std::vector<xet::Shard> ShardsOf(Described& d) {
   return out;
 }
 
-xet::Error Io(const std::string& what, const fs::path& path, int err) {
-  return xet::IoError(what + " " + path.string() + ": " + ErrnoText(err));
-}
-
 // Refuses `path` when the way to it from `root` goes through a symbolic link: a bundle's files are its own,
 // not another directory's. (Its last component is never followed: OpenRegularFile.)
 xet::Status Inside(const fs::path& root, const fs::path& path) {
   std::error_code ec;
   const fs::path real_root = fs::canonical(root, ec);
-  if (ec) return Io("resolve", root, ec.value());
+  if (ec) return PathIoError("resolve", root, ec.value());
   const fs::path dir = fs::canonical(path.parent_path(), ec);
   if (ec == std::errc::no_such_file_or_directory) return xet::Ok{};  // reported as missing where it is read
-  if (ec) return Io("resolve", path.parent_path(), ec.value());
+  if (ec) return PathIoError("resolve", path.parent_path(), ec.value());
   if (dir != (real_root / path.parent_path().lexically_relative(root)).lexically_normal())
     return xet::Malformed(path.string() + " is outside the bundle (a symbolic link leads there)");
   return xet::Ok{};
@@ -539,7 +535,7 @@ xet::Result<ExportReport> Export(index::Index& index, store::BlobStore& store, c
   // ---- The bundle's directory, written in the order that leaves the manifest last.
   std::error_code ec;
   fs::create_directories(dest, ec);
-  if (ec) return Io("create", dest, ec.value());
+  if (ec) return PathIoError("create", dest, ec.value());
   if (!fs::is_empty(dest, ec) || ec) return xet::Conflict(dest.string() + " is not an empty directory");
   auto objects = store::LocalDiskStore::Open(dest / kObjectsDir);
   if (!objects.ok()) return objects.error();
@@ -547,7 +543,7 @@ xet::Result<ExportReport> Export(index::Index& index, store::BlobStore& store, c
   {  // the pack
     const fs::path path = dest / kPackFile;
     UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
-    if (!fd.valid()) return Io("create", path, errno);
+    if (!fd.valid()) return PathIoError("create", path, errno);
     blake3_hasher h;
     blake3_hasher_init(&h);
     int err = 0;
@@ -560,10 +556,10 @@ xet::Result<ExportReport> Export(index::Index& index, store::BlobStore& store, c
     });
     for (const auto& o : git) {
       if (auto st = pack.Add(static_cast<hub::ObjectKind>(o.kind), o.data); !st.ok())
-        return err != 0 ? Io("write", path, err) : st.error();
+        return err != 0 ? PathIoError("write", path, err) : st.error();
     }
-    if (auto st = pack.Finish(); !st.ok()) return err != 0 ? Io("write", path, err) : st.error();
-    if (::fsync(fd.get()) != 0) return Io("sync", path, errno);
+    if (auto st = pack.Finish(); !st.ok()) return err != 0 ? PathIoError("write", path, err) : st.error();
+    if (::fsync(fd.get()) != 0) return PathIoError("sync", path, errno);
     uint8_t digest[32];
     blake3_hasher_finalize(&h, digest, sizeof digest);
     m.pack_blake3 = HexEncode(digest);

@@ -69,9 +69,9 @@ RetryPolicy Policy(const DownloadOptions& o) {
 // The resume record of one chunk written: its hash and size.
 constexpr size_t kRecordSize = 36;
 
-class Run {
+class DownloadRun {
  public:
-  Run(const DownloadOptions& o, Plan plan, Query q, bool v1)
+  DownloadRun(const DownloadOptions& o, Plan plan, Query q, bool v1)
       : o_(o),
         plan_(std::move(plan)),
         query_(std::move(q)),
@@ -393,7 +393,7 @@ xet::Result<DownloadOutcome> Download(const DownloadOptions& o) {
     return xet::Ok{};
   };
   const uint64_t skip = plan->offset_into_first;
-  Run run(o, std::move(*plan), q, v1);
+  DownloadRun run(o, std::move(*plan), q, v1);
   auto st =
       run.Execute(skip, total, write,
                   whole ? std::function<xet::Status(const xet::ChunkHash&, uint64_t)>(record) : nullptr);

@@ -32,9 +32,9 @@ constexpr size_t kReadBlock = 8 << 20;
 // A sealed xorb waiting to be sent, then its chunk list alone.
 using LocalXorb = ingest::SealedXorb;
 
-class Run {
+class UploadRun {
  public:
-  explicit Run(const UploadOptions& o)
+  explicit UploadRun(const UploadOptions& o)
       : o_(o),
         http_(Policy()),
         placer_({.ask = o.global_dedup ? ingest::ChunkPlacer::Ask(
@@ -301,7 +301,7 @@ class Run {
 }  // namespace
 
 xet::Result<UploadOutcome> Upload(const UploadOptions& options) {
-  Run run(options);
+  UploadRun run(options);
   return run.Go();
 }
 

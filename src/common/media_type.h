@@ -11,6 +11,13 @@ namespace cairn {
 
 inline constexpr size_t kMaxMediaTypeBytes = 256;
 
+// `s` without RFC 9110's optional whitespace (SP, HTAB) at either end: a header field's element as written.
+inline std::string_view TrimOws(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
+
 // An RFC 9110 tchar: "!#$%&'*+-.^_`|~", digits and letters.
 bool IsTchar(char c);
 

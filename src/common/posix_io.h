@@ -9,15 +9,23 @@
 #include <cerrno>
 #include <cstddef>
 #include <cstdint>
+#include <filesystem>
 #include <span>
 #include <string>
 #include <system_error>
+
+#include "common/error.h"
 
 namespace cairn {
 
 // An errno value's text (strerror(3) is not thread-safe; this is).
 inline std::string ErrnoText(int err) {
   return std::error_code(err, std::generic_category()).message();
+}
+
+// A failed call on `path`, worded "<what> <path>: <errno's text>".
+inline Error PathIoError(const std::string& what, const std::filesystem::path& path, int err) {
+  return IoError(what + " " + path.string() + ": " + ErrnoText(err));
 }
 
 // What PreadFull returns when the file ends before `out` is full.

@@ -12,10 +12,6 @@ constexpr std::string_view kCaps =
     "report-status delete-refs side-band-64k quiet atomic ofs-delta object-format=sha1 agent=cairn/1";
 constexpr size_t kMaxCommands = 1000;
 
-std::string RefName(const hub::RefInfo& ref) {
-  return (ref.kind == index::RefKind::kBranch ? "refs/heads/" : "refs/tags/") + ref.name;
-}
-
 // A printable reason on one line (git prints it after "! [remote rejected]").
 std::string OneLine(std::string_view s) {
   std::string out;
@@ -42,7 +38,7 @@ std::string ReceivePack::Advertise() const {
     AppendPkt(out, ObjectId{}.hex() + " capabilities^{}" + std::string(1, '\0') + std::string(kCaps) + "\n");
   }
   for (size_t i = 0; i < refs_.size(); ++i) {
-    std::string line = refs_[i].target.hex() + " " + RefName(refs_[i]);
+    std::string line = refs_[i].target.hex() + " " + hub::FullRefName(refs_[i]);
     if (i == 0) line += std::string(1, '\0') + std::string(kCaps);
     AppendPkt(out, line + "\n");
   }

@@ -35,10 +35,6 @@ std::optional<ObjectId> IdAfter(std::string_view line, std::string_view prefix) 
   return ObjectId::FromHex(line.substr(prefix.size()));
 }
 
-std::string RefName(const hub::RefInfo& ref) {
-  return (ref.kind == index::RefKind::kBranch ? "refs/heads/" : "refs/tags/") + ref.name;
-}
-
 // The objects of `ids` that the repository holds, by id, read in batches; those it lacks are absent.
 xet::Result<std::unordered_map<ObjectId, index::RepoObject, IdHash>> ReadObjects(
     index::RepoIndex& index, int64_t repo, const std::vector<ObjectId>& ids, size_t batch = kBatch) {
@@ -266,7 +262,7 @@ std::string UploadPack::AdvertiseV0() const {
     caps = "symref=HEAD:refs/heads/" + head_ + " " + caps;
     lines.emplace_back("HEAD", *head);
   }
-  for (const auto& r : refs_) lines.emplace_back(RefName(r), r.target);
+  for (const auto& r : refs_) lines.emplace_back(hub::FullRefName(r), r.target);
   if (lines.empty()) lines.emplace_back("capabilities^{}", ObjectId{});
   for (size_t i = 0; i < lines.size(); ++i) {
     std::string line = lines[i].second.hex() + " " + lines[i].first;
@@ -346,7 +342,7 @@ xet::Status UploadPack::LsRefs(std::string_view args, const Sink& sink) {
     }
   }
   for (const auto& r : refs_) {
-    const std::string name = RefName(r);
+    const std::string name = hub::FullRefName(r);
     if (wanted(name)) AppendPkt(out, r.target.hex() + " " + name + "\n");
   }
   AppendFlush(out);
@@ -513,7 +509,7 @@ xet::Result<UploadPack::Plan> UploadPack::MakePlan(const Fetch& fetch) {
     std::vector<ObjectId> from;
     for (const auto& name : fetch.deepen_not) {
       const auto ref = std::find_if(refs_.begin(), refs_.end(), [&](const hub::RefInfo& r) {
-        return name == r.name || name == RefName(r);
+        return name == r.name || name == hub::FullRefName(r);
       });
       if (ref == refs_.end()) return xet::NotFound("deepen-not: no ref " + name.substr(0, 100));
       from.push_back(ref->target);

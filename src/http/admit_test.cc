@@ -11,7 +11,7 @@ namespace {
 
 namespace bhttp = boost::beast::http;
 
-const std::string kKey(64, 'k');
+const std::string kAdmitKey(64, 'k');
 
 class AdmitTest : public ::testing::Test {
  protected:
@@ -57,7 +57,7 @@ class AdmitTest : public ::testing::Test {
 
   Router router_;
   std::shared_ptr<AdmissionGate> gate_ = std::make_shared<AdmissionGate>(1);
-  std::unique_ptr<Authenticator> auth_ = std::make_unique<Authenticator>(kKey);
+  std::unique_ptr<Authenticator> auth_ = std::make_unique<Authenticator>(kAdmitKey);
   PerKeyLimiter forwarded_{1};
   AddressSet proxies_ = *AddressSet::Parse({"192.0.2.0/24"});
 };
@@ -117,10 +117,10 @@ TEST_F(AdmitTest, TheRoutesHeaderLimitCountsEveryField) {
 TEST_F(AdmitTest, TokensAreCheckedBeforeTheBody) {
   auto h = Get("/private/x", bhttp::verb::put);
   EXPECT_EQ(Status(Admit(h)), 401u);
-  auto read = MintToken(kKey, {"s", Permission::kRead}, std::chrono::hours(1));
+  auto read = MintToken(kAdmitKey, {"s", Permission::kRead}, std::chrono::hours(1));
   h.set(bhttp::field::authorization, "Bearer " + *read);
   EXPECT_EQ(Status(Admit(h)), 403u);
-  auto write = MintToken(kKey, {"s", Permission::kWrite}, std::chrono::hours(1));
+  auto write = MintToken(kAdmitKey, {"s", Permission::kWrite}, std::chrono::hours(1));
   h.set(bhttp::field::authorization, "Bearer " + *write);
   const Admitted a = Admit(h);
   ASSERT_EQ(Status(a), 0u);

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <optional>
 
+#include "common/media_type.h"
+
 namespace cairn::http {
 
 namespace {
@@ -12,12 +14,6 @@ namespace ip = boost::asio::ip;
 std::array<uint8_t, 16> Bytes16(const ip::address& a) {
   if (a.is_v6()) return a.to_v6().to_bytes();
   return ip::make_address_v6(ip::v4_mapped, a.to_v4()).to_bytes();
-}
-
-std::string_view Trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
 }
 
 // An X-Forwarded-For entry: an address, "[v6]:port" or "v4:port".
@@ -43,7 +39,7 @@ std::optional<ip::address> ParseEntry(std::string_view e) {
 Result<AddressSet> AddressSet::Parse(const std::vector<std::string>& entries) {
   AddressSet set;
   for (const std::string& raw : entries) {
-    const std::string_view entry = Trim(raw);
+    const std::string_view entry = TrimOws(raw);
     if (entry.empty()) continue;
     const size_t slash = entry.find('/');
     boost::system::error_code ec;
@@ -88,7 +84,7 @@ std::string ClientAddress(const ip::address& peer, std::string_view forwarded_fo
   while (!forwarded_for.empty()) {
     const size_t comma = forwarded_for.rfind(',');
     const std::string_view entry =
-        Trim(comma == std::string_view::npos ? forwarded_for : forwarded_for.substr(comma + 1));
+        TrimOws(comma == std::string_view::npos ? forwarded_for : forwarded_for.substr(comma + 1));
     forwarded_for = comma == std::string_view::npos ? std::string_view() : forwarded_for.substr(0, comma);
     const auto a = ParseEntry(entry);
     if (!a) break;  // garbage from a trusted hop: keep the last address known good

@@ -5,15 +5,10 @@
 #include <string>
 
 #include "common/hex.h"
+#include "common/media_type.h"
 
 namespace cairn::http {
 namespace {
-
-std::string_view Trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
-}
 
 bool ParseU64(std::string_view s, uint64_t* out) {
   if (s.empty()) return false;
@@ -31,14 +26,14 @@ std::string Boundary() {
 }  // namespace
 
 Result<std::vector<ByteRange>> ParseRange(std::string_view header, uint64_t size, size_t max_ranges) {
-  header = Trim(header);
+  header = TrimOws(header);
   if (header.substr(0, 6) != "bytes=") return BadRequest("Range must use the bytes unit");
   header.remove_prefix(6);
   std::vector<ByteRange> out;
   size_t specs = 0;
   while (true) {
     const size_t comma = header.find(',');
-    const std::string_view spec = Trim(header.substr(0, comma));
+    const std::string_view spec = TrimOws(header.substr(0, comma));
     if (++specs > max_ranges) return BadRequest("too many ranges");
     const size_t dash = spec.find('-');
     if (dash == std::string_view::npos) return BadRequest("malformed Range");

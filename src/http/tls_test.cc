@@ -114,9 +114,9 @@ class TlsClient {
 };
 
 // Serves `data` through ReadAt, as a store does.
-class StringSource final : public ByteSource {
+class StoredBytes final : public ByteSource {
  public:
-  explicit StringSource(std::string data) : data_(std::move(data)) {}
+  explicit StoredBytes(std::string data) : data_(std::move(data)) {}
   Status ReadAt(uint64_t offset, std::span<uint8_t> out) const override {
     std::copy_n(data_.data() + offset, out.size(), out.data());
     return Ok{};
@@ -154,7 +154,7 @@ class TlsServerTest : public ::testing::Test {
       if (auto h = ex->request().Header("Range"); !h.empty()) ranges = *ParseRange(h, (*file)->size());
       ex->Respond(RangeResponse(*file, 0, (*file)->size(), ranges, "application/octet-stream"));
     });
-    auto source = std::make_shared<const StringSource>(source_data_);
+    auto source = std::make_shared<const StoredBytes>(source_data_);
     r.Handle(
         Verb::get, "/source", {}, [source, n = source_data_.size()](const std::shared_ptr<Exchange>& ex) {
           ex->Respond(RangeResponse(std::shared_ptr<const ByteSource>(source), n, {}, "application/x-test"));

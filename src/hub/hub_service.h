@@ -154,6 +154,11 @@ struct RefInfo {
   ObjectId target;
 };
 
+// The ref's name as git spells it: "refs/heads/main", "refs/tags/v1".
+inline std::string FullRefName(const RefInfo& ref) {
+  return (ref.kind == index::RefKind::kBranch ? "refs/heads/" : "refs/tags/") + ref.name;
+}
+
 // The bounds of the text a repository stores, so that no answer echoing it grows with what a client sent
 // (docs/hub.md, "Limits"). A commit's summary is one line; its description may hold lines (\n, \r, \t) but
 // no other control character; both are valid UTF-8.

@@ -3,6 +3,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "common/printable.h"
 #include "hub/history.h"
 #include "hub/hub_service.h"
 #include "hub/stored_object.h"
@@ -13,12 +14,6 @@ namespace cairn::hub {
 namespace {
 
 constexpr size_t kMaxAncestryWalk = 1000000;
-
-std::string Printed(std::string_view s) {
-  std::string out;
-  for (const char c : s.substr(0, 200)) out.push_back(static_cast<unsigned char>(c) < 0x20 ? '?' : c);
-  return out;
-}
 
 bool CleanSignature(const Signature& s) {
   return ValidText(s.name, "") && ValidText(s.email, "") && s.name.size() <= 1000 && s.email.size() <= 1000;
@@ -121,7 +116,7 @@ Result<std::vector<std::optional<std::string>>> HubService::ApplyPush(const Call
         }
         for (const auto& e : *entries) {
           if (!ValidSegment(e.name)) {
-            return refuse_all("the path segment \"" + Printed(e.name) +
+            return refuse_all("the path segment \"" + Printable(e.name, 200) +
                               "\" is not allowed (docs/hub.md, Limits)");
           }
           if (!pushed.contains(e.id)) named.insert(e.id);

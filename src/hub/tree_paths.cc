@@ -4,6 +4,8 @@
 #include <string>
 #include <unordered_map>
 
+#include "common/printable.h"
+
 namespace cairn::hub {
 namespace {
 
@@ -20,13 +22,6 @@ struct Shape {
 };
 
 using Shapes = std::unordered_map<ObjectId, Shape, ObjectIdHash>;
-
-std::string Printed(std::string_view s) {
-  std::string out;
-  for (const char c : s.substr(0, 120)) out.push_back(static_cast<unsigned char>(c) < 0x20 ? '?' : c);
-  if (s.size() > 120) out += "…";
-  return out;
-}
 
 // Reads the trees level by level from the roots; kLimit past kMaxTreeDepth.
 xet::Status Discover(const std::vector<ObjectId>& roots, const TreeBodies& bodies, Shapes& shapes) {
@@ -115,7 +110,7 @@ xet::Status CheckPathLengths(const std::vector<ObjectId>& roots, const TreeBodie
     Measure(root, shapes);
     const size_t height = shapes.at(root).height;
     if (height > kMaxPathBytes) {
-      return xet::LimitExceeded("the path \"" + Printed(LongestPath(root, shapes)) + "\" is " +
+      return xet::LimitExceeded("the path \"" + Printable(LongestPath(root, shapes), 120) + "\" is " +
                                 std::to_string(height) + " bytes long, more than " +
                                 std::to_string(kMaxPathBytes) + " (docs/hub.md, Limits)");
     }

@@ -8,6 +8,7 @@
 namespace cairn::index {
 
 namespace {
+using sqlite_internal::kFileSize;
 
 // Statements. Their addresses key each connection's prepared-statement cache.
 static_assert(Index::kMaxDedupHits == 32, "the LIMIT of kDedupAny and kDedupScoped");
@@ -41,7 +42,6 @@ constexpr const char kBumpScope[] =
     "ON CONFLICT(scope) DO UPDATE SET files = files + excluded.files, bytes = bytes + excluded.bytes";
 constexpr const char kShrinkScope[] =
     "UPDATE scope_totals SET files = files - 1, bytes = bytes - ?2 WHERE scope = ?1";
-constexpr const char kFileSize[] = "SELECT size FROM files WHERE hash = ?1";
 constexpr const char kFileBySha[] = "SELECT hash FROM files WHERE sha256 = ?1 LIMIT 1";
 constexpr const char kFileByShaScoped[] =
     "SELECT f.hash FROM files f JOIN file_scopes s ON s.file = f.hash WHERE f.sha256 = ?1 AND s.scope = ?2 "

@@ -83,6 +83,11 @@ class Stmt {
   sqlite3_stmt* s_;
 };
 
+// Statements more than one slice runs, written once (their addresses key each connection's statement cache).
+inline constexpr char kFileSize[] = "SELECT size FROM files WHERE hash = ?1";
+inline constexpr char kReleaseObject[] = "DELETE FROM gc_repo_quarantine WHERE repo = ?1 AND key = ?2";
+inline constexpr char kDeleteObject[] = "DELETE FROM repo_objects WHERE repo = ?1 AND key = ?2";
+
 }  // namespace cairn::index::sqlite_internal
 
 namespace cairn::index {

@@ -17,6 +17,9 @@
 namespace cairn::index {
 
 namespace {
+using sqlite_internal::kDeleteObject;
+using sqlite_internal::kFileSize;
+using sqlite_internal::kReleaseObject;
 
 // Statements. Their addresses key each connection's prepared-statement cache.
 constexpr const char kXorbUse[] =
@@ -43,7 +46,6 @@ constexpr const char kScanQuarantine[] =
     "FROM gc_quarantine q WHERE q.kind = ?1 AND q.hash > ?2 ORDER BY q.hash LIMIT ?3";
 constexpr const char kTakeFile[] =
     "DELETE FROM gc_quarantine WHERE kind = 1 AND hash = ?1 AND since = ?2 AND claimed_at = 0";
-constexpr const char kFileSize[] = "SELECT size FROM files WHERE hash = ?1";
 constexpr const char kFileScopes[] = "SELECT scope FROM file_scopes WHERE file = ?1";
 constexpr const char kFileScopesInOrder[] = "SELECT scope FROM file_scopes WHERE file = ?1 ORDER BY scope";
 constexpr const char kRepointFile[] =
@@ -94,11 +96,9 @@ constexpr const char kScanRepoObjects[] =
 constexpr const char kQuarantineObject[] =
     "INSERT INTO gc_repo_quarantine(repo, key, since) SELECT ?1, ?2, ?3 "
     "WHERE EXISTS (SELECT 1 FROM repo_objects WHERE repo = ?1 AND key = ?2) ON CONFLICT DO NOTHING";
-constexpr const char kReleaseObject[] = "DELETE FROM gc_repo_quarantine WHERE repo = ?1 AND key = ?2";
 constexpr const char kTakeObject[] =
     "DELETE FROM gc_repo_quarantine WHERE repo = ?1 AND key = ?2 AND since = ?3";
 constexpr const char kObjectSize[] = "SELECT length(data) FROM repo_objects WHERE repo = ?1 AND key = ?2";
-constexpr const char kDeleteObject[] = "DELETE FROM repo_objects WHERE repo = ?1 AND key = ?2";
 constexpr const char kTruncateLog[] = "PRAGMA wal_checkpoint(TRUNCATE)";
 
 constexpr int64_t Kind(GcKind k) {

@@ -8,6 +8,8 @@
 namespace cairn::index {
 
 namespace {
+using sqlite_internal::kDeleteObject;
+using sqlite_internal::kReleaseObject;
 
 using sqlite_internal::Stmt;
 
@@ -67,8 +69,6 @@ constexpr const char kAnyRepoQuarantine[] =
 constexpr const char kObjectQuarantine[] =
     "SELECT EXISTS (SELECT 1 FROM repo_objects WHERE repo = ?1 AND key = ?2), "
     "EXISTS (SELECT 1 FROM gc_repo_quarantine WHERE repo = ?1 AND key = ?2)";
-constexpr const char kReleaseObject[] = "DELETE FROM gc_repo_quarantine WHERE repo = ?1 AND key = ?2";
-constexpr const char kDeleteObject[] = "DELETE FROM repo_objects WHERE repo = ?1 AND key = ?2";
 constexpr const char kObjectExists[] =
     "SELECT EXISTS (SELECT 1 FROM repo_objects WHERE repo = ?1 AND key = ?2)";
 constexpr const char kListObjects[] =

@@ -24,14 +24,14 @@ std::vector<HashedChunk> Leaves(const value& list) {
   return out;
 }
 
-std::span<const uint8_t> Bytes(std::string_view s) {
+std::span<const uint8_t> BytesOf(std::string_view s) {
   return {reinterpret_cast<const uint8_t*>(s.data()), s.size()};
 }
 
 TEST(ChunkHash, EmptyAndHelloWorld) {
   const auto& v = testing::Vectors().at("chunk_hash");
   EXPECT_EQ(ChunkHashOf({}), H(v.at("empty")));
-  EXPECT_EQ(ChunkHashOf(Bytes("hello world")), H(v.at("hello world")));
+  EXPECT_EQ(ChunkHashOf(BytesOf("hello world")), H(v.at("hello world")));
 }
 
 TEST(InternalNode, PublicDocExample) {
@@ -58,7 +58,7 @@ TEST(Aggregate, AllVectors) {
 }
 
 TEST(Aggregate, SingleLeafPassesThroughButEmptyIsZero) {
-  const Hash h = ChunkHashOf(Bytes("x"));
+  const Hash h = ChunkHashOf(BytesOf("x"));
   const HashedChunk one[] = {{h, 1}};
   EXPECT_EQ(AggregateHash(one), h);
   EXPECT_TRUE(AggregateHash({}).is_zero());
@@ -98,7 +98,7 @@ TEST_F(SplitMixVector, XorbFileAndRangeHashes) {
 }
 
 TEST(HmacChunkHash, ZeroKeyMeansNoKeying) {
-  const Hash chunk = ChunkHashOf(Bytes("hello world"));
+  const Hash chunk = ChunkHashOf(BytesOf("hello world"));
   EXPECT_EQ(HmacChunkHash(Hash{}, chunk), chunk);
   Hash key;
   key.bytes[0] = 1;
@@ -126,7 +126,7 @@ TEST(HmacChunkHash, KeyerMatchesTheKeyedHasher) {
     ASSERT_EQ(keyer(chunk), KeyedHash(key, chunk.bytes)) << "round " << round;
     ASSERT_EQ(HmacChunkHash(key, chunk), KeyedHash(key, chunk.bytes)) << "round " << round;
   }
-  EXPECT_EQ(ChunkHashKeyer(Hash{})(ChunkHashOf(Bytes("x"))), ChunkHashOf(Bytes("x")));
+  EXPECT_EQ(ChunkHashKeyer(Hash{})(ChunkHashOf(BytesOf("x"))), ChunkHashOf(BytesOf("x")));
 }
 
 }  // namespace
