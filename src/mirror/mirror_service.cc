@@ -691,8 +691,13 @@ std::shared_ptr<Relay> MirrorService::StartRelay(const hub::Repo& repo, const hu
                  Printable(plan.error().message, 300));
     return nullptr;
   }
-  auto relay =
-      Relay::Create(options_.spool_dir, file, std::move(*plan), {repo.record.read_scope, repo.record.scope});
+  // hf_xet asks for a file in parts: each part's answer is narrowed to the bytes upstream's own answer for
+  // that part names (a direct download's), not the whole ranges the file's answer gives.
+  Relay::RangeAsker ask = [this, access = *access, file](uint64_t first, uint64_t last) {
+    return upstream_.Reconstruction(access, file, std::make_pair(first, last));
+  };
+  auto relay = Relay::Create(options_.spool_dir, file, std::move(*plan),
+                             {repo.record.read_scope, repo.record.scope}, std::move(ask));
   if (!relay.ok()) {
     spdlog::warn("mirror: relaying {}: {}", file.hex(), Printable(relay.error().message, 300));
     return nullptr;

@@ -10,7 +10,7 @@ namespace cairn::mirror {
 
 xet::Result<std::shared_ptr<Relay>> Relay::Create(const std::filesystem::path& dir, const xet::FileHash& file,
                                                   xet::ParsedReconstruction plan,
-                                                  std::vector<std::string> scopes) {
+                                                  std::vector<std::string> scopes, RangeAsker ask) {
   if (plan.offset_into_first != 0) return xet::Malformed("upstream's whole-file answer starts inside a term");
   std::vector<xet::XorbHash> xorbs;
   xorbs.reserve(plan.fetches.size());
@@ -26,16 +26,17 @@ xet::Result<std::shared_ptr<Relay>> Relay::Create(const std::filesystem::path& d
   auto spool = Spool::Create(dir);
   if (!spool.ok()) return spool.error();
   return std::make_shared<Relay>(file, std::move(plan), std::move(xorbs), std::move(scopes),
-                                 std::move(*spool));
+                                 std::move(*spool), std::move(ask));
 }
 
 Relay::Relay(const xet::FileHash& file, xet::ParsedReconstruction plan, std::vector<xet::XorbHash> xorbs,
-             std::vector<std::string> scopes, std::shared_ptr<Spool> spool)
+             std::vector<std::string> scopes, std::shared_ptr<Spool> spool, RangeAsker ask)
     : file_(file),
       plan_(std::move(plan)),
       scopes_(std::move(scopes)),
       spool_(std::move(spool)),
-      xorbs_(std::move(xorbs)) {
+      xorbs_(std::move(xorbs)),
+      ask_(std::move(ask)) {
   base_.assign(plan_.fetches.size(), UINT64_MAX);
   verified_.assign(plan_.fetches.size(), false);
   uint64_t at = 0;
@@ -233,11 +234,187 @@ cas::ReconstructionPlan Relay::Plan(std::optional<cas::ByteRange> range) const {
     plan.detail = "the range starts at or past the end of the file";
     return plan;
   }
-  return Build(range->start, std::min(size_, range->end + 1));
+  const uint64_t start = range->start;
+  const uint64_t end = std::min(size_, range->end + 1);
+  std::vector<std::vector<size_t>> used;
+  auto base = Build(start, end, &used);
+  if (!ask_ || (start == 0 && end == size_)) return base;
+  {
+    std::lock_guard lock(mu_);
+    if (distrusted_) return base;
+    if (auto it = narrowed_.find({start, end}); it != narrowed_.end()) return it->second;
+  }
+  auto answer = ask_(start, end - 1);
+  if (!answer.ok()) return base;
+  auto narrowed = Narrow(base, used, *answer);
+  if (!narrowed) return base;
+  std::lock_guard lock(mu_);
+  if (narrowed_.size() < kMaxNarrowed) narrowed_.emplace(std::make_pair(start, end), *narrowed);
+  return std::move(*narrowed);
+}
+
+namespace {
+
+// A narrowed range of fetch `fetch`: bytes [first, last] of its xorb, and what they hold.
+struct Narrowed {
+  size_t fetch;
+  uint64_t first, last;
+  Relay::Claim claim;
+};
+
+// Upstream's ranges of xorb `x` of `plan` in `answer`, each inside one of the relayed ranges `fetches` of
+// `all` (and at their bytes where they share an end chunk), not overlapping, and covering every term of the
+// xorb in `plan` (whose terms are claimed by the range holding them): as spans, added to `out`. nullopt
+// where they are not.
+std::optional<std::vector<cas::XorbSpan>> NarrowedSpans(const cas::ReconstructionPlan& plan, uint32_t x,
+                                                        const std::vector<size_t>& fetches,
+                                                        const std::vector<Relay::Fetch>& all,
+                                                        const xet::ParsedReconstruction& answer,
+                                                        std::vector<Narrowed>& out) {
+  const std::string hex = plan.xorbs[x].hash.hex();
+  std::vector<cas::XorbSpan> spans;
+  std::vector<Narrowed> mine;
+  for (const auto& u : answer.fetches) {
+    if (u.xorb != hex) continue;
+    if (u.cs >= u.ce || u.first > u.last) return std::nullopt;
+    const auto within = std::find_if(fetches.begin(), fetches.end(), [&](size_t i) {
+      const Relay::Fetch& f = all[i];
+      return f.cs <= u.cs && u.ce <= f.ce && f.first <= u.first && u.last <= f.last &&
+             (u.cs != f.cs || u.first == f.first) && (u.ce != f.ce || u.last == f.last);
+    });
+    if (within == fetches.end()) return std::nullopt;
+    // Inside a relayed range, which is below 4 GiB (Create).
+    spans.push_back(cas::XorbSpan{.chunks = {u.cs, u.ce},
+                                  .first_byte = static_cast<uint32_t>(u.first),
+                                  .end_byte = static_cast<uint32_t>(u.last + 1)});
+    mine.push_back(Narrowed{*within, u.first, u.last, Relay::Claim{.cs = u.cs, .ce = u.ce, .terms = {}}});
+  }
+  for (const auto& t : plan.terms) {
+    if (t.xorb != x) continue;
+    const auto holder = std::find_if(mine.begin(), mine.end(), [&](const Narrowed& n) {
+      return n.claim.cs <= t.chunks.start && t.chunks.end <= n.claim.ce;
+    });
+    if (holder == mine.end()) return std::nullopt;
+    holder->claim.terms.emplace_back(t.chunks.start, t.chunks.end, t.bytes);
+  }
+  std::sort(spans.begin(), spans.end(),
+            [](const cas::XorbSpan& a, const cas::XorbSpan& b) { return a.first_byte < b.first_byte; });
+  for (size_t i = 1; i < spans.size(); ++i) {
+    if (spans[i].first_byte < spans[i - 1].end_byte) return std::nullopt;
+  }
+  out.insert(out.end(), mine.begin(), mine.end());
+  return spans;
+}
+
+// The terms of `answer` (upstream's for a part) in place of `base`'s (the whole file's for the same part):
+// the same terms, but for the first, which may start at a later chunk of its term, and the last, which may
+// end at an earlier one — each no longer than the whole file's, the first ending where it does. false
+// where they are not.
+bool TermsAgree(const cas::ReconstructionPlan& base, const xet::ParsedReconstruction& answer) {
+  const size_t n = base.terms.size();
+  if (n == 0 || answer.terms.size() != n || answer.offset_into_first > base.offset_into_first) return false;
+  for (size_t i = 0; i < n; ++i) {
+    const auto& a = answer.terms[i];
+    const auto& b = base.terms[i];
+    if (a.xorb != base.xorbs[b.xorb].hash.hex() || a.cs < b.chunks.start || a.ce > b.chunks.end ||
+        a.cs >= a.ce || a.length > b.bytes)
+      return false;
+    if ((i > 0 && a.cs != b.chunks.start) || (i + 1 < n && a.ce != b.chunks.end)) return false;
+    if (a.cs == b.chunks.start && a.ce == b.chunks.end && a.length != b.bytes) return false;
+  }
+  // The bytes the first term's skipped chunks held are those the two answers skip differently.
+  const uint64_t skipped = base.offset_into_first - answer.offset_into_first;
+  const auto& a0 = answer.terms[0];
+  const auto& b0 = base.terms[0];
+  if (a0.cs == b0.chunks.start && skipped != 0) return false;
+  if (a0.ce == b0.chunks.end && a0.length + skipped != b0.bytes) return false;
+  return true;
+}
+
+}  // namespace
+
+std::optional<cas::ReconstructionPlan> Relay::Narrow(const cas::ReconstructionPlan& base,
+                                                     const std::vector<std::vector<size_t>>& used,
+                                                     const xet::ParsedReconstruction& answer) const {
+  // The terms are the whole file's (which the file's check verifies) but where the part's answer cuts the
+  // first and the last at a chunk; what it says of them is checked against the bytes before they are
+  // served (CheckClaim), as is where it says their chunks lie.
+  if (!TermsAgree(base, answer)) return std::nullopt;
+  cas::ReconstructionPlan plan = base;
+  plan.offset_into_first = answer.offset_into_first;
+  for (size_t i = 0; i < plan.terms.size(); ++i) {
+    plan.terms[i].chunks = {answer.terms[i].cs, answer.terms[i].ce};
+    plan.terms[i].bytes = static_cast<uint32_t>(answer.terms[i].length);
+  }
+  std::vector<Narrowed> narrowed;
+  for (uint32_t x = 0; x < plan.xorbs.size(); ++x) {
+    auto spans = NarrowedSpans(plan, x, used[x], plan_.fetches, answer, narrowed);
+    if (!spans) return std::nullopt;  // all or nothing: a narrowed term needs its range's check
+    plan.xorbs[x].spans = std::move(*spans);
+  }
+  std::lock_guard lock(mu_);
+  for (const auto& n : narrowed) {
+    auto [it, added] = claims_.try_emplace({n.fetch, n.first, n.last}, n.claim);
+    if (added) continue;
+    Claim& had = it->second;
+    if (had.cs != n.claim.cs || had.ce != n.claim.ce) return std::nullopt;  // two answers disagree
+    for (const auto& t : n.claim.terms) {
+      if (std::find(had.terms.begin(), had.terms.end(), t) == had.terms.end()) had.terms.push_back(t);
+    }
+  }
+  return plan;
+}
+
+const Relay::ChunkIndex& Relay::Chunks(size_t fetch) const {
+  std::lock_guard lock(starts_mu_);
+  auto [it, added] = chunks_.try_emplace(fetch);
+  if (!added) return it->second;
+  const Fetch& f = plan_.fetches[fetch];
+  const uint64_t end = base_[fetch] + (f.last - f.first + 1);
+  ChunkIndex index;
+  uint64_t decoded = 0;
+  uint8_t head[xet::kChunkHeaderSize];
+  for (uint64_t pos = base_[fetch]; pos < end;) {
+    if (end - pos < sizeof head || !spool_->ReadWritten(pos, head).ok()) return it->second;
+    auto h = xet::ChunkHeader::Parse(head);
+    if (!h.ok() || end - pos - sizeof head < h->compressed_length) return it->second;
+    index.starts.push_back(f.first + (pos - base_[fetch]));
+    index.decoded_before.push_back(decoded);
+    decoded += h->uncompressed_length;
+    pos += sizeof head + h->compressed_length;
+  }
+  index.starts.push_back(f.last + 1);
+  index.decoded_before.push_back(decoded);
+  it->second = std::move(index);
+  return it->second;
+}
+
+xet::Status Relay::CheckClaim(size_t fetch, uint64_t first, uint64_t last, const Claim& claim) const {
+  const Fetch& f = plan_.fetches[fetch];
+  const ChunkIndex& index = Chunks(fetch);
+  const auto at = [&](uint32_t chunk) {
+    return size_t{chunk - f.cs};
+  };  // callers check f.cs <= chunk <= f.ce
+  bool holds = index.starts.size() == size_t{f.ce - f.cs} + 1 && f.cs <= claim.cs && claim.cs < claim.ce &&
+               claim.ce <= f.ce && index.starts[at(claim.cs)] == first &&
+               index.starts[at(claim.ce)] == last + 1;
+  for (const auto& [cs, ce, bytes] : claim.terms) {
+    holds = holds && claim.cs <= cs && cs < ce && ce <= claim.ce &&
+            index.decoded_before[at(ce)] - index.decoded_before[at(cs)] == bytes;
+  }
+  if (holds) return xet::Ok{};
+  {
+    std::lock_guard lock(mu_);
+    distrusted_ = true;  // answers from now on fetch whole ranges
+    narrowed_.clear();
+  }
+  return xet::Unavailable(
+      "upstream's answer for a part of the file named bytes that are not its chunks; ask again");
 }
 
 // The terms covering file bytes [start, end), each xorb with the spans of the fetches they use.
-cas::ReconstructionPlan Relay::Build(uint64_t start, uint64_t end) const {
+cas::ReconstructionPlan Relay::Build(uint64_t start, uint64_t end,
+                                     std::vector<std::vector<size_t>>* used_by) const {
   cas::ReconstructionPlan plan;
   std::map<std::string_view, uint32_t> xorb_of;  // xorb hex → index in plan.xorbs
   std::vector<std::vector<size_t>> fetches;      // by plan xorb: the fetches used
@@ -272,6 +449,7 @@ cas::ReconstructionPlan Relay::Build(uint64_t start, uint64_t end) const {
     std::sort(plan.xorbs[x].spans.begin(), plan.xorbs[x].spans.end(),
               [](const cas::XorbSpan& a, const cas::XorbSpan& b) { return a.first_byte < b.first_byte; });
   }
+  if (used_by != nullptr) *used_by = std::move(fetches);
   return plan;
 }
 
@@ -279,21 +457,27 @@ namespace {
 
 class SpoolRange final : public cas::RelayedRange {
  public:
-  SpoolRange(std::shared_ptr<const Relay> relay, size_t fetch, uint64_t base, uint64_t length)
-      : relay_(std::move(relay)), fetch_(fetch), base_(base), length_(length) {}
-  uint64_t length() const override { return length_; }
-  // Bytes only once the range is verified (Relay::AwaitVerified): a reader waits, or errs.
+  SpoolRange(std::shared_ptr<const Relay> relay, size_t fetch, uint64_t base, uint64_t first, uint64_t last,
+             std::optional<Relay::Claim> claim)
+      : relay_(std::move(relay)), fetch_(fetch), base_(base), first_(first), last_(last), claim_(claim) {}
+  uint64_t length() const override { return last_ - first_ + 1; }
+  // Bytes only once the range is verified (Relay::AwaitVerified) and, for a narrowed one, found to be the
+  // chunks it was said to be: a reader waits, or errs.
   xet::Status ReadAt(uint64_t offset, std::span<uint8_t> out) const override {
-    if (offset > length_ || out.size() > length_ - offset) return xet::Malformed("a read past the range");
+    if (offset > length() || out.size() > length() - offset) return xet::Malformed("a read past the range");
     if (auto st = relay_->AwaitVerified(fetch_); !st.ok()) return st;
+    if (claim_) {
+      if (auto st = relay_->CheckClaim(fetch_, first_, last_, *claim_); !st.ok()) return st;
+    }
     return relay_->ReadSpool(base_ + offset, out);
   }
 
  private:
   std::shared_ptr<const Relay> relay_;
   size_t fetch_;
-  uint64_t base_;
-  uint64_t length_;
+  uint64_t base_;          // in the spool
+  uint64_t first_, last_;  // in the xorb
+  std::optional<Relay::Claim> claim_;
 };
 
 }  // namespace
@@ -304,8 +488,13 @@ std::shared_ptr<const cas::RelayedRange> Relay::Open(const xet::XorbHash& xorb, 
   for (auto it = from; it != to; ++it) {
     const Fetch& f = plan_.fetches[it->second];
     if (first < f.first || last > f.last || last < first) continue;
+    std::optional<Claim> claim;
+    {
+      std::lock_guard lock(mu_);
+      if (auto c = claims_.find({it->second, first, last}); c != claims_.end()) claim = c->second;
+    }
     return std::make_shared<SpoolRange>(shared_from_this(), it->second, base_[it->second] + (first - f.first),
-                                        last - first + 1);
+                                        first, last, claim);
   }
   return nullptr;
 }

@@ -5,6 +5,13 @@
 //     terms (Plan) under its own transfer URLs, and serves those URLs' ranges from the spool (Open) — so the
 //     first hf_xet client downloads at upstream's pace, and upstream sends each range once however many ask.
 //
+// An answer for a part of the file (hf_xet asks in blocks: 256 MiB, then larger) fetches only the bytes of
+// the chunks that part needs, as a direct download does: the relay asks upstream for its own answer for the
+// part (RangeAsker) and narrows each range to the chunks upstream names there, when that answer agrees with
+// the whole file's. The bytes such a narrowed range claims to hold are checked against the chunk boundaries
+// of its arrived range before it is served (CheckClaim): upstream's word alone never decides what a client
+// reads. Without an answer (upstream cannot give one), a part's answer fetches the whole ranges.
+//
 // Nothing unverified reaches a client. A range is served once its bytes are known to be right: a fetch that
 // spans a whole xorb as soon as it arrived, when its chunks, decoded and hashed, give the xorb's hash; any
 // other (part of a xorb, whose hash alone its chunks cannot give) once the whole file, decoded from the
@@ -25,6 +32,8 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "cas/relay.h"
@@ -39,14 +48,18 @@ class Relay : public std::enable_shared_from_this<Relay> {
   using Fetch = xet::ParsedReconstruction::Fetch;
   // Sends bytes [fetch.first + from, fetch.last] of a fetch to the sink.
   using Fetcher = std::function<xet::Status(const Fetch&, uint64_t from, const net::HttpClient::Sink&)>;
+  // Upstream's answer for file bytes [first, last] (called from Plan, on the request's thread).
+  using RangeAsker = std::function<xet::Result<xet::ParsedReconstruction>(uint64_t first, uint64_t last)>;
 
-  // `plan`: upstream's answer for the whole file. `scopes`: the CAS scopes that may read it here.
+  // `plan`: upstream's answer for the whole file. `scopes`: the CAS scopes that may read it here. `ask`:
+  // how to ask upstream for a part's answer (none: a part's answer fetches whole ranges).
   static xet::Result<std::shared_ptr<Relay>> Create(const std::filesystem::path& dir,
                                                     const xet::FileHash& file, xet::ParsedReconstruction plan,
-                                                    std::vector<std::string> scopes);
+                                                    std::vector<std::string> scopes,
+                                                    RangeAsker ask = nullptr);
   // `xorbs`: each fetch's xorb hash, parsed (by fetch index).
   Relay(const xet::FileHash& file, xet::ParsedReconstruction plan, std::vector<xet::XorbHash> xorbs,
-        std::vector<std::string> scopes, std::shared_ptr<Spool> spool);
+        std::vector<std::string> scopes, std::shared_ptr<Spool> spool, RangeAsker ask = nullptr);
 
   const xet::FileHash& file() const { return file_; }
   uint64_t size() const { return size_; }
@@ -58,11 +71,21 @@ class Relay : public std::enable_shared_from_this<Relay> {
   // The file's bytes from `offset` on, decoded and checked chunk by chunk as their ranges arrive.
   xet::Status Produce(uint64_t offset, const net::HttpClient::Sink& sink) const;
 
-  // An answer for `range` of the file (whole when empty), in upstream's terms.
+  // An answer for `range` of the file (whole when empty), in upstream's terms; a part's ranges narrowed to
+  // the chunks it needs when upstream's answer for it allows.
   cas::ReconstructionPlan Plan(std::optional<cas::ByteRange> range) const;
   // Bytes [first, last] of a xorb when they lie in one of the ranges relayed (null otherwise).
   std::shared_ptr<const cas::RelayedRange> Open(const xet::XorbHash& xorb, uint64_t first,
                                                 uint64_t last) const;
+  // What a narrowed range was said to hold: its chunks [cs, ce), and the terms of the part's answer in it,
+  // each as (first chunk, end chunk, bytes decoded).
+  struct Claim {
+    uint32_t cs = 0, ce = 0;
+    std::vector<std::tuple<uint32_t, uint32_t, uint64_t>> terms;
+  };
+  // Whether bytes [first, last] of fetch `fetch`, arrived, hold what `claim` says: Ok, or kUnavailable
+  // (never served; the relay stops narrowing).
+  xet::Status CheckClaim(size_t fetch, uint64_t first, uint64_t last, const Claim& claim) const;
   // Reads spool bytes [offset, offset + out.size()), waiting for them.
   xet::Status ReadSpool(uint64_t offset, std::span<uint8_t> out) const;
   // Waits until the bytes of fetch `fetch` are known to be right (Ok) or never will be (kUnavailable).
@@ -84,7 +107,22 @@ class Relay : public std::enable_shared_from_this<Relay> {
   std::multimap<xet::XorbHash, size_t> by_xorb_;  // xorb → its fetches
   uint64_t size_ = 0;
   cas::ReconstructionPlan whole_;  // Plan(nullopt): it never changes
-  cas::ReconstructionPlan Build(uint64_t start, uint64_t end) const;
+  RangeAsker ask_;
+  // The terms covering file bytes [start, end); `used`, when given, gets each planned xorb's fetches.
+  cas::ReconstructionPlan Build(uint64_t start, uint64_t end,
+                                std::vector<std::vector<size_t>>* used = nullptr) const;
+  // `base` (Build's) with its first and last terms and every xorb's ranges narrowed to those of `answer`
+  // (upstream's for the same part), their claims recorded; nullopt when the two do not agree.
+  std::optional<cas::ReconstructionPlan> Narrow(const cas::ReconstructionPlan& base,
+                                                const std::vector<std::vector<size_t>>& used,
+                                                const xet::ParsedReconstruction& answer) const;
+  // Where fetch `fetch`'s chunks start (xorb offsets, then its end) and how many decoded bytes come
+  // before each (then in all); read from its chunk headers once it arrived. Empty when they do not parse.
+  struct ChunkIndex {
+    std::vector<uint64_t> starts;
+    std::vector<uint64_t> decoded_before;
+  };
+  const ChunkIndex& Chunks(size_t fetch) const;
   // Whether fetch `i`'s spooled bytes are the whole xorb upstream named (its chunks give its hash).
   bool IsWholeXorb(size_t i) const;
   void Verified(size_t fetch);
@@ -94,6 +132,16 @@ class Relay : public std::enable_shared_from_this<Relay> {
   mutable std::condition_variable cv_;
   std::vector<bool> verified_;     // by fetch index; guarded by mu_
   Check check_ = Check::kPending;  // the file's; guarded by mu_
+  // Narrowed ranges handed out: (fetch, first, last) → what they claim; guarded by mu_.
+  mutable std::map<std::tuple<size_t, uint64_t, uint64_t>, Claim> claims_;
+  // Parts' answers already narrowed, by [start, end) (hf_xet's clients ask the same blocks); guarded by mu_.
+  mutable std::map<std::pair<uint64_t, uint64_t>, cas::ReconstructionPlan> narrowed_;
+  static constexpr size_t kMaxNarrowed = 256;
+  // A narrowed range was found not to be the chunks it claimed: upstream's part answers are not used
+  // again; guarded by mu_.
+  mutable bool distrusted_ = false;
+  mutable std::mutex starts_mu_;
+  mutable std::map<size_t, ChunkIndex> chunks_;  // Chunks' memory; guarded by starts_mu_
 };
 
 }  // namespace cairn::mirror

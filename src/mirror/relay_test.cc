@@ -55,6 +55,36 @@ Upstreamed MakeFile(size_t bytes) {
   return u;
 }
 
+// Upstream's answer for file bytes [first, last], as its CAS gives one: the terms cut to the chunks the part
+// needs, each with the bytes of just those chunks.
+xet::ParsedReconstruction PartAnswer(const Upstreamed& u, uint64_t first, uint64_t last) {
+  xet::ParsedReconstruction a;
+  uint64_t at = 0;
+  for (const auto& t : u.plan.terms) {
+    uint64_t pos = at;
+    at += t.length;
+    if (at <= first || pos > last) continue;
+    const auto& layout = u.xorbs.at(t.xorb)->layout;
+    uint32_t cs = t.cs;
+    for (; pos + layout.chunks[cs].unpacked_size <= first; ++cs) pos += layout.chunks[cs].unpacked_size;
+    if (a.terms.empty()) a.offset_into_first = first > pos ? first - pos : 0;
+    uint64_t length = 0;
+    uint32_t ce = cs;
+    for (; ce < t.ce && pos <= last; ++ce) {
+      pos += layout.chunks[ce].unpacked_size;
+      length += layout.chunks[ce].unpacked_size;
+    }
+    a.fetches.push_back({.xorb = t.xorb,
+                         .url = "upstream://" + t.xorb,
+                         .cs = cs,
+                         .ce = ce,
+                         .first = layout.begin_offset(cs),
+                         .last = layout.begin_offset(ce) - 1u});
+    a.terms.push_back({.xorb = t.xorb, .cs = cs, .ce = ce, .length = length, .fetch = a.fetches.size() - 1});
+  }
+  return a;
+}
+
 class RelayTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -94,6 +124,19 @@ class RelayTest : public ::testing::Test {
       }
       return xet::Ok{};
     };
+  }
+  // A relay of the file that asks `ask` for a part's answer, every range received.
+  std::shared_ptr<Relay> ReceivedWith(const std::string& name, Relay::RangeAsker ask) {
+    auto made = Relay::Create(dir_ / name, up_.upload.file_hashes[0], up_.plan, {"scope-a"}, std::move(ask));
+    EXPECT_TRUE(made.ok());
+    if (!made.ok()) return nullptr;
+    EXPECT_TRUE((*made)->Receive(Fetcher(), [] { return false; }).ok());
+    return *made;
+  }
+  // A part inside the second term, as hf_xet asks for one.
+  cas::ByteRange Part() const {
+    const uint64_t t0 = up_.plan.terms[0].length;
+    return {t0 + 100'000, t0 + 300'000};
   }
   void Let(int blocks) {
     std::lock_guard lock(mu_);
@@ -263,6 +306,71 @@ TEST_F(RelayTest, AnAnswerForARangeNamesTheTermsThatCoverIt) {
   EXPECT_EQ(relay_->Plan(cas::ByteRange{relay_->size(), relay_->size() + 9}).status,
             cas::ReconstructionStatus::kRangeNotSatisfiable);
   EXPECT_EQ(relay_->Plan(cas::ByteRange{0, UINT64_MAX - 1}).terms.size(), up_.plan.terms.size());
+}
+
+// hf_xet asks for a file in parts; a part's answer fetches the bytes of the chunks it needs, as upstream's
+// own answer for it does, not the whole ranges the file's answer gives (which sent a xorb straddling two
+// parts twice: issue 46).
+TEST_F(RelayTest, AnAnswerForAPartFetchesOnlyTheChunksItNeeds) {
+  int asked = 0;
+  auto relay = ReceivedWith("narrow", [&](uint64_t first, uint64_t last) {
+    ++asked;
+    return xet::Result<xet::ParsedReconstruction>(PartAnswer(up_, first, last));
+  });
+  ASSERT_NE(relay, nullptr);
+  const cas::ByteRange part = Part();
+  const auto plan = relay->Plan(part);
+  ASSERT_EQ(plan.status, cas::ReconstructionStatus::kOk);
+  ASSERT_EQ(plan.terms.size(), 1u);
+  ASSERT_EQ(plan.xorbs.size(), 1u);
+  ASSERT_EQ(plan.xorbs[0].spans.size(), 1u);
+  const auto want = PartAnswer(up_, part.start, part.end);
+  const auto& span = plan.xorbs[0].spans[0];
+  EXPECT_EQ(span.first_byte, want.fetches[0].first);
+  EXPECT_EQ(span.end_byte, want.fetches[0].last + 1);
+  EXPECT_LT(span.end_byte - span.first_byte, (up_.plan.fetches[1].last - up_.plan.fetches[1].first + 1) / 4);
+  EXPECT_EQ(plan.offset_into_first, want.offset_into_first);
+  EXPECT_EQ(plan.terms[0].bytes, want.terms[0].length);
+  // Served, and the bytes upstream's xorb holds there.
+  const auto xorb = plan.xorbs[0].hash;
+  auto range = relay->Open(xorb, span.first_byte, span.end_byte - 1u);
+  ASSERT_NE(range, nullptr);
+  std::vector<uint8_t> out(range->length());
+  ASSERT_TRUE(range->ReadAt(0, out).ok());
+  const auto& body = up_.xorbs.at(xorb.hex())->body;
+  EXPECT_TRUE(std::equal(out.begin(), out.end(), body.begin() + span.first_byte));
+  // Clients asking the same part are answered from the first answer; the whole file's answer is unchanged.
+  EXPECT_EQ(relay->Plan(part).xorbs[0].spans[0].end_byte, span.end_byte);
+  EXPECT_EQ(asked, 1);
+  EXPECT_EQ(relay->Plan(std::nullopt).xorbs[0].spans[0].end_byte, up_.plan.fetches[0].last + 1);
+}
+
+// A part's answer whose ranges or terms are not what the bytes hold is never served: the range fails once its
+// bytes arrived and show it (the reader asks again), and the relay answers with whole ranges from then on.
+TEST_F(RelayTest, APartAnswerTheBytesBelieIsNeverServed) {
+  for (const int lie : {0, 1}) {
+    SCOPED_TRACE(lie);
+    auto relay = ReceivedWith("lie-" + std::to_string(lie), [&](uint64_t first, uint64_t last) {
+      auto a = PartAnswer(up_, first, last);
+      if (lie == 0) a.fetches[0].first += 8;  // inside a chunk
+      if (lie == 1) a.terms[0].length -= 1;   // one byte short
+      return xet::Result<xet::ParsedReconstruction>(a);
+    });
+    ASSERT_NE(relay, nullptr);
+    const cas::ByteRange part = Part();
+    const auto plan = relay->Plan(part);
+    ASSERT_EQ(plan.xorbs.size(), 1u);
+    const auto& span = plan.xorbs[0].spans[0];
+    auto range = relay->Open(plan.xorbs[0].hash, span.first_byte, span.end_byte - 1u);
+    ASSERT_NE(range, nullptr);
+    std::vector<uint8_t> out(range->length());
+    const auto st = range->ReadAt(0, out);
+    ASSERT_FALSE(st.ok());
+    EXPECT_EQ(st.error().code, xet::ErrorCode::kUnavailable);
+    const auto again = relay->Plan(part);
+    EXPECT_EQ(again.xorbs[0].spans[0].first_byte, up_.plan.fetches[1].first);
+    EXPECT_EQ(again.xorbs[0].spans[0].end_byte, up_.plan.fetches[1].last + 1);
+  }
 }
 
 TEST_F(RelayTest, AFailedUpstreamFailsEveryReader) {

@@ -302,12 +302,18 @@ xet::Result<Upstream::XetAccess> Upstream::XetReadToken(const hub::RepoId& repo,
   return access;
 }
 
-xet::Result<xet::ParsedReconstruction> Upstream::Reconstruction(const XetAccess& access,
-                                                                const xet::FileHash& file) const {
+xet::Result<xet::ParsedReconstruction> Upstream::Reconstruction(
+    const XetAccess& access, const xet::FileHash& file,
+    std::optional<std::pair<uint64_t, uint64_t>> bytes) const {
   net::HttpClient http(options_.retry);
+  auto headers = net::BearerHeader(access.token);
+  if (bytes)
+    headers.push_back("Range: bytes=" + std::to_string(bytes->first) + "-" + std::to_string(bytes->second));
   for (const bool v2 : {true, false}) {
+    // A part's answer is asked while a client waits for its own: once, without back-off (the relay then
+    // answers with whole ranges).
     auto answer = http.Send("GET", access.cas_url + (v2 ? "/v2" : "/v1") + "/reconstructions/" + file.hex(),
-                            net::BearerHeader(access.token));
+                            headers, {}, /*retries=*/!bytes);
     if (!answer.ok()) return answer.error();
     if (v2 && (answer->status == 404 || answer->status == 501)) continue;  // v2 not served
     if (answer->status != 200) return StatusError("the reconstruction of " + file.hex(), answer->status);

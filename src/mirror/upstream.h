@@ -87,9 +87,11 @@ class Upstream {
     std::string token;
   };
   xet::Result<XetAccess> XetReadToken(const hub::RepoId& repo, const hub::ObjectId& commit) const;
-  // The reconstruction of a whole file from upstream's CAS (v2, or v1 where v2 is not served).
-  xet::Result<xet::ParsedReconstruction> Reconstruction(const XetAccess& access,
-                                                        const xet::FileHash& file) const;
+  // The reconstruction of a whole file from upstream's CAS (v2, or v1 where v2 is not served), or of its
+  // bytes [bytes->first, bytes->second] (asked once: no retries).
+  xet::Result<xet::ParsedReconstruction> Reconstruction(
+      const XetAccess& access, const xet::FileHash& file,
+      std::optional<std::pair<uint64_t, uint64_t>> bytes = std::nullopt) const;
   // Bytes [first, last] of a transfer URL a reconstruction gave, to `sink` as they arrive (the URL carries
   // its own credentials: no token is sent).
   xet::Status FetchRange(const std::string& url, uint64_t first, uint64_t last,
