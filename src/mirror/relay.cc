@@ -459,7 +459,12 @@ class SpoolRange final : public cas::RelayedRange {
  public:
   SpoolRange(std::shared_ptr<const Relay> relay, size_t fetch, uint64_t base, uint64_t first, uint64_t last,
              std::optional<Relay::Claim> claim)
-      : relay_(std::move(relay)), fetch_(fetch), base_(base), first_(first), last_(last), claim_(claim) {}
+      : relay_(std::move(relay)),
+        fetch_(fetch),
+        base_(base),
+        first_(first),
+        last_(last),
+        claim_(std::move(claim)) {}
   uint64_t length() const override { return last_ - first_ + 1; }
   // Bytes only once the range is verified (Relay::AwaitVerified) and, for a narrowed one, found to be the
   // chunks it was said to be: a reader waits, or errs.
