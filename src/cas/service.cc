@@ -168,7 +168,7 @@ xet::Result<std::shared_ptr<const std::vector<FileTermRef>>> CasService::Visible
 // ---------------------------------------------------------------------------------------------------------------
 // Xorbs
 
-xet::Result<std::unique_ptr<XorbUpload>> CasService::BeginXorb(const xet::XorbHash& hash) {
+xet::Result<bool> CasService::Revive(const xet::XorbHash& hash) {
   // Asked of the database, not a cache: another node's collector may have deleted it. Stored, it is revived
   // (the client is about to name it in a shard); claimed by a sweep, its bytes are going: the client retries
   // once they are gone, and then uploads them again.
@@ -177,9 +177,13 @@ xet::Result<std::unique_ptr<XorbUpload>> CasService::BeginXorb(const xet::XorbHa
   if ((*use)[0] == index::XorbUse::kBeingSwept) {
     return xet::Unavailable("xorb " + hash.hex() + " is being deleted by the garbage collector; retry");
   }
-  if ((*use)[0] == index::XorbUse::kStored || (*use)[0] == index::XorbUse::kSuperseded) {
-    return std::unique_ptr<XorbUpload>(new XorbUpload(*this, hash, nullptr, nullptr));  // a retry
-  }
+  return (*use)[0] == index::XorbUse::kStored || (*use)[0] == index::XorbUse::kSuperseded;
+}
+
+xet::Result<std::unique_ptr<XorbUpload>> CasService::BeginXorb(const xet::XorbHash& hash) {
+  auto held = Revive(hash);
+  if (!held) return held.error();
+  if (*held) return std::unique_ptr<XorbUpload>(new XorbUpload(*this, hash, nullptr, nullptr));  // a retry
   auto body = upload_buffers_.Take();
   if (body == nullptr) return xet::IoError("cannot map memory for a xorb upload");
   auto writer = store_.BeginPut(store::BlobKind::kXorb, hash);
@@ -228,20 +232,42 @@ xet::Result<bool> CasService::FinishXorb(XorbUpload& upload) {
     writer = std::move(*again);
     if (auto s = writer->AppendStable(body.first(validated->chunk_region_size)); !s) return s.error();
   }
-  std::vector<uint8_t> footer;
-  xet::AppendFooterV1(footer, validated->hash, validated->layout);
-  if (auto s = writer->Append(footer); !s) return s.error();
+  return CommitXorb(*writer, upload.hash_, *validated);
+}
 
+xet::Result<bool> CasService::CommitXorb(store::BlobWriter& writer, const xet::XorbHash& hash,
+                                         const xet::ValidatedXorb& validated) {
+  std::vector<uint8_t> footer;
+  xet::AppendFooterV1(footer, validated.hash, validated.layout);
+  if (auto s = writer.Append(footer); !s) return s.error();
   store::PutOptions put;
   // An object already under this name counts only if it is a valid xorb of this hash.
-  put.verify_existing = [&hash = upload.hash_](std::span<const uint8_t> existing) {
+  put.verify_existing = [&hash](std::span<const uint8_t> existing) {
     xet::ValidateOptions check;
     check.expected_hash = &hash;
     auto v = xet::ValidateXorb(existing, check);
     return v.ok() && v->footer == xet::FooterVersion::kV1;
   };
-  if (auto committed = writer->Commit(put); !committed) return committed.error();
-  return index_.PutXorb(upload.hash_, validated->layout);
+  if (auto committed = writer.Commit(put); !committed) return committed.error();
+  return index_.PutXorb(hash, validated.layout);
+}
+
+xet::Result<bool> CasService::PutHashedXorb(const xet::XorbHash& hash, std::span<const uint8_t> chunks,
+                                            std::span<const xet::PrehashedChunk> hashes) {
+  auto held = Revive(hash);
+  if (!held) return held.error();
+  if (*held) return false;
+  xet::ValidateOptions vo;
+  vo.expected_hash = &hash;
+  vo.prehashed = hashes;
+  auto validated = xet::ValidateXorb(chunks, vo);
+  if (!validated) return validated.error();
+  if (validated->chunk_region_size != chunks.size() || validated->layout.chunks.size() != hashes.size())
+    return xet::Malformed("a xorb stored by the server holds its chunks alone, each hashed by the caller");
+  auto writer = store_.BeginPut(store::BlobKind::kXorb, hash);
+  if (!writer) return writer.error();
+  if (auto s = (*writer)->AppendStable(chunks); !s) return s.error();
+  return CommitXorb(**writer, hash, *validated);
 }
 
 // ---------------------------------------------------------------------------------------------------------------

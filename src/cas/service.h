@@ -74,6 +74,12 @@ class CasService {
   xet::Result<bool> PutXorb(const xet::XorbHash& hash, std::span<const uint8_t> body);
   // The same for a body that arrives in pieces (see XorbUpload).
   xet::Result<std::unique_ptr<XorbUpload>> BeginXorb(const xet::XorbHash& hash);
+  // The same for the server's own xorbs (a mirror storing upstream's chunks as they arrived), whose chunks
+  // the caller decoded and hashed from these very bytes: `hashes` gives every chunk's (payload offset and
+  // hash). The chunk headers, limits and the xorb hash are checked as for any upload; the chunks are not
+  // decoded or hashed again, and `chunks` (the chunk region alone) is written from the caller's memory.
+  xet::Result<bool> PutHashedXorb(const xet::XorbHash& hash, std::span<const uint8_t> chunks,
+                                  std::span<const xet::PrehashedChunk> hashes);
 
   // POST /v1/shards and /v2/shards: all or nothing. Every file is verified against stored xorbs (ranges,
   // sizes, verification hashes, the file hash), every listed xorb against its stored layout; then the shard
@@ -169,6 +175,11 @@ class CasService {
   friend class XorbUpload;
   // Validates the body of `upload` and makes the xorb durable and indexed (XorbUpload::Finish).
   xet::Result<bool> FinishXorb(XorbUpload& upload);
+  // Whether the xorb is stored (revived: a shard is about to name it); kUnavailable while a sweep deletes it.
+  xet::Result<bool> Revive(const xet::XorbHash& hash);
+  // Appends the footer of a validated xorb to the chunk region `writer` holds, commits it and indexes it.
+  xet::Result<bool> CommitXorb(store::BlobWriter& writer, const xet::XorbHash& hash,
+                               const xet::ValidatedXorb& validated);
   uint64_t Now() const;
   // Reads into the cache, in one index call, the layouts that planning `range` of a file will look up and
   // the cache lacks: those of the terms the range cuts, and of terms without recorded byte ranges.

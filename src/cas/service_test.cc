@@ -245,6 +245,36 @@ TEST_F(Service, XorbUploadIsIdempotentAndValidated) {
   EXPECT_FALSE(store_->Stat(store::BlobKind::kXorb, other)->exists);
 }
 
+TEST_F(Service, AXorbTheServerHashedIsStoredWithoutDecodingItAgainAndCheckedAgainstItsHash) {
+  const auto up = Build({xet::testing::TextLikeBytes(5, 300000)});
+  const auto& x = up.xorbs[0];
+  xet::ChunkPrehasher prehasher;
+  prehasher.Advance(x.body);
+  auto hashes = std::vector<xet::PrehashedChunk>(prehasher.hashes().begin(), prehasher.hashes().end());
+  auto validated = xet::ValidateXorb(x.body);
+  ASSERT_TRUE(validated.ok());
+  const std::span<const uint8_t> chunks = std::span(x.body).first(validated->chunk_region_size);
+  ASSERT_EQ(hashes.size(), validated->layout.chunks.size());
+  // A chunk's hash that is not what its bytes give: the xorb's hash no longer matches; nothing stored.
+  auto wrong = hashes;
+  wrong[0].hash.bytes[0] ^= 1;
+  auto refused = service_->PutHashedXorb(x.hash, chunks, wrong);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().code, xet::ErrorCode::kHashMismatch);
+  // A chunk without its hash: refused rather than decoded.
+  auto fewer = service_->PutHashedXorb(x.hash, chunks, std::span(hashes).first(hashes.size() - 1));
+  ASSERT_FALSE(fewer.ok());
+  EXPECT_EQ(fewer.error().code, xet::ErrorCode::kMalformed);
+  EXPECT_FALSE(*index_->HasXorb(x.hash));
+  EXPECT_FALSE(store_->Stat(store::BlobKind::kXorb, x.hash)->exists);
+  // Stored once, with the footer an upload's would have; a file naming it reads back.
+  EXPECT_EQ(*service_->PutHashedXorb(x.hash, chunks, hashes), true);
+  EXPECT_EQ(*service_->PutHashedXorb(x.hash, chunks, hashes), false);
+  EXPECT_EQ(*service_->PutXorb(x.hash, x.body), false);
+  ASSERT_TRUE(service_->PutShard(up.shard_bytes, "repo").ok());
+  EXPECT_EQ(Download(up.file_hashes[0]), xet::testing::TextLikeBytes(5, 300000));
+}
+
 TEST_F(Service, ShardWithUnknownXorbRegistersNothing) {
   const auto up = Build({xet::testing::TextLikeBytes(4, 2 << 20)});
   for (size_t i = 1; i < up.xorbs.size(); ++i)

@@ -25,21 +25,31 @@ std::vector<xet::ChunkHash> SealedXorb::Hashes() const {
   return hashes;
 }
 
+std::vector<xet::PrehashedChunk> SealedXorb::Prehashed() const {
+  std::vector<xet::PrehashedChunk> out;
+  out.reserve(ends.size());
+  uint32_t start = 0;
+  for (size_t i = 0; i < ends.size(); ++i) {
+    out.push_back({static_cast<uint32_t>(start + xet::kChunkHeaderSize), chunks[i].hash});
+    start = ends[i];
+  }
+  return out;
+}
+
 ChunkPlacer::ChunkPlacer(Options options) : o_(std::move(options)) {
   o_.max_xorb_bytes = std::min<uint64_t>(std::max<uint64_t>(o_.max_xorb_bytes, 1), xet::kMaxXorbUnpacked);
   if (o_.new_buffer) current_.data = o_.new_buffer();
 }
 
-xet::Status ChunkPlacer::Place(File& file, std::span<const uint8_t> bytes) {
-  const xet::ChunkHash h = xet::ChunkHashOf(bytes);
+std::optional<ChunkPlacer::Placement> ChunkPlacer::Known(File& file, const xet::ChunkHash& h, uint64_t size) {
   const bool first = file.chunks_.empty();
-  file.chunks_.push_back({h, bytes.size()});
-  file.size_ += bytes.size();
+  file.chunks_.push_back({h, size});
+  file.size_ += size;
   ++stats_.chunks;
   const auto reuse = [&](const Placement& p) {
     file.at_.push_back(p);
     ++stats_.chunks_deduped;
-    return xet::Status(xet::Ok{});
+    return p;
   };
   if (auto it = placed_.find(h); it != placed_.end()) return reuse(it->second);
   if (auto p = RemoteMatch(h)) return reuse(*p);
@@ -50,17 +60,44 @@ xet::Status ChunkPlacer::Place(File& file, std::span<const uint8_t> bytes) {
       if (auto p = RemoteMatch(h)) return reuse(*p);
     }
   }
-  if (current_.chunks.size() == xet::kMaxXorbChunks ||
-      current_.data.size() + bytes.size() > o_.max_xorb_bytes) {
-    if (auto st = Seal(); !st) return st;
-  }
+  return std::nullopt;
+}
+
+void ChunkPlacer::Append(File& file, const xet::ChunkHash& h, uint64_t size, std::span<const uint8_t> bytes) {
   const Placement p{false, static_cast<uint32_t>(sealed_.size()),
                     static_cast<uint32_t>(current_.chunks.size())};
   current_.data.insert(current_.data.end(), bytes.begin(), bytes.end());
   current_.ends.push_back(static_cast<uint32_t>(current_.data.size()));
-  current_.chunks.push_back({h, bytes.size()});
+  current_.chunks.push_back({h, size});
+  current_unpacked_ += size;
   placed_.emplace(h, p);
   file.at_.push_back(p);
+}
+
+xet::Status ChunkPlacer::Place(File& file, std::span<const uint8_t> bytes) {
+  const xet::ChunkHash h = xet::ChunkHashOf(bytes);
+  if (Known(file, h, bytes.size())) return xet::Ok{};
+  if (current_.encoded || current_.chunks.size() == xet::kMaxXorbChunks ||
+      current_unpacked_ + bytes.size() > o_.max_xorb_bytes) {
+    if (auto st = Flush(); !st) return st;
+  }
+  current_.encoded = false;
+  Append(file, h, bytes.size(), bytes);
+  return xet::Ok{};
+}
+
+xet::Status ChunkPlacer::PlaceEncoded(File& file, const xet::ChunkHash& hash, uint32_t size,
+                                      std::span<const uint8_t> record,
+                                      const std::optional<xet::XorbHash>& whole) {
+  if (Known(file, hash, size)) return xet::Ok{};
+  if (!current_.encoded || current_whole_ != whole || current_.chunks.size() == xet::kMaxXorbChunks ||
+      current_unpacked_ + size > o_.max_xorb_bytes ||
+      current_.data.size() + record.size() > xet::kMaxXorbUploadBytes) {
+    if (auto st = Flush(); !st) return st;
+  }
+  current_.encoded = true;
+  current_whole_ = whole;
+  Append(file, hash, size, record);
   return xet::Ok{};
 }
 
@@ -72,9 +109,10 @@ xet::Status ChunkPlacer::Seal() {
   current_.hash = xet::XorbHashOf(current_.chunks);
   sealed_.emplace_back(current_.hash, current_.chunks);
   ++stats_.xorbs_sealed;
-  stats_.new_bytes += current_.data.size();
+  stats_.new_bytes += current_unpacked_;
   SealedXorb done = std::move(current_);
   current_ = SealedXorb{};
+  current_unpacked_ = 0;
   if (o_.new_buffer) current_.data = o_.new_buffer();
   return o_.on_seal ? o_.on_seal(std::move(done)) : xet::Status(xet::Ok{});
 }

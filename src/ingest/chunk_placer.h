@@ -26,15 +26,19 @@
 
 namespace cairn::ingest {
 
-// A xorb the placer filled: raw chunk bytes back to back, where each ends, and each chunk's hash and size.
+// A xorb the placer filled: raw chunk bytes back to back (or, `encoded`, the chunks' records as a xorb holds
+// them: header and payload), where each ends, and each chunk's hash and size.
 struct SealedXorb {
   xet::XorbHash hash;
   std::vector<uint8_t> data;
   std::vector<uint32_t> ends;
   std::vector<xet::HashedChunk> chunks;
-  // The chunks as spans into `data`, with their hashes (what xet::EncodeXorb takes).
+  bool encoded = false;
+  // Raw chunks: as spans into `data`, with their hashes (what xet::EncodeXorb takes).
   std::vector<std::span<const uint8_t>> Spans() const;
   std::vector<xet::ChunkHash> Hashes() const;
+  // Encoded: each chunk's payload offset in `data` and hash (what CasService::PutHashedXorb takes).
+  std::vector<xet::PrehashedChunk> Prehashed() const;
 };
 
 class ChunkPlacer {
@@ -84,6 +88,13 @@ class ChunkPlacer {
 
   // Places the next chunk of `file` (hashing it).
   xet::Status Place(File& file, std::span<const uint8_t> chunk);
+  // Places the next chunk of `file` as it lies in another xorb, already checked: its hash, its decoded size
+  // and its record (header and payload), which a new xorb takes as it is (never decoded or compressed
+  // again). `whole`: the xorb it comes from, when that xorb arrived whole — its chunks are kept in xorbs of
+  // their own (chunks of anything else are not packed with them), so that a xorb none of whose chunks the
+  // site holds is stored as the same xorb. Raw and encoded chunks are never packed together.
+  xet::Status PlaceEncoded(File& file, const xet::ChunkHash& hash, uint32_t size,
+                           std::span<const uint8_t> record, const std::optional<xet::XorbHash>& whole);
   // Seals the xorb being filled, if it holds any chunk. Call before RecordOf and Listings.
   xet::Status Flush();
   // The shard's record of `file` (terms, verification hashes, file hash); the SHA-256 is left to the caller.
@@ -96,12 +107,19 @@ class ChunkPlacer {
  private:
   using Placement = File::Placement;
   std::optional<Placement> RemoteMatch(const xet::ChunkHash& h) const;
+  // Where a chunk already is (placed in this upload, or named by a dedup answer, asked when the stock
+  // client would), after counting it in `file`; nullopt for a new chunk.
+  std::optional<Placement> Known(File& file, const xet::ChunkHash& h, uint64_t size);
+  // Appends a new chunk (its bytes as `current_` holds them) to the xorb being filled.
+  void Append(File& file, const xet::ChunkHash& h, uint64_t size, std::span<const uint8_t> bytes);
   void Learn(std::span<const uint8_t> answer);
   xet::Status Seal();
 
   Options o_;
   Stats stats_;
   SealedXorb current_;
+  uint64_t current_unpacked_ = 0;               // the raw bytes of current_'s chunks
+  std::optional<xet::XorbHash> current_whole_;  // encoded: the whole xorb current_'s chunks come from
   std::vector<std::pair<xet::XorbHash, std::vector<xet::HashedChunk>>> sealed_;  // hash and chunk listing
   std::unordered_map<xet::ChunkHash, Placement, xet::HashHasher> placed_;        // this upload's chunks
   std::vector<xet::XorbHash> remote_;                                            // xorbs dedup answers named

@@ -103,10 +103,14 @@ void FileIngest::StoreLoop() {
     queue_.pop_front();
     ++storing_;
     lock.unlock();
-    // The chunks were hashed as they were placed; PutXorb validates the encoded xorb (decoded and hashed
-    // again) like any client's before it stores it.
     xet::Status st = xet::Ok{};
-    {
+    if (x.encoded) {
+      // Records as they arrived, their chunks hashed by the caller from these bytes: not decoded again.
+      auto put = cas_.PutHashedXorb(x.hash, x.data, x.Prehashed());
+      if (!put) st = put.error();
+    } else {
+      // The chunks were hashed as they were placed; PutXorb validates the encoded xorb (decoded and hashed
+      // again) like any client's before it stores it.
       xet::EncodeXorb(x.Spans(), xet::CompressionPolicy::kAutoSampled, x.Hashes(), encoded);
       auto put = cas_.PutXorb(x.hash, encoded.bytes);
       if (!put) st = put.error();
@@ -125,12 +129,23 @@ xet::Status FileIngest::Drain() {
   return store_error_;
 }
 
-xet::Status FileIngest::Feed(std::span<const uint8_t> block) {
-  if (!failed_) return failed_;
-  if (block.size() > size_ - chunks_.bytes()) {
-    failed_ = xet::Malformed("the object is larger than the " + std::to_string(size_) + " bytes announced");
-    return failed_;
+bool FileIngest::Admit(uint64_t n, Fed how) {
+  if (!failed_) return false;
+  if (fed_ != Fed::kNothing && fed_ != how) {
+    failed_ = xet::Inconsistent("a file is fed as bytes or as chunks, not both");
+    return false;
   }
+  fed_ = how;
+  if (n > size_ - received_) {
+    failed_ = xet::Malformed("the object is larger than the " + std::to_string(size_) + " bytes announced");
+    return false;
+  }
+  received_ += n;
+  return true;
+}
+
+xet::Status FileIngest::Feed(std::span<const uint8_t> block) {
+  if (!Admit(block.size(), Fed::kBytes)) return failed_;
   // The digest of the block on its thread while this one chunks it; both done before the caller reuses it.
   if (!hasher_.joinable()) hasher_ = std::thread([this] { HashLoop(); });
   {
@@ -146,10 +161,19 @@ xet::Status FileIngest::Feed(std::span<const uint8_t> block) {
   return failed_;
 }
 
+xet::Status FileIngest::FeedChunk(const xet::ChunkHash& hash, std::span<const uint8_t> decoded,
+                                  std::span<const uint8_t> record,
+                                  const std::optional<xet::XorbHash>& whole) {
+  if (!Admit(decoded.size(), Fed::kChunks)) return failed_;
+  sha_.Update(decoded);
+  failed_ = placer_.PlaceEncoded(file_, hash, static_cast<uint32_t>(decoded.size()), record, whole);
+  return failed_;
+}
+
 xet::Result<Ingested> FileIngest::Finish() {
   if (!failed_) return failed_.error();
-  if (chunks_.bytes() != size_) {
-    return xet::Malformed("the object ended after " + std::to_string(chunks_.bytes()) + " of the " +
+  if (received_ != size_) {
+    return xet::Malformed("the object ended after " + std::to_string(received_) + " of the " +
                           std::to_string(size_) + " bytes announced");
   }
   if (auto st =

@@ -1,21 +1,28 @@
-// One file arriving without Xet (a git-lfs upload, a file fetched by its SHA-256) made a Xet file on the
-// server: its bytes, fed in blocks of any size, are cut by the stock client's chunker, each chunk
-// deduplicated against the upload itself and against what the CAS already holds in every scope (the CAS's
-// own dedup answers, as an hf_xet client would receive them, but across scopes: no client sees them), new
-// chunks packed into xorbs as hf_xet packs them (compressed as xet::CompressionPolicy::kAutoSampled: a group
-// of chunks whose first does not shrink is not tried further) and stored through CasService::PutXorb
-// (validated like any upload), and at the end — once the size and the SHA-256 match what was announced — a
-// shard describing the file (with its SHA-256) registered for the scope through CasService::PutShard. So the
-// file then has a Xet hash, a later hf_xet upload of the same bytes dedups against it chunk for chunk, and a
-// commit naming the SHA-256 finds it.
+// One file made a Xet file on the server, from its bytes or from another server's Xet chunks:
+//   - Feed: bytes arriving without Xet (a git-lfs upload, a file fetched by its SHA-256), fed in blocks of
+//     any size, are cut by the stock client's chunker, and new chunks packed into xorbs as hf_xet packs them
+//     (compressed as xet::CompressionPolicy::kAutoSampled: a group of chunks whose first does not shrink is
+//     not tried further) and stored through CasService::PutXorb (validated like any upload);
+//   - FeedChunk: chunks of a file another Xet server stored (a mirror's upstream), decoded and hashed once by
+//     the caller, are placed with their hashes and new ones packed as the records they arrived as (never
+//     compressed or hashed again), a xorb that arrived whole kept as the same xorb (ChunkPlacer::
+//     PlaceEncoded), and stored through CasService::PutHashedXorb.
+// Either way each chunk is deduplicated against the file itself and against what the CAS already holds in
+// every scope (the CAS's own dedup answers, as an hf_xet client would receive them, but across scopes: no
+// client sees them), and at the end — once the size and the SHA-256 match what was announced — a shard
+// describing the file (with its SHA-256) is registered for the scope through CasService::PutShard. So the
+// file then has a Xet hash (for chunks fed, the one their server gave it), a later hf_xet upload of the same
+// bytes dedups against it chunk for chunk, and a commit naming the SHA-256 finds it.
 //
-// Failures: kMalformed for more or fewer bytes than announced, kHashMismatch for another SHA-256; the CAS's
-// errors as they come. Nothing is registered then; xorbs already stored are referenced by nothing and left to
-// the collector (as a client's abandoned upload). Thread-safety: none (one ingest, one thread at a time);
-// several ingests may run at once. Each ingest runs its SHA-256 and the storing of sealed xorbs on threads of
-// its own (the digest of a block runs while the block is chunked; the encoding, validation and durable write
-// of two xorbs at once, overlap the chunking of the next). Memory: at most four xorbs (64 MiB each: one
-// filling, one waiting, two being stored), 16 MiB of bytes waiting for the digest, and ~100 bytes per chunk.
+// Failures: kMalformed for more or fewer bytes than announced, kHashMismatch for another SHA-256,
+// kInconsistent for a file fed both ways; the CAS's errors as they come. Nothing is registered then; xorbs
+// already stored are referenced by nothing and left to the collector (as a client's abandoned upload).
+// Thread-safety: none (one ingest, one thread at a time); several ingests may run at once. Each ingest stores
+// sealed xorbs on threads of its own (the encoding, validation and durable write of two xorbs at once overlap
+// the chunking of the next), and Feed runs the SHA-256 on another (the digest of a block runs while the block
+// is chunked; FeedChunk's chunks are digested on the caller's thread). Memory: at most four xorbs (64 MiB
+// each: one filling, one waiting, two being stored), 16 MiB of bytes waiting for the digest, and ~100 bytes
+// per chunk.
 #pragma once
 
 #include <condition_variable>
@@ -23,6 +30,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <thread>
@@ -58,8 +66,13 @@ class FileIngest {
   FileIngest& operator=(const FileIngest&) = delete;
 
   xet::Status Feed(std::span<const uint8_t> block);
+  // The next chunk of the file as another Xet server stored it (see above): its hash, its decoded bytes and
+  // its record (header and payload), checked by the caller; `whole`, the xorb it comes from when that xorb
+  // arrived whole.
+  xet::Status FeedChunk(const xet::ChunkHash& hash, std::span<const uint8_t> decoded,
+                        std::span<const uint8_t> record, const std::optional<xet::XorbHash>& whole);
   xet::Result<Ingested> Finish();  // once
-  uint64_t received() const { return chunks_.bytes(); }
+  uint64_t received() const { return received_; }
 
  private:
   FileIngest(cas::CasService& cas, std::string scope, const xet::Hash& sha256, uint64_t size);
@@ -77,7 +90,11 @@ class FileIngest {
   const xet::Hash expected_sha256_;  // in shard order
   const uint64_t size_;
   ingest::ChunkStream chunks_;
+  uint64_t received_ = 0;
+  enum class Fed { kNothing, kBytes, kChunks } fed_ = Fed::kNothing;
   xet::Status failed_ = xet::Ok{};
+  // Whether `n` more bytes fit in the size announced, fed the way `how` (failed_ set otherwise).
+  bool Admit(uint64_t n, Fed how);
 
   std::mutex mu_;
   std::condition_variable cv_;

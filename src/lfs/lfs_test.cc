@@ -2,6 +2,8 @@
 #include <gtest/gtest.h>
 #include <openssl/sha.h>
 
+#include <algorithm>
+#include <functional>
 #include <random>
 
 #include "cas/test_backend.h"
@@ -67,6 +69,37 @@ class LfsTest : public ::testing::Test {
     for (size_t at = 0; at < data.size(); at += block) {
       if (auto st = (*ingest)->Feed(data.subspan(at, std::min(block, data.size() - at))); !st)
         return st.error();
+    }
+    return (*ingest)->Finish();
+  }
+
+  // Feeds file `f` of `built` chunk by chunk as another server stored it (FeedChunk): each term's chunks
+  // with their records and hashes, a xorb `whole` (when `whole_xorbs`) where one term takes all its chunks,
+  // as a mirror's relay would have fetched it. `alter` may change a decoded chunk.
+  xet::Result<Ingested> IngestChunks(const ingest::BuiltUpload& built, size_t f, const std::string& sha,
+                                     bool whole_xorbs = true,
+                                     const std::function<void(std::vector<uint8_t>&)>& alter = nullptr) {
+    const xet::FileRecord& record = built.shard.files[f];
+    auto ingest = FileIngest::Begin(*cas_, "repo-1", sha, record.size());
+    if (!ingest) return ingest.error();
+    xet::ChunkDecoder decoder;
+    for (const auto& t : record.terms) {
+      const auto x = std::find_if(built.xorbs.begin(), built.xorbs.end(),
+                                  [&](const ingest::BuiltXorb& b) { return b.hash == t.xorb; });
+      for (uint32_t c = t.chunk_start; c < t.chunk_end; ++c) {
+        const auto& chunk = x->layout.chunks[c];
+        const auto rec = std::span(x->body).subspan(x->layout.begin_offset(c),
+                                                    chunk.end_offset - x->layout.begin_offset(c));
+        auto header = xet::ChunkHeader::Parse(rec);
+        std::vector<uint8_t> decoded(chunk.unpacked_size);
+        if (!header || !decoder.Decode(*header, rec.subspan(xet::kChunkHeaderSize), decoded))
+          return xet::Malformed("the test's own xorb does not decode");
+        if (alter) alter(decoded);
+        const bool all = t.chunk_start == 0 && t.chunk_end == x->layout.chunks.size();
+        const std::optional<xet::XorbHash> whole =
+            whole_xorbs && all ? std::optional<xet::XorbHash>(x->hash) : std::nullopt;
+        if (auto st = (*ingest)->FeedChunk(chunk.hash, decoded, rec, whole); !st) return st.error();
+      }
     }
     return (*ingest)->Finish();
   }
@@ -155,6 +188,72 @@ TEST_F(LfsTest, BytesThatDoNotMatchTheirNameRegisterNothing) {
   EXPECT_FALSE(Visible(data));
 
   EXPECT_FALSE(FileIngest::Begin(*cas_, "repo-1", "not-a-sha", 1).ok());
+}
+
+// A file fed as the chunks another Xet server stored keeps that server's file hash and, where its xorbs
+// arrived whole and the site held none of their chunks, its very xorbs; chunks the site holds are not stored
+// again; bytes that are not what the file is named by register nothing.
+TEST_F(LfsTest, ChunksFedAsAnotherServerStoredThemAreKeptAsTheyAre) {
+  const auto data = RandomBytes(3 << 20, 7);
+  std::vector<uint8_t> text(2 << 20);
+  for (size_t i = 0; i < text.size(); ++i) text[i] = static_cast<uint8_t>('a' + (i * 7 + i / 977) % 23);
+  const std::span<const uint8_t> files[] = {data, text};
+  ingest::BuildOptions o;
+  o.max_xorb_bytes = 1 << 20;  // several xorbs, LZ4 records in the text's
+  const auto built = ingest::BuildUpload(files, o);
+  ASSERT_GT(built.xorbs.size(), 3u);
+
+  auto done = IngestChunks(built, 0, Sha256Hex(data));
+  ASSERT_TRUE(done.ok()) << done.error().message;
+  EXPECT_EQ(done->file, built.file_hashes[0]);
+  EXPECT_EQ(done->new_bytes, data.size());
+  EXPECT_TRUE(Visible(data));
+  auto text_done = IngestChunks(built, 1, Sha256Hex(text));
+  ASSERT_TRUE(text_done.ok()) << text_done.error().message;
+  EXPECT_EQ(text_done->file, built.file_hashes[1]);
+  // A xorb one term took whole is stored as it arrived: the same hash, the same records.
+  size_t kept = 0;
+  for (const auto& f : built.shard.files) {
+    for (const auto& t : f.terms) {
+      const auto x = std::find_if(built.xorbs.begin(), built.xorbs.end(),
+                                  [&](const ingest::BuiltXorb& b) { return b.hash == t.xorb; });
+      if (t.chunk_start != 0 || t.chunk_end != x->layout.chunks.size()) continue;
+      auto layout = cas_->Layout(x->hash);
+      ASSERT_TRUE(layout.ok()) << "xorb " << x->hash.hex() << " kept";
+      EXPECT_EQ((*layout)->chunk_region_size(), x->body.size());
+      ++kept;
+    }
+  }
+  EXPECT_GE(kept, 3u);
+
+  // Again, and as partial ranges (packed by this server): nothing new.
+  auto again = IngestChunks(built, 0, Sha256Hex(data), /*whole_xorbs=*/false);
+  ASSERT_TRUE(again.ok()) << again.error().message;
+  EXPECT_EQ(again->new_bytes, 0u);
+  EXPECT_EQ(again->chunks_deduped, again->chunks);
+
+  // A decoded chunk that is not what the file is named by: refused by its SHA-256, nothing registered.
+  const auto other = RandomBytes(1 << 20, 8);
+  const std::span<const uint8_t> other_files[] = {other};
+  const auto other_built = ingest::BuildUpload(other_files);
+  auto altered =
+      IngestChunks(other_built, 0, Sha256Hex(other), true, [](std::vector<uint8_t>& d) { d[0] ^= 1; });
+  ASSERT_FALSE(altered.ok());
+  EXPECT_EQ(altered.error().code, ErrorCode::kHashMismatch);
+  EXPECT_FALSE(Visible(other));
+
+  // One file is fed one way.
+  auto mixed = FileIngest::Begin(*cas_, "repo-1", Sha256Hex(other), other.size());
+  ASSERT_TRUE(mixed.ok());
+  ASSERT_TRUE((*mixed)->Feed(std::span(other).first(1000)).ok());
+  const auto& x0 = other_built.xorbs[0];
+  const auto rec0 = std::span(x0.body).first(x0.layout.chunks[0].end_offset);
+  EXPECT_EQ((*mixed)
+                ->FeedChunk(x0.layout.chunks[0].hash,
+                            std::span(other).first(x0.layout.chunks[0].unpacked_size), rec0, std::nullopt)
+                .error()
+                .code,
+            ErrorCode::kInconsistent);
 }
 
 TEST_F(LfsTest, UploadLinksGrantOneObjectForOneScopeUntilTheyExpire) {

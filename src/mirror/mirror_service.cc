@@ -553,130 +553,144 @@ hub::Result<xet::FileHash> MirrorService::Fetch(const hub::Repo& repo, const Wan
     return *linked;
   }
   int64_t renewed = options_.clock->UnixSeconds();
-  auto ingest = lfs::FileIngest::Begin(cas_, repo.record.scope, pointer.sha256, pointer.size);
-  if (!ingest.ok()) return Fail(ErrorKind::kInternal, "", ingest.error().message);
+  // Called for every block or chunk that arrives: false once the server is stopping; renews the lease.
+  const auto going_on = [&] {
+    if (Stopping()) return false;
+    if (options_.clock->UnixSeconds() - renewed >= options_.lease_seconds / 3) {
+      renewed = options_.clock->UnixSeconds();
+      (void)take();
+    }
+    return true;
+  };
+  // The file's bytes for plain downloads reading them as they arrive; a spool that fails is given up (its
+  // readers retry; the fetch goes on). `spooled`: its bytes so far (a fetch begun again writes past them).
+  uint64_t spooled = 0;
+  const auto to_spool = [&](uint64_t offset, std::span<const uint8_t> bytes) {
+    if (spool == nullptr || offset + bytes.size() <= spooled) return;
+    const uint64_t skip = spooled - offset;
+    if (!spool->Write(spooled, bytes.subspan(skip)).ok()) {
+      spool->Finish(false);
+      spool = nullptr;
+      return;
+    }
+    spooled += bytes.size() - skip;
+  };
   // A Xet file comes through upstream's reconstruction when upstream gives one: its xorb ranges are relayed
-  // to hf_xet clients as they arrive while their chunks are decoded here. (A relay from a peer that died is
-  // given up: this node fetches from upstream now.)
+  // to hf_xet clients as they arrive, and their chunks, decoded and hashed once, are stored as they are. (A
+  // relay from a peer that died is given up: this node fetches from upstream now.)
   if (receiver.joinable()) receiver.join();
   if (relay) relay->FileChecked(false);
   relay = nullptr;
   if (announced && wanted.commit) relay = StartRelay(repo, *wanted.commit, *announced, receiver);
+  std::optional<xet::Result<lfs::Ingested>> done;
   if (relay) {
-    // Clients read the relay, not what this thread stores: the copy into the CAS (chunking, hashing, packing:
-    // a core's work at ~100 MB/s) yields the CPU to the transfers they wait for, and catches up after.
-    (void)::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), 19);
-  }
-  const auto download = [&](uint64_t offset, const net::HttpClient::Sink& sink) -> xet::Result<UpstreamFile> {
-    if (!relay) return wanted.download(offset, sink);
-    auto st = relay->Produce(offset, sink);
-    if (!st.ok()) return st.error();
-    return UpstreamFile{.status = 200, .xet = announced};
-  };
-  // Every byte of the file into the ingest. A transfer cut after some bytes resumes where they end (a ranged
-  // request), as long as each try brings more.
-  const auto receive = [&]() -> hub::Status {
-    int idle_tries = 0;  // tries in a row that brought no byte
-    for (;;) {
-      const uint64_t offset = (*ingest)->received();
-      xet::Status fed = xet::Ok{};
-      auto got = download(offset, [&](std::span<const uint8_t> block) {
-        if (Stopping()) {
-          fed = xet::Unavailable("the server is stopping");
-          return false;
-        }
-        if (options_.clock->UnixSeconds() - renewed >= options_.lease_seconds / 3) {
-          renewed = options_.clock->UnixSeconds();
-          (void)take();
-        }
-        if (spool != nullptr && !spool->Write((*ingest)->received(), block).ok()) {
-          spool->Finish(false);  // its readers retry; the fetch goes on
-          spool = nullptr;
-        }
-        if (auto st = (*ingest)->Feed(block); !st.ok()) {
-          fed = st;
-          return false;
-        }
-        return true;
-      });
-      const uint64_t arrived = (*ingest)->received() - offset;
-      if (!relay) {
-        std::lock_guard lock(mu_);
-        counters_.upstream_bytes += arrived;  // a relay counts what it receives
-      }
-      if (!fed.ok())
-        return Fail(ErrorKind::kUnavailable, "", wanted.what + ": upstream's bytes: " + fed.error().message);
-      if (got.ok()) return hub::Status(hub::Ok{});
-      if (relay) {
-        // What the relay could not bring comes through resolve, from where it stopped.
-        spdlog::warn("mirror: {}: upstream's Xet transfer failed ({}); the rest comes through resolve",
-                     Printable(wanted.what, 200), Printable(got.error().message, 300));
-        relay->FileChecked(false);  // its unverified ranges are never served: their readers ask again
-        DropRelay(relay);           // reconstructions wait for the file again
-        relay = nullptr;
-        continue;
-      }
-      if (got.error().code != xet::ErrorCode::kUnavailable) return Failed(got.error(), wanted.what);
-      // A try that brought nothing (upstream or the way to it failing for a moment) is made again after a
-      // pause, twice: a reader waiting for this file would otherwise be told it does not exist.
-      idle_tries = arrived == 0 ? idle_tries + 1 : 0;
-      if (idle_tries > 2 || Stopping()) return Failed(got.error(), wanted.what);
-      std::this_thread::sleep_for(std::chrono::milliseconds(250 << idle_tries));
-    }
-  };
-  const bool relayed = relay != nullptr;  // some bytes may have come decoded from upstream's xorbs
-  if (auto st = receive(); !st.ok()) return st.error();
-  auto done = (*ingest)->Finish();
-  if (!done.ok() && relayed) {
-    // Upstream's xorbs decoded into other bytes than its pointer names (a range altered on the way): the
-    // relay's unverified ranges fail (their readers ask again and wait for this fetch), and the file comes
-    // once more, whole, through resolve.
-    spdlog::warn(
-        "mirror: {}: the bytes upstream's Xet transfer gave fail their check ({}); fetched again "
-        "through resolve",
-        Printable(wanted.what, 200), Printable(done.error().message, 300));
-    if (relay) {
+    done = StoreRelayed(*relay, repo, pointer, going_on, to_spool);
+    if (!done->ok()) {
+      // What the relay could not bring, or bytes that fail their checks (a range altered on the way): its
+      // unverified ranges are never served (their readers ask again and wait for this fetch), and the file
+      // comes again, whole, through resolve.
+      spdlog::warn(
+          "mirror: {}: upstream's Xet transfer failed or its bytes fail their check ({}); fetched "
+          "again through resolve",
+          Printable(wanted.what, 200), Printable(done->error().message, 300));
       relay->FileChecked(false);
-      DropRelay(relay);
+      DropRelay(relay);  // reconstructions wait for the file again
       relay = nullptr;
+      done.reset();
     }
-    if (spool != nullptr) spool->Finish(false);  // its readers are cut short and retry
-    spool = nullptr;
-    ingest = lfs::FileIngest::Begin(cas_, repo.record.scope, pointer.sha256, pointer.size);
+  }
+  if (!done) {
+    auto ingest = lfs::FileIngest::Begin(cas_, repo.record.scope, pointer.sha256, pointer.size);
     if (!ingest.ok()) return Fail(ErrorKind::kInternal, "", ingest.error().message);
-    if (auto st = receive(); !st.ok()) return st.error();
+    if (auto st = ReceiveResolved(wanted, **ingest, going_on, to_spool); !st.ok()) return st.error();
     done = (*ingest)->Finish();
   }
   // The bytes are all there and are the pointer's (its SHA-256 and size checked): the spool's readers have
   // the whole file. (A mismatch ends the spool as failed: they are cut short and retry.)
-  if (spool != nullptr && done.ok()) spool->Finish(true);
-  if (!done.ok()) {
+  if (spool != nullptr && done->ok()) spool->Finish(true);
+  if (!done->ok()) {
     return Fail(ErrorKind::kUnavailable, "",
-                wanted.what + ": upstream's bytes do not match its pointer: " + done.error().message);
+                wanted.what + ": upstream's bytes do not match its pointer: " + done->error().message);
   }
   // Upstream's Xet hash is the one clients were told (a resolve answered before the bytes came): stored
   // under another, they could not find it.
-  if (announced && *announced != done->file) {
+  const lfs::Ingested& stored = **done;
+  if (announced && *announced != stored.file) {
     std::lock_guard lock(mu_);
     ++counters_.xet_hash_differs;
     return Fail(ErrorKind::kUnavailable, "",
                 wanted.what + ": upstream's Xet hash " + announced->hex() +
-                    " is not the one its bytes give here (" + done->file.hex() + ")");
+                    " is not the one its bytes give here (" + stored.file.hex() + ")");
   }
   // The bytes decoded from the relay's spool are the file: its ranges that waited for this are served.
   if (relay) relay->FileChecked(true);
   // Readable through the repository's read scope, then linked (as a push links a pointer's file): the link is
   // what other nodes wait for, so the file is published before it appears.
-  if (auto st = hub::Publish(files_, repo, {done->file}); !st.ok()) return st.error();
+  if (auto st = hub::Publish(files_, repo, {stored.file}); !st.ok()) return st.error();
   const std::vector<index::RepoObject> link = {
       index::RepoObject{.key = hub::LinkKey(pointer.sha256),
                         .kind = index::kFileLinkKind,
-                        .data = std::vector<uint8_t>(done->file.bytes.begin(), done->file.bytes.end())}};
+                        .data = std::vector<uint8_t>(stored.file.bytes.begin(), stored.file.bytes.end())}};
   if (auto st = index_.PutRepoObjects(repo.record.id, link); !st.ok()) return hub::FromIndex(st.error());
   std::lock_guard lock(mu_);
   ++counters_.files_fetched;
-  counters_.new_bytes += done->new_bytes;
-  return done->file;
+  counters_.new_bytes += stored.new_bytes;
+  return stored.file;
+}
+
+xet::Result<lfs::Ingested> MirrorService::StoreRelayed(Relay& relay, const hub::Repo& repo,
+                                                       const hub::LfsPointer& pointer,
+                                                       const GoingOn& going_on, const ToSpool& to_spool) {
+  // Clients read the relay, not what this thread stores: the copy into the CAS yields the CPU to the
+  // transfers they wait for.
+  (void)::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), 19);
+  auto ingest = lfs::FileIngest::Begin(cas_, repo.record.scope, pointer.sha256, pointer.size);
+  if (!ingest.ok()) return ingest.error();
+  xet::Status fed = xet::Ok{};
+  auto st = relay.Produce([&](const Relay::Chunk& c) {
+    if (!going_on()) {
+      fed = xet::Unavailable("the server is stopping");
+      return false;
+    }
+    to_spool((*ingest)->received(), c.decoded);
+    fed = (*ingest)->FeedChunk(c.hash, c.decoded, c.record, c.from);
+    return fed.ok();
+  });
+  if (!fed.ok()) return fed.error();
+  if (!st.ok()) return st.error();
+  return (*ingest)->Finish();
+}
+
+hub::Status MirrorService::ReceiveResolved(const Wanted& wanted, lfs::FileIngest& ingest,
+                                           const GoingOn& going_on, const ToSpool& to_spool) {
+  int idle_tries = 0;  // tries in a row that brought no byte
+  for (;;) {
+    const uint64_t offset = ingest.received();
+    xet::Status fed = xet::Ok{};
+    auto got = wanted.download(offset, [&](std::span<const uint8_t> block) {
+      if (!going_on()) {
+        fed = xet::Unavailable("the server is stopping");
+        return false;
+      }
+      to_spool(ingest.received(), block);
+      fed = ingest.Feed(block);
+      return fed.ok();
+    });
+    const uint64_t arrived = ingest.received() - offset;
+    {
+      std::lock_guard lock(mu_);
+      counters_.upstream_bytes += arrived;  // a relay counts what it receives
+    }
+    if (!fed.ok())
+      return Fail(ErrorKind::kUnavailable, "", wanted.what + ": upstream's bytes: " + fed.error().message);
+    if (got.ok()) return hub::Status(hub::Ok{});
+    if (got.error().code != xet::ErrorCode::kUnavailable) return Failed(got.error(), wanted.what);
+    // A try that brought nothing (upstream or the way to it failing for a moment) is made again after a
+    // pause, twice: a reader waiting for this file would otherwise be told it does not exist.
+    idle_tries = arrived == 0 ? idle_tries + 1 : 0;
+    if (idle_tries > 2 || Stopping()) return Failed(got.error(), wanted.what);
+    std::this_thread::sleep_for(std::chrono::milliseconds(250 << idle_tries));
+  }
 }
 
 std::shared_ptr<Relay> MirrorService::StartRelay(const hub::Repo& repo, const hub::ObjectId& commit,

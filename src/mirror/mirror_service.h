@@ -26,6 +26,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -35,6 +36,7 @@
 #include "files/file_service.h"
 #include "hub/hub_service.h"
 #include "index/index.h"
+#include "lfs/file_ingest.h"
 #include "mirror/relay.h"
 #include "mirror/spool.h"
 #include "mirror/upstream.h"
@@ -192,6 +194,18 @@ class MirrorService {
   hub::Result<hub::Repo> Sync(const hub::RepoId& id, const hub::Repo* existing);
   // Runs in a flight's thread: fetched, checked, stored and linked. `announced`: the Xet hash upstream gave.
   hub::Result<xet::FileHash> Fetch(const hub::Repo& repo, const Wanted& wanted, Flight& flight);
+  // Called for every block or chunk that arrives: false once the fetch must stop (renews the lease).
+  using GoingOn = std::function<bool()>;
+  // Hands the file's bytes from an offset on to the plain downloads reading them as they arrive.
+  using ToSpool = std::function<void(uint64_t offset, std::span<const uint8_t> bytes)>;
+  // The file from a relay's chunks in order, stored as they arrived (lfs::FileIngest::FeedChunk) and
+  // checked (size, SHA-256): what was stored, or why not.
+  xet::Result<lfs::Ingested> StoreRelayed(Relay& relay, const hub::Repo& repo, const hub::LfsPointer& pointer,
+                                          const GoingOn& going_on, const ToSpool& to_spool);
+  // Every byte of the file through upstream's resolve into `ingest` (chunked here); a transfer cut after
+  // some bytes resumes where they end, as long as each try brings more.
+  hub::Status ReceiveResolved(const Wanted& wanted, lfs::FileIngest& ingest, const GoingOn& going_on,
+                              const ToSpool& to_spool);
   hub::Error Failed(const xet::Error& e, const std::string& what);
   // A relay of the file through upstream's Xet reconstruction, registered and receiving on `receiver`;
   // null when upstream gives none (its bytes then come through resolve). With `peer` (another node's URL),

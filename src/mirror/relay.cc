@@ -39,6 +39,7 @@ Relay::Relay(const xet::FileHash& file, xet::ParsedReconstruction plan, std::vec
       ask_(std::move(ask)) {
   base_.assign(plan_.fetches.size(), UINT64_MAX);
   verified_.assign(plan_.fetches.size(), false);
+  index_.resize(plan_.fetches.size());
   uint64_t at = 0;
   for (const auto& t : plan_.terms) {
     size_ += t.length;
@@ -61,15 +62,19 @@ xet::Status Relay::Receive(const Fetcher& fetch, const std::function<bool()>& st
   constexpr size_t kBatch = 256 << 10;
   std::vector<uint8_t> pending;
   pending.reserve(kBatch);
+  xet::ChunkDecoder decoder;
+  std::vector<uint8_t> record;
   for (const size_t i : order_) {
     const Fetch& f = plan_.fetches[i];
     const uint64_t length = f.last - f.first + 1;
-    uint64_t got = 0;  // written to the spool
+    uint64_t got = 0;      // written to the spool
+    uint64_t indexed = 0;  // the records before this are in the range's index
     const auto flush = [&]() -> xet::Status {
       if (pending.empty()) return xet::Ok{};
       auto st = spool_->Write(base_[i] + got, pending);
       got += pending.size();
       pending.clear();
+      if (st.ok()) IndexArrived(i, got, false, &indexed, decoder, record);
       return st;
     };
     for (int tries = 0; got < length; ++tries) {
@@ -95,32 +100,88 @@ xet::Status Relay::Receive(const Fetcher& fetch, const std::function<bool()>& st
         return st;
       }
     }
+    IndexArrived(i, got, true, &indexed, decoder, record);
     if (IsWholeXorb(i)) Verified(i);
   }
   spool_->Finish(true);
   return xet::Ok{};
 }
 
+void Relay::IndexArrived(size_t i, uint64_t got, bool ended, uint64_t* next, xet::ChunkDecoder& decoder,
+                         std::vector<uint8_t>& record) {
+  const Fetch& f = plan_.fetches[i];
+  const uint64_t length = f.last - f.first + 1;
+  std::vector<Indexed> found;
+  bool broken = false;
+  uint64_t decoded = 0;
+  {
+    std::lock_guard lock(mu_);
+    if (index_[i].broken || index_[i].complete) return;
+    if (!index_[i].chunks.empty())
+      decoded = index_[i].chunks.back().decoded_before + index_[i].chunks.back().size;
+  }
+  while (got - *next >= xet::kChunkHeaderSize) {
+    uint8_t head[xet::kChunkHeaderSize];
+    if (!spool_->ReadWritten(base_[i] + *next, head).ok()) return;  // a failed read: Produce waits, then errs
+    auto h = xet::ChunkHeader::Parse(head);
+    if (!h.ok() || h->compressed_length > length - *next - sizeof head) {
+      broken = true;
+      break;
+    }
+    const uint64_t end = *next + sizeof head + h->compressed_length;
+    if (end > got) break;  // the rest of the record is still arriving
+    record.resize(end - *next);
+    if (!spool_->ReadWritten(base_[i] + *next, record).ok()) return;
+    auto hash = decoder.DecodeAndHash(*h, std::span(record).subspan(sizeof head));
+    if (!hash.ok()) {
+      broken = true;
+      break;
+    }
+    found.push_back(Indexed{.start = f.first + *next,
+                            .length = static_cast<uint32_t>(record.size()),
+                            .size = h->uncompressed_length,
+                            .decoded_before = decoded,
+                            .hash = *hash});
+    decoded += h->uncompressed_length;
+    *next = end;
+  }
+  {
+    std::lock_guard lock(mu_);
+    FetchIndex& index = index_[i];
+    index.chunks.insert(index.chunks.end(), found.begin(), found.end());
+    index.broken = broken || (ended && *next != length);
+    index.complete = !index.broken && ended;
+  }
+  cv_.notify_all();
+}
+
 bool Relay::IsWholeXorb(size_t i) const {
   const Fetch& f = plan_.fetches[i];
   if (f.first != 0 || f.cs != 0) return false;  // a xorb's first chunk starts at its byte 0
-  const uint64_t end = base_[i] + (f.last - f.first + 1);
-  xet::ChunkDecoder decoder;
   std::vector<xet::HashedChunk> chunks;
-  uint8_t head[xet::kChunkHeaderSize];
-  std::vector<uint8_t> payload, out;
-  for (uint64_t pos = base_[i]; pos < end;) {
-    if (end - pos < sizeof head || !spool_->ReadWritten(pos, head).ok()) return false;
-    auto h = xet::ChunkHeader::Parse(head);
-    if (!h.ok() || end - pos - sizeof head < h->compressed_length) return false;
-    payload.resize(h->compressed_length);
-    if (!spool_->ReadWritten(pos + sizeof head, payload).ok()) return false;
-    out.resize(h->uncompressed_length);
-    if (!decoder.Decode(*h, payload, out).ok()) return false;
-    chunks.push_back({xet::ChunkHashOf(out), out.size()});
-    pos += sizeof head + h->compressed_length;
+  {
+    std::lock_guard lock(mu_);
+    const FetchIndex& index = index_[i];
+    if (!index.complete || index.chunks.size() != f.ce - f.cs) return false;
+    chunks.reserve(index.chunks.size());
+    for (const auto& c : index.chunks) chunks.push_back({c.hash, c.size});
   }
-  return chunks.size() == f.ce - f.cs && xet::XorbHashOf(chunks) == xorbs_[i];
+  return xet::XorbHashOf(chunks) == xorbs_[i];
+}
+
+xet::Result<Relay::Indexed> Relay::AwaitIndexed(size_t i, size_t k) const {
+  std::unique_lock lock(mu_);
+  for (;;) {
+    const FetchIndex& index = index_[i];
+    if (k < index.chunks.size()) return index.chunks[k];
+    if (index.complete || index.broken) {
+      return xet::Malformed("upstream's range of xorb " + plan_.fetches[i].xorb + " does not hold chunk " +
+                            std::to_string(plan_.fetches[i].cs + k) + " as announced");
+    }
+    if (check_ == Check::kFailed) return xet::Unavailable("upstream's Xet transfer failed");
+    if (cv_.wait_for(lock, kStall) == std::cv_status::timeout)
+      return xet::Unavailable("upstream's Xet transfer stalled");
+  }
 }
 
 void Relay::Verified(size_t fetch) {
@@ -166,58 +227,35 @@ xet::Status Relay::ReadSpool(uint64_t offset, std::span<uint8_t> out) const {
   return xet::Ok{};
 }
 
-xet::Status Relay::Produce(uint64_t offset, const net::HttpClient::Sink& sink) const {
-  // Chunk by chunk as the bytes arrive (a range may be a whole xorb: a plain download waiting for all of it
-  // would time out). The cursor stays where the last term ended: consecutive terms of one range read on.
+xet::Status Relay::Produce(const ChunkSink& sink) const {
   xet::ChunkDecoder decoder;
-  size_t fetch = SIZE_MAX;
-  uint32_t chunk = 0;
-  uint64_t pos = 0;  // in the spool
-  uint8_t head[xet::kChunkHeaderSize];
-  std::vector<uint8_t> payload;
+  std::vector<uint8_t> record;
   std::vector<uint8_t> out;
-  const auto next_header = [&](uint64_t end) -> xet::Result<xet::ChunkHeader> {
-    if (end - pos < sizeof head) return xet::Malformed("upstream's range ends inside a chunk header");
-    if (auto st = ReadSpool(pos, head); !st.ok()) return st.error();
-    auto h = xet::ChunkHeader::Parse(head);
-    if (!h.ok()) return xet::Malformed("upstream's chunk: " + h.error().message);
-    if (end - pos - sizeof head < h->compressed_length)
-      return xet::Malformed("upstream's range ends inside a chunk");
-    return *h;
-  };
-  uint64_t at = 0;  // the file offset where the current term starts
   for (const auto& t : plan_.terms) {
-    const uint64_t start = at;
-    at += t.length;
-    if (at <= offset) continue;
     const Fetch& f = plan_.fetches[t.fetch];
-    const uint64_t end = base_[t.fetch] + (f.last - f.first + 1);
-    if (fetch != t.fetch || chunk > t.cs) {
-      fetch = t.fetch;
-      chunk = f.cs;
-      pos = base_[t.fetch];
-    }
-    for (; chunk < t.cs; ++chunk) {
-      auto h = next_header(end);
-      if (!h.ok()) return h.error();
-      pos += sizeof head + h->compressed_length;
-    }
+    if (t.cs < f.cs || t.ce > f.ce) return xet::Malformed("upstream's term lies outside its range");
+    const std::optional<xet::XorbHash> from =
+        f.first == 0 && f.cs == 0 ? std::optional(xorbs_[t.fetch]) : std::nullopt;
     uint64_t produced = 0;
-    for (; chunk < t.ce; ++chunk) {
-      auto h = next_header(end);
+    for (uint32_t chunk = t.cs; chunk < t.ce; ++chunk) {
+      auto c = AwaitIndexed(t.fetch, chunk - f.cs);
+      if (!c.ok()) return c.error();
+      // The index hashed this record as it arrived; the spool's bytes never change after.
+      record.resize(c->length);
+      if (auto st = spool_->ReadWritten(base_[t.fetch] + (c->start - f.first), record); !st.ok()) return st;
+      auto h = xet::ChunkHeader::Parse(record);
       if (!h.ok()) return h.error();
-      payload.resize(h->compressed_length);
-      if (auto st = ReadSpool(pos + sizeof head, payload); !st.ok()) return st;
-      pos += sizeof head + h->compressed_length;
-      out.resize(h->uncompressed_length);
-      if (auto st = decoder.Decode(*h, payload, out); !st.ok())
-        return xet::Malformed("upstream's chunk of xorb " + t.xorb + ": " + st.error().message);
-      const uint64_t file_pos = start + produced;
-      produced += out.size();
+      const auto payload = std::span<const uint8_t>(record).subspan(xet::kChunkHeaderSize);
+      std::span<const uint8_t> decoded = payload;
+      if (h->scheme != xet::CompressionScheme::kNone) {
+        out.resize(h->uncompressed_length);
+        if (auto st = decoder.Decode(*h, payload, out); !st.ok()) return st;
+        decoded = out;
+      }
+      produced += decoded.size();
       if (produced > t.length) break;
-      if (file_pos + out.size() <= offset) continue;
-      const uint64_t skip = offset > file_pos ? offset - file_pos : 0;
-      if (!sink({out.data() + skip, out.size() - skip})) return xet::IoError("the file's bytes were refused");
+      if (!sink(Chunk{.hash = c->hash, .decoded = decoded, .record = record, .from = from}))
+        return xet::IoError("the file's chunks were refused");
     }
     if (produced != t.length)
       return xet::Malformed("upstream's term of xorb " + t.xorb + " decodes to " + std::to_string(produced) +
@@ -365,42 +403,28 @@ std::optional<cas::ReconstructionPlan> Relay::Narrow(const cas::ReconstructionPl
   return plan;
 }
 
-const Relay::ChunkIndex& Relay::Chunks(size_t fetch) const {
-  std::lock_guard lock(starts_mu_);
-  auto [it, added] = chunks_.try_emplace(fetch);
-  if (!added) return it->second;
-  const Fetch& f = plan_.fetches[fetch];
-  const uint64_t end = base_[fetch] + (f.last - f.first + 1);
-  ChunkIndex index;
-  uint64_t decoded = 0;
-  uint8_t head[xet::kChunkHeaderSize];
-  for (uint64_t pos = base_[fetch]; pos < end;) {
-    if (end - pos < sizeof head || !spool_->ReadWritten(pos, head).ok()) return it->second;
-    auto h = xet::ChunkHeader::Parse(head);
-    if (!h.ok() || end - pos - sizeof head < h->compressed_length) return it->second;
-    index.starts.push_back(f.first + (pos - base_[fetch]));
-    index.decoded_before.push_back(decoded);
-    decoded += h->uncompressed_length;
-    pos += sizeof head + h->compressed_length;
-  }
-  index.starts.push_back(f.last + 1);
-  index.decoded_before.push_back(decoded);
-  it->second = std::move(index);
-  return it->second;
-}
-
 xet::Status Relay::CheckClaim(size_t fetch, uint64_t first, uint64_t last, const Claim& claim) const {
   const Fetch& f = plan_.fetches[fetch];
-  const ChunkIndex& index = Chunks(fetch);
-  const auto at = [&](uint32_t chunk) {
-    return size_t{chunk - f.cs};
-  };  // callers check f.cs <= chunk <= f.ce
-  bool holds = index.starts.size() == size_t{f.ce - f.cs} + 1 && f.cs <= claim.cs && claim.cs < claim.ce &&
-               claim.ce <= f.ce && index.starts[at(claim.cs)] == first &&
-               index.starts[at(claim.ce)] == last + 1;
-  for (const auto& [cs, ce, bytes] : claim.terms) {
-    holds = holds && claim.cs <= cs && cs < ce && ce <= claim.ce &&
-            index.decoded_before[at(ce)] - index.decoded_before[at(cs)] == bytes;
+  bool holds = false;
+  {
+    std::lock_guard lock(mu_);
+    const FetchIndex& index = index_[fetch];
+    const auto& c = index.chunks;
+    // Chunk `chunk`'s record start in the xorb and the decoded bytes before it (the range's end after the
+    // last); callers check f.cs <= chunk <= f.ce.
+    const auto start = [&](uint32_t chunk) {
+      const size_t k = chunk - f.cs;
+      return k < c.size() ? c[k].start : f.last + 1;
+    };
+    const auto before = [&](uint32_t chunk) {
+      const size_t k = chunk - f.cs;
+      return k < c.size() ? c[k].decoded_before : c.back().decoded_before + c.back().size;
+    };
+    holds = index.complete && c.size() == size_t{f.ce - f.cs} && f.cs <= claim.cs && claim.cs < claim.ce &&
+            claim.ce <= f.ce && start(claim.cs) == first && start(claim.ce) == last + 1;
+    for (const auto& [cs, ce, bytes] : claim.terms) {
+      holds = holds && claim.cs <= cs && cs < ce && ce <= claim.ce && before(ce) - before(cs) == bytes;
+    }
   }
   if (holds) return xet::Ok{};
   {

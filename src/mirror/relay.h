@@ -1,6 +1,8 @@
 // A Xet file being copied from upstream through upstream's own reconstruction: its xorb ranges are fetched
-// once, in the order the file needs them, into a spool (spool.h), and from there
-//   - decoded into the file's bytes, which the mirror's fetch checks and stores (Produce), and
+// once, in the order the file needs them, into a spool (spool.h), each chunk decoded and hashed once as it
+// arrives (the range's index), and from there
+//   - handed on chunk by chunk in the file's order, with its hash, its decoded bytes and its record, to the
+//     mirror's fetch, which checks the file and stores the records as they are (Produce), and
 //   - sent on to clients once checked: the mirror answers a reconstruction of the file with upstream's
 //     terms (Plan) under its own transfer URLs, and serves those URLs' ranges from the spool (Open) — so the
 //     first hf_xet client downloads at upstream's pace, and upstream sends each range once however many ask.
@@ -31,6 +33,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -40,6 +43,7 @@
 #include "mirror/spool.h"
 #include "net/http_client.h"
 #include "xet/reconstruction_answer.h"
+#include "xet/xorb.h"
 
 namespace cairn::mirror {
 
@@ -68,8 +72,19 @@ class Relay : public std::enable_shared_from_this<Relay> {
   // Fetches every range (each retried from where a cut left it while tries bring bytes), then ends the
   // spool; `stopping` ends it early. What failed, if anything (the readers then fail too).
   xet::Status Receive(const Fetcher& fetch, const std::function<bool()>& stopping);
-  // The file's bytes from `offset` on, decoded and checked chunk by chunk as their ranges arrive.
-  xet::Status Produce(uint64_t offset, const net::HttpClient::Sink& sink) const;
+  // A chunk of the file as Produce hands it on: its hash (of `decoded`), its decoded bytes, its record as it
+  // arrived (header and payload) and, when its range starts at its xorb's first byte, that xorb. The spans
+  // are valid during the call.
+  struct Chunk {
+    xet::ChunkHash hash;
+    std::span<const uint8_t> decoded;
+    std::span<const uint8_t> record;
+    std::optional<xet::XorbHash> from;
+  };
+  using ChunkSink = std::function<bool(const Chunk&)>;  // false: stop (Produce then fails with kIo)
+  // The file's chunks in order, each as soon as its range's index has it (long before a whole xorb
+  // arrived); every term checked to decode to the length upstream announced (kMalformed otherwise).
+  xet::Status Produce(const ChunkSink& sink) const;
 
   // An answer for `range` of the file (whole when empty), in upstream's terms; a part's ranges narrowed to
   // the chunks it needs when upstream's answer for it allows.
@@ -116,14 +131,28 @@ class Relay : public std::enable_shared_from_this<Relay> {
   std::optional<cas::ReconstructionPlan> Narrow(const cas::ReconstructionPlan& base,
                                                 const std::vector<std::vector<size_t>>& used,
                                                 const xet::ParsedReconstruction& answer) const;
-  // Where fetch `fetch`'s chunks start (xorb offsets, then its end) and how many decoded bytes come
-  // before each (then in all); read from its chunk headers once it arrived. Empty when they do not parse.
-  struct ChunkIndex {
-    std::vector<uint64_t> starts;
-    std::vector<uint64_t> decoded_before;
+  // A chunk of a fetch's range as its index holds it: where its record lies in the xorb and its length
+  // (header and payload), its decoded size, the decoded bytes before it in the range, and its hash.
+  struct Indexed {
+    uint64_t start = 0;
+    uint32_t length = 0;
+    uint32_t size = 0;
+    uint64_t decoded_before = 0;
+    xet::ChunkHash hash;
   };
-  const ChunkIndex& Chunks(size_t fetch) const;
-  // Whether fetch `i`'s spooled bytes are the whole xorb upstream named (its chunks give its hash).
+  struct FetchIndex {
+    std::vector<Indexed> chunks;
+    bool complete = false;  // the records end where the range does, every one indexed
+    bool broken = false;    // a record that does not parse or decode: nothing after it is indexed
+  };
+  // Indexes the records of fetch `i` that arrived whole in its first `got` bytes from its `*next` on
+  // (Receive's thread), each decoded and hashed once; `ended`: the range is all there.
+  void IndexArrived(size_t i, uint64_t got, bool ended, uint64_t* next, xet::ChunkDecoder& decoder,
+                    std::vector<uint8_t>& record);
+  // Waits until chunk `k` of fetch `i`'s range is indexed: it, or kMalformed (not a chunk of the range) or
+  // kUnavailable (the transfer failed or stalled).
+  xet::Result<Indexed> AwaitIndexed(size_t i, size_t k) const;
+  // Whether fetch `i`'s range, arrived, is the whole xorb upstream named (its chunks give its hash).
   bool IsWholeXorb(size_t i) const;
   void Verified(size_t fetch);
 
@@ -140,8 +169,7 @@ class Relay : public std::enable_shared_from_this<Relay> {
   // A narrowed range was found not to be the chunks it claimed: upstream's part answers are not used
   // again; guarded by mu_.
   mutable bool distrusted_ = false;
-  mutable std::mutex starts_mu_;
-  mutable std::map<size_t, ChunkIndex> chunks_;  // Chunks' memory; guarded by starts_mu_
+  std::vector<FetchIndex> index_;  // by fetch index; guarded by mu_
 };
 
 }  // namespace cairn::mirror

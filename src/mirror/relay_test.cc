@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <filesystem>
@@ -15,6 +16,7 @@
 #include <thread>
 
 #include "ingest/upload_builder.h"
+#include "xet/hashing.h"
 
 namespace cairn::mirror {
 namespace {
@@ -156,33 +158,32 @@ class RelayTest : public ::testing::Test {
   int asked_ = 0;
 };
 
-TEST_F(RelayTest, ProducesTheFileFromUpstreamsRangesResumingACutOne) {
+// Each chunk comes out once, in the file's order, hashed from its bytes, with its record exactly as
+// upstream's xorb holds it, and the xorb it comes from where its range starts at that xorb's first byte.
+TEST_F(RelayTest, ProducesTheFilesChunksFromUpstreamsRangesResumingACutOne) {
   cut_after_ = 10000;
   std::thread receiver([&] { EXPECT_TRUE(relay_->Receive(Fetcher(), [] { return false; }).ok()); });
   std::vector<uint8_t> got;
+  size_t chunks = 0;
+  size_t records_as_upstream = 0;
   ASSERT_TRUE(relay_
-                  ->Produce(0,
-                            [&](std::span<const uint8_t> b) {
-                              got.insert(got.end(), b.begin(), b.end());
-                              return true;
-                            })
+                  ->Produce([&](const Relay::Chunk& c) {
+                    got.insert(got.end(), c.decoded.begin(), c.decoded.end());
+                    EXPECT_EQ(c.hash, xet::ChunkHashOf(c.decoded));
+                    EXPECT_TRUE(c.from.has_value());  // every range of this file is a whole xorb
+                    if (!c.from) return true;
+                    const auto& body = up_.xorbs.at(c.from->hex())->body;
+                    records_as_upstream +=
+                        std::search(body.begin(), body.end(), c.record.begin(), c.record.end()) != body.end();
+                    ++chunks;
+                    return true;
+                  })
                   .ok());
   receiver.join();
   EXPECT_EQ(got, up_.file);
   EXPECT_EQ(relay_->size(), up_.file.size());
+  EXPECT_EQ(records_as_upstream, chunks);
   EXPECT_EQ(asked_, static_cast<int>(up_.plan.fetches.size()) + 1);  // one range asked twice
-  // From an offset inside the second term on.
-  const uint64_t offset = up_.plan.terms[0].length + 17;
-  got.clear();
-  ASSERT_TRUE(relay_
-                  ->Produce(offset,
-                            [&](std::span<const uint8_t> b) {
-                              got.insert(got.end(), b.begin(), b.end());
-                              return true;
-                            })
-                  .ok());
-  EXPECT_TRUE(std::equal(got.begin(), got.end(), up_.file.begin() + static_cast<ptrdiff_t>(offset)));
-  EXPECT_EQ(got.size(), up_.file.size() - offset);
 }
 
 TEST_F(RelayTest, ARelayedRangeIsServedOnceItsWholeXorbArrivedAndVerified) {
@@ -218,11 +219,10 @@ TEST_F(RelayTest, TheFilesBytesComeChunkByChunkBeforeTheirRangeIsComplete) {
   std::atomic<uint64_t> produced{0};
   std::thread producer([&] {
     EXPECT_TRUE(relay_
-                    ->Produce(0,
-                              [&](std::span<const uint8_t> b) {
-                                produced += b.size();
-                                return true;
-                              })
+                    ->Produce([&](const Relay::Chunk& c) {
+                      produced += c.decoded.size();
+                      return true;
+                    })
                     .ok());
   });
   Let(100);  // 400 KiB of the first range: a spool block (256 KiB), a few chunks
@@ -381,7 +381,7 @@ TEST_F(RelayTest, AFailedUpstreamFailsEveryReader) {
   ASSERT_NE(range, nullptr);
   std::vector<uint8_t> out(10);
   EXPECT_EQ(range->ReadAt(0, out).error().code, xet::ErrorCode::kUnavailable);
-  EXPECT_FALSE(relay_->Produce(0, [](std::span<const uint8_t>) { return true; }).ok());
+  EXPECT_FALSE(relay_->Produce([](const Relay::Chunk&) { return true; }).ok());
 }
 
 TEST_F(RelayTest, ATermThatLiesAboutItsLengthIsRefused) {
@@ -390,7 +390,7 @@ TEST_F(RelayTest, ATermThatLiesAboutItsLengthIsRefused) {
   auto lying = Relay::Create(dir_, up_.upload.file_hashes[0], plan, {"scope-a"});
   ASSERT_TRUE(lying.ok());
   EXPECT_TRUE((*lying)->Receive(Fetcher(), [] { return false; }).ok());
-  const auto st = (*lying)->Produce(0, [](std::span<const uint8_t>) { return true; });
+  const auto st = (*lying)->Produce([](const Relay::Chunk&) { return true; });
   ASSERT_FALSE(st.ok());
   EXPECT_EQ(st.error().code, xet::ErrorCode::kMalformed);
   plan = up_.plan;
