@@ -63,18 +63,18 @@ xet::Status Relay::Receive(const Fetcher& fetch, const std::function<bool()>& st
   std::vector<uint8_t> pending;
   pending.reserve(kBatch);
   xet::ChunkDecoder decoder;
-  std::vector<uint8_t> record;
   for (const size_t i : order_) {
     const Fetch& f = plan_.fetches[i];
     const uint64_t length = f.last - f.first + 1;
-    uint64_t got = 0;      // written to the spool
-    uint64_t indexed = 0;  // the records before this are in the range's index
+    uint64_t got = 0;  // written to the spool
+    RangeIndexer indexer(f.first, length, decoder);
     const auto flush = [&]() -> xet::Status {
       if (pending.empty()) return xet::Ok{};
       auto st = spool_->Write(base_[i] + got, pending);
       got += pending.size();
+      // Indexed from memory once in the spool (Produce reads the records from there).
+      if (st.ok()) Publish(i, indexer.Feed(pending), indexer, false);
       pending.clear();
-      if (st.ok()) IndexArrived(i, got, false, &indexed, decoder, record);
       return st;
     };
     for (int tries = 0; got < length; ++tries) {
@@ -100,56 +100,79 @@ xet::Status Relay::Receive(const Fetcher& fetch, const std::function<bool()>& st
         return st;
       }
     }
-    IndexArrived(i, got, true, &indexed, decoder, record);
+    Publish(i, {}, indexer, true);
     if (IsWholeXorb(i)) Verified(i);
   }
   spool_->Finish(true);
   return xet::Ok{};
 }
 
-void Relay::IndexArrived(size_t i, uint64_t got, bool ended, uint64_t* next, xet::ChunkDecoder& decoder,
-                         std::vector<uint8_t>& record) {
-  const Fetch& f = plan_.fetches[i];
-  const uint64_t length = f.last - f.first + 1;
-  std::vector<Indexed> found;
-  bool broken = false;
-  uint64_t decoded = 0;
-  {
-    std::lock_guard lock(mu_);
-    if (index_[i].broken || index_[i].complete) return;
-    if (!index_[i].chunks.empty())
-      decoded = index_[i].chunks.back().decoded_before + index_[i].chunks.back().size;
+size_t Relay::RangeIndexer::RecordLength(std::span<const uint8_t> head) const {
+  auto h = xet::ChunkHeader::Parse(head);
+  if (!h.ok() || h->compressed_length > length - next - xet::kChunkHeaderSize) return 0;
+  return xet::kChunkHeaderSize + h->compressed_length;
+}
+
+void Relay::RangeIndexer::Index(std::span<const uint8_t> record, std::vector<Indexed>& out) {
+  auto h = xet::ChunkHeader::Parse(record);
+  auto hash = h.ok() ? decoder.DecodeAndHash(*h, record.subspan(xet::kChunkHeaderSize))
+                     : xet::Result<xet::ChunkHash>(h.error());
+  if (!hash.ok()) {
+    broken = true;
+    return;
   }
-  while (got - *next >= xet::kChunkHeaderSize) {
-    uint8_t head[xet::kChunkHeaderSize];
-    if (!spool_->ReadWritten(base_[i] + *next, head).ok()) return;  // a failed read: Produce waits, then errs
-    auto h = xet::ChunkHeader::Parse(head);
-    if (!h.ok() || h->compressed_length > length - *next - sizeof head) {
+  out.push_back(Indexed{.start = first + next,
+                        .length = static_cast<uint32_t>(record.size()),
+                        .size = h->uncompressed_length,
+                        .decoded_before = decoded,
+                        .hash = *hash});
+  decoded += h->uncompressed_length;
+  next += record.size();
+}
+
+std::vector<Relay::Indexed> Relay::RangeIndexer::Feed(std::span<const uint8_t> bytes) {
+  std::vector<Indexed> out;
+  while (!broken && !bytes.empty()) {
+    // A record that lies whole in these bytes is indexed in place.
+    if (carry.empty() && bytes.size() >= xet::kChunkHeaderSize) {
+      const size_t n = RecordLength(bytes);
+      if (n == 0) {
+        broken = true;
+        break;
+      }
+      if (bytes.size() >= n) {
+        Index(bytes.first(n), out);
+        bytes = bytes.subspan(n);
+        continue;
+      }
+    }
+    // One that does not is kept until its last byte arrives.
+    const size_t want = carry.size() < xet::kChunkHeaderSize ? xet::kChunkHeaderSize : RecordLength(carry);
+    if (want == 0) {
       broken = true;
       break;
     }
-    const uint64_t end = *next + sizeof head + h->compressed_length;
-    if (end > got) break;  // the rest of the record is still arriving
-    record.resize(end - *next);
-    if (!spool_->ReadWritten(base_[i] + *next, record).ok()) return;
-    auto hash = decoder.DecodeAndHash(*h, std::span(record).subspan(sizeof head));
-    if (!hash.ok()) {
+    const size_t take = std::min(want - carry.size(), bytes.size());
+    carry.insert(carry.end(), bytes.begin(), bytes.begin() + static_cast<ptrdiff_t>(take));
+    bytes = bytes.subspan(take);
+    if (carry.size() < xet::kChunkHeaderSize) continue;
+    const size_t n = RecordLength(carry);
+    if (n == 0) {
       broken = true;
-      break;
+    } else if (carry.size() == n) {
+      Index(carry, out);
+      carry.clear();
     }
-    found.push_back(Indexed{.start = f.first + *next,
-                            .length = static_cast<uint32_t>(record.size()),
-                            .size = h->uncompressed_length,
-                            .decoded_before = decoded,
-                            .hash = *hash});
-    decoded += h->uncompressed_length;
-    *next = end;
   }
+  return out;
+}
+
+void Relay::Publish(size_t i, const std::vector<Indexed>& found, const RangeIndexer& indexer, bool ended) {
   {
     std::lock_guard lock(mu_);
     FetchIndex& index = index_[i];
     index.chunks.insert(index.chunks.end(), found.begin(), found.end());
-    index.broken = broken || (ended && *next != length);
+    index.broken = indexer.broken || (ended && (!indexer.carry.empty() || indexer.next != indexer.length));
     index.complete = !index.broken && ended;
   }
   cv_.notify_all();

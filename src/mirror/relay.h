@@ -111,6 +111,36 @@ class Relay : public std::enable_shared_from_this<Relay> {
 
   static constexpr std::chrono::seconds kStall{120};  // a reader waits this long for the next bytes
 
+  // A chunk of a fetch's range as its index holds it: where its record lies in the xorb and its length
+  // (header and payload), its decoded size, the decoded bytes before it in the range, and its hash.
+  struct Indexed {
+    uint64_t start = 0;
+    uint32_t length = 0;
+    uint32_t size = 0;
+    uint64_t decoded_before = 0;
+    xet::ChunkHash hash;
+  };
+  // Receive's index of one range as its bytes arrive (in memory, before they are read back from the spool):
+  // each record decoded and hashed once; a record split between two blocks is kept until it is whole.
+  struct RangeIndexer {
+    RangeIndexer(uint64_t first_byte, uint64_t bytes, xet::ChunkDecoder& chunk_decoder)
+        : first(first_byte), length(bytes), decoder(chunk_decoder) {}
+    const uint64_t first;   // the range's first byte in the xorb
+    const uint64_t length;  // its bytes
+    xet::ChunkDecoder& decoder;
+    uint64_t next = 0;           // where the record not yet indexed starts, in the range
+    uint64_t decoded = 0;        // decoded bytes of the records indexed
+    std::vector<uint8_t> carry;  // the start of a record whose last byte has not arrived
+    bool broken = false;         // a record that does not parse or decode (or runs past the range)
+    // The records the next `bytes` of the range complete.
+    std::vector<Indexed> Feed(std::span<const uint8_t> bytes);
+
+   private:
+    // The length of the record `head` starts (header and payload); 0 when it is none or runs past the range.
+    size_t RecordLength(std::span<const uint8_t> head) const;
+    void Index(std::span<const uint8_t> record, std::vector<Indexed>& out);
+  };
+
  private:
   const xet::FileHash file_;
   const xet::ParsedReconstruction plan_;
@@ -131,24 +161,13 @@ class Relay : public std::enable_shared_from_this<Relay> {
   std::optional<cas::ReconstructionPlan> Narrow(const cas::ReconstructionPlan& base,
                                                 const std::vector<std::vector<size_t>>& used,
                                                 const xet::ParsedReconstruction& answer) const;
-  // A chunk of a fetch's range as its index holds it: where its record lies in the xorb and its length
-  // (header and payload), its decoded size, the decoded bytes before it in the range, and its hash.
-  struct Indexed {
-    uint64_t start = 0;
-    uint32_t length = 0;
-    uint32_t size = 0;
-    uint64_t decoded_before = 0;
-    xet::ChunkHash hash;
-  };
   struct FetchIndex {
     std::vector<Indexed> chunks;
     bool complete = false;  // the records end where the range does, every one indexed
     bool broken = false;    // a record that does not parse or decode: nothing after it is indexed
   };
-  // Indexes the records of fetch `i` that arrived whole in its first `got` bytes from its `*next` on
-  // (Receive's thread), each decoded and hashed once; `ended`: the range is all there.
-  void IndexArrived(size_t i, uint64_t got, bool ended, uint64_t* next, xet::ChunkDecoder& decoder,
-                    std::vector<uint8_t>& record);
+  // Adds what `indexer` found of fetch `i` to its index; `ended`: the range is all there.
+  void Publish(size_t i, const std::vector<Indexed>& found, const RangeIndexer& indexer, bool ended);
   // Waits until chunk `k` of fetch `i`'s range is indexed: it, or kMalformed (not a chunk of the range) or
   // kUnavailable (the transfer failed or stalled).
   xet::Result<Indexed> AwaitIndexed(size_t i, size_t k) const;

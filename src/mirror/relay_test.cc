@@ -373,6 +373,54 @@ TEST_F(RelayTest, APartAnswerTheBytesBelieIsNeverServed) {
   }
 }
 
+// A range's index is the same however its bytes are cut into blocks (a record, or its header, split between
+// two), and a record that runs past the range or does not decode breaks it there.
+TEST_F(RelayTest, ARangesIndexDoesNotDependOnHowItsBytesArrive) {
+  const auto& f = up_.plan.fetches[0];
+  const auto& x = *up_.xorbs.at(f.xorb);
+  const auto range = std::span(x.body).subspan(f.first, f.last - f.first + 1);
+  const auto index = [&](size_t cut, size_t tail) {
+    xet::ChunkDecoder decoder;
+    Relay::RangeIndexer indexer(f.first, range.size(), decoder);
+    std::vector<Relay::Indexed> all;
+    for (size_t at = 0; at < range.size();) {
+      const size_t n = std::min(at < cut ? cut - at : tail, range.size() - at);
+      const auto found = indexer.Feed(range.subspan(at, n));
+      all.insert(all.end(), found.begin(), found.end());
+      at += n;
+    }
+    EXPECT_FALSE(indexer.broken);
+    EXPECT_TRUE(indexer.carry.empty());
+    EXPECT_EQ(indexer.next, range.size());
+    return all;
+  };
+  const auto whole = index(range.size(), 1);
+  ASSERT_EQ(whole.size(), f.ce - f.cs);
+  for (size_t k = 0; k < whole.size(); ++k) {
+    EXPECT_EQ(whole[k].hash, x.layout.chunks[f.cs + k].hash);
+    EXPECT_EQ(whole[k].start + whole[k].length, x.layout.chunks[f.cs + k].end_offset);
+  }
+  const size_t second = whole[1].start - f.first;  // where the second record starts
+  for (size_t cut = second - 9; cut <= second + 9; ++cut) {
+    const auto split = index(cut, 4096);
+    ASSERT_EQ(split.size(), whole.size()) << cut;
+    for (size_t k = 0; k < whole.size(); ++k) EXPECT_EQ(split[k].hash, whole[k].hash) << cut << " " << k;
+  }
+  // A range that ends inside a record: that record is never indexed.
+  xet::ChunkDecoder decoder;
+  Relay::RangeIndexer short_range(f.first, second + 100, decoder);
+  EXPECT_EQ(short_range.Feed(range.first(second + 100)).size(), 1u);
+  EXPECT_TRUE(short_range.broken);
+  // A record altered on the way: it fails to decode (the index breaks there) or its hash is not the chunk's.
+  std::vector<uint8_t> bad(range.begin(), range.end());
+  bad[second + xet::kChunkHeaderSize + 1] ^= 0xff;
+  Relay::RangeIndexer altered(f.first, bad.size(), decoder);
+  const auto found = altered.Feed(bad);
+  ASSERT_GE(found.size(), 1u);
+  EXPECT_EQ(found[0].hash, whole[0].hash);
+  EXPECT_TRUE(altered.broken ? found.size() == 1 : found[1].hash != whole[1].hash);
+}
+
 TEST_F(RelayTest, AFailedUpstreamFailsEveryReader) {
   fail_ = true;
   EXPECT_FALSE(relay_->Receive(Fetcher(), [] { return false; }).ok());
