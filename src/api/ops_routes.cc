@@ -101,6 +101,10 @@ void RegisterMirrorMetrics(http::Server& server, const mirror::MirrorService& mi
     const auto c = m->counters();
     return static_cast<double>(c.upstream_bytes > c.new_bytes ? c.upstream_bytes - c.new_bytes : 0);
   });
+  r.Gauge("cairn_mirror_spooled_bytes",
+          "Bytes written again, decoded, for plain downloads of files coming through resolve (a file relayed "
+          "through Xet is read from its relay)",
+          counter(&mirror::MirrorCounters::spooled_bytes));
   r.Gauge("cairn_mirror_upstream_failures", "Requests upstream could not answer",
           counter(&mirror::MirrorCounters::upstream_failures));
   r.Gauge("cairn_mirror_peer_fetches",

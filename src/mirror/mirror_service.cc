@@ -525,13 +525,17 @@ hub::Result<xet::FileHash> MirrorService::Fetch(const hub::Repo& repo, const Wan
         const std::string peer = (*holder)->substr(space + 1);
         if (peer != options_.node_url) relay = StartRelay(repo, *wanted.commit, *announced, receiver, peer);
         if (relay) {
+          Follow(spool, relay);
           std::lock_guard lock(mu_);
           ++counters_.peer_relays;
         }
       }
     }
     if (auto linked = Linked(repo, pointer.sha256)) {
-      if (relay) relay->FileChecked(true);  // the peer stored it: its bytes passed their checks there
+      if (relay) {  // the peer stored it: its bytes passed their checks there
+        relay->FileChecked(true);
+        if (spool != nullptr) spool->Finish(true);  // its readers read the relay to the end
+      }
       std::lock_guard lock(mu_);
       ++counters_.peer_fetches;
       return *linked;
@@ -547,7 +551,10 @@ hub::Result<xet::FileHash> MirrorService::Fetch(const hub::Repo& repo, const Wan
   } drop{leases_, lease, holder_};
   // The lease may have come free because another node finished the file.
   if (auto linked = Linked(repo, pointer.sha256)) {
-    if (relay) relay->FileChecked(true);
+    if (relay) {
+      relay->FileChecked(true);
+      if (spool != nullptr) spool->Finish(true);
+    }
     std::lock_guard lock(mu_);
     ++counters_.peer_fetches;
     return *linked;
@@ -574,6 +581,8 @@ hub::Result<xet::FileHash> MirrorService::Fetch(const hub::Repo& repo, const Wan
       return;
     }
     spooled += bytes.size() - skip;
+    std::lock_guard lock(mu_);
+    counters_.spooled_bytes += bytes.size() - skip;
   };
   // A Xet file comes through upstream's reconstruction when upstream gives one: its xorb ranges are relayed
   // to hf_xet clients as they arrive, and their chunks, decoded and hashed once, are stored as they are. (A
@@ -582,9 +591,10 @@ hub::Result<xet::FileHash> MirrorService::Fetch(const hub::Repo& repo, const Wan
   if (relay) relay->FileChecked(false);
   relay = nullptr;
   if (announced && wanted.commit) relay = StartRelay(repo, *wanted.commit, *announced, receiver);
+  Follow(spool, relay);
   std::optional<xet::Result<lfs::Ingested>> done;
   if (relay) {
-    done = StoreRelayed(*relay, repo, pointer, going_on, to_spool);
+    done = StoreRelayed(*relay, repo, pointer, going_on);
     if (!done->ok()) {
       // What the relay could not bring, or bytes that fail their checks (a range altered on the way): its
       // unverified ranges are never served (their readers ask again and wait for this fetch), and the file
@@ -596,6 +606,7 @@ hub::Result<xet::FileHash> MirrorService::Fetch(const hub::Repo& repo, const Wan
       relay->FileChecked(false);
       DropRelay(relay);  // reconstructions wait for the file again
       relay = nullptr;
+      Follow(spool, relay);  // plain downloads read what resolve brings
       done.reset();
     }
   }
@@ -640,7 +651,7 @@ hub::Result<xet::FileHash> MirrorService::Fetch(const hub::Repo& repo, const Wan
 
 xet::Result<lfs::Ingested> MirrorService::StoreRelayed(Relay& relay, const hub::Repo& repo,
                                                        const hub::LfsPointer& pointer,
-                                                       const GoingOn& going_on, const ToSpool& to_spool) {
+                                                       const GoingOn& going_on) {
   // Clients read the relay, not what this thread stores: the copy into the CAS yields the CPU to the
   // transfers they wait for.
   (void)::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), 19);
@@ -652,13 +663,22 @@ xet::Result<lfs::Ingested> MirrorService::StoreRelayed(Relay& relay, const hub::
       fed = xet::Unavailable("the server is stopping");
       return false;
     }
-    to_spool((*ingest)->received(), c.decoded);
     fed = (*ingest)->FeedChunk(c.hash, c.decoded, c.record, c.from);
     return fed.ok();
   });
   if (!fed.ok()) return fed.error();
   if (!st.ok()) return st.error();
   return (*ingest)->Finish();
+}
+
+void MirrorService::Follow(Spool* spool, const std::shared_ptr<Relay>& relay) {
+  if (spool == nullptr) return;
+  if (!relay) {
+    spool->ReadThrough(nullptr);
+    return;
+  }
+  spool->ReadThrough(
+      [relay](uint64_t offset, std::span<uint8_t> out) { return relay->ReadDecoded(offset, out); });
 }
 
 hub::Status MirrorService::ReceiveResolved(const Wanted& wanted, lfs::FileIngest& ingest,

@@ -81,12 +81,15 @@ struct EvictReport {
 
 // What a mirror did since it started (this node): for the metrics and `cairn mirror ls`.
 struct MirrorCounters {
-  uint64_t repos_fetched = 0;      // repositories copied for the first time
-  uint64_t syncs = 0;              // ref listings asked of upstream
-  uint64_t files_fetched = 0;      // large files fetched
-  uint64_t file_hits = 0;          // large files asked for and held already
-  uint64_t upstream_bytes = 0;     // bytes of large files received from upstream
-  uint64_t new_bytes = 0;          // of those, chunk bytes stored (the rest deduplicated)
+  uint64_t repos_fetched = 0;   // repositories copied for the first time
+  uint64_t syncs = 0;           // ref listings asked of upstream
+  uint64_t files_fetched = 0;   // large files fetched
+  uint64_t file_hits = 0;       // large files asked for and held already
+  uint64_t upstream_bytes = 0;  // bytes of large files received from upstream
+  uint64_t new_bytes = 0;       // of those, chunk bytes stored (the rest deduplicated)
+  // Bytes written a second time, decoded, for plain downloads reading a file as it comes: a file relayed
+  // through upstream's Xet reconstruction is read from the relay instead, so only files through resolve.
+  uint64_t spooled_bytes = 0;
   uint64_t upstream_failures = 0;  // requests upstream could not answer
   uint64_t peer_fetches = 0;       // large files another node sharing the index fetched while this one waited
   uint64_t peer_relays = 0;      // of those, relayed from that node as they arrived (MirrorOptions::node_url)
@@ -199,9 +202,11 @@ class MirrorService {
   // Hands the file's bytes from an offset on to the plain downloads reading them as they arrive.
   using ToSpool = std::function<void(uint64_t offset, std::span<const uint8_t> bytes)>;
   // The file from a relay's chunks in order, stored as they arrived (lfs::FileIngest::FeedChunk) and
-  // checked (size, SHA-256): what was stored, or why not.
+  // checked (size, SHA-256): what was stored, or why not. (Plain downloads read the relay meanwhile.)
   xet::Result<lfs::Ingested> StoreRelayed(Relay& relay, const hub::Repo& repo, const hub::LfsPointer& pointer,
-                                          const GoingOn& going_on, const ToSpool& to_spool);
+                                          const GoingOn& going_on);
+  // Plain downloads reading `spool` read the decoded bytes of `relay` (null: the spool's own again).
+  static void Follow(Spool* spool, const std::shared_ptr<Relay>& relay);
   // Every byte of the file through upstream's resolve into `ingest` (chunked here); a transfer cut after
   // some bytes resumes where they end, as long as each try brings more.
   hub::Status ReceiveResolved(const Wanted& wanted, lfs::FileIngest& ingest, const GoingOn& going_on,

@@ -42,6 +42,7 @@ Relay::Relay(const xet::FileHash& file, xet::ParsedReconstruction plan, std::vec
   index_.resize(plan_.fetches.size());
   uint64_t at = 0;
   for (const auto& t : plan_.terms) {
+    term_start_.push_back(size_);
     size_ += t.length;
     if (base_[t.fetch] != UINT64_MAX) continue;
     base_[t.fetch] = at;
@@ -49,6 +50,7 @@ Relay::Relay(const xet::FileHash& file, xet::ParsedReconstruction plan, std::vec
     order_.push_back(t.fetch);
     by_xorb_.emplace(xorbs_[t.fetch], t.fetch);
   }
+  term_start_.push_back(size_);
   whole_ = Build(0, size_);
 }
 
@@ -250,6 +252,22 @@ xet::Status Relay::ReadSpool(uint64_t offset, std::span<uint8_t> out) const {
   return xet::Ok{};
 }
 
+xet::Result<std::span<const uint8_t>> Relay::Decoded(size_t i, const Indexed& c, xet::ChunkDecoder& decoder,
+                                                     std::vector<uint8_t>& record,
+                                                     std::vector<uint8_t>& out) const {
+  // The index hashed this record as it arrived; the spool's bytes never change after.
+  record.resize(c.length);
+  if (auto st = spool_->ReadWritten(base_[i] + (c.start - plan_.fetches[i].first), record); !st.ok())
+    return st.error();
+  auto h = xet::ChunkHeader::Parse(record);
+  if (!h.ok()) return h.error();
+  const auto payload = std::span<const uint8_t>(record).subspan(xet::kChunkHeaderSize);
+  if (h->scheme == xet::CompressionScheme::kNone) return payload;
+  out.resize(h->uncompressed_length);
+  if (auto st = decoder.Decode(*h, payload, out); !st.ok()) return st.error();
+  return std::span<const uint8_t>(out);
+}
+
 xet::Status Relay::Produce(const ChunkSink& sink) const {
   xet::ChunkDecoder decoder;
   std::vector<uint8_t> record;
@@ -263,21 +281,11 @@ xet::Status Relay::Produce(const ChunkSink& sink) const {
     for (uint32_t chunk = t.cs; chunk < t.ce; ++chunk) {
       auto c = AwaitIndexed(t.fetch, chunk - f.cs);
       if (!c.ok()) return c.error();
-      // The index hashed this record as it arrived; the spool's bytes never change after.
-      record.resize(c->length);
-      if (auto st = spool_->ReadWritten(base_[t.fetch] + (c->start - f.first), record); !st.ok()) return st;
-      auto h = xet::ChunkHeader::Parse(record);
-      if (!h.ok()) return h.error();
-      const auto payload = std::span<const uint8_t>(record).subspan(xet::kChunkHeaderSize);
-      std::span<const uint8_t> decoded = payload;
-      if (h->scheme != xet::CompressionScheme::kNone) {
-        out.resize(h->uncompressed_length);
-        if (auto st = decoder.Decode(*h, payload, out); !st.ok()) return st;
-        decoded = out;
-      }
-      produced += decoded.size();
+      auto decoded = Decoded(t.fetch, *c, decoder, record, out);
+      if (!decoded.ok()) return decoded.error();
+      produced += decoded->size();
       if (produced > t.length) break;
-      if (!sink(Chunk{.hash = c->hash, .decoded = decoded, .record = record, .from = from}))
+      if (!sink(Chunk{.hash = c->hash, .decoded = *decoded, .record = record, .from = from}))
         return xet::IoError("the file's chunks were refused");
     }
     if (produced != t.length)
@@ -285,6 +293,71 @@ xet::Status Relay::Produce(const ChunkSink& sink) const {
                             " bytes, not the " + std::to_string(t.length) + " it announced");
   }
   return xet::Ok{};
+}
+
+xet::Status Relay::AwaitFileChecked() const {
+  std::unique_lock lock(mu_);
+  if (!cv_.wait_for(lock, kStall, [&] { return check_ != Check::kPending; }))
+    return xet::Unavailable("the relayed file is not checked yet; ask again");
+  if (check_ == Check::kFailed) return xet::Unavailable("the relayed file failed its check; ask again");
+  return xet::Ok{};
+}
+
+xet::Result<size_t> Relay::ReadDecoded(uint64_t offset, std::span<uint8_t> out) const {
+  bool checked = false;
+  {
+    std::lock_guard lock(mu_);
+    if (check_ == Check::kFailed) return xet::Unavailable("upstream's Xet transfer failed; ask again");
+    checked = check_ == Check::kPassed;
+  }
+  // The last byte waits for the file's check: a reader is never handed all of a file that fails.
+  if (!checked && offset + 1 >= size_) {
+    if (auto st = AwaitFileChecked(); !st.ok()) return st.error();
+    checked = true;
+  }
+  const uint64_t limit = checked ? size_ : size_ - 1;
+  if (offset >= limit || out.empty()) return size_t{0};
+  const uint64_t end = std::min<uint64_t>(limit, offset + out.size());
+  // The term holding `offset`, then its chunks from the first, skipped by their decoded sizes (indexed).
+  const auto after = std::upper_bound(term_start_.begin(), term_start_.end(), offset);
+  auto t = static_cast<size_t>(after - term_start_.begin() - 1);
+  xet::ChunkDecoder decoder;
+  std::vector<uint8_t> record;
+  std::vector<uint8_t> decoded;
+  uint64_t at = offset;  // the next byte to copy
+  while (at < end) {
+    const auto& term = plan_.terms[t];
+    const Fetch& f = plan_.fetches[term.fetch];
+    if (term.cs < f.cs || term.ce > f.ce) return xet::Malformed("upstream's term lies outside its range");
+    const uint64_t term_end = term_start_[t + 1];
+    uint64_t chunk_start = term_start_[t];
+    for (uint32_t chunk = term.cs; chunk < term.ce && at < end; ++chunk) {
+      auto c = AwaitIndexed(term.fetch, chunk - f.cs);
+      if (!c.ok()) return c.error();
+      const uint64_t chunk_end = chunk_start + c->size;
+      if (chunk_end > term_end)
+        return xet::Malformed("upstream's term of xorb " + term.xorb + " decodes to more than it announced");
+      if (chunk_end > at) {
+        auto bytes = Decoded(term.fetch, *c, decoder, record, decoded);
+        if (!bytes.ok()) return bytes.error();
+        if (bytes->size() != c->size)
+          return xet::Malformed("a relayed chunk decodes to another size than indexed");
+        const uint64_t stop = std::min(chunk_end, end);
+        std::copy(bytes->begin() + static_cast<ptrdiff_t>(at - chunk_start),
+                  bytes->begin() + static_cast<ptrdiff_t>(stop - chunk_start),
+                  out.begin() + static_cast<ptrdiff_t>(at - offset));
+        at = stop;
+      }
+      chunk_start = chunk_end;
+    }
+    if (at < end) {
+      if (chunk_start != term_end)
+        return xet::Malformed("upstream's term of xorb " + term.xorb +
+                              " decodes to fewer bytes than it announced");
+      ++t;
+    }
+  }
+  return static_cast<size_t>(end - offset);
 }
 
 cas::ReconstructionPlan Relay::Plan(std::optional<cas::ByteRange> range) const {

@@ -85,6 +85,12 @@ class Relay : public std::enable_shared_from_this<Relay> {
   // The file's chunks in order, each as soon as its range's index has it (long before a whole xorb
   // arrived); every term checked to decode to the length upstream announced (kMalformed otherwise).
   xet::Status Produce(const ChunkSink& sink) const;
+  // Bytes of the file itself from `offset`, up to out.size(), decoded from the relayed ranges as they
+  // arrive: a plain download of the file while it is fetched reads them here (Spool::ReadThrough), so the
+  // fetch writes no second, decoded copy of the file. As a spool does, it holds the file's last byte back
+  // until the file was checked (FileChecked(true)) and answers 0 past it; kUnavailable once the transfer or
+  // the check failed or stalled, kMalformed for a term that does not decode to the length announced.
+  xet::Result<size_t> ReadDecoded(uint64_t offset, std::span<uint8_t> out) const;
 
   // An answer for `range` of the file (whole when empty), in upstream's terms; a part's ranges narrowed to
   // the chunks it needs when upstream's answer for it allows.
@@ -151,7 +157,8 @@ class Relay : public std::enable_shared_from_this<Relay> {
   std::vector<xet::XorbHash> xorbs_;              // each fetch's xorb (by fetch index)
   std::multimap<xet::XorbHash, size_t> by_xorb_;  // xorb → its fetches
   uint64_t size_ = 0;
-  cas::ReconstructionPlan whole_;  // Plan(nullopt): it never changes
+  std::vector<uint64_t> term_start_;  // each term's first byte in the file, then the file's size
+  cas::ReconstructionPlan whole_;     // Plan(nullopt): it never changes
   RangeAsker ask_;
   // The terms covering file bytes [start, end); `used`, when given, gets each planned xorb's fetches.
   cas::ReconstructionPlan Build(uint64_t start, uint64_t end,
@@ -171,6 +178,13 @@ class Relay : public std::enable_shared_from_this<Relay> {
   // Waits until chunk `k` of fetch `i`'s range is indexed: it, or kMalformed (not a chunk of the range) or
   // kUnavailable (the transfer failed or stalled).
   xet::Result<Indexed> AwaitIndexed(size_t i, size_t k) const;
+  // The decoded bytes of chunk `c` of fetch `i` (indexed, so arrived), read into `record` and, when
+  // compressed, decoded into `out`: a span of one of them.
+  xet::Result<std::span<const uint8_t>> Decoded(size_t i, const Indexed& c, xet::ChunkDecoder& decoder,
+                                                std::vector<uint8_t>& record,
+                                                std::vector<uint8_t>& out) const;
+  // Waits until the file's check is in: Ok when it passed, kUnavailable when it failed or did not come.
+  xet::Status AwaitFileChecked() const;
   // Whether fetch `i`'s range, arrived, is the whole xorb upstream named (its chunks give its hash).
   bool IsWholeXorb(size_t i) const;
   void Verified(size_t fetch);

@@ -421,6 +421,68 @@ TEST_F(RelayTest, ARangesIndexDoesNotDependOnHowItsBytesArrive) {
   EXPECT_TRUE(altered.broken ? found.size() == 1 : found[1].hash != whole[1].hash);
 }
 
+// A plain download of the file while it is relayed reads the file's own bytes decoded from the ranges, from
+// any offset, as they arrive; the last byte only once the file passed its check, and nothing more once it
+// failed.
+TEST_F(RelayTest, APlainReaderReadsTheFileDecodedFromTheRangesAsTheyArrive) {
+  Let(0);
+  std::thread receiver([&] { EXPECT_TRUE(relay_->Receive(Fetcher(), [] { return false; }).ok()); });
+  std::vector<uint8_t> first(1000);
+  std::atomic<bool> read{false};
+  std::thread early([&] {
+    auto n = relay_->ReadDecoded(0, first);
+    EXPECT_TRUE(n.ok() && *n == first.size());
+    read = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_FALSE(read) << "nothing arrived yet";
+  Let(-1);
+  early.join();
+  EXPECT_TRUE(std::equal(first.begin(), first.end(), up_.file.begin()));
+  // Across every term's boundary, in pieces that start inside chunks: the file exactly, but its last byte.
+  const uint64_t size = up_.file.size();
+  std::vector<uint8_t> got;
+  std::vector<uint8_t> piece(77'777);
+  while (got.size() < size - 1) {
+    auto n = relay_->ReadDecoded(got.size(), piece);
+    ASSERT_TRUE(n.ok()) << n.error().message;
+    ASSERT_GT(*n, 0u);
+    got.insert(got.end(), piece.begin(), piece.begin() + static_cast<ptrdiff_t>(*n));
+  }
+  receiver.join();
+  ASSERT_EQ(got.size(), size - 1);
+  EXPECT_TRUE(std::equal(got.begin(), got.end(), up_.file.begin()));
+  std::vector<uint8_t> last(10);
+  std::atomic<bool> done{false};
+  std::thread waiting([&] {
+    auto n = relay_->ReadDecoded(size - 1, last);
+    EXPECT_TRUE(n.ok() && *n == 1 && last[0] == up_.file.back());
+    done = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_FALSE(done) << "the last byte waits for the file's check";
+  relay_->FileChecked(true);
+  waiting.join();
+  auto end = relay_->ReadDecoded(size, last);
+  ASSERT_TRUE(end.ok());
+  EXPECT_EQ(*end, 0u);
+  const uint64_t t1 = up_.plan.terms[0].length;  // the second term's first byte, from the middle of it
+  std::vector<uint8_t> across(3000);
+  ASSERT_TRUE(relay_->ReadDecoded(t1 - 1500, across).ok());
+  EXPECT_TRUE(std::equal(across.begin(), across.end(), up_.file.begin() + static_cast<ptrdiff_t>(t1 - 1500)));
+}
+
+TEST_F(RelayTest, APlainReaderOfAFileThatFailsItsCheckGetsNoMore) {
+  Let(-1);
+  ASSERT_TRUE(relay_->Receive(Fetcher(), [] { return false; }).ok());
+  std::vector<uint8_t> out(100);
+  ASSERT_TRUE(relay_->ReadDecoded(0, out).ok());
+  relay_->FileChecked(false);
+  auto n = relay_->ReadDecoded(100, out);
+  ASSERT_FALSE(n.ok());
+  EXPECT_EQ(n.error().code, xet::ErrorCode::kUnavailable);
+}
+
 TEST_F(RelayTest, AFailedUpstreamFailsEveryReader) {
   fail_ = true;
   EXPECT_FALSE(relay_->Receive(Fetcher(), [] { return false; }).ok());
@@ -441,6 +503,10 @@ TEST_F(RelayTest, ATermThatLiesAboutItsLengthIsRefused) {
   const auto st = (*lying)->Produce([](const Relay::Chunk&) { return true; });
   ASSERT_FALSE(st.ok());
   EXPECT_EQ(st.error().code, xet::ErrorCode::kMalformed);
+  std::vector<uint8_t> out(up_.file.size());  // a plain reader reaching past the first term is refused too
+  const auto read = (*lying)->ReadDecoded(0, out);
+  ASSERT_FALSE(read.ok());
+  EXPECT_EQ(read.error().code, xet::ErrorCode::kMalformed);
   plan = up_.plan;
   plan.offset_into_first = 3;
   EXPECT_FALSE(Relay::Create(dir_, up_.upload.file_hashes[0], plan, {}).ok());

@@ -39,6 +39,14 @@ xet::Status Spool::Write(uint64_t offset, std::span<const uint8_t> bytes) {
   return xet::Ok{};
 }
 
+void Spool::ReadThrough(Source source) {
+  {
+    std::lock_guard lock(mu_);
+    source_ = std::move(source);
+  }
+  cv_.notify_all();
+}
+
 void Spool::Finish(bool ok) {
   {
     std::lock_guard lock(mu_);
@@ -61,18 +69,23 @@ xet::Status Spool::ReadWritten(uint64_t offset, std::span<uint8_t> out) const {
 
 xet::Result<size_t> Spool::Read(uint64_t offset, std::span<uint8_t> out, std::chrono::seconds wait) const {
   uint64_t available = 0;
+  Source source;
   {
     // The last byte that came is held back until the fetch has checked the whole file against its SHA-256:
     // a reader of bytes that turn out wrong is cut short, never handed a complete file.
     std::unique_lock lock(mu_);
-    if (!cv_.wait_for(lock, wait, [&] { return received_ > offset + 1 || finished_; })) {
+    if (!cv_.wait_for(lock, wait, [&] { return received_ > offset + 1 || finished_ || source_; })) {
       return xet::Unavailable("the file's bytes did not come from upstream in time");
     }
     if (finished_ && !ok_) return xet::Unavailable("the transfer from upstream failed");
-    const uint64_t limit = finished_ ? received_ : received_ - 1;
-    if (limit <= offset) return size_t{0};  // finished, and nothing past `offset`
-    available = limit - offset;
+    source = source_;
+    if (!source) {
+      const uint64_t limit = finished_ ? received_ : received_ - 1;
+      if (limit <= offset) return size_t{0};  // finished, and nothing past `offset`
+      available = limit - offset;
+    }
   }
+  if (source) return source(offset, out);
   const size_t want = static_cast<size_t>(std::min<uint64_t>(available, out.size()));
   size_t done = 0;
   while (done < want) {

@@ -10,6 +10,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -37,6 +38,13 @@ class Spool {
   // once the whole file was checked (Finish(true)): a reader is never handed all of a file that fails.
   xet::Result<size_t> Read(uint64_t offset, std::span<uint8_t> out, std::chrono::seconds wait) const;
 
+  // Where readers read instead of the file, from now on, while the fetch writes nothing here: the decoded
+  // bytes of the relay it stores the file from (Relay::ReadDecoded), so the file is not written twice. It
+  // answers as Read does and bounds its own waits. Null: the file again (a relay given up; its readers err
+  // and ask again). Finish(false) still fails every read.
+  using Source = std::function<xet::Result<size_t>(uint64_t offset, std::span<uint8_t> out)>;
+  void ReadThrough(Source source);
+
  private:
   UniqueFd fd_;
   mutable std::mutex mu_;
@@ -44,6 +52,7 @@ class Spool {
   uint64_t received_ = 0;  // guarded by mu_
   bool finished_ = false;  // guarded by mu_
   bool ok_ = false;        // guarded by mu_
+  Source source_;          // guarded by mu_
 };
 
 }  // namespace cairn::mirror

@@ -5,9 +5,11 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <filesystem>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -76,6 +78,30 @@ TEST_F(SpoolTest, AStalledFetchTimesTheReaderOut) {
   auto n = spool_->Read(0, out, seconds(1));  // one byte came: held back, and nothing follows
   ASSERT_FALSE(n.ok());
   EXPECT_EQ(n.error().code, xet::ErrorCode::kUnavailable);
+}
+
+// Readers follow a source (a relay decoding the file) while one is set, the spool's own bytes otherwise; a
+// reader waiting for bytes that never come to the file is woken by the source; a failed fetch fails both.
+TEST_F(SpoolTest, ReadersReadThroughASourceWhileOneIsSet) {
+  std::atomic<bool> got{false};
+  std::thread waiting([&] { got = ReadAll(0, 3) == "sou"; });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  spool_->ReadThrough([](uint64_t offset, std::span<uint8_t> out) -> xet::Result<size_t> {
+    const std::string_view file = "source bytes";
+    if (offset >= file.size()) return size_t{0};
+    const size_t n = std::min(out.size(), file.size() - offset);
+    std::copy_n(file.begin() + static_cast<std::ptrdiff_t>(offset), n, out.begin());
+    return n;
+  });
+  waiting.join();
+  EXPECT_TRUE(got.load()) << "woken, and read the source's first bytes";
+  EXPECT_EQ(ReadAll(7, 100), "bytes");
+  spool_->ReadThrough(nullptr);  // given up: the spool's own bytes again
+  ASSERT_TRUE(spool_->Write(0, Bytes("own")).ok());
+  EXPECT_EQ(ReadAll(0, 100), "ow");
+  spool_->Finish(false);
+  std::vector<uint8_t> out(4);
+  EXPECT_FALSE(spool_->Read(0, out, seconds(1)).ok());
 }
 
 }  // namespace

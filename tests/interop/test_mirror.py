@@ -403,7 +403,10 @@ def test_upstream_faults(server, hub_py, tmp_path):
         assert proxy.body_bytes == before  # the bytes came from the other host
         proxy.redirect = False
         proxy.strip_xet = {"plain.bin"}
+        spooled = metric(mirror, "cairn_mirror_spooled_bytes")
         fetch("plain.bin")  # its HEAD answered at once without Xet, its GET streamed as the bytes came
+        # Through resolve, its bytes were spooled for the download as they came (a relayed file is not).
+        assert metric(mirror, "cairn_mirror_spooled_bytes") - spooled == files["plain.bin"].stat().st_size
         for _ in range(100):  # the link follows the download's last byte by a moment
             info = mirror.get("/api/models/alice/model/tree/main").json()
             plain = next(f for f in info if f["path"] == "plain.bin")
@@ -596,8 +599,8 @@ def test_a_node_relays_a_file_another_node_is_fetching(server, hub_py, tmp_path)
 @pytest.mark.backends("sqlite")
 def test_plain_download_of_a_cold_file_streams_as_it_arrives(server, hub_py, tmp_path):
     """huggingface_hub without Xet (HF_HUB_DISABLE_XET=1, a 4-second read timeout) downloading a cold file that
-    takes ~8 s to come from a slow upstream: its bytes are sent as they arrive, so the client never waits 4 s
-    for one, and the download is byte-exact; the file is then held (a second download sends nothing upstream)."""
+    takes ~8 s to come from a slow upstream: its bytes are sent as they arrive (decoded from the relay of
+    upstream's xorbs), so the client never waits 4 s for one, and the download is byte-exact; the file is then held (a second download sends nothing upstream)."""
     from proxies import HubFaultProxy
 
     upstream, big = upstream_with(server, hub_py, tmp_path, "alice/slow", 16 * MiB, seed=101)
@@ -618,6 +621,8 @@ def test_plain_download_of_a_cold_file_streams_as_it_arrives(server, hub_py, tmp
         assert mirror.requests_count("GET", "resolve") == 1, mirror.requests_table()  # no timeout, no retry
         assert_same_file(tmp_path / "got" / "big.bin", big)
         assert sent_once(proxy.body_bytes, 16 * MiB)
+        # Decoded for it from the relay's ranges: the mirror wrote no second copy of the file.
+        assert metric(mirror, "cairn_mirror_spooled_bytes") == 0
         sent = proxy.body_bytes
         proxy.throttle = 0
         Hub(hub_py, tmp_path / "again", mirror, None).run(
