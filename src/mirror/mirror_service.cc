@@ -17,6 +17,17 @@ namespace {
 
 using hub::ErrorKind;
 
+// Plain downloads reading `spool` read the decoded bytes of `relay` (null: the spool's own again).
+void Follow(Spool* spool, const std::shared_ptr<Relay>& relay) {
+  if (spool == nullptr) return;
+  if (!relay) {
+    spool->ReadThrough(nullptr);
+    return;
+  }
+  spool->ReadThrough(
+      [relay](uint64_t offset, std::span<uint8_t> out) { return relay->ReadDecoded(offset, out); });
+}
+
 hub::Error Fail(ErrorKind kind, std::string code, std::string message) {
   return hub::Error{kind, std::move(code), std::move(message)};
 }
@@ -515,6 +526,17 @@ hub::Result<xet::FileHash> MirrorService::Fetch(const hub::Repo& repo, const Wan
       if (relay) relay->FileChecked(false);
     }
   } verdict{relay};
+  // Another node stored the file (its bytes passed their checks there): the relay from it, if any, is
+  // served to the end, its plain readers too.
+  const auto stored_by_peer = [&](const xet::FileHash& linked) {
+    if (relay) {
+      relay->FileChecked(true);
+      if (spool != nullptr) spool->Finish(true);
+    }
+    std::lock_guard lock(mu_);
+    ++counters_.peer_fetches;
+    return linked;
+  };
   while (!take()) {
     if (!peer_tried) {
       // Asked once of the node holding the lease (a holder without a URL has none to give later either).
@@ -531,15 +553,7 @@ hub::Result<xet::FileHash> MirrorService::Fetch(const hub::Repo& repo, const Wan
         }
       }
     }
-    if (auto linked = Linked(repo, pointer.sha256)) {
-      if (relay) {  // the peer stored it: its bytes passed their checks there
-        relay->FileChecked(true);
-        if (spool != nullptr) spool->Finish(true);  // its readers read the relay to the end
-      }
-      std::lock_guard lock(mu_);
-      ++counters_.peer_fetches;
-      return *linked;
-    }
+    if (auto linked = Linked(repo, pointer.sha256)) return stored_by_peer(*linked);
     if (Stopping()) return Fail(ErrorKind::kUnavailable, "", "the server is stopping");
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
@@ -550,15 +564,7 @@ hub::Result<xet::FileHash> MirrorService::Fetch(const hub::Repo& repo, const Wan
     ~Drop() { (void)leases.DropLease(lease, holder); }
   } drop{leases_, lease, holder_};
   // The lease may have come free because another node finished the file.
-  if (auto linked = Linked(repo, pointer.sha256)) {
-    if (relay) {
-      relay->FileChecked(true);
-      if (spool != nullptr) spool->Finish(true);
-    }
-    std::lock_guard lock(mu_);
-    ++counters_.peer_fetches;
-    return *linked;
-  }
+  if (auto linked = Linked(repo, pointer.sha256)) return stored_by_peer(*linked);
   int64_t renewed = options_.clock->UnixSeconds();
   // Called for every block or chunk that arrives: false once the server is stopping; renews the lease.
   const auto going_on = [&] {
@@ -669,16 +675,6 @@ xet::Result<lfs::Ingested> MirrorService::StoreRelayed(Relay& relay, const hub::
   if (!fed.ok()) return fed.error();
   if (!st.ok()) return st.error();
   return (*ingest)->Finish();
-}
-
-void MirrorService::Follow(Spool* spool, const std::shared_ptr<Relay>& relay) {
-  if (spool == nullptr) return;
-  if (!relay) {
-    spool->ReadThrough(nullptr);
-    return;
-  }
-  spool->ReadThrough(
-      [relay](uint64_t offset, std::span<uint8_t> out) { return relay->ReadDecoded(offset, out); });
 }
 
 hub::Status MirrorService::ReceiveResolved(const Wanted& wanted, lfs::FileIngest& ingest,

@@ -205,8 +205,6 @@ class MirrorService {
   // checked (size, SHA-256): what was stored, or why not. (Plain downloads read the relay meanwhile.)
   xet::Result<lfs::Ingested> StoreRelayed(Relay& relay, const hub::Repo& repo, const hub::LfsPointer& pointer,
                                           const GoingOn& going_on);
-  // Plain downloads reading `spool` read the decoded bytes of `relay` (null: the spool's own again).
-  static void Follow(Spool* spool, const std::shared_ptr<Relay>& relay);
   // Every byte of the file through upstream's resolve into `ingest` (chunked here); a transfer cut after
   // some bytes resumes where they end, as long as each try brings more.
   hub::Status ReceiveResolved(const Wanted& wanted, lfs::FileIngest& ingest, const GoingOn& going_on,
