@@ -2,8 +2,10 @@
 // the spool file.
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdint>
 #include <filesystem>
 #include <memory>
@@ -14,6 +16,7 @@
 #include "common/hex.h"
 #include "common/lru_cache.h"
 #include "common/percent_encode.h"
+#include "common/posix_io.h"
 #include "common/printable.h"
 #include "common/spool_file.h"
 #include "common/unique_fd.h"
@@ -152,6 +155,28 @@ TEST(SpoolFile, ADirectoryThatCannotBeMadeIsAnError) {
   ASSERT_FALSE(spool);
   EXPECT_EQ(spool.error().code, ErrorCode::kIo);
   ::unlink(file.c_str());
+}
+
+// Writes larger than one slice go out in several calls, each at the right place.
+TEST(PosixIo, WritesLargerThanASliceLandWhole) {
+  const std::string path = ::testing::TempDir() + "/posix-io-" + std::to_string(::getpid());
+  UniqueFd fd(::open(path.c_str(), O_CREAT | O_TRUNC | O_RDWR | O_CLOEXEC, 0600));
+  ASSERT_TRUE(fd.valid());
+  ::unlink(path.c_str());
+  std::vector<uint8_t> bytes(3 * kWriteSlice + 5);
+  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<uint8_t>(i * 31 + i / 7);
+  ASSERT_EQ(WriteFull(fd.get(), std::span(bytes).first(kWriteSlice + 1)), 0);
+  ASSERT_EQ(WriteFull(fd.get(), std::span(bytes).subspan(kWriteSlice + 1, 7)), 0);  // at the file offset
+  // PwriteFull at its offset, over the end of what WriteFull wrote.
+  ASSERT_EQ(PwriteFull(fd.get(), kWriteSlice + 8, std::span(bytes).subspan(kWriteSlice + 8)), 0);
+  std::vector<uint8_t> back(bytes.size());
+  ASSERT_EQ(PreadFull(fd.get(), 0, back), 0);
+  EXPECT_EQ(back, bytes);
+  struct stat st {};
+  ASSERT_EQ(::fstat(fd.get(), &st), 0);
+  EXPECT_EQ(static_cast<uint64_t>(st.st_size), bytes.size());
+  EXPECT_EQ(WriteFull(-1, std::span(bytes).first(1)), EBADF);
+  EXPECT_EQ(PwriteFull(-1, 0, std::span(bytes).first(1)), EBADF);
 }
 
 }  // namespace

@@ -21,16 +21,8 @@ xet::Result<std::shared_ptr<Spool>> Spool::Create(const std::filesystem::path& d
 }
 
 xet::Status Spool::Write(uint64_t offset, std::span<const uint8_t> bytes) {
-  size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t n =
-        ::pwrite(fd_.get(), bytes.data() + done, bytes.size() - done, static_cast<off_t>(offset + done));
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return xet::IoError(std::string("writing the spool: ") + ErrnoText(errno));
-    }
-    done += static_cast<size_t>(n);
-  }
+  if (const int err = PwriteFull(fd_.get(), offset, bytes); err != 0)
+    return xet::IoError(std::string("writing the spool: ") + ErrnoText(err));
   {
     std::lock_guard lock(mu_);
     received_ = std::max(received_, offset + bytes.size());

@@ -8,16 +8,12 @@
 #include <cerrno>
 #include <cstring>
 #include <string>
-#include <system_error>
+
+#include "common/posix_io.h"
 
 namespace cairn::store {
 
 namespace {
-
-// strerror(3) is not thread-safe; this is (strerror_r underneath).
-std::string ErrnoText(int err) {
-  return std::error_code(err, std::generic_category()).message();
-}
 
 std::string BlobName(BlobKind kind, const xet::Hash& hash) {
   return std::string(BlobKindName(kind)) + " " + hash.hex();
@@ -103,13 +99,8 @@ xet::Result<OpenBlob> MemoryStore::OpenForRead(BlobKind kind, const xet::Hash& h
   if (!b) return xet::NotFound("no " + BlobName(kind, hash));
   UniqueFd fd(::memfd_create("cairn-blob", MFD_CLOEXEC | MFD_ALLOW_SEALING));
   if (!fd.valid()) return xet::IoError(std::string("memfd_create: ") + ErrnoText(errno));
-  size_t done = 0;
-  while (done < b->size()) {
-    const ssize_t n = ::write(fd.get(), b->data() + done, b->size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return xet::IoError(std::string("memfd write: ") + ErrnoText(errno));
-    done += static_cast<size_t>(n);
-  }
+  if (const int err = WriteFull(fd.get(), *b); err != 0)
+    return xet::IoError(std::string("memfd write: ") + ErrnoText(err));
   // Sealed so the caller sees what a read-only file gives: the bytes cannot change under it.
   if (::fcntl(fd.get(), F_ADD_SEALS, F_SEAL_WRITE | F_SEAL_GROW | F_SEAL_SHRINK | F_SEAL_SEAL) != 0) {
     return xet::IoError(std::string("memfd seal: ") + ErrnoText(errno));
