@@ -3,6 +3,7 @@
 // Beast client. Uploads are built as the stock client builds them; downloads go through reconstruction
 // answers and transfer URLs, and decoded bytes are compared with the originals.
 #include <gtest/gtest.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -18,7 +19,9 @@
 #include "api/api_test_server.h"
 #include "api/cas_routes.h"
 #include "api/ops_routes.h"
+#include "cas/relay.h"
 #include "cas/test_backend.h"
+#include "common/unique_fd.h"
 #include "http/test_util.h"
 #include "index/sqlite_index.h"
 #include "ingest/upload_builder.h"
@@ -1004,6 +1007,68 @@ TEST_F(CasApi, TransferUrlsRefuseTamperingExpiryAndMalformedQueries) {
   EXPECT_EQ(expired.body(), Err("transfer URL expired; request a fresh reconstruction"));
   // A fresh answer works again.
   EXPECT_EQ(Download(up.file_hashes[0], cas::ApiVersion::kV2), xet::testing::TextLikeBytes(15, 200000));
+}
+
+// A relay's ranges, as the mirror's would be: one whose bytes arrived and verified (in a file, from byte 5
+// on), one whose bytes did not.
+class CasApiRelaying : public CasApi {
+ protected:
+  class Range final : public cas::RelayedRange {
+   public:
+    Range(std::string bytes, bool verified) : bytes_(std::move(bytes)), verified_(verified) {}
+    uint64_t length() const override { return bytes_.size(); }
+    xet::Result<cas::RelayedBytes> AwaitBytes() const override {
+      if (!verified_) return xet::Unavailable("upstream's bytes of this range did not verify");
+      UniqueFd fd(::memfd_create("relayed", MFD_CLOEXEC));
+      const std::string file = "junk!" + bytes_;
+      if (!fd.valid() || ::write(fd.get(), file.data(), file.size()) != static_cast<ssize_t>(file.size()))
+        return xet::IoError("memfd");
+      return cas::RelayedBytes{.fd = std::move(fd), .offset = 5};
+    }
+
+   private:
+    std::string bytes_;
+    bool verified_;
+  };
+
+  CasApiRelaying() {
+    good_.bytes.fill(1);
+    bad_.bytes.fill(2);
+  }
+  CasRouteOptions Routes() const override { return {.relay = &relay_}; }
+
+  xet::XorbHash good_, bad_;
+  const std::string bytes_ = std::string(60, 'a') + std::string(40, 'b');
+  mutable cas::FunctionRelay relay_{
+      [](const xet::FileHash&, const std::string&, std::optional<cas::ByteRange>) {
+        return std::optional<cas::ReconstructionPlan>();
+      },
+      [this](const xet::XorbHash& x, uint64_t first,
+             uint64_t last) -> std::shared_ptr<const cas::RelayedRange> {
+        if (x == good_ && first == 100 && last == 199) return std::make_shared<const Range>(bytes_, true);
+        if (x == bad_) return std::make_shared<const Range>(std::string(last - first + 1, 'x'), false);
+        return nullptr;
+      }};
+};
+
+// A relayed range is sent from the file its relay gives once its bytes verified; one whose bytes did not is a
+// 503 before any header went out (the client asks again), never a 206 cut short.
+TEST_F(CasApiRelaying, ARelayedRangeIsSentOnceVerifiedAndA503WhenItDidNotVerify) {
+  auto sent = Fetch(Signer().Url(good_, {{100, 199}}, Now() + 60), RangeHeader(100, 199));
+  ASSERT_EQ(sent.result_int(), 206u) << sent.body();
+  EXPECT_EQ(sent[bhttp::field::content_range], "bytes 100-199/*");
+  EXPECT_EQ(sent.body(), bytes_);
+  auto whole_grant = Fetch(Signer().Url(good_, {{100, 199}}, Now() + 60));  // no Range header: the grant
+  ASSERT_EQ(whole_grant.result_int(), 206u);
+  EXPECT_EQ(whole_grant.body(), bytes_);
+
+  auto failed = Fetch(Signer().Url(bad_, {{0, 99}}, Now() + 60), RangeHeader(0, 99));
+  EXPECT_EQ(failed.result_int(), 503u);
+  EXPECT_EQ(failed.body(), Err("upstream's bytes of this range did not verify"));
+
+  // A range the relay does not hold (its transfer is over): 403, so the client asks for the file again.
+  auto gone = Fetch(Signer().Url(good_, {{0, 99}}, Now() + 60), RangeHeader(0, 99));
+  EXPECT_EQ(gone.result_int(), 403u);
 }
 
 // ---------------------------------------------------------------------------------------------------------------

@@ -281,18 +281,6 @@ void TransferRoute(cas::CasService& service, cas::Relay* relay, const std::share
   ex->Offload([&service, relay, ex] { Transfer(service, relay, ex); });  // round trips to the store
 }
 
-// A relayed range read as its bytes arrive (on the worker pool, which may wait for them).
-class RelayedSource final : public http::ByteSource {
- public:
-  explicit RelayedSource(std::shared_ptr<const cas::RelayedRange> range) : range_(std::move(range)) {}
-  http::Status ReadAt(uint64_t offset, std::span<uint8_t> out) const override {
-    return ToHttp(range_->ReadAt(offset, out));
-  }
-
- private:
-  std::shared_ptr<const cas::RelayedRange> range_;
-};
-
 // A transfer of a xorb the store does not hold, which a relay may be sending on: one range, as the relay's
 // answers sign them (hf_xet asks one range per request).
 // `grant`: what the URL grants, its signature checked.
@@ -313,17 +301,23 @@ void RelayedTransfer(cas::Relay& relay, const cas::TransferGrant& grant,
   // ask for the reconstruction again, which the stored file (or a new relay) answers.
   if (!relayed)
     return ex->Respond(ErrorResponse(xet::Denied("xorb " + grant.xorb.hex() + " is no longer relayed here")));
-  const uint64_t length = relayed->length();
-  Response r;
-  r.status = 206;
-  r.Header("Content-Type", "application/octet-stream");
-  r.Header("Content-Range",
-           "bytes " + std::to_string(ranges[0].start) + "-" + std::to_string(ranges[0].end) + "/*");
-  r.body.emplace_back(http::SourceSegment{.source = std::make_shared<const RelayedSource>(std::move(relayed)),
-                                          .offset = 0,
-                                          .length = length,
-                                          .stream = nullptr});
-  ex->Respond(std::move(r));
+  // The answer waits, on the worker pool, for the range to arrive and verify: bytes that fail their checks
+  // get a 503 before any header went out (the client asks again), never a cut 206.
+  ex->Offload([ex, relayed = std::move(relayed), range = ranges[0]] {
+    auto bytes = relayed->AwaitBytes();
+    if (!bytes) return ex->Respond(ErrorResponse(bytes.error()));
+    const uint64_t length = relayed->length();
+    Response r;
+    r.status = 206;
+    r.Header("Content-Type", "application/octet-stream");
+    r.Header("Content-Range",
+             "bytes " + std::to_string(range.start) + "-" + std::to_string(range.end) + "/*");
+    r.body.emplace_back(http::FileSegment{
+        .file = std::make_shared<const http::File>(std::move(bytes->fd), bytes->offset + length),
+        .offset = bytes->offset,
+        .length = length});
+    ex->Respond(std::move(r));
+  });
 }
 
 void Transfer(cas::CasService& service, cas::Relay* relay, const std::shared_ptr<Exchange>& ex) {

@@ -16,19 +16,28 @@
 #include <string>
 
 #include "cas/reconstruction.h"
+#include "common/unique_fd.h"
 #include "xet/hash.h"
 #include "xet/result.h"
 
 namespace cairn::cas {
 
-// A relayed range of a xorb: bytes [0, length) of it, read as they arrive.
+// Where a relayed range's bytes lie once they may be sent: `fd` (a descriptor of the caller's own) holds
+// them from `offset` on.
+struct RelayedBytes {
+  UniqueFd fd;
+  uint64_t offset = 0;
+};
+
+// A relayed range of a xorb: bytes [0, length) of it, sent once all of them arrived and verified.
 class RelayedRange {
  public:
   virtual ~RelayedRange() = default;
   virtual uint64_t length() const = 0;
-  // Fills `out` with the bytes from `offset`, waiting for them to arrive; kUnavailable when the transfer
-  // failed (the client asks again).
-  virtual xet::Status ReadAt(uint64_t offset, std::span<uint8_t> out) const = 0;
+  // Waits until every byte of the range arrived and verified, then gives the file that holds them (sent from
+  // with sendfile(2): never copied through this process); kUnavailable when the transfer failed or its bytes
+  // did not verify (the client asks again).
+  virtual xet::Result<RelayedBytes> AwaitBytes() const = 0;
 };
 
 class Relay {

@@ -241,15 +241,8 @@ xet::Status Relay::AwaitVerified(size_t fetch) const {
   }
 }
 
-xet::Status Relay::ReadSpool(uint64_t offset, std::span<uint8_t> out) const {
-  size_t done = 0;
-  while (done < out.size()) {
-    auto n = spool_->Read(offset + done, out.subspan(done), kStall);
-    if (!n.ok()) return n.error();
-    if (*n == 0) return xet::Unavailable("the relayed bytes end early");
-    done += *n;
-  }
-  return xet::Ok{};
+xet::Result<UniqueFd> Relay::SpoolDescriptor() const {
+  return spool_->Duplicate();
 }
 
 xet::Result<std::span<const uint8_t>> Relay::Decoded(size_t i, const Indexed& c, xet::ChunkDecoder& decoder,
@@ -586,15 +579,16 @@ class SpoolRange final : public cas::RelayedRange {
         last_(last),
         claim_(std::move(claim)) {}
   uint64_t length() const override { return last_ - first_ + 1; }
-  // Bytes only once the range is verified (Relay::AwaitVerified) and, for a narrowed one, found to be the
-  // chunks it was said to be: a reader waits, or errs.
-  xet::Status ReadAt(uint64_t offset, std::span<uint8_t> out) const override {
-    if (offset > length() || out.size() > length() - offset) return xet::Malformed("a read past the range");
-    if (auto st = relay_->AwaitVerified(fetch_); !st.ok()) return st;
+  // Bytes only once the range is verified (Relay::AwaitVerified: all of them are in the spool then) and,
+  // for a narrowed one, found to be the chunks it was said to be: a reader waits, or errs.
+  xet::Result<cas::RelayedBytes> AwaitBytes() const override {
+    if (auto st = relay_->AwaitVerified(fetch_); !st.ok()) return st.error();
     if (claim_) {
-      if (auto st = relay_->CheckClaim(fetch_, first_, last_, *claim_); !st.ok()) return st;
+      if (auto st = relay_->CheckClaim(fetch_, first_, last_, *claim_); !st.ok()) return st.error();
     }
-    return relay_->ReadSpool(base_ + offset, out);
+    auto fd = relay_->SpoolDescriptor();
+    if (!fd.ok()) return fd.error();
+    return cas::RelayedBytes{.fd = std::move(*fd), .offset = base_};
   }
 
  private:

@@ -107,8 +107,8 @@ class Relay : public std::enable_shared_from_this<Relay> {
   // Whether bytes [first, last] of fetch `fetch`, arrived, hold what `claim` says: Ok, or kUnavailable
   // (never served; the relay stops narrowing).
   xet::Status CheckClaim(size_t fetch, uint64_t first, uint64_t last, const Claim& claim) const;
-  // Reads spool bytes [offset, offset + out.size()), waiting for them.
-  xet::Status ReadSpool(uint64_t offset, std::span<uint8_t> out) const;
+  // A descriptor of the spool of its own (where fetch i's bytes lie from its base), for verified bytes.
+  xet::Result<UniqueFd> SpoolDescriptor() const;
   // Waits until the bytes of fetch `fetch` are known to be right (Ok) or never will be (kUnavailable).
   xet::Status AwaitVerified(size_t fetch) const;
   // The fetch of the file (Produce's bytes, fed to the store) passed its checks, or did not (or gave up on

@@ -31,6 +31,12 @@ xet::Status Spool::Write(uint64_t offset, std::span<const uint8_t> bytes) {
   return xet::Ok{};
 }
 
+xet::Result<UniqueFd> Spool::Duplicate() const {
+  UniqueFd fd(::fcntl(fd_.get(), F_DUPFD_CLOEXEC, 0));
+  if (!fd.valid()) return xet::IoError(std::string("a descriptor of the spool: ") + ErrnoText(errno));
+  return fd;
+}
+
 void Spool::ReadThrough(Source source) {
   {
     std::lock_guard lock(mu_);

@@ -32,6 +32,9 @@ class Spool {
   // The writer's own read of bytes it wrote (all of [offset, offset + out.size()) written): no wait, nothing
   // held back, for checks of what arrived before any reader is given it.
   xet::Status ReadWritten(uint64_t offset, std::span<uint8_t> out) const;
+  // A descriptor of the file of its own, for bytes already written (ReadWritten's rule): sent from with
+  // sendfile(2). kIo when the process has no descriptor left.
+  xet::Result<UniqueFd> Duplicate() const;
 
   // A reader: waits until bytes from `offset` on have arrived (at most `wait`), then copies what is there, up
   // to out.size(); 0 once the fetch ended cleanly with nothing past `offset`. The file's last byte comes only
