@@ -25,6 +25,12 @@ For every download, of the server that serves it (the upstream for direct, the m
                            and its CPU time has stopped growing (< 0.05 s over 1 s), what the cold download cost it;
   client_bytes_over_file:  its response bytes on the file routes (resolve and Xet transfer) during the download, over
                            the file's size (1.00 is the file sent once).
+And each round, after the same sync, drop and pause, a bare receiver (a Python process: the file's reconstruction
+asked of the upstream as the mirror asks it, then every xorb range of it read into one buffer and dropped) reports
+its CPU per GiB ("bare receive"): what only receiving the bytes the cold path receives costs a process on this
+machine, the part of the mirror's cold CPU that no work of its own can remove. On a guest whose host takes free
+pages back (virtio-balloon free page reporting), the first touch of the upstream's freshly read page cache is
+paid by whoever receives it: there, this floor is far above the copy it is elsewhere.
 
 --olah adds olah 0.5.4 (a Python Hugging Face mirror, PyPI `olah`) as the outside yardstick. The script installs it
 into a virtualenv of its own, build/olah-venv (reused when it has that version), and each round starts a fresh olah
@@ -141,6 +147,51 @@ def measured(args, srv, pid: int, counted, work: Path) -> tuple[float, float, fl
     c0, b0 = cpu_seconds(pid), file_bytes(counted)
     t = download(args, srv, work)
     return t, cpu_seconds(pid) - c0, file_bytes(counted) - b0
+
+
+# A bare receiver of the file's xorb ranges from the upstream, as the mirror's cold path fetches them (the
+# reconstruction through the Hub's xet read token, then each range of its fetch_info), reading into one buffer
+# and keeping nothing: its CPU seconds for the transfers, printed. What receiving the bytes alone costs a process
+# on this machine, a floor under the cold path's CPU.
+RECEIVER = r"""
+import http.client, json, resource, sys, urllib.parse
+base = urllib.parse.urlsplit(sys.argv[1])
+def ask(netloc, method, target, headers=None):
+    c = http.client.HTTPConnection(netloc)
+    c.request(method, target, headers=headers or {})
+    r = c.getresponse()
+    return c, r
+_, r = ask(base.netloc, "HEAD", "/bench/big/resolve/main/big.bin")
+xet_hash = r.getheader("X-Xet-Hash")
+_, r = ask(base.netloc, "GET", "/api/models/bench/big/xet-read-token/main")
+token = json.loads(r.read())
+cas = urllib.parse.urlsplit(token["casUrl"])
+_, r = ask(cas.netloc, "GET", cas.path.rstrip("/") + "/v1/reconstructions/" + xet_hash,
+           {"Authorization": "Bearer " + token["accessToken"]})
+answer = json.loads(r.read())
+ranges = {(e["url"], e["url_range"]["start"], e["url_range"]["end"])
+          for entries in answer["fetch_info"].values() for e in entries}
+buf = memoryview(bytearray(1 << 20))
+t0 = resource.getrusage(resource.RUSAGE_SELF)
+got = 0
+for url, first, last in sorted(ranges):
+    u = urllib.parse.urlsplit(url)
+    c, r = ask(u.netloc, "GET", u.path + "?" + u.query, {"Range": f"bytes={first}-{last}"})
+    while n := r.readinto(buf):
+        got += n
+    c.close()
+t1 = resource.getrusage(resource.RUSAGE_SELF)
+print(json.dumps({"bytes": got, "cpu_s": t1.ru_utime + t1.ru_stime - t0.ru_utime - t0.ru_stime}))
+"""
+
+
+def receive_floor(args, upstream) -> tuple[float, int]:
+    """RECEIVER run against `upstream`: its CPU seconds and the bytes it received."""
+    r = subprocess.run([args.python, "-c", RECEIVER, upstream.url], capture_output=True, text=True, timeout=3600)
+    if r.returncode != 0:
+        raise SystemExit(f"the bare receiver failed: {r.stderr[-2000:]}")
+    out = json.loads(r.stdout)
+    return float(out["cpu_s"]), int(out["bytes"])
 
 
 def mirror(args, upstream, work: Path) -> CairnServer:
@@ -339,7 +390,7 @@ def main() -> int:
         times: dict[str, list[float]] = {"direct": [], "cold": [], "hit": []}
         # Server CPU seconds per GiB and client bytes over the file, per way (cold until idle: cold's whole cost).
         cpu: dict[str, list[float]] = {"direct": [], "cold": [], "cold until idle": [], "hit": [],
-                                       "warm direct": [], "warm hit": []}
+                                       "warm direct": [], "warm hit": [], "bare receive": []}
         client_bytes: dict[str, list[float]] = {"direct": [], "cold": [], "hit": [], "warm direct": [], "warm hit": []}
         cold_ratios: list[float] = []  # upstream bytes sent for a cold download, over the file
         olah: list[dict] = []
@@ -372,6 +423,12 @@ def main() -> int:
             m.stop()
             servers.remove(m)
             shutil.rmtree(work / f"mirror-{rnd}", ignore_errors=True)
+            settle(args)
+            rcv_cpu, rcv_bytes = receive_floor(args, upstream)
+            cpu["bare receive"].append(rcv_cpu / gib)
+            print(json.dumps({"bench": "mirror", "round": rnd, "way": "bare receive",
+                              "cpu_s_per_GiB": round(rcv_cpu / gib, 3), "bytes_over_file": round(rcv_bytes / size, 4)}),
+                  flush=True)
             if olah_py:
                 olah.extend({**r, "direct": times["direct"][-1]} for r in olah_round(args, olah_py, upstream, rnd,
                                                                                      work, size))
