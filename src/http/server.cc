@@ -10,6 +10,7 @@
 #include <boost/beast/ssl/ssl_stream.hpp>
 #include <boost/json/serialize.hpp>
 #include <boost/json/value.hpp>
+#include <csignal>
 #include <cstring>
 #include <limits>
 #include <map>
@@ -869,6 +870,10 @@ void Server::Impl::DoStop(std::chrono::milliseconds grace) {
 
 Server::Server(ServerOptions options, std::shared_ptr<const Authenticator> auth)
     : impl_(std::make_unique<Impl>(std::move(options), std::move(auth))) {
+  // A client that goes away while sendfile(2) writes to it gets the write EPIPE and, by default, the whole
+  // process SIGPIPE: any client could end the server by closing early. The failed write is handled as an
+  // error.
+  (void)std::signal(SIGPIPE, SIG_IGN);
   Impl* impl = impl_.get();
   impl->router.Handle(
       Verb::get, "/healthz", RouteOptions().Name("healthz"),

@@ -1,8 +1,11 @@
 // In-process tests of the server: a real Server on an ephemeral port, a small Beast client.
 #include "http/server.h"
 
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <poll.h>
+#include <signal.h>
 #include <spdlog/sinks/base_sink.h>
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
@@ -397,6 +400,36 @@ TEST_F(ServerTest, ChunkedResponseArrivesComplete) {
   for (int i = 0; i < 100; ++i) expect += "{\"i\":" + std::to_string(i) + "}\n";
   EXPECT_EQ(res.body(), expect);
   EXPECT_EQ(c.Get("/healthz").result_int(), 200u);
+}
+
+// A client that goes away while a file is sent to it with sendfile(2): the write fails with EPIPE, which
+// raises SIGPIPE — by default the end of the process (this test's too). The server ignores it and serves on.
+TEST_F(ServerTest, AClientGoneWhileAFileIsSentLeavesTheServerServing) {
+  struct sigaction before {};
+  ASSERT_EQ(::sigaction(SIGPIPE, nullptr, &before), 0);
+  EXPECT_EQ(before.sa_handler, SIG_IGN);  // set by the server itself, not by this test
+  for (int i = 0; i < 3; ++i) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    ASSERT_GE(fd, 0);
+    const int small = 4096;  // the server fills this window, then waits to send the rest
+    ASSERT_EQ(::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small), 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(port_);
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr), 0);
+    const std::string req = "GET /file HTTP/1.1\r\nHost: x\r\n\r\n";
+    ASSERT_EQ(::write(fd, req.data(), req.size()), static_cast<ssize_t>(req.size()));
+    char head[1024];
+    ASSERT_GT(::read(fd, head, sizeof head), 0);
+    const linger reset{.l_onoff = 1, .l_linger = 0};  // close with a reset: every later write fails
+    ASSERT_EQ(::setsockopt(fd, SOL_SOCKET, SO_LINGER, &reset, sizeof reset), 0);
+    ::close(fd);
+    std::this_thread::sleep_for(100ms);
+  }
+  Client c(port_);
+  EXPECT_EQ(c.Get("/healthz").result_int(), 200u);
+  EXPECT_EQ(c.Get("/file").body(), file_data_);
 }
 
 TEST_F(ServerTest, FileRanges) {
