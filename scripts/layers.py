@@ -67,7 +67,7 @@ TEST_ONLY: dict[str, list[str]] = {
     "client": ["api", "http", "index", "store", "cas"],
     "git": ["cas", "files", "store", "ingest"],
     "lfs": ["store"],
-    "mirror": ["ingest"],
+    "mirror": ["ingest", "store"],
     "bundle": ["gc"],
 }
 

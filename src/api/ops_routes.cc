@@ -105,6 +105,9 @@ void RegisterMirrorMetrics(http::Server& server, const mirror::MirrorService& mi
           "Bytes written again, decoded, for plain downloads of files coming through resolve (a file relayed "
           "through Xet is read from its relay)",
           counter(&mirror::MirrorCounters::spooled_bytes));
+  r.Gauge("cairn_mirror_stored_in_place_bytes",
+          "Bytes of whole xorbs relayed straight into the store and stored as they arrived (written once)",
+          counter(&mirror::MirrorCounters::stored_in_place_bytes));
   r.Gauge("cairn_mirror_upstream_failures", "Requests upstream could not answer",
           counter(&mirror::MirrorCounters::upstream_failures));
   r.Gauge("cairn_mirror_peer_fetches",

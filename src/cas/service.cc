@@ -252,8 +252,16 @@ xet::Result<bool> CasService::CommitXorb(store::BlobWriter& writer, const xet::X
   return index_.PutXorb(hash, validated.layout);
 }
 
+xet::Result<std::unique_ptr<FilledXorb>> CasService::BeginFilledXorb(const xet::XorbHash& hash) {
+  auto writer = store_.BeginPut(store::BlobKind::kXorb, hash);
+  if (!writer) return writer.error();
+  if ((*writer)->ReadableFd() < 0) return std::unique_ptr<FilledXorb>();
+  return std::make_unique<FilledXorb>(std::move(*writer));
+}
+
 xet::Result<bool> CasService::PutHashedXorb(const xet::XorbHash& hash, std::span<const uint8_t> chunks,
-                                            std::span<const xet::PrehashedChunk> hashes) {
+                                            std::span<const xet::PrehashedChunk> hashes,
+                                            std::unique_ptr<FilledXorb> filled) {
   auto held = Revive(hash);
   if (!held) return held.error();
   if (*held) return false;
@@ -264,6 +272,8 @@ xet::Result<bool> CasService::PutHashedXorb(const xet::XorbHash& hash, std::span
   if (!validated) return validated.error();
   if (validated->chunk_region_size != chunks.size() || validated->layout.chunks.size() != hashes.size())
     return xet::Malformed("a xorb stored by the server holds its chunks alone, each hashed by the caller");
+  if (filled != nullptr && filled->size() == chunks.size())
+    return CommitXorb(*filled->put_, hash, *validated);
   auto writer = store_.BeginPut(store::BlobKind::kXorb, hash);
   if (!writer) return writer.error();
   if (auto s = (*writer)->AppendStable(chunks); !s) return s.error();

@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "cas/filled_xorb.h"
 #include "cas/reconstruction.h"
 #include "cas/transfer_url.h"
 #include "cas/xorb_upload.h"
@@ -77,9 +78,15 @@ class CasService {
   // The same for the server's own xorbs (a mirror storing upstream's chunks as they arrived), whose chunks
   // the caller decoded and hashed from these very bytes: `hashes` gives every chunk's (payload offset and
   // hash). The chunk headers, limits and the xorb hash are checked as for any upload; the chunks are not
-  // decoded or hashed again, and `chunks` (the chunk region alone) is written from the caller's memory.
+  // decoded or hashed again, and `chunks` (the chunk region alone) is written from the caller's memory —
+  // unless `filled` (BeginFilledXorb's, for this xorb) already holds exactly those bytes (as many): then it
+  // is committed as it is, and nothing is written again.
   xet::Result<bool> PutHashedXorb(const xet::XorbHash& hash, std::span<const uint8_t> chunks,
-                                  std::span<const xet::PrehashedChunk> hashes);
+                                  std::span<const xet::PrehashedChunk> hashes,
+                                  std::unique_ptr<FilledXorb> filled = nullptr);
+  // A xorb for the server to fill with its chunk region as it arrives (filled_xorb.h). Null where the store
+  // keeps no readable file for a put (S3): the caller keeps the bytes itself.
+  xet::Result<std::unique_ptr<FilledXorb>> BeginFilledXorb(const xet::XorbHash& hash);
 
   // POST /v1/shards and /v2/shards: all or nothing. Every file is verified against stored xorbs (ranges,
   // sizes, verification hashes, the file hash), every listed xorb against its stored layout; then the shard

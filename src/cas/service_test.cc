@@ -275,6 +275,53 @@ TEST_F(Service, AXorbTheServerHashedIsStoredWithoutDecodingItAgainAndCheckedAgai
   EXPECT_EQ(Download(up.file_hashes[0]), xet::testing::TextLikeBytes(5, 300000));
 }
 
+// A xorb the server filled as it arrived is committed as it is: the chunks are not written a second time, the
+// blob holds them and the footer. A put that does not hold exactly the chunks is not taken: they are written
+// anew.
+TEST_F(Service, AXorbTheServerFilledAsItArrivedIsCommittedWithoutWritingItAgain) {
+  const auto up = Build({xet::testing::TextLikeBytes(6, 300000)});
+  const auto& x = up.xorbs[0];
+  xet::ChunkPrehasher prehasher;
+  prehasher.Advance(x.body);
+  const auto hashes = std::vector<xet::PrehashedChunk>(prehasher.hashes().begin(), prehasher.hashes().end());
+  auto validated = xet::ValidateXorb(x.body);
+  ASSERT_TRUE(validated.ok());
+  const std::span<const uint8_t> chunks = std::span(x.body).first(validated->chunk_region_size);
+
+  auto short_fill = service_->BeginFilledXorb(x.hash);
+  ASSERT_TRUE(short_fill.ok());
+  ASSERT_NE(*short_fill, nullptr);  // a local disk store fills a file that can be read back
+  ASSERT_TRUE((*short_fill)->Append(chunks.first(chunks.size() - 1)).ok());
+  ASSERT_EQ(*service_->PutHashedXorb(x.hash, chunks, hashes, std::move(*short_fill)), true);
+  std::vector<uint8_t> stored(x.body.size());
+  ASSERT_TRUE(store_->ReadRange(store::BlobKind::kXorb, x.hash, 0, stored).ok());
+  EXPECT_TRUE(std::equal(chunks.begin(), chunks.end(), stored.begin()));  // written from `chunks`
+  ASSERT_TRUE(service_->PutShard(up.shard_bytes, "repo").ok());
+  EXPECT_EQ(Download(up.file_hashes[0]), xet::testing::TextLikeBytes(6, 300000));
+
+  const auto other = Build({xet::testing::TextLikeBytes(7, 300000)});
+  const auto& y = other.xorbs[0];
+  xet::ChunkPrehasher other_prehasher;
+  other_prehasher.Advance(y.body);
+  const auto other_hashes =
+      std::vector<xet::PrehashedChunk>(other_prehasher.hashes().begin(), other_prehasher.hashes().end());
+  const auto y_region = xet::ValidateXorb(y.body)->chunk_region_size;
+  auto filled = service_->BeginFilledXorb(y.hash);
+  ASSERT_TRUE(filled.ok());
+  ASSERT_NE(*filled, nullptr);
+  ASSERT_TRUE((*filled)->Append(std::span(y.body).first(y_region)).ok());
+  // Handed `chunks` that differ from what was filled in one payload byte (which the hashes, taken as given,
+  // do not show): the blob is what was filled, so nothing was written from `chunks`.
+  std::vector<uint8_t> decoy(y.body.begin(), y.body.begin() + static_cast<ptrdiff_t>(y_region));
+  decoy[xet::kChunkHeaderSize] ^= 1;
+  ASSERT_EQ(*service_->PutHashedXorb(y.hash, decoy, other_hashes, std::move(*filled)), true);
+  std::vector<uint8_t> blob(y.body.size());
+  ASSERT_TRUE(store_->ReadRange(store::BlobKind::kXorb, y.hash, 0, blob).ok());
+  EXPECT_EQ(blob, y.body);  // the chunks as filled, then the footer
+  ASSERT_TRUE(service_->PutShard(other.shard_bytes, "repo").ok());
+  EXPECT_EQ(Download(other.file_hashes[0]), xet::testing::TextLikeBytes(7, 300000));
+}
+
 TEST_F(Service, ShardWithUnknownXorbRegistersNothing) {
   const auto up = Build({xet::testing::TextLikeBytes(4, 2 << 20)});
   for (size_t i = 1; i < up.xorbs.size(); ++i)

@@ -105,8 +105,10 @@ void FileIngest::StoreLoop() {
     lock.unlock();
     xet::Status st = xet::Ok{};
     if (x.encoded) {
-      // Records as they arrived, their chunks hashed by the caller from these bytes: not decoded again.
-      auto put = cas_.PutHashedXorb(x.hash, x.data, x.Prehashed());
+      // Records as they arrived, their chunks hashed by the caller from these bytes: not decoded again, and
+      // not written again where the caller filled a put with them as they arrived.
+      auto put =
+          cas_.PutHashedXorb(x.hash, x.data, x.Prehashed(), take_filled_ ? take_filled_(x.hash) : nullptr);
       if (!put) st = put.error();
     } else {
       // The chunks were hashed as they were placed; PutXorb validates the encoded xorb (decoded and hashed

@@ -6,7 +6,8 @@
 //   - FeedChunk: chunks of a file another Xet server stored (a mirror's upstream), decoded and hashed once by
 //     the caller, are placed with their hashes and new ones packed as the records they arrived as (never
 //     compressed or hashed again), a xorb that arrived whole kept as the same xorb (ChunkPlacer::
-//     PlaceEncoded), and stored through CasService::PutHashedXorb.
+//     PlaceEncoded), and stored through CasService::PutHashedXorb — from the put the caller filled with it
+//     as it arrived, when there is one (TakeFilledFrom): then its bytes are not written again.
 // Either way each chunk is deduplicated against the file itself and against what the CAS already holds in
 // every scope (the CAS's own dedup answers, as an hf_xet client would receive them, but across scopes: no
 // client sees them), and at the end — once the size and the SHA-256 match what was announced — a shard
@@ -28,6 +29,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -36,6 +38,7 @@
 #include <thread>
 #include <vector>
 
+#include "cas/filled_xorb.h"
 #include "cas/service.h"
 #include "ingest/chunk_placer.h"
 #include "ingest/chunk_stream.h"
@@ -71,6 +74,11 @@ class FileIngest {
   // arrived whole.
   xet::Status FeedChunk(const xet::ChunkHash& hash, std::span<const uint8_t> decoded,
                         std::span<const uint8_t> record, const std::optional<xet::XorbHash>& whole);
+  // Where a xorb sealed as the same xorb that arrived whole may already be written (a put filled with it as
+  // it arrived, CasService::BeginFilledXorb): asked by the storing threads, concurrently, once per such xorb;
+  // null for none. Set before the first chunk is fed; it must outlive the ingest's Finish (or destruction).
+  using TakeFilled = std::function<std::unique_ptr<cas::FilledXorb>(const xet::XorbHash&)>;
+  void TakeFilledFrom(TakeFilled take) { take_filled_ = std::move(take); }
   xet::Result<Ingested> Finish();  // once
   uint64_t received() const { return received_; }
 
@@ -104,6 +112,7 @@ class FileIngest {
   xet::Status store_error_ = xet::Ok{};      // guarded by mu_
   std::vector<std::vector<uint8_t>> spare_;  // guarded by mu_: buffers of stored xorbs, for the next ones
   std::vector<std::thread> storers_;
+  TakeFilled take_filled_;
 
   // The SHA-256, on its own thread: Feed hands it the block in place and waits for it before returning.
   ingest::Sha256 sha_;

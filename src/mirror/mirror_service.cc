@@ -663,6 +663,14 @@ xet::Result<lfs::Ingested> MirrorService::StoreRelayed(Relay& relay, const hub::
   (void)::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), 19);
   auto ingest = lfs::FileIngest::Begin(cas_, repo.record.scope, pointer.sha256, pointer.size);
   if (!ingest.ok()) return ingest.error();
+  (*ingest)->TakeFilledFrom([this, &relay](const xet::XorbHash& xorb) {
+    auto put = relay.TakeFilled(xorb);
+    if (put != nullptr) {
+      std::lock_guard lock(mu_);
+      counters_.stored_in_place_bytes += put->size();
+    }
+    return put;
+  });
   xet::Status fed = xet::Ok{};
   auto st = relay.Produce([&](const Relay::Chunk& c) {
     if (!going_on()) {
@@ -726,8 +734,18 @@ std::shared_ptr<Relay> MirrorService::StartRelay(const hub::Repo& repo, const hu
   Relay::RangeAsker ask = [this, access = *access, file](uint64_t first, uint64_t last) {
     return upstream_.Reconstruction(access, file, std::make_pair(first, last));
   };
+  // Ranges that start a xorb are written straight into puts of the store, where it has files to put them
+  // in: stored as they arrived, they are written once. Not on a node relaying another's transfer, which
+  // stores nothing.
+  Relay::Filler fill;
+  if (peer.empty()) {
+    fill = [this](const xet::XorbHash& xorb) -> std::unique_ptr<cas::FilledXorb> {
+      auto put = cas_.BeginFilledXorb(xorb);
+      return put.ok() ? std::move(*put) : nullptr;  // a put that cannot begin: the spool
+    };
+  }
   auto relay = Relay::Create(options_.spool_dir, file, std::move(*plan),
-                             {repo.record.read_scope, repo.record.scope}, std::move(ask));
+                             {repo.record.read_scope, repo.record.scope}, std::move(ask), fill);
   if (!relay.ok()) {
     spdlog::warn("mirror: relaying {}: {}", file.hex(), Printable(relay.error().message, 300));
     return nullptr;

@@ -90,6 +90,8 @@ struct MirrorCounters {
   // Bytes written a second time, decoded, for plain downloads reading a file as it comes: a file relayed
   // through upstream's Xet reconstruction is read from the relay instead, so only files through resolve.
   uint64_t spooled_bytes = 0;
+  // Bytes of whole xorbs relayed straight into the store's puts and stored as they arrived: written once.
+  uint64_t stored_in_place_bytes = 0;
   uint64_t upstream_failures = 0;  // requests upstream could not answer
   uint64_t peer_fetches = 0;       // large files another node sharing the index fetched while this one waited
   uint64_t peer_relays = 0;      // of those, relayed from that node as they arrived (MirrorOptions::node_url)

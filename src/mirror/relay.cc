@@ -1,8 +1,12 @@
 #include "mirror/relay.h"
 
+#include <fcntl.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <map>
 
+#include "common/posix_io.h"
 #include "xet/hashing.h"
 #include "xet/xorb.h"
 
@@ -10,7 +14,8 @@ namespace cairn::mirror {
 
 xet::Result<std::shared_ptr<Relay>> Relay::Create(const std::filesystem::path& dir, const xet::FileHash& file,
                                                   xet::ParsedReconstruction plan,
-                                                  std::vector<std::string> scopes, RangeAsker ask) {
+                                                  std::vector<std::string> scopes, RangeAsker ask,
+                                                  const Filler& fill) {
   if (plan.offset_into_first != 0) return xet::Malformed("upstream's whole-file answer starts inside a term");
   std::vector<xet::XorbHash> xorbs;
   xorbs.reserve(plan.fetches.size());
@@ -25,8 +30,58 @@ xet::Result<std::shared_ptr<Relay>> Relay::Create(const std::filesystem::path& d
   }
   auto spool = Spool::Create(dir);
   if (!spool.ok()) return spool.error();
-  return std::make_shared<Relay>(file, std::move(plan), std::move(xorbs), std::move(scopes),
-                                 std::move(*spool), std::move(ask));
+  auto relay = std::make_shared<Relay>(file, std::move(plan), std::move(xorbs), std::move(scopes),
+                                       std::move(*spool), std::move(ask));
+  if (fill) relay->Fill(fill);
+  return relay;
+}
+
+void Relay::Fill(const Filler& fill) {
+  for (size_t i = 0; i < plan_.fetches.size(); ++i) {
+    const Fetch& f = plan_.fetches[i];
+    if (f.first != 0 || f.cs != 0) continue;  // not the start of a xorb: never stored as it is
+    auto writer = fill(xorbs_[i]);
+    if (writer == nullptr) continue;
+    UniqueFd fd(::fcntl(writer->fd(), F_DUPFD_CLOEXEC, 0));
+    if (!fd.valid()) continue;  // out of descriptors: the spool
+    filled_[i].writer = std::move(writer);
+    filled_[i].fd = std::move(fd);
+  }
+}
+
+xet::Status Relay::Write(size_t i, uint64_t offset, std::span<const uint8_t> bytes) {
+  cas::FilledXorb* writer = filled_[i].writer.get();  // Receive's alone until the range has arrived
+  if (writer == nullptr) return spool_->Write(base_[i] + offset, bytes);
+  if (offset != writer->size()) return xet::Inconsistent("a relayed range written out of order");
+  return writer->Append(bytes);
+}
+
+xet::Status Relay::ReadFetched(size_t i, uint64_t offset, std::span<uint8_t> out) const {
+  if (!filled_[i].fd.valid()) return spool_->ReadWritten(base_[i] + offset, out);
+  if (const int err = PreadFull(filled_[i].fd.get(), offset, out); err != 0)
+    return xet::IoError("reading a relayed range back: " + OpenErrorText(err));
+  return xet::Ok{};
+}
+
+xet::Result<cas::RelayedBytes> Relay::FileOf(size_t i, uint64_t offset) const {
+  if (!filled_[i].fd.valid()) {
+    auto fd = spool_->Duplicate();
+    if (!fd.ok()) return fd.error();
+    return cas::RelayedBytes{.fd = std::move(*fd), .offset = base_[i] + offset};
+  }
+  UniqueFd fd(::fcntl(filled_[i].fd.get(), F_DUPFD_CLOEXEC, 0));
+  if (!fd.valid()) return xet::IoError("a descriptor of a relayed range: " + ErrnoText(errno));
+  return cas::RelayedBytes{.fd = std::move(fd), .offset = offset};
+}
+
+std::unique_ptr<cas::FilledXorb> Relay::TakeFilled(const xet::XorbHash& xorb) {
+  std::lock_guard lock(mu_);
+  const auto [from, to] = by_xorb_.equal_range(xorb);
+  for (auto it = from; it != to; ++it) {
+    Filled& f = filled_[it->second];
+    if (f.arrived && f.writer != nullptr) return std::move(f.writer);
+  }
+  return nullptr;
 }
 
 Relay::Relay(const xet::FileHash& file, xet::ParsedReconstruction plan, std::vector<xet::XorbHash> xorbs,
@@ -40,6 +95,7 @@ Relay::Relay(const xet::FileHash& file, xet::ParsedReconstruction plan, std::vec
   base_.assign(plan_.fetches.size(), UINT64_MAX);
   verified_.assign(plan_.fetches.size(), false);
   index_.resize(plan_.fetches.size());
+  filled_.resize(plan_.fetches.size());
   uint64_t at = 0;
   for (const auto& t : plan_.terms) {
     term_start_.push_back(size_);
@@ -72,9 +128,9 @@ xet::Status Relay::Receive(const Fetcher& fetch, const std::function<bool()>& st
     RangeIndexer indexer(f.first, length, decoder);
     const auto flush = [&]() -> xet::Status {
       if (pending.empty()) return xet::Ok{};
-      auto st = spool_->Write(base_[i] + got, pending);
+      auto st = Write(i, got, pending);
       got += pending.size();
-      // Indexed from memory once in the spool (Produce reads the records from there).
+      // Indexed from memory once written (Produce reads the records from there).
       if (st.ok()) Publish(i, indexer.Feed(pending), indexer, false);
       pending.clear();
       return st;
@@ -103,6 +159,10 @@ xet::Status Relay::Receive(const Fetcher& fetch, const std::function<bool()>& st
       }
     }
     Publish(i, {}, indexer, true);
+    {
+      std::lock_guard lock(mu_);
+      filled_[i].arrived = true;  // its put, if any, is TakeFilled's now
+    }
     if (IsWholeXorb(i)) Verified(i);
   }
   spool_->Finish(true);
@@ -241,17 +301,12 @@ xet::Status Relay::AwaitVerified(size_t fetch) const {
   }
 }
 
-xet::Result<UniqueFd> Relay::SpoolDescriptor() const {
-  return spool_->Duplicate();
-}
-
 xet::Result<std::span<const uint8_t>> Relay::Decoded(size_t i, const Indexed& c, xet::ChunkDecoder& decoder,
                                                      std::vector<uint8_t>& record,
                                                      std::vector<uint8_t>& out) const {
   // The index hashed this record as it arrived; the spool's bytes never change after.
   record.resize(c.length);
-  if (auto st = spool_->ReadWritten(base_[i] + (c.start - plan_.fetches[i].first), record); !st.ok())
-    return st.error();
+  if (auto st = ReadFetched(i, c.start - plan_.fetches[i].first, record); !st.ok()) return st.error();
   auto h = xet::ChunkHeader::Parse(record);
   if (!h.ok()) return h.error();
   const auto payload = std::span<const uint8_t>(record).subspan(xet::kChunkHeaderSize);
@@ -568,33 +623,32 @@ cas::ReconstructionPlan Relay::Build(uint64_t start, uint64_t end,
 
 namespace {
 
-class SpoolRange final : public cas::RelayedRange {
+// Bytes [first, last] of a xorb inside fetch `fetch`'s range, `offset` bytes into it.
+class ArrivedRange final : public cas::RelayedRange {
  public:
-  SpoolRange(std::shared_ptr<const Relay> relay, size_t fetch, uint64_t base, uint64_t first, uint64_t last,
-             std::optional<Relay::Claim> claim)
+  ArrivedRange(std::shared_ptr<const Relay> relay, size_t fetch, uint64_t offset, uint64_t first,
+               uint64_t last, std::optional<Relay::Claim> claim)
       : relay_(std::move(relay)),
         fetch_(fetch),
-        base_(base),
+        offset_(offset),
         first_(first),
         last_(last),
         claim_(std::move(claim)) {}
   uint64_t length() const override { return last_ - first_ + 1; }
-  // Bytes only once the range is verified (Relay::AwaitVerified: all of them are in the spool then) and,
-  // for a narrowed one, found to be the chunks it was said to be: a reader waits, or errs.
+  // Bytes only once the range is verified (Relay::AwaitVerified: all of them have arrived then) and, for a
+  // narrowed one, found to be the chunks it was said to be: a reader waits, or errs.
   xet::Result<cas::RelayedBytes> AwaitBytes() const override {
     if (auto st = relay_->AwaitVerified(fetch_); !st.ok()) return st.error();
     if (claim_) {
       if (auto st = relay_->CheckClaim(fetch_, first_, last_, *claim_); !st.ok()) return st.error();
     }
-    auto fd = relay_->SpoolDescriptor();
-    if (!fd.ok()) return fd.error();
-    return cas::RelayedBytes{.fd = std::move(*fd), .offset = base_};
+    return relay_->FileOf(fetch_, offset_);
   }
 
  private:
   std::shared_ptr<const Relay> relay_;
   size_t fetch_;
-  uint64_t base_;          // in the spool
+  uint64_t offset_;        // in the fetch's range
   uint64_t first_, last_;  // in the xorb
   std::optional<Relay::Claim> claim_;
 };
@@ -612,8 +666,8 @@ std::shared_ptr<const cas::RelayedRange> Relay::Open(const xet::XorbHash& xorb, 
       std::lock_guard lock(mu_);
       if (auto c = claims_.find({it->second, first, last}); c != claims_.end()) claim = c->second;
     }
-    return std::make_shared<SpoolRange>(shared_from_this(), it->second, base_[it->second] + (first - f.first),
-                                        first, last, claim);
+    return std::make_shared<ArrivedRange>(shared_from_this(), it->second, first - f.first, first, last,
+                                          claim);
   }
   return nullptr;
 }

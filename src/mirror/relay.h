@@ -20,6 +20,10 @@
 // spool, was checked against its SHA-256 and Xet hash (FileChecked). A range that fails, or whose file fails,
 // is cut short (its reader errs: hf_xet asks again and is answered from the file the mirror then stores).
 //
+// A range that starts at its xorb's first byte is written, where the store allows (a `Filler`), straight into
+// a put of that xorb rather than the spool: when the file's chunks are stored as that very xorb, the put is
+// committed as it is (TakeFilled, CasService::PutHashedXorb), and the bytes are written once.
+//
 // Thread-safety: Receive runs on one thread of its own; every other method may be called concurrently.
 // Ownership: shared by the flight that fetches the file and the requests reading it; the spool's file goes
 // with the last of them. Failures: kUnavailable to readers once the transfer failed or stalled; kMalformed
@@ -39,7 +43,9 @@
 #include <utility>
 #include <vector>
 
+#include "cas/filled_xorb.h"
 #include "cas/relay.h"
+#include "common/unique_fd.h"
 #include "mirror/spool.h"
 #include "net/http_client.h"
 #include "xet/reconstruction_answer.h"
@@ -54,13 +60,16 @@ class Relay : public std::enable_shared_from_this<Relay> {
   using Fetcher = std::function<xet::Status(const Fetch&, uint64_t from, const net::HttpClient::Sink&)>;
   // Upstream's answer for file bytes [first, last] (called from Plan, on the request's thread).
   using RangeAsker = std::function<xet::Result<xet::ParsedReconstruction>(uint64_t first, uint64_t last)>;
+  // A put of a xorb to write its range into (CasService::BeginFilledXorb), or null for none (the spool).
+  using Filler = std::function<std::unique_ptr<cas::FilledXorb>(const xet::XorbHash&)>;
 
   // `plan`: upstream's answer for the whole file. `scopes`: the CAS scopes that may read it here. `ask`:
-  // how to ask upstream for a part's answer (none: a part's answer fetches whole ranges).
+  // how to ask upstream for a part's answer (none: a part's answer fetches whole ranges). `fill`: where the
+  // ranges that start a xorb are written (none: the spool).
   static xet::Result<std::shared_ptr<Relay>> Create(const std::filesystem::path& dir,
                                                     const xet::FileHash& file, xet::ParsedReconstruction plan,
-                                                    std::vector<std::string> scopes,
-                                                    RangeAsker ask = nullptr);
+                                                    std::vector<std::string> scopes, RangeAsker ask = nullptr,
+                                                    const Filler& fill = nullptr);
   // `xorbs`: each fetch's xorb hash, parsed (by fetch index).
   Relay(const xet::FileHash& file, xet::ParsedReconstruction plan, std::vector<xet::XorbHash> xorbs,
         std::vector<std::string> scopes, std::shared_ptr<Spool> spool, RangeAsker ask = nullptr);
@@ -92,6 +101,14 @@ class Relay : public std::enable_shared_from_this<Relay> {
   // the check failed or stalled, kMalformed for a term that does not decode to the length announced.
   xet::Result<size_t> ReadDecoded(uint64_t offset, std::span<uint8_t> out) const;
 
+  // The put fetch ranges of xorb `xorb` were written into, once all of it arrived (null otherwise, and after
+  // the first call): the caller commits it or drops it. The ranges are still served from its file.
+  std::unique_ptr<cas::FilledXorb> TakeFilled(const xet::XorbHash& xorb);
+  // Bytes of fetch `i`'s range from `offset` in it, already arrived: read into `out`, or a descriptor of the
+  // file that holds them and where.
+  xet::Status ReadFetched(size_t i, uint64_t offset, std::span<uint8_t> out) const;
+  xet::Result<cas::RelayedBytes> FileOf(size_t i, uint64_t offset) const;
+
   // An answer for `range` of the file (whole when empty), in upstream's terms; a part's ranges narrowed to
   // the chunks it needs when upstream's answer for it allows.
   cas::ReconstructionPlan Plan(std::optional<cas::ByteRange> range) const;
@@ -107,8 +124,6 @@ class Relay : public std::enable_shared_from_this<Relay> {
   // Whether bytes [first, last] of fetch `fetch`, arrived, hold what `claim` says: Ok, or kUnavailable
   // (never served; the relay stops narrowing).
   xet::Status CheckClaim(size_t fetch, uint64_t first, uint64_t last, const Claim& claim) const;
-  // A descriptor of the spool of its own (where fetch i's bytes lie from its base), for verified bytes.
-  xet::Result<UniqueFd> SpoolDescriptor() const;
   // Waits until the bytes of fetch `fetch` are known to be right (Ok) or never will be (kUnavailable).
   xet::Status AwaitVerified(size_t fetch) const;
   // The fetch of the file (Produce's bytes, fed to the store) passed its checks, or did not (or gave up on
@@ -203,6 +218,19 @@ class Relay : public std::enable_shared_from_this<Relay> {
   // again; guarded by mu_.
   mutable bool distrusted_ = false;
   std::vector<FetchIndex> index_;  // by fetch index; guarded by mu_
+
+  // A put a fetch's range is written into instead of the spool.
+  struct Filled {
+    // Receive's until `arrived`, then TakeFilled's; guarded by mu_.
+    std::unique_ptr<cas::FilledXorb> writer;
+    UniqueFd fd;           // the put's file, for readers; set before the relay is shared
+    bool arrived = false;  // guarded by mu_
+  };
+  std::vector<Filled> filled_;  // by fetch index
+  // Opens a put for every fetch that starts its xorb (Create, before the relay is shared).
+  void Fill(const Filler& fill);
+  // Writes bytes [offset, offset + bytes.size()) of fetch `i`'s range where they go.
+  xet::Status Write(size_t i, uint64_t offset, std::span<const uint8_t> bytes);
 };
 
 }  // namespace cairn::mirror

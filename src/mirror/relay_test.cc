@@ -17,6 +17,7 @@
 
 #include "common/posix_io.h"
 #include "ingest/upload_builder.h"
+#include "store/local_disk_store.h"
 #include "xet/hashing.h"
 
 namespace cairn::mirror {
@@ -493,6 +494,58 @@ TEST_F(RelayTest, APlainReaderOfAFileThatFailsItsCheckGetsNoMore) {
   auto n = relay_->ReadDecoded(100, out);
   ASSERT_FALSE(n.ok());
   EXPECT_EQ(n.error().code, xet::ErrorCode::kUnavailable);
+}
+
+// Ranges that start a xorb go straight into puts of the store (a local disk's), not the spool: they are
+// served and produced from there, cut ones resumed in order, and each put, once its range has arrived, is
+// handed over once, holding the range, to be committed as the xorb itself.
+TEST_F(RelayTest, RangesThatStartAXorbAreWrittenIntoAPutOfTheStore) {
+  auto store = store::LocalDiskStore::Open(dir_ / "store");
+  ASSERT_TRUE(store.ok()) << store.error().message;
+  int puts = 0;
+  auto made = Relay::Create(dir_ / "filled", up_.upload.file_hashes[0], up_.plan, {"scope-a"}, nullptr,
+                            [&](const xet::XorbHash& xorb) -> std::unique_ptr<cas::FilledXorb> {
+                              ++puts;
+                              auto w = (*store)->BeginPut(store::BlobKind::kXorb, xorb);
+                              return w.ok() ? std::make_unique<cas::FilledXorb>(std::move(*w)) : nullptr;
+                            });
+  ASSERT_TRUE(made.ok());
+  auto relay = *made;
+  size_t starting = 0;
+  for (const auto& f : up_.plan.fetches) starting += f.first == 0 && f.cs == 0 ? 1 : 0;
+  ASSERT_GE(starting, 2u);
+  EXPECT_EQ(puts, static_cast<int>(starting));
+  const auto xorb0 = *xet::Hash::FromHex(up_.plan.fetches[0].xorb);
+  EXPECT_EQ(relay->TakeFilled(xorb0), nullptr);  // not arrived yet
+  cut_after_ = 300'000;                          // the first range is cut once, and resumed
+  ASSERT_TRUE(relay->Receive(Fetcher(), [] { return false; }).ok());
+  std::vector<uint8_t> produced;
+  ASSERT_TRUE(relay
+                  ->Produce([&](const Relay::Chunk& c) {
+                    produced.insert(produced.end(), c.decoded.begin(), c.decoded.end());
+                    return true;
+                  })
+                  .ok());
+  EXPECT_EQ(produced, up_.file);
+  for (const auto& f : up_.plan.fetches) {
+    const auto& body = up_.xorbs.at(f.xorb)->body;
+    auto range = relay->Open(*xet::Hash::FromHex(f.xorb), f.first, f.last);
+    ASSERT_NE(range, nullptr);
+    std::vector<uint8_t> out(range->length());
+    ASSERT_TRUE(ReadRange(*range, out).ok());
+    EXPECT_TRUE(std::equal(out.begin(), out.end(), body.begin() + static_cast<ptrdiff_t>(f.first)));
+    if (f.first != 0 || f.cs != 0) continue;
+    auto put = relay->TakeFilled(*xet::Hash::FromHex(f.xorb));
+    ASSERT_NE(put, nullptr) << f.xorb;
+    EXPECT_EQ(put->size(), f.last + 1);
+    EXPECT_EQ(relay->TakeFilled(*xet::Hash::FromHex(f.xorb)), nullptr);  // handed over once
+    std::vector<uint8_t> put_bytes(put->size());
+    ASSERT_EQ(PreadFull(put->fd(), 0, put_bytes), 0);
+    EXPECT_TRUE(std::equal(put_bytes.begin(), put_bytes.end(), body.begin()));
+    put.reset();  // dropped (or committed): still served from its file
+    ASSERT_TRUE(ReadRange(*range, out).ok());
+    EXPECT_TRUE(std::equal(out.begin(), out.end(), body.begin()));
+  }
 }
 
 TEST_F(RelayTest, AFailedUpstreamFailsEveryReader) {

@@ -93,6 +93,11 @@ class BlobWriter {
   // A flusher for this put (see BlobFlusher), or null when the store cannot flush early or gains nothing
   // by it (Commit alone is always enough). Call it before the first Append; it must not outlive the writer.
   virtual std::unique_ptr<BlobFlusher> NewFlusher() { return nullptr; }
+  // A descriptor of the file the put writes, from which the bytes appended so far can be read (pread,
+  // sendfile) while the put is open: a caller that fills a blob as its bytes arrive can serve them from there
+  // instead of keeping a copy of its own. Owned by the writer (duplicate it to keep it past the writer's
+  // life or its Commit). -1 where the store keeps a put elsewhere than in a file (S3, memory).
+  virtual int ReadableFd() const { return -1; }
   // Makes the blob durable and visible under its name. May be called once.
   virtual xet::Result<PutOutcome> Commit(const PutOptions& options = {}) = 0;
   virtual uint64_t bytes_appended() const = 0;

@@ -168,6 +168,8 @@ class LocalDiskStore::Writer final : public BlobWriter {
 
   std::unique_ptr<BlobFlusher> NewFlusher() override;
 
+  int ReadableFd() const override { return state_ == State::kOpen ? file_.get() : -1; }
+
   xet::Result<PutOutcome> Commit(const PutOptions& options) override {
     if (state_ != State::kOpen) return xet::IoError("put of " + FinalPath() + " is no longer open");
     // A failed flush reported the write error to the flusher alone (the kernel reports it once per open file

@@ -12,8 +12,12 @@
 #include <numeric>
 #include <random>
 #include <set>
+#include <span>
 #include <thread>
+#include <type_traits>
 
+#include "common/posix_io.h"
+#include "common/unique_fd.h"
 #include "store/local_disk_store.h"
 #include "store/memory_store.h"
 #include "store/s3_store.h"
@@ -194,6 +198,37 @@ TYPED_TEST(BlobStoreTest, RangesAtTheEdges) {
   auto missing = this->store_->ReadRange(BlobKind::kShard, HashOf(3), 0, out);
   ASSERT_FALSE(missing.ok());
   EXPECT_EQ(missing.error().code, ErrorCode::kNotFound);
+}
+
+// A put's readable descriptor, where the store gives one, reads back exactly what was appended while the put
+// is open, and also after Commit through a duplicate; without one (-1) the store keeps the put elsewhere.
+TYPED_TEST(BlobStoreTest, AnOpenPutReadsBackWhatWasAppendedWhereTheStoreGivesAFile) {
+  const auto data = Bytes(300'000, 9);
+  auto w = this->store_->BeginPut(BlobKind::kXorb, HashOf(9));
+  ASSERT_TRUE(w.ok()) << w.error().message;
+  ASSERT_TRUE((*w)->Append(std::span(data).first(1000)).ok());
+  const int fd = (*w)->ReadableFd();
+  const bool has_file =
+      std::is_same_v<TypeParam, DiskFactory<false>> || std::is_same_v<TypeParam, DiskFactory<true>>;
+  ASSERT_EQ(fd >= 0, has_file);
+  UniqueFd kept;
+  if (fd >= 0) {
+    std::vector<uint8_t> head(1000);
+    ASSERT_EQ(PreadFull(fd, 0, head), 0);
+    EXPECT_TRUE(std::equal(head.begin(), head.end(), data.begin()));
+    kept = UniqueFd(::fcntl(fd, F_DUPFD_CLOEXEC, 0));
+  }
+  ASSERT_TRUE((*w)->Append(std::span(data).subspan(1000)).ok());
+  ASSERT_TRUE((*w)->Commit().ok());
+  EXPECT_EQ((*w)->ReadableFd(), -1);  // committed: the put is over
+  if (kept.valid()) {
+    std::vector<uint8_t> all(data.size());
+    ASSERT_EQ(PreadFull(kept.get(), 0, all), 0);
+    EXPECT_EQ(all, data);
+  }
+  std::vector<uint8_t> out(data.size());
+  ASSERT_TRUE(this->store_->ReadRange(BlobKind::kXorb, HashOf(9), 0, out).ok());
+  EXPECT_EQ(out, data);
 }
 
 TYPED_TEST(BlobStoreTest, StreamingPutInPieces) {

@@ -710,7 +710,8 @@ def xorbs_of(srv, repo: str, filename: str) -> list[str]:
 @pytest.mark.backends("sqlite")
 def test_a_relayed_file_is_stored_as_upstreams_xorbs(server, hub_py, tmp_path):
     """Upstream's xorbs, arrived whole and holding no chunk the mirror has, are stored as they are: the mirror's
-    store holds the very xorbs upstream's reconstruction names, and the file's bytes once. (Re-chunking gave the
+    store holds the very xorbs upstream's reconstruction names, and the file's bytes once, each written once (the
+    relay writes a range that starts a xorb into a put of the store, committed as it is). (Re-chunking gave the
     same xorbs for an hf_xet upload of random bytes too, at several times the CPU: the unit tests
     LfsTest.ChunksFedAsAnotherServerStoredThemAreKeptAsTheyAre and RelayTest.ProducesTheFilesChunks... show the
     records kept byte for byte; BENCHMARKS.md the CPU.)"""
@@ -727,6 +728,8 @@ def test_a_relayed_file_is_stored_as_upstreams_xorbs(server, hub_py, tmp_path):
         return {p.name for p in Path(mirror.data_dir).rglob("*") if p.is_file() and p.name in upstream_xorbs}
     eventually(mirror, lambda: stored_xorbs() == upstream_xorbs)
     assert metric(mirror, "cairn_stored_bytes") < 1.01 * 80 * MiB
+    # Written once: each xorb went from upstream straight into the put that became its blob.
+    assert 80 * MiB <= metric(mirror, "cairn_mirror_stored_in_place_bytes") < 1.01 * 80 * MiB
 
 
 @pytest.mark.backends("sqlite")
