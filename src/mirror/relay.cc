@@ -32,21 +32,21 @@ xet::Result<std::shared_ptr<Relay>> Relay::Create(const std::filesystem::path& d
   if (!spool.ok()) return spool.error();
   auto relay = std::make_shared<Relay>(file, std::move(plan), std::move(xorbs), std::move(scopes),
                                        std::move(*spool), std::move(ask));
-  if (fill) relay->Fill(fill);
+  relay->fill_ = fill;  // before the relay is shared
   return relay;
 }
 
-void Relay::Fill(const Filler& fill) {
-  for (size_t i = 0; i < plan_.fetches.size(); ++i) {
-    const Fetch& f = plan_.fetches[i];
-    if (f.first != 0 || f.cs != 0) continue;  // not the start of a xorb: never stored as it is
-    auto writer = fill(xorbs_[i]);
-    if (writer == nullptr) continue;
-    UniqueFd fd(::fcntl(writer->fd(), F_DUPFD_CLOEXEC, 0));
-    if (!fd.valid()) continue;  // out of descriptors: the spool
-    filled_[i].writer = std::move(writer);
-    filled_[i].fd = std::move(fd);
-  }
+void Relay::Fill(size_t i) {
+  const Fetch& f = plan_.fetches[i];
+  if (!fill_ || f.first != 0 || f.cs != 0 || filled_count_ >= kMaxFilled) return;  // the spool
+  auto writer = fill_(xorbs_[i]);
+  if (writer == nullptr) return;
+  UniqueFd fd(::fcntl(writer->fd(), F_DUPFD_CLOEXEC, 0));
+  if (!fd.valid()) return;  // out of descriptors: the spool
+  ++filled_count_;
+  std::lock_guard lock(mu_);  // readers come to fetch i's file through mu_, after its bytes
+  filled_[i].writer = std::move(writer);
+  filled_[i].fd = std::move(fd);
 }
 
 xet::Status Relay::Write(size_t i, uint64_t offset, std::span<const uint8_t> bytes) {
@@ -124,7 +124,8 @@ xet::Status Relay::Receive(const Fetcher& fetch, const std::function<bool()>& st
   for (const size_t i : order_) {
     const Fetch& f = plan_.fetches[i];
     const uint64_t length = f.last - f.first + 1;
-    uint64_t got = 0;  // written to the spool
+    uint64_t got = 0;  // written
+    Fill(i);
     RangeIndexer indexer(f.first, length, decoder);
     const auto flush = [&]() -> xet::Status {
       if (pending.empty()) return xet::Ok{};

@@ -20,9 +20,10 @@
 // spool, was checked against its SHA-256 and Xet hash (FileChecked). A range that fails, or whose file fails,
 // is cut short (its reader errs: hf_xet asks again and is answered from the file the mirror then stores).
 //
-// A range that starts at its xorb's first byte is written, where the store allows (a `Filler`), straight into
-// a put of that xorb rather than the spool: when the file's chunks are stored as that very xorb, the put is
-// committed as it is (TakeFilled, CasService::PutHashedXorb), and the bytes are written once.
+// A range that starts at its xorb's first byte is written, where the store allows (a `Filler`; at most
+// kMaxFilled ranges of a file), straight into a put of that xorb rather than the spool: when the file's
+// chunks are stored as that very xorb, the put is committed as it is (TakeFilled, CasService::PutHashedXorb),
+// and the bytes are written once.
 //
 // Thread-safety: Receive runs on one thread of its own; every other method may be called concurrently.
 // Ownership: shared by the flight that fetches the file and the requests reading it; the spool's file goes
@@ -227,8 +228,13 @@ class Relay : public std::enable_shared_from_this<Relay> {
     bool arrived = false;  // guarded by mu_
   };
   std::vector<Filled> filled_;  // by fetch index
-  // Opens a put for every fetch that starts its xorb (Create, before the relay is shared).
-  void Fill(const Filler& fill);
+  Filler fill_;                 // set by Create
+  // Each filled fetch holds a descriptor for the relay's life: past this many (16 GiB of xorbs and more), a
+  // file's ranges go to the spool, so that no file can take the server's descriptors.
+  static constexpr size_t kMaxFilled = 256;
+  size_t filled_count_ = 0;  // Receive's
+  // Opens a put for fetch `i` when it starts its xorb (Receive, before its first byte).
+  void Fill(size_t i);
   // Writes bytes [offset, offset + bytes.size()) of fetch `i`'s range where they go.
   xet::Status Write(size_t i, uint64_t offset, std::span<const uint8_t> bytes);
 };
