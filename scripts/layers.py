@@ -21,8 +21,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 SRC = REPO / "src"
 INCLUDE = re.compile(r'^\s*#\s*include\s*"([a-z_]+)/[^"]+"', re.M)
-# Tests, benchmarks, fuzz targets and the fixtures only they use (clusters, in-process servers, test backends).
-TEST_FILE = re.compile(r"(_test|_bench|_fuzz|_tool)\.cc$|(^|/)(test_[a-z_]+|[a-z_]+_cluster|[a-z_]+_test_server)"
+# Tests, benchmarks, fuzz targets and the fixtures only they use (clusters, in-process servers, test backends,
+# fault seams).
+TEST_FILE = re.compile(r"(_test|_bench|_fuzz|_tool)\.cc$|(^|/)(test_[a-z_]+|faulty_[a-z_]+|[a-z_]+_cluster|[a-z_]+_test_server)"
                        r"\.(h|cc)$|(^|/)(bench_main|fuzz_driver|fuzz_check)\.")
 
 # layer: the layers its shipped code may include (besides itself). Bottom first.

@@ -2,20 +2,16 @@
 
 #include <algorithm>
 
+#include "common/hex.h"
+
 namespace cairn::git {
 
 namespace {
 
-int HexValue(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
+// A pkt-line's length: four lowercase hex digits (the caller keeps it below 65,536).
 void AppendLength(std::string& out, size_t length) {
-  static constexpr char kDigits[] = "0123456789abcdef";
-  for (int shift = 12; shift >= 0; shift -= 4) out.push_back(kDigits[(length >> shift) & 0xf]);
+  AppendHexByte(out, static_cast<uint8_t>(length >> 8));
+  AppendHexByte(out, static_cast<uint8_t>(length));
 }
 
 }  // namespace

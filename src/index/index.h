@@ -1,11 +1,11 @@
-// The metadata index, in five slices by who uses it: CasIndex (which xorbs exist and their layouts, how
+// The metadata index, in six slices by who uses it: CasIndex (which xorbs exist and their layouts, how
 // files are rebuilt, which scopes see which files, where global-dedup chunks live, which shards were
 // accepted: the CAS, plain files, fsck), RepoIndex (the Hub's repositories, objects, refs and buckets),
-// SecretIndex (the secrets every node signs with), GcIndex (what the garbage collector marks and sweeps) and
-// QuotaIndex (the namespaces' storage quotas). Index is all five, plus the operations of the database
-// itself. A service takes the slice it uses. SQLite implements Index for one node (sqlite_index.h),
-// PostgreSQL for several sharing one database (postgres_index.h); open either from a URL with OpenIndex
-// (open_index.h).
+// SecretIndex (the secrets every node signs with), GcIndex (what the garbage collector marks and sweeps),
+// QuotaIndex (the namespaces' storage quotas) and MirrorIndex (the pull-through mirror's leases and reads).
+// Index is all six, plus the operations of the database itself. A service takes the slice it uses. SQLite
+// implements Index for one node (sqlite_index.h), PostgreSQL for several sharing one database
+// (postgres_index.h); open either from a URL with OpenIndex (open_index.h).
 //
 // Contract, for every implementation:
 //  - Thread-safety: every method may be called concurrently from any thread.
@@ -414,7 +414,7 @@ class QuotaIndex {
   QuotaIndex() = default;
 };
 
-// The whole index: the five slices and the database's own operations (health, write counters, where it is).
+// The whole index: the six slices and the database's own operations (health, write counters, where it is).
 // A mirrored repository's last read (MirrorIndex).
 struct MirrorRead {
   int64_t repo = 0;
