@@ -2,6 +2,7 @@
 // Move-only; not thread-safe (like the int it wraps).
 #pragma once
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <utility>
@@ -27,6 +28,9 @@ class UniqueFd {
   int get() const { return fd_; }
   bool valid() const { return fd_ >= 0; }
   int release() { return std::exchange(fd_, -1); }
+  // Another descriptor of the same open file (close-on-exec), owned by the caller; invalid (errno set) when
+  // none is left or this one is invalid.
+  UniqueFd Duplicate() const { return UniqueFd(valid() ? ::fcntl(fd_, F_DUPFD_CLOEXEC, 0) : -1); }
   void reset(int fd = -1) {
     if (fd_ >= 0) ::close(fd_);  // close errors on a read-only or already-fsynced fd carry no information
     fd_ = fd;

@@ -41,8 +41,8 @@ void Relay::Fill(size_t i) {
   if (!fill_ || f.first != 0 || f.cs != 0 || filled_count_ >= kMaxFilled) return;  // the spool
   auto writer = fill_(xorbs_[i]);
   if (writer == nullptr) return;
-  UniqueFd fd(::fcntl(writer->fd(), F_DUPFD_CLOEXEC, 0));
-  if (!fd.valid()) return;  // out of descriptors: the spool
+  UniqueFd fd(::fcntl(writer->fd(), F_DUPFD_CLOEXEC, 0));  // the put's own goes with it
+  if (!fd.valid()) return;                                 // out of descriptors: the spool
   ++filled_count_;
   std::lock_guard lock(mu_);  // readers come to fetch i's file through mu_, after its bytes
   filled_[i].writer = std::move(writer);
@@ -69,7 +69,7 @@ xet::Result<cas::RelayedBytes> Relay::FileOf(size_t i, uint64_t offset) const {
     if (!fd.ok()) return fd.error();
     return cas::RelayedBytes{.fd = std::move(*fd), .offset = base_[i] + offset};
   }
-  UniqueFd fd(::fcntl(filled_[i].fd.get(), F_DUPFD_CLOEXEC, 0));
+  UniqueFd fd = filled_[i].fd.Duplicate();
   if (!fd.valid()) return xet::IoError("a descriptor of a relayed range: " + ErrnoText(errno));
   return cas::RelayedBytes{.fd = std::move(fd), .offset = offset};
 }

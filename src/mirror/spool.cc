@@ -32,7 +32,7 @@ xet::Status Spool::Write(uint64_t offset, std::span<const uint8_t> bytes) {
 }
 
 xet::Result<UniqueFd> Spool::Duplicate() const {
-  UniqueFd fd(::fcntl(fd_.get(), F_DUPFD_CLOEXEC, 0));
+  UniqueFd fd = fd_.Duplicate();
   if (!fd.valid()) return xet::IoError(std::string("a descriptor of the spool: ") + ErrnoText(errno));
   return fd;
 }

@@ -326,7 +326,7 @@ class LocalDiskStore::Flusher final : public BlobFlusher {
 };
 
 std::unique_ptr<BlobFlusher> LocalDiskStore::Writer::NewFlusher() {
-  UniqueFd fd(file_.valid() ? ::fcntl(file_.get(), F_DUPFD_CLOEXEC, 0) : -1);
+  UniqueFd fd = file_.Duplicate();
   if (!fd.valid()) return nullptr;  // out of descriptors: Commit flushes everything instead
   return std::make_unique<Flusher>(store_, std::move(fd), TmpPath(),
                                    tmp_name_.empty() ? std::string() : dir_path_ + "/" + tmp_name_,
