@@ -20,10 +20,10 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 SRC = REPO / "src"
-INCLUDE = re.compile(r'^\s*#\s*include\s*"([a-z_]+)/[^"]+"', re.M)
+INCLUDE = re.compile(r'^\s*#\s*include\s*"(([a-z_]+)/[^"]+)"', re.M)
 # Tests, benchmarks, fuzz targets and the fixtures only they use (clusters, in-process servers, test backends,
-# fault seams).
-TEST_FILE = re.compile(r"(_test|_bench|_fuzz|_tool)\.cc$|(^|/)(test_[a-z_]+|faulty_[a-z_]+|[a-z_]+_cluster|[a-z_]+_test_server)"
+# fault seams; a layer's testing/ room holds nothing else).
+TEST_FILE = re.compile(r"(_test|_bench|_fuzz|_tool)\.cc$|(^|/)testing/|(^|/)(test_[a-z_]+|[a-z_]+_cluster|[a-z_]+_test_server)"
                        r"\.(h|cc)$|(^|/)(bench_main|fuzz_driver|fuzz_check)\.")
 
 # layer: the layers its shipped code may include (besides itself). Bottom first.
@@ -120,29 +120,34 @@ def check(src: Path = SRC) -> list[str]:
             ok = allowed(folder.name, test)
             text = f.read_text(errors="replace")
             for m in INCLUDE.finditer(text):
-                target = m.group(1)
+                path, target = m.group(1), m.group(2)
+                line = text.count("\n", 0, m.start()) + 1
                 if (src / target).is_dir() and target not in ok:
-                    line = text.count("\n", 0, m.start()) + 1
                     kind = "a test of " if test else ""
                     problems.append(f"src/{rel}:{line}: {kind}layer '{folder.name}' includes '{target}/', which "
                                     f"it may not use (scripts/layers.py)")
+                elif not test and "/testing/" in path:
+                    problems.append(f"src/{rel}:{line}: shipped code includes the test fixture '{path}' "
+                                    f"(a testing/ room is for tests alone)")
     return problems
 
 
 def self_test() -> list[str]:
-    """The checker on a made-up tree: an upward include, one from a test, and an unknown folder must each be
-    found, and a lawful include must not (so a checker that finds nothing cannot pass unseen)."""
+    """The checker on a made-up tree: an upward include, one from a test, an unknown folder and shipped code
+    using a testing/ room must each be found, and a lawful include (a test using that room) must not (so a checker that finds nothing cannot pass unseen)."""
     import tempfile
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         for name, text in {"cas/a.h": '#include "api/b.h"\n#include "index/c.h"\n', "api/b.h": "",
                            "index/c.h": "", "cas/a_test.cc": '#include "client/d.h"\n#include "ingest/e.h"\n',
-                           "client/d.h": "", "ingest/e.h": "", "nowhere/f.h": ""}.items():
+                           "client/d.h": "", "ingest/e.h": "", "nowhere/f.h": "",
+                           "index/g.cc": '#include "index/testing/h.h"\n', "index/testing/h.h": "",
+                           "index/g_test.cc": '#include "index/testing/h.h"\n'}.items():
             (root / name).parent.mkdir(parents=True, exist_ok=True)
             (root / name).write_text(text)
         found = check(root)
     want = ["src/cas/a.h:1: layer 'cas' includes 'api/'", "src/cas/a_test.cc:1: a test of layer 'cas' includes "
-            "'client/'", "src/nowhere/ is not a layer"]
+            "'client/'", "src/nowhere/ is not a layer", "src/index/g.cc:1: shipped code includes the test fixture"]
     missed = [w for w in want if not any(f.startswith(w) for f in found)]
     return [f"layers.py self-test: did not find {m!r} (found {found})" for m in missed] + \
         ([f"layers.py self-test: found more than it should: {found}"] if len(found) != len(want) else [])

@@ -23,7 +23,7 @@
 #include "cas/test_backend.h"
 #include "common/unique_fd.h"
 #include "http/test_util.h"
-#include "index/sqlite_index.h"
+#include "index/sqlite/sqlite_index.h"
 #include "ingest/upload_builder.h"
 #include "store/local_disk_store.h"
 #include "xet/hashing.h"

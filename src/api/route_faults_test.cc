@@ -24,7 +24,7 @@
 #include "http/test_util.h"
 #include "hub/bucket_service.h"
 #include "hub/hub_service.h"
-#include "index/faulty_index.h"
+#include "index/testing/faulty_index.h"
 #include "ingest/upload_builder.h"
 #include "xet/test_support.h"
 

@@ -9,7 +9,7 @@
 #include <filesystem>
 
 #include "cas/test_backend.h"
-#include "index/sqlite_index.h"
+#include "index/sqlite/sqlite_index.h"
 #include "ingest/upload_builder.h"
 #include "store/local_disk_store.h"
 #include "xet/shard.h"

@@ -9,7 +9,7 @@
 #include <memory>
 #include <string>
 
-#include "index/sqlite_index.h"
+#include "index/sqlite/sqlite_index.h"
 #include "store/local_disk_store.h"
 
 namespace cairn::cas::testing {

@@ -7,7 +7,7 @@
 
 #include "http/auth.h"
 #include "index/open_index.h"
-#include "index/pg.h"
+#include "index/postgres/pg.h"
 #include "store/open_store.h"
 #include "xet/hashing.h"
 

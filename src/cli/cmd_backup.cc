@@ -7,7 +7,7 @@
 #include "cli/backend.h"
 #include "cli/commands.h"
 #include "config/config.h"
-#include "index/pg.h"
+#include "index/postgres/pg.h"
 #include "store/open_store.h"
 
 namespace cairn::cli {

@@ -7,7 +7,7 @@
 #include "config/config.h"
 #include "index/index_copy.h"
 #include "index/open_index.h"
-#include "index/pg.h"
+#include "index/postgres/pg.h"
 
 namespace cairn::cli {
 

@@ -27,7 +27,7 @@
 #include "gc/test_bench_deployment.h"
 #include "hub/hub_service.h"
 #include "index/open_index.h"
-#include "index/test_support.h"
+#include "index/testing/test_support.h"
 #include "store/local_disk_store.h"
 
 namespace cairn::gc {

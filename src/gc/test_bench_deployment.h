@@ -13,8 +13,8 @@
 #include <string>
 #include <utility>
 
-#include "index/pg.h"
-#include "index/postgres_cluster.h"
+#include "index/postgres/pg.h"
+#include "index/testing/postgres_cluster.h"
 #include "store/local_disk_store.h"
 #include "store/s3_store.h"
 #include "store/seaweedfs_cluster.h"

@@ -19,7 +19,7 @@
 #include "files/file_service.h"
 #include "hub/hub_service.h"
 #include "index/open_index.h"
-#include "index/postgres_cluster.h"
+#include "index/testing/postgres_cluster.h"
 #include "ingest/upload_builder.h"
 #include "store/local_disk_store.h"
 #include "xet/test_support.h"

@@ -9,7 +9,7 @@
 #include "common/hex.h"
 #include "common/worker_pool.h"
 #include "hub/hub_check.h"
-#include "index/faulty_index.h"
+#include "index/testing/faulty_index.h"
 #include "ingest/upload_builder.h"
 #include "xet/test_support.h"
 

@@ -13,8 +13,8 @@
 #include <random>
 
 #include "index/open_index.h"
-#include "index/postgres_cluster.h"
-#include "index/test_support.h"
+#include "index/testing/postgres_cluster.h"
+#include "index/testing/test_support.h"
 
 namespace cairn::index {
 namespace {

@@ -23,11 +23,11 @@
 #include "common/clock.h"
 #include "index/index_copy.h"
 #include "index/open_index.h"
-#include "index/pg.h"
-#include "index/postgres_cluster.h"
-#include "index/postgres_index.h"
-#include "index/sqlite_index.h"
-#include "index/test_support.h"
+#include "index/postgres/pg.h"
+#include "index/postgres/postgres_index.h"
+#include "index/sqlite/sqlite_index.h"
+#include "index/testing/postgres_cluster.h"
+#include "index/testing/test_support.h"
 
 namespace cairn::index {
 namespace {

@@ -1,9 +1,9 @@
 #include "index/open_index.h"
 
 #include "index/cached_index.h"
-#include "index/pg.h"
-#include "index/postgres_index.h"
-#include "index/sqlite_index.h"
+#include "index/postgres/pg.h"
+#include "index/postgres/postgres_index.h"
+#include "index/sqlite/sqlite_index.h"
 
 namespace cairn::index {
 

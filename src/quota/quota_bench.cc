@@ -14,8 +14,8 @@
 #include <random>
 
 #include "index/open_index.h"
-#include "index/postgres_cluster.h"
-#include "index/test_support.h"
+#include "index/testing/postgres_cluster.h"
+#include "index/testing/test_support.h"
 #include "quota/quota_service.h"
 
 namespace cairn::quota {

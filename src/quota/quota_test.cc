@@ -13,9 +13,9 @@
 #include <thread>
 
 #include "index/open_index.h"
-#include "index/pg.h"
-#include "index/postgres_cluster.h"
-#include "index/test_support.h"
+#include "index/postgres/pg.h"
+#include "index/testing/postgres_cluster.h"
+#include "index/testing/test_support.h"
 #include "quota/quota_service.h"
 
 namespace cairn::quota {

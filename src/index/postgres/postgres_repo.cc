@@ -3,7 +3,7 @@
 #include <string>
 #include <utility>
 
-#include "index/postgres_index.h"
+#include "index/postgres/postgres_index.h"
 
 namespace cairn::index {
 

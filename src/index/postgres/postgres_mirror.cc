@@ -3,7 +3,7 @@
 // gets it; a read's upsert keeps the later time.
 #include <string>
 
-#include "index/postgres_index.h"
+#include "index/postgres/postgres_index.h"
 #include "index/records.h"
 
 namespace cairn::index {

@@ -1,4 +1,4 @@
-#include "index/pg.h"
+#include "index/postgres/pg.h"
 
 #include <endian.h>
 #include <libpq-fe.h>

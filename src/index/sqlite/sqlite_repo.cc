@@ -2,8 +2,8 @@
 #include <string>
 #include <utility>
 
-#include "index/sqlite_conn.h"
-#include "index/sqlite_index.h"
+#include "index/sqlite/sqlite_conn.h"
+#include "index/sqlite/sqlite_index.h"
 
 namespace cairn::index {
 

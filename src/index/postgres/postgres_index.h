@@ -33,7 +33,7 @@
 
 #include "common/clock.h"
 #include "index/index.h"
-#include "index/pg.h"
+#include "index/postgres/pg.h"
 #include "index/write_queue.h"
 
 namespace cairn::index {

@@ -1,6 +1,6 @@
 // The SQLite backend: opening and migrating the database, the writer and the readers, the secrets and the
 // operations. Its two slices are sqlite_cas.cc (CasIndex) and sqlite_repo.cc (RepoIndex).
-#include "index/sqlite_index.h"
+#include "index/sqlite/sqlite_index.h"
 
 #include <cstring>
 #include <ctime>
@@ -8,7 +8,7 @@
 #include <string>
 #include <utility>
 
-#include "index/sqlite_conn.h"
+#include "index/sqlite/sqlite_conn.h"
 
 namespace cairn::index {
 

@@ -8,8 +8,8 @@
 #include <iostream>
 #include <string>
 
-#include "index/pg.h"
-#include "index/postgres_cluster.h"
+#include "index/postgres/pg.h"
+#include "index/testing/postgres_cluster.h"
 
 int main() {
   using cairn::index::testing::PostgresCluster;

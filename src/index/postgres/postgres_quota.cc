@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "index/postgres_index.h"
+#include "index/postgres/postgres_index.h"
 
 namespace cairn::index {
 

@@ -5,7 +5,7 @@
 #include <unordered_map>
 #include <utility>
 
-#include "index/postgres_index.h"
+#include "index/postgres/postgres_index.h"
 
 namespace cairn::index {
 

@@ -1,6 +1,6 @@
 // The PostgreSQL backend: migrations, the pool, opening, the writers, the secrets and the operations. Its two
 // slices are postgres_cas.cc (CasIndex) and postgres_repo.cc (RepoIndex).
-#include "index/postgres_index.h"
+#include "index/postgres/postgres_index.h"
 
 #include <algorithm>
 #include <chrono>

@@ -1,4 +1,4 @@
-#include "index/postgres_cluster.h"
+#include "index/testing/postgres_cluster.h"
 
 #include <pwd.h>
 #include <sys/wait.h>

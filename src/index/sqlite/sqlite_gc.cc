@@ -11,8 +11,8 @@
 
 #include "common/posix_io.h"
 #include "common/unique_fd.h"
-#include "index/sqlite_conn.h"
-#include "index/sqlite_index.h"
+#include "index/sqlite/sqlite_conn.h"
+#include "index/sqlite/sqlite_index.h"
 
 namespace cairn::index {
 

@@ -1,6 +1,6 @@
 // The test PostgreSQL server: starts on its own, answers over libpq with durable defaults, restarts on the
 // same port and data, and leaves nothing behind.
-#include "index/postgres_cluster.h"
+#include "index/testing/postgres_cluster.h"
 
 #include <gtest/gtest.h>
 #include <libpq-fe.h>

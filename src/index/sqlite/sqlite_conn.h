@@ -14,7 +14,7 @@
 #include <unordered_map>
 #include <utility>
 
-#include "index/sqlite_index.h"
+#include "index/sqlite/sqlite_index.h"
 
 namespace cairn::index::sqlite_internal {
 
