@@ -21,6 +21,7 @@
 #include <thread>
 
 #include "common/clock.h"
+#include "index/failures.h"
 #include "index/index_copy.h"
 #include "index/open_index.h"
 #include "index/postgres/pg.h"
@@ -89,6 +90,15 @@ void PgExec(const std::string& sql) {
   ASSERT_TRUE(c.ok()) << c.error().message;
   auto r = (*c)->Exec(sql);
   ASSERT_TRUE(r.ok()) << r.error().message;
+}
+
+// A refusal in the code and the words every backend answers it with (failures.h), so the backends cannot
+// drift apart in what they tell a caller.
+::testing::AssertionResult Refused(const xet::Error& got, const xet::Error& want) {
+  if (got.code == want.code && got.message == want.message) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure()
+         << "refused with code " << static_cast<int>(got.code) << " \"" << got.message << "\", not code "
+         << static_cast<int>(want.code) << " \"" << want.message << "\"";
 }
 
 class IndexTest : public ::testing::TestWithParam<Backend> {
@@ -346,6 +356,7 @@ TEST_P(IndexTest, XorbRoundtripAndIdempotency) {
   const Hash unknown = RandomHash(rng_);
   EXPECT_FALSE(*index_->HasXorb(unknown));
   EXPECT_EQ(index_->GetXorb(unknown).error().code, ErrorCode::kNotFound);
+  EXPECT_TRUE(Refused(index_->GetXorb(unknown).error(), XorbNotIndexed(unknown)));
   auto stats = index_->Stats();
   ASSERT_TRUE(stats.ok());
   EXPECT_EQ(stats->xorbs, 1u);
@@ -642,6 +653,7 @@ TEST_P(IndexTest, SharedFilesBecomeVisibleToAnotherScopeOnce) {
   EXPECT_EQ(totals->files, 1u);
   EXPECT_EQ(totals->bytes, f.size);
   EXPECT_EQ(index_->ShareFile(RandomHash(rng_), "hub:b").error().code, ErrorCode::kNotFound);
+  EXPECT_TRUE(Refused(index_->ShareFile(RandomHash(rng_), "hub:b").error(), SharedFileNotIndexed()));
   EXPECT_EQ(index_->ScopeStats("hub:b")->files, 1u);
 }
 
@@ -974,7 +986,9 @@ TEST_P(IndexTest, TheCollectorsStepsCompareBeforeTheyDelete) {
                                       .xorbs = {.listed = {alone}, .referenced = {}}});
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.error().code, ErrorCode::kUnavailable) << refused.error().message;
+  EXPECT_TRUE(Refused(refused.error(), NamedBeingDeleted()));
   EXPECT_EQ(index_->GetFile(again.hash).error().code, ErrorCode::kNotFound);
+  EXPECT_TRUE(Refused(index_->GetFile(again.hash).error(), FileNotIndexed(again.hash)));
   // Releasing leaves a claim alone; dropping an unclaimed xorb does nothing.
   ASSERT_TRUE(index_->Release(GcKind::kXorb, std::vector<Hash>{alone}).ok());
   auto dropped = index_->DropXorbs(std::vector{shared});
@@ -1000,6 +1014,7 @@ TEST_P(IndexTest, TheCollectorsStepsCompareBeforeTheyDelete) {
                                  .xorbs = {.listed = {alone}, .referenced = {}}});
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.error().code, ErrorCode::kUnknownReference) << refused.error().message;
+  EXPECT_TRUE(Refused(refused.error(), NamedXorbNotStored()));
 }
 
 // A shard goes when the claim of its last xorb goes: quarantined claimed in that transaction, refused for a
@@ -1041,6 +1056,7 @@ TEST_P(IndexTest, AShardWhoseXorbsAreAllClaimedIsClaimedWithThem) {
   auto refused = commit(dying, {b}, "s3");
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.error().code, ErrorCode::kUnavailable) << refused.error().message;
+  EXPECT_TRUE(Refused(refused.error(), NamedBeingDeleted()));
 
   auto dropped = index_->DropShards(std::vector{living});
   ASSERT_TRUE(dropped.ok());
@@ -1185,8 +1201,10 @@ TEST_P(IndexTest, ShardXorbsRoundtrip) {
   auto out = index_->CommitShard(bad);
   ASSERT_FALSE(out.ok());
   EXPECT_EQ(out.error().code, ErrorCode::kUnknownReference) << out.error().message;
+  EXPECT_TRUE(Refused(out.error(), NamedXorbNotStored()));
   EXPECT_FALSE(index_->GetShard(bad.shard)->has_value());
   EXPECT_EQ(index_->GetShardXorbs(bad.shard).error().code, ErrorCode::kNotFound);
+  EXPECT_TRUE(Refused(index_->GetShardXorbs(bad.shard).error(), ShardNotIndexed(bad.shard)));
 }
 
 // Shards registered before schema 3 recorded their xorbs get those of their dedup entries.
@@ -1552,6 +1570,7 @@ TEST_P(IndexTest, QuotasAreSetChargedMeasuredAndMarkedStale) {
   const auto refused = reserve("alice", 101);
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.error().code, ErrorCode::kQuota);
+  EXPECT_TRUE(Refused(refused.error(), QuotaHasNoRoom()));
   EXPECT_FALSE(stored());
   EXPECT_TRUE(reserve("alice", 100).ok());
   alice = index_->GetQuota("alice");
@@ -1648,6 +1667,7 @@ TEST_P(IndexTest, ReposAreCreatedFoundListedChangedAndDeleted) {
   auto again = index_->CreateRepo(MakeRepo("alice", "model"));
   ASSERT_FALSE(again.ok());
   EXPECT_EQ(again.error().code, ErrorCode::kConflict);
+  EXPECT_TRUE(Refused(again.error(), RepoExists("alice", "model")));
   // The same name of another type is another repository.
   auto data = index_->CreateRepo(MakeRepo("alice", "model", RepoType::kDataset));
   ASSERT_TRUE(data.ok()) << data.error().message;
@@ -1692,6 +1712,7 @@ TEST_P(IndexTest, ReposAreCreatedFoundListedChangedAndDeleted) {
       a->id, RepoChange{.is_private = false, .ns = "bob", .name = "secret", .read_scope = {}});
   ASSERT_FALSE(taken.ok());
   EXPECT_EQ(taken.error().code, ErrorCode::kConflict);
+  EXPECT_TRUE(Refused(taken.error(), RepoExists("bob", "secret")));
   EXPECT_TRUE(index_->FindRepo(RepoType::kModel, "alice", "model")->is_private);
   ASSERT_TRUE(
       index_
@@ -1940,15 +1961,23 @@ TEST_P(IndexTest, RefsChangeOnlyFromTheStateExpected) {
   auto stale = update(RefKind::kBranch, "main", "commit-1", "commit-3");
   ASSERT_FALSE(stale.ok());
   EXPECT_EQ(stale.error().code, ErrorCode::kConflict);
+  EXPECT_TRUE(Refused(stale.error(), RefMoved("main")));
   EXPECT_EQ(update(RefKind::kBranch, "main", std::nullopt, "commit-3").error().code, ErrorCode::kConflict);
+  EXPECT_TRUE(Refused(update(RefKind::kBranch, "main", std::nullopt, "commit-3").error(), RefExists("main")));
+  // A delete that expects no ref refuses to pass over one, leaving it.
+  EXPECT_TRUE(
+      Refused(update(RefKind::kBranch, "main", std::nullopt, std::nullopt).error(), RefExists("main")));
   EXPECT_TRUE(update(RefKind::kBranch, "dev", std::nullopt, "commit-1").ok());
   EXPECT_TRUE(update(RefKind::kTag, "v1", std::nullopt, "commit-2").ok());
   EXPECT_TRUE(update(RefKind::kTag, "main", std::nullopt, "commit-1").ok());  // kinds are separate
   EXPECT_EQ(update(RefKind::kBranch, "dev", "commit-2", std::nullopt).error().code, ErrorCode::kConflict);
   EXPECT_EQ(update(RefKind::kBranch, "gone", "commit-2", std::nullopt).error().code, ErrorCode::kConflict);
+  EXPECT_TRUE(Refused(update(RefKind::kBranch, "gone", "commit-2", std::nullopt).error(), RefMoved("gone")));
   EXPECT_TRUE(update(RefKind::kBranch, "dev", "commit-1", std::nullopt).ok());
   EXPECT_EQ(index_->UpdateRef(999999, RefUpdate{RefKind::kBranch, "main", {}, Key("x")}).error().code,
             ErrorCode::kNotFound);
+  EXPECT_TRUE(Refused(index_->UpdateRef(999999, RefUpdate{RefKind::kBranch, "main", {}, Key("x")}).error(),
+                      RepoNotIndexed(999999)));
   auto refs = index_->ListRefs(repo->id);
   ASSERT_TRUE(refs.ok());
   ASSERT_EQ(refs->size(), 3U);
@@ -2347,6 +2376,7 @@ TEST_P(IndexTest, RefsNameOnlyObjectsThatAreThere) {
     return index_->UpdateRef(repo->id, u);
   };
   EXPECT_EQ(update("main", "commit-1", "gone").error().code, ErrorCode::kUnknownReference);
+  EXPECT_TRUE(Refused(update("main", "commit-1", "gone").error(), RefTargetGone("main")));
   EXPECT_EQ(update("dev", std::nullopt, "gone").error().code, ErrorCode::kUnknownReference);
   EXPECT_EQ(update("dev", std::nullopt, "theirs").error().code, ErrorCode::kUnknownReference);
   EXPECT_EQ(update("main", "commit-0", "gone").error().code,

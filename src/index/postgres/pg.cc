@@ -7,6 +7,8 @@
 #include <functional>
 #include <utility>
 
+#include "index/failures.h"
+
 namespace cairn::index::pg {
 
 namespace {
@@ -253,11 +255,13 @@ xet::Error Conn::ErrorOf(const PGresult* r, std::string_view what) const {
   msg = OneLine(msg);
   msg = "postgres: " + std::string(what) + ": " + msg;
   const std::string_view state = SqlState(r);
-  // cairn's own refusals (migration 10): a write named a xorb the garbage collector claimed or deleted.
-  if (broken() || UnavailableState(state) || state == "CR001") return xet::Unavailable(std::move(msg));
-  if (state == "CR002") return xet::UnknownReference(std::move(msg));
-  if (state == "CR003") return xet::QuotaExceeded(std::move(msg));
-  if (state == "CR004") return xet::Conflict(std::move(msg));
+  // cairn's own refusals (migrations 11, 15, 16), worded as SQLite words them (failures.h): a write named a
+  // xorb the garbage collector claimed or deleted, passed a quota, or found a file a compaction read changed.
+  if (state == "CR001") return NamedBeingDeleted();
+  if (state == "CR002") return NamedXorbNotStored();
+  if (state == "CR003") return QuotaHasNoRoom();
+  if (state == "CR004") return FileChangedSinceCompaction();
+  if (broken() || UnavailableState(state)) return xet::Unavailable(std::move(msg));
   if (state.starts_with("23")) return xet::Inconsistent(std::move(msg));
   return xet::IoError(std::move(msg));
 }

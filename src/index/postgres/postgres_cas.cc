@@ -5,6 +5,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include "index/failures.h"
 #include "index/postgres/postgres_index.h"
 
 namespace cairn::index {
@@ -353,7 +354,7 @@ xet::Status PostgresIndex::Repoint(const Repointing& repointing) {
 xet::Result<std::shared_ptr<const XorbEntry>> PostgresIndex::GetXorb(const XorbHash& hash) {
   auto rows = Query(kGetXorb, pg::Params().Bytea(hash));
   if (!rows.ok()) return rows.error();
-  if (rows->size() == 0) return xet::NotFound("xorb " + hash.hex() + " is not in the index");
+  if (rows->size() == 0) return XorbNotIndexed(hash);
   return XorbEntryFromRow(hash, rows->Bytes(0, 0), rows->Int8(0, 1), rows->Int8(0, 2), rows->Int8(0, 3),
                           rows->Int8(0, 4));
 }
@@ -430,7 +431,7 @@ xet::Result<std::shared_ptr<const FileEntry>> PostgresIndex::ReadFile(const File
   auto rows = scope ? Query(kGetVisibleFile, pg::Params().Bytea(hash).Text(*scope))
                     : Query(kGetFile, pg::Params().Bytea(hash));
   if (!rows.ok()) return rows.error();
-  if (rows->size() == 0) return xet::NotFound("file " + hash.hex() + " is not in the index");
+  if (rows->size() == 0) return FileNotIndexed(hash);
   return FileEntryFromRow(hash, rows->Bytes(0, 0), rows->Int8(0, 1), rows->Int8(0, 2),
                           rows->IsNull(0, 3) ? std::nullopt : rows->Hash(0, 3),
                           rows->IsNull(0, 4) ? std::span<const uint8_t>() : rows->Bytes(0, 4),
@@ -529,7 +530,7 @@ xet::Result<std::optional<ShardInfo>> PostgresIndex::GetShard(const Hash& shard)
 xet::Result<std::shared_ptr<const ShardXorbs>> PostgresIndex::GetShardXorbs(const Hash& shard) {
   auto rows = Query(kGetShardXorbs, pg::Params().Bytea(shard));
   if (!rows.ok()) return rows.error();
-  if (rows->size() == 0) return xet::NotFound("shard " + shard.hex() + " is not in the index");
+  if (rows->size() == 0) return ShardNotIndexed(shard);
   auto e = std::make_shared<ShardXorbs>();
   for (int i = 0; i < rows->size(); ++i) {
     if (rows->IsNull(i, 0)) continue;  // the shard has no xorbs
@@ -584,7 +585,7 @@ xet::Status PostgresIndex::ShareFiles(std::span<const FileHash> hashes, std::str
   req.params.HashArray(hashes).Text(scope);
   if (auto st = QuotaChargeParams(req.params, charge); !st.ok()) return st;
   if (auto st = writes_->Submit(req); !st.ok()) return st;
-  if (found != asked || asked == 0) return xet::NotFound("a file shared is not in the index");
+  if (found != asked || asked == 0) return SharedFileNotIndexed();
   return xet::Ok{};
 }
 

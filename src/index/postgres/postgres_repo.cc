@@ -3,6 +3,7 @@
 #include <string>
 #include <utility>
 
+#include "index/failures.h"
 #include "index/postgres/postgres_index.h"
 
 namespace cairn::index {
@@ -251,7 +252,7 @@ xet::Result<RepoRecord> PostgresIndex::CreateRepo(const NewRepo& repo) {
   }
   req.params.Int8Array(kinds).TextArray(names).ByteaArray(targets).Text(repo.scope).Text(repo.read_scope);
   if (auto st = writes_->Submit(req); !st.ok()) return st.error();
-  if (!id) return xet::Conflict("repository " + repo.ns + "/" + repo.name + " exists");
+  if (!id) return RepoExists(repo.ns, repo.name);
   return RepoRecord{.id = *id,
                     .type = repo.type,
                     .ns = repo.ns,
@@ -330,8 +331,8 @@ xet::Status PostgresIndex::UpdateRepo(int64_t id, const RepoChange& change) {
     req.params.Null();
   }
   if (auto st = writes_->Submit(req); !st.ok()) return st;
-  if (found == 0) return xet::NotFound("repository " + std::to_string(id) + " is not in the index");
-  if (taken != 0) return xet::Conflict("repository " + *change.ns + "/" + *change.name + " exists");
+  if (found == 0) return RepoNotIndexed(id);
+  if (taken != 0) return RepoExists(*change.ns, *change.name);
   return xet::Ok{};
 }
 
@@ -342,7 +343,7 @@ xet::Status PostgresIndex::DeleteRepo(int64_t id) {
                    }};
   req.params.Int8(id);
   if (auto st = writes_->Submit(req); !st.ok()) return st;
-  if (deleted == 0) return xet::NotFound("repository " + std::to_string(id) + " is not in the index");
+  if (deleted == 0) return RepoNotIndexed(id);
   return xet::Ok{};
 }
 
@@ -357,7 +358,7 @@ xet::Status PostgresIndex::PutRepoObjects(int64_t repo, const std::vector<RepoOb
   ObjectArrays(req.params, objects);
   if (auto st = QuotaChargeParams(req.params, charge); !st.ok()) return st;
   if (auto st = writes_->Submit(req); !st.ok()) return st;
-  if (found == 0) return xet::NotFound("repository " + std::to_string(repo) + " is not in the index");
+  if (found == 0) return RepoNotIndexed(repo);
   return xet::Ok{};
 }
 
@@ -405,7 +406,7 @@ xet::Result<size_t> PostgresIndex::DeleteRepoObjects(int64_t repo,
                    }};
   req.params.Int8(repo).ByteaArray(KeyArray(keys));
   if (auto st = writes_->Submit(req); !st.ok()) return st.error();
-  if (found == 0) return xet::NotFound("repository " + std::to_string(repo) + " is not in the index");
+  if (found == 0) return RepoNotIndexed(repo);
   return static_cast<size_t>(deleted);
 }
 
@@ -515,14 +516,14 @@ xet::Status PostgresIndex::UpdateRef(int64_t repo, const RefUpdate& update) {
     req.params.Null();
   }
   if (auto st = writes_->Submit(req); !st.ok()) return st;
-  if (found == 0) return xet::NotFound("repository " + std::to_string(repo) + " is not in the index");
+  if (found == 0) return RepoNotIndexed(repo);
   if (changed == 0 && update.target && target_found == 0 && as_expected) {
     // A ref never names what is not there: a collector may have swept an old commit meanwhile.
-    return xet::UnknownReference("ref " + update.name + ": its target is gone");
+    return RefTargetGone(update.name);
   }
-  if (changed == 0 && (update.expected || update.target)) {
-    return xet::Conflict(update.expected ? "ref " + update.name + " has moved"
-                                         : "ref " + update.name + " exists");
+  // Not as expected: moved, or (no ref expected) one exists, which a delete must not pass over either.
+  if (changed == 0 && (update.expected || update.target || !as_expected)) {
+    return update.expected ? RefMoved(update.name) : RefExists(update.name);
   }
   return xet::Ok{};
 }
@@ -570,7 +571,7 @@ xet::Status PostgresIndex::ChangeBucket(int64_t repo, const std::vector<BucketCh
       types);
   req.params.Int8Array(uploaded);
   if (auto st = writes_->Submit(req); !st.ok()) return st;
-  if (found == 0) return xet::NotFound("repository " + std::to_string(repo) + " is not in the index");
+  if (found == 0) return RepoNotIndexed(repo);
   return xet::Ok{};
 }
 

@@ -2,6 +2,7 @@
 #include <string>
 #include <utility>
 
+#include "index/failures.h"
 #include "index/sqlite/sqlite_conn.h"
 #include "index/sqlite/sqlite_index.h"
 
@@ -151,8 +152,7 @@ xet::Status SqliteIndex::RegisterShard(Conn& c, const ShardCommit& commit, int64
     claimed->Bind(1, commit.shard);
     const int rc = claimed->Step();
     if (rc == SQLITE_ROW) {
-      return xet::Unavailable("shard " + commit.shard.hex() +
-                              " is being deleted by the garbage collector; retry");
+      return NamedBeingDeleted();
     }
     if (rc != SQLITE_DONE) return c.Err("read the quarantine", rc);
   }
@@ -164,7 +164,7 @@ xet::Status SqliteIndex::RegisterShard(Conn& c, const ShardCommit& commit, int64
     if (!has.ok()) return has.error();
     has->Bind(1, x);
     const int rc = has->Step();
-    if (rc == SQLITE_DONE) return xet::UnknownReference("xorb " + x.hex() + " of the shard is not stored");
+    if (rc == SQLITE_DONE) return NamedXorbNotStored();
     if (rc != SQLITE_ROW) return c.Err("read xorb", rc);
   }
   auto shard = c.Prepare(kPutShard);
@@ -261,7 +261,7 @@ xet::Result<std::shared_ptr<const XorbEntry>> SqliteIndex::GetXorb(const XorbHas
   if (!s.ok()) return s.error();
   s->Bind(1, hash);
   const int rc = s->Step();
-  if (rc == SQLITE_DONE) return xet::NotFound("xorb " + hash.hex() + " is not in the index");
+  if (rc == SQLITE_DONE) return XorbNotIndexed(hash);
   if (rc != SQLITE_ROW) return (*r)->Err("read xorb", rc);
   return XorbEntryFromRow(hash, s->Blob(0), s->Int(1), s->Int(2), s->Int(3), s->Int(4));
 }
@@ -325,7 +325,7 @@ xet::Result<std::shared_ptr<const FileEntry>> SqliteIndex::ReadFile(const FileHa
   s->Bind(1, hash);
   if (scope) s->Bind(2, *scope);
   const int rc = s->Step();
-  if (rc == SQLITE_DONE) return xet::NotFound("file " + hash.hex() + " is not in the index");
+  if (rc == SQLITE_DONE) return FileNotIndexed(hash);
   if (rc != SQLITE_ROW) return (*r)->Err("read file", rc);
   return FileEntryFromRow(hash, s->Blob(0), s->Int(1), s->Int(2), s->IsNull(3) ? std::nullopt : s->HashCol(3),
                           s->Blob(4), s->Int(5));
@@ -444,7 +444,7 @@ xet::Result<std::shared_ptr<const ShardXorbs>> SqliteIndex::GetShardXorbs(const 
   // The shard row first: its xorbs were committed with it, so every later read sees them all.
   auto known = GetShard(shard);
   if (!known) return known.error();
-  if (!known->has_value()) return xet::NotFound("shard " + shard.hex() + " is not in the index");
+  if (!known->has_value()) return ShardNotIndexed(shard);
   auto r = AcquireReader();
   if (!r.ok()) return r.error();
   auto s = (*r)->Prepare(kGetShardXorbs);
@@ -498,7 +498,7 @@ xet::Status SqliteIndex::ShareFiles(std::span<const FileHash> hashes, std::strin
       if (!size.ok()) return size.error();
       size->Bind(1, hash);
       const int rc = size->Step();
-      if (rc == SQLITE_DONE) return xet::NotFound("file " + hash.hex() + " is not in the index");
+      if (rc == SQLITE_DONE) return SharedFileNotIndexed();
       if (rc != SQLITE_ROW) return c.Err("read file", rc);
       const int64_t file_bytes = size->Int(0);
       auto put = c.Prepare(kPutScope);

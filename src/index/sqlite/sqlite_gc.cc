@@ -11,6 +11,7 @@
 
 #include "common/posix_io.h"
 #include "common/unique_fd.h"
+#include "index/failures.h"
 #include "index/sqlite/sqlite_conn.h"
 #include "index/sqlite/sqlite_index.h"
 
@@ -164,7 +165,7 @@ xet::Status SqliteIndex::ReleaseNamed(Conn& c, std::span<const XorbHash> xorbs,
     auto use = UseOf(c, x, nullptr);
     if (!use.ok()) return use.error();
     if (*use == XorbUse::kBeingSwept) {
-      return xet::Unavailable("xorb " + x.hex() + " is being deleted by the garbage collector; retry");
+      return NamedBeingDeleted();
     }
     auto release = c.Prepare(kReleaseOne);
     if (!release.ok()) return release.error();
@@ -461,8 +462,7 @@ xet::Status SqliteIndex::Repoint(const Repointing& repointing) {
       if (!has.ok()) return has.error();
       has->Bind(1, repointing.into);
       const int rc = has->Step();
-      if (rc == SQLITE_DONE)
-        return xet::UnknownReference("xorb " + repointing.into.hex() + " is not registered");
+      if (rc == SQLITE_DONE) return NamedXorbNotStored();
       if (rc != SQLITE_ROW) return c.Err("read xorb", rc);
     }
     for (const auto& shard : repointing.shards) {
@@ -483,16 +483,14 @@ xet::Status SqliteIndex::Repoint(const Repointing& repointing) {
           .Bind(6, static_cast<int64_t>(f.packed_terms.size() / kPackedTermSize));
       if (auto r = c.Run(*up, "repoint a file"); !r.ok()) return r;
       if (c.changes() == 0) {
-        return xet::Conflict("file " + f.hash.hex() + " changed since the compaction read it");
+        return FileChangedSinceCompaction();
       }
     }
     for (const auto& x : repointing.replaced) {
       auto use = UseOf(c, x, nullptr);
       if (!use.ok()) return use.error();
-      if (*use == XorbUse::kAbsent) return xet::UnknownReference("xorb " + x.hex() + " is not registered");
-      if (*use == XorbUse::kBeingSwept) {
-        return xet::Unavailable("xorb " + x.hex() + " is being deleted by the garbage collector; retry");
-      }
+      if (*use == XorbUse::kAbsent) return NamedXorbNotStored();
+      if (*use == XorbUse::kBeingSwept) return NamedBeingDeleted();
       auto dedup = c.Prepare(kDeleteDedupOfXorb);
       if (!dedup.ok()) return dedup.error();
       dedup->Bind(1, x);

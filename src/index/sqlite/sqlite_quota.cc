@@ -3,6 +3,7 @@
 #include <string>
 #include <vector>
 
+#include "index/failures.h"
 #include "index/sqlite/sqlite_conn.h"
 #include "index/sqlite/sqlite_index.h"
 
@@ -147,7 +148,7 @@ xet::Status SqliteIndex::ApplyQuotaCharge(Conn& c, const QuotaCharge& charge) {
   const int rc = has->Step();
   if (rc == SQLITE_DONE) return xet::Ok{};
   if (rc != SQLITE_ROW) return c.Err("read quota", rc);
-  return xet::QuotaExceeded("the storage quota of namespace " + charge.ns + " has no room for this");
+  return QuotaHasNoRoom();
 }
 
 xet::Status SqliteIndex::SettleQuota(std::string_view ns, uint64_t bytes, bool published) {

@@ -2,6 +2,7 @@
 #include <string>
 #include <utility>
 
+#include "index/failures.h"
 #include "index/sqlite/sqlite_conn.h"
 #include "index/sqlite/sqlite_index.h"
 
@@ -94,7 +95,7 @@ xet::Result<RepoRow> ReadRepoRow(auto& c, int64_t id) {
   if (!s.ok()) return s.error();
   s->Bind(1, id);
   const int rc = s->Step();
-  if (rc == SQLITE_DONE) return xet::NotFound("repository " + std::to_string(id) + " is not in the index");
+  if (rc == SQLITE_DONE) return RepoNotIndexed(id);
   if (rc != SQLITE_ROW) return c.Err("read repository", rc);
   return RepoRow{s->Int(0), std::string(s->Text(1)), std::string(s->Text(2))};
 }
@@ -156,7 +157,7 @@ xet::Result<RepoRecord> SqliteIndex::CreateRepo(const NewRepo& repo) {
         .Bind(6, repo.scope)
         .Bind(7, repo.read_scope);
     if (auto r = c.Run(*put, "insert repository"); !r.ok()) return r;
-    if (c.changes() == 0) return xet::Conflict("repository " + repo.ns + "/" + repo.name + " exists");
+    if (c.changes() == 0) return RepoExists(repo.ns, repo.name);
     out.id = sqlite3_last_insert_rowid(c.db());
     if (auto r = InsertObjects(c, out.id, repo.objects); !r.ok()) return r;
     for (const Ref& ref : repo.refs) {
@@ -245,7 +246,7 @@ xet::Status SqliteIndex::UpdateRepo(int64_t id, const RepoChange& change) {
       taken->Bind(1, row->type).Bind(2, *change.ns).Bind(3, *change.name);
       const int rc = taken->Step();
       if (rc == SQLITE_ROW && taken->Int(0) != id) {
-        return xet::Conflict("repository " + *change.ns + "/" + *change.name + " exists");
+        return RepoExists(*change.ns, *change.name);
       }
       if (rc != SQLITE_ROW && rc != SQLITE_DONE) return c.Err("read repository", rc);
       auto mv = c.Prepare(kRenameRepo);
@@ -482,8 +483,7 @@ xet::Status SqliteIndex::UpdateRef(int64_t repo, const RefUpdate& update) {
     std::optional<std::vector<uint8_t>> current;
     if (rc == SQLITE_ROW) current = Bytes(get->Blob(0));
     if (current != update.expected) {
-      return xet::Conflict(current ? "ref " + update.name + " has moved"
-                                   : "ref " + update.name + " does not exist");
+      return update.expected ? RefMoved(update.name) : RefExists(update.name);
     }
     const char* sql = !update.target ? kDeleteRef : current ? kSetRef : kInsertRef;
     if (!update.target && !current) return xet::Ok{};
@@ -493,7 +493,7 @@ xet::Status SqliteIndex::UpdateRef(int64_t repo, const RefUpdate& update) {
       if (!exists.ok()) return exists.error();
       exists->Bind(1, repo).Bind(2, std::span<const uint8_t>(*update.target));
       if (exists->Step() != SQLITE_ROW) return c.Err("read an object", SQLITE_ERROR);
-      if (exists->Int(0) == 0) return xet::UnknownReference("ref " + update.name + ": its target is gone");
+      if (exists->Int(0) == 0) return RefTargetGone(update.name);
     }
     auto set = c.Prepare(sql);
     if (!set.ok()) return set.error();

@@ -1,0 +1,69 @@
+// The index's refusals, worded once for every backend: each backend returns these, so a caller (and a log
+// reader) meets the same code and the same words whichever database is underneath, and the shared suite
+// (index_test.cc) holds both to it. A refusal PostgreSQL raises inside a statement (the CR00x states, pg.h)
+// is answered with the same function as SQLite's check in C++, so neither can name more than the other knows.
+// Pure functions; safe from any thread.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "xet/hash.h"
+#include "xet/result.h"
+
+namespace cairn::index {
+
+// UpdateRef: the ref is not at the target the update expected (moved, or deleted meanwhile)...
+inline xet::Error RefMoved(std::string_view name) {
+  return xet::Conflict("ref " + std::string(name) + " has moved");
+}
+// ...or the update expected no ref and one exists.
+inline xet::Error RefExists(std::string_view name) {
+  return xet::Conflict("ref " + std::string(name) + " exists");
+}
+// UpdateRef: the object the ref would name is gone (a collector swept it meanwhile).
+inline xet::Error RefTargetGone(std::string_view name) {
+  return xet::UnknownReference("ref " + std::string(name) + ": its target is gone");
+}
+
+inline xet::Error RepoExists(std::string_view ns, std::string_view name) {
+  return xet::Conflict("repository " + std::string(ns) + "/" + std::string(name) + " exists");
+}
+inline xet::Error RepoNotIndexed(int64_t id) {
+  return xet::NotFound("repository " + std::to_string(id) + " is not in the index");
+}
+
+inline xet::Error XorbNotIndexed(const xet::Hash& hash) {
+  return xet::NotFound("xorb " + hash.hex() + " is not in the index");
+}
+inline xet::Error FileNotIndexed(const xet::Hash& hash) {
+  return xet::NotFound("file " + hash.hex() + " is not in the index");
+}
+inline xet::Error ShardNotIndexed(const xet::Hash& hash) {
+  return xet::NotFound("shard " + hash.hex() + " is not in the index");
+}
+// ShareFiles: one of the files is not registered (the whole call changes nothing).
+inline xet::Error SharedFileNotIndexed() {
+  return xet::NotFound("a file shared is not in the index");
+}
+
+// A write names a xorb, file or shard the collector has claimed for deletion: retried, it finds it gone or
+// kept.
+inline xet::Error NamedBeingDeleted() {
+  return xet::Unavailable("a xorb, file or shard named is being deleted by the garbage collector; retry");
+}
+// A write names a xorb that is not (or no longer) registered.
+inline xet::Error NamedXorbNotStored() {
+  return xet::UnknownReference("a xorb named is not stored");
+}
+// A write carrying a quota charge (QuotaCharge) that the namespace's limit has no room for.
+inline xet::Error QuotaHasNoRoom() {
+  return xet::QuotaExceeded("the namespace's storage quota has no room for this");
+}
+// Repoint: a file changed between the compaction's read and its step.
+inline xet::Error FileChangedSinceCompaction() {
+  return xet::Conflict("a file changed since the compaction read it");
+}
+
+}  // namespace cairn::index
