@@ -4,7 +4,7 @@
 // files under TLS, which encrypts in user space) read in blocks on the worker pool ahead of the socket, at
 // most kSourceBlocksAhead blocks in memory.
 //
-// Internal to the server (server.cc's Session owns one per connection). Thread-safety: every method on the
+// Internal to the server (session.h's Session owns one per connection). Thread-safety: every method on the
 // connection's strand, except Reserve and pending, which any thread may call. The writer never closes the
 // connection itself: it asks its Port to (Fail) and says when a response is whole (Complete).
 #pragma once
