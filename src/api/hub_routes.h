@@ -6,6 +6,7 @@
 // Errors answer {"error": message} with X-Error-Message and, where huggingface_hub tells errors apart by it,
 // X-Error-Code (RepoNotFound, RevisionNotFound, EntryNotFound). `hub` and `files` must outlive the server.
 // The xet token routes sign CAS tokens with the server's Authenticator (its current key).
+// The routes live in one file per resource, beside what they share (hub_context.h).
 #pragma once
 
 #include <chrono>

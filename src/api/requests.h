@@ -3,8 +3,8 @@
 // given describe. A refusal's message is what the route answers with its 400 (the Hub routes add
 // X-Error-Message); checks that need the caller, the repository or the store stay in the routes.
 //
-// The routes (cas_routes.cc, file_routes.cc, hub_routes.cc) call these; so do the fuzz targets beside them
-// (*_fuzz.cc), which feed them anything.
+// The routes (cas_routes.cc, file_routes.cc and the Hub's, hub_context.h) call these; so do the fuzz targets
+// beside them (*_fuzz.cc), which feed them anything.
 #pragma once
 
 #include <cstdint>
