@@ -104,18 +104,21 @@ xet::Result<std::vector<uint8_t>> ApplyDelta(std::span<const uint8_t> base, std:
   return out;
 }
 
-xet::Result<std::vector<PackedObject>> ReadPack(std::span<const uint8_t> pack, const PackLimits& limits,
-                                                const BaseLookup& base) {
+namespace {
+
+uint32_t PackWord(std::span<const uint8_t> pack, size_t at) {
+  return static_cast<uint32_t>(pack[at]) << 24 | static_cast<uint32_t>(pack[at + 1]) << 16 |
+         static_cast<uint32_t>(pack[at + 2]) << 8 | pack[at + 3];
+}
+
+// The header (signature, version, object count, which it returns) and the trailing SHA-1.
+xet::Result<uint32_t> CheckPackFrame(std::span<const uint8_t> pack, const PackLimits& limits) {
   if (pack.size() < 32 || std::memcmp(pack.data(), "PACK", 4) != 0) {
     return xet::Malformed("pack: no pack header");
   }
-  const auto word = [&](size_t at) {
-    return static_cast<uint32_t>(pack[at]) << 24 | static_cast<uint32_t>(pack[at + 1]) << 16 |
-           static_cast<uint32_t>(pack[at + 2]) << 8 | pack[at + 3];
-  };
-  const uint32_t version = word(4);
+  const uint32_t version = PackWord(pack, 4);
   if (version != 2 && version != 3) return xet::Malformed("pack: version " + std::to_string(version));
-  const uint32_t count = word(8);
+  const uint32_t count = PackWord(pack, 8);
   if (count > limits.max_objects) {
     return xet::LimitExceeded("pack: " + std::to_string(count) + " objects, more than " +
                               std::to_string(limits.max_objects));
@@ -125,149 +128,205 @@ xet::Result<std::vector<PackedObject>> ReadPack(std::span<const uint8_t> pack, c
   if (!Sha1(pack.first(end), digest)) return xet::IoError("pack: SHA-1 failed");
   if (std::memcmp(digest, pack.data() + end, 20) != 0)
     return xet::Malformed("pack: the trailing SHA-1 is wrong");
+  return count;
+}
 
+// An entry's header at `pos` (its type, its inflated size, a delta's base), up to its compressed data; `pos`
+// moves past it.
+xet::Result<uint64_t> ReadEntryHeader(std::span<const uint8_t> pack, size_t end, size_t& pos, Entry& e) {
+  e.offset = pos;
+  uint8_t c = pack[pos++];
+  e.type = (c >> 4) & 7;
+  uint64_t size = c & 0x0f;
+  for (unsigned shift = 4; (c & 0x80) != 0; shift += 7) {
+    if (pos >= end || shift > 57) return xet::Malformed("pack: an object header is cut or too long");
+    c = pack[pos++];
+    size |= static_cast<uint64_t>(c & 0x7f) << shift;
+  }
+  if (e.type == 4)
+    return xet::Malformed("pack: annotated tags are not supported (tags are lightweight here)");
+  if (e.type == 0 || e.type == 5) return xet::Malformed("pack: an object of unknown type");
+  if (e.type == kOfsDelta) {
+    if (pos >= end) return xet::Malformed("pack: a delta's base offset is cut");
+    c = pack[pos++];
+    uint64_t ofs = c & 0x7f;
+    while ((c & 0x80) != 0) {
+      if (pos >= end || ofs > (UINT64_MAX >> 7) - 1)
+        return xet::Malformed("pack: a delta's base offset is bad");
+      c = pack[pos++];
+      ofs = ((ofs + 1) << 7) | (c & 0x7f);
+    }
+    if (ofs == 0 || ofs > e.offset) return xet::Malformed("pack: a delta's base is not before it");
+    e.base_offset = e.offset - ofs;
+  } else if (e.type == kRefDelta) {
+    if (end - pos < 20) return xet::Malformed("pack: a delta's base id is cut");
+    std::memcpy(e.base_id.bytes.data(), pack.data() + pos, 20);
+    pos += 20;
+  }
+  return size;
+}
+
+// Every entry, its data inflated (deltas still deltas); `total` counts the inflated bytes against the limit.
+xet::Result<std::vector<Entry>> ReadEntries(std::span<const uint8_t> pack, uint32_t count,
+                                            const PackLimits& limits, uint64_t& total) {
+  const size_t end = pack.size() - 20;
   std::vector<Entry> entries;
   entries.reserve(std::min<size_t>(count, pack.size() / 2));
-  uint64_t total = 0;
   size_t pos = 12;
   for (uint32_t i = 0; i < count; ++i) {
     if (pos >= end) return xet::Malformed("pack: fewer objects than its header says");
     Entry e;
-    e.offset = pos;
-    uint8_t c = pack[pos++];
-    e.type = (c >> 4) & 7;
-    uint64_t size = c & 0x0f;
-    for (unsigned shift = 4; (c & 0x80) != 0; shift += 7) {
-      if (pos >= end || shift > 57) return xet::Malformed("pack: an object header is cut or too long");
-      c = pack[pos++];
-      size |= static_cast<uint64_t>(c & 0x7f) << shift;
-    }
-    if (e.type == 4)
-      return xet::Malformed("pack: annotated tags are not supported (tags are lightweight here)");
-    if (e.type == 0 || e.type == 5) return xet::Malformed("pack: an object of unknown type");
-    if (e.type == kOfsDelta) {
-      if (pos >= end) return xet::Malformed("pack: a delta's base offset is cut");
-      c = pack[pos++];
-      uint64_t ofs = c & 0x7f;
-      while ((c & 0x80) != 0) {
-        if (pos >= end || ofs > (UINT64_MAX >> 7) - 1)
-          return xet::Malformed("pack: a delta's base offset is bad");
-        c = pack[pos++];
-        ofs = ((ofs + 1) << 7) | (c & 0x7f);
-      }
-      if (ofs == 0 || ofs > e.offset) return xet::Malformed("pack: a delta's base is not before it");
-      e.base_offset = e.offset - ofs;
-    } else if (e.type == kRefDelta) {
-      if (end - pos < 20) return xet::Malformed("pack: a delta's base id is cut");
-      std::memcpy(e.base_id.bytes.data(), pack.data() + pos, 20);
-      pos += 20;
-    }
-    if (size > limits.max_object_bytes) return xet::LimitExceeded("pack: an object past the size limit");
-    total += size;
+    auto size = ReadEntryHeader(pack, end, pos, e);
+    if (!size.ok()) return size.error();
+    if (*size > limits.max_object_bytes) return xet::LimitExceeded("pack: an object past the size limit");
+    total += *size;
     if (total > limits.max_total_bytes) return xet::LimitExceeded("pack: more bytes than the limit");
     size_t consumed = 0;
-    auto data = InflateExact(pack.subspan(pos, end - pos), size, &consumed);
+    auto data = InflateExact(pack.subspan(pos, end - pos), *size, &consumed);
     if (!data.ok()) return data.error();
     e.data = std::move(*data);
     pos += consumed;
     entries.push_back(std::move(e));
   }
   if (pos != end) return xet::Malformed("pack: bytes after its last object");
+  return entries;
+}
 
-  // Resolution: every whole object now, each delta as soon as its base is known (a worklist of dependents).
-  std::unordered_map<uint64_t, size_t> at_offset;
-  std::unordered_map<ObjectId, size_t, hub::ObjectIdHash> by_id;
-  std::unordered_map<uint64_t, std::vector<size_t>> waiting_on_offset;
-  std::unordered_map<ObjectId, std::vector<size_t>, hub::ObjectIdHash> waiting_on_id;
-  for (size_t i = 0; i < entries.size(); ++i) at_offset.emplace(entries[i].offset, i);
+// Resolution: every whole object at once, each delta as soon as its base is known (a worklist of dependents),
+// then the bases a thin pack does not carry.
+class PackResolver {
+ public:
+  PackResolver(std::vector<Entry> entries, const PackLimits& limits, uint64_t total)
+      : entries_(std::move(entries)), limits_(limits), total_(total) {
+    for (size_t i = 0; i < entries_.size(); ++i) at_offset_.emplace(entries_[i].offset, i);
+  }
 
-  const auto finish = [&](size_t i, ObjectKind kind, std::vector<uint8_t> body) {
-    PackedObject o{kind, hub::HashObject(kind, body), std::move(body)};
-    by_id.emplace(o.id, i);
-    entries[i].object = std::move(o);
-  };
-  // Resolves entry i's dependents (and theirs), depth first.
-  const auto cascade = [&](size_t first) -> xet::Status {
-    std::vector<size_t> stack{first};
-    while (!stack.empty()) {
-      const size_t b = stack.back();
-      stack.pop_back();
-      const PackedObject& bo = *entries[b].object;
-      std::vector<size_t> next;
-      if (auto it = waiting_on_offset.find(entries[b].offset); it != waiting_on_offset.end()) {
-        next = std::move(it->second);
-        waiting_on_offset.erase(it);
-      }
-      if (auto it = waiting_on_id.find(bo.id); it != waiting_on_id.end()) {
-        next.insert(next.end(), it->second.begin(), it->second.end());
-        waiting_on_id.erase(it);
-      }
-      for (const size_t d : next) {
-        if (entries[b].depth + 1 > limits.max_delta_depth)
-          return xet::LimitExceeded("pack: a delta chain too long");
-        auto body = ApplyDelta(bo.body, entries[d].data, limits.max_object_bytes);
-        if (!body.ok()) return body.error();
-        total += body->size();
-        if (total > limits.max_total_bytes) return xet::LimitExceeded("pack: more bytes than the limit");
-        entries[d].depth = entries[b].depth + 1;
-        std::vector<uint8_t>().swap(entries[d].data);
-        finish(d, bo.kind, std::move(*body));
-        stack.push_back(d);
-      }
+  xet::Result<std::vector<PackedObject>> Resolve(uint32_t count, const BaseLookup& base) && {
+    for (size_t i = 0; i < entries_.size(); ++i) {
+      if (auto st = Place(i); !st.ok()) return st.error();
     }
-    return xet::Ok{};
-  };
+    if (auto st = ResolveThin(base); !st.ok()) return st.error();
+    if (!waiting_on_offset_.empty()) return xet::Malformed("pack: a delta's base never resolves");
+    std::vector<PackedObject> out;
+    out.reserve(count);
+    for (size_t i = 0; i < count; ++i) {
+      if (!entries_[i].object) return xet::Malformed("pack: a delta's base never resolves");
+      out.push_back(std::move(*entries_[i].object));
+    }
+    return out;
+  }
 
-  for (size_t i = 0; i < entries.size(); ++i) {
-    Entry& e = entries[i];
+ private:
+  void Finish(size_t i, ObjectKind kind, std::vector<uint8_t> body) {
+    PackedObject o{kind, hub::HashObject(kind, body), std::move(body)};
+    by_id_.emplace(o.id, i);
+    entries_[i].object = std::move(o);
+  }
+
+  // Entry i: a whole object is finished; a delta waits for its base, or is applied when the base is known.
+  xet::Status Place(size_t i) {
+    Entry& e = entries_[i];
     if (e.type != kOfsDelta && e.type != kRefDelta) {
-      finish(i, KindOf(e.type), std::move(e.data));
-      if (auto st = cascade(i); !st.ok()) return st.error();
-      continue;
+      Finish(i, KindOf(e.type), std::move(e.data));
+      return Cascade(i);
     }
     std::optional<size_t> b;
     if (e.type == kOfsDelta) {
-      auto it = at_offset.find(e.base_offset);
-      if (it == at_offset.end()) return xet::Malformed("pack: a delta's base offset is no object's");
+      auto it = at_offset_.find(e.base_offset);
+      if (it == at_offset_.end()) return xet::Malformed("pack: a delta's base offset is no object's");
       b = it->second;
-      if (!entries[*b].object) {
-        waiting_on_offset[e.base_offset].push_back(i);
-        continue;
+      if (!entries_[*b].object) {
+        waiting_on_offset_[e.base_offset].push_back(i);
+        return xet::Ok{};
       }
     } else {
-      auto it = by_id.find(e.base_id);
-      if (it == by_id.end()) {
-        waiting_on_id[e.base_id].push_back(i);
-        continue;
+      auto it = by_id_.find(e.base_id);
+      if (it == by_id_.end()) {
+        waiting_on_id_[e.base_id].push_back(i);
+        return xet::Ok{};
       }
       b = it->second;
     }
     // The base is resolved: queue this delta on it and let the cascade apply it.
-    (e.type == kOfsDelta ? waiting_on_offset[e.base_offset] : waiting_on_id[e.base_id]).push_back(i);
-    if (auto st = cascade(*b); !st.ok()) return st.error();
+    (e.type == kOfsDelta ? waiting_on_offset_[e.base_offset] : waiting_on_id_[e.base_id]).push_back(i);
+    return Cascade(*b);
   }
-  // Thin packs: bases the pack does not carry.
-  while (!waiting_on_id.empty()) {
-    const ObjectId id = waiting_on_id.begin()->first;
-    std::optional<PackedObject> found = base ? base(id) : std::nullopt;
-    if (!found || found->id != id) {
-      return xet::UnknownReference("pack: a delta's base " + id.hex() + " is neither in the pack nor stored");
+
+  // The deltas waiting on resolved entry b, taken off the worklists.
+  std::vector<size_t> TakeDependents(size_t b) {
+    std::vector<size_t> next;
+    if (auto it = waiting_on_offset_.find(entries_[b].offset); it != waiting_on_offset_.end()) {
+      next = std::move(it->second);
+      waiting_on_offset_.erase(it);
     }
-    // An external base stands in an entry of its own, past the pack's, so the cascade can name it.
-    Entry ext;
-    ext.offset = UINT64_MAX - entries.size();
-    ext.object = std::move(*found);
-    entries.push_back(std::move(ext));
-    if (auto st = cascade(entries.size() - 1); !st.ok()) return st.error();
+    if (auto it = waiting_on_id_.find(entries_[b].object->id); it != waiting_on_id_.end()) {
+      next.insert(next.end(), it->second.begin(), it->second.end());
+      waiting_on_id_.erase(it);
+    }
+    return next;
   }
-  if (!waiting_on_offset.empty()) return xet::Malformed("pack: a delta's base never resolves");
-  std::vector<PackedObject> out;
-  out.reserve(count);
-  for (size_t i = 0; i < count; ++i) {
-    if (!entries[i].object) return xet::Malformed("pack: a delta's base never resolves");
-    out.push_back(std::move(*entries[i].object));
+
+  // Resolves entry `first`'s dependents (and theirs), depth first.
+  xet::Status Cascade(size_t first) {
+    std::vector<size_t> stack{first};
+    while (!stack.empty()) {
+      const size_t b = stack.back();
+      stack.pop_back();
+      for (const size_t d : TakeDependents(b)) {
+        const PackedObject& bo = *entries_[b].object;
+        if (entries_[b].depth + 1 > limits_.max_delta_depth)
+          return xet::LimitExceeded("pack: a delta chain too long");
+        auto body = ApplyDelta(bo.body, entries_[d].data, limits_.max_object_bytes);
+        if (!body.ok()) return body.error();
+        total_ += body->size();
+        if (total_ > limits_.max_total_bytes) return xet::LimitExceeded("pack: more bytes than the limit");
+        entries_[d].depth = entries_[b].depth + 1;
+        std::vector<uint8_t>().swap(entries_[d].data);
+        Finish(d, bo.kind, std::move(*body));
+        stack.push_back(d);
+      }
+    }
+    return xet::Ok{};
   }
-  return out;
+
+  // Thin packs: bases the pack does not carry, asked of `base`.
+  xet::Status ResolveThin(const BaseLookup& base) {
+    while (!waiting_on_id_.empty()) {
+      const ObjectId id = waiting_on_id_.begin()->first;
+      std::optional<PackedObject> found = base ? base(id) : std::nullopt;
+      if (!found || found->id != id) {
+        return xet::UnknownReference("pack: a delta's base " + id.hex() +
+                                     " is neither in the pack nor stored");
+      }
+      // An external base stands in an entry of its own, past the pack's, so the cascade can name it.
+      Entry ext;
+      ext.offset = UINT64_MAX - entries_.size();
+      ext.object = std::move(*found);
+      entries_.push_back(std::move(ext));
+      if (auto st = Cascade(entries_.size() - 1); !st.ok()) return st;
+    }
+    return xet::Ok{};
+  }
+
+  std::vector<Entry> entries_;
+  const PackLimits& limits_;
+  uint64_t total_;
+  std::unordered_map<uint64_t, size_t> at_offset_;
+  std::unordered_map<ObjectId, size_t, hub::ObjectIdHash> by_id_;
+  std::unordered_map<uint64_t, std::vector<size_t>> waiting_on_offset_;
+  std::unordered_map<ObjectId, std::vector<size_t>, hub::ObjectIdHash> waiting_on_id_;
+};
+
+}  // namespace
+
+xet::Result<std::vector<PackedObject>> ReadPack(std::span<const uint8_t> pack, const PackLimits& limits,
+                                                const BaseLookup& base) {
+  auto count = CheckPackFrame(pack, limits);
+  if (!count.ok()) return count.error();
+  uint64_t total = 0;
+  auto entries = ReadEntries(pack, *count, limits, total);
+  if (!entries.ok()) return entries.error();
+  return PackResolver(std::move(*entries), limits, total).Resolve(*count, base);
 }
 
 }  // namespace cairn::git

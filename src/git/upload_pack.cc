@@ -469,169 +469,233 @@ xet::Status UploadPack::ServeV0(std::string_view request, const Sink& sink) {
   return xet::Ok{};
 }
 
-xet::Result<UploadPack::Plan> UploadPack::MakePlan(const Fetch& fetch) {
-  Plan plan;
+// One fetch's plan, made in steps: the wants sorted by kind, what the client has (its haves and their
+// ancestors, the refs it excludes), the commits to send (breadth first from the wants, cut where asked), then
+// the trees and blobs those commits hold that the client's frontier does not.
+class UploadPack::Planner {
+ public:
+  Planner(const UploadPack& up, const Fetch& fetch) : up_(up), fetch_(fetch), commits_(up.index_, up.repo_) {}
+
+  xet::Result<Plan> Run() && {
+    if (auto st = SortWants(); !st.ok()) return st.error();
+    if (auto st = LoadClientSide(); !st.ok()) return st.error();
+    if (auto st = ExcludeDeepenNot(); !st.ok()) return st.error();
+    if (auto st = WalkCommits(); !st.ok()) return st.error();
+    if (auto st = WalkObjects(); !st.ok()) return st.error();
+    return std::move(plan_);
+  }
+
+ private:
   // Every want must be an object of the repository.
-  auto wanted = ReadHeads(index_, repo_, fetch.wants);
-  if (!wanted.ok()) return wanted.error();
-  std::vector<ObjectId> want_commits, want_trees;
-  IdSet sent_blobs;
-  for (const auto& id : fetch.wants) {
-    auto it = wanted->find(id);
-    if (it == wanted->end()) return xet::NotFound("not our ref " + id.hex());
-    if (it->second.kind == static_cast<uint8_t>(ObjectKind::kCommit)) {
-      want_commits.push_back(id);
-    } else if (it->second.kind == static_cast<uint8_t>(ObjectKind::kTree)) {
-      want_trees.push_back(id);
-    } else if (it->second.kind == static_cast<uint8_t>(ObjectKind::kBlob)) {
-      if (sent_blobs.insert(id).second) plan.blobs.push_back(id);
-    } else {
-      return xet::NotFound("not our ref " + id.hex());
-    }
-  }
-
-  Commits commits(index_, repo_);
-  // What the client has: the haves that are commits here, and their ancestors, not past its shallow ones.
-  if (auto st = commits.Load(fetch.haves); !st.ok()) return st.error();
-  IdSet common_seen;
-  for (const auto& id : fetch.haves) {
-    if (commits.Get(id) != nullptr && common_seen.insert(id).second) plan.common.push_back(id);
-  }
-  const IdSet client_shallow(fetch.client_shallows.begin(), fetch.client_shallows.end());
-  IdSet client_has;
-  if (!plan.common.empty()) {
-    auto has = commits.Ancestors(plan.common, client_shallow);
-    if (!has.ok()) return has.error();
-    client_has = std::move(*has);
-  }
-  IdSet excluded;  // deepen-not: every commit the named refs reach
-  if (!fetch.deepen_not.empty()) {
-    std::vector<ObjectId> from;
-    for (const auto& name : fetch.deepen_not) {
-      const auto ref = std::find_if(refs_.begin(), refs_.end(), [&](const hub::RefInfo& r) {
-        return name == r.name || name == hub::FullRefName(r);
-      });
-      if (ref == refs_.end()) return xet::NotFound("deepen-not: no ref " + name.substr(0, 100));
-      from.push_back(ref->target);
-    }
-    auto not_reach = commits.Ancestors(from, {});
-    if (!not_reach.ok()) return not_reach.error();
-    excluded = std::move(*not_reach);
-  }
-
-  // The commits to send: from the wants, breadth first, each generation one batch.
-  std::unordered_map<ObjectId, uint32_t, IdHash> depth_of;
-  std::vector<ObjectId> level;
-  for (const auto& id : want_commits) {
-    if (depth_of.emplace(id, 1).second) level.push_back(id);
-  }
-  IdSet frontier;  // commits the client has that sent commits name as parents: the pack is cut there
-  while (!level.empty()) {
-    if (auto st = commits.Load(level); !st.ok()) return st.error();
-    std::vector<ObjectId> next;
-    for (const auto& id : level) {
-      const WalkedCommit* c = commits.Get(id);
-      if (c == nullptr) return xet::Damaged("commit " + id.hex() + " is missing");
-      const uint32_t depth = depth_of[id];
-      const bool has = client_has.contains(id);
-      if (has && !fetch.deepens()) continue;
-      if (!has) {
-        plan.commits.emplace_back(id, c->body);
-        if (plan.objects() > limits_.max_objects)
-          return xet::LimitExceeded("the pack would hold too many objects");
-      }
-      // Whether the walk goes on to the parents: not past the depth asked, the time or the refs excluded,
-      // nor (without a deepening) past a commit whose parents the client lacks by choice.
-      bool cut = fetch.depth != 0 && depth >= fetch.depth;
-      if (!fetch.deepens() && client_shallow.contains(id)) cut = true;
-      std::vector<ObjectId> parents;
-      for (const auto& p : c->parents) {
-        if (excluded.contains(p)) {
-          cut = true;
-          continue;
-        }
-        parents.push_back(p);
-      }
-      if (fetch.since != 0 && !cut) {
-        if (auto st = commits.Load(parents); !st.ok()) return st.error();
-        for (const auto& p : parents) {
-          const WalkedCommit* pc = commits.Get(p);
-          if (pc != nullptr && pc->time < fetch.since) cut = true;
-        }
-      }
-      if (cut) {
-        if (!c->parents.empty() && !client_shallow.contains(id)) plan.shallow.push_back(id);
-        continue;
-      }
-      if (client_shallow.contains(id) && !c->parents.empty()) plan.unshallow.push_back(id);
-      for (const auto& p : parents) {
-        if (client_has.contains(p) && !fetch.deepens()) {
-          frontier.insert(p);
-          continue;
-        }
-        if (depth_of.emplace(p, depth + 1).second) next.push_back(p);
-      }
-    }
-    level = std::move(next);
-  }
-
-  // Trees and blobs: what the sent commits' trees hold that the frontier's trees do not.
-  IdSet known;  // trees and blobs the client has (the frontier's) or the pack holds already
-  const auto walk_trees = [&](const std::vector<ObjectId>& roots, bool send) -> xet::Status {
-    std::vector<ObjectId> trees;
-    for (const auto& id : roots) {
-      if (known.insert(id).second) trees.push_back(id);
-    }
-    std::vector<ObjectId> limited;  // blobs whose size decides (blob:limit)
-    while (!trees.empty()) {
-      auto got = ReadObjects(index_, repo_, trees);
-      if (!got.ok()) return got.error();
-      std::vector<ObjectId> next;
-      for (const auto& id : trees) {
-        auto it = got->find(id);
-        if (it == got->end() || it->second.kind != static_cast<uint8_t>(ObjectKind::kTree)) {
-          if (!send) continue;  // the client's side: what is not here needs no cutting
-          return xet::Damaged("tree " + id.hex() + " is missing");
-        }
-        auto entries = hub::ParseTree(it->second.data);
-        if (!entries.ok()) return xet::Damaged("tree " + id.hex() + " does not parse");
-        for (const auto& e : *entries) {
-          if (!known.insert(e.id).second) continue;
-          if (e.is_tree()) {
-            next.push_back(e.id);
-          } else if (send && fetch.filter == Filter::kNone) {
-            plan.blobs.push_back(e.id);
-          } else if (send && fetch.filter == Filter::kBlobLimit) {
-            limited.push_back(e.id);
-          }
-        }
-        if (send) plan.trees.emplace_back(id, std::move(it->second.data));
-        if (plan.objects() > limits_.max_objects)
-          return xet::LimitExceeded("the pack would hold too many objects");
-      }
-      trees = std::move(next);
-    }
-    if (!limited.empty()) {
-      auto heads = ReadHeads(index_, repo_, limited);
-      if (!heads.ok()) return heads.error();
-      for (const auto& id : limited) {
-        auto it = heads->find(id);
-        if (it == heads->end()) return xet::Damaged("blob " + id.hex() + " is missing");
-        if (it->second.size <= fetch.blob_limit) plan.blobs.push_back(id);
+  xet::Status SortWants() {
+    auto wanted = ReadHeads(up_.index_, up_.repo_, fetch_.wants);
+    if (!wanted.ok()) return wanted.error();
+    IdSet sent_blobs;
+    for (const auto& id : fetch_.wants) {
+      auto it = wanted->find(id);
+      if (it == wanted->end()) return xet::NotFound("not our ref " + id.hex());
+      if (it->second.kind == static_cast<uint8_t>(ObjectKind::kCommit)) {
+        want_commits_.push_back(id);
+      } else if (it->second.kind == static_cast<uint8_t>(ObjectKind::kTree)) {
+        want_trees_.push_back(id);
+      } else if (it->second.kind == static_cast<uint8_t>(ObjectKind::kBlob)) {
+        if (sent_blobs.insert(id).second) plan_.blobs.push_back(id);
+      } else {
+        return xet::NotFound("not our ref " + id.hex());
       }
     }
     return xet::Ok{};
-  };
-  std::vector<ObjectId> have_roots;
-  for (const auto& id : frontier) {
-    if (const WalkedCommit* c = commits.Get(id)) have_roots.push_back(c->tree);
   }
-  if (auto st = walk_trees(have_roots, false); !st.ok()) return st.error();
-  for (const auto& id : plan.blobs) known.insert(id);  // wanted by id: sent once
-  std::vector<ObjectId> roots = want_trees;
-  for (const auto& [id, body] : plan.commits) roots.push_back(commits.Get(id)->tree);
-  if (auto st = walk_trees(roots, true); !st.ok()) return st.error();
-  return plan;
+
+  // What the client has: the haves that are commits here, and their ancestors, not past its shallow ones.
+  xet::Status LoadClientSide() {
+    if (auto st = commits_.Load(fetch_.haves); !st.ok()) return st;
+    IdSet common_seen;
+    for (const auto& id : fetch_.haves) {
+      if (commits_.Get(id) != nullptr && common_seen.insert(id).second) plan_.common.push_back(id);
+    }
+    client_shallow_ = IdSet(fetch_.client_shallows.begin(), fetch_.client_shallows.end());
+    if (plan_.common.empty()) return xet::Ok{};
+    auto has = commits_.Ancestors(plan_.common, client_shallow_);
+    if (!has.ok()) return has.error();
+    client_has_ = std::move(*has);
+    return xet::Ok{};
+  }
+
+  // deepen-not: every commit the named refs reach.
+  xet::Status ExcludeDeepenNot() {
+    if (fetch_.deepen_not.empty()) return xet::Ok{};
+    std::vector<ObjectId> from;
+    for (const auto& name : fetch_.deepen_not) {
+      const auto ref = std::find_if(up_.refs_.begin(), up_.refs_.end(), [&](const hub::RefInfo& r) {
+        return name == r.name || name == hub::FullRefName(r);
+      });
+      if (ref == up_.refs_.end()) return xet::NotFound("deepen-not: no ref " + name.substr(0, 100));
+      from.push_back(ref->target);
+    }
+    auto not_reach = commits_.Ancestors(from, {});
+    if (!not_reach.ok()) return not_reach.error();
+    excluded_ = std::move(*not_reach);
+    return xet::Ok{};
+  }
+
+  // The commits to send: from the wants, breadth first, each generation one batch.
+  xet::Status WalkCommits() {
+    std::vector<ObjectId> level;
+    for (const auto& id : want_commits_) {
+      if (depth_of_.emplace(id, 1).second) level.push_back(id);
+    }
+    while (!level.empty()) {
+      if (auto st = commits_.Load(level); !st.ok()) return st;
+      std::vector<ObjectId> next;
+      for (const auto& id : level) {
+        if (auto st = VisitCommit(id, next); !st.ok()) return st;
+      }
+      level = std::move(next);
+    }
+    return xet::Ok{};
+  }
+
+  // One commit of the walk: sent unless the client has it; its parents queued in `next` unless cut.
+  xet::Status VisitCommit(const ObjectId& id, std::vector<ObjectId>& next) {
+    const WalkedCommit* c = commits_.Get(id);
+    if (c == nullptr) return xet::Damaged("commit " + id.hex() + " is missing");
+    const uint32_t depth = depth_of_[id];
+    const bool has = client_has_.contains(id);
+    if (has && !fetch_.deepens()) return xet::Ok{};
+    if (!has) {
+      plan_.commits.emplace_back(id, c->body);
+      if (plan_.objects() > up_.limits_.max_objects)
+        return xet::LimitExceeded("the pack would hold too many objects");
+    }
+    std::vector<ObjectId> parents;
+    auto cut = CutAt(id, *c, depth, parents);
+    if (!cut.ok()) return cut.error();
+    if (*cut) {
+      if (!c->parents.empty() && !client_shallow_.contains(id)) plan_.shallow.push_back(id);
+      return xet::Ok{};
+    }
+    if (client_shallow_.contains(id) && !c->parents.empty()) plan_.unshallow.push_back(id);
+    for (const auto& p : parents) {
+      if (client_has_.contains(p) && !fetch_.deepens()) {
+        frontier_.insert(p);  // the client has it: the pack is cut there
+        continue;
+      }
+      if (depth_of_.emplace(p, depth + 1).second) next.push_back(p);
+    }
+    return xet::Ok{};
+  }
+
+  // Whether the walk stops at commit `id` instead of going on to its parents (those not excluded, in
+  // `parents`): not past the depth asked, the time or the refs excluded, nor (without a deepening) past a
+  // commit whose parents the client lacks by choice.
+  xet::Result<bool> CutAt(const ObjectId& id, const WalkedCommit& c, uint32_t depth,
+                          std::vector<ObjectId>& parents) {
+    bool cut = fetch_.depth != 0 && depth >= fetch_.depth;
+    if (!fetch_.deepens() && client_shallow_.contains(id)) cut = true;
+    for (const auto& p : c.parents) {
+      if (excluded_.contains(p)) {
+        cut = true;
+        continue;
+      }
+      parents.push_back(p);
+    }
+    if (fetch_.since != 0 && !cut) {
+      if (auto st = commits_.Load(parents); !st.ok()) return st.error();
+      for (const auto& p : parents) {
+        const WalkedCommit* pc = commits_.Get(p);
+        if (pc != nullptr && pc->time < fetch_.since) cut = true;
+      }
+    }
+    return cut;
+  }
+
+  // Trees and blobs: what the sent commits' trees hold that the frontier's trees do not.
+  xet::Status WalkObjects() {
+    std::vector<ObjectId> have_roots;
+    for (const auto& id : frontier_) {
+      if (const WalkedCommit* c = commits_.Get(id)) have_roots.push_back(c->tree);
+    }
+    if (auto st = WalkTrees(have_roots, false); !st.ok()) return st;
+    for (const auto& id : plan_.blobs) known_.insert(id);  // wanted by id: sent once
+    std::vector<ObjectId> roots = want_trees_;
+    for (const auto& [id, body] : plan_.commits) roots.push_back(commits_.Get(id)->tree);
+    return WalkTrees(roots, true);
+  }
+
+  // The trees under `roots` not known yet: sent (`send`), or only made known (the client's side).
+  xet::Status WalkTrees(const std::vector<ObjectId>& roots, bool send) {
+    std::vector<ObjectId> trees;
+    for (const auto& id : roots) {
+      if (known_.insert(id).second) trees.push_back(id);
+    }
+    std::vector<ObjectId> limited;  // blobs whose size decides (blob:limit)
+    while (!trees.empty()) {
+      auto got = ReadObjects(up_.index_, up_.repo_, trees);
+      if (!got.ok()) return got.error();
+      std::vector<ObjectId> next;
+      for (const auto& id : trees) {
+        if (auto st = TakeTree(id, *got, send, next, limited); !st.ok()) return st;
+      }
+      trees = std::move(next);
+    }
+    return SendLimitedBlobs(limited);
+  }
+
+  // One tree read: its subtrees queued in `next`, its blobs sent (or, under blob:limit, weighed later).
+  xet::Status TakeTree(const ObjectId& id, std::unordered_map<ObjectId, index::RepoObject, IdHash>& got,
+                       bool send, std::vector<ObjectId>& next, std::vector<ObjectId>& limited) {
+    auto it = got.find(id);
+    if (it == got.end() || it->second.kind != static_cast<uint8_t>(ObjectKind::kTree)) {
+      if (!send) return xet::Ok{};  // the client's side: what is not here needs no cutting
+      return xet::Damaged("tree " + id.hex() + " is missing");
+    }
+    auto entries = hub::ParseTree(it->second.data);
+    if (!entries.ok()) return xet::Damaged("tree " + id.hex() + " does not parse");
+    for (const auto& e : *entries) {
+      if (!known_.insert(e.id).second) continue;
+      if (e.is_tree()) {
+        next.push_back(e.id);
+      } else if (send && fetch_.filter == Filter::kNone) {
+        plan_.blobs.push_back(e.id);
+      } else if (send && fetch_.filter == Filter::kBlobLimit) {
+        limited.push_back(e.id);
+      }
+    }
+    if (send) plan_.trees.emplace_back(id, std::move(it->second.data));
+    if (plan_.objects() > up_.limits_.max_objects)
+      return xet::LimitExceeded("the pack would hold too many objects");
+    return xet::Ok{};
+  }
+
+  // blob:limit: the blobs no larger than the limit.
+  xet::Status SendLimitedBlobs(const std::vector<ObjectId>& limited) {
+    if (limited.empty()) return xet::Ok{};
+    auto heads = ReadHeads(up_.index_, up_.repo_, limited);
+    if (!heads.ok()) return heads.error();
+    for (const auto& id : limited) {
+      auto it = heads->find(id);
+      if (it == heads->end()) return xet::Damaged("blob " + id.hex() + " is missing");
+      if (it->second.size <= fetch_.blob_limit) plan_.blobs.push_back(id);
+    }
+    return xet::Ok{};
+  }
+
+  const UploadPack& up_;
+  const Fetch& fetch_;
+  Plan plan_;
+  Commits commits_;
+  std::vector<ObjectId> want_commits_, want_trees_;
+  IdSet client_shallow_;
+  IdSet client_has_;
+  IdSet excluded_;
+  std::unordered_map<ObjectId, uint32_t, IdHash> depth_of_;
+  IdSet frontier_;  // commits the client has that sent commits name as parents: the pack is cut there
+  IdSet known_;     // trees and blobs the client has (the frontier's) or the pack holds already
+};
+
+xet::Result<UploadPack::Plan> UploadPack::MakePlan(const Fetch& fetch) {
+  return Planner(*this, fetch).Run();
 }
 
 xet::Status UploadPack::SendPack(const Plan& plan, bool side_band, const Sink& sink) {

@@ -55,6 +55,7 @@ class UploadPack {
  private:
   struct Fetch;
   struct Plan;
+  class Planner;
   xet::Status LsRefs(std::string_view args, const Sink& sink);
   xet::Status FetchV2(std::string_view args, const Sink& sink);
   xet::Result<Plan> MakePlan(const Fetch& fetch);

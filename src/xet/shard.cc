@@ -4,7 +4,9 @@
 #include <bit>
 #include <cassert>
 #include <cstring>
+#include <optional>
 #include <string>
+#include <string_view>
 
 #include "xet/bytes.h"
 #include "xet/hashing.h"
@@ -85,7 +87,10 @@ uint64_t FileRecord::size() const {
   return n;
 }
 
-Result<Shard> ParseShard(std::span<const uint8_t> bytes) {
+namespace {
+
+// The 48-byte header: tag, version, footer size (0 or 200), which it returns.
+Result<uint64_t> ParseShardHeader(std::span<const uint8_t> bytes) {
   if (bytes.size() > kMaxShardBytes) return LimitExceeded("shard larger than 64 MiB");
   if (bytes.size() < kShardHeaderSize) return Malformed("shard shorter than its 48-byte header");
   if (std::memcmp(bytes.data(), kShardTag, 32) != 0) return Malformed("not a shard: bad header tag");
@@ -95,94 +100,122 @@ Result<Shard> ParseShard(std::span<const uint8_t> bytes) {
   if (footer_size != 0 && footer_size != kShardFooterSize) {
     return Malformed("shard footer size must be 0 or 200, not " + std::to_string(footer_size));
   }
+  return footer_size;
+}
 
-  Shard shard;
-  EntryReader r(bytes);
+// The next entry of a section, or nullptr at its bookend.
+Result<const uint8_t*> NextSectionEntry(EntryReader& r, std::string_view section) {
+  if (!r.has_entry())
+    return Malformed("truncated shard: " + std::string(section) + " section has no bookend");
+  const size_t at = r.pos();
+  const uint8_t* e = r.take();
+  const EntryKind kind = Classify(e);
+  if (kind == EntryKind::kBookend) return static_cast<const uint8_t*>(nullptr);
+  if (kind == EntryKind::kBadBookend) {
+    return Malformed("corrupt bookend in " + std::string(section) + " section at byte " + std::to_string(at));
+  }
+  return e;
+}
 
-  // File info section.
+// One file record: its header entry `e` (already taken), then its terms, verification entries and metadata.
+// Every file of a shard has verification entries or none does (`with_verification`, set by the first).
+Result<FileRecord> ParseFileRecord(EntryReader& r, const uint8_t* e, size_t index,
+                                   std::optional<bool>& with_verification) {
+  FileRecord f;
+  f.hash = Hash::FromBytes(e);
+  const uint32_t flags = U32(e + 32);
+  const uint32_t n = U32(e + 36);
+  const bool verification = flags & kFileFlagVerification;
+  const bool ext = flags & kFileFlagMetadataExt;
+  if (with_verification && *with_verification != verification) {
+    return Malformed(Nth("file", index) + ": some files have verification entries and some do not");
+  }
+  with_verification = verification;
+  // Entries that follow the header, computed in 64 bits and held to u32 as the format requires.
+  const uint64_t following = uint64_t{n} * (verification ? 2 : 1) + (ext ? 1 : 0);
+  if (following > UINT32_MAX) return Malformed(Nth("file", index) + ": entry count overflows u32");
+  if (following > r.remaining_entries()) {
+    return Malformed(Nth("file", index) + " declares " + std::to_string(n) +
+                     " terms; the shard is truncated");
+  }
+  f.terms.resize(n);
+  for (uint32_t i = 0; i < n; ++i) {
+    const uint8_t* t = r.take();
+    FileTerm& term = f.terms[i];
+    term.xorb = Hash::FromBytes(t);
+    term.xorb_flags = U32(t + 32);
+    term.unpacked_bytes = U32(t + 36);
+    term.chunk_start = U32(t + 40);
+    term.chunk_end = U32(t + 44);
+    if (term.chunk_start >= term.chunk_end) {
+      return Malformed(Nth("file", index) + " " + Nth("term", i) + ": empty or inverted chunk range");
+    }
+  }
+  if (verification) {
+    f.verification.resize(n);
+    for (uint32_t i = 0; i < n; ++i) f.verification[i] = Hash::FromBytes(r.take());
+  }
+  if (ext) f.sha256 = Hash::FromBytes(r.take());
+  return f;
+}
+
+Status ParseFileSection(EntryReader& r, Shard& shard) {
   std::optional<bool> with_verification;
   for (;;) {
-    if (!r.has_entry()) return Malformed("truncated shard: file section has no bookend");
-    const size_t at = r.pos();
-    const uint8_t* e = r.take();
-    const EntryKind kind = Classify(e);
-    if (kind == EntryKind::kBookend) break;
-    if (kind == EntryKind::kBadBookend)
-      return Malformed("corrupt bookend in file section at byte " + std::to_string(at));
-
-    const size_t index = shard.files.size();
-    FileRecord f;
-    f.hash = Hash::FromBytes(e);
-    const uint32_t flags = U32(e + 32);
-    const uint32_t n = U32(e + 36);
-    const bool verification = flags & kFileFlagVerification;
-    const bool ext = flags & kFileFlagMetadataExt;
-    if (with_verification && *with_verification != verification) {
-      return Malformed(Nth("file", index) + ": some files have verification entries and some do not");
-    }
-    with_verification = verification;
-    // Entries that follow the header, computed in 64 bits and held to u32 as the format requires.
-    const uint64_t following = uint64_t{n} * (verification ? 2 : 1) + (ext ? 1 : 0);
-    if (following > UINT32_MAX) return Malformed(Nth("file", index) + ": entry count overflows u32");
-    if (following > r.remaining_entries()) {
-      return Malformed(Nth("file", index) + " declares " + std::to_string(n) +
-                       " terms; the shard is truncated");
-    }
-    f.terms.resize(n);
-    for (uint32_t i = 0; i < n; ++i) {
-      const uint8_t* t = r.take();
-      FileTerm& term = f.terms[i];
-      term.xorb = Hash::FromBytes(t);
-      term.xorb_flags = U32(t + 32);
-      term.unpacked_bytes = U32(t + 36);
-      term.chunk_start = U32(t + 40);
-      term.chunk_end = U32(t + 44);
-      if (term.chunk_start >= term.chunk_end) {
-        return Malformed(Nth("file", index) + " " + Nth("term", i) + ": empty or inverted chunk range");
-      }
-    }
-    if (verification) {
-      f.verification.resize(n);
-      for (uint32_t i = 0; i < n; ++i) f.verification[i] = Hash::FromBytes(r.take());
-    }
-    if (ext) f.sha256 = Hash::FromBytes(r.take());
-    shard.files.push_back(std::move(f));
+    auto e = NextSectionEntry(r, "file");
+    if (!e.ok()) return e.error();
+    if (*e == nullptr) return Ok{};
+    auto f = ParseFileRecord(r, *e, shard.files.size(), with_verification);
+    if (!f.ok()) return f.error();
+    shard.files.push_back(std::move(*f));
   }
+}
 
-  // Xorb info section.
+// One xorb record: its header entry `e` (already taken), then its chunks.
+Result<XorbRecord> ParseXorbRecord(EntryReader& r, const uint8_t* e, size_t index) {
+  XorbRecord x;
+  x.hash = Hash::FromBytes(e);
+  x.flags = U32(e + 32);
+  const uint32_t n = U32(e + 36);
+  x.bytes_in_xorb = U32(e + 40);
+  x.bytes_on_disk = U32(e + 44);
+  if (n > r.remaining_entries()) {
+    return Malformed(Nth("xorb", index) + " declares " + std::to_string(n) +
+                     " chunks; the shard is truncated");
+  }
+  x.chunks.resize(n);
+  for (uint32_t i = 0; i < n; ++i) {
+    const uint8_t* c = r.take();
+    XorbChunkRecord& chunk = x.chunks[i];
+    chunk.hash = Hash::FromBytes(c);
+    chunk.byte_start = U32(c + 32);
+    chunk.size = U32(c + 36);
+    chunk.flags = U32(c + 40);
+  }
+  return x;
+}
+
+Status ParseXorbSection(EntryReader& r, Shard& shard) {
   for (;;) {
-    if (!r.has_entry()) return Malformed("truncated shard: xorb section has no bookend");
-    const size_t at = r.pos();
-    const uint8_t* e = r.take();
-    const EntryKind kind = Classify(e);
-    if (kind == EntryKind::kBookend) break;
-    if (kind == EntryKind::kBadBookend)
-      return Malformed("corrupt bookend in xorb section at byte " + std::to_string(at));
-
-    const size_t index = shard.xorbs.size();
-    XorbRecord x;
-    x.hash = Hash::FromBytes(e);
-    x.flags = U32(e + 32);
-    const uint32_t n = U32(e + 36);
-    x.bytes_in_xorb = U32(e + 40);
-    x.bytes_on_disk = U32(e + 44);
-    if (n > r.remaining_entries()) {
-      return Malformed(Nth("xorb", index) + " declares " + std::to_string(n) +
-                       " chunks; the shard is truncated");
-    }
-    x.chunks.resize(n);
-    for (uint32_t i = 0; i < n; ++i) {
-      const uint8_t* c = r.take();
-      XorbChunkRecord& chunk = x.chunks[i];
-      chunk.hash = Hash::FromBytes(c);
-      chunk.byte_start = U32(c + 32);
-      chunk.size = U32(c + 36);
-      chunk.flags = U32(c + 40);
-    }
-    shard.xorbs.push_back(std::move(x));
+    auto e = NextSectionEntry(r, "xorb");
+    if (!e.ok()) return e.error();
+    if (*e == nullptr) return Ok{};
+    auto x = ParseXorbRecord(r, *e, shard.xorbs.size());
+    if (!x.ok()) return x.error();
+    shard.xorbs.push_back(std::move(*x));
   }
+}
 
-  if (footer_size == kShardFooterSize) {
+}  // namespace
+
+Result<Shard> ParseShard(std::span<const uint8_t> bytes) {
+  auto footer_size = ParseShardHeader(bytes);
+  if (!footer_size.ok()) return footer_size.error();
+  Shard shard;
+  EntryReader r(bytes);
+  if (auto st = ParseFileSection(r, shard); !st.ok()) return st.error();
+  if (auto st = ParseXorbSection(r, shard); !st.ok()) return st.error();
+  if (*footer_size == kShardFooterSize) {
     if (bytes.size() - r.pos() < kShardFooterSize) return Malformed("shard announces a footer but has none");
     const auto f = bytes.subspan(bytes.size() - kShardFooterSize);
     const uint64_t fv = LoadU64(f, 0);
@@ -228,133 +261,167 @@ void SortLookups(std::vector<Lookup>& rows) {
 
 }  // namespace
 
-std::vector<uint8_t> SerializeShard(const Shard& shard, const ShardWriteOptions& options) {
-  std::vector<uint8_t> out;
-  size_t entries = 2;
-  size_t chunks = 0;
-  for (const auto& f : shard.files)
-    entries += 1 + f.terms.size() + f.verification.size() + (f.sha256 ? 1 : 0);
-  for (const auto& x : shard.xorbs) {
-    entries += 1 + x.chunks.size();
-    chunks += x.chunks.size();
+namespace {
+
+// Writes one shard, section by section, into `out`; the footer gathers the offsets and totals on the way.
+class ShardWriter {
+ public:
+  ShardWriter(const Shard& shard, const ShardWriteOptions& options) : shard_(shard), options_(options) {}
+
+  std::vector<uint8_t> Write() && {
+    Reserve();
+    PutBytes(out_, kShardTag, 32);
+    PutU64(out_, kShardVersion);
+    PutU64(out_, kShardFooterSize);
+    FileSection();
+    XorbSection();
+    PutTable(file_lookup_, false, &footer_.file_lookup_offset, &footer_.file_lookup_num_entry);
+    PutTable(xorb_lookup_, false, &footer_.xorb_lookup_offset, &footer_.xorb_lookup_num_entry);
+    PutTable(chunk_lookup_, true, &footer_.chunk_lookup_offset, &footer_.chunk_lookup_num_entry);
+    Footer();
+    return std::move(out_);
   }
-  const size_t tables =
-      options.lookup_tables ? 12 * (shard.files.size() + shard.xorbs.size()) + 16 * chunks : 0;
-  out.reserve(kShardHeaderSize + entries * kShardEntrySize + tables + kShardFooterSize);
 
-  PutBytes(out, kShardTag, 32);
-  PutU64(out, kShardVersion);
-  PutU64(out, kShardFooterSize);
+ private:
+  // The whole shard's size, allocated once.
+  void Reserve() {
+    size_t entries = 2;
+    size_t chunks = 0;
+    for (const auto& f : shard_.files)
+      entries += 1 + f.terms.size() + f.verification.size() + (f.sha256 ? 1 : 0);
+    for (const auto& x : shard_.xorbs) {
+      entries += 1 + x.chunks.size();
+      chunks += x.chunks.size();
+    }
+    const size_t tables =
+        options_.lookup_tables ? 12 * (shard_.files.size() + shard_.xorbs.size()) + 16 * chunks : 0;
+    out_.reserve(kShardHeaderSize + entries * kShardEntrySize + tables + kShardFooterSize);
+    file_lookup_.reserve(shard_.files.size());
+    xorb_lookup_.reserve(shard_.xorbs.size());
+    chunk_lookup_.reserve(chunks);
+  }
 
-  ShardFooter footer;
-  footer.file_info_offset = out.size();
-  std::vector<Lookup> file_lookup;
-  std::vector<Lookup> xorb_lookup;
-  std::vector<Lookup> chunk_lookup;
-  file_lookup.reserve(shard.files.size());
-  xorb_lookup.reserve(shard.xorbs.size());
-  chunk_lookup.reserve(chunks);
+  void Bookend() {
+    out_.insert(out_.end(), 32, 0xFF);
+    PutZeros(out_, 16);
+  }
+  uint32_t EntryIndex(uint64_t section_start) const {
+    return static_cast<uint32_t>((out_.size() - section_start) / kShardEntrySize);
+  }
 
-  const auto put_bookend = [&] {
-    out.insert(out.end(), 32, 0xFF);
-    PutZeros(out, 16);
-  };
-  const auto entry_index = [&](uint64_t section_start) {
-    return static_cast<uint32_t>((out.size() - section_start) / kShardEntrySize);
-  };
+  void FileSection() {
+    footer_.file_info_offset = out_.size();
+    // As the stock client does, a shard with verification flags every file, empty ones included (they have
+    // no entries to carry); readers reject shards where only some files are flagged.
+    const bool shard_verified = std::any_of(shard_.files.begin(), shard_.files.end(),
+                                            [](const FileRecord& f) { return !f.verification.empty(); });
+    for (const auto& f : shard_.files) FileRecordEntries(f, shard_verified);
+    Bookend();
+  }
 
-  // As the stock client does, a shard with verification flags every file, empty ones included (they have no
-  // entries to carry); readers reject shards where only some files are flagged.
-  const bool shard_verified = std::any_of(shard.files.begin(), shard.files.end(),
-                                          [](const FileRecord& f) { return !f.verification.empty(); });
-  for (const auto& f : shard.files) {
+  void FileRecordEntries(const FileRecord& f, bool shard_verified) {
     // A caller's bug, not input: the format has no way to express a partial verification list.
     assert(f.verification.empty() || f.verification.size() == f.terms.size());
     const bool verification = !f.verification.empty() || (shard_verified && f.terms.empty());
-    file_lookup.push_back({f.hash.truncated(), entry_index(footer.file_info_offset), 0});
-    PutBytes(out, f.hash.bytes.data(), 32);
-    PutU32(out, (verification ? kFileFlagVerification : 0) | (f.sha256 ? kFileFlagMetadataExt : 0));
-    PutU32(out, static_cast<uint32_t>(f.terms.size()));
-    PutU64(out, 0);
+    file_lookup_.push_back({f.hash.truncated(), EntryIndex(footer_.file_info_offset), 0});
+    PutBytes(out_, f.hash.bytes.data(), 32);
+    PutU32(out_, (verification ? kFileFlagVerification : 0) | (f.sha256 ? kFileFlagMetadataExt : 0));
+    PutU32(out_, static_cast<uint32_t>(f.terms.size()));
+    PutU64(out_, 0);
     for (const auto& t : f.terms) {
-      PutBytes(out, t.xorb.bytes.data(), 32);
-      PutU32(out, t.xorb_flags);
-      PutU32(out, t.unpacked_bytes);
-      PutU32(out, t.chunk_start);
-      PutU32(out, t.chunk_end);
-      footer.materialized_bytes += t.unpacked_bytes;
+      PutBytes(out_, t.xorb.bytes.data(), 32);
+      PutU32(out_, t.xorb_flags);
+      PutU32(out_, t.unpacked_bytes);
+      PutU32(out_, t.chunk_start);
+      PutU32(out_, t.chunk_end);
+      footer_.materialized_bytes += t.unpacked_bytes;
     }
     for (const auto& v : f.verification) {
-      PutBytes(out, v.bytes.data(), 32);
-      PutZeros(out, 16);
+      PutBytes(out_, v.bytes.data(), 32);
+      PutZeros(out_, 16);
     }
     if (f.sha256) {
-      PutBytes(out, f.sha256->bytes.data(), 32);
-      PutZeros(out, 16);
+      PutBytes(out_, f.sha256->bytes.data(), 32);
+      PutZeros(out_, 16);
     }
   }
-  put_bookend();
 
-  footer.xorb_info_offset = out.size();
-  const ChunkHashKeyer keyed(options.hmac_key);
-  for (const auto& x : shard.xorbs) {
-    const uint32_t header_index = entry_index(footer.xorb_info_offset);
-    xorb_lookup.push_back({x.hash.truncated(), header_index, 0});
-    PutBytes(out, x.hash.bytes.data(), 32);
-    PutU32(out, x.flags);
-    PutU32(out, static_cast<uint32_t>(x.chunks.size()));
-    PutU32(out, x.bytes_in_xorb);
-    PutU32(out, x.bytes_on_disk);
-    footer.stored_bytes += x.bytes_in_xorb;
-    footer.stored_bytes_on_disk += x.bytes_on_disk;
+  void XorbSection() {
+    footer_.xorb_info_offset = out_.size();
+    const ChunkHashKeyer keyed(options_.hmac_key);
+    for (const auto& x : shard_.xorbs) XorbRecordEntries(x, keyed);
+    Bookend();
+  }
+
+  void XorbRecordEntries(const XorbRecord& x, const ChunkHashKeyer& keyed) {
+    const uint32_t header_index = EntryIndex(footer_.xorb_info_offset);
+    xorb_lookup_.push_back({x.hash.truncated(), header_index, 0});
+    PutBytes(out_, x.hash.bytes.data(), 32);
+    PutU32(out_, x.flags);
+    PutU32(out_, static_cast<uint32_t>(x.chunks.size()));
+    PutU32(out_, x.bytes_in_xorb);
+    PutU32(out_, x.bytes_on_disk);
+    footer_.stored_bytes += x.bytes_in_xorb;
+    footer_.stored_bytes_on_disk += x.bytes_on_disk;
     for (uint32_t i = 0; i < x.chunks.size(); ++i) {
       const auto& c = x.chunks[i];
       const ChunkHash shown = keyed(c.hash);
-      chunk_lookup.push_back({shown.truncated(), header_index, i});
-      PutBytes(out, shown.bytes.data(), 32);
-      PutU32(out, c.byte_start);
-      PutU32(out, c.size);
-      PutU32(out, c.flags);
-      PutU32(out, 0);
+      chunk_lookup_.push_back({shown.truncated(), header_index, i});
+      PutBytes(out_, shown.bytes.data(), 32);
+      PutU32(out_, c.byte_start);
+      PutU32(out_, c.size);
+      PutU32(out_, c.flags);
+      PutU32(out_, 0);
     }
   }
-  put_bookend();
 
-  const auto put_table = [&](std::vector<Lookup>& table, bool wide, uint64_t* offset, uint64_t* count) {
-    *offset = out.size();
+  void PutTable(std::vector<Lookup>& table, bool wide, uint64_t* offset, uint64_t* count) {
+    *offset = out_.size();
     *count = 0;
-    if (!options.lookup_tables) return;
+    if (!options_.lookup_tables) return;
     SortLookups(table);
     for (const auto& l : table) {
-      PutU64(out, l.key);
-      PutU32(out, l.a);
-      if (wide) PutU32(out, l.b);
+      PutU64(out_, l.key);
+      PutU32(out_, l.a);
+      if (wide) PutU32(out_, l.b);
     }
     *count = table.size();
-  };
-  put_table(file_lookup, false, &footer.file_lookup_offset, &footer.file_lookup_num_entry);
-  put_table(xorb_lookup, false, &footer.xorb_lookup_offset, &footer.xorb_lookup_num_entry);
-  put_table(chunk_lookup, true, &footer.chunk_lookup_offset, &footer.chunk_lookup_num_entry);
+  }
 
-  footer.footer_offset = out.size();
-  PutU64(out, kShardFooterVersion);
-  PutU64(out, footer.file_info_offset);
-  PutU64(out, footer.xorb_info_offset);
-  PutU64(out, footer.file_lookup_offset);
-  PutU64(out, footer.file_lookup_num_entry);
-  PutU64(out, footer.xorb_lookup_offset);
-  PutU64(out, footer.xorb_lookup_num_entry);
-  PutU64(out, footer.chunk_lookup_offset);
-  PutU64(out, footer.chunk_lookup_num_entry);
-  PutBytes(out, options.hmac_key.bytes.data(), 32);
-  PutU64(out, options.creation_timestamp);
-  PutU64(out, options.key_expiry);
-  PutZeros(out, 48);
-  PutU64(out, footer.stored_bytes_on_disk);
-  PutU64(out, footer.materialized_bytes);
-  PutU64(out, footer.stored_bytes);
-  PutU64(out, footer.footer_offset);
-  return out;
+  void Footer() {
+    footer_.footer_offset = out_.size();
+    PutU64(out_, kShardFooterVersion);
+    PutU64(out_, footer_.file_info_offset);
+    PutU64(out_, footer_.xorb_info_offset);
+    PutU64(out_, footer_.file_lookup_offset);
+    PutU64(out_, footer_.file_lookup_num_entry);
+    PutU64(out_, footer_.xorb_lookup_offset);
+    PutU64(out_, footer_.xorb_lookup_num_entry);
+    PutU64(out_, footer_.chunk_lookup_offset);
+    PutU64(out_, footer_.chunk_lookup_num_entry);
+    PutBytes(out_, options_.hmac_key.bytes.data(), 32);
+    PutU64(out_, options_.creation_timestamp);
+    PutU64(out_, options_.key_expiry);
+    PutZeros(out_, 48);
+    PutU64(out_, footer_.stored_bytes_on_disk);
+    PutU64(out_, footer_.materialized_bytes);
+    PutU64(out_, footer_.stored_bytes);
+    PutU64(out_, footer_.footer_offset);
+  }
+
+  const Shard& shard_;
+  const ShardWriteOptions& options_;
+  std::vector<uint8_t> out_;
+  ShardFooter footer_;
+  std::vector<Lookup> file_lookup_;
+  std::vector<Lookup> xorb_lookup_;
+  std::vector<Lookup> chunk_lookup_;
+};
+
+}  // namespace
+
+std::vector<uint8_t> SerializeShard(const Shard& shard, const ShardWriteOptions& options) {
+  return ShardWriter(shard, options).Write();
 }
 
 }  // namespace cairn::xet

@@ -545,18 +545,19 @@ Result<XorbFooter> ParseFooter(std::span<const uint8_t> object) {
 // ---------------------------------------------------------------------------------------------------------------
 // Validation
 
-Result<ValidatedXorb> ValidateXorb(std::span<const uint8_t> body, const ValidateOptions& options) {
-  if (body.size() > kMaxXorbUploadBytes) {
-    return LimitExceeded("xorb of " + std::to_string(body.size()) + " bytes exceeds the upload limit");
-  }
-  // Pass 1 (headers only, cheap): find every chunk and check the limits.
-  struct Pending {
-    ChunkHeader header;
-    uint32_t payload_offset;
-  };
-  std::vector<Pending> pending;
+namespace {
+
+// A chunk found by its header: where its payload starts.
+struct PendingChunk {
+  ChunkHeader header;
+  uint32_t payload_offset;
+};
+
+// Pass 1 (headers only, cheap): every chunk found and the limits checked; `out` gets the chunk region's size
+// and the count per compression scheme.
+Result<std::vector<PendingChunk>> FindChunks(std::span<const uint8_t> body, ValidatedXorb& out) {
+  std::vector<PendingChunk> pending;
   pending.reserve(std::min<size_t>(kMaxXorbChunks, body.size() / (kChunkHeaderSize + 1) + 1));
-  ValidatedXorb out;
   size_t pos = 0;
   uint64_t unpacked = 0;
   while (pos < body.size()) {
@@ -580,9 +581,13 @@ Result<ValidatedXorb> ValidateXorb(std::span<const uint8_t> body, const Validate
   }
   if (pending.empty()) return Malformed("xorb has no chunks");
   out.chunk_region_size = pos;
+  return pending;
+}
 
-  // Pass 2: decode and hash each chunk once, possibly in parallel.
-  auto& chunks = out.layout.chunks;
+// Pass 2: each chunk decoded and hashed once (but those hashed while the body arrived), possibly in parallel;
+// the first chunk that fails is the error.
+Status HashChunks(std::span<const uint8_t> body, const std::vector<PendingChunk>& pending,
+                  const ValidateOptions& options, std::vector<XorbChunk>& chunks) {
   chunks.resize(pending.size());
   for (size_t i = 0; i < pending.size(); ++i) {
     chunks[i].unpacked_size = pending[i].header.uncompressed_length;
@@ -629,29 +634,46 @@ Result<ValidatedXorb> ValidateXorb(std::span<const uint8_t> body, const Validate
       if (!e.message.empty()) return e;
     }
   }
+  return Ok{};
+}
 
+// A footer sent after the chunks must describe exactly what was computed; `out.footer` gets its version.
+Status CheckSentFooter(std::span<const uint8_t> body, ValidatedXorb& out) {
+  const size_t pos = out.chunk_region_size;
+  const auto& chunks = out.layout.chunks;
+  auto footer = ParseFooter(body);
+  if (!footer) return Malformed("invalid footer after the chunks: " + footer.error().message);
+  if (footer->chunk_region_size != pos) return Malformed("footer does not start right after the last chunk");
+  if (footer->hash != out.hash) return HashMismatch("footer names xorb " + footer->hash.hex());
+  const auto& fc = footer->layout.chunks;
+  if (fc.size() != chunks.size()) return Inconsistent("footer lists a different number of chunks");
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    const bool sizes_ok =
+        footer->version == FooterVersion::kV0 || fc[i].unpacked_size == chunks[i].unpacked_size;
+    if (fc[i].hash != chunks[i].hash || fc[i].end_offset != chunks[i].end_offset || !sizes_ok) {
+      return Inconsistent("footer disagrees with chunk " + std::to_string(i));
+    }
+  }
+  out.footer = footer->version;
+  return Ok{};
+}
+
+}  // namespace
+
+Result<ValidatedXorb> ValidateXorb(std::span<const uint8_t> body, const ValidateOptions& options) {
+  if (body.size() > kMaxXorbUploadBytes) {
+    return LimitExceeded("xorb of " + std::to_string(body.size()) + " bytes exceeds the upload limit");
+  }
+  ValidatedXorb out;
+  auto pending = FindChunks(body, out);
+  if (!pending.ok()) return pending.error();
+  if (auto st = HashChunks(body, *pending, options, out.layout.chunks); !st.ok()) return st.error();
   out.hash = XorbHashOf(out.layout.hashed_chunks());
   if (options.expected_hash && out.hash != *options.expected_hash) {
     return HashMismatch("xorb hash is " + out.hash.hex() + ", not " + options.expected_hash->hex());
   }
-
-  // A footer sent after the chunks must describe exactly what was computed.
-  if (pos < body.size()) {
-    auto footer = ParseFooter(body);
-    if (!footer) return Malformed("invalid footer after the chunks: " + footer.error().message);
-    if (footer->chunk_region_size != pos)
-      return Malformed("footer does not start right after the last chunk");
-    if (footer->hash != out.hash) return HashMismatch("footer names xorb " + footer->hash.hex());
-    const auto& fc = footer->layout.chunks;
-    if (fc.size() != chunks.size()) return Inconsistent("footer lists a different number of chunks");
-    for (size_t i = 0; i < chunks.size(); ++i) {
-      const bool sizes_ok =
-          footer->version == FooterVersion::kV0 || fc[i].unpacked_size == chunks[i].unpacked_size;
-      if (fc[i].hash != chunks[i].hash || fc[i].end_offset != chunks[i].end_offset || !sizes_ok) {
-        return Inconsistent("footer disagrees with chunk " + std::to_string(i));
-      }
-    }
-    out.footer = footer->version;
+  if (out.chunk_region_size < body.size()) {
+    if (auto st = CheckSentFooter(body, out); !st.ok()) return st.error();
   }
   return out;
 }

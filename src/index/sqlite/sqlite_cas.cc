@@ -144,6 +144,23 @@ xet::Status SqliteIndex::RegisterShard(Conn& c, const ShardCommit& commit, int64
   std::vector<FileHash> files;
   for (const auto& f : commit.files) files.push_back(f.hash);
   if (auto revived = Revive(c, named, files); !revived.ok()) return revived;
+  if (auto st = CheckShardNames(c, commit, named); !st.ok()) return st;
+  if (auto st = PutShardRows(c, commit, now, outcome); !st.ok()) return st;
+  AddedFiles added;
+  if (auto st = PutShardFiles(c, commit, now, outcome, added); !st.ok()) return st;
+  if (auto st = PutShardDedup(c, commit); !st.ok()) return st;
+  if (added.files == 0 && outcome.already_existed) return xet::Ok{};
+  auto bump = c.Prepare(kBumpCounters);
+  if (!bump.ok()) return bump.error();
+  const bool new_shard = !outcome.already_existed;
+  bump->Bind(1, int64_t{0}).Bind(2, added.files).Bind(3, int64_t{0});
+  bump->Bind(4, new_shard ? static_cast<int64_t>(commit.shard_size) : 0).Bind(5, int64_t{new_shard});
+  bump->Bind(6, int64_t{0}).Bind(7, added.bytes);
+  return c.Run(*bump, "count shard");
+}
+
+xet::Status SqliteIndex::CheckShardNames(Conn& c, const ShardCommit& commit,
+                                         std::span<const XorbHash> named) {
   {
     // A shard the collector is deleting (it named only swept xorbs): once it is gone, a retry registers
     // it anew.
@@ -151,9 +168,7 @@ xet::Status SqliteIndex::RegisterShard(Conn& c, const ShardCommit& commit, int64
     if (!claimed.ok()) return claimed.error();
     claimed->Bind(1, commit.shard);
     const int rc = claimed->Step();
-    if (rc == SQLITE_ROW) {
-      return NamedBeingDeleted();
-    }
+    if (rc == SQLITE_ROW) return NamedBeingDeleted();
     if (rc != SQLITE_DONE) return c.Err("read the quarantine", rc);
   }
   // Checked here, in the transaction, not only by the service: the collector may have deleted one since
@@ -167,6 +182,11 @@ xet::Status SqliteIndex::RegisterShard(Conn& c, const ShardCommit& commit, int64
     if (rc == SQLITE_DONE) return NamedXorbNotStored();
     if (rc != SQLITE_ROW) return c.Err("read xorb", rc);
   }
+  return xet::Ok{};
+}
+
+xet::Status SqliteIndex::PutShardRows(Conn& c, const ShardCommit& commit, int64_t now,
+                                      CommitOutcome& outcome) {
   auto shard = c.Prepare(kPutShard);
   if (!shard.ok()) return shard.error();
   shard->Bind(1, commit.shard).Bind(2, static_cast<int64_t>(commit.shard_size)).Bind(3, now);
@@ -191,8 +211,11 @@ xet::Status SqliteIndex::RegisterShard(Conn& c, const ShardCommit& commit, int64
   granted->Bind(1, commit.shard).Bind(2, std::string_view(commit.scope));
   if (auto r = c.Run(*granted, "record the shard's scope"); !r.ok()) return r;
   outcome.new_scope = c.changes() > 0;
-  int64_t new_files = 0;
-  int64_t new_file_bytes = 0;
+  return xet::Ok{};
+}
+
+xet::Status SqliteIndex::PutShardFiles(Conn& c, const ShardCommit& commit, int64_t now,
+                                       CommitOutcome& outcome, AddedFiles& added) {
   int64_t scope_files = 0;  // files new to the scope
   int64_t scope_bytes = 0;
   for (const auto& f : commit.files) {
@@ -212,8 +235,8 @@ xet::Status SqliteIndex::RegisterShard(Conn& c, const ShardCommit& commit, int64
     }
     if (auto r = c.Run(*file, "insert file"); !r.ok()) return r;
     if (c.changes() > 0) {
-      ++new_files;
-      new_file_bytes += static_cast<int64_t>(f.size);
+      ++added.files;
+      added.bytes += static_cast<int64_t>(f.size);
     }
     auto scope = c.Prepare(kPutScope);
     if (!scope.ok()) return scope.error();
@@ -227,12 +250,14 @@ xet::Status SqliteIndex::RegisterShard(Conn& c, const ShardCommit& commit, int64
       if (*cleared) outcome.cleared_revocations.push_back(f.hash);
     }
   }
-  if (scope_files > 0) {
-    auto bump = c.Prepare(kBumpScope);
-    if (!bump.ok()) return bump.error();
-    bump->Bind(1, std::string_view(commit.scope)).Bind(2, scope_files).Bind(3, scope_bytes);
-    if (auto r = c.Run(*bump, "count the scope's files"); !r.ok()) return r;
-  }
+  if (scope_files == 0) return xet::Ok{};
+  auto bump = c.Prepare(kBumpScope);
+  if (!bump.ok()) return bump.error();
+  bump->Bind(1, std::string_view(commit.scope)).Bind(2, scope_files).Bind(3, scope_bytes);
+  return c.Run(*bump, "count the scope's files");
+}
+
+xet::Status SqliteIndex::PutShardDedup(Conn& c, const ShardCommit& commit) {
   for (const auto& d : commit.dedup) {
     auto dedup = c.Prepare(kPutDedup);
     if (!dedup.ok()) return dedup.error();
@@ -242,14 +267,7 @@ xet::Status SqliteIndex::RegisterShard(Conn& c, const ShardCommit& commit, int64
                                             d.xorb.hex() + ": " + r.error().message};
     }
   }
-  if (new_files == 0 && outcome.already_existed) return xet::Ok{};
-  auto bump = c.Prepare(kBumpCounters);
-  if (!bump.ok()) return bump.error();
-  const bool new_shard = !outcome.already_existed;
-  bump->Bind(1, int64_t{0}).Bind(2, new_files).Bind(3, int64_t{0});
-  bump->Bind(4, new_shard ? static_cast<int64_t>(commit.shard_size) : 0).Bind(5, int64_t{new_shard});
-  bump->Bind(6, int64_t{0}).Bind(7, new_file_bytes);
-  return c.Run(*bump, "count shard");
+  return xet::Ok{};
 }
 
 // ---- Reads

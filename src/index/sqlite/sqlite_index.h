@@ -200,6 +200,17 @@ class SqliteIndex final : public Index {
   static xet::Result<bool> ClearRevocation(Conn& c, const FileHash& file, std::string_view scope);
   // In a write: CommitShard's work (the shard's row, scope, neighbourhood, files and dedup entries).
   xet::Status RegisterShard(Conn& c, const ShardCommit& commit, int64_t now, CommitOutcome& outcome);
+  // RegisterShard's steps: what the shard names is there and not being deleted; the shard's own rows; its
+  // files and their scope (the bytes and count new to the index in `added`); its dedup entries.
+  static xet::Status CheckShardNames(Conn& c, const ShardCommit& commit, std::span<const XorbHash> named);
+  static xet::Status PutShardRows(Conn& c, const ShardCommit& commit, int64_t now, CommitOutcome& outcome);
+  struct AddedFiles {
+    int64_t files = 0;
+    int64_t bytes = 0;
+  };
+  static xet::Status PutShardFiles(Conn& c, const ShardCommit& commit, int64_t now, CommitOutcome& outcome,
+                                   AddedFiles& added);
+  static xet::Status PutShardDedup(Conn& c, const ShardCommit& commit);
   // The use of one xorb as `c` sees it now; sets *quarantined when it is quarantined and unclaimed.
   static xet::Result<XorbUse> UseOf(Conn& c, const XorbHash& xorb, bool* quarantined);
   // In a write: applies a quota charge (records.h QuotaCharge); kQuota when it does not fit
