@@ -16,6 +16,7 @@
 #include "common/unique_fd.h"
 #include "git/pack.h"
 #include "git/pack_reader.h"
+#include "hub/file_link.h"
 #include "hub/history.h"
 #include "ingest/shard_records.h"
 #include "repair/fsck.h"
@@ -507,8 +508,8 @@ xet::Result<ExportReport> Export(index::Index& index, store::BlobStore& store, c
     if (!got.ok()) return got.error();
     for (auto& o : *got) {
       if (!o) continue;  // a link a purge removed meanwhile
-      if (o->kind == index::kFileLinkKind) {
-        if (o->data.size() == 32) links.emplace(HexEncode(o->key), xet::Hash::FromBytes(o->data.data()));
+      if (hub::FileLink::IsLink(*o)) {
+        if (auto link = hub::FileLink::Parse(*o)) links.emplace(std::move(link->sha256), link->file);
       } else {
         git.push_back(std::move(*o));
       }
@@ -768,10 +769,7 @@ xet::Result<ImportReport> Import(index::Index& index, cas::CasService& cas, file
                        .objects = std::move(*objects),
                        .refs = {}};
   for (const auto& [sha, file] : links) {
-    fresh.objects.push_back(
-        index::RepoObject{.key = hub::LinkKey(sha),
-                          .kind = index::kFileLinkKind,
-                          .data = std::vector<uint8_t>(file.bytes.begin(), file.bytes.end())});
+    fresh.objects.push_back(hub::FileLink{.sha256 = sha, .file = file}.ToObject());
   }
   for (const auto& r : m.refs) fresh.refs.push_back(index::Ref{r.kind, r.name, r.target.key()});
   if (auto created = index.CreateRepo(fresh); !created.ok()) {

@@ -9,7 +9,7 @@
 #include "backup/space.h"
 #include "common/test_fifo.h"
 #include "gc/test_deployment.h"
-#include "hub/history.h"
+#include "hub/file_link.h"
 #include "ingest/shard_records.h"
 #include "store/local_disk_store.h"
 #include "xet/shard.h"
@@ -214,7 +214,8 @@ TEST_P(BundleTest, OneRevisionCarriesItsHistoryAndOnlyItsRef) {
 TEST_P(BundleTest, ALargeFileNotHeldIsNotExported) {
   ASSERT_NO_FATAL_FAILURE(Populate());
   // As a mirrored repository whose file was never fetched: the link is not there.
-  ASSERT_TRUE(index_->DeleteRepoObjects(AliceModel().record.id, {hub::LinkKey(Pointer(other_).sha256)}).ok());
+  ASSERT_TRUE(
+      index_->DeleteRepoObjects(AliceModel().record.id, {hub::FileLink::Key(Pointer(other_).sha256)}).ok());
   auto exported = ExportTo(dir_ / "bundle");
   ASSERT_FALSE(exported.ok());
   EXPECT_EQ(exported.error().code, xet::ErrorCode::kNotFound);

@@ -12,6 +12,7 @@
 
 #include "cas/grant.h"
 #include "common/json_report.h"
+#include "hub/file_link.h"
 #include "hub/history.h"
 
 namespace cairn::gc {
@@ -233,10 +234,10 @@ xet::Status Collector::MarkRepository(const index::RepoRecord& repo, int64_t now
     std::optional<std::vector<uint8_t>> after;
     for (;;) {
       auto links =
-          repos_.ListRepoObjects(repo.id, index::kFileLinkKind, after, index::RepoIndex::kMaxObjectsPerRead);
+          repos_.ListRepoObjects(repo.id, hub::FileLink::kKind, after, index::RepoIndex::kMaxObjectsPerRead);
       if (!links.ok()) return links.error();
       for (const auto& l : *links) {
-        if (l.data.size() == 32) reached.push_back(xet::Hash::FromBytes(l.data.data()));
+        if (auto link = hub::FileLink::Parse(l)) reached.push_back(link->file);
       }
       if (links->size() < index::RepoIndex::kMaxObjectsPerRead) return xet::Ok{};
       after = links->back().key;

@@ -7,6 +7,7 @@
 #include <set>
 #include <unordered_set>
 
+#include "hub/file_link.h"
 #include "hub/hub_service.h"
 #include "hub/stored_object.h"
 #include "xet/hash.h"
@@ -190,7 +191,7 @@ class Walker {
       auto pointer = ParseLfsPointer(head.data);
       if (!pointer) return;
       if (options_.on_pointer) options_.on_pointer({*pointer, blobs[i].path, blobs[i].time});
-      auto key = LinkKey(pointer->sha256);
+      auto key = FileLink::Key(pointer->sha256);
       if (links_.insert(key).second) links.push_back(std::move(key));
     });
     if (!st.ok()) return st;
@@ -202,9 +203,10 @@ class Walker {
       if (!got.ok()) return got.error();
       for (size_t k = 0; k < n; ++k) {
         const auto& obj = (*got)[k];
-        if (!obj || obj->kind != index::kFileLinkKind || obj->data.size() != 32) continue;
+        const auto link = obj ? FileLink::Parse(*obj) : std::nullopt;
+        if (!link) continue;
         reach_.keys.push_back(keys[k]);
-        reach_.files.push_back(xet::Hash::FromBytes(obj->data.data()));
+        reach_.files.push_back(link->file);
       }
     }
     return xet::Ok{};
@@ -221,15 +223,6 @@ class Walker {
 };
 
 }  // namespace
-
-std::vector<uint8_t> LinkKey(std::string_view sha256_hex) {
-  std::vector<uint8_t> key(32);
-  for (size_t i = 0; i < 32; ++i) {
-    const auto nibble = [](char c) { return c <= '9' ? c - '0' : c - 'a' + 10; };
-    key[i] = static_cast<uint8_t>(nibble(sha256_hex[2 * i]) << 4 | nibble(sha256_hex[2 * i + 1]));
-  }
-  return key;
-}
 
 xet::Result<Reach> ReachFrom(index::RepoIndex& index, int64_t repo, const std::vector<ObjectId>& heads,
                              const WalkOptions& options) {

@@ -18,9 +18,6 @@
 
 namespace cairn::hub {
 
-// The index key of an LFS SHA-256's link object (its 32 bytes); `sha256_hex` must be IsSha256Hex.
-std::vector<uint8_t> LinkKey(std::string_view sha256_hex);
-
 struct Reach {
   std::vector<std::vector<uint8_t>> keys;  // every object reached, once: commits, trees, blobs, links
   std::vector<xet::FileHash> files;        // the Xet files the links reached name, once each

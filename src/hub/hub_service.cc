@@ -9,15 +9,13 @@
 #include <unordered_map>
 
 #include "common/hex.h"
+#include "hub/file_link.h"
 #include "hub/history.h"
 #include "hub/stored_object.h"
 #include "hub/tree_paths.h"
 
 namespace cairn::hub {
 namespace {
-
-// Kinds of the repository's objects in the index: git's, and links from an LFS SHA-256 to a Xet file.
-constexpr uint8_t kLfsLinkKind = index::kFileLinkKind;
 
 // What a new repository starts with, as on the Hub: large-file patterns for git users of the repository.
 constexpr std::string_view kGitAttributes =
@@ -467,12 +465,11 @@ Result<files::StoredFile> HubService::OpenLarge(const Repo& repo, const xet::Fil
 Result<files::StoredFile> HubService::OpenLargeBySha256(const Repo& repo, std::string_view sha256) {
   if (!IsSha256Hex(sha256))
     return Fail(ErrorKind::kBadRequest, "", "not a SHA-256 (64 lowercase hex digits)");
-  auto link = ReadObject(repo, LinkKey(sha256));
+  auto link = ReadObject(repo, FileLink::Key(sha256));
   if (!link.ok()) return link.error();
-  if (link->kind != kLfsLinkKind || link->data.size() != 32) {
-    return Fail(ErrorKind::kInternal, "", "the link of " + std::string(sha256) + " is damaged");
-  }
-  return OpenLarge(repo, xet::Hash::FromBytes(link->data.data()));
+  const auto linked = FileLink::Parse(*link);
+  if (!linked) return Fail(ErrorKind::kInternal, "", "the link of " + std::string(sha256) + " is damaged");
+  return OpenLarge(repo, linked->file);
 }
 
 // ---- Revisions
@@ -633,10 +630,11 @@ Result<PathInfo> HubService::DescribeBlob(const Repo& repo, std::string path, co
   if (auto pointer = ParseLfsPointer(obj->data)) {
     // A large file is a pointer this repository links to a Xet file. A small file that merely reads like a
     // pointer (one checked into a git repository, say) has no link: it is the text it holds.
-    auto link = ReadObject(repo, LinkKey(pointer->sha256));
-    if (link.ok() && link->kind == kLfsLinkKind && link->data.size() == 32) {
+    auto link = ReadObject(repo, FileLink::Key(pointer->sha256));
+    const auto linked = link.ok() ? FileLink::Parse(*link) : std::nullopt;
+    if (linked) {
       info.size = pointer->size;
-      info.xet = xet::Hash::FromBytes(link->data.data());
+      info.xet = linked->file;
       info.lfs = std::move(*pointer);
     } else if (!link.ok() && link.error().kind != ErrorKind::kNotFound) {
       return link.error();
@@ -716,7 +714,7 @@ Result<std::vector<PathInfo>> HubService::List(const Repo& repo, const ObjectId&
       if (e.is_tree()) continue;
       auto blob = ReadObject(repo, KeyOf(e.id));
       if (!blob.ok()) continue;  // Describe reports it
-      if (auto pointer = ParseLfsPointer(blob->data)) links.push_back(LinkKey(pointer->sha256));
+      if (auto pointer = ParseLfsPointer(blob->data)) links.push_back(FileLink::Key(pointer->sha256));
     }
     if (auto st = Prefetch(repo, links); !st.ok()) return st.error();
     std::vector<std::pair<std::string, ObjectId>> subdirs;
@@ -1039,11 +1037,10 @@ class HubService::CommitBuilder {
     }
     // The repository links a SHA-256 to one Xet file for good: a later upload claiming the same SHA-256 for
     // other chunks cannot take the name over.
-    const xet::FileHash file = (*entry)->hash;
-    const std::vector<uint8_t> file_key(file.bytes.begin(), file.bytes.end());
-    auto linked = hub_.ReadObject(repo_, LinkKey(lfs.pointer.sha256));
+    const FileLink link{.sha256 = lfs.pointer.sha256, .file = (*entry)->hash};
+    auto linked = hub_.ReadObject(repo_, FileLink::Key(link.sha256));
     if (!linked.ok() && linked.error().kind != ErrorKind::kNotFound) return linked.error();
-    if (linked.ok() && file_key != linked->data) {
+    if (linked.ok() && FileLink::Parse(*linked) != link) {
       return Fail(
           ErrorKind::kConflict, "",
           lfs.path + ": sha256 " + lfs.pointer.sha256 + " is linked to another file in this repository");
@@ -1055,9 +1052,8 @@ class HubService::CommitBuilder {
     }
     ObjectId blob;
     objects_.push_back(StoredObject(ObjectKind::kBlob, BytesOf(EncodeLfsPointer(pointer)), &blob));
-    objects_.push_back(
-        index::RepoObject{.key = LinkKey(lfs.pointer.sha256), .kind = kLfsLinkKind, .data = file_key});
-    published_.push_back(file);
+    objects_.push_back(link.ToObject());
+    published_.push_back(link.file);
     return editor_.Put(lfs.path, EntryMode::kFile, blob);
   }
 
@@ -1086,9 +1082,7 @@ class HubService::CommitBuilder {
     if (!blob.ok()) return blob.error();
     objects_.push_back(std::move(*blob));
     if (src->lfs && src->xet) {
-      objects_.push_back(index::RepoObject{.key = LinkKey(src->lfs->sha256),
-                                           .kind = kLfsLinkKind,
-                                           .data = {src->xet->bytes.begin(), src->xet->bytes.end()}});
+      objects_.push_back(FileLink{.sha256 = src->lfs->sha256, .file = *src->xet}.ToObject());
       published_.push_back(*src->xet);
     }
     return editor_.Put(copy.to, EntryMode::kFile, src->oid);

@@ -8,6 +8,7 @@
 #include <set>
 
 #include "common/hex.h"
+#include "hub/file_link.h"
 #include "hub/history.h"
 #include "hub/hub_service.h"
 #include "hub/stored_object.h"
@@ -65,17 +66,18 @@ Result<HubService::LfsPage> HubService::ListLfsFiles(const Repo& repo,
   std::optional<std::vector<uint8_t>> from;
   if (after) {
     if (!IsSha256Hex(*after)) return Fail(ErrorKind::kBadRequest, "", "cursor: not a SHA-256");
-    from = LinkKey(*after);
+    from = FileLink::Key(*after);
   }
-  auto links = index_.ListRepoObjects(repo.record.id, index::kFileLinkKind, from,
+  auto links = index_.ListRepoObjects(repo.record.id, FileLink::kKind, from,
                                       std::min(limit, index::Index::kMaxObjectsPerRead));
   if (!links.ok()) return FromIndex(links.error());
   std::map<std::string, LfsFile> page;
-  for (const auto& link : *links) {
-    if (link.key.size() != 32 || link.data.size() != 32) continue;
+  for (const auto& object : *links) {
+    auto link = FileLink::Parse(object);
+    if (!link) continue;
     LfsFile f;
-    f.sha256 = HexEncode(link.key);  // a SHA-256 prints bytewise (a Xet hash's hex() does not)
-    f.xet = xet::Hash::FromBytes(link.data.data());
+    f.sha256 = std::move(link->sha256);
+    f.xet = link->file;
     if (auto entry = files_.VisibleEntry(f.xet, repo.record.scope); entry.ok()) f.size = (*entry)->size;
     f.pushed_at = repo.record.created_at;
     page.emplace(f.sha256, std::move(f));
@@ -242,9 +244,10 @@ class HubService::Rewriter {
 Status HubService::UnregisterLinked(const Repo& repo, const std::vector<std::vector<uint8_t>>& keys) {
   auto links = index_.GetRepoObjects(repo.record.id, keys);
   if (!links.ok()) return FromIndex(links.error());
-  for (const auto& link : *links) {
-    if (!link || link->kind != index::kFileLinkKind || link->data.size() != 32) continue;  // gone already
-    const xet::FileHash file = xet::Hash::FromBytes(link->data.data());
+  for (const auto& object : *links) {
+    const auto link = object ? FileLink::Parse(*object) : std::nullopt;
+    if (!link) continue;  // gone already
+    const xet::FileHash file = link->file;
     for (const std::string* scope : {&repo.record.scope, &repo.record.read_scope}) {
       if (scope->empty()) continue;
       if (auto removed = files_.Unregister(file, *scope); !removed.ok()) return FromIndex(removed.error());
@@ -296,7 +299,7 @@ Status HubService::DeleteLfsFiles(const Repo& repo, const std::vector<std::strin
   }
   // The links last. A commit naming one of these files again while this runs loses it: purge wins.
   std::vector<std::vector<uint8_t>> keys;
-  for (const auto& sha : doomed) keys.push_back(LinkKey(sha));
+  for (const auto& sha : doomed) keys.push_back(FileLink::Key(sha));
   if (auto st = UnregisterLinked(repo, keys); !st.ok()) return st;
   if (auto deleted = index_.DeleteRepoObjects(repo.record.id, keys); !deleted.ok())
     return FromIndex(deleted.error());

@@ -4,7 +4,7 @@
 #include <unordered_set>
 
 #include "common/printable.h"
-#include "hub/history.h"
+#include "hub/file_link.h"
 #include "hub/hub_service.h"
 #include "hub/stored_object.h"
 #include "hub/tree_paths.h"
@@ -59,8 +59,9 @@ xet::Status HubService::CheckPushedPaths(const Repo& repo, const std::vector<Raw
 }
 
 Result<std::optional<uint64_t>> HubService::LinkedSize(const Repo& repo, const index::RepoObject& link) {
-  if (link.kind != index::kFileLinkKind || link.data.size() != 32) return std::optional<uint64_t>();
-  auto entry = files_.VisibleEntry(xet::Hash::FromBytes(link.data.data()), repo.record.scope);
+  const auto linked = FileLink::Parse(link);
+  if (!linked) return std::optional<uint64_t>();
+  auto entry = files_.VisibleEntry(linked->file, repo.record.scope);
   if (!entry.ok()) {
     if (entry.error().code == xet::ErrorCode::kNotFound) return std::optional<uint64_t>();
     return FromIndex(entry.error());
@@ -148,7 +149,7 @@ Result<std::vector<std::optional<std::string>>> HubService::ApplyPush(const Call
       continue;
     }
     // A linked file has its size too: a second pointer to it must agree, or listings and downloads would.
-    auto link = ReadObject(repo, LinkKey(sha));
+    auto link = ReadObject(repo, FileLink::Key(sha));
     if (link.ok()) {
       auto size_of = LinkedSize(repo, *link);
       if (!size_of.ok()) return size_of.error();
@@ -165,10 +166,7 @@ Result<std::vector<std::optional<std::string>>> HubService::ApplyPush(const Call
           "with huggingface_hub");
     }
     if ((*entry)->size != size) return refuse_all(another_size);
-    links.push_back(index::RepoObject{
-        .key = LinkKey(sha),
-        .kind = index::kFileLinkKind,
-        .data = std::vector<uint8_t>((*entry)->hash.bytes.begin(), (*entry)->hash.bytes.end())});
+    links.push_back(FileLink{.sha256 = sha, .file = (*entry)->hash}.ToObject());
     published.push_back((*entry)->hash);
   }
   // What the push names and does not carry must be stored already (revived if a mark had quarantined it).

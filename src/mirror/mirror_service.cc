@@ -9,7 +9,7 @@
 
 #include "common/printable.h"
 #include "git/pack_reader.h"
-#include "hub/history.h"
+#include "hub/file_link.h"
 #include "lfs/file_ingest.h"
 
 namespace cairn::mirror {
@@ -490,9 +490,10 @@ bool MirrorService::Await(const xet::FileHash& file) {
 }
 
 std::optional<xet::FileHash> MirrorService::Linked(const hub::Repo& repo, const std::string& sha256) {
-  auto linked = index_.GetRepoObjects(repo.record.id, {hub::LinkKey(sha256)});
-  if (!linked.ok() || !(*linked)[0] || (*linked)[0]->data.size() != 32) return std::nullopt;
-  return xet::Hash::FromBytes((*linked)[0]->data.data());
+  auto linked = index_.GetRepoObjects(repo.record.id, {hub::FileLink::Key(sha256)});
+  if (!linked.ok() || !(*linked)[0]) return std::nullopt;
+  if (auto link = hub::FileLink::Parse(*(*linked)[0])) return link->file;
+  return std::nullopt;
 }
 
 hub::Result<xet::FileHash> MirrorService::Fetch(const hub::Repo& repo, const Wanted& wanted, Flight& flight) {
@@ -645,9 +646,7 @@ hub::Result<xet::FileHash> MirrorService::Fetch(const hub::Repo& repo, const Wan
   // what other nodes wait for, so the file is published before it appears.
   if (auto st = hub::Publish(files_, repo, {stored.file}); !st.ok()) return st.error();
   const std::vector<index::RepoObject> link = {
-      index::RepoObject{.key = hub::LinkKey(pointer.sha256),
-                        .kind = index::kFileLinkKind,
-                        .data = std::vector<uint8_t>(stored.file.bytes.begin(), stored.file.bytes.end())}};
+      hub::FileLink{.sha256 = pointer.sha256, .file = stored.file}.ToObject()};
   if (auto st = index_.PutRepoObjects(repo.record.id, link); !st.ok()) return hub::FromIndex(st.error());
   std::lock_guard lock(mu_);
   ++counters_.files_fetched;
