@@ -11,6 +11,7 @@
 #include "git/pack_reader.h"
 #include "hub/file_link.h"
 #include "lfs/file_ingest.h"
+#include "mirror/lease_holder.h"
 
 namespace cairn::mirror {
 namespace {
@@ -47,8 +48,7 @@ MirrorService::MirrorService(index::RepoIndex& index, index::MirrorIndex& leases
                              files::FileService& files, cas::CasService& cas, MirrorOptions options)
     : index_(index),
       leases_(leases),
-      // The node's URL after its random name: a node waiting on this one's lease relays from there.
-      holder_(hub::NewRepoScope().substr(4) + (options.node_url.empty() ? "" : " " + options.node_url)),
+      holder_(LeaseHolder{.node = hub::NewRepoScope().substr(4), .url = options.node_url}.Encode()),
       hub_(hub),
       files_(files),
       cas_(cas),
@@ -543,9 +543,8 @@ hub::Result<xet::FileHash> MirrorService::Fetch(const hub::Repo& repo, const Wan
       // Asked once of the node holding the lease (a holder without a URL has none to give later either).
       auto holder = leases_.LeaseHolder(lease, options_.clock->UnixSeconds());
       peer_tried = holder.ok() && holder->has_value();
-      const size_t space = peer_tried ? (*holder)->find(' ') : std::string::npos;
-      if (space != std::string::npos) {
-        const std::string peer = (*holder)->substr(space + 1);
+      const std::string peer = peer_tried ? LeaseHolder::Parse(**holder).url : "";
+      if (!peer.empty()) {
         if (peer != options_.node_url) relay = StartRelay(repo, *wanted.commit, *announced, receiver, peer);
         if (relay) {
           Follow(spool, relay);

@@ -225,7 +225,7 @@ class MirrorService {
 
   index::RepoIndex& index_;
   index::MirrorIndex& leases_;
-  const std::string holder_;  // this service's name in leases: random
+  const std::string holder_;  // this node in leases: its LeaseHolder (a random name and its URL), encoded
   hub::HubService& hub_;
   files::FileService& files_;
   cas::CasService& cas_;
