@@ -237,7 +237,7 @@ xet::Status Collector::MarkRepository(const index::RepoRecord& repo, int64_t now
           repos_.ListRepoObjects(repo.id, hub::FileLink::kKind, after, index::RepoIndex::kMaxObjectsPerRead);
       if (!links.ok()) return links.error();
       for (const auto& l : *links) {
-        if (auto link = hub::FileLink::Parse(l)) reached.push_back(link->file);
+        if (auto file = hub::FileLink::FileNamed(l)) reached.push_back(*file);
       }
       if (links->size() < index::RepoIndex::kMaxObjectsPerRead) return xet::Ok{};
       after = links->back().key;

@@ -16,6 +16,11 @@ std::optional<FileLink> FileLink::Parse(const index::RepoObject& object) {
   return FileLink{.sha256 = HexEncode(object.key), .file = xet::Hash::FromBytes(object.data.data())};
 }
 
+std::optional<xet::FileHash> FileLink::FileNamed(const index::RepoObject& object) {
+  if (object.kind != kKind || object.data.size() != 32) return std::nullopt;
+  return xet::Hash::FromBytes(object.data.data());
+}
+
 index::RepoObject FileLink::ToObject() const {
   return index::RepoObject{
       .key = Key(sha256), .kind = kKind, .data = std::vector<uint8_t>(file.bytes.begin(), file.bytes.end())};

@@ -35,6 +35,9 @@ struct FileLink {
   static bool IsLink(const index::RepoObject& object) { return object.kind == kKind; }
   // The link `object` records; nullopt when it is not a whole one.
   static std::optional<FileLink> Parse(const index::RepoObject& object);
+  // The file a link-kind object names, whatever its key: the collector's mark, which keeps what a damaged
+  // link may still name rather than free it (nullopt: not a link, or data that is no file hash).
+  static std::optional<xet::FileHash> FileNamed(const index::RepoObject& object);
 
   // The record to store; `sha256` must be IsSha256Hex.
   index::RepoObject ToObject() const;

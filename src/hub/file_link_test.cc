@@ -55,5 +55,19 @@ TEST(FileLink, ParseRefusesWhatIsNotAWholeLink) {
   EXPECT_FALSE(FileLink::Parse(short_key).has_value());
 }
 
+// The collector keeps what a link names even when its key is damaged; data that is no hash names nothing.
+TEST(FileLink, TheFileNamedSurvivesADamagedKey) {
+  index::RepoObject short_key = Link().ToObject();
+  short_key.key.resize(20);
+  ASSERT_TRUE(FileLink::FileNamed(short_key).has_value());
+  EXPECT_EQ(*FileLink::FileNamed(short_key), Link().file);
+  index::RepoObject short_data = Link().ToObject();
+  short_data.data.pop_back();
+  EXPECT_FALSE(FileLink::FileNamed(short_data).has_value());
+  index::RepoObject blob = Link().ToObject();
+  blob.kind = static_cast<uint8_t>(ObjectKind::kBlob);
+  EXPECT_FALSE(FileLink::FileNamed(blob).has_value());
+}
+
 }  // namespace
 }  // namespace cairn::hub
