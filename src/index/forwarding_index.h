@@ -150,6 +150,10 @@ class ForwardingIndex : public Index {
     if (auto st = Before("ListRepos", {}); !st.ok()) return st.error();
     return inner_.ListRepos(type, ns, std::move(after), limit);
   }
+  xet::Result<uint64_t> CountRepos(RepoType type, std::string_view ns) override {
+    if (auto st = Before("CountRepos", {}); !st.ok()) return st.error();
+    return inner_.CountRepos(type, ns);
+  }
   xet::Status UpdateRepo(int64_t id, const RepoChange& change) override {
     if (auto st = Before("UpdateRepo", {}); !st.ok()) return st.error();
     return inner_.UpdateRepo(id, change);

@@ -182,6 +182,8 @@ class RepoIndex {
   virtual xet::Result<std::vector<RepoRecord>> ListRepos(
       RepoType type, std::optional<std::string_view> ns,
       std::optional<std::pair<std::string, std::string>> after, size_t limit) = 0;
+  // How many repositories of `type` namespace `ns` holds (a namespace's share of a site's repositories).
+  virtual xet::Result<uint64_t> CountRepos(RepoType type, std::string_view ns) = 0;
   // kNotFound for an unknown id, kConflict when the new name is taken (nothing changed then).
   virtual xet::Status UpdateRepo(int64_t id, const RepoChange& change) = 0;
   // The repository, its refs, its objects and its bucket files, and every file's visibility to its two

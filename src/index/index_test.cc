@@ -1699,6 +1699,9 @@ TEST_P(IndexTest, ReposAreCreatedFoundListedChangedAndDeleted) {
   ASSERT_EQ(page->size(), 1U);
   EXPECT_EQ((*page)[0].ns, "bob");
   EXPECT_EQ(index_->ListRepos(RepoType::kDataset, std::nullopt, std::nullopt, 10)->size(), 1U);
+  EXPECT_EQ(*index_->CountRepos(RepoType::kModel, "alice"), 2U);
+  EXPECT_EQ(*index_->CountRepos(RepoType::kDataset, "alice"), 1U);
+  EXPECT_EQ(*index_->CountRepos(RepoType::kModel, "nobody"), 0U);
   EXPECT_EQ(index_->ListRepos(RepoType::kModel, std::nullopt, std::nullopt, Index::kMaxListedRepos + 1)
                 .error()
                 .code,

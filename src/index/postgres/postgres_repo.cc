@@ -38,6 +38,8 @@ constexpr pg::Statement kListRepos{"list_repos", R"sql(
 SELECT id, ns, name, private, created_at, scope, read_scope FROM repos
 WHERE type = $1::int8 AND ($2::text IS NULL OR ns = $2::text) AND (ns, name) > ($3::text, $4::text)
 ORDER BY ns, name LIMIT $5::int8)sql"};
+constexpr pg::Statement kCountRepos{"count_repos",
+                                    "SELECT count(*) FROM repos WHERE type = $1::int8 AND ns = $2::text"};
 constexpr pg::Statement kUpdateRepo{"update_repo", R"sql(
 WITH cur AS (SELECT id, type, read_scope FROM repos WHERE id = $1::int8),
 taken AS (
@@ -301,6 +303,13 @@ xet::Result<std::vector<RepoRecord>> PostgresIndex::ListRepos(
   std::vector<RepoRecord> out;
   for (int r = 0; r < rows->size(); ++r) out.push_back(RepoFromRow(*rows, r, type));
   return out;
+}
+
+xet::Result<uint64_t> PostgresIndex::CountRepos(RepoType type, std::string_view ns) {
+  auto rows = Query(kCountRepos, pg::Params().Int8(static_cast<uint8_t>(type)).Text(ns));
+  if (!rows.ok()) return rows.error();
+  if (rows->size() != 1) return xet::IoError("postgres: count_repos returned no row");
+  return static_cast<uint64_t>(rows->Int8(0, 0));
 }
 
 xet::Status PostgresIndex::UpdateRepo(int64_t id, const RepoChange& change) {

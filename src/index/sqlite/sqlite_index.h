@@ -118,6 +118,7 @@ class SqliteIndex final : public Index {
   xet::Result<std::vector<RepoRecord>> ListRepos(RepoType type, std::optional<std::string_view> ns,
                                                  std::optional<std::pair<std::string, std::string>> after,
                                                  size_t limit) override;
+  xet::Result<uint64_t> CountRepos(RepoType type, std::string_view ns) override;
   xet::Status UpdateRepo(int64_t id, const RepoChange& change) override;
   xet::Status DeleteRepo(int64_t id) override;
   using RepoIndex::PutRepoObjects;

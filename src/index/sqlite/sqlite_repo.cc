@@ -23,6 +23,7 @@ constexpr const char kFindRepo[] =
 constexpr const char kListRepos[] =
     "SELECT id, ns, name, private, created_at, scope, read_scope FROM repos WHERE type = ?1 "
     "AND (?2 IS NULL OR ns = ?2) AND (ns, name) > (?3, ?4) ORDER BY ns, name LIMIT ?5";
+constexpr const char kCountRepos[] = "SELECT count(*) FROM repos WHERE type = ?1 AND ns = ?2";
 constexpr const char kRepoByScope[] =
     "SELECT id, ns, name, private, created_at, scope, read_scope, type FROM repos "
     "WHERE scope = ?1 OR read_scope = ?1 LIMIT 1";
@@ -230,6 +231,16 @@ xet::Result<std::vector<RepoRecord>> SqliteIndex::ListRepos(
     out.push_back(RepoFromRow(*s, type));
   }
   return out;
+}
+
+xet::Result<uint64_t> SqliteIndex::CountRepos(RepoType type, std::string_view ns) {
+  auto r = AcquireReader();
+  if (!r.ok()) return r.error();
+  auto s = (*r)->Prepare(kCountRepos);
+  if (!s.ok()) return s.error();
+  s->Bind(1, int64_t{static_cast<uint8_t>(type)}).Bind(2, ns);
+  if (s->Step() != SQLITE_ROW) return (*r)->Err("count repositories", SQLITE_ERROR);
+  return static_cast<uint64_t>(s->Int(0));
 }
 
 xet::Status SqliteIndex::UpdateRepo(int64_t id, const RepoChange& change) {
