@@ -69,6 +69,135 @@ struct Backend {
   std::unique_ptr<cas::Relay> relay;  // the mirror's, for the CAS routes (made before it)
 };
 
+// Transfer URLs the store signs itself (transfer_mode = presigned): reconstructions send clients straight to
+// it. Refused for a store that cannot presign.
+http::Status UsePresignedUrls(store::BlobStore& store, cas::ServiceOptions& so) {
+  const Clock* clock = so.clock;  // the service's: a URL's signing time and its expiry read one clock
+  const auto now = [clock] { return static_cast<uint64_t>(clock->UnixSeconds()); };
+  const auto sample = store.PresignedUrl(store::BlobKind::kXorb, xet::Hash{}, now(), now() + 1,
+                                         "18446744073709551615-18446744073709551615");
+  if (sample.empty())
+    return http::Error{
+        500, "transfer_mode = presigned needs a store that presigns URLs (s3://), not " + store.Describe()};
+  store::BlobStore* st = &store;
+  so.presigner.url = [st, now](std::string_view xorb_hex, const cas::ByteRange& r, uint64_t expiry) {
+    const auto hash = xet::Hash::FromHex(xorb_hex);
+    const std::string tag = std::to_string(r.start) + "-" + std::to_string(r.end);
+    return hash ? st->PresignedUrl(store::BlobKind::kXorb, *hash, now(), expiry, tag) : std::string();
+  };
+  // A presigned URL's length varies only with the numbers in it: the longest sample, and room for the
+  // expiry.
+  so.presigner.max_size = sample.size() + 32;
+  return http::Ok{};
+}
+
+http::Result<cas::ServiceOptions> CasOptionsOf(const config::Config& cfg, const config::Secrets& secrets,
+                                               store::BlobStore& store) {
+  cas::ServiceOptions so;
+  so.public_url = cfg.public_url;
+  so.url_keys = UrlKeysFrom(secrets.url);
+  so.transfer_url_ttl_seconds = static_cast<uint64_t>(cfg.transfer_url_ttl.count());
+  so.dedup_key_expiry_seconds = static_cast<uint64_t>(cfg.dedup_key_expiry.count());
+  so.dedup_across_scopes = cfg.dedup_across_scopes;
+  so.dedup_answer_max_bytes = cfg.dedup_answer_max_bytes;
+  so.upload_buffers_kept = cfg.upload_buffers_kept;
+  if (cfg.transfer_mode == "presigned") {
+    if (auto st = UsePresignedUrls(store, so); !st) return st.error();
+  }
+  return so;
+}
+
+// The mirror is made after the CAS routes (it needs the Hub); a reconstruction of a file it is fetching
+// waits for it.
+std::unique_ptr<cas::Relay> RelayToMirror(Backend* backend) {
+  return std::make_unique<cas::FunctionRelay>(
+      [backend](const xet::FileHash& file, const std::string& scope, std::optional<cas::ByteRange> range) {
+        return backend->mirror ? backend->mirror->RelayPlan(file, scope, range) : std::nullopt;
+      },
+      [backend](const xet::XorbHash& xorb, uint64_t first, uint64_t last) {
+        return backend->mirror ? backend->mirror->RelayOpen(xorb, first, last) : nullptr;
+      });
+}
+
+void ServeCas(http::Server& server, const config::Config& cfg, Backend& b,
+              const std::shared_ptr<http::AdmissionGate>& uploads) {
+  Backend* backend = &b;
+  api::RegisterCasRoutes(server, *b.service,
+                         {.max_concurrent_uploads = cfg.max_concurrent_uploads,
+                          .uploads = uploads,
+                          .quota = b.quota.get(),
+                          .await_file =
+                              [backend](const xet::FileHash& file) {
+                                return backend->mirror != nullptr && backend->mirror->Await(file);
+                              },
+                          .relay = b.relay.get()});
+}
+
+// Plain downloads: defaults per store from the read-ahead benchmark (BENCHMARKS.md): a local disk keeps up
+// with little read-ahead, a remote store needs requests in flight to hide their latency.
+void ServeFiles(http::Server& server, const config::Config& cfg, const cas::UrlKeys& url_keys, Backend& b) {
+  const bool local = b.store->local();
+  files::FileServiceOptions fo;
+  fo.read_ahead.depth = cfg.readahead_depth != 0 ? cfg.readahead_depth : (local ? 2 : 8);
+  fo.read_ahead.unit_bytes = cfg.readahead_unit;
+  fo.read_ahead.stream_bytes = cfg.readahead_stream_bytes;
+  fo.total_read_ahead_bytes = cfg.readahead_total_bytes;
+  fo.fetch_threads = cfg.readahead_threads != 0 ? cfg.readahead_threads : (local ? 4 : 32);
+  fo.url_keys = url_keys;
+  fo.max_link_ttl_seconds = static_cast<uint64_t>(cfg.max_link_ttl.count());
+  fo.log = [](const std::string& message) { spdlog::error("serving a file: {}", message); };
+  b.files = std::make_unique<files::FileService>(*b.service, *b.index, fo);
+  api::RegisterFileRoutes(server, *b.files, *b.index, {.public_url = cfg.public_url});
+}
+
+// The Hub API (huggingface_hub, the hf CLI): repositories over the same index and files.
+void ServeHub(http::Server& server, const config::Config& cfg, Backend& b) {
+  b.hub = std::make_unique<hub::HubService>(*b.index, *b.files, hub::HubOptions{.quota = b.quota.get()});
+  b.buckets = std::make_unique<hub::BucketService>(*b.index, *b.files, Clock::System(), b.quota.get());
+  if (!cfg.mirror_upstream.empty()) {
+    // A pull-through mirror of cfg.mirror_upstream (docs/mirror.md).
+    b.mirror = std::make_unique<mirror::MirrorService>(*b.index, *b.index, *b.hub, *b.files, *b.service,
+                                                       MirrorOptionsOf(cfg));
+    spdlog::info("mirroring {}{}", cfg.mirror_upstream, cfg.mirror_offline ? " (offline)" : "");
+  }
+  api::HubRouteOptions ho;
+  ho.public_url = cfg.public_url;
+  ho.quota = b.quota.get();
+  ho.mirror = b.mirror.get();
+  api::RegisterHubRoutes(server, *b.hub, *b.buckets, *b.files, ho);
+}
+
+// git-lfs uploads (and huggingface_hub's without Xet), chunked into xorbs here; parts wait in the data dir.
+void ServeLfs(http::Server& server, const config::Config& cfg, const cas::UrlKeys& url_keys, Backend& b,
+              const std::shared_ptr<http::AdmissionGate>& uploads) {
+  lfs::LfsOptions lo;
+  lo.public_url = cfg.public_url;
+  lo.url_keys = url_keys;
+  lo.staging_dir = std::filesystem::path(cfg.data_dir) / "lfs-parts";
+  b.lfs = std::make_unique<lfs::LfsService>(*b.service, *b.index, lo);
+  api::RegisterLfsRoutes(server, *b.lfs, {.quota = b.quota.get(), .uploads = uploads});
+}
+
+// git clone and fetch of the same repositories (docs/git.md).
+void ServeGit(http::Server& server, const config::Config& cfg, Backend& b) {
+  api::GitRouteOptions go;
+  go.public_url = cfg.public_url;
+  go.lfs = b.lfs.get();
+  go.mirror = b.mirror.get();
+  go.spool_dir = (std::filesystem::path(cfg.data_dir) / "git-push").string();
+  go.max_concurrent_pushes = cfg.max_concurrent_pushes;
+  go.max_concurrent_fetches = cfg.max_concurrent_fetches;
+  api::RegisterGitRoutes(server, *b.hub, *b.files, *b.index, go);
+}
+
+void RegisterBackendMetrics(http::Server& server, Backend& b) {
+  api::RegisterIndexMetrics(server, *b.index);
+  api::RegisterQuotaMetrics(server, *b.index);
+  if (b.mirror) api::RegisterMirrorMetrics(server, *b.mirror);
+  api::RegisterReadiness(server, {{"index", [ix = b.index.get()] { return ix->Ping(); }},
+                                  {"store", [st = b.store.get()] { return st->Ping(); }}});
+}
+
 http::Result<std::unique_ptr<Backend>> RegisterRoutes(http::Server& server, const config::Config& cfg,
                                                       const config::Secrets& secrets,
                                                       std::unique_ptr<index::Index> index,
@@ -79,105 +208,18 @@ http::Result<std::unique_ptr<Backend>> RegisterRoutes(http::Server& server, cons
   b->quota = std::make_unique<quota::QuotaService>(*b->index, Clock::System());
   // Validation of one xorb spreads over the worker threads; the caller's thread takes part too.
   b->pool = std::make_unique<WorkerPool>(cfg.worker_threads > 1 ? cfg.worker_threads - 1 : 0);
-  cas::ServiceOptions so;
-  so.public_url = cfg.public_url;
-  so.url_keys = UrlKeysFrom(secrets.url);
-  so.transfer_url_ttl_seconds = static_cast<uint64_t>(cfg.transfer_url_ttl.count());
-  so.dedup_key_expiry_seconds = static_cast<uint64_t>(cfg.dedup_key_expiry.count());
-  so.dedup_across_scopes = cfg.dedup_across_scopes;
-  so.dedup_answer_max_bytes = cfg.dedup_answer_max_bytes;
-  so.upload_buffers_kept = cfg.upload_buffers_kept;
-  if (cfg.transfer_mode == "presigned") {
-    const Clock* clock = so.clock;  // the service's: a URL's signing time and its expiry read one clock
-    const auto now = [clock] { return static_cast<uint64_t>(clock->UnixSeconds()); };
-    const auto sample = b->store->PresignedUrl(store::BlobKind::kXorb, xet::Hash{}, now(), now() + 1,
-                                               "18446744073709551615-18446744073709551615");
-    if (sample.empty())
-      return http::Error{500, "transfer_mode = presigned needs a store that presigns URLs (s3://), not " +
-                                  b->store->Describe()};
-    store::BlobStore* st = b->store.get();
-    so.presigner.url = [st, now](std::string_view xorb_hex, const cas::ByteRange& r, uint64_t expiry) {
-      const auto hash = xet::Hash::FromHex(xorb_hex);
-      const std::string tag = std::to_string(r.start) + "-" + std::to_string(r.end);
-      return hash ? st->PresignedUrl(store::BlobKind::kXorb, *hash, now(), expiry, tag) : std::string();
-    };
-    // A presigned URL's length varies only with the numbers in it: the longest sample, and room for the
-    // expiry.
-    so.presigner.max_size = sample.size() + 32;
-  }
-  b->service = std::make_unique<cas::CasService>(*b->index, *b->store, *b->pool, so);
-  // The mirror is made below (it needs the Hub); a reconstruction of a file it is fetching waits for it.
-  Backend* backend = b.get();
-  b->relay = std::make_unique<cas::FunctionRelay>(
-      [backend](const xet::FileHash& file, const std::string& scope, std::optional<cas::ByteRange> range) {
-        return backend->mirror ? backend->mirror->RelayPlan(file, scope, range) : std::nullopt;
-      },
-      [backend](const xet::XorbHash& xorb, uint64_t first, uint64_t last) {
-        return backend->mirror ? backend->mirror->RelayOpen(xorb, first, last) : nullptr;
-      });
+  auto so = CasOptionsOf(cfg, secrets, *b->store);
+  if (!so) return so.error();
+  b->service = std::make_unique<cas::CasService>(*b->index, *b->store, *b->pool, *so);
+  b->relay = RelayToMirror(b.get());
   // Xorbs, shards and git-lfs's uploads enter one gate: what bounds the memory uploads take.
   const auto uploads = std::make_shared<http::AdmissionGate>(cfg.max_concurrent_uploads);
-  api::RegisterCasRoutes(server, *b->service,
-                         {.max_concurrent_uploads = cfg.max_concurrent_uploads,
-                          .uploads = uploads,
-                          .quota = b->quota.get(),
-                          .await_file =
-                              [backend](const xet::FileHash& file) {
-                                return backend->mirror != nullptr && backend->mirror->Await(file);
-                              },
-                          .relay = b->relay.get()});
-
-  // Plain downloads: defaults per store from the read-ahead benchmark (BENCHMARKS.md): a local disk keeps up
-  // with little read-ahead, a remote store needs requests in flight to hide their latency.
-  const bool local = b->store->local();
-  files::FileServiceOptions fo;
-  fo.read_ahead.depth = cfg.readahead_depth != 0 ? cfg.readahead_depth : (local ? 2 : 8);
-  fo.read_ahead.unit_bytes = cfg.readahead_unit;
-  fo.read_ahead.stream_bytes = cfg.readahead_stream_bytes;
-  fo.total_read_ahead_bytes = cfg.readahead_total_bytes;
-  fo.fetch_threads = cfg.readahead_threads != 0 ? cfg.readahead_threads : (local ? 4 : 32);
-  fo.url_keys = so.url_keys;
-  fo.max_link_ttl_seconds = static_cast<uint64_t>(cfg.max_link_ttl.count());
-  fo.log = [](const std::string& message) { spdlog::error("serving a file: {}", message); };
-  b->files = std::make_unique<files::FileService>(*b->service, *b->index, fo);
-  api::RegisterFileRoutes(server, *b->files, *b->index, {.public_url = cfg.public_url});
-
-  // The Hub API (huggingface_hub, the hf CLI): repositories over the same index and files.
-  b->hub = std::make_unique<hub::HubService>(*b->index, *b->files, hub::HubOptions{.quota = b->quota.get()});
-  b->buckets = std::make_unique<hub::BucketService>(*b->index, *b->files, Clock::System(), b->quota.get());
-  if (!cfg.mirror_upstream.empty()) {
-    // A pull-through mirror of cfg.mirror_upstream (docs/mirror.md).
-    b->mirror = std::make_unique<mirror::MirrorService>(*b->index, *b->index, *b->hub, *b->files, *b->service,
-                                                        MirrorOptionsOf(cfg));
-    spdlog::info("mirroring {}{}", cfg.mirror_upstream, cfg.mirror_offline ? " (offline)" : "");
-  }
-  api::HubRouteOptions ho;
-  ho.public_url = cfg.public_url;
-  ho.quota = b->quota.get();
-  ho.mirror = b->mirror.get();
-  api::RegisterHubRoutes(server, *b->hub, *b->buckets, *b->files, ho);
-  // git clone and fetch of the same repositories (docs/git.md).
-  // git-lfs uploads (and huggingface_hub's without Xet), chunked into xorbs here; parts wait in the data dir.
-  lfs::LfsOptions lo;
-  lo.public_url = cfg.public_url;
-  lo.url_keys = so.url_keys;
-  lo.staging_dir = std::filesystem::path(cfg.data_dir) / "lfs-parts";
-  b->lfs = std::make_unique<lfs::LfsService>(*b->service, *b->index, lo);
-  api::RegisterLfsRoutes(server, *b->lfs, {.quota = b->quota.get(), .uploads = uploads});
-  api::GitRouteOptions go;
-  go.public_url = cfg.public_url;
-  go.lfs = b->lfs.get();
-  go.mirror = b->mirror.get();
-  go.spool_dir = (std::filesystem::path(cfg.data_dir) / "git-push").string();
-  go.max_concurrent_pushes = cfg.max_concurrent_pushes;
-  go.max_concurrent_fetches = cfg.max_concurrent_fetches;
-  api::RegisterGitRoutes(server, *b->hub, *b->files, *b->index, go);
-
-  api::RegisterIndexMetrics(server, *b->index);
-  api::RegisterQuotaMetrics(server, *b->index);
-  if (b->mirror) api::RegisterMirrorMetrics(server, *b->mirror);
-  api::RegisterReadiness(server, {{"index", [ix = b->index.get()] { return ix->Ping(); }},
-                                  {"store", [st = b->store.get()] { return st->Ping(); }}});
+  ServeCas(server, cfg, *b, uploads);
+  ServeFiles(server, cfg, so->url_keys, *b);
+  ServeHub(server, cfg, *b);
+  ServeLfs(server, cfg, so->url_keys, *b, uploads);
+  ServeGit(server, cfg, *b);
+  RegisterBackendMetrics(server, *b);
   return b;
 }
 
