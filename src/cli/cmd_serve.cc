@@ -330,6 +330,122 @@ void RegisterGcMetrics(http::Server& server, const gc::Scheduler& gc) {
           last(&gc::GcReport::reclaimable_bytes));
 }
 
+// Why `cairn serve` could not start, and its exit status: 2 for the settings, 1 for what they name.
+struct StartFailure {
+  int status;
+  std::string message;
+};
+template <typename T>
+using Started = BasicResult<T, StartFailure>;
+
+int Exit(const StartFailure& failure) {
+  std::cerr << "cairn serve: " << failure.message << "\n";
+  return failure.status;
+}
+
+// The data directory, and the scheduled collector's grace against the expiries it must outlast.
+Started<http::Ok> PrepareDataDir(const config::Config& cfg) {
+  std::error_code ec;
+  std::filesystem::create_directories(cfg.data_dir, ec);
+  if (ec) return StartFailure{1, "cannot create " + cfg.data_dir + ": " + ec.message()};
+  if (cfg.gc_interval.count() > 0) {
+    if (auto ok = gc::CheckGrace("gc_grace", static_cast<uint64_t>(cfg.gc_grace.count()),
+                                 static_cast<uint64_t>(cfg.dedup_key_expiry.count()),
+                                 static_cast<uint64_t>(cfg.transfer_url_ttl.count()));
+        !ok)
+      return StartFailure{2, ok.error().message};
+  }
+  return http::Ok{};
+}
+
+// The index, the blob store and the signing keys (kept in the index), opened in that order.
+struct Storage {
+  std::unique_ptr<index::Index> index;
+  std::unique_ptr<store::BlobStore> blobs;
+  config::Secrets secrets;
+};
+
+Started<Storage> OpenStorage(const config::Config& cfg) {
+  auto index = OpenConfiguredIndex(cfg);
+  if (!index) return StartFailure{1, index.error().message};
+  auto blobs = OpenConfiguredStore(cfg);
+  if (!blobs) return StartFailure{1, blobs.error().message};
+  auto secrets = LoadConfiguredSecrets(cfg, **index);
+  if (!secrets) return StartFailure{1, secrets.error().message};
+  return Storage{std::move(*index), std::move(*blobs), std::move(*secrets)};
+}
+
+Started<http::ServerOptions> ServerOptionsOf(const config::Config& cfg) {
+  http::ServerOptions so;
+  so.host = cfg.host();
+  so.port = cfg.port();
+  so.io_threads = cfg.io_threads;
+  so.worker_threads = cfg.request_threads;  // the routes offload blocking steps to these
+  so.shutdown_grace = std::chrono::duration_cast<std::chrono::milliseconds>(cfg.shutdown_grace);
+  so.max_connections = cfg.max_connections;
+  so.max_connections_per_client = cfg.max_connections_per_client;
+  auto proxies = http::AddressSet::Parse(cfg.trusted_proxies);
+  if (!proxies) return StartFailure{2, "trusted_proxies: " + proxies.error().message};
+  so.trusted_proxies = std::move(*proxies);
+  so.tls_cert = cfg.tls_cert;
+  so.tls_key = cfg.tls_key;
+  so.max_connections = ConnectionsTheFileLimitAllows(so.max_connections);
+  return so;
+}
+
+// The host as it goes in a URL (an IPv6 address in brackets).
+std::string UrlHost(const std::string& host) {
+  return host.find(':') != std::string::npos ? "[" + host + "]" : host;
+}
+
+// The default public URL names the configured port; with an ephemeral one (0) it names the real one.
+void PublishListeningPort(config::Config& cfg, const http::ServerOptions& so, const std::string& host,
+                          uint16_t port) {
+  const std::string scheme = cfg.scheme();
+  if (so.port == 0 && cfg.public_url == scheme + "://" + cfg.listen)
+    cfg.public_url = scheme + "://" + host + ":" + std::to_string(port);
+}
+
+// Changed signing keys reach every part that signs or checks with them.
+std::function<void(const config::Secrets&)> ApplyKeys(std::shared_ptr<http::Authenticator> auth,
+                                                      Backend* services) {
+  return [auth = std::move(auth), services](const config::Secrets& keys) {
+    auth->SetKeys(keys.jwt);
+    const cas::UrlKeys url = UrlKeysFrom(keys.url);
+    services->service->SetUrlKeys(url);
+    services->files->SetUrlKeys(url);
+    services->lfs->SetUrlKeys(url);
+  };
+}
+
+// The collector on a schedule, when configured; its metrics on the server.
+std::unique_ptr<gc::Scheduler> ScheduleCollector(const config::Config& cfg, Backend& services,
+                                                 http::Server& server) {
+  if (cfg.gc_interval.count() <= 0) return nullptr;
+  gc::GcOptions go;
+  go.grace_seconds = static_cast<uint64_t>(cfg.gc_grace.count());
+  go.mark_share_percent = static_cast<unsigned>(cfg.gc_mark_share);
+  go.quota = services.quota.get();
+  auto collector = std::make_unique<gc::Scheduler>(*services.index, *services.index, *services.index,
+                                                   *services.store, go, cfg.gc_interval);
+  RegisterGcMetrics(server, *collector);
+  return collector;
+}
+
+// SIGHUP re-reads the signing keys, and the TLS certificate when serving TLS.
+void ReloadOnSighup(http::Server& server, KeyRefresher& refresher, const std::string& cert_file) {
+  http::Server* srv = &server;
+  server.ReloadOnSignal([&refresher, srv, cert = cert_file] {
+    refresher.Wake();
+    if (!srv->tls()) return;
+    // A certificate renewed in place (certbot, cert-manager): new connections get it, open ones keep theirs.
+    if (auto st = srv->ReloadTls(); !st)
+      spdlog::error("SIGHUP: keeping the current certificate: {}", st.error().message);
+    else
+      spdlog::info("SIGHUP: reloaded the TLS certificate {}", cert);
+  });
+}
+
 }  // namespace
 
 int RunServe(const ServeOptions& opts) {
@@ -340,107 +456,31 @@ int RunServe(const ServeOptions& opts) {
   }
   spdlog::set_level(spdlog::level::from_str(cfg->log_level));
   RetainFreedMemory();
-
-  std::error_code ec;
-  std::filesystem::create_directories(cfg->data_dir, ec);
-  if (ec) {
-    std::cerr << "cairn serve: cannot create " << cfg->data_dir << ": " << ec.message() << "\n";
-    return 1;
-  }
-  if (cfg->gc_interval.count() > 0) {
-    if (auto ok = gc::CheckGrace("gc_grace", static_cast<uint64_t>(cfg->gc_grace.count()),
-                                 static_cast<uint64_t>(cfg->dedup_key_expiry.count()),
-                                 static_cast<uint64_t>(cfg->transfer_url_ttl.count()));
-        !ok) {
-      std::cerr << "cairn serve: " << ok.error().message << "\n";
-      return 2;
-    }
-  }
-  auto index = OpenConfiguredIndex(*cfg);
-  if (!index) {
-    std::cerr << "cairn serve: " << index.error().message << "\n";
-    return 1;
-  }
-  auto blobs = OpenConfiguredStore(*cfg);
-  if (!blobs) {
-    std::cerr << "cairn serve: " << blobs.error().message << "\n";
-    return 1;
-  }
-  auto secrets = LoadConfiguredSecrets(*cfg, **index);
-  if (!secrets) {
-    std::cerr << "cairn serve: " << secrets.error().message << "\n";
-    return 1;
-  }
-
-  http::ServerOptions so;
-  so.host = cfg->host();
-  so.port = cfg->port();
-  so.io_threads = cfg->io_threads;
-  so.worker_threads = cfg->request_threads;  // the routes offload blocking steps to these
-  so.shutdown_grace = std::chrono::duration_cast<std::chrono::milliseconds>(cfg->shutdown_grace);
-  so.max_connections = cfg->max_connections;
-  so.max_connections_per_client = cfg->max_connections_per_client;
-  auto proxies = http::AddressSet::Parse(cfg->trusted_proxies);
-  if (!proxies) {
-    std::cerr << "cairn serve: trusted_proxies: " << proxies.error().message << "\n";
-    return 2;
-  }
-  so.trusted_proxies = std::move(*proxies);
-  so.tls_cert = cfg->tls_cert;
-  so.tls_key = cfg->tls_key;
-  so.max_connections = ConnectionsTheFileLimitAllows(so.max_connections);
-  auto auth = std::make_shared<http::Authenticator>(secrets->jwt);
-  auto server = std::make_unique<http::Server>(so, auth);
-  if (auto st = server->Listen(); !st) {
-    std::cerr << "cairn serve: " << st.error().message << "\n";
-    return 1;
-  }
-  const std::string host = so.host.find(':') != std::string::npos ? "[" + so.host + "]" : so.host;
-  const std::string scheme = cfg->scheme();
-  if (so.port == 0 &&
-      cfg->public_url == scheme + "://" + cfg->listen)  // default URL, ephemeral port: the real one
-    cfg->public_url = scheme + "://" + host + ":" + std::to_string(server->port());
-  const std::string index_name = (*index)->description();
-  const std::string store_name = (*blobs)->Describe();
-  auto backend = RegisterRoutes(*server, *cfg, *secrets, std::move(*index), std::move(*blobs));
-  if (!backend) {
-    std::cerr << "cairn serve: " << backend.error().message << "\n";
-    return 1;
-  }
-  std::cout << "cairn: listening on " << scheme << "://" << host << ":" << server->port() << " (public URL "
-            << cfg->public_url << ", data " << cfg->data_dir << ", index " << index_name << ", store "
-            << store_name << ")" << std::endl;
-  spdlog::info("signing keys: tokens {}; URLs {}", Describe(secrets->jwt), Describe(secrets->url));
+  if (auto ready = PrepareDataDir(*cfg); !ready) return Exit(ready.error());
+  auto storage = OpenStorage(*cfg);
+  if (!storage) return Exit(storage.error());
+  auto so = ServerOptionsOf(*cfg);
+  if (!so) return Exit(so.error());
+  const config::Secrets& secrets = storage->secrets;
+  auto auth = std::make_shared<http::Authenticator>(secrets.jwt);
+  auto server = std::make_unique<http::Server>(*so, auth);
+  if (auto st = server->Listen(); !st) return Exit({1, st.error().message});
+  const std::string host = UrlHost(so->host);
+  PublishListeningPort(*cfg, *so, host, server->port());
+  const std::string index_name = storage->index->description();
+  const std::string store_name = storage->blobs->Describe();
+  auto backend = RegisterRoutes(*server, *cfg, secrets, std::move(storage->index), std::move(storage->blobs));
+  if (!backend) return Exit({1, backend.error().message});
+  std::cout << "cairn: listening on " << cfg->scheme() << "://" << host << ":" << server->port()
+            << " (public URL " << cfg->public_url << ", data " << cfg->data_dir << ", index " << index_name
+            << ", store " << store_name << ")" << std::endl;
+  spdlog::info("signing keys: tokens {}; URLs {}", Describe(secrets.jwt), Describe(secrets.url));
   Backend* services = backend->get();
-  KeyRefresher refresher(*cfg, *services->index, *secrets, [auth, services](const config::Secrets& keys) {
-    auth->SetKeys(keys.jwt);
-    const cas::UrlKeys url = UrlKeysFrom(keys.url);
-    services->service->SetUrlKeys(url);
-    services->files->SetUrlKeys(url);
-    services->lfs->SetUrlKeys(url);
-  });
-  // The collector on a schedule, when configured; it stops (cut short at its next step) before the backend.
-  std::unique_ptr<gc::Scheduler> collector;
-  if (cfg->gc_interval.count() > 0) {
-    gc::GcOptions go;
-    go.grace_seconds = static_cast<uint64_t>(cfg->gc_grace.count());
-    go.mark_share_percent = static_cast<unsigned>(cfg->gc_mark_share);
-    go.quota = services->quota.get();
-    collector = std::make_unique<gc::Scheduler>(*services->index, *services->index, *services->index,
-                                                *services->store, go, cfg->gc_interval);
-    RegisterGcMetrics(*server, *collector);
-  }
+  KeyRefresher refresher(*cfg, *services->index, secrets, ApplyKeys(auth, services));
+  // The collector stops (cut short at its next step) before the backend.
+  std::unique_ptr<gc::Scheduler> collector = ScheduleCollector(*cfg, *services, *server);
   server->StopOnSignals();
-  http::Server* srv = server.get();
-  server->ReloadOnSignal([&refresher, srv, cert = cfg->tls_cert] {
-    refresher.Wake();
-    if (!srv->tls()) return;
-    // A certificate renewed in place (certbot, cert-manager): new connections get it, open ones keep theirs.
-    if (auto st = srv->ReloadTls(); !st)
-      spdlog::error("SIGHUP: keeping the current certificate: {}", st.error().message);
-    else
-      spdlog::info("SIGHUP: reloaded the TLS certificate {}", cert);
-  });
+  ReloadOnSighup(*server, refresher, cfg->tls_cert);
   server->Start();
   server->Wait();
   // The server goes first: connections still open when the grace ran out hold readers of the backend's
