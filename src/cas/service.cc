@@ -537,7 +537,119 @@ std::vector<xet::XorbHash> NeighboursByPriority(const index::ShardXorbs& shard, 
   return out;
 }
 
+// The shards that registered the hits, each once, in the order of the hits.
+std::vector<xet::Hash> ShardsOf(const std::vector<index::DedupHit>& hits) {
+  std::vector<xet::Hash> shards;
+  for (const auto& hit : hits) {
+    if (std::find(shards.begin(), shards.end(), hit.shard) == shards.end()) shards.push_back(hit.shard);
+  }
+  return shards;
+}
+
+using ChosenXorbs = std::vector<std::pair<xet::XorbHash, const xet::XorbLayout*>>;
+using UploadOrder = std::unordered_map<xet::XorbHash, size_t, xet::HashHasher>;
+
+// Listed in upload order (a hit xorb that no shard names goes first).
+void SortByUploadOrder(ChosenXorbs& chosen, const UploadOrder& upload_order) {
+  const auto rank = [&](const xet::XorbHash& x) -> size_t {
+    auto it = upload_order.find(x);
+    return it == upload_order.end() ? 0 : it->second + 1;
+  };
+  std::stable_sort(chosen.begin(), chosen.end(),
+                   [&](const auto& a, const auto& b) { return rank(a.first) < rank(b.first); });
+}
+
+// The answer's listing: every chosen xorb with all its chunks, flagged where they are global dedup chunks.
+xet::Shard DedupListing(const ChosenXorbs& chosen) {
+  xet::Shard answer;
+  answer.xorbs.reserve(chosen.size());
+  for (const auto& [hash, layout] : chosen) {
+    xet::XorbRecord record{
+        hash, 0, static_cast<uint32_t>(layout->unpacked_size()), layout->chunk_region_size(), {}};
+    record.chunks.reserve(layout->chunks.size());
+    uint32_t offset = 0;
+    for (const auto& c : layout->chunks) {
+      const uint32_t flags = c.hash.mod(xet::kGlobalDedupModulus) == 0 ? xet::kChunkFlagGlobalDedup : 0;
+      record.chunks.push_back({c.hash, offset, c.unpacked_size, flags});
+      offset += c.unpacked_size;
+    }
+    answer.xorbs.push_back(std::move(record));
+  }
+  return answer;
+}
+
 }  // namespace
+
+// The xorbs a dedup answer lists, chosen under its size cap, and what tells whether it holds the whole
+// neighbourhood of its hit shards (only such an answer is kept).
+struct CasService::DedupChoice {
+  std::vector<std::shared_ptr<const xet::XorbLayout>> held;  // keeps the layouts `chosen` points into
+  ChosenXorbs chosen;
+  std::unordered_set<xet::XorbHash, xet::HashHasher> seen;
+  UploadOrder upload_order;  // across the hit shards
+  size_t bytes = xet::kEmptyShardBytes;
+  bool full = false;       // a xorb was left out for the cap
+  bool all_usable = true;  // no chosen xorb was dropped as unusable
+};
+
+xet::Result<std::optional<std::vector<uint8_t>>> CasService::CachedDedupAnswer(const xet::Hash& key) {
+  auto cached = dedup_answers_.Get(key);
+  if (!cached) return std::optional<std::vector<uint8_t>>();
+  // Still whole only while every xorb it names is stored (the collector may have claimed one since).
+  auto usable = Usable(cached->xorbs);
+  if (!usable) return usable.error();
+  if (!std::all_of(usable->begin(), usable->end(), [](bool u) { return u; }))
+    return std::optional<std::vector<uint8_t>>();
+  return std::optional<std::vector<uint8_t>>(cached->shard);
+}
+
+void CasService::OfferToDedupAnswer(DedupChoice& choice, const xet::XorbHash& xorb) {
+  if (choice.full || !choice.seen.insert(xorb).second) return;
+  auto layout = Layout(xorb);
+  if (!layout) return;  // a listing without a stored xorb is useless to the client
+  const size_t size = xet::XorbListingBytes((*layout)->chunks.size());
+  if (!choice.chosen.empty() && choice.bytes + size > options_.dedup_answer_max_bytes) {
+    choice.full = true;
+    return;
+  }
+  choice.bytes += size;
+  choice.held.push_back(*layout);
+  choice.chosen.emplace_back(xorb, choice.held.back().get());
+}
+
+xet::Status CasService::ChooseDedupXorbs(const std::vector<index::DedupHit>& hits,
+                                         const std::vector<xet::Hash>& shards, DedupChoice& choice) {
+  for (const auto& hit : hits) OfferToDedupAnswer(choice, hit.xorb);
+  for (const auto& shard : shards) {
+    if (choice.full) break;
+    auto neighbours = index_.GetShardXorbs(shard);
+    if (!neighbours) {
+      if (neighbours.error().code == ErrorCode::kNotFound) continue;
+      return neighbours.error();
+    }
+    for (const auto* list : {&(*neighbours)->listed, &(*neighbours)->referenced}) {
+      for (const auto& x : *list) choice.upload_order.emplace(x, choice.upload_order.size());
+    }
+    const auto& hit =
+        *std::find_if(hits.begin(), hits.end(), [&](const auto& h) { return h.shard == shard; });
+    for (const auto& x : NeighboursByPriority(**neighbours, hit.xorb)) OfferToDedupAnswer(choice, x);
+  }
+  return xet::Ok{};
+}
+
+// Only xorbs the database holds now and no sweep has claimed (naming them revives them): a dedup answer
+// must never name a xorb the collector deletes.
+xet::Status CasService::KeepUsableXorbs(DedupChoice& choice) {
+  std::vector<xet::XorbHash> named;
+  named.reserve(choice.chosen.size());
+  for (const auto& c : choice.chosen) named.push_back(c.first);
+  auto usable = Usable(named);
+  if (!usable) return usable.error();
+  size_t i = 0;
+  std::erase_if(choice.chosen, [&](const auto&) { return !(*usable)[i++]; });
+  choice.all_usable = choice.chosen.size() == named.size();
+  return xet::Ok{};
+}
 
 xet::Result<std::vector<uint8_t>> CasService::DedupShard(const xet::ChunkHash& chunk,
                                                          const std::string& scope, bool any_scope) {
@@ -553,100 +665,30 @@ xet::Result<std::vector<uint8_t>> CasService::DedupShard(const xet::ChunkHash& c
   // client asking about several chunks of one file before the first answer reached it).
   const uint64_t now = Now();
   const uint64_t window = now / options_.dedup_key_expiry_seconds;
-  std::vector<xet::Hash> shards;
-  for (const auto& hit : *hits) {
-    if (std::find(shards.begin(), shards.end(), hit.shard) == shards.end()) shards.push_back(hit.shard);
-  }
+  const std::vector<xet::Hash> shards = ShardsOf(*hits);
   const xet::Hash cache_key = DedupAnswerKey(window, shards);
-  if (auto cached = dedup_answers_.Get(cache_key)) {
-    // Still whole only while every xorb it names is stored (the collector may have claimed one since).
-    auto usable = Usable(cached->xorbs);
-    if (!usable) return usable.error();
-    if (std::all_of(usable->begin(), usable->end(), [](bool u) { return u; })) return cached->shard;
-  }
+  auto cached = CachedDedupAnswer(cache_key);
+  if (!cached) return cached.error();
+  if (*cached) return std::move(**cached);
 
   // Choose: the xorbs that hold the chunk, then each hit shard's neighbourhood, while the answer stays
   // under the cap (the first xorb always goes in: an answer without it would be useless).
-  std::vector<std::shared_ptr<const xet::XorbLayout>> held;
-  std::vector<std::pair<xet::XorbHash, const xet::XorbLayout*>> chosen;
-  std::unordered_set<xet::XorbHash, xet::HashHasher> seen;
-  size_t bytes = xet::kEmptyShardBytes;
-  bool full = false;
-  const auto offer = [&](const xet::XorbHash& x) {
-    if (full || !seen.insert(x).second) return;
-    auto layout = Layout(x);
-    if (!layout) return;  // a listing without a stored xorb is useless to the client
-    const size_t size = xet::XorbListingBytes((*layout)->chunks.size());
-    if (!chosen.empty() && bytes + size > options_.dedup_answer_max_bytes) {
-      full = true;
-      return;
-    }
-    bytes += size;
-    held.push_back(*layout);
-    chosen.emplace_back(x, held.back().get());
-  };
-  for (const auto& hit : *hits) offer(hit.xorb);
-  std::unordered_map<xet::XorbHash, size_t, xet::HashHasher> upload_order;  // across the hit shards
-  for (const auto& shard : shards) {
-    if (full) break;
-    auto neighbours = index_.GetShardXorbs(shard);
-    if (!neighbours) {
-      if (neighbours.error().code == ErrorCode::kNotFound) continue;
-      return neighbours.error();
-    }
-    for (const auto* list : {&(*neighbours)->listed, &(*neighbours)->referenced}) {
-      for (const auto& x : *list) upload_order.emplace(x, upload_order.size());
-    }
-    const auto& hit =
-        *std::find_if(hits->begin(), hits->end(), [&](const auto& h) { return h.shard == shard; });
-    for (const auto& x : NeighboursByPriority(**neighbours, hit.xorb)) offer(x);
-  }
-  // Only xorbs the database holds now and no sweep has claimed (naming them revives them): a dedup answer
-  // must never name a xorb the collector deletes.
-  bool all_usable = true;
-  {
-    std::vector<xet::XorbHash> named;
-    named.reserve(chosen.size());
-    for (const auto& c : chosen) named.push_back(c.first);
-    auto usable = Usable(named);
-    if (!usable) return usable.error();
-    size_t i = 0;
-    std::erase_if(chosen, [&](const auto&) { return !(*usable)[i++]; });
-    all_usable = chosen.size() == named.size();
-  }
-  if (chosen.empty()) return xet::NotFound("chunk " + chunk.hex() + " is not indexed");
-  // Listed in upload order (a hit xorb that no shard names goes first).
-  const auto rank = [&](const xet::XorbHash& x) -> size_t {
-    auto it = upload_order.find(x);
-    return it == upload_order.end() ? 0 : it->second + 1;
-  };
-  std::stable_sort(chosen.begin(), chosen.end(),
-                   [&](const auto& a, const auto& b) { return rank(a.first) < rank(b.first); });
+  DedupChoice choice;
+  if (auto st = ChooseDedupXorbs(*hits, shards, choice); !st) return st.error();
+  if (auto st = KeepUsableXorbs(choice); !st) return st.error();
+  if (choice.chosen.empty()) return xet::NotFound("chunk " + chunk.hex() + " is not indexed");
+  SortByUploadOrder(choice.chosen, choice.upload_order);
 
-  xet::Shard answer;
-  answer.xorbs.reserve(chosen.size());
-  for (const auto& [hash, layout] : chosen) {
-    xet::XorbRecord record{
-        hash, 0, static_cast<uint32_t>(layout->unpacked_size()), layout->chunk_region_size(), {}};
-    record.chunks.reserve(layout->chunks.size());
-    uint32_t offset = 0;
-    for (const auto& c : layout->chunks) {
-      const uint32_t flags = c.hash.mod(xet::kGlobalDedupModulus) == 0 ? xet::kChunkFlagGlobalDedup : 0;
-      record.chunks.push_back({c.hash, offset, c.unpacked_size, flags});
-      offset += c.unpacked_size;
-    }
-    answer.xorbs.push_back(std::move(record));
-  }
   xet::ShardWriteOptions w;
   w.hmac_key = DedupKey(*Signing(), window);
   w.creation_timestamp = now;
   w.key_expiry = (window + 1) * options_.dedup_key_expiry_seconds;
   auto out = std::make_shared<DedupAnswer>();
-  out->shard = xet::SerializeShard(answer, w);
-  for (const auto& c : chosen) out->xorbs.push_back(c.first);
-  const bool whole = !full && all_usable && std::all_of(hits->begin(), hits->end(), [&](const auto& h) {
-    return upload_order.contains(h.xorb);
-  });
+  out->shard = xet::SerializeShard(DedupListing(choice.chosen), w);
+  for (const auto& c : choice.chosen) out->xorbs.push_back(c.first);
+  const bool whole = !choice.full && choice.all_usable &&
+                     std::all_of(hits->begin(), hits->end(),
+                                 [&](const auto& h) { return choice.upload_order.contains(h.xorb); });
   if (whole) {
     const size_t charge = out->shard.size() + out->xorbs.size() * sizeof(xet::XorbHash);
     dedup_answers_.Put(cache_key, std::shared_ptr<const DedupAnswer>(out), charge);

@@ -208,6 +208,16 @@ class CasService {
   xet::Hash DedupAnswerKey(uint64_t window, std::span<const xet::Hash> shards) const;
   // Whether each xorb may be named to a client now (index::CasIndex::ReviveXorbs: stored, and revived).
   xet::Result<std::vector<bool>> Usable(std::span<const xet::XorbHash> xorbs);
+  // The steps of DedupShard, over what they choose.
+  struct DedupChoice;
+  // The answer kept under `key`, while every xorb it names is still usable (nullopt otherwise).
+  xet::Result<std::optional<std::vector<uint8_t>>> CachedDedupAnswer(const xet::Hash& key);
+  // Adds `xorb` (each once, if stored) while the answer stays under the cap.
+  void OfferToDedupAnswer(DedupChoice& choice, const xet::XorbHash& xorb);
+  // Offers the hit xorbs, then each hit shard's neighbours, and records the shards' upload order.
+  xet::Status ChooseDedupXorbs(const std::vector<index::DedupHit>& hits, const std::vector<xet::Hash>& shards,
+                               DedupChoice& choice);
+  xet::Status KeepUsableXorbs(DedupChoice& choice);
 
   index::CasIndex& index_;
   store::BlobStore& store_;
