@@ -120,6 +120,22 @@ struct FileReader::State : std::enable_shared_from_this<State> {
   };
 
   xet::Status Plan(const std::vector<cas::FileTermRef>& terms, uint64_t offset, uint64_t length);
+  // Plan's steps. A term's part of the range: bytes [skip, skip + len) of chunks [cs, ce) of a xorb.
+  struct Piece {
+    uint32_t xorb;
+    uint32_t cs, ce;
+    uint64_t skip, len;
+  };
+  using XorbIds = std::unordered_map<xet::XorbHash, uint32_t, xet::HashHasher>;
+  // The index into `xorbs` of `hash`, added with its layout when new.
+  xet::Result<uint32_t> XorbIdOf(const xet::XorbHash& hash, XorbIds& ids);
+  // What of term `t` (of xorb `xorb`) the range [offset, end) takes, checked against the xorb's layout.
+  xet::Result<Piece> PieceOf(const cas::FileTermRef& t, uint32_t xorb, uint64_t offset, uint64_t end) const;
+  // Merges xorb `x`'s chunk runs and cuts each into units.
+  void CutUnits(uint32_t x, std::vector<std::pair<uint32_t, uint32_t>>& runs);
+  void CutRun(uint32_t x, uint32_t cs, uint32_t ce);
+  // The uses of a piece, one per unit it spans.
+  void AddUses(const Piece& p);
   xet::Status Read(std::span<uint8_t> out);
   xet::Status Lend(uint64_t length, std::shared_ptr<const void>& owner,
                    std::vector<std::span<const uint8_t>>& pieces);
@@ -159,6 +175,110 @@ struct FileReader::State : std::enable_shared_from_this<State> {
   xet::Status failed = xet::Ok{};
 };
 
+xet::Result<uint32_t> FileReader::State::XorbIdOf(const xet::XorbHash& hash, XorbIds& ids) {
+  auto [pos, inserted] = ids.try_emplace(hash, static_cast<uint32_t>(xorbs.size()));
+  if (inserted) {
+    auto layout = ctx.cas.Layout(hash);
+    if (!layout) {
+      if (layout.error().code == xet::ErrorCode::kNotFound)
+        return xet::Damaged("the file names xorb " + hash.hex() + ", which the index has no layout of");
+      return layout.error();
+    }
+    xorbs.push_back({hash, std::move(*layout), {}});
+  }
+  return pos->second;
+}
+
+xet::Result<FileReader::State::Piece> FileReader::State::PieceOf(const cas::FileTermRef& t, uint32_t xorb,
+                                                                 uint64_t offset, uint64_t end) const {
+  const xet::XorbLayout& layout = *xorbs[xorb].layout;
+  if (t.chunk_start >= t.chunk_end || t.chunk_end > layout.chunks.size())
+    return xet::Damaged("a term of the file lies outside xorb " + t.xorb.hex());
+  const uint64_t term_begin = t.end_offset - t.bytes;
+  const uint64_t from = std::max(offset, term_begin) - term_begin;
+  const uint64_t to = std::min(end, t.end_offset) - term_begin;
+  uint64_t at = 0;
+  Piece p{xorb, t.chunk_end, t.chunk_end, 0, to - from};
+  for (uint32_t c = t.chunk_start; c < t.chunk_end; ++c) {
+    const uint64_t n = layout.chunks[c].unpacked_size;
+    if (p.cs == t.chunk_end && at + n > from) {
+      p.cs = c;
+      p.skip = from - at;
+    }
+    if (at < to) p.ce = c + 1;
+    at += n;
+  }
+  if (at != t.bytes) return xet::Damaged("a term of the file disagrees with xorb " + t.xorb.hex());
+  return p;
+}
+
+void FileReader::State::CutUnits(uint32_t x, std::vector<std::pair<uint32_t, uint32_t>>& runs) {
+  std::sort(runs.begin(), runs.end());
+  uint32_t run_start = runs.front().first;
+  uint32_t run_end = runs.front().second;
+  for (size_t i = 1; i < runs.size(); ++i) {
+    if (runs[i].first <= run_end) {
+      run_end = std::max(run_end, runs[i].second);
+    } else {
+      CutRun(x, run_start, run_end);
+      run_start = runs[i].first;
+      run_end = runs[i].second;
+    }
+  }
+  CutRun(x, run_start, run_end);
+}
+
+void FileReader::State::CutRun(uint32_t x, uint32_t cs, uint32_t ce) {
+  const xet::XorbLayout& layout = *xorbs[x].layout;
+  Unit u;
+  u.xorb = x;
+  u.cs = cs;
+  for (uint32_t c = cs; c < ce; ++c) {
+    // At most unit_bytes stored and unit_bytes decoded: a unit of very compressible chunks would otherwise
+    // decode to many times what was read, and what a connection's socket still holds of lent units (two
+    // blocks' worth) would grow with it.
+    const bool fits = layout.chunks[c].end_offset - layout.begin_offset(u.cs) <= opt.unit_bytes &&
+                      u.unpacked + layout.chunks[c].unpacked_size <= opt.unit_bytes;
+    if (c > u.cs && !fits) {
+      u.first_byte = layout.begin_offset(u.cs);
+      u.end_byte = layout.begin_offset(c);
+      xorbs[x].units.push_back(static_cast<uint32_t>(units.size()));
+      units.push_back(std::move(u));
+      u = Unit{};
+      u.xorb = x;
+      u.cs = c;
+      u.unpacked = 0;
+    }
+    u.ce = c + 1;
+    u.unpacked += layout.chunks[c].unpacked_size;
+  }
+  u.first_byte = layout.begin_offset(u.cs);
+  u.end_byte = layout.chunks[u.ce - 1].end_offset;
+  xorbs[x].units.push_back(static_cast<uint32_t>(units.size()));
+  units.push_back(std::move(u));
+}
+
+void FileReader::State::AddUses(const Piece& p) {
+  const Xorb& x = xorbs[p.xorb];
+  uint64_t skip = p.skip;
+  uint64_t left = p.len;
+  for (uint32_t c = p.cs; c < p.ce && left > 0;) {
+    const auto it = std::upper_bound(x.units.begin(), x.units.end(), c,
+                                     [this](uint32_t k, uint32_t u) { return k < units[u].cs; });
+    const uint32_t ui = *(it - 1);
+    Unit& u = units[ui];
+    const uint32_t ce = std::min(p.ce, u.ce);
+    uint64_t bytes = 0;
+    for (uint32_t k = c; k < ce; ++k) bytes += x.layout->chunks[k].unpacked_size;
+    const uint64_t len = std::min(bytes - skip, left);
+    u.uses.push_back(static_cast<uint32_t>(uses.size()));
+    uses.push_back({ui, c, ce, skip, len});
+    left -= len;
+    skip = 0;
+    c = ce;
+  }
+}
+
 xet::Status FileReader::State::Plan(const std::vector<cas::FileTermRef>& file, uint64_t offset,
                                     uint64_t length) {
   const uint64_t size = file.empty() ? 0 : file.back().end_offset;
@@ -176,114 +296,21 @@ xet::Status FileReader::State::Plan(const std::vector<cas::FileTermRef>& file, u
     for (auto it = first; it != last; ++it) wanted.push_back(it->xorb);
     if (auto st = ctx.cas.PrefetchXorbLayouts(std::move(wanted)); !st) return st;
   }
-  struct Piece {
-    uint32_t xorb;
-    uint32_t cs, ce;
-    uint64_t skip, len;
-  };
   std::vector<Piece> pieces;
-  std::unordered_map<xet::XorbHash, uint32_t, xet::HashHasher> xorb_ids;
+  XorbIds xorb_ids;
   for (auto it = first; it != last; ++it) {
-    const cas::FileTermRef& t = *it;
-    auto [pos, inserted] = xorb_ids.try_emplace(t.xorb, static_cast<uint32_t>(xorbs.size()));
-    if (inserted) {
-      auto layout = ctx.cas.Layout(t.xorb);
-      if (!layout) {
-        if (layout.error().code == xet::ErrorCode::kNotFound)
-          return xet::Damaged("the file names xorb " + t.xorb.hex() + ", which the index has no layout of");
-        return layout.error();
-      }
-      xorbs.push_back({t.xorb, std::move(*layout), {}});
-    }
-    const xet::XorbLayout& layout = *xorbs[pos->second].layout;
-    if (t.chunk_start >= t.chunk_end || t.chunk_end > layout.chunks.size())
-      return xet::Damaged("a term of the file lies outside xorb " + t.xorb.hex());
-    const uint64_t term_begin = t.end_offset - t.bytes;
-    const uint64_t from = std::max(offset, term_begin) - term_begin;
-    const uint64_t to = std::min(end, t.end_offset) - term_begin;
-    uint64_t at = 0;
-    Piece p{pos->second, t.chunk_end, t.chunk_end, 0, to - from};
-    for (uint32_t c = t.chunk_start; c < t.chunk_end; ++c) {
-      const uint64_t n = layout.chunks[c].unpacked_size;
-      if (p.cs == t.chunk_end && at + n > from) {
-        p.cs = c;
-        p.skip = from - at;
-      }
-      if (at < to) p.ce = c + 1;
-      at += n;
-    }
-    if (at != t.bytes) return xet::Damaged("a term of the file disagrees with xorb " + t.xorb.hex());
-    pieces.push_back(p);
+    auto xorb = XorbIdOf(it->xorb, xorb_ids);
+    if (!xorb) return xorb.error();
+    auto piece = PieceOf(*it, *xorb, offset, end);
+    if (!piece) return piece.error();
+    pieces.push_back(*piece);
   }
   // Units: each xorb's chunk runs, merged, cut at unit_bytes.
   std::vector<std::vector<std::pair<uint32_t, uint32_t>>> runs(xorbs.size());
   for (const Piece& p : pieces) runs[p.xorb].emplace_back(p.cs, p.ce);
-  for (uint32_t x = 0; x < xorbs.size(); ++x) {
-    auto& r = runs[x];
-    std::sort(r.begin(), r.end());
-    const xet::XorbLayout& layout = *xorbs[x].layout;
-    uint32_t run_start = r.front().first;
-    uint32_t run_end = r.front().second;
-    const auto cut = [&](uint32_t a, uint32_t b) {
-      Unit u;
-      u.xorb = x;
-      u.cs = a;
-      for (uint32_t c = a; c < b; ++c) {
-        // At most unit_bytes stored and unit_bytes decoded: a unit of very compressible chunks would
-        // otherwise decode to many times what was read, and what a connection's socket still holds of lent
-        // units (two blocks' worth) would grow with it.
-        const bool fits = layout.chunks[c].end_offset - layout.begin_offset(u.cs) <= opt.unit_bytes &&
-                          u.unpacked + layout.chunks[c].unpacked_size <= opt.unit_bytes;
-        if (c > u.cs && !fits) {
-          u.first_byte = layout.begin_offset(u.cs);
-          u.end_byte = layout.begin_offset(c);
-          xorbs[x].units.push_back(static_cast<uint32_t>(units.size()));
-          units.push_back(std::move(u));
-          u = Unit{};
-          u.xorb = x;
-          u.cs = c;
-          u.unpacked = 0;
-        }
-        u.ce = c + 1;
-        u.unpacked += layout.chunks[c].unpacked_size;
-      }
-      u.first_byte = layout.begin_offset(u.cs);
-      u.end_byte = layout.chunks[u.ce - 1].end_offset;
-      xorbs[x].units.push_back(static_cast<uint32_t>(units.size()));
-      units.push_back(std::move(u));
-    };
-    for (size_t i = 1; i < r.size(); ++i) {
-      if (r[i].first <= run_end) {
-        run_end = std::max(run_end, r[i].second);
-      } else {
-        cut(run_start, run_end);
-        run_start = r[i].first;
-        run_end = r[i].second;
-      }
-    }
-    cut(run_start, run_end);
-  }
+  for (uint32_t x = 0; x < xorbs.size(); ++x) CutUnits(x, runs[x]);
   // Uses, in the order the range sends them.
-  for (const Piece& p : pieces) {
-    const Xorb& x = xorbs[p.xorb];
-    uint64_t skip = p.skip;
-    uint64_t left = p.len;
-    for (uint32_t c = p.cs; c < p.ce && left > 0;) {
-      const auto it = std::upper_bound(x.units.begin(), x.units.end(), c,
-                                       [this](uint32_t k, uint32_t u) { return k < units[u].cs; });
-      const uint32_t ui = *(it - 1);
-      Unit& u = units[ui];
-      const uint32_t ce = std::min(p.ce, u.ce);
-      uint64_t bytes = 0;
-      for (uint32_t k = c; k < ce; ++k) bytes += x.layout->chunks[k].unpacked_size;
-      const uint64_t len = std::min(bytes - skip, left);
-      u.uses.push_back(static_cast<uint32_t>(uses.size()));
-      uses.push_back({ui, c, ce, skip, len});
-      left -= len;
-      skip = 0;
-      c = ce;
-    }
-  }
+  for (const Piece& p : pieces) AddUses(p);
   return xet::Ok{};
 }
 
