@@ -283,56 +283,51 @@ xet::Error OutputError(const std::string& what, const fs::path& path) {
   return xet::IoError(what + " " + path.string() + ": " + std::system_category().message(errno));
 }
 
-}  // namespace
+struct OutputPaths {
+  fs::path out;
+  fs::path part;     // a whole file's bytes until they are verified
+  fs::path records;  // the hash and size of each whole chunk in the part, to resume from
+};
 
-xet::Result<DownloadOutcome> Download(const DownloadOptions& o) {
-  HttpClient http(Policy(o));
-  Query q{o.endpoint, o.token, o.file.hex(), o.range};
-  while (!q.endpoint.empty() && q.endpoint.back() == '/') q.endpoint.pop_back();
-  const bool whole = !o.range && o.output != "-";
-  const fs::path out = o.output;
-  const fs::path part = out.string() + ".cairn-part";
-  const fs::path records = out.string() + ".cairn-part.chunks";
-  DownloadOutcome outcome;
-
-  // What an earlier run left: whole chunks recorded, the part cut back to them.
-  std::vector<xet::HashedChunk> done;
-  if (whole && fs::exists(part) && fs::exists(records)) {
-    // Each recorded chunk is read back and hashed: the part's bytes count only where they still are what
-    // was received (a crash can lose written data that the records outlived, a disk can damage it).
-    std::ifstream in(records, std::ios::binary);
-    std::ifstream data(part, std::ios::binary);
-    std::vector<char> rec(kRecordSize);
-    // The records start with the hash of the file they are of: another file's part is not resumed.
-    xet::Hash of;
-    if (!in.read(reinterpret_cast<char*>(of.bytes.data()), 32) || of != o.file)
-      in.setstate(std::ios::failbit);
-    std::vector<uint8_t> chunk;
-    std::error_code ec;
-    uint64_t sum = 0;
-    while (in.read(rec.data(), kRecordSize)) {
-      xet::HashedChunk c;
-      std::memcpy(c.hash.bytes.data(), rec.data(), 32);
-      uint32_t size = 0;
-      std::memcpy(&size, rec.data() + 32, 4);
-      c.size = size;
-      if (size == 0 || size > xet::kMaxChunkUnpacked) break;
-      chunk.resize(size);
-      if (!data.read(reinterpret_cast<char*>(chunk.data()), size) || xet::ChunkHashOf(chunk) != c.hash) break;
-      sum += size;
-      done.push_back(c);
-    }
-    fs::resize_file(part, sum, ec);
-    if (ec) done.clear();
-    fs::resize_file(records, done.empty() ? 0 : 32 + done.size() * kRecordSize, ec);
-    if (ec) done.clear();
-    outcome.resumed_from = done.empty() ? 0 : sum;
+// Reads back what an earlier run left: the whole chunks recorded, the part cut back to them. Returns the
+// bytes they hold (0: nothing to resume).
+uint64_t ReadBackRecordedChunks(const OutputPaths& paths, const xet::FileHash& file,
+                                std::vector<xet::HashedChunk>& done) {
+  // Each recorded chunk is read back and hashed: the part's bytes count only where they still are what
+  // was received (a crash can lose written data that the records outlived, a disk can damage it).
+  std::ifstream in(paths.records, std::ios::binary);
+  std::ifstream data(paths.part, std::ios::binary);
+  std::vector<char> rec(kRecordSize);
+  // The records start with the hash of the file they are of: another file's part is not resumed.
+  xet::Hash of;
+  if (!in.read(reinterpret_cast<char*>(of.bytes.data()), 32) || of != file) in.setstate(std::ios::failbit);
+  std::vector<uint8_t> chunk;
+  std::error_code ec;
+  uint64_t sum = 0;
+  while (in.read(rec.data(), kRecordSize)) {
+    xet::HashedChunk c;
+    std::memcpy(c.hash.bytes.data(), rec.data(), 32);
+    uint32_t size = 0;
+    std::memcpy(&size, rec.data() + 32, 4);
+    c.size = size;
+    if (size == 0 || size > xet::kMaxChunkUnpacked) break;
+    chunk.resize(size);
+    if (!data.read(reinterpret_cast<char*>(chunk.data()), size) || xet::ChunkHashOf(chunk) != c.hash) break;
+    sum += size;
+    done.push_back(c);
   }
-  if (whole && outcome.resumed_from > 0)
-    q.range = std::pair<uint64_t, uint64_t>{outcome.resumed_from, UINT64_MAX - 1};
+  fs::resize_file(paths.part, sum, ec);
+  if (ec) done.clear();
+  fs::resize_file(paths.records, done.empty() ? 0 : 32 + done.size() * kRecordSize, ec);
+  if (ec) done.clear();
+  return done.empty() ? 0 : sum;
+}
 
-  bool v1 = false;
-  auto plan = AskPlan(http, q, &v1);
+// The plan of what is left to download. A resumed download the server has nothing past is complete; one
+// whose recorded chunks do not end where the server's do starts again (`q`, `done` and `outcome` say so).
+xet::Result<Plan> AskRemainingPlan(HttpClient& http, Query& q, bool* v1, bool whole, DownloadOutcome& outcome,
+                                   std::vector<xet::HashedChunk>& done) {
+  auto plan = AskPlan(http, q, v1);
   if (!plan && plan.error().code == xet::ErrorCode::kUnsatisfiable && outcome.resumed_from > 0) {
     plan = Plan{};  // everything was there already
   } else if (!plan) {
@@ -343,53 +338,121 @@ xet::Result<DownloadOutcome> Download(const DownloadOptions& o) {
     done.clear();
     outcome.resumed_from = 0;
     q.range.reset();
-    plan = AskPlan(http, q, &v1);
+    plan = AskPlan(http, q, v1);
     if (!plan) return plan.error();
   }
-  uint64_t total = 0;
-  for (const auto& t : plan->terms) total += t.length;
-  total -= std::min(total, plan->offset_into_first);
-  if (o.range && o.range->second - o.range->first < UINT64_MAX)
-    total = std::min(total, o.range->second - o.range->first + 1);
-  outcome.total = total + outcome.resumed_from;
+  return plan;
+}
 
+// The bytes the plan gives past its offset into the first term, within the range asked for.
+uint64_t BytesToWrite(const Plan& plan, const std::optional<std::pair<uint64_t, uint64_t>>& range) {
+  uint64_t total = 0;
+  for (const auto& t : plan.terms) total += t.length;
+  total -= std::min(total, plan.offset_into_first);
+  if (range && range->second - range->first < UINT64_MAX)
+    total = std::min(total, range->second - range->first + 1);
+  return total;
+}
+
+// What a download writes to: stdout, the output, or for a whole file the part and its records.
+struct OutputFiles {
   std::FILE* file = nullptr;
   std::FILE* rec = nullptr;
+};
+
+xet::Status OpenOutput(OutputFiles& f, const DownloadOptions& o, const OutputPaths& paths, bool whole,
+                       bool resuming) {
   if (o.output == "-") {
-    file = stdout;
-  } else {
-    file = std::fopen((whole ? part : out).c_str(), whole && outcome.resumed_from > 0 ? "r+b" : "wb");
-    if (file == nullptr) return OutputError("cannot write", whole ? part : out);
-    if (whole) {
-      rec = std::fopen(records.c_str(), outcome.resumed_from > 0 ? "ab" : "wb");
-      if (rec != nullptr && outcome.resumed_from == 0 &&
-          std::fwrite(o.file.bytes.data(), 1, 32, rec) != 32) {  // the header: which file
-        (void)std::fclose(rec);
-        rec = nullptr;
-      }
-      if (std::fseek(file, 0, SEEK_END) != 0 || rec == nullptr) {
-        const auto e = OutputError("cannot write", rec == nullptr ? records : part);
-        (void)std::fclose(file);
-        if (rec != nullptr) (void)std::fclose(rec);
-        return e;
-      }
-    }
+    f.file = stdout;
+    return xet::Ok{};
   }
+  f.file = std::fopen((whole ? paths.part : paths.out).c_str(), whole && resuming ? "r+b" : "wb");
+  if (f.file == nullptr) return OutputError("cannot write", whole ? paths.part : paths.out);
+  if (!whole) return xet::Ok{};
+  f.rec = std::fopen(paths.records.c_str(), resuming ? "ab" : "wb");
+  if (f.rec != nullptr && !resuming && std::fwrite(o.file.bytes.data(), 1, 32, f.rec) != 32) {  // which file
+    (void)std::fclose(f.rec);
+    f.rec = nullptr;
+  }
+  if (std::fseek(f.file, 0, SEEK_END) != 0 || f.rec == nullptr) {
+    const auto e = OutputError("cannot write", f.rec == nullptr ? paths.records : paths.part);
+    (void)std::fclose(f.file);
+    if (f.rec != nullptr) (void)std::fclose(f.rec);
+    f = OutputFiles{};
+    return e;
+  }
+  return xet::Ok{};
+}
+
+// Flushes and closes what OpenOutput opened (never stdout). Whether all of it went well.
+bool CloseOutput(const OutputFiles& f) {
+  bool flushed = std::fflush(f.file) == 0 && (f.rec == nullptr || std::fflush(f.rec) == 0);
+  if (f.file != stdout) flushed = std::fclose(f.file) == 0 && flushed;
+  if (f.rec != nullptr) flushed = std::fclose(f.rec) == 0 && flushed;
+  return flushed;
+}
+
+// A whole file's part becomes the output once the chunks written give its hash; otherwise it is removed.
+xet::Result<DownloadOutcome> KeepVerified(const OutputPaths& paths, const xet::FileHash& file,
+                                          const std::vector<xet::HashedChunk>& done,
+                                          DownloadOutcome outcome) {
+  if (xet::FileHashOf(done) != file) {
+    std::error_code ec;
+    fs::remove(paths.part, ec);
+    fs::remove(paths.records, ec);
+    return xet::HashMismatch("the bytes received do not give file hash " + file.hex() +
+                             " (the partial download was removed)");
+  }
+  outcome.verified = true;
+  std::error_code ec;
+  fs::rename(paths.part, paths.out, ec);
+  if (ec)
+    return xet::IoError("rename " + paths.part.string() + " to " + paths.out.string() + ": " + ec.message());
+  fs::remove(paths.records, ec);
+  return outcome;
+}
+
+}  // namespace
+
+xet::Result<DownloadOutcome> Download(const DownloadOptions& o) {
+  HttpClient http(Policy(o));
+  Query q{o.endpoint, o.token, o.file.hex(), o.range};
+  while (!q.endpoint.empty() && q.endpoint.back() == '/') q.endpoint.pop_back();
+  const bool whole = !o.range && o.output != "-";
+  const OutputPaths paths{o.output, o.output + ".cairn-part", o.output + ".cairn-part.chunks"};
+  DownloadOutcome outcome;
+
+  std::vector<xet::HashedChunk> done;
+  if (whole && fs::exists(paths.part) && fs::exists(paths.records))
+    outcome.resumed_from = ReadBackRecordedChunks(paths, o.file, done);
+  if (whole && outcome.resumed_from > 0)
+    q.range = std::pair<uint64_t, uint64_t>{outcome.resumed_from, UINT64_MAX - 1};
+
+  bool v1 = false;
+  auto plan = AskRemainingPlan(http, q, &v1, whole, outcome, done);
+  if (!plan) return plan.error();
+  const uint64_t total = BytesToWrite(*plan, o.range);
+  outcome.total = total + outcome.resumed_from;
+
+  OutputFiles files;
+  if (auto st = OpenOutput(files, o, paths, whole, outcome.resumed_from > 0); !st) return st.error();
   uint64_t written = 0;
   const auto write = [&](std::span<const uint8_t> bytes) -> xet::Status {
-    if (std::fwrite(bytes.data(), 1, bytes.size(), file) != bytes.size()) return OutputError("writing", out);
+    if (std::fwrite(bytes.data(), 1, bytes.size(), files.file) != bytes.size())
+      return OutputError("writing", paths.out);
     written += bytes.size();
     if (o.progress) o.progress(outcome.resumed_from + written, outcome.total);
     return xet::Ok{};
   };
   const auto record = [&](const xet::ChunkHash& h, uint64_t size) -> xet::Status {
     done.push_back({h, size});
-    if (rec == nullptr) return xet::Ok{};
+    if (files.rec == nullptr) return xet::Ok{};
     char buf[kRecordSize];
     std::memcpy(buf, h.bytes.data(), 32);
     const auto s32 = static_cast<uint32_t>(size);
     std::memcpy(buf + 32, &s32, 4);
-    if (std::fwrite(buf, 1, kRecordSize, rec) != kRecordSize) return OutputError("writing", records);
+    if (std::fwrite(buf, 1, kRecordSize, files.rec) != kRecordSize)
+      return OutputError("writing", paths.records);
     return xet::Ok{};
   };
   const uint64_t skip = plan->offset_into_first;
@@ -401,26 +464,11 @@ xet::Result<DownloadOutcome> Download(const DownloadOptions& o) {
   outcome.fetched_bytes = run.fetched_bytes();
   outcome.retries = run.retries() + http.retried();
   outcome.refreshed_urls = run.refreshed();
-  bool flushed = std::fflush(file) == 0 && (rec == nullptr || std::fflush(rec) == 0);
-  if (file != stdout) flushed = std::fclose(file) == 0 && flushed;
-  if (rec != nullptr) flushed = std::fclose(rec) == 0 && flushed;
+  const bool flushed = CloseOutput(files);
   if (!st) return st.error();
-  if (!flushed) return OutputError("writing", out);
+  if (!flushed) return OutputError("writing", paths.out);
   if (!whole) return outcome;
-
-  if (xet::FileHashOf(done) != o.file) {
-    std::error_code ec;
-    fs::remove(part, ec);
-    fs::remove(records, ec);
-    return xet::HashMismatch("the bytes received do not give file hash " + o.file.hex() +
-                             " (the partial download was removed)");
-  }
-  outcome.verified = true;
-  std::error_code ec;
-  fs::rename(part, out, ec);
-  if (ec) return xet::IoError("rename " + part.string() + " to " + out.string() + ": " + ec.message());
-  fs::remove(records, ec);
-  return outcome;
+  return KeepVerified(paths, o.file, done, outcome);
 }
 
 }  // namespace cairn::client
