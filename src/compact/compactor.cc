@@ -301,6 +301,119 @@ class UnitWriter {
   std::vector<xet::FileRecord> records_;
 };
 
+using HashSet = std::unordered_set<Hash, xet::HashHasher>;
+using XorbUses = std::unordered_map<XorbHash, Use, xet::HashHasher>;
+
+// Marks the chunks the files' terms use, and each file once per xorb it uses.
+void MarkUses(const std::vector<std::shared_ptr<const index::FileEntry>>& entries, XorbUses& uses,
+              CompactReport& report) {
+  for (const auto& e : entries) {
+    if (e == nullptr) continue;  // swept since the scan
+    ++report.files;
+    for (size_t t = 0; t < e->term_count; ++t) {
+      const index::Term term = e->term(t);
+      Use& use = uses[term.xorb];
+      if (use.live.size() < term.chunk_end) use.live.resize(term.chunk_end, false);
+      std::fill(use.live.begin() + term.chunk_start, use.live.begin() + term.chunk_end, true);
+      if (use.files.empty() || use.files.back() != e->hash) use.files.push_back(e->hash);
+    }
+  }
+}
+
+// Step 1: what the files outside the collector's quarantine use.
+xet::Result<XorbUses> ReadUses(index::CasIndex& cas, const HashSet& dead_files, CompactReport& report) {
+  XorbUses uses;
+  std::optional<Hash> after;
+  for (;;) {
+    auto page = cas.Scan(index::CasIndex::Scanned::kFiles, after, kPage);
+    if (!page) return page.error();
+    std::vector<FileHash> live;
+    for (const auto& f : *page) {
+      if (!dead_files.contains(f)) live.push_back(f);
+    }
+    for (size_t at = 0; at < live.size(); at += index::CasIndex::kMaxFilesPerRead) {
+      const auto batch =
+          std::span(live).subspan(at, std::min(index::CasIndex::kMaxFilesPerRead, live.size() - at));
+      auto entries = cas.GetFiles(batch);
+      if (!entries) return entries.error();
+      MarkUses(*entries, uses, report);
+    }
+    if (page->size() < kPage) break;
+    after = page->back();
+  }
+  return uses;
+}
+
+// Adds xorb `x` to the last unit, or to a new one past the protocol's limits, when its live bytes are below
+// the threshold.
+xet::Status PackIfBelowThreshold(const XorbHash& x, const std::shared_ptr<const xet::XorbLayout>& layout,
+                                 Use& use, double threshold, std::vector<Unit>& units,
+                                 CompactReport& report) {
+  if (use.live.size() > layout->chunks.size()) {
+    return xet::Inconsistent("a file uses chunks past the end of xorb " + x.hex());
+  }
+  use.live.resize(layout->chunks.size(), false);
+  const uint64_t region = layout->chunk_region_size();
+  const uint64_t live = LiveBytes(*layout, use.live);
+  if (region == 0 || static_cast<double>(live) >= threshold * static_cast<double>(region)) return xet::Ok{};
+  ++report.candidates;
+  report.candidate_bytes += region;
+  uint64_t unpacked = 0;
+  size_t chunks = 0;
+  for (size_t i = 0; i < use.live.size(); ++i) {
+    if (!use.live[i]) continue;
+    unpacked += layout->chunks[i].unpacked_size;
+    ++chunks;
+  }
+  if (units.empty() || units.back().unpacked + unpacked > xet::kMaxXorbUnpacked ||
+      units.back().chunks + chunks > xet::kMaxXorbChunks) {
+    units.emplace_back();
+  }
+  Unit& unit = units.back();
+  unit.replaced.push_back({x, layout, std::move(use.live), {}});
+  for (auto& f : use.files) unit.files.push_back(f);
+  unit.unpacked += unpacked;
+  unit.region += live;
+  unit.chunks += chunks;
+  return xet::Ok{};
+}
+
+// Step 2: the xorbs below the threshold (quarantined ones aside), in hash order, packed into units.
+xet::Result<std::vector<Unit>> PlanUnits(cas::CasService& service, XorbUses& uses, const HashSet& dead_xorbs,
+                                         const CompactOptions& options, CompactReport& report) {
+  std::vector<XorbHash> order;
+  for (const auto& [x, use] : uses) {
+    if (!dead_xorbs.contains(x)) order.push_back(x);
+  }
+  std::sort(order.begin(), order.end());
+  if (auto st = service.PrefetchXorbLayouts(order); !st) return st.error();
+  std::vector<Unit> units;
+  for (const XorbHash& x : order) {
+    auto layout = service.Layout(x);
+    if (!layout && layout.error().code == ErrorCode::kNotFound) continue;  // damage, fsck's to report
+    if (!layout) return xet::Error{layout.error().code, "xorb " + x.hex() + ": " + layout.error().message};
+    if (auto st = PackIfBelowThreshold(x, *layout, uses[x], options.threshold, units, report); !st)
+      return st.error();
+  }
+  for (auto& unit : units) {
+    std::sort(unit.files.begin(), unit.files.end());
+    unit.files.erase(std::unique(unit.files.begin(), unit.files.end()), unit.files.end());
+  }
+  if (options.max_new_xorbs != 0 && units.size() > options.max_new_xorbs) units.resize(options.max_new_xorbs);
+  return units;
+}
+
+// A dry run's report: what writing the units would do.
+void ReportUnits(const std::vector<Unit>& units, CompactReport& report) {
+  for (const auto& unit : units) {
+    ++report.new_xorbs;
+    report.compacted_xorbs += unit.replaced.size();
+    report.files_moved += unit.files.size();
+    report.written_bytes += unit.region;
+    for (const auto& x : unit.replaced) report.replaced_bytes += x.layout->chunk_region_size();
+  }
+}
+
 }  // namespace
 
 xet::Result<CompactReport> Compactor::Run() {
@@ -315,103 +428,26 @@ xet::Result<CompactReport> Compactor::Run() {
   if (!lock) return lock.error();
 
   // 1. What the files use.
-  auto dead_files = LoadQuarantined<std::unordered_set<Hash, xet::HashHasher>>(gc_, index::GcKind::kFile);
+  auto dead_files = LoadQuarantined<HashSet>(gc_, index::GcKind::kFile);
   if (!dead_files) return dead_files.error();
-  auto dead_xorbs = LoadQuarantined<std::unordered_set<Hash, xet::HashHasher>>(gc_, index::GcKind::kXorb);
+  auto dead_xorbs = LoadQuarantined<HashSet>(gc_, index::GcKind::kXorb);
   if (!dead_xorbs) return dead_xorbs.error();
-  std::unordered_map<XorbHash, Use, xet::HashHasher> uses;
-  std::optional<Hash> after;
-  for (;;) {
-    auto page = cas_.Scan(index::CasIndex::Scanned::kFiles, after, kPage);
-    if (!page) return page.error();
-    std::vector<FileHash> live;
-    for (const auto& f : *page) {
-      if (!dead_files->contains(f)) live.push_back(f);
-    }
-    for (size_t at = 0; at < live.size(); at += index::CasIndex::kMaxFilesPerRead) {
-      const auto batch =
-          std::span(live).subspan(at, std::min(index::CasIndex::kMaxFilesPerRead, live.size() - at));
-      auto entries = cas_.GetFiles(batch);
-      if (!entries) return entries.error();
-      for (const auto& e : *entries) {
-        if (e == nullptr) continue;  // swept since the scan
-        ++report.files;
-        for (size_t t = 0; t < e->term_count; ++t) {
-          const index::Term term = e->term(t);
-          Use& use = uses[term.xorb];
-          if (use.live.size() < term.chunk_end) use.live.resize(term.chunk_end, false);
-          std::fill(use.live.begin() + term.chunk_start, use.live.begin() + term.chunk_end, true);
-          if (use.files.empty() || use.files.back() != e->hash) use.files.push_back(e->hash);
-        }
-      }
-    }
-    if (page->size() < kPage) break;
-    after = page->back();
-  }
-  report.xorbs = uses.size();
+  auto uses = ReadUses(cas_, *dead_files, report);
+  if (!uses) return uses.error();
+  report.xorbs = uses->size();
 
   // 2. The xorbs below the threshold, in hash order, packed into units.
-  std::vector<XorbHash> order;
-  for (const auto& [x, use] : uses) {
-    if (!dead_xorbs->contains(x)) order.push_back(x);
-  }
-  std::sort(order.begin(), order.end());
-  if (auto st = service_.PrefetchXorbLayouts(order); !st) return st.error();
-  std::vector<Unit> units;
-  for (const XorbHash& x : order) {
-    auto layout = service_.Layout(x);
-    if (!layout && layout.error().code == ErrorCode::kNotFound) continue;  // damage, fsck's to report
-    if (!layout) return xet::Error{layout.error().code, "xorb " + x.hex() + ": " + layout.error().message};
-    Use& use = uses[x];
-    if (use.live.size() > (*layout)->chunks.size()) {
-      return xet::Inconsistent("a file uses chunks past the end of xorb " + x.hex());
-    }
-    use.live.resize((*layout)->chunks.size(), false);
-    const uint64_t region = (*layout)->chunk_region_size();
-    const uint64_t live = LiveBytes(**layout, use.live);
-    if (region == 0 || static_cast<double>(live) >= options_.threshold * static_cast<double>(region))
-      continue;
-    ++report.candidates;
-    report.candidate_bytes += region;
-    uint64_t unpacked = 0;
-    size_t chunks = 0;
-    for (size_t i = 0; i < use.live.size(); ++i) {
-      if (!use.live[i]) continue;
-      unpacked += (*layout)->chunks[i].unpacked_size;
-      ++chunks;
-    }
-    if (units.empty() || units.back().unpacked + unpacked > xet::kMaxXorbUnpacked ||
-        units.back().chunks + chunks > xet::kMaxXorbChunks) {
-      units.emplace_back();
-    }
-    Unit& unit = units.back();
-    unit.replaced.push_back({x, *layout, std::move(use.live), {}});
-    for (auto& f : use.files) unit.files.push_back(f);
-    unit.unpacked += unpacked;
-    unit.region += live;
-    unit.chunks += chunks;
-  }
-  for (auto& unit : units) {
-    std::sort(unit.files.begin(), unit.files.end());
-    unit.files.erase(std::unique(unit.files.begin(), unit.files.end()), unit.files.end());
-  }
-  if (options_.max_new_xorbs != 0 && units.size() > options_.max_new_xorbs)
-    units.resize(options_.max_new_xorbs);
+  auto units = PlanUnits(service_, *uses, *dead_xorbs, options_, report);
+  if (!units) return units.error();
   if (auto st = Step("planned"); !st) return st.error();
 
   // 3. Each unit, in its own steps.
   if (options_.dry_run) {
-    for (const auto& unit : units) {
-      ++report.new_xorbs;
-      report.compacted_xorbs += unit.replaced.size();
-      report.files_moved += unit.files.size();
-      report.written_bytes += unit.region;
-      for (const auto& x : unit.replaced) report.replaced_bytes += x.layout->chunk_region_size();
-    }
+    ReportUnits(*units, report);
   } else {
     const std::function<xet::Status(std::string_view)> step = [this](std::string_view s) { return Step(s); };
     UnitWriter writer(cas_, gc_, service_, report, step);
-    for (auto& unit : units) {
+    for (auto& unit : *units) {
       if (auto ok = (*lock)->Check(); !ok) return ok.error();
       if (auto st = writer.Write(unit); !st) return st.error();
     }
