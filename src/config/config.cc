@@ -5,6 +5,7 @@
 #include <charconv>
 #include <filesystem>
 #include <functional>
+#include <iterator>
 #include <thread>
 #include <vector>
 
@@ -175,8 +176,9 @@ xet::Status CheckKeyId(std::string_view setting, const std::string& id,
       (id == kLegacyKeyId ? "legacy is the key of the *_secret setting" : "list it in *_keys") + ")");
 }
 
-const std::vector<Field>& Fields() {
-  static const std::vector<Field> fields = {
+// Where the server listens, what it calls itself, and where it keeps its data.
+std::vector<Field> ServerFields() {
+  return {
       {"listen",
        [](Config& c, std::string_view v) -> xet::Status {
          auto hp = ParseListen(v);
@@ -193,6 +195,12 @@ const std::vector<Field>& Fields() {
       {"public_url", UrlSetter(&Config::public_url)},  // clients append "/v1/..."
       {"tls_cert", StringSetter(&Config::tls_cert)},
       {"tls_key", StringSetter(&Config::tls_key)},
+  };
+}
+
+// The index and the blob store (and the backups' store), and how clients reach the stored bytes.
+std::vector<Field> StorageFields() {
+  return {
       {"index",
        [](Config& c, std::string_view v) -> xet::Status {
          // Checked in full when opened (index/open_index.h); here only which kind it is.
@@ -230,9 +238,21 @@ const std::vector<Field>& Fields() {
          c.transfer_mode = std::string(v);
          return xet::Ok{};
        }},
+  };
+}
+
+// The server's threads.
+std::vector<Field> ThreadFields() {
+  return {
       {"io_threads", CountSetter(&Config::io_threads, 1, 1024)},
       {"worker_threads", CountSetter(&Config::worker_threads, 1, 1024)},
       {"request_threads", CountSetter(&Config::request_threads, 1, 4096)},
+  };
+}
+
+// The keys that sign tokens and transfer URLs.
+std::vector<Field> KeyFields() {
+  return {
       {"jwt_secret",
        [](Config& c, std::string_view v) -> xet::Status {
          if (v.size() < 32) return xet::Malformed("must be at least 32 characters");
@@ -250,6 +270,12 @@ const std::vector<Field>& Fields() {
       {"jwt_key_id", KeyIdSetter(&Config::jwt_key_id)},
       {"url_key_id", KeyIdSetter(&Config::url_key_id)},
       {"key_refresh", DurationSetter(&Config::key_refresh)},
+  };
+}
+
+// How long what clients hold stays valid, the scheduled collector, and dedup answers.
+std::vector<Field> ExpiryAndCollectorFields() {
+  return {
       {"transfer_url_ttl", DurationSetter(&Config::transfer_url_ttl)},
       {"dedup_key_expiry", DurationSetter(&Config::dedup_key_expiry)},
       {"gc_interval", DurationSetter(&Config::gc_interval)},
@@ -258,6 +284,12 @@ const std::vector<Field>& Fields() {
       {"dedup_across_scopes", BoolSetter(&Config::dedup_across_scopes)},
       // At least one xorb's listing (8,193 entries of 48 bytes); at most what a stock client accepts.
       {"dedup_answer_max_bytes", ByteSizeSetter(&Config::dedup_answer_max_bytes, 512ULL << 10, 64ULL << 20)},
+  };
+}
+
+// The log, and the limits on what clients may hold of the server at once.
+std::vector<Field> LogAndLimitFields() {
+  return {
       {"log_level",
        [](Config& c, std::string_view v) -> xet::Status {
          static constexpr std::string_view kLevels[] = {"trace", "debug",    "info", "warn",
@@ -278,6 +310,12 @@ const std::vector<Field>& Fields() {
       {"trusted_proxies",
        ListSetter(&Config::trusted_proxies)},  // checked as addresses when the server starts
       {"upload_buffers_kept", CountSetter(&Config::upload_buffers_kept, 0, 1024)},
+  };
+}
+
+// Serving files (read-ahead, links), and how long a stopping server waits for its connections.
+std::vector<Field> DownloadFields() {
+  return {
       {"readahead_depth", CountSetter(&Config::readahead_depth, 0, 256)},
       {"readahead_unit", ByteSizeSetter(&Config::readahead_unit, 64ULL << 10, 64ULL << 20)},
       {"readahead_stream_bytes", ByteSizeSetter(&Config::readahead_stream_bytes, 1ULL << 20, 16ULL << 30)},
@@ -285,6 +323,12 @@ const std::vector<Field>& Fields() {
       {"readahead_threads", CountSetter(&Config::readahead_threads, 0, 1024)},
       {"max_link_ttl", DurationSetter(&Config::max_link_ttl)},
       {"shutdown_grace", DurationSetter(&Config::shutdown_grace)},
+  };
+}
+
+// The pull-through mirror (docs/mirror.md).
+std::vector<Field> MirrorFields() {
+  return {
       {"mirror_upstream", UrlSetter(&Config::mirror_upstream)},
       {"mirror_token", StringSetter(&Config::mirror_token)},
       {"mirror_repos", ListSetter(&Config::mirror_repos), true},
@@ -304,6 +348,19 @@ const std::vector<Field>& Fields() {
       {"mirror_offline", BoolSetter(&Config::mirror_offline)},
       {"mirror_max_bytes", ByteSizeSetter(&Config::mirror_max_bytes, 0, 1ULL << 60)},
   };
+}
+
+// Every setting, in groups.
+const std::vector<Field>& Fields() {
+  static const std::vector<Field> fields = [] {
+    std::vector<Field> all;
+    for (const auto& group : {ServerFields, StorageFields, ThreadFields, KeyFields, ExpiryAndCollectorFields,
+                              LogAndLimitFields, DownloadFields, MirrorFields}) {
+      std::vector<Field> some = group();
+      all.insert(all.end(), std::make_move_iterator(some.begin()), std::make_move_iterator(some.end()));
+    }
+    return all;
+  }();
   return fields;
 }
 
