@@ -496,161 +496,233 @@ std::optional<xet::FileHash> MirrorService::Linked(const hub::Repo& repo, const 
   return std::nullopt;
 }
 
-hub::Result<xet::FileHash> MirrorService::Fetch(const hub::Repo& repo, const Wanted& wanted, Flight& flight) {
-  const std::optional<xet::FileHash>& announced = flight.xet;
-  Spool* spool = flight.spool.get();
-  const hub::LfsPointer& pointer = wanted.pointer;
-  // One transfer across the nodes sharing the index: the node holding the file's lease fetches it, the others
-  // wait for its link (and take the lease over if it lapses: a node that died mid-transfer).
-  const std::string lease = "mirror:" + std::to_string(repo.record.id) + ":" + pointer.sha256;
-  const auto take = [&] {
-    const int64_t now = options_.clock->UnixSeconds();
-    auto took = leases_.TakeLease(lease, holder_, now, now + options_.lease_seconds);
-    return !took.ok() || *took;  // an index that cannot answer: fetched here rather than not at all
-  };
-  // Clients of this node waiting for the file are relayed its ranges from the node fetching it, when that
-  // node says where it is (its lease's holder) and this one has somewhere to spool them.
-  std::thread receiver;
-  struct Join {
-    std::thread& thread;
-    ~Join() {
-      if (thread.joinable()) thread.join();
-    }
-  } join{receiver};
-  bool peer_tried = options_.node_url.empty() || !announced || !wanted.commit;
-  std::shared_ptr<Relay> relay;
-  // However this ends, the relay's ranges waiting for the file's check (Relay::FileChecked) learn it: a
-  // relay given up or a fetch that fails never has its unverified ranges served.
-  struct Verdict {
-    std::shared_ptr<Relay>& relay;
-    ~Verdict() {
-      if (relay) relay->FileChecked(false);
-    }
-  } verdict{relay};
-  // Another node stored the file (its bytes passed their checks there): the relay from it, if any, is
-  // served to the end, its plain readers too.
-  const auto stored_by_peer = [&](const xet::FileHash& linked) {
-    if (relay) {
-      relay->FileChecked(true);
-      if (spool != nullptr) spool->Finish(true);
-    }
-    std::lock_guard lock(mu_);
-    ++counters_.peer_fetches;
-    return linked;
-  };
-  while (!take()) {
-    if (!peer_tried) {
-      // Asked once of the node holding the lease (a holder without a URL has none to give later either).
-      auto holder = leases_.LeaseHolder(lease, options_.clock->UnixSeconds());
-      peer_tried = holder.ok() && holder->has_value();
-      const std::string peer = peer_tried ? LeaseHolder::Parse(**holder).url : "";
-      if (!peer.empty()) {
-        if (peer != options_.node_url) relay = StartRelay(repo, *wanted.commit, *announced, receiver, peer);
-        if (relay) {
-          Follow(spool, relay);
-          std::lock_guard lock(mu_);
-          ++counters_.peer_relays;
-        }
-      }
-    }
-    if (auto linked = Linked(repo, pointer.sha256)) return stored_by_peer(*linked);
-    if (Stopping()) return Fail(ErrorKind::kUnavailable, "", "the server is stopping");
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+// One large file's fetch: the steps of MirrorService::Fetch and the state they share.
+//
+// One transfer across the nodes sharing the index: the node holding the file's lease fetches it, the others
+// wait for its link (and take the lease over if it lapses: a node that died mid-transfer). Clients of a node
+// waiting for the file are relayed its ranges from the node fetching it, when that node says where it is
+// (its lease's holder) and this one has somewhere to spool them.
+//
+// Threads: Run and every step run on the flight's thread (MirrorService::Join); the callbacks it hands to
+// StoreRelayed and ReceiveResolved (GoingOn, ToSpool) are called there too. `receiver_` is the thread that
+// receives the current relay's ranges (MirrorService::StartRelay): owned by the job, joined before the relay
+// is replaced and when the job ends. The relay is shared with MirrorService::relays_ (RelayPlan and the
+// transfer routes read it on request threads).
+// Ownership: borrows the mirror, the repository, the wanted file and the flight, which outlive it. The
+// destructor, whichever way Run ended: drops the lease when it was taken, tells the relay's ranges waiting
+// for the file's check that it failed unless they were told otherwise (Relay::FileChecked: a relay given up
+// or a fetch that failed never has its unverified ranges served), and joins the receiver.
+// Failures: Run's hub::Error, as MirrorService::Fetch's.
+class MirrorService::FetchJob {
+ public:
+  FetchJob(MirrorService& mirror, const hub::Repo& repo, const Wanted& wanted, Flight& flight)
+      : mirror_(mirror),
+        repo_(repo),
+        wanted_(wanted),
+        pointer_(wanted.pointer),
+        announced_(flight.xet),
+        spool_(flight.spool.get()),
+        lease_("mirror:" + std::to_string(repo.record.id) + ":" + wanted.pointer.sha256),
+        peer_tried_(mirror.options_.node_url.empty() || !flight.xet || !wanted.commit) {}
+  ~FetchJob() {
+    if (lease_taken_) (void)mirror_.leases_.DropLease(lease_, mirror_.holder_);
+    if (relay_) relay_->FileChecked(false);
+    relay_.reset();
+    if (receiver_.joinable()) receiver_.join();
   }
-  struct Drop {
-    index::MirrorIndex& leases;
-    const std::string& lease;
-    const std::string& holder;
-    ~Drop() { (void)leases.DropLease(lease, holder); }
-  } drop{leases_, lease, holder_};
-  // The lease may have come free because another node finished the file.
-  if (auto linked = Linked(repo, pointer.sha256)) return stored_by_peer(*linked);
-  int64_t renewed = options_.clock->UnixSeconds();
+  FetchJob(const FetchJob&) = delete;
+  FetchJob& operator=(const FetchJob&) = delete;
+
+  // Fetched, checked, stored and linked: the file's Xet hash, or why not.
+  hub::Result<xet::FileHash> Run() {
+    if (auto ended = WaitForLease()) return std::move(*ended);
+    lease_taken_ = true;
+    // The lease may have come free because another node finished the file.
+    if (auto linked = mirror_.Linked(repo_, pointer_.sha256)) return StoredByPeer(*linked);
+    renewed_ = Now();
+    RelayFromUpstream();
+    std::optional<xet::Result<lfs::Ingested>> done = StoreRelayed();
+    if (!done) {
+      auto resolved = StoreResolved();
+      if (!resolved.ok()) return resolved.error();
+      done = std::move(*resolved);
+    }
+    return CheckAndLink(*done);
+  }
+
+ private:
+  int64_t Now() const { return mirror_.options_.clock->UnixSeconds(); }
+
+  // Takes or renews the file's lease; an index that cannot answer counts as taken (fetched here rather than
+  // not at all).
+  bool TakeLease() {
+    const int64_t now = Now();
+    auto took = mirror_.leases_.TakeLease(lease_, mirror_.holder_, now, now + mirror_.options_.lease_seconds);
+    return !took.ok() || *took;
+  }
+
+  // Waits until this node holds the lease (nullopt), or another node stored the file, or the server stops.
+  std::optional<hub::Result<xet::FileHash>> WaitForLease() {
+    while (!TakeLease()) {
+      if (!peer_tried_) RelayFromHolder();
+      if (auto linked = mirror_.Linked(repo_, pointer_.sha256)) return StoredByPeer(*linked);
+      if (mirror_.Stopping()) return Fail(ErrorKind::kUnavailable, "", "the server is stopping");
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+    return std::nullopt;
+  }
+
+  // Asked once of the node holding the lease (a holder without a URL has none to give later either): its
+  // transfer of the file is relayed to this node's clients.
+  void RelayFromHolder() {
+    auto holder = mirror_.leases_.LeaseHolder(lease_, Now());
+    peer_tried_ = holder.ok() && holder->has_value();
+    const std::string peer = peer_tried_ ? LeaseHolder::Parse(**holder).url : "";
+    if (peer.empty()) return;
+    if (peer != mirror_.options_.node_url) {
+      relay_ = mirror_.StartRelay(repo_, *wanted_.commit, *announced_, receiver_, peer);
+    }
+    if (!relay_) return;
+    Follow(spool_, relay_);
+    std::lock_guard lock(mirror_.mu_);
+    ++mirror_.counters_.peer_relays;
+  }
+
+  // Another node stored the file (its bytes passed their checks there): the relay from it, if any, is served
+  // to the end, its plain readers too.
+  xet::FileHash StoredByPeer(const xet::FileHash& linked) {
+    if (relay_) {
+      relay_->FileChecked(true);
+      if (spool_ != nullptr) spool_->Finish(true);
+    }
+    std::lock_guard lock(mirror_.mu_);
+    ++mirror_.counters_.peer_fetches;
+    return linked;
+  }
+
   // Called for every block or chunk that arrives: false once the server is stopping; renews the lease.
-  const auto going_on = [&] {
-    if (Stopping()) return false;
-    if (options_.clock->UnixSeconds() - renewed >= options_.lease_seconds / 3) {
-      renewed = options_.clock->UnixSeconds();
-      (void)take();
+  bool GoingOn() {
+    if (mirror_.Stopping()) return false;
+    if (Now() - renewed_ >= mirror_.options_.lease_seconds / 3) {
+      renewed_ = Now();
+      (void)TakeLease();
     }
     return true;
-  };
+  }
+
   // The file's bytes for plain downloads reading them as they arrive; a spool that fails is given up (its
-  // readers retry; the fetch goes on). `spooled`: its bytes so far (a fetch begun again writes past them).
-  uint64_t spooled = 0;
-  const auto to_spool = [&](uint64_t offset, std::span<const uint8_t> bytes) {
-    if (spool == nullptr || offset + bytes.size() <= spooled) return;
-    const uint64_t skip = spooled - offset;
-    if (!spool->Write(spooled, bytes.subspan(skip)).ok()) {
-      spool->Finish(false);
-      spool = nullptr;
+  // readers retry; the fetch goes on). A fetch begun again writes past the bytes spooled so far.
+  void ToSpool(uint64_t offset, std::span<const uint8_t> bytes) {
+    if (spool_ == nullptr || offset + bytes.size() <= spooled_) return;
+    const uint64_t skip = spooled_ - offset;
+    if (!spool_->Write(spooled_, bytes.subspan(skip)).ok()) {
+      spool_->Finish(false);
+      spool_ = nullptr;
       return;
     }
-    spooled += bytes.size() - skip;
-    std::lock_guard lock(mu_);
-    counters_.spooled_bytes += bytes.size() - skip;
-  };
+    spooled_ += bytes.size() - skip;
+    std::lock_guard lock(mirror_.mu_);
+    mirror_.counters_.spooled_bytes += bytes.size() - skip;
+  }
+
   // A Xet file comes through upstream's reconstruction when upstream gives one: its xorb ranges are relayed
   // to hf_xet clients as they arrive, and their chunks, decoded and hashed once, are stored as they are. (A
   // relay from a peer that died is given up: this node fetches from upstream now.)
-  if (receiver.joinable()) receiver.join();
-  if (relay) relay->FileChecked(false);
-  relay = nullptr;
-  if (announced && wanted.commit) relay = StartRelay(repo, *wanted.commit, *announced, receiver);
-  Follow(spool, relay);
-  std::optional<xet::Result<lfs::Ingested>> done;
-  if (relay) {
-    done = StoreRelayed(*relay, repo, pointer, going_on);
-    if (!done->ok()) {
-      // What the relay could not bring, or bytes that fail their checks (a range altered on the way): its
-      // unverified ranges are never served (their readers ask again and wait for this fetch), and the file
-      // comes again, whole, through resolve.
-      spdlog::warn(
-          "mirror: {}: upstream's Xet transfer failed or its bytes fail their check ({}); fetched "
-          "again through resolve",
-          Printable(wanted.what, 200), Printable(done->error().message, 300));
-      relay->FileChecked(false);
-      DropRelay(relay);  // reconstructions wait for the file again
-      relay = nullptr;
-      Follow(spool, relay);  // plain downloads read what resolve brings
-      done.reset();
-    }
+  void RelayFromUpstream() {
+    if (receiver_.joinable()) receiver_.join();
+    if (relay_) relay_->FileChecked(false);
+    relay_ = nullptr;
+    if (announced_ && wanted_.commit)
+      relay_ = mirror_.StartRelay(repo_, *wanted_.commit, *announced_, receiver_);
+    Follow(spool_, relay_);
   }
-  if (!done) {
-    auto ingest = lfs::FileIngest::Begin(cas_, repo.record.scope, pointer.sha256, pointer.size);
+
+  // The file stored from upstream's relay; nullopt when there is none, or it failed (then given up).
+  std::optional<xet::Result<lfs::Ingested>> StoreRelayed() {
+    if (!relay_) return std::nullopt;
+    auto done = mirror_.StoreRelayed(*relay_, repo_, pointer_, [this] { return GoingOn(); });
+    if (done.ok()) return done;
+    // What the relay could not bring, or bytes that fail their checks (a range altered on the way): its
+    // unverified ranges are never served (their readers ask again and wait for this fetch), and the file
+    // comes again, whole, through resolve.
+    spdlog::warn(
+        "mirror: {}: upstream's Xet transfer failed or its bytes fail their check ({}); fetched "
+        "again through resolve",
+        Printable(wanted_.what, 200), Printable(done.error().message, 300));
+    relay_->FileChecked(false);
+    mirror_.DropRelay(relay_);  // reconstructions wait for the file again
+    relay_ = nullptr;
+    Follow(spool_, relay_);  // plain downloads read what resolve brings
+    return std::nullopt;
+  }
+
+  // The file stored from upstream's resolve: what its ingest made of the bytes, or why they did not come.
+  hub::Result<xet::Result<lfs::Ingested>> StoreResolved() {
+    auto ingest = lfs::FileIngest::Begin(mirror_.cas_, repo_.record.scope, pointer_.sha256, pointer_.size);
     if (!ingest.ok()) return Fail(ErrorKind::kInternal, "", ingest.error().message);
-    if (auto st = ReceiveResolved(wanted, **ingest, going_on, to_spool); !st.ok()) return st.error();
-    done = (*ingest)->Finish();
+    if (auto st = mirror_.ReceiveResolved(
+            wanted_, **ingest, [this] { return GoingOn(); },
+            [this](uint64_t offset, std::span<const uint8_t> bytes) { ToSpool(offset, bytes); });
+        !st.ok())
+      return st.error();
+    return (*ingest)->Finish();
   }
-  // The bytes are all there and are the pointer's (its SHA-256 and size checked): the spool's readers have
-  // the whole file. (A mismatch ends the spool as failed: they are cut short and retry.)
-  if (spool != nullptr && done->ok()) spool->Finish(true);
-  if (!done->ok()) {
-    return Fail(ErrorKind::kUnavailable, "",
-                wanted.what + ": upstream's bytes do not match its pointer: " + done->error().message);
+
+  // The stored file checked against what upstream said, then published and linked.
+  hub::Result<xet::FileHash> CheckAndLink(const xet::Result<lfs::Ingested>& done) {
+    // The bytes are all there and are the pointer's (its SHA-256 and size checked): the spool's readers have
+    // the whole file. (A mismatch ends the spool as failed: they are cut short and retry.)
+    if (spool_ != nullptr && done.ok()) spool_->Finish(true);
+    if (!done.ok()) {
+      return Fail(ErrorKind::kUnavailable, "",
+                  wanted_.what + ": upstream's bytes do not match its pointer: " + done.error().message);
+    }
+    // Upstream's Xet hash is the one clients were told (a resolve answered before the bytes came): stored
+    // under another, they could not find it.
+    const lfs::Ingested& stored = *done;
+    if (announced_ && *announced_ != stored.file) {
+      std::lock_guard lock(mirror_.mu_);
+      ++mirror_.counters_.xet_hash_differs;
+      return Fail(ErrorKind::kUnavailable, "",
+                  wanted_.what + ": upstream's Xet hash " + announced_->hex() +
+                      " is not the one its bytes give here (" + stored.file.hex() + ")");
+    }
+    // The bytes decoded from the relay's spool are the file: its ranges that waited for this are served.
+    if (relay_) relay_->FileChecked(true);
+    return Link(stored);
   }
-  // Upstream's Xet hash is the one clients were told (a resolve answered before the bytes came): stored
-  // under another, they could not find it.
-  const lfs::Ingested& stored = **done;
-  if (announced && *announced != stored.file) {
-    std::lock_guard lock(mu_);
-    ++counters_.xet_hash_differs;
-    return Fail(ErrorKind::kUnavailable, "",
-                wanted.what + ": upstream's Xet hash " + announced->hex() +
-                    " is not the one its bytes give here (" + stored.file.hex() + ")");
-  }
-  // The bytes decoded from the relay's spool are the file: its ranges that waited for this are served.
-  if (relay) relay->FileChecked(true);
+
   // Readable through the repository's read scope, then linked (as a push links a pointer's file): the link is
   // what other nodes wait for, so the file is published before it appears.
-  if (auto st = hub::Publish(files_, repo, {stored.file}); !st.ok()) return st.error();
-  const std::vector<index::RepoObject> link = {
-      hub::FileLink{.sha256 = pointer.sha256, .file = stored.file}.ToObject()};
-  if (auto st = index_.PutRepoObjects(repo.record.id, link); !st.ok()) return hub::FromIndex(st.error());
-  std::lock_guard lock(mu_);
-  ++counters_.files_fetched;
-  counters_.new_bytes += stored.new_bytes;
-  return stored.file;
+  hub::Result<xet::FileHash> Link(const lfs::Ingested& stored) {
+    if (auto st = hub::Publish(mirror_.files_, repo_, {stored.file}); !st.ok()) return st.error();
+    const std::vector<index::RepoObject> link = {
+        hub::FileLink{.sha256 = pointer_.sha256, .file = stored.file}.ToObject()};
+    if (auto st = mirror_.index_.PutRepoObjects(repo_.record.id, link); !st.ok())
+      return hub::FromIndex(st.error());
+    std::lock_guard lock(mirror_.mu_);
+    ++mirror_.counters_.files_fetched;
+    mirror_.counters_.new_bytes += stored.new_bytes;
+    return stored.file;
+  }
+
+  MirrorService& mirror_;
+  const hub::Repo& repo_;
+  const Wanted& wanted_;
+  const hub::LfsPointer& pointer_;
+  const std::optional<xet::FileHash>& announced_;  // the Xet hash upstream gave (Flight::xet)
+  Spool* spool_;                                   // the flight's spool; null: none, or given up
+  const std::string lease_;
+  std::thread receiver_;          // receives relay_'s ranges (StartRelay)
+  std::shared_ptr<Relay> relay_;  // from the lease's holder, then from upstream; null: none
+  bool peer_tried_;               // the lease's holder was asked for its URL (or there is no relay to ask)
+  bool lease_taken_ = false;      // this node holds the lease: dropped at the end
+  int64_t renewed_ = 0;           // unix seconds the lease was last taken
+  uint64_t spooled_ = 0;          // the spool's bytes so far
+};
+
+hub::Result<xet::FileHash> MirrorService::Fetch(const hub::Repo& repo, const Wanted& wanted, Flight& flight) {
+  return FetchJob(*this, repo, wanted, flight).Run();
 }
 
 xet::Result<lfs::Ingested> MirrorService::StoreRelayed(Relay& relay, const hub::Repo& repo,

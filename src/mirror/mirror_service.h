@@ -197,7 +197,8 @@ class MirrorService {
   // Copies upstream's refs (and the history they reach that is not held) into the repository, creating it
   // when `existing` is null. The repository as it is after.
   hub::Result<hub::Repo> Sync(const hub::RepoId& id, const hub::Repo* existing);
-  // Runs in a flight's thread: fetched, checked, stored and linked. `announced`: the Xet hash upstream gave.
+  // Runs in a flight's thread: fetched, checked, stored and linked (a FetchJob's steps, in the .cc).
+  class FetchJob;
   hub::Result<xet::FileHash> Fetch(const hub::Repo& repo, const Wanted& wanted, Flight& flight);
   // Called for every block or chunk that arrives: false once the fetch must stop (renews the lease).
   using GoingOn = std::function<bool()>;
