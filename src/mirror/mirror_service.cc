@@ -169,7 +169,7 @@ hub::Result<hub::Repo> MirrorService::Sync(const hub::RepoId& id, const hub::Rep
   auto refs = upstream_.ListRefs(id);
   if (!refs.ok()) return Failed(refs.error(), id.str());
   // What upstream's refs name that is not held: fetched in one pack, less what the local refs reach.
-  std::vector<hub::ObjectId> wants, haves;
+  std::vector<hub::ObjectId> haves;
   std::vector<index::Ref> local;
   if (existing != nullptr) {
     auto held_refs = index_.ListRefs(existing->record.id);
@@ -179,29 +179,11 @@ hub::Result<hub::Repo> MirrorService::Sync(const hub::RepoId& id, const hub::Rep
       if (auto oid = hub::ObjectId::FromBytes(r.target)) haves.push_back(*oid);
     }
   }
-  {
-    std::unordered_set<hub::ObjectId, hub::ObjectIdHash> seen;
-    std::vector<std::vector<uint8_t>> keys;
-    std::vector<hub::ObjectId> targets;
-    for (const auto& r : *refs) {
-      if (seen.insert(r.target).second) {
-        keys.push_back(r.target.key());
-        targets.push_back(r.target);
-      }
-    }
-    if (existing != nullptr && !keys.empty()) {
-      auto heads = index_.GetRepoObjectHeads(existing->record.id, keys, 0);
-      if (!heads.ok()) return hub::FromIndex(heads.error());
-      for (size_t i = 0; i < targets.size(); ++i) {
-        if (!(*heads)[i]) wants.push_back(targets[i]);
-      }
-    } else {
-      wants = std::move(targets);
-    }
-  }
+  auto wants = NotHeld(*refs, existing);
+  if (!wants.ok()) return wants.error();
   std::vector<index::RepoObject> objects;
-  if (!wants.empty()) {
-    auto fetched = FetchObjects(id, wants, haves);
+  if (!wants->empty()) {
+    auto fetched = FetchObjects(id, *wants, haves);
     if (!fetched.ok()) return Failed(fetched.error(), id.str());
     objects = std::move(*fetched);
   }
@@ -209,64 +191,99 @@ hub::Result<hub::Repo> MirrorService::Sync(const hub::RepoId& id, const hub::Rep
   const int64_t now = options_.clock->UnixSeconds();
   hub::Repo repo;
   if (existing == nullptr) {
-    index::NewRepo fresh{.type = id.type,
-                         .ns = id.ns,
-                         .name = id.name,
-                         .is_private = false,
-                         .created_at = now,
-                         .scope = hub::NewMirrorScope(),
-                         .read_scope = hub::NewRepoScope(),
-                         .objects = std::move(objects),
-                         .refs = {}};
-    for (const auto& r : *refs) fresh.refs.push_back(index::Ref{r.kind, r.name, r.target.key()});
-    auto created = index_.CreateRepo(fresh);
-    if (!created.ok()) {
-      if (created.error().code != xet::ErrorCode::kConflict) return hub::FromIndex(created.error());
-      // Another node (or request) copied it first.
-      auto found = index_.FindRepo(id.type, id.ns, id.name);
-      if (!found.ok()) return hub::FromIndex(found.error());
-      created = std::move(found);
-    } else {
-      std::lock_guard lock(mu_);
-      ++counters_.repos_fetched;
-    }
+    auto created = CreateMirrored(id, *refs, std::move(objects), now);
+    if (!created.ok()) return created.error();
     repo.record = std::move(*created);
   } else {
     repo = *existing;
-    if (!objects.empty()) {
-      if (auto st = index_.PutRepoObjects(repo.record.id, objects); !st.ok())
-        return hub::FromIndex(st.error());
-    }
-    // Each ref as upstream has it (moved backwards too: upstream's history is the truth), and gone when
-    // upstream deleted it. A concurrent sync that moved it first is left be.
-    const auto find_local = [&](index::RefKind kind, const std::string& name) -> const index::Ref* {
-      for (const auto& l : local) {
-        if (l.kind == kind && l.name == name) return &l;
-      }
-      return nullptr;
-    };
-    for (const auto& r : *refs) {
-      const index::Ref* held = find_local(r.kind, r.name);
-      if (held != nullptr && held->target == r.target.key()) continue;
-      index::RefUpdate u{r.kind, r.name, std::nullopt, r.target.key()};
-      if (held != nullptr) u.expected = held->target;
-      if (auto st = index_.UpdateRef(repo.record.id, u);
-          !st.ok() && st.error().code != xet::ErrorCode::kConflict)
-        return hub::FromIndex(st.error());
-    }
-    for (const auto& l : local) {
-      bool kept = false;
-      for (const auto& r : *refs) kept = kept || (r.kind == l.kind && r.name == l.name);
-      if (kept) continue;
-      index::RefUpdate u{l.kind, l.name, l.target, std::nullopt};
-      if (auto st = index_.UpdateRef(repo.record.id, u);
-          !st.ok() && st.error().code != xet::ErrorCode::kConflict)
-        return hub::FromIndex(st.error());
-    }
+    if (auto st = UpdateMirrored(repo, local, *refs, objects); !st.ok()) return st.error();
   }
   std::lock_guard lock(mu_);
   synced_at_[repo.record.id] = now;
   return repo;
+}
+
+hub::Result<std::vector<hub::ObjectId>> MirrorService::NotHeld(const std::vector<UpstreamRef>& refs,
+                                                               const hub::Repo* existing) {
+  std::unordered_set<hub::ObjectId, hub::ObjectIdHash> seen;
+  std::vector<std::vector<uint8_t>> keys;
+  std::vector<hub::ObjectId> targets;
+  for (const auto& r : refs) {
+    if (seen.insert(r.target).second) {
+      keys.push_back(r.target.key());
+      targets.push_back(r.target);
+    }
+  }
+  if (existing == nullptr || keys.empty()) return targets;
+  auto heads = index_.GetRepoObjectHeads(existing->record.id, keys, 0);
+  if (!heads.ok()) return hub::FromIndex(heads.error());
+  std::vector<hub::ObjectId> wants;
+  for (size_t i = 0; i < targets.size(); ++i) {
+    if (!(*heads)[i]) wants.push_back(targets[i]);
+  }
+  return wants;
+}
+
+hub::Result<index::RepoRecord> MirrorService::CreateMirrored(const hub::RepoId& id,
+                                                             const std::vector<UpstreamRef>& refs,
+                                                             std::vector<index::RepoObject> objects,
+                                                             int64_t now) {
+  index::NewRepo fresh{.type = id.type,
+                       .ns = id.ns,
+                       .name = id.name,
+                       .is_private = false,
+                       .created_at = now,
+                       .scope = hub::NewMirrorScope(),
+                       .read_scope = hub::NewRepoScope(),
+                       .objects = std::move(objects),
+                       .refs = {}};
+  for (const auto& r : refs) fresh.refs.push_back(index::Ref{r.kind, r.name, r.target.key()});
+  auto created = index_.CreateRepo(fresh);
+  if (!created.ok()) {
+    if (created.error().code != xet::ErrorCode::kConflict) return hub::FromIndex(created.error());
+    // Another node (or request) copied it first.
+    auto found = index_.FindRepo(id.type, id.ns, id.name);
+    if (!found.ok()) return hub::FromIndex(found.error());
+    return std::move(*found);
+  }
+  std::lock_guard lock(mu_);
+  ++counters_.repos_fetched;
+  return std::move(*created);
+}
+
+hub::Status MirrorService::UpdateMirrored(const hub::Repo& repo, const std::vector<index::Ref>& local,
+                                          const std::vector<UpstreamRef>& refs,
+                                          const std::vector<index::RepoObject>& objects) {
+  if (!objects.empty()) {
+    if (auto st = index_.PutRepoObjects(repo.record.id, objects); !st.ok()) return hub::FromIndex(st.error());
+  }
+  // Each ref as upstream has it (moved backwards too: upstream's history is the truth), and gone when
+  // upstream deleted it. A concurrent sync that moved it first is left be.
+  const auto find_local = [&](index::RefKind kind, const std::string& name) -> const index::Ref* {
+    for (const auto& l : local) {
+      if (l.kind == kind && l.name == name) return &l;
+    }
+    return nullptr;
+  };
+  for (const auto& r : refs) {
+    const index::Ref* held = find_local(r.kind, r.name);
+    if (held != nullptr && held->target == r.target.key()) continue;
+    index::RefUpdate u{r.kind, r.name, std::nullopt, r.target.key()};
+    if (held != nullptr) u.expected = held->target;
+    if (auto st = index_.UpdateRef(repo.record.id, u);
+        !st.ok() && st.error().code != xet::ErrorCode::kConflict)
+      return hub::FromIndex(st.error());
+  }
+  for (const auto& l : local) {
+    bool kept = false;
+    for (const auto& r : refs) kept = kept || (r.kind == l.kind && r.name == l.name);
+    if (kept) continue;
+    index::RefUpdate u{l.kind, l.name, l.target, std::nullopt};
+    if (auto st = index_.UpdateRef(repo.record.id, u);
+        !st.ok() && st.error().code != xet::ErrorCode::kConflict)
+      return hub::FromIndex(st.error());
+  }
+  return hub::Ok{};
 }
 
 xet::Result<std::vector<index::RepoObject>> MirrorService::FetchObjects(

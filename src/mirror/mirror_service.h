@@ -197,6 +197,18 @@ class MirrorService {
   // Copies upstream's refs (and the history they reach that is not held) into the repository, creating it
   // when `existing` is null. The repository as it is after.
   hub::Result<hub::Repo> Sync(const hub::RepoId& id, const hub::Repo* existing);
+  // Sync's steps. The objects upstream's refs name that `existing` does not hold (all of them when null).
+  hub::Result<std::vector<hub::ObjectId>> NotHeld(const std::vector<UpstreamRef>& refs,
+                                                  const hub::Repo* existing);
+  // Creates the mirrored repository with upstream's refs and the history they reach (the one another node or
+  // request created first when there is one).
+  hub::Result<index::RepoRecord> CreateMirrored(const hub::RepoId& id, const std::vector<UpstreamRef>& refs,
+                                                std::vector<index::RepoObject> objects, int64_t now);
+  // Stores the objects fetched, then moves each of the repository's refs (`local`: as they were listed) to
+  // where upstream has it.
+  hub::Status UpdateMirrored(const hub::Repo& repo, const std::vector<index::Ref>& local,
+                             const std::vector<UpstreamRef>& refs,
+                             const std::vector<index::RepoObject>& objects);
   // Runs in a flight's thread: fetched, checked, stored and linked (a FetchJob's steps, in the .cc).
   class FetchJob;
   hub::Result<xet::FileHash> Fetch(const hub::Repo& repo, const Wanted& wanted, Flight& flight);
