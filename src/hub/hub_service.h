@@ -305,6 +305,8 @@ class HubService {
  private:
   // One commit's changes on the way in: one small method per operation kind (hub_service.cc).
   class CommitBuilder;
+  // A git push's checks and writes, one step each (push.cc).
+  class PushJob;
 
   int64_t Now() const;
   // Something of namespace `ns` went (a repository deleted or moved): its quota measures it again.
