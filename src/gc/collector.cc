@@ -389,194 +389,262 @@ xet::Status Collector::FinishShards(index::GcLock& lock, std::unique_ptr<index::
   });
 }
 
+// One run of the collector (Collector::Run), its steps in order: 1. the claims of an interrupted run
+// finished; 2. the mark (repositories, then files, then xorbs) and its record in the quarantine; 3. the
+// sweep. Holds the quarantines as loaded, what the mark found and the report, which the steps share.
+// Ownership: borrows the collector; owns the collector's lock of the index (taken before the pass, held to
+// its end) and the deletion hold (taken before the first deletion, held to the end, released before the
+// lock). Not thread-safe: runs on the caller's thread. Failures: the first step that fails ends the run
+// with its error.
+class Collector::Pass {
+ public:
+  Pass(Collector& collector, std::unique_ptr<index::GcLock> lock)
+      : c_(collector),
+        lock_(std::move(lock)),
+        now_(c_.options_.clock->UnixSeconds()),
+        cutoff_(now_ - static_cast<int64_t>(c_.options_.grace_seconds)) {
+    report_.dry_run = c_.options_.dry_run;
+    report_.started_at = now_;
+  }
+
+  xet::Result<GcReport> Run() {
+    if (auto st = LoadQuarantines(); !st.ok()) return st.error();
+    // 1. Claims of an interrupted run: nothing can revive them, so their sweep goes on whatever the mark
+    // says.
+    if (!c_.options_.dry_run) {
+      if (auto st = ResumeClaims(); !st.ok()) return st.error();
+    }
+    if (auto st = c_.Step("resumed"); !st.ok()) return st.error();
+    // 2a. Repositories: their unreachable history, and the files their refs reach.
+    if (auto st = MarkRepositories(); !st.ok()) return st.error();
+    if (auto st = c_.Step("repositories"); !st.ok()) return st.error();
+    if (auto st = MarkFilesAndXorbs(); !st.ok()) return st.error();
+    if (auto st = CountQuarantined(); !st.ok()) return st.error();
+    if (c_.options_.dry_run) {
+      report_.seconds = Seconds();
+      return report_;
+    }
+    if (auto st = RecordMark(); !st.ok()) return st.error();
+    if (auto st = c_.Step("marked"); !st.ok()) return st.error();
+    // 3. Sweep: files first (records only), then xorbs.
+    if (auto st = SweepFiles(); !st.ok()) return st.error();
+    if (auto st = c_.Step("files swept"); !st.ok()) return st.error();
+    if (auto st = SweepXorbs(); !st.ok()) return st.error();
+    if (auto st = c_.FinishShards(*lock_, deletions_, report_); !st.ok()) return st.error();
+    if (auto st = AfterSweep(); !st.ok()) return st.error();
+    report_.seconds = Seconds();
+    return report_;
+  }
+
+ private:
+  double Seconds() const {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
+  }
+
+  xet::Status LoadQuarantines() {
+    auto files_q = LoadQuarantine(c_.gc_, GcKind::kFile);
+    if (!files_q.ok()) return files_q.error();
+    files_q_ = std::move(*files_q);
+    auto xorbs_q = LoadQuarantine(c_.gc_, GcKind::kXorb);
+    if (!xorbs_q.ok()) return xorbs_q.error();
+    xorbs_q_ = std::move(*xorbs_q);
+    return xet::Ok{};
+  }
+
+  xet::Status ResumeClaims() {
+    std::vector<xet::XorbHash> claimed;
+    for (const auto& [h, q] : xorbs_q_) {
+      if (q.claimed_at != 0) claimed.push_back(h);
+    }
+    if (auto st = InBatches(claimed, c_.options_.batch,
+                            [&](std::span<const xet::XorbHash> b) {
+                              return c_.FinishClaimed(b, *lock_, deletions_, report_, report_.resumed_xorbs);
+                            });
+        !st.ok()) {
+      return st;
+    }
+    for (const auto& h : claimed) xorbs_q_.erase(h);
+    if (auto st = c_.FinishShards(*lock_, deletions_, report_); !st.ok()) return st;
+    // Revocations a registration cleared and a crash or a failed delete left in the store.
+    auto finished = cas::FinishClearedRevocations(c_.cas_, c_.store_);
+    if (!finished.ok()) return finished.error();
+    report_.finished_revocations = *finished;
+    return xet::Ok{};
+  }
+
+  xet::Status MarkRepositories() {
+    std::vector<xet::FileHash> reached_list;
+    if (auto st = c_.MarkRepositories(now_, cutoff_, reached_list, report_); !st.ok()) return st;
+    for (const auto& f : reached_list) reached_.Add(f);
+    reached_.Freeze();
+    return xet::Ok{};
+  }
+
+  // 2. Mark. Files: live ones want their xorbs; unreferenced ones inside the grace keep theirs; the rest
+  // go now, and with them, xorbs no file that stays uses. The two scans share one pace.
+  xet::Status MarkFilesAndXorbs() {
+    Pacer pacer(c_.options_);
+    if (auto st = MarkFiles(pacer); !st.ok()) return st;
+    return MarkXorbs(pacer);
+  }
+
+  xet::Status MarkFiles(Pacer& pacer) {
+    std::optional<Hash> after;
+    for (;;) {
+      auto page = c_.gc_.ScanFileXorbs(after, kFilePage);
+      if (!page.ok()) return page.error();
+      for (const index::FileXorbs& f : *page) {
+        ++report_.files;
+        auto q = files_q_.find(f.hash);
+        if (f.registered || reached_.Has(f.hash)) {
+          ++report_.live_files;
+          for (const auto& x : f.xorbs) wanted_.Add(x);
+          if (q != files_q_.end()) released_files_.push_back(f.hash);
+        } else if (q != files_q_.end() && q->second.since <= cutoff_) {
+          sweep_files_.push_back(q->second);
+        } else {
+          for (const auto& x : f.xorbs) kept_.Add(x);
+          if (q == files_q_.end()) new_files_.push_back(f.hash);
+        }
+      }
+      if (auto st = pacer.Page(); !st.ok()) return st;
+      if (page->size() < kFilePage) break;
+      after = page->back().hash;
+    }
+    wanted_.Freeze();
+    kept_.Freeze();
+    return xet::Ok{};
+  }
+
+  // Xorbs: every registered one is wanted, kept, or unreferenced (quarantined; swept past the grace).
+  xet::Status MarkXorbs(Pacer& pacer) {
+    std::optional<Hash> after;
+    for (;;) {
+      auto page = c_.cas_.Scan(index::CasIndex::Scanned::kXorbs, after, kPage);
+      if (!page.ok()) return page.error();
+      for (const Hash& x : *page) {
+        ++report_.xorbs;
+        auto q = xorbs_q_.find(x);
+        if (wanted_.Has(x)) {
+          if (q != xorbs_q_.end()) released_xorbs_.push_back(x);
+        } else if (q == xorbs_q_.end()) {
+          new_xorbs_.push_back(x);
+        } else if (q->second.since <= cutoff_ && !kept_.Has(x)) {
+          sweep_xorbs_.push_back(q->second);
+        }
+      }
+      if (auto st = pacer.Page(); !st.ok()) return st;
+      if (page->size() < kPage) break;
+      after = page->back();
+    }
+    return xet::Ok{};
+  }
+
+  // The quarantine after the mark, for the report.
+  xet::Status CountQuarantined() {
+    report_.newly_quarantined = new_files_.size() + new_xorbs_.size();
+    report_.released = released_files_.size() + released_xorbs_.size();
+    report_.quarantined_files = files_q_.size() + new_files_.size() - released_files_.size();
+    report_.quarantined_xorbs = xorbs_q_.size() + new_xorbs_.size() - released_xorbs_.size();
+    for (const auto& [h, q] : xorbs_q_) report_.quarantined_bytes += q.bytes;
+    for (const auto& x : released_xorbs_) report_.quarantined_bytes -= xorbs_q_.at(x).bytes;
+    for (const auto& q : sweep_xorbs_) {
+      ++report_.reclaimable_xorbs;
+      report_.reclaimable_bytes += q.bytes;
+    }
+    if (new_xorbs_.empty()) return xet::Ok{};
+    // Their sizes, for the report (the quarantine records sizes of what it already holds).
+    return InBatches(new_xorbs_, index::CasIndex::kMaxXorbsPerRead,
+                     [&](std::span<const Hash> b) -> xet::Status {
+                       auto entries = c_.cas_.GetXorbs(b);
+                       if (!entries.ok()) return entries.error();
+                       for (const auto& e : *entries) {
+                         if (e) report_.quarantined_bytes += e->region_size;
+                       }
+                       return xet::Ok{};
+                     });
+  }
+
+  // What is newly unreferenced goes into the quarantine; what is referenced again leaves it.
+  xet::Status RecordMark() {
+    for (auto [kind, hashes] :
+         {std::pair{GcKind::kFile, &new_files_}, std::pair{GcKind::kXorb, &new_xorbs_}}) {
+      if (auto st =
+              InBatches(*hashes, kPage,
+                        [&, k = kind](std::span<const Hash> b) { return c_.gc_.Quarantine(k, b, now_); });
+          !st.ok()) {
+        return st;
+      }
+    }
+    for (auto [kind, hashes] :
+         {std::pair{GcKind::kFile, &released_files_}, std::pair{GcKind::kXorb, &released_xorbs_}}) {
+      if (auto st = InBatches(*hashes, kPage,
+                              [&, k = kind](std::span<const Hash> b) { return c_.gc_.Release(k, b); });
+          !st.ok()) {
+        return st;
+      }
+    }
+    return xet::Ok{};
+  }
+
+  xet::Status SweepFiles() {
+    return InBatches(sweep_files_, c_.options_.batch, [&](std::span<const Quarantined> b) -> xet::Status {
+      auto swept = c_.gc_.SweepFiles(b);
+      if (!swept.ok()) return swept.error();
+      report_.swept_files += swept->objects;
+      return xet::Ok{};
+    });
+  }
+
+  xet::Status SweepXorbs() {
+    return InBatches(sweep_xorbs_, c_.options_.batch, [&](std::span<const Quarantined> b) -> xet::Status {
+      // Claimed under the hold: a claim made while a backup runs would refuse uploads naming the xorb until
+      // the backup ends.
+      if (auto s = c_.HoldDeletions(deletions_, report_); !s.ok()) return s;
+      auto claimed = c_.gc_.ClaimXorbs(b, c_.options_.clock->UnixSeconds());
+      if (!claimed.ok()) return claimed.error();
+      if (auto s = c_.Step("claimed"); !s.ok()) return s;
+      return c_.FinishClaimed(*claimed, *lock_, deletions_, report_, report_.swept_xorbs);
+    });
+  }
+
+  xet::Status AfterSweep() {
+    // What was deleted from the index's database leaves its files (a purged secret in a small file).
+    if (report_.swept_repo_objects > 0 || c_.options_.vacuum) {
+      auto scrub = c_.gc_.ScrubDeleted(c_.options_.vacuum);
+      if (!scrub.ok()) return scrub.error();
+      report_.scrub = std::move(*scrub);
+    }
+    // Files and objects swept leave the namespaces' usage: the quotas measure again now.
+    if (c_.options_.quota != nullptr && (report_.swept_files > 0 || report_.swept_repo_objects > 0)) {
+      if (auto st = c_.options_.quota->MarkStale(std::nullopt); !st.ok()) return st;
+      auto measured = c_.options_.quota->RefreshAll();
+      if (!measured.ok()) return measured.error();
+      report_.quotas_measured = *measured;
+    }
+    return xet::Ok{};
+  }
+
+  Collector& c_;
+  // Declared first: released last, after the hold.
+  std::unique_ptr<index::GcLock> lock_;
+  std::unique_ptr<index::GcLock> deletions_;  // the deletion hold: taken before the first deletion
+  const std::chrono::steady_clock::time_point t0_ = std::chrono::steady_clock::now();
+  const int64_t now_;
+  const int64_t cutoff_;  // quarantined before it: past the grace
+  GcReport report_;
+  QuarantineMap files_q_, xorbs_q_;
+  HashSet reached_;  // files the repositories' refs reach
+  HashSet wanted_;   // xorbs of live files
+  HashSet kept_;     // xorbs of unreferenced files that stay (inside the grace)
+  std::vector<Hash> new_files_, released_files_, new_xorbs_, released_xorbs_;
+  std::vector<Quarantined> sweep_files_, sweep_xorbs_;
+};
+
 xet::Result<GcReport> Collector::Run() {
   auto lock = gc_.LockGc();
   if (!lock.ok()) return lock.error();
-  std::unique_ptr<index::GcLock> deletions;  // taken before the first deletion, held to the end
-  const auto t0 = std::chrono::steady_clock::now();
-  GcReport report;
-  report.dry_run = options_.dry_run;
-  const int64_t now = options_.clock->UnixSeconds();
-  report.started_at = now;
-  const int64_t cutoff = now - static_cast<int64_t>(options_.grace_seconds);
-
-  auto files_q = LoadQuarantine(gc_, GcKind::kFile);
-  if (!files_q.ok()) return files_q.error();
-  auto xorbs_q = LoadQuarantine(gc_, GcKind::kXorb);
-  if (!xorbs_q.ok()) return xorbs_q.error();
-
-  // 1. Claims of an interrupted run: nothing can revive them, so their sweep goes on whatever the mark says.
-  if (!options_.dry_run) {
-    std::vector<xet::XorbHash> claimed;
-    for (const auto& [h, q] : *xorbs_q) {
-      if (q.claimed_at != 0) claimed.push_back(h);
-    }
-    if (auto st = InBatches(claimed, options_.batch,
-                            [&](std::span<const xet::XorbHash> b) {
-                              return FinishClaimed(b, **lock, deletions, report, report.resumed_xorbs);
-                            });
-        !st.ok()) {
-      return st.error();
-    }
-    for (const auto& h : claimed) xorbs_q->erase(h);
-    if (auto st = FinishShards(**lock, deletions, report); !st.ok()) return st.error();
-    // Revocations a registration cleared and a crash or a failed delete left in the store.
-    auto finished = cas::FinishClearedRevocations(cas_, store_);
-    if (!finished.ok()) return finished.error();
-    report.finished_revocations = *finished;
-  }
-  if (auto st = Step("resumed"); !st.ok()) return st.error();
-
-  // 2a. Repositories: their unreachable history, and the files their refs reach.
-  std::vector<xet::FileHash> reached_list;
-  if (auto st = MarkRepositories(now, cutoff, reached_list, report); !st.ok()) return st.error();
-  HashSet reached;
-  for (const auto& f : reached_list) reached.Add(f);
-  reached.Freeze();
-  reached_list = {};
-  if (auto st = Step("repositories"); !st.ok()) return st.error();
-
-  // 2. Mark. Files: live ones want their xorbs; unreferenced ones inside the grace keep theirs; the rest
-  // go now, and with them, xorbs no file that stays uses.
-  HashSet wanted;  // xorbs of live files
-  HashSet kept;    // xorbs of unreferenced files that stay (inside the grace)
-  std::vector<Hash> new_files, released_files;
-  std::vector<Quarantined> sweep_files;
-  std::optional<Hash> after;
-  Pacer pacer(options_);
-  for (;;) {
-    auto page = gc_.ScanFileXorbs(after, kFilePage);
-    if (!page.ok()) return page.error();
-    for (const index::FileXorbs& f : *page) {
-      ++report.files;
-      auto q = files_q->find(f.hash);
-      if (f.registered || reached.Has(f.hash)) {
-        ++report.live_files;
-        for (const auto& x : f.xorbs) wanted.Add(x);
-        if (q != files_q->end()) released_files.push_back(f.hash);
-      } else if (q != files_q->end() && q->second.since <= cutoff) {
-        sweep_files.push_back(q->second);
-      } else {
-        for (const auto& x : f.xorbs) kept.Add(x);
-        if (q == files_q->end()) new_files.push_back(f.hash);
-      }
-    }
-    if (auto st = pacer.Page(); !st.ok()) return st.error();
-    if (page->size() < kFilePage) break;
-    after = page->back().hash;
-  }
-  wanted.Freeze();
-  kept.Freeze();
-
-  // Xorbs: every registered one is wanted, kept, or unreferenced (quarantined; swept past the grace).
-  std::vector<Hash> new_xorbs, released_xorbs;
-  std::vector<Quarantined> sweep_xorbs;
-  after.reset();
-  for (;;) {
-    auto page = cas_.Scan(index::CasIndex::Scanned::kXorbs, after, kPage);
-    if (!page.ok()) return page.error();
-    for (const Hash& x : *page) {
-      ++report.xorbs;
-      auto q = xorbs_q->find(x);
-      if (wanted.Has(x)) {
-        if (q != xorbs_q->end()) released_xorbs.push_back(x);
-      } else if (q == xorbs_q->end()) {
-        new_xorbs.push_back(x);
-      } else if (q->second.since <= cutoff && !kept.Has(x)) {
-        sweep_xorbs.push_back(q->second);
-      }
-    }
-    if (auto st = pacer.Page(); !st.ok()) return st.error();
-    if (page->size() < kPage) break;
-    after = page->back();
-  }
-  report.newly_quarantined = new_files.size() + new_xorbs.size();
-  report.released = released_files.size() + released_xorbs.size();
-  report.quarantined_files = files_q->size() + new_files.size() - released_files.size();
-  report.quarantined_xorbs = xorbs_q->size() + new_xorbs.size() - released_xorbs.size();
-  for (const auto& [h, q] : *xorbs_q) report.quarantined_bytes += q.bytes;
-  for (const auto& x : released_xorbs) report.quarantined_bytes -= xorbs_q->at(x).bytes;
-  for (const auto& q : sweep_xorbs) {
-    ++report.reclaimable_xorbs;
-    report.reclaimable_bytes += q.bytes;
-  }
-  if (!new_xorbs.empty()) {
-    // Their sizes, for the report (the quarantine records sizes of what it already holds).
-    if (auto st = InBatches(new_xorbs, index::CasIndex::kMaxXorbsPerRead,
-                            [&](std::span<const Hash> b) -> xet::Status {
-                              auto entries = cas_.GetXorbs(b);
-                              if (!entries.ok()) return entries.error();
-                              for (const auto& e : *entries) {
-                                if (e) report.quarantined_bytes += e->region_size;
-                              }
-                              return xet::Ok{};
-                            });
-        !st.ok()) {
-      return st.error();
-    }
-  }
-  if (options_.dry_run) {
-    report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    return report;
-  }
-  for (auto [kind, hashes] : {std::pair{GcKind::kFile, &new_files}, std::pair{GcKind::kXorb, &new_xorbs}}) {
-    if (auto st = InBatches(*hashes, kPage,
-                            [&, k = kind](std::span<const Hash> b) { return gc_.Quarantine(k, b, now); });
-        !st.ok()) {
-      return st.error();
-    }
-  }
-  for (auto [kind, hashes] :
-       {std::pair{GcKind::kFile, &released_files}, std::pair{GcKind::kXorb, &released_xorbs}}) {
-    if (auto st =
-            InBatches(*hashes, kPage, [&, k = kind](std::span<const Hash> b) { return gc_.Release(k, b); });
-        !st.ok()) {
-      return st.error();
-    }
-  }
-  if (auto st = Step("marked"); !st.ok()) return st.error();
-
-  // 3. Sweep: files first (records only), then xorbs.
-  if (auto st = InBatches(sweep_files, options_.batch,
-                          [&](std::span<const Quarantined> b) -> xet::Status {
-                            auto swept = gc_.SweepFiles(b);
-                            if (!swept.ok()) return swept.error();
-                            report.swept_files += swept->objects;
-                            return xet::Ok{};
-                          });
-      !st.ok()) {
-    return st.error();
-  }
-  if (auto st = Step("files swept"); !st.ok()) return st.error();
-  if (auto st = InBatches(sweep_xorbs, options_.batch,
-                          [&](std::span<const Quarantined> b) -> xet::Status {
-                            // Claimed under the hold: a claim made while a backup runs would refuse
-                            // uploads naming the xorb until the backup ends.
-                            if (auto s = HoldDeletions(deletions, report); !s.ok()) return s;
-                            auto claimed = gc_.ClaimXorbs(b, options_.clock->UnixSeconds());
-                            if (!claimed.ok()) return claimed.error();
-                            if (auto s = Step("claimed"); !s.ok()) return s;
-                            return FinishClaimed(*claimed, **lock, deletions, report, report.swept_xorbs);
-                          });
-      !st.ok()) {
-    return st.error();
-  }
-  if (auto st = FinishShards(**lock, deletions, report); !st.ok()) return st.error();
-  // What was deleted from the index's database leaves its files (a purged secret in a small file).
-  if (report.swept_repo_objects > 0 || options_.vacuum) {
-    auto scrub = gc_.ScrubDeleted(options_.vacuum);
-    if (!scrub.ok()) return scrub.error();
-    report.scrub = std::move(*scrub);
-  }
-  // Files and objects swept leave the namespaces' usage: the quotas measure again now.
-  if (options_.quota != nullptr && (report.swept_files > 0 || report.swept_repo_objects > 0)) {
-    if (auto st = options_.quota->MarkStale(std::nullopt); !st.ok()) return st.error();
-    auto measured = options_.quota->RefreshAll();
-    if (!measured.ok()) return measured.error();
-    report.quotas_measured = *measured;
-  }
-  report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  return report;
+  return Pass(*this, std::move(*lock)).Run();
 }
 
 }  // namespace cairn::gc

@@ -140,6 +140,9 @@ class Collector {
   xet::Result<GcReport> Run();
 
  private:
+  // One run's state and steps, in order (collector.cc).
+  class Pass;
+
   xet::Status Step(std::string_view step) const;
   // Takes the deletion hold (index.h HoldDeletions) into `hold` unless it is there already, waiting while
   // backups hold it: a backup copies every stored object its snapshot names, so none goes until it is done.
