@@ -455,8 +455,10 @@ xet::Result<Manifest> ParseManifest(std::string_view text) {
 
 // ---- Export
 
-xet::Result<ExportReport> Export(index::Index& index, store::BlobStore& store, const hub::RepoId& id,
-                                 const fs::path& dest, const ExportOptions& options) {
+namespace {
+
+// The repository to export: kNotFound when there is none, kMalformed for a bucket (it has no history).
+xet::Result<index::RepoRecord> FindExported(index::Index& index, const hub::RepoId& id) {
   auto record = index.FindRepo(id.type, id.ns, id.name);
   if (!record.ok()) {
     if (record.error().code == xet::ErrorCode::kNotFound)
@@ -464,15 +466,13 @@ xet::Result<ExportReport> Export(index::Index& index, store::BlobStore& store, c
     return record.error();
   }
   if (record->type == hub::RepoType::kBucket) return xet::Malformed("buckets are not exported (no history)");
-  ExportReport report;
-  Manifest& m = report.manifest;
-  m.repo = id;
-  m.mirrored = hub::IsMirrored(*record);
-  m.is_private = record->is_private;
-  m.exported_at = options.now;
+  return record;
+}
 
-  // ---- The refs: every one, or the one asked for.
-  auto refs = index.ListRefs(record->id);
+// The refs: every one, or the one asked for (a commit id the revision names: as the default branch).
+xet::Status PickRefs(index::Index& index, const index::RepoRecord& record, const hub::RepoId& id,
+                     const ExportOptions& options, Manifest& m) {
+  auto refs = index.ListRefs(record.id);
   if (!refs.ok()) return refs.error();
   for (const auto& r : *refs) {
     auto target = ObjectId::FromBytes(r.target);
@@ -487,96 +487,115 @@ xet::Result<ExportReport> Export(index::Index& index, store::BlobStore& store, c
     m.refs.push_back({index::RefKind::kBranch, options.default_branch, *commit});
   }
   if (m.refs.empty()) return xet::NotFound(hub::RepoPath(id) + " has no branch or tag");
-  std::vector<ObjectId> heads;
-  for (const auto& r : m.refs) heads.push_back(r.target);
+  return xet::Ok{};
+}
 
-  // ---- The history and the links it reaches.
-  Report(options.progress, "history", 0, 0);
-  auto reach = hub::ReachFrom(index, record->id, heads, {.preload = true, .on_pointer = nullptr});
+// What the heads reach: its git objects, and its large files' links (SHA-256 → Xet file).
+struct Reached {
+  std::vector<index::RepoObject> git;
+  std::map<std::string, xet::FileHash> links;
+};
+
+xet::Result<Reached> ReadReached(index::Index& index, const index::RepoRecord& record, const hub::RepoId& id,
+                                 const std::vector<ObjectId>& heads) {
+  auto reach = hub::ReachFrom(index, record.id, heads, {.preload = true, .on_pointer = nullptr});
   if (!reach.ok()) return reach.error();
   if (reach->missing > 0) {
     return xet::Inconsistent(hub::RepoPath(id) + "'s history lacks " + std::to_string(reach->missing) +
                              " objects here (cairn fsck reports them)");
   }
-  std::vector<index::RepoObject> git;
-  std::map<std::string, xet::FileHash> links;
+  Reached out;
   for (size_t at = 0; at < reach->keys.size(); at += index::RepoIndex::kMaxObjectsPerRead) {
     const size_t n = std::min(index::RepoIndex::kMaxObjectsPerRead, reach->keys.size() - at);
     std::vector<std::vector<uint8_t>> batch(reach->keys.begin() + static_cast<std::ptrdiff_t>(at),
                                             reach->keys.begin() + static_cast<std::ptrdiff_t>(at + n));
-    auto got = index.GetRepoObjects(record->id, batch);
+    auto got = index.GetRepoObjects(record.id, batch);
     if (!got.ok()) return got.error();
     for (auto& o : *got) {
       if (!o) continue;  // a link a purge removed meanwhile
       if (hub::FileLink::IsLink(*o)) {
-        if (auto link = hub::FileLink::Parse(*o)) links.emplace(std::move(link->sha256), link->file);
+        if (auto link = hub::FileLink::Parse(*o)) out.links.emplace(std::move(link->sha256), link->file);
       } else {
-        git.push_back(std::move(*o));
+        out.git.push_back(std::move(*o));
       }
     }
   }
-  const History history(git);
+  return out;
+}
+
+// The history complete and every large file it points to linked; the links into the manifest: their files,
+// described (terms and xorbs).
+xet::Result<Described> CheckReached(index::Index& index, const hub::RepoId& id, const Reached& reached,
+                                    const std::vector<ObjectId>& heads, Manifest& m) {
+  const History history(reached.git);
   if (auto st = history.CheckComplete(heads); !st.ok()) return st.error();
-  if (auto unlinked = Unlinked(history.Pointers(heads), links)) {
+  if (auto unlinked = Unlinked(history.Pointers(heads), reached.links)) {
     return xet::NotFound("the large file " + *unlinked + " of " + hub::RepoPath(id) + " is not held here" +
                          (m.mirrored
                               ? ": fetch it first (cairn mirror prefetch " + hub::RepoPath(id) + "@REVISION)"
                               : " (purged?)"));
   }
   std::vector<xet::FileHash> files;
-  for (const auto& [sha, file] : links) {
+  for (const auto& [sha, file] : reached.links) {
     m.links.push_back({sha, file});
     files.push_back(file);
   }
   std::sort(files.begin(), files.end());
   files.erase(std::unique(files.begin(), files.end()), files.end());
-  auto described = Describe(index, files);
-  if (!described.ok()) return described.error();
+  return Describe(index, files);
+}
 
-  // ---- The bundle's directory, written in the order that leaves the manifest last.
+// The bundle's directory, created empty, and the store of its objects.
+xet::Result<std::unique_ptr<store::LocalDiskStore>> CreateBundleDir(const fs::path& dest) {
   std::error_code ec;
   fs::create_directories(dest, ec);
   if (ec) return PathIoError("create", dest, ec.value());
   if (!fs::is_empty(dest, ec) || ec) return xet::Conflict(dest.string() + " is not an empty directory");
-  auto objects = store::LocalDiskStore::Open(dest / kObjectsDir);
-  if (!objects.ok()) return objects.error();
+  return store::LocalDiskStore::Open(dest / kObjectsDir);
+}
 
-  {  // the pack
-    const fs::path path = dest / kPackFile;
-    UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
-    if (!fd.valid()) return PathIoError("create", path, errno);
-    blake3_hasher h;
-    blake3_hasher_init(&h);
-    int err = 0;
-    git::PackWriter pack(static_cast<uint32_t>(git.size()), [&](std::string&& piece) {
-      const std::span<const uint8_t> bytes(reinterpret_cast<const uint8_t*>(piece.data()), piece.size());
-      blake3_hasher_update(&h, bytes.data(), bytes.size());
-      m.pack_bytes += bytes.size();
-      err = WriteFull(fd.get(), bytes);
-      return err == 0;
-    });
-    for (const auto& o : git) {
-      if (auto st = pack.Add(static_cast<hub::ObjectKind>(o.kind), o.data); !st.ok())
-        return err != 0 ? PathIoError("write", path, err) : st.error();
-    }
-    if (auto st = pack.Finish(); !st.ok()) return err != 0 ? PathIoError("write", path, err) : st.error();
-    if (::fsync(fd.get()) != 0) return PathIoError("sync", path, errno);
-    uint8_t digest[32];
-    blake3_hasher_finalize(&h, digest, sizeof digest);
-    m.pack_blake3 = HexEncode(digest);
-    m.objects = git.size();
+// The git objects as one pack, synced; its size, BLAKE3 and object count into the manifest.
+xet::Status WritePack(const fs::path& dest, const std::vector<index::RepoObject>& git, Manifest& m) {
+  const fs::path path = dest / kPackFile;
+  UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
+  if (!fd.valid()) return PathIoError("create", path, errno);
+  blake3_hasher h;
+  blake3_hasher_init(&h);
+  int err = 0;
+  git::PackWriter pack(static_cast<uint32_t>(git.size()), [&](std::string&& piece) {
+    const std::span<const uint8_t> bytes(reinterpret_cast<const uint8_t*>(piece.data()), piece.size());
+    blake3_hasher_update(&h, bytes.data(), bytes.size());
+    m.pack_bytes += bytes.size();
+    err = WriteFull(fd.get(), bytes);
+    return err == 0;
+  });
+  for (const auto& o : git) {
+    if (auto st = pack.Add(static_cast<hub::ObjectKind>(o.kind), o.data); !st.ok())
+      return err != 0 ? PathIoError("write", path, err) : st.error();
   }
-  // The shards (one for most repositories), then the xorbs, copied as a backup copies them: verified at the
-  // source, read back from the bundle.
-  for (const auto& shard : ShardsOf(*described)) {
+  if (auto st = pack.Finish(); !st.ok()) return err != 0 ? PathIoError("write", path, err) : st.error();
+  if (::fsync(fd.get()) != 0) return PathIoError("sync", path, errno);
+  uint8_t digest[32];
+  blake3_hasher_finalize(&h, digest, sizeof digest);
+  m.pack_blake3 = HexEncode(digest);
+  m.objects = git.size();
+  return xet::Ok{};
+}
+
+// The shards (one for most repositories), then the xorbs, copied as a backup copies them: verified at the
+// source, read back from the bundle.
+xet::Status CopyCas(store::BlobStore& store, store::BlobStore& objects, Described& described,
+                    const ExportOptions& options, ExportReport& report) {
+  Manifest& m = report.manifest;
+  for (const auto& shard : ShardsOf(described)) {
     const std::vector<uint8_t> body = ingest::ShardUploadForm(shard);
     const xet::Hash hash = xet::ChunkHashOf(body);
-    if (auto put = (*objects)->Put(store::BlobKind::kShard, hash, body); !put.ok()) return put.error();
+    if (auto put = objects.Put(store::BlobKind::kShard, hash, body); !put.ok()) return put.error();
     m.shards.push_back({hash, body.size()});
     report.shard_bytes += body.size();
   }
   std::vector<xet::Hash> xorbs;
-  for (const auto& entry : described->xorbs) xorbs.push_back(entry.first);
+  for (const auto& entry : described.xorbs) xorbs.push_back(entry.first);
   store::StoreCopyOptions copy;
   copy.verify = repair::VerifyStoredBlob;
   copy.threads = 2;
@@ -584,19 +603,50 @@ xet::Result<ExportReport> Export(index::Index& index, store::BlobStore& store, c
     copy.progress = [&](store::BlobKind, uint64_t done, uint64_t total) {
       options.progress("xorbs", done, total);
     };
-  const store::KindCopyReport copied =
-      store::CopyBlobs(store, **objects, store::BlobKind::kXorb, xorbs, copy);
+  const store::KindCopyReport copied = store::CopyBlobs(store, objects, store::BlobKind::kXorb, xorbs, copy);
   if (!copied.failed.empty()) {
     return xet::Damaged(std::to_string(copied.failed.size()) +
                         " xorbs could not be copied, the first: " + copied.failed.front());
   }
   for (const auto& x : xorbs) {
-    auto stat = (*objects)->Stat(store::BlobKind::kXorb, x);
+    auto stat = objects.Stat(store::BlobKind::kXorb, x);
     if (!stat.ok()) return stat.error();
     if (!stat->exists) return xet::Damaged("xorb " + x.hex() + " is not in the bundle after its copy");
     m.xorbs.push_back({x, stat->size});
     report.xorb_bytes += stat->size;
   }
+  return xet::Ok{};
+}
+
+}  // namespace
+
+xet::Result<ExportReport> Export(index::Index& index, store::BlobStore& store, const hub::RepoId& id,
+                                 const fs::path& dest, const ExportOptions& options) {
+  auto record = FindExported(index, id);
+  if (!record.ok()) return record.error();
+  ExportReport report;
+  Manifest& m = report.manifest;
+  m.repo = id;
+  m.mirrored = hub::IsMirrored(*record);
+  m.is_private = record->is_private;
+  m.exported_at = options.now;
+
+  if (auto st = PickRefs(index, *record, id, options, m); !st.ok()) return st.error();
+  std::vector<ObjectId> heads;
+  for (const auto& r : m.refs) heads.push_back(r.target);
+
+  // ---- The history and the links it reaches.
+  Report(options.progress, "history", 0, 0);
+  auto reached = ReadReached(index, *record, id, heads);
+  if (!reached.ok()) return reached.error();
+  auto described = CheckReached(index, id, *reached, heads, m);
+  if (!described.ok()) return described.error();
+
+  // ---- The bundle's directory, written in the order that leaves the manifest last.
+  auto objects = CreateBundleDir(dest);
+  if (!objects.ok()) return objects.error();
+  if (auto st = WritePack(dest, reached->git, m); !st.ok()) return st.error();
+  if (auto st = CopyCas(store, **objects, *described, options, report); !st.ok()) return st.error();
   if (auto st = backup::SyncPath(dest); !st.ok()) return st.error();
   if (auto st = backup::WriteFileDurably(dest / kManifestFile, m.Encode()); !st.ok()) return st.error();
   return report;
