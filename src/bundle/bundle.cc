@@ -654,8 +654,9 @@ xet::Result<ExportReport> Export(index::Index& index, store::BlobStore& store, c
 
 // ---- Import
 
-xet::Result<ImportReport> Import(index::Index& index, cas::CasService& cas, files::FileService& files,
-                                 const fs::path& src, const ImportOptions& options) {
+namespace {
+
+xet::Result<Manifest> ReadManifest(const fs::path& src) {
   auto text = backup::ReadFileBounded(src / kManifestFile, kMaxManifestBytes);
   if (!text.ok()) {
     if (text.error().code == xet::ErrorCode::kNotFound)
@@ -663,7 +664,201 @@ xet::Result<ImportReport> Import(index::Index& index, cas::CasService& cas, file
                            " has no manifest: not a bundle, or one whose export did not finish");
     return text.error();
   }
-  auto parsed = ParseManifest(*text);
+  return ParseManifest(*text);
+}
+
+// The history: the pack the manifest describes, read as a push is.
+xet::Result<std::vector<index::RepoObject>> ReadBundledPack(const fs::path& src, const Manifest& m) {
+  const git::PackLimits limits;
+  if (m.pack_bytes > limits.max_total_bytes)
+    return xet::LimitExceeded("the bundle's pack is larger than cairn reads");
+  auto pack = backup::ReadFileBounded(src / kPackFile, m.pack_bytes);
+  if (!pack.ok()) return pack.error();
+  const std::span<const uint8_t> pack_bytes(reinterpret_cast<const uint8_t*>(pack->data()), pack->size());
+  if (pack->size() != m.pack_bytes || Blake3Hex(pack_bytes) != m.pack_blake3)
+    return xet::HashMismatch(src.string() + "/" + kPackFile + " is not the pack the manifest describes");
+  auto read = git::ReadPack(pack_bytes, limits);
+  if (!read.ok()) return xet::Malformed("the bundle's pack: " + read.error().message);
+  if (read->size() != m.objects)
+    return xet::Malformed("the bundle's pack holds another number of objects than its manifest says");
+  auto objects = hub::StorableObjects(std::move(*read));
+  if (!objects.ok()) return xet::Malformed("the bundle's pack: " + objects.error().message);
+  return objects;
+}
+
+// A blob of the bundle's store: inside the bundle, there, and of the size the manifest says.
+xet::Status CheckSize(const fs::path& src, store::LocalDiskStore& objects_in, store::BlobKind kind,
+                      const Manifest::Blob& b) {
+  if (auto st = Inside(src, objects_in.PathOf(kind, b.hash)); !st.ok()) return st;
+  auto stat = objects_in.Stat(kind, b.hash);
+  if (!stat.ok()) return stat.error();
+  if (!stat->exists)
+    return xet::Malformed("the bundle lacks " +
+                          std::string(kind == store::BlobKind::kXorb ? "xorb " : "shard ") + b.hash.hex());
+  if (stat->size != b.bytes)
+    return xet::HashMismatch("the bundle's " + b.hash.hex() + " is not of the size its manifest says");
+  return xet::Ok{};
+}
+
+// The files the bundle's shards describe, each shard checked (its size, its hash, its form).
+xet::Result<std::map<xet::FileHash, xet::FileRecord>> ReadShards(const fs::path& src,
+                                                                 store::LocalDiskStore& objects_in,
+                                                                 const Manifest& m) {
+  std::map<xet::FileHash, xet::FileRecord> described;
+  for (const auto& s : m.shards) {
+    if (auto st = CheckSize(src, objects_in, store::BlobKind::kShard, s); !st.ok()) return st.error();
+    auto body = objects_in.ReadWhole(store::BlobKind::kShard, s.hash);
+    if (!body.ok()) return body.error();
+    if (xet::ChunkHashOf(*body) != s.hash)
+      return xet::HashMismatch("the bundle's shard " + s.hash.hex() + " is not what its name says");
+    auto shard = xet::ParseShard(*body);
+    if (!shard.ok())
+      return xet::Malformed("the bundle's shard " + s.hash.hex() + ": " + shard.error().message);
+    for (auto& f : shard->files) described.emplace(f.hash, std::move(f));
+  }
+  return described;
+}
+
+// Each described file linked, and each link described with its pointer's SHA-256 and size.
+xet::Status CheckDescribed(const std::map<xet::FileHash, xet::FileRecord>& described,
+                           const std::map<std::string, xet::FileHash>& links,
+                           const std::map<std::string, uint64_t>& sizes) {
+  std::set<xet::FileHash> linked;
+  for (const auto& [sha, file] : links) linked.insert(file);
+  for (const auto& [hash, rec] : described) {
+    if (!linked.contains(hash))  // registered in the repository's scope, it would be found by its claim
+      return xet::Malformed("the bundle's shards describe file " + hash.hex() + ", which it does not link");
+  }
+  for (const auto& [sha, file] : links) {
+    auto rec = described.find(file);
+    if (rec == described.end()) return xet::Malformed("no shard of the bundle describes file " + file.hex());
+    const auto size = sizes.find(sha);
+    if (size == sizes.end() || (rec->second.sha256 && rec->second.sha256->hex() != sha) ||
+        rec->second.size() != size->second)
+      return xet::Malformed("file " + file.hex() + " is not the large file " + sha + " it is linked as");
+  }
+  return xet::Ok{};
+}
+
+// Each term's xorb in the bundle (`available`) or held here (added to it: asked of the index once).
+xet::Status CheckTermsAvailable(index::Index& index,
+                                const std::map<xet::FileHash, xet::FileRecord>& described,
+                                std::set<xet::XorbHash>& available) {
+  for (const auto& [hash, rec] : described) {
+    for (const auto& t : rec.terms) {
+      if (available.contains(t.xorb)) continue;
+      auto held = index.HasXorb(t.xorb);
+      if (!held.ok()) return held.error();
+      if (!*held)
+        return xet::Malformed("file " + hash.hex() + " uses xorb " + t.xorb.hex() +
+                              ", which the bundle lacks");
+      available.insert(t.xorb);
+    }
+  }
+  return xet::Ok{};
+}
+
+// The large files: each of the revisions' linked, each link described by a shard with the pointer's SHA-256
+// and size, each term's xorb in the bundle or held here. The files the shards describe.
+xet::Result<std::map<xet::FileHash, xet::FileRecord>> CheckLargeFiles(
+    index::Index& index, const fs::path& src, store::LocalDiskStore& objects_in, const Manifest& m,
+    const std::map<std::string, xet::FileHash>& links, const std::map<std::string, uint64_t>& sizes) {
+  std::set<xet::XorbHash> available;  // in the bundle, or held here
+  for (const auto& x : m.xorbs) {
+    if (auto st = CheckSize(src, objects_in, store::BlobKind::kXorb, x); !st.ok()) return st.error();
+    available.insert(x.hash);
+  }
+  auto described = ReadShards(src, objects_in, m);
+  if (!described.ok()) return described.error();
+  if (auto st = CheckDescribed(*described, links, sizes); !st.ok()) return st.error();
+  if (auto st = CheckTermsAvailable(index, *described, available); !st.ok()) return st.error();
+  return described;
+}
+
+// The bytes: each linked file rebuilt from them, its SHA-256 and size computed and compared.
+xet::Status CheckBytes(store::BlobStore& objects_in, cas::CasService& cas, const Manifest& m,
+                       const std::map<std::string, xet::FileHash>& links,
+                       const std::map<xet::FileHash, xet::FileRecord>& described,
+                       const std::map<std::string, uint64_t>& sizes, const ImportOptions& options) {
+  std::set<xet::XorbHash> in_bundle;
+  for (const auto& x : m.xorbs) in_bundle.insert(x.hash);
+  ByteCheck check(objects_in, in_bundle, cas);
+  uint64_t checked = 0;
+  for (const auto& [sha, file] : links) {
+    Report(options.progress, "large files checked", checked++, links.size());
+    if (auto st = check.Check(described.at(file), sha, sizes.at(sha)); !st.ok())
+      return xet::Error{st.error().code, "the bundle's large file " + sha + ": " + st.error().message};
+  }
+  Report(options.progress, "large files checked", checked, links.size());
+  return xet::Ok{};
+}
+
+// The xorbs, each validated against its hash.
+xet::Status StoreXorbs(store::BlobStore& objects_in, cas::CasService& cas, const ImportOptions& options,
+                       ImportReport& report) {
+  const Manifest& m = report.manifest;
+  uint64_t done = 0;
+  for (const auto& x : m.xorbs) {
+    Report(options.progress, "xorbs", done++, m.xorbs.size());
+    auto body = objects_in.ReadWhole(store::BlobKind::kXorb, x.hash);
+    if (!body.ok()) return body.error();
+    auto added = cas.PutXorb(x.hash, *body);
+    if (!added.ok())
+      return xet::Error{added.error().code,
+                        "the bundle's xorb " + x.hash.hex() + ": " + added.error().message};
+    report.new_xorbs += *added ? 1 : 0;
+    report.xorb_bytes += body->size();
+  }
+  Report(options.progress, "xorbs", done, m.xorbs.size());
+  return xet::Ok{};
+}
+
+// The shards, each file verified against the xorbs, in the new repository's scope.
+xet::Status StoreShards(store::BlobStore& objects_in, cas::CasService& cas, const Manifest& m,
+                        const std::string& scope) {
+  for (const auto& s : m.shards) {
+    auto body = objects_in.ReadWhole(store::BlobKind::kShard, s.hash);
+    if (!body.ok()) return body.error();
+    auto put = cas.PutShard(*body, scope);
+    if (!put.ok())
+      return xet::Error{put.error().code, "the bundle's shard " + s.hash.hex() + ": " + put.error().message};
+  }
+  return xet::Ok{};
+}
+
+// The repository with its history, its links and its refs, in one transaction.
+xet::Status CreateImported(index::Index& index, const ImportReport& report, const ImportOptions& options,
+                           const std::string& scope, const std::string& read_scope,
+                           std::vector<index::RepoObject> objects,
+                           const std::map<std::string, xet::FileHash>& links) {
+  const Manifest& m = report.manifest;
+  const hub::RepoId& id = report.repo;
+  index::NewRepo fresh{.type = id.type,
+                       .ns = id.ns,
+                       .name = id.name,
+                       .is_private = m.is_private,
+                       .created_at = options.now,
+                       .scope = scope,
+                       .read_scope = read_scope,
+                       .objects = std::move(objects),
+                       .refs = {}};
+  for (const auto& [sha, file] : links) {
+    fresh.objects.push_back(hub::FileLink{.sha256 = sha, .file = file}.ToObject());
+  }
+  for (const auto& r : m.refs) fresh.refs.push_back(index::Ref{r.kind, r.name, r.target.key()});
+  if (auto created = index.CreateRepo(fresh); !created.ok()) {
+    if (created.error().code == xet::ErrorCode::kConflict)
+      return xet::Conflict("this server holds " + hub::RepoPath(id) + " already (created during the import)");
+    return created.error();
+  }
+  return xet::Ok{};
+}
+
+}  // namespace
+
+xet::Result<ImportReport> Import(index::Index& index, cas::CasService& cas, files::FileService& files,
+                                 const fs::path& src, const ImportOptions& options) {
+  auto parsed = ReadManifest(src);
   if (!parsed.ok()) return parsed.error();
   ImportReport report;
   report.manifest = std::move(*parsed);
@@ -679,32 +874,16 @@ xet::Result<ImportReport> Import(index::Index& index, cas::CasService& cas, file
     return found.error();
   }
 
-  // ---- The history: the pack the manifest describes, read as a push is, and complete.
+  // ---- The history, complete.
   Report(options.progress, "history", 0, 0);
-  const git::PackLimits limits;
-  if (m.pack_bytes > limits.max_total_bytes)
-    return xet::LimitExceeded("the bundle's pack is larger than cairn reads");
-  auto pack = backup::ReadFileBounded(src / kPackFile, m.pack_bytes);
-  if (!pack.ok()) return pack.error();
-  const std::span<const uint8_t> pack_bytes(reinterpret_cast<const uint8_t*>(pack->data()), pack->size());
-  if (pack->size() != m.pack_bytes || Blake3Hex(pack_bytes) != m.pack_blake3)
-    return xet::HashMismatch(src.string() + "/" + kPackFile + " is not the pack the manifest describes");
-  auto read = git::ReadPack(pack_bytes, limits);
-  if (!read.ok()) return xet::Malformed("the bundle's pack: " + read.error().message);
-  if (read->size() != m.objects)
-    return xet::Malformed("the bundle's pack holds another number of objects than its manifest says");
-  auto objects = hub::StorableObjects(std::move(*read));
-  if (!objects.ok()) return xet::Malformed("the bundle's pack: " + objects.error().message);
-  pack->clear();
-  pack->shrink_to_fit();
+  auto objects = ReadBundledPack(src, m);
+  if (!objects.ok()) return objects.error();
   const History history(*objects);
   std::vector<ObjectId> heads;
   for (const auto& r : m.refs) heads.push_back(r.target);
   if (auto st = history.CheckComplete(heads); !st.ok())
     return xet::Malformed("the bundle's history: " + st.error().message);
 
-  // ---- The large files: each of the revisions' linked, each link described by a shard with the pointer's
-  // SHA-256 and size, each term's xorb in the bundle or held here.
   std::map<std::string, xet::FileHash> links;
   for (const auto& l : m.links) links.emplace(l.sha256, l.file);
   if (auto unlinked = Unlinked(history.Pointers(heads), links))
@@ -712,121 +891,24 @@ xet::Result<ImportReport> Import(index::Index& index, cas::CasService& cas, file
   auto bundle_store = store::LocalDiskStore::Open(src / kObjectsDir);
   if (!bundle_store.ok()) return bundle_store.error();
   store::BlobStore& objects_in = **bundle_store;
-  const auto check_size = [&](store::BlobKind kind, const Manifest::Blob& b) -> xet::Status {
-    if (auto st = Inside(src, (*bundle_store)->PathOf(kind, b.hash)); !st.ok()) return st;
-    auto stat = objects_in.Stat(kind, b.hash);
-    if (!stat.ok()) return stat.error();
-    if (!stat->exists)
-      return xet::Malformed("the bundle lacks " +
-                            std::string(kind == store::BlobKind::kXorb ? "xorb " : "shard ") + b.hash.hex());
-    if (stat->size != b.bytes)
-      return xet::HashMismatch("the bundle's " + b.hash.hex() + " is not of the size its manifest says");
-    return xet::Ok{};
-  };
-  std::set<xet::XorbHash> available;  // in the bundle, or held here
-  for (const auto& x : m.xorbs) {
-    if (auto st = check_size(store::BlobKind::kXorb, x); !st.ok()) return st.error();
-    available.insert(x.hash);
-  }
-  std::map<xet::FileHash, xet::FileRecord> described;
-  for (const auto& s : m.shards) {
-    if (auto st = check_size(store::BlobKind::kShard, s); !st.ok()) return st.error();
-    auto body = objects_in.ReadWhole(store::BlobKind::kShard, s.hash);
-    if (!body.ok()) return body.error();
-    if (xet::ChunkHashOf(*body) != s.hash)
-      return xet::HashMismatch("the bundle's shard " + s.hash.hex() + " is not what its name says");
-    auto shard = xet::ParseShard(*body);
-    if (!shard.ok())
-      return xet::Malformed("the bundle's shard " + s.hash.hex() + ": " + shard.error().message);
-    for (auto& f : shard->files) described.emplace(f.hash, std::move(f));
-  }
   const std::map<std::string, uint64_t> sizes = history.AllPointers();
-  std::set<xet::FileHash> linked;
-  for (const auto& [sha, file] : links) linked.insert(file);
-  for (const auto& [hash, rec] : described) {
-    if (!linked.contains(hash))  // registered in the repository's scope, it would be found by its claim
-      return xet::Malformed("the bundle's shards describe file " + hash.hex() + ", which it does not link");
-  }
-  for (const auto& [sha, file] : links) {
-    auto rec = described.find(file);
-    if (rec == described.end()) return xet::Malformed("no shard of the bundle describes file " + file.hex());
-    const auto size = sizes.find(sha);
-    if (size == sizes.end() || (rec->second.sha256 && rec->second.sha256->hex() != sha) ||
-        rec->second.size() != size->second)
-      return xet::Malformed("file " + file.hex() + " is not the large file " + sha + " it is linked as");
-  }
-  for (const auto& [hash, rec] : described) {
-    for (const auto& t : rec.terms) {
-      if (available.contains(t.xorb)) continue;
-      auto held = index.HasXorb(t.xorb);
-      if (!held.ok()) return held.error();
-      if (!*held)
-        return xet::Malformed("file " + hash.hex() + " uses xorb " + t.xorb.hex() +
-                              ", which the bundle lacks");
-      available.insert(t.xorb);  // held here: asked of the index once
-    }
-  }
+  auto described = CheckLargeFiles(index, src, **bundle_store, m, links, sizes);
+  if (!described.ok()) return described.error();
+  if (auto st = CheckBytes(objects_in, cas, m, links, *described, sizes, options); !st.ok())
+    return st.error();
 
-  // ---- The bytes: each linked file rebuilt from them, its SHA-256 and size computed and compared.
-  {
-    std::set<xet::XorbHash> in_bundle;
-    for (const auto& x : m.xorbs) in_bundle.insert(x.hash);
-    ByteCheck check(objects_in, in_bundle, cas);
-    uint64_t checked = 0;
-    for (const auto& [sha, file] : links) {
-      Report(options.progress, "large files checked", checked++, links.size());
-      if (auto st = check.Check(described.at(file), sha, sizes.at(sha)); !st.ok())
-        return xet::Error{st.error().code, "the bundle's large file " + sha + ": " + st.error().message};
-    }
-    Report(options.progress, "large files checked", checked, links.size());
-  }
-
-  // ---- Stored: the xorbs (each validated against its hash), the shards (each file verified against the
-  // xorbs) in the new repository's scope, published to its readers; then the repository, in one transaction.
-  uint64_t done = 0;
-  for (const auto& x : m.xorbs) {
-    Report(options.progress, "xorbs", done++, m.xorbs.size());
-    auto body = objects_in.ReadWhole(store::BlobKind::kXorb, x.hash);
-    if (!body.ok()) return body.error();
-    auto added = cas.PutXorb(x.hash, *body);
-    if (!added.ok())
-      return xet::Error{added.error().code,
-                        "the bundle's xorb " + x.hash.hex() + ": " + added.error().message};
-    report.new_xorbs += *added ? 1 : 0;
-    report.xorb_bytes += body->size();
-  }
-  Report(options.progress, "xorbs", done, m.xorbs.size());
+  // ---- Stored: the xorbs, the shards in the new repository's scope, their files published to its readers;
+  // then the repository, in one transaction.
+  if (auto st = StoreXorbs(objects_in, cas, options, report); !st.ok()) return st.error();
   const std::string scope = report.mirrored ? hub::NewMirrorScope() : hub::NewRepoScope();
   const std::string read_scope = hub::NewRepoScope();
-  for (const auto& s : m.shards) {
-    auto body = objects_in.ReadWhole(store::BlobKind::kShard, s.hash);
-    if (!body.ok()) return body.error();
-    auto put = cas.PutShard(*body, scope);
-    if (!put.ok())
-      return xet::Error{put.error().code, "the bundle's shard " + s.hash.hex() + ": " + put.error().message};
-  }
+  if (auto st = StoreShards(objects_in, cas, m, scope); !st.ok()) return st.error();
   std::vector<xet::FileHash> published;
   for (const auto& [sha, file] : links) published.push_back(file);
   if (auto st = files.Share(published, read_scope); !st.ok()) return st.error();
-
-  index::NewRepo fresh{.type = id.type,
-                       .ns = id.ns,
-                       .name = id.name,
-                       .is_private = m.is_private,
-                       .created_at = options.now,
-                       .scope = scope,
-                       .read_scope = read_scope,
-                       .objects = std::move(*objects),
-                       .refs = {}};
-  for (const auto& [sha, file] : links) {
-    fresh.objects.push_back(hub::FileLink{.sha256 = sha, .file = file}.ToObject());
-  }
-  for (const auto& r : m.refs) fresh.refs.push_back(index::Ref{r.kind, r.name, r.target.key()});
-  if (auto created = index.CreateRepo(fresh); !created.ok()) {
-    if (created.error().code == xet::ErrorCode::kConflict)
-      return xet::Conflict("this server holds " + hub::RepoPath(id) + " already (created during the import)");
-    return created.error();
-  }
+  if (auto st = CreateImported(index, report, options, scope, read_scope, std::move(*objects), links);
+      !st.ok())
+    return st.error();
   return report;
 }
 
