@@ -28,7 +28,7 @@ constexpr std::chrono::seconds kAwaitFile{60};
 class XorbStream final : public http::ByteStream {
  public:
   explicit XorbStream(std::unique_ptr<store::BlobReader> reader) : reader_(std::move(reader)) {}
-  http::Status Read(std::span<uint8_t> out) override { return ToHttp(reader_->Read(out)); }
+  http::Status Read(std::span<uint8_t> out) override { return reader_->Read(out); }
 
  private:
   std::unique_ptr<store::BlobReader> reader_;
@@ -39,7 +39,7 @@ class XorbSource final : public http::ByteSource {
  public:
   XorbSource(cas::CasService& service, const xet::XorbHash& xorb) : service_(service), xorb_(xorb) {}
   http::Status ReadAt(uint64_t offset, std::span<uint8_t> out) const override {
-    return ToHttp(service_.ReadXorb(xorb_, offset, out));
+    return service_.ReadXorb(xorb_, offset, out);
   }
   std::unique_ptr<http::ByteStream> Stream(uint64_t offset, uint64_t length) const override {
     return std::make_unique<XorbStream>(service_.OpenXorbRange(xorb_, offset, length));
@@ -147,7 +147,7 @@ class XorbSink final : public http::BodySink {
 
   void OnData(std::span<const uint8_t> data, Next next) override {
     auto st = upload_->Append(data);  // in place: nothing to copy
-    if (!st) return next(ToHttp(st.error()));
+    if (!st) return next(st.error());
     next(http::Ok{});
   }
 
@@ -174,9 +174,9 @@ class XorbSink final : public http::BodySink {
 http::Result<std::unique_ptr<http::BodySink>> PutXorb(cas::CasService& service, quota::QuotaService* quota,
                                                       const std::shared_ptr<Exchange>& ex) {
   const auto hash = HashParam(ex->request(), "hash");
-  if (!hash) return http::Error{400, "xorb hash must be 64 hex digits"};
+  if (!hash) return Malformed("xorb hash must be 64 hex digits");
   auto upload = service.BeginXorb(*hash);
-  if (!upload) return ToHttp(upload.error());
+  if (!upload) return upload.error();
   return std::unique_ptr<http::BodySink>(
       std::make_unique<XorbSink>(std::move(*upload), quota, ex->request().principal->scope));
 }

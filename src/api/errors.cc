@@ -7,32 +7,6 @@
 
 namespace cairn::api {
 
-unsigned HttpStatusOf(ErrorCode code) {
-  switch (code) {
-    case ErrorCode::kMalformed:
-    case ErrorCode::kHashMismatch:
-    case ErrorCode::kLimit:
-    case ErrorCode::kInconsistent:
-    case ErrorCode::kUnknownReference:
-      return 400;
-    case ErrorCode::kDenied:
-    case ErrorCode::kQuota:
-      return 403;
-    case ErrorCode::kNotFound:
-      return 404;
-    case ErrorCode::kConflict:
-      return 409;
-    case ErrorCode::kUnsatisfiable:
-      return 416;
-    case ErrorCode::kDamaged:
-    case ErrorCode::kIo:
-      return 500;
-    case ErrorCode::kUnavailable:
-      return 503;
-  }
-  return 500;
-}
-
 unsigned HttpStatusOf(hub::ErrorKind kind) {
   switch (kind) {
     case hub::ErrorKind::kBadRequest:
@@ -53,15 +27,6 @@ unsigned HttpStatusOf(hub::ErrorKind kind) {
       return 500;
   }
   return 500;
-}
-
-http::Error ToHttp(const Error& e) {
-  return http::Error{HttpStatusOf(e.code), e.message};
-}
-
-http::Status ToHttp(const Status& st) {
-  if (!st) return ToHttp(st.error());
-  return http::Ok{};
 }
 
 http::Response ErrorResponse(const Error& e) {

@@ -9,18 +9,14 @@
 #include "common/error.h"
 #include "http/handler.h"
 #include "http/result.h"
+#include "http/status.h"
 #include "hub/hub_service.h"
 
 namespace cairn::api {
 
-// 400 for what is wrong with the request, 403/404/409/416 for the codes that say so, 500 for damage and
-// failures of the machine, 503 for a dependency out of reach (the stock clients retry 5xx).
-unsigned HttpStatusOf(ErrorCode code);
+// Each code's status: http/status.h's one table. The Hub's kinds have theirs here until they are codes too.
+using http::HttpStatusOf;
 unsigned HttpStatusOf(hub::ErrorKind kind);
-
-// `e` with its status, for a handler that returns http::Result or a stream that fails mid-way.
-http::Error ToHttp(const Error& e);
-http::Status ToHttp(const Status& st);
 
 // The JSON error answer ({"error": message}) with e's status.
 http::Response ErrorResponse(const Error& e);

@@ -25,14 +25,14 @@ class FileStream final : public http::ByteStream {
   explicit FileStream(std::unique_ptr<files::FileReader> reader) : reader_(std::move(reader)) {}
   http::Status Read(std::span<uint8_t> out) override {
     auto st = reader_->Read(out);
-    if (!st) return ToHttp(st.error());
+    if (!st) return st.error();
     return http::Ok{};
   }
   // The verified chunks go to the socket from the reader's buffers: no copy.
   bool lends() const override { return true; }
   http::Status Lend(uint64_t length, http::LentBytes& out) override {
     auto st = reader_->Lend(length, out.owner, out.pieces);
-    if (!st) return ToHttp(st.error());
+    if (!st) return st.error();
     return http::Ok{};
   }
 
@@ -70,7 +70,7 @@ class FileSource final : public http::ByteSource {
 
   http::Result<std::unique_ptr<http::ByteStream>> Open(uint64_t offset, uint64_t length) const {
     auto reader = files_.Open(file_, offset, length);
-    if (!reader) return ToHttp(reader.error());
+    if (!reader) return reader.error();
     return std::unique_ptr<http::ByteStream>(std::make_unique<FileStream>(std::move(*reader)));
   }
 
@@ -126,8 +126,9 @@ Response Download(files::FileService& files, const http::Request& req, files::St
   if (!range.empty() && (if_range.empty() || ListsEtag(if_range, etag))) {
     auto parsed = http::ParseRange(range, file.size, max_ranges);
     if (!parsed) {
-      Response r = Response::ErrorJson(parsed.error().status, parsed.error().message);
-      if (parsed.error().status == 416) r.Header("Content-Range", "bytes */" + std::to_string(file.size));
+      Response r = Response::ErrorJson(HttpStatusOf(parsed.error().code), parsed.error().message);
+      if (parsed.error().code == ErrorCode::kUnsatisfiable)
+        r.Header("Content-Range", "bytes */" + std::to_string(file.size));
       return with_headers(std::move(r));
     }
     ranges = std::move(*parsed);
@@ -152,12 +153,12 @@ http::Result<Reader> Authorize(const http::Server& server, const files::FileServ
   if (req.Query("s")) {
     auto grant = files.links()->Verify(hash, req.query);
     if (!grant) {
-      return ToHttp(grant.error());  // kDenied: 403; kMalformed: 400
+      return grant.error();  // kDenied: 403; kMalformed: 400
     }
     return Reader{grant->scope, grant->name};
   }
   const http::Authenticator* auth = server.authenticator();
-  if (auth == nullptr) return http::Error{401, "this server checks no tokens"};
+  if (auth == nullptr) return cairn::Unauthorized("this server checks no tokens");
   auto who = auth->Authenticate(req.Header("Authorization"), http::Permission::kRead, http::kCasRouteTokens);
   if (!who) return who.error();
   return Reader{who->scope, ""};

@@ -67,7 +67,7 @@ std::optional<Response> CheckPushCredentials(const http::Authenticator* auth, ht
   if (!token || auth == nullptr)
     return Unauthorized("Invalid credentials: the password must be a cairn token");
   auto who = auth->Authenticate("Bearer " + *token, http::Permission::kWrite, http::kAccessTokens);
-  if (!who && who.error().status == 403) {
+  if (!who && who.error().code == ErrorCode::kDenied) {
     return Text(403, "You are not authorized to push to this repository (a write token is needed)");
   }
   if (!who) return Unauthorized("Invalid credentials: the password must be a cairn token");
@@ -159,13 +159,13 @@ class GitRoutes {
   http::Result<std::unique_ptr<http::BodySink>> ReceivePack(const std::shared_ptr<Exchange>& ex) {
     hub::Caller caller;
     auto repo = OpenRepo(ex, &caller, true);
-    if (!repo) return http::Error{401, "refused"};  // answered; the body is not read
+    if (!repo) return cairn::Unauthorized("refused");  // answered; the body is not read
     if (ex->request().Header("Content-Type") != "application/x-git-receive-pack-request") {
       ex->Respond(Text(415, "expected Content-Type: application/x-git-receive-pack-request"));
-      return http::Error{415, "refused"};
+      return Malformed("refused");  // answered (415); the body is not read
     }
     auto spool = SpoolFile::Create(SpoolDir());
-    if (!spool) return ToHttp(spool.error());
+    if (!spool) return spool.error();
     auto body = std::make_shared<SpoolFile>(std::move(*spool));
     const auto answer = [](const Error& e) {
       return ToHttpAnswer(e, "application/x-git-receive-pack-result");
@@ -227,7 +227,7 @@ class GitRoutes {
       for (const auto& o : body.objects) {
         auto out = body.operation == "upload" ? UploadObject(repo, o, ttl, multipart, parts)
                                               : DownloadObject(repo, o, ttl);
-        if (!out) return ex->Respond(LfsError(out.error().status, out.error().message));
+        if (!out) return ex->Respond(LfsError(HttpStatusOf(out.error().code), out.error().message));
         objects.push_back(std::move(*out));
       }
       ex->Respond(LfsAnswer(parts ? "multipart" : "basic", std::move(objects)));
@@ -262,17 +262,17 @@ class GitRoutes {
       auto fetched = options_.mirror->LargeBySha256(repo, hub::LfsPointer{o.oid, o.size});
       if (fetched) stored = hub_.OpenLargeBySha256(repo, o.oid);
       if (!fetched && fetched.error().kind != hub::ErrorKind::kNotFound) {
-        return http::Error{503, fetched.error().message};
+        return Unavailable(fetched.error().message);
       }
     }
     if (!stored) {
-      if (stored.error().kind != hub::ErrorKind::kNotFound) return http::Error{503, stored.error().message};
+      if (stored.error().kind != hub::ErrorKind::kNotFound) return Unavailable(stored.error().message);
       out["error"] = {{"code", 404}, {"message", "Object does not exist"}};
     } else if (stored->size != o.size) {
       out["error"] = {{"code", 422}, {"message", "the object's size is " + std::to_string(stored->size)}};
     } else {
       auto link = files_.links()->Sign(stored->hash, repo.record.read_scope, ttl, "");
-      if (!link) return http::Error{500, link.error().message};
+      if (!link) return IoError(link.error().message);
       out["authenticated"] = true;
       out["actions"] = {
           {"download",
@@ -286,7 +286,7 @@ class GitRoutes {
                                                  bool multipart, bool& parts) {
     boost::json::object out{{"oid", o.oid}, {"size", o.size}};
     auto stored = options_.lfs->Stored(repo.record.scope, o.oid, o.size);
-    if (!stored) return http::Error{HttpStatusOf(stored.error().code), stored.error().message};
+    if (!stored) return stored.error();
     if (*stored) return out;  // no actions: held already
     auto plan = options_.lfs->PlanUpload(repo.record.scope, o.oid, o.size, ttl, multipart);
     if (!plan) {

@@ -32,9 +32,9 @@ http::Result<hub::Caller> CallerOf(const http::Server& server, const http::Reque
   const std::string_view header = req.Header("Authorization");
   if (header.empty()) return hub::Caller{};
   const http::Authenticator* auth = server.authenticator();
-  if (auth == nullptr) return http::Error{401, "this server checks no tokens"};
+  if (auth == nullptr) return cairn::Unauthorized("this server checks no tokens");
   auto who = auth->Authenticate(header, http::Permission::kRead, http::kAccessTokens);
-  if (!who) return http::Error{401, "Invalid credentials in Authorization header"};
+  if (!who) return cairn::Unauthorized("Invalid credentials in Authorization header");
   return hub::Caller{who->scope, who->perm == http::Permission::kWrite, who->expires};
 }
 

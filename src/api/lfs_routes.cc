@@ -29,10 +29,10 @@ class LfsRoutes {
 
   http::Result<std::unique_ptr<http::BodySink>> PutObject(const std::shared_ptr<Exchange>& ex) {
     auto grant = GrantOf(lfs_, ex->request());
-    if (!grant) return ToHttp(grant.error());
-    if (auto st = CheckRoom(grant->scope); !st) return ToHttp(st.error());
+    if (!grant) return grant.error();
+    if (auto st = CheckRoom(grant->scope); !st) return st.error();
     auto ingest = lfs_.BeginUpload(*grant);
-    if (!ingest) return ToHttp(ingest.error());
+    if (!ingest) return ingest.error();
     std::shared_ptr<lfs::FileIngest> shared = std::move(*ingest);
     return std::unique_ptr<http::BodySink>(std::make_unique<WorkerSink>(
         ex, [shared](std::span<const uint8_t> data) { return shared->Feed(data); },
@@ -46,14 +46,14 @@ class LfsRoutes {
 
   http::Result<std::unique_ptr<http::BodySink>> PutPart(const std::shared_ptr<Exchange>& ex) {
     auto grant = GrantOf(lfs_, ex->request());
-    if (!grant) return ToHttp(grant.error());
+    if (!grant) return grant.error();
     const std::string& n = ex->request().Param("part");
     uint32_t number = 0;
     const auto [end, ec] = std::from_chars(n.data(), n.data() + n.size(), number);
-    if (ec != std::errc() || end != n.data() + n.size()) return http::Error{400, "a part number is a number"};
-    if (auto st = CheckRoom(grant->scope); !st) return ToHttp(st.error());
+    if (ec != std::errc() || end != n.data() + n.size()) return Malformed("a part number is a number");
+    if (auto st = CheckRoom(grant->scope); !st) return st.error();
     auto writer = lfs_.BeginPart(*grant, number);
-    if (!writer) return ToHttp(writer.error());
+    if (!writer) return writer.error();
     std::shared_ptr<lfs::PartWriter> shared = std::move(*writer);
     return std::unique_ptr<http::BodySink>(std::make_unique<WorkerSink>(
         ex, [shared](std::span<const uint8_t> data) { return shared->Write(data); },

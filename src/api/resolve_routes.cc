@@ -34,7 +34,7 @@ class MemorySource final : public http::ByteSource {
  public:
   explicit MemorySource(std::vector<uint8_t> bytes) : bytes_(std::move(bytes)) {}
   http::Status ReadAt(uint64_t offset, std::span<uint8_t> out) const override {
-    if (offset + out.size() > bytes_.size()) return http::Error{500, "read past the end"};
+    if (offset + out.size() > bytes_.size()) return IoError("read past the end");
     std::copy_n(bytes_.begin() + static_cast<std::ptrdiff_t>(offset), out.size(), out.begin());
     return http::Ok{};
   }
@@ -119,7 +119,8 @@ void Resolve(const HubContext& c, const std::shared_ptr<Exchange>& ex) {
           if (header.empty()) return StreamArriving(ex, *info, *oid, *pending, xet_auth, std::nullopt);
           auto ranges = http::ParseRange(header, info->size);
           if (!ranges)
-            return ex->Respond(HubErrorResponse(ranges.error().status, "", ranges.error().message));
+            return ex->Respond(
+                HubErrorResponse(HttpStatusOf(ranges.error().code), "", ranges.error().message));
           if (ranges->size() == 1)
             return StreamArriving(ex, *info, *oid, *pending, xet_auth, ranges->front());
           // Several ranges: answered once the file is stored.
@@ -165,8 +166,9 @@ void Resolve(const HubContext& c, const std::shared_ptr<Exchange>& ex) {
       if (auto range = req.Header("Range"); !range.empty()) {
         auto parsed = http::ParseRange(range, size, c.options.max_ranges);
         if (!parsed) {
-          r = Response::ErrorJson(parsed.error().status, parsed.error().message);
-          if (parsed.error().status == 416) r.Header("Content-Range", "bytes */" + std::to_string(size));
+          r = Response::ErrorJson(HttpStatusOf(parsed.error().code), parsed.error().message);
+          if (parsed.error().code == ErrorCode::kUnsatisfiable)
+            r.Header("Content-Range", "bytes */" + std::to_string(size));
           return ex->Respond(std::move(r));
         }
         ranges = std::move(*parsed);

@@ -25,7 +25,7 @@ void WorkerSink::Dispatch(const std::shared_ptr<State>& s) {
         if (!*result) {
           s->failed = *result;
           if (last) return s->end->Respond(s->answer(result->error()));
-          if (s->waiting) std::exchange(s->waiting, nullptr)(ToHttp(result->error()));
+          if (s->waiting) std::exchange(s->waiting, nullptr)(result->error());
           return;
         }
         if (last) return;
@@ -38,7 +38,7 @@ void WorkerSink::Dispatch(const std::shared_ptr<State>& s) {
   if (!queued) {  // answered 503 already
     s->busy = false;
     s->failed = Unavailable("the server is busy");
-    if (s->waiting) std::exchange(s->waiting, nullptr)(http::Error{503, "the server is busy"});
+    if (s->waiting) std::exchange(s->waiting, nullptr)(Unavailable("the server is busy"));
   }
 }
 

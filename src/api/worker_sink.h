@@ -42,7 +42,7 @@ class WorkerSink final : public http::BodySink {
 
   // On the connection's strand, as are OnEnd and the workers' completions: the state needs no lock.
   void OnData(std::span<const uint8_t> data, Next next) override {
-    if (!s_->failed) return next(ToHttp(s_->failed.error()));
+    if (!s_->failed) return next(s_->failed.error());
     uint8_t* at = s_->batch.data() + s_->filled;
     if (data.data() != at) std::memcpy(at, data.data(), data.size());  // the server's buffer, not ours
     s_->filled += data.size();

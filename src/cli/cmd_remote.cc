@@ -62,6 +62,7 @@ int ExitCode(const xet::Error& e) {
     case xet::ErrorCode::kUnavailable:
     case xet::ErrorCode::kConflict:
     case xet::ErrorCode::kUnknownReference:
+    case xet::ErrorCode::kUnauthorized:
     case xet::ErrorCode::kDenied:
     case xet::ErrorCode::kQuota:
     case xet::ErrorCode::kUnsatisfiable:

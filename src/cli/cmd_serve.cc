@@ -77,8 +77,8 @@ http::Status UsePresignedUrls(store::BlobStore& store, cas::ServiceOptions& so) 
   const auto sample = store.PresignedUrl(store::BlobKind::kXorb, xet::Hash{}, now(), now() + 1,
                                          "18446744073709551615-18446744073709551615");
   if (sample.empty())
-    return http::Error{
-        500, "transfer_mode = presigned needs a store that presigns URLs (s3://), not " + store.Describe()};
+    return IoError("transfer_mode = presigned needs a store that presigns URLs (s3://), not " +
+                   store.Describe());
   store::BlobStore* st = &store;
   so.presigner.url = [st, now](std::string_view xorb_hex, const cas::ByteRange& r, uint64_t expiry) {
     const auto hash = xet::Hash::FromHex(xorb_hex);

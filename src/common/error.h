@@ -2,7 +2,7 @@
 // Error whose code says what kind of failure it is and whose message says, in words a client can act on, what
 // went wrong. No exceptions cross layer boundaries.
 //
-// Each code means one thing, so that one table (api/errors.h) answers every failure with one HTTP status
+// Each code means one thing, so that one table (http/status.h) answers every failure with one HTTP status
 // wherever it comes from. A caller that learns more than its callee knew (a store's "not found" met while
 // reading a file the index promised) says so with another code, not with an override at the route.
 #pragma once
@@ -22,8 +22,9 @@ enum class ErrorCode {
   kInconsistent,      // well-formed input that disagrees with what it refers to (sizes, ranges)
   kUnknownReference,  // the input names an object the server does not hold (a shard's xorb)
   kNotFound,          // 404: the object asked for is unknown, or not visible to the asker
-  kDenied,  // 403: a signed credential (transfer URL, link) expired, was altered or does not cover this
-  kQuota,   // 403: the namespace's storage quota has no room for what the request would store
+  kUnauthorized,  // 401: no credential, or one that is no credential of this server's (malformed, expired)
+  kDenied,        // 403: a signed credential (transfer URL, link) expired, was altered or does not cover this
+  kQuota,         // 403: the namespace's storage quota has no room for what the request would store
   kUnsatisfiable,  // 416: a byte range outside what is stored
   kConflict,       // 409: made against a state that has changed since (a name taken, a ref moved)
   // The server failed (5xx).
@@ -61,6 +62,9 @@ inline Error UnknownReference(std::string m) {
 }
 inline Error NotFound(std::string m) {
   return {ErrorCode::kNotFound, std::move(m)};
+}
+inline Error Unauthorized(std::string m) {
+  return {ErrorCode::kUnauthorized, std::move(m)};
 }
 inline Error Denied(std::string m) {
   return {ErrorCode::kDenied, std::move(m)};

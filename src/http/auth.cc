@@ -132,7 +132,7 @@ Result<Principal> Authenticator::Authenticate(std::string_view authorization, Pe
   auto who = Verify(token, now, accepted);
   if (!who) return who;
   if (required == Permission::kWrite && who->perm != Permission::kWrite)
-    return Forbidden("token grants read access only; this call needs write");
+    return Denied("token grants read access only; this call needs write");
   return who;
 }
 
@@ -249,14 +249,14 @@ Result<std::string> MintToken(std::string_view key, const Principal& who, std::c
 Result<std::string> MintToken(const TokenKeys::Key& signing, const Principal& who, std::chrono::seconds ttl,
                               int64_t now) {
   const std::string& key = signing.material;
-  if (key.empty()) return InternalError("empty signing key");
-  if (who.scope.empty()) return BadRequest("scope must not be empty");
+  if (key.empty()) return IoError("empty signing key");
+  if (who.scope.empty()) return Malformed("scope must not be empty");
   // libjwt takes C strings: a NUL would cut the scope short, and the token would grant another scope.
-  if (who.scope.find('\0') != std::string::npos) return BadRequest("scope must not contain NUL bytes");
-  if (who.perm == Permission::kNone) return BadRequest("perm must be read or write");
-  if (ttl.count() <= 0) return BadRequest("ttl must be positive");
+  if (who.scope.find('\0') != std::string::npos) return Malformed("scope must not contain NUL bytes");
+  if (who.perm == Permission::kNone) return Malformed("perm must be read or write");
+  if (ttl.count() <= 0) return Malformed("ttl must be positive");
   jwt_t* raw = nullptr;
-  if (jwt_new(&raw) != 0) return InternalError("jwt_new failed");
+  if (jwt_new(&raw) != 0) return IoError("jwt_new failed");
   JwtPtr jwt(raw);
   const std::string perm(PermissionName(who.perm));
   const std::string kind(TokenKindName(who.kind));
@@ -265,14 +265,14 @@ Result<std::string> MintToken(const TokenKeys::Key& signing, const Principal& wh
       jwt_add_grant(jwt.get(), "kind", kind.c_str()) != 0 ||
       jwt_add_grant_int(jwt.get(), "iat", static_cast<long>(now)) != 0 ||
       jwt_add_grant_int(jwt.get(), "exp", static_cast<long>(now + ttl.count())) != 0)
-    return InternalError("cannot set token claims");
+    return IoError("cannot set token claims");
   if (signing.named() && jwt_add_header(jwt.get(), "kid", signing.id.c_str()) != 0)
-    return InternalError("cannot set the token's key id");
+    return IoError("cannot set the token's key id");
   if (jwt_set_alg(jwt.get(), JWT_ALG_HS256, reinterpret_cast<const unsigned char*>(key.data()),
                   static_cast<int>(key.size())) != 0)
-    return InternalError("cannot set token algorithm");
+    return IoError("cannot set token algorithm");
   CString out(jwt_encode_str(jwt.get()));
-  if (!out) return InternalError("cannot encode token");
+  if (!out) return IoError("cannot encode token");
   return std::string(out.get());
 }
 

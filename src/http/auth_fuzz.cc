@@ -15,6 +15,7 @@
 #include "common/base64.h"
 #include "common/fuzz_check.h"
 #include "http/auth.h"
+#include "http/status.h"
 
 namespace {
 
@@ -40,7 +41,7 @@ void Check(const cairn::http::Authenticator& auth, std::string_view token) {
     FUZZ_CHECK(!who->scope.empty());
     FUZZ_CHECK(who->perm == cairn::http::Permission::kRead || who->perm == cairn::http::Permission::kWrite);
   } else {
-    FUZZ_CHECK(who.error().status == 401);
+    FUZZ_CHECK(cairn::http::HttpStatusOf(who.error().code) == 401);
   }
   const auto header =
       auth.Authenticate("Bearer " + std::string(token), cairn::http::Permission::kWrite, kNow);

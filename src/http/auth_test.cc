@@ -51,7 +51,7 @@ TEST(Auth, TheAuthenticatorsClockDecides) {
   clock.Advance(1);
   auto late = auth.Authenticate("Bearer " + *token, Permission::kRead);
   ASSERT_FALSE(late.ok());
-  EXPECT_EQ(late.error().status, 401u);
+  EXPECT_EQ(HttpStatusOf(late.error().code), 401u);
   EXPECT_NE(late.error().message.find("expired"), std::string::npos);
 }
 
@@ -60,7 +60,7 @@ TEST(Auth, ReadTokenOnWriteCallIs403) {
   auto read = MintToken(kKey, {"s", Permission::kRead}, std::chrono::hours(1));
   auto r = auth.Authenticate("Bearer " + *read, Permission::kWrite);
   ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.error().status, 403u);
+  EXPECT_EQ(HttpStatusOf(r.error().code), 403u);
 }
 
 TEST(Auth, MissingAndMalformedAre401) {
@@ -69,7 +69,7 @@ TEST(Auth, MissingAndMalformedAre401) {
                              "Bearer ....", "Token xyz"}) {
     auto r = auth.Authenticate(header, Permission::kRead);
     ASSERT_FALSE(r.ok()) << header;
-    EXPECT_EQ(r.error().status, 401u) << header;
+    EXPECT_EQ(HttpStatusOf(r.error().code), 401u) << header;
   }
 }
 
@@ -79,7 +79,7 @@ TEST(Auth, ExpiredIs401) {
   auto token = MintToken(kKey, {"s", Permission::kRead}, std::chrono::hours(1), now - 7200);
   auto r = auth.Authenticate("Bearer " + *token, Permission::kRead);
   ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.error().status, 401u);
+  EXPECT_EQ(HttpStatusOf(r.error().code), 401u);
   EXPECT_NE(r.error().message.find("expired"), std::string::npos);
   // exp is exclusive: at exp the token is dead.
   const std::string t = MakeJwt(JWT_ALG_HS256, kKey, Claims(now));
@@ -98,7 +98,7 @@ TEST(Auth, RememberedTokensAreStillCheckedForTimeAndForm) {
   ASSERT_FALSE(late.ok());
   EXPECT_NE(late.error().message.find("expired"), std::string::npos);
   EXPECT_FALSE(auth.Authenticate("Bearer " + t, Permission::kRead, now - 1).ok());  // before nbf
-  EXPECT_EQ(auth.Authenticate("Bearer " + t, Permission::kWrite, now).error().status, 403u);
+  EXPECT_EQ(HttpStatusOf(auth.Authenticate("Bearer " + t, Permission::kWrite, now).error().code), 403u);
 
   // Remembering one token says nothing of another with the same claims and a changed signature.
   std::string tampered = t;
@@ -121,7 +121,7 @@ TEST(Auth, NotBeforeInTheFutureIs401) {
       MakeJwt(JWT_ALG_HS256, kKey, Claims(now + 7200, "read", R"(,"nbf":)" + std::to_string(now + 3600)));
   auto r = auth.Authenticate("Bearer " + t, Permission::kRead);
   ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.error().status, 401u);
+  EXPECT_EQ(HttpStatusOf(r.error().code), 401u);
   EXPECT_NE(r.error().message.find("nbf"), std::string::npos);
   EXPECT_TRUE(auth.Authenticate("Bearer " + t, Permission::kRead, now + 3600).ok());
 }
@@ -134,7 +134,7 @@ TEST(Auth, OtherAlgorithmsWithTheSameKeyAre401) {
     ASSERT_FALSE(t.empty());
     auto r = auth.Authenticate("Bearer " + t, Permission::kRead);
     ASSERT_FALSE(r.ok()) << jwt_alg_str(alg);
-    EXPECT_EQ(r.error().status, 401u);
+    EXPECT_EQ(HttpStatusOf(r.error().code), 401u);
   }
 }
 
@@ -144,11 +144,11 @@ TEST(Auth, AlgNoneIs401) {
   ASSERT_FALSE(t.empty());
   auto r = auth.Authenticate("Bearer " + t, Permission::kRead);
   ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.error().status, 401u);
+  EXPECT_EQ(HttpStatusOf(r.error().code), 401u);
   // And with a signature-shaped tail appended.
   r = auth.Authenticate("Bearer " + t + "c2lnbmF0dXJl", Permission::kRead);
   ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.error().status, 401u);
+  EXPECT_EQ(HttpStatusOf(r.error().code), 401u);
 }
 
 TEST(Auth, BadSignatureIs401) {
@@ -157,7 +157,7 @@ TEST(Auth, BadSignatureIs401) {
   const std::string other_key = MakeJwt(JWT_ALG_HS256, std::string(64, 'x'), Claims(exp));
   auto r = auth.Authenticate("Bearer " + other_key, Permission::kRead);
   ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.error().status, 401u);
+  EXPECT_EQ(HttpStatusOf(r.error().code), 401u);
 
   std::string tampered = MakeJwt(JWT_ALG_HS256, kKey, Claims(exp));
   const size_t sig = tampered.rfind('.') + 5;
@@ -186,7 +186,7 @@ TEST(Auth, ClaimsAreRequiredAndTyped) {
   for (const auto& claims : bad) {
     auto r = auth.Authenticate("Bearer " + MakeJwt(JWT_ALG_HS256, kKey, claims), Permission::kRead);
     ASSERT_FALSE(r.ok()) << claims;
-    EXPECT_EQ(r.error().status, 401u) << claims;
+    EXPECT_EQ(HttpStatusOf(r.error().code), 401u) << claims;
   }
 }
 
@@ -201,7 +201,7 @@ TEST(Auth, MintRejectsBadInput) {
 TEST(Auth, MintRefusesScopesWithNul) {
   auto token = MintToken(kKey, {std::string("a\0b", 3), Permission::kWrite}, std::chrono::hours(1));
   ASSERT_FALSE(token.ok());
-  EXPECT_EQ(token.error().status, 400u);
+  EXPECT_EQ(HttpStatusOf(token.error().code), 400u);
 }
 
 // The JSON of a token's header.
@@ -262,16 +262,18 @@ TEST(AuthKeys, AcceptedKeysVerifyAndUnknownKidsAre401) {
   auto unknown = MintToken(TokenKeys::Key{"k9", kNew.material}, who, std::chrono::hours(1), now);
   auto r = auth.Verify(*unknown, now);
   ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.error().status, 401u);
+  EXPECT_EQ(HttpStatusOf(r.error().code), 401u);
   EXPECT_NE(r.error().message.find("unknown or retired key"), std::string::npos);
   // A kid naming one key over another key's signature: that key's check fails.
   auto swapped = MintToken(TokenKeys::Key{"k1", kNew.material}, who, std::chrono::hours(1), now);
-  EXPECT_EQ(auth.Verify(*swapped, now).error().status, 401u);
+  EXPECT_EQ(HttpStatusOf(auth.Verify(*swapped, now).error().code), 401u);
   // A token without kid made by another implementation (libjwt directly): the legacy key checks it.
   const std::string plain = testing::MakeJwt(JWT_ALG_HS256, kLegacy.material, Claims(now + 60));
   EXPECT_TRUE(auth.Verify(plain, now).ok());
-  EXPECT_EQ(auth.Verify(testing::MakeJwt(JWT_ALG_HS256, kNew.material, Claims(now + 60)), now).error().status,
-            401u);
+  EXPECT_EQ(
+      HttpStatusOf(
+          auth.Verify(testing::MakeJwt(JWT_ALG_HS256, kNew.material, Claims(now + 60)), now).error().code),
+      401u);
 }
 
 // Without a legacy key, a token naming none is refused; a retired key's tokens stop working at once, even
@@ -287,8 +289,8 @@ TEST(AuthKeys, RetiredKeysStopVerifyingAtOnce) {
   ASSERT_TRUE(auth.Verify(legacy_token, now).ok());
 
   auth.SetKeys(Keys({kNew}, "k2"));
-  EXPECT_EQ(auth.Verify(old_token, now).error().status, 401u);
-  EXPECT_EQ(auth.Verify(legacy_token, now).error().status, 401u);
+  EXPECT_EQ(HttpStatusOf(auth.Verify(old_token, now).error().code), 401u);
+  EXPECT_EQ(HttpStatusOf(auth.Verify(legacy_token, now).error().code), 401u);
   EXPECT_TRUE(auth.Verify(new_token, now).ok());
   EXPECT_EQ(auth.keys().keys().size(), 1u);
 }
@@ -316,16 +318,17 @@ TEST(AuthKinds, MintedTokensCarryTheirKind) {
   // Where access tokens alone are meant, a CAS token is refused as an invalid one: 401, never anonymous.
   auto refused = auth.Verify(cas, now);
   ASSERT_FALSE(refused.ok());
-  EXPECT_EQ(refused.error().status, 401u);
+  EXPECT_EQ(HttpStatusOf(refused.error().code), 401u);
   refused = auth.Authenticate("Bearer " + cas, Permission::kRead, now);
   ASSERT_FALSE(refused.ok());
-  EXPECT_EQ(refused.error().status, 401u);
+  EXPECT_EQ(HttpStatusOf(refused.error().code), 401u);
   EXPECT_TRUE(auth.Authenticate("Bearer " + cas, Permission::kRead, now, kCasRouteTokens).ok());
   // Remembered as verified, it is still refused where it is not meant.
-  EXPECT_EQ(auth.Authenticate("Bearer " + cas, Permission::kRead, now).error().status, 401u);
+  EXPECT_EQ(HttpStatusOf(auth.Authenticate("Bearer " + cas, Permission::kRead, now).error().code), 401u);
   // A kind is not a permission: a CAS read token is refused a write with 403 where CAS tokens are accepted.
-  EXPECT_EQ(auth.Authenticate("Bearer " + cas, Permission::kWrite, now, kCasRouteTokens).error().status,
-            403u);
+  EXPECT_EQ(
+      HttpStatusOf(auth.Authenticate("Bearer " + cas, Permission::kWrite, now, kCasRouteTokens).error().code),
+      403u);
   // The claim is what the token says it is for.
   const std::string claims = HeaderOf(cas.substr(cas.find('.') + 1));  // the payload, decoded as a header is
   EXPECT_NE(claims.find(R"("kind":"cas")"), std::string::npos) << claims;
@@ -348,7 +351,7 @@ TEST(AuthKinds, TokensWithoutAKindAreClassifiedByTheirScope) {
         "hub:00112233445566778899aabbccddeeff:read"}) {
     EXPECT_EQ(KindOfLegacyScope(scope), TokenKind::kCas) << scope;
     const std::string token = legacy(scope);
-    EXPECT_EQ(auth.Verify(token, now).error().status, 401u) << scope;
+    EXPECT_EQ(HttpStatusOf(auth.Verify(token, now).error().code), 401u) << scope;
     auto who = auth.Verify(token, now, kCasRouteTokens);
     ASSERT_TRUE(who.ok()) << scope;
     EXPECT_EQ(who->kind, TokenKind::kCas) << scope;
@@ -374,11 +377,11 @@ TEST(AuthKinds, TheKindClaimIsCheckedAndTyped) {
   auto who = auth.Verify(with_kind("hub:abc", R"("access")"), now);
   ASSERT_TRUE(who.ok());
   EXPECT_EQ(who->kind, TokenKind::kAccess);
-  EXPECT_EQ(auth.Verify(with_kind("alice", R"("cas")"), now).error().status, 401u);
+  EXPECT_EQ(HttpStatusOf(auth.Verify(with_kind("alice", R"("cas")"), now).error().code), 401u);
   for (const std::string bad : {R"("admin")", R"("")", R"("CAS")", "1", "null", R"(["cas"])"}) {
     auto r = auth.Verify(with_kind("alice", bad), now, kCasRouteTokens);
     ASSERT_FALSE(r.ok()) << bad;
-    EXPECT_EQ(r.error().status, 401u) << bad;
+    EXPECT_EQ(HttpStatusOf(r.error().code), 401u) << bad;
   }
 }
 

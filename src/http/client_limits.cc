@@ -44,7 +44,7 @@ Result<AddressSet> AddressSet::Parse(const std::vector<std::string>& entries) {
     const size_t slash = entry.find('/');
     boost::system::error_code ec;
     const auto a = ip::make_address(entry.substr(0, slash), ec);
-    if (ec) return BadRequest("trusted proxy '" + raw + "' is not an address or a range");
+    if (ec) return Malformed("trusted proxy '" + raw + "' is not an address or a range");
     Range r;
     r.bytes = Bytes16(a);
     const unsigned width = a.is_v4() ? 32 : 128;
@@ -52,9 +52,9 @@ Result<AddressSet> AddressSet::Parse(const std::vector<std::string>& entries) {
     if (slash != std::string_view::npos) {
       const std::string_view digits = entry.substr(slash + 1);
       if (digits.empty() || digits.size() > 3 || !std::all_of(digits.begin(), digits.end(), ::isdigit))
-        return BadRequest("trusted proxy '" + raw + "': bad prefix length");
+        return Malformed("trusted proxy '" + raw + "': bad prefix length");
       prefix = static_cast<unsigned>(std::stoul(std::string(digits)));
-      if (prefix > width) return BadRequest("trusted proxy '" + raw + "': prefix longer than the address");
+      if (prefix > width) return Malformed("trusted proxy '" + raw + "': prefix longer than the address");
     }
     r.prefix = prefix + (a.is_v4() ? 96 : 0);
     set.ranges_.push_back(r);

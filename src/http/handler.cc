@@ -18,12 +18,12 @@ namespace cairn::http {
 Result<std::shared_ptr<const File>> File::Open(const std::string& path) {
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!fd.valid()) {
-    if (errno == ENOENT) return NotFoundError("no such file");
-    return InternalError(std::string("cannot open file: ") +
-                         std::error_code(errno, std::generic_category()).message());
+    if (errno == ENOENT) return NotFound("no such file");
+    return IoError(std::string("cannot open file: ") +
+                   std::error_code(errno, std::generic_category()).message());
   }
   struct stat st {};
-  if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) return InternalError("not a regular file");
+  if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) return IoError("not a regular file");
   return std::shared_ptr<const File>(
       std::make_shared<File>(std::move(fd), static_cast<uint64_t>(st.st_size)));
 }

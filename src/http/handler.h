@@ -39,6 +39,7 @@
 #include "common/unique_fd.h"
 #include "http/auth.h"
 #include "http/result.h"
+#include "http/status.h"
 
 namespace cairn {
 class WorkQueue;
@@ -86,7 +87,7 @@ class ByteStream {
   // of a copy. Used instead of Read where lends() is true; same calling rules and failures.
   virtual bool lends() const { return false; }
   virtual Status Lend(uint64_t /*length*/, LentBytes& /*out*/) {
-    return Error{500, "this stream does not lend"};
+    return IoError("this stream does not lend");
   }
 };
 
@@ -152,7 +153,7 @@ struct Response {
                          std::string content_type = "application/octet-stream");
   // {"error": message}, with Retry-After: 1 on a 503
   static Response ErrorJson(unsigned status, std::string_view message);
-  static Response FromError(const Error& e) { return ErrorJson(e.status, e.message); }
+  static Response FromError(const Error& e) { return ErrorJson(HttpStatusOf(e.code), e.message); }
 };
 
 struct Request {

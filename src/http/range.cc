@@ -27,37 +27,37 @@ std::string Boundary() {
 
 Result<std::vector<ByteRange>> ParseRange(std::string_view header, uint64_t size, size_t max_ranges) {
   header = TrimOws(header);
-  if (header.substr(0, 6) != "bytes=") return BadRequest("Range must use the bytes unit");
+  if (header.substr(0, 6) != "bytes=") return Malformed("Range must use the bytes unit");
   header.remove_prefix(6);
   std::vector<ByteRange> out;
   size_t specs = 0;
   while (true) {
     const size_t comma = header.find(',');
     const std::string_view spec = TrimOws(header.substr(0, comma));
-    if (++specs > max_ranges) return BadRequest("too many ranges");
+    if (++specs > max_ranges) return Malformed("too many ranges");
     const size_t dash = spec.find('-');
-    if (dash == std::string_view::npos) return BadRequest("malformed Range");
+    if (dash == std::string_view::npos) return Malformed("malformed Range");
     const std::string_view a = spec.substr(0, dash);
     const std::string_view b = spec.substr(dash + 1);
     uint64_t first = 0;
     uint64_t last = 0;
     if (a.empty()) {  // suffix: the last b bytes
       uint64_t n = 0;
-      if (!ParseU64(b, &n)) return BadRequest("malformed Range");
+      if (!ParseU64(b, &n)) return Malformed("malformed Range");
       if (n > 0 && size > 0) out.push_back({n >= size ? 0 : size - n, size - 1});
     } else {
-      if (!ParseU64(a, &first)) return BadRequest("malformed Range");
+      if (!ParseU64(a, &first)) return Malformed("malformed Range");
       if (b.empty()) {
         last = size == 0 ? 0 : size - 1;
       } else if (!ParseU64(b, &last) || last < first) {
-        return BadRequest("malformed Range");
+        return Malformed("malformed Range");
       }
       if (first < size) out.push_back({first, std::min(last, size - 1)});
     }
     if (comma == std::string_view::npos) break;
     header.remove_prefix(comma + 1);
   }
-  if (out.empty()) return Error{416, "range not satisfiable"};
+  if (out.empty()) return Unsatisfiable("range not satisfiable");
   return out;
 }
 

@@ -12,6 +12,7 @@
 
 #include "common/fuzz_check.h"
 #include "http/range.h"
+#include "http/status.h"
 
 namespace {
 
@@ -31,7 +32,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
   const auto ranges = cairn::http::ParseRange(header, length, max_ranges);
   if (!ranges) {
-    FUZZ_CHECK(ranges.error().status == 400 || ranges.error().status == 416);
+    FUZZ_CHECK(cairn::http::HttpStatusOf(ranges.error().code) == 400 ||
+               cairn::http::HttpStatusOf(ranges.error().code) == 416);
     return 0;
   }
   FUZZ_CHECK(!ranges->empty() && ranges->size() <= max_ranges);

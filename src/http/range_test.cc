@@ -22,11 +22,11 @@ TEST(Range, Parses) {
 }
 
 TEST(Range, Errors) {
-  EXPECT_EQ(ParseRange("bytes=1000-", 1000).error().status, 416u);
-  EXPECT_EQ(ParseRange("bytes=5-1", 1000).error().status, 400u);
-  EXPECT_EQ(ParseRange("items=0-1", 1000).error().status, 400u);
-  EXPECT_EQ(ParseRange("bytes=a-b", 1000).error().status, 400u);
-  EXPECT_EQ(ParseRange("bytes=0-0,1-1,2-2", 1000, 2).error().status, 400u);
+  EXPECT_EQ(HttpStatusOf(ParseRange("bytes=1000-", 1000).error().code), 416u);
+  EXPECT_EQ(HttpStatusOf(ParseRange("bytes=5-1", 1000).error().code), 400u);
+  EXPECT_EQ(HttpStatusOf(ParseRange("items=0-1", 1000).error().code), 400u);
+  EXPECT_EQ(HttpStatusOf(ParseRange("bytes=a-b", 1000).error().code), 400u);
+  EXPECT_EQ(HttpStatusOf(ParseRange("bytes=0-0,1-1,2-2", 1000, 2).error().code), 400u);
 }
 
 }  // namespace

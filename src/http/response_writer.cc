@@ -46,9 +46,9 @@ class FileSource final : public ByteSource {
   explicit FileSource(std::shared_ptr<const File> file) : file_(std::move(file)) {}
   Status ReadAt(uint64_t offset, std::span<uint8_t> out) const override {
     const int err = PreadFull(file_->fd(), offset, out);
-    if (err == kShortFile) return InternalError("reading a file: shorter than promised");
+    if (err == kShortFile) return IoError("reading a file: shorter than promised");
     if (err != 0)
-      return InternalError("reading a file: " + std::error_code(err, std::generic_category()).message());
+      return IoError("reading a file: " + std::error_code(err, std::generic_category()).message());
     return Ok{};
   }
 
@@ -323,7 +323,7 @@ bool ResponseWriter::RequestBlock(SourceSegment& seg) {
         });
       });
   if (!queued) {
-    block->status = Error{503, "the worker queue is full"};
+    block->status = Unavailable("the worker queue is full");
     block->done = true;
     stream_reading_ = false;
   }

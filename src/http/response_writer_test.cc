@@ -53,7 +53,7 @@ class Letters final : public ByteSource {
  public:
   explicit Letters(uint64_t fail_from = UINT64_MAX) : fail_from_(fail_from) {}
   Status ReadAt(uint64_t offset, std::span<uint8_t> out) const override {
-    if (offset >= fail_from_) return InternalError("the disk is gone");
+    if (offset >= fail_from_) return IoError("the disk is gone");
     for (size_t i = 0; i < out.size(); ++i) out[i] = static_cast<uint8_t>('a' + (offset + i) % 26);
     return Ok{};
   }

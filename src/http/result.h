@@ -1,41 +1,16 @@
-// Errors as values for the server layer (the src/xet/result.h pattern): a fallible call returns Result<T>,
-// either a value or an Error that already carries the HTTP status it maps to, so handlers and the server can
-// answer it without a translation table.
+// The HTTP layer's names for the one error model (common/error.h): http::Error, http::Result<T>,
+// http::Status are the common ones, so a handler's failure and a service's pass between layers unchanged;
+// http/status.h gives each code its status.
 #pragma once
 
-#include <string>
-#include <utility>
-#include <variant>
-
-#include "common/basic_result.h"
+#include "common/error.h"
 
 namespace cairn::http {
 
-struct Error {
-  unsigned status = 500;  // the HTTP status this failure answers with (400, 401, 403, 404, 413, 416, 500...)
-  std::string message;    // for the client: what was wrong, in words it can act on
-};
-
-template <typename T>
-using Result = BasicResult<T, Error>;
-
-struct Ok {};
-using Status = Result<Ok>;
-
-inline Error BadRequest(std::string m) {
-  return {400, std::move(m)};
-}
-inline Error Unauthorized(std::string m) {
-  return {401, std::move(m)};
-}
-inline Error Forbidden(std::string m) {
-  return {403, std::move(m)};
-}
-inline Error NotFoundError(std::string m) {
-  return {404, std::move(m)};
-}
-inline Error InternalError(std::string m) {
-  return {500, std::move(m)};
-}
+using cairn::Error;
+using cairn::ErrorCode;
+using cairn::Ok;
+using cairn::Result;
+using cairn::Status;
 
 }  // namespace cairn::http

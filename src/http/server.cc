@@ -170,29 +170,29 @@ const Authenticator* Server::authenticator() const {
 Status Server::Listen() {
   if (!impl_->opts.tls_cert.empty() || !impl_->opts.tls_key.empty()) {
     if (impl_->opts.tls_cert.empty() || impl_->opts.tls_key.empty())
-      return InternalError("TLS needs both a certificate chain and a private key");
+      return IoError("TLS needs both a certificate chain and a private key");
     auto holder = std::make_unique<TlsContextHolder>(TlsFiles{impl_->opts.tls_cert, impl_->opts.tls_key});
     if (auto st = holder->Reload(); !st) return st;
     impl_->tls = std::move(holder);
   }
   beast::error_code ec;
   const auto address = asio::ip::make_address(impl_->opts.host, ec);
-  if (ec) return InternalError("invalid listen address " + impl_->opts.host + ": " + ec.message());
+  if (ec) return IoError("invalid listen address " + impl_->opts.host + ": " + ec.message());
   const tcp::endpoint ep{address, impl_->opts.port};
   auto& acc = impl_->acceptor;
-  if (acc.open(ep.protocol(), ec); ec) return InternalError("cannot open socket: " + ec.message());
+  if (acc.open(ep.protocol(), ec); ec) return IoError("cannot open socket: " + ec.message());
   if (acc.set_option(asio::socket_base::reuse_address(true), ec); ec)
-    return InternalError("cannot set SO_REUSEADDR: " + ec.message());
+    return IoError("cannot set SO_REUSEADDR: " + ec.message());
   if (acc.bind(ep, ec); ec)
-    return InternalError("cannot bind " + impl_->opts.host + ":" + std::to_string(impl_->opts.port) + ": " +
-                         ec.message());
+    return IoError("cannot bind " + impl_->opts.host + ":" + std::to_string(impl_->opts.port) + ": " +
+                   ec.message());
   if (acc.listen(asio::socket_base::max_listen_connections, ec); ec)
-    return InternalError("cannot listen: " + ec.message());
+    return IoError("cannot listen: " + ec.message());
   return Ok{};
 }
 
 Status Server::ReloadTls() {
-  if (!impl_->tls) return InternalError("TLS is not configured");
+  if (!impl_->tls) return IoError("TLS is not configured");
   return impl_->tls->Reload();
 }
 

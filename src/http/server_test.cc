@@ -128,7 +128,7 @@ class StringSource final : public ByteSource {
   StringSource(std::string data, uint64_t fail_at, bool streams)
       : data_(std::move(data)), fail_at_(fail_at), streams_(streams) {}
   Status ReadAt(uint64_t offset, std::span<uint8_t> out) const override {
-    if (offset + out.size() > fail_at_) return Error{503, "the store went away"};
+    if (offset + out.size() > fail_at_) return Unavailable("the store went away");
     std::memcpy(out.data(), data_.data() + offset, out.size());
     ++reads_;
     return Ok{};
@@ -148,7 +148,7 @@ class StringSource final : public ByteSource {
     Sequential(const StringSource& s, uint64_t at, uint64_t end) : s_(s), at_(at), end_(end) {}
     Status Read(std::span<uint8_t> out) override {
       if (busy_.exchange(true)) ++s_.overlaps_;
-      if (out.size() > end_ - at_) return Error{500, "read past the range"};
+      if (out.size() > end_ - at_) return IoError("read past the range");
       auto st = s_.ReadAt(at_, out);
       at_ += out.size();
       busy_ = false;
@@ -211,7 +211,7 @@ class ServerTest : public ::testing::Test {
                    });
     r.HandleStream(Verb::post, "/reject", RouteOptions().MaxBody(64 << 20),
                    [](const std::shared_ptr<Exchange>&) -> Result<std::unique_ptr<BodySink>> {
-                     return BadRequest("bad hash in path");
+                     return Malformed("bad hash in path");
                    });
     r.Handle(Verb::get, "/ndjson", {}, [](const std::shared_ptr<Exchange>& ex) {
       auto stream = ex->StartStream(200, {{"Content-Type", "application/x-ndjson"}});
@@ -937,7 +937,7 @@ class HoldingSink : public BodySink {
   void OnEnd(std::shared_ptr<Exchange> ex) override { ex->Respond(Response::Text(200, "done")); }
   void OnAbort(const Error& why) override {
     std::lock_guard lock(shared_->mu);
-    shared_->aborts.push_back(std::to_string(why.status));
+    shared_->aborts.push_back(why.message);
   }
 
  private:

@@ -53,7 +53,7 @@ void Session::OnHeader(beast::error_code ec) {
   first_request_ = false;
   if (ec == bhttp::error::header_limit) {
     BeginRequest(nullptr);
-    return EarlyError({431, "request header too large"});
+    return EarlyResponse(Response::ErrorJson(431, "request header too large"));
   }
   if (ec) return Close();  // EOF, reset, or the header timeout (tcp_stream has closed the socket then)
   auto& h = header_parser_->get();
@@ -71,16 +71,16 @@ void Session::StartStreamed(Request req, uint64_t limit, bool expect_continue) {
   stream_parser_->body_limit(limit);
   exchange_ = std::make_shared<Exchange>(shared_from_this(), gen_, std::move(req));
   current_ = exchange_;
-  Result<std::unique_ptr<BodySink>> sink = InternalError("no sink");
+  Result<std::unique_ptr<BodySink>> sink = IoError("no sink");
   try {
     sink = route_->stream_handler(exchange_);
   } catch (const std::exception& e) {
-    sink = InternalError(std::string("handler failed: ") + e.what());
+    sink = IoError(std::string("handler failed: ") + e.what());
   }
   if (!sink || !*sink) {
     auto ex = std::move(exchange_);
     keep_alive_ = false;
-    ex->Fail(sink ? InternalError("handler returned no sink") : sink.error());
+    ex->Fail(sink ? IoError("handler returned no sink") : sink.error());
     return;
   }
   sink_ = std::move(*sink);
@@ -134,20 +134,23 @@ bool Session::PreemptedBetweenReads() {
 }
 
 void Session::BodyReadFailed(beast::error_code ec) {
-  Error e;
-  if (ec == bhttp::error::body_limit) {
-    e = {413, "request body too large"};
-  } else if (ec == beast::error::timeout) {
-    e = {408, "request body arrived too slowly"};
-  } else if (ec == bhttp::error::end_of_stream || ec == asio::error::eof ||
-             ec == asio::error::operation_aborted || ec == asio::error::connection_reset) {
-    if (sink_) sink_->OnAbort({400, "client closed the connection"});
+  if (ec == bhttp::error::end_of_stream || ec == asio::error::eof || ec == asio::error::operation_aborted ||
+      ec == asio::error::connection_reset) {
+    if (sink_) sink_->OnAbort(Malformed("client closed the connection"));
     return Close();
-  } else {
-    e = BadRequest("malformed request body: " + ec.message());
   }
-  if (sink_) sink_->OnAbort(e);
-  EarlyError(e);
+  // The answers of HTTP itself (413, 408) are the server's own: the sink learns why in the common codes.
+  unsigned status = 400;
+  Error why = Malformed("malformed request body: " + ec.message());
+  if (ec == bhttp::error::body_limit) {
+    status = 413;
+    why = LimitExceeded("request body too large");
+  } else if (ec == beast::error::timeout) {
+    status = 408;
+    why = Malformed("request body arrived too slowly");
+  }
+  if (sink_) sink_->OnAbort(why);
+  EarlyResponse(Response::ErrorJson(status, why.message));
 }
 
 void Session::ReadBufferedBody() {
@@ -187,7 +190,7 @@ void Session::CallHandler() {
   try {
     route_->handler(ex);
   } catch (const std::exception& e) {
-    ex->Fail(InternalError(std::string("handler failed: ") + e.what()));
+    ex->Fail(IoError(std::string("handler failed: ") + e.what()));
   }
 }
 
@@ -250,7 +253,7 @@ void Session::FinishStreamBody() {
   try {
     sink_->OnEnd(ex);
   } catch (const std::exception& e) {
-    ex->Fail(InternalError(std::string("handler failed: ") + e.what()));
+    ex->Fail(IoError(std::string("handler failed: ") + e.what()));
   }
 }
 

@@ -131,7 +131,7 @@ void Session::Close() {
   Log();
   state_ = State::kClosed;
   open_ = false;
-  if (sink_ && !body_done_) sink_->OnAbort({400, "connection closed"});
+  if (sink_ && !body_done_) sink_->OnAbort(Malformed("connection closed"));
   beast::error_code ec;
   tcp().socket().shutdown(tcp::socket::shutdown_both, ec);
   tcp().close();

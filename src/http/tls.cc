@@ -62,7 +62,7 @@ Result<std::shared_ptr<ssl::context>> LoadTlsContext(const TlsFiles& files) {
   SSL_CTX* native = ctx->native_handle();
   SSL_CTX_set_default_passwd_cb(native, NoPassword);
   const auto fail = [](const std::string& what) -> Error {
-    return InternalError("TLS: " + what + ": " + OpenSslErrors());
+    return IoError("TLS: " + what + ": " + OpenSslErrors());
   };
   if (SSL_CTX_set_min_proto_version(native, TLS1_2_VERSION) != 1) return fail("cannot require TLS 1.2");
   SSL_CTX_set_options(native,

@@ -61,6 +61,8 @@ Error FromIndex(const xet::Error& e) {
       return Fail(ErrorKind::kConflict, "", e.message);
     case xet::ErrorCode::kUnavailable:
       return Fail(ErrorKind::kUnavailable, "", e.message);
+    case xet::ErrorCode::kUnauthorized:
+      return Fail(ErrorKind::kUnauthorized, "", e.message);
     case xet::ErrorCode::kDenied:
     case xet::ErrorCode::kQuota:
       return Fail(ErrorKind::kForbidden, "", e.message);
