@@ -1,9 +1,9 @@
-// Every route against a failing index (index/faulty_index.h, every call failed): a request that succeeds
-// while the index answers gets 500 when the index fails with an I/O error and 503 with Retry-After when the
-// index cannot be reached, never a 404, a 200 made from nothing or a half-made change; the routes that need
-// no index answer as they do when it is healthy. /v2/shards, whose answer is a stream, ends it with an error
-// frame that says the failure is retryable. A guard fails when a registered route has no request here, so a
-// new route must say how it fails.
+// Every route against a failing index (index/testing/faulty_index.h, every call failed): a request that
+// succeeds while the index answers gets 500 when the index fails with an I/O error and 503 with Retry-After
+// when the index cannot be reached, never a 404, a 200 made from nothing or a half-made change; the routes
+// that need no index answer as they do when it is healthy. /v2/shards, whose answer is a stream, ends it with
+// an error frame that says the failure is retryable. A guard fails when a registered route has no request
+// here, so a new route must say how it fails.
 //
 // What the routes serve is made first through services on the bare index, which then go: the routes'
 // services start with cold caches and ask the index.
