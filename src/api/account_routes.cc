@@ -13,11 +13,6 @@
 namespace cairn::api::hub_routes {
 namespace {
 
-using http::Exchange;
-using http::RouteOptions;
-using http::Verb;
-namespace json = boost::json;
-
 void Whoami(const HubContext& c, const std::shared_ptr<Exchange>& ex) {
   auto caller = CallerOf(c.server, ex->request());
   if (!caller || caller->anonymous()) {

@@ -19,12 +19,6 @@
 namespace cairn::api::hub_routes {
 namespace {
 
-using http::Exchange;
-using http::Response;
-using http::RouteOptions;
-using http::Verb;
-namespace json = boost::json;
-
 // The caller and the bucket named by the route's {ns}/{name}; answers the request itself when there is none.
 std::optional<RepoRequest> BucketOf(const HubContext& c, const std::shared_ptr<Exchange>& ex,
                                     bool creating = false) {

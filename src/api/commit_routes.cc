@@ -16,12 +16,6 @@
 namespace cairn::api::hub_routes {
 namespace {
 
-using http::Exchange;
-using http::Response;
-using http::RouteOptions;
-using http::Verb;
-namespace json = boost::json;
-
 void Preupload(const HubContext& c, const std::shared_ptr<Exchange>& ex) {
   auto asked = ParsePreuploadBody(ex->request().body);
   if (!asked) return ex->Respond(HubErrorResponse(400, "", asked.error().message));

@@ -7,8 +7,6 @@
 
 namespace cairn::api::hub_routes {
 
-namespace json = boost::json;
-
 http::Response JsonAnswer(const json::value& v, unsigned status) {
   return http::Response::Json(status, json::serialize(v));
 }

@@ -23,6 +23,13 @@
 
 namespace cairn::api::hub_routes {
 
+// The names every route file of the Hub uses.
+using http::Exchange;
+using http::Response;
+using http::RouteOptions;
+using http::Verb;
+namespace json = boost::json;
+
 // {"...": ...} as application/json.
 http::Response JsonAnswer(const boost::json::value& v, unsigned status = 200);
 

@@ -16,12 +16,6 @@
 namespace cairn::api::hub_routes {
 namespace {
 
-using http::Exchange;
-using http::Response;
-using http::RouteOptions;
-using http::Verb;
-namespace json = boost::json;
-
 // The caller and the repository a create or delete body names (and whether it asks for a private one);
 // answers the request itself when there is none.
 std::optional<RepoRequest> RepoInBodyOf(const HubContext& c, const std::shared_ptr<Exchange>& ex,

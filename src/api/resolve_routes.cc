@@ -24,11 +24,6 @@
 namespace cairn::api::hub_routes {
 namespace {
 
-using http::Exchange;
-using http::Response;
-using http::RouteOptions;
-using http::Verb;
-
 // Small files' bytes as a source for range answers.
 class MemorySource final : public http::ByteSource {
  public:

@@ -17,12 +17,6 @@
 namespace cairn::api::hub_routes {
 namespace {
 
-using http::Exchange;
-using http::Response;
-using http::RouteOptions;
-using http::Verb;
-namespace json = boost::json;
-
 // The messages one page of a commit listing carries, at most (the page ends early past it).
 constexpr size_t kCommitPageTextBytes = 4 << 20;
 

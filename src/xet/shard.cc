@@ -159,15 +159,16 @@ Result<FileRecord> ParseFileRecord(EntryReader& r, const uint8_t* e, size_t inde
   return f;
 }
 
-Status ParseFileSection(EntryReader& r, Shard& shard) {
-  std::optional<bool> with_verification;
+// A section's records, each parsed by `parse` (its header entry, its index) until the section's bookend.
+template <typename Record, typename Parse>
+Status ParseSection(EntryReader& r, std::string_view section, std::vector<Record>& out, Parse parse) {
   for (;;) {
-    auto e = NextSectionEntry(r, "file");
+    auto e = NextSectionEntry(r, section);
     if (!e.ok()) return e.error();
     if (*e == nullptr) return Ok{};
-    auto f = ParseFileRecord(r, *e, shard.files.size(), with_verification);
-    if (!f.ok()) return f.error();
-    shard.files.push_back(std::move(*f));
+    auto record = parse(*e, out.size());
+    if (!record.ok()) return record.error();
+    out.push_back(std::move(*record));
   }
 }
 
@@ -195,17 +196,6 @@ Result<XorbRecord> ParseXorbRecord(EntryReader& r, const uint8_t* e, size_t inde
   return x;
 }
 
-Status ParseXorbSection(EntryReader& r, Shard& shard) {
-  for (;;) {
-    auto e = NextSectionEntry(r, "xorb");
-    if (!e.ok()) return e.error();
-    if (*e == nullptr) return Ok{};
-    auto x = ParseXorbRecord(r, *e, shard.xorbs.size());
-    if (!x.ok()) return x.error();
-    shard.xorbs.push_back(std::move(*x));
-  }
-}
-
 }  // namespace
 
 Result<Shard> ParseShard(std::span<const uint8_t> bytes) {
@@ -213,8 +203,11 @@ Result<Shard> ParseShard(std::span<const uint8_t> bytes) {
   if (!footer_size.ok()) return footer_size.error();
   Shard shard;
   EntryReader r(bytes);
-  if (auto st = ParseFileSection(r, shard); !st.ok()) return st.error();
-  if (auto st = ParseXorbSection(r, shard); !st.ok()) return st.error();
+  std::optional<bool> with_verification;
+  auto file = [&](const uint8_t* e, size_t i) { return ParseFileRecord(r, e, i, with_verification); };
+  if (auto st = ParseSection(r, "file", shard.files, file); !st.ok()) return st.error();
+  auto xorb = [&](const uint8_t* e, size_t i) { return ParseXorbRecord(r, e, i); };
+  if (auto st = ParseSection(r, "xorb", shard.xorbs, xorb); !st.ok()) return st.error();
   if (*footer_size == kShardFooterSize) {
     if (bytes.size() - r.pos() < kShardFooterSize) return Malformed("shard announces a footer but has none");
     const auto f = bytes.subspan(bytes.size() - kShardFooterSize);
