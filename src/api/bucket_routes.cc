@@ -196,7 +196,7 @@ void BucketBatch(const HubContext& c, const std::shared_ptr<Exchange>& ex) {
           !(op.source->type == hub::RepoType::kBucket && op.source->ns == bucket.record.ns &&
             op.source->name == bucket.record.name)) {
         // An empty file has no upload to lend: reading the source is all it takes.
-        hub::Status st = hub::Ok{};
+        Status st = Ok{};
         if (op.file->is_zero()) {
           if (auto src = c.hub.Open(rr.caller, *op.source, false); !src) st = src.error();
         } else {

@@ -7,28 +7,6 @@
 
 namespace cairn::api {
 
-unsigned HttpStatusOf(hub::ErrorKind kind) {
-  switch (kind) {
-    case hub::ErrorKind::kBadRequest:
-      return 400;
-    case hub::ErrorKind::kUnauthorized:
-      return 401;
-    case hub::ErrorKind::kForbidden:
-      return 403;
-    case hub::ErrorKind::kNotFound:
-      return 404;
-    case hub::ErrorKind::kConflict:
-      return 409;
-    case hub::ErrorKind::kStale:
-      return 412;
-    case hub::ErrorKind::kUnavailable:
-      return 503;
-    case hub::ErrorKind::kInternal:
-      return 500;
-  }
-  return 500;
-}
-
 http::Response ErrorResponse(const Error& e) {
   return http::Response::ErrorJson(HttpStatusOf(e.code), e.message);
 }
@@ -40,11 +18,11 @@ http::Response HubErrorResponse(unsigned status, std::string_view code, std::str
   return r;
 }
 
-http::Response HubErrorResponse(const hub::Error& e) {
-  return HubErrorResponse(HttpStatusOf(e.kind), e.code, e.message);
+http::Response HubErrorResponse(const Error& e) {
+  return HubErrorResponse(HttpStatusOf(e.code), e.reason, e.message);
 }
 
-http::Response HubErrorResponse(const hub::Error& e, boost::json::object body) {
+http::Response HubErrorResponse(const Error& e, boost::json::object body) {
   http::Response r = HubErrorResponse(e);
   body["error"] = e.message;
   r.body = {boost::json::serialize(body)};

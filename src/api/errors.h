@@ -10,13 +10,11 @@
 #include "http/handler.h"
 #include "http/result.h"
 #include "http/status.h"
-#include "hub/hub_service.h"
 
 namespace cairn::api {
 
-// Each code's status: http/status.h's one table. The Hub's kinds have theirs here until they are codes too.
+// Each code's status: http/status.h's one table.
 using http::HttpStatusOf;
-unsigned HttpStatusOf(hub::ErrorKind kind);
 
 // The JSON error answer ({"error": message}) with e's status.
 http::Response ErrorResponse(const Error& e);
@@ -25,11 +23,12 @@ http::Response ErrorResponse(const Error& e);
 // client sent (a path): in the header it is printable ASCII (common/printable.h), so no control character,
 // C1 included, reaches a header or the terminal that shows it; the JSON body has it exactly.
 http::Response HubErrorResponse(unsigned status, std::string_view code, std::string_view message);
-http::Response HubErrorResponse(const hub::Error& e);
+// An error's reason, when it has one, is its X-Error-Code.
+http::Response HubErrorResponse(const Error& e);
 // git-lfs's error answer: {"message"} as application/vnd.git-lfs+json (git-lfs docs/api/batch.md).
 http::Response LfsError(unsigned status, std::string_view message);
 // The same with more fields in the JSON body beside "error" (a create_repo 409 names the repository that
 // exists, which huggingface_hub reads).
-http::Response HubErrorResponse(const hub::Error& e, boost::json::object body);
+http::Response HubErrorResponse(const Error& e, boost::json::object body);
 
 }  // namespace cairn::api

@@ -1,5 +1,5 @@
-// The one error table (http/status.h, through api/errors.h): every code and every Hub kind has exactly the
-// status the routes answer.
+// The one error table (http/status.h, through api/errors.h): every code has exactly the status the routes
+// answer, and a Hub failure's reason is its X-Error-Code.
 #include "api/errors.h"
 
 #include <gtest/gtest.h>
@@ -7,6 +7,8 @@
 #include <map>
 #include <string>
 #include <string_view>
+
+#include "hub/hub_service.h"
 
 namespace cairn::api {
 namespace {
@@ -29,6 +31,7 @@ TEST(ErrorTable, EveryCodeHasOneStatus) {
       {ErrorCode::kQuota, 403},
       {ErrorCode::kNotFound, 404},
       {ErrorCode::kConflict, 409},
+      {ErrorCode::kStale, 412},
       {ErrorCode::kUnsatisfiable, 416},
       {ErrorCode::kDamaged, 500},
       {ErrorCode::kIo, 500},
@@ -49,21 +52,19 @@ TEST(ErrorTable, EveryCodeHasOneStatus) {
   EXPECT_FALSE(Retryable(NotFound("no")));
 }
 
-TEST(ErrorTable, HubKindsAndTheirHeaders) {
-  EXPECT_EQ(HttpStatusOf(hub::ErrorKind::kBadRequest), 400u);
-  EXPECT_EQ(HttpStatusOf(hub::ErrorKind::kUnauthorized), 401u);
-  EXPECT_EQ(HttpStatusOf(hub::ErrorKind::kForbidden), 403u);
-  EXPECT_EQ(HttpStatusOf(hub::ErrorKind::kNotFound), 404u);
-  EXPECT_EQ(HttpStatusOf(hub::ErrorKind::kConflict), 409u);
-  EXPECT_EQ(HttpStatusOf(hub::ErrorKind::kStale), 412u);
-  EXPECT_EQ(HttpStatusOf(hub::ErrorKind::kInternal), 500u);
-  EXPECT_EQ(HttpStatusOf(hub::ErrorKind::kUnavailable), 503u);
-  const http::Response r =
-      HubErrorResponse(hub::Error{hub::ErrorKind::kNotFound, "RepoNotFound", "no repo a\r\nb"});
+TEST(ErrorTable, AHubFailuresReasonIsItsErrorCodeHeader) {
+  const http::Response r = HubErrorResponse(hub::RepoNotFound("no repo a\r\nb"));
   EXPECT_EQ(r.status, 404u);
   EXPECT_EQ(HeaderOf(r, "X-Error-Code"), "RepoNotFound");
   EXPECT_EQ(HeaderOf(r, "X-Error-Message"), "no repo a\\x0d\\x0ab");
-  const http::Response plain = HubErrorResponse(hub::Error{hub::ErrorKind::kInternal, "", "x"});
+  EXPECT_EQ(HubErrorResponse(hub::RevisionNotFound("r")).status, 404u);
+  EXPECT_EQ(HeaderOf(HubErrorResponse(hub::RevisionNotFound("r")), "X-Error-Code"), "RevisionNotFound");
+  EXPECT_EQ(HeaderOf(HubErrorResponse(hub::EntryNotFound("e")), "X-Error-Code"), "EntryNotFound");
+  const http::Response exists = HubErrorResponse(hub::RepoExists("taken"));
+  EXPECT_EQ(exists.status, 409u);
+  EXPECT_EQ(HeaderOf(exists, "X-Error-Code"), "RepoExists");
+  const http::Response plain = HubErrorResponse(Damaged("x"));
+  EXPECT_EQ(plain.status, 500u);
   EXPECT_EQ(HeaderOf(plain, "X-Error-Code"), "");
 }
 

@@ -256,17 +256,17 @@ class GitRoutes {
                                                    uint64_t ttl) {
     boost::json::object out{{"oid", o.oid}, {"size", o.size}};
     auto stored = hub_.OpenLargeBySha256(repo, o.oid);
-    if (!stored && stored.error().kind == hub::ErrorKind::kNotFound && options_.mirror != nullptr &&
+    if (!stored && stored.error().code == ErrorCode::kNotFound && options_.mirror != nullptr &&
         hub::IsMirrored(repo.record)) {
       // A mirrored repository's large file not fetched yet: fetched now, by its SHA-256.
       auto fetched = options_.mirror->LargeBySha256(repo, hub::LfsPointer{o.oid, o.size});
       if (fetched) stored = hub_.OpenLargeBySha256(repo, o.oid);
-      if (!fetched && fetched.error().kind != hub::ErrorKind::kNotFound) {
+      if (!fetched && fetched.error().code != ErrorCode::kNotFound) {
         return Unavailable(fetched.error().message);
       }
     }
     if (!stored) {
-      if (stored.error().kind != hub::ErrorKind::kNotFound) return Unavailable(stored.error().message);
+      if (stored.error().code != ErrorCode::kNotFound) return Unavailable(stored.error().message);
       out["error"] = {{"code", 404}, {"message", "Object does not exist"}};
     } else if (stored->size != o.size) {
       out["error"] = {{"code", 422}, {"message", "the object's size is " + std::to_string(stored->size)}};
@@ -364,7 +364,7 @@ class GitRoutes {
     auto repo = (options_.mirror != nullptr && !write) ? options_.mirror->Open(caller, id)
                                                        : hub_.Open(caller, id, write);
     if (!repo) {
-      if (repo.error().kind == hub::ErrorKind::kNotFound && options_.mirror != nullptr) {
+      if (repo.error().code == ErrorCode::kNotFound && options_.mirror != nullptr) {
         // Renamed upstream: git follows the redirect to the new name.
         if (auto to = options_.mirror->RenamedTo(id)) {
           if (auto target = RenamedTarget(req.target, id, *to)) {
@@ -375,12 +375,12 @@ class GitRoutes {
           }
         }
       }
-      if (repo.error().kind == hub::ErrorKind::kNotFound) return not_found();
-      if (repo.error().kind == hub::ErrorKind::kUnauthorized) {
+      if (repo.error().code == ErrorCode::kNotFound) return not_found();
+      if (repo.error().code == ErrorCode::kUnauthorized) {
         ex->Respond(Unauthorized("Authentication required"));
         return std::nullopt;
       }
-      if (repo.error().kind == hub::ErrorKind::kForbidden) {
+      if (repo.error().code == ErrorCode::kDenied) {
         ex->Respond(Text(403,
                          "You are not authorized to push to this repository (a write token of its "
                          "namespace or of the repository is needed)"));
@@ -400,14 +400,14 @@ class GitRoutes {
     return (std::filesystem::temp_directory_path() / "cairn-git-push").string();
   }
 
-  hub::Result<git::ReceivePack> ReceivePackOf(const hub::Repo& repo) {
+  Result<git::ReceivePack> ReceivePackOf(const hub::Repo& repo) {
     auto refs = hub_.ListRefs(repo);
     if (!refs) return refs.error();
     return git::ReceivePack(hub_, index_, repo, std::move(*refs), hub_.options().default_branch,
                             options_.pack_limits);
   }
 
-  hub::Result<git::UploadPack> UploadPackOf(const hub::Repo& repo) {
+  Result<git::UploadPack> UploadPackOf(const hub::Repo& repo) {
     auto refs = hub_.ListRefs(repo);
     if (!refs) return refs.error();
     return git::UploadPack(index_, repo.record.id, std::move(*refs), hub_.options().default_branch,

@@ -62,13 +62,13 @@ bool QueryTrue(const http::Request& req, std::string_view key) {
   return v && (*v == "1" || *v == "true" || *v == "True");
 }
 
-http::Response Done(const hub::Status& st) {
+http::Response Done(const Status& st) {
   return st ? JsonAnswer(json::object{}) : HubErrorResponse(st.error());
 }
 
-http::Response CreatedAnswer(const hub::Result<hub::Repo>& made, json::object out) {
+http::Response CreatedAnswer(const Result<hub::Repo>& made, json::object out) {
   if (!made) {
-    if (made.error().kind != hub::ErrorKind::kConflict) return HubErrorResponse(made.error());
+    if (made.error().code != ErrorCode::kConflict) return HubErrorResponse(made.error());
     return HubErrorResponse(made.error(), std::move(out));  // the 409 names the repository that exists
   }
   return JsonAnswer(out);
@@ -94,7 +94,7 @@ std::function<std::string(const http::Request&)> CommitTenant(bool bucket) {
   };
 }
 
-hub::Result<hub::ObjectId> HubContext::ResolveIn(const hub::Repo& repo, std::string_view revision) const {
+Result<hub::ObjectId> HubContext::ResolveIn(const hub::Repo& repo, std::string_view revision) const {
   if (options.mirror != nullptr && hub::IsMirrored(repo.record))
     return options.mirror->Resolve(repo, revision);
   return hub.Resolve(repo, revision);

@@ -54,11 +54,11 @@ std::optional<RepoRequest> RepoOf(const http::Server& server, const std::shared_
 bool QueryTrue(const http::Request& req, std::string_view key);
 
 // The answer to a change that returns nothing: {} or the error.
-http::Response Done(const hub::Status& st);
+http::Response Done(const Status& st);
 
 // The answer to a create: `out` (the url), or when the name is taken a 409 that carries the url as well:
 // huggingface_hub reads it with exist_ok.
-http::Response CreatedAnswer(const hub::Result<hub::Repo>& made, boost::json::object out);
+http::Response CreatedAnswer(const Result<hub::Repo>& made, boost::json::object out);
 
 // The tenant a commit (a bucket batch when `bucket`) enters the commit gate as. The slots are shared fairly
 // between namespaces (admission.h): a request counts for the namespace it may write, known from the token
@@ -81,7 +81,7 @@ struct HubContext {
   void WithRepo(const std::shared_ptr<http::Exchange>& ex, bool write, Fn fn) const;
 
   // A revision to read at: a mirrored repository's names as its upstream has them (mirror_service.h).
-  hub::Result<hub::ObjectId> ResolveIn(const hub::Repo& repo, std::string_view revision) const;
+  Result<hub::ObjectId> ResolveIn(const hub::Repo& repo, std::string_view revision) const;
 
   std::string RepoUrl(const hub::RepoId& id) const { return options.public_url + "/" + hub::RepoPath(id); }
 
@@ -99,7 +99,7 @@ void HubContext::WithRepo(const std::shared_ptr<http::Exchange>& ex, bool write,
     // Reads go through the mirror when there is one: it copies a repository this server does not hold.
     auto repo = (options.mirror != nullptr && !write) ? options.mirror->Open(rr.caller, rr.id)
                                                       : hub.Open(rr.caller, rr.id, write);
-    if (!repo && repo.error().kind == hub::ErrorKind::kNotFound && options.mirror != nullptr) {
+    if (!repo && repo.error().code == ErrorCode::kNotFound && options.mirror != nullptr) {
       // Renamed upstream: the client is sent to the new name, as the Hub sends it.
       if (auto to = options.mirror->RenamedTo(rr.id)) {
         if (auto target = RenamedTarget(ex->request().target, rr.id, *to)) {

@@ -81,8 +81,7 @@ void PathsInfo(const HubContext& c, const std::shared_ptr<Exchange>& ex) {
                for (const std::string& p : paths) {
                  auto info = c.hub.Stat(repo, *oid, p);
                  if (!info) {
-                   if (info.error().kind == hub::ErrorKind::kNotFound)
-                     continue;  // missing paths are left out
+                   if (info.error().code == ErrorCode::kNotFound) continue;  // missing paths are left out
                    return ex->Respond(HubErrorResponse(info.error()));
                  }
                  out.push_back(EntryJson(*info));

@@ -94,9 +94,9 @@ int RunMirrorPrefetch(const MirrorCommandOptions& opts) {
   MirrorStack stack(*opened);
   mirror::MirrorService& mirror = stack.mirror;
   hub::HubService& hub = stack.hub;
-  const auto fail = [](const hub::Error& e) {
+  const auto fail = [](const Error& e) {
     std::cerr << "cairn mirror prefetch: " << e.message << "\n";
-    return e.kind == hub::ErrorKind::kUnavailable ? 3 : 1;
+    return e.code == ErrorCode::kUnavailable ? 3 : 1;
   };
   // The command speaks for the deployment: a caller the read policy lets through.
   const hub::Caller caller{.scope = "cairn mirror prefetch", .write = false, .expires = 0};

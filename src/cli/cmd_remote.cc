@@ -61,6 +61,7 @@ int ExitCode(const xet::Error& e) {
     case xet::ErrorCode::kInconsistent:
     case xet::ErrorCode::kUnavailable:
     case xet::ErrorCode::kConflict:
+    case xet::ErrorCode::kStale:
     case xet::ErrorCode::kUnknownReference:
     case xet::ErrorCode::kUnauthorized:
     case xet::ErrorCode::kDenied:

@@ -23,10 +23,13 @@ enum class ErrorCode {
   kUnknownReference,  // the input names an object the server does not hold (a shard's xorb)
   kNotFound,          // 404: the object asked for is unknown, or not visible to the asker
   kUnauthorized,  // 401: no credential, or one that is no credential of this server's (malformed, expired)
-  kDenied,        // 403: a signed credential (transfer URL, link) expired, was altered or does not cover this
-  kQuota,         // 403: the namespace's storage quota has no room for what the request would store
+  kDenied,  // 403: the credential does not cover this (a token's scope or permission; a signed transfer URL
+            // or
+            // link that expired or was altered)
+  kQuota,   // 403: the namespace's storage quota has no room for what the request would store
   kUnsatisfiable,  // 416: a byte range outside what is stored
   kConflict,       // 409: made against a state that has changed since (a name taken, a ref moved)
+  kStale,          // 412: the request's stated precondition no longer holds (a parent that is not the head)
   // The server failed (5xx).
   kDamaged,  // 500: stored data is missing or fails its own checks (a xorb gone, a chunk that does not hash)
   kIo,       // 500: the operating system or a database failed (disk full, permission, corruption)
@@ -36,6 +39,9 @@ enum class ErrorCode {
 struct Error {
   ErrorCode code;
   std::string message;
+  // What a client tells this failure apart from others of its code by, where one does (the Hub's
+  // X-Error-Code: RepoNotFound, RevisionNotFound, ...); empty otherwise.
+  std::string reason = {};
 };
 
 template <typename T>
@@ -78,6 +84,9 @@ inline Error Unsatisfiable(std::string m) {
 inline Error Conflict(std::string m) {
   return {ErrorCode::kConflict, std::move(m)};
 }
+inline Error Stale(std::string m) {
+  return {ErrorCode::kStale, std::move(m)};
+}
 inline Error Damaged(std::string m) {
   return {ErrorCode::kDamaged, std::move(m)};
 }
@@ -86,6 +95,11 @@ inline Error IoError(std::string m) {
 }
 inline Error Unavailable(std::string m) {
   return {ErrorCode::kUnavailable, std::move(m)};
+}
+
+// Whether the server failed rather than the request (a 5xx).
+inline bool ServerFault(const Error& e) {
+  return e.code == ErrorCode::kDamaged || e.code == ErrorCode::kIo || e.code == ErrorCode::kUnavailable;
 }
 
 // Whether trying the same request again later may succeed.

@@ -239,7 +239,7 @@ TEST_P(CollectorTest, AnOldRevisionKeepsItsFilesUntilASquashFreesThem) {
   EXPECT_GT(r.reclaimed_repo_bytes, 0u);
   EXPECT_FALSE(r.scrub.empty());
   for (const auto& x : s.doomed_only) EXPECT_FALSE(Stored(x)) << x.hex();
-  EXPECT_EQ(hub_->Resolve(AliceModel(), first.hex()).error().code, "RevisionNotFound");
+  EXPECT_EQ(hub_->Resolve(AliceModel(), first.hex()).error().reason, "RevisionNotFound");
   // What the squashed head names is whole.
   const hub::ObjectId head = *hub_->Resolve(AliceModel(), "main");
   auto info = hub_->Stat(AliceModel(), head, "shared.bin");

@@ -258,8 +258,7 @@ class DeploymentTest : public ::testing::TestWithParam<Backend> {
     req.summary = "change";
     req.branch = branch;
     req.operations = std::move(ops);
-    auto made =
-        repo.ok() ? hub_->CreateCommit(kAlice, *repo, req) : hub::Result<hub::CommitInfo>(repo.error());
+    auto made = repo.ok() ? hub_->CreateCommit(kAlice, *repo, req) : Result<hub::CommitInfo>(repo.error());
     EXPECT_TRUE(made.ok()) << made.error().message;
     return made.ok() ? made->oid : hub::ObjectId{};
   }

@@ -108,8 +108,7 @@ xet::Result<std::string> ReceivePack::Serve(const hub::Caller& caller, std::stri
   } else {
     auto applied = hub_.ApplyPush(caller, repo_, std::move(objects), refs);
     if (!applied.ok()) {
-      if (applied.error().kind == hub::ErrorKind::kUnavailable ||
-          applied.error().kind == hub::ErrorKind::kInternal) {
+      if (ServerFault(applied.error())) {
         return xet::Unavailable(applied.error().message);
       }
       for (const auto& r : refs)

@@ -19,6 +19,8 @@ unsigned HttpStatusOf(ErrorCode code) {
       return 404;
     case ErrorCode::kConflict:
       return 409;
+    case ErrorCode::kStale:
+      return 412;
     case ErrorCode::kUnsatisfiable:
       return 416;
     case ErrorCode::kDamaged:

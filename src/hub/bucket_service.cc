@@ -80,14 +80,14 @@ Result<std::vector<index::BucketFile>> BucketService::Stat(const Repo& bucket,
 Result<index::BucketFile> BucketService::StatOne(const Repo& bucket, const std::string& path) {
   auto got = Stat(bucket, {path});
   if (!got.ok()) return got.error();
-  if (got->empty()) return Error{ErrorKind::kNotFound, "EntryNotFound", path + " is not in this bucket"};
+  if (got->empty()) return EntryNotFound(path + " is not in this bucket");
   return std::move(got->front());
 }
 
 Result<std::vector<BucketOpFailure>> BucketService::Apply(const Repo& bucket,
                                                           const std::vector<BucketOp>& ops) {
   if (ops.size() > kMaxOps) {
-    return Error{ErrorKind::kBadRequest, "", "at most " + std::to_string(kMaxOps) + " operations a batch"};
+    return Malformed("at most " + std::to_string(kMaxOps) + " operations a batch");
   }
   std::vector<BucketOpFailure> failed;
   std::vector<index::BucketChange> changes;

@@ -31,7 +31,7 @@ constexpr std::string_view kGitAttributes =
     "*.zip filter=lfs diff=lfs merge=lfs -text\n";
 
 Error RepoNotFound(const RepoId& id) {
-  return Fail(ErrorKind::kNotFound, "RepoNotFound", "Repository not found: " + id.str());
+  return hub::RepoNotFound("Repository not found: " + id.str());
 }
 
 std::vector<std::string_view> Split(std::string_view path) {
@@ -53,31 +53,16 @@ std::string JoinPath(std::string_view dir, std::string_view name) {
 
 // ---- Names
 
-Error FromIndex(const xet::Error& e) {
+Error FromIndex(const Error& e) {
   switch (e.code) {
-    case xet::ErrorCode::kNotFound:
-      return Fail(ErrorKind::kNotFound, "", e.message);
-    case xet::ErrorCode::kConflict:
-      return Fail(ErrorKind::kConflict, "", e.message);
-    case xet::ErrorCode::kUnavailable:
-      return Fail(ErrorKind::kUnavailable, "", e.message);
-    case xet::ErrorCode::kUnauthorized:
-      return Fail(ErrorKind::kUnauthorized, "", e.message);
-    case xet::ErrorCode::kDenied:
-    case xet::ErrorCode::kQuota:
-      return Fail(ErrorKind::kForbidden, "", e.message);
-    case xet::ErrorCode::kMalformed:
-    case xet::ErrorCode::kLimit:
-    case xet::ErrorCode::kUnknownReference:
-    case xet::ErrorCode::kUnsatisfiable:
-      return Fail(ErrorKind::kBadRequest, "", e.message);
-    case xet::ErrorCode::kHashMismatch:  // what the index holds disagrees with itself: the server's fault
-    case xet::ErrorCode::kInconsistent:
-    case xet::ErrorCode::kDamaged:
-    case xet::ErrorCode::kIo:
-      return Fail(ErrorKind::kInternal, "", e.message);
+    case ErrorCode::kHashMismatch:  // what the index holds disagrees with itself: the server's fault
+    case ErrorCode::kInconsistent:
+      return Damaged(e.message);
+    case ErrorCode::kUnsatisfiable:
+      return Malformed(e.message);
+    default:
+      return e;
   }
-  return Fail(ErrorKind::kInternal, "", e.message);
 }
 
 std::optional<RepoType> TypeFromPlural(std::string_view plural) {
@@ -211,9 +196,9 @@ bool HubService::Inline(uint64_t size, std::span<const uint8_t> sample) const {
 
 Result<Repo> HubService::CreateRepo(const Caller& caller, const RepoId& id, bool is_private) {
   if (!ValidName(id.ns) || !ValidName(id.name)) {
-    return Fail(ErrorKind::kBadRequest, "", "invalid repository name: " + id.str());
+    return Malformed("invalid repository name: " + id.str());
   }
-  if (caller.anonymous()) return Fail(ErrorKind::kUnauthorized, "", "creating a repository needs a token");
+  if (caller.anonymous()) return Unauthorized("creating a repository needs a token");
   index::NewRepo repo{.type = id.type,
                       .ns = id.ns,
                       .name = id.name,
@@ -224,7 +209,7 @@ Result<Repo> HubService::CreateRepo(const Caller& caller, const RepoId& id, bool
                       .objects = {},
                       .refs = {}};
   if (!caller.write || !Covers(caller, ProspectiveRecord(id))) {
-    return Fail(ErrorKind::kForbidden, "", "this token cannot create repositories in " + id.ns);
+    return Denied("this token cannot create repositories in " + id.ns);
   }
   // The first commit: .gitattributes alone, as the Hub starts a repository (a bucket has no history).
   if (id.type != RepoType::kBucket) {
@@ -243,7 +228,7 @@ Result<Repo> HubService::CreateRepo(const Caller& caller, const RepoId& id, bool
   auto created = index_.CreateRepo(repo);
   if (!created.ok()) {
     if (created.error().code == xet::ErrorCode::kConflict) {
-      return Fail(ErrorKind::kConflict, "RepoExists", "You already created this repo: " + id.str());
+      return RepoExists("You already created this repo: " + id.str());
     }
     return FromIndex(created.error());
   }
@@ -259,13 +244,13 @@ Result<Repo> HubService::Open(const Caller& caller, const RepoId& id, bool write
   const bool covers = Covers(caller, *found);
   if (found->is_private && !covers) return RepoNotFound(id);
   if (write) {
-    if (caller.anonymous()) return Fail(ErrorKind::kUnauthorized, "", "writing needs a token");
+    if (caller.anonymous()) return Unauthorized("writing needs a token");
     if (!covers || !caller.write) {
-      return Fail(ErrorKind::kForbidden, "", "this token cannot write to " + id.str());
+      return Denied("this token cannot write to " + id.str());
     }
     // A mirror's copy changes only as its upstream does.
     if (IsMirrored(*found)) {
-      return Fail(ErrorKind::kForbidden, "", id.str() + " is mirrored from upstream: it is read-only here");
+      return Denied(id.str() + " is mirrored from upstream: it is read-only here");
     }
   }
   return Repo{std::move(*found)};
@@ -292,20 +277,20 @@ Status HubService::UpdateSettings(const Caller& caller, const RepoId& id, std::o
 
 Status HubService::MoveRepo(const Caller& caller, const RepoId& from, const RepoId& to) {
   if (!ValidName(to.ns) || !ValidName(to.name) || to.type != from.type) {
-    return Fail(ErrorKind::kBadRequest, "", "invalid destination: " + to.str());
+    return Malformed("invalid destination: " + to.str());
   }
   auto repo = Open(caller, from, true);
   if (!repo.ok()) return repo.error();
   // The destination must be the caller's to create.
   if (!Covers(caller, ProspectiveRecord(to))) {
-    return Fail(ErrorKind::kForbidden, "", "this token cannot create repositories in " + to.ns);
+    return Denied("this token cannot create repositories in " + to.ns);
   }
   index::RepoChange change;
   change.ns = to.ns;
   change.name = to.name;
   if (auto st = index_.UpdateRepo(repo->record.id, change); !st.ok()) {
     if (st.error().code == xet::ErrorCode::kConflict) {
-      return Fail(ErrorKind::kConflict, "RepoExists", "a repository named " + to.str() + " exists");
+      return RepoExists("a repository named " + to.str() + " exists");
     }
     return FromIndex(st.error());
   }
@@ -319,7 +304,7 @@ Result<std::vector<Repo>> HubService::ListRepos(const Caller& caller, RepoType t
   std::optional<std::pair<std::string, std::string>> cursor;
   if (after) {
     const size_t slash = after->find('/');
-    if (slash == std::string::npos) return Fail(ErrorKind::kBadRequest, "", "bad cursor");
+    if (slash == std::string::npos) return Malformed("bad cursor");
     cursor = std::pair{after->substr(0, slash), after->substr(slash + 1)};
   }
   std::vector<Repo> out;
@@ -365,7 +350,7 @@ Result<index::RepoObject> HubService::ReadObject(const Repo& repo, const std::ve
   if (auto hit = objects_.Get(ObjectCacheKey(repo, key))) return *hit;
   auto got = index_.GetRepoObjects(repo.record.id, {key});
   if (!got.ok()) return FromIndex(got.error());
-  if (!(*got)[0]) return Fail(ErrorKind::kNotFound, "", "object missing");
+  if (!(*got)[0]) return NotFound("object missing");
   return *Remember(repo, std::move(*(*got)[0]));
 }
 
@@ -392,12 +377,12 @@ Result<std::shared_ptr<const std::vector<TreeEntry>>> HubService::ReadTree(const
   const std::string cache_key = std::to_string(repo.record.id) + ":" + oid.hex();
   if (auto hit = trees_.Get(cache_key)) return hit;
   auto obj = ReadObject(repo, KeyOf(oid));
-  if (!obj.ok()) return Fail(ErrorKind::kInternal, "", "tree " + oid.hex() + " is missing");
+  if (!obj.ok()) return Damaged("tree " + oid.hex() + " is missing");
   if (obj->kind != static_cast<uint8_t>(ObjectKind::kTree)) {
-    return Fail(ErrorKind::kInternal, "", "object " + oid.hex() + " is not a tree");
+    return Damaged("object " + oid.hex() + " is not a tree");
   }
   auto entries = ParseTree(obj->data);
-  if (!entries.ok()) return Fail(ErrorKind::kInternal, "", entries.error().message);
+  if (!entries.ok()) return Damaged(entries.error().message);
   auto tree = std::make_shared<const std::vector<TreeEntry>>(std::move(*entries));
   size_t charge = 64;
   for (const auto& e : *tree) charge += e.name.size() + sizeof(TreeEntry);
@@ -406,9 +391,7 @@ Result<std::shared_ptr<const std::vector<TreeEntry>>> HubService::ReadTree(const
 }
 
 Result<Commit> HubService::ReadCommit(const Repo& repo, const ObjectId& oid) {
-  const auto not_found = [&] {
-    return Fail(ErrorKind::kNotFound, "RevisionNotFound", "Invalid rev id: " + oid.hex());
-  };
+  const auto not_found = [&] { return RevisionNotFound("Invalid rev id: " + oid.hex()); };
   // The object as cached (whole objects only), or the bounded head the index gave: parsed where it lies.
   std::shared_ptr<const index::RepoObject> object = objects_.Get(ObjectCacheKey(repo, KeyOf(oid)));
   std::vector<uint8_t> cut;
@@ -431,7 +414,7 @@ Result<Commit> HubService::ReadCommit(const Repo& repo, const ObjectId& oid) {
   const bool whole = object != nullptr;
   const std::span<const uint8_t> body = whole ? std::span<const uint8_t>(object->data) : std::span(cut);
   auto c = ParseCommit(body);
-  if (!c.ok()) return Fail(ErrorKind::kInternal, "", c.error().message);
+  if (!c.ok()) return Damaged(c.error().message);
   if (!whole || c->message.size() > kMaxSummaryBytes + 2 + kMaxDescriptionBytes) {
     c->message.resize(std::min(c->message.size(), kMaxSummaryBytes + 2 + kMaxDescriptionBytes));
     // Cut at a character boundary: what is served stays valid UTF-8.
@@ -445,7 +428,7 @@ Result<Commit> HubService::ReadCommit(const Repo& repo, const ObjectId& oid) {
 Result<std::vector<uint8_t>> HubService::ReadBlob(const Repo& repo, const ObjectId& blob) {
   auto obj = ReadObject(repo, KeyOf(blob));
   if (!obj.ok() || obj->kind != static_cast<uint8_t>(ObjectKind::kBlob)) {
-    return Fail(ErrorKind::kInternal, "", "blob " + blob.hex() + " is missing");
+    return Damaged("blob " + blob.hex() + " is missing");
   }
   return std::move(obj->data);
 }
@@ -457,29 +440,26 @@ Result<files::StoredFile> HubService::OpenLarge(const Repo& repo, const xet::Fil
     if (stored.error().code == xet::ErrorCode::kUnavailable) return FromIndex(stored.error());
     if (stored.error().code == xet::ErrorCode::kNotFound) {
       // Its link was removed (permanently_delete_lfs_files) and a collector freed it.
-      return Fail(ErrorKind::kNotFound, "EntryNotFound", "the file at this path was permanently deleted");
+      return EntryNotFound("the file at this path was permanently deleted");
     }
-    return Fail(ErrorKind::kInternal, "", "the Xet file of this path is missing: " + stored.error().message);
+    return Damaged("the Xet file of this path is missing: " + stored.error().message);
   }
   return std::move(*stored);
 }
 
 Result<files::StoredFile> HubService::OpenLargeBySha256(const Repo& repo, std::string_view sha256) {
-  if (!IsSha256Hex(sha256))
-    return Fail(ErrorKind::kBadRequest, "", "not a SHA-256 (64 lowercase hex digits)");
+  if (!IsSha256Hex(sha256)) return Malformed("not a SHA-256 (64 lowercase hex digits)");
   auto link = ReadObject(repo, FileLink::Key(sha256));
   if (!link.ok()) return link.error();
   const auto linked = FileLink::Parse(*link);
-  if (!linked) return Fail(ErrorKind::kInternal, "", "the link of " + std::string(sha256) + " is damaged");
+  if (!linked) return Damaged("the link of " + std::string(sha256) + " is damaged");
   return OpenLarge(repo, linked->file);
 }
 
 // ---- Revisions
 
 Result<ObjectId> HubService::Resolve(const Repo& repo, std::string_view revision) {
-  const auto not_found = [&] {
-    return Fail(ErrorKind::kNotFound, "RevisionNotFound", "Invalid rev id: " + std::string(revision));
-  };
+  const auto not_found = [&] { return RevisionNotFound("Invalid rev id: " + std::string(revision)); };
   if (revision.empty() || revision.size() > 255) return not_found();
   if (auto oid = ObjectId::FromHex(revision)) {
     // The index, not the cache: a collector may have swept a commit no ref reaches (a squashed history).
@@ -505,7 +485,7 @@ Result<ObjectId> HubService::Resolve(const Repo& repo, std::string_view revision
     for (const auto& r : *refs) {
       if (r.kind == kind && r.name == revision) {
         auto oid = ObjectId::FromBytes(r.target);
-        if (!oid) return Fail(ErrorKind::kInternal, "", "ref " + r.name + " is damaged");
+        if (!oid) return Damaged("ref " + r.name + " is damaged");
         return *oid;
       }
     }
@@ -519,7 +499,7 @@ Result<std::vector<RefInfo>> HubService::ListRefs(const Repo& repo) {
   std::vector<RefInfo> out;
   for (const auto& r : *refs) {
     auto oid = ObjectId::FromBytes(r.target);
-    if (!oid) return Fail(ErrorKind::kInternal, "", "ref " + r.name + " is damaged");
+    if (!oid) return Damaged("ref " + r.name + " is damaged");
     out.push_back({r.kind, r.name, *oid});
   }
   return out;
@@ -528,7 +508,7 @@ Result<std::vector<RefInfo>> HubService::ListRefs(const Repo& repo) {
 Status HubService::CreateRef(const Repo& repo, index::RefKind kind, const std::string& name,
                              std::optional<std::string_view> revision, bool exist_ok) {
   if (!ValidBranchOrTagName(name, kind == index::RefKind::kTag)) {
-    return Fail(ErrorKind::kBadRequest, "", "invalid ref name (git check-ref-format): " + name);
+    return Malformed("invalid ref name (git check-ref-format): " + name);
   }
   auto target = Resolve(repo, revision.value_or(options_.default_branch));
   if (!target.ok()) return target.error();
@@ -542,8 +522,7 @@ Status HubService::CreateRef(const Repo& repo, index::RefKind kind, const std::s
   if (auto st = index_.UpdateRef(repo.record.id, update); !st.ok()) {
     if (st.error().code == xet::ErrorCode::kConflict) {
       if (exist_ok) return Ok{};
-      return Fail(ErrorKind::kConflict, "",
-                  (kind == index::RefKind::kBranch ? "Branch " : "Tag ") + name + " already exists");
+      return Conflict((kind == index::RefKind::kBranch ? "Branch " : "Tag ") + name + " already exists");
     }
     return FromIndex(st.error());
   }
@@ -552,8 +531,7 @@ Status HubService::CreateRef(const Repo& repo, index::RefKind kind, const std::s
 
 Status HubService::ReviveHistory(const Repo& repo, const ObjectId& commit) {
   const auto gone = [&] {
-    return Fail(ErrorKind::kNotFound, "RevisionNotFound",
-                "revision " + commit.hex() + " was deleted by the garbage collector");
+    return RevisionNotFound("revision " + commit.hex() + " was deleted by the garbage collector");
   };
   // Everything it reaches, the commit itself last: while any of it is still quarantined the commit is too,
   // so another request moving a ref onto it revives the whole of it as well, never trusts a part.
@@ -584,7 +562,7 @@ Status HubService::ReviveHistory(const Repo& repo, const ObjectId& commit) {
 
 Status HubService::DeleteRef(const Repo& repo, index::RefKind kind, const std::string& name) {
   if (kind == index::RefKind::kBranch && name == options_.default_branch) {
-    return Fail(ErrorKind::kBadRequest, "", "the default branch cannot be deleted");
+    return Malformed("the default branch cannot be deleted");
   }
   auto refs = ListRefs(repo);
   if (!refs.ok()) return refs.error();
@@ -594,7 +572,7 @@ Status HubService::DeleteRef(const Repo& repo, index::RefKind kind, const std::s
     if (auto st = index_.UpdateRef(repo.record.id, update); !st.ok()) return FromIndex(st.error());
     return Ok{};
   }
-  return Fail(ErrorKind::kNotFound, "RevisionNotFound", "Invalid rev id: " + name);
+  return RevisionNotFound("Invalid rev id: " + name);
 }
 
 Result<HubService::CommitPage> HubService::ListCommits(const Repo& repo, const ObjectId& head, size_t skip,
@@ -624,7 +602,7 @@ Result<HubService::CommitPage> HubService::ListCommits(const Repo& repo, const O
 
 Result<PathInfo> HubService::DescribeBlob(const Repo& repo, std::string path, const ObjectId& oid) {
   auto obj = ReadObject(repo, KeyOf(oid));
-  if (!obj.ok()) return Fail(ErrorKind::kInternal, "", "blob " + oid.hex() + " is missing");
+  if (!obj.ok()) return Damaged("blob " + oid.hex() + " is missing");
   PathInfo info;
   info.path = std::move(path);
   info.oid = oid;
@@ -638,7 +616,7 @@ Result<PathInfo> HubService::DescribeBlob(const Repo& repo, std::string path, co
       info.size = pointer->size;
       info.xet = linked->file;
       info.lfs = std::move(*pointer);
-    } else if (!link.ok() && link.error().kind != ErrorKind::kNotFound) {
+    } else if (!link.ok() && link.error().code != ErrorCode::kNotFound) {
       return link.error();
     } else if (IsMirrored(repo.record)) {
       // Every pointer of a mirrored history is a large file upstream; its bytes are fetched when first asked.
@@ -663,10 +641,7 @@ Result<PathInfo> HubService::Describe(const Repo& repo, std::string path, const 
 Result<PathInfo> HubService::Stat(const Repo& repo, const ObjectId& commit, std::string_view path) {
   auto c = ReadCommit(repo, commit);
   if (!c.ok()) return c.error();
-  const auto missing = [&] {
-    return Fail(ErrorKind::kNotFound, "EntryNotFound",
-                std::string(path) + " does not exist at this revision");
-  };
+  const auto missing = [&] { return EntryNotFound(std::string(path) + " does not exist at this revision"); };
   if (path.empty()) {
     PathInfo root;
     root.is_dir = true;
@@ -694,7 +669,7 @@ Result<std::vector<PathInfo>> HubService::List(const Repo& repo, const ObjectId&
   auto at = Stat(repo, commit, path);
   if (!at.ok()) return at.error();
   if (!at->is_dir) {
-    return Fail(ErrorKind::kNotFound, "EntryNotFound", std::string(path) + " is not a folder");
+    return EntryNotFound(std::string(path) + " is not a folder");
   }
   std::vector<PathInfo> out;
   // Depth first in tree order: a folder, then (when recursive) what it holds.
@@ -832,12 +807,12 @@ Status HubService::ShareLarge(const Caller& caller, const RepoId& source, const 
   auto entry = files_.VisibleEntry(file, writes_source ? from->record.scope : from->record.read_scope);
   if (!entry.ok()) {
     if (entry.error().code == xet::ErrorCode::kNotFound) {
-      return Fail(ErrorKind::kNotFound, "EntryNotFound", "no file " + file.hex() + " in " + source.str());
+      return EntryNotFound("no file " + file.hex() + " in " + source.str());
     }
     return FromIndex(entry.error());
   }
   if (sha256 && (!IsSha256Hex(*sha256) || (*entry)->sha256 != xet::Hash::FromHex(*sha256))) {
-    return Fail(ErrorKind::kBadRequest, "", "the sha256 does not match file " + file.hex());
+    return Malformed("the sha256 does not match file " + file.hex());
   }
   if (auto st = files_.Share({file}, target.record.scope); !st.ok()) return FromIndex(st.error());
   return Ok{};
@@ -903,8 +878,7 @@ class TreeEditor {
         child.mode = EntryMode::kTree;
         child.node = std::make_unique<Node>();
       } else if (child.mode != EntryMode::kTree) {
-        return Fail(ErrorKind::kBadRequest, "",
-                    std::string(path) + ": " + std::string(segments[i]) + " is a file, not a folder");
+        return Malformed(std::string(path) + ": " + std::string(segments[i]) + " is a file, not a folder");
       }
       if (auto st = Expand(child); !st.ok()) return st;
       node = child.node.get();
@@ -913,7 +887,7 @@ class TreeEditor {
     auto& leaf = node->children[std::string(segments.back())];
     // A folder this commit emptied is gone: a file may take its name.
     if (leaf.mode == EntryMode::kTree && !(leaf.node && leaf.node->children.empty())) {
-      return Fail(ErrorKind::kBadRequest, "", std::string(path) + " is a folder");
+      return Malformed(std::string(path) + " is a folder");
     }
     leaf.mode = mode;
     leaf.id = id;
@@ -953,7 +927,7 @@ class TreeEditor {
 
  private:
   static Status Missing(std::string_view path) {
-    return Fail(ErrorKind::kNotFound, "EntryNotFound", std::string(path) + " does not exist");
+    return EntryNotFound(std::string(path) + " does not exist");
   }
 
   Status Expand(Node::Child& child) {
@@ -1015,10 +989,9 @@ class HubService::CommitBuilder {
       : hub_(hub), repo_(repo), head_(head), editor_(std::move(tree_editor)) {}
 
   Status Apply(const AddInline& add) {
-    if (!ValidPath(add.path)) return Fail(ErrorKind::kBadRequest, "", "invalid path: " + add.path);
+    if (!ValidPath(add.path)) return Malformed("invalid path: " + add.path);
     if (add.content.size() > static_cast<size_t>(hub_.options_.max_inline_bytes)) {
-      return Fail(ErrorKind::kBadRequest, "",
-                  add.path + " is too large to commit inline: upload it as a large file");
+      return Malformed(add.path + " is too large to commit inline: upload it as a large file");
     }
     ObjectId blob;
     objects_.push_back(StoredObject(ObjectKind::kBlob, add.content, &blob));
@@ -1027,30 +1000,27 @@ class HubService::CommitBuilder {
 
   // A large file: it must have come through this repository's upload (its CAS scope), with these bytes.
   Status Apply(const AddLfs& lfs) {
-    if (!ValidPath(lfs.path)) return Fail(ErrorKind::kBadRequest, "", "invalid path: " + lfs.path);
-    if (!IsSha256Hex(lfs.pointer.sha256))
-      return Fail(ErrorKind::kBadRequest, "", "bad sha256 for " + lfs.path);
+    if (!ValidPath(lfs.path)) return Malformed("invalid path: " + lfs.path);
+    if (!IsSha256Hex(lfs.pointer.sha256)) return Malformed("bad sha256 for " + lfs.path);
     auto entry = hub_.files_.VisibleBySha256(*xet::Hash::FromHex(lfs.pointer.sha256), repo_.record.scope);
     if (!entry.ok()) return FromIndex(entry.error());
     if (*entry == nullptr) {
-      return Fail(
-          ErrorKind::kBadRequest, "",
-          lfs.path + ": no file with sha256 " + lfs.pointer.sha256 + " was uploaded to this repository");
+      return Malformed(lfs.path + ": no file with sha256 " + lfs.pointer.sha256 +
+                       " was uploaded to this repository");
     }
     // The repository links a SHA-256 to one Xet file for good: a later upload claiming the same SHA-256 for
     // other chunks cannot take the name over.
     const FileLink link{.sha256 = lfs.pointer.sha256, .file = (*entry)->hash};
     auto linked = hub_.ReadObject(repo_, FileLink::Key(link.sha256));
-    if (!linked.ok() && linked.error().kind != ErrorKind::kNotFound) return linked.error();
+    if (!linked.ok() && linked.error().code != ErrorCode::kNotFound) return linked.error();
     if (linked.ok() && FileLink::Parse(*linked) != link) {
-      return Fail(
-          ErrorKind::kConflict, "",
-          lfs.path + ": sha256 " + lfs.pointer.sha256 + " is linked to another file in this repository");
+      return Conflict(lfs.path + ": sha256 " + lfs.pointer.sha256 +
+                      " is linked to another file in this repository");
     }
     LfsPointer pointer = lfs.pointer;
     if (!lfs.size_given) pointer.size = (*entry)->size;
     if ((*entry)->size != pointer.size) {
-      return Fail(ErrorKind::kBadRequest, "", lfs.path + ": the size does not match the uploaded file");
+      return Malformed(lfs.path + ": the size does not match the uploaded file");
     }
     ObjectId blob;
     objects_.push_back(StoredObject(ObjectKind::kBlob, BytesOf(EncodeLfsPointer(pointer)), &blob));
@@ -1062,12 +1032,12 @@ class HubService::CommitBuilder {
   Status Apply(const DeletePath& del) {
     std::string path = del.path;
     while (del.folder && path.ends_with('/')) path.pop_back();
-    if (!ValidPath(path)) return Fail(ErrorKind::kBadRequest, "", "invalid path: " + del.path);
+    if (!ValidPath(path)) return Malformed("invalid path: " + del.path);
     return editor_.Remove(path, del.folder);
   }
 
   Status Apply(const CopyPath& copy) {
-    if (!ValidPath(copy.to)) return Fail(ErrorKind::kBadRequest, "", "invalid path: " + copy.to);
+    if (!ValidPath(copy.to)) return Malformed("invalid path: " + copy.to);
     ObjectId from_commit = head_;
     if (copy.from_revision) {
       auto r = hub_.Resolve(repo_, *copy.from_revision);
@@ -1076,8 +1046,7 @@ class HubService::CommitBuilder {
     }
     auto src = hub_.Stat(repo_, from_commit, copy.from);
     if (!src.ok()) return src.error();
-    if (src->is_dir)
-      return Fail(ErrorKind::kBadRequest, "", "copying a folder is not supported: " + copy.from);
+    if (src->is_dir) return Malformed("copying a folder is not supported: " + copy.from);
     // Stored again with the commit (and its large file published again): an old revision's blob may be one
     // a collector found unreachable, and what a new commit names must be revived with it.
     auto blob = hub_.ReadObject(repo_, KeyOf(src->oid));
@@ -1106,18 +1075,16 @@ class HubService::CommitBuilder {
 Result<CommitInfo> HubService::CreateCommit(const Caller& caller, const Repo& repo,
                                             const CommitRequest& request) {
   if (request.operations.size() > options_.max_operations) {
-    return Fail(ErrorKind::kBadRequest, "", "too many operations in one commit");
+    return Malformed("too many operations in one commit");
   }
   if (request.summary.empty() || request.summary.size() > kMaxSummaryBytes ||
       !ValidText(request.summary, "\t")) {
-    return Fail(ErrorKind::kBadRequest, "",
-                "a commit needs a one-line summary of at most " + std::to_string(kMaxSummaryBytes) +
-                    " bytes of UTF-8 text");
+    return Malformed("a commit needs a one-line summary of at most " + std::to_string(kMaxSummaryBytes) +
+                     " bytes of UTF-8 text");
   }
   if (request.description.size() > kMaxDescriptionBytes || !ValidText(request.description, "\t\n\r")) {
-    return Fail(
-        ErrorKind::kBadRequest, "",
-        "a commit's description is at most " + std::to_string(kMaxDescriptionBytes) + " bytes of UTF-8 text");
+    return Malformed("a commit's description is at most " + std::to_string(kMaxDescriptionBytes) +
+                     " bytes of UTF-8 text");
   }
   // The branch's head: the parent of the new commit and the state the update expects.
   std::optional<ObjectId> head;
@@ -1129,15 +1096,14 @@ Result<CommitInfo> HubService::CreateCommit(const Caller& caller, const Repo& re
   const bool new_branch = !head;
   if (!head) {
     if (!request.create_branch) {
-      return Fail(ErrorKind::kNotFound, "RevisionNotFound", "Invalid rev id: " + request.branch);
+      return RevisionNotFound("Invalid rev id: " + request.branch);
     }
     auto from = Resolve(repo, options_.default_branch);
     if (!from.ok()) return from.error();
     head = *from;
   }
   if (request.parent && *request.parent != *head) {
-    return Fail(ErrorKind::kStale, "",
-                "A commit has happened since " + request.parent->hex() + ". Please refresh and try again.");
+    return Stale("A commit has happened since " + request.parent->hex() + ". Please refresh and try again.");
   }
   auto parent = ReadCommit(repo, *head);
   if (!parent.ok()) return parent.error();
@@ -1187,7 +1153,7 @@ Result<CommitInfo> HubService::CreateCommit(const Caller& caller, const Repo& re
   if (!new_branch) update.expected = KeyOf(*head);
   if (auto st = index_.UpdateRef(repo.record.id, update); !st.ok()) {
     if (st.error().code == xet::ErrorCode::kConflict) {
-      return Fail(ErrorKind::kStale, "", "A commit has happened since. Please refresh and try again.");
+      return Stale("A commit has happened since. Please refresh and try again.");
     }
     return FromIndex(st.error());
   }

@@ -14,7 +14,8 @@
 // index's compare and swap of the branch: of two commits made from the same parent one wins, the other
 // fails with kConflict and changes nothing.
 // Ownership: the service borrows the index and the file service, which must outlive it.
-// Failures: hub::Error, whose kind says what the client did wrong (or that the server failed).
+// Failures: common/error.h's codes; kStale for a parent commit that is not the branch's head, and a reason
+// (X-Error-Code) where huggingface_hub tells failures apart by it (RepoNotFound, RevisionNotFound, ...).
 #pragma once
 
 #include <cstdint>
@@ -27,8 +28,8 @@
 #include <variant>
 #include <vector>
 
-#include "common/basic_result.h"
 #include "common/clock.h"
+#include "common/error.h"
 #include "common/lru_cache.h"
 #include "files/file_service.h"
 #include "hub/git_object.h"
@@ -39,27 +40,19 @@ namespace cairn::hub {
 
 using index::RepoType;
 
-enum class ErrorKind {
-  kBadRequest,    // 400: the request is malformed
-  kUnauthorized,  // 401: a token is needed (writes)
-  kForbidden,     // 403: the token does not cover this (for repositories the caller can see)
-  kNotFound,      // 404: no such (visible) repository, revision or path
-  kConflict,      // 409: the name exists, or the branch moved (a stale parent)
-  kStale,         // 412: the parent commit given is not the head of the branch
-  kUnavailable,   // 503: the index or store cannot be reached now
-  kInternal,      // 500
-};
-
-struct Error {
-  ErrorKind kind;
-  std::string code;  // what huggingface_hub reads from X-Error-Code: RepoNotFound, RevisionNotFound, ...
-  std::string message;
-};
-
-template <typename T>
-using Result = BasicResult<T, Error>;
-struct Ok {};
-using Status = Result<Ok>;
+// The failures huggingface_hub tells apart by their reason (X-Error-Code), beside their status.
+inline Error RepoNotFound(std::string m) {
+  return {ErrorCode::kNotFound, std::move(m), "RepoNotFound"};
+}
+inline Error RevisionNotFound(std::string m) {
+  return {ErrorCode::kNotFound, std::move(m), "RevisionNotFound"};
+}
+inline Error EntryNotFound(std::string m) {
+  return {ErrorCode::kNotFound, std::move(m), "EntryNotFound"};
+}
+inline Error RepoExists(std::string m) {
+  return {ErrorCode::kConflict, std::move(m), "RepoExists"};
+}
 
 // Who asks. An empty scope: nobody (no token).
 struct Caller {
@@ -89,8 +82,9 @@ bool ValidPath(std::string_view path);
 // The namespace a scope speaks for ("alice" for "alice", "alice/model" and "datasets/alice/data").
 std::string NamespaceOf(std::string_view scope);
 
-// An index failure as the Hub reports it.
-Error FromIndex(const xet::Error& e);
+// An index failure as the Hub reports it: what the index holds disagreeing with itself (a hash, a size) is
+// the server's fault (kDamaged), and a range outside it a malformed request; other codes are kept.
+Error FromIndex(const Error& e);
 
 // Whether the caller's token scope covers the repository (its namespace, or the repository itself).
 bool Covers(const Caller& caller, const index::RepoRecord& repo);

@@ -75,7 +75,7 @@ TEST_F(HubServiceTest, TreesAreTheOnesGitWrites) {
   auto second = hub_->CreateCommit(alice_, repo, del);
   ASSERT_TRUE(second.ok()) << second.error().message;
   EXPECT_EQ(second->commit.tree.hex(), "4d5c8044a53f6b33565ac9ec82eaeec84121b44e");
-  EXPECT_EQ(hub_->Stat(repo, second->oid, "a").error().code, "EntryNotFound");
+  EXPECT_EQ(hub_->Stat(repo, second->oid, "a").error().reason, "EntryNotFound");
   // The first commit still has it.
   auto old = hub_->Stat(repo, first->oid, "a/b.txt");
   ASSERT_TRUE(old.ok());
@@ -107,7 +107,7 @@ TEST_F(HubServiceTest, ACommitFromAStaleParentChangesNothing) {
   b.operations = {AddInline{"b.txt", Bytes("b")}};
   auto refused = hub_->CreateCommit(alice_, repo, b);
   ASSERT_FALSE(refused.ok());
-  EXPECT_EQ(refused.error().kind, ErrorKind::kStale);
+  EXPECT_EQ(refused.error().code, ErrorCode::kStale);
   auto listed = hub_->List(repo, *hub_->Resolve(repo, "main"), "", true);
   ASSERT_TRUE(listed.ok());
   ASSERT_EQ(listed->size(), 2U);  // .gitattributes and a.txt
@@ -142,6 +142,20 @@ TEST_F(HubServiceTest, NamesAndPaths) {
   EXPECT_NE(NewRepoScope(), NewRepoScope());
 }
 
+// An index failure keeps its code, except where the Hub reads it otherwise: the index disagreeing with itself
+// is the server's fault, and a range outside what it holds a malformed request.
+TEST(HubErrors, AnIndexFailureAsTheHubReportsIt) {
+  EXPECT_EQ(FromIndex(HashMismatch("h")).code, ErrorCode::kDamaged);
+  EXPECT_EQ(FromIndex(Inconsistent("i")).code, ErrorCode::kDamaged);
+  EXPECT_EQ(FromIndex(Unsatisfiable("u")).code, ErrorCode::kMalformed);
+  for (const Error& kept : {NotFound("n"), Conflict("c"), Unavailable("a"), IoError("o"), QuotaExceeded("q"),
+                            Malformed("m"), Denied("d"), Unauthorized("u")}) {
+    EXPECT_EQ(FromIndex(kept).code, kept.code) << kept.message;
+    EXPECT_EQ(FromIndex(kept).message, kept.message);
+  }
+  EXPECT_EQ(FromIndex(Damaged("x")).message, "x");
+}
+
 // Stored text is bounded: summary and description by size and content; a commit listing's page by the
 // bytes of its messages.
 TEST_F(HubServiceTest, CommitTextIsBounded) {
@@ -163,7 +177,7 @@ TEST_F(HubServiceTest, CommitTextIsBounded) {
     bad.description = description;
     auto refused = hub_->CreateCommit(alice_, repo, bad);
     ASSERT_FALSE(refused.ok()) << summary.substr(0, 20) << description.substr(0, 20);
-    EXPECT_EQ(refused.error().kind, ErrorKind::kBadRequest);
+    EXPECT_EQ(refused.error().code, ErrorCode::kMalformed);
   }
   CommitRequest lines;
   lines.summary = "ok";
@@ -215,7 +229,7 @@ TEST_F(HubServiceTest, RefsGitWouldRefuseAreRefused) {
                           "trail.", "HEAD", "-x"}) {
     auto st = hub_->CreateRef(repo, index::RefKind::kBranch, bad, std::nullopt, false);
     ASSERT_FALSE(st.ok()) << bad;
-    EXPECT_EQ(st.error().kind, ErrorKind::kBadRequest) << bad;
+    EXPECT_EQ(st.error().code, ErrorCode::kMalformed) << bad;
     EXPECT_FALSE(hub_->CreateRef(repo, index::RefKind::kTag, bad, std::nullopt, false).ok()) << bad;
   }
   EXPECT_TRUE(hub_->CreateRef(repo, index::RefKind::kBranch, "feature/x", std::nullopt, false).ok());
@@ -326,11 +340,11 @@ TEST_F(HubServiceTest, IndexFailuresAreReportedNotTakenForNotFound) {
   faulty_->fault = failing("FileBySha256", xet::IoError("injected: disk I/O error"));
   auto failed = hub_->CreateCommit(alice_, repo, add);
   ASSERT_FALSE(failed.ok());
-  EXPECT_EQ(failed.error().kind, ErrorKind::kInternal) << failed.error().message;
+  EXPECT_EQ(failed.error().code, ErrorCode::kIo) << failed.error().message;
   faulty_->fault = failing("GetRepoObjects", xet::Unavailable("injected: the database is unreachable"));
   failed = hub_->CreateCommit(alice_, repo, add);
   ASSERT_FALSE(failed.ok());
-  EXPECT_EQ(failed.error().kind, ErrorKind::kUnavailable) << failed.error().message;
+  EXPECT_EQ(failed.error().code, ErrorCode::kUnavailable) << failed.error().message;
   EXPECT_EQ(*hub_->Resolve(repo, "main"), *head) << "nothing committed";
 
   faulty_->fault = nullptr;
@@ -340,7 +354,7 @@ TEST_F(HubServiceTest, IndexFailuresAreReportedNotTakenForNotFound) {
   faulty_->fault = failing("GetRepoObjects", xet::Unavailable("injected: the database is unreachable"));
   auto described = fresh.Stat(repo, done->oid, "big.bin");
   ASSERT_FALSE(described.ok()) << "described without its link";
-  EXPECT_EQ(described.error().kind, ErrorKind::kUnavailable);
+  EXPECT_EQ(described.error().code, ErrorCode::kUnavailable);
   faulty_->fault = nullptr;
   described = fresh.Stat(repo, done->oid, "big.bin");
   ASSERT_TRUE(described.ok()) << described.error().message;

@@ -21,7 +21,7 @@ Result<CommitInfo> HubService::SuperSquash(const Caller& caller, const Repo& rep
                                            const std::string& message) {
   if (message.empty() || message.size() > kMaxSummaryBytes + 2 + kMaxDescriptionBytes ||
       !ValidText(message, "\t\n\r")) {
-    return Fail(ErrorKind::kBadRequest, "", "a squash needs a commit message of UTF-8 text");
+    return Malformed("a squash needs a commit message of UTF-8 text");
   }
   auto refs = ListRefs(repo);
   if (!refs.ok()) return refs.error();
@@ -33,8 +33,8 @@ Result<CommitInfo> HubService::SuperSquash(const Caller& caller, const Repo& rep
     if (r.kind == index::RefKind::kTag) is_tag = true;
   }
   if (!head) {
-    if (is_tag) return Fail(ErrorKind::kBadRequest, "", "Invalid reference for a branch: " + branch);
-    return Fail(ErrorKind::kNotFound, "RevisionNotFound", "Invalid rev id: " + branch);
+    if (is_tag) return Malformed("Invalid reference for a branch: " + branch);
+    return RevisionNotFound("Invalid rev id: " + branch);
   }
   auto tip = ReadCommit(repo, *head);
   if (!tip.ok()) return tip.error();
@@ -52,7 +52,7 @@ Result<CommitInfo> HubService::SuperSquash(const Caller& caller, const Repo& rep
   index::RefUpdate update{index::RefKind::kBranch, branch, KeyOf(*head), KeyOf(oid)};
   if (auto st = index_.UpdateRef(repo.record.id, update); !st.ok()) {
     if (st.error().code == xet::ErrorCode::kConflict) {
-      return Fail(ErrorKind::kStale, "", "A commit has happened since. Please refresh and try again.");
+      return Stale("A commit has happened since. Please refresh and try again.");
     }
     return FromIndex(st.error());
   }
@@ -65,7 +65,7 @@ Result<HubService::LfsPage> HubService::ListLfsFiles(const Repo& repo,
                                                      const std::optional<std::string>& after, size_t limit) {
   std::optional<std::vector<uint8_t>> from;
   if (after) {
-    if (!IsSha256Hex(*after)) return Fail(ErrorKind::kBadRequest, "", "cursor: not a SHA-256");
+    if (!IsSha256Hex(*after)) return Malformed("cursor: not a SHA-256");
     from = FileLink::Key(*after);
   }
   auto links = index_.ListRepoObjects(repo.record.id, FileLink::kKind, from,
@@ -125,7 +125,7 @@ class HubService::Rewriter {
       auto object = hub_.ReadObject(repo_, KeyOf(oid));
       if (!object.ok()) return object.error();
       auto c = ParseCommit(object->data);
-      if (!c.ok()) return Fail(ErrorKind::kInternal, "", "commit " + oid.hex() + ": " + c.error().message);
+      if (!c.ok()) return Damaged("commit " + oid.hex() + ": " + c.error().message);
       if (!expanded) {
         stack.emplace_back(oid, true);
         for (const ObjectId& p : c->parents) {
@@ -259,12 +259,11 @@ Status HubService::UnregisterLinked(const Repo& repo, const std::vector<std::vec
 Status HubService::DeleteLfsFiles(const Repo& repo, const std::vector<std::string>& sha256s,
                                   bool rewrite_history) {
   if (sha256s.size() > index::Index::kMaxObjectsPerRead) {
-    return Fail(ErrorKind::kBadRequest, "",
-                "at most " + std::to_string(index::Index::kMaxObjectsPerRead) + " files at once");
+    return Malformed("at most " + std::to_string(index::Index::kMaxObjectsPerRead) + " files at once");
   }
   std::set<std::string> doomed;
   for (const auto& sha : sha256s) {
-    if (!IsSha256Hex(sha)) return Fail(ErrorKind::kBadRequest, "", "not a SHA-256: " + sha.substr(0, 80));
+    if (!IsSha256Hex(sha)) return Malformed("not a SHA-256: " + sha.substr(0, 80));
     doomed.insert(sha);
   }
   if (doomed.empty()) return Ok{};
@@ -290,8 +289,7 @@ Status HubService::DeleteLfsFiles(const Repo& repo, const std::vector<std::strin
       index::RefUpdate update{ref.kind, ref.name, KeyOf(ref.target), KeyOf(next)};
       if (auto st = index_.UpdateRef(repo.record.id, update); !st.ok()) {
         if (st.error().code == xet::ErrorCode::kConflict) {
-          return Fail(ErrorKind::kStale, "",
-                      "ref " + ref.name + " moved while the history was rewritten; run it again");
+          return Stale("ref " + ref.name + " moved while the history was rewritten; run it again");
         }
         return FromIndex(st.error());
       }

@@ -71,10 +71,10 @@ TEST_F(PurgeTest, SuperSquashKeepsTheFilesAndDropsTheHistory) {
   ASSERT_TRUE(hub_->CreateRef(repo_, index::RefKind::kTag, "v1", std::nullopt, false).ok());
   auto tag = hub_->SuperSquash(alice_, repo_, "v1", "squash");
   ASSERT_FALSE(tag.ok());
-  EXPECT_EQ(tag.error().kind, ErrorKind::kBadRequest) << "a tag cannot be squashed";
+  EXPECT_EQ(tag.error().code, ErrorCode::kMalformed) << "a tag cannot be squashed";
   auto none = hub_->SuperSquash(alice_, repo_, "nope", "squash");
   ASSERT_FALSE(none.ok());
-  EXPECT_EQ(none.error().code, "RevisionNotFound");
+  EXPECT_EQ(none.error().reason, "RevisionNotFound");
   EXPECT_FALSE(hub_->SuperSquash(alice_, repo_, "main", "").ok()) << "a squash needs a message";
 }
 
@@ -109,8 +109,8 @@ TEST_F(PurgeTest, DeletingLargeFilesRewritesEveryRefAndDropsTheirLinks) {
   ASSERT_TRUE(hub_->DeleteLfsFiles(repo_, {doomed.sha256}, true).ok());
   for (std::string_view ref : {"main", "v1"}) {
     const ObjectId head = Head(ref);
-    EXPECT_EQ(hub_->Stat(repo_, head, "weights/doomed.bin").error().code, "EntryNotFound") << ref;
-    EXPECT_EQ(hub_->Stat(repo_, head, "weights").error().code, "EntryNotFound") << "emptied folders go";
+    EXPECT_EQ(hub_->Stat(repo_, head, "weights/doomed.bin").error().reason, "EntryNotFound") << ref;
+    EXPECT_EQ(hub_->Stat(repo_, head, "weights").error().reason, "EntryNotFound") << "emptied folders go";
     EXPECT_TRUE(hub_->Stat(repo_, head, "kept.bin")->xet.has_value()) << ref;
     EXPECT_TRUE(hub_->Stat(repo_, head, "a.txt").ok()) << ref;
   }
@@ -127,7 +127,7 @@ TEST_F(PurgeTest, DeletingLargeFilesRewritesEveryRefAndDropsTheirLinks) {
   ASSERT_EQ(listed->files.size(), 1U);
   EXPECT_EQ(listed->files[0].sha256, kept.sha256);
 
-  EXPECT_EQ(hub_->DeleteLfsFiles(repo_, {"not-a-sha"}, true).error().kind, ErrorKind::kBadRequest);
+  EXPECT_EQ(hub_->DeleteLfsFiles(repo_, {"not-a-sha"}, true).error().code, ErrorCode::kMalformed);
 }
 
 TEST_F(PurgeTest, WithoutRewritingHistoryThePathHoldsItsPointerText) {
@@ -212,7 +212,7 @@ TEST_F(PurgeTest, ABranchOntoPartlySweptHistoryIsRefused) {
   ASSERT_TRUE(index_->SweepRepoObjects(repo_.record.id, marks).ok());
   auto made = hub_->CreateRef(repo_, index::RefKind::kBranch, "back", old.hex(), false);
   ASSERT_FALSE(made.ok());
-  EXPECT_EQ(made.error().code, "RevisionNotFound");
+  EXPECT_EQ(made.error().reason, "RevisionNotFound");
   auto refs = hub_->ListRefs(repo_);
   ASSERT_TRUE(refs.ok());
   for (const auto& r : *refs) EXPECT_NE(r.name, "back");
@@ -228,10 +228,10 @@ TEST_F(PurgeTest, SweptHistoryIsGoneForEveryReaderAndNoRefCanNameIt) {
   EXPECT_EQ(swept->objects, marks.size());
   auto resolved = hub_->Resolve(repo_, first.hex());
   ASSERT_FALSE(resolved.ok()) << "served from the cache after the sweep";
-  EXPECT_EQ(resolved.error().code, "RevisionNotFound");
+  EXPECT_EQ(resolved.error().reason, "RevisionNotFound");
   auto branch = hub_->CreateRef(repo_, index::RefKind::kBranch, "b", first.hex(), false);
   ASSERT_FALSE(branch.ok());
-  EXPECT_EQ(branch.error().code, "RevisionNotFound");
+  EXPECT_EQ(branch.error().reason, "RevisionNotFound");
   // The index refuses a ref to what is not there, whoever asks.
   auto direct =
       index_->UpdateRef(repo_.record.id, {index::RefKind::kBranch, "c", std::nullopt,

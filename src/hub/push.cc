@@ -222,7 +222,7 @@ class HubService::PushJob {
         if (*size_of && **size_of != size) return Refusal(another_size);
         continue;
       }
-      if (link.error().kind != ErrorKind::kNotFound) return link.error();
+      if (link.error().code != ErrorCode::kNotFound) return link.error();
       auto entry = hub_.files_.VisibleBySha256(*xet::Hash::FromHex(sha), repo_.record.scope);
       if (!entry.ok()) return FromIndex(entry.error());
       if (*entry == nullptr) {
@@ -395,7 +395,7 @@ Result<std::vector<std::optional<std::string>>> HubService::ApplyPush(const Call
                                                                       std::vector<RawObject> objects,
                                                                       const std::vector<PushedRef>& refs) {
   if (!Covers(caller, repo.record) || !caller.write) {
-    return Fail(ErrorKind::kForbidden, "", "this token cannot write to " + repo.id().str());
+    return Denied("this token cannot write to " + repo.id().str());
   }
   return PushJob(*this, repo, std::move(objects), refs).Run();
 }

@@ -32,10 +32,6 @@ inline std::vector<uint8_t> BytesOf(std::string_view s) {
   return {s.begin(), s.end()};
 }
 
-inline Error Fail(ErrorKind kind, std::string code, std::string message) {
-  return Error{kind, std::move(code), std::move(message)};
-}
-
 // The longest blob that can be an LFS pointer cairn writes (version line, oid line, size line): a walk reads
 // no more of a blob to tell.
 inline constexpr size_t kMaxLfsPointerBytes = 200;

@@ -16,8 +16,6 @@
 namespace cairn::mirror {
 namespace {
 
-using hub::ErrorKind;
-
 // Plain downloads reading `spool` read the decoded bytes of `relay` (null: the spool's own again).
 void Follow(Spool* spool, const std::shared_ptr<Relay>& relay) {
   if (spool == nullptr) return;
@@ -29,10 +27,6 @@ void Follow(Spool* spool, const std::shared_ptr<Relay>& relay) {
       [relay](uint64_t offset, std::span<uint8_t> out) { return relay->ReadDecoded(offset, out); });
 }
 
-hub::Error Fail(ErrorKind kind, std::string code, std::string message) {
-  return hub::Error{kind, std::move(code), std::move(message)};
-}
-
 }  // namespace
 
 struct MirrorService::Flight {
@@ -40,7 +34,7 @@ struct MirrorService::Flight {
   bool described = false;            // upstream described the file: `xet` is what it said
   std::optional<xet::FileHash> xet;  // upstream's Xet hash of it, when it has one
   bool done = false;
-  std::optional<hub::Result<xet::FileHash>> result;
+  std::optional<Result<xet::FileHash>> result;
   std::shared_ptr<Spool> spool;  // its bytes as they arrive, for plain downloads (null: none)
 };
 
@@ -107,18 +101,17 @@ MirrorCounters MirrorService::counters() const {
   return counters_;
 }
 
-hub::Error MirrorService::Failed(const xet::Error& e, const std::string& what) {
+Error MirrorService::Failed(const xet::Error& e, const std::string& what) {
   switch (e.code) {
     case xet::ErrorCode::kNotFound:
-      return Fail(ErrorKind::kNotFound, "", what + ": upstream has none");
+      return NotFound(what + ": upstream has none");
     case xet::ErrorCode::kUnavailable: {
       std::lock_guard lock(mu_);
       ++counters_.upstream_failures;
-      return Fail(ErrorKind::kUnavailable, "",
-                  what + ": the upstream Hub cannot be reached now; try again later");
+      return Unavailable(what + ": the upstream Hub cannot be reached now; try again later");
     }
     default:
-      return Fail(ErrorKind::kUnavailable, "", what + ": " + e.message);
+      return Unavailable(what + ": " + e.message);
   }
 }
 
@@ -128,13 +121,13 @@ bool MirrorService::Fresh(int64_t repo) const {
   return it != synced_at_.end() && options_.clock->UnixSeconds() - it->second < options_.revision_ttl.count();
 }
 
-hub::Result<hub::Repo> MirrorService::Open(const hub::Caller& caller, const hub::RepoId& id) {
+Result<hub::Repo> MirrorService::Open(const hub::Caller& caller, const hub::RepoId& id) {
   auto found = index_.FindRepo(id.type, id.ns, id.name);
   if (found.ok() && !hub::IsMirrored(*found)) return hub_.Open(caller, id, false);
   if (!found.ok() && found.error().code != xet::ErrorCode::kNotFound) return hub::FromIndex(found.error());
   if (!found.ok() && !Mirrors(id)) return hub_.Open(caller, id, false);
   if (!MayRead(caller)) {
-    return Fail(ErrorKind::kUnauthorized, "", "mirrored repositories need a token of this server");
+    return Unauthorized("mirrored repositories need a token of this server");
   }
   if (found.ok()) {
     hub::Repo repo{std::move(*found)};
@@ -142,10 +135,10 @@ hub::Result<hub::Repo> MirrorService::Open(const hub::Caller& caller, const hub:
     return repo;
   }
   if (options_.offline) {
-    return Fail(ErrorKind::kUnavailable, "", id.str() + " was never fetched, and this mirror is offline");
+    return Unavailable(id.str() + " was never fetched, and this mirror is offline");
   }
   auto synced = Sync(id, nullptr);
-  if (!synced.ok() && synced.error().kind == ErrorKind::kNotFound) {
+  if (!synced.ok() && synced.error().code == ErrorCode::kNotFound) {
     // Renamed upstream? Its API redirects the old name to the new one; the routes redirect the client there.
     if (auto now = upstream_.Canonical(id.type, id.str());
         now.ok() && !(now->ns == id.ns && now->name == id.name)) {
@@ -153,7 +146,7 @@ hub::Result<hub::Repo> MirrorService::Open(const hub::Caller& caller, const hub:
       if (renamed_.size() >= kMaxRenamed) renamed_.clear();
       renamed_[hub::RepoPath(id)] = *now;
     }
-    return Fail(ErrorKind::kNotFound, "RepoNotFound", "Repository not found");
+    return hub::RepoNotFound("Repository not found");
   }
   // A repository of this name created here meanwhile (by a user, not a mirror) is read as such.
   if (synced.ok() && !hub::IsMirrored(synced->record)) return hub_.Open(caller, id, false);
@@ -161,7 +154,7 @@ hub::Result<hub::Repo> MirrorService::Open(const hub::Caller& caller, const hub:
   return synced;
 }
 
-hub::Result<hub::Repo> MirrorService::Sync(const hub::RepoId& id, const hub::Repo* existing) {
+Result<hub::Repo> MirrorService::Sync(const hub::RepoId& id, const hub::Repo* existing) {
   {
     std::lock_guard lock(mu_);
     ++counters_.syncs;
@@ -203,8 +196,8 @@ hub::Result<hub::Repo> MirrorService::Sync(const hub::RepoId& id, const hub::Rep
   return repo;
 }
 
-hub::Result<std::vector<hub::ObjectId>> MirrorService::NotHeld(const std::vector<UpstreamRef>& refs,
-                                                               const hub::Repo* existing) {
+Result<std::vector<hub::ObjectId>> MirrorService::NotHeld(const std::vector<UpstreamRef>& refs,
+                                                          const hub::Repo* existing) {
   std::unordered_set<hub::ObjectId, hub::ObjectIdHash> seen;
   std::vector<std::vector<uint8_t>> keys;
   std::vector<hub::ObjectId> targets;
@@ -224,10 +217,9 @@ hub::Result<std::vector<hub::ObjectId>> MirrorService::NotHeld(const std::vector
   return wants;
 }
 
-hub::Result<index::RepoRecord> MirrorService::CreateMirrored(const hub::RepoId& id,
-                                                             const std::vector<UpstreamRef>& refs,
-                                                             std::vector<index::RepoObject> objects,
-                                                             int64_t now) {
+Result<index::RepoRecord> MirrorService::CreateMirrored(const hub::RepoId& id,
+                                                        const std::vector<UpstreamRef>& refs,
+                                                        std::vector<index::RepoObject> objects, int64_t now) {
   index::NewRepo fresh{.type = id.type,
                        .ns = id.ns,
                        .name = id.name,
@@ -251,9 +243,9 @@ hub::Result<index::RepoRecord> MirrorService::CreateMirrored(const hub::RepoId& 
   return std::move(*created);
 }
 
-hub::Status MirrorService::UpdateMirrored(const hub::Repo& repo, const std::vector<index::Ref>& local,
-                                          const std::vector<UpstreamRef>& refs,
-                                          const std::vector<index::RepoObject>& objects) {
+Status MirrorService::UpdateMirrored(const hub::Repo& repo, const std::vector<index::Ref>& local,
+                                     const std::vector<UpstreamRef>& refs,
+                                     const std::vector<index::RepoObject>& objects) {
   if (!objects.empty()) {
     if (auto st = index_.PutRepoObjects(repo.record.id, objects); !st.ok()) return hub::FromIndex(st.error());
   }
@@ -283,7 +275,7 @@ hub::Status MirrorService::UpdateMirrored(const hub::Repo& repo, const std::vect
         !st.ok() && st.error().code != xet::ErrorCode::kConflict)
       return hub::FromIndex(st.error());
   }
-  return hub::Ok{};
+  return Ok{};
 }
 
 xet::Result<std::vector<index::RepoObject>> MirrorService::FetchObjects(
@@ -302,17 +294,16 @@ std::optional<hub::RepoId> MirrorService::RenamedTo(const hub::RepoId& id) const
   return it->second;
 }
 
-hub::Result<hub::RepoId> MirrorService::Canonical(hub::RepoType type, std::string_view name) {
-  if (options_.offline)
-    return Fail(ErrorKind::kUnavailable, "", std::string(name) + ": this mirror is offline");
+Result<hub::RepoId> MirrorService::Canonical(hub::RepoType type, std::string_view name) {
+  if (options_.offline) return Unavailable(std::string(name) + ": this mirror is offline");
   auto id = upstream_.Canonical(type, name);
   if (!id.ok()) {
     if (id.error().code == xet::ErrorCode::kNotFound) {
-      return Fail(ErrorKind::kNotFound, "RepoNotFound", "Repository not found");
+      return hub::RepoNotFound("Repository not found");
     }
     return Failed(id.error(), std::string(name));
   }
-  if (!Mirrors(*id)) return Fail(ErrorKind::kNotFound, "RepoNotFound", "Repository not found");
+  if (!Mirrors(*id)) return hub::RepoNotFound("Repository not found");
   return *id;
 }
 
@@ -321,13 +312,13 @@ void MirrorService::Refresh(const hub::Repo& repo) {
   (void)Sync(repo.id(), &repo);
 }
 
-hub::Result<hub::ObjectId> MirrorService::Resolve(const hub::Repo& repo, std::string_view revision) {
+Result<hub::ObjectId> MirrorService::Resolve(const hub::Repo& repo, std::string_view revision) {
   if (!hub::IsMirrored(repo.record)) return hub_.Resolve(repo, revision);
   const bool commit_id = revision.size() == 40 && hub::ObjectId::FromHex(revision).has_value();
   auto held = hub_.Resolve(repo, revision);
   // A commit id names the same commit forever; a name is trusted for revision_ttl.
   if (held.ok() && (commit_id || Fresh(repo.record.id))) return held;
-  if (!held.ok() && held.error().kind != ErrorKind::kNotFound) return held;
+  if (!held.ok() && held.error().code != ErrorCode::kNotFound) return held;
   if (options_.offline) return held;
   auto synced = Sync(repo.id(), &repo);
   if (!synced.ok()) {
@@ -336,7 +327,7 @@ hub::Result<hub::ObjectId> MirrorService::Resolve(const hub::Repo& repo, std::st
     return synced.error();
   }
   auto now = hub_.Resolve(*synced, revision);
-  if (now.ok() || !commit_id || now.error().kind != ErrorKind::kNotFound) return now;
+  if (now.ok() || !commit_id || now.error().code != ErrorCode::kNotFound) return now;
   // A commit no ref of upstream names (an older one, or a pull request's): asked for by its id.
   auto fetched = FetchObjects(repo.id(), {*hub::ObjectId::FromHex(revision)}, {});
   if (!fetched.ok()) {
@@ -349,8 +340,8 @@ hub::Result<hub::ObjectId> MirrorService::Resolve(const hub::Repo& repo, std::st
   return hub_.Resolve(repo, revision);
 }
 
-hub::Result<std::shared_ptr<MirrorService::Flight>> MirrorService::Join(const hub::Repo& repo,
-                                                                        const Wanted& wanted) {
+Result<std::shared_ptr<MirrorService::Flight>> MirrorService::Join(const hub::Repo& repo,
+                                                                   const Wanted& wanted) {
   const std::string key = std::to_string(repo.record.id) + ":" + wanted.pointer.sha256;
   std::shared_ptr<Flight> flight;
   {
@@ -380,10 +371,10 @@ hub::Result<std::shared_ptr<MirrorService::Flight>> MirrorService::Join(const hu
   auto head = options_.offline ? xet::Result<UpstreamFile>(xet::Unavailable("offline")) : wanted.describe();
   std::lock_guard lock(mu_);
   if (!head.ok() || stopping_) {
-    flight->result = head.ok()          ? Fail(ErrorKind::kUnavailable, "", "the server is stopping")
-                     : options_.offline ? Fail(ErrorKind::kUnavailable, "",
-                                               wanted.what + " was never fetched, and this mirror is offline")
-                                        : Failed(head.error(), wanted.what);
+    flight->result = head.ok() ? Unavailable("the server is stopping")
+                     : options_.offline
+                         ? Unavailable(wanted.what + " was never fetched, and this mirror is offline")
+                         : Failed(head.error(), wanted.what);
     flight->done = true;
     flights_.erase(key);
     cv_.notify_all();
@@ -434,9 +425,8 @@ MirrorService::Wanted MirrorService::FromPath(const hub::Repo& repo, const hub::
                     }};
 }
 
-hub::Result<xet::FileHash> MirrorService::LargeBySha256(const hub::Repo& repo,
-                                                        const hub::LfsPointer& pointer) {
-  if (!hub::IsMirrored(repo.record)) return Fail(ErrorKind::kNotFound, "", "no such large file");
+Result<xet::FileHash> MirrorService::LargeBySha256(const hub::Repo& repo, const hub::LfsPointer& pointer) {
+  if (!hub::IsMirrored(repo.record)) return NotFound("no such large file");
   // git-lfs names a file by its SHA-256 alone: upstream's LFS batch API gives where its bytes are.
   Wanted wanted{
       .pointer = pointer,
@@ -452,28 +442,28 @@ hub::Result<xet::FileHash> MirrorService::LargeBySha256(const hub::Repo& repo,
   return Settle(**flight);
 }
 
-hub::Result<xet::FileHash> MirrorService::Settle(Flight& flight) {
+Result<xet::FileHash> MirrorService::Settle(Flight& flight) {
   std::unique_lock lock(mu_);
   cv_.wait(lock, [&] { return flight.done; });
   return *flight.result;
 }
 
-hub::Result<std::shared_ptr<MirrorService::Flight>> MirrorService::FlightOf(const hub::Repo& repo,
-                                                                            const hub::ObjectId& commit,
-                                                                            const hub::PathInfo& info) {
+Result<std::shared_ptr<MirrorService::Flight>> MirrorService::FlightOf(const hub::Repo& repo,
+                                                                       const hub::ObjectId& commit,
+                                                                       const hub::PathInfo& info) {
   if (info.xet) {
     std::lock_guard lock(mu_);
     ++counters_.file_hits;
     return std::shared_ptr<Flight>();
   }
   if (!info.lfs || !hub::IsMirrored(repo.record)) {
-    return Fail(ErrorKind::kInternal, "", info.path + " is not a large file of a mirrored repository");
+    return Damaged(info.path + " is not a large file of a mirrored repository");
   }
   return Join(repo, FromPath(repo, commit, info));
 }
 
-hub::Result<MirrorService::Pending> MirrorService::Begin(const hub::Repo& repo, const hub::ObjectId& commit,
-                                                         const hub::PathInfo& info) {
+Result<MirrorService::Pending> MirrorService::Begin(const hub::Repo& repo, const hub::ObjectId& commit,
+                                                    const hub::PathInfo& info) {
   auto flight = FlightOf(repo, commit, info);
   if (!flight.ok()) return flight.error();
   if (!*flight) return Pending{.xet = info.xet, .held = true, .spool = nullptr};
@@ -485,8 +475,8 @@ hub::Result<MirrorService::Pending> MirrorService::Begin(const hub::Repo& repo, 
   return Pending{.xet = (*flight)->xet, .held = false, .spool = (*flight)->spool};
 }
 
-hub::Result<xet::FileHash> MirrorService::Large(const hub::Repo& repo, const hub::ObjectId& commit,
-                                                const hub::PathInfo& info) {
+Result<xet::FileHash> MirrorService::Large(const hub::Repo& repo, const hub::ObjectId& commit,
+                                           const hub::PathInfo& info) {
   auto flight = FlightOf(repo, commit, info);
   if (!flight.ok()) return flight.error();
   if (!*flight) return *info.xet;
@@ -529,7 +519,7 @@ std::optional<xet::FileHash> MirrorService::Linked(const hub::Repo& repo, const 
 // destructor, whichever way Run ended: drops the lease when it was taken, tells the relay's ranges waiting
 // for the file's check that it failed unless they were told otherwise (Relay::FileChecked: a relay given up
 // or a fetch that failed never has its unverified ranges served), and joins the receiver.
-// Failures: Run's hub::Error, as MirrorService::Fetch's.
+// Failures: Run's Error, as MirrorService::Fetch's.
 class MirrorService::FetchJob {
  public:
   FetchJob(MirrorService& mirror, const hub::Repo& repo, const Wanted& wanted, Flight& flight)
@@ -551,7 +541,7 @@ class MirrorService::FetchJob {
   FetchJob& operator=(const FetchJob&) = delete;
 
   // Fetched, checked, stored and linked: the file's Xet hash, or why not.
-  hub::Result<xet::FileHash> Run() {
+  Result<xet::FileHash> Run() {
     if (auto ended = WaitForLease()) return std::move(*ended);
     lease_taken_ = true;
     // The lease may have come free because another node finished the file.
@@ -579,11 +569,11 @@ class MirrorService::FetchJob {
   }
 
   // Waits until this node holds the lease (nullopt), or another node stored the file, or the server stops.
-  std::optional<hub::Result<xet::FileHash>> WaitForLease() {
+  std::optional<Result<xet::FileHash>> WaitForLease() {
     while (!TakeLease()) {
       if (!peer_tried_) RelayFromHolder();
       if (auto linked = mirror_.Linked(repo_, pointer_.sha256)) return StoredByPeer(*linked);
-      if (mirror_.Stopping()) return Fail(ErrorKind::kUnavailable, "", "the server is stopping");
+      if (mirror_.Stopping()) return Unavailable("the server is stopping");
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
     }
     return std::nullopt;
@@ -674,9 +664,9 @@ class MirrorService::FetchJob {
   }
 
   // The file stored from upstream's resolve: what its ingest made of the bytes, or why they did not come.
-  hub::Result<xet::Result<lfs::Ingested>> StoreResolved() {
+  Result<xet::Result<lfs::Ingested>> StoreResolved() {
     auto ingest = lfs::FileIngest::Begin(mirror_.cas_, repo_.record.scope, pointer_.sha256, pointer_.size);
-    if (!ingest.ok()) return Fail(ErrorKind::kInternal, "", ingest.error().message);
+    if (!ingest.ok()) return Damaged(ingest.error().message);
     if (auto st = mirror_.ReceiveResolved(
             wanted_, **ingest, [this] { return GoingOn(); },
             [this](uint64_t offset, std::span<const uint8_t> bytes) { ToSpool(offset, bytes); });
@@ -686,13 +676,13 @@ class MirrorService::FetchJob {
   }
 
   // The stored file checked against what upstream said, then published and linked.
-  hub::Result<xet::FileHash> CheckAndLink(const xet::Result<lfs::Ingested>& done) {
+  Result<xet::FileHash> CheckAndLink(const xet::Result<lfs::Ingested>& done) {
     // The bytes are all there and are the pointer's (its SHA-256 and size checked): the spool's readers have
     // the whole file. (A mismatch ends the spool as failed: they are cut short and retry.)
     if (spool_ != nullptr && done.ok()) spool_->Finish(true);
     if (!done.ok()) {
-      return Fail(ErrorKind::kUnavailable, "",
-                  wanted_.what + ": upstream's bytes do not match its pointer: " + done.error().message);
+      return Unavailable(wanted_.what +
+                         ": upstream's bytes do not match its pointer: " + done.error().message);
     }
     // Upstream's Xet hash is the one clients were told (a resolve answered before the bytes came): stored
     // under another, they could not find it.
@@ -700,9 +690,8 @@ class MirrorService::FetchJob {
     if (announced_ && *announced_ != stored.file) {
       std::lock_guard lock(mirror_.mu_);
       ++mirror_.counters_.xet_hash_differs;
-      return Fail(ErrorKind::kUnavailable, "",
-                  wanted_.what + ": upstream's Xet hash " + announced_->hex() +
-                      " is not the one its bytes give here (" + stored.file.hex() + ")");
+      return Unavailable(wanted_.what + ": upstream's Xet hash " + announced_->hex() +
+                         " is not the one its bytes give here (" + stored.file.hex() + ")");
     }
     // The bytes decoded from the relay's spool are the file: its ranges that waited for this are served.
     if (relay_) relay_->FileChecked(true);
@@ -711,7 +700,7 @@ class MirrorService::FetchJob {
 
   // Readable through the repository's read scope, then linked (as a push links a pointer's file): the link is
   // what other nodes wait for, so the file is published before it appears.
-  hub::Result<xet::FileHash> Link(const lfs::Ingested& stored) {
+  Result<xet::FileHash> Link(const lfs::Ingested& stored) {
     if (auto st = hub::Publish(mirror_.files_, repo_, {stored.file}); !st.ok()) return st.error();
     const std::vector<index::RepoObject> link = {
         hub::FileLink{.sha256 = pointer_.sha256, .file = stored.file}.ToObject()};
@@ -738,7 +727,7 @@ class MirrorService::FetchJob {
   uint64_t spooled_ = 0;          // the spool's bytes so far
 };
 
-hub::Result<xet::FileHash> MirrorService::Fetch(const hub::Repo& repo, const Wanted& wanted, Flight& flight) {
+Result<xet::FileHash> MirrorService::Fetch(const hub::Repo& repo, const Wanted& wanted, Flight& flight) {
   return FetchJob(*this, repo, wanted, flight).Run();
 }
 
@@ -772,8 +761,8 @@ xet::Result<lfs::Ingested> MirrorService::StoreRelayed(Relay& relay, const hub::
   return (*ingest)->Finish();
 }
 
-hub::Status MirrorService::ReceiveResolved(const Wanted& wanted, lfs::FileIngest& ingest,
-                                           const GoingOn& going_on, const ToSpool& to_spool) {
+Status MirrorService::ReceiveResolved(const Wanted& wanted, lfs::FileIngest& ingest, const GoingOn& going_on,
+                                      const ToSpool& to_spool) {
   int idle_tries = 0;  // tries in a row that brought no byte
   for (;;) {
     const uint64_t offset = ingest.received();
@@ -792,9 +781,8 @@ hub::Status MirrorService::ReceiveResolved(const Wanted& wanted, lfs::FileIngest
       std::lock_guard lock(mu_);
       counters_.upstream_bytes += arrived;  // a relay counts what it receives
     }
-    if (!fed.ok())
-      return Fail(ErrorKind::kUnavailable, "", wanted.what + ": upstream's bytes: " + fed.error().message);
-    if (got.ok()) return hub::Status(hub::Ok{});
+    if (!fed.ok()) return Unavailable(wanted.what + ": upstream's bytes: " + fed.error().message);
+    if (got.ok()) return Status(Ok{});
     if (got.error().code != xet::ErrorCode::kUnavailable) return Failed(got.error(), wanted.what);
     // A try that brought nothing (upstream or the way to it failing for a moment) is made again after a
     // pause, twice: a reader waiting for this file would otherwise be told it does not exist.
@@ -962,7 +950,7 @@ void MirrorService::NoteRead(const hub::Repo& repo) {
   (void)leases_.NoteMirrorRead(repo.record.id, now);  // best effort: a read is served whatever the index says
 }
 
-hub::Result<EvictReport> MirrorService::Evict(uint64_t max_bytes) {
+Result<EvictReport> MirrorService::Evict(uint64_t max_bytes) {
   // Every mirrored repository, with its last read (0 for one never noted) and its large files' bytes.
   struct Held {
     index::RepoRecord record;

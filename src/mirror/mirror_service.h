@@ -14,7 +14,7 @@
 // this node wait for one upstream transfer (the first to ask runs it; it is not cancelled when that client
 // goes away), and nodes sharing the index take a lease on the file in it, so that one of them fetches it.
 // Ownership: borrows the index, the Hub service, the file service and the CAS, which outlive it. Failures:
-// hub::Error — kNotFound (RepoNotFound, RevisionNotFound, EntryNotFound) when upstream has no such thing,
+// Error — kNotFound (RepoNotFound, RevisionNotFound, EntryNotFound) when upstream has no such thing,
 // kUnauthorized when the mirror's read policy wants a token, kUnavailable (503, with Retry-After) when
 // upstream cannot be reached for something this server does not hold.
 #pragma once
@@ -117,10 +117,10 @@ class MirrorService {
 
   // The repository for reading: a local one as HubService::Open gives it; a mirrored one after the read
   // policy is checked, copied from upstream first when this server does not hold it yet.
-  hub::Result<hub::Repo> Open(const hub::Caller& caller, const hub::RepoId& id);
+  Result<hub::Repo> Open(const hub::Caller& caller, const hub::RepoId& id);
   // The id upstream gives a repository named without a namespace (a legacy id: "gpt2"), for a redirect there;
   // kNotFound when upstream has none, kUnavailable when it cannot be asked (or the mirror is offline).
-  hub::Result<hub::RepoId> Canonical(hub::RepoType type, std::string_view name);
+  Result<hub::RepoId> Canonical(hub::RepoType type, std::string_view name);
   // The id upstream gives a repository Open found renamed there (its old name redirects to this one), for a
   // redirect of the request; nullopt when Open did not find it so.
   std::optional<hub::RepoId> RenamedTo(const hub::RepoId& id) const;
@@ -129,7 +129,7 @@ class MirrorService {
   void Refresh(const hub::Repo& repo);
   // A revision of a repository Open gave: for a mirrored one, branch and tag names as upstream has them
   // (asked again past revision_ttl), a commit id fetched when it is not held.
-  hub::Result<hub::ObjectId> Resolve(const hub::Repo& repo, std::string_view revision);
+  Result<hub::ObjectId> Resolve(const hub::Repo& repo, std::string_view revision);
   // A large file of a mirrored repository (`info` from HubService::Stat at `commit`, with its LFS pointer):
   // held, or being fetched. Starts the fetch when neither (in the background: it goes on whoever waits,
   // and whoever goes away); a fetch is begun only once upstream has described the file, so `xet` is known
@@ -140,13 +140,12 @@ class MirrorService {
     bool held = false;                   // stored and linked: served now
     std::shared_ptr<const Spool> spool;  // not held: its bytes as they arrive (null without a spool_dir)
   };
-  hub::Result<Pending> Begin(const hub::Repo& repo, const hub::ObjectId& commit, const hub::PathInfo& info);
+  Result<Pending> Begin(const hub::Repo& repo, const hub::ObjectId& commit, const hub::PathInfo& info);
   // The same, waiting until the file is stored: its Xet file.
-  hub::Result<xet::FileHash> Large(const hub::Repo& repo, const hub::ObjectId& commit,
-                                   const hub::PathInfo& info);
+  Result<xet::FileHash> Large(const hub::Repo& repo, const hub::ObjectId& commit, const hub::PathInfo& info);
   // The same for a file git-lfs names by its SHA-256 and size (no path): fetched through upstream's LFS batch
   // API; kNotFound when upstream has no such object for the repository.
-  hub::Result<xet::FileHash> LargeBySha256(const hub::Repo& repo, const hub::LfsPointer& pointer);
+  Result<xet::FileHash> LargeBySha256(const hub::Repo& repo, const hub::LfsPointer& pointer);
   // Waits for a fetch in flight on this node of a file with this Xet hash (hf_xet asking the reconstruction
   // of a file whose resolve answered before its bytes arrived) to be stored, or to be relayed (RelayPlan
   // answers then); false when there is none, or it failed.
@@ -166,7 +165,7 @@ class MirrorService {
   // MirrorOptions); with max_bytes 0, only measures. A repository's size is the sum of its large files'
   // sizes, as its read scope's totals give them (a file two of them share counts in both; small files and
   // history live in the index).
-  hub::Result<EvictReport> Evict(uint64_t max_bytes);
+  Result<EvictReport> Evict(uint64_t max_bytes);
 
   MirrorCounters counters() const;
 
@@ -183,12 +182,12 @@ class MirrorService {
   };
   Wanted FromPath(const hub::Repo& repo, const hub::ObjectId& commit, const hub::PathInfo& info) const;
   // The file's flight, started when there is none: described by upstream (or failed) when it returns.
-  hub::Result<std::shared_ptr<Flight>> Join(const hub::Repo& repo, const Wanted& wanted);
+  Result<std::shared_ptr<Flight>> Join(const hub::Repo& repo, const Wanted& wanted);
   // The flight of a large file of a mirrored repository at a path; null when it is held already (a hit).
-  hub::Result<std::shared_ptr<Flight>> FlightOf(const hub::Repo& repo, const hub::ObjectId& commit,
-                                                const hub::PathInfo& info);
+  Result<std::shared_ptr<Flight>> FlightOf(const hub::Repo& repo, const hub::ObjectId& commit,
+                                           const hub::PathInfo& info);
   // Waits for a flight's end: what it stored, or why not.
-  hub::Result<xet::FileHash> Settle(Flight& flight);
+  Result<xet::FileHash> Settle(Flight& flight);
   // The objects `wants` reach less what `haves` reach, from upstream's upload-pack, each checked as a push's
   // are (kMalformed for a pack or an object cairn refuses).
   xet::Result<std::vector<index::RepoObject>> FetchObjects(const hub::RepoId& id,
@@ -196,22 +195,20 @@ class MirrorService {
                                                            const std::vector<hub::ObjectId>& haves);
   // Copies upstream's refs (and the history they reach that is not held) into the repository, creating it
   // when `existing` is null. The repository as it is after.
-  hub::Result<hub::Repo> Sync(const hub::RepoId& id, const hub::Repo* existing);
+  Result<hub::Repo> Sync(const hub::RepoId& id, const hub::Repo* existing);
   // Sync's steps. The objects upstream's refs name that `existing` does not hold (all of them when null).
-  hub::Result<std::vector<hub::ObjectId>> NotHeld(const std::vector<UpstreamRef>& refs,
-                                                  const hub::Repo* existing);
+  Result<std::vector<hub::ObjectId>> NotHeld(const std::vector<UpstreamRef>& refs, const hub::Repo* existing);
   // Creates the mirrored repository with upstream's refs and the history they reach (the one another node or
   // request created first when there is one).
-  hub::Result<index::RepoRecord> CreateMirrored(const hub::RepoId& id, const std::vector<UpstreamRef>& refs,
-                                                std::vector<index::RepoObject> objects, int64_t now);
+  Result<index::RepoRecord> CreateMirrored(const hub::RepoId& id, const std::vector<UpstreamRef>& refs,
+                                           std::vector<index::RepoObject> objects, int64_t now);
   // Stores the objects fetched, then moves each of the repository's refs (`local`: as they were listed) to
   // where upstream has it.
-  hub::Status UpdateMirrored(const hub::Repo& repo, const std::vector<index::Ref>& local,
-                             const std::vector<UpstreamRef>& refs,
-                             const std::vector<index::RepoObject>& objects);
+  Status UpdateMirrored(const hub::Repo& repo, const std::vector<index::Ref>& local,
+                        const std::vector<UpstreamRef>& refs, const std::vector<index::RepoObject>& objects);
   // Runs in a flight's thread: fetched, checked, stored and linked (a FetchJob's steps, in the .cc).
   class FetchJob;
-  hub::Result<xet::FileHash> Fetch(const hub::Repo& repo, const Wanted& wanted, Flight& flight);
+  Result<xet::FileHash> Fetch(const hub::Repo& repo, const Wanted& wanted, Flight& flight);
   // Called for every block or chunk that arrives: false once the fetch must stop (renews the lease).
   using GoingOn = std::function<bool()>;
   // Hands the file's bytes from an offset on to the plain downloads reading them as they arrive.
@@ -222,9 +219,9 @@ class MirrorService {
                                           const GoingOn& going_on);
   // Every byte of the file through upstream's resolve into `ingest` (chunked here); a transfer cut after
   // some bytes resumes where they end, as long as each try brings more.
-  hub::Status ReceiveResolved(const Wanted& wanted, lfs::FileIngest& ingest, const GoingOn& going_on,
-                              const ToSpool& to_spool);
-  hub::Error Failed(const xet::Error& e, const std::string& what);
+  Status ReceiveResolved(const Wanted& wanted, lfs::FileIngest& ingest, const GoingOn& going_on,
+                         const ToSpool& to_spool);
+  Error Failed(const xet::Error& e, const std::string& what);
   // A relay of the file through upstream's Xet reconstruction, registered and receiving on `receiver`;
   // null when upstream gives none (its bytes then come through resolve). With `peer` (another node's URL),
   // the ranges come from that node's relay of the file rather than from upstream.
