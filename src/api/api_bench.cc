@@ -77,7 +77,7 @@ fs::path FreshDir(const std::string& name) {
   return dir;
 }
 
-// The value of a result that must hold one (xet::Result or http::Result); the benchmark cannot go on without.
+// The value of a result that must hold one (Result or http::Result); the benchmark cannot go on without.
 template <typename R>
 auto Must(R r, const char* what) {
   if (!r) throw std::runtime_error(std::string(what) + ": " + r.error().message);

@@ -1017,12 +1017,12 @@ class CasApiRelaying : public CasApi {
    public:
     Range(std::string bytes, bool verified) : bytes_(std::move(bytes)), verified_(verified) {}
     uint64_t length() const override { return bytes_.size(); }
-    xet::Result<cas::RelayedBytes> AwaitBytes() const override {
-      if (!verified_) return xet::Unavailable("upstream's bytes of this range did not verify");
+    Result<cas::RelayedBytes> AwaitBytes() const override {
+      if (!verified_) return Unavailable("upstream's bytes of this range did not verify");
       UniqueFd fd(::memfd_create("relayed", MFD_CLOEXEC));
       const std::string file = "junk!" + bytes_;
       if (!fd.valid() || ::write(fd.get(), file.data(), file.size()) != static_cast<ssize_t>(file.size()))
-        return xet::IoError("memfd");
+        return IoError("memfd");
       return cas::RelayedBytes{.fd = std::move(fd), .offset = 5};
     }
 
@@ -1103,11 +1103,11 @@ TEST_F(CasApi, FullDownloadsThroughHttpMatchTheOriginals) {
 // index's gauges are on /metrics.
 TEST_F(CasApi, ReadinessFollowsItsChecksAndIndexMetrics) {
   std::atomic<bool> store_ok{true};
-  RegisterReadiness(
-      *server_, {{"index", [this] { return index_->Ping(); }}, {"store", [&store_ok]() -> xet::Status {
-                                                                  if (store_ok) return xet::Ok{};
-                                                                  return xet::Unavailable("not answering");
-                                                                }}});
+  RegisterReadiness(*server_,
+                    {{"index", [this] { return index_->Ping(); }}, {"store", [&store_ok]() -> Status {
+                                                                      if (store_ok) return Ok{};
+                                                                      return Unavailable("not answering");
+                                                                    }}});
   RegisterIndexMetrics(*server_, *index_);
   auto ready = Get("/readyz");
   EXPECT_EQ(ready.result_int(), 200u);

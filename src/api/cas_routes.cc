@@ -76,7 +76,7 @@ void Reconstruction(cas::CasService& service, const std::shared_ptr<Exchange>& e
   ex->Offload([&service, ex, file = *file, scope, range, version, max_ttl, relay = options.relay,
                await_file = options.await_file] {
     auto answer = service.Reconstruct(file, scope, range, version, max_ttl);
-    const auto not_found = [&] { return !answer && answer.error().code == xet::ErrorCode::kNotFound; };
+    const auto not_found = [&] { return !answer && answer.error().code == ErrorCode::kNotFound; };
     // A file not found may be in transit (the mirror): its relay answers, or it is waited for.
     const auto relayed = [&] {
       if (!not_found() || relay == nullptr) return;
@@ -261,7 +261,7 @@ void PutShardV2(cas::CasService& service, const std::shared_ptr<Exchange>& ex) {
     if (outcome) {
       stream->Write("{\"type\":\"result\"}\n");
     } else {
-      const bool retryable = xet::Retryable(outcome.error());
+      const bool retryable = Retryable(outcome.error());
       stream->Write("{\"type\":\"error\",\"message\":" + JsonString(outcome.error().message) +
                     ",\"retryable\":" + (retryable ? "true" : "false") + "}\n");
     }
@@ -293,14 +293,14 @@ void RelayedTransfer(cas::Relay& relay, const cas::TransferGrant& grant,
     if (!cas::ParseRangeHeader(h, UINT64_MAX, &ranges))
       return ex->Respond(Response::ErrorJson(416, "unsatisfiable Range header"));
     if (!cas::RangesGranted(ranges, grant.ranges))
-      return ex->Respond(ErrorResponse(xet::Denied("range outside the signed ranges")));
+      return ex->Respond(ErrorResponse(Denied("range outside the signed ranges")));
   }
   std::shared_ptr<const cas::RelayedRange> relayed;
   if (ranges.size() == 1) relayed = relay.Open(grant.xorb, ranges[0].start, ranges[0].end);
   // A URL this server signed for a relay that is gone (it failed, or its time passed): a 403 makes the client
   // ask for the reconstruction again, which the stored file (or a new relay) answers.
   if (!relayed)
-    return ex->Respond(ErrorResponse(xet::Denied("xorb " + grant.xorb.hex() + " is no longer relayed here")));
+    return ex->Respond(ErrorResponse(Denied("xorb " + grant.xorb.hex() + " is no longer relayed here")));
   // The answer waits, on the worker pool, for the range to arrive and verify: bytes that fail their checks
   // get a 503 before any header went out (the client asks again), never a cut 206.
   ex->Offload([ex, relayed = std::move(relayed), range = ranges[0]] {
@@ -329,7 +329,7 @@ void Transfer(cas::CasService& service, cas::Relay* relay, const std::shared_ptr
   if (auto h = req.Header("Range"); !h.empty()) range = h;
   cas::TransferGrant grant;
   auto plan = service.Transfer(req.Param("xorb"), query, range, &grant);
-  if (!plan && plan.error().code == xet::ErrorCode::kNotFound && relay != nullptr) {
+  if (!plan && plan.error().code == ErrorCode::kNotFound && relay != nullptr) {
     // Waiting for relayed bytes is a request thread's work.
     (void)ex->Offload([relay, grant = std::move(grant), ex] { RelayedTransfer(*relay, grant, ex); });
     return;
@@ -389,12 +389,12 @@ void RegisterCasRoutes(http::Server& server, cas::CasService& service, const Cas
   // hf_xet >= 1.8 asks for an upload grant (a presigned URL) before each xorb; a 404, and only a 404, makes
   // it POST the xorb to the route above at once, without retrying (its remote_client.rs). cairn takes xorbs
   // through itself, where they are validated before they are stored, so it offers no grants.
-  r.Handle(Verb::post, "/v1/xorb-grants/{prefix}/{hash}",
-           RouteOptions().Name("xorb_grant").Auth(Permission::kWrite, http::kCasRouteTokens).MaxBody(4096),
-           [](const std::shared_ptr<Exchange>& ex) {
-             ex->Respond(
-                 ErrorResponse(xet::NotFound("upload grants are not offered: POST the xorb to /v1/xorbs/")));
-           });
+  r.Handle(
+      Verb::post, "/v1/xorb-grants/{prefix}/{hash}",
+      RouteOptions().Name("xorb_grant").Auth(Permission::kWrite, http::kCasRouteTokens).MaxBody(4096),
+      [](const std::shared_ptr<Exchange>& ex) {
+        ex->Respond(ErrorResponse(NotFound("upload grants are not offered: POST the xorb to /v1/xorbs/")));
+      });
   r.Handle(Verb::post, "/v1/shards", write("shard_v1").MaxBody(xet::kMaxShardBytes),
            [&service](const std::shared_ptr<Exchange>& ex) { PutShardV1(service, ex); });
   r.Handle(Verb::post, "/v2/shards", write("shard_v2").MaxBody(xet::kMaxShardBytes),

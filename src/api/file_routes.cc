@@ -269,20 +269,20 @@ void ListFiles(files::FileService& files, const std::shared_ptr<Exchange>& ex) {
 // refused whole: its files leave with commits and with the repository, which keep the Hub's records true.
 void Unregister(files::FileService& files, index::RepoIndex& repos, const std::shared_ptr<Exchange>& ex) {
   const auto hash = xet::Hash::FromHex(ex->request().Param("file"));
-  if (!hash) return ex->Respond(ErrorResponse(xet::Malformed("file hash must be 64 hex digits")));
+  if (!hash) return ex->Respond(ErrorResponse(Malformed("file hash must be 64 hex digits")));
   const std::string scope = ex->request().principal->scope;
   ex->Offload([&files, &repos, ex, hash = *hash, scope] {
     auto repo = repos.FindRepoByScope(scope);
     if (repo) {
-      return ex->Respond(ErrorResponse(xet::Conflict(
-          "the token's scope is a repository's: its files are removed by commits, or by deleting "
-          "the repository, not by DELETE /v1/files")));
+      return ex->Respond(ErrorResponse(
+          Conflict("the token's scope is a repository's: its files are removed by commits, or by deleting "
+                   "the repository, not by DELETE /v1/files")));
     }
-    if (repo.error().code != xet::ErrorCode::kNotFound) return ex->Respond(ErrorResponse(repo.error()));
+    if (repo.error().code != ErrorCode::kNotFound) return ex->Respond(ErrorResponse(repo.error()));
     auto removed = files.Unregister(hash, scope);
     if (!removed) return ex->Respond(ErrorResponse(removed.error()));
     // Unknown and not visible to the scope alike, as a download answers.
-    if (!*removed) return ex->Respond(ErrorResponse(xet::NotFound("file " + hash.hex() + " is unknown")));
+    if (!*removed) return ex->Respond(ErrorResponse(NotFound("file " + hash.hex() + " is unknown")));
     Response r;
     r.status = 204;
     ex->Respond(std::move(r));

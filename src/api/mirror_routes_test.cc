@@ -350,7 +350,7 @@ TEST_F(MirrorApi, PastTheSizeLimitTheLeastRecentlyReadRepositoriesAreEvicted) {
   EXPECT_EQ(report->held_bytes, 900000u);
   EXPECT_EQ(report->kept_bytes, 600000u);
   EXPECT_EQ(report->evicted, std::vector<std::string>{"alice/n"});
-  EXPECT_EQ(m_index_->FindRepo(hub::RepoType::kModel, "alice", "n").error().code, xet::ErrorCode::kNotFound);
+  EXPECT_EQ(m_index_->FindRepo(hub::RepoType::kModel, "alice", "n").error().code, ErrorCode::kNotFound);
   EXPECT_TRUE(m_index_->FindRepo(hub::RepoType::kModel, "alice", "m").ok());
   // A repository this server holds itself is never evicted; the most recently read mirrored one stays.
   const hub::Caller bob{.scope = "bob", .write = true, .expires = 0};

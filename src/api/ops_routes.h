@@ -15,8 +15,8 @@
 namespace cairn::api {
 
 struct ReadinessCheck {
-  std::string name;                    // "index"
-  std::function<xet::Status()> check;  // blocking; runs on a worker thread
+  std::string name;               // "index"
+  std::function<Status()> check;  // blocking; runs on a worker thread
 };
 
 void RegisterReadiness(http::Server& server, std::vector<ReadinessCheck> checks);

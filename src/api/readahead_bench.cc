@@ -75,8 +75,7 @@ long kClientBuffer = 1L << 20;  // NOLINT: --client-buffer
 class ThrottledStore final : public store::ForwardingStore {
  public:
   ThrottledStore(store::BlobStore& inner, double rate) : ForwardingStore(inner), rate_(rate) {}
-  xet::Status ReadRange(store::BlobKind k, const xet::Hash& h, uint64_t offset,
-                        std::span<uint8_t> out) override {
+  Status ReadRange(store::BlobKind k, const xet::Hash& h, uint64_t offset, std::span<uint8_t> out) override {
     Clock::time_point due;
     {
       std::lock_guard lock(mu_);

@@ -294,11 +294,11 @@ TEST_F(RouteFaults, EveryRouteReportsAFailingIndexAsAFailure) {
         << ": add one to RouteFaults::Calls";
   }
 
-  for (const xet::Error& error : {xet::IoError("injected: disk I/O error"),
-                                  xet::Unavailable("injected: the database is unreachable")}) {
-    const bool unreachable = error.code == xet::ErrorCode::kUnavailable;
+  for (const Error& error :
+       {IoError("injected: disk I/O error"), Unavailable("injected: the database is unreachable")}) {
+    const bool unreachable = error.code == ErrorCode::kUnavailable;
     SCOPED_TRACE(unreachable ? "unreachable" : "I/O error");
-    faulty_->fault = [error](std::string_view, std::span<const std::vector<uint8_t>>) -> xet::Status {
+    faulty_->fault = [error](std::string_view, std::span<const std::vector<uint8_t>>) -> Status {
       return error;
     };
     for (const auto& c : calls) {

@@ -35,10 +35,10 @@ constexpr size_t kMaxManifestBytes = 1 << 20;
 // A private temporary directory, removed with everything in it when this goes.
 class Scratch {
  public:
-  static xet::Result<Scratch> Make(const fs::path& base) {
+  static Result<Scratch> Make(const fs::path& base) {
     std::error_code ec;
     const fs::path parent = base.empty() ? fs::temp_directory_path(ec) : base;
-    if (ec) return xet::IoError("no temporary directory: " + ec.message());
+    if (ec) return IoError("no temporary directory: " + ec.message());
     std::string pattern = (parent / "cairn-backup-XXXXXX").string();
     if (::mkdtemp(pattern.data()) == nullptr) return PathIoError("create a directory in", parent, errno);
     return Scratch(pattern);
@@ -59,12 +59,12 @@ class Scratch {
 };
 
 // The size and BLAKE3 (hex) of a file.
-xet::Result<std::pair<uint64_t, std::string>> HashFile(const fs::path& path) {
+Result<std::pair<uint64_t, std::string>> HashFile(const fs::path& path) {
   int raw = -1;
   const int err = OpenRegularFile(path.c_str(), &raw);
   UniqueFd fd(raw);
   if (err == kNotRegularFile || err == kSymbolicLink)
-    return xet::Malformed(path.string() + " is " + OpenErrorText(err));
+    return Malformed(path.string() + " is " + OpenErrorText(err));
   if (err != 0) return PathIoError("open", path, err);
   blake3_hasher h;
   blake3_hasher_init(&h);
@@ -93,22 +93,22 @@ std::string SnapshotName(int64_t unix_seconds) {
 }
 
 // A snapshot's manifest, and its index file (fetched into `scratch` from a bucket) checked against it.
-xet::Result<std::pair<Manifest, fs::path>> CheckedSnapshot(BackupSpace& space, const std::string& name,
-                                                           const fs::path& scratch) {
+Result<std::pair<Manifest, fs::path>> CheckedSnapshot(BackupSpace& space, const std::string& name,
+                                                      const fs::path& scratch) {
   const std::string where = space.Describe() + " snapshot " + name;
   auto text = space.ReadManifest(name);
   if (!text.ok()) return text.error();
   auto m = ParseManifest(*text);
-  if (!m.ok()) return xet::Error{m.error().code, where + " manifest: " + m.error().message};
+  if (!m.ok()) return Error{m.error().code, where + " manifest: " + m.error().message};
   auto file = space.IndexFile(name, scratch);
   if (!file.ok()) return file.error();
   auto h = HashFile(*file);
   if (!h.ok()) return h.error();
   if (h->first != m->index_bytes || h->second != m->index_blake3) {
-    return xet::HashMismatch(where + ": index.sqlite is not the file its manifest describes (" +
-                             std::to_string(h->first) + " bytes, BLAKE3 " + h->second.substr(0, 16) +
-                             "…; the manifest says " + std::to_string(m->index_bytes) + " bytes, " +
-                             m->index_blake3.substr(0, 16) + "…)");
+    return HashMismatch(where + ": index.sqlite is not the file its manifest describes (" +
+                        std::to_string(h->first) + " bytes, BLAKE3 " + h->second.substr(0, 16) +
+                        "…; the manifest says " + std::to_string(m->index_bytes) + " bytes, " +
+                        m->index_blake3.substr(0, 16) + "…)");
   }
   return std::pair{std::move(*m), std::move(*file)};
 }
@@ -120,7 +120,7 @@ struct Named {
   index::SnapshotObjects objects;
 };
 
-xet::Result<Named> NamedBy(const fs::path& index_file, store::BlobStore& grants_from) {
+Result<Named> NamedBy(const fs::path& index_file, store::BlobStore& grants_from) {
   auto objects = index::ReadSnapshotObjects(index_file.string());
   if (!objects.ok()) return objects.error();
   Named n;
@@ -171,13 +171,13 @@ void CopyMissing(store::BlobStore& from, store::BlobStore& to, store::BlobKind k
   for (const auto& f : r.failed) failed.push_back(std::string(store::BlobKindName(kind)) + " " + f);
 }
 
-xet::Status Step(const BackupOptions& o, std::string_view step) {
-  return o.hook ? o.hook(step) : xet::Status(xet::Ok{});
+Status Step(const BackupOptions& o, std::string_view step) {
+  return o.hook ? o.hook(step) : Status(Ok{});
 }
 
 // What a kept snapshot names: read once per run (for the copy and for the prune) from its index file.
-xet::Result<const Named*> NamedIn(BackupSpace& space, const std::string& name, const fs::path& scratch,
-                                  std::map<std::string, Named>& named) {
+Result<const Named*> NamedIn(BackupSpace& space, const std::string& name, const fs::path& scratch,
+                             std::map<std::string, Named>& named) {
   if (auto it = named.find(name); it != named.end()) return &it->second;
   auto file = space.IndexFile(name, scratch);
   if (!file.ok()) return file.error();
@@ -186,13 +186,13 @@ xet::Result<const Named*> NamedIn(BackupSpace& space, const std::string& name, c
     std::error_code ec;
     fs::remove(*file, ec);  // fetched from a bucket: not needed any more
   }
-  if (!n.ok()) return xet::Error{n.error().code, "snapshot " + name + ": " + n.error().message};
+  if (!n.ok()) return Error{n.error().code, "snapshot " + name + ": " + n.error().message};
   return &named.emplace(name, std::move(*n)).first->second;
 }
 
 // Drops unfinished snapshots and those beyond `keep`, then the objects no kept snapshot names.
-xet::Status Prune(BackupSpace& space, size_t keep, const fs::path& scratch, BackupReport& report,
-                  std::map<std::string, Named>& named) {
+Status Prune(BackupSpace& space, size_t keep, const fs::path& scratch, BackupReport& report,
+             std::map<std::string, Named>& named) {
   if (auto st = space.DropUnfinished(); !st.ok()) return st;
   auto names = space.Snapshots();
   if (!names.ok()) return names.error();
@@ -221,7 +221,7 @@ xet::Status Prune(BackupSpace& space, size_t keep, const fs::path& scratch, Back
     if (auto st = space.objects().DeleteMany(kinds[k], unwanted); !st.ok()) return st;
     report.pruned_objects += unwanted.size();
   }
-  return xet::Ok{};
+  return Ok{};
 }
 
 }  // namespace
@@ -240,12 +240,12 @@ std::string Manifest::Encode() const {
   return out;
 }
 
-xet::Result<Manifest> ParseManifest(std::string_view text) {
-  if (text.size() > kMaxManifestBytes) return xet::Malformed("manifest too large");
+Result<Manifest> ParseManifest(std::string_view text) {
+  if (text.size() > kMaxManifestBytes) return Malformed("manifest too large");
   std::vector<std::vector<std::string_view>> lines;
   while (!text.empty()) {
     const size_t nl = text.find('\n');
-    if (nl == std::string_view::npos) return xet::Malformed("manifest: the last line is not ended");
+    if (nl == std::string_view::npos) return Malformed("manifest: the last line is not ended");
     std::string_view line = text.substr(0, nl);
     text.remove_prefix(nl + 1);
     std::vector<std::string_view> words;
@@ -258,7 +258,7 @@ xet::Result<Manifest> ParseManifest(std::string_view text) {
     lines.push_back(std::move(words));
   }
   if (lines.empty() || lines[0].size() != 2 || lines[0][0] != "cairn-backup" || lines[0][1] != "1")
-    return xet::Malformed("not a cairn backup manifest (version 1)");
+    return Malformed("not a cairn backup manifest (version 1)");
   const auto number = [](std::string_view s, uint64_t& out) {
     auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
     return ec == std::errc() && p == s.data() + s.size() && !s.empty();
@@ -274,7 +274,7 @@ xet::Result<Manifest> ParseManifest(std::string_view text) {
     const auto& w = lines[i];
     const std::string_view key = w.empty() ? std::string_view() : w[0];
     if (key != "table" && !seen.insert(key).second)
-      return xet::Malformed("manifest: " + std::string(key) + " twice");
+      return Malformed("manifest: " + std::string(key) + " twice");
     uint64_t a = 0, b = 0;
     bool good = false;
     if (key == "name" && w.size() == 2) {
@@ -299,16 +299,16 @@ xet::Result<Manifest> ParseManifest(std::string_view text) {
       good = number(w[2], b) && hex64(w[3]) && !w[1].empty();
       m.tables.push_back({std::string(w[1]), b, 0, std::string(w[3])});
     }
-    if (!good) return xet::Malformed("manifest: line " + std::to_string(i + 1) + " is not understood");
+    if (!good) return Malformed("manifest: line " + std::to_string(i + 1) + " is not understood");
   }
   for (std::string_view key : {"name", "taken_at", "schema", "index", "xorbs", "shards", "grants"}) {
-    if (!seen.contains(key)) return xet::Malformed("manifest: no " + std::string(key));
+    if (!seen.contains(key)) return Malformed("manifest: no " + std::string(key));
   }
   return m;
 }
 
-xet::Result<BackupReport> TakeBackup(std::string_view index_url, store::BlobStore& store, BackupSpace& dest,
-                                     const BackupOptions& options) {
+Result<BackupReport> TakeBackup(std::string_view index_url, store::BlobStore& store, BackupSpace& dest,
+                                const BackupOptions& options) {
   const auto t0 = std::chrono::steady_clock::now();
   auto dest_hold = dest.Hold();
   if (!dest_hold.ok()) return dest_hold.error();
@@ -343,8 +343,7 @@ xet::Result<BackupReport> TakeBackup(std::string_view index_url, store::BlobStor
     co.progress = [&](const index::TableCopyReport& t) { options.progress(t.table, t.copied, 0); };
   }
   auto copied = index::CopyIndex(index_url, "sqlite:" + index_file->string(), co);
-  if (!copied.ok())
-    return xet::Error{copied.error().code, "snapshot of the index: " + copied.error().message};
+  if (!copied.ok()) return Error{copied.error().code, "snapshot of the index: " + copied.error().message};
   m.tables = std::move(copied->tables);
   if (auto st = index::SealSnapshotFile(index_file->string()); !st.ok()) return st.error();
   auto version = index::SqliteSchemaVersion(index_file->string());
@@ -376,8 +375,8 @@ xet::Result<BackupReport> TakeBackup(std::string_view index_url, store::BlobStor
   if (!failed.empty()) {
     std::string list;
     for (size_t i = 0; i < failed.size() && i < 10; ++i) list += "\n  " + failed[i];
-    return xet::Inconsistent("backup: " + std::to_string(failed.size()) +
-                             " objects could not be copied and verified; the backup is not complete:" + list);
+    return Inconsistent("backup: " + std::to_string(failed.size()) +
+                        " objects could not be copied and verified; the backup is not complete:" + list);
   }
   hold->reset();  // every byte the snapshot names is in the backup
   if (auto st = Step(options, "copied"); !st.ok()) return st.error();
@@ -402,7 +401,7 @@ xet::Result<BackupReport> TakeBackup(std::string_view index_url, store::BlobStor
   return report;
 }
 
-xet::Result<VerifyReport> VerifyBackup(BackupSpace& space, size_t threads) {
+Result<VerifyReport> VerifyBackup(BackupSpace& space, size_t threads) {
   if (auto latest = space.Latest(); !latest.ok()) return latest.error();
   auto names = space.Snapshots();
   if (!names.ok()) return names.error();
@@ -454,8 +453,8 @@ xet::Result<VerifyReport> VerifyBackup(BackupSpace& space, size_t threads) {
   return report;
 }
 
-xet::Result<RestoreReport> Restore(BackupSpace& src, std::string_view index_url, store::BlobStore& store,
-                                   const RestoreOptions& options) {
+Result<RestoreReport> Restore(BackupSpace& src, std::string_view index_url, store::BlobStore& store,
+                              const RestoreOptions& options) {
   const auto t0 = std::chrono::steady_clock::now();
   std::string name = options.snapshot;
   if (name.empty()) {
@@ -463,7 +462,7 @@ xet::Result<RestoreReport> Restore(BackupSpace& src, std::string_view index_url,
     if (!latest.ok()) return latest.error();
     name = *latest;
   }
-  if (!ValidSnapshotName(name)) return xet::Malformed("no snapshot is named '" + name + "'");
+  if (!ValidSnapshotName(name)) return Malformed("no snapshot is named '" + name + "'");
   auto scratch = Scratch::Make(options.scratch);
   if (!scratch.ok()) return scratch.error();
   RestoreReport report;
@@ -489,7 +488,7 @@ xet::Result<RestoreReport> Restore(BackupSpace& src, std::string_view index_url,
     const bool empty =
         stats->xorbs == 0 && stats->files == 0 && stats->shards == 0 && secrets->empty() && !repos;
     if (!empty && !options.resume) {
-      return xet::Conflict(
+      return Conflict(
           "the destination index is not empty (" + std::to_string(stats->files) + " files, " +
           std::to_string(stats->xorbs) + " xorbs, " + std::to_string(secrets->size()) +
           " secrets): restore into a fresh deployment, one no server has started on (or add --resume to "
@@ -511,11 +510,10 @@ xet::Result<RestoreReport> Restore(BackupSpace& src, std::string_view index_url,
   if (!failed.empty()) {
     std::string list;
     for (size_t i = 0; i < failed.size() && i < 10; ++i) list += "\n  " + failed[i];
-    return xet::Inconsistent(
-        "restore: " + std::to_string(failed.size()) +
-        " objects could not be copied and verified (cairn backup --verify tells which the "
-        "backup lost); nothing was written to the index:" +
-        list);
+    return Inconsistent("restore: " + std::to_string(failed.size()) +
+                        " objects could not be copied and verified (cairn backup --verify tells which the "
+                        "backup lost); nothing was written to the index:" +
+                        list);
   }
   for (const auto& r : named->objects.revocations) {
     if (auto st = cas::RecordRevocation(store, {r.file, r.scope}); !st.ok()) return st.error();
@@ -536,18 +534,18 @@ xet::Result<RestoreReport> Restore(BackupSpace& src, std::string_view index_url,
     std::error_code ec;
     const fs::path migrated = scratch->path() / "migrated.sqlite";
     fs::copy_file(snapshot_file, migrated, fs::copy_options::overwrite_existing, ec);
-    if (ec) return xet::IoError("copy the snapshot to " + migrated.string() + ": " + ec.message());
+    if (ec) return IoError("copy the snapshot to " + migrated.string() + ": " + ec.message());
     from = migrated.string();
   }
   auto copied = index::CopyIndex("sqlite:" + from, index_url, co);
-  if (!copied.ok()) return xet::Error{copied.error().code, "restore of the index: " + copied.error().message};
+  if (!copied.ok()) return Error{copied.error().code, "restore of the index: " + copied.error().message};
   report.index = std::move(*copied);
   for (const auto& t : co.read_only_source ? report.manifest.tables : std::vector<index::TableCopyReport>{}) {
     // The rows the backup took are the rows restored (an older snapshot's were migrated: not compared).
     auto it = std::find_if(report.index.tables.begin(), report.index.tables.end(),
                            [&](const index::TableCopyReport& r) { return r.table == t.table; });
     if (it == report.index.tables.end() || it->rows != t.rows || it->digest != t.digest) {
-      return xet::Inconsistent("restore: table " + t.table + " differs from what the backup's manifest says");
+      return Inconsistent("restore: table " + t.table + " differs from what the backup's manifest says");
     }
   }
   report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -33,9 +33,9 @@
 
 #include "backup/space.h"
 #include "common/clock.h"
+#include "common/error.h"
 #include "index/index_copy.h"
 #include "store/blob_store.h"
-#include "xet/result.h"
 
 namespace cairn::backup {
 
@@ -54,7 +54,7 @@ struct Manifest {
   std::string Encode() const;
 };
 // kMalformed for anything Encode did not produce (bounded by `text`).
-xet::Result<Manifest> ParseManifest(std::string_view text);
+Result<Manifest> ParseManifest(std::string_view text);
 
 struct BackupOptions {
   size_t threads = 4;
@@ -63,7 +63,7 @@ struct BackupOptions {
   const Clock* clock = &Clock::System();
   // Tests: called after each step ("held", "snapshot", "copied", "complete"); an error ends the backup there,
   // as a kill would.
-  std::function<xet::Status(std::string_view step)> hook;
+  std::function<Status(std::string_view step)> hook;
   std::function<void(std::string_view what, uint64_t done, uint64_t total)> progress;  // may be empty
 };
 
@@ -85,8 +85,8 @@ struct BackupReport {
 };
 
 // Backs up the index at `index_url` and its `store` into `dest`.
-xet::Result<BackupReport> TakeBackup(std::string_view index_url, store::BlobStore& store, BackupSpace& dest,
-                                     const BackupOptions& options);
+Result<BackupReport> TakeBackup(std::string_view index_url, store::BlobStore& store, BackupSpace& dest,
+                                const BackupOptions& options);
 
 struct VerifyReport {
   std::vector<std::string> snapshots;  // checked: each index file against its manifest
@@ -97,7 +97,7 @@ struct VerifyReport {
 };
 
 // Re-hashes what `space` holds: every kept snapshot's index file, and every object they name.
-xet::Result<VerifyReport> VerifyBackup(BackupSpace& space, size_t threads);
+Result<VerifyReport> VerifyBackup(BackupSpace& space, size_t threads);
 
 struct RestoreOptions {
   std::string snapshot;  // empty: LATEST
@@ -119,7 +119,7 @@ struct RestoreReport {
 // Restores the snapshot from the backup in `src` into the index at `index_url` and the store `store`
 // (objects first, then the index, which names them; checked throughout). Refuses a destination index that
 // holds anything unless `resume`.
-xet::Result<RestoreReport> Restore(BackupSpace& src, std::string_view index_url, store::BlobStore& store,
-                                   const RestoreOptions& options);
+Result<RestoreReport> Restore(BackupSpace& src, std::string_view index_url, store::BlobStore& store,
+                              const RestoreOptions& options);
 
 }  // namespace cairn::backup

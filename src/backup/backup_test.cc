@@ -55,7 +55,7 @@ class BackupTest : public gc::testing::DeploymentTest {
     return s.ok() ? std::move(*s) : nullptr;
   }
 
-  xet::Result<VerifyReport> Verify() { return VerifyBackup(*space_, 2); }
+  Result<VerifyReport> Verify() { return VerifyBackup(*space_, 2); }
 
   // Flips one byte of what the backup keeps at `path` (relative to it), at `at` (from the end when negative).
   void Flip(const std::string& path, int64_t at) {
@@ -111,7 +111,7 @@ class BackupTest : public gc::testing::DeploymentTest {
     return n;
   }
 
-  BackupReport Backup(std::function<xet::Status(std::string_view)> hook = nullptr, size_t keep = 2,
+  BackupReport Backup(std::function<Status(std::string_view)> hook = nullptr, size_t keep = 2,
                       std::function<void(std::string_view, uint64_t, uint64_t)> progress = nullptr) {
     BackupOptions o;
     o.clock = &clock_;
@@ -125,8 +125,7 @@ class BackupTest : public gc::testing::DeploymentTest {
   }
 
   // A collector run; `pause` replaces its waits (for pacing and for backups) when given.
-  xet::Result<gc::GcReport> RunCollector(
-      std::function<xet::Status(std::chrono::nanoseconds)> pause = nullptr) {
+  Result<gc::GcReport> RunCollector(std::function<Status(std::chrono::nanoseconds)> pause = nullptr) {
     gc::GcOptions o;
     o.clock = &clock_;
     o.pause = std::move(pause);
@@ -201,20 +200,20 @@ TEST_P(BackupTest, TakenDuringUploadsAndACollectionItRestoresOnEitherBackend) {
     if (what == "xorbs" && mid.second.empty()) mid = Put(200 << 10, "plain");
   };
   const BackupReport r = Backup(
-      [&](std::string_view step) -> xet::Status {
+      [&](std::string_view step) -> Status {
         if (step == "held") {
           during = Put(300 << 10, "plain");  // acknowledged before the snapshot: in it
         } else if (step == "snapshot") {
           after = Put(300 << 10, "plain");  // after it: not in it
           // A collector past the grace wants to delete the doomed file's xorbs: it waits for the backup (here
           // it gives up at its first wait), having deleted nothing.
-          auto blocked = RunCollector([&](std::chrono::nanoseconds) -> xet::Status {
+          auto blocked = RunCollector([&](std::chrono::nanoseconds) -> Status {
             collector_waited = true;
-            return xet::Unavailable("stopped");
+            return Unavailable("stopped");
           });
           EXPECT_FALSE(blocked.ok());
         }
-        return xet::Ok{};
+        return Ok{};
       },
       2, while_copying);
   ASSERT_FALSE(mid.second.empty());
@@ -341,7 +340,7 @@ TEST_P(BackupTest, VerifyFindsAFlippedByteAndARestoreRefusesTheDamage) {
   EXPECT_NE(v->failed[0].find("not the file its manifest describes"), std::string::npos) << v->failed[0];
   restored = Restore(*space_, target.url, *target.store, {});
   ASSERT_FALSE(restored.ok());
-  EXPECT_EQ(restored.error().code, xet::ErrorCode::kHashMismatch);
+  EXPECT_EQ(restored.error().code, ErrorCode::kHashMismatch);
 }
 
 // A restore refuses a destination that holds anything (a server started on it made its keys).
@@ -350,7 +349,7 @@ TEST_P(BackupTest, RestoreRefusesADeploymentInUse) {
   Backup();
   auto restored = Restore(*space_, url_, *store_, {});  // the source itself
   ASSERT_FALSE(restored.ok());
-  EXPECT_EQ(restored.error().code, xet::ErrorCode::kConflict);
+  EXPECT_EQ(restored.error().code, ErrorCode::kConflict);
   EXPECT_NE(restored.error().message.find("not empty"), std::string::npos);
 }
 
@@ -364,8 +363,8 @@ TEST_P(BackupTest, AKilledBackupLeavesTheLastOneWhole) {
     clock_.Advance(1);
     BackupOptions o;
     o.clock = &clock_;
-    o.hook = [&](std::string_view step) -> xet::Status {
-      return step == kill_at ? xet::Status(xet::Unavailable("killed")) : xet::Status(xet::Ok{});
+    o.hook = [&](std::string_view step) -> Status {
+      return step == kill_at ? Status(Unavailable("killed")) : Status(Ok{});
     };
     ASSERT_FALSE(TakeBackup(url_, *store_, *space_, o).ok());
     auto latest = space_->Latest();
@@ -392,7 +391,7 @@ TEST_P(BackupTest, OneBackupAtATime) {
   auto second = OpenSpace();
   auto refused = second->Hold();
   ASSERT_FALSE(refused.ok());
-  EXPECT_EQ(refused.error().code, xet::ErrorCode::kUnavailable);
+  EXPECT_EQ(refused.error().code, ErrorCode::kUnavailable);
   EXPECT_NE(refused.error().message.find("another backup"), std::string::npos);
   BackupOptions o;
   o.clock = &clock_;

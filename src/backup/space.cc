@@ -30,9 +30,9 @@ std::span<const uint8_t> AsBytes(std::string_view s) {
   return {reinterpret_cast<const uint8_t*>(s.data()), s.size()};
 }
 
-xet::Result<std::string> NameIn(std::string text, const std::string& where) {
+Result<std::string> NameIn(std::string text, const std::string& where) {
   while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
-  if (!ValidSnapshotName(text)) return xet::Malformed(where + " does not name a snapshot");
+  if (!ValidSnapshotName(text)) return Malformed(where + " does not name a snapshot");
   return text;
 }
 
@@ -54,19 +54,18 @@ class DirSpace final : public BackupSpace {
   std::string Describe() const override { return root_.string(); }
   store::BlobStore& objects() override { return *objects_; }
 
-  xet::Result<std::unique_ptr<SpaceHold>> Hold() override {
+  Result<std::unique_ptr<SpaceHold>> Hold() override {
     const fs::path path = root_ / ".lock";
     UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
     if (!fd.valid()) return PathIoError("open", path, errno);
     while (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
-      if (errno == EWOULDBLOCK)
-        return xet::Unavailable("another backup of " + root_.string() + " is running");
+      if (errno == EWOULDBLOCK) return Unavailable("another backup of " + root_.string() + " is running");
       if (errno != EINTR) return PathIoError("lock", path, errno);
     }
     return std::unique_ptr<SpaceHold>(std::make_unique<DirHold>(std::move(fd)));
   }
 
-  xet::Result<std::vector<std::string>> Snapshots() override {
+  Result<std::vector<std::string>> Snapshots() override {
     std::vector<std::string> out;
     std::error_code ec;
     const fs::path dir = root_ / "snapshots";
@@ -75,51 +74,50 @@ class DirSpace final : public BackupSpace {
       const std::string name = e.path().filename().string();
       if (ValidSnapshotName(name) && fs::exists(e.path() / "manifest")) out.push_back(name);
     }
-    if (ec) return xet::IoError("list " + dir.string() + ": " + ec.message());
+    if (ec) return IoError("list " + dir.string() + ": " + ec.message());
     std::sort(out.begin(), out.end());
     return out;
   }
 
-  xet::Result<bool> Taken(const std::string& name) override {
+  Result<bool> Taken(const std::string& name) override {
     std::error_code ec;
     return fs::exists(Dir(name), ec) || fs::exists(Dir(name + kPartial), ec);
   }
 
-  xet::Result<std::string> Latest() override {
+  Result<std::string> Latest() override {
     auto text = ReadFileBounded(root_ / "LATEST", kMaxSmallFile);
     if (!text.ok()) {
-      if (text.error().code == xet::ErrorCode::kNotFound)
-        return xet::NotFound(root_.string() + " holds no complete backup (no LATEST)");
+      if (text.error().code == ErrorCode::kNotFound)
+        return NotFound(root_.string() + " holds no complete backup (no LATEST)");
       return text.error();
     }
     return NameIn(std::move(*text), (root_ / "LATEST").string());
   }
 
-  xet::Status SetLatest(const std::string& name) override {
+  Status SetLatest(const std::string& name) override {
     return WriteFileDurably(root_ / "LATEST", name + "\n");
   }
 
-  xet::Result<std::string> ReadManifest(const std::string& name) override {
+  Result<std::string> ReadManifest(const std::string& name) override {
     return ReadFileBounded(Dir(name) / "manifest", kMaxSmallFile);
   }
 
-  xet::Result<fs::path> IndexFile(const std::string& name, const fs::path&) override {
+  Result<fs::path> IndexFile(const std::string& name, const fs::path&) override {
     return Dir(name) / "index.sqlite";
   }
 
-  xet::Result<fs::path> Begin(const std::string& name, const fs::path&) override {
+  Result<fs::path> Begin(const std::string& name, const fs::path&) override {
     const fs::path partial = Dir(name + kPartial);
     std::error_code ec;
     fs::remove_all(partial, ec);
     fs::create_directories(partial, ec);
-    if (ec) return xet::IoError("create " + partial.string() + ": " + ec.message());
+    if (ec) return IoError("create " + partial.string() + ": " + ec.message());
     return partial / "index.sqlite";
   }
 
-  xet::Status Complete(const std::string& name, const fs::path& index_file,
-                       std::string_view manifest) override {
+  Status Complete(const std::string& name, const fs::path& index_file, std::string_view manifest) override {
     const fs::path partial = Dir(name + kPartial);
-    if (index_file != partial / "index.sqlite") return xet::Malformed("not this snapshot's index file");
+    if (index_file != partial / "index.sqlite") return Malformed("not this snapshot's index file");
     if (auto st = SyncPath(index_file); !st.ok()) return st;
     if (auto st = WriteFileDurably(partial / "manifest", manifest); !st.ok()) return st;
     const fs::path final_dir = Dir(name);
@@ -127,21 +125,21 @@ class DirSpace final : public BackupSpace {
     return SyncPath(root_ / "snapshots");
   }
 
-  xet::Status Drop(const std::string& name) override {
+  Status Drop(const std::string& name) override {
     std::error_code ec;
     fs::remove(Dir(name) / "manifest", ec);
     fs::remove_all(Dir(name), ec);
-    if (ec) return xet::IoError("remove " + Dir(name).string() + ": " + ec.message());
+    if (ec) return IoError("remove " + Dir(name).string() + ": " + ec.message());
     return SyncPath(root_ / "snapshots");
   }
 
-  xet::Status DropUnfinished() override {
+  Status DropUnfinished() override {
     std::error_code ec;
     for (const auto& e : fs::directory_iterator(root_ / "snapshots", ec)) {
       if (e.path().filename().string().ends_with(kPartial)) fs::remove_all(e.path(), ec);
     }
-    if (ec) return xet::IoError("drop unfinished snapshots in " + root_.string() + ": " + ec.message());
-    return xet::Ok{};
+    if (ec) return IoError("drop unfinished snapshots in " + root_.string() + ": " + ec.message());
+    return Ok{};
   }
 
  private:
@@ -222,7 +220,7 @@ class BucketSpace final : public BackupSpace {
   std::string Describe() const override { return "s3://" + bucket_ + "/" + prefix_; }
   store::BlobStore& objects() override { return *objects_; }
 
-  xet::Result<std::unique_ptr<SpaceHold>> Hold() override {
+  Result<std::unique_ptr<SpaceHold>> Hold() override {
     const std::string key = prefix_ + "lock";
     for (int attempt = 0; attempt < 2; ++attempt) {
       const int64_t now = Clock::System().UnixSeconds();
@@ -236,17 +234,17 @@ class BucketSpace final : public BackupSpace {
       if (since && now - *since <= kLeaseSeconds) {
         std::string who(**held);
         while (!who.empty() && who.back() == '\n') who.pop_back();
-        return xet::Unavailable("another backup of " + Describe() + " is running (" + who +
-                                "); a lease not renewed for " + std::to_string(kLeaseSeconds) +
-                                " s is taken over");
+        return Unavailable("another backup of " + Describe() + " is running (" + who +
+                           "); a lease not renewed for " + std::to_string(kLeaseSeconds) +
+                           " s is taken over");
       }
       const std::string keys[] = {key};  // lapsed: its backup died
       if (auto st = store::S3DeleteKeys(client(), keys); !st.ok()) return st.error();
     }
-    return xet::Unavailable("another backup of " + Describe() + " took the lease first");
+    return Unavailable("another backup of " + Describe() + " took the lease first");
   }
 
-  xet::Result<std::vector<std::string>> Snapshots() override {
+  Result<std::vector<std::string>> Snapshots() override {
     std::vector<std::string> out;
     if (auto st = ListSnapshotKeys([&](const std::string& name, std::string_view file, uint64_t) {
           if (file == "manifest") out.push_back(name);
@@ -257,7 +255,7 @@ class BucketSpace final : public BackupSpace {
     return out;
   }
 
-  xet::Result<bool> Taken(const std::string& name) override {
+  Result<bool> Taken(const std::string& name) override {
     bool any = false;
     if (auto st = store::S3ListKeys(client(), Dir(name), [&](std::string_view, uint64_t) { any = true; });
         !st.ok())
@@ -265,27 +263,27 @@ class BucketSpace final : public BackupSpace {
     return any;
   }
 
-  xet::Result<std::string> Latest() override {
+  Result<std::string> Latest() override {
     auto text = store::S3GetObject(client(), prefix_ + "LATEST", kMaxSmallFile);
     if (!text.ok()) return text.error();
-    if (!text->has_value()) return xet::NotFound(Describe() + " holds no complete backup (no LATEST)");
+    if (!text->has_value()) return NotFound(Describe() + " holds no complete backup (no LATEST)");
     return NameIn(std::move(**text), Describe() + "LATEST");
   }
 
-  xet::Status SetLatest(const std::string& name) override {
+  Status SetLatest(const std::string& name) override {
     auto put = store::S3PutObject(client(), prefix_ + "LATEST", AsBytes(name + "\n"));
     if (!put.ok()) return put.error();
-    return xet::Ok{};
+    return Ok{};
   }
 
-  xet::Result<std::string> ReadManifest(const std::string& name) override {
+  Result<std::string> ReadManifest(const std::string& name) override {
     auto text = store::S3GetObject(client(), Dir(name) + "manifest", kMaxSmallFile);
     if (!text.ok()) return text.error();
-    if (!text->has_value()) return xet::NotFound(Describe() + "snapshots/" + name + " has no manifest");
+    if (!text->has_value()) return NotFound(Describe() + "snapshots/" + name + " has no manifest");
     return std::move(**text);
   }
 
-  xet::Result<fs::path> IndexFile(const std::string& name, const fs::path& scratch) override {
+  Result<fs::path> IndexFile(const std::string& name, const fs::path& scratch) override {
     // The parts, numbered from 0 without a gap (a part missing at the end shows in the manifest's size).
     std::map<uint64_t, uint64_t> parts;  // number -> size
     const std::string dir = Dir(name);
@@ -300,9 +298,9 @@ class BucketSpace final : public BackupSpace {
                                     });
         !st.ok())
       return st.error();
-    if (parts.empty()) return xet::NotFound(Describe() + "snapshots/" + name + " holds no index file");
+    if (parts.empty()) return NotFound(Describe() + "snapshots/" + name + " holds no index file");
     if (parts.rbegin()->first != parts.size() - 1)
-      return xet::Damaged(Describe() + "snapshots/" + name + ": a part of its index file is missing");
+      return Damaged(Describe() + "snapshots/" + name + ": a part of its index file is missing");
     std::error_code ec;
     fs::create_directories(scratch, ec);
     const fs::path out = scratch / (name + ".index.sqlite");
@@ -311,7 +309,7 @@ class BucketSpace final : public BackupSpace {
     std::vector<uint8_t> buf;
     for (const auto& [number, size] : parts) {
       if (size > part_bytes_ * 4 + (64ULL << 20))
-        return xet::Damaged(PartKey(name, number) + " is larger than any part a backup writes");
+        return Damaged(PartKey(name, number) + " is larger than any part a backup writes");
       buf.resize(size);
       if (auto st = store::S3GetObjectInto(client(), PartKey(name, number), buf); !st.ok()) return st.error();
       if (int e = WriteFull(fd.get(), buf); e != 0) return PathIoError("write", out, e);
@@ -319,16 +317,15 @@ class BucketSpace final : public BackupSpace {
     return out;
   }
 
-  xet::Result<fs::path> Begin(const std::string& name, const fs::path& scratch) override {
+  Result<fs::path> Begin(const std::string& name, const fs::path& scratch) override {
     if (auto st = DropKeysUnder(Dir(name)); !st.ok()) return st.error();  // what a killed run left
     std::error_code ec;
     fs::create_directories(scratch, ec);
-    if (ec) return xet::IoError("create " + scratch.string() + ": " + ec.message());
+    if (ec) return IoError("create " + scratch.string() + ": " + ec.message());
     return scratch / "index.sqlite";
   }
 
-  xet::Status Complete(const std::string& name, const fs::path& index_file,
-                       std::string_view manifest) override {
+  Status Complete(const std::string& name, const fs::path& index_file, std::string_view manifest) override {
     UniqueFd fd(::open(index_file.c_str(), O_RDONLY | O_CLOEXEC));
     if (!fd.valid()) return PathIoError("open", index_file, errno);
     std::vector<uint8_t> buf(part_bytes_);
@@ -348,16 +345,16 @@ class BucketSpace final : public BackupSpace {
     }
     auto put = store::S3PutObject(client(), Dir(name) + "manifest", AsBytes(manifest));
     if (!put.ok()) return put.error();
-    return xet::Ok{};
+    return Ok{};
   }
 
-  xet::Status Drop(const std::string& name) override {
+  Status Drop(const std::string& name) override {
     const std::string keys[] = {Dir(name) + "manifest"};
     if (auto st = store::S3DeleteKeys(client(), keys); !st.ok()) return st;
     return DropKeysUnder(Dir(name));
   }
 
-  xet::Status DropUnfinished() override {
+  Status DropUnfinished() override {
     std::map<std::string, bool> names;  // name -> complete
     if (auto st = ListSnapshotKeys([&](const std::string& name, std::string_view file, uint64_t) {
           names[name] = names[name] || file == "manifest";
@@ -368,7 +365,7 @@ class BucketSpace final : public BackupSpace {
       if (complete) continue;
       if (auto st = DropKeysUnder(Dir(name)); !st.ok()) return st;
     }
-    return xet::Ok{};
+    return Ok{};
   }
 
  private:
@@ -381,8 +378,7 @@ class BucketSpace final : public BackupSpace {
   }
 
   // Every key under snapshots/, as (snapshot name, file name, size); keys of no valid name are skipped.
-  xet::Status ListSnapshotKeys(
-      const std::function<void(const std::string&, std::string_view, uint64_t)>& fn) {
+  Status ListSnapshotKeys(const std::function<void(const std::string&, std::string_view, uint64_t)>& fn) {
     const std::string under = prefix_ + "snapshots/";
     return store::S3ListKeys(client(), under, [&](std::string_view key, uint64_t size) {
       key.remove_prefix(under.size());
@@ -393,7 +389,7 @@ class BucketSpace final : public BackupSpace {
     });
   }
 
-  xet::Status DropKeysUnder(const std::string& dir) {
+  Status DropKeysUnder(const std::string& dir) {
     std::vector<std::string> keys;
     if (auto st =
             store::S3ListKeys(client(), dir, [&](std::string_view key, uint64_t) { keys.emplace_back(key); });
@@ -410,14 +406,14 @@ class BucketSpace final : public BackupSpace {
 
 }  // namespace
 
-xet::Status SyncPath(const fs::path& path) {
+Status SyncPath(const fs::path& path) {
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!fd.valid()) return PathIoError("open", path, errno);
   if (::fsync(fd.get()) != 0) return PathIoError("sync", path, errno);
-  return xet::Ok{};
+  return Ok{};
 }
 
-xet::Status WriteFileDurably(const fs::path& path, std::string_view text) {
+Status WriteFileDurably(const fs::path& path, std::string_view text) {
   const fs::path tmp = path.string() + ".tmp";
   {
     UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
@@ -429,13 +425,13 @@ xet::Status WriteFileDurably(const fs::path& path, std::string_view text) {
   return SyncPath(path.parent_path());
 }
 
-xet::Result<std::string> ReadFileBounded(const fs::path& path, size_t max_bytes) {
+Result<std::string> ReadFileBounded(const fs::path& path, size_t max_bytes) {
   int raw = -1;
   const int err = OpenRegularFile(path.c_str(), &raw);
   UniqueFd fd(raw);
-  if (err == ENOENT) return xet::NotFound(path.string() + " does not exist");
+  if (err == ENOENT) return NotFound(path.string() + " does not exist");
   if (err == kNotRegularFile || err == kSymbolicLink)
-    return xet::Malformed(path.string() + " is " + OpenErrorText(err));
+    return Malformed(path.string() + " is " + OpenErrorText(err));
   if (err != 0) return PathIoError("open", path, err);
   std::string out;
   char buf[8192];
@@ -445,7 +441,7 @@ xet::Result<std::string> ReadFileBounded(const fs::path& path, size_t max_bytes)
     if (n < 0) return PathIoError("read", path, errno);
     if (n == 0) return out;
     out.append(buf, static_cast<size_t>(n));
-    if (out.size() > max_bytes) return xet::Malformed(path.string() + " is too large");
+    if (out.size() > max_bytes) return Malformed(path.string() + " is too large");
   }
 }
 
@@ -457,8 +453,7 @@ bool ValidSnapshotName(std::string_view name) {
          });
 }
 
-xet::Result<std::unique_ptr<BackupSpace>> OpenBackupSpace(std::string_view where,
-                                                          const SpaceOptions& options) {
+Result<std::unique_ptr<BackupSpace>> OpenBackupSpace(std::string_view where, const SpaceOptions& options) {
   if (where.starts_with("s3://")) {
     auto location = store::ParseStoreUrl(where);
     if (!location.ok()) return location.error();
@@ -473,18 +468,18 @@ xet::Result<std::unique_ptr<BackupSpace>> OpenBackupSpace(std::string_view where
         location->bucket, location->prefix, std::move(*objects), options.index_part_bytes));
   }
   if (where.starts_with("file:")) where.remove_prefix(5);
-  if (where.empty()) return xet::Malformed("a backup's place is a directory or s3://BUCKET[/PREFIX]");
+  if (where.empty()) return Malformed("a backup's place is a directory or s3://BUCKET[/PREFIX]");
   std::error_code ec;
   const fs::path root = fs::absolute(where, ec);
-  if (ec) return xet::IoError("backup " + std::string(where) + ": " + ec.message());
+  if (ec) return IoError("backup " + std::string(where) + ": " + ec.message());
   if (options.create) {
     // A backup holds the signing keys: a directory this creates is its owner's alone.
     if (!fs::exists(root, ec) && fs::create_directories(root, ec))
       fs::permissions(root, fs::perms::owner_all, ec);
     fs::create_directories(root / "snapshots", ec);
-    if (ec) return xet::IoError("create " + (root / "snapshots").string() + ": " + ec.message());
+    if (ec) return IoError("create " + (root / "snapshots").string() + ": " + ec.message());
   } else if (!fs::is_directory(root, ec)) {
-    return xet::NotFound(root.string() + " is not a directory (no backup there)");
+    return NotFound(root.string() + " is not a directory (no backup there)");
   }
   auto objects = store::LocalDiskStore::Open(root / "objects");
   if (!objects.ok()) return objects.error();

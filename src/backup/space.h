@@ -22,9 +22,9 @@
 #include <string_view>
 #include <vector>
 
+#include "common/error.h"
 #include "store/blob_store.h"
 #include "store/open_store.h"
-#include "xet/result.h"
 
 namespace cairn::backup {
 
@@ -42,32 +42,32 @@ class BackupSpace {
   virtual store::BlobStore& objects() = 0;
 
   // Refuses (kUnavailable) while another backup holds the space.
-  virtual xet::Result<std::unique_ptr<SpaceHold>> Hold() = 0;
+  virtual Result<std::unique_ptr<SpaceHold>> Hold() = 0;
 
   // The complete snapshots, oldest first (names sort by time).
-  virtual xet::Result<std::vector<std::string>> Snapshots() = 0;
+  virtual Result<std::vector<std::string>> Snapshots() = 0;
   // Whether anything (complete or not) is kept under `name`.
-  virtual xet::Result<bool> Taken(const std::string& name) = 0;
-  virtual xet::Result<std::string> Latest() = 0;
-  virtual xet::Status SetLatest(const std::string& name) = 0;
+  virtual Result<bool> Taken(const std::string& name) = 0;
+  virtual Result<std::string> Latest() = 0;
+  virtual Status SetLatest(const std::string& name) = 0;
   // A snapshot's manifest text (bounded).
-  virtual xet::Result<std::string> ReadManifest(const std::string& name) = 0;
+  virtual Result<std::string> ReadManifest(const std::string& name) = 0;
   // A local file holding the snapshot's index: in place (a directory), or fetched into `scratch` (a bucket).
   // Not checked against the manifest here.
-  virtual xet::Result<std::filesystem::path> IndexFile(const std::string& name,
-                                                       const std::filesystem::path& scratch) = 0;
+  virtual Result<std::filesystem::path> IndexFile(const std::string& name,
+                                                  const std::filesystem::path& scratch) = 0;
 
   // Begins snapshot `name`: where to write its index file (in the space, or in `scratch`).
-  virtual xet::Result<std::filesystem::path> Begin(const std::string& name,
-                                                   const std::filesystem::path& scratch) = 0;
+  virtual Result<std::filesystem::path> Begin(const std::string& name,
+                                              const std::filesystem::path& scratch) = 0;
   // Completes it: the index file Begin named (written and closed) and `manifest` kept durably; the snapshot
   // is listed by Snapshots once this returns, never before.
-  virtual xet::Status Complete(const std::string& name, const std::filesystem::path& index_file,
-                               std::string_view manifest) = 0;
+  virtual Status Complete(const std::string& name, const std::filesystem::path& index_file,
+                          std::string_view manifest) = 0;
   // Drops a complete snapshot (its manifest first: it is never listed half gone).
-  virtual xet::Status Drop(const std::string& name) = 0;
+  virtual Status Drop(const std::string& name) = 0;
   // Drops what unfinished snapshots left.
-  virtual xet::Status DropUnfinished() = 0;
+  virtual Status DropUnfinished() = 0;
 };
 
 struct SpaceOptions {
@@ -78,16 +78,15 @@ struct SpaceOptions {
 };
 
 // Opens the space at `where`: a directory path (or file:PATH), or s3://BUCKET[/PREFIX].
-xet::Result<std::unique_ptr<BackupSpace>> OpenBackupSpace(std::string_view where,
-                                                          const SpaceOptions& options);
+Result<std::unique_ptr<BackupSpace>> OpenBackupSpace(std::string_view where, const SpaceOptions& options);
 
 // Files of a directory space, written as a backup writes them (also a bundle's: bundle/bundle.h).
 // Replaces `path` with `text` durably: a temporary beside it, synced, renamed, the directory synced.
-xet::Status WriteFileDurably(const std::filesystem::path& path, std::string_view text);
+Status WriteFileDurably(const std::filesystem::path& path, std::string_view text);
 // Syncs a file or a directory (opened read-only).
-xet::Status SyncPath(const std::filesystem::path& path);
+Status SyncPath(const std::filesystem::path& path);
 // A file's bytes, at most `max_bytes` (kMalformed past that, kNotFound when there is no such file).
-xet::Result<std::string> ReadFileBounded(const std::filesystem::path& path, size_t max_bytes);
+Result<std::string> ReadFileBounded(const std::filesystem::path& path, size_t max_bytes);
 
 // Snapshot names are what a backup gives them (a UTC time, maybe with "-N"): nothing that could leave
 // snapshots/ or make an odd key.

@@ -76,7 +76,7 @@ class History {
   }
 
   // Every commit, tree and blob the commits `heads` reach is here: kMalformed naming the first missing.
-  xet::Status CheckComplete(const std::vector<ObjectId>& heads) const {
+  Status CheckComplete(const std::vector<ObjectId>& heads) const {
     std::unordered_map<ObjectId, bool, ObjectIdHash> seen;
     std::vector<std::pair<ObjectId, hub::ObjectKind>> todo;
     for (const auto& h : heads) todo.emplace_back(h, hub::ObjectKind::kCommit);
@@ -86,20 +86,20 @@ class History {
       if (!seen.emplace(id, true).second) continue;
       const index::RepoObject* o = Find(id, kind);
       if (o == nullptr)
-        return xet::Malformed("the history lacks object " + id.hex() + " (or it is of another kind)");
+        return Malformed("the history lacks object " + id.hex() + " (or it is of another kind)");
       if (kind == hub::ObjectKind::kCommit) {
         auto c = hub::ParseCommit(o->data);
-        if (!c.ok()) return xet::Malformed("commit " + id.hex() + ": " + c.error().message);
+        if (!c.ok()) return Malformed("commit " + id.hex() + ": " + c.error().message);
         todo.emplace_back(c->tree, hub::ObjectKind::kTree);
         for (const auto& p : c->parents) todo.emplace_back(p, hub::ObjectKind::kCommit);
       } else if (kind == hub::ObjectKind::kTree) {
         auto entries = hub::ParseTree(o->data);
-        if (!entries.ok()) return xet::Malformed("tree " + id.hex() + ": " + entries.error().message);
+        if (!entries.ok()) return Malformed("tree " + id.hex() + ": " + entries.error().message);
         for (const auto& e : *entries)
           todo.emplace_back(e.id, e.is_tree() ? hub::ObjectKind::kTree : hub::ObjectKind::kBlob);
       }
     }
-    return xet::Ok{};
+    return Ok{};
   }
 
   // The large files of the revisions `heads` (their trees, not their histories): SHA-256 → a path naming it.
@@ -172,7 +172,7 @@ struct Described {
   std::vector<xet::FileRecord> files;
   std::map<xet::XorbHash, xet::XorbRecord> xorbs;
 };
-xet::Result<Described> Describe(index::CasIndex& cas, const std::vector<xet::FileHash>& files) {
+Result<Described> Describe(index::CasIndex& cas, const std::vector<xet::FileHash>& files) {
   Described out;
   std::vector<std::shared_ptr<const index::FileEntry>> entries;
   for (size_t at = 0; at < files.size(); at += index::CasIndex::kMaxFilesPerRead) {
@@ -182,7 +182,7 @@ xet::Result<Described> Describe(index::CasIndex& cas, const std::vector<xet::Fil
     if (!got.ok()) return got.error();
     for (size_t k = 0; k < batch.size(); ++k) {
       if ((*got)[k] == nullptr)
-        return xet::Inconsistent("file " + batch[k].hex() + " is linked but not in the index");
+        return Inconsistent("file " + batch[k].hex() + " is linked but not in the index");
       entries.push_back((*got)[k]);
     }
   }
@@ -202,7 +202,7 @@ xet::Result<Described> Describe(index::CasIndex& cas, const std::vector<xet::Fil
     if (!got.ok()) return got.error();
     for (size_t k = 0; k < batch.size(); ++k) {
       if ((*got)[k] == nullptr)
-        return xet::Inconsistent("xorb " + batch[k].hex() + " is used but not in the index");
+        return Inconsistent("xorb " + batch[k].hex() + " is used but not in the index");
       layouts.emplace(batch[k], (*got)[k]->ToLayout());
     }
   }
@@ -212,7 +212,7 @@ xet::Result<Described> Describe(index::CasIndex& cas, const std::vector<xet::Fil
       const index::Term term = e->term(t);
       const xet::XorbLayout& layout = layouts.at(term.xorb);
       if (term.chunk_end > layout.chunks.size() || term.chunk_start >= term.chunk_end)
-        return xet::Inconsistent("file " + e->hash.hex() + " has a term outside xorb " + term.xorb.hex());
+        return Inconsistent("file " + e->hash.hex() + " has a term outside xorb " + term.xorb.hex());
       std::vector<xet::ChunkHash> hashes;
       for (uint32_t c = term.chunk_start; c < term.chunk_end; ++c) hashes.push_back(layout.chunks[c].hash);
       rec.verification.push_back(xet::RangeHashOf(hashes));
@@ -259,16 +259,16 @@ std::vector<xet::Shard> ShardsOf(Described& d) {
 
 // Refuses `path` when the way to it from `root` goes through a symbolic link: a bundle's files are its own,
 // not another directory's. (Its last component is never followed: OpenRegularFile.)
-xet::Status Inside(const fs::path& root, const fs::path& path) {
+Status Inside(const fs::path& root, const fs::path& path) {
   std::error_code ec;
   const fs::path real_root = fs::canonical(root, ec);
   if (ec) return PathIoError("resolve", root, ec.value());
   const fs::path dir = fs::canonical(path.parent_path(), ec);
-  if (ec == std::errc::no_such_file_or_directory) return xet::Ok{};  // reported as missing where it is read
+  if (ec == std::errc::no_such_file_or_directory) return Ok{};  // reported as missing where it is read
   if (ec) return PathIoError("resolve", path.parent_path(), ec.value());
   if (dir != (real_root / path.parent_path().lexically_relative(root)).lexically_normal())
-    return xet::Malformed(path.string() + " is outside the bundle (a symbolic link leads there)");
-  return xet::Ok{};
+    return Malformed(path.string() + " is outside the bundle (a symbolic link leads there)");
+  return Ok{};
 }
 
 // The large files of a bundle, checked against their bytes before anything is stored: each file rebuilt from
@@ -281,7 +281,7 @@ class ByteCheck {
       : bundle_(bundle), in_bundle_(in_bundle), cas_(cas) {}
 
   // kHashMismatch when `file`'s bytes are not the large file `sha256` of `size` bytes.
-  xet::Status Check(const xet::FileRecord& file, const std::string& sha256, uint64_t size) {
+  Status Check(const xet::FileRecord& file, const std::string& sha256, uint64_t size) {
     ingest::Sha256 sha;
     uint64_t bytes = 0;
     for (const auto& term : file.terms) {
@@ -289,7 +289,7 @@ class ByteCheck {
       if (!xorb.ok()) return xorb.error();
       const xet::XorbLayout& layout = (*xorb)->layout;
       if (term.chunk_end > layout.chunks.size() || term.chunk_start >= term.chunk_end)
-        return xet::Malformed("file " + file.hash.hex() + " has a term outside xorb " + term.xorb.hex());
+        return Malformed("file " + file.hash.hex() + " has a term outside xorb " + term.xorb.hex());
       for (uint32_t c = term.chunk_start; c < term.chunk_end; ++c) {
         auto chunk =
             xet::StoredChunk::Parse(std::span<const uint8_t>((*xorb)->body).subspan(layout.begin_offset(c)));
@@ -305,13 +305,13 @@ class ByteCheck {
       auto it = layouts_.find(x);
       return it == layouts_.end() ? nullptr : &it->second;
     });
-    if (!verified.ok()) return xet::HashMismatch(verified.error().message);
+    if (!verified.ok()) return HashMismatch(verified.error().message);
     const xet::Hash digest = sha.Final();
     if (digest.hex() != sha256 || bytes != size || *verified != size)
-      return xet::HashMismatch("file " + file.hash.hex() + " is not the large file " + sha256 +
-                               " it is linked as: its bytes hash to " + digest.hex() + " (" +
-                               std::to_string(bytes) + " bytes)");
-    return xet::Ok{};
+      return HashMismatch("file " + file.hash.hex() + " is not the large file " + sha256 +
+                          " it is linked as: its bytes hash to " + digest.hex() + " (" +
+                          std::to_string(bytes) + " bytes)");
+    return Ok{};
   }
 
  private:
@@ -323,20 +323,19 @@ class ByteCheck {
 
   // The xorb's bytes, validated against its hash (the last one read is kept: a file's terms, and files
   // deduplicated against each other, mostly use the same xorb in turn).
-  xet::Result<const Loaded*> Load(const xet::XorbHash& hash) {
+  Result<const Loaded*> Load(const xet::XorbHash& hash) {
     if (last_ && last_->hash == hash) return last_.get();
     last_.reset();
     auto body = Read(hash);
     if (!body.ok()) return body.error();
     auto valid = xet::ValidateXorb(*body, {.expected_hash = &hash});
-    if (!valid.ok())
-      return xet::Error{valid.error().code, "xorb " + hash.hex() + ": " + valid.error().message};
+    if (!valid.ok()) return Error{valid.error().code, "xorb " + hash.hex() + ": " + valid.error().message};
     body->resize(valid->chunk_region_size);
     layouts_.insert_or_assign(hash, valid->layout);
     last_ = std::make_unique<Loaded>(Loaded{hash, std::move(*body), std::move(valid->layout)});
     return last_.get();
   }
-  xet::Result<std::vector<uint8_t>> Read(const xet::XorbHash& hash) {
+  Result<std::vector<uint8_t>> Read(const xet::XorbHash& hash) {
     if (in_bundle_.contains(hash)) return bundle_.ReadWhole(store::BlobKind::kXorb, hash);
     auto layout = cas_.Layout(hash);  // held here (Import asked the index)
     if (!layout.ok()) return layout.error();
@@ -373,8 +372,8 @@ std::string Manifest::Encode() const {
   return out;
 }
 
-xet::Result<Manifest> ParseManifest(std::string_view text) {
-  if (text.size() > kMaxManifestBytes) return xet::Malformed("the manifest is too large");
+Result<Manifest> ParseManifest(std::string_view text) {
+  if (text.size() > kMaxManifestBytes) return Malformed("the manifest is too large");
   Manifest m;
   bool head = false, repo = false, mirrored = false, priv = false, exported = false, pack = false;
   size_t line_no = 0;
@@ -385,7 +384,7 @@ xet::Result<Manifest> ParseManifest(std::string_view text) {
   };
   while (!text.empty()) {
     const size_t nl = text.find('\n');
-    if (nl == std::string_view::npos) return xet::Malformed("the manifest's last line is not ended");
+    if (nl == std::string_view::npos) return Malformed("the manifest's last line is not ended");
     std::string_view line = text.substr(0, nl);
     text.remove_prefix(nl + 1);
     ++line_no;
@@ -397,13 +396,13 @@ xet::Result<Manifest> ParseManifest(std::string_view text) {
       line.remove_prefix(sp + 1);
     }
     const auto bad = [&](const std::string& why) {
-      return xet::Malformed("manifest line " + std::to_string(line_no) + ": " + why);
+      return Malformed("manifest line " + std::to_string(line_no) + ": " + why);
     };
     if (w.empty()) return bad("empty");
     const std::string_view key = w[0];
     if (line_no == 1) {
       if (w.size() != 2 || key != "cairn-bundle" || w[1] != "1")
-        return xet::Malformed("not a cairn bundle manifest (version 1)");
+        return Malformed("not a cairn bundle manifest (version 1)");
       head = true;
       continue;
     }
@@ -448,8 +447,8 @@ xet::Result<Manifest> ParseManifest(std::string_view text) {
     }
   }
   if (!head || !repo || !mirrored || !priv || !exported || !pack)
-    return xet::Malformed("the manifest lacks a line");
-  if (m.refs.empty()) return xet::Malformed("the manifest names no ref");
+    return Malformed("the manifest lacks a line");
+  if (m.refs.empty()) return Malformed("the manifest names no ref");
   return m;
 }
 
@@ -458,20 +457,19 @@ xet::Result<Manifest> ParseManifest(std::string_view text) {
 namespace {
 
 // The repository to export: kNotFound when there is none, kMalformed for a bucket (it has no history).
-xet::Result<index::RepoRecord> FindExported(index::Index& index, const hub::RepoId& id) {
+Result<index::RepoRecord> FindExported(index::Index& index, const hub::RepoId& id) {
   auto record = index.FindRepo(id.type, id.ns, id.name);
   if (!record.ok()) {
-    if (record.error().code == xet::ErrorCode::kNotFound)
-      return xet::NotFound("no repository " + hub::RepoPath(id));
+    if (record.error().code == ErrorCode::kNotFound) return NotFound("no repository " + hub::RepoPath(id));
     return record.error();
   }
-  if (record->type == hub::RepoType::kBucket) return xet::Malformed("buckets are not exported (no history)");
+  if (record->type == hub::RepoType::kBucket) return Malformed("buckets are not exported (no history)");
   return record;
 }
 
 // The refs: every one, or the one asked for (a commit id the revision names: as the default branch).
-xet::Status PickRefs(index::Index& index, const index::RepoRecord& record, const hub::RepoId& id,
-                     const ExportOptions& options, Manifest& m) {
+Status PickRefs(index::Index& index, const index::RepoRecord& record, const hub::RepoId& id,
+                const ExportOptions& options, Manifest& m) {
   auto refs = index.ListRefs(record.id);
   if (!refs.ok()) return refs.error();
   for (const auto& r : *refs) {
@@ -482,12 +480,11 @@ xet::Status PickRefs(index::Index& index, const index::RepoRecord& record, const
   }
   if (m.refs.empty() && !options.revision.empty()) {
     auto commit = ObjectId::FromHex(options.revision);
-    if (!commit)
-      return xet::NotFound("no branch, tag or commit " + options.revision + " in " + hub::RepoPath(id));
+    if (!commit) return NotFound("no branch, tag or commit " + options.revision + " in " + hub::RepoPath(id));
     m.refs.push_back({index::RefKind::kBranch, options.default_branch, *commit});
   }
-  if (m.refs.empty()) return xet::NotFound(hub::RepoPath(id) + " has no branch or tag");
-  return xet::Ok{};
+  if (m.refs.empty()) return NotFound(hub::RepoPath(id) + " has no branch or tag");
+  return Ok{};
 }
 
 // What the heads reach: its git objects, and its large files' links (SHA-256 → Xet file).
@@ -496,13 +493,13 @@ struct Reached {
   std::map<std::string, xet::FileHash> links;
 };
 
-xet::Result<Reached> ReadReached(index::Index& index, const index::RepoRecord& record, const hub::RepoId& id,
-                                 const std::vector<ObjectId>& heads) {
+Result<Reached> ReadReached(index::Index& index, const index::RepoRecord& record, const hub::RepoId& id,
+                            const std::vector<ObjectId>& heads) {
   auto reach = hub::ReachFrom(index, record.id, heads, {.preload = true, .on_pointer = nullptr});
   if (!reach.ok()) return reach.error();
   if (reach->missing > 0) {
-    return xet::Inconsistent(hub::RepoPath(id) + "'s history lacks " + std::to_string(reach->missing) +
-                             " objects here (cairn fsck reports them)");
+    return Inconsistent(hub::RepoPath(id) + "'s history lacks " + std::to_string(reach->missing) +
+                        " objects here (cairn fsck reports them)");
   }
   Reached out;
   for (size_t at = 0; at < reach->keys.size(); at += index::RepoIndex::kMaxObjectsPerRead) {
@@ -525,15 +522,15 @@ xet::Result<Reached> ReadReached(index::Index& index, const index::RepoRecord& r
 
 // The history complete and every large file it points to linked; the links into the manifest: their files,
 // described (terms and xorbs).
-xet::Result<Described> CheckReached(index::Index& index, const hub::RepoId& id, const Reached& reached,
-                                    const std::vector<ObjectId>& heads, Manifest& m) {
+Result<Described> CheckReached(index::Index& index, const hub::RepoId& id, const Reached& reached,
+                               const std::vector<ObjectId>& heads, Manifest& m) {
   const History history(reached.git);
   if (auto st = history.CheckComplete(heads); !st.ok()) return st.error();
   if (auto unlinked = Unlinked(history.Pointers(heads), reached.links)) {
-    return xet::NotFound("the large file " + *unlinked + " of " + hub::RepoPath(id) + " is not held here" +
-                         (m.mirrored
-                              ? ": fetch it first (cairn mirror prefetch " + hub::RepoPath(id) + "@REVISION)"
-                              : " (purged?)"));
+    return NotFound("the large file " + *unlinked + " of " + hub::RepoPath(id) + " is not held here" +
+                    (m.mirrored
+                         ? ": fetch it first (cairn mirror prefetch " + hub::RepoPath(id) + "@REVISION)"
+                         : " (purged?)"));
   }
   std::vector<xet::FileHash> files;
   for (const auto& [sha, file] : reached.links) {
@@ -546,16 +543,16 @@ xet::Result<Described> CheckReached(index::Index& index, const hub::RepoId& id, 
 }
 
 // The bundle's directory, created empty, and the store of its objects.
-xet::Result<std::unique_ptr<store::LocalDiskStore>> CreateBundleDir(const fs::path& dest) {
+Result<std::unique_ptr<store::LocalDiskStore>> CreateBundleDir(const fs::path& dest) {
   std::error_code ec;
   fs::create_directories(dest, ec);
   if (ec) return PathIoError("create", dest, ec.value());
-  if (!fs::is_empty(dest, ec) || ec) return xet::Conflict(dest.string() + " is not an empty directory");
+  if (!fs::is_empty(dest, ec) || ec) return Conflict(dest.string() + " is not an empty directory");
   return store::LocalDiskStore::Open(dest / kObjectsDir);
 }
 
 // The git objects as one pack, synced; its size, BLAKE3 and object count into the manifest.
-xet::Status WritePack(const fs::path& dest, const std::vector<index::RepoObject>& git, Manifest& m) {
+Status WritePack(const fs::path& dest, const std::vector<index::RepoObject>& git, Manifest& m) {
   const fs::path path = dest / kPackFile;
   UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
   if (!fd.valid()) return PathIoError("create", path, errno);
@@ -579,13 +576,13 @@ xet::Status WritePack(const fs::path& dest, const std::vector<index::RepoObject>
   blake3_hasher_finalize(&h, digest, sizeof digest);
   m.pack_blake3 = HexEncode(digest);
   m.objects = git.size();
-  return xet::Ok{};
+  return Ok{};
 }
 
 // The shards (one for most repositories), then the xorbs, copied as a backup copies them: verified at the
 // source, read back from the bundle.
-xet::Status CopyCas(store::BlobStore& store, store::BlobStore& objects, Described& described,
-                    const ExportOptions& options, ExportReport& report) {
+Status CopyCas(store::BlobStore& store, store::BlobStore& objects, Described& described,
+               const ExportOptions& options, ExportReport& report) {
   Manifest& m = report.manifest;
   for (const auto& shard : ShardsOf(described)) {
     const std::vector<uint8_t> body = ingest::ShardUploadForm(shard);
@@ -605,23 +602,23 @@ xet::Status CopyCas(store::BlobStore& store, store::BlobStore& objects, Describe
     };
   const store::KindCopyReport copied = store::CopyBlobs(store, objects, store::BlobKind::kXorb, xorbs, copy);
   if (!copied.failed.empty()) {
-    return xet::Damaged(std::to_string(copied.failed.size()) +
-                        " xorbs could not be copied, the first: " + copied.failed.front());
+    return Damaged(std::to_string(copied.failed.size()) +
+                   " xorbs could not be copied, the first: " + copied.failed.front());
   }
   for (const auto& x : xorbs) {
     auto stat = objects.Stat(store::BlobKind::kXorb, x);
     if (!stat.ok()) return stat.error();
-    if (!stat->exists) return xet::Damaged("xorb " + x.hex() + " is not in the bundle after its copy");
+    if (!stat->exists) return Damaged("xorb " + x.hex() + " is not in the bundle after its copy");
     m.xorbs.push_back({x, stat->size});
     report.xorb_bytes += stat->size;
   }
-  return xet::Ok{};
+  return Ok{};
 }
 
 }  // namespace
 
-xet::Result<ExportReport> Export(index::Index& index, store::BlobStore& store, const hub::RepoId& id,
-                                 const fs::path& dest, const ExportOptions& options) {
+Result<ExportReport> Export(index::Index& index, store::BlobStore& store, const hub::RepoId& id,
+                            const fs::path& dest, const ExportOptions& options) {
   auto record = FindExported(index, id);
   if (!record.ok()) return record.error();
   ExportReport report;
@@ -656,111 +653,107 @@ xet::Result<ExportReport> Export(index::Index& index, store::BlobStore& store, c
 
 namespace {
 
-xet::Result<Manifest> ReadManifest(const fs::path& src) {
+Result<Manifest> ReadManifest(const fs::path& src) {
   auto text = backup::ReadFileBounded(src / kManifestFile, kMaxManifestBytes);
   if (!text.ok()) {
-    if (text.error().code == xet::ErrorCode::kNotFound)
-      return xet::NotFound(src.string() +
-                           " has no manifest: not a bundle, or one whose export did not finish");
+    if (text.error().code == ErrorCode::kNotFound)
+      return NotFound(src.string() + " has no manifest: not a bundle, or one whose export did not finish");
     return text.error();
   }
   return ParseManifest(*text);
 }
 
 // The history: the pack the manifest describes, read as a push is.
-xet::Result<std::vector<index::RepoObject>> ReadBundledPack(const fs::path& src, const Manifest& m) {
+Result<std::vector<index::RepoObject>> ReadBundledPack(const fs::path& src, const Manifest& m) {
   const git::PackLimits limits;
   if (m.pack_bytes > limits.max_total_bytes)
-    return xet::LimitExceeded("the bundle's pack is larger than cairn reads");
+    return LimitExceeded("the bundle's pack is larger than cairn reads");
   auto pack = backup::ReadFileBounded(src / kPackFile, m.pack_bytes);
   if (!pack.ok()) return pack.error();
   const std::span<const uint8_t> pack_bytes(reinterpret_cast<const uint8_t*>(pack->data()), pack->size());
   if (pack->size() != m.pack_bytes || Blake3Hex(pack_bytes) != m.pack_blake3)
-    return xet::HashMismatch(src.string() + "/" + kPackFile + " is not the pack the manifest describes");
+    return HashMismatch(src.string() + "/" + kPackFile + " is not the pack the manifest describes");
   auto read = git::ReadPack(pack_bytes, limits);
-  if (!read.ok()) return xet::Malformed("the bundle's pack: " + read.error().message);
+  if (!read.ok()) return Malformed("the bundle's pack: " + read.error().message);
   if (read->size() != m.objects)
-    return xet::Malformed("the bundle's pack holds another number of objects than its manifest says");
+    return Malformed("the bundle's pack holds another number of objects than its manifest says");
   auto objects = hub::StorableObjects(std::move(*read));
-  if (!objects.ok()) return xet::Malformed("the bundle's pack: " + objects.error().message);
+  if (!objects.ok()) return Malformed("the bundle's pack: " + objects.error().message);
   return objects;
 }
 
 // A blob of the bundle's store: inside the bundle, there, and of the size the manifest says.
-xet::Status CheckSize(const fs::path& src, store::LocalDiskStore& objects_in, store::BlobKind kind,
-                      const Manifest::Blob& b) {
+Status CheckSize(const fs::path& src, store::LocalDiskStore& objects_in, store::BlobKind kind,
+                 const Manifest::Blob& b) {
   if (auto st = Inside(src, objects_in.PathOf(kind, b.hash)); !st.ok()) return st;
   auto stat = objects_in.Stat(kind, b.hash);
   if (!stat.ok()) return stat.error();
   if (!stat->exists)
-    return xet::Malformed("the bundle lacks " +
-                          std::string(kind == store::BlobKind::kXorb ? "xorb " : "shard ") + b.hash.hex());
+    return Malformed("the bundle lacks " + std::string(kind == store::BlobKind::kXorb ? "xorb " : "shard ") +
+                     b.hash.hex());
   if (stat->size != b.bytes)
-    return xet::HashMismatch("the bundle's " + b.hash.hex() + " is not of the size its manifest says");
-  return xet::Ok{};
+    return HashMismatch("the bundle's " + b.hash.hex() + " is not of the size its manifest says");
+  return Ok{};
 }
 
 // The files the bundle's shards describe, each shard checked (its size, its hash, its form).
-xet::Result<std::map<xet::FileHash, xet::FileRecord>> ReadShards(const fs::path& src,
-                                                                 store::LocalDiskStore& objects_in,
-                                                                 const Manifest& m) {
+Result<std::map<xet::FileHash, xet::FileRecord>> ReadShards(const fs::path& src,
+                                                            store::LocalDiskStore& objects_in,
+                                                            const Manifest& m) {
   std::map<xet::FileHash, xet::FileRecord> described;
   for (const auto& s : m.shards) {
     if (auto st = CheckSize(src, objects_in, store::BlobKind::kShard, s); !st.ok()) return st.error();
     auto body = objects_in.ReadWhole(store::BlobKind::kShard, s.hash);
     if (!body.ok()) return body.error();
     if (xet::ChunkHashOf(*body) != s.hash)
-      return xet::HashMismatch("the bundle's shard " + s.hash.hex() + " is not what its name says");
+      return HashMismatch("the bundle's shard " + s.hash.hex() + " is not what its name says");
     auto shard = xet::ParseShard(*body);
-    if (!shard.ok())
-      return xet::Malformed("the bundle's shard " + s.hash.hex() + ": " + shard.error().message);
+    if (!shard.ok()) return Malformed("the bundle's shard " + s.hash.hex() + ": " + shard.error().message);
     for (auto& f : shard->files) described.emplace(f.hash, std::move(f));
   }
   return described;
 }
 
 // Each described file linked, and each link described with its pointer's SHA-256 and size.
-xet::Status CheckDescribed(const std::map<xet::FileHash, xet::FileRecord>& described,
-                           const std::map<std::string, xet::FileHash>& links,
-                           const std::map<std::string, uint64_t>& sizes) {
+Status CheckDescribed(const std::map<xet::FileHash, xet::FileRecord>& described,
+                      const std::map<std::string, xet::FileHash>& links,
+                      const std::map<std::string, uint64_t>& sizes) {
   std::set<xet::FileHash> linked;
   for (const auto& [sha, file] : links) linked.insert(file);
   for (const auto& [hash, rec] : described) {
     if (!linked.contains(hash))  // registered in the repository's scope, it would be found by its claim
-      return xet::Malformed("the bundle's shards describe file " + hash.hex() + ", which it does not link");
+      return Malformed("the bundle's shards describe file " + hash.hex() + ", which it does not link");
   }
   for (const auto& [sha, file] : links) {
     auto rec = described.find(file);
-    if (rec == described.end()) return xet::Malformed("no shard of the bundle describes file " + file.hex());
+    if (rec == described.end()) return Malformed("no shard of the bundle describes file " + file.hex());
     const auto size = sizes.find(sha);
     if (size == sizes.end() || (rec->second.sha256 && rec->second.sha256->hex() != sha) ||
         rec->second.size() != size->second)
-      return xet::Malformed("file " + file.hex() + " is not the large file " + sha + " it is linked as");
+      return Malformed("file " + file.hex() + " is not the large file " + sha + " it is linked as");
   }
-  return xet::Ok{};
+  return Ok{};
 }
 
 // Each term's xorb in the bundle (`available`) or held here (added to it: asked of the index once).
-xet::Status CheckTermsAvailable(index::Index& index,
-                                const std::map<xet::FileHash, xet::FileRecord>& described,
-                                std::set<xet::XorbHash>& available) {
+Status CheckTermsAvailable(index::Index& index, const std::map<xet::FileHash, xet::FileRecord>& described,
+                           std::set<xet::XorbHash>& available) {
   for (const auto& [hash, rec] : described) {
     for (const auto& t : rec.terms) {
       if (available.contains(t.xorb)) continue;
       auto held = index.HasXorb(t.xorb);
       if (!held.ok()) return held.error();
       if (!*held)
-        return xet::Malformed("file " + hash.hex() + " uses xorb " + t.xorb.hex() +
-                              ", which the bundle lacks");
+        return Malformed("file " + hash.hex() + " uses xorb " + t.xorb.hex() + ", which the bundle lacks");
       available.insert(t.xorb);
     }
   }
-  return xet::Ok{};
+  return Ok{};
 }
 
 // The large files: each of the revisions' linked, each link described by a shard with the pointer's SHA-256
 // and size, each term's xorb in the bundle or held here. The files the shards describe.
-xet::Result<std::map<xet::FileHash, xet::FileRecord>> CheckLargeFiles(
+Result<std::map<xet::FileHash, xet::FileRecord>> CheckLargeFiles(
     index::Index& index, const fs::path& src, store::LocalDiskStore& objects_in, const Manifest& m,
     const std::map<std::string, xet::FileHash>& links, const std::map<std::string, uint64_t>& sizes) {
   std::set<xet::XorbHash> available;  // in the bundle, or held here
@@ -776,10 +769,10 @@ xet::Result<std::map<xet::FileHash, xet::FileRecord>> CheckLargeFiles(
 }
 
 // The bytes: each linked file rebuilt from them, its SHA-256 and size computed and compared.
-xet::Status CheckBytes(store::BlobStore& objects_in, cas::CasService& cas, const Manifest& m,
-                       const std::map<std::string, xet::FileHash>& links,
-                       const std::map<xet::FileHash, xet::FileRecord>& described,
-                       const std::map<std::string, uint64_t>& sizes, const ImportOptions& options) {
+Status CheckBytes(store::BlobStore& objects_in, cas::CasService& cas, const Manifest& m,
+                  const std::map<std::string, xet::FileHash>& links,
+                  const std::map<xet::FileHash, xet::FileRecord>& described,
+                  const std::map<std::string, uint64_t>& sizes, const ImportOptions& options) {
   std::set<xet::XorbHash> in_bundle;
   for (const auto& x : m.xorbs) in_bundle.insert(x.hash);
   ByteCheck check(objects_in, in_bundle, cas);
@@ -787,15 +780,15 @@ xet::Status CheckBytes(store::BlobStore& objects_in, cas::CasService& cas, const
   for (const auto& [sha, file] : links) {
     Report(options.progress, "large files checked", checked++, links.size());
     if (auto st = check.Check(described.at(file), sha, sizes.at(sha)); !st.ok())
-      return xet::Error{st.error().code, "the bundle's large file " + sha + ": " + st.error().message};
+      return Error{st.error().code, "the bundle's large file " + sha + ": " + st.error().message};
   }
   Report(options.progress, "large files checked", checked, links.size());
-  return xet::Ok{};
+  return Ok{};
 }
 
 // The xorbs, each validated against its hash.
-xet::Status StoreXorbs(store::BlobStore& objects_in, cas::CasService& cas, const ImportOptions& options,
-                       ImportReport& report) {
+Status StoreXorbs(store::BlobStore& objects_in, cas::CasService& cas, const ImportOptions& options,
+                  ImportReport& report) {
   const Manifest& m = report.manifest;
   uint64_t done = 0;
   for (const auto& x : m.xorbs) {
@@ -804,33 +797,32 @@ xet::Status StoreXorbs(store::BlobStore& objects_in, cas::CasService& cas, const
     if (!body.ok()) return body.error();
     auto added = cas.PutXorb(x.hash, *body);
     if (!added.ok())
-      return xet::Error{added.error().code,
-                        "the bundle's xorb " + x.hash.hex() + ": " + added.error().message};
+      return Error{added.error().code, "the bundle's xorb " + x.hash.hex() + ": " + added.error().message};
     report.new_xorbs += *added ? 1 : 0;
     report.xorb_bytes += body->size();
   }
   Report(options.progress, "xorbs", done, m.xorbs.size());
-  return xet::Ok{};
+  return Ok{};
 }
 
 // The shards, each file verified against the xorbs, in the new repository's scope.
-xet::Status StoreShards(store::BlobStore& objects_in, cas::CasService& cas, const Manifest& m,
-                        const std::string& scope) {
+Status StoreShards(store::BlobStore& objects_in, cas::CasService& cas, const Manifest& m,
+                   const std::string& scope) {
   for (const auto& s : m.shards) {
     auto body = objects_in.ReadWhole(store::BlobKind::kShard, s.hash);
     if (!body.ok()) return body.error();
     auto put = cas.PutShard(*body, scope);
     if (!put.ok())
-      return xet::Error{put.error().code, "the bundle's shard " + s.hash.hex() + ": " + put.error().message};
+      return Error{put.error().code, "the bundle's shard " + s.hash.hex() + ": " + put.error().message};
   }
-  return xet::Ok{};
+  return Ok{};
 }
 
 // The repository with its history, its links and its refs, in one transaction.
-xet::Status CreateImported(index::Index& index, const ImportReport& report, const ImportOptions& options,
-                           const std::string& scope, const std::string& read_scope,
-                           std::vector<index::RepoObject> objects,
-                           const std::map<std::string, xet::FileHash>& links) {
+Status CreateImported(index::Index& index, const ImportReport& report, const ImportOptions& options,
+                      const std::string& scope, const std::string& read_scope,
+                      std::vector<index::RepoObject> objects,
+                      const std::map<std::string, xet::FileHash>& links) {
   const Manifest& m = report.manifest;
   const hub::RepoId& id = report.repo;
   index::NewRepo fresh{.type = id.type,
@@ -847,17 +839,17 @@ xet::Status CreateImported(index::Index& index, const ImportReport& report, cons
   }
   for (const auto& r : m.refs) fresh.refs.push_back(index::Ref{r.kind, r.name, r.target.key()});
   if (auto created = index.CreateRepo(fresh); !created.ok()) {
-    if (created.error().code == xet::ErrorCode::kConflict)
-      return xet::Conflict("this server holds " + hub::RepoPath(id) + " already (created during the import)");
+    if (created.error().code == ErrorCode::kConflict)
+      return Conflict("this server holds " + hub::RepoPath(id) + " already (created during the import)");
     return created.error();
   }
-  return xet::Ok{};
+  return Ok{};
 }
 
 }  // namespace
 
-xet::Result<ImportReport> Import(index::Index& index, cas::CasService& cas, files::FileService& files,
-                                 const fs::path& src, const ImportOptions& options) {
+Result<ImportReport> Import(index::Index& index, cas::CasService& cas, files::FileService& files,
+                            const fs::path& src, const ImportOptions& options) {
   auto parsed = ReadManifest(src);
   if (!parsed.ok()) return parsed.error();
   ImportReport report;
@@ -868,9 +860,9 @@ xet::Result<ImportReport> Import(index::Index& index, cas::CasService& cas, file
   // A mirror's copy stays one only under upstream's name (it is refreshed from upstream by that name).
   report.mirrored = m.mirrored && id.type == m.repo.type && id.ns == m.repo.ns && id.name == m.repo.name;
   if (auto found = index.FindRepo(id.type, id.ns, id.name); found.ok()) {
-    return xet::Conflict("this server holds " + hub::RepoPath(id) +
-                         " already: delete it first, or import under another name (--as)");
-  } else if (found.error().code != xet::ErrorCode::kNotFound) {
+    return Conflict("this server holds " + hub::RepoPath(id) +
+                    " already: delete it first, or import under another name (--as)");
+  } else if (found.error().code != ErrorCode::kNotFound) {
     return found.error();
   }
 
@@ -882,12 +874,12 @@ xet::Result<ImportReport> Import(index::Index& index, cas::CasService& cas, file
   std::vector<ObjectId> heads;
   for (const auto& r : m.refs) heads.push_back(r.target);
   if (auto st = history.CheckComplete(heads); !st.ok())
-    return xet::Malformed("the bundle's history: " + st.error().message);
+    return Malformed("the bundle's history: " + st.error().message);
 
   std::map<std::string, xet::FileHash> links;
   for (const auto& l : m.links) links.emplace(l.sha256, l.file);
   if (auto unlinked = Unlinked(history.Pointers(heads), links))
-    return xet::Malformed("the bundle lacks the large file " + *unlinked);
+    return Malformed("the bundle lacks the large file " + *unlinked);
   auto bundle_store = store::LocalDiskStore::Open(src / kObjectsDir);
   if (!bundle_store.ok()) return bundle_store.error();
   store::BlobStore& objects_in = **bundle_store;

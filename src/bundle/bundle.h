@@ -38,11 +38,11 @@
 #include <vector>
 
 #include "cas/service.h"
+#include "common/error.h"
 #include "files/file_service.h"
 #include "hub/hub_service.h"
 #include "index/index.h"
 #include "store/blob_store.h"
-#include "xet/result.h"
 
 namespace cairn::bundle {
 
@@ -75,7 +75,7 @@ struct Manifest {
   std::string Encode() const;
 };
 // kMalformed for anything Encode did not produce (bounded by `text`).
-xet::Result<Manifest> ParseManifest(std::string_view text);
+Result<Manifest> ParseManifest(std::string_view text);
 inline constexpr uint64_t kMaxManifestBytes = 256ULL << 20;
 
 using Progress = std::function<void(std::string_view what, uint64_t done, uint64_t total)>;
@@ -96,8 +96,8 @@ struct ExportReport {
 };
 
 // Writes the bundle of repository `id` into `dest` (created; an existing directory must be empty).
-xet::Result<ExportReport> Export(index::Index& index, store::BlobStore& store, const hub::RepoId& id,
-                                 const std::filesystem::path& dest, const ExportOptions& options);
+Result<ExportReport> Export(index::Index& index, store::BlobStore& store, const hub::RepoId& id,
+                            const std::filesystem::path& dest, const ExportOptions& options);
 
 struct ImportOptions {
   std::optional<hub::RepoId> as;  // the name to import under (default: the manifest's)
@@ -117,7 +117,7 @@ struct ImportReport {
 
 // Loads the bundle at `src` into this server as a new repository (mirrored when the exported one was and it
 // keeps its name: it is refreshed from this server's upstream when it can reach one).
-xet::Result<ImportReport> Import(index::Index& index, cas::CasService& cas, files::FileService& files,
-                                 const std::filesystem::path& src, const ImportOptions& options);
+Result<ImportReport> Import(index::Index& index, cas::CasService& cas, files::FileService& files,
+                            const std::filesystem::path& src, const ImportOptions& options);
 
 }  // namespace cairn::bundle

@@ -63,7 +63,7 @@ class BundleTest : public gc::testing::DeploymentTest {
             .ok());
   }
 
-  xet::Result<ExportReport> ExportTo(const fs::path& dest, const std::string& revision = "") {
+  Result<ExportReport> ExportTo(const fs::path& dest, const std::string& revision = "") {
     ExportOptions o;
     o.revision = revision;
     o.now = clock_.UnixSeconds();
@@ -127,12 +127,12 @@ class BundleTest : public gc::testing::DeploymentTest {
   }
 
   // Refused with `code`, and nothing of it in `t`: no repository, no xorb, no shard.
-  static void RefusedLeavingNothing(Target& t, const fs::path& bundle, xet::ErrorCode code) {
+  static void RefusedLeavingNothing(Target& t, const fs::path& bundle, ErrorCode code) {
     auto r = Import(*t.index, *t.cas, *t.files, bundle, {});
     ASSERT_FALSE(r.ok());
     EXPECT_EQ(r.error().code, code) << r.error().message;
     EXPECT_EQ(t.index->FindRepo(index::RepoType::kModel, "alice", "model").error().code,
-              xet::ErrorCode::kNotFound);
+              ErrorCode::kNotFound);
     for (const auto kind : {store::BlobKind::kXorb, store::BlobKind::kShard}) {
       size_t stored = 0;
       ASSERT_TRUE(t.store->List(kind, [&](const xet::Hash&) { ++stored; }).ok());
@@ -174,7 +174,7 @@ TEST_P(BundleTest, ARepositoryComesBackWholeInAnEmptyServer) {
   // Once only: a second import of the same repository is refused, another name is not.
   auto again = Import(*t->index, *t->cas, *t->files, dest, io);
   ASSERT_FALSE(again.ok());
-  EXPECT_EQ(again.error().code, xet::ErrorCode::kConflict);
+  EXPECT_EQ(again.error().code, ErrorCode::kConflict);
   io.as = hub::RepoId{index::RepoType::kModel, "bob", "copy"};
   auto renamed = Import(*t->index, *t->cas, *t->files, dest, io);
   ASSERT_TRUE(renamed.ok()) << renamed.error().message;
@@ -204,11 +204,11 @@ TEST_P(BundleTest, OneRevisionCarriesItsHistoryAndOnlyItsRef) {
 
   auto missing = ExportTo(dir_ / "none", "nope");
   ASSERT_FALSE(missing.ok());
-  EXPECT_EQ(missing.error().code, xet::ErrorCode::kNotFound);
+  EXPECT_EQ(missing.error().code, ErrorCode::kNotFound);
   // Into a directory that holds something: refused.
   auto onto = ExportTo(dir_ / "v1");
   ASSERT_FALSE(onto.ok());
-  EXPECT_EQ(onto.error().code, xet::ErrorCode::kConflict);
+  EXPECT_EQ(onto.error().code, ErrorCode::kConflict);
 }
 
 TEST_P(BundleTest, ALargeFileNotHeldIsNotExported) {
@@ -218,7 +218,7 @@ TEST_P(BundleTest, ALargeFileNotHeldIsNotExported) {
       index_->DeleteRepoObjects(AliceModel().record.id, {hub::FileLink::Key(Pointer(other_).sha256)}).ok());
   auto exported = ExportTo(dir_ / "bundle");
   ASSERT_FALSE(exported.ok());
-  EXPECT_EQ(exported.error().code, xet::ErrorCode::kNotFound);
+  EXPECT_EQ(exported.error().code, ErrorCode::kNotFound);
   EXPECT_NE(exported.error().message.find("weights/other.bin"), std::string::npos)
       << exported.error().message;
   // The first revision does not name it.
@@ -232,12 +232,12 @@ TEST_P(BundleTest, ABundleThatIsNotWhatItsManifestSaysIsRefusedAndChangesNothing
   ASSERT_TRUE(exported.ok()) << exported.error().message;
   auto t = Empty("refusing");
   ASSERT_NE(t, nullptr);
-  const auto refused = [&](const fs::path& bundle, xet::ErrorCode code) {
+  const auto refused = [&](const fs::path& bundle, ErrorCode code) {
     auto r = Import(*t->index, *t->cas, *t->files, bundle, {});
     ASSERT_FALSE(r.ok());
     EXPECT_EQ(r.error().code, code) << r.error().message;
     EXPECT_EQ(t->index->FindRepo(index::RepoType::kModel, "alice", "model").error().code,
-              xet::ErrorCode::kNotFound);
+              ErrorCode::kNotFound);
   };
   const auto copy = [&](const std::string& name) {
     fs::path to = dir_ / name;
@@ -253,7 +253,7 @@ TEST_P(BundleTest, ABundleThatIsNotWhatItsManifestSaysIsRefusedAndChangesNothing
   {  // a flipped byte in the pack
     const fs::path b = copy("pack");
     ASSERT_TRUE(xet::testing::FlipByte(b / "history.pack", 40));
-    refused(b, xet::ErrorCode::kHashMismatch);
+    refused(b, ErrorCode::kHashMismatch);
   }
   {  // a flipped byte in a xorb: its hash is not its name
     const fs::path b = copy("xorb");
@@ -262,12 +262,12 @@ TEST_P(BundleTest, ABundleThatIsNotWhatItsManifestSaysIsRefusedAndChangesNothing
     ASSERT_FALSE(r.ok());
     EXPECT_NE(r.error().message.find("xorb"), std::string::npos) << r.error().message;
     EXPECT_EQ(t->index->FindRepo(index::RepoType::kModel, "alice", "model").error().code,
-              xet::ErrorCode::kNotFound);
+              ErrorCode::kNotFound);
   }
   {  // a xorb missing
     const fs::path b = copy("lacking");
     fs::remove(b / some_xorb);
-    refused(b, xet::ErrorCode::kMalformed);
+    refused(b, ErrorCode::kMalformed);
   }
   {  // a manifest that names a link the bundle does not describe
     const fs::path b = copy("link");
@@ -276,12 +276,12 @@ TEST_P(BundleTest, ABundleThatIsNotWhatItsManifestSaysIsRefusedAndChangesNothing
     ASSERT_NE(at, std::string::npos);
     text[at + 6] = text[at + 6] == 'a' ? 'b' : 'a';  // another SHA-256
     ASSERT_TRUE(backup::WriteFileDurably(b / "manifest", text).ok());
-    refused(b, xet::ErrorCode::kMalformed);
+    refused(b, ErrorCode::kMalformed);
   }
   {  // no manifest: an export that did not finish
     const fs::path b = copy("unfinished");
     fs::remove(b / "manifest");
-    refused(b, xet::ErrorCode::kNotFound);
+    refused(b, ErrorCode::kNotFound);
   }
   // The intact bundle still imports.
   auto imported = Import(*t->index, *t->cas, *t->files, dest, {});
@@ -301,13 +301,13 @@ TEST_P(BundleTest, AnotherFilesBytesUnderAPointersSha256AreRefusedAndChangeNothi
   ASSERT_TRUE(exported.ok()) << exported.error().message;
   auto t = Empty("forged");
   ASSERT_NE(t, nullptr);
-  ASSERT_NO_FATAL_FAILURE(RefusedLeavingNothing(*t, claimed, xet::ErrorCode::kHashMismatch));
+  ASSERT_NO_FATAL_FAILURE(RefusedLeavingNothing(*t, claimed, ErrorCode::kHashMismatch));
 
   // The same bundle with a shard that claims no SHA-256 at all.
   const fs::path unclaimed = dir_ / "unclaimed";
   fs::copy(claimed, unclaimed, fs::copy_options::recursive);
   ASSERT_NO_FATAL_FAILURE(RewriteShards(unclaimed, [](xet::FileRecord& f) { f.sha256.reset(); }));
-  ASSERT_NO_FATAL_FAILURE(RefusedLeavingNothing(*t, unclaimed, xet::ErrorCode::kHashMismatch));
+  ASSERT_NO_FATAL_FAILURE(RefusedLeavingNothing(*t, unclaimed, ErrorCode::kHashMismatch));
 }
 
 TEST_P(BundleTest, AFifoOrASymbolicLinkInPlaceOfABundlesFileIsRefusedWithoutWaiting) {
@@ -346,11 +346,11 @@ TEST_P(BundleTest, AFifoOrASymbolicLinkInPlaceOfABundlesFileIsRefusedWithoutWait
       fs::create_symlink(target, b / name);
       auto r = Import(*t->index, *t->cas, *t->files, b, {});
       ASSERT_FALSE(r.ok());
-      EXPECT_EQ(r.error().code, xet::ErrorCode::kMalformed) << r.error().message;
+      EXPECT_EQ(r.error().code, ErrorCode::kMalformed) << r.error().message;
       EXPECT_NE(r.error().message.find("symbolic link"), std::string::npos) << r.error().message;
     }
     EXPECT_EQ(t->index->FindRepo(index::RepoType::kModel, "alice", "model").error().code,
-              xet::ErrorCode::kNotFound);
+              ErrorCode::kNotFound);
   }
   {  // a directory of the objects that is a symbolic link to one outside
     const fs::path b = dir_ / "linked-dir";
@@ -360,7 +360,7 @@ TEST_P(BundleTest, AFifoOrASymbolicLinkInPlaceOfABundlesFileIsRefusedWithoutWait
     fs::create_directory_symlink(outside / "dir", dir);
     auto r = Import(*t->index, *t->cas, *t->files, b, {});
     ASSERT_FALSE(r.ok());
-    EXPECT_EQ(r.error().code, xet::ErrorCode::kMalformed) << r.error().message;
+    EXPECT_EQ(r.error().code, ErrorCode::kMalformed) << r.error().message;
     EXPECT_NE(r.error().message.find("outside the bundle"), std::string::npos) << r.error().message;
   }
   // The bundle as exported imports.

@@ -9,8 +9,8 @@
 #include <span>
 #include <utility>
 
+#include "common/error.h"
 #include "store/blob_store.h"
-#include "xet/result.h"
 
 namespace cairn::cas {
 
@@ -19,7 +19,7 @@ class FilledXorb {
   // `put` must give a readable descriptor (store::BlobWriter::ReadableFd).
   explicit FilledXorb(std::unique_ptr<store::BlobWriter> put) : put_(std::move(put)) {}
 
-  xet::Status Append(std::span<const uint8_t> bytes) { return put_->Append(bytes); }
+  Status Append(std::span<const uint8_t> bytes) { return put_->Append(bytes); }
   uint64_t size() const { return put_->bytes_appended(); }
   // The put's file, owned by it (duplicate it to keep it past the put): bytes [0, size()) read back.
   int fd() const { return put_->ReadableFd(); }

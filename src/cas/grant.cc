@@ -25,35 +25,34 @@ struct ScopeRecord {
   std::string scope;
 };
 
-xet::Result<ScopeRecord> ParseScopeRecord(std::span<const uint8_t> bytes, std::string_view magic,
-                                          const std::string& what) {
+Result<ScopeRecord> ParseScopeRecord(std::span<const uint8_t> bytes, std::string_view magic,
+                                     const std::string& what) {
   if (bytes.size() > kMaxScopeRecordSize)
-    return xet::Malformed(what + " larger than " + std::to_string(kMaxScopeRecordSize));
+    return Malformed(what + " larger than " + std::to_string(kMaxScopeRecordSize));
   std::string_view text(reinterpret_cast<const char*>(bytes.data()), bytes.size());
   if (!text.starts_with(magic) || text.size() < magic.size() + 64 + kScopeTag.size())
-    return xet::Malformed("not a " + what);
+    return Malformed("not a " + what);
   auto about = xet::Hash::FromHex(text.substr(magic.size(), 64));
   text.remove_prefix(magic.size() + 64);
-  if (!about || !text.starts_with(kScopeTag)) return xet::Malformed(what + ": bad hash");
+  if (!about || !text.starts_with(kScopeTag)) return Malformed(what + ": bad hash");
   text.remove_prefix(kScopeTag.size());
   // The scope's length, in decimal, then a newline and exactly that many bytes.
   size_t length = 0, digits = 0;
   while (digits < text.size() && digits < 5 && text[digits] >= '0' && text[digits] <= '9')
     length = length * 10 + static_cast<size_t>(text[digits++] - '0');
   if (digits == 0 || (digits > 1 && text[0] == '0') || digits >= text.size() || text[digits] != '\n')
-    return xet::Malformed(what + ": bad scope length");
+    return Malformed(what + ": bad scope length");
   text.remove_prefix(digits + 1);
-  if (length == 0 || text.size() != length)
-    return xet::Malformed(what + ": the scope is not as long as stated");
+  if (length == 0 || text.size() != length) return Malformed(what + ": the scope is not as long as stated");
   return ScopeRecord{*about, std::string(text)};
 }
 
 // Stores a record under the chunk hash of its bytes: always a put, also when the same record is there
 // (RecordGrant says why).
-xet::Status PutRecord(store::BlobStore& store, store::BlobKind kind, const std::vector<uint8_t>& bytes) {
+Status PutRecord(store::BlobStore& store, store::BlobKind kind, const std::vector<uint8_t>& bytes) {
   auto put = store.Put(kind, xet::ChunkHashOf(bytes), bytes);
   if (!put.ok()) return put.error();
-  return xet::Ok{};
+  return Ok{};
 }
 
 }  // namespace
@@ -62,7 +61,7 @@ std::vector<uint8_t> EncodeGrant(const Grant& grant) {
   return EncodeScopeRecord(kGrantMagic, grant.shard, grant.scope);
 }
 
-xet::Result<Grant> ParseGrant(std::span<const uint8_t> bytes) {
+Result<Grant> ParseGrant(std::span<const uint8_t> bytes) {
   auto r = ParseScopeRecord(bytes, kGrantMagic, "grant");
   if (!r) return r.error();
   return Grant{r->about, std::move(r->scope)};
@@ -72,7 +71,7 @@ xet::Hash GrantName(const Grant& grant) {
   return xet::ChunkHashOf(EncodeGrant(grant));
 }
 
-xet::Status RecordGrant(store::BlobStore& store, const Grant& grant) {
+Status RecordGrant(store::BlobStore& store, const Grant& grant) {
   // Always a put, also when the same grant is there already (every retry, every re-registration): a process
   // that died after naming it may not have synced its directory, and only the put's sync makes it durable
   // before the index commits (PowerLoss.ACrashThenARetryThenAPowerCutLosesNothing in repair_test lost the
@@ -85,7 +84,7 @@ std::vector<uint8_t> EncodeRevocation(const Revocation& revocation) {
   return EncodeScopeRecord(kRevocationMagic, revocation.file, revocation.scope);
 }
 
-xet::Result<Revocation> ParseRevocation(std::span<const uint8_t> bytes) {
+Result<Revocation> ParseRevocation(std::span<const uint8_t> bytes) {
   auto r = ParseScopeRecord(bytes, kRevocationMagic, "revocation");
   if (!r) return r.error();
   return Revocation{r->about, std::move(r->scope)};
@@ -95,20 +94,20 @@ xet::Hash RevocationName(const Revocation& revocation) {
   return xet::ChunkHashOf(EncodeRevocation(revocation));
 }
 
-xet::Status RecordRevocation(store::BlobStore& store, const Revocation& revocation) {
+Status RecordRevocation(store::BlobStore& store, const Revocation& revocation) {
   return PutRecord(store, store::BlobKind::kRevocation, EncodeRevocation(revocation));
 }
 
-xet::Status ForgetClearedRevocations(index::CasIndex& index, store::BlobStore& store,
-                                     std::span<const index::RevocationKey> cleared) {
-  if (cleared.empty()) return xet::Ok{};
+Status ForgetClearedRevocations(index::CasIndex& index, store::BlobStore& store,
+                                std::span<const index::RevocationKey> cleared) {
+  if (cleared.empty()) return Ok{};
   std::vector<xet::Hash> names;
   for (const auto& k : cleared) names.push_back(RevocationName({k.file, k.scope}));
   if (auto st = store.DeleteMany(store::BlobKind::kRevocation, names); !st.ok()) return st;
   return index.ForgetRevocations(cleared);
 }
 
-xet::Result<size_t> FinishClearedRevocations(index::CasIndex& index, store::BlobStore& store) {
+Result<size_t> FinishClearedRevocations(index::CasIndex& index, store::BlobStore& store) {
   constexpr size_t kPage = 1000;
   size_t finished = 0;
   std::optional<index::RevocationKey> after;

@@ -17,10 +17,10 @@
 #include <string>
 #include <vector>
 
+#include "common/error.h"
 #include "index/index.h"
 #include "store/blob_store.h"
 #include "xet/hash.h"
-#include "xet/result.h"
 
 namespace cairn::cas {
 
@@ -36,13 +36,13 @@ inline constexpr size_t kMaxGrantSize = kMaxScopeRecordSize;
 
 std::vector<uint8_t> EncodeGrant(const Grant& grant);
 // kMalformed for anything EncodeGrant did not produce (bounded by `bytes`; at most kMaxGrantSize).
-xet::Result<Grant> ParseGrant(std::span<const uint8_t> bytes);
+Result<Grant> ParseGrant(std::span<const uint8_t> bytes);
 
 // The grant's name in the store: xet::ChunkHashOf(EncodeGrant(grant)).
 xet::Hash GrantName(const Grant& grant);
 
 // Makes `grant` durable in `store`, also when it is stored already (thread-safe).
-xet::Status RecordGrant(store::BlobStore& store, const Grant& grant);
+Status RecordGrant(store::BlobStore& store, const Grant& grant);
 
 // A revocation, as text:
 //     cairn-revocation 1\n
@@ -57,16 +57,16 @@ struct Revocation {
 
 std::vector<uint8_t> EncodeRevocation(const Revocation& revocation);
 // kMalformed for anything EncodeRevocation did not produce (bounded by `bytes`).
-xet::Result<Revocation> ParseRevocation(std::span<const uint8_t> bytes);
+Result<Revocation> ParseRevocation(std::span<const uint8_t> bytes);
 xet::Hash RevocationName(const Revocation& revocation);
 // Makes `revocation` durable in `store`, also when it is stored already (thread-safe).
-xet::Status RecordRevocation(store::BlobStore& store, const Revocation& revocation);
+Status RecordRevocation(store::BlobStore& store, const Revocation& revocation);
 
 // Deletes the blobs of these cleared revocations, then their records (index::CasIndex::ForgetRevocations).
-xet::Status ForgetClearedRevocations(index::CasIndex& index, store::BlobStore& store,
-                                     std::span<const index::RevocationKey> cleared);
+Status ForgetClearedRevocations(index::CasIndex& index, store::BlobStore& store,
+                                std::span<const index::RevocationKey> cleared);
 // The same for every cleared revocation of the index: what a crash or a failed delete left after the
 // registration that cleared it (the collector runs it; so does fsck's repair). Returns how many went.
-xet::Result<size_t> FinishClearedRevocations(index::CasIndex& index, store::BlobStore& store);
+Result<size_t> FinishClearedRevocations(index::CasIndex& index, store::BlobStore& store);
 
 }  // namespace cairn::cas

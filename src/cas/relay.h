@@ -16,9 +16,9 @@
 #include <string>
 
 #include "cas/reconstruction.h"
+#include "common/error.h"
 #include "common/unique_fd.h"
 #include "xet/hash.h"
-#include "xet/result.h"
 
 namespace cairn::cas {
 
@@ -37,7 +37,7 @@ class RelayedRange {
   // Waits until every byte of the range arrived and verified, then gives the file that holds them (sent from
   // with sendfile(2): never copied through this process); kUnavailable when the transfer failed or its bytes
   // did not verify (the client asks again).
-  virtual xet::Result<RelayedBytes> AwaitBytes() const = 0;
+  virtual Result<RelayedBytes> AwaitBytes() const = 0;
 };
 
 class Relay {

@@ -17,8 +17,6 @@
 namespace cairn::cas {
 namespace {
 
-using xet::ErrorCode;
-
 size_t LayoutCharge(const xet::XorbLayout& l) {
   return sizeof(l) + l.chunks.size() * sizeof(xet::XorbChunk);
 }
@@ -54,7 +52,7 @@ uint64_t CasService::Now() const {
   return static_cast<uint64_t>(options_.clock->UnixSeconds());
 }
 
-xet::Result<std::shared_ptr<const xet::XorbLayout>> CasService::Layout(const xet::XorbHash& hash) {
+Result<std::shared_ptr<const xet::XorbLayout>> CasService::Layout(const xet::XorbHash& hash) {
   if (auto cached = layouts_.Get(hash)) return cached;
   auto entry = index_.GetXorb(hash);
   if (!entry) return entry.error();
@@ -63,13 +61,13 @@ xet::Result<std::shared_ptr<const xet::XorbLayout>> CasService::Layout(const xet
   return layout;
 }
 
-xet::Status CasService::PrefetchLayouts(std::span<const FileTermRef> terms, std::optional<ByteRange> range) {
-  if (terms.empty()) return xet::Ok{};
+Status CasService::PrefetchLayouts(std::span<const FileTermRef> terms, std::optional<ByteRange> range) {
+  if (terms.empty()) return Ok{};
   const uint64_t size = terms.back().end_offset;
   uint64_t start = 0;
   uint64_t end = size;
   if (range) {
-    if (range->start >= size) return xet::Ok{};  // 416: nothing to plan
+    if (range->start >= size) return Ok{};  // 416: nothing to plan
     start = range->start;
     end = std::min(range->end, size - 1) + 1;
   }
@@ -79,7 +77,7 @@ xet::Status CasService::PrefetchLayouts(std::span<const FileTermRef> terms, std:
                                      [](uint64_t s, const FileTermRef& t) { return s < t.end_offset; });
   std::vector<xet::XorbHash> wanted;
   const auto want = [&](const FileTermRef& t) { wanted.push_back(t.xorb); };
-  if (first == last) return xet::Ok{};
+  if (first == last) return Ok{};
   if (first->range_end != 0) {  // ranges recorded (for every term of the file): only the ends can be cut
     const FileTermRef& back = *(last - 1);
     if (first->end_offset - first->bytes < start || first->end_offset > end) want(*first);
@@ -90,7 +88,7 @@ xet::Status CasService::PrefetchLayouts(std::span<const FileTermRef> terms, std:
   return PrefetchXorbLayouts(std::move(wanted));
 }
 
-xet::Status CasService::PrefetchXorbLayouts(std::vector<xet::XorbHash> xorbs) {
+Status CasService::PrefetchXorbLayouts(std::vector<xet::XorbHash> xorbs) {
   std::sort(xorbs.begin(), xorbs.end());
   xorbs.erase(std::unique(xorbs.begin(), xorbs.end()), xorbs.end());
   std::vector<xet::XorbHash> wanted;
@@ -106,7 +104,7 @@ xet::Status CasService::PrefetchXorbLayouts(std::vector<xet::XorbHash> xorbs) {
       layouts_.Put(e->hash, layout, LayoutCharge(*layout));
     }
   }
-  return xet::Ok{};
+  return Ok{};
 }
 
 xet::LayoutLookup CasService::HoldingLookup(std::vector<std::shared_ptr<const xet::XorbLayout>>& held) {
@@ -130,12 +128,13 @@ constexpr size_t kEntryOverhead = 96;
 
 }  // namespace
 
-xet::Result<std::shared_ptr<const std::vector<FileTermRef>>> CasService::VisibleTerms(
-    const xet::FileHash& hash, const std::string& scope, int64_t* record) {
+Result<std::shared_ptr<const std::vector<FileTermRef>>> CasService::VisibleTerms(const xet::FileHash& hash,
+                                                                                 const std::string& scope,
+                                                                                 int64_t* record) {
   if (auto cached = terms_.Get(hash)) {
     auto now = index_.VisibleFileRecord(hash, scope);  // one read: visibility and which record
     if (!now) return now.error();
-    if (!*now) return xet::NotFound("file " + hash.hex() + " is unknown");
+    if (!*now) return NotFound("file " + hash.hex() + " is unknown");
     if (**now == cached->record) {
       if (record != nullptr) *record = cached->record;
       return std::shared_ptr<const std::vector<FileTermRef>>(cached, &cached->terms);
@@ -144,8 +143,7 @@ xet::Result<std::shared_ptr<const std::vector<FileTermRef>>> CasService::Visible
   }
   auto entry = index_.GetVisibleFile(hash, scope);
   if (!entry) {
-    if (entry.error().code == ErrorCode::kNotFound)
-      return xet::NotFound("file " + hash.hex() + " is unknown");
+    if (entry.error().code == ErrorCode::kNotFound) return NotFound("file " + hash.hex() + " is unknown");
     return entry.error();
   }
   auto cached = std::make_shared<CachedTerms>();
@@ -168,37 +166,37 @@ xet::Result<std::shared_ptr<const std::vector<FileTermRef>>> CasService::Visible
 // ---------------------------------------------------------------------------------------------------------------
 // Xorbs
 
-xet::Result<bool> CasService::Revive(const xet::XorbHash& hash) {
+Result<bool> CasService::Revive(const xet::XorbHash& hash) {
   // Asked of the database, not a cache: another node's collector may have deleted it. Stored, it is revived
   // (the client is about to name it in a shard); claimed by a sweep, its bytes are going: the client retries
   // once they are gone, and then uploads them again.
   auto use = index_.ReviveXorbs(std::span(&hash, 1));
   if (!use) return use.error();
   if ((*use)[0] == index::XorbUse::kBeingSwept) {
-    return xet::Unavailable("xorb " + hash.hex() + " is being deleted by the garbage collector; retry");
+    return Unavailable("xorb " + hash.hex() + " is being deleted by the garbage collector; retry");
   }
   return (*use)[0] == index::XorbUse::kStored || (*use)[0] == index::XorbUse::kSuperseded;
 }
 
-xet::Result<std::unique_ptr<XorbUpload>> CasService::BeginXorb(const xet::XorbHash& hash) {
+Result<std::unique_ptr<XorbUpload>> CasService::BeginXorb(const xet::XorbHash& hash) {
   auto held = Revive(hash);
   if (!held) return held.error();
   if (*held) return std::unique_ptr<XorbUpload>(new XorbUpload(*this, hash, nullptr, nullptr));  // a retry
   auto body = upload_buffers_.Take();
-  if (body == nullptr) return xet::IoError("cannot map memory for a xorb upload");
+  if (body == nullptr) return IoError("cannot map memory for a xorb upload");
   auto writer = store_.BeginPut(store::BlobKind::kXorb, hash);
   if (!writer) return writer.error();
   return std::unique_ptr<XorbUpload>(new XorbUpload(*this, hash, std::move(*writer), std::move(body)));
 }
 
-xet::Result<bool> CasService::PutXorb(const xet::XorbHash& hash, std::span<const uint8_t> body) {
+Result<bool> CasService::PutXorb(const xet::XorbHash& hash, std::span<const uint8_t> body) {
   auto upload = BeginXorb(hash);
   if (!upload) return upload.error();
   if (auto st = (*upload)->Append(body); !st) return st.error();
   return (*upload)->Finish();
 }
 
-xet::Result<bool> CasService::FinishXorb(XorbUpload& upload) {
+Result<bool> CasService::FinishXorb(XorbUpload& upload) {
   // Stock clients send the chunk region alone: the bytes on disk are the body followed by the footer computed
   // by the validation pass, which runs while the write thread writes and flushes the rest of the body. The
   // blob only becomes visible on Commit, after validation succeeded.
@@ -235,8 +233,8 @@ xet::Result<bool> CasService::FinishXorb(XorbUpload& upload) {
   return CommitXorb(*writer, upload.hash_, *validated);
 }
 
-xet::Result<bool> CasService::CommitXorb(store::BlobWriter& writer, const xet::XorbHash& hash,
-                                         const xet::ValidatedXorb& validated) {
+Result<bool> CasService::CommitXorb(store::BlobWriter& writer, const xet::XorbHash& hash,
+                                    const xet::ValidatedXorb& validated) {
   std::vector<uint8_t> footer;
   xet::AppendFooterV1(footer, validated.hash, validated.layout);
   if (auto s = writer.Append(footer); !s) return s.error();
@@ -252,16 +250,16 @@ xet::Result<bool> CasService::CommitXorb(store::BlobWriter& writer, const xet::X
   return index_.PutXorb(hash, validated.layout);
 }
 
-xet::Result<std::unique_ptr<FilledXorb>> CasService::BeginFilledXorb(const xet::XorbHash& hash) {
+Result<std::unique_ptr<FilledXorb>> CasService::BeginFilledXorb(const xet::XorbHash& hash) {
   auto writer = store_.BeginPut(store::BlobKind::kXorb, hash);
   if (!writer) return writer.error();
   if ((*writer)->ReadableFd() < 0) return std::unique_ptr<FilledXorb>();
   return std::make_unique<FilledXorb>(std::move(*writer));
 }
 
-xet::Result<bool> CasService::PutHashedXorb(const xet::XorbHash& hash, std::span<const uint8_t> chunks,
-                                            std::span<const xet::PrehashedChunk> hashes,
-                                            std::unique_ptr<FilledXorb> filled) {
+Result<bool> CasService::PutHashedXorb(const xet::XorbHash& hash, std::span<const uint8_t> chunks,
+                                       std::span<const xet::PrehashedChunk> hashes,
+                                       std::unique_ptr<FilledXorb> filled) {
   auto held = Revive(hash);
   if (!held) return held.error();
   if (*held) return false;
@@ -271,7 +269,7 @@ xet::Result<bool> CasService::PutHashedXorb(const xet::XorbHash& hash, std::span
   auto validated = xet::ValidateXorb(chunks, vo);
   if (!validated) return validated.error();
   if (validated->chunk_region_size != chunks.size() || validated->layout.chunks.size() != hashes.size())
-    return xet::Malformed("a xorb stored by the server holds its chunks alone, each hashed by the caller");
+    return Malformed("a xorb stored by the server holds its chunks alone, each hashed by the caller");
   if (filled != nullptr && filled->size() == chunks.size())
     return CommitXorb(*filled->put_, hash, *validated);
   auto writer = store_.BeginPut(store::BlobKind::kXorb, hash);
@@ -283,7 +281,7 @@ xet::Result<bool> CasService::PutHashedXorb(const xet::XorbHash& hash, std::span
 // ---------------------------------------------------------------------------------------------------------------
 // Shards
 
-xet::Result<index::ShardCommit> CasService::VerifyShard(
+Result<index::ShardCommit> CasService::VerifyShard(
     std::span<const uint8_t> body, const std::string& scope,
     const std::function<void(const ShardProgress&)>& progress) {
   auto shard = xet::ParseShard(body);
@@ -296,13 +294,13 @@ xet::Result<index::ShardCommit> CasService::VerifyShard(
   // unknown: that answer is a 500 or 503 the client retries, where an unknown xorb is a 400 that ends its
   // upload.
   std::map<xet::XorbHash, std::shared_ptr<const xet::XorbLayout>> layouts;
-  std::optional<xet::Error> index_failed;
+  std::optional<Error> index_failed;
   const xet::LayoutLookup lookup = [&](const xet::XorbHash& h) -> const xet::XorbLayout* {
     auto it = layouts.find(h);
     if (it == layouts.end()) {
       auto l = Layout(h);
       if (!l) {
-        if (l.error().code != xet::ErrorCode::kNotFound && !index_failed) index_failed = l.error();
+        if (l.error().code != ErrorCode::kNotFound && !index_failed) index_failed = l.error();
         return nullptr;
       }
       it = layouts.emplace(h, *l).first;
@@ -334,7 +332,7 @@ xet::Result<index::ShardCommit> CasService::VerifyShard(
     const xet::XorbLayout* layout = lookup(listing.hash);
     if (layout == nullptr) {
       if (index_failed) return *index_failed;
-      return xet::UnknownReference("xorb " + listing.hash.hex() + " is listed but not stored");
+      return UnknownReference("xorb " + listing.hash.hex() + " is listed but not stored");
     }
     if (auto ok = xet::VerifyXorbListing(listing, *layout); !ok) return ok.error();
     report({ShardProgress::Stage::kValidating, ++verified, total});
@@ -363,13 +361,13 @@ xet::Result<index::ShardCommit> CasService::VerifyShard(
   return commit;
 }
 
-xet::Status CasService::StoreShard(const index::ShardCommit& commit, std::span<const uint8_t> body) {
+Status CasService::StoreShard(const index::ShardCommit& commit, std::span<const uint8_t> body) {
   if (auto stored = store_.Put(store::BlobKind::kShard, commit.shard, body); !stored) return stored.error();
   return RecordGrant(store_, Grant{commit.shard, commit.scope});
 }
 
-xet::Result<ShardOutcome> CasService::PutShard(std::span<const uint8_t> body, const std::string& scope,
-                                               const std::function<void(const ShardProgress&)>& progress) {
+Result<ShardOutcome> CasService::PutShard(std::span<const uint8_t> body, const std::string& scope,
+                                          const std::function<void(const ShardProgress&)>& progress) {
   uint64_t total = 0;
   auto verified = VerifyShard(body, scope, [&](const ShardProgress& p) {
     total = p.total;
@@ -423,7 +421,7 @@ xet::Result<ShardOutcome> CasService::PutShard(std::span<const uint8_t> body, co
 // ---------------------------------------------------------------------------------------------------------------
 // Revocations
 
-xet::Result<bool> CasService::Unregister(const xet::FileHash& file, const std::string& scope) {
+Result<bool> CasService::Unregister(const xet::FileHash& file, const std::string& scope) {
   auto removed = index_.UnregisterFile(file, scope);
   if (!removed) return removed.error();
   if (*removed == index::Unregistered::kNotVisible) return false;
@@ -444,9 +442,9 @@ xet::Result<bool> CasService::Unregister(const xet::FileHash& file, const std::s
 // ---------------------------------------------------------------------------------------------------------------
 // Reconstructions
 
-xet::Result<ReconstructionAnswer> CasService::Reconstruct(const xet::FileHash& file, const std::string& scope,
-                                                          std::optional<ByteRange> range, ApiVersion version,
-                                                          uint64_t max_ttl_seconds) {
+Result<ReconstructionAnswer> CasService::Reconstruct(const xet::FileHash& file, const std::string& scope,
+                                                     std::optional<ByteRange> range, ApiVersion version,
+                                                     uint64_t max_ttl_seconds) {
   const uint64_t expiry = Now() + std::min(options_.transfer_url_ttl_seconds, max_ttl_seconds);
   const auto signing = Signing();
   const TransferUrlSigner& signer = signing->signer;
@@ -458,7 +456,7 @@ xet::Result<ReconstructionAnswer> CasService::Reconstruct(const xet::FileHash& f
     if (auto plan = range ? nullptr : plans_.Get(file); plan && plan->key_generation == signing->generation) {
       auto now = index_.VisibleFileRecord(file, scope);  // one read: visibility and which record
       if (!now) return now.error();
-      if (!*now) return xet::NotFound("file " + file.hex() + " is unknown");
+      if (!*now) return NotFound("file " + file.hex() + " is unknown");
       if (**now == plan->file_record) return WriteReconstruction(*plan, version, expiry, signer, &workers_);
     }
     auto t = VisibleTerms(file, scope, &record);
@@ -490,9 +488,9 @@ ReconstructionAnswer CasService::AnswerRelayed(ReconstructionPlan plan, ApiVersi
   return WriteReconstruction(plan, version, expiry, signing->relay_signer, &workers_);
 }
 
-xet::Result<ReconstructionAnswer> CasService::ReconstructBatch(std::span<const xet::FileHash> files,
-                                                               const std::string& scope,
-                                                               uint64_t max_ttl_seconds) {
+Result<ReconstructionAnswer> CasService::ReconstructBatch(std::span<const xet::FileHash> files,
+                                                          const std::string& scope,
+                                                          uint64_t max_ttl_seconds) {
   std::vector<std::shared_ptr<const std::vector<FileTermRef>>> held_terms;
   std::vector<BatchFile> batch;
   for (const auto& f : files) {
@@ -592,7 +590,7 @@ struct CasService::DedupChoice {
   bool all_usable = true;  // no chosen xorb was dropped as unusable
 };
 
-xet::Result<std::optional<std::vector<uint8_t>>> CasService::CachedDedupAnswer(const xet::Hash& key) {
+Result<std::optional<std::vector<uint8_t>>> CasService::CachedDedupAnswer(const xet::Hash& key) {
   auto cached = dedup_answers_.Get(key);
   if (!cached) return std::optional<std::vector<uint8_t>>();
   // Still whole only while every xorb it names is stored (the collector may have claimed one since).
@@ -617,8 +615,8 @@ void CasService::OfferToDedupAnswer(DedupChoice& choice, const xet::XorbHash& xo
   choice.chosen.emplace_back(xorb, choice.held.back().get());
 }
 
-xet::Status CasService::ChooseDedupXorbs(const std::vector<index::DedupHit>& hits,
-                                         const std::vector<xet::Hash>& shards, DedupChoice& choice) {
+Status CasService::ChooseDedupXorbs(const std::vector<index::DedupHit>& hits,
+                                    const std::vector<xet::Hash>& shards, DedupChoice& choice) {
   for (const auto& hit : hits) OfferToDedupAnswer(choice, hit.xorb);
   for (const auto& shard : shards) {
     if (choice.full) break;
@@ -634,12 +632,12 @@ xet::Status CasService::ChooseDedupXorbs(const std::vector<index::DedupHit>& hit
         *std::find_if(hits.begin(), hits.end(), [&](const auto& h) { return h.shard == shard; });
     for (const auto& x : NeighboursByPriority(**neighbours, hit.xorb)) OfferToDedupAnswer(choice, x);
   }
-  return xet::Ok{};
+  return Ok{};
 }
 
 // Only xorbs the database holds now and no sweep has claimed (naming them revives them): a dedup answer
 // must never name a xorb the collector deletes.
-xet::Status CasService::KeepUsableXorbs(DedupChoice& choice) {
+Status CasService::KeepUsableXorbs(DedupChoice& choice) {
   std::vector<xet::XorbHash> named;
   named.reserve(choice.chosen.size());
   for (const auto& c : choice.chosen) named.push_back(c.first);
@@ -648,16 +646,16 @@ xet::Status CasService::KeepUsableXorbs(DedupChoice& choice) {
   size_t i = 0;
   std::erase_if(choice.chosen, [&](const auto&) { return !(*usable)[i++]; });
   choice.all_usable = choice.chosen.size() == named.size();
-  return xet::Ok{};
+  return Ok{};
 }
 
-xet::Result<std::vector<uint8_t>> CasService::DedupShard(const xet::ChunkHash& chunk,
-                                                         const std::string& scope, bool any_scope) {
+Result<std::vector<uint8_t>> CasService::DedupShard(const xet::ChunkHash& chunk, const std::string& scope,
+                                                    bool any_scope) {
   auto hits = index_.LookupDedup(chunk, options_.dedup_across_scopes || any_scope
                                             ? std::nullopt
                                             : std::optional<std::string_view>(scope));
   if (!hits) return hits.error();
-  if (hits->empty()) return xet::NotFound("chunk " + chunk.hex() + " is not indexed");
+  if (hits->empty()) return NotFound("chunk " + chunk.hex() + " is not indexed");
 
   // The key rotates with the expiry window, so an answer's key and expiry always agree. An answer that
   // holds the hit shards' whole neighbourhood depends only on those shards and the window: it is kept, and
@@ -676,7 +674,7 @@ xet::Result<std::vector<uint8_t>> CasService::DedupShard(const xet::ChunkHash& c
   DedupChoice choice;
   if (auto st = ChooseDedupXorbs(*hits, shards, choice); !st) return st.error();
   if (auto st = KeepUsableXorbs(choice); !st) return st.error();
-  if (choice.chosen.empty()) return xet::NotFound("chunk " + chunk.hex() + " is not indexed");
+  if (choice.chosen.empty()) return NotFound("chunk " + chunk.hex() + " is not indexed");
   SortByUploadOrder(choice.chosen, choice.upload_order);
 
   xet::ShardWriteOptions w;
@@ -696,7 +694,7 @@ xet::Result<std::vector<uint8_t>> CasService::DedupShard(const xet::ChunkHash& c
   return out->shard;
 }
 
-xet::Result<std::vector<bool>> CasService::Usable(std::span<const xet::XorbHash> xorbs) {
+Result<std::vector<bool>> CasService::Usable(std::span<const xet::XorbHash> xorbs) {
   std::vector<bool> out;
   out.reserve(xorbs.size());
   for (size_t at = 0; at < xorbs.size(); at += index::CasIndex::kMaxXorbsPerRead) {
@@ -722,20 +720,19 @@ xet::Hash CasService::DedupAnswerKey(uint64_t window, std::span<const xet::Hash>
 // ---------------------------------------------------------------------------------------------------------------
 // Transfers
 
-xet::Result<TransferGrant> CasService::VerifyTransfer(std::string_view xorb_hex,
-                                                      std::string_view query) const {
+Result<TransferGrant> CasService::VerifyTransfer(std::string_view xorb_hex, std::string_view query) const {
   TransferGrant grant;
   TransferError refused;
   if (!Signing()->verifier.Verify(xorb_hex, query, Now(), &grant, &refused)) {
-    if (refused.reason == TransferRefusal::kMalformed) return xet::Malformed(refused.message);
-    return xet::Denied(refused.message);
+    if (refused.reason == TransferRefusal::kMalformed) return Malformed(refused.message);
+    return Denied(refused.message);
   }
   return grant;
 }
 
-xet::Result<TransferPlan> CasService::Transfer(std::string_view xorb_hex, std::string_view query,
-                                               std::optional<std::string_view> range_header,
-                                               TransferGrant* granted) {
+Result<TransferPlan> CasService::Transfer(std::string_view xorb_hex, std::string_view query,
+                                          std::optional<std::string_view> range_header,
+                                          TransferGrant* granted) {
   auto verified = VerifyTransfer(xorb_hex, query);
   if (!verified) return verified.error();
   const TransferGrant& grant = *verified;
@@ -747,19 +744,19 @@ xet::Result<TransferPlan> CasService::Transfer(std::string_view xorb_hex, std::s
   plan.blob = std::move(*blob);
   if (range_header) {
     if (!ParseRangeHeader(*range_header, plan.blob.size, &plan.ranges)) {
-      return xet::Unsatisfiable("unsatisfiable Range header");
+      return Unsatisfiable("unsatisfiable Range header");
     }
-    if (!RangesGranted(plan.ranges, grant.ranges)) return xet::Denied("range outside the signed ranges");
+    if (!RangesGranted(plan.ranges, grant.ranges)) return Denied("range outside the signed ranges");
   } else {
     plan.ranges = grant.ranges;
   }
   for (const auto& r : plan.ranges) {
-    if (r.end >= plan.blob.size) return xet::Unsatisfiable("range outside the stored xorb");
+    if (r.end >= plan.blob.size) return Unsatisfiable("range outside the stored xorb");
   }
   return plan;
 }
 
-xet::Status CasService::ReadXorb(const xet::XorbHash& xorb, uint64_t offset, std::span<uint8_t> out) {
+Status CasService::ReadXorb(const xet::XorbHash& xorb, uint64_t offset, std::span<uint8_t> out) {
   return store_.ReadRange(store::BlobKind::kXorb, xorb, offset, out);
 }
 

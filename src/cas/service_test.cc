@@ -240,7 +240,7 @@ TEST_F(Service, XorbUploadIsIdempotentAndValidated) {
   other.bytes[0] ^= 1;
   auto r = service_->PutXorb(other, x.body);
   ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.error().code, xet::ErrorCode::kHashMismatch);
+  EXPECT_EQ(r.error().code, ErrorCode::kHashMismatch);
   EXPECT_FALSE(*index_->HasXorb(other));
   EXPECT_FALSE(store_->Stat(store::BlobKind::kXorb, other)->exists);
 }
@@ -260,11 +260,11 @@ TEST_F(Service, AXorbTheServerHashedIsStoredWithoutDecodingItAgainAndCheckedAgai
   wrong[0].hash.bytes[0] ^= 1;
   auto refused = service_->PutHashedXorb(x.hash, chunks, wrong);
   ASSERT_FALSE(refused.ok());
-  EXPECT_EQ(refused.error().code, xet::ErrorCode::kHashMismatch);
+  EXPECT_EQ(refused.error().code, ErrorCode::kHashMismatch);
   // A chunk without its hash: refused rather than decoded.
   auto fewer = service_->PutHashedXorb(x.hash, chunks, std::span(hashes).first(hashes.size() - 1));
   ASSERT_FALSE(fewer.ok());
-  EXPECT_EQ(fewer.error().code, xet::ErrorCode::kMalformed);
+  EXPECT_EQ(fewer.error().code, ErrorCode::kMalformed);
   EXPECT_FALSE(*index_->HasXorb(x.hash));
   EXPECT_FALSE(store_->Stat(store::BlobKind::kXorb, x.hash)->exists);
   // Stored once, with the footer an upload's would have; a file naming it reads back.
@@ -328,7 +328,7 @@ TEST_F(Service, ShardWithUnknownXorbRegistersNothing) {
     ASSERT_TRUE(service_->PutXorb(up.xorbs[i].hash, up.xorbs[i].body).ok());
   auto r = service_->PutShard(up.shard_bytes, "repo");
   ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.error().code, xet::ErrorCode::kUnknownReference);
+  EXPECT_EQ(r.error().code, ErrorCode::kUnknownReference);
   EXPECT_NE(r.error().message.find("term 0"), std::string::npos) << r.error().message;
   EXPECT_FALSE(index_->GetFile(up.file_hashes[0]).ok());
 }
@@ -339,7 +339,7 @@ TEST_F(Service, ShardWithWrongVerificationHashIsRejected) {
   up.shard.files[0].verification[0].bytes[3] ^= 1;
   auto r = service_->PutShard(ingest::ShardUploadForm(up.shard), "repo");
   ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.error().code, xet::ErrorCode::kHashMismatch);
+  EXPECT_EQ(r.error().code, ErrorCode::kHashMismatch);
 }
 
 TEST_F(Service, ShardResultSaysWhetherItWasNew) {
@@ -355,7 +355,7 @@ TEST_F(Service, FilesAreVisibleOnlyToTheirScopes) {
   EXPECT_TRUE(service_->Reconstruct(up.file_hashes[0], "alice/model", std::nullopt, ApiVersion::kV2).ok());
   auto other = service_->Reconstruct(up.file_hashes[0], "bob/model", std::nullopt, ApiVersion::kV2);
   ASSERT_FALSE(other.ok());
-  EXPECT_EQ(other.error().code, xet::ErrorCode::kNotFound);
+  EXPECT_EQ(other.error().code, ErrorCode::kNotFound);
   // Whatever alice's answers left in the caches: not for a scope named like hers, nor for a range or a batch.
   EXPECT_FALSE(service_->Reconstruct(up.file_hashes[0], "alice/mode", std::nullopt, ApiVersion::kV2).ok());
   EXPECT_FALSE(service_->Reconstruct(up.file_hashes[0], "bob/model", ByteRange{0, 9}, ApiVersion::kV2).ok());
@@ -406,7 +406,7 @@ TEST_F(Service, UrlKeyRotationKeepsLiveUrlsUntilTheirKeyIsRetired) {
   EXPECT_TRUE(transfer(after).ok());
   EXPECT_EQ(Download(file), data);
   service_->SetUrlKeys(*UrlKeys::Make({{"k2", next}}, "k2"));
-  EXPECT_EQ(transfer(before).error().code, xet::ErrorCode::kDenied);
+  EXPECT_EQ(transfer(before).error().code, ErrorCode::kDenied);
   EXPECT_TRUE(transfer(after).ok());
   EXPECT_EQ(Download(file), data);
 }
@@ -429,7 +429,7 @@ TEST_F(Service, TransferUrlsExpireAndAreBoundToTheirRanges) {
   clock_.Advance(3601);
   auto expired = service_->Transfer(xorb, query, "bytes=0-100");
   ASSERT_FALSE(expired.ok());
-  EXPECT_EQ(expired.error().code, xet::ErrorCode::kDenied);
+  EXPECT_EQ(expired.error().code, ErrorCode::kDenied);
 }
 
 TEST_F(Service, DedupAnswerIsAKeyedShardOfTheScope) {
@@ -447,9 +447,9 @@ TEST_F(Service, DedupAnswerIsAKeyedShardOfTheScope) {
   ASSERT_EQ(shard->xorbs.size(), 1u);
   EXPECT_EQ(shard->xorbs[0].hash, up.xorbs[0].hash);
   EXPECT_EQ(shard->xorbs[0].chunks[0].hash, xet::HmacChunkHash(shard->footer->chunk_hash_hmac_key, first));
-  EXPECT_EQ(service_->DedupShard(first, "elsewhere").error().code, xet::ErrorCode::kNotFound);
+  EXPECT_EQ(service_->DedupShard(first, "elsewhere").error().code, ErrorCode::kNotFound);
   EXPECT_EQ(service_->DedupShard(up.xorbs[0].layout.chunks[1].hash, "repo").error().code,
-            xet::ErrorCode::kNotFound);
+            ErrorCode::kNotFound);
 }
 
 // A hit anywhere in an upload offers every xorb of its shard (the stock client asks about one chunk in
@@ -553,7 +553,7 @@ TEST_F(Service, DedupAnswerOffersXorbsTheShardsFilesUse) {
   ASSERT_EQ(shard->xorbs.size(), up.xorbs.size());
   for (size_t i = 0; i < up.xorbs.size(); ++i) EXPECT_EQ(shard->xorbs[i].hash, up.xorbs[i].hash);
   EXPECT_EQ(service_->DedupShard(up.xorbs[0].layout.chunks[0].hash, "third").error().code,
-            xet::ErrorCode::kNotFound);
+            ErrorCode::kNotFound);
   // Unless dedup across scopes is configured.
   ServiceOptions so = Options();
   so.dedup_across_scopes = true;

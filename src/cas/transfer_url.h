@@ -20,9 +20,9 @@
 #include <string_view>
 #include <vector>
 
+#include "common/error.h"
 #include "common/key_set.h"
 #include "xet/hash.h"
-#include "xet/result.h"
 
 namespace cairn::cas {
 

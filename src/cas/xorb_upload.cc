@@ -38,11 +38,10 @@ std::span<uint8_t> XorbUpload::Space() {
   return {body_->data() + size_, xet::kMaxXorbUploadBytes - size_};
 }
 
-xet::Status XorbUpload::Append(std::span<const uint8_t> data) {
-  if (writer_ == nullptr) return xet::Ok{};  // stored before: the bytes are not needed
+Status XorbUpload::Append(std::span<const uint8_t> data) {
+  if (writer_ == nullptr) return Ok{};  // stored before: the bytes are not needed
   if (data.size() > xet::kMaxXorbUploadBytes - size_)
-    return xet::LimitExceeded("xorb upload larger than " + std::to_string(xet::kMaxXorbUploadBytes) +
-                              " bytes");
+    return LimitExceeded("xorb upload larger than " + std::to_string(xet::kMaxXorbUploadBytes) + " bytes");
   if (data.data() != body_->data() + size_) std::memcpy(body_->data() + size_, data.data(), data.size());
   size_ += data.size();
   {
@@ -52,13 +51,13 @@ xet::Status XorbUpload::Append(std::span<const uint8_t> data) {
     received_ = size_;
   }
   cv_.notify_all();
-  return xet::Ok{};
+  return Ok{};
 }
 
 // Writes what has arrived, as it arrives, until the end or the first failure.
 void XorbUpload::WriteLoop() {
   size_t done = 0;
-  xet::Status st = xet::Ok{};
+  Status st = Ok{};
   for (;;) {
     size_t upto = 0;
     {
@@ -101,7 +100,7 @@ void XorbUpload::FlushLoop() {
       if (write_done_ && written_ == flushed) return;
       upto = written_;
     }
-    xet::Status st = flusher_->Flush();
+    Status st = flusher_->Flush();
     flushed = upto;
     if (!st) {
       std::lock_guard lock(mu_);
@@ -132,7 +131,7 @@ void XorbUpload::HashLoop() {
   }
 }
 
-xet::Result<bool> XorbUpload::Finish() {
+Result<bool> XorbUpload::Finish() {
   if (writer_ == nullptr) return false;
   return service_.FinishXorb(*this);
 }

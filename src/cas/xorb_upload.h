@@ -11,9 +11,9 @@
 #include <thread>
 
 #include "common/buffer_pool.h"
+#include "common/error.h"
 #include "store/blob_store.h"
 #include "xet/hash.h"
-#include "xet/result.h"
 #include "xet/xorb.h"
 
 namespace cairn::cas {
@@ -38,9 +38,9 @@ class XorbUpload {
   // prefix of it copies nothing.
   std::span<uint8_t> Space();
   // kLimit past kMaxXorbUploadBytes; kIo when the store failed.
-  xet::Status Append(std::span<const uint8_t> data);
+  Status Append(std::span<const uint8_t> data);
   // Whether the xorb was new (false: it was stored before; the upload was a retry).
-  xet::Result<bool> Finish();
+  Result<bool> Finish();
 
  private:
   friend class CasService;
@@ -68,8 +68,8 @@ class XorbUpload {
   bool cancelled_ = false;
   std::atomic<bool> finishing_{false};  // interrupts hashing
   xet::ChunkPrehasher prehasher_;       // the hash thread's; Finish reads it once that thread is joined
-  xet::Status write_status_ = xet::Ok{};
-  xet::Status flush_status_ = xet::Ok{};
+  Status write_status_ = Ok{};
+  Status flush_status_ = Ok{};
   std::thread write_thread_;
   std::thread flush_thread_;
   std::thread hash_thread_;

@@ -13,8 +13,8 @@
 
 namespace cairn::cli {
 
-xet::Result<config::Config> LoadBackendConfig(const std::string& config_file, const std::string& data_dir,
-                                              const std::string& index, const std::string& store) {
+Result<config::Config> LoadBackendConfig(const std::string& config_file, const std::string& data_dir,
+                                         const std::string& index, const std::string& store) {
   std::map<std::string, std::string> flags;
   if (!data_dir.empty()) flags["data_dir"] = data_dir;
   if (!index.empty()) flags["index"] = index;
@@ -22,7 +22,7 @@ xet::Result<config::Config> LoadBackendConfig(const std::string& config_file, co
   return config::LoadCommandConfig(config_file, std::move(flags));
 }
 
-xet::Result<std::unique_ptr<index::Index>> OpenConfiguredIndex(const config::Config& cfg) {
+Result<std::unique_ptr<index::Index>> OpenConfiguredIndex(const config::Config& cfg) {
   index::OpenIndexOptions options;
   options.pool_size = cfg.index_pool_size;
   auto where = index::ParseIndexUrl(cfg.index);
@@ -30,14 +30,12 @@ xet::Result<std::unique_ptr<index::Index>> OpenConfiguredIndex(const config::Con
     std::error_code ec;
     const auto dir = std::filesystem::path(where->target).parent_path();
     if (!dir.empty()) std::filesystem::create_directories(dir, ec);
-    if (ec)
-      return xet::IoError("index " + cfg.index + ": cannot create " + dir.string() + ": " + ec.message());
+    if (ec) return IoError("index " + cfg.index + ": cannot create " + dir.string() + ": " + ec.message());
   }
   auto ix = index::OpenIndex(cfg.index, options);
   if (!ix.ok()) {
-    return xet::Error{ix.error().code, "index " + index::pg::RedactedUri(cfg.index) +
-                                           " (setting `index`, --index, " +
-                                           "CAIRN_INDEX): " + ix.error().message};
+    return Error{ix.error().code, "index " + index::pg::RedactedUri(cfg.index) +
+                                      " (setting `index`, --index, " + "CAIRN_INDEX): " + ix.error().message};
   }
   return ix;
 }
@@ -56,16 +54,16 @@ store::OpenStoreOptions StoreOptionsOf(const config::Config& cfg) {
   return options;
 }
 
-xet::Result<std::unique_ptr<store::BlobStore>> OpenConfiguredStore(const config::Config& cfg) {
+Result<std::unique_ptr<store::BlobStore>> OpenConfiguredStore(const config::Config& cfg) {
   auto st = store::OpenStore(cfg.store, StoreOptionsOf(cfg));
   if (!st) {
-    return xet::Error{st.error().code, "store " + cfg.store +
-                                           " (setting `store`, --store, CAIRN_STORE): " + st.error().message};
+    return Error{st.error().code,
+                 "store " + cfg.store + " (setting `store`, --store, CAIRN_STORE): " + st.error().message};
   }
   return st;
 }
 
-xet::Result<ConfiguredBackend> OpenConfiguredBackend(const config::Config& cfg) {
+Result<ConfiguredBackend> OpenConfiguredBackend(const config::Config& cfg) {
   auto index = OpenConfiguredIndex(cfg);
   if (!index) return index.error();
   auto store = OpenConfiguredStore(cfg);
@@ -78,7 +76,7 @@ namespace {
 class IndexSecrets final : public config::SecretTable {
  public:
   explicit IndexSecrets(index::SecretIndex& index) : index_(index) {}
-  xet::Result<std::vector<config::StoredSecret>> List() override {
+  Result<std::vector<config::StoredSecret>> List() override {
     auto rows = index_.ListSecrets();
     if (!rows.ok()) return rows.error();
     std::vector<config::StoredSecret> out;
@@ -86,13 +84,13 @@ class IndexSecrets final : public config::SecretTable {
     for (auto& r : *rows) out.push_back({std::move(r.name), std::move(r.value), r.created_at});
     return out;
   }
-  xet::Result<std::string> Shared(std::string_view name, std::string_view candidate) override {
+  Result<std::string> Shared(std::string_view name, std::string_view candidate) override {
     return index_.SharedSecret(name, candidate);
   }
-  xet::Result<bool> Add(std::string_view name, std::string_view value) override {
+  Result<bool> Add(std::string_view name, std::string_view value) override {
     return index_.AddSecret(name, value);
   }
-  xet::Result<bool> Remove(std::string_view name) override { return index_.DeleteSecret(name); }
+  Result<bool> Remove(std::string_view name) override { return index_.DeleteSecret(name); }
 
  private:
   index::SecretIndex& index_;
@@ -118,7 +116,7 @@ std::unique_ptr<config::SecretTable> SecretsOf(index::SecretIndex& index) {
   return std::make_unique<IndexSecrets>(index);
 }
 
-xet::Result<config::Secrets> LoadConfiguredSecrets(const config::Config& cfg, index::SecretIndex& index) {
+Result<config::Secrets> LoadConfiguredSecrets(const config::Config& cfg, index::SecretIndex& index) {
   IndexSecrets table(index);
   return config::LoadSecrets(cfg, table, http::UnixNow());
 }

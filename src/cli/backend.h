@@ -18,25 +18,25 @@ namespace cairn::cli {
 
 // The configuration of a command that works on the index and the store, with its --data, --index and --store
 // flags (empty: not given) over the file's settings.
-xet::Result<config::Config> LoadBackendConfig(const std::string& config_file, const std::string& data_dir,
-                                              const std::string& index, const std::string& store);
+Result<config::Config> LoadBackendConfig(const std::string& config_file, const std::string& data_dir,
+                                         const std::string& index, const std::string& store);
 
 // Opens (creating and migrating as needed) the configured index. Errors name the setting and where it
 // points, without a password.
-xet::Result<std::unique_ptr<index::Index>> OpenConfiguredIndex(const config::Config& cfg);
+Result<std::unique_ptr<index::Index>> OpenConfiguredIndex(const config::Config& cfg);
 
 // The s3_* settings, for a store (or a backup) at an s3:// URL.
 store::OpenStoreOptions StoreOptionsOf(const config::Config& cfg);
 
 // Opens the configured blob store (`store`, with the s3_* settings for s3://). Errors name the setting.
-xet::Result<std::unique_ptr<store::BlobStore>> OpenConfiguredStore(const config::Config& cfg);
+Result<std::unique_ptr<store::BlobStore>> OpenConfiguredStore(const config::Config& cfg);
 
 // What most commands work on: the configured index and store, opened (errors as the two functions above).
 struct ConfiguredBackend {
   std::unique_ptr<index::Index> index;
   std::unique_ptr<store::BlobStore> store;
 };
-xet::Result<ConfiguredBackend> OpenConfiguredBackend(const config::Config& cfg);
+Result<ConfiguredBackend> OpenConfiguredBackend(const config::Config& cfg);
 
 // A command's configuration (its --config, --data, --index and --store over the file's settings) and backend,
 // opened; prints why not after `who` and sets *status (2 for the configuration, 1 for the backend).
@@ -63,7 +63,7 @@ std::optional<RepoArg> ParseRepoArg(std::string text, bool with_revision);
 std::unique_ptr<config::SecretTable> SecretsOf(index::SecretIndex& index);
 
 // The signing keys: configured ones, else those stored in `index` (created there by the first process).
-xet::Result<config::Secrets> LoadConfiguredSecrets(const config::Config& cfg, index::SecretIndex& index);
+Result<config::Secrets> LoadConfiguredSecrets(const config::Config& cfg, index::SecretIndex& index);
 
 // The URL keys (32 bytes each, what the server signs transfer URLs and links with) the URL secrets give.
 cas::UrlKeys UrlKeysFrom(const config::SecretKeys& secrets);

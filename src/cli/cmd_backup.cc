@@ -32,8 +32,8 @@ boost::json::object Counts(const backup::ObjectCounts& c) {
 
 // The backup's space: a bucket is reached with the backup_s3_* settings when backup_s3_endpoint is set,
 // else with the s3_* ones; it must not be inside the store (a backup lost with what it backs up is none).
-xet::Result<std::unique_ptr<backup::BackupSpace>> OpenSpace(const config::Config& cfg,
-                                                            const std::string& where, bool create) {
+Result<std::unique_ptr<backup::BackupSpace>> OpenSpace(const config::Config& cfg, const std::string& where,
+                                                       bool create) {
   backup::SpaceOptions so;
   so.s3 = StoreOptionsOf(cfg);
   so.create = create;
@@ -52,14 +52,13 @@ xet::Result<std::unique_ptr<backup::BackupSpace>> OpenSpace(const config::Config
       own->kind == store::StoreLocation::Kind::kS3 && so.s3.s3.endpoint == cfg.s3_endpoint &&
       at->bucket == own->bucket &&
       (at->prefix.starts_with(own->prefix) || own->prefix.starts_with(at->prefix))) {
-    return xet::Malformed(where + " is inside the store " + cfg.store +
-                          ": keep the backup in another bucket (or under a prefix outside the store's)");
+    return Malformed(where + " is inside the store " + cfg.store +
+                     ": keep the backup in another bucket (or under a prefix outside the store's)");
   }
   auto space = backup::OpenBackupSpace(where, so);
   if (!space) {
-    return xet::Error{
-        space.error().code,
-        "backup " + where + (own_connection ? " (settings backup_s3_*)" : "") + ": " + space.error().message};
+    return Error{space.error().code, "backup " + where + (own_connection ? " (settings backup_s3_*)" : "") +
+                                         ": " + space.error().message};
   }
   return space;
 }
@@ -181,7 +180,7 @@ int RunRestore(const RestoreCommandOptions& opts) {
   std::cerr << "\n";
   if (!report) {
     std::cerr << "cairn restore: " << report.error().message << "\n";
-    return report.error().code == xet::ErrorCode::kConflict ? 2 : 1;
+    return report.error().code == ErrorCode::kConflict ? 2 : 1;
   }
   const auto& r = *report;
   uint64_t rows = 0;

@@ -24,9 +24,9 @@ void Progress(std::string_view what, uint64_t done, uint64_t total) {
 }
 
 // Exit status for an error: 2 for what the command was told (a name, a place), 1 for the rest.
-int Failed(const char* who, const xet::Error& e) {
+int Failed(const char* who, const Error& e) {
   std::cerr << who << e.message << "\n";
-  const bool usage = e.code == xet::ErrorCode::kNotFound || e.code == xet::ErrorCode::kConflict;
+  const bool usage = e.code == ErrorCode::kNotFound || e.code == ErrorCode::kConflict;
   return usage ? 2 : 1;
 }
 

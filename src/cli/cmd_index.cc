@@ -24,7 +24,7 @@ int RunIndexMigrate(const IndexOptions& opts) {
   auto versions = index::MigrateIndex(cfg->index);
   if (!versions) {
     std::cerr << "cairn index migrate: " << name << ": " << versions.error().message << "\n";
-    return versions.error().code == xet::ErrorCode::kMalformed ? 2 : 1;
+    return versions.error().code == ErrorCode::kMalformed ? 2 : 1;
   }
   std::cout << name << ": schema " << versions->first << " -> " << versions->second << "\n";
   return 0;
@@ -39,7 +39,7 @@ int RunIndexCopy(const IndexCopyOptions& opts) {
   });
   if (!report) {
     std::cerr << "\ncairn index copy: " << report.error().message << "\n";
-    return report.error().code == xet::ErrorCode::kMalformed ? 2 : 1;
+    return report.error().code == ErrorCode::kMalformed ? 2 : 1;
   }
   std::cerr << "\n";
   for (const auto& t : report->tables) {

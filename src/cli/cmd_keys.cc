@@ -54,7 +54,7 @@ int WithKeys(const char* verb, const KeysOptions& opts, bool needs_kind, F fn) {
   auto st = fn(*cfg, *table, kind.value_or(config::KeyKind::kJwt));
   if (!st) {
     std::cerr << who << st.error().message << "\n";
-    return st.error().code == xet::ErrorCode::kMalformed ? 2 : 1;
+    return st.error().code == ErrorCode::kMalformed ? 2 : 1;
   }
   return 0;
 }
@@ -63,7 +63,7 @@ int WithKeys(const char* verb, const KeysOptions& opts, bool needs_kind, F fn) {
 
 int RunKeysList(const KeysOptions& opts) {
   return WithKeys("list", opts, false,
-                  [](const config::Config& cfg, config::SecretTable& table, config::KeyKind) -> xet::Status {
+                  [](const config::Config& cfg, config::SecretTable& table, config::KeyKind) -> Status {
                     auto keys = config::ListKeys(cfg, table, http::UnixNow());
                     if (!keys) return keys.error();
                     std::cout << std::left << std::setw(5) << "KIND" << std::setw(24) << "ID" << std::setw(10)
@@ -76,14 +76,14 @@ int RunKeysList(const KeysOptions& opts) {
                                 << (k.configured ? "-" : Utc(k.created_at))
                                 << (k.configured ? "-" : Utc(k.active_from)) << "\n";
                     }
-                    return xet::Ok{};
+                    return Ok{};
                   });
 }
 
 int RunKeysRotate(const KeysOptions& opts) {
   return WithKeys(
       "rotate", opts, true,
-      [&](const config::Config& cfg, config::SecretTable& table, config::KeyKind kind) -> xet::Status {
+      [&](const config::Config& cfg, config::SecretTable& table, config::KeyKind kind) -> Status {
         auto added = config::RotateKey(cfg, table, kind, opts.id, http::UnixNow());
         if (!added) return added.error();
         std::cerr
@@ -91,19 +91,19 @@ int RunKeysRotate(const KeysOptions& opts) {
             << " (2 x key_refresh: every node re-reads the keys within key_refresh, or at once on SIGHUP)."
             << " The keys before stay accepted until `cairn keys retire --kind " << opts.kind << " ID`.\n";
         std::cout << added->id << "\n";
-        return xet::Ok{};
+        return Ok{};
       });
 }
 
 int RunKeysRetire(const KeysOptions& opts) {
   return WithKeys(
       "retire", opts, true,
-      [&](const config::Config& cfg, config::SecretTable& table, config::KeyKind kind) -> xet::Status {
+      [&](const config::Config& cfg, config::SecretTable& table, config::KeyKind kind) -> Status {
         if (auto st = config::RetireKey(cfg, table, kind, opts.id, http::UnixNow()); !st) return st;
         std::cerr
             << opts.kind << " key " << opts.id
             << " retired: the nodes refuse what it signed from their next refresh (key_refresh, or SIGHUP)\n";
-        return xet::Ok{};
+        return Ok{};
       });
 }
 

@@ -51,7 +51,7 @@ int RunMirrorLs(const MirrorCommandOptions& opts) {
   if (!opened) return status;
   index::Index& index = *opened->backend.index;
   size_t listed = 0;
-  auto st = hub::ForEachMirrored(index, [&](index::RepoRecord&& r) -> xet::Status {
+  auto st = hub::ForEachMirrored(index, [&](index::RepoRecord&& r) -> Status {
     auto refs = index.ListRefs(r.id);
     if (!refs) return refs.error();
     const std::string name = hub::RepoPath({r.type, r.ns, r.name});
@@ -67,7 +67,7 @@ int RunMirrorLs(const MirrorCommandOptions& opts) {
     out["refs"] = std::move(targets);
     std::cout << (opts.json ? boost::json::serialize(out) : line) << "\n";
     ++listed;
-    return xet::Ok{};
+    return Ok{};
   });
   if (!st) {
     std::cerr << "cairn mirror ls: " << st.error().message << "\n";
@@ -157,7 +157,7 @@ int RunMirrorEvict(const MirrorCommandOptions& opts) {
   auto found = index.FindRepo(arg->id.type, arg->id.ns, arg->id.name);
   if (!found) {
     std::cerr << "cairn mirror evict: " << hub::RepoPath(arg->id) << ": " << found.error().message << "\n";
-    return found.error().code == xet::ErrorCode::kNotFound ? 2 : 1;
+    return found.error().code == ErrorCode::kNotFound ? 2 : 1;
   }
   if (!hub::IsMirrored(*found)) {
     std::cerr << "cairn mirror evict: " << hub::RepoPath(arg->id)

@@ -74,41 +74,41 @@ int RunQuotaSet(const QuotaOptions& opts) {
     }
     limit = *parsed;
   }
-  return WithQuotas("set", opts, [&](index::Index&, quota::QuotaService& service) -> xet::Status {
+  return WithQuotas("set", opts, [&](index::Index&, quota::QuotaService& service) -> Status {
     if (auto st = service.SetLimit(opts.ns, limit); !st) return st;
     auto usage = service.Measure(opts.ns);  // so that the quota holds from the first commit on
     if (!usage) return usage.error();
     Print(*usage, false);
-    return xet::Ok{};
+    return Ok{};
   });
 }
 
 int RunQuotaShow(const QuotaOptions& opts) {
-  return WithQuotas("show", opts, [&](index::Index& index, quota::QuotaService& service) -> xet::Status {
+  return WithQuotas("show", opts, [&](index::Index& index, quota::QuotaService& service) -> Status {
     if (!opts.ns.empty()) {
       auto usage = service.Measure(opts.ns);
       if (!usage) return usage.error();
       Print(*usage, opts.json);
-      return xet::Ok{};
+      return Ok{};
     }
     std::optional<std::string> after;
     for (;;) {
       auto page = index.ListQuotas(after, index::QuotaIndex::kMaxListedQuotas);
       if (!page) return page.error();
       for (const auto& q : *page) Print(quota::UsageOf(q), opts.json);
-      if (page->size() < index::QuotaIndex::kMaxListedQuotas) return xet::Ok{};
+      if (page->size() < index::QuotaIndex::kMaxListedQuotas) return Ok{};
       after = page->back().ns;
     }
   });
 }
 
 int RunQuotaRm(const QuotaOptions& opts) {
-  return WithQuotas("rm", opts, [&](index::Index& index, quota::QuotaService&) -> xet::Status {
+  return WithQuotas("rm", opts, [&](index::Index& index, quota::QuotaService&) -> Status {
     auto deleted = index.DeleteQuota(opts.ns);
     if (!deleted) return deleted.error();
-    if (!*deleted) return xet::NotFound("namespace " + opts.ns + " has no quota");
+    if (!*deleted) return NotFound("namespace " + opts.ns + " has no quota");
     std::cout << "removed the quota of " << opts.ns << "\n";
-    return xet::Ok{};
+    return Ok{};
   });
 }
 

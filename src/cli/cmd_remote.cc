@@ -47,33 +47,33 @@ net::RetryPolicy Policy(const RemoteOptions& r) {
   return p;
 }
 
-int ExitCode(const xet::Error& e) {
+int ExitCode(const Error& e) {
   switch (e.code) {
-    case xet::ErrorCode::kNotFound:
+    case ErrorCode::kNotFound:
       return 3;
-    case xet::ErrorCode::kHashMismatch:
-    case xet::ErrorCode::kDamaged:
+    case ErrorCode::kHashMismatch:
+    case ErrorCode::kDamaged:
       return 4;
-    case xet::ErrorCode::kIo:
+    case ErrorCode::kIo:
       return 5;
-    case xet::ErrorCode::kLimit:
-    case xet::ErrorCode::kMalformed:
-    case xet::ErrorCode::kInconsistent:
-    case xet::ErrorCode::kUnavailable:
-    case xet::ErrorCode::kConflict:
-    case xet::ErrorCode::kStale:
-    case xet::ErrorCode::kUnknownReference:
-    case xet::ErrorCode::kUnauthorized:
-    case xet::ErrorCode::kDenied:
-    case xet::ErrorCode::kQuota:
-    case xet::ErrorCode::kUnsatisfiable:
+    case ErrorCode::kLimit:
+    case ErrorCode::kMalformed:
+    case ErrorCode::kInconsistent:
+    case ErrorCode::kUnavailable:
+    case ErrorCode::kConflict:
+    case ErrorCode::kStale:
+    case ErrorCode::kUnknownReference:
+    case ErrorCode::kUnauthorized:
+    case ErrorCode::kDenied:
+    case ErrorCode::kQuota:
+    case ErrorCode::kUnsatisfiable:
       return 1;
   }
   return 1;
 }
 
 // Says why `cairn COMMAND` failed, on stderr, and gives its exit code.
-int Fail(std::string_view command, const xet::Error& e, int code = -1) {
+int Fail(std::string_view command, const Error& e, int code = -1) {
   std::cerr << "cairn " << command << ": " << e.message << "\n";
   return code >= 0 ? code : ExitCode(e);
 }
@@ -131,16 +131,16 @@ std::string ServerMessage(const net::HttpResponse& res) {
   return res.body.empty() ? "HTTP " + std::to_string(res.status) : res.body;
 }
 
-xet::Result<json::value> GetJson(net::HttpClient& http, const RemoteOptions& r, const std::string& path) {
+Result<json::value> GetJson(net::HttpClient& http, const RemoteOptions& r, const std::string& path) {
   auto res = http.Send("GET", r.endpoint + path, net::BearerHeader(r.token));
   if (!res) return res.error();
   if (res->status == 401 || res->status == 403)
-    return xet::Malformed("the server refused the token (" + std::to_string(res->status) + "): " + res->body);
+    return Malformed("the server refused the token (" + std::to_string(res->status) + "): " + res->body);
   if (res->status != 200)
-    return xet::Unavailable("GET " + path + " answered " + std::to_string(res->status) + ": " + res->body);
+    return Unavailable("GET " + path + " answered " + std::to_string(res->status) + ": " + res->body);
   boost::system::error_code ec;
   json::value v = json::parse(res->body, ec);
-  if (ec) return xet::Malformed("GET " + path + " did not answer JSON");
+  if (ec) return Malformed("GET " + path + " did not answer JSON");
   return v;
 }
 
@@ -219,7 +219,7 @@ int RunPut(PutOptions& opts) {
   auto up = client::Upload(u);
   progress.Done();
   if (!up) {  // a path that is not there or cannot be read is a local failure (5), not a missing file (3)
-    const bool local = up.error().code == xet::ErrorCode::kNotFound || up.error().code == xet::ErrorCode::kIo;
+    const bool local = up.error().code == ErrorCode::kNotFound || up.error().code == ErrorCode::kIo;
     return Fail("put", up.error(), local ? 5 : -1);
   }
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

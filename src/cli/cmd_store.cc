@@ -14,17 +14,17 @@ int RunStoreCopy(const StoreCopyOptions& opts) {
   // Each side's settings come from its own file when one is given (two S3 endpoints, each with its own
   // credentials), else from --config; the environment applies to both.
   const auto open = [&](const std::string& url, const std::string& side_config,
-                        const char* flag) -> xet::Result<std::unique_ptr<store::BlobStore>> {
+                        const char* flag) -> Result<std::unique_ptr<store::BlobStore>> {
     auto cfg = config::LoadCommandConfig(side_config.empty() ? opts.config_file : side_config, {});
-    if (!cfg) return xet::Malformed(std::string(flag) + ": " + cfg.error().message);
+    if (!cfg) return Malformed(std::string(flag) + ": " + cfg.error().message);
     cfg->store = url;
     auto st = OpenConfiguredStore(*cfg);
-    if (!st) return xet::IoError(std::string(flag) + ": " + st.error().message);
+    if (!st) return IoError(std::string(flag) + ": " + st.error().message);
     return std::move(*st);
   };
-  const auto refused = [](const xet::Error& e) {
+  const auto refused = [](const Error& e) {
     std::cerr << "cairn store copy: " << e.message << "\n";
-    return e.code == xet::ErrorCode::kMalformed ? 2 : 1;
+    return e.code == ErrorCode::kMalformed ? 2 : 1;
   };
   auto from = open(opts.from, opts.from_config, "--from");
   if (!from) return refused(from.error());

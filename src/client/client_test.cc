@@ -116,19 +116,19 @@ TEST_F(ClientTest, PutThenGetRoundTripsAndARepeatSendsNothing) {
 TEST_F(ClientTest, FailuresAScriptCanTellApart) {
   auto missing = Upload(Put({(files_ / "nothing-here").string()}));
   ASSERT_FALSE(missing.ok());
-  EXPECT_EQ(missing.error().code, xet::ErrorCode::kNotFound);
+  EXPECT_EQ(missing.error().code, ErrorCode::kNotFound);
   // A read token cannot upload: the server's refusal, not a retry loop.
   auto opts = Put({Write("x", xet::testing::SplitMix64Bytes(4, 100'000))});
   opts.token = Token(http::Permission::kRead);
   auto refused = Upload(opts);
   ASSERT_FALSE(refused.ok());
-  EXPECT_EQ(refused.error().code, xet::ErrorCode::kMalformed) << refused.error().message;
+  EXPECT_EQ(refused.error().code, ErrorCode::kMalformed) << refused.error().message;
   // A file the server does not have.
   xet::FileHash unknown;
   unknown.bytes.fill(0x5a);
   auto absent = Download(Get(unknown, (files_ / "absent").string()));
   ASSERT_FALSE(absent.ok());
-  EXPECT_EQ(absent.error().code, xet::ErrorCode::kNotFound) << absent.error().message;
+  EXPECT_EQ(absent.error().code, ErrorCode::kNotFound) << absent.error().message;
   EXPECT_FALSE(fs::exists(files_ / "absent"));
 }
 

@@ -37,7 +37,7 @@ struct Query {
 };
 
 // Asks for the reconstruction, v2 first. `v1` remembers that the server only speaks v1.
-xet::Result<Plan> AskPlan(HttpClient& http, const Query& q, bool* v1) {
+Result<Plan> AskPlan(HttpClient& http, const Query& q, bool* v1) {
   std::vector<std::string> headers = BearerHeader(q.token);
   if (q.range)
     headers.push_back("Range: bytes=" + std::to_string(q.range->first) + "-" +
@@ -52,12 +52,12 @@ xet::Result<Plan> AskPlan(HttpClient& http, const Query& q, bool* v1) {
       return xet::ParseReconstruction(r->body, v2);
     }
     if (r->status == 404)
-      return xet::NotFound("file " + q.file + " is not there (or the token's scope does not see it)");
-    if (r->status == 416) return xet::Unsatisfiable("the range starts past the end of the file");
-    return xet::Malformed("the reconstruction answered " + std::to_string(r->status) + ": " +
-                          r->body.substr(0, 300));
+      return NotFound("file " + q.file + " is not there (or the token's scope does not see it)");
+    if (r->status == 416) return Unsatisfiable("the range starts past the end of the file");
+    return Malformed("the reconstruction answered " + std::to_string(r->status) + ": " +
+                     r->body.substr(0, 300));
   }
-  return xet::NotFound("file " + q.file + " is not there");
+  return NotFound("file " + q.file + " is not there");
 }
 
 RetryPolicy Policy(const DownloadOptions& o) {
@@ -91,9 +91,8 @@ class DownloadRun {
 
   // Writes the plan's bytes (skipping `skip` at the front, at most `limit`) through `write`, each chunk's
   // hash and size through `record`.
-  xet::Status Execute(uint64_t skip, uint64_t limit,
-                      const std::function<xet::Status(std::span<const uint8_t>)>& write,
-                      const std::function<xet::Status(const xet::ChunkHash&, uint64_t)>& record) {
+  Status Execute(uint64_t skip, uint64_t limit, const std::function<Status(std::span<const uint8_t>)>& write,
+                 const std::function<Status(const xet::ChunkHash&, uint64_t)>& record) {
     std::vector<std::thread> workers;
     for (size_t i = 0; i < std::max<size_t>(1, o_.parallel); ++i) workers.emplace_back([this] { Work(); });
     auto st = Write(skip, limit, write, record);
@@ -116,11 +115,11 @@ class DownloadRun {
     State state = State::kWaiting;
     bool kept = false;  // used, and kept in memory for a later term
     Fetched data;
-    xet::Error error{xet::ErrorCode::kIo, ""};
+    Error error{ErrorCode::kIo, ""};
   };
 
   // Fetches one range (on the calling thread), refreshing its URL when it expired.
-  xet::Result<Fetched> FetchOne(HttpClient& http, size_t i) {
+  Result<Fetched> FetchOne(HttpClient& http, size_t i) {
     for (int refresh = 0;; ++refresh) {
       Plan::Fetch f;
       {
@@ -135,8 +134,7 @@ class DownloadRun {
         continue;
       }
       if (r->status != 200 && r->status != 206)
-        return xet::Malformed("a transfer answered " + std::to_string(r->status) + ": " +
-                              r->body.substr(0, 300));
+        return Malformed("a transfer answered " + std::to_string(r->status) + ": " + r->body.substr(0, 300));
       fetched_bytes_ += r->body.size();
       // A body that does not decode is worth another try (a proxy cut it, say), as the stock client does.
       auto decoded = xet::DecodeFetch(f, {reinterpret_cast<const uint8_t*>(r->body.data()), r->body.size()});
@@ -146,7 +144,7 @@ class DownloadRun {
   }
 
   // Asks for the reconstruction again and takes the fresh URL of fetch `i` from it (the same chunks).
-  xet::Status Refresh(HttpClient& http, size_t i) {
+  Status Refresh(HttpClient& http, size_t i) {
     bool v1 = v1_;
     auto fresh = AskPlan(http, query_, &v1);
     if (!fresh) return fresh.error();
@@ -156,10 +154,10 @@ class DownloadRun {
     for (const auto& g : fresh->fetches) {
       if (g.xorb == f.xorb && g.cs == f.cs && g.ce == f.ce && g.first == f.first && g.last == f.last) {
         f.url = g.url;
-        return xet::Ok{};
+        return Ok{};
       }
     }
-    return xet::Inconsistent("the reconstruction asked again no longer has xorb " + f.xorb + "'s range");
+    return Inconsistent("the reconstruction asked again no longer has xorb " + f.xorb + "'s range");
   }
 
   void Work() {
@@ -183,7 +181,7 @@ class DownloadRun {
     }
   }
 
-  void Finish(size_t i, xet::Result<Fetched> got) {
+  void Finish(size_t i, Result<Fetched> got) {
     if (got) {
       state_[i].data = std::move(*got);
       state_[i].state = State::kReady;
@@ -194,9 +192,8 @@ class DownloadRun {
     cv_.notify_all();
   }
 
-  xet::Status Write(uint64_t skip, uint64_t limit,
-                    const std::function<xet::Status(std::span<const uint8_t>)>& write,
-                    const std::function<xet::Status(const xet::ChunkHash&, uint64_t)>& record) {
+  Status Write(uint64_t skip, uint64_t limit, const std::function<Status(std::span<const uint8_t>)>& write,
+               const std::function<Status(const xet::ChunkHash&, uint64_t)>& record) {
     HttpClient own(Policy(o_));  // for fetches the writer makes itself
     for (size_t ti = 0; ti < plan_.terms.size() && limit > 0; ++ti) {
       const Plan::Term& t = plan_.terms[ti];
@@ -221,9 +218,9 @@ class DownloadRun {
       const size_t end = t.ce - f.cs;
       const uint64_t from = first == 0 ? 0 : d.ends[first - 1];
       if (d.ends[end - 1] - from != t.length) {
-        return xet::Inconsistent("a term of xorb " + t.xorb + " decoded to " +
-                                 std::to_string(d.ends[end - 1] - from) + " bytes, not the " +
-                                 std::to_string(t.length) + " the reconstruction says");
+        return Inconsistent("a term of xorb " + t.xorb + " decoded to " +
+                            std::to_string(d.ends[end - 1] - from) + " bytes, not the " +
+                            std::to_string(t.length) + " the reconstruction says");
       }
       for (size_t c = first; c < end && limit > 0; ++c) {
         const uint64_t cb = c == 0 ? 0 : d.ends[c - 1];
@@ -257,7 +254,7 @@ class DownloadRun {
         cv_.notify_all();
       }
     }
-    return xet::Ok{};
+    return Ok{};
   }
 
   const DownloadOptions& o_;
@@ -279,8 +276,8 @@ class DownloadRun {
   std::atomic<int> refreshed_{0};
 };
 
-xet::Error OutputError(const std::string& what, const fs::path& path) {
-  return xet::IoError(what + " " + path.string() + ": " + std::system_category().message(errno));
+Error OutputError(const std::string& what, const fs::path& path) {
+  return IoError(what + " " + path.string() + ": " + std::system_category().message(errno));
 }
 
 struct OutputPaths {
@@ -325,10 +322,10 @@ uint64_t ReadBackRecordedChunks(const OutputPaths& paths, const xet::FileHash& f
 
 // The plan of what is left to download. A resumed download the server has nothing past is complete; one
 // whose recorded chunks do not end where the server's do starts again (`q`, `done` and `outcome` say so).
-xet::Result<Plan> AskRemainingPlan(HttpClient& http, Query& q, bool* v1, bool whole, DownloadOutcome& outcome,
-                                   std::vector<xet::HashedChunk>& done) {
+Result<Plan> AskRemainingPlan(HttpClient& http, Query& q, bool* v1, bool whole, DownloadOutcome& outcome,
+                              std::vector<xet::HashedChunk>& done) {
   auto plan = AskPlan(http, q, v1);
-  if (!plan && plan.error().code == xet::ErrorCode::kUnsatisfiable && outcome.resumed_from > 0) {
+  if (!plan && plan.error().code == ErrorCode::kUnsatisfiable && outcome.resumed_from > 0) {
     plan = Plan{};  // everything was there already
   } else if (!plan) {
     return plan.error();
@@ -360,15 +357,15 @@ struct OutputFiles {
   std::FILE* rec = nullptr;
 };
 
-xet::Status OpenOutput(OutputFiles& f, const DownloadOptions& o, const OutputPaths& paths, bool whole,
-                       bool resuming) {
+Status OpenOutput(OutputFiles& f, const DownloadOptions& o, const OutputPaths& paths, bool whole,
+                  bool resuming) {
   if (o.output == "-") {
     f.file = stdout;
-    return xet::Ok{};
+    return Ok{};
   }
   f.file = std::fopen((whole ? paths.part : paths.out).c_str(), whole && resuming ? "r+b" : "wb");
   if (f.file == nullptr) return OutputError("cannot write", whole ? paths.part : paths.out);
-  if (!whole) return xet::Ok{};
+  if (!whole) return Ok{};
   f.rec = std::fopen(paths.records.c_str(), resuming ? "ab" : "wb");
   if (f.rec != nullptr && !resuming && std::fwrite(o.file.bytes.data(), 1, 32, f.rec) != 32) {  // which file
     (void)std::fclose(f.rec);
@@ -381,7 +378,7 @@ xet::Status OpenOutput(OutputFiles& f, const DownloadOptions& o, const OutputPat
     f = OutputFiles{};
     return e;
   }
-  return xet::Ok{};
+  return Ok{};
 }
 
 // Flushes and closes what OpenOutput opened (never stdout). Whether all of it went well.
@@ -393,28 +390,26 @@ bool CloseOutput(const OutputFiles& f) {
 }
 
 // A whole file's part becomes the output once the chunks written give its hash; otherwise it is removed.
-xet::Result<DownloadOutcome> KeepVerified(const OutputPaths& paths, const xet::FileHash& file,
-                                          const std::vector<xet::HashedChunk>& done,
-                                          DownloadOutcome outcome) {
+Result<DownloadOutcome> KeepVerified(const OutputPaths& paths, const xet::FileHash& file,
+                                     const std::vector<xet::HashedChunk>& done, DownloadOutcome outcome) {
   if (xet::FileHashOf(done) != file) {
     std::error_code ec;
     fs::remove(paths.part, ec);
     fs::remove(paths.records, ec);
-    return xet::HashMismatch("the bytes received do not give file hash " + file.hex() +
-                             " (the partial download was removed)");
+    return HashMismatch("the bytes received do not give file hash " + file.hex() +
+                        " (the partial download was removed)");
   }
   outcome.verified = true;
   std::error_code ec;
   fs::rename(paths.part, paths.out, ec);
-  if (ec)
-    return xet::IoError("rename " + paths.part.string() + " to " + paths.out.string() + ": " + ec.message());
+  if (ec) return IoError("rename " + paths.part.string() + " to " + paths.out.string() + ": " + ec.message());
   fs::remove(paths.records, ec);
   return outcome;
 }
 
 }  // namespace
 
-xet::Result<DownloadOutcome> Download(const DownloadOptions& o) {
+Result<DownloadOutcome> Download(const DownloadOptions& o) {
   HttpClient http(Policy(o));
   Query q{o.endpoint, o.token, o.file.hex(), o.range};
   while (!q.endpoint.empty() && q.endpoint.back() == '/') q.endpoint.pop_back();
@@ -437,29 +432,28 @@ xet::Result<DownloadOutcome> Download(const DownloadOptions& o) {
   OutputFiles files;
   if (auto st = OpenOutput(files, o, paths, whole, outcome.resumed_from > 0); !st) return st.error();
   uint64_t written = 0;
-  const auto write = [&](std::span<const uint8_t> bytes) -> xet::Status {
+  const auto write = [&](std::span<const uint8_t> bytes) -> Status {
     if (std::fwrite(bytes.data(), 1, bytes.size(), files.file) != bytes.size())
       return OutputError("writing", paths.out);
     written += bytes.size();
     if (o.progress) o.progress(outcome.resumed_from + written, outcome.total);
-    return xet::Ok{};
+    return Ok{};
   };
-  const auto record = [&](const xet::ChunkHash& h, uint64_t size) -> xet::Status {
+  const auto record = [&](const xet::ChunkHash& h, uint64_t size) -> Status {
     done.push_back({h, size});
-    if (files.rec == nullptr) return xet::Ok{};
+    if (files.rec == nullptr) return Ok{};
     char buf[kRecordSize];
     std::memcpy(buf, h.bytes.data(), 32);
     const auto s32 = static_cast<uint32_t>(size);
     std::memcpy(buf + 32, &s32, 4);
     if (std::fwrite(buf, 1, kRecordSize, files.rec) != kRecordSize)
       return OutputError("writing", paths.records);
-    return xet::Ok{};
+    return Ok{};
   };
   const uint64_t skip = plan->offset_into_first;
   DownloadRun run(o, std::move(*plan), q, v1);
-  auto st =
-      run.Execute(skip, total, write,
-                  whole ? std::function<xet::Status(const xet::ChunkHash&, uint64_t)>(record) : nullptr);
+  auto st = run.Execute(skip, total, write,
+                        whole ? std::function<Status(const xet::ChunkHash&, uint64_t)>(record) : nullptr);
   outcome.bytes = written;
   outcome.fetched_bytes = run.fetched_bytes();
   outcome.retries = run.retries() + http.retried();

@@ -26,8 +26,8 @@
 #include <optional>
 #include <string>
 
+#include "common/error.h"
 #include "xet/hash.h"
-#include "xet/result.h"
 
 namespace cairn::client {
 
@@ -53,6 +53,6 @@ struct DownloadOutcome {
   int refreshed_urls = 0;      // reconstructions asked again for expired URLs
 };
 
-xet::Result<DownloadOutcome> Download(const DownloadOptions& options);
+Result<DownloadOutcome> Download(const DownloadOptions& options);
 
 }  // namespace cairn::client

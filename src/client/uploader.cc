@@ -46,7 +46,7 @@ class UploadRun {
     while (!endpoint_.empty() && endpoint_.back() == '/') endpoint_.pop_back();
   }
 
-  xet::Result<UploadOutcome> Go() {
+  Result<UploadOutcome> Go() {
     std::vector<fs::path> files;
     uint64_t total = 0;
     for (const auto& p : o_.paths) {
@@ -57,13 +57,13 @@ class UploadRun {
              !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
           if (it->is_regular_file(ec)) found.push_back(it->path());
         }
-        if (ec) return xet::IoError("walking " + p + ": " + ec.message());
+        if (ec) return IoError("walking " + p + ": " + ec.message());
         std::sort(found.begin(), found.end());
         files.insert(files.end(), found.begin(), found.end());
       } else if (fs::is_regular_file(p, ec)) {
         files.emplace_back(p);
       } else {
-        return xet::NotFound(p + " is not a file or a directory");
+        return NotFound(p + " is not a file or a directory");
       }
     }
     for (const auto& f : files) {
@@ -72,7 +72,7 @@ class UploadRun {
     }
     total_ = total;
     for (size_t i = 0; i < std::max<size_t>(1, o_.parallel); ++i) senders_.emplace_back([this] { Send(); });
-    xet::Status st = xet::Ok{};
+    Status st = Ok{};
     for (const auto& f : files) {
       st = ReadFile(f);
       if (!st) break;
@@ -100,14 +100,14 @@ class UploadRun {
     return p;
   }
 
-  xet::Status ReadFile(const fs::path& path) {
+  Status ReadFile(const fs::path& path) {
     std::ifstream in(path, std::ios::binary);
-    if (!in) return xet::IoError("cannot read " + path.string());
+    if (!in) return IoError("cannot read " + path.string());
     ingest::ChunkPlacer::File file;
     ingest::Sha256 sha;
     ingest::ChunkStream chunks;
     const ingest::ChunkStream::OnChunk on_chunk = [&](std::span<const uint8_t> chunk) {
-      if (!refused_.empty()) return xet::Status(xet::Malformed(refused_));
+      if (!refused_.empty()) return Status(Malformed(refused_));
       return placer_.Place(file, chunk);
     };
     // Two blocks in turn: the SHA-256 of one runs on another thread while this one chunks it, and finishes
@@ -135,12 +135,12 @@ class UploadRun {
       // The next read goes into the other block: its hashing ended before this block's began.
     }
     finish_hashing();
-    if (in.bad()) return xet::IoError("reading " + path.string() + " failed");
+    if (in.bad()) return IoError("reading " + path.string() + " failed");
     if (auto st = chunks.Finish(on_chunk); !st) return st;
     UploadedFile done{path.string(), {}, chunks.bytes(), sha.Final()};
     files_.push_back(std::move(file));
     out_.files.push_back(std::move(done));
-    return xet::Ok{};
+    return Ok{};
   }
 
   // A buffer for the next xorb's bytes: one a sent xorb gave back, else a new one.
@@ -168,14 +168,14 @@ class UploadRun {
   }
 
   // Hands a sealed xorb to the senders (waiting while `parallel` are in flight).
-  xet::Status Queue(ingest::SealedXorb&& x) {
+  Status Queue(ingest::SealedXorb&& x) {
     std::unique_lock lock(mu_);  // the senders read local_
     const auto id = local_.size();
     local_.push_back(std::make_unique<LocalXorb>(std::move(x)));
     cv_.wait(lock, [&] { return queue_.size() < std::max<size_t>(1, o_.parallel) || !send_error_; });
     queue_.push_back(id);
     cv_.notify_all();
-    return xet::Ok{};
+    return Ok{};
   }
 
   void Send() {
@@ -196,7 +196,7 @@ class UploadRun {
       // chunk again as it validates the xorb: a slip here is refused there.
       auto encoded = xet::EncodeXorb(x.Spans(), xet::CompressionPolicy::kAuto, x.Hashes());
       const int retried_before = http.retried();
-      xet::Status st = xet::Ok{};
+      Status st = Ok{};
       {
         const std::string_view body(reinterpret_cast<const char*>(encoded.bytes.data()),
                                     encoded.bytes.size());
@@ -205,8 +205,8 @@ class UploadRun {
         if (!r) {
           st = r.error();
         } else if (r->status != 200) {
-          st = xet::Malformed("xorb " + x.hash.hex() + " was refused (" + std::to_string(r->status) +
-                              "): " + r->body.substr(0, 300));
+          st = Malformed("xorb " + x.hash.hex() + " was refused (" + std::to_string(r->status) +
+                         "): " + r->body.substr(0, 300));
         }
         std::lock_guard lock(mu_);
         if (st) {
@@ -226,7 +226,7 @@ class UploadRun {
     }
   }
 
-  xet::Status SendShard() {
+  Status SendShard() {
     xet::Shard shard;
     for (size_t f = 0; f < files_.size(); ++f) {
       xet::FileRecord record = placer_.RecordOf(files_[f]);
@@ -237,8 +237,8 @@ class UploadRun {
     shard.xorbs = placer_.Listings();
     const std::vector<uint8_t> bytes = ingest::ShardUploadForm(shard);
     if (bytes.size() > xet::kMaxShardBytes)
-      return xet::LimitExceeded("the upload's shard would be " + std::to_string(bytes.size()) +
-                                " bytes, past the protocol's 64 MiB: upload fewer files at once");
+      return LimitExceeded("the upload's shard would be " + std::to_string(bytes.size()) +
+                           " bytes, past the protocol's 64 MiB: upload fewer files at once");
     out_.shard_bytes = bytes.size();
     const std::string body(reinterpret_cast<const char*>(bytes.data()), bytes.size());
     for (int attempt = 0; attempt < std::max(1, o_.attempts); ++attempt) {
@@ -248,12 +248,12 @@ class UploadRun {
         auto v1 = http_.Send("POST", endpoint_ + "/v1/shards", BearerHeader(o_.token), body);
         if (!v1) return v1.error();
         if (v1->status != 200)
-          return xet::Malformed("the shard was refused (" + std::to_string(v1->status) + "): " + v1->body);
+          return Malformed("the shard was refused (" + std::to_string(v1->status) + "): " + v1->body);
         out_.shard_registered = v1->body.find("\"result\":1") != std::string::npos;
-        return xet::Ok{};
+        return Ok{};
       }
       if (r->status != 200)
-        return xet::Malformed("the shard was refused (" + std::to_string(r->status) + "): " + r->body);
+        return Malformed("the shard was refused (" + std::to_string(r->status) + "): " + r->body);
       // NDJSON progress; the last frame says how it ended.
       std::string last;
       for (size_t at = 0; at < r->body.size();) {
@@ -267,15 +267,14 @@ class UploadRun {
       const auto* type = o && o->if_contains("type") ? o->at("type").if_string() : nullptr;
       if (type != nullptr && *type == "result") {
         out_.shard_registered = true;
-        return xet::Ok{};
+        return Ok{};
       }
       const bool retryable =
           o && o->if_contains("retryable") && o->at("retryable").is_bool() && o->at("retryable").get_bool();
-      if (!retryable) return xet::Malformed("the shard was refused: " + last);
+      if (!retryable) return Malformed("the shard was refused: " + last);
       ++retries_;
     }
-    return xet::Unavailable("the shard could not be registered after " + std::to_string(o_.attempts) +
-                            " tries");
+    return Unavailable("the shard could not be registered after " + std::to_string(o_.attempts) + " tries");
   }
 
   const UploadOptions& o_;
@@ -292,7 +291,7 @@ class UploadRun {
   std::deque<size_t> queue_;
   std::vector<std::vector<uint8_t>> spare_;  // buffers of sent xorbs, for the next ones
   bool closed_ = false;
-  xet::Status send_error_ = xet::Ok{};
+  Status send_error_ = Ok{};
   int retries_ = 0;
   std::vector<std::thread> senders_;
   ingest::ChunkPlacer placer_;  // last: its callbacks use the members above
@@ -300,7 +299,7 @@ class UploadRun {
 
 }  // namespace
 
-xet::Result<UploadOutcome> Upload(const UploadOptions& options) {
+Result<UploadOutcome> Upload(const UploadOptions& options) {
   UploadRun run(options);
   return run.Go();
 }

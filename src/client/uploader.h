@@ -22,8 +22,8 @@
 #include <string>
 #include <vector>
 
+#include "common/error.h"
 #include "xet/hash.h"
-#include "xet/result.h"
 
 namespace cairn::client {
 
@@ -57,6 +57,6 @@ struct UploadOutcome {
   int retries = 0;
 };
 
-xet::Result<UploadOutcome> Upload(const UploadOptions& options);
+Result<UploadOutcome> Upload(const UploadOptions& options);
 
 }  // namespace cairn::client

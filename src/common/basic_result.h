@@ -1,5 +1,5 @@
 // Errors as values: a fallible call returns a value or an error, never throws across a layer. Each layer
-// picks its error type (xet::Error with a code, http::Error with a status) and aliases Result<T> over this
+// picks its error type (Error with a code, http::Error with a status) and aliases Result<T> over this
 // template.
 #pragma once
 

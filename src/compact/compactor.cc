@@ -53,7 +53,7 @@ struct Unit {
 };
 
 template <typename Set>
-xet::Result<Set> LoadQuarantined(index::GcIndex& gc, index::GcKind kind) {
+Result<Set> LoadQuarantined(index::GcIndex& gc, index::GcKind kind) {
   Set out;
   std::optional<Hash> after;
   for (;;) {
@@ -106,8 +106,8 @@ Compactor::Compactor(index::CasIndex& cas, index::GcIndex& gc, cas::CasService& 
                      CompactOptions options)
     : cas_(cas), gc_(gc), service_(service), options_(std::move(options)) {}
 
-xet::Status Compactor::Step(std::string_view step) const {
-  return options_.hook ? options_.hook(step) : xet::Status(xet::Ok{});
+Status Compactor::Step(std::string_view step) const {
+  return options_.hook ? options_.hook(step) : Status(Ok{});
 }
 
 namespace {
@@ -116,10 +116,10 @@ namespace {
 class UnitWriter {
  public:
   UnitWriter(index::CasIndex& cas, index::GcIndex& gc, cas::CasService& service, CompactReport& report,
-             const std::function<xet::Status(std::string_view)>& step)
+             const std::function<Status(std::string_view)>& step)
       : cas_(cas), gc_(gc), service_(service), report_(report), step_(step) {}
 
-  xet::Status Write(Unit& unit) {
+  Status Write(Unit& unit) {
     if (auto st = BuildXorb(unit); !st) return st;
     if (auto put = service_.PutXorb(hash_, body_); !put) return put.error();
     body_.clear();
@@ -139,7 +139,7 @@ class UnitWriter {
     if (auto st = gc_.Repoint(r); !st) {
       if (st.error().code == ErrorCode::kConflict) {
         ++report_.conflicts;  // a file was swept and registered again meanwhile: the next run sees it anew
-        return xet::Ok{};
+        return Ok{};
       }
       return st;
     }
@@ -154,7 +154,7 @@ class UnitWriter {
 
  private:
   // The new xorb: the live chunks of each replaced xorb in order, as stored.
-  xet::Status BuildXorb(Unit& unit) {
+  Status BuildXorb(Unit& unit) {
     body_.clear();
     body_.reserve(unit.region);
     layout_.chunks.clear();
@@ -178,24 +178,24 @@ class UnitWriter {
         const size_t at = body_.size();
         body_.resize(at + (chunks[j - 1].end_offset - begin));
         if (auto st = service_.ReadXorb(x.hash, begin, std::span(body_).subspan(at)); !st) {
-          return xet::Error{st.error().code, "read xorb " + x.hash.hex() + ": " + st.error().message};
+          return Error{st.error().code, "read xorb " + x.hash.hex() + ": " + st.error().message};
         }
         i = j;
       }
     }
     hashed_ = layout_.hashed_chunks();
     hash_ = xet::XorbHashOf(hashed_);
-    return xet::Ok{};
+    return Ok{};
   }
 
   // The unit's files with their new terms, into `r.files`, and the scopes that see each.
-  xet::Status MoveFiles(const Unit& unit, index::Repointing& r,
-                        std::map<std::string, std::vector<size_t>>& by_scope) {
+  Status MoveFiles(const Unit& unit, index::Repointing& r,
+                   std::map<std::string, std::vector<size_t>>& by_scope) {
     std::unordered_map<XorbHash, const Replaced*, xet::HashHasher> replaced;
     for (const auto& x : unit.replaced) replaced.emplace(x.hash, &x);
     std::unordered_map<XorbHash, std::shared_ptr<const xet::XorbLayout>, xet::HashHasher> layouts;
     const xet::XorbLayout* mine = &layout_;
-    xet::Status lookup_failed = xet::Ok{};
+    Status lookup_failed = Ok{};
     const xet::LayoutLookup lookup = [&](const XorbHash& h) -> const xet::XorbLayout* {
       if (h == hash_) return mine;
       auto it = layouts.find(h);
@@ -221,7 +221,7 @@ class UnitWriter {
       for (size_t k = 0; k < batch.size(); ++k) {
         const auto& e = (*entries)[k];
         if (e == nullptr) {
-          return xet::Conflict("file " + batch[k].hex() + " went since the compaction read it");
+          return Conflict("file " + batch[k].hex() + " went since the compaction read it");
         }
         xet::FileRecord rec{e->hash, {}, {}, e->sha256};
         for (size_t t = 0; t < e->term_count; ++t) {
@@ -230,24 +230,24 @@ class UnitWriter {
           if (auto it = replaced.find(term.xorb); it != replaced.end()) {
             const Replaced& x = *it->second;
             if (term.chunk_end > x.live.size() || term.chunk_start >= term.chunk_end) {
-              return xet::Inconsistent("file " + e->hash.hex() + " has a term outside xorb " + x.hash.hex());
+              return Inconsistent("file " + e->hash.hex() + " has a term outside xorb " + x.hash.hex());
             }
             ft.xorb = hash_;
             ft.chunk_start = x.moved_to[term.chunk_start];
             ft.chunk_end = x.moved_to[term.chunk_end - 1] + 1;
             // Every chunk a term uses is live, so the term's chunks stay together in the new xorb.
             if (ft.chunk_end - ft.chunk_start != term.chunk_end - term.chunk_start) {
-              return xet::Inconsistent("file " + e->hash.hex() + ": a term's chunks did not stay together");
+              return Inconsistent("file " + e->hash.hex() + ": a term's chunks did not stay together");
             }
           }
           const xet::XorbLayout* layout = lookup(ft.xorb);
           if (layout == nullptr) {
             if (!lookup_failed) return lookup_failed;
-            return xet::Inconsistent("file " + e->hash.hex() + " uses xorb " + ft.xorb.hex() +
-                                     ", which the index does not hold");
+            return Inconsistent("file " + e->hash.hex() + " uses xorb " + ft.xorb.hex() +
+                                ", which the index does not hold");
           }
           if (ft.chunk_end > layout->chunks.size()) {
-            return xet::Inconsistent("file " + e->hash.hex() + " has a term outside xorb " + ft.xorb.hex());
+            return Inconsistent("file " + e->hash.hex() + " has a term outside xorb " + ft.xorb.hex());
           }
           std::vector<xet::ChunkHash> hashes;
           for (uint32_t c = ft.chunk_start; c < ft.chunk_end; ++c) hashes.push_back(layout->chunks[c].hash);
@@ -261,12 +261,12 @@ class UnitWriter {
         records_.push_back(std::move(rec));
       }
     }
-    return xet::Ok{};
+    return Ok{};
   }
 
   // The scope's shards (as few as fit kShardBudget each), verified and stored, into `r.shards`.
-  xet::Status Shards(const std::string& scope, const std::vector<size_t>& files, index::Repointing& r,
-                     size_t& written) {
+  Status Shards(const std::string& scope, const std::vector<size_t>& files, index::Repointing& r,
+                size_t& written) {
     const xet::XorbRecord listing = ingest::XorbRecordOf(hash_, hashed_, true);
     const size_t base = xet::kEmptyShardBytes + xet::XorbListingBytes(hashed_.size());
     for (size_t i = 0; i < files.size();) {
@@ -286,14 +286,14 @@ class UnitWriter {
       r.shards.push_back(std::move(*commit));
       ++written;
     }
-    return xet::Ok{};
+    return Ok{};
   }
 
   index::CasIndex& cas_;
   index::GcIndex& gc_;
   cas::CasService& service_;
   CompactReport& report_;
-  const std::function<xet::Status(std::string_view)>& step_;
+  const std::function<Status(std::string_view)>& step_;
   std::vector<uint8_t> body_;
   xet::XorbLayout layout_;
   std::vector<xet::HashedChunk> hashed_;
@@ -321,7 +321,7 @@ void MarkUses(const std::vector<std::shared_ptr<const index::FileEntry>>& entrie
 }
 
 // Step 1: what the files outside the collector's quarantine use.
-xet::Result<XorbUses> ReadUses(index::CasIndex& cas, const HashSet& dead_files, CompactReport& report) {
+Result<XorbUses> ReadUses(index::CasIndex& cas, const HashSet& dead_files, CompactReport& report) {
   XorbUses uses;
   std::optional<Hash> after;
   for (;;) {
@@ -346,16 +346,15 @@ xet::Result<XorbUses> ReadUses(index::CasIndex& cas, const HashSet& dead_files, 
 
 // Adds xorb `x` to the last unit, or to a new one past the protocol's limits, when its live bytes are below
 // the threshold.
-xet::Status PackIfBelowThreshold(const XorbHash& x, const std::shared_ptr<const xet::XorbLayout>& layout,
-                                 Use& use, double threshold, std::vector<Unit>& units,
-                                 CompactReport& report) {
+Status PackIfBelowThreshold(const XorbHash& x, const std::shared_ptr<const xet::XorbLayout>& layout, Use& use,
+                            double threshold, std::vector<Unit>& units, CompactReport& report) {
   if (use.live.size() > layout->chunks.size()) {
-    return xet::Inconsistent("a file uses chunks past the end of xorb " + x.hex());
+    return Inconsistent("a file uses chunks past the end of xorb " + x.hex());
   }
   use.live.resize(layout->chunks.size(), false);
   const uint64_t region = layout->chunk_region_size();
   const uint64_t live = LiveBytes(*layout, use.live);
-  if (region == 0 || static_cast<double>(live) >= threshold * static_cast<double>(region)) return xet::Ok{};
+  if (region == 0 || static_cast<double>(live) >= threshold * static_cast<double>(region)) return Ok{};
   ++report.candidates;
   report.candidate_bytes += region;
   uint64_t unpacked = 0;
@@ -375,12 +374,12 @@ xet::Status PackIfBelowThreshold(const XorbHash& x, const std::shared_ptr<const 
   unit.unpacked += unpacked;
   unit.region += live;
   unit.chunks += chunks;
-  return xet::Ok{};
+  return Ok{};
 }
 
 // Step 2: the xorbs below the threshold (quarantined ones aside), in hash order, packed into units.
-xet::Result<std::vector<Unit>> PlanUnits(cas::CasService& service, XorbUses& uses, const HashSet& dead_xorbs,
-                                         const CompactOptions& options, CompactReport& report) {
+Result<std::vector<Unit>> PlanUnits(cas::CasService& service, XorbUses& uses, const HashSet& dead_xorbs,
+                                    const CompactOptions& options, CompactReport& report) {
   std::vector<XorbHash> order;
   for (const auto& [x, use] : uses) {
     if (!dead_xorbs.contains(x)) order.push_back(x);
@@ -391,7 +390,7 @@ xet::Result<std::vector<Unit>> PlanUnits(cas::CasService& service, XorbUses& use
   for (const XorbHash& x : order) {
     auto layout = service.Layout(x);
     if (!layout && layout.error().code == ErrorCode::kNotFound) continue;  // damage, fsck's to report
-    if (!layout) return xet::Error{layout.error().code, "xorb " + x.hex() + ": " + layout.error().message};
+    if (!layout) return Error{layout.error().code, "xorb " + x.hex() + ": " + layout.error().message};
     if (auto st = PackIfBelowThreshold(x, *layout, uses[x], options.threshold, units, report); !st)
       return st.error();
   }
@@ -416,9 +415,9 @@ void ReportUnits(const std::vector<Unit>& units, CompactReport& report) {
 
 }  // namespace
 
-xet::Result<CompactReport> Compactor::Run() {
+Result<CompactReport> Compactor::Run() {
   if (!(options_.threshold > 0 && options_.threshold <= 1)) {
-    return xet::Malformed("the compaction threshold is a share of a xorb's bytes, above 0 and at most 1");
+    return Malformed("the compaction threshold is a share of a xorb's bytes, above 0 and at most 1");
   }
   const auto started = std::chrono::steady_clock::now();
   CompactReport report;
@@ -445,7 +444,7 @@ xet::Result<CompactReport> Compactor::Run() {
   if (options_.dry_run) {
     ReportUnits(*units, report);
   } else {
-    const std::function<xet::Status(std::string_view)> step = [this](std::string_view s) { return Step(s); };
+    const std::function<Status(std::string_view)> step = [this](std::string_view s) { return Step(s); };
     UnitWriter writer(cas_, gc_, service_, report, step);
     for (auto& unit : *units) {
       if (auto ok = (*lock)->Check(); !ok) return ok.error();

@@ -33,8 +33,8 @@
 
 #include "cas/service.h"
 #include "common/clock.h"
+#include "common/error.h"
 #include "index/index.h"
-#include "xet/result.h"
 
 namespace cairn::compact {
 
@@ -47,7 +47,7 @@ struct CompactOptions {
   size_t max_new_xorbs = 0;
   // Tests: called after each step ("planned", then per new xorb "xorb stored", "shards stored",
   // "repointed"); an error ends the run there, as a kill would.
-  std::function<xet::Status(std::string_view step)> hook;
+  std::function<Status(std::string_view step)> hook;
   const Clock* clock = &Clock::System();
 };
 
@@ -79,10 +79,10 @@ class Compactor {
   // `cas`, `gc`: slices of the index `service` registers into.
   Compactor(index::CasIndex& cas, index::GcIndex& gc, cas::CasService& service, CompactOptions options);
 
-  xet::Result<CompactReport> Run();
+  Result<CompactReport> Run();
 
  private:
-  xet::Status Step(std::string_view step) const;
+  Status Step(std::string_view step) const;
 
   index::CasIndex& cas_;
   index::GcIndex& gc_;

@@ -20,7 +20,6 @@ namespace cairn::compact {
 namespace {
 
 using gc::testing::Backend;
-using xet::ErrorCode;
 using Bytes = std::vector<uint8_t>;
 
 constexpr const char* kScope = "plain";
@@ -63,8 +62,8 @@ class CompactorTest : public gc::testing::DeploymentTest {
     EXPECT_TRUE(r.ok()) << r.error().message;
     return r.ok() ? *r : gc::GcReport{};
   }
-  xet::Result<CompactReport> Compact(std::function<xet::Status(std::string_view)> hook = nullptr,
-                                     bool dry_run = false) {
+  Result<CompactReport> Compact(std::function<Status(std::string_view)> hook = nullptr,
+                                bool dry_run = false) {
     CompactOptions o;
     o.clock = &clock_;
     o.hook = std::move(hook);
@@ -189,9 +188,9 @@ TEST_P(CompactorTest, KilledAtEachStepLeavesEveryFileWholeAndTheNextRunFinishes)
     TearDown();
     SetUp();
     Folder f = UploadAndThinOut();
-    auto killed = Compact([&](std::string_view step) -> xet::Status {
-      if (step == kill) return xet::IoError("killed at " + std::string(step));
-      return xet::Ok{};
+    auto killed = Compact([&](std::string_view step) -> Status {
+      if (step == kill) return IoError("killed at " + std::string(step));
+      return Ok{};
     });
     ASSERT_FALSE(killed.ok());
     ASSERT_NO_FATAL_FAILURE(StartServices());  // the server restarted

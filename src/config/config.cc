@@ -16,20 +16,20 @@ extern char** environ;  // NOLINT(readability-redundant-declaration): POSIX, not
 namespace cairn::config {
 namespace {
 
-using Setter = std::function<xet::Status(Config&, std::string_view)>;
+using Setter = std::function<Status(Config&, std::string_view)>;
 
-xet::Error Bad(std::string_view where, std::string_view what) {
-  return xet::Malformed(std::string(where) + ": " + std::string(what));
+Error Bad(std::string_view where, std::string_view what) {
+  return Malformed(std::string(where) + ": " + std::string(what));
 }
 
 Result<uint64_t> ParseCount(std::string_view text, uint64_t min, uint64_t max) {
   uint64_t v = 0;
   auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
   if (text.empty() || ec != std::errc() || p != text.data() + text.size())
-    return xet::Malformed("not a number: \"" + std::string(text) + "\"");
+    return Malformed("not a number: \"" + std::string(text) + "\"");
   if (v < min || v > max)
-    return xet::Malformed(std::to_string(v) + " is out of range [" + std::to_string(min) + ", " +
-                          std::to_string(max) + "]");
+    return Malformed(std::to_string(v) + " is out of range [" + std::to_string(min) + ", " +
+                     std::to_string(max) + "]");
   return v;
 }
 
@@ -41,56 +41,56 @@ struct Field {
 
 // A setter for a count setting in [min, max].
 Setter CountSetter(size_t Config::*member, uint64_t min, uint64_t max) {
-  return [member, min, max](Config& c, std::string_view v) -> xet::Status {
+  return [member, min, max](Config& c, std::string_view v) -> Status {
     auto n = ParseCount(v, min, max);
     if (!n) return n.error();
     c.*member = *n;
-    return xet::Ok{};
+    return Ok{};
   };
 }
 
 // A setter for a byte size in [min, max] ("16MiB").
 Setter ByteSizeSetter(size_t Config::*member, uint64_t min, uint64_t max) {
-  return [member, min, max](Config& c, std::string_view v) -> xet::Status {
+  return [member, min, max](Config& c, std::string_view v) -> Status {
     auto n = ParseByteSize(v);
     if (!n) return n.error();
     if (*n < min || *n > max)
-      return xet::Malformed(std::to_string(*n) + " bytes is out of range [" + std::to_string(min) + ", " +
-                            std::to_string(max) + "]");
+      return Malformed(std::to_string(*n) + " bytes is out of range [" + std::to_string(min) + ", " +
+                       std::to_string(max) + "]");
     c.*member = *n;
-    return xet::Ok{};
+    return Ok{};
   };
 }
 
 // A setter for a positive duration ("90s", "12h", "7d").
 Setter DurationSetter(std::chrono::seconds Config::*member) {
-  return [member](Config& c, std::string_view v) -> xet::Status {
+  return [member](Config& c, std::string_view v) -> Status {
     auto d = ParseDuration(v);
     if (!d) return d.error();
     c.*member = *d;
-    return xet::Ok{};
+    return Ok{};
   };
 }
 
 // An http:// or https:// URL naming a host, kept without trailing slashes.
 Setter UrlSetter(std::string Config::*member) {
-  return [member](Config& c, std::string_view v) -> xet::Status {
+  return [member](Config& c, std::string_view v) -> Status {
     if (!v.starts_with("http://") && !v.starts_with("https://"))
-      return xet::Malformed("must start with http:// or https://");
+      return Malformed("must start with http:// or https://");
     std::string url(v);
     const size_t host = url.find("://") + 3;
     while (url.size() > host && url.back() == '/') url.pop_back();
     // "http://" alone would become "http:" above, and every URL built on it would name no server.
     if (url.size() == host || url[host] == '/')
-      return xet::Malformed("must name a host: http://HOST[:PORT][/PATH]");
+      return Malformed("must name a host: http://HOST[:PORT][/PATH]");
     c.*member = url;
-    return xet::Ok{};
+    return Ok{};
   };
 }
 
 // A comma-separated list; blanks around entries and empty entries are dropped.
 Setter ListSetter(std::vector<std::string> Config::*member) {
-  return [member](Config& c, std::string_view v) -> xet::Status {
+  return [member](Config& c, std::string_view v) -> Status {
     (c.*member).clear();
     while (!v.empty()) {
       const size_t comma = v.find(',');
@@ -100,35 +100,35 @@ Setter ListSetter(std::vector<std::string> Config::*member) {
       if (!entry.empty()) (c.*member).emplace_back(entry);
       v = comma == std::string_view::npos ? std::string_view() : v.substr(comma + 1);
     }
-    return xet::Ok{};
+    return Ok{};
   };
 }
 
 // A non-empty string.
 Setter StringSetter(std::string Config::*member) {
-  return [member](Config& c, std::string_view v) -> xet::Status {
-    if (v.empty()) return xet::Malformed("must not be empty");
+  return [member](Config& c, std::string_view v) -> Status {
+    if (v.empty()) return Malformed("must not be empty");
     c.*member = std::string(v);
-    return xet::Ok{};
+    return Ok{};
   };
 }
 
 Setter BoolSetter(bool Config::*member) {
-  return [member](Config& c, std::string_view v) -> xet::Status {
+  return [member](Config& c, std::string_view v) -> Status {
     if (v == "true" || v == "1") {
       c.*member = true;
     } else if (v == "false" || v == "0") {
       c.*member = false;
     } else {
-      return xet::Malformed("must be true or false");
+      return Malformed("must be true or false");
     }
-    return xet::Ok{};
+    return Ok{};
   };
 }
 
 // A setter for a list of signing keys: "id:secret[,id:secret...]". Errors never quote a secret.
 Setter KeysSetter(std::vector<NamedSecret> Config::*member) {
-  return [member](Config& c, std::string_view v) -> xet::Status {
+  return [member](Config& c, std::string_view v) -> Status {
     std::vector<NamedSecret> keys;
     size_t n = 0;
     while (!v.empty()) {
@@ -140,57 +140,57 @@ Setter KeysSetter(std::vector<NamedSecret> Config::*member) {
       while (!item.empty() && item.back() == ' ') item.remove_suffix(1);
       const size_t colon = item.find(':');
       const std::string where = "key " + std::to_string(n);
-      if (colon == std::string_view::npos) return xet::Malformed(where + " is not ID:SECRET");
+      if (colon == std::string_view::npos) return Malformed(where + " is not ID:SECRET");
       NamedSecret k{std::string(item.substr(0, colon)), std::string(item.substr(colon + 1))};
-      if (!ValidKeyId(k.id)) return xet::Malformed(where + ": the id must be 1 to 64 of A-Z a-z 0-9 . _ -");
+      if (!ValidKeyId(k.id)) return Malformed(where + ": the id must be 1 to 64 of A-Z a-z 0-9 . _ -");
       if (k.id == kLegacyKeyId)
-        return xet::Malformed(where + ": the id \"legacy\" is the key of jwt_secret / url_secret");
+        return Malformed(where + ": the id \"legacy\" is the key of jwt_secret / url_secret");
       if (k.secret.size() < 32)
-        return xet::Malformed(where + " (" + k.id + "): secret shorter than 32 characters");
+        return Malformed(where + " (" + k.id + "): secret shorter than 32 characters");
       for (const auto& other : keys)
-        if (other.id == k.id) return xet::Malformed(where + ": id " + k.id + " given twice");
+        if (other.id == k.id) return Malformed(where + ": id " + k.id + " given twice");
       keys.push_back(std::move(k));
     }
     c.*member = std::move(keys);
-    return xet::Ok{};
+    return Ok{};
   };
 }
 
 Setter KeyIdSetter(std::string Config::*member) {
-  return [member](Config& c, std::string_view v) -> xet::Status {
-    if (!ValidKeyId(v)) return xet::Malformed("must be 1 to 64 of A-Z a-z 0-9 . _ -");
+  return [member](Config& c, std::string_view v) -> Status {
+    if (!ValidKeyId(v)) return Malformed("must be 1 to 64 of A-Z a-z 0-9 . _ -");
     c.*member = std::string(v);
-    return xet::Ok{};
+    return Ok{};
   };
 }
 
 // A configured key id must name a configured key of its kind.
-xet::Status CheckKeyId(std::string_view setting, const std::string& id,
-                       const std::optional<std::string>& legacy, const std::vector<NamedSecret>& keys) {
-  if (id.empty()) return xet::Ok{};
-  if (id == kLegacyKeyId && legacy) return xet::Ok{};
+Status CheckKeyId(std::string_view setting, const std::string& id, const std::optional<std::string>& legacy,
+                  const std::vector<NamedSecret>& keys) {
+  if (id.empty()) return Ok{};
+  if (id == kLegacyKeyId && legacy) return Ok{};
   for (const auto& k : keys)
-    if (k.id == id) return xet::Ok{};
-  return xet::Malformed(
-      std::string(setting) + ": " + id + " is not a key of the configuration (" +
-      (id == kLegacyKeyId ? "legacy is the key of the *_secret setting" : "list it in *_keys") + ")");
+    if (k.id == id) return Ok{};
+  return Malformed(std::string(setting) + ": " + id + " is not a key of the configuration (" +
+                   (id == kLegacyKeyId ? "legacy is the key of the *_secret setting" : "list it in *_keys") +
+                   ")");
 }
 
 // Where the server listens, what it calls itself, and where it keeps its data.
 std::vector<Field> ServerFields() {
   return {
       {"listen",
-       [](Config& c, std::string_view v) -> xet::Status {
+       [](Config& c, std::string_view v) -> Status {
          auto hp = ParseListen(v);
          if (!hp) return hp.error();
          c.listen = std::string(v);
-         return xet::Ok{};
+         return Ok{};
        }},
       {"data_dir",
-       [](Config& c, std::string_view v) -> xet::Status {
-         if (v.empty()) return xet::Malformed("must not be empty");
+       [](Config& c, std::string_view v) -> Status {
+         if (v.empty()) return Malformed("must not be empty");
          c.data_dir = std::string(v);
-         return xet::Ok{};
+         return Ok{};
        }},
       {"public_url", UrlSetter(&Config::public_url)},  // clients append "/v1/..."
       {"tls_cert", StringSetter(&Config::tls_cert)},
@@ -202,21 +202,21 @@ std::vector<Field> ServerFields() {
 std::vector<Field> StorageFields() {
   return {
       {"index",
-       [](Config& c, std::string_view v) -> xet::Status {
+       [](Config& c, std::string_view v) -> Status {
          // Checked in full when opened (index/open_index.h); here only which kind it is.
          if (!v.starts_with("sqlite:") && !v.starts_with("postgres://") && !v.starts_with("postgresql://"))
-           return xet::Malformed("must be sqlite:PATH or postgres://USER@HOST[:PORT]/DB");
+           return Malformed("must be sqlite:PATH or postgres://USER@HOST[:PORT]/DB");
          c.index = std::string(v);
-         return xet::Ok{};
+         return Ok{};
        }},
       {"index_pool_size", CountSetter(&Config::index_pool_size, 1, 1024)},
       {"store",
-       [](Config& c, std::string_view v) -> xet::Status {
+       [](Config& c, std::string_view v) -> Status {
          // Checked in full when opened (store/open_store.h); here only which kind it is.
          if (!(v.starts_with("file:") && v.size() > 5) && !(v.starts_with("s3://") && v.size() > 5))
-           return xet::Malformed("must be file:PATH or s3://BUCKET[/PREFIX]");
+           return Malformed("must be file:PATH or s3://BUCKET[/PREFIX]");
          c.store = std::string(v);
-         return xet::Ok{};
+         return Ok{};
        }},
       {"s3_endpoint", UrlSetter(&Config::s3_endpoint)},
       {"s3_public_endpoint", UrlSetter(&Config::s3_public_endpoint)},
@@ -233,10 +233,10 @@ std::vector<Field> StorageFields() {
       {"backup_s3_access_key_id", StringSetter(&Config::backup_s3_access_key_id)},
       {"backup_s3_secret_access_key", StringSetter(&Config::backup_s3_secret_access_key)},
       {"transfer_mode",
-       [](Config& c, std::string_view v) -> xet::Status {
-         if (v != "proxy" && v != "presigned") return xet::Malformed("must be proxy or presigned");
+       [](Config& c, std::string_view v) -> Status {
+         if (v != "proxy" && v != "presigned") return Malformed("must be proxy or presigned");
          c.transfer_mode = std::string(v);
-         return xet::Ok{};
+         return Ok{};
        }},
   };
 }
@@ -254,16 +254,16 @@ std::vector<Field> ThreadFields() {
 std::vector<Field> KeyFields() {
   return {
       {"jwt_secret",
-       [](Config& c, std::string_view v) -> xet::Status {
-         if (v.size() < 32) return xet::Malformed("must be at least 32 characters");
+       [](Config& c, std::string_view v) -> Status {
+         if (v.size() < 32) return Malformed("must be at least 32 characters");
          c.jwt_secret = std::string(v);
-         return xet::Ok{};
+         return Ok{};
        }},
       {"url_secret",
-       [](Config& c, std::string_view v) -> xet::Status {
-         if (v.size() < 32) return xet::Malformed("must be at least 32 characters");
+       [](Config& c, std::string_view v) -> Status {
+         if (v.size() < 32) return Malformed("must be at least 32 characters");
          c.url_secret = std::string(v);
-         return xet::Ok{};
+         return Ok{};
        }},
       {"jwt_keys", KeysSetter(&Config::jwt_keys), true},
       {"url_keys", KeysSetter(&Config::url_keys), true},
@@ -291,16 +291,16 @@ std::vector<Field> ExpiryAndCollectorFields() {
 std::vector<Field> LogAndLimitFields() {
   return {
       {"log_level",
-       [](Config& c, std::string_view v) -> xet::Status {
+       [](Config& c, std::string_view v) -> Status {
          static constexpr std::string_view kLevels[] = {"trace", "debug",    "info", "warn",
                                                         "error", "critical", "off"};
          for (auto l : kLevels) {
            if (v == l) {
              c.log_level = std::string(v);
-             return xet::Ok{};
+             return Ok{};
            }
          }
-         return xet::Malformed("must be one of trace, debug, info, warn, error, critical, off");
+         return Malformed("must be one of trace, debug, info, warn, error, critical, off");
        }},
       {"max_concurrent_uploads", CountSetter(&Config::max_concurrent_uploads, 1, 1'000'000)},
       {"max_concurrent_pushes", CountSetter(&Config::max_concurrent_pushes, 1, 100'000)},
@@ -333,16 +333,16 @@ std::vector<Field> MirrorFields() {
       {"mirror_token", StringSetter(&Config::mirror_token)},
       {"mirror_repos", ListSetter(&Config::mirror_repos), true},
       {"mirror_read",
-       [](Config& c, std::string_view v) -> xet::Status {
-         if (v != "anyone" && v != "token") return xet::Malformed("must be anyone or token");
+       [](Config& c, std::string_view v) -> Status {
+         if (v != "anyone" && v != "token") return Malformed("must be anyone or token");
          c.mirror_read = std::string(v);
-         return xet::Ok{};
+         return Ok{};
        }},
       {"mirror_revision_ttl", DurationSetter(&Config::mirror_revision_ttl)},
       {"mirror_node_url",
-       [](Config& c, std::string_view v) -> xet::Status {
+       [](Config& c, std::string_view v) -> Status {
          // Other nodes read it from a lease's holder (at most 256 bytes with the node's random name).
-         if (v.size() > 200) return xet::Malformed("must be at most 200 bytes");
+         if (v.size() > 200) return Malformed("must be at most 200 bytes");
          return UrlSetter(&Config::mirror_node_url)(c, v);
        }},
       {"mirror_offline", BoolSetter(&Config::mirror_offline)},
@@ -377,14 +377,14 @@ std::string EnvName(std::string_view field) {
 }
 
 // Applies the TOML file at `path`, or the document `doc` (named `path` in errors) when there is one.
-xet::Status ApplyToml(Config& c, const std::string& path, const std::optional<std::string>& doc) {
+Status ApplyToml(Config& c, const std::string& path, const std::optional<std::string>& doc) {
   toml::table table;
   try {
     table = doc ? toml::parse(*doc, path) : toml::parse_file(path);
   } catch (const toml::parse_error& e) {
     const auto& where = e.source().begin;
-    return xet::Malformed(path + ":" + std::to_string(where.line) + ":" + std::to_string(where.column) +
-                          ": " + std::string(e.description()));
+    return Malformed(path + ":" + std::to_string(where.line) + ":" + std::to_string(where.column) + ": " +
+                     std::string(e.description()));
   }
   // A [mirror] table's keys are the mirror_* settings.
   std::vector<std::pair<std::string, const toml::node*>> settings;
@@ -419,7 +419,7 @@ xet::Status ApplyToml(Config& c, const std::string& path, const std::optional<st
     }
     if (auto st = f->set(c, text); !st) return Bad(where, st.error().message);
   }
-  return xet::Ok{};
+  return Ok{};
 }
 
 }  // namespace
@@ -448,12 +448,12 @@ Result<uint64_t> ParseByteSize(std::string_view text) {
   }
   auto n = ParseCount(digits, 0, UINT64_MAX / unit);
   if (!n)
-    return xet::Malformed("not a byte size (4096, 512KiB, 16MiB, 1GiB, 2TiB): \"" + std::string(text) + "\"");
+    return Malformed("not a byte size (4096, 512KiB, 16MiB, 1GiB, 2TiB): \"" + std::string(text) + "\"");
   return *n * unit;
 }
 
 Result<std::chrono::seconds> ParseDuration(std::string_view text, bool allow_zero) {
-  if (text.empty()) return xet::Malformed("empty duration");
+  if (text.empty()) return Malformed("empty duration");
   uint64_t unit = 1;
   std::string_view digits = text;
   switch (text.back()) {
@@ -480,9 +480,9 @@ Result<std::chrono::seconds> ParseDuration(std::string_view text, bool allow_zer
   uint64_t n = 0;
   auto [p, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), n);
   if (digits.empty() || ec != std::errc() || p != digits.data() + digits.size())
-    return xet::Malformed("not a duration: \"" + std::string(text) + "\" (use 3600, 90s, 30m, 12h or 7d)");
-  if (n == 0 && !allow_zero) return xet::Malformed("duration must be positive");
-  if (n > (uint64_t{1} << 40) / unit) return xet::Malformed("duration too long: " + std::string(text));
+    return Malformed("not a duration: \"" + std::string(text) + "\" (use 3600, 90s, 30m, 12h or 7d)");
+  if (n == 0 && !allow_zero) return Malformed("duration must be positive");
+  if (n > (uint64_t{1} << 40) / unit) return Malformed("duration too long: " + std::string(text));
   return std::chrono::seconds(static_cast<int64_t>(n * unit));
 }
 
@@ -492,20 +492,20 @@ Result<HostPort> ParseListen(std::string_view text) {
   if (!text.empty() && text.front() == '[') {
     const size_t close = text.find(']');
     if (close == std::string_view::npos || close + 1 >= text.size() || text[close + 1] != ':')
-      return xet::Malformed("expected [IPV6]:PORT, got \"" + std::string(text) + "\"");
+      return Malformed("expected [IPV6]:PORT, got \"" + std::string(text) + "\"");
     hp.host = std::string(text.substr(1, close - 1));
     colon = close + 1;
   } else {
     colon = text.rfind(':');
     if (colon == std::string_view::npos || colon == 0)
-      return xet::Malformed("expected HOST:PORT, got \"" + std::string(text) + "\"");
+      return Malformed("expected HOST:PORT, got \"" + std::string(text) + "\"");
     hp.host = std::string(text.substr(0, colon));
     if (hp.host.find(':') != std::string::npos)
-      return xet::Malformed("IPv6 addresses need brackets: [" + hp.host + "]:PORT");
+      return Malformed("IPv6 addresses need brackets: [" + hp.host + "]:PORT");
   }
-  if (hp.host.empty()) return xet::Malformed("empty host in \"" + std::string(text) + "\"");
+  if (hp.host.empty()) return Malformed("empty host in \"" + std::string(text) + "\"");
   auto port = ParseCount(text.substr(colon + 1), 0, 65535);
-  if (!port) return xet::Malformed("bad port in \"" + std::string(text) + "\": " + port.error().message);
+  if (!port) return Malformed("bad port in \"" + std::string(text) + "\": " + port.error().message);
   hp.port = static_cast<uint16_t>(*port);
   return hp;
 }

@@ -17,12 +17,9 @@
 #include <string_view>
 #include <vector>
 
-#include "xet/result.h"
+#include "common/error.h"
 
 namespace cairn::config {
-
-template <typename T>
-using Result = xet::Result<T>;
 
 // A signing key given in the configuration: "id:secret".
 struct NamedSecret {

@@ -388,9 +388,9 @@ TEST_F(KeysTest, RotationAddsAKeyThatSignsAfterTheRefreshDelay) {
   EXPECT_TRUE(active->jwt.current().named());
   EXPECT_EQ(*active->jwt.Find(""), legacy);  // what names no key: the legacy key
 
-  EXPECT_EQ(RotateKey(c, table, KeyKind::kJwt, "k2", table.now).error().code, xet::ErrorCode::kConflict);
-  EXPECT_EQ(RotateKey(c, table, KeyKind::kJwt, "bad id", table.now).error().code, xet::ErrorCode::kMalformed);
-  EXPECT_EQ(RotateKey(c, table, KeyKind::kJwt, "legacy", table.now).error().code, xet::ErrorCode::kMalformed);
+  EXPECT_EQ(RotateKey(c, table, KeyKind::kJwt, "k2", table.now).error().code, ErrorCode::kConflict);
+  EXPECT_EQ(RotateKey(c, table, KeyKind::kJwt, "bad id", table.now).error().code, ErrorCode::kMalformed);
+  EXPECT_EQ(RotateKey(c, table, KeyKind::kJwt, "legacy", table.now).error().code, ErrorCode::kMalformed);
   auto generated = RotateKey(c, table, KeyKind::kUrl, "", table.now);
   ASSERT_TRUE(generated.ok());
   EXPECT_TRUE(ValidKeyId(generated->id));
@@ -422,9 +422,9 @@ TEST_F(KeysTest, TheLegacyKeyIsOlderThanKeysOfItsSecond) {
 TEST_F(KeysTest, RetiredKeysAreGoneAndTheLastOneStays) {
   ASSERT_TRUE(LoadSecrets(c, table, table.now).ok());
   EXPECT_EQ(RetireKey(c, table, KeyKind::kJwt, "legacy", table.now).error().code,
-            xet::ErrorCode::kInconsistent);  // the only key
+            ErrorCode::kInconsistent);  // the only key
   ASSERT_TRUE(RotateKey(c, table, KeyKind::kJwt, "k2", table.now).ok());
-  EXPECT_EQ(RetireKey(c, table, KeyKind::kJwt, "nope", table.now).error().code, xet::ErrorCode::kNotFound);
+  EXPECT_EQ(RetireKey(c, table, KeyKind::kJwt, "nope", table.now).error().code, ErrorCode::kNotFound);
   // Retiring the legacy key at once (a leak) makes the new one current without waiting.
   ASSERT_TRUE(RetireKey(c, table, KeyKind::kJwt, "legacy", table.now).ok());
   auto s = LoadSecrets(c, table, table.now);
@@ -450,7 +450,7 @@ TEST(Secrets, ConfiguredKeysWithIds) {
   EXPECT_EQ(s->jwt.keys().size(), 3u);
   EXPECT_EQ(s->jwt.Find("")->material, std::string(40, 'l'));
   EXPECT_FALSE(table.rows.contains("jwt"));  // configured keys keep the index out of it
-  EXPECT_EQ(RotateKey(*c, table, KeyKind::kJwt, "", table.now).error().code, xet::ErrorCode::kMalformed);
+  EXPECT_EQ(RotateKey(*c, table, KeyKind::kJwt, "", table.now).error().code, ErrorCode::kMalformed);
 
   src.env["CAIRN_JWT_KEY_ID"] = "old";
   EXPECT_EQ(LoadSecrets(*LoadConfig(src), table, table.now)->jwt.current().id, "old");

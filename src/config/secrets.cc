@@ -22,19 +22,19 @@ std::string Errno(const std::string& what, const std::filesystem::path& p) {
 
 Result<std::string> ReadSecret(const std::filesystem::path& path) {
   const UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd.valid()) return xet::NotFound(Errno("cannot open", path));
+  if (!fd.valid()) return NotFound(Errno("cannot open", path));
   std::string data;
   char buf[512];
   for (;;) {
     const ssize_t n = ::read(fd.get(), buf, sizeof buf);
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return xet::Malformed(Errno("cannot read", path));
+    if (n < 0) return Malformed(Errno("cannot read", path));
     if (n == 0) break;
     data.append(buf, static_cast<size_t>(n));
     if (data.size() > 4096) break;
   }
   while (!data.empty() && (data.back() == '\n' || data.back() == '\r' || data.back() == ' ')) data.pop_back();
-  if (data.size() < 32) return xet::Malformed(path.string() + ": secret shorter than 32 characters");
+  if (data.size() < 32) return Malformed(path.string() + ": secret shorter than 32 characters");
   return data;
 }
 
@@ -42,7 +42,7 @@ Result<std::string> ReadSecret(const std::filesystem::path& path) {
 
 Result<std::string> NewSecret() {
   unsigned char raw[32];
-  if (RAND_bytes(raw, sizeof raw) != 1) return xet::IoError("RAND_bytes failed");
+  if (RAND_bytes(raw, sizeof raw) != 1) return IoError("RAND_bytes failed");
   return HexEncode(raw);
 }
 
@@ -112,10 +112,9 @@ Result<IndexKeys> ReadIndexKeys(const Config& config, SecretTable& table, KeyKin
     } else {
       continue;
     }
-    if (!ValidKeyId(id))
-      return xet::Inconsistent("secret " + legacy_name + " key in the index has an invalid id");
+    if (!ValidKeyId(id)) return Inconsistent("secret " + legacy_name + " key in the index has an invalid id");
     if (row.value.size() < 32)
-      return xet::Inconsistent("secret " + row.name + " in the index is shorter than 32 characters");
+      return Inconsistent("secret " + row.name + " in the index is shorter than 32 characters");
     out.keys.push_back({std::move(id), std::move(row.value), row.created_at});
   }
   // Oldest first; within one second the legacy key (every rotated key came after it), then by id, so that
@@ -144,12 +143,12 @@ Result<IndexKeys> LoadIndexKeys(const Config& config, SecretTable& table, KeyKin
   const std::string name(KeyKindName(kind));
   auto candidate = ReadSecret(LegacyKeyPath(config, name));
   if (!candidate.ok()) {
-    if (candidate.error().code != xet::ErrorCode::kNotFound) return candidate.error();
+    if (candidate.error().code != ErrorCode::kNotFound) return candidate.error();
     candidate = NewSecret();
     if (!candidate.ok()) return candidate.error();
   }
   auto stored = table.Shared(name, *candidate);
-  if (!stored.ok()) return xet::Error{stored.error().code, "secret " + name + ": " + stored.error().message};
+  if (!stored.ok()) return Error{stored.error().code, "secret " + name + ": " + stored.error().message};
   return ReadIndexKeys(config, table, kind, now);
 }
 
@@ -169,25 +168,24 @@ Result<SecretKeys> LoadKeys(const Config& config, SecretTable* table, KeyKind ki
     current = !set.current.empty() ? set.current : keys.back().id;
   } else {
     if (table == nullptr)
-      return xet::Malformed(std::string(KeyKindName(kind)) + " keys: no index to read them from");
+      return Malformed(std::string(KeyKindName(kind)) + " keys: no index to read them from");
     auto stored = LoadIndexKeys(config, *table, kind, now);
     if (!stored.ok()) return stored.error();
     for (auto& k : stored->keys) keys.push_back({k.id, std::move(k.secret)});
     current = keys[stored->current].id;
   }
   auto made = SecretKeys::Make(std::move(keys), current);
-  if (!made)
-    return xet::Inconsistent(std::string(KeyKindName(kind)) + " keys: duplicate ids or no current key");
+  if (!made) return Inconsistent(std::string(KeyKindName(kind)) + " keys: duplicate ids or no current key");
   return std::move(*made);
 }
 
 namespace {
 
-xet::Status ManagedInIndex(const Config& config, KeyKind kind) {
-  if (!SettingsOf(config, kind).configured()) return xet::Ok{};
+Status ManagedInIndex(const Config& config, KeyKind kind) {
+  if (!SettingsOf(config, kind).configured()) return Ok{};
   const std::string k(KeyKindName(kind));
-  return xet::Malformed("the " + k + " keys come from the configuration (" + k + "_secret / " + k +
-                        "_keys / " + k + "_key_id): change them there and restart the nodes");
+  return Malformed("the " + k + " keys come from the configuration (" + k + "_secret / " + k + "_keys / " +
+                   k + "_key_id): change them there and restart the nodes");
 }
 
 }  // namespace
@@ -254,13 +252,13 @@ Result<KeyInfo> RotateKey(const Config& config, SecretTable& table, KeyKind kind
     id = std::string(date, n) + "-" + random->substr(0, 6);
   }
   if (!ValidKeyId(id) || id == kLegacyKeyId)
-    return xet::Malformed("key id must be 1 to 64 of A-Z a-z 0-9 . _ - (and not \"legacy\")");
+    return Malformed("key id must be 1 to 64 of A-Z a-z 0-9 . _ - (and not \"legacy\")");
   auto secret = NewSecret();
   if (!secret.ok()) return secret.error();
   const std::string name = std::string(KeyKindName(kind)) + ":" + id;
   auto added = table.Add(name, *secret);
   if (!added.ok()) return added.error();
-  if (!*added) return xet::Conflict(std::string(KeyKindName(kind)) + " key " + id + " exists");
+  if (!*added) return Conflict(std::string(KeyKindName(kind)) + " key " + id + " exists");
   auto keys = ReadIndexKeys(config, table, kind, now);
   if (!keys.ok()) return keys.error();
   for (size_t i = 0; i < keys->keys.size(); ++i) {
@@ -272,25 +270,24 @@ Result<KeyInfo> RotateKey(const Config& config, SecretTable& table, KeyKind kind
                    .created_at = keys->keys[i].created_at,
                    .active_from = keys->keys[i].created_at + Activation(config)};
   }
-  return xet::IoError(name + " vanished after it was stored");
+  return IoError(name + " vanished after it was stored");
 }
 
-xet::Status RetireKey(const Config& config, SecretTable& table, KeyKind kind, std::string_view id,
-                      int64_t now) {
+Status RetireKey(const Config& config, SecretTable& table, KeyKind kind, std::string_view id, int64_t now) {
   if (auto st = ManagedInIndex(config, kind); !st) return st.error();
   const std::string k(KeyKindName(kind));
   auto keys = ReadIndexKeys(config, table, kind, now);
   if (!keys.ok()) return keys.error();
   const bool known =
       std::any_of(keys->keys.begin(), keys->keys.end(), [&](const IndexKey& key) { return key.id == id; });
-  if (!known) return xet::NotFound("no " + k + " key " + std::string(id) + " in the index");
+  if (!known) return NotFound("no " + k + " key " + std::string(id) + " in the index");
   // With none left, the next start would make a fresh legacy key: every token or URL would stop working.
   if (keys->keys.size() == 1)
-    return xet::Inconsistent(k + " key " + std::string(id) + " is the only one: rotate first");
+    return Inconsistent(k + " key " + std::string(id) + " is the only one: rotate first");
   auto removed = table.Remove(id == kLegacyKeyId ? k : k + ":" + std::string(id));
   if (!removed.ok()) return removed.error();
-  if (!*removed) return xet::NotFound("no " + k + " key " + std::string(id) + " in the index");
-  return xet::Ok{};
+  if (!*removed) return NotFound("no " + k + " key " + std::string(id) + " in the index");
+  return Ok{};
 }
 
 }  // namespace cairn::config

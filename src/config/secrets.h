@@ -90,8 +90,7 @@ Result<KeyInfo> RotateKey(const Config& config, SecretTable& table, KeyKind kind
 // Deletes key `id` of `kind` from the index: what it signed is refused from then on (by each node at its next
 // refresh). kNotFound for an unknown id, kInconsistent for the kind's last key, kMalformed when the
 // configuration supplies that kind's keys.
-xet::Status RetireKey(const Config& config, SecretTable& table, KeyKind kind, std::string_view id,
-                      int64_t now);
+Status RetireKey(const Config& config, SecretTable& table, KeyKind kind, std::string_view id, int64_t now);
 
 // 32 random bytes as 64 hex characters.
 Result<std::string> NewSecret();

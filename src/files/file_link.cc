@@ -41,13 +41,13 @@ xet::Hash LinkSigner::Mac(const xet::Hash& key, const xet::FileHash& file, uint6
       key, std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(message.data()), message.size()));
 }
 
-xet::Result<SignedLink> LinkSigner::Sign(const xet::FileHash& file, const std::string& scope,
-                                         uint64_t ttl_seconds, const std::string& name) const {
+Result<SignedLink> LinkSigner::Sign(const xet::FileHash& file, const std::string& scope, uint64_t ttl_seconds,
+                                    const std::string& name) const {
   if (ttl_seconds == 0 || ttl_seconds > max_ttl_) {
-    return xet::LimitExceeded("a link lives from 1 s to " + std::to_string(max_ttl_) + " s (max_link_ttl)");
+    return LimitExceeded("a link lives from 1 s to " + std::to_string(max_ttl_) + " s (max_link_ttl)");
   }
   if (name.size() > 255 || name.find_first_of(std::string_view("/\\\0\r\n", 5)) != std::string::npos)
-    return xet::Malformed("a link's name is a file name: at most 255 bytes, no slashes, NUL or line breaks");
+    return Malformed("a link's name is a file name: at most 255 bytes, no slashes, NUL or line breaks");
   const uint64_t expires = Now() + ttl_seconds;
   std::string query = "x=" + std::to_string(expires) + "&scope=" + PercentEncode(scope);
   if (!name.empty()) query += "&name=" + PercentEncode(name);
@@ -57,8 +57,8 @@ xet::Result<SignedLink> LinkSigner::Sign(const xet::FileHash& file, const std::s
   return SignedLink{std::move(query), expires};
 }
 
-xet::Result<LinkGrant> LinkSigner::Verify(
-    const xet::FileHash& file, const std::vector<std::pair<std::string, std::string>>& query) const {
+Result<LinkGrant> LinkSigner::Verify(const xet::FileHash& file,
+                                     const std::vector<std::pair<std::string, std::string>>& query) const {
   const std::string* x = nullptr;
   const std::string* scope = nullptr;
   const std::string* name = nullptr;
@@ -72,20 +72,19 @@ xet::Result<LinkGrant> LinkSigner::Verify(
                                : k == "s"     ? &mac
                                               : nullptr;
     if (slot == nullptr) continue;
-    if (*slot != nullptr) return xet::Malformed("link parameter " + k + " given twice");
+    if (*slot != nullptr) return Malformed("link parameter " + k + " given twice");
     *slot = &v;
   }
   if (x == nullptr || scope == nullptr || mac == nullptr)
-    return xet::Malformed("a link needs the parameters x, scope and s");
+    return Malformed("a link needs the parameters x, scope and s");
   uint64_t expires = 0;
   const auto [end, ec] = std::from_chars(x->data(), x->data() + x->size(), expires);
-  if (ec != std::errc() || end != x->data() + x->size())
-    return xet::Malformed("link expiry x is not a number");
+  if (ec != std::errc() || end != x->data() + x->size()) return Malformed("link expiry x is not a number");
   const auto* key = keys_.Find(key_id ? *key_id : "");
-  if (key == nullptr) return xet::Denied("the link was signed with an unknown or retired key");
+  if (key == nullptr) return Denied("the link was signed with an unknown or retired key");
   const std::string expected = Mac(key->material, file, expires, *scope, name ? *name : "").hex();
-  if (!cas::ConstantTimeEqual(expected, *mac)) return xet::Denied("the link's signature does not match");
-  if (Now() >= expires) return xet::Denied("the link expired");
+  if (!cas::ConstantTimeEqual(expected, *mac)) return Denied("the link's signature does not match");
+  if (Now() >= expires) return Denied("the link expired");
   return LinkGrant{*scope, name ? *name : "", expires};
 }
 

@@ -21,8 +21,8 @@
 
 #include "cas/transfer_url.h"
 #include "common/clock.h"
+#include "common/error.h"
 #include "xet/hash.h"
-#include "xet/result.h"
 
 namespace cairn::files {
 
@@ -47,11 +47,11 @@ class LinkSigner {
              std::string_view purpose = "cairn file links");
 
   // A link to `file` for `scope`, valid for `ttl_seconds`.
-  xet::Result<SignedLink> Sign(const xet::FileHash& file, const std::string& scope, uint64_t ttl_seconds,
-                               const std::string& name) const;
+  Result<SignedLink> Sign(const xet::FileHash& file, const std::string& scope, uint64_t ttl_seconds,
+                          const std::string& name) const;
   // Checks the link parameters of a request for `file` (x, scope, name, k, s, percent-decoded).
-  xet::Result<LinkGrant> Verify(const xet::FileHash& file,
-                                const std::vector<std::pair<std::string, std::string>>& query) const;
+  Result<LinkGrant> Verify(const xet::FileHash& file,
+                           const std::vector<std::pair<std::string, std::string>>& query) const;
 
   uint64_t max_ttl_seconds() const { return max_ttl_; }
 

@@ -25,31 +25,29 @@ struct Loaded {
   uint64_t decoded_size = 0;
   std::vector<std::span<const uint8_t>> chunks;
   // Set when a chunk failed verification: `chunks` holds the ones before it, which are good.
-  std::optional<xet::Error> corrupt;
+  std::optional<Error> corrupt;
 };
 
-xet::Error Corrupt(const xet::XorbHash& xorb, uint32_t chunk, const std::string& why) {
-  return xet::Damaged("stored xorb " + xorb.hex() + " is corrupt at chunk " + std::to_string(chunk) + ": " +
-                      why);
+Error Corrupt(const xet::XorbHash& xorb, uint32_t chunk, const std::string& why) {
+  return Damaged("stored xorb " + xorb.hex() + " is corrupt at chunk " + std::to_string(chunk) + ": " + why);
 }
 
 // Reads chunks [cs, ce) of a xorb (stored bytes [first_byte, end_byte)) with one store call, then decodes and
 // verifies every chunk against the layout.
-xet::Result<Loaded> LoadUnit(cas::CasService& cas, const xet::XorbHash& hash, const xet::XorbLayout& layout,
-                             uint32_t cs, uint32_t ce, uint32_t first_byte, uint32_t end_byte,
-                             uint64_t unpacked) {
+Result<Loaded> LoadUnit(cas::CasService& cas, const xet::XorbHash& hash, const xet::XorbLayout& layout,
+                        uint32_t cs, uint32_t ce, uint32_t first_byte, uint32_t end_byte, uint64_t unpacked) {
   Loaded out;
   const size_t size = end_byte - first_byte;
   out.raw.reset(
       new uint8_t[size]);  // NOLINT(cppcoreguidelines-owning-memory): not zeroed, filled by the read
   if (auto st = cas.ReadXorb(hash, first_byte, {out.raw.get(), size}); !st) {
     // The index names the xorb: its absence from the store is damage, not an unknown file.
-    if (st.error().code == xet::ErrorCode::kNotFound)
-      return xet::Damaged("stored xorb " + hash.hex() + " is missing: " + st.error().message);
+    if (st.error().code == ErrorCode::kNotFound)
+      return Damaged("stored xorb " + hash.hex() + " is missing: " + st.error().message);
     return st.error();
   }
   thread_local xet::ChunkDecoder decoder;
-  const auto fail = [&out](xet::Error e) -> xet::Result<Loaded> {
+  const auto fail = [&out](Error e) -> Result<Loaded> {
     out.corrupt = std::move(e);
     return std::move(out);
   };
@@ -105,7 +103,7 @@ struct FileReader::State : std::enable_shared_from_this<State> {
     UnitState state = UnitState::kIdle;
     // Shared with bytes lent from it (Lend), which keep it in memory after the unit lets it go.
     std::shared_ptr<const Loaded> data;
-    xet::Error error{xet::ErrorCode::kIo, ""};
+    Error error{ErrorCode::kIo, ""};
     uint64_t held = 0;  // bytes taken from both budgets for it
     uint32_t stamp = 0;
     bool reported = false;  // its corruption was reported
@@ -119,7 +117,7 @@ struct FileReader::State : std::enable_shared_from_this<State> {
     uint64_t skip = 0, len = 0;
   };
 
-  xet::Status Plan(const std::vector<cas::FileTermRef>& terms, uint64_t offset, uint64_t length);
+  Status Plan(const std::vector<cas::FileTermRef>& terms, uint64_t offset, uint64_t length);
   // Plan's steps. A term's part of the range: bytes [skip, skip + len) of chunks [cs, ce) of a xorb.
   struct Piece {
     uint32_t xorb;
@@ -128,26 +126,26 @@ struct FileReader::State : std::enable_shared_from_this<State> {
   };
   using XorbIds = std::unordered_map<xet::XorbHash, uint32_t, xet::HashHasher>;
   // The index into `xorbs` of `hash`, added with its layout when new.
-  xet::Result<uint32_t> XorbIdOf(const xet::XorbHash& hash, XorbIds& ids);
+  Result<uint32_t> XorbIdOf(const xet::XorbHash& hash, XorbIds& ids);
   // What of term `t` (of xorb `xorb`) the range [offset, end) takes, checked against the xorb's layout.
-  xet::Result<Piece> PieceOf(const cas::FileTermRef& t, uint32_t xorb, uint64_t offset, uint64_t end) const;
+  Result<Piece> PieceOf(const cas::FileTermRef& t, uint32_t xorb, uint64_t offset, uint64_t end) const;
   // Merges xorb `x`'s chunk runs and cuts each into units.
   void CutUnits(uint32_t x, std::vector<std::pair<uint32_t, uint32_t>>& runs);
   void CutRun(uint32_t x, uint32_t cs, uint32_t ce);
   // The uses of a piece, one per unit it spans.
   void AddUses(const Piece& p);
-  xet::Status Read(std::span<uint8_t> out);
-  xet::Status Lend(uint64_t length, std::shared_ptr<const void>& owner,
-                   std::vector<std::span<const uint8_t>>& pieces);
+  Status Read(std::span<uint8_t> out);
+  Status Lend(uint64_t length, std::shared_ptr<const void>& owner,
+              std::vector<std::span<const uint8_t>>& pieces);
   // Hands the next `n` bytes of the range to `sink(bytes, unit)`, in pieces, with `lock` held.
   template <typename Sink>
-  xet::Status Consume(std::unique_lock<std::mutex>& lock, uint64_t n, Sink&& sink);
+  Status Consume(std::unique_lock<std::mutex>& lock, uint64_t n, Sink&& sink);
   // Waits until unit `ui` (needed now) is in memory, reading it on this thread if nobody fetches it.
-  xet::Status EnsureReady(std::unique_lock<std::mutex>& lock, uint32_t ui);
+  Status EnsureReady(std::unique_lock<std::mutex>& lock, uint32_t ui);
   // Starts fetches of the units the next uses need, within depth and budgets.
   void Pump();
   void StartFetch(uint32_t ui, uint64_t charge);
-  void Complete(uint32_t ui, xet::Result<Loaded> loaded);
+  void Complete(uint32_t ui, Result<Loaded> loaded);
   void Release(Unit& u, UnitState next);
   // Drops held units (never `needed`, nor one needed no later than use `before`), the one needed farthest
   // ahead first, until `charge` more bytes fit the stream's budget and the server-wide one. Whether they fit.
@@ -172,16 +170,16 @@ struct FileReader::State : std::enable_shared_from_this<State> {
   size_t fetches = 0;
   uint32_t stamp = 0;
   bool cancelled = false;
-  xet::Status failed = xet::Ok{};
+  Status failed = Ok{};
 };
 
-xet::Result<uint32_t> FileReader::State::XorbIdOf(const xet::XorbHash& hash, XorbIds& ids) {
+Result<uint32_t> FileReader::State::XorbIdOf(const xet::XorbHash& hash, XorbIds& ids) {
   auto [pos, inserted] = ids.try_emplace(hash, static_cast<uint32_t>(xorbs.size()));
   if (inserted) {
     auto layout = ctx.cas.Layout(hash);
     if (!layout) {
-      if (layout.error().code == xet::ErrorCode::kNotFound)
-        return xet::Damaged("the file names xorb " + hash.hex() + ", which the index has no layout of");
+      if (layout.error().code == ErrorCode::kNotFound)
+        return Damaged("the file names xorb " + hash.hex() + ", which the index has no layout of");
       return layout.error();
     }
     xorbs.push_back({hash, std::move(*layout), {}});
@@ -189,11 +187,11 @@ xet::Result<uint32_t> FileReader::State::XorbIdOf(const xet::XorbHash& hash, Xor
   return pos->second;
 }
 
-xet::Result<FileReader::State::Piece> FileReader::State::PieceOf(const cas::FileTermRef& t, uint32_t xorb,
-                                                                 uint64_t offset, uint64_t end) const {
+Result<FileReader::State::Piece> FileReader::State::PieceOf(const cas::FileTermRef& t, uint32_t xorb,
+                                                            uint64_t offset, uint64_t end) const {
   const xet::XorbLayout& layout = *xorbs[xorb].layout;
   if (t.chunk_start >= t.chunk_end || t.chunk_end > layout.chunks.size())
-    return xet::Damaged("a term of the file lies outside xorb " + t.xorb.hex());
+    return Damaged("a term of the file lies outside xorb " + t.xorb.hex());
   const uint64_t term_begin = t.end_offset - t.bytes;
   const uint64_t from = std::max(offset, term_begin) - term_begin;
   const uint64_t to = std::min(end, t.end_offset) - term_begin;
@@ -208,7 +206,7 @@ xet::Result<FileReader::State::Piece> FileReader::State::PieceOf(const cas::File
     if (at < to) p.ce = c + 1;
     at += n;
   }
-  if (at != t.bytes) return xet::Damaged("a term of the file disagrees with xorb " + t.xorb.hex());
+  if (at != t.bytes) return Damaged("a term of the file disagrees with xorb " + t.xorb.hex());
   return p;
 }
 
@@ -279,11 +277,10 @@ void FileReader::State::AddUses(const Piece& p) {
   }
 }
 
-xet::Status FileReader::State::Plan(const std::vector<cas::FileTermRef>& file, uint64_t offset,
-                                    uint64_t length) {
+Status FileReader::State::Plan(const std::vector<cas::FileTermRef>& file, uint64_t offset, uint64_t length) {
   const uint64_t size = file.empty() ? 0 : file.back().end_offset;
   if (length == 0 || offset + length > size || offset + length < offset)
-    return xet::Unsatisfiable("range outside the file");
+    return Unsatisfiable("range outside the file");
   const uint64_t end = offset + length;
   remaining = length;
   const auto first = std::upper_bound(file.begin(), file.end(), offset,
@@ -311,7 +308,7 @@ xet::Status FileReader::State::Plan(const std::vector<cas::FileTermRef>& file, u
   for (uint32_t x = 0; x < xorbs.size(); ++x) CutUnits(x, runs[x]);
   // Uses, in the order the range sends them.
   for (const Piece& p : pieces) AddUses(p);
-  return xet::Ok{};
+  return Ok{};
 }
 
 void FileReader::State::Release(Unit& u, UnitState next) {
@@ -322,7 +319,7 @@ void FileReader::State::Release(Unit& u, UnitState next) {
   u.held = 0;
 }
 
-void FileReader::State::Complete(uint32_t ui, xet::Result<Loaded> loaded) {
+void FileReader::State::Complete(uint32_t ui, Result<Loaded> loaded) {
   Unit& u = units[ui];
   if (!loaded) {
     u.error = loaded.error();
@@ -376,7 +373,7 @@ void FileReader::State::Pump() {
       ~Job() {
         if (ran) return;
         std::lock_guard lock(state->mu);
-        state->Complete(ui, xet::Unavailable("the server is stopping"));
+        state->Complete(ui, Unavailable("the server is stopping"));
       }
     };
     auto job = std::make_shared<Job>();  // built in place: a moved-from temporary would "drop" the job
@@ -423,16 +420,16 @@ bool FileReader::State::EvictFor(uint32_t needed, uint64_t charge, size_t before
   return true;
 }
 
-xet::Status FileReader::State::EnsureReady(std::unique_lock<std::mutex>& lock, uint32_t ui) {
+Status FileReader::State::EnsureReady(std::unique_lock<std::mutex>& lock, uint32_t ui) {
   for (;;) {
     Unit& u = units[ui];
     switch (u.state) {
       case UnitState::kReady:
-        return xet::Ok{};
+        return Ok{};
       case UnitState::kFailed:
         // A read-ahead that failed for a reason other than the data (a store out of reach for a moment) is
         // tried once more now that the unit is needed.
-        if (!xet::Retryable(u.error) || u.retried) return u.error;
+        if (!Retryable(u.error) || u.retried) return u.error;
         u.retried = true;
         u.state = UnitState::kIdle;
         continue;
@@ -459,9 +456,9 @@ xet::Status FileReader::State::EnsureReady(std::unique_lock<std::mutex>& lock, u
 }
 
 template <typename Sink>
-xet::Status FileReader::State::Consume(std::unique_lock<std::mutex>& lock, uint64_t n, Sink&& sink) {
+Status FileReader::State::Consume(std::unique_lock<std::mutex>& lock, uint64_t n, Sink&& sink) {
   if (!failed) return failed;
-  if (n > remaining) return xet::Unsatisfiable("read past the end of the range");
+  if (n > remaining) return Unsatisfiable("read past the end of the range");
   uint64_t done = 0;
   while (done < n) {
     const Use use = uses[cur];
@@ -501,10 +498,10 @@ xet::Status FileReader::State::Consume(std::unique_lock<std::mutex>& lock, uint6
   }
   remaining -= n;
   Pump();
-  return xet::Ok{};
+  return Ok{};
 }
 
-xet::Status FileReader::State::Read(std::span<uint8_t> out) {
+Status FileReader::State::Read(std::span<uint8_t> out) {
   std::unique_lock lock(mu);
   size_t filled = 0;
   return Consume(lock, out.size(), [&](std::span<const uint8_t> bytes, uint32_t /*unit*/) {
@@ -516,8 +513,8 @@ xet::Status FileReader::State::Read(std::span<uint8_t> out) {
   });
 }
 
-xet::Status FileReader::State::Lend(uint64_t length, std::shared_ptr<const void>& owner,
-                                    std::vector<std::span<const uint8_t>>& pieces) {
+Status FileReader::State::Lend(uint64_t length, std::shared_ptr<const void>& owner,
+                               std::vector<std::span<const uint8_t>>& pieces) {
   // The units' loaded bytes, shared: the reader counts a unit against its budgets until it has sent (or
   // dropped) it, as when it copies; what the socket still holds then is the server's, per connection.
   auto held = std::make_shared<std::vector<std::shared_ptr<const Loaded>>>();
@@ -530,7 +527,7 @@ xet::Status FileReader::State::Lend(uint64_t length, std::shared_ptr<const void>
   return st;
 }
 
-xet::Result<std::unique_ptr<FileReader>> FileReader::Open(
+Result<std::unique_ptr<FileReader>> FileReader::Open(
     const ReaderContext& context, std::shared_ptr<const std::vector<cas::FileTermRef>> terms, uint64_t offset,
     uint64_t length, const ReadAheadOptions& options) {
   auto state = std::make_shared<State>(context, options);
@@ -550,12 +547,12 @@ FileReader::~FileReader() {
     if (u.state == State::UnitState::kReady) state_->Release(u, State::UnitState::kDone);
 }
 
-xet::Status FileReader::Read(std::span<uint8_t> out) {
+Status FileReader::Read(std::span<uint8_t> out) {
   return state_->Read(out);
 }
 
-xet::Status FileReader::Lend(uint64_t length, std::shared_ptr<const void>& owner,
-                             std::vector<std::span<const uint8_t>>& pieces) {
+Status FileReader::Lend(uint64_t length, std::shared_ptr<const void>& owner,
+                        std::vector<std::span<const uint8_t>>& pieces) {
   return state_->Lend(length, owner, pieces);
 }
 

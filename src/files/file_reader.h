@@ -31,9 +31,9 @@
 #include <vector>
 
 #include "cas/service.h"
+#include "common/error.h"
 #include "common/work_queue.h"
 #include "files/byte_budget.h"
-#include "xet/result.h"
 
 namespace cairn::files {
 
@@ -55,22 +55,23 @@ struct ReaderContext {
 class FileReader {
  public:
   // A reader of bytes [offset, offset + length) of the file made of `terms` (length > 0, within the file).
-  static xet::Result<std::unique_ptr<FileReader>> Open(
-      const ReaderContext& context, std::shared_ptr<const std::vector<cas::FileTermRef>> terms,
-      uint64_t offset, uint64_t length, const ReadAheadOptions& options);
+  static Result<std::unique_ptr<FileReader>> Open(const ReaderContext& context,
+                                                  std::shared_ptr<const std::vector<cas::FileTermRef>> terms,
+                                                  uint64_t offset, uint64_t length,
+                                                  const ReadAheadOptions& options);
   ~FileReader();
   FileReader(const FileReader&) = delete;
   FileReader& operator=(const FileReader&) = delete;
 
   // Fills `out` with the next bytes of the range (kInconsistent past its end). After a failure every later
   // Read fails the same way.
-  xet::Status Read(std::span<uint8_t> out);
+  Status Read(std::span<uint8_t> out);
   // The next `length` bytes, as Read would give them, as `pieces` of the reader's own verified buffers
   // instead of a copy. `owner` keeps them alive until it is dropped (on any thread), however far the reader
   // has moved on or if it is gone. The budgets count them as they count what Read copies: until the reader
   // has handed out the unit they belong to. Fails as Read.
-  xet::Status Lend(uint64_t length, std::shared_ptr<const void>& owner,
-                   std::vector<std::span<const uint8_t>>& pieces);
+  Status Lend(uint64_t length, std::shared_ptr<const void>& owner,
+              std::vector<std::span<const uint8_t>>& pieces);
   uint64_t remaining() const;
 
   // Fetch units the plan has, and store reads made so far (a unit read again after being dropped counts

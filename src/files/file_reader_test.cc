@@ -220,7 +220,7 @@ found:
     Bytes one(1);
     auto st = (*reader)->Read(one);
     ASSERT_FALSE(st.ok());
-    EXPECT_EQ(st.error().code, xet::ErrorCode::kDamaged);
+    EXPECT_EQ(st.error().code, ErrorCode::kDamaged);
     EXPECT_NE(st.error().message.find(victim.hash.hex()), std::string::npos) << st.error().message;
     EXPECT_FALSE((*reader)->Read(one).ok());  // and stays failed
     EXPECT_GE(files.corrupt_chunks(), 1U);
@@ -339,7 +339,7 @@ TEST_F(FileReaderTest, LinksGrantOneFileUntilTheyExpire) {
   EXPECT_EQ(grant->scope, "team/models");
   EXPECT_EQ(grant->name, "weights v1.bin");
   EXPECT_EQ(files.links()->Verify(hashes[1], params).error().code,
-            xet::ErrorCode::kDenied);  // another file
+            ErrorCode::kDenied);  // another file
   for (auto& [k, v] : params) {
     auto tampered = params;
     for (auto& [k2, v2] : tampered)
@@ -347,10 +347,10 @@ TEST_F(FileReaderTest, LinksGrantOneFileUntilTheyExpire) {
     EXPECT_FALSE(files.links()->Verify(hashes[0], tampered).ok()) << "changed " << k;
   }
   clock_.Advance(600);
-  EXPECT_EQ(files.links()->Verify(hashes[0], params).error().code, xet::ErrorCode::kDenied);  // expired
-  EXPECT_EQ(files.links()->Sign(hashes[0], "s", 0, "").error().code, xet::ErrorCode::kLimit);
-  EXPECT_EQ(files.links()->Sign(hashes[0], "s", 60, "a/b").error().code, xet::ErrorCode::kMalformed);
-  EXPECT_EQ(files.links()->Verify(hashes[0], {{"x", "1"}}).error().code, xet::ErrorCode::kMalformed);
+  EXPECT_EQ(files.links()->Verify(hashes[0], params).error().code, ErrorCode::kDenied);  // expired
+  EXPECT_EQ(files.links()->Sign(hashes[0], "s", 0, "").error().code, ErrorCode::kLimit);
+  EXPECT_EQ(files.links()->Sign(hashes[0], "s", 60, "a/b").error().code, ErrorCode::kMalformed);
+  EXPECT_EQ(files.links()->Verify(hashes[0], {{"x", "1"}}).error().code, ErrorCode::kMalformed);
 }
 
 // Links name the URL key that signed them; a rotation keeps old links working until their key is retired.
@@ -379,12 +379,12 @@ TEST_F(FileReaderTest, LinksFollowUrlKeyRotation) {
   EXPECT_TRUE(files.links()->Verify(hashes[0], params(before)).ok());
   EXPECT_TRUE(files.links()->Verify(hashes[0], params(after)).ok());
   files.SetUrlKeys(*cas::UrlKeys::Make({{"k2", next}}, "k2"));
-  EXPECT_EQ(files.links()->Verify(hashes[0], params(before)).error().code, xet::ErrorCode::kDenied);
+  EXPECT_EQ(files.links()->Verify(hashes[0], params(before)).error().code, ErrorCode::kDenied);
   EXPECT_TRUE(files.links()->Verify(hashes[0], params(after)).ok());
   auto renamed = params(after);
   for (auto& [k, v] : renamed)
     if (k == "k") v = "k3";
-  EXPECT_EQ(files.links()->Verify(hashes[0], renamed).error().code, xet::ErrorCode::kDenied);
+  EXPECT_EQ(files.links()->Verify(hashes[0], renamed).error().code, ErrorCode::kDenied);
 }
 
 }  // namespace

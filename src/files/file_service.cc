@@ -37,35 +37,35 @@ void FileService::SetUrlKeys(const cas::UrlKeys& keys) {
   links_ = std::move(next);
 }
 
-xet::Result<StoredFile> FileService::Find(const xet::FileHash& hash, const std::string& scope) {
+Result<StoredFile> FileService::Find(const xet::FileHash& hash, const std::string& scope) {
   auto terms = cas_.VisibleTerms(hash, scope);
   if (!terms) return terms.error();
   const uint64_t size = (*terms)->empty() ? 0 : (*terms)->back().end_offset;
   return StoredFile{hash, size, std::move(*terms)};
 }
 
-xet::Result<StoredFile> FileService::FindBySha256(const xet::Hash& sha256, const std::string& scope) {
+Result<StoredFile> FileService::FindBySha256(const xet::Hash& sha256, const std::string& scope) {
   auto hash = index_.FileBySha256(sha256, scope);
   if (!hash) return hash.error();
-  if (!*hash) return xet::NotFound("no file with SHA-256 " + sha256.hex() + " is stored");
+  if (!*hash) return NotFound("no file with SHA-256 " + sha256.hex() + " is stored");
   return Find(**hash, scope);
 }
 
-xet::Result<std::shared_ptr<const index::FileEntry>> FileService::VisibleBySha256(const xet::Hash& sha256,
-                                                                                  const std::string& scope) {
+Result<std::shared_ptr<const index::FileEntry>> FileService::VisibleBySha256(const xet::Hash& sha256,
+                                                                             const std::string& scope) {
   auto hash = index_.FileBySha256(sha256, scope);
   if (!hash) return hash.error();
   if (!*hash) return std::shared_ptr<const index::FileEntry>();
   return index_.GetVisibleFile(**hash, scope);
 }
 
-xet::Result<std::shared_ptr<const index::FileEntry>> FileService::VisibleEntry(const xet::FileHash& hash,
-                                                                               const std::string& scope) {
+Result<std::shared_ptr<const index::FileEntry>> FileService::VisibleEntry(const xet::FileHash& hash,
+                                                                          const std::string& scope) {
   return index_.GetVisibleFile(hash, scope);
 }
 
-xet::Status FileService::Share(std::vector<xet::FileHash> files, const std::string& scope,
-                               const index::QuotaCharge* charge) {
+Status FileService::Share(std::vector<xet::FileHash> files, const std::string& scope,
+                          const index::QuotaCharge* charge) {
   std::sort(files.begin(), files.end());
   files.erase(std::unique(files.begin(), files.end()), files.end());
   for (size_t i = 0; i < files.size(); i += index::CasIndex::kMaxSharedFiles) {
@@ -73,20 +73,20 @@ xet::Status FileService::Share(std::vector<xet::FileHash> files, const std::stri
     if (auto st = index_.ShareFiles(std::span(files).subspan(i, n), scope, i == 0 ? charge : nullptr); !st)
       return st;
   }
-  return xet::Ok{};
+  return Ok{};
 }
 
-xet::Result<std::unique_ptr<FileReader>> FileService::Open(const StoredFile& file, uint64_t offset,
-                                                           uint64_t length) {
+Result<std::unique_ptr<FileReader>> FileService::Open(const StoredFile& file, uint64_t offset,
+                                                      uint64_t length) {
   return FileReader::Open(context_, file.terms, offset, length, options_.read_ahead);
 }
 
-xet::Result<bool> FileService::Unregister(const xet::FileHash& hash, const std::string& scope) {
+Result<bool> FileService::Unregister(const xet::FileHash& hash, const std::string& scope) {
   return cas_.Unregister(hash, scope);
 }
 
-xet::Result<FileListing> FileService::List(const std::string& scope, std::optional<xet::FileHash> cursor,
-                                           size_t limit) {
+Result<FileListing> FileService::List(const std::string& scope, std::optional<xet::FileHash> cursor,
+                                      size_t limit) {
   // One more than asked tells whether another page follows.
   auto files = index_.ListFiles(scope, cursor, limit + 1);
   if (!files) return files.error();

@@ -20,12 +20,12 @@
 
 #include "cas/service.h"
 #include "common/clock.h"
+#include "common/error.h"
 #include "common/work_queue.h"
 #include "files/byte_budget.h"
 #include "files/file_link.h"
 #include "files/file_reader.h"
 #include "index/index.h"
-#include "xet/result.h"
 
 namespace cairn::files {
 
@@ -63,32 +63,32 @@ class FileService {
   FileService(const FileService&) = delete;
   FileService& operator=(const FileService&) = delete;
 
-  xet::Result<StoredFile> Find(const xet::FileHash& hash, const std::string& scope);
-  xet::Result<StoredFile> FindBySha256(const xet::Hash& sha256, const std::string& scope);
+  Result<StoredFile> Find(const xet::FileHash& hash, const std::string& scope);
+  Result<StoredFile> FindBySha256(const xet::Hash& sha256, const std::string& scope);
   // A verified reader of [offset, offset + length) of `file` (length > 0).
-  xet::Result<std::unique_ptr<FileReader>> Open(const StoredFile& file, uint64_t offset, uint64_t length);
+  Result<std::unique_ptr<FileReader>> Open(const StoredFile& file, uint64_t offset, uint64_t length);
 
   // The files `scope` sees in hash order after `cursor` (the first page when empty), at most `limit`.
-  xet::Result<FileListing> List(const std::string& scope, std::optional<xet::FileHash> cursor, size_t limit);
+  Result<FileListing> List(const std::string& scope, std::optional<xet::FileHash> cursor, size_t limit);
   // Takes the file out of `scope`'s view (DELETE /v1/files): false when `scope` did not see it. What the
   // file's bytes are stored in stays, and a rebuild does not give the file back
   // (cas::CasService::Unregister). Callers keep repositories' scopes out: their files go with commits and
   // deletions (the Hub's).
-  xet::Result<bool> Unregister(const xet::FileHash& hash, const std::string& scope);
+  Result<bool> Unregister(const xet::FileHash& hash, const std::string& scope);
 
   // ---- For the Hub and buckets, which reach files through this service, never through the index's CAS
   // slice. The record of the file `scope` sees with this SHA-256 (as shards store it); nullptr when there is
   // none.
-  xet::Result<std::shared_ptr<const index::FileEntry>> VisibleBySha256(const xet::Hash& sha256,
-                                                                       const std::string& scope);
+  Result<std::shared_ptr<const index::FileEntry>> VisibleBySha256(const xet::Hash& sha256,
+                                                                  const std::string& scope);
   // The record of a file `scope` sees: kNotFound alike when it is unknown and when `scope` does not see it.
-  xet::Result<std::shared_ptr<const index::FileEntry>> VisibleEntry(const xet::FileHash& hash,
-                                                                    const std::string& scope);
+  Result<std::shared_ptr<const index::FileEntry>> VisibleEntry(const xet::FileHash& hash,
+                                                               const std::string& scope);
   // Makes `files` (repeats allowed) visible to `scope` too: each batch of index::CasIndex::kMaxSharedFiles
   // all or nothing; kNotFound when one is unknown.
   // With `charge`, the first transaction also charges a namespace's quota (index::QuotaCharge).
-  xet::Status Share(std::vector<xet::FileHash> files, const std::string& scope,
-                    const index::QuotaCharge* charge = nullptr);
+  Status Share(std::vector<xet::FileHash> files, const std::string& scope,
+               const index::QuotaCharge* charge = nullptr);
 
   // The link signer of the current URL keys.
   std::shared_ptr<const LinkSigner> links() const;

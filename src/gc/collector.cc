@@ -55,7 +55,7 @@ class HashSet {
 
 using QuarantineMap = std::unordered_map<Hash, Quarantined, xet::HashHasher>;
 
-xet::Result<QuarantineMap> LoadQuarantine(index::GcIndex& gc, GcKind kind) {
+Result<QuarantineMap> LoadQuarantine(index::GcIndex& gc, GcKind kind) {
   QuarantineMap out;
   std::optional<Hash> after;
   for (;;) {
@@ -72,11 +72,11 @@ xet::Result<QuarantineMap> LoadQuarantine(index::GcIndex& gc, GcKind kind) {
 class Pacer {
  public:
   explicit Pacer(const GcOptions& o) : share_(std::clamp(o.mark_share_percent, 1u, 100u)), pause_(o.pause) {}
-  xet::Status Page() {
-    if (share_ >= 100) return xet::Ok{};
+  Status Page() {
+    if (share_ >= 100) return Ok{};
     const auto busy = std::chrono::steady_clock::now() - start_;
     const auto wait = std::chrono::duration_cast<std::chrono::nanoseconds>(busy * (100 - share_) / share_);
-    xet::Status st = xet::Ok{};
+    Status st = Ok{};
     if (pause_) {
       st = pause_(wait);
     } else {
@@ -88,17 +88,17 @@ class Pacer {
 
  private:
   const unsigned share_;
-  const std::function<xet::Status(std::chrono::nanoseconds)>& pause_;
+  const std::function<Status(std::chrono::nanoseconds)>& pause_;
   std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
 };
 
 // Runs `fn` on consecutive slices of at most `n` elements of `all`.
 template <typename T, typename Fn>
-xet::Status InBatches(const std::vector<T>& all, size_t n, Fn fn) {
+Status InBatches(const std::vector<T>& all, size_t n, Fn fn) {
   for (size_t at = 0; at < all.size(); at += n) {
     if (auto st = fn(std::span<const T>(all).subspan(at, std::min(n, all.size() - at))); !st.ok()) return st;
   }
-  return xet::Ok{};
+  return Ok{};
 }
 
 }  // namespace
@@ -113,15 +113,15 @@ std::string Days(uint64_t seconds) {
   return std::to_string(days) + " d" + (hours != 0 ? " " + std::to_string(hours) + " h" : "");
 }
 
-xet::Status CheckGrace(std::string_view what, uint64_t grace_seconds, uint64_t dedup_key_expiry_seconds,
-                       uint64_t transfer_url_ttl_seconds) {
+Status CheckGrace(std::string_view what, uint64_t grace_seconds, uint64_t dedup_key_expiry_seconds,
+                  uint64_t transfer_url_ttl_seconds) {
   const uint64_t minimum = MinimumGraceSeconds(dedup_key_expiry_seconds, transfer_url_ttl_seconds);
-  if (grace_seconds >= minimum) return xet::Ok{};
-  return xet::Malformed(
-      std::string(what) + ": a grace of " + Days(grace_seconds) + " is shorter than the " + Days(minimum) +
-      " clients may still count on what was deleted (their shard cache keeps own uploads 21 "
-      "d, a dedup answer is usable for dedup_key_expiry, a transfer URL for "
-      "transfer_url_ttl; docs/operations.md): an upload of theirs could then fail");
+  if (grace_seconds >= minimum) return Ok{};
+  return Malformed(std::string(what) + ": a grace of " + Days(grace_seconds) + " is shorter than the " +
+                   Days(minimum) +
+                   " clients may still count on what was deleted (their shard cache keeps own uploads 21 "
+                   "d, a dedup answer is usable for dedup_key_expiry, a transfer URL for "
+                   "transfer_url_ttl; docs/operations.md): an upload of theirs could then fail");
 }
 
 std::string GcReport::ToJson() const {
@@ -160,7 +160,7 @@ std::string GcReport::ToJson() const {
   return r.Text();
 }
 
-xet::Result<std::vector<xet::Hash>> BeingSwept(index::GcIndex& gc) {
+Result<std::vector<xet::Hash>> BeingSwept(index::GcIndex& gc) {
   std::vector<xet::Hash> out;
   for (GcKind kind : {GcKind::kXorb, GcKind::kShard}) {
     auto q = LoadQuarantine(gc, kind);
@@ -172,7 +172,7 @@ xet::Result<std::vector<xet::Hash>> BeingSwept(index::GcIndex& gc) {
   return out;
 }
 
-xet::Result<Lifecycle> ReadLifecycle(index::GcIndex& gc, int64_t now, uint64_t grace_seconds) {
+Result<Lifecycle> ReadLifecycle(index::GcIndex& gc, int64_t now, uint64_t grace_seconds) {
   Lifecycle out;
   auto shards = LoadQuarantine(gc, GcKind::kShard);
   if (!shards.ok()) return shards.error();
@@ -203,8 +203,8 @@ Collector::Collector(index::CasIndex& cas, index::RepoIndex& repos, index::GcInd
                      store::BlobStore& store, GcOptions options)
     : cas_(cas), repos_(repos), gc_(gc), store_(store), options_(std::move(options)) {}
 
-xet::Status Collector::MarkRepositories(int64_t now, int64_t cutoff, std::vector<xet::FileHash>& reached,
-                                        GcReport& report) {
+Status Collector::MarkRepositories(int64_t now, int64_t cutoff, std::vector<xet::FileHash>& reached,
+                                   GcReport& report) {
   for (auto type : {index::RepoType::kModel, index::RepoType::kDataset, index::RepoType::kSpace}) {
     std::optional<std::pair<std::string, std::string>> after;
     for (;;) {
@@ -217,11 +217,11 @@ xet::Status Collector::MarkRepositories(int64_t now, int64_t cutoff, std::vector
       after = std::pair{page->back().ns, page->back().name};
     }
   }
-  return xet::Ok{};
+  return Ok{};
 }
 
-xet::Status Collector::MarkRepository(const index::RepoRecord& repo, int64_t now, int64_t cutoff,
-                                      std::vector<xet::FileHash>& reached, GcReport& report) {
+Status Collector::MarkRepository(const index::RepoRecord& repo, int64_t now, int64_t cutoff,
+                                 std::vector<xet::FileHash>& reached, GcReport& report) {
   ++report.repos;
   hub::WalkOptions walk;
   walk.preload = true;  // a long history costs pages, not a round trip per commit
@@ -239,7 +239,7 @@ xet::Status Collector::MarkRepository(const index::RepoRecord& repo, int64_t now
       for (const auto& l : *links) {
         if (auto file = hub::FileLink::FileNamed(l)) reached.push_back(*file);
       }
-      if (links->size() < index::RepoIndex::kMaxObjectsPerRead) return xet::Ok{};
+      if (links->size() < index::RepoIndex::kMaxObjectsPerRead) return Ok{};
       after = links->back().key;
     }
   }
@@ -274,7 +274,7 @@ xet::Status Collector::MarkRepository(const index::RepoRecord& repo, int64_t now
     if (page->size() < kPage) break;
     after = page->back().key;
   }
-  if (options_.dry_run) return xet::Ok{};
+  if (options_.dry_run) return Ok{};
   if (auto st = InBatches(fresh, kPage,
                           [&](std::span<const std::vector<uint8_t>> b) {
                             return gc_.QuarantineRepoObjects(repo.id, {b.begin(), b.end()}, now);
@@ -289,20 +289,20 @@ xet::Status Collector::MarkRepository(const index::RepoRecord& repo, int64_t now
       !st.ok()) {
     return st;
   }
-  return InBatches(sweep, options_.batch, [&](std::span<const index::RepoObjectMark> b) -> xet::Status {
+  return InBatches(sweep, options_.batch, [&](std::span<const index::RepoObjectMark> b) -> Status {
     auto swept = gc_.SweepRepoObjects(repo.id, b);
     if (!swept.ok()) return swept.error();
     report.swept_repo_objects += swept->objects;
     report.reclaimed_repo_bytes += swept->bytes;
-    return xet::Ok{};
+    return Ok{};
   });
 }
 
-xet::Status Collector::Step(std::string_view step) const {
-  return options_.hook ? options_.hook(step) : xet::Status(xet::Ok{});
+Status Collector::Step(std::string_view step) const {
+  return options_.hook ? options_.hook(step) : Status(Ok{});
 }
 
-xet::Status Collector::HoldDeletions(std::unique_ptr<index::GcLock>& hold, GcReport& report) const {
+Status Collector::HoldDeletions(std::unique_ptr<index::GcLock>& hold, GcReport& report) const {
   const auto t0 = std::chrono::steady_clock::now();
   while (hold == nullptr) {
     auto got = gc_.HoldDeletions(index::GcIndex::DeletionHold::kExclusive, /*wait=*/false);
@@ -318,13 +318,12 @@ xet::Status Collector::HoldDeletions(std::unique_ptr<index::GcLock>& hold, GcRep
     }
   }
   report.waited_for_backups += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  return xet::Ok{};
+  return Ok{};
 }
 
-xet::Status Collector::FinishClaimed(std::span<const xet::XorbHash> claimed, index::GcLock& lock,
-                                     std::unique_ptr<index::GcLock>& hold, GcReport& report,
-                                     uint64_t& counter) {
-  if (claimed.empty()) return xet::Ok{};
+Status Collector::FinishClaimed(std::span<const xet::XorbHash> claimed, index::GcLock& lock,
+                                std::unique_ptr<index::GcLock>& hold, GcReport& report, uint64_t& counter) {
+  if (claimed.empty()) return Ok{};
   if (auto st = HoldDeletions(hold, report); !st.ok()) return st;
   // A collector that lost its lock may have been replaced by another, which may have finished these
   // claims and let the xorbs be uploaded again: it must not delete them now.
@@ -338,17 +337,16 @@ xet::Status Collector::FinishClaimed(std::span<const xet::XorbHash> claimed, ind
   return Step("dropped");
 }
 
-xet::Status Collector::FinishShards(index::GcLock& lock, std::unique_ptr<index::GcLock>& hold,
-                                    GcReport& report) {
+Status Collector::FinishShards(index::GcLock& lock, std::unique_ptr<index::GcLock>& hold, GcReport& report) {
   auto claimed = LoadQuarantine(gc_, GcKind::kShard);
   if (!claimed.ok()) return claimed.error();
   std::vector<Hash> shards;
   for (const auto& [h, q] : *claimed) shards.push_back(h);
-  if (shards.empty()) return xet::Ok{};
+  if (shards.empty()) return Ok{};
   if (auto st = HoldDeletions(hold, report); !st.ok()) return st;
   std::sort(shards.begin(), shards.end());
   std::optional<std::map<Hash, std::vector<Hash>>> legacy;  // shard -> its grants, read when first needed
-  return InBatches(shards, options_.batch, [&](std::span<const Hash> batch) -> xet::Status {
+  return InBatches(shards, options_.batch, [&](std::span<const Hash> batch) -> Status {
     auto scopes = gc_.ShardScopes(batch);
     if (!scopes.ok()) return scopes.error();
     std::vector<Hash> grants;
@@ -385,7 +383,7 @@ xet::Status Collector::FinishShards(index::GcLock& lock, std::unique_ptr<index::
     if (!dropped.ok()) return dropped.error();
     report.swept_shards += dropped->objects;
     report.reclaimed_shard_bytes += dropped->bytes;
-    return xet::Ok{};
+    return Ok{};
   });
 }
 
@@ -407,7 +405,7 @@ class Collector::Pass {
     report_.started_at = now_;
   }
 
-  xet::Result<GcReport> Run() {
+  Result<GcReport> Run() {
     if (auto st = LoadQuarantines(); !st.ok()) return st.error();
     // 1. Claims of an interrupted run: nothing can revive them, so their sweep goes on whatever the mark
     // says.
@@ -441,17 +439,17 @@ class Collector::Pass {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
   }
 
-  xet::Status LoadQuarantines() {
+  Status LoadQuarantines() {
     auto files_q = LoadQuarantine(c_.gc_, GcKind::kFile);
     if (!files_q.ok()) return files_q.error();
     files_q_ = std::move(*files_q);
     auto xorbs_q = LoadQuarantine(c_.gc_, GcKind::kXorb);
     if (!xorbs_q.ok()) return xorbs_q.error();
     xorbs_q_ = std::move(*xorbs_q);
-    return xet::Ok{};
+    return Ok{};
   }
 
-  xet::Status ResumeClaims() {
+  Status ResumeClaims() {
     std::vector<xet::XorbHash> claimed;
     for (const auto& [h, q] : xorbs_q_) {
       if (q.claimed_at != 0) claimed.push_back(h);
@@ -469,26 +467,26 @@ class Collector::Pass {
     auto finished = cas::FinishClearedRevocations(c_.cas_, c_.store_);
     if (!finished.ok()) return finished.error();
     report_.finished_revocations = *finished;
-    return xet::Ok{};
+    return Ok{};
   }
 
-  xet::Status MarkRepositories() {
+  Status MarkRepositories() {
     std::vector<xet::FileHash> reached_list;
     if (auto st = c_.MarkRepositories(now_, cutoff_, reached_list, report_); !st.ok()) return st;
     for (const auto& f : reached_list) reached_.Add(f);
     reached_.Freeze();
-    return xet::Ok{};
+    return Ok{};
   }
 
   // 2. Mark. Files: live ones want their xorbs; unreferenced ones inside the grace keep theirs; the rest
   // go now, and with them, xorbs no file that stays uses. The two scans share one pace.
-  xet::Status MarkFilesAndXorbs() {
+  Status MarkFilesAndXorbs() {
     Pacer pacer(c_.options_);
     if (auto st = MarkFiles(pacer); !st.ok()) return st;
     return MarkXorbs(pacer);
   }
 
-  xet::Status MarkFiles(Pacer& pacer) {
+  Status MarkFiles(Pacer& pacer) {
     std::optional<Hash> after;
     for (;;) {
       auto page = c_.gc_.ScanFileXorbs(after, kFilePage);
@@ -513,11 +511,11 @@ class Collector::Pass {
     }
     wanted_.Freeze();
     kept_.Freeze();
-    return xet::Ok{};
+    return Ok{};
   }
 
   // Xorbs: every registered one is wanted, kept, or unreferenced (quarantined; swept past the grace).
-  xet::Status MarkXorbs(Pacer& pacer) {
+  Status MarkXorbs(Pacer& pacer) {
     std::optional<Hash> after;
     for (;;) {
       auto page = c_.cas_.Scan(index::CasIndex::Scanned::kXorbs, after, kPage);
@@ -537,11 +535,11 @@ class Collector::Pass {
       if (page->size() < kPage) break;
       after = page->back();
     }
-    return xet::Ok{};
+    return Ok{};
   }
 
   // The quarantine after the mark, for the report.
-  xet::Status CountQuarantined() {
+  Status CountQuarantined() {
     report_.newly_quarantined = new_files_.size() + new_xorbs_.size();
     report_.released = released_files_.size() + released_xorbs_.size();
     report_.quarantined_files = files_q_.size() + new_files_.size() - released_files_.size();
@@ -552,21 +550,20 @@ class Collector::Pass {
       ++report_.reclaimable_xorbs;
       report_.reclaimable_bytes += q.bytes;
     }
-    if (new_xorbs_.empty()) return xet::Ok{};
+    if (new_xorbs_.empty()) return Ok{};
     // Their sizes, for the report (the quarantine records sizes of what it already holds).
-    return InBatches(new_xorbs_, index::CasIndex::kMaxXorbsPerRead,
-                     [&](std::span<const Hash> b) -> xet::Status {
-                       auto entries = c_.cas_.GetXorbs(b);
-                       if (!entries.ok()) return entries.error();
-                       for (const auto& e : *entries) {
-                         if (e) report_.quarantined_bytes += e->region_size;
-                       }
-                       return xet::Ok{};
-                     });
+    return InBatches(new_xorbs_, index::CasIndex::kMaxXorbsPerRead, [&](std::span<const Hash> b) -> Status {
+      auto entries = c_.cas_.GetXorbs(b);
+      if (!entries.ok()) return entries.error();
+      for (const auto& e : *entries) {
+        if (e) report_.quarantined_bytes += e->region_size;
+      }
+      return Ok{};
+    });
   }
 
   // What is newly unreferenced goes into the quarantine; what is referenced again leaves it.
-  xet::Status RecordMark() {
+  Status RecordMark() {
     for (auto [kind, hashes] :
          {std::pair{GcKind::kFile, &new_files_}, std::pair{GcKind::kXorb, &new_xorbs_}}) {
       if (auto st =
@@ -584,20 +581,20 @@ class Collector::Pass {
         return st;
       }
     }
-    return xet::Ok{};
+    return Ok{};
   }
 
-  xet::Status SweepFiles() {
-    return InBatches(sweep_files_, c_.options_.batch, [&](std::span<const Quarantined> b) -> xet::Status {
+  Status SweepFiles() {
+    return InBatches(sweep_files_, c_.options_.batch, [&](std::span<const Quarantined> b) -> Status {
       auto swept = c_.gc_.SweepFiles(b);
       if (!swept.ok()) return swept.error();
       report_.swept_files += swept->objects;
-      return xet::Ok{};
+      return Ok{};
     });
   }
 
-  xet::Status SweepXorbs() {
-    return InBatches(sweep_xorbs_, c_.options_.batch, [&](std::span<const Quarantined> b) -> xet::Status {
+  Status SweepXorbs() {
+    return InBatches(sweep_xorbs_, c_.options_.batch, [&](std::span<const Quarantined> b) -> Status {
       // Claimed under the hold: a claim made while a backup runs would refuse uploads naming the xorb until
       // the backup ends.
       if (auto s = c_.HoldDeletions(deletions_, report_); !s.ok()) return s;
@@ -608,7 +605,7 @@ class Collector::Pass {
     });
   }
 
-  xet::Status AfterSweep() {
+  Status AfterSweep() {
     // What was deleted from the index's database leaves its files (a purged secret in a small file).
     if (report_.swept_repo_objects > 0 || c_.options_.vacuum) {
       auto scrub = c_.gc_.ScrubDeleted(c_.options_.vacuum);
@@ -622,7 +619,7 @@ class Collector::Pass {
       if (!measured.ok()) return measured.error();
       report_.quotas_measured = *measured;
     }
-    return xet::Ok{};
+    return Ok{};
   }
 
   Collector& c_;
@@ -641,7 +638,7 @@ class Collector::Pass {
   std::vector<Quarantined> sweep_files_, sweep_xorbs_;
 };
 
-xet::Result<GcReport> Collector::Run() {
+Result<GcReport> Collector::Run() {
   auto lock = gc_.LockGc();
   if (!lock.ok()) return lock.error();
   return Pass(*this, std::move(*lock)).Run();

@@ -28,10 +28,10 @@
 #include <string_view>
 
 #include "common/clock.h"
+#include "common/error.h"
 #include "index/index.h"
 #include "quota/quota_service.h"
 #include "store/blob_store.h"
-#include "xet/result.h"
 
 namespace cairn::gc {
 
@@ -46,8 +46,8 @@ uint64_t MinimumGraceSeconds(uint64_t dedup_key_expiry_seconds, uint64_t transfe
 std::string Days(uint64_t seconds);
 // Ok when `grace_seconds` covers the clients (MinimumGraceSeconds); otherwise kMalformed, saying what the
 // clients hold and for how long (for the setting or flag named `what`).
-xet::Status CheckGrace(std::string_view what, uint64_t grace_seconds, uint64_t dedup_key_expiry_seconds,
-                       uint64_t transfer_url_ttl_seconds);
+Status CheckGrace(std::string_view what, uint64_t grace_seconds, uint64_t dedup_key_expiry_seconds,
+                  uint64_t transfer_url_ttl_seconds);
 // 30 days: the minimum with the default settings (28 days and 1 hour), rounded up for clocks that disagree
 // and uploads that take long.
 inline constexpr uint64_t kDefaultGraceSeconds = 30 * 86400;
@@ -68,11 +68,11 @@ struct GcOptions {
   unsigned mark_share_percent = 25;
   // How the mark pauses: by default it sleeps; the scheduler waits on its stop instead, and an error ends the
   // run there.
-  std::function<xet::Status(std::chrono::nanoseconds)> pause;
+  std::function<Status(std::chrono::nanoseconds)> pause;
   // Tests: called after each step of a run ("resumed", "repositories", "marked", "files swept", "claimed",
   // "deleted", "dropped"; "waiting for backups" each time its deletions find a backup running); an error
   // ends the run there, as a kill would.
-  std::function<xet::Status(std::string_view step)> hook;
+  std::function<Status(std::string_view step)> hook;
   // Told when a run swept files or repository objects, so that the namespaces' quotas are measured again;
   // null: no quotas. Outlives the collector.
   quota::QuotaService* quota = nullptr;
@@ -126,10 +126,10 @@ struct Lifecycle {
   uint64_t claimed_xorbs = 0;  // by a sweep that did not finish
   uint64_t claimed_shards = 0;
 };
-xet::Result<Lifecycle> ReadLifecycle(index::GcIndex& gc, int64_t now, uint64_t grace_seconds);
+Result<Lifecycle> ReadLifecycle(index::GcIndex& gc, int64_t now, uint64_t grace_seconds);
 // The xorbs and shards a sweep has claimed and not dropped yet: their blobs may be gone
 // (repair::FsckOptions).
-xet::Result<std::vector<xet::Hash>> BeingSwept(index::GcIndex& gc);
+Result<std::vector<xet::Hash>> BeingSwept(index::GcIndex& gc);
 
 class Collector {
  public:
@@ -137,28 +137,27 @@ class Collector {
   Collector(index::CasIndex& cas, index::RepoIndex& repos, index::GcIndex& gc, store::BlobStore& store,
             GcOptions options);
 
-  xet::Result<GcReport> Run();
+  Result<GcReport> Run();
 
  private:
   // One run's state and steps, in order (collector.cc).
   class Pass;
 
-  xet::Status Step(std::string_view step) const;
+  Status Step(std::string_view step) const;
   // Takes the deletion hold (index.h HoldDeletions) into `hold` unless it is there already, waiting while
   // backups hold it: a backup copies every stored object its snapshot names, so none goes until it is done.
-  xet::Status HoldDeletions(std::unique_ptr<index::GcLock>& hold, GcReport& report) const;
+  Status HoldDeletions(std::unique_ptr<index::GcLock>& hold, GcReport& report) const;
   // Deletes the bytes of claimed xorbs, then their records (while the lock still holds).
-  xet::Status FinishClaimed(std::span<const xet::XorbHash> claimed, index::GcLock& lock,
-                            std::unique_ptr<index::GcLock>& hold, GcReport& report, uint64_t& counter);
+  Status FinishClaimed(std::span<const xet::XorbHash> claimed, index::GcLock& lock,
+                       std::unique_ptr<index::GcLock>& hold, GcReport& report, uint64_t& counter);
   // Deletes every claimed shard's blob and grants, then its record.
-  xet::Status FinishShards(index::GcLock& lock, std::unique_ptr<index::GcLock>& hold, GcReport& report);
+  Status FinishShards(index::GcLock& lock, std::unique_ptr<index::GcLock>& hold, GcReport& report);
 
   // Step 2's first half: walks each repository, quarantines, releases and sweeps its objects, and adds the
   // files its refs reach to `reached`.
-  xet::Status MarkRepositories(int64_t now, int64_t cutoff, std::vector<xet::FileHash>& reached,
-                               GcReport& report);
-  xet::Status MarkRepository(const index::RepoRecord& repo, int64_t now, int64_t cutoff,
-                             std::vector<xet::FileHash>& reached, GcReport& report);
+  Status MarkRepositories(int64_t now, int64_t cutoff, std::vector<xet::FileHash>& reached, GcReport& report);
+  Status MarkRepository(const index::RepoRecord& repo, int64_t now, int64_t cutoff,
+                        std::vector<xet::FileHash>& reached, GcReport& report);
 
   index::CasIndex& cas_;
   index::RepoIndex& repos_;

@@ -46,7 +46,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using Bytes = std::vector<uint8_t>;
-using xet::ErrorCode;
 
 using testing::Backend;
 using testing::Postgres;
@@ -61,14 +60,14 @@ class LaggingListStore final : public store::ForwardingStore {
     std::lock_guard lock(mu_);
     return hidden_.size();
   }
-  xet::Result<std::unique_ptr<store::BlobWriter>> BeginPut(store::BlobKind k, const xet::Hash& h) override {
+  Result<std::unique_ptr<store::BlobWriter>> BeginPut(store::BlobKind k, const xet::Hash& h) override {
     if (frozen_) {
       std::lock_guard lock(mu_);
       hidden_.insert(h);
     }
     return ForwardingStore::BeginPut(k, h);
   }
-  xet::Status List(store::BlobKind k, const std::function<void(const xet::Hash&)>& fn) override {
+  Status List(store::BlobKind k, const std::function<void(const xet::Hash&)>& fn) override {
     return ForwardingStore::List(k, [&](const xet::Hash& h) {
       std::lock_guard lock(mu_);
       if (!hidden_.contains(h)) fn(h);
@@ -83,7 +82,7 @@ class LaggingListStore final : public store::ForwardingStore {
 
 class CollectorTest : public testing::DeploymentTest {
  protected:
-  GcReport Collect(std::function<xet::Status(std::string_view)> hook = nullptr, bool dry_run = false) {
+  GcReport Collect(std::function<Status(std::string_view)> hook = nullptr, bool dry_run = false) {
     GcOptions o;
     o.clock = &clock_;
     o.hook = std::move(hook);
@@ -459,7 +458,7 @@ TEST_P(CollectorTest, ADedupAnswerRevivesWhatItNamesAndNeverNamesAClaimedXorb) {
   };
   // Claimed during a sweep: the answer leaves that xorb out (the cached answer is checked again too).
   bool asked = false;
-  Collect([&](std::string_view step) -> xet::Status {
+  Collect([&](std::string_view step) -> Status {
     if (step == "claimed" && !asked) {
       asked = true;
       const auto names = offered();
@@ -468,7 +467,7 @@ TEST_P(CollectorTest, ADedupAnswerRevivesWhatItNamesAndNeverNamesAClaimedXorb) {
       EXPECT_GT(claimed, 0u);
       for (const auto& x : s.both) EXPECT_TRUE(names.contains(x)) << x.hex();
     }
-    return xet::Ok{};
+    return Ok{};
   });
   EXPECT_TRUE(asked);
   for (const auto& x : offered()) EXPECT_TRUE(Stored(x)) << x.hex();
@@ -506,7 +505,7 @@ TEST_P(CollectorTest, AnUploadDuringTheSweepWaitsThenStoresTheBytesAgain) {
   ASSERT_TRUE(entry.ok());
   const Bytes body(xorb_bytes->begin(), xorb_bytes->begin() + (*entry)->region_size);
   bool tried = false;
-  GcReport r = Collect([&](std::string_view step) -> xet::Status {
+  GcReport r = Collect([&](std::string_view step) -> Status {
     if (step == "claimed" && !tried) {
       tried = true;
       // Claimed: the upload is refused for a retry (503), the bytes are not touched.
@@ -516,7 +515,7 @@ TEST_P(CollectorTest, AnUploadDuringTheSweepWaitsThenStoresTheBytesAgain) {
         EXPECT_EQ(put.error().code, ErrorCode::kUnavailable);
       }
     }
-    return xet::Ok{};
+    return Ok{};
   });
   EXPECT_TRUE(tried);
   EXPECT_EQ(r.swept_xorbs, s.doomed_only.size());
@@ -541,7 +540,7 @@ TEST_P(CollectorTest, AShardNamingAClaimedXorbIsRefusedForARetryAndAfterTheSweep
     return ingest::BuildUpload(spans, o);
   }();
   bool tried = false;
-  Collect([&](std::string_view step) -> xet::Status {
+  Collect([&](std::string_view step) -> Status {
     if (step == "claimed" && !tried) {
       tried = true;
       auto r = cas_->PutShard(up.shard_bytes, "plain");
@@ -550,7 +549,7 @@ TEST_P(CollectorTest, AShardNamingAClaimedXorbIsRefusedForARetryAndAfterTheSweep
         EXPECT_EQ(r.error().code, ErrorCode::kUnavailable) << r.error().message;
       }
     }
-    return xet::Ok{};
+    return Ok{};
   });
   EXPECT_TRUE(tried);
   auto r = cas_->PutShard(up.shard_bytes, "plain");
@@ -567,11 +566,11 @@ TEST_P(CollectorTest, AFileCommittedBetweenTheMarkAndTheSweepKeepsItsXorbs) {
   ASSERT_TRUE(index_->DeleteRepo(s.repo).ok());
   Collect();
   clock_.Advance(static_cast<int64_t>(kDefaultGraceSeconds) + 1);
-  GcReport r = Collect([&](std::string_view step) -> xet::Status {
+  GcReport r = Collect([&](std::string_view step) -> Status {
     if (step == "marked") {
       EXPECT_TRUE(index_->ShareFile(s.doomed_hash, "plain").ok());
     }
-    return xet::Ok{};
+    return Ok{};
   });
   EXPECT_EQ(r.swept_files, 0u);
   EXPECT_EQ(r.swept_xorbs, 0u);
@@ -600,9 +599,9 @@ TEST_P(CollectorTest, KilledAtAnyStepTheNextRunFinishesTheSameWay) {
       GcOptions o;
       o.clock = &clock_;
       o.batch = 2;
-      o.hook = [&](std::string_view step) -> xet::Status {
-        if (step == kill) return xet::IoError("killed at " + std::string(step));
-        return xet::Ok{};
+      o.hook = [&](std::string_view step) -> Status {
+        if (step == kill) return IoError("killed at " + std::string(step));
+        return Ok{};
       };
       Collector c(*index_, *index_, *index_, *store_, o);
       auto r = c.Run();
@@ -727,9 +726,9 @@ TEST_P(CollectorTest, TheMarkPausesAfterEachPageItReadsAndStopsWhenThePauseSaysS
   std::vector<std::chrono::nanoseconds> waits;
   GcOptions o;
   o.clock = &clock_;
-  o.pause = [&](std::chrono::nanoseconds wait) -> xet::Status {
+  o.pause = [&](std::chrono::nanoseconds wait) -> Status {
     waits.push_back(wait);
-    return xet::Ok{};
+    return Ok{};
   };
   // No pauses at 100 %.
   o.mark_share_percent = 100;
@@ -744,7 +743,7 @@ TEST_P(CollectorTest, TheMarkPausesAfterEachPageItReadsAndStopsWhenThePauseSaysS
   for (auto w : waits) EXPECT_GT(w.count(), 0);
   // A pause that fails (the scheduler stopping) ends the run there: the mark quarantines nothing.
   o.dry_run = false;
-  o.pause = [](std::chrono::nanoseconds) -> xet::Status { return xet::Unavailable("stopping"); };
+  o.pause = [](std::chrono::nanoseconds) -> Status { return Unavailable("stopping"); };
   auto cut = Collector(*index_, *index_, *index_, *store_, o).Run();
   ASSERT_FALSE(cut.ok());
   EXPECT_EQ(cut.error().message, "stopping");

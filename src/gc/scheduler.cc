@@ -14,16 +14,16 @@ Scheduler::Scheduler(index::CasIndex& cas, index::RepoIndex& repos, index::GcInd
                  [&] {
                    // Stopping cuts a run short at its next step: what it leaves, the next run finishes.
                    GcOptions o = std::move(options);
-                   o.hook = [this](std::string_view) -> xet::Status {
+                   o.hook = [this](std::string_view) -> Status {
                      std::lock_guard lock(mu_);
-                     if (stop_) return xet::Unavailable("the server is stopping");
-                     return xet::Ok{};
+                     if (stop_) return Unavailable("the server is stopping");
+                     return Ok{};
                    };
-                   o.pause = [this](std::chrono::nanoseconds wait) -> xet::Status {
+                   o.pause = [this](std::chrono::nanoseconds wait) -> Status {
                      std::unique_lock lock(mu_);
                      if (cv_.wait_for(lock, wait, [this] { return stop_; }))
-                       return xet::Unavailable("the server is stopping");
-                     return xet::Ok{};
+                       return Unavailable("the server is stopping");
+                     return Ok{};
                    };
                    return o;
                  }()),

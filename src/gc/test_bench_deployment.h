@@ -13,12 +13,12 @@
 #include <string>
 #include <utility>
 
+#include "common/error.h"
 #include "index/postgres/pg.h"
 #include "index/testing/postgres_cluster.h"
 #include "store/local_disk_store.h"
 #include "store/s3_store.h"
 #include "store/seaweedfs_cluster.h"
-#include "xet/result.h"
 
 namespace cairn::gc::testing {
 
@@ -31,7 +31,7 @@ void Check(const R& r, const char* what) {
 }
 
 template <typename T>
-T OrDie(xet::Result<T>&& r, const char* what) {
+T OrDie(Result<T>&& r, const char* what) {
   Check(r, what);
   return std::move(r).value();
 }

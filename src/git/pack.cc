@@ -53,33 +53,33 @@ PackWriter::PackWriter(uint32_t objects, std::function<bool(std::string&&)> sink
 
 PackWriter::~PackWriter() = default;
 
-xet::Status PackWriter::Add(ObjectKind kind, std::span<const uint8_t> body) {
-  if (added_ == objects_) return xet::Inconsistent("pack: more objects than announced");
+Status PackWriter::Add(ObjectKind kind, std::span<const uint8_t> body) {
+  if (added_ == objects_) return Inconsistent("pack: more objects than announced");
   ++added_;
   AppendObjectHeader(pending_, kind, body.size());
   if (auto st = deflater_.Deflate(body, pending_); !st) return st;
-  return pending_.size() >= piece_bytes_ ? Emit(false) : xet::Status(xet::Ok{});
+  return pending_.size() >= piece_bytes_ ? Emit(false) : Status(Ok{});
 }
 
-xet::Status PackWriter::Finish() {
-  if (added_ != objects_) return xet::Inconsistent("pack: fewer objects than announced");
+Status PackWriter::Finish() {
+  if (added_ != objects_) return Inconsistent("pack: fewer objects than announced");
   return Emit(true);
 }
 
-xet::Status PackWriter::Emit(bool last) {
+Status PackWriter::Emit(bool last) {
   sha1_->Update(pending_);
   if (last) {
     unsigned char digest[EVP_MAX_MD_SIZE];
     unsigned len = 0;
     if (!sha1_->ok || EVP_DigestFinal_ex(sha1_->ctx, digest, &len) != 1 || len != 20) {
-      return xet::IoError("pack: SHA-1 failed");
+      return IoError("pack: SHA-1 failed");
     }
     pending_.append(reinterpret_cast<const char*>(digest), len);
   }
   std::string piece;
   piece.swap(pending_);
-  if (!sink_(std::move(piece))) return xet::Unavailable("the client went away");
-  return xet::Ok{};
+  if (!sink_(std::move(piece))) return Unavailable("the client went away");
+  return Ok{};
 }
 
 }  // namespace cairn::git

@@ -28,12 +28,12 @@ class PackWriter {
   PackWriter(const PackWriter&) = delete;
   PackWriter& operator=(const PackWriter&) = delete;
 
-  xet::Status Add(ObjectKind kind, std::span<const uint8_t> body);
+  Status Add(ObjectKind kind, std::span<const uint8_t> body);
   // The trailer; kInconsistent when Add was called another number of times than announced.
-  xet::Status Finish();
+  Status Finish();
 
  private:
-  xet::Status Emit(bool last);
+  Status Emit(bool last);
 
   uint32_t objects_;
   uint32_t added_ = 0;

@@ -57,14 +57,14 @@ ObjectKind KindOf(uint8_t type) {
 
 }  // namespace
 
-xet::Result<std::vector<uint8_t>> ApplyDelta(std::span<const uint8_t> base, std::span<const uint8_t> delta,
-                                             uint64_t max_bytes) {
+Result<std::vector<uint8_t>> ApplyDelta(std::span<const uint8_t> base, std::span<const uint8_t> delta,
+                                        uint64_t max_bytes) {
   size_t pos = 0;
   const auto src_size = DeltaSize(delta, pos);
   const auto dst_size = DeltaSize(delta, pos);
-  if (!src_size || !dst_size) return xet::Malformed("pack: a delta's header is cut");
-  if (*src_size != base.size()) return xet::Malformed("pack: a delta is for a base of another size");
-  if (*dst_size > max_bytes) return xet::LimitExceeded("pack: an object past the size limit");
+  if (!src_size || !dst_size) return Malformed("pack: a delta's header is cut");
+  if (*src_size != base.size()) return Malformed("pack: a delta is for a base of another size");
+  if (*dst_size > max_bytes) return LimitExceeded("pack: an object past the size limit");
   std::vector<uint8_t> out;
   out.reserve(*dst_size);
   while (pos < delta.size()) {
@@ -75,7 +75,7 @@ xet::Result<std::vector<uint8_t>> ApplyDelta(std::span<const uint8_t> base, std:
       uint64_t size = 0;
       for (unsigned i = 0; i < 7; ++i) {
         if ((op & (1U << i)) == 0) continue;
-        if (pos == delta.size()) return xet::Malformed("pack: a delta's copy is cut");
+        if (pos == delta.size()) return Malformed("pack: a delta's copy is cut");
         const uint64_t byte = delta[pos++];
         if (i < 4) {
           offset |= byte << (8 * i);
@@ -85,22 +85,22 @@ xet::Result<std::vector<uint8_t>> ApplyDelta(std::span<const uint8_t> base, std:
       }
       if (size == 0) size = 0x10000;
       if (offset > base.size() || size > base.size() - offset || size > *dst_size - out.size()) {
-        return xet::Malformed("pack: a delta copies from outside its base or past its size");
+        return Malformed("pack: a delta copies from outside its base or past its size");
       }
       out.insert(out.end(), base.begin() + static_cast<std::ptrdiff_t>(offset),
                  base.begin() + static_cast<std::ptrdiff_t>(offset + size));
     } else if (op != 0) {
       if (op > delta.size() - pos || op > *dst_size - out.size()) {
-        return xet::Malformed("pack: a delta's insert is cut or runs past its size");
+        return Malformed("pack: a delta's insert is cut or runs past its size");
       }
       out.insert(out.end(), delta.begin() + static_cast<std::ptrdiff_t>(pos),
                  delta.begin() + static_cast<std::ptrdiff_t>(pos + op));
       pos += op;
     } else {
-      return xet::Malformed("pack: a delta holds the reserved instruction 0");
+      return Malformed("pack: a delta holds the reserved instruction 0");
     }
   }
-  if (out.size() != *dst_size) return xet::Malformed("pack: a delta makes another size than it says");
+  if (out.size() != *dst_size) return Malformed("pack: a delta makes another size than it says");
   return out;
 }
 
@@ -112,54 +112,51 @@ uint32_t PackWord(std::span<const uint8_t> pack, size_t at) {
 }
 
 // The header (signature, version, object count, which it returns) and the trailing SHA-1.
-xet::Result<uint32_t> CheckPackFrame(std::span<const uint8_t> pack, const PackLimits& limits) {
+Result<uint32_t> CheckPackFrame(std::span<const uint8_t> pack, const PackLimits& limits) {
   if (pack.size() < 32 || std::memcmp(pack.data(), "PACK", 4) != 0) {
-    return xet::Malformed("pack: no pack header");
+    return Malformed("pack: no pack header");
   }
   const uint32_t version = PackWord(pack, 4);
-  if (version != 2 && version != 3) return xet::Malformed("pack: version " + std::to_string(version));
+  if (version != 2 && version != 3) return Malformed("pack: version " + std::to_string(version));
   const uint32_t count = PackWord(pack, 8);
   if (count > limits.max_objects) {
-    return xet::LimitExceeded("pack: " + std::to_string(count) + " objects, more than " +
-                              std::to_string(limits.max_objects));
+    return LimitExceeded("pack: " + std::to_string(count) + " objects, more than " +
+                         std::to_string(limits.max_objects));
   }
   const size_t end = pack.size() - 20;
   uint8_t digest[20];
-  if (!Sha1(pack.first(end), digest)) return xet::IoError("pack: SHA-1 failed");
-  if (std::memcmp(digest, pack.data() + end, 20) != 0)
-    return xet::Malformed("pack: the trailing SHA-1 is wrong");
+  if (!Sha1(pack.first(end), digest)) return IoError("pack: SHA-1 failed");
+  if (std::memcmp(digest, pack.data() + end, 20) != 0) return Malformed("pack: the trailing SHA-1 is wrong");
   return count;
 }
 
 // An entry's header at `pos` (its type, its inflated size, a delta's base), up to its compressed data; `pos`
 // moves past it.
-xet::Result<uint64_t> ReadEntryHeader(std::span<const uint8_t> pack, size_t end, size_t& pos, Entry& e) {
+Result<uint64_t> ReadEntryHeader(std::span<const uint8_t> pack, size_t end, size_t& pos, Entry& e) {
   e.offset = pos;
   uint8_t c = pack[pos++];
   e.type = (c >> 4) & 7;
   uint64_t size = c & 0x0f;
   for (unsigned shift = 4; (c & 0x80) != 0; shift += 7) {
-    if (pos >= end || shift > 57) return xet::Malformed("pack: an object header is cut or too long");
+    if (pos >= end || shift > 57) return Malformed("pack: an object header is cut or too long");
     c = pack[pos++];
     size |= static_cast<uint64_t>(c & 0x7f) << shift;
   }
-  if (e.type == 4)
-    return xet::Malformed("pack: annotated tags are not supported (tags are lightweight here)");
-  if (e.type == 0 || e.type == 5) return xet::Malformed("pack: an object of unknown type");
+  if (e.type == 4) return Malformed("pack: annotated tags are not supported (tags are lightweight here)");
+  if (e.type == 0 || e.type == 5) return Malformed("pack: an object of unknown type");
   if (e.type == kOfsDelta) {
-    if (pos >= end) return xet::Malformed("pack: a delta's base offset is cut");
+    if (pos >= end) return Malformed("pack: a delta's base offset is cut");
     c = pack[pos++];
     uint64_t ofs = c & 0x7f;
     while ((c & 0x80) != 0) {
-      if (pos >= end || ofs > (UINT64_MAX >> 7) - 1)
-        return xet::Malformed("pack: a delta's base offset is bad");
+      if (pos >= end || ofs > (UINT64_MAX >> 7) - 1) return Malformed("pack: a delta's base offset is bad");
       c = pack[pos++];
       ofs = ((ofs + 1) << 7) | (c & 0x7f);
     }
-    if (ofs == 0 || ofs > e.offset) return xet::Malformed("pack: a delta's base is not before it");
+    if (ofs == 0 || ofs > e.offset) return Malformed("pack: a delta's base is not before it");
     e.base_offset = e.offset - ofs;
   } else if (e.type == kRefDelta) {
-    if (end - pos < 20) return xet::Malformed("pack: a delta's base id is cut");
+    if (end - pos < 20) return Malformed("pack: a delta's base id is cut");
     std::memcpy(e.base_id.bytes.data(), pack.data() + pos, 20);
     pos += 20;
   }
@@ -167,20 +164,20 @@ xet::Result<uint64_t> ReadEntryHeader(std::span<const uint8_t> pack, size_t end,
 }
 
 // Every entry, its data inflated (deltas still deltas); `total` counts the inflated bytes against the limit.
-xet::Result<std::vector<Entry>> ReadEntries(std::span<const uint8_t> pack, uint32_t count,
-                                            const PackLimits& limits, uint64_t& total) {
+Result<std::vector<Entry>> ReadEntries(std::span<const uint8_t> pack, uint32_t count,
+                                       const PackLimits& limits, uint64_t& total) {
   const size_t end = pack.size() - 20;
   std::vector<Entry> entries;
   entries.reserve(std::min<size_t>(count, pack.size() / 2));
   size_t pos = 12;
   for (uint32_t i = 0; i < count; ++i) {
-    if (pos >= end) return xet::Malformed("pack: fewer objects than its header says");
+    if (pos >= end) return Malformed("pack: fewer objects than its header says");
     Entry e;
     auto size = ReadEntryHeader(pack, end, pos, e);
     if (!size.ok()) return size.error();
-    if (*size > limits.max_object_bytes) return xet::LimitExceeded("pack: an object past the size limit");
+    if (*size > limits.max_object_bytes) return LimitExceeded("pack: an object past the size limit");
     total += *size;
-    if (total > limits.max_total_bytes) return xet::LimitExceeded("pack: more bytes than the limit");
+    if (total > limits.max_total_bytes) return LimitExceeded("pack: more bytes than the limit");
     size_t consumed = 0;
     auto data = InflateExact(pack.subspan(pos, end - pos), *size, &consumed);
     if (!data.ok()) return data.error();
@@ -188,7 +185,7 @@ xet::Result<std::vector<Entry>> ReadEntries(std::span<const uint8_t> pack, uint3
     pos += consumed;
     entries.push_back(std::move(e));
   }
-  if (pos != end) return xet::Malformed("pack: bytes after its last object");
+  if (pos != end) return Malformed("pack: bytes after its last object");
   return entries;
 }
 
@@ -201,16 +198,16 @@ class PackResolver {
     for (size_t i = 0; i < entries_.size(); ++i) at_offset_.emplace(entries_[i].offset, i);
   }
 
-  xet::Result<std::vector<PackedObject>> Resolve(uint32_t count, const BaseLookup& base) && {
+  Result<std::vector<PackedObject>> Resolve(uint32_t count, const BaseLookup& base) && {
     for (size_t i = 0; i < entries_.size(); ++i) {
       if (auto st = Place(i); !st.ok()) return st.error();
     }
     if (auto st = ResolveThin(base); !st.ok()) return st.error();
-    if (!waiting_on_offset_.empty()) return xet::Malformed("pack: a delta's base never resolves");
+    if (!waiting_on_offset_.empty()) return Malformed("pack: a delta's base never resolves");
     std::vector<PackedObject> out;
     out.reserve(count);
     for (size_t i = 0; i < count; ++i) {
-      if (!entries_[i].object) return xet::Malformed("pack: a delta's base never resolves");
+      if (!entries_[i].object) return Malformed("pack: a delta's base never resolves");
       out.push_back(std::move(*entries_[i].object));
     }
     return out;
@@ -224,7 +221,7 @@ class PackResolver {
   }
 
   // Entry i: a whole object is finished; a delta waits for its base, or is applied when the base is known.
-  xet::Status Place(size_t i) {
+  Status Place(size_t i) {
     Entry& e = entries_[i];
     if (e.type != kOfsDelta && e.type != kRefDelta) {
       Finish(i, KindOf(e.type), std::move(e.data));
@@ -233,17 +230,17 @@ class PackResolver {
     std::optional<size_t> b;
     if (e.type == kOfsDelta) {
       auto it = at_offset_.find(e.base_offset);
-      if (it == at_offset_.end()) return xet::Malformed("pack: a delta's base offset is no object's");
+      if (it == at_offset_.end()) return Malformed("pack: a delta's base offset is no object's");
       b = it->second;
       if (!entries_[*b].object) {
         waiting_on_offset_[e.base_offset].push_back(i);
-        return xet::Ok{};
+        return Ok{};
       }
     } else {
       auto it = by_id_.find(e.base_id);
       if (it == by_id_.end()) {
         waiting_on_id_[e.base_id].push_back(i);
-        return xet::Ok{};
+        return Ok{};
       }
       b = it->second;
     }
@@ -267,7 +264,7 @@ class PackResolver {
   }
 
   // Resolves entry `first`'s dependents (and theirs), depth first.
-  xet::Status Cascade(size_t first) {
+  Status Cascade(size_t first) {
     std::vector<size_t> stack{first};
     while (!stack.empty()) {
       const size_t b = stack.back();
@@ -275,28 +272,27 @@ class PackResolver {
       for (const size_t d : TakeDependents(b)) {
         const PackedObject& bo = *entries_[b].object;
         if (entries_[b].depth + 1 > limits_.max_delta_depth)
-          return xet::LimitExceeded("pack: a delta chain too long");
+          return LimitExceeded("pack: a delta chain too long");
         auto body = ApplyDelta(bo.body, entries_[d].data, limits_.max_object_bytes);
         if (!body.ok()) return body.error();
         total_ += body->size();
-        if (total_ > limits_.max_total_bytes) return xet::LimitExceeded("pack: more bytes than the limit");
+        if (total_ > limits_.max_total_bytes) return LimitExceeded("pack: more bytes than the limit");
         entries_[d].depth = entries_[b].depth + 1;
         std::vector<uint8_t>().swap(entries_[d].data);
         Finish(d, bo.kind, std::move(*body));
         stack.push_back(d);
       }
     }
-    return xet::Ok{};
+    return Ok{};
   }
 
   // Thin packs: bases the pack does not carry, asked of `base`.
-  xet::Status ResolveThin(const BaseLookup& base) {
+  Status ResolveThin(const BaseLookup& base) {
     while (!waiting_on_id_.empty()) {
       const ObjectId id = waiting_on_id_.begin()->first;
       std::optional<PackedObject> found = base ? base(id) : std::nullopt;
       if (!found || found->id != id) {
-        return xet::UnknownReference("pack: a delta's base " + id.hex() +
-                                     " is neither in the pack nor stored");
+        return UnknownReference("pack: a delta's base " + id.hex() + " is neither in the pack nor stored");
       }
       // An external base stands in an entry of its own, past the pack's, so the cascade can name it.
       Entry ext;
@@ -305,7 +301,7 @@ class PackResolver {
       entries_.push_back(std::move(ext));
       if (auto st = Cascade(entries_.size() - 1); !st.ok()) return st;
     }
-    return xet::Ok{};
+    return Ok{};
   }
 
   std::vector<Entry> entries_;
@@ -319,8 +315,8 @@ class PackResolver {
 
 }  // namespace
 
-xet::Result<std::vector<PackedObject>> ReadPack(std::span<const uint8_t> pack, const PackLimits& limits,
-                                                const BaseLookup& base) {
+Result<std::vector<PackedObject>> ReadPack(std::span<const uint8_t> pack, const PackLimits& limits,
+                                           const BaseLookup& base) {
   auto count = CheckPackFrame(pack, limits);
   if (!count.ok()) return count.error();
   uint64_t total = 0;

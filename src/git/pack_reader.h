@@ -15,8 +15,8 @@
 #include <span>
 #include <vector>
 
+#include "common/error.h"
 #include "hub/git_object.h"
-#include "xet/result.h"
 
 namespace cairn::git {
 
@@ -35,12 +35,12 @@ using BaseLookup = std::function<std::optional<PackedObject>(const hub::ObjectId
 
 // The pack's objects in pack order. Annotated tags (type 4) are refused (kMalformed): the Hub's tags are
 // lightweight.
-xet::Result<std::vector<PackedObject>> ReadPack(std::span<const uint8_t> pack, const PackLimits& limits,
-                                                const BaseLookup& base = nullptr);
+Result<std::vector<PackedObject>> ReadPack(std::span<const uint8_t> pack, const PackLimits& limits,
+                                           const BaseLookup& base = nullptr);
 
 // Applies one delta (gitformat-pack.txt, "Deltified representation") to `base`; kMalformed for a delta that
 // does not fit it, kLimit when the result would pass `max_bytes`.
-xet::Result<std::vector<uint8_t>> ApplyDelta(std::span<const uint8_t> base, std::span<const uint8_t> delta,
-                                             uint64_t max_bytes);
+Result<std::vector<uint8_t>> ApplyDelta(std::span<const uint8_t> base, std::span<const uint8_t> delta,
+                                        uint64_t max_bytes);
 
 }  // namespace cairn::git

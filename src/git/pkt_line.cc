@@ -16,23 +16,23 @@ void AppendLength(std::string& out, size_t length) {
 
 }  // namespace
 
-xet::Result<std::optional<Pkt>> PktReader::Next() {
+Result<std::optional<Pkt>> PktReader::Next() {
   if (pos_ == in_.size()) return std::optional<Pkt>{};
-  if (in_.size() - pos_ < 4) return xet::Malformed("pkt-line: a cut length");
+  if (in_.size() - pos_ < 4) return Malformed("pkt-line: a cut length");
   size_t length = 0;
   for (size_t i = 0; i < 4; ++i) {
     const int v = HexValue(in_[pos_ + i]);
-    if (v < 0) return xet::Malformed("pkt-line: a length that is not hex");
+    if (v < 0) return Malformed("pkt-line: a length that is not hex");
     length = length << 4 | static_cast<size_t>(v);
   }
   if (length < 4) {
-    if (length == 3) return xet::Malformed("pkt-line: length 3");
+    if (length == 3) return Malformed("pkt-line: length 3");
     pos_ += 4;
     static constexpr PktKind kSpecial[] = {PktKind::kFlush, PktKind::kDelim, PktKind::kResponseEnd};
     return std::optional<Pkt>{Pkt{kSpecial[length], {}}};
   }
   if (length > in_.size() - pos_) {
-    return xet::Malformed("pkt-line: a packet runs past the end of the request");
+    return Malformed("pkt-line: a packet runs past the end of the request");
   }
   Pkt pkt{PktKind::kData, in_.substr(pos_ + 4, length - 4)};
   pos_ += length;

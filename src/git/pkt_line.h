@@ -14,7 +14,7 @@
 #include <string>
 #include <string_view>
 
-#include "xet/result.h"
+#include "common/error.h"
 
 namespace cairn::git {
 
@@ -33,7 +33,7 @@ class PktReader {
  public:
   explicit PktReader(std::string_view in) : in_(in) {}
   // The next packet, or nullopt at the end of the input.
-  xet::Result<std::optional<Pkt>> Next();
+  Result<std::optional<Pkt>> Next();
   bool done() const { return pos_ == in_.size(); }
   // Where the next packet starts: what follows the packets read (a push's pack follows its commands' flush).
   size_t position() const { return pos_; }

@@ -46,7 +46,7 @@ std::string ReceivePack::Advertise() const {
   return out;
 }
 
-xet::Result<std::string> ReceivePack::Serve(const hub::Caller& caller, std::string_view request) {
+Result<std::string> ReceivePack::Serve(const hub::Caller& caller, std::string_view request) {
   // The commands: "old new ref" lines (the first with the client's capabilities after a NUL), a flush, then
   // the pack (none when every command deletes).
   PktReader reader(request);
@@ -56,12 +56,12 @@ xet::Result<std::string> ReceivePack::Serve(const hub::Caller& caller, std::stri
   for (;;) {
     auto pkt = reader.Next();
     if (!pkt.ok()) return pkt.error();
-    if (!*pkt) return xet::Malformed("receive-pack: the commands end before their flush");
+    if (!*pkt) return Malformed("receive-pack: the commands end before their flush");
     if ((*pkt)->kind == PktKind::kFlush) {
       pack_at = reader.position();
       break;
     }
-    if ((*pkt)->kind != PktKind::kData) return xet::Malformed("receive-pack: a delimiter among the commands");
+    if ((*pkt)->kind != PktKind::kData) return Malformed("receive-pack: a delimiter among the commands");
     std::string_view line = Line((*pkt)->payload);
     if (line.starts_with("shallow ")) continue;  // a push from a shallow clone names its boundary
     if (const size_t nul = line.find('\0'); nul != std::string_view::npos) {
@@ -70,12 +70,12 @@ xet::Result<std::string> ReceivePack::Serve(const hub::Caller& caller, std::stri
       line = line.substr(0, nul);
     }
     if (line.size() < 83 || line[40] != ' ' || line[81] != ' ') {
-      return xet::Malformed("receive-pack: a command is not \"old new ref\"");
+      return Malformed("receive-pack: a command is not \"old new ref\"");
     }
     auto old_id = ObjectId::FromHex(line.substr(0, 40));
     auto new_id = ObjectId::FromHex(line.substr(41, 40));
-    if (!old_id || !new_id) return xet::Malformed("receive-pack: a command's ids are not hex");
-    if (refs.size() == kMaxCommands) return xet::LimitExceeded("receive-pack: more than 1000 ref updates");
+    if (!old_id || !new_id) return Malformed("receive-pack: a command's ids are not hex");
+    if (refs.size() == kMaxCommands) return LimitExceeded("receive-pack: more than 1000 ref updates");
     hub::HubService::PushedRef r;
     r.name = std::string(line.substr(82));
     if (*old_id != ObjectId{}) r.old_id = *old_id;
@@ -109,7 +109,7 @@ xet::Result<std::string> ReceivePack::Serve(const hub::Caller& caller, std::stri
     auto applied = hub_.ApplyPush(caller, repo_, std::move(objects), refs);
     if (!applied.ok()) {
       if (ServerFault(applied.error())) {
-        return xet::Unavailable(applied.error().message);
+        return Unavailable(applied.error().message);
       }
       for (const auto& r : refs)
         AppendPkt(report, "ng " + r.name + " " + OneLine(applied.error().message) + "\n");

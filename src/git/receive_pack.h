@@ -30,7 +30,7 @@ class ReceivePack {
   // GET info/refs?service=git-receive-pack: the whole body.
   std::string Advertise() const;
   // POST git-receive-pack with the request body: the answer's body.
-  xet::Result<std::string> Serve(const hub::Caller& caller, std::string_view request);
+  Result<std::string> Serve(const hub::Caller& caller, std::string_view request);
 
  private:
   hub::HubService& hub_;

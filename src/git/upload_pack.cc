@@ -36,8 +36,10 @@ std::optional<ObjectId> IdAfter(std::string_view line, std::string_view prefix) 
 }
 
 // The objects of `ids` that the repository holds, by id, read in batches; those it lacks are absent.
-xet::Result<std::unordered_map<ObjectId, index::RepoObject, IdHash>> ReadObjects(
-    index::RepoIndex& index, int64_t repo, const std::vector<ObjectId>& ids, size_t batch = kBatch) {
+Result<std::unordered_map<ObjectId, index::RepoObject, IdHash>> ReadObjects(index::RepoIndex& index,
+                                                                            int64_t repo,
+                                                                            const std::vector<ObjectId>& ids,
+                                                                            size_t batch = kBatch) {
   std::unordered_map<ObjectId, index::RepoObject, IdHash> out;
   for (size_t i = 0; i < ids.size(); i += batch) {
     std::vector<std::vector<uint8_t>> keys;
@@ -56,8 +58,8 @@ struct Head {
   uint8_t kind = 0;
   uint64_t size = 0;
 };
-xet::Result<std::unordered_map<ObjectId, Head, IdHash>> ReadHeads(index::RepoIndex& index, int64_t repo,
-                                                                  const std::vector<ObjectId>& ids) {
+Result<std::unordered_map<ObjectId, Head, IdHash>> ReadHeads(index::RepoIndex& index, int64_t repo,
+                                                             const std::vector<ObjectId>& ids) {
   std::unordered_map<ObjectId, Head, IdHash> out;
   for (size_t i = 0; i < ids.size(); i += kBatch) {
     std::vector<std::vector<uint8_t>> keys;
@@ -85,7 +87,7 @@ class Commits {
   Commits(index::RepoIndex& index, int64_t repo) : index_(index), repo_(repo) {}
 
   // Reads those of `ids` not read yet; each then is Get's, or missing (not a commit of the repository).
-  xet::Status Load(const std::vector<ObjectId>& ids) {
+  Status Load(const std::vector<ObjectId>& ids) {
     std::vector<ObjectId> wanted;
     for (const auto& id : ids) {
       if (!known_.contains(id) && !missing_.contains(id)) wanted.push_back(id);
@@ -99,12 +101,11 @@ class Commits {
         continue;
       }
       auto parsed = hub::ParseCommit(it->second.data);
-      if (!parsed.ok())
-        return xet::Damaged("commit " + id.hex() + " does not parse: " + parsed.error().message);
+      if (!parsed.ok()) return Damaged("commit " + id.hex() + " does not parse: " + parsed.error().message);
       known_.emplace(id, WalkedCommit{std::move(it->second.data), parsed->tree, parsed->parents,
                                       parsed->committer.time});
     }
-    return xet::Ok{};
+    return Ok{};
   }
   const WalkedCommit* Get(const ObjectId& id) const {
     auto it = known_.find(id);
@@ -113,7 +114,7 @@ class Commits {
 
   // Every commit reachable from `from` (inclusive), not past the commits in `stop_at` (kept, parents not
   // followed): a breadth-first walk reading one batch per generation.
-  xet::Result<IdSet> Ancestors(const std::vector<ObjectId>& from, const IdSet& stop_at) {
+  Result<IdSet> Ancestors(const std::vector<ObjectId>& from, const IdSet& stop_at) {
     IdSet seen;
     std::vector<ObjectId> level;
     for (const auto& id : from) {
@@ -159,33 +160,33 @@ struct UploadPack::Fetch {
   bool deepens() const { return depth != 0 || since != 0 || !deepen_not.empty(); }
 
   // One argument line shared by v0 and v2; false when it is none of them.
-  xet::Result<bool> Parse(std::string_view line, const UploadPackLimits& limits) {
+  Result<bool> Parse(std::string_view line, const UploadPackLimits& limits) {
     if (auto id = IdAfter(line, "want ")) {
       if (wants.size() == limits.max_wants)
-        return xet::LimitExceeded("more than " + std::to_string(limits.max_wants) + " wants");
+        return LimitExceeded("more than " + std::to_string(limits.max_wants) + " wants");
       wants.push_back(*id);
     } else if (auto have = IdAfter(line, "have ")) {
       if (haves.size() == limits.max_haves)
-        return xet::LimitExceeded("more than " + std::to_string(limits.max_haves) + " haves");
+        return LimitExceeded("more than " + std::to_string(limits.max_haves) + " haves");
       haves.push_back(*have);
     } else if (auto shallow = IdAfter(line, "shallow ")) {
-      if (client_shallows.size() == limits.max_haves) return xet::LimitExceeded("too many shallow commits");
+      if (client_shallows.size() == limits.max_haves) return LimitExceeded("too many shallow commits");
       client_shallows.push_back(*shallow);
     } else if (StartsWith(line, "deepen ")) {
       const std::string_view n = line.substr(7);
       if (std::from_chars(n.data(), n.data() + n.size(), depth).ec != std::errc() || depth == 0) {
-        return xet::Malformed("bad deepen: " + std::string(n.substr(0, 40)));
+        return Malformed("bad deepen: " + std::string(n.substr(0, 40)));
       }
     } else if (StartsWith(line, "deepen-since ")) {
       const std::string_view n = line.substr(13);
       if (std::from_chars(n.data(), n.data() + n.size(), since).ec != std::errc()) {
-        return xet::Malformed("bad deepen-since");
+        return Malformed("bad deepen-since");
       }
     } else if (StartsWith(line, "deepen-not ")) {
-      if (deepen_not.size() == 1000) return xet::LimitExceeded("too many deepen-not");
+      if (deepen_not.size() == 1000) return LimitExceeded("too many deepen-not");
       deepen_not.emplace_back(line.substr(11));
     } else if (line == "deepen-relative") {
-      return xet::Malformed("deepen-relative (git fetch --deepen) is not supported; use --depth");
+      return Malformed("deepen-relative (git fetch --deepen) is not supported; use --depth");
     } else if (StartsWith(line, "filter ")) {
       const std::string_view spec = line.substr(7);
       if (spec == "blob:none") {
@@ -199,13 +200,13 @@ struct UploadPack::Fetch {
         }
         if (std::from_chars(n.data(), n.data() + n.size(), blob_limit).ec != std::errc() ||
             blob_limit > UINT64_MAX / unit) {
-          return xet::Malformed("bad filter: " + std::string(spec.substr(0, 40)));
+          return Malformed("bad filter: " + std::string(spec.substr(0, 40)));
         }
         blob_limit *= unit;
         filter = Filter::kBlobLimit;
       } else {
-        return xet::Malformed("filter " + std::string(spec.substr(0, 40)) +
-                              " is not supported (blob:none and blob:limit are)");
+        return Malformed("filter " + std::string(spec.substr(0, 40)) +
+                         " is not supported (blob:none and blob:limit are)");
       }
     } else if (line == "done") {
       done = true;
@@ -230,11 +231,11 @@ UploadPack::UploadPack(index::RepoIndex& index, int64_t repo, std::vector<hub::R
                        std::string head, UploadPackLimits limits)
     : index_(index), repo_(repo), refs_(std::move(refs)), head_(std::move(head)), limits_(limits) {}
 
-xet::Result<ObjectId> UploadPack::HeadTarget() const {
+Result<ObjectId> UploadPack::HeadTarget() const {
   for (const auto& r : refs_) {
     if (r.kind == index::RefKind::kBranch && r.name == head_) return r.target;
   }
-  return xet::NotFound("no default branch");
+  return NotFound("no default branch");
 }
 
 std::string UploadPack::AdvertiseV2() const {
@@ -273,24 +274,24 @@ std::string UploadPack::AdvertiseV0() const {
   return out;
 }
 
-xet::Status UploadPack::ServeV2(std::string_view request, const Sink& sink) {
+Status UploadPack::ServeV2(std::string_view request, const Sink& sink) {
   PktReader reader(request);
   auto first = reader.Next();
   if (!first.ok()) return first.error();
   if (!*first || (*first)->kind != PktKind::kData || !StartsWith(Line((*first)->payload), "command=")) {
-    return xet::Malformed("protocol v2: the request names no command");
+    return Malformed("protocol v2: the request names no command");
   }
   const std::string command(Line((*first)->payload).substr(8));
   // Capabilities until a delimiter (then arguments until the flush) or the flush.
   for (;;) {
     auto pkt = reader.Next();
     if (!pkt.ok()) return pkt.error();
-    if (!*pkt) return xet::Malformed("protocol v2: the request ends before its flush");
+    if (!*pkt) return Malformed("protocol v2: the request ends before its flush");
     if ((*pkt)->kind == PktKind::kDelim) break;
     if ((*pkt)->kind == PktKind::kFlush) break;
     const std::string_view cap = Line((*pkt)->payload);
     if (StartsWith(cap, "object-format=") && cap != "object-format=sha1") {
-      return xet::Malformed("only SHA-1 repositories are served");
+      return Malformed("only SHA-1 repositories are served");
     }
   }
   std::string args;
@@ -298,16 +299,16 @@ xet::Status UploadPack::ServeV2(std::string_view request, const Sink& sink) {
     auto pkt = reader.Next();
     if (!pkt.ok()) return pkt.error();
     if (!*pkt || (*pkt)->kind == PktKind::kFlush) break;
-    if ((*pkt)->kind != PktKind::kData) return xet::Malformed("protocol v2: a delimiter among the arguments");
+    if ((*pkt)->kind != PktKind::kData) return Malformed("protocol v2: a delimiter among the arguments");
     args.append(Line((*pkt)->payload));
     args.push_back('\n');
   }
   if (command == "ls-refs") return LsRefs(args, sink);
   if (command == "fetch") return FetchV2(args, sink);
-  return xet::Malformed("protocol v2: unknown command " + command.substr(0, 40));
+  return Malformed("protocol v2: unknown command " + command.substr(0, 40));
 }
 
-xet::Status UploadPack::LsRefs(std::string_view args, const Sink& sink) {
+Status UploadPack::LsRefs(std::string_view args, const Sink& sink) {
   bool symrefs = false;
   bool unborn = false;
   std::vector<std::string_view> prefixes;
@@ -320,10 +321,10 @@ xet::Status UploadPack::LsRefs(std::string_view args, const Sink& sink) {
     } else if (line == "unborn") {
       unborn = true;
     } else if (StartsWith(line, "ref-prefix ")) {
-      if (prefixes.size() == 1000) return xet::LimitExceeded("too many ref-prefix arguments");
+      if (prefixes.size() == 1000) return LimitExceeded("too many ref-prefix arguments");
       prefixes.push_back(line.substr(11));
     } else if (line != "peel") {
-      return xet::Malformed("ls-refs: unknown argument " + std::string(line.substr(0, 40)));
+      return Malformed("ls-refs: unknown argument " + std::string(line.substr(0, 40)));
     }
   }
   const auto wanted = [&](std::string_view name) {
@@ -346,11 +347,11 @@ xet::Status UploadPack::LsRefs(std::string_view args, const Sink& sink) {
     if (wanted(name)) AppendPkt(out, r.target.hex() + " " + name + "\n");
   }
   AppendFlush(out);
-  if (!sink(std::move(out))) return xet::Unavailable("the client went away");
-  return xet::Ok{};
+  if (!sink(std::move(out))) return Unavailable("the client went away");
+  return Ok{};
 }
 
-xet::Status UploadPack::FetchV2(std::string_view args, const Sink& sink) {
+Status UploadPack::FetchV2(std::string_view args, const Sink& sink) {
   Fetch fetch;
   while (!args.empty()) {
     const size_t nl = args.find('\n');
@@ -362,10 +363,10 @@ xet::Status UploadPack::FetchV2(std::string_view args, const Sink& sink) {
     static constexpr std::string_view kIgnored[] = {"thin-pack", "no-progress",  "include-tag",
                                                     "ofs-delta", "sideband-all", "wait-for-done"};
     if (!*known && std::find(std::begin(kIgnored), std::end(kIgnored), line) == std::end(kIgnored)) {
-      return xet::Malformed("fetch: unknown argument " + std::string(line.substr(0, 40)));
+      return Malformed("fetch: unknown argument " + std::string(line.substr(0, 40)));
     }
   }
-  if (fetch.wants.empty()) return xet::Malformed("fetch: no want");
+  if (fetch.wants.empty()) return Malformed("fetch: no want");
   auto plan = MakePlan(fetch);
   if (!plan.ok()) return plan.error();
   std::string out;
@@ -380,8 +381,8 @@ xet::Status UploadPack::FetchV2(std::string_view args, const Sink& sink) {
       AppendDelim(out);
     } else {
       AppendFlush(out);
-      if (!sink(std::move(out))) return xet::Unavailable("the client went away");
-      return xet::Ok{};
+      if (!sink(std::move(out))) return Unavailable("the client went away");
+      return Ok{};
     }
   }
   if (fetch.deepens() || !fetch.client_shallows.empty()) {
@@ -391,15 +392,15 @@ xet::Status UploadPack::FetchV2(std::string_view args, const Sink& sink) {
     AppendDelim(out);
   }
   AppendPkt(out, "packfile\n");
-  if (!sink(std::move(out))) return xet::Unavailable("the client went away");
+  if (!sink(std::move(out))) return Unavailable("the client went away");
   if (auto st = SendPack(*plan, true, sink); !st.ok()) return st;
   std::string end;
   AppendFlush(end);
-  if (!sink(std::move(end))) return xet::Unavailable("the client went away");
-  return xet::Ok{};
+  if (!sink(std::move(end))) return Unavailable("the client went away");
+  return Ok{};
 }
 
-xet::Status UploadPack::ServeV0(std::string_view request, const Sink& sink) {
+Status UploadPack::ServeV0(std::string_view request, const Sink& sink) {
   Fetch fetch;
   fetch.side_band = false;
   bool multi_ack_detailed = false;
@@ -429,9 +430,9 @@ xet::Status UploadPack::ServeV0(std::string_view request, const Sink& sink) {
     }
     auto known = fetch.Parse(line, limits_);
     if (!known.ok()) return known.error();
-    if (!*known) return xet::Malformed("upload-pack: unexpected line " + std::string(line.substr(0, 40)));
+    if (!*known) return Malformed("upload-pack: unexpected line " + std::string(line.substr(0, 40)));
   }
-  if (fetch.wants.empty()) return xet::Malformed("upload-pack: no want");
+  if (fetch.wants.empty()) return Malformed("upload-pack: no want");
   auto plan = MakePlan(fetch);
   if (!plan.ok()) return plan.error();
   std::string out;
@@ -442,8 +443,8 @@ xet::Status UploadPack::ServeV0(std::string_view request, const Sink& sink) {
   }
   // A stateless client's first request for a shallow fetch asks for the shallow list alone.
   if (fetch.haves.empty() && !fetch.done) {
-    if (!sink(std::move(out))) return xet::Unavailable("the client went away");
-    return xet::Ok{};
+    if (!sink(std::move(out))) return Unavailable("the client went away");
+    return Ok{};
   }
   if (multi_ack_detailed) {
     // Each common have acknowledged; ready once one is (the pack can be cut there); NAK ends a round. After
@@ -459,14 +460,14 @@ xet::Status UploadPack::ServeV0(std::string_view request, const Sink& sink) {
     // Without multi_ack: one ACK of a common commit, or NAK.
     AppendPkt(out, plan->common.empty() ? std::string("NAK\n") : "ACK " + plan->common.front().hex() + "\n");
   }
-  if (!sink(std::move(out))) return xet::Unavailable("the client went away");
-  if (!fetch.done) return xet::Ok{};
+  if (!sink(std::move(out))) return Unavailable("the client went away");
+  if (!fetch.done) return Ok{};
   if (auto st = SendPack(*plan, fetch.side_band, sink); !st.ok()) return st;
-  if (!fetch.side_band) return xet::Ok{};
+  if (!fetch.side_band) return Ok{};
   std::string end;  // side-band's end
   AppendFlush(end);
-  if (!sink(std::move(end))) return xet::Unavailable("the client went away");
-  return xet::Ok{};
+  if (!sink(std::move(end))) return Unavailable("the client went away");
+  return Ok{};
 }
 
 // One fetch's plan, made in steps: the wants sorted by kind, what the client has (its haves and their
@@ -476,7 +477,7 @@ class UploadPack::Planner {
  public:
   Planner(const UploadPack& up, const Fetch& fetch) : up_(up), fetch_(fetch), commits_(up.index_, up.repo_) {}
 
-  xet::Result<Plan> Run() && {
+  Result<Plan> Run() && {
     if (auto st = SortWants(); !st.ok()) return st.error();
     if (auto st = LoadClientSide(); !st.ok()) return st.error();
     if (auto st = ExcludeDeepenNot(); !st.ok()) return st.error();
@@ -487,13 +488,13 @@ class UploadPack::Planner {
 
  private:
   // Every want must be an object of the repository.
-  xet::Status SortWants() {
+  Status SortWants() {
     auto wanted = ReadHeads(up_.index_, up_.repo_, fetch_.wants);
     if (!wanted.ok()) return wanted.error();
     IdSet sent_blobs;
     for (const auto& id : fetch_.wants) {
       auto it = wanted->find(id);
-      if (it == wanted->end()) return xet::NotFound("not our ref " + id.hex());
+      if (it == wanted->end()) return NotFound("not our ref " + id.hex());
       if (it->second.kind == static_cast<uint8_t>(ObjectKind::kCommit)) {
         want_commits_.push_back(id);
       } else if (it->second.kind == static_cast<uint8_t>(ObjectKind::kTree)) {
@@ -501,46 +502,46 @@ class UploadPack::Planner {
       } else if (it->second.kind == static_cast<uint8_t>(ObjectKind::kBlob)) {
         if (sent_blobs.insert(id).second) plan_.blobs.push_back(id);
       } else {
-        return xet::NotFound("not our ref " + id.hex());
+        return NotFound("not our ref " + id.hex());
       }
     }
-    return xet::Ok{};
+    return Ok{};
   }
 
   // What the client has: the haves that are commits here, and their ancestors, not past its shallow ones.
-  xet::Status LoadClientSide() {
+  Status LoadClientSide() {
     if (auto st = commits_.Load(fetch_.haves); !st.ok()) return st;
     IdSet common_seen;
     for (const auto& id : fetch_.haves) {
       if (commits_.Get(id) != nullptr && common_seen.insert(id).second) plan_.common.push_back(id);
     }
     client_shallow_ = IdSet(fetch_.client_shallows.begin(), fetch_.client_shallows.end());
-    if (plan_.common.empty()) return xet::Ok{};
+    if (plan_.common.empty()) return Ok{};
     auto has = commits_.Ancestors(plan_.common, client_shallow_);
     if (!has.ok()) return has.error();
     client_has_ = std::move(*has);
-    return xet::Ok{};
+    return Ok{};
   }
 
   // deepen-not: every commit the named refs reach.
-  xet::Status ExcludeDeepenNot() {
-    if (fetch_.deepen_not.empty()) return xet::Ok{};
+  Status ExcludeDeepenNot() {
+    if (fetch_.deepen_not.empty()) return Ok{};
     std::vector<ObjectId> from;
     for (const auto& name : fetch_.deepen_not) {
       const auto ref = std::find_if(up_.refs_.begin(), up_.refs_.end(), [&](const hub::RefInfo& r) {
         return name == r.name || name == hub::FullRefName(r);
       });
-      if (ref == up_.refs_.end()) return xet::NotFound("deepen-not: no ref " + name.substr(0, 100));
+      if (ref == up_.refs_.end()) return NotFound("deepen-not: no ref " + name.substr(0, 100));
       from.push_back(ref->target);
     }
     auto not_reach = commits_.Ancestors(from, {});
     if (!not_reach.ok()) return not_reach.error();
     excluded_ = std::move(*not_reach);
-    return xet::Ok{};
+    return Ok{};
   }
 
   // The commits to send: from the wants, breadth first, each generation one batch.
-  xet::Status WalkCommits() {
+  Status WalkCommits() {
     std::vector<ObjectId> level;
     for (const auto& id : want_commits_) {
       if (depth_of_.emplace(id, 1).second) level.push_back(id);
@@ -553,27 +554,27 @@ class UploadPack::Planner {
       }
       level = std::move(next);
     }
-    return xet::Ok{};
+    return Ok{};
   }
 
   // One commit of the walk: sent unless the client has it; its parents queued in `next` unless cut.
-  xet::Status VisitCommit(const ObjectId& id, std::vector<ObjectId>& next) {
+  Status VisitCommit(const ObjectId& id, std::vector<ObjectId>& next) {
     const WalkedCommit* c = commits_.Get(id);
-    if (c == nullptr) return xet::Damaged("commit " + id.hex() + " is missing");
+    if (c == nullptr) return Damaged("commit " + id.hex() + " is missing");
     const uint32_t depth = depth_of_[id];
     const bool has = client_has_.contains(id);
-    if (has && !fetch_.deepens()) return xet::Ok{};
+    if (has && !fetch_.deepens()) return Ok{};
     if (!has) {
       plan_.commits.emplace_back(id, c->body);
       if (plan_.objects() > up_.limits_.max_objects)
-        return xet::LimitExceeded("the pack would hold too many objects");
+        return LimitExceeded("the pack would hold too many objects");
     }
     std::vector<ObjectId> parents;
     auto cut = CutAt(id, *c, depth, parents);
     if (!cut.ok()) return cut.error();
     if (*cut) {
       if (!c->parents.empty() && !client_shallow_.contains(id)) plan_.shallow.push_back(id);
-      return xet::Ok{};
+      return Ok{};
     }
     if (client_shallow_.contains(id) && !c->parents.empty()) plan_.unshallow.push_back(id);
     for (const auto& p : parents) {
@@ -583,14 +584,14 @@ class UploadPack::Planner {
       }
       if (depth_of_.emplace(p, depth + 1).second) next.push_back(p);
     }
-    return xet::Ok{};
+    return Ok{};
   }
 
   // Whether the walk stops at commit `id` instead of going on to its parents (those not excluded, in
   // `parents`): not past the depth asked, the time or the refs excluded, nor (without a deepening) past a
   // commit whose parents the client lacks by choice.
-  xet::Result<bool> CutAt(const ObjectId& id, const WalkedCommit& c, uint32_t depth,
-                          std::vector<ObjectId>& parents) {
+  Result<bool> CutAt(const ObjectId& id, const WalkedCommit& c, uint32_t depth,
+                     std::vector<ObjectId>& parents) {
     bool cut = fetch_.depth != 0 && depth >= fetch_.depth;
     if (!fetch_.deepens() && client_shallow_.contains(id)) cut = true;
     for (const auto& p : c.parents) {
@@ -611,7 +612,7 @@ class UploadPack::Planner {
   }
 
   // Trees and blobs: what the sent commits' trees hold that the frontier's trees do not.
-  xet::Status WalkObjects() {
+  Status WalkObjects() {
     std::vector<ObjectId> have_roots;
     for (const auto& id : frontier_) {
       if (const WalkedCommit* c = commits_.Get(id)) have_roots.push_back(c->tree);
@@ -624,7 +625,7 @@ class UploadPack::Planner {
   }
 
   // The trees under `roots` not known yet: sent (`send`), or only made known (the client's side).
-  xet::Status WalkTrees(const std::vector<ObjectId>& roots, bool send) {
+  Status WalkTrees(const std::vector<ObjectId>& roots, bool send) {
     std::vector<ObjectId> trees;
     for (const auto& id : roots) {
       if (known_.insert(id).second) trees.push_back(id);
@@ -643,15 +644,15 @@ class UploadPack::Planner {
   }
 
   // One tree read: its subtrees queued in `next`, its blobs sent (or, under blob:limit, weighed later).
-  xet::Status TakeTree(const ObjectId& id, std::unordered_map<ObjectId, index::RepoObject, IdHash>& got,
-                       bool send, std::vector<ObjectId>& next, std::vector<ObjectId>& limited) {
+  Status TakeTree(const ObjectId& id, std::unordered_map<ObjectId, index::RepoObject, IdHash>& got, bool send,
+                  std::vector<ObjectId>& next, std::vector<ObjectId>& limited) {
     auto it = got.find(id);
     if (it == got.end() || it->second.kind != static_cast<uint8_t>(ObjectKind::kTree)) {
-      if (!send) return xet::Ok{};  // the client's side: what is not here needs no cutting
-      return xet::Damaged("tree " + id.hex() + " is missing");
+      if (!send) return Ok{};  // the client's side: what is not here needs no cutting
+      return Damaged("tree " + id.hex() + " is missing");
     }
     auto entries = hub::ParseTree(it->second.data);
-    if (!entries.ok()) return xet::Damaged("tree " + id.hex() + " does not parse");
+    if (!entries.ok()) return Damaged("tree " + id.hex() + " does not parse");
     for (const auto& e : *entries) {
       if (!known_.insert(e.id).second) continue;
       if (e.is_tree()) {
@@ -664,21 +665,21 @@ class UploadPack::Planner {
     }
     if (send) plan_.trees.emplace_back(id, std::move(it->second.data));
     if (plan_.objects() > up_.limits_.max_objects)
-      return xet::LimitExceeded("the pack would hold too many objects");
-    return xet::Ok{};
+      return LimitExceeded("the pack would hold too many objects");
+    return Ok{};
   }
 
   // blob:limit: the blobs no larger than the limit.
-  xet::Status SendLimitedBlobs(const std::vector<ObjectId>& limited) {
-    if (limited.empty()) return xet::Ok{};
+  Status SendLimitedBlobs(const std::vector<ObjectId>& limited) {
+    if (limited.empty()) return Ok{};
     auto heads = ReadHeads(up_.index_, up_.repo_, limited);
     if (!heads.ok()) return heads.error();
     for (const auto& id : limited) {
       auto it = heads->find(id);
-      if (it == heads->end()) return xet::Damaged("blob " + id.hex() + " is missing");
+      if (it == heads->end()) return Damaged("blob " + id.hex() + " is missing");
       if (it->second.size <= fetch_.blob_limit) plan_.blobs.push_back(id);
     }
-    return xet::Ok{};
+    return Ok{};
   }
 
   const UploadPack& up_;
@@ -694,11 +695,11 @@ class UploadPack::Planner {
   IdSet known_;     // trees and blobs the client has (the frontier's) or the pack holds already
 };
 
-xet::Result<UploadPack::Plan> UploadPack::MakePlan(const Fetch& fetch) {
+Result<UploadPack::Plan> UploadPack::MakePlan(const Fetch& fetch) {
   return Planner(*this, fetch).Run();
 }
 
-xet::Status UploadPack::SendPack(const Plan& plan, bool side_band, const Sink& sink) {
+Status UploadPack::SendPack(const Plan& plan, bool side_band, const Sink& sink) {
   const auto framed = [&](std::string&& bytes) {
     if (!side_band) return sink(std::move(bytes));
     std::string out;
@@ -707,7 +708,7 @@ xet::Status UploadPack::SendPack(const Plan& plan, bool side_band, const Sink& s
     return sink(std::move(out));
   };
   // An error once the pack has begun goes in band 3, which git prints ("remote error: ...").
-  const auto fail = [&](xet::Error e) -> xet::Status {
+  const auto fail = [&](Error e) -> Status {
     if (side_band) {
       std::string out;
       AppendSideBand(out, 3, "cairn: " + e.message + "\n");
@@ -731,13 +732,13 @@ xet::Status UploadPack::SendPack(const Plan& plan, bool side_band, const Sink& s
     for (const auto& id : batch) {
       auto it = got->find(id);
       if (it == got->end() || it->second.kind != static_cast<uint8_t>(ObjectKind::kBlob)) {
-        return fail(xet::Damaged("blob " + id.hex() + " is missing"));
+        return fail(Damaged("blob " + id.hex() + " is missing"));
       }
       if (auto st = pack.Add(ObjectKind::kBlob, it->second.data); !st.ok()) return fail(st.error());
     }
   }
   if (auto st = pack.Finish(); !st.ok()) return fail(st.error());
-  return xet::Ok{};
+  return Ok{};
 }
 
 }  // namespace cairn::git

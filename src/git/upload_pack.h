@@ -49,19 +49,19 @@ class UploadPack {
   std::string AdvertiseV0() const;
 
   // POST git-upload-pack with the (decoded) request body: the answer, written to `sink`.
-  xet::Status ServeV2(std::string_view request, const Sink& sink);
-  xet::Status ServeV0(std::string_view request, const Sink& sink);
+  Status ServeV2(std::string_view request, const Sink& sink);
+  Status ServeV0(std::string_view request, const Sink& sink);
 
  private:
   struct Fetch;
   struct Plan;
   class Planner;
-  xet::Status LsRefs(std::string_view args, const Sink& sink);
-  xet::Status FetchV2(std::string_view args, const Sink& sink);
-  xet::Result<Plan> MakePlan(const Fetch& fetch);
+  Status LsRefs(std::string_view args, const Sink& sink);
+  Status FetchV2(std::string_view args, const Sink& sink);
+  Result<Plan> MakePlan(const Fetch& fetch);
   // The pack of `plan`'s objects on side band 1 (or bare when !side_band).
-  xet::Status SendPack(const Plan& plan, bool side_band, const Sink& sink);
-  xet::Result<ObjectId> HeadTarget() const;
+  Status SendPack(const Plan& plan, bool side_band, const Sink& sink);
+  Result<ObjectId> HeadTarget() const;
 
   index::RepoIndex& index_;
   int64_t repo_;

@@ -19,10 +19,10 @@ Deflater::~Deflater() {
   if (state_->ready) deflateEnd(&state_->z);
 }
 
-xet::Status Deflater::Deflate(std::span<const uint8_t> in, std::string& out) {
-  if (!state_->ready) return xet::IoError("zlib: deflate could not start (out of memory)");
+Status Deflater::Deflate(std::span<const uint8_t> in, std::string& out) {
+  if (!state_->ready) return IoError("zlib: deflate could not start (out of memory)");
   z_stream& z = state_->z;
-  if (deflateReset(&z) != Z_OK) return xet::IoError("zlib: deflate reset failed");
+  if (deflateReset(&z) != Z_OK) return IoError("zlib: deflate reset failed");
   const size_t start = out.size();
   out.resize(start + deflateBound(&z, static_cast<uLong>(in.size())));
   z.next_in = const_cast<Bytef*>(in.data());  // zlib's API is not const-correct; it does not write
@@ -30,14 +30,14 @@ xet::Status Deflater::Deflate(std::span<const uint8_t> in, std::string& out) {
   z.next_out = reinterpret_cast<Bytef*>(out.data() + start);
   z.avail_out = static_cast<uInt>(out.size() - start);
   const int rc = deflate(&z, Z_FINISH);
-  if (rc != Z_STREAM_END) return xet::IoError("zlib: deflate failed");
+  if (rc != Z_STREAM_END) return IoError("zlib: deflate failed");
   out.resize(out.size() - z.avail_out);
-  return xet::Ok{};
+  return Ok{};
 }
 
-xet::Result<std::vector<uint8_t>> InflateExact(std::span<const uint8_t> in, size_t size, size_t* consumed) {
+Result<std::vector<uint8_t>> InflateExact(std::span<const uint8_t> in, size_t size, size_t* consumed) {
   z_stream z{};
-  if (inflateInit(&z) != Z_OK) return xet::IoError("zlib: inflate could not start");
+  if (inflateInit(&z) != Z_OK) return IoError("zlib: inflate could not start");
   std::vector<uint8_t> out(size);
   uint8_t spare = 0;                          // where a stream that gives more than `size` shows it
   z.next_in = const_cast<Bytef*>(in.data());  // zlib's API is not const-correct; it does not write
@@ -55,14 +55,14 @@ xet::Result<std::vector<uint8_t>> InflateExact(std::span<const uint8_t> in, size
   const bool exact = rc == Z_STREAM_END && z.total_out == size;
   *consumed = z.total_in;
   inflateEnd(&z);
-  if (!exact) return xet::Malformed("pack: an object does not inflate to the size its header gives");
+  if (!exact) return Malformed("pack: an object does not inflate to the size its header gives");
   return out;
 }
 
-xet::Result<std::string> Gunzip(std::string_view in, size_t max_out) {
+Result<std::string> Gunzip(std::string_view in, size_t max_out) {
   z_stream z{};
   // 15 + 32: a zlib or a gzip header, detected.
-  if (inflateInit2(&z, 15 + 32) != Z_OK) return xet::IoError("zlib: inflate could not start");
+  if (inflateInit2(&z, 15 + 32) != Z_OK) return IoError("zlib: inflate could not start");
   std::string out;
   z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data()));
   z.avail_in = static_cast<uInt>(in.size());
@@ -70,7 +70,7 @@ xet::Result<std::string> Gunzip(std::string_view in, size_t max_out) {
   while (rc != Z_STREAM_END) {
     if (out.size() >= max_out) {
       inflateEnd(&z);
-      return xet::LimitExceeded("the request inflates past " + std::to_string(max_out) + " bytes");
+      return LimitExceeded("the request inflates past " + std::to_string(max_out) + " bytes");
     }
     const size_t start = out.size();
     out.resize(std::min(max_out, start + std::max<size_t>(64 << 10, start)));
@@ -80,16 +80,16 @@ xet::Result<std::string> Gunzip(std::string_view in, size_t max_out) {
     out.resize(out.size() - z.avail_out);
     if (rc != Z_OK && rc != Z_STREAM_END) {
       inflateEnd(&z);
-      return xet::Malformed("the request's gzip stream is broken");
+      return Malformed("the request's gzip stream is broken");
     }
     if (rc == Z_OK && z.avail_in == 0 && z.avail_out != 0) {
       inflateEnd(&z);
-      return xet::Malformed("the request's gzip stream is cut short");
+      return Malformed("the request's gzip stream is cut short");
     }
   }
   const bool trailing = z.avail_in != 0;
   inflateEnd(&z);
-  if (trailing) return xet::Malformed("bytes after the request's gzip stream");
+  if (trailing) return Malformed("bytes after the request's gzip stream");
   return out;
 }
 

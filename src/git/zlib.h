@@ -13,7 +13,7 @@
 #include <string_view>
 #include <vector>
 
-#include "xet/result.h"
+#include "common/error.h"
 
 namespace cairn::git {
 
@@ -25,7 +25,7 @@ class Deflater {
   Deflater(const Deflater&) = delete;
   Deflater& operator=(const Deflater&) = delete;
   // Appends `in` as one whole zlib stream to `out`.
-  xet::Status Deflate(std::span<const uint8_t> in, std::string& out);
+  Status Deflate(std::span<const uint8_t> in, std::string& out);
 
  private:
   struct State;
@@ -35,10 +35,10 @@ class Deflater {
 // The zlib stream at the start of `in`, which must inflate to exactly `size` bytes (a pack entry's); how many
 // bytes of `in` it took in *consumed. kMalformed for a broken stream, one that ends short of `size` or would
 // give more (inflation stops there: never more memory than `size`).
-xet::Result<std::vector<uint8_t>> InflateExact(std::span<const uint8_t> in, size_t size, size_t* consumed);
+Result<std::vector<uint8_t>> InflateExact(std::span<const uint8_t> in, size_t size, size_t* consumed);
 
 // The bytes a gzip (or zlib) stream `in` holds; kMalformed for a broken stream or bytes after its end,
 // kLimit past `max_out` bytes.
-xet::Result<std::string> Gunzip(std::string_view in, size_t max_out);
+Result<std::string> Gunzip(std::string_view in, size_t max_out);
 
 }  // namespace cairn::git

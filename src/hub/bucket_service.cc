@@ -124,7 +124,7 @@ Result<std::vector<BucketOpFailure>> BucketService::Apply(const Repo& bucket,
     if (!op.file->is_zero()) {
       auto entry = files_.VisibleEntry(*op.file, bucket.record.scope);
       if (!entry.ok()) {
-        if (entry.error().code != xet::ErrorCode::kNotFound) return FromIndex(entry.error());
+        if (entry.error().code != ErrorCode::kNotFound) return FromIndex(entry.error());
         fail("no file " + op.file->hex() + " was uploaded to this bucket");
         continue;
       }

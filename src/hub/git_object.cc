@@ -239,24 +239,24 @@ std::vector<uint8_t> EncodeTree(std::span<const TreeEntry> entries) {
   return out;
 }
 
-xet::Result<std::vector<TreeEntry>> ParseTree(std::span<const uint8_t> body) {
+Result<std::vector<TreeEntry>> ParseTree(std::span<const uint8_t> body) {
   std::vector<TreeEntry> out;
   std::string_view rest = AsText(body);
   while (!rest.empty()) {
     const size_t sp = rest.find(' ');
-    if (sp > 6) return xet::Malformed("tree: entry without a mode");  // npos too
+    if (sp > 6) return Malformed("tree: entry without a mode");  // npos too
     uint32_t mode = 0;
     const auto [end, ec] = std::from_chars(rest.data(), rest.data() + sp, mode, 8);
-    if (ec != std::errc() || end != rest.data() + sp) return xet::Malformed("tree: bad mode");
+    if (ec != std::errc() || end != rest.data() + sp) return Malformed("tree: bad mode");
     if (mode != static_cast<uint32_t>(EntryMode::kFile) && mode != static_cast<uint32_t>(EntryMode::kTree) &&
         mode != static_cast<uint32_t>(EntryMode::kExecutable) &&
         mode != static_cast<uint32_t>(EntryMode::kSymlink)) {
-      return xet::Malformed("tree: unsupported mode " + std::string(rest.substr(0, sp)));
+      return Malformed("tree: unsupported mode " + std::string(rest.substr(0, sp)));
     }
     rest.remove_prefix(sp + 1);
     const size_t nul = rest.find('\0');
     if (nul == std::string_view::npos || rest.size() - nul - 1 < 20) {
-      return xet::Malformed("tree: truncated entry");
+      return Malformed("tree: truncated entry");
     }
     TreeEntry e;
     e.mode = static_cast<EntryMode>(mode);
@@ -265,7 +265,7 @@ xet::Result<std::vector<TreeEntry>> ParseTree(std::span<const uint8_t> body) {
     // added) still parses, and the Hub leaves it out of what it serves (fsck reports it).
     if (e.name.empty() || e.name == "." || e.name == ".." || e.name == ".git" ||
         e.name.find('/') != std::string::npos)
-      return xet::Malformed("tree: bad entry name");
+      return Malformed("tree: bad entry name");
     std::copy_n(reinterpret_cast<const uint8_t*>(rest.data() + nul + 1), 20, e.id.bytes.begin());
     rest.remove_prefix(nul + 21);
     out.push_back(std::move(e));
@@ -273,7 +273,7 @@ xet::Result<std::vector<TreeEntry>> ParseTree(std::span<const uint8_t> body) {
   std::vector<TreeEntry> sorted = out;
   SortTree(sorted);
   for (size_t i = 0; i < out.size(); ++i) {
-    if (out[i].name != sorted[i].name) return xet::Malformed("tree: entries out of order");
+    if (out[i].name != sorted[i].name) return Malformed("tree: entries out of order");
   }
   // A name once, whatever its mode: a file "a" and a folder "a" sort apart ("a", "a-b", "a/"), so
   // neighbours alone do not show it (git fsck's duplicateEntries).
@@ -282,7 +282,7 @@ xet::Result<std::vector<TreeEntry>> ParseTree(std::span<const uint8_t> body) {
   for (const TreeEntry& e : out) names.push_back(e.name);
   std::sort(names.begin(), names.end());
   if (std::adjacent_find(names.begin(), names.end()) != names.end())
-    return xet::Malformed("tree: a name appears twice");
+    return Malformed("tree: a name appears twice");
   return out;
 }
 
@@ -301,7 +301,7 @@ std::string EncodeCommit(const Commit& c) {
   return out;
 }
 
-xet::Result<Commit> ParseCommit(std::span<const uint8_t> body) {
+Result<Commit> ParseCommit(std::span<const uint8_t> body) {
   std::string_view rest = AsText(body);
   Commit c;
   bool have_tree = false;
@@ -309,7 +309,7 @@ xet::Result<Commit> ParseCommit(std::span<const uint8_t> body) {
   bool have_committer = false;
   for (;;) {
     const size_t nl = rest.find('\n');
-    if (nl == std::string_view::npos) return xet::Malformed("commit: truncated header");
+    if (nl == std::string_view::npos) return Malformed("commit: truncated header");
     const std::string_view line = rest.substr(0, nl);
     rest.remove_prefix(nl + 1);
     if (line.empty()) break;
@@ -318,7 +318,7 @@ xet::Result<Commit> ParseCommit(std::span<const uint8_t> body) {
     const std::string_view value = sp == std::string_view::npos ? "" : line.substr(sp + 1);
     if (key == "tree" || key == "parent") {
       auto id = ObjectId::FromHex(value);
-      if (!id || (key == "tree" && have_tree)) return xet::Malformed("commit: bad " + std::string(key));
+      if (!id || (key == "tree" && have_tree)) return Malformed("commit: bad " + std::string(key));
       if (key == "tree") {
         c.tree = *id;
         have_tree = true;
@@ -327,13 +327,13 @@ xet::Result<Commit> ParseCommit(std::span<const uint8_t> body) {
       }
     } else if (key == "author" || key == "committer") {
       Signature& s = key == "author" ? c.author : c.committer;
-      if (!ParseSignature(value, s)) return xet::Malformed("commit: bad " + std::string(key));
+      if (!ParseSignature(value, s)) return Malformed("commit: bad " + std::string(key));
       (key == "author" ? have_author : have_committer) = true;
     }
     // Other headers (encoding, gpgsig and its continuation lines) are git's too; they are kept in the
     // object's bytes and not needed here.
   }
-  if (!have_tree || !have_author || !have_committer) return xet::Malformed("commit: missing header");
+  if (!have_tree || !have_author || !have_committer) return Malformed("commit: missing header");
   c.message = std::string(rest);
   if (c.message.ends_with('\n')) c.message.pop_back();
   return c;

@@ -15,7 +15,7 @@
 #include <string_view>
 #include <vector>
 
-#include "xet/result.h"
+#include "common/error.h"
 
 namespace cairn::hub {
 
@@ -78,7 +78,7 @@ struct TreeEntry {
 // one non-empty segment otherwise, so trees stored under older rules still parse.
 void SortTree(std::vector<TreeEntry>& entries);
 std::vector<uint8_t> EncodeTree(std::span<const TreeEntry> entries);
-xet::Result<std::vector<TreeEntry>> ParseTree(std::span<const uint8_t> body);
+Result<std::vector<TreeEntry>> ParseTree(std::span<const uint8_t> body);
 
 // A path segment git and every file system accept: valid UTF-8, not empty, not "." or "..", not git's folder
 // under any spelling a file system may take for it (git's verify_path rules for NTFS and HFS+: ".GIT",
@@ -115,7 +115,7 @@ struct Commit {
 };
 
 std::string EncodeCommit(const Commit& commit);
-xet::Result<Commit> ParseCommit(std::span<const uint8_t> body);
+Result<Commit> ParseCommit(std::span<const uint8_t> body);
 
 // ---- Git LFS pointers (https://github.com/git-lfs/git-lfs/blob/main/docs/spec.md)
 struct LfsPointer {

@@ -26,7 +26,7 @@ class Walker {
   Walker(index::RepoIndex& index, int64_t repo, const WalkOptions& options)
       : index_(index), repo_(repo), options_(options) {}
 
-  xet::Status Walk(const std::vector<ObjectId>& heads) {
+  Status Walk(const std::vector<ObjectId>& heads) {
     if (options_.preload) {
       for (auto kind : {ObjectKind::kCommit, ObjectKind::kTree}) {
         if (auto st = Preload(static_cast<uint8_t>(kind)); !st.ok()) return st;
@@ -63,7 +63,7 @@ class Walker {
       if (auto b = Blobs(blobs); !b.ok()) return b;
       commits = std::move(parents);
     }
-    return xet::Ok{};
+    return Ok{};
   }
 
   Reach Take() { return std::move(reach_); }
@@ -77,20 +77,20 @@ class Walker {
 
   bool Visit(const ObjectId& oid) { return seen_.insert(oid.bytes).second; }
 
-  xet::Status Preload(uint8_t kind) {
+  Status Preload(uint8_t kind) {
     std::optional<std::vector<uint8_t>> after;
     for (;;) {
       auto page = index_.ListRepoObjects(repo_, kind, after, index::Index::kMaxObjectsPerRead);
       if (!page.ok()) return page.error();
-      if (page->empty()) return xet::Ok{};
+      if (page->empty()) return Ok{};
       after = page->back().key;  // before the objects move out of the page
       for (auto& o : *page) {
         // Past the budget the rest is read as the walk meets it: memory stays bounded whatever the history.
-        if (loaded_bytes_ > kPreloadBytes) return xet::Ok{};
+        if (loaded_bytes_ > kPreloadBytes) return Ok{};
         loaded_bytes_ += o.data.size() + o.key.size() + 64;
         if (auto id = ObjectId::FromBytes(o.key)) loaded_[id->bytes] = std::move(o);
       }
-      if (page->size() < index::Index::kMaxObjectsPerRead) return xet::Ok{};
+      if (page->size() < index::Index::kMaxObjectsPerRead) return Ok{};
     }
   }
 
@@ -104,7 +104,7 @@ class Walker {
   // Calls `fn` with the head of each of `oids` that is stored (counting the others as missing), in batches.
   // `fn(i, head)` for each of `all` that is stored (all[i]; the others count as missing), in batches.
   template <typename Fn>
-  xet::Status Heads(const std::vector<ObjectId>& all, size_t max_bytes, Fn fn) {
+  Status Heads(const std::vector<ObjectId>& all, size_t max_bytes, Fn fn) {
     std::vector<size_t> wanted;  // positions in `all` not preloaded
     for (size_t i = 0; i < all.size(); ++i) {
       const index::RepoObject* o = Loaded(all[i]);
@@ -132,12 +132,11 @@ class Walker {
         fn(wanted[at + i], *(*heads)[i]);
       }
     }
-    return xet::Ok{};
+    return Ok{};
   }
 
   // One level of trees: their subtrees go to `next`, their blobs (met for the first time) to `blobs`.
-  xet::Status Trees(const std::vector<Pending>& all, std::vector<Pending>& next,
-                    std::vector<Pending>& blobs) {
+  Status Trees(const std::vector<Pending>& all, std::vector<Pending>& next, std::vector<Pending>& blobs) {
     std::vector<Pending> level;  // not preloaded: read from the index
     for (const Pending& t : all) {
       if (const index::RepoObject* o = Loaded(t.oid)) {
@@ -160,7 +159,7 @@ class Walker {
         Tree(level[at + i], *(*got)[i], next, blobs);
       }
     }
-    return xet::Ok{};
+    return Ok{};
   }
 
   void Tree(const Pending& tree, const index::RepoObject& obj, std::vector<Pending>& next,
@@ -180,7 +179,7 @@ class Walker {
   }
 
   // The blobs, and for the LFS pointers among them, their links.
-  xet::Status Blobs(const std::vector<Pending>& blobs) {
+  Status Blobs(const std::vector<Pending>& blobs) {
     std::vector<ObjectId> oids;
     for (const auto& b : blobs) oids.push_back(b.oid);
     std::vector<std::vector<uint8_t>> links;
@@ -209,7 +208,7 @@ class Walker {
         reach_.files.push_back(link->file);
       }
     }
-    return xet::Ok{};
+    return Ok{};
   }
 
   index::RepoIndex& index_;
@@ -224,14 +223,14 @@ class Walker {
 
 }  // namespace
 
-xet::Result<Reach> ReachFrom(index::RepoIndex& index, int64_t repo, const std::vector<ObjectId>& heads,
-                             const WalkOptions& options) {
+Result<Reach> ReachFrom(index::RepoIndex& index, int64_t repo, const std::vector<ObjectId>& heads,
+                        const WalkOptions& options) {
   Walker walker(index, repo, options);
   if (auto st = walker.Walk(heads); !st.ok()) return st.error();
   return walker.Take();
 }
 
-xet::Result<Reach> ReachFromRefs(index::RepoIndex& index, int64_t repo, const WalkOptions& options) {
+Result<Reach> ReachFromRefs(index::RepoIndex& index, int64_t repo, const WalkOptions& options) {
   auto refs = index.ListRefs(repo);
   if (!refs.ok()) return refs.error();
   std::vector<ObjectId> heads;

@@ -42,9 +42,9 @@ struct WalkOptions {
 };
 
 // From the commits `heads` (ids of commits of `repo`).
-xet::Result<Reach> ReachFrom(index::RepoIndex& index, int64_t repo, const std::vector<ObjectId>& heads,
-                             const WalkOptions& options = {});
+Result<Reach> ReachFrom(index::RepoIndex& index, int64_t repo, const std::vector<ObjectId>& heads,
+                        const WalkOptions& options = {});
 // From every ref of the repository (branches first, as ListRefs gives them).
-xet::Result<Reach> ReachFromRefs(index::RepoIndex& index, int64_t repo, const WalkOptions& options = {});
+Result<Reach> ReachFromRefs(index::RepoIndex& index, int64_t repo, const WalkOptions& options = {});
 
 }  // namespace cairn::hub

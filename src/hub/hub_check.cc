@@ -130,8 +130,8 @@ class Checker {
 
 }  // namespace
 
-xet::Result<HubCheckReport> CheckHub(index::RepoIndex& index,
-                                     const std::function<void(const std::string&)>& progress) {
+Result<HubCheckReport> CheckHub(index::RepoIndex& index,
+                                const std::function<void(const std::string&)>& progress) {
   HubCheckReport report;
   for (RepoType type : {RepoType::kModel, RepoType::kDataset, RepoType::kSpace, RepoType::kBucket}) {
     std::optional<std::pair<std::string, std::string>> after;
@@ -140,7 +140,7 @@ xet::Result<HubCheckReport> CheckHub(index::RepoIndex& index,
       if (!page.ok()) return page.error();
       for (const auto& repo : *page) {
         Checker checker(index, report);
-        if (auto st = checker.Repo(repo); !st.ok()) return xet::IoError("hub: " + st.error().message);
+        if (auto st = checker.Repo(repo); !st.ok()) return IoError("hub: " + st.error().message);
       }
       if (page->size() < index::Index::kMaxListedRepos) break;
       after = std::pair{page->back().ns, page->back().name};

@@ -33,7 +33,7 @@ struct HubCheckReport {
 
 // Walks every repository: its refs, every commit reachable from them and every tree those commits name (each
 // object once, without recursion, no deeper than a path kMaxPathBytes long), and every bucket's files.
-xet::Result<HubCheckReport> CheckHub(index::RepoIndex& index,
-                                     const std::function<void(const std::string&)>& progress = nullptr);
+Result<HubCheckReport> CheckHub(index::RepoIndex& index,
+                                const std::function<void(const std::string&)>& progress = nullptr);
 
 }  // namespace cairn::hub

@@ -227,7 +227,7 @@ Result<Repo> HubService::CreateRepo(const Caller& caller, const RepoId& id, bool
   }
   auto created = index_.CreateRepo(repo);
   if (!created.ok()) {
-    if (created.error().code == xet::ErrorCode::kConflict) {
+    if (created.error().code == ErrorCode::kConflict) {
       return RepoExists("You already created this repo: " + id.str());
     }
     return FromIndex(created.error());
@@ -238,7 +238,7 @@ Result<Repo> HubService::CreateRepo(const Caller& caller, const RepoId& id, bool
 Result<Repo> HubService::Open(const Caller& caller, const RepoId& id, bool write) {
   auto found = index_.FindRepo(id.type, id.ns, id.name);
   if (!found.ok()) {
-    if (found.error().code == xet::ErrorCode::kNotFound) return RepoNotFound(id);
+    if (found.error().code == ErrorCode::kNotFound) return RepoNotFound(id);
     return FromIndex(found.error());
   }
   const bool covers = Covers(caller, *found);
@@ -289,7 +289,7 @@ Status HubService::MoveRepo(const Caller& caller, const RepoId& from, const Repo
   change.ns = to.ns;
   change.name = to.name;
   if (auto st = index_.UpdateRepo(repo->record.id, change); !st.ok()) {
-    if (st.error().code == xet::ErrorCode::kConflict) {
+    if (st.error().code == ErrorCode::kConflict) {
       return RepoExists("a repository named " + to.str() + " exists");
     }
     return FromIndex(st.error());
@@ -437,8 +437,8 @@ Result<files::StoredFile> HubService::OpenLarge(const Repo& repo, const xet::Fil
   auto stored = files_.Find(file, repo.record.scope);
   if (!stored.ok()) {
     // The link was made from a registered file: a missing one is damage, not a client mistake.
-    if (stored.error().code == xet::ErrorCode::kUnavailable) return FromIndex(stored.error());
-    if (stored.error().code == xet::ErrorCode::kNotFound) {
+    if (stored.error().code == ErrorCode::kUnavailable) return FromIndex(stored.error());
+    if (stored.error().code == ErrorCode::kNotFound) {
       // Its link was removed (permanently_delete_lfs_files) and a collector freed it.
       return EntryNotFound("the file at this path was permanently deleted");
     }
@@ -520,7 +520,7 @@ Status HubService::CreateRef(const Repo& repo, index::RefKind kind, const std::s
   }
   index::RefUpdate update{kind, name, std::nullopt, KeyOf(*target)};
   if (auto st = index_.UpdateRef(repo.record.id, update); !st.ok()) {
-    if (st.error().code == xet::ErrorCode::kConflict) {
+    if (st.error().code == ErrorCode::kConflict) {
       if (exist_ok) return Ok{};
       return Conflict((kind == index::RefKind::kBranch ? "Branch " : "Tag ") + name + " already exists");
     }
@@ -725,8 +725,7 @@ Status HubService::QuotaChanged(const std::string& ns) {
   return Ok{};
 }
 
-xet::Status ForEachMirrored(index::RepoIndex& index,
-                            const std::function<xet::Status(index::RepoRecord&&)>& fn) {
+Status ForEachMirrored(index::RepoIndex& index, const std::function<Status(index::RepoRecord&&)>& fn) {
   for (const auto type : {index::RepoType::kModel, index::RepoType::kDataset, index::RepoType::kSpace}) {
     std::optional<std::pair<std::string, std::string>> after;
     for (;;) {
@@ -741,7 +740,7 @@ xet::Status ForEachMirrored(index::RepoIndex& index,
       if (last) break;
     }
   }
-  return xet::Ok{};
+  return Ok{};
 }
 
 namespace {
@@ -749,7 +748,7 @@ namespace {
 // The paths under the trees of `objects` within the API's bound (tree_paths.h). A tree they name and do not
 // carry counts as empty: a mirror's fetch or an import brings a whole history, and its stored part was
 // checked when it came.
-xet::Status CheckCarriedPaths(const std::vector<RawObject>& objects) {
+Status CheckCarriedPaths(const std::vector<RawObject>& objects) {
   std::unordered_map<ObjectId, size_t, ObjectIdHash> trees;
   std::vector<ObjectId> roots;
   for (size_t i = 0; i < objects.size(); ++i) {
@@ -761,29 +760,28 @@ xet::Status CheckCarriedPaths(const std::vector<RawObject>& objects) {
     for (size_t i = 0; i < ids.size(); ++i) {
       if (auto it = trees.find(ids[i]); it != trees.end()) found(i, objects[it->second].body);
     }
-    return xet::Status(xet::Ok{});
+    return Status(Ok{});
   });
 }
 
 }  // namespace
 
-xet::Result<std::vector<index::RepoObject>> StorableObjects(std::vector<RawObject> objects) {
+Result<std::vector<index::RepoObject>> StorableObjects(std::vector<RawObject> objects) {
   std::vector<index::RepoObject> out;
   out.reserve(objects.size());
   for (auto& o : objects) {
     if (o.kind == ObjectKind::kCommit) {
       if (auto c = ParseCommit(o.body); !c.ok())
-        return xet::Malformed("commit " + o.id.hex() + ": " + c.error().message);
+        return Malformed("commit " + o.id.hex() + ": " + c.error().message);
     } else if (o.kind == ObjectKind::kTree) {
       auto entries = ParseTree(o.body);
-      if (!entries.ok()) return xet::Malformed("tree " + o.id.hex() + ": " + entries.error().message);
+      if (!entries.ok()) return Malformed("tree " + o.id.hex() + ": " + entries.error().message);
       for (const auto& e : *entries) {
-        if (!ValidSegment(e.name))
-          return xet::Malformed("tree " + o.id.hex() + " names a path cairn refuses");
+        if (!ValidSegment(e.name)) return Malformed("tree " + o.id.hex() + " names a path cairn refuses");
       }
     }
   }
-  if (auto st = CheckCarriedPaths(objects); !st.ok()) return xet::Malformed(st.error().message);
+  if (auto st = CheckCarriedPaths(objects); !st.ok()) return Malformed(st.error().message);
   for (auto& o : objects) {
     out.push_back(index::RepoObject{
         .key = o.id.key(), .kind = static_cast<uint8_t>(o.kind), .data = std::move(o.body)});
@@ -806,7 +804,7 @@ Status HubService::ShareLarge(const Caller& caller, const RepoId& source, const 
   const bool writes_source = caller.write && Covers(caller, from->record);
   auto entry = files_.VisibleEntry(file, writes_source ? from->record.scope : from->record.read_scope);
   if (!entry.ok()) {
-    if (entry.error().code == xet::ErrorCode::kNotFound) {
+    if (entry.error().code == ErrorCode::kNotFound) {
       return EntryNotFound("no file " + file.hex() + " in " + source.str());
     }
     return FromIndex(entry.error());
@@ -1152,7 +1150,7 @@ Result<CommitInfo> HubService::CreateCommit(const Caller& caller, const Repo& re
   index::RefUpdate update{index::RefKind::kBranch, request.branch, std::nullopt, KeyOf(oid)};
   if (!new_branch) update.expected = KeyOf(*head);
   if (auto st = index_.UpdateRef(repo.record.id, update); !st.ok()) {
-    if (st.error().code == xet::ErrorCode::kConflict) {
+    if (st.error().code == ErrorCode::kConflict) {
       return Stale("A commit has happened since. Please refresh and try again.");
     }
     return FromIndex(st.error());

@@ -319,8 +319,8 @@ class HubService {
   Result<std::optional<uint64_t>> LinkedSize(const Repo& repo, const index::RepoObject& link);
   // A push's paths within the API's bound (tree_paths.h), through its trees and the stored ones they name:
   // kLimit saying which path is too long, or the index's error.
-  xet::Status CheckPushedPaths(const Repo& repo, const std::vector<RawObject>& objects,
-                               const std::unordered_map<ObjectId, size_t, ObjectIdHash>& pushed);
+  Status CheckPushedPaths(const Repo& repo, const std::vector<RawObject>& objects,
+                          const std::unordered_map<ObjectId, size_t, ObjectIdHash>& pushed);
   Result<index::RepoObject> ReadObject(const Repo& repo, const std::vector<uint8_t>& key);
   // Puts an object read from the index into the cache; Forget takes one out (this node's: purge.cc).
   std::shared_ptr<const index::RepoObject> Remember(const Repo& repo, index::RepoObject obj);
@@ -348,7 +348,7 @@ Status Publish(files::FileService& service, const Repo& repo, std::vector<xet::F
 // submodule, no name twice) and trees name only paths cairn accepts (no longer than kMaxPathBytes through
 // the trees given), so that nothing is stored that the Hub's routes could
 // not serve (a mirror's fetch from upstream, a bundle's import). kMalformed naming the first one refused.
-xet::Result<std::vector<index::RepoObject>> StorableObjects(std::vector<RawObject> objects);
+Result<std::vector<index::RepoObject>> StorableObjects(std::vector<RawObject> objects);
 
 // A new repository's scope: "hub:" and 32 random hex digits.
 std::string NewRepoScope();
@@ -358,7 +358,6 @@ std::string NewMirrorScope();
 bool IsMirrored(const index::RepoRecord& record);
 // Calls `fn` with every mirrored repository of the index (models, datasets, then spaces, each by name, a page
 // at a time); stops at fn's first error, or the index's.
-xet::Status ForEachMirrored(index::RepoIndex& index,
-                            const std::function<xet::Status(index::RepoRecord&&)>& fn);
+Status ForEachMirrored(index::RepoIndex& index, const std::function<Status(index::RepoRecord&&)>& fn);
 
 }  // namespace cairn::hub

@@ -329,19 +329,19 @@ TEST_F(HubServiceTest, IndexFailuresAreReportedNotTakenForNotFound) {
   add.operations = {AddLfs{"big.bin", LfsPointer{HexEncode(digest), data.size()}}};
   const auto head = hub_->Resolve(repo, "main");
   ASSERT_TRUE(head.ok());
-  const auto failing = [](std::string_view which, const xet::Error& error) {
-    return [which, error](std::string_view call, std::span<const std::vector<uint8_t>> keys) -> xet::Status {
-      if (call != which) return xet::Ok{};
-      if (call == "GetRepoObjects" && (keys.empty() || keys[0].size() != 32)) return xet::Ok{};  // links only
+  const auto failing = [](std::string_view which, const Error& error) {
+    return [which, error](std::string_view call, std::span<const std::vector<uint8_t>> keys) -> Status {
+      if (call != which) return Ok{};
+      if (call == "GetRepoObjects" && (keys.empty() || keys[0].size() != 32)) return Ok{};  // links only
       return error;
     };
   };
 
-  faulty_->fault = failing("FileBySha256", xet::IoError("injected: disk I/O error"));
+  faulty_->fault = failing("FileBySha256", IoError("injected: disk I/O error"));
   auto failed = hub_->CreateCommit(alice_, repo, add);
   ASSERT_FALSE(failed.ok());
   EXPECT_EQ(failed.error().code, ErrorCode::kIo) << failed.error().message;
-  faulty_->fault = failing("GetRepoObjects", xet::Unavailable("injected: the database is unreachable"));
+  faulty_->fault = failing("GetRepoObjects", Unavailable("injected: the database is unreachable"));
   failed = hub_->CreateCommit(alice_, repo, add);
   ASSERT_FALSE(failed.ok());
   EXPECT_EQ(failed.error().code, ErrorCode::kUnavailable) << failed.error().message;
@@ -351,7 +351,7 @@ TEST_F(HubServiceTest, IndexFailuresAreReportedNotTakenForNotFound) {
   auto done = hub_->CreateCommit(alice_, repo, add);
   ASSERT_TRUE(done.ok()) << done.error().message;
   HubService fresh(*faulty_, *files_, options_);  // nothing of the commit in its caches
-  faulty_->fault = failing("GetRepoObjects", xet::Unavailable("injected: the database is unreachable"));
+  faulty_->fault = failing("GetRepoObjects", Unavailable("injected: the database is unreachable"));
   auto described = fresh.Stat(repo, done->oid, "big.bin");
   ASSERT_FALSE(described.ok()) << "described without its link";
   EXPECT_EQ(described.error().code, ErrorCode::kUnavailable);

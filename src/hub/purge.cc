@@ -51,7 +51,7 @@ Result<CommitInfo> HubService::SuperSquash(const Caller& caller, const Repo& rep
     return FromIndex(st.error());
   index::RefUpdate update{index::RefKind::kBranch, branch, KeyOf(*head), KeyOf(oid)};
   if (auto st = index_.UpdateRef(repo.record.id, update); !st.ok()) {
-    if (st.error().code == xet::ErrorCode::kConflict) {
+    if (st.error().code == ErrorCode::kConflict) {
       return Stale("A commit has happened since. Please refresh and try again.");
     }
     return FromIndex(st.error());
@@ -288,7 +288,7 @@ Status HubService::DeleteLfsFiles(const Repo& repo, const std::vector<std::strin
     for (const auto& [ref, next] : moves) {
       index::RefUpdate update{ref.kind, ref.name, KeyOf(ref.target), KeyOf(next)};
       if (auto st = index_.UpdateRef(repo.record.id, update); !st.ok()) {
-        if (st.error().code == xet::ErrorCode::kConflict) {
+        if (st.error().code == ErrorCode::kConflict) {
           return Stale("ref " + ref.name + " moved while the history was rewritten; run it again");
         }
         return FromIndex(st.error());

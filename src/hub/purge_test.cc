@@ -237,7 +237,7 @@ TEST_F(PurgeTest, SweptHistoryIsGoneForEveryReaderAndNoRefCanNameIt) {
       index_->UpdateRef(repo_.record.id, {index::RefKind::kBranch, "c", std::nullopt,
                                           std::vector<uint8_t>(first.bytes.begin(), first.bytes.end())});
   ASSERT_FALSE(direct.ok());
-  EXPECT_EQ(direct.error().code, xet::ErrorCode::kUnknownReference);
+  EXPECT_EQ(direct.error().code, ErrorCode::kUnknownReference);
 }
 
 TEST_F(PurgeTest, ACopyFromAnOldRevisionRevivesWhatItCopies) {

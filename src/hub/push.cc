@@ -21,8 +21,8 @@ bool CleanSignature(const Signature& s) {
 
 }  // namespace
 
-xet::Status HubService::CheckPushedPaths(const Repo& repo, const std::vector<RawObject>& objects,
-                                         const std::unordered_map<ObjectId, size_t, ObjectIdHash>& pushed) {
+Status HubService::CheckPushedPaths(const Repo& repo, const std::vector<RawObject>& objects,
+                                    const std::unordered_map<ObjectId, size_t, ObjectIdHash>& pushed) {
   // Every pushed tree is a root (one no pushed commit names may be named by a later one), and so is every
   // pushed commit's tree.
   std::vector<ObjectId> roots;
@@ -47,13 +47,13 @@ xet::Status HubService::CheckPushedPaths(const Repo& repo, const std::vector<Raw
       std::vector<std::vector<uint8_t>> keys;
       for (size_t k = at; k < at + n; ++k) keys.push_back(KeyOf(ids[stored[k]]));
       auto got = index_.GetRepoObjects(repo.record.id, keys);
-      if (!got.ok()) return xet::Status(got.error());
+      if (!got.ok()) return Status(got.error());
       for (size_t k = 0; k < n; ++k) {
         const auto& obj = (*got)[k];
         if (obj && obj->kind == static_cast<uint8_t>(ObjectKind::kTree)) found(stored[at + k], obj->data);
       }
     }
-    return xet::Status(xet::Ok{});
+    return Status(Ok{});
   };
   return CheckPathLengths(roots, bodies);
 }
@@ -63,7 +63,7 @@ Result<std::optional<uint64_t>> HubService::LinkedSize(const Repo& repo, const i
   if (!linked) return std::optional<uint64_t>();
   auto entry = files_.VisibleEntry(linked->file, repo.record.scope);
   if (!entry.ok()) {
-    if (entry.error().code == xet::ErrorCode::kNotFound) return std::optional<uint64_t>();
+    if (entry.error().code == ErrorCode::kNotFound) return std::optional<uint64_t>();
     return FromIndex(entry.error());
   }
   return std::optional<uint64_t>((*entry)->size);
@@ -114,7 +114,7 @@ class HubService::PushJob {
     if (*revived) return RefuseAll(**revived);
     // No path longer than the API takes, through pushed trees or stored ones a pushed tree puts deeper.
     if (auto st = hub_.CheckPushedPaths(repo_, objects_, pushed_); !st.ok()) {
-      if (st.error().code == xet::ErrorCode::kLimit) return RefuseAll(st.error().message);
+      if (st.error().code == ErrorCode::kLimit) return RefuseAll(st.error().message);
       return FromIndex(st.error());
     }
     auto any_refused = CheckRefs();
@@ -369,7 +369,7 @@ class HubService::PushJob {
           return st.error();
       }
       if (auto st = hub_.index_.UpdateRef(repo_.record.id, updates_[i]); !st.ok()) {
-        if (st.error().code != xet::ErrorCode::kConflict) return FromIndex(st.error());
+        if (st.error().code != ErrorCode::kConflict) return FromIndex(st.error());
         refused_[i] = "fetch first: the ref has moved since";
       }
     }

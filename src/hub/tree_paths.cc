@@ -24,16 +24,16 @@ struct Shape {
 using Shapes = std::unordered_map<ObjectId, Shape, ObjectIdHash>;
 
 // Reads the trees level by level from the roots; kLimit past kMaxTreeDepth.
-xet::Status Discover(const std::vector<ObjectId>& roots, const TreeBodies& bodies, Shapes& shapes) {
+Status Discover(const std::vector<ObjectId>& roots, const TreeBodies& bodies, Shapes& shapes) {
   std::vector<ObjectId> level;
   for (const ObjectId& r : roots) {
     if (shapes.try_emplace(r).second) level.push_back(r);
   }
   for (size_t depth = 0; !level.empty(); ++depth) {
     if (depth > kMaxTreeDepth) {
-      return xet::LimitExceeded("a path holds more than " + std::to_string(kMaxTreeDepth) +
-                                " folders, so it is longer than " + std::to_string(kMaxPathBytes) +
-                                " bytes (docs/hub.md, Limits)");
+      return LimitExceeded("a path holds more than " + std::to_string(kMaxTreeDepth) +
+                           " folders, so it is longer than " + std::to_string(kMaxPathBytes) +
+                           " bytes (docs/hub.md, Limits)");
     }
     std::vector<ObjectId> next;
     auto st = bodies(level, [&](size_t i, std::span<const uint8_t> body) {
@@ -52,7 +52,7 @@ xet::Status Discover(const std::vector<ObjectId>& roots, const TreeBodies& bodie
     if (!st.ok()) return st;
     level = std::move(next);
   }
-  return xet::Ok{};
+  return Ok{};
 }
 
 // A folder entry's longest path: its name, and below it what its tree holds.
@@ -103,19 +103,19 @@ std::string LongestPath(const ObjectId& root, const Shapes& shapes) {
 
 }  // namespace
 
-xet::Status CheckPathLengths(const std::vector<ObjectId>& roots, const TreeBodies& bodies) {
+Status CheckPathLengths(const std::vector<ObjectId>& roots, const TreeBodies& bodies) {
   Shapes shapes;
   if (auto st = Discover(roots, bodies, shapes); !st.ok()) return st;
   for (const ObjectId& root : roots) {
     Measure(root, shapes);
     const size_t height = shapes.at(root).height;
     if (height > kMaxPathBytes) {
-      return xet::LimitExceeded("the path \"" + Printable(LongestPath(root, shapes), 120) + "\" is " +
-                                std::to_string(height) + " bytes long, more than " +
-                                std::to_string(kMaxPathBytes) + " (docs/hub.md, Limits)");
+      return LimitExceeded("the path \"" + Printable(LongestPath(root, shapes), 120) + "\" is " +
+                           std::to_string(height) + " bytes long, more than " +
+                           std::to_string(kMaxPathBytes) + " (docs/hub.md, Limits)");
     }
   }
-  return xet::Ok{};
+  return Ok{};
 }
 
 }  // namespace cairn::hub

@@ -13,8 +13,8 @@
 #include <span>
 #include <vector>
 
+#include "common/error.h"
 #include "hub/git_object.h"
-#include "xet/result.h"
 
 namespace cairn::hub {
 
@@ -26,12 +26,12 @@ inline constexpr size_t kMaxTreeDepth = (kMaxPathBytes + 1) / 2;
 
 // Calls `found(i, body)` with the body of each tree of `ids` it holds (ids[i]); one it does not hold (not
 // stored, or not a tree) is left out, and nothing under it is counted.
-using TreeBodies = std::function<xet::Status(
-    const std::vector<ObjectId>& ids, const std::function<void(size_t, std::span<const uint8_t>)>& found)>;
+using TreeBodies = std::function<Status(const std::vector<ObjectId>& ids,
+                                        const std::function<void(size_t, std::span<const uint8_t>)>& found)>;
 
 // Whether every path under each of `roots` (tree ids), as the Hub lists them (a folder's name, a file's,
 // joined by '/'), is at most kMaxPathBytes long. A tree that does not parse counts as empty (the caller
 // refuses it).
-xet::Status CheckPathLengths(const std::vector<ObjectId>& roots, const TreeBodies& bodies);
+Status CheckPathLengths(const std::vector<ObjectId>& roots, const TreeBodies& bodies);
 
 }  // namespace cairn::hub

@@ -7,16 +7,16 @@ namespace cairn::index {
 CachedIndex::CachedIndex(std::unique_ptr<Index> inner, size_t cache_bytes)
     : ForwardingIndex(std::move(inner)), xorbs_(cache_bytes / 16 * 15), shard_xorbs_(cache_bytes / 16) {}
 
-xet::Result<std::shared_ptr<const XorbEntry>> CachedIndex::GetXorb(const XorbHash& hash) {
+Result<std::shared_ptr<const XorbEntry>> CachedIndex::GetXorb(const XorbHash& hash) {
   if (auto hit = xorbs_.Get(hash)) return hit;
   auto e = inner().GetXorb(hash);
   if (e.ok()) xorbs_.Put(hash, *e, (*e)->memory_size());
   return e;
 }
 
-xet::Result<std::vector<std::shared_ptr<const XorbEntry>>> CachedIndex::GetXorbs(
+Result<std::vector<std::shared_ptr<const XorbEntry>>> CachedIndex::GetXorbs(
     std::span<const XorbHash> hashes) {
-  if (hashes.size() > kMaxXorbsPerRead) return xet::Malformed("too many xorbs in one read");
+  if (hashes.size() > kMaxXorbsPerRead) return Malformed("too many xorbs in one read");
   std::vector<std::shared_ptr<const XorbEntry>> out(hashes.size());
   // The misses go to the backend in one read (one round trip on PostgreSQL), each hash once.
   std::vector<XorbHash> missing;
@@ -30,7 +30,7 @@ xet::Result<std::vector<std::shared_ptr<const XorbEntry>>> CachedIndex::GetXorbs
   if (missing.empty()) return out;
   auto found = inner().GetXorbs(missing);
   if (!found.ok()) return found.error();
-  if (found->size() != missing.size()) return xet::IoError("index: a read of xorbs answered the wrong count");
+  if (found->size() != missing.size()) return IoError("index: a read of xorbs answered the wrong count");
   for (size_t m = 0; m < missing.size(); ++m) {
     const auto& e = (*found)[m];
     if (e == nullptr) continue;
@@ -40,12 +40,12 @@ xet::Result<std::vector<std::shared_ptr<const XorbEntry>>> CachedIndex::GetXorbs
   return out;
 }
 
-xet::Result<bool> CachedIndex::HasXorb(const XorbHash& hash) {
+Result<bool> CachedIndex::HasXorb(const XorbHash& hash) {
   if (xorbs_.Get(hash)) return true;
   return inner().HasXorb(hash);
 }
 
-xet::Result<std::shared_ptr<const ShardXorbs>> CachedIndex::GetShardXorbs(const Hash& shard) {
+Result<std::shared_ptr<const ShardXorbs>> CachedIndex::GetShardXorbs(const Hash& shard) {
   if (auto hit = shard_xorbs_.Get(shard)) return hit;
   auto e = inner().GetShardXorbs(shard);
   if (e.ok()) shard_xorbs_.Put(shard, *e, (*e)->memory_size());

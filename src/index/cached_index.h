@@ -27,11 +27,10 @@ class CachedIndex final : public ForwardingIndex {
   // `cache_bytes` is shared between the two caches: 15/16 for xorb layouts, 1/16 for shards' xorbs.
   CachedIndex(std::unique_ptr<Index> inner, size_t cache_bytes);
 
-  xet::Result<std::shared_ptr<const XorbEntry>> GetXorb(const XorbHash& hash) override;
-  xet::Result<std::vector<std::shared_ptr<const XorbEntry>>> GetXorbs(
-      std::span<const XorbHash> hashes) override;
-  xet::Result<bool> HasXorb(const XorbHash& hash) override;
-  xet::Result<std::shared_ptr<const ShardXorbs>> GetShardXorbs(const Hash& shard) override;
+  Result<std::shared_ptr<const XorbEntry>> GetXorb(const XorbHash& hash) override;
+  Result<std::vector<std::shared_ptr<const XorbEntry>>> GetXorbs(std::span<const XorbHash> hashes) override;
+  Result<bool> HasXorb(const XorbHash& hash) override;
+  Result<std::shared_ptr<const ShardXorbs>> GetShardXorbs(const Hash& shard) override;
 
  private:
   LruCache<XorbHash, XorbEntry, xet::HashHasher> xorbs_;

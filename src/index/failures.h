@@ -9,61 +9,61 @@
 #include <string>
 #include <string_view>
 
+#include "common/error.h"
 #include "xet/hash.h"
-#include "xet/result.h"
 
 namespace cairn::index {
 
 // UpdateRef: the ref is not at the target the update expected (moved, or deleted meanwhile)...
-inline xet::Error RefMoved(std::string_view name) {
-  return xet::Conflict("ref " + std::string(name) + " has moved");
+inline Error RefMoved(std::string_view name) {
+  return Conflict("ref " + std::string(name) + " has moved");
 }
 // ...or the update expected no ref and one exists.
-inline xet::Error RefExists(std::string_view name) {
-  return xet::Conflict("ref " + std::string(name) + " exists");
+inline Error RefExists(std::string_view name) {
+  return Conflict("ref " + std::string(name) + " exists");
 }
 // UpdateRef: the object the ref would name is gone (a collector swept it meanwhile).
-inline xet::Error RefTargetGone(std::string_view name) {
-  return xet::UnknownReference("ref " + std::string(name) + ": its target is gone");
+inline Error RefTargetGone(std::string_view name) {
+  return UnknownReference("ref " + std::string(name) + ": its target is gone");
 }
 
-inline xet::Error RepoExists(std::string_view ns, std::string_view name) {
-  return xet::Conflict("repository " + std::string(ns) + "/" + std::string(name) + " exists");
+inline Error RepoExists(std::string_view ns, std::string_view name) {
+  return Conflict("repository " + std::string(ns) + "/" + std::string(name) + " exists");
 }
-inline xet::Error RepoNotIndexed(int64_t id) {
-  return xet::NotFound("repository " + std::to_string(id) + " is not in the index");
+inline Error RepoNotIndexed(int64_t id) {
+  return NotFound("repository " + std::to_string(id) + " is not in the index");
 }
 
-inline xet::Error XorbNotIndexed(const xet::Hash& hash) {
-  return xet::NotFound("xorb " + hash.hex() + " is not in the index");
+inline Error XorbNotIndexed(const xet::Hash& hash) {
+  return NotFound("xorb " + hash.hex() + " is not in the index");
 }
-inline xet::Error FileNotIndexed(const xet::Hash& hash) {
-  return xet::NotFound("file " + hash.hex() + " is not in the index");
+inline Error FileNotIndexed(const xet::Hash& hash) {
+  return NotFound("file " + hash.hex() + " is not in the index");
 }
-inline xet::Error ShardNotIndexed(const xet::Hash& hash) {
-  return xet::NotFound("shard " + hash.hex() + " is not in the index");
+inline Error ShardNotIndexed(const xet::Hash& hash) {
+  return NotFound("shard " + hash.hex() + " is not in the index");
 }
 // ShareFiles: one of the files is not registered (the whole call changes nothing).
-inline xet::Error SharedFileNotIndexed() {
-  return xet::NotFound("a file shared is not in the index");
+inline Error SharedFileNotIndexed() {
+  return NotFound("a file shared is not in the index");
 }
 
 // A write names a xorb, file or shard the collector has claimed for deletion: retried, it finds it gone or
 // kept.
-inline xet::Error NamedBeingDeleted() {
-  return xet::Unavailable("a xorb, file or shard named is being deleted by the garbage collector; retry");
+inline Error NamedBeingDeleted() {
+  return Unavailable("a xorb, file or shard named is being deleted by the garbage collector; retry");
 }
 // A write names a xorb that is not (or no longer) registered.
-inline xet::Error NamedXorbNotStored() {
-  return xet::UnknownReference("a xorb named is not stored");
+inline Error NamedXorbNotStored() {
+  return UnknownReference("a xorb named is not stored");
 }
 // A write carrying a quota charge (QuotaCharge) that the namespace's limit has no room for.
-inline xet::Error QuotaHasNoRoom() {
-  return xet::QuotaExceeded("the namespace's storage quota has no room for this");
+inline Error QuotaHasNoRoom() {
+  return QuotaExceeded("the namespace's storage quota has no room for this");
 }
 // Repoint: a file changed between the compaction's read and its step.
-inline xet::Error FileChangedSinceCompaction() {
-  return xet::Conflict("a file changed since the compaction read it");
+inline Error FileChangedSinceCompaction() {
+  return Conflict("a file changed since the compaction read it");
 }
 
 }  // namespace cairn::index

@@ -23,357 +23,351 @@ class ForwardingIndex : public Index {
   explicit ForwardingIndex(std::unique_ptr<Index> inner) : owned_(std::move(inner)), inner_(*owned_) {}
   explicit ForwardingIndex(Index& inner) : inner_(inner) {}
 
-  xet::Result<std::shared_ptr<const XorbEntry>> GetXorb(const XorbHash& hash) override {
+  Result<std::shared_ptr<const XorbEntry>> GetXorb(const XorbHash& hash) override {
     if (auto st = Before("GetXorb", {}); !st.ok()) return st.error();
     return inner_.GetXorb(hash);
   }
-  xet::Result<std::vector<std::shared_ptr<const XorbEntry>>> GetXorbs(
-      std::span<const XorbHash> hashes) override {
+  Result<std::vector<std::shared_ptr<const XorbEntry>>> GetXorbs(std::span<const XorbHash> hashes) override {
     if (auto st = Before("GetXorbs", {}); !st.ok()) return st.error();
     return inner_.GetXorbs(hashes);
   }
-  xet::Result<bool> HasXorb(const XorbHash& hash) override {
+  Result<bool> HasXorb(const XorbHash& hash) override {
     if (auto st = Before("HasXorb", {}); !st.ok()) return st.error();
     return inner_.HasXorb(hash);
   }
-  xet::Result<std::shared_ptr<const ShardXorbs>> GetShardXorbs(const Hash& shard) override {
+  Result<std::shared_ptr<const ShardXorbs>> GetShardXorbs(const Hash& shard) override {
     if (auto st = Before("GetShardXorbs", {}); !st.ok()) return st.error();
     return inner_.GetShardXorbs(shard);
   }
-  xet::Result<bool> PutXorb(const XorbHash& hash, const xet::XorbLayout& layout) override {
+  Result<bool> PutXorb(const XorbHash& hash, const xet::XorbLayout& layout) override {
     if (auto st = Before("PutXorb", {}); !st.ok()) return st.error();
     return inner_.PutXorb(hash, layout);
   }
-  xet::Result<std::shared_ptr<const FileEntry>> GetFile(const FileHash& hash) override {
+  Result<std::shared_ptr<const FileEntry>> GetFile(const FileHash& hash) override {
     if (auto st = Before("GetFile", {}); !st.ok()) return st.error();
     return inner_.GetFile(hash);
   }
-  xet::Result<std::vector<std::shared_ptr<const FileEntry>>> GetFiles(
-      std::span<const FileHash> hashes) override {
+  Result<std::vector<std::shared_ptr<const FileEntry>>> GetFiles(std::span<const FileHash> hashes) override {
     if (auto st = Before("GetFiles", {}); !st.ok()) return st.error();
     return inner_.GetFiles(hashes);
   }
-  xet::Result<bool> FileVisibleTo(const FileHash& hash, std::string_view scope) override {
+  Result<bool> FileVisibleTo(const FileHash& hash, std::string_view scope) override {
     if (auto st = Before("FileVisibleTo", {}); !st.ok()) return st.error();
     return inner_.FileVisibleTo(hash, scope);
   }
-  xet::Result<std::optional<int64_t>> VisibleFileRecord(const FileHash& hash,
-                                                        std::string_view scope) override {
+  Result<std::optional<int64_t>> VisibleFileRecord(const FileHash& hash, std::string_view scope) override {
     if (auto st = Before("VisibleFileRecord", {}); !st.ok()) return st.error();
     return inner_.VisibleFileRecord(hash, scope);
   }
-  xet::Result<std::shared_ptr<const FileEntry>> GetVisibleFile(const FileHash& hash,
-                                                               std::string_view scope) override {
+  Result<std::shared_ptr<const FileEntry>> GetVisibleFile(const FileHash& hash,
+                                                          std::string_view scope) override {
     if (auto st = Before("GetVisibleFile", {}); !st.ok()) return st.error();
     return inner_.GetVisibleFile(hash, scope);
   }
-  xet::Result<std::optional<FileHash>> FileBySha256(const Hash& sha256,
-                                                    std::optional<std::string_view> scope) override {
+  Result<std::optional<FileHash>> FileBySha256(const Hash& sha256,
+                                               std::optional<std::string_view> scope) override {
     if (auto st = Before("FileBySha256", {}); !st.ok()) return st.error();
     return inner_.FileBySha256(sha256, scope);
   }
-  xet::Result<std::vector<ListedFile>> ListFiles(std::string_view scope, std::optional<FileHash> after,
-                                                 size_t limit) override {
+  Result<std::vector<ListedFile>> ListFiles(std::string_view scope, std::optional<FileHash> after,
+                                            size_t limit) override {
     if (auto st = Before("ListFiles", {}); !st.ok()) return st.error();
     return inner_.ListFiles(scope, after, limit);
   }
-  xet::Result<ScopeTotals> ScopeStats(std::string_view scope) override {
+  Result<ScopeTotals> ScopeStats(std::string_view scope) override {
     if (auto st = Before("ScopeStats", {}); !st.ok()) return st.error();
     return inner_.ScopeStats(scope);
   }
   using CasIndex::ShareFiles;
-  xet::Status ShareFiles(std::span<const FileHash> hashes, std::string_view scope,
-                         const QuotaCharge* charge) override {
+  Status ShareFiles(std::span<const FileHash> hashes, std::string_view scope,
+                    const QuotaCharge* charge) override {
     if (auto st = Before("ShareFiles", {}); !st.ok()) return st.error();
     return inner_.ShareFiles(hashes, scope, charge);
   }
   using Index::ShareFile;
-  xet::Result<Unregistered> UnregisterFile(const FileHash& hash, std::string_view scope) override {
+  Result<Unregistered> UnregisterFile(const FileHash& hash, std::string_view scope) override {
     if (auto st = Before("UnregisterFile", {}); !st.ok()) return st.error();
     return inner_.UnregisterFile(hash, scope);
   }
-  xet::Result<std::vector<RevocationRecord>> ListRevocations(std::optional<RevocationKey> after,
-                                                             size_t limit) override {
+  Result<std::vector<RevocationRecord>> ListRevocations(std::optional<RevocationKey> after,
+                                                        size_t limit) override {
     if (auto st = Before("ListRevocations", {}); !st.ok()) return st.error();
     return inner_.ListRevocations(std::move(after), limit);
   }
-  xet::Result<std::vector<RevocationKey>> ListClearedRevocations(std::optional<RevocationKey> after,
-                                                                 size_t limit) override {
+  Result<std::vector<RevocationKey>> ListClearedRevocations(std::optional<RevocationKey> after,
+                                                            size_t limit) override {
     if (auto st = Before("ListClearedRevocations", {}); !st.ok()) return st.error();
     return inner_.ListClearedRevocations(std::move(after), limit);
   }
-  xet::Status ForgetRevocations(std::span<const RevocationKey> revocations) override {
+  Status ForgetRevocations(std::span<const RevocationKey> revocations) override {
     if (auto st = Before("ForgetRevocations", {}); !st.ok()) return st.error();
     return inner_.ForgetRevocations(revocations);
   }
-  xet::Result<CommitOutcome> CommitShard(const ShardCommit& commit) override {
+  Result<CommitOutcome> CommitShard(const ShardCommit& commit) override {
     if (auto st = Before("CommitShard", {}); !st.ok()) return st.error();
     return inner_.CommitShard(commit);
   }
-  xet::Result<std::optional<ShardInfo>> GetShard(const Hash& shard) override {
+  Result<std::optional<ShardInfo>> GetShard(const Hash& shard) override {
     if (auto st = Before("GetShard", {}); !st.ok()) return st.error();
     return inner_.GetShard(shard);
   }
-  xet::Result<std::vector<DedupHit>> LookupDedup(const ChunkHash& chunk,
-                                                 std::optional<std::string_view> scope) override {
+  Result<std::vector<DedupHit>> LookupDedup(const ChunkHash& chunk,
+                                            std::optional<std::string_view> scope) override {
     if (auto st = Before("LookupDedup", {}); !st.ok()) return st.error();
     return inner_.LookupDedup(chunk, scope);
   }
-  xet::Result<std::vector<XorbUse>> ReviveXorbs(std::span<const XorbHash> xorbs) override {
+  Result<std::vector<XorbUse>> ReviveXorbs(std::span<const XorbHash> xorbs) override {
     if (auto st = Before("ReviveXorbs", {}); !st.ok()) return st.error();
     return inner_.ReviveXorbs(xorbs);
   }
-  xet::Result<IndexStats> Stats() override {
+  Result<IndexStats> Stats() override {
     if (auto st = Before("Stats", {}); !st.ok()) return st.error();
     return inner_.Stats();
   }
-  xet::Result<std::vector<Hash>> Scan(Scanned what, std::optional<Hash> after, size_t limit) override {
+  Result<std::vector<Hash>> Scan(Scanned what, std::optional<Hash> after, size_t limit) override {
     if (auto st = Before("Scan", {}); !st.ok()) return st.error();
     return inner_.Scan(what, after, limit);
   }
 
-  xet::Result<RepoRecord> CreateRepo(const NewRepo& repo) override {
+  Result<RepoRecord> CreateRepo(const NewRepo& repo) override {
     if (auto st = Before("CreateRepo", {}); !st.ok()) return st.error();
     return inner_.CreateRepo(repo);
   }
-  xet::Result<RepoRecord> FindRepo(RepoType type, std::string_view ns, std::string_view name) override {
+  Result<RepoRecord> FindRepo(RepoType type, std::string_view ns, std::string_view name) override {
     if (auto st = Before("FindRepo", {}); !st.ok()) return st.error();
     return inner_.FindRepo(type, ns, name);
   }
-  xet::Result<RepoRecord> FindRepoByScope(std::string_view scope) override {
+  Result<RepoRecord> FindRepoByScope(std::string_view scope) override {
     if (auto st = Before("FindRepoByScope", {}); !st.ok()) return st.error();
     return inner_.FindRepoByScope(scope);
   }
-  xet::Result<std::vector<RepoRecord>> ListRepos(RepoType type, std::optional<std::string_view> ns,
-                                                 std::optional<std::pair<std::string, std::string>> after,
-                                                 size_t limit) override {
+  Result<std::vector<RepoRecord>> ListRepos(RepoType type, std::optional<std::string_view> ns,
+                                            std::optional<std::pair<std::string, std::string>> after,
+                                            size_t limit) override {
     if (auto st = Before("ListRepos", {}); !st.ok()) return st.error();
     return inner_.ListRepos(type, ns, std::move(after), limit);
   }
-  xet::Result<uint64_t> CountRepos(RepoType type, std::string_view ns) override {
+  Result<uint64_t> CountRepos(RepoType type, std::string_view ns) override {
     if (auto st = Before("CountRepos", {}); !st.ok()) return st.error();
     return inner_.CountRepos(type, ns);
   }
-  xet::Status UpdateRepo(int64_t id, const RepoChange& change) override {
+  Status UpdateRepo(int64_t id, const RepoChange& change) override {
     if (auto st = Before("UpdateRepo", {}); !st.ok()) return st.error();
     return inner_.UpdateRepo(id, change);
   }
-  xet::Status DeleteRepo(int64_t id) override {
+  Status DeleteRepo(int64_t id) override {
     if (auto st = Before("DeleteRepo", {}); !st.ok()) return st.error();
     return inner_.DeleteRepo(id);
   }
   using RepoIndex::PutRepoObjects;
-  xet::Status PutRepoObjects(int64_t repo, const std::vector<RepoObject>& objects,
-                             const QuotaCharge* charge) override {
+  Status PutRepoObjects(int64_t repo, const std::vector<RepoObject>& objects,
+                        const QuotaCharge* charge) override {
     if (auto st = Before("PutRepoObjects", {}); !st.ok()) return st.error();
     return inner_.PutRepoObjects(repo, objects, charge);
   }
-  xet::Result<std::vector<std::optional<RepoObject>>> GetRepoObjects(
+  Result<std::vector<std::optional<RepoObject>>> GetRepoObjects(
       int64_t repo, const std::vector<std::vector<uint8_t>>& keys) override {
     if (auto st = Before("GetRepoObjects", keys); !st.ok()) return st.error();
     return inner_.GetRepoObjects(repo, keys);
   }
-  xet::Result<std::optional<RepoObjectHead>> GetRepoObjectHead(int64_t repo, std::span<const uint8_t> key,
-                                                               size_t max_bytes) override {
+  Result<std::optional<RepoObjectHead>> GetRepoObjectHead(int64_t repo, std::span<const uint8_t> key,
+                                                          size_t max_bytes) override {
     if (auto st = Before("GetRepoObjectHead", {}); !st.ok()) return st.error();
     return inner_.GetRepoObjectHead(repo, key, max_bytes);
   }
-  xet::Result<std::vector<ObjectRevival>> ReviveRepoObjects(
+  Result<std::vector<ObjectRevival>> ReviveRepoObjects(
       int64_t repo, const std::vector<std::vector<uint8_t>>& keys) override {
     if (auto st = Before("ReviveRepoObjects", keys); !st.ok()) return st.error();
     return inner_.ReviveRepoObjects(repo, keys);
   }
-  xet::Result<size_t> DeleteRepoObjects(int64_t repo,
-                                        const std::vector<std::vector<uint8_t>>& keys) override {
+  Result<size_t> DeleteRepoObjects(int64_t repo, const std::vector<std::vector<uint8_t>>& keys) override {
     if (auto st = Before("DeleteRepoObjects", keys); !st.ok()) return st.error();
     return inner_.DeleteRepoObjects(repo, keys);
   }
-  xet::Result<std::vector<RepoObject>> ListRepoObjects(int64_t repo, uint8_t kind,
-                                                       const std::optional<std::vector<uint8_t>>& after,
-                                                       size_t limit) override {
+  Result<std::vector<RepoObject>> ListRepoObjects(int64_t repo, uint8_t kind,
+                                                  const std::optional<std::vector<uint8_t>>& after,
+                                                  size_t limit) override {
     if (auto st = Before("ListRepoObjects", {}); !st.ok()) return st.error();
     return inner_.ListRepoObjects(repo, kind, after, limit);
   }
-  xet::Result<std::vector<std::optional<RepoObjectHead>>> GetRepoObjectHeads(
+  Result<std::vector<std::optional<RepoObjectHead>>> GetRepoObjectHeads(
       int64_t repo, const std::vector<std::vector<uint8_t>>& keys, size_t max_bytes) override {
     if (auto st = Before("GetRepoObjectHeads", keys); !st.ok()) return st.error();
     return inner_.GetRepoObjectHeads(repo, keys, max_bytes);
   }
-  xet::Result<std::vector<Ref>> ListRefs(int64_t repo) override {
+  Result<std::vector<Ref>> ListRefs(int64_t repo) override {
     if (auto st = Before("ListRefs", {}); !st.ok()) return st.error();
     return inner_.ListRefs(repo);
   }
-  xet::Status UpdateRef(int64_t repo, const RefUpdate& update) override {
+  Status UpdateRef(int64_t repo, const RefUpdate& update) override {
     if (auto st = Before("UpdateRef", {}); !st.ok()) return st.error();
     return inner_.UpdateRef(repo, update);
   }
-  xet::Status ChangeBucket(int64_t repo, const std::vector<BucketChange>& changes) override {
+  Status ChangeBucket(int64_t repo, const std::vector<BucketChange>& changes) override {
     if (auto st = Before("ChangeBucket", {}); !st.ok()) return st.error();
     return inner_.ChangeBucket(repo, changes);
   }
-  xet::Result<std::vector<BucketFile>> ListBucket(int64_t repo, std::string_view prefix,
-                                                  std::optional<std::string_view> from,
-                                                  size_t limit) override {
+  Result<std::vector<BucketFile>> ListBucket(int64_t repo, std::string_view prefix,
+                                             std::optional<std::string_view> from, size_t limit) override {
     if (auto st = Before("ListBucket", {}); !st.ok()) return st.error();
     return inner_.ListBucket(repo, prefix, from, limit);
   }
-  xet::Result<std::vector<std::optional<BucketFile>>> GetBucketFiles(
+  Result<std::vector<std::optional<BucketFile>>> GetBucketFiles(
       int64_t repo, const std::vector<std::string>& paths) override {
     if (auto st = Before("GetBucketFiles", {}); !st.ok()) return st.error();
     return inner_.GetBucketFiles(repo, paths);
   }
-  xet::Result<BucketTotals> GetBucketTotals(int64_t repo) override {
+  Result<BucketTotals> GetBucketTotals(int64_t repo) override {
     if (auto st = Before("GetBucketTotals", {}); !st.ok()) return st.error();
     return inner_.GetBucketTotals(repo);
   }
 
-  xet::Result<std::string> SharedSecret(std::string_view name, std::string_view candidate) override {
+  Result<std::string> SharedSecret(std::string_view name, std::string_view candidate) override {
     if (auto st = Before("SharedSecret", {}); !st.ok()) return st.error();
     return inner_.SharedSecret(name, candidate);
   }
-  xet::Result<std::vector<SecretRecord>> ListSecrets() override {
+  Result<std::vector<SecretRecord>> ListSecrets() override {
     if (auto st = Before("ListSecrets", {}); !st.ok()) return st.error();
     return inner_.ListSecrets();
   }
-  xet::Result<bool> AddSecret(std::string_view name, std::string_view value) override {
+  Result<bool> AddSecret(std::string_view name, std::string_view value) override {
     if (auto st = Before("AddSecret", {}); !st.ok()) return st.error();
     return inner_.AddSecret(name, value);
   }
-  xet::Result<bool> DeleteSecret(std::string_view name) override {
+  Result<bool> DeleteSecret(std::string_view name) override {
     if (auto st = Before("DeleteSecret", {}); !st.ok()) return st.error();
     return inner_.DeleteSecret(name);
   }
 
-  xet::Result<bool> TakeLease(std::string_view name, std::string_view holder, int64_t now,
-                              int64_t expires) override {
+  Result<bool> TakeLease(std::string_view name, std::string_view holder, int64_t now,
+                         int64_t expires) override {
     if (auto st = Before("TakeLease", {}); !st.ok()) return st.error();
     return inner_.TakeLease(name, holder, now, expires);
   }
-  xet::Status DropLease(std::string_view name, std::string_view holder) override {
+  Status DropLease(std::string_view name, std::string_view holder) override {
     if (auto st = Before("DropLease", {}); !st.ok()) return st.error();
     return inner_.DropLease(name, holder);
   }
-  xet::Result<std::optional<std::string>> LeaseHolder(std::string_view name, int64_t now) override {
+  Result<std::optional<std::string>> LeaseHolder(std::string_view name, int64_t now) override {
     if (auto st = Before("LeaseHolder", {}); !st.ok()) return st.error();
     return inner_.LeaseHolder(name, now);
   }
-  xet::Status NoteMirrorRead(int64_t repo, int64_t at) override {
+  Status NoteMirrorRead(int64_t repo, int64_t at) override {
     if (auto st = Before("NoteMirrorRead", {}); !st.ok()) return st.error();
     return inner_.NoteMirrorRead(repo, at);
   }
-  xet::Result<std::vector<MirrorRead>> ListMirrorReads() override {
+  Result<std::vector<MirrorRead>> ListMirrorReads() override {
     if (auto st = Before("ListMirrorReads", {}); !st.ok()) return st.error();
     return inner_.ListMirrorReads();
   }
-  xet::Result<std::optional<QuotaRecord>> GetQuota(std::string_view ns) override {
+  Result<std::optional<QuotaRecord>> GetQuota(std::string_view ns) override {
     if (auto st = Before("GetQuota", {}); !st.ok()) return st.error();
     return inner_.GetQuota(ns);
   }
-  xet::Result<std::vector<QuotaRecord>> ListQuotas(std::optional<std::string_view> after,
-                                                   size_t limit) override {
+  Result<std::vector<QuotaRecord>> ListQuotas(std::optional<std::string_view> after, size_t limit) override {
     if (auto st = Before("ListQuotas", {}); !st.ok()) return st.error();
     return inner_.ListQuotas(after, limit);
   }
-  xet::Status SetQuotaLimit(std::string_view ns, std::optional<uint64_t> limit) override {
+  Status SetQuotaLimit(std::string_view ns, std::optional<uint64_t> limit) override {
     if (auto st = Before("SetQuotaLimit", {}); !st.ok()) return st.error();
     return inner_.SetQuotaLimit(ns, limit);
   }
-  xet::Result<bool> DeleteQuota(std::string_view ns) override {
+  Result<bool> DeleteQuota(std::string_view ns) override {
     if (auto st = Before("DeleteQuota", {}); !st.ok()) return st.error();
     return inner_.DeleteQuota(ns);
   }
-  xet::Status SettleQuota(std::string_view ns, uint64_t bytes, bool published) override {
+  Status SettleQuota(std::string_view ns, uint64_t bytes, bool published) override {
     if (auto st = Before("SettleQuota", {}); !st.ok()) return st.error();
     return inner_.SettleQuota(ns, bytes, published);
   }
-  xet::Result<bool> RecordQuotaMeasure(std::string_view ns, const QuotaMeasure& measure,
-                                       uint64_t charge) override {
+  Result<bool> RecordQuotaMeasure(std::string_view ns, const QuotaMeasure& measure,
+                                  uint64_t charge) override {
     if (auto st = Before("RecordQuotaMeasure", {}); !st.ok()) return st.error();
     return inner_.RecordQuotaMeasure(ns, measure, charge);
   }
-  xet::Status MarkQuotaStale(std::optional<std::string_view> ns) override {
+  Status MarkQuotaStale(std::optional<std::string_view> ns) override {
     if (auto st = Before("MarkQuotaStale", {}); !st.ok()) return st.error();
     return inner_.MarkQuotaStale(ns);
   }
 
-  xet::Result<std::vector<FileXorbs>> ScanFileXorbs(std::optional<FileHash> after, size_t limit) override {
+  Result<std::vector<FileXorbs>> ScanFileXorbs(std::optional<FileHash> after, size_t limit) override {
     if (auto st = Before("ScanFileXorbs", {}); !st.ok()) return st.error();
     return inner_.ScanFileXorbs(after, limit);
   }
-  xet::Result<std::vector<Quarantined>> ScanQuarantine(GcKind kind, std::optional<Hash> after,
-                                                       size_t limit) override {
+  Result<std::vector<Quarantined>> ScanQuarantine(GcKind kind, std::optional<Hash> after,
+                                                  size_t limit) override {
     if (auto st = Before("ScanQuarantine", {}); !st.ok()) return st.error();
     return inner_.ScanQuarantine(kind, after, limit);
   }
-  xet::Status Quarantine(GcKind kind, std::span<const Hash> hashes, int64_t since) override {
+  Status Quarantine(GcKind kind, std::span<const Hash> hashes, int64_t since) override {
     if (auto st = Before("Quarantine", {}); !st.ok()) return st.error();
     return inner_.Quarantine(kind, hashes, since);
   }
-  xet::Status Release(GcKind kind, std::span<const Hash> hashes) override {
+  Status Release(GcKind kind, std::span<const Hash> hashes) override {
     if (auto st = Before("Release", {}); !st.ok()) return st.error();
     return inner_.Release(kind, hashes);
   }
-  xet::Result<SweptTotals> SweepFiles(std::span<const Quarantined> files) override {
+  Result<SweptTotals> SweepFiles(std::span<const Quarantined> files) override {
     if (auto st = Before("SweepFiles", {}); !st.ok()) return st.error();
     return inner_.SweepFiles(files);
   }
-  xet::Result<std::vector<XorbHash>> ClaimXorbs(std::span<const Quarantined> xorbs, int64_t now) override {
+  Result<std::vector<XorbHash>> ClaimXorbs(std::span<const Quarantined> xorbs, int64_t now) override {
     if (auto st = Before("ClaimXorbs", {}); !st.ok()) return st.error();
     return inner_.ClaimXorbs(xorbs, now);
   }
-  xet::Result<SweptTotals> DropXorbs(std::span<const XorbHash> xorbs) override {
+  Result<SweptTotals> DropXorbs(std::span<const XorbHash> xorbs) override {
     if (auto st = Before("DropXorbs", {}); !st.ok()) return st.error();
     return inner_.DropXorbs(xorbs);
   }
-  xet::Result<std::vector<std::vector<std::string>>> FileScopes(std::span<const FileHash> files) override {
+  Result<std::vector<std::vector<std::string>>> FileScopes(std::span<const FileHash> files) override {
     if (auto st = Before("FileScopes", {}); !st.ok()) return st.error();
     return inner_.FileScopes(files);
   }
-  xet::Status Repoint(const Repointing& repointing) override {
+  Status Repoint(const Repointing& repointing) override {
     if (auto st = Before("Repoint", {}); !st.ok()) return st.error();
     return inner_.Repoint(repointing);
   }
-  xet::Result<std::vector<ShardScope>> ShardScopes(std::span<const Hash> shards) override {
+  Result<std::vector<ShardScope>> ShardScopes(std::span<const Hash> shards) override {
     if (auto st = Before("ShardScopes", {}); !st.ok()) return st.error();
     return inner_.ShardScopes(shards);
   }
-  xet::Result<SweptTotals> DropShards(std::span<const Hash> shards) override {
+  Result<SweptTotals> DropShards(std::span<const Hash> shards) override {
     if (auto st = Before("DropShards", {}); !st.ok()) return st.error();
     return inner_.DropShards(shards);
   }
-  xet::Result<std::vector<RepoObjectMark>> ScanRepoObjects(int64_t repo,
-                                                           const std::optional<std::vector<uint8_t>>& after,
-                                                           size_t limit) override {
+  Result<std::vector<RepoObjectMark>> ScanRepoObjects(int64_t repo,
+                                                      const std::optional<std::vector<uint8_t>>& after,
+                                                      size_t limit) override {
     if (auto st = Before("ScanRepoObjects", {}); !st.ok()) return st.error();
     return inner_.ScanRepoObjects(repo, after, limit);
   }
-  xet::Status QuarantineRepoObjects(int64_t repo, const std::vector<std::vector<uint8_t>>& keys,
-                                    int64_t since) override {
+  Status QuarantineRepoObjects(int64_t repo, const std::vector<std::vector<uint8_t>>& keys,
+                               int64_t since) override {
     if (auto st = Before("QuarantineRepoObjects", keys); !st.ok()) return st.error();
     return inner_.QuarantineRepoObjects(repo, keys, since);
   }
-  xet::Status ReleaseRepoObjects(int64_t repo, const std::vector<std::vector<uint8_t>>& keys) override {
+  Status ReleaseRepoObjects(int64_t repo, const std::vector<std::vector<uint8_t>>& keys) override {
     if (auto st = Before("ReleaseRepoObjects", keys); !st.ok()) return st.error();
     return inner_.ReleaseRepoObjects(repo, keys);
   }
-  xet::Result<SweptTotals> SweepRepoObjects(int64_t repo, std::span<const RepoObjectMark> objects) override {
+  Result<SweptTotals> SweepRepoObjects(int64_t repo, std::span<const RepoObjectMark> objects) override {
     if (auto st = Before("SweepRepoObjects", {}); !st.ok()) return st.error();
     return inner_.SweepRepoObjects(repo, objects);
   }
-  xet::Result<std::string> ScrubDeleted(bool vacuum) override {
+  Result<std::string> ScrubDeleted(bool vacuum) override {
     if (auto st = Before("ScrubDeleted", {}); !st.ok()) return st.error();
     return inner_.ScrubDeleted(vacuum);
   }
-  xet::Result<std::unique_ptr<GcLock>> LockGc() override {
+  Result<std::unique_ptr<GcLock>> LockGc() override {
     if (auto st = Before("LockGc", {}); !st.ok()) return st.error();
     return inner_.LockGc();
   }
-  xet::Result<std::unique_ptr<GcLock>> HoldDeletions(DeletionHold mode, bool wait) override {
+  Result<std::unique_ptr<GcLock>> HoldDeletions(DeletionHold mode, bool wait) override {
     if (auto st = Before("HoldDeletions", {}); !st.ok()) return st.error();
     return inner_.HoldDeletions(mode, wait);
   }
 
-  xet::Status Ping() override {
+  Status Ping() override {
     if (auto st = Before("Ping", {}); !st.ok()) return st.error();
     return inner_.Ping();
   }
@@ -386,8 +380,8 @@ class ForwardingIndex : public Index {
   // Asked before every call that can fail, with the method's name and, for the calls given repository object
   // keys, those keys: an error is answered instead of the call. The default lets every call through; a
   // decorator that fails or counts calls (the tests' fault seam) overrides this alone.
-  virtual xet::Status Before(std::string_view /*call*/, std::span<const std::vector<uint8_t>> /*keys*/) {
-    return xet::Ok{};
+  virtual Status Before(std::string_view /*call*/, std::span<const std::vector<uint8_t>> /*keys*/) {
+    return Ok{};
   }
 
  private:

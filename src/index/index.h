@@ -29,9 +29,9 @@
 #include <string_view>
 #include <vector>
 
+#include "common/error.h"
 #include "index/records.h"
 #include "index/repo_records.h"
-#include "xet/result.h"
 
 namespace cairn::index {
 
@@ -51,44 +51,43 @@ class CasIndex {
   CasIndex& operator=(const CasIndex&) = delete;
 
   // ---- Xorbs
-  virtual xet::Result<std::shared_ptr<const XorbEntry>> GetXorb(const XorbHash& hash) = 0;
+  virtual Result<std::shared_ptr<const XorbEntry>> GetXorb(const XorbHash& hash) = 0;
   // Several xorbs in one read (one round trip on PostgreSQL): entry i for hashes[i], null where the index has
   // none. At most kMaxXorbsPerRead hashes (kMalformed past that).
   static constexpr size_t kMaxXorbsPerRead = 4096;
-  virtual xet::Result<std::vector<std::shared_ptr<const XorbEntry>>> GetXorbs(
+  virtual Result<std::vector<std::shared_ptr<const XorbEntry>>> GetXorbs(
       std::span<const XorbHash> hashes) = 0;
-  virtual xet::Result<bool> HasXorb(const XorbHash& hash) = 0;
+  virtual Result<bool> HasXorb(const XorbHash& hash) = 0;
   // Registers a stored xorb. Returns whether it was new.
-  virtual xet::Result<bool> PutXorb(const XorbHash& hash, const xet::XorbLayout& layout) = 0;
+  virtual Result<bool> PutXorb(const XorbHash& hash, const xet::XorbLayout& layout) = 0;
 
   // ---- Files
-  virtual xet::Result<std::shared_ptr<const FileEntry>> GetFile(const FileHash& hash) = 0;
+  virtual Result<std::shared_ptr<const FileEntry>> GetFile(const FileHash& hash) = 0;
   // Several files in one read (one round trip on PostgreSQL): entry i for hashes[i], null where the index has
   // none. At most kMaxFilesPerRead hashes (kMalformed past that): a file's terms may run to megabytes.
   static constexpr size_t kMaxFilesPerRead = 128;
-  virtual xet::Result<std::vector<std::shared_ptr<const FileEntry>>> GetFiles(
+  virtual Result<std::vector<std::shared_ptr<const FileEntry>>> GetFiles(
       std::span<const FileHash> hashes) = 0;
   // Whether a write token of `scope` registered the file.
-  virtual xet::Result<bool> FileVisibleTo(const FileHash& hash, std::string_view scope) = 0;
+  virtual Result<bool> FileVisibleTo(const FileHash& hash, std::string_view scope) = 0;
   // When `scope` sees the file, the created_at of its record (FileEntry::created_at), in one read; else
   // nullopt. Caches of a file's terms compare it with the record they hold (the collector may have swept
   // that one and an upload registered the file again).
-  virtual xet::Result<std::optional<int64_t>> VisibleFileRecord(const FileHash& hash,
-                                                                std::string_view scope) = 0;
+  virtual Result<std::optional<int64_t>> VisibleFileRecord(const FileHash& hash, std::string_view scope) = 0;
   // The file, if a write token of `scope` registered it, in one read: kNotFound alike when it is unknown and
   // when it is not visible to `scope` (a scope cannot learn of other scopes' files).
-  virtual xet::Result<std::shared_ptr<const FileEntry>> GetVisibleFile(const FileHash& hash,
-                                                                       std::string_view scope) = 0;
+  virtual Result<std::shared_ptr<const FileEntry>> GetVisibleFile(const FileHash& hash,
+                                                                  std::string_view scope) = 0;
   // A file with this SHA-256 (as stored in shards), visible to `scope` when one is given.
-  virtual xet::Result<std::optional<FileHash>> FileBySha256(const Hash& sha256,
-                                                            std::optional<std::string_view> scope) = 0;
+  virtual Result<std::optional<FileHash>> FileBySha256(const Hash& sha256,
+                                                       std::optional<std::string_view> scope) = 0;
 
   // The files visible to `scope`, in hash order, starting after `after` when given: at most `limit` of
   // them (at most kMaxListedFiles; kMalformed past that). One indexed range scan whatever the scope's size.
   static constexpr size_t kMaxListedFiles = 10000;
-  virtual xet::Result<std::vector<ListedFile>> ListFiles(std::string_view scope,
-                                                         std::optional<FileHash> after, size_t limit) = 0;
-  virtual xet::Result<ScopeTotals> ScopeStats(std::string_view scope) = 0;
+  virtual Result<std::vector<ListedFile>> ListFiles(std::string_view scope, std::optional<FileHash> after,
+                                                    size_t limit) = 0;
+  virtual Result<ScopeTotals> ScopeStats(std::string_view scope) = 0;
   // Makes registered files visible to `scope` as well (a copy between repositories, whose scopes differ; a
   // commit publishing files to its repository's read scope), all or nothing, in one transaction; each
   // counted in the scope's totals once; the scope's revocations of them are cleared (their blobs go with the
@@ -97,12 +96,12 @@ class CasIndex {
   // With `charge`, the namespace's quota is charged in the same transaction (QuotaCharge; kQuota changes
   // nothing).
   static constexpr size_t kMaxSharedFiles = 25000;
-  virtual xet::Status ShareFiles(std::span<const FileHash> hashes, std::string_view scope,
-                                 const QuotaCharge* charge) = 0;
-  xet::Status ShareFiles(std::span<const FileHash> hashes, std::string_view scope) {
+  virtual Status ShareFiles(std::span<const FileHash> hashes, std::string_view scope,
+                            const QuotaCharge* charge) = 0;
+  Status ShareFiles(std::span<const FileHash> hashes, std::string_view scope) {
     return ShareFiles(hashes, scope, nullptr);
   }
-  xet::Status ShareFile(const FileHash& hash, std::string_view scope) {
+  Status ShareFile(const FileHash& hash, std::string_view scope) {
     return ShareFiles(std::span(&hash, 1), scope, nullptr);
   }
   // Takes the file out of `scope`'s view: its visibility to `scope` and its share of the scope's totals go,
@@ -110,49 +109,49 @@ class CasIndex {
   // file's record, other scopes' views of it and its xorbs stay (a garbage collector frees what nothing
   // references). kRemovedBefore when an earlier call removed it (its caller may have died before storing the
   // revocation's blob: this one stores it again).
-  virtual xet::Result<Unregistered> UnregisterFile(const FileHash& hash, std::string_view scope) = 0;
+  virtual Result<Unregistered> UnregisterFile(const FileHash& hash, std::string_view scope) = 0;
   // Revocations in (file, scope) order after `after`, at most `limit` (at most kMaxListedFiles).
-  virtual xet::Result<std::vector<RevocationRecord>> ListRevocations(std::optional<RevocationKey> after,
-                                                                     size_t limit) = 0;
+  virtual Result<std::vector<RevocationRecord>> ListRevocations(std::optional<RevocationKey> after,
+                                                                size_t limit) = 0;
   // The cleared ones alone, in the same order (what a collector run finishes; an index keeps them apart, so a
   // run does not read every revocation).
-  virtual xet::Result<std::vector<RevocationKey>> ListClearedRevocations(std::optional<RevocationKey> after,
-                                                                         size_t limit) = 0;
+  virtual Result<std::vector<RevocationKey>> ListClearedRevocations(std::optional<RevocationKey> after,
+                                                                    size_t limit) = 0;
   // Deletes each given revocation that is still cleared (its blob is gone); one recorded again since stays.
-  virtual xet::Status ForgetRevocations(std::span<const RevocationKey> revocations) = 0;
+  virtual Status ForgetRevocations(std::span<const RevocationKey> revocations) = 0;
 
   // ---- Shards
   // Registers a verified shard: the shard, its files (visible to commit.scope) and its dedup entries, all
   // or nothing; the scope's revocations of files it sees again are cleared (CommitOutcome). Committing a
   // shard again is not an error (already_existed) and adds commit.scope.
-  virtual xet::Result<CommitOutcome> CommitShard(const ShardCommit& commit) = 0;
-  virtual xet::Result<std::optional<ShardInfo>> GetShard(const Hash& shard) = 0;
+  virtual Result<CommitOutcome> CommitShard(const ShardCommit& commit) = 0;
+  virtual Result<std::optional<ShardInfo>> GetShard(const Hash& shard) = 0;
   // The xorbs a registered shard brought together (kNotFound for an unknown shard). Shards registered
   // before cairn recorded this (schema < 3) list the xorbs of their dedup entries, in no particular order.
-  virtual xet::Result<std::shared_ptr<const ShardXorbs>> GetShardXorbs(const Hash& shard) = 0;
+  virtual Result<std::shared_ptr<const ShardXorbs>> GetShardXorbs(const Hash& shard) = 0;
 
   // ---- Global dedup
   // Where `chunk` can be found: entries registered by `scope`, or by any scope when scope is nullopt; at
   // most kMaxDedupHits of them (a chunk common to many uploads must not make the answer unbounded).
   static constexpr size_t kMaxDedupHits = 32;
-  virtual xet::Result<std::vector<DedupHit>> LookupDedup(const ChunkHash& chunk,
-                                                         std::optional<std::string_view> scope) = 0;
+  virtual Result<std::vector<DedupHit>> LookupDedup(const ChunkHash& chunk,
+                                                    std::optional<std::string_view> scope) = 0;
 
   // ---- Naming xorbs to clients while a collector may run (docs/operations.md)
   // Use i for xorbs[i]: kStored when it is registered, reviving it if a mark had quarantined it (a dedup
   // answer or an upload that names it makes it wanted again); kBeingSwept when a sweep has claimed it;
   // kAbsent when there is none. Always asks the database (never a cache: another node may have swept it).
   // At most kMaxXorbsPerRead xorbs.
-  virtual xet::Result<std::vector<XorbUse>> ReviveXorbs(std::span<const XorbHash> xorbs) = 0;
+  virtual Result<std::vector<XorbUse>> ReviveXorbs(std::span<const XorbHash> xorbs) = 0;
 
-  virtual xet::Result<IndexStats> Stats() = 0;
+  virtual Result<IndexStats> Stats() = 0;
 
   // ---- Whole-index scans (fsck, rebuild): the hashes of one kind of record in hash order, after `after`
   // (nullopt: from the first), at most `limit` of them (at most kMaxScanned; kMalformed past that). Records
   // written during a scan may or may not be reported.
   enum class Scanned { kXorbs, kFiles, kShards };
   static constexpr size_t kMaxScanned = 10000;
-  virtual xet::Result<std::vector<Hash>> Scan(Scanned what, std::optional<Hash> after, size_t limit) = 0;
+  virtual Result<std::vector<Hash>> Scan(Scanned what, std::optional<Hash> after, size_t limit) = 0;
 
  protected:
   CasIndex() = default;
@@ -170,80 +169,78 @@ class RepoIndex {
   // ---- Repositories (the Hub's metadata, repo_records.h)
   // Creates a repository with its first objects and refs in one transaction. kConflict when a repository
   // of that type and name exists; kMalformed without both scopes.
-  virtual xet::Result<RepoRecord> CreateRepo(const NewRepo& repo) = 0;
+  virtual Result<RepoRecord> CreateRepo(const NewRepo& repo) = 0;
   // kNotFound when there is none. Names compare exactly (case matters).
-  virtual xet::Result<RepoRecord> FindRepo(RepoType type, std::string_view ns, std::string_view name) = 0;
+  virtual Result<RepoRecord> FindRepo(RepoType type, std::string_view ns, std::string_view name) = 0;
   // The repository whose write or read scope (RepoRecord::scope, read_scope) `scope` is; kNotFound when it is
   // no repository's.
-  virtual xet::Result<RepoRecord> FindRepoByScope(std::string_view scope) = 0;
+  virtual Result<RepoRecord> FindRepoByScope(std::string_view scope) = 0;
   // Repositories of `type` (in namespace `ns` when given) ordered by (namespace, name), after the given
   // pair when `after` is set; at most `limit` (at most kMaxListedRepos; kMalformed past that).
   static constexpr size_t kMaxListedRepos = 1000;
-  virtual xet::Result<std::vector<RepoRecord>> ListRepos(
-      RepoType type, std::optional<std::string_view> ns,
-      std::optional<std::pair<std::string, std::string>> after, size_t limit) = 0;
+  virtual Result<std::vector<RepoRecord>> ListRepos(RepoType type, std::optional<std::string_view> ns,
+                                                    std::optional<std::pair<std::string, std::string>> after,
+                                                    size_t limit) = 0;
   // How many repositories of `type` namespace `ns` holds (a namespace's share of a site's repositories).
-  virtual xet::Result<uint64_t> CountRepos(RepoType type, std::string_view ns) = 0;
+  virtual Result<uint64_t> CountRepos(RepoType type, std::string_view ns) = 0;
   // kNotFound for an unknown id, kConflict when the new name is taken (nothing changed then).
-  virtual xet::Status UpdateRepo(int64_t id, const RepoChange& change) = 0;
+  virtual Status UpdateRepo(int64_t id, const RepoChange& change) = 0;
   // The repository, its refs, its objects and its bucket files, and every file's visibility to its two
   // scopes (RepoRecord::scope and read_scope) with their totals, so that no token of the repository reads
   // anything from then on; kNotFound for an unknown id.
-  virtual xet::Status DeleteRepo(int64_t id) = 0;
+  virtual Status DeleteRepo(int64_t id) = 0;
   // Stores objects of repository `repo` (keys already present keep their value). Every key given is wanted:
   // its quarantine, if a mark had put it there, goes in the same transaction (GcIndex). With `charge`, the
   // namespace's quota is charged in the same transaction (QuotaCharge; kQuota changes nothing).
-  virtual xet::Status PutRepoObjects(int64_t repo, const std::vector<RepoObject>& objects,
-                                     const QuotaCharge* charge) = 0;
-  xet::Status PutRepoObjects(int64_t repo, const std::vector<RepoObject>& objects) {
+  virtual Status PutRepoObjects(int64_t repo, const std::vector<RepoObject>& objects,
+                                const QuotaCharge* charge) = 0;
+  Status PutRepoObjects(int64_t repo, const std::vector<RepoObject>& objects) {
     return PutRepoObjects(repo, objects, nullptr);
   }
   // Result i for keys[i]: whether the object exists, releasing it from the quarantine when a mark had put it
   // there (a ref about to name it again: the collector never deletes what this revived). At most
   // kMaxObjectsPerRead keys.
-  virtual xet::Result<std::vector<ObjectRevival>> ReviveRepoObjects(
+  virtual Result<std::vector<ObjectRevival>> ReviveRepoObjects(
       int64_t repo, const std::vector<std::vector<uint8_t>>& keys) = 0;
   // Deletes these objects of the repository (the links a purge removes) with their quarantine; returns how
   // many existed. At most kMaxObjectsPerRead keys.
-  virtual xet::Result<size_t> DeleteRepoObjects(int64_t repo,
-                                                const std::vector<std::vector<uint8_t>>& keys) = 0;
+  virtual Result<size_t> DeleteRepoObjects(int64_t repo, const std::vector<std::vector<uint8_t>>& keys) = 0;
   // The repository's objects of one kind in key order (bytewise), after `after` when given; at most `limit`
   // (at most kMaxObjectsPerRead).
-  virtual xet::Result<std::vector<RepoObject>> ListRepoObjects(
-      int64_t repo, uint8_t kind, const std::optional<std::vector<uint8_t>>& after, size_t limit) = 0;
+  virtual Result<std::vector<RepoObject>> ListRepoObjects(int64_t repo, uint8_t kind,
+                                                          const std::optional<std::vector<uint8_t>>& after,
+                                                          size_t limit) = 0;
   // Object i for keys[i], or nullopt where there is none; at most kMaxObjectsPerRead keys.
   static constexpr size_t kMaxObjectsPerRead = 1000;
-  virtual xet::Result<std::vector<std::optional<RepoObject>>> GetRepoObjects(
+  virtual Result<std::vector<std::optional<RepoObject>>> GetRepoObjects(
       int64_t repo, const std::vector<std::vector<uint8_t>>& keys) = 0;
   // The first `max_bytes` of one object and its size, or nullopt where there is none: never more memory than
   // the bound, whatever the object's size (a commit message an older cairn stored without a limit).
-  virtual xet::Result<std::optional<RepoObjectHead>> GetRepoObjectHead(int64_t repo,
-                                                                       std::span<const uint8_t> key,
-                                                                       size_t max_bytes) = 0;
+  virtual Result<std::optional<RepoObjectHead>> GetRepoObjectHead(int64_t repo, std::span<const uint8_t> key,
+                                                                  size_t max_bytes) = 0;
   // GetRepoObjectHead for several keys in one read (one round trip on PostgreSQL): head i for keys[i],
   // nullopt where there is none; at most kMaxObjectsPerRead keys.
-  virtual xet::Result<std::vector<std::optional<RepoObjectHead>>> GetRepoObjectHeads(
+  virtual Result<std::vector<std::optional<RepoObjectHead>>> GetRepoObjectHeads(
       int64_t repo, const std::vector<std::vector<uint8_t>>& keys, size_t max_bytes) = 0;
   // Every ref of the repository, branches first, each kind by name.
-  virtual xet::Result<std::vector<Ref>> ListRefs(int64_t repo) = 0;
+  virtual Result<std::vector<Ref>> ListRefs(int64_t repo) = 0;
   // Applies `update` if the ref's current target is `update.expected` (compare and swap): kConflict when
   // it is not, so concurrent writers cannot lose each other's changes; kNotFound for an unknown repo;
   // kUnknownReference when the new target is no object of the repository (a collector swept it).
-  virtual xet::Status UpdateRef(int64_t repo, const RefUpdate& update) = 0;
+  virtual Status UpdateRef(int64_t repo, const RefUpdate& update) = 0;
 
   // ---- Buckets (repositories of type kBucket)
   // Applies every change in one transaction; kNotFound for an unknown repo.
-  virtual xet::Status ChangeBucket(int64_t repo, const std::vector<BucketChange>& changes) = 0;
+  virtual Status ChangeBucket(int64_t repo, const std::vector<BucketChange>& changes) = 0;
   // The files whose path starts with `prefix` ("" for all), in path order (bytewise), from `from` on
   // (inclusive) when given; at most `limit` (at most kMaxListedFiles).
-  virtual xet::Result<std::vector<BucketFile>> ListBucket(int64_t repo, std::string_view prefix,
-                                                          std::optional<std::string_view> from,
-                                                          size_t limit) = 0;
+  virtual Result<std::vector<BucketFile>> ListBucket(int64_t repo, std::string_view prefix,
+                                                     std::optional<std::string_view> from, size_t limit) = 0;
   // File i for paths[i], or nullopt; at most kMaxObjectsPerRead paths.
-  virtual xet::Result<std::vector<std::optional<BucketFile>>> GetBucketFiles(
+  virtual Result<std::vector<std::optional<BucketFile>>> GetBucketFiles(
       int64_t repo, const std::vector<std::string>& paths) = 0;
   // How many files a bucket holds and their bytes (a sum over its files).
-  virtual xet::Result<BucketTotals> GetBucketTotals(int64_t repo) = 0;
+  virtual Result<BucketTotals> GetBucketTotals(int64_t repo) = 0;
 
  protected:
   RepoIndex() = default;
@@ -257,7 +254,7 @@ class GcLock {
   GcLock& operator=(const GcLock&) = delete;
   // Ok while the lock is still held; an error once it was lost (PostgreSQL: the connection holding it broke),
   // and then the holder must stop before its next deletion.
-  virtual xet::Status Check() = 0;
+  virtual Status Check() = 0;
 
  protected:
   GcLock() = default;
@@ -282,36 +279,36 @@ class GcIndex {
 
   // Every registered file with the distinct xorbs of its terms, and whether it is live by registration
   // (FileXorbs::registered).
-  virtual xet::Result<std::vector<FileXorbs>> ScanFileXorbs(std::optional<FileHash> after, size_t limit) = 0;
+  virtual Result<std::vector<FileXorbs>> ScanFileXorbs(std::optional<FileHash> after, size_t limit) = 0;
   // The quarantined objects of one kind, with their bytes.
-  virtual xet::Result<std::vector<Quarantined>> ScanQuarantine(GcKind kind, std::optional<Hash> after,
-                                                               size_t limit) = 0;
+  virtual Result<std::vector<Quarantined>> ScanQuarantine(GcKind kind, std::optional<Hash> after,
+                                                          size_t limit) = 0;
   // Quarantines the objects not quarantined yet, since `since`; those quarantined keep their time.
-  virtual xet::Status Quarantine(GcKind kind, std::span<const Hash> hashes, int64_t since) = 0;
+  virtual Status Quarantine(GcKind kind, std::span<const Hash> hashes, int64_t since) = 0;
   // Releases the objects a mark found wanted again (a claimed one stays claimed: its sweep goes on).
-  virtual xet::Status Release(GcKind kind, std::span<const Hash> hashes) = 0;
+  virtual Status Release(GcKind kind, std::span<const Hash> hashes) = 0;
   // Deletes each file still quarantined as given and unclaimed (its record, its scopes and their totals),
   // in one transaction.
-  virtual xet::Result<SweptTotals> SweepFiles(std::span<const Quarantined> files) = 0;
+  virtual Result<SweptTotals> SweepFiles(std::span<const Quarantined> files) = 0;
   // Claims each xorb still quarantined as given and unclaimed, at `now`, and in the same transaction deletes
   // the dedup entries and shard neighbourhoods that name it (a dedup answer never names it from then on);
   // a shard left with no xorb is quarantined as claimed (GcKind::kShard; CommitShard refuses it,
   // kUnavailable, until DropShards). Returns the xorbs claimed. A claimed xorb cannot be revived: its bytes
   // go next (the caller), then DropXorbs.
-  virtual xet::Result<std::vector<XorbHash>> ClaimXorbs(std::span<const Quarantined> xorbs, int64_t now) = 0;
+  virtual Result<std::vector<XorbHash>> ClaimXorbs(std::span<const Quarantined> xorbs, int64_t now) = 0;
   // Deletes the records of claimed xorbs (their bytes are gone) and their quarantine; unclaimed ones are
   // left alone.
-  virtual xet::Result<SweptTotals> DropXorbs(std::span<const XorbHash> xorbs) = 0;
+  virtual Result<SweptTotals> DropXorbs(std::span<const XorbHash> xorbs) = 0;
   // The scopes each of these shards was registered for (recorded since schema 12; older shards have none).
-  virtual xet::Result<std::vector<ShardScope>> ShardScopes(std::span<const Hash> shards) = 0;
+  virtual Result<std::vector<ShardScope>> ShardScopes(std::span<const Hash> shards) = 0;
   // Deletes the records of claimed shards (their blobs and grants are gone) with their scopes and quarantine;
   // unclaimed ones are left alone.
-  virtual xet::Result<SweptTotals> DropShards(std::span<const Hash> shards) = 0;
+  virtual Result<SweptTotals> DropShards(std::span<const Hash> shards) = 0;
 
   // ---- Compaction (src/compact/): rewriting xorbs that are mostly dead with their live chunks only
   // The scopes that see each file, result i for files[i] (empty for an unknown file); at most
   // CasIndex::kMaxFilesPerRead files (kMalformed past that).
-  virtual xet::Result<std::vector<std::vector<std::string>>> FileScopes(std::span<const FileHash> files) = 0;
+  virtual Result<std::vector<std::vector<std::string>>> FileScopes(std::span<const FileHash> files) = 0;
   // In one transaction: registers each shard (as CommitShard does: its row, scope, neighbourhood and dedup
   // entries; its files are registered already and keep their scopes), gives each file its new terms and a
   // new record (created_at := max(now, record + 1), so that caches of the old terms notice), deletes the
@@ -320,30 +317,29 @@ class GcIndex {
   // it. kConflict (nothing changed) when a file is unknown or its record is no longer the one given (swept
   // and registered again since it was read); kUnavailable when a xorb named is claimed by a sweep;
   // kUnknownReference when `into` is not registered.
-  virtual xet::Status Repoint(const Repointing& repointing) = 0;
+  virtual Status Repoint(const Repointing& repointing) = 0;
 
   // ---- Repository objects: a mark walks each repository's refs (hub/) and quarantines what they do not
   // reach The repository's objects in key order after `after`, with sizes and quarantine times (never their
   // data).
-  virtual xet::Result<std::vector<RepoObjectMark>> ScanRepoObjects(
+  virtual Result<std::vector<RepoObjectMark>> ScanRepoObjects(
       int64_t repo, const std::optional<std::vector<uint8_t>>& after, size_t limit) = 0;
   // As Quarantine and Release, for objects of one repository (at most kMaxScanned keys).
-  virtual xet::Status QuarantineRepoObjects(int64_t repo, const std::vector<std::vector<uint8_t>>& keys,
-                                            int64_t since) = 0;
-  virtual xet::Status ReleaseRepoObjects(int64_t repo, const std::vector<std::vector<uint8_t>>& keys) = 0;
+  virtual Status QuarantineRepoObjects(int64_t repo, const std::vector<std::vector<uint8_t>>& keys,
+                                       int64_t since) = 0;
+  virtual Status ReleaseRepoObjects(int64_t repo, const std::vector<std::vector<uint8_t>>& keys) = 0;
   // Deletes each object still quarantined with the `since` given (not revived since the mark read it), in
   // one transaction; returns what went.
-  virtual xet::Result<SweptTotals> SweepRepoObjects(int64_t repo,
-                                                    std::span<const RepoObjectMark> objects) = 0;
+  virtual Result<SweptTotals> SweepRepoObjects(int64_t repo, std::span<const RepoObjectMark> objects) = 0;
   // Makes the bytes of deleted rows leave the database's files, and says what it did. SQLite zeroes deleted
   // content as it deletes (secure_delete); this truncates the write-ahead log, and with `vacuum` rewrites the
   // database first. PostgreSQL: VACUUM of the tables that hold repository objects; with `vacuum`, VACUUM FULL
   // (a new file for each table: it locks them while it runs) and a checkpoint.
-  virtual xet::Result<std::string> ScrubDeleted(bool vacuum) = 0;
+  virtual Result<std::string> ScrubDeleted(bool vacuum) = 0;
 
   // Waits until this process is the only collector of this index, then holds it (SQLite: a lock on a file
   // beside the database; PostgreSQL: an advisory lock on a connection of its own).
-  virtual xet::Result<std::unique_ptr<GcLock>> LockGc() = 0;
+  virtual Result<std::unique_ptr<GcLock>> LockGc() = 0;
 
   // Holds the deletion of stored bytes off while a backup copies them (backup/backup.h). Backups hold it
   // shared, each for its whole run; a collector holds it exclusively from its first claim or deletion of a
@@ -351,7 +347,7 @@ class GcIndex {
   // the other side holds it now. Released when destroyed or when the process dies (SQLite: a lock on a file
   // beside the database; PostgreSQL: an advisory lock on a connection of its own).
   enum class DeletionHold { kShared, kExclusive };
-  virtual xet::Result<std::unique_ptr<GcLock>> HoldDeletions(DeletionHold mode, bool wait) = 0;
+  virtual Result<std::unique_ptr<GcLock>> HoldDeletions(DeletionHold mode, bool wait) = 0;
 
  protected:
   GcIndex() = default;
@@ -367,13 +363,13 @@ class SecretIndex {
   // ---- Secrets
   // The secret named `name`, shared by every process on this index; when there is none yet, `candidate` is
   // stored and returned (atomically: of several processes starting at once, one value wins for all).
-  virtual xet::Result<std::string> SharedSecret(std::string_view name, std::string_view candidate) = 0;
+  virtual Result<std::string> SharedSecret(std::string_view name, std::string_view candidate) = 0;
   // Every stored secret, by name (a handful: the signing keys, config/secrets.h).
-  virtual xet::Result<std::vector<SecretRecord>> ListSecrets() = 0;
+  virtual Result<std::vector<SecretRecord>> ListSecrets() = 0;
   // Stores a new secret stamped with the current time; false (nothing changed) when `name` exists.
-  virtual xet::Result<bool> AddSecret(std::string_view name, std::string_view value) = 0;
+  virtual Result<bool> AddSecret(std::string_view name, std::string_view value) = 0;
   // Deletes the secret; false when there was none.
-  virtual xet::Result<bool> DeleteSecret(std::string_view name) = 0;
+  virtual Result<bool> DeleteSecret(std::string_view name) = 0;
 
  protected:
   SecretIndex() = default;
@@ -389,28 +385,28 @@ class QuotaIndex {
   QuotaIndex& operator=(const QuotaIndex&) = delete;
 
   // The namespace's record; nullopt when it has none (no quota).
-  virtual xet::Result<std::optional<QuotaRecord>> GetQuota(std::string_view ns) = 0;
+  virtual Result<std::optional<QuotaRecord>> GetQuota(std::string_view ns) = 0;
   // Records in namespace order after `after`, at most `limit` (at most kMaxListedQuotas).
   static constexpr size_t kMaxListedQuotas = 1000;
-  virtual xet::Result<std::vector<QuotaRecord>> ListQuotas(std::optional<std::string_view> after,
-                                                           size_t limit) = 0;
+  virtual Result<std::vector<QuotaRecord>> ListQuotas(std::optional<std::string_view> after,
+                                                      size_t limit) = 0;
   // Sets the namespace's limit (nullopt: none), creating its record (stale, never measured) when needed.
-  virtual xet::Status SetQuotaLimit(std::string_view ns, std::optional<uint64_t> limit) = 0;
+  virtual Status SetQuotaLimit(std::string_view ns, std::optional<uint64_t> limit) = 0;
   // Deletes the record; false when there was none.
-  virtual xet::Result<bool> DeleteQuota(std::string_view ns) = 0;
+  virtual Result<bool> DeleteQuota(std::string_view ns) = 0;
   // Ends a reservation (QuotaCharge::reserve) outside a write: with `published` its bytes move to pending,
   // without it they are dropped (the commit failed before it published anything).
-  virtual xet::Status SettleQuota(std::string_view ns, uint64_t bytes, bool published) = 0;
+  virtual Status SettleQuota(std::string_view ns, uint64_t bytes, bool published) = 0;
   // Stores a measure if the record's generation is still measure.generation_seen: used := measure.used,
   // pending := max(pending - pending_seen, 0) (what was published after the measure began stays), reserved
   // += charge (reservations older than kQuotaReservationLife, of commits that died before settling, are
   // dropped first), stale := false, a new generation; with a charge, only when the total stays within the
   // limit. Says whether it did (false: the generation moved, the charge did not fit, or there is no record).
   static constexpr int64_t kQuotaReservationLife = 3600;
-  virtual xet::Result<bool> RecordQuotaMeasure(std::string_view ns, const QuotaMeasure& measure,
-                                               uint64_t charge) = 0;
+  virtual Result<bool> RecordQuotaMeasure(std::string_view ns, const QuotaMeasure& measure,
+                                          uint64_t charge) = 0;
   // Marks the namespace's record stale (nullopt: every record), with a new generation.
-  virtual xet::Status MarkQuotaStale(std::optional<std::string_view> ns) = 0;
+  virtual Status MarkQuotaStale(std::optional<std::string_view> ns) = 0;
 
  protected:
   QuotaIndex() = default;
@@ -438,18 +434,18 @@ class MirrorIndex {
   // Takes `name` for `holder` until `expires` (unix seconds) when no one holds it, when its lease lapsed
   // (an expiry at or before `now`), or when `holder` holds it already (a renewal). Whether `holder` holds it
   // now. Names and holders are at most 256 bytes.
-  virtual xet::Result<bool> TakeLease(std::string_view name, std::string_view holder, int64_t now,
-                                      int64_t expires) = 0;
+  virtual Result<bool> TakeLease(std::string_view name, std::string_view holder, int64_t now,
+                                 int64_t expires) = 0;
   // Gives `name` up if `holder` holds it (nothing otherwise).
-  virtual xet::Status DropLease(std::string_view name, std::string_view holder) = 0;
+  virtual Status DropLease(std::string_view name, std::string_view holder) = 0;
   // Who holds `name` at `now` (a lease that lapsed at or before it is no one's).
-  virtual xet::Result<std::optional<std::string>> LeaseHolder(std::string_view name, int64_t now) = 0;
+  virtual Result<std::optional<std::string>> LeaseHolder(std::string_view name, int64_t now) = 0;
 
   // Records a read of repository `repo` at `at` (unix seconds): the later of it and the recorded one stays.
   // kNotFound when there is no such repository.
-  virtual xet::Status NoteMirrorRead(int64_t repo, int64_t at) = 0;
+  virtual Status NoteMirrorRead(int64_t repo, int64_t at) = 0;
   // Every repository with a recorded read, least recently read first.
-  virtual xet::Result<std::vector<MirrorRead>> ListMirrorReads() = 0;
+  virtual Result<std::vector<MirrorRead>> ListMirrorReads() = 0;
 
  protected:
   MirrorIndex() = default;
@@ -468,7 +464,7 @@ class Index : public CasIndex,
 
   // ---- Operations
   // Whether the database answers now (a round trip; /readyz).
-  virtual xet::Status Ping() = 0;
+  virtual Status Ping() = 0;
   virtual WriteStats write_stats() const = 0;
   // The backend and where it is, for messages: "sqlite:PATH", or the PostgreSQL URI without its password.
   virtual std::string description() const = 0;

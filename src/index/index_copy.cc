@@ -172,16 +172,15 @@ class TableIo {
  public:
   virtual ~TableIo() = default;
   // Up to `limit` rows after `after` (a key; nullopt: from the start), in key order.
-  virtual xet::Result<std::vector<Row>> Page(const Table& t, const std::optional<Row>& after,
-                                             size_t limit) = 0;
+  virtual Result<std::vector<Row>> Page(const Table& t, const std::optional<Row>& after, size_t limit) = 0;
   // The last key present (nullopt: empty table).
-  virtual xet::Result<std::optional<Row>> LastKey(const Table& t) = 0;
+  virtual Result<std::optional<Row>> LastKey(const Table& t) = 0;
   // Inserts the rows in one transaction; rows already present are left alone.
-  virtual xet::Status Insert(const Table& t, const std::vector<Row>& rows) = 0;
+  virtual Status Insert(const Table& t, const std::vector<Row>& rows) = 0;
   // Sets the totals (Stats) from the rows.
-  virtual xet::Status RecomputeCounters() = 0;
+  virtual Status RecomputeCounters() = 0;
   // Starts the read transaction every later read is made in (CopyIndexOptions::snapshot).
-  virtual xet::Status BeginSnapshot() = 0;
+  virtual Status BeginSnapshot() = 0;
 };
 
 std::string Join(const Table& t, size_t n, const std::function<std::string(const Column&, size_t)>& f) {
@@ -197,7 +196,7 @@ std::string Join(const Table& t, size_t n, const std::function<std::string(const
 
 class SqliteTables final : public TableIo {
  public:
-  static xet::Result<std::unique_ptr<SqliteTables>> Open(const std::string& path, bool read_only = false) {
+  static Result<std::unique_ptr<SqliteTables>> Open(const std::string& path, bool read_only = false) {
     sqlite3* db = nullptr;
     const int rc =
         sqlite3_open_v2(path.c_str(), &db, read_only ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE, nullptr);
@@ -209,13 +208,13 @@ class SqliteTables final : public TableIo {
     return t;
   }
 
-  xet::Status BeginSnapshot() override {
+  Status BeginSnapshot() override {
     // A read transaction takes its snapshot at its first read, and keeps it while the log grows.
     if (auto st = Exec("BEGIN"); !st.ok()) return st;
     return Exec("SELECT count(*) FROM sqlite_master");
   }
 
-  xet::Result<int> UserVersion() {
+  Result<int> UserVersion() {
     sqlite3_stmt* s = nullptr;
     if (sqlite3_prepare_v2(db_, "PRAGMA user_version", -1, &s, nullptr) != SQLITE_OK)
       return Err("read the schema version");
@@ -229,7 +228,7 @@ class SqliteTables final : public TableIo {
   SqliteTables(const SqliteTables&) = delete;
   SqliteTables& operator=(const SqliteTables&) = delete;
 
-  xet::Result<std::vector<Row>> Page(const Table& t, const std::optional<Row>& after, size_t limit) override {
+  Result<std::vector<Row>> Page(const Table& t, const std::optional<Row>& after, size_t limit) override {
     const std::string key =
         Join(t, t.key_columns, [](const Column& c, size_t) { return std::string(c.name); });
     std::string sql = "SELECT " +
@@ -242,7 +241,7 @@ class SqliteTables final : public TableIo {
     return Select(t, sql, after ? &*after : nullptr, t.columns.size());
   }
 
-  xet::Result<std::optional<Row>> LastKey(const Table& t) override {
+  Result<std::optional<Row>> LastKey(const Table& t) override {
     const std::string key =
         Join(t, t.key_columns, [](const Column& c, size_t) { return std::string(c.name); });
     const std::string desc =
@@ -254,7 +253,7 @@ class SqliteTables final : public TableIo {
     return std::optional<Row>(std::move(rows->front()));
   }
 
-  xet::Status Insert(const Table& t, const std::vector<Row>& rows) override {
+  Status Insert(const Table& t, const std::vector<Row>& rows) override {
     const std::string sql =
         std::string("INSERT INTO ") + t.name + "(" +
         Join(t, t.columns.size(), [](const Column& c, size_t) { return std::string(c.name); }) +
@@ -262,7 +261,7 @@ class SqliteTables final : public TableIo {
         ") ON CONFLICT DO NOTHING";
     if (auto st = Exec("BEGIN IMMEDIATE"); !st.ok()) return st;
     sqlite3_stmt* s = nullptr;
-    xet::Status result = xet::Ok{};
+    Status result = Ok{};
     if (sqlite3_prepare_v2(db_, sql.c_str(), -1, &s, nullptr) != SQLITE_OK) result = Err("prepare insert");
     for (size_t r = 0; result.ok() && r < rows.size(); ++r) {
       Bind(s, t, rows[r], t.columns.size());
@@ -275,7 +274,7 @@ class SqliteTables final : public TableIo {
     return result;
   }
 
-  xet::Status RecomputeCounters() override {
+  Status RecomputeCounters() override {
     if (auto st = Exec((std::string("DELETE FROM scope_totals; ") + kFillScopeTotals).c_str()); !st.ok())
       return st;
     return Exec(
@@ -290,13 +289,13 @@ class SqliteTables final : public TableIo {
  private:
   explicit SqliteTables(sqlite3* db) : db_(db) {}
 
-  xet::Error Err(const std::string& what) const {
-    return xet::IoError("sqlite: " + what + ": " + (db_ != nullptr ? sqlite3_errmsg(db_) : "out of memory"));
+  Error Err(const std::string& what) const {
+    return IoError("sqlite: " + what + ": " + (db_ != nullptr ? sqlite3_errmsg(db_) : "out of memory"));
   }
 
-  xet::Status Exec(const char* sql) {
+  Status Exec(const char* sql) {
     if (sqlite3_exec(db_, sql, nullptr, nullptr, nullptr) != SQLITE_OK) return Err(sql);
-    return xet::Ok{};
+    return Ok{};
   }
 
   // Binds the first `n` values of `row` (SQLITE_STATIC: the row outlives the step).
@@ -316,8 +315,7 @@ class SqliteTables final : public TableIo {
     }
   }
 
-  xet::Result<std::vector<Row>> Select(const Table& t, const std::string& sql, const Row* params,
-                                       size_t columns) {
+  Result<std::vector<Row>> Select(const Table& t, const std::string& sql, const Row* params, size_t columns) {
     sqlite3_stmt* s = nullptr;
     if (sqlite3_prepare_v2(db_, sql.c_str(), -1, &s, nullptr) != SQLITE_OK) return Err("prepare " + sql);
     if (params != nullptr) Bind(s, t, *params, t.key_columns);
@@ -356,13 +354,13 @@ class PostgresTables final : public TableIo {
  public:
   explicit PostgresTables(std::unique_ptr<pg::Conn> conn) : conn_(std::move(conn)) {}
 
-  xet::Status BeginSnapshot() override {
+  Status BeginSnapshot() override {
     auto r = conn_->Exec("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY");
     if (!r.ok()) return r.error();
-    return xet::Ok{};
+    return Ok{};
   }
 
-  xet::Result<std::vector<Row>> Page(const Table& t, const std::optional<Row>& after, size_t limit) override {
+  Result<std::vector<Row>> Page(const Table& t, const std::optional<Row>& after, size_t limit) override {
     std::string sql = "SELECT " +
                       Join(t, t.columns.size(), [](const Column& c, size_t) { return std::string(c.name); }) +
                       " FROM " + t.name;
@@ -378,7 +376,7 @@ class PostgresTables final : public TableIo {
     return Select(t, sql, p, t.columns.size());
   }
 
-  xet::Result<std::optional<Row>> LastKey(const Table& t) override {
+  Result<std::optional<Row>> LastKey(const Table& t) override {
     const std::string desc =
         Join(t, t.key_columns, [](const Column& c, size_t) { return KeyExpr(c) + " DESC"; });
     auto rows = Select(
@@ -391,7 +389,7 @@ class PostgresTables final : public TableIo {
     return std::optional<Row>(std::move(rows->front()));
   }
 
-  xet::Status Insert(const Table& t, const std::vector<Row>& rows) override {
+  Status Insert(const Table& t, const std::vector<Row>& rows) override {
     // One statement per page: every column as an array, unnest()ed back into rows.
     const std::string sql =
         std::string("INSERT INTO ") + t.name + "(" +
@@ -437,10 +435,10 @@ class PostgresTables final : public TableIo {
     }
     auto r = conn_->Query(sql, p);
     if (!r.ok()) return r.error();
-    return xet::Ok{};
+    return Ok{};
   }
 
-  xet::Status RecomputeCounters() override {
+  Status RecomputeCounters() override {
     auto r = conn_->Exec(
         "BEGIN; "
         "UPDATE counters SET xorbs = 0, files = 0, chunks = 0, stored_bytes = 0, shards = 0, unpacked_bytes "
@@ -459,7 +457,7 @@ class PostgresTables final : public TableIo {
         "SELECT setval(pg_get_serial_sequence('repos', 'id'), GREATEST((SELECT max(id) FROM repos), 1)); "
         "COMMIT");
     if (!r.ok()) return r.error();
-    return xet::Ok{};
+    return Ok{};
   }
 
  private:
@@ -497,8 +495,8 @@ class PostgresTables final : public TableIo {
     }
   }
 
-  xet::Result<std::vector<Row>> Select(const Table& t, const std::string& sql, const pg::Params& p,
-                                       size_t columns) {
+  Result<std::vector<Row>> Select(const Table& t, const std::string& sql, const pg::Params& p,
+                                  size_t columns) {
     auto rows = conn_->Query(sql, p);
     if (!rows.ok()) return rows.error();
     std::vector<Row> out;
@@ -533,7 +531,7 @@ class PostgresTables final : public TableIo {
   std::unique_ptr<pg::Conn> conn_;
 };
 
-xet::Result<std::unique_ptr<TableIo>> OpenTables(std::string_view url, bool read_only = false) {
+Result<std::unique_ptr<TableIo>> OpenTables(std::string_view url, bool read_only = false) {
   auto where = ParseIndexUrl(url);
   if (!where.ok()) return where.error();
   if (where->kind == IndexLocation::Kind::kSqlite) {
@@ -541,7 +539,7 @@ xet::Result<std::unique_ptr<TableIo>> OpenTables(std::string_view url, bool read
     if (!t.ok()) return t.error();
     return std::unique_ptr<TableIo>(std::move(*t));
   }
-  if (read_only) return xet::Malformed("index copy: only a SQLite source can be read read-only");
+  if (read_only) return Malformed("index copy: only a SQLite source can be read read-only");
   auto conn = pg::Conn::Connect(where->target);
   if (!conn.ok()) return conn.error();
   return std::unique_ptr<TableIo>(std::make_unique<PostgresTables>(std::move(*conn)));
@@ -562,7 +560,7 @@ void HashRow(blake3_hasher& h, const Table& t, const Row& row) {
 }
 
 // Row count and digest of a whole table, in key order.
-xet::Result<std::pair<uint64_t, std::string>> Digest(TableIo& io, const Table& t) {
+Result<std::pair<uint64_t, std::string>> Digest(TableIo& io, const Table& t) {
   blake3_hasher h;
   blake3_hasher_init(&h);
   uint64_t rows = 0;
@@ -586,26 +584,25 @@ int SchemaVersion() {
   return SqliteIndex::kSchemaVersion;
 }
 
-xet::Result<int> SqliteSchemaVersion(const std::string& path) {
+Result<int> SqliteSchemaVersion(const std::string& path) {
   auto t = SqliteTables::Open(path, /*read_only=*/true);
   if (!t.ok()) return t.error();
   return (*t)->UserVersion();
 }
 
-xet::Result<CopyReport> CopyIndex(std::string_view from, std::string_view to,
-                                  const std::function<void(const TableCopyReport&)>& progress) {
+Result<CopyReport> CopyIndex(std::string_view from, std::string_view to,
+                             const std::function<void(const TableCopyReport&)>& progress) {
   return CopyIndex(from, to, CopyIndexOptions{.progress = progress});
 }
 
-xet::Result<CopyReport> CopyIndex(std::string_view from, std::string_view to,
-                                  const CopyIndexOptions& options) {
+Result<CopyReport> CopyIndex(std::string_view from, std::string_view to, const CopyIndexOptions& options) {
   const auto& progress = options.progress;
-  if (from == to) return xet::Malformed("index copy: --from and --to are the same index");
+  if (from == to) return Malformed("index copy: --from and --to are the same index");
   // Open both as indexes first: that migrates them to this cairn's schema (or refuses a newer one).
   for (std::string_view url : {from, to}) {
     if (url == from && options.read_only_source) continue;
     auto ix = OpenIndex(url);
-    if (!ix.ok()) return xet::Error{ix.error().code, pg::RedactedUri(url) + ": " + ix.error().message};
+    if (!ix.ok()) return Error{ix.error().code, pg::RedactedUri(url) + ": " + ix.error().message};
   }
   auto src = OpenTables(from, options.read_only_source);
   if (!src.ok()) return src.error();
@@ -613,9 +610,9 @@ xet::Result<CopyReport> CopyIndex(std::string_view from, std::string_view to,
     auto version = static_cast<SqliteTables&>(**src).UserVersion();
     if (!version.ok()) return version.error();
     if (*version != SqliteIndex::kSchemaVersion) {
-      return xet::Malformed("index copy: " + std::string(from) + " is at schema version " +
-                            std::to_string(*version) + ", this cairn's is " +
-                            std::to_string(SqliteIndex::kSchemaVersion));
+      return Malformed("index copy: " + std::string(from) + " is at schema version " +
+                       std::to_string(*version) + ", this cairn's is " +
+                       std::to_string(SqliteIndex::kSchemaVersion));
     }
   }
   if (options.snapshot) {
@@ -634,10 +631,10 @@ xet::Result<CopyReport> CopyIndex(std::string_view from, std::string_view to,
     for (;;) {
       auto page = (*src)->Page(t, after, t.page_rows);
       if (!page.ok())
-        return xet::Error{page.error().code, std::string("read ") + t.name + ": " + page.error().message};
+        return Error{page.error().code, std::string("read ") + t.name + ": " + page.error().message};
       if (page->empty()) break;
       if (auto st = (*dst)->Insert(t, *page); !st.ok()) {
-        return xet::Error{st.error().code, std::string("write ") + t.name + ": " + st.error().message};
+        return Error{st.error().code, std::string("write ") + t.name + ": " + st.error().message};
       }
       tr.copied += page->size();
       after = Row(page->back().begin(), page->back().begin() + static_cast<std::ptrdiff_t>(t.key_columns));
@@ -656,12 +653,12 @@ xet::Result<CopyReport> CopyIndex(std::string_view from, std::string_view to,
     auto b = Digest(**dst, t);
     if (!b.ok()) return b.error();
     if (*a != *b) {
-      return xet::Inconsistent(
-          "index copy: table " + tr.table + " differs after the copy: " + std::to_string(a->first) +
-          " rows in the source, " + std::to_string(b->first) + " in the destination (digests " +
-          a->second.substr(0, 16) + "…, " + b->second.substr(0, 16) +
-          "…); the destination must be empty or hold an earlier "
-          "run of this same copy, and nothing may write to either meanwhile");
+      return Inconsistent("index copy: table " + tr.table +
+                          " differs after the copy: " + std::to_string(a->first) + " rows in the source, " +
+                          std::to_string(b->first) + " in the destination (digests " +
+                          a->second.substr(0, 16) + "…, " + b->second.substr(0, 16) +
+                          "…); the destination must be empty or hold an earlier "
+                          "run of this same copy, and nothing may write to either meanwhile");
     }
     tr.rows = a->first;
     tr.digest = a->second;

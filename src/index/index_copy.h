@@ -20,7 +20,7 @@
 #include <string_view>
 #include <vector>
 
-#include "xet/result.h"
+#include "common/error.h"
 
 namespace cairn::index {
 
@@ -58,15 +58,14 @@ struct CopyIndexOptions {
 };
 
 // Copies `from` into `to` (index URLs, see open_index.h). `progress` is called after each page.
-xet::Result<CopyReport> CopyIndex(std::string_view from, std::string_view to,
-                                  const std::function<void(const TableCopyReport&)>& progress = {});
-xet::Result<CopyReport> CopyIndex(std::string_view from, std::string_view to,
-                                  const CopyIndexOptions& options);
+Result<CopyReport> CopyIndex(std::string_view from, std::string_view to,
+                             const std::function<void(const TableCopyReport&)>& progress = {});
+Result<CopyReport> CopyIndex(std::string_view from, std::string_view to, const CopyIndexOptions& options);
 
 // This cairn's schema version (both backends').
 int SchemaVersion();
 
 // The schema version of the SQLite index at `path`, read without opening it as an index (nothing migrated).
-xet::Result<int> SqliteSchemaVersion(const std::string& path);
+Result<int> SqliteSchemaVersion(const std::string& path);
 
 }  // namespace cairn::index

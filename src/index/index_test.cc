@@ -34,7 +34,6 @@ namespace cairn::index {
 namespace {
 
 namespace fs = std::filesystem;
-using xet::ErrorCode;
 
 using fixtures::RandomHash;
 
@@ -94,7 +93,7 @@ void PgExec(const std::string& sql) {
 
 // A refusal in the code and the words every backend answers it with (failures.h), so the backends cannot
 // drift apart in what they tell a caller.
-::testing::AssertionResult Refused(const xet::Error& got, const xet::Error& want) {
+::testing::AssertionResult Refused(const Error& got, const Error& want) {
   if (got.code == want.code && got.message == want.message) return ::testing::AssertionSuccess();
   return ::testing::AssertionFailure()
          << "refused with code " << static_cast<int>(got.code) << " \"" << got.message << "\", not code "
@@ -144,7 +143,7 @@ class IndexTest : public ::testing::TestWithParam<Backend> {
   }
 
   // Registers `files` for `scope` in a shard of their own (no dedup entries, no xorbs listed).
-  xet::Status CommitFiles(std::vector<FileCommit> files, const std::string& scope) {
+  Status CommitFiles(std::vector<FileCommit> files, const std::string& scope) {
     auto out = index_->CommitShard({.shard = RandomHash(rng_),
                                     .shard_size = 1,
                                     .files = std::move(files),
@@ -152,7 +151,7 @@ class IndexTest : public ::testing::TestWithParam<Backend> {
                                     .scope = scope,
                                     .xorbs = {}});
     if (!out.ok()) return out.error();
-    return xet::Ok{};
+    return Ok{};
   }
 
   // Runs SQL on the index's database behind its back (the index should be closed): the SQLite text or the
@@ -1380,7 +1379,7 @@ TEST_P(IndexTest, FailingRequestDoesNotFailItsBatch) {
                         .scope = "s",
                         .xorbs = {}};
   std::atomic<int> good_ok{0};
-  std::optional<xet::Error> bad_error;
+  std::optional<Error> bad_error;
   std::vector<std::thread> threads;
   for (size_t i = 0; i < kGood; ++i) {
     threads.emplace_back([&, i] { good_ok += index_->CommitShard(good[i]).ok() ? 1 : 0; });
@@ -1520,8 +1519,8 @@ TEST_P(IndexTest, MirrorReadsKeepTheLatestAndGoWithTheirRepository) {
   EXPECT_EQ((*reads)[0].repo, ids[0]);
   EXPECT_EQ((*reads)[1].repo, ids[1]);
   EXPECT_EQ((*reads)[1].last_read, 400);
-  EXPECT_EQ(index_->NoteMirrorRead(ids[2], 500).error().code, xet::ErrorCode::kNotFound);  // deleted
-  EXPECT_EQ(index_->NoteMirrorRead(999999, 500).error().code, xet::ErrorCode::kNotFound);
+  EXPECT_EQ(index_->NoteMirrorRead(ids[2], 500).error().code, ErrorCode::kNotFound);  // deleted
+  EXPECT_EQ(index_->NoteMirrorRead(999999, 500).error().code, ErrorCode::kNotFound);
 }
 
 TEST_P(IndexTest, QuotasAreSetChargedMeasuredAndMarkedStale) {
@@ -2629,7 +2628,7 @@ TEST_P(IndexTest, TwoNodesRegisteringTheSameRecordsAtOnce) {
         std::vector<size_t> idx(kRecords);
         std::iota(idx.begin(), idx.end(), 0);
         std::shuffle(idx.begin(), idx.end(), order);
-        const auto fail = [&](const xet::Error& e) {
+        const auto fail = [&](const Error& e) {
           ++failures;
           std::lock_guard lock(err_mu);
           if (first_error.empty()) first_error = e.message;
@@ -2760,7 +2759,7 @@ TEST(PostgresIndexTest, SurvivesAServerRestart) {
       if (put.ok()) {
         std::lock_guard lock(mu);
         acknowledged.push_back(h);
-      } else if (put.error().code == xet::ErrorCode::kUnavailable) {
+      } else if (put.error().code == ErrorCode::kUnavailable) {
         ++unavailable;
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
       } else {
@@ -2773,8 +2772,8 @@ TEST(PostgresIndexTest, SurvivesAServerRestart) {
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   ASSERT_TRUE(Cluster().Stop().ok());
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  EXPECT_EQ(index.Ping().error().code, xet::ErrorCode::kUnavailable);
-  EXPECT_EQ(index.GetXorb(RandomHash(rng)).error().code, xet::ErrorCode::kUnavailable);
+  EXPECT_EQ(index.Ping().error().code, ErrorCode::kUnavailable);
+  EXPECT_EQ(index.GetXorb(RandomHash(rng)).error().code, ErrorCode::kUnavailable);
   ASSERT_TRUE(Cluster().Restart().ok());
   size_t before_restart_done = 0;
   {
@@ -2817,7 +2816,7 @@ TEST(OpenIndexTest, ParsesUrls) {
   for (const char* bad : {"", "mysql://db/x", "sqlite:", "/srv/index.db", "postgres://db/x?nosuchoption=1"}) {
     auto r = ParseIndexUrl(bad);
     ASSERT_FALSE(r.ok()) << bad;
-    EXPECT_EQ(r.error().code, xet::ErrorCode::kMalformed);
+    EXPECT_EQ(r.error().code, ErrorCode::kMalformed);
   }
   // A password never appears in a message.
   auto bad = ParseIndexUrl("postgres://u:hunter2@db/x?nosuchoption=1");
@@ -2831,7 +2830,7 @@ TEST(OpenIndexTest, ParsesUrls) {
 TEST(OpenIndexTest, UnreachableServerIsUnavailable) {
   auto r = OpenIndex("postgres://cairn@127.0.0.1:1/cairn?connect_timeout=2");
   ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.error().code, xet::ErrorCode::kUnavailable) << r.error().message;
+  EXPECT_EQ(r.error().code, ErrorCode::kUnavailable) << r.error().message;
   EXPECT_NE(r.error().message.find("127.0.0.1"), std::string::npos) << r.error().message;
 }
 
@@ -2983,9 +2982,9 @@ TEST(IndexCopyTest, SqliteToPostgresAndBackResumesAndVerifies) {
   PgExec("SET search_path TO copy1; INSERT INTO secrets VALUES ('zzz', 'x', 0)");
   auto refused = CopyIndex(sqlite_url, pg_url);
   ASSERT_FALSE(refused.ok());
-  EXPECT_EQ(refused.error().code, xet::ErrorCode::kInconsistent);
+  EXPECT_EQ(refused.error().code, ErrorCode::kInconsistent);
   EXPECT_NE(refused.error().message.find("secrets"), std::string::npos) << refused.error().message;
-  EXPECT_EQ(CopyIndex(sqlite_url, sqlite_url).error().code, xet::ErrorCode::kMalformed);
+  EXPECT_EQ(CopyIndex(sqlite_url, sqlite_url).error().code, ErrorCode::kMalformed);
 
   PgExec("DROP SCHEMA copy1 CASCADE");
   fs::remove_all(dir);

@@ -7,30 +7,29 @@
 
 namespace cairn::index {
 
-xet::Result<IndexLocation> ParseIndexUrl(std::string_view url) {
+Result<IndexLocation> ParseIndexUrl(std::string_view url) {
   if (url.starts_with("sqlite:")) {
     std::string path(url.substr(7));
     if (path.starts_with("//")) path.erase(0, 2);  // sqlite:///abs/path is a common spelling
-    if (path.empty())
-      return xet::Malformed("index: sqlite: needs a file path, as in sqlite:/srv/cairn/index.db");
+    if (path.empty()) return Malformed("index: sqlite: needs a file path, as in sqlite:/srv/cairn/index.db");
     return IndexLocation{IndexLocation::Kind::kSqlite, std::move(path)};
   }
   if (url.starts_with("postgres://") || url.starts_with("postgresql://")) {
     if (auto st = pg::CheckUri(std::string(url)); !st.ok()) return st.error();
     return IndexLocation{IndexLocation::Kind::kPostgres, std::string(url)};
   }
-  return xet::Malformed("index: expected sqlite:PATH or postgres://USER@HOST[:PORT]/DB, got \"" +
-                        pg::RedactedUri(url) + "\"");
+  return Malformed("index: expected sqlite:PATH or postgres://USER@HOST[:PORT]/DB, got \"" +
+                   pg::RedactedUri(url) + "\"");
 }
 
-xet::Result<std::pair<int, int>> MigrateIndex(std::string_view url) {
+Result<std::pair<int, int>> MigrateIndex(std::string_view url) {
   auto where = ParseIndexUrl(url);
   if (!where.ok()) return where.error();
   if (where->kind == IndexLocation::Kind::kSqlite) return SqliteIndex::Migrate(where->target);
   return PostgresIndex::Migrate(where->target);
 }
 
-xet::Result<std::unique_ptr<Index>> OpenIndex(std::string_view url, const OpenIndexOptions& options) {
+Result<std::unique_ptr<Index>> OpenIndex(std::string_view url, const OpenIndexOptions& options) {
   auto where = ParseIndexUrl(url);
   if (!where.ok()) return where.error();
   if (where->kind == IndexLocation::Kind::kSqlite) {

@@ -21,7 +21,7 @@ struct IndexLocation {
 };
 
 // Parses and checks an index URL (a PostgreSQL URI must parse as one; nothing is contacted).
-xet::Result<IndexLocation> ParseIndexUrl(std::string_view url);
+Result<IndexLocation> ParseIndexUrl(std::string_view url);
 
 struct OpenIndexOptions {
   size_t cache_bytes = 256ULL * 1024 * 1024;  // xorb layouts and shards' xorbs (cached_index.h)
@@ -33,9 +33,9 @@ struct OpenIndexOptions {
 
 // Applies the missing schema migrations to the index at `url` (what opening it does first), under the
 // backend's lock; returns the versions before and after.
-xet::Result<std::pair<int, int>> MigrateIndex(std::string_view url);
+Result<std::pair<int, int>> MigrateIndex(std::string_view url);
 
 // Opens (creating and migrating as needed) the index at `url`, behind its record caches (cached_index.h).
-xet::Result<std::unique_ptr<Index>> OpenIndex(std::string_view url, const OpenIndexOptions& options = {});
+Result<std::unique_ptr<Index>> OpenIndex(std::string_view url, const OpenIndexOptions& options = {});
 
 }  // namespace cairn::index

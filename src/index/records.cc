@@ -112,15 +112,15 @@ std::vector<uint8_t> PackTerms(std::span<const xet::FileTerm> terms) {
   return out;
 }
 
-xet::Result<std::vector<uint8_t>> PackTermRanges(std::span<const xet::FileTerm> terms,
-                                                 const xet::LayoutLookup& layouts) {
+Result<std::vector<uint8_t>> PackTermRanges(std::span<const xet::FileTerm> terms,
+                                            const xet::LayoutLookup& layouts) {
   std::vector<uint8_t> out(terms.size() * kPackedRangeSize);
   uint8_t* p = out.data();
   for (const auto& t : terms) {
     const xet::XorbLayout* layout = layouts(t.xorb);
-    if (layout == nullptr) return xet::UnknownReference("xorb " + t.xorb.hex() + " has no layout");
+    if (layout == nullptr) return UnknownReference("xorb " + t.xorb.hex() + " has no layout");
     if (t.chunk_start >= t.chunk_end || t.chunk_end > layout->chunks.size()) {
-      return xet::Inconsistent("a term of xorb " + t.xorb.hex() + " is outside it");
+      return Inconsistent("a term of xorb " + t.xorb.hex() + " is outside it");
     }
     Put(p, layout->begin_offset(t.chunk_start));
     Put(p, layout->chunks[t.chunk_end - 1].end_offset);
@@ -128,7 +128,7 @@ xet::Result<std::vector<uint8_t>> PackTermRanges(std::span<const xet::FileTerm> 
   return out;
 }
 
-xet::Result<FileCommit> MakeFileCommit(const xet::FileRecord& file, const xet::LayoutLookup& layouts) {
+Result<FileCommit> MakeFileCommit(const xet::FileRecord& file, const xet::LayoutLookup& layouts) {
   FileCommit c = MakeFileCommit(file);
   auto ranges = PackTermRanges(file.terms, layouts);
   if (!ranges.ok()) return ranges.error();
@@ -145,12 +145,12 @@ FileCommit MakeFileCommit(const xet::FileRecord& file) {
           .packed_ranges = {}};
 }
 
-xet::Result<std::shared_ptr<const XorbEntry>> XorbEntryFromRow(const XorbHash& hash,
-                                                               std::span<const uint8_t> packed,
-                                                               int64_t chunk_count, int64_t region_size,
-                                                               int64_t unpacked_size, int64_t stored_at) {
+Result<std::shared_ptr<const XorbEntry>> XorbEntryFromRow(const XorbHash& hash,
+                                                          std::span<const uint8_t> packed,
+                                                          int64_t chunk_count, int64_t region_size,
+                                                          int64_t unpacked_size, int64_t stored_at) {
   if (chunk_count < 0 || packed.size() != static_cast<uint64_t>(chunk_count) * kPackedChunkSize) {
-    return xet::IoError("index row of xorb " + hash.hex() + " is corrupt");
+    return IoError("index row of xorb " + hash.hex() + " is corrupt");
   }
   auto e = std::make_shared<XorbEntry>();
   e->hash = hash;
@@ -162,13 +162,13 @@ xet::Result<std::shared_ptr<const XorbEntry>> XorbEntryFromRow(const XorbHash& h
   return std::shared_ptr<const XorbEntry>(std::move(e));
 }
 
-xet::Result<std::shared_ptr<const FileEntry>> FileEntryFromRow(
+Result<std::shared_ptr<const FileEntry>> FileEntryFromRow(
     const FileHash& hash, std::span<const uint8_t> packed_terms, int64_t term_count, int64_t size,
     std::optional<Hash> sha256, std::span<const uint8_t> packed_ranges, int64_t created_at) {
   if (term_count < 0 || packed_terms.size() != static_cast<uint64_t>(term_count) * kPackedTermSize ||
       (!packed_ranges.empty() &&
        packed_ranges.size() != static_cast<uint64_t>(term_count) * kPackedRangeSize)) {
-    return xet::IoError("index row of file " + hash.hex() + " is corrupt");
+    return IoError("index row of file " + hash.hex() + " is corrupt");
   }
   auto e = std::make_shared<FileEntry>();
   e->hash = hash;
@@ -181,22 +181,22 @@ xet::Result<std::shared_ptr<const FileEntry>> FileEntryFromRow(
   return std::shared_ptr<const FileEntry>(std::move(e));
 }
 
-xet::Status CheckShardCommit(const ShardCommit& commit) {
+Status CheckShardCommit(const ShardCommit& commit) {
   for (const auto& f : commit.files) {
     const bool sized = f.packed_terms.size() == size_t{f.term_count} * kPackedTermSize;
     uint64_t end = 0;
     if (sized && f.term_count > 0) std::memcpy(&end, f.packed_terms.data() + f.packed_terms.size() - 8, 8);
     if (!sized || end != f.size) {
-      return xet::Malformed("file " + f.hash.hex() + ": packed terms do not match its term count and size");
+      return Malformed("file " + f.hash.hex() + ": packed terms do not match its term count and size");
     }
     if (!f.packed_ranges.empty() && f.packed_ranges.size() != size_t{f.term_count} * kPackedRangeSize) {
-      return xet::Malformed("file " + f.hash.hex() + ": term ranges do not match its term count");
+      return Malformed("file " + f.hash.hex() + ": term ranges do not match its term count");
     }
   }
-  return xet::Ok{};
+  return Ok{};
 }
 
-xet::Status CheckRepointing(const Repointing& repointing) {
+Status CheckRepointing(const Repointing& repointing) {
   for (const auto& shard : repointing.shards) {
     if (auto st = CheckShardCommit(shard); !st.ok()) return st;
   }
@@ -204,21 +204,21 @@ xet::Status CheckRepointing(const Repointing& repointing) {
     const size_t terms = f.packed_terms.size() / kPackedTermSize;
     if (f.packed_terms.size() % kPackedTermSize != 0 ||
         (!f.packed_ranges.empty() && f.packed_ranges.size() != terms * kPackedRangeSize)) {
-      return xet::Malformed("file " + f.hash.hex() + ": packed terms and ranges do not agree");
+      return Malformed("file " + f.hash.hex() + ": packed terms and ranges do not agree");
     }
   }
   std::vector<XorbHash> replaced = repointing.replaced;
   std::sort(replaced.begin(), replaced.end());
   if (std::adjacent_find(replaced.begin(), replaced.end()) != replaced.end()) {
-    return xet::Malformed("a xorb is replaced twice in one step");
+    return Malformed("a xorb is replaced twice in one step");
   }
   if (std::binary_search(replaced.begin(), replaced.end(), repointing.into)) {
-    return xet::Malformed("xorb " + repointing.into.hex() + " cannot replace itself");
+    return Malformed("xorb " + repointing.into.hex() + " cannot replace itself");
   }
-  return xet::Ok{};
+  return Ok{};
 }
 
-xet::Result<std::vector<RevocationKey>> KeysOf(xet::Result<std::vector<RevocationRecord>> page) {
+Result<std::vector<RevocationKey>> KeysOf(Result<std::vector<RevocationRecord>> page) {
   if (!page.ok()) return page.error();
   std::vector<RevocationKey> out;
   out.reserve(page->size());

@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "common/error.h"
 #include "xet/hash.h"
-#include "xet/result.h"
 #include "xet/shard.h"
 #include "xet/verify.h"
 #include "xet/xorb.h"
@@ -30,13 +30,13 @@ inline constexpr size_t kPackedChunkSize = 40;
 inline constexpr size_t kPackedTermSize = 52;
 
 // A lease's name and holder (MirrorIndex): 1 to 256 bytes each, on both backends; kMalformed otherwise.
-inline xet::Status CheckLeaseNames(std::string_view name, std::string_view holder) {
+inline Status CheckLeaseNames(std::string_view name, std::string_view holder) {
   if (name.empty() || name.size() > 256 || holder.empty() || holder.size() > 256) {
-    return xet::Malformed("a lease's name and holder are 1 to 256 bytes");
+    return Malformed("a lease's name and holder are 1 to 256 bytes");
   }
-  return xet::Ok{};
+  return Ok{};
 }
-inline xet::Status CheckLeaseName(std::string_view name) {
+inline Status CheckLeaseName(std::string_view name) {
   return CheckLeaseNames(name, name);
 }
 
@@ -64,10 +64,10 @@ struct XorbEntry {
 std::vector<uint8_t> PackLayout(const xet::XorbLayout& layout);
 // An entry read back from a database row; kIo when the packed bytes disagree with the count (a corrupt row
 // must not crash a reader).
-xet::Result<std::shared_ptr<const XorbEntry>> XorbEntryFromRow(const XorbHash& hash,
-                                                               std::span<const uint8_t> packed,
-                                                               int64_t chunk_count, int64_t region_size,
-                                                               int64_t unpacked_size, int64_t stored_at);
+Result<std::shared_ptr<const XorbEntry>> XorbEntryFromRow(const XorbHash& hash,
+                                                          std::span<const uint8_t> packed,
+                                                          int64_t chunk_count, int64_t region_size,
+                                                          int64_t unpacked_size, int64_t stored_at);
 // Builds the entry for `layout` (stored_at left 0).
 XorbEntry MakeXorbEntry(const XorbHash& hash, const xet::XorbLayout& layout);
 
@@ -116,10 +116,10 @@ std::vector<uint8_t> PackTerms(std::span<const xet::FileTerm> terms);
 std::vector<XorbHash> DistinctTermXorbs(std::span<const uint8_t> packed_terms);
 // The byte ranges of `terms` in their xorbs, from the xorbs' layouts (kNotFound for a missing layout,
 // kInconsistent for a term outside its xorb).
-xet::Result<std::vector<uint8_t>> PackTermRanges(std::span<const xet::FileTerm> terms,
-                                                 const xet::LayoutLookup& layouts);
+Result<std::vector<uint8_t>> PackTermRanges(std::span<const xet::FileTerm> terms,
+                                            const xet::LayoutLookup& layouts);
 // The same for a file's row (sha256 as stored: absent, or 32 bytes; ranges empty when not recorded).
-xet::Result<std::shared_ptr<const FileEntry>> FileEntryFromRow(
+Result<std::shared_ptr<const FileEntry>> FileEntryFromRow(
     const FileHash& hash, std::span<const uint8_t> packed_terms, int64_t term_count, int64_t size,
     std::optional<Hash> sha256, std::span<const uint8_t> packed_ranges, int64_t created_at = 0);
 
@@ -133,7 +133,7 @@ struct FileCommit {
   std::vector<uint8_t> packed_ranges;  // PackTermRanges, or empty when the layouts are not at hand
 };
 // `layouts`, when given, also records each term's byte range (the service always gives them).
-xet::Result<FileCommit> MakeFileCommit(const xet::FileRecord& file, const xet::LayoutLookup& layouts);
+Result<FileCommit> MakeFileCommit(const xet::FileRecord& file, const xet::LayoutLookup& layouts);
 FileCommit MakeFileCommit(const xet::FileRecord& file);
 
 // A global-dedup entry: `chunk` can be found in `xorb`, described by the shard being committed.
@@ -165,7 +165,7 @@ struct ShardCommit {
 
 // What every backend checks of a commit before storing it: each file's packed terms agree with its term count
 // and size, and its ranges (if any) with its term count (kMalformed otherwise).
-xet::Status CheckShardCommit(const ShardCommit& commit);
+Status CheckShardCommit(const ShardCommit& commit);
 
 struct CommitOutcome {
   bool already_existed = false;  // the shard was registered before (its files now also belong to `scope`)
@@ -191,7 +191,7 @@ struct RevocationRecord {
   bool cleared = false;
 };
 // The keys of a page of records (ListClearedRevocations from a listing's rows).
-xet::Result<std::vector<RevocationKey>> KeysOf(xet::Result<std::vector<RevocationRecord>> page);
+Result<std::vector<RevocationKey>> KeysOf(Result<std::vector<RevocationRecord>> page);
 
 enum class Unregistered {
   kRemoved,        // the scope saw the file; it no longer does, and the revocation is recorded
@@ -280,7 +280,7 @@ struct Repointing {
 // What every backend checks of a repointing before storing it (kMalformed otherwise): its shards as
 // CheckShardCommit, each file's terms and ranges of whole elements and agreeing, no xorb replaced twice,
 // `into` not replaced.
-xet::Status CheckRepointing(const Repointing& repointing);
+Status CheckRepointing(const Repointing& repointing);
 
 // What a sweep step removed.
 struct SweptTotals {

@@ -43,26 +43,26 @@ std::string TextAt(sqlite3_stmt* s, int col) {
 
 }  // namespace
 
-xet::Result<SnapshotObjects> ReadSnapshotObjects(const std::string& sqlite_path) {
+Result<SnapshotObjects> ReadSnapshotObjects(const std::string& sqlite_path) {
   sqlite3* db = nullptr;
   const int rc = sqlite3_open_v2(sqlite_path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr);
   std::unique_ptr<sqlite3, int (*)(sqlite3*)> closer(db, sqlite3_close_v2);
   const auto fail = [&](const std::string& what) {
-    return xet::IoError("snapshot " + sqlite_path + ": " + what + ": " +
-                        (db != nullptr ? sqlite3_errmsg(db) : "out of memory"));
+    return IoError("snapshot " + sqlite_path + ": " + what + ": " +
+                   (db != nullptr ? sqlite3_errmsg(db) : "out of memory"));
   };
   if (rc != SQLITE_OK) return fail("open");
   // Each query row by row; `row` false ends it with a damaged row.
-  const auto each = [&](const char* sql, const std::function<bool(sqlite3_stmt*)>& row) -> xet::Status {
+  const auto each = [&](const char* sql, const std::function<bool(sqlite3_stmt*)>& row) -> Status {
     sqlite3_stmt* s = nullptr;
     if (sqlite3_prepare_v2(db, sql, -1, &s, nullptr) != SQLITE_OK) return fail("prepare");
     int r = 0;
     bool good = true;
     while (good && (r = sqlite3_step(s)) == SQLITE_ROW) good = row(s);
     sqlite3_finalize(s);
-    if (!good) return xet::Inconsistent("snapshot " + sqlite_path + ": a row that is not a hash");
+    if (!good) return Inconsistent("snapshot " + sqlite_path + ": a row that is not a hash");
     if (r != SQLITE_DONE) return fail("read");
-    return xet::Ok{};
+    return Ok{};
   };
   // Rows whose first column is a hash.
   const auto hashed = [&](const char* sql, const std::function<void(const Hash&, sqlite3_stmt*)>& add) {
@@ -73,23 +73,23 @@ xet::Result<SnapshotObjects> ReadSnapshotObjects(const std::string& sqlite_path)
     });
   };
   SnapshotObjects out;
-  for (const xet::Status& st : {hashed(kXorbs,
-                                       [&](const Hash&h, sqlite3_stmt*s) {
-                                         out.xorbs.push_back(h);
-                                         out.xorb_bytes += static_cast<uint64_t>(sqlite3_column_int64(s, 1));
-                                       }),
-                                hashed(kShards,
-                                       [&](const Hash&h, sqlite3_stmt*s) {
-                                         out.shards.push_back(h);
-                                         out.shard_bytes += static_cast<uint64_t>(sqlite3_column_int64(s, 1));
-                                       }),
-                                hashed(kShardScopes,
-                                       [&](const Hash&h, sqlite3_stmt*s) {
-                                         out.shard_scopes.push_back({h, TextAt(s, 1)});
-                                       }),
-                                hashed(kRevocations, [&](const Hash&h, sqlite3_stmt*s) {
-                                  out.revocations.push_back({FileHash(h), TextAt(s, 1)});
-                                })}) {
+  for (const Status& st : {hashed(kXorbs,
+                                  [&](const Hash&h, sqlite3_stmt*s) {
+                                    out.xorbs.push_back(h);
+                                    out.xorb_bytes += static_cast<uint64_t>(sqlite3_column_int64(s, 1));
+                                  }),
+                           hashed(kShards,
+                                  [&](const Hash&h, sqlite3_stmt*s) {
+                                    out.shards.push_back(h);
+                                    out.shard_bytes += static_cast<uint64_t>(sqlite3_column_int64(s, 1));
+                                  }),
+                           hashed(kShardScopes,
+                                  [&](const Hash&h, sqlite3_stmt*s) {
+                                    out.shard_scopes.push_back({h, TextAt(s, 1)});
+                                  }),
+                           hashed(kRevocations, [&](const Hash&h, sqlite3_stmt*s) {
+                             out.revocations.push_back({FileHash(h), TextAt(s, 1)});
+                           })}) {
     if (!st.ok()) return st.error();
   }
   // Shards without a recorded scope: both lists are in shard order.
@@ -101,17 +101,17 @@ xet::Result<SnapshotObjects> ReadSnapshotObjects(const std::string& sqlite_path)
   return out;
 }
 
-xet::Status SealSnapshotFile(const std::string& path) {
+Status SealSnapshotFile(const std::string& path) {
   sqlite3* db = nullptr;
   const int rc = sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE, nullptr);
   std::unique_ptr<sqlite3, int (*)(sqlite3*)> closer(db, sqlite3_close_v2);
   if (rc != SQLITE_OK ||
       sqlite3_exec(db, "PRAGMA journal_mode = DELETE", nullptr, nullptr, nullptr) != SQLITE_OK)
-    return xet::IoError("snapshot " + path + ": " + (db != nullptr ? sqlite3_errmsg(db) : "out of memory"));
+    return IoError("snapshot " + path + ": " + (db != nullptr ? sqlite3_errmsg(db) : "out of memory"));
   closer.reset();
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd.valid() || ::fsync(fd.get()) != 0) return xet::IoError("sync " + path + ": " + ErrnoText(errno));
-  return xet::Ok{};
+  if (!fd.valid() || ::fsync(fd.get()) != 0) return IoError("sync " + path + ": " + ErrnoText(errno));
+  return Ok{};
 }
 
 }  // namespace cairn::index

@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "common/error.h"
 #include "index/records.h"
-#include "xet/result.h"
 
 namespace cairn::index {
 
@@ -29,10 +29,10 @@ struct SnapshotObjects {
   std::vector<RevocationKey> revocations;
 };
 
-xet::Result<SnapshotObjects> ReadSnapshotObjects(const std::string& sqlite_path);
+Result<SnapshotObjects> ReadSnapshotObjects(const std::string& sqlite_path);
 
 // Makes the SQLite index file at `path`, closed by everyone, one self-contained file (a rollback journal
 // instead of a write-ahead log, so that it opens read-only with nothing beside it) and durable.
-xet::Status SealSnapshotFile(const std::string& path);
+Status SealSnapshotFile(const std::string& path);
 
 }  // namespace cairn::index

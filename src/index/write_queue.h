@@ -18,15 +18,15 @@
 #include <utility>
 #include <vector>
 
+#include "common/error.h"
 #include "index/index.h"
-#include "xet/result.h"
 
 namespace cairn::index {
 
 template <typename Request>
 class WriteQueue {
  public:
-  using Runner = std::function<std::vector<xet::Status>(size_t writer, std::span<Request* const> batch)>;
+  using Runner = std::function<std::vector<Status>(size_t writer, std::span<Request* const> batch)>;
 
   // `before_batch` (tests) runs on the writer thread with each batch's size, before its transaction.
   WriteQueue(size_t writers, Runner run, std::function<void(size_t)> before_batch)
@@ -45,10 +45,10 @@ class WriteQueue {
   WriteQueue& operator=(const WriteQueue&) = delete;
 
   // Blocks until `req` ran (durably, or failing with nothing stored).
-  xet::Status Submit(Request& req) {
+  Status Submit(Request& req) {
     Slot slot{&req};
     std::unique_lock lock(mu_);
-    if (stopping_) return xet::IoError("index is closing");
+    if (stopping_) return IoError("index is closing");
     queue_.push_back(&slot);
     cv_.notify_one();
     done_cv_.wait(lock, [&] { return slot.done; });
@@ -66,7 +66,7 @@ class WriteQueue {
   struct Slot {
     Request* request;
     bool done = false;
-    xet::Status status = xet::Ok{};
+    Status status = Ok{};
   };
 
   void Loop(size_t writer) {
@@ -83,8 +83,8 @@ class WriteQueue {
       if (before_batch_) before_batch_(batch.size());
       requests.clear();
       for (Slot* s : batch) requests.push_back(s->request);
-      std::vector<xet::Status> results = run_(writer, requests);
-      results.resize(batch.size(), xet::IoError("index writer returned no result"));
+      std::vector<Status> results = run_(writer, requests);
+      results.resize(batch.size(), IoError("index writer returned no result"));
       {
         std::lock_guard lock(mu_);
         stats_.requests += batch.size();

@@ -74,22 +74,21 @@ void ChunkPlacer::Append(File& file, const xet::ChunkHash& h, uint64_t size, std
   file.at_.push_back(p);
 }
 
-xet::Status ChunkPlacer::Place(File& file, std::span<const uint8_t> bytes) {
+Status ChunkPlacer::Place(File& file, std::span<const uint8_t> bytes) {
   const xet::ChunkHash h = xet::ChunkHashOf(bytes);
-  if (Known(file, h, bytes.size())) return xet::Ok{};
+  if (Known(file, h, bytes.size())) return Ok{};
   if (current_.encoded || current_.chunks.size() == xet::kMaxXorbChunks ||
       current_unpacked_ + bytes.size() > o_.max_xorb_bytes) {
     if (auto st = Flush(); !st) return st;
   }
   current_.encoded = false;
   Append(file, h, bytes.size(), bytes);
-  return xet::Ok{};
+  return Ok{};
 }
 
-xet::Status ChunkPlacer::PlaceEncoded(File& file, const xet::ChunkHash& hash, uint32_t size,
-                                      std::span<const uint8_t> record,
-                                      const std::optional<xet::XorbHash>& whole) {
-  if (Known(file, hash, size)) return xet::Ok{};
+Status ChunkPlacer::PlaceEncoded(File& file, const xet::ChunkHash& hash, uint32_t size,
+                                 std::span<const uint8_t> record, const std::optional<xet::XorbHash>& whole) {
+  if (Known(file, hash, size)) return Ok{};
   if (!current_.encoded || current_whole_ != whole || current_.chunks.size() == xet::kMaxXorbChunks ||
       current_unpacked_ + size > o_.max_xorb_bytes ||
       current_.data.size() + record.size() > xet::kMaxXorbUploadBytes) {
@@ -98,14 +97,14 @@ xet::Status ChunkPlacer::PlaceEncoded(File& file, const xet::ChunkHash& hash, ui
   current_.encoded = true;
   current_whole_ = whole;
   Append(file, hash, size, record);
-  return xet::Ok{};
+  return Ok{};
 }
 
-xet::Status ChunkPlacer::Flush() {
-  return current_.chunks.empty() ? xet::Status(xet::Ok{}) : Seal();
+Status ChunkPlacer::Flush() {
+  return current_.chunks.empty() ? Status(Ok{}) : Seal();
 }
 
-xet::Status ChunkPlacer::Seal() {
+Status ChunkPlacer::Seal() {
   current_.hash = xet::XorbHashOf(current_.chunks);
   sealed_.emplace_back(current_.hash, current_.chunks);
   ++stats_.xorbs_sealed;
@@ -114,7 +113,7 @@ xet::Status ChunkPlacer::Seal() {
   current_ = SealedXorb{};
   current_unpacked_ = 0;
   if (o_.new_buffer) current_.data = o_.new_buffer();
-  return o_.on_seal ? o_.on_seal(std::move(done)) : xet::Status(xet::Ok{});
+  return o_.on_seal ? o_.on_seal(std::move(done)) : Status(Ok{});
 }
 
 std::optional<ChunkPlacer::Placement> ChunkPlacer::RemoteMatch(const xet::ChunkHash& h) const {

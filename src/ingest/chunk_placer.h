@@ -19,8 +19,8 @@
 #include <utility>
 #include <vector>
 
+#include "common/error.h"
 #include "xet/hashing.h"
-#include "xet/result.h"
 #include "xet/shard.h"
 #include "xet/xorb.h"
 
@@ -47,7 +47,7 @@ class ChunkPlacer {
   // hf_xet).
   using Ask = std::function<std::optional<std::vector<uint8_t>>(const xet::ChunkHash&)>;
   // Takes a sealed xorb (store it, send it, queue it); an error stops the upload.
-  using OnSeal = std::function<xet::Status(SealedXorb&&)>;
+  using OnSeal = std::function<Status(SealedXorb&&)>;
   // A buffer for the next xorb's bytes (one a sent xorb gave back, say); empty: a fresh one.
   using NewBuffer = std::function<std::vector<uint8_t>()>;
 
@@ -87,16 +87,16 @@ class ChunkPlacer {
   explicit ChunkPlacer(Options options);
 
   // Places the next chunk of `file` (hashing it).
-  xet::Status Place(File& file, std::span<const uint8_t> chunk);
+  Status Place(File& file, std::span<const uint8_t> chunk);
   // Places the next chunk of `file` as it lies in another xorb, already checked: its hash, its decoded size
   // and its record (header and payload), which a new xorb takes as it is (never decoded or compressed
   // again). `whole`: the xorb it comes from, when that xorb arrived whole — its chunks are kept in xorbs of
   // their own (chunks of anything else are not packed with them), so that a xorb none of whose chunks the
   // site holds is stored as the same xorb. Raw and encoded chunks are never packed together.
-  xet::Status PlaceEncoded(File& file, const xet::ChunkHash& hash, uint32_t size,
-                           std::span<const uint8_t> record, const std::optional<xet::XorbHash>& whole);
+  Status PlaceEncoded(File& file, const xet::ChunkHash& hash, uint32_t size, std::span<const uint8_t> record,
+                      const std::optional<xet::XorbHash>& whole);
   // Seals the xorb being filled, if it holds any chunk. Call before RecordOf and Listings.
-  xet::Status Flush();
+  Status Flush();
   // The shard's record of `file` (terms, verification hashes, file hash); the SHA-256 is left to the caller.
   // Every xorb it uses must be sealed (Flush).
   xet::FileRecord RecordOf(const File& file) const;
@@ -113,7 +113,7 @@ class ChunkPlacer {
   // Appends a new chunk (its bytes as `current_` holds them) to the xorb being filled.
   void Append(File& file, const xet::ChunkHash& h, uint64_t size, std::span<const uint8_t> bytes);
   void Learn(std::span<const uint8_t> answer);
-  xet::Status Seal();
+  Status Seal();
 
   Options o_;
   Stats stats_;

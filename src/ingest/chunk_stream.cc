@@ -2,7 +2,7 @@
 
 namespace cairn::ingest {
 
-xet::Status ChunkStream::Feed(std::span<const uint8_t> block, const OnChunk& on_chunk) {
+Status ChunkStream::Feed(std::span<const uint8_t> block, const OnChunk& on_chunk) {
   bytes_ += block.size();
   while (!block.empty()) {
     bool boundary = false;
@@ -18,16 +18,16 @@ xet::Status ChunkStream::Feed(std::span<const uint8_t> block, const OnChunk& on_
       continue;
     }
     carry_.insert(carry_.end(), consumed.begin(), consumed.end());
-    xet::Status st = on_chunk(carry_);
+    Status st = on_chunk(carry_);
     carry_.clear();
     if (!st) return st;
   }
-  return xet::Ok{};
+  return Ok{};
 }
 
-xet::Status ChunkStream::Finish(const OnChunk& on_chunk) {
-  if (carry_.empty()) return xet::Ok{};
-  xet::Status st = on_chunk(carry_);
+Status ChunkStream::Finish(const OnChunk& on_chunk) {
+  if (carry_.empty()) return Ok{};
+  Status st = on_chunk(carry_);
   carry_.clear();
   return st;
 }

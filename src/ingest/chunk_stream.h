@@ -13,19 +13,19 @@
 #include <span>
 #include <vector>
 
+#include "common/error.h"
 #include "xet/chunker.h"
-#include "xet/result.h"
 
 namespace cairn::ingest {
 
 class ChunkStream {
  public:
-  using OnChunk = std::function<xet::Status(std::span<const uint8_t> chunk)>;
+  using OnChunk = std::function<Status(std::span<const uint8_t> chunk)>;
 
   // Consumes all of `block`, handing on every chunk it completes.
-  xet::Status Feed(std::span<const uint8_t> block, const OnChunk& on_chunk);
+  Status Feed(std::span<const uint8_t> block, const OnChunk& on_chunk);
   // Hands on the final chunk (shorter, ended by the end of the file), if any bytes remain.
-  xet::Status Finish(const OnChunk& on_chunk);
+  Status Finish(const OnChunk& on_chunk);
 
   uint64_t bytes() const { return bytes_; }  // fed so far
 

@@ -37,11 +37,11 @@ std::vector<uint64_t> StreamedEnds(std::span<const uint8_t> data, size_t block) 
   ChunkStream stream;
   std::vector<uint64_t> ends;
   uint64_t at = 0;
-  const ChunkStream::OnChunk record = [&](std::span<const uint8_t> chunk) -> xet::Status {
+  const ChunkStream::OnChunk record = [&](std::span<const uint8_t> chunk) -> Status {
     EXPECT_TRUE(std::equal(chunk.begin(), chunk.end(), data.begin() + static_cast<ptrdiff_t>(at)));
     at += chunk.size();
     ends.push_back(at);
-    return xet::Ok{};
+    return Ok{};
   };
   for (size_t off = 0; off < data.size(); off += block) {
     const auto st = stream.Feed(data.subspan(off, std::min(block, data.size() - off)), record);
@@ -75,9 +75,9 @@ TEST(ChunkStream, BlocksOfAnySizeCutTheVectorsChunks) {
 TEST(ChunkStream, EmptyInputHasNoChunksAndAFailureStopsTheStream) {
   ChunkStream empty;
   int calls = 0;
-  const ChunkStream::OnChunk count = [&](std::span<const uint8_t>) -> xet::Status {
+  const ChunkStream::OnChunk count = [&](std::span<const uint8_t>) -> Status {
     ++calls;
-    return xet::Ok{};
+    return Ok{};
   };
   EXPECT_TRUE(empty.Feed({}, count));
   EXPECT_TRUE(empty.Finish(count));
@@ -85,9 +85,9 @@ TEST(ChunkStream, EmptyInputHasNoChunksAndAFailureStopsTheStream) {
 
   const auto data = SplitMix64Bytes(0, 1000000);
   ChunkStream failing;
-  const ChunkStream::OnChunk refuse = [&](std::span<const uint8_t>) -> xet::Status {
+  const ChunkStream::OnChunk refuse = [&](std::span<const uint8_t>) -> Status {
     ++calls;
-    return xet::IoError("disk full");
+    return IoError("disk full");
   };
   const auto st = failing.Feed(data, refuse);
   ASSERT_FALSE(st);

@@ -8,11 +8,11 @@
 
 namespace cairn::lfs {
 
-xet::Result<std::unique_ptr<FileIngest>> FileIngest::Begin(cas::CasService& cas, std::string scope,
-                                                           std::string_view sha256, uint64_t size) {
-  if (sha256.size() != 64) return xet::Malformed("an object id is a SHA-256: 64 hex digits");
+Result<std::unique_ptr<FileIngest>> FileIngest::Begin(cas::CasService& cas, std::string scope,
+                                                      std::string_view sha256, uint64_t size) {
+  if (sha256.size() != 64) return Malformed("an object id is a SHA-256: 64 hex digits");
   auto expected = xet::Hash::FromHex(sha256);  // a Xet hash's hex form is the shard order of SHA-256 hex
-  if (!expected) return xet::Malformed("an object id is a SHA-256: 64 hex digits");
+  if (!expected) return Malformed("an object id is a SHA-256: 64 hex digits");
   return std::unique_ptr<FileIngest>(new FileIngest(cas, std::move(scope), *expected, size));
 }
 
@@ -82,7 +82,7 @@ std::vector<uint8_t> FileIngest::TakeBuffer() {
   return b;
 }
 
-xet::Status FileIngest::Queue(ingest::SealedXorb&& x) {
+Status FileIngest::Queue(ingest::SealedXorb&& x) {
   // Two storing threads: one xorb's write and sync wait on the disk while the other's is encoded.
   while (storers_.size() < 2) storers_.emplace_back([this] { StoreLoop(); });
   std::unique_lock lock(mu_);
@@ -90,7 +90,7 @@ xet::Status FileIngest::Queue(ingest::SealedXorb&& x) {
   if (!store_error_) return store_error_;
   queue_.push_back(std::move(x));
   cv_.notify_all();
-  return xet::Ok{};
+  return Ok{};
 }
 
 void FileIngest::StoreLoop() {
@@ -103,7 +103,7 @@ void FileIngest::StoreLoop() {
     queue_.pop_front();
     ++storing_;
     lock.unlock();
-    xet::Status st = xet::Ok{};
+    Status st = Ok{};
     if (x.encoded) {
       // Records as they arrived, their chunks hashed by the caller from these bytes: not decoded again, and
       // not written again where the caller filled a put with them as they arrived.
@@ -125,7 +125,7 @@ void FileIngest::StoreLoop() {
   }
 }
 
-xet::Status FileIngest::Drain() {
+Status FileIngest::Drain() {
   std::unique_lock lock(mu_);
   cv_.wait(lock, [&] { return (queue_.empty() && storing_ == 0) || !store_error_; });
   return store_error_;
@@ -134,19 +134,19 @@ xet::Status FileIngest::Drain() {
 bool FileIngest::Admit(uint64_t n, Fed how) {
   if (!failed_) return false;
   if (fed_ != Fed::kNothing && fed_ != how) {
-    failed_ = xet::Inconsistent("a file is fed as bytes or as chunks, not both");
+    failed_ = Inconsistent("a file is fed as bytes or as chunks, not both");
     return false;
   }
   fed_ = how;
   if (n > size_ - received_) {
-    failed_ = xet::Malformed("the object is larger than the " + std::to_string(size_) + " bytes announced");
+    failed_ = Malformed("the object is larger than the " + std::to_string(size_) + " bytes announced");
     return false;
   }
   received_ += n;
   return true;
 }
 
-xet::Status FileIngest::Feed(std::span<const uint8_t> block) {
+Status FileIngest::Feed(std::span<const uint8_t> block) {
   if (!Admit(block.size(), Fed::kBytes)) return failed_;
   // The digest of the block on its thread while this one chunks it; both done before the caller reuses it.
   if (!hasher_.joinable()) hasher_ = std::thread([this] { HashLoop(); });
@@ -163,27 +163,26 @@ xet::Status FileIngest::Feed(std::span<const uint8_t> block) {
   return failed_;
 }
 
-xet::Status FileIngest::FeedChunk(const xet::ChunkHash& hash, std::span<const uint8_t> decoded,
-                                  std::span<const uint8_t> record,
-                                  const std::optional<xet::XorbHash>& whole) {
+Status FileIngest::FeedChunk(const xet::ChunkHash& hash, std::span<const uint8_t> decoded,
+                             std::span<const uint8_t> record, const std::optional<xet::XorbHash>& whole) {
   if (!Admit(decoded.size(), Fed::kChunks)) return failed_;
   sha_.Update(decoded);
   failed_ = placer_.PlaceEncoded(file_, hash, static_cast<uint32_t>(decoded.size()), record, whole);
   return failed_;
 }
 
-xet::Result<Ingested> FileIngest::Finish() {
+Result<Ingested> FileIngest::Finish() {
   if (!failed_) return failed_.error();
   if (received_ != size_) {
-    return xet::Malformed("the object ended after " + std::to_string(received_) + " of the " +
-                          std::to_string(size_) + " bytes announced");
+    return Malformed("the object ended after " + std::to_string(received_) + " of the " +
+                     std::to_string(size_) + " bytes announced");
   }
   if (auto st =
           chunks_.Finish([this](std::span<const uint8_t> chunk) { return placer_.Place(file_, chunk); });
       !st)
     return st.error();
   if (FinishDigest() != expected_sha256_)
-    return xet::HashMismatch("the bytes received do not have the SHA-256 the object is named by");
+    return HashMismatch("the bytes received do not have the SHA-256 the object is named by");
   if (auto st = placer_.Flush(); !st) return st.error();
   if (auto st = Drain(); !st) return st.error();  // every xorb stored before the shard names it
 
@@ -195,7 +194,7 @@ xet::Result<Ingested> FileIngest::Finish() {
   shard.xorbs = placer_.Listings();
   const std::vector<uint8_t> body = ingest::ShardUploadForm(shard);
   if (body.size() > xet::kMaxShardBytes)
-    return xet::LimitExceeded("the object's shard would pass the protocol's 64 MiB");
+    return LimitExceeded("the object's shard would pass the protocol's 64 MiB");
   auto outcome = cas_.PutShard(body, scope_);
   if (!outcome) return outcome.error();
   const auto& s = placer_.stats();

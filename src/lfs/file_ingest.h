@@ -40,11 +40,11 @@
 
 #include "cas/filled_xorb.h"
 #include "cas/service.h"
+#include "common/error.h"
 #include "ingest/chunk_placer.h"
 #include "ingest/chunk_stream.h"
 #include "ingest/shard_records.h"
 #include "xet/hash.h"
-#include "xet/result.h"
 
 namespace cairn::lfs {
 
@@ -61,34 +61,34 @@ struct Ingested {
 class FileIngest {
  public:
   // `sha256` in the hex form git-lfs names objects by; `cas` must outlive the ingest.
-  static xet::Result<std::unique_ptr<FileIngest>> Begin(cas::CasService& cas, std::string scope,
-                                                        std::string_view sha256, uint64_t size);
+  static Result<std::unique_ptr<FileIngest>> Begin(cas::CasService& cas, std::string scope,
+                                                   std::string_view sha256, uint64_t size);
 
   ~FileIngest();
   FileIngest(const FileIngest&) = delete;
   FileIngest& operator=(const FileIngest&) = delete;
 
-  xet::Status Feed(std::span<const uint8_t> block);
+  Status Feed(std::span<const uint8_t> block);
   // The next chunk of the file as another Xet server stored it (see above): its hash, its decoded bytes and
   // its record (header and payload), checked by the caller; `whole`, the xorb it comes from when that xorb
   // arrived whole.
-  xet::Status FeedChunk(const xet::ChunkHash& hash, std::span<const uint8_t> decoded,
-                        std::span<const uint8_t> record, const std::optional<xet::XorbHash>& whole);
+  Status FeedChunk(const xet::ChunkHash& hash, std::span<const uint8_t> decoded,
+                   std::span<const uint8_t> record, const std::optional<xet::XorbHash>& whole);
   // Where a xorb sealed as the same xorb that arrived whole may already be written (a put filled with it as
   // it arrived, CasService::BeginFilledXorb): asked by the storing threads, concurrently, once per such xorb;
   // null for none. Set before the first chunk is fed; it must outlive the ingest's Finish (or destruction).
   using TakeFilled = std::function<std::unique_ptr<cas::FilledXorb>(const xet::XorbHash&)>;
   void TakeFilledFrom(TakeFilled take) { take_filled_ = std::move(take); }
-  xet::Result<Ingested> Finish();  // once
+  Result<Ingested> Finish();  // once
   uint64_t received() const { return received_; }
 
  private:
   FileIngest(cas::CasService& cas, std::string scope, const xet::Hash& sha256, uint64_t size);
   // Hands a sealed xorb to the storing thread (waiting while one is queued already).
-  xet::Status Queue(ingest::SealedXorb&& xorb);
+  Status Queue(ingest::SealedXorb&& xorb);
   void StoreLoop();
   // Waits until every queued xorb is stored; the first storing error, if any.
-  xet::Status Drain();
+  Status Drain();
   std::vector<uint8_t> TakeBuffer();
   void HashLoop();
   xet::Hash FinishDigest();
@@ -100,7 +100,7 @@ class FileIngest {
   ingest::ChunkStream chunks_;
   uint64_t received_ = 0;
   enum class Fed { kNothing, kBytes, kChunks } fed_ = Fed::kNothing;
-  xet::Status failed_ = xet::Ok{};
+  Status failed_ = Ok{};
   // Whether `n` more bytes fit in the size announced, fed the way `how` (failed_ set otherwise).
   bool Admit(uint64_t n, Fed how);
 
@@ -109,7 +109,7 @@ class FileIngest {
   std::deque<ingest::SealedXorb> queue_;     // guarded by mu_
   int storing_ = 0;                          // guarded by mu_: xorbs the threads hold
   bool closed_ = false;                      // guarded by mu_
-  xet::Status store_error_ = xet::Ok{};      // guarded by mu_
+  Status store_error_ = Ok{};                // guarded by mu_
   std::vector<std::vector<uint8_t>> spare_;  // guarded by mu_: buffers of stored xorbs, for the next ones
   std::vector<std::thread> storers_;
   TakeFilled take_filled_;

@@ -29,11 +29,11 @@ std::optional<uint64_t> ParseU64(std::string_view s) {
   return v;
 }
 
-xet::Status SyncDir(const fs::path& dir) {
+Status SyncDir(const fs::path& dir) {
   UniqueFd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (!fd.valid() || ::fsync(fd.get()) != 0)
-    return xet::IoError("syncing " + dir.string() + ": " + ErrnoText(errno));
-  return xet::Ok{};
+    return IoError("syncing " + dir.string() + ": " + ErrnoText(errno));
+  return Ok{};
 }
 
 // A part written to a temporary file of its own (a retried PUT may overlap the first), synced, then renamed
@@ -50,25 +50,25 @@ class FilePart final : public PartWriter {
     }
   }
 
-  xet::Status Write(std::span<const uint8_t> data) override {
+  Status Write(std::span<const uint8_t> data) override {
     if (data.size() > size_ - written_)
-      return xet::Malformed("part " + std::to_string(number_) + " is " + std::to_string(size_) + " bytes");
-    if (WriteFull(fd_.get(), data) != 0) return xet::IoError("writing a part: " + ErrnoText(errno));
+      return Malformed("part " + std::to_string(number_) + " is " + std::to_string(size_) + " bytes");
+    if (WriteFull(fd_.get(), data) != 0) return IoError("writing a part: " + ErrnoText(errno));
     sha_.Update(data);
     written_ += data.size();
-    return xet::Ok{};
+    return Ok{};
   }
 
-  xet::Result<std::string> Finish() override {
+  Result<std::string> Finish() override {
     if (written_ != size_) {
-      return xet::Malformed("part " + std::to_string(number_) + " ended after " + std::to_string(written_) +
-                            " of its " + std::to_string(size_) + " bytes");
+      return Malformed("part " + std::to_string(number_) + " ended after " + std::to_string(written_) +
+                       " of its " + std::to_string(size_) + " bytes");
     }
-    if (::fsync(fd_.get()) != 0) return xet::IoError("syncing a part: " + ErrnoText(errno));
+    if (::fsync(fd_.get()) != 0) return IoError("syncing a part: " + ErrnoText(errno));
     fd_.reset();
     std::error_code ec;
     fs::rename(Tmp(), dir_ / std::to_string(number_), ec);
-    if (ec) return xet::IoError("placing a part: " + ec.message());
+    if (ec) return IoError("placing a part: " + ec.message());
     if (auto st = SyncDir(dir_); !st) return st.error();
     return "\"" + sha_.Final().hex() + "\"";
   }
@@ -105,10 +105,10 @@ std::shared_ptr<const files::LinkSigner> LfsService::Signer() const {
   return signer_;
 }
 
-xet::Result<std::optional<xet::FileHash>> LfsService::Stored(const std::string& scope, std::string_view oid,
-                                                             uint64_t size) {
+Result<std::optional<xet::FileHash>> LfsService::Stored(const std::string& scope, std::string_view oid,
+                                                        uint64_t size) {
   const auto sha = oid.size() == 64 && IsLowerHex(oid) ? xet::Hash::FromHex(oid) : std::nullopt;
-  if (!sha) return xet::Malformed("an object id is a SHA-256: 64 lower-case hex digits");
+  if (!sha) return Malformed("an object id is a SHA-256: 64 lower-case hex digits");
   auto file = index_.FileBySha256(*sha, scope);
   if (!file) return file.error();
   if (!*file) return std::optional<xet::FileHash>();
@@ -127,16 +127,15 @@ uint64_t LfsService::PartSize(const UploadGrant& grant, uint32_t number) const {
   return std::min(options_.part_bytes, grant.size - start);
 }
 
-xet::Result<UploadAction> LfsService::PlanUpload(const std::string& scope, std::string_view oid,
-                                                 uint64_t size, uint64_t ttl_seconds, bool multipart) {
+Result<UploadAction> LfsService::PlanUpload(const std::string& scope, std::string_view oid, uint64_t size,
+                                            uint64_t ttl_seconds, bool multipart) {
   if (oid.size() != 64 || !IsLowerHex(oid))
-    return xet::Malformed("an object id is a SHA-256: 64 lower-case hex digits");
+    return Malformed("an object id is a SHA-256: 64 lower-case hex digits");
   if (size > options_.max_object_bytes)
-    return xet::LimitExceeded("objects are at most " + std::to_string(options_.max_object_bytes) +
-                              " bytes here");
+    return LimitExceeded("objects are at most " + std::to_string(options_.max_object_bytes) + " bytes here");
   RemoveExpiredStaging();
   uint8_t id[12];
-  if (RAND_bytes(id, sizeof(id)) != 1) return xet::IoError("no randomness for an upload id");
+  if (RAND_bytes(id, sizeof(id)) != 1) return IoError("no randomness for an upload id");
   const std::string upload = HexEncode(std::span<const uint8_t>(id, sizeof(id)));
   auto link =
       Signer()->Sign(*xet::Hash::FromHex(oid), scope, ttl_seconds, std::to_string(size) + "." + upload);
@@ -158,20 +157,20 @@ xet::Result<UploadAction> LfsService::PlanUpload(const std::string& scope, std::
   return action;
 }
 
-xet::Result<UploadGrant> LfsService::Check(
-    std::string_view oid, const std::vector<std::pair<std::string, std::string>>& query) const {
+Result<UploadGrant> LfsService::Check(std::string_view oid,
+                                      const std::vector<std::pair<std::string, std::string>>& query) const {
   const auto sha = oid.size() == 64 && IsLowerHex(oid) ? xet::Hash::FromHex(oid) : std::nullopt;
-  if (!sha) return xet::Malformed("an object id is a SHA-256: 64 lower-case hex digits");
+  if (!sha) return Malformed("an object id is a SHA-256: 64 lower-case hex digits");
   auto grant = Signer()->Verify(*sha, query);
   if (!grant) return grant.error();
   const size_t dot = grant->name.find('.');
   const auto size = ParseU64(std::string_view(grant->name).substr(0, dot));
   if (dot == std::string::npos || !size || !IsLowerHex(grant->name.substr(dot + 1)))
-    return xet::Denied("not an upload link");
+    return Denied("not an upload link");
   return UploadGrant{std::string(oid), *size, grant->scope, grant->name.substr(dot + 1), grant->expires};
 }
 
-xet::Result<std::unique_ptr<FileIngest>> LfsService::BeginUpload(const UploadGrant& grant) {
+Result<std::unique_ptr<FileIngest>> LfsService::BeginUpload(const UploadGrant& grant) {
   return FileIngest::Begin(cas_, grant.scope, grant.oid, grant.size);
 }
 
@@ -180,31 +179,31 @@ fs::path LfsService::UploadDir(const UploadGrant& grant) const {
   return options_.staging_dir / (std::to_string(grant.expires) + "-" + grant.upload);
 }
 
-xet::Result<std::unique_ptr<PartWriter>> LfsService::BeginPart(const UploadGrant& grant, uint32_t number) {
+Result<std::unique_ptr<PartWriter>> LfsService::BeginPart(const UploadGrant& grant, uint32_t number) {
   if (number == 0 || number > PartCount(grant.size))
-    return xet::Malformed("this upload has parts 1 to " + std::to_string(PartCount(grant.size)));
+    return Malformed("this upload has parts 1 to " + std::to_string(PartCount(grant.size)));
   const fs::path dir = UploadDir(grant);
   std::error_code ec;
   fs::create_directories(dir, ec);
-  if (ec) return xet::IoError("creating " + dir.string() + ": " + ec.message());
+  if (ec) return IoError("creating " + dir.string() + ": " + ec.message());
   uint8_t nonce[8];
-  if (RAND_bytes(nonce, sizeof(nonce)) != 1) return xet::IoError("no randomness for a part's name");
+  if (RAND_bytes(nonce, sizeof(nonce)) != 1) return IoError("no randomness for a part's name");
   fs::path tmp =
       dir / (std::to_string(number) + "." + HexEncode(std::span<const uint8_t>(nonce, 8)) + ".tmp");
   UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
-  if (!fd.valid()) return xet::IoError("creating a part in " + dir.string() + ": " + ErrnoText(errno));
+  if (!fd.valid()) return IoError("creating a part in " + dir.string() + ": " + ErrnoText(errno));
   return std::unique_ptr<PartWriter>(
       std::make_unique<FilePart>(dir, number, PartSize(grant, number), std::move(tmp), std::move(fd)));
 }
 
-xet::Result<Ingested> LfsService::CompleteParts(const UploadGrant& grant,
-                                                const std::vector<std::pair<uint32_t, std::string>>& parts) {
+Result<Ingested> LfsService::CompleteParts(const UploadGrant& grant,
+                                           const std::vector<std::pair<uint32_t, std::string>>& parts) {
   const uint32_t count = PartCount(grant.size);
   if (parts.size() != count)
-    return xet::Malformed("this upload has " + std::to_string(count) + " parts; " +
-                          std::to_string(parts.size()) + " were listed");
+    return Malformed("this upload has " + std::to_string(count) + " parts; " + std::to_string(parts.size()) +
+                     " were listed");
   for (uint32_t i = 0; i < count; ++i) {
-    if (parts[i].first != i + 1) return xet::Malformed("parts are listed in order, numbered from 1");
+    if (parts[i].first != i + 1) return Malformed("parts are listed in order, numbered from 1");
   }
   const fs::path dir = UploadDir(grant);
   auto ingest = BeginUpload(grant);
@@ -213,21 +212,21 @@ xet::Result<Ingested> LfsService::CompleteParts(const UploadGrant& grant,
   for (const auto& [number, etag] : parts) {
     const fs::path path = dir / std::to_string(number);
     UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-    if (!fd.valid()) return xet::NotFound("part " + std::to_string(number) + " was not received");
+    if (!fd.valid()) return NotFound("part " + std::to_string(number) + " was not received");
     ingest::Sha256 sha;
     const uint64_t size = PartSize(grant, number);
     for (uint64_t at = 0; at < size;) {
       const auto n = static_cast<size_t>(std::min<uint64_t>(block.size(), size - at));
       const int rc = PreadFull(fd.get(), at, std::span<uint8_t>(block.data(), n));
-      if (rc == kShortFile) return xet::NotFound("part " + std::to_string(number) + " is incomplete");
-      if (rc != 0) return xet::IoError("reading part " + std::to_string(number) + ": " + ErrnoText(rc));
+      if (rc == kShortFile) return NotFound("part " + std::to_string(number) + " is incomplete");
+      if (rc != 0) return IoError("reading part " + std::to_string(number) + ": " + ErrnoText(rc));
       const std::span<const uint8_t> data(block.data(), n);
       sha.Update(data);
       if (auto st = (*ingest)->Feed(data); !st) return st.error();
       at += n;
     }
     if ("\"" + sha.Final().hex() + "\"" != etag)
-      return xet::Malformed("part " + std::to_string(number) + "'s ETag is not the one its upload answered");
+      return Malformed("part " + std::to_string(number) + "'s ETag is not the one its upload answered");
   }
   auto done = (*ingest)->Finish();
   if (!done) return done.error();

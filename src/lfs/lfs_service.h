@@ -65,9 +65,9 @@ struct UploadAction {
 class PartWriter {
  public:
   virtual ~PartWriter() = default;
-  virtual xet::Status Write(std::span<const uint8_t> data) = 0;
+  virtual Status Write(std::span<const uint8_t> data) = 0;
   // Synced and in place; returns the part's ETag.
-  virtual xet::Result<std::string> Finish() = 0;
+  virtual Result<std::string> Finish() = 0;
 };
 
 class LfsService {
@@ -75,23 +75,22 @@ class LfsService {
   LfsService(cas::CasService& cas, index::CasIndex& index, LfsOptions options);
 
   // The stored file `scope` sees with this SHA-256 and size, if any.
-  xet::Result<std::optional<xet::FileHash>> Stored(const std::string& scope, std::string_view oid,
-                                                   uint64_t size);
+  Result<std::optional<xet::FileHash>> Stored(const std::string& scope, std::string_view oid, uint64_t size);
   // The links to upload `oid` for `scope`, valid `ttl_seconds` (at most max_link_ttl_seconds); in parts
   // when `multipart` is offered and the object is larger than part_bytes.
-  xet::Result<UploadAction> PlanUpload(const std::string& scope, std::string_view oid, uint64_t size,
-                                       uint64_t ttl_seconds, bool multipart);
+  Result<UploadAction> PlanUpload(const std::string& scope, std::string_view oid, uint64_t size,
+                                  uint64_t ttl_seconds, bool multipart);
   // Checks an upload link's query for object `oid`.
-  xet::Result<UploadGrant> Check(std::string_view oid,
-                                 const std::vector<std::pair<std::string, std::string>>& query) const;
+  Result<UploadGrant> Check(std::string_view oid,
+                            const std::vector<std::pair<std::string, std::string>>& query) const;
 
   // basic: the whole object, streamed into an ingest.
-  xet::Result<std::unique_ptr<FileIngest>> BeginUpload(const UploadGrant& grant);
+  Result<std::unique_ptr<FileIngest>> BeginUpload(const UploadGrant& grant);
   // multipart: part `number` (from 1), of exactly the size the plan gave it.
-  xet::Result<std::unique_ptr<PartWriter>> BeginPart(const UploadGrant& grant, uint32_t number);
+  Result<std::unique_ptr<PartWriter>> BeginPart(const UploadGrant& grant, uint32_t number);
   // All parts in order, each with the ETag its PUT answered: ingested, then the parts removed.
-  xet::Result<Ingested> CompleteParts(const UploadGrant& grant,
-                                      const std::vector<std::pair<uint32_t, std::string>>& parts);
+  Result<Ingested> CompleteParts(const UploadGrant& grant,
+                                 const std::vector<std::pair<uint32_t, std::string>>& parts);
 
   void SetUrlKeys(const cas::UrlKeys& keys);
   uint64_t part_bytes() const { return options_.part_bytes; }

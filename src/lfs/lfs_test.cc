@@ -62,8 +62,8 @@ class LfsTest : public ::testing::Test {
   void TearDown() override { std::filesystem::remove_all(dir_); }
 
   // Feeds `data` in blocks of `block` bytes.
-  xet::Result<Ingested> Ingest(std::span<const uint8_t> data, size_t block = 100'003,
-                               const std::string& scope = "repo-1", const std::string& sha = "") {
+  Result<Ingested> Ingest(std::span<const uint8_t> data, size_t block = 100'003,
+                          const std::string& scope = "repo-1", const std::string& sha = "") {
     auto ingest = FileIngest::Begin(*cas_, scope, sha.empty() ? Sha256Hex(data) : sha, data.size());
     if (!ingest) return ingest.error();
     for (size_t at = 0; at < data.size(); at += block) {
@@ -76,9 +76,9 @@ class LfsTest : public ::testing::Test {
   // Feeds file `f` of `built` chunk by chunk as another server stored it (FeedChunk): each term's chunks
   // with their records and hashes, a xorb `whole` (when `whole_xorbs`) where one term takes all its chunks,
   // as a mirror's relay would have fetched it. `alter` may change a decoded chunk.
-  xet::Result<Ingested> IngestChunks(const ingest::BuiltUpload& built, size_t f, const std::string& sha,
-                                     bool whole_xorbs = true,
-                                     const std::function<void(std::vector<uint8_t>&)>& alter = nullptr) {
+  Result<Ingested> IngestChunks(const ingest::BuiltUpload& built, size_t f, const std::string& sha,
+                                bool whole_xorbs = true,
+                                const std::function<void(std::vector<uint8_t>&)>& alter = nullptr) {
     const xet::FileRecord& record = built.shard.files[f];
     auto ingest = FileIngest::Begin(*cas_, "repo-1", sha, record.size());
     if (!ingest) return ingest.error();
@@ -93,7 +93,7 @@ class LfsTest : public ::testing::Test {
         auto header = xet::ChunkHeader::Parse(rec);
         std::vector<uint8_t> decoded(chunk.unpacked_size);
         if (!header || !decoder.Decode(*header, rec.subspan(xet::kChunkHeaderSize), decoded))
-          return xet::Malformed("the test's own xorb does not decode");
+          return Malformed("the test's own xorb does not decode");
         if (alter) alter(decoded);
         const bool all = t.chunk_start == 0 && t.chunk_end == x->layout.chunks.size();
         const std::optional<xet::XorbHash> whole =

@@ -101,11 +101,11 @@ MirrorCounters MirrorService::counters() const {
   return counters_;
 }
 
-Error MirrorService::Failed(const xet::Error& e, const std::string& what) {
+Error MirrorService::Failed(const Error& e, const std::string& what) {
   switch (e.code) {
-    case xet::ErrorCode::kNotFound:
+    case ErrorCode::kNotFound:
       return NotFound(what + ": upstream has none");
-    case xet::ErrorCode::kUnavailable: {
+    case ErrorCode::kUnavailable: {
       std::lock_guard lock(mu_);
       ++counters_.upstream_failures;
       return Unavailable(what + ": the upstream Hub cannot be reached now; try again later");
@@ -124,7 +124,7 @@ bool MirrorService::Fresh(int64_t repo) const {
 Result<hub::Repo> MirrorService::Open(const hub::Caller& caller, const hub::RepoId& id) {
   auto found = index_.FindRepo(id.type, id.ns, id.name);
   if (found.ok() && !hub::IsMirrored(*found)) return hub_.Open(caller, id, false);
-  if (!found.ok() && found.error().code != xet::ErrorCode::kNotFound) return hub::FromIndex(found.error());
+  if (!found.ok() && found.error().code != ErrorCode::kNotFound) return hub::FromIndex(found.error());
   if (!found.ok() && !Mirrors(id)) return hub_.Open(caller, id, false);
   if (!MayRead(caller)) {
     return Unauthorized("mirrored repositories need a token of this server");
@@ -232,7 +232,7 @@ Result<index::RepoRecord> MirrorService::CreateMirrored(const hub::RepoId& id,
   for (const auto& r : refs) fresh.refs.push_back(index::Ref{r.kind, r.name, r.target.key()});
   auto created = index_.CreateRepo(fresh);
   if (!created.ok()) {
-    if (created.error().code != xet::ErrorCode::kConflict) return hub::FromIndex(created.error());
+    if (created.error().code != ErrorCode::kConflict) return hub::FromIndex(created.error());
     // Another node (or request) copied it first.
     auto found = index_.FindRepo(id.type, id.ns, id.name);
     if (!found.ok()) return hub::FromIndex(found.error());
@@ -262,8 +262,7 @@ Status MirrorService::UpdateMirrored(const hub::Repo& repo, const std::vector<in
     if (held != nullptr && held->target == r.target.key()) continue;
     index::RefUpdate u{r.kind, r.name, std::nullopt, r.target.key()};
     if (held != nullptr) u.expected = held->target;
-    if (auto st = index_.UpdateRef(repo.record.id, u);
-        !st.ok() && st.error().code != xet::ErrorCode::kConflict)
+    if (auto st = index_.UpdateRef(repo.record.id, u); !st.ok() && st.error().code != ErrorCode::kConflict)
       return hub::FromIndex(st.error());
   }
   for (const auto& l : local) {
@@ -271,19 +270,19 @@ Status MirrorService::UpdateMirrored(const hub::Repo& repo, const std::vector<in
     for (const auto& r : refs) kept = kept || (r.kind == l.kind && r.name == l.name);
     if (kept) continue;
     index::RefUpdate u{l.kind, l.name, l.target, std::nullopt};
-    if (auto st = index_.UpdateRef(repo.record.id, u);
-        !st.ok() && st.error().code != xet::ErrorCode::kConflict)
+    if (auto st = index_.UpdateRef(repo.record.id, u); !st.ok() && st.error().code != ErrorCode::kConflict)
       return hub::FromIndex(st.error());
   }
   return Ok{};
 }
 
-xet::Result<std::vector<index::RepoObject>> MirrorService::FetchObjects(
-    const hub::RepoId& id, const std::vector<hub::ObjectId>& wants, const std::vector<hub::ObjectId>& haves) {
+Result<std::vector<index::RepoObject>> MirrorService::FetchObjects(const hub::RepoId& id,
+                                                                   const std::vector<hub::ObjectId>& wants,
+                                                                   const std::vector<hub::ObjectId>& haves) {
   auto pack = upstream_.FetchPack(id, wants, haves);
   if (!pack.ok()) return pack.error();
   auto read = git::ReadPack(*pack, git::PackLimits{});
-  if (!read.ok()) return xet::Malformed("upstream's pack: " + read.error().message);
+  if (!read.ok()) return Malformed("upstream's pack: " + read.error().message);
   return hub::StorableObjects(std::move(*read));
 }
 
@@ -298,7 +297,7 @@ Result<hub::RepoId> MirrorService::Canonical(hub::RepoType type, std::string_vie
   if (options_.offline) return Unavailable(std::string(name) + ": this mirror is offline");
   auto id = upstream_.Canonical(type, name);
   if (!id.ok()) {
-    if (id.error().code == xet::ErrorCode::kNotFound) {
+    if (id.error().code == ErrorCode::kNotFound) {
       return hub::RepoNotFound("Repository not found");
     }
     return Failed(id.error(), std::string(name));
@@ -331,8 +330,7 @@ Result<hub::ObjectId> MirrorService::Resolve(const hub::Repo& repo, std::string_
   // A commit no ref of upstream names (an older one, or a pull request's): asked for by its id.
   auto fetched = FetchObjects(repo.id(), {*hub::ObjectId::FromHex(revision)}, {});
   if (!fetched.ok()) {
-    if (fetched.error().code == xet::ErrorCode::kNotFound ||
-        fetched.error().code == xet::ErrorCode::kMalformed)
+    if (fetched.error().code == ErrorCode::kNotFound || fetched.error().code == ErrorCode::kMalformed)
       return now;
     return Failed(fetched.error(), repo.id().str());
   }
@@ -368,7 +366,7 @@ Result<std::shared_ptr<MirrorService::Flight>> MirrorService::Join(const hub::Re
     return flight;
   }
   // Described first (and so known to exist upstream), then fetched in the background.
-  auto head = options_.offline ? xet::Result<UpstreamFile>(xet::Unavailable("offline")) : wanted.describe();
+  auto head = options_.offline ? Result<UpstreamFile>(Unavailable("offline")) : wanted.describe();
   std::lock_guard lock(mu_);
   if (!head.ok() || stopping_) {
     flight->result = head.ok() ? Unavailable("the server is stopping")
@@ -432,7 +430,7 @@ Result<xet::FileHash> MirrorService::LargeBySha256(const hub::Repo& repo, const 
       .pointer = pointer,
       .commit = std::nullopt,
       .what = pointer.sha256,
-      .describe = [] { return xet::Result<UpstreamFile>(UpstreamFile{.status = 200, .xet = std::nullopt}); },
+      .describe = [] { return Result<UpstreamFile>(UpstreamFile{.status = 200, .xet = std::nullopt}); },
       .download =
           [this, id = repo.id(), pointer](uint64_t offset, const net::HttpClient::Sink& sink) {
             return upstream_.DownloadObject(id, pointer, offset, sink);
@@ -548,7 +546,7 @@ class MirrorService::FetchJob {
     if (auto linked = mirror_.Linked(repo_, pointer_.sha256)) return StoredByPeer(*linked);
     renewed_ = Now();
     RelayFromUpstream();
-    std::optional<xet::Result<lfs::Ingested>> done = StoreRelayed();
+    std::optional<Result<lfs::Ingested>> done = StoreRelayed();
     if (!done) {
       auto resolved = StoreResolved();
       if (!resolved.ok()) return resolved.error();
@@ -645,7 +643,7 @@ class MirrorService::FetchJob {
   }
 
   // The file stored from upstream's relay; nullopt when there is none, or it failed (then given up).
-  std::optional<xet::Result<lfs::Ingested>> StoreRelayed() {
+  std::optional<Result<lfs::Ingested>> StoreRelayed() {
     if (!relay_) return std::nullopt;
     auto done = mirror_.StoreRelayed(*relay_, repo_, pointer_, [this] { return GoingOn(); });
     if (done.ok()) return done;
@@ -664,7 +662,7 @@ class MirrorService::FetchJob {
   }
 
   // The file stored from upstream's resolve: what its ingest made of the bytes, or why they did not come.
-  Result<xet::Result<lfs::Ingested>> StoreResolved() {
+  Result<Result<lfs::Ingested>> StoreResolved() {
     auto ingest = lfs::FileIngest::Begin(mirror_.cas_, repo_.record.scope, pointer_.sha256, pointer_.size);
     if (!ingest.ok()) return Damaged(ingest.error().message);
     if (auto st = mirror_.ReceiveResolved(
@@ -676,7 +674,7 @@ class MirrorService::FetchJob {
   }
 
   // The stored file checked against what upstream said, then published and linked.
-  Result<xet::FileHash> CheckAndLink(const xet::Result<lfs::Ingested>& done) {
+  Result<xet::FileHash> CheckAndLink(const Result<lfs::Ingested>& done) {
     // The bytes are all there and are the pointer's (its SHA-256 and size checked): the spool's readers have
     // the whole file. (A mismatch ends the spool as failed: they are cut short and retry.)
     if (spool_ != nullptr && done.ok()) spool_->Finish(true);
@@ -731,9 +729,8 @@ Result<xet::FileHash> MirrorService::Fetch(const hub::Repo& repo, const Wanted& 
   return FetchJob(*this, repo, wanted, flight).Run();
 }
 
-xet::Result<lfs::Ingested> MirrorService::StoreRelayed(Relay& relay, const hub::Repo& repo,
-                                                       const hub::LfsPointer& pointer,
-                                                       const GoingOn& going_on) {
+Result<lfs::Ingested> MirrorService::StoreRelayed(Relay& relay, const hub::Repo& repo,
+                                                  const hub::LfsPointer& pointer, const GoingOn& going_on) {
   // Clients read the relay, not what this thread stores: the copy into the CAS yields the CPU to the
   // transfers they wait for.
   (void)::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), 19);
@@ -747,10 +744,10 @@ xet::Result<lfs::Ingested> MirrorService::StoreRelayed(Relay& relay, const hub::
     }
     return put;
   });
-  xet::Status fed = xet::Ok{};
+  Status fed = Ok{};
   auto st = relay.Produce([&](const Relay::Chunk& c) {
     if (!going_on()) {
-      fed = xet::Unavailable("the server is stopping");
+      fed = Unavailable("the server is stopping");
       return false;
     }
     fed = (*ingest)->FeedChunk(c.hash, c.decoded, c.record, c.from);
@@ -766,10 +763,10 @@ Status MirrorService::ReceiveResolved(const Wanted& wanted, lfs::FileIngest& ing
   int idle_tries = 0;  // tries in a row that brought no byte
   for (;;) {
     const uint64_t offset = ingest.received();
-    xet::Status fed = xet::Ok{};
+    Status fed = Ok{};
     auto got = wanted.download(offset, [&](std::span<const uint8_t> block) {
       if (!going_on()) {
-        fed = xet::Unavailable("the server is stopping");
+        fed = Unavailable("the server is stopping");
         return false;
       }
       to_spool(ingest.received(), block);
@@ -783,7 +780,7 @@ Status MirrorService::ReceiveResolved(const Wanted& wanted, lfs::FileIngest& ing
     }
     if (!fed.ok()) return Unavailable(wanted.what + ": upstream's bytes: " + fed.error().message);
     if (got.ok()) return Status(Ok{});
-    if (got.error().code != xet::ErrorCode::kUnavailable) return Failed(got.error(), wanted.what);
+    if (got.error().code != ErrorCode::kUnavailable) return Failed(got.error(), wanted.what);
     // A try that brought nothing (upstream or the way to it failing for a moment) is made again after a
     // pause, twice: a reader waiting for this file would otherwise be told it does not exist.
     idle_tries = arrived == 0 ? idle_tries + 1 : 0;
@@ -857,9 +854,8 @@ std::shared_ptr<Relay> MirrorService::StartRelay(const hub::Repo& repo, const hu
         });
       }
       const auto url = peer_urls.find({f.xorb, f.first});
-      if (url == peer_urls.end())
-        return xet::Status(xet::Malformed("no signed URL for a range of " + f.xorb));
-      xet::Status got = xet::Ok{};
+      if (url == peer_urls.end()) return Status(Malformed("no signed URL for a range of " + f.xorb));
+      Status got = Ok{};
       for (int tries = 0; tries < 40 && !Stopping(); ++tries) {
         bool any = false;
         got = upstream_.FetchRange(url->second, f.first + from, f.last, [&](std::span<const uint8_t> block) {
@@ -962,10 +958,10 @@ Result<EvictReport> MirrorService::Evict(uint64_t max_bytes) {
   std::map<int64_t, int64_t> last_read;
   for (const auto& r : *reads) last_read[r.repo] = r.last_read;
   std::vector<Held> held;
-  auto listed = hub::ForEachMirrored(index_, [&](index::RepoRecord&& r) -> xet::Status {
+  auto listed = hub::ForEachMirrored(index_, [&](index::RepoRecord&& r) -> Status {
     const auto it = last_read.find(r.id);
     held.push_back(Held{.record = std::move(r), .last_read = it == last_read.end() ? 0 : it->second});
-    return xet::Ok{};
+    return Ok{};
   });
   if (!listed.ok()) return hub::FromIndex(listed.error());
   EvictReport report;
@@ -992,7 +988,7 @@ Result<EvictReport> MirrorService::Evict(uint64_t max_bytes) {
       if (fetching) continue;
     }
     auto st = index_.DeleteRepo(h.record.id);
-    if (!st.ok() && st.error().code != xet::ErrorCode::kNotFound) return hub::FromIndex(st.error());
+    if (!st.ok() && st.error().code != ErrorCode::kNotFound) return hub::FromIndex(st.error());
     report.kept_bytes -= h.bytes;
     report.evicted.push_back(hub::RepoPath(hub::Repo{h.record}.id()));
   }

@@ -177,8 +177,8 @@ class MirrorService {
     hub::LfsPointer pointer;
     std::optional<hub::ObjectId> commit;  // of a file named by its path: its bytes may come through Xet
     std::string what;
-    std::function<xet::Result<UpstreamFile>()> describe;
-    std::function<xet::Result<UpstreamFile>(uint64_t, const net::HttpClient::Sink&)> download;
+    std::function<Result<UpstreamFile>()> describe;
+    std::function<Result<UpstreamFile>(uint64_t, const net::HttpClient::Sink&)> download;
   };
   Wanted FromPath(const hub::Repo& repo, const hub::ObjectId& commit, const hub::PathInfo& info) const;
   // The file's flight, started when there is none: described by upstream (or failed) when it returns.
@@ -190,9 +190,9 @@ class MirrorService {
   Result<xet::FileHash> Settle(Flight& flight);
   // The objects `wants` reach less what `haves` reach, from upstream's upload-pack, each checked as a push's
   // are (kMalformed for a pack or an object cairn refuses).
-  xet::Result<std::vector<index::RepoObject>> FetchObjects(const hub::RepoId& id,
-                                                           const std::vector<hub::ObjectId>& wants,
-                                                           const std::vector<hub::ObjectId>& haves);
+  Result<std::vector<index::RepoObject>> FetchObjects(const hub::RepoId& id,
+                                                      const std::vector<hub::ObjectId>& wants,
+                                                      const std::vector<hub::ObjectId>& haves);
   // Copies upstream's refs (and the history they reach that is not held) into the repository, creating it
   // when `existing` is null. The repository as it is after.
   Result<hub::Repo> Sync(const hub::RepoId& id, const hub::Repo* existing);
@@ -215,13 +215,13 @@ class MirrorService {
   using ToSpool = std::function<void(uint64_t offset, std::span<const uint8_t> bytes)>;
   // The file from a relay's chunks in order, stored as they arrived (lfs::FileIngest::FeedChunk) and
   // checked (size, SHA-256): what was stored, or why not. (Plain downloads read the relay meanwhile.)
-  xet::Result<lfs::Ingested> StoreRelayed(Relay& relay, const hub::Repo& repo, const hub::LfsPointer& pointer,
-                                          const GoingOn& going_on);
+  Result<lfs::Ingested> StoreRelayed(Relay& relay, const hub::Repo& repo, const hub::LfsPointer& pointer,
+                                     const GoingOn& going_on);
   // Every byte of the file through upstream's resolve into `ingest` (chunked here); a transfer cut after
   // some bytes resumes where they end, as long as each try brings more.
   Status ReceiveResolved(const Wanted& wanted, lfs::FileIngest& ingest, const GoingOn& going_on,
                          const ToSpool& to_spool);
-  Error Failed(const xet::Error& e, const std::string& what);
+  Error Failed(const Error& e, const std::string& what);
   // A relay of the file through upstream's Xet reconstruction, registered and receiving on `receiver`;
   // null when upstream gives none (its bytes then come through resolve). With `peer` (another node's URL),
   // the ranges come from that node's relay of the file rather than from upstream.

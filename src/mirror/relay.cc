@@ -12,21 +12,20 @@
 
 namespace cairn::mirror {
 
-xet::Result<std::shared_ptr<Relay>> Relay::Create(const std::filesystem::path& dir, const xet::FileHash& file,
-                                                  xet::ParsedReconstruction plan,
-                                                  std::vector<std::string> scopes, RangeAsker ask,
-                                                  const Filler& fill) {
-  if (plan.offset_into_first != 0) return xet::Malformed("upstream's whole-file answer starts inside a term");
+Result<std::shared_ptr<Relay>> Relay::Create(const std::filesystem::path& dir, const xet::FileHash& file,
+                                             xet::ParsedReconstruction plan, std::vector<std::string> scopes,
+                                             RangeAsker ask, const Filler& fill) {
+  if (plan.offset_into_first != 0) return Malformed("upstream's whole-file answer starts inside a term");
   std::vector<xet::XorbHash> xorbs;
   xorbs.reserve(plan.fetches.size());
   for (const auto& f : plan.fetches) {
     auto hash = xet::Hash::FromHex(f.xorb);
-    if (!hash) return xet::Malformed("upstream's answer names a xorb that is no hash");
-    if (f.last >= (1ULL << 32)) return xet::Malformed("upstream's answer has a range past 4 GiB");
+    if (!hash) return Malformed("upstream's answer names a xorb that is no hash");
+    if (f.last >= (1ULL << 32)) return Malformed("upstream's answer has a range past 4 GiB");
     xorbs.push_back(*hash);
   }
   for (const auto& t : plan.terms) {
-    if (t.length >= (1ULL << 32)) return xet::Malformed("upstream's answer has a term past 4 GiB");
+    if (t.length >= (1ULL << 32)) return Malformed("upstream's answer has a term past 4 GiB");
   }
   auto spool = Spool::Create(dir);
   if (!spool.ok()) return spool.error();
@@ -49,28 +48,28 @@ void Relay::Fill(size_t i) {
   filled_[i].fd = std::move(fd);
 }
 
-xet::Status Relay::Write(size_t i, uint64_t offset, std::span<const uint8_t> bytes) {
+Status Relay::Write(size_t i, uint64_t offset, std::span<const uint8_t> bytes) {
   cas::FilledXorb* writer = filled_[i].writer.get();  // Receive's alone until the range has arrived
   if (writer == nullptr) return spool_->Write(base_[i] + offset, bytes);
-  if (offset != writer->size()) return xet::Inconsistent("a relayed range written out of order");
+  if (offset != writer->size()) return Inconsistent("a relayed range written out of order");
   return writer->Append(bytes);
 }
 
-xet::Status Relay::ReadFetched(size_t i, uint64_t offset, std::span<uint8_t> out) const {
+Status Relay::ReadFetched(size_t i, uint64_t offset, std::span<uint8_t> out) const {
   if (!filled_[i].fd.valid()) return spool_->ReadWritten(base_[i] + offset, out);
   if (const int err = PreadFull(filled_[i].fd.get(), offset, out); err != 0)
-    return xet::IoError("reading a relayed range back: " + OpenErrorText(err));
-  return xet::Ok{};
+    return IoError("reading a relayed range back: " + OpenErrorText(err));
+  return Ok{};
 }
 
-xet::Result<cas::RelayedBytes> Relay::FileOf(size_t i, uint64_t offset) const {
+Result<cas::RelayedBytes> Relay::FileOf(size_t i, uint64_t offset) const {
   if (!filled_[i].fd.valid()) {
     auto fd = spool_->Duplicate();
     if (!fd.ok()) return fd.error();
     return cas::RelayedBytes{.fd = std::move(*fd), .offset = base_[i] + offset};
   }
   UniqueFd fd = filled_[i].fd.Duplicate();
-  if (!fd.valid()) return xet::IoError("a descriptor of a relayed range: " + ErrnoText(errno));
+  if (!fd.valid()) return IoError("a descriptor of a relayed range: " + ErrnoText(errno));
   return cas::RelayedBytes{.fd = std::move(fd), .offset = offset};
 }
 
@@ -114,7 +113,7 @@ bool Relay::Readable(const std::string& scope) const {
   return std::find(scopes_.begin(), scopes_.end(), scope) != scopes_.end();
 }
 
-xet::Status Relay::Receive(const Fetcher& fetch, const std::function<bool()>& stopping) {
+Status Relay::Receive(const Fetcher& fetch, const std::function<bool()>& stopping) {
   // Bytes go to the spool in blocks of kBatch, not as libcurl hands them over (16 KiB): each write wakes the
   // readers waiting on the spool, and a dozen of them woken every 16 KiB cost more than the transfer.
   constexpr size_t kBatch = 256 << 10;
@@ -127,8 +126,8 @@ xet::Status Relay::Receive(const Fetcher& fetch, const std::function<bool()>& st
     uint64_t got = 0;  // written
     Fill(i);
     RangeIndexer indexer(f.first, length, decoder);
-    const auto flush = [&]() -> xet::Status {
-      if (pending.empty()) return xet::Ok{};
+    const auto flush = [&]() -> Status {
+      if (pending.empty()) return Ok{};
       auto st = Write(i, got, pending);
       got += pending.size();
       // Indexed from memory once written (Produce reads the records from there).
@@ -138,10 +137,10 @@ xet::Status Relay::Receive(const Fetcher& fetch, const std::function<bool()>& st
     };
     for (int tries = 0; got < length; ++tries) {
       const uint64_t before = got;
-      xet::Status written = xet::Ok{};
+      Status written = Ok{};
       auto st = fetch(f, got, [&](std::span<const uint8_t> block) {
         if (stopping() || block.size() > length - got - pending.size()) {
-          written = xet::Unavailable(stopping() ? "the server is stopping" : "upstream sent more than asked");
+          written = Unavailable(stopping() ? "the server is stopping" : "upstream sent more than asked");
           return false;
         }
         pending.insert(pending.end(), block.begin(), block.end());
@@ -150,10 +149,10 @@ xet::Status Relay::Receive(const Fetcher& fetch, const std::function<bool()>& st
       });
       if (written.ok()) written = flush();  // what came before a cut counts
       if (!written.ok()) st = written;
-      if (st.ok() && got < length) st = xet::Unavailable("upstream's range ended short");
+      if (st.ok() && got < length) st = Unavailable("upstream's range ended short");
       if (st.ok()) break;
       // A cut range is asked again from where it stopped, while tries bring bytes.
-      if (st.error().code != xet::ErrorCode::kUnavailable || got == before || tries >= 8 || stopping()) {
+      if (st.error().code != ErrorCode::kUnavailable || got == before || tries >= 8 || stopping()) {
         spool_->Finish(false);
         FileChecked(false);  // the file comes through resolve: what was not verified is never served
         return st;
@@ -167,7 +166,7 @@ xet::Status Relay::Receive(const Fetcher& fetch, const std::function<bool()>& st
     if (IsWholeXorb(i)) Verified(i);
   }
   spool_->Finish(true);
-  return xet::Ok{};
+  return Ok{};
 }
 
 size_t Relay::RangeIndexer::RecordLength(std::span<const uint8_t> head) const {
@@ -179,7 +178,7 @@ size_t Relay::RangeIndexer::RecordLength(std::span<const uint8_t> head) const {
 void Relay::RangeIndexer::Index(std::span<const uint8_t> record, std::vector<Indexed>& out) {
   auto h = xet::ChunkHeader::Parse(record);
   auto hash = h.ok() ? decoder.DecodeAndHash(*h, record.subspan(xet::kChunkHeaderSize))
-                     : xet::Result<xet::ChunkHash>(h.error());
+                     : Result<xet::ChunkHash>(h.error());
   if (!hash.ok()) {
     broken = true;
     return;
@@ -255,18 +254,18 @@ bool Relay::IsWholeXorb(size_t i) const {
   return xet::XorbHashOf(chunks) == xorbs_[i];
 }
 
-xet::Result<Relay::Indexed> Relay::AwaitIndexed(size_t i, size_t k) const {
+Result<Relay::Indexed> Relay::AwaitIndexed(size_t i, size_t k) const {
   std::unique_lock lock(mu_);
   for (;;) {
     const FetchIndex& index = index_[i];
     if (k < index.chunks.size()) return index.chunks[k];
     if (index.complete || index.broken) {
-      return xet::Malformed("upstream's range of xorb " + plan_.fetches[i].xorb + " does not hold chunk " +
-                            std::to_string(plan_.fetches[i].cs + k) + " as announced");
+      return Malformed("upstream's range of xorb " + plan_.fetches[i].xorb + " does not hold chunk " +
+                       std::to_string(plan_.fetches[i].cs + k) + " as announced");
     }
-    if (check_ == Check::kFailed) return xet::Unavailable("upstream's Xet transfer failed");
+    if (check_ == Check::kFailed) return Unavailable("upstream's Xet transfer failed");
     if (cv_.wait_for(lock, kStall) == std::cv_status::timeout)
-      return xet::Unavailable("upstream's Xet transfer stalled");
+      return Unavailable("upstream's Xet transfer stalled");
   }
 }
 
@@ -287,24 +286,24 @@ void Relay::FileChecked(bool passed) {
   cv_.notify_all();
 }
 
-xet::Status Relay::AwaitVerified(size_t fetch) const {
+Status Relay::AwaitVerified(size_t fetch) const {
   std::unique_lock lock(mu_);
   // The file's check comes after all of it arrived and was decoded: a wait bounded by the transfer's own
   // stall limit each time nothing changes.
   for (;;) {
-    if (verified_[fetch] || check_ == Check::kPassed) return xet::Ok{};
+    if (verified_[fetch] || check_ == Check::kPassed) return Ok{};
     if (check_ == Check::kFailed) {
-      return xet::Unavailable("upstream's bytes of this range did not verify; ask again for the file");
+      return Unavailable("upstream's bytes of this range did not verify; ask again for the file");
     }
     if (cv_.wait_for(lock, kStall) == std::cv_status::timeout) {
-      return xet::Unavailable("the relayed range is not verified yet; ask again");
+      return Unavailable("the relayed range is not verified yet; ask again");
     }
   }
 }
 
-xet::Result<std::span<const uint8_t>> Relay::Decoded(size_t i, const Indexed& c, xet::ChunkDecoder& decoder,
-                                                     std::vector<uint8_t>& record,
-                                                     std::vector<uint8_t>& out) const {
+Result<std::span<const uint8_t>> Relay::Decoded(size_t i, const Indexed& c, xet::ChunkDecoder& decoder,
+                                                std::vector<uint8_t>& record,
+                                                std::vector<uint8_t>& out) const {
   // The index hashed this record as it arrived; the spool's bytes never change after.
   record.resize(c.length);
   if (auto st = ReadFetched(i, c.start - plan_.fetches[i].first, record); !st.ok()) return st.error();
@@ -317,13 +316,13 @@ xet::Result<std::span<const uint8_t>> Relay::Decoded(size_t i, const Indexed& c,
   return std::span<const uint8_t>(out);
 }
 
-xet::Status Relay::Produce(const ChunkSink& sink) const {
+Status Relay::Produce(const ChunkSink& sink) const {
   xet::ChunkDecoder decoder;
   std::vector<uint8_t> record;
   std::vector<uint8_t> out;
   for (const auto& t : plan_.terms) {
     const Fetch& f = plan_.fetches[t.fetch];
-    if (t.cs < f.cs || t.ce > f.ce) return xet::Malformed("upstream's term lies outside its range");
+    if (t.cs < f.cs || t.ce > f.ce) return Malformed("upstream's term lies outside its range");
     const std::optional<xet::XorbHash> from =
         f.first == 0 && f.cs == 0 ? std::optional(xorbs_[t.fetch]) : std::nullopt;
     uint64_t produced = 0;
@@ -335,28 +334,28 @@ xet::Status Relay::Produce(const ChunkSink& sink) const {
       produced += decoded->size();
       if (produced > t.length) break;
       if (!sink(Chunk{.hash = c->hash, .decoded = *decoded, .record = record, .from = from}))
-        return xet::IoError("the file's chunks were refused");
+        return IoError("the file's chunks were refused");
     }
     if (produced != t.length)
-      return xet::Malformed("upstream's term of xorb " + t.xorb + " decodes to " + std::to_string(produced) +
-                            " bytes, not the " + std::to_string(t.length) + " it announced");
+      return Malformed("upstream's term of xorb " + t.xorb + " decodes to " + std::to_string(produced) +
+                       " bytes, not the " + std::to_string(t.length) + " it announced");
   }
-  return xet::Ok{};
+  return Ok{};
 }
 
-xet::Status Relay::AwaitFileChecked() const {
+Status Relay::AwaitFileChecked() const {
   std::unique_lock lock(mu_);
   if (!cv_.wait_for(lock, kStall, [&] { return check_ != Check::kPending; }))
-    return xet::Unavailable("the relayed file is not checked yet; ask again");
-  if (check_ == Check::kFailed) return xet::Unavailable("the relayed file failed its check; ask again");
-  return xet::Ok{};
+    return Unavailable("the relayed file is not checked yet; ask again");
+  if (check_ == Check::kFailed) return Unavailable("the relayed file failed its check; ask again");
+  return Ok{};
 }
 
-xet::Result<size_t> Relay::ReadDecoded(uint64_t offset, std::span<uint8_t> out) const {
+Result<size_t> Relay::ReadDecoded(uint64_t offset, std::span<uint8_t> out) const {
   bool checked = false;
   {
     std::lock_guard lock(mu_);
-    if (check_ == Check::kFailed) return xet::Unavailable("upstream's Xet transfer failed; ask again");
+    if (check_ == Check::kFailed) return Unavailable("upstream's Xet transfer failed; ask again");
     checked = check_ == Check::kPassed;
   }
   // The last byte waits for the file's check: a reader is never handed all of a file that fails.
@@ -377,7 +376,7 @@ xet::Result<size_t> Relay::ReadDecoded(uint64_t offset, std::span<uint8_t> out) 
   while (at < end) {
     const auto& term = plan_.terms[t];
     const Fetch& f = plan_.fetches[term.fetch];
-    if (term.cs < f.cs || term.ce > f.ce) return xet::Malformed("upstream's term lies outside its range");
+    if (term.cs < f.cs || term.ce > f.ce) return Malformed("upstream's term lies outside its range");
     const uint64_t term_end = term_start_[t + 1];
     uint64_t chunk_start = term_start_[t];
     for (uint32_t chunk = term.cs; chunk < term.ce && at < end; ++chunk) {
@@ -385,12 +384,12 @@ xet::Result<size_t> Relay::ReadDecoded(uint64_t offset, std::span<uint8_t> out) 
       if (!c.ok()) return c.error();
       const uint64_t chunk_end = chunk_start + c->size;
       if (chunk_end > term_end)
-        return xet::Malformed("upstream's term of xorb " + term.xorb + " decodes to more than it announced");
+        return Malformed("upstream's term of xorb " + term.xorb + " decodes to more than it announced");
       if (chunk_end > at) {
         auto bytes = Decoded(term.fetch, *c, decoder, record, decoded);
         if (!bytes.ok()) return bytes.error();
         if (bytes->size() != c->size)
-          return xet::Malformed("a relayed chunk decodes to another size than indexed");
+          return Malformed("a relayed chunk decodes to another size than indexed");
         const uint64_t stop = std::min(chunk_end, end);
         std::copy(bytes->begin() + static_cast<ptrdiff_t>(at - chunk_start),
                   bytes->begin() + static_cast<ptrdiff_t>(stop - chunk_start),
@@ -401,8 +400,8 @@ xet::Result<size_t> Relay::ReadDecoded(uint64_t offset, std::span<uint8_t> out) 
     }
     if (at < end) {
       if (chunk_start != term_end)
-        return xet::Malformed("upstream's term of xorb " + term.xorb +
-                              " decodes to fewer bytes than it announced");
+        return Malformed("upstream's term of xorb " + term.xorb +
+                         " decodes to fewer bytes than it announced");
       ++t;
     }
   }
@@ -548,7 +547,7 @@ std::optional<cas::ReconstructionPlan> Relay::Narrow(const cas::ReconstructionPl
   return plan;
 }
 
-xet::Status Relay::CheckClaim(size_t fetch, uint64_t first, uint64_t last, const Claim& claim) const {
+Status Relay::CheckClaim(size_t fetch, uint64_t first, uint64_t last, const Claim& claim) const {
   const Fetch& f = plan_.fetches[fetch];
   bool holds = false;
   {
@@ -571,13 +570,13 @@ xet::Status Relay::CheckClaim(size_t fetch, uint64_t first, uint64_t last, const
       holds = holds && claim.cs <= cs && cs < ce && ce <= claim.ce && before(ce) - before(cs) == bytes;
     }
   }
-  if (holds) return xet::Ok{};
+  if (holds) return Ok{};
   {
     std::lock_guard lock(mu_);
     distrusted_ = true;  // answers from now on fetch whole ranges
     narrowed_.clear();
   }
-  return xet::Unavailable(
+  return Unavailable(
       "upstream's answer for a part of the file named bytes that are not its chunks; ask again");
 }
 
@@ -638,7 +637,7 @@ class ArrivedRange final : public cas::RelayedRange {
   uint64_t length() const override { return last_ - first_ + 1; }
   // Bytes only once the range is verified (Relay::AwaitVerified: all of them have arrived then) and, for a
   // narrowed one, found to be the chunks it was said to be: a reader waits, or errs.
-  xet::Result<cas::RelayedBytes> AwaitBytes() const override {
+  Result<cas::RelayedBytes> AwaitBytes() const override {
     if (auto st = relay_->AwaitVerified(fetch_); !st.ok()) return st.error();
     if (claim_) {
       if (auto st = relay_->CheckClaim(fetch_, first_, last_, *claim_); !st.ok()) return st.error();

@@ -58,19 +58,19 @@ class Relay : public std::enable_shared_from_this<Relay> {
  public:
   using Fetch = xet::ParsedReconstruction::Fetch;
   // Sends bytes [fetch.first + from, fetch.last] of a fetch to the sink.
-  using Fetcher = std::function<xet::Status(const Fetch&, uint64_t from, const net::HttpClient::Sink&)>;
+  using Fetcher = std::function<Status(const Fetch&, uint64_t from, const net::HttpClient::Sink&)>;
   // Upstream's answer for file bytes [first, last] (called from Plan, on the request's thread).
-  using RangeAsker = std::function<xet::Result<xet::ParsedReconstruction>(uint64_t first, uint64_t last)>;
+  using RangeAsker = std::function<Result<xet::ParsedReconstruction>(uint64_t first, uint64_t last)>;
   // A put of a xorb to write its range into (CasService::BeginFilledXorb), or null for none (the spool).
   using Filler = std::function<std::unique_ptr<cas::FilledXorb>(const xet::XorbHash&)>;
 
   // `plan`: upstream's answer for the whole file. `scopes`: the CAS scopes that may read it here. `ask`:
   // how to ask upstream for a part's answer (none: a part's answer fetches whole ranges). `fill`: where the
   // ranges that start a xorb are written (none: the spool).
-  static xet::Result<std::shared_ptr<Relay>> Create(const std::filesystem::path& dir,
-                                                    const xet::FileHash& file, xet::ParsedReconstruction plan,
-                                                    std::vector<std::string> scopes, RangeAsker ask = nullptr,
-                                                    const Filler& fill = nullptr);
+  static Result<std::shared_ptr<Relay>> Create(const std::filesystem::path& dir, const xet::FileHash& file,
+                                               xet::ParsedReconstruction plan,
+                                               std::vector<std::string> scopes, RangeAsker ask = nullptr,
+                                               const Filler& fill = nullptr);
   // `xorbs`: each fetch's xorb hash, parsed (by fetch index).
   Relay(const xet::FileHash& file, xet::ParsedReconstruction plan, std::vector<xet::XorbHash> xorbs,
         std::vector<std::string> scopes, std::shared_ptr<Spool> spool, RangeAsker ask = nullptr);
@@ -81,7 +81,7 @@ class Relay : public std::enable_shared_from_this<Relay> {
 
   // Fetches every range (each retried from where a cut left it while tries bring bytes), then ends the
   // spool; `stopping` ends it early. What failed, if anything (the readers then fail too).
-  xet::Status Receive(const Fetcher& fetch, const std::function<bool()>& stopping);
+  Status Receive(const Fetcher& fetch, const std::function<bool()>& stopping);
   // A chunk of the file as Produce hands it on: its hash (of `decoded`), its decoded bytes, its record as it
   // arrived (header and payload) and, when its range starts at its xorb's first byte, that xorb. The spans
   // are valid during the call.
@@ -94,21 +94,21 @@ class Relay : public std::enable_shared_from_this<Relay> {
   using ChunkSink = std::function<bool(const Chunk&)>;  // false: stop (Produce then fails with kIo)
   // The file's chunks in order, each as soon as its range's index has it (long before a whole xorb
   // arrived); every term checked to decode to the length upstream announced (kMalformed otherwise).
-  xet::Status Produce(const ChunkSink& sink) const;
+  Status Produce(const ChunkSink& sink) const;
   // Bytes of the file itself from `offset`, up to out.size(), decoded from the relayed ranges as they
   // arrive: a plain download of the file while it is fetched reads them here (Spool::ReadThrough), so the
   // fetch writes no second, decoded copy of the file. As a spool does, it holds the file's last byte back
   // until the file was checked (FileChecked(true)) and answers 0 past it; kUnavailable once the transfer or
   // the check failed or stalled, kMalformed for a term that does not decode to the length announced.
-  xet::Result<size_t> ReadDecoded(uint64_t offset, std::span<uint8_t> out) const;
+  Result<size_t> ReadDecoded(uint64_t offset, std::span<uint8_t> out) const;
 
   // The put fetch ranges of xorb `xorb` were written into, once all of it arrived (null otherwise, and after
   // the first call): the caller commits it or drops it. The ranges are still served from its file.
   std::unique_ptr<cas::FilledXorb> TakeFilled(const xet::XorbHash& xorb);
   // Bytes of fetch `i`'s range from `offset` in it, already arrived: read into `out`, or a descriptor of the
   // file that holds them and where.
-  xet::Status ReadFetched(size_t i, uint64_t offset, std::span<uint8_t> out) const;
-  xet::Result<cas::RelayedBytes> FileOf(size_t i, uint64_t offset) const;
+  Status ReadFetched(size_t i, uint64_t offset, std::span<uint8_t> out) const;
+  Result<cas::RelayedBytes> FileOf(size_t i, uint64_t offset) const;
 
   // An answer for `range` of the file (whole when empty), in upstream's terms; a part's ranges narrowed to
   // the chunks it needs when upstream's answer for it allows.
@@ -124,9 +124,9 @@ class Relay : public std::enable_shared_from_this<Relay> {
   };
   // Whether bytes [first, last] of fetch `fetch`, arrived, hold what `claim` says: Ok, or kUnavailable
   // (never served; the relay stops narrowing).
-  xet::Status CheckClaim(size_t fetch, uint64_t first, uint64_t last, const Claim& claim) const;
+  Status CheckClaim(size_t fetch, uint64_t first, uint64_t last, const Claim& claim) const;
   // Waits until the bytes of fetch `fetch` are known to be right (Ok) or never will be (kUnavailable).
-  xet::Status AwaitVerified(size_t fetch) const;
+  Status AwaitVerified(size_t fetch) const;
   // The fetch of the file (Produce's bytes, fed to the store) passed its checks, or did not (or gave up on
   // the relay): the ranges waiting for it are served, or fail. The first call counts.
   void FileChecked(bool passed);
@@ -193,14 +193,13 @@ class Relay : public std::enable_shared_from_this<Relay> {
   void Publish(size_t i, const std::vector<Indexed>& found, const RangeIndexer& indexer, bool ended);
   // Waits until chunk `k` of fetch `i`'s range is indexed: it, or kMalformed (not a chunk of the range) or
   // kUnavailable (the transfer failed or stalled).
-  xet::Result<Indexed> AwaitIndexed(size_t i, size_t k) const;
+  Result<Indexed> AwaitIndexed(size_t i, size_t k) const;
   // The decoded bytes of chunk `c` of fetch `i` (indexed, so arrived), read into `record` and, when
   // compressed, decoded into `out`: a span of one of them.
-  xet::Result<std::span<const uint8_t>> Decoded(size_t i, const Indexed& c, xet::ChunkDecoder& decoder,
-                                                std::vector<uint8_t>& record,
-                                                std::vector<uint8_t>& out) const;
+  Result<std::span<const uint8_t>> Decoded(size_t i, const Indexed& c, xet::ChunkDecoder& decoder,
+                                           std::vector<uint8_t>& record, std::vector<uint8_t>& out) const;
   // Waits until the file's check is in: Ok when it passed, kUnavailable when it failed or did not come.
-  xet::Status AwaitFileChecked() const;
+  Status AwaitFileChecked() const;
   // Whether fetch `i`'s range, arrived, is the whole xorb upstream named (its chunks give its hash).
   bool IsWholeXorb(size_t i) const;
   void Verified(size_t fetch);
@@ -236,7 +235,7 @@ class Relay : public std::enable_shared_from_this<Relay> {
   // Opens a put for fetch `i` when it starts its xorb (Receive, before its first byte).
   void Fill(size_t i);
   // Writes bytes [offset, offset + bytes.size()) of fetch `i`'s range where they go.
-  xet::Status Write(size_t i, uint64_t offset, std::span<const uint8_t> bytes);
+  Status Write(size_t i, uint64_t offset, std::span<const uint8_t> bytes);
 };
 
 }  // namespace cairn::mirror

@@ -25,13 +25,13 @@ namespace {
 
 // The first out.size() bytes of a relayed range, as the transfer route sends them: from the file AwaitBytes
 // gives, once it gives one.
-xet::Status ReadRange(const cas::RelayedRange& range, std::span<uint8_t> out) {
+Status ReadRange(const cas::RelayedRange& range, std::span<uint8_t> out) {
   auto bytes = range.AwaitBytes();
   if (!bytes.ok()) return bytes.error();
-  if (out.size() > range.length()) return xet::Malformed("a read past the range");
+  if (out.size() > range.length()) return Malformed("a read past the range");
   if (const int err = PreadFull(bytes->fd.get(), bytes->offset, out); err != 0)
-    return xet::IoError("reading a relayed range: " + OpenErrorText(err));
-  return xet::Ok{};
+    return IoError("reading a relayed range: " + OpenErrorText(err));
+  return Ok{};
 }
 
 // A file of several xorbs as upstream would hold it, and its reconstruction as upstream answers it.
@@ -115,7 +115,7 @@ class RelayTest : public ::testing::Test {
   // Upstream's transfer: bytes of the xorb in blocks of 4 KiB, each after the gate lets one more through
   // (unlimited when gate_ < 0); cut once after `cut_after` bytes of the first range asked.
   Relay::Fetcher Fetcher() {
-    return [this](const Relay::Fetch& f, uint64_t from, const net::HttpClient::Sink& sink) -> xet::Status {
+    return [this](const Relay::Fetch& f, uint64_t from, const net::HttpClient::Sink& sink) -> Status {
       ++asked_;
       const auto& body = up_.xorbs.at(f.xorb)->body;
       for (uint64_t at = f.first + from; at <= f.last; at += 4096) {
@@ -124,10 +124,10 @@ class RelayTest : public ::testing::Test {
           cv_.wait(lock, [&] { return gate_ != 0; });
           if (gate_ > 0) --gate_;
         }
-        if (fail_) return xet::NotFound("gone");
+        if (fail_) return NotFound("gone");
         if (cut_after_ > 0 && at - f.first >= cut_after_) {
           cut_after_ = 0;
-          return xet::Unavailable("cut");
+          return Unavailable("cut");
         }
         const uint64_t n = std::min<uint64_t>(4096, f.last + 1 - at);
         std::vector<uint8_t> block(body.begin() + static_cast<ptrdiff_t>(at),
@@ -135,9 +135,9 @@ class RelayTest : public ::testing::Test {
         if (flip_ && f.xorb == up_.plan.fetches[0].xorb && at <= f.first + 5000 && f.first + 5000 < at + n) {
           block[f.first + 5000 - at] ^= 0x01;  // one bit of the first range, altered on the way
         }
-        if (!sink(block)) return xet::IoError("refused");
+        if (!sink(block)) return IoError("refused");
       }
-      return xet::Ok{};
+      return Ok{};
     };
   }
   // A relay of the file that asks `ask` for a part's answer, every range received.
@@ -263,7 +263,7 @@ TEST_F(RelayTest, AnAlteredRangeIsNeverServed) {
   for (size_t i = 1; i < up_.plan.fetches.size(); ++i) EXPECT_TRUE(ReadRange(*open(i), out).ok()) << i;
   auto altered = open(0);
   std::atomic<bool> done{false};
-  xet::Status got = xet::Ok{};
+  Status got = Ok{};
   std::thread reader([&] {
     got = ReadRange(*altered, out);
     done = true;
@@ -273,7 +273,7 @@ TEST_F(RelayTest, AnAlteredRangeIsNeverServed) {
   relay_->FileChecked(false);
   reader.join();
   ASSERT_FALSE(got.ok());
-  EXPECT_EQ(got.error().code, xet::ErrorCode::kUnavailable);
+  EXPECT_EQ(got.error().code, ErrorCode::kUnavailable);
   relay_->FileChecked(true);  // the first verdict stands
   EXPECT_FALSE(ReadRange(*altered, out).ok());
 }
@@ -328,7 +328,7 @@ TEST_F(RelayTest, AnAnswerForAPartFetchesOnlyTheChunksItNeeds) {
   int asked = 0;
   auto relay = ReceivedWith("narrow", [&](uint64_t first, uint64_t last) {
     ++asked;
-    return xet::Result<xet::ParsedReconstruction>(PartAnswer(up_, first, last));
+    return Result<xet::ParsedReconstruction>(PartAnswer(up_, first, last));
   });
   ASSERT_NE(relay, nullptr);
   const cas::ByteRange part = Part();
@@ -367,7 +367,7 @@ TEST_F(RelayTest, APartAnswerTheBytesBelieIsNeverServed) {
       auto a = PartAnswer(up_, first, last);
       if (lie == 0) a.fetches[0].first += 8;  // inside a chunk
       if (lie == 1) a.terms[0].length -= 1;   // one byte short
-      return xet::Result<xet::ParsedReconstruction>(a);
+      return Result<xet::ParsedReconstruction>(a);
     });
     ASSERT_NE(relay, nullptr);
     const cas::ByteRange part = Part();
@@ -379,7 +379,7 @@ TEST_F(RelayTest, APartAnswerTheBytesBelieIsNeverServed) {
     std::vector<uint8_t> out(range->length());
     const auto st = ReadRange(*range, out);
     ASSERT_FALSE(st.ok());
-    EXPECT_EQ(st.error().code, xet::ErrorCode::kUnavailable);
+    EXPECT_EQ(st.error().code, ErrorCode::kUnavailable);
     const auto again = relay->Plan(part);
     EXPECT_EQ(again.xorbs[0].spans[0].first_byte, up_.plan.fetches[1].first);
     EXPECT_EQ(again.xorbs[0].spans[0].end_byte, up_.plan.fetches[1].last + 1);
@@ -493,7 +493,7 @@ TEST_F(RelayTest, APlainReaderOfAFileThatFailsItsCheckGetsNoMore) {
   relay_->FileChecked(false);
   auto n = relay_->ReadDecoded(100, out);
   ASSERT_FALSE(n.ok());
-  EXPECT_EQ(n.error().code, xet::ErrorCode::kUnavailable);
+  EXPECT_EQ(n.error().code, ErrorCode::kUnavailable);
 }
 
 // Ranges that start a xorb go straight into puts of the store (a local disk's), not the spool: they are
@@ -556,7 +556,7 @@ TEST_F(RelayTest, AFailedUpstreamFailsEveryReader) {
   auto range = relay_->Open(*xet::Hash::FromHex(f.xorb), f.first, f.last);
   ASSERT_NE(range, nullptr);
   std::vector<uint8_t> out(10);
-  EXPECT_EQ(ReadRange(*range, out).error().code, xet::ErrorCode::kUnavailable);
+  EXPECT_EQ(ReadRange(*range, out).error().code, ErrorCode::kUnavailable);
   EXPECT_FALSE(relay_->Produce([](const Relay::Chunk&) { return true; }).ok());
 }
 
@@ -568,11 +568,11 @@ TEST_F(RelayTest, ATermThatLiesAboutItsLengthIsRefused) {
   EXPECT_TRUE((*lying)->Receive(Fetcher(), [] { return false; }).ok());
   const auto st = (*lying)->Produce([](const Relay::Chunk&) { return true; });
   ASSERT_FALSE(st.ok());
-  EXPECT_EQ(st.error().code, xet::ErrorCode::kMalformed);
+  EXPECT_EQ(st.error().code, ErrorCode::kMalformed);
   std::vector<uint8_t> out(up_.file.size());  // a plain reader reaching past the first term is refused too
   const auto read = (*lying)->ReadDecoded(0, out);
   ASSERT_FALSE(read.ok());
-  EXPECT_EQ(read.error().code, xet::ErrorCode::kMalformed);
+  EXPECT_EQ(read.error().code, ErrorCode::kMalformed);
   plan = up_.plan;
   plan.offset_into_first = 3;
   EXPECT_FALSE(Relay::Create(dir_, up_.upload.file_hashes[0], plan, {}).ok());

@@ -10,30 +10,30 @@
 
 namespace cairn::mirror {
 
-xet::Result<std::shared_ptr<Spool>> Spool::Create(const std::filesystem::path& dir) {
+Result<std::shared_ptr<Spool>> Spool::Create(const std::filesystem::path& dir) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   std::string path = (dir / "spool-XXXXXX").string();
   const int fd = ::mkstemp(path.data());
-  if (fd < 0) return xet::IoError("a spool file in " + dir.string() + ": " + ErrnoText(errno));
+  if (fd < 0) return IoError("a spool file in " + dir.string() + ": " + ErrnoText(errno));
   ::unlink(path.c_str());  // nameless: it goes with its last descriptor
   return std::make_shared<Spool>(UniqueFd(fd));
 }
 
-xet::Status Spool::Write(uint64_t offset, std::span<const uint8_t> bytes) {
+Status Spool::Write(uint64_t offset, std::span<const uint8_t> bytes) {
   if (const int err = PwriteFull(fd_.get(), offset, bytes); err != 0)
-    return xet::IoError(std::string("writing the spool: ") + ErrnoText(err));
+    return IoError(std::string("writing the spool: ") + ErrnoText(err));
   {
     std::lock_guard lock(mu_);
     received_ = std::max(received_, offset + bytes.size());
   }
   cv_.notify_all();
-  return xet::Ok{};
+  return Ok{};
 }
 
-xet::Result<UniqueFd> Spool::Duplicate() const {
+Result<UniqueFd> Spool::Duplicate() const {
   UniqueFd fd = fd_.Duplicate();
-  if (!fd.valid()) return xet::IoError(std::string("a descriptor of the spool: ") + ErrnoText(errno));
+  if (!fd.valid()) return IoError(std::string("a descriptor of the spool: ") + ErrnoText(errno));
   return fd;
 }
 
@@ -55,17 +55,17 @@ void Spool::Finish(bool ok) {
   cv_.notify_all();
 }
 
-xet::Status Spool::ReadWritten(uint64_t offset, std::span<uint8_t> out) const {
+Status Spool::ReadWritten(uint64_t offset, std::span<uint8_t> out) const {
   {
     std::lock_guard lock(mu_);
-    if (offset > received_ || out.size() > received_ - offset) return xet::Malformed("a read past what came");
+    if (offset > received_ || out.size() > received_ - offset) return Malformed("a read past what came");
   }
   if (const int err = PreadFull(fd_.get(), offset, out); err != 0)
-    return xet::IoError("reading the spool: " + OpenErrorText(err));
-  return xet::Ok{};
+    return IoError("reading the spool: " + OpenErrorText(err));
+  return Ok{};
 }
 
-xet::Result<size_t> Spool::Read(uint64_t offset, std::span<uint8_t> out, std::chrono::seconds wait) const {
+Result<size_t> Spool::Read(uint64_t offset, std::span<uint8_t> out, std::chrono::seconds wait) const {
   uint64_t available = 0;
   Source source;
   {
@@ -73,9 +73,9 @@ xet::Result<size_t> Spool::Read(uint64_t offset, std::span<uint8_t> out, std::ch
     // a reader of bytes that turn out wrong is cut short, never handed a complete file.
     std::unique_lock lock(mu_);
     if (!cv_.wait_for(lock, wait, [&] { return received_ > offset + 1 || finished_ || source_; })) {
-      return xet::Unavailable("the file's bytes did not come from upstream in time");
+      return Unavailable("the file's bytes did not come from upstream in time");
     }
-    if (finished_ && !ok_) return xet::Unavailable("the transfer from upstream failed");
+    if (finished_ && !ok_) return Unavailable("the transfer from upstream failed");
     source = source_;
     if (!source) {
       const uint64_t limit = finished_ ? received_ : received_ - 1;
@@ -89,7 +89,7 @@ xet::Result<size_t> Spool::Read(uint64_t offset, std::span<uint8_t> out, std::ch
   while (done < want) {
     const ssize_t n = ::pread(fd_.get(), out.data() + done, want - done, static_cast<off_t>(offset + done));
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return xet::IoError(std::string("reading the spool: ") + ErrnoText(n < 0 ? errno : EIO));
+    if (n <= 0) return IoError(std::string("reading the spool: ") + ErrnoText(n < 0 ? errno : EIO));
     done += static_cast<size_t>(n);
   }
   return done;

@@ -15,37 +15,37 @@
 #include <mutex>
 #include <span>
 
+#include "common/error.h"
 #include "common/unique_fd.h"
-#include "xet/result.h"
 
 namespace cairn::mirror {
 
 class Spool {
  public:
-  static xet::Result<std::shared_ptr<Spool>> Create(const std::filesystem::path& dir);
+  static Result<std::shared_ptr<Spool>> Create(const std::filesystem::path& dir);
   explicit Spool(UniqueFd fd) : fd_(std::move(fd)) {}
 
   // The writer: `bytes` at `offset` (the bytes before it written already); Finish when the fetch ended,
   // `ok` when every byte was written (the first call counts).
-  xet::Status Write(uint64_t offset, std::span<const uint8_t> bytes);
+  Status Write(uint64_t offset, std::span<const uint8_t> bytes);
   void Finish(bool ok);
   // The writer's own read of bytes it wrote (all of [offset, offset + out.size()) written): no wait, nothing
   // held back, for checks of what arrived before any reader is given it.
-  xet::Status ReadWritten(uint64_t offset, std::span<uint8_t> out) const;
+  Status ReadWritten(uint64_t offset, std::span<uint8_t> out) const;
   // A descriptor of the file of its own, for bytes already written (ReadWritten's rule): sent from with
   // sendfile(2). kIo when the process has no descriptor left.
-  xet::Result<UniqueFd> Duplicate() const;
+  Result<UniqueFd> Duplicate() const;
 
   // A reader: waits until bytes from `offset` on have arrived (at most `wait`), then copies what is there, up
   // to out.size(); 0 once the fetch ended cleanly with nothing past `offset`. The file's last byte comes only
   // once the whole file was checked (Finish(true)): a reader is never handed all of a file that fails.
-  xet::Result<size_t> Read(uint64_t offset, std::span<uint8_t> out, std::chrono::seconds wait) const;
+  Result<size_t> Read(uint64_t offset, std::span<uint8_t> out, std::chrono::seconds wait) const;
 
   // Where readers read instead of the file, from now on, while the fetch writes nothing here: the decoded
   // bytes of the relay it stores the file from (Relay::ReadDecoded), so the file is not written twice. It
   // answers as Read does and bounds its own waits. Null: the file again (a relay given up; its readers err
   // and ask again). Finish(false) still fails every read.
-  using Source = std::function<xet::Result<size_t>(uint64_t offset, std::span<uint8_t> out)>;
+  using Source = std::function<Result<size_t>(uint64_t offset, std::span<uint8_t> out)>;
   void ReadThrough(Source source);
 
  private:

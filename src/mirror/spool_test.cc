@@ -69,7 +69,7 @@ TEST_F(SpoolTest, AReaderWaitsForBytesAndFailsWithTheFetch) {
   std::vector<uint8_t> out(4);
   auto failed = spool_->Read(0, out, seconds(1));
   ASSERT_FALSE(failed.ok());
-  EXPECT_EQ(failed.error().code, xet::ErrorCode::kUnavailable);  // a failed fetch hands nothing more
+  EXPECT_EQ(failed.error().code, ErrorCode::kUnavailable);  // a failed fetch hands nothing more
 }
 
 TEST_F(SpoolTest, AStalledFetchTimesTheReaderOut) {
@@ -77,7 +77,7 @@ TEST_F(SpoolTest, AStalledFetchTimesTheReaderOut) {
   std::vector<uint8_t> out(4);
   auto n = spool_->Read(0, out, seconds(1));  // one byte came: held back, and nothing follows
   ASSERT_FALSE(n.ok());
-  EXPECT_EQ(n.error().code, xet::ErrorCode::kUnavailable);
+  EXPECT_EQ(n.error().code, ErrorCode::kUnavailable);
 }
 
 // Readers follow a source (a relay decoding the file) while one is set, the spool's own bytes otherwise; a
@@ -86,7 +86,7 @@ TEST_F(SpoolTest, ReadersReadThroughASourceWhileOneIsSet) {
   std::atomic<bool> got{false};
   std::thread waiting([&] { got = ReadAll(0, 3) == "sou"; });
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  spool_->ReadThrough([](uint64_t offset, std::span<uint8_t> out) -> xet::Result<size_t> {
+  spool_->ReadThrough([](uint64_t offset, std::span<uint8_t> out) -> Result<size_t> {
     const std::string_view file = "source bytes";
     if (offset >= file.size()) return size_t{0};
     const size_t n = std::min(out.size(), file.size() - offset);

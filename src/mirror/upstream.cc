@@ -9,13 +9,13 @@ namespace cairn::mirror {
 namespace {
 
 // An upstream status as the mirror reports it (the URL without its query: it may carry a signature).
-xet::Error StatusError(const std::string& what, long status) {
+Error StatusError(const std::string& what, long status) {
   const std::string message = what + ": upstream answered HTTP " + std::to_string(status);
   // A redirect where none is followed: the Hub moves a renamed repository's URLs (Canonical tells where).
   if (status == 401 || status == 403 || status == 404 || status == 410 || (status >= 301 && status <= 308))
-    return xet::NotFound(message);
-  if (net::IsTransientStatus(status)) return xet::Unavailable(message);
-  return xet::Malformed(message);
+    return NotFound(message);
+  if (net::IsTransientStatus(status)) return Unavailable(message);
+  return Malformed(message);
 }
 
 // The start of a protocol v2 command: its name and capabilities, up to its arguments.
@@ -41,8 +41,8 @@ std::string Upstream::GitUrl(const hub::RepoId& repo) const {
   return options_.url + "/" + hub::RepoPath(repo) + ".git/git-upload-pack";
 }
 
-xet::Result<std::string> Upstream::GitCommand(const hub::RepoId& repo, const std::string& request,
-                                              uint64_t max_bytes) const {
+Result<std::string> Upstream::GitCommand(const hub::RepoId& repo, const std::string& request,
+                                         uint64_t max_bytes) const {
   net::HttpClient http(options_.retry);
   std::vector<std::string> headers = AuthHeaders();
   headers.emplace_back("Git-Protocol: version=2");
@@ -53,13 +53,13 @@ xet::Result<std::string> Upstream::GitCommand(const hub::RepoId& repo, const std
   if (!answer.ok()) return answer.error();
   if (answer->status != 200) return StatusError("git upload-pack of " + repo.str(), answer->status);
   if (answer->body.size() > max_bytes) {
-    return xet::LimitExceeded("upstream's answer for " + repo.str() + " passes " + std::to_string(max_bytes) +
-                              " bytes");
+    return LimitExceeded("upstream's answer for " + repo.str() + " passes " + std::to_string(max_bytes) +
+                         " bytes");
   }
   return std::move(answer->body);
 }
 
-xet::Result<hub::RepoId> Upstream::Canonical(hub::RepoType type, std::string_view name) const {
+Result<hub::RepoId> Upstream::Canonical(hub::RepoType type, std::string_view name) const {
   net::HttpClient http(options_.retry);
   const std::string prefix = "/api/" + std::string(hub::Plural(type)) + "/";
   // "gpt2", or "ns/name": each segment encoded.
@@ -76,8 +76,7 @@ xet::Result<hub::RepoId> Upstream::Canonical(hub::RepoType type, std::string_vie
       const size_t path = where.find('/', scheme + 3);
       where = path == std::string_view::npos ? std::string_view() : where.substr(path);
     }
-    if (!where.starts_with(prefix))
-      return xet::Malformed("upstream moved " + std::string(name) + " elsewhere");
+    if (!where.starts_with(prefix)) return Malformed("upstream moved " + std::string(name) + " elsewhere");
     where.remove_prefix(prefix.size());
     const size_t first = where.find('/');
     const size_t second = first == std::string_view::npos ? first : where.find_first_of("/?", first + 1);
@@ -86,21 +85,19 @@ xet::Result<hub::RepoId> Upstream::Canonical(hub::RepoType type, std::string_vie
     try {
       id = std::string(boost::json::parse(answer->body).at("id").as_string());
     } catch (const std::exception&) {
-      return xet::Malformed("upstream's answer for " + std::string(name) + " names no id");
+      return Malformed("upstream's answer for " + std::string(name) + " names no id");
     }
   } else {
     return StatusError("the repository " + std::string(name), answer->status);
   }
   const size_t slash = id.find('/');
-  if (slash == std::string::npos)
-    return xet::NotFound(std::string(name) + " has no namespace upstream either");
+  if (slash == std::string::npos) return NotFound(std::string(name) + " has no namespace upstream either");
   hub::RepoId out{type, id.substr(0, slash), id.substr(slash + 1)};
-  if (!hub::ValidName(out.ns) || !hub::ValidName(out.name))
-    return xet::Malformed("upstream names an invalid id");
+  if (!hub::ValidName(out.ns) || !hub::ValidName(out.name)) return Malformed("upstream names an invalid id");
   return out;
 }
 
-xet::Result<std::vector<UpstreamRef>> Upstream::ListRefs(const hub::RepoId& repo) const {
+Result<std::vector<UpstreamRef>> Upstream::ListRefs(const hub::RepoId& repo) const {
   std::string request = GitRequest("ls-refs");
   git::AppendPkt(request, "peel\n");  // an annotated tag's commit: the Hub's tags are kept lightweight here
   git::AppendPkt(request, "ref-prefix refs/heads/\n");
@@ -117,7 +114,7 @@ xet::Result<std::vector<UpstreamRef>> Upstream::ListRefs(const hub::RepoId& repo
     if ((*pkt)->kind != git::PktKind::kData) continue;
     // "<oid> <refname>[ <attribute>...]"
     const std::string_view line = git::Line((*pkt)->payload);
-    if (line.size() < 42 || line[40] != ' ') return xet::Malformed("ls-refs: a line cairn cannot read");
+    if (line.size() < 42 || line[40] != ' ') return Malformed("ls-refs: a line cairn cannot read");
     auto id = hub::ObjectId::FromHex(line.substr(0, 40));
     if (!id) continue;  // "unborn HEAD" and the like
     std::string_view name = line.substr(41);
@@ -139,14 +136,14 @@ xet::Result<std::vector<UpstreamRef>> Upstream::ListRefs(const hub::RepoId& repo
     if (!hub::ValidBranchOrTagName(ref.name, ref.kind == index::RefKind::kTag)) continue;
     ref.target = *id;
     refs.push_back(std::move(ref));
-    if (refs.size() > options_.max_refs) return xet::LimitExceeded("upstream lists too many refs");
+    if (refs.size() > options_.max_refs) return LimitExceeded("upstream lists too many refs");
   }
   return refs;
 }
 
-xet::Result<std::vector<uint8_t>> Upstream::FetchPack(const hub::RepoId& repo,
-                                                      const std::vector<hub::ObjectId>& wants,
-                                                      const std::vector<hub::ObjectId>& haves) const {
+Result<std::vector<uint8_t>> Upstream::FetchPack(const hub::RepoId& repo,
+                                                 const std::vector<hub::ObjectId>& wants,
+                                                 const std::vector<hub::ObjectId>& haves) const {
   std::string request = GitRequest("fetch");
   git::AppendPkt(request, "no-progress\n");
   git::AppendPkt(request, "ofs-delta\n");
@@ -178,10 +175,10 @@ xet::Result<std::vector<uint8_t>> Upstream::FetchPack(const hub::RepoId& repo,
     if (band == 1) {
       pack.insert(pack.end(), payload.begin() + 1, payload.end());
     } else if (band == 3) {
-      return xet::Malformed("upstream's upload-pack failed: " + std::string(payload.substr(1, 200)));
+      return Malformed("upstream's upload-pack failed: " + std::string(payload.substr(1, 200)));
     }
   }
-  if (!in_pack) return xet::Malformed("upstream's fetch answer holds no pack");
+  if (!in_pack) return Malformed("upstream's fetch answer holds no pack");
   return pack;
 }
 
@@ -209,8 +206,8 @@ UpstreamFile Described(const net::HttpResponse& answer) {
 
 }  // namespace
 
-xet::Result<UpstreamFile> Upstream::Head(const hub::RepoId& repo, const hub::ObjectId& commit,
-                                         std::string_view path) const {
+Result<UpstreamFile> Upstream::Head(const hub::RepoId& repo, const hub::ObjectId& commit,
+                                    std::string_view path) const {
   net::HttpClient http(options_.retry);
   auto answer = http.Send("HEAD", FileUrl(repo, commit, path), AuthHeaders());
   if (!answer.ok()) return answer.error();
@@ -220,9 +217,9 @@ xet::Result<UpstreamFile> Upstream::Head(const hub::RepoId& repo, const hub::Obj
   return Described(*answer);
 }
 
-xet::Result<UpstreamFile> Upstream::Download(const hub::RepoId& repo, const hub::ObjectId& commit,
-                                             std::string_view path, uint64_t offset,
-                                             const net::HttpClient::Sink& sink) const {
+Result<UpstreamFile> Upstream::Download(const hub::RepoId& repo, const hub::ObjectId& commit,
+                                        std::string_view path, uint64_t offset,
+                                        const net::HttpClient::Sink& sink) const {
   net::HttpClient http(options_.retry);
   std::vector<std::string> headers = AuthHeaders();
   if (offset > 0) headers.push_back("Range: bytes=" + std::to_string(offset) + "-");
@@ -233,8 +230,8 @@ xet::Result<UpstreamFile> Upstream::Download(const hub::RepoId& repo, const hub:
   return Described(*answer);
 }
 
-xet::Result<UpstreamFile> Upstream::DownloadObject(const hub::RepoId& repo, const hub::LfsPointer& pointer,
-                                                   uint64_t offset, const net::HttpClient::Sink& sink) const {
+Result<UpstreamFile> Upstream::DownloadObject(const hub::RepoId& repo, const hub::LfsPointer& pointer,
+                                              uint64_t offset, const net::HttpClient::Sink& sink) const {
   net::HttpClient http(options_.retry);
   std::vector<std::string> headers = AuthHeaders();
   headers.emplace_back("Accept: application/vnd.git-lfs+json");
@@ -254,9 +251,9 @@ xet::Result<UpstreamFile> Upstream::DownloadObject(const hub::RepoId& repo, cons
   try {
     const auto doc = boost::json::parse(answer->body);
     const auto& objects = doc.at("objects").as_array();
-    if (objects.empty()) return xet::Malformed("upstream's LFS batch answer names no object");
+    if (objects.empty()) return Malformed("upstream's LFS batch answer names no object");
     const auto& o = objects.at(0).as_object();
-    if (o.contains("error")) return xet::NotFound("upstream has no LFS object " + pointer.sha256);
+    if (o.contains("error")) return NotFound("upstream has no LFS object " + pointer.sha256);
     const auto& download = o.at("actions").at("download").as_object();
     href = std::string(download.at("href").as_string());
     if (const auto* h = download.if_contains("header"); h != nullptr && h->is_object()) {
@@ -266,10 +263,10 @@ xet::Result<UpstreamFile> Upstream::DownloadObject(const hub::RepoId& repo, cons
       }
     }
   } catch (const std::exception&) {
-    return xet::Malformed("upstream's LFS batch answer is not what git-lfs expects");
+    return Malformed("upstream's LFS batch answer is not what git-lfs expects");
   }
   if (!href.starts_with("http://") && !href.starts_with("https://")) {
-    return xet::Malformed("upstream's LFS download link is not an http(s) URL");
+    return Malformed("upstream's LFS download link is not an http(s) URL");
   }
   // The link carries its own credentials (signed, or in the headers given): the mirror's token is not sent.
   if (offset > 0) link_headers.push_back("Range: bytes=" + std::to_string(offset) + "-");
@@ -280,8 +277,8 @@ xet::Result<UpstreamFile> Upstream::DownloadObject(const hub::RepoId& repo, cons
   return Described(*got);
 }
 
-xet::Result<Upstream::XetAccess> Upstream::XetReadToken(const hub::RepoId& repo,
-                                                        const hub::ObjectId& commit) const {
+Result<Upstream::XetAccess> Upstream::XetReadToken(const hub::RepoId& repo,
+                                                   const hub::ObjectId& commit) const {
   net::HttpClient http(options_.retry);
   const std::string url = options_.url + "/api/" + std::string(hub::Plural(repo.type)) + "/" + repo.str() +
                           "/xet-read-token/" + commit.hex();
@@ -294,15 +291,15 @@ xet::Result<Upstream::XetAccess> Upstream::XetReadToken(const hub::RepoId& repo,
     access.cas_url = std::string(doc.at("casUrl").as_string());
     access.token = std::string(doc.at("accessToken").as_string());
   } catch (const std::exception&) {
-    return xet::Malformed("upstream's Xet read token answer is not what hf_xet expects");
+    return Malformed("upstream's Xet read token answer is not what hf_xet expects");
   }
   if (!access.cas_url.starts_with("http://") && !access.cas_url.starts_with("https://"))
-    return xet::Malformed("upstream's CAS URL is not an http(s) URL");
+    return Malformed("upstream's CAS URL is not an http(s) URL");
   while (access.cas_url.back() == '/') access.cas_url.pop_back();
   return access;
 }
 
-xet::Result<xet::ParsedReconstruction> Upstream::Reconstruction(
+Result<xet::ParsedReconstruction> Upstream::Reconstruction(
     const XetAccess& access, const xet::FileHash& file,
     std::optional<std::pair<uint64_t, uint64_t>> bytes) const {
   net::HttpClient http(options_.retry);
@@ -319,16 +316,16 @@ xet::Result<xet::ParsedReconstruction> Upstream::Reconstruction(
     if (answer->status != 200) return StatusError("the reconstruction of " + file.hex(), answer->status);
     return xet::ParseReconstruction(answer->body, v2);
   }
-  return xet::NotFound("upstream's CAS has no file " + file.hex());
+  return NotFound("upstream's CAS has no file " + file.hex());
 }
 
-xet::Status Upstream::FetchRange(const std::string& url, uint64_t first, uint64_t last,
-                                 const net::HttpClient::Sink& sink) const {
+Status Upstream::FetchRange(const std::string& url, uint64_t first, uint64_t last,
+                            const net::HttpClient::Sink& sink) const {
   net::HttpClient http(options_.retry);
   auto got = http.Fetch(url, {"Range: bytes=" + std::to_string(first) + "-" + std::to_string(last)}, sink);
   if (!got.ok()) return got.error();
   if (got->status != 206 && got->status != 200) return StatusError("a xorb range", got->status);
-  return xet::Ok{};
+  return Ok{};
 }
 
 }  // namespace cairn::mirror

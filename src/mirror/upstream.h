@@ -19,11 +19,11 @@
 #include <string_view>
 #include <vector>
 
+#include "common/error.h"
 #include "hub/git_object.h"
 #include "hub/hub_service.h"
 #include "net/http_client.h"
 #include "xet/reconstruction_answer.h"
-#include "xet/result.h"
 
 namespace cairn::mirror {
 
@@ -58,27 +58,25 @@ class Upstream {
   // The id a repository named without a namespace ("gpt2") or by an old name ("ns/old": a renamed repository)
   // has upstream ("openai-community/gpt2", "ns/new"): where the upstream's API redirects its name, or the id
   // its answer gives; kNotFound when upstream has none.
-  xet::Result<hub::RepoId> Canonical(hub::RepoType type, std::string_view name) const;
+  Result<hub::RepoId> Canonical(hub::RepoType type, std::string_view name) const;
   // The repository's branches and tags (git ls-refs); kNotFound when upstream has no such repository.
-  xet::Result<std::vector<UpstreamRef>> ListRefs(const hub::RepoId& repo) const;
+  Result<std::vector<UpstreamRef>> ListRefs(const hub::RepoId& repo) const;
   // A pack holding `wants` and what they reach, less what `haves` reach (git fetch, protocol v2, no thin
   // pack): the pack's bytes.
-  xet::Result<std::vector<uint8_t>> FetchPack(const hub::RepoId& repo,
-                                              const std::vector<hub::ObjectId>& wants,
-                                              const std::vector<hub::ObjectId>& haves) const;
+  Result<std::vector<uint8_t>> FetchPack(const hub::RepoId& repo, const std::vector<hub::ObjectId>& wants,
+                                         const std::vector<hub::ObjectId>& haves) const;
   // What upstream says of `path` at `commit` before sending it (a HEAD of its resolve route, redirects not
   // followed: the Hub's 302 carries the Xet hash).
-  xet::Result<UpstreamFile> Head(const hub::RepoId& repo, const hub::ObjectId& commit,
-                                 std::string_view path) const;
+  Result<UpstreamFile> Head(const hub::RepoId& repo, const hub::ObjectId& commit,
+                            std::string_view path) const;
   // The bytes of `path` at `commit` from `offset` on, handed to `sink` as they arrive.
-  xet::Result<UpstreamFile> Download(const hub::RepoId& repo, const hub::ObjectId& commit,
-                                     std::string_view path, uint64_t offset,
-                                     const net::HttpClient::Sink& sink) const;
+  Result<UpstreamFile> Download(const hub::RepoId& repo, const hub::ObjectId& commit, std::string_view path,
+                                uint64_t offset, const net::HttpClient::Sink& sink) const;
 
   // The bytes of the LFS object `pointer` names from `offset` on: where they are asked of upstream's git-lfs
   // batch API (download), then fetched from there with the headers it gave.
-  xet::Result<UpstreamFile> DownloadObject(const hub::RepoId& repo, const hub::LfsPointer& pointer,
-                                           uint64_t offset, const net::HttpClient::Sink& sink) const;
+  Result<UpstreamFile> DownloadObject(const hub::RepoId& repo, const hub::LfsPointer& pointer,
+                                      uint64_t offset, const net::HttpClient::Sink& sink) const;
 
   // Upstream's Xet storage for reading `repo` at `commit`: its CAS URL and a token for it (the Hub's
   // xet-read-token route). kNotFound when upstream has none to give (a repository without Xet).
@@ -86,16 +84,16 @@ class Upstream {
     std::string cas_url;  // no trailing slash
     std::string token;
   };
-  xet::Result<XetAccess> XetReadToken(const hub::RepoId& repo, const hub::ObjectId& commit) const;
+  Result<XetAccess> XetReadToken(const hub::RepoId& repo, const hub::ObjectId& commit) const;
   // The reconstruction of a whole file from upstream's CAS (v2, or v1 where v2 is not served), or of its
   // bytes [bytes->first, bytes->second] (asked once: no retries).
-  xet::Result<xet::ParsedReconstruction> Reconstruction(
+  Result<xet::ParsedReconstruction> Reconstruction(
       const XetAccess& access, const xet::FileHash& file,
       std::optional<std::pair<uint64_t, uint64_t>> bytes = std::nullopt) const;
   // Bytes [first, last] of a transfer URL a reconstruction gave, to `sink` as they arrive (the URL carries
   // its own credentials: no token is sent).
-  xet::Status FetchRange(const std::string& url, uint64_t first, uint64_t last,
-                         const net::HttpClient::Sink& sink) const;
+  Status FetchRange(const std::string& url, uint64_t first, uint64_t last,
+                    const net::HttpClient::Sink& sink) const;
 
   const std::string& url() const { return options_.url; }
 
@@ -104,8 +102,8 @@ class Upstream {
   std::string FileUrl(const hub::RepoId& repo, const hub::ObjectId& commit, std::string_view path) const;
   std::string GitUrl(const hub::RepoId& repo) const;
   // One git protocol v2 command to upload-pack; the answer's bytes.
-  xet::Result<std::string> GitCommand(const hub::RepoId& repo, const std::string& request,
-                                      uint64_t max_bytes) const;
+  Result<std::string> GitCommand(const hub::RepoId& repo, const std::string& request,
+                                 uint64_t max_bytes) const;
 
   UpstreamOptions options_;
 };

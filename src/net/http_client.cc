@@ -121,9 +121,9 @@ void HttpClient::Pause(std::chrono::milliseconds& delay, const HttpResponse& las
 HttpClient::HttpClient(RetryPolicy policy) : impl_(std::make_unique<Impl>()), policy_(policy) {}
 HttpClient::~HttpClient() = default;
 
-xet::Result<HttpResponse> HttpClient::Retry(const std::string& what, int attempts, const Perform& perform,
-                                            const std::function<bool()>& may_retry) {
-  if (impl_->curl == nullptr) return xet::IoError("libcurl could not be initialized");
+Result<HttpResponse> HttpClient::Retry(const std::string& what, int attempts, const Perform& perform,
+                                       const std::function<bool()>& may_retry) {
+  if (impl_->curl == nullptr) return IoError("libcurl could not be initialized");
   std::string last = "no attempt";
   auto delay = policy_.base_delay;
   HttpResponse last_answer;
@@ -149,12 +149,12 @@ xet::Result<HttpResponse> HttpClient::Retry(const std::string& what, int attempt
     }
     return r;
   }
-  return xet::Unavailable(what + " failed after " + std::to_string(attempts) + " attempts: " + last);
+  return Unavailable(what + " failed after " + std::to_string(attempts) + " attempts: " + last);
 }
 
-xet::Result<HttpResponse> HttpClient::Send(const std::string& method, const std::string& url,
-                                           const std::vector<std::string>& headers, std::string_view body,
-                                           bool retries) {
+Result<HttpResponse> HttpClient::Send(const std::string& method, const std::string& url,
+                                      const std::vector<std::string>& headers, std::string_view body,
+                                      bool retries) {
   const auto perform = [&](void* handle, HttpResponse& r) -> int {
     CURL* c = handle;
     curl_slist* list = nullptr;
@@ -186,8 +186,8 @@ xet::Result<HttpResponse> HttpClient::Send(const std::string& method, const std:
                perform, [] { return true; });
 }
 
-xet::Result<HttpResponse> HttpClient::Fetch(const std::string& url, const std::vector<std::string>& headers,
-                                            const Sink& sink) {
+Result<HttpResponse> HttpClient::Fetch(const std::string& url, const std::vector<std::string>& headers,
+                                       const Sink& sink) {
   bool stopped = false;
   uint64_t delivered = 0;
   const auto perform = [&](void* handle, HttpResponse& r) -> int {
@@ -220,7 +220,7 @@ xet::Result<HttpResponse> HttpClient::Fetch(const std::string& url, const std::v
   // Once bytes went to the sink, a failure is the caller's to resume (where they end).
   auto answer = Retry("GET " + url.substr(0, url.find('?')), std::max(1, policy_.attempts), perform,
                       [&] { return !stopped && delivered == 0; });
-  if (stopped) return xet::IoError("the transfer of " + url.substr(0, url.find('?')) + " was stopped");
+  if (stopped) return IoError("the transfer of " + url.substr(0, url.find('?')) + " was stopped");
   return answer;
 }
 

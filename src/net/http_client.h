@@ -19,7 +19,7 @@
 #include <string_view>
 #include <vector>
 
-#include "xet/result.h"
+#include "common/error.h"
 
 namespace cairn::net {
 
@@ -46,17 +46,17 @@ class HttpClient {
   // `headers` as "Name: value". `body` is sent for POST/PUT, and for other methods when it is not empty (a
   // DELETE without one sends no body). `retries` covers the idempotent requests; uploads pass their own
   // judgement.
-  xet::Result<HttpResponse> Send(const std::string& method, const std::string& url,
-                                 const std::vector<std::string>& headers, std::string_view body = {},
-                                 bool retries = true);
+  Result<HttpResponse> Send(const std::string& method, const std::string& url,
+                            const std::vector<std::string>& headers, std::string_view body = {},
+                            bool retries = true);
 
   // A GET whose 2xx body goes to `sink` as it arrives (any other status's body is kept in the response, at
   // most 64 KiB), following redirects (libcurl sends no Authorization header to another host). Retried as
   // Send retries while no byte has reached the sink; a failure after that is returned as kUnavailable, and
   // the caller may ask for the rest with a Range header. A sink returning false stops the transfer (kIo).
   using Sink = std::function<bool(std::span<const uint8_t>)>;
-  xet::Result<HttpResponse> Fetch(const std::string& url, const std::vector<std::string>& headers,
-                                  const Sink& sink);
+  Result<HttpResponse> Fetch(const std::string& url, const std::vector<std::string>& headers,
+                             const Sink& sink);
 
   // How many times a request was sent again (all requests so far).
   int retried() const { return retried_; }
@@ -70,8 +70,8 @@ class HttpClient {
   // libcurl's code) up to `attempts` times: again after a transport failure while `may_retry()`, and after a
   // transient status; kUnavailable naming `what` when every attempt failed.
   using Perform = std::function<int(void*, HttpResponse&)>;
-  xet::Result<HttpResponse> Retry(const std::string& what, int attempts, const Perform& perform,
-                                  const std::function<bool()>& may_retry);
+  Result<HttpResponse> Retry(const std::string& what, int attempts, const Perform& perform,
+                             const std::function<bool()>& may_retry);
   std::unique_ptr<Impl> impl_;
   RetryPolicy policy_;
   int retried_ = 0;

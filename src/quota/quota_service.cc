@@ -56,7 +56,7 @@ Ranges Subtract(const Ranges& a, const Ranges& b) {
 
 // The unpacked bytes of the chunks in `set` (each range normalized first), from the xorbs' layouts. A xorb
 // the index no longer holds (swept meanwhile) adds nothing.
-xet::Result<uint64_t> ChunkBytes(index::CasIndex& cas, ChunkSet& set) {
+Result<uint64_t> ChunkBytes(index::CasIndex& cas, ChunkSet& set) {
   std::vector<xet::XorbHash> hashes;
   hashes.reserve(set.size());
   for (auto& [xorb, ranges] : set) {
@@ -89,15 +89,15 @@ struct QuotaService::Measured {
 
 QuotaService::QuotaService(index::Index& index, const Clock& clock) : index_(index), clock_(clock) {}
 
-xet::Result<QuotaService::Measured> QuotaService::MeasureWith(std::string_view ns,
-                                                              std::span<const xet::FileHash> added) {
+Result<QuotaService::Measured> QuotaService::MeasureWith(std::string_view ns,
+                                                         std::span<const xet::FileHash> added) {
   Measured m;
   m.usage.ns = std::string(ns);
   ChunkSet base;
   std::unordered_set<xet::FileHash, xet::HashHasher> seen;
   // Files are read in batches (one round trip each on PostgreSQL); one swept meanwhile adds nothing.
   std::vector<xet::FileHash> pending;
-  const auto flush = [&](ChunkSet& into) -> xet::Status {
+  const auto flush = [&](ChunkSet& into) -> Status {
     for (size_t i = 0; i < pending.size(); i += index::CasIndex::kMaxFilesPerRead) {
       const size_t n = std::min(pending.size() - i, index::CasIndex::kMaxFilesPerRead);
       auto entries = index_.GetFiles(std::span(pending).subspan(i, n));
@@ -107,13 +107,13 @@ xet::Result<QuotaService::Measured> QuotaService::MeasureWith(std::string_view n
       }
     }
     pending.clear();
-    return xet::Ok{};
+    return Ok{};
   };
-  const auto add_file = [&](const xet::FileHash& hash, ChunkSet& into) -> xet::Status {
-    if (hash.is_zero() || !seen.insert(hash).second) return xet::Ok{};
+  const auto add_file = [&](const xet::FileHash& hash, ChunkSet& into) -> Status {
+    if (hash.is_zero() || !seen.insert(hash).second) return Ok{};
     pending.push_back(hash);
     if (pending.size() >= 16 * index::CasIndex::kMaxFilesPerRead) return flush(into);
-    return xet::Ok{};
+    return Ok{};
   };
   for (auto type : {index::RepoType::kModel, index::RepoType::kDataset, index::RepoType::kSpace,
                     index::RepoType::kBucket}) {
@@ -172,7 +172,7 @@ xet::Result<QuotaService::Measured> QuotaService::MeasureWith(std::string_view n
   return m;
 }
 
-xet::Result<Usage> QuotaService::Measure(std::string_view ns) {
+Result<Usage> QuotaService::Measure(std::string_view ns) {
   auto record = index_.GetQuota(ns);  // read first: the measure is of this generation
   if (!record.ok()) return record.error();
   auto m = MeasureWith(ns, {});
@@ -187,7 +187,7 @@ xet::Result<Usage> QuotaService::Measure(std::string_view ns) {
   return std::move(m->usage);
 }
 
-xet::Result<std::optional<Usage>> QuotaService::Recorded(std::string_view ns) {
+Result<std::optional<Usage>> QuotaService::Recorded(std::string_view ns) {
   auto record = index_.GetQuota(ns);
   if (!record.ok()) return record.error();
   if (!*record) return std::optional<Usage>();
@@ -204,25 +204,25 @@ Usage UsageOf(const index::QuotaRecord& q) {
   return u;
 }
 
-xet::Status QuotaService::CheckRoom(std::string_view ns) {
+Status QuotaService::CheckRoom(std::string_view ns) {
   auto record = index_.GetQuota(ns);
   if (!record.ok()) return record.error();
-  if (!*record || !(*record)->limit || (*record)->charged() < *(*record)->limit) return xet::Ok{};
+  if (!*record || !(*record)->limit || (*record)->charged() < *(*record)->limit) return Ok{};
   if ((*record)->exact()) return QuotaFull(**record, 0);
   // Full by an upper bound: measure before refusing.
   auto usage = Measure(ns);
   if (!usage.ok()) return usage.error();
-  if (usage->used < *(*record)->limit) return xet::Ok{};
+  if (usage->used < *(*record)->limit) return Ok{};
   index::QuotaRecord q = **record;
   q.used = usage->used;
   q.pending = 0;
   return QuotaFull(q, 0);
 }
 
-xet::Status QuotaService::CheckRoomForScope(std::string_view scope) {
+Status QuotaService::CheckRoomForScope(std::string_view scope) {
   auto repo = index_.FindRepoByScope(scope);
   if (!repo.ok()) {
-    if (repo.error().code == xet::ErrorCode::kNotFound) return xet::Ok{};  // a plain CAS scope
+    if (repo.error().code == ErrorCode::kNotFound) return Ok{};  // a plain CAS scope
     return repo.error();
   }
   return CheckRoom(repo->ns);
@@ -274,15 +274,15 @@ const index::QuotaCharge* Admission::FilesCharge() {
   return &charge_;
 }
 
-xet::Error Admission::Explain(xet::Error e) const {
-  if (e.code != xet::ErrorCode::kQuota || index_ == nullptr) return e;
+Error Admission::Explain(Error e) const {
+  if (e.code != ErrorCode::kQuota || index_ == nullptr) return e;
   auto record = index_->GetQuota(ns_);
   if (!record.ok() || !*record) return e;
   return QuotaFull(**record, object_bytes_ + file_bytes_);
 }
 
-xet::Result<Admission> QuotaService::Admit(std::string_view ns, std::span<const xet::FileHash> files,
-                                           uint64_t object_bytes) {
+Result<Admission> QuotaService::Admit(std::string_view ns, std::span<const xet::FileHash> files,
+                                      uint64_t object_bytes) {
   if (files.empty() && object_bytes == 0) return Admission();
   auto record = index_.GetQuota(ns);
   if (!record.ok()) return record.error();
@@ -302,7 +302,7 @@ xet::Result<Admission> QuotaService::Admit(std::string_view ns, std::span<const 
       auto entries = index_.GetFiles(std::span(distinct).subspan(i, n));
       if (!entries.ok()) return entries.error();
       for (size_t k = 0; k < n; ++k) {
-        if (!(*entries)[k]) return xet::NotFound("file " + distinct[i + k].hex() + " is not in the index");
+        if (!(*entries)[k]) return NotFound("file " + distinct[i + k].hex() + " is not in the index");
         file_bytes += (*entries)[k]->size;
       }
     }
@@ -323,11 +323,11 @@ xet::Result<Admission> QuotaService::Admit(std::string_view ns, std::span<const 
   return Admission(index_, std::string(ns), object_bytes, m->adds);
 }
 
-xet::Status QuotaService::MarkStale(std::optional<std::string_view> ns) {
+Status QuotaService::MarkStale(std::optional<std::string_view> ns) {
   return index_.MarkQuotaStale(ns);
 }
 
-xet::Result<size_t> QuotaService::RefreshAll() {
+Result<size_t> QuotaService::RefreshAll() {
   size_t measured = 0;
   std::optional<std::string> after;
   for (;;) {
@@ -344,11 +344,11 @@ xet::Result<size_t> QuotaService::RefreshAll() {
   return measured;
 }
 
-xet::Status QuotaService::SetLimit(std::string_view ns, std::optional<uint64_t> limit) {
+Status QuotaService::SetLimit(std::string_view ns, std::optional<uint64_t> limit) {
   return index_.SetQuotaLimit(ns, limit);
 }
 
-xet::Error QuotaFull(const index::QuotaRecord& q, uint64_t adds) {
+Error QuotaFull(const index::QuotaRecord& q, uint64_t adds) {
   std::string message = "Storage quota of namespace '" + q.ns + "' reached: " + FormatBytes(q.charged()) +
                         " used of " + FormatBytes(q.limit.value_or(0));
   if (adds > 0) message += ", and this would add " + FormatBytes(adds);
@@ -356,7 +356,7 @@ xet::Error QuotaFull(const index::QuotaRecord& q, uint64_t adds) {
       ". Delete files (the garbage collector frees them past its grace) or ask the operator to raise it"
       " (cairn quota set " +
       q.ns + " SIZE)";
-  return xet::QuotaExceeded(std::move(message));
+  return QuotaExceeded(std::move(message));
 }
 
 std::string FormatBytes(uint64_t bytes) {

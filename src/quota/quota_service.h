@@ -26,8 +26,8 @@
 #include <utility>
 
 #include "common/clock.h"
+#include "common/error.h"
 #include "index/index.h"
-#include "xet/result.h"
 
 namespace cairn::quota {
 
@@ -70,7 +70,7 @@ class Admission {
   void FilesPublished() { published_ = true; }
   // A write's kQuota said in the words a user reads (what is used, of what limit, what this would add);
   // other errors as they are.
-  xet::Error Explain(xet::Error e) const;
+  Error Explain(Error e) const;
 
  private:
   index::QuotaIndex* index_ = nullptr;  // null: nothing to charge
@@ -87,33 +87,32 @@ class QuotaService {
   QuotaService(index::Index& index, const Clock& clock);
 
   // Measures the namespace exactly now, and records the measure when it has a quota.
-  xet::Result<Usage> Measure(std::string_view ns);
+  Result<Usage> Measure(std::string_view ns);
   // The namespace's usage as last recorded (nullopt: it has no quota); `exact` says whether it is current.
-  xet::Result<std::optional<Usage>> Recorded(std::string_view ns);
+  Result<std::optional<Usage>> Recorded(std::string_view ns);
 
   // kQuota when the namespace's quota is used up (nothing more can be stored for it).
-  xet::Status CheckRoom(std::string_view ns);
+  Status CheckRoom(std::string_view ns);
   // The same for the namespace of the repository whose CAS scope `scope` is; a scope of no repository (a
   // plain CAS scope) has no quota.
-  xet::Status CheckRoomForScope(std::string_view scope);
+  Status CheckRoomForScope(std::string_view scope);
   // Admits a commit or bucket batch of the namespace that publishes `files` (large files, repeats allowed)
   // and stores `object_bytes` of small files, reserving what it adds; kQuota (nothing reserved) when that
   // does not fit. A commit that adds nothing (a deletion) is always admitted.
-  xet::Result<Admission> Admit(std::string_view ns, std::span<const xet::FileHash> files,
-                               uint64_t object_bytes);
+  Result<Admission> Admit(std::string_view ns, std::span<const xet::FileHash> files, uint64_t object_bytes);
 
   // Something of the namespace (nullopt: of any) may have gone: its next admission measures it.
-  xet::Status MarkStale(std::optional<std::string_view> ns);
+  Status MarkStale(std::optional<std::string_view> ns);
   // Measures every namespace with a quota whose record is not exact; returns how many it measured.
-  xet::Result<size_t> RefreshAll();
+  Result<size_t> RefreshAll();
 
   // Sets or removes (nullopt) the namespace's limit; a record without a limit still measures usage.
-  xet::Status SetLimit(std::string_view ns, std::optional<uint64_t> limit);
+  Status SetLimit(std::string_view ns, std::optional<uint64_t> limit);
 
  private:
   struct Measured;
   // Measures the namespace; with `added`, also what those files would add to it.
-  xet::Result<Measured> MeasureWith(std::string_view ns, std::span<const xet::FileHash> added);
+  Result<Measured> MeasureWith(std::string_view ns, std::span<const xet::FileHash> added);
 
   index::Index& index_;
   const Clock& clock_;
@@ -123,7 +122,7 @@ class QuotaService {
 Usage UsageOf(const index::QuotaRecord& q);
 
 // The refusal a user reads: the namespace, what it uses of its limit, what the request would add.
-xet::Error QuotaFull(const index::QuotaRecord& q, uint64_t adds);
+Error QuotaFull(const index::QuotaRecord& q, uint64_t adds);
 
 // "1.5 GiB", "12 MiB", "512 B": byte counts in messages.
 std::string FormatBytes(uint64_t bytes);

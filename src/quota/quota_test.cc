@@ -149,8 +149,8 @@ class QuotaTest : public ::testing::TestWithParam<Backend> {
 
   // A commit as the Hub makes one through `node`: admitted, its objects stored (`object_bytes` of small
   // files; charged there, the large files' bytes reserved), its large files published (settled).
-  xet::Status CommitVia(QuotaService& quota, index::Index& node, const index::RepoRecord& repo,
-                        std::vector<xet::FileHash> files, uint64_t object_bytes) {
+  Status CommitVia(QuotaService& quota, index::Index& node, const index::RepoRecord& repo,
+                   std::vector<xet::FileHash> files, uint64_t object_bytes) {
     auto admitted = quota.Admit(repo.ns, files, object_bytes);
     if (!admitted.ok()) return admitted.error();
     const std::string key = "object-" + std::to_string(next_key_++);
@@ -164,10 +164,10 @@ class QuotaTest : public ::testing::TestWithParam<Backend> {
         return admitted->Explain(st.error());
     }
     admitted->FilesPublished();
-    return xet::Ok{};
+    return Ok{};
   }
-  xet::Status CommitFiles(const index::RepoRecord& repo, std::vector<xet::FileHash> files,
-                          uint64_t object_bytes = 0) {
+  Status CommitFiles(const index::RepoRecord& repo, std::vector<xet::FileHash> files,
+                     uint64_t object_bytes = 0) {
     return CommitVia(*quota_, *index_, repo, std::move(files), object_bytes);
   }
 
@@ -272,7 +272,7 @@ TEST_P(QuotaTest, ACommitIsAdmittedWhenWhatItAddsFitsAndRefusedWhenNot) {
   const auto f4 = AddFile(x, {{13, 18}}, repo.scope);
   auto refused = CommitFiles(repo, {f4});
   ASSERT_FALSE(refused.ok());
-  EXPECT_EQ(refused.error().code, xet::ErrorCode::kQuota);
+  EXPECT_EQ(refused.error().code, ErrorCode::kQuota);
   EXPECT_NE(refused.error().message.find("Storage quota of namespace 'alice' reached"), std::string::npos)
       << refused.error().message;
   EXPECT_NE(refused.error().message.find("cairn quota set alice"), std::string::npos);
@@ -280,7 +280,7 @@ TEST_P(QuotaTest, ACommitIsAdmittedWhenWhatItAddsFitsAndRefusedWhenNot) {
   q = index_->GetQuota("alice");
   EXPECT_EQ((*q)->charged(), Bytes(0, 13));
   // Small files count too; a commit that adds nothing (a deletion) always goes through.
-  EXPECT_EQ(CommitFiles(repo, {}, Bytes(13, 16)).error().code, xet::ErrorCode::kQuota);
+  EXPECT_EQ(CommitFiles(repo, {}, Bytes(13, 16)).error().code, ErrorCode::kQuota);
   EXPECT_TRUE(CommitFiles(repo, {}, 0).ok());
   EXPECT_TRUE(CommitFiles(repo, {f1, f3}).ok());  // already committed: adds nothing
   EXPECT_EQ((*index_->GetQuota("alice"))->charged(), Bytes(0, 13));
@@ -298,8 +298,8 @@ TEST_P(QuotaTest, AStaleRecordIsMeasuredBeforeItAdmitsAndTheRoomCheckMeasuresBef
   ASSERT_TRUE(quota_->RefreshAll().ok());
   auto full = quota_->CheckRoom("alice");
   ASSERT_FALSE(full.ok());
-  EXPECT_EQ(full.error().code, xet::ErrorCode::kQuota);
-  EXPECT_EQ(quota_->CheckRoomForScope(repo.scope).error().code, xet::ErrorCode::kQuota);
+  EXPECT_EQ(full.error().code, ErrorCode::kQuota);
+  EXPECT_EQ(quota_->CheckRoomForScope(repo.scope).error().code, ErrorCode::kQuota);
   EXPECT_TRUE(quota_->CheckRoomForScope("plain-scope").ok());  // no repository's: no quota
   // The repository goes: the record is marked stale, and the room check measures before it refuses.
   ASSERT_TRUE(index_->DeleteRepo(repo.id).ok());
@@ -313,7 +313,7 @@ TEST_P(QuotaTest, AStaleRecordIsMeasuredBeforeItAdmitsAndTheRoomCheckMeasuresBef
   Commit(moved, f1);
   ASSERT_TRUE(quota_->MarkStale(std::nullopt).ok());
   const auto f2 = AddFile(x, {{0, 1}}, moved.scope);
-  EXPECT_EQ(CommitFiles(moved, {f2}, 1).error().code, xet::ErrorCode::kQuota);
+  EXPECT_EQ(CommitFiles(moved, {f2}, 1).error().code, ErrorCode::kQuota);
   EXPECT_EQ((*quota_->Recorded("alice"))->used, Bytes(0, 10));
 }
 
@@ -340,7 +340,7 @@ TEST_P(QuotaTest, NodesAdmittingAtOnceNeverPassTheLimit) {
         if (st.ok()) {
           admitted += ChunkSize(static_cast<uint32_t>(i));
         } else {
-          EXPECT_EQ(st.error().code, xet::ErrorCode::kQuota) << st.error().message;
+          EXPECT_EQ(st.error().code, ErrorCode::kQuota) << st.error().message;
         }
       }
     });

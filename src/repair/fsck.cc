@@ -52,7 +52,7 @@ namespace {
 
 using HashSet = std::unordered_set<Hash, xet::HashHasher>;
 
-xet::Result<std::vector<Hash>> ScanAll(CasIndex& index, CasIndex::Scanned what) {
+Result<std::vector<Hash>> ScanAll(CasIndex& index, CasIndex::Scanned what) {
   std::vector<Hash> out;
   std::optional<Hash> after;
   for (;;) {
@@ -64,11 +64,11 @@ xet::Result<std::vector<Hash>> ScanAll(CasIndex& index, CasIndex::Scanned what) 
   }
 }
 
-xet::Result<std::vector<Hash>> ListAll(store::BlobStore& store, BlobKind kind) {
+Result<std::vector<Hash>> ListAll(store::BlobStore& store, BlobKind kind) {
   std::vector<Hash> out;
   if (auto st = store.List(kind, [&](const Hash& h) { out.push_back(h); }); !st.ok()) {
-    return xet::Error{st.error().code, "listing the " + std::string(BlobKindName(kind)) + "s of " +
-                                           store.Describe() + ": " + st.error().message};
+    return Error{st.error().code, "listing the " + std::string(BlobKindName(kind)) + "s of " +
+                                      store.Describe() + ": " + st.error().message};
   }
   std::sort(out.begin(), out.end());
   out.erase(std::unique(out.begin(), out.end()), out.end());
@@ -101,7 +101,7 @@ class Checker {
         options_(options),
         pool_(options.threads > 1 ? options.threads - 1 : 0) {}
 
-  xet::Result<FsckReport> Run() {
+  Result<FsckReport> Run() {
     auto indexed_xorbs = ScanAll(index_, CasIndex::Scanned::kXorbs);
     if (!indexed_xorbs.ok()) return indexed_xorbs.error();
     auto indexed_shards = ScanAll(index_, CasIndex::Scanned::kShards);
@@ -291,7 +291,7 @@ class Checker {
       bool partly = false;
       for (const std::string& scope : scopes) {
         auto put = cas_.PutShard(*bytes, scope);
-        if (!put.ok() && put.error().code == xet::ErrorCode::kUnknownReference) {
+        if (!put.ok() && put.error().code == ErrorCode::kUnknownReference) {
           put = RegisterSurvivors(*bytes, scope);
           partly = partly || put.ok();
         }
@@ -307,7 +307,7 @@ class Checker {
   }
 
   // The store's revocations against the index's (fsck.h).
-  xet::Status CheckRevocations() {
+  Status CheckRevocations() {
     // The index first: DELETE /v1/files records a revocation there before it stores its blob.
     std::map<index::RevocationKey, bool> indexed;  // → cleared
     std::optional<index::RevocationKey> after;
@@ -381,17 +381,17 @@ class Checker {
       if (!finished.ok()) return finished.error();
       report_.repaired += *finished;
     }
-    return xet::Ok{};
+    return Ok{};
   }
 
   // A shard some of whose xorbs the garbage collector freed (with every file that used them): what it still
   // describes whole, the files whose every xorb is indexed and the listings of indexed xorbs, registered as a
   // shard of its own, so that the live files it held are not lost with the deleted ones.
-  xet::Result<cas::ShardOutcome> RegisterSurvivors(std::span<const uint8_t> bytes, const std::string& scope) {
+  Result<cas::ShardOutcome> RegisterSurvivors(std::span<const uint8_t> bytes, const std::string& scope) {
     auto shard = xet::ParseShard(bytes);
     if (!shard.ok()) return shard.error();
     std::map<Hash, bool> stored;
-    const auto has = [&](const Hash& x) -> xet::Result<bool> {
+    const auto has = [&](const Hash& x) -> Result<bool> {
       if (auto it = stored.find(x); it != stored.end()) return it->second;
       auto h = index_.HasXorb(x);
       if (!h.ok()) return h.error();
@@ -412,12 +412,12 @@ class Checker {
       }
       if (whole) kept.files.push_back(std::move(file));
     }
-    if (kept.files.empty()) return xet::UnknownReference("none of its files is whole any more");
+    if (kept.files.empty()) return UnknownReference("none of its files is whole any more");
     return cas_.PutShard(ingest::ShardUploadForm(kept), scope);
   }
 
   // Every indexed file's terms against the indexed xorbs.
-  xet::Status CheckFiles() {
+  Status CheckFiles() {
     auto files = ScanAll(index_, CasIndex::Scanned::kFiles);
     if (!files.ok()) return files.error();
     Say("checking the terms of " + std::to_string(files->size()) + " files");
@@ -435,7 +435,7 @@ class Checker {
     });
     report_.checked_files = files->size();
     report_.checked_terms = terms;
-    return xet::Ok{};
+    return Ok{};
   }
 
   std::string TermProblem(const index::Term& term) {
@@ -465,18 +465,18 @@ class Checker {
 
 }  // namespace
 
-xet::Result<FsckReport> Fsck(cas::CasService& cas, CasIndex& index, store::BlobStore& store,
-                             const FsckOptions& options) {
+Result<FsckReport> Fsck(cas::CasService& cas, CasIndex& index, store::BlobStore& store,
+                        const FsckOptions& options) {
   return Checker(cas, index, store, options).Run();
 }
 
-xet::Result<FsckReport> RebuildIndex(cas::CasService& cas, CasIndex& index, store::BlobStore& store,
-                                     FsckOptions options) {
+Result<FsckReport> RebuildIndex(cas::CasService& cas, CasIndex& index, store::BlobStore& store,
+                                FsckOptions options) {
   auto stats = index.Stats();
   if (!stats.ok()) return stats.error();
   if (stats->xorbs != 0 || stats->files != 0 || stats->shards != 0)
-    return xet::Inconsistent("the index to rebuild into is not empty (" + std::to_string(stats->xorbs) +
-                             " xorbs, " + std::to_string(stats->shards) + " shards): use a new one");
+    return Inconsistent("the index to rebuild into is not empty (" + std::to_string(stats->xorbs) +
+                        " xorbs, " + std::to_string(stats->shards) + " shards): use a new one");
   options.repair = true;
   options.apply_revocations = true;
   return Fsck(cas, index, store, options);

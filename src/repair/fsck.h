@@ -38,10 +38,10 @@
 #include <vector>
 
 #include "cas/service.h"
+#include "common/error.h"
 #include "index/index.h"
 #include "store/blob_store.h"
 #include "xet/hash.h"
-#include "xet/result.h"
 
 namespace cairn::repair {
 
@@ -71,7 +71,7 @@ struct FsckOptions {
   // which is the collector's unfinished work, not damage.
   std::vector<xet::Hash> being_swept;
   // Read again once the store is listed (a sweep may claim and delete meanwhile), when given.
-  std::function<xet::Result<std::vector<xet::Hash>>()> read_being_swept;
+  std::function<Result<std::vector<xet::Hash>>()> read_being_swept;
   // Repair only (RebuildIndex sets it): stored revocations the index lacks are applied.
   bool apply_revocations = false;
 };
@@ -90,12 +90,12 @@ struct FsckReport {
 };
 
 // `cas` registers repaired shards; it must use `index` and `store`.
-xet::Result<FsckReport> Fsck(cas::CasService& cas, index::CasIndex& index, store::BlobStore& store,
-                             const FsckOptions& options);
+Result<FsckReport> Fsck(cas::CasService& cas, index::CasIndex& index, store::BlobStore& store,
+                        const FsckOptions& options);
 
 // Fsck with repair into an empty `index` (kInconsistent when it holds any xorb, file or shard).
-xet::Result<FsckReport> RebuildIndex(cas::CasService& cas, index::CasIndex& index, store::BlobStore& store,
-                                     FsckOptions options);
+Result<FsckReport> RebuildIndex(cas::CasService& cas, index::CasIndex& index, store::BlobStore& store,
+                                FsckOptions options);
 
 // Whether stored bytes are what their name says: a xorb validates against its hash with cairn's footer; a
 // shard or a grant hashes to its name (xet::ChunkHashOf). Shared with `cairn store copy`.

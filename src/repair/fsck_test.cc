@@ -231,7 +231,7 @@ TEST_F(Fsck, RebuiltIndexServesEveryFileToItsScopesAgain) {
   ASSERT_TRUE(again.ok());
   EXPECT_TRUE(again->clean());
   EXPECT_EQ(RebuildIndex(rebuilt_service, *fresh, *store_, Options(false, false)).error().code,
-            xet::ErrorCode::kInconsistent);
+            ErrorCode::kInconsistent);
 }
 
 TEST_F(Fsck, ShardsWithoutAGrantNeedADefaultScope) {
@@ -318,9 +318,9 @@ TEST(FaultInjection, AFailedStoreStepAtAnyPointLosesNothingAndServesNothingHalfW
     size_t step = 0;
     bool armed = false;  // from after Open
     store::LocalDiskOptions so;
-    so.fault_injector = [&](const store::PutStepInfo&) -> xet::Status {
-      if (armed && step++ == fail_at) return xet::IoError("injected: No space left on device");
-      return xet::Ok{};
+    so.fault_injector = [&](const store::PutStepInfo&) -> Status {
+      if (armed && step++ == fail_at) return IoError("injected: No space left on device");
+      return Ok{};
     };
     auto st = store::LocalDiskStore::Open(dir / "blobs", so);
     ASSERT_TRUE(st.ok());
@@ -355,9 +355,9 @@ TEST(FaultInjection, AFailedIndexCommitAtAnyPointLosesNothing) {
     std::atomic<bool> armed{true};
     index::SqliteOptions io;
     io.path = (dir / "index.db").string();
-    io.fault_before_commit = [&]() -> xet::Status {
-      if (armed && commit++ == fail_at) return xet::IoError("injected: disk I/O error at COMMIT");
-      return xet::Ok{};
+    io.fault_before_commit = [&]() -> Status {
+      if (armed && commit++ == fail_at) return IoError("injected: disk I/O error at COMMIT");
+      return Ok{};
     };
     auto ix = index::SqliteIndex::Open(io);
     ASSERT_TRUE(ix.ok());

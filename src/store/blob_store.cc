@@ -30,9 +30,9 @@ std::string_view BlobKindFolder(BlobKind kind) {
   return "blobs";
 }
 
-xet::Result<PutOutcome> BlobStore::Put(BlobKind kind, const xet::Hash& hash,
-                                       std::span<const std::span<const uint8_t>> pieces,
-                                       const PutOptions& options) {
+Result<PutOutcome> BlobStore::Put(BlobKind kind, const xet::Hash& hash,
+                                  std::span<const std::span<const uint8_t>> pieces,
+                                  const PutOptions& options) {
   auto writer = BeginPut(kind, hash);
   if (!writer.ok()) return writer.error();
   for (const auto& piece : pieces) {
@@ -41,16 +41,16 @@ xet::Result<PutOutcome> BlobStore::Put(BlobKind kind, const xet::Hash& hash,
   return (*writer)->Commit(options);
 }
 
-xet::Result<PutOutcome> BlobStore::Put(BlobKind kind, const xet::Hash& hash, std::span<const uint8_t> bytes,
-                                       const PutOptions& options) {
+Result<PutOutcome> BlobStore::Put(BlobKind kind, const xet::Hash& hash, std::span<const uint8_t> bytes,
+                                  const PutOptions& options) {
   const std::span<const uint8_t> pieces[] = {bytes};
   return Put(kind, hash, pieces, options);
 }
 
-xet::Result<std::vector<uint8_t>> BlobStore::ReadWhole(BlobKind kind, const xet::Hash& hash) {
+Result<std::vector<uint8_t>> BlobStore::ReadWhole(BlobKind kind, const xet::Hash& hash) {
   auto stat = Stat(kind, hash);
   if (!stat.ok()) return stat.error();
-  if (!stat->exists) return xet::NotFound("no " + std::string(BlobKindName(kind)) + " " + hash.hex());
+  if (!stat->exists) return NotFound("no " + std::string(BlobKindName(kind)) + " " + hash.hex());
   std::vector<uint8_t> bytes(stat->size);
   if (auto st = ReadRange(kind, hash, 0, bytes); !st.ok()) return st.error();
   return bytes;
@@ -62,13 +62,13 @@ class RangeReader final : public BlobReader {
  public:
   RangeReader(BlobStore& store, BlobKind kind, const xet::Hash& hash, uint64_t offset, uint64_t length)
       : store_(store), kind_(kind), hash_(hash), next_(offset), left_(length) {}
-  xet::Status Read(std::span<uint8_t> out) override {
-    if (out.size() > left_) return xet::Inconsistent("read past the end of the range");
+  Status Read(std::span<uint8_t> out) override {
+    if (out.size() > left_) return Inconsistent("read past the end of the range");
     auto st = store_.ReadRange(kind_, hash_, next_, out);
     if (!st.ok()) return st;
     next_ += out.size();
     left_ -= out.size();
-    return xet::Ok{};
+    return Ok{};
   }
 
  private:
@@ -91,11 +91,11 @@ std::unique_ptr<BlobReader> BlobStore::ReaderThroughReadRange(BlobKind kind, con
   return std::make_unique<RangeReader>(*this, kind, hash, offset, length);
 }
 
-xet::Status BlobStore::DeleteMany(BlobKind kind, std::span<const xet::Hash> hashes) {
+Status BlobStore::DeleteMany(BlobKind kind, std::span<const xet::Hash> hashes) {
   for (const xet::Hash& h : hashes) {
     if (auto r = Delete(kind, h); !r) return r.error();
   }
-  return xet::Ok{};
+  return Ok{};
 }
 
 }  // namespace cairn::store

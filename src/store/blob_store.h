@@ -23,9 +23,9 @@
 #include <string>
 #include <string_view>
 
+#include "common/error.h"
 #include "common/unique_fd.h"
 #include "xet/hash.h"
-#include "xet/result.h"
 
 namespace cairn::store {
 
@@ -71,7 +71,7 @@ class BlobFlusher {
   virtual ~BlobFlusher() = default;
   // Makes every byte appended before the call durable. Thread-safe against Append on the writer. A failure
   // also fails the writer's Commit: the put cannot succeed any more.
-  virtual xet::Status Flush() = 0;
+  virtual Status Flush() = 0;
 
  protected:
   BlobFlusher() = default;
@@ -86,10 +86,10 @@ class BlobWriter {
   BlobWriter& operator=(const BlobWriter&) = delete;
 
   // Appends `data`. After a failure the writer is unusable: only destruction (= abort) remains.
-  virtual xet::Status Append(std::span<const uint8_t> data) = 0;
+  virtual Status Append(std::span<const uint8_t> data) = 0;
   // Appends `data` that the caller keeps valid and unchanged until Commit has returned or the writer is
   // destroyed: a store may then send it from the caller's memory instead of copying it (S3). Same failures.
-  virtual xet::Status AppendStable(std::span<const uint8_t> data) { return Append(data); }
+  virtual Status AppendStable(std::span<const uint8_t> data) { return Append(data); }
   // A flusher for this put (see BlobFlusher), or null when the store cannot flush early or gains nothing
   // by it (Commit alone is always enough). Call it before the first Append; it must not outlive the writer.
   virtual std::unique_ptr<BlobFlusher> NewFlusher() { return nullptr; }
@@ -99,7 +99,7 @@ class BlobWriter {
   // life or its Commit). -1 where the store keeps a put elsewhere than in a file (S3, memory).
   virtual int ReadableFd() const { return -1; }
   // Makes the blob durable and visible under its name. May be called once.
-  virtual xet::Result<PutOutcome> Commit(const PutOptions& options = {}) = 0;
+  virtual Result<PutOutcome> Commit(const PutOptions& options = {}) = 0;
   virtual uint64_t bytes_appended() const = 0;
 
  protected:
@@ -112,7 +112,7 @@ class BlobWriter {
 class BlobReader {
  public:
   virtual ~BlobReader() = default;
-  virtual xet::Status Read(std::span<uint8_t> out) = 0;
+  virtual Status Read(std::span<uint8_t> out) = 0;
 };
 
 class BlobStore {
@@ -122,24 +122,22 @@ class BlobStore {
   BlobStore& operator=(const BlobStore&) = delete;
 
   // Starts a streaming put, e.g. so a xorb upload can be written while it is validated.
-  virtual xet::Result<std::unique_ptr<BlobWriter>> BeginPut(BlobKind kind, const xet::Hash& hash) = 0;
+  virtual Result<std::unique_ptr<BlobWriter>> BeginPut(BlobKind kind, const xet::Hash& hash) = 0;
 
   // Puts the concatenation of `pieces` (a convenience over BeginPut/Append/Commit).
-  xet::Result<PutOutcome> Put(BlobKind kind, const xet::Hash& hash,
-                              std::span<const std::span<const uint8_t>> pieces,
-                              const PutOptions& options = {});
-  xet::Result<PutOutcome> Put(BlobKind kind, const xet::Hash& hash, std::span<const uint8_t> bytes,
-                              const PutOptions& options = {});
+  Result<PutOutcome> Put(BlobKind kind, const xet::Hash& hash,
+                         std::span<const std::span<const uint8_t>> pieces, const PutOptions& options = {});
+  Result<PutOutcome> Put(BlobKind kind, const xet::Hash& hash, std::span<const uint8_t> bytes,
+                         const PutOptions& options = {});
 
   // exists=false (not an error) for an unknown blob.
-  virtual xet::Result<BlobStat> Stat(BlobKind kind, const xet::Hash& hash) = 0;
+  virtual Result<BlobStat> Stat(BlobKind kind, const xet::Hash& hash) = 0;
 
   // Reads exactly out.size() bytes starting at `offset`. kInconsistent when [offset, offset + out.size())
   // does not lie inside the blob; kNotFound when there is no blob.
-  virtual xet::Status ReadRange(BlobKind kind, const xet::Hash& hash, uint64_t offset,
-                                std::span<uint8_t> out) = 0;
+  virtual Status ReadRange(BlobKind kind, const xet::Hash& hash, uint64_t offset, std::span<uint8_t> out) = 0;
   // The whole blob (Stat, then one ReadRange): kNotFound when there is none, ReadRange's errors otherwise.
-  xet::Result<std::vector<uint8_t>> ReadWhole(BlobKind kind, const xet::Hash& hash);
+  Result<std::vector<uint8_t>> ReadWhole(BlobKind kind, const xet::Hash& hash);
 
   // A reader of [offset, offset + length) of a blob; contacts nothing until its first Read. A store reached
   // over the network answers it with one request read as the reader goes (not one per ReadRange); the
@@ -149,20 +147,20 @@ class BlobStore {
 
   // The blob's size and, where the store has files, a descriptor for zero-copy serving (sendfile).
   // kNotFound when there is no blob.
-  virtual xet::Result<OpenBlob> OpenForRead(BlobKind kind, const xet::Hash& hash) = 0;
+  virtual Result<OpenBlob> OpenForRead(BlobKind kind, const xet::Hash& hash) = 0;
   // Whether the store keeps blobs in local files: OpenForRead is then cheap enough for a network thread and
   // gives a descriptor. False for a store reached over the network (S3), whose calls wait on round trips.
   virtual bool local() const { return true; }
 
   // Calls `fn` for every blob of `kind`, in no particular order. Blobs put or deleted during the walk may or
   // may not be reported.
-  virtual xet::Status List(BlobKind kind, const std::function<void(const xet::Hash&)>& fn) = 0;
+  virtual Status List(BlobKind kind, const std::function<void(const xet::Hash&)>& fn) = 0;
 
   // Removes a blob durably. Returns whether one was there (deleting an unknown blob is not an error).
-  virtual xet::Result<bool> Delete(BlobKind kind, const xet::Hash& hash) = 0;
+  virtual Result<bool> Delete(BlobKind kind, const xet::Hash& hash) = 0;
   // Removes many blobs durably (unknown ones are not an error), in as few requests as the store allows (S3:
   // one per 1,000). The default deletes them one by one. A failure may leave some deleted: run it again.
-  virtual xet::Status DeleteMany(BlobKind kind, std::span<const xet::Hash> hashes);
+  virtual Status DeleteMany(BlobKind kind, std::span<const xet::Hash> hashes);
 
   // A URL that lets anyone GET the whole blob until `expiry_unix` without credentials, straight from the
   // store (an S3 presigned URL); empty where the store has none (local disk). `tag` is signed into the URL
@@ -174,7 +172,7 @@ class BlobStore {
   }
 
   // Whether the store answers now (readiness): kUnavailable or kIo when it does not.
-  virtual xet::Status Ping() { return xet::Ok{}; }
+  virtual Status Ping() { return Ok{}; }
   // Where the blobs are, for messages and logs ("file:/srv/cairn/blobs", "s3://bucket at http://..."),
   // without credentials.
   virtual std::string Describe() const = 0;

@@ -17,30 +17,28 @@ class ForwardingStore : public BlobStore {
  public:
   explicit ForwardingStore(BlobStore& inner) : inner_(inner) {}
 
-  xet::Result<std::unique_ptr<BlobWriter>> BeginPut(BlobKind k, const xet::Hash& h) override {
+  Result<std::unique_ptr<BlobWriter>> BeginPut(BlobKind k, const xet::Hash& h) override {
     return inner_.BeginPut(k, h);
   }
-  xet::Result<BlobStat> Stat(BlobKind k, const xet::Hash& h) override { return inner_.Stat(k, h); }
-  xet::Status ReadRange(BlobKind k, const xet::Hash& h, uint64_t offset, std::span<uint8_t> out) override {
+  Result<BlobStat> Stat(BlobKind k, const xet::Hash& h) override { return inner_.Stat(k, h); }
+  Status ReadRange(BlobKind k, const xet::Hash& h, uint64_t offset, std::span<uint8_t> out) override {
     return inner_.ReadRange(k, h, offset, out);
   }
   std::unique_ptr<BlobReader> OpenRange(BlobKind k, const xet::Hash& h, uint64_t offset,
                                         uint64_t length) override {
     return inner_.OpenRange(k, h, offset, length);
   }
-  xet::Result<OpenBlob> OpenForRead(BlobKind k, const xet::Hash& h) override {
-    return inner_.OpenForRead(k, h);
-  }
+  Result<OpenBlob> OpenForRead(BlobKind k, const xet::Hash& h) override { return inner_.OpenForRead(k, h); }
   bool local() const override { return inner_.local(); }
-  xet::Status List(BlobKind k, const std::function<void(const xet::Hash&)>& fn) override {
+  Status List(BlobKind k, const std::function<void(const xet::Hash&)>& fn) override {
     return inner_.List(k, fn);
   }
-  xet::Result<bool> Delete(BlobKind k, const xet::Hash& h) override { return inner_.Delete(k, h); }
+  Result<bool> Delete(BlobKind k, const xet::Hash& h) override { return inner_.Delete(k, h); }
   std::string PresignedUrl(BlobKind k, const xet::Hash& h, uint64_t now, uint64_t expiry,
                            std::string_view tag) const override {
     return inner_.PresignedUrl(k, h, now, expiry, tag);
   }
-  xet::Status Ping() override { return inner_.Ping(); }
+  Status Ping() override { return inner_.Ping(); }
   std::string Describe() const override { return inner_.Describe(); }
 
  protected:

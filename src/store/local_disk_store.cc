@@ -24,45 +24,45 @@ namespace {
 
 constexpr std::string_view kTmpPrefix = ".tmp.";
 
-xet::Error Errno(std::string_view what, const std::string& path, int err = errno) {
-  return xet::IoError(std::string(what) + " " + path + ": " + ErrnoText(err));
+Error Errno(std::string_view what, const std::string& path, int err = errno) {
+  return IoError(std::string(what) + " " + path + ": " + ErrnoText(err));
 }
 
-xet::Status FsyncFd(int fd, const std::string& path) {
+Status FsyncFd(int fd, const std::string& path) {
   while (::fsync(fd) != 0) {
     if (errno != EINTR) return Errno("fsync", path);
   }
-  return xet::Ok{};
+  return Ok{};
 }
 
-xet::Status FsyncPath(const fs::path& dir) {
+Status FsyncPath(const fs::path& dir) {
   UniqueFd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (!fd.valid()) return Errno("open", dir.string());
   return FsyncFd(fd.get(), dir.string());
 }
 
 // Creates `dir` if missing; returns whether it was created.
-xet::Result<bool> MakeDir(const fs::path& dir) {
+Result<bool> MakeDir(const fs::path& dir) {
   if (::mkdir(dir.c_str(), 0755) == 0) return true;
   if (errno == EEXIST) return false;
   return Errno("mkdir", dir.string());
 }
 
-xet::Status WriteAll(int fd, std::span<const uint8_t> data, const std::string& path) {
+Status WriteAll(int fd, std::span<const uint8_t> data, const std::string& path) {
   if (const int err = WriteFull(fd, data); err != 0) return Errno("write", path, err);
-  return xet::Ok{};
+  return Ok{};
 }
 
 // Reads exactly out.size() bytes at `offset`; a short file is an error (blobs never shrink).
-xet::Status PreadAll(int fd, uint64_t offset, std::span<uint8_t> out, const std::string& path) {
+Status PreadAll(int fd, uint64_t offset, std::span<uint8_t> out, const std::string& path) {
   const int err = PreadFull(fd, offset, out);
-  if (err == kShortFile) return xet::IoError("read " + path + ": unexpected end of file");
+  if (err == kShortFile) return IoError("read " + path + ": unexpected end of file");
   if (err != 0) return Errno("read", path, err);
-  return xet::Ok{};
+  return Ok{};
 }
 
 // Whether two files of `size` bytes hold the same bytes.
-xet::Result<bool> SameBytes(int a, int b, uint64_t size, const std::string& path) {
+Result<bool> SameBytes(int a, int b, uint64_t size, const std::string& path) {
   constexpr size_t kBlock = 256 * 1024;
   std::vector<uint8_t> x(kBlock), y(kBlock);
   for (uint64_t off = 0; off < size; off += kBlock) {
@@ -75,8 +75,7 @@ xet::Result<bool> SameBytes(int a, int b, uint64_t size, const std::string& path
 }
 
 // Hands a verifier the whole file without copying it.
-xet::Result<bool> VerifyMapped(int fd, uint64_t size, const ExistingVerifier& verify,
-                               const std::string& path) {
+Result<bool> VerifyMapped(int fd, uint64_t size, const ExistingVerifier& verify, const std::string& path) {
   if (size == 0) return verify({});
   void* p = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
   if (p == MAP_FAILED) return Errno("mmap", path);
@@ -93,13 +92,13 @@ std::string UniqueTmpName(const std::string& name) {
 }
 
 // Calls fn(dir, name) for every entry of the two-level hash-prefix tree under `kind_dir`.
-xet::Status WalkBlobDirs(const fs::path& kind_dir,
-                         const std::function<void(const fs::path& dir, const std::string& name)>& fn) {
-  const auto list = [](const fs::path& dir, std::vector<std::string>& names) -> xet::Status {
+Status WalkBlobDirs(const fs::path& kind_dir,
+                    const std::function<void(const fs::path& dir, const std::string& name)>& fn) {
+  const auto list = [](const fs::path& dir, std::vector<std::string>& names) -> Status {
     names.clear();
     DIR* d = ::opendir(dir.c_str());
     if (d == nullptr) {
-      if (errno == ENOENT || errno == ENOTDIR) return xet::Ok{};  // removed meanwhile, or a stray file
+      if (errno == ENOENT || errno == ENOTDIR) return Ok{};  // removed meanwhile, or a stray file
       return Errno("opendir", dir.string());
     }
     // NOLINTNEXTLINE(concurrency-mt-unsafe): each call has its own DIR stream, which glibc makes safe
@@ -108,7 +107,7 @@ xet::Status WalkBlobDirs(const fs::path& kind_dir,
         names.emplace_back(e->d_name);
     }
     ::closedir(d);
-    return xet::Ok{};
+    return Ok{};
   };
   std::vector<std::string> l1, l2, l3;
   if (auto st = list(kind_dir, l1); !st.ok()) return st;
@@ -120,7 +119,7 @@ xet::Status WalkBlobDirs(const fs::path& kind_dir,
       for (const auto& name : l3) fn(dir, name);
     }
   }
-  return xet::Ok{};
+  return Ok{};
 }
 
 // A step's paths for the fault injector (PutStepInfo).
@@ -136,8 +135,8 @@ std::string ProcFdPath(int fd) {
 }  // namespace
 
 template <typename Paths>
-xet::Status LocalDiskStore::Inject(PutStep step, const Paths& paths) const {
-  if (!options_.fault_injector) return xet::Ok{};
+Status LocalDiskStore::Inject(PutStep step, const Paths& paths) const {
+  if (!options_.fault_injector) return Ok{};
   const StepPaths p = paths();
   return options_.fault_injector(PutStepInfo{.step = step, .path = p.path, .target = p.target});
 }
@@ -157,25 +156,25 @@ class LocalDiskStore::Writer final : public BlobWriter {
 
   ~Writer() override { Discard(); }
 
-  xet::Status Append(std::span<const uint8_t> data) override {
-    if (state_ != State::kOpen) return xet::IoError("put of " + FinalPath() + " is no longer open");
-    xet::Status st = store_->Inject(PutStep::kWrite, [&] { return StepPaths{OpenPath(), {}}; });
+  Status Append(std::span<const uint8_t> data) override {
+    if (state_ != State::kOpen) return IoError("put of " + FinalPath() + " is no longer open");
+    Status st = store_->Inject(PutStep::kWrite, [&] { return StepPaths{OpenPath(), {}}; });
     if (st.ok()) st = WriteAll(file_.get(), data, TmpPath());
     if (!st.ok()) return Fail(st.error());
     appended_ += data.size();
-    return xet::Ok{};
+    return Ok{};
   }
 
   std::unique_ptr<BlobFlusher> NewFlusher() override;
 
   int ReadableFd() const override { return state_ == State::kOpen ? file_.get() : -1; }
 
-  xet::Result<PutOutcome> Commit(const PutOptions& options) override {
-    if (state_ != State::kOpen) return xet::IoError("put of " + FinalPath() + " is no longer open");
+  Result<PutOutcome> Commit(const PutOptions& options) override {
+    if (state_ != State::kOpen) return IoError("put of " + FinalPath() + " is no longer open");
     // A failed flush reported the write error to the flusher alone (the kernel reports it once per open file
     // description, which the flusher shares): the fsync below could succeed over lost pages.
-    if (flush_failed_->load()) return Fail(xet::IoError("an earlier flush of " + TmpPath() + " failed"));
-    xet::Status st = store_->Inject(PutStep::kFsyncFile, [&] { return StepPaths{OpenPath(), {}}; });
+    if (flush_failed_->load()) return Fail(IoError("an earlier flush of " + TmpPath() + " failed"));
+    Status st = store_->Inject(PutStep::kFsyncFile, [&] { return StepPaths{OpenPath(), {}}; });
     if (st.ok()) st = FsyncFd(file_.get(), TmpPath());
     if (!st.ok()) return Fail(st.error());
 
@@ -195,7 +194,7 @@ class LocalDiskStore::Writer final : public BlobWriter {
         outcome.replaced_corrupt = replace;
         break;
       }
-      if (round == 1) return Fail(xet::IoError("could not claim " + FinalPath()));
+      if (round == 1) return Fail(IoError("could not claim " + FinalPath()));
     }
     st = store_->Inject(PutStep::kFsyncDir, [&] { return StepPaths{dir_path_, {}}; });
     // Also when the blob was already there: whoever linked it may not have synced the directory yet.
@@ -221,7 +220,7 @@ class LocalDiskStore::Writer final : public BlobWriter {
     return tmp_name_.empty() ? ProcFdPath(file_.get()) : dir_path_ + "/" + tmp_name_;
   }
 
-  xet::Error Fail(xet::Error e) {
+  Error Fail(Error e) {
     state_ = State::kFailed;
     Discard();
     return e;
@@ -234,7 +233,7 @@ class LocalDiskStore::Writer final : public BlobWriter {
     file_.reset();
   }
 
-  xet::Result<Existing> CheckExisting(const PutOptions& options) {
+  Result<Existing> CheckExisting(const PutOptions& options) {
     UniqueFd fd(::openat(dir_.get(), name_.c_str(), O_RDONLY | O_CLOEXEC));
     if (!fd.valid()) {
       if (errno == ENOENT) return Existing::kAbsent;
@@ -251,7 +250,7 @@ class LocalDiskStore::Writer final : public BlobWriter {
   }
 
   // Gives the temporary file its final name. Returns false when another put took the (free) name first.
-  xet::Result<bool> Link(bool replace) {
+  Result<bool> Link(bool replace) {
     if (auto st = store_->Inject(PutStep::kLink,
                                  [&] {
                                    return StepPaths{OpenPath(), FinalPath()};
@@ -308,8 +307,8 @@ class LocalDiskStore::Flusher final : public BlobFlusher {
         named_(std::move(named)),
         failed_(std::move(failed)) {}
 
-  xet::Status Flush() override {
-    xet::Status st = store_->Inject(PutStep::kFsyncFile, [&] {
+  Status Flush() override {
+    Status st = store_->Inject(PutStep::kFsyncFile, [&] {
       return StepPaths{named_.empty() ? ProcFdPath(fd_.get()) : named_, {}};
     });
     if (st.ok()) st = FsyncFd(fd_.get(), path_);
@@ -338,8 +337,7 @@ std::unique_ptr<BlobFlusher> LocalDiskStore::Writer::NewFlusher() {
 LocalDiskStore::LocalDiskStore(fs::path root, LocalDiskOptions options)
     : root_(std::move(root)), options_(std::move(options)) {}
 
-xet::Result<std::unique_ptr<LocalDiskStore>> LocalDiskStore::Open(const fs::path& root,
-                                                                  LocalDiskOptions options) {
+Result<std::unique_ptr<LocalDiskStore>> LocalDiskStore::Open(const fs::path& root, LocalDiskOptions options) {
   std::unique_ptr<LocalDiskStore> store(new LocalDiskStore(root, std::move(options)));
   // The syncs also when the directories existed: a process that crashed after creating them may have left
   // their entries not durable yet (as OpenBlobDir). Two syncs per start.
@@ -376,18 +374,18 @@ fs::path LocalDiskStore::PathOf(BlobKind kind, const xet::Hash& hash) const {
   return KindDir(kind) / hex.substr(0, 2) / hex.substr(2, 2) / hex;
 }
 
-xet::Status LocalDiskStore::MakeDirStep(const fs::path& dir) const {
+Status LocalDiskStore::MakeDirStep(const fs::path& dir) const {
   if (auto st = Inject(PutStep::kMakeDir, [&] { return StepPaths{dir.string(), {}}; }); !st.ok()) return st;
   if (auto made = MakeDir(dir); !made.ok()) return made.error();
-  return xet::Ok{};
+  return Ok{};
 }
 
-xet::Status LocalDiskStore::SyncDirStep(const fs::path& dir) const {
+Status LocalDiskStore::SyncDirStep(const fs::path& dir) const {
   if (auto st = Inject(PutStep::kFsyncDir, [&] { return StepPaths{dir.string(), {}}; }); !st.ok()) return st;
   return FsyncPath(dir);
 }
 
-xet::Result<UniqueFd> LocalDiskStore::OpenBlobDir(BlobKind kind, const xet::Hash& hash) {
+Result<UniqueFd> LocalDiskStore::OpenBlobDir(BlobKind kind, const xet::Hash& hash) {
   const fs::path dir = PathOf(kind, hash).parent_path();
   bool known;
   {
@@ -409,7 +407,7 @@ xet::Result<UniqueFd> LocalDiskStore::OpenBlobDir(BlobKind kind, const xet::Hash
   return fd;
 }
 
-xet::Result<std::unique_ptr<BlobWriter>> LocalDiskStore::BeginPut(BlobKind kind, const xet::Hash& hash) {
+Result<std::unique_ptr<BlobWriter>> LocalDiskStore::BeginPut(BlobKind kind, const xet::Hash& hash) {
   auto dir = OpenBlobDir(kind, hash);
   if (!dir.ok()) return dir.error();
   const std::string dir_path = PathOf(kind, hash).parent_path().string();
@@ -432,7 +430,7 @@ xet::Result<std::unique_ptr<BlobWriter>> LocalDiskStore::BeginPut(BlobKind kind,
       std::make_unique<Writer>(this, name, dir_path, std::move(*dir), std::move(file), std::move(tmp_name)));
 }
 
-xet::Result<BlobStat> LocalDiskStore::Stat(BlobKind kind, const xet::Hash& hash) {
+Result<BlobStat> LocalDiskStore::Stat(BlobKind kind, const xet::Hash& hash) {
   struct stat st {};
   const fs::path p = PathOf(kind, hash);
   if (::stat(p.c_str(), &st) != 0) {
@@ -442,42 +440,41 @@ xet::Result<BlobStat> LocalDiskStore::Stat(BlobKind kind, const xet::Hash& hash)
   return BlobStat{.exists = true, .size = static_cast<uint64_t>(st.st_size)};
 }
 
-xet::Result<OpenBlob> LocalDiskStore::OpenForRead(BlobKind kind, const xet::Hash& hash) {
+Result<OpenBlob> LocalDiskStore::OpenForRead(BlobKind kind, const xet::Hash& hash) {
   const fs::path p = PathOf(kind, hash);
   // A blob is a regular file its put made: a FIFO, a device or a symbolic link in its place (a bundle's or a
   // backup's objects are someone else's directory) is refused rather than waited on or followed.
   int raw = -1;
   const int err = OpenRegularFile(p.c_str(), &raw);
   UniqueFd fd(raw);
-  if (err == ENOENT) return xet::NotFound("no " + std::string(BlobKindName(kind)) + " " + hash.hex());
+  if (err == ENOENT) return NotFound("no " + std::string(BlobKindName(kind)) + " " + hash.hex());
   if (err == kNotRegularFile || err == kSymbolicLink)
-    return xet::Malformed(p.string() + " is " + OpenErrorText(err) + ", not a " +
-                          std::string(BlobKindName(kind)));
+    return Malformed(p.string() + " is " + OpenErrorText(err) + ", not a " + std::string(BlobKindName(kind)));
   if (err != 0) return Errno("open", p.string(), err);
   struct stat st {};
   if (::fstat(fd.get(), &st) != 0) return Errno("stat", p.string());
   return OpenBlob{.fd = std::move(fd), .size = static_cast<uint64_t>(st.st_size)};
 }
 
-xet::Status LocalDiskStore::ReadRange(BlobKind kind, const xet::Hash& hash, uint64_t offset,
-                                      std::span<uint8_t> out) {
+Status LocalDiskStore::ReadRange(BlobKind kind, const xet::Hash& hash, uint64_t offset,
+                                 std::span<uint8_t> out) {
   auto blob = OpenForRead(kind, hash);
   if (!blob.ok()) return blob.error();
   if (offset > blob->size || out.size() > blob->size - offset) {
-    return xet::Inconsistent("range [" + std::to_string(offset) + ", +" + std::to_string(out.size()) +
-                             ") is outside " + std::string(BlobKindName(kind)) + " " + hash.hex() + " of " +
-                             std::to_string(blob->size) + " bytes");
+    return Inconsistent("range [" + std::to_string(offset) + ", +" + std::to_string(out.size()) +
+                        ") is outside " + std::string(BlobKindName(kind)) + " " + hash.hex() + " of " +
+                        std::to_string(blob->size) + " bytes");
   }
   return PreadAll(blob->fd.get(), offset, out, PathOf(kind, hash).string());
 }
 
-xet::Status LocalDiskStore::List(BlobKind kind, const std::function<void(const xet::Hash&)>& fn) {
+Status LocalDiskStore::List(BlobKind kind, const std::function<void(const xet::Hash&)>& fn) {
   return WalkBlobDirs(KindDir(kind), [&](const fs::path&, const std::string& name) {
     if (auto h = xet::Hash::FromHex(name)) fn(*h);
   });
 }
 
-xet::Result<bool> LocalDiskStore::Delete(BlobKind kind, const xet::Hash& hash) {
+Result<bool> LocalDiskStore::Delete(BlobKind kind, const xet::Hash& hash) {
   const fs::path p = PathOf(kind, hash);
   if (::unlink(p.c_str()) != 0) {
     if (errno == ENOENT) return false;

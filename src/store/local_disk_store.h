@@ -52,7 +52,7 @@ struct PutStepInfo {
 // must synchronize itself. Failures: a returned error is treated as if the system call had failed (the
 // step does not run, the put or Open fails with that error and cleans up as after a real failure). Unset
 // (the default), nothing is called and no path is built.
-using FaultInjector = std::function<xet::Status(const PutStepInfo&)>;
+using FaultInjector = std::function<Status(const PutStepInfo&)>;
 
 struct LocalDiskOptions {
   // Use O_TMPFILE + linkat when the file system allows it. Off: always a named temporary file.
@@ -63,16 +63,15 @@ struct LocalDiskOptions {
 class LocalDiskStore final : public BlobStore {
  public:
   // Creates <root>, <root>/xorbs and <root>/shards as needed and removes leftover temporary files.
-  static xet::Result<std::unique_ptr<LocalDiskStore>> Open(const std::filesystem::path& root,
-                                                           LocalDiskOptions options = {});
+  static Result<std::unique_ptr<LocalDiskStore>> Open(const std::filesystem::path& root,
+                                                      LocalDiskOptions options = {});
 
-  xet::Result<std::unique_ptr<BlobWriter>> BeginPut(BlobKind kind, const xet::Hash& hash) override;
-  xet::Result<BlobStat> Stat(BlobKind kind, const xet::Hash& hash) override;
-  xet::Status ReadRange(BlobKind kind, const xet::Hash& hash, uint64_t offset,
-                        std::span<uint8_t> out) override;
-  xet::Result<OpenBlob> OpenForRead(BlobKind kind, const xet::Hash& hash) override;
-  xet::Status List(BlobKind kind, const std::function<void(const xet::Hash&)>& fn) override;
-  xet::Result<bool> Delete(BlobKind kind, const xet::Hash& hash) override;
+  Result<std::unique_ptr<BlobWriter>> BeginPut(BlobKind kind, const xet::Hash& hash) override;
+  Result<BlobStat> Stat(BlobKind kind, const xet::Hash& hash) override;
+  Status ReadRange(BlobKind kind, const xet::Hash& hash, uint64_t offset, std::span<uint8_t> out) override;
+  Result<OpenBlob> OpenForRead(BlobKind kind, const xet::Hash& hash) override;
+  Status List(BlobKind kind, const std::function<void(const xet::Hash&)>& fn) override;
+  Result<bool> Delete(BlobKind kind, const xet::Hash& hash) override;
   std::string Describe() const override { return "file:" + root_.string(); }
 
   // Where a blob lives (whether or not it exists).
@@ -88,12 +87,12 @@ class LocalDiskStore final : public BlobStore {
   // Calls the fault injector, if any, on {step, paths()}: paths() (returning the path and the target) runs
   // only when an injector is set.
   template <typename Paths>
-  xet::Status Inject(PutStep step, const Paths& paths) const;
+  Status Inject(PutStep step, const Paths& paths) const;
   // Creates `dir` if missing / syncs its entries, each after the fault injector saw the step.
-  xet::Status MakeDirStep(const std::filesystem::path& dir) const;
-  xet::Status SyncDirStep(const std::filesystem::path& dir) const;
+  Status MakeDirStep(const std::filesystem::path& dir) const;
+  Status SyncDirStep(const std::filesystem::path& dir) const;
   // Creates the blob's directory and makes its entry in every parent durable (once per process).
-  xet::Result<UniqueFd> OpenBlobDir(BlobKind kind, const xet::Hash& hash);
+  Result<UniqueFd> OpenBlobDir(BlobKind kind, const xet::Hash& hash);
 
   const std::filesystem::path root_;
   const LocalDiskOptions options_;

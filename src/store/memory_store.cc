@@ -26,14 +26,14 @@ class MemoryStore::Writer final : public BlobWriter {
   Writer(MemoryStore* store, BlobKind kind, const xet::Hash& hash)
       : store_(store), kind_(kind), hash_(hash) {}
 
-  xet::Status Append(std::span<const uint8_t> data) override {
-    if (done_) return xet::IoError("append after commit");
+  Status Append(std::span<const uint8_t> data) override {
+    if (done_) return IoError("append after commit");
     bytes_.insert(bytes_.end(), data.begin(), data.end());
-    return xet::Ok{};
+    return Ok{};
   }
 
-  xet::Result<PutOutcome> Commit(const PutOptions& options) override {
-    if (done_) return xet::IoError("commit called twice");
+  Result<PutOutcome> Commit(const PutOptions& options) override {
+    if (done_) return IoError("commit called twice");
     done_ = true;
     return store_->Commit(kind_, hash_, std::move(bytes_), options);
   }
@@ -48,12 +48,12 @@ class MemoryStore::Writer final : public BlobWriter {
   bool done_ = false;
 };
 
-xet::Result<std::unique_ptr<BlobWriter>> MemoryStore::BeginPut(BlobKind kind, const xet::Hash& hash) {
+Result<std::unique_ptr<BlobWriter>> MemoryStore::BeginPut(BlobKind kind, const xet::Hash& hash) {
   return std::unique_ptr<BlobWriter>(std::make_unique<Writer>(this, kind, hash));
 }
 
-xet::Result<PutOutcome> MemoryStore::Commit(BlobKind kind, const xet::Hash& hash, std::vector<uint8_t> bytes,
-                                            const PutOptions& options) {
+Result<PutOutcome> MemoryStore::Commit(BlobKind kind, const xet::Hash& hash, std::vector<uint8_t> bytes,
+                                       const PutOptions& options) {
   auto fresh = std::make_shared<const std::vector<uint8_t>>(std::move(bytes));
   // Verify outside the lock (it may be slow); a racing put of the same hash stores equal bytes anyway.
   if (Bytes existing = Find(kind, hash)) {
@@ -75,40 +75,39 @@ MemoryStore::Bytes MemoryStore::Find(BlobKind kind, const xet::Hash& hash) {
   return it == blobs_.end() ? nullptr : it->second;
 }
 
-xet::Result<BlobStat> MemoryStore::Stat(BlobKind kind, const xet::Hash& hash) {
+Result<BlobStat> MemoryStore::Stat(BlobKind kind, const xet::Hash& hash) {
   Bytes b = Find(kind, hash);
   if (!b) return BlobStat{};
   return BlobStat{.exists = true, .size = b->size()};
 }
 
-xet::Status MemoryStore::ReadRange(BlobKind kind, const xet::Hash& hash, uint64_t offset,
-                                   std::span<uint8_t> out) {
+Status MemoryStore::ReadRange(BlobKind kind, const xet::Hash& hash, uint64_t offset, std::span<uint8_t> out) {
   Bytes b = Find(kind, hash);
-  if (!b) return xet::NotFound("no " + BlobName(kind, hash));
+  if (!b) return NotFound("no " + BlobName(kind, hash));
   if (offset > b->size() || out.size() > b->size() - offset) {
-    return xet::Inconsistent("range [" + std::to_string(offset) + ", +" + std::to_string(out.size()) +
-                             ") is outside " + BlobName(kind, hash) + " of " + std::to_string(b->size()) +
-                             " bytes");
+    return Inconsistent("range [" + std::to_string(offset) + ", +" + std::to_string(out.size()) +
+                        ") is outside " + BlobName(kind, hash) + " of " + std::to_string(b->size()) +
+                        " bytes");
   }
   std::copy_n(b->begin() + static_cast<std::ptrdiff_t>(offset), out.size(), out.begin());
-  return xet::Ok{};
+  return Ok{};
 }
 
-xet::Result<OpenBlob> MemoryStore::OpenForRead(BlobKind kind, const xet::Hash& hash) {
+Result<OpenBlob> MemoryStore::OpenForRead(BlobKind kind, const xet::Hash& hash) {
   Bytes b = Find(kind, hash);
-  if (!b) return xet::NotFound("no " + BlobName(kind, hash));
+  if (!b) return NotFound("no " + BlobName(kind, hash));
   UniqueFd fd(::memfd_create("cairn-blob", MFD_CLOEXEC | MFD_ALLOW_SEALING));
-  if (!fd.valid()) return xet::IoError(std::string("memfd_create: ") + ErrnoText(errno));
+  if (!fd.valid()) return IoError(std::string("memfd_create: ") + ErrnoText(errno));
   if (const int err = WriteFull(fd.get(), *b); err != 0)
-    return xet::IoError(std::string("memfd write: ") + ErrnoText(err));
+    return IoError(std::string("memfd write: ") + ErrnoText(err));
   // Sealed so the caller sees what a read-only file gives: the bytes cannot change under it.
   if (::fcntl(fd.get(), F_ADD_SEALS, F_SEAL_WRITE | F_SEAL_GROW | F_SEAL_SHRINK | F_SEAL_SEAL) != 0) {
-    return xet::IoError(std::string("memfd seal: ") + ErrnoText(errno));
+    return IoError(std::string("memfd seal: ") + ErrnoText(errno));
   }
   return OpenBlob{.fd = std::move(fd), .size = b->size()};
 }
 
-xet::Status MemoryStore::List(BlobKind kind, const std::function<void(const xet::Hash&)>& fn) {
+Status MemoryStore::List(BlobKind kind, const std::function<void(const xet::Hash&)>& fn) {
   std::vector<xet::Hash> hashes;
   {
     std::lock_guard lock(mu_);
@@ -117,10 +116,10 @@ xet::Status MemoryStore::List(BlobKind kind, const std::function<void(const xet:
     }
   }
   for (const auto& h : hashes) fn(h);  // outside the lock: fn may call back into the store
-  return xet::Ok{};
+  return Ok{};
 }
 
-xet::Result<bool> MemoryStore::Delete(BlobKind kind, const xet::Hash& hash) {
+Result<bool> MemoryStore::Delete(BlobKind kind, const xet::Hash& hash) {
   std::lock_guard lock(mu_);
   return blobs_.erase({kind, hash}) > 0;
 }

@@ -16,13 +16,12 @@ class MemoryStore final : public BlobStore {
  public:
   MemoryStore() = default;
 
-  xet::Result<std::unique_ptr<BlobWriter>> BeginPut(BlobKind kind, const xet::Hash& hash) override;
-  xet::Result<BlobStat> Stat(BlobKind kind, const xet::Hash& hash) override;
-  xet::Status ReadRange(BlobKind kind, const xet::Hash& hash, uint64_t offset,
-                        std::span<uint8_t> out) override;
-  xet::Result<OpenBlob> OpenForRead(BlobKind kind, const xet::Hash& hash) override;
-  xet::Status List(BlobKind kind, const std::function<void(const xet::Hash&)>& fn) override;
-  xet::Result<bool> Delete(BlobKind kind, const xet::Hash& hash) override;
+  Result<std::unique_ptr<BlobWriter>> BeginPut(BlobKind kind, const xet::Hash& hash) override;
+  Result<BlobStat> Stat(BlobKind kind, const xet::Hash& hash) override;
+  Status ReadRange(BlobKind kind, const xet::Hash& hash, uint64_t offset, std::span<uint8_t> out) override;
+  Result<OpenBlob> OpenForRead(BlobKind kind, const xet::Hash& hash) override;
+  Status List(BlobKind kind, const std::function<void(const xet::Hash&)>& fn) override;
+  Result<bool> Delete(BlobKind kind, const xet::Hash& hash) override;
   std::string Describe() const override { return "memory"; }
 
   // Test hook: replaces a blob's bytes without any checks (simulates on-media corruption).
@@ -34,8 +33,8 @@ class MemoryStore final : public BlobStore {
   using Bytes = std::shared_ptr<const std::vector<uint8_t>>;
 
   Bytes Find(BlobKind kind, const xet::Hash& hash);
-  xet::Result<PutOutcome> Commit(BlobKind kind, const xet::Hash& hash, std::vector<uint8_t> bytes,
-                                 const PutOptions& options);
+  Result<PutOutcome> Commit(BlobKind kind, const xet::Hash& hash, std::vector<uint8_t> bytes,
+                            const PutOptions& options);
 
   std::mutex mu_;
   std::map<Key, Bytes> blobs_;  // values are immutable and shared, so readers copy outside the lock

@@ -5,7 +5,7 @@
 
 namespace cairn::store {
 
-xet::Result<StoreLocation> ParseStoreUrl(std::string_view url) {
+Result<StoreLocation> ParseStoreUrl(std::string_view url) {
   StoreLocation where;
   if (url.starts_with("file:") && url.size() > 5) {
     where.kind = StoreLocation::Kind::kFile;
@@ -18,15 +18,14 @@ xet::Result<StoreLocation> ParseStoreUrl(std::string_view url) {
     const size_t slash = rest.find('/');
     where.bucket = std::string(rest.substr(0, slash));
     if (slash != std::string_view::npos) where.prefix = std::string(rest.substr(slash + 1));
-    if (where.bucket.empty()) return xet::Malformed("store URL " + std::string(url) + " names no bucket");
+    if (where.bucket.empty()) return Malformed("store URL " + std::string(url) + " names no bucket");
     if (!where.prefix.empty() && !where.prefix.ends_with('/')) where.prefix += '/';
     return where;
   }
-  return xet::Malformed("store URL must be file:PATH or s3://BUCKET[/PREFIX], not \"" + std::string(url) +
-                        "\"");
+  return Malformed("store URL must be file:PATH or s3://BUCKET[/PREFIX], not \"" + std::string(url) + "\"");
 }
 
-xet::Result<std::unique_ptr<BlobStore>> OpenStore(std::string_view url, const OpenStoreOptions& options) {
+Result<std::unique_ptr<BlobStore>> OpenStore(std::string_view url, const OpenStoreOptions& options) {
   auto where = ParseStoreUrl(url);
   if (!where) return where.error();
   if (where->kind == StoreLocation::Kind::kFile) {

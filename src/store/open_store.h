@@ -21,7 +21,7 @@ struct StoreLocation {
 };
 
 // Parses a store URL (nothing is contacted).
-xet::Result<StoreLocation> ParseStoreUrl(std::string_view url);
+Result<StoreLocation> ParseStoreUrl(std::string_view url);
 
 struct OpenStoreOptions {
   S3Options s3;  // for s3:// (its bucket is taken from the URL)
@@ -31,6 +31,6 @@ struct OpenStoreOptions {
 
 // Opens the store at `url`: creates a local directory as needed; checks that an S3 bucket answers with the
 // credentials given (one clear error when it does not).
-xet::Result<std::unique_ptr<BlobStore>> OpenStore(std::string_view url, const OpenStoreOptions& options = {});
+Result<std::unique_ptr<BlobStore>> OpenStore(std::string_view url, const OpenStoreOptions& options = {});
 
 }  // namespace cairn::store

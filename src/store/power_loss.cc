@@ -17,13 +17,13 @@ namespace fs = std::filesystem;
 
 namespace {
 
-xet::Error SysError(const std::string& what, const std::string& path, int err = errno) {
-  return xet::IoError("power-loss tracker: " + what + " " + path + ": " +
-                      std::error_code(err, std::generic_category()).message());
+Error SysError(const std::string& what, const std::string& path, int err = errno) {
+  return IoError("power-loss tracker: " + what + " " + path + ": " +
+                 std::error_code(err, std::generic_category()).message());
 }
 
 // The whole content of the file `path` opens (following /proc/self/fd links), and its inode.
-xet::Status ReadWhole(const std::string& path, ino_t* inode, std::vector<uint8_t>* out) {
+Status ReadWhole(const std::string& path, ino_t* inode, std::vector<uint8_t>* out) {
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!fd.valid()) return SysError("open", path);
   struct stat st {};
@@ -39,14 +39,14 @@ xet::Status ReadWhole(const std::string& path, ino_t* inode, std::vector<uint8_t
     done += static_cast<size_t>(n);
   }
   out->resize(done);
-  return xet::Ok{};
+  return Ok{};
 }
 
-xet::Status WriteWhole(const fs::path& path, const std::vector<uint8_t>& data) {
+Status WriteWhole(const fs::path& path, const std::vector<uint8_t>& data) {
   UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
   if (!fd.valid()) return SysError("create", path.string());
   if (const int err = WriteFull(fd.get(), data); err != 0) return SysError("write", path.string(), err);
-  return xet::Ok{};
+  return Ok{};
 }
 
 }  // namespace
@@ -60,24 +60,24 @@ std::string PowerLossTracker::Key(const fs::path& p) {
   return n.string();
 }
 
-xet::Status PowerLossTracker::Baseline() {
+Status PowerLossTracker::Baseline() {
   std::lock_guard lock(mu_);
   dirs_.clear();
   files_.clear();
   std::error_code ec;
   fs::create_directories(root_, ec);
-  if (ec) return xet::IoError("power-loss tracker: create " + root_.string() + ": " + ec.message());
+  if (ec) return IoError("power-loss tracker: create " + root_.string() + ": " + ec.message());
   return BaselineLocked(root_);
 }
 
-xet::Status PowerLossTracker::BaselineLocked(const fs::path& dir) {
+Status PowerLossTracker::BaselineLocked(const fs::path& dir) {
   if (auto st = SnapshotDir(Key(dir)); !st.ok()) return st;
   for (const auto& [name, entry] : dirs_[Key(dir)]) {
     const fs::path p = dir / name;
     auto st = entry.dir ? BaselineLocked(p) : SnapshotFile(p.string());
     if (!st.ok()) return st;
   }
-  return xet::Ok{};
+  return Ok{};
 }
 
 FaultInjector PowerLossTracker::Injector() {
@@ -110,30 +110,30 @@ void PowerLossTracker::Ignore(std::function<bool(const PutStepInfo&)> ignore) {
   ignore_ = std::move(ignore);
 }
 
-xet::Status PowerLossTracker::OnStep(const PutStepInfo& step) {
+Status PowerLossTracker::OnStep(const PutStepInfo& step) {
   std::lock_guard lock(mu_);
   const size_t index = steps_++;
   if (crash_at_ == index) crashed_ = true;
-  if (crashed_) return xet::IoError("simulated power cut before step " + std::to_string(index));
+  if (crashed_) return IoError("simulated power cut before step " + std::to_string(index));
   if (!failure_.ok()) return failure_;
-  if (ignore_ && ignore_(step)) return xet::Ok{};
+  if (ignore_ && ignore_(step)) return Ok{};
   if (auto st = Record(step); !st.ok()) {
     failure_ = st;
     return st;
   }
-  return xet::Ok{};
+  return Ok{};
 }
 
 // The step is about to run (and, on the test's file system, will succeed): what it makes durable, the model
 // takes as durable now. A sync only makes durable what is already there, so taking the state just before it
 // is exact for the caller's own writes (and at worst misses a concurrent write, losing more).
-xet::Status PowerLossTracker::Record(const PutStepInfo& step) {
+Status PowerLossTracker::Record(const PutStepInfo& step) {
   switch (step.step) {
     case PutStep::kCreate:
       fresh_file_ = true;
-      return xet::Ok{};
+      return Ok{};
     case PutStep::kMakeDir:
-      return xet::Ok{};  // durable with its parent's next sync
+      return Ok{};  // durable with its parent's next sync
     case PutStep::kFsyncDir:
       return SnapshotDir(Key(fs::path(step.path)));
     case PutStep::kWrite:
@@ -149,18 +149,18 @@ xet::Status PowerLossTracker::Record(const PutStepInfo& step) {
     fresh_file_ = false;
   }
   if (step.step == PutStep::kFsyncFile) return SnapshotFile(std::string(step.path));
-  return xet::Ok{};  // a write or a new name: nothing durable until the syncs
+  return Ok{};  // a write or a new name: nothing durable until the syncs
 }
 
-xet::Status PowerLossTracker::SnapshotFile(const std::string& path) {
+Status PowerLossTracker::SnapshotFile(const std::string& path) {
   ino_t inode = 0;
   std::vector<uint8_t> bytes;
   if (auto st = ReadWhole(path, &inode, &bytes); !st.ok()) return st;
   files_[inode] = std::move(bytes);
-  return xet::Ok{};
+  return Ok{};
 }
 
-xet::Status PowerLossTracker::SnapshotDir(const std::string& dir) {
+Status PowerLossTracker::SnapshotDir(const std::string& dir) {
   Entries entries;
   std::error_code ec;
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
@@ -171,21 +171,21 @@ xet::Status PowerLossTracker::SnapshotDir(const std::string& dir) {
     }
     entries[it->path().filename().string()] = Entry{.dir = S_ISDIR(st.st_mode), .inode = st.st_ino};
   }
-  if (ec) return xet::IoError("power-loss tracker: list " + dir + ": " + ec.message());
+  if (ec) return IoError("power-loss tracker: list " + dir + ": " + ec.message());
   dirs_[dir] = std::move(entries);
-  return xet::Ok{};
+  return Ok{};
 }
 
-xet::Status PowerLossTracker::PowerLoss() {
+Status PowerLossTracker::PowerLoss() {
   {
     std::lock_guard lock(mu_);
     if (!failure_.ok()) return failure_;
     std::error_code ec;
     for (fs::directory_iterator it(root_, ec), end; !ec && it != end; it.increment(ec)) {
       fs::remove_all(it->path(), ec);
-      if (ec) return xet::IoError("power-loss tracker: remove " + it->path().string() + ": " + ec.message());
+      if (ec) return IoError("power-loss tracker: remove " + it->path().string() + ": " + ec.message());
     }
-    if (ec) return xet::IoError("power-loss tracker: list " + root_.string() + ": " + ec.message());
+    if (ec) return IoError("power-loss tracker: list " + root_.string() + ": " + ec.message());
     if (auto st = Materialize(root_); !st.ok()) return st;
     crash_at_.reset();
     crashed_ = false;
@@ -194,9 +194,9 @@ xet::Status PowerLossTracker::PowerLoss() {
   return Baseline();
 }
 
-xet::Status PowerLossTracker::Materialize(const fs::path& dir) const {
+Status PowerLossTracker::Materialize(const fs::path& dir) const {
   const auto it = dirs_.find(Key(dir));
-  if (it == dirs_.end()) return xet::Ok{};  // created, never synced: empty
+  if (it == dirs_.end()) return Ok{};  // created, never synced: empty
   for (const auto& [name, entry] : it->second) {
     const fs::path p = dir / name;
     if (entry.dir) {
@@ -208,7 +208,7 @@ xet::Status PowerLossTracker::Materialize(const fs::path& dir) const {
     static const std::vector<uint8_t> kNone;
     if (auto st = WriteWhole(p, file == files_.end() ? kNone : file->second); !st.ok()) return st;
   }
-  return xet::Ok{};
+  return Ok{};
 }
 
 }  // namespace cairn::store::testing

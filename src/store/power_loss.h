@@ -46,7 +46,7 @@ class PowerLossTracker {
   PowerLossTracker& operator=(const PowerLossTracker&) = delete;
 
   // Takes everything under root, as it is now, as durable (reads every file).
-  xet::Status Baseline();
+  Status Baseline();
   // The fault injector to give the store: it records each step, and fails it from a crash on.
   FaultInjector Injector();
 
@@ -64,7 +64,7 @@ class PowerLossTracker {
 
   // Rewrites root to its durable state, then takes that as the new baseline. Close the store (and every
   // descriptor into root) first. Also the tracker's own errors (a file it could not read) surface here.
-  xet::Status PowerLoss();
+  Status PowerLoss();
 
  private:
   struct Entry {
@@ -73,12 +73,12 @@ class PowerLossTracker {
   };
   using Entries = std::map<std::string, Entry>;
 
-  xet::Status OnStep(const PutStepInfo& step);
-  xet::Status Record(const PutStepInfo& step);
-  xet::Status SnapshotDir(const std::string& dir);
-  xet::Status SnapshotFile(const std::string& path);
-  xet::Status BaselineLocked(const std::filesystem::path& dir);
-  xet::Status Materialize(const std::filesystem::path& dir) const;
+  Status OnStep(const PutStepInfo& step);
+  Status Record(const PutStepInfo& step);
+  Status SnapshotDir(const std::string& dir);
+  Status SnapshotFile(const std::string& path);
+  Status BaselineLocked(const std::filesystem::path& dir);
+  Status Materialize(const std::filesystem::path& dir) const;
   static std::string Key(const std::filesystem::path& p);
 
   const std::filesystem::path root_;
@@ -89,8 +89,8 @@ class PowerLossTracker {
   size_t steps_ = 0;
   std::optional<size_t> crash_at_;
   bool crashed_ = false;
-  bool fresh_file_ = false;          // a kCreate ran: the next file step names a new file
-  xet::Status failure_ = xet::Ok{};  // the first error the tracker met
+  bool fresh_file_ = false;  // a kCreate ran: the next file step names a new file
+  Status failure_ = Ok{};    // the first error the tracker met
 };
 
 }  // namespace cairn::store::testing

@@ -174,19 +174,19 @@ size_t ReadPieces(char* out, size_t size, size_t n, void* user) {
 
 }  // namespace
 
-xet::Result<std::unique_ptr<S3Client>> S3Client::Create(S3Options options) {
-  if (options.bucket.empty()) return xet::Malformed("S3: no bucket named");
+Result<std::unique_ptr<S3Client>> S3Client::Create(S3Options options) {
+  if (options.bucket.empty()) return Malformed("S3: no bucket named");
   for (const char c : options.bucket) {
     if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '.' || c == '_'))
-      return xet::Malformed("S3: bucket name '" + options.bucket + "' has a character buckets cannot have");
+      return Malformed("S3: bucket name '" + options.bucket + "' has a character buckets cannot have");
   }
-  if (options.region.empty()) return xet::Malformed("S3: s3_region is empty");
+  if (options.region.empty()) return Malformed("S3: s3_region is empty");
   if (options.endpoint.empty()) options.endpoint = "https://s3." + options.region + ".amazonaws.com";
   while (options.endpoint.ends_with('/')) options.endpoint.pop_back();
   if (!options.endpoint.starts_with("http://") && !options.endpoint.starts_with("https://"))
-    return xet::Malformed("S3: s3_endpoint '" + options.endpoint + "' is not an http:// or https:// URL");
+    return Malformed("S3: s3_endpoint '" + options.endpoint + "' is not an http:// or https:// URL");
   if (options.access_key.empty() || options.secret_key.empty())
-    return xet::Malformed(
+    return Malformed(
         "S3: no credentials (set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or s3_access_key_id and "
         "s3_secret_access_key)");
   if (options.max_connections == 0) options.max_connections = 1;
@@ -311,9 +311,9 @@ CURLcode Perform(CURL* c, CURLM* m) {
 
 }  // namespace
 
-xet::Result<S3Response> S3Client::Attempt(Handle& h, const S3Request& request, std::string* transport_error) {
+Result<S3Response> S3Client::Attempt(Handle& h, const S3Request& request, std::string* transport_error) {
   CURL* c = h.curl;
-  if (c == nullptr || h.multi == nullptr) return xet::IoError("S3: curl_easy_init failed");
+  if (c == nullptr || h.multi == nullptr) return IoError("S3: curl_easy_init failed");
   S3Response res;
   Exchange ex{&request, &res, options_.max_response_bytes, false};
   const std::string url = Url(request.key, request.query);
@@ -375,7 +375,7 @@ xet::Result<S3Response> S3Client::Attempt(Handle& h, const S3Request& request, s
   curl_slist_free_all(headers);
   curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &res.status);
   if (ex.overflow) {
-    return xet::LimitExceeded("S3: " + method + " " + request.key + ": the response is larger than expected");
+    return LimitExceeded("S3: " + method + " " + request.key + ": the response is larger than expected");
   }
   if (rc != CURLE_OK) {
     *transport_error = std::string(curl_easy_strerror(rc));
@@ -397,7 +397,7 @@ std::chrono::milliseconds S3Client::Backoff(int attempt) const {
   return std::chrono::milliseconds(wait(rng));
 }
 
-xet::Result<S3Response> S3Client::Send(const S3Request& request) {
+Result<S3Response> S3Client::Send(const S3Request& request) {
   std::string last;
   for (int attempt = 0; attempt < options_.max_attempts; ++attempt) {
     if (attempt > 0) std::this_thread::sleep_for(Backoff(attempt));
@@ -416,9 +416,9 @@ xet::Result<S3Response> S3Client::Send(const S3Request& request) {
     }
     return res;
   }
-  return xet::Unavailable("S3 store " + Describe() + " unavailable: " + std::string(request.method) + " " +
-                          (request.key.empty() ? "/" : request.key) + " failed " +
-                          std::to_string(options_.max_attempts) + " times (last: " + last + ")");
+  return Unavailable("S3 store " + Describe() + " unavailable: " + std::string(request.method) + " " +
+                     (request.key.empty() ? "/" : request.key) + " failed " +
+                     std::to_string(options_.max_attempts) + " times (last: " + last + ")");
 }
 
 // ---- S3RangeReader
@@ -484,7 +484,7 @@ size_t S3RangeReader::OnData(char* data, size_t size, size_t n, void* self) {
   return take < len ? 0 : len;  // the rest of a whole object (a 200) is not needed: ends the transfer
 }
 
-xet::Result<bool> S3RangeReader::Start() {
+Result<bool> S3RangeReader::Start() {
   h_ = client_.TryAcquireStream();
   if (h_ == nullptr) return false;
   if (h_->curl == nullptr) h_->curl = curl_easy_init();  // a handle whose set-up failed before: again
@@ -514,12 +514,12 @@ xet::Result<bool> S3RangeReader::Start() {
   curl_easy_setopt(c, CURLOPT_BUFFERSIZE, 256L << 10);  // fewer, larger hand-overs
   if (curl_multi_add_handle(h_->multi, c) != CURLM_OK) {
     Drop(false);
-    return xet::IoError("S3: curl_multi_add_handle failed");
+    return IoError("S3: curl_multi_add_handle failed");
   }
   return true;
 }
 
-xet::Status S3RangeReader::ReadOnce(std::span<uint8_t> out) {
+Status S3RangeReader::ReadOnce(std::span<uint8_t> out) {
   S3Request req;
   req.key = key_;
   req.headers.push_back("Range: bytes=" + std::to_string(fetched_) + "-" +
@@ -527,19 +527,18 @@ xet::Status S3RangeReader::ReadOnce(std::span<uint8_t> out) {
   req.into = out;
   auto res = client_.Send(req);
   if (!res) {
-    if (res.error().code == xet::ErrorCode::kLimit)  // more bytes than asked for: the range was ignored
-      return xet::IoError("S3 store " + client_.Describe() + ": GET " + key_ +
-                          ": the store ignored the range");
+    if (res.error().code == ErrorCode::kLimit)  // more bytes than asked for: the range was ignored
+      return IoError("S3 store " + client_.Describe() + ": GET " + key_ + ": the store ignored the range");
     return res.error();
   }
-  if (res->status == 404) return xet::NotFound("S3: GET " + key_ + ": no such object");
+  if (res->status == 404) return NotFound("S3: GET " + key_ + ": no such object");
   if (res->status == 416 || ((res->status == 200 || res->status == 206) && res->received != out.size()))
-    return xet::Inconsistent("S3: GET " + key_ + ": the range is not inside the object");
+    return Inconsistent("S3: GET " + key_ + ": the range is not inside the object");
   if (res->status != 206 && !(res->status == 200 && fetched_ == 0))
-    return xet::IoError("S3 store " + client_.Describe() + ": GET " + key_ + ": HTTP " +
-                        std::to_string(res->status) + " " + res->error_code);
+    return IoError("S3 store " + client_.Describe() + ": GET " + key_ + ": HTTP " +
+                   std::to_string(res->status) + " " + res->error_code);
   fetched_ += out.size();
-  return xet::Ok{};
+  return Ok{};
 }
 
 void S3RangeReader::Drop(bool reusable) {
@@ -552,22 +551,22 @@ void S3RangeReader::Drop(bool reusable) {
   h_ = nullptr;
 }
 
-xet::Status S3RangeReader::Failed(std::string why, bool retryable) {
+Status S3RangeReader::Failed(std::string why, bool retryable) {
   Drop(false);
   last_ = std::move(why);
   if (retryable && ++attempts_ < client_.options().max_attempts) {
     std::this_thread::sleep_for(client_.Backoff(attempts_));
-    return xet::Ok{};  // the next round of Read starts a GET from fetched_
+    return Ok{};  // the next round of Read starts a GET from fetched_
   }
   spent_ = true;
-  return retryable ? xet::Unavailable("S3 store " + client_.Describe() + " unavailable: GET " + key_ +
-                                      " failed " + std::to_string(client_.options().max_attempts) +
-                                      " times (last: " + last_ + ")")
-                   : xet::IoError("S3 store " + client_.Describe() + ": GET " + key_ + ": " + last_);
+  return retryable
+             ? Unavailable("S3 store " + client_.Describe() + " unavailable: GET " + key_ + " failed " +
+                           std::to_string(client_.options().max_attempts) + " times (last: " + last_ + ")")
+             : IoError("S3 store " + client_.Describe() + ": GET " + key_ + ": " + last_);
 }
 
-xet::Status S3RangeReader::Read(std::span<uint8_t> out) {
-  if (spent_) return xet::IoError("S3: GET " + key_ + ": the reader failed before");
+Status S3RangeReader::Read(std::span<uint8_t> out) {
+  if (spent_) return IoError("S3: GET " + key_ + ": the reader failed before");
   size_t n = std::min(out.size(), spill_.size() - spill_at_);
   std::memcpy(out.data(), spill_.data() + spill_at_, n);
   spill_at_ += n;
@@ -577,7 +576,7 @@ xet::Status S3RangeReader::Read(std::span<uint8_t> out) {
   }
   if (out.size() - n > end_ - fetched_) {
     spent_ = true;
-    return xet::Inconsistent("S3: GET " + key_ + ": read past the end of the range");
+    return Inconsistent("S3: GET " + key_ + ": read past the end of the range");
   }
   last_byte_ = std::chrono::steady_clock::now();  // a stall counts from when bytes were asked for
   // Drive the GET until `out` is full, and on to the end of its answer once every byte of the range
@@ -635,10 +634,10 @@ xet::Status S3RangeReader::Read(std::span<uint8_t> out) {
     }
     if (auto st = Failed(failure, true); !st.ok()) return st;
   }
-  return xet::Ok{};
+  return Ok{};
 }
 
-xet::Status S3RangeReader::Finished() {
+Status S3RangeReader::Finished() {
   CURLcode rc = CURLE_OK;
   int left = 0;
   while (CURLMsg* msg = curl_multi_info_read(h_->multi, &left)) {
@@ -649,20 +648,19 @@ xet::Status S3RangeReader::Finished() {
   if (!bad_.empty()) return Failed(bad_, false);
   if (fetched_ == end_ && success) {
     Drop(clean);  // complete: the connection is reused if curl finished the answer cleanly
-    return xet::Ok{};
+    return Ok{};
   }
-  const auto refusal = [&](xet::Error e) {
+  const auto refusal = [&](Error e) {
     spent_ = true;
     Drop(clean);
     return e;
   };
-  if (status_ == 404) return refusal(xet::NotFound("S3: GET " + key_ + ": no such object"));
+  if (status_ == 404) return refusal(NotFound("S3: GET " + key_ + ": no such object"));
   if (status_ == 416)
-    return refusal(xet::Inconsistent("S3: GET " + key_ + ": the range is not inside the object"));
+    return refusal(Inconsistent("S3: GET " + key_ + ": the range is not inside the object"));
   if (!clean) return Failed(curl_easy_strerror(rc), true);  // cut short: resumed from fetched_
   // A whole answer, shorter than the range: the object ends before the range does.
-  if (success)
-    return refusal(xet::Inconsistent("S3: GET " + key_ + ": the object ends before the range does"));
+  if (success) return refusal(Inconsistent("S3: GET " + key_ + ": the object ends before the range does"));
   return Failed("HTTP " + std::to_string(status_) + " " + std::string(S3XmlValue(error_body_, "Code")),
                 Retryable(status_));
 }

@@ -28,7 +28,7 @@
 #include <string_view>
 #include <vector>
 
-#include "xet/result.h"
+#include "common/error.h"
 
 struct curl_slist;  // <curl/curl.h>
 
@@ -99,12 +99,12 @@ class S3RangeReader;
 class S3Client {
  public:
   // Checks the options (an endpoint URL, a bucket name, credentials present); contacts nothing.
-  static xet::Result<std::unique_ptr<S3Client>> Create(S3Options options);
+  static Result<std::unique_ptr<S3Client>> Create(S3Options options);
   ~S3Client();
   S3Client(const S3Client&) = delete;
   S3Client& operator=(const S3Client&) = delete;
 
-  xet::Result<S3Response> Send(const S3Request& request);
+  Result<S3Response> Send(const S3Request& request);
   // A reader of the object's bytes [offset, offset + length) (length > 0): one ranged GET, started by the
   // first Read. Contacts nothing until then.
   std::unique_ptr<S3RangeReader> OpenRange(std::string key, uint64_t offset, uint64_t length);
@@ -129,7 +129,7 @@ class S3Client {
   // Signing, timeouts and headers common to every request; `headers` gets the signed payload hash.
   void Prepare(Handle& h, const std::string& url, curl_slist** headers) const;
   // One attempt; `transport_error` is set (and the result ok) when curl failed before a status arrived.
-  xet::Result<S3Response> Attempt(Handle& h, const S3Request& request, std::string* transport_error);
+  Result<S3Response> Attempt(Handle& h, const S3Request& request, std::string* transport_error);
   // The wait before retry number `attempt` (1, 2, ...): full jitter, capped.
   std::chrono::milliseconds Backoff(int attempt) const;
 
@@ -166,16 +166,16 @@ class S3RangeReader {
   // attempt failed), kNotFound (no object), kInconsistent (the range is not inside the object; or `out` runs
   // past the range's end), kIo (any other refusal, or a store that answered other bytes than asked for).
   // After an error the reader is spent.
-  xet::Status Read(std::span<uint8_t> out);
+  Status Read(std::span<uint8_t> out);
 
  private:
   friend class S3Client;
   S3RangeReader(S3Client& client, std::string key, uint64_t offset, uint64_t length);
-  xet::Result<bool> Start();  // a GET of [fetched_, end_) on a stream handle; false when none is free
-  xet::Status ReadOnce(std::span<uint8_t> out);  // the next out.size() bytes in one request of their own
+  Result<bool> Start();  // a GET of [fetched_, end_) on a stream handle; false when none is free
+  Status ReadOnce(std::span<uint8_t> out);  // the next out.size() bytes in one request of their own
   void Drop(bool reusable);  // ends the GET in flight; its connection is kept only when `reusable`
-  xet::Status Failed(std::string why, bool retryable);  // the GET in flight failed: retry or give up
-  xet::Status Finished();                               // curl ended the GET in flight: judge how
+  Status Failed(std::string why, bool retryable);  // the GET in flight failed: retry or give up
+  Status Finished();                               // curl ended the GET in flight: judge how
   static size_t OnData(char* data, size_t size, size_t n, void* self);
   static size_t OnHeader(char* data, size_t size, size_t n, void* self);
 

@@ -227,7 +227,7 @@ TEST(S3ClientRetryTest, AStoreThatKeepsFailingIsUnavailable) {
   head.key = "k";
   auto res = (*client)->Send(head);
   ASSERT_FALSE(res.ok());
-  EXPECT_EQ(res.error().code, xet::ErrorCode::kUnavailable);
+  EXPECT_EQ(res.error().code, ErrorCode::kUnavailable);
   EXPECT_NE(res.error().message.find("4 times"), std::string::npos) << res.error().message;
   EXPECT_EQ(store.requests(), 4);
 }
@@ -252,7 +252,7 @@ TEST(S3ClientRetryTest, NoServerIsUnavailable) {
   get.key = "k";
   auto res = (*client)->Send(get);
   ASSERT_FALSE(res.ok());
-  EXPECT_EQ(res.error().code, xet::ErrorCode::kUnavailable);
+  EXPECT_EQ(res.error().code, ErrorCode::kUnavailable);
 }
 
 // A store that serves ranges of one object, but cuts its first answer after `cut` bytes of the body (the
@@ -349,7 +349,7 @@ TEST(S3RangeReaderTest, AnAnswerCutShortIsResumedWhereItStopped) {
   uint8_t more = 0;
   auto past = reader->Read({&more, 1});
   ASSERT_FALSE(past.ok());
-  EXPECT_EQ(past.error().code, xet::ErrorCode::kInconsistent);
+  EXPECT_EQ(past.error().code, ErrorCode::kInconsistent);
 }
 
 TEST(S3RangeReaderTest, AStalledAnswerIsAbandonedAndResumed) {
@@ -377,7 +377,7 @@ TEST(S3RangeReaderTest, AStoreThatCannotBeReachedIsUnavailable) {
   uint8_t out[10];
   auto st = reader->Read(out);
   ASSERT_FALSE(st.ok());
-  EXPECT_EQ(st.error().code, xet::ErrorCode::kUnavailable);
+  EXPECT_EQ(st.error().code, ErrorCode::kUnavailable);
   EXPECT_NE(st.error().message.find("3 times"), std::string::npos) << st.error().message;
 }
 

@@ -8,16 +8,16 @@
 
 namespace cairn::store {
 
-xet::Error S3Refused(const S3Client& client, std::string_view what, const S3Response& res) {
+Error S3Refused(const S3Client& client, std::string_view what, const S3Response& res) {
   std::string m =
       "S3 store " + client.Describe() + ": " + std::string(what) + ": HTTP " + std::to_string(res.status);
   if (!res.error_code.empty()) m += " " + res.error_code;
   if (!res.error_message.empty()) m += " (" + res.error_message + ")";
-  return xet::IoError(std::move(m));
+  return IoError(std::move(m));
 }
 
-xet::Status S3ListKeys(S3Client& client, std::string_view prefix,
-                       const std::function<void(std::string_view key, uint64_t size)>& fn) {
+Status S3ListKeys(S3Client& client, std::string_view prefix,
+                  const std::function<void(std::string_view key, uint64_t size)>& fn) {
   std::string token;
   for (;;) {
     std::vector<std::pair<std::string, std::string>> params = {{"list-type", "2"},
@@ -46,13 +46,13 @@ xet::Status S3ListKeys(S3Client& client, std::string_view prefix,
       if (key.starts_with(prefix)) fn(key, size);
     }
     std::string next(S3XmlValue(doc, "NextContinuationToken"));
-    if (S3XmlValue(doc, "IsTruncated") != "true" || next.empty()) return xet::Ok{};
-    if (next == token) return xet::Ok{};  // a store that repeats itself must not loop us forever
+    if (S3XmlValue(doc, "IsTruncated") != "true" || next.empty()) return Ok{};
+    if (next == token) return Ok{};  // a store that repeats itself must not loop us forever
     token = std::move(next);
   }
 }
 
-xet::Status S3DeleteKeys(S3Client& client, std::span<const std::string> keys) {
+Status S3DeleteKeys(S3Client& client, std::span<const std::string> keys) {
   constexpr size_t kPerRequest = 1000;  // DeleteObjects' limit
   for (size_t at = 0; at < keys.size(); at += kPerRequest) {
     const auto batch = keys.subspan(at, std::min(kPerRequest, keys.size() - at));
@@ -64,7 +64,7 @@ xet::Status S3DeleteKeys(S3Client& client, std::span<const std::string> keys) {
     std::array<uint8_t, 16> md5{};
     unsigned int len = 0;
     if (EVP_Digest(xml.data(), xml.size(), md5.data(), &len, EVP_md5(), nullptr) != 1 || len != md5.size()) {
-      return xet::IoError("DeleteObjects: cannot compute the body's MD5");
+      return IoError("DeleteObjects: cannot compute the body's MD5");
     }
     S3Request req;
     req.method = "POST";
@@ -76,16 +76,16 @@ xet::Status S3DeleteKeys(S3Client& client, std::span<const std::string> keys) {
     if (res->status != 200) return S3Refused(client, "DeleteObjects", *res);
     // A 200 may still report keys it could not delete.
     if (auto code = S3XmlValue(res->body, "Code"); !code.empty()) {
-      return xet::IoError("DeleteObjects at " + client.Describe() + ": " +
-                          std::string(S3XmlValue(res->body, "Key")) + ": " + std::string(code) + " " +
-                          std::string(S3XmlValue(res->body, "Message")));
+      return IoError("DeleteObjects at " + client.Describe() + ": " +
+                     std::string(S3XmlValue(res->body, "Key")) + ": " + std::string(code) + " " +
+                     std::string(S3XmlValue(res->body, "Message")));
     }
   }
-  return xet::Ok{};
+  return Ok{};
 }
 
-xet::Result<bool> S3PutObject(S3Client& client, const std::string& key, std::span<const uint8_t> bytes,
-                              bool if_absent) {
+Result<bool> S3PutObject(S3Client& client, const std::string& key, std::span<const uint8_t> bytes,
+                         bool if_absent) {
   S3Request req;
   req.method = "PUT";
   req.key = key;
@@ -99,8 +99,7 @@ xet::Result<bool> S3PutObject(S3Client& client, const std::string& key, std::spa
   return S3Refused(client, "PUT " + key, *res);
 }
 
-xet::Result<std::optional<std::string>> S3GetObject(S3Client& client, const std::string& key,
-                                                    size_t max_bytes) {
+Result<std::optional<std::string>> S3GetObject(S3Client& client, const std::string& key, size_t max_bytes) {
   S3Request req;
   req.method = "GET";
   req.key = key;
@@ -109,27 +108,27 @@ xet::Result<std::optional<std::string>> S3GetObject(S3Client& client, const std:
   if (res->status == 404) return std::optional<std::string>();
   if (res->status != 200) return S3Refused(client, "GET " + key, *res);
   if (res->body.size() > max_bytes)
-    return xet::LimitExceeded(key + " is larger than " + std::to_string(max_bytes) + " bytes");
+    return LimitExceeded(key + " is larger than " + std::to_string(max_bytes) + " bytes");
   return std::optional<std::string>(std::move(res->body));
 }
 
-xet::Status S3GetObjectInto(S3Client& client, const std::string& key, std::span<uint8_t> out) {
+Status S3GetObjectInto(S3Client& client, const std::string& key, std::span<uint8_t> out) {
   S3Request req;
   req.method = "GET";
   req.key = key;
   req.into = out;
   auto res = client.Send(req);
   if (!res) {
-    if (res.error().code == xet::ErrorCode::kLimit)
-      return xet::Inconsistent(key + " is larger than " + std::to_string(out.size()) + " bytes");
+    if (res.error().code == ErrorCode::kLimit)
+      return Inconsistent(key + " is larger than " + std::to_string(out.size()) + " bytes");
     return res.error();
   }
-  if (res->status == 404) return xet::NotFound("no " + key);
+  if (res->status == 404) return NotFound("no " + key);
   if (res->status != 200) return S3Refused(client, "GET " + key, *res);
   if (res->received != out.size())
-    return xet::Inconsistent(key + " holds " + std::to_string(res->received) + " bytes, not " +
-                             std::to_string(out.size()));
-  return xet::Ok{};
+    return Inconsistent(key + " holds " + std::to_string(res->received) + " bytes, not " +
+                        std::to_string(out.size()));
+  return Ok{};
 }
 
 }  // namespace cairn::store

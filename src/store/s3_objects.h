@@ -18,25 +18,24 @@
 namespace cairn::store {
 
 // "S3 store <where>: <what>: HTTP <status> <code> (<message>)", as a kIo error.
-xet::Error S3Refused(const S3Client& client, std::string_view what, const S3Response& res);
+Error S3Refused(const S3Client& client, std::string_view what, const S3Response& res);
 
 // Every key under `prefix` with its size, in the store's order (ascending by key), a page at a time.
-xet::Status S3ListKeys(S3Client& client, std::string_view prefix,
-                       const std::function<void(std::string_view key, uint64_t size)>& fn);
+Status S3ListKeys(S3Client& client, std::string_view prefix,
+                  const std::function<void(std::string_view key, uint64_t size)>& fn);
 
 // Deletes `keys` (DeleteObjects, 1,000 a request); a key already gone is no error.
-xet::Status S3DeleteKeys(S3Client& client, std::span<const std::string> keys);
+Status S3DeleteKeys(S3Client& client, std::span<const std::string> keys);
 
 // PUTs `bytes` at `key` with their SHA-256 checked by the store. `if_absent`: only when nothing is there
 // (If-None-Match: *); the answer is false when something was.
-xet::Result<bool> S3PutObject(S3Client& client, const std::string& key, std::span<const uint8_t> bytes,
-                              bool if_absent = false);
+Result<bool> S3PutObject(S3Client& client, const std::string& key, std::span<const uint8_t> bytes,
+                         bool if_absent = false);
 
 // The object at `key` (nullopt when there is none); kLimit past `max_bytes`.
-xet::Result<std::optional<std::string>> S3GetObject(S3Client& client, const std::string& key,
-                                                    size_t max_bytes);
+Result<std::optional<std::string>> S3GetObject(S3Client& client, const std::string& key, size_t max_bytes);
 
 // The object at `key` into `out`, which it must fill exactly (kInconsistent otherwise; kNotFound if absent).
-xet::Status S3GetObjectInto(S3Client& client, const std::string& key, std::span<uint8_t> out);
+Status S3GetObjectInto(S3Client& client, const std::string& key, std::span<uint8_t> out);
 
 }  // namespace cairn::store

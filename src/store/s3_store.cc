@@ -31,7 +31,7 @@ std::array<uint8_t, 32> Digest(std::span<const uint8_t> bytes) {
 
 }  // namespace
 
-xet::Error S3Store::Refused(std::string_view what, const S3Response& res) const {
+Error S3Store::Refused(std::string_view what, const S3Response& res) const {
   return S3Refused(*client_, what, res);
 }
 
@@ -43,11 +43,11 @@ std::string S3Store::Describe() const {
   return "s3://" + options_.s3.bucket + "/" + options_.prefix + " at " + client_->options().endpoint;
 }
 
-xet::Result<std::unique_ptr<S3Store>> S3Store::Open(S3StoreOptions options) {
+Result<std::unique_ptr<S3Store>> S3Store::Open(S3StoreOptions options) {
   if (!options.prefix.empty() && !options.prefix.ends_with('/')) options.prefix += '/';
   for (const char c : options.prefix) {
     if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.' || c == '/'))
-      return xet::Malformed("S3 key prefix '" + options.prefix + "' may hold only A-Z a-z 0-9 - _ . /");
+      return Malformed("S3 key prefix '" + options.prefix + "' may hold only A-Z a-z 0-9 - _ . /");
   }
   options.part_bytes = std::max(options.part_bytes, kMinPartBytes);
   auto client = S3Client::Create(options.s3);
@@ -72,16 +72,15 @@ std::string S3Store::PresignedUrl(BlobKind kind, const xet::Hash& hash, uint64_t
                     expiry_unix > now_unix ? expiry_unix - now_unix : 1, tag);
 }
 
-xet::Status S3Store::Ping() {
+Status S3Store::Ping() {
   S3Request req;
   req.method = "HEAD";
   auto res = client_->Send(req);
   if (!res) return res.error();
-  if (res->status == 200) return xet::Ok{};
-  if (res->status == 404)
-    return xet::IoError("S3 store " + client_->Describe() + ": the bucket does not exist");
+  if (res->status == 200) return Ok{};
+  if (res->status == 404) return IoError("S3 store " + client_->Describe() + ": the bucket does not exist");
   if (res->status == 403 || res->status == 401)
-    return xet::IoError(
+    return IoError(
         "S3 store " + client_->Describe() +
         ": access denied (check AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY and the bucket's policy)");
   return Refused("HEAD bucket", *res);
@@ -101,20 +100,20 @@ class S3Store::Writer final : public BlobWriter {
     if (!upload_id_.empty()) Abort();
   }
 
-  xet::Status Append(std::span<const uint8_t> data) override {
+  Status Append(std::span<const uint8_t> data) override {
     Piece p;
     p.owned.assign(data.begin(), data.end());
     p.bytes = p.owned;  // a vector's buffer stays put when the vector is moved
     return Add(std::move(p));
   }
 
-  xet::Status AppendStable(std::span<const uint8_t> data) override {
+  Status AppendStable(std::span<const uint8_t> data) override {
     Piece p;
     p.bytes = data;
     return Add(std::move(p));
   }
 
-  xet::Result<PutOutcome> Commit(const PutOptions& options) override {
+  Result<PutOutcome> Commit(const PutOptions& options) override {
     auto outcome = CommitOnce(options);
     if (outcome) store_.RememberSize(kind_, hash_, appended_);  // what is stored now has this size
     return outcome;
@@ -129,9 +128,9 @@ class S3Store::Writer final : public BlobWriter {
     std::span<const uint8_t> bytes;
   };
 
-  xet::Status Add(Piece p) {
-    if (failed_) return xet::IoError("S3 put of " + What(kind_, hash_) + " failed before");
-    if (done_) return xet::IoError("append after commit");
+  Status Add(Piece p) {
+    if (failed_) return IoError("S3 put of " + What(kind_, hash_) + " failed before");
+    if (done_) return IoError("append after commit");
     blake3_hasher_update(&digest_, p.bytes.data(), p.bytes.size());
     // The SHA-256 a single PUT signs, hashed here as the bytes arrive rather than at Commit, when the whole
     // body waits for it (~25 ms for 35 MB).
@@ -148,7 +147,7 @@ class S3Store::Writer final : public BlobWriter {
         return st.error();
       }
     }
-    return xet::Ok{};
+    return Ok{};
   }
 
   // The first `n` pending bytes, as spans.
@@ -176,9 +175,9 @@ class S3Store::Writer final : public BlobWriter {
     }
   }
 
-  xet::Result<PutOutcome> CommitOnce(const PutOptions& options) {
-    if (failed_) return xet::IoError("S3 put of " + What(kind_, hash_) + " failed before");
-    if (done_) return xet::IoError("commit called twice");
+  Result<PutOutcome> CommitOnce(const PutOptions& options) {
+    if (failed_) return IoError("S3 put of " + What(kind_, hash_) + " failed before");
+    if (done_) return IoError("commit called twice");
     done_ = true;
     std::array<uint8_t, 32> digest{};
     blake3_hasher_finalize(&digest_, digest.data(), digest.size());
@@ -219,7 +218,7 @@ class S3Store::Writer final : public BlobWriter {
   }
 
   // True: stored. False: the condition failed (an object is there). The pending bytes stay pending.
-  xet::Result<bool> PutWhole(bool conditional) {
+  Result<bool> PutWhole(bool conditional) {
     S3Request req;
     req.method = "PUT";
     req.key = key_;
@@ -243,7 +242,7 @@ class S3Store::Writer final : public BlobWriter {
   }
 
   // Sends the next `n` pending bytes as the next part (starting the multipart upload first if needed).
-  xet::Status SendPart(size_t n) {
+  Status SendPart(size_t n) {
     if (upload_id_.empty()) {
       S3Request req;
       req.method = "POST";
@@ -267,10 +266,10 @@ class S3Store::Writer final : public BlobWriter {
     if (res->status != 200 || res->etag.empty()) return store_.Refused("UploadPart " + key_, *res);
     etags_.push_back(res->etag);
     Consume(n);
-    return xet::Ok{};
+    return Ok{};
   }
 
-  xet::Result<bool> Complete(bool conditional) {
+  Result<bool> Complete(bool conditional) {
     std::string xml = "<CompleteMultipartUpload>";
     for (size_t i = 0; i < etags_.size(); ++i) {
       xml +=
@@ -305,7 +304,7 @@ class S3Store::Writer final : public BlobWriter {
   }
 
   // Reads the object already under the name and judges it.
-  xet::Result<bool> JudgeExisting(const std::function<bool(std::span<const uint8_t>)>& intact) {
+  Result<bool> JudgeExisting(const std::function<bool(std::span<const uint8_t>)>& intact) {
     auto stat = store_.Stat(kind_, hash_);
     if (!stat) return stat.error();
     if (!stat->exists) return false;  // gone again (deleted): replace it
@@ -313,8 +312,7 @@ class S3Store::Writer final : public BlobWriter {
     std::vector<uint8_t> existing(stat->size);
     auto read = store_.ReadRange(kind_, hash_, 0, existing);
     if (!read) {
-      if (read.error().code == xet::ErrorCode::kNotFound ||
-          read.error().code == xet::ErrorCode::kInconsistent)
+      if (read.error().code == ErrorCode::kNotFound || read.error().code == ErrorCode::kInconsistent)
         return false;
       return read.error();
     }
@@ -340,14 +338,14 @@ class S3Store::Writer final : public BlobWriter {
   bool failed_ = false;
 };
 
-xet::Result<std::unique_ptr<BlobWriter>> S3Store::BeginPut(BlobKind kind, const xet::Hash& hash) {
+Result<std::unique_ptr<BlobWriter>> S3Store::BeginPut(BlobKind kind, const xet::Hash& hash) {
   return std::unique_ptr<BlobWriter>(std::make_unique<Writer>(*this, kind, hash));
 }
 
 // ---------------------------------------------------------------------------------------------------------------
 // Reads
 
-xet::Result<BlobStat> S3Store::Stat(BlobKind kind, const xet::Hash& hash) {
+Result<BlobStat> S3Store::Stat(BlobKind kind, const xet::Hash& hash) {
   S3Request req;
   req.method = "HEAD";
   req.key = KeyOf(kind, hash);
@@ -377,7 +375,7 @@ void S3Store::ForgetSize(BlobKind kind, const xet::Hash& hash) {
   sizes_.erase(SizeKey(kind, hash));
 }
 
-xet::Result<OpenBlob> S3Store::OpenForRead(BlobKind kind, const xet::Hash& hash) {
+Result<OpenBlob> S3Store::OpenForRead(BlobKind kind, const xet::Hash& hash) {
   {
     std::lock_guard lock(sizes_mu_);
     if (auto it = sizes_.find(SizeKey(kind, hash)); it != sizes_.end())
@@ -385,24 +383,23 @@ xet::Result<OpenBlob> S3Store::OpenForRead(BlobKind kind, const xet::Hash& hash)
   }
   auto st = Stat(kind, hash);
   if (!st) return st.error();
-  if (!st->exists) return xet::NotFound("no " + What(kind, hash));
+  if (!st->exists) return NotFound("no " + What(kind, hash));
   RememberSize(kind, hash, st->size);
   return OpenBlob{.fd = UniqueFd(), .size = st->size};
 }
 
-xet::Status S3Store::ReadRange(BlobKind kind, const xet::Hash& hash, uint64_t offset,
-                               std::span<uint8_t> out) {
+Status S3Store::ReadRange(BlobKind kind, const xet::Hash& hash, uint64_t offset, std::span<uint8_t> out) {
   const auto outside = [&](uint64_t size) {
-    return xet::Inconsistent("range [" + std::to_string(offset) + ", +" + std::to_string(out.size()) +
-                             ") is outside " + What(kind, hash) +
-                             (size == UINT64_MAX ? std::string() : " of " + std::to_string(size) + " bytes"));
+    return Inconsistent("range [" + std::to_string(offset) + ", +" + std::to_string(out.size()) +
+                        ") is outside " + What(kind, hash) +
+                        (size == UINT64_MAX ? std::string() : " of " + std::to_string(size) + " bytes"));
   };
   if (out.empty()) {
     auto st = Stat(kind, hash);
     if (!st) return st.error();
-    if (!st->exists) return xet::NotFound("no " + What(kind, hash));
+    if (!st->exists) return NotFound("no " + What(kind, hash));
     if (offset > st->size) return outside(st->size);
-    return xet::Ok{};
+    return Ok{};
   }
   if (offset > UINT64_MAX - out.size()) return outside(UINT64_MAX);
   S3Request req;
@@ -414,17 +411,17 @@ xet::Status S3Store::ReadRange(BlobKind kind, const xet::Hash& hash, uint64_t of
   auto res = client_->Send(req);
   if (!res) {
     // More bytes than asked for: the store ignored the range (answered the whole object).
-    if (res.error().code == xet::ErrorCode::kLimit && offset == 0) return outside(UINT64_MAX);
+    if (res.error().code == ErrorCode::kLimit && offset == 0) return outside(UINT64_MAX);
     return res.error();
   }
   if (res->status == 404 || res->status == 416 ||
       ((res->status == 200 || res->status == 206) && res->received != out.size()))
     ForgetSize(kind, hash);  // whatever this process remembered of the blob was wrong
-  if (res->status == 404) return xet::NotFound("no " + What(kind, hash));
+  if (res->status == 404) return NotFound("no " + What(kind, hash));
   if (res->status == 416) return outside(UINT64_MAX);
   if (res->status != 206 && res->status != 200) return Refused("GET " + req.key, *res);
   if (res->received != out.size()) return outside(UINT64_MAX);  // the range ran past the end
-  return xet::Ok{};
+  return Ok{};
 }
 
 // A ranged GET read as it goes; a miss or a range outside the blob makes this process forget the size it
@@ -436,12 +433,12 @@ class S3Store::Reader final : public BlobReader {
         kind_(kind),
         hash_(hash),
         reader_(store.client_->OpenRange(store.KeyOf(kind, hash), offset, length)) {}
-  xet::Status Read(std::span<uint8_t> out) override {
+  Status Read(std::span<uint8_t> out) override {
     auto st = reader_->Read(out);
     if (!st.ok() &&
-        (st.error().code == xet::ErrorCode::kNotFound || st.error().code == xet::ErrorCode::kInconsistent)) {
+        (st.error().code == ErrorCode::kNotFound || st.error().code == ErrorCode::kInconsistent)) {
       store_.ForgetSize(kind_, hash_);
-      if (st.error().code == xet::ErrorCode::kNotFound) return xet::NotFound("no " + What(kind_, hash_));
+      if (st.error().code == ErrorCode::kNotFound) return NotFound("no " + What(kind_, hash_));
     }
     return st;
   }
@@ -458,14 +455,14 @@ std::unique_ptr<BlobReader> S3Store::OpenRange(BlobKind kind, const xet::Hash& h
   return std::make_unique<Reader>(*this, kind, hash, offset, length);
 }
 
-xet::Status S3Store::List(BlobKind kind, const std::function<void(const xet::Hash&)>& fn) {
+Status S3Store::List(BlobKind kind, const std::function<void(const xet::Hash&)>& fn) {
   const std::string prefix = options_.prefix + std::string(BlobKindFolder(kind)) + "/";
   return S3ListKeys(*client_, prefix, [&](std::string_view key, uint64_t) {
     if (auto h = xet::Hash::FromHex(key.substr(prefix.size()))) fn(*h);
   });
 }
 
-xet::Result<bool> S3Store::Delete(BlobKind kind, const xet::Hash& hash) {
+Result<bool> S3Store::Delete(BlobKind kind, const xet::Hash& hash) {
   auto st = Stat(kind, hash);
   if (!st) return st.error();
   if (!st->exists) return false;
@@ -480,7 +477,7 @@ xet::Result<bool> S3Store::Delete(BlobKind kind, const xet::Hash& hash) {
   return true;
 }
 
-xet::Status S3Store::DeleteMany(BlobKind kind, std::span<const xet::Hash> hashes) {
+Status S3Store::DeleteMany(BlobKind kind, std::span<const xet::Hash> hashes) {
   std::vector<std::string> keys;
   keys.reserve(hashes.size());
   for (const xet::Hash& h : hashes) {

@@ -49,21 +49,20 @@ class S3Store final : public BlobStore {
  public:
   // Checks the bucket answers with these credentials (one HEAD): a missing bucket or refused credentials
   // is one clear error here rather than a failure at the first upload.
-  static xet::Result<std::unique_ptr<S3Store>> Open(S3StoreOptions options);
+  static Result<std::unique_ptr<S3Store>> Open(S3StoreOptions options);
 
-  xet::Result<std::unique_ptr<BlobWriter>> BeginPut(BlobKind kind, const xet::Hash& hash) override;
-  xet::Result<BlobStat> Stat(BlobKind kind, const xet::Hash& hash) override;
-  xet::Status ReadRange(BlobKind kind, const xet::Hash& hash, uint64_t offset,
-                        std::span<uint8_t> out) override;
-  xet::Result<OpenBlob> OpenForRead(BlobKind kind, const xet::Hash& hash) override;
+  Result<std::unique_ptr<BlobWriter>> BeginPut(BlobKind kind, const xet::Hash& hash) override;
+  Result<BlobStat> Stat(BlobKind kind, const xet::Hash& hash) override;
+  Status ReadRange(BlobKind kind, const xet::Hash& hash, uint64_t offset, std::span<uint8_t> out) override;
+  Result<OpenBlob> OpenForRead(BlobKind kind, const xet::Hash& hash) override;
   // One ranged GET, read as the reader goes (S3RangeReader).
   std::unique_ptr<BlobReader> OpenRange(BlobKind kind, const xet::Hash& hash, uint64_t offset,
                                         uint64_t length) override;
-  xet::Status List(BlobKind kind, const std::function<void(const xet::Hash&)>& fn) override;
-  xet::Result<bool> Delete(BlobKind kind, const xet::Hash& hash) override;
+  Status List(BlobKind kind, const std::function<void(const xet::Hash&)>& fn) override;
+  Result<bool> Delete(BlobKind kind, const xet::Hash& hash) override;
   // DeleteObjects, 1,000 keys a request.
-  xet::Status DeleteMany(BlobKind kind, std::span<const xet::Hash> hashes) override;
-  xet::Status Ping() override;
+  Status DeleteMany(BlobKind kind, std::span<const xet::Hash> hashes) override;
+  Status Ping() override;
   bool local() const override { return false; }
   std::string PresignedUrl(BlobKind kind, const xet::Hash& hash, uint64_t now_unix, uint64_t expiry_unix,
                            std::string_view tag) const override;
@@ -79,7 +78,7 @@ class S3Store final : public BlobStore {
   S3Store(S3StoreOptions options, std::unique_ptr<S3Client> client)
       : options_(std::move(options)), client_(std::move(client)) {}
   // An S3 answer that is neither success nor the expected miss, as an error naming the operation.
-  xet::Error Refused(std::string_view what, const S3Response& res) const;
+  Error Refused(std::string_view what, const S3Response& res) const;
 
   void RememberSize(BlobKind kind, const xet::Hash& hash, uint64_t size);
   void ForgetSize(BlobKind kind, const xet::Hash& hash);

@@ -84,10 +84,10 @@ std::string Tail(const fs::path& file, size_t bytes) {
 
 }  // namespace
 
-xet::Result<fs::path> FindWeed() {
+Result<fs::path> FindWeed() {
   if (const std::string env = Env("CAIRN_WEED_BIN"); !env.empty()) {
     if (::access(env.c_str(), X_OK) == 0) return fs::path(env);
-    return xet::IoError("CAIRN_WEED_BIN=" + env + " is not an executable");
+    return IoError("CAIRN_WEED_BIN=" + env + " is not an executable");
   }
   fs::path cache;
   if (const std::string c = Env("CAIRN_CACHE_DIR"); !c.empty()) {
@@ -99,19 +99,18 @@ xet::Result<fs::path> FindWeed() {
   }
   const fs::path bin = cache / "seaweedfs" / CAIRN_SEAWEEDFS_VERSION / "weed";
   if (::access(bin.c_str(), X_OK) == 0) return bin;
-  return xet::IoError(
-      "no SeaweedFS binary at " + bin.string() +
-      " (scripts/seaweedfs.sh builds it; make test's bootstrap runs it; or set CAIRN_WEED_BIN)");
+  return IoError("no SeaweedFS binary at " + bin.string() +
+                 " (scripts/seaweedfs.sh builds it; make test's bootstrap runs it; or set CAIRN_WEED_BIN)");
 }
 
-xet::Result<std::unique_ptr<SeaweedCluster>> SeaweedCluster::Start(const std::string& name) {
+Result<std::unique_ptr<SeaweedCluster>> SeaweedCluster::Start(const std::string& name) {
   auto bin = FindWeed();
   if (!bin) return bin.error();
   curl_global_init(CURL_GLOBAL_DEFAULT);
   std::error_code ec;
   const fs::path dir = FreshTempDir("cairn-weed", name, ec);
   if (!ec) fs::create_directories(dir / "data", ec);
-  if (ec) return xet::IoError("create " + dir.string() + ": " + ec.message());
+  if (ec) return IoError("create " + dir.string() + ": " + ec.message());
   std::unique_ptr<SeaweedCluster> cluster(new SeaweedCluster(*bin, dir));
   cluster->access_key_ = "cairn" + RandomText(15);
   cluster->secret_key_ = RandomText(40);
@@ -120,19 +119,19 @@ xet::Result<std::unique_ptr<SeaweedCluster>> SeaweedCluster::Start(const std::st
     id << R"({"identities":[{"name":"cairn","credentials":[{"accessKey":")" << cluster->access_key_
        << R"(","secretKey":")" << cluster->secret_key_
        << R"("}],"actions":["Admin","Read","Write","List","Tagging"]}]})";
-    if (!id) return xet::IoError("write " + (dir / "identities.json").string());
+    if (!id) return IoError("write " + (dir / "identities.json").string());
   }
-  xet::Status started = xet::IoError("not started");
+  Status started = IoError("not started");
   for (int attempt = 0; attempt < 3 && !started.ok(); ++attempt) {
     if (attempt > 0) {
       // A start that failed (a port taken meanwhile by another process, say) may have left a master's state
       // naming its own ports: a server started on that data waited for volumes that never came.
       fs::remove_all(dir / "data", ec);
       fs::create_directories(dir / "data", ec);
-      if (ec) return xet::IoError("recreate " + (dir / "data").string() + ": " + ec.message());
+      if (ec) return IoError("recreate " + (dir / "data").string() + ": " + ec.message());
     }
     auto base = FreePortRun();
-    if (!base) return xet::IoError("no run of free loopback ports for SeaweedFS");
+    if (!base) return IoError("no run of free loopback ports for SeaweedFS");
     cluster->base_port_ = *base;
     started = cluster->Launch();
   }
@@ -161,7 +160,7 @@ S3Options SeaweedCluster::Options(const std::string& bucket) const {
   return o;
 }
 
-xet::Status SeaweedCluster::CreateBucket(const std::string& bucket) const {
+Status SeaweedCluster::CreateBucket(const std::string& bucket) const {
   auto client = S3Client::Create(Options(bucket));
   if (!client) return client.error();
   // The gateway answers before the filer behind it is ready: retry for a while.
@@ -173,14 +172,14 @@ xet::Status SeaweedCluster::CreateBucket(const std::string& bucket) const {
     auto res = (*client)->Send(req);
     if (res.ok() && (res->status == 200 || res->error_code == "BucketAlreadyOwnedByYou" ||
                      res->error_code == "BucketAlreadyExists"))
-      return xet::Ok{};
+      return Ok{};
     last = res.ok() ? "HTTP " + std::to_string(res->status) + " " + res->error_code : res.error().message;
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
-  return xet::IoError("SeaweedFS: create bucket " + bucket + ": " + last);
+  return IoError("SeaweedFS: create bucket " + bucket + ": " + last);
 }
 
-xet::Status SeaweedCluster::Launch() {
+Status SeaweedCluster::Launch() {
   const auto port = [&](int i) { return std::to_string(base_port_ + i); };
   const std::vector<std::string> args = {
       bin_.string(),
@@ -206,7 +205,7 @@ xet::Status SeaweedCluster::Launch() {
   };
   const fs::path log = dir_ / "weed.log";
   const pid_t pid = ::fork();
-  if (pid < 0) return xet::IoError("fork for weed failed");
+  if (pid < 0) return IoError("fork for weed failed");
   if (pid == 0) {
     // The child: its own process group (killed whole), gone with the test process if that dies first.
     ::setpgid(0, 0);
@@ -232,27 +231,27 @@ xet::Status SeaweedCluster::Launch() {
     int status = 0;
     if (::waitpid(pid_, &status, WNOHANG) == pid_) {
       pid_ = -1;
-      return xet::IoError("weed exited at start (see " + log.string() + "): " + Tail(log, 2000));
+      return IoError("weed exited at start (see " + log.string() + "): " + Tail(log, 2000));
     }
-    if (HttpStatus(endpoint() + "/healthz") == 200) return xet::Ok{};
+    if (HttpStatus(endpoint() + "/healthz") == 200) return Ok{};
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   (void)Stop();
-  return xet::IoError("SeaweedFS did not answer on " + endpoint() + " within 90 s (see " + log.string() +
-                      "): " + Tail(log, 2000));
+  return IoError("SeaweedFS did not answer on " + endpoint() + " within 90 s (see " + log.string() +
+                 "): " + Tail(log, 2000));
 }
 
-xet::Status SeaweedCluster::Stop() {
-  if (pid_ <= 0) return xet::Ok{};
+Status SeaweedCluster::Stop() {
+  if (pid_ <= 0) return Ok{};
   // Killed outright (weed takes ~10 s to stop on SIGTERM): what is acknowledged must survive that anyway.
   ::kill(-pid_, SIGKILL);
   int status = 0;
   ::waitpid(pid_, &status, 0);
   pid_ = -1;
-  return xet::Ok{};
+  return Ok{};
 }
 
-xet::Status SeaweedCluster::Restart() {
+Status SeaweedCluster::Restart() {
   if (auto st = Stop(); !st.ok()) return st;
   return Launch();
 }

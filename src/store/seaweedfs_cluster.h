@@ -19,15 +19,15 @@
 #include <memory>
 #include <string>
 
+#include "common/error.h"
 #include "store/s3_client.h"
-#include "xet/result.h"
 
 namespace cairn::store::testing {
 
 class SeaweedCluster {
  public:
   // `name` labels the temporary directory (the test's name, say).
-  static xet::Result<std::unique_ptr<SeaweedCluster>> Start(const std::string& name);
+  static Result<std::unique_ptr<SeaweedCluster>> Start(const std::string& name);
   ~SeaweedCluster();
   SeaweedCluster(const SeaweedCluster&) = delete;
   SeaweedCluster& operator=(const SeaweedCluster&) = delete;
@@ -39,19 +39,19 @@ class SeaweedCluster {
   // S3 options for this cluster and `bucket` (path style, region us-east-1).
   S3Options Options(const std::string& bucket) const;
   // Creates a bucket (idempotent).
-  xet::Status CreateBucket(const std::string& bucket) const;
+  Status CreateBucket(const std::string& bucket) const;
 
   // Kills the server (SIGKILL: as a crash or a power cut would stop it), and starts it again on the same
   // ports and data.
-  xet::Status Stop();
-  xet::Status Restart();
+  Status Stop();
+  Status Restart();
   const std::filesystem::path& directory() const { return dir_; }
   pid_t pid() const { return pid_; }  // the weed process (benchmarks read its CPU time), -1 when stopped
 
  private:
   SeaweedCluster(std::filesystem::path bin, std::filesystem::path dir)
       : bin_(std::move(bin)), dir_(std::move(dir)) {}
-  xet::Status Launch();
+  Status Launch();
 
   std::filesystem::path bin_;
   std::filesystem::path dir_;
@@ -62,6 +62,6 @@ class SeaweedCluster {
 };
 
 // The weed binary the tests run (see above), or kIo saying how to get one.
-xet::Result<std::filesystem::path> FindWeed();
+Result<std::filesystem::path> FindWeed();
 
 }  // namespace cairn::store::testing

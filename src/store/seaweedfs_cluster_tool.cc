@@ -20,7 +20,7 @@ int main() {
             << std::endl;
   std::string line;
   while (std::getline(std::cin, line)) {
-    cairn::xet::Status st = cairn::xet::Ok{};
+    cairn::Status st = cairn::Ok{};
     if (line.starts_with("bucket ")) {
       st = (*cluster)->CreateBucket(line.substr(7));
     } else if (line == "stop") {
@@ -28,7 +28,7 @@ int main() {
     } else if (line == "start") {
       st = (*cluster)->Restart();
     } else {
-      st = cairn::xet::IoError("unknown command");
+      st = cairn::IoError("unknown command");
     }
     std::cout << (st.ok() ? std::string("ok") : "error: " + st.error().message) << std::endl;
   }

@@ -36,40 +36,39 @@ class Buffers {
 };
 
 // The whole blob, read into `buf` (grown as needed, never shrunk): a span of it.
-xet::Result<std::span<const uint8_t>> ReadInto(BlobStore& from, BlobKind kind, const xet::Hash& hash,
-                                               std::vector<uint8_t>& buf) {
+Result<std::span<const uint8_t>> ReadInto(BlobStore& from, BlobKind kind, const xet::Hash& hash,
+                                          std::vector<uint8_t>& buf) {
   auto stat = from.Stat(kind, hash);
   if (!stat.ok()) return stat.error();
-  if (!stat->exists) return xet::NotFound("no " + std::string(BlobKindName(kind)) + " " + hash.hex());
+  if (!stat->exists) return NotFound("no " + std::string(BlobKindName(kind)) + " " + hash.hex());
   if (buf.size() < stat->size) buf.resize(stat->size);
   const std::span<uint8_t> out(buf.data(), stat->size);
   if (auto st = from.ReadRange(kind, hash, 0, out); !st.ok()) return st.error();
   return std::span<const uint8_t>(out);
 }
 
-xet::Result<Outcome> CopyOne(BlobStore& from, BlobStore& to, BlobKind kind, const xet::Hash& hash,
-                             const BlobVerifier& verify, bool read_back, std::vector<uint8_t>& buf,
-                             uint64_t* size) {
+Result<Outcome> CopyOne(BlobStore& from, BlobStore& to, BlobKind kind, const xet::Hash& hash,
+                        const BlobVerifier& verify, bool read_back, std::vector<uint8_t>& buf,
+                        uint64_t* size) {
   // Resuming: an intact blob at the destination is not copied again.
   if (auto there = ReadInto(to, kind, hash, buf); there.ok() && verify(kind, hash, *there)) {
     *size = there->size();
     return Outcome::kPresent;
-  } else if (!there.ok() && there.error().code != xet::ErrorCode::kNotFound) {
+  } else if (!there.ok() && there.error().code != ErrorCode::kNotFound) {
     return there.error();
   }
   auto bytes = ReadInto(from, kind, hash, buf);
-  if (!bytes) return xet::Error{bytes.error().code, "reading the source: " + bytes.error().message};
+  if (!bytes) return Error{bytes.error().code, "reading the source: " + bytes.error().message};
   *size = bytes->size();
-  if (!verify(kind, hash, *bytes)) return xet::HashMismatch("the source's bytes do not verify: not copied");
+  if (!verify(kind, hash, *bytes)) return HashMismatch("the source's bytes do not verify: not copied");
   PutOptions put;
   put.verify_existing = [&](std::span<const uint8_t> existing) { return verify(kind, hash, existing); };
   if (auto p = to.Put(kind, hash, *bytes, put); !p)
-    return xet::Error{p.error().code, "writing: " + p.error().message};
+    return Error{p.error().code, "writing: " + p.error().message};
   if (!read_back) return Outcome::kCopied;
   auto back = ReadInto(to, kind, hash, buf);
-  if (!back) return xet::Error{back.error().code, "reading back: " + back.error().message};
-  if (!verify(kind, hash, *back))
-    return xet::HashMismatch("read back from the destination, it does not verify");
+  if (!back) return Error{back.error().code, "reading back: " + back.error().message};
+  if (!verify(kind, hash, *back)) return HashMismatch("read back from the destination, it does not verify");
   return Outcome::kCopied;
 }
 
@@ -112,12 +111,12 @@ KindCopyReport CopyBlobs(BlobStore& from, BlobStore& to, BlobKind kind, std::spa
   return k;
 }
 
-xet::Result<StoreCopyReport> CopyStore(BlobStore& from, BlobStore& to, const StoreCopyOptions& options) {
+Result<StoreCopyReport> CopyStore(BlobStore& from, BlobStore& to, const StoreCopyOptions& options) {
   StoreCopyReport report;
   for (const BlobKind kind : kBlobKinds) {
     std::vector<xet::Hash> hashes;
     if (auto st = from.List(kind, [&](const xet::Hash& h) { hashes.push_back(h); }); !st)
-      return xet::Error{st.error().code, "listing " + from.Describe() + ": " + st.error().message};
+      return Error{st.error().code, "listing " + from.Describe() + ": " + st.error().message};
     std::sort(hashes.begin(), hashes.end());
     report.kinds.push_back(CopyBlobs(from, to, kind, hashes, options));
   }

@@ -53,7 +53,7 @@ struct StoreCopyReport {
 
 // Copies every xorb and shard of `from` into `to`. An error only when a store cannot be listed; per-blob
 // failures are in the report (ok() false).
-xet::Result<StoreCopyReport> CopyStore(BlobStore& from, BlobStore& to, const StoreCopyOptions& options);
+Result<StoreCopyReport> CopyStore(BlobStore& from, BlobStore& to, const StoreCopyOptions& options);
 
 // Copies the blobs `hashes` of one kind (each as CopyStore does: verified at the source, and read back when
 // `read_back`); failures are in the report.

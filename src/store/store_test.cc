@@ -28,7 +28,6 @@ namespace cairn::store {
 namespace {
 
 namespace fs = std::filesystem;
-using xet::ErrorCode;
 using xet::Hash;
 
 Hash HashOf(uint8_t seed) {
@@ -391,15 +390,15 @@ TYPED_TEST(BlobStoreTest, RangeReadersReadInOrder) {
   }
   EXPECT_TRUE(std::equal(out.begin(), out.end(), data.begin() + offset));
   uint8_t more = 0;
-  EXPECT_EQ(reader->Read({&more, 1}).error().code, xet::ErrorCode::kInconsistent);
+  EXPECT_EQ(reader->Read({&more, 1}).error().code, ErrorCode::kInconsistent);
 
   std::vector<uint8_t> tail(100);
   auto past_end = this->store_->OpenRange(BlobKind::kXorb, HashOf(14), data.size() - 10, tail.size());
-  EXPECT_EQ(past_end->Read(tail).error().code, xet::ErrorCode::kInconsistent);
+  EXPECT_EQ(past_end->Read(tail).error().code, ErrorCode::kInconsistent);
   auto beyond = this->store_->OpenRange(BlobKind::kXorb, HashOf(14), data.size() + 5, tail.size());
-  EXPECT_EQ(beyond->Read(tail).error().code, xet::ErrorCode::kInconsistent);
+  EXPECT_EQ(beyond->Read(tail).error().code, ErrorCode::kInconsistent);
   auto missing = this->store_->OpenRange(BlobKind::kXorb, HashOf(15), 0, tail.size());
-  EXPECT_EQ(missing->Read(tail).error().code, xet::ErrorCode::kNotFound);
+  EXPECT_EQ(missing->Read(tail).error().code, ErrorCode::kNotFound);
 
   // A reader dropped part way leaves the store usable (on S3 its connection is closed, not reused
   // mid-answer).
@@ -547,9 +546,9 @@ TEST_P(LocalDiskStoreTest, PersistsAcrossReopen) {
 // blob is untouched.
 TEST_P(LocalDiskStoreTest, InjectedFaultAtEveryStepLeavesNoObject) {
   std::optional<PutStep> fail_at;
-  auto store = Open({.fault_injector = [&](const PutStepInfo& s) -> xet::Status {
-    if (fail_at == s.step) return xet::IoError("injected");
-    return xet::Ok{};
+  auto store = Open({.fault_injector = [&](const PutStepInfo& s) -> Status {
+    if (fail_at == s.step) return IoError("injected");
+    return Ok{};
   }});
   const auto data = Bytes(50'000, 3);
   const auto other = Bytes(50'000, 4);
@@ -591,11 +590,11 @@ TEST_P(LocalDiskStoreTest, InjectedFaultAtEveryStepLeavesNoObject) {
 TEST_P(LocalDiskStoreTest, FlusherBehindTheWriter) {
   std::atomic<bool> fail_flush = false;
   std::atomic<int> flushes = 0;
-  auto store = Open({.fault_injector = [&](const PutStepInfo& s) -> xet::Status {
-    if (s.step != PutStep::kFsyncFile) return xet::Ok{};
+  auto store = Open({.fault_injector = [&](const PutStepInfo& s) -> Status {
+    if (s.step != PutStep::kFsyncFile) return Ok{};
     ++flushes;
-    if (fail_flush) return xet::IoError("injected");
-    return xet::Ok{};
+    if (fail_flush) return IoError("injected");
+    return Ok{};
   }});
   const auto piece = Bytes(40'000, 6);
   {

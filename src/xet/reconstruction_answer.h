@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "common/error.h"
 #include "xet/hash.h"
-#include "xet/result.h"
 
 namespace cairn::xet {
 

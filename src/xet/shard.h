@@ -7,8 +7,8 @@
 #include <span>
 #include <vector>
 
+#include "common/error.h"
 #include "xet/hash.h"
-#include "xet/result.h"
 
 namespace cairn::xet {
 

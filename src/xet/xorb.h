@@ -15,9 +15,9 @@
 #include <span>
 #include <vector>
 
+#include "common/error.h"
 #include "xet/hash.h"
 #include "xet/hashing.h"
-#include "xet/result.h"
 
 namespace cairn::xet {
 

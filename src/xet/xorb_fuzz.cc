@@ -16,7 +16,7 @@ namespace {
 using cairn::xet::ValidatedXorb;
 using cairn::xet::ValidateOptions;
 
-bool SameOutcome(const cairn::xet::Result<ValidatedXorb>& a, const cairn::xet::Result<ValidatedXorb>& b) {
+bool SameOutcome(const cairn::Result<ValidatedXorb>& a, const cairn::Result<ValidatedXorb>& b) {
   if (a.ok() != b.ok()) return false;
   if (!a) return a.error().code == b.error().code;
   return a->hash == b->hash && a->chunk_region_size == b->chunk_region_size &&
@@ -60,7 +60,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       ValidateOptions wrong;
       wrong.expected_hash = &other;
       const auto refused = cairn::xet::ValidateXorb(body, wrong);
-      FUZZ_CHECK(!refused && refused.error().code == cairn::xet::ErrorCode::kHashMismatch);
+      FUZZ_CHECK(!refused && refused.error().code == cairn::ErrorCode::kHashMismatch);
     }
   } else {
     ValidateOptions any;

@@ -215,14 +215,14 @@ std::optional<xet::Hash> Rows::Hash(int row, int col) const {
 
 // ---- Conn
 
-xet::Result<std::unique_ptr<Conn>> Conn::Connect(const std::string& conninfo) {
+Result<std::unique_ptr<Conn>> Conn::Connect(const std::string& conninfo) {
   // Defaults first; the URI (expanded from dbname) overrides them where it sets them.
   const char* const keys[] = {"connect_timeout", "application_name", "dbname", nullptr};
   const char* const values[] = {"10", "cairn", conninfo.c_str(), nullptr};
   std::string msg;
   for (int attempt = 0; attempt < 2; ++attempt) {
     PGconn* c = PQconnectdbParams(keys, values, /*expand_dbname=*/1);
-    if (c == nullptr) return xet::IoError("postgres: out of memory");
+    if (c == nullptr) return IoError("postgres: out of memory");
     if (PQstatus(c) == CONNECTION_OK) {
       // Notices ("relation already exists, skipping") are not errors; libpq would print them to stderr.
       PQsetNoticeProcessor(
@@ -236,9 +236,9 @@ xet::Result<std::unique_ptr<Conn>> Conn::Connect(const std::string& conninfo) {
     // A server that does not answer (or is starting or stopping) may come back: unavailable. One that
     // answers is asked again (it may have finished starting meanwhile); refusing twice, it will not change.
     const PGPing ping = PQpingParams(keys, values, 1);
-    if (ping == PQPING_NO_RESPONSE || ping == PQPING_REJECT) return xet::Unavailable(std::move(msg));
+    if (ping == PQPING_NO_RESPONSE || ping == PQPING_REJECT) return Unavailable(std::move(msg));
   }
-  return xet::IoError(std::move(msg));
+  return IoError(std::move(msg));
 }
 
 Conn::~Conn() {
@@ -249,7 +249,7 @@ bool Conn::broken() const {
   return PQstatus(c_) != CONNECTION_OK;
 }
 
-xet::Error Conn::ErrorOf(const PGresult* r, std::string_view what) const {
+Error Conn::ErrorOf(const PGresult* r, std::string_view what) const {
   std::string msg = r != nullptr ? PQresultErrorMessage(r) : "";
   if (msg.empty()) msg = PQerrorMessage(c_);
   msg = OneLine(msg);
@@ -261,9 +261,9 @@ xet::Error Conn::ErrorOf(const PGresult* r, std::string_view what) const {
   if (state == "CR002") return NamedXorbNotStored();
   if (state == "CR003") return QuotaHasNoRoom();
   if (state == "CR004") return FileChangedSinceCompaction();
-  if (broken() || UnavailableState(state)) return xet::Unavailable(std::move(msg));
-  if (state.starts_with("23")) return xet::Inconsistent(std::move(msg));
-  return xet::IoError(std::move(msg));
+  if (broken() || UnavailableState(state)) return Unavailable(std::move(msg));
+  if (state.starts_with("23")) return Inconsistent(std::move(msg));
+  return IoError(std::move(msg));
 }
 
 bool Conn::RetryableResult(const PGresult* r) const {
@@ -271,7 +271,7 @@ bool Conn::RetryableResult(const PGresult* r) const {
   return state == "40001" || state == "40P01";
 }
 
-xet::Result<Rows> Conn::Exec(const std::string& sql) {
+Result<Rows> Conn::Exec(const std::string& sql) {
   Rows rows(PQexec(c_, sql.c_str()));
   const PGresult* r = rows.raw();
   const ExecStatusType st = r != nullptr ? PQresultStatus(r) : PGRES_FATAL_ERROR;
@@ -279,7 +279,7 @@ xet::Result<Rows> Conn::Exec(const std::string& sql) {
   return rows;
 }
 
-xet::Result<Rows> Conn::Query(const std::string& sql, const Params& p) {
+Result<Rows> Conn::Query(const std::string& sql, const Params& p) {
   const auto values = p.values();
   const auto lengths = p.lengths();
   const auto formats = p.formats();
@@ -291,17 +291,17 @@ xet::Result<Rows> Conn::Query(const std::string& sql, const Params& p) {
   return rows;
 }
 
-xet::Status Conn::Prepare(const Statement& s) {
-  if (prepared_.contains(s.name)) return xet::Ok{};
+Status Conn::Prepare(const Statement& s) {
+  if (prepared_.contains(s.name)) return Ok{};
   const Rows r(PQprepare(c_, s.name, s.sql, 0, nullptr));
   const PGresult* raw = r.raw();
   if (raw == nullptr || PQresultStatus(raw) != PGRES_COMMAND_OK)
     return ErrorOf(raw, std::string("prepare ") + s.name);
   prepared_.insert(s.name);
-  return xet::Ok{};
+  return Ok{};
 }
 
-xet::Result<Rows> Conn::Run(const Statement& s, const Params& p) {
+Result<Rows> Conn::Run(const Statement& s, const Params& p) {
   if (auto st = Prepare(s); !st.ok()) return st.error();
   const auto values = p.values();
   const auto lengths = p.lengths();
@@ -386,17 +386,17 @@ BasicResult<std::vector<Rows>, Conn::BatchFailure> Conn::RunBatch(std::span<cons
   return out;
 }
 
-xet::Status CheckUri(const std::string& uri) {
+Status CheckUri(const std::string& uri) {
   char* err = nullptr;
   PQconninfoOption* opts = PQconninfoParse(uri.c_str(), &err);
   if (opts == nullptr) {
     std::string msg = err != nullptr ? err : "out of memory";
     PQfreemem(err);
     msg = OneLine(msg);
-    return xet::Malformed("index: not a PostgreSQL URI (" + RedactedUri(uri) + "): " + msg);
+    return Malformed("index: not a PostgreSQL URI (" + RedactedUri(uri) + "): " + msg);
   }
   PQconninfoFree(opts);
-  return xet::Ok{};
+  return Ok{};
 }
 
 std::string RedactedUri(std::string_view uri) {

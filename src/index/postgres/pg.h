@@ -24,8 +24,8 @@
 #include <utility>
 #include <vector>
 
+#include "common/error.h"
 #include "xet/hash.h"
-#include "xet/result.h"
 
 struct pg_conn;
 struct pg_result;
@@ -95,7 +95,7 @@ class Conn {
  public:
   // Connects to `conninfo` (a postgres:// URI or key=value string). Fails with kUnavailable when the server
   // cannot be reached, kIo when it refuses (authentication, unknown database).
-  static xet::Result<std::unique_ptr<Conn>> Connect(const std::string& conninfo);
+  static Result<std::unique_ptr<Conn>> Connect(const std::string& conninfo);
   ~Conn();
   Conn(const Conn&) = delete;
   Conn& operator=(const Conn&) = delete;
@@ -104,11 +104,11 @@ class Conn {
   bool broken() const;
 
   // Runs SQL text without parameters (DDL, several statements); result rows are text.
-  xet::Result<Rows> Exec(const std::string& sql);
+  Result<Rows> Exec(const std::string& sql);
   // Runs SQL text once with binary parameters and results (no prepared statement: tools, not hot paths).
-  xet::Result<Rows> Query(const std::string& sql, const Params& p = {});
+  Result<Rows> Query(const std::string& sql, const Params& p = {});
   // Runs a statement, preparing it on this connection first if needed.
-  xet::Result<Rows> Run(const Statement& s, const Params& p = {});
+  Result<Rows> Run(const Statement& s, const Params& p = {});
 
   // One pipelined round trip: BEGIN, every statement, COMMIT, then a sync; results in order. All commit or
   // none does: on failure the error of the first failing statement is returned together with its position
@@ -118,7 +118,7 @@ class Conn {
     const Params* params;
   };
   struct BatchFailure {
-    xet::Error error;
+    Error error;
     size_t failed_at = 0;  // index of the failing item; items.size() when BEGIN/COMMIT or the link failed
     bool retryable = false;
   };
@@ -126,8 +126,8 @@ class Conn {
 
  private:
   explicit Conn(pg_conn* c) : c_(c) {}
-  xet::Status Prepare(const Statement& s);
-  xet::Error ErrorOf(const pg_result* r, std::string_view what) const;
+  Status Prepare(const Statement& s);
+  Error ErrorOf(const pg_result* r, std::string_view what) const;
   bool RetryableResult(const pg_result* r) const;
   // Reads results up to and including the pipeline's sync; used after a failure.
   void DrainToSync();
@@ -137,7 +137,7 @@ class Conn {
 };
 
 // Whether libpq can parse `uri` (kMalformed with its reason otherwise). Nothing is contacted.
-xet::Status CheckUri(const std::string& uri);
+Status CheckUri(const std::string& uri);
 
 // The connection URI without its password, for messages and logs.
 std::string RedactedUri(std::string_view uri);

@@ -243,7 +243,7 @@ WHERE r.file = u.file AND r.scope = u.scope AND r.cleared)sql"};
 
 // ---- Writes
 
-xet::Result<bool> PostgresIndex::PutXorb(const XorbHash& hash, const xet::XorbLayout& layout) {
+Result<bool> PostgresIndex::PutXorb(const XorbHash& hash, const xet::XorbLayout& layout) {
   const XorbEntry e = MakeXorbEntry(hash, layout);
   bool inserted = false;
   WriteRequest req{
@@ -256,7 +256,7 @@ xet::Result<bool> PostgresIndex::PutXorb(const XorbHash& hash, const xet::XorbLa
   return inserted;
 }
 
-xet::Result<CommitOutcome> PostgresIndex::CommitShard(const ShardCommit& commit) {
+Result<CommitOutcome> PostgresIndex::CommitShard(const ShardCommit& commit) {
   if (auto st = CheckShardCommit(commit); !st.ok()) return st.error();
   CommitOutcome outcome;
   WriteRequest req{&kCommitShard, CommitShardParams(commit, options_.clock->UnixSeconds()),
@@ -321,7 +321,7 @@ pg::Params PostgresIndex::CommitShardParams(const ShardCommit& commit, int64_t n
 
 // ---- Compaction (GcIndex::Repoint: its shards are registered as CommitShard registers them)
 
-xet::Status PostgresIndex::Repoint(const Repointing& repointing) {
+Status PostgresIndex::Repoint(const Repointing& repointing) {
   if (auto st = CheckRepointing(repointing); !st.ok()) return st;
   const int64_t now = options_.clock->UnixSeconds();
   std::vector<pg::Params> params;
@@ -351,7 +351,7 @@ xet::Status PostgresIndex::Repoint(const Repointing& repointing) {
 
 // ---- Reads
 
-xet::Result<std::shared_ptr<const XorbEntry>> PostgresIndex::GetXorb(const XorbHash& hash) {
+Result<std::shared_ptr<const XorbEntry>> PostgresIndex::GetXorb(const XorbHash& hash) {
   auto rows = Query(kGetXorb, pg::Params().Bytea(hash));
   if (!rows.ok()) return rows.error();
   if (rows->size() == 0) return XorbNotIndexed(hash);
@@ -359,9 +359,9 @@ xet::Result<std::shared_ptr<const XorbEntry>> PostgresIndex::GetXorb(const XorbH
                           rows->Int8(0, 4));
 }
 
-xet::Result<std::vector<std::shared_ptr<const XorbEntry>>> PostgresIndex::GetXorbs(
+Result<std::vector<std::shared_ptr<const XorbEntry>>> PostgresIndex::GetXorbs(
     std::span<const XorbHash> hashes) {
-  if (hashes.size() > kMaxXorbsPerRead) return xet::Malformed("too many xorbs in one read");
+  if (hashes.size() > kMaxXorbsPerRead) return Malformed("too many xorbs in one read");
   std::vector<std::shared_ptr<const XorbEntry>> out(hashes.size());
   std::vector<XorbHash> missing;                                              // each hash once
   std::unordered_map<XorbHash, std::vector<size_t>, xet::HashHasher> wanted;  // hash -> its places in out
@@ -375,7 +375,7 @@ xet::Result<std::vector<std::shared_ptr<const XorbEntry>>> PostgresIndex::GetXor
   for (int r = 0; r < rows->size(); ++r) {
     const auto hash = rows->Hash(r, 0);
     auto it = hash ? wanted.find(*hash) : wanted.end();
-    if (it == wanted.end()) return xet::IoError("index: a xorb came back that was not asked for");
+    if (it == wanted.end()) return IoError("index: a xorb came back that was not asked for");
     auto e = XorbEntryFromRow(*hash, rows->Bytes(r, 1), rows->Int8(r, 2), rows->Int8(r, 3), rows->Int8(r, 4),
                               rows->Int8(r, 5));
     if (!e.ok()) return e.error();
@@ -384,19 +384,19 @@ xet::Result<std::vector<std::shared_ptr<const XorbEntry>>> PostgresIndex::GetXor
   return out;
 }
 
-xet::Result<bool> PostgresIndex::HasXorb(const XorbHash& hash) {
+Result<bool> PostgresIndex::HasXorb(const XorbHash& hash) {
   auto rows = Query(kHasXorb, pg::Params().Bytea(hash));
   if (!rows.ok()) return rows.error();
   return rows->size() > 0;
 }
 
-xet::Result<std::shared_ptr<const FileEntry>> PostgresIndex::GetFile(const FileHash& hash) {
+Result<std::shared_ptr<const FileEntry>> PostgresIndex::GetFile(const FileHash& hash) {
   return ReadFile(hash, std::nullopt);
 }
 
-xet::Result<std::vector<std::shared_ptr<const FileEntry>>> PostgresIndex::GetFiles(
+Result<std::vector<std::shared_ptr<const FileEntry>>> PostgresIndex::GetFiles(
     std::span<const FileHash> hashes) {
-  if (hashes.size() > kMaxFilesPerRead) return xet::Malformed("too many files in one read");
+  if (hashes.size() > kMaxFilesPerRead) return Malformed("too many files in one read");
   std::vector<std::shared_ptr<const FileEntry>> out(hashes.size());
   std::unordered_map<FileHash, std::vector<size_t>, xet::HashHasher> wanted;  // hash -> its places in out
   std::vector<FileHash> asked;                                                // each hash once
@@ -410,7 +410,7 @@ xet::Result<std::vector<std::shared_ptr<const FileEntry>>> PostgresIndex::GetFil
   for (int r = 0; r < rows->size(); ++r) {
     const auto hash = rows->Hash(r, 0);
     auto it = hash ? wanted.find(*hash) : wanted.end();
-    if (it == wanted.end()) return xet::IoError("index: a file came back that was not asked for");
+    if (it == wanted.end()) return IoError("index: a file came back that was not asked for");
     auto e = FileEntryFromRow(*hash, rows->Bytes(r, 1), rows->Int8(r, 2), rows->Int8(r, 3),
                               rows->IsNull(r, 4) ? std::nullopt : rows->Hash(r, 4),
                               rows->IsNull(r, 5) ? std::span<const uint8_t>() : rows->Bytes(r, 5),
@@ -421,13 +421,13 @@ xet::Result<std::vector<std::shared_ptr<const FileEntry>>> PostgresIndex::GetFil
   return out;
 }
 
-xet::Result<std::shared_ptr<const FileEntry>> PostgresIndex::GetVisibleFile(const FileHash& hash,
-                                                                            std::string_view scope) {
+Result<std::shared_ptr<const FileEntry>> PostgresIndex::GetVisibleFile(const FileHash& hash,
+                                                                       std::string_view scope) {
   return ReadFile(hash, scope);
 }
 
-xet::Result<std::shared_ptr<const FileEntry>> PostgresIndex::ReadFile(const FileHash& hash,
-                                                                      std::optional<std::string_view> scope) {
+Result<std::shared_ptr<const FileEntry>> PostgresIndex::ReadFile(const FileHash& hash,
+                                                                 std::optional<std::string_view> scope) {
   auto rows = scope ? Query(kGetVisibleFile, pg::Params().Bytea(hash).Text(*scope))
                     : Query(kGetFile, pg::Params().Bytea(hash));
   if (!rows.ok()) return rows.error();
@@ -438,22 +438,22 @@ xet::Result<std::shared_ptr<const FileEntry>> PostgresIndex::ReadFile(const File
                           rows->Int8(0, 5));
 }
 
-xet::Result<std::optional<int64_t>> PostgresIndex::VisibleFileRecord(const FileHash& hash,
-                                                                     std::string_view scope) {
+Result<std::optional<int64_t>> PostgresIndex::VisibleFileRecord(const FileHash& hash,
+                                                                std::string_view scope) {
   auto rows = Query(kVisibleFileRecord, pg::Params().Bytea(hash).Text(scope));
   if (!rows.ok()) return rows.error();
   if (rows->size() == 0) return std::optional<int64_t>();
   return std::optional<int64_t>(rows->Int8(0, 0));
 }
 
-xet::Result<bool> PostgresIndex::FileVisibleTo(const FileHash& hash, std::string_view scope) {
+Result<bool> PostgresIndex::FileVisibleTo(const FileHash& hash, std::string_view scope) {
   auto rows = Query(kFileVisible, pg::Params().Bytea(hash).Text(scope));
   if (!rows.ok()) return rows.error();
   return rows->size() > 0;
 }
 
-xet::Result<std::optional<FileHash>> PostgresIndex::FileBySha256(const Hash& sha256,
-                                                                 std::optional<std::string_view> scope) {
+Result<std::optional<FileHash>> PostgresIndex::FileBySha256(const Hash& sha256,
+                                                            std::optional<std::string_view> scope) {
   pg::Params p;
   p.Bytea(sha256);
   if (scope) p.Text(*scope);
@@ -463,10 +463,10 @@ xet::Result<std::optional<FileHash>> PostgresIndex::FileBySha256(const Hash& sha
   return rows->Hash(0, 0);
 }
 
-xet::Result<std::vector<ListedFile>> PostgresIndex::ListFiles(std::string_view scope,
-                                                              std::optional<FileHash> after, size_t limit) {
+Result<std::vector<ListedFile>> PostgresIndex::ListFiles(std::string_view scope,
+                                                         std::optional<FileHash> after, size_t limit) {
   if (limit > kMaxListedFiles)
-    return xet::Malformed("at most " + std::to_string(kMaxListedFiles) + " files a page");
+    return Malformed("at most " + std::to_string(kMaxListedFiles) + " files a page");
   pg::Params p;
   p.Text(scope);
   if (after) {
@@ -481,15 +481,15 @@ xet::Result<std::vector<ListedFile>> PostgresIndex::ListFiles(std::string_view s
   out.reserve(static_cast<size_t>(rows->size()));
   for (int i = 0; i < rows->size(); ++i) {
     auto hash = rows->Hash(i, 0);
-    if (!hash) return xet::IoError("a files row has a hash that is not 32 bytes");
+    if (!hash) return IoError("a files row has a hash that is not 32 bytes");
     out.push_back({*hash, static_cast<uint64_t>(rows->Int8(i, 1)),
                    rows->IsNull(i, 2) ? std::nullopt : rows->Hash(i, 2), rows->Int8(i, 3)});
   }
   return out;
 }
 
-xet::Result<std::vector<Hash>> PostgresIndex::Scan(Scanned what, std::optional<Hash> after, size_t limit) {
-  if (limit > kMaxScanned) return xet::Malformed("at most " + std::to_string(kMaxScanned) + " hashes a page");
+Result<std::vector<Hash>> PostgresIndex::Scan(Scanned what, std::optional<Hash> after, size_t limit) {
+  if (limit > kMaxScanned) return Malformed("at most " + std::to_string(kMaxScanned) + " hashes a page");
   pg::Params p;
   if (after) {
     p.Bytea(*after);
@@ -506,20 +506,20 @@ xet::Result<std::vector<Hash>> PostgresIndex::Scan(Scanned what, std::optional<H
   out.reserve(static_cast<size_t>(rows->size()));
   for (int i = 0; i < rows->size(); ++i) {
     auto hash = rows->Hash(i, 0);
-    if (!hash) return xet::IoError("an index row has a hash that is not 32 bytes");
+    if (!hash) return IoError("an index row has a hash that is not 32 bytes");
     out.push_back(*hash);
   }
   return out;
 }
 
-xet::Result<ScopeTotals> PostgresIndex::ScopeStats(std::string_view scope) {
+Result<ScopeTotals> PostgresIndex::ScopeStats(std::string_view scope) {
   auto rows = Query(kScopeStats, pg::Params().Text(scope));
   if (!rows.ok()) return rows.error();
   if (rows->size() == 0) return ScopeTotals{};  // no file in the scope
   return ScopeTotals{static_cast<uint64_t>(rows->Int8(0, 0)), static_cast<uint64_t>(rows->Int8(0, 1))};
 }
 
-xet::Result<std::optional<ShardInfo>> PostgresIndex::GetShard(const Hash& shard) {
+Result<std::optional<ShardInfo>> PostgresIndex::GetShard(const Hash& shard) {
   auto rows = Query(kGetShard, pg::Params().Bytea(shard));
   if (!rows.ok()) return rows.error();
   if (rows->size() == 0) return std::optional<ShardInfo>();
@@ -527,7 +527,7 @@ xet::Result<std::optional<ShardInfo>> PostgresIndex::GetShard(const Hash& shard)
       ShardInfo{.size = static_cast<uint64_t>(rows->Int8(0, 0)), .registered_at = rows->Int8(0, 1)});
 }
 
-xet::Result<std::shared_ptr<const ShardXorbs>> PostgresIndex::GetShardXorbs(const Hash& shard) {
+Result<std::shared_ptr<const ShardXorbs>> PostgresIndex::GetShardXorbs(const Hash& shard) {
   auto rows = Query(kGetShardXorbs, pg::Params().Bytea(shard));
   if (!rows.ok()) return rows.error();
   if (rows->size() == 0) return ShardNotIndexed(shard);
@@ -535,14 +535,14 @@ xet::Result<std::shared_ptr<const ShardXorbs>> PostgresIndex::GetShardXorbs(cons
   for (int i = 0; i < rows->size(); ++i) {
     if (rows->IsNull(i, 0)) continue;  // the shard has no xorbs
     auto xorb = rows->Hash(i, 0);
-    if (!xorb) return xet::IoError("index row of shard " + shard.hex() + " is corrupt");
+    if (!xorb) return IoError("index row of shard " + shard.hex() + " is corrupt");
     (rows->Bool(i, 1) ? e->listed : e->referenced).push_back(*xorb);
   }
   return std::shared_ptr<const ShardXorbs>(std::move(e));
 }
 
-xet::Result<std::vector<DedupHit>> PostgresIndex::LookupDedup(const ChunkHash& chunk,
-                                                              std::optional<std::string_view> scope) {
+Result<std::vector<DedupHit>> PostgresIndex::LookupDedup(const ChunkHash& chunk,
+                                                         std::optional<std::string_view> scope) {
   pg::Params p;
   p.Bytea(chunk);
   if (scope) p.Text(*scope);
@@ -557,10 +557,10 @@ xet::Result<std::vector<DedupHit>> PostgresIndex::LookupDedup(const ChunkHash& c
   return hits;
 }
 
-xet::Result<IndexStats> PostgresIndex::Stats() {
+Result<IndexStats> PostgresIndex::Stats() {
   auto rows = Query(kStats, {});
   if (!rows.ok()) return rows.error();
-  if (rows->size() != 1) return xet::IoError("postgres: the counters are missing");
+  if (rows->size() != 1) return IoError("postgres: the counters are missing");
   const auto u = [&](int col) { return static_cast<uint64_t>(rows->Int8(0, col)); };
   return IndexStats{.xorbs = u(0),
                     .files = u(1),
@@ -571,10 +571,10 @@ xet::Result<IndexStats> PostgresIndex::Stats() {
                     .file_bytes = u(6)};
 }
 
-xet::Status PostgresIndex::ShareFiles(std::span<const FileHash> hashes, std::string_view scope,
-                                      const QuotaCharge* charge) {
-  if (hashes.size() > kMaxSharedFiles) return xet::Malformed("too many files shared at once");
-  if (hashes.empty()) return xet::Ok{};
+Status PostgresIndex::ShareFiles(std::span<const FileHash> hashes, std::string_view scope,
+                                 const QuotaCharge* charge) {
+  if (hashes.size() > kMaxSharedFiles) return Malformed("too many files shared at once");
+  if (hashes.empty()) return Ok{};
   int64_t asked = 0;
   int64_t found = 0;
   WriteRequest req{&kShareFiles, {}, [&](const pg::Rows& rows) {
@@ -586,10 +586,10 @@ xet::Status PostgresIndex::ShareFiles(std::span<const FileHash> hashes, std::str
   if (auto st = QuotaChargeParams(req.params, charge); !st.ok()) return st;
   if (auto st = writes_->Submit(req); !st.ok()) return st;
   if (found != asked || asked == 0) return SharedFileNotIndexed();
-  return xet::Ok{};
+  return Ok{};
 }
 
-xet::Result<Unregistered> PostgresIndex::UnregisterFile(const FileHash& hash, std::string_view scope) {
+Result<Unregistered> PostgresIndex::UnregisterFile(const FileHash& hash, std::string_view scope) {
   Unregistered outcome = Unregistered::kNotVisible;
   WriteRequest req{&kUnregisterFile, {}, [&](const pg::Rows& rows) {
                      if (rows.size() != 1) return;
@@ -602,10 +602,11 @@ xet::Result<Unregistered> PostgresIndex::UnregisterFile(const FileHash& hash, st
   return outcome;
 }
 
-xet::Result<std::vector<RevocationRecord>> PostgresIndex::RevocationPage(
-    const pg::Statement& statement, const std::optional<RevocationKey>& after, size_t limit) {
+Result<std::vector<RevocationRecord>> PostgresIndex::RevocationPage(const pg::Statement& statement,
+                                                                    const std::optional<RevocationKey>& after,
+                                                                    size_t limit) {
   if (limit > kMaxListedFiles)
-    return xet::Malformed("at most " + std::to_string(kMaxListedFiles) + " revocations a page");
+    return Malformed("at most " + std::to_string(kMaxListedFiles) + " revocations a page");
   pg::Params p;
   // Every hash sorts after the empty bytea.
   if (after) {
@@ -619,24 +620,24 @@ xet::Result<std::vector<RevocationRecord>> PostgresIndex::RevocationPage(
   std::vector<RevocationRecord> out;
   for (int i = 0; i < rows->size(); ++i) {
     auto file = rows->Hash(i, 0);
-    if (!file) return xet::IoError("a revocations row has a file that is not 32 bytes");
+    if (!file) return IoError("a revocations row has a file that is not 32 bytes");
     out.push_back({{*file, std::string(rows->Text(i, 1))}, rows->Bool(i, 2)});
   }
   return out;
 }
 
-xet::Result<std::vector<RevocationRecord>> PostgresIndex::ListRevocations(std::optional<RevocationKey> after,
-                                                                          size_t limit) {
+Result<std::vector<RevocationRecord>> PostgresIndex::ListRevocations(std::optional<RevocationKey> after,
+                                                                     size_t limit) {
   return RevocationPage(kListRevocations, after, limit);
 }
 
-xet::Result<std::vector<RevocationKey>> PostgresIndex::ListClearedRevocations(
-    std::optional<RevocationKey> after, size_t limit) {
+Result<std::vector<RevocationKey>> PostgresIndex::ListClearedRevocations(std::optional<RevocationKey> after,
+                                                                         size_t limit) {
   return KeysOf(RevocationPage(kListClearedRevocations, after, limit));
 }
 
-xet::Status PostgresIndex::ForgetRevocations(std::span<const RevocationKey> revocations) {
-  if (revocations.empty()) return xet::Ok{};
+Status PostgresIndex::ForgetRevocations(std::span<const RevocationKey> revocations) {
+  if (revocations.empty()) return Ok{};
   std::vector<xet::Hash> files;
   std::vector<std::string> scopes;
   for (const auto& k : revocations) {

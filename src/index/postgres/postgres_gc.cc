@@ -162,11 +162,11 @@ class SessionGcLock final : public GcLock {
   ~SessionGcLock() override { (void)conn_->Exec("SELECT pg_advisory_unlock_all()"); }
   SessionGcLock(const SessionGcLock&) = delete;
   SessionGcLock& operator=(const SessionGcLock&) = delete;
-  xet::Status Check() override {
+  Status Check() override {
     if (auto r = conn_->Exec(kStillConnected); !r.ok()) {
-      return xet::Unavailable("the garbage collector's lock was lost: " + r.error().message);
+      return Unavailable("the garbage collector's lock was lost: " + r.error().message);
     }
-    return xet::Ok{};
+    return Ok{};
   }
 
  private:
@@ -175,13 +175,13 @@ class SessionGcLock final : public GcLock {
 
 }  // namespace
 
-xet::Result<std::vector<XorbUse>> PostgresIndex::ReviveXorbs(std::span<const XorbHash> xorbs) {
-  if (xorbs.size() > kMaxXorbsPerRead) return xet::Malformed("too many xorbs in one read");
-  const auto uses = [&](const pg::Rows& rows, bool* quarantined) -> xet::Result<std::vector<XorbUse>> {
+Result<std::vector<XorbUse>> PostgresIndex::ReviveXorbs(std::span<const XorbHash> xorbs) {
+  if (xorbs.size() > kMaxXorbsPerRead) return Malformed("too many xorbs in one read");
+  const auto uses = [&](const pg::Rows& rows, bool* quarantined) -> Result<std::vector<XorbUse>> {
     std::unordered_map<XorbHash, XorbUse, xet::HashHasher> found;
     for (int r = 0; r < rows.size(); ++r) {
       auto hash = rows.Hash(r, 0);
-      if (!hash) return xet::IoError("index: a xorb hash that is not 32 bytes");
+      if (!hash) return IoError("index: a xorb hash that is not 32 bytes");
       XorbUse use = XorbUse::kStored;
       if (!rows.IsNull(r, 1) && rows.Int8(r, 1) != 0) {
         use = XorbUse::kBeingSwept;
@@ -205,16 +205,15 @@ xet::Result<std::vector<XorbUse>> PostgresIndex::ReviveXorbs(std::span<const Xor
   bool quarantined = false;
   auto read = uses(*rows, &quarantined);
   if (!read.ok() || !quarantined) return read;  // a read only, as long as nothing named is quarantined
-  xet::Result<std::vector<XorbUse>> written = xet::IoError("postgres: revive_xorbs returned nothing");
+  Result<std::vector<XorbUse>> written = IoError("postgres: revive_xorbs returned nothing");
   WriteRequest req{&kReviveXorbs, {}, [&](const pg::Rows& r) { written = uses(r, nullptr); }};
   req.params.HashArray(xorbs);
   if (auto st = writes_->Submit(req); !st.ok()) return st.error();
   return written;
 }
 
-xet::Result<std::vector<FileXorbs>> PostgresIndex::ScanFileXorbs(std::optional<FileHash> after,
-                                                                 size_t limit) {
-  if (limit > kMaxScanned) return xet::Malformed("at most " + std::to_string(kMaxScanned) + " files a page");
+Result<std::vector<FileXorbs>> PostgresIndex::ScanFileXorbs(std::optional<FileHash> after, size_t limit) {
+  if (limit > kMaxScanned) return Malformed("at most " + std::to_string(kMaxScanned) + " files a page");
   pg::Params p;
   AfterHash(p, after).Int8(static_cast<int64_t>(limit));
   auto rows = Query(kScanFileXorbs, p);
@@ -223,16 +222,16 @@ xet::Result<std::vector<FileXorbs>> PostgresIndex::ScanFileXorbs(std::optional<F
   out.reserve(static_cast<size_t>(rows->size()));
   for (int r = 0; r < rows->size(); ++r) {
     auto hash = rows->Hash(r, 0);
-    if (!hash) return xet::IoError("a files row has a hash that is not 32 bytes");
+    if (!hash) return IoError("a files row has a hash that is not 32 bytes");
     out.push_back({*hash, static_cast<uint64_t>(rows->Int8(r, 1)), DistinctTermXorbs(rows->Bytes(r, 2)),
                    rows->Bool(r, 3)});
   }
   return out;
 }
 
-xet::Result<std::vector<Quarantined>> PostgresIndex::ScanQuarantine(GcKind kind, std::optional<Hash> after,
-                                                                    size_t limit) {
-  if (limit > kMaxScanned) return xet::Malformed("at most " + std::to_string(kMaxScanned) + " hashes a page");
+Result<std::vector<Quarantined>> PostgresIndex::ScanQuarantine(GcKind kind, std::optional<Hash> after,
+                                                               size_t limit) {
+  if (limit > kMaxScanned) return Malformed("at most " + std::to_string(kMaxScanned) + " hashes a page");
   pg::Params p;
   p.Int8(Kind(kind));
   AfterHash(p, after).Int8(static_cast<int64_t>(limit));
@@ -242,27 +241,27 @@ xet::Result<std::vector<Quarantined>> PostgresIndex::ScanQuarantine(GcKind kind,
   out.reserve(static_cast<size_t>(rows->size()));
   for (int r = 0; r < rows->size(); ++r) {
     auto hash = rows->Hash(r, 0);
-    if (!hash) return xet::IoError("a gc_quarantine row has a hash that is not 32 bytes");
+    if (!hash) return IoError("a gc_quarantine row has a hash that is not 32 bytes");
     out.push_back({*hash, rows->Int8(r, 1), rows->Int8(r, 2), static_cast<uint64_t>(rows->Int8(r, 3))});
   }
   return out;
 }
 
-xet::Status PostgresIndex::Quarantine(GcKind kind, std::span<const Hash> hashes, int64_t since) {
-  if (hashes.empty()) return xet::Ok{};
+Status PostgresIndex::Quarantine(GcKind kind, std::span<const Hash> hashes, int64_t since) {
+  if (hashes.empty()) return Ok{};
   WriteRequest req{&kQuarantine, {}, [](const pg::Rows&) {}};
   req.params.Int8(Kind(kind)).HashArray(hashes).Int8(since);
   return writes_->Submit(req);
 }
 
-xet::Status PostgresIndex::Release(GcKind kind, std::span<const Hash> hashes) {
-  if (hashes.empty()) return xet::Ok{};
+Status PostgresIndex::Release(GcKind kind, std::span<const Hash> hashes) {
+  if (hashes.empty()) return Ok{};
   WriteRequest req{&kRelease, {}, [](const pg::Rows&) {}};
   req.params.Int8(Kind(kind)).HashArray(hashes);
   return writes_->Submit(req);
 }
 
-xet::Result<SweptTotals> PostgresIndex::SweepFiles(std::span<const Quarantined> files) {
+Result<SweptTotals> PostgresIndex::SweepFiles(std::span<const Quarantined> files) {
   SweptTotals swept;
   if (files.empty()) return swept;
   std::vector<Hash> hashes;
@@ -280,8 +279,7 @@ xet::Result<SweptTotals> PostgresIndex::SweepFiles(std::span<const Quarantined> 
   return swept;
 }
 
-xet::Result<std::vector<XorbHash>> PostgresIndex::ClaimXorbs(std::span<const Quarantined> xorbs,
-                                                             int64_t now) {
+Result<std::vector<XorbHash>> PostgresIndex::ClaimXorbs(std::span<const Quarantined> xorbs, int64_t now) {
   std::vector<XorbHash> claimed;
   if (xorbs.empty()) return claimed;
   std::vector<Hash> hashes;
@@ -301,7 +299,7 @@ xet::Result<std::vector<XorbHash>> PostgresIndex::ClaimXorbs(std::span<const Qua
   return claimed;
 }
 
-xet::Result<SweptTotals> PostgresIndex::DropXorbs(std::span<const XorbHash> xorbs) {
+Result<SweptTotals> PostgresIndex::DropXorbs(std::span<const XorbHash> xorbs) {
   SweptTotals swept;
   if (xorbs.empty()) return swept;
   WriteRequest req{&kDropXorbs, {}, [&](const pg::Rows& rows) {
@@ -317,9 +315,8 @@ xet::Result<SweptTotals> PostgresIndex::DropXorbs(std::span<const XorbHash> xorb
 
 // ---- Compaction
 
-xet::Result<std::vector<std::vector<std::string>>> PostgresIndex::FileScopes(
-    std::span<const FileHash> files) {
-  if (files.size() > kMaxFilesPerRead) return xet::Malformed("too many files in one read");
+Result<std::vector<std::vector<std::string>>> PostgresIndex::FileScopes(std::span<const FileHash> files) {
+  if (files.size() > kMaxFilesPerRead) return Malformed("too many files in one read");
   std::vector<std::vector<std::string>> out(files.size());
   if (files.empty()) return out;
   auto rows = Query(kFileScopes, pg::Params().HashArray(files));
@@ -329,13 +326,13 @@ xet::Result<std::vector<std::vector<std::string>>> PostgresIndex::FileScopes(
   for (int r = 0; r < rows->size(); ++r) {
     const auto file = rows->Hash(r, 0);
     auto it = file ? places.find(*file) : places.end();
-    if (it == places.end()) return xet::IoError("index: scopes came back for a file not asked for");
+    if (it == places.end()) return IoError("index: scopes came back for a file not asked for");
     for (size_t i : it->second) out[i].emplace_back(rows->Text(r, 1));
   }
   return out;
 }
 
-xet::Result<std::vector<ShardScope>> PostgresIndex::ShardScopes(std::span<const Hash> shards) {
+Result<std::vector<ShardScope>> PostgresIndex::ShardScopes(std::span<const Hash> shards) {
   std::vector<ShardScope> out;
   if (shards.empty()) return out;
   pg::Params p;
@@ -344,13 +341,13 @@ xet::Result<std::vector<ShardScope>> PostgresIndex::ShardScopes(std::span<const 
   if (!rows.ok()) return rows.error();
   for (int r = 0; r < rows->size(); ++r) {
     auto hash = rows->Hash(r, 0);
-    if (!hash) return xet::IoError("a shard_scopes row has a shard that is not 32 bytes");
+    if (!hash) return IoError("a shard_scopes row has a shard that is not 32 bytes");
     out.push_back({*hash, std::string(rows->Text(r, 1))});
   }
   return out;
 }
 
-xet::Result<SweptTotals> PostgresIndex::DropShards(std::span<const Hash> shards) {
+Result<SweptTotals> PostgresIndex::DropShards(std::span<const Hash> shards) {
   SweptTotals swept;
   if (shards.empty()) return swept;
   WriteRequest req{&kDropShards, {}, [&](const pg::Rows& rows) {
@@ -364,10 +361,9 @@ xet::Result<SweptTotals> PostgresIndex::DropShards(std::span<const Hash> shards)
 
 // ---- Repository objects
 
-xet::Result<std::vector<RepoObjectMark>> PostgresIndex::ScanRepoObjects(
+Result<std::vector<RepoObjectMark>> PostgresIndex::ScanRepoObjects(
     int64_t repo, const std::optional<std::vector<uint8_t>>& after, size_t limit) {
-  if (limit > kMaxScanned)
-    return xet::Malformed("at most " + std::to_string(kMaxScanned) + " objects a page");
+  if (limit > kMaxScanned) return Malformed("at most " + std::to_string(kMaxScanned) + " objects a page");
   pg::Params p;
   p.Int8(repo);
   p.Bytea(after ? std::span<const uint8_t>(*after) : std::span<const uint8_t>());  // every key sorts after ''
@@ -383,10 +379,10 @@ xet::Result<std::vector<RepoObjectMark>> PostgresIndex::ScanRepoObjects(
   return out;
 }
 
-xet::Status PostgresIndex::QuarantineRepoObjects(int64_t repo, const std::vector<std::vector<uint8_t>>& keys,
-                                                 int64_t since) {
-  if (keys.size() > kMaxScanned) return xet::Malformed("too many objects in one request");
-  if (keys.empty()) return xet::Ok{};
+Status PostgresIndex::QuarantineRepoObjects(int64_t repo, const std::vector<std::vector<uint8_t>>& keys,
+                                            int64_t since) {
+  if (keys.size() > kMaxScanned) return Malformed("too many objects in one request");
+  if (keys.empty()) return Ok{};
   WriteRequest req{&kQuarantineRepoObjects, {}, [](const pg::Rows&) {}};
   req.params.Int8(repo).ByteaArray(
       std::vector<std::optional<std::span<const uint8_t>>>(keys.begin(), keys.end()));
@@ -394,18 +390,17 @@ xet::Status PostgresIndex::QuarantineRepoObjects(int64_t repo, const std::vector
   return writes_->Submit(req);
 }
 
-xet::Status PostgresIndex::ReleaseRepoObjects(int64_t repo, const std::vector<std::vector<uint8_t>>& keys) {
-  if (keys.size() > kMaxScanned) return xet::Malformed("too many objects in one request");
-  if (keys.empty()) return xet::Ok{};
+Status PostgresIndex::ReleaseRepoObjects(int64_t repo, const std::vector<std::vector<uint8_t>>& keys) {
+  if (keys.size() > kMaxScanned) return Malformed("too many objects in one request");
+  if (keys.empty()) return Ok{};
   WriteRequest req{&kReleaseRepoObjects, {}, [](const pg::Rows&) {}};
   req.params.Int8(repo).ByteaArray(
       std::vector<std::optional<std::span<const uint8_t>>>(keys.begin(), keys.end()));
   return writes_->Submit(req);
 }
 
-xet::Result<SweptTotals> PostgresIndex::SweepRepoObjects(int64_t repo,
-                                                         std::span<const RepoObjectMark> objects) {
-  if (objects.size() > kMaxScanned) return xet::Malformed("too many objects in one request");
+Result<SweptTotals> PostgresIndex::SweepRepoObjects(int64_t repo, std::span<const RepoObjectMark> objects) {
+  if (objects.size() > kMaxScanned) return Malformed("too many objects in one request");
   SweptTotals swept;
   if (objects.empty()) return swept;
   std::vector<std::optional<std::span<const uint8_t>>> keys;
@@ -425,18 +420,18 @@ xet::Result<SweptTotals> PostgresIndex::SweepRepoObjects(int64_t repo,
   return swept;
 }
 
-xet::Result<std::string> PostgresIndex::ScrubDeleted(bool vacuum) {
+Result<std::string> PostgresIndex::ScrubDeleted(bool vacuum) {
   // A connection of its own, in autocommit: VACUUM cannot run inside a transaction block, and the writers'
   // connections run in transactions. VACUUM makes the dead rows' space reusable; VACUUM FULL writes each
   // table anew (and drops the old file), and the checkpoint lets the write-ahead log that still holds the
   // deleted rows be recycled.
   auto conn = pg::Conn::Connect(options_.uri);
   if (!conn.ok()) return conn.error();
-  const auto run = [&](const char* sql) -> xet::Status {
+  const auto run = [&](const char* sql) -> Status {
     if (auto r = (*conn)->Exec(sql); !r.ok()) {
-      return xet::Error{r.error().code, std::string(sql) + ": " + r.error().message};
+      return Error{r.error().code, std::string(sql) + ": " + r.error().message};
     }
-    return xet::Ok{};
+    return Ok{};
   };
   if (!vacuum) {
     if (auto st = run(kVacuum); !st.ok()) return st.error();
@@ -452,14 +447,14 @@ xet::Result<std::string> PostgresIndex::ScrubDeleted(bool vacuum) {
   return std::string(kVacuumFull) + "; checkpoint";
 }
 
-xet::Result<std::unique_ptr<GcLock>> PostgresIndex::LockGc() {
+Result<std::unique_ptr<GcLock>> PostgresIndex::LockGc() {
   auto conn = pg::Conn::Connect(options_.uri);
   if (!conn.ok()) return conn.error();
   if (auto r = (*conn)->Exec(kLockGc); !r.ok()) return r.error();
   return std::unique_ptr<GcLock>(new SessionGcLock(std::move(*conn)));
 }
 
-xet::Result<std::unique_ptr<GcLock>> PostgresIndex::HoldDeletions(DeletionHold mode, bool wait) {
+Result<std::unique_ptr<GcLock>> PostgresIndex::HoldDeletions(DeletionHold mode, bool wait) {
   auto conn = pg::Conn::Connect(options_.uri);
   if (!conn.ok()) return conn.error();
   const std::string fn = std::string(wait ? "pg_advisory_lock" : "pg_try_advisory_lock") +

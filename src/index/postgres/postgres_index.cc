@@ -288,7 +288,7 @@ constexpr pg::Statement kDeleteSecret{"delete_secret",
 constexpr pg::Statement kPing{"ping", "SELECT 1"};
 
 // The schema version recorded in the database (0: none yet). Call under the migration lock.
-xet::Result<int> SchemaVersion(pg::Conn& c) {
+Result<int> SchemaVersion(pg::Conn& c) {
   if (auto r = c.Exec("CREATE TABLE IF NOT EXISTS cairn_schema("
                       "id int PRIMARY KEY CHECK (id = 1), version int NOT NULL)");
       !r.ok()) {
@@ -301,23 +301,23 @@ xet::Result<int> SchemaVersion(pg::Conn& c) {
 }
 
 // Applies the missing migrations under the advisory lock; returns the versions before and after.
-xet::Result<std::pair<int, int>> MigrateLocked(pg::Conn& c, const std::string& where) {
+Result<std::pair<int, int>> MigrateLocked(pg::Conn& c, const std::string& where) {
   if (auto r = c.Exec(kLockMigrations); !r.ok()) return r.error();
-  auto result = [&]() -> xet::Result<std::pair<int, int>> {
+  auto result = [&]() -> Result<std::pair<int, int>> {
     auto version = SchemaVersion(c);
     if (!version.ok()) return version.error();
     const int from = *version;
     if (from > PostgresIndex::kSchemaVersion) {
-      return xet::Inconsistent("index " + where + " has schema version " + std::to_string(from) +
-                               ", newer than this cairn's " + std::to_string(PostgresIndex::kSchemaVersion));
+      return Inconsistent("index " + where + " has schema version " + std::to_string(from) +
+                          ", newer than this cairn's " + std::to_string(PostgresIndex::kSchemaVersion));
     }
     if (from == PostgresIndex::kSchemaVersion) return std::pair{from, from};
     if (auto r = c.Exec("BEGIN"); !r.ok()) return r.error();
-    xet::Status st = xet::Ok{};
+    Status st = Ok{};
     for (int i = from; st.ok() && i < PostgresIndex::kSchemaVersion; ++i) {
       auto r = c.Exec(kMigrations[i]);
       if (!r.ok())
-        st = xet::Error{r.error().code, "migration " + std::to_string(i + 1) + ": " + r.error().message};
+        st = Error{r.error().code, "migration " + std::to_string(i + 1) + ": " + r.error().message};
     }
     if (st.ok()) {
       auto r = c.Exec("INSERT INTO cairn_schema(id, version) VALUES (1, " +
@@ -367,7 +367,7 @@ class PostgresIndex::Lease {
   std::unique_ptr<pg::Conn> conn_;
 };
 
-xet::Result<PostgresIndex::Lease> PostgresIndex::Acquire() {
+Result<PostgresIndex::Lease> PostgresIndex::Acquire() {
   std::unique_lock lock(pool_mu_);
   const auto deadline =
       std::chrono::steady_clock::now() + std::chrono::milliseconds(options_.acquire_timeout_ms);
@@ -391,9 +391,9 @@ xet::Result<PostgresIndex::Lease> PostgresIndex::Acquire() {
     }
     if (pool_cv_.wait_until(lock, deadline) == std::cv_status::timeout && idle_.empty() &&
         open_ >= options_.pool_size) {
-      return xet::Unavailable("index: all " + std::to_string(options_.pool_size) +
-                              " PostgreSQL connections stayed busy for " +
-                              std::to_string(options_.acquire_timeout_ms) + " ms");
+      return Unavailable("index: all " + std::to_string(options_.pool_size) +
+                         " PostgreSQL connections stayed busy for " +
+                         std::to_string(options_.acquire_timeout_ms) + " ms");
     }
   }
 }
@@ -408,26 +408,25 @@ void PostgresIndex::Release(std::unique_ptr<pg::Conn> conn) {
   pool_cv_.notify_one();
 }
 
-xet::Result<pg::Rows> PostgresIndex::Query(const pg::Statement& s, const pg::Params& p) {
+Result<pg::Rows> PostgresIndex::Query(const pg::Statement& s, const pg::Params& p) {
   for (int attempt = 0;; ++attempt) {
     auto lease = Acquire();
     if (!lease.ok()) return lease.error();
     auto rows = (*lease)->Run(s, p);
     // A pooled connection may have broken since its last use (PostgreSQL restarted): one more try, fresh.
-    if (!rows.ok() && rows.error().code == xet::ErrorCode::kUnavailable && (*lease)->broken() &&
-        attempt == 0) {
+    if (!rows.ok() && rows.error().code == ErrorCode::kUnavailable && (*lease)->broken() && attempt == 0) {
       continue;
     }
     return rows;
   }
 }
 
-xet::Status PostgresIndex::RunTransaction(std::span<const pg::Conn::BatchItem> items) {
+Status PostgresIndex::RunTransaction(std::span<const pg::Conn::BatchItem> items) {
   for (int attempt = 0;; ++attempt) {
     auto lease = Acquire();
     if (!lease.ok()) return lease.error();
     auto out = (*lease)->RunBatch(items);
-    if (out.ok()) return xet::Ok{};
+    if (out.ok()) return Ok{};
     // A deadlock or serialization failure (nothing was stored), or a connection that broke while idle.
     if ((out.error().retryable || (*lease)->broken()) && attempt < 4) {
       std::this_thread::sleep_for(std::chrono::milliseconds(5 << attempt));
@@ -442,14 +441,14 @@ xet::Status PostgresIndex::RunTransaction(std::span<const pg::Conn::BatchItem> i
 PostgresIndex::PostgresIndex(PostgresOptions options)
     : options_(std::move(options)), counter_slot_(static_cast<int64_t>(Rng()() % kCounterSlots)) {}
 
-xet::Result<std::pair<int, int>> PostgresIndex::Migrate(const std::string& uri) {
+Result<std::pair<int, int>> PostgresIndex::Migrate(const std::string& uri) {
   auto conn = pg::Conn::Connect(uri);
   if (!conn.ok()) return conn.error();
   return MigrateLocked(**conn, pg::RedactedUri(uri));
 }
 
-xet::Result<std::unique_ptr<PostgresIndex>> PostgresIndex::Open(PostgresOptions options) {
-  if (options.pool_size == 0) return xet::Malformed("index pool size must be at least 1");
+Result<std::unique_ptr<PostgresIndex>> PostgresIndex::Open(PostgresOptions options) {
+  if (options.pool_size == 0) return Malformed("index pool size must be at least 1");
   std::unique_ptr<PostgresIndex> index(new PostgresIndex(std::move(options)));
   auto conn = pg::Conn::Connect(index->options_.uri);
   if (!conn.ok()) return conn.error();
@@ -480,9 +479,9 @@ std::string PostgresIndex::description() const {
 
 // ---- Writes
 
-std::vector<xet::Status> PostgresIndex::RunBatch(size_t writer, std::span<WriteRequest* const> batch) {
+std::vector<Status> PostgresIndex::RunBatch(size_t writer, std::span<WriteRequest* const> batch) {
   std::unique_ptr<pg::Conn>& conn = writer_conns_[writer];
-  std::vector<xet::Status> results(batch.size(), xet::Ok{});
+  std::vector<Status> results(batch.size(), Ok{});
   std::vector<size_t> pending(batch.size());
   std::iota(pending.begin(), pending.end(), 0);
   std::vector<pg::Conn::BatchItem> items;
@@ -514,7 +513,7 @@ std::vector<xet::Status> PostgresIndex::RunBatch(size_t writer, std::span<WriteR
       std::this_thread::sleep_for(std::chrono::microseconds(500 + Rng()() % (2000U << conflicts)));
       continue;
     }
-    if (failure.error.code == xet::ErrorCode::kUnavailable && conn->broken() && !reconnected) {
+    if (failure.error.code == ErrorCode::kUnavailable && conn->broken() && !reconnected) {
       reconnected = true;  // it broke while idle (PostgreSQL restarted): once more on a fresh connection
       conn.reset();
       continue;
@@ -531,7 +530,7 @@ std::vector<xet::Status> PostgresIndex::RunBatch(size_t writer, std::span<WriteR
   return results;
 }
 
-xet::Result<std::string> PostgresIndex::SharedSecret(std::string_view name, std::string_view candidate) {
+Result<std::string> PostgresIndex::SharedSecret(std::string_view name, std::string_view candidate) {
   // Insert-if-absent, then read in a new statement: under READ COMMITTED that sees a value a concurrent
   // node committed first, which the insert's own snapshot would not.
   if (auto put =
@@ -541,11 +540,11 @@ xet::Result<std::string> PostgresIndex::SharedSecret(std::string_view name, std:
   }
   auto rows = Query(kGetSecret, pg::Params().Text(name));
   if (!rows.ok()) return rows.error();
-  if (rows->size() != 1) return xet::IoError("postgres: secret " + std::string(name) + " vanished");
+  if (rows->size() != 1) return IoError("postgres: secret " + std::string(name) + " vanished");
   return std::string(rows->Text(0, 0));
 }
 
-xet::Result<std::vector<SecretRecord>> PostgresIndex::ListSecrets() {
+Result<std::vector<SecretRecord>> PostgresIndex::ListSecrets() {
   auto rows = Query(kListSecrets, pg::Params());
   if (!rows.ok()) return rows.error();
   std::vector<SecretRecord> out;
@@ -554,22 +553,22 @@ xet::Result<std::vector<SecretRecord>> PostgresIndex::ListSecrets() {
   return out;
 }
 
-xet::Result<bool> PostgresIndex::AddSecret(std::string_view name, std::string_view value) {
+Result<bool> PostgresIndex::AddSecret(std::string_view name, std::string_view value) {
   auto rows = Query(kAddSecret, pg::Params().Text(name).Text(value).Int8(options_.clock->UnixSeconds()));
   if (!rows.ok()) return rows.error();
   return rows->size() == 1;
 }
 
-xet::Result<bool> PostgresIndex::DeleteSecret(std::string_view name) {
+Result<bool> PostgresIndex::DeleteSecret(std::string_view name) {
   auto rows = Query(kDeleteSecret, pg::Params().Text(name));
   if (!rows.ok()) return rows.error();
   return rows->size() == 1;
 }
 
-xet::Status PostgresIndex::Ping() {
+Status PostgresIndex::Ping() {
   auto rows = Query(kPing, {});
   if (!rows.ok()) return rows.error();
-  return xet::Ok{};
+  return Ok{};
 }
 
 }  // namespace cairn::index

@@ -54,126 +54,120 @@ class PostgresIndex final : public Index {
   static constexpr int kSchemaVersion = 18;
 
   // Connects, migrates and checks the schema. kUnavailable when the server cannot be reached.
-  static xet::Result<std::unique_ptr<PostgresIndex>> Open(PostgresOptions options);
+  static Result<std::unique_ptr<PostgresIndex>> Open(PostgresOptions options);
   // Applies the missing migrations only; returns the versions before and after.
-  static xet::Result<std::pair<int, int>> Migrate(const std::string& uri);
+  static Result<std::pair<int, int>> Migrate(const std::string& uri);
   ~PostgresIndex() override;
 
-  xet::Result<std::shared_ptr<const XorbEntry>> GetXorb(const XorbHash& hash) override;
-  xet::Result<std::vector<std::shared_ptr<const XorbEntry>>> GetXorbs(
-      std::span<const XorbHash> hashes) override;
-  xet::Result<bool> HasXorb(const XorbHash& hash) override;
-  xet::Result<bool> PutXorb(const XorbHash& hash, const xet::XorbLayout& layout) override;
-  xet::Result<std::shared_ptr<const FileEntry>> GetFile(const FileHash& hash) override;
-  xet::Result<std::vector<std::shared_ptr<const FileEntry>>> GetFiles(
-      std::span<const FileHash> hashes) override;
-  xet::Result<bool> FileVisibleTo(const FileHash& hash, std::string_view scope) override;
-  xet::Result<std::optional<int64_t>> VisibleFileRecord(const FileHash& hash,
-                                                        std::string_view scope) override;
-  xet::Result<std::shared_ptr<const FileEntry>> GetVisibleFile(const FileHash& hash,
-                                                               std::string_view scope) override;
-  xet::Result<std::optional<FileHash>> FileBySha256(const Hash& sha256,
-                                                    std::optional<std::string_view> scope) override;
-  xet::Result<std::vector<ListedFile>> ListFiles(std::string_view scope, std::optional<FileHash> after,
-                                                 size_t limit) override;
-  xet::Result<ScopeTotals> ScopeStats(std::string_view scope) override;
-  xet::Result<std::vector<Hash>> Scan(Scanned what, std::optional<Hash> after, size_t limit) override;
+  Result<std::shared_ptr<const XorbEntry>> GetXorb(const XorbHash& hash) override;
+  Result<std::vector<std::shared_ptr<const XorbEntry>>> GetXorbs(std::span<const XorbHash> hashes) override;
+  Result<bool> HasXorb(const XorbHash& hash) override;
+  Result<bool> PutXorb(const XorbHash& hash, const xet::XorbLayout& layout) override;
+  Result<std::shared_ptr<const FileEntry>> GetFile(const FileHash& hash) override;
+  Result<std::vector<std::shared_ptr<const FileEntry>>> GetFiles(std::span<const FileHash> hashes) override;
+  Result<bool> FileVisibleTo(const FileHash& hash, std::string_view scope) override;
+  Result<std::optional<int64_t>> VisibleFileRecord(const FileHash& hash, std::string_view scope) override;
+  Result<std::shared_ptr<const FileEntry>> GetVisibleFile(const FileHash& hash,
+                                                          std::string_view scope) override;
+  Result<std::optional<FileHash>> FileBySha256(const Hash& sha256,
+                                               std::optional<std::string_view> scope) override;
+  Result<std::vector<ListedFile>> ListFiles(std::string_view scope, std::optional<FileHash> after,
+                                            size_t limit) override;
+  Result<ScopeTotals> ScopeStats(std::string_view scope) override;
+  Result<std::vector<Hash>> Scan(Scanned what, std::optional<Hash> after, size_t limit) override;
   using CasIndex::ShareFiles;
-  xet::Status ShareFiles(std::span<const FileHash> hashes, std::string_view scope,
-                         const QuotaCharge* charge) override;
+  Status ShareFiles(std::span<const FileHash> hashes, std::string_view scope,
+                    const QuotaCharge* charge) override;
   using Index::ShareFile;
-  xet::Result<Unregistered> UnregisterFile(const FileHash& hash, std::string_view scope) override;
-  xet::Result<std::vector<RevocationRecord>> ListRevocations(std::optional<RevocationKey> after,
-                                                             size_t limit) override;
-  xet::Result<std::vector<RevocationKey>> ListClearedRevocations(std::optional<RevocationKey> after,
-                                                                 size_t limit) override;
-  xet::Status ForgetRevocations(std::span<const RevocationKey> revocations) override;
-  xet::Result<CommitOutcome> CommitShard(const ShardCommit& commit) override;
-  xet::Result<std::optional<ShardInfo>> GetShard(const Hash& shard) override;
-  xet::Result<std::shared_ptr<const ShardXorbs>> GetShardXorbs(const Hash& shard) override;
-  xet::Result<std::vector<DedupHit>> LookupDedup(const ChunkHash& chunk,
-                                                 std::optional<std::string_view> scope) override;
-  xet::Result<IndexStats> Stats() override;
-  xet::Result<std::string> SharedSecret(std::string_view name, std::string_view candidate) override;
-  xet::Result<std::vector<SecretRecord>> ListSecrets() override;
-  xet::Result<bool> AddSecret(std::string_view name, std::string_view value) override;
-  xet::Result<bool> DeleteSecret(std::string_view name) override;
+  Result<Unregistered> UnregisterFile(const FileHash& hash, std::string_view scope) override;
+  Result<std::vector<RevocationRecord>> ListRevocations(std::optional<RevocationKey> after,
+                                                        size_t limit) override;
+  Result<std::vector<RevocationKey>> ListClearedRevocations(std::optional<RevocationKey> after,
+                                                            size_t limit) override;
+  Status ForgetRevocations(std::span<const RevocationKey> revocations) override;
+  Result<CommitOutcome> CommitShard(const ShardCommit& commit) override;
+  Result<std::optional<ShardInfo>> GetShard(const Hash& shard) override;
+  Result<std::shared_ptr<const ShardXorbs>> GetShardXorbs(const Hash& shard) override;
+  Result<std::vector<DedupHit>> LookupDedup(const ChunkHash& chunk,
+                                            std::optional<std::string_view> scope) override;
+  Result<IndexStats> Stats() override;
+  Result<std::string> SharedSecret(std::string_view name, std::string_view candidate) override;
+  Result<std::vector<SecretRecord>> ListSecrets() override;
+  Result<bool> AddSecret(std::string_view name, std::string_view value) override;
+  Result<bool> DeleteSecret(std::string_view name) override;
 
   // ---- The mirror's leases and reads (postgres_mirror.cc)
-  xet::Result<bool> TakeLease(std::string_view name, std::string_view holder, int64_t now,
-                              int64_t expires) override;
-  xet::Status DropLease(std::string_view name, std::string_view holder) override;
-  xet::Status NoteMirrorRead(int64_t repo, int64_t at) override;
-  xet::Result<std::optional<std::string>> LeaseHolder(std::string_view name, int64_t now) override;
-  xet::Result<std::vector<MirrorRead>> ListMirrorReads() override;
+  Result<bool> TakeLease(std::string_view name, std::string_view holder, int64_t now,
+                         int64_t expires) override;
+  Status DropLease(std::string_view name, std::string_view holder) override;
+  Status NoteMirrorRead(int64_t repo, int64_t at) override;
+  Result<std::optional<std::string>> LeaseHolder(std::string_view name, int64_t now) override;
+  Result<std::vector<MirrorRead>> ListMirrorReads() override;
 
   // ---- Quotas
-  xet::Result<std::optional<QuotaRecord>> GetQuota(std::string_view ns) override;
-  xet::Result<std::vector<QuotaRecord>> ListQuotas(std::optional<std::string_view> after,
-                                                   size_t limit) override;
-  xet::Status SetQuotaLimit(std::string_view ns, std::optional<uint64_t> limit) override;
-  xet::Result<bool> DeleteQuota(std::string_view ns) override;
-  xet::Status SettleQuota(std::string_view ns, uint64_t bytes, bool published) override;
-  xet::Result<bool> RecordQuotaMeasure(std::string_view ns, const QuotaMeasure& measure,
-                                       uint64_t charge) override;
-  xet::Status MarkQuotaStale(std::optional<std::string_view> ns) override;
-  xet::Result<RepoRecord> CreateRepo(const NewRepo& repo) override;
-  xet::Result<RepoRecord> FindRepo(RepoType type, std::string_view ns, std::string_view name) override;
-  xet::Result<RepoRecord> FindRepoByScope(std::string_view scope) override;
-  xet::Result<std::vector<RepoRecord>> ListRepos(RepoType type, std::optional<std::string_view> ns,
-                                                 std::optional<std::pair<std::string, std::string>> after,
-                                                 size_t limit) override;
-  xet::Result<uint64_t> CountRepos(RepoType type, std::string_view ns) override;
-  xet::Status UpdateRepo(int64_t id, const RepoChange& change) override;
-  xet::Status DeleteRepo(int64_t id) override;
+  Result<std::optional<QuotaRecord>> GetQuota(std::string_view ns) override;
+  Result<std::vector<QuotaRecord>> ListQuotas(std::optional<std::string_view> after, size_t limit) override;
+  Status SetQuotaLimit(std::string_view ns, std::optional<uint64_t> limit) override;
+  Result<bool> DeleteQuota(std::string_view ns) override;
+  Status SettleQuota(std::string_view ns, uint64_t bytes, bool published) override;
+  Result<bool> RecordQuotaMeasure(std::string_view ns, const QuotaMeasure& measure, uint64_t charge) override;
+  Status MarkQuotaStale(std::optional<std::string_view> ns) override;
+  Result<RepoRecord> CreateRepo(const NewRepo& repo) override;
+  Result<RepoRecord> FindRepo(RepoType type, std::string_view ns, std::string_view name) override;
+  Result<RepoRecord> FindRepoByScope(std::string_view scope) override;
+  Result<std::vector<RepoRecord>> ListRepos(RepoType type, std::optional<std::string_view> ns,
+                                            std::optional<std::pair<std::string, std::string>> after,
+                                            size_t limit) override;
+  Result<uint64_t> CountRepos(RepoType type, std::string_view ns) override;
+  Status UpdateRepo(int64_t id, const RepoChange& change) override;
+  Status DeleteRepo(int64_t id) override;
   using RepoIndex::PutRepoObjects;
-  xet::Status PutRepoObjects(int64_t repo, const std::vector<RepoObject>& objects,
-                             const QuotaCharge* charge) override;
-  xet::Result<std::vector<std::optional<RepoObject>>> GetRepoObjects(
+  Status PutRepoObjects(int64_t repo, const std::vector<RepoObject>& objects,
+                        const QuotaCharge* charge) override;
+  Result<std::vector<std::optional<RepoObject>>> GetRepoObjects(
       int64_t repo, const std::vector<std::vector<uint8_t>>& keys) override;
-  xet::Result<std::vector<std::optional<RepoObjectHead>>> GetRepoObjectHeads(
+  Result<std::vector<std::optional<RepoObjectHead>>> GetRepoObjectHeads(
       int64_t repo, const std::vector<std::vector<uint8_t>>& keys, size_t max_bytes) override;
-  xet::Result<std::optional<RepoObjectHead>> GetRepoObjectHead(int64_t repo, std::span<const uint8_t> key,
-                                                               size_t max_bytes) override;
-  xet::Result<std::vector<ObjectRevival>> ReviveRepoObjects(
+  Result<std::optional<RepoObjectHead>> GetRepoObjectHead(int64_t repo, std::span<const uint8_t> key,
+                                                          size_t max_bytes) override;
+  Result<std::vector<ObjectRevival>> ReviveRepoObjects(
       int64_t repo, const std::vector<std::vector<uint8_t>>& keys) override;
-  xet::Result<size_t> DeleteRepoObjects(int64_t repo, const std::vector<std::vector<uint8_t>>& keys) override;
-  xet::Result<std::vector<RepoObject>> ListRepoObjects(int64_t repo, uint8_t kind,
-                                                       const std::optional<std::vector<uint8_t>>& after,
-                                                       size_t limit) override;
-  xet::Result<std::vector<Ref>> ListRefs(int64_t repo) override;
-  xet::Status UpdateRef(int64_t repo, const RefUpdate& update) override;
-  xet::Status ChangeBucket(int64_t repo, const std::vector<BucketChange>& changes) override;
-  xet::Result<std::vector<BucketFile>> ListBucket(int64_t repo, std::string_view prefix,
-                                                  std::optional<std::string_view> from,
+  Result<size_t> DeleteRepoObjects(int64_t repo, const std::vector<std::vector<uint8_t>>& keys) override;
+  Result<std::vector<RepoObject>> ListRepoObjects(int64_t repo, uint8_t kind,
+                                                  const std::optional<std::vector<uint8_t>>& after,
                                                   size_t limit) override;
-  xet::Result<std::vector<std::optional<BucketFile>>> GetBucketFiles(
+  Result<std::vector<Ref>> ListRefs(int64_t repo) override;
+  Status UpdateRef(int64_t repo, const RefUpdate& update) override;
+  Status ChangeBucket(int64_t repo, const std::vector<BucketChange>& changes) override;
+  Result<std::vector<BucketFile>> ListBucket(int64_t repo, std::string_view prefix,
+                                             std::optional<std::string_view> from, size_t limit) override;
+  Result<std::vector<std::optional<BucketFile>>> GetBucketFiles(
       int64_t repo, const std::vector<std::string>& paths) override;
-  xet::Result<BucketTotals> GetBucketTotals(int64_t repo) override;
-  xet::Result<std::vector<XorbUse>> ReviveXorbs(std::span<const XorbHash> xorbs) override;
-  xet::Result<std::vector<FileXorbs>> ScanFileXorbs(std::optional<FileHash> after, size_t limit) override;
-  xet::Result<std::vector<Quarantined>> ScanQuarantine(GcKind kind, std::optional<Hash> after,
-                                                       size_t limit) override;
-  xet::Status Quarantine(GcKind kind, std::span<const Hash> hashes, int64_t since) override;
-  xet::Status Release(GcKind kind, std::span<const Hash> hashes) override;
-  xet::Result<SweptTotals> SweepFiles(std::span<const Quarantined> files) override;
-  xet::Result<std::vector<XorbHash>> ClaimXorbs(std::span<const Quarantined> xorbs, int64_t now) override;
-  xet::Result<SweptTotals> DropXorbs(std::span<const XorbHash> xorbs) override;
-  xet::Result<std::vector<std::vector<std::string>>> FileScopes(std::span<const FileHash> files) override;
-  xet::Status Repoint(const Repointing& repointing) override;
-  xet::Result<std::vector<ShardScope>> ShardScopes(std::span<const Hash> shards) override;
-  xet::Result<SweptTotals> DropShards(std::span<const Hash> shards) override;
-  xet::Result<std::vector<RepoObjectMark>> ScanRepoObjects(int64_t repo,
-                                                           const std::optional<std::vector<uint8_t>>& after,
-                                                           size_t limit) override;
-  xet::Status QuarantineRepoObjects(int64_t repo, const std::vector<std::vector<uint8_t>>& keys,
-                                    int64_t since) override;
-  xet::Status ReleaseRepoObjects(int64_t repo, const std::vector<std::vector<uint8_t>>& keys) override;
-  xet::Result<SweptTotals> SweepRepoObjects(int64_t repo, std::span<const RepoObjectMark> objects) override;
-  xet::Result<std::string> ScrubDeleted(bool vacuum) override;
-  xet::Result<std::unique_ptr<GcLock>> LockGc() override;
-  xet::Result<std::unique_ptr<GcLock>> HoldDeletions(DeletionHold mode, bool wait) override;
-  xet::Status Ping() override;
+  Result<BucketTotals> GetBucketTotals(int64_t repo) override;
+  Result<std::vector<XorbUse>> ReviveXorbs(std::span<const XorbHash> xorbs) override;
+  Result<std::vector<FileXorbs>> ScanFileXorbs(std::optional<FileHash> after, size_t limit) override;
+  Result<std::vector<Quarantined>> ScanQuarantine(GcKind kind, std::optional<Hash> after,
+                                                  size_t limit) override;
+  Status Quarantine(GcKind kind, std::span<const Hash> hashes, int64_t since) override;
+  Status Release(GcKind kind, std::span<const Hash> hashes) override;
+  Result<SweptTotals> SweepFiles(std::span<const Quarantined> files) override;
+  Result<std::vector<XorbHash>> ClaimXorbs(std::span<const Quarantined> xorbs, int64_t now) override;
+  Result<SweptTotals> DropXorbs(std::span<const XorbHash> xorbs) override;
+  Result<std::vector<std::vector<std::string>>> FileScopes(std::span<const FileHash> files) override;
+  Status Repoint(const Repointing& repointing) override;
+  Result<std::vector<ShardScope>> ShardScopes(std::span<const Hash> shards) override;
+  Result<SweptTotals> DropShards(std::span<const Hash> shards) override;
+  Result<std::vector<RepoObjectMark>> ScanRepoObjects(int64_t repo,
+                                                      const std::optional<std::vector<uint8_t>>& after,
+                                                      size_t limit) override;
+  Status QuarantineRepoObjects(int64_t repo, const std::vector<std::vector<uint8_t>>& keys,
+                               int64_t since) override;
+  Status ReleaseRepoObjects(int64_t repo, const std::vector<std::vector<uint8_t>>& keys) override;
+  Result<SweptTotals> SweepRepoObjects(int64_t repo, std::span<const RepoObjectMark> objects) override;
+  Result<std::string> ScrubDeleted(bool vacuum) override;
+  Result<std::unique_ptr<GcLock>> LockGc() override;
+  Result<std::unique_ptr<GcLock>> HoldDeletions(DeletionHold mode, bool wait) override;
+  Status Ping() override;
   WriteStats write_stats() const override { return writes_->stats(); }
   std::string description() const override;
 
@@ -186,26 +180,26 @@ class PostgresIndex final : public Index {
   };
   class Lease;
   // GetFile, or GetVisibleFile when a scope is given.
-  xet::Result<std::shared_ptr<const FileEntry>> ReadFile(const FileHash& hash,
-                                                         std::optional<std::string_view> scope);
+  Result<std::shared_ptr<const FileEntry>> ReadFile(const FileHash& hash,
+                                                    std::optional<std::string_view> scope);
 
   explicit PostgresIndex(PostgresOptions options);
-  std::vector<xet::Status> RunBatch(size_t writer, std::span<WriteRequest* const> batch);
-  xet::Result<Lease> Acquire();
+  std::vector<Status> RunBatch(size_t writer, std::span<WriteRequest* const> batch);
+  Result<Lease> Acquire();
   void Release(std::unique_ptr<pg::Conn> conn);
   // Runs the statements in one transaction on a pooled connection, all or nothing (retried a few times
   // after a deadlock or on a fresh connection).
-  xet::Status RunTransaction(std::span<const pg::Conn::BatchItem> items);
+  Status RunTransaction(std::span<const pg::Conn::BatchItem> items);
   // Runs one statement on a pooled connection (retrying on a fresh one once).
-  xet::Result<pg::Rows> Query(const pg::Statement& s, const pg::Params& p);
+  Result<pg::Rows> Query(const pg::Statement& s, const pg::Params& p);
   // kCommitShard's parameters for `commit`, registered at `now` (CommitShard, Repoint).
   pg::Params CommitShardParams(const ShardCommit& commit, int64_t now) const;
   // Appends a quota charge's six parameters (QuotaCharge; null: none) to a write's (postgres_quota.cc).
-  xet::Status QuotaChargeParams(pg::Params& params, const QuotaCharge* charge) const;
+  Status QuotaChargeParams(pg::Params& params, const QuotaCharge* charge) const;
   // A page of revocations through `statement` (ListRevocations, ListClearedRevocations).
-  xet::Result<std::vector<RevocationRecord>> RevocationPage(const pg::Statement& statement,
-                                                            const std::optional<RevocationKey>& after,
-                                                            size_t limit);
+  Result<std::vector<RevocationRecord>> RevocationPage(const pg::Statement& statement,
+                                                       const std::optional<RevocationKey>& after,
+                                                       size_t limit);
 
   const PostgresOptions options_;
   const int64_t counter_slot_;  // this process's first row of the counters (spreads row locks over nodes)

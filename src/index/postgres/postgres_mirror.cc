@@ -29,22 +29,22 @@ constexpr pg::Statement kListMirrorReads{"list_mirror_reads",
 
 }  // namespace
 
-xet::Result<bool> PostgresIndex::TakeLease(std::string_view name, std::string_view holder, int64_t now,
-                                           int64_t expires) {
+Result<bool> PostgresIndex::TakeLease(std::string_view name, std::string_view holder, int64_t now,
+                                      int64_t expires) {
   if (auto st = CheckLeaseNames(name, holder); !st.ok()) return st.error();
   auto rows = Query(kTakeLease, pg::Params().Text(name).Text(holder).Int8(now).Int8(expires));
   if (!rows.ok()) return rows.error();
   return rows->size() == 1;
 }
 
-xet::Status PostgresIndex::DropLease(std::string_view name, std::string_view holder) {
+Status PostgresIndex::DropLease(std::string_view name, std::string_view holder) {
   if (auto st = CheckLeaseNames(name, holder); !st.ok()) return st;
   auto rows = Query(kDropLease, pg::Params().Text(name).Text(holder));
   if (!rows.ok()) return rows.error();
-  return xet::Ok{};
+  return Ok{};
 }
 
-xet::Result<std::optional<std::string>> PostgresIndex::LeaseHolder(std::string_view name, int64_t now) {
+Result<std::optional<std::string>> PostgresIndex::LeaseHolder(std::string_view name, int64_t now) {
   if (auto st = CheckLeaseName(name); !st.ok()) return st.error();
   auto rows = Query(kLeaseHolder, pg::Params().Text(name).Int8(now));
   if (!rows.ok()) return rows.error();
@@ -52,14 +52,14 @@ xet::Result<std::optional<std::string>> PostgresIndex::LeaseHolder(std::string_v
   return std::optional<std::string>(std::string(rows->Text(0, 0)));
 }
 
-xet::Status PostgresIndex::NoteMirrorRead(int64_t repo, int64_t at) {
+Status PostgresIndex::NoteMirrorRead(int64_t repo, int64_t at) {
   auto rows = Query(kNoteMirrorRead, pg::Params().Int8(repo).Int8(at));
   if (!rows.ok()) return rows.error();
-  if (rows->size() == 0) return xet::NotFound("no repository " + std::to_string(repo));
-  return xet::Ok{};
+  if (rows->size() == 0) return NotFound("no repository " + std::to_string(repo));
+  return Ok{};
 }
 
-xet::Result<std::vector<MirrorRead>> PostgresIndex::ListMirrorReads() {
+Result<std::vector<MirrorRead>> PostgresIndex::ListMirrorReads() {
   auto rows = Query(kListMirrorReads, pg::Params());
   if (!rows.ok()) return rows.error();
   std::vector<MirrorRead> out;

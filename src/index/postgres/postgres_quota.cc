@@ -61,24 +61,23 @@ QuotaRecord QuotaFromRow(const pg::Rows& rows, int i) {
   return q;
 }
 
-xet::Status CheckBytes(uint64_t bytes) {
-  if (bytes > static_cast<uint64_t>(INT64_MAX)) return xet::Malformed("a byte count past 2^63 - 1");
-  return xet::Ok{};
+Status CheckBytes(uint64_t bytes) {
+  if (bytes > static_cast<uint64_t>(INT64_MAX)) return Malformed("a byte count past 2^63 - 1");
+  return Ok{};
 }
 
 }  // namespace
 
-xet::Result<std::optional<QuotaRecord>> PostgresIndex::GetQuota(std::string_view ns) {
+Result<std::optional<QuotaRecord>> PostgresIndex::GetQuota(std::string_view ns) {
   auto rows = Query(kGetQuota, pg::Params().Text(ns));
   if (!rows.ok()) return rows.error();
   if (rows->size() == 0) return std::optional<QuotaRecord>();
   return std::optional<QuotaRecord>(QuotaFromRow(*rows, 0));
 }
 
-xet::Result<std::vector<QuotaRecord>> PostgresIndex::ListQuotas(std::optional<std::string_view> after,
-                                                                size_t limit) {
-  if (limit > kMaxListedQuotas)
-    return xet::Malformed("at most " + std::to_string(kMaxListedQuotas) + " quotas");
+Result<std::vector<QuotaRecord>> PostgresIndex::ListQuotas(std::optional<std::string_view> after,
+                                                           size_t limit) {
+  if (limit > kMaxListedQuotas) return Malformed("at most " + std::to_string(kMaxListedQuotas) + " quotas");
   auto rows = Query(kListQuotas, pg::Params().Text(after.value_or("")).Int8(static_cast<int64_t>(limit)));
   if (!rows.ok()) return rows.error();
   std::vector<QuotaRecord> out;
@@ -86,7 +85,7 @@ xet::Result<std::vector<QuotaRecord>> PostgresIndex::ListQuotas(std::optional<st
   return out;
 }
 
-xet::Status PostgresIndex::SetQuotaLimit(std::string_view ns, std::optional<uint64_t> limit) {
+Status PostgresIndex::SetQuotaLimit(std::string_view ns, std::optional<uint64_t> limit) {
   pg::Params p;
   p.Text(ns);
   if (limit) {
@@ -97,19 +96,19 @@ xet::Status PostgresIndex::SetQuotaLimit(std::string_view ns, std::optional<uint
   }
   auto rows = Query(kSetQuotaLimit, p);
   if (!rows.ok()) return rows.error();
-  return xet::Ok{};
+  return Ok{};
 }
 
-xet::Result<bool> PostgresIndex::DeleteQuota(std::string_view ns) {
+Result<bool> PostgresIndex::DeleteQuota(std::string_view ns) {
   auto rows = Query(kDeleteQuota, pg::Params().Text(ns));
   if (!rows.ok()) return rows.error();
   return rows->size() == 1;
 }
 
-xet::Status PostgresIndex::QuotaChargeParams(pg::Params& params, const QuotaCharge* charge) const {
+Status PostgresIndex::QuotaChargeParams(pg::Params& params, const QuotaCharge* charge) const {
   if (charge == nullptr) {
     params.Null().Int8(0).Int8(0).Int8(0).Bool(false).Int8(0);
-    return xet::Ok{};
+    return Ok{};
   }
   for (uint64_t v : {charge->publish, charge->reserve, charge->settle}) {
     if (auto st = CheckBytes(v); !st.ok()) return st;
@@ -120,18 +119,18 @@ xet::Status PostgresIndex::QuotaChargeParams(pg::Params& params, const QuotaChar
       .Int8(static_cast<int64_t>(charge->settle))
       .Bool(charge->check)
       .Int8(options_.clock->UnixSeconds());
-  return xet::Ok{};
+  return Ok{};
 }
 
-xet::Status PostgresIndex::SettleQuota(std::string_view ns, uint64_t bytes, bool published) {
+Status PostgresIndex::SettleQuota(std::string_view ns, uint64_t bytes, bool published) {
   if (auto st = CheckBytes(bytes); !st.ok()) return st;
   auto rows = Query(kSettleQuota, pg::Params().Text(ns).Int8(static_cast<int64_t>(bytes)).Bool(published));
   if (!rows.ok()) return rows.error();
-  return xet::Ok{};
+  return Ok{};
 }
 
-xet::Result<bool> PostgresIndex::RecordQuotaMeasure(std::string_view ns, const QuotaMeasure& measure,
-                                                    uint64_t charge) {
+Result<bool> PostgresIndex::RecordQuotaMeasure(std::string_view ns, const QuotaMeasure& measure,
+                                               uint64_t charge) {
   for (uint64_t v : {measure.used, measure.pending_seen, charge}) {
     if (auto st = CheckBytes(v); !st.ok()) return st.error();
   }
@@ -147,10 +146,10 @@ xet::Result<bool> PostgresIndex::RecordQuotaMeasure(std::string_view ns, const Q
   return rows->size() == 1;
 }
 
-xet::Status PostgresIndex::MarkQuotaStale(std::optional<std::string_view> ns) {
+Status PostgresIndex::MarkQuotaStale(std::optional<std::string_view> ns) {
   auto rows = ns ? Query(kMarkQuotaStale, pg::Params().Text(*ns)) : Query(kMarkAllQuotasStale, pg::Params());
   if (!rows.ok()) return rows.error();
-  return xet::Ok{};
+  return Ok{};
 }
 
 }  // namespace cairn::index

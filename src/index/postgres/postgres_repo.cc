@@ -212,11 +212,11 @@ std::vector<std::optional<std::span<const uint8_t>>> KeyArray(const std::vector<
   return {keys.begin(), keys.end()};
 }
 
-xet::Status CheckKeys(const std::vector<RepoObject>& objects) {
+Status CheckKeys(const std::vector<RepoObject>& objects) {
   for (const RepoObject& o : objects) {
-    if (o.key.empty() || o.key.size() > 32) return xet::Malformed("object keys are 1 to 32 bytes");
+    if (o.key.empty() || o.key.size() > 32) return Malformed("object keys are 1 to 32 bytes");
   }
-  return xet::Ok{};
+  return Ok{};
 }
 
 RepoRecord RepoFromRow(const pg::Rows& rows, int r, RepoType type) {
@@ -232,10 +232,10 @@ RepoRecord RepoFromRow(const pg::Rows& rows, int r, RepoType type) {
 
 }  // namespace
 
-xet::Result<RepoRecord> PostgresIndex::CreateRepo(const NewRepo& repo) {
+Result<RepoRecord> PostgresIndex::CreateRepo(const NewRepo& repo) {
   if (auto st = CheckKeys(repo.objects); !st.ok()) return st.error();
   if (repo.scope.empty() || repo.read_scope.empty() || repo.scope == repo.read_scope) {
-    return xet::Malformed("a repository needs a scope and a read scope of its own");
+    return Malformed("a repository needs a scope and a read scope of its own");
   }
   std::optional<int64_t> id;
   WriteRequest req{&kCreateRepo, {}, [&](const pg::Rows& rows) {
@@ -265,10 +265,10 @@ xet::Result<RepoRecord> PostgresIndex::CreateRepo(const NewRepo& repo) {
                     .read_scope = repo.read_scope};
 }
 
-xet::Result<RepoRecord> PostgresIndex::FindRepo(RepoType type, std::string_view ns, std::string_view name) {
+Result<RepoRecord> PostgresIndex::FindRepo(RepoType type, std::string_view ns, std::string_view name) {
   auto rows = Query(kFindRepo, pg::Params().Int8(static_cast<uint8_t>(type)).Text(ns).Text(name));
   if (!rows.ok()) return rows.error();
-  if (rows->size() == 0) return xet::NotFound("repository " + std::string(ns) + "/" + std::string(name));
+  if (rows->size() == 0) return NotFound("repository " + std::string(ns) + "/" + std::string(name));
   return RepoRecord{.id = rows->Int8(0, 0),
                     .type = type,
                     .ns = std::string(ns),
@@ -279,17 +279,17 @@ xet::Result<RepoRecord> PostgresIndex::FindRepo(RepoType type, std::string_view 
                     .read_scope = std::string(rows->Text(0, 4))};
 }
 
-xet::Result<RepoRecord> PostgresIndex::FindRepoByScope(std::string_view scope) {
+Result<RepoRecord> PostgresIndex::FindRepoByScope(std::string_view scope) {
   auto rows = Query(kRepoByScope, pg::Params().Text(scope));
   if (!rows.ok()) return rows.error();
-  if (rows->size() == 0) return xet::NotFound("scope " + std::string(scope) + " is no repository's");
+  if (rows->size() == 0) return NotFound("scope " + std::string(scope) + " is no repository's");
   return RepoFromRow(*rows, 0, static_cast<RepoType>(rows->Int8(0, 7)));
 }
 
-xet::Result<std::vector<RepoRecord>> PostgresIndex::ListRepos(
+Result<std::vector<RepoRecord>> PostgresIndex::ListRepos(
     RepoType type, std::optional<std::string_view> ns,
     std::optional<std::pair<std::string, std::string>> after, size_t limit) {
-  if (limit > kMaxListedRepos) return xet::Malformed("too many repositories in one listing");
+  if (limit > kMaxListedRepos) return Malformed("too many repositories in one listing");
   pg::Params p;
   p.Int8(static_cast<uint8_t>(type));
   if (ns) {
@@ -305,16 +305,16 @@ xet::Result<std::vector<RepoRecord>> PostgresIndex::ListRepos(
   return out;
 }
 
-xet::Result<uint64_t> PostgresIndex::CountRepos(RepoType type, std::string_view ns) {
+Result<uint64_t> PostgresIndex::CountRepos(RepoType type, std::string_view ns) {
   auto rows = Query(kCountRepos, pg::Params().Int8(static_cast<uint8_t>(type)).Text(ns));
   if (!rows.ok()) return rows.error();
-  if (rows->size() != 1) return xet::IoError("postgres: count_repos returned no row");
+  if (rows->size() != 1) return IoError("postgres: count_repos returned no row");
   return static_cast<uint64_t>(rows->Int8(0, 0));
 }
 
-xet::Status PostgresIndex::UpdateRepo(int64_t id, const RepoChange& change) {
+Status PostgresIndex::UpdateRepo(int64_t id, const RepoChange& change) {
   if (change.ns.has_value() != change.name.has_value()) {
-    return xet::Malformed("a move names both the namespace and the name");
+    return Malformed("a move names both the namespace and the name");
   }
   int64_t found = 0;
   int64_t taken = 0;
@@ -342,10 +342,10 @@ xet::Status PostgresIndex::UpdateRepo(int64_t id, const RepoChange& change) {
   if (auto st = writes_->Submit(req); !st.ok()) return st;
   if (found == 0) return RepoNotIndexed(id);
   if (taken != 0) return RepoExists(*change.ns, *change.name);
-  return xet::Ok{};
+  return Ok{};
 }
 
-xet::Status PostgresIndex::DeleteRepo(int64_t id) {
+Status PostgresIndex::DeleteRepo(int64_t id) {
   int64_t deleted = 0;
   WriteRequest req{&kDeleteRepo, {}, [&](const pg::Rows& rows) {
                      if (rows.size() == 1) deleted = rows.Int8(0, 0);
@@ -353,11 +353,11 @@ xet::Status PostgresIndex::DeleteRepo(int64_t id) {
   req.params.Int8(id);
   if (auto st = writes_->Submit(req); !st.ok()) return st;
   if (deleted == 0) return RepoNotIndexed(id);
-  return xet::Ok{};
+  return Ok{};
 }
 
-xet::Status PostgresIndex::PutRepoObjects(int64_t repo, const std::vector<RepoObject>& objects,
-                                          const QuotaCharge* charge) {
+Status PostgresIndex::PutRepoObjects(int64_t repo, const std::vector<RepoObject>& objects,
+                                     const QuotaCharge* charge) {
   if (auto st = CheckKeys(objects); !st.ok()) return st;
   int64_t found = 0;
   WriteRequest req{&kPutRepoObjects, {}, [&](const pg::Rows& rows) {
@@ -368,20 +368,18 @@ xet::Status PostgresIndex::PutRepoObjects(int64_t repo, const std::vector<RepoOb
   if (auto st = QuotaChargeParams(req.params, charge); !st.ok()) return st;
   if (auto st = writes_->Submit(req); !st.ok()) return st;
   if (found == 0) return RepoNotIndexed(repo);
-  return xet::Ok{};
+  return Ok{};
 }
 
-xet::Result<std::vector<ObjectRevival>> PostgresIndex::ReviveRepoObjects(
+Result<std::vector<ObjectRevival>> PostgresIndex::ReviveRepoObjects(
     int64_t repo, const std::vector<std::vector<uint8_t>>& keys) {
-  if (keys.size() > kMaxObjectsPerRead) return xet::Malformed("too many objects in one request");
+  if (keys.size() > kMaxObjectsPerRead) return Malformed("too many objects in one request");
   // Rows of (position from 1, quarantined) for the keys that are objects.
-  const auto revivals = [&](const pg::Rows& rows,
-                            bool* quarantined) -> xet::Result<std::vector<ObjectRevival>> {
+  const auto revivals = [&](const pg::Rows& rows, bool* quarantined) -> Result<std::vector<ObjectRevival>> {
     std::vector<ObjectRevival> out(keys.size(), ObjectRevival::kAbsent);
     for (int r = 0; r < rows.size(); ++r) {
       const int64_t i = rows.Int8(r, 0) - 1;
-      if (i < 0 || static_cast<size_t>(i) >= keys.size())
-        return xet::IoError("index: an object out of place");
+      if (i < 0 || static_cast<size_t>(i) >= keys.size()) return IoError("index: an object out of place");
       const bool q = rows.Bool(r, 1);
       if (q && quarantined != nullptr) *quarantined = true;
       out[static_cast<size_t>(i)] = q ? ObjectRevival::kRevived : ObjectRevival::kPresent;
@@ -395,17 +393,15 @@ xet::Result<std::vector<ObjectRevival>> PostgresIndex::ReviveRepoObjects(
   bool quarantined = false;
   auto read = revivals(*rows, &quarantined);
   if (!read.ok() || !quarantined) return read;  // a read only, as long as nothing named is quarantined
-  xet::Result<std::vector<ObjectRevival>> written =
-      xet::IoError("postgres: revive_repo_objects returned nothing");
+  Result<std::vector<ObjectRevival>> written = IoError("postgres: revive_repo_objects returned nothing");
   WriteRequest req{&kReviveRepoObjects, {}, [&](const pg::Rows& r) { written = revivals(r, nullptr); }};
   req.params.Int8(repo).ByteaArray(wanted);
   if (auto st = writes_->Submit(req); !st.ok()) return st.error();
   return written;
 }
 
-xet::Result<size_t> PostgresIndex::DeleteRepoObjects(int64_t repo,
-                                                     const std::vector<std::vector<uint8_t>>& keys) {
-  if (keys.size() > kMaxObjectsPerRead) return xet::Malformed("too many objects in one request");
+Result<size_t> PostgresIndex::DeleteRepoObjects(int64_t repo, const std::vector<std::vector<uint8_t>>& keys) {
+  if (keys.size() > kMaxObjectsPerRead) return Malformed("too many objects in one request");
   int64_t found = 0;
   int64_t deleted = 0;
   WriteRequest req{&kDeleteRepoObjects, {}, [&](const pg::Rows& rows) {
@@ -419,9 +415,9 @@ xet::Result<size_t> PostgresIndex::DeleteRepoObjects(int64_t repo,
   return static_cast<size_t>(deleted);
 }
 
-xet::Result<std::vector<RepoObject>> PostgresIndex::ListRepoObjects(
+Result<std::vector<RepoObject>> PostgresIndex::ListRepoObjects(
     int64_t repo, uint8_t kind, const std::optional<std::vector<uint8_t>>& after, size_t limit) {
-  if (limit > kMaxObjectsPerRead) return xet::Malformed("too many objects in one read");
+  if (limit > kMaxObjectsPerRead) return Malformed("too many objects in one read");
   pg::Params p;
   p.Int8(repo).Int8(kind);
   p.Bytea(after ? std::span<const uint8_t>(*after) : std::span<const uint8_t>());  // every key sorts after ''
@@ -437,9 +433,9 @@ xet::Result<std::vector<RepoObject>> PostgresIndex::ListRepoObjects(
   return out;
 }
 
-xet::Result<std::vector<std::optional<RepoObject>>> PostgresIndex::GetRepoObjects(
+Result<std::vector<std::optional<RepoObject>>> PostgresIndex::GetRepoObjects(
     int64_t repo, const std::vector<std::vector<uint8_t>>& keys) {
-  if (keys.size() > kMaxObjectsPerRead) return xet::Malformed("too many objects in one read");
+  if (keys.size() > kMaxObjectsPerRead) return Malformed("too many objects in one read");
   std::vector<std::optional<RepoObject>> out(keys.size());
   if (keys.empty()) return out;
   std::vector<std::optional<std::span<const uint8_t>>> wanted(keys.begin(), keys.end());
@@ -447,16 +443,16 @@ xet::Result<std::vector<std::optional<RepoObject>>> PostgresIndex::GetRepoObject
   if (!rows.ok()) return rows.error();
   for (int r = 0; r < rows->size(); ++r) {
     const int64_t i = rows->Int8(r, 0) - 1;  // ORDINALITY counts from 1
-    if (i < 0 || static_cast<size_t>(i) >= keys.size()) return xet::IoError("index: an object out of place");
+    if (i < 0 || static_cast<size_t>(i) >= keys.size()) return IoError("index: an object out of place");
     out[i] = RepoObject{
         .key = keys[i], .kind = static_cast<uint8_t>(rows->Int8(r, 1)), .data = Bytes(rows->Bytes(r, 2))};
   }
   return out;
 }
 
-xet::Result<std::optional<RepoObjectHead>> PostgresIndex::GetRepoObjectHead(int64_t repo,
-                                                                            std::span<const uint8_t> key,
-                                                                            size_t max_bytes) {
+Result<std::optional<RepoObjectHead>> PostgresIndex::GetRepoObjectHead(int64_t repo,
+                                                                       std::span<const uint8_t> key,
+                                                                       size_t max_bytes) {
   const auto bound = static_cast<int64_t>(std::min<size_t>(max_bytes, INT32_MAX));
   auto rows = Query(kGetRepoObjectHead, pg::Params().Int8(repo).Bytea(key).Int8(bound));
   if (!rows.ok()) return rows.error();
@@ -466,9 +462,9 @@ xet::Result<std::optional<RepoObjectHead>> PostgresIndex::GetRepoObjectHead(int6
                                                       .data = Bytes(rows->Bytes(0, 2))});
 }
 
-xet::Result<std::vector<std::optional<RepoObjectHead>>> PostgresIndex::GetRepoObjectHeads(
+Result<std::vector<std::optional<RepoObjectHead>>> PostgresIndex::GetRepoObjectHeads(
     int64_t repo, const std::vector<std::vector<uint8_t>>& keys, size_t max_bytes) {
-  if (keys.size() > kMaxObjectsPerRead) return xet::Malformed("too many objects in one read");
+  if (keys.size() > kMaxObjectsPerRead) return Malformed("too many objects in one read");
   std::vector<std::optional<RepoObjectHead>> out(keys.size());
   if (keys.empty()) return out;
   const auto bound = static_cast<int64_t>(std::min<size_t>(max_bytes, INT32_MAX));
@@ -480,7 +476,7 @@ xet::Result<std::vector<std::optional<RepoObjectHead>>> PostgresIndex::GetRepoOb
   for (size_t i = 0; i < keys.size(); ++i) where.emplace(keys[i], i);
   for (int r = 0; r < rows->size(); ++r) {
     auto it = where.find(Bytes(rows->Bytes(r, 0)));
-    if (it == where.end()) return xet::IoError("index: an object out of place");
+    if (it == where.end()) return IoError("index: an object out of place");
     const size_t i = it->second;
     out[i] = RepoObjectHead{.kind = static_cast<uint8_t>(rows->Int8(r, 1)),
                             .size = static_cast<uint64_t>(rows->Int8(r, 2)),
@@ -489,7 +485,7 @@ xet::Result<std::vector<std::optional<RepoObjectHead>>> PostgresIndex::GetRepoOb
   return out;
 }
 
-xet::Result<std::vector<Ref>> PostgresIndex::ListRefs(int64_t repo) {
+Result<std::vector<Ref>> PostgresIndex::ListRefs(int64_t repo) {
   auto rows = Query(kListRefs, pg::Params().Int8(repo));
   if (!rows.ok()) return rows.error();
   std::vector<Ref> out;
@@ -501,7 +497,7 @@ xet::Result<std::vector<Ref>> PostgresIndex::ListRefs(int64_t repo) {
   return out;
 }
 
-xet::Status PostgresIndex::UpdateRef(int64_t repo, const RefUpdate& update) {
+Status PostgresIndex::UpdateRef(int64_t repo, const RefUpdate& update) {
   int64_t found = 0;
   int64_t changed = 0;
   int64_t target_found = 0;
@@ -534,7 +530,7 @@ xet::Status PostgresIndex::UpdateRef(int64_t repo, const RefUpdate& update) {
   if (changed == 0 && (update.expected || update.target || !as_expected)) {
     return update.expected ? RefMoved(update.name) : RefExists(update.name);
   }
-  return xet::Ok{};
+  return Ok{};
 }
 
 namespace {
@@ -553,7 +549,7 @@ BucketFile BucketFileFromRow(const pg::Rows& rows, int r, int col) {
 
 }  // namespace
 
-xet::Status PostgresIndex::ChangeBucket(int64_t repo, const std::vector<BucketChange>& changes) {
+Status PostgresIndex::ChangeBucket(int64_t repo, const std::vector<BucketChange>& changes) {
   std::vector<std::string> paths, types;
   std::vector<std::optional<std::span<const uint8_t>>> hashes;
   std::vector<int64_t> sizes, mtimes, uploaded;
@@ -581,13 +577,13 @@ xet::Status PostgresIndex::ChangeBucket(int64_t repo, const std::vector<BucketCh
   req.params.Int8Array(uploaded);
   if (auto st = writes_->Submit(req); !st.ok()) return st;
   if (found == 0) return RepoNotIndexed(repo);
-  return xet::Ok{};
+  return Ok{};
 }
 
-xet::Result<std::vector<BucketFile>> PostgresIndex::ListBucket(int64_t repo, std::string_view prefix,
-                                                               std::optional<std::string_view> from,
-                                                               size_t limit) {
-  if (limit > kMaxListedFiles) return xet::Malformed("too many files in one listing");
+Result<std::vector<BucketFile>> PostgresIndex::ListBucket(int64_t repo, std::string_view prefix,
+                                                          std::optional<std::string_view> from,
+                                                          size_t limit) {
+  if (limit > kMaxListedFiles) return Malformed("too many files in one listing");
   pg::Params p;
   p.Int8(repo).Text(prefix);
   if (auto upper = PrefixEnd(prefix)) {
@@ -606,25 +602,25 @@ xet::Result<std::vector<BucketFile>> PostgresIndex::ListBucket(int64_t repo, std
   return out;
 }
 
-xet::Result<std::vector<std::optional<BucketFile>>> PostgresIndex::GetBucketFiles(
+Result<std::vector<std::optional<BucketFile>>> PostgresIndex::GetBucketFiles(
     int64_t repo, const std::vector<std::string>& paths) {
-  if (paths.size() > kMaxObjectsPerRead) return xet::Malformed("too many paths in one read");
+  if (paths.size() > kMaxObjectsPerRead) return Malformed("too many paths in one read");
   std::vector<std::optional<BucketFile>> out(paths.size());
   if (paths.empty()) return out;
   auto rows = Query(kGetBucketFiles, pg::Params().Int8(repo).TextArray(paths));
   if (!rows.ok()) return rows.error();
   for (int r = 0; r < rows->size(); ++r) {
     const int64_t i = rows->Int8(r, 0) - 1;
-    if (i < 0 || static_cast<size_t>(i) >= paths.size()) return xet::IoError("index: a file out of place");
+    if (i < 0 || static_cast<size_t>(i) >= paths.size()) return IoError("index: a file out of place");
     out[i] = BucketFileFromRow(*rows, r, 1);
   }
   return out;
 }
 
-xet::Result<BucketTotals> PostgresIndex::GetBucketTotals(int64_t repo) {
+Result<BucketTotals> PostgresIndex::GetBucketTotals(int64_t repo) {
   auto rows = Query(kBucketTotals, pg::Params().Int8(repo));
   if (!rows.ok()) return rows.error();
-  if (rows->size() != 1) return xet::IoError("index: no bucket totals");
+  if (rows->size() != 1) return IoError("index: no bucket totals");
   return BucketTotals{static_cast<uint64_t>(rows->Int8(0, 0)), static_cast<uint64_t>(rows->Int8(0, 1))};
 }
 

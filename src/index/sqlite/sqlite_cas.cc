@@ -94,16 +94,16 @@ constexpr const char kStats[] =
 
 // ---- Writes
 
-xet::Result<bool> SqliteIndex::PutXorb(const XorbHash& hash, const xet::XorbLayout& layout) {
+Result<bool> SqliteIndex::PutXorb(const XorbHash& hash, const xet::XorbLayout& layout) {
   const XorbEntry e = MakeXorbEntry(hash, layout);
   bool inserted = false;
-  auto st = Write([&](Conn& c) -> xet::Status {
+  auto st = Write([&](Conn& c) -> Status {
     auto put = c.Prepare(kPutXorb);
     if (!put.ok()) return put.error();
     put->Bind(1, hash).Bind(2, e.packed).Bind(3, int64_t{e.chunk_count}).Bind(4, int64_t{e.region_size});
     put->Bind(5, static_cast<int64_t>(e.unpacked_size)).Bind(6, options_.clock->UnixSeconds());
     if (auto r = c.Run(*put, "insert xorb"); !r.ok()) return r;
-    if (c.changes() == 0) return xet::Ok{};  // already registered: immutable, nothing to do
+    if (c.changes() == 0) return Ok{};  // already registered: immutable, nothing to do
     auto bump = c.Prepare(kBumpCounters);
     if (!bump.ok()) return bump.error();
     bump->Bind(1, int64_t{1}).Bind(2, int64_t{0}).Bind(3, int64_t{e.chunk_count});
@@ -111,13 +111,13 @@ xet::Result<bool> SqliteIndex::PutXorb(const XorbHash& hash, const xet::XorbLayo
     bump->Bind(6, static_cast<int64_t>(e.unpacked_size)).Bind(7, int64_t{0});
     if (auto r = c.Run(*bump, "count xorb"); !r.ok()) return r;
     inserted = true;
-    return xet::Ok{};
+    return Ok{};
   });
   if (!st.ok()) return st.error();
   return inserted;
 }
 
-xet::Result<bool> SqliteIndex::ClearRevocation(Conn& c, const FileHash& file, std::string_view scope) {
+Result<bool> SqliteIndex::ClearRevocation(Conn& c, const FileHash& file, std::string_view scope) {
   auto clear = c.Prepare(kClearRevocation);
   if (!clear.ok()) return clear.error();
   clear->Bind(1, file).Bind(2, scope);
@@ -125,11 +125,11 @@ xet::Result<bool> SqliteIndex::ClearRevocation(Conn& c, const FileHash& file, st
   return c.changes() > 0;
 }
 
-xet::Result<CommitOutcome> SqliteIndex::CommitShard(const ShardCommit& commit) {
+Result<CommitOutcome> SqliteIndex::CommitShard(const ShardCommit& commit) {
   // Checked here, before the request joins a batch; the CHECK constraints are the backstop.
   if (auto st = CheckShardCommit(commit); !st.ok()) return st.error();
   CommitOutcome outcome;
-  auto st = Write([&](Conn& c) -> xet::Status {
+  auto st = Write([&](Conn& c) -> Status {
     outcome = {};
     return RegisterShard(c, commit, options_.clock->UnixSeconds(), outcome);
   });
@@ -137,8 +137,7 @@ xet::Result<CommitOutcome> SqliteIndex::CommitShard(const ShardCommit& commit) {
   return outcome;
 }
 
-xet::Status SqliteIndex::RegisterShard(Conn& c, const ShardCommit& commit, int64_t now,
-                                       CommitOutcome& outcome) {
+Status SqliteIndex::RegisterShard(Conn& c, const ShardCommit& commit, int64_t now, CommitOutcome& outcome) {
   std::vector<XorbHash> named(commit.xorbs.listed);
   named.insert(named.end(), commit.xorbs.referenced.begin(), commit.xorbs.referenced.end());
   std::vector<FileHash> files;
@@ -149,7 +148,7 @@ xet::Status SqliteIndex::RegisterShard(Conn& c, const ShardCommit& commit, int64
   AddedFiles added;
   if (auto st = PutShardFiles(c, commit, now, outcome, added); !st.ok()) return st;
   if (auto st = PutShardDedup(c, commit); !st.ok()) return st;
-  if (added.files == 0 && outcome.already_existed) return xet::Ok{};
+  if (added.files == 0 && outcome.already_existed) return Ok{};
   auto bump = c.Prepare(kBumpCounters);
   if (!bump.ok()) return bump.error();
   const bool new_shard = !outcome.already_existed;
@@ -159,8 +158,7 @@ xet::Status SqliteIndex::RegisterShard(Conn& c, const ShardCommit& commit, int64
   return c.Run(*bump, "count shard");
 }
 
-xet::Status SqliteIndex::CheckShardNames(Conn& c, const ShardCommit& commit,
-                                         std::span<const XorbHash> named) {
+Status SqliteIndex::CheckShardNames(Conn& c, const ShardCommit& commit, std::span<const XorbHash> named) {
   {
     // A shard the collector is deleting (it named only swept xorbs): once it is gone, a retry registers
     // it anew.
@@ -182,11 +180,10 @@ xet::Status SqliteIndex::CheckShardNames(Conn& c, const ShardCommit& commit,
     if (rc == SQLITE_DONE) return NamedXorbNotStored();
     if (rc != SQLITE_ROW) return c.Err("read xorb", rc);
   }
-  return xet::Ok{};
+  return Ok{};
 }
 
-xet::Status SqliteIndex::PutShardRows(Conn& c, const ShardCommit& commit, int64_t now,
-                                      CommitOutcome& outcome) {
+Status SqliteIndex::PutShardRows(Conn& c, const ShardCommit& commit, int64_t now, CommitOutcome& outcome) {
   auto shard = c.Prepare(kPutShard);
   if (!shard.ok()) return shard.error();
   shard->Bind(1, commit.shard).Bind(2, static_cast<int64_t>(commit.shard_size)).Bind(3, now);
@@ -201,7 +198,7 @@ xet::Status SqliteIndex::PutShardRows(Conn& c, const ShardCommit& commit, int64_
         if (!put.ok()) return put.error();
         put->Bind(1, commit.shard).Bind(2, seq++).Bind(3, x).Bind(4, listed);
         if (auto r = c.Run(*put, "insert shard xorb"); !r.ok()) {
-          return xet::Error{r.error().code, "xorb " + x.hex() + " of the shard: " + r.error().message};
+          return Error{r.error().code, "xorb " + x.hex() + " of the shard: " + r.error().message};
         }
       }
     }
@@ -211,11 +208,11 @@ xet::Status SqliteIndex::PutShardRows(Conn& c, const ShardCommit& commit, int64_
   granted->Bind(1, commit.shard).Bind(2, std::string_view(commit.scope));
   if (auto r = c.Run(*granted, "record the shard's scope"); !r.ok()) return r;
   outcome.new_scope = c.changes() > 0;
-  return xet::Ok{};
+  return Ok{};
 }
 
-xet::Status SqliteIndex::PutShardFiles(Conn& c, const ShardCommit& commit, int64_t now,
-                                       CommitOutcome& outcome, AddedFiles& added) {
+Status SqliteIndex::PutShardFiles(Conn& c, const ShardCommit& commit, int64_t now, CommitOutcome& outcome,
+                                  AddedFiles& added) {
   int64_t scope_files = 0;  // files new to the scope
   int64_t scope_bytes = 0;
   for (const auto& f : commit.files) {
@@ -250,29 +247,29 @@ xet::Status SqliteIndex::PutShardFiles(Conn& c, const ShardCommit& commit, int64
       if (*cleared) outcome.cleared_revocations.push_back(f.hash);
     }
   }
-  if (scope_files == 0) return xet::Ok{};
+  if (scope_files == 0) return Ok{};
   auto bump = c.Prepare(kBumpScope);
   if (!bump.ok()) return bump.error();
   bump->Bind(1, std::string_view(commit.scope)).Bind(2, scope_files).Bind(3, scope_bytes);
   return c.Run(*bump, "count the scope's files");
 }
 
-xet::Status SqliteIndex::PutShardDedup(Conn& c, const ShardCommit& commit) {
+Status SqliteIndex::PutShardDedup(Conn& c, const ShardCommit& commit) {
   for (const auto& d : commit.dedup) {
     auto dedup = c.Prepare(kPutDedup);
     if (!dedup.ok()) return dedup.error();
     dedup->Bind(1, d.chunk).Bind(2, std::string_view(commit.scope)).Bind(3, d.xorb).Bind(4, commit.shard);
     if (auto r = c.Run(*dedup, "insert dedup entry"); !r.ok()) {
-      return xet::Error{r.error().code, "dedup entry for chunk " + d.chunk.hex() + " in xorb " +
-                                            d.xorb.hex() + ": " + r.error().message};
+      return Error{r.error().code, "dedup entry for chunk " + d.chunk.hex() + " in xorb " + d.xorb.hex() +
+                                       ": " + r.error().message};
     }
   }
-  return xet::Ok{};
+  return Ok{};
 }
 
 // ---- Reads
 
-xet::Result<std::shared_ptr<const XorbEntry>> SqliteIndex::GetXorb(const XorbHash& hash) {
+Result<std::shared_ptr<const XorbEntry>> SqliteIndex::GetXorb(const XorbHash& hash) {
   auto r = AcquireReader();
   if (!r.ok()) return r.error();
   auto s = (*r)->Prepare(kGetXorb);
@@ -284,21 +281,21 @@ xet::Result<std::shared_ptr<const XorbEntry>> SqliteIndex::GetXorb(const XorbHas
   return XorbEntryFromRow(hash, s->Blob(0), s->Int(1), s->Int(2), s->Int(3), s->Int(4));
 }
 
-xet::Result<std::vector<std::shared_ptr<const XorbEntry>>> SqliteIndex::GetXorbs(
+Result<std::vector<std::shared_ptr<const XorbEntry>>> SqliteIndex::GetXorbs(
     std::span<const XorbHash> hashes) {
-  if (hashes.size() > kMaxXorbsPerRead) return xet::Malformed("too many xorbs in one read");
+  if (hashes.size() > kMaxXorbsPerRead) return Malformed("too many xorbs in one read");
   // In process, one statement per xorb costs no more than one for all of them.
   std::vector<std::shared_ptr<const XorbEntry>> out;
   out.reserve(hashes.size());
   for (const auto& h : hashes) {
     auto e = GetXorb(h);
-    if (!e.ok() && e.error().code != xet::ErrorCode::kNotFound) return e.error();
+    if (!e.ok() && e.error().code != ErrorCode::kNotFound) return e.error();
     out.push_back(e.ok() ? *e : nullptr);
   }
   return out;
 }
 
-xet::Result<bool> SqliteIndex::HasXorb(const XorbHash& hash) {
+Result<bool> SqliteIndex::HasXorb(const XorbHash& hash) {
   auto r = AcquireReader();
   if (!r.ok()) return r.error();
   auto s = (*r)->Prepare(kHasXorb);
@@ -310,32 +307,32 @@ xet::Result<bool> SqliteIndex::HasXorb(const XorbHash& hash) {
   return (*r)->Err("read xorb", rc);
 }
 
-xet::Result<std::vector<std::shared_ptr<const FileEntry>>> SqliteIndex::GetFiles(
+Result<std::vector<std::shared_ptr<const FileEntry>>> SqliteIndex::GetFiles(
     std::span<const FileHash> hashes) {
-  if (hashes.size() > kMaxFilesPerRead) return xet::Malformed("too many files in one read");
+  if (hashes.size() > kMaxFilesPerRead) return Malformed("too many files in one read");
   std::vector<std::shared_ptr<const FileEntry>> out(hashes.size());
   for (size_t i = 0; i < hashes.size(); ++i) {  // a local read each: no round trip to save
     auto e = ReadFile(hashes[i], std::nullopt);
     if (e.ok()) {
       out[i] = std::move(*e);
-    } else if (e.error().code != xet::ErrorCode::kNotFound) {
+    } else if (e.error().code != ErrorCode::kNotFound) {
       return e.error();
     }
   }
   return out;
 }
 
-xet::Result<std::shared_ptr<const FileEntry>> SqliteIndex::GetFile(const FileHash& hash) {
+Result<std::shared_ptr<const FileEntry>> SqliteIndex::GetFile(const FileHash& hash) {
   return ReadFile(hash, std::nullopt);
 }
 
-xet::Result<std::shared_ptr<const FileEntry>> SqliteIndex::GetVisibleFile(const FileHash& hash,
-                                                                          std::string_view scope) {
+Result<std::shared_ptr<const FileEntry>> SqliteIndex::GetVisibleFile(const FileHash& hash,
+                                                                     std::string_view scope) {
   return ReadFile(hash, scope);
 }
 
-xet::Result<std::shared_ptr<const FileEntry>> SqliteIndex::ReadFile(const FileHash& hash,
-                                                                    std::optional<std::string_view> scope) {
+Result<std::shared_ptr<const FileEntry>> SqliteIndex::ReadFile(const FileHash& hash,
+                                                               std::optional<std::string_view> scope) {
   auto r = AcquireReader();
   if (!r.ok()) return r.error();
   auto s = (*r)->Prepare(scope ? kGetVisibleFile : kGetFile);
@@ -349,8 +346,7 @@ xet::Result<std::shared_ptr<const FileEntry>> SqliteIndex::ReadFile(const FileHa
                           s->Blob(4), s->Int(5));
 }
 
-xet::Result<std::optional<int64_t>> SqliteIndex::VisibleFileRecord(const FileHash& hash,
-                                                                   std::string_view scope) {
+Result<std::optional<int64_t>> SqliteIndex::VisibleFileRecord(const FileHash& hash, std::string_view scope) {
   auto r = AcquireReader();
   if (!r.ok()) return r.error();
   auto s = (*r)->Prepare(kVisibleFileRecord);
@@ -362,7 +358,7 @@ xet::Result<std::optional<int64_t>> SqliteIndex::VisibleFileRecord(const FileHas
   return (*r)->Err("read file scope", rc);
 }
 
-xet::Result<bool> SqliteIndex::FileVisibleTo(const FileHash& hash, std::string_view scope) {
+Result<bool> SqliteIndex::FileVisibleTo(const FileHash& hash, std::string_view scope) {
   auto r = AcquireReader();
   if (!r.ok()) return r.error();
   auto s = (*r)->Prepare(kFileVisible);
@@ -374,8 +370,8 @@ xet::Result<bool> SqliteIndex::FileVisibleTo(const FileHash& hash, std::string_v
   return (*r)->Err("read file scope", rc);
 }
 
-xet::Result<std::optional<FileHash>> SqliteIndex::FileBySha256(const Hash& sha256,
-                                                               std::optional<std::string_view> scope) {
+Result<std::optional<FileHash>> SqliteIndex::FileBySha256(const Hash& sha256,
+                                                          std::optional<std::string_view> scope) {
   auto r = AcquireReader();
   if (!r.ok()) return r.error();
   auto s = (*r)->Prepare(scope ? kFileByShaScoped : kFileBySha);
@@ -388,10 +384,10 @@ xet::Result<std::optional<FileHash>> SqliteIndex::FileBySha256(const Hash& sha25
   return s->HashCol(0);
 }
 
-xet::Result<std::vector<ListedFile>> SqliteIndex::ListFiles(std::string_view scope,
-                                                            std::optional<FileHash> after, size_t limit) {
+Result<std::vector<ListedFile>> SqliteIndex::ListFiles(std::string_view scope, std::optional<FileHash> after,
+                                                       size_t limit) {
   if (limit > kMaxListedFiles)
-    return xet::Malformed("at most " + std::to_string(kMaxListedFiles) + " files a page");
+    return Malformed("at most " + std::to_string(kMaxListedFiles) + " files a page");
   auto r = AcquireReader();
   if (!r.ok()) return r.error();
   auto s = (*r)->Prepare(kListFiles);
@@ -406,14 +402,14 @@ xet::Result<std::vector<ListedFile>> SqliteIndex::ListFiles(std::string_view sco
     if (rc == SQLITE_DONE) return out;
     if (rc != SQLITE_ROW) return (*r)->Err("list files", rc);
     auto hash = s->HashCol(0);
-    if (!hash) return xet::IoError("a files row has a hash that is not 32 bytes");
+    if (!hash) return IoError("a files row has a hash that is not 32 bytes");
     out.push_back(
         {*hash, static_cast<uint64_t>(s->Int(1)), s->IsNull(2) ? std::nullopt : s->HashCol(2), s->Int(3)});
   }
 }
 
-xet::Result<std::vector<Hash>> SqliteIndex::Scan(Scanned what, std::optional<Hash> after, size_t limit) {
-  if (limit > kMaxScanned) return xet::Malformed("at most " + std::to_string(kMaxScanned) + " hashes a page");
+Result<std::vector<Hash>> SqliteIndex::Scan(Scanned what, std::optional<Hash> after, size_t limit) {
+  if (limit > kMaxScanned) return Malformed("at most " + std::to_string(kMaxScanned) + " hashes a page");
   auto r = AcquireReader();
   if (!r.ok()) return r.error();
   auto s = (*r)->Prepare(what == Scanned::kXorbs   ? kScanXorbs
@@ -428,12 +424,12 @@ xet::Result<std::vector<Hash>> SqliteIndex::Scan(Scanned what, std::optional<Has
     if (rc == SQLITE_DONE) return out;
     if (rc != SQLITE_ROW) return (*r)->Err("scan the index", rc);
     auto hash = s->HashCol(0);
-    if (!hash) return xet::IoError("an index row has a hash that is not 32 bytes");
+    if (!hash) return IoError("an index row has a hash that is not 32 bytes");
     out.push_back(*hash);
   }
 }
 
-xet::Result<ScopeTotals> SqliteIndex::ScopeStats(std::string_view scope) {
+Result<ScopeTotals> SqliteIndex::ScopeStats(std::string_view scope) {
   auto r = AcquireReader();
   if (!r.ok()) return r.error();
   auto s = (*r)->Prepare(kScopeStats);
@@ -445,7 +441,7 @@ xet::Result<ScopeTotals> SqliteIndex::ScopeStats(std::string_view scope) {
   return ScopeTotals{static_cast<uint64_t>(s->Int(0)), static_cast<uint64_t>(s->Int(1))};
 }
 
-xet::Result<std::optional<ShardInfo>> SqliteIndex::GetShard(const Hash& shard) {
+Result<std::optional<ShardInfo>> SqliteIndex::GetShard(const Hash& shard) {
   auto r = AcquireReader();
   if (!r.ok()) return r.error();
   auto s = (*r)->Prepare(kGetShard);
@@ -458,7 +454,7 @@ xet::Result<std::optional<ShardInfo>> SqliteIndex::GetShard(const Hash& shard) {
       ShardInfo{.size = static_cast<uint64_t>(s->Int(0)), .registered_at = s->Int(1)});
 }
 
-xet::Result<std::shared_ptr<const ShardXorbs>> SqliteIndex::GetShardXorbs(const Hash& shard) {
+Result<std::shared_ptr<const ShardXorbs>> SqliteIndex::GetShardXorbs(const Hash& shard) {
   // The shard row first: its xorbs were committed with it, so every later read sees them all.
   auto known = GetShard(shard);
   if (!known) return known.error();
@@ -474,14 +470,14 @@ xet::Result<std::shared_ptr<const ShardXorbs>> SqliteIndex::GetShardXorbs(const 
     if (rc == SQLITE_DONE) break;
     if (rc != SQLITE_ROW) return (*r)->Err("read shard xorbs", rc);
     auto xorb = s->HashCol(0);
-    if (!xorb) return xet::IoError("index row of shard " + shard.hex() + " is corrupt");
+    if (!xorb) return IoError("index row of shard " + shard.hex() + " is corrupt");
     (s->Int(1) != 0 ? e->listed : e->referenced).push_back(*xorb);
   }
   return std::shared_ptr<const ShardXorbs>(std::move(e));
 }
 
-xet::Result<std::vector<DedupHit>> SqliteIndex::LookupDedup(const ChunkHash& chunk,
-                                                            std::optional<std::string_view> scope) {
+Result<std::vector<DedupHit>> SqliteIndex::LookupDedup(const ChunkHash& chunk,
+                                                       std::optional<std::string_view> scope) {
   auto r = AcquireReader();
   if (!r.ok()) return r.error();
   auto s = (*r)->Prepare(scope ? kDedupScoped : kDedupAny);
@@ -500,11 +496,11 @@ xet::Result<std::vector<DedupHit>> SqliteIndex::LookupDedup(const ChunkHash& chu
   return hits;
 }
 
-xet::Status SqliteIndex::ShareFiles(std::span<const FileHash> hashes, std::string_view scope,
-                                    const QuotaCharge* charge) {
-  if (hashes.size() > kMaxSharedFiles) return xet::Malformed("too many files shared at once");
-  if (hashes.empty()) return xet::Ok{};
-  return Write([&](Conn& c) -> xet::Status {
+Status SqliteIndex::ShareFiles(std::span<const FileHash> hashes, std::string_view scope,
+                               const QuotaCharge* charge) {
+  if (hashes.size() > kMaxSharedFiles) return Malformed("too many files shared at once");
+  if (hashes.empty()) return Ok{};
+  return Write([&](Conn& c) -> Status {
     if (auto revived = ReviveFilesAndTheirXorbs(c, hashes); !revived.ok()) return revived;
     if (charge != nullptr) {
       if (auto charged = ApplyQuotaCharge(c, *charge); !charged.ok()) return charged;
@@ -528,7 +524,7 @@ xet::Status SqliteIndex::ShareFiles(std::span<const FileHash> hashes, std::strin
       ++files;
       bytes += file_bytes;
     }
-    if (files == 0) return xet::Ok{};
+    if (files == 0) return Ok{};
     auto bump = c.Prepare(kBumpScope);
     if (!bump.ok()) return bump.error();
     bump->Bind(1, scope).Bind(2, files).Bind(3, bytes);
@@ -536,9 +532,9 @@ xet::Status SqliteIndex::ShareFiles(std::span<const FileHash> hashes, std::strin
   });
 }
 
-xet::Result<Unregistered> SqliteIndex::UnregisterFile(const FileHash& hash, std::string_view scope) {
+Result<Unregistered> SqliteIndex::UnregisterFile(const FileHash& hash, std::string_view scope) {
   Unregistered outcome = Unregistered::kNotVisible;
-  auto st = Write([&](Conn& c) -> xet::Status {
+  auto st = Write([&](Conn& c) -> Status {
     auto drop = c.Prepare(kDropScope);
     if (!drop.ok()) return drop.error();
     drop->Bind(1, hash).Bind(2, scope);
@@ -550,14 +546,13 @@ xet::Result<Unregistered> SqliteIndex::UnregisterFile(const FileHash& hash, std:
       const int rc = before->Step();
       if (rc == SQLITE_ROW) outcome = Unregistered::kRemovedBefore;
       if (rc != SQLITE_ROW && rc != SQLITE_DONE) return c.Err("read revocation", rc);
-      return xet::Ok{};
+      return Ok{};
     }
     auto size = c.Prepare(kFileSize);
     if (!size.ok()) return size.error();
     size->Bind(1, hash);
     const int rc = size->Step();
-    if (rc == SQLITE_DONE)
-      return xet::IoError("file " + hash.hex() + " is visible to a scope but has no row");
+    if (rc == SQLITE_DONE) return IoError("file " + hash.hex() + " is visible to a scope but has no row");
     if (rc != SQLITE_ROW) return c.Err("read file", rc);
     auto shrink = c.Prepare(kShrinkScope);
     if (!shrink.ok()) return shrink.error();
@@ -568,16 +563,17 @@ xet::Result<Unregistered> SqliteIndex::UnregisterFile(const FileHash& hash, std:
     record->Bind(1, hash).Bind(2, scope);
     if (auto r = c.Run(*record, "record the revocation"); !r.ok()) return r;
     outcome = Unregistered::kRemoved;
-    return xet::Ok{};
+    return Ok{};
   });
   if (!st.ok()) return st.error();
   return outcome;
 }
 
-xet::Result<std::vector<RevocationRecord>> SqliteIndex::RevocationPage(
-    const char* sql, const std::optional<RevocationKey>& after, size_t limit) {
+Result<std::vector<RevocationRecord>> SqliteIndex::RevocationPage(const char* sql,
+                                                                  const std::optional<RevocationKey>& after,
+                                                                  size_t limit) {
   if (limit > kMaxListedFiles)
-    return xet::Malformed("at most " + std::to_string(kMaxListedFiles) + " revocations a page");
+    return Malformed("at most " + std::to_string(kMaxListedFiles) + " revocations a page");
   auto r = AcquireReader();
   if (!r.ok()) return r.error();
   auto s = (*r)->Prepare(sql);
@@ -594,35 +590,35 @@ xet::Result<std::vector<RevocationRecord>> SqliteIndex::RevocationPage(
     if (rc == SQLITE_DONE) return out;
     if (rc != SQLITE_ROW) return (*r)->Err("list revocations", rc);
     auto file = s->HashCol(0);
-    if (!file) return xet::IoError("a revocations row has a file that is not 32 bytes");
+    if (!file) return IoError("a revocations row has a file that is not 32 bytes");
     out.push_back({{*file, std::string(s->Text(1))}, s->Int(2) != 0});
   }
 }
 
-xet::Result<std::vector<RevocationRecord>> SqliteIndex::ListRevocations(std::optional<RevocationKey> after,
-                                                                        size_t limit) {
+Result<std::vector<RevocationRecord>> SqliteIndex::ListRevocations(std::optional<RevocationKey> after,
+                                                                   size_t limit) {
   return RevocationPage(kListRevocations, after, limit);
 }
 
-xet::Result<std::vector<RevocationKey>> SqliteIndex::ListClearedRevocations(
-    std::optional<RevocationKey> after, size_t limit) {
+Result<std::vector<RevocationKey>> SqliteIndex::ListClearedRevocations(std::optional<RevocationKey> after,
+                                                                       size_t limit) {
   return KeysOf(RevocationPage(kListClearedRevocations, after, limit));
 }
 
-xet::Status SqliteIndex::ForgetRevocations(std::span<const RevocationKey> revocations) {
-  if (revocations.empty()) return xet::Ok{};
-  return Write([&](Conn& c) -> xet::Status {
+Status SqliteIndex::ForgetRevocations(std::span<const RevocationKey> revocations) {
+  if (revocations.empty()) return Ok{};
+  return Write([&](Conn& c) -> Status {
     for (const auto& k : revocations) {
       auto forget = c.Prepare(kForgetRevocation);
       if (!forget.ok()) return forget.error();
       forget->Bind(1, k.file).Bind(2, std::string_view(k.scope));
       if (auto r = c.Run(*forget, "forget a revocation"); !r.ok()) return r;
     }
-    return xet::Ok{};
+    return Ok{};
   });
 }
 
-xet::Result<IndexStats> SqliteIndex::Stats() {
+Result<IndexStats> SqliteIndex::Stats() {
   auto r = AcquireReader();
   if (!r.ok()) return r.error();
   auto s = (*r)->Prepare(kStats);

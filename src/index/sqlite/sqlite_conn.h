@@ -99,7 +99,7 @@ class SqliteIndex::Conn {
   Conn() = default;
 
   // Opens the database; on failure the connection is unusable and only its destruction remains.
-  xet::Status Open(const std::string& path, bool read_only, int busy_timeout_ms) {
+  Status Open(const std::string& path, bool read_only, int busy_timeout_ms) {
     // NOMUTEX: a connection is used by one thread at a time (the writer, or one leased reader).
     const int flags =
         (read_only ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE) | SQLITE_OPEN_NOMUTEX;
@@ -107,7 +107,7 @@ class SqliteIndex::Conn {
     if (rc != SQLITE_OK) return Err("open " + path, rc);
     sqlite3_extended_result_codes(db_, 1);
     sqlite3_busy_timeout(db_, busy_timeout_ms);
-    return xet::Ok{};
+    return Ok{};
   }
 
   ~Conn() {
@@ -119,22 +119,22 @@ class SqliteIndex::Conn {
 
   sqlite3* db() const { return db_; }
 
-  xet::Error Err(std::string_view what, int rc) const {
+  Error Err(std::string_view what, int rc) const {
     std::string msg =
         "sqlite: " + std::string(what) + ": " + (db_ ? sqlite3_errmsg(db_) : sqlite3_errstr(rc));
     // A constraint names a request that contradicts the index; anything else is the database failing.
-    if ((rc & 0xff) == SQLITE_CONSTRAINT) return xet::Inconsistent(std::move(msg));
-    return xet::IoError(std::move(msg));
+    if ((rc & 0xff) == SQLITE_CONSTRAINT) return Inconsistent(std::move(msg));
+    return IoError(std::move(msg));
   }
 
-  xet::Status Exec(const char* sql) {
+  Status Exec(const char* sql) {
     const int rc = sqlite3_exec(db_, sql, nullptr, nullptr, nullptr);
     if (rc != SQLITE_OK) return Err(sql, rc);
-    return xet::Ok{};
+    return Ok{};
   }
 
   // A cached prepared statement for `sql`, which must be one of the constants above.
-  xet::Result<sqlite_internal::Stmt> Prepare(const char* sql) {
+  Result<sqlite_internal::Stmt> Prepare(const char* sql) {
     auto it = stmts_.find(sql);
     if (it == stmts_.end()) {
       sqlite3_stmt* s = nullptr;
@@ -146,14 +146,14 @@ class SqliteIndex::Conn {
   }
 
   // Steps a statement that returns no rows.
-  xet::Status Run(sqlite_internal::Stmt& s, const char* what) {
+  Status Run(sqlite_internal::Stmt& s, const char* what) {
     const int rc = s.Step();
     if (rc != SQLITE_DONE) return Err(what, rc);
-    return xet::Ok{};
+    return Ok{};
   }
 
   // Runs one of the cached statements that take no parameters and return no rows.
-  xet::Status Step(const char* sql) {
+  Status Step(const char* sql) {
     auto s = Prepare(sql);
     if (!s.ok()) return s.error();
     return Run(*s, sql);

@@ -109,7 +109,7 @@ constexpr int64_t Kind(GcKind k) {
 class FileGcLock final : public GcLock {
  public:
   explicit FileGcLock(UniqueFd fd) : fd_(std::move(fd)) {}
-  xet::Status Check() override { return xet::Ok{}; }  // held until the descriptor closes
+  Status Check() override { return Ok{}; }  // held until the descriptor closes
 
  private:
   UniqueFd fd_;
@@ -117,7 +117,7 @@ class FileGcLock final : public GcLock {
 
 }  // namespace
 
-xet::Result<XorbUse> SqliteIndex::UseOf(Conn& c, const XorbHash& xorb, bool* quarantined) {
+Result<XorbUse> SqliteIndex::UseOf(Conn& c, const XorbHash& xorb, bool* quarantined) {
   auto s = c.Prepare(kXorbUse);
   if (!s.ok()) return s.error();
   s->Bind(1, xorb);
@@ -132,8 +132,8 @@ xet::Result<XorbUse> SqliteIndex::UseOf(Conn& c, const XorbHash& xorb, bool* qua
   return XorbUse::kStored;
 }
 
-xet::Status SqliteIndex::Uncount(Conn& c, const SweptTotals& xorbs, int64_t chunks, int64_t unpacked,
-                                 const SweptTotals& files) {
+Status SqliteIndex::Uncount(Conn& c, const SweptTotals& xorbs, int64_t chunks, int64_t unpacked,
+                            const SweptTotals& files) {
   auto s = c.Prepare(kUncount);
   if (!s.ok()) return s.error();
   s->Bind(1, static_cast<int64_t>(xorbs.objects)).Bind(2, static_cast<int64_t>(files.objects));
@@ -144,7 +144,7 @@ xet::Status SqliteIndex::Uncount(Conn& c, const SweptTotals& xorbs, int64_t chun
 
 // ---- Revival: what writes that name xorbs and files do before they count on them
 
-xet::Result<bool> SqliteIndex::AnyQuarantined(Conn& c) {
+Result<bool> SqliteIndex::AnyQuarantined(Conn& c) {
   auto any = c.Prepare(kAnyQuarantined);
   if (!any.ok()) return any.error();
   const int rc = any->Step();
@@ -152,15 +152,14 @@ xet::Result<bool> SqliteIndex::AnyQuarantined(Conn& c) {
   return any->Int(0) != 0;
 }
 
-xet::Status SqliteIndex::Revive(Conn& c, std::span<const XorbHash> xorbs, std::span<const FileHash> files) {
+Status SqliteIndex::Revive(Conn& c, std::span<const XorbHash> xorbs, std::span<const FileHash> files) {
   auto any = AnyQuarantined(c);
   if (!any.ok()) return any.error();
-  if (!*any) return xet::Ok{};  // nothing is quarantined: the usual case, one read
+  if (!*any) return Ok{};  // nothing is quarantined: the usual case, one read
   return ReleaseNamed(c, xorbs, files);
 }
 
-xet::Status SqliteIndex::ReleaseNamed(Conn& c, std::span<const XorbHash> xorbs,
-                                      std::span<const FileHash> files) {
+Status SqliteIndex::ReleaseNamed(Conn& c, std::span<const XorbHash> xorbs, std::span<const FileHash> files) {
   for (const XorbHash& x : xorbs) {
     auto use = UseOf(c, x, nullptr);
     if (!use.ok()) return use.error();
@@ -178,13 +177,13 @@ xet::Status SqliteIndex::ReleaseNamed(Conn& c, std::span<const XorbHash> xorbs,
     release->Bind(1, Kind(GcKind::kFile)).Bind(2, f);
     if (auto st = c.Run(*release, "revive a file"); !st.ok()) return st;
   }
-  return xet::Ok{};
+  return Ok{};
 }
 
-xet::Status SqliteIndex::ReviveFilesAndTheirXorbs(Conn& c, std::span<const FileHash> files) {
+Status SqliteIndex::ReviveFilesAndTheirXorbs(Conn& c, std::span<const FileHash> files) {
   auto any = AnyQuarantined(c);
   if (!any.ok()) return any.error();
-  if (!*any) return xet::Ok{};
+  if (!*any) return Ok{};
   std::vector<XorbHash> xorbs;
   for (const FileHash& f : files) {
     auto terms = c.Prepare(kFileTerms);
@@ -200,8 +199,8 @@ xet::Status SqliteIndex::ReviveFilesAndTheirXorbs(Conn& c, std::span<const FileH
   return ReleaseNamed(c, xorbs, files);
 }
 
-xet::Result<std::vector<XorbUse>> SqliteIndex::ReviveXorbs(std::span<const XorbHash> xorbs) {
-  if (xorbs.size() > kMaxXorbsPerRead) return xet::Malformed("too many xorbs in one read");
+Result<std::vector<XorbUse>> SqliteIndex::ReviveXorbs(std::span<const XorbHash> xorbs) {
+  if (xorbs.size() > kMaxXorbsPerRead) return Malformed("too many xorbs in one read");
   std::vector<XorbUse> out(xorbs.size(), XorbUse::kAbsent);
   bool any_quarantined = false;
   {
@@ -215,7 +214,7 @@ xet::Result<std::vector<XorbUse>> SqliteIndex::ReviveXorbs(std::span<const XorbH
   }
   if (!any_quarantined) return out;  // a read only, as long as nothing named is quarantined
   // Revive in a write, where the answer is final: a sweep may have claimed one since the read.
-  auto st = Write([&](Conn& c) -> xet::Status {
+  auto st = Write([&](Conn& c) -> Status {
     for (size_t i = 0; i < xorbs.size(); ++i) {
       bool quarantined = false;
       auto use = UseOf(c, xorbs[i], &quarantined);
@@ -227,7 +226,7 @@ xet::Result<std::vector<XorbUse>> SqliteIndex::ReviveXorbs(std::span<const XorbH
       release->Bind(1, Kind(GcKind::kXorb)).Bind(2, xorbs[i]);
       if (auto r = c.Run(*release, "revive a xorb"); !r.ok()) return r;
     }
-    return xet::Ok{};
+    return Ok{};
   });
   if (!st.ok()) return st.error();
   return out;
@@ -235,8 +234,8 @@ xet::Result<std::vector<XorbUse>> SqliteIndex::ReviveXorbs(std::span<const XorbH
 
 // ---- Mark
 
-xet::Result<std::vector<FileXorbs>> SqliteIndex::ScanFileXorbs(std::optional<FileHash> after, size_t limit) {
-  if (limit > kMaxScanned) return xet::Malformed("at most " + std::to_string(kMaxScanned) + " files a page");
+Result<std::vector<FileXorbs>> SqliteIndex::ScanFileXorbs(std::optional<FileHash> after, size_t limit) {
+  if (limit > kMaxScanned) return Malformed("at most " + std::to_string(kMaxScanned) + " files a page");
   auto r = AcquireReader();
   if (!r.ok()) return r.error();
   auto s = (*r)->Prepare(kScanFileXorbs);
@@ -249,14 +248,14 @@ xet::Result<std::vector<FileXorbs>> SqliteIndex::ScanFileXorbs(std::optional<Fil
     if (rc == SQLITE_DONE) return out;
     if (rc != SQLITE_ROW) return (*r)->Err("scan files and their xorbs", rc);
     auto hash = s->HashCol(0);
-    if (!hash) return xet::IoError("a files row has a hash that is not 32 bytes");
+    if (!hash) return IoError("a files row has a hash that is not 32 bytes");
     out.push_back({*hash, static_cast<uint64_t>(s->Int(1)), DistinctTermXorbs(s->Blob(2)), s->Int(3) != 0});
   }
 }
 
-xet::Result<std::vector<Quarantined>> SqliteIndex::ScanQuarantine(GcKind kind, std::optional<Hash> after,
-                                                                  size_t limit) {
-  if (limit > kMaxScanned) return xet::Malformed("at most " + std::to_string(kMaxScanned) + " hashes a page");
+Result<std::vector<Quarantined>> SqliteIndex::ScanQuarantine(GcKind kind, std::optional<Hash> after,
+                                                             size_t limit) {
+  if (limit > kMaxScanned) return Malformed("at most " + std::to_string(kMaxScanned) + " hashes a page");
   auto r = AcquireReader();
   if (!r.ok()) return r.error();
   auto s = (*r)->Prepare(kScanQuarantine);
@@ -270,43 +269,43 @@ xet::Result<std::vector<Quarantined>> SqliteIndex::ScanQuarantine(GcKind kind, s
     if (rc == SQLITE_DONE) return out;
     if (rc != SQLITE_ROW) return (*r)->Err("scan the quarantine", rc);
     auto hash = s->HashCol(0);
-    if (!hash) return xet::IoError("a gc_quarantine row has a hash that is not 32 bytes");
+    if (!hash) return IoError("a gc_quarantine row has a hash that is not 32 bytes");
     out.push_back({*hash, s->Int(1), s->Int(2), static_cast<uint64_t>(s->Int(3))});
   }
 }
 
-xet::Status SqliteIndex::Quarantine(GcKind kind, std::span<const Hash> hashes, int64_t since) {
-  if (hashes.empty()) return xet::Ok{};
-  return Write([&](Conn& c) -> xet::Status {
+Status SqliteIndex::Quarantine(GcKind kind, std::span<const Hash> hashes, int64_t since) {
+  if (hashes.empty()) return Ok{};
+  return Write([&](Conn& c) -> Status {
     for (const Hash& h : hashes) {
       auto put = c.Prepare(kQuarantineOne);
       if (!put.ok()) return put.error();
       put->Bind(1, Kind(kind)).Bind(2, h).Bind(3, since);
       if (auto st = c.Run(*put, "quarantine"); !st.ok()) return st;
     }
-    return xet::Ok{};
+    return Ok{};
   });
 }
 
-xet::Status SqliteIndex::Release(GcKind kind, std::span<const Hash> hashes) {
-  if (hashes.empty()) return xet::Ok{};
-  return Write([&](Conn& c) -> xet::Status {
+Status SqliteIndex::Release(GcKind kind, std::span<const Hash> hashes) {
+  if (hashes.empty()) return Ok{};
+  return Write([&](Conn& c) -> Status {
     for (const Hash& h : hashes) {
       auto release = c.Prepare(kReleaseOne);
       if (!release.ok()) return release.error();
       release->Bind(1, Kind(kind)).Bind(2, h);
       if (auto st = c.Run(*release, "release"); !st.ok()) return st;
     }
-    return xet::Ok{};
+    return Ok{};
   });
 }
 
 // ---- Sweep
 
-xet::Result<SweptTotals> SqliteIndex::SweepFiles(std::span<const Quarantined> files) {
+Result<SweptTotals> SqliteIndex::SweepFiles(std::span<const Quarantined> files) {
   SweptTotals swept;
   if (files.empty()) return swept;
-  auto st = Write([&](Conn& c) -> xet::Status {
+  auto st = Write([&](Conn& c) -> Status {
     swept = {};
     for (const Quarantined& q : files) {
       auto take = c.Prepare(kTakeFile);
@@ -350,17 +349,17 @@ xet::Result<SweptTotals> SqliteIndex::SweepFiles(std::span<const Quarantined> fi
       ++swept.objects;
       swept.bytes += static_cast<uint64_t>(bytes);
     }
-    if (swept.objects == 0) return xet::Ok{};
+    if (swept.objects == 0) return Ok{};
     return Uncount(c, {}, 0, 0, swept);
   });
   if (!st.ok()) return st.error();
   return swept;
 }
 
-xet::Result<std::vector<XorbHash>> SqliteIndex::ClaimXorbs(std::span<const Quarantined> xorbs, int64_t now) {
+Result<std::vector<XorbHash>> SqliteIndex::ClaimXorbs(std::span<const Quarantined> xorbs, int64_t now) {
   std::vector<XorbHash> claimed;
   if (xorbs.empty()) return claimed;
-  auto st = Write([&](Conn& c) -> xet::Status {
+  auto st = Write([&](Conn& c) -> Status {
     claimed.clear();
     std::vector<Hash> shards;  // those the claimed xorbs were in
     for (const Quarantined& q : xorbs) {
@@ -391,16 +390,16 @@ xet::Result<std::vector<XorbHash>> SqliteIndex::ClaimXorbs(std::span<const Quara
       dead->Bind(1, s).Bind(2, now);
       if (auto r = c.Run(*dead, "claim a shard"); !r.ok()) return r;
     }
-    return xet::Ok{};
+    return Ok{};
   });
   if (!st.ok()) return st.error();
   return claimed;
 }
 
-xet::Result<SweptTotals> SqliteIndex::DropXorbs(std::span<const XorbHash> xorbs) {
+Result<SweptTotals> SqliteIndex::DropXorbs(std::span<const XorbHash> xorbs) {
   SweptTotals swept;
   if (xorbs.empty()) return swept;
-  auto st = Write([&](Conn& c) -> xet::Status {
+  auto st = Write([&](Conn& c) -> Status {
     swept = {};
     int64_t chunks = 0;
     int64_t unpacked = 0;
@@ -425,7 +424,7 @@ xet::Result<SweptTotals> SqliteIndex::DropXorbs(std::span<const XorbHash> xorbs)
       if (auto r = c.Run(*del, "delete a xorb"); !r.ok()) return r;
       ++swept.objects;
     }
-    if (swept.objects == 0) return xet::Ok{};
+    if (swept.objects == 0) return Ok{};
     return Uncount(c, swept, chunks, unpacked, {});
   });
   if (!st.ok()) return st.error();
@@ -436,8 +435,8 @@ xet::Result<SweptTotals> SqliteIndex::DropXorbs(std::span<const XorbHash> xorbs)
 
 // ---- Compaction
 
-xet::Result<std::vector<std::vector<std::string>>> SqliteIndex::FileScopes(std::span<const FileHash> files) {
-  if (files.size() > kMaxFilesPerRead) return xet::Malformed("too many files in one read");
+Result<std::vector<std::vector<std::string>>> SqliteIndex::FileScopes(std::span<const FileHash> files) {
+  if (files.size() > kMaxFilesPerRead) return Malformed("too many files in one read");
   auto r = AcquireReader();
   if (!r.ok()) return r.error();
   std::vector<std::vector<std::string>> out(files.size());
@@ -453,9 +452,9 @@ xet::Result<std::vector<std::vector<std::string>>> SqliteIndex::FileScopes(std::
   return out;
 }
 
-xet::Status SqliteIndex::Repoint(const Repointing& repointing) {
+Status SqliteIndex::Repoint(const Repointing& repointing) {
   if (auto st = CheckRepointing(repointing); !st.ok()) return st;
-  return Write([&](Conn& c) -> xet::Status {
+  return Write([&](Conn& c) -> Status {
     const int64_t now = options_.clock->UnixSeconds();
     {
       auto has = c.Prepare(kXorbUse);
@@ -500,11 +499,11 @@ xet::Status SqliteIndex::Repoint(const Repointing& repointing) {
       mark->Bind(1, x).Bind(2, repointing.into).Bind(3, now);
       if (auto r = c.Run(*mark, "mark a xorb superseded"); !r.ok()) return r;
     }
-    return xet::Ok{};
+    return Ok{};
   });
 }
 
-xet::Result<std::vector<ShardScope>> SqliteIndex::ShardScopes(std::span<const Hash> shards) {
+Result<std::vector<ShardScope>> SqliteIndex::ShardScopes(std::span<const Hash> shards) {
   auto r = AcquireReader();
   if (!r.ok()) return r.error();
   std::vector<ShardScope> out;
@@ -520,10 +519,10 @@ xet::Result<std::vector<ShardScope>> SqliteIndex::ShardScopes(std::span<const Ha
   return out;
 }
 
-xet::Result<SweptTotals> SqliteIndex::DropShards(std::span<const Hash> shards) {
+Result<SweptTotals> SqliteIndex::DropShards(std::span<const Hash> shards) {
   SweptTotals swept;
   if (shards.empty()) return swept;
-  auto st = Write([&](Conn& c) -> xet::Status {
+  auto st = Write([&](Conn& c) -> Status {
     swept = {};
     for (const Hash& shard : shards) {
       auto take = c.Prepare(kTakeClaimedShard);
@@ -552,7 +551,7 @@ xet::Result<SweptTotals> SqliteIndex::DropShards(std::span<const Hash> shards) {
       ++swept.objects;
       swept.bytes += static_cast<uint64_t>(bytes);
     }
-    return xet::Ok{};
+    return Ok{};
   });
   if (!st.ok()) return st.error();
   return swept;
@@ -560,10 +559,9 @@ xet::Result<SweptTotals> SqliteIndex::DropShards(std::span<const Hash> shards) {
 
 // ---- Repository objects
 
-xet::Result<std::vector<RepoObjectMark>> SqliteIndex::ScanRepoObjects(
+Result<std::vector<RepoObjectMark>> SqliteIndex::ScanRepoObjects(
     int64_t repo, const std::optional<std::vector<uint8_t>>& after, size_t limit) {
-  if (limit > kMaxScanned)
-    return xet::Malformed("at most " + std::to_string(kMaxScanned) + " objects a page");
+  if (limit > kMaxScanned) return Malformed("at most " + std::to_string(kMaxScanned) + " objects a page");
   auto r = AcquireReader();
   if (!r.ok()) return r.error();
   auto s = (*r)->Prepare(kScanRepoObjects);
@@ -580,41 +578,40 @@ xet::Result<std::vector<RepoObjectMark>> SqliteIndex::ScanRepoObjects(
   }
 }
 
-xet::Status SqliteIndex::QuarantineRepoObjects(int64_t repo, const std::vector<std::vector<uint8_t>>& keys,
-                                               int64_t since) {
-  if (keys.size() > kMaxScanned) return xet::Malformed("too many objects in one request");
-  if (keys.empty()) return xet::Ok{};
-  return Write([&](Conn& c) -> xet::Status {
+Status SqliteIndex::QuarantineRepoObjects(int64_t repo, const std::vector<std::vector<uint8_t>>& keys,
+                                          int64_t since) {
+  if (keys.size() > kMaxScanned) return Malformed("too many objects in one request");
+  if (keys.empty()) return Ok{};
+  return Write([&](Conn& c) -> Status {
     for (const auto& key : keys) {
       auto put = c.Prepare(kQuarantineObject);
       if (!put.ok()) return put.error();
       put->Bind(1, repo).Bind(2, std::span<const uint8_t>(key)).Bind(3, since);
       if (auto st = c.Run(*put, "quarantine an object"); !st.ok()) return st;
     }
-    return xet::Ok{};
+    return Ok{};
   });
 }
 
-xet::Status SqliteIndex::ReleaseRepoObjects(int64_t repo, const std::vector<std::vector<uint8_t>>& keys) {
-  if (keys.size() > kMaxScanned) return xet::Malformed("too many objects in one request");
-  if (keys.empty()) return xet::Ok{};
-  return Write([&](Conn& c) -> xet::Status {
+Status SqliteIndex::ReleaseRepoObjects(int64_t repo, const std::vector<std::vector<uint8_t>>& keys) {
+  if (keys.size() > kMaxScanned) return Malformed("too many objects in one request");
+  if (keys.empty()) return Ok{};
+  return Write([&](Conn& c) -> Status {
     for (const auto& key : keys) {
       auto release = c.Prepare(kReleaseObject);
       if (!release.ok()) return release.error();
       release->Bind(1, repo).Bind(2, std::span<const uint8_t>(key));
       if (auto st = c.Run(*release, "release an object"); !st.ok()) return st;
     }
-    return xet::Ok{};
+    return Ok{};
   });
 }
 
-xet::Result<SweptTotals> SqliteIndex::SweepRepoObjects(int64_t repo,
-                                                       std::span<const RepoObjectMark> objects) {
-  if (objects.size() > kMaxScanned) return xet::Malformed("too many objects in one request");
+Result<SweptTotals> SqliteIndex::SweepRepoObjects(int64_t repo, std::span<const RepoObjectMark> objects) {
+  if (objects.size() > kMaxScanned) return Malformed("too many objects in one request");
   SweptTotals swept;
   if (objects.empty()) return swept;
-  auto st = Write([&](Conn& c) -> xet::Status {
+  auto st = Write([&](Conn& c) -> Status {
     swept = {};
     for (const RepoObjectMark& o : objects) {
       auto take = c.Prepare(kTakeObject);
@@ -635,13 +632,13 @@ xet::Result<SweptTotals> SqliteIndex::SweepRepoObjects(int64_t repo,
       if (auto r = c.Run(*del, "delete an object"); !r.ok()) return r;
       ++swept.objects;
     }
-    return xet::Ok{};
+    return Ok{};
   });
   if (!st.ok()) return st.error();
   return swept;
 }
 
-xet::Result<std::string> SqliteIndex::ScrubDeleted(bool vacuum) {
+Result<std::string> SqliteIndex::ScrubDeleted(bool vacuum) {
   // A connection of its own: VACUUM and a checkpoint cannot run inside the writer's transactions. Deleted
   // rows were zeroed where they lay (the writer's secure_delete); what is left is the write-ahead log, whose
   // old frames hold pages as they were before, and with `vacuum` the free pages' space.
@@ -664,28 +661,28 @@ xet::Result<std::string> SqliteIndex::ScrubDeleted(bool vacuum) {
     if (!busy) return done + "write-ahead log truncated";
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
-  return xet::Unavailable("sqlite: readers kept the write-ahead log from being truncated; run again");
+  return Unavailable("sqlite: readers kept the write-ahead log from being truncated; run again");
 }
 
-xet::Result<std::unique_ptr<GcLock>> SqliteIndex::LockGc() {
+Result<std::unique_ptr<GcLock>> SqliteIndex::LockGc() {
   // One box: a lock on a file beside the database, which the kernel drops when the process dies.
   const std::string path = options_.path + "-gc.lock";
   UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
-  if (!fd.valid()) return xet::IoError("open " + path + ": " + ErrnoText(errno));
+  if (!fd.valid()) return IoError("open " + path + ": " + ErrnoText(errno));
   while (::flock(fd.get(), LOCK_EX) != 0) {
-    if (errno != EINTR) return xet::IoError("lock " + path + ": " + ErrnoText(errno));
+    if (errno != EINTR) return IoError("lock " + path + ": " + ErrnoText(errno));
   }
   return std::unique_ptr<GcLock>(new FileGcLock(std::move(fd)));
 }
 
-xet::Result<std::unique_ptr<GcLock>> SqliteIndex::HoldDeletions(DeletionHold mode, bool wait) {
+Result<std::unique_ptr<GcLock>> SqliteIndex::HoldDeletions(DeletionHold mode, bool wait) {
   const std::string path = options_.path + "-deletions.lock";
   UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
-  if (!fd.valid()) return xet::IoError("open " + path + ": " + ErrnoText(errno));
+  if (!fd.valid()) return IoError("open " + path + ": " + ErrnoText(errno));
   const int op = (mode == DeletionHold::kShared ? LOCK_SH : LOCK_EX) | (wait ? 0 : LOCK_NB);
   while (::flock(fd.get(), op) != 0) {
     if (errno == EWOULDBLOCK && !wait) return std::unique_ptr<GcLock>();
-    if (errno != EINTR) return xet::IoError("lock " + path + ": " + ErrnoText(errno));
+    if (errno != EINTR) return IoError("lock " + path + ": " + ErrnoText(errno));
   }
   return std::unique_ptr<GcLock>(new FileGcLock(std::move(fd)));
 }

@@ -260,7 +260,7 @@ constexpr const char kPing[] = "SELECT 1";
 
 SqliteIndex::SqliteIndex(SqliteOptions options) : options_(std::move(options)) {}
 
-xet::Result<std::unique_ptr<SqliteIndex>> SqliteIndex::Open(SqliteOptions options) {
+Result<std::unique_ptr<SqliteIndex>> SqliteIndex::Open(SqliteOptions options) {
   std::unique_ptr<SqliteIndex> index(new SqliteIndex(std::move(options)));
   if (auto st = index->Init(); !st.ok()) return st.error();
   index->writes_ = std::make_unique<WriteQueue<WriteRequest>>(
@@ -269,7 +269,7 @@ xet::Result<std::unique_ptr<SqliteIndex>> SqliteIndex::Open(SqliteOptions option
   return index;
 }
 
-xet::Result<std::pair<int, int>> SqliteIndex::Migrate(const std::string& path) {
+Result<std::pair<int, int>> SqliteIndex::Migrate(const std::string& path) {
   SqliteOptions options;
   options.path = path;
   auto index = Open(std::move(options));
@@ -277,7 +277,7 @@ xet::Result<std::pair<int, int>> SqliteIndex::Migrate(const std::string& path) {
   return std::pair{(*index)->schema_before_, static_cast<int>(kSchemaVersion)};
 }
 
-xet::Status SqliteIndex::Init() {
+Status SqliteIndex::Init() {
   std::error_code ec;
   const bool created = !std::filesystem::exists(options_.path, ec);
   writer_conn_ = std::make_unique<Conn>();
@@ -296,7 +296,7 @@ xet::Status SqliteIndex::Init() {
     auto wal = c.Prepare(kSetWal);
     if (!wal.ok()) return wal.error();
     if (wal->Step() != SQLITE_ROW || wal->Text(0) != "wal") {
-      return xet::IoError("sqlite: " + options_.path + " cannot use write-ahead logging");
+      return IoError("sqlite: " + options_.path + " cannot use write-ahead logging");
     }
   }
   // A larger page cache keeps the B-tree interior pages that random-hash inserts walk in memory.
@@ -314,10 +314,10 @@ xet::Status SqliteIndex::Init() {
     if (v->Step() == SQLITE_ROW) version = v->Int(0);
   }
   schema_before_ = static_cast<int>(version);
-  xet::Status result = xet::Ok{};
+  Status result = Ok{};
   if (version > kSchemaVersion) {
-    result = xet::Inconsistent("index " + options_.path + " has schema version " + std::to_string(version) +
-                               ", newer than this cairn's " + std::to_string(kSchemaVersion));
+    result = Inconsistent("index " + options_.path + " has schema version " + std::to_string(version) +
+                          ", newer than this cairn's " + std::to_string(kSchemaVersion));
   }
   for (int64_t i = version; result.ok() && i < kSchemaVersion; ++i) result = c.Exec(kMigrations[i]);
   if (result.ok() && version < kSchemaVersion) {
@@ -328,7 +328,7 @@ xet::Status SqliteIndex::Init() {
     (void)c.Step(kRollback);  // the original error is the one worth reporting
     return result;
   }
-  return xet::Ok{};
+  return Ok{};
 }
 
 SqliteIndex::~SqliteIndex() {
@@ -337,22 +337,22 @@ SqliteIndex::~SqliteIndex() {
 
 // ---- Writes
 
-xet::Status SqliteIndex::Write(std::function<xet::Status(Conn&)> apply) {
+Status SqliteIndex::Write(std::function<Status(Conn&)> apply) {
   WriteRequest req{std::move(apply)};
   return writes_->Submit(req);
 }
 
-std::vector<xet::Status> SqliteIndex::RunBatch(std::span<WriteRequest* const> batch) {
+std::vector<Status> SqliteIndex::RunBatch(std::span<WriteRequest* const> batch) {
   Conn& c = *writer_conn_;
-  std::vector<xet::Status> results;
+  std::vector<Status> results;
   results.reserve(batch.size());
-  xet::Status batch_error = c.Step(kBegin);
+  Status batch_error = c.Step(kBegin);
   for (size_t i = 0; batch_error.ok() && i < batch.size(); ++i) {
     if (auto st = c.Step(kSavepoint); !st.ok()) {
       batch_error = st;
       break;
     }
-    xet::Status st = batch[i]->apply(c);
+    Status st = batch[i]->apply(c);
     if (st.ok()) {
       batch_error = c.Step(kRelease);
     } else if (sqlite3_get_autocommit(c.db()) != 0) {
@@ -381,8 +381,8 @@ WriteStats SqliteIndex::write_stats() const {
   return writes_->stats();
 }
 
-xet::Result<std::string> SqliteIndex::SharedSecret(std::string_view name, std::string_view candidate) {
-  const auto read = [&]() -> xet::Result<std::optional<std::string>> {
+Result<std::string> SqliteIndex::SharedSecret(std::string_view name, std::string_view candidate) {
+  const auto read = [&]() -> Result<std::optional<std::string>> {
     auto r = AcquireReader();
     if (!r.ok()) return r.error();
     auto s = (*r)->Prepare(kGetSecret);
@@ -396,7 +396,7 @@ xet::Result<std::string> SqliteIndex::SharedSecret(std::string_view name, std::s
   auto existing = read();
   if (!existing.ok()) return existing.error();
   if (existing->has_value()) return std::move(**existing);
-  auto st = Write([&](Conn& c) -> xet::Status {
+  auto st = Write([&](Conn& c) -> Status {
     auto put = c.Prepare(kPutSecret);
     if (!put.ok()) return put.error();
     put->Bind(1, name).Bind(2, candidate).Bind(3, options_.clock->UnixSeconds());
@@ -405,11 +405,11 @@ xet::Result<std::string> SqliteIndex::SharedSecret(std::string_view name, std::s
   if (!st.ok()) return st.error();
   existing = read();  // the first value stored wins, ours or a concurrent process's
   if (!existing.ok()) return existing.error();
-  if (!existing->has_value()) return xet::IoError("sqlite: secret " + std::string(name) + " vanished");
+  if (!existing->has_value()) return IoError("sqlite: secret " + std::string(name) + " vanished");
   return std::move(**existing);
 }
 
-xet::Result<std::vector<SecretRecord>> SqliteIndex::ListSecrets() {
+Result<std::vector<SecretRecord>> SqliteIndex::ListSecrets() {
   auto r = AcquireReader();
   if (!r.ok()) return r.error();
   auto s = (*r)->Prepare(kListSecrets);
@@ -422,47 +422,47 @@ xet::Result<std::vector<SecretRecord>> SqliteIndex::ListSecrets() {
   return out;
 }
 
-xet::Result<bool> SqliteIndex::AddSecret(std::string_view name, std::string_view value) {
+Result<bool> SqliteIndex::AddSecret(std::string_view name, std::string_view value) {
   bool added = false;
-  auto st = Write([&](Conn& c) -> xet::Status {
+  auto st = Write([&](Conn& c) -> Status {
     auto put = c.Prepare(kPutSecret);
     if (!put.ok()) return put.error();
     put->Bind(1, name).Bind(2, value).Bind(3, options_.clock->UnixSeconds());
     if (auto run = c.Run(*put, "insert secret"); !run.ok()) return run;
     added = c.changes() == 1;
-    return xet::Ok{};
+    return Ok{};
   });
   if (!st.ok()) return st.error();
   return added;
 }
 
-xet::Result<bool> SqliteIndex::DeleteSecret(std::string_view name) {
+Result<bool> SqliteIndex::DeleteSecret(std::string_view name) {
   bool deleted = false;
-  auto st = Write([&](Conn& c) -> xet::Status {
+  auto st = Write([&](Conn& c) -> Status {
     auto del = c.Prepare(kDeleteSecret);
     if (!del.ok()) return del.error();
     del->Bind(1, name);
     if (auto run = c.Run(*del, "delete secret"); !run.ok()) return run;
     deleted = c.changes() == 1;
-    return xet::Ok{};
+    return Ok{};
   });
   if (!st.ok()) return st.error();
   return deleted;
 }
 
-xet::Status SqliteIndex::Ping() {
+Status SqliteIndex::Ping() {
   auto r = AcquireReader();
   if (!r.ok()) return r.error();
   auto s = (*r)->Prepare(kPing);
   if (!s.ok()) return s.error();
   const int rc = s->Step();
   if (rc != SQLITE_ROW) return (*r)->Err("ping", rc);
-  return xet::Ok{};
+  return Ok{};
 }
 
 // ---- Reads
 
-xet::Result<SqliteIndex::ReaderLease> SqliteIndex::AcquireReader() {
+Result<SqliteIndex::ReaderLease> SqliteIndex::AcquireReader() {
   {
     std::lock_guard lock(readers_mu_);
     if (!idle_readers_.empty()) {

@@ -42,133 +42,127 @@ struct SqliteOptions {
   const Clock* clock = &Clock::System();
   // Tests (the fault seam): called on the writer thread before each COMMIT; a failure fails the batch as a
   // failed COMMIT would (rolled back, every request in it answered with the error).
-  std::function<xet::Status()> fault_before_commit;
+  std::function<Status()> fault_before_commit;
 };
 
 class SqliteIndex final : public Index {
  public:
   static constexpr int kSchemaVersion = 18;
 
-  static xet::Result<std::unique_ptr<SqliteIndex>> Open(SqliteOptions options);
+  static Result<std::unique_ptr<SqliteIndex>> Open(SqliteOptions options);
   // Applies the missing migrations only (what Open does first); returns the versions before and after.
-  static xet::Result<std::pair<int, int>> Migrate(const std::string& path);
+  static Result<std::pair<int, int>> Migrate(const std::string& path);
   ~SqliteIndex() override;  // finishes queued writes, then stops the writer
 
-  xet::Result<std::shared_ptr<const XorbEntry>> GetXorb(const XorbHash& hash) override;
-  xet::Result<std::vector<std::shared_ptr<const XorbEntry>>> GetXorbs(
-      std::span<const XorbHash> hashes) override;
-  xet::Result<bool> HasXorb(const XorbHash& hash) override;
-  xet::Result<bool> PutXorb(const XorbHash& hash, const xet::XorbLayout& layout) override;
-  xet::Result<std::shared_ptr<const FileEntry>> GetFile(const FileHash& hash) override;
-  xet::Result<std::vector<std::shared_ptr<const FileEntry>>> GetFiles(
-      std::span<const FileHash> hashes) override;
-  xet::Result<bool> FileVisibleTo(const FileHash& hash, std::string_view scope) override;
-  xet::Result<std::optional<int64_t>> VisibleFileRecord(const FileHash& hash,
-                                                        std::string_view scope) override;
-  xet::Result<std::shared_ptr<const FileEntry>> GetVisibleFile(const FileHash& hash,
-                                                               std::string_view scope) override;
-  xet::Result<std::optional<FileHash>> FileBySha256(const Hash& sha256,
-                                                    std::optional<std::string_view> scope) override;
-  xet::Result<std::vector<ListedFile>> ListFiles(std::string_view scope, std::optional<FileHash> after,
-                                                 size_t limit) override;
-  xet::Result<ScopeTotals> ScopeStats(std::string_view scope) override;
-  xet::Result<std::vector<Hash>> Scan(Scanned what, std::optional<Hash> after, size_t limit) override;
+  Result<std::shared_ptr<const XorbEntry>> GetXorb(const XorbHash& hash) override;
+  Result<std::vector<std::shared_ptr<const XorbEntry>>> GetXorbs(std::span<const XorbHash> hashes) override;
+  Result<bool> HasXorb(const XorbHash& hash) override;
+  Result<bool> PutXorb(const XorbHash& hash, const xet::XorbLayout& layout) override;
+  Result<std::shared_ptr<const FileEntry>> GetFile(const FileHash& hash) override;
+  Result<std::vector<std::shared_ptr<const FileEntry>>> GetFiles(std::span<const FileHash> hashes) override;
+  Result<bool> FileVisibleTo(const FileHash& hash, std::string_view scope) override;
+  Result<std::optional<int64_t>> VisibleFileRecord(const FileHash& hash, std::string_view scope) override;
+  Result<std::shared_ptr<const FileEntry>> GetVisibleFile(const FileHash& hash,
+                                                          std::string_view scope) override;
+  Result<std::optional<FileHash>> FileBySha256(const Hash& sha256,
+                                               std::optional<std::string_view> scope) override;
+  Result<std::vector<ListedFile>> ListFiles(std::string_view scope, std::optional<FileHash> after,
+                                            size_t limit) override;
+  Result<ScopeTotals> ScopeStats(std::string_view scope) override;
+  Result<std::vector<Hash>> Scan(Scanned what, std::optional<Hash> after, size_t limit) override;
   using CasIndex::ShareFiles;
-  xet::Status ShareFiles(std::span<const FileHash> hashes, std::string_view scope,
-                         const QuotaCharge* charge) override;
+  Status ShareFiles(std::span<const FileHash> hashes, std::string_view scope,
+                    const QuotaCharge* charge) override;
   using Index::ShareFile;
-  xet::Result<Unregistered> UnregisterFile(const FileHash& hash, std::string_view scope) override;
-  xet::Result<std::vector<RevocationRecord>> ListRevocations(std::optional<RevocationKey> after,
-                                                             size_t limit) override;
-  xet::Result<std::vector<RevocationKey>> ListClearedRevocations(std::optional<RevocationKey> after,
-                                                                 size_t limit) override;
-  xet::Status ForgetRevocations(std::span<const RevocationKey> revocations) override;
-  xet::Result<CommitOutcome> CommitShard(const ShardCommit& commit) override;
-  xet::Result<std::optional<ShardInfo>> GetShard(const Hash& shard) override;
-  xet::Result<std::shared_ptr<const ShardXorbs>> GetShardXorbs(const Hash& shard) override;
-  xet::Result<std::vector<DedupHit>> LookupDedup(const ChunkHash& chunk,
-                                                 std::optional<std::string_view> scope) override;
-  xet::Result<IndexStats> Stats() override;
-  xet::Result<std::string> SharedSecret(std::string_view name, std::string_view candidate) override;
-  xet::Result<std::vector<SecretRecord>> ListSecrets() override;
-  xet::Result<bool> AddSecret(std::string_view name, std::string_view value) override;
-  xet::Result<bool> DeleteSecret(std::string_view name) override;
+  Result<Unregistered> UnregisterFile(const FileHash& hash, std::string_view scope) override;
+  Result<std::vector<RevocationRecord>> ListRevocations(std::optional<RevocationKey> after,
+                                                        size_t limit) override;
+  Result<std::vector<RevocationKey>> ListClearedRevocations(std::optional<RevocationKey> after,
+                                                            size_t limit) override;
+  Status ForgetRevocations(std::span<const RevocationKey> revocations) override;
+  Result<CommitOutcome> CommitShard(const ShardCommit& commit) override;
+  Result<std::optional<ShardInfo>> GetShard(const Hash& shard) override;
+  Result<std::shared_ptr<const ShardXorbs>> GetShardXorbs(const Hash& shard) override;
+  Result<std::vector<DedupHit>> LookupDedup(const ChunkHash& chunk,
+                                            std::optional<std::string_view> scope) override;
+  Result<IndexStats> Stats() override;
+  Result<std::string> SharedSecret(std::string_view name, std::string_view candidate) override;
+  Result<std::vector<SecretRecord>> ListSecrets() override;
+  Result<bool> AddSecret(std::string_view name, std::string_view value) override;
+  Result<bool> DeleteSecret(std::string_view name) override;
 
   // ---- The mirror's leases and reads (sqlite_mirror.cc)
-  xet::Result<bool> TakeLease(std::string_view name, std::string_view holder, int64_t now,
-                              int64_t expires) override;
-  xet::Status DropLease(std::string_view name, std::string_view holder) override;
-  xet::Status NoteMirrorRead(int64_t repo, int64_t at) override;
-  xet::Result<std::optional<std::string>> LeaseHolder(std::string_view name, int64_t now) override;
-  xet::Result<std::vector<MirrorRead>> ListMirrorReads() override;
+  Result<bool> TakeLease(std::string_view name, std::string_view holder, int64_t now,
+                         int64_t expires) override;
+  Status DropLease(std::string_view name, std::string_view holder) override;
+  Status NoteMirrorRead(int64_t repo, int64_t at) override;
+  Result<std::optional<std::string>> LeaseHolder(std::string_view name, int64_t now) override;
+  Result<std::vector<MirrorRead>> ListMirrorReads() override;
 
   // ---- Quotas
-  xet::Result<std::optional<QuotaRecord>> GetQuota(std::string_view ns) override;
-  xet::Result<std::vector<QuotaRecord>> ListQuotas(std::optional<std::string_view> after,
-                                                   size_t limit) override;
-  xet::Status SetQuotaLimit(std::string_view ns, std::optional<uint64_t> limit) override;
-  xet::Result<bool> DeleteQuota(std::string_view ns) override;
-  xet::Status SettleQuota(std::string_view ns, uint64_t bytes, bool published) override;
-  xet::Result<bool> RecordQuotaMeasure(std::string_view ns, const QuotaMeasure& measure,
-                                       uint64_t charge) override;
-  xet::Status MarkQuotaStale(std::optional<std::string_view> ns) override;
-  xet::Result<RepoRecord> CreateRepo(const NewRepo& repo) override;
-  xet::Result<RepoRecord> FindRepo(RepoType type, std::string_view ns, std::string_view name) override;
-  xet::Result<RepoRecord> FindRepoByScope(std::string_view scope) override;
-  xet::Result<std::vector<RepoRecord>> ListRepos(RepoType type, std::optional<std::string_view> ns,
-                                                 std::optional<std::pair<std::string, std::string>> after,
-                                                 size_t limit) override;
-  xet::Result<uint64_t> CountRepos(RepoType type, std::string_view ns) override;
-  xet::Status UpdateRepo(int64_t id, const RepoChange& change) override;
-  xet::Status DeleteRepo(int64_t id) override;
+  Result<std::optional<QuotaRecord>> GetQuota(std::string_view ns) override;
+  Result<std::vector<QuotaRecord>> ListQuotas(std::optional<std::string_view> after, size_t limit) override;
+  Status SetQuotaLimit(std::string_view ns, std::optional<uint64_t> limit) override;
+  Result<bool> DeleteQuota(std::string_view ns) override;
+  Status SettleQuota(std::string_view ns, uint64_t bytes, bool published) override;
+  Result<bool> RecordQuotaMeasure(std::string_view ns, const QuotaMeasure& measure, uint64_t charge) override;
+  Status MarkQuotaStale(std::optional<std::string_view> ns) override;
+  Result<RepoRecord> CreateRepo(const NewRepo& repo) override;
+  Result<RepoRecord> FindRepo(RepoType type, std::string_view ns, std::string_view name) override;
+  Result<RepoRecord> FindRepoByScope(std::string_view scope) override;
+  Result<std::vector<RepoRecord>> ListRepos(RepoType type, std::optional<std::string_view> ns,
+                                            std::optional<std::pair<std::string, std::string>> after,
+                                            size_t limit) override;
+  Result<uint64_t> CountRepos(RepoType type, std::string_view ns) override;
+  Status UpdateRepo(int64_t id, const RepoChange& change) override;
+  Status DeleteRepo(int64_t id) override;
   using RepoIndex::PutRepoObjects;
-  xet::Status PutRepoObjects(int64_t repo, const std::vector<RepoObject>& objects,
-                             const QuotaCharge* charge) override;
-  xet::Result<std::vector<std::optional<RepoObject>>> GetRepoObjects(
+  Status PutRepoObjects(int64_t repo, const std::vector<RepoObject>& objects,
+                        const QuotaCharge* charge) override;
+  Result<std::vector<std::optional<RepoObject>>> GetRepoObjects(
       int64_t repo, const std::vector<std::vector<uint8_t>>& keys) override;
-  xet::Result<std::vector<std::optional<RepoObjectHead>>> GetRepoObjectHeads(
+  Result<std::vector<std::optional<RepoObjectHead>>> GetRepoObjectHeads(
       int64_t repo, const std::vector<std::vector<uint8_t>>& keys, size_t max_bytes) override;
-  xet::Result<std::optional<RepoObjectHead>> GetRepoObjectHead(int64_t repo, std::span<const uint8_t> key,
-                                                               size_t max_bytes) override;
-  xet::Result<std::vector<Ref>> ListRefs(int64_t repo) override;
-  xet::Status UpdateRef(int64_t repo, const RefUpdate& update) override;
-  xet::Status ChangeBucket(int64_t repo, const std::vector<BucketChange>& changes) override;
-  xet::Result<std::vector<BucketFile>> ListBucket(int64_t repo, std::string_view prefix,
-                                                  std::optional<std::string_view> from,
-                                                  size_t limit) override;
-  xet::Result<std::vector<std::optional<BucketFile>>> GetBucketFiles(
+  Result<std::optional<RepoObjectHead>> GetRepoObjectHead(int64_t repo, std::span<const uint8_t> key,
+                                                          size_t max_bytes) override;
+  Result<std::vector<Ref>> ListRefs(int64_t repo) override;
+  Status UpdateRef(int64_t repo, const RefUpdate& update) override;
+  Status ChangeBucket(int64_t repo, const std::vector<BucketChange>& changes) override;
+  Result<std::vector<BucketFile>> ListBucket(int64_t repo, std::string_view prefix,
+                                             std::optional<std::string_view> from, size_t limit) override;
+  Result<std::vector<std::optional<BucketFile>>> GetBucketFiles(
       int64_t repo, const std::vector<std::string>& paths) override;
-  xet::Result<BucketTotals> GetBucketTotals(int64_t repo) override;
-  xet::Result<std::vector<ObjectRevival>> ReviveRepoObjects(
+  Result<BucketTotals> GetBucketTotals(int64_t repo) override;
+  Result<std::vector<ObjectRevival>> ReviveRepoObjects(
       int64_t repo, const std::vector<std::vector<uint8_t>>& keys) override;
-  xet::Result<size_t> DeleteRepoObjects(int64_t repo, const std::vector<std::vector<uint8_t>>& keys) override;
-  xet::Result<std::vector<RepoObject>> ListRepoObjects(int64_t repo, uint8_t kind,
-                                                       const std::optional<std::vector<uint8_t>>& after,
-                                                       size_t limit) override;
-  xet::Result<std::vector<std::vector<std::string>>> FileScopes(std::span<const FileHash> files) override;
-  xet::Status Repoint(const Repointing& repointing) override;
-  xet::Result<std::vector<ShardScope>> ShardScopes(std::span<const Hash> shards) override;
-  xet::Result<SweptTotals> DropShards(std::span<const Hash> shards) override;
-  xet::Result<std::vector<RepoObjectMark>> ScanRepoObjects(int64_t repo,
-                                                           const std::optional<std::vector<uint8_t>>& after,
-                                                           size_t limit) override;
-  xet::Status QuarantineRepoObjects(int64_t repo, const std::vector<std::vector<uint8_t>>& keys,
-                                    int64_t since) override;
-  xet::Status ReleaseRepoObjects(int64_t repo, const std::vector<std::vector<uint8_t>>& keys) override;
-  xet::Result<SweptTotals> SweepRepoObjects(int64_t repo, std::span<const RepoObjectMark> objects) override;
-  xet::Result<std::string> ScrubDeleted(bool vacuum) override;
-  xet::Result<std::vector<XorbUse>> ReviveXorbs(std::span<const XorbHash> xorbs) override;
-  xet::Result<std::vector<FileXorbs>> ScanFileXorbs(std::optional<FileHash> after, size_t limit) override;
-  xet::Result<std::vector<Quarantined>> ScanQuarantine(GcKind kind, std::optional<Hash> after,
-                                                       size_t limit) override;
-  xet::Status Quarantine(GcKind kind, std::span<const Hash> hashes, int64_t since) override;
-  xet::Status Release(GcKind kind, std::span<const Hash> hashes) override;
-  xet::Result<SweptTotals> SweepFiles(std::span<const Quarantined> files) override;
-  xet::Result<std::vector<XorbHash>> ClaimXorbs(std::span<const Quarantined> xorbs, int64_t now) override;
-  xet::Result<SweptTotals> DropXorbs(std::span<const XorbHash> xorbs) override;
-  xet::Result<std::unique_ptr<GcLock>> LockGc() override;
-  xet::Result<std::unique_ptr<GcLock>> HoldDeletions(DeletionHold mode, bool wait) override;
-  xet::Status Ping() override;
+  Result<size_t> DeleteRepoObjects(int64_t repo, const std::vector<std::vector<uint8_t>>& keys) override;
+  Result<std::vector<RepoObject>> ListRepoObjects(int64_t repo, uint8_t kind,
+                                                  const std::optional<std::vector<uint8_t>>& after,
+                                                  size_t limit) override;
+  Result<std::vector<std::vector<std::string>>> FileScopes(std::span<const FileHash> files) override;
+  Status Repoint(const Repointing& repointing) override;
+  Result<std::vector<ShardScope>> ShardScopes(std::span<const Hash> shards) override;
+  Result<SweptTotals> DropShards(std::span<const Hash> shards) override;
+  Result<std::vector<RepoObjectMark>> ScanRepoObjects(int64_t repo,
+                                                      const std::optional<std::vector<uint8_t>>& after,
+                                                      size_t limit) override;
+  Status QuarantineRepoObjects(int64_t repo, const std::vector<std::vector<uint8_t>>& keys,
+                               int64_t since) override;
+  Status ReleaseRepoObjects(int64_t repo, const std::vector<std::vector<uint8_t>>& keys) override;
+  Result<SweptTotals> SweepRepoObjects(int64_t repo, std::span<const RepoObjectMark> objects) override;
+  Result<std::string> ScrubDeleted(bool vacuum) override;
+  Result<std::vector<XorbUse>> ReviveXorbs(std::span<const XorbHash> xorbs) override;
+  Result<std::vector<FileXorbs>> ScanFileXorbs(std::optional<FileHash> after, size_t limit) override;
+  Result<std::vector<Quarantined>> ScanQuarantine(GcKind kind, std::optional<Hash> after,
+                                                  size_t limit) override;
+  Status Quarantine(GcKind kind, std::span<const Hash> hashes, int64_t since) override;
+  Status Release(GcKind kind, std::span<const Hash> hashes) override;
+  Result<SweptTotals> SweepFiles(std::span<const Quarantined> files) override;
+  Result<std::vector<XorbHash>> ClaimXorbs(std::span<const Quarantined> xorbs, int64_t now) override;
+  Result<SweptTotals> DropXorbs(std::span<const XorbHash> xorbs) override;
+  Result<std::unique_ptr<GcLock>> LockGc() override;
+  Result<std::unique_ptr<GcLock>> HoldDeletions(DeletionHold mode, bool wait) override;
+  Status Ping() override;
   WriteStats write_stats() const override;
   std::string description() const override { return "sqlite:" + options_.path; }
 
@@ -176,53 +170,53 @@ class SqliteIndex final : public Index {
   class Conn;
   class ReaderLease;
   struct WriteRequest {
-    std::function<xet::Status(Conn&)> apply;
+    std::function<Status(Conn&)> apply;
   };
 
   explicit SqliteIndex(SqliteOptions options);
   // GetFile, or GetVisibleFile when a scope is given.
-  xet::Result<std::shared_ptr<const FileEntry>> ReadFile(const FileHash& hash,
-                                                         std::optional<std::string_view> scope);
-  xet::Status Init();
+  Result<std::shared_ptr<const FileEntry>> ReadFile(const FileHash& hash,
+                                                    std::optional<std::string_view> scope);
+  Status Init();
   // In a write: removes the quarantine of `xorbs` and `files` (a write that names them wants them again);
   // kUnavailable, and nothing may go on, when a sweep has claimed one of the xorbs (sqlite_gc.cc).
-  xet::Status Revive(Conn& c, std::span<const XorbHash> xorbs, std::span<const FileHash> files);
+  Status Revive(Conn& c, std::span<const XorbHash> xorbs, std::span<const FileHash> files);
   // Revive's work once the quarantine is known not to be empty.
-  xet::Status ReleaseNamed(Conn& c, std::span<const XorbHash> xorbs, std::span<const FileHash> files);
+  Status ReleaseNamed(Conn& c, std::span<const XorbHash> xorbs, std::span<const FileHash> files);
   // Whether anything is quarantined (one read: revivals skip their lookups when nothing is).
-  static xet::Result<bool> AnyQuarantined(Conn& c);
+  static Result<bool> AnyQuarantined(Conn& c);
   // A page of revocations through `sql` (ListRevocations, ListClearedRevocations: the same cursor and row).
-  xet::Result<std::vector<RevocationRecord>> RevocationPage(const char* sql,
-                                                            const std::optional<RevocationKey>& after,
-                                                            size_t limit);
+  Result<std::vector<RevocationRecord>> RevocationPage(const char* sql,
+                                                       const std::optional<RevocationKey>& after,
+                                                       size_t limit);
   // The same for `files` and every xorb their terms use.
-  xet::Status ReviveFilesAndTheirXorbs(Conn& c, std::span<const FileHash> files);
+  Status ReviveFilesAndTheirXorbs(Conn& c, std::span<const FileHash> files);
   // Clears `scope`'s revocation of a file it sees again; whether there was one.
-  static xet::Result<bool> ClearRevocation(Conn& c, const FileHash& file, std::string_view scope);
+  static Result<bool> ClearRevocation(Conn& c, const FileHash& file, std::string_view scope);
   // In a write: CommitShard's work (the shard's row, scope, neighbourhood, files and dedup entries).
-  xet::Status RegisterShard(Conn& c, const ShardCommit& commit, int64_t now, CommitOutcome& outcome);
+  Status RegisterShard(Conn& c, const ShardCommit& commit, int64_t now, CommitOutcome& outcome);
   // RegisterShard's steps: what the shard names is there and not being deleted; the shard's own rows; its
   // files and their scope (the bytes and count new to the index in `added`); its dedup entries.
-  static xet::Status CheckShardNames(Conn& c, const ShardCommit& commit, std::span<const XorbHash> named);
-  static xet::Status PutShardRows(Conn& c, const ShardCommit& commit, int64_t now, CommitOutcome& outcome);
+  static Status CheckShardNames(Conn& c, const ShardCommit& commit, std::span<const XorbHash> named);
+  static Status PutShardRows(Conn& c, const ShardCommit& commit, int64_t now, CommitOutcome& outcome);
   struct AddedFiles {
     int64_t files = 0;
     int64_t bytes = 0;
   };
-  static xet::Status PutShardFiles(Conn& c, const ShardCommit& commit, int64_t now, CommitOutcome& outcome,
-                                   AddedFiles& added);
-  static xet::Status PutShardDedup(Conn& c, const ShardCommit& commit);
+  static Status PutShardFiles(Conn& c, const ShardCommit& commit, int64_t now, CommitOutcome& outcome,
+                              AddedFiles& added);
+  static Status PutShardDedup(Conn& c, const ShardCommit& commit);
   // The use of one xorb as `c` sees it now; sets *quarantined when it is quarantined and unclaimed.
-  static xet::Result<XorbUse> UseOf(Conn& c, const XorbHash& xorb, bool* quarantined);
+  static Result<XorbUse> UseOf(Conn& c, const XorbHash& xorb, bool* quarantined);
   // In a write: applies a quota charge (records.h QuotaCharge); kQuota when it does not fit
   // (sqlite_quota.cc).
-  xet::Status ApplyQuotaCharge(Conn& c, const QuotaCharge& charge);
+  Status ApplyQuotaCharge(Conn& c, const QuotaCharge& charge);
   // Takes what a sweep removed off the counters.
-  static xet::Status Uncount(Conn& c, const SweptTotals& xorbs, int64_t chunks, int64_t unpacked,
-                             const SweptTotals& files);
-  xet::Status Write(std::function<xet::Status(Conn&)> apply);
-  std::vector<xet::Status> RunBatch(std::span<WriteRequest* const> batch);
-  xet::Result<ReaderLease> AcquireReader();
+  static Status Uncount(Conn& c, const SweptTotals& xorbs, int64_t chunks, int64_t unpacked,
+                        const SweptTotals& files);
+  Status Write(std::function<Status(Conn&)> apply);
+  std::vector<Status> RunBatch(std::span<WriteRequest* const> batch);
+  Result<ReaderLease> AcquireReader();
   void ReleaseReader(std::unique_ptr<Conn> conn);
 
   const SqliteOptions options_;

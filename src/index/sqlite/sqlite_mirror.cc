@@ -26,11 +26,11 @@ constexpr const char kListMirrorReads[] = "SELECT repo, last_read FROM mirror_re
 
 }  // namespace
 
-xet::Result<bool> SqliteIndex::TakeLease(std::string_view name, std::string_view holder, int64_t now,
-                                         int64_t expires) {
+Result<bool> SqliteIndex::TakeLease(std::string_view name, std::string_view holder, int64_t now,
+                                    int64_t expires) {
   if (auto st = CheckLeaseNames(name, holder); !st.ok()) return st.error();
   bool taken = false;
-  auto st = Write([&](Conn& c) -> xet::Status {
+  auto st = Write([&](Conn& c) -> Status {
     auto s = c.Prepare(kTakeLease);
     if (!s.ok()) return s.error();
     s->Bind(1, name);
@@ -39,15 +39,15 @@ xet::Result<bool> SqliteIndex::TakeLease(std::string_view name, std::string_view
     s->Bind(4, expires);
     if (auto run = c.Run(*s, "take lease"); !run.ok()) return run;
     taken = c.changes() == 1;
-    return xet::Ok{};
+    return Ok{};
   });
   if (!st.ok()) return st.error();
   return taken;
 }
 
-xet::Status SqliteIndex::DropLease(std::string_view name, std::string_view holder) {
+Status SqliteIndex::DropLease(std::string_view name, std::string_view holder) {
   if (auto st = CheckLeaseNames(name, holder); !st.ok()) return st;
-  return Write([&](Conn& c) -> xet::Status {
+  return Write([&](Conn& c) -> Status {
     auto s = c.Prepare(kDropLease);
     if (!s.ok()) return s.error();
     s->Bind(1, name);
@@ -56,7 +56,7 @@ xet::Status SqliteIndex::DropLease(std::string_view name, std::string_view holde
   });
 }
 
-xet::Result<std::optional<std::string>> SqliteIndex::LeaseHolder(std::string_view name, int64_t now) {
+Result<std::optional<std::string>> SqliteIndex::LeaseHolder(std::string_view name, int64_t now) {
   if (auto st = CheckLeaseName(name); !st.ok()) return st.error();
   auto r = AcquireReader();
   if (!r.ok()) return r.error();
@@ -70,19 +70,19 @@ xet::Result<std::optional<std::string>> SqliteIndex::LeaseHolder(std::string_vie
   return std::optional<std::string>(std::string(s->Text(0)));
 }
 
-xet::Status SqliteIndex::NoteMirrorRead(int64_t repo, int64_t at) {
-  return Write([&](Conn& c) -> xet::Status {
+Status SqliteIndex::NoteMirrorRead(int64_t repo, int64_t at) {
+  return Write([&](Conn& c) -> Status {
     auto s = c.Prepare(kNoteMirrorRead);
     if (!s.ok()) return s.error();
     s->Bind(1, repo);
     s->Bind(2, at);
     if (auto run = c.Run(*s, "note mirror read"); !run.ok()) return run;
-    if (c.changes() == 0) return xet::NotFound("no repository " + std::to_string(repo));
-    return xet::Ok{};
+    if (c.changes() == 0) return NotFound("no repository " + std::to_string(repo));
+    return Ok{};
   });
 }
 
-xet::Result<std::vector<MirrorRead>> SqliteIndex::ListMirrorReads() {
+Result<std::vector<MirrorRead>> SqliteIndex::ListMirrorReads() {
   auto r = AcquireReader();
   if (!r.ok()) return r.error();
   auto s = (*r)->Prepare(kListMirrorReads);

@@ -62,14 +62,14 @@ QuotaRecord QuotaFromRow(const sqlite_internal::Stmt& s) {
 }
 
 // Byte counts are stored as SQLite's signed 64-bit integers.
-xet::Status CheckBytes(uint64_t bytes) {
-  if (bytes > static_cast<uint64_t>(INT64_MAX)) return xet::Malformed("a byte count past 2^63 - 1");
-  return xet::Ok{};
+Status CheckBytes(uint64_t bytes) {
+  if (bytes > static_cast<uint64_t>(INT64_MAX)) return Malformed("a byte count past 2^63 - 1");
+  return Ok{};
 }
 
 }  // namespace
 
-xet::Result<std::optional<QuotaRecord>> SqliteIndex::GetQuota(std::string_view ns) {
+Result<std::optional<QuotaRecord>> SqliteIndex::GetQuota(std::string_view ns) {
   auto r = AcquireReader();
   if (!r.ok()) return r.error();
   auto s = (*r)->Prepare(kGetQuota);
@@ -81,10 +81,9 @@ xet::Result<std::optional<QuotaRecord>> SqliteIndex::GetQuota(std::string_view n
   return std::optional<QuotaRecord>(QuotaFromRow(*s));
 }
 
-xet::Result<std::vector<QuotaRecord>> SqliteIndex::ListQuotas(std::optional<std::string_view> after,
-                                                              size_t limit) {
-  if (limit > kMaxListedQuotas)
-    return xet::Malformed("at most " + std::to_string(kMaxListedQuotas) + " quotas");
+Result<std::vector<QuotaRecord>> SqliteIndex::ListQuotas(std::optional<std::string_view> after,
+                                                         size_t limit) {
+  if (limit > kMaxListedQuotas) return Malformed("at most " + std::to_string(kMaxListedQuotas) + " quotas");
   auto r = AcquireReader();
   if (!r.ok()) return r.error();
   auto s = (*r)->Prepare(kListQuotas);
@@ -97,11 +96,11 @@ xet::Result<std::vector<QuotaRecord>> SqliteIndex::ListQuotas(std::optional<std:
   return out;
 }
 
-xet::Status SqliteIndex::SetQuotaLimit(std::string_view ns, std::optional<uint64_t> limit) {
+Status SqliteIndex::SetQuotaLimit(std::string_view ns, std::optional<uint64_t> limit) {
   if (limit) {
     if (auto st = CheckBytes(*limit); !st.ok()) return st;
   }
-  return Write([&](Conn& c) -> xet::Status {
+  return Write([&](Conn& c) -> Status {
     auto s = c.Prepare(kSetQuotaLimit);
     if (!s.ok()) return s.error();
     s->Bind(1, ns);
@@ -114,21 +113,21 @@ xet::Status SqliteIndex::SetQuotaLimit(std::string_view ns, std::optional<uint64
   });
 }
 
-xet::Result<bool> SqliteIndex::DeleteQuota(std::string_view ns) {
+Result<bool> SqliteIndex::DeleteQuota(std::string_view ns) {
   bool deleted = false;
-  auto st = Write([&](Conn& c) -> xet::Status {
+  auto st = Write([&](Conn& c) -> Status {
     auto s = c.Prepare(kDeleteQuota);
     if (!s.ok()) return s.error();
     s->Bind(1, ns);
     if (auto run = c.Run(*s, "delete quota"); !run.ok()) return run;
     deleted = c.changes() == 1;
-    return xet::Ok{};
+    return Ok{};
   });
   if (!st.ok()) return st.error();
   return deleted;
 }
 
-xet::Status SqliteIndex::ApplyQuotaCharge(Conn& c, const QuotaCharge& charge) {
+Status SqliteIndex::ApplyQuotaCharge(Conn& c, const QuotaCharge& charge) {
   for (uint64_t v : {charge.publish, charge.reserve, charge.settle}) {
     if (auto st = CheckBytes(v); !st.ok()) return st;
   }
@@ -141,19 +140,19 @@ xet::Status SqliteIndex::ApplyQuotaCharge(Conn& c, const QuotaCharge& charge) {
       .Bind(5, int64_t{charge.check ? 1 : 0})
       .Bind(6, options_.clock->UnixSeconds());
   if (auto run = c.Run(*s, "charge quota"); !run.ok()) return run;
-  if (c.changes() == 1) return xet::Ok{};
+  if (c.changes() == 1) return Ok{};
   auto has = c.Prepare(kHasQuota);  // no record: no quota to keep
   if (!has.ok()) return has.error();
   has->Bind(1, std::string_view(charge.ns));
   const int rc = has->Step();
-  if (rc == SQLITE_DONE) return xet::Ok{};
+  if (rc == SQLITE_DONE) return Ok{};
   if (rc != SQLITE_ROW) return c.Err("read quota", rc);
   return QuotaHasNoRoom();
 }
 
-xet::Status SqliteIndex::SettleQuota(std::string_view ns, uint64_t bytes, bool published) {
+Status SqliteIndex::SettleQuota(std::string_view ns, uint64_t bytes, bool published) {
   if (auto st = CheckBytes(bytes); !st.ok()) return st;
-  return Write([&](Conn& c) -> xet::Status {
+  return Write([&](Conn& c) -> Status {
     auto s = c.Prepare(kSettleQuota);
     if (!s.ok()) return s.error();
     s->Bind(1, ns).Bind(2, static_cast<int64_t>(bytes)).Bind(3, int64_t{published ? 1 : 0});
@@ -161,13 +160,13 @@ xet::Status SqliteIndex::SettleQuota(std::string_view ns, uint64_t bytes, bool p
   });
 }
 
-xet::Result<bool> SqliteIndex::RecordQuotaMeasure(std::string_view ns, const QuotaMeasure& measure,
-                                                  uint64_t charge) {
+Result<bool> SqliteIndex::RecordQuotaMeasure(std::string_view ns, const QuotaMeasure& measure,
+                                             uint64_t charge) {
   for (uint64_t v : {measure.used, measure.pending_seen, charge}) {
     if (auto st = CheckBytes(v); !st.ok()) return st.error();
   }
   bool recorded = false;
-  auto st = Write([&](Conn& c) -> xet::Status {
+  auto st = Write([&](Conn& c) -> Status {
     auto s = c.Prepare(kRecordQuotaMeasure);
     if (!s.ok()) return s.error();
     s->Bind(1, ns)
@@ -179,14 +178,14 @@ xet::Result<bool> SqliteIndex::RecordQuotaMeasure(std::string_view ns, const Quo
         .Bind(7, measure.at - kQuotaReservationLife);
     if (auto run = c.Run(*s, "record quota measure"); !run.ok()) return run;
     recorded = c.changes() == 1;
-    return xet::Ok{};
+    return Ok{};
   });
   if (!st.ok()) return st.error();
   return recorded;
 }
 
-xet::Status SqliteIndex::MarkQuotaStale(std::optional<std::string_view> ns) {
-  return Write([&](Conn& c) -> xet::Status {
+Status SqliteIndex::MarkQuotaStale(std::optional<std::string_view> ns) {
+  return Write([&](Conn& c) -> Status {
     if (!ns) return c.Step(kMarkAllQuotasStale);
     auto s = c.Prepare(kMarkQuotaStale);
     if (!s.ok()) return s.error();

@@ -91,7 +91,7 @@ struct RepoRow {
 };
 
 // The repository's row on the writer's connection (inside the write's transaction); kNotFound without one.
-xet::Result<RepoRow> ReadRepoRow(auto& c, int64_t id) {
+Result<RepoRow> ReadRepoRow(auto& c, int64_t id) {
   auto s = c.Prepare(kRepoById);
   if (!s.ok()) return s.error();
   s->Bind(1, id);
@@ -101,22 +101,22 @@ xet::Result<RepoRow> ReadRepoRow(auto& c, int64_t id) {
   return RepoRow{s->Int(0), std::string(s->Text(1)), std::string(s->Text(2))};
 }
 
-xet::Status RepoExists(auto& c, int64_t id) {
+Status RepoExists(auto& c, int64_t id) {
   auto row = ReadRepoRow(c, id);
   if (!row.ok()) return row.error();
-  return xet::Ok{};
+  return Ok{};
 }
 
-xet::Status InsertObjects(auto& c, int64_t repo, const std::vector<RepoObject>& objects) {
+Status InsertObjects(auto& c, int64_t repo, const std::vector<RepoObject>& objects) {
   for (const RepoObject& o : objects) {
-    if (o.key.empty() || o.key.size() > 32) return xet::Malformed("object keys are 1 to 32 bytes");
+    if (o.key.empty() || o.key.size() > 32) return Malformed("object keys are 1 to 32 bytes");
     auto put = c.Prepare(kPutRepoObject);
     if (!put.ok()) return put.error();
     put->Bind(1, repo).Bind(2, std::span<const uint8_t>(o.key)).Bind(3, int64_t{o.kind});
     put->Bind(4, std::span<const uint8_t>(o.data));
     if (auto r = c.Run(*put, "insert object"); !r.ok()) return r;
   }
-  return xet::Ok{};
+  return Ok{};
 }
 
 // A repository from a row that starts (id, ns, name, private, created_at, scope, read_scope).
@@ -137,7 +137,7 @@ std::vector<uint8_t> Bytes(std::span<const uint8_t> b) {
 
 }  // namespace
 
-xet::Result<RepoRecord> SqliteIndex::CreateRepo(const NewRepo& repo) {
+Result<RepoRecord> SqliteIndex::CreateRepo(const NewRepo& repo) {
   RepoRecord out{.id = 0,
                  .type = repo.type,
                  .ns = repo.ns,
@@ -147,9 +147,9 @@ xet::Result<RepoRecord> SqliteIndex::CreateRepo(const NewRepo& repo) {
                  .scope = repo.scope,
                  .read_scope = repo.read_scope};
   if (repo.scope.empty() || repo.read_scope.empty() || repo.scope == repo.read_scope) {
-    return xet::Malformed("a repository needs a scope and a read scope of its own");
+    return Malformed("a repository needs a scope and a read scope of its own");
   }
-  auto st = Write([&](Conn& c) -> xet::Status {
+  auto st = Write([&](Conn& c) -> Status {
     auto put = c.Prepare(kCreateRepo);
     if (!put.ok()) return put.error();
     put->Bind(1, int64_t{static_cast<uint8_t>(repo.type)}).Bind(2, repo.ns).Bind(3, repo.name);
@@ -168,20 +168,20 @@ xet::Result<RepoRecord> SqliteIndex::CreateRepo(const NewRepo& repo) {
       ins->Bind(4, std::span<const uint8_t>(ref.target));
       if (auto r = c.Run(*ins, "insert ref"); !r.ok()) return r;
     }
-    return xet::Ok{};
+    return Ok{};
   });
   if (!st.ok()) return st.error();
   return out;
 }
 
-xet::Result<RepoRecord> SqliteIndex::FindRepo(RepoType type, std::string_view ns, std::string_view name) {
+Result<RepoRecord> SqliteIndex::FindRepo(RepoType type, std::string_view ns, std::string_view name) {
   auto r = AcquireReader();
   if (!r.ok()) return r.error();
   auto s = (*r)->Prepare(kFindRepo);
   if (!s.ok()) return s.error();
   s->Bind(1, int64_t{static_cast<uint8_t>(type)}).Bind(2, ns).Bind(3, name);
   const int rc = s->Step();
-  if (rc == SQLITE_DONE) return xet::NotFound("repository " + std::string(ns) + "/" + std::string(name));
+  if (rc == SQLITE_DONE) return NotFound("repository " + std::string(ns) + "/" + std::string(name));
   if (rc != SQLITE_ROW) return (*r)->Err("read repository", rc);
   return RepoRecord{.id = s->Int(0),
                     .type = type,
@@ -193,22 +193,22 @@ xet::Result<RepoRecord> SqliteIndex::FindRepo(RepoType type, std::string_view ns
                     .read_scope = std::string(s->Text(4))};
 }
 
-xet::Result<RepoRecord> SqliteIndex::FindRepoByScope(std::string_view scope) {
+Result<RepoRecord> SqliteIndex::FindRepoByScope(std::string_view scope) {
   auto r = AcquireReader();
   if (!r.ok()) return r.error();
   auto s = (*r)->Prepare(kRepoByScope);
   if (!s.ok()) return s.error();
   s->Bind(1, scope);
   const int rc = s->Step();
-  if (rc == SQLITE_DONE) return xet::NotFound("scope " + std::string(scope) + " is no repository's");
+  if (rc == SQLITE_DONE) return NotFound("scope " + std::string(scope) + " is no repository's");
   if (rc != SQLITE_ROW) return (*r)->Err("read repository", rc);
   return RepoFromRow(*s, static_cast<RepoType>(s->Int(7)));
 }
 
-xet::Result<std::vector<RepoRecord>> SqliteIndex::ListRepos(
+Result<std::vector<RepoRecord>> SqliteIndex::ListRepos(
     RepoType type, std::optional<std::string_view> ns,
     std::optional<std::pair<std::string, std::string>> after, size_t limit) {
-  if (limit > kMaxListedRepos) return xet::Malformed("too many repositories in one listing");
+  if (limit > kMaxListedRepos) return Malformed("too many repositories in one listing");
   auto r = AcquireReader();
   if (!r.ok()) return r.error();
   auto s = (*r)->Prepare(kListRepos);
@@ -233,7 +233,7 @@ xet::Result<std::vector<RepoRecord>> SqliteIndex::ListRepos(
   return out;
 }
 
-xet::Result<uint64_t> SqliteIndex::CountRepos(RepoType type, std::string_view ns) {
+Result<uint64_t> SqliteIndex::CountRepos(RepoType type, std::string_view ns) {
   auto r = AcquireReader();
   if (!r.ok()) return r.error();
   auto s = (*r)->Prepare(kCountRepos);
@@ -243,11 +243,11 @@ xet::Result<uint64_t> SqliteIndex::CountRepos(RepoType type, std::string_view ns
   return static_cast<uint64_t>(s->Int(0));
 }
 
-xet::Status SqliteIndex::UpdateRepo(int64_t id, const RepoChange& change) {
+Status SqliteIndex::UpdateRepo(int64_t id, const RepoChange& change) {
   if (change.ns.has_value() != change.name.has_value()) {
-    return xet::Malformed("a move names both the namespace and the name");
+    return Malformed("a move names both the namespace and the name");
   }
-  return Write([&](Conn& c) -> xet::Status {
+  return Write([&](Conn& c) -> Status {
     auto row = ReadRepoRow(c, id);
     if (!row.ok()) return row.error();
     const std::string& old_read_scope = row->read_scope;
@@ -283,12 +283,12 @@ xet::Status SqliteIndex::UpdateRepo(int64_t id, const RepoChange& change) {
         if (auto st = c.Run(*mv, "move the read scope"); !st.ok()) return st;
       }
     }
-    return xet::Ok{};
+    return Ok{};
   });
 }
 
-xet::Status SqliteIndex::DeleteRepo(int64_t id) {
-  return Write([&](Conn& c) -> xet::Status {
+Status SqliteIndex::DeleteRepo(int64_t id) {
+  return Write([&](Conn& c) -> Status {
     auto row = ReadRepoRow(c, id);
     if (!row.ok()) return row.error();
     for (const std::string& scope : {row->scope, row->read_scope}) {
@@ -306,13 +306,13 @@ xet::Status SqliteIndex::DeleteRepo(int64_t id) {
       del->Bind(1, id);
       if (auto st = c.Run(*del, "delete repository"); !st.ok()) return st;
     }
-    return xet::Ok{};
+    return Ok{};
   });
 }
 
-xet::Status SqliteIndex::PutRepoObjects(int64_t repo, const std::vector<RepoObject>& objects,
-                                        const QuotaCharge* charge) {
-  return Write([&](Conn& c) -> xet::Status {
+Status SqliteIndex::PutRepoObjects(int64_t repo, const std::vector<RepoObject>& objects,
+                                   const QuotaCharge* charge) {
+  return Write([&](Conn& c) -> Status {
     if (auto st = RepoExists(c, repo); !st.ok()) return st;
     if (charge != nullptr) {
       if (auto charged = ApplyQuotaCharge(c, *charge); !charged.ok()) return charged;
@@ -323,22 +323,22 @@ xet::Status SqliteIndex::PutRepoObjects(int64_t repo, const std::vector<RepoObje
     if (!any.ok()) return any.error();
     any->Bind(1, repo);
     if (any->Step() != SQLITE_ROW) return c.Err("read the repository's quarantine", SQLITE_ERROR);
-    if (any->Int(0) == 0) return xet::Ok{};
+    if (any->Int(0) == 0) return Ok{};
     for (const RepoObject& o : objects) {
       auto release = c.Prepare(kReleaseObject);
       if (!release.ok()) return release.error();
       release->Bind(1, repo).Bind(2, std::span<const uint8_t>(o.key));
       if (auto st = c.Run(*release, "revive an object"); !st.ok()) return st;
     }
-    return xet::Ok{};
+    return Ok{};
   });
 }
 
-xet::Result<std::vector<ObjectRevival>> SqliteIndex::ReviveRepoObjects(
+Result<std::vector<ObjectRevival>> SqliteIndex::ReviveRepoObjects(
     int64_t repo, const std::vector<std::vector<uint8_t>>& keys) {
-  if (keys.size() > kMaxObjectsPerRead) return xet::Malformed("too many objects in one request");
+  if (keys.size() > kMaxObjectsPerRead) return Malformed("too many objects in one request");
   std::vector<ObjectRevival> out;
-  auto st = Write([&](Conn& c) -> xet::Status {
+  auto st = Write([&](Conn& c) -> Status {
     out.assign(keys.size(), ObjectRevival::kAbsent);
     for (size_t i = 0; i < keys.size(); ++i) {
       auto q = c.Prepare(kObjectQuarantine);
@@ -356,17 +356,16 @@ xet::Result<std::vector<ObjectRevival>> SqliteIndex::ReviveRepoObjects(
       if (auto r = c.Run(*release, "revive an object"); !r.ok()) return r;
       out[i] = ObjectRevival::kRevived;
     }
-    return xet::Ok{};
+    return Ok{};
   });
   if (!st.ok()) return st.error();
   return out;
 }
 
-xet::Result<size_t> SqliteIndex::DeleteRepoObjects(int64_t repo,
-                                                   const std::vector<std::vector<uint8_t>>& keys) {
-  if (keys.size() > kMaxObjectsPerRead) return xet::Malformed("too many objects in one request");
+Result<size_t> SqliteIndex::DeleteRepoObjects(int64_t repo, const std::vector<std::vector<uint8_t>>& keys) {
+  if (keys.size() > kMaxObjectsPerRead) return Malformed("too many objects in one request");
   size_t deleted = 0;
-  auto st = Write([&](Conn& c) -> xet::Status {
+  auto st = Write([&](Conn& c) -> Status {
     deleted = 0;
     if (auto r = RepoExists(c, repo); !r.ok()) return r;
     for (const auto& key : keys) {
@@ -378,15 +377,16 @@ xet::Result<size_t> SqliteIndex::DeleteRepoObjects(int64_t repo,
       }
       deleted += static_cast<size_t>(c.changes());
     }
-    return xet::Ok{};
+    return Ok{};
   });
   if (!st.ok()) return st.error();
   return deleted;
 }
 
-xet::Result<std::vector<RepoObject>> SqliteIndex::ListRepoObjects(
-    int64_t repo, uint8_t kind, const std::optional<std::vector<uint8_t>>& after, size_t limit) {
-  if (limit > kMaxObjectsPerRead) return xet::Malformed("too many objects in one read");
+Result<std::vector<RepoObject>> SqliteIndex::ListRepoObjects(int64_t repo, uint8_t kind,
+                                                             const std::optional<std::vector<uint8_t>>& after,
+                                                             size_t limit) {
+  if (limit > kMaxObjectsPerRead) return Malformed("too many objects in one read");
   auto r = AcquireReader();
   if (!r.ok()) return r.error();
   auto s = (*r)->Prepare(kListObjects);
@@ -403,9 +403,9 @@ xet::Result<std::vector<RepoObject>> SqliteIndex::ListRepoObjects(
   }
 }
 
-xet::Result<std::vector<std::optional<RepoObject>>> SqliteIndex::GetRepoObjects(
+Result<std::vector<std::optional<RepoObject>>> SqliteIndex::GetRepoObjects(
     int64_t repo, const std::vector<std::vector<uint8_t>>& keys) {
-  if (keys.size() > kMaxObjectsPerRead) return xet::Malformed("too many objects in one read");
+  if (keys.size() > kMaxObjectsPerRead) return Malformed("too many objects in one read");
   auto r = AcquireReader();
   if (!r.ok()) return r.error();
   std::vector<std::optional<RepoObject>> out;
@@ -426,9 +426,9 @@ xet::Result<std::vector<std::optional<RepoObject>>> SqliteIndex::GetRepoObjects(
   return out;
 }
 
-xet::Result<std::optional<RepoObjectHead>> SqliteIndex::GetRepoObjectHead(int64_t repo,
-                                                                          std::span<const uint8_t> key,
-                                                                          size_t max_bytes) {
+Result<std::optional<RepoObjectHead>> SqliteIndex::GetRepoObjectHead(int64_t repo,
+                                                                     std::span<const uint8_t> key,
+                                                                     size_t max_bytes) {
   auto r = AcquireReader();
   if (!r.ok()) return r.error();
   auto s = (*r)->Prepare(kGetRepoObjectHead);
@@ -442,9 +442,9 @@ xet::Result<std::optional<RepoObjectHead>> SqliteIndex::GetRepoObjectHead(int64_
                                                       .data = Bytes(s->Blob(2))});
 }
 
-xet::Result<std::vector<std::optional<RepoObjectHead>>> SqliteIndex::GetRepoObjectHeads(
+Result<std::vector<std::optional<RepoObjectHead>>> SqliteIndex::GetRepoObjectHeads(
     int64_t repo, const std::vector<std::vector<uint8_t>>& keys, size_t max_bytes) {
-  if (keys.size() > kMaxObjectsPerRead) return xet::Malformed("too many objects in one read");
+  if (keys.size() > kMaxObjectsPerRead) return Malformed("too many objects in one read");
   auto r = AcquireReader();
   if (!r.ok()) return r.error();
   std::vector<std::optional<RepoObjectHead>> out(keys.size());
@@ -463,7 +463,7 @@ xet::Result<std::vector<std::optional<RepoObjectHead>>> SqliteIndex::GetRepoObje
   return out;
 }
 
-xet::Result<std::vector<Ref>> SqliteIndex::ListRefs(int64_t repo) {
+Result<std::vector<Ref>> SqliteIndex::ListRefs(int64_t repo) {
   auto r = AcquireReader();
   if (!r.ok()) return r.error();
   auto s = (*r)->Prepare(kListRefs);
@@ -481,9 +481,9 @@ xet::Result<std::vector<Ref>> SqliteIndex::ListRefs(int64_t repo) {
   return out;
 }
 
-xet::Status SqliteIndex::UpdateRef(int64_t repo, const RefUpdate& update) {
+Status SqliteIndex::UpdateRef(int64_t repo, const RefUpdate& update) {
   // One writer: the read and the change below see no other write in between.
-  return Write([&](Conn& c) -> xet::Status {
+  return Write([&](Conn& c) -> Status {
     if (auto st = RepoExists(c, repo); !st.ok()) return st;
     const int64_t kind = static_cast<uint8_t>(update.kind);
     auto get = c.Prepare(kGetRef);
@@ -497,7 +497,7 @@ xet::Status SqliteIndex::UpdateRef(int64_t repo, const RefUpdate& update) {
       return update.expected ? RefMoved(update.name) : RefExists(update.name);
     }
     const char* sql = !update.target ? kDeleteRef : current ? kSetRef : kInsertRef;
-    if (!update.target && !current) return xet::Ok{};
+    if (!update.target && !current) return Ok{};
     if (update.target) {
       // A ref never names what is not there: a collector may have swept an old commit meanwhile.
       auto exists = c.Prepare(kObjectExists);
@@ -529,8 +529,8 @@ BucketFile BucketFileFromRow(const Stmt& s) {
 
 }  // namespace
 
-xet::Status SqliteIndex::ChangeBucket(int64_t repo, const std::vector<BucketChange>& changes) {
-  return Write([&](Conn& c) -> xet::Status {
+Status SqliteIndex::ChangeBucket(int64_t repo, const std::vector<BucketChange>& changes) {
+  return Write([&](Conn& c) -> Status {
     if (auto st = RepoExists(c, repo); !st.ok()) return st;
     for (const BucketChange& ch : changes) {
       auto s = c.Prepare(ch.put ? kPutBucketFile : kDeleteBucketFile);
@@ -547,14 +547,13 @@ xet::Status SqliteIndex::ChangeBucket(int64_t repo, const std::vector<BucketChan
       }
       if (auto st = c.Run(*s, "change bucket"); !st.ok()) return st;
     }
-    return xet::Ok{};
+    return Ok{};
   });
 }
 
-xet::Result<std::vector<BucketFile>> SqliteIndex::ListBucket(int64_t repo, std::string_view prefix,
-                                                             std::optional<std::string_view> from,
-                                                             size_t limit) {
-  if (limit > kMaxListedFiles) return xet::Malformed("too many files in one listing");
+Result<std::vector<BucketFile>> SqliteIndex::ListBucket(int64_t repo, std::string_view prefix,
+                                                        std::optional<std::string_view> from, size_t limit) {
+  if (limit > kMaxListedFiles) return Malformed("too many files in one listing");
   auto r = AcquireReader();
   if (!r.ok()) return r.error();
   auto s = (*r)->Prepare(kListBucket);
@@ -578,9 +577,9 @@ xet::Result<std::vector<BucketFile>> SqliteIndex::ListBucket(int64_t repo, std::
   return out;
 }
 
-xet::Result<std::vector<std::optional<BucketFile>>> SqliteIndex::GetBucketFiles(
+Result<std::vector<std::optional<BucketFile>>> SqliteIndex::GetBucketFiles(
     int64_t repo, const std::vector<std::string>& paths) {
-  if (paths.size() > kMaxObjectsPerRead) return xet::Malformed("too many paths in one read");
+  if (paths.size() > kMaxObjectsPerRead) return Malformed("too many paths in one read");
   auto r = AcquireReader();
   if (!r.ok()) return r.error();
   std::vector<std::optional<BucketFile>> out;
@@ -599,7 +598,7 @@ xet::Result<std::vector<std::optional<BucketFile>>> SqliteIndex::GetBucketFiles(
   return out;
 }
 
-xet::Result<BucketTotals> SqliteIndex::GetBucketTotals(int64_t repo) {
+Result<BucketTotals> SqliteIndex::GetBucketTotals(int64_t repo) {
   auto r = AcquireReader();
   if (!r.ok()) return r.error();
   auto s = (*r)->Prepare(kBucketTotals);

@@ -24,16 +24,16 @@ class FaultyIndex final : public ForwardingIndex {
 
   // Asked before every call that can fail, with the method's name and, for the calls given repository object
   // keys, those keys: an error is answered instead of the call. Null (the default): every call goes through.
-  using Fault = std::function<xet::Status(std::string_view call, std::span<const std::vector<uint8_t>> keys)>;
+  using Fault = std::function<Status(std::string_view call, std::span<const std::vector<uint8_t>> keys)>;
   Fault fault;
 
   // How many calls were made so far.
   size_t calls() const { return calls_; }
 
  protected:
-  xet::Status Before(std::string_view call, std::span<const std::vector<uint8_t>> keys) override {
+  Status Before(std::string_view call, std::span<const std::vector<uint8_t>> keys) override {
     ++calls_;
-    return fault ? fault(call, keys) : xet::Status(xet::Ok{});
+    return fault ? fault(call, keys) : Status(Ok{});
   }
 
  private:

@@ -17,11 +17,11 @@ namespace {
 namespace fs = std::filesystem;
 
 // The newest /usr/lib/postgresql/<version>/bin holding initdb, unless CAIRN_PG_BINDIR names one.
-xet::Result<fs::path> FindBinaries() {
+Result<fs::path> FindBinaries() {
   const char* env = std::getenv("CAIRN_PG_BINDIR");  // NOLINT(concurrency-mt-unsafe): test set-up
   if (env != nullptr && *env != 0) {
     if (fs::exists(fs::path(env) / "initdb")) return fs::path(env);
-    return xet::IoError(std::string("CAIRN_PG_BINDIR=") + env + " holds no initdb");
+    return IoError(std::string("CAIRN_PG_BINDIR=") + env + " holds no initdb");
   }
   fs::path best;
   int best_version = -1;
@@ -38,7 +38,7 @@ xet::Result<fs::path> FindBinaries() {
     }
   }
   if (best_version < 0) {
-    return xet::IoError(
+    return IoError(
         "no PostgreSQL server binaries in /usr/lib/postgresql (scripts/bootstrap.sh installs "
         "postgresql-15; or set CAIRN_PG_BINDIR)");
   }
@@ -47,20 +47,19 @@ xet::Result<fs::path> FindBinaries() {
 
 }  // namespace
 
-xet::Result<std::unique_ptr<PostgresCluster>> PostgresCluster::Start(const std::string& name) {
+Result<std::unique_ptr<PostgresCluster>> PostgresCluster::Start(const std::string& name) {
   auto bin = FindBinaries();
   if (!bin) return bin.error();
   std::error_code ec;
   const fs::path dir = FreshTempDir("cairn-pg", name, ec);
-  if (ec) return xet::IoError("create " + dir.string() + ": " + ec.message());
+  if (ec) return IoError("create " + dir.string() + ": " + ec.message());
   fs::permissions(dir, fs::perms::owner_all, ec);
   const bool as_postgres = ::geteuid() == 0;
   if (as_postgres) {
     const passwd* pw = ::getpwnam("postgres");  // NOLINT(concurrency-mt-unsafe): test set-up, one thread
-    if (pw == nullptr)
-      return xet::IoError("running as root, but there is no postgres user to run the server");
+    if (pw == nullptr) return IoError("running as root, but there is no postgres user to run the server");
     if (::chown(dir.c_str(), pw->pw_uid, pw->pw_gid) != 0)
-      return xet::IoError("chown " + dir.string() + ": " + std::system_category().message(errno));
+      return IoError("chown " + dir.string() + ": " + std::system_category().message(errno));
   }
   std::unique_ptr<PostgresCluster> cluster(new PostgresCluster(*bin, dir, 0, as_postgres));
   std::string out;
@@ -68,10 +67,10 @@ xet::Result<std::unique_ptr<PostgresCluster>> PostgresCluster::Start(const std::
       !st.ok()) {
     return st.error();
   }
-  xet::Status started = xet::IoError("not started");
+  Status started = IoError("not started");
   for (int attempt = 0; attempt < 3 && !started.ok(); ++attempt) {
     auto port = FreeLoopbackPort();
-    if (!port) return xet::IoError("no free loopback port");
+    if (!port) return IoError("no free loopback port");
     cluster->port_ = *port;
     started = cluster->Restart();
   }
@@ -95,13 +94,13 @@ std::string PostgresCluster::uri() const {
   return "postgres://cairn@127.0.0.1:" + std::to_string(port_) + "/cairn";
 }
 
-xet::Status PostgresCluster::Stop() {
-  if (!running_) return xet::Ok{};
+Status PostgresCluster::Stop() {
+  if (!running_) return Ok{};
   running_ = false;
   return Run("pg_ctl", "-D " + dir_.string() + " -m fast -w stop");
 }
 
-xet::Status PostgresCluster::Restart() {
+Status PostgresCluster::Restart() {
   if (auto st = Stop(); !st.ok()) return st;
   // Unix socket in the cluster's own directory (not /var/run/postgresql, which may not exist or be shared).
   const std::string options =
@@ -112,12 +111,11 @@ xet::Status PostgresCluster::Restart() {
   return st;
 }
 
-xet::Status PostgresCluster::Run(const std::string& program, const std::string& args,
-                                 std::string* output) const {
+Status PostgresCluster::Run(const std::string& program, const std::string& args, std::string* output) const {
   const std::string command =
       (as_postgres_ ? "runuser -u postgres -- " : "") + (bin_ / program).string() + " " + args + " 2>&1";
   FILE* pipe = ::popen(command.c_str(), "r");  // NOLINT(cert-env33-c): fixed programs, paths we made
-  if (pipe == nullptr) return xet::IoError("cannot run " + command);
+  if (pipe == nullptr) return IoError("cannot run " + command);
   std::string text;
   char buf[4096];
   size_t n = 0;
@@ -129,10 +127,10 @@ xet::Status PostgresCluster::Run(const std::string& program, const std::string& 
     std::string log;
     if (program == "pg_ctl" && fs::exists(dir_ / "server.log"))
       log = " (see " + (dir_ / "server.log").string() + ")";
-    return xet::IoError(program + " failed with exit " + std::to_string(code) + log + ": " +
-                        text.substr(text.size() > 2000 ? text.size() - 2000 : 0));
+    return IoError(program + " failed with exit " + std::to_string(code) + log + ": " +
+                   text.substr(text.size() > 2000 ? text.size() - 2000 : 0));
   }
-  return xet::Ok{};
+  return Ok{};
 }
 
 }  // namespace cairn::index::testing

@@ -17,14 +17,14 @@
 #include <memory>
 #include <string>
 
-#include "xet/result.h"
+#include "common/error.h"
 
 namespace cairn::index::testing {
 
 class PostgresCluster {
  public:
   // `name` labels the temporary directory (the test's name, say).
-  static xet::Result<std::unique_ptr<PostgresCluster>> Start(const std::string& name);
+  static Result<std::unique_ptr<PostgresCluster>> Start(const std::string& name);
   ~PostgresCluster();
   PostgresCluster(const PostgresCluster&) = delete;
   PostgresCluster& operator=(const PostgresCluster&) = delete;
@@ -37,14 +37,14 @@ class PostgresCluster {
   // Stops and starts the server again on the same port and data (a PostgreSQL restart under load). Stop is
   // PostgreSQL's fast shutdown: its checkpoint fsyncs every file written since the last one, about 300 per
   // database created, which on a slow disk takes a minute or more once dozens of databases exist.
-  xet::Status Stop();
-  xet::Status Restart();
+  Status Stop();
+  Status Restart();
 
  private:
   PostgresCluster(std::filesystem::path bin, std::filesystem::path dir, uint16_t port, bool as_postgres)
       : bin_(std::move(bin)), dir_(std::move(dir)), port_(port), as_postgres_(as_postgres) {}
   // Runs a PostgreSQL program from bin_ (as the postgres user when needed); output is appended to `output`.
-  xet::Status Run(const std::string& program, const std::string& args, std::string* output = nullptr) const;
+  Status Run(const std::string& program, const std::string& args, std::string* output = nullptr) const;
 
   std::filesystem::path bin_;
   std::filesystem::path dir_;
