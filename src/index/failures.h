@@ -34,6 +34,31 @@ inline Error RepoNotIndexed(int64_t id) {
   return NotFound("repository " + std::to_string(id) + " is not in the index");
 }
 
+// People (PeopleIndex). Account names are compared without case, and said as the caller gave them.
+inline Error AccountExists(std::string_view name) {
+  return Conflict("the name " + std::string(name) + " is taken by a user or organization");
+}
+inline Error AccountNotIndexed(std::string_view name) {
+  return NotFound("no user or organization " + std::string(name));
+}
+inline Error AccountIdNotIndexed(int64_t id) {
+  return NotFound("account " + std::to_string(id) + " is not in the index");
+}
+// SetMember: `org` must be an organization and `user` a user.
+inline Error NoSuchMembership() {
+  return NotFound("a membership joins an organization and a user in the index");
+}
+inline Error TokenExists(std::string_view id) {
+  return Conflict("token " + std::string(id) + " exists");
+}
+inline Error TokenNotIndexed(std::string_view id) {
+  return NotFound("token " + std::string(id) + " is not in the index");
+}
+// CreateToken: the owner is no user in the index.
+inline Error TokenOwnerNotIndexed(int64_t owner) {
+  return NotFound("token owner " + std::to_string(owner) + " is no user in the index");
+}
+
 inline Error XorbNotIndexed(const xet::Hash& hash) {
   return NotFound("xorb " + hash.hex() + " is not in the index");
 }

@@ -260,6 +260,57 @@ class ForwardingIndex : public Index {
     if (auto st = Before("ListMirrorReads", {}); !st.ok()) return st.error();
     return inner_.ListMirrorReads();
   }
+  Result<AccountRecord> CreateAccount(const NewAccount& account) override {
+    if (auto st = Before("CreateAccount", {}); !st.ok()) return st.error();
+    return inner_.CreateAccount(account);
+  }
+  Result<AccountRecord> FindAccount(std::string_view name) override {
+    if (auto st = Before("FindAccount", {}); !st.ok()) return st.error();
+    return inner_.FindAccount(name);
+  }
+  Result<std::vector<AccountRecord>> ListAccounts(std::optional<AccountKind> kind,
+                                                  std::optional<std::string_view> after,
+                                                  size_t limit) override {
+    if (auto st = Before("ListAccounts", {}); !st.ok()) return st.error();
+    return inner_.ListAccounts(kind, after, limit);
+  }
+  Status UpdateAccount(int64_t id, const AccountChange& change) override {
+    if (auto st = Before("UpdateAccount", {}); !st.ok()) return st.error();
+    return inner_.UpdateAccount(id, change);
+  }
+  Status SetMember(int64_t org, int64_t user, std::optional<OrgRole> role) override {
+    if (auto st = Before("SetMember", {}); !st.ok()) return st.error();
+    return inner_.SetMember(org, user, role);
+  }
+  Result<std::vector<MemberRecord>> ListMembers(AccountKind of, int64_t id) override {
+    if (auto st = Before("ListMembers", {}); !st.ok()) return st.error();
+    return inner_.ListMembers(of, id);
+  }
+  Status CreateToken(const TokenRecord& token) override {
+    if (auto st = Before("CreateToken", {}); !st.ok()) return st.error();
+    return inner_.CreateToken(token);
+  }
+  Result<TokenRecord> FindToken(std::string_view id) override {
+    if (auto st = Before("FindToken", {}); !st.ok()) return st.error();
+    return inner_.FindToken(id);
+  }
+  Result<std::vector<TokenRecord>> ListTokens(std::optional<int64_t> owner,
+                                              std::optional<std::string_view> after, size_t limit) override {
+    if (auto st = Before("ListTokens", {}); !st.ok()) return st.error();
+    return inner_.ListTokens(owner, after, limit);
+  }
+  Result<bool> RevokeToken(std::string_view id, int64_t at) override {
+    if (auto st = Before("RevokeToken", {}); !st.ok()) return st.error();
+    return inner_.RevokeToken(id, at);
+  }
+  Status NoteTokenUses(const std::vector<std::pair<std::string, int64_t>>& uses) override {
+    if (auto st = Before("NoteTokenUses", {}); !st.ok()) return st.error();
+    return inner_.NoteTokenUses(uses);
+  }
+  Result<PeopleChanges> PeopleChangedSince(int64_t generation) override {
+    if (auto st = Before("PeopleChangedSince", {}); !st.ok()) return st.error();
+    return inner_.PeopleChangedSince(generation);
+  }
   Result<std::optional<QuotaRecord>> GetQuota(std::string_view ns) override {
     if (auto st = Before("GetQuota", {}); !st.ok()) return st.error();
     return inner_.GetQuota(ns);

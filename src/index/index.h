@@ -1,11 +1,12 @@
-// The metadata index, in six slices by who uses it: CasIndex (which xorbs exist and their layouts, how
+// The metadata index, in seven slices by who uses it: CasIndex (which xorbs exist and their layouts, how
 // files are rebuilt, which scopes see which files, where global-dedup chunks live, which shards were
 // accepted: the CAS, plain files, fsck), RepoIndex (the Hub's repositories, objects, refs and buckets),
 // SecretIndex (the secrets every node signs with), GcIndex (what the garbage collector marks and sweeps),
-// QuotaIndex (the namespaces' storage quotas) and MirrorIndex (the pull-through mirror's leases and reads).
-// Index is all six, plus the operations of the database itself. A service takes the slice it uses. SQLite
-// implements Index for one node (sqlite_index.h), PostgreSQL for several sharing one database
-// (postgres_index.h); open either from a URL with OpenIndex (open_index.h).
+// QuotaIndex (the namespaces' storage quotas), MirrorIndex (the pull-through mirror's leases and reads) and
+// PeopleIndex (users, organizations, their members and the tokens users hold). Index is all seven, plus the
+// operations of the database itself. A service takes the slice it uses. SQLite implements Index for one node
+// (sqlite_index.h), PostgreSQL for several sharing one database (postgres_index.h); open either from a URL
+// with OpenIndex (open_index.h).
 //
 // Contract, for every implementation:
 //  - Thread-safety: every method may be called concurrently from any thread.
@@ -27,9 +28,11 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "common/error.h"
+#include "index/people_records.h"
 #include "index/records.h"
 #include "index/repo_records.h"
 
@@ -412,7 +415,6 @@ class QuotaIndex {
   QuotaIndex() = default;
 };
 
-// The whole index: the six slices and the database's own operations (health, write counters, where it is).
 // A mirrored repository's last read (MirrorIndex).
 struct MirrorRead {
   int64_t repo = 0;
@@ -451,12 +453,72 @@ class MirrorIndex {
   MirrorIndex() = default;
 };
 
+// People (src/people/ decides what they may do): users and organizations, which share one space of names
+// (compared without case: "Alice" is "alice"), members of organizations with their roles, and users' tokens.
+// Every change takes the next people generation, stamped on the rows it changed, in its own transaction: a
+// node keeps what it read and asks only for what changed after (PeopleChangedSince), so revoking a token or
+// disabling a user reaches every node at its next refresh. Changes are serialized, so generations are
+// committed in order.
+class PeopleIndex {
+ public:
+  virtual ~PeopleIndex() = default;
+  PeopleIndex(const PeopleIndex&) = delete;
+  PeopleIndex& operator=(const PeopleIndex&) = delete;
+
+  // ---- Accounts
+  // A new account; kConflict when a user or organization has the name (case aside).
+  virtual Result<AccountRecord> CreateAccount(const NewAccount& account) = 0;
+  // The account of that name (case aside); kNotFound when none.
+  virtual Result<AccountRecord> FindAccount(std::string_view name) = 0;
+  // Accounts of `kind` (nullopt: both) in name order after `after`, at most `limit` (at most kMaxListed).
+  static constexpr size_t kMaxListed = 1000;
+  virtual Result<std::vector<AccountRecord>> ListAccounts(std::optional<AccountKind> kind,
+                                                          std::optional<std::string_view> after,
+                                                          size_t limit) = 0;
+  // Changes the fields `change` gives; kNotFound when there is no account `id`.
+  virtual Status UpdateAccount(int64_t id, const AccountChange& change) = 0;
+
+  // ---- Members
+  // Makes user `user` a member of organization `org` with `role`, or no member (nullopt: a no-op when it was
+  // none). kNotFound when `org` is no organization or `user` no user.
+  virtual Status SetMember(int64_t org, int64_t user, std::optional<OrgRole> role) = 0;
+  // The members of an organization, or the memberships of a user (`of` is its kind), removed ones left out.
+  virtual Result<std::vector<MemberRecord>> ListMembers(AccountKind of, int64_t id) = 0;
+
+  // ---- Tokens
+  // Stores a new token (its `changed` is set here); kConflict when the id exists, kNotFound when `owner` is
+  // no user.
+  virtual Status CreateToken(const TokenRecord& token) = 0;
+  // The token with that id, revoked or not; kNotFound when none.
+  virtual Result<TokenRecord> FindToken(std::string_view id) = 0;
+  // The tokens `owner` holds (nullopt: everybody's), revoked ones included, in id order after `after`, at
+  // most `limit` (at most kMaxListed).
+  virtual Result<std::vector<TokenRecord>> ListTokens(std::optional<int64_t> owner,
+                                                      std::optional<std::string_view> after,
+                                                      size_t limit) = 0;
+  // Revokes the token at `at`; false when it was revoked already (nothing changes), kNotFound when none.
+  virtual Result<bool> RevokeToken(std::string_view id, int64_t at) = 0;
+  // Records uses: each token's last use becomes the later of it and the one given. Not a change of the
+  // token (no new generation): nodes do not need it. Unknown ids are skipped.
+  virtual Status NoteTokenUses(const std::vector<std::pair<std::string, int64_t>>& uses) = 0;
+
+  // ---- Refresh
+  // Every account, membership (removed ones included) and token changed after `generation` (0: all), and
+  // the generation they bring the reader to.
+  virtual Result<PeopleChanges> PeopleChangedSince(int64_t generation) = 0;
+
+ protected:
+  PeopleIndex() = default;
+};
+
+// The whole index: the seven slices and the database's own operations (health, write counters, where it is).
 class Index : public CasIndex,
               public RepoIndex,
               public SecretIndex,
               public GcIndex,
               public QuotaIndex,
-              public MirrorIndex {
+              public MirrorIndex,
+              public PeopleIndex {
  public:
   ~Index() override = default;
   Index(const Index&) = delete;

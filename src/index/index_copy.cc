@@ -41,8 +41,9 @@ struct Table {
 // scopes' revocations of files; schema 14 an index only; schema 15 the namespaces' quotas, with what was last
 // measured of them; schema 16 the xorbs compaction superseded, so that dedup answers keep leaving them out;
 // schema 17 leases, which are held by running processes: not copied; schema 18 the mirrored repositories'
-// last reads, copied: the mirror's eviction order.)
-static_assert(SqliteIndex::kSchemaVersion == 18 && PostgresIndex::kSchemaVersion == 18,
+// last reads, copied: the mirror's eviction order; schema 19 people (accounts, members, tokens) with their
+// generations, and the newest generation raised to theirs.)
+static_assert(SqliteIndex::kSchemaVersion == 19 && PostgresIndex::kSchemaVersion == 19,
               "a new schema version must be reflected in kTables");
 
 // Each scope's totals from its rows (schema 7's scope_totals), the same SQL on both backends.
@@ -50,97 +51,142 @@ constexpr const char kFillScopeTotals[] =
     "INSERT INTO scope_totals(scope, files, bytes) SELECT s.scope, count(*), sum(f.size) "
     "FROM file_scopes s JOIN files f ON f.hash = s.file GROUP BY s.scope";
 
+// People (schema 19): accounts before their members and tokens.
+std::vector<Table> PeopleTables() {
+  return {{"accounts",
+           {{"id", Type::kInt},
+            {"kind", Type::kInt},
+            {"name", Type::kText},
+            {"folded", Type::kText},
+            {"full_name", Type::kText},
+            {"is_operator", Type::kBool},
+            {"disabled", Type::kBool},
+            {"created_at", Type::kInt},
+            {"changed", Type::kInt}},
+           1,
+           1024},
+          {"members",
+           {{"org", Type::kInt}, {"member", Type::kInt}, {"role", Type::kInt}, {"changed", Type::kInt}},
+           2,
+           4096},
+          {"tokens",
+           {{"id", Type::kText},
+            {"owner", Type::kInt},
+            {"name", Type::kText},
+            {"role", Type::kInt},
+            {"grants", Type::kText},
+            {"secret_hash", Type::kBytes},
+            {"created_at", Type::kInt},
+            {"expires_at", Type::kInt},
+            {"last_used_at", Type::kInt},
+            {"revoked_at", Type::kInt},
+            {"changed", Type::kInt}},
+           1,
+           1024}};
+}
+
 // Parents before the rows that refer to them.
 const std::vector<Table>& Tables() {
-  static const std::vector<Table> tables = {
-      {"xorbs",
-       {{"hash", Type::kBytes},
-        {"layout", Type::kBytes},
-        {"chunk_count", Type::kInt},
-        {"region_size", Type::kInt},
-        {"unpacked_size", Type::kInt},
-        {"stored_at", Type::kInt}},
-       1,
-       256},
-      {"shards", {{"hash", Type::kBytes}, {"size", Type::kInt}, {"registered_at", Type::kInt}}, 1, 4096},
-      {"files",
-       {{"hash", Type::kBytes},
-        {"terms", Type::kBytes},
-        {"term_count", Type::kInt},
-        {"size", Type::kInt},
-        {"sha256", Type::kBytes},
-        {"created_at", Type::kInt},
-        {"ranges", Type::kBytes}},
-       1,
-       1024},
-      {"file_scopes", {{"file", Type::kBytes}, {"scope", Type::kText}}, 2, 4096},
-      {"shard_xorbs",
-       {{"shard", Type::kBytes}, {"seq", Type::kInt}, {"xorb", Type::kBytes}, {"listed", Type::kBool}},
-       2,
-       4096},
-      {"dedup",
-       {{"chunk", Type::kBytes}, {"scope", Type::kText}, {"xorb", Type::kBytes}, {"shard", Type::kBytes}},
-       3,
-       4096},
-      {"gc_quarantine",
-       {{"kind", Type::kInt}, {"hash", Type::kBytes}, {"since", Type::kInt}, {"claimed_at", Type::kInt}},
-       2,
-       4096},
-      {"gc_repo_quarantine", {{"repo", Type::kInt}, {"key", Type::kBytes}, {"since", Type::kInt}}, 2, 4096},
-      {"shard_scopes", {{"shard", Type::kBytes}, {"scope", Type::kText}}, 2, 4096},
-      {"compacted_xorbs",
-       {{"xorb", Type::kBytes}, {"into_xorb", Type::kBytes}, {"compacted_at", Type::kInt}},
-       1,
-       4096},
-      {"revocations", {{"file", Type::kBytes}, {"scope", Type::kText}, {"cleared", Type::kBool}}, 2, 4096},
-      {"secrets", {{"name", Type::kText}, {"value", Type::kText}, {"created_at", Type::kInt}}, 1, 64},
-      {"quotas",
-       {{"namespace", Type::kText},
-        {"limit_bytes", Type::kInt},
-        {"used_bytes", Type::kInt},
-        {"pending_bytes", Type::kInt},
-        {"reserved_bytes", Type::kInt},
-        {"reserved_at", Type::kInt},
-        {"measured_at", Type::kInt},
-        {"generation", Type::kInt},
-        {"stale", Type::kBool}},
-       1,
-       1024},
-      {"repos",
-       {{"id", Type::kInt},
-        {"type", Type::kInt},
-        {"ns", Type::kText},
-        {"name", Type::kText},
-        {"private", Type::kBool},
-        {"created_at", Type::kInt},
-        {"scope", Type::kText},
-        {"read_scope", Type::kText}},
-       1,
-       1024},
-      {"repo_refs",
-       {{"repo", Type::kInt}, {"kind", Type::kInt}, {"name", Type::kText}, {"target", Type::kBytes}},
-       3,
-       1024},
-      {"mirror_reads", {{"repo", Type::kInt}, {"last_read", Type::kInt}}, 1, 4096},
-      {"repo_objects",
-       {{"repo", Type::kInt}, {"key", Type::kBytes}, {"kind", Type::kInt}, {"data", Type::kBytes}},
-       2,
-       256},
-      {"bucket_files",
-       {{"repo", Type::kInt},
-        {"path", Type::kText},
-        {"file", Type::kBytes},
-        {"size", Type::kInt},
-        {"mtime", Type::kInt},
-        {"content_type", Type::kText},
-        {"uploaded_at", Type::kInt}},
-       2,
-       1024},
-  };
+  static const std::vector<Table> tables = [] {
+    std::vector<Table> all = {
+        {"xorbs",
+         {{"hash", Type::kBytes},
+          {"layout", Type::kBytes},
+          {"chunk_count", Type::kInt},
+          {"region_size", Type::kInt},
+          {"unpacked_size", Type::kInt},
+          {"stored_at", Type::kInt}},
+         1,
+         256},
+        {"shards", {{"hash", Type::kBytes}, {"size", Type::kInt}, {"registered_at", Type::kInt}}, 1, 4096},
+        {"files",
+         {{"hash", Type::kBytes},
+          {"terms", Type::kBytes},
+          {"term_count", Type::kInt},
+          {"size", Type::kInt},
+          {"sha256", Type::kBytes},
+          {"created_at", Type::kInt},
+          {"ranges", Type::kBytes}},
+         1,
+         1024},
+        {"file_scopes", {{"file", Type::kBytes}, {"scope", Type::kText}}, 2, 4096},
+        {"shard_xorbs",
+         {{"shard", Type::kBytes}, {"seq", Type::kInt}, {"xorb", Type::kBytes}, {"listed", Type::kBool}},
+         2,
+         4096},
+        {"dedup",
+         {{"chunk", Type::kBytes}, {"scope", Type::kText}, {"xorb", Type::kBytes}, {"shard", Type::kBytes}},
+         3,
+         4096},
+        {"gc_quarantine",
+         {{"kind", Type::kInt}, {"hash", Type::kBytes}, {"since", Type::kInt}, {"claimed_at", Type::kInt}},
+         2,
+         4096},
+        {"gc_repo_quarantine", {{"repo", Type::kInt}, {"key", Type::kBytes}, {"since", Type::kInt}}, 2, 4096},
+        {"shard_scopes", {{"shard", Type::kBytes}, {"scope", Type::kText}}, 2, 4096},
+        {"compacted_xorbs",
+         {{"xorb", Type::kBytes}, {"into_xorb", Type::kBytes}, {"compacted_at", Type::kInt}},
+         1,
+         4096},
+        {"revocations", {{"file", Type::kBytes}, {"scope", Type::kText}, {"cleared", Type::kBool}}, 2, 4096},
+        {"secrets", {{"name", Type::kText}, {"value", Type::kText}, {"created_at", Type::kInt}}, 1, 64},
+        {"quotas",
+         {{"namespace", Type::kText},
+          {"limit_bytes", Type::kInt},
+          {"used_bytes", Type::kInt},
+          {"pending_bytes", Type::kInt},
+          {"reserved_bytes", Type::kInt},
+          {"reserved_at", Type::kInt},
+          {"measured_at", Type::kInt},
+          {"generation", Type::kInt},
+          {"stale", Type::kBool}},
+         1,
+         1024},
+        {"repos",
+         {{"id", Type::kInt},
+          {"type", Type::kInt},
+          {"ns", Type::kText},
+          {"name", Type::kText},
+          {"private", Type::kBool},
+          {"created_at", Type::kInt},
+          {"scope", Type::kText},
+          {"read_scope", Type::kText}},
+         1,
+         1024},
+        {"repo_refs",
+         {{"repo", Type::kInt}, {"kind", Type::kInt}, {"name", Type::kText}, {"target", Type::kBytes}},
+         3,
+         1024},
+        {"mirror_reads", {{"repo", Type::kInt}, {"last_read", Type::kInt}}, 1, 4096},
+        {"repo_objects",
+         {{"repo", Type::kInt}, {"key", Type::kBytes}, {"kind", Type::kInt}, {"data", Type::kBytes}},
+         2,
+         256},
+        {"bucket_files",
+         {{"repo", Type::kInt},
+          {"path", Type::kText},
+          {"file", Type::kBytes},
+          {"size", Type::kInt},
+          {"mtime", Type::kInt},
+          {"content_type", Type::kText},
+          {"uploaded_at", Type::kInt}},
+         2,
+         1024},
+    };
+    for (Table& t : PeopleTables()) all.push_back(std::move(t));
+    return all;
+  }();
   return tables;
 }
 
 }  // namespace
+
+// Copied people keep their generations: the newest must be at least theirs, or a node's refresh (which reads
+// rows up to the newest generation) would not see them.
+constexpr char kPeopleGenerationAfterCopy[] =
+    "UPDATE people_generation SET n = (SELECT max(g) FROM (SELECT n AS g FROM people_generation "
+    "UNION ALL SELECT max(changed) FROM accounts UNION ALL SELECT max(changed) FROM members "
+    "UNION ALL SELECT max(changed) FROM tokens) AS gs)";
 
 std::vector<SchemaTable> SchemaTables() {
   std::vector<SchemaTable> out;
@@ -152,6 +198,8 @@ std::vector<SchemaTable> SchemaTables() {
   // Recomputed by the copy (kFillScopeTotals, and the UPDATE of counters below).
   out.push_back({"scope_totals", {"scope", "files", "bytes"}, false});
   out.push_back({"counters", {}, false});  // each backend's own layout (one row; 64 slots): columns unchecked
+  // The newest people generation: at least every copied row's (kPeopleGenerationAfterCopy).
+  out.push_back({"people_generation", {"id", "n"}, false});
   // Held by running processes (the mirror's transfers): a copy starts with none.
   out.push_back({"leases", {"name", "holder", "expires"}, false});
   return out;
@@ -277,6 +325,7 @@ class SqliteTables final : public TableIo {
   Status RecomputeCounters() override {
     if (auto st = Exec((std::string("DELETE FROM scope_totals; ") + kFillScopeTotals).c_str()); !st.ok())
       return st;
+    if (auto st = Exec(kPeopleGenerationAfterCopy); !st.ok()) return st;
     return Exec(
         "UPDATE counters SET xorbs = (SELECT count(*) FROM xorbs), files = (SELECT count(*) FROM files), "
         "chunks = (SELECT COALESCE(sum(chunk_count), 0) FROM xorbs), "
@@ -414,9 +463,11 @@ class PostgresTables final : public TableIo {
           break;
         }
         case Type::kInt: {
-          std::vector<int64_t> items;
-          for (const Row& r : rows) items.push_back(r[c].i);
-          p.Int8Array(items);
+          // Nullable columns (a quota's limit, a removed membership's role) keep their NULLs.
+          std::vector<std::optional<int64_t>> items;
+          for (const Row& r : rows)
+            items.push_back(r[c].null ? std::nullopt : std::optional<int64_t>(r[c].i));
+          p.Int8Array(std::span<const std::optional<int64_t>>(items));
           break;
         }
         case Type::kBool: {
@@ -455,6 +506,10 @@ class PostgresTables final : public TableIo {
         "; "
         // Copied repositories keep their ids: new ones must come after them.
         "SELECT setval(pg_get_serial_sequence('repos', 'id'), GREATEST((SELECT max(id) FROM repos), 1)); "
+        "SELECT setval(pg_get_serial_sequence('accounts', 'id'), GREATEST((SELECT max(id) FROM accounts), "
+        "1)); " +
+        std::string(kPeopleGenerationAfterCopy) +
+        "; "
         "COMMIT");
     if (!r.ok()) return r.error();
     return Ok{};

@@ -27,6 +27,7 @@
 #include "index/postgres/pg.h"
 #include "index/postgres/postgres_index.h"
 #include "index/sqlite/sqlite_index.h"
+#include "index/testing/backend_suite.h"
 #include "index/testing/postgres_cluster.h"
 #include "index/testing/test_support.h"
 
@@ -35,7 +36,13 @@ namespace {
 
 namespace fs = std::filesystem;
 
+using fixtures::Backend;
+using fixtures::BackendName;
+using fixtures::BackendTest;
+using fixtures::Cluster;
+using fixtures::PgExec;
 using fixtures::RandomHash;
+using fixtures::Refused;
 
 xet::XorbLayout MakeLayout(std::mt19937_64& rng, size_t chunks) {
   xet::XorbLayout layout;
@@ -65,74 +72,11 @@ FileCommit MakeFile(const Hash& hash, const XorbHash& xorb, const xet::XorbLayou
   return made.ok() ? std::move(*made) : MakeFileCommit(rec);
 }
 
-enum class Backend { kSqlite, kPostgres };
-
 constexpr int kSchemaVersion = SqliteIndex::kSchemaVersion;
 static_assert(PostgresIndex::kSchemaVersion == kSchemaVersion, "version N means the same on both backends");
 
-// One PostgreSQL server for the whole program, started by the first test that needs it.
-testing::PostgresCluster& Cluster() {
-  static std::unique_ptr<testing::PostgresCluster> cluster = [] {
-    auto c = testing::PostgresCluster::Start("index-test");
-    if (!c.ok()) {
-      std::cerr << "cannot start PostgreSQL: " << c.error().message << "\n";
-      std::abort();
-    }
-    return std::move(*c);
-  }();
-  return *cluster;
-}
-
-// Runs SQL on the test cluster's database as its superuser.
-void PgExec(const std::string& sql) {
-  auto c = pg::Conn::Connect(Cluster().uri());
-  ASSERT_TRUE(c.ok()) << c.error().message;
-  auto r = (*c)->Exec(sql);
-  ASSERT_TRUE(r.ok()) << r.error().message;
-}
-
-// A refusal in the code and the words every backend answers it with (failures.h), so the backends cannot
-// drift apart in what they tell a caller.
-::testing::AssertionResult Refused(const Error& got, const Error& want) {
-  if (got.code == want.code && got.message == want.message) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure()
-         << "refused with code " << static_cast<int>(got.code) << " \"" << got.message << "\", not code "
-         << static_cast<int>(want.code) << " \"" << want.message << "\"";
-}
-
-class IndexTest : public ::testing::TestWithParam<Backend> {
+class IndexTest : public BackendTest {
  protected:
-  IndexTest() {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    std::string name = info->name();
-    std::replace(name.begin(), name.end(), '/', '-');
-    dir_ = fs::temp_directory_path() / ("cairn-index-" + std::to_string(::getpid()) + "-" + name);
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-    if (GetParam() == Backend::kSqlite) {
-      url_ = "sqlite:" + (dir_ / "index.db").string();
-    } else {
-      // Each test gets a schema of its own in the shared server: as good as a fresh database, cheaper.
-      static int next = 0;
-      schema_ = "t" + std::to_string(++next);
-      PgExec("CREATE SCHEMA " + schema_);
-      url_ = Cluster().uri() + "?options=-csearch_path%3D" + schema_;
-    }
-  }
-  ~IndexTest() override {
-    index_.reset();
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
-    if (!schema_.empty()) PgExec("DROP SCHEMA " + schema_ + " CASCADE");
-  }
-
-  void Open(const OpenIndexOptions& options = {}) {
-    index_.reset();
-    auto r = OpenIndex(url_, options);
-    ASSERT_TRUE(r.ok()) << r.error().message;
-    index_ = std::move(r).value();
-  }
-
   // Registers a xorb of `chunks` chunks and returns it.
   std::pair<XorbHash, xet::XorbLayout> AddXorb(size_t chunks = 8) {
     const XorbHash h = RandomHash(rng_);
@@ -175,6 +119,11 @@ class IndexTest : public ::testing::TestWithParam<Backend> {
   // added: indexes, tables, the columns and rows that migrations 7 and 9 fill from the rows, and schema 11's
   // functions).
   void SetSchemaVersion(int version) {
+    if (version < 19) {
+      const std::string drop =
+          "DROP TABLE tokens; DROP TABLE members; DROP TABLE accounts; DROP TABLE people_generation";
+      ExecRaw(drop, drop);
+    }
     if (version < 18) ExecRaw("DROP TABLE mirror_reads", "DROP TABLE mirror_reads");
     if (version < 17) ExecRaw("DROP TABLE leases", "DROP TABLE leases");
     if (version < 16) {
@@ -255,13 +204,6 @@ class IndexTest : public ::testing::TestWithParam<Backend> {
     EXPECT_TRUE(r.ok() && r->size() == 1);
     return std::stoll(std::string(r->Text(0, 0)));
   }
-
-  fs::path dir_;
-  std::string schema_;  // PostgreSQL only
-  std::string url_;
-  std::mt19937_64 rng_{42};
-  TestClock clock_{1'900'000'000};  // for indexes opened with it (declared before index_: it outlives it)
-  std::unique_ptr<Index> index_;
 };
 
 TEST_P(IndexTest, SeveralXorbsInOneRead) {
@@ -2878,6 +2820,29 @@ TEST(IndexCopyTest, SqliteToPostgresAndBackResumesAndVerifies) {
     ASSERT_TRUE(made.ok());
     BucketFile f{"dir/x.bin", RandomHash(rng), 42, 1700000000123, "application/octet-stream", 1700000001};
     ASSERT_TRUE((*src)->ChangeBucket(made->id, {{f.path, f}}).ok());
+    // People, with a revoked token and a removed membership.
+    auto alice = (*src)->CreateAccount({.kind = AccountKind::kUser, .name = "Alice"});
+    auto bob = (*src)->CreateAccount({.kind = AccountKind::kUser, .name = "bob"});
+    auto acme = (*src)->CreateAccount({.kind = AccountKind::kOrg, .name = "acme"});
+    ASSERT_TRUE(alice.ok() && bob.ok() && acme.ok());
+    ASSERT_TRUE((*src)->SetMember(acme->id, alice->id, OrgRole::kAdmin).ok());
+    ASSERT_TRUE((*src)->SetMember(acme->id, bob->id, OrgRole::kRead).ok());
+    ASSERT_TRUE((*src)->SetMember(acme->id, bob->id, std::nullopt).ok());
+    for (const char* id : {"tok-a", "tok-b"}) {
+      ASSERT_TRUE((*src)
+                      ->CreateToken({.id = id,
+                                     .owner = alice->id,
+                                     .name = "ci",
+                                     .role = TokenRole::kWrite,
+                                     .grants = "",
+                                     .secret_hash = std::vector<uint8_t>(32, 1),
+                                     .created_at = 1700000000,
+                                     .expires_at = 1800000000})
+                      .ok());
+    }
+    ASSERT_TRUE((*src)->RevokeToken("tok-b", 1750000000).ok());
+    // A quota measured only (no limit: NULL) stays one: a limit of 0 would refuse every write.
+    ASSERT_TRUE((*src)->SetQuotaLimit("org", std::nullopt).ok());
   }
   PgExec("DROP SCHEMA IF EXISTS copy1 CASCADE; CREATE SCHEMA copy1");
   const std::string pg_url = Cluster().uri() + "?options=-csearch_path%3Dcopy1";
@@ -2947,6 +2912,20 @@ TEST(IndexCopyTest, SqliteToPostgresAndBackResumesAndVerifies) {
     ASSERT_TRUE(files.ok() && files->size() == 1);
     EXPECT_EQ((*files)[0].size, 42U);
     EXPECT_EQ((*files)[0].content_type, "application/octet-stream");
+    // People keep their ids and generations, and a refresh from nothing reads them all on the copy.
+    auto pa = (*a)->PeopleChangedSince(0);
+    auto pb = (*b)->PeopleChangedSince(0);
+    ASSERT_TRUE(pa.ok() && pb.ok());
+    EXPECT_EQ(pb->generation, pa->generation);
+    ASSERT_EQ(pb->accounts.size(), 3u);
+    EXPECT_EQ(pb->members.size(), 2u);
+    ASSERT_EQ(pb->tokens.size(), 2u);
+    EXPECT_EQ((*b)->FindAccount("alice")->id, (*a)->FindAccount("alice")->id);
+    EXPECT_EQ((*b)->FindToken("tok-b")->revoked_at, 1750000000);
+    EXPECT_EQ((*b)->ListMembers(AccountKind::kOrg, (*b)->FindAccount("acme")->id)->size(), 1u);
+    auto quota = (*b)->GetQuota("org");
+    ASSERT_TRUE(quota.ok() && quota->has_value());
+    EXPECT_FALSE((*quota)->limit.has_value());
   };
   same(sqlite_url, pg_url);
   {
@@ -2986,14 +2965,22 @@ TEST(IndexCopyTest, SqliteToPostgresAndBackResumesAndVerifies) {
   EXPECT_NE(refused.error().message.find("secrets"), std::string::npos) << refused.error().message;
   EXPECT_EQ(CopyIndex(sqlite_url, sqlite_url).error().code, ErrorCode::kMalformed);
 
+  // An account made on a copy gets an id and a generation after every copied one.
+  for (const std::string& url : {pg_url, back_url}) {
+    auto b = OpenIndex(url);
+    ASSERT_TRUE(b.ok());
+    auto carol = (*b)->CreateAccount({.kind = AccountKind::kUser, .name = "carol"});
+    ASSERT_TRUE(carol.ok()) << carol.error().message;
+    EXPECT_GT(carol->id, (*b)->FindAccount("acme")->id) << url;
+    EXPECT_GT(carol->changed, (*b)->FindToken("tok-b")->changed) << url;
+  }
+
   PgExec("DROP SCHEMA copy1 CASCADE");
   fs::remove_all(dir);
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, IndexTest, ::testing::Values(Backend::kSqlite, Backend::kPostgres),
-                         [](const ::testing::TestParamInfo<Backend>& p) {
-                           return p.param == Backend::kSqlite ? "Sqlite" : "Postgres";
-                         });
+                         BackendName);
 
 }  // namespace
 }  // namespace cairn::index

@@ -133,6 +133,18 @@ Params& Params::Int8Array(std::span<const int64_t> items) {
   });
 }
 
+Params& Params::Int8Array(std::span<const std::optional<int64_t>> items) {
+  return Array(kInt8Oid, items.size(), [&](std::string& s, size_t i) {
+    if (!items[i]) {
+      PutBe32(s, 0xffffffffU);
+      return true;
+    }
+    PutBe32(s, 8);
+    PutBe64(s, static_cast<uint64_t>(*items[i]));
+    return false;
+  });
+}
+
 Params& Params::BoolArray(const std::vector<bool>& items) {
   return Array(kBoolOid, items.size(), [&](std::string& s, size_t i) {
     PutBe32(s, 1);

@@ -45,6 +45,7 @@ class Params {
   Params& ByteaArray(std::span<const std::optional<std::span<const uint8_t>>> items);
   Params& HashArray(std::span<const xet::Hash> items);
   Params& Int8Array(std::span<const int64_t> items);
+  Params& Int8Array(std::span<const std::optional<int64_t>> items);  // nullopt: NULL
   Params& BoolArray(const std::vector<bool>& items);
   Params& TextArray(std::span<const std::string> items);
 

@@ -265,6 +265,46 @@ CREATE TABLE mirror_reads(
   last_read int8 NOT NULL);
 CREATE INDEX mirror_reads_by_time ON mirror_reads(last_read);
 )sql",
+    // 19: people: accounts, members, tokens and the generation every change takes (as on SQLite).
+    R"sql(
+CREATE TABLE people_generation(
+  id int8 PRIMARY KEY CHECK (id = 1),
+  n int8 NOT NULL);
+INSERT INTO people_generation(id, n) VALUES (1, 0);
+CREATE TABLE accounts(
+  id bigserial PRIMARY KEY,
+  kind int8 NOT NULL CHECK (kind IN (0, 1)),
+  name text NOT NULL,
+  folded text NOT NULL UNIQUE,
+  full_name text NOT NULL DEFAULT '',
+  is_operator bool NOT NULL DEFAULT false,
+  disabled bool NOT NULL DEFAULT false,
+  created_at int8 NOT NULL,
+  changed int8 NOT NULL);
+CREATE INDEX accounts_changed ON accounts(changed);
+CREATE TABLE members(
+  org int8 NOT NULL REFERENCES accounts(id),
+  member int8 NOT NULL REFERENCES accounts(id),
+  role int8 CHECK (role IN (0, 1, 2)),
+  changed int8 NOT NULL,
+  PRIMARY KEY (org, member));
+CREATE INDEX members_of_user ON members(member);
+CREATE INDEX members_changed ON members(changed);
+CREATE TABLE tokens(
+  id text PRIMARY KEY,
+  owner int8 NOT NULL REFERENCES accounts(id),
+  name text NOT NULL,
+  role int8 NOT NULL CHECK (role IN (0, 1, 2)),
+  grants text NOT NULL DEFAULT '',
+  secret_hash bytea NOT NULL CHECK (length(secret_hash) = 32),
+  created_at int8 NOT NULL,
+  expires_at int8 NOT NULL,
+  last_used_at int8 NOT NULL DEFAULT 0,
+  revoked_at int8 NOT NULL DEFAULT 0,
+  changed int8 NOT NULL);
+CREATE INDEX tokens_of_owner ON tokens(owner, id);
+CREATE INDEX tokens_changed ON tokens(changed);
+)sql",
 };
 static_assert(std::size(kMigrations) == PostgresIndex::kSchemaVersion);
 static_assert(kFileLinkKind == 16, "migration 9 reads the links by their kind");

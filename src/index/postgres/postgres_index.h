@@ -51,7 +51,7 @@ struct PostgresOptions {
 
 class PostgresIndex final : public Index {
  public:
-  static constexpr int kSchemaVersion = 18;
+  static constexpr int kSchemaVersion = 19;
 
   // Connects, migrates and checks the schema. kUnavailable when the server cannot be reached.
   static Result<std::unique_ptr<PostgresIndex>> Open(PostgresOptions options);
@@ -103,6 +103,23 @@ class PostgresIndex final : public Index {
   Status NoteMirrorRead(int64_t repo, int64_t at) override;
   Result<std::optional<std::string>> LeaseHolder(std::string_view name, int64_t now) override;
   Result<std::vector<MirrorRead>> ListMirrorReads() override;
+
+  // ---- People (postgres_people.cc)
+  Result<AccountRecord> CreateAccount(const NewAccount& account) override;
+  Result<AccountRecord> FindAccount(std::string_view name) override;
+  Result<std::vector<AccountRecord>> ListAccounts(std::optional<AccountKind> kind,
+                                                  std::optional<std::string_view> after,
+                                                  size_t limit) override;
+  Status UpdateAccount(int64_t id, const AccountChange& change) override;
+  Status SetMember(int64_t org, int64_t user, std::optional<OrgRole> role) override;
+  Result<std::vector<MemberRecord>> ListMembers(AccountKind of, int64_t id) override;
+  Status CreateToken(const TokenRecord& token) override;
+  Result<TokenRecord> FindToken(std::string_view id) override;
+  Result<std::vector<TokenRecord>> ListTokens(std::optional<int64_t> owner,
+                                              std::optional<std::string_view> after, size_t limit) override;
+  Result<bool> RevokeToken(std::string_view id, int64_t at) override;
+  Status NoteTokenUses(const std::vector<std::pair<std::string, int64_t>>& uses) override;
+  Result<PeopleChanges> PeopleChangedSince(int64_t generation) override;
 
   // ---- Quotas
   Result<std::optional<QuotaRecord>> GetQuota(std::string_view ns) override;

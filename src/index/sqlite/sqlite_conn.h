@@ -1,7 +1,7 @@
 // Inside the SQLite backend, shared by its sources (sqlite_index.cc: opening, migrations, the writer,
-// secrets; sqlite_cas.cc, sqlite_repo.cc, sqlite_gc.cc, sqlite_quota.cc and sqlite_mirror.cc: one slice
-// each): the statement borrowed from a connection's cache, the connection, the lease of a reader. Nothing
-// outside src/index/sqlite_*.cc includes it.
+// secrets; sqlite_cas.cc, sqlite_repo.cc, sqlite_gc.cc, sqlite_quota.cc, sqlite_mirror.cc and
+// sqlite_people.cc: one slice each): the statement borrowed from a connection's cache, the connection, the
+// lease of a reader. Nothing outside src/index/sqlite_*.cc includes it.
 #pragma once
 
 #include <sqlite3.h>

@@ -232,6 +232,48 @@ CREATE TABLE mirror_reads(
   last_read INTEGER NOT NULL);
 CREATE INDEX mirror_reads_by_time ON mirror_reads(last_read);
 )sql",
+    // 19: people (index.h's PeopleIndex): accounts (users and organizations, one space of names compared
+    // without case), members of organizations, users' tokens (a hash of each secret); every change stamped
+    // with the next people generation.
+    R"sql(
+CREATE TABLE people_generation(
+  id INTEGER PRIMARY KEY CHECK (id = 1),
+  n INTEGER NOT NULL);
+INSERT INTO people_generation(id, n) VALUES (1, 0);
+CREATE TABLE accounts(
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  kind INTEGER NOT NULL CHECK (kind IN (0, 1)),
+  name TEXT NOT NULL,
+  folded TEXT NOT NULL UNIQUE,
+  full_name TEXT NOT NULL DEFAULT '',
+  is_operator INTEGER NOT NULL DEFAULT 0,
+  disabled INTEGER NOT NULL DEFAULT 0,
+  created_at INTEGER NOT NULL,
+  changed INTEGER NOT NULL);
+CREATE INDEX accounts_changed ON accounts(changed);
+CREATE TABLE members(
+  org INTEGER NOT NULL REFERENCES accounts(id),
+  member INTEGER NOT NULL REFERENCES accounts(id),
+  role INTEGER CHECK (role IN (0, 1, 2)),  -- NULL: removed
+  changed INTEGER NOT NULL,
+  PRIMARY KEY (org, member)) WITHOUT ROWID;
+CREATE INDEX members_of_user ON members(member);
+CREATE INDEX members_changed ON members(changed);
+CREATE TABLE tokens(
+  id TEXT PRIMARY KEY,
+  owner INTEGER NOT NULL REFERENCES accounts(id),
+  name TEXT NOT NULL,
+  role INTEGER NOT NULL CHECK (role IN (0, 1, 2)),
+  grants TEXT NOT NULL DEFAULT '',
+  secret_hash BLOB NOT NULL CHECK (length(secret_hash) = 32),
+  created_at INTEGER NOT NULL,
+  expires_at INTEGER NOT NULL,
+  last_used_at INTEGER NOT NULL DEFAULT 0,
+  revoked_at INTEGER NOT NULL DEFAULT 0,
+  changed INTEGER NOT NULL) WITHOUT ROWID;
+CREATE INDEX tokens_of_owner ON tokens(owner, id);
+CREATE INDEX tokens_changed ON tokens(changed);
+)sql",
 };
 static_assert(std::size(kMigrations) == SqliteIndex::kSchemaVersion);
 static_assert(kFileLinkKind == 16, "migration 9 reads the links by their kind");

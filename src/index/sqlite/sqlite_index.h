@@ -47,7 +47,7 @@ struct SqliteOptions {
 
 class SqliteIndex final : public Index {
  public:
-  static constexpr int kSchemaVersion = 18;
+  static constexpr int kSchemaVersion = 19;
 
   static Result<std::unique_ptr<SqliteIndex>> Open(SqliteOptions options);
   // Applies the missing migrations only (what Open does first); returns the versions before and after.
@@ -98,6 +98,23 @@ class SqliteIndex final : public Index {
   Status NoteMirrorRead(int64_t repo, int64_t at) override;
   Result<std::optional<std::string>> LeaseHolder(std::string_view name, int64_t now) override;
   Result<std::vector<MirrorRead>> ListMirrorReads() override;
+
+  // ---- People (sqlite_people.cc)
+  Result<AccountRecord> CreateAccount(const NewAccount& account) override;
+  Result<AccountRecord> FindAccount(std::string_view name) override;
+  Result<std::vector<AccountRecord>> ListAccounts(std::optional<AccountKind> kind,
+                                                  std::optional<std::string_view> after,
+                                                  size_t limit) override;
+  Status UpdateAccount(int64_t id, const AccountChange& change) override;
+  Status SetMember(int64_t org, int64_t user, std::optional<OrgRole> role) override;
+  Result<std::vector<MemberRecord>> ListMembers(AccountKind of, int64_t id) override;
+  Status CreateToken(const TokenRecord& token) override;
+  Result<TokenRecord> FindToken(std::string_view id) override;
+  Result<std::vector<TokenRecord>> ListTokens(std::optional<int64_t> owner,
+                                              std::optional<std::string_view> after, size_t limit) override;
+  Result<bool> RevokeToken(std::string_view id, int64_t at) override;
+  Status NoteTokenUses(const std::vector<std::pair<std::string, int64_t>>& uses) override;
+  Result<PeopleChanges> PeopleChangedSince(int64_t generation) override;
 
   // ---- Quotas
   Result<std::optional<QuotaRecord>> GetQuota(std::string_view ns) override;
@@ -181,6 +198,9 @@ class SqliteIndex final : public Index {
   // In a write: removes the quarantine of `xorbs` and `files` (a write that names them wants them again);
   // kUnavailable, and nothing may go on, when a sweep has claimed one of the xorbs (sqlite_gc.cc).
   Status Revive(Conn& c, std::span<const XorbHash> xorbs, std::span<const FileHash> files);
+  // In a write (sqlite_people.cc): the next people generation; the account `id` (nullopt: none).
+  static Result<int64_t> NextPeopleGeneration(Conn& c);
+  static Result<std::optional<AccountRecord>> AccountIn(Conn& c, int64_t id);
   // Revive's work once the quarantine is known not to be empty.
   Status ReleaseNamed(Conn& c, std::span<const XorbHash> xorbs, std::span<const FileHash> files);
   // Whether anything is quarantined (one read: revivals skip their lookups when nothing is).

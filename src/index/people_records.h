@@ -1,0 +1,87 @@
+// The index's records of people (src/people/ gives them meaning): accounts — users and organizations, which
+// share one space of names —, the members of each organization with their role, and the tokens users hold,
+// kept as a hash of each secret, never the secret. Accounts are never deleted (a disabled one keeps its name,
+// so that no one else takes it over with its repositories); a removed membership and a revoked token stay as
+// rows that say so, so that every node's refresh (PeopleIndex::PeopleChangedSince) learns of the removal.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace cairn::index {
+
+// Stored as their numbers: never renumber.
+enum class AccountKind : uint8_t { kUser = 0, kOrg = 1 };
+enum class OrgRole : uint8_t { kRead = 0, kWrite = 1, kAdmin = 2 };
+enum class TokenRole : uint8_t { kRead = 0, kWrite = 1, kFineGrained = 2 };
+
+struct AccountRecord {
+  int64_t id = 0;  // never reused
+  AccountKind kind = AccountKind::kUser;
+  std::string name;          // the account's namespace; unique among users and organizations, case aside
+  std::string full_name;     // shown beside the name; may be empty
+  bool is_operator = false;  // a user who runs the site (users only)
+  bool disabled = false;     // a user whose tokens are all refused
+  int64_t created_at = 0;    // unix seconds
+  int64_t changed = 0;       // the people generation of its last change
+};
+
+struct NewAccount {
+  AccountKind kind = AccountKind::kUser;
+  std::string name;
+  std::string full_name = {};
+  bool is_operator = false;
+  int64_t created_at = 0;
+};
+
+// What UpdateAccount changes: the fields given.
+struct AccountChange {
+  std::optional<std::string> full_name = std::nullopt;
+  std::optional<bool> is_operator = std::nullopt;
+  std::optional<bool> disabled = std::nullopt;
+};
+
+// A user's membership of an organization.
+struct MemberRecord {
+  int64_t org = 0;
+  int64_t user = 0;
+  std::optional<OrgRole> role;  // nullopt: removed
+  int64_t changed = 0;
+};
+
+// A token a user holds. The index stores and compares these fields; it reads none of `grants`.
+struct TokenRecord {
+  std::string id;  // public: shown in listings and the audit log, part of the token's text
+  int64_t owner = 0;
+  std::string name;  // the owner's label for it
+  TokenRole role = TokenRole::kRead;
+  std::string grants;                // fine-grained tokens: what they cover, in src/people/'s form
+  std::vector<uint8_t> secret_hash;  // SHA-256 of the secret: 32 bytes
+  int64_t created_at = 0;
+  int64_t expires_at = 0;    // every token expires
+  int64_t last_used_at = 0;  // coarse (PeopleIndex::NoteTokenUse); 0: never used
+  int64_t revoked_at = 0;    // 0: live
+  int64_t changed = 0;
+};
+
+// How account names are compared: ASCII letters without case (names are ASCII: hub::ValidName).
+inline std::string FoldedName(std::string_view name) {
+  std::string out(name);
+  for (char& c : out) {
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+  }
+  return out;
+}
+
+// Every change to people after a generation: what a node's refresh reads (PeopleIndex::PeopleChangedSince).
+struct PeopleChanges {
+  int64_t generation = 0;  // the newest change included
+  std::vector<AccountRecord> accounts;
+  std::vector<MemberRecord> members;
+  std::vector<TokenRecord> tokens;
+};
+
+}  // namespace cairn::index

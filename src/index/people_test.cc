@@ -1,0 +1,285 @@
+// The people slice of the Index contract (index.h's PeopleIndex), run against every backend: one space of
+// names for users and organizations, members and their roles, tokens kept by hash and revoked once, and the
+// generations a node's refresh reads changes by, including from another node on the same database.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "index/failures.h"
+#include "index/open_index.h"
+#include "index/testing/backend_suite.h"
+
+namespace cairn::index {
+namespace {
+
+using fixtures::Backend;
+using fixtures::BackendName;
+using fixtures::BackendTest;
+using fixtures::Refused;
+
+class PeopleTest : public BackendTest {
+ protected:
+  AccountRecord Make(AccountKind kind, const std::string& name) {
+    auto made = index_->CreateAccount(
+        {.kind = kind, .name = name, .full_name = "", .is_operator = false, .created_at = 1'700'000'000});
+    EXPECT_TRUE(made.ok()) << made.error().message;
+    return made.ok() ? *made : AccountRecord{};
+  }
+  AccountRecord User(const std::string& name) { return Make(AccountKind::kUser, name); }
+  AccountRecord Org(const std::string& name) { return Make(AccountKind::kOrg, name); }
+
+  static TokenRecord Token(const std::string& id, int64_t owner) {
+    return TokenRecord{.id = id,
+                       .owner = owner,
+                       .name = "laptop",
+                       .role = TokenRole::kWrite,
+                       .grants = "",
+                       .secret_hash = std::vector<uint8_t>(32, 7),
+                       .created_at = 1'700'000'000,
+                       .expires_at = 1'800'000'000};
+  }
+};
+
+TEST_P(PeopleTest, UsersAndOrganizationsShareOneSpaceOfNamesWithoutCase) {
+  Open();
+  const AccountRecord alice = User("Alice");
+  const AccountRecord acme = Org("acme");
+  EXPECT_NE(alice.id, acme.id);
+  EXPECT_GT(acme.changed, alice.changed);
+  EXPECT_TRUE(Refused(index_->CreateAccount({.kind = AccountKind::kOrg, .name = "ALICE"}).error(),
+                      AccountExists("ALICE")));
+  EXPECT_TRUE(Refused(index_->CreateAccount({.kind = AccountKind::kUser, .name = "Acme"}).error(),
+                      AccountExists("Acme")));
+  auto found = index_->FindAccount("alice");
+  ASSERT_TRUE(found.ok()) << found.error().message;
+  EXPECT_EQ(found->id, alice.id);
+  EXPECT_EQ(found->name, "Alice") << "a name is kept as it was given";
+  EXPECT_EQ(found->kind, AccountKind::kUser);
+  EXPECT_EQ(found->created_at, 1'700'000'000);
+  EXPECT_TRUE(Refused(index_->FindAccount("bob").error(), AccountNotIndexed("bob")));
+
+  for (const char* name : {"bob", "carol", "dave"}) User(name);
+  auto users = index_->ListAccounts(AccountKind::kUser, std::nullopt, 2);
+  ASSERT_TRUE(users.ok()) << users.error().message;
+  ASSERT_EQ(users->size(), 2u);
+  EXPECT_EQ((*users)[0].name, "Alice");
+  EXPECT_EQ((*users)[1].name, "bob");
+  users = index_->ListAccounts(AccountKind::kUser, std::string_view("bob"), 10);
+  ASSERT_TRUE(users.ok());
+  ASSERT_EQ(users->size(), 2u);
+  EXPECT_EQ((*users)[0].name, "carol");
+  auto orgs = index_->ListAccounts(AccountKind::kOrg, std::nullopt, 10);
+  ASSERT_TRUE(orgs.ok());
+  ASSERT_EQ(orgs->size(), 1u);
+  EXPECT_EQ((*orgs)[0].name, "acme");
+  EXPECT_EQ(index_->ListAccounts(std::nullopt, std::nullopt, 10)->size(), 5u);
+  EXPECT_EQ(index_->ListAccounts(std::nullopt, std::nullopt, PeopleIndex::kMaxListed + 1).error().code,
+            ErrorCode::kMalformed);
+}
+
+TEST_P(PeopleTest, AnAccountChangesOnlyWhatIsGiven) {
+  Open();
+  const AccountRecord alice = User("alice");
+  ASSERT_TRUE(index_->UpdateAccount(alice.id, {.full_name = "Alice A.", .is_operator = true}).ok());
+  ASSERT_TRUE(index_->UpdateAccount(alice.id, {.disabled = true}).ok());
+  auto now = index_->FindAccount("alice");
+  ASSERT_TRUE(now.ok());
+  EXPECT_EQ(now->full_name, "Alice A.");
+  EXPECT_TRUE(now->is_operator);
+  EXPECT_TRUE(now->disabled);
+  EXPECT_GT(now->changed, alice.changed);
+  ASSERT_TRUE(index_->UpdateAccount(alice.id, {.disabled = false}).ok());
+  EXPECT_FALSE(index_->FindAccount("alice")->disabled);
+  EXPECT_TRUE(index_->FindAccount("alice")->is_operator);
+  EXPECT_TRUE(Refused(index_->UpdateAccount(alice.id + 100, {.disabled = true}).error(),
+                      AccountIdNotIndexed(alice.id + 100)));
+}
+
+TEST_P(PeopleTest, MembersJoinAnOrganizationWithARole) {
+  Open();
+  const AccountRecord alice = User("alice");
+  const AccountRecord bob = User("bob");
+  const AccountRecord acme = Org("acme");
+  const AccountRecord umbrella = Org("umbrella");
+  ASSERT_TRUE(index_->SetMember(acme.id, alice.id, OrgRole::kAdmin).ok());
+  ASSERT_TRUE(index_->SetMember(acme.id, bob.id, OrgRole::kRead).ok());
+  ASSERT_TRUE(index_->SetMember(umbrella.id, bob.id, OrgRole::kWrite).ok());
+  auto members = index_->ListMembers(AccountKind::kOrg, acme.id);
+  ASSERT_TRUE(members.ok()) << members.error().message;
+  ASSERT_EQ(members->size(), 2u);
+  EXPECT_EQ((*members)[0].user, alice.id);
+  EXPECT_EQ((*members)[0].role, OrgRole::kAdmin);
+  EXPECT_EQ((*members)[1].role, OrgRole::kRead);
+  auto of_bob = index_->ListMembers(AccountKind::kUser, bob.id);
+  ASSERT_TRUE(of_bob.ok());
+  ASSERT_EQ(of_bob->size(), 2u);
+  EXPECT_EQ((*of_bob)[0].org, acme.id);
+  EXPECT_EQ((*of_bob)[1].org, umbrella.id);
+
+  ASSERT_TRUE(index_->SetMember(acme.id, bob.id, OrgRole::kWrite).ok());  // a new role
+  EXPECT_EQ(index_->ListMembers(AccountKind::kOrg, acme.id)->at(1).role, OrgRole::kWrite);
+  ASSERT_TRUE(index_->SetMember(acme.id, bob.id, std::nullopt).ok());  // removed
+  EXPECT_EQ(index_->ListMembers(AccountKind::kOrg, acme.id)->size(), 1u);
+  EXPECT_EQ(index_->ListMembers(AccountKind::kUser, bob.id)->size(), 1u);
+  EXPECT_TRUE(index_->SetMember(acme.id, bob.id, std::nullopt).ok()) << "removing no member changes nothing";
+
+  // An organization joins no organization, a user has no members, and ids must name accounts.
+  EXPECT_TRUE(Refused(index_->SetMember(acme.id, umbrella.id, OrgRole::kRead).error(), NoSuchMembership()));
+  EXPECT_TRUE(Refused(index_->SetMember(alice.id, bob.id, OrgRole::kRead).error(), NoSuchMembership()));
+  EXPECT_TRUE(Refused(index_->SetMember(acme.id, 9999, OrgRole::kRead).error(), NoSuchMembership()));
+  EXPECT_TRUE(Refused(index_->SetMember(9999, alice.id, OrgRole::kRead).error(), NoSuchMembership()));
+}
+
+TEST_P(PeopleTest, TokensAreKeptByHashListedAndRevokedOnce) {
+  Open();
+  const AccountRecord alice = User("alice");
+  const AccountRecord bob = User("bob");
+  const AccountRecord acme = Org("acme");
+  ASSERT_TRUE(index_->CreateToken(Token("t1", alice.id)).ok());
+  TokenRecord fine = Token("t2", alice.id);
+  fine.role = TokenRole::kFineGrained;
+  fine.grants = "w alice/model";
+  ASSERT_TRUE(index_->CreateToken(fine).ok());
+  ASSERT_TRUE(index_->CreateToken(Token("t3", bob.id)).ok());
+  EXPECT_TRUE(Refused(index_->CreateToken(Token("t1", bob.id)).error(), TokenExists("t1")));
+  EXPECT_TRUE(Refused(index_->CreateToken(Token("t4", acme.id)).error(), TokenOwnerNotIndexed(acme.id)));
+  EXPECT_TRUE(Refused(index_->CreateToken(Token("t4", 9999)).error(), TokenOwnerNotIndexed(9999)));
+  TokenRecord short_hash = Token("t5", alice.id);
+  short_hash.secret_hash.resize(31);
+  EXPECT_EQ(index_->CreateToken(short_hash).error().code, ErrorCode::kMalformed);
+
+  auto t2 = index_->FindToken("t2");
+  ASSERT_TRUE(t2.ok()) << t2.error().message;
+  EXPECT_EQ(t2->owner, alice.id);
+  EXPECT_EQ(t2->role, TokenRole::kFineGrained);
+  EXPECT_EQ(t2->grants, "w alice/model");
+  EXPECT_EQ(t2->secret_hash, std::vector<uint8_t>(32, 7));
+  EXPECT_EQ(t2->expires_at, 1'800'000'000);
+  EXPECT_EQ(t2->revoked_at, 0);
+  EXPECT_TRUE(Refused(index_->FindToken("t9").error(), TokenNotIndexed("t9")));
+
+  auto of_alice = index_->ListTokens(alice.id, std::nullopt, 10);
+  ASSERT_TRUE(of_alice.ok()) << of_alice.error().message;
+  ASSERT_EQ(of_alice->size(), 2u);
+  EXPECT_EQ((*of_alice)[0].id, "t1");
+  auto page = index_->ListTokens(std::nullopt, std::string_view("t1"), 1);
+  ASSERT_TRUE(page.ok());
+  ASSERT_EQ(page->size(), 1u);
+  EXPECT_EQ((*page)[0].id, "t2");
+  EXPECT_EQ(index_->ListTokens(std::nullopt, std::nullopt, 10)->size(), 3u);
+
+  auto revoked = index_->RevokeToken("t1", 1'750'000'000);
+  ASSERT_TRUE(revoked.ok() && *revoked);
+  revoked = index_->RevokeToken("t1", 1'760'000'000);
+  ASSERT_TRUE(revoked.ok());
+  EXPECT_FALSE(*revoked) << "a token is revoked once";
+  EXPECT_EQ(index_->FindToken("t1")->revoked_at, 1'750'000'000);
+  EXPECT_TRUE(Refused(index_->RevokeToken("t9", 1).error(), TokenNotIndexed("t9")));
+
+  // Uses keep the latest time, change no generation, and skip what is unknown.
+  const int64_t before = index_->FindToken("t3")->changed;
+  ASSERT_TRUE(index_->NoteTokenUses({{"t3", 1'700'000'500}, {"t9", 5}}).ok());
+  ASSERT_TRUE(index_->NoteTokenUses({{"t3", 1'700'000'100}}).ok());
+  EXPECT_EQ(index_->FindToken("t3")->last_used_at, 1'700'000'500);
+  EXPECT_EQ(index_->FindToken("t3")->changed, before);
+}
+
+TEST_P(PeopleTest, ARefreshReadsEachChangeOnce) {
+  Open();
+  auto none = index_->PeopleChangedSince(0);
+  ASSERT_TRUE(none.ok()) << none.error().message;
+  EXPECT_EQ(none->generation, 0);
+  EXPECT_TRUE(none->accounts.empty());
+
+  const AccountRecord alice = User("alice");
+  const AccountRecord acme = Org("acme");
+  ASSERT_TRUE(index_->SetMember(acme.id, alice.id, OrgRole::kWrite).ok());
+  ASSERT_TRUE(index_->CreateToken(Token("t1", alice.id)).ok());
+  auto all = index_->PeopleChangedSince(0);
+  ASSERT_TRUE(all.ok());
+  EXPECT_EQ(all->accounts.size(), 2u);
+  EXPECT_EQ(all->members.size(), 1u);
+  EXPECT_EQ(all->tokens.size(), 1u);
+  const int64_t seen = all->generation;
+  EXPECT_GT(seen, 0);
+
+  auto nothing = index_->PeopleChangedSince(seen);
+  ASSERT_TRUE(nothing.ok());
+  EXPECT_EQ(nothing->generation, seen);
+  EXPECT_TRUE(nothing->accounts.empty() && nothing->members.empty() && nothing->tokens.empty());
+
+  ASSERT_TRUE(index_->RevokeToken("t1", 1'750'000'000).ok());
+  ASSERT_TRUE(index_->SetMember(acme.id, alice.id, std::nullopt).ok());
+  ASSERT_TRUE(index_->UpdateAccount(alice.id, {.disabled = true}).ok());
+  ASSERT_TRUE(index_->NoteTokenUses({{"t1", 1'750'000'001}}).ok());
+  auto later = index_->PeopleChangedSince(seen);
+  ASSERT_TRUE(later.ok());
+  EXPECT_GT(later->generation, seen);
+  ASSERT_EQ(later->tokens.size(), 1u);
+  EXPECT_EQ(later->tokens[0].revoked_at, 1'750'000'000);
+  ASSERT_EQ(later->members.size(), 1u);
+  EXPECT_FALSE(later->members[0].role.has_value()) << "a removal reaches the reader";
+  ASSERT_EQ(later->accounts.size(), 1u);
+  EXPECT_TRUE(later->accounts[0].disabled);
+}
+
+// Two nodes on one database: what one changes, the other's refresh reads; changes made at once from both
+// take distinct generations, and a reader that keeps up misses none of them.
+TEST_P(PeopleTest, AnotherNodesChangesReachARefresh) {
+  Open();
+  auto other = OpenIndex(url_);
+  ASSERT_TRUE(other.ok()) << other.error().message;
+  const AccountRecord alice = User("alice");
+  auto seen = (*other)->PeopleChangedSince(0);
+  ASSERT_TRUE(seen.ok()) << seen.error().message;
+  ASSERT_EQ(seen->accounts.size(), 1u);
+
+  constexpr int kEach = 20;
+  std::atomic<int> failures{0};
+  std::set<std::string> read;
+  int64_t generation = seen->generation;
+  std::atomic<bool> done{false};
+  std::thread reader([&] {
+    while (true) {
+      const bool last = done.load();
+      auto changes = (*other)->PeopleChangedSince(generation);
+      if (!changes.ok()) {
+        ++failures;
+        return;
+      }
+      for (const auto& a : changes->accounts) read.insert(a.name);
+      generation = changes->generation;
+      if (last) return;
+    }
+  });
+  std::vector<std::thread> writers;
+  for (int w = 0; w < 2; ++w) {
+    writers.emplace_back([&, w] {
+      Index& on = w == 0 ? *index_ : **other;
+      for (int i = 0; i < kEach; ++i) {
+        const std::string name = "u" + std::to_string(w) + "-" + std::to_string(i);
+        if (!on.CreateAccount({.kind = AccountKind::kUser, .name = name}).ok()) ++failures;
+      }
+    });
+  }
+  for (auto& t : writers) t.join();
+  done = true;
+  reader.join();
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_EQ(read.size(), 2u * kEach) << "every account made on either node was read once";
+  auto all = index_->PeopleChangedSince(0);
+  ASSERT_TRUE(all.ok());
+  std::set<int64_t> generations;
+  for (const auto& a : all->accounts) generations.insert(a.changed);
+  EXPECT_EQ(generations.size(), all->accounts.size()) << "each change its own generation";
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, PeopleTest, ::testing::Values(Backend::kSqlite, Backend::kPostgres),
+                         BackendName);
+
+}  // namespace
+}  // namespace cairn::index

@@ -1,0 +1,312 @@
+// The PostgreSQL backend's people slice (index.h's PeopleIndex), one statement per write: each takes the
+// next people generation (UPDATE of people_generation's one row, whose lock serializes people's changes
+// across nodes until commit, so generations commit in order) and stamps the rows it changes with it.
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "index/failures.h"
+#include "index/people_records.h"
+#include "index/postgres/postgres_index.h"
+
+namespace cairn::index {
+
+namespace {
+
+constexpr pg::Statement kCreateAccount{"create_account", R"sql(
+WITH g AS (UPDATE people_generation SET n = n + 1 RETURNING n)
+INSERT INTO accounts(kind, name, folded, full_name, is_operator, created_at, changed)
+SELECT $1::int8, $2::text, $3::text, $4::text, $5::bool, $6::int8, g.n FROM g
+ON CONFLICT (folded) DO NOTHING RETURNING id, changed)sql"};
+constexpr pg::Statement kFindAccount{"find_account", R"sql(
+SELECT id, kind, name, full_name, is_operator, disabled, created_at, changed FROM accounts
+WHERE folded = $1::text)sql"};
+constexpr pg::Statement kListAccounts{"list_accounts", R"sql(
+SELECT id, kind, name, full_name, is_operator, disabled, created_at, changed FROM accounts
+WHERE ($1::int8 IS NULL OR kind = $1::int8) AND folded > $2::text ORDER BY folded LIMIT $3::int8)sql"};
+constexpr pg::Statement kUpdateAccount{"update_account", R"sql(
+WITH g AS (UPDATE people_generation SET n = n + 1 RETURNING n)
+UPDATE accounts SET full_name = coalesce($2::text, full_name), is_operator = coalesce($3::bool, is_operator),
+  disabled = coalesce($4::bool, disabled), changed = g.n
+FROM g WHERE id = $1::int8 RETURNING id)sql"};
+// $1 org, $2 user, $3 role (NULL: removed). Answers one row: whether the two are an organization and a user.
+constexpr pg::Statement kSetMember{"set_member", R"sql(
+WITH ok AS (
+  SELECT 1 FROM accounts o, accounts u WHERE o.id = $1::int8 AND o.kind = 1 AND u.id = $2::int8 AND u.kind = 0),
+g AS (UPDATE people_generation SET n = n + 1 WHERE EXISTS (SELECT 1 FROM ok) RETURNING n),
+m AS (
+  INSERT INTO members(org, member, role, changed) SELECT $1::int8, $2::int8, $3::int8, g.n FROM g
+  WHERE $3::int8 IS NOT NULL
+     OR EXISTS (SELECT 1 FROM members WHERE org = $1::int8 AND member = $2::int8 AND role IS NOT NULL)
+  ON CONFLICT (org, member) DO UPDATE SET role = EXCLUDED.role, changed = EXCLUDED.changed
+  WHERE members.role IS DISTINCT FROM EXCLUDED.role)
+SELECT count(*) FROM ok)sql"};
+constexpr pg::Statement kMembersOfOrg{"members_of_org", R"sql(
+SELECT org, member, role, changed FROM members WHERE org = $1::int8 AND role IS NOT NULL ORDER BY member)sql"};
+constexpr pg::Statement kMembershipsOfUser{"memberships_of_user", R"sql(
+SELECT org, member, role, changed FROM members WHERE member = $1::int8 AND role IS NOT NULL ORDER BY org)sql"};
+// Answers one row: whether the owner is a user, whether the token was stored.
+constexpr pg::Statement kCreateToken{"create_token", R"sql(
+WITH ok AS (SELECT 1 FROM accounts WHERE id = $2::int8 AND kind = 0),
+g AS (UPDATE people_generation SET n = n + 1 WHERE EXISTS (SELECT 1 FROM ok) RETURNING n),
+t AS (
+  INSERT INTO tokens(id, owner, name, role, grants, secret_hash, created_at, expires_at, changed)
+  SELECT $1::text, $2::int8, $3::text, $4::int8, $5::text, $6::bytea, $7::int8, $8::int8, g.n FROM g
+  ON CONFLICT (id) DO NOTHING RETURNING id)
+SELECT (SELECT count(*) FROM ok), (SELECT count(*) FROM t))sql"};
+constexpr pg::Statement kFindToken{"find_token", R"sql(
+SELECT id, owner, name, role, grants, secret_hash, created_at, expires_at, last_used_at, revoked_at, changed
+FROM tokens WHERE id = $1::text)sql"};
+constexpr pg::Statement kListTokens{"list_tokens", R"sql(
+SELECT id, owner, name, role, grants, secret_hash, created_at, expires_at, last_used_at, revoked_at, changed
+FROM tokens WHERE ($1::int8 IS NULL OR owner = $1::int8) AND id > $2::text ORDER BY id LIMIT $3::int8)sql"};
+// Answers one row: whether the token exists, whether this revoked it.
+constexpr pg::Statement kRevokeToken{"revoke_token", R"sql(
+WITH ex AS (SELECT revoked_at FROM tokens WHERE id = $1::text),
+g AS (UPDATE people_generation SET n = n + 1 WHERE EXISTS (SELECT 1 FROM ex WHERE revoked_at = 0) RETURNING n),
+u AS (UPDATE tokens SET revoked_at = $2::int8, changed = g.n FROM g WHERE id = $1::text AND revoked_at = 0
+      RETURNING id)
+SELECT (SELECT count(*) FROM ex), (SELECT count(*) FROM u))sql"};
+constexpr pg::Statement kNoteTokenUses{"note_token_uses", R"sql(
+UPDATE tokens SET last_used_at = GREATEST(last_used_at, u.at)
+FROM unnest($1::text[], $2::int8[]) AS u(id, at) WHERE tokens.id = u.id)sql"};
+constexpr pg::Statement kPeopleGeneration{"people_generation", "SELECT n FROM people_generation"};
+// $1 after, $2 up to: rows stamped up to a generation already committed are all visible (generations commit
+// in order), and a later one's rows wait for the next refresh.
+constexpr pg::Statement kAccountsChanged{"accounts_changed", R"sql(
+SELECT id, kind, name, full_name, is_operator, disabled, created_at, changed FROM accounts
+WHERE changed > $1::int8 AND changed <= $2::int8 ORDER BY changed)sql"};
+constexpr pg::Statement kMembersChanged{"members_changed", R"sql(
+SELECT org, member, role, changed FROM members WHERE changed > $1::int8 AND changed <= $2::int8
+ORDER BY changed)sql"};
+constexpr pg::Statement kTokensChanged{"tokens_changed", R"sql(
+SELECT id, owner, name, role, grants, secret_hash, created_at, expires_at, last_used_at, revoked_at, changed
+FROM tokens WHERE changed > $1::int8 AND changed <= $2::int8 ORDER BY changed)sql"};
+
+AccountRecord AccountFromRow(const pg::Rows& rows, int i) {
+  return AccountRecord{.id = rows.Int8(i, 0),
+                       .kind = static_cast<AccountKind>(rows.Int8(i, 1)),
+                       .name = std::string(rows.Text(i, 2)),
+                       .full_name = std::string(rows.Text(i, 3)),
+                       .is_operator = rows.Bool(i, 4),
+                       .disabled = rows.Bool(i, 5),
+                       .created_at = rows.Int8(i, 6),
+                       .changed = rows.Int8(i, 7)};
+}
+
+MemberRecord MemberFromRow(const pg::Rows& rows, int i) {
+  MemberRecord m{
+      .org = rows.Int8(i, 0), .user = rows.Int8(i, 1), .role = std::nullopt, .changed = rows.Int8(i, 3)};
+  if (!rows.IsNull(i, 2)) m.role = static_cast<OrgRole>(rows.Int8(i, 2));
+  return m;
+}
+
+TokenRecord TokenFromRow(const pg::Rows& rows, int i) {
+  const auto hash = rows.Bytes(i, 5);
+  return TokenRecord{.id = std::string(rows.Text(i, 0)),
+                     .owner = rows.Int8(i, 1),
+                     .name = std::string(rows.Text(i, 2)),
+                     .role = static_cast<TokenRole>(rows.Int8(i, 3)),
+                     .grants = std::string(rows.Text(i, 4)),
+                     .secret_hash = {hash.begin(), hash.end()},
+                     .created_at = rows.Int8(i, 6),
+                     .expires_at = rows.Int8(i, 7),
+                     .last_used_at = rows.Int8(i, 8),
+                     .revoked_at = rows.Int8(i, 9),
+                     .changed = rows.Int8(i, 10)};
+}
+
+template <typename Record>
+std::vector<Record> AllRows(const pg::Rows& rows, Record (*from_row)(const pg::Rows&, int)) {
+  std::vector<Record> out;
+  out.reserve(static_cast<size_t>(rows.size()));
+  for (int i = 0; i < rows.size(); ++i) out.push_back(from_row(rows, i));
+  return out;
+}
+
+Status CheckPeopleLimit(size_t limit) {
+  if (limit > PeopleIndex::kMaxListed) {
+    return Malformed("at most " + std::to_string(PeopleIndex::kMaxListed) + " records a page");
+  }
+  return Ok{};
+}
+
+}  // namespace
+
+Result<AccountRecord> PostgresIndex::CreateAccount(const NewAccount& account) {
+  std::optional<std::pair<int64_t, int64_t>> made;  // id, generation
+  WriteRequest req{&kCreateAccount, {}, [&](const pg::Rows& rows) {
+                     if (rows.size() == 1) made = {rows.Int8(0, 0), rows.Int8(0, 1)};
+                   }};
+  req.params.Int8(static_cast<uint8_t>(account.kind)).Text(account.name).Text(FoldedName(account.name));
+  req.params.Text(account.full_name).Bool(account.is_operator).Int8(account.created_at);
+  if (auto st = writes_->Submit(req); !st.ok()) return st.error();
+  if (!made) return AccountExists(account.name);
+  return AccountRecord{.id = made->first,
+                       .kind = account.kind,
+                       .name = account.name,
+                       .full_name = account.full_name,
+                       .is_operator = account.is_operator,
+                       .disabled = false,
+                       .created_at = account.created_at,
+                       .changed = made->second};
+}
+
+Result<AccountRecord> PostgresIndex::FindAccount(std::string_view name) {
+  auto rows = Query(kFindAccount, pg::Params().Text(FoldedName(name)));
+  if (!rows.ok()) return rows.error();
+  if (rows->size() == 0) return AccountNotIndexed(name);
+  return AccountFromRow(*rows, 0);
+}
+
+Result<std::vector<AccountRecord>> PostgresIndex::ListAccounts(std::optional<AccountKind> kind,
+                                                               std::optional<std::string_view> after,
+                                                               size_t limit) {
+  if (auto st = CheckPeopleLimit(limit); !st.ok()) return st.error();
+  pg::Params p;
+  if (kind) {
+    p.Int8(static_cast<uint8_t>(*kind));
+  } else {
+    p.Null();
+  }
+  p.Text(FoldedName(after.value_or(""))).Int8(static_cast<int64_t>(limit));
+  auto rows = Query(kListAccounts, p);
+  if (!rows.ok()) return rows.error();
+  return AllRows(*rows, AccountFromRow);
+}
+
+Status PostgresIndex::UpdateAccount(int64_t id, const AccountChange& change) {
+  bool updated = false;
+  WriteRequest req{&kUpdateAccount, {}, [&](const pg::Rows& rows) { updated = rows.size() == 1; }};
+  req.params.Int8(id);
+  if (change.full_name) {
+    req.params.Text(*change.full_name);
+  } else {
+    req.params.Null();
+  }
+  if (change.is_operator) {
+    req.params.Bool(*change.is_operator);
+  } else {
+    req.params.Null();
+  }
+  if (change.disabled) {
+    req.params.Bool(*change.disabled);
+  } else {
+    req.params.Null();
+  }
+  if (auto st = writes_->Submit(req); !st.ok()) return st;
+  if (!updated) return AccountIdNotIndexed(id);
+  return Ok{};
+}
+
+Status PostgresIndex::SetMember(int64_t org, int64_t user, std::optional<OrgRole> role) {
+  bool joined = false;
+  WriteRequest req{
+      &kSetMember, {}, [&](const pg::Rows& rows) { joined = rows.size() == 1 && rows.Int8(0, 0) == 1; }};
+  req.params.Int8(org).Int8(user);
+  if (role) {
+    req.params.Int8(static_cast<uint8_t>(*role));
+  } else {
+    req.params.Null();
+  }
+  if (auto st = writes_->Submit(req); !st.ok()) return st;
+  if (!joined) return NoSuchMembership();
+  return Ok{};
+}
+
+Result<std::vector<MemberRecord>> PostgresIndex::ListMembers(AccountKind of, int64_t id) {
+  auto rows = Query(of == AccountKind::kOrg ? kMembersOfOrg : kMembershipsOfUser, pg::Params().Int8(id));
+  if (!rows.ok()) return rows.error();
+  return AllRows(*rows, MemberFromRow);
+}
+
+Status PostgresIndex::CreateToken(const TokenRecord& token) {
+  if (token.secret_hash.size() != 32) return Malformed("a token's secret hash is 32 bytes");
+  bool owner_ok = false;
+  bool stored = false;
+  WriteRequest req{&kCreateToken, {}, [&](const pg::Rows& rows) {
+                     owner_ok = rows.size() == 1 && rows.Int8(0, 0) == 1;
+                     stored = rows.size() == 1 && rows.Int8(0, 1) == 1;
+                   }};
+  req.params.Text(token.id).Int8(token.owner).Text(token.name).Int8(static_cast<uint8_t>(token.role));
+  req.params.Text(token.grants).Bytea(token.secret_hash).Int8(token.created_at).Int8(token.expires_at);
+  if (auto st = writes_->Submit(req); !st.ok()) return st;
+  if (!owner_ok) return TokenOwnerNotIndexed(token.owner);
+  if (!stored) return TokenExists(token.id);
+  return Ok{};
+}
+
+Result<TokenRecord> PostgresIndex::FindToken(std::string_view id) {
+  auto rows = Query(kFindToken, pg::Params().Text(id));
+  if (!rows.ok()) return rows.error();
+  if (rows->size() == 0) return TokenNotIndexed(id);
+  return TokenFromRow(*rows, 0);
+}
+
+Result<std::vector<TokenRecord>> PostgresIndex::ListTokens(std::optional<int64_t> owner,
+                                                           std::optional<std::string_view> after,
+                                                           size_t limit) {
+  if (auto st = CheckPeopleLimit(limit); !st.ok()) return st.error();
+  pg::Params p;
+  if (owner) {
+    p.Int8(*owner);
+  } else {
+    p.Null();
+  }
+  p.Text(after.value_or("")).Int8(static_cast<int64_t>(limit));
+  auto rows = Query(kListTokens, p);
+  if (!rows.ok()) return rows.error();
+  return AllRows(*rows, TokenFromRow);
+}
+
+Result<bool> PostgresIndex::RevokeToken(std::string_view id, int64_t at) {
+  bool exists = false;
+  bool revoked = false;
+  WriteRequest req{&kRevokeToken, {}, [&](const pg::Rows& rows) {
+                     exists = rows.size() == 1 && rows.Int8(0, 0) == 1;
+                     revoked = rows.size() == 1 && rows.Int8(0, 1) == 1;
+                   }};
+  req.params.Text(id).Int8(at);
+  if (auto st = writes_->Submit(req); !st.ok()) return st.error();
+  if (!exists) return TokenNotIndexed(id);
+  return revoked;
+}
+
+Status PostgresIndex::NoteTokenUses(const std::vector<std::pair<std::string, int64_t>>& uses) {
+  if (uses.empty()) return Ok{};
+  std::vector<std::string> ids;
+  std::vector<int64_t> ats;
+  for (const auto& [id, at] : uses) {
+    ids.push_back(id);
+    ats.push_back(at);
+  }
+  WriteRequest req{&kNoteTokenUses, {}, [](const pg::Rows&) {}};
+  req.params.TextArray(ids).Int8Array(ats);
+  return writes_->Submit(req);
+}
+
+Result<PeopleChanges> PostgresIndex::PeopleChangedSince(int64_t generation) {
+  PeopleChanges out;
+  auto g = Query(kPeopleGeneration, pg::Params());
+  if (!g.ok()) return g.error();
+  if (g->size() != 1) return IoError("postgres: the people generation is missing");
+  out.generation = g->Int8(0, 0);
+  if (out.generation <= generation) {
+    out.generation = generation;
+    return out;
+  }
+  const pg::Params p = pg::Params().Int8(generation).Int8(out.generation);
+  auto accounts = Query(kAccountsChanged, p);
+  if (!accounts.ok()) return accounts.error();
+  out.accounts = AllRows(*accounts, AccountFromRow);
+  auto members = Query(kMembersChanged, p);
+  if (!members.ok()) return members.error();
+  out.members = AllRows(*members, MemberFromRow);
+  auto tokens = Query(kTokensChanged, p);
+  if (!tokens.ok()) return tokens.error();
+  out.tokens = AllRows(*tokens, TokenFromRow);
+  return out;
+}
+
+}  // namespace cairn::index
