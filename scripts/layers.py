@@ -36,15 +36,16 @@ LAYERS: dict[str, list[str]] = {
     "store": ["xet", "common"],
     "index": ["xet", "common"],
     "quota": ["index", "xet", "common"],           # storage quotas per namespace: measured, enforced
+    "people": ["index", "xet", "common"],          # users, organizations, members, their tokens
     "cas": ["index", "store", "xet", "common"],
     "files": ["cas", "index", "xet", "common"],
     "repair": ["cas", "ingest", "index", "store", "xet", "common"],
-    "hub": ["files", "quota", "index", "xet", "common"],
+    "hub": ["people", "files", "quota", "index", "xet", "common"],
     "git": ["hub", "index", "xet", "common"],      # git smart HTTP: pkt-lines, packs, upload-pack
     "lfs": ["files", "cas", "ingest", "index", "xet", "common"],  # git-lfs uploads made Xet files
     # the pull-through mirror: upstream repositories copied as git, their large files chunked into the CAS
     "mirror": ["lfs", "git", "hub", "files", "cas", "net", "index", "xet", "common"],
-    "api": ["mirror", "lfs", "git", "hub", "files", "cas", "quota", "http", "index", "xet", "common"],
+    "api": ["mirror", "lfs", "git", "hub", "people", "files", "cas", "quota", "http", "index", "xet", "common"],
     "gc": ["hub", "cas", "quota", "index", "store", "xet", "common"],  # the garbage collector: mark, quarantine, sweep
     "compact": ["cas", "ingest", "index", "store", "xet", "common"],  # cairn compact: rewrites mostly dead xorbs
     "backup": ["repair", "cas", "index", "store", "xet", "common"],  # cairn backup / restore
@@ -52,7 +53,7 @@ LAYERS: dict[str, list[str]] = {
     "bundle": ["backup", "repair", "git", "hub", "files", "cas", "ingest", "index", "store", "xet", "common"],
     "net": ["xet", "common"],                       # an HTTP client (libcurl) with the stock client's retries
     "client": ["net", "ingest", "xet", "common"],   # cairn put/get: a client of any Xet server
-    "cli": ["api", "mirror", "lfs", "git", "client", "net", "repair", "gc", "compact", "backup", "bundle", "hub", "files", "cas", "quota", "index", "store", "http", "config", "ingest", "xet",
+    "cli": ["api", "mirror", "lfs", "git", "client", "net", "repair", "gc", "compact", "backup", "bundle", "hub", "people", "files", "cas", "quota", "index", "store", "http", "config", "ingest", "xet",
             "common"],
 }
 

@@ -22,6 +22,26 @@ Result<config::Config> LoadBackendConfig(const std::string& config_file, const s
   return config::LoadCommandConfig(config_file, std::move(flags));
 }
 
+CommandIndex OpenCommandIndex(const std::string& who, const std::string& config_file,
+                              const std::string& data_dir, const std::string& index) {
+  CommandIndex out;
+  auto cfg = LoadBackendConfig(config_file, data_dir, index, "");
+  if (!cfg) {
+    std::cerr << who << cfg.error().message << "\n";
+    out.status = 2;
+    return out;
+  }
+  auto opened = OpenConfiguredIndex(*cfg);
+  if (!opened) {
+    std::cerr << who << opened.error().message << "\n";
+    out.status = 1;
+    return out;
+  }
+  out.cfg = std::move(*cfg);
+  out.index = std::move(*opened);
+  return out;
+}
+
 Result<std::unique_ptr<index::Index>> OpenConfiguredIndex(const config::Config& cfg) {
   index::OpenIndexOptions options;
   options.pool_size = cfg.index_pool_size;

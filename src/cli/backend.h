@@ -25,6 +25,17 @@ Result<config::Config> LoadBackendConfig(const std::string& config_file, const s
 // points, without a password.
 Result<std::unique_ptr<index::Index>> OpenConfiguredIndex(const config::Config& cfg);
 
+// A command on the index alone (quota, keys, user, org, token): its configuration and the index it names.
+// On failure `status` is the exit status (2: the configuration, 1: the index) and stderr said why after
+// `who`.
+struct CommandIndex {
+  std::optional<config::Config> cfg;
+  std::unique_ptr<index::Index> index;
+  int status = 0;
+};
+CommandIndex OpenCommandIndex(const std::string& who, const std::string& config_file,
+                              const std::string& data_dir, const std::string& index);
+
 // The s3_* settings, for a store (or a backup) at an s3:// URL.
 store::OpenStoreOptions StoreOptionsOf(const config::Config& cfg);
 

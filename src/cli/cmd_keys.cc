@@ -40,18 +40,10 @@ int WithKeys(const char* verb, const KeysOptions& opts, bool needs_kind, F fn) {
     std::cerr << who << "--kind must be jwt or url\n";
     return 2;
   }
-  auto cfg = LoadBackendConfig(opts.config_file, opts.data_dir, opts.index, "");
-  if (!cfg) {
-    std::cerr << who << cfg.error().message << "\n";
-    return 2;
-  }
-  auto index = OpenConfiguredIndex(*cfg);
-  if (!index) {
-    std::cerr << who << index.error().message << "\n";
-    return 1;
-  }
-  auto table = SecretsOf(**index);
-  auto st = fn(*cfg, *table, kind.value_or(config::KeyKind::kJwt));
+  auto opened = OpenCommandIndex(who, opts.config_file, opts.data_dir, opts.index);
+  if (opened.status != 0) return opened.status;
+  auto table = SecretsOf(*opened.index);
+  auto st = fn(*opened.cfg, *table, kind.value_or(config::KeyKind::kJwt));
   if (!st) {
     std::cerr << who << st.error().message << "\n";
     return st.error().code == ErrorCode::kMalformed ? 2 : 1;

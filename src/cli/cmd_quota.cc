@@ -21,18 +21,10 @@ int WithQuotas(const char* verb, const QuotaOptions& opts, F fn) {
     std::cerr << who << "not a namespace name: " << opts.ns << "\n";
     return 2;
   }
-  auto cfg = LoadBackendConfig(opts.config_file, opts.data_dir, opts.index, "");
-  if (!cfg) {
-    std::cerr << who << cfg.error().message << "\n";
-    return 2;
-  }
-  auto index = OpenConfiguredIndex(*cfg);
-  if (!index) {
-    std::cerr << who << index.error().message << "\n";
-    return 1;
-  }
-  quota::QuotaService service(**index, Clock::System());
-  auto st = fn(**index, service);
+  auto opened = OpenCommandIndex(who, opts.config_file, opts.data_dir, opts.index);
+  if (opened.status != 0) return opened.status;
+  quota::QuotaService service(*opened.index, Clock::System());
+  auto st = fn(*opened.index, service);
   if (!st) {
     std::cerr << who << st.error().message << "\n";
     return 1;

@@ -12,6 +12,10 @@
 namespace cairn::cli {
 
 int RunToken(const TokenOptions& opts) {
+  if (opts.scope.empty()) {
+    std::cerr << "cairn token: --scope is required (or: cairn token create|ls|revoke for a person's token)\n";
+    return 2;
+  }
   std::map<std::string, std::string> flags;
   if (!opts.data_dir.empty()) flags["data_dir"] = opts.data_dir;
   if (!opts.index.empty()) flags["index"] = opts.index;

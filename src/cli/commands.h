@@ -216,6 +216,38 @@ int RunQuotaSet(const QuotaOptions& opts);
 int RunQuotaShow(const QuotaOptions& opts);
 int RunQuotaRm(const QuotaOptions& opts);
 
+// `cairn user create|ls|show|disable|enable`, `cairn org create|ls|show|add|remove|role` and `cairn token
+// create|ls|revoke` (docs/hub.md "People"): users, organizations, their members and the tokens users hold,
+// kept in the index, so every node knows them.
+struct PeopleOptions {
+  std::string config_file;
+  std::string data_dir;
+  std::string index;
+  std::string name;  // the user or organization (create, show, disable, enable; org add|remove|role: the org)
+  std::string full_name;     // create
+  bool is_operator = false;  // user create
+  std::string user;          // org add|remove|role; token create|ls
+  std::string role;          // org add|role: read, write, admin; token create: read, write, fineGrained
+  std::string token_name;    // token create
+  std::vector<std::string> grants;  // token create, fine-grained: "w alice/model", "r acme"
+  std::string ttl = "90d";          // token create
+  std::string id;                   // token revoke
+  bool json = false;                // ls, show
+};
+int RunUserCreate(const PeopleOptions& opts);
+int RunUserList(const PeopleOptions& opts);
+int RunUserShow(const PeopleOptions& opts);
+int RunUserDisable(const PeopleOptions& opts);
+int RunUserEnable(const PeopleOptions& opts);
+int RunOrgCreate(const PeopleOptions& opts);
+int RunOrgList(const PeopleOptions& opts);
+int RunOrgShow(const PeopleOptions& opts);
+int RunOrgSetRole(const PeopleOptions& opts);  // add, role
+int RunOrgRemove(const PeopleOptions& opts);
+int RunTokenCreate(const PeopleOptions& opts);
+int RunTokenList(const PeopleOptions& opts);
+int RunTokenRevoke(const PeopleOptions& opts);
+
 // `cairn mirror ls|prefetch|evict` (docs/mirror.md): the pull-through mirror's repositories, on the index and
 // store of the deployment (with its mirror_* settings).
 struct MirrorCommandOptions {

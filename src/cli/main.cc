@@ -83,16 +83,106 @@ void AddServe(CLI::App& app) {
   OnSelected(cmd, opts, RunServe);
 }
 
+// The index-side flags of the people commands.
+void PeopleFlags(CLI::App* cmd, PeopleOptions& o) {
+  cmd->add_option("--data", o.data_dir, "Data directory (default ./cairn-data)");
+  cmd->add_option("--index", o.index, "Index holding the people (default sqlite:<data>/index.db)");
+  cmd->add_option("--config", o.config_file, "TOML configuration file (also CAIRN_CONFIG)");
+}
+
+// A people command `name` under `parent`, running `run`; `setup` adds its own arguments.
+template <typename Setup>
+void AddPeopleCommand(CLI::App* parent, const char* name, const char* help, int (*run)(const PeopleOptions&),
+                      Setup setup) {
+  auto opts = std::make_shared<PeopleOptions>();
+  auto* cmd = parent->add_subcommand(name, help);
+  PeopleFlags(cmd, *opts);
+  setup(cmd, *opts);
+  OnSelected(cmd, opts, run);
+}
+
 void AddToken(CLI::App& app) {
   auto opts = std::make_shared<TokenOptions>();
-  auto* cmd = app.add_subcommand("token", "Mint a bearer token (HS256 JWT) for a scope");
+  auto* cmd = app.add_subcommand(
+      "token",
+      "A person's token (create, ls, revoke), or with --scope a bearer token (HS256 JWT) for a scope");
   cmd->add_option("--data", opts->data_dir, "Data directory (default ./cairn-data)");
   cmd->add_option("--index", opts->index, "Index holding the signing key (default sqlite:<data>/index.db)");
   cmd->add_option("--config", opts->config_file, "TOML configuration file (also CAIRN_CONFIG)");
-  cmd->add_option("--scope", opts->scope, "Scope the token grants, e.g. a repository name")->required();
+  cmd->add_option("--scope", opts->scope, "Scope the token grants, e.g. a repository name");
   cmd->add_flag("--write", opts->write, "Grant write (and read) instead of read only");
   cmd->add_option("--ttl", opts->ttl, "Lifetime: seconds, or 30m, 12h, 7d (default 1h)");
-  OnSelected(cmd, opts, RunToken);
+  cmd->callback([cmd, opts] {
+    if (!cmd->get_subcommands().empty()) return;  // create, ls or revoke ran
+    if (int rc = RunToken(*opts); rc != 0) throw CLI::RuntimeError(rc);
+  });
+  AddPeopleCommand(cmd, "create", "Create a token for a user; its text is printed once", RunTokenCreate,
+                   [](CLI::App* c, PeopleOptions& o) {
+                     c->add_option("--user", o.user, "The user who holds it")->required();
+                     c->add_option("--name", o.token_name, "What the user calls it (laptop, ci)")->required();
+                     c->add_option("--role", o.role, "read, write or fineGrained")->required();
+                     c->add_option(
+                         "--grant", o.grants,
+                         "fineGrained: \"r SCOPE\" or \"w SCOPE\", a namespace or repository; repeat");
+                     c->add_option("--ttl", o.ttl, "Lifetime: 30m, 12h, 90d (default 90d, at most 366d)");
+                   });
+  AddPeopleCommand(cmd, "ls", "List tokens (their ids, never their text)", RunTokenList,
+                   [](CLI::App* c, PeopleOptions& o) {
+                     c->add_option("--user", o.user, "One user's tokens");
+                     c->add_flag("--json", o.json, "One JSON object per token, one per line");
+                   });
+  AddPeopleCommand(
+      cmd, "revoke", "Revoke a token: every node refuses it within the refresh interval", RunTokenRevoke,
+      [](CLI::App* c, PeopleOptions& o) { c->add_option("ID", o.id, "The token's id")->required(); });
+}
+
+void AddPeople(CLI::App& app) {
+  auto* user = app.add_subcommand("user", "Users: create, ls, show, disable, enable")->require_subcommand(1);
+  const auto name = [](const char* help) {
+    return [help](CLI::App* c, PeopleOptions& o) { c->add_option("NAME", o.name, help)->required(); };
+  };
+  AddPeopleCommand(user, "create", "Create a user (their name is their namespace)", RunUserCreate,
+                   [](CLI::App* c, PeopleOptions& o) {
+                     c->add_option("NAME", o.name, "The user's name")->required();
+                     c->add_option("--full-name", o.full_name, "Shown beside the name");
+                     c->add_flag("--operator", o.is_operator, "The user runs the site");
+                   });
+  AddPeopleCommand(user, "ls", "List users", RunUserList, [](CLI::App* c, PeopleOptions& o) {
+    c->add_flag("--json", o.json, "JSON, one per line");
+  });
+  AddPeopleCommand(user, "show", "A user and their organizations", RunUserShow,
+                   [](CLI::App* c, PeopleOptions& o) {
+                     c->add_option("NAME", o.name, "The user")->required();
+                     c->add_flag("--json", o.json, "JSON, one per line");
+                   });
+  AddPeopleCommand(user, "disable", "Refuse every token of a user", RunUserDisable, name("The user"));
+  AddPeopleCommand(user, "enable", "Accept a disabled user's tokens again", RunUserEnable, name("The user"));
+
+  auto* org =
+      app.add_subcommand("org", "Organizations: create, ls, show, add, remove, role")->require_subcommand(1);
+  AddPeopleCommand(org, "create", "Create an organization (its name is its namespace)", RunOrgCreate,
+                   [](CLI::App* c, PeopleOptions& o) {
+                     c->add_option("NAME", o.name, "The organization's name")->required();
+                     c->add_option("--full-name", o.full_name, "Shown beside the name");
+                   });
+  AddPeopleCommand(org, "ls", "List organizations", RunOrgList, [](CLI::App* c, PeopleOptions& o) {
+    c->add_flag("--json", o.json, "JSON, one per line");
+  });
+  AddPeopleCommand(org, "show", "An organization and its members", RunOrgShow,
+                   [](CLI::App* c, PeopleOptions& o) {
+                     c->add_option("NAME", o.name, "The organization")->required();
+                     c->add_flag("--json", o.json, "JSON, one per line");
+                   });
+  const auto member = [](bool with_role) {
+    return [with_role](CLI::App* c, PeopleOptions& o) {
+      c->add_option("ORG", o.name, "The organization")->required();
+      c->add_option("USER", o.user, "The user")->required();
+      if (with_role) c->add_option("ROLE", o.role, "read, write or admin")->required();
+    };
+  };
+  AddPeopleCommand(org, "add", "Make a user a member with a role", RunOrgSetRole, member(true));
+  AddPeopleCommand(org, "role", "Change a member's role", RunOrgSetRole, member(true));
+  AddPeopleCommand(org, "remove", "Take a member out", RunOrgRemove, member(false));
 }
 
 void AddRemoteFlags(CLI::App* cmd, RemoteOptions& r) {
@@ -439,6 +529,7 @@ int main(int argc, char** argv) {
   cairn::cli::AddShard(app);
   cairn::cli::AddServe(app);
   cairn::cli::AddToken(app);
+  cairn::cli::AddPeople(app);
   cairn::cli::AddLink(app);
   cairn::cli::AddClientCommands(app);
   cairn::cli::AddKeys(app);

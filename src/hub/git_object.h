@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "common/error.h"
+#include "common/utf8.h"
 
 namespace cairn::hub {
 
@@ -85,10 +86,8 @@ Result<std::vector<TreeEntry>> ParseTree(std::span<const uint8_t> body);
 // ".git.", "GIT~1", ".git::$INDEX_ALLOCATION", ".g\u200cit"), no '/', '\\', C0 or C1 control characters
 // (U+0000-U+001F, U+007F-U+009F), at most 255 bytes.
 bool ValidSegment(std::string_view name);
-bool ValidUtf8(std::string_view s);
-// Whether valid UTF-8 `s` holds a C1 control character (U+0080 to U+009F: CSI, NEL...), which terminals
-// and some parsers act on as they do on C0 ones.
-bool HasC1Control(std::string_view s);
+using cairn::HasC1Control;  // common/utf8.h
+using cairn::ValidUtf8;
 
 // A full ref name ("refs/heads/main", "refs/pr/1") by `git check-ref-format`'s rules, valid UTF-8 without C1
 // controls, at most kMaxRefNameBytes.

@@ -92,20 +92,6 @@ std::string_view Plural(RepoType type) {
   return "models";
 }
 
-bool ValidName(std::string_view name) {
-  const auto alnum = [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
-  };
-  if (name.empty() || name.size() > 96 || !alnum(name.front()) || !alnum(name.back())) return false;
-  if (name.find("--") != std::string_view::npos || name.find("..") != std::string_view::npos) return false;
-  // Names that would read as something else in a URL or a scope ("datasets/alice" is not a namespace).
-  for (std::string_view reserved : {"models", "datasets", "spaces", "buckets", "api", "me"}) {
-    if (name == reserved) return false;
-  }
-  return std::all_of(name.begin(), name.end(),
-                     [&](char c) { return alnum(c) || c == '-' || c == '_' || c == '.'; });
-}
-
 bool ValidPath(std::string_view path) {
   if (path.empty() || path.size() > 4096) return false;
   if (path.front() == '/' || path.back() == '/') return false;

@@ -34,6 +34,7 @@
 #include "files/file_service.h"
 #include "hub/git_object.h"
 #include "index/index.h"
+#include "people/names.h"
 #include "quota/quota_service.h"
 
 namespace cairn::hub {
@@ -74,9 +75,8 @@ std::optional<RepoType> TypeFromPlural(std::string_view plural);
 std::string_view Plural(RepoType type);
 // The path of a repository's pages and git URL: "alice/model", "datasets/alice/data", "spaces/alice/app".
 std::string RepoPath(const RepoId& id);
-// A namespace or repository name the Hub accepts: letters, digits, '-', '_', '.', at most 96 characters,
-// starting and ending with a letter or digit, no "--" or "..".
-bool ValidName(std::string_view name);
+// A namespace or repository name the Hub accepts (people/names.h).
+using people::ValidName;
 // A file path in a repository: segments separated by '/', each a ValidSegment, at most 4096 bytes.
 bool ValidPath(std::string_view path);
 // The namespace a scope speaks for ("alice" for "alice", "alice/model" and "datasets/alice/data").

@@ -16,6 +16,7 @@ from common import ANSI, EMPTY_SHA256, fail, free_port, http, HttpResult, parse_
 # What a secret looks like in text, whoever made it (a token the server minted itself, a signed URL's MAC).
 LEAK_PATTERNS = {
     "a JWT": re.compile(r"eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{16,}"),
+    "a person's token": re.compile(r"cairn_[0-9a-f]{16}_[0-9a-f]{64}"),
     "a bearer credential": re.compile(r"\bBearer\s+[A-Za-z0-9._~+/-]{16,}", re.IGNORECASE),
     "a transfer-URL or link MAC": re.compile(r"[?&]s=[0-9a-f]{32}(?:[0-9a-f]{32})?\b"),
     "an S3 presigned signature": re.compile(r"X-Amz-Signature=[0-9a-f]{16,}", re.IGNORECASE),

@@ -1,0 +1,231 @@
+// `cairn user`, `cairn org` and `cairn token create|ls|revoke`: people, as the operator manages them on the
+// index (people/people_service.h). A token's text is printed once, on stdout, and kept nowhere.
+#include <boost/json/object.hpp>
+#include <boost/json/serialize.hpp>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "cli/backend.h"
+#include "cli/commands.h"
+#include "common/printable.h"
+#include "config/config.h"
+#include "people/people_service.h"
+
+namespace cairn::cli {
+namespace {
+
+using people::PeopleService;
+
+// Runs `fn(service)` with the command's index; prints errors as `cairn <what>: ...`.
+template <typename F>
+int WithPeople(const std::string& what, const PeopleOptions& opts, F fn) {
+  const std::string who = "cairn " + what + ": ";
+  auto opened = OpenCommandIndex(who, opts.config_file, opts.data_dir, opts.index);
+  if (opened.status != 0) return opened.status;
+  PeopleService service(*opened.index, Clock::System());
+  if (auto st = fn(service); !st) {
+    std::cerr << who << Printable(st.error().message) << "\n";
+    return st.error().code == ErrorCode::kMalformed ? 2 : 1;
+  }
+  return 0;
+}
+
+boost::json::object AccountJson(const people::AccountRecord& a) {
+  return {{"name", a.name},          {"type", a.kind == people::AccountKind::kUser ? "user" : "org"},
+          {"fullname", a.full_name}, {"operator", a.is_operator},
+          {"disabled", a.disabled},  {"created_at", a.created_at}};
+}
+
+void PrintAccount(const people::AccountRecord& a, bool json) {
+  if (json) {
+    std::cout << boost::json::serialize(AccountJson(a)) << "\n";
+    return;
+  }
+  std::cout << a.name << (a.full_name.empty() ? "" : "  (" + Printable(a.full_name) + ")")
+            << (a.is_operator ? "  operator" : "") << (a.disabled ? "  disabled" : "") << "\n";
+}
+
+void PrintMembers(const std::vector<people::Membership>& members, bool json) {
+  for (const auto& m : members) {
+    if (json) {
+      boost::json::object o = AccountJson(m.account);
+      o["role"] = people::OrgRoleName(m.role);
+      std::cout << boost::json::serialize(o) << "\n";
+    } else {
+      std::cout << "  " << m.account.name << "  " << people::OrgRoleName(m.role) << "\n";
+    }
+  }
+}
+
+void PrintToken(const people::TokenRecord& t, const std::string& owner, bool json) {
+  const char* state = t.revoked_at != 0                               ? "revoked"
+                      : t.expires_at <= Clock::System().UnixSeconds() ? "expired"
+                                                                      : "live";
+  if (json) {
+    boost::json::object o{{"id", t.id},
+                          {"owner", owner},
+                          {"name", t.name},
+                          {"role", people::TokenRoleName(t.role)},
+                          {"state", state},
+                          {"created_at", t.created_at},
+                          {"expires_at", t.expires_at},
+                          {"last_used_at", t.last_used_at},
+                          {"revoked_at", t.revoked_at}};
+    if (!t.grants.empty()) o["grants"] = t.grants;
+    std::cout << boost::json::serialize(o) << "\n";
+    return;
+  }
+  std::cout << t.id << "  " << owner << "  " << Printable(t.name) << "  " << people::TokenRoleName(t.role)
+            << "  " << state << "  expires_at=" << t.expires_at << "  last_used_at=" << t.last_used_at
+            << "\n";
+}
+
+Status BadRole(const std::string& role, const char* allowed) {
+  return Malformed("--role " + role + ": one of " + allowed);
+}
+
+}  // namespace
+
+int RunUserCreate(const PeopleOptions& opts) {
+  return WithPeople("user create", opts, [&](PeopleService& people) -> Status {
+    auto made = people.CreateUser(opts.name, opts.full_name, opts.is_operator);
+    if (!made) return made.error();
+    PrintAccount(*made, opts.json);
+    return Ok{};
+  });
+}
+
+int RunUserList(const PeopleOptions& opts) {
+  return WithPeople("user ls", opts, [&](PeopleService& people) -> Status {
+    auto all = people.List(people::AccountKind::kUser);
+    if (!all) return all.error();
+    for (const auto& a : *all) PrintAccount(a, opts.json);
+    return Ok{};
+  });
+}
+
+int RunUserShow(const PeopleOptions& opts) {
+  return WithPeople("user show", opts, [&](PeopleService& people) -> Status {
+    auto user = people.Find(opts.name, people::AccountKind::kUser);
+    if (!user) return user.error();
+    PrintAccount(*user, opts.json);
+    auto orgs = people.Organizations(opts.name);
+    if (!orgs) return orgs.error();
+    PrintMembers(*orgs, opts.json);
+    return Ok{};
+  });
+}
+
+int RunUserDisable(const PeopleOptions& opts) {
+  return WithPeople("user disable", opts, [&](PeopleService& people) -> Status {
+    if (auto st = people.SetDisabled(opts.name, true); !st) return st;
+    std::cout << "disabled " << opts.name << ": every token of theirs is refused\n";
+    return Ok{};
+  });
+}
+
+int RunUserEnable(const PeopleOptions& opts) {
+  return WithPeople("user enable", opts, [&](PeopleService& people) -> Status {
+    if (auto st = people.SetDisabled(opts.name, false); !st) return st;
+    std::cout << "enabled " << opts.name << "\n";
+    return Ok{};
+  });
+}
+
+int RunOrgCreate(const PeopleOptions& opts) {
+  return WithPeople("org create", opts, [&](PeopleService& people) -> Status {
+    auto made = people.CreateOrg(opts.name, opts.full_name);
+    if (!made) return made.error();
+    PrintAccount(*made, opts.json);
+    return Ok{};
+  });
+}
+
+int RunOrgList(const PeopleOptions& opts) {
+  return WithPeople("org ls", opts, [&](PeopleService& people) -> Status {
+    auto all = people.List(people::AccountKind::kOrg);
+    if (!all) return all.error();
+    for (const auto& a : *all) PrintAccount(a, opts.json);
+    return Ok{};
+  });
+}
+
+int RunOrgShow(const PeopleOptions& opts) {
+  return WithPeople("org show", opts, [&](PeopleService& people) -> Status {
+    auto org = people.Find(opts.name, people::AccountKind::kOrg);
+    if (!org) return org.error();
+    PrintAccount(*org, opts.json);
+    auto members = people.Members(opts.name);
+    if (!members) return members.error();
+    PrintMembers(*members, opts.json);
+    return Ok{};
+  });
+}
+
+int RunOrgSetRole(const PeopleOptions& opts) {
+  return WithPeople("org role", opts, [&](PeopleService& people) -> Status {
+    const auto role = people::ParseOrgRole(opts.role);
+    if (!role) return BadRole(opts.role, "read, write, admin");
+    if (auto st = people.SetRole(opts.name, opts.user, *role); !st) return st;
+    std::cout << opts.user << " is a member of " << opts.name << " (" << opts.role << ")\n";
+    return Ok{};
+  });
+}
+
+int RunOrgRemove(const PeopleOptions& opts) {
+  return WithPeople("org remove", opts, [&](PeopleService& people) -> Status {
+    if (auto st = people.SetRole(opts.name, opts.user, std::nullopt); !st) return st;
+    std::cout << opts.user << " is no member of " << opts.name << "\n";
+    return Ok{};
+  });
+}
+
+int RunTokenCreate(const PeopleOptions& opts) {
+  return WithPeople("token create", opts, [&](PeopleService& people) -> Status {
+    const auto role = people::ParseTokenRole(opts.role);
+    if (!role) return BadRole(opts.role, "read, write, fineGrained");
+    auto life = config::ParseDuration(opts.ttl);
+    if (!life) return Malformed("--ttl: " + life.error().message);
+    std::string grant_text;
+    for (const auto& g : opts.grants) grant_text += (grant_text.empty() ? "" : "\n") + g;
+    auto grants = people::ParseGrants(grant_text);
+    if (!grants) return Malformed("--grant: " + grants.error().message);
+    auto made = people.CreateToken(opts.user, opts.token_name, *role, *grants, *life);
+    if (!made) return made.error();
+    std::cerr << "token " << made->record.id << " for " << opts.user << " (" << people::TokenRoleName(*role)
+              << "), expires_at=" << made->record.expires_at << "; shown once, kept nowhere\n";
+    std::cout << made->text << "\n";
+    return Ok{};
+  });
+}
+
+int RunTokenList(const PeopleOptions& opts) {
+  return WithPeople("token ls", opts, [&](PeopleService& people) -> Status {
+    std::optional<std::string_view> owner;
+    if (!opts.user.empty()) owner = opts.user;
+    auto tokens = people.Tokens(owner);
+    if (!tokens) return tokens.error();
+    auto users = people.List(people::AccountKind::kUser);
+    if (!users) return users.error();
+    for (const auto& t : *tokens) {
+      std::string name = "#" + std::to_string(t.owner);
+      for (const auto& u : *users) {
+        if (u.id == t.owner) name = u.name;
+      }
+      PrintToken(t, name, opts.json);
+    }
+    return Ok{};
+  });
+}
+
+int RunTokenRevoke(const PeopleOptions& opts) {
+  return WithPeople("token revoke", opts, [&](PeopleService& people) -> Status {
+    auto revoked = people.Revoke(opts.id);
+    if (!revoked) return revoked.error();
+    std::cout << (*revoked ? "revoked " : "already revoked: ") << opts.id << "\n";
+    return Ok{};
+  });
+}
+
+}  // namespace cairn::cli

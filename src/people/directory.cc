@@ -1,0 +1,101 @@
+#include "people/directory.h"
+
+#include "people/token_text.h"
+
+namespace cairn::people {
+
+Status Directory::Refresh() {
+  std::lock_guard refreshing(refresh_mu_);
+  auto changes = index_.PeopleChangedSince(generation());
+  if (!changes.ok()) return changes.error();
+  std::unique_lock lock(mu_);
+  for (auto& a : changes->accounts) accounts_[a.id] = std::move(a);
+  for (const auto& m : changes->members) {
+    if (m.role) {
+      roles_[{m.user, m.org}] = *m.role;
+    } else {
+      roles_.erase({m.user, m.org});
+    }
+  }
+  for (auto& t : changes->tokens) tokens_[t.id] = std::move(t);
+  generation_ = std::max(generation_, changes->generation);
+  return Ok{};
+}
+
+int64_t Directory::generation() const {
+  std::shared_lock lock(mu_);
+  return generation_;
+}
+
+void Directory::RefreshForUnknown() {
+  {
+    std::lock_guard lock(refresh_mu_);
+    const int64_t now = clock_.UnixSeconds();
+    if (now - last_unknown_refresh_ < 1) return;
+    last_unknown_refresh_ = now;
+  }
+  (void)Refresh();  // a failure leaves the token unknown: refused, as it would be without the refresh
+}
+
+Result<Person> Directory::Verify(std::string_view text) {
+  const auto parsed = ParseTokenText(text);
+  if (!parsed) return Unauthorized("invalid token: not a token of this server");
+  const int64_t now = clock_.UnixSeconds();
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    {
+      std::shared_lock lock(mu_);
+      auto it = tokens_.find(parsed->id);
+      if (it != tokens_.end()) {
+        auto person = PersonOf(it->second, parsed->secret, now);
+        lock.unlock();
+        if (person.ok()) NoteUse(parsed->id, now);
+        return person;
+      }
+    }
+    if (attempt == 0) RefreshForUnknown();
+  }
+  return Unauthorized("invalid token: unknown token " + parsed->id);
+}
+
+Result<Person> Directory::PersonOf(const TokenRecord& token, std::string_view secret, int64_t now) const {
+  if (!SameHash(SecretHash(secret), token.secret_hash)) return Unauthorized("invalid token: " + token.id);
+  if (token.revoked_at != 0) return Unauthorized("token " + token.id + " was revoked");
+  if (token.expires_at <= now) return Unauthorized("token " + token.id + " has expired");
+  auto owner = accounts_.find(token.owner);
+  if (owner == accounts_.end() || owner->second.kind != AccountKind::kUser) {
+    return Unauthorized("token " + token.id + ": its owner is unknown");
+  }
+  if (owner->second.disabled) return Unauthorized("token " + token.id + ": its owner is disabled");
+  auto grants = ParseGrants(token.grants);
+  if (!grants.ok()) return Unauthorized("token " + token.id + ": its grants are damaged");
+  Person p{.user_id = owner->second.id,
+           .user = owner->second.name,
+           .is_operator = owner->second.is_operator,
+           .token_id = token.id,
+           .token_name = token.name,
+           .role = token.role,
+           .grants = std::move(*grants),
+           .expires = token.expires_at,
+           .orgs = {}};
+  for (auto it = roles_.lower_bound({p.user_id, 0}); it != roles_.end() && it->first.first == p.user_id;
+       ++it) {
+    auto org = accounts_.find(it->first.second);
+    if (org != accounts_.end()) p.orgs.emplace_back(org->second.name, it->second);
+  }
+  return p;
+}
+
+void Directory::NoteUse(const std::string& id, int64_t now) {
+  std::lock_guard lock(uses_mu_);
+  auto [it, fresh] = noted_.try_emplace(id, now);
+  if (!fresh && now - it->second < kUseResolution) return;
+  it->second = now;
+  uses_.emplace_back(id, now);
+}
+
+std::vector<std::pair<std::string, int64_t>> Directory::TakeUses() {
+  std::lock_guard lock(uses_mu_);
+  return std::exchange(uses_, {});
+}
+
+}  // namespace cairn::people

@@ -1,0 +1,106 @@
+// People as an operator (the command line) and, next, the API manage them: users and organizations, which
+// share one space of names (people/names.h), members of organizations with a role (read, write, admin), and
+// the tokens users hold. Every token has an owner, a name, a role and a lifetime (at most kMaxTokenLife); its
+// text is returned once, when it is made, and only the SHA-256 of its secret is kept (token_text.h).
+//
+// Thread-safety: every method may be called concurrently (the index serializes people's changes).
+// Ownership: borrows the index and the clock, which must outlive the service.
+// Failures: kMalformed for a name, role or text the site does not accept; kConflict for a name taken;
+// kNotFound for an unknown user, organization or token; the index's own failures (kIo, kUnavailable) as they
+// are.
+#pragma once
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/error.h"
+#include "index/index.h"
+#include "people/token_text.h"
+
+namespace cairn::people {
+
+using index::AccountKind;
+using index::AccountRecord;
+using index::OrgRole;
+using index::TokenRecord;
+using index::TokenRole;
+
+// "read", "write", "admin" and back.
+std::optional<OrgRole> ParseOrgRole(std::string_view name);
+std::string_view OrgRoleName(OrgRole role);
+// "read", "write", "fineGrained" (as the Hub names them) and back.
+std::optional<TokenRole> ParseTokenRole(std::string_view name);
+std::string_view TokenRoleName(TokenRole role);
+
+// What a fine-grained token covers: a namespace ("acme") or a repository ("alice/model",
+// "datasets/acme/data", "spaces/acme/app"), to read or also to write. Kept in TokenRecord::grants as one
+// line per grant: "r SCOPE" or "w SCOPE".
+struct Grant {
+  std::string scope;
+  bool write = false;
+  bool operator==(const Grant&) const = default;
+};
+std::string FormatGrants(const std::vector<Grant>& grants);
+// kMalformed for anything FormatGrants does not write, or a scope that names no namespace or repository.
+Result<std::vector<Grant>> ParseGrants(std::string_view text);
+
+// A token just made: its record, and its text, which nothing keeps.
+struct NewToken {
+  TokenRecord record;
+  std::string text;
+};
+
+// A member of an organization, or an organization a user is a member of.
+struct Membership {
+  AccountRecord account;
+  OrgRole role = OrgRole::kRead;
+};
+
+class PeopleService {
+ public:
+  static constexpr std::chrono::seconds kMaxTokenLife{366LL * 24 * 3600};
+  static constexpr size_t kMaxTextBytes = 100;  // a full name, a token's name
+  static constexpr size_t kMaxGrants = 64;
+
+  PeopleService(index::PeopleIndex& index, const Clock& clock) : index_(index), clock_(clock) {}
+
+  Result<AccountRecord> CreateUser(std::string_view name, std::string_view full_name, bool is_operator);
+  Result<AccountRecord> CreateOrg(std::string_view name, std::string_view full_name);
+  // The account of that name and kind (nullopt: either); kNotFound when there is none of the kind.
+  Result<AccountRecord> Find(std::string_view name, std::optional<AccountKind> kind);
+  // Every account of `kind` (nullopt: both), in name order.
+  Result<std::vector<AccountRecord>> List(std::optional<AccountKind> kind);
+
+  // A disabled user's tokens are all refused; the user keeps the name, the repositories and the memberships.
+  Status SetDisabled(std::string_view user, bool disabled);
+  Status SetOperator(std::string_view user, bool is_operator);
+
+  // Makes `user` a member of `org` with `role`, or no member (nullopt).
+  Status SetRole(std::string_view org, std::string_view user, std::optional<OrgRole> role);
+  // The members of an organization, or the organizations of a user, with their roles.
+  Result<std::vector<Membership>> Members(std::string_view org);
+  Result<std::vector<Membership>> Organizations(std::string_view user);
+
+  // A new token for `owner`, valid from now for `life` (0 < life <= kMaxTokenLife). A fine-grained token
+  // needs grants (and only it may have any).
+  Result<NewToken> CreateToken(std::string_view owner, std::string_view name, TokenRole role,
+                               const std::vector<Grant>& grants, std::chrono::seconds life);
+  // The tokens `owner` holds (nullopt: everybody's), revoked and expired ones included, in id order.
+  Result<std::vector<TokenRecord>> Tokens(std::optional<std::string_view> owner);
+  // Revokes token `id` now; false when it was revoked already.
+  Result<bool> Revoke(std::string_view id);
+
+ private:
+  Result<AccountRecord> Create(AccountKind kind, std::string_view name, std::string_view full_name,
+                               bool is_operator);
+  Result<std::vector<Membership>> WithAccounts(const std::vector<index::MemberRecord>& members, bool orgs);
+
+  index::PeopleIndex& index_;
+  const Clock& clock_;
+};
+
+}  // namespace cairn::people

@@ -1,0 +1,269 @@
+// People on an index (SQLite; the index suite holds both backends to the same contract): the names accounts
+// may take, a token's text and what is kept of it, grants, roles, and the refusals of each.
+#include "people/people_service.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <memory>
+
+#include "common/hex.h"
+#include "index/open_index.h"
+#include "people/directory.h"
+#include "people/names.h"
+#include "people/token_text.h"
+
+namespace cairn::people {
+namespace {
+
+namespace fs = std::filesystem;
+
+TEST(Names, AccountsTakeHubNamesThatNoPageUses) {
+  for (const char* good : {"alice", "Acme-Corp", "a.b_c", "x9"})
+    EXPECT_TRUE(AccountNameAllowed(good)) << good;
+  for (const char* bad : {"", "-a", "a-", "a--b", "a..b", "a/b", "a b", "models", "api", "settings",
+                          "Settings", "OAUTH", "login", "organizations", "admin"}) {
+    EXPECT_FALSE(AccountNameAllowed(bad)) << bad;
+  }
+  EXPECT_TRUE(ValidName("settings")) << "a repository may have a name no account may";
+  EXPECT_FALSE(AccountNameAllowed(std::string(97, 'a')));
+}
+
+TEST(TokenTexts, AreParsedExactlyAndKeptAsAHash) {
+  auto made = NewTokenText();
+  ASSERT_TRUE(made.ok());
+  const std::string text = made->text();
+  EXPECT_EQ(text.size(), 6u + 16 + 1 + 64);
+  auto parsed = ParseTokenText(text);
+  ASSERT_TRUE(parsed.has_value());
+  EXPECT_EQ(parsed->id, made->id);
+  EXPECT_EQ(parsed->secret, made->secret);
+  EXPECT_NE(NewTokenText()->id, made->id);
+  for (const std::string& bad :
+       {std::string(), text.substr(0, text.size() - 1), text + "0", "hf_" + text.substr(6),
+        "Cairn_" + text.substr(6), text.substr(0, 22) + "-" + text.substr(23),
+        text.substr(0, 30) + "G" + text.substr(31), std::string("eyJhbGciOiJIUzI1NiJ9.e30.x")}) {
+    EXPECT_FALSE(ParseTokenText(bad).has_value()) << bad;
+  }
+  const auto hash = SecretHash(made->secret);
+  EXPECT_EQ(hash.size(), 32u);
+  EXPECT_TRUE(SameHash(hash, SecretHash(made->secret)));
+  EXPECT_FALSE(SameHash(hash, SecretHash(NewTokenText()->secret)));
+  EXPECT_EQ(HexEncode(SecretHash("abc")), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+}
+
+TEST(Grants, RoundTripAndRefuseWhatIsNoScope) {
+  const std::vector<Grant> grants = {{"alice/model", true}, {"acme", false}, {"datasets/acme/data", true}};
+  const std::string text = FormatGrants(grants);
+  EXPECT_EQ(text, "w alice/model\nr acme\nw datasets/acme/data");
+  auto parsed = ParseGrants(text);
+  ASSERT_TRUE(parsed.ok()) << parsed.error().message;
+  EXPECT_EQ(*parsed, grants);
+  EXPECT_TRUE(ParseGrants("")->empty());
+  for (const char* bad :
+       {"x alice", "w  alice", "w", "r a/b/c", "r models/a/b", "r ../x", "r alice/", "w a\nq b"}) {
+    EXPECT_EQ(ParseGrants(bad).error().code, ErrorCode::kMalformed) << bad;
+  }
+}
+
+class PeopleServiceTest : public ::testing::Test {
+ protected:
+  PeopleServiceTest() {
+    dir_ = fs::temp_directory_path() / ("cairn-people-" + std::to_string(::getpid()));
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    auto opened = index::OpenIndex("sqlite:" + (dir_ / "index.db").string());
+    EXPECT_TRUE(opened.ok());
+    index_ = std::move(*opened);
+    people_ = std::make_unique<PeopleService>(*index_, clock_);
+  }
+  ~PeopleServiceTest() override {
+    people_.reset();
+    index_.reset();
+    fs::remove_all(dir_);
+  }
+  PeopleServiceTest(const PeopleServiceTest&) = delete;
+  PeopleServiceTest& operator=(const PeopleServiceTest&) = delete;
+
+  fs::path dir_;
+  TestClock clock_{1'800'000'000};
+  std::unique_ptr<index::Index> index_;
+  std::unique_ptr<PeopleService> people_;
+};
+
+TEST_F(PeopleServiceTest, UsersOrganizationsAndRoles) {
+  ASSERT_TRUE(people_->CreateUser("alice", "Alice Ångström", true).ok());
+  ASSERT_TRUE(people_->CreateUser("bob", "", false).ok());
+  ASSERT_TRUE(people_->CreateOrg("acme", "ACME Inc.").ok());
+  EXPECT_EQ(people_->CreateUser("ACME", "", false).error().code, ErrorCode::kConflict);
+  EXPECT_EQ(people_->CreateUser("settings", "", false).error().code, ErrorCode::kMalformed);
+  EXPECT_EQ(people_->CreateUser("carol", "bad\x1b[31m", false).error().code, ErrorCode::kMalformed);
+  EXPECT_EQ(people_->CreateUser("carol", std::string(101, 'x'), false).error().code, ErrorCode::kMalformed);
+  EXPECT_EQ(people_->Find("alice", std::nullopt)->created_at, 1'800'000'000);
+  EXPECT_EQ(people_->Find("acme", AccountKind::kUser).error().code, ErrorCode::kNotFound);
+
+  ASSERT_TRUE(people_->SetRole("acme", "alice", OrgRole::kAdmin).ok());
+  ASSERT_TRUE(people_->SetRole("acme", "bob", OrgRole::kRead).ok());
+  EXPECT_EQ(people_->SetRole("alice", "bob", OrgRole::kRead).error().code, ErrorCode::kNotFound);
+  EXPECT_EQ(people_->SetRole("acme", "nobody", OrgRole::kRead).error().code, ErrorCode::kNotFound);
+  auto members = people_->Members("acme");
+  ASSERT_TRUE(members.ok()) << members.error().message;
+  ASSERT_EQ(members->size(), 2u);
+  EXPECT_EQ((*members)[0].account.name, "alice");
+  EXPECT_EQ((*members)[0].role, OrgRole::kAdmin);
+  auto orgs = people_->Organizations("bob");
+  ASSERT_TRUE(orgs.ok());
+  ASSERT_EQ(orgs->size(), 1u);
+  EXPECT_EQ((*orgs)[0].account.name, "acme");
+  EXPECT_EQ((*orgs)[0].role, OrgRole::kRead);
+  ASSERT_TRUE(people_->SetRole("acme", "bob", std::nullopt).ok());
+  EXPECT_TRUE(people_->Organizations("bob")->empty());
+
+  ASSERT_TRUE(people_->SetDisabled("bob", true).ok());
+  EXPECT_TRUE(people_->Find("bob", AccountKind::kUser)->disabled);
+  EXPECT_EQ(people_->SetDisabled("acme", true).error().code, ErrorCode::kNotFound);
+  EXPECT_EQ(people_->List(AccountKind::kUser)->size(), 2u);
+  EXPECT_EQ(people_->List(std::nullopt)->size(), 3u);
+  for (const char* role : {"read", "write", "admin"}) EXPECT_EQ(OrgRoleName(*ParseOrgRole(role)), role);
+  EXPECT_FALSE(ParseOrgRole("owner").has_value());
+}
+
+TEST_F(PeopleServiceTest, ATokenHasAnOwnerALifeAndIsKeptAsAHash) {
+  ASSERT_TRUE(people_->CreateUser("alice", "", false).ok());
+  ASSERT_TRUE(people_->CreateOrg("acme", "").ok());
+  auto made = people_->CreateToken("alice", "laptop", TokenRole::kWrite, {}, std::chrono::hours(24));
+  ASSERT_TRUE(made.ok()) << made.error().message;
+  auto parsed = ParseTokenText(made->text);
+  ASSERT_TRUE(parsed.has_value());
+  EXPECT_EQ(parsed->id, made->record.id);
+  auto stored = index_->FindToken(made->record.id);
+  ASSERT_TRUE(stored.ok());
+  EXPECT_TRUE(SameHash(stored->secret_hash, SecretHash(parsed->secret)));
+  EXPECT_EQ(HexEncode(stored->secret_hash).find(parsed->secret), std::string::npos);
+  EXPECT_EQ(stored->expires_at, 1'800'000'000 + 24 * 3600);
+  EXPECT_EQ(stored->name, "laptop");
+
+  auto fine = people_->CreateToken("alice", "ci", TokenRole::kFineGrained, {{"alice/model", true}},
+                                   std::chrono::hours(1));
+  ASSERT_TRUE(fine.ok()) << fine.error().message;
+  EXPECT_EQ(index_->FindToken(fine->record.id)->grants, "w alice/model");
+
+  const auto refused = [&](std::string_view owner, std::string_view name, TokenRole role,
+                           const std::vector<Grant>& grants, std::chrono::seconds life) {
+    auto r = people_->CreateToken(owner, name, role, grants, life);
+    return r.ok() ? ErrorCode::kIo : r.error().code;  // kIo: it was made, which none of these may be
+  };
+  EXPECT_EQ(refused("acme", "x", TokenRole::kRead, {}, std::chrono::hours(1)), ErrorCode::kNotFound);
+  EXPECT_EQ(refused("nobody", "x", TokenRole::kRead, {}, std::chrono::hours(1)), ErrorCode::kNotFound);
+  EXPECT_EQ(refused("alice", "", TokenRole::kRead, {}, std::chrono::hours(1)), ErrorCode::kMalformed);
+  EXPECT_EQ(refused("alice", "x", TokenRole::kRead, {}, std::chrono::seconds(0)), ErrorCode::kMalformed);
+  EXPECT_EQ(
+      refused("alice", "x", TokenRole::kRead, {}, PeopleService::kMaxTokenLife + std::chrono::seconds(1)),
+      ErrorCode::kMalformed);
+  EXPECT_EQ(refused("alice", "x", TokenRole::kFineGrained, {}, std::chrono::hours(1)), ErrorCode::kMalformed);
+  EXPECT_EQ(refused("alice", "x", TokenRole::kWrite, {{"acme", false}}, std::chrono::hours(1)),
+            ErrorCode::kMalformed);
+  EXPECT_EQ(refused("alice", "x", TokenRole::kFineGrained, {{"a/b/c", false}}, std::chrono::hours(1)),
+            ErrorCode::kMalformed);
+  EXPECT_EQ(people_->Tokens("alice")->size(), 2u);
+
+  clock_.Advance(10);
+  auto revoked = people_->Revoke(made->record.id);
+  ASSERT_TRUE(revoked.ok() && *revoked);
+  EXPECT_EQ(index_->FindToken(made->record.id)->revoked_at, 1'800'000'010);
+  EXPECT_FALSE(*people_->Revoke(made->record.id));
+  EXPECT_EQ(people_->Revoke("0000000000000000").error().code, ErrorCode::kNotFound);
+}
+
+// A node's directory: a person's token verifies to whom it speaks for; what another node changes (a
+// revocation, a disabled user, a membership) reaches it at its next refresh, and a token made there at once.
+TEST_F(PeopleServiceTest, TheDirectoryVerifiesTokensAndLearnsOfChangesAtItsRefresh) {
+  ASSERT_TRUE(people_->CreateUser("alice", "", false).ok());
+  ASSERT_TRUE(people_->CreateOrg("acme", "").ok());
+  ASSERT_TRUE(people_->SetRole("acme", "alice", OrgRole::kWrite).ok());
+  auto token = people_->CreateToken("alice", "laptop", TokenRole::kWrite, {}, std::chrono::hours(1));
+  ASSERT_TRUE(token.ok());
+  Directory directory(*index_, clock_);
+  ASSERT_TRUE(directory.Refresh().ok());
+
+  auto person = directory.Verify(token->text);
+  ASSERT_TRUE(person.ok()) << person.error().message;
+  EXPECT_EQ(person->user, "alice");
+  EXPECT_EQ(person->token_id, token->record.id);
+  EXPECT_EQ(person->role, TokenRole::kWrite);
+  EXPECT_EQ(person->expires, 1'800'000'000 + 3600);
+  ASSERT_EQ(person->orgs.size(), 1u);
+  EXPECT_EQ(person->orgs[0], std::make_pair(std::string("acme"), OrgRole::kWrite));
+
+  std::string wrong = token->text;
+  wrong.back() = wrong.back() == '0' ? '1' : '0';
+  for (const std::string& bad :
+       {wrong, std::string("cairn_"), std::string("eyJhbGciOiJIUzI1NiJ9.e30.x"), NewTokenText()->text()}) {
+    auto refused = directory.Verify(bad);
+    ASSERT_FALSE(refused.ok()) << bad;
+    EXPECT_EQ(refused.error().code, ErrorCode::kUnauthorized);
+    if (bad.size() > 23) {
+      EXPECT_EQ(refused.error().message.find(bad.substr(23)), std::string::npos) << "no secret in the words";
+    }
+  }
+
+  // Another node, on the same index, changes people; this one learns of it when it refreshes.
+  auto other_index = index::OpenIndex("sqlite:" + (dir_ / "index.db").string());
+  ASSERT_TRUE(other_index.ok());
+  PeopleService other(**other_index, clock_);
+  ASSERT_TRUE(other.SetRole("acme", "alice", OrgRole::kAdmin).ok());
+  ASSERT_TRUE(directory.Refresh().ok());
+  EXPECT_EQ(directory.Verify(token->text)->orgs.at(0).second, OrgRole::kAdmin);
+  ASSERT_TRUE(*other.Revoke(token->record.id));
+  EXPECT_TRUE(directory.Verify(token->text).ok()) << "until the refresh (the documented bound)";
+  ASSERT_TRUE(directory.Refresh().ok());
+  EXPECT_EQ(directory.Verify(token->text).error().code, ErrorCode::kUnauthorized);
+
+  // A token made on the other node is known at once; a disabled owner's tokens are refused after a refresh.
+  clock_.Advance(1);
+  auto fresh = other.CreateToken("alice", "ci", TokenRole::kRead, {}, std::chrono::hours(1));
+  ASSERT_TRUE(fresh.ok());
+  ASSERT_TRUE(directory.Verify(fresh->text).ok());
+  ASSERT_TRUE(other.SetDisabled("alice", true).ok());
+  ASSERT_TRUE(directory.Refresh().ok());
+  EXPECT_EQ(directory.Verify(fresh->text).error().message,
+            "token " + fresh->record.id + ": its owner is disabled");
+  ASSERT_TRUE(other.SetDisabled("alice", false).ok());
+  ASSERT_TRUE(directory.Refresh().ok());
+  EXPECT_TRUE(directory.Verify(fresh->text).ok());
+
+  // Unknown tokens refresh the directory at most once a second.
+  EXPECT_FALSE(directory.Verify(NewTokenText()->text()).ok());  // refreshes (a second has passed)
+  auto later = other.CreateToken("alice", "later", TokenRole::kRead, {}, std::chrono::hours(1));
+  ASSERT_TRUE(later.ok());
+  EXPECT_FALSE(directory.Verify(later->text).ok()) << "no second refresh within the second";
+  clock_.Advance(1);
+  EXPECT_TRUE(directory.Verify(later->text).ok());
+
+  // Expired: refused without any refresh.
+  clock_.Advance(3600);
+  EXPECT_EQ(directory.Verify(later->text).error().message, "token " + later->record.id + " has expired");
+}
+
+TEST_F(PeopleServiceTest, UsesAreNotedCoarsely) {
+  ASSERT_TRUE(people_->CreateUser("alice", "", false).ok());
+  auto token = people_->CreateToken("alice", "laptop", TokenRole::kRead, {}, std::chrono::hours(2));
+  ASSERT_TRUE(token.ok());
+  Directory directory(*index_, clock_);
+  ASSERT_TRUE(directory.Refresh().ok());
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(directory.Verify(token->text).ok());
+  auto uses = directory.TakeUses();
+  ASSERT_EQ(uses.size(), 1u);
+  EXPECT_EQ(uses[0], std::make_pair(token->record.id, int64_t{1'800'000'000}));
+  EXPECT_TRUE(directory.TakeUses().empty());
+  clock_.Advance(Directory::kUseResolution);
+  ASSERT_TRUE(directory.Verify(token->text).ok());
+  uses = directory.TakeUses();
+  ASSERT_EQ(uses.size(), 1u);
+  ASSERT_TRUE(index_->NoteTokenUses(uses).ok());
+  EXPECT_EQ(index_->FindToken(token->record.id)->last_used_at, 1'800'000'000 + Directory::kUseResolution);
+}
+
+}  // namespace
+}  // namespace cairn::people
