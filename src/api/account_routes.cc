@@ -13,10 +13,38 @@
 namespace cairn::api::hub_routes {
 namespace {
 
+// whoami-v2 for a person's token: the user, their organizations with their roles (huggingface_hub builds an
+// Organization of each: avatarUrl, name, fullname, roleInOrg), and the token's name and role.
+json::object PersonAnswer(const people::Person& p) {
+  json::array orgs;
+  for (const auto& [org, role] : p.orgs) {
+    orgs.push_back(json::object{{"type", "org"},
+                                {"id", org.name},
+                                {"name", org.name},
+                                {"fullname", org.full_name.empty() ? org.name : org.full_name},
+                                {"avatarUrl", ""},
+                                {"roleInOrg", people::OrgRoleName(role)}});
+  }
+  json::object token{{"displayName", p.token_name}, {"role", people::TokenRoleName(p.role)}};
+  return json::object{{"type", "user"},
+                      {"id", p.user},
+                      {"name", p.user},
+                      {"fullname", p.full_name.empty() ? p.user : p.full_name},
+                      {"isOperator", p.is_operator},
+                      {"orgs", std::move(orgs)},
+                      {"auth", {{"type", "access_token"}, {"accessToken", std::move(token)}}}};
+}
+
 void Whoami(const HubContext& c, const std::shared_ptr<Exchange>& ex) {
   auto caller = CallerOf(c.server, ex->request());
   if (!caller || caller->anonymous()) {
     return ex->Respond(HubErrorResponse(401, "", "Invalid credentials in Authorization header"));
+  }
+  if (c.options.people != nullptr && !caller->user.empty()) {
+    // The token was verified just now; asked again for what the caller does not carry (the organizations).
+    auto person = c.options.people->Verify(BearerToken(ex->request()));
+    if (!person) return ex->Respond(HubErrorResponse(401, "", "Invalid credentials in Authorization header"));
+    return ex->Respond(JsonAnswer(PersonAnswer(*person)));
   }
   const std::string ns = hub::NamespaceOf(caller->scope);
   json::object token{{"displayName", "cairn token for " + caller->scope},

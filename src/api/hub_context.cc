@@ -33,7 +33,17 @@ http::Result<hub::Caller> CallerOf(const http::Server& server, const http::Reque
   if (auth == nullptr) return cairn::Unauthorized("this server checks no tokens");
   auto who = auth->Authenticate(header, http::Permission::kRead, http::kAccessTokens);
   if (!who) return cairn::Unauthorized("Invalid credentials in Authorization header");
-  return hub::Caller{who->scope, who->perm == http::Permission::kWrite, who->expires};
+  return hub::Caller{who->scope, who->perm == http::Permission::kWrite, who->expires, who->user};
+}
+
+std::string_view BearerToken(const http::Request& req) {
+  std::string_view header = req.Header("Authorization");
+  const size_t space = header.find(' ');
+  if (space == std::string_view::npos) return {};
+  header.remove_prefix(space + 1);
+  while (!header.empty() && header.front() == ' ') header.remove_prefix(1);
+  while (!header.empty() && header.back() == ' ') header.remove_suffix(1);
+  return header;
 }
 
 std::optional<RepoRequest> RepoOf(const http::Server& server, const std::shared_ptr<http::Exchange>& ex) {

@@ -37,6 +37,8 @@ http::Response JsonAnswer(const boost::json::value& v, unsigned status = 200);
 std::string IsoDateMs(int64_t unix_ms);
 std::string IsoDate(int64_t unix_seconds);
 
+// The token of an Authorization header ("Bearer TOKEN"), blanks trimmed; empty without one.
+std::string_view BearerToken(const http::Request& req);
 // Who asks: a token is optional on reads; a bad one is refused rather than ignored, and so is a CAS token
 // (a CAS scope's credential, accepted by the CAS routes alone: it speaks for nobody here).
 http::Result<hub::Caller> CallerOf(const http::Server& server, const http::Request& req);

@@ -17,6 +17,7 @@
 #include "hub/bucket_service.h"
 #include "hub/hub_service.h"
 #include "mirror/mirror_service.h"
+#include "people/directory.h"
 
 namespace cairn::api {
 
@@ -33,6 +34,8 @@ struct HubRouteOptions {
   // The pull-through mirror: reads of repositories this server does not hold go to it; null: no mirror.
   // Outlives the server.
   mirror::MirrorService* mirror = nullptr;
+  // People: whoami-v2 names a person's organizations from it; null: only scope tokens. Outlives the server.
+  people::Directory* people = nullptr;
 };
 
 void RegisterHubRoutes(http::Server& server, hub::HubService& hub, hub::BucketService& buckets,

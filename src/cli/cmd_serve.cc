@@ -17,6 +17,7 @@
 #include "api/hub_routes.h"
 #include "api/lfs_routes.h"
 #include "api/ops_routes.h"
+#include "api/person_tokens.h"
 #include "cas/service.h"
 #include "cli/backend.h"
 #include "cli/commands.h"
@@ -28,6 +29,7 @@
 #include "gc/scheduler.h"
 #include "http/server.h"
 #include "mirror/mirror_service.h"
+#include "people/directory.h"
 #include "quota/quota_service.h"
 #include "store/blob_store.h"
 #include "xet/hashing.h"
@@ -67,6 +69,7 @@ struct Backend {
   std::unique_ptr<lfs::LfsService> lfs;
   std::unique_ptr<mirror::MirrorService> mirror;
   std::unique_ptr<cas::Relay> relay;  // the mirror's, for the CAS routes (made before it)
+  std::unique_ptr<people::Directory> people;
 };
 
 // Transfer URLs the store signs itself (transfer_mode = presigned): reconstructions send clients straight to
@@ -161,6 +164,7 @@ void ServeHub(http::Server& server, const config::Config& cfg, Backend& b) {
     spdlog::info("mirroring {}{}", cfg.mirror_upstream, cfg.mirror_offline ? " (offline)" : "");
   }
   api::HubRouteOptions ho;
+  ho.people = b.people.get();
   ho.public_url = cfg.public_url;
   ho.quota = b.quota.get();
   ho.mirror = b.mirror.get();
@@ -206,6 +210,8 @@ http::Result<std::unique_ptr<Backend>> RegisterRoutes(http::Server& server, cons
   b->store = std::move(blobs);
   b->index = std::move(index);
   b->quota = std::make_unique<quota::QuotaService>(*b->index, Clock::System());
+  b->people = std::make_unique<people::Directory>(*b->index, Clock::System());
+  if (auto st = b->people->Refresh(); !st) return Error{st.error().code, "people: " + st.error().message};
   // Validation of one xorb spreads over the worker threads; the caller's thread takes part too.
   b->pool = std::make_unique<WorkerPool>(cfg.worker_threads > 1 ? cfg.worker_threads - 1 : 0);
   auto so = CasOptionsOf(cfg, secrets, *b->store);
@@ -222,6 +228,46 @@ http::Result<std::unique_ptr<Backend>> RegisterRoutes(http::Server& server, cons
   RegisterBackendMetrics(server, *b);
   return b;
 }
+
+// Keeps the node's people current (people/directory.h): reads what changed every people_refresh, which bounds
+// how long a token revoked or a user disabled on another node still works here, and records the tokens'
+// last uses it noted.
+class PeopleRefresher {
+ public:
+  PeopleRefresher(std::chrono::seconds every, people::Directory& directory, index::PeopleIndex& index)
+      : every_(every), directory_(directory), index_(index), thread_([this] { Run(); }) {}
+  ~PeopleRefresher() {
+    {
+      std::lock_guard lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+  PeopleRefresher(const PeopleRefresher&) = delete;
+  PeopleRefresher& operator=(const PeopleRefresher&) = delete;
+
+ private:
+  void Run() {
+    std::unique_lock lock(mu_);
+    while (!cv_.wait_for(lock, every_, [this] { return stop_; })) {
+      lock.unlock();
+      if (auto st = directory_.Refresh(); !st) spdlog::warn("people: refresh failed: {}", st.error().message);
+      if (auto st = index_.NoteTokenUses(directory_.TakeUses()); !st) {
+        spdlog::warn("people: recording tokens' last uses failed: {}", st.error().message);
+      }
+      lock.lock();
+    }
+  }
+
+  const std::chrono::seconds every_;
+  people::Directory& directory_;
+  index::PeopleIndex& index_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::thread thread_;  // last: starts once the members above exist
+};
 
 // Which keys sign and which verify, by id (never the secrets), for the log.
 std::string Describe(const config::SecretKeys& keys) {
@@ -477,6 +523,8 @@ int RunServe(const ServeOptions& opts) {
   spdlog::info("signing keys: tokens {}; URLs {}", Describe(secrets.jwt), Describe(secrets.url));
   Backend* services = backend->get();
   KeyRefresher refresher(*cfg, *services->index, secrets, ApplyKeys(auth, services));
+  auth->SetVerifier(std::make_shared<api::PersonTokens>(*services->people));
+  PeopleRefresher people(cfg->people_refresh, *services->people, *services->index);
   // The collector stops (cut short at its next step) before the backend.
   std::unique_ptr<gc::Scheduler> collector = ScheduleCollector(*cfg, *services, *server);
   server->StopOnSignals();

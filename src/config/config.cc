@@ -270,6 +270,7 @@ std::vector<Field> KeyFields() {
       {"jwt_key_id", KeyIdSetter(&Config::jwt_key_id)},
       {"url_key_id", KeyIdSetter(&Config::url_key_id)},
       {"key_refresh", DurationSetter(&Config::key_refresh)},
+      {"people_refresh", DurationSetter(&Config::people_refresh)},
   };
 }
 

@@ -82,6 +82,9 @@ struct Config {
   // How often a node re-reads the keys kept in the index (SIGHUP: at once); a key rotated in becomes current
   // twice this long after.
   std::chrono::seconds key_refresh{60};
+  // How often a node reads what changed of people (tokens revoked, users disabled, memberships): the bound on
+  // how long a revoked token still works on a node that did not revoke it.
+  std::chrono::seconds people_refresh{5};
   std::chrono::seconds transfer_url_ttl{3600};
   std::chrono::seconds dedup_key_expiry{7 * 24 * 3600};
   // The garbage collector inside `cairn serve`: how often it runs (0, unset: never; `cairn gc` runs it by

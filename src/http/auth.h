@@ -84,6 +84,22 @@ struct Principal {
   // When the token was checked, by the checking authenticator's clock (unix seconds): `expires - verified_at`
   // is what is left of its life, measured by one clock. Zero for a principal that came from no token.
   int64_t verified_at = 0;
+  // A person's token (TokenVerifier): the user it speaks for (`scope` is their namespace) and the token's
+  // id. Empty for the server's signed tokens.
+  std::string user = {};
+  std::string token_id = {};
+};
+
+// Bearer tokens the server does not sign (a person's token: people/directory.h), checked by their keeper.
+// The authenticator hands it every token it claims and takes its answer as it is; such tokens are access
+// tokens. Thread-safety: called from any thread.
+class TokenVerifier {
+ public:
+  virtual ~TokenVerifier() = default;
+  // Whether `token` has this verifier's form (no other check).
+  virtual bool Claims(std::string_view token) const = 0;
+  // Whom the token speaks for now; kUnauthorized when it is refused.
+  virtual Result<Principal> Verify(std::string_view token) const = 0;
 };
 
 // Seconds since the Unix epoch, now, by the real clock (Clock::System()): for the command line. The server
@@ -106,6 +122,8 @@ class Authenticator {
 
   // Replaces the keys; tokens verified before are checked again with the new ones.
   void SetKeys(TokenKeys keys);
+  // Hands the tokens `verifier` claims to it (null: none); they are never cached here.
+  void SetVerifier(std::shared_ptr<const TokenVerifier> verifier);
   TokenKeys keys() const;
 
   // Mints a token for `who` with the current key (see MintToken).
@@ -136,8 +154,9 @@ class Authenticator {
 
   const Clock* const clock_;
   mutable std::mutex mu_;
-  std::shared_ptr<const TokenKeys> keys_;  // guarded by mu_, like the two below
-  uint64_t generation_ = 0;                // bumped by SetKeys: a Decode begun before must not be remembered
+  std::shared_ptr<const TokenKeys> keys_;  // guarded by mu_, like the three below
+  std::shared_ptr<const TokenVerifier> verifier_;
+  uint64_t generation_ = 0;  // bumped by SetKeys: a Decode begun before must not be remembered
   mutable std::unordered_map<std::string, Verified> verified_;  // cleared when full
 };
 

@@ -385,5 +385,55 @@ TEST(AuthKinds, TheKindClaimIsCheckedAndTyped) {
   }
 }
 
+// Tokens the server does not sign go to the verifier that claims them, whose answer is taken as it is: an
+// access token, never cached, refused where only CAS tokens are; the others are still the server's JWTs.
+class PrefixVerifier final : public TokenVerifier {
+ public:
+  bool Claims(std::string_view token) const override { return token.starts_with("person_"); }
+  Result<Principal> Verify(std::string_view token) const override {
+    ++calls;
+    if (token != "person_ok") return Unauthorized("refused by the verifier");
+    return Principal{.scope = "alice",
+                     .perm = Permission::kWrite,
+                     .kind = TokenKind::kCas,
+                     .expires = 2'000'000'000,
+                     .verified_at = 0,
+                     .user = "alice",
+                     .token_id = "t1"};
+  }
+  mutable int calls = 0;
+};
+
+TEST(AuthVerifier, ClaimedTokensAreVerifiedByTheirKeeper) {
+  TestClock clock(1'900'000'000);
+  Authenticator auth(std::string(32, 'k'), &clock);
+  auto verifier = std::make_shared<PrefixVerifier>();
+  EXPECT_EQ(HttpStatusOf(auth.Authenticate("Bearer person_ok", Permission::kRead).error().code), 401u)
+      << "no verifier yet: not a token of this server";
+  auth.SetVerifier(verifier);
+  auto who = auth.Authenticate("Bearer person_ok", Permission::kWrite);
+  ASSERT_TRUE(who.ok()) << who.error().message;
+  EXPECT_EQ(who->user, "alice");
+  EXPECT_EQ(who->token_id, "t1");
+  EXPECT_EQ(who->kind, TokenKind::kAccess) << "a person's token is an access token whatever it says";
+  EXPECT_EQ(who->verified_at, 1'900'000'000);
+  ASSERT_TRUE(auth.Authenticate("Bearer person_ok", Permission::kRead).ok());
+  EXPECT_EQ(verifier->calls, 2) << "never cached here: a revocation is the verifier's to see";
+  EXPECT_EQ(HttpStatusOf(auth.Authenticate("Bearer person_no", Permission::kRead).error().code), 401u);
+  EXPECT_EQ(HttpStatusOf(auth.Authenticate("Bearer person_ok", Permission::kRead,
+                                           TokenKinds{.access = false, .cas = true})
+                             .error()
+                             .code),
+            401u);
+  auto jwt =
+      MintToken(std::string(32, 'k'), {"bob", Permission::kRead}, std::chrono::hours(1), clock.UnixSeconds());
+  ASSERT_TRUE(jwt.ok());
+  auto bob = auth.Authenticate("Bearer " + *jwt, Permission::kRead);
+  ASSERT_TRUE(bob.ok()) << bob.error().message;
+  EXPECT_TRUE(bob->user.empty());
+  auth.SetVerifier(nullptr);
+  EXPECT_FALSE(auth.Authenticate("Bearer person_ok", Permission::kRead).ok());
+}
+
 }  // namespace
 }  // namespace cairn::http

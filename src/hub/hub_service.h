@@ -59,7 +59,8 @@ inline Error RepoExists(std::string m) {
 struct Caller {
   std::string scope;
   bool write = false;
-  int64_t expires = 0;  // the token's expiry (unix seconds); what it mints expires no later
+  int64_t expires = 0;    // the token's expiry (unix seconds); what it mints expires no later
+  std::string user = {};  // a person's token: the user (whose namespace `scope` is); empty for scope tokens
   bool anonymous() const { return scope.empty(); }
 };
 

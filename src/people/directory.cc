@@ -70,6 +70,7 @@ Result<Person> Directory::PersonOf(const TokenRecord& token, std::string_view se
   if (!grants.ok()) return Unauthorized("token " + token.id + ": its grants are damaged");
   Person p{.user_id = owner->second.id,
            .user = owner->second.name,
+           .full_name = owner->second.full_name,
            .is_operator = owner->second.is_operator,
            .token_id = token.id,
            .token_name = token.name,
@@ -80,7 +81,7 @@ Result<Person> Directory::PersonOf(const TokenRecord& token, std::string_view se
   for (auto it = roles_.lower_bound({p.user_id, 0}); it != roles_.end() && it->first.first == p.user_id;
        ++it) {
     auto org = accounts_.find(it->first.second);
-    if (org != accounts_.end()) p.orgs.emplace_back(org->second.name, it->second);
+    if (org != accounts_.end()) p.orgs.emplace_back(org->second, it->second);
   }
   return p;
 }

@@ -33,13 +33,14 @@ namespace cairn::people {
 struct Person {
   int64_t user_id = 0;
   std::string user;  // the user's name: their namespace
+  std::string full_name;
   bool is_operator = false;
   std::string token_id;
   std::string token_name;
   TokenRole role = TokenRole::kRead;
   std::vector<Grant> grants;  // fine-grained tokens
   int64_t expires = 0;        // the token's expiry (unix seconds): what it mints expires no later
-  std::vector<std::pair<std::string, OrgRole>> orgs;  // the user's organizations, by name, with their roles
+  std::vector<std::pair<AccountRecord, OrgRole>> orgs;  // the user's organizations, with their roles
 };
 
 class Directory {

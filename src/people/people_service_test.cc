@@ -194,7 +194,8 @@ TEST_F(PeopleServiceTest, TheDirectoryVerifiesTokensAndLearnsOfChangesAtItsRefre
   EXPECT_EQ(person->role, TokenRole::kWrite);
   EXPECT_EQ(person->expires, 1'800'000'000 + 3600);
   ASSERT_EQ(person->orgs.size(), 1u);
-  EXPECT_EQ(person->orgs[0], std::make_pair(std::string("acme"), OrgRole::kWrite));
+  EXPECT_EQ(person->orgs[0].first.name, "acme");
+  EXPECT_EQ(person->orgs[0].second, OrgRole::kWrite);
 
   std::string wrong = token->text;
   wrong.back() = wrong.back() == '0' ? '1' : '0';

@@ -8,9 +8,11 @@ from __future__ import annotations
 import hashlib
 import json
 import subprocess
+import time
 
 import pytest
 
+from hub_util import Hub
 from servers import WATCH
 
 PEOPLE = pytest.mark.backends("sqlite", "postgres")
@@ -117,3 +119,80 @@ def test_bad_input_is_refused_and_changes_nothing(server):
         assert "\x1b" not in r.stderr
     after = _rows(srv, "SELECT count(*) FROM accounts") + _rows(srv, "SELECT count(*) FROM tokens")
     assert after == before
+
+
+def _token(srv, user: str, role: str, *extra: str) -> str:
+    text = srv.cli("token", "create", "--user", user, "--name", f"{user}-{role}", "--role", role, *extra,
+                   secret_output=True).stdout.strip()
+    WATCH.add_secret(f"{user}'s {role} token", text)
+    return text
+
+
+def _refused_within(check, seconds: float) -> float:
+    """Polls `check()` (True once the token is refused) and returns how long it took; fails past `seconds`."""
+    start = time.monotonic()
+    while not check():
+        if time.monotonic() - start > seconds:
+            pytest.fail(f"still accepted after {seconds} s")
+        time.sleep(0.1)
+    return time.monotonic() - start
+
+
+def _whoami_status(srv, token: str) -> int:
+    return srv.get("/api/whoami-v2", token=token).status
+
+
+@PEOPLE
+def test_a_persons_token_speaks_for_them_through_the_stock_client(server, hub_py, tmp_path):
+    srv = server(env={"CAIRN_PEOPLE_REFRESH": "1"})
+    srv.cli("user", "create", "alice", "--full-name", "Alice A.")
+    srv.cli("org", "create", "acme", "--full-name", "ACME Inc.")
+    srv.cli("org", "add", "acme", "alice", "admin")
+    write = _token(srv, "alice", "write")
+    hub = Hub(hub_py, tmp_path / "alice", srv, write)
+
+    who = hub.cli("auth", "whoami").stdout
+    assert "alice" in who and "acme" in who, who
+    info = hub.run("result = api.whoami()")
+    assert info["name"] == "alice" and info["fullname"] == "Alice A."
+    assert [(o["name"], o["roleInOrg"], o["fullname"]) for o in info["orgs"]] == [("acme", "admin", "ACME Inc.")]
+    assert info["auth"]["accessToken"]["role"] == "write"
+
+    # The token writes the user's namespace, and what it made private stays a 404 to anyone else.
+    hub.run('api.create_repo("alice/secret", private=True)')
+    hub.run('api.upload_file(path_or_fileobj=b"hello", path_in_repo="a.txt", repo_id="alice/secret")')
+    assert hub.run('result = api.list_repo_files("alice/secret")') == [".gitattributes", "a.txt"]
+    anonymous = Hub(hub_py, tmp_path / "anon", srv, None)
+    assert anonymous.fails('api.list_repo_files("alice/secret")').kind == "RepositoryNotFoundError"
+
+    read = _token(srv, "alice", "read")
+    reader = Hub(hub_py, tmp_path / "reader", srv, read)
+    assert reader.run('result = api.list_repo_files("alice/secret")') == [".gitattributes", "a.txt"]
+    assert reader.fails('api.create_repo("alice/other")').status == 403
+
+    fine = _token(srv, "alice", "fineGrained", "--grant", "w alice/secret")
+    assert _whoami_status(srv, fine) == 401  # refused until the routes read grants: never taken for more
+
+    # Revoked, and the owner disabled: refused within the refresh interval, and enabled again, accepted.
+    srv.cli("token", "revoke", write[6:22])
+    took = _refused_within(lambda: _whoami_status(srv, write) == 401, 5)
+    assert took < 5
+    assert _whoami_status(srv, read) == 200
+    srv.cli("user", "disable", "alice")
+    _refused_within(lambda: _whoami_status(srv, read) == 401, 5)
+    srv.cli("user", "enable", "alice")
+    _refused_within(lambda: _whoami_status(srv, read) == 200, 5)
+
+
+@pytest.mark.backends("postgres")
+def test_a_revocation_reaches_every_node_within_the_refresh(server):
+    """Two nodes on one PostgreSQL index: a token made with one is accepted by both at once, and revoked,
+    refused by both within the refresh interval (1 s here) plus a refresh."""
+    first = server(env={"CAIRN_PEOPLE_REFRESH": "1"})
+    second = server(env={"CAIRN_PEOPLE_REFRESH": "1"}, data_dir=first.data_dir)
+    first.cli("user", "create", "bob")
+    token = _token(first, "bob", "write")
+    assert _whoami_status(first, token) == 200 and _whoami_status(second, token) == 200
+    first.cli("token", "revoke", token[6:22])
+    for node in (first, second):
+        assert _refused_within(lambda node=node: _whoami_status(node, token) == 401, 5) < 5
