@@ -167,10 +167,14 @@ def test_lfs_uploads_past_the_limit_answer_503(server):
     assert batch.status == 200, batch
     hrefs = [o["actions"]["upload"]["href"] for o in json.loads(batch.body)["objects"]]
     targets = [h[len(srv.url):] for h in hrefs]
+    # Each holder sends half its body first: the gate lets an upload slower than 256 KiB/s give way to a new one
+    # after a second (preemption), and half a body keeps a holder above that rate for 8 s, not the one second
+    # 1,000 bytes gave, which a loaded machine (make test's lanes side by side) once outlasted before the probe.
+    held = size // 2
     holders = []
     for (_, data), target in zip(objects[:2], targets[:2]):
         s = send_header(srv.port, "PUT", target, {}, size)
-        s.sendall(data[:1000])
+        s.sendall(data[:held])
         holders.append(s)
     deadline = time.monotonic() + 5
     status = None
@@ -184,7 +188,7 @@ def test_lfs_uploads_past_the_limit_answer_503(server):
     assert answer_headers.get("retry-after") == "1"
     for (_, data), s in zip(objects[:2], holders):
         s.settimeout(30)
-        s.sendall(data[1000:])
+        s.sendall(data[held:])
         assert read_answer(s)[0] == 200
         s.close()
     assert http("PUT", srv.url + targets[2], body=objects[2][1]).status == 200
