@@ -40,7 +40,8 @@ class ApiServerTest : public ::testing::Test {
     ASSERT_NO_FATAL_FAILURE(cas::testing::OpenTestBackend(name, &dir_, &store_, &index_));
     o.host = "127.0.0.1";
     o.port = 0;
-    server_ = std::make_unique<http::Server>(o, std::make_shared<http::Authenticator>(kTestJwtKey, &clock_));
+    auth_ = std::make_shared<http::Authenticator>(kTestJwtKey, &clock_);
+    server_ = std::make_unique<http::Server>(o, auth_);
     ASSERT_TRUE(server_->Listen().ok());
     port_ = server_->port();
     ASSERT_NE(port_, 0);
@@ -96,6 +97,7 @@ class ApiServerTest : public ::testing::Test {
   std::unique_ptr<store::LocalDiskStore> store_;
   std::unique_ptr<index::SqliteIndex> index_;
   std::unique_ptr<cas::CasService> service_;
+  std::shared_ptr<http::Authenticator> auth_;  // the server's: tests hand it a verifier of people's tokens
   std::unique_ptr<http::Server> server_;
   uint16_t port_ = 0;
   std::string base_;

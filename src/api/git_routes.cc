@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "api/errors.h"
+#include "api/person_tokens.h"
 #include "api/requests.h"
 #include "api/worker_sink.h"
 #include "common/base64.h"
@@ -340,7 +341,7 @@ class GitRoutes {
         ex->Respond(Unauthorized("Invalid credentials: the password must be a cairn token"));
         return std::nullopt;
       }
-      caller = hub::Caller{who->scope, who->perm == http::Permission::kWrite, who->expires};
+      caller = CallerFrom(*who);
     }
     std::optional<hub::RepoType> type = hub::RepoType::kModel;
     if (const std::string& t = req.Param("types"); !t.empty()) type = hub::TypeFromPlural(t);

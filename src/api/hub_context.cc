@@ -33,7 +33,7 @@ http::Result<hub::Caller> CallerOf(const http::Server& server, const http::Reque
   if (auth == nullptr) return cairn::Unauthorized("this server checks no tokens");
   auto who = auth->Authenticate(header, http::Permission::kRead, http::kAccessTokens);
   if (!who) return cairn::Unauthorized("Invalid credentials in Authorization header");
-  return hub::Caller{who->scope, who->perm == http::Permission::kWrite, who->expires, who->user};
+  return CallerFrom(*who);
 }
 
 std::string_view BearerToken(const http::Request& req) {
@@ -87,8 +87,7 @@ http::Response CreatedAnswer(const Result<hub::Repo>& made, json::object out) {
 std::function<std::string(const http::Request&)> CommitTenant(bool bucket) {
   return [bucket](const http::Request& req) -> std::string {
     if (!req.principal) return "~none";
-    const hub::Caller caller{req.principal->scope, req.principal->perm == http::Permission::kWrite,
-                             req.principal->expires};
+    const hub::Caller caller = CallerFrom(*req.principal);
     std::optional<hub::RepoType> type = hub::RepoType::kModel;
     if (bucket) {
       type = hub::RepoType::kBucket;
@@ -97,8 +96,8 @@ std::function<std::string(const http::Request&)> CommitTenant(bool bucket) {
     }
     std::string ns = req.Param("ns");
     if (bucket && ns == "me") ns = hub::NamespaceOf(caller.scope);
-    if (!type || !caller.write ||
-        !hub::Covers(caller, hub::ProspectiveRecord({*type, ns, req.Param("name")})))
+    if (!type ||
+        hub::AccessTo(caller, hub::ProspectiveRecord({*type, ns, req.Param("name")})) < Access::kWrite)
       return "~others";
     return "ns:" + ns;
   };

@@ -18,6 +18,7 @@
 
 #include "api/errors.h"
 #include "api/hub_routes.h"
+#include "api/person_tokens.h"
 #include "api/requests.h"
 #include "http/server.h"
 
@@ -131,5 +132,6 @@ void RegisterRepoRoutes(const std::shared_ptr<const HubContext>& ctx);      // r
 void RegisterRevisionRoutes(const std::shared_ptr<const HubContext>& ctx);  // revision_routes.cc
 void RegisterCommitRoutes(const std::shared_ptr<const HubContext>& ctx);    // commit_routes.cc
 void RegisterResolveRoutes(const std::shared_ptr<const HubContext>& ctx);   // resolve_routes.cc
+void RegisterTokenRoutes(const std::shared_ptr<const HubContext>& ctx);     // token_routes.cc
 
 }  // namespace cairn::api::hub_routes

@@ -42,6 +42,7 @@ void RegisterHubRoutes(http::Server& server, hub::HubService& hub, hub::BucketSe
   // the repositories' routes, whose {types} would take "buckets"; downloads come last, since their first
   // segments are all captures.
   hub_routes::RegisterAccountRoutes(ctx);
+  hub_routes::RegisterTokenRoutes(ctx);
   RegisterFixedAnswers(server.router());
   hub_routes::RegisterBucketRoutes(ctx);
   hub_routes::RegisterRepoRoutes(ctx);

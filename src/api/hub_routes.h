@@ -36,6 +36,9 @@ struct HubRouteOptions {
   mirror::MirrorService* mirror = nullptr;
   // People: whoami-v2 names a person's organizations from it; null: only scope tokens. Outlives the server.
   people::Directory* people = nullptr;
+  // People's changes through the API (a user's own tokens); null: those routes answer 404. Outlives the
+  // server.
+  people::PeopleService* people_service = nullptr;
 };
 
 void RegisterHubRoutes(http::Server& server, hub::HubService& hub, hub::BucketService& buckets,

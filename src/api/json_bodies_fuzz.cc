@@ -1,8 +1,8 @@
 // Fuzzes the API's other JSON bodies, each parser given the same input: repository create/delete
 // (api::ParseRepoBody), move, settings, branch, tag, preupload, LFS duplication, bucket create and settings,
-// download links (POST /v1/links) and git-lfs batches. The input is the body. Checks: what parses is what the
-// routes rely on (non-empty lists bounded, "ns/name" split at a slash, samples no larger than their base64
-// text).
+// download links (POST /v1/links), git-lfs batches and a person's new token (POST /api/settings/tokens). The
+// input is the body. Checks: what parses is what the routes rely on (non-empty lists bounded, "ns/name" split
+// at a slash, samples no larger than their base64 text).
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
@@ -45,6 +45,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (const auto done = api::ParseLfsCompletionBody(body)) {
     FUZZ_CHECK(cairn::hub::IsSha256Hex(done->oid) && done->parts.size() <= api::kMaxLfsParts);
     for (const auto& [n, etag] : done->parts) FUZZ_CHECK(etag.size() <= 256);
+  }
+  if (const auto token = api::ParseTokenBody(body)) {
+    FUZZ_CHECK(token->grants.size() <= cairn::people::PeopleService::kMaxGrants);
+    FUZZ_CHECK(token->name.size() <= size);
   }
   return 0;
 }

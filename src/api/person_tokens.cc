@@ -1,5 +1,6 @@
 #include "api/person_tokens.h"
 
+#include "people/reach.h"
 #include "people/token_text.h"
 
 namespace cairn::api {
@@ -11,18 +12,28 @@ bool PersonTokens::Claims(std::string_view token) const {
 Result<http::Principal> PersonTokens::Verify(std::string_view token) const {
   auto person = directory_.Verify(token);
   if (!person) return person.error();
-  if (person->role == people::TokenRole::kFineGrained) {
-    return Unauthorized("token " + person->token_id +
-                        ": fine-grained tokens are not accepted by this server yet");
-  }
-  return http::Principal{
-      .scope = person->user,
-      .perm = person->role == people::TokenRole::kWrite ? http::Permission::kWrite : http::Permission::kRead,
-      .kind = http::TokenKind::kAccess,
-      .expires = person->expires,
-      .verified_at = 0,
-      .user = person->user,
-      .token_id = person->token_id};
+  std::vector<ScopeAccess> reach = people::ReachOf(*person);
+  bool writes = false;
+  for (const ScopeAccess& s : reach) writes = writes || s.access >= Access::kWrite;
+  return http::Principal{.scope = person->user,
+                         .perm = writes ? http::Permission::kWrite : http::Permission::kRead,
+                         .kind = person->role == people::TokenRole::kFineGrained
+                                     ? http::TokenKind::kFineGrained
+                                     : http::TokenKind::kAccess,
+                         .expires = person->expires,
+                         .verified_at = 0,
+                         .user = person->user,
+                         .token_id = person->token_id,
+                         .reach = std::move(reach)};
+}
+
+hub::Caller CallerFrom(const http::Principal& who) {
+  return hub::Caller{.scope = who.scope,
+                     .write = who.perm == http::Permission::kWrite,
+                     .expires = who.expires,
+                     .user = who.user,
+                     .reach = who.reach,
+                     .token_id = who.token_id};
 }
 
 }  // namespace cairn::api

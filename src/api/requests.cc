@@ -557,4 +557,32 @@ std::optional<std::string> RenamedTarget(std::string_view target, const hub::Rep
   return std::nullopt;
 }
 
+Parsed<TokenBody> ParseTokenBody(std::string_view body) {
+  constexpr std::string_view kForm =
+      R"(the body is {"name", "role": "read", "write" or "fineGrained", "expiresIn": seconds, )"
+      R"("scoped": [{"scope", "permission": "read" or "write"}]})";
+  json::value storage;
+  const json::object* o = ParseObject(body, storage);
+  const auto name = o ? StringField(*o, "name") : std::nullopt;
+  const auto role = o ? people::ParseTokenRole(StringField(*o, "role").value_or("")) : std::nullopt;
+  if (!name || !role) return Refused(std::string(kForm));
+  TokenBody out{.name = *name, .role = *role, .expires_in = std::nullopt, .grants = {}};
+  if (const json::value* e = o->if_contains("expiresIn"); e != nullptr) {
+    if (!e->is_int64()) return Refused("expiresIn is a whole number of seconds");
+    out.expires_in = e->get_int64();
+  }
+  const json::value* scoped = o->if_contains("scoped");
+  if (scoped == nullptr) return out;
+  const json::array* list = scoped->if_array();
+  if (list == nullptr || list->size() > people::PeopleService::kMaxGrants) return Refused(std::string(kForm));
+  for (const json::value& v : *list) {
+    const json::object* g = v.if_object();
+    const auto scope = g ? StringField(*g, "scope") : std::nullopt;
+    const auto perm = g ? StringField(*g, "permission") : std::nullopt;
+    if (!scope || !perm || (*perm != "read" && *perm != "write")) return Refused(std::string(kForm));
+    out.grants.push_back(people::Grant{.scope = *scope, .write = *perm == "write"});
+  }
+  return out;
+}
+
 }  // namespace cairn::api

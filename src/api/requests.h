@@ -18,6 +18,7 @@
 #include "common/basic_result.h"
 #include "hub/bucket_service.h"
 #include "hub/hub_service.h"
+#include "people/people_service.h"
 #include "xet/hash.h"
 
 namespace cairn::api {
@@ -161,6 +162,19 @@ struct LfsCompletionBody {
   std::vector<std::pair<uint32_t, std::string>> parts;  // as listed
 };
 Parsed<LfsCompletionBody> ParseLfsCompletionBody(std::string_view body);
+
+// ---- People
+
+// POST /api/settings/tokens: {"name", "role": "read"|"write"|"fineGrained", "expiresIn": seconds (optional),
+// "scoped": [{"scope": "acme" or "acme/model" or "datasets/acme/data", "permission": "read"|"write"}] (a
+// fine-grained token's, at most PeopleService::kMaxGrants)}. The names and scopes are checked by the service.
+struct TokenBody {
+  std::string name;
+  people::TokenRole role = people::TokenRole::kRead;
+  std::optional<int64_t> expires_in;  // seconds; as given (the route checks its range)
+  std::vector<people::Grant> grants;
+};
+Parsed<TokenBody> ParseTokenBody(std::string_view body);
 
 // A request target naming repository `from` ("/api/models/ns/old/revision/main", "/ns/old/resolve/…",
 // "/ns/old.git/info/refs") with `to`'s namespace and name instead (a renamed repository's redirect); nullopt

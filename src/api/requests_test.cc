@@ -25,5 +25,39 @@ TEST(RenamedTarget, PutsTheNewNameWhereTheOldOneWas) {
   EXPECT_EQ(RenamedTarget("/alice/m.v1/resolve/main/a", dotted, to), "/bob/new/resolve/main/a");
 }
 
+// A new token's body: a name and a role, optionally a lifetime and a fine-grained token's scopes; anything
+// else is refused with the form in the message.
+TEST(TokenBody, NameRoleLifetimeAndScopes) {
+  auto plain = ParseTokenBody(R"({"name": "laptop", "role": "write"})");
+  ASSERT_TRUE(plain);
+  EXPECT_EQ(plain->name, "laptop");
+  EXPECT_EQ(plain->role, people::TokenRole::kWrite);
+  EXPECT_FALSE(plain->expires_in.has_value());
+  auto fine = ParseTokenBody(
+      R"({"name": "ci", "role": "fineGrained", "expiresIn": 3600,
+          "scoped": [{"scope": "acme/m", "permission": "write"}, {"scope": "acme", "permission": "read"}]})");
+  ASSERT_TRUE(fine);
+  EXPECT_EQ(fine->expires_in, 3600);
+  EXPECT_EQ(fine->grants, (std::vector<people::Grant>{{"acme/m", true}, {"acme", false}}));
+  for (const char* bad :
+       {"", "[]", R"({"name": "x"})", R"({"role": "read"})", R"({"name": 1, "role": "read"})",
+        R"({"name": "x", "role": "admin"})", R"({"name": "x", "role": "read", "expiresIn": 1.5})",
+        R"({"name": "x", "role": "read", "expiresIn": "1"})",
+        R"({"name": "x", "role": "read", "scoped": {}})",
+        R"({"name": "x", "role": "read", "scoped": [{"scope": "a"}]})",
+        R"({"name": "x", "role": "read", "scoped": [{"scope": "a", "permission": "admin"}]})"}) {
+    auto r = ParseTokenBody(bad);
+    ASSERT_FALSE(r) << bad;
+    const std::string& m = r.error().message;
+    EXPECT_TRUE(m.find("the body is") != std::string::npos || m.find("expiresIn is") != std::string::npos)
+        << m;
+  }
+  std::string many = R"({"name": "x", "role": "fineGrained", "scoped": [)";
+  for (size_t i = 0; i <= people::PeopleService::kMaxGrants; ++i) {
+    many += std::string(i ? "," : "") + R"({"scope": "a", "permission": "read"})";
+  }
+  EXPECT_FALSE(ParseTokenBody(many + "]}"));
+}
+
 }  // namespace
 }  // namespace cairn::api

@@ -19,6 +19,7 @@
 #include "api/file_routes.h"
 #include "api/hub_routes.h"
 #include "api/ops_routes.h"
+#include "api/person_tokens.h"
 #include "common/hex.h"
 #include "files/file_service.h"
 #include "http/test_util.h"
@@ -26,6 +27,7 @@
 #include "hub/hub_service.h"
 #include "index/testing/faulty_index.h"
 #include "ingest/upload_builder.h"
+#include "people/directory.h"
 #include "xet/test_support.h"
 
 namespace cairn::api {
@@ -60,7 +62,22 @@ class RouteFaults : public testing::ApiServerTest {
     }
     // A quota with room: every upload and commit route asks it.
     ASSERT_TRUE(index_->SetQuotaLimit("alice", uint64_t{1} << 40).ok());
+    // A person with a token to manage the others by, and one to revoke.
+    {
+      people::PeopleService made(*index_, clock_);
+      ASSERT_TRUE(made.CreateUser("pat", "", false).ok());
+      auto manager =
+          made.CreateToken("pat", "manager", people::TokenRole::kWrite, {}, std::chrono::hours(24));
+      auto other = made.CreateToken("pat", "other", people::TokenRole::kRead, {}, std::chrono::hours(24));
+      ASSERT_TRUE(manager.ok() && other.ok());
+      person_token_ = manager->text;
+      other_token_id_ = other->record.id;
+    }
     faulty_ = std::make_unique<index::testing::FaultyIndex>(*index_);
+    directory_ = std::make_unique<people::Directory>(*faulty_, clock_);
+    ASSERT_TRUE(directory_->Refresh().ok());
+    people_ = std::make_unique<people::PeopleService>(*faulty_, clock_);
+    auth_->SetVerifier(std::make_shared<PersonTokens>(*directory_));
     quota_ = std::make_unique<quota::QuotaService>(*faulty_, clock_);
     cas_ = std::make_unique<cas::CasService>(*faulty_, *store_, pool_, CasOptions());
     files_ = std::make_unique<files::FileService>(*cas_, *faulty_, FileOptions());
@@ -73,6 +90,8 @@ class RouteFaults : public testing::ApiServerTest {
     HubRouteOptions hro;
     hro.public_url = base_;
     hro.quota = quota_.get();
+    hro.people = directory_.get();
+    hro.people_service = people_.get();
     RegisterHubRoutes(*server_, *hub_, *buckets_, *files_, hro);
     RegisterReadiness(*server_, {{"index", [this] { return faulty_->Ping(); }}});
     server_->Start();
@@ -84,6 +103,8 @@ class RouteFaults : public testing::ApiServerTest {
     files_.reset();
     cas_.reset();
     quota_.reset();
+    people_.reset();
+    directory_.reset();
     faulty_.reset();
     ApiServerTest::TearDown();
   }
@@ -204,6 +225,14 @@ class RouteFaults : public testing::ApiServerTest {
         // The Hub
         {V::get, "/api/whoami-v2", "/api/whoami-v2", hub, "", 200, false},
         {V::get, "/api/quotas/{ns}", "/api/quotas/alice", hub, "", 200},
+        {V::get, "/api/settings/repositories", "/api/settings/repositories", hub, "", 200},
+        {V::get, "/api/organizations/{ns}/settings/repositories",
+         "/api/organizations/alice/settings/repositories", hub, "", 200},
+        {V::get, "/api/settings/tokens", "/api/settings/tokens", person_token_, "", 200},
+        {V::post, "/api/settings/tokens", "/api/settings/tokens", person_token_,
+         R"({"name": "made", "role": "read", "expiresIn": 600})", 200},
+        {V::delete_, "/api/settings/tokens/{id}", "/api/settings/tokens/" + other_token_id_, person_token_,
+         "", 200},
         {V::post, "/api/validate-yaml", "/api/validate-yaml", "", R"({"content": "x"})", 200, false},
         {V::get, "/api/agent-harnesses", "/api/agent-harnesses", "", "", 200, false},
         {V::post, "/api/repos/create", "/api/repos/create", hub,
@@ -271,6 +300,10 @@ class RouteFaults : public testing::ApiServerTest {
   }
 
   std::unique_ptr<index::testing::FaultyIndex> faulty_;
+  std::unique_ptr<people::Directory> directory_;
+  std::unique_ptr<people::PeopleService> people_;
+  std::string person_token_;
+  std::string other_token_id_;
   std::unique_ptr<quota::QuotaService> quota_;
   std::unique_ptr<cas::CasService> cas_;
   std::unique_ptr<files::FileService> files_;

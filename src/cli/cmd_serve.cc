@@ -70,6 +70,7 @@ struct Backend {
   std::unique_ptr<mirror::MirrorService> mirror;
   std::unique_ptr<cas::Relay> relay;  // the mirror's, for the CAS routes (made before it)
   std::unique_ptr<people::Directory> people;
+  std::unique_ptr<people::PeopleService> people_service;  // people's own changes through the API
 };
 
 // Transfer URLs the store signs itself (transfer_mode = presigned): reconstructions send clients straight to
@@ -165,6 +166,7 @@ void ServeHub(http::Server& server, const config::Config& cfg, Backend& b) {
   }
   api::HubRouteOptions ho;
   ho.people = b.people.get();
+  ho.people_service = b.people_service.get();
   ho.public_url = cfg.public_url;
   ho.quota = b.quota.get();
   ho.mirror = b.mirror.get();
@@ -211,6 +213,7 @@ http::Result<std::unique_ptr<Backend>> RegisterRoutes(http::Server& server, cons
   b->index = std::move(index);
   b->quota = std::make_unique<quota::QuotaService>(*b->index, Clock::System());
   b->people = std::make_unique<people::Directory>(*b->index, Clock::System());
+  b->people_service = std::make_unique<people::PeopleService>(*b->index, Clock::System());
   if (auto st = b->people->Refresh(); !st) return Error{st.error().code, "people: " + st.error().message};
   // Validation of one xorb spreads over the worker threads; the caller's thread takes part too.
   b->pool = std::make_unique<WorkerPool>(cfg.worker_threads > 1 ? cfg.worker_threads - 1 : 0);

@@ -70,6 +70,8 @@ class FileService {
 
   // The files `scope` sees in hash order after `cursor` (the first page when empty), at most `limit`.
   Result<FileListing> List(const std::string& scope, std::optional<xet::FileHash> cursor, size_t limit);
+  // What the files `scope` sees add up to (each file once).
+  Result<index::ScopeTotals> Totals(const std::string& scope) { return index_.ScopeStats(scope); }
   // Takes the file out of `scope`'s view (DELETE /v1/files): false when `scope` did not see it. What the
   // file's bytes are stored in stays, and a rebuild does not give the file back
   // (cas::CasService::Unregister). Callers keep repositories' scopes out: their files go with commits and

@@ -79,7 +79,15 @@ std::string_view PermissionName(Permission p) {
 }
 
 std::string_view TokenKindName(TokenKind kind) {
-  return kind == TokenKind::kCas ? "cas" : "access";
+  switch (kind) {
+    case TokenKind::kCas:
+      return "cas";
+    case TokenKind::kFineGrained:
+      return "fineGrained";
+    case TokenKind::kAccess:
+      break;
+  }
+  return "access";
 }
 
 TokenKind KindOfLegacyScope(std::string_view scope) {
@@ -152,8 +160,13 @@ Result<Principal> Authenticator::Verify(std::string_view token, int64_t now, Tok
   if (verifier != nullptr && verifier->Claims(token)) {
     auto who = verifier->Verify(token);
     if (!who) return who;
-    if (!accepted.Has(TokenKind::kAccess)) return Unauthorized("this needs a CAS token");
-    who->kind = TokenKind::kAccess;
+    if (who->kind == TokenKind::kCas) return Unauthorized("a person's token is never a CAS token");
+    if (!accepted.Has(who->kind)) {
+      return Unauthorized(who->kind == TokenKind::kFineGrained
+                              ? "a fine-grained token is not accepted here: the CAS routes take a CAS token "
+                                "(xet-read-token, xet-write-token) or a read or write token"
+                              : "this needs a CAS token");
+    }
     who->verified_at = now;
     return who;
   }
@@ -272,6 +285,10 @@ Result<std::string> MintToken(const TokenKeys::Key& signing, const Principal& wh
   // libjwt takes C strings: a NUL would cut the scope short, and the token would grant another scope.
   if (who.scope.find('\0') != std::string::npos) return Malformed("scope must not contain NUL bytes");
   if (who.perm == Permission::kNone) return Malformed("perm must be read or write");
+  // A signed token carries a scope alone: it could not say what a person's reach says.
+  if (who.kind == TokenKind::kFineGrained || !who.reach.empty()) {
+    return Malformed("a person's reach cannot be signed into a token");
+  }
   if (ttl.count() <= 0) return Malformed("ttl must be positive");
   jwt_t* raw = nullptr;
   if (jwt_new(&raw) != 0) return IoError("jwt_new failed");

@@ -27,7 +27,9 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <vector>
 
+#include "common/access.h"
 #include "common/clock.h"
 #include "common/key_set.h"
 #include "http/result.h"
@@ -51,6 +53,10 @@ enum class TokenKind {
   // xet-write-token): the CAS routes alone (/v1, /v2). Presented anywhere else it is refused (401), never
   // taken for an anonymous caller.
   kCas,
+  // A person's fine-grained token (people/): what it may do is its reach (Principal::reach), namespaces and
+  // repositories each read or write, which the Hub's routes, git and LFS check. Refused (401) by the CAS
+  // routes, which serve one scope's files and read no reach.
+  kFineGrained,
 };
 
 std::string_view TokenKindName(TokenKind kind);
@@ -65,12 +71,24 @@ TokenKind KindOfLegacyScope(std::string_view scope);
 struct TokenKinds {
   bool access = true;
   bool cas = false;
-  constexpr bool Has(TokenKind kind) const { return kind == TokenKind::kAccess ? access : cas; }
+  bool fine_grained = false;
+  constexpr bool Has(TokenKind kind) const {
+    switch (kind) {
+      case TokenKind::kAccess:
+        return access;
+      case TokenKind::kCas:
+        return cas;
+      case TokenKind::kFineGrained:
+        return fine_grained;
+    }
+    return false;
+  }
 };
-// Access tokens alone: the Hub API, git, LFS, the mirror, buckets: whatever acts for a person.
-inline constexpr TokenKinds kAccessTokens{.access = true, .cas = false};
+// Access tokens alone, fine-grained ones included: the Hub API, git, LFS, the mirror, buckets: whatever acts
+// for a person and checks what the token reaches.
+inline constexpr TokenKinds kAccessTokens{.access = true, .cas = false, .fine_grained = true};
 // Access and CAS tokens: the CAS routes (/v1, /v2), which serve what the token's scope holds.
-inline constexpr TokenKinds kCasRouteTokens{.access = true, .cas = true};
+inline constexpr TokenKinds kCasRouteTokens{.access = true, .cas = true, .fine_grained = false};
 
 // Who a valid token speaks for.
 struct Principal {
@@ -88,11 +106,16 @@ struct Principal {
   // id. Empty for the server's signed tokens.
   std::string user = {};
   std::string token_id = {};
+  // A person's token: every namespace and repository it reaches and how far (their own namespace, their
+  // organizations by role, a fine-grained token's list), each no further than the token allows; `perm` is
+  // then the most it allows anywhere. Empty for the server's signed tokens: `scope` with `perm` is all
+  // they reach.
+  std::vector<ScopeAccess> reach = {};
 };
 
 // Bearer tokens the server does not sign (a person's token: people/directory.h), checked by their keeper.
 // The authenticator hands it every token it claims and takes its answer as it is; such tokens are access
-// tokens. Thread-safety: called from any thread.
+// tokens (kAccess or kFineGrained). Thread-safety: called from any thread.
 class TokenVerifier {
  public:
   virtual ~TokenVerifier() = default;

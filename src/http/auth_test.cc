@@ -386,20 +386,29 @@ TEST(AuthKinds, TheKindClaimIsCheckedAndTyped) {
 }
 
 // Tokens the server does not sign go to the verifier that claims them, whose answer is taken as it is: an
-// access token, never cached, refused where only CAS tokens are; the others are still the server's JWTs.
+// access or fine-grained token (never a CAS one), never cached, refused where its kind is not accepted; the
+// others are still the server's JWTs.
 class PrefixVerifier final : public TokenVerifier {
  public:
   bool Claims(std::string_view token) const override { return token.starts_with("person_"); }
   Result<Principal> Verify(std::string_view token) const override {
     ++calls;
-    if (token != "person_ok") return Unauthorized("refused by the verifier");
+    TokenKind kind = TokenKind::kAccess;
+    if (token == "person_fine") {
+      kind = TokenKind::kFineGrained;
+    } else if (token == "person_cas") {
+      kind = TokenKind::kCas;
+    } else if (token != "person_ok") {
+      return Unauthorized("refused by the verifier");
+    }
     return Principal{.scope = "alice",
                      .perm = Permission::kWrite,
-                     .kind = TokenKind::kCas,
+                     .kind = kind,
                      .expires = 2'000'000'000,
                      .verified_at = 0,
                      .user = "alice",
-                     .token_id = "t1"};
+                     .token_id = "t1",
+                     .reach = {{"alice", Access::kAdmin}}};
   }
   mutable int calls = 0;
 };
@@ -415,10 +424,20 @@ TEST(AuthVerifier, ClaimedTokensAreVerifiedByTheirKeeper) {
   ASSERT_TRUE(who.ok()) << who.error().message;
   EXPECT_EQ(who->user, "alice");
   EXPECT_EQ(who->token_id, "t1");
-  EXPECT_EQ(who->kind, TokenKind::kAccess) << "a person's token is an access token whatever it says";
+  EXPECT_EQ(who->kind, TokenKind::kAccess);
+  EXPECT_EQ(who->reach, (std::vector<ScopeAccess>{{"alice", Access::kAdmin}}));
   EXPECT_EQ(who->verified_at, 1'900'000'000);
+  EXPECT_FALSE(auth.Authenticate("Bearer person_cas", Permission::kRead, kCasRouteTokens).ok())
+      << "a person's token is never a CAS token";
+  EXPECT_TRUE(auth.Authenticate("Bearer person_fine", Permission::kWrite).ok());
+  EXPECT_EQ(
+      HttpStatusOf(auth.Authenticate("Bearer person_fine", Permission::kRead, kCasRouteTokens).error().code),
+      401u)
+      << "a fine-grained token reaches no single scope the CAS routes could serve";
+  EXPECT_FALSE(MintToken(std::string(32, 'k'), *who, std::chrono::hours(1), clock.UnixSeconds()).ok())
+      << "a reach cannot be signed into a token";
   ASSERT_TRUE(auth.Authenticate("Bearer person_ok", Permission::kRead).ok());
-  EXPECT_EQ(verifier->calls, 2) << "never cached here: a revocation is the verifier's to see";
+  EXPECT_EQ(verifier->calls, 5) << "never cached here: a revocation is the verifier's to see";
   EXPECT_EQ(HttpStatusOf(auth.Authenticate("Bearer person_no", Permission::kRead).error().code), 401u);
   EXPECT_EQ(HttpStatusOf(auth.Authenticate("Bearer person_ok", Permission::kRead,
                                            TokenKinds{.access = false, .cas = true})

@@ -167,12 +167,33 @@ index::RepoRecord ProspectiveRecord(const RepoId& id) {
                            .read_scope = {}};
 }
 
-bool Covers(const Caller& caller, const index::RepoRecord& repo) {
-  if (caller.anonymous()) return false;
-  if (caller.scope == repo.ns) return true;
+namespace {
+
+// Whether a scope ("alice", "alice/model", "datasets/alice/data") covers the repository.
+bool ScopeCovers(std::string_view scope, const index::RepoRecord& repo) {
+  if (scope == repo.ns) return true;
   std::string exact = repo.ns + "/" + repo.name;
   if (repo.type != RepoType::kModel) exact = std::string(Plural(repo.type)) + "/" + exact;
-  return caller.scope == exact;
+  return scope == exact;
+}
+
+}  // namespace
+
+std::string Caller::Who() const {
+  return person() ? user : NamespaceOf(scope);
+}
+
+Access AccessTo(const Caller& caller, const index::RepoRecord& repo) {
+  if (caller.anonymous()) return Access::kNone;
+  if (!caller.person()) {
+    if (!ScopeCovers(caller.scope, repo)) return Access::kNone;
+    return caller.write ? Access::kAdmin : Access::kRead;
+  }
+  Access most = Access::kNone;
+  for (const ScopeAccess& s : caller.reach) {
+    if (ScopeCovers(s.scope, repo)) most = std::max(most, s.access);
+  }
+  return most;
 }
 
 bool HubService::Inline(uint64_t size, std::span<const uint8_t> sample) const {
@@ -194,7 +215,7 @@ Result<Repo> HubService::CreateRepo(const Caller& caller, const RepoId& id, bool
                       .read_scope = NewRepoScope(),
                       .objects = {},
                       .refs = {}};
-  if (!caller.write || !Covers(caller, ProspectiveRecord(id))) {
+  if (AccessTo(caller, ProspectiveRecord(id)) < Access::kWrite) {
     return Denied("this token cannot create repositories in " + id.ns);
   }
   // The first commit: .gitattributes alone, as the Hub starts a repository (a bucket has no history).
@@ -205,7 +226,7 @@ Result<Repo> HubService::CreateRepo(const Caller& caller, const RepoId& id, bool
     repo.objects.push_back(StoredObject(ObjectKind::kTree, EncodeTree(root), &tree));
     Commit first;
     first.tree = tree;
-    first.author = {NamespaceOf(caller.scope), NamespaceOf(caller.scope) + "@users.noreply.cairn", Now()};
+    first.author = {caller.Who(), caller.Who() + "@users.noreply.cairn", Now()};
     first.committer = first.author;
     first.message = "initial commit";
     repo.objects.push_back(StoredObject(ObjectKind::kCommit, BytesOf(EncodeCommit(first)), &commit));
@@ -222,17 +243,23 @@ Result<Repo> HubService::CreateRepo(const Caller& caller, const RepoId& id, bool
 }
 
 Result<Repo> HubService::Open(const Caller& caller, const RepoId& id, bool write) {
+  return OpenAs(caller, id, write ? Access::kWrite : Access::kRead);
+}
+
+Result<Repo> HubService::OpenAs(const Caller& caller, const RepoId& id, Access need) {
   auto found = index_.FindRepo(id.type, id.ns, id.name);
   if (!found.ok()) {
     if (found.error().code == ErrorCode::kNotFound) return RepoNotFound(id);
     return FromIndex(found.error());
   }
-  const bool covers = Covers(caller, *found);
-  if (found->is_private && !covers) return RepoNotFound(id);
-  if (write) {
+  const Access has = AccessTo(caller, *found);
+  if (found->is_private && has < Access::kRead) return RepoNotFound(id);
+  if (need > Access::kRead) {
     if (caller.anonymous()) return Unauthorized("writing needs a token");
-    if (!covers || !caller.write) {
-      return Denied("this token cannot write to " + id.str());
+    if (has < need) {
+      return Denied(need == Access::kAdmin
+                        ? "this token cannot change the settings of " + id.str() + " (an admin's right)"
+                        : "this token cannot write to " + id.str());
     }
     // A mirror's copy changes only as its upstream does.
     if (IsMirrored(*found)) {
@@ -243,14 +270,14 @@ Result<Repo> HubService::Open(const Caller& caller, const RepoId& id, bool write
 }
 
 Status HubService::DeleteRepo(const Caller& caller, const RepoId& id) {
-  auto repo = Open(caller, id, true);
+  auto repo = OpenAs(caller, id, Access::kAdmin);
   if (!repo.ok()) return repo.error();
   if (auto st = index_.DeleteRepo(repo->record.id); !st.ok()) return FromIndex(st.error());
   return QuotaChanged(repo->record.ns);
 }
 
 Status HubService::UpdateSettings(const Caller& caller, const RepoId& id, std::optional<bool> is_private) {
-  auto repo = Open(caller, id, true);
+  auto repo = OpenAs(caller, id, Access::kAdmin);
   if (!repo.ok()) return repo.error();
   index::RepoChange change;
   change.is_private = is_private;
@@ -265,10 +292,10 @@ Status HubService::MoveRepo(const Caller& caller, const RepoId& from, const Repo
   if (!ValidName(to.ns) || !ValidName(to.name) || to.type != from.type) {
     return Malformed("invalid destination: " + to.str());
   }
-  auto repo = Open(caller, from, true);
+  auto repo = OpenAs(caller, from, Access::kAdmin);
   if (!repo.ok()) return repo.error();
   // The destination must be the caller's to create.
-  if (!Covers(caller, ProspectiveRecord(to))) {
+  if (AccessTo(caller, ProspectiveRecord(to)) < Access::kWrite) {
     return Denied("this token cannot create repositories in " + to.ns);
   }
   index::RepoChange change;
@@ -299,13 +326,27 @@ Result<std::vector<Repo>> HubService::ListRepos(const Caller& caller, RepoType t
     auto page = index_.ListRepos(type, author, cursor, index::Index::kMaxListedRepos);
     if (!page.ok()) return FromIndex(page.error());
     for (auto& r : *page) {
-      if (r.is_private && !Covers(caller, r)) continue;
+      if (r.is_private && AccessTo(caller, r) < Access::kRead) continue;
       out.push_back(Repo{r});
       if (out.size() == limit) break;
     }
     if (page->size() < index::Index::kMaxListedRepos) break;
     cursor = std::pair{page->back().ns, page->back().name};
   }
+  return out;
+}
+
+Result<HubService::Storage> HubService::StorageOf(const Repo& repo) {
+  Storage out{.bytes = 0, .updated_at = repo.record.created_at};
+  auto files = files_.Totals(repo.record.read_scope);
+  if (!files.ok()) return FromIndex(files.error());
+  out.bytes = files->bytes;
+  if (repo.record.type == RepoType::kBucket) return out;
+  auto head = Resolve(repo, options_.default_branch);
+  if (!head.ok()) return head.error().code == ErrorCode::kNotFound ? Result<Storage>(out) : head.error();
+  auto commit = ReadCommit(repo, *head);
+  if (!commit.ok()) return commit.error();
+  out.updated_at = commit->committer.time;
   return out;
 }
 
@@ -787,7 +828,7 @@ Status HubService::ShareLarge(const Caller& caller, const RepoId& source, const 
   auto from = Open(caller, source, false);
   if (!from.ok()) return from.error();
   // A writer of the source may lend any upload made for it; a reader only what the source committed.
-  const bool writes_source = caller.write && Covers(caller, from->record);
+  const bool writes_source = AccessTo(caller, from->record) >= Access::kWrite;
   auto entry = files_.VisibleEntry(file, writes_source ? from->record.scope : from->record.read_scope);
   if (!entry.ok()) {
     if (entry.error().code == ErrorCode::kNotFound) {
@@ -1105,7 +1146,7 @@ Result<CommitInfo> HubService::CreateCommit(const Caller& caller, const Repo& re
   Commit commit;
   commit.tree = tree;
   commit.parents = {*head};
-  const std::string who = NamespaceOf(caller.scope);
+  const std::string who = caller.Who();
   commit.author = {who, who + "@users.noreply.cairn", Now()};
   commit.committer = commit.author;
   commit.message = request.summary;

@@ -28,6 +28,7 @@
 #include <variant>
 #include <vector>
 
+#include "common/access.h"
 #include "common/clock.h"
 #include "common/error.h"
 #include "common/lru_cache.h"
@@ -58,10 +59,17 @@ inline Error RepoExists(std::string m) {
 // Who asks. An empty scope: nobody (no token).
 struct Caller {
   std::string scope;
-  bool write = false;
+  bool write = false;     // may write somewhere: a scope token's whole say, a person's most
   int64_t expires = 0;    // the token's expiry (unix seconds); what it mints expires no later
   std::string user = {};  // a person's token: the user (whose namespace `scope` is); empty for scope tokens
+  // A person's token: what it reaches (people/reach.h), the whole of what it may do. A scope token has none:
+  // it reaches its scope, as an admin when it writes (as it always has) and as a reader otherwise.
+  std::vector<ScopeAccess> reach = {};
+  std::string token_id = {};  // a person's token's id, for the record of what it did
   bool anonymous() const { return scope.empty(); }
+  bool person() const { return !user.empty(); }
+  // The name a commit or record is made in: the user, or the namespace a scope token speaks for.
+  std::string Who() const;
 };
 
 struct RepoId {
@@ -87,9 +95,10 @@ std::string NamespaceOf(std::string_view scope);
 // the server's fault (kDamaged), and a range outside it a malformed request; other codes are kept.
 Error FromIndex(const Error& e);
 
-// Whether the caller's token scope covers the repository (its namespace, or the repository itself).
-bool Covers(const Caller& caller, const index::RepoRecord& repo);
-// A record for a repository that does not exist yet, to ask Covers about.
+// How far the caller reaches into the repository: by its reach (a person), or by its scope, which covers a
+// namespace's repositories or the one repository it names.
+Access AccessTo(const Caller& caller, const index::RepoRecord& repo);
+// A record for a repository that does not exist yet, to ask AccessTo about.
 index::RepoRecord ProspectiveRecord(const RepoId& id);
 
 // A repository as a caller sees it.
@@ -189,8 +198,11 @@ class HubService {
   // ---- Repositories
   // Also buckets (RepoType::kBucket), which start empty; a repository starts with an initial commit.
   Result<Repo> CreateRepo(const Caller& caller, const RepoId& id, bool is_private);
-  // The repository, if the caller may read it (or write it, when `write`).
+  // The repository, if the caller may read it (or write it, when `write`). A private repository the caller
+  // cannot read is not found (404), as if it did not exist; one it reads but may not write, kDenied.
   Result<Repo> Open(const Caller& caller, const RepoId& id, bool write);
+  // The same for a level of access: deleting, moving and changing the settings take kAdmin.
+  Result<Repo> OpenAs(const Caller& caller, const RepoId& id, Access need);
   Status DeleteRepo(const Caller& caller, const RepoId& id);
   Status UpdateSettings(const Caller& caller, const RepoId& id, std::optional<bool> is_private);
   Status MoveRepo(const Caller& caller, const RepoId& from, const RepoId& to);
@@ -198,6 +210,13 @@ class HubService {
   Result<std::vector<Repo>> ListRepos(const Caller& caller, RepoType type,
                                       const std::optional<std::string>& author,
                                       const std::optional<std::string>& after, size_t limit);
+  // What a repository stores (its committed large files' bytes, each file once: the Hub's storage; small
+  // files in git are not counted) and when it last changed (its default branch's head; a bucket's creation).
+  struct Storage {
+    uint64_t bytes = 0;
+    int64_t updated_at = 0;
+  };
+  Result<Storage> StorageOf(const Repo& repo);
 
   // ---- Revisions
   // A branch or tag name (or "refs/heads/…", "refs/tags/…") or a 40-digit commit id of the repository.

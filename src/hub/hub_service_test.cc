@@ -134,12 +134,37 @@ TEST_F(HubServiceTest, NamesAndPaths) {
                                   .created_at = 0,
                                   .scope = "hub:x",
                                   .read_scope = "hub:y"};
-  EXPECT_TRUE(Covers({"alice", false}, dataset));
-  EXPECT_TRUE(Covers({"datasets/alice/d", false}, dataset));
-  EXPECT_FALSE(Covers({"alice/d", false}, dataset));  // the model of that name
-  EXPECT_FALSE(Covers({"bob", true}, dataset));
-  EXPECT_FALSE(Covers({"", false}, dataset));
+  EXPECT_EQ(AccessTo({"alice", false}, dataset), Access::kRead);
+  EXPECT_EQ(AccessTo({"alice", true}, dataset), Access::kAdmin);  // a scope token's write is its all
+  EXPECT_EQ(AccessTo({"datasets/alice/d", false}, dataset), Access::kRead);
+  EXPECT_EQ(AccessTo({"alice/d", true}, dataset), Access::kNone);  // the model of that name
+  EXPECT_EQ(AccessTo({"bob", true}, dataset), Access::kNone);
+  EXPECT_EQ(AccessTo({"", false}, dataset), Access::kNone);
   EXPECT_NE(NewRepoScope(), NewRepoScope());
+}
+
+// A person reaches what their reach lists, the most of any entry that covers the repository, and nothing
+// by their scope alone.
+TEST(HubNames, APersonReachesByTheirReach) {
+  const index::RepoRecord model{.id = 1,
+                                .type = RepoType::kModel,
+                                .ns = "acme",
+                                .name = "m",
+                                .is_private = true,
+                                .created_at = 0,
+                                .scope = "hub:x",
+                                .read_scope = "hub:y"};
+  Caller bob{.scope = "bob", .write = true, .expires = 0, .user = "bob", .reach = {}, .token_id = "t"};
+  EXPECT_EQ(AccessTo(bob, model), Access::kNone);
+  bob.reach = {{"bob", Access::kAdmin}, {"acme", Access::kRead}};
+  EXPECT_EQ(AccessTo(bob, model), Access::kRead);
+  bob.reach.push_back({"acme/m", Access::kWrite});
+  EXPECT_EQ(AccessTo(bob, model), Access::kWrite);
+  bob.reach = {{"datasets/acme/m", Access::kAdmin}};  // the dataset of that name
+  EXPECT_EQ(AccessTo(bob, model), Access::kNone);
+  Caller own{.scope = "acme", .write = true, .expires = 0, .user = "acme", .reach = {}, .token_id = "t"};
+  EXPECT_EQ(AccessTo(own, model), Access::kNone);  // a person with an empty reach: not even their scope
+  EXPECT_EQ(own.Who(), "acme");
 }
 
 // An index failure keeps its code, except where the Hub reads it otherwise: the index disagreeing with itself

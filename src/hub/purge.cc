@@ -40,7 +40,7 @@ Result<CommitInfo> HubService::SuperSquash(const Caller& caller, const Repo& rep
   if (!tip.ok()) return tip.error();
   Commit commit;
   commit.tree = tip->tree;
-  const std::string who = NamespaceOf(caller.scope);
+  const std::string who = caller.Who();
   commit.author = {who, who + "@users.noreply.cairn", Now()};
   commit.committer = commit.author;
   commit.message = message;

@@ -394,7 +394,7 @@ class HubService::PushJob {
 Result<std::vector<std::optional<std::string>>> HubService::ApplyPush(const Caller& caller, const Repo& repo,
                                                                       std::vector<RawObject> objects,
                                                                       const std::vector<PushedRef>& refs) {
-  if (!Covers(caller, repo.record) || !caller.write) {
+  if (AccessTo(caller, repo.record) < Access::kWrite) {
     return Denied("this token cannot write to " + repo.id().str());
   }
   return PushJob(*this, repo, std::move(objects), refs).Run();

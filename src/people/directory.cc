@@ -31,8 +31,12 @@ void Directory::RefreshForUnknown() {
   {
     std::lock_guard lock(refresh_mu_);
     const int64_t now = clock_.UnixSeconds();
-    if (now - last_unknown_refresh_ < 1) return;
-    last_unknown_refresh_ = now;
+    if (now != unknown_second_) {
+      unknown_second_ = now;
+      unknown_refreshes_ = 0;
+    }
+    if (unknown_refreshes_ == kUnknownRefreshesPerSecond) return;
+    ++unknown_refreshes_;
   }
   (void)Refresh();  // a failure leaves the token unknown: refused, as it would be without the refresh
 }

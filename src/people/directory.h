@@ -2,7 +2,8 @@
 // request: every token (by id, with the SHA-256 of its secret), every account and every membership, kept
 // current by Refresh, which reads only what changed since the last one (PeopleIndex::PeopleChangedSince).
 // The server refreshes every interval; a token the directory does not know yet (made on another node since)
-// makes Verify refresh at once, at most once a second, so garbage tokens cannot make it hammer the index.
+// makes Verify refresh at once, at most kUnknownRefreshesPerSecond times a second, so garbage tokens cannot
+// make it hammer the index.
 // A token revoked, a user disabled or a membership changed on any node is therefore refused or seen here
 // within one refresh interval (plus one refresh's time).
 //
@@ -47,6 +48,9 @@ class Directory {
  public:
   // A token's last use is noted at most once this often (seconds): last use is coarse, not a write a request.
   static constexpr int64_t kUseResolution = 60;
+  // Unknown tokens refresh the directory at most this often a second: tokens made elsewhere a moment ago work
+  // at once (several in a row too), and a flood of made-up ones costs the index at most this many reads.
+  static constexpr int kUnknownRefreshesPerSecond = 10;
 
   Directory(index::PeopleIndex& index, const Clock& clock) : index_(index), clock_(clock) {}
 
@@ -60,7 +64,7 @@ class Directory {
   std::vector<std::pair<std::string, int64_t>> TakeUses();
 
  private:
-  // Refreshes because a token was unknown, unless a refresh of that kind ran less than a second ago.
+  // Refreshes because a token was unknown, unless kUnknownRefreshesPerSecond such refreshes ran this second.
   void RefreshForUnknown();
   Result<Person> PersonOf(const TokenRecord& token, std::string_view secret, int64_t now) const;
   void NoteUse(const std::string& id, int64_t now);
@@ -74,8 +78,9 @@ class Directory {
   std::unordered_map<int64_t, AccountRecord> accounts_;
   std::map<std::pair<int64_t, int64_t>, OrgRole> roles_;  // (user, org) -> role
 
-  std::mutex refresh_mu_;  // one refresh at a time
-  int64_t last_unknown_refresh_ = 0;
+  std::mutex refresh_mu_;       // one refresh at a time
+  int64_t unknown_second_ = 0;  // the second the refreshes below were counted in
+  int unknown_refreshes_ = 0;
 
   std::mutex uses_mu_;
   std::unordered_map<std::string, int64_t> noted_;     // token id -> last use noted

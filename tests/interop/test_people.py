@@ -13,6 +13,7 @@ import time
 import pytest
 
 from hub_util import Hub
+from common import http
 from servers import WATCH
 
 PEOPLE = pytest.mark.backends("sqlite", "postgres")
@@ -171,7 +172,12 @@ def test_a_persons_token_speaks_for_them_through_the_stock_client(server, hub_py
     assert reader.fails('api.create_repo("alice/other")').status == 403
 
     fine = _token(srv, "alice", "fineGrained", "--grant", "w alice/secret")
-    assert _whoami_status(srv, fine) == 401  # refused until the routes read grants: never taken for more
+    scoped = srv.get("/api/whoami-v2", token=fine).json()["auth"]["accessToken"]
+    assert scoped["role"] == "fineGrained"
+    assert scoped["fineGrained"]["scoped"] == [{"entity": {"type": "model", "name": "alice/secret"},
+                                                "permissions": ["repo.content.read", "repo.write"]}]
+    # A fine-grained token is not taken by the CAS routes, which serve one scope and read no grants.
+    assert srv.get("/v1/files", token=fine).status == 401
 
     # Revoked, and the owner disabled: refused within the refresh interval, and enabled again, accepted.
     srv.cli("token", "revoke", write[6:22])
@@ -196,3 +202,153 @@ def test_a_revocation_reaches_every_node_within_the_refresh(server):
     first.cli("token", "revoke", token[6:22])
     for node in (first, second):
         assert _refused_within(lambda node=node: _whoami_status(node, token) == 401, 5) < 5
+
+
+def _api(srv, method: str, path: str, token: str | None, body: dict | None = None):
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    data = None
+    if body is not None:
+        headers["Content-Type"] = "application/json"
+        data = json.dumps(body).encode()
+    return http(method, f"{srv.url}{path}", headers=headers, body=data)
+
+
+@PEOPLE
+def test_an_organizations_members_act_by_their_roles(server, hub_py, tmp_path):
+    """acme's admin, writer and reader, and a stranger, with huggingface_hub and hf: each does what their role
+    allows and nothing more; a private repository is a 404 to the stranger on every route asked."""
+    srv = server()
+    for user in ("alice", "bob", "carol", "dave"):
+        srv.cli("user", "create", user)
+    srv.cli("org", "create", "acme")
+    for user, role in (("alice", "admin"), ("bob", "write"), ("carol", "read")):
+        srv.cli("org", "add", "acme", user, role)
+    hubs = {u: Hub(hub_py, tmp_path / u, srv, _token(srv, u, "write")) for u in ("alice", "bob", "carol", "dave")}
+    alice, bob, carol, dave = (hubs[u] for u in ("alice", "bob", "carol", "dave"))
+
+    # create_repo("acme/...") means "as a member of acme": the writer and the admin may, the reader may not.
+    alice.run('api.create_repo("acme/model", private=True)')
+    bob.run('api.create_repo("acme/bobs", private=True)')
+    assert carol.fails('api.create_repo("acme/carols")').status == 403
+    assert dave.fails('api.create_repo("acme/daves")').status == 403
+
+    # The writer commits; the reader reads and cannot commit; the stranger finds nothing.
+    bob.run('api.upload_file(path_or_fileobj=b"weights", path_in_repo="w.txt", repo_id="acme/model")')
+    assert carol.run('result = api.list_repo_files("acme/model")') == [".gitattributes", "w.txt"]
+    assert carol.fails('api.upload_file(path_or_fileobj=b"x", path_in_repo="x.txt", repo_id="acme/model")'
+                       ).status == 403
+    assert dave.fails('api.list_repo_files("acme/model")').kind == "RepositoryNotFoundError"
+    assert dave.fails('api.model_info("acme/model")').kind == "RepositoryNotFoundError"
+    assert srv.get("/acme/model/resolve/main/w.txt", token=dave.token).status == 404
+
+    # Settings, moves and deletion are the admin's: the writer is refused and nothing changes.
+    assert bob.fails('api.update_repo_settings("acme/model", private=False)').status == 403
+    assert bob.fails('api.delete_repo("acme/model")').status == 403
+    assert bob.fails('api.move_repo("acme/model", "acme/renamed")').status == 403
+    assert dave.fails('api.model_info("acme/model")').kind == "RepositoryNotFoundError"
+    alice.run('api.update_repo_settings("acme/model", private=False)')
+    assert dave.run('result = api.list_repo_files("acme/model")') == [".gitattributes", "w.txt"]
+    alice.run('api.update_repo_settings("acme/model", private=True)')
+    alice.run('api.move_repo("acme/bobs", "acme/moved")')
+    alice.run('api.delete_repo("acme/moved")')
+
+    # list_models(author=) shows the private repository exactly to those who may read it.
+    listing = 'result = [m.id for m in api.list_models(author="acme")]'
+    assert carol.run(listing) == ["acme/model"]
+    assert dave.run(listing) == []
+
+    # hf repos ls: the caller's own namespace, and --namespace acme for its members only.
+    bob.run('api.create_repo("bob/own")')
+    assert "bob/own" in bob.cli("repos", "ls").stdout
+    mine = carol.run('result = [(r.id, r.type, r.visibility) for r in api.list_user_repos(namespace="acme")]')
+    assert mine == [["acme/model", "model", "private"]]
+    assert dave.fails('list(api.list_user_repos(namespace="acme"))').status == 403
+    assert "acme/model" in carol.cli("repos", "ls", "--namespace", "acme").stdout
+
+    # A removed member loses the organization's private repositories within the refresh.
+    srv.cli("org", "remove", "acme", "carol")
+    _refused_within(lambda: srv.get("/api/models/acme/model", token=carol.token).status == 404, 10)
+
+    # Git reads by the same rules: the reader clones, the stranger is told nothing is there.
+    url = srv.url.replace("http://", "http://user:{}@") + "/acme/model"
+    ok = subprocess.run(["git", "clone", "-q", url.format(bob.token), str(tmp_path / "clone")],
+                        capture_output=True, text=True, timeout=120)
+    assert ok.returncode == 0, ok.stderr
+    refused = subprocess.run(["git", "clone", "-q", url.format(dave.token), str(tmp_path / "no")],
+                             capture_output=True, text=True, timeout=120)
+    assert refused.returncode != 0 and "not found" in refused.stderr.lower()
+
+
+@PEOPLE
+def test_a_fine_grained_token_acts_only_where_it_reaches(server, hub_py, tmp_path):
+    srv = server()
+    srv.cli("user", "create", "bob")
+    srv.cli("org", "create", "acme")
+    srv.cli("org", "add", "acme", "bob", "write")
+    owner = Hub(hub_py, tmp_path / "owner", srv, _token(srv, "bob", "write"))
+    owner.run('api.create_repo("acme/model", private=True); api.create_repo("acme/other", private=True)')
+    owner.run('api.create_repo("bob/mine", private=True)')
+    fine = Hub(hub_py, tmp_path / "fine", srv,
+               _token(srv, "bob", "fineGrained", "--grant", "w acme/model", "--grant", "r bob/mine"))
+    fine.run('api.upload_file(path_or_fileobj=b"one", path_in_repo="a.txt", repo_id="acme/model")')
+    assert fine.run('result = api.list_repo_files("bob/mine")') == [".gitattributes"]
+    assert fine.fails('api.upload_file(path_or_fileobj=b"x", path_in_repo="x", repo_id="bob/mine")').status == 403
+    assert fine.fails('api.list_repo_files("acme/other")').kind == "RepositoryNotFoundError"
+    assert fine.fails('api.create_repo("bob/new")').status == 403
+    assert fine.fails('api.create_repo("acme/new")').status == 403
+    assert fine.fails('api.delete_repo("acme/other")').kind == "RepositoryNotFoundError"
+    # Never beyond the user's rights: a grant on an organization bob only reads writes nothing there.
+    srv.cli("org", "role", "acme", "bob", "read")
+    _refused_within(lambda: _api(srv, "POST", "/api/models/acme/model/commit/main", fine.token,
+                                 {}).status == 403, 10)
+
+
+@PEOPLE
+def test_a_person_manages_their_own_tokens_through_the_api(server):
+    srv = server()
+    srv.cli("user", "create", "bob")
+    srv.cli("user", "create", "eve")
+    write = _token(srv, "bob", "write")
+    read = _token(srv, "bob", "read")
+    eves = _token(srv, "eve", "write")
+
+    made = _api(srv, "POST", "/api/settings/tokens", write, {"name": "script", "role": "read", "expiresIn": 3600})
+    assert made.status == 200, made.body
+    new = made.json()
+    WATCH.add_secret("bob's token made through the API", new["token"])
+    assert new["token"].startswith("cairn_" + new["id"]) and new["role"] == "read" and new["lastUsedAt"] is None
+    assert _whoami_status(srv, new["token"]) == 200
+    listed = _api(srv, "GET", "/api/settings/tokens", write).json()
+    assert {t["name"] for t in listed} == {"bob-write", "bob-read", "script"}
+    assert all("token" not in t for t in listed) and new["token"][23:] not in json.dumps(listed)
+    fine = _api(srv, "POST", "/api/settings/tokens", write,
+                {"name": "ci", "role": "fineGrained", "scoped": [{"scope": "bob/model", "permission": "write"}]})
+    assert fine.status == 200 and fine.json()["scoped"] == [{"scope": "bob/model", "permission": "write"}]
+    WATCH.add_secret("bob's fine-grained token made through the API", fine.json()["token"])
+
+    refusals = [
+        (read, {"name": "x", "role": "write"}, 403),                    # a read token makes only readers
+        (read, {"name": "x", "role": "fineGrained", "scoped": [{"scope": "bob", "permission": "write"}]}, 403),
+        (write, {"name": "x", "role": "read", "expiresIn": 400 * 86400}, 400),  # never outlives its maker
+        (write, {"name": "x", "role": "read", "expiresIn": 0}, 400),
+        (write, {"name": "x\u001b[2J", "role": "read"}, 400),
+        (write, {"name": "x", "role": "owner"}, 400),
+        (write, {"name": "x", "role": "fineGrained", "scoped": [{"scope": "a/b/c", "permission": "write"}]}, 400),
+        (fine.json()["token"], {"name": "x", "role": "read"}, 403),  # a fine-grained token manages none
+        (srv.token("bob", write=True), {"name": "x", "role": "read"}, 403),  # a scope token is nobody's
+        (None, {"name": "x", "role": "read"}, 401),
+    ]
+    before = len(_api(srv, "GET", "/api/settings/tokens", write).json())
+    for token, body, status in refusals:
+        r = _api(srv, "POST", "/api/settings/tokens", token, body)
+        assert r.status == status, (body, r.status, r.body)
+    assert len(_api(srv, "GET", "/api/settings/tokens", write).json()) == before
+
+    # Another person's token is not found; one's own is revoked, and this node refuses it at once.
+    assert _api(srv, "DELETE", f"/api/settings/tokens/{eves[6:22]}", write).status == 404
+    assert _whoami_status(srv, eves) == 200
+    gone = _api(srv, "DELETE", f"/api/settings/tokens/{new['id']}", write)
+    assert gone.status == 200 and gone.json() == {"id": new["id"], "revoked": True}
+    assert _whoami_status(srv, new["token"]) == 401
+    assert next(t for t in _api(srv, "GET", "/api/settings/tokens", write).json()
+                if t["id"] == new["id"])["revokedAt"] is not None

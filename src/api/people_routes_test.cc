@@ -1,0 +1,225 @@
+// The Hub's routes for people, in process: a real server over a SQLite index whose directory knows users, an
+// organization with a member of each role, and their tokens. Each role may do what it grants and is refused
+// the rest with the Hub's status, and nothing changes on a refusal; a private repository is a 404 to anyone
+// who may not read it; a person's own tokens are listed, made and revoked through the API within what the
+// making token may.
+#include <gtest/gtest.h>
+
+#include <boost/json.hpp>
+
+#include "api/api_test_server.h"
+#include "api/hub_routes.h"
+#include "api/person_tokens.h"
+#include "common/base64.h"
+#include "http/test_util.h"
+#include "people/directory.h"
+
+namespace cairn::api {
+namespace {
+
+namespace json = boost::json;
+namespace bhttp = boost::beast::http;
+using Res = bhttp::response<bhttp::string_body>;
+using V = bhttp::verb;
+
+size_t Count(const std::string& json_array) {
+  const json::value v = json::parse(json_array);
+  return v.as_array().size();
+}
+
+class PeopleApi : public testing::ApiServerTest {
+ protected:
+  void SetUp() override {
+    ASSERT_NO_FATAL_FAILURE(OpenServer("cairn-people-api"));
+    files_ = std::make_unique<files::FileService>(*service_, *index_, FileOptions());
+    hub::HubOptions ho;
+    ho.clock = &clock_;
+    hub_ = std::make_unique<hub::HubService>(*index_, *files_, ho);
+    buckets_ = std::make_unique<hub::BucketService>(*index_, *files_, clock_);
+    people_ = std::make_unique<people::PeopleService>(*index_, clock_);
+    directory_ = std::make_unique<people::Directory>(*index_, clock_);
+    for (const char* user : {"ann", "wes", "rey", "sam"})
+      ASSERT_TRUE(people_->CreateUser(user, "", false).ok());
+    ASSERT_TRUE(people_->CreateOrg("acme", "ACME").ok());
+    ASSERT_TRUE(people_->SetRole("acme", "ann", people::OrgRole::kAdmin).ok());
+    ASSERT_TRUE(people_->SetRole("acme", "wes", people::OrgRole::kWrite).ok());
+    ASSERT_TRUE(people_->SetRole("acme", "rey", people::OrgRole::kRead).ok());
+    for (const char* user : {"ann", "wes", "rey", "sam"})
+      tokens_[user] = Make(user, people::TokenRole::kWrite);
+    ASSERT_TRUE(directory_->Refresh().ok());
+    auth_->SetVerifier(std::make_shared<PersonTokens>(*directory_));
+    HubRouteOptions hro;
+    hro.public_url = base_;
+    hro.people = directory_.get();
+    hro.people_service = people_.get();
+    RegisterHubRoutes(*server_, *hub_, *buckets_, *files_, hro);
+    server_->Start();
+  }
+  void TearDown() override {
+    StopServer();
+    directory_.reset();
+    people_.reset();
+    buckets_.reset();
+    hub_.reset();
+    files_.reset();
+    ApiServerTest::TearDown();
+  }
+
+  std::string Make(const std::string& user, people::TokenRole role,
+                   const std::vector<people::Grant>& grants = {}) {
+    auto made = people_->CreateToken(user, user + "-token", role, grants, std::chrono::hours(24));
+    EXPECT_TRUE(made.ok()) << made.error().message;
+    return made.ok() ? made->text : "";
+  }
+  Res Send(V verb, const std::string& target, const std::string& token, std::string body = {}) {
+    http::testing::Client c(port_);
+    bhttp::request<bhttp::string_body> req{verb, target, 11};
+    if (!token.empty()) req.set(bhttp::field::authorization, "Bearer " + token);
+    if (!body.empty() || verb == V::post || verb == V::put) {
+      req.body() = std::move(body);
+      req.prepare_payload();
+    }
+    return c.Send(std::move(req));
+  }
+  unsigned Status(V verb, const std::string& target, const std::string& token, std::string body = {}) {
+    return Send(verb, target, token, std::move(body)).result_int();
+  }
+  unsigned Create(const std::string& as, const std::string& name, bool is_private = true) {
+    json::object body{{"name", name}, {"organization", "acme"}, {"type", "model"}};
+    if (is_private) body["visibility"] = "private";
+    return Status(V::post, "/api/repos/create", tokens_[as], json::serialize(body));
+  }
+  unsigned Commit(const std::string& as, const std::string& repo, const std::string& path) {
+    const std::string body =
+        json::serialize(json::object{{"key", "header"}, {"value", {{"summary", "s"}, {"description", ""}}}}) +
+        "\n" +
+        json::serialize(json::object{
+            {"key", "file"},
+            {"value", {{"path", path}, {"content", Base64Encode("x")}, {"encoding", "base64"}}}}) +
+        "\n";
+    return Status(V::post, "/api/models/" + repo + "/commit/main", tokens_[as], body);
+  }
+  std::vector<std::string> Listed(const std::string& as, const std::string& target) {
+    auto r = Send(V::get, target, tokens_[as]);
+    EXPECT_EQ(r.result_int(), 200u) << r.body();
+    std::vector<std::string> out;
+    const json::value listed = json::parse(r.body());
+    for (const auto& v : listed.as_array()) out.emplace_back(v.at("id").as_string());
+    return out;
+  }
+
+  std::unique_ptr<files::FileService> files_;
+  std::unique_ptr<hub::HubService> hub_;
+  std::unique_ptr<hub::BucketService> buckets_;
+  std::unique_ptr<people::PeopleService> people_;
+  std::unique_ptr<people::Directory> directory_;
+  std::map<std::string, std::string> tokens_;
+};
+
+TEST_F(PeopleApi, EachRoleDoesWhatItGrantsAndNoMore) {
+  EXPECT_EQ(Create("ann", "m"), 200u);
+  EXPECT_EQ(Create("wes", "w"), 200u);
+  EXPECT_EQ(Create("rey", "r"), 403u);
+  EXPECT_EQ(Create("sam", "s"), 403u);
+
+  EXPECT_EQ(Commit("wes", "acme/m", "a.txt"), 200u);
+  EXPECT_EQ(Commit("rey", "acme/m", "b.txt"), 403u);
+  EXPECT_EQ(Commit("sam", "acme/m", "c.txt"), 404u);  // private: not there for a stranger
+  EXPECT_EQ(Status(V::get, "/api/models/acme/m", tokens_["rey"]), 200u);
+  EXPECT_EQ(Status(V::get, "/api/models/acme/m", tokens_["sam"]), 404u);
+  EXPECT_EQ(Status(V::get, "/api/models/acme/m", ""), 404u);
+  EXPECT_EQ(Status(V::get, "/api/models/acme/m/tree/main", tokens_["sam"]), 404u);
+
+  const std::string settings = R"({"visibility": "public"})";
+  EXPECT_EQ(Status(V::put, "/api/models/acme/m/settings", tokens_["wes"], settings), 403u);
+  EXPECT_EQ(Status(V::get, "/api/models/acme/m", tokens_["sam"]), 404u) << "the refusal changed nothing";
+  EXPECT_EQ(
+      Status(V::delete_, "/api/repos/delete", tokens_["wes"], R"({"name": "w", "organization": "acme"})"),
+      403u);
+  EXPECT_EQ(
+      Status(V::post, "/api/repos/move", tokens_["wes"], R"({"fromRepo": "acme/w", "toRepo": "wes/w"})"),
+      403u);
+  EXPECT_EQ(Status(V::put, "/api/models/acme/m/settings", tokens_["ann"], settings), 200u);
+  EXPECT_EQ(Status(V::get, "/api/models/acme/m", tokens_["sam"]), 200u);
+  // Moving needs the admin's right on the source and a writer's at the destination.
+  EXPECT_EQ(
+      Status(V::post, "/api/repos/move", tokens_["ann"], R"({"fromRepo": "acme/w", "toRepo": "sam/w"})"),
+      403u);
+  EXPECT_EQ(
+      Status(V::post, "/api/repos/move", tokens_["ann"], R"({"fromRepo": "acme/w", "toRepo": "ann/w"})"),
+      200u);
+
+  // Listings show the private repository exactly to those who may read it.
+  EXPECT_EQ(Create("ann", "p"), 200u);
+  EXPECT_EQ(Listed("rey", "/api/models?author=acme"), (std::vector<std::string>{"acme/m", "acme/p"}));
+  EXPECT_EQ(Listed("sam", "/api/models?author=acme"), (std::vector<std::string>{"acme/m"}));
+  EXPECT_EQ(Listed("rey", "/api/organizations/acme/settings/repositories"),
+            (std::vector<std::string>{"acme/m", "acme/p"}));
+  EXPECT_EQ(Listed("ann", "/api/settings/repositories"), (std::vector<std::string>{"ann/w"}));
+  EXPECT_EQ(Status(V::get, "/api/organizations/acme/settings/repositories", tokens_["sam"]), 403u);
+  EXPECT_EQ(Status(V::get, "/api/settings/repositories", ""), 401u);
+  EXPECT_EQ(Status(V::get, "/api/settings/repositories?cursor=widgets:x", tokens_["ann"]), 400u);
+
+  // A read token reads by its owner's roles and writes nothing.
+  tokens_["wes-read"] = Make("wes", people::TokenRole::kRead);
+  EXPECT_EQ(Commit("wes-read", "acme/m", "d.txt"), 403u);
+  EXPECT_EQ(Status(V::get, "/api/models/acme/p", tokens_["wes-read"]), 200u);
+}
+
+TEST_F(PeopleApi, AFineGrainedTokenReachesWhatItListsWithinItsOwnersRights) {
+  ASSERT_EQ(Create("ann", "m"), 200u);
+  ASSERT_EQ(Create("ann", "other"), 200u);
+  tokens_["fine"] = Make("wes", people::TokenRole::kFineGrained, {{"acme/m", true}, {"ann", true}});
+  EXPECT_EQ(Commit("fine", "acme/m", "a.txt"), 200u);
+  EXPECT_EQ(Status(V::get, "/api/models/acme/other", tokens_["fine"]), 404u);
+  EXPECT_EQ(Create("fine", "new"), 403u);
+  const json::value who = json::parse(Send(V::get, "/api/whoami-v2", tokens_["fine"]).body());
+  const json::value& token = who.at("auth").at("accessToken");
+  EXPECT_EQ(token.at("role").as_string(), "fineGrained");
+  EXPECT_EQ(Count(json::serialize(token.at("fineGrained").at("scoped"))), 2u);
+  // Within the owner's rights: wes reads acme and cannot write it once his role is read.
+  ASSERT_TRUE(people_->SetRole("acme", "wes", people::OrgRole::kRead).ok());
+  ASSERT_TRUE(directory_->Refresh().ok());
+  EXPECT_EQ(Commit("fine", "acme/m", "b.txt"), 403u);
+  EXPECT_EQ(Status(V::get, "/api/models/acme/m", tokens_["fine"]), 200u);
+}
+
+TEST_F(PeopleApi, APersonsOwnTokensThroughTheApi) {
+  const std::string path = "/api/settings/tokens";
+  auto made = Send(V::post, path, tokens_["wes"], R"({"name": "script", "role": "read", "expiresIn": 600})");
+  ASSERT_EQ(made.result_int(), 200u) << made.body();
+  const json::value token = json::parse(made.body());
+  const std::string text(token.at("token").as_string());
+  const std::string id(token.at("id").as_string());
+  EXPECT_EQ(Status(V::get, "/api/whoami-v2", text), 200u);
+  auto listed = Send(V::get, path, tokens_["wes"]);
+  EXPECT_EQ(listed.result_int(), 200u);
+  EXPECT_EQ(listed.body().find(text.substr(23)), std::string::npos) << "a listing never shows a secret";
+  EXPECT_EQ(Count(listed.body()), 2u);
+
+  tokens_["read"] = Make("wes", people::TokenRole::kRead);
+  tokens_["fine"] = Make("wes", people::TokenRole::kFineGrained, {{"wes", true}});
+  ASSERT_TRUE(directory_->Refresh().ok());
+  const std::string scope_token = MintToken("wes", http::Permission::kWrite);
+  const std::pair<std::string, std::string> refusals403[] = {
+      {tokens_["read"], R"({"name": "x", "role": "write"})"},
+      {tokens_["fine"], R"({"name": "x", "role": "read"})"},
+      {scope_token, R"({"name": "x", "role": "read"})"}};
+  for (const auto& [as, body] : refusals403) EXPECT_EQ(Status(V::post, path, as, body), 403u) << body;
+  for (const char* body : {R"({"name": "x", "role": "read", "expiresIn": 999999999})", R"({"name": "x"})",
+                           R"({"name": "", "role": "read"})", R"([1])", R"({"name": "x", "role": "read",
+                           "scoped": [{"scope": "wes", "permission": "write"}]})"}) {
+    EXPECT_EQ(Status(V::post, path, tokens_["wes"], body), 400u) << body;
+  }
+  EXPECT_EQ(Status(V::post, path, "", R"({"name": "x", "role": "read"})"), 401u);
+  EXPECT_EQ(Count(Send(V::get, path, tokens_["wes"]).body()), 4u) << "nothing made";
+
+  const std::string others = tokens_["sam"].substr(6, 16);
+  EXPECT_EQ(Status(V::delete_, path + "/" + others, tokens_["wes"]), 404u);
+  EXPECT_EQ(Status(V::get, "/api/whoami-v2", tokens_["sam"]), 200u);
+  EXPECT_EQ(Status(V::delete_, path + "/" + id, tokens_["wes"]), 200u);
+  EXPECT_EQ(Status(V::get, "/api/whoami-v2", text), 401u) << "this node refuses it at once";
+}
+
+}  // namespace
+}  // namespace cairn::api
