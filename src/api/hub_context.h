@@ -133,5 +133,6 @@ void RegisterRevisionRoutes(const std::shared_ptr<const HubContext>& ctx);  // r
 void RegisterCommitRoutes(const std::shared_ptr<const HubContext>& ctx);    // commit_routes.cc
 void RegisterResolveRoutes(const std::shared_ptr<const HubContext>& ctx);   // resolve_routes.cc
 void RegisterTokenRoutes(const std::shared_ptr<const HubContext>& ctx);     // token_routes.cc
+void RegisterOrgRoutes(const std::shared_ptr<const HubContext>& ctx);       // org_routes.cc
 
 }  // namespace cairn::api::hub_routes

@@ -43,6 +43,7 @@ void RegisterHubRoutes(http::Server& server, hub::HubService& hub, hub::BucketSe
   // segments are all captures.
   hub_routes::RegisterAccountRoutes(ctx);
   hub_routes::RegisterTokenRoutes(ctx);
+  hub_routes::RegisterOrgRoutes(ctx);
   RegisterFixedAnswers(server.router());
   hub_routes::RegisterBucketRoutes(ctx);
   hub_routes::RegisterRepoRoutes(ctx);

@@ -221,5 +221,32 @@ TEST_F(PeopleApi, APersonsOwnTokensThroughTheApi) {
   EXPECT_EQ(Status(V::get, "/api/whoami-v2", text), 401u) << "this node refuses it at once";
 }
 
+// An organization's members are listed to its members; its admins change roles and remove members, never the
+// last admin; anyone else finds no such organization.
+TEST_F(PeopleApi, AnOrganizationsAdminsManageItsMembers) {
+  const std::string members = "/api/organizations/acme/members";
+  auto listed = Send(V::get, members, tokens_["rey"]);
+  ASSERT_EQ(listed.result_int(), 200u) << listed.body();
+  EXPECT_EQ(Count(listed.body()), 3u);
+  EXPECT_EQ(Status(V::get, members, tokens_["sam"]), 404u);
+  EXPECT_EQ(Status(V::get, members, ""), 401u);
+  EXPECT_EQ(Status(V::get, "/api/organizations/nowhere/members", tokens_["ann"]), 404u);
+
+  EXPECT_EQ(Status(V::put, members + "/sam", tokens_["wes"], R"({"role": "read"})"), 403u) << "a writer";
+  EXPECT_EQ(Status(V::put, members + "/sam", tokens_["sam"], R"({"role": "admin"})"), 404u) << "a stranger";
+  EXPECT_EQ(Status(V::put, members + "/sam", tokens_["ann"], R"({"role": "owner"})"), 400u);
+  EXPECT_EQ(Status(V::put, members + "/nobody", tokens_["ann"], R"({"role": "read"})"), 404u);
+  EXPECT_EQ(Status(V::get, members, tokens_["sam"]), 404u) << "the refusals changed nothing";
+
+  EXPECT_EQ(Status(V::put, members + "/sam", tokens_["ann"], R"({"role": "read"})"), 200u);
+  EXPECT_EQ(Status(V::get, members, tokens_["sam"]), 200u) << "seen by this node at once";
+  EXPECT_EQ(Status(V::delete_, members + "/ann", tokens_["ann"]), 409u) << "the last admin stays";
+  EXPECT_EQ(Status(V::put, members + "/ann", tokens_["ann"], R"({"role": "write"})"), 409u);
+  EXPECT_EQ(Status(V::put, members + "/wes", tokens_["ann"], R"({"role": "admin"})"), 200u);
+  EXPECT_EQ(Status(V::delete_, members + "/ann", tokens_["wes"]), 200u);
+  EXPECT_EQ(Status(V::get, members, tokens_["ann"]), 404u);
+  EXPECT_EQ(Create("ann", "late"), 403u) << "no longer a member";
+}
+
 }  // namespace
 }  // namespace cairn::api

@@ -66,6 +66,10 @@ class RouteFaults : public testing::ApiServerTest {
     {
       people::PeopleService made(*index_, clock_);
       ASSERT_TRUE(made.CreateUser("pat", "", false).ok());
+      ASSERT_TRUE(made.CreateUser("kim", "", false).ok());
+      ASSERT_TRUE(made.CreateOrg("patorg", "").ok());
+      ASSERT_TRUE(made.SetRole("patorg", "pat", people::OrgRole::kAdmin).ok());
+      ASSERT_TRUE(made.SetRole("patorg", "kim", people::OrgRole::kRead).ok());
       auto manager =
           made.CreateToken("pat", "manager", people::TokenRole::kWrite, {}, std::chrono::hours(24));
       auto other = made.CreateToken("pat", "other", people::TokenRole::kRead, {}, std::chrono::hours(24));
@@ -233,6 +237,12 @@ class RouteFaults : public testing::ApiServerTest {
          R"({"name": "made", "role": "read", "expiresIn": 600})", 200},
         {V::delete_, "/api/settings/tokens/{id}", "/api/settings/tokens/" + other_token_id_, person_token_,
          "", 200},
+        {V::get, "/api/organizations/{ns}/members", "/api/organizations/patorg/members", person_token_, "",
+         200},
+        {V::put, "/api/organizations/{ns}/members/{user}", "/api/organizations/patorg/members/kim",
+         person_token_, R"({"role": "write"})", 200},
+        {V::delete_, "/api/organizations/{ns}/members/{user}", "/api/organizations/patorg/members/kim",
+         person_token_, "", 200},
         {V::post, "/api/validate-yaml", "/api/validate-yaml", "", R"({"content": "x"})", 200, false},
         {V::get, "/api/agent-harnesses", "/api/agent-harnesses", "", "", 200, false},
         {V::post, "/api/repos/create", "/api/repos/create", hub,

@@ -265,9 +265,18 @@ def test_an_organizations_members_act_by_their_roles(server, hub_py, tmp_path):
     assert dave.fails('list(api.list_user_repos(namespace="acme"))').status == 403
     assert "acme/model" in carol.cli("repos", "ls", "--namespace", "acme").stdout
 
-    # A removed member loses the organization's private repositories within the refresh.
-    srv.cli("org", "remove", "acme", "carol")
-    _refused_within(lambda: srv.get("/api/models/acme/model", token=carol.token).status == 404, 10)
+    # The admin changes membership through the API; the writer may not. A member demoted to read writes no
+    # more, and a removed one loses the organization's private repositories (at once on this node).
+    members = "/api/organizations/acme/members"
+    assert _api(srv, "PUT", f"{members}/carol", bob.token, {"role": "admin"}).status == 403
+    assert _api(srv, "PUT", f"{members}/bob", alice.token, {"role": "read"}).status == 200
+    assert bob.fails('api.upload_file(path_or_fileobj=b"y", path_in_repo="y.txt", repo_id="acme/model")'
+                     ).status == 403
+    assert [(o["name"], o["roleInOrg"]) for o in bob.run("result = api.whoami()")["orgs"]] == [("acme", "read")]
+    assert _api(srv, "DELETE", f"{members}/carol", alice.token).status == 200
+    assert srv.get("/api/models/acme/model", token=carol.token).status == 404
+    assert sorted(m["user"] for m in _api(srv, "GET", members, alice.token).json()) == ["alice", "bob"]
+    assert _api(srv, "PUT", f"{members}/bob", alice.token, {"role": "write"}).status == 200
 
     # Git reads by the same rules: the reader clones, the stranger is told nothing is there.
     url = srv.url.replace("http://", "http://user:{}@") + "/acme/model"
