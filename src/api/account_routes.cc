@@ -84,15 +84,6 @@ void Whoami(const HubContext& c, const std::shared_ptr<Exchange>& ex) {
   ex->Respond(JsonAnswer(out));
 }
 
-// Whether the caller speaks for namespace `ns`: a scope token of it or of one of its repositories, or a
-// person whose token reaches the namespace itself.
-bool ReadsNamespace(const hub::Caller& caller, std::string_view ns) {
-  if (!caller.person()) return hub::NamespaceOf(caller.scope) == ns;
-  for (const ScopeAccess& s : caller.reach)
-    if (s.scope == ns && s.access >= Access::kRead) return true;
-  return false;
-}
-
 // A namespace's storage quota and usage, for a token of the namespace or of one of its repositories:
 // measured now (with what it is made of) when asked (?measure=true) or when the recorded usage is not
 // current.
@@ -102,7 +93,7 @@ void Quota(const HubContext& c, const std::shared_ptr<Exchange>& ex) {
     return ex->Respond(HubErrorResponse(401, "", "Invalid credentials in Authorization header"));
   }
   const std::string ns = ex->request().Param("ns");
-  if (!hub::ValidName(ns) || !ReadsNamespace(*caller, ns)) {
+  if (!hub::ValidName(ns) || hub::AccessToNamespace(*caller, ns) < Access::kRead) {
     return ex->Respond(
         HubErrorResponse(403, "", "this token does not speak for namespace " + Printable(ns, 96)));
   }
@@ -223,7 +214,7 @@ void RepositoriesOf(const HubContext& c, const std::shared_ptr<Exchange>& ex, bo
     return ex->Respond(HubErrorResponse(401, "", "Invalid credentials in Authorization header"));
   }
   std::string ns = organization ? ex->request().Param("ns") : caller->Who();
-  if (!hub::ValidName(ns) || !ReadsNamespace(*caller, ns)) {
+  if (!hub::ValidName(ns) || hub::AccessToNamespace(*caller, ns) < Access::kRead) {
     return ex->Respond(HubErrorResponse(403, "", "this token does not reach namespace " + Printable(ns, 96)));
   }
   std::string cursor(ex->request().Query("cursor").value_or(""));

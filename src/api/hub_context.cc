@@ -36,6 +36,19 @@ http::Result<hub::Caller> CallerOf(const http::Server& server, const http::Reque
   return CallerFrom(*who);
 }
 
+std::optional<hub::Caller> PeopleCaller(const HubContext& c, const std::shared_ptr<http::Exchange>& ex) {
+  if (c.options.people == nullptr || c.options.people_service == nullptr) {
+    ex->Respond(HubErrorResponse(404, "", "this server keeps no people"));
+    return std::nullopt;
+  }
+  auto caller = CallerOf(c.server, ex->request());
+  if (!caller || caller->anonymous()) {
+    ex->Respond(HubErrorResponse(401, "", "Invalid credentials in Authorization header"));
+    return std::nullopt;
+  }
+  return std::move(*caller);
+}
+
 std::string_view BearerToken(const http::Request& req) {
   std::string_view header = req.Header("Authorization");
   const size_t space = header.find(' ');

@@ -44,6 +44,11 @@ std::string_view BearerToken(const http::Request& req);
 // (a CAS scope's credential, accepted by the CAS routes alone: it speaks for nobody here).
 http::Result<hub::Caller> CallerOf(const http::Server& server, const http::Request& req);
 
+// The caller of a route about people (their tokens, an organization's members); answers the request itself,
+// 404 when the server keeps no people, 401 without a valid token, and returns nullopt.
+struct HubContext;
+std::optional<hub::Caller> PeopleCaller(const HubContext& c, const std::shared_ptr<http::Exchange>& ex);
+
 struct RepoRequest {
   hub::Caller caller;
   hub::RepoId id;

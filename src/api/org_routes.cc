@@ -16,18 +16,9 @@ namespace {
 // nullopt) when the caller is no member of it.
 std::optional<Access> MemberAccess(const HubContext& c, const std::shared_ptr<Exchange>& ex,
                                    const std::string& org) {
-  if (c.options.people == nullptr || c.options.people_service == nullptr) {
-    ex->Respond(HubErrorResponse(404, "", "this server keeps no people"));
-    return std::nullopt;
-  }
-  auto caller = CallerOf(c.server, ex->request());
-  if (!caller || caller->anonymous()) {
-    ex->Respond(HubErrorResponse(401, "", "Invalid credentials in Authorization header"));
-    return std::nullopt;
-  }
-  Access access = Access::kNone;
-  for (const ScopeAccess& s : caller->reach)
-    if (s.scope == org) access = s.access;
+  auto caller = PeopleCaller(c, ex);
+  if (!caller) return std::nullopt;
+  const Access access = hub::AccessToNamespace(*caller, org);
   if (!caller->person() || access == Access::kNone) {
     ex->Respond(HubErrorResponse(404, "", "no organization " + Printable(org, 96) + " of yours"));
     return std::nullopt;

@@ -38,15 +38,8 @@ json::object TokenAnswer(const people::TokenRecord& t) {
 
 // The person whose read or write token the request carries; answers the request itself otherwise.
 std::optional<people::Person> TokenManager(const HubContext& c, const std::shared_ptr<Exchange>& ex) {
-  if (c.options.people == nullptr || c.options.people_service == nullptr) {
-    ex->Respond(HubErrorResponse(404, "", "this server keeps no people"));
-    return std::nullopt;
-  }
-  auto caller = CallerOf(c.server, ex->request());
-  if (!caller || caller->anonymous()) {
-    ex->Respond(HubErrorResponse(401, "", "Invalid credentials in Authorization header"));
-    return std::nullopt;
-  }
+  auto caller = PeopleCaller(c, ex);
+  if (!caller) return std::nullopt;
   if (!caller->person()) {
     ex->Respond(HubErrorResponse(403, "", "a scope token holds no person's tokens: use a user's token"));
     return std::nullopt;

@@ -183,6 +183,18 @@ std::string Caller::Who() const {
   return person() ? user : NamespaceOf(scope);
 }
 
+Access AccessToNamespace(const Caller& caller, std::string_view ns) {
+  if (caller.anonymous()) return Access::kNone;
+  if (!caller.person()) {
+    if (NamespaceOf(caller.scope) != ns) return Access::kNone;
+    return caller.write ? Access::kAdmin : Access::kRead;
+  }
+  for (const ScopeAccess& s : caller.reach) {
+    if (s.scope == ns) return s.access;
+  }
+  return Access::kNone;
+}
+
 Access AccessTo(const Caller& caller, const index::RepoRecord& repo) {
   if (caller.anonymous()) return Access::kNone;
   if (!caller.person()) {

@@ -98,6 +98,10 @@ Error FromIndex(const Error& e);
 // How far the caller reaches into the repository: by its reach (a person), or by its scope, which covers a
 // namespace's repositories or the one repository it names.
 Access AccessTo(const Caller& caller, const index::RepoRecord& repo);
+// How far the caller reaches into namespace `ns` itself (its quota, its listing, an organization's members):
+// a person by the reach entry of the namespace; a scope token of the namespace or of one of its repositories
+// as a reader, or as an admin when it writes.
+Access AccessToNamespace(const Caller& caller, std::string_view ns);
 // A record for a repository that does not exist yet, to ask AccessTo about.
 index::RepoRecord ProspectiveRecord(const RepoId& id);
 

@@ -165,6 +165,14 @@ TEST(HubNames, APersonReachesByTheirReach) {
   Caller own{.scope = "acme", .write = true, .expires = 0, .user = "acme", .reach = {}, .token_id = "t"};
   EXPECT_EQ(AccessTo(own, model), Access::kNone);  // a person with an empty reach: not even their scope
   EXPECT_EQ(own.Who(), "acme");
+  // A namespace itself: a person by its own entry (a repository's entry is not the namespace's).
+  EXPECT_EQ(AccessToNamespace(bob, "acme"), Access::kNone);
+  bob.reach = {{"acme", Access::kWrite}, {"bob/m", Access::kAdmin}};
+  EXPECT_EQ(AccessToNamespace(bob, "acme"), Access::kWrite);
+  EXPECT_EQ(AccessToNamespace(bob, "bob"), Access::kNone);
+  EXPECT_EQ(AccessToNamespace({"alice/m", true}, "alice"), Access::kAdmin);
+  EXPECT_EQ(AccessToNamespace({"alice", false}, "alice"), Access::kRead);
+  EXPECT_EQ(AccessToNamespace({"", false}, ""), Access::kNone);
 }
 
 // An index failure keeps its code, except where the Hub reads it otherwise: the index disagreeing with itself
