@@ -342,6 +342,7 @@ class GitRoutes {
         return std::nullopt;
       }
       caller = CallerFrom(*who);
+      caller.client = req.remote;
     }
     std::optional<hub::RepoType> type = hub::RepoType::kModel;
     if (const std::string& t = req.Param("types"); !t.empty()) type = hub::TypeFromPlural(t);

@@ -33,7 +33,9 @@ http::Result<hub::Caller> CallerOf(const http::Server& server, const http::Reque
   if (auth == nullptr) return cairn::Unauthorized("this server checks no tokens");
   auto who = auth->Authenticate(header, http::Permission::kRead, http::kAccessTokens);
   if (!who) return cairn::Unauthorized("Invalid credentials in Authorization header");
-  return CallerFrom(*who);
+  hub::Caller caller = CallerFrom(*who);
+  caller.client = req.remote;  // the client as the server sees it (a trusted proxy's X-Forwarded-For)
+  return caller;
 }
 
 std::optional<hub::Caller> PeopleCaller(const HubContext& c, const std::shared_ptr<http::Exchange>& ex) {

@@ -139,5 +139,6 @@ void RegisterCommitRoutes(const std::shared_ptr<const HubContext>& ctx);    // c
 void RegisterResolveRoutes(const std::shared_ptr<const HubContext>& ctx);   // resolve_routes.cc
 void RegisterTokenRoutes(const std::shared_ptr<const HubContext>& ctx);     // token_routes.cc
 void RegisterOrgRoutes(const std::shared_ptr<const HubContext>& ctx);       // org_routes.cc
+void RegisterAuditRoutes(const std::shared_ptr<const HubContext>& ctx);     // audit_routes.cc
 
 }  // namespace cairn::api::hub_routes

@@ -39,6 +39,8 @@ struct HubRouteOptions {
   // People's changes through the API (a user's own tokens); null: those routes answer 404. Outlives the
   // server.
   people::PeopleService* people_service = nullptr;
+  // The audit log GET /api/audit reads (with people); null: that route answers 404. Outlives the server.
+  index::AuditIndex* audit = nullptr;
 };
 
 void RegisterHubRoutes(http::Server& server, hub::HubService& hub, hub::BucketService& buckets,

@@ -12,10 +12,14 @@
 namespace cairn::api::hub_routes {
 namespace {
 
-// How far the caller, a person, reaches into the organization; answers the request itself (and returns
-// nullopt) when the caller is no member of it.
-std::optional<Access> MemberAccess(const HubContext& c, const std::shared_ptr<Exchange>& ex,
-                                   const std::string& org) {
+// The caller, a person, and how far they reach into the organization; answers the request itself (and
+// returns nullopt) when the caller is no member of it.
+struct Member {
+  hub::Caller caller;
+  Access access = Access::kNone;
+};
+std::optional<Member> MemberOf(const HubContext& c, const std::shared_ptr<Exchange>& ex,
+                               const std::string& org) {
   auto caller = PeopleCaller(c, ex);
   if (!caller) return std::nullopt;
   const Access access = hub::AccessToNamespace(*caller, org);
@@ -23,12 +27,12 @@ std::optional<Access> MemberAccess(const HubContext& c, const std::shared_ptr<Ex
     ex->Respond(HubErrorResponse(404, "", "no organization " + Printable(org, 96) + " of yours"));
     return std::nullopt;
   }
-  return access;
+  return Member{.caller = std::move(*caller), .access = access};
 }
 
 void ListMembers(const HubContext& c, const std::shared_ptr<Exchange>& ex) {
   const std::string org = ex->request().Param("ns");
-  if (!MemberAccess(c, ex, org)) return;
+  if (!MemberOf(c, ex, org)) return;
   ex->Offload([&c, ex, org] {
     auto members = c.options.people_service->Members(org);
     if (!members) return ex->Respond(HubErrorResponse(members.error()));
@@ -59,18 +63,18 @@ void ChangeMember(const HubContext& c, const std::shared_ptr<Exchange>& ex,
                   std::optional<people::OrgRole> role) {
   const std::string org = ex->request().Param("ns");
   const std::string user = ex->request().Param("user");
-  auto access = MemberAccess(c, ex, org);
-  if (!access) return;
-  if (*access != Access::kAdmin) {
+  auto member = MemberOf(c, ex, org);
+  if (!member) return;
+  if (member->access != Access::kAdmin) {
     return ex->Respond(HubErrorResponse(403, "", "changing " + org + "'s members is for its admins"));
   }
-  ex->Offload([&c, ex, org, user, role] {
+  ex->Offload([&c, ex, org, user, role, by = member->caller.Actor()] {
     auto members = c.options.people_service->Members(org);
     if (!members) return ex->Respond(HubErrorResponse(members.error()));
     if (!KeepsAnAdmin(*members, user, role)) {
       return ex->Respond(HubErrorResponse(409, "", org + " keeps an admin: make another member admin first"));
     }
-    if (auto st = c.options.people_service->SetRole(org, user, role); !st) {
+    if (auto st = c.options.people_service->SetRole(by, org, user, role); !st) {
       return ex->Respond(HubErrorResponse(st.error()));
     }
     if (auto st = c.options.people->Refresh(); !st) return ex->Respond(HubErrorResponse(st.error()));

@@ -22,6 +22,9 @@ namespace bhttp = boost::beast::http;
 using Res = bhttp::response<bhttp::string_body>;
 using V = bhttp::verb;
 
+// Who the fixture's own changes are by, as the audit log records them.
+const people::Actor kBy{.actor = "cli:test", .token_id = "", .client = ""};
+
 size_t Count(const std::string& json_array) {
   const json::value v = json::parse(json_array);
   return v.as_array().size();
@@ -39,11 +42,11 @@ class PeopleApi : public testing::ApiServerTest {
     people_ = std::make_unique<people::PeopleService>(*index_, clock_);
     directory_ = std::make_unique<people::Directory>(*index_, clock_);
     for (const char* user : {"ann", "wes", "rey", "sam"})
-      ASSERT_TRUE(people_->CreateUser(user, "", false).ok());
-    ASSERT_TRUE(people_->CreateOrg("acme", "ACME").ok());
-    ASSERT_TRUE(people_->SetRole("acme", "ann", people::OrgRole::kAdmin).ok());
-    ASSERT_TRUE(people_->SetRole("acme", "wes", people::OrgRole::kWrite).ok());
-    ASSERT_TRUE(people_->SetRole("acme", "rey", people::OrgRole::kRead).ok());
+      ASSERT_TRUE(people_->CreateUser(kBy, user, "", false).ok());
+    ASSERT_TRUE(people_->CreateOrg(kBy, "acme", "ACME").ok());
+    ASSERT_TRUE(people_->SetRole(kBy, "acme", "ann", people::OrgRole::kAdmin).ok());
+    ASSERT_TRUE(people_->SetRole(kBy, "acme", "wes", people::OrgRole::kWrite).ok());
+    ASSERT_TRUE(people_->SetRole(kBy, "acme", "rey", people::OrgRole::kRead).ok());
     for (const char* user : {"ann", "wes", "rey", "sam"})
       tokens_[user] = Make(user, people::TokenRole::kWrite);
     ASSERT_TRUE(directory_->Refresh().ok());
@@ -52,6 +55,7 @@ class PeopleApi : public testing::ApiServerTest {
     hro.public_url = base_;
     hro.people = directory_.get();
     hro.people_service = people_.get();
+    hro.audit = index_.get();
     RegisterHubRoutes(*server_, *hub_, *buckets_, *files_, hro);
     server_->Start();
   }
@@ -67,7 +71,7 @@ class PeopleApi : public testing::ApiServerTest {
 
   std::string Make(const std::string& user, people::TokenRole role,
                    const std::vector<people::Grant>& grants = {}) {
-    auto made = people_->CreateToken(user, user + "-token", role, grants, std::chrono::hours(24));
+    auto made = people_->CreateToken(kBy, user, user + "-token", role, grants, std::chrono::hours(24));
     EXPECT_TRUE(made.ok()) << made.error().message;
     return made.ok() ? made->text : "";
   }
@@ -178,7 +182,7 @@ TEST_F(PeopleApi, AFineGrainedTokenReachesWhatItListsWithinItsOwnersRights) {
   EXPECT_EQ(token.at("role").as_string(), "fineGrained");
   EXPECT_EQ(Count(json::serialize(token.at("fineGrained").at("scoped"))), 2u);
   // Within the owner's rights: wes reads acme and cannot write it once his role is read.
-  ASSERT_TRUE(people_->SetRole("acme", "wes", people::OrgRole::kRead).ok());
+  ASSERT_TRUE(people_->SetRole(kBy, "acme", "wes", people::OrgRole::kRead).ok());
   ASSERT_TRUE(directory_->Refresh().ok());
   EXPECT_EQ(Commit("fine", "acme/m", "b.txt"), 403u);
   EXPECT_EQ(Status(V::get, "/api/models/acme/m", tokens_["fine"]), 200u);
@@ -246,6 +250,56 @@ TEST_F(PeopleApi, AnOrganizationsAdminsManageItsMembers) {
   EXPECT_EQ(Status(V::delete_, members + "/ann", tokens_["wes"]), 200u);
   EXPECT_EQ(Status(V::get, members, tokens_["ann"]), 404u);
   EXPECT_EQ(Create("ann", "late"), 403u) << "no longer a member";
+}
+
+// Every change through the routes is in the audit log with who made it, with which token and from where; an
+// organization's admin reads its events, an operator every event, anyone else nothing; no token's text is
+// in it.
+TEST_F(PeopleApi, TheAuditLogRecordsWhoChangedWhat) {
+  ASSERT_EQ(Create("ann", "m"), 200u);
+  ASSERT_EQ(Commit("wes", "acme/m", "a.txt"), 200u);
+  ASSERT_EQ(Commit("rey", "acme/m", "b.txt"), 403u);  // refused: changes nothing, records nothing yet
+  ASSERT_EQ(Status(V::put, "/api/models/acme/m/settings", tokens_["ann"], R"({"visibility": "public"})"),
+            200u);
+  ASSERT_EQ(Status(V::put, "/api/organizations/acme/members/sam", tokens_["ann"], R"({"role": "read"})"),
+            200u);
+  auto made = Send(V::post, "/api/settings/tokens", tokens_["wes"], R"({"name": "ci", "role": "read"})");
+  ASSERT_EQ(made.result_int(), 200u);
+  const std::string text(json::parse(made.body()).at("token").as_string());
+
+  auto log = Send(V::get, "/api/audit?ns=acme", tokens_["ann"]);
+  ASSERT_EQ(log.result_int(), 200u) << log.body();
+  const json::value events = json::parse(log.body());
+  std::vector<std::string> actions;
+  for (const auto& e : events.as_array()) actions.emplace_back(e.at("action").as_string());
+  // The fixture's own changes (by the command line) come first: the organization and its members.
+  EXPECT_EQ(actions, (std::vector<std::string>{"member.set", "repo.settings", "commit", "repo.create",
+                                               "member.set", "member.set", "member.set", "org.create"}));
+  EXPECT_EQ(events.as_array().back().at("actor").as_string(), "cli:test");
+  const auto& commit = events.as_array()[2];
+  EXPECT_EQ(commit.at("actor").as_string(), "wes");
+  EXPECT_EQ(commit.at("tokenId").as_string(), tokens_["wes"].substr(6, 16));
+  EXPECT_NE(commit.at("client").as_string(), "");
+  EXPECT_EQ(commit.at("target").as_string(), "acme/m");
+
+  EXPECT_EQ(Status(V::get, "/api/audit?ns=acme", tokens_["wes"]), 403u) << "a writer is no admin";
+  EXPECT_EQ(Status(V::get, "/api/audit", tokens_["ann"]), 403u) << "an admin names the namespace";
+  EXPECT_EQ(Status(V::get, "/api/audit?ns=acme", MintToken("acme", http::Permission::kWrite)), 403u);
+  EXPECT_EQ(Status(V::get, "/api/audit?ns=acme", ""), 401u);
+  EXPECT_EQ(Status(V::get, "/api/audit?ns=acme&limit=0", tokens_["ann"]), 400u);
+  EXPECT_EQ(Status(V::get, "/api/audit?ns=acme&since=yesterday", tokens_["ann"]), 400u);
+
+  ASSERT_TRUE(people_->CreateUser(kBy, "opal", "", true).ok());
+  tokens_["opal"] = Make("opal", people::TokenRole::kRead);
+  ASSERT_TRUE(directory_->Refresh().ok());
+  auto all = Send(V::get, "/api/audit?limit=2", tokens_["opal"]);
+  ASSERT_EQ(all.result_int(), 200u) << all.body();
+  EXPECT_EQ(Count(all.body()), 2u);
+  EXPECT_NE(all["Link"].find("before="), std::string::npos) << "a full page names the next";
+  auto everything = Send(V::get, "/api/audit?limit=1000", tokens_["opal"]);
+  EXPECT_NE(everything.body().find("token.create"), std::string::npos);
+  EXPECT_EQ(everything.body().find(text.substr(23)), std::string::npos) << "never a token's secret";
+  EXPECT_EQ(everything.body().find(tokens_["wes"].substr(23)), std::string::npos);
 }
 
 }  // namespace

@@ -168,9 +168,9 @@ void Branch(const HubContext& c, const std::shared_ptr<Exchange>& ex, bool creat
     if (!body) return ex->Respond(HubErrorResponse(400, "", body.error().message));
     start = std::move(*body);
   }
-  c.WithRepo(ex, true, [&c, ex, branch, start, create](const RepoRequest&, const hub::Repo& repo) {
-    auto st = create ? c.hub.CreateRef(repo, index::RefKind::kBranch, branch, start, false)
-                     : c.hub.DeleteRef(repo, index::RefKind::kBranch, branch);
+  c.WithRepo(ex, true, [&c, ex, branch, start, create](const RepoRequest& rr, const hub::Repo& repo) {
+    auto st = create ? c.hub.CreateRef(rr.caller, repo, index::RefKind::kBranch, branch, start, false)
+                     : c.hub.DeleteRef(rr.caller, repo, index::RefKind::kBranch, branch);
     ex->Respond(Done(st));
   });
 }
@@ -184,9 +184,9 @@ void Tag(const HubContext& c, const std::shared_ptr<Exchange>& ex, bool create) 
     if (!name) return ex->Respond(HubErrorResponse(400, "", name.error().message));
     tag = std::move(*name);
   }
-  c.WithRepo(ex, true, [&c, ex, tag, at, create](const RepoRequest&, const hub::Repo& repo) {
-    auto st = create ? c.hub.CreateRef(repo, index::RefKind::kTag, tag, at, false)
-                     : c.hub.DeleteRef(repo, index::RefKind::kTag, tag);
+  c.WithRepo(ex, true, [&c, ex, tag, at, create](const RepoRequest& rr, const hub::Repo& repo) {
+    auto st = create ? c.hub.CreateRef(rr.caller, repo, index::RefKind::kTag, tag, at, false)
+                     : c.hub.DeleteRef(rr.caller, repo, index::RefKind::kTag, tag);
     ex->Respond(Done(st));
   });
 }

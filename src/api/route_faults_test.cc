@@ -35,6 +35,9 @@ namespace {
 
 namespace bhttp = boost::beast::http;
 namespace json = boost::json;
+
+// Who the fixture's own changes are by, as the audit log records them.
+const people::Actor kBy{.actor = "cli:test", .token_id = "", .client = ""};
 using Res = bhttp::response<bhttp::string_body>;
 using http::Permission;
 
@@ -65,14 +68,15 @@ class RouteFaults : public testing::ApiServerTest {
     // A person with a token to manage the others by, and one to revoke.
     {
       people::PeopleService made(*index_, clock_);
-      ASSERT_TRUE(made.CreateUser("pat", "", false).ok());
-      ASSERT_TRUE(made.CreateUser("kim", "", false).ok());
-      ASSERT_TRUE(made.CreateOrg("patorg", "").ok());
-      ASSERT_TRUE(made.SetRole("patorg", "pat", people::OrgRole::kAdmin).ok());
-      ASSERT_TRUE(made.SetRole("patorg", "kim", people::OrgRole::kRead).ok());
+      ASSERT_TRUE(made.CreateUser(kBy, "pat", "", false).ok());
+      ASSERT_TRUE(made.CreateUser(kBy, "kim", "", false).ok());
+      ASSERT_TRUE(made.CreateOrg(kBy, "patorg", "").ok());
+      ASSERT_TRUE(made.SetRole(kBy, "patorg", "pat", people::OrgRole::kAdmin).ok());
+      ASSERT_TRUE(made.SetRole(kBy, "patorg", "kim", people::OrgRole::kRead).ok());
       auto manager =
-          made.CreateToken("pat", "manager", people::TokenRole::kWrite, {}, std::chrono::hours(24));
-      auto other = made.CreateToken("pat", "other", people::TokenRole::kRead, {}, std::chrono::hours(24));
+          made.CreateToken(kBy, "pat", "manager", people::TokenRole::kWrite, {}, std::chrono::hours(24));
+      auto other =
+          made.CreateToken(kBy, "pat", "other", people::TokenRole::kRead, {}, std::chrono::hours(24));
       ASSERT_TRUE(manager.ok() && other.ok());
       person_token_ = manager->text;
       other_token_id_ = other->record.id;
@@ -96,6 +100,7 @@ class RouteFaults : public testing::ApiServerTest {
     hro.quota = quota_.get();
     hro.people = directory_.get();
     hro.people_service = people_.get();
+    hro.audit = faulty_.get();
     RegisterHubRoutes(*server_, *hub_, *buckets_, *files_, hro);
     RegisterReadiness(*server_, {{"index", [this] { return faulty_->Ping(); }}});
     server_->Start();
@@ -237,6 +242,7 @@ class RouteFaults : public testing::ApiServerTest {
          R"({"name": "made", "role": "read", "expiresIn": 600})", 200},
         {V::delete_, "/api/settings/tokens/{id}", "/api/settings/tokens/" + other_token_id_, person_token_,
          "", 200},
+        {V::get, "/api/audit", "/api/audit?ns=patorg", person_token_, "", 200},
         {V::get, "/api/organizations/{ns}/members", "/api/organizations/patorg/members", person_token_, "",
          200},
         {V::put, "/api/organizations/{ns}/members/{user}", "/api/organizations/patorg/members/kim",

@@ -36,8 +36,13 @@ json::object TokenAnswer(const people::TokenRecord& t) {
   return out;
 }
 
-// The person whose read or write token the request carries; answers the request itself otherwise.
-std::optional<people::Person> TokenManager(const HubContext& c, const std::shared_ptr<Exchange>& ex) {
+// The person whose read or write token the request carries, and who the audit log says they are; answers the
+// request itself otherwise.
+struct Manager {
+  people::Person person;
+  people::Actor by;
+};
+std::optional<Manager> TokenManager(const HubContext& c, const std::shared_ptr<Exchange>& ex) {
   auto caller = PeopleCaller(c, ex);
   if (!caller) return std::nullopt;
   if (!caller->person()) {
@@ -54,13 +59,13 @@ std::optional<people::Person> TokenManager(const HubContext& c, const std::share
         HubErrorResponse(403, "", "a fine-grained token manages no tokens: use a read or write token"));
     return std::nullopt;
   }
-  return std::move(*person);
+  return Manager{.person = std::move(*person), .by = caller->Actor()};
 }
 
 void ListTokens(const HubContext& c, const std::shared_ptr<Exchange>& ex) {
-  auto person = TokenManager(c, ex);
-  if (!person) return;
-  ex->Offload([&c, ex, user = person->user] {
+  auto manager = TokenManager(c, ex);
+  if (!manager) return;
+  ex->Offload([&c, ex, user = manager->person.user] {
     auto tokens = c.options.people_service->Tokens(user);
     if (!tokens) return ex->Respond(HubErrorResponse(tokens.error()));
     json::array out;
@@ -89,14 +94,15 @@ Result<std::chrono::seconds> Allowed(const people::Person& maker, const TokenBod
 }
 
 void CreateToken(const HubContext& c, const std::shared_ptr<Exchange>& ex) {
-  auto person = TokenManager(c, ex);
-  if (!person) return;
+  auto manager = TokenManager(c, ex);
+  if (!manager) return;
   auto body = ParseTokenBody(ex->request().body);
   if (!body) return ex->Respond(HubErrorResponse(400, "", body.error().message));
-  auto life = Allowed(*person, *body, c.server.authenticator()->now());
+  auto life = Allowed(manager->person, *body, c.server.authenticator()->now());
   if (!life) return ex->Respond(HubErrorResponse(life.error()));
-  ex->Offload([&c, ex, user = person->user, body = std::move(*body), life = *life] {
-    auto made = c.options.people_service->CreateToken(user, body.name, body.role, body.grants, life);
+  ex->Offload([&c, ex, m = std::move(*manager), body = std::move(*body), life = *life] {
+    auto made =
+        c.options.people_service->CreateToken(m.by, m.person.user, body.name, body.role, body.grants, life);
     if (!made) return ex->Respond(HubErrorResponse(made.error()));
     // Usable on this node at once (the others learn of it at their refresh or its first use there).
     if (auto st = c.options.people->Refresh(); !st) return ex->Respond(HubErrorResponse(st.error()));
@@ -107,16 +113,16 @@ void CreateToken(const HubContext& c, const std::shared_ptr<Exchange>& ex) {
 }
 
 void RevokeToken(const HubContext& c, const std::shared_ptr<Exchange>& ex) {
-  auto person = TokenManager(c, ex);
-  if (!person) return;
-  ex->Offload([&c, ex, user = person->user, id = ex->request().Param("id")] {
-    auto tokens = c.options.people_service->Tokens(user);
+  auto manager = TokenManager(c, ex);
+  if (!manager) return;
+  ex->Offload([&c, ex, m = std::move(*manager), id = ex->request().Param("id")] {
+    auto tokens = c.options.people_service->Tokens(m.person.user);
     if (!tokens) return ex->Respond(HubErrorResponse(tokens.error()));
     const bool theirs =
         std::any_of(tokens->begin(), tokens->end(), [&](const people::TokenRecord& t) { return t.id == id; });
     // Another person's token is as absent as one that never was.
     if (!theirs) return ex->Respond(HubErrorResponse(404, "", "no token " + Printable(id, 32) + " of yours"));
-    auto revoked = c.options.people_service->Revoke(id);
+    auto revoked = c.options.people_service->Revoke(m.by, id);
     if (!revoked) return ex->Respond(HubErrorResponse(revoked.error()));
     // This node refuses it from now on; the others at their next refresh.
     if (auto st = c.options.people->Refresh(); !st) return ex->Respond(HubErrorResponse(st.error()));

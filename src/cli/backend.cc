@@ -1,9 +1,14 @@
 #include "cli/backend.h"
 
+#include <pwd.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <ctime>
 #include <filesystem>
 #include <iostream>
 #include <map>
+#include <vector>
 
 #include "http/auth.h"
 #include "index/open_index.h"
@@ -40,6 +45,27 @@ CommandIndex OpenCommandIndex(const std::string& who, const std::string& config_
   out.cfg = std::move(*cfg);
   out.index = std::move(*opened);
   return out;
+}
+
+std::string Utc(int64_t unix_seconds) {
+  const std::time_t t = static_cast<std::time_t>(unix_seconds);
+  std::tm utc{};
+  gmtime_r(&t, &utc);
+  char out[32];
+  const size_t n = std::strftime(out, sizeof out, "%Y-%m-%dT%H:%M:%SZ", &utc);
+  return std::string(out, n);
+}
+
+index::AuditActor CommandActor() {
+  std::string account = "unknown";
+  // The account the process runs as (not $USER, which anyone can set): who ran it, as the system knows it.
+  std::vector<char> buf(16384);
+  passwd pw{};
+  passwd* found = nullptr;
+  if (getpwuid_r(geteuid(), &pw, buf.data(), buf.size(), &found) == 0 && found != nullptr) {
+    account = found->pw_name;
+  }
+  return index::AuditActor{.actor = "cli:" + account, .token_id = "", .client = ""};
 }
 
 Result<std::unique_ptr<index::Index>> OpenConfiguredIndex(const config::Config& cfg) {

@@ -36,6 +36,12 @@ struct CommandIndex {
 CommandIndex OpenCommandIndex(const std::string& who, const std::string& config_file,
                               const std::string& data_dir, const std::string& index);
 
+// "2026-12-07T06:45:00Z": a time as the commands print it.
+std::string Utc(int64_t unix_seconds);
+
+// Who runs a command, as the audit log records it: "cli:<the system account>" (no token, no address).
+index::AuditActor CommandActor();
+
 // The s3_* settings, for a store (or a backup) at an s3:// URL.
 store::OpenStoreOptions StoreOptionsOf(const config::Config& cfg);
 

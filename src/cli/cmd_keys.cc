@@ -15,15 +15,6 @@
 namespace cairn::cli {
 namespace {
 
-std::string Utc(int64_t unix_seconds) {
-  const std::time_t t = static_cast<std::time_t>(unix_seconds);
-  std::tm utc{};
-  gmtime_r(&t, &utc);
-  char out[32];
-  const size_t n = std::strftime(out, sizeof out, "%Y-%m-%dT%H:%M:%SZ", &utc);
-  return std::string(out, n);
-}
-
 std::optional<config::KeyKind> KindOf(const std::string& name) {
   if (name == "jwt") return config::KeyKind::kJwt;
   if (name == "url") return config::KeyKind::kUrl;

@@ -164,7 +164,9 @@ int RunMirrorEvict(const MirrorCommandOptions& opts) {
               << " is held here, not mirrored: nothing evicted\n";
     return 2;
   }
-  if (auto st = index.DeleteRepo(found->id); !st) {
+  const auto event =
+      CommandActor().Event(Clock::System().UnixSeconds(), "repo.evict", arg->id.ns, hub::RepoPath(arg->id));
+  if (auto st = index.DeleteRepo(found->id, &event); !st) {
     std::cerr << "cairn mirror evict: " << st.error().message << "\n";
     return 1;
   }

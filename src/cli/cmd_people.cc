@@ -89,7 +89,7 @@ Status BadRole(const std::string& role, const char* allowed) {
 
 int RunUserCreate(const PeopleOptions& opts) {
   return WithPeople("user create", opts, [&](PeopleService& people) -> Status {
-    auto made = people.CreateUser(opts.name, opts.full_name, opts.is_operator);
+    auto made = people.CreateUser(CommandActor(), opts.name, opts.full_name, opts.is_operator);
     if (!made) return made.error();
     PrintAccount(*made, opts.json);
     return Ok{};
@@ -119,7 +119,7 @@ int RunUserShow(const PeopleOptions& opts) {
 
 int RunUserDisable(const PeopleOptions& opts) {
   return WithPeople("user disable", opts, [&](PeopleService& people) -> Status {
-    if (auto st = people.SetDisabled(opts.name, true); !st) return st;
+    if (auto st = people.SetDisabled(CommandActor(), opts.name, true); !st) return st;
     std::cout << "disabled " << opts.name << ": every token of theirs is refused\n";
     return Ok{};
   });
@@ -127,7 +127,7 @@ int RunUserDisable(const PeopleOptions& opts) {
 
 int RunUserEnable(const PeopleOptions& opts) {
   return WithPeople("user enable", opts, [&](PeopleService& people) -> Status {
-    if (auto st = people.SetDisabled(opts.name, false); !st) return st;
+    if (auto st = people.SetDisabled(CommandActor(), opts.name, false); !st) return st;
     std::cout << "enabled " << opts.name << "\n";
     return Ok{};
   });
@@ -135,7 +135,7 @@ int RunUserEnable(const PeopleOptions& opts) {
 
 int RunOrgCreate(const PeopleOptions& opts) {
   return WithPeople("org create", opts, [&](PeopleService& people) -> Status {
-    auto made = people.CreateOrg(opts.name, opts.full_name);
+    auto made = people.CreateOrg(CommandActor(), opts.name, opts.full_name);
     if (!made) return made.error();
     PrintAccount(*made, opts.json);
     return Ok{};
@@ -167,7 +167,7 @@ int RunOrgSetRole(const PeopleOptions& opts) {
   return WithPeople("org role", opts, [&](PeopleService& people) -> Status {
     const auto role = people::ParseOrgRole(opts.role);
     if (!role) return BadRole(opts.role, "read, write, admin");
-    if (auto st = people.SetRole(opts.name, opts.user, *role); !st) return st;
+    if (auto st = people.SetRole(CommandActor(), opts.name, opts.user, *role); !st) return st;
     std::cout << opts.user << " is a member of " << opts.name << " (" << opts.role << ")\n";
     return Ok{};
   });
@@ -175,7 +175,7 @@ int RunOrgSetRole(const PeopleOptions& opts) {
 
 int RunOrgRemove(const PeopleOptions& opts) {
   return WithPeople("org remove", opts, [&](PeopleService& people) -> Status {
-    if (auto st = people.SetRole(opts.name, opts.user, std::nullopt); !st) return st;
+    if (auto st = people.SetRole(CommandActor(), opts.name, opts.user, std::nullopt); !st) return st;
     std::cout << opts.user << " is no member of " << opts.name << "\n";
     return Ok{};
   });
@@ -191,7 +191,7 @@ int RunTokenCreate(const PeopleOptions& opts) {
     for (const auto& g : opts.grants) grant_text += (grant_text.empty() ? "" : "\n") + g;
     auto grants = people::ParseGrants(grant_text);
     if (!grants) return Malformed("--grant: " + grants.error().message);
-    auto made = people.CreateToken(opts.user, opts.token_name, *role, *grants, *life);
+    auto made = people.CreateToken(CommandActor(), opts.user, opts.token_name, *role, *grants, *life);
     if (!made) return made.error();
     std::cerr << "token " << made->record.id << " for " << opts.user << " (" << people::TokenRoleName(*role)
               << "), expires_at=" << made->record.expires_at << "; shown once, kept nowhere\n";
@@ -221,7 +221,7 @@ int RunTokenList(const PeopleOptions& opts) {
 
 int RunTokenRevoke(const PeopleOptions& opts) {
   return WithPeople("token revoke", opts, [&](PeopleService& people) -> Status {
-    auto revoked = people.Revoke(opts.id);
+    auto revoked = people.Revoke(CommandActor(), opts.id);
     if (!revoked) return revoked.error();
     std::cout << (*revoked ? "revoked " : "already revoked: ") << opts.id << "\n";
     return Ok{};

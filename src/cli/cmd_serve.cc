@@ -23,6 +23,7 @@
 #include "cli/commands.h"
 #include "common/allocator.h"
 #include "common/clock.h"
+#include "common/periodic.h"
 #include "common/worker_pool.h"
 #include "config/config.h"
 #include "config/secrets.h"
@@ -167,6 +168,7 @@ void ServeHub(http::Server& server, const config::Config& cfg, Backend& b) {
   api::HubRouteOptions ho;
   ho.people = b.people.get();
   ho.people_service = b.people_service.get();
+  ho.audit = b.index.get();
   ho.public_url = cfg.public_url;
   ho.quota = b.quota.get();
   ho.mirror = b.mirror.get();
@@ -235,42 +237,29 @@ http::Result<std::unique_ptr<Backend>> RegisterRoutes(http::Server& server, cons
 // Keeps the node's people current (people/directory.h): reads what changed every people_refresh, which bounds
 // how long a token revoked or a user disabled on another node still works here, and records the tokens'
 // last uses it noted.
-class PeopleRefresher {
- public:
-  PeopleRefresher(std::chrono::seconds every, people::Directory& directory, index::PeopleIndex& index)
-      : every_(every), directory_(directory), index_(index), thread_([this] { Run(); }) {}
-  ~PeopleRefresher() {
-    {
-      std::lock_guard lock(mu_);
-      stop_ = true;
+std::unique_ptr<Periodic> RefreshPeople(std::chrono::seconds every, people::Directory& directory,
+                                        index::PeopleIndex& index) {
+  return std::make_unique<Periodic>(every, [&directory, &index](bool) {
+    if (auto st = directory.Refresh(); !st) spdlog::warn("people: refresh failed: {}", st.error().message);
+    if (auto st = index.NoteTokenUses(directory.TakeUses()); !st) {
+      spdlog::warn("people: recording tokens' last uses failed: {}", st.error().message);
     }
-    cv_.notify_all();
-    thread_.join();
-  }
-  PeopleRefresher(const PeopleRefresher&) = delete;
-  PeopleRefresher& operator=(const PeopleRefresher&) = delete;
+  });
+}
 
- private:
-  void Run() {
-    std::unique_lock lock(mu_);
-    while (!cv_.wait_for(lock, every_, [this] { return stop_; })) {
-      lock.unlock();
-      if (auto st = directory_.Refresh(); !st) spdlog::warn("people: refresh failed: {}", st.error().message);
-      if (auto st = index_.NoteTokenUses(directory_.TakeUses()); !st) {
-        spdlog::warn("people: recording tokens' last uses failed: {}", st.error().message);
-      }
-      lock.lock();
+// Drops the audit log's events older than audit_retention, hourly (none: kept for ever). Every node may: a
+// prune is one DELETE, and two at once delete the same rows.
+std::unique_ptr<Periodic> PruneAudit(std::chrono::seconds retention, index::AuditIndex& index) {
+  if (retention.count() == 0) return nullptr;
+  return std::make_unique<Periodic>(std::chrono::hours(1), [retention, &index](bool) {
+    auto pruned = index.PruneAudit(Clock::System().UnixSeconds() - retention.count());
+    if (!pruned) {
+      spdlog::warn("audit: pruning failed: {}", pruned.error().message);
+    } else if (*pruned > 0) {
+      spdlog::info("audit: {} events older than audit_retention dropped", *pruned);
     }
-  }
-
-  const std::chrono::seconds every_;
-  people::Directory& directory_;
-  index::PeopleIndex& index_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool stop_ = false;
-  std::thread thread_;  // last: starts once the members above exist
-};
+  });
+}
 
 // Which keys sign and which verify, by id (never the secrets), for the log.
 std::string Describe(const config::SecretKeys& keys) {
@@ -289,48 +278,26 @@ class KeyRefresher {
  public:
   KeyRefresher(const config::Config& cfg, index::Index& index, config::Secrets current,
                std::function<void(const config::Secrets&)> apply)
-      : cfg_(cfg), index_(index), current_(std::move(current)), apply_(std::move(apply)), thread_([this] {
-          Run();
-        }) {}
-  ~KeyRefresher() {
-    {
-      std::lock_guard lock(mu_);
-      stop_ = true;
-    }
-    cv_.notify_all();
-    thread_.join();
-  }
-  KeyRefresher(const KeyRefresher&) = delete;
-  KeyRefresher& operator=(const KeyRefresher&) = delete;
+      : cfg_(cfg),
+        index_(index),
+        current_(std::move(current)),
+        apply_(std::move(apply)),
+        task_(cfg.key_refresh, [this](bool woken) { Refresh(woken); }) {}
 
-  void Wake() {
-    {
-      std::lock_guard lock(mu_);
-      wake_ = true;
-    }
-    cv_.notify_all();
-  }
+  void Wake() { task_.Wake(); }
 
  private:
-  void Run() {
-    std::unique_lock lock(mu_);
-    while (!stop_) {
-      cv_.wait_for(lock, cfg_.key_refresh, [this] { return stop_ || wake_; });
-      if (stop_) return;
-      const bool woken = std::exchange(wake_, false);
-      lock.unlock();
-      auto next = LoadConfiguredSecrets(cfg_, index_);
-      if (!next) {
-        spdlog::warn("signing keys: cannot re-read them, keeping the ones in use: {}", next.error().message);
-      } else if (!(next->jwt == current_.jwt) || !(next->url == current_.url)) {
-        current_ = std::move(*next);
-        apply_(current_);
-        spdlog::info("signing keys changed: tokens {}; URLs {}", Describe(current_.jwt),
-                     Describe(current_.url));
-      } else if (woken) {
-        spdlog::info("signing keys re-read (SIGHUP): unchanged");
-      }
-      lock.lock();
+  void Refresh(bool woken) {
+    auto next = LoadConfiguredSecrets(cfg_, index_);
+    if (!next) {
+      spdlog::warn("signing keys: cannot re-read them, keeping the ones in use: {}", next.error().message);
+    } else if (!(next->jwt == current_.jwt) || !(next->url == current_.url)) {
+      current_ = std::move(*next);
+      apply_(current_);
+      spdlog::info("signing keys changed: tokens {}; URLs {}", Describe(current_.jwt),
+                   Describe(current_.url));
+    } else if (woken) {
+      spdlog::info("signing keys re-read (SIGHUP): unchanged");
     }
   }
 
@@ -338,11 +305,7 @@ class KeyRefresher {
   index::Index& index_;
   config::Secrets current_;  // the refresher thread's alone
   std::function<void(const config::Secrets&)> apply_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool wake_ = false;  // guarded by mu_, like stop_
-  bool stop_ = false;
-  std::thread thread_;  // last: starts once the members above exist
+  Periodic task_;  // last: starts once the members above exist
 };
 
 // What the scheduled collector did, on /metrics.
@@ -527,7 +490,8 @@ int RunServe(const ServeOptions& opts) {
   Backend* services = backend->get();
   KeyRefresher refresher(*cfg, *services->index, secrets, ApplyKeys(auth, services));
   auth->SetVerifier(std::make_shared<api::PersonTokens>(*services->people));
-  PeopleRefresher people(cfg->people_refresh, *services->people, *services->index);
+  const auto people = RefreshPeople(cfg->people_refresh, *services->people, *services->index);
+  const auto pruner = PruneAudit(cfg->audit_retention, *services->index);
   // The collector stops (cut short at its next step) before the backend.
   std::unique_ptr<gc::Scheduler> collector = ScheduleCollector(*cfg, *services, *server);
   server->StopOnSignals();

@@ -248,6 +248,20 @@ int RunTokenCreate(const PeopleOptions& opts);
 int RunTokenList(const PeopleOptions& opts);
 int RunTokenRevoke(const PeopleOptions& opts);
 
+// `cairn audit` (docs/operations.md "Audit log"): the audit log, newest first.
+struct AuditOptions {
+  std::string config_file;
+  std::string data_dir;
+  std::string index;
+  std::string since;  // a duration back from now ("24h", "7d"); empty: all
+  std::string user;   // the actor: a user's name, "scope:<scope>", "cli:<account>"
+  std::string ns;     // the namespace changed
+  std::string repo;   // the repository changed: "acme/model", "datasets/acme/data"
+  size_t limit = 100;
+  bool json = false;
+};
+int RunAudit(const AuditOptions& opts);
+
 // `cairn mirror ls|prefetch|evict` (docs/mirror.md): the pull-through mirror's repositories, on the index and
 // store of the deployment (with its mirror_* settings).
 struct MirrorCommandOptions {

@@ -83,11 +83,18 @@ void AddServe(CLI::App& app) {
   OnSelected(cmd, opts, RunServe);
 }
 
+// The flags of a command on the index alone: where the data, the index (`what` it holds) and the
+// configuration are.
+void IndexFlags(CLI::App* cmd, std::string& data_dir, std::string& index, std::string& config_file,
+                const std::string& what) {
+  cmd->add_option("--data", data_dir, "Data directory (default ./cairn-data)");
+  cmd->add_option("--index", index, "Index holding " + what + " (default sqlite:<data>/index.db)");
+  cmd->add_option("--config", config_file, "TOML configuration file (also CAIRN_CONFIG)");
+}
+
 // The index-side flags of the people commands.
 void PeopleFlags(CLI::App* cmd, PeopleOptions& o) {
-  cmd->add_option("--data", o.data_dir, "Data directory (default ./cairn-data)");
-  cmd->add_option("--index", o.index, "Index holding the people (default sqlite:<data>/index.db)");
-  cmd->add_option("--config", o.config_file, "TOML configuration file (also CAIRN_CONFIG)");
+  IndexFlags(cmd, o.data_dir, o.index, o.config_file, "the people");
 }
 
 // A people command `name` under `parent`, running `run`; `setup` adds its own arguments.
@@ -106,9 +113,7 @@ void AddToken(CLI::App& app) {
   auto* cmd = app.add_subcommand(
       "token",
       "A person's token (create, ls, revoke), or with --scope a bearer token (HS256 JWT) for a scope");
-  cmd->add_option("--data", opts->data_dir, "Data directory (default ./cairn-data)");
-  cmd->add_option("--index", opts->index, "Index holding the signing key (default sqlite:<data>/index.db)");
-  cmd->add_option("--config", opts->config_file, "TOML configuration file (also CAIRN_CONFIG)");
+  IndexFlags(cmd, opts->data_dir, opts->index, opts->config_file, "the signing key");
   cmd->add_option("--scope", opts->scope, "Scope the token grants, e.g. a repository name");
   cmd->add_flag("--write", opts->write, "Grant write (and read) instead of read only");
   cmd->add_option("--ttl", opts->ttl, "Lifetime: seconds, or 30m, 12h, 7d (default 1h)");
@@ -183,6 +188,20 @@ void AddPeople(CLI::App& app) {
   AddPeopleCommand(org, "add", "Make a user a member with a role", RunOrgSetRole, member(true));
   AddPeopleCommand(org, "role", "Change a member's role", RunOrgSetRole, member(true));
   AddPeopleCommand(org, "remove", "Take a member out", RunOrgRemove, member(false));
+}
+
+void AddAudit(CLI::App& app) {
+  auto opts = std::make_shared<AuditOptions>();
+  auto* cmd =
+      app.add_subcommand("audit", "The audit log: who changed what, when and from where (newest first)");
+  IndexFlags(cmd, opts->data_dir, opts->index, opts->config_file, "the audit log");
+  cmd->add_option("--since", opts->since, "Only this far back: 30m, 24h, 7d");
+  cmd->add_option("--user", opts->user, "Only this actor: a user, scope:<scope>, cli:<account>");
+  cmd->add_option("--ns", opts->ns, "Only changes in this namespace");
+  cmd->add_option("--repo", opts->repo, "Only changes of this repository (acme/model, datasets/acme/data)");
+  cmd->add_option("--limit", opts->limit, "At most this many events (default 100)");
+  cmd->add_flag("--json", opts->json, "One JSON object per event, one per line");
+  OnSelected(cmd, opts, RunAudit);
 }
 
 void AddRemoteFlags(CLI::App* cmd, RemoteOptions& r) {
@@ -530,6 +549,7 @@ int main(int argc, char** argv) {
   cairn::cli::AddServe(app);
   cairn::cli::AddToken(app);
   cairn::cli::AddPeople(app);
+  cairn::cli::AddAudit(app);
   cairn::cli::AddLink(app);
   cairn::cli::AddClientCommands(app);
   cairn::cli::AddKeys(app);

@@ -72,6 +72,16 @@ Setter DurationSetter(std::chrono::seconds Config::*member) {
   };
 }
 
+// A setter for a duration that may be zero ("0": none, as a setting documents it).
+Setter DurationOrZeroSetter(std::chrono::seconds Config::*member) {
+  return [member](Config& c, std::string_view v) -> Status {
+    auto d = ParseDuration(v, true);
+    if (!d) return d.error();
+    c.*member = *d;
+    return Ok{};
+  };
+}
+
 // An http:// or https:// URL naming a host, kept without trailing slashes.
 Setter UrlSetter(std::string Config::*member) {
   return [member](Config& c, std::string_view v) -> Status {
@@ -271,6 +281,7 @@ std::vector<Field> KeyFields() {
       {"url_key_id", KeyIdSetter(&Config::url_key_id)},
       {"key_refresh", DurationSetter(&Config::key_refresh)},
       {"people_refresh", DurationSetter(&Config::people_refresh)},
+      {"audit_retention", DurationOrZeroSetter(&Config::audit_retention)},
   };
 }
 

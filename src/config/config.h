@@ -85,6 +85,8 @@ struct Config {
   // How often a node reads what changed of people (tokens revoked, users disabled, memberships): the bound on
   // how long a revoked token still works on a node that did not revoke it.
   std::chrono::seconds people_refresh{5};
+  // How long the audit log keeps an event (0: for ever); older ones are dropped hourly by `cairn serve`.
+  std::chrono::seconds audit_retention{365LL * 24 * 3600};
   std::chrono::seconds transfer_url_ttl{3600};
   std::chrono::seconds dedup_key_expiry{7 * 24 * 3600};
   // The garbage collector inside `cairn serve`: how often it runs (0, unset: never; `cairn gc` runs it by

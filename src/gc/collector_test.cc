@@ -165,7 +165,7 @@ TEST_P(CollectorTest, ADeletedRepositorysUniqueBytesAreFreedAfterTheGraceOnly) {
   EXPECT_EQ(r.newly_quarantined, 0u);
   EXPECT_EQ(r.live_files, 2u);
 
-  ASSERT_TRUE(index_->DeleteRepo(s.repo).ok());
+  ASSERT_TRUE(index_->DeleteRepo(s.repo, nullptr).ok());
   r = Collect();
   EXPECT_EQ(r.newly_quarantined, 1u + s.doomed_only.size());  // the file and its own xorbs
   EXPECT_EQ(r.swept_xorbs, 0u);
@@ -362,7 +362,7 @@ TEST_P(CollectorTest, AListingThatLagsTheWritesChangesNothing) {
   const auto live = put(kept, "lagged");
   const auto gone = put(Random(200 << 10), "lagged");
   ASSERT_TRUE(files_->Unregister(gone.file_hashes[0], "lagged").ok());
-  ASSERT_TRUE(index_->DeleteRepo(s.repo).ok());
+  ASSERT_TRUE(index_->DeleteRepo(s.repo, nullptr).ok());
   EXPECT_GT(lag.hidden(), 0u);
 
   const auto collect = [&] {
@@ -438,7 +438,7 @@ TEST_P(CollectorTest, AnUploadNeverCommittedToItsRepositoryIsGarbage) {
 // that dedups against the answer later still finds them; a xorb a sweep has claimed is never offered.
 TEST_P(CollectorTest, ADedupAnswerRevivesWhatItNamesAndNeverNamesAClaimedXorb) {
   Scene s = MakeScene();
-  ASSERT_TRUE(index_->DeleteRepo(s.repo).ok());
+  ASSERT_TRUE(index_->DeleteRepo(s.repo, nullptr).ok());
   Collect();
   clock_.Advance(static_cast<int64_t>(kDefaultGraceSeconds) + 1);
   auto first = index_->GetFile(s.doomed_hash);
@@ -475,7 +475,7 @@ TEST_P(CollectorTest, ADedupAnswerRevivesWhatItNamesAndNeverNamesAClaimedXorb) {
   // Another doomed set, asked about inside the grace: the answer revives it, so the next run past the grace
   // (measured from the mark before the answer) frees nothing it named.
   Scene t = MakeScene();
-  ASSERT_TRUE(index_->DeleteRepo(t.repo).ok());
+  ASSERT_TRUE(index_->DeleteRepo(t.repo, nullptr).ok());
   Collect();
   clock_.Advance(static_cast<int64_t>(kDefaultGraceSeconds) - 86400);
   auto f = index_->GetFile(t.doomed_hash);
@@ -497,7 +497,7 @@ TEST_P(CollectorTest, AnUploadDuringTheSweepWaitsThenStoresTheBytesAgain) {
   Scene s = MakeScene();
   auto xorb_bytes = store_->ReadWhole(store::BlobKind::kXorb, s.doomed_only[0]);
   ASSERT_TRUE(xorb_bytes.ok());
-  ASSERT_TRUE(index_->DeleteRepo(s.repo).ok());
+  ASSERT_TRUE(index_->DeleteRepo(s.repo, nullptr).ok());
   Collect();
   clock_.Advance(static_cast<int64_t>(kDefaultGraceSeconds) + 1);
   // The body a client sends: the chunk region (without the footer the server writes).
@@ -529,7 +529,7 @@ TEST_P(CollectorTest, AnUploadDuringTheSweepWaitsThenStoresTheBytesAgain) {
 
 TEST_P(CollectorTest, AShardNamingAClaimedXorbIsRefusedForARetryAndAfterTheSweepAsUnknown) {
   Scene s = MakeScene();
-  ASSERT_TRUE(index_->DeleteRepo(s.repo).ok());
+  ASSERT_TRUE(index_->DeleteRepo(s.repo, nullptr).ok());
   Collect();
   clock_.Advance(static_cast<int64_t>(kDefaultGraceSeconds) + 1);
   // The same files' shard again, as a client whose cache still names the xorbs would send it.
@@ -563,7 +563,7 @@ TEST_P(CollectorTest, AShardNamingAClaimedXorbIsRefusedForARetryAndAfterTheSweep
 
 TEST_P(CollectorTest, AFileCommittedBetweenTheMarkAndTheSweepKeepsItsXorbs) {
   Scene s = MakeScene();
-  ASSERT_TRUE(index_->DeleteRepo(s.repo).ok());
+  ASSERT_TRUE(index_->DeleteRepo(s.repo, nullptr).ok());
   Collect();
   clock_.Advance(static_cast<int64_t>(kDefaultGraceSeconds) + 1);
   GcReport r = Collect([&](std::string_view step) -> Status {
@@ -589,7 +589,7 @@ TEST_P(CollectorTest, KilledAtAnyStepTheNextRunFinishesTheSameWay) {
     TearDown();
     SetUp();
     Scene s = MakeScene();
-    ASSERT_TRUE(index_->DeleteRepo(s.repo).ok());
+    ASSERT_TRUE(index_->DeleteRepo(s.repo, nullptr).ok());
     // And an upload of its own (a shard that goes whole), removed.
     auto alone = Upload({Random(300 << 10)}, "plain2");
     ASSERT_TRUE(files_->Unregister(alone.file_hashes[0], "plain2").ok());
@@ -680,7 +680,7 @@ TEST_P(CollectorTest, ANodesCachedTermsFollowAFileSweptAndRegisteredAgain) {
 
 TEST_P(CollectorTest, TwoCollectorsAtOnceDeleteEachObjectOnce) {
   Scene s = MakeScene();
-  ASSERT_TRUE(index_->DeleteRepo(s.repo).ok());
+  ASSERT_TRUE(index_->DeleteRepo(s.repo, nullptr).ok());
   Collect();
   clock_.Advance(static_cast<int64_t>(kDefaultGraceSeconds) + 1);
   auto other = OpenIndexAt();  // a second node
@@ -707,7 +707,7 @@ TEST_P(CollectorTest, TwoCollectorsAtOnceDeleteEachObjectOnce) {
 
 TEST_P(CollectorTest, TheScheduleRunsTheCollectorAndKeepsItsReport) {
   Scene s = MakeScene();
-  ASSERT_TRUE(index_->DeleteRepo(s.repo).ok());
+  ASSERT_TRUE(index_->DeleteRepo(s.repo, nullptr).ok());
   GcOptions o;
   o.clock = &clock_;
   Scheduler scheduler(*index_, *index_, *index_, *store_, o, std::chrono::seconds(1));
@@ -722,7 +722,7 @@ TEST_P(CollectorTest, TheScheduleRunsTheCollectorAndKeepsItsReport) {
 
 TEST_P(CollectorTest, TheMarkPausesAfterEachPageItReadsAndStopsWhenThePauseSaysSo) {
   Scene s = MakeScene();
-  ASSERT_TRUE(index_->DeleteRepo(s.repo).ok());
+  ASSERT_TRUE(index_->DeleteRepo(s.repo, nullptr).ok());
   std::vector<std::chrono::nanoseconds> waits;
   GcOptions o;
   o.clock = &clock_;
@@ -896,7 +896,7 @@ TEST_P(CollectorTest, SoakTwoNodesUploadDeleteAndCollectInterleaved) {
 // are gone, so it cannot register whole; its surviving file comes back, the freed one does not.
 TEST_P(CollectorTest, ARebuildAfterASweepKeepsTheLiveFilesOfAPartlySweptShard) {
   Scene s = MakeScene();
-  ASSERT_TRUE(index_->DeleteRepo(s.repo).ok());
+  ASSERT_TRUE(index_->DeleteRepo(s.repo, nullptr).ok());
   Collect();
   clock_.Advance(static_cast<int64_t>(kDefaultGraceSeconds) + 1);
   ASSERT_EQ(Collect().swept_xorbs, s.doomed_only.size());

@@ -80,7 +80,7 @@ class UploadPackTest : public testing::HubRepoTest {
 
 TEST_F(UploadPackTest, AdvertisesVersionTwoAndListsRefs) {
   History();
-  ASSERT_TRUE(hub_->CreateRef(repo_, index::RefKind::kTag, "v1", c2_.hex(), false).ok());
+  ASSERT_TRUE(hub_->CreateRef(alice_, repo_, index::RefKind::kTag, "v1", c2_.hex(), false).ok());
   UploadPack up = Server();
   const Answer caps = Demux(up.AdvertiseV2());
   EXPECT_EQ(caps.lines.front(), "version 2");

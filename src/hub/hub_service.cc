@@ -183,6 +183,16 @@ std::string Caller::Who() const {
   return person() ? user : NamespaceOf(scope);
 }
 
+index::AuditActor Caller::Actor() const {
+  return index::AuditActor{
+      .actor = person() ? user : "scope:" + scope, .token_id = token_id, .client = client};
+}
+
+index::AuditEvent HubService::Event(const Caller& caller, const RepoId& id, std::string action,
+                                    std::string detail) {
+  return caller.Actor().Event(Now(), std::move(action), id.ns, RepoPath(id), std::move(detail));
+}
+
 Access AccessToNamespace(const Caller& caller, std::string_view ns) {
   if (caller.anonymous()) return Access::kNone;
   if (!caller.person()) {
@@ -226,7 +236,8 @@ Result<Repo> HubService::CreateRepo(const Caller& caller, const RepoId& id, bool
                       .scope = NewRepoScope(),
                       .read_scope = NewRepoScope(),
                       .objects = {},
-                      .refs = {}};
+                      .refs = {},
+                      .audit = Event(caller, id, "repo.create", is_private ? "private" : "public")};
   if (AccessTo(caller, ProspectiveRecord(id)) < Access::kWrite) {
     return Denied("this token cannot create repositories in " + id.ns);
   }
@@ -284,7 +295,8 @@ Result<Repo> HubService::OpenAs(const Caller& caller, const RepoId& id, Access n
 Status HubService::DeleteRepo(const Caller& caller, const RepoId& id) {
   auto repo = OpenAs(caller, id, Access::kAdmin);
   if (!repo.ok()) return repo.error();
-  if (auto st = index_.DeleteRepo(repo->record.id); !st.ok()) return FromIndex(st.error());
+  const auto event = Event(caller, id, "repo.delete");
+  if (auto st = index_.DeleteRepo(repo->record.id, &event); !st.ok()) return FromIndex(st.error());
   return QuotaChanged(repo->record.ns);
 }
 
@@ -296,6 +308,7 @@ Status HubService::UpdateSettings(const Caller& caller, const RepoId& id, std::o
   // Going private retires the read scope: every read token minted while the repository was public (to
   // anyone, for an hour) reads nothing from this moment, on every node, and so does every link it minted.
   if (is_private.value_or(false) && !repo->record.is_private) change.read_scope = NewRepoScope();
+  if (is_private) change.audit = Event(caller, id, "repo.settings", *is_private ? "private" : "public");
   if (auto st = index_.UpdateRepo(repo->record.id, change); !st.ok()) return FromIndex(st.error());
   return Ok{};
 }
@@ -313,6 +326,7 @@ Status HubService::MoveRepo(const Caller& caller, const RepoId& from, const Repo
   index::RepoChange change;
   change.ns = to.ns;
   change.name = to.name;
+  change.audit = Event(caller, from, "repo.move", "to " + RepoPath(to));
   if (auto st = index_.UpdateRepo(repo->record.id, change); !st.ok()) {
     if (st.error().code == ErrorCode::kConflict) {
       return RepoExists("a repository named " + to.str() + " exists");
@@ -544,8 +558,9 @@ Result<std::vector<RefInfo>> HubService::ListRefs(const Repo& repo) {
   return out;
 }
 
-Status HubService::CreateRef(const Repo& repo, index::RefKind kind, const std::string& name,
-                             std::optional<std::string_view> revision, bool exist_ok) {
+Status HubService::CreateRef(const Caller& caller, const Repo& repo, index::RefKind kind,
+                             const std::string& name, std::optional<std::string_view> revision,
+                             bool exist_ok) {
   if (!ValidBranchOrTagName(name, kind == index::RefKind::kTag)) {
     return Malformed("invalid ref name (git check-ref-format): " + name);
   }
@@ -558,6 +573,8 @@ Status HubService::CreateRef(const Repo& repo, index::RefKind kind, const std::s
     if (auto st = ReviveHistory(repo, *target); !st.ok()) return st;
   }
   index::RefUpdate update{kind, name, std::nullopt, KeyOf(*target)};
+  update.audit = Event(caller, repo.id(), kind == index::RefKind::kTag ? "tag.create" : "branch.create",
+                       name + " at " + target->hex());
   if (auto st = index_.UpdateRef(repo.record.id, update); !st.ok()) {
     if (st.error().code == ErrorCode::kConflict) {
       if (exist_ok) return Ok{};
@@ -599,7 +616,8 @@ Status HubService::ReviveHistory(const Repo& repo, const ObjectId& commit) {
   return Ok{};
 }
 
-Status HubService::DeleteRef(const Repo& repo, index::RefKind kind, const std::string& name) {
+Status HubService::DeleteRef(const Caller& caller, const Repo& repo, index::RefKind kind,
+                             const std::string& name) {
   if (kind == index::RefKind::kBranch && name == options_.default_branch) {
     return Malformed("the default branch cannot be deleted");
   }
@@ -608,6 +626,8 @@ Status HubService::DeleteRef(const Repo& repo, index::RefKind kind, const std::s
   for (const auto& r : *refs) {
     if (r.kind != kind || r.name != name) continue;
     index::RefUpdate update{kind, name, KeyOf(r.target), std::nullopt};
+    update.audit = Event(caller, repo.id(), kind == index::RefKind::kTag ? "tag.delete" : "branch.delete",
+                         name + " was " + r.target.hex());
     if (auto st = index_.UpdateRef(repo.record.id, update); !st.ok()) return FromIndex(st.error());
     return Ok{};
   }
@@ -1188,6 +1208,8 @@ Result<CommitInfo> HubService::CreateCommit(const Caller& caller, const Repo& re
   admission.FilesPublished();  // counted in the namespace's usage whether or not the branch moves below
   index::RefUpdate update{index::RefKind::kBranch, request.branch, std::nullopt, KeyOf(oid)};
   if (!new_branch) update.expected = KeyOf(*head);
+  update.audit = Event(caller, repo.id(), "commit",
+                       request.branch + " " + (head ? head->hex() : "new") + ".." + oid.hex());
   if (auto st = index_.UpdateRef(repo.record.id, update); !st.ok()) {
     if (st.error().code == ErrorCode::kConflict) {
       return Stale("A commit has happened since. Please refresh and try again.");

@@ -66,10 +66,13 @@ struct Caller {
   // it reaches its scope, as an admin when it writes (as it always has) and as a reader otherwise.
   std::vector<ScopeAccess> reach = {};
   std::string token_id = {};  // a person's token's id, for the record of what it did
+  std::string client = {};    // the client's address as the server saw it, for the same record
   bool anonymous() const { return scope.empty(); }
   bool person() const { return !user.empty(); }
   // The name a commit or record is made in: the user, or the namespace a scope token speaks for.
   std::string Who() const;
+  // Who the audit log says made a change: the user and their token, or "scope:<scope>" for a scope token.
+  index::AuditActor Actor() const;
 };
 
 struct RepoId {
@@ -227,9 +230,12 @@ class HubService {
   Result<ObjectId> Resolve(const Repo& repo, std::string_view revision);
   Result<Commit> ReadCommit(const Repo& repo, const ObjectId& oid);
   Result<std::vector<RefInfo>> ListRefs(const Repo& repo);
-  Status CreateRef(const Repo& repo, index::RefKind kind, const std::string& name,
+  Status CreateRef(const Caller& caller, const Repo& repo, index::RefKind kind, const std::string& name,
                    std::optional<std::string_view> revision, bool exist_ok);
-  Status DeleteRef(const Repo& repo, index::RefKind kind, const std::string& name);
+  Status DeleteRef(const Caller& caller, const Repo& repo, index::RefKind kind, const std::string& name);
+  // The audit log's record of a change of repository `id` by `caller`, now.
+  index::AuditEvent Event(const Caller& caller, const RepoId& id, std::string action,
+                          std::string detail = {});
   // Commits reachable from `head` along first parents, newest first: `skip` of them skipped, at most `limit`,
   // and no more once their messages hold `max_message_bytes` (one commit at least), so a page's memory is
   // bounded whatever the messages; `more` when commits follow.

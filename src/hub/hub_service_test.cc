@@ -260,13 +260,13 @@ TEST_F(HubServiceTest, RefsGitWouldRefuseAreRefused) {
   const Repo repo = NewRepo();
   for (const char* bad : {"main~1", "main^", "a b", "x:y", "star*", "a..b", "x.lock", "a@{1}", "@", ".hidden",
                           "trail.", "HEAD", "-x"}) {
-    auto st = hub_->CreateRef(repo, index::RefKind::kBranch, bad, std::nullopt, false);
+    auto st = hub_->CreateRef(alice_, repo, index::RefKind::kBranch, bad, std::nullopt, false);
     ASSERT_FALSE(st.ok()) << bad;
     EXPECT_EQ(st.error().code, ErrorCode::kMalformed) << bad;
-    EXPECT_FALSE(hub_->CreateRef(repo, index::RefKind::kTag, bad, std::nullopt, false).ok()) << bad;
+    EXPECT_FALSE(hub_->CreateRef(alice_, repo, index::RefKind::kTag, bad, std::nullopt, false).ok()) << bad;
   }
-  EXPECT_TRUE(hub_->CreateRef(repo, index::RefKind::kBranch, "feature/x", std::nullopt, false).ok());
-  EXPECT_TRUE(hub_->CreateRef(repo, index::RefKind::kTag, "v1.0", std::nullopt, false).ok());
+  EXPECT_TRUE(hub_->CreateRef(alice_, repo, index::RefKind::kBranch, "feature/x", std::nullopt, false).ok());
+  EXPECT_TRUE(hub_->CreateRef(alice_, repo, index::RefKind::kTag, "v1.0", std::nullopt, false).ok());
   EXPECT_EQ(hub_->ListRefs(repo)->size(), 3U);
 }
 

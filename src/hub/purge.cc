@@ -50,6 +50,7 @@ Result<CommitInfo> HubService::SuperSquash(const Caller& caller, const Repo& rep
       !st.ok())
     return FromIndex(st.error());
   index::RefUpdate update{index::RefKind::kBranch, branch, KeyOf(*head), KeyOf(oid)};
+  update.audit = Event(caller, repo.id(), "history.squash", branch + " " + head->hex() + ".." + oid.hex());
   if (auto st = index_.UpdateRef(repo.record.id, update); !st.ok()) {
     if (st.error().code == ErrorCode::kConflict) {
       return Stale("A commit has happened since. Please refresh and try again.");

@@ -68,7 +68,7 @@ TEST_F(PurgeTest, SuperSquashKeepsTheFilesAndDropsTheHistory) {
   ASSERT_TRUE(reach.ok());
   EXPECT_LT(reach->keys.size(), Objects().size());
 
-  ASSERT_TRUE(hub_->CreateRef(repo_, index::RefKind::kTag, "v1", std::nullopt, false).ok());
+  ASSERT_TRUE(hub_->CreateRef(alice_, repo_, index::RefKind::kTag, "v1", std::nullopt, false).ok());
   auto tag = hub_->SuperSquash(alice_, repo_, "v1", "squash");
   ASSERT_FALSE(tag.ok());
   EXPECT_EQ(tag.error().code, ErrorCode::kMalformed) << "a tag cannot be squashed";
@@ -82,7 +82,7 @@ TEST_F(PurgeTest, DeletingLargeFilesRewritesEveryRefAndDropsTheirLinks) {
   const LfsPointer doomed = Upload(1, 70000);
   const LfsPointer kept = Upload(2, 80000);
   Commit({AddLfs{"weights/doomed.bin", doomed}, AddLfs{"kept.bin", kept}, AddInline{"a.txt", Bytes("a")}});
-  ASSERT_TRUE(hub_->CreateRef(repo_, index::RefKind::kTag, "v1", std::nullopt, false).ok());
+  ASSERT_TRUE(hub_->CreateRef(alice_, repo_, index::RefKind::kTag, "v1", std::nullopt, false).ok());
   Commit({AddInline{"b.txt", Bytes("b")}});
   const ObjectId old_head = Head();
 
@@ -174,15 +174,15 @@ TEST_F(PurgeTest, APurgedFileLeavesTheRepositorysScopesAtOnce) {
 TEST_F(PurgeTest, ABranchMovedBackOntoUnreachableHistoryRevivesIt) {
   const LfsPointer big = Upload(4, 70000);
   Commit({AddLfs{"big.bin", big}}, "main");
-  ASSERT_TRUE(hub_->CreateRef(repo_, index::RefKind::kBranch, "old", std::nullopt, false).ok());
+  ASSERT_TRUE(hub_->CreateRef(alice_, repo_, index::RefKind::kBranch, "old", std::nullopt, false).ok());
   const ObjectId old = Commit({AddInline{"x.txt", Bytes("x")}}, "old");
-  ASSERT_TRUE(hub_->DeleteRef(repo_, index::RefKind::kBranch, "old").ok());
+  ASSERT_TRUE(hub_->DeleteRef(alice_, repo_, index::RefKind::kBranch, "old").ok());
   ASSERT_TRUE(hub_->SuperSquash(alice_, repo_, "main", "squash").ok());
   const auto marks = QuarantineUnreachable(100);
   ASSERT_FALSE(marks.empty());
 
   // A branch created at the old commit: everything it reaches leaves the quarantine before the ref is made.
-  ASSERT_TRUE(hub_->CreateRef(repo_, index::RefKind::kBranch, "back", old.hex(), false).ok());
+  ASSERT_TRUE(hub_->CreateRef(alice_, repo_, index::RefKind::kBranch, "back", old.hex(), false).ok());
   const auto reach = ReachFromRefs(*index_, repo_.record.id);
   ASSERT_TRUE(reach.ok());
   const std::set<std::vector<uint8_t>> live(reach->keys.begin(), reach->keys.end());
@@ -201,16 +201,16 @@ TEST_F(PurgeTest, ABranchMovedBackOntoUnreachableHistoryRevivesIt) {
 
 // A ref is never made onto history part of which a sweep already took: the commit alone is not enough.
 TEST_F(PurgeTest, ABranchOntoPartlySweptHistoryIsRefused) {
-  ASSERT_TRUE(hub_->CreateRef(repo_, index::RefKind::kBranch, "side", std::nullopt, false).ok());
+  ASSERT_TRUE(hub_->CreateRef(alice_, repo_, index::RefKind::kBranch, "side", std::nullopt, false).ok());
   const ObjectId old = Commit({AddInline{"a/x.txt", Bytes("x")}}, "side");
-  ASSERT_TRUE(hub_->DeleteRef(repo_, index::RefKind::kBranch, "side").ok());
+  ASSERT_TRUE(hub_->DeleteRef(alice_, repo_, index::RefKind::kBranch, "side").ok());
   auto marks = QuarantineUnreachable(100);
   // Sweep everything but the old commit itself.
   const std::vector<uint8_t> commit_key(old.bytes.begin(), old.bytes.end());
   std::erase_if(marks, [&](const index::RepoObjectMark& m) { return m.key == commit_key; });
   ASSERT_FALSE(marks.empty());
   ASSERT_TRUE(index_->SweepRepoObjects(repo_.record.id, marks).ok());
-  auto made = hub_->CreateRef(repo_, index::RefKind::kBranch, "back", old.hex(), false);
+  auto made = hub_->CreateRef(alice_, repo_, index::RefKind::kBranch, "back", old.hex(), false);
   ASSERT_FALSE(made.ok());
   EXPECT_EQ(made.error().reason, "RevisionNotFound");
   auto refs = hub_->ListRefs(repo_);
@@ -229,7 +229,7 @@ TEST_F(PurgeTest, SweptHistoryIsGoneForEveryReaderAndNoRefCanNameIt) {
   auto resolved = hub_->Resolve(repo_, first.hex());
   ASSERT_FALSE(resolved.ok()) << "served from the cache after the sweep";
   EXPECT_EQ(resolved.error().reason, "RevisionNotFound");
-  auto branch = hub_->CreateRef(repo_, index::RefKind::kBranch, "b", first.hex(), false);
+  auto branch = hub_->CreateRef(alice_, repo_, index::RefKind::kBranch, "b", first.hex(), false);
   ASSERT_FALSE(branch.ok());
   EXPECT_EQ(branch.error().reason, "RevisionNotFound");
   // The index refuses a ref to what is not there, whoever asks.

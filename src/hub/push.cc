@@ -100,9 +100,14 @@ class HubService::PushJob {
  public:
   using Refusal = std::optional<std::string>;
 
-  PushJob(HubService& hub, const Repo& repo, std::vector<RawObject> objects,
+  PushJob(HubService& hub, const Caller& caller, const Repo& repo, std::vector<RawObject> objects,
           const std::vector<PushedRef>& refs)
-      : hub_(hub), repo_(repo), objects_(std::move(objects)), refs_(refs), refused_(refs.size()) {}
+      : hub_(hub),
+        caller_(caller),
+        repo_(repo),
+        objects_(std::move(objects)),
+        refs_(refs),
+        refused_(refs.size()) {}
 
   Result<std::vector<Refusal>> Run() {
     if (auto why = ScanObjects()) return RefuseAll(*why);
@@ -279,6 +284,9 @@ class HubService::PushJob {
       index::RefUpdate u{n.kind, n.name, std::nullopt, std::nullopt};
       if (r.old_id) u.expected = KeyOf(*r.old_id);
       if (r.new_id) u.target = KeyOf(*r.new_id);
+      u.audit = hub_.Event(caller_, repo_.id(), "ref.push",
+                           r.name + " " + (r.old_id ? r.old_id->hex() : "none") + ".." +
+                               (r.new_id ? r.new_id->hex() : "none"));
       updates_.push_back(std::move(u));
     }
     return any_refused;
@@ -377,6 +385,7 @@ class HubService::PushJob {
   }
 
   HubService& hub_;
+  const Caller& caller_;
   const Repo& repo_;
   std::vector<RawObject> objects_;
   const std::vector<PushedRef>& refs_;
@@ -397,7 +406,7 @@ Result<std::vector<std::optional<std::string>>> HubService::ApplyPush(const Call
   if (AccessTo(caller, repo.record) < Access::kWrite) {
     return Denied("this token cannot write to " + repo.id().str());
   }
-  return PushJob(*this, repo, std::move(objects), refs).Run();
+  return PushJob(*this, caller, repo, std::move(objects), refs).Run();
 }
 
 }  // namespace cairn::hub

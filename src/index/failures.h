@@ -86,6 +86,11 @@ inline Error NamedXorbNotStored() {
 inline Error QuotaHasNoRoom() {
   return QuotaExceeded("the namespace's storage quota has no room for this");
 }
+// A listing asked for more records a page than the slice gives (PeopleIndex::kMaxListed, AuditIndex's).
+inline Status CheckPageLimit(size_t limit, size_t max) {
+  if (limit > max) return Malformed("at most " + std::to_string(max) + " records a page");
+  return Ok{};
+}
 // Repoint: a file changed between the compaction's read and its step.
 inline Error FileChangedSinceCompaction() {
   return Conflict("a file changed since the compaction read it");

@@ -155,9 +155,9 @@ class ForwardingIndex : public Index {
     if (auto st = Before("UpdateRepo", {}); !st.ok()) return st.error();
     return inner_.UpdateRepo(id, change);
   }
-  Status DeleteRepo(int64_t id) override {
+  Status DeleteRepo(int64_t id, const AuditEvent* audit) override {
     if (auto st = Before("DeleteRepo", {}); !st.ok()) return st.error();
-    return inner_.DeleteRepo(id);
+    return inner_.DeleteRepo(id, audit);
   }
   using RepoIndex::PutRepoObjects;
   Status PutRepoObjects(int64_t repo, const std::vector<RepoObject>& objects,
@@ -278,17 +278,17 @@ class ForwardingIndex : public Index {
     if (auto st = Before("UpdateAccount", {}); !st.ok()) return st.error();
     return inner_.UpdateAccount(id, change);
   }
-  Status SetMember(int64_t org, int64_t user, std::optional<OrgRole> role) override {
+  Status SetMember(int64_t org, int64_t user, std::optional<OrgRole> role, const AuditEvent* audit) override {
     if (auto st = Before("SetMember", {}); !st.ok()) return st.error();
-    return inner_.SetMember(org, user, role);
+    return inner_.SetMember(org, user, role, audit);
   }
   Result<std::vector<MemberRecord>> ListMembers(AccountKind of, int64_t id) override {
     if (auto st = Before("ListMembers", {}); !st.ok()) return st.error();
     return inner_.ListMembers(of, id);
   }
-  Status CreateToken(const TokenRecord& token) override {
+  Status CreateToken(const TokenRecord& token, const AuditEvent* audit) override {
     if (auto st = Before("CreateToken", {}); !st.ok()) return st.error();
-    return inner_.CreateToken(token);
+    return inner_.CreateToken(token, audit);
   }
   Result<TokenRecord> FindToken(std::string_view id) override {
     if (auto st = Before("FindToken", {}); !st.ok()) return st.error();
@@ -299,9 +299,9 @@ class ForwardingIndex : public Index {
     if (auto st = Before("ListTokens", {}); !st.ok()) return st.error();
     return inner_.ListTokens(owner, after, limit);
   }
-  Result<bool> RevokeToken(std::string_view id, int64_t at) override {
+  Result<bool> RevokeToken(std::string_view id, int64_t at, const AuditEvent* audit) override {
     if (auto st = Before("RevokeToken", {}); !st.ok()) return st.error();
-    return inner_.RevokeToken(id, at);
+    return inner_.RevokeToken(id, at, audit);
   }
   Status NoteTokenUses(const std::vector<std::pair<std::string, int64_t>>& uses) override {
     if (auto st = Before("NoteTokenUses", {}); !st.ok()) return st.error();
@@ -310,6 +310,21 @@ class ForwardingIndex : public Index {
   Result<PeopleChanges> PeopleChangedSince(int64_t generation) override {
     if (auto st = Before("PeopleChangedSince", {}); !st.ok()) return st.error();
     return inner_.PeopleChangedSince(generation);
+  }
+
+  // ---- AuditIndex
+  Status AppendAudit(const AuditEvent& event) override {
+    if (auto st = Before("AppendAudit", {}); !st.ok()) return st.error();
+    return inner_.AppendAudit(event);
+  }
+  Result<std::vector<AuditEvent>> ListAudit(const AuditFilter& filter, std::optional<int64_t> before,
+                                            size_t limit) override {
+    if (auto st = Before("ListAudit", {}); !st.ok()) return st.error();
+    return inner_.ListAudit(filter, before, limit);
+  }
+  Result<uint64_t> PruneAudit(int64_t before) override {
+    if (auto st = Before("PruneAudit", {}); !st.ok()) return st.error();
+    return inner_.PruneAudit(before);
   }
   Result<std::optional<QuotaRecord>> GetQuota(std::string_view ns) override {
     if (auto st = Before("GetQuota", {}); !st.ok()) return st.error();

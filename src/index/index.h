@@ -191,7 +191,7 @@ class RepoIndex {
   // The repository, its refs, its objects and its bucket files, and every file's visibility to its two
   // scopes (RepoRecord::scope and read_scope) with their totals, so that no token of the repository reads
   // anything from then on; kNotFound for an unknown id.
-  virtual Status DeleteRepo(int64_t id) = 0;
+  virtual Status DeleteRepo(int64_t id, const AuditEvent* audit) = 0;
   // Stores objects of repository `repo` (keys already present keep their value). Every key given is wanted:
   // its quarantine, if a mark had put it there, goes in the same transaction (GcIndex). With `charge`, the
   // namespace's quota is charged in the same transaction (QuotaCharge; kQuota changes nothing).
@@ -481,14 +481,15 @@ class PeopleIndex {
   // ---- Members
   // Makes user `user` a member of organization `org` with `role`, or no member (nullopt: a no-op when it was
   // none). kNotFound when `org` is no organization or `user` no user.
-  virtual Status SetMember(int64_t org, int64_t user, std::optional<OrgRole> role) = 0;
+  virtual Status SetMember(int64_t org, int64_t user, std::optional<OrgRole> role,
+                           const AuditEvent* audit) = 0;
   // The members of an organization, or the memberships of a user (`of` is its kind), removed ones left out.
   virtual Result<std::vector<MemberRecord>> ListMembers(AccountKind of, int64_t id) = 0;
 
   // ---- Tokens
   // Stores a new token (its `changed` is set here); kConflict when the id exists, kNotFound when `owner` is
   // no user.
-  virtual Status CreateToken(const TokenRecord& token) = 0;
+  virtual Status CreateToken(const TokenRecord& token, const AuditEvent* audit) = 0;
   // The token with that id, revoked or not; kNotFound when none.
   virtual Result<TokenRecord> FindToken(std::string_view id) = 0;
   // The tokens `owner` holds (nullopt: everybody's), revoked ones included, in id order after `after`, at
@@ -497,7 +498,7 @@ class PeopleIndex {
                                                       std::optional<std::string_view> after,
                                                       size_t limit) = 0;
   // Revokes the token at `at`; false when it was revoked already (nothing changes), kNotFound when none.
-  virtual Result<bool> RevokeToken(std::string_view id, int64_t at) = 0;
+  virtual Result<bool> RevokeToken(std::string_view id, int64_t at, const AuditEvent* audit) = 0;
   // Records uses: each token's last use becomes the later of it and the one given. Not a change of the
   // token (no new generation): nodes do not need it. Unknown ids are skipped.
   virtual Status NoteTokenUses(const std::vector<std::pair<std::string, int64_t>>& uses) = 0;
@@ -511,14 +512,40 @@ class PeopleIndex {
   PeopleIndex() = default;
 };
 
-// The whole index: the seven slices and the database's own operations (health, write counters, where it is).
+// The audit log (audit_records.h): every change a person or an operator made, newest last. The changes that
+// are audited carry their event — NewRepo, RepoChange, RefUpdate, NewAccount and AccountChange in their
+// `audit` field; DeleteRepo, SetMember, CreateToken and RevokeToken in their `audit` argument (null: none) —
+// and the index writes it in the change's own transaction, only when the change is made (a refused compare-
+// and-swap, a name taken, a token revoked already: no event). AppendAudit writes an event alone, for what
+// happens outside one transaction (a refused attempt, a collection, a backup).
+class AuditIndex {
+ public:
+  virtual ~AuditIndex() = default;
+  AuditIndex(const AuditIndex&) = delete;
+  AuditIndex& operator=(const AuditIndex&) = delete;
+
+  static constexpr size_t kMaxListed = 1000;
+  virtual Status AppendAudit(const AuditEvent& event) = 0;
+  // The events `filter` matches, newest first, older than event `before` (nullopt: from the newest), at most
+  // `limit` (at most kMaxListed).
+  virtual Result<std::vector<AuditEvent>> ListAudit(const AuditFilter& filter, std::optional<int64_t> before,
+                                                    size_t limit) = 0;
+  // Deletes the events older than `before` (unix seconds): the retention; how many went.
+  virtual Result<uint64_t> PruneAudit(int64_t before) = 0;
+
+ protected:
+  AuditIndex() = default;
+};
+
+// The whole index: the eight slices and the database's own operations (health, write counters, where it is).
 class Index : public CasIndex,
               public RepoIndex,
               public SecretIndex,
               public GcIndex,
               public QuotaIndex,
               public MirrorIndex,
-              public PeopleIndex {
+              public PeopleIndex,
+              public AuditIndex {
  public:
   ~Index() override = default;
   Index(const Index&) = delete;

@@ -42,8 +42,8 @@ struct Table {
 // measured of them; schema 16 the xorbs compaction superseded, so that dedup answers keep leaving them out;
 // schema 17 leases, which are held by running processes: not copied; schema 18 the mirrored repositories'
 // last reads, copied: the mirror's eviction order; schema 19 people (accounts, members, tokens) with their
-// generations, and the newest generation raised to theirs.)
-static_assert(SqliteIndex::kSchemaVersion == 19 && PostgresIndex::kSchemaVersion == 19,
+// generations, and the newest generation raised to theirs; schema 20 the audit log, copied with its ids.)
+static_assert(SqliteIndex::kSchemaVersion == 20 && PostgresIndex::kSchemaVersion == 20,
               "a new schema version must be reflected in kTables");
 
 // Each scope's totals from its rows (schema 7's scope_totals), the same SQL on both backends.
@@ -51,7 +51,7 @@ constexpr const char kFillScopeTotals[] =
     "INSERT INTO scope_totals(scope, files, bytes) SELECT s.scope, count(*), sum(f.size) "
     "FROM file_scopes s JOIN files f ON f.hash = s.file GROUP BY s.scope";
 
-// People (schema 19): accounts before their members and tokens.
+// People (schema 19): accounts before their members and tokens; the audit log (schema 20).
 std::vector<Table> PeopleTables() {
   return {{"accounts",
            {{"id", Type::kInt},
@@ -82,7 +82,19 @@ std::vector<Table> PeopleTables() {
             {"revoked_at", Type::kInt},
             {"changed", Type::kInt}},
            1,
-           1024}};
+           1024},
+          {"audit_events",
+           {{"id", Type::kInt},
+            {"at", Type::kInt},
+            {"actor", Type::kText},
+            {"token_id", Type::kText},
+            {"client", Type::kText},
+            {"action", Type::kText},
+            {"ns", Type::kText},
+            {"target", Type::kText},
+            {"detail", Type::kText}},
+           1,
+           4096}};
 }
 
 // Parents before the rows that refer to them.
@@ -507,7 +519,9 @@ class PostgresTables final : public TableIo {
         // Copied repositories keep their ids: new ones must come after them.
         "SELECT setval(pg_get_serial_sequence('repos', 'id'), GREATEST((SELECT max(id) FROM repos), 1)); "
         "SELECT setval(pg_get_serial_sequence('accounts', 'id'), GREATEST((SELECT max(id) FROM accounts), "
-        "1)); " +
+        "1)); "
+        "SELECT setval(pg_get_serial_sequence('audit_events', 'id'), "
+        "GREATEST((SELECT max(id) FROM audit_events), 1)); " +
         std::string(kPeopleGenerationAfterCopy) +
         "; "
         "COMMIT");

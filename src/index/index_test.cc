@@ -119,6 +119,7 @@ class IndexTest : public BackendTest {
   // added: indexes, tables, the columns and rows that migrations 7 and 9 fill from the rows, and schema 11's
   // functions).
   void SetSchemaVersion(int version) {
+    if (version < 20) ExecRaw("DROP TABLE audit_events", "DROP TABLE audit_events");
     if (version < 19) {
       const std::string drop =
           "DROP TABLE tokens; DROP TABLE members; DROP TABLE accounts; DROP TABLE people_generation";
@@ -1455,7 +1456,7 @@ TEST_P(IndexTest, MirrorReadsKeepTheLatestAndGoWithTheirRepository) {
   EXPECT_EQ((*reads)[1].repo, ids[2]);
   EXPECT_EQ((*reads)[2].repo, ids[0]);
   ASSERT_TRUE(index_->NoteMirrorRead(ids[1], 400).ok());
-  ASSERT_TRUE(index_->DeleteRepo(ids[2]).ok());
+  ASSERT_TRUE(index_->DeleteRepo(ids[2], nullptr).ok());
   reads = index_->ListMirrorReads();
   ASSERT_EQ(reads->size(), 2u);
   EXPECT_EQ((*reads)[0].repo, ids[0]);
@@ -1675,8 +1676,8 @@ TEST_P(IndexTest, ReposAreCreatedFoundListedChangedAndDeleted) {
   EXPECT_EQ((*refs)[0].target, Key("commit-1"));
 
   // Deleting takes the refs and objects too; the id is never given again.
-  ASSERT_TRUE(index_->DeleteRepo(a->id).ok());
-  EXPECT_EQ(index_->DeleteRepo(a->id).error().code, ErrorCode::kNotFound);
+  ASSERT_TRUE(index_->DeleteRepo(a->id, nullptr).ok());
+  EXPECT_EQ(index_->DeleteRepo(a->id, nullptr).error().code, ErrorCode::kNotFound);
   EXPECT_EQ(index_->FindRepo(RepoType::kModel, "carol", "moved").error().code, ErrorCode::kNotFound);
   EXPECT_TRUE(index_->ListRefs(a->id)->empty());
   EXPECT_FALSE((*index_->GetRepoObjects(a->id, {Key("commit-1")}))[0].has_value());
@@ -1733,7 +1734,7 @@ TEST_P(IndexTest, ReadScopesMoveWhenReplacedAndDieWithTheirRepository) {
   EXPECT_EQ(index_->ScopeStats(fresh)->files, 2u);
   EXPECT_TRUE(*index_->FileVisibleTo(files[2].hash, repo->scope));  // the write scope keeps its uploads
 
-  ASSERT_TRUE(index_->DeleteRepo(repo->id).ok());
+  ASSERT_TRUE(index_->DeleteRepo(repo->id, nullptr).ok());
   for (const std::string& scope : {repo->scope, fresh}) {
     EXPECT_TRUE(index_->ListFiles(scope, std::nullopt, 10)->empty()) << scope;
     EXPECT_EQ(index_->ScopeStats(scope)->files, 0u) << scope;
@@ -1788,7 +1789,7 @@ TEST_P(IndexTest, ReposAreFoundByEitherOfTheirScopes) {
             std::vector<std::string>{"repos_by_scope"});
   EXPECT_EQ(index_->FindRepoByScope(model->scope)->id, model->id);
 
-  ASSERT_TRUE(index_->DeleteRepo(model->id).ok());
+  ASSERT_TRUE(index_->DeleteRepo(model->id, nullptr).ok());
   for (const std::string& scope : {model->scope, fresh})
     EXPECT_EQ(index_->FindRepoByScope(scope).error().code, ErrorCode::kNotFound) << scope;
   EXPECT_EQ(index_->FindRepoByScope(bucket->scope)->id, bucket->id);
@@ -2354,7 +2355,7 @@ TEST_P(IndexTest, DeletedReposLeaveNoQuarantine) {
   ASSERT_TRUE(index_->PutRepoObjects(repo->id, {{Key("a"), 3, Key("a")}}).ok());
   ASSERT_TRUE(index_->QuarantineRepoObjects(repo->id, {Key("a"), Key("commit-1")}, 100).ok());
   ASSERT_TRUE(index_->QuarantineRepoObjects(kept->id, {Key("commit-1")}, 100).ok());
-  ASSERT_TRUE(index_->DeleteRepo(repo->id).ok());
+  ASSERT_TRUE(index_->DeleteRepo(repo->id, nullptr).ok());
   EXPECT_TRUE(index_->ScanRepoObjects(repo->id, std::nullopt, 100)->empty());
   const std::string count =
       "SELECT count(*) FROM gc_repo_quarantine WHERE repo = " + std::to_string(repo->id);
@@ -2447,7 +2448,7 @@ TEST_P(IndexTest, BucketFilesChangeInPlaceAndListByPrefix) {
   EXPECT_EQ(totals->bytes, 10U + 2 + 3 + 5);
   EXPECT_EQ(index_->ChangeBucket(999999, {file("x", 1)}).error().code, ErrorCode::kNotFound);
   // Deleting the bucket takes its files.
-  ASSERT_TRUE(index_->DeleteRepo(repo->id).ok());
+  ASSERT_TRUE(index_->DeleteRepo(repo->id, nullptr).ok());
   EXPECT_TRUE(index_->ListBucket(repo->id, "", std::nullopt, 10)->empty());
 }
 
@@ -2813,7 +2814,7 @@ TEST(IndexCopyTest, SqliteToPostgresAndBackResumesAndVerifies) {
     auto gone = (*src)->CreateRepo(MakeRepo("org", "gone"));
     ASSERT_TRUE(gone.ok());
     ASSERT_TRUE((*src)->CreateRepo(MakeRepo("org", "b", RepoType::kDataset)).ok());
-    ASSERT_TRUE((*src)->DeleteRepo(gone->id).ok());
+    ASSERT_TRUE((*src)->DeleteRepo(gone->id, nullptr).ok());
     NewRepo bucket = MakeRepo("org", "files", RepoType::kBucket);
     bucket.refs.clear();
     auto made = (*src)->CreateRepo(bucket);
@@ -2825,9 +2826,9 @@ TEST(IndexCopyTest, SqliteToPostgresAndBackResumesAndVerifies) {
     auto bob = (*src)->CreateAccount({.kind = AccountKind::kUser, .name = "bob"});
     auto acme = (*src)->CreateAccount({.kind = AccountKind::kOrg, .name = "acme"});
     ASSERT_TRUE(alice.ok() && bob.ok() && acme.ok());
-    ASSERT_TRUE((*src)->SetMember(acme->id, alice->id, OrgRole::kAdmin).ok());
-    ASSERT_TRUE((*src)->SetMember(acme->id, bob->id, OrgRole::kRead).ok());
-    ASSERT_TRUE((*src)->SetMember(acme->id, bob->id, std::nullopt).ok());
+    ASSERT_TRUE((*src)->SetMember(acme->id, alice->id, OrgRole::kAdmin, nullptr).ok());
+    ASSERT_TRUE((*src)->SetMember(acme->id, bob->id, OrgRole::kRead, nullptr).ok());
+    ASSERT_TRUE((*src)->SetMember(acme->id, bob->id, std::nullopt, nullptr).ok());
     for (const char* id : {"tok-a", "tok-b"}) {
       ASSERT_TRUE((*src)
                       ->CreateToken({.id = id,
@@ -2837,10 +2838,11 @@ TEST(IndexCopyTest, SqliteToPostgresAndBackResumesAndVerifies) {
                                      .grants = "",
                                      .secret_hash = std::vector<uint8_t>(32, 1),
                                      .created_at = 1700000000,
-                                     .expires_at = 1800000000})
+                                     .expires_at = 1800000000},
+                                    nullptr)
                       .ok());
     }
-    ASSERT_TRUE((*src)->RevokeToken("tok-b", 1750000000).ok());
+    ASSERT_TRUE((*src)->RevokeToken("tok-b", 1750000000, nullptr).ok());
     // A quota measured only (no limit: NULL) stays one: a limit of 0 would refuse every write.
     ASSERT_TRUE((*src)->SetQuotaLimit("org", std::nullopt).ok());
   }
@@ -2935,7 +2937,7 @@ TEST(IndexCopyTest, SqliteToPostgresAndBackResumesAndVerifies) {
     auto fresh = (*b)->CreateRepo(MakeRepo("org", "fresh"));
     ASSERT_TRUE(fresh.ok()) << fresh.error().message;
     EXPECT_GT(fresh->id, (*b)->FindRepo(RepoType::kDataset, "org", "b")->id);
-    ASSERT_TRUE((*b)->DeleteRepo(fresh->id).ok());
+    ASSERT_TRUE((*b)->DeleteRepo(fresh->id, nullptr).ok());
   }
 
   // Interrupted: the destination lost the tail of some tables (as if the copy had stopped there).

@@ -11,6 +11,8 @@
 #include <string_view>
 #include <vector>
 
+#include "index/audit_records.h"
+
 namespace cairn::index {
 
 // Stored as their numbers: never renumber.
@@ -35,6 +37,7 @@ struct NewAccount {
   std::string full_name = {};
   bool is_operator = false;
   int64_t created_at = 0;
+  std::optional<AuditEvent> audit = std::nullopt;  // written with the account, when it is created
 };
 
 // What UpdateAccount changes: the fields given.
@@ -42,6 +45,7 @@ struct AccountChange {
   std::optional<std::string> full_name = std::nullopt;
   std::optional<bool> is_operator = std::nullopt;
   std::optional<bool> disabled = std::nullopt;
+  std::optional<AuditEvent> audit = std::nullopt;  // written with the change, when it is made
 };
 
 // A user's membership of an organization.

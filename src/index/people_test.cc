@@ -105,9 +105,9 @@ TEST_P(PeopleTest, MembersJoinAnOrganizationWithARole) {
   const AccountRecord bob = User("bob");
   const AccountRecord acme = Org("acme");
   const AccountRecord umbrella = Org("umbrella");
-  ASSERT_TRUE(index_->SetMember(acme.id, alice.id, OrgRole::kAdmin).ok());
-  ASSERT_TRUE(index_->SetMember(acme.id, bob.id, OrgRole::kRead).ok());
-  ASSERT_TRUE(index_->SetMember(umbrella.id, bob.id, OrgRole::kWrite).ok());
+  ASSERT_TRUE(index_->SetMember(acme.id, alice.id, OrgRole::kAdmin, nullptr).ok());
+  ASSERT_TRUE(index_->SetMember(acme.id, bob.id, OrgRole::kRead, nullptr).ok());
+  ASSERT_TRUE(index_->SetMember(umbrella.id, bob.id, OrgRole::kWrite, nullptr).ok());
   auto members = index_->ListMembers(AccountKind::kOrg, acme.id);
   ASSERT_TRUE(members.ok()) << members.error().message;
   ASSERT_EQ(members->size(), 2u);
@@ -120,18 +120,22 @@ TEST_P(PeopleTest, MembersJoinAnOrganizationWithARole) {
   EXPECT_EQ((*of_bob)[0].org, acme.id);
   EXPECT_EQ((*of_bob)[1].org, umbrella.id);
 
-  ASSERT_TRUE(index_->SetMember(acme.id, bob.id, OrgRole::kWrite).ok());  // a new role
+  ASSERT_TRUE(index_->SetMember(acme.id, bob.id, OrgRole::kWrite, nullptr).ok());  // a new role
   EXPECT_EQ(index_->ListMembers(AccountKind::kOrg, acme.id)->at(1).role, OrgRole::kWrite);
-  ASSERT_TRUE(index_->SetMember(acme.id, bob.id, std::nullopt).ok());  // removed
+  ASSERT_TRUE(index_->SetMember(acme.id, bob.id, std::nullopt, nullptr).ok());  // removed
   EXPECT_EQ(index_->ListMembers(AccountKind::kOrg, acme.id)->size(), 1u);
   EXPECT_EQ(index_->ListMembers(AccountKind::kUser, bob.id)->size(), 1u);
-  EXPECT_TRUE(index_->SetMember(acme.id, bob.id, std::nullopt).ok()) << "removing no member changes nothing";
+  EXPECT_TRUE(index_->SetMember(acme.id, bob.id, std::nullopt, nullptr).ok())
+      << "removing no member changes nothing";
 
   // An organization joins no organization, a user has no members, and ids must name accounts.
-  EXPECT_TRUE(Refused(index_->SetMember(acme.id, umbrella.id, OrgRole::kRead).error(), NoSuchMembership()));
-  EXPECT_TRUE(Refused(index_->SetMember(alice.id, bob.id, OrgRole::kRead).error(), NoSuchMembership()));
-  EXPECT_TRUE(Refused(index_->SetMember(acme.id, 9999, OrgRole::kRead).error(), NoSuchMembership()));
-  EXPECT_TRUE(Refused(index_->SetMember(9999, alice.id, OrgRole::kRead).error(), NoSuchMembership()));
+  EXPECT_TRUE(
+      Refused(index_->SetMember(acme.id, umbrella.id, OrgRole::kRead, nullptr).error(), NoSuchMembership()));
+  EXPECT_TRUE(
+      Refused(index_->SetMember(alice.id, bob.id, OrgRole::kRead, nullptr).error(), NoSuchMembership()));
+  EXPECT_TRUE(Refused(index_->SetMember(acme.id, 9999, OrgRole::kRead, nullptr).error(), NoSuchMembership()));
+  EXPECT_TRUE(
+      Refused(index_->SetMember(9999, alice.id, OrgRole::kRead, nullptr).error(), NoSuchMembership()));
 }
 
 TEST_P(PeopleTest, TokensAreKeptByHashListedAndRevokedOnce) {
@@ -139,18 +143,19 @@ TEST_P(PeopleTest, TokensAreKeptByHashListedAndRevokedOnce) {
   const AccountRecord alice = User("alice");
   const AccountRecord bob = User("bob");
   const AccountRecord acme = Org("acme");
-  ASSERT_TRUE(index_->CreateToken(Token("t1", alice.id)).ok());
+  ASSERT_TRUE(index_->CreateToken(Token("t1", alice.id), nullptr).ok());
   TokenRecord fine = Token("t2", alice.id);
   fine.role = TokenRole::kFineGrained;
   fine.grants = "w alice/model";
-  ASSERT_TRUE(index_->CreateToken(fine).ok());
-  ASSERT_TRUE(index_->CreateToken(Token("t3", bob.id)).ok());
-  EXPECT_TRUE(Refused(index_->CreateToken(Token("t1", bob.id)).error(), TokenExists("t1")));
-  EXPECT_TRUE(Refused(index_->CreateToken(Token("t4", acme.id)).error(), TokenOwnerNotIndexed(acme.id)));
-  EXPECT_TRUE(Refused(index_->CreateToken(Token("t4", 9999)).error(), TokenOwnerNotIndexed(9999)));
+  ASSERT_TRUE(index_->CreateToken(fine, nullptr).ok());
+  ASSERT_TRUE(index_->CreateToken(Token("t3", bob.id), nullptr).ok());
+  EXPECT_TRUE(Refused(index_->CreateToken(Token("t1", bob.id), nullptr).error(), TokenExists("t1")));
+  EXPECT_TRUE(
+      Refused(index_->CreateToken(Token("t4", acme.id), nullptr).error(), TokenOwnerNotIndexed(acme.id)));
+  EXPECT_TRUE(Refused(index_->CreateToken(Token("t4", 9999), nullptr).error(), TokenOwnerNotIndexed(9999)));
   TokenRecord short_hash = Token("t5", alice.id);
   short_hash.secret_hash.resize(31);
-  EXPECT_EQ(index_->CreateToken(short_hash).error().code, ErrorCode::kMalformed);
+  EXPECT_EQ(index_->CreateToken(short_hash, nullptr).error().code, ErrorCode::kMalformed);
 
   auto t2 = index_->FindToken("t2");
   ASSERT_TRUE(t2.ok()) << t2.error().message;
@@ -172,13 +177,13 @@ TEST_P(PeopleTest, TokensAreKeptByHashListedAndRevokedOnce) {
   EXPECT_EQ((*page)[0].id, "t2");
   EXPECT_EQ(index_->ListTokens(std::nullopt, std::nullopt, 10)->size(), 3u);
 
-  auto revoked = index_->RevokeToken("t1", 1'750'000'000);
+  auto revoked = index_->RevokeToken("t1", 1'750'000'000, nullptr);
   ASSERT_TRUE(revoked.ok() && *revoked);
-  revoked = index_->RevokeToken("t1", 1'760'000'000);
+  revoked = index_->RevokeToken("t1", 1'760'000'000, nullptr);
   ASSERT_TRUE(revoked.ok());
   EXPECT_FALSE(*revoked) << "a token is revoked once";
   EXPECT_EQ(index_->FindToken("t1")->revoked_at, 1'750'000'000);
-  EXPECT_TRUE(Refused(index_->RevokeToken("t9", 1).error(), TokenNotIndexed("t9")));
+  EXPECT_TRUE(Refused(index_->RevokeToken("t9", 1, nullptr).error(), TokenNotIndexed("t9")));
 
   // Uses keep the latest time, change no generation, and skip what is unknown.
   const int64_t before = index_->FindToken("t3")->changed;
@@ -197,8 +202,8 @@ TEST_P(PeopleTest, ARefreshReadsEachChangeOnce) {
 
   const AccountRecord alice = User("alice");
   const AccountRecord acme = Org("acme");
-  ASSERT_TRUE(index_->SetMember(acme.id, alice.id, OrgRole::kWrite).ok());
-  ASSERT_TRUE(index_->CreateToken(Token("t1", alice.id)).ok());
+  ASSERT_TRUE(index_->SetMember(acme.id, alice.id, OrgRole::kWrite, nullptr).ok());
+  ASSERT_TRUE(index_->CreateToken(Token("t1", alice.id), nullptr).ok());
   auto all = index_->PeopleChangedSince(0);
   ASSERT_TRUE(all.ok());
   EXPECT_EQ(all->accounts.size(), 2u);
@@ -212,8 +217,8 @@ TEST_P(PeopleTest, ARefreshReadsEachChangeOnce) {
   EXPECT_EQ(nothing->generation, seen);
   EXPECT_TRUE(nothing->accounts.empty() && nothing->members.empty() && nothing->tokens.empty());
 
-  ASSERT_TRUE(index_->RevokeToken("t1", 1'750'000'000).ok());
-  ASSERT_TRUE(index_->SetMember(acme.id, alice.id, std::nullopt).ok());
+  ASSERT_TRUE(index_->RevokeToken("t1", 1'750'000'000, nullptr).ok());
+  ASSERT_TRUE(index_->SetMember(acme.id, alice.id, std::nullopt, nullptr).ok());
   ASSERT_TRUE(index_->UpdateAccount(alice.id, {.disabled = true}).ok());
   ASSERT_TRUE(index_->NoteTokenUses({{"t1", 1'750'000'001}}).ok());
   auto later = index_->PeopleChangedSince(seen);

@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "index/audit_records.h"
 #include "xet/hash.h"
 
 namespace cairn::index {
@@ -76,8 +77,9 @@ struct Ref {
 struct RefUpdate {
   RefKind kind = RefKind::kBranch;
   std::string name;
-  std::optional<std::vector<uint8_t>> expected;  // the current target; nullopt: the ref must not exist
-  std::optional<std::vector<uint8_t>> target;    // the new target; nullopt: delete the ref
+  std::optional<std::vector<uint8_t>> expected;    // the current target; nullopt: the ref must not exist
+  std::optional<std::vector<uint8_t>> target;      // the new target; nullopt: delete the ref
+  std::optional<AuditEvent> audit = std::nullopt;  // written with the update, when it is made
 };
 
 // A new repository and what it starts with, created together or not at all.
@@ -91,6 +93,7 @@ struct NewRepo {
   std::string read_scope;
   std::vector<RepoObject> objects;
   std::vector<Ref> refs;
+  std::optional<AuditEvent> audit = std::nullopt;  // written with the repository, when it is created
 };
 
 // A file of a bucket (non-git storage: paths name Xet files directly, and change in place).
@@ -132,6 +135,7 @@ struct RepoChange {
   // A new read scope (a scope no repository had): every file visible to the old one, and its totals, move to
   // it in the same transaction, so the old scope sees nothing from then on.
   std::optional<std::string> read_scope;
+  std::optional<AuditEvent> audit = std::nullopt;  // written with the change, when it is made
 };
 
 }  // namespace cairn::index

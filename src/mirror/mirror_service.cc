@@ -987,7 +987,7 @@ Result<EvictReport> MirrorService::Evict(uint64_t max_bytes) {
                                         [&](const auto& f) { return f.first.starts_with(prefix); });
       if (fetching) continue;
     }
-    auto st = index_.DeleteRepo(h.record.id);
+    auto st = index_.DeleteRepo(h.record.id, nullptr);
     if (!st.ok() && st.error().code != ErrorCode::kNotFound) return hub::FromIndex(st.error());
     report.kept_bytes -= h.bytes;
     report.evicted.push_back(hub::RepoPath(hub::Repo{h.record}.id()));

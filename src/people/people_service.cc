@@ -108,7 +108,7 @@ Result<std::vector<Grant>> ParseGrants(std::string_view text) {
   return out;
 }
 
-Result<AccountRecord> PeopleService::Create(AccountKind kind, std::string_view name,
+Result<AccountRecord> PeopleService::Create(const Actor& by, AccountKind kind, std::string_view name,
                                             std::string_view full_name, bool is_operator) {
   if (!AccountNameAllowed(name)) {
     return Malformed(
@@ -119,20 +119,26 @@ Result<AccountRecord> PeopleService::Create(AccountKind kind, std::string_view n
     return Malformed("a full name is at most " + std::to_string(kMaxTextBytes) +
                      " bytes of UTF-8 text without control characters");
   }
-  return index_.CreateAccount({.kind = kind,
-                               .name = std::string(name),
-                               .full_name = std::string(full_name),
-                               .is_operator = is_operator,
-                               .created_at = clock_.UnixSeconds()});
+  const int64_t now = clock_.UnixSeconds();
+  const bool user = kind == AccountKind::kUser;
+  return index_.CreateAccount(
+      {.kind = kind,
+       .name = std::string(name),
+       .full_name = std::string(full_name),
+       .is_operator = is_operator,
+       .created_at = now,
+       .audit = by.Event(now, user ? "user.create" : "org.create", std::string(name),
+                         (user ? "user " : "org ") + std::string(name), is_operator ? "operator" : "")});
 }
 
-Result<AccountRecord> PeopleService::CreateUser(std::string_view name, std::string_view full_name,
-                                                bool is_operator) {
-  return Create(AccountKind::kUser, name, full_name, is_operator);
+Result<AccountRecord> PeopleService::CreateUser(const Actor& by, std::string_view name,
+                                                std::string_view full_name, bool is_operator) {
+  return Create(by, AccountKind::kUser, name, full_name, is_operator);
 }
 
-Result<AccountRecord> PeopleService::CreateOrg(std::string_view name, std::string_view full_name) {
-  return Create(AccountKind::kOrg, name, full_name, false);
+Result<AccountRecord> PeopleService::CreateOrg(const Actor& by, std::string_view name,
+                                               std::string_view full_name) {
+  return Create(by, AccountKind::kOrg, name, full_name, false);
 }
 
 Result<AccountRecord> PeopleService::Find(std::string_view name, std::optional<AccountKind> kind) {
@@ -157,24 +163,33 @@ Result<std::vector<AccountRecord>> PeopleService::List(std::optional<AccountKind
   }
 }
 
-Status PeopleService::SetDisabled(std::string_view user, bool disabled) {
+Status PeopleService::SetDisabled(const Actor& by, std::string_view user, bool disabled) {
   auto found = Find(user, AccountKind::kUser);
   if (!found.ok()) return found.error();
-  return index_.UpdateAccount(found->id, {.disabled = disabled});
+  return index_.UpdateAccount(
+      found->id, {.disabled = disabled,
+                  .audit = by.Event(clock_.UnixSeconds(), disabled ? "user.disable" : "user.enable",
+                                    found->name, "user " + found->name)});
 }
 
-Status PeopleService::SetOperator(std::string_view user, bool is_operator) {
+Status PeopleService::SetOperator(const Actor& by, std::string_view user, bool is_operator) {
   auto found = Find(user, AccountKind::kUser);
   if (!found.ok()) return found.error();
-  return index_.UpdateAccount(found->id, {.is_operator = is_operator});
+  return index_.UpdateAccount(
+      found->id, {.is_operator = is_operator,
+                  .audit = by.Event(clock_.UnixSeconds(), "user.operator", found->name, "user " + found->name,
+                                    is_operator ? "operator" : "not operator")});
 }
 
-Status PeopleService::SetRole(std::string_view org, std::string_view user, std::optional<OrgRole> role) {
+Status PeopleService::SetRole(const Actor& by, std::string_view org, std::string_view user,
+                              std::optional<OrgRole> role) {
   auto o = Find(org, AccountKind::kOrg);
   if (!o.ok()) return o.error();
   auto u = Find(user, AccountKind::kUser);
   if (!u.ok()) return u.error();
-  return index_.SetMember(o->id, u->id, role);
+  const auto event = by.Event(clock_.UnixSeconds(), role ? "member.set" : "member.remove", o->name,
+                              "member " + u->name, role ? std::string(OrgRoleName(*role)) : "");
+  return index_.SetMember(o->id, u->id, role, &event);
 }
 
 Result<std::vector<Membership>> PeopleService::WithAccounts(const std::vector<index::MemberRecord>& members,
@@ -208,8 +223,9 @@ Result<std::vector<Membership>> PeopleService::Organizations(std::string_view us
   return WithAccounts(*members, true);
 }
 
-Result<NewToken> PeopleService::CreateToken(std::string_view owner, std::string_view name, TokenRole role,
-                                            const std::vector<Grant>& grants, std::chrono::seconds life) {
+Result<NewToken> PeopleService::CreateToken(const Actor& by, std::string_view owner, std::string_view name,
+                                            TokenRole role, const std::vector<Grant>& grants,
+                                            std::chrono::seconds life) {
   if (!ValidLabel(name, false)) {
     return Malformed("a token's name is 1 to " + std::to_string(kMaxTextBytes) +
                      " bytes of UTF-8 text without control characters");
@@ -236,7 +252,10 @@ Result<NewToken> PeopleService::CreateToken(std::string_view owner, std::string_
                      .secret_hash = SecretHash(text->secret),
                      .created_at = now,
                      .expires_at = now + life.count()};
-  if (auto st = index_.CreateToken(record); !st.ok()) return st.error();
+  const auto event =
+      by.Event(now, "token.create", user->name, "token " + record.id,
+               std::string(TokenRoleName(role)) + ", expires " + std::to_string(record.expires_at));
+  if (auto st = index_.CreateToken(record, &event); !st.ok()) return st.error();
   return NewToken{.record = std::move(record), .text = text->text()};
 }
 
@@ -258,8 +277,10 @@ Result<std::vector<TokenRecord>> PeopleService::Tokens(std::optional<std::string
   }
 }
 
-Result<bool> PeopleService::Revoke(std::string_view id) {
-  return index_.RevokeToken(id, clock_.UnixSeconds());
+Result<bool> PeopleService::Revoke(const Actor& by, std::string_view id) {
+  const int64_t now = clock_.UnixSeconds();
+  const auto event = by.Event(now, "token.revoke", "", "token " + std::string(id));
+  return index_.RevokeToken(id, now, &event);
 }
 
 }  // namespace cairn::people

@@ -48,6 +48,9 @@ std::string FormatGrants(const std::vector<Grant>& grants);
 // kMalformed for anything FormatGrants does not write, or a scope that names no namespace or repository.
 Result<std::vector<Grant>> ParseGrants(std::string_view text);
 
+// Who makes a change (index/audit_records.h).
+using Actor = index::AuditActor;
+
 // A token just made: its record, and its text, which nothing keeps.
 struct NewToken {
   TokenRecord record;
@@ -68,35 +71,37 @@ class PeopleService {
 
   PeopleService(index::PeopleIndex& index, const Clock& clock) : index_(index), clock_(clock) {}
 
-  Result<AccountRecord> CreateUser(std::string_view name, std::string_view full_name, bool is_operator);
-  Result<AccountRecord> CreateOrg(std::string_view name, std::string_view full_name);
+  // Every change is recorded in the audit log as `by`'s, in its own transaction (index.h's AuditIndex).
+  Result<AccountRecord> CreateUser(const Actor& by, std::string_view name, std::string_view full_name,
+                                   bool is_operator);
+  Result<AccountRecord> CreateOrg(const Actor& by, std::string_view name, std::string_view full_name);
   // The account of that name and kind (nullopt: either); kNotFound when there is none of the kind.
   Result<AccountRecord> Find(std::string_view name, std::optional<AccountKind> kind);
   // Every account of `kind` (nullopt: both), in name order.
   Result<std::vector<AccountRecord>> List(std::optional<AccountKind> kind);
 
   // A disabled user's tokens are all refused; the user keeps the name, the repositories and the memberships.
-  Status SetDisabled(std::string_view user, bool disabled);
-  Status SetOperator(std::string_view user, bool is_operator);
+  Status SetDisabled(const Actor& by, std::string_view user, bool disabled);
+  Status SetOperator(const Actor& by, std::string_view user, bool is_operator);
 
   // Makes `user` a member of `org` with `role`, or no member (nullopt).
-  Status SetRole(std::string_view org, std::string_view user, std::optional<OrgRole> role);
+  Status SetRole(const Actor& by, std::string_view org, std::string_view user, std::optional<OrgRole> role);
   // The members of an organization, or the organizations of a user, with their roles.
   Result<std::vector<Membership>> Members(std::string_view org);
   Result<std::vector<Membership>> Organizations(std::string_view user);
 
   // A new token for `owner`, valid from now for `life` (0 < life <= kMaxTokenLife). A fine-grained token
   // needs grants (and only it may have any).
-  Result<NewToken> CreateToken(std::string_view owner, std::string_view name, TokenRole role,
+  Result<NewToken> CreateToken(const Actor& by, std::string_view owner, std::string_view name, TokenRole role,
                                const std::vector<Grant>& grants, std::chrono::seconds life);
   // The tokens `owner` holds (nullopt: everybody's), revoked and expired ones included, in id order.
   Result<std::vector<TokenRecord>> Tokens(std::optional<std::string_view> owner);
   // Revokes token `id` now; false when it was revoked already.
-  Result<bool> Revoke(std::string_view id);
+  Result<bool> Revoke(const Actor& by, std::string_view id);
 
  private:
-  Result<AccountRecord> Create(AccountKind kind, std::string_view name, std::string_view full_name,
-                               bool is_operator);
+  Result<AccountRecord> Create(const Actor& by, AccountKind kind, std::string_view name,
+                               std::string_view full_name, bool is_operator);
   Result<std::vector<Membership>> WithAccounts(const std::vector<index::MemberRecord>& members, bool orgs);
 
   index::PeopleIndex& index_;

@@ -20,6 +20,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// Who the tests' changes are by, as the audit log records them.
+const Actor kBy{.actor = "cli:test", .token_id = "", .client = ""};
+
 TEST(Names, AccountsTakeHubNamesThatNoPageUses) {
   for (const char* good : {"alice", "Acme-Corp", "a.b_c", "x9"})
     EXPECT_TRUE(AccountNameAllowed(good)) << good;
@@ -127,20 +130,21 @@ class PeopleServiceTest : public ::testing::Test {
 };
 
 TEST_F(PeopleServiceTest, UsersOrganizationsAndRoles) {
-  ASSERT_TRUE(people_->CreateUser("alice", "Alice Ångström", true).ok());
-  ASSERT_TRUE(people_->CreateUser("bob", "", false).ok());
-  ASSERT_TRUE(people_->CreateOrg("acme", "ACME Inc.").ok());
-  EXPECT_EQ(people_->CreateUser("ACME", "", false).error().code, ErrorCode::kConflict);
-  EXPECT_EQ(people_->CreateUser("settings", "", false).error().code, ErrorCode::kMalformed);
-  EXPECT_EQ(people_->CreateUser("carol", "bad\x1b[31m", false).error().code, ErrorCode::kMalformed);
-  EXPECT_EQ(people_->CreateUser("carol", std::string(101, 'x'), false).error().code, ErrorCode::kMalformed);
+  ASSERT_TRUE(people_->CreateUser(kBy, "alice", "Alice Ångström", true).ok());
+  ASSERT_TRUE(people_->CreateUser(kBy, "bob", "", false).ok());
+  ASSERT_TRUE(people_->CreateOrg(kBy, "acme", "ACME Inc.").ok());
+  EXPECT_EQ(people_->CreateUser(kBy, "ACME", "", false).error().code, ErrorCode::kConflict);
+  EXPECT_EQ(people_->CreateUser(kBy, "settings", "", false).error().code, ErrorCode::kMalformed);
+  EXPECT_EQ(people_->CreateUser(kBy, "carol", "bad\x1b[31m", false).error().code, ErrorCode::kMalformed);
+  EXPECT_EQ(people_->CreateUser(kBy, "carol", std::string(101, 'x'), false).error().code,
+            ErrorCode::kMalformed);
   EXPECT_EQ(people_->Find("alice", std::nullopt)->created_at, 1'800'000'000);
   EXPECT_EQ(people_->Find("acme", AccountKind::kUser).error().code, ErrorCode::kNotFound);
 
-  ASSERT_TRUE(people_->SetRole("acme", "alice", OrgRole::kAdmin).ok());
-  ASSERT_TRUE(people_->SetRole("acme", "bob", OrgRole::kRead).ok());
-  EXPECT_EQ(people_->SetRole("alice", "bob", OrgRole::kRead).error().code, ErrorCode::kNotFound);
-  EXPECT_EQ(people_->SetRole("acme", "nobody", OrgRole::kRead).error().code, ErrorCode::kNotFound);
+  ASSERT_TRUE(people_->SetRole(kBy, "acme", "alice", OrgRole::kAdmin).ok());
+  ASSERT_TRUE(people_->SetRole(kBy, "acme", "bob", OrgRole::kRead).ok());
+  EXPECT_EQ(people_->SetRole(kBy, "alice", "bob", OrgRole::kRead).error().code, ErrorCode::kNotFound);
+  EXPECT_EQ(people_->SetRole(kBy, "acme", "nobody", OrgRole::kRead).error().code, ErrorCode::kNotFound);
   auto members = people_->Members("acme");
   ASSERT_TRUE(members.ok()) << members.error().message;
   ASSERT_EQ(members->size(), 2u);
@@ -151,12 +155,12 @@ TEST_F(PeopleServiceTest, UsersOrganizationsAndRoles) {
   ASSERT_EQ(orgs->size(), 1u);
   EXPECT_EQ((*orgs)[0].account.name, "acme");
   EXPECT_EQ((*orgs)[0].role, OrgRole::kRead);
-  ASSERT_TRUE(people_->SetRole("acme", "bob", std::nullopt).ok());
+  ASSERT_TRUE(people_->SetRole(kBy, "acme", "bob", std::nullopt).ok());
   EXPECT_TRUE(people_->Organizations("bob")->empty());
 
-  ASSERT_TRUE(people_->SetDisabled("bob", true).ok());
+  ASSERT_TRUE(people_->SetDisabled(kBy, "bob", true).ok());
   EXPECT_TRUE(people_->Find("bob", AccountKind::kUser)->disabled);
-  EXPECT_EQ(people_->SetDisabled("acme", true).error().code, ErrorCode::kNotFound);
+  EXPECT_EQ(people_->SetDisabled(kBy, "acme", true).error().code, ErrorCode::kNotFound);
   EXPECT_EQ(people_->List(AccountKind::kUser)->size(), 2u);
   EXPECT_EQ(people_->List(std::nullopt)->size(), 3u);
   for (const char* role : {"read", "write", "admin"}) EXPECT_EQ(OrgRoleName(*ParseOrgRole(role)), role);
@@ -164,9 +168,9 @@ TEST_F(PeopleServiceTest, UsersOrganizationsAndRoles) {
 }
 
 TEST_F(PeopleServiceTest, ATokenHasAnOwnerALifeAndIsKeptAsAHash) {
-  ASSERT_TRUE(people_->CreateUser("alice", "", false).ok());
-  ASSERT_TRUE(people_->CreateOrg("acme", "").ok());
-  auto made = people_->CreateToken("alice", "laptop", TokenRole::kWrite, {}, std::chrono::hours(24));
+  ASSERT_TRUE(people_->CreateUser(kBy, "alice", "", false).ok());
+  ASSERT_TRUE(people_->CreateOrg(kBy, "acme", "").ok());
+  auto made = people_->CreateToken(kBy, "alice", "laptop", TokenRole::kWrite, {}, std::chrono::hours(24));
   ASSERT_TRUE(made.ok()) << made.error().message;
   auto parsed = ParseTokenText(made->text);
   ASSERT_TRUE(parsed.has_value());
@@ -178,14 +182,14 @@ TEST_F(PeopleServiceTest, ATokenHasAnOwnerALifeAndIsKeptAsAHash) {
   EXPECT_EQ(stored->expires_at, 1'800'000'000 + 24 * 3600);
   EXPECT_EQ(stored->name, "laptop");
 
-  auto fine = people_->CreateToken("alice", "ci", TokenRole::kFineGrained, {{"alice/model", true}},
+  auto fine = people_->CreateToken(kBy, "alice", "ci", TokenRole::kFineGrained, {{"alice/model", true}},
                                    std::chrono::hours(1));
   ASSERT_TRUE(fine.ok()) << fine.error().message;
   EXPECT_EQ(index_->FindToken(fine->record.id)->grants, "w alice/model");
 
   const auto refused = [&](std::string_view owner, std::string_view name, TokenRole role,
                            const std::vector<Grant>& grants, std::chrono::seconds life) {
-    auto r = people_->CreateToken(owner, name, role, grants, life);
+    auto r = people_->CreateToken(kBy, owner, name, role, grants, life);
     return r.ok() ? ErrorCode::kIo : r.error().code;  // kIo: it was made, which none of these may be
   };
   EXPECT_EQ(refused("acme", "x", TokenRole::kRead, {}, std::chrono::hours(1)), ErrorCode::kNotFound);
@@ -203,20 +207,20 @@ TEST_F(PeopleServiceTest, ATokenHasAnOwnerALifeAndIsKeptAsAHash) {
   EXPECT_EQ(people_->Tokens("alice")->size(), 2u);
 
   clock_.Advance(10);
-  auto revoked = people_->Revoke(made->record.id);
+  auto revoked = people_->Revoke(kBy, made->record.id);
   ASSERT_TRUE(revoked.ok() && *revoked);
   EXPECT_EQ(index_->FindToken(made->record.id)->revoked_at, 1'800'000'010);
-  EXPECT_FALSE(*people_->Revoke(made->record.id));
-  EXPECT_EQ(people_->Revoke("0000000000000000").error().code, ErrorCode::kNotFound);
+  EXPECT_FALSE(*people_->Revoke(kBy, made->record.id));
+  EXPECT_EQ(people_->Revoke(kBy, "0000000000000000").error().code, ErrorCode::kNotFound);
 }
 
 // A node's directory: a person's token verifies to whom it speaks for; what another node changes (a
 // revocation, a disabled user, a membership) reaches it at its next refresh, and a token made there at once.
 TEST_F(PeopleServiceTest, TheDirectoryVerifiesTokensAndLearnsOfChangesAtItsRefresh) {
-  ASSERT_TRUE(people_->CreateUser("alice", "", false).ok());
-  ASSERT_TRUE(people_->CreateOrg("acme", "").ok());
-  ASSERT_TRUE(people_->SetRole("acme", "alice", OrgRole::kWrite).ok());
-  auto token = people_->CreateToken("alice", "laptop", TokenRole::kWrite, {}, std::chrono::hours(1));
+  ASSERT_TRUE(people_->CreateUser(kBy, "alice", "", false).ok());
+  ASSERT_TRUE(people_->CreateOrg(kBy, "acme", "").ok());
+  ASSERT_TRUE(people_->SetRole(kBy, "acme", "alice", OrgRole::kWrite).ok());
+  auto token = people_->CreateToken(kBy, "alice", "laptop", TokenRole::kWrite, {}, std::chrono::hours(1));
   ASSERT_TRUE(token.ok());
   Directory directory(*index_, clock_);
   ASSERT_TRUE(directory.Refresh().ok());
@@ -247,24 +251,24 @@ TEST_F(PeopleServiceTest, TheDirectoryVerifiesTokensAndLearnsOfChangesAtItsRefre
   auto other_index = index::OpenIndex("sqlite:" + (dir_ / "index.db").string());
   ASSERT_TRUE(other_index.ok());
   PeopleService other(**other_index, clock_);
-  ASSERT_TRUE(other.SetRole("acme", "alice", OrgRole::kAdmin).ok());
+  ASSERT_TRUE(other.SetRole(kBy, "acme", "alice", OrgRole::kAdmin).ok());
   ASSERT_TRUE(directory.Refresh().ok());
   EXPECT_EQ(directory.Verify(token->text)->orgs.at(0).second, OrgRole::kAdmin);
-  ASSERT_TRUE(*other.Revoke(token->record.id));
+  ASSERT_TRUE(*other.Revoke(kBy, token->record.id));
   EXPECT_TRUE(directory.Verify(token->text).ok()) << "until the refresh (the documented bound)";
   ASSERT_TRUE(directory.Refresh().ok());
   EXPECT_EQ(directory.Verify(token->text).error().code, ErrorCode::kUnauthorized);
 
   // A token made on the other node is known at once; a disabled owner's tokens are refused after a refresh.
   clock_.Advance(1);
-  auto fresh = other.CreateToken("alice", "ci", TokenRole::kRead, {}, std::chrono::hours(1));
+  auto fresh = other.CreateToken(kBy, "alice", "ci", TokenRole::kRead, {}, std::chrono::hours(1));
   ASSERT_TRUE(fresh.ok());
   ASSERT_TRUE(directory.Verify(fresh->text).ok());
-  ASSERT_TRUE(other.SetDisabled("alice", true).ok());
+  ASSERT_TRUE(other.SetDisabled(kBy, "alice", true).ok());
   ASSERT_TRUE(directory.Refresh().ok());
   EXPECT_EQ(directory.Verify(fresh->text).error().message,
             "token " + fresh->record.id + ": its owner is disabled");
-  ASSERT_TRUE(other.SetDisabled("alice", false).ok());
+  ASSERT_TRUE(other.SetDisabled(kBy, "alice", false).ok());
   ASSERT_TRUE(directory.Refresh().ok());
   EXPECT_TRUE(directory.Verify(fresh->text).ok());
 
@@ -272,7 +276,7 @@ TEST_F(PeopleServiceTest, TheDirectoryVerifiesTokensAndLearnsOfChangesAtItsRefre
   // a row are each known at once, and past the bound a made-up token refreshes nothing until the next second.
   clock_.Advance(1);
   for (int i = 0; i < 3; ++i) {
-    auto made = other.CreateToken("alice", "row", TokenRole::kRead, {}, std::chrono::hours(1));
+    auto made = other.CreateToken(kBy, "alice", "row", TokenRole::kRead, {}, std::chrono::hours(1));
     ASSERT_TRUE(made.ok());
     EXPECT_TRUE(directory.Verify(made->text).ok()) << i;
   }
@@ -280,7 +284,7 @@ TEST_F(PeopleServiceTest, TheDirectoryVerifiesTokensAndLearnsOfChangesAtItsRefre
   for (int i = 3; i < Directory::kUnknownRefreshesPerSecond; ++i) {
     EXPECT_FALSE(directory.Verify(NewTokenText()->text()).ok());
   }
-  auto later = other.CreateToken("alice", "later", TokenRole::kRead, {}, std::chrono::hours(1));
+  auto later = other.CreateToken(kBy, "alice", "later", TokenRole::kRead, {}, std::chrono::hours(1));
   ASSERT_TRUE(later.ok());
   EXPECT_FALSE(directory.Verify(later->text).ok()) << "no refresh past the bound within the second";
   EXPECT_EQ(directory.generation(), before);
@@ -293,8 +297,8 @@ TEST_F(PeopleServiceTest, TheDirectoryVerifiesTokensAndLearnsOfChangesAtItsRefre
 }
 
 TEST_F(PeopleServiceTest, UsesAreNotedCoarsely) {
-  ASSERT_TRUE(people_->CreateUser("alice", "", false).ok());
-  auto token = people_->CreateToken("alice", "laptop", TokenRole::kRead, {}, std::chrono::hours(2));
+  ASSERT_TRUE(people_->CreateUser(kBy, "alice", "", false).ok());
+  auto token = people_->CreateToken(kBy, "alice", "laptop", TokenRole::kRead, {}, std::chrono::hours(2));
   ASSERT_TRUE(token.ok());
   Directory directory(*index_, clock_);
   ASSERT_TRUE(directory.Refresh().ok());

@@ -302,7 +302,7 @@ TEST_P(QuotaTest, AStaleRecordIsMeasuredBeforeItAdmitsAndTheRoomCheckMeasuresBef
   EXPECT_EQ(quota_->CheckRoomForScope(repo.scope).error().code, ErrorCode::kQuota);
   EXPECT_TRUE(quota_->CheckRoomForScope("plain-scope").ok());  // no repository's: no quota
   // The repository goes: the record is marked stale, and the room check measures before it refuses.
-  ASSERT_TRUE(index_->DeleteRepo(repo.id).ok());
+  ASSERT_TRUE(index_->DeleteRepo(repo.id, nullptr).ok());
   ASSERT_TRUE(quota_->MarkStale("alice").ok());
   EXPECT_TRUE(quota_->CheckRoom("alice").ok());
   auto q = quota_->Recorded("alice");

@@ -278,6 +278,20 @@ def test_an_organizations_members_act_by_their_roles(server, hub_py, tmp_path):
     assert sorted(m["user"] for m in _api(srv, "GET", members, alice.token).json()) == ["alice", "bob"]
     assert _api(srv, "PUT", f"{members}/bob", alice.token, {"role": "write"}).status == 200
 
+    # The audit log holds each change with who made it, with which token and from where; `cairn audit` filters
+    # it (and its output, like every log, holds no token's text: the watch checks it).
+    events = _json_lines(srv.cli("audit", "--json", "--limit", "1000").stdout)
+    seen = {(e["actor"], e["action"], e["target"]) for e in events}
+    for want in [("alice", "repo.create", "acme/model"), ("bob", "commit", "acme/model"),
+                 ("alice", "repo.settings", "acme/model"), ("alice", "repo.move", "acme/bobs"),
+                 ("alice", "repo.delete", "acme/moved"), ("alice", "member.set", "member bob"),
+                 ("alice", "member.remove", "member carol")]:
+        assert want in seen, (want, sorted(seen))
+    assert all(e["client"] and len(e["token_id"]) == 16 for e in events if not e["actor"].startswith("cli:"))
+    assert ("alice", "repo.create", "acme/model") not in {
+        (e["actor"], e["action"], e["target"]) for e in _json_lines(srv.cli("audit", "--json", "--user", "bob").stdout)}
+    assert "org.create" in srv.cli("audit", "--ns", "acme").stdout
+
     # Git reads by the same rules: the reader clones, the stranger is told nothing is there.
     url = srv.url.replace("http://", "http://user:{}@") + "/acme/model"
     ok = subprocess.run(["git", "clone", "-q", url.format(bob.token), str(tmp_path / "clone")],

@@ -305,6 +305,22 @@ CREATE TABLE tokens(
 CREATE INDEX tokens_of_owner ON tokens(owner, id);
 CREATE INDEX tokens_changed ON tokens(changed);
 )sql",
+    // 20: the audit log (as on SQLite).
+    R"sql(
+CREATE TABLE audit_events(
+  id bigserial PRIMARY KEY,
+  at int8 NOT NULL,
+  actor text NOT NULL,
+  token_id text NOT NULL,
+  client text NOT NULL,
+  action text NOT NULL,
+  ns text NOT NULL,
+  target text NOT NULL,
+  detail text NOT NULL);
+CREATE INDEX audit_events_at ON audit_events(at);
+CREATE INDEX audit_events_actor ON audit_events(actor, id);
+CREATE INDEX audit_events_ns ON audit_events(ns, id);
+)sql",
 };
 static_assert(std::size(kMigrations) == PostgresIndex::kSchemaVersion);
 static_assert(kFileLinkKind == 16, "migration 9 reads the links by their kind");

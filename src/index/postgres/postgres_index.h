@@ -51,7 +51,7 @@ struct PostgresOptions {
 
 class PostgresIndex final : public Index {
  public:
-  static constexpr int kSchemaVersion = 19;
+  static constexpr int kSchemaVersion = 20;
 
   // Connects, migrates and checks the schema. kUnavailable when the server cannot be reached.
   static Result<std::unique_ptr<PostgresIndex>> Open(PostgresOptions options);
@@ -111,15 +111,21 @@ class PostgresIndex final : public Index {
                                                   std::optional<std::string_view> after,
                                                   size_t limit) override;
   Status UpdateAccount(int64_t id, const AccountChange& change) override;
-  Status SetMember(int64_t org, int64_t user, std::optional<OrgRole> role) override;
+  Status SetMember(int64_t org, int64_t user, std::optional<OrgRole> role, const AuditEvent* audit) override;
   Result<std::vector<MemberRecord>> ListMembers(AccountKind of, int64_t id) override;
-  Status CreateToken(const TokenRecord& token) override;
+  Status CreateToken(const TokenRecord& token, const AuditEvent* audit) override;
   Result<TokenRecord> FindToken(std::string_view id) override;
   Result<std::vector<TokenRecord>> ListTokens(std::optional<int64_t> owner,
                                               std::optional<std::string_view> after, size_t limit) override;
-  Result<bool> RevokeToken(std::string_view id, int64_t at) override;
+  Result<bool> RevokeToken(std::string_view id, int64_t at, const AuditEvent* audit) override;
   Status NoteTokenUses(const std::vector<std::pair<std::string, int64_t>>& uses) override;
   Result<PeopleChanges> PeopleChangedSince(int64_t generation) override;
+
+  // AuditIndex (*_audit.cc).
+  Status AppendAudit(const AuditEvent& event) override;
+  Result<std::vector<AuditEvent>> ListAudit(const AuditFilter& filter, std::optional<int64_t> before,
+                                            size_t limit) override;
+  Result<uint64_t> PruneAudit(int64_t before) override;
 
   // ---- Quotas
   Result<std::optional<QuotaRecord>> GetQuota(std::string_view ns) override;
@@ -137,7 +143,7 @@ class PostgresIndex final : public Index {
                                             size_t limit) override;
   Result<uint64_t> CountRepos(RepoType type, std::string_view ns) override;
   Status UpdateRepo(int64_t id, const RepoChange& change) override;
-  Status DeleteRepo(int64_t id) override;
+  Status DeleteRepo(int64_t id, const AuditEvent* audit) override;
   using RepoIndex::PutRepoObjects;
   Status PutRepoObjects(int64_t repo, const std::vector<RepoObject>& objects,
                         const QuotaCharge* charge) override;
@@ -211,6 +217,9 @@ class PostgresIndex final : public Index {
   Result<pg::Rows> Query(const pg::Statement& s, const pg::Params& p);
   // kCommitShard's parameters for `commit`, registered at `now` (CommitShard, Repoint).
   pg::Params CommitShardParams(const ShardCommit& commit, int64_t now) const;
+  // Appends an audit event's eight parameters (null: eight NULLs, and the statement's audit CTE writes
+  // nothing) to a write's (postgres_audit.cc): at, actor, token_id, client, action, ns, target, detail.
+  static void AuditParams(pg::Params& params, const AuditEvent* event);
   // Appends a quota charge's six parameters (QuotaCharge; null: none) to a write's (postgres_quota.cc).
   Status QuotaChargeParams(pg::Params& params, const QuotaCharge* charge) const;
   // A page of revocations through `statement` (ListRevocations, ListClearedRevocations).

@@ -15,10 +15,16 @@ namespace cairn::index {
 namespace {
 
 constexpr pg::Statement kCreateAccount{"create_account", R"sql(
-WITH g AS (UPDATE people_generation SET n = n + 1 RETURNING n)
-INSERT INTO accounts(kind, name, folded, full_name, is_operator, created_at, changed)
-SELECT $1::int8, $2::text, $3::text, $4::text, $5::bool, $6::int8, g.n FROM g
-ON CONFLICT (folded) DO NOTHING RETURNING id, changed)sql"};
+WITH g AS (UPDATE people_generation SET n = n + 1 RETURNING n),
+a AS (
+  INSERT INTO accounts(kind, name, folded, full_name, is_operator, created_at, changed)
+  SELECT $1::int8, $2::text, $3::text, $4::text, $5::bool, $6::int8, g.n FROM g
+  ON CONFLICT (folded) DO NOTHING RETURNING id, changed),
+au AS (
+  INSERT INTO audit_events(at, actor, token_id, client, action, ns, target, detail)
+  SELECT $7::int8, $8::text, $9::text, $10::text, $11::text, $12::text, $13::text, $14::text
+  FROM a WHERE $7::int8 IS NOT NULL)
+SELECT id, changed FROM a)sql"};
 constexpr pg::Statement kFindAccount{"find_account", R"sql(
 SELECT id, kind, name, full_name, is_operator, disabled, created_at, changed FROM accounts
 WHERE folded = $1::text)sql"};
@@ -26,10 +32,16 @@ constexpr pg::Statement kListAccounts{"list_accounts", R"sql(
 SELECT id, kind, name, full_name, is_operator, disabled, created_at, changed FROM accounts
 WHERE ($1::int8 IS NULL OR kind = $1::int8) AND folded > $2::text ORDER BY folded LIMIT $3::int8)sql"};
 constexpr pg::Statement kUpdateAccount{"update_account", R"sql(
-WITH g AS (UPDATE people_generation SET n = n + 1 RETURNING n)
-UPDATE accounts SET full_name = coalesce($2::text, full_name), is_operator = coalesce($3::bool, is_operator),
-  disabled = coalesce($4::bool, disabled), changed = g.n
-FROM g WHERE id = $1::int8 RETURNING id)sql"};
+WITH g AS (UPDATE people_generation SET n = n + 1 RETURNING n),
+u AS (
+  UPDATE accounts SET full_name = coalesce($2::text, full_name), is_operator = coalesce($3::bool, is_operator),
+    disabled = coalesce($4::bool, disabled), changed = g.n
+  FROM g WHERE id = $1::int8 RETURNING id),
+au AS (
+  INSERT INTO audit_events(at, actor, token_id, client, action, ns, target, detail)
+  SELECT $5::int8, $6::text, $7::text, $8::text, $9::text, $10::text, $11::text, $12::text
+  FROM u WHERE $5::int8 IS NOT NULL)
+SELECT id FROM u)sql"};
 // $1 org, $2 user, $3 role (NULL: removed). Answers one row: whether the two are an organization and a user.
 constexpr pg::Statement kSetMember{"set_member", R"sql(
 WITH ok AS (
@@ -40,7 +52,12 @@ m AS (
   WHERE $3::int8 IS NOT NULL
      OR EXISTS (SELECT 1 FROM members WHERE org = $1::int8 AND member = $2::int8 AND role IS NOT NULL)
   ON CONFLICT (org, member) DO UPDATE SET role = EXCLUDED.role, changed = EXCLUDED.changed
-  WHERE members.role IS DISTINCT FROM EXCLUDED.role)
+  WHERE members.role IS DISTINCT FROM EXCLUDED.role
+  RETURNING 1),
+au AS (
+  INSERT INTO audit_events(at, actor, token_id, client, action, ns, target, detail)
+  SELECT $4::int8, $5::text, $6::text, $7::text, $8::text, $9::text, $10::text, $11::text
+  FROM m WHERE $4::int8 IS NOT NULL)
 SELECT count(*) FROM ok)sql"};
 constexpr pg::Statement kMembersOfOrg{"members_of_org", R"sql(
 SELECT org, member, role, changed FROM members WHERE org = $1::int8 AND role IS NOT NULL ORDER BY member)sql"};
@@ -53,7 +70,11 @@ g AS (UPDATE people_generation SET n = n + 1 WHERE EXISTS (SELECT 1 FROM ok) RET
 t AS (
   INSERT INTO tokens(id, owner, name, role, grants, secret_hash, created_at, expires_at, changed)
   SELECT $1::text, $2::int8, $3::text, $4::int8, $5::text, $6::bytea, $7::int8, $8::int8, g.n FROM g
-  ON CONFLICT (id) DO NOTHING RETURNING id)
+  ON CONFLICT (id) DO NOTHING RETURNING id),
+au AS (
+  INSERT INTO audit_events(at, actor, token_id, client, action, ns, target, detail)
+  SELECT $9::int8, $10::text, $11::text, $12::text, $13::text, $14::text, $15::text, $16::text
+  FROM t WHERE $9::int8 IS NOT NULL)
 SELECT (SELECT count(*) FROM ok), (SELECT count(*) FROM t))sql"};
 constexpr pg::Statement kFindToken{"find_token", R"sql(
 SELECT id, owner, name, role, grants, secret_hash, created_at, expires_at, last_used_at, revoked_at, changed
@@ -66,7 +87,11 @@ constexpr pg::Statement kRevokeToken{"revoke_token", R"sql(
 WITH ex AS (SELECT revoked_at FROM tokens WHERE id = $1::text),
 g AS (UPDATE people_generation SET n = n + 1 WHERE EXISTS (SELECT 1 FROM ex WHERE revoked_at = 0) RETURNING n),
 u AS (UPDATE tokens SET revoked_at = $2::int8, changed = g.n FROM g WHERE id = $1::text AND revoked_at = 0
-      RETURNING id)
+      RETURNING id),
+au AS (
+  INSERT INTO audit_events(at, actor, token_id, client, action, ns, target, detail)
+  SELECT $3::int8, $4::text, $5::text, $6::text, $7::text, $8::text, $9::text, $10::text
+  FROM u WHERE $3::int8 IS NOT NULL)
 SELECT (SELECT count(*) FROM ex), (SELECT count(*) FROM u))sql"};
 constexpr pg::Statement kNoteTokenUses{"note_token_uses", R"sql(
 UPDATE tokens SET last_used_at = GREATEST(last_used_at, u.at)
@@ -125,13 +150,6 @@ std::vector<Record> AllRows(const pg::Rows& rows, Record (*from_row)(const pg::R
   return out;
 }
 
-Status CheckPeopleLimit(size_t limit) {
-  if (limit > PeopleIndex::kMaxListed) {
-    return Malformed("at most " + std::to_string(PeopleIndex::kMaxListed) + " records a page");
-  }
-  return Ok{};
-}
-
 }  // namespace
 
 Result<AccountRecord> PostgresIndex::CreateAccount(const NewAccount& account) {
@@ -141,6 +159,7 @@ Result<AccountRecord> PostgresIndex::CreateAccount(const NewAccount& account) {
                    }};
   req.params.Int8(static_cast<uint8_t>(account.kind)).Text(account.name).Text(FoldedName(account.name));
   req.params.Text(account.full_name).Bool(account.is_operator).Int8(account.created_at);
+  AuditParams(req.params, account.audit ? &*account.audit : nullptr);
   if (auto st = writes_->Submit(req); !st.ok()) return st.error();
   if (!made) return AccountExists(account.name);
   return AccountRecord{.id = made->first,
@@ -163,7 +182,7 @@ Result<AccountRecord> PostgresIndex::FindAccount(std::string_view name) {
 Result<std::vector<AccountRecord>> PostgresIndex::ListAccounts(std::optional<AccountKind> kind,
                                                                std::optional<std::string_view> after,
                                                                size_t limit) {
-  if (auto st = CheckPeopleLimit(limit); !st.ok()) return st.error();
+  if (auto st = CheckPageLimit(limit, PeopleIndex::kMaxListed); !st.ok()) return st.error();
   pg::Params p;
   if (kind) {
     p.Int8(static_cast<uint8_t>(*kind));
@@ -195,12 +214,14 @@ Status PostgresIndex::UpdateAccount(int64_t id, const AccountChange& change) {
   } else {
     req.params.Null();
   }
+  AuditParams(req.params, change.audit ? &*change.audit : nullptr);
   if (auto st = writes_->Submit(req); !st.ok()) return st;
   if (!updated) return AccountIdNotIndexed(id);
   return Ok{};
 }
 
-Status PostgresIndex::SetMember(int64_t org, int64_t user, std::optional<OrgRole> role) {
+Status PostgresIndex::SetMember(int64_t org, int64_t user, std::optional<OrgRole> role,
+                                const AuditEvent* audit) {
   bool joined = false;
   WriteRequest req{
       &kSetMember, {}, [&](const pg::Rows& rows) { joined = rows.size() == 1 && rows.Int8(0, 0) == 1; }};
@@ -210,6 +231,7 @@ Status PostgresIndex::SetMember(int64_t org, int64_t user, std::optional<OrgRole
   } else {
     req.params.Null();
   }
+  AuditParams(req.params, audit);
   if (auto st = writes_->Submit(req); !st.ok()) return st;
   if (!joined) return NoSuchMembership();
   return Ok{};
@@ -221,7 +243,7 @@ Result<std::vector<MemberRecord>> PostgresIndex::ListMembers(AccountKind of, int
   return AllRows(*rows, MemberFromRow);
 }
 
-Status PostgresIndex::CreateToken(const TokenRecord& token) {
+Status PostgresIndex::CreateToken(const TokenRecord& token, const AuditEvent* audit) {
   if (token.secret_hash.size() != 32) return Malformed("a token's secret hash is 32 bytes");
   bool owner_ok = false;
   bool stored = false;
@@ -231,6 +253,7 @@ Status PostgresIndex::CreateToken(const TokenRecord& token) {
                    }};
   req.params.Text(token.id).Int8(token.owner).Text(token.name).Int8(static_cast<uint8_t>(token.role));
   req.params.Text(token.grants).Bytea(token.secret_hash).Int8(token.created_at).Int8(token.expires_at);
+  AuditParams(req.params, audit);
   if (auto st = writes_->Submit(req); !st.ok()) return st;
   if (!owner_ok) return TokenOwnerNotIndexed(token.owner);
   if (!stored) return TokenExists(token.id);
@@ -247,7 +270,7 @@ Result<TokenRecord> PostgresIndex::FindToken(std::string_view id) {
 Result<std::vector<TokenRecord>> PostgresIndex::ListTokens(std::optional<int64_t> owner,
                                                            std::optional<std::string_view> after,
                                                            size_t limit) {
-  if (auto st = CheckPeopleLimit(limit); !st.ok()) return st.error();
+  if (auto st = CheckPageLimit(limit, PeopleIndex::kMaxListed); !st.ok()) return st.error();
   pg::Params p;
   if (owner) {
     p.Int8(*owner);
@@ -260,7 +283,7 @@ Result<std::vector<TokenRecord>> PostgresIndex::ListTokens(std::optional<int64_t
   return AllRows(*rows, TokenFromRow);
 }
 
-Result<bool> PostgresIndex::RevokeToken(std::string_view id, int64_t at) {
+Result<bool> PostgresIndex::RevokeToken(std::string_view id, int64_t at, const AuditEvent* audit) {
   bool exists = false;
   bool revoked = false;
   WriteRequest req{&kRevokeToken, {}, [&](const pg::Rows& rows) {
@@ -268,6 +291,7 @@ Result<bool> PostgresIndex::RevokeToken(std::string_view id, int64_t at) {
                      revoked = rows.size() == 1 && rows.Int8(0, 1) == 1;
                    }};
   req.params.Text(id).Int8(at);
+  AuditParams(req.params, audit);
   if (auto st = writes_->Submit(req); !st.ok()) return st.error();
   if (!exists) return TokenNotIndexed(id);
   return revoked;

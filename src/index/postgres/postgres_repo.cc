@@ -24,7 +24,11 @@ o AS (
   ON CONFLICT DO NOTHING),
 f AS (
   INSERT INTO repo_refs(repo, kind, name, target)
-  SELECT r.id, u.kind, u.name, u.target FROM r, unnest($9::int8[], $10::text[], $11::bytea[]) AS u(kind, name, target))
+  SELECT r.id, u.kind, u.name, u.target FROM r, unnest($9::int8[], $10::text[], $11::bytea[]) AS u(kind, name, target)),
+au AS (
+  INSERT INTO audit_events(at, actor, token_id, client, action, ns, target, detail)
+  SELECT $14::int8, $15::text, $16::text, $17::text, $18::text, $19::text, $20::text, $21::text
+  FROM r WHERE $14::int8 IS NOT NULL)
 SELECT id FROM r)sql"};
 constexpr pg::Statement kFindRepo{"find_repo",
                                   "SELECT id, private, created_at, scope, read_scope FROM repos "
@@ -54,7 +58,11 @@ mf AS (
   WHERE file_scopes.scope = cur.read_scope AND cur.read_scope <> $5::text AND EXISTS (SELECT 1 FROM upd)),
 mt AS (
   UPDATE scope_totals SET scope = $5::text FROM cur
-  WHERE scope_totals.scope = cur.read_scope AND cur.read_scope <> $5::text AND EXISTS (SELECT 1 FROM upd))
+  WHERE scope_totals.scope = cur.read_scope AND cur.read_scope <> $5::text AND EXISTS (SELECT 1 FROM upd)),
+au AS (
+  INSERT INTO audit_events(at, actor, token_id, client, action, ns, target, detail)
+  SELECT $6::int8, $7::text, $8::text, $9::text, $10::text, $11::text, $12::text, $13::text
+  FROM upd WHERE $6::int8 IS NOT NULL)
 SELECT (SELECT count(*) FROM cur)::int8, (SELECT count(*) FROM taken)::int8)sql"};
 constexpr pg::Statement kDeleteRepo{"delete_repo", R"sql(
 WITH d AS (DELETE FROM repos WHERE id = $1::int8 RETURNING id, scope, read_scope),
@@ -63,7 +71,11 @@ f AS (DELETE FROM repo_refs WHERE repo IN (SELECT id FROM d)),
 q AS (DELETE FROM gc_repo_quarantine WHERE repo IN (SELECT id FROM d)),
 b AS (DELETE FROM bucket_files WHERE repo IN (SELECT id FROM d)),
 fs AS (DELETE FROM file_scopes WHERE scope IN (SELECT scope FROM d UNION ALL SELECT read_scope FROM d)),
-st AS (DELETE FROM scope_totals WHERE scope IN (SELECT scope FROM d UNION ALL SELECT read_scope FROM d))
+st AS (DELETE FROM scope_totals WHERE scope IN (SELECT scope FROM d UNION ALL SELECT read_scope FROM d)),
+au AS (
+  INSERT INTO audit_events(at, actor, token_id, client, action, ns, target, detail)
+  SELECT $2::int8, $3::text, $4::text, $5::text, $6::text, $7::text, $8::text, $9::text
+  FROM d WHERE $2::int8 IS NOT NULL)
 SELECT count(*)::int8 FROM d)sql"};
 // Every key given is wanted again: its quarantine goes first (the insert waits for it), in the same
 // statement. A sweep holding the row commits first, having deleted the object too, and the insert then stores
@@ -175,7 +187,11 @@ upd AS (
 del AS (
   DELETE FROM repo_refs
   WHERE $5::bytea IS NULL AND repo = $1::int8 AND kind = $2::int8 AND name = $3::text AND target = $4::bytea
-  RETURNING 1)
+  RETURNING 1),
+au AS (
+  INSERT INTO audit_events(at, actor, token_id, client, action, ns, target, detail)
+  SELECT $6::int8, $7::text, $8::text, $9::text, $10::text, $11::text, $12::text, $13::text
+  FROM (SELECT 1 FROM ins UNION ALL SELECT 1 FROM upd UNION ALL SELECT 1 FROM del) AS ch WHERE $6::int8 IS NOT NULL)
 SELECT (SELECT count(*) FROM r)::int8,
        ((SELECT count(*) FROM ins) + (SELECT count(*) FROM upd) + (SELECT count(*) FROM del))::int8,
        (SELECT count(*) FROM t)::int8,
@@ -253,6 +269,7 @@ Result<RepoRecord> PostgresIndex::CreateRepo(const NewRepo& repo) {
     targets.emplace_back(ref.target);
   }
   req.params.Int8Array(kinds).TextArray(names).ByteaArray(targets).Text(repo.scope).Text(repo.read_scope);
+  AuditParams(req.params, repo.audit ? &*repo.audit : nullptr);
   if (auto st = writes_->Submit(req); !st.ok()) return st.error();
   if (!id) return RepoExists(repo.ns, repo.name);
   return RepoRecord{.id = *id,
@@ -339,18 +356,20 @@ Status PostgresIndex::UpdateRepo(int64_t id, const RepoChange& change) {
   } else {
     req.params.Null();
   }
+  AuditParams(req.params, change.audit ? &*change.audit : nullptr);
   if (auto st = writes_->Submit(req); !st.ok()) return st;
   if (found == 0) return RepoNotIndexed(id);
   if (taken != 0) return RepoExists(*change.ns, *change.name);
   return Ok{};
 }
 
-Status PostgresIndex::DeleteRepo(int64_t id) {
+Status PostgresIndex::DeleteRepo(int64_t id, const AuditEvent* audit) {
   int64_t deleted = 0;
   WriteRequest req{&kDeleteRepo, {}, [&](const pg::Rows& rows) {
                      if (rows.size() == 1) deleted = rows.Int8(0, 0);
                    }};
   req.params.Int8(id);
+  AuditParams(req.params, audit);
   if (auto st = writes_->Submit(req); !st.ok()) return st;
   if (deleted == 0) return RepoNotIndexed(id);
   return Ok{};
@@ -520,6 +539,7 @@ Status PostgresIndex::UpdateRef(int64_t repo, const RefUpdate& update) {
   } else {
     req.params.Null();
   }
+  AuditParams(req.params, update.audit ? &*update.audit : nullptr);
   if (auto st = writes_->Submit(req); !st.ok()) return st;
   if (found == 0) return RepoNotIndexed(repo);
   if (changed == 0 && update.target && target_found == 0 && as_expected) {

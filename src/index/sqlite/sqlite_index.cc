@@ -274,6 +274,22 @@ CREATE TABLE tokens(
 CREATE INDEX tokens_of_owner ON tokens(owner, id);
 CREATE INDEX tokens_changed ON tokens(changed);
 )sql",
+    // 20: the audit log (index.h's AuditIndex): each change with who, from where, what and when.
+    R"sql(
+CREATE TABLE audit_events(
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  at INTEGER NOT NULL,
+  actor TEXT NOT NULL,
+  token_id TEXT NOT NULL,
+  client TEXT NOT NULL,
+  action TEXT NOT NULL,
+  ns TEXT NOT NULL,
+  target TEXT NOT NULL,
+  detail TEXT NOT NULL);
+CREATE INDEX audit_events_at ON audit_events(at);
+CREATE INDEX audit_events_actor ON audit_events(actor, id);
+CREATE INDEX audit_events_ns ON audit_events(ns, id);
+)sql",
 };
 static_assert(std::size(kMigrations) == SqliteIndex::kSchemaVersion);
 static_assert(kFileLinkKind == 16, "migration 9 reads the links by their kind");

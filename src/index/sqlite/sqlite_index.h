@@ -47,7 +47,7 @@ struct SqliteOptions {
 
 class SqliteIndex final : public Index {
  public:
-  static constexpr int kSchemaVersion = 19;
+  static constexpr int kSchemaVersion = 20;
 
   static Result<std::unique_ptr<SqliteIndex>> Open(SqliteOptions options);
   // Applies the missing migrations only (what Open does first); returns the versions before and after.
@@ -106,15 +106,21 @@ class SqliteIndex final : public Index {
                                                   std::optional<std::string_view> after,
                                                   size_t limit) override;
   Status UpdateAccount(int64_t id, const AccountChange& change) override;
-  Status SetMember(int64_t org, int64_t user, std::optional<OrgRole> role) override;
+  Status SetMember(int64_t org, int64_t user, std::optional<OrgRole> role, const AuditEvent* audit) override;
   Result<std::vector<MemberRecord>> ListMembers(AccountKind of, int64_t id) override;
-  Status CreateToken(const TokenRecord& token) override;
+  Status CreateToken(const TokenRecord& token, const AuditEvent* audit) override;
   Result<TokenRecord> FindToken(std::string_view id) override;
   Result<std::vector<TokenRecord>> ListTokens(std::optional<int64_t> owner,
                                               std::optional<std::string_view> after, size_t limit) override;
-  Result<bool> RevokeToken(std::string_view id, int64_t at) override;
+  Result<bool> RevokeToken(std::string_view id, int64_t at, const AuditEvent* audit) override;
   Status NoteTokenUses(const std::vector<std::pair<std::string, int64_t>>& uses) override;
   Result<PeopleChanges> PeopleChangedSince(int64_t generation) override;
+
+  // AuditIndex (*_audit.cc).
+  Status AppendAudit(const AuditEvent& event) override;
+  Result<std::vector<AuditEvent>> ListAudit(const AuditFilter& filter, std::optional<int64_t> before,
+                                            size_t limit) override;
+  Result<uint64_t> PruneAudit(int64_t before) override;
 
   // ---- Quotas
   Result<std::optional<QuotaRecord>> GetQuota(std::string_view ns) override;
@@ -132,7 +138,7 @@ class SqliteIndex final : public Index {
                                             size_t limit) override;
   Result<uint64_t> CountRepos(RepoType type, std::string_view ns) override;
   Status UpdateRepo(int64_t id, const RepoChange& change) override;
-  Status DeleteRepo(int64_t id) override;
+  Status DeleteRepo(int64_t id, const AuditEvent* audit) override;
   using RepoIndex::PutRepoObjects;
   Status PutRepoObjects(int64_t repo, const std::vector<RepoObject>& objects,
                         const QuotaCharge* charge) override;
@@ -201,6 +207,8 @@ class SqliteIndex final : public Index {
   // In a write (sqlite_people.cc): the next people generation; the account `id` (nullopt: none).
   static Result<int64_t> NextPeopleGeneration(Conn& c);
   static Result<std::optional<AccountRecord>> AccountIn(Conn& c, int64_t id);
+  // In a write (sqlite_audit.cc): writes `event` (null: nothing) in the change's transaction.
+  static Status WriteAudit(Conn& c, const AuditEvent* event);
   // Revive's work once the quarantine is known not to be empty.
   Status ReleaseNamed(Conn& c, std::span<const XorbHash> xorbs, std::span<const FileHash> files);
   // Whether anything is quarantined (one read: revivals skip their lookups when nothing is).

@@ -111,13 +111,6 @@ Result<std::vector<Record>> Rows(Connection& c, Stmt& s, FromRow from_row, const
   return out;
 }
 
-Status CheckLimit(size_t limit) {
-  if (limit > PeopleIndex::kMaxListed) {
-    return Malformed("at most " + std::to_string(PeopleIndex::kMaxListed) + " records a page");
-  }
-  return Ok{};
-}
-
 }  // namespace
 
 // The next people generation, taken inside the writer's transaction.
@@ -162,7 +155,7 @@ Result<AccountRecord> SqliteIndex::CreateAccount(const NewAccount& account) {
     if (c.changes() == 0) return AccountExists(account.name);
     out.id = sqlite3_last_insert_rowid(c.db());
     out.changed = *generation;
-    return Ok{};
+    return WriteAudit(c, account.audit ? &*account.audit : nullptr);
   });
   if (!st.ok()) return st.error();
   return out;
@@ -184,7 +177,7 @@ Result<AccountRecord> SqliteIndex::FindAccount(std::string_view name) {
 Result<std::vector<AccountRecord>> SqliteIndex::ListAccounts(std::optional<AccountKind> kind,
                                                              std::optional<std::string_view> after,
                                                              size_t limit) {
-  if (auto st = CheckLimit(limit); !st.ok()) return st.error();
+  if (auto st = CheckPageLimit(limit, PeopleIndex::kMaxListed); !st.ok()) return st.error();
   const std::string from = FoldedName(after.value_or(""));
   auto r = AcquireReader();
   if (!r.ok()) return r.error();
@@ -224,11 +217,12 @@ Status SqliteIndex::UpdateAccount(int64_t id, const AccountChange& change) {
     s->Bind(5, *generation);
     if (auto run = c.Run(*s, "update account"); !run.ok()) return run;
     if (c.changes() == 0) return AccountIdNotIndexed(id);
-    return Ok{};
+    return WriteAudit(c, change.audit ? &*change.audit : nullptr);
   });
 }
 
-Status SqliteIndex::SetMember(int64_t org, int64_t user, std::optional<OrgRole> role) {
+Status SqliteIndex::SetMember(int64_t org, int64_t user, std::optional<OrgRole> role,
+                              const AuditEvent* audit) {
   return Write([&](Conn& c) -> Status {
     auto o = AccountIn(c, org);
     if (!o.ok()) return o.error();
@@ -248,7 +242,8 @@ Status SqliteIndex::SetMember(int64_t org, int64_t user, std::optional<OrgRole> 
       s->BindNull(3);
     }
     s->Bind(4, *generation);
-    return c.Run(*s, "set member");
+    if (auto run = c.Run(*s, "set member"); !run.ok()) return run;
+    return c.changes() == 0 ? Ok{} : WriteAudit(c, audit);  // a role it had already is no change
   });
 }
 
@@ -261,7 +256,7 @@ Result<std::vector<MemberRecord>> SqliteIndex::ListMembers(AccountKind of, int64
   return Rows<MemberRecord>(**r, *s, MemberFromRow, "list members");
 }
 
-Status SqliteIndex::CreateToken(const TokenRecord& token) {
+Status SqliteIndex::CreateToken(const TokenRecord& token, const AuditEvent* audit) {
   if (token.secret_hash.size() != 32) return Malformed("a token's secret hash is 32 bytes");
   return Write([&](Conn& c) -> Status {
     auto owner = AccountIn(c, token.owner);
@@ -279,7 +274,7 @@ Status SqliteIndex::CreateToken(const TokenRecord& token) {
     s->Bind(9, *generation);
     if (auto run = c.Run(*s, "create token"); !run.ok()) return run;
     if (c.changes() == 0) return TokenExists(token.id);
-    return Ok{};
+    return WriteAudit(c, audit);
   });
 }
 
@@ -298,7 +293,7 @@ Result<TokenRecord> SqliteIndex::FindToken(std::string_view id) {
 Result<std::vector<TokenRecord>> SqliteIndex::ListTokens(std::optional<int64_t> owner,
                                                          std::optional<std::string_view> after,
                                                          size_t limit) {
-  if (auto st = CheckLimit(limit); !st.ok()) return st.error();
+  if (auto st = CheckPageLimit(limit, PeopleIndex::kMaxListed); !st.ok()) return st.error();
   auto r = AcquireReader();
   if (!r.ok()) return r.error();
   auto s = (*r)->Prepare(kListTokens);
@@ -312,7 +307,7 @@ Result<std::vector<TokenRecord>> SqliteIndex::ListTokens(std::optional<int64_t> 
   return Rows<TokenRecord>(**r, *s, TokenFromRow, "list tokens");
 }
 
-Result<bool> SqliteIndex::RevokeToken(std::string_view id, int64_t at) {
+Result<bool> SqliteIndex::RevokeToken(std::string_view id, int64_t at, const AuditEvent* audit) {
   bool revoked = false;
   auto st = Write([&](Conn& c) -> Status {
     auto exists = c.Prepare(kTokenExists);
@@ -328,7 +323,7 @@ Result<bool> SqliteIndex::RevokeToken(std::string_view id, int64_t at) {
     s->Bind(1, id).Bind(2, at).Bind(3, *generation);
     if (auto run = c.Run(*s, "revoke token"); !run.ok()) return run;
     revoked = c.changes() == 1;
-    return Ok{};
+    return revoked ? WriteAudit(c, audit) : Ok{};
   });
   if (!st.ok()) return st.error();
   return revoked;

@@ -168,7 +168,7 @@ Result<RepoRecord> SqliteIndex::CreateRepo(const NewRepo& repo) {
       ins->Bind(4, std::span<const uint8_t>(ref.target));
       if (auto r = c.Run(*ins, "insert ref"); !r.ok()) return r;
     }
-    return Ok{};
+    return WriteAudit(c, repo.audit ? &*repo.audit : nullptr);
   });
   if (!st.ok()) return st.error();
   return out;
@@ -283,11 +283,11 @@ Status SqliteIndex::UpdateRepo(int64_t id, const RepoChange& change) {
         if (auto st = c.Run(*mv, "move the read scope"); !st.ok()) return st;
       }
     }
-    return Ok{};
+    return WriteAudit(c, change.audit ? &*change.audit : nullptr);
   });
 }
 
-Status SqliteIndex::DeleteRepo(int64_t id) {
+Status SqliteIndex::DeleteRepo(int64_t id, const AuditEvent* audit) {
   return Write([&](Conn& c) -> Status {
     auto row = ReadRepoRow(c, id);
     if (!row.ok()) return row.error();
@@ -306,7 +306,7 @@ Status SqliteIndex::DeleteRepo(int64_t id) {
       del->Bind(1, id);
       if (auto st = c.Run(*del, "delete repository"); !st.ok()) return st;
     }
-    return Ok{};
+    return WriteAudit(c, audit);
   });
 }
 
@@ -510,7 +510,8 @@ Status SqliteIndex::UpdateRef(int64_t repo, const RefUpdate& update) {
     if (!set.ok()) return set.error();
     set->Bind(1, repo).Bind(2, kind).Bind(3, update.name);
     if (update.target) set->Bind(4, std::span<const uint8_t>(*update.target));
-    return c.Run(*set, "update ref");
+    if (auto st = c.Run(*set, "update ref"); !st.ok()) return st;
+    return WriteAudit(c, update.audit ? &*update.audit : nullptr);
   });
 }
 
