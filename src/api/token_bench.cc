@@ -55,17 +55,17 @@ struct World {
     if (!opened) throw std::runtime_error(opened.error().message);
     index = std::move(*opened);
     people::PeopleService service(*index, Clock::System());
-    for (int o = 0; o < 10; ++o) Check(service.CreateOrg("org" + std::to_string(o), ""));
+    for (int o = 0; o < 10; ++o) Check(service.CreateOrg(kBy, "org" + std::to_string(o), ""));
     for (int u = 0; u < 100; ++u) {
       const std::string name = "user" + std::to_string(u);
-      Check(service.CreateUser(name, "", false));
-      Check(service.SetRole("org" + std::to_string(u % 10), name, people::OrgRole::kWrite));
+      Check(service.CreateUser(kBy, name, "", false));
+      Check(service.SetRole(kBy, "org" + std::to_string(u % 10), name, people::OrgRole::kWrite));
     }
     for (int t = 0; t < kLive + kRevoked; ++t) {
-      auto made = service.CreateToken("user" + std::to_string(t % 100), "t", people::TokenRole::kWrite, {},
-                                      std::chrono::hours(24));
+      auto made = service.CreateToken(kBy, "user" + std::to_string(t % 100), "t", people::TokenRole::kWrite,
+                                      {}, std::chrono::hours(24));
       Check(made);
-      if (t >= kLive) Check(service.Revoke(made->record.id));
+      if (t >= kLive) Check(service.Revoke(kBy, made->record.id));
       if (t == kLive / 2) person_token = made->text;
     }
     directory = std::make_unique<people::Directory>(*index, Clock::System());
