@@ -59,3 +59,6 @@ fi
 # SeaweedFS, the S3-compatible store the tests run against: built once from the Go module proxy into a cache
 # outside the repository (~7-20 min the first time; nothing afterwards).
 scripts/seaweedfs.sh >/dev/null
+
+# Ory Hydra, the OpenID Connect provider the trusted-publisher tests sign id tokens with: built once the same way.
+scripts/hydra.sh >/dev/null

@@ -131,14 +131,15 @@ http::Handler Bind(const std::shared_ptr<const HubContext>& ctx,
 }
 
 // One resource's routes each, registered in this order (hub_routes.cc).
-void RegisterAccountRoutes(const std::shared_ptr<const HubContext>& ctx);   // account_routes.cc
-void RegisterBucketRoutes(const std::shared_ptr<const HubContext>& ctx);    // bucket_routes.cc
-void RegisterRepoRoutes(const std::shared_ptr<const HubContext>& ctx);      // repo_routes.cc
-void RegisterRevisionRoutes(const std::shared_ptr<const HubContext>& ctx);  // revision_routes.cc
-void RegisterCommitRoutes(const std::shared_ptr<const HubContext>& ctx);    // commit_routes.cc
-void RegisterResolveRoutes(const std::shared_ptr<const HubContext>& ctx);   // resolve_routes.cc
-void RegisterTokenRoutes(const std::shared_ptr<const HubContext>& ctx);     // token_routes.cc
-void RegisterOrgRoutes(const std::shared_ptr<const HubContext>& ctx);       // org_routes.cc
-void RegisterAuditRoutes(const std::shared_ptr<const HubContext>& ctx);     // audit_routes.cc
+void RegisterAccountRoutes(const std::shared_ptr<const HubContext>& ctx);    // account_routes.cc
+void RegisterBucketRoutes(const std::shared_ptr<const HubContext>& ctx);     // bucket_routes.cc
+void RegisterRepoRoutes(const std::shared_ptr<const HubContext>& ctx);       // repo_routes.cc
+void RegisterRevisionRoutes(const std::shared_ptr<const HubContext>& ctx);   // revision_routes.cc
+void RegisterCommitRoutes(const std::shared_ptr<const HubContext>& ctx);     // commit_routes.cc
+void RegisterResolveRoutes(const std::shared_ptr<const HubContext>& ctx);    // resolve_routes.cc
+void RegisterTokenRoutes(const std::shared_ptr<const HubContext>& ctx);      // token_routes.cc
+void RegisterOrgRoutes(const std::shared_ptr<const HubContext>& ctx);        // org_routes.cc
+void RegisterAuditRoutes(const std::shared_ptr<const HubContext>& ctx);      // audit_routes.cc
+void RegisterPublisherRoutes(const std::shared_ptr<const HubContext>& ctx);  // publisher_routes.cc
 
 }  // namespace cairn::api::hub_routes

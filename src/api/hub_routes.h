@@ -18,6 +18,7 @@
 #include "hub/hub_service.h"
 #include "mirror/mirror_service.h"
 #include "people/directory.h"
+#include "publish/exchange.h"
 
 namespace cairn::api {
 
@@ -41,6 +42,9 @@ struct HubRouteOptions {
   people::PeopleService* people_service = nullptr;
   // The audit log GET /api/audit reads (with people); null: that route answers 404. Outlives the server.
   index::AuditIndex* audit = nullptr;
+  // Trusted publishers' token exchange (POST /oauth/token, with people and audit); null: that route answers
+  // 404. Outlives the server.
+  publish::Exchanger* exchanger = nullptr;
 };
 
 void RegisterHubRoutes(http::Server& server, hub::HubService& hub, hub::BucketService& buckets,

@@ -50,5 +50,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     FUZZ_CHECK(token->grants.size() <= cairn::people::PeopleService::kMaxGrants);
     FUZZ_CHECK(token->name.size() <= size);
   }
+  for (const bool form : {false, true}) {
+    if (const auto exchange = api::ParseTokenExchangeBody(body, form)) {
+      FUZZ_CHECK(!exchange->subject_token.empty() && !exchange->resource.empty());
+    }
+  }
+  if (const auto policy = api::ParsePublisherBody(body, "ns")) {
+    FUZZ_CHECK(policy->claims.size() <= cairn::people::kMaxClaims && policy->ns == "ns");
+  }
   return 0;
 }

@@ -2,6 +2,7 @@
 
 #include "people/reach.h"
 #include "people/token_text.h"
+#include "publish/exchange.h"
 
 namespace cairn::api {
 
@@ -25,6 +26,11 @@ Result<http::Principal> PersonTokens::Verify(std::string_view token) const {
                          .user = person->user,
                          .token_id = person->token_id,
                          .reach = std::move(reach)};
+}
+
+bool PersonTokens::Admits(const http::Principal& who) const {
+  const auto policy = publish::PolicyOfHolder(who.user);
+  return policy && directory_.PublisherLive(*policy);
 }
 
 hub::Caller CallerFrom(const http::Principal& who) {

@@ -19,6 +19,8 @@ class PersonTokens final : public http::TokenVerifier {
   explicit PersonTokens(people::Directory& directory) : directory_(directory) {}
   bool Claims(std::string_view token) const override;
   Result<http::Principal> Verify(std::string_view token) const override;
+  // A trusted publisher's exchanged token stands while its policy does (publish/exchange.h).
+  bool Admits(const http::Principal& who) const override;
 
  private:
   people::Directory& directory_;

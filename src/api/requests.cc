@@ -1,6 +1,7 @@
 #include "api/requests.h"
 
 #include <boost/json.hpp>
+#include <boost/url/parse_query.hpp>
 #include <charconv>
 #include <functional>
 #include <map>
@@ -581,6 +582,67 @@ Parsed<TokenBody> ParseTokenBody(std::string_view body) {
     const auto perm = g ? StringField(*g, "permission") : std::nullopt;
     if (!scope || !perm || (*perm != "read" && *perm != "write")) return Refused(std::string(kForm));
     out.grants.push_back(people::Grant{.scope = *scope, .write = *perm == "write"});
+  }
+  return out;
+}
+
+Parsed<TokenExchangeBody> ParseTokenExchangeBody(std::string_view body, bool form) {
+  constexpr std::string_view kForm =
+      "the body gives grant_type, subject_token_type, subject_token and resource (JSON or a form)";
+  std::map<std::string, std::string, std::less<>> fields;
+  if (form) {
+    auto query = boost::urls::parse_query(body);
+    if (!query) return Refused(std::string(kForm));
+    const boost::urls::encoding_opts plus_is_space(/*space_as_plus=*/true);
+    for (const auto& p : *query) {
+      if (!fields.emplace(p.key.decode(plus_is_space), p.value.decode(plus_is_space)).second) {
+        return Refused("a field is given twice");
+      }
+    }
+  } else {
+    json::value storage;
+    const json::object* o = ParseObject(body, storage);
+    if (o == nullptr) return Refused(std::string(kForm));
+    for (const char* key : {"grant_type", "subject_token_type", "subject_token", "resource"}) {
+      if (auto v = StringField(*o, key)) fields.emplace(key, *v);
+    }
+  }
+  TokenExchangeBody out;
+  for (auto [key, into] :
+       {std::pair{"grant_type", &out.grant_type}, std::pair{"subject_token_type", &out.subject_token_type},
+        std::pair{"subject_token", &out.subject_token}, std::pair{"resource", &out.resource}}) {
+    const auto it = fields.find(std::string_view(key));
+    if (it == fields.end() || it->second.empty()) return Refused(std::string(kForm));
+    *into = it->second;
+  }
+  return out;
+}
+
+Parsed<people::PublisherSpec> ParsePublisherBody(std::string_view body, std::string ns) {
+  constexpr std::string_view kForm =
+      R"(the body is {"repo" (optional), "issuer", "audience", "claims": {"name": "value"}, )"
+      R"("role": "read" or "write"})";
+  json::value storage;
+  const json::object* o = ParseObject(body, storage);
+  const auto issuer = o ? StringField(*o, "issuer") : std::nullopt;
+  const auto audience = o ? StringField(*o, "audience") : std::nullopt;
+  const json::value* claims = o ? o->if_contains("claims") : nullptr;
+  if (!issuer || !audience || claims == nullptr || !claims->is_object()) return Refused(std::string(kForm));
+  people::PublisherSpec out{.ns = std::move(ns),
+                            .repo = StringField(*o, "repo").value_or(""),
+                            .issuer = *issuer,
+                            .audience = *audience,
+                            .claims = {},
+                            .role = people::TokenRole::kWrite};
+  if (o->contains("role")) {
+    const auto role = StringField(*o, "role");
+    if (role != "read" && role != "write") return Refused(std::string(kForm));
+    out.role = *role == "read" ? people::TokenRole::kRead : people::TokenRole::kWrite;
+  }
+  if (claims->as_object().size() > people::kMaxClaims) return Refused("at most 16 claims a policy");
+  for (const auto& [name, value] : claims->as_object()) {
+    if (!value.is_string()) return Refused("a claim's value is a string");
+    out.claims.push_back(people::Claim{.name = std::string(name), .value = std::string(value.as_string())});
   }
   return out;
 }

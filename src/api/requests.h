@@ -176,6 +176,21 @@ struct TokenBody {
 };
 Parsed<TokenBody> ParseTokenBody(std::string_view body);
 
+// POST /oauth/token (RFC 8693 token exchange): as huggingface_hub sends it (a JSON object) or as RFC 6749
+// has it (application/x-www-form-urlencoded): grant_type, subject_token_type, subject_token, resource. The
+// values are checked by the route; a body of neither form, or one lacking a field, is refused.
+struct TokenExchangeBody {
+  std::string grant_type;
+  std::string subject_token_type;
+  std::string subject_token;
+  std::string resource;
+};
+Parsed<TokenExchangeBody> ParseTokenExchangeBody(std::string_view body, bool form);
+
+// POST /api/publishers/{ns}: {"repo": "acme/model" (optional: every repository), "issuer", "audience",
+// "claims": {"name": "value", ...}, "role": "read"|"write" (default write)}. Checked by the service.
+Parsed<people::PublisherSpec> ParsePublisherBody(std::string_view body, std::string ns);
+
 // A request target naming repository `from` ("/api/models/ns/old/revision/main", "/ns/old/resolve/…",
 // "/ns/old.git/info/refs") with `to`'s namespace and name instead (a renamed repository's redirect); nullopt
 // when the target does not name `from` where a repository's path goes.

@@ -59,5 +59,50 @@ TEST(TokenBody, NameRoleLifetimeAndScopes) {
   EXPECT_FALSE(ParseTokenBody(many + "]}"));
 }
 
+// A token exchange as huggingface_hub sends it (JSON) and as RFC 6749 has it (a form, '+' a space, each
+// field once); a field missing or empty is refused.
+TEST(TokenExchangeBody, JsonOrAForm) {
+  auto json_body = ParseTokenExchangeBody(
+      R"({"grant_type": "g", "subject_token_type": "t", "subject_token": "a.b.c", "resource": "acme/m"})",
+      false);
+  ASSERT_TRUE(json_body);
+  EXPECT_EQ(json_body->subject_token, "a.b.c");
+  EXPECT_EQ(json_body->resource, "acme/m");
+  auto form = ParseTokenExchangeBody(
+      "grant_type=urn%3Aietf%3Ax&subject_token_type=t&subject_token=a.b.c&resource=datasets%2Facme%2Fd+x",
+      true);
+  ASSERT_TRUE(form);
+  EXPECT_EQ(form->grant_type, "urn:ietf:x");
+  EXPECT_EQ(form->resource, "datasets/acme/d x");
+  EXPECT_FALSE(
+      ParseTokenExchangeBody("grant_type=g&subject_token_type=t&subject_token=a&resource=r&resource=s", true))
+      << "a field given twice";
+  for (const char* bad :
+       {"", "[]", R"({"grant_type": "g"})",
+        R"({"grant_type": "g", "subject_token_type": "t", "subject_token": "", "resource": "r"})",
+        R"({"grant_type": 1, "subject_token_type": "t", "subject_token": "s", "resource": "r"})"}) {
+    EXPECT_FALSE(ParseTokenExchangeBody(bad, false)) << bad;
+  }
+}
+
+// A trust policy's body: issuer, audience and claims (strings), optionally a repository and a role.
+TEST(PublisherBody, FieldsAndRefusals) {
+  auto p = ParsePublisherBody(R"({"issuer": "https://i", "audience": "a", "claims": {"repository": "acme/ci"},
+                                  "repo": "acme/m", "role": "read"})",
+                              "acme");
+  ASSERT_TRUE(p);
+  EXPECT_EQ(p->ns, "acme");
+  EXPECT_EQ(p->repo, "acme/m");
+  EXPECT_EQ(p->role, people::TokenRole::kRead);
+  EXPECT_EQ(p->claims, (std::vector<people::Claim>{{"repository", "acme/ci"}}));
+  EXPECT_EQ(ParsePublisherBody(R"({"issuer": "i", "audience": "a", "claims": {}})", "acme")->role,
+            people::TokenRole::kWrite);
+  for (const char* bad : {"", R"({"issuer": "i", "audience": "a"})", R"({"issuer": "i", "claims": {}})",
+                          R"({"issuer": "i", "audience": "a", "claims": {"x": 1}})",
+                          R"({"issuer": "i", "audience": "a", "claims": {}, "role": "admin"})"}) {
+    EXPECT_FALSE(ParsePublisherBody(bad, "acme")) << bad;
+  }
+}
+
 }  // namespace
 }  // namespace cairn::api

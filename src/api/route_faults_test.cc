@@ -80,6 +80,14 @@ class RouteFaults : public testing::ApiServerTest {
       ASSERT_TRUE(manager.ok() && other.ok());
       person_token_ = manager->text;
       other_token_id_ = other->record.id;
+      auto policy = made.CreatePublisher(kBy, {.ns = "patorg",
+                                               .repo = "",
+                                               .issuer = "https://ci.example",
+                                               .audience = "a",
+                                               .claims = {{"repository", "patorg/ci"}},
+                                               .role = people::TokenRole::kWrite});
+      ASSERT_TRUE(policy.ok());
+      policy_id_ = policy->id;
     }
     faulty_ = std::make_unique<index::testing::FaultyIndex>(*index_);
     directory_ = std::make_unique<people::Directory>(*faulty_, clock_);
@@ -249,6 +257,13 @@ class RouteFaults : public testing::ApiServerTest {
          person_token_, R"({"role": "write"})", 200},
         {V::delete_, "/api/organizations/{ns}/members/{user}", "/api/organizations/patorg/members/kim",
          person_token_, "", 200},
+        {V::get, "/api/publishers/{ns}", "/api/publishers/patorg", person_token_, "", 200},
+        {V::post, "/api/publishers/{ns}", "/api/publishers/patorg", person_token_,
+         R"({"issuer": "https://ci.example", "audience": "a", "claims": {"repository": "patorg/ci"}})", 200},
+        {V::delete_, "/api/publishers/{ns}/{id}", "/api/publishers/patorg/" + policy_id_, person_token_, "",
+         200},
+        // This server has no exchanger: the route answers without the index.
+        {V::post, "/oauth/token", "/oauth/token", "", "{}", 404, false},
         {V::post, "/api/validate-yaml", "/api/validate-yaml", "", R"({"content": "x"})", 200, false},
         {V::get, "/api/agent-harnesses", "/api/agent-harnesses", "", "", 200, false},
         {V::post, "/api/repos/create", "/api/repos/create", hub,
@@ -320,6 +335,7 @@ class RouteFaults : public testing::ApiServerTest {
   std::unique_ptr<people::PeopleService> people_;
   std::string person_token_;
   std::string other_token_id_;
+  std::string policy_id_;
   std::unique_ptr<quota::QuotaService> quota_;
   std::unique_ptr<cas::CasService> cas_;
   std::unique_ptr<files::FileService> files_;

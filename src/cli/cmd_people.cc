@@ -1,5 +1,6 @@
 // `cairn user`, `cairn org` and `cairn token create|ls|revoke`: people, as the operator manages them on the
 // index (people/people_service.h). A token's text is printed once, on stdout, and kept nowhere.
+#include <algorithm>
 #include <boost/json/object.hpp>
 #include <boost/json/serialize.hpp>
 #include <iostream>
@@ -222,6 +223,86 @@ int RunTokenList(const PeopleOptions& opts) {
 int RunTokenRevoke(const PeopleOptions& opts) {
   return WithPeople("token revoke", opts, [&](PeopleService& people) -> Status {
     auto revoked = people.Revoke(CommandActor(), opts.id);
+    if (!revoked) return revoked.error();
+    std::cout << (*revoked ? "revoked " : "already revoked: ") << opts.id << "\n";
+    return Ok{};
+  });
+}
+
+namespace {
+
+void PrintPublisher(const people::PublisherRecord& p, const std::string& ns, bool json) {
+  const char* state = p.revoked_at != 0 ? "revoked" : "live";
+  if (json) {
+    boost::json::object o{{"id", p.id},
+                          {"namespace", ns},
+                          {"repo", p.repo},
+                          {"issuer", p.issuer},
+                          {"audience", p.audience},
+                          {"claims", p.claims},
+                          {"role", people::TokenRoleName(p.role)},
+                          {"state", state},
+                          {"created_at", p.created_at},
+                          {"revoked_at", p.revoked_at}};
+    std::cout << boost::json::serialize(o) << "\n";
+    return;
+  }
+  std::string claims = p.claims;
+  std::replace(claims.begin(), claims.end(), '\n', ' ');
+  std::cout << p.id << "  " << (p.repo.empty() ? ns + "/*" : p.repo) << "  " << people::TokenRoleName(p.role)
+            << "  " << state << "  issuer=" << Printable(p.issuer) << "  audience=" << Printable(p.audience)
+            << "  claims: " << Printable(claims) << "\n";
+}
+
+}  // namespace
+
+int RunPublisherCreate(const PeopleOptions& opts) {
+  return WithPeople("publisher create", opts, [&](PeopleService& people) -> Status {
+    people::PublisherSpec spec{.ns = opts.name,
+                               .repo = opts.repo,
+                               .issuer = opts.issuer,
+                               .audience = opts.audience,
+                               .claims = {},
+                               .role = people::TokenRole::kWrite};
+    if (opts.role == "read") {
+      spec.role = people::TokenRole::kRead;
+    } else if (!opts.role.empty() && opts.role != "write") {
+      return BadRole(opts.role, "read, write");
+    }
+    for (const std::string& c : opts.claims) {
+      auto claim = people::ParseClaim(c);
+      if (!claim) return claim.error();
+      spec.claims.push_back(std::move(*claim));
+    }
+    auto made = people.CreatePublisher(CommandActor(), spec);
+    if (!made) return made.error();
+    PrintPublisher(*made, opts.name, false);
+    return Ok{};
+  });
+}
+
+int RunPublisherList(const PeopleOptions& opts) {
+  return WithPeople("publisher ls", opts, [&](PeopleService& people) -> Status {
+    std::optional<std::string_view> ns;
+    if (!opts.name.empty()) ns = opts.name;
+    auto policies = people.Publishers(ns);
+    if (!policies) return policies.error();
+    auto accounts = people.List(std::nullopt);
+    if (!accounts) return accounts.error();
+    for (const auto& p : *policies) {
+      std::string name = "#" + std::to_string(p.owner);
+      for (const auto& a : *accounts) {
+        if (a.id == p.owner) name = a.name;
+      }
+      PrintPublisher(p, name, opts.json);
+    }
+    return Ok{};
+  });
+}
+
+int RunPublisherRevoke(const PeopleOptions& opts) {
+  return WithPeople("publisher revoke", opts, [&](PeopleService& people) -> Status {
+    auto revoked = people.RevokePublisher(CommandActor(), opts.id);
     if (!revoked) return revoked.error();
     std::cout << (*revoked ? "revoked " : "already revoked: ") << opts.id << "\n";
     return Ok{};

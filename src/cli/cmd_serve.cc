@@ -31,6 +31,8 @@
 #include "http/server.h"
 #include "mirror/mirror_service.h"
 #include "people/directory.h"
+#include "publish/exchange.h"
+#include "publish/issuer_keys.h"
 #include "quota/quota_service.h"
 #include "store/blob_store.h"
 #include "xet/hashing.h"
@@ -72,6 +74,10 @@ struct Backend {
   std::unique_ptr<cas::Relay> relay;  // the mirror's, for the CAS routes (made before it)
   std::unique_ptr<people::Directory> people;
   std::unique_ptr<people::PeopleService> people_service;  // people's own changes through the API
+  // Trusted publishers: the issuers' documents, their keys, and the exchange that reads them.
+  std::unique_ptr<publish::DocumentSource> documents;
+  std::unique_ptr<publish::IssuerKeys> issuer_keys;
+  std::unique_ptr<publish::Exchanger> exchanger;
 };
 
 // Transfer URLs the store signs itself (transfer_mode = presigned): reconstructions send clients straight to
@@ -169,6 +175,7 @@ void ServeHub(http::Server& server, const config::Config& cfg, Backend& b) {
   ho.people = b.people.get();
   ho.people_service = b.people_service.get();
   ho.audit = b.index.get();
+  ho.exchanger = b.exchanger.get();
   ho.public_url = cfg.public_url;
   ho.quota = b.quota.get();
   ho.mirror = b.mirror.get();
@@ -217,6 +224,9 @@ http::Result<std::unique_ptr<Backend>> RegisterRoutes(http::Server& server, cons
   b->people = std::make_unique<people::Directory>(*b->index, Clock::System());
   b->people_service = std::make_unique<people::PeopleService>(*b->index, Clock::System());
   if (auto st = b->people->Refresh(); !st) return Error{st.error().code, "people: " + st.error().message};
+  b->documents = publish::HttpDocumentSource();
+  b->issuer_keys = std::make_unique<publish::IssuerKeys>(*b->documents, Clock::System());
+  b->exchanger = std::make_unique<publish::Exchanger>(*b->people, *b->issuer_keys, Clock::System());
   // Validation of one xorb spreads over the worker threads; the caller's thread takes part too.
   b->pool = std::make_unique<WorkerPool>(cfg.worker_threads > 1 ? cfg.worker_threads - 1 : 0);
   auto so = CasOptionsOf(cfg, secrets, *b->store);

@@ -231,8 +231,13 @@ struct PeopleOptions {
   std::string token_name;    // token create
   std::vector<std::string> grants;  // token create, fine-grained: "w alice/model", "r acme"
   std::string ttl = "90d";          // token create
-  std::string id;                   // token revoke
+  std::string id;                   // token revoke, publisher revoke
   bool json = false;                // ls, show
+  // publisher create (name: the namespace; role: read or write, default write)
+  std::string repo;
+  std::string issuer;
+  std::string audience;
+  std::vector<std::string> claims;  // "name=value"
 };
 int RunUserCreate(const PeopleOptions& opts);
 int RunUserList(const PeopleOptions& opts);
@@ -247,6 +252,10 @@ int RunOrgRemove(const PeopleOptions& opts);
 int RunTokenCreate(const PeopleOptions& opts);
 int RunTokenList(const PeopleOptions& opts);
 int RunTokenRevoke(const PeopleOptions& opts);
+// `cairn publisher create|ls|revoke`: trusted publishers' trust policies (docs/hub.md "Trusted publishers").
+int RunPublisherCreate(const PeopleOptions& opts);
+int RunPublisherList(const PeopleOptions& opts);
+int RunPublisherRevoke(const PeopleOptions& opts);
 
 // `cairn audit` (docs/operations.md "Audit log"): the audit log, newest first.
 struct AuditOptions {

@@ -190,6 +190,31 @@ void AddPeople(CLI::App& app) {
   AddPeopleCommand(org, "remove", "Take a member out", RunOrgRemove, member(false));
 }
 
+void AddPublishers(CLI::App& app) {
+  auto* cmd = app.add_subcommand("publisher",
+                                 "Trusted publishers: CI jobs whose OpenID Connect id tokens "
+                                 "are exchanged for short-lived tokens (create, ls, revoke)")
+                  ->require_subcommand(1);
+  AddPeopleCommand(
+      cmd, "create", "Trust a CI provider's id tokens with these claims for a namespace", RunPublisherCreate,
+      [](CLI::App* c, PeopleOptions& o) {
+        c->add_option("NS", o.name, "The user or organization whose repositories it writes")->required();
+        c->add_option("--repo", o.repo, "One repository (NS/NAME, datasets/NS/NAME); default all");
+        c->add_option("--issuer", o.issuer, "The provider (https://token.actions.githubusercontent.com)")
+            ->required();
+        c->add_option("--audience", o.audience, "The aud the id tokens carry")->required();
+        c->add_option("--claim", o.claims, "NAME=VALUE the id token must carry; repeat")->required();
+        c->add_option("--role", o.role, "read or write (default write)");
+      });
+  AddPeopleCommand(cmd, "ls", "List trust policies", RunPublisherList, [](CLI::App* c, PeopleOptions& o) {
+    c->add_option("NS", o.name, "One namespace's");
+    c->add_flag("--json", o.json, "JSON, one per line");
+  });
+  AddPeopleCommand(
+      cmd, "revoke", "Revoke a trust policy and every token exchanged under it", RunPublisherRevoke,
+      [](CLI::App* c, PeopleOptions& o) { c->add_option("ID", o.id, "The policy's id")->required(); });
+}
+
 void AddAudit(CLI::App& app) {
   auto opts = std::make_shared<AuditOptions>();
   auto* cmd =
@@ -549,6 +574,7 @@ int main(int argc, char** argv) {
   cairn::cli::AddServe(app);
   cairn::cli::AddToken(app);
   cairn::cli::AddPeople(app);
+  cairn::cli::AddPublishers(app);
   cairn::cli::AddAudit(app);
   cairn::cli::AddLink(app);
   cairn::cli::AddClientCommands(app);

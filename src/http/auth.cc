@@ -191,6 +191,10 @@ Result<Principal> Authenticator::Verify(std::string_view token, int64_t now, Tok
     }
   }
   if (now >= known->expires) return Unauthorized("token expired");
+  // A grant held elsewhere stands only while its keeper says so (a revoked trust policy's tokens stop).
+  if (known->who.kind == TokenKind::kFineGrained && (verifier == nullptr || !verifier->Admits(known->who))) {
+    return Unauthorized("token revoked: the grant it was issued under is gone");
+  }
   known->who.expires = known->expires;
   known->who.verified_at = now;
   if (now < known->not_before) return Unauthorized("token not yet valid (nbf)");
@@ -262,8 +266,20 @@ Result<Authenticator::Verified> Authenticator::Decode(const TokenKeys& keys, con
     who.kind = TokenKind::kAccess;
   } else if (kind->is_string() && kind->get_string() == "cas") {
     who.kind = TokenKind::kCas;
+  } else if (kind->is_string() && kind->get_string() == "fineGrained") {
+    // A grant held elsewhere (a trusted publisher's exchange): its holder and id, and the scope it reaches.
+    const auto* sub = claims.if_contains("sub");
+    const auto* jti = claims.if_contains("jti");
+    if (sub == nullptr || !sub->is_string() || sub->get_string().empty() || jti == nullptr ||
+        !jti->is_string() || jti->get_string().empty()) {
+      return Unauthorized("invalid token: a fine-grained token names its holder (sub) and id (jti)");
+    }
+    who.kind = TokenKind::kFineGrained;
+    who.user = std::string(sub->get_string());
+    who.token_id = std::string(jti->get_string());
+    who.reach = {ScopeAccess{who.scope, who.perm == Permission::kWrite ? Access::kWrite : Access::kRead}};
   } else {
-    return Unauthorized("invalid token: kind must be \"access\" or \"cas\"");
+    return Unauthorized("invalid token: kind must be \"access\", \"cas\" or \"fineGrained\"");
   }
   return v;
 }
@@ -285,8 +301,15 @@ Result<std::string> MintToken(const TokenKeys::Key& signing, const Principal& wh
   // libjwt takes C strings: a NUL would cut the scope short, and the token would grant another scope.
   if (who.scope.find('\0') != std::string::npos) return Malformed("scope must not contain NUL bytes");
   if (who.perm == Permission::kNone) return Malformed("perm must be read or write");
-  // A signed token carries a scope alone: it could not say what a person's reach says.
-  if (who.kind == TokenKind::kFineGrained || !who.reach.empty()) {
+  // A signed token carries a scope alone: it could not say what a person's reach says. A fine-grained one
+  // reaches its scope alone, no further than its perm, and names the grant it stands on (sub, jti).
+  const bool fine = who.kind == TokenKind::kFineGrained;
+  if (fine && (who.user.empty() || who.token_id.empty() || who.user.find('\0') != std::string::npos ||
+               who.token_id.find('\0') != std::string::npos)) {
+    return Malformed("a signed fine-grained token names its holder and id");
+  }
+  if (fine ? who.reach.size() > 1 || (who.reach.size() == 1 && who.reach[0].scope != who.scope)
+           : !who.reach.empty()) {
     return Malformed("a person's reach cannot be signed into a token");
   }
   if (ttl.count() <= 0) return Malformed("ttl must be positive");
@@ -298,6 +321,8 @@ Result<std::string> MintToken(const TokenKeys::Key& signing, const Principal& wh
   if (jwt_add_grant(jwt.get(), "scope", who.scope.c_str()) != 0 ||
       jwt_add_grant(jwt.get(), "perm", perm.c_str()) != 0 ||
       jwt_add_grant(jwt.get(), "kind", kind.c_str()) != 0 ||
+      (fine && (jwt_add_grant(jwt.get(), "sub", who.user.c_str()) != 0 ||
+                jwt_add_grant(jwt.get(), "jti", who.token_id.c_str()) != 0)) ||
       jwt_add_grant_int(jwt.get(), "iat", static_cast<long>(now)) != 0 ||
       jwt_add_grant_int(jwt.get(), "exp", static_cast<long>(now + ttl.count())) != 0)
     return IoError("cannot set token claims");

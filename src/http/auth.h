@@ -55,7 +55,9 @@ enum class TokenKind {
   kCas,
   // A person's fine-grained token (people/): what it may do is its reach (Principal::reach), namespaces and
   // repositories each read or write, which the Hub's routes, git and LFS check. Refused (401) by the CAS
-  // routes, which serve one scope's files and read no reach.
+  // routes, which serve one scope's files and read no reach. The server signs one kind of them: a trusted
+  // publisher's exchanged token (src/publish/), reaching its scope alone, naming its policy ("sub") and id
+  // ("jti"), and accepted only while TokenVerifier::Admits says that policy stands.
   kFineGrained,
 };
 
@@ -123,6 +125,9 @@ class TokenVerifier {
   virtual bool Claims(std::string_view token) const = 0;
   // Whom the token speaks for now; kUnauthorized when it is refused.
   virtual Result<Principal> Verify(std::string_view token) const = 0;
+  // Whether the grant a signed fine-grained token stands on (`who.user`, a trusted publisher's policy) still
+  // does: the authenticator asks on every use of such a token, and refuses it without a verifier.
+  virtual bool Admits(const Principal& who) const = 0;
 };
 
 // Seconds since the Unix epoch, now, by the real clock (Clock::System()): for the command line. The server

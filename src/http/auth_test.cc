@@ -410,7 +410,9 @@ class PrefixVerifier final : public TokenVerifier {
                      .token_id = "t1",
                      .reach = {{"alice", Access::kAdmin}}};
   }
+  bool Admits(const Principal& who) const override { return who.user == admitted; }
   mutable int calls = 0;
+  std::string admitted = "publisher:tp_1";
 };
 
 TEST(AuthVerifier, ClaimedTokensAreVerifiedByTheirKeeper) {
@@ -452,6 +454,42 @@ TEST(AuthVerifier, ClaimedTokensAreVerifiedByTheirKeeper) {
   EXPECT_TRUE(bob->user.empty());
   auth.SetVerifier(nullptr);
   EXPECT_FALSE(auth.Authenticate("Bearer person_ok", Permission::kRead).ok());
+}
+
+// The one fine-grained token the server signs (a trusted publisher's exchange): its holder and id travel in
+// it, it reaches its scope alone at its perm, and it is accepted only while the verifier admits its holder.
+TEST(AuthVerifier, ASignedFineGrainedTokenStandsWhileItsGrantDoes) {
+  TestClock clock(1'900'000'000);
+  Authenticator auth(std::string(32, 'k'), &clock);
+  const Principal grant{.scope = "acme/model",
+                        .perm = Permission::kWrite,
+                        .kind = TokenKind::kFineGrained,
+                        .expires = 0,
+                        .verified_at = 0,
+                        .user = "publisher:tp_1",
+                        .token_id = "tx_1",
+                        .reach = {}};
+  auto jwt = auth.Mint(grant, std::chrono::minutes(10), clock.UnixSeconds());
+  ASSERT_TRUE(jwt.ok()) << jwt.error().message;
+  EXPECT_FALSE(auth.Authenticate("Bearer " + *jwt, Permission::kRead).ok()) << "no verifier: no grant stands";
+  auto verifier = std::make_shared<PrefixVerifier>();
+  auth.SetVerifier(verifier);
+  auto who = auth.Authenticate("Bearer " + *jwt, Permission::kWrite);
+  ASSERT_TRUE(who.ok()) << who.error().message;
+  EXPECT_EQ(who->kind, TokenKind::kFineGrained);
+  EXPECT_EQ(who->user, "publisher:tp_1");
+  EXPECT_EQ(who->token_id, "tx_1");
+  EXPECT_EQ(who->reach, (std::vector<ScopeAccess>{{"acme/model", Access::kWrite}})) << "never admin";
+  EXPECT_FALSE(auth.Authenticate("Bearer " + *jwt, Permission::kRead, kCasRouteTokens).ok());
+  verifier->admitted = "";  // the policy revoked
+  EXPECT_EQ(HttpStatusOf(auth.Authenticate("Bearer " + *jwt, Permission::kRead).error().code), 401u)
+      << "asked on every use, though the signature check is remembered";
+  auto no_holder = grant;
+  no_holder.user.clear();
+  EXPECT_FALSE(auth.Mint(no_holder, std::chrono::minutes(10), clock.UnixSeconds()).ok());
+  auto wide = grant;
+  wide.reach = {{"acme", Access::kWrite}};
+  EXPECT_FALSE(auth.Mint(wide, std::chrono::minutes(10), clock.UnixSeconds()).ok()) << "its scope alone";
 }
 
 }  // namespace

@@ -58,6 +58,15 @@ inline Error TokenNotIndexed(std::string_view id) {
 inline Error TokenOwnerNotIndexed(int64_t owner) {
   return NotFound("token owner " + std::to_string(owner) + " is no user in the index");
 }
+inline Error PublisherExists(std::string_view id) {
+  return Conflict("trust policy " + std::string(id) + " exists");
+}
+inline Error PublisherNotIndexed(std::string_view id) {
+  return NotFound("trust policy " + std::string(id) + " is not in the index");
+}
+inline Error PublisherOwnerNotIndexed(int64_t owner) {
+  return NotFound("trust policy owner " + std::to_string(owner) + " is no account in the index");
+}
 
 inline Error XorbNotIndexed(const xet::Hash& hash) {
   return NotFound("xorb " + hash.hex() + " is not in the index");

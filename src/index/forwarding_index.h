@@ -307,6 +307,18 @@ class ForwardingIndex : public Index {
     if (auto st = Before("NoteTokenUses", {}); !st.ok()) return st.error();
     return inner_.NoteTokenUses(uses);
   }
+  Status CreatePublisher(const PublisherRecord& policy, const AuditEvent* audit) override {
+    if (auto st = Before("CreatePublisher", {}); !st.ok()) return st.error();
+    return inner_.CreatePublisher(policy, audit);
+  }
+  Result<std::vector<PublisherRecord>> ListPublishers(std::optional<int64_t> owner) override {
+    if (auto st = Before("ListPublishers", {}); !st.ok()) return st.error();
+    return inner_.ListPublishers(owner);
+  }
+  Result<bool> RevokePublisher(std::string_view id, int64_t at, const AuditEvent* audit) override {
+    if (auto st = Before("RevokePublisher", {}); !st.ok()) return st.error();
+    return inner_.RevokePublisher(id, at, audit);
+  }
   Result<PeopleChanges> PeopleChangedSince(int64_t generation) override {
     if (auto st = Before("PeopleChangedSince", {}); !st.ok()) return st.error();
     return inner_.PeopleChangedSince(generation);

@@ -503,9 +503,18 @@ class PeopleIndex {
   // token (no new generation): nodes do not need it. Unknown ids are skipped.
   virtual Status NoteTokenUses(const std::vector<std::pair<std::string, int64_t>>& uses) = 0;
 
+  // ---- Trust policies (trusted publishers)
+  // Stores a new policy (its `changed` is set here); kConflict when the id exists, kNotFound when `owner` is
+  // no account.
+  virtual Status CreatePublisher(const PublisherRecord& policy, const AuditEvent* audit) = 0;
+  // The policies of `owner` (nullopt: every account's), revoked ones included, in id order.
+  virtual Result<std::vector<PublisherRecord>> ListPublishers(std::optional<int64_t> owner) = 0;
+  // Revokes the policy at `at`; false when it was revoked already (nothing changes), kNotFound when none.
+  virtual Result<bool> RevokePublisher(std::string_view id, int64_t at, const AuditEvent* audit) = 0;
+
   // ---- Refresh
-  // Every account, membership (removed ones included) and token changed after `generation` (0: all), and
-  // the generation they bring the reader to.
+  // Every account, membership (removed ones included), token and trust policy changed after `generation` (0:
+  // all), and the generation they bring the reader to.
   virtual Result<PeopleChanges> PeopleChangedSince(int64_t generation) = 0;
 
  protected:

@@ -42,8 +42,9 @@ struct Table {
 // measured of them; schema 16 the xorbs compaction superseded, so that dedup answers keep leaving them out;
 // schema 17 leases, which are held by running processes: not copied; schema 18 the mirrored repositories'
 // last reads, copied: the mirror's eviction order; schema 19 people (accounts, members, tokens) with their
-// generations, and the newest generation raised to theirs; schema 20 the audit log, copied with its ids.)
-static_assert(SqliteIndex::kSchemaVersion == 20 && PostgresIndex::kSchemaVersion == 20,
+// generations, and the newest generation raised to theirs; schema 20 the audit log, copied with its ids;
+// schema 21 the trust policies, with their generations like tokens.)
+static_assert(SqliteIndex::kSchemaVersion == 21 && PostgresIndex::kSchemaVersion == 21,
               "a new schema version must be reflected in kTables");
 
 // Each scope's totals from its rows (schema 7's scope_totals), the same SQL on both backends.
@@ -51,7 +52,8 @@ constexpr const char kFillScopeTotals[] =
     "INSERT INTO scope_totals(scope, files, bytes) SELECT s.scope, count(*), sum(f.size) "
     "FROM file_scopes s JOIN files f ON f.hash = s.file GROUP BY s.scope";
 
-// People (schema 19): accounts before their members and tokens; the audit log (schema 20).
+// People (schema 19): accounts before their members and tokens; the audit log (schema 20); trust policies
+// (schema 21).
 std::vector<Table> PeopleTables() {
   return {{"accounts",
            {{"id", Type::kInt},
@@ -79,6 +81,19 @@ std::vector<Table> PeopleTables() {
             {"created_at", Type::kInt},
             {"expires_at", Type::kInt},
             {"last_used_at", Type::kInt},
+            {"revoked_at", Type::kInt},
+            {"changed", Type::kInt}},
+           1,
+           1024},
+          {"publishers",
+           {{"id", Type::kText},
+            {"owner", Type::kInt},
+            {"repo", Type::kText},
+            {"issuer", Type::kText},
+            {"audience", Type::kText},
+            {"claims", Type::kText},
+            {"role", Type::kInt},
+            {"created_at", Type::kInt},
             {"revoked_at", Type::kInt},
             {"changed", Type::kInt}},
            1,
@@ -198,7 +213,7 @@ const std::vector<Table>& Tables() {
 constexpr char kPeopleGenerationAfterCopy[] =
     "UPDATE people_generation SET n = (SELECT max(g) FROM (SELECT n AS g FROM people_generation "
     "UNION ALL SELECT max(changed) FROM accounts UNION ALL SELECT max(changed) FROM members "
-    "UNION ALL SELECT max(changed) FROM tokens) AS gs)";
+    "UNION ALL SELECT max(changed) FROM tokens UNION ALL SELECT max(changed) FROM publishers) AS gs)";
 
 std::vector<SchemaTable> SchemaTables() {
   std::vector<SchemaTable> out;

@@ -119,6 +119,7 @@ class IndexTest : public BackendTest {
   // added: indexes, tables, the columns and rows that migrations 7 and 9 fill from the rows, and schema 11's
   // functions).
   void SetSchemaVersion(int version) {
+    if (version < 21) ExecRaw("DROP TABLE publishers", "DROP TABLE publishers");
     if (version < 20) ExecRaw("DROP TABLE audit_events", "DROP TABLE audit_events");
     if (version < 19) {
       const std::string drop =

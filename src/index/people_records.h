@@ -1,8 +1,9 @@
 // The index's records of people (src/people/ gives them meaning): accounts — users and organizations, which
 // share one space of names —, the members of each organization with their role, and the tokens users hold,
-// kept as a hash of each secret, never the secret. Accounts are never deleted (a disabled one keeps its name,
-// so that no one else takes it over with its repositories); a removed membership and a revoked token stay as
-// rows that say so, so that every node's refresh (PeopleIndex::PeopleChangedSince) learns of the removal.
+// kept as a hash of each secret, never the secret, and the trust policies of trusted publishers. Accounts are
+// never deleted (a disabled one keeps its name, so that no one else takes it over with its repositories); a
+// removed membership and a revoked token stay as rows that say so, so that every node's refresh
+// (PeopleIndex::PeopleChangedSince) learns of the removal.
 #pragma once
 
 #include <cstdint>
@@ -71,6 +72,23 @@ struct TokenRecord {
   int64_t changed = 0;
 };
 
+// A trust policy (a "trusted publisher"): whose id tokens may be exchanged for a short-lived token to one
+// namespace's repositories, issued by `issuer` for `audience` and carrying `claims`. The index stores and
+// compares these fields; it reads none of `claims`.
+struct PublisherRecord {
+  std::string id;     // public: shown in listings, in the audit log and in the tokens it grants
+  int64_t owner = 0;  // the account (user or organization) whose namespace it grants into
+  std::string
+      repo;  // the repository it grants ("acme/model", "datasets/acme/data"); empty: every one of owner's
+  std::string issuer;
+  std::string audience;
+  std::string claims;                  // what the id token must carry, in src/people/'s form
+  TokenRole role = TokenRole::kWrite;  // kRead or kWrite
+  int64_t created_at = 0;
+  int64_t revoked_at = 0;  // 0: live
+  int64_t changed = 0;
+};
+
 // How account names are compared: ASCII letters without case (names are ASCII: hub::ValidName).
 inline std::string FoldedName(std::string_view name) {
   std::string out(name);
@@ -86,6 +104,7 @@ struct PeopleChanges {
   std::vector<AccountRecord> accounts;
   std::vector<MemberRecord> members;
   std::vector<TokenRecord> tokens;
+  std::vector<PublisherRecord> publishers;
 };
 
 }  // namespace cairn::index

@@ -193,6 +193,65 @@ TEST_P(PeopleTest, TokensAreKeptByHashListedAndRevokedOnce) {
   EXPECT_EQ(index_->FindToken("t3")->changed, before);
 }
 
+// Trust policies: kept as given for an account (a user or an organization), listed, revoked once (with their
+// audit event only when that changes something), and read by a refresh like tokens.
+TEST_P(PeopleTest, TrustPoliciesAreKeptListedRevokedOnceAndRefreshed) {
+  Open();
+  const AccountRecord acme = Org("acme");
+  const AccountRecord alice = User("alice");
+  const int64_t seen = index_->PeopleChangedSince(0)->generation;
+  const PublisherRecord policy{.id = "tp_1",
+                               .owner = acme.id,
+                               .repo = "acme/model",
+                               .issuer = "https://ci.example",
+                               .audience = "hub",
+                               .claims = "repository=acme/ci",
+                               .role = TokenRole::kWrite,
+                               .created_at = 1'700'000'000};
+  const AuditActor by{.actor = "alice", .token_id = "", .client = ""};
+  const AuditEvent made = by.Event(1'700'000'000, "publisher.create", "acme", "trust policy tp_1");
+  ASSERT_TRUE(index_->CreatePublisher(policy, &made).ok());
+  PublisherRecord mine = policy;
+  mine.id = "tp_2";
+  mine.owner = alice.id;
+  mine.repo = "";
+  mine.role = TokenRole::kRead;
+  ASSERT_TRUE(index_->CreatePublisher(mine, nullptr).ok());
+  EXPECT_TRUE(Refused(index_->CreatePublisher(policy, nullptr).error(), PublisherExists("tp_1")));
+  mine.id = "tp_3";
+  mine.owner = 999;
+  EXPECT_TRUE(Refused(index_->CreatePublisher(mine, nullptr).error(), PublisherOwnerNotIndexed(999)));
+  mine.owner = alice.id;
+  mine.role = TokenRole::kFineGrained;
+  EXPECT_EQ(index_->CreatePublisher(mine, nullptr).error().code, ErrorCode::kMalformed);
+
+  auto of_acme = index_->ListPublishers(acme.id);
+  ASSERT_TRUE(of_acme.ok());
+  ASSERT_EQ(of_acme->size(), 1u);
+  EXPECT_EQ((*of_acme)[0].claims, "repository=acme/ci");
+  EXPECT_EQ((*of_acme)[0].repo, "acme/model");
+  EXPECT_EQ(index_->ListPublishers(std::nullopt)->size(), 2u);
+  auto changes = index_->PeopleChangedSince(seen);
+  ASSERT_TRUE(changes.ok());
+  ASSERT_EQ(changes->publishers.size(), 2u);
+  EXPECT_EQ(changes->publishers[0].issuer, "https://ci.example");
+
+  const AuditEvent gone = by.Event(1'700'000'100, "publisher.revoke", "acme", "trust policy tp_1");
+  ASSERT_TRUE(*index_->RevokePublisher("tp_1", 1'700'000'100, &gone));
+  EXPECT_FALSE(*index_->RevokePublisher("tp_1", 1'700'000'200, &gone)) << "revoked once";
+  EXPECT_TRUE(Refused(index_->RevokePublisher("tp_9", 1, nullptr).error(), PublisherNotIndexed("tp_9")));
+  auto later = index_->PeopleChangedSince(changes->generation);
+  ASSERT_EQ(later->publishers.size(), 1u);
+  EXPECT_EQ(later->publishers[0].revoked_at, 1'700'000'100);
+  AuditFilter filter;
+  filter.ns = "acme";
+  auto events = index_->ListAudit(filter, std::nullopt, AuditIndex::kMaxListed);
+  ASSERT_TRUE(events.ok());
+  std::vector<std::string> actions;
+  for (const auto& e : *events) actions.push_back(e.action);
+  EXPECT_EQ(actions, (std::vector<std::string>{"publisher.revoke", "publisher.create"}));
+}
+
 TEST_P(PeopleTest, ARefreshReadsEachChangeOnce) {
   Open();
   auto none = index_->PeopleChangedSince(0);

@@ -18,8 +18,36 @@ Status Directory::Refresh() {
     }
   }
   for (auto& t : changes->tokens) tokens_[t.id] = std::move(t);
+  for (auto& p : changes->publishers) publishers_[p.id] = std::move(p);
   generation_ = std::max(generation_, changes->generation);
   return Ok{};
+}
+
+namespace {
+
+// Whether the account owning a policy may act: an organization always, a user while not disabled.
+bool OwnerMayAct(const std::unordered_map<int64_t, AccountRecord>& accounts, int64_t owner) {
+  const auto it = accounts.find(owner);
+  return it != accounts.end() && !it->second.disabled;
+}
+
+}  // namespace
+
+std::vector<Directory::Publisher> Directory::PublishersOf(std::string_view ns) const {
+  std::shared_lock lock(mu_);
+  std::vector<Publisher> out;
+  for (const auto& [id, p] : publishers_) {
+    if (p.revoked_at != 0 || !OwnerMayAct(accounts_, p.owner)) continue;
+    const AccountRecord& owner = accounts_.at(p.owner);
+    if (index::FoldedName(owner.name) == index::FoldedName(ns)) out.push_back({p, owner.name});
+  }
+  return out;
+}
+
+bool Directory::PublisherLive(std::string_view id) const {
+  std::shared_lock lock(mu_);
+  const auto it = publishers_.find(std::string(id));
+  return it != publishers_.end() && it->second.revoked_at == 0 && OwnerMayAct(accounts_, it->second.owner);
 }
 
 int64_t Directory::generation() const {

@@ -5,7 +5,7 @@
 // makes Verify refresh at once, at most kUnknownRefreshesPerSecond times a second, so garbage tokens cannot
 // make it hammer the index.
 // A token revoked, a user disabled or a membership changed on any node is therefore refused or seen here
-// within one refresh interval (plus one refresh's time).
+// within one refresh interval (plus one refresh's time); so is a trust policy created or revoked.
 //
 // Thread-safety: every method may be called from any thread (Verify shares a lock with the other readers).
 // Ownership: borrows the index and the clock, which must outlive the directory.
@@ -60,12 +60,24 @@ class Directory {
   Result<Person> Verify(std::string_view text);
   // The generation read last.
   int64_t generation() const;
+  // A live trust policy and the name of the namespace it grants into.
+  struct Publisher {
+    PublisherRecord record;
+    std::string ns;
+  };
+  // The live policies of namespace `ns` whose owner may act (a disabled user's grant nothing).
+  std::vector<Publisher> PublishersOf(std::string_view ns) const;
+  // Whether policy `id` is live and its owner may act: a token exchanged under it works only while it is.
+  bool PublisherLive(std::string_view id) const;
+
+  // Refreshes because something asked for was unknown (a token, a trust policy made on another node a moment
+  // ago), unless kUnknownRefreshesPerSecond such refreshes ran this second.
+  void RefreshForUnknown();
+
   // The uses Verify noted since the last call (token id, time), for PeopleIndex::NoteTokenUses.
   std::vector<std::pair<std::string, int64_t>> TakeUses();
 
  private:
-  // Refreshes because a token was unknown, unless kUnknownRefreshesPerSecond such refreshes ran this second.
-  void RefreshForUnknown();
   Result<Person> PersonOf(const TokenRecord& token, std::string_view secret, int64_t now) const;
   void NoteUse(const std::string& id, int64_t now);
 
@@ -76,7 +88,8 @@ class Directory {
   int64_t generation_ = 0;
   std::unordered_map<std::string, TokenRecord> tokens_;
   std::unordered_map<int64_t, AccountRecord> accounts_;
-  std::map<std::pair<int64_t, int64_t>, OrgRole> roles_;  // (user, org) -> role
+  std::map<std::pair<int64_t, int64_t>, OrgRole> roles_;         // (user, org) -> role
+  std::unordered_map<std::string, PublisherRecord> publishers_;  // revoked ones too: a later row replaces
 
   std::mutex refresh_mu_;       // one refresh at a time
   int64_t unknown_second_ = 0;  // the second the refreshes below were counted in

@@ -19,6 +19,7 @@
 #include "common/clock.h"
 #include "common/error.h"
 #include "index/index.h"
+#include "people/publishers.h"
 #include "people/token_text.h"
 
 namespace cairn::people {
@@ -98,6 +99,14 @@ class PeopleService {
   Result<std::vector<TokenRecord>> Tokens(std::optional<std::string_view> owner);
   // Revokes token `id` now; false when it was revoked already.
   Result<bool> Revoke(const Actor& by, std::string_view id);
+
+  // A new trust policy (publishers.h) for the account `spec.ns` names (kNotFound when none).
+  Result<PublisherRecord> CreatePublisher(const Actor& by, const PublisherSpec& spec);
+  // The policies of namespace `ns` (nullopt: every namespace's), revoked ones included, in id order.
+  Result<std::vector<PublisherRecord>> Publishers(std::optional<std::string_view> ns);
+  // Revokes policy `id` now (the tokens exchanged under it stop working with it); false when it was revoked
+  // already.
+  Result<bool> RevokePublisher(const Actor& by, std::string_view id);
 
  private:
   Result<AccountRecord> Create(const Actor& by, AccountKind kind, std::string_view name,

@@ -18,7 +18,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from common import fail, tail
+from common import fail, http, tail
 
 _PRELUDE = """
 import json, os, sys, traceback
@@ -135,3 +135,13 @@ def release_python(release: str) -> str:
     if not py.is_file():
         fail(f"{py} is missing: run scripts/bootstrap.sh (installs tests/requirements-hub-{release}.txt)")
     return str(py)
+
+
+def hub_api(srv, method: str, path: str, token: str | None, body: dict | None = None):
+    """One Hub API request to `srv` with a bearer token (None: none) and a JSON body (None: none)."""
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    data = None
+    if body is not None:
+        headers["Content-Type"] = "application/json"
+        data = json.dumps(body).encode()
+    return http(method, f"{srv.url}{path}", headers=headers, body=data)

@@ -12,8 +12,7 @@ import time
 
 import pytest
 
-from hub_util import Hub
-from common import http
+from hub_util import Hub, hub_api as _api
 from servers import WATCH
 
 PEOPLE = pytest.mark.backends("sqlite", "postgres")
@@ -202,15 +201,6 @@ def test_a_revocation_reaches_every_node_within_the_refresh(server):
     first.cli("token", "revoke", token[6:22])
     for node in (first, second):
         assert _refused_within(lambda node=node: _whoami_status(node, token) == 401, 5) < 5
-
-
-def _api(srv, method: str, path: str, token: str | None, body: dict | None = None):
-    headers = {"Authorization": f"Bearer {token}"} if token else {}
-    data = None
-    if body is not None:
-        headers["Content-Type"] = "application/json"
-        data = json.dumps(body).encode()
-    return http(method, f"{srv.url}{path}", headers=headers, body=data)
 
 
 @PEOPLE

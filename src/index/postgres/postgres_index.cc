@@ -321,6 +321,22 @@ CREATE INDEX audit_events_at ON audit_events(at);
 CREATE INDEX audit_events_actor ON audit_events(actor, id);
 CREATE INDEX audit_events_ns ON audit_events(ns, id);
 )sql",
+    // 21: trust policies (as on SQLite).
+    R"sql(
+CREATE TABLE publishers(
+  id text PRIMARY KEY,
+  owner int8 NOT NULL REFERENCES accounts(id),
+  repo text NOT NULL,
+  issuer text NOT NULL,
+  audience text NOT NULL,
+  claims text NOT NULL,
+  role int8 NOT NULL CHECK (role IN (0, 1)),
+  created_at int8 NOT NULL,
+  revoked_at int8 NOT NULL DEFAULT 0,
+  changed int8 NOT NULL);
+CREATE INDEX publishers_of_owner ON publishers(owner, id);
+CREATE INDEX publishers_changed ON publishers(changed);
+)sql",
 };
 static_assert(std::size(kMigrations) == PostgresIndex::kSchemaVersion);
 static_assert(kFileLinkKind == 16, "migration 9 reads the links by their kind");

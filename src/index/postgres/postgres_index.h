@@ -51,7 +51,7 @@ struct PostgresOptions {
 
 class PostgresIndex final : public Index {
  public:
-  static constexpr int kSchemaVersion = 20;
+  static constexpr int kSchemaVersion = 21;
 
   // Connects, migrates and checks the schema. kUnavailable when the server cannot be reached.
   static Result<std::unique_ptr<PostgresIndex>> Open(PostgresOptions options);
@@ -119,6 +119,9 @@ class PostgresIndex final : public Index {
                                               std::optional<std::string_view> after, size_t limit) override;
   Result<bool> RevokeToken(std::string_view id, int64_t at, const AuditEvent* audit) override;
   Status NoteTokenUses(const std::vector<std::pair<std::string, int64_t>>& uses) override;
+  Status CreatePublisher(const PublisherRecord& policy, const AuditEvent* audit) override;
+  Result<std::vector<PublisherRecord>> ListPublishers(std::optional<int64_t> owner) override;
+  Result<bool> RevokePublisher(std::string_view id, int64_t at, const AuditEvent* audit) override;
   Result<PeopleChanges> PeopleChangedSince(int64_t generation) override;
 
   // AuditIndex (*_audit.cc).
@@ -207,6 +210,10 @@ class PostgresIndex final : public Index {
                                                     std::optional<std::string_view> scope);
 
   explicit PostgresIndex(PostgresOptions options);
+  // Runs a revoke statement (kRevokeToken, kRevokePublisher: answering whether the row exists and whether
+  // this revoked it) with its audit event; `not_indexed(id)` when there is no such row.
+  Result<bool> Revoke(const pg::Statement& statement, std::string_view id, int64_t at,
+                      const AuditEvent* audit, Error (*not_indexed)(std::string_view));
   std::vector<Status> RunBatch(size_t writer, std::span<WriteRequest* const> batch);
   Result<Lease> Acquire();
   void Release(std::unique_ptr<pg::Conn> conn);

@@ -93,6 +93,33 @@ au AS (
   SELECT $3::int8, $4::text, $5::text, $6::text, $7::text, $8::text, $9::text, $10::text
   FROM u WHERE $3::int8 IS NOT NULL)
 SELECT (SELECT count(*) FROM ex), (SELECT count(*) FROM u))sql"};
+// Answers one row: whether the owner is an account, whether the policy was stored.
+constexpr pg::Statement kCreatePublisher{"create_publisher", R"sql(
+WITH ok AS (SELECT 1 FROM accounts WHERE id = $2::int8),
+g AS (UPDATE people_generation SET n = n + 1 WHERE EXISTS (SELECT 1 FROM ok) RETURNING n),
+t AS (
+  INSERT INTO publishers(id, owner, repo, issuer, audience, claims, role, created_at, changed)
+  SELECT $1::text, $2::int8, $3::text, $4::text, $5::text, $6::text, $7::int8, $8::int8, g.n FROM g
+  ON CONFLICT (id) DO NOTHING RETURNING id),
+au AS (
+  INSERT INTO audit_events(at, actor, token_id, client, action, ns, target, detail)
+  SELECT $9::int8, $10::text, $11::text, $12::text, $13::text, $14::text, $15::text, $16::text
+  FROM t WHERE $9::int8 IS NOT NULL)
+SELECT (SELECT count(*) FROM ok), (SELECT count(*) FROM t))sql"};
+constexpr pg::Statement kListPublishers{"list_publishers", R"sql(
+SELECT id, owner, repo, issuer, audience, claims, role, created_at, revoked_at, changed
+FROM publishers WHERE ($1::int8 IS NULL OR owner = $1::int8) ORDER BY id)sql"};
+// Answers one row: whether the policy exists, whether this revoked it.
+constexpr pg::Statement kRevokePublisher{"revoke_publisher", R"sql(
+WITH ex AS (SELECT revoked_at FROM publishers WHERE id = $1::text),
+g AS (UPDATE people_generation SET n = n + 1 WHERE EXISTS (SELECT 1 FROM ex WHERE revoked_at = 0) RETURNING n),
+u AS (UPDATE publishers SET revoked_at = $2::int8, changed = g.n FROM g WHERE id = $1::text AND revoked_at = 0
+      RETURNING id),
+au AS (
+  INSERT INTO audit_events(at, actor, token_id, client, action, ns, target, detail)
+  SELECT $3::int8, $4::text, $5::text, $6::text, $7::text, $8::text, $9::text, $10::text
+  FROM u WHERE $3::int8 IS NOT NULL)
+SELECT (SELECT count(*) FROM ex), (SELECT count(*) FROM u))sql"};
 constexpr pg::Statement kNoteTokenUses{"note_token_uses", R"sql(
 UPDATE tokens SET last_used_at = GREATEST(last_used_at, u.at)
 FROM unnest($1::text[], $2::int8[]) AS u(id, at) WHERE tokens.id = u.id)sql"};
@@ -108,6 +135,9 @@ ORDER BY changed)sql"};
 constexpr pg::Statement kTokensChanged{"tokens_changed", R"sql(
 SELECT id, owner, name, role, grants, secret_hash, created_at, expires_at, last_used_at, revoked_at, changed
 FROM tokens WHERE changed > $1::int8 AND changed <= $2::int8 ORDER BY changed)sql"};
+constexpr pg::Statement kPublishersChanged{"publishers_changed", R"sql(
+SELECT id, owner, repo, issuer, audience, claims, role, created_at, revoked_at, changed
+FROM publishers WHERE changed > $1::int8 AND changed <= $2::int8 ORDER BY changed)sql"};
 
 AccountRecord AccountFromRow(const pg::Rows& rows, int i) {
   return AccountRecord{.id = rows.Int8(i, 0),
@@ -140,6 +170,19 @@ TokenRecord TokenFromRow(const pg::Rows& rows, int i) {
                      .last_used_at = rows.Int8(i, 8),
                      .revoked_at = rows.Int8(i, 9),
                      .changed = rows.Int8(i, 10)};
+}
+
+PublisherRecord PublisherFromRow(const pg::Rows& rows, int i) {
+  return PublisherRecord{.id = std::string(rows.Text(i, 0)),
+                         .owner = rows.Int8(i, 1),
+                         .repo = std::string(rows.Text(i, 2)),
+                         .issuer = std::string(rows.Text(i, 3)),
+                         .audience = std::string(rows.Text(i, 4)),
+                         .claims = std::string(rows.Text(i, 5)),
+                         .role = static_cast<TokenRole>(rows.Int8(i, 6)),
+                         .created_at = rows.Int8(i, 7),
+                         .revoked_at = rows.Int8(i, 8),
+                         .changed = rows.Int8(i, 9)};
 }
 
 template <typename Record>
@@ -283,18 +326,58 @@ Result<std::vector<TokenRecord>> PostgresIndex::ListTokens(std::optional<int64_t
   return AllRows(*rows, TokenFromRow);
 }
 
-Result<bool> PostgresIndex::RevokeToken(std::string_view id, int64_t at, const AuditEvent* audit) {
+Result<bool> PostgresIndex::Revoke(const pg::Statement& statement, std::string_view id, int64_t at,
+                                   const AuditEvent* audit, Error (*not_indexed)(std::string_view)) {
   bool exists = false;
   bool revoked = false;
-  WriteRequest req{&kRevokeToken, {}, [&](const pg::Rows& rows) {
+  WriteRequest req{&statement, {}, [&](const pg::Rows& rows) {
                      exists = rows.size() == 1 && rows.Int8(0, 0) == 1;
                      revoked = rows.size() == 1 && rows.Int8(0, 1) == 1;
                    }};
   req.params.Text(id).Int8(at);
   AuditParams(req.params, audit);
   if (auto st = writes_->Submit(req); !st.ok()) return st.error();
-  if (!exists) return TokenNotIndexed(id);
+  if (!exists) return not_indexed(id);
   return revoked;
+}
+
+Result<bool> PostgresIndex::RevokeToken(std::string_view id, int64_t at, const AuditEvent* audit) {
+  return Revoke(kRevokeToken, id, at, audit, TokenNotIndexed);
+}
+
+Status PostgresIndex::CreatePublisher(const PublisherRecord& policy, const AuditEvent* audit) {
+  if (policy.role != TokenRole::kRead && policy.role != TokenRole::kWrite) {
+    return Malformed("a trust policy grants read or write");
+  }
+  bool owner_ok = false;
+  bool stored = false;
+  WriteRequest req{&kCreatePublisher, {}, [&](const pg::Rows& rows) {
+                     owner_ok = rows.size() == 1 && rows.Int8(0, 0) == 1;
+                     stored = rows.size() == 1 && rows.Int8(0, 1) == 1;
+                   }};
+  req.params.Text(policy.id).Int8(policy.owner).Text(policy.repo).Text(policy.issuer).Text(policy.audience);
+  req.params.Text(policy.claims).Int8(static_cast<uint8_t>(policy.role)).Int8(policy.created_at);
+  AuditParams(req.params, audit);
+  if (auto st = writes_->Submit(req); !st.ok()) return st;
+  if (!owner_ok) return PublisherOwnerNotIndexed(policy.owner);
+  if (!stored) return PublisherExists(policy.id);
+  return Ok{};
+}
+
+Result<std::vector<PublisherRecord>> PostgresIndex::ListPublishers(std::optional<int64_t> owner) {
+  pg::Params p;
+  if (owner) {
+    p.Int8(*owner);
+  } else {
+    p.Null();
+  }
+  auto rows = Query(kListPublishers, p);
+  if (!rows.ok()) return rows.error();
+  return AllRows(*rows, PublisherFromRow);
+}
+
+Result<bool> PostgresIndex::RevokePublisher(std::string_view id, int64_t at, const AuditEvent* audit) {
+  return Revoke(kRevokePublisher, id, at, audit, PublisherNotIndexed);
 }
 
 Status PostgresIndex::NoteTokenUses(const std::vector<std::pair<std::string, int64_t>>& uses) {
@@ -330,6 +413,9 @@ Result<PeopleChanges> PostgresIndex::PeopleChangedSince(int64_t generation) {
   auto tokens = Query(kTokensChanged, p);
   if (!tokens.ok()) return tokens.error();
   out.tokens = AllRows(*tokens, TokenFromRow);
+  auto publishers = Query(kPublishersChanged, p);
+  if (!publishers.ok()) return publishers.error();
+  out.publishers = AllRows(*publishers, PublisherFromRow);
   return out;
 }
 

@@ -290,6 +290,23 @@ CREATE INDEX audit_events_at ON audit_events(at);
 CREATE INDEX audit_events_actor ON audit_events(actor, id);
 CREATE INDEX audit_events_ns ON audit_events(ns, id);
 )sql",
+    // 21: trust policies (trusted publishers): whose OpenID Connect id tokens are exchanged for short-lived
+    // tokens to a namespace's repositories; changes stamped with the people generation, like tokens.
+    R"sql(
+CREATE TABLE publishers(
+  id TEXT PRIMARY KEY,
+  owner INTEGER NOT NULL REFERENCES accounts(id),
+  repo TEXT NOT NULL,
+  issuer TEXT NOT NULL,
+  audience TEXT NOT NULL,
+  claims TEXT NOT NULL,
+  role INTEGER NOT NULL CHECK (role IN (0, 1)),
+  created_at INTEGER NOT NULL,
+  revoked_at INTEGER NOT NULL DEFAULT 0,
+  changed INTEGER NOT NULL) WITHOUT ROWID;
+CREATE INDEX publishers_of_owner ON publishers(owner, id);
+CREATE INDEX publishers_changed ON publishers(changed);
+)sql",
 };
 static_assert(std::size(kMigrations) == SqliteIndex::kSchemaVersion);
 static_assert(kFileLinkKind == 16, "migration 9 reads the links by their kind");

@@ -47,7 +47,7 @@ struct SqliteOptions {
 
 class SqliteIndex final : public Index {
  public:
-  static constexpr int kSchemaVersion = 20;
+  static constexpr int kSchemaVersion = 21;
 
   static Result<std::unique_ptr<SqliteIndex>> Open(SqliteOptions options);
   // Applies the missing migrations only (what Open does first); returns the versions before and after.
@@ -114,6 +114,9 @@ class SqliteIndex final : public Index {
                                               std::optional<std::string_view> after, size_t limit) override;
   Result<bool> RevokeToken(std::string_view id, int64_t at, const AuditEvent* audit) override;
   Status NoteTokenUses(const std::vector<std::pair<std::string, int64_t>>& uses) override;
+  Status CreatePublisher(const PublisherRecord& policy, const AuditEvent* audit) override;
+  Result<std::vector<PublisherRecord>> ListPublishers(std::optional<int64_t> owner) override;
+  Result<bool> RevokePublisher(std::string_view id, int64_t at, const AuditEvent* audit) override;
   Result<PeopleChanges> PeopleChangedSince(int64_t generation) override;
 
   // AuditIndex (*_audit.cc).

@@ -67,6 +67,19 @@ constexpr const char kTokensChanged[] =
 constexpr const char kRevokeToken[] =
     "UPDATE tokens SET revoked_at = ?2, changed = ?3 WHERE id = ?1 AND revoked_at = 0";
 constexpr const char kTokenExists[] = "SELECT 1 FROM tokens WHERE id = ?1";
+constexpr const char kCreatePublisher[] =
+    "INSERT INTO publishers(id, owner, repo, issuer, audience, claims, role, created_at, changed) "
+    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) ON CONFLICT(id) DO NOTHING";
+// ?1 owner or NULL (everybody's).
+constexpr const char kListPublishers[] =
+    "SELECT id, owner, repo, issuer, audience, claims, role, created_at, revoked_at, changed FROM publishers "
+    "WHERE (?1 IS NULL OR owner = ?1) ORDER BY id";
+constexpr const char kPublishersChanged[] =
+    "SELECT id, owner, repo, issuer, audience, claims, role, created_at, revoked_at, changed FROM publishers "
+    "WHERE changed > ?1 AND changed <= ?2 ORDER BY changed";
+constexpr const char kPublisherExists[] = "SELECT 1 FROM publishers WHERE id = ?1";
+constexpr const char kRevokePublisher[] =
+    "UPDATE publishers SET revoked_at = ?2, changed = ?3 WHERE id = ?1 AND revoked_at = 0";
 constexpr const char kNoteTokenUse[] = "UPDATE tokens SET last_used_at = max(last_used_at, ?2) WHERE id = ?1";
 
 AccountRecord AccountFromRow(const Stmt& s) {
@@ -99,6 +112,19 @@ TokenRecord TokenFromRow(const Stmt& s) {
                      .last_used_at = s.Int(8),
                      .revoked_at = s.Int(9),
                      .changed = s.Int(10)};
+}
+
+PublisherRecord PublisherFromRow(const Stmt& s) {
+  return PublisherRecord{.id = std::string(s.Text(0)),
+                         .owner = s.Int(1),
+                         .repo = std::string(s.Text(2)),
+                         .issuer = std::string(s.Text(3)),
+                         .audience = std::string(s.Text(4)),
+                         .claims = std::string(s.Text(5)),
+                         .role = static_cast<TokenRole>(s.Int(6)),
+                         .created_at = s.Int(7),
+                         .revoked_at = s.Int(8),
+                         .changed = s.Int(9)};
 }
 
 // Collects every row of a statement already bound.
@@ -329,6 +355,62 @@ Result<bool> SqliteIndex::RevokeToken(std::string_view id, int64_t at, const Aud
   return revoked;
 }
 
+Status SqliteIndex::CreatePublisher(const PublisherRecord& policy, const AuditEvent* audit) {
+  if (policy.role != TokenRole::kRead && policy.role != TokenRole::kWrite) {
+    return Malformed("a trust policy grants read or write");
+  }
+  return Write([&](Conn& c) -> Status {
+    auto owner = AccountIn(c, policy.owner);
+    if (!owner.ok()) return owner.error();
+    if (!*owner) return PublisherOwnerNotIndexed(policy.owner);
+    auto generation = NextPeopleGeneration(c);
+    if (!generation.ok()) return generation.error();
+    auto s = c.Prepare(kCreatePublisher);
+    if (!s.ok()) return s.error();
+    s->Bind(1, policy.id).Bind(2, policy.owner).Bind(3, policy.repo).Bind(4, policy.issuer);
+    s->Bind(5, policy.audience).Bind(6, policy.claims).Bind(7, int64_t{static_cast<uint8_t>(policy.role)});
+    s->Bind(8, policy.created_at).Bind(9, *generation);
+    if (auto run = c.Run(*s, "create trust policy"); !run.ok()) return run;
+    if (c.changes() == 0) return PublisherExists(policy.id);
+    return WriteAudit(c, audit);
+  });
+}
+
+Result<std::vector<PublisherRecord>> SqliteIndex::ListPublishers(std::optional<int64_t> owner) {
+  auto r = AcquireReader();
+  if (!r.ok()) return r.error();
+  auto s = (*r)->Prepare(kListPublishers);
+  if (!s.ok()) return s.error();
+  if (owner) {
+    s->Bind(1, *owner);
+  } else {
+    s->BindNull(1);
+  }
+  return Rows<PublisherRecord>(**r, *s, PublisherFromRow, "list trust policies");
+}
+
+Result<bool> SqliteIndex::RevokePublisher(std::string_view id, int64_t at, const AuditEvent* audit) {
+  bool revoked = false;
+  auto st = Write([&](Conn& c) -> Status {
+    auto exists = c.Prepare(kPublisherExists);
+    if (!exists.ok()) return exists.error();
+    exists->Bind(1, id);
+    const int rc = exists->Step();
+    if (rc == SQLITE_DONE) return PublisherNotIndexed(id);
+    if (rc != SQLITE_ROW) return c.Err("read trust policy", rc);
+    auto generation = NextPeopleGeneration(c);
+    if (!generation.ok()) return generation.error();
+    auto s = c.Prepare(kRevokePublisher);
+    if (!s.ok()) return s.error();
+    s->Bind(1, id).Bind(2, at).Bind(3, *generation);
+    if (auto run = c.Run(*s, "revoke trust policy"); !run.ok()) return run;
+    revoked = c.changes() == 1;
+    return revoked ? WriteAudit(c, audit) : Ok{};
+  });
+  if (!st.ok()) return st.error();
+  return revoked;
+}
+
 Status SqliteIndex::NoteTokenUses(const std::vector<std::pair<std::string, int64_t>>& uses) {
   if (uses.empty()) return Ok{};
   return Write([&](Conn& c) -> Status {
@@ -372,6 +454,10 @@ Result<PeopleChanges> SqliteIndex::PeopleChangedSince(int64_t generation) {
   }
   if (auto st = changed(kTokensChanged, TokenFromRow, out.tokens, "tokens changed"); !st.ok())
     return st.error();
+  if (auto st = changed(kPublishersChanged, PublisherFromRow, out.publishers, "trust policies changed");
+      !st.ok()) {
+    return st.error();
+  }
   return out;
 }
 
