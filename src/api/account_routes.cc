@@ -11,15 +11,17 @@
 #include "api/hub_context.h"
 #include "common/percent_encode.h"
 #include "common/printable.h"
+#include "publish/exchange.h"
 
 namespace cairn::api::hub_routes {
 namespace {
 
 // What a fine-grained token covers, as the Hub words it: each entity (a user, an organization or a
 // repository) with the permissions granted on it.
-json::object FineGrainedAnswer(const people::Person& p) {
+json::object FineGrainedAnswer(const std::vector<people::Grant>& grants,
+                               const std::vector<std::pair<people::AccountRecord, people::OrgRole>>& orgs) {
   json::array scoped;
-  for (const people::Grant& g : p.grants) {
+  for (const people::Grant& g : grants) {
     const bool repo = g.scope.find('/') != std::string::npos;
     std::string type = "user";
     if (repo) {
@@ -28,7 +30,7 @@ json::object FineGrainedAnswer(const people::Person& p) {
            {std::pair{"datasets/", "dataset"}, {"spaces/", "space"}, {"buckets/", "bucket"}})
         if (g.scope.starts_with(plural)) type = singular;
     } else {
-      for (const auto& [org, role] : p.orgs)
+      for (const auto& [org, role] : orgs)
         if (org.name == g.scope) type = "org";
     }
     json::array perms{"repo.content.read"};
@@ -51,7 +53,7 @@ json::object PersonAnswer(const people::Person& p) {
                                 {"roleInOrg", people::OrgRoleName(role)}});
   }
   json::object token{{"displayName", p.token_name}, {"role", people::TokenRoleName(p.role)}};
-  if (p.role == people::TokenRole::kFineGrained) token["fineGrained"] = FineGrainedAnswer(p);
+  if (p.role == people::TokenRole::kFineGrained) token["fineGrained"] = FineGrainedAnswer(p.grants, p.orgs);
   return json::object{{"type", "user"},
                       {"id", p.user},
                       {"name", p.user},
@@ -61,11 +63,24 @@ json::object PersonAnswer(const people::Person& p) {
                       {"auth", {{"type", "access_token"}, {"accessToken", std::move(token)}}}};
 }
 
+// whoami-v2 for a trusted publisher's exchanged token: its policy is who it is, a fine-grained token of one
+// resource.
+json::object PublisherAnswer(const hub::Caller& caller) {
+  json::object token{{"displayName", "trusted publisher " + caller.user},
+                     {"role", people::TokenRoleName(people::TokenRole::kFineGrained)},
+                     {"fineGrained", FineGrainedAnswer({{caller.scope, caller.write}}, {})}};
+  return json::object{
+      {"type", "user"},        {"id", caller.user},
+      {"name", caller.user},   {"fullname", caller.user},
+      {"orgs", json::array()}, {"auth", {{"type", "access_token"}, {"accessToken", std::move(token)}}}};
+}
+
 void Whoami(const HubContext& c, const std::shared_ptr<Exchange>& ex) {
   auto caller = CallerOf(c.server, ex->request());
   if (!caller || caller->anonymous()) {
     return ex->Respond(HubErrorResponse(401, "", "Invalid credentials in Authorization header"));
   }
+  if (publish::PolicyOfHolder(caller->user)) return ex->Respond(JsonAnswer(PublisherAnswer(*caller)));
   if (c.options.people != nullptr && !caller->user.empty()) {
     // The token was verified just now; asked again for what the caller does not carry (the organizations).
     auto person = c.options.people->Verify(BearerToken(ex->request()));

@@ -104,6 +104,10 @@ def test_a_ci_job_uploads_with_an_exchanged_id_token_and_nothing_more(server, hu
     assert scoped.fails('api.update_repo_settings("acme/model", private=False)').status == 403
     assert scoped.fails('api.delete_repo("acme/model")').status == 403
     assert scoped.fails('api.create_repo("acme/new")').status == 403
+    who = other.get("/api/whoami-v2", token=ci_token).json()
+    assert who["name"] == f"publisher:{policy_id}"
+    assert who["auth"]["accessToken"]["fineGrained"]["scoped"] == [
+        {"entity": {"type": "model", "name": "acme/model"}, "permissions": ["repo.content.read", "repo.write"]}]
     assert _api(srv, "GET", "/api/publishers/acme", ci_token).status == 404
     assert _api(srv, "GET", "/api/settings/tokens", ci_token).status in (401, 403)
     assert srv.get("/v1/files", token=ci_token).status == 401, "the CAS routes take no fine-grained token"
