@@ -209,6 +209,15 @@ class SqliteIndex final : public Index {
   Status Revive(Conn& c, std::span<const XorbHash> xorbs, std::span<const FileHash> files);
   // In a write (sqlite_people.cc): the next people generation; the account `id` (nullopt: none).
   static Result<int64_t> NextPeopleGeneration(Conn& c);
+  // A revocation of a token or a trust policy: whether the row exists, then its revocation stamped with the
+  // next people generation and written with its audit event only when it changed something.
+  struct RevokeSql {
+    const char* exists;  // ?1 id: a row when it exists
+    const char* revoke;  // ?1 id, ?2 at, ?3 generation: changes the row unless revoked already
+    Error (*not_indexed)(std::string_view id);
+    const char* what;
+  };
+  Result<bool> Revoke(const RevokeSql& sql, std::string_view id, int64_t at, const AuditEvent* audit);
   static Result<std::optional<AccountRecord>> AccountIn(Conn& c, int64_t id);
   // In a write (sqlite_audit.cc): writes `event` (null: nothing) in the change's transaction.
   static Status WriteAudit(Conn& c, const AuditEvent* event);

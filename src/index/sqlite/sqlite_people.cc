@@ -333,26 +333,31 @@ Result<std::vector<TokenRecord>> SqliteIndex::ListTokens(std::optional<int64_t> 
   return Rows<TokenRecord>(**r, *s, TokenFromRow, "list tokens");
 }
 
-Result<bool> SqliteIndex::RevokeToken(std::string_view id, int64_t at, const AuditEvent* audit) {
+Result<bool> SqliteIndex::Revoke(const RevokeSql& sql, std::string_view id, int64_t at,
+                                 const AuditEvent* audit) {
   bool revoked = false;
   auto st = Write([&](Conn& c) -> Status {
-    auto exists = c.Prepare(kTokenExists);
+    auto exists = c.Prepare(sql.exists);
     if (!exists.ok()) return exists.error();
     exists->Bind(1, id);
     const int rc = exists->Step();
-    if (rc == SQLITE_DONE) return TokenNotIndexed(id);
-    if (rc != SQLITE_ROW) return c.Err("read token", rc);
+    if (rc == SQLITE_DONE) return sql.not_indexed(id);
+    if (rc != SQLITE_ROW) return c.Err(sql.what, rc);
     auto generation = NextPeopleGeneration(c);
     if (!generation.ok()) return generation.error();
-    auto s = c.Prepare(kRevokeToken);
+    auto s = c.Prepare(sql.revoke);
     if (!s.ok()) return s.error();
     s->Bind(1, id).Bind(2, at).Bind(3, *generation);
-    if (auto run = c.Run(*s, "revoke token"); !run.ok()) return run;
+    if (auto run = c.Run(*s, sql.what); !run.ok()) return run;
     revoked = c.changes() == 1;
     return revoked ? WriteAudit(c, audit) : Ok{};
   });
   if (!st.ok()) return st.error();
   return revoked;
+}
+
+Result<bool> SqliteIndex::RevokeToken(std::string_view id, int64_t at, const AuditEvent* audit) {
+  return Revoke({kTokenExists, kRevokeToken, TokenNotIndexed, "revoke token"}, id, at, audit);
 }
 
 Status SqliteIndex::CreatePublisher(const PublisherRecord& policy, const AuditEvent* audit) {
@@ -390,25 +395,8 @@ Result<std::vector<PublisherRecord>> SqliteIndex::ListPublishers(std::optional<i
 }
 
 Result<bool> SqliteIndex::RevokePublisher(std::string_view id, int64_t at, const AuditEvent* audit) {
-  bool revoked = false;
-  auto st = Write([&](Conn& c) -> Status {
-    auto exists = c.Prepare(kPublisherExists);
-    if (!exists.ok()) return exists.error();
-    exists->Bind(1, id);
-    const int rc = exists->Step();
-    if (rc == SQLITE_DONE) return PublisherNotIndexed(id);
-    if (rc != SQLITE_ROW) return c.Err("read trust policy", rc);
-    auto generation = NextPeopleGeneration(c);
-    if (!generation.ok()) return generation.error();
-    auto s = c.Prepare(kRevokePublisher);
-    if (!s.ok()) return s.error();
-    s->Bind(1, id).Bind(2, at).Bind(3, *generation);
-    if (auto run = c.Run(*s, "revoke trust policy"); !run.ok()) return run;
-    revoked = c.changes() == 1;
-    return revoked ? WriteAudit(c, audit) : Ok{};
-  });
-  if (!st.ok()) return st.error();
-  return revoked;
+  return Revoke({kPublisherExists, kRevokePublisher, PublisherNotIndexed, "revoke trust policy"}, id, at,
+                audit);
 }
 
 Status SqliteIndex::NoteTokenUses(const std::vector<std::pair<std::string, int64_t>>& uses) {
