@@ -10,7 +10,6 @@
 #include "api/person_tokens.h"
 #include "api/requests.h"
 #include "api/worker_sink.h"
-#include "common/base64.h"
 #include "common/printable.h"
 #include "common/spool_file.h"
 #include "git/pkt_line.h"
@@ -46,25 +45,13 @@ Response Unauthorized(std::string_view message) {
   return r;
 }
 
-// The token of an Authorization header: Basic (any user name, the token as password) or Bearer.
-std::optional<std::string> TokenOf(std::string_view header) {
-  if (header.starts_with("Bearer ")) return std::string(header.substr(7));
-  if (!header.starts_with("Basic ")) return std::nullopt;
-  auto decoded = Base64Decode(header.substr(6));
-  if (!decoded) return std::nullopt;
-  const std::string_view pair(reinterpret_cast<const char*>(decoded->data()), decoded->size());
-  const size_t colon = pair.find(':');
-  if (colon == std::string_view::npos || colon + 1 == pair.size()) return std::nullopt;
-  return std::string(pair.substr(colon + 1));
-}
-
 // A push's credentials, checked from its header (RouteOptions::check) so that no body is read for a push
 // that will be refused: 401 with git's challenge when they are missing or invalid, 403 for a token that
 // cannot write. Whether the token may write to this repository is the handler's (it asks the Hub).
 std::optional<Response> CheckPushCredentials(const http::Authenticator* auth, http::Request& req) {
   const std::string_view header = req.Header("Authorization");
   if (header.empty()) return Unauthorized("Authentication required");
-  auto token = TokenOf(header);
+  auto token = http::CredentialOf(header);
   if (!token || auth == nullptr)
     return Unauthorized("Invalid credentials: the password must be a cairn token");
   auto who = auth->Authenticate("Bearer " + *token, http::Permission::kWrite, http::kAccessTokens);
@@ -330,7 +317,7 @@ class GitRoutes {
     const auto& req = ex->request();
     hub::Caller caller;
     if (const std::string_view header = req.Header("Authorization"); !header.empty()) {
-      auto token = TokenOf(header);
+      auto token = http::CredentialOf(header);
       const http::Authenticator* auth = server_.authenticator();
       std::optional<http::Principal> who;
       if (token && auth != nullptr) {

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "api/hub_context.h"
+#include "api/refusal_audit.h"
 
 namespace cairn::api {
 namespace {
@@ -52,6 +53,12 @@ void RegisterHubRoutes(http::Server& server, hub::HubService& hub, hub::BucketSe
   hub_routes::RegisterRevisionRoutes(ctx);
   hub_routes::RegisterCommitRoutes(ctx);
   hub_routes::RegisterResolveRoutes(ctx);
+  if (options.audit != nullptr) {
+    // Every route's refusals, the CAS, git and LFS routes' too: the observer is the server's.
+    auto refusals = std::make_shared<RefusalAudit>(server, *options.audit, options.people, Clock::System());
+    server.ObserveRefusals(
+        [refusals](const http::Request& req, unsigned status) { refusals->Observe(req, status); });
+  }
 }
 
 }  // namespace cairn::api

@@ -6,10 +6,14 @@
 #include <gtest/gtest.h>
 
 #include <boost/json.hpp>
+#include <chrono>
+#include <map>
+#include <thread>
 
 #include "api/api_test_server.h"
 #include "api/hub_routes.h"
 #include "api/person_tokens.h"
+#include "api/refusal_audit.h"
 #include "common/base64.h"
 #include "http/test_util.h"
 #include "people/directory.h"
@@ -258,7 +262,6 @@ TEST_F(PeopleApi, AnOrganizationsAdminsManageItsMembers) {
 TEST_F(PeopleApi, TheAuditLogRecordsWhoChangedWhat) {
   ASSERT_EQ(Create("ann", "m"), 200u);
   ASSERT_EQ(Commit("wes", "acme/m", "a.txt"), 200u);
-  ASSERT_EQ(Commit("rey", "acme/m", "b.txt"), 403u);  // refused: changes nothing, records nothing yet
   ASSERT_EQ(Status(V::put, "/api/models/acme/m/settings", tokens_["ann"], R"({"visibility": "public"})"),
             200u);
   ASSERT_EQ(Status(V::put, "/api/organizations/acme/members/sam", tokens_["ann"], R"({"role": "read"})"),
@@ -300,6 +303,70 @@ TEST_F(PeopleApi, TheAuditLogRecordsWhoChangedWhat) {
   EXPECT_NE(everything.body().find("token.create"), std::string::npos);
   EXPECT_EQ(everything.body().find(text.substr(23)), std::string::npos) << "never a token's secret";
   EXPECT_EQ(everything.body().find(tokens_["wes"].substr(23)), std::string::npos);
+}
+
+// A write attempt refused (401, 403, 404) by someone the server can name is in the audit log as
+// access.refused, with who, which token, from where and what was asked: a reader committing, a stranger
+// writing a private repository, a writer changing members, a revoked token and a disabled user's. Reads and
+// callers nobody can name (no token, a made-up one) are not; one actor's refusals are rate-limited.
+TEST_F(PeopleApi, RefusedWriteAttemptsAreInTheAuditLog) {
+  ASSERT_EQ(Create("ann", "m"), 200u);
+  const std::string revoked = Make("wes", people::TokenRole::kWrite);
+  const std::string revoked_id = revoked.substr(6, 16);
+  ASSERT_TRUE(people_->Revoke(kBy, revoked_id).ok());
+  ASSERT_TRUE(people_->CreateUser(kBy, "dee", "", false).ok());
+  tokens_["dee"] = Make("dee", people::TokenRole::kWrite);
+  ASSERT_TRUE(people_->SetDisabled(kBy, "dee", true).ok());
+  ASSERT_TRUE(directory_->Refresh().ok());
+
+  EXPECT_EQ(Commit("rey", "acme/m", "b.txt"), 403u);
+  EXPECT_EQ(Commit("sam", "acme/m", "c.txt"), 404u);
+  EXPECT_EQ(Status(V::put, "/api/organizations/acme/members/sam", tokens_["wes"], R"({"role": "admin"})"),
+            403u);
+  tokens_["revoked"] = revoked;
+  EXPECT_EQ(Commit("revoked", "dee/x", "d.txt"), 401u);
+  EXPECT_EQ(Status(V::post, "/api/repos/create", tokens_["dee"], R"({"name": "x", "type": "model"})"), 401u);
+  // Not recorded: a read, no token, a made-up token.
+  EXPECT_EQ(Status(V::get, "/api/models/acme/m", tokens_["sam"]), 404u);
+  tokens_["none"] = "";
+  EXPECT_EQ(Commit("none", "acme/m", "e.txt"), 401u);
+  tokens_["made-up"] = "cairn_" + std::string(16, 'a') + "_" + std::string(43, 'b');
+  EXPECT_EQ(Commit("made-up", "acme/m", "f.txt"), 401u);
+
+  const auto refused = [&] {
+    auto listed = index_->ListAudit(index::AuditFilter{}, std::nullopt, 1000);
+    EXPECT_TRUE(listed.ok());
+    std::vector<index::AuditEvent> out;
+    for (auto& e : *listed) {
+      if (e.action == "access.refused") out.push_back(e);
+    }
+    return out;
+  };
+  std::vector<index::AuditEvent> events;
+  for (int i = 0; i < 200 && events.size() < 5; ++i) {  // written on the workers, after the answer
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    events = refused();
+  }
+  std::map<std::string, index::AuditEvent> by;
+  for (const auto& e : events) by[e.actor + (e.token_id == revoked_id ? "/revoked" : "")] = e;
+  ASSERT_EQ(by.size(), 5u);
+  EXPECT_EQ(by["rey"].target, "/api/models/acme/m/commit/main");
+  EXPECT_EQ(by["rey"].ns, "acme");
+  EXPECT_EQ(by["rey"].detail, "POST 403");
+  EXPECT_EQ(by["rey"].token_id, tokens_["rey"].substr(6, 16));
+  EXPECT_NE(by["rey"].client, "");
+  EXPECT_EQ(by["sam"].detail, "POST 404");
+  EXPECT_EQ(by["wes"].detail, "PUT 403");
+  EXPECT_EQ(by["wes/revoked"].detail, "POST 401");
+  EXPECT_EQ(by["dee"].detail, "POST 401");
+
+  // A flood of one actor's refusals is cut to its bucket: the log takes a burst, not every one.
+  for (int i = 0; i < 3 * static_cast<int>(RefusalAudit::kBurst); ++i) Commit("rey", "acme/m", "g.txt");
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  size_t from_rey = 0;
+  for (const auto& e : refused()) from_rey += e.actor == "rey" ? 1 : 0;
+  EXPECT_GE(from_rey, static_cast<size_t>(RefusalAudit::kBurst));
+  EXPECT_LT(from_rey, static_cast<size_t>(2 * RefusalAudit::kBurst));
 }
 
 }  // namespace

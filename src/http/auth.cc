@@ -94,6 +94,17 @@ TokenKind KindOfLegacyScope(std::string_view scope) {
   return scope.starts_with("hub:") || scope.starts_with("mirror:") ? TokenKind::kCas : TokenKind::kAccess;
 }
 
+std::optional<std::string> CredentialOf(std::string_view header) {
+  if (header.starts_with("Bearer ")) return std::string(header.substr(7));
+  if (!header.starts_with("Basic ")) return std::nullopt;
+  auto decoded = Base64Decode(header.substr(6));
+  if (!decoded) return std::nullopt;
+  const std::string_view pair(reinterpret_cast<const char*>(decoded->data()), decoded->size());
+  const size_t colon = pair.find(':');
+  if (colon == std::string_view::npos || colon + 1 == pair.size()) return std::nullopt;
+  return std::string(pair.substr(colon + 1));
+}
+
 int64_t UnixNow() {
   return Clock::System().UnixSeconds();
 }

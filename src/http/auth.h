@@ -130,6 +130,10 @@ class TokenVerifier {
   virtual bool Admits(const Principal& who) const = 0;
 };
 
+// The token an Authorization header carries: Bearer, or Basic with any user name and the token as the
+// password (git's credentials); nullopt for any other form.
+std::optional<std::string> CredentialOf(std::string_view authorization);
+
 // Seconds since the Unix epoch, now, by the real clock (Clock::System()): for the command line. The server
 // reads the time through its Authenticator's clock.
 int64_t UnixNow();

@@ -170,12 +170,15 @@ Exchange::~Exchange() {
 }
 
 void Exchange::Respond(Response r) {
-  if (Claim()) conn_->SendResponse(gen_, std::move(r));
+  if (!Claim()) return;
+  conn_->Answering(req_, r.status);
+  conn_->SendResponse(gen_, std::move(r));
 }
 
 std::shared_ptr<ResponseStream> Exchange::StartStream(unsigned status, HeaderList headers) {
   auto stream = std::make_shared<ResponseStream>(conn_, gen_);
   if (Claim()) {
+    conn_->Answering(req_, status);
     conn_->StartChunked(gen_, status, std::move(headers));
   } else {
     stream->Finish();  // already answered: a stream that accepts nothing

@@ -191,6 +191,8 @@ class Connection {
   virtual WorkQueue& workers() = 0;
   virtual bool open() const = 0;
   virtual uint64_t pending_bytes() const = 0;  // queued for the socket, not yet written
+  // The request is answered with `status` (the server's refusal observer hears of it: server.h).
+  virtual void Answering(const Request& req, unsigned status) = 0;
 };
 }  // namespace detail
 

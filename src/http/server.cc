@@ -163,6 +163,10 @@ WorkQueue& Server::workers() {
 const ServerOptions& Server::options() const {
   return impl_->opts;
 }
+void Server::ObserveRefusals(RefusalObserver observe) {
+  impl_->refusals = std::move(observe);
+}
+
 const Authenticator* Server::authenticator() const {
   return impl_->auth.get();
 }

@@ -42,6 +42,9 @@
 
 namespace cairn::http {
 
+// What Server::ObserveRefusals calls: the request and the status it was refused with.
+using RefusalObserver = std::function<void(const Request&, unsigned status)>;
+
 struct ServerOptions {
   std::string host = "127.0.0.1";
   uint16_t port = 8080;  // 0: an ephemeral port (see Server::port())
@@ -91,6 +94,11 @@ class Server {
   void StopOnSignals();
   // SIGHUP calls `reload` (on an I/O thread: it must not block), until the server stops.
   void ReloadOnSignal(std::function<void()> reload);
+  // `observe` is told of every request a route refused with 401, 403 or 404 (its own check, or the
+  // handler's answer; not an unknown path), on the thread answering it (an I/O thread, a worker): it must
+  // not block. Set it
+  // before Start; for what a refusal should leave behind (the audit log's refused write attempts).
+  void ObserveRefusals(RefusalObserver observe);
   // Graceful stop; thread-safe, idempotent.
   void Stop(std::chrono::milliseconds grace);
   // Blocks until the server stopped and the I/O threads exited.

@@ -623,6 +623,44 @@ TEST(ServerTimeouts, IdleKeepAliveConnectionIsClosed) {
   EXPECT_LT(std::chrono::steady_clock::now() - t0, 2s);
 }
 
+// The refusal observer hears of each request a route refused with 401, 403 or 404, once: refused by the
+// route's own token check before the body, or by the handler (from a worker); not an answer that is no
+// refusal, nor a path no route knows.
+TEST(ServerRefusals, TheObserverHearsOfEachRefusalOnce) {
+  ServerOptions o;
+  o.port = 0;
+  o.io_threads = 1;
+  Server server(o, std::make_shared<Authenticator>(kKey));
+  std::mutex mu;
+  std::vector<std::string> heard;
+  server.ObserveRefusals([&](const Request& req, unsigned status) {
+    std::lock_guard lock(mu);
+    heard.push_back(req.route + " " + std::to_string(status));
+  });
+  server.router().Handle(Verb::post, "/write", RouteOptions().Name("write").Auth(Permission::kWrite),
+                         [](const std::shared_ptr<Exchange>& ex) { ex->Respond(Response::Text(200, "ok")); });
+  server.router().Handle(Verb::get, "/deny", RouteOptions().Name("deny"),
+                         [](const std::shared_ptr<Exchange>& ex) {
+                           ex->Offload([ex] { ex->Respond(Response::ErrorJson(404, "not yours")); });
+                         });
+  ASSERT_TRUE(server.Listen().ok());
+  server.Start();
+  const auto read = *MintToken(kKey, {"org/repo", Permission::kRead}, 1h);
+  const auto write = *MintToken(kKey, {"org/repo", Permission::kWrite}, 1h);
+  Client c(server.port());
+  EXPECT_EQ(c.Post("/write", "x", "Bearer " + read).result_int(), 403u);
+  Client c2(server.port());
+  EXPECT_EQ(c2.Post("/write", "x", "").result_int(), 401u);
+  Client c3(server.port());
+  EXPECT_EQ(c3.Post("/write", "x", "Bearer " + write).result_int(), 200u);
+  EXPECT_EQ(c3.Get("/deny").result_int(), 404u);
+  EXPECT_EQ(c3.Get("/nowhere").result_int(), 404u);
+  server.Stop(1s);
+  server.Wait();
+  std::sort(heard.begin(), heard.end());
+  EXPECT_EQ(heard, (std::vector<std::string>{"deny 404", "write 401", "write 403"}));
+}
+
 // A server with the given caps and two routes: /whoami answers the client address the request was taken
 // from, /slow holds its request for 400 ms.
 class ServerCaps : public ::testing::Test {

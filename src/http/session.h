@@ -98,6 +98,11 @@ struct Server::Impl {
   PerKeyLimiter per_client;               // open connections per peer address (not trusted proxies)
   PerKeyLimiter forwarded;                // requests in flight per client behind a trusted proxy
   std::unique_ptr<TlsContextHolder> tls;  // null: plain HTTP
+  RefusalObserver refusals;               // set before Start; then only read
+  // Tells `refusals` of `req` when `status` is a refusal it hears of.
+  void NoteRefusal(const Request& req, unsigned status) const {
+    if (refusals && (status == 401 || status == 403 || status == 404)) refusals(req, status);
+  }
 
   std::mutex mu;  // guards the fields below
   std::map<uint64_t, std::weak_ptr<Session>> sessions;
@@ -150,6 +155,7 @@ class Session : public detail::Connection,
   WorkQueue& workers() override { return *srv_.workers; }
   bool open() const override { return open_.load(); }
   uint64_t pending_bytes() const override { return writer_.pending(); }
+  void Answering(const Request& req, unsigned status) override { srv_.NoteRefusal(req, status); }
 
  private:
   enum class State { kIdle, kReadingHeader, kActive, kClosed };

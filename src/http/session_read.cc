@@ -60,7 +60,10 @@ void Session::OnHeader(beast::error_code ec) {
   BeginRequest(&h);
   body_done_ = header_parser_->is_done();
   Admitted a = Admit(h);
-  if (a.refusal) return EarlyResponse(std::move(*a.refusal));
+  if (a.refusal) {
+    if (a.route != nullptr) srv_.NoteRefusal(a.request, a.refusal->status);
+    return EarlyResponse(std::move(*a.refusal));
+  }
   if (route_->streamed()) return StartStreamed(std::move(a.request), a.body_limit, a.expect_continue);
   StartBuffered(std::move(a.request), a.body_limit, a.expect_continue);
 }

@@ -89,6 +89,18 @@ Result<Person> Directory::Verify(std::string_view text) {
   return Unauthorized("invalid token: unknown token " + parsed->id);
 }
 
+std::optional<Directory::Holder> Directory::HolderOf(std::string_view text) const {
+  const auto parsed = ParseTokenText(text);
+  if (!parsed) return std::nullopt;
+  std::shared_lock lock(mu_);
+  auto it = tokens_.find(parsed->id);
+  if (it == tokens_.end() || !SameHash(SecretHash(parsed->secret), it->second.secret_hash))
+    return std::nullopt;
+  auto owner = accounts_.find(it->second.owner);
+  if (owner == accounts_.end()) return std::nullopt;
+  return Holder{.user = owner->second.name, .token_id = it->second.id};
+}
+
 Result<Person> Directory::PersonOf(const TokenRecord& token, std::string_view secret, int64_t now) const {
   if (!SameHash(SecretHash(secret), token.secret_hash)) return Unauthorized("invalid token: " + token.id);
   if (token.revoked_at != 0) return Unauthorized("token " + token.id + " was revoked");

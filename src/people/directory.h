@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <shared_mutex>
 #include <string>
 #include <string_view>
@@ -58,6 +59,14 @@ class Directory {
   Status Refresh();
   // The person the token's text speaks for, now.
   Result<Person> Verify(std::string_view text);
+  // Whose token `text` is — its owner's name and its id — when its secret matches a token the directory
+  // knows, whether or not it still stands (revoked, expired, its owner disabled); nullopt otherwise. Names
+  // who made a refused attempt (the audit log); it grants nothing.
+  struct Holder {
+    std::string user;
+    std::string token_id;
+  };
+  std::optional<Holder> HolderOf(std::string_view text) const;
   // The generation read last.
   int64_t generation() const;
   // A live trust policy and the name of the namespace it grants into.

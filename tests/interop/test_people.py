@@ -185,8 +185,14 @@ def test_a_persons_token_speaks_for_them_through_the_stock_client(server, hub_py
     assert _whoami_status(srv, read) == 200
     srv.cli("user", "disable", "alice")
     _refused_within(lambda: _whoami_status(srv, read) == 401, 5)
+    # Write attempts with either are refused and recorded as alice's, with the token's id.
+    assert _api(srv, "POST", "/api/repos/create", write, {"name": "again", "type": "model"}).status == 401
+    assert _api(srv, "POST", "/api/repos/create", read, {"name": "again", "type": "model"}).status == 401
     srv.cli("user", "enable", "alice")
     _refused_within(lambda: _whoami_status(srv, read) == 200, 5)
+    refused = {(e["actor"], e["token_id"], e["target"]) for e in _json_lines(srv.cli("audit", "--json").stdout)
+               if e["action"] == "access.refused"}
+    assert {("alice", write[6:22], "/api/repos/create"), ("alice", read[6:22], "/api/repos/create")} <= refused
 
 
 @pytest.mark.backends("postgres")
@@ -281,6 +287,10 @@ def test_an_organizations_members_act_by_their_roles(server, hub_py, tmp_path):
     assert ("alice", "repo.create", "acme/model") not in {
         (e["actor"], e["action"], e["target"]) for e in _json_lines(srv.cli("audit", "--json", "--user", "bob").stdout)}
     assert "org.create" in srv.cli("audit", "--ns", "acme").stdout
+    # So are the write attempts refused: the reader's upload, a stranger's create, the writer's membership change.
+    refused = {(e["actor"], e["target"]) for e in events if e["action"] == "access.refused"}
+    assert ("bob", f"{members}/carol") in refused and ("dave", "/api/repos/create") in refused, refused
+    assert any(a == "carol" and t.startswith("/api/models/acme/model/") for a, t in refused), refused
 
     # Git reads by the same rules: the reader clones, the stranger is told nothing is there.
     url = srv.url.replace("http://", "http://user:{}@") + "/acme/model"
