@@ -211,7 +211,7 @@ void BucketBatch(const HubContext& c, const std::shared_ptr<Exchange>& ex) {
       }
       doable.push_back(std::move(op));
     }
-    auto failed = c.buckets.Apply(bucket, doable);
+    auto failed = c.buckets.Apply(rr.caller, bucket, doable);
     if (!failed) return ex->Respond(HubErrorResponse(failed.error()));
     failed->insert(failed->begin(), refused.begin(), refused.end());
     json::array list;

@@ -126,8 +126,8 @@ void ListLfsFiles(const HubContext& c, const std::shared_ptr<Exchange>& ex) {
 void DeleteLfsFiles(const HubContext& c, const std::shared_ptr<Exchange>& ex) {
   auto body = ParseLfsDeletionBody(ex->request().body);
   if (!body) return ex->Respond(HubErrorResponse(400, "", body.error().message));
-  c.WithRepo(ex, true, [&c, ex, body = std::move(*body)](const RepoRequest&, const hub::Repo& repo) {
-    ex->Respond(Done(c.hub.DeleteLfsFiles(repo, body.sha256s, body.rewrite_history)));
+  c.WithRepo(ex, true, [&c, ex, body = std::move(*body)](const RepoRequest& rr, const hub::Repo& repo) {
+    ex->Respond(Done(c.hub.DeleteLfsFiles(rr.caller, repo, body.sha256s, body.rewrite_history)));
   });
 }
 

@@ -1105,7 +1105,8 @@ TEST_F(HubApi, StoredBytesNeverActAsPagesOrInjectHeaders) {
   ASSERT_TRUE(index_
                   ->ChangeBucket(bucket->id,
                                  {{"old", index::BucketFile{"old", xet::FileHash{}, 0, 0,
-                                                            std::string("text/html\r\nX-Injected: 1"), 0}}})
+                                                            std::string("text/html\r\nX-Injected: 1"), 0}}},
+                                 nullptr)
                   .ok());
   const auto check = [&](const Res& r, const std::string& type, bool attachment) {
     EXPECT_EQ(r.count(bhttp::field::content_type), 1u);
@@ -1250,7 +1251,7 @@ TEST_F(HubApi, AFullQuotaRefusesCommitsUploadsAndTokensWithTheMessageUsersSee) {
   EXPECT_EQ(Send(bhttp::verb::get, "/api/quotas/..", Token("alice")).result_int(), 403u);
 
   // Room for 50,000 bytes more: a second large file of 100,000 is refused whole, and nothing of it shows.
-  ASSERT_TRUE(quota_->SetLimit("alice", used + 50000).ok());
+  ASSERT_TRUE(quota_->SetLimit(index::AuditActor{}, "alice", used + 50000).ok());
   const std::string head = Head("alice/m");
   const auto second = xet::testing::SplitMix64Bytes(12, 100000);
   r = Commit("alice/m", Header("two") + LfsLine("b.bin", UploadLarge("alice", "m", second), second.size()));
@@ -1271,7 +1272,7 @@ TEST_F(HubApi, AFullQuotaRefusesCommitsUploadsAndTokensWithTheMessageUsersSee) {
 
   // Used up: uploads are refused before they start (preupload, write tokens, xorbs, bucket batches); reads
   // and deletions go on.
-  ASSERT_TRUE(quota_->SetLimit("alice", 1).ok());
+  ASSERT_TRUE(quota_->SetLimit(index::AuditActor{}, "alice", 1).ok());
   r = Send(bhttp::verb::post, "/api/models/alice/m/preupload/main", Token("alice"),
            R"({"files": [{"path": "c.bin", "sample": "aGk=", "size": 100000}]})");
   EXPECT_EQ(r.result_int(), 403u) << r.body();
@@ -1302,7 +1303,7 @@ TEST_F(HubApi, AFullQuotaRefusesCommitsUploadsAndTokensWithTheMessageUsersSee) {
   EXPECT_NE(r.body().find("cairn_quota_limit_bytes{namespace=\"alice\"} 1\n"), std::string::npos) << r.body();
   EXPECT_NE(r.body().find("cairn_quota_used_bytes{namespace=\"alice\"}"), std::string::npos);
   // Raised again, uploads go on.
-  ASSERT_TRUE(quota_->SetLimit("alice", uint64_t{1} << 30).ok());
+  ASSERT_TRUE(quota_->SetLimit(index::AuditActor{}, "alice", uint64_t{1} << 30).ok());
   EXPECT_EQ(Send(bhttp::verb::get, "/api/models/alice/m/xet-write-token/main", Token("alice")).result_int(),
             200u);
 }

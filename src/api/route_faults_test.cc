@@ -64,7 +64,7 @@ class RouteFaults : public testing::ApiServerTest {
       ASSERT_NO_FATAL_FAILURE(MakeContent(hub, buckets));
     }
     // A quota with room: every upload and commit route asks it.
-    ASSERT_TRUE(index_->SetQuotaLimit("alice", uint64_t{1} << 40).ok());
+    ASSERT_TRUE(index_->SetQuotaLimit("alice", uint64_t{1} << 40, nullptr).ok());
     // A person with a token to manage the others by, and one to revoke.
     {
       people::PeopleService made(*index_, clock_);
@@ -169,12 +169,13 @@ class RouteFaults : public testing::ApiServerTest {
                     hub::AddLfs{"big.bin", hub::LfsPointer{sha_, data.size()}}};
     auto committed = hub.CreateCommit(alice, m, c);
     ASSERT_TRUE(committed.ok()) << committed.error().message;
-    auto added = buckets.Apply(b, {hub::BucketOp{.kind = hub::BucketOp::Kind::kAdd,
-                                                 .path = "dir/f.bin",
-                                                 .file = built.file_hashes[0],
-                                                 .mtime_ms = 1700000000123,
-                                                 .content_type = std::nullopt,
-                                                 .source = std::nullopt}});
+    auto added = buckets.Apply(alice, b,
+                               {hub::BucketOp{.kind = hub::BucketOp::Kind::kAdd,
+                                              .path = "dir/f.bin",
+                                              .file = built.file_hashes[0],
+                                              .mtime_ms = 1700000000123,
+                                              .content_type = std::nullopt,
+                                              .source = std::nullopt}});
     ASSERT_TRUE(added.ok() && added->empty());
 
     // A second upload, for the upload routes.

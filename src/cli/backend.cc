@@ -56,7 +56,7 @@ std::string Utc(int64_t unix_seconds) {
   return std::string(out, n);
 }
 
-index::AuditActor CommandActor() {
+index::AuditActor CommandActor(std::string_view kind) {
   std::string account = "unknown";
   // The account the process runs as (not $USER, which anyone can set): who ran it, as the system knows it.
   std::vector<char> buf(16384);
@@ -65,7 +65,16 @@ index::AuditActor CommandActor() {
   if (getpwuid_r(geteuid(), &pw, buf.data(), buf.size(), &found) == 0 && found != nullptr) {
     account = found->pw_name;
   }
-  return index::AuditActor{.actor = "cli:" + account, .token_id = "", .client = ""};
+  return index::AuditActor{.actor = std::string(kind) + ":" + account, .token_id = "", .client = ""};
+}
+
+void RecordCommand(index::AuditIndex& log, std::string action, std::string ns, std::string target,
+                   std::string detail) {
+  const auto event = CommandActor().Event(Clock::System().UnixSeconds(), std::move(action), std::move(ns),
+                                          std::move(target), std::move(detail));
+  if (auto st = log.AppendAudit(event); !st.ok()) {
+    std::cerr << "warning: the run was not recorded in the audit log: " << st.error().message << "\n";
+  }
 }
 
 Result<std::unique_ptr<index::Index>> OpenConfiguredIndex(const config::Config& cfg) {

@@ -39,8 +39,15 @@ CommandIndex OpenCommandIndex(const std::string& who, const std::string& config_
 // "2026-12-07T06:45:00Z": a time as the commands print it.
 std::string Utc(int64_t unix_seconds);
 
-// Who runs a command, as the audit log records it: "cli:<the system account>" (no token, no address).
-index::AuditActor CommandActor();
+// Who runs a command, as the audit log records it: "cli:<the system account>" (no token, no address);
+// `kind` "serve" for what the server does of its own accord (its scheduled collector).
+index::AuditActor CommandActor(std::string_view kind = "cli");
+
+// Records in `log` that this command ran, when it ends: for the operations that span
+// many transactions (compaction, backups, restores, imports). A log that cannot take it is warned about on
+// stderr; the command's work stands.
+void RecordCommand(index::AuditIndex& log, std::string action, std::string ns, std::string target,
+                   std::string detail);
 
 // The s3_* settings, for a store (or a backup) at an s3:// URL.
 store::OpenStoreOptions StoreOptionsOf(const config::Config& cfg);

@@ -65,6 +65,21 @@ Result<std::unique_ptr<backup::BackupSpace>> OpenSpace(const config::Config& cfg
 
 }  // namespace
 
+namespace {
+
+// Records a backup's or a restore's run in the configured index's audit log (the restored one's, after a
+// restore: its log is the snapshot's, and now says it was restored).
+void RecordIn(const config::Config& cfg, std::string action, std::string detail) {
+  auto index = OpenConfiguredIndex(cfg);
+  if (!index) {
+    std::cerr << "warning: the run was not recorded in the audit log: " << index.error().message << "\n";
+    return;
+  }
+  RecordCommand(**index, std::move(action), "", "", std::move(detail));
+}
+
+}  // namespace
+
 int RunBackup(const BackupCommandOptions& opts) {
   auto cfg = LoadBackendConfig(opts.config_file, opts.data_dir, opts.index, opts.store);
   if (!cfg) {
@@ -120,6 +135,7 @@ int RunBackup(const BackupCommandOptions& opts) {
     return 1;
   }
   const auto& r = *report;
+  RecordIn(*cfg, "backup.create", "snapshot " + r.manifest.name);
   if (opts.json) {
     std::cout << boost::json::serialize(boost::json::object{{"snapshot", r.manifest.name},
                                                             {"taken_at", r.manifest.taken_at},
@@ -183,6 +199,8 @@ int RunRestore(const RestoreCommandOptions& opts) {
     return report.error().code == ErrorCode::kConflict ? 2 : 1;
   }
   const auto& r = *report;
+  RecordIn(*cfg, "backup.restore",
+           "snapshot " + r.manifest.name + " (taken at " + std::to_string(r.manifest.taken_at) + ")");
   uint64_t rows = 0;
   for (const auto& t : r.index.tables) rows += t.rows;
   if (opts.json) {

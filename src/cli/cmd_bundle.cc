@@ -9,6 +9,7 @@
 #include "cli/backend.h"
 #include "cli/commands.h"
 #include "common/clock.h"
+#include "common/printable.h"
 #include "common/worker_pool.h"
 
 namespace cairn::cli {
@@ -50,6 +51,9 @@ int RunExport(const BundleCommandOptions& opts) {
   auto report = bundle::Export(*backend->index, *backend->store, arg->id, opts.path, eo);
   if (!report) return Failed(who, report.error());
   const bundle::Manifest& m = report->manifest;
+  // Not a change, but a repository's whole content leaving the site: who took it is worth knowing.
+  RecordCommand(*backend->index, "bundle.export", m.repo.ns, hub::RepoPath(m.repo),
+                std::to_string(m.refs.size()) + " refs to " + Printable(opts.path, 256));
   if (opts.json) {
     boost::json::array refs;
     for (const auto& r : m.refs)
@@ -95,6 +99,9 @@ int RunImport(const BundleCommandOptions& opts) {
   auto report = bundle::Import(*backend->index, cas, files, opts.path, io);
   if (!report) return Failed(who, report.error());
   const bundle::Manifest& m = report->manifest;
+  RecordCommand(*backend->index, "bundle.import", report->repo.ns, hub::RepoPath(report->repo),
+                std::to_string(m.refs.size()) + " refs, " + std::to_string(report->new_xorbs) + " new xorbs" +
+                    (report->mirrored ? " (mirrored)" : ""));
   if (opts.json) {
     std::cout << boost::json::serialize(boost::json::object{{"repo", hub::RepoPath(report->repo)},
                                                             {"mirrored", report->mirrored},

@@ -48,6 +48,13 @@ int RunCompact(const CompactCommandOptions& opts) {
     return 1;
   }
   const auto& r = *report;
+  if (!r.dry_run) {
+    RecordCommand(*index, "compact.run", "", "",
+                  std::to_string(r.compacted_xorbs) + " xorbs (" + std::to_string(r.replaced_bytes) +
+                      " bytes) replaced by " + std::to_string(r.new_xorbs) + " (" +
+                      std::to_string(r.written_bytes) + " bytes), " + std::to_string(r.files_moved) +
+                      " files moved");
+  }
   if (opts.json) {
     std::cout << r.ToJson() << "\n";
     return 0;

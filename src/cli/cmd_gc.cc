@@ -53,6 +53,8 @@ int RunGc(const GcCommandOptions& opts) {
   (void)::setpriority(PRIO_PROCESS, 0, gc::Scheduler::kNice);
   quota::QuotaService quotas(*index, Clock::System());
   go.quota = &quotas;
+  go.audit = index.get();
+  go.actor = CommandActor();
   gc::Collector collector(*index, *index, *index, *store, go);
   auto report = collector.Run();
   if (report && go.grace_seconds == 0 && !go.dry_run) {

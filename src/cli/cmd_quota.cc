@@ -67,7 +67,7 @@ int RunQuotaSet(const QuotaOptions& opts) {
     limit = *parsed;
   }
   return WithQuotas("set", opts, [&](index::Index&, quota::QuotaService& service) -> Status {
-    if (auto st = service.SetLimit(opts.ns, limit); !st) return st;
+    if (auto st = service.SetLimit(CommandActor(), opts.ns, limit); !st) return st;
     auto usage = service.Measure(opts.ns);  // so that the quota holds from the first commit on
     if (!usage) return usage.error();
     Print(*usage, false);
@@ -96,7 +96,9 @@ int RunQuotaShow(const QuotaOptions& opts) {
 
 int RunQuotaRm(const QuotaOptions& opts) {
   return WithQuotas("rm", opts, [&](index::Index& index, quota::QuotaService&) -> Status {
-    auto deleted = index.DeleteQuota(opts.ns);
+    const auto event =
+        CommandActor().Event(Clock::System().UnixSeconds(), "quota.remove", opts.ns, "quota " + opts.ns);
+    auto deleted = index.DeleteQuota(opts.ns, &event);
     if (!deleted) return deleted.error();
     if (!*deleted) return NotFound("namespace " + opts.ns + " has no quota");
     std::cout << "removed the quota of " << opts.ns << "\n";

@@ -448,6 +448,8 @@ std::unique_ptr<gc::Scheduler> ScheduleCollector(const config::Config& cfg, Back
   go.grace_seconds = static_cast<uint64_t>(cfg.gc_grace.count());
   go.mark_share_percent = static_cast<unsigned>(cfg.gc_mark_share);
   go.quota = services.quota.get();
+  go.audit = services.index.get();
+  go.actor = CommandActor("serve");
   auto collector = std::make_unique<gc::Scheduler>(*services.index, *services.index, *services.index,
                                                    *services.store, go, cfg.gc_interval);
   RegisterGcMetrics(server, *collector);

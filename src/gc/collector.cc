@@ -1,5 +1,7 @@
 #include "gc/collector.h"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <chrono>
 #include <map>
@@ -641,7 +643,22 @@ class Collector::Pass {
 Result<GcReport> Collector::Run() {
   auto lock = gc_.LockGc();
   if (!lock.ok()) return lock.error();
-  return Pass(*this, std::move(*lock)).Run();
+  auto report = Pass(*this, std::move(*lock)).Run();
+  if (report.ok() && !report->dry_run && options_.audit != nullptr) Record(*report);
+  return report;
+}
+
+void Collector::Record(const GcReport& r) const {
+  const std::string detail = "swept " + std::to_string(r.swept_files) + " files, " +
+                             std::to_string(r.swept_xorbs + r.resumed_xorbs) + " xorbs (" +
+                             std::to_string(r.reclaimed_bytes) + " bytes), " +
+                             std::to_string(r.swept_repo_objects) + " history objects; " +
+                             std::to_string(r.newly_quarantined) + " newly unreferenced";
+  const auto event = options_.actor.Event(r.started_at, "gc.run", "", "", detail);
+  // The run's work is done and stands: a log that cannot take its record is reported, not the run failed.
+  if (auto st = options_.audit->AppendAudit(event); !st.ok()) {
+    spdlog::warn("gc: the run was not recorded in the audit log: {}", st.error().message);
+  }
 }
 
 }  // namespace cairn::gc

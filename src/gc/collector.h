@@ -76,6 +76,10 @@ struct GcOptions {
   // Told when a run swept files or repository objects, so that the namespaces' quotas are measured again;
   // null: no quotas. Outlives the collector.
   quota::QuotaService* quota = nullptr;
+  // Where a run that changed something is recorded (gc.run, when it ends: a run is many transactions), as
+  // `actor`'s; null: nowhere. Outlives the collector.
+  index::AuditIndex* audit = nullptr;
+  index::AuditActor actor;
 };
 
 struct GcReport {
@@ -144,6 +148,8 @@ class Collector {
   class Pass;
 
   Status Step(std::string_view step) const;
+  // Records run `r` in options_.audit.
+  void Record(const GcReport& r) const;
   // Takes the deletion hold (index.h HoldDeletions) into `hold` unless it is there already, waiting while
   // backups hold it: a backup copies every stored object its snapshot names, so none goes until it is done.
   Status HoldDeletions(std::unique_ptr<index::GcLock>& hold, GcReport& report) const;

@@ -88,6 +88,8 @@ class CollectorTest : public testing::DeploymentTest {
     o.hook = std::move(hook);
     o.dry_run = dry_run;
     o.batch = 2;  // several transactions per sweep step
+    o.audit = index_.get();
+    o.actor = index::AuditActor{.actor = "cli:test", .token_id = "", .client = ""};
     Collector c(*index_, *index_, *index_, *store_, o);
     auto r = c.Run();
     EXPECT_TRUE(r.ok()) << r.error().message;
@@ -204,6 +206,17 @@ TEST_P(CollectorTest, ADeletedRepositorysUniqueBytesAreFreedAfterTheGraceOnly) {
   // Nothing left to do.
   r = Collect();
   EXPECT_EQ(r.swept_xorbs + r.swept_files + r.newly_quarantined, 0u);
+
+  // Each run but the dry one is in the audit log, with what it freed.
+  auto log = index_->ListAudit(
+      {.since = std::nullopt, .actor = "cli:test", .ns = std::nullopt, .target = std::nullopt}, std::nullopt,
+      100);
+  ASSERT_TRUE(log.ok());
+  ASSERT_EQ(log->size(), 5u);
+  for (const auto& e : *log) EXPECT_EQ(e.action, "gc.run");
+  EXPECT_EQ((*log)[1].detail.rfind("swept 1 files, " + std::to_string(s.doomed_only.size()) + " xorbs", 0),
+            0u)
+      << (*log)[1].detail;
 }
 
 // Repositories are live by reachability: every revision of every ref keeps its files; a file only an old

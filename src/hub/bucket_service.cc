@@ -84,7 +84,7 @@ Result<index::BucketFile> BucketService::StatOne(const Repo& bucket, const std::
   return std::move(got->front());
 }
 
-Result<std::vector<BucketOpFailure>> BucketService::Apply(const Repo& bucket,
+Result<std::vector<BucketOpFailure>> BucketService::Apply(const Caller& caller, const Repo& bucket,
                                                           const std::vector<BucketOp>& ops) {
   if (ops.size() > kMaxOps) {
     return Malformed("at most " + std::to_string(kMaxOps) + " operations a batch");
@@ -158,7 +158,12 @@ Result<std::vector<BucketOpFailure>> BucketService::Apply(const Repo& bucket,
     return FromIndex(admission.Explain(st.error()));
   admission.FilesPublished();
   if (!once.empty()) {
-    if (auto st = index_.ChangeBucket(bucket.record.id, once); !st.ok()) return FromIndex(st.error());
+    size_t puts = 0;
+    for (const auto& change : once) puts += change.put ? 1 : 0;
+    const auto event = caller.Actor().Event(
+        now, "bucket.batch", bucket.record.ns, RepoPath(bucket.id()),
+        std::to_string(puts) + " put, " + std::to_string(once.size() - puts) + " deleted");
+    if (auto st = index_.ChangeBucket(bucket.record.id, once, &event); !st.ok()) return FromIndex(st.error());
   }
   return failed;
 }

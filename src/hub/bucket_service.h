@@ -64,8 +64,10 @@ class BucketService {
   Result<index::BucketFile> StatOne(const Repo& bucket, const std::string& path);
   // Applies the operations that can be applied, in one transaction; returns the ones that cannot (a file not
   // uploaded for this bucket, a bad path). A copy from another bucket or repository needs the file lent to
-  // this bucket first (HubService::ShareLarge); then it is an add.
-  Result<std::vector<BucketOpFailure>> Apply(const Repo& bucket, const std::vector<BucketOp>& ops);
+  // this bucket first (HubService::ShareLarge); then it is an add. The batch is in the audit log as
+  // `caller`'s (bucket.batch), in its transaction.
+  Result<std::vector<BucketOpFailure>> Apply(const Caller& caller, const Repo& bucket,
+                                             const std::vector<BucketOp>& ops);
 
   static constexpr size_t kMaxOps = 1000;
 

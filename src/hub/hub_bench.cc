@@ -90,7 +90,8 @@ struct Shared {
       head = made->oid;
     }
     quota = std::make_unique<quota::QuotaService>(*index, Clock::System());
-    if (auto set = quota->SetLimit("alice", uint64_t{1} << 50); !set.ok()) Die(set.error().message);
+    if (auto set = quota->SetLimit(index::AuditActor{}, "alice", uint64_t{1} << 50); !set.ok())
+      Die(set.error().message);
     if (auto m = quota->Measure("alice"); !m.ok()) Die(m.error().message);
     HubOptions with_quota;
     with_quota.quota = quota.get();

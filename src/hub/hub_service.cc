@@ -145,8 +145,9 @@ bool IsMirrored(const index::RepoRecord& record) {
 
 // ---- The service
 
-HubService::HubService(index::RepoIndex& index, files::FileService& files, HubOptions options)
+HubService::HubService(index::Index& index, files::FileService& files, HubOptions options)
     : index_(index),
+      audit_(index),
       files_(files),
       options_(std::move(options)),
       trees_(options_.cache_bytes / 2),

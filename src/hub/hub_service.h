@@ -198,7 +198,7 @@ struct HubOptions {
 
 class HubService {
  public:
-  HubService(index::RepoIndex& index, files::FileService& files, HubOptions options);
+  HubService(index::Index& index, files::FileService& files, HubOptions options);
   HubService(const HubService&) = delete;
   HubService& operator=(const HubService&) = delete;
 
@@ -298,8 +298,10 @@ class HubService {
   // `rewrite_history` every path that names one from every commit of every ref first (new commit ids, as git
   // filter-branch makes them; kStale when a ref moved meanwhile: nothing of that ref changed, run it again).
   // The files go from the repository's scopes at once (no token of it reads them after; SECURITY.md), their
-  // bytes at the collector's next runs.
-  Status DeleteLfsFiles(const Repo& repo, const std::vector<std::string>& sha256s, bool rewrite_history);
+  // bytes at the collector's next runs. In the audit log: each ref rewritten (history.rewrite, with its
+  // move), then the purge (files.purge) once the links are gone.
+  Status DeleteLfsFiles(const Caller& caller, const Repo& repo, const std::vector<std::string>& sha256s,
+                        bool rewrite_history);
 
   // ---- git push (hub/push.cc)
   // One ref a push moves: created (no old id), moved, or deleted (no new id).
@@ -361,6 +363,7 @@ class HubService {
   Result<PathInfo> DescribeBlob(const Repo& repo, std::string path, const ObjectId& oid);
 
   index::RepoIndex& index_;
+  index::AuditIndex& audit_;  // what a change spanning many transactions (a purge) is recorded in, at its end
   files::FileService& files_;
   const HubOptions options_;
   // Parsed objects by "<repo id>:<key>" (immutable: never invalidated, only evicted).

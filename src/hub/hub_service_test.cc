@@ -319,7 +319,8 @@ TEST_F(HubServiceTest, DataStoredUnderOlderRulesIsServedSafelyAndReported) {
   ASSERT_TRUE(index_
                   ->ChangeBucket(bucket->record.id,
                                  {{"f", index::BucketFile{"f", xet::FileHash{}, 0, 0,
-                                                          std::string("text/html\r\nX-Injected: 1"), 0}}})
+                                                          std::string("text/html\r\nX-Injected: 1"), 0}}},
+                                 nullptr)
                   .ok());
 
   // Served safely: the listing leaves the bad names out; the commit is cut to the bounds.

@@ -257,8 +257,8 @@ Status HubService::UnregisterLinked(const Repo& repo, const std::vector<std::vec
   return Ok{};
 }
 
-Status HubService::DeleteLfsFiles(const Repo& repo, const std::vector<std::string>& sha256s,
-                                  bool rewrite_history) {
+Status HubService::DeleteLfsFiles(const Caller& caller, const Repo& repo,
+                                  const std::vector<std::string>& sha256s, bool rewrite_history) {
   if (sha256s.size() > index::Index::kMaxObjectsPerRead) {
     return Malformed("at most " + std::to_string(index::Index::kMaxObjectsPerRead) + " files at once");
   }
@@ -288,6 +288,8 @@ Status HubService::DeleteLfsFiles(const Repo& repo, const std::vector<std::strin
     }
     for (const auto& [ref, next] : moves) {
       index::RefUpdate update{ref.kind, ref.name, KeyOf(ref.target), KeyOf(next)};
+      update.audit =
+          Event(caller, repo.id(), "history.rewrite", ref.name + " " + ref.target.hex() + ".." + next.hex());
       if (auto st = index_.UpdateRef(repo.record.id, update); !st.ok()) {
         if (st.error().code == ErrorCode::kConflict) {
           return Stale("ref " + ref.name + " moved while the history was rewritten; run it again");
@@ -304,6 +306,12 @@ Status HubService::DeleteLfsFiles(const Repo& repo, const std::vector<std::strin
     return FromIndex(deleted.error());
   for (const auto& key : keys)
     Forget(repo, key);  // after the delete: a reader meanwhile cannot cache it again
+  // After the links went (many transactions): the purge is recorded once it is done.
+  if (auto st = audit_.AppendAudit(Event(
+          caller, repo.id(), "files.purge",
+          std::to_string(doomed.size()) + " large files" + (rewrite_history ? ", history rewritten" : "")));
+      !st.ok())
+    return FromIndex(st.error());
   return Ok{};
 }
 

@@ -106,7 +106,7 @@ TEST_F(PurgeTest, DeletingLargeFilesRewritesEveryRefAndDropsTheirLinks) {
   ASSERT_EQ(paged->files.size(), 1U);
   EXPECT_EQ(paged->files[0].sha256, std::max(doomed.sha256, kept.sha256));
 
-  ASSERT_TRUE(hub_->DeleteLfsFiles(repo_, {doomed.sha256}, true).ok());
+  ASSERT_TRUE(hub_->DeleteLfsFiles(alice_, repo_, {doomed.sha256}, true).ok());
   for (std::string_view ref : {"main", "v1"}) {
     const ObjectId head = Head(ref);
     EXPECT_EQ(hub_->Stat(repo_, head, "weights/doomed.bin").error().reason, "EntryNotFound") << ref;
@@ -126,14 +126,22 @@ TEST_F(PurgeTest, DeletingLargeFilesRewritesEveryRefAndDropsTheirLinks) {
   listed = hub_->ListLfsFiles(repo_, std::nullopt, 1000);
   ASSERT_EQ(listed->files.size(), 1U);
   EXPECT_EQ(listed->files[0].sha256, kept.sha256);
+  // The audit log: each ref rewritten (main and the tag), then the purge, newest first.
+  auto events = index_->ListAudit({}, std::nullopt, 3);
+  ASSERT_TRUE(events.ok());
+  std::vector<std::string> actions;
+  for (const auto& e : *events) actions.push_back(e.action + " " + e.detail.substr(0, e.detail.find(' ')));
+  std::sort(actions.begin() + 1, actions.end());
+  EXPECT_EQ(actions,
+            (std::vector<std::string>{"files.purge 1", "history.rewrite main", "history.rewrite v1"}));
 
-  EXPECT_EQ(hub_->DeleteLfsFiles(repo_, {"not-a-sha"}, true).error().code, ErrorCode::kMalformed);
+  EXPECT_EQ(hub_->DeleteLfsFiles(alice_, repo_, {"not-a-sha"}, true).error().code, ErrorCode::kMalformed);
 }
 
 TEST_F(PurgeTest, WithoutRewritingHistoryThePathHoldsItsPointerText) {
   const LfsPointer big = Upload(3, 70000);
   const ObjectId head = Commit({AddLfs{"big.bin", big}});
-  ASSERT_TRUE(hub_->DeleteLfsFiles(repo_, {big.sha256}, false).ok());
+  ASSERT_TRUE(hub_->DeleteLfsFiles(alice_, repo_, {big.sha256}, false).ok());
   EXPECT_EQ(Head(), head) << "no history rewritten";
   auto info = hub_->Stat(repo_, head, "big.bin");
   ASSERT_TRUE(info.ok());
@@ -161,14 +169,15 @@ TEST_F(PurgeTest, APurgedFileLeavesTheRepositorysScopesAtOnce) {
     ASSERT_TRUE(visible(doomed_file, *scope));
     ASSERT_TRUE(visible(also_file, *scope));
   }
-  ASSERT_TRUE(hub_->DeleteLfsFiles(repo_, {doomed.sha256}, true).ok());
-  ASSERT_TRUE(hub_->DeleteLfsFiles(repo_, {also.sha256}, false).ok());
+  ASSERT_TRUE(hub_->DeleteLfsFiles(alice_, repo_, {doomed.sha256}, true).ok());
+  ASSERT_TRUE(hub_->DeleteLfsFiles(alice_, repo_, {also.sha256}, false).ok());
   for (const std::string* scope : {&repo_.record.scope, &repo_.record.read_scope}) {
     EXPECT_FALSE(visible(doomed_file, *scope)) << *scope;
     EXPECT_FALSE(visible(also_file, *scope)) << *scope;
     EXPECT_TRUE(visible(kept_file, *scope)) << *scope;
   }
-  EXPECT_TRUE(hub_->DeleteLfsFiles(repo_, {doomed.sha256, also.sha256}, true).ok()) << "again: nothing left";
+  EXPECT_TRUE(hub_->DeleteLfsFiles(alice_, repo_, {doomed.sha256, also.sha256}, true).ok())
+      << "again: nothing left";
 }
 
 TEST_F(PurgeTest, ABranchMovedBackOntoUnreachableHistoryRevivesIt) {

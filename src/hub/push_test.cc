@@ -222,7 +222,7 @@ TEST_F(PushTest, AHistoryAsDeepAsPathsGoIsWalkedWithoutRecursion) {
     ASSERT_EQ(lfs->files.size(), 1U);
     EXPECT_EQ(lfs->files[0].filename, deepest + "big.bin");
 
-    auto purged = hub_->DeleteLfsFiles(repo_, {big.sha256}, true);
+    auto purged = hub_->DeleteLfsFiles(alice_, repo_, {big.sha256}, true);
     ASSERT_TRUE(purged.ok()) << purged.error().message;
     EXPECT_FALSE(hub_->Stat(repo_, Head(), deepest + "big.bin").ok());
     EXPECT_TRUE(hub_->Stat(repo_, Head(), deepest + "weights1").ok());
@@ -262,7 +262,7 @@ TEST_F(PushTest, ADeeperHistoryStoredBeforeTheBoundIsPurgedAndReported) {
       index_->UpdateRef(repo_.record.id, {index::RefKind::kBranch, "main", Head().key(), commit_id.key()})
           .ok());
   OnSmallStack([&] {
-    auto purged = hub_->DeleteLfsFiles(repo_, {big.sha256}, true);
+    auto purged = hub_->DeleteLfsFiles(alice_, repo_, {big.sha256}, true);
     ASSERT_TRUE(purged.ok()) << purged.error().message;
     EXPECT_NE(Head(), commit_id);
     auto checked = CheckHub(*index_);

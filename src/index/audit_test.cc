@@ -108,6 +108,24 @@ TEST_P(AuditTest, AChangesEventIsWrittenWithItAndOnlyWhenItIsMade) {
   EXPECT_EQ((*newest)[0], want) << "every field kept";
 }
 
+// A bucket's batch and a quota's changes carry their events the same way: written with the change, and not
+// for a repository that is not there or a quota that was not.
+TEST_P(AuditTest, BucketBatchesAndQuotasAreRecordedWithTheirChanges) {
+  Open();
+  auto bucket = index_->CreateRepo(Repo("b", 200));
+  ASSERT_TRUE(bucket.ok()) << bucket.error().message;
+  const auto batch = kAlice.Event(201, "bucket.batch", "acme", "buckets/acme/b", "1 put, 0 deleted");
+  const BucketFile f{"x.bin", xet::FileHash{}, 0, 0, std::nullopt, 201};
+  ASSERT_TRUE(index_->ChangeBucket(bucket->id, {{"x.bin", f}}, &batch).ok());
+  EXPECT_EQ(index_->ChangeBucket(999999, {{"x.bin", f}}, &batch).error().code, ErrorCode::kNotFound);
+  const auto set = kAlice.Event(202, "quota.set", "acme", "quota acme", "limit 1000 bytes");
+  ASSERT_TRUE(index_->SetQuotaLimit("acme", 1000, &set).ok());
+  const auto removed = kAlice.Event(203, "quota.remove", "acme", "quota acme");
+  ASSERT_TRUE(*index_->DeleteQuota("acme", &removed));
+  EXPECT_FALSE(*index_->DeleteQuota("acme", &removed)) << "none left: no event";
+  EXPECT_EQ(Actions({.since = 201}), (std::vector<std::string>{"quota.remove", "quota.set", "bucket.batch"}));
+}
+
 TEST_P(AuditTest, EventsAreFilteredPagedAndPruned) {
   Open();
   const AuditActor bob{.actor = "bob", .token_id = "", .client = ""};

@@ -203,9 +203,10 @@ class ForwardingIndex : public Index {
     if (auto st = Before("UpdateRef", {}); !st.ok()) return st.error();
     return inner_.UpdateRef(repo, update);
   }
-  Status ChangeBucket(int64_t repo, const std::vector<BucketChange>& changes) override {
+  Status ChangeBucket(int64_t repo, const std::vector<BucketChange>& changes,
+                      const AuditEvent* audit) override {
     if (auto st = Before("ChangeBucket", {}); !st.ok()) return st.error();
-    return inner_.ChangeBucket(repo, changes);
+    return inner_.ChangeBucket(repo, changes, audit);
   }
   Result<std::vector<BucketFile>> ListBucket(int64_t repo, std::string_view prefix,
                                              std::optional<std::string_view> from, size_t limit) override {
@@ -346,13 +347,13 @@ class ForwardingIndex : public Index {
     if (auto st = Before("ListQuotas", {}); !st.ok()) return st.error();
     return inner_.ListQuotas(after, limit);
   }
-  Status SetQuotaLimit(std::string_view ns, std::optional<uint64_t> limit) override {
+  Status SetQuotaLimit(std::string_view ns, std::optional<uint64_t> limit, const AuditEvent* audit) override {
     if (auto st = Before("SetQuotaLimit", {}); !st.ok()) return st.error();
-    return inner_.SetQuotaLimit(ns, limit);
+    return inner_.SetQuotaLimit(ns, limit, audit);
   }
-  Result<bool> DeleteQuota(std::string_view ns) override {
+  Result<bool> DeleteQuota(std::string_view ns, const AuditEvent* audit) override {
     if (auto st = Before("DeleteQuota", {}); !st.ok()) return st.error();
-    return inner_.DeleteQuota(ns);
+    return inner_.DeleteQuota(ns, audit);
   }
   Status SettleQuota(std::string_view ns, uint64_t bytes, bool published) override {
     if (auto st = Before("SettleQuota", {}); !st.ok()) return st.error();

@@ -233,8 +233,9 @@ class RepoIndex {
   virtual Status UpdateRef(int64_t repo, const RefUpdate& update) = 0;
 
   // ---- Buckets (repositories of type kBucket)
-  // Applies every change in one transaction; kNotFound for an unknown repo.
-  virtual Status ChangeBucket(int64_t repo, const std::vector<BucketChange>& changes) = 0;
+  // Applies every change in one transaction, with `audit` (null: none); kNotFound for an unknown repo.
+  virtual Status ChangeBucket(int64_t repo, const std::vector<BucketChange>& changes,
+                              const AuditEvent* audit) = 0;
   // The files whose path starts with `prefix` ("" for all), in path order (bytewise), from `from` on
   // (inclusive) when given; at most `limit` (at most kMaxListedFiles).
   virtual Result<std::vector<BucketFile>> ListBucket(int64_t repo, std::string_view prefix,
@@ -393,10 +394,12 @@ class QuotaIndex {
   static constexpr size_t kMaxListedQuotas = 1000;
   virtual Result<std::vector<QuotaRecord>> ListQuotas(std::optional<std::string_view> after,
                                                       size_t limit) = 0;
-  // Sets the namespace's limit (nullopt: none), creating its record (stale, never measured) when needed.
-  virtual Status SetQuotaLimit(std::string_view ns, std::optional<uint64_t> limit) = 0;
-  // Deletes the record; false when there was none.
-  virtual Result<bool> DeleteQuota(std::string_view ns) = 0;
+  // Sets the namespace's limit (nullopt: none), creating its record (stale, never measured) when needed;
+  // with `audit` (null: none) in its transaction.
+  virtual Status SetQuotaLimit(std::string_view ns, std::optional<uint64_t> limit,
+                               const AuditEvent* audit) = 0;
+  // Deletes the record, with `audit` (null: none) when there was one; false when there was none.
+  virtual Result<bool> DeleteQuota(std::string_view ns, const AuditEvent* audit) = 0;
   // Ends a reservation (QuotaCharge::reserve) outside a write: with `published` its bytes move to pending,
   // without it they are dropped (the commit failed before it published anything).
   virtual Status SettleQuota(std::string_view ns, uint64_t bytes, bool published) = 0;

@@ -1043,9 +1043,9 @@ TEST_P(IndexTest, ABucketsFilesAreLiveWhileItNamesThem) {
   };
   EXPECT_FALSE(live());  // shared into the bucket's read scope, named by no path: not live
   const BucketFile at{"x.bin", f.hash, f.size, 0, std::nullopt, 1};
-  ASSERT_TRUE(index_->ChangeBucket(bucket->id, {{"x.bin", at}}).ok());
+  ASSERT_TRUE(index_->ChangeBucket(bucket->id, {{"x.bin", at}}, nullptr).ok());
   EXPECT_TRUE(live());
-  ASSERT_TRUE(index_->ChangeBucket(bucket->id, {{"x.bin", std::nullopt}}).ok());
+  ASSERT_TRUE(index_->ChangeBucket(bucket->id, {{"x.bin", std::nullopt}}, nullptr).ok());
   EXPECT_FALSE(live());
 }
 
@@ -1493,8 +1493,8 @@ TEST_P(IndexTest, QuotasAreSetChargedMeasuredAndMarkedStale) {
   EXPECT_TRUE(reserve("alice", 1u << 30).ok());  // no record: no quota to keep, nothing recorded
   EXPECT_TRUE(stored());
   EXPECT_FALSE(index_->GetQuota("alice")->has_value());
-  ASSERT_TRUE(index_->SetQuotaLimit("alice", 1000).ok());
-  ASSERT_TRUE(index_->SetQuotaLimit("bob", std::nullopt).ok());
+  ASSERT_TRUE(index_->SetQuotaLimit("alice", 1000, nullptr).ok());
+  ASSERT_TRUE(index_->SetQuotaLimit("bob", std::nullopt, nullptr).ok());
   auto alice = index_->GetQuota("alice");
   ASSERT_TRUE(alice.ok() && alice->has_value());
   EXPECT_EQ((*alice)->limit, 1000u);
@@ -1577,10 +1577,10 @@ TEST_P(IndexTest, QuotasAreSetChargedMeasuredAndMarkedStale) {
   for (const auto& q : *list) EXPECT_TRUE(q.stale) << q.ns;
   EXPECT_EQ(index_->ListQuotas(std::string_view("alice"), 10)->size(), 1u);
   EXPECT_FALSE(index_->ListQuotas(std::nullopt, Index::kMaxListedQuotas + 1).ok());
-  ASSERT_TRUE(index_->SetQuotaLimit("alice", 5000).ok());  // a new limit keeps what was measured
+  ASSERT_TRUE(index_->SetQuotaLimit("alice", 5000, nullptr).ok());  // a new limit keeps what was measured
   EXPECT_EQ((*index_->GetQuota("alice"))->used, 700u);
-  EXPECT_TRUE(*index_->DeleteQuota("alice"));
-  EXPECT_FALSE(*index_->DeleteQuota("alice"));
+  EXPECT_TRUE(*index_->DeleteQuota("alice", nullptr));
+  EXPECT_FALSE(*index_->DeleteQuota("alice", nullptr));
   EXPECT_EQ(index_->ListQuotas(std::nullopt, 10)->size(), 1u);
 }
 
@@ -1814,10 +1814,12 @@ TEST_P(IndexTest, MigratesSchemaEightAndPublishesWhatRepositoriesCommitted) {
                   ->PutRepoObjects(repo->id, {{Key("sha-of-f0"), kFileLinkKind,
                                                std::vector<uint8_t>(f0.bytes.begin(), f0.bytes.end())}})
                   .ok());
-  ASSERT_TRUE(index_
-                  ->ChangeBucket(bucket->id, {{"a.bin", BucketFile{"a.bin", files[1].hash, files[1].size, 0,
-                                                                   std::nullopt, 1}}})
-                  .ok());
+  ASSERT_TRUE(
+      index_
+          ->ChangeBucket(bucket->id,
+                         {{"a.bin", BucketFile{"a.bin", files[1].hash, files[1].size, 0, std::nullopt, 1}}},
+                         nullptr)
+          .ok());
   index_.reset();
   SetSchemaVersion(8);
   Open();
@@ -2416,8 +2418,10 @@ TEST_P(IndexTest, BucketFilesChangeInPlaceAndListByPrefix) {
     return BucketChange{f.path, f};
   };
   ASSERT_TRUE(index_
-                  ->ChangeBucket(repo->id, {file("a.txt", 1, "text/plain"), file("dir/b.bin", 2),
-                                            file("dir/c/d", 3), file("dir0", 4), file("z\xc3\xa9", 5)})
+                  ->ChangeBucket(repo->id,
+                                 {file("a.txt", 1, "text/plain"), file("dir/b.bin", 2), file("dir/c/d", 3),
+                                  file("dir0", 4), file("z\xc3\xa9", 5)},
+                                 nullptr)
                   .ok());
   auto all = index_->ListBucket(repo->id, "", std::nullopt, 100);
   ASSERT_TRUE(all.ok()) << all.error().message;
@@ -2435,9 +2439,11 @@ TEST_P(IndexTest, BucketFilesChangeInPlaceAndListByPrefix) {
   EXPECT_EQ(index_->ListBucket(repo->id, "z\xc3\xa9", std::nullopt, 10)->size(),
             1U);  // a prefix with no upper bound
   // Replace one, delete another, all at once.
-  ASSERT_TRUE(
-      index_->ChangeBucket(repo->id, {file("a.txt", 10), {"dir0", std::nullopt}, {"missing", std::nullopt}})
-          .ok());
+  ASSERT_TRUE(index_
+                  ->ChangeBucket(repo->id,
+                                 {file("a.txt", 10), {"dir0", std::nullopt}, {"missing", std::nullopt}},
+                                 nullptr)
+                  .ok());
   auto got = index_->GetBucketFiles(repo->id, {"a.txt", "dir0", "dir/b.bin"});
   ASSERT_TRUE(got.ok());
   EXPECT_EQ((*got)[0]->size, 10U);
@@ -2447,7 +2453,7 @@ TEST_P(IndexTest, BucketFilesChangeInPlaceAndListByPrefix) {
   ASSERT_TRUE(totals.ok());
   EXPECT_EQ(totals->files, 4U);
   EXPECT_EQ(totals->bytes, 10U + 2 + 3 + 5);
-  EXPECT_EQ(index_->ChangeBucket(999999, {file("x", 1)}).error().code, ErrorCode::kNotFound);
+  EXPECT_EQ(index_->ChangeBucket(999999, {file("x", 1)}, nullptr).error().code, ErrorCode::kNotFound);
   // Deleting the bucket takes its files.
   ASSERT_TRUE(index_->DeleteRepo(repo->id, nullptr).ok());
   EXPECT_TRUE(index_->ListBucket(repo->id, "", std::nullopt, 10)->empty());
@@ -2821,7 +2827,7 @@ TEST(IndexCopyTest, SqliteToPostgresAndBackResumesAndVerifies) {
     auto made = (*src)->CreateRepo(bucket);
     ASSERT_TRUE(made.ok());
     BucketFile f{"dir/x.bin", RandomHash(rng), 42, 1700000000123, "application/octet-stream", 1700000001};
-    ASSERT_TRUE((*src)->ChangeBucket(made->id, {{f.path, f}}).ok());
+    ASSERT_TRUE((*src)->ChangeBucket(made->id, {{f.path, f}}, nullptr).ok());
     // People, with a revoked token and a removed membership.
     auto alice = (*src)->CreateAccount({.kind = AccountKind::kUser, .name = "Alice"});
     auto bob = (*src)->CreateAccount({.kind = AccountKind::kUser, .name = "bob"});
@@ -2845,7 +2851,7 @@ TEST(IndexCopyTest, SqliteToPostgresAndBackResumesAndVerifies) {
     }
     ASSERT_TRUE((*src)->RevokeToken("tok-b", 1750000000, nullptr).ok());
     // A quota measured only (no limit: NULL) stays one: a limit of 0 would refuse every write.
-    ASSERT_TRUE((*src)->SetQuotaLimit("org", std::nullopt).ok());
+    ASSERT_TRUE((*src)->SetQuotaLimit("org", std::nullopt, nullptr).ok());
   }
   PgExec("DROP SCHEMA IF EXISTS copy1 CASCADE; CREATE SCHEMA copy1");
   const std::string pg_url = Cluster().uri() + "?options=-csearch_path%3Dcopy1";

@@ -344,8 +344,11 @@ Result<size_t> QuotaService::RefreshAll() {
   return measured;
 }
 
-Status QuotaService::SetLimit(std::string_view ns, std::optional<uint64_t> limit) {
-  return index_.SetQuotaLimit(ns, limit);
+Status QuotaService::SetLimit(const index::AuditActor& by, std::string_view ns,
+                              std::optional<uint64_t> limit) {
+  const auto event = by.Event(clock_.UnixSeconds(), "quota.set", std::string(ns), "quota " + std::string(ns),
+                              limit ? "limit " + std::to_string(*limit) + " bytes" : "no limit");
+  return index_.SetQuotaLimit(ns, limit, &event);
 }
 
 Error QuotaFull(const index::QuotaRecord& q, uint64_t adds) {

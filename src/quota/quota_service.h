@@ -106,8 +106,9 @@ class QuotaService {
   // Measures every namespace with a quota whose record is not exact; returns how many it measured.
   Result<size_t> RefreshAll();
 
-  // Sets or removes (nullopt) the namespace's limit; a record without a limit still measures usage.
-  Status SetLimit(std::string_view ns, std::optional<uint64_t> limit);
+  // Sets or removes (nullopt) the namespace's limit; a record without a limit still measures usage. In the
+  // audit log as `by`'s (quota.set).
+  Status SetLimit(const index::AuditActor& by, std::string_view ns, std::optional<uint64_t> limit);
 
  private:
   struct Measured;

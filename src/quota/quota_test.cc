@@ -217,7 +217,7 @@ TEST_P(QuotaTest, ANamespaceIsChargedTheDistinctChunksOfItsCommittedFiles) {
   EXPECT_EQ(nobody->used, 0u);
   // Without a record nothing is kept; with one the measure is recorded, exact.
   EXPECT_FALSE(quota_->Recorded("alice")->has_value());
-  ASSERT_TRUE(quota_->SetLimit("alice", std::nullopt).ok());
+  ASSERT_TRUE(quota_->SetLimit(index::AuditActor{}, "alice", std::nullopt).ok());
   ASSERT_TRUE(quota_->Measure("alice").ok());
   auto recorded = quota_->Recorded("alice");
   ASSERT_TRUE(recorded.ok() && recorded->has_value());
@@ -230,7 +230,7 @@ TEST_P(QuotaTest, ACommitIsAdmittedWhenWhatItAddsFitsAndRefusedWhenNot) {
   const auto repo = AddRepo("alice", "model", 0);
   const auto f1 = AddFile(x, {{0, 10}}, repo.scope);
   Commit(repo, f1);
-  ASSERT_TRUE(quota_->SetLimit("alice", Bytes(0, 15)).ok());
+  ASSERT_TRUE(quota_->SetLimit(index::AuditActor{}, "alice", Bytes(0, 15)).ok());
   ASSERT_TRUE(quota_->RefreshAll().ok());
   EXPECT_TRUE((*quota_->Recorded("alice"))->exact);
   // Quick path: f2 at its full size fits; reserved by the objects' write, settled by the share.
@@ -294,7 +294,7 @@ TEST_P(QuotaTest, AStaleRecordIsMeasuredBeforeItAdmitsAndTheRoomCheckMeasuresBef
   const auto repo = AddRepo("alice", "model", 0);
   const auto f1 = AddFile(x, {{0, 10}}, repo.scope);
   Commit(repo, f1);
-  ASSERT_TRUE(quota_->SetLimit("alice", Bytes(0, 10)).ok());
+  ASSERT_TRUE(quota_->SetLimit(index::AuditActor{}, "alice", Bytes(0, 10)).ok());
   ASSERT_TRUE(quota_->RefreshAll().ok());
   auto full = quota_->CheckRoom("alice");
   ASSERT_FALSE(full.ok());
@@ -323,7 +323,7 @@ TEST_P(QuotaTest, NodesAdmittingAtOnceNeverPassTheLimit) {
   std::vector<xet::FileHash> files;
   for (uint32_t i = 0; i < 64; ++i) files.push_back(AddFile(x, {{i, i + 1}}, repo.scope));
   const uint64_t limit = Bytes(0, 20);
-  ASSERT_TRUE(quota_->SetLimit("alice", limit).ok());
+  ASSERT_TRUE(quota_->SetLimit(index::AuditActor{}, "alice", limit).ok());
   ASSERT_TRUE(quota_->RefreshAll().ok());
   // Two nodes (index instances on one database), two threads each, every file admitted once.
   std::vector<std::unique_ptr<index::Index>> nodes;

@@ -146,6 +146,9 @@ def test_a_backup_taken_during_uploads_and_a_gc_restores_on_either_backend(serve
             assert (snap / rel).read_bytes() == (folder / rel).read_bytes(), rel
         report = json.loads(there.cli("fsck", "--deep", "--json").stdout.strip().splitlines()[-1])
         assert not report["damaged"] and report["findings"] == [], report
+        # The restored index's audit log has the backup it came from, then its restore.
+        actions = [json.loads(line)["action"] for line in there.cli("audit", "--json").stdout.splitlines() if line]
+        assert actions[0] == "backup.restore", actions
 
     # --verify finds a flipped byte in a backed-up xorb.
     if in_bucket:

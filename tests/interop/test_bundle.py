@@ -47,6 +47,9 @@ def test_export_then_import_and_download_offline(server, hub_py, tmp_path):
     assert report["new_xorbs"] == report["xorbs"] > 0, report
     got = site.cli("import", str(data_bundle), "--json")
     assert json.loads(got.stdout.strip().splitlines()[-1])["mirrored"] is True
+    imports = [json.loads(line) for line in site.cli("audit", "--json").stdout.splitlines() if line.strip()]
+    assert {(e["action"], e["target"]) for e in imports if e["actor"].startswith("cli:")} >= {
+        ("bundle.import", "alice/model"), ("bundle.import", "datasets/alice/data")}, imports
 
     reader = Hub(hub_py, tmp_path / "reader", site, None)
     out = reader.run(f"""

@@ -87,6 +87,9 @@ def test_compaction_rewrites_a_thinned_out_upload_and_a_held_plan_still_reads(se
     assert rep["compacted_xorbs"] == dry["compacted_xorbs"] and rep["new_xorbs"] >= 1, rep
     assert rep["files_moved"] == len(kept) and rep["freed_bytes"] == dry["freed_bytes"], rep
     assert compact(srv)["candidates"] == 0  # nothing left to do
+    # Each run that changed something is in the audit log (the dry run is not): the two real ones here.
+    runs = [line for line in srv.cli("audit", "--json").stdout.splitlines() if '"compact.run"' in line]
+    assert len(runs) == 2, runs
 
     # New plans name the new xorb; the held plan still reads, from the old one, byte-exact.
     now = reconstruction(srv, tok, kept[0][1]["hash"])

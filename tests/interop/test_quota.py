@@ -36,6 +36,7 @@ def test_a_full_quota_stops_an_upload_with_the_message_users_know(server, tmp_pa
     hub.run('api.create_repo("alice/m")')
     upload(hub, a, "a.bin")
     srv.cli("quota", "set", "alice", "8MiB")
+    assert "quota.set" in srv.cli("audit", "--ns", "alice").stdout
     before = usage(srv, tok, measure=True)
     assert before["limit"] == 8 * MiB and before["exact"], before
     assert usage(srv, tok) == {k: before[k] for k in ("namespace", "used", "exact", "measuredAt", "limit")}

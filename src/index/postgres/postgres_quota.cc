@@ -21,12 +21,24 @@ constexpr pg::Statement kListQuotas{
     "SELECT namespace, limit_bytes, used_bytes, pending_bytes, reserved_bytes, reserved_at, measured_at, "
     "generation, stale "
     "FROM quotas WHERE namespace > $1::text ORDER BY namespace LIMIT $2::int8"};
-constexpr pg::Statement kSetQuotaLimit{
-    "set_quota_limit",
-    "INSERT INTO quotas(namespace, limit_bytes) VALUES ($1::text, $2::int8) "
-    "ON CONFLICT (namespace) DO UPDATE SET limit_bytes = EXCLUDED.limit_bytes"};
-constexpr pg::Statement kDeleteQuota{"delete_quota",
-                                     "DELETE FROM quotas WHERE namespace = $1::text RETURNING namespace"};
+// $3..$10: the audit event (NULLs: none), written in the statement that makes the change.
+constexpr pg::Statement kSetQuotaLimit{"set_quota_limit", R"sql(
+WITH q AS (
+  INSERT INTO quotas(namespace, limit_bytes) VALUES ($1::text, $2::int8)
+  ON CONFLICT (namespace) DO UPDATE SET limit_bytes = EXCLUDED.limit_bytes RETURNING 1),
+au AS (
+  INSERT INTO audit_events(at, actor, token_id, client, action, ns, target, detail)
+  SELECT $3::int8, $4::text, $5::text, $6::text, $7::text, $8::text, $9::text, $10::text
+  FROM q WHERE $3::int8 IS NOT NULL)
+SELECT count(*)::int8 FROM q)sql"};
+// $2..$9: the audit event, written only when a record was deleted.
+constexpr pg::Statement kDeleteQuota{"delete_quota", R"sql(
+WITH d AS (DELETE FROM quotas WHERE namespace = $1::text RETURNING namespace),
+au AS (
+  INSERT INTO audit_events(at, actor, token_id, client, action, ns, target, detail)
+  SELECT $2::int8, $3::text, $4::text, $5::text, $6::text, $7::text, $8::text, $9::text
+  FROM d WHERE $2::int8 IS NOT NULL)
+SELECT namespace FROM d)sql"};
 constexpr pg::Statement kSettleQuota{
     "settle_quota",
     "UPDATE quotas SET reserved_bytes = GREATEST(reserved_bytes - $2::int8, 0), "
@@ -85,7 +97,8 @@ Result<std::vector<QuotaRecord>> PostgresIndex::ListQuotas(std::optional<std::st
   return out;
 }
 
-Status PostgresIndex::SetQuotaLimit(std::string_view ns, std::optional<uint64_t> limit) {
+Status PostgresIndex::SetQuotaLimit(std::string_view ns, std::optional<uint64_t> limit,
+                                    const AuditEvent* audit) {
   pg::Params p;
   p.Text(ns);
   if (limit) {
@@ -94,13 +107,17 @@ Status PostgresIndex::SetQuotaLimit(std::string_view ns, std::optional<uint64_t>
   } else {
     p.Null();
   }
+  AuditParams(p, audit);
   auto rows = Query(kSetQuotaLimit, p);
   if (!rows.ok()) return rows.error();
   return Ok{};
 }
 
-Result<bool> PostgresIndex::DeleteQuota(std::string_view ns) {
-  auto rows = Query(kDeleteQuota, pg::Params().Text(ns));
+Result<bool> PostgresIndex::DeleteQuota(std::string_view ns, const AuditEvent* audit) {
+  pg::Params p;
+  p.Text(ns);
+  AuditParams(p, audit);
+  auto rows = Query(kDeleteQuota, p);
   if (!rows.ok()) return rows.error();
   return rows->size() == 1;
 }

@@ -151,7 +151,11 @@ put AS (
   SELECT r.id, u.path, u.file, u.size, u.mtime, NULLIF(u.content_type, ''), u.uploaded_at FROM r, u
   WHERE u.file IS NOT NULL
   ON CONFLICT (repo, path) DO UPDATE SET file = excluded.file, size = excluded.size, mtime = excluded.mtime,
-    content_type = excluded.content_type, uploaded_at = excluded.uploaded_at)
+    content_type = excluded.content_type, uploaded_at = excluded.uploaded_at),
+au AS (
+  INSERT INTO audit_events(at, actor, token_id, client, action, ns, target, detail)
+  SELECT $8::int8, $9::text, $10::text, $11::text, $12::text, $13::text, $14::text, $15::text
+  FROM r WHERE $8::int8 IS NOT NULL)
 SELECT count(*)::int8 FROM r)sql"};
 constexpr pg::Statement kListBucket{"list_bucket", R"sql(
 SELECT path, file, size, mtime, content_type, uploaded_at FROM bucket_files
@@ -569,7 +573,8 @@ BucketFile BucketFileFromRow(const pg::Rows& rows, int r, int col) {
 
 }  // namespace
 
-Status PostgresIndex::ChangeBucket(int64_t repo, const std::vector<BucketChange>& changes) {
+Status PostgresIndex::ChangeBucket(int64_t repo, const std::vector<BucketChange>& changes,
+                                   const AuditEvent* audit) {
   std::vector<std::string> paths, types;
   std::vector<std::optional<std::span<const uint8_t>>> hashes;
   std::vector<int64_t> sizes, mtimes, uploaded;
@@ -595,6 +600,7 @@ Status PostgresIndex::ChangeBucket(int64_t repo, const std::vector<BucketChange>
   req.params.Int8(repo).TextArray(paths).ByteaArray(hashes).Int8Array(sizes).Int8Array(mtimes).TextArray(
       types);
   req.params.Int8Array(uploaded);
+  AuditParams(req.params, audit);
   if (auto st = writes_->Submit(req); !st.ok()) return st;
   if (found == 0) return RepoNotIndexed(repo);
   return Ok{};

@@ -128,8 +128,8 @@ class SqliteIndex final : public Index {
   // ---- Quotas
   Result<std::optional<QuotaRecord>> GetQuota(std::string_view ns) override;
   Result<std::vector<QuotaRecord>> ListQuotas(std::optional<std::string_view> after, size_t limit) override;
-  Status SetQuotaLimit(std::string_view ns, std::optional<uint64_t> limit) override;
-  Result<bool> DeleteQuota(std::string_view ns) override;
+  Status SetQuotaLimit(std::string_view ns, std::optional<uint64_t> limit, const AuditEvent* audit) override;
+  Result<bool> DeleteQuota(std::string_view ns, const AuditEvent* audit) override;
   Status SettleQuota(std::string_view ns, uint64_t bytes, bool published) override;
   Result<bool> RecordQuotaMeasure(std::string_view ns, const QuotaMeasure& measure, uint64_t charge) override;
   Status MarkQuotaStale(std::optional<std::string_view> ns) override;
@@ -153,7 +153,8 @@ class SqliteIndex final : public Index {
                                                           size_t max_bytes) override;
   Result<std::vector<Ref>> ListRefs(int64_t repo) override;
   Status UpdateRef(int64_t repo, const RefUpdate& update) override;
-  Status ChangeBucket(int64_t repo, const std::vector<BucketChange>& changes) override;
+  Status ChangeBucket(int64_t repo, const std::vector<BucketChange>& changes,
+                      const AuditEvent* audit) override;
   Result<std::vector<BucketFile>> ListBucket(int64_t repo, std::string_view prefix,
                                              std::optional<std::string_view> from, size_t limit) override;
   Result<std::vector<std::optional<BucketFile>>> GetBucketFiles(

@@ -96,7 +96,8 @@ Result<std::vector<QuotaRecord>> SqliteIndex::ListQuotas(std::optional<std::stri
   return out;
 }
 
-Status SqliteIndex::SetQuotaLimit(std::string_view ns, std::optional<uint64_t> limit) {
+Status SqliteIndex::SetQuotaLimit(std::string_view ns, std::optional<uint64_t> limit,
+                                  const AuditEvent* audit) {
   if (limit) {
     if (auto st = CheckBytes(*limit); !st.ok()) return st;
   }
@@ -109,11 +110,12 @@ Status SqliteIndex::SetQuotaLimit(std::string_view ns, std::optional<uint64_t> l
     } else {
       s->BindNull(2);
     }
-    return c.Run(*s, "set quota");
+    if (auto run = c.Run(*s, "set quota"); !run.ok()) return run;
+    return WriteAudit(c, audit);
   });
 }
 
-Result<bool> SqliteIndex::DeleteQuota(std::string_view ns) {
+Result<bool> SqliteIndex::DeleteQuota(std::string_view ns, const AuditEvent* audit) {
   bool deleted = false;
   auto st = Write([&](Conn& c) -> Status {
     auto s = c.Prepare(kDeleteQuota);
@@ -121,7 +123,7 @@ Result<bool> SqliteIndex::DeleteQuota(std::string_view ns) {
     s->Bind(1, ns);
     if (auto run = c.Run(*s, "delete quota"); !run.ok()) return run;
     deleted = c.changes() == 1;
-    return Ok{};
+    return deleted ? WriteAudit(c, audit) : Status(Ok{});
   });
   if (!st.ok()) return st.error();
   return deleted;

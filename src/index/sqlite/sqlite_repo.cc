@@ -530,7 +530,8 @@ BucketFile BucketFileFromRow(const Stmt& s) {
 
 }  // namespace
 
-Status SqliteIndex::ChangeBucket(int64_t repo, const std::vector<BucketChange>& changes) {
+Status SqliteIndex::ChangeBucket(int64_t repo, const std::vector<BucketChange>& changes,
+                                 const AuditEvent* audit) {
   return Write([&](Conn& c) -> Status {
     if (auto st = RepoExists(c, repo); !st.ok()) return st;
     for (const BucketChange& ch : changes) {
@@ -548,7 +549,7 @@ Status SqliteIndex::ChangeBucket(int64_t repo, const std::vector<BucketChange>& 
       }
       if (auto st = c.Run(*s, "change bucket"); !st.ok()) return st;
     }
-    return Ok{};
+    return WriteAudit(c, audit);
   });
 }
 
