@@ -10,6 +10,7 @@
 #include "config/config.h"
 #include "gc/collector.h"
 #include "hub/hub_check.h"
+#include "people/people_check.h"
 #include "repair/fsck.h"
 
 namespace cairn::cli {
@@ -32,6 +33,25 @@ json::object HubJson(const hub::HubCheckReport& h) {
                       {"findings", std::move(findings)}};
 }
 
+// Accounts, memberships, tokens and trust policies (people/people_check.h): damage, or notices.
+json::object PeopleJson(const people::PeopleCheckReport& p) {
+  json::array findings;
+  for (const auto& f : p.findings) {
+    findings.push_back(json::object{
+        {"kind", f.damage ? "damage" : "notice"}, {"object", f.what}, {"id", f.id}, {"detail", f.detail}});
+  }
+  return json::object{{"accounts", p.accounts},     {"members", p.members},
+                      {"tokens", p.tokens},         {"publishers", p.publishers},
+                      {"generation", p.generation}, {"findings", std::move(findings)}};
+}
+
+void PrintPeople(const people::PeopleCheckReport& p) {
+  for (const auto& f : p.findings)
+    std::cout << (f.damage ? "damaged " : "notice ") << f.what << " " << f.id << ": " << f.detail << "\n";
+  std::cout << "people: " << p.accounts << " accounts, " << p.members << " memberships, " << p.tokens
+            << " tokens, " << p.publishers << " trust policies; " << p.findings.size() << " finding(s)\n";
+}
+
 // The collector's quarantine: never damage (docs/operations.md).
 json::object LifecycleJson(const gc::Lifecycle& l) {
   return json::object{{"quarantined_files", l.quarantined_files}, {"quarantined_xorbs", l.quarantined_xorbs},
@@ -41,7 +61,8 @@ json::object LifecycleJson(const gc::Lifecycle& l) {
 }
 
 void Print(const repair::FsckReport& r, const hub::HubCheckReport* hub, const gc::Lifecycle* life,
-           bool as_json) {
+           const people::PeopleCheckReport* people, bool as_json) {
+  const bool damaged = r.damaged() || (people != nullptr && people->damaged());
   if (as_json) {
     json::array findings;
     for (const auto& f : r.findings) {
@@ -62,10 +83,11 @@ void Print(const repair::FsckReport& r, const hub::HubCheckReport* hub, const gc
                                   {"checked_terms", r.checked_terms},
                                   {"verified_bytes", r.verified_bytes},
                                   {"repaired", r.repaired},
-                                  {"damaged", r.damaged()},
+                                  {"damaged", damaged},
                                   {"findings", std::move(findings)},
                                   {"hub", hub != nullptr ? json::value(HubJson(*hub)) : nullptr},
-                                  {"gc", life != nullptr ? json::value(LifecycleJson(*life)) : nullptr}})
+                                  {"gc", life != nullptr ? json::value(LifecycleJson(*life)) : nullptr},
+                                  {"people", people != nullptr ? json::value(PeopleJson(*people)) : nullptr}})
               << "\n";
     return;
   }
@@ -77,6 +99,7 @@ void Print(const repair::FsckReport& r, const hub::HubCheckReport* hub, const gc
               << hub->findings.size()
               << " stored value(s) today's rules refuse (served safely, not damage)\n";
   }
+  if (people != nullptr) PrintPeople(*people);
   if (life != nullptr && (life->quarantined_files + life->quarantined_xorbs) > 0) {
     std::cout << "gc: " << life->quarantined_files << " files and " << life->quarantined_xorbs << " xorbs ("
               << life->quarantined_bytes << " bytes) unreferenced, kept for the grace; "
@@ -99,7 +122,7 @@ void Print(const repair::FsckReport& r, const hub::HubCheckReport* hub, const gc
   if (r.verified_bytes > 0) std::cout << "; " << r.verified_bytes << " bytes verified";
   std::cout << "\n"
             << r.findings.size() << " finding(s), " << r.repaired
-            << " repaired: " << (r.damaged() ? "DAMAGED" : "no damage") << "\n";
+            << " repaired: " << (damaged ? "DAMAGED" : "no damage") << "\n";
 }
 
 // Opens what the configuration names and runs `run` on it.
@@ -139,6 +162,7 @@ int WithBackend(const char* name, const FsckCommandOptions& opts, bool check_hub
   }
   std::optional<hub::HubCheckReport> hub_report;
   std::optional<gc::Lifecycle> lifecycle;
+  std::optional<people::PeopleCheckReport> people_report;
   if (check_hub) {
     auto life = gc::ReadLifecycle(*index, Clock::System().UnixSeconds(),
                                   static_cast<uint64_t>(cfg->gc_grace.count()));
@@ -153,9 +177,16 @@ int WithBackend(const char* name, const FsckCommandOptions& opts, bool check_hub
       return 2;
     }
     hub_report = std::move(*checked);
+    auto people = people::CheckPeople(*index);
+    if (!people) {
+      std::cerr << name << ": " << people.error().message << "\n";
+      return 2;
+    }
+    people_report = std::move(*people);
   }
-  Print(*report, hub_report ? &*hub_report : nullptr, lifecycle ? &*lifecycle : nullptr, opts.json);
-  return report->damaged() ? 1 : 0;
+  Print(*report, hub_report ? &*hub_report : nullptr, lifecycle ? &*lifecycle : nullptr,
+        people_report ? &*people_report : nullptr, opts.json);
+  return report->damaged() || (people_report && people_report->damaged()) ? 1 : 0;
 }
 
 }  // namespace

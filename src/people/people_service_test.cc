@@ -12,6 +12,7 @@
 #include "index/open_index.h"
 #include "people/directory.h"
 #include "people/names.h"
+#include "people/people_check.h"
 #include "people/reach.h"
 #include "people/token_text.h"
 
@@ -313,6 +314,61 @@ TEST_F(PeopleServiceTest, UsesAreNotedCoarsely) {
   ASSERT_EQ(uses.size(), 1u);
   ASSERT_TRUE(index_->NoteTokenUses(uses).ok());
   EXPECT_EQ(index_->FindToken(token->record.id)->last_used_at, 1'800'000'000 + Directory::kUseResolution);
+}
+
+// fsck's people check: what cairn writes passes clean; rows written behind its back (the index's own calls,
+// which check nothing of names, hashes, grants or claims) are each found, as damage or as a notice.
+TEST_F(PeopleServiceTest, TheCheckFindsWhatCairnNeverWrites) {
+  ASSERT_TRUE(people_->CreateUser(kBy, "ann", "", false).ok());
+  ASSERT_TRUE(people_->CreateOrg(kBy, "acme", "").ok());
+  ASSERT_TRUE(people_->SetRole(kBy, "acme", "ann", OrgRole::kAdmin).ok());
+  ASSERT_TRUE(people_->CreateToken(kBy, "ann", "ci", TokenRole::kWrite, {}, std::chrono::hours(1)).ok());
+  auto clean = CheckPeople(*index_);
+  ASSERT_TRUE(clean.ok()) << clean.error().message;
+  EXPECT_TRUE(clean->findings.empty());
+  EXPECT_EQ(clean->accounts, 2u);
+  EXPECT_EQ(clean->members, 1u);
+  EXPECT_EQ(clean->tokens, 1u);
+
+  const auto bad =
+      index_->CreateAccount({.kind = index::AccountKind::kUser, .name = "bad name", .created_at = 1});
+  const auto lonely =
+      index_->CreateAccount({.kind = index::AccountKind::kOrg, .name = "lonely", .created_at = 1});
+  ASSERT_TRUE(bad.ok() && lonely.ok());
+  const index::TokenRecord bad_grants{.id = "00000000000000aa",
+                                      .owner = bad->id,
+                                      .name = "x",
+                                      .role = TokenRole::kFineGrained,
+                                      .grants = "z nothing",
+                                      .secret_hash = std::vector<uint8_t>(32, 1),
+                                      .created_at = 1,
+                                      .expires_at = 2'000'000'000};
+  ASSERT_TRUE(index_->CreateToken(bad_grants, nullptr).ok());
+  const index::PublisherRecord loose{.id = "tp_00000000000000aa",
+                                     .owner = lonely->id,
+                                     .repo = "acme/model",
+                                     .issuer = "http://ci.example",
+                                     .audience = "cairn",
+                                     .claims = "",
+                                     .role = TokenRole::kWrite,
+                                     .created_at = 1};
+  ASSERT_TRUE(index_->CreatePublisher(loose, nullptr).ok());
+
+  auto found = CheckPeople(*index_);
+  ASSERT_TRUE(found.ok()) << found.error().message;
+  EXPECT_TRUE(found->damaged());
+  std::vector<std::string> seen;
+  for (const auto& f : found->findings) {
+    seen.push_back(f.what + " " + f.id + (f.damage ? "" : " (notice)") + ": " + f.detail.substr(0, 20));
+  }
+  EXPECT_EQ(seen, (std::vector<std::string>{
+                      "account bad name: a name outside the H",
+                      "account lonely (notice): an organization with",
+                      "token 00000000000000aa: its grants do not pa",
+                      "publisher tp_00000000000000aa: its repository acme/",
+                      "publisher tp_00000000000000aa: its issuer is not ht",
+                      "publisher tp_00000000000000aa: it requires no claim",
+                  }));
 }
 
 }  // namespace

@@ -291,6 +291,10 @@ def test_an_organizations_members_act_by_their_roles(server, hub_py, tmp_path):
     refused = {(e["actor"], e["target"]) for e in events if e["action"] == "access.refused"}
     assert ("bob", f"{members}/carol") in refused and ("dave", "/api/repos/create") in refused, refused
     assert any(a == "carol" and t.startswith("/api/models/acme/model/") for a, t in refused), refused
+    # fsck reads the people too: five accounts, the two members left, the tokens; nothing damaged.
+    checked = json.loads(srv.cli("fsck", "--json").stdout.strip().splitlines()[-1])
+    assert not checked["damaged"] and checked["people"]["findings"] == [], checked["people"]
+    assert (checked["people"]["accounts"], checked["people"]["members"]) == (5, 2), checked["people"]
 
     # Git reads by the same rules: the reader clones, the stranger is told nothing is there.
     url = srv.url.replace("http://", "http://user:{}@") + "/acme/model"
