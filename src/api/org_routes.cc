@@ -2,10 +2,9 @@
 // (GET /api/organizations/{ns}/members, huggingface_hub's list_organization_members, for its members; 404 to
 // anyone else, as an organization they cannot see), and for its admins, each member's role
 // (PUT /api/organizations/{ns}/members/{user} {"role"}) and their removal (DELETE ...). A change is seen by
-// this node at once and by the others within their refresh (people/directory.h). The last admin stays: an
-// organization is never left without one through the API (an operator's `cairn org` can do anything).
-#include <algorithm>
-
+// this node at once and by the others within their refresh (people/directory.h). The last admin stays: the
+// index refuses (409) a change that would leave an organization without the admin it had, through the API or
+// `cairn org` alike.
 #include "api/hub_context.h"
 #include "common/printable.h"
 
@@ -49,15 +48,6 @@ void ListMembers(const HubContext& c, const std::shared_ptr<Exchange>& ex) {
   });
 }
 
-// Whether the change leaves the organization an admin.
-bool KeepsAnAdmin(const std::vector<people::Membership>& members, const std::string& user,
-                  std::optional<people::OrgRole> role) {
-  if (role == people::OrgRole::kAdmin) return true;
-  return std::any_of(members.begin(), members.end(), [&](const people::Membership& m) {
-    return m.role == people::OrgRole::kAdmin && m.account.name != user;
-  });
-}
-
 // Sets `user`'s role in the organization (nullopt: removes them), for its admins.
 void ChangeMember(const HubContext& c, const std::shared_ptr<Exchange>& ex,
                   std::optional<people::OrgRole> role) {
@@ -69,11 +59,7 @@ void ChangeMember(const HubContext& c, const std::shared_ptr<Exchange>& ex,
     return ex->Respond(HubErrorResponse(403, "", "changing " + org + "'s members is for its admins"));
   }
   ex->Offload([&c, ex, org, user, role, by = member->caller.Actor()] {
-    auto members = c.options.people_service->Members(org);
-    if (!members) return ex->Respond(HubErrorResponse(members.error()));
-    if (!KeepsAnAdmin(*members, user, role)) {
-      return ex->Respond(HubErrorResponse(409, "", org + " keeps an admin: make another member admin first"));
-    }
+    // The last admin stays (409): the index decides it in the change's transaction.
     if (auto st = c.options.people_service->SetRole(by, org, user, role); !st) {
       return ex->Respond(HubErrorResponse(st.error()));
     }

@@ -48,6 +48,10 @@ inline Error AccountIdNotIndexed(int64_t id) {
 inline Error NoSuchMembership() {
   return NotFound("a membership joins an organization and a user in the index");
 }
+// SetMember: the change would take the organization's last admin away.
+inline Error LastAdmin() {
+  return Conflict("the organization keeps an admin: make another member admin first");
+}
 inline Error TokenExists(std::string_view id) {
   return Conflict("token " + std::string(id) + " exists");
 }

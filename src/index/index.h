@@ -483,7 +483,9 @@ class PeopleIndex {
 
   // ---- Members
   // Makes user `user` a member of organization `org` with `role`, or no member (nullopt: a no-op when it was
-  // none). kNotFound when `org` is no organization or `user` no user.
+  // none). kNotFound when `org` is no organization or `user` no user; kConflict (LastAdmin) when `user` is
+  // the organization's only admin and would be no more: decided in the change's transaction, so two admins
+  // demoting each other at once cannot both succeed.
   virtual Status SetMember(int64_t org, int64_t user, std::optional<OrgRole> role,
                            const AuditEvent* audit) = 0;
   // The members of an organization, or the memberships of a user (`of` is its kind), removed ones left out.

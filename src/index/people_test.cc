@@ -138,6 +138,45 @@ TEST_P(PeopleTest, MembersJoinAnOrganizationWithARole) {
       Refused(index_->SetMember(9999, alice.id, OrgRole::kRead, nullptr).error(), NoSuchMembership()));
 }
 
+// The last admin stays: a change that would take an organization's only admin away is refused, decided in
+// its transaction: two admins demoting each other at once, through two connections (two nodes), leave one.
+TEST_P(PeopleTest, AnOrganizationKeepsItsLastAdmin) {
+  Open();
+  const AccountRecord alice = User("alice");
+  const AccountRecord bob = User("bob");
+  const AccountRecord acme = Org("acme");
+  ASSERT_TRUE(index_->SetMember(acme.id, bob.id, OrgRole::kWrite, nullptr).ok()) << "it had no admin to keep";
+  ASSERT_TRUE(index_->SetMember(acme.id, alice.id, OrgRole::kAdmin, nullptr).ok());
+  EXPECT_TRUE(Refused(index_->SetMember(acme.id, alice.id, OrgRole::kWrite, nullptr).error(), LastAdmin()));
+  EXPECT_TRUE(Refused(index_->SetMember(acme.id, alice.id, std::nullopt, nullptr).error(), LastAdmin()));
+  ASSERT_TRUE(index_->SetMember(acme.id, bob.id, std::nullopt, nullptr).ok()) << "others come and go";
+  ASSERT_TRUE(index_->SetMember(acme.id, alice.id, OrgRole::kAdmin, nullptr).ok()) << "no change";
+
+  auto other = OpenIndex(url_);
+  ASSERT_TRUE(other.ok()) << other.error().message;
+  for (int round = 0; round < 10; ++round) {
+    ASSERT_TRUE(index_->SetMember(acme.id, bob.id, OrgRole::kAdmin, nullptr).ok());
+    Status first = Ok{}, second = Ok{};
+    std::thread a([&] { first = index_->SetMember(acme.id, alice.id, OrgRole::kRead, nullptr); });
+    std::thread b([&] { second = (*other)->SetMember(acme.id, bob.id, OrgRole::kRead, nullptr); });
+    a.join();
+    b.join();
+    EXPECT_NE(first.ok(), second.ok()) << "round " << round << ": exactly one demotion stands";
+    const Status& lost = first.ok() ? second : first;
+    if (!lost.ok()) {
+      EXPECT_TRUE(Refused(lost.error(), LastAdmin())) << lost.error().message;
+    }
+    auto members = index_->ListMembers(AccountKind::kOrg, acme.id);
+    ASSERT_TRUE(members.ok());
+    int admins = 0;
+    for (const auto& m : *members) admins += m.role == OrgRole::kAdmin ? 1 : 0;
+    ASSERT_EQ(admins, 1) << "round " << round;
+    // The one demoted is admin again for the next round.
+    const int64_t demoted = first.ok() ? alice.id : bob.id;
+    ASSERT_TRUE(index_->SetMember(acme.id, demoted, OrgRole::kAdmin, nullptr).ok());
+  }
+}
+
 TEST_P(PeopleTest, TokensAreKeptByHashListedAndRevokedOnce) {
   Open();
   const AccountRecord alice = User("alice");

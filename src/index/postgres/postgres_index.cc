@@ -494,11 +494,17 @@ Result<pg::Rows> PostgresIndex::Query(const pg::Statement& s, const pg::Params& 
 }
 
 Status PostgresIndex::RunTransaction(std::span<const pg::Conn::BatchItem> items) {
+  auto rows = RunTransactionRows(items);
+  if (!rows.ok()) return rows.error();
+  return Ok{};
+}
+
+Result<std::vector<pg::Rows>> PostgresIndex::RunTransactionRows(std::span<const pg::Conn::BatchItem> items) {
   for (int attempt = 0;; ++attempt) {
     auto lease = Acquire();
     if (!lease.ok()) return lease.error();
     auto out = (*lease)->RunBatch(items);
-    if (out.ok()) return Ok{};
+    if (out.ok()) return std::move(*out);
     // A deadlock or serialization failure (nothing was stored), or a connection that broke while idle.
     if ((out.error().retryable || (*lease)->broken()) && attempt < 4) {
       std::this_thread::sleep_for(std::chrono::milliseconds(5 << attempt));

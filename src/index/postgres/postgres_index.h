@@ -221,6 +221,8 @@ class PostgresIndex final : public Index {
   // Runs the statements in one transaction on a pooled connection, all or nothing (retried a few times
   // after a deadlock or on a fresh connection).
   Status RunTransaction(std::span<const pg::Conn::BatchItem> items);
+  // The same, with each statement's rows.
+  Result<std::vector<pg::Rows>> RunTransactionRows(std::span<const pg::Conn::BatchItem> items);
   // Runs one statement on a pooled connection (retrying on a fresh one once).
   Result<pg::Rows> Query(const pg::Statement& s, const pg::Params& p);
   // kCommitShard's parameters for `commit`, registered at `now` (CommitShard, Repoint).

@@ -43,9 +43,19 @@ au AS (
   FROM u WHERE $5::int8 IS NOT NULL)
 SELECT id FROM u)sql"};
 // $1 org, $2 user, $3 role (NULL: removed). Answers one row: whether the two are an organization and a user.
+// Taken first in SetMember's transaction: every people change takes this row, so the statement after it sees
+// every membership committed before (READ COMMITTED gives each statement a new snapshot).
+constexpr pg::Statement kLockPeople{"lock_people", "SELECT n FROM people_generation FOR UPDATE"};
+// Answers whether both accounts are what they must be, and whether the change leaves the organization an
+// admin (or it had none).
 constexpr pg::Statement kSetMember{"set_member", R"sql(
-WITH ok AS (
+WITH a AS (
   SELECT 1 FROM accounts o, accounts u WHERE o.id = $1::int8 AND o.kind = 1 AND u.id = $2::int8 AND u.kind = 0),
+keeps AS (
+  SELECT 1 WHERE $3::int8 = 2
+    OR NOT EXISTS (SELECT 1 FROM members WHERE org = $1::int8 AND member = $2::int8 AND role = 2)
+    OR EXISTS (SELECT 1 FROM members WHERE org = $1::int8 AND member <> $2::int8 AND role = 2)),
+ok AS (SELECT 1 FROM a, keeps),
 g AS (UPDATE people_generation SET n = n + 1 WHERE EXISTS (SELECT 1 FROM ok) RETURNING n),
 m AS (
   INSERT INTO members(org, member, role, changed) SELECT $1::int8, $2::int8, $3::int8, g.n FROM g
@@ -58,7 +68,7 @@ au AS (
   INSERT INTO audit_events(at, actor, token_id, client, action, ns, target, detail)
   SELECT $4::int8, $5::text, $6::text, $7::text, $8::text, $9::text, $10::text, $11::text
   FROM m WHERE $4::int8 IS NOT NULL)
-SELECT count(*) FROM ok)sql"};
+SELECT (SELECT count(*) FROM a), (SELECT count(*) FROM keeps))sql"};
 constexpr pg::Statement kMembersOfOrg{"members_of_org", R"sql(
 SELECT org, member, role, changed FROM members WHERE org = $1::int8 AND role IS NOT NULL ORDER BY member)sql"};
 constexpr pg::Statement kMembershipsOfUser{"memberships_of_user", R"sql(
@@ -265,18 +275,21 @@ Status PostgresIndex::UpdateAccount(int64_t id, const AccountChange& change) {
 
 Status PostgresIndex::SetMember(int64_t org, int64_t user, std::optional<OrgRole> role,
                                 const AuditEvent* audit) {
-  bool joined = false;
-  WriteRequest req{
-      &kSetMember, {}, [&](const pg::Rows& rows) { joined = rows.size() == 1 && rows.Int8(0, 0) == 1; }};
-  req.params.Int8(org).Int8(user);
+  pg::Params params;
+  params.Int8(org).Int8(user);
   if (role) {
-    req.params.Int8(static_cast<uint8_t>(*role));
+    params.Int8(static_cast<uint8_t>(*role));
   } else {
-    req.params.Null();
+    params.Null();
   }
-  AuditParams(req.params, audit);
-  if (auto st = writes_->Submit(req); !st.ok()) return st;
-  if (!joined) return NoSuchMembership();
+  AuditParams(params, audit);
+  const pg::Params none;
+  const pg::Conn::BatchItem items[] = {{&kLockPeople, &none}, {&kSetMember, &params}};
+  auto rows = RunTransactionRows(items);
+  if (!rows.ok()) return rows.error();
+  const pg::Rows& answer = (*rows)[1];
+  if (answer.size() != 1 || answer.Int8(0, 0) != 1) return NoSuchMembership();
+  if (answer.Int8(0, 1) != 1) return LastAdmin();
   return Ok{};
 }
 

@@ -210,6 +210,8 @@ class SqliteIndex final : public Index {
   Status Revive(Conn& c, std::span<const XorbHash> xorbs, std::span<const FileHash> files);
   // In a write (sqlite_people.cc): the next people generation; the account `id` (nullopt: none).
   static Result<int64_t> NextPeopleGeneration(Conn& c);
+  // In a write: whether `user`'s new role in `org` leaves it an admin (or it had none: nothing to keep).
+  static Result<bool> KeepsAdmin(Conn& c, int64_t org, int64_t user, std::optional<OrgRole> role);
   // A revocation of a token or a trust policy: whether the row exists, then its revocation stamped with the
   // next people generation and written with its audit event only when it changed something.
   struct RevokeSql {

@@ -45,6 +45,11 @@ constexpr const char kSetMember[] =
     "OR EXISTS (SELECT 1 FROM members WHERE org = ?1 AND member = ?2 AND role IS NOT NULL) "
     "ON CONFLICT(org, member) DO UPDATE SET role = excluded.role, changed = excluded.changed "
     "WHERE members.role IS NOT excluded.role";
+// 1 when changing member ?2 of ?1 to role ?3 (NULL: removed) leaves the organization an admin, or it had
+// none.
+constexpr const char kKeepsAdmin[] =
+    "SELECT ?3 IS 2 OR NOT EXISTS (SELECT 1 FROM members WHERE org = ?1 AND member = ?2 AND role = 2) "
+    "OR EXISTS (SELECT 1 FROM members WHERE org = ?1 AND member <> ?2 AND role = 2)";
 constexpr const char kMembersOfOrg[] =
     "SELECT org, member, role, changed FROM members WHERE org = ?1 AND role IS NOT NULL ORDER BY member";
 constexpr const char kMembershipsOfUser[] =
@@ -247,6 +252,20 @@ Status SqliteIndex::UpdateAccount(int64_t id, const AccountChange& change) {
   });
 }
 
+// Whether the change leaves `org` an admin (or it had none): read in the change's transaction.
+Result<bool> SqliteIndex::KeepsAdmin(Conn& c, int64_t org, int64_t user, std::optional<OrgRole> role) {
+  auto s = c.Prepare(kKeepsAdmin);
+  if (!s.ok()) return s.error();
+  s->Bind(1, org).Bind(2, user);
+  if (role) {
+    s->Bind(3, int64_t{static_cast<uint8_t>(*role)});
+  } else {
+    s->BindNull(3);
+  }
+  if (const int rc = s->Step(); rc != SQLITE_ROW) return c.Err("check the organization's admins", rc);
+  return s->Int(0) == 1;
+}
+
 Status SqliteIndex::SetMember(int64_t org, int64_t user, std::optional<OrgRole> role,
                               const AuditEvent* audit) {
   return Write([&](Conn& c) -> Status {
@@ -256,6 +275,9 @@ Status SqliteIndex::SetMember(int64_t org, int64_t user, std::optional<OrgRole> 
     if (!u.ok()) return u.error();
     if (!*o || (*o)->kind != AccountKind::kOrg || !*u || (*u)->kind != AccountKind::kUser) {
       return NoSuchMembership();
+    }
+    if (auto keeps = KeepsAdmin(c, org, user, role); !keeps.ok() || !*keeps) {
+      return keeps.ok() ? LastAdmin() : keeps.error();
     }
     auto generation = NextPeopleGeneration(c);
     if (!generation.ok()) return generation.error();
