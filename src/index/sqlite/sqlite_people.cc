@@ -252,16 +252,25 @@ Status SqliteIndex::UpdateAccount(int64_t id, const AccountChange& change) {
   });
 }
 
+namespace {
+
+// ?1 the organization, ?2 the user, ?3 the role (NULL: no member).
+void BindMembership(Stmt& s, int64_t org, int64_t user, std::optional<OrgRole> role) {
+  s.Bind(1, org).Bind(2, user);
+  if (role) {
+    s.Bind(3, int64_t{static_cast<uint8_t>(*role)});
+  } else {
+    s.BindNull(3);
+  }
+}
+
+}  // namespace
+
 // Whether the change leaves `org` an admin (or it had none): read in the change's transaction.
 Result<bool> SqliteIndex::KeepsAdmin(Conn& c, int64_t org, int64_t user, std::optional<OrgRole> role) {
   auto s = c.Prepare(kKeepsAdmin);
   if (!s.ok()) return s.error();
-  s->Bind(1, org).Bind(2, user);
-  if (role) {
-    s->Bind(3, int64_t{static_cast<uint8_t>(*role)});
-  } else {
-    s->BindNull(3);
-  }
+  BindMembership(*s, org, user, role);
   if (const int rc = s->Step(); rc != SQLITE_ROW) return c.Err("check the organization's admins", rc);
   return s->Int(0) == 1;
 }
@@ -283,12 +292,7 @@ Status SqliteIndex::SetMember(int64_t org, int64_t user, std::optional<OrgRole> 
     if (!generation.ok()) return generation.error();
     auto s = c.Prepare(kSetMember);
     if (!s.ok()) return s.error();
-    s->Bind(1, org).Bind(2, user);
-    if (role) {
-      s->Bind(3, int64_t{static_cast<uint8_t>(*role)});
-    } else {
-      s->BindNull(3);
-    }
+    BindMembership(*s, org, user, role);
     s->Bind(4, *generation);
     if (auto run = c.Run(*s, "set member"); !run.ok()) return run;
     return c.changes() == 0 ? Ok{} : WriteAudit(c, audit);  // a role it had already is no change
