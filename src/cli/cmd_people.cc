@@ -134,6 +134,14 @@ int RunUserEnable(const PeopleOptions& opts) {
   });
 }
 
+int RunUserOperator(const PeopleOptions& opts) {
+  return WithPeople("user operator", opts, [&](PeopleService& people) -> Status {
+    if (auto st = people.SetOperator(CommandActor(), opts.name, !opts.off); !st) return st;
+    std::cout << opts.name << (opts.off ? " is no operator now\n" : " is an operator now\n");
+    return Ok{};
+  });
+}
+
 int RunOrgCreate(const PeopleOptions& opts) {
   return WithPeople("org create", opts, [&](PeopleService& people) -> Status {
     auto made = people.CreateOrg(CommandActor(), opts.name, opts.full_name);

@@ -142,7 +142,8 @@ void AddToken(CLI::App& app) {
 }
 
 void AddPeople(CLI::App& app) {
-  auto* user = app.add_subcommand("user", "Users: create, ls, show, disable, enable")->require_subcommand(1);
+  auto* user =
+      app.add_subcommand("user", "Users: create, ls, show, disable, enable, operator")->require_subcommand(1);
   const auto name = [](const char* help) {
     return [help](CLI::App* c, PeopleOptions& o) { c->add_option("NAME", o.name, help)->required(); };
   };
@@ -162,6 +163,11 @@ void AddPeople(CLI::App& app) {
                    });
   AddPeopleCommand(user, "disable", "Refuse every token of a user", RunUserDisable, name("The user"));
   AddPeopleCommand(user, "enable", "Accept a disabled user's tokens again", RunUserEnable, name("The user"));
+  AddPeopleCommand(user, "operator", "Make a user an operator of the site (--off: no more)", RunUserOperator,
+                   [](CLI::App* c, PeopleOptions& o) {
+                     c->add_option("NAME", o.name, "The user")->required();
+                     c->add_flag("--off", o.off, "Take the operator's rights away");
+                   });
 
   auto* org =
       app.add_subcommand("org", "Organizations: create, ls, show, add, remove, role")->require_subcommand(1);

@@ -87,6 +87,18 @@ def test_people_and_their_tokens_on_the_command_line(server):
     srv.cli("user", "enable", "bob")
     srv.cli("org", "remove", "acme", "bob")
     assert [m["name"] for m in _json_lines(srv.cli("org", "show", "acme", "--json").stdout)] == ["acme", "alice"]
+    # The last admin stays, for the command line too.
+    kept = srv.cli("org", "remove", "acme", "alice", expect_ok=False)
+    assert kept.returncode != 0 and "keeps an admin" in kept.stderr, kept.stderr
+
+    # The operator's flag comes and goes, each change in the audit log.
+    srv.cli("user", "operator", "bob")
+    assert _json_lines(srv.cli("user", "show", "bob", "--json").stdout)[0]["operator"] is True
+    srv.cli("user", "operator", "bob", "--off")
+    assert _json_lines(srv.cli("user", "show", "bob", "--json").stdout)[0]["operator"] is False
+    flags = [e["detail"] for e in _json_lines(srv.cli("audit", "--json", "--repo", "user bob").stdout)
+             if e["action"] == "user.operator"]
+    assert flags == ["not operator", "operator"], flags
 
 
 @PEOPLE
