@@ -12,7 +12,6 @@
 #include <openssl/rand.h>
 #include <spdlog/spdlog.h>
 
-#include <algorithm>
 #include <array>
 
 #include "api/hub_context.h"
@@ -181,12 +180,10 @@ void RevokePolicy(const HubContext& c, const std::shared_ptr<Exchange>& ex) {
   auto admin = PolicyAdmin(c, ex, ns);
   if (!admin) return;
   ex->Offload([&c, ex, ns, by = admin->Actor(), id = ex->request().Param("id")] {
-    auto policies = c.options.people_service->Publishers(ns);
-    if (!policies) return ex->Respond(HubErrorResponse(policies.error()));
-    const bool theirs = std::any_of(policies->begin(), policies->end(),
-                                    [&](const people::PublisherRecord& p) { return p.id == id; });
-    if (!theirs)
+    if (auto theirs = c.options.people_service->FindPublisher(ns, id); !theirs) {
+      if (theirs.error().code != ErrorCode::kNotFound) return ex->Respond(HubErrorResponse(theirs.error()));
       return ex->Respond(HubErrorResponse(404, "", "no trust policy " + Printable(id, 32) + " here"));
+    }
     auto revoked = c.options.people_service->RevokePublisher(by, id);
     if (!revoked) return ex->Respond(HubErrorResponse(revoked.error()));
     // This node refuses its tokens from now on; the others at their next refresh.

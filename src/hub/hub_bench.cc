@@ -19,6 +19,7 @@
 #include "common/worker_pool.h"
 #include "files/file_service.h"
 #include "hub/hub_service.h"
+#include "index/forwarding_index.h"
 #include "index/open_index.h"
 #include "index/testing/postgres_cluster.h"
 #include "ingest/upload_builder.h"
@@ -38,6 +39,17 @@ constexpr int kFilesPerFolder = 100;
   std::abort();
 }
 
+// The index without the audit event of a ref's update: the same commit, with nothing recorded.
+class Unaudited final : public index::ForwardingIndex {
+ public:
+  using ForwardingIndex::ForwardingIndex;
+  Status UpdateRef(int64_t repo, const index::RefUpdate& update) override {
+    index::RefUpdate bare = update;
+    bare.audit.reset();
+    return ForwardingIndex::UpdateRef(repo, bare);
+  }
+};
+
 struct Shared {
   fs::path dir;
   std::unique_ptr<index::testing::PostgresCluster> cluster;
@@ -49,6 +61,8 @@ struct Shared {
   std::unique_ptr<HubService> hub;
   std::unique_ptr<quota::QuotaService> quota;
   std::unique_ptr<HubService> hub_with_quota;  // the same, its commits admitted by `quota`
+  std::unique_ptr<Unaudited> unaudited;
+  std::unique_ptr<HubService> hub_unaudited;  // the same, its commits recording no audit event
   Repo repo;
   ObjectId head;
   std::optional<std::vector<uint8_t>> last_key;  // BM_CommitAuditRatio's branch "bench": its head (none yet)
@@ -96,8 +110,12 @@ struct Shared {
     HubOptions with_quota;
     with_quota.quota = quota.get();
     hub_with_quota = std::make_unique<HubService>(*index, *files, with_quota);
+    unaudited = std::make_unique<Unaudited>(*index);
+    hub_unaudited = std::make_unique<HubService>(*unaudited, *files, HubOptions{});
   }
   ~Shared() {
+    hub_unaudited.reset();
+    unaudited.reset();
     hub_with_quota.reset();
     quota.reset();
     hub.reset();
@@ -168,21 +186,23 @@ void Alternate(benchmark::State& state, Plain plain, With with, const std::strin
 // What a quota's admission adds to a commit, as a ratio: commits with and without the quota alternate within
 // one run (each timed alone), so that the drift of a long run (the history grows, PostgreSQL's updated rows
 // bloat until vacuumed) falls on both alike. Counters: the mean of each, in ms, and quota / plain.
+// One commit of a small file whose text changes each time, through `hub`, timed alone (ms).
+double TimedCommit(Shared& s, HubService& hub) {
+  static int n = 0;
+  CommitRequest c;
+  c.summary = "one more";
+  const std::string text = std::to_string(n++);
+  c.operations.emplace_back(AddInline{"d7/new.txt", {text.begin(), text.end()}});
+  const auto t0 = std::chrono::steady_clock::now();
+  auto made = hub.CreateCommit(s.alice, s.repo, c);
+  if (!made.ok()) Die(made.error().message);
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
 void BM_CommitQuotaRatio(benchmark::State& state) {
   Shared& s = Backend(state.range(0) != 0);
-  static int n = 0;
-  const auto commit = [&](HubService& hub) {
-    CommitRequest c;
-    c.summary = "one more";
-    const std::string text = std::to_string(n++);
-    c.operations.emplace_back(AddInline{"d7/new.txt", {text.begin(), text.end()}});
-    const auto t0 = std::chrono::steady_clock::now();
-    auto made = hub.CreateCommit(s.alice, s.repo, c);
-    if (!made.ok()) Die(made.error().message);
-    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  };
   Alternate(
-      state, [&] { return commit(*s.hub); }, [&] { return commit(*s.hub_with_quota); });
+      state, [&] { return TimedCommit(s, *s.hub); }, [&] { return TimedCommit(s, *s.hub_with_quota); });
 }
 
 // The same for a whole upload as the server sees one: a file of 16 MiB arrives as a xorb (validated, stored,
@@ -238,6 +258,15 @@ void BM_CommitAuditRatio(benchmark::State& state) {
       state, [&] { return commit(false); }, [&] { return commit(true); }, "audited");
 }
 
+// The same for a whole commit through the Hub service (its tree read and written, its objects, the branch's
+// compare-and-swap): with its audit event, and with the index dropping it (Unaudited), alternating.
+void BM_HubCommitAuditRatio(benchmark::State& state) {
+  Shared& s = Backend(state.range(0) != 0);
+  Alternate(
+      state, [&] { return TimedCommit(s, *s.hub_unaudited); }, [&] { return TimedCommit(s, *s.hub); },
+      "audited");
+}
+
 void BM_StatPath(benchmark::State& state) {
   Shared& s = Backend(state.range(0) != 0);
   for (auto _ : state) {
@@ -267,6 +296,12 @@ BENCHMARK(BM_CommitOneFile)->Args({0, 0})->Args({1, 0})->Unit(benchmark::kMillis
 BENCHMARK(BM_CommitQuotaRatio)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_UploadQuotaRatio)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(40);
 BENCHMARK(BM_CommitAuditRatio)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(300);
+BENCHMARK(BM_HubCommitAuditRatio)
+    ->Arg(0)
+    ->Arg(1)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->Iterations(300);
 BENCHMARK(BM_StatPath)->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK(BM_ListRecursive)
     ->Args({0, 1})

@@ -279,6 +279,10 @@ class ForwardingIndex : public Index {
     if (auto st = Before("UpdateAccount", {}); !st.ok()) return st.error();
     return inner_.UpdateAccount(id, change);
   }
+  Result<std::vector<AccountRecord>> GetAccounts(std::span<const int64_t> ids) override {
+    if (auto st = Before("GetAccounts", {}); !st.ok()) return st.error();
+    return inner_.GetAccounts(ids);
+  }
   Status SetMember(int64_t org, int64_t user, std::optional<OrgRole> role, const AuditEvent* audit) override {
     if (auto st = Before("SetMember", {}); !st.ok()) return st.error();
     return inner_.SetMember(org, user, role, audit);
@@ -311,6 +315,10 @@ class ForwardingIndex : public Index {
   Status CreatePublisher(const PublisherRecord& policy, const AuditEvent* audit) override {
     if (auto st = Before("CreatePublisher", {}); !st.ok()) return st.error();
     return inner_.CreatePublisher(policy, audit);
+  }
+  Result<PublisherRecord> FindPublisher(std::string_view id) override {
+    if (auto st = Before("FindPublisher", {}); !st.ok()) return st.error();
+    return inner_.FindPublisher(id);
   }
   Result<std::vector<PublisherRecord>> ListPublishers(std::optional<int64_t> owner) override {
     if (auto st = Before("ListPublishers", {}); !st.ok()) return st.error();

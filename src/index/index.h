@@ -480,6 +480,9 @@ class PeopleIndex {
                                                           size_t limit) = 0;
   // Changes the fields `change` gives; kNotFound when there is no account `id`.
   virtual Status UpdateAccount(int64_t id, const AccountChange& change) = 0;
+  // The accounts among `ids` that exist (at most kMaxListed ids), in no particular order: naming the members
+  // of an organization without reading every account.
+  virtual Result<std::vector<AccountRecord>> GetAccounts(std::span<const int64_t> ids) = 0;
 
   // ---- Members
   // Makes user `user` a member of organization `org` with `role`, or no member (nullopt: a no-op when it was
@@ -512,6 +515,8 @@ class PeopleIndex {
   // Stores a new policy (its `changed` is set here); kConflict when the id exists, kNotFound when `owner` is
   // no account.
   virtual Status CreatePublisher(const PublisherRecord& policy, const AuditEvent* audit) = 0;
+  // The policy with that id, revoked or not; kNotFound when none.
+  virtual Result<PublisherRecord> FindPublisher(std::string_view id) = 0;
   // The policies of `owner` (nullopt: every account's), revoked ones included, in id order.
   virtual Result<std::vector<PublisherRecord>> ListPublishers(std::optional<int64_t> owner) = 0;
   // Revokes the policy at `at`; false when it was revoked already (nothing changes), kNotFound when none.

@@ -128,6 +128,16 @@ TEST_P(PeopleTest, MembersJoinAnOrganizationWithARole) {
   EXPECT_TRUE(index_->SetMember(acme.id, bob.id, std::nullopt, nullptr).ok())
       << "removing no member changes nothing";
 
+  // Accounts by id: those that exist, a page at most.
+  const std::vector<int64_t> ids{bob.id, 9999, acme.id};
+  auto named = index_->GetAccounts(ids);
+  ASSERT_TRUE(named.ok()) << named.error().message;
+  std::set<std::string> names;
+  for (const auto& a : *named) names.insert(a.name);
+  EXPECT_EQ(names, (std::set<std::string>{"acme", "bob"}));
+  EXPECT_EQ(index_->GetAccounts(std::vector<int64_t>(PeopleIndex::kMaxListed + 1, bob.id)).error().code,
+            ErrorCode::kMalformed);
+
   // An organization joins no organization, a user has no members, and ids must name accounts.
   EXPECT_TRUE(
       Refused(index_->SetMember(acme.id, umbrella.id, OrgRole::kRead, nullptr).error(), NoSuchMembership()));
@@ -263,6 +273,11 @@ TEST_P(PeopleTest, TrustPoliciesAreKeptListedRevokedOnceAndRefreshed) {
   mine.owner = alice.id;
   mine.role = TokenRole::kFineGrained;
   EXPECT_EQ(index_->CreatePublisher(mine, nullptr).error().code, ErrorCode::kMalformed);
+  auto found = index_->FindPublisher("tp_1");
+  ASSERT_TRUE(found.ok()) << found.error().message;
+  EXPECT_EQ(found->owner, acme.id);
+  EXPECT_EQ(found->claims, "repository=acme/ci");
+  EXPECT_TRUE(Refused(index_->FindPublisher("tp_3").error(), PublisherNotIndexed("tp_3")));
 
   auto of_acme = index_->ListPublishers(acme.id);
   ASSERT_TRUE(of_acme.ok());

@@ -1,5 +1,6 @@
 // PeopleService's trust policies (people_service.h, publishers.h).
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -40,19 +41,24 @@ Result<std::vector<PublisherRecord>> PeopleService::Publishers(std::optional<std
   return index_.ListPublishers(owner);
 }
 
+Result<PublisherRecord> PeopleService::FindPublisher(std::string_view ns, std::string_view id) {
+  auto owner = Find(ns, std::nullopt);
+  if (!owner.ok()) return owner.error();
+  auto policy = index_.FindPublisher(id);
+  if (!policy.ok()) return policy.error();
+  if (policy->owner != owner->id)
+    return NotFound("no trust policy " + std::string(id) + " of " + owner->name);
+  return policy;
+}
+
 Result<bool> PeopleService::RevokePublisher(const Actor& by, std::string_view id) {
-  auto all = index_.ListPublishers(std::nullopt);
-  if (!all.ok()) return all.error();
-  std::string ns;
-  for (const PublisherRecord& p : *all) {
-    if (p.id != id) continue;
-    // The namespace the event is filed under: the owner's name.
-    auto accounts = List(std::nullopt);
-    if (!accounts.ok()) return accounts.error();
-    for (const AccountRecord& a : *accounts) {
-      if (a.id == p.owner) ns = a.name;
-    }
-  }
+  auto policy = index_.FindPublisher(id);
+  if (!policy.ok()) return policy.error();
+  // The namespace the event is filed under: the owner's name.
+  const int64_t owner_id = policy->owner;
+  auto owner = index_.GetAccounts(std::span<const int64_t>(&owner_id, 1));
+  if (!owner.ok()) return owner.error();
+  const std::string ns = owner->empty() ? "" : owner->front().name;
   const auto event =
       by.Event(clock_.UnixSeconds(), "publisher.revoke", ns, "trust policy " + std::string(id));
   return index_.RevokePublisher(id, clock_.UnixSeconds(), &event);

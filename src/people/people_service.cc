@@ -1,5 +1,8 @@
 #include "people/people_service.h"
 
+#include <algorithm>
+#include <span>
+#include <unordered_map>
 #include <utility>
 
 #include "common/utf8.h"
@@ -194,15 +197,20 @@ Status PeopleService::SetRole(const Actor& by, std::string_view org, std::string
 
 Result<std::vector<Membership>> PeopleService::WithAccounts(const std::vector<index::MemberRecord>& members,
                                                             bool orgs) {
-  // Few per account: one read each, by name from the listing of all (ids are not names).
-  auto all = List(orgs ? AccountKind::kOrg : AccountKind::kUser);
-  if (!all.ok()) return all.error();
+  // The accounts named, read by id a page at a time (ids are not names), then in the members' order.
+  std::vector<int64_t> ids;
+  for (const auto& m : members) ids.push_back(orgs ? m.org : m.user);
+  std::unordered_map<int64_t, AccountRecord> named;
+  for (size_t i = 0; i < ids.size(); i += index::PeopleIndex::kMaxListed) {
+    const size_t n = std::min(ids.size() - i, index::PeopleIndex::kMaxListed);
+    auto page = index_.GetAccounts(std::span<const int64_t>(ids).subspan(i, n));
+    if (!page.ok()) return page.error();
+    for (auto& a : *page) named.emplace(a.id, std::move(a));
+  }
   std::vector<Membership> out;
   for (const auto& m : members) {
-    const int64_t id = orgs ? m.org : m.user;
-    for (const auto& a : *all) {
-      if (a.id == id && m.role) out.push_back(Membership{.account = a, .role = *m.role});
-    }
+    auto it = named.find(orgs ? m.org : m.user);
+    if (it != named.end() && m.role) out.push_back(Membership{.account = it->second, .role = *m.role});
   }
   return out;
 }

@@ -107,6 +107,8 @@ class PeopleService {
   // Revokes policy `id` now (the tokens exchanged under it stop working with it); false when it was revoked
   // already.
   Result<bool> RevokePublisher(const Actor& by, std::string_view id);
+  // Policy `id` when namespace `ns` owns it; kNotFound otherwise (none, or another namespace's).
+  Result<PublisherRecord> FindPublisher(std::string_view ns, std::string_view id);
 
  private:
   Result<AccountRecord> Create(const Actor& by, AccountKind kind, std::string_view name,

@@ -111,6 +111,7 @@ class PostgresIndex final : public Index {
                                                   std::optional<std::string_view> after,
                                                   size_t limit) override;
   Status UpdateAccount(int64_t id, const AccountChange& change) override;
+  Result<std::vector<AccountRecord>> GetAccounts(std::span<const int64_t> ids) override;
   Status SetMember(int64_t org, int64_t user, std::optional<OrgRole> role, const AuditEvent* audit) override;
   Result<std::vector<MemberRecord>> ListMembers(AccountKind of, int64_t id) override;
   Status CreateToken(const TokenRecord& token, const AuditEvent* audit) override;
@@ -120,6 +121,7 @@ class PostgresIndex final : public Index {
   Result<bool> RevokeToken(std::string_view id, int64_t at, const AuditEvent* audit) override;
   Status NoteTokenUses(const std::vector<std::pair<std::string, int64_t>>& uses) override;
   Status CreatePublisher(const PublisherRecord& policy, const AuditEvent* audit) override;
+  Result<PublisherRecord> FindPublisher(std::string_view id) override;
   Result<std::vector<PublisherRecord>> ListPublishers(std::optional<int64_t> owner) override;
   Result<bool> RevokePublisher(std::string_view id, int64_t at, const AuditEvent* audit) override;
   Result<PeopleChanges> PeopleChangedSince(int64_t generation) override;

@@ -116,6 +116,12 @@ au AS (
   SELECT $9::int8, $10::text, $11::text, $12::text, $13::text, $14::text, $15::text, $16::text
   FROM t WHERE $9::int8 IS NOT NULL)
 SELECT (SELECT count(*) FROM ok), (SELECT count(*) FROM t))sql"};
+constexpr pg::Statement kGetAccounts{"get_accounts", R"sql(
+SELECT id, kind, name, full_name, is_operator, disabled, created_at, changed FROM accounts
+WHERE id = ANY($1::int8[]))sql"};
+constexpr pg::Statement kFindPublisher{"find_publisher", R"sql(
+SELECT id, owner, repo, issuer, audience, claims, role, created_at, revoked_at, changed
+FROM publishers WHERE id = $1::text)sql"};
 constexpr pg::Statement kListPublishers{"list_publishers", R"sql(
 SELECT id, owner, repo, issuer, audience, claims, role, created_at, revoked_at, changed
 FROM publishers WHERE ($1::int8 IS NULL OR owner = $1::int8) ORDER BY id)sql"};
@@ -375,6 +381,22 @@ Status PostgresIndex::CreatePublisher(const PublisherRecord& policy, const Audit
   if (!owner_ok) return PublisherOwnerNotIndexed(policy.owner);
   if (!stored) return PublisherExists(policy.id);
   return Ok{};
+}
+
+Result<std::vector<AccountRecord>> PostgresIndex::GetAccounts(std::span<const int64_t> ids) {
+  if (auto st = CheckPageLimit(ids.size(), PeopleIndex::kMaxListed); !st.ok()) return st.error();
+  pg::Params p;
+  p.Int8Array(ids);
+  auto rows = Query(kGetAccounts, p);
+  if (!rows.ok()) return rows.error();
+  return AllRows(*rows, AccountFromRow);
+}
+
+Result<PublisherRecord> PostgresIndex::FindPublisher(std::string_view id) {
+  auto rows = Query(kFindPublisher, pg::Params().Text(id));
+  if (!rows.ok()) return rows.error();
+  if (rows->size() == 0) return PublisherNotIndexed(id);
+  return PublisherFromRow(*rows, 0);
 }
 
 Result<std::vector<PublisherRecord>> PostgresIndex::ListPublishers(std::optional<int64_t> owner) {

@@ -75,6 +75,9 @@ constexpr const char kTokenExists[] = "SELECT 1 FROM tokens WHERE id = ?1";
 constexpr const char kCreatePublisher[] =
     "INSERT INTO publishers(id, owner, repo, issuer, audience, claims, role, created_at, changed) "
     "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) ON CONFLICT(id) DO NOTHING";
+constexpr const char kFindPublisher[] =
+    "SELECT id, owner, repo, issuer, audience, claims, role, created_at, revoked_at, changed FROM publishers "
+    "WHERE id = ?1";
 // ?1 owner or NULL (everybody's).
 constexpr const char kListPublishers[] =
     "SELECT id, owner, repo, issuer, audience, claims, role, created_at, revoked_at, changed FROM publishers "
@@ -151,6 +154,19 @@ Result<int64_t> SqliteIndex::NextPeopleGeneration(Conn& c) {
   const int rc = s->Step();
   if (rc != SQLITE_ROW) return c.Err("next people generation", rc);
   return s->Int(0);
+}
+
+Result<std::vector<AccountRecord>> SqliteIndex::GetAccounts(std::span<const int64_t> ids) {
+  if (auto st = CheckPageLimit(ids.size(), PeopleIndex::kMaxListed); !st.ok()) return st.error();
+  auto r = AcquireReader();
+  if (!r.ok()) return r.error();
+  std::vector<AccountRecord> out;
+  for (const int64_t id : ids) {
+    auto found = AccountIn(**r, id);
+    if (!found.ok()) return found.error();
+    if (*found) out.push_back(std::move(**found));
+  }
+  return out;
 }
 
 // The account `id` as a writer sees it; nullopt when none.
@@ -405,6 +421,18 @@ Status SqliteIndex::CreatePublisher(const PublisherRecord& policy, const AuditEv
     if (c.changes() == 0) return PublisherExists(policy.id);
     return WriteAudit(c, audit);
   });
+}
+
+Result<PublisherRecord> SqliteIndex::FindPublisher(std::string_view id) {
+  auto r = AcquireReader();
+  if (!r.ok()) return r.error();
+  auto s = (*r)->Prepare(kFindPublisher);
+  if (!s.ok()) return s.error();
+  s->Bind(1, id);
+  const int rc = s->Step();
+  if (rc == SQLITE_DONE) return PublisherNotIndexed(id);
+  if (rc != SQLITE_ROW) return (*r)->Err("find trust policy", rc);
+  return PublisherFromRow(*s);
 }
 
 Result<std::vector<PublisherRecord>> SqliteIndex::ListPublishers(std::optional<int64_t> owner) {
