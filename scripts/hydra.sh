@@ -14,25 +14,9 @@
 set -euo pipefail
 
 VERSION=v2.3.0
-cache=${CAIRN_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/cairn}/hydra/$VERSION
-bin=$cache/hydra
-
-if [[ "${1:-}" == "--path" ]]; then
-  [[ -x "$bin" ]] || exit 1
-  echo "$bin"
-  exit 0
-fi
-if [[ -x "$bin" ]]; then
-  echo "$bin"
-  exit 0
-fi
-
-export PATH="$PATH:/usr/local/go/bin"
-command -v go >/dev/null || { echo "hydra.sh: needs Go (the go command) to build hydra" >&2; exit 1; }
-mkdir -p "$cache"
-work=$(mktemp -d "$cache/build.XXXXXX")
-trap 'chmod -R u+w "$work" 2>/dev/null; rm -rf "$work"' EXIT
-echo "hydra.sh: building hydra $VERSION (first time only)" >&2
+# shellcheck source=go_cache.sh
+source "$(dirname "${BASH_SOURCE[0]}")/go_cache.sh"
+go_cache_begin hydra "$VERSION" hydra "${1:-}"
 src=$(cd "$work" && GOFLAGS=-mod=mod go mod download -json "github.com/ory/hydra/v2@$VERSION" |
       sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
 [[ -n "$src" && -f "$src/go.mod" ]] || { echo "hydra.sh: the module source did not download" >&2; exit 1; }

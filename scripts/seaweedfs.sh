@@ -13,24 +13,9 @@
 set -euo pipefail
 
 VERSION=v0.0.0-20261109003541-7506e5f91cd6
-cache=${CAIRN_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/cairn}/seaweedfs/$VERSION
-bin=$cache/weed
-
-if [[ "${1:-}" == "--path" ]]; then
-  [[ -x "$bin" ]] || exit 1
-  echo "$bin"
-  exit 0
-fi
-if [[ -x "$bin" ]]; then
-  echo "$bin"
-  exit 0
-fi
-
-export PATH="$PATH:/usr/local/go/bin"
-command -v go >/dev/null || { echo "seaweedfs.sh: needs Go (the go command) to build weed" >&2; exit 1; }
-mkdir -p "$cache"
-work=$(mktemp -d "$cache/build.XXXXXX")
-trap 'rm -rf "$work"' EXIT
+# shellcheck source=go_cache.sh
+source "$(dirname "${BASH_SOURCE[0]}")/go_cache.sh"
+go_cache_begin seaweedfs "$VERSION" weed "${1:-}"
 cd "$work"
 cat >go.mod <<EOF
 module cairn.local/seaweedfs-build
@@ -48,7 +33,6 @@ package tools
 
 import _ "github.com/seaweedfs/seaweedfs/weed"
 EOF
-echo "seaweedfs.sh: building weed $VERSION (first time only; ~20 min)" >&2
 GOFLAGS=-mod=mod go mod tidy >&2
 GOFLAGS=-mod=mod CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o "$work/weed" github.com/seaweedfs/seaweedfs/weed >&2
 "$work/weed" version >&2
