@@ -10,10 +10,13 @@
 #include <benchmark/benchmark.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
+#include <numeric>
+#include <vector>
 
 #include "cas/service.h"
 #include "common/worker_pool.h"
@@ -161,25 +164,35 @@ void BM_CommitOneFile(benchmark::State& state) {
 }
 
 // Runs `plain` and `with` (each returning its own time in ms) alternately, which one first alternating too,
-// and reports their means (plain_ms, <what>_ms) and their ratio as counters.
+// and reports their means (plain_ms, <what>_ms) and their ratio as counters, and the medians of each
+// (plain_median_ms, <what>_median_ms, median_ratio): a disk's occasional slow flush moves a mean by more than
+// the difference measured, not the median.
 template <typename Plain, typename With>
 void Alternate(benchmark::State& state, Plain plain, With with, const std::string& what = "quota") {
-  double plain_ms = 0;
-  double with_ms = 0;
-  int64_t pairs = 0;
+  std::vector<double> plains;
+  std::vector<double> withs;
   for (auto _ : state) {
-    if (pairs % 2 == 0) {
-      plain_ms += plain();
-      with_ms += with();
+    if (plains.size() % 2 == 0) {
+      plains.push_back(plain());
+      withs.push_back(with());
     } else {
-      with_ms += with();
-      plain_ms += plain();
+      withs.push_back(with());
+      plains.push_back(plain());
     }
-    ++pairs;
   }
-  state.counters["plain_ms"] = plain_ms / static_cast<double>(pairs);
-  state.counters[what + "_ms"] = with_ms / static_cast<double>(pairs);
-  state.counters["ratio"] = with_ms / plain_ms;
+  const auto mean = [](const std::vector<double>& v) {
+    return std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size());
+  };
+  const auto median = [](std::vector<double> v) {
+    std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
+    return v[v.size() / 2];
+  };
+  state.counters["plain_ms"] = mean(plains);
+  state.counters[what + "_ms"] = mean(withs);
+  state.counters["ratio"] = mean(withs) / mean(plains);
+  state.counters["plain_median_ms"] = median(plains);
+  state.counters[what + "_median_ms"] = median(withs);
+  state.counters["median_ratio"] = median(withs) / median(plains);
   state.SetLabel(state.range(0) != 0 ? "postgres" : "sqlite");
 }
 

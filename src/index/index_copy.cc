@@ -43,8 +43,8 @@ struct Table {
 // schema 17 leases, which are held by running processes: not copied; schema 18 the mirrored repositories'
 // last reads, copied: the mirror's eviction order; schema 19 people (accounts, members, tokens) with their
 // generations, and the newest generation raised to theirs; schema 20 the audit log, copied with its ids;
-// schema 21 the trust policies, with their generations like tokens.)
-static_assert(SqliteIndex::kSchemaVersion == 21 && PostgresIndex::kSchemaVersion == 21,
+// schema 21 the trust policies, with their generations like tokens; schema 22 indexes only.)
+static_assert(SqliteIndex::kSchemaVersion == 22 && PostgresIndex::kSchemaVersion == 22,
               "a new schema version must be reflected in kTables");
 
 // Each scope's totals from its rows (schema 7's scope_totals), the same SQL on both backends.

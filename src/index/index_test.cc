@@ -119,6 +119,20 @@ class IndexTest : public BackendTest {
   // added: indexes, tables, the columns and rows that migrations 7 and 9 fill from the rows, and schema 11's
   // functions).
   void SetSchemaVersion(int version) {
+    if (version >= 20 && version < 22) {
+      // Schema 20's log, its rows kept (AUTOINCREMENT, an index by actor).
+      ExecRaw(
+          "CREATE TABLE audit_events_20(id INTEGER PRIMARY KEY AUTOINCREMENT, at INTEGER NOT NULL, actor "
+          "TEXT NOT "
+          "NULL, token_id TEXT NOT NULL, client TEXT NOT NULL, action TEXT NOT NULL, ns TEXT NOT NULL, "
+          "target TEXT "
+          "NOT NULL, detail TEXT NOT NULL); INSERT INTO audit_events_20 SELECT * FROM audit_events; DROP "
+          "TABLE "
+          "audit_events; ALTER TABLE audit_events_20 RENAME TO audit_events; CREATE INDEX audit_events_at ON "
+          "audit_events(at); CREATE INDEX audit_events_actor ON audit_events(actor, id); CREATE INDEX "
+          "audit_events_ns ON audit_events(ns, id)",
+          "CREATE INDEX audit_events_actor ON audit_events(actor, id)");
+    }
     if (version < 21) ExecRaw("DROP TABLE publishers", "DROP TABLE publishers");
     if (version < 20) ExecRaw("DROP TABLE audit_events", "DROP TABLE audit_events");
     if (version < 19) {
@@ -1185,6 +1199,36 @@ TEST_P(IndexTest, MigratesSchemaTwoAndFillsShardXorbsFromDedupEntries) {
 }
 
 // Files registered before schema 5 have no term ranges (readers fall back to layouts); new ones do.
+// Schema 22 trims what an audited change writes (SQLite: ids without AUTOINCREMENT; both: no index by actor):
+// the events stay, with their ids, and ids only grow after it, even when pruning finds every event old.
+TEST_P(IndexTest, MigratesSchemaTwentyOneAndKeepsTheAuditLog) {
+  Open();
+  const AuditActor by{.actor = "alice", .token_id = "", .client = ""};
+  ASSERT_TRUE(index_->AppendAudit(by.Event(100, "gc.run", "", "")).ok());
+  ASSERT_TRUE(index_->AppendAudit(by.Event(101, "repo.create", "alice", "alice/m")).ok());
+  auto before = index_->ListAudit({}, std::nullopt, 10);
+  ASSERT_TRUE(before.ok());
+  index_.reset();
+  SetSchemaVersion(21);
+  Open();
+  EXPECT_EQ(SchemaVersion(), kSchemaVersion);
+  auto after = index_->ListAudit({}, std::nullopt, 10);
+  ASSERT_TRUE(after.ok()) << after.error().message;
+  EXPECT_EQ(*after, *before);
+  auto by_actor =
+      index_->ListAudit({.since = std::nullopt, .actor = "alice", .ns = std::nullopt, .target = std::nullopt},
+                        std::nullopt, 10);
+  ASSERT_TRUE(by_actor.ok());
+  EXPECT_EQ(by_actor->size(), 2u) << "an actor's events are found without an index";
+
+  EXPECT_EQ(*index_->PruneAudit(1'000), 1u) << "every event is old: all but the newest go";
+  ASSERT_TRUE(index_->AppendAudit(by.Event(102, "repo.delete", "alice", "alice/m")).ok());
+  auto last = index_->ListAudit({}, std::nullopt, 10);
+  ASSERT_TRUE(last.ok());
+  ASSERT_EQ(last->size(), 2u);
+  EXPECT_GT((*last)[0].id, before->front().id) << "ids only grow";
+}
+
 TEST_P(IndexTest, MigratesSchemaFourFilesKeepNoRanges) {
   Open();
   auto [xorb, layout] = AddXorb(6);

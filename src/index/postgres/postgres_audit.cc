@@ -23,8 +23,11 @@ WHERE ($1::int8 IS NULL OR id < $1::int8) AND ($2::int8 IS NULL OR at >= $2::int
   AND ($3::text IS NULL OR actor = $3::text) AND ($4::text IS NULL OR ns = $4::text)
   AND ($5::text IS NULL OR target = $5::text)
 ORDER BY id DESC LIMIT $6::int8)sql"};
+// Never the newest event, as on SQLite (where that keeps ids growing).
 constexpr pg::Statement kPruneAudit{"prune_audit", R"sql(
-WITH d AS (DELETE FROM audit_events WHERE at < $1::int8 RETURNING 1) SELECT count(*)::int8 FROM d)sql"};
+WITH d AS (
+  DELETE FROM audit_events WHERE at < $1::int8 AND id < (SELECT max(id) FROM audit_events) RETURNING 1)
+SELECT count(*)::int8 FROM d)sql"};
 
 AuditEvent AuditEventFromRow(const pg::Rows& rows, int i) {
   return AuditEvent{.id = rows.Int8(i, 0),

@@ -51,7 +51,7 @@ struct PostgresOptions {
 
 class PostgresIndex final : public Index {
  public:
-  static constexpr int kSchemaVersion = 21;
+  static constexpr int kSchemaVersion = 22;
 
   // Connects, migrates and checks the schema. kUnavailable when the server cannot be reached.
   static Result<std::unique_ptr<PostgresIndex>> Open(PostgresOptions options);

@@ -22,7 +22,9 @@ constexpr const char kListAudit[] =
     "SELECT id, at, actor, token_id, client, action, ns, target, detail FROM audit_events "
     "WHERE (?1 IS NULL OR id < ?1) AND (?2 IS NULL OR at >= ?2) AND (?3 IS NULL OR actor = ?3) "
     "AND (?4 IS NULL OR ns = ?4) AND (?5 IS NULL OR target = ?5) ORDER BY id DESC LIMIT ?6";
-constexpr const char kPruneAudit[] = "DELETE FROM audit_events WHERE at < ?1";
+// Never the newest event: the next id is the largest plus one, so ids only grow even when every event is old.
+constexpr const char kPruneAudit[] =
+    "DELETE FROM audit_events WHERE at < ?1 AND id < (SELECT max(id) FROM audit_events)";
 
 AuditEvent EventFromRow(const Stmt& s) {
   return AuditEvent{.id = s.Int(0),

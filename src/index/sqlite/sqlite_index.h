@@ -47,7 +47,7 @@ struct SqliteOptions {
 
 class SqliteIndex final : public Index {
  public:
-  static constexpr int kSchemaVersion = 21;
+  static constexpr int kSchemaVersion = 22;
 
   static Result<std::unique_ptr<SqliteIndex>> Open(SqliteOptions options);
   // Applies the missing migrations only (what Open does first); returns the versions before and after.
