@@ -17,14 +17,22 @@ using sqlite_internal::Stmt;
 constexpr const char kInsertAudit[] =
     "INSERT INTO audit_events(at, actor, token_id, client, action, ns, target, detail) "
     "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)";
-// ?1 before id (NULL: newest), ?2 since, ?3 actor, ?4 ns, ?5 target (NULL: any), ?6 limit.
+// ?1 before id (NULL: newest), ?2 since, ?3 actor, ?4 ns, ?5 target (NULL: any), ?6 limit, ?7 the lowest id
+// `since` can reach (0: any).
 constexpr const char kListAudit[] =
     "SELECT id, at, actor, token_id, client, action, ns, target, detail FROM audit_events "
     "WHERE (?1 IS NULL OR id < ?1) AND (?2 IS NULL OR at >= ?2) AND (?3 IS NULL OR actor = ?3) "
-    "AND (?4 IS NULL OR ns = ?4) AND (?5 IS NULL OR target = ?5) ORDER BY id DESC LIMIT ?6";
-// Never the newest event: the next id is the largest plus one, so ids only grow even when every event is old.
+    "AND (?4 IS NULL OR ns = ?4) AND (?5 IS NULL OR target = ?5) AND id >= ?7 ORDER BY id DESC LIMIT ?6";
+constexpr const char kAuditIds[] = "SELECT min(id), max(id) FROM audit_events";
+constexpr const char kAuditAtOrAfter[] = "SELECT id, at FROM audit_events WHERE id >= ?1 ORDER BY id LIMIT 1";
+// Events are written in time order, up to the clocks of the nodes writing them: a bound found by time is
+// taken this much earlier, so that an event a node with a slower clock wrote is not left out.
+constexpr int64_t kClockSkew = 300;
+// The events before the first one at or after ?1 in id order (the log's time order: no index by time), read
+// from the oldest; never the newest event (the next id is the largest plus one: ids only grow).
 constexpr const char kPruneAudit[] =
-    "DELETE FROM audit_events WHERE at < ?1 AND id < (SELECT max(id) FROM audit_events)";
+    "DELETE FROM audit_events WHERE id < coalesce((SELECT id FROM audit_events WHERE at >= ?1 ORDER BY id "
+    "LIMIT 1), (SELECT max(id) FROM audit_events))";
 
 AuditEvent EventFromRow(const Stmt& s) {
   return AuditEvent{.id = s.Int(0),
@@ -62,11 +70,48 @@ Status SqliteIndex::AppendAudit(const AuditEvent& event) {
   return Write([&](Conn& c) { return WriteAudit(c, &event); });
 }
 
+// The lowest id an event at or after `since` can have, by a binary search of the ids (each probe one seek):
+// events are in time order by id, up to kClockSkew.
+Result<int64_t> SqliteIndex::FirstAuditIdSince(Conn& c, int64_t since) {
+  auto ids = c.Prepare(kAuditIds);
+  if (!ids.ok()) return ids.error();
+  if (const int rc = ids->Step(); rc != SQLITE_ROW) return c.Err("read audit ids", rc);
+  if (ids->IsNull(0)) return int64_t{0};
+  int64_t lo = ids->Int(0);
+  int64_t hi = ids->Int(1) + 1;  // past every event: none is recent enough
+  while (lo < hi) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    auto probe = c.Prepare(kAuditAtOrAfter);  // reset when this borrow ends
+    if (!probe.ok()) return probe.error();
+    probe->Bind(1, mid);
+    const int rc = probe->Step();
+    if (rc == SQLITE_DONE) {
+      hi = mid;
+      continue;
+    }
+    if (rc != SQLITE_ROW) return c.Err("search audit events", rc);
+    const int64_t id = probe->Int(0);
+    const int64_t at = probe->Int(1);
+    if (at >= since - kClockSkew) {
+      hi = mid;
+    } else {
+      lo = id + 1;
+    }
+  }
+  return lo;
+}
+
 Result<std::vector<AuditEvent>> SqliteIndex::ListAudit(const AuditFilter& filter,
                                                        std::optional<int64_t> before, size_t limit) {
   if (auto st = CheckPageLimit(limit, AuditIndex::kMaxListed); !st.ok()) return st.error();
   auto r = AcquireReader();
   if (!r.ok()) return r.error();
+  int64_t lowest = 0;
+  if (filter.since) {
+    auto first = FirstAuditIdSince(**r, *filter.since);
+    if (!first.ok()) return first.error();
+    lowest = *first;
+  }
   auto s = (*r)->Prepare(kListAudit);
   if (!s.ok()) return s.error();
   BindOptional(*s, 1, before);
@@ -74,7 +119,7 @@ Result<std::vector<AuditEvent>> SqliteIndex::ListAudit(const AuditFilter& filter
   BindOptional(*s, 3, filter.actor);
   BindOptional(*s, 4, filter.ns);
   BindOptional(*s, 5, filter.target);
-  s->Bind(6, static_cast<int64_t>(limit));
+  s->Bind(6, static_cast<int64_t>(limit)).Bind(7, lowest);
   std::vector<AuditEvent> out;
   int rc = SQLITE_ROW;
   while ((rc = s->Step()) == SQLITE_ROW) out.push_back(EventFromRow(*s));

@@ -309,8 +309,9 @@ CREATE INDEX publishers_changed ON publishers(changed);
 )sql",
     // 22: what an audited change writes besides itself, trimmed: the events' ids without AUTOINCREMENT (its
     // sqlite_sequence row was one more page written by every change; ids still only grow, since pruning
-    // never deletes the newest event) and no index by actor (an operator's filter, read from the newest
-    // event back). The events are kept.
+    // never deletes the newest event), no index by actor (an operator's filter, read from the newest event
+    // back) and none by time (events are written in time order: pruning and `since` find their bound by id,
+    // sqlite_audit.cc). The events are kept.
     R"sql(
 CREATE TABLE audit_events_22(
   id INTEGER PRIMARY KEY,
@@ -327,7 +328,6 @@ INSERT INTO audit_events_22(id, at, actor, token_id, client, action, ns, target,
 DROP TABLE audit_events;
 ALTER TABLE audit_events_22 RENAME TO audit_events;
 DELETE FROM sqlite_sequence WHERE name = 'audit_events';
-CREATE INDEX audit_events_at ON audit_events(at);
 CREATE INDEX audit_events_ns ON audit_events(ns, id);
 )sql",
 };

@@ -226,6 +226,8 @@ class SqliteIndex final : public Index {
   static Result<std::optional<AccountRecord>> AccountIn(Conn& c, int64_t id);
   // In a write (sqlite_audit.cc): writes `event` (null: nothing) in the change's transaction.
   static Status WriteAudit(Conn& c, const AuditEvent* event);
+  // The lowest id an event at or after `since` can have (sqlite_audit.cc: the log has no index by time).
+  static Result<int64_t> FirstAuditIdSince(Conn& c, int64_t since);
   // Revive's work once the quarantine is known not to be empty.
   Status ReleaseNamed(Conn& c, std::span<const XorbHash> xorbs, std::span<const FileHash> files);
   // Whether anything is quarantined (one read: revivals skip their lookups when nothing is).
