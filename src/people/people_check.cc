@@ -35,7 +35,7 @@ class Checker {
   }
 
  private:
-  void Find(std::string what, std::string id, std::string detail, bool damage = true) {
+  void Find(std::string what, const std::string& id, const std::string& detail, bool damage = true) {
     report_.findings.push_back(
         {std::move(what), Printable(id, kShown), Printable(detail, kShown * 2), damage});
   }
