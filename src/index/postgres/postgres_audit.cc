@@ -54,6 +54,15 @@ void OptionalParam(pg::Params& p, const std::optional<T>& v) {
 
 }  // namespace
 
+std::string AuditCte(int first, std::string_view rows) {
+  std::string values = "$" + std::to_string(first) + "::int8";
+  for (int i = 1; i < 8; ++i) values += ", $" + std::to_string(first + i) + "::text";
+  return "au AS (\n  INSERT INTO audit_events(at, actor, token_id, client, action, ns, target, detail)\n  "
+         "SELECT " +
+         values + "\n  FROM " + std::string(rows) + " WHERE $" + std::to_string(first) +
+         "::int8 IS NOT NULL)\n";
+}
+
 void PostgresIndex::AuditParams(pg::Params& params, const AuditEvent* event) {
   if (event == nullptr) {
     for (int i = 0; i < 8; ++i) params.Null();

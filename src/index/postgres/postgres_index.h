@@ -38,6 +38,12 @@
 
 namespace cairn::index {
 
+// The audited statements' last common table expression, `au`: inserts the event in parameters
+// $first..$first+7 (AuditParams' order; $first NULL: no event) once for each row of `rows`, the CTE (or
+// subquery) that made the change, so the event exists exactly when the change does. Statements are built
+// with it where they are defined, so every audited statement writes the event alike.
+std::string AuditCte(int first, std::string_view rows);
+
 struct PostgresOptions {
   std::string uri;                  // postgres://USER[:PASS]@HOST[:PORT]/DB[?...] (libpq)
   size_t pool_size = 8;             // connections for reads

@@ -14,41 +14,40 @@ namespace cairn::index {
 
 namespace {
 
-constexpr pg::Statement kCreateAccount{"create_account", R"sql(
+const std::string kCreateAccountSql =
+    R"sql(
 WITH g AS (UPDATE people_generation SET n = n + 1 RETURNING n),
 a AS (
   INSERT INTO accounts(kind, name, folded, full_name, is_operator, created_at, changed)
   SELECT $1::int8, $2::text, $3::text, $4::text, $5::bool, $6::int8, g.n FROM g
   ON CONFLICT (folded) DO NOTHING RETURNING id, changed),
-au AS (
-  INSERT INTO audit_events(at, actor, token_id, client, action, ns, target, detail)
-  SELECT $7::int8, $8::text, $9::text, $10::text, $11::text, $12::text, $13::text, $14::text
-  FROM a WHERE $7::int8 IS NOT NULL)
-SELECT id, changed FROM a)sql"};
+)sql" +
+    AuditCte(7, "a") + R"sql(SELECT id, changed FROM a)sql";
+const pg::Statement kCreateAccount{"create_account", kCreateAccountSql.c_str()};
 constexpr pg::Statement kFindAccount{"find_account", R"sql(
 SELECT id, kind, name, full_name, is_operator, disabled, created_at, changed FROM accounts
 WHERE folded = $1::text)sql"};
 constexpr pg::Statement kListAccounts{"list_accounts", R"sql(
 SELECT id, kind, name, full_name, is_operator, disabled, created_at, changed FROM accounts
 WHERE ($1::int8 IS NULL OR kind = $1::int8) AND folded > $2::text ORDER BY folded LIMIT $3::int8)sql"};
-constexpr pg::Statement kUpdateAccount{"update_account", R"sql(
+const std::string kUpdateAccountSql =
+    R"sql(
 WITH g AS (UPDATE people_generation SET n = n + 1 RETURNING n),
 u AS (
   UPDATE accounts SET full_name = coalesce($2::text, full_name), is_operator = coalesce($3::bool, is_operator),
     disabled = coalesce($4::bool, disabled), changed = g.n
   FROM g WHERE id = $1::int8 RETURNING id),
-au AS (
-  INSERT INTO audit_events(at, actor, token_id, client, action, ns, target, detail)
-  SELECT $5::int8, $6::text, $7::text, $8::text, $9::text, $10::text, $11::text, $12::text
-  FROM u WHERE $5::int8 IS NOT NULL)
-SELECT id FROM u)sql"};
+)sql" +
+    AuditCte(5, "u") + R"sql(SELECT id FROM u)sql";
+const pg::Statement kUpdateAccount{"update_account", kUpdateAccountSql.c_str()};
 // $1 org, $2 user, $3 role (NULL: removed). Answers one row: whether the two are an organization and a user.
 // Taken first in SetMember's transaction: every people change takes this row, so the statement after it sees
 // every membership committed before (READ COMMITTED gives each statement a new snapshot).
 constexpr pg::Statement kLockPeople{"lock_people", "SELECT n FROM people_generation FOR UPDATE"};
 // Answers whether both accounts are what they must be, and whether the change leaves the organization an
 // admin (or it had none).
-constexpr pg::Statement kSetMember{"set_member", R"sql(
+const std::string kSetMemberSql =
+    R"sql(
 WITH a AS (
   SELECT 1 FROM accounts o, accounts u WHERE o.id = $1::int8 AND o.kind = 1 AND u.id = $2::int8 AND u.kind = 0),
 keeps AS (
@@ -64,28 +63,25 @@ m AS (
   ON CONFLICT (org, member) DO UPDATE SET role = EXCLUDED.role, changed = EXCLUDED.changed
   WHERE members.role IS DISTINCT FROM EXCLUDED.role
   RETURNING 1),
-au AS (
-  INSERT INTO audit_events(at, actor, token_id, client, action, ns, target, detail)
-  SELECT $4::int8, $5::text, $6::text, $7::text, $8::text, $9::text, $10::text, $11::text
-  FROM m WHERE $4::int8 IS NOT NULL)
-SELECT (SELECT count(*) FROM a), (SELECT count(*) FROM keeps))sql"};
+)sql" +
+    AuditCte(4, "m") + R"sql(SELECT (SELECT count(*) FROM a), (SELECT count(*) FROM keeps))sql";
+const pg::Statement kSetMember{"set_member", kSetMemberSql.c_str()};
 constexpr pg::Statement kMembersOfOrg{"members_of_org", R"sql(
 SELECT org, member, role, changed FROM members WHERE org = $1::int8 AND role IS NOT NULL ORDER BY member)sql"};
 constexpr pg::Statement kMembershipsOfUser{"memberships_of_user", R"sql(
 SELECT org, member, role, changed FROM members WHERE member = $1::int8 AND role IS NOT NULL ORDER BY org)sql"};
 // Answers one row: whether the owner is a user, whether the token was stored.
-constexpr pg::Statement kCreateToken{"create_token", R"sql(
+const std::string kCreateTokenSql =
+    R"sql(
 WITH ok AS (SELECT 1 FROM accounts WHERE id = $2::int8 AND kind = 0),
 g AS (UPDATE people_generation SET n = n + 1 WHERE EXISTS (SELECT 1 FROM ok) RETURNING n),
 t AS (
   INSERT INTO tokens(id, owner, name, role, grants, secret_hash, created_at, expires_at, changed)
   SELECT $1::text, $2::int8, $3::text, $4::int8, $5::text, $6::bytea, $7::int8, $8::int8, g.n FROM g
   ON CONFLICT (id) DO NOTHING RETURNING id),
-au AS (
-  INSERT INTO audit_events(at, actor, token_id, client, action, ns, target, detail)
-  SELECT $9::int8, $10::text, $11::text, $12::text, $13::text, $14::text, $15::text, $16::text
-  FROM t WHERE $9::int8 IS NOT NULL)
-SELECT (SELECT count(*) FROM ok), (SELECT count(*) FROM t))sql"};
+)sql" +
+    AuditCte(9, "t") + R"sql(SELECT (SELECT count(*) FROM ok), (SELECT count(*) FROM t))sql";
+const pg::Statement kCreateToken{"create_token", kCreateTokenSql.c_str()};
 constexpr pg::Statement kFindToken{"find_token", R"sql(
 SELECT id, owner, name, role, grants, secret_hash, created_at, expires_at, last_used_at, revoked_at, changed
 FROM tokens WHERE id = $1::text)sql"};
@@ -93,29 +89,27 @@ constexpr pg::Statement kListTokens{"list_tokens", R"sql(
 SELECT id, owner, name, role, grants, secret_hash, created_at, expires_at, last_used_at, revoked_at, changed
 FROM tokens WHERE ($1::int8 IS NULL OR owner = $1::int8) AND id > $2::text ORDER BY id LIMIT $3::int8)sql"};
 // Answers one row: whether the token exists, whether this revoked it.
-constexpr pg::Statement kRevokeToken{"revoke_token", R"sql(
+const std::string kRevokeTokenSql =
+    R"sql(
 WITH ex AS (SELECT revoked_at FROM tokens WHERE id = $1::text),
 g AS (UPDATE people_generation SET n = n + 1 WHERE EXISTS (SELECT 1 FROM ex WHERE revoked_at = 0) RETURNING n),
 u AS (UPDATE tokens SET revoked_at = $2::int8, changed = g.n FROM g WHERE id = $1::text AND revoked_at = 0
       RETURNING id),
-au AS (
-  INSERT INTO audit_events(at, actor, token_id, client, action, ns, target, detail)
-  SELECT $3::int8, $4::text, $5::text, $6::text, $7::text, $8::text, $9::text, $10::text
-  FROM u WHERE $3::int8 IS NOT NULL)
-SELECT (SELECT count(*) FROM ex), (SELECT count(*) FROM u))sql"};
+)sql" +
+    AuditCte(3, "u") + R"sql(SELECT (SELECT count(*) FROM ex), (SELECT count(*) FROM u))sql";
+const pg::Statement kRevokeToken{"revoke_token", kRevokeTokenSql.c_str()};
 // Answers one row: whether the owner is an account, whether the policy was stored.
-constexpr pg::Statement kCreatePublisher{"create_publisher", R"sql(
+const std::string kCreatePublisherSql =
+    R"sql(
 WITH ok AS (SELECT 1 FROM accounts WHERE id = $2::int8),
 g AS (UPDATE people_generation SET n = n + 1 WHERE EXISTS (SELECT 1 FROM ok) RETURNING n),
 t AS (
   INSERT INTO publishers(id, owner, repo, issuer, audience, claims, role, created_at, changed)
   SELECT $1::text, $2::int8, $3::text, $4::text, $5::text, $6::text, $7::int8, $8::int8, g.n FROM g
   ON CONFLICT (id) DO NOTHING RETURNING id),
-au AS (
-  INSERT INTO audit_events(at, actor, token_id, client, action, ns, target, detail)
-  SELECT $9::int8, $10::text, $11::text, $12::text, $13::text, $14::text, $15::text, $16::text
-  FROM t WHERE $9::int8 IS NOT NULL)
-SELECT (SELECT count(*) FROM ok), (SELECT count(*) FROM t))sql"};
+)sql" +
+    AuditCte(9, "t") + R"sql(SELECT (SELECT count(*) FROM ok), (SELECT count(*) FROM t))sql";
+const pg::Statement kCreatePublisher{"create_publisher", kCreatePublisherSql.c_str()};
 constexpr pg::Statement kGetAccounts{"get_accounts", R"sql(
 SELECT id, kind, name, full_name, is_operator, disabled, created_at, changed FROM accounts
 WHERE id = ANY($1::int8[]))sql"};
@@ -126,16 +120,15 @@ constexpr pg::Statement kListPublishers{"list_publishers", R"sql(
 SELECT id, owner, repo, issuer, audience, claims, role, created_at, revoked_at, changed
 FROM publishers WHERE ($1::int8 IS NULL OR owner = $1::int8) ORDER BY id)sql"};
 // Answers one row: whether the policy exists, whether this revoked it.
-constexpr pg::Statement kRevokePublisher{"revoke_publisher", R"sql(
+const std::string kRevokePublisherSql =
+    R"sql(
 WITH ex AS (SELECT revoked_at FROM publishers WHERE id = $1::text),
 g AS (UPDATE people_generation SET n = n + 1 WHERE EXISTS (SELECT 1 FROM ex WHERE revoked_at = 0) RETURNING n),
 u AS (UPDATE publishers SET revoked_at = $2::int8, changed = g.n FROM g WHERE id = $1::text AND revoked_at = 0
       RETURNING id),
-au AS (
-  INSERT INTO audit_events(at, actor, token_id, client, action, ns, target, detail)
-  SELECT $3::int8, $4::text, $5::text, $6::text, $7::text, $8::text, $9::text, $10::text
-  FROM u WHERE $3::int8 IS NOT NULL)
-SELECT (SELECT count(*) FROM ex), (SELECT count(*) FROM u))sql"};
+)sql" +
+    AuditCte(3, "u") + R"sql(SELECT (SELECT count(*) FROM ex), (SELECT count(*) FROM u))sql";
+const pg::Statement kRevokePublisher{"revoke_publisher", kRevokePublisherSql.c_str()};
 constexpr pg::Statement kNoteTokenUses{"note_token_uses", R"sql(
 UPDATE tokens SET last_used_at = GREATEST(last_used_at, u.at)
 FROM unnest($1::text[], $2::int8[]) AS u(id, at) WHERE tokens.id = u.id)sql"};

@@ -22,23 +22,21 @@ constexpr pg::Statement kListQuotas{
     "generation, stale "
     "FROM quotas WHERE namespace > $1::text ORDER BY namespace LIMIT $2::int8"};
 // $3..$10: the audit event (NULLs: none), written in the statement that makes the change.
-constexpr pg::Statement kSetQuotaLimit{"set_quota_limit", R"sql(
+const std::string kSetQuotaLimitSql =
+    R"sql(
 WITH q AS (
   INSERT INTO quotas(namespace, limit_bytes) VALUES ($1::text, $2::int8)
   ON CONFLICT (namespace) DO UPDATE SET limit_bytes = EXCLUDED.limit_bytes RETURNING 1),
-au AS (
-  INSERT INTO audit_events(at, actor, token_id, client, action, ns, target, detail)
-  SELECT $3::int8, $4::text, $5::text, $6::text, $7::text, $8::text, $9::text, $10::text
-  FROM q WHERE $3::int8 IS NOT NULL)
-SELECT count(*)::int8 FROM q)sql"};
+)sql" +
+    AuditCte(3, "q") + R"sql(SELECT count(*)::int8 FROM q)sql";
+const pg::Statement kSetQuotaLimit{"set_quota_limit", kSetQuotaLimitSql.c_str()};
 // $2..$9: the audit event, written only when a record was deleted.
-constexpr pg::Statement kDeleteQuota{"delete_quota", R"sql(
+const std::string kDeleteQuotaSql =
+    R"sql(
 WITH d AS (DELETE FROM quotas WHERE namespace = $1::text RETURNING namespace),
-au AS (
-  INSERT INTO audit_events(at, actor, token_id, client, action, ns, target, detail)
-  SELECT $2::int8, $3::text, $4::text, $5::text, $6::text, $7::text, $8::text, $9::text
-  FROM d WHERE $2::int8 IS NOT NULL)
-SELECT namespace FROM d)sql"};
+)sql" +
+    AuditCte(2, "d") + R"sql(SELECT namespace FROM d)sql";
+const pg::Statement kDeleteQuota{"delete_quota", kDeleteQuotaSql.c_str()};
 constexpr pg::Statement kSettleQuota{
     "settle_quota",
     "UPDATE quotas SET reserved_bytes = GREATEST(reserved_bytes - $2::int8, 0), "

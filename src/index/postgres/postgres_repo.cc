@@ -13,7 +13,8 @@ namespace {
 // Every parameter is cast, so that the server knows its type when the statement is prepared and reads the
 // binary values accordingly.
 // Repositories. Each write is one statement (as the writer threads require): its row says what happened.
-constexpr pg::Statement kCreateRepo{"create_repo", R"sql(
+const std::string kCreateRepoSql =
+    R"sql(
 WITH r AS (
   INSERT INTO repos(type, ns, name, private, created_at, scope, read_scope)
   VALUES ($1::int8, $2::text, $3::text, $4::bool, $5::int8, $12::text, $13::text)
@@ -25,11 +26,9 @@ o AS (
 f AS (
   INSERT INTO repo_refs(repo, kind, name, target)
   SELECT r.id, u.kind, u.name, u.target FROM r, unnest($9::int8[], $10::text[], $11::bytea[]) AS u(kind, name, target)),
-au AS (
-  INSERT INTO audit_events(at, actor, token_id, client, action, ns, target, detail)
-  SELECT $14::int8, $15::text, $16::text, $17::text, $18::text, $19::text, $20::text, $21::text
-  FROM r WHERE $14::int8 IS NOT NULL)
-SELECT id FROM r)sql"};
+)sql" +
+    AuditCte(14, "r") + R"sql(SELECT id FROM r)sql";
+const pg::Statement kCreateRepo{"create_repo", kCreateRepoSql.c_str()};
 constexpr pg::Statement kFindRepo{"find_repo",
                                   "SELECT id, private, created_at, scope, read_scope FROM repos "
                                   "WHERE type = $1::int8 "
@@ -44,7 +43,8 @@ WHERE type = $1::int8 AND ($2::text IS NULL OR ns = $2::text) AND (ns, name) > (
 ORDER BY ns, name LIMIT $5::int8)sql"};
 constexpr pg::Statement kCountRepos{"count_repos",
                                     "SELECT count(*) FROM repos WHERE type = $1::int8 AND ns = $2::text"};
-constexpr pg::Statement kUpdateRepo{"update_repo", R"sql(
+const std::string kUpdateRepoSql =
+    R"sql(
 WITH cur AS (SELECT id, type, read_scope FROM repos WHERE id = $1::int8),
 taken AS (
   SELECT 1 FROM repos r, cur
@@ -59,12 +59,12 @@ mf AS (
 mt AS (
   UPDATE scope_totals SET scope = $5::text FROM cur
   WHERE scope_totals.scope = cur.read_scope AND cur.read_scope <> $5::text AND EXISTS (SELECT 1 FROM upd)),
-au AS (
-  INSERT INTO audit_events(at, actor, token_id, client, action, ns, target, detail)
-  SELECT $6::int8, $7::text, $8::text, $9::text, $10::text, $11::text, $12::text, $13::text
-  FROM upd WHERE $6::int8 IS NOT NULL)
-SELECT (SELECT count(*) FROM cur)::int8, (SELECT count(*) FROM taken)::int8)sql"};
-constexpr pg::Statement kDeleteRepo{"delete_repo", R"sql(
+)sql" +
+    AuditCte(6, "upd") +
+    R"sql(SELECT (SELECT count(*) FROM cur)::int8, (SELECT count(*) FROM taken)::int8)sql";
+const pg::Statement kUpdateRepo{"update_repo", kUpdateRepoSql.c_str()};
+const std::string kDeleteRepoSql =
+    R"sql(
 WITH d AS (DELETE FROM repos WHERE id = $1::int8 RETURNING id, scope, read_scope),
 o AS (DELETE FROM repo_objects WHERE repo IN (SELECT id FROM d)),
 f AS (DELETE FROM repo_refs WHERE repo IN (SELECT id FROM d)),
@@ -72,11 +72,9 @@ q AS (DELETE FROM gc_repo_quarantine WHERE repo IN (SELECT id FROM d)),
 b AS (DELETE FROM bucket_files WHERE repo IN (SELECT id FROM d)),
 fs AS (DELETE FROM file_scopes WHERE scope IN (SELECT scope FROM d UNION ALL SELECT read_scope FROM d)),
 st AS (DELETE FROM scope_totals WHERE scope IN (SELECT scope FROM d UNION ALL SELECT read_scope FROM d)),
-au AS (
-  INSERT INTO audit_events(at, actor, token_id, client, action, ns, target, detail)
-  SELECT $2::int8, $3::text, $4::text, $5::text, $6::text, $7::text, $8::text, $9::text
-  FROM d WHERE $2::int8 IS NOT NULL)
-SELECT count(*)::int8 FROM d)sql"};
+)sql" +
+    AuditCte(2, "d") + R"sql(SELECT count(*)::int8 FROM d)sql";
+const pg::Statement kDeleteRepo{"delete_repo", kDeleteRepoSql.c_str()};
 // Every key given is wanted again: its quarantine goes first (the insert waits for it), in the same
 // statement. A sweep holding the row commits first, having deleted the object too, and the insert then stores
 // it again (ON CONFLICT sees the committed delete); a sweep that comes after finds no quarantine row to take.
@@ -141,7 +139,8 @@ constexpr pg::Statement kGetRepoObjectHeads{
 constexpr pg::Statement kListRefs{
     "list_refs", "SELECT kind, name, target FROM repo_refs WHERE repo = $1::int8 ORDER BY kind, name"};
 // A bucket's changes as arrays (deletes have a NULL file): one statement applies them all, deletes first.
-constexpr pg::Statement kChangeBucket{"change_bucket", R"sql(
+const std::string kChangeBucketSql =
+    R"sql(
 WITH r AS (SELECT id FROM repos WHERE id = $1::int8),
 u AS (SELECT * FROM unnest($2::text[], $3::bytea[], $4::int8[], $5::int8[], $6::text[], $7::int8[])
                  AS u(path, file, size, mtime, content_type, uploaded_at)),
@@ -152,11 +151,9 @@ put AS (
   WHERE u.file IS NOT NULL
   ON CONFLICT (repo, path) DO UPDATE SET file = excluded.file, size = excluded.size, mtime = excluded.mtime,
     content_type = excluded.content_type, uploaded_at = excluded.uploaded_at),
-au AS (
-  INSERT INTO audit_events(at, actor, token_id, client, action, ns, target, detail)
-  SELECT $8::int8, $9::text, $10::text, $11::text, $12::text, $13::text, $14::text, $15::text
-  FROM r WHERE $8::int8 IS NOT NULL)
-SELECT count(*)::int8 FROM r)sql"};
+)sql" +
+    AuditCte(8, "r") + R"sql(SELECT count(*)::int8 FROM r)sql";
+const pg::Statement kChangeBucket{"change_bucket", kChangeBucketSql.c_str()};
 constexpr pg::Statement kListBucket{"list_bucket", R"sql(
 SELECT path, file, size, mtime, content_type, uploaded_at FROM bucket_files
 WHERE repo = $1::int8 AND path >= $2::text AND ($3::text IS NULL OR path < $3::text) AND path >= $4::text
@@ -174,7 +171,8 @@ constexpr pg::Statement kBucketTotals{
 // names it (one that deleted it first leaves `t` empty, and nothing changes). The last two columns tell
 // kUnknownReference from kConflict when nothing changed: whether the target is there, and whether the ref
 // was as expected.
-constexpr pg::Statement kUpdateRef{"update_ref", R"sql(
+const std::string kUpdateRefSql =
+    R"sql(
 WITH r AS (SELECT id FROM repos WHERE id = $1::int8),
 t AS (
   SELECT 1 FROM repo_objects WHERE $5::bytea IS NOT NULL AND repo = $1::int8 AND key = $5::bytea FOR KEY SHARE),
@@ -192,18 +190,17 @@ del AS (
   DELETE FROM repo_refs
   WHERE $5::bytea IS NULL AND repo = $1::int8 AND kind = $2::int8 AND name = $3::text AND target = $4::bytea
   RETURNING 1),
-au AS (
-  INSERT INTO audit_events(at, actor, token_id, client, action, ns, target, detail)
-  SELECT $6::int8, $7::text, $8::text, $9::text, $10::text, $11::text, $12::text, $13::text
-  FROM (SELECT 1 FROM ins UNION ALL SELECT 1 FROM upd UNION ALL SELECT 1 FROM del) AS ch WHERE $6::int8 IS NOT NULL)
-SELECT (SELECT count(*) FROM r)::int8,
+)sql" +
+    AuditCte(6, "(SELECT 1 FROM ins UNION ALL SELECT 1 FROM upd UNION ALL SELECT 1 FROM del) AS ch") +
+    R"sql(SELECT (SELECT count(*) FROM r)::int8,
        ((SELECT count(*) FROM ins) + (SELECT count(*) FROM upd) + (SELECT count(*) FROM del))::int8,
        (SELECT count(*) FROM t)::int8,
        CASE WHEN $4::bytea IS NULL
             THEN NOT EXISTS (SELECT 1 FROM repo_refs WHERE repo = $1::int8 AND kind = $2::int8 AND name = $3::text)
             ELSE EXISTS (SELECT 1 FROM repo_refs
                          WHERE repo = $1::int8 AND kind = $2::int8 AND name = $3::text AND target = $4::bytea)
-       END)sql"};
+       END)sql";
+const pg::Statement kUpdateRef{"update_ref", kUpdateRefSql.c_str()};
 
 }  // namespace
 
