@@ -12,7 +12,8 @@ DEBIAN_PACKAGES=(
   libboost1.81-dev libboost-json1.81-dev libboost-url1.81-dev
   libspdlog-dev libfmt-dev libcli11-dev libtomlplusplus-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  python3 python3-venv curl openssl faketime git-lfs lighttpd
+  libcmark-gfm-dev libcmark-gfm-extensions-dev libsodium-dev libkainjow-mustache-dev
+  python3 python3-venv curl openssl faketime git-lfs lighttpd chromium chromium-driver
 )
 
 missing=()

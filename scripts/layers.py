@@ -55,7 +55,9 @@ LAYERS: dict[str, list[str]] = {
     # trusted publishers: OpenID Connect id tokens checked against trust policies, exchanged for tokens
     "publish": ["people", "net", "index", "xet", "common"],
     "client": ["net", "ingest", "xet", "common"],   # cairn put/get: a client of any Xet server
-    "cli": ["api", "mirror", "lfs", "git", "client", "net", "repair", "gc", "compact", "backup", "bundle", "hub", "publish", "people", "files", "cas", "quota", "index", "store", "http", "config", "ingest", "xet",
+    # the web pages: repositories, files and history in a browser, rendered on the server
+    "web": ["hub", "people", "files", "http", "index", "xet", "common"],
+    "cli": ["web", "api", "mirror", "lfs", "git", "client", "net", "repair", "gc", "compact", "backup", "bundle", "hub", "publish", "people", "files", "cas", "quota", "index", "store", "http", "config", "ingest", "xet",
             "common"],
 }
 
@@ -73,6 +75,7 @@ TEST_ONLY: dict[str, list[str]] = {
     "lfs": ["store"],
     "mirror": ["ingest", "store"],
     "bundle": ["gc"],
+    "web": ["api", "cas", "store", "ingest"],
 }
 
 

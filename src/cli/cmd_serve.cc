@@ -35,6 +35,7 @@
 #include "publish/issuer_keys.h"
 #include "quota/quota_service.h"
 #include "store/blob_store.h"
+#include "web/page_routes.h"
 #include "xet/hashing.h"
 
 namespace cairn::cli {
@@ -182,6 +183,11 @@ void ServeHub(http::Server& server, const config::Config& cfg, Backend& b) {
   api::RegisterHubRoutes(server, *b.hub, *b.buckets, *b.files, ho);
 }
 
+// The web pages (docs/web.md), after every API route: the router takes the first route that matches.
+void ServePages(http::Server& server, const config::Config& cfg, Backend& b) {
+  web::RegisterPageRoutes(server, *b.hub, *b.files, {.public_url = cfg.public_url, .identify = nullptr});
+}
+
 // git-lfs uploads (and huggingface_hub's without Xet), chunked into xorbs here; parts wait in the data dir.
 void ServeLfs(http::Server& server, const config::Config& cfg, const cas::UrlKeys& url_keys, Backend& b,
               const std::shared_ptr<http::AdmissionGate>& uploads) {
@@ -241,6 +247,7 @@ http::Result<std::unique_ptr<Backend>> RegisterRoutes(http::Server& server, cons
   ServeLfs(server, cfg, so->url_keys, *b, uploads);
   ServeGit(server, cfg, *b);
   RegisterBackendMetrics(server, *b);
+  ServePages(server, cfg, *b);
   return b;
 }
 

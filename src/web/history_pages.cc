@@ -1,0 +1,183 @@
+// A repository's history (page_context.h): /commits/{rev}, newest first and paged, and /commit/{id}: what
+// the commit changed against its first parent, with a line diff of small text files.
+#include <map>
+#include <utility>
+
+#include "web/page_context.h"
+#include "web/text_diff.h"
+
+namespace cairn::web {
+
+namespace {
+
+using http::Exchange;
+using http::Verb;
+
+constexpr size_t kCommitsPage = 50;
+constexpr size_t kMessageBytesPage = 256 << 10;  // a history page's messages, at most
+constexpr size_t kMaxChangesShown = 300;         // files listed on a commit's page
+constexpr uint64_t kMaxDiffBytes = 64 << 10;     // either side of a file diffed, at most
+constexpr size_t kMaxDiffs = 50;                 // files diffed on one page
+
+View CommitRow(const std::string& repo_url, const hub::CommitInfo& c) {
+  View row;
+  row.set("repo_url", repo_url);
+  row.set("oid", c.oid.hex());
+  row.set("short", c.oid.hex().substr(0, 7));
+  row.set("summary", c.commit.title());
+  row.set("author", c.commit.author.name);
+  row.set("date", DateText(c.commit.committer.time));
+  row.set("iso", IsoTime(c.commit.committer.time));
+  return row;
+}
+
+void RenderCommits(const PageContext& ctx, const std::shared_ptr<Exchange>& ex, const RepoPage& page) {
+  const size_t p = PageNumber(ex->request());
+  auto listed =
+      ctx.hub.ListCommits(page.repo, page.commit, p * kCommitsPage, kCommitsPage, kMessageBytesPage);
+  if (!listed) {
+    return ex->Respond(
+        ErrorPage(http::HttpStatusOf(listed.error().code), listed.error().message, page.who.visitor));
+  }
+  View v;
+  v.set("header", RepoHeader(page, "history"));
+  v.set("rev", page.rev);
+  View rows{View::type::list};
+  for (const hub::CommitInfo& c : listed->commits) rows.push_back(CommitRow(page.url, c));
+  v.set("commits", rows);
+  if (p > 0) v.set("prev", std::to_string(p - 1));
+  if (listed->more) v.set("next", std::to_string(p + 1));
+  ex->Respond(PageAnswer(200, "History · " + hub::RepoPath(page.repo.id()), Render("commits.html", v),
+                         page.who.visitor));
+}
+
+// Every file of the tree at `commit` by path (none for no commit).
+Result<std::map<std::string, hub::PathInfo>> FilesAt(const PageContext& ctx, const RepoPage& page,
+                                                     const std::optional<hub::ObjectId>& commit) {
+  std::map<std::string, hub::PathInfo> out;
+  if (!commit) return out;
+  auto all = ctx.hub.List(page.repo, *commit, "", true);
+  if (!all) return all.error();
+  for (hub::PathInfo& f : *all) {
+    if (!f.is_dir) out.emplace(f.path, std::move(f));
+  }
+  return out;
+}
+
+// A small file's text, when it is one (nullopt: large, binary or unreadable).
+std::optional<std::string> SmallText(const PageContext& ctx, const RepoPage& page, const hub::PathInfo* f) {
+  if (f == nullptr) return std::string();
+  if (f->lfs || f->xet || f->size > kMaxDiffBytes) return std::nullopt;
+  auto text = ReadHead(ctx, page.repo, *f, kMaxDiffBytes);
+  if (!text || !LooksLikeText(*text, false)) return std::nullopt;
+  return std::move(*text);
+}
+
+View ChangeView(const PageContext& ctx, const RepoPage& page, const std::string& path,
+                const hub::PathInfo* before, const hub::PathInfo* after, size_t& diffs) {
+  View c;
+  c.set("path", path);
+  c.set("status", std::string(before == nullptr ? "added" : after == nullptr ? "deleted" : "modified"));
+  auto a = diffs < kMaxDiffs ? SmallText(ctx, page, before) : std::nullopt;
+  auto b = a ? SmallText(ctx, page, after) : std::nullopt;
+  auto lines = b ? DiffLines(*a, *b) : std::nullopt;
+  if (!lines) {
+    const hub::PathInfo* now = after != nullptr ? after : before;
+    c.set("note", (now->lfs || now->xet) ? "A large file (" + HumanSize(now->size) + "): no diff shown."
+                                         : "No diff shown (binary, large, or past this page's diffs).");
+    return c;
+  }
+  ++diffs;
+  View rows{View::type::list};
+  for (const DiffLine& d : *lines) {
+    View row;
+    const char* mark = d.kind == DiffLine::Kind::kAdd ? "+" : d.kind == DiffLine::Kind::kDel ? "-" : " ";
+    row.set("kind", std::string(d.kind == DiffLine::Kind::kAdd   ? "add"
+                                : d.kind == DiffLine::Kind::kDel ? "del"
+                                                                 : "keep"));
+    row.set("line", mark + std::string(d.text));
+    rows.push_back(row);
+  }
+  c.set("has_diff", !rows.is_empty_list());
+  c.set("diff", rows);
+  return c;
+}
+
+void SetChanges(View& v, const PageContext& ctx, const RepoPage& page, const hub::Commit& commit) {
+  std::optional<hub::ObjectId> parent;
+  if (!commit.parents.empty()) parent = commit.parents.front();
+  auto before = FilesAt(ctx, page, parent);
+  auto after = FilesAt(ctx, page, page.commit);
+  if (!before || !after) return;
+  std::vector<std::pair<const std::string*, std::pair<const hub::PathInfo*, const hub::PathInfo*>>> changed;
+  for (const auto& [path, f] : *after) {
+    auto it = before->find(path);
+    if (it == before->end()) {
+      changed.push_back({&path, {nullptr, &f}});
+    } else if (it->second.oid != f.oid) {
+      changed.push_back({&path, {&it->second, &f}});
+    }
+  }
+  for (const auto& [path, f] : *before) {
+    if (!after->contains(path)) changed.push_back({&path, {&f, nullptr}});
+  }
+  std::sort(changed.begin(), changed.end(), [](const auto& x, const auto& y) { return *x.first < *y.first; });
+  View list{View::type::list};
+  size_t diffs = 0;
+  for (size_t i = 0; i < changed.size() && i < kMaxChangesShown; ++i) {
+    list.push_back(
+        ChangeView(ctx, page, *changed[i].first, changed[i].second.first, changed[i].second.second, diffs));
+  }
+  v.set("changes", list);
+  v.set("changed_count", std::to_string(changed.size()));
+  if (changed.size() > kMaxChangesShown) {
+    v.set("more", true);
+    v.set("shown", std::to_string(kMaxChangesShown));
+  }
+}
+
+void RenderCommit(const PageContext& ctx, const std::shared_ptr<Exchange>& ex, const RepoPage& page) {
+  auto commit = ctx.hub.ReadCommit(page.repo, page.commit);
+  if (!commit) {
+    return ex->Respond(
+        ErrorPage(http::HttpStatusOf(commit.error().code), commit.error().message, page.who.visitor));
+  }
+  View v;
+  v.set("header", RepoHeader(page, "history"));
+  v.set("repo_url", page.url);
+  v.set("oid", page.commit.hex());
+  v.set("summary", commit->title());
+  if (const size_t nl = commit->message.find("\n\n");
+      nl != std::string::npos && nl + 2 < commit->message.size()) {
+    v.set("description", commit->message.substr(nl + 2));
+  }
+  v.set("author", commit->author.name);
+  v.set("date", DateText(commit->committer.time));
+  v.set("iso", IsoTime(commit->committer.time));
+  View parents{View::type::list};
+  for (const hub::ObjectId& p : commit->parents) {
+    View row;
+    row.set("oid", p.hex());
+    row.set("short", p.hex().substr(0, 7));
+    parents.push_back(row);
+  }
+  v.set("has_parents", !parents.is_empty_list());
+  v.set("parents", parents);
+  SetChanges(v, ctx, page, *commit);
+  ex->Respond(PageAnswer(200, commit->title() + " · " + hub::RepoPath(page.repo.id()),
+                         Render("commit.html", v), page.who.visitor));
+}
+
+}  // namespace
+
+void RegisterHistoryPages(const std::shared_ptr<const PageContext>& ctx) {
+  auto& r = ctx->server.router();
+  for (const std::string repo : {"/{types}/{ns}/{name}", "/{ns}/{name}"}) {
+    r.Handle(Verb::get, repo + "/commits/{rev}", http::RouteOptions().Name("page_commits"),
+             RepoPageHandler(ctx, &RenderCommits));
+    r.Handle(Verb::get, repo + "/commit/{rev}", http::RouteOptions().Name("page_commit"),
+             RepoPageHandler(ctx, &RenderCommit));
+  }
+}
+
+}  // namespace cairn::web

@@ -1,0 +1,88 @@
+#include "web/markdown.h"
+
+#include <cmark-gfm-core-extensions.h>
+#include <cmark-gfm.h>
+
+#include <memory>
+#include <mutex>
+
+namespace cairn::web {
+
+namespace {
+
+// The line starting at `pos` (without its end of line) and where the next begins.
+std::pair<std::string_view, size_t> LineAt(std::string_view text, size_t pos) {
+  const size_t end = text.find('\n', pos);
+  const size_t stop = end == std::string_view::npos ? text.size() : end;
+  std::string_view line = text.substr(pos, stop - pos);
+  if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+  return {line, end == std::string_view::npos ? text.size() : end + 1};
+}
+
+std::string_view Trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) s.remove_suffix(1);
+  return s;
+}
+
+struct ParserFree {
+  void operator()(cmark_parser* p) const { cmark_parser_free(p); }
+};
+struct NodeFree {
+  void operator()(cmark_node* n) const { cmark_node_free(n); }
+};
+
+}  // namespace
+
+Card SplitCard(std::string_view readme) {
+  if (readme.starts_with("\xEF\xBB\xBF")) readme.remove_prefix(3);  // a byte order mark
+  auto [first, pos] = LineAt(readme, 0);
+  if (Trim(first) != "---") return {.metadata = {}, .body = readme};
+  const size_t start = pos;
+  while (pos < readme.size()) {
+    auto [line, next] = LineAt(readme, pos);
+    if (Trim(line) == "---")
+      return {.metadata = readme.substr(start, pos - start), .body = readme.substr(next)};
+    pos = next;
+  }
+  return {.metadata = {}, .body = readme};  // no closing line: no metadata
+}
+
+std::vector<std::pair<std::string, std::string>> MetadataEntries(std::string_view metadata) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (size_t pos = 0; pos < metadata.size();) {
+    auto [line, next] = LineAt(metadata, pos);
+    pos = next;
+    const std::string_view trimmed = Trim(line);
+    if (trimmed.empty() || trimmed.front() == '#') continue;
+    const bool top = line.front() != ' ' && line.front() != '\t' && line.front() != '-';
+    const size_t colon = line.find(':');
+    if (top && colon != std::string_view::npos) {
+      out.emplace_back(std::string(Trim(line.substr(0, colon))), std::string(Trim(line.substr(colon + 1))));
+    } else if (!out.empty()) {
+      std::string& value = out.back().second;
+      if (!value.empty()) value += '\n';
+      value += line;
+    }
+  }
+  return out;
+}
+
+std::string RenderMarkdown(std::string_view markdown) {
+  static std::once_flag registered;
+  std::call_once(registered, [] { cmark_gfm_core_extensions_ensure_registered(); });
+  const int options = CMARK_OPT_DEFAULT | CMARK_OPT_GITHUB_PRE_LANG;  // safe: no raw HTML, no unsafe URLs
+  std::unique_ptr<cmark_parser, ParserFree> parser(cmark_parser_new(options));
+  for (const char* name : {"table", "strikethrough", "autolink", "tagfilter", "tasklist"}) {
+    if (cmark_syntax_extension* ext = cmark_find_syntax_extension(name))
+      cmark_parser_attach_syntax_extension(parser.get(), ext);
+  }
+  cmark_parser_feed(parser.get(), markdown.data(), markdown.size());
+  std::unique_ptr<cmark_node, NodeFree> doc(cmark_parser_finish(parser.get()));
+  char* html = cmark_render_html(doc.get(), options, cmark_parser_get_syntax_extensions(parser.get()));
+  std::string out(html);
+  cmark_get_default_mem_allocator()->free(html);
+  return out;
+}
+
+}  // namespace cairn::web

@@ -1,0 +1,154 @@
+#include "web/page_context.h"
+
+#include <ctime>
+#include <utility>
+
+#include "common/percent_encode.h"
+#include "common/utf8.h"
+#include "files/file_reader.h"
+
+namespace cairn::web {
+
+Signed PageContext::Identify(const http::Request& req) const {
+  if (!options.identify) return {};
+  return options.identify(req);
+}
+
+namespace {
+
+std::optional<hub::RepoId> RepoIdOf(const http::Request& req) {
+  hub::RepoId id;
+  if (const std::string& types = req.Param("types"); !types.empty()) {
+    auto type = hub::TypeFromPlural(types);
+    if (!type || *type == hub::RepoType::kBucket || *type == hub::RepoType::kModel) return std::nullopt;
+    id.type = *type;
+  }
+  id.ns = req.Param("ns");
+  id.name = req.Param("name");
+  if (!hub::ValidName(id.ns) || !hub::ValidName(id.name)) return std::nullopt;
+  return id;
+}
+
+}  // namespace
+
+void WithRepoPage(const std::shared_ptr<const PageContext>& ctx, const std::shared_ptr<http::Exchange>& ex,
+                  std::function<void(const RepoPage&)> fn) {
+  ex->Offload([ctx, ex, fn = std::move(fn)] {
+    const http::Request& req = ex->request();
+    Signed who = ctx->Identify(req);
+    auto id = RepoIdOf(req);
+    if (!id) return ex->Respond(ErrorPage(404, "No such repository.", who.visitor));
+    auto repo = ctx->hub.Open(who.caller, *id, false);
+    if (!repo) {
+      const unsigned status =
+          repo.error().code == ErrorCode::kNotFound ? 404 : http::HttpStatusOf(repo.error().code);
+      return ex->Respond(
+          ErrorPage(status, status == 404 ? "No such repository." : repo.error().message, who.visitor));
+    }
+    std::string rev = req.Param("rev");
+    if (rev.empty()) rev = ctx->hub.options().default_branch;
+    auto commit = ctx->hub.Resolve(*repo, rev);
+    if (!commit) return ex->Respond(ErrorPage(404, "No such revision: " + rev, who.visitor));
+    RepoPage page{.who = std::move(who),
+                  .repo = std::move(*repo),
+                  .rev = std::move(rev),
+                  .commit = *commit,
+                  .url = "/" + UrlPath(hub::RepoPath(id.value()))};
+    fn(page);
+  });
+}
+
+http::Handler RepoPageHandler(const std::shared_ptr<const PageContext>& ctx, RepoPageRender render) {
+  return [ctx, render](const std::shared_ptr<http::Exchange>& ex) {
+    WithRepoPage(ctx, ex, [ctx, ex, render](const RepoPage& page) { render(*ctx, ex, page); });
+  };
+}
+
+std::string RepoHeader(const RepoPage& page, std::string_view tab) {
+  const hub::RepoId id = page.repo.id();
+  View v;
+  static constexpr std::string_view kKinds[] = {"Model", "Dataset", "Space", "Bucket"};
+  const auto kind = static_cast<size_t>(id.type);
+  v.set("kind", std::string(kind < std::size(kKinds) ? kKinds[kind] : "Repository"));
+  v.set("card_label", std::string(id.type == hub::RepoType::kDataset ? "Dataset card" : "Model card"));
+  v.set("ns", id.ns);
+  v.set("name", id.name);
+  v.set("repo_url", page.url);
+  v.set("rev_url", PercentEncode(page.rev));
+  v.set("private", page.repo.record.is_private);
+  v.set("on_" + std::string(tab), true);
+  return Render("repo_header.html", v);
+}
+
+bool LooksLikeText(std::string_view text, bool cut_at_end) {
+  if (text.find('\0') != std::string_view::npos) return false;
+  if (ValidUtf8(text)) return true;
+  if (!cut_at_end) return false;
+  // A character cut by the end: at most 3 bytes of it are missing.
+  for (size_t drop = 1; drop <= 3 && drop < text.size(); ++drop) {
+    if (ValidUtf8(text.substr(0, text.size() - drop))) return true;
+  }
+  return false;
+}
+
+Result<std::string> ReadHead(const PageContext& ctx, const hub::Repo& repo, const hub::PathInfo& info,
+                             uint64_t max) {
+  if (!info.xet) {
+    if (info.lfs) return Error{ErrorCode::kNotFound, "the large file's bytes are not held here"};
+    auto blob = ctx.hub.ReadBlob(repo, info.oid);
+    if (!blob) return blob.error();
+    return std::string(blob->begin(),
+                       blob->begin() + static_cast<ptrdiff_t>(std::min<uint64_t>(max, blob->size())));
+  }
+  auto stored = ctx.hub.OpenLarge(repo, *info.xet);
+  if (!stored) return stored.error();
+  const uint64_t length = std::min<uint64_t>(max, stored->size);
+  if (length == 0) return std::string();
+  auto reader = ctx.files.Open(*stored, 0, length);
+  if (!reader) return reader.error();
+  std::string out(length, '\0');
+  if (auto st = (*reader)->Read(std::span(reinterpret_cast<uint8_t*>(out.data()), out.size())); !st) {
+    return st.error();
+  }
+  return out;
+}
+
+std::string QueryValue(const http::Request& req, std::string_view key) {
+  for (const auto& [k, v] : req.query) {
+    if (k == key) return v;
+  }
+  return {};
+}
+
+size_t PageNumber(const http::Request& req) {
+  const std::string p = QueryValue(req, "p");
+  if (p.empty() || p.size() > 6) return 0;
+  size_t n = 0;
+  for (const char c : p) {
+    if (c < '0' || c > '9') return 0;
+    n = n * 10 + static_cast<size_t>(c - '0');
+  }
+  return n;
+}
+
+namespace {
+
+std::string FormatTime(int64_t unix_seconds, const char* format) {
+  const auto t = static_cast<std::time_t>(unix_seconds);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  std::array<char, 32> buf{};
+  const size_t n = std::strftime(buf.data(), buf.size(), format, &tm);
+  return std::string(buf.data(), n);
+}
+
+}  // namespace
+
+std::string DateText(int64_t unix_seconds) {
+  return FormatTime(unix_seconds, "%Y-%m-%d %H:%M UTC");
+}
+std::string IsoTime(int64_t unix_seconds) {
+  return FormatTime(unix_seconds, "%Y-%m-%dT%H:%M:%SZ");
+}
+
+}  // namespace cairn::web

@@ -1,0 +1,79 @@
+// What the page files share (page_routes.h is their entry point): the services, who asks, the repository a
+// route names opened for reading, the header every repository page starts with, and a file's first bytes.
+// Failures answer the request with an error page and return; nothing here throws.
+//
+// Thread safety: a PageContext is made once before the server starts and only read afterwards; handlers run
+// on the server's workers (Offload), which the index's reads may block.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "common/lru_cache.h"
+#include "http/server.h"
+#include "hub/hub_service.h"
+#include "web/page_routes.h"
+#include "web/safetensors.h"
+#include "web/view.h"
+
+namespace cairn::web {
+
+struct PageContext {
+  http::Server& server;
+  hub::HubService& hub;
+  files::FileService& files;
+  PageOptions options;  // public_url without a trailing '/'
+  // The tensors of safetensors files the cards have read, by the file's blob id (its content): a card does
+  // not read a header twice.
+  std::shared_ptr<LruCache<hub::ObjectId, TensorCounts, hub::ObjectIdHash>> tensors;
+
+  Signed Identify(const http::Request& req) const;
+};
+
+// A repository page's request: who asks, the repository opened for them and the revision the route names
+// (the default branch when it names none), resolved.
+struct RepoPage {
+  Signed who;
+  hub::Repo repo;
+  std::string rev;  // as the URL gave it (or the default branch)
+  hub::ObjectId commit;
+  std::string url;  // "/alice/model", "/datasets/alice/data"
+};
+
+// Runs `fn(page)` on a worker with the repository of the route's {types}/{ns}/{name} open for the visitor at
+// its {rev}; answers a 404 page itself when there is none, the visitor may not read it, or the revision is
+// unknown.
+void WithRepoPage(const std::shared_ptr<const PageContext>& ctx, const std::shared_ptr<http::Exchange>& ex,
+                  std::function<void(const RepoPage&)> fn);
+
+// A route's handler that runs `render` on the route's repository page (WithRepoPage).
+using RepoPageRender = void (*)(const PageContext&, const std::shared_ptr<http::Exchange>&, const RepoPage&);
+http::Handler RepoPageHandler(const std::shared_ptr<const PageContext>& ctx, RepoPageRender render);
+
+// The header of a repository's pages, with tab `tab` ("card", "files", "history") marked current.
+std::string RepoHeader(const RepoPage& page, std::string_view tab);
+
+// Whether `text` is shown as text: valid UTF-8 with no NUL (a cut at `cut_at_end` may split the last
+// character, which is then not held against it).
+bool LooksLikeText(std::string_view text, bool cut_at_end);
+
+// The first `max` bytes of the file `info` (a small file's blob, or a ranged read of its Xet file).
+Result<std::string> ReadHead(const PageContext& ctx, const hub::Repo& repo, const hub::PathInfo& info,
+                             uint64_t max);
+
+// The value of query parameter `key` ("" when absent), and a page number from ?p= (0 when absent or bad).
+std::string QueryValue(const http::Request& req, std::string_view key);
+size_t PageNumber(const http::Request& req);
+
+// "2026-12-01 19:18 UTC", and "2026-12-01T19:18:42Z" (a <time> element's datetime).
+std::string DateText(int64_t unix_seconds);
+std::string IsoTime(int64_t unix_seconds);
+
+// Registered by page_routes.cc, one file each.
+void RegisterRepoPages(const std::shared_ptr<const PageContext>& ctx);     // repo_pages.cc
+void RegisterHistoryPages(const std::shared_ptr<const PageContext>& ctx);  // history_pages.cc
+void RegisterListPages(const std::shared_ptr<const PageContext>& ctx);     // list_pages.cc
+
+}  // namespace cairn::web

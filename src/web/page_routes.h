@@ -1,0 +1,38 @@
+// The web pages (docs/web.md): what a person sees at the URLs the clients print. Repositories at the Hub's
+// URL shapes — /{ns}/{name} (the card), /tree/{rev}/{path}, /blob/{rev}/{path}, /commits/{rev},
+// /commit/{id}, the same under /datasets/ and /spaces/ — namespaces at /{ns}, lists at /, /models,
+// /datasets, /spaces; the stylesheet at /static/. Rendered on the server from assets/ (no script at all).
+//
+// Access is the API's: a page shows what the visitor may read (HubService::Open), and a private repository
+// anyone else may not read is the same 404 page as one that does not exist. Registered after every API route:
+// the router takes the first match, so /api/…, /v1/… and the git and download routes keep their paths.
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include "files/file_service.h"
+#include "http/server.h"
+#include "hub/hub_service.h"
+#include "web/view.h"
+
+namespace cairn::web {
+
+// Who a request comes from, as the pages see it: the caller the Hub checks access for and the visitor the
+// layout greets (anonymous, both empty, without a session).
+struct Signed {
+  hub::Caller caller;
+  Visitor visitor;
+};
+
+struct PageOptions {
+  std::string public_url = "http://127.0.0.1:8080";  // the clone URL's base
+  // Who a request comes from; null: everyone is anonymous. Called on a worker thread.
+  std::function<Signed(const http::Request&)> identify;
+};
+
+// `hub` and `files` outlive the server.
+void RegisterPageRoutes(http::Server& server, hub::HubService& hub, files::FileService& files,
+                        PageOptions options);
+
+}  // namespace cairn::web

@@ -1,0 +1,234 @@
+// A repository's card, its folders and its files (page_context.h): /{ns}/{name}, /tree/{rev}/{path},
+// /blob/{rev}/{path}, and the same under /datasets/ and /spaces/.
+#include <algorithm>
+#include <utility>
+
+#include "common/percent_encode.h"
+#include "web/markdown.h"
+#include "web/page_context.h"
+
+namespace cairn::web {
+
+namespace {
+
+using http::Exchange;
+using http::Verb;
+
+constexpr size_t kTreePage = 200;                // entries on one page of a folder
+constexpr uint64_t kMaxReadmeBytes = 512 << 10;  // a card renders no more of its README
+constexpr uint64_t kMaxBlobShown = 512 << 10;    // a file's text shown on its page, at most
+constexpr size_t kMaxSafetensorsFiles = 64;      // a card reads no more headers than this
+
+std::string KindOf(const hub::PathInfo& info) {
+  if (info.is_dir) return "folder";
+  if (info.xet) return "Xet";
+  if (info.lfs) return "LFS";
+  return "small file";
+}
+
+// The links to each folder on the way to `path` ("a/b/c": a, a/b, and a/b/c unless `last_is_file`).
+View Crumbs(std::string_view path, bool last_is_file) {
+  View list{View::type::list};
+  size_t start = 0;
+  while (start < path.size()) {
+    const size_t slash = path.find('/', start);
+    const size_t end = slash == std::string_view::npos ? path.size() : slash;
+    if (end == path.size() && last_is_file) break;
+    View c;
+    c.set("name", std::string(path.substr(start, end - start)));
+    c.set("url", UrlPath(path.substr(0, end)));
+    list.push_back(c);
+    start = end + 1;
+  }
+  return list;
+}
+
+View BaseView(const RepoPage& page, std::string_view tab) {
+  View v;
+  v.set("header", RepoHeader(page, tab));
+  v.set("repo_url", page.url);
+  v.set("rev", page.rev);
+  v.set("rev_url", PercentEncode(page.rev));
+  return v;
+}
+
+// The parameters of the card's safetensors files (from the cache, or their headers read now).
+std::optional<TensorCounts> Tensors(const PageContext& ctx, const RepoPage& page,
+                                    const std::vector<hub::PathInfo>& root) {
+  std::optional<TensorCounts> sum;
+  size_t read = 0;
+  for (const hub::PathInfo& f : root) {
+    if (f.is_dir || !f.path.ends_with(".safetensors") || ++read > kMaxSafetensorsFiles) continue;
+    auto counts = ctx.tensors->Get(f.oid);
+    if (!counts) {
+      auto head = ReadHead(ctx, page.repo, f, 8);
+      auto length = head ? SafetensorsHeaderLength(*head) : std::nullopt;
+      if (!length || *length + 8 > f.size) continue;
+      auto whole = ReadHead(ctx, page.repo, f, 8 + *length);
+      if (!whole) continue;
+      auto parsed = CountTensors(std::string_view(*whole).substr(8));
+      if (!parsed) continue;
+      counts = std::make_shared<const TensorCounts>(std::move(*parsed));
+      ctx.tensors->Put(f.oid, counts, 64 + counts->by_dtype.size() * 48);
+    }
+    if (!sum) sum.emplace();
+    sum->Add(*counts);
+  }
+  return sum;
+}
+
+void SetRefs(View& v, const PageContext& ctx, const RepoPage& page) {
+  View branches{View::type::list};
+  View tags{View::type::list};
+  auto refs = ctx.hub.ListRefs(page.repo);
+  for (const hub::RefInfo& ref : refs ? *refs : std::vector<hub::RefInfo>{}) {
+    View r;
+    r.set("name", ref.name);
+    r.set("url", PercentEncode(ref.name));
+    (ref.kind == index::RefKind::kBranch ? branches : tags).push_back(r);
+  }
+  v.set("has_tags", !tags.is_empty_list());
+  v.set("branches", branches);
+  v.set("tags", tags);
+}
+
+void RenderCard(const PageContext& ctx, const std::shared_ptr<Exchange>& ex, const RepoPage& page) {
+  View v = BaseView(page, "card");
+  const hub::RepoId id = page.repo.id();
+  v.set("kind_lower", std::string(id.type == hub::RepoType::kDataset ? "dataset" : "repository"));
+  auto root = ctx.hub.List(page.repo, page.commit, "", false);
+  if (!root)
+    return ex->Respond(
+        ErrorPage(http::HttpStatusOf(root.error().code), root.error().message, page.who.visitor));
+  auto readme = std::find_if(root->begin(), root->end(),
+                             [](const hub::PathInfo& f) { return !f.is_dir && f.path == "README.md"; });
+  if (readme != root->end()) {
+    auto text = ReadHead(ctx, page.repo, *readme, kMaxReadmeBytes);
+    if (text && LooksLikeText(*text, readme->size > kMaxReadmeBytes)) {
+      const Card card = SplitCard(*text);
+      View meta{View::type::list};
+      for (auto& [key, value] : MetadataEntries(card.metadata)) {
+        View row;
+        row.set("key", key);
+        row.set("value", value);
+        meta.push_back(row);
+      }
+      v.set("has_metadata", !meta.is_empty_list());
+      v.set("metadata", meta);
+      v.set("readme", RenderMarkdown(card.body));
+    }
+  }
+  if (auto tensors = Tensors(ctx, page, *root); tensors && tensors->total() > 0) {
+    v.set("params", ParameterText(tensors->total()));
+    std::string dtypes;
+    for (const auto& [dtype, n] : tensors->by_dtype) dtypes += (dtypes.empty() ? "" : " · ") + dtype;
+    v.set("dtypes", dtypes);
+  }
+  if (auto commit = ctx.hub.ReadCommit(page.repo, page.commit)) {
+    View head;
+    head.set("oid", page.commit.hex());
+    head.set("short", page.commit.hex().substr(0, 7));
+    head.set("summary", commit->title());
+    head.set("date", DateText(commit->committer.time));
+    head.set("iso", IsoTime(commit->committer.time));
+    v.set("head", head);
+  }
+  auto storage = ctx.hub.StorageOf(page.repo);
+  v.set("size", HumanSize(storage ? storage->bytes : 0));
+  SetRefs(v, ctx, page);
+  v.set("clone_url", ctx.options.public_url + "/" + hub::RepoPath(id));
+  ex->Respond(PageAnswer(200, hub::RepoPath(id), Render("repo.html", v), page.who.visitor));
+}
+
+void RenderTree(const PageContext& ctx, const std::shared_ptr<Exchange>& ex, const RepoPage& page) {
+  const std::string& path = ex->request().Param("path");
+  auto entries = ctx.hub.List(page.repo, page.commit, path, false);
+  if (!entries) {
+    const unsigned status = http::HttpStatusOf(entries.error().code);
+    return ex->Respond(ErrorPage(status, status == 404 ? "No such folder: " + path : entries.error().message,
+                                 page.who.visitor));
+  }
+  View v = BaseView(page, "files");
+  v.set("crumbs", Crumbs(path, false));
+  const size_t pages = (entries->size() + kTreePage - 1) / kTreePage;
+  const size_t p = std::min(PageNumber(ex->request()), pages == 0 ? 0 : pages - 1);
+  const size_t first = p * kTreePage;
+  const size_t last = std::min(entries->size(), first + kTreePage);
+  View list{View::type::list};
+  for (size_t i = first; i < last; ++i) {
+    const hub::PathInfo& f = (*entries)[i];
+    View e;
+    e.set("name", f.path.substr(f.path.rfind('/') + 1));
+    e.set("url", UrlPath(f.path));
+    e.set("dir", f.is_dir);
+    e.set("size", f.is_dir ? std::string() : HumanSize(f.size));
+    e.set("kind", KindOf(f));
+    list.push_back(e);
+  }
+  v.set("entries", list);
+  v.set("count", std::to_string(entries->size()));
+  if (pages > 1) {
+    View pg;
+    pg.set("first", std::to_string(first + 1));
+    pg.set("last", std::to_string(last));
+    if (p > 0) pg.set("prev", std::to_string(p - 1));
+    if (p + 1 < pages) pg.set("next", std::to_string(p + 1));
+    v.set("pages", pg);
+  }
+  const std::string title = hub::RepoPath(page.repo.id()) + (path.empty() ? "" : " · " + path);
+  ex->Respond(PageAnswer(200, title, Render("tree.html", v), page.who.visitor));
+}
+
+void RenderBlob(const PageContext& ctx, const std::shared_ptr<Exchange>& ex, const RepoPage& page) {
+  const std::string& path = ex->request().Param("path");
+  auto info = ctx.hub.Stat(page.repo, page.commit, path);
+  if (!info) {
+    const unsigned status = http::HttpStatusOf(info.error().code);
+    return ex->Respond(
+        ErrorPage(status, status == 404 ? "No such file: " + path : info.error().message, page.who.visitor));
+  }
+  if (info->is_dir) {
+    http::Response moved = ErrorPage(302, "A folder.", page.who.visitor);
+    moved.Header("Location", page.url + "/tree/" + PercentEncode(page.rev) + "/" + UrlPath(path));
+    return ex->Respond(std::move(moved));
+  }
+  View v = BaseView(page, "files");
+  v.set("crumbs", Crumbs(path, true));
+  v.set("name", path.substr(path.rfind('/') + 1));
+  v.set("size", HumanSize(info->size));
+  v.set("kind", KindOf(*info));
+  if (info->lfs) v.set("sha256", info->lfs->sha256);
+  v.set("download", page.url + "/resolve/" + PercentEncode(page.rev) + "/" + UrlPath(path));
+  auto text = ReadHead(ctx, page.repo, *info, kMaxBlobShown);
+  const bool cut = info->size > kMaxBlobShown;
+  if (text && LooksLikeText(*text, cut)) {
+    if (!text->empty()) v.set("text", *text);
+    if (cut) v.set("cut", HumanSize(kMaxBlobShown));
+  } else {
+    View why;
+    why.set("why", std::string(text ? "not text" : "not readable here"));
+    v.set("binary", why);
+  }
+  const std::string title = hub::RepoPath(page.repo.id()) + " · " + path;
+  ex->Respond(PageAnswer(200, title, Render("blob.html", v), page.who.visitor));
+}
+
+}  // namespace
+
+void RegisterRepoPages(const std::shared_ptr<const PageContext>& ctx) {
+  auto& r = ctx->server.router();
+  for (const std::string repo : {"/{types}/{ns}/{name}", "/{ns}/{name}"}) {
+    r.Handle(Verb::get, repo + "/tree/{rev}", http::RouteOptions().Name("page_tree"),
+             RepoPageHandler(ctx, &RenderTree));
+    r.Handle(Verb::get, repo + "/tree/{rev}/{path...}", http::RouteOptions().Name("page_tree"),
+             RepoPageHandler(ctx, &RenderTree));
+    r.Handle(Verb::get, repo + "/blob/{rev}/{path...}", http::RouteOptions().Name("page_blob"),
+             RepoPageHandler(ctx, &RenderBlob));
+  }
+  r.Handle(Verb::get, "/{types}/{ns}/{name}", http::RouteOptions().Name("page_repo"),
+           RepoPageHandler(ctx, &RenderCard));
+  r.Handle(Verb::get, "/{ns}/{name}", http::RouteOptions().Name("page_repo"),
+           RepoPageHandler(ctx, &RenderCard));
+}
+
+}  // namespace cairn::web

@@ -1,0 +1,181 @@
+"""The web pages in a real browser (headless Chromium from Debian, through Selenium) against `cairn serve`
+with repositories written by the stock `hf` CLI: every link the CLI prints opens the right page, the card,
+tree, blob, history and commit pages show what the API says, hostile names and READMEs run nothing under a
+strict Content-Security-Policy, large folders page, a private repository is the same 404 as a missing one.
+Screenshots of each page are kept under build/test-artifacts/web/."""
+
+from __future__ import annotations
+
+import json
+import re
+import struct
+from pathlib import Path
+
+import pytest
+
+from browser import alert_text, csp_violations, screenshot, start_browser
+from common import http
+from hub_util import Hub
+
+HOSTILE_NAME = "<img src=x onerror=alert(7)>.txt"
+README = """---
+license: mit
+tags:
+- text-generation
+- "<b>bold</b>"
+---
+# Card Model
+
+A **test** model: <script>alert(1)</script>
+
+| column | value |
+|---|---|
+| depth | 12 |
+
+<img src=x onerror="alert(2)">
+
+[a link](javascript:alert(3)) and <a href="javascript:alert(4)">another</a>
+"""
+
+
+@pytest.fixture(scope="module")
+def browser():
+    driver = start_browser()
+    yield driver
+    driver.quit()
+
+
+def printed_url(out: str) -> str:
+    """The URL `hf` printed last (`url: ...`)."""
+    urls = re.findall(r"url: (\S+)", re.sub(r"\x1b\[[0-9;]*m", "", out))
+    assert urls, out
+    return urls[-1]
+
+
+def safetensors(path: Path, shapes: dict[str, tuple[str, list[int]]]) -> None:
+    """A safetensors file of zeros with these tensors (dtype, shape)."""
+    sizes = {"F32": 4, "F16": 2, "BF16": 2}
+    header, offset = {"__metadata__": {"format": "pt"}}, 0
+    for name, (dtype, shape) in shapes.items():
+        n = sizes[dtype]
+        for d in shape:
+            n *= d
+        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [offset, offset + n]}
+        offset += n
+    text = json.dumps(header).encode()
+    path.write_bytes(struct.pack("<Q", len(text)) + text + bytes(offset))
+
+
+def page_text(browser, url: str, name: str) -> str:
+    browser.get(url)
+    assert alert_text(browser) is None, f"a script ran on {url}"
+    assert browser.execute_script("return document.scripts.length") == 0, url
+    screenshot(browser, name)
+    return browser.find_element("tag name", "main").text
+
+
+@pytest.mark.backends("sqlite")
+def test_links_the_cli_prints_open_pages_that_show_what_the_api_says(server, hub_py, tmp_path, browser):
+    srv = server()
+    hub = Hub(hub_py, tmp_path / "alice", srv, srv.token("alice", write=True))
+    repo_url = printed_url(hub.cli("repos", "create", "alice/card-model").stdout)
+    assert repo_url == f"{srv.url}/alice/card-model"
+
+    folder = tmp_path / "upload"
+    (folder / "docs").mkdir(parents=True)
+    (folder / "README.md").write_text(README)
+    (folder / "docs" / "notes.txt").write_text("line one\nline two\n")
+    (folder / HOSTILE_NAME).write_text("hostile\n")
+    safetensors(folder / "model.safetensors", {"w": ("F16", [1000, 1000]), "b": ("F32", [1000])})
+    commit_url = printed_url(hub.cli("upload", "alice/card-model", str(folder), ".").stdout)
+    assert commit_url.startswith(f"{srv.url}/alice/card-model/commit/")
+
+    # The repository's page: its card, metadata, parameters from the safetensors header.
+    card = page_text(browser, repo_url, "repository")
+    assert "Card Model" in card and "license" in card and "mit" in card and "<b>bold</b>" in card
+    assert "1.0M" in card and "F16 · F32" in card  # 1,001,000 parameters
+    assert [td.text for td in browser.find_elements("css selector", "article table:not(.metadata) td")] == ["depth", "12"]
+    article = browser.find_element("css selector", "article").get_attribute("innerHTML")
+    assert "<script" not in article and "onerror" not in article and "<img" not in article
+    for link in browser.find_elements("css selector", "article a"):
+        assert not (link.get_attribute("href") or "").startswith("javascript:")
+    r = http("GET", repo_url)
+    csp = r.headers["content-security-policy"]
+    assert "default-src 'none'" in csp and "script-src" not in csp and "frame-ancestors 'none'" in csp
+    assert r.headers["x-content-type-options"] == "nosniff"
+
+    # The commit the CLI printed: the files it added, a diff of the small text ones.
+    commit = page_text(browser, commit_url, "commit")
+    commits = hub.run("result = [c.commit_id for c in api.list_repo_commits('alice/card-model')]")
+    assert len(commits) == 2 and commit_url.endswith(commits[0])
+    assert "4 files changed" in commit and "+line two" in commit and "docs/notes.txt" in commit
+    assert HOSTILE_NAME in commit and "A large file" in commit
+
+    # The tree at main as the API lists it, each name a link to its file's page.
+    tree = page_text(browser, f"{repo_url}/tree/main", "tree")
+    listed = hub.run("result = sorted(f.path for f in api.list_repo_tree('alice/card-model'))")
+    for path in listed:
+        assert path in tree
+    browser.find_element("link text", HOSTILE_NAME).click()
+    assert alert_text(browser) is None
+    assert "hostile" in browser.find_element("tag name", "main").text
+    browser.get(f"{repo_url}/tree/main")
+    browser.find_element("link text", "docs/").click()
+    browser.find_element("link text", "notes.txt").click()
+    blob = browser.find_element("tag name", "main").text
+    assert "line one" in blob and "line two" in blob and "18 Bytes" in blob
+    screenshot(browser, "blob")
+
+    # A large file's page: its size and a download link to /resolve/, served sandboxed.
+    big = page_text(browser, f"{repo_url}/blob/main/model.safetensors", "blob-large")
+    assert "Xet" in big and "download" in big.lower()
+    link = browser.find_element("link text", "Download").get_attribute("href")
+    assert link == f"{repo_url}/resolve/main/model.safetensors"
+    got = http("GET", link)
+    assert got.status == 200 and got.headers["content-security-policy"].startswith("sandbox")
+
+    # The history: both commits, newest first, each a link to its page.
+    history = page_text(browser, f"{repo_url}/commits/main", "history")
+    assert history.index(commits[0][:7]) < history.index(commits[1][:7])  # newest first
+    home = page_text(browser, f"{srv.url}/", "home")
+    assert "alice/card-model" in home
+    assert "alice/card-model" in page_text(browser, f"{srv.url}/alice", "namespace")
+    assert not [v for v in csp_violations(browser) if "script" in v.lower() and "inline" not in v.lower()]
+
+
+@pytest.mark.backends("sqlite")
+def test_private_repositories_are_the_same_404_as_missing_ones(server, hub_py, tmp_path, browser):
+    srv = server()
+    hub = Hub(hub_py, tmp_path / "alice", srv, srv.token("alice", write=True))
+    hub.run("HfApi().create_repo('alice/secret', private=True)\n"
+            "HfApi().upload_file(path_or_fileobj=b'top secret', path_in_repo='s.txt', repo_id='alice/secret')")
+    for path in ("/alice/secret", "/alice/secret/tree/main", "/alice/secret/blob/main/s.txt",
+                 "/alice/secret/commits/main"):
+        hidden, missing = http("GET", srv.url + path), http("GET", srv.url + path.replace("secret", "nothing"))
+        assert hidden.status == missing.status == 404, path
+        assert hidden.body.replace(b"secret", b"nothing") == missing.body.replace(b"secret", b"nothing")
+    assert "alice/secret" not in page_text(browser, srv.url + "/", "home-anonymous")
+    browser.get(srv.url + "/alice/secret")
+    assert "404" in browser.title
+    screenshot(browser, "not-found")
+
+
+@pytest.mark.backends("sqlite")
+def test_a_folder_of_10000_files_pages(server, hub_py, tmp_path, browser):
+    srv = server()
+    hub = Hub(hub_py, tmp_path / "alice", srv, srv.token("alice", write=True))
+    hub.run("""
+        api = HfApi()
+        api.create_repo('alice/many')
+        ops = [CommitOperationAdd(path_in_repo=f'data/f{i:05d}.txt', path_or_fileobj=str(i).encode())
+               for i in range(10000)]
+        api.create_commit('alice/many', operations=ops, commit_message='10,000 files')
+    """, timeout=900)
+    text = page_text(browser, f"{srv.url}/alice/many/tree/main/data", "tree-paged")
+    assert "10000 entries, 1–200 shown" in text and "f00000.txt" in text and "f00200.txt" not in text
+    browser.find_element("link text", "Next").click()
+    text = browser.find_element("tag name", "main").text
+    assert "201–400 shown" in text and "f00200.txt" in text and "f00199.txt" not in text
+    last = http("GET", f"{srv.url}/alice/many/tree/main/data?p=49")
+    assert b"f09999.txt" in last.body and b"rel=\"next\"" not in last.body
+    assert len(last.body) < 100_000
