@@ -1,13 +1,13 @@
 #include "api/requests.h"
 
 #include <boost/json.hpp>
-#include <boost/url/parse_query.hpp>
 #include <charconv>
 #include <functional>
 #include <map>
 
 #include "common/base64.h"
 #include "common/percent_encode.h"
+#include "http/form.h"
 
 namespace cairn::api {
 namespace {
@@ -589,20 +589,12 @@ Parsed<TokenBody> ParseTokenBody(std::string_view body) {
 Parsed<TokenExchangeBody> ParseTokenExchangeBody(std::string_view body, bool form) {
   constexpr std::string_view kForm =
       "the body gives grant_type, subject_token_type, subject_token and resource (JSON or a form)";
-  std::map<std::string, std::string, std::less<>> fields;
+  http::FormFields fields;
   if (form) {
-    // Boost.URL 1.81's parse_query reads past the end of a view that is not NUL-terminated (ASan, the JSON
-    // bodies fuzz target): it gets a string of its own.
     if (body.empty()) return Refused(std::string(kForm));
-    const std::string terminated(body);
-    auto query = boost::urls::parse_query(terminated);
-    if (!query) return Refused(std::string(kForm));
-    const boost::urls::encoding_opts plus_is_space(/*space_as_plus=*/true);
-    for (const auto& p : *query) {
-      if (!fields.emplace(p.key.decode(plus_is_space), p.value.decode(plus_is_space)).second) {
-        return Refused("a field is given twice");
-      }
-    }
+    auto parsed = http::ParseForm(body);
+    if (!parsed) return Refused(std::string(kForm) + "; no field given twice");
+    fields = std::move(*parsed);
   } else {
     json::value storage;
     const json::object* o = ParseObject(body, storage);

@@ -11,7 +11,9 @@
 #include "cli/commands.h"
 #include "common/printable.h"
 #include "config/config.h"
+#include "people/directory.h"
 #include "people/people_service.h"
+#include "people/sign_in.h"
 
 namespace cairn::cli {
 namespace {
@@ -140,6 +142,30 @@ int RunUserOperator(const PeopleOptions& opts) {
     std::cout << opts.name << (opts.off ? " is no operator now\n" : " is an operator now\n");
     return Ok{};
   });
+}
+
+int RunUserPassword(const PeopleOptions& opts) {
+  const std::string who = "cairn user password: ";
+  auto opened = OpenCommandIndex(who, opts.config_file, opts.data_dir, opts.index);
+  if (opened.status != 0) return opened.status;
+  people::Directory directory(*opened.index, Clock::System());
+  people::SignInService sign_in(*opened.index, directory, Clock::System());
+  Status st = Ok{};
+  if (opts.off) {
+    st = sign_in.RemovePassword(CommandActor(), opts.name);
+  } else {
+    std::string password;
+    std::getline(std::cin, password);
+    if (!password.empty() && password.back() == '\r') password.pop_back();
+    st = sign_in.SetPassword(CommandActor(), opts.name, password);
+  }
+  if (!st) {
+    std::cerr << who << Printable(st.error().message) << "\n";
+    return st.error().code == ErrorCode::kMalformed ? 2 : 1;
+  }
+  std::cout << (opts.off ? "removed the password of " : "set the password of ") << opts.name
+            << ": their sessions ended\n";
+  return 0;
 }
 
 int RunOrgCreate(const PeopleOptions& opts) {

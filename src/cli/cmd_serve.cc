@@ -31,6 +31,7 @@
 #include "http/server.h"
 #include "mirror/mirror_service.h"
 #include "people/directory.h"
+#include "people/sign_in.h"
 #include "publish/exchange.h"
 #include "publish/issuer_keys.h"
 #include "quota/quota_service.h"
@@ -75,6 +76,7 @@ struct Backend {
   std::unique_ptr<cas::Relay> relay;  // the mirror's, for the CAS routes (made before it)
   std::unique_ptr<people::Directory> people;
   std::unique_ptr<people::PeopleService> people_service;  // people's own changes through the API
+  std::unique_ptr<people::SignInService> sign_in;         // passwords and browser sessions (the pages)
   // Trusted publishers: the issuers' documents, their keys, and the exchange that reads them.
   std::unique_ptr<publish::DocumentSource> documents;
   std::unique_ptr<publish::IssuerKeys> issuer_keys;
@@ -185,7 +187,8 @@ void ServeHub(http::Server& server, const config::Config& cfg, Backend& b) {
 
 // The web pages (docs/web.md), after every API route: the router takes the first route that matches.
 void ServePages(http::Server& server, const config::Config& cfg, Backend& b) {
-  web::RegisterPageRoutes(server, *b.hub, *b.files, {.public_url = cfg.public_url, .identify = nullptr});
+  web::RegisterPageRoutes(server, *b.hub, *b.files,
+                          {.public_url = cfg.public_url, .sign_in = b.sign_in.get()});
 }
 
 // git-lfs uploads (and huggingface_hub's without Xet), chunked into xorbs here; parts wait in the data dir.
@@ -229,6 +232,7 @@ http::Result<std::unique_ptr<Backend>> RegisterRoutes(http::Server& server, cons
   b->quota = std::make_unique<quota::QuotaService>(*b->index, Clock::System());
   b->people = std::make_unique<people::Directory>(*b->index, Clock::System());
   b->people_service = std::make_unique<people::PeopleService>(*b->index, Clock::System());
+  b->sign_in = std::make_unique<people::SignInService>(*b->index, *b->people, Clock::System());
   if (auto st = b->people->Refresh(); !st) return Error{st.error().code, "people: " + st.error().message};
   b->documents = publish::HttpDocumentSource();
   b->issuer_keys = std::make_unique<publish::IssuerKeys>(*b->documents, Clock::System());
@@ -274,6 +278,15 @@ std::unique_ptr<Periodic> PruneAudit(std::chrono::seconds retention, index::Audi
       spdlog::warn("audit: pruning failed: {}", pruned.error().message);
     } else if (*pruned > 0) {
       spdlog::info("audit: {} events older than audit_retention dropped", *pruned);
+    }
+  });
+}
+
+// Expired browser sessions deleted hourly (they are refused at once; this keeps the table small).
+std::unique_ptr<Periodic> PruneSessions(index::SignInIndex& index) {
+  return std::make_unique<Periodic>(std::chrono::hours(1), [&index](bool) {
+    if (auto pruned = index.PruneSessions(Clock::System().UnixSeconds()); !pruned) {
+      spdlog::warn("sessions: pruning failed: {}", pruned.error().message);
     }
   });
 }
@@ -511,6 +524,7 @@ int RunServe(const ServeOptions& opts) {
   auth->SetVerifier(std::make_shared<api::PersonTokens>(*services->people));
   const auto people = RefreshPeople(cfg->people_refresh, *services->people, *services->index);
   const auto pruner = PruneAudit(cfg->audit_retention, *services->index);
+  const auto session_pruner = PruneSessions(*services->index);
   // The collector stops (cut short at its next step) before the backend.
   std::unique_ptr<gc::Scheduler> collector = ScheduleCollector(*cfg, *services, *server);
   server->StopOnSignals();

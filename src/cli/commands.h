@@ -226,7 +226,7 @@ struct PeopleOptions {
   std::string name;  // the user or organization (create, show, disable, enable; org add|remove|role: the org)
   std::string full_name;     // create
   bool is_operator = false;  // user create
-  bool off = false;          // user operator: take the flag away
+  bool off = false;          // user operator: take the flag away; user password: remove it
   std::string user;          // org add|remove|role; token create|ls
   std::string role;          // org add|role: read, write, admin; token create: read, write, fineGrained
   std::string token_name;    // token create
@@ -246,6 +246,9 @@ int RunUserShow(const PeopleOptions& opts);
 int RunUserDisable(const PeopleOptions& opts);
 int RunUserEnable(const PeopleOptions& opts);
 int RunUserOperator(const PeopleOptions& opts);
+// `cairn user password NAME`: the password (read from standard input, one line) the user signs in to the
+// pages with; --off removes it. Either ends every session of theirs.
+int RunUserPassword(const PeopleOptions& opts);
 int RunOrgCreate(const PeopleOptions& opts);
 int RunOrgList(const PeopleOptions& opts);
 int RunOrgShow(const PeopleOptions& opts);

@@ -168,6 +168,13 @@ void AddPeople(CLI::App& app) {
                      c->add_option("NAME", o.name, "The user")->required();
                      c->add_flag("--off", o.off, "Take the operator's rights away");
                    });
+  AddPeopleCommand(
+      user, "password",
+      "Set the password a user signs in to the pages with, read from standard input (--off: remove it)",
+      RunUserPassword, [](CLI::App* c, PeopleOptions& o) {
+        c->add_option("NAME", o.name, "The user")->required();
+        c->add_flag("--off", o.off, "Remove the password: the user signs in with a password no more");
+      });
 
   auto* org =
       app.add_subcommand("org", "Organizations: create, ls, show, add, remove, role")->require_subcommand(1);

@@ -333,6 +333,36 @@ class ForwardingIndex : public Index {
     return inner_.PeopleChangedSince(generation);
   }
 
+  // ---- SignInIndex
+  Result<std::optional<std::string>> GetPassword(int64_t id) override {
+    if (auto st = Before("GetPassword", {}); !st.ok()) return st.error();
+    return inner_.GetPassword(id);
+  }
+  Status SetPassword(int64_t id, std::optional<std::string> hash, const AuditEvent* audit) override {
+    if (auto st = Before("SetPassword", {}); !st.ok()) return st.error();
+    return inner_.SetPassword(id, std::move(hash), audit);
+  }
+  Status CreateSession(const SessionRecord& session, const AuditEvent* audit) override {
+    if (auto st = Before("CreateSession", {}); !st.ok()) return st.error();
+    return inner_.CreateSession(session, audit);
+  }
+  Result<std::optional<SessionRecord>> FindSession(std::string_view id) override {
+    if (auto st = Before("FindSession", {}); !st.ok()) return st.error();
+    return inner_.FindSession(id);
+  }
+  Result<bool> DeleteSession(std::string_view id, const AuditEvent* audit) override {
+    if (auto st = Before("DeleteSession", {}); !st.ok()) return st.error();
+    return inner_.DeleteSession(id, audit);
+  }
+  Result<uint64_t> DeleteSessionsOf(int64_t id, const AuditEvent* audit) override {
+    if (auto st = Before("DeleteSessionsOf", {}); !st.ok()) return st.error();
+    return inner_.DeleteSessionsOf(id, audit);
+  }
+  Result<uint64_t> PruneSessions(int64_t now) override {
+    if (auto st = Before("PruneSessions", {}); !st.ok()) return st.error();
+    return inner_.PruneSessions(now);
+  }
+
   // ---- AuditIndex
   Status AppendAudit(const AuditEvent& event) override {
     if (auto st = Before("AppendAudit", {}); !st.ok()) return st.error();

@@ -478,7 +478,8 @@ class PeopleIndex {
   virtual Result<std::vector<AccountRecord>> ListAccounts(std::optional<AccountKind> kind,
                                                           std::optional<std::string_view> after,
                                                           size_t limit) = 0;
-  // Changes the fields `change` gives; kNotFound when there is no account `id`.
+  // Changes the fields `change` gives; kNotFound when there is no account `id`. Disabling a user ends their
+  // browser sessions (SignInIndex) in the same transaction: enabling them again revives none.
   virtual Status UpdateAccount(int64_t id, const AccountChange& change) = 0;
   // The accounts among `ids` that exist (at most kMaxListed ids), in no particular order: naming the members
   // of an organization without reading every account.
@@ -531,6 +532,35 @@ class PeopleIndex {
   PeopleIndex() = default;
 };
 
+// Signing in through the pages: users' passwords (the memory-hard hash people/ makes, stored as its text)
+// and browser sessions. Not part of the people generations: a node reads a session when a request shows
+// it, so a sign-out or a password change is seen by every node at once.
+class SignInIndex {
+ public:
+  virtual ~SignInIndex() = default;
+  SignInIndex(const SignInIndex&) = delete;
+  SignInIndex& operator=(const SignInIndex&) = delete;
+
+  // The password hash of account `id`; nullopt when it has none.
+  virtual Result<std::optional<std::string>> GetPassword(int64_t id) = 0;
+  // Sets the password hash of user `id` (nullopt: removes it) and ends every session of theirs, in one
+  // transaction; kNotFound when `id` is no user.
+  virtual Status SetPassword(int64_t id, std::optional<std::string> hash, const AuditEvent* audit) = 0;
+  // Stores a new session; kConflict when the id exists, kNotFound when its user is no user.
+  virtual Status CreateSession(const SessionRecord& session, const AuditEvent* audit) = 0;
+  // The session with that id (expired ones too: the caller checks); nullopt when none.
+  virtual Result<std::optional<SessionRecord>> FindSession(std::string_view id) = 0;
+  // Ends session `id` (a sign-out); false when there was none.
+  virtual Result<bool> DeleteSession(std::string_view id, const AuditEvent* audit) = 0;
+  // Ends every session of user `id`; how many there were.
+  virtual Result<uint64_t> DeleteSessionsOf(int64_t id, const AuditEvent* audit) = 0;
+  // Deletes the sessions expired before `now`; how many.
+  virtual Result<uint64_t> PruneSessions(int64_t now) = 0;
+
+ protected:
+  SignInIndex() = default;
+};
+
 // The audit log (audit_records.h): every change a person or an operator made, newest last. The changes that
 // are audited carry their event — NewRepo, RepoChange, RefUpdate, NewAccount and AccountChange in their
 // `audit` field; DeleteRepo, SetMember, CreateToken and RevokeToken in their `audit` argument (null: none) —
@@ -556,7 +586,7 @@ class AuditIndex {
   AuditIndex() = default;
 };
 
-// The whole index: the eight slices and the database's own operations (health, write counters, where it is).
+// The whole index: the nine slices and the database's own operations (health, write counters, where it is).
 class Index : public CasIndex,
               public RepoIndex,
               public SecretIndex,
@@ -564,6 +594,7 @@ class Index : public CasIndex,
               public QuotaIndex,
               public MirrorIndex,
               public PeopleIndex,
+              public SignInIndex,
               public AuditIndex {
  public:
   ~Index() override = default;

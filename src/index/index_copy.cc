@@ -43,8 +43,9 @@ struct Table {
 // schema 17 leases, which are held by running processes: not copied; schema 18 the mirrored repositories'
 // last reads, copied: the mirror's eviction order; schema 19 people (accounts, members, tokens) with their
 // generations, and the newest generation raised to theirs; schema 20 the audit log, copied with its ids;
-// schema 21 the trust policies, with their generations like tokens; schema 22 indexes only.)
-static_assert(SqliteIndex::kSchemaVersion == 22 && PostgresIndex::kSchemaVersion == 22,
+// schema 21 the trust policies, with their generations like tokens; schema 22 indexes only; schema 23 the
+// users' password hashes and their browser sessions, copied so that nobody is signed out by a move.)
+static_assert(SqliteIndex::kSchemaVersion == 23 && PostgresIndex::kSchemaVersion == 23,
               "a new schema version must be reflected in kTables");
 
 // Each scope's totals from its rows (schema 7's scope_totals), the same SQL on both backends.
@@ -53,7 +54,7 @@ constexpr const char kFillScopeTotals[] =
     "FROM file_scopes s JOIN files f ON f.hash = s.file GROUP BY s.scope";
 
 // People (schema 19): accounts before their members and tokens; the audit log (schema 20); trust policies
-// (schema 21).
+// (schema 21); passwords and sessions (schema 23).
 std::vector<Table> PeopleTables() {
   return {{"accounts",
            {{"id", Type::kInt},
@@ -96,6 +97,17 @@ std::vector<Table> PeopleTables() {
             {"created_at", Type::kInt},
             {"revoked_at", Type::kInt},
             {"changed", Type::kInt}},
+           1,
+           1024},
+          {"passwords", {{"account", Type::kInt}, {"hash", Type::kText}}, 1, 1024},
+          {"sessions",
+           {{"id", Type::kText},
+            {"secret_hash", Type::kBytes},
+            {"user_id", Type::kInt},
+            {"created_at", Type::kInt},
+            {"expires_at", Type::kInt},
+            {"method", Type::kText},
+            {"client", Type::kText}},
            1,
            1024},
           {"audit_events",

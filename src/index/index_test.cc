@@ -119,6 +119,10 @@ class IndexTest : public BackendTest {
   // added: indexes, tables, the columns and rows that migrations 7 and 9 fill from the rows, and schema 11's
   // functions).
   void SetSchemaVersion(int version) {
+    if (version < 23) {
+      const std::string drop = "DROP TABLE sessions; DROP TABLE passwords";
+      ExecRaw(drop, drop);
+    }
     if (version >= 20 && version < 22) {
       // Schema 20's log, its rows kept (AUTOINCREMENT, an index by actor).
       ExecRaw(
@@ -2894,6 +2898,18 @@ TEST(IndexCopyTest, SqliteToPostgresAndBackResumesAndVerifies) {
                       .ok());
     }
     ASSERT_TRUE((*src)->RevokeToken("tok-b", 1750000000, nullptr).ok());
+    // A password and a session.
+    ASSERT_TRUE((*src)->SetPassword(alice->id, "$argon2id$copied", nullptr).ok());
+    ASSERT_TRUE((*src)
+                    ->CreateSession({.id = std::string(32, 'a'),
+                                     .secret_hash = std::vector<uint8_t>(32, 2),
+                                     .user = alice->id,
+                                     .created_at = 1700000000,
+                                     .expires_at = 1800000000,
+                                     .method = "password",
+                                     .client = "127.0.0.1"},
+                                    nullptr)
+                    .ok());
     // A quota measured only (no limit: NULL) stays one: a limit of 0 would refuse every write.
     ASSERT_TRUE((*src)->SetQuotaLimit("org", std::nullopt, nullptr).ok());
   }
@@ -2975,6 +2991,11 @@ TEST(IndexCopyTest, SqliteToPostgresAndBackResumesAndVerifies) {
     ASSERT_EQ(pb->tokens.size(), 2u);
     EXPECT_EQ((*b)->FindAccount("alice")->id, (*a)->FindAccount("alice")->id);
     EXPECT_EQ((*b)->FindToken("tok-b")->revoked_at, 1750000000);
+    const int64_t alice_b = (*b)->FindAccount("alice")->id;
+    EXPECT_EQ((*b)->GetPassword(alice_b).value(), std::optional<std::string>("$argon2id$copied"));
+    auto session = (*b)->FindSession(std::string(32, 'a'));
+    ASSERT_TRUE(session.ok() && session->has_value());
+    EXPECT_EQ(**session, *(*a)->FindSession(std::string(32, 'a')).value());
     EXPECT_EQ((*b)->ListMembers(AccountKind::kOrg, (*b)->FindAccount("acme")->id)->size(), 1u);
     auto quota = (*b)->GetQuota("org");
     ASSERT_TRUE(quota.ok() && quota->has_value());

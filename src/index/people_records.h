@@ -107,4 +107,17 @@ struct PeopleChanges {
   std::vector<PublisherRecord> publishers;
 };
 
+// A browser's session (sign-in): the cookie carries its id and a secret; the index keeps the secret's
+// SHA-256 only, like a token's.
+struct SessionRecord {
+  std::string id;                    // 32 lowercase hex digits
+  std::vector<uint8_t> secret_hash;  // SHA-256 of the secret (32 bytes)
+  int64_t user = 0;                  // the account signed in
+  int64_t created_at = 0;            // unix seconds
+  int64_t expires_at = 0;            // unix seconds: refused from then on
+  std::string method;                // how they signed in: "password", "oidc"
+  std::string client;                // the client's address then
+  friend bool operator==(const SessionRecord&, const SessionRecord&) = default;
+};
+
 }  // namespace cairn::index

@@ -396,6 +396,78 @@ TEST_P(PeopleTest, AnotherNodesChangesReachARefresh) {
   EXPECT_EQ(generations.size(), all->accounts.size()) << "each change its own generation";
 }
 
+TEST_P(PeopleTest, PasswordsAndSessionsSignPeopleIn) {
+  Open();
+  const AccountRecord alice = User("alice");
+  const AccountRecord acme = Org("acme");
+  EXPECT_EQ(index_->GetPassword(alice.id).value(), std::nullopt);
+  EXPECT_TRUE(
+      Refused(index_->SetPassword(acme.id, "$argon2id$x", nullptr).error(), AccountIdNotIndexed(acme.id)))
+      << "an organization signs nobody in";
+  EXPECT_TRUE(Refused(index_->SetPassword(999, "$argon2id$x", nullptr).error(), AccountIdNotIndexed(999)));
+  ASSERT_TRUE(index_->SetPassword(alice.id, "$argon2id$one", nullptr).ok());
+  EXPECT_EQ(index_->GetPassword(alice.id).value(), std::optional<std::string>("$argon2id$one"));
+
+  auto session = [&](const std::string& id, int64_t user, int64_t expires) {
+    return SessionRecord{.id = id,
+                         .secret_hash = std::vector<uint8_t>(32, 9),
+                         .user = user,
+                         .created_at = 1'700'000'000,
+                         .expires_at = expires,
+                         .method = "password",
+                         .client = "10.0.0.1"};
+  };
+  AuditEvent signed_in;
+  signed_in.at = 1'700'000'000, signed_in.actor = "alice", signed_in.action = "session.create";
+  ASSERT_TRUE(index_->CreateSession(session("s1", alice.id, 1'800'000'000), &signed_in).ok());
+  EXPECT_EQ(index_->CreateSession(session("s1", alice.id, 1'800'000'000), nullptr).error().code,
+            ErrorCode::kConflict);
+  EXPECT_TRUE(Refused(index_->CreateSession(session("s2", acme.id, 1'800'000'000), nullptr).error(),
+                      AccountIdNotIndexed(acme.id)));
+  SessionRecord unhashed = session("s3", alice.id, 1'800'000'000);
+  unhashed.secret_hash.clear();
+  EXPECT_EQ(index_->CreateSession(unhashed, nullptr).error().code, ErrorCode::kMalformed);
+  auto found = index_->FindSession("s1");
+  ASSERT_TRUE(found.ok() && found->has_value());
+  EXPECT_EQ(**found, session("s1", alice.id, 1'800'000'000));
+  EXPECT_EQ(index_->FindSession("nope").value(), std::nullopt);
+
+  // A sign-out ends one session, with its event; a password change ends them all.
+  ASSERT_TRUE(index_->CreateSession(session("s4", alice.id, 1'800'000'000), nullptr).ok());
+  AuditEvent out = signed_in;
+  out.action = "session.end";
+  EXPECT_TRUE(index_->DeleteSession("s4", &out).value());
+  EXPECT_FALSE(index_->DeleteSession("s4", &out).value());
+  ASSERT_TRUE(index_->SetPassword(alice.id, "$argon2id$two", nullptr).ok());
+  EXPECT_EQ(index_->FindSession("s1").value(), std::nullopt);
+  auto events = index_->ListAudit({}, std::nullopt, 10);
+  ASSERT_TRUE(events.ok());
+  ASSERT_EQ(events->size(), 2u) << "one event each: the sign-in and the one sign-out that ended something";
+  EXPECT_EQ((*events)[0].action, "session.end");
+
+  // Disabling the user ends their sessions; enabling them again revives none.
+  ASSERT_TRUE(index_->CreateSession(session("d", alice.id, 1'800'000'000), nullptr).ok());
+  AccountChange enable;
+  enable.disabled = false;
+  AccountChange disable;
+  disable.disabled = true;
+  ASSERT_TRUE(index_->UpdateAccount(alice.id, enable).ok());
+  EXPECT_TRUE(index_->FindSession("d").value().has_value()) << "enabling ends nothing";
+  ASSERT_TRUE(index_->UpdateAccount(alice.id, disable).ok());
+  ASSERT_TRUE(index_->UpdateAccount(alice.id, enable).ok());
+  EXPECT_EQ(index_->FindSession("d").value(), std::nullopt);
+
+  // Ending a user's sessions; pruning the expired ones.
+  for (const char* id : {"a", "b"})
+    ASSERT_TRUE(index_->CreateSession(session(id, alice.id, 1'800'000'000), nullptr).ok());
+  ASSERT_TRUE(index_->CreateSession(session("old", alice.id, 1'600'000'000), nullptr).ok());
+  EXPECT_EQ(index_->PruneSessions(1'700'000'000).value(), 1u);
+  EXPECT_EQ(index_->DeleteSessionsOf(alice.id, &out).value(), 2u);
+  EXPECT_EQ(index_->DeleteSessionsOf(alice.id, &out).value(), 0u);
+  ASSERT_TRUE(index_->SetPassword(alice.id, std::nullopt, nullptr).ok());
+  EXPECT_EQ(index_->GetPassword(alice.id).value(), std::nullopt);
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, PeopleTest, ::testing::Values(Backend::kSqlite, Backend::kPostgres),
                          BackendName);
 

@@ -121,13 +121,36 @@ Result<Person> Directory::PersonOf(const TokenRecord& token, std::string_view se
            .role = token.role,
            .grants = std::move(*grants),
            .expires = token.expires_at,
-           .orgs = {}};
-  for (auto it = roles_.lower_bound({p.user_id, 0}); it != roles_.end() && it->first.first == p.user_id;
-       ++it) {
-    auto org = accounts_.find(it->first.second);
-    if (org != accounts_.end()) p.orgs.emplace_back(org->second, it->second);
-  }
+           .orgs = OrgsOf(owner->second.id)};
   return p;
+}
+
+std::vector<std::pair<AccountRecord, OrgRole>> Directory::OrgsOf(int64_t user_id) const {
+  std::vector<std::pair<AccountRecord, OrgRole>> out;
+  for (auto it = roles_.lower_bound({user_id, 0}); it != roles_.end() && it->first.first == user_id; ++it) {
+    auto org = accounts_.find(it->first.second);
+    if (org != accounts_.end()) out.emplace_back(org->second, it->second);
+  }
+  return out;
+}
+
+Result<Person> Directory::SessionPerson(int64_t user_id, int64_t expires, std::string_view session) const {
+  std::shared_lock lock(mu_);
+  auto user = accounts_.find(user_id);
+  if (user == accounts_.end() || user->second.kind != AccountKind::kUser) {
+    return Unauthorized("the session's user is unknown");
+  }
+  if (user->second.disabled) return Unauthorized("the session's user is disabled");
+  return Person{.user_id = user_id,
+                .user = user->second.name,
+                .full_name = user->second.full_name,
+                .is_operator = user->second.is_operator,
+                .token_id = std::string(session),
+                .token_name = "browser session",
+                .role = TokenRole::kWrite,
+                .grants = {},
+                .expires = expires,
+                .orgs = OrgsOf(user_id)};
 }
 
 void Directory::NoteUse(const std::string& id, int64_t now) {

@@ -67,6 +67,11 @@ class Directory {
     std::string token_id;
   };
   std::optional<Holder> HolderOf(std::string_view text) const;
+  // The person a browser session of user `user_id` speaks for, now: as a write token of theirs would (their
+  // namespace and organizations by role), expiring at `expires`, named `session` in the audit log.
+  // kUnauthorized when the user is unknown to this node or disabled: a disabled user's sessions end here
+  // within one refresh, like their tokens.
+  Result<Person> SessionPerson(int64_t user_id, int64_t expires, std::string_view session) const;
   // The generation read last.
   int64_t generation() const;
   // A live trust policy and the name of the namespace it grants into.
@@ -88,6 +93,8 @@ class Directory {
 
  private:
   Result<Person> PersonOf(const TokenRecord& token, std::string_view secret, int64_t now) const;
+  // The user's organizations and roles (under mu_).
+  std::vector<std::pair<AccountRecord, OrgRole>> OrgsOf(int64_t user_id) const;
   void NoteUse(const std::string& id, int64_t now);
 
   index::PeopleIndex& index_;

@@ -6,12 +6,74 @@
 #include "common/percent_encode.h"
 #include "common/utf8.h"
 #include "files/file_reader.h"
+#include "people/reach.h"
 
 namespace cairn::web {
 
 Signed PageContext::Identify(const http::Request& req) const {
-  if (!options.identify) return {};
-  return options.identify(req);
+  if (options.sign_in == nullptr) return {};
+  std::string cookie = CookieValue(req, SessionCookie());
+  if (cookie.empty()) return {};
+  auto who = options.sign_in->Resolve(cookie);
+  if (!who) return {};
+  std::vector<ScopeAccess> reach = people::ReachOf(who->person);
+  bool writes = false;
+  for (const ScopeAccess& s : reach) writes = writes || s.access >= Access::kWrite;
+  return Signed{.caller = hub::Caller{.scope = who->person.user,
+                                      .write = writes,
+                                      .expires = who->person.expires,
+                                      .user = who->person.user,
+                                      .reach = std::move(reach),
+                                      .token_id = who->person.token_id,
+                                      .client = req.remote},
+                .visitor = Visitor{.user = who->person.user, .csrf = who->csrf},
+                .cookie = std::move(cookie)};
+}
+
+std::string PageContext::SessionCookie() const {
+  return secure() ? "__Host-cairn_session" : "cairn_session";
+}
+std::string PageContext::FormCookie() const {
+  return secure() ? "__Host-cairn_form" : "cairn_form";
+}
+
+std::string PageContext::SetCookie(std::string_view name, std::string_view value, int64_t max_age) const {
+  std::string out = std::string(name) + "=" + std::string(value) +
+                    "; Path=/; HttpOnly; SameSite=Lax; Max-Age=" + std::to_string(max_age);
+  if (secure()) out += "; Secure";
+  return out;
+}
+
+bool PageContext::SameOrigin(const http::Request& req) const {
+  std::string_view from = req.Header("Origin");
+  if (from.empty()) from = req.Header("Referer");
+  if (from.empty()) return true;
+  // The public URL's origin: its scheme, host and port, without a path.
+  const size_t scheme = options.public_url.find("://");
+  const size_t path = options.public_url.find('/', scheme == std::string::npos ? 0 : scheme + 3);
+  const std::string_view origin = std::string_view(options.public_url).substr(0, path);
+  return from == origin ||
+         (from.starts_with(origin) && from.size() > origin.size() && from[origin.size()] == '/');
+}
+
+std::string CookieValue(const http::Request& req, std::string_view name) {
+  std::string_view header = req.Header("Cookie");
+  while (!header.empty()) {
+    const size_t end = header.find(';');
+    std::string_view pair = header.substr(0, end);
+    header = end == std::string_view::npos ? std::string_view() : header.substr(end + 1);
+    while (!pair.empty() && pair.front() == ' ') pair.remove_prefix(1);
+    if (pair.size() > name.size() && pair.starts_with(name) && pair[name.size()] == '=') {
+      return std::string(pair.substr(name.size() + 1));
+    }
+  }
+  return {};
+}
+
+std::string ClientHost(std::string_view remote) {
+  if (remote.starts_with('[')) return std::string(remote.substr(0, remote.find(']') + 1));
+  const size_t colon = remote.rfind(':');
+  return std::string(colon == std::string_view::npos ? remote : remote.substr(0, colon));
 }
 
 namespace {

@@ -29,8 +29,24 @@ struct PageContext {
   // not read a header twice.
   std::shared_ptr<LruCache<hub::ObjectId, TensorCounts, hub::ObjectIdHash>> tensors;
 
+  // Who the request comes from: the person its session cookie speaks for, or nobody.
   Signed Identify(const http::Request& req) const;
+  // The session cookie's name, and the anonymous form cookie's (the sign-in form's token): "__Host-" ones
+  // under HTTPS, which the browser keeps to this origin, Secure, on every path.
+  std::string SessionCookie() const;
+  std::string FormCookie() const;
+  bool secure() const { return options.public_url.starts_with("https://"); }
+  // The Set-Cookie value of `name` set to `value` for `max_age` seconds (0: removed).
+  std::string SetCookie(std::string_view name, std::string_view value, int64_t max_age) const;
+  // Whether a form post comes from cairn's own pages by its Origin (or Referer) header: a browser sends one
+  // with every post; a missing one is allowed (the form token decides), another origin is not.
+  bool SameOrigin(const http::Request& req) const;
 };
+
+// The value of cookie `name` in the request's Cookie header ("" when absent).
+std::string CookieValue(const http::Request& req, std::string_view name);
+// The client's address without its port, as failed sign-ins are counted by.
+std::string ClientHost(std::string_view remote);
 
 // A repository page's request: who asks, the repository opened for them and the revision the route names
 // (the default branch when it names none), resolved.
@@ -75,5 +91,6 @@ std::string IsoTime(int64_t unix_seconds);
 void RegisterRepoPages(const std::shared_ptr<const PageContext>& ctx);     // repo_pages.cc
 void RegisterHistoryPages(const std::shared_ptr<const PageContext>& ctx);  // history_pages.cc
 void RegisterListPages(const std::shared_ptr<const PageContext>& ctx);     // list_pages.cc
+void RegisterSignInPages(const std::shared_ptr<const PageContext>& ctx);   // sign_in_pages.cc
 
 }  // namespace cairn::web

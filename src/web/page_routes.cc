@@ -19,6 +19,7 @@ void RegisterPageRoutes(http::Server& server, hub::HubService& hub, files::FileS
   server.router().Handle(http::Verb::get, StylesheetPath(), http::RouteOptions().Name("page_static"),
                          [](const std::shared_ptr<http::Exchange>& ex) { ex->Respond(StylesheetAnswer()); });
   // The most specific patterns first: the router takes the first route that matches.
+  RegisterSignInPages(ctx);
   RegisterHistoryPages(ctx);
   RegisterRepoPages(ctx);
   RegisterListPages(ctx);

@@ -14,21 +14,24 @@
 #include "files/file_service.h"
 #include "http/server.h"
 #include "hub/hub_service.h"
+#include "people/sign_in.h"
 #include "web/view.h"
 
 namespace cairn::web {
 
 // Who a request comes from, as the pages see it: the caller the Hub checks access for and the visitor the
-// layout greets (anonymous, both empty, without a session).
+// layout greets (anonymous, both empty, without a session), and the session's cookie.
 struct Signed {
   hub::Caller caller;
   Visitor visitor;
+  std::string cookie;  // the session's, when signed in
 };
 
 struct PageOptions {
-  std::string public_url = "http://127.0.0.1:8080";  // the clone URL's base
-  // Who a request comes from; null: everyone is anonymous. Called on a worker thread.
-  std::function<Signed(const http::Request&)> identify;
+  std::string public_url =
+      "http://127.0.0.1:8080";  // the clone URL's base and the origin forms must come from
+  // Signing in (sessions, passwords); null: nobody signs in, every visitor is anonymous. Outlives the server.
+  people::SignInService* sign_in = nullptr;
 };
 
 // `hub` and `files` outlive the server.

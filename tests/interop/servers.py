@@ -207,11 +207,13 @@ class CairnServer:
         WATCH.add_text(f"`cairn token --scope {scope}` stderr", r.stderr)
         return tok
 
-    def cli(self, *args: str, expect_ok: bool = True, secret_output: bool = False) -> subprocess.CompletedProcess:
-        """`cairn ARGS --data DIR` with the server's environment (its index, its settings). Its stderr, and its
-        stdout unless that is a credential (`secret_output`: a link), must hold no secret (SecretWatch)."""
+    def cli(self, *args: str, expect_ok: bool = True, secret_output: bool = False,
+            stdin: str | None = None) -> subprocess.CompletedProcess:
+        """`cairn ARGS --data DIR` with the server's environment (its index, its settings), `stdin` its input.
+        Its stderr, and its stdout unless that is a credential (`secret_output`: a link), must hold no secret
+        (SecretWatch)."""
         cmd = [self.bin, *args, "--data", str(self.data_dir)]
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=60, env=self._env())
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=60, env=self._env(), input=stdin)
         WATCH.add_text(f"`cairn {' '.join(args)}`", r.stderr if secret_output else r.stdout + r.stderr)
         if args and args[0] == "keys":
             self.watch_index_secrets()

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import re
 import struct
+import time
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ import pytest
 from browser import alert_text, csp_violations, screenshot, start_browser
 from common import http
 from hub_util import Hub
+from servers import WATCH
 
 HOSTILE_NAME = "<img src=x onerror=alert(7)>.txt"
 README = """---
@@ -179,3 +181,114 @@ def test_a_folder_of_10000_files_pages(server, hub_py, tmp_path, browser):
     last = http("GET", f"{srv.url}/alice/many/tree/main/data?p=49")
     assert b"f09999.txt" in last.body and b"rel=\"next\"" not in last.body
     assert len(last.body) < 100_000
+
+
+def wait_for(predicate, timeout: float = 10) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "the page did not get there"
+        time.sleep(0.05)
+
+
+def sign_in(browser, url: str, name: str, password: str) -> None:
+    browser.get(url + "/login")
+    browser.find_element("id", "username").send_keys(name)
+    browser.find_element("id", "password").send_keys(password)
+    browser.find_element("css selector", "form.stack button").click()
+    wait_for(lambda: browser.execute_script("return document.readyState") == "complete" and
+             (browser.find_elements("css selector", ".error") or "/login" not in browser.current_url))
+
+
+def session_cookie(browser) -> str:
+    cookies = {c["name"]: c for c in browser.get_cookies()}
+    c = cookies.get("cairn_session")
+    assert c and c["httpOnly"] and c.get("sameSite") == "Lax", cookies
+    return c["value"]
+
+
+@pytest.mark.backends("sqlite", "postgres")
+def test_password_sign_in_shows_private_repositories_until_sign_out(server, hub_py, tmp_path, browser):
+    srv = server(env={"CAIRN_PEOPLE_REFRESH": "1"})
+    password = "correct horse battery staple"
+    WATCH.add_secret("alice's password", password)
+    srv.cli("user", "create", "alice")
+    assert srv.cli("user", "password", "alice", stdin="short\n", expect_ok=False).returncode == 2
+    srv.cli("user", "password", "alice", stdin=password + "\n")
+    hub = Hub(hub_py, tmp_path / "alice", srv, srv.token("alice", write=True))
+    hub.run("api.create_repo('alice/secret', private=True)\n"
+            "api.upload_file(path_or_fileobj=b'top secret', path_in_repo='s.txt', repo_id='alice/secret')")
+    browser.delete_all_cookies()
+    browser.get(srv.url + "/alice/secret")
+    assert "404" in browser.title
+
+    # A wrong password: refused, the same words as for an unknown user, nothing set.
+    sign_in(browser, srv.url, "alice", "not the password")
+    assert "wrong user name or password" in browser.find_element("css selector", ".error").text
+    sign_in(browser, srv.url, "nobody", "not the password")
+    assert "wrong user name or password" in browser.find_element("css selector", ".error").text
+    screenshot(browser, "sign-in-refused")
+    assert "cairn_session" not in {c["name"] for c in browser.get_cookies()}
+
+    sign_in(browser, srv.url, "alice", password)
+    cookie = session_cookie(browser)
+    WATCH.add_secret("alice's session", cookie)
+    text = page_text(browser, srv.url + "/alice/secret", "private-repository")
+    assert "alice / secret" in text and "private" in text
+    assert "alice/secret" in page_text(browser, srv.url + "/", "home-signed-in")
+    assert "top secret" in page_text(browser, srv.url + "/alice/secret/blob/main/s.txt", "private-blob")
+
+    # A forged post (another site's form, or ours without the token) changes nothing.
+    forged = http("POST", srv.url + "/logout", body=b"csrf=" + b"0" * 64,
+                  headers={"Cookie": f"cairn_session={cookie}", "Content-Type": "application/x-www-form-urlencoded"})
+    assert forged.status == 403
+    forged = http("POST", srv.url + "/logout", body=b"",
+                  headers={"Cookie": f"cairn_session={cookie}", "Origin": "http://evil.example"})
+    assert forged.status == 403
+    assert http("GET", srv.url + "/alice/secret", headers={"Cookie": f"cairn_session={cookie}"}).status == 200
+
+    # Signing out ends the session on the server: the cookie, replayed, opens nothing.
+    browser.find_element("css selector", "form.inline button").click()
+    wait_for(lambda: "Sign in" in browser.find_element("tag name", "nav").text)
+    browser.get(srv.url + "/alice/secret")
+    assert "404" in browser.title
+    assert http("GET", srv.url + "/alice/secret", headers={"Cookie": f"cairn_session={cookie}"}).status == 404
+
+    # Disabling the user ends their sessions within the people refresh.
+    sign_in(browser, srv.url, "alice", password)
+    cookie = session_cookie(browser)
+    WATCH.add_secret("alice's second session", cookie)
+    assert http("GET", srv.url + "/alice/secret", headers={"Cookie": f"cairn_session={cookie}"}).status == 200
+    srv.cli("user", "disable", "alice")
+    deadline = time.monotonic() + 10
+    while http("GET", srv.url + "/alice/secret", headers={"Cookie": f"cairn_session={cookie}"}).status != 404:
+        assert time.monotonic() < deadline, "a disabled user's session still works"
+        time.sleep(0.2)
+    srv.cli("user", "enable", "alice")
+
+    # A password change ends every session at once.
+    sign_in(browser, srv.url, "alice", password)
+    cookie = session_cookie(browser)
+    WATCH.add_secret("alice's third session", cookie)
+    srv.cli("user", "password", "alice", stdin=password + " changed\n")
+    WATCH.add_secret("alice's new password", password + " changed")
+    assert http("GET", srv.url + "/alice/secret", headers={"Cookie": f"cairn_session={cookie}"}).status == 404
+    events = [json.loads(line)["action"] for line in srv.cli("audit", "--json").stdout.splitlines() if line.strip()]
+    assert events.count("session.create") == 3 and "session.end" in events and "password.set" in events
+
+
+@pytest.mark.backends("sqlite")
+def test_failed_sign_ins_are_bounded_and_the_form_needs_its_token(server, browser):
+    srv = server()
+    srv.cli("user", "create", "bob")
+    srv.cli("user", "password", "bob", stdin="bob's real password\n")
+    WATCH.add_secret("bob's password", "bob's real password")
+    browser.delete_all_cookies()
+    for _ in range(5):
+        sign_in(browser, srv.url, "bob", "guess guess guess")
+    sign_in(browser, srv.url, "bob", "bob's real password")
+    assert "too many failed sign-ins" in browser.find_element("css selector", ".error").text
+    assert "cairn_session" not in {c["name"] for c in browser.get_cookies()}
+    # Without the form cookie's token (another site posting the form), nothing is tried.
+    r = http("POST", srv.url + "/login", body=b"username=bob&password=x&csrf=" + b"a" * 64,
+             headers={"Content-Type": "application/x-www-form-urlencoded"})
+    assert r.status == 403 and "set-cookie" not in r.headers

@@ -342,6 +342,22 @@ CREATE INDEX publishers_changed ON publishers(changed);
     R"sql(
 DROP INDEX audit_events_actor;
 )sql",
+    // 23: password hashes and browser sessions (as on SQLite).
+    R"sql(
+CREATE TABLE passwords(
+  account int8 PRIMARY KEY REFERENCES accounts(id),
+  hash text NOT NULL);
+CREATE TABLE sessions(
+  id text PRIMARY KEY,
+  secret_hash bytea NOT NULL,
+  user_id int8 NOT NULL REFERENCES accounts(id),
+  created_at int8 NOT NULL,
+  expires_at int8 NOT NULL,
+  method text NOT NULL,
+  client text NOT NULL);
+CREATE INDEX sessions_of_user ON sessions(user_id);
+CREATE INDEX sessions_expiry ON sessions(expires_at);
+)sql",
 };
 static_assert(std::size(kMigrations) == PostgresIndex::kSchemaVersion);
 static_assert(kFileLinkKind == 16, "migration 9 reads the links by their kind");

@@ -57,7 +57,7 @@ struct PostgresOptions {
 
 class PostgresIndex final : public Index {
  public:
-  static constexpr int kSchemaVersion = 22;
+  static constexpr int kSchemaVersion = 23;
 
   // Connects, migrates and checks the schema. kUnavailable when the server cannot be reached.
   static Result<std::unique_ptr<PostgresIndex>> Open(PostgresOptions options);
@@ -131,6 +131,15 @@ class PostgresIndex final : public Index {
   Result<std::vector<PublisherRecord>> ListPublishers(std::optional<int64_t> owner) override;
   Result<bool> RevokePublisher(std::string_view id, int64_t at, const AuditEvent* audit) override;
   Result<PeopleChanges> PeopleChangedSince(int64_t generation) override;
+
+  // ---- Sign-in (postgres_signin.cc)
+  Result<std::optional<std::string>> GetPassword(int64_t id) override;
+  Status SetPassword(int64_t id, std::optional<std::string> hash, const AuditEvent* audit) override;
+  Status CreateSession(const SessionRecord& session, const AuditEvent* audit) override;
+  Result<std::optional<SessionRecord>> FindSession(std::string_view id) override;
+  Result<bool> DeleteSession(std::string_view id, const AuditEvent* audit) override;
+  Result<uint64_t> DeleteSessionsOf(int64_t id, const AuditEvent* audit) override;
+  Result<uint64_t> PruneSessions(int64_t now) override;
 
   // AuditIndex (*_audit.cc).
   Status AppendAudit(const AuditEvent& event) override;
@@ -214,6 +223,8 @@ class PostgresIndex final : public Index {
     std::function<void(const pg::Rows&)> on_done;
   };
   class Lease;
+  // Runs a write whose one row's first column is a count (rows it deleted), and answers it.
+  Result<uint64_t> CountingWrite(const pg::Statement& statement, pg::Params params);
   // GetFile, or GetVisibleFile when a scope is given.
   Result<std::shared_ptr<const FileEntry>> ReadFile(const FileHash& hash,
                                                     std::optional<std::string_view> scope);

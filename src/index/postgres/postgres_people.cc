@@ -37,6 +37,7 @@ u AS (
   UPDATE accounts SET full_name = coalesce($2::text, full_name), is_operator = coalesce($3::bool, is_operator),
     disabled = coalesce($4::bool, disabled), changed = g.n
   FROM g WHERE id = $1::int8 RETURNING id),
+s AS (DELETE FROM sessions WHERE user_id IN (SELECT id FROM u) AND $4::bool IS TRUE),
 )sql" +
     AuditCte(5, "u") + R"sql(SELECT id FROM u)sql";
 const pg::Statement kUpdateAccount{"update_account", kUpdateAccountSql.c_str()};

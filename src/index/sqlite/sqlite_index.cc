@@ -330,6 +330,23 @@ ALTER TABLE audit_events_22 RENAME TO audit_events;
 DELETE FROM sqlite_sequence WHERE name = 'audit_events';
 CREATE INDEX audit_events_ns ON audit_events(ns, id);
 )sql",
+    // 23: signing in through the pages: users' password hashes (Argon2id, as libsodium writes them) and
+    // browser sessions (the SHA-256 of each cookie's secret), which end with their user's password change.
+    R"sql(
+CREATE TABLE passwords(
+  account INTEGER PRIMARY KEY REFERENCES accounts(id),
+  hash TEXT NOT NULL);
+CREATE TABLE sessions(
+  id TEXT PRIMARY KEY,
+  secret_hash BLOB NOT NULL,
+  user_id INTEGER NOT NULL REFERENCES accounts(id),
+  created_at INTEGER NOT NULL,
+  expires_at INTEGER NOT NULL,
+  method TEXT NOT NULL,
+  client TEXT NOT NULL) WITHOUT ROWID;
+CREATE INDEX sessions_of_user ON sessions(user_id);
+CREATE INDEX sessions_expiry ON sessions(expires_at);
+)sql",
 };
 static_assert(std::size(kMigrations) == SqliteIndex::kSchemaVersion);
 static_assert(kFileLinkKind == 16, "migration 9 reads the links by their kind");

@@ -47,7 +47,7 @@ struct SqliteOptions {
 
 class SqliteIndex final : public Index {
  public:
-  static constexpr int kSchemaVersion = 22;
+  static constexpr int kSchemaVersion = 23;
 
   static Result<std::unique_ptr<SqliteIndex>> Open(SqliteOptions options);
   // Applies the missing migrations only (what Open does first); returns the versions before and after.
@@ -120,6 +120,15 @@ class SqliteIndex final : public Index {
   Result<std::vector<PublisherRecord>> ListPublishers(std::optional<int64_t> owner) override;
   Result<bool> RevokePublisher(std::string_view id, int64_t at, const AuditEvent* audit) override;
   Result<PeopleChanges> PeopleChangedSince(int64_t generation) override;
+
+  // ---- Sign-in (sqlite_signin.cc)
+  Result<std::optional<std::string>> GetPassword(int64_t id) override;
+  Status SetPassword(int64_t id, std::optional<std::string> hash, const AuditEvent* audit) override;
+  Status CreateSession(const SessionRecord& session, const AuditEvent* audit) override;
+  Result<std::optional<SessionRecord>> FindSession(std::string_view id) override;
+  Result<bool> DeleteSession(std::string_view id, const AuditEvent* audit) override;
+  Result<uint64_t> DeleteSessionsOf(int64_t id, const AuditEvent* audit) override;
+  Result<uint64_t> PruneSessions(int64_t now) override;
 
   // AuditIndex (*_audit.cc).
   Status AppendAudit(const AuditEvent& event) override;
@@ -224,6 +233,11 @@ class SqliteIndex final : public Index {
   };
   Result<bool> Revoke(const RevokeSql& sql, std::string_view id, int64_t at, const AuditEvent* audit);
   static Result<std::optional<AccountRecord>> AccountIn(Conn& c, int64_t id);
+  // In a write: whether account `id` is a user.
+  static Result<bool> IsUserIn(Conn& c, int64_t id);
+  // Deletes the sessions `sql` names by ?1 = `key`, with `audit` when any went; how many.
+  template <typename Key>
+  Result<uint64_t> DeleteSessions(const char* sql, Key key, const AuditEvent* audit);
   // In a write (sqlite_audit.cc): writes `event` (null: nothing) in the change's transaction.
   static Status WriteAudit(Conn& c, const AuditEvent* event);
   // The lowest id an event at or after `since` can have (sqlite_audit.cc: the log has no index by time).

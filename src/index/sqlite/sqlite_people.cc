@@ -36,6 +36,8 @@ constexpr const char kListAccounts[] =
 constexpr const char kUpdateAccount[] =
     "UPDATE accounts SET full_name = coalesce(?2, full_name), is_operator = coalesce(?3, is_operator), "
     "disabled = coalesce(?4, disabled), changed = ?5 WHERE id = ?1";
+// A disabled user's browser sessions end with the change (signing in again needs them enabled).
+constexpr const char kEndSessionsOf[] = "DELETE FROM sessions WHERE user_id = ?1";
 constexpr const char kAccountsChanged[] =
     "SELECT id, kind, name, full_name, is_operator, disabled, created_at, changed FROM accounts "
     "WHERE changed > ?1 AND changed <= ?2 ORDER BY changed";
@@ -264,6 +266,12 @@ Status SqliteIndex::UpdateAccount(int64_t id, const AccountChange& change) {
     s->Bind(5, *generation);
     if (auto run = c.Run(*s, "update account"); !run.ok()) return run;
     if (c.changes() == 0) return AccountIdNotIndexed(id);
+    if (change.disabled == true) {
+      auto end = c.Prepare(kEndSessionsOf);
+      if (!end.ok()) return end.error();
+      end->Bind(1, id);
+      if (auto run = c.Run(*end, "end sessions"); !run.ok()) return run;
+    }
     return WriteAudit(c, change.audit ? &*change.audit : nullptr);
   });
 }
