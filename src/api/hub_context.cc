@@ -155,4 +155,16 @@ void HubContext::MintCasToken(const std::shared_ptr<http::Exchange>& ex, const h
   ex->Respond(std::move(r));
 }
 
+http::Response OAuthError(unsigned status, std::string_view error, std::string_view description) {
+  http::Response r = JsonAnswer(json::object{{"error", error}, {"error_description", description}}, status);
+  r.Header("Cache-Control", "no-store");
+  return r;
+}
+
+http::Response OAuthError(const Error& e) {
+  if (e.code == ErrorCode::kUnavailable) return OAuthError(503, "temporarily_unavailable", e.message);
+  if (e.reason.empty()) return OAuthError(HttpStatusOf(e.code), "server_error", e.message);
+  return OAuthError(400, e.reason, e.message);
+}
+
 }  // namespace cairn::api::hub_routes

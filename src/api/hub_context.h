@@ -58,6 +58,16 @@ struct RepoRequest {
 // answers the request itself when there is none.
 std::optional<RepoRequest> RepoOf(const http::Server& server, const std::shared_ptr<http::Exchange>& ex);
 
+// An OAuth error answer (RFC 6749 §5.2: {error, error_description}), never cached, like the tokens; from an
+// Error: its reason is the OAuth error (400), kUnavailable temporarily_unavailable (503), else server_error.
+http::Response OAuthError(unsigned status, std::string_view error, std::string_view description);
+http::Response OAuthError(const Error& e);
+
+// POST /oauth/token with a form asking for a device code's or a refresh token's grant (hf auth login):
+// answers it and returns true; false for any other grant (the token exchange's).
+struct HubContext;
+bool DeviceGrantAsked(const HubContext& c, const std::shared_ptr<http::Exchange>& ex);  // device_routes.cc
+
 // ?key=1, true or True.
 bool QueryTrue(const http::Request& req, std::string_view key);
 
@@ -140,6 +150,7 @@ void RegisterResolveRoutes(const std::shared_ptr<const HubContext>& ctx);    // 
 void RegisterTokenRoutes(const std::shared_ptr<const HubContext>& ctx);      // token_routes.cc
 void RegisterOrgRoutes(const std::shared_ptr<const HubContext>& ctx);        // org_routes.cc
 void RegisterAuditRoutes(const std::shared_ptr<const HubContext>& ctx);      // audit_routes.cc
+void RegisterDeviceRoutes(const std::shared_ptr<const HubContext>& ctx);     // device_routes.cc
 void RegisterPublisherRoutes(const std::shared_ptr<const HubContext>& ctx);  // publisher_routes.cc
 
 }  // namespace cairn::api::hub_routes

@@ -46,6 +46,7 @@ void RegisterHubRoutes(http::Server& server, hub::HubService& hub, hub::BucketSe
   hub_routes::RegisterTokenRoutes(ctx);
   hub_routes::RegisterOrgRoutes(ctx);
   hub_routes::RegisterAuditRoutes(ctx);
+  hub_routes::RegisterDeviceRoutes(ctx);
   hub_routes::RegisterPublisherRoutes(ctx);
   RegisterFixedAnswers(server.router());
   hub_routes::RegisterBucketRoutes(ctx);

@@ -17,6 +17,7 @@
 #include "hub/bucket_service.h"
 #include "hub/hub_service.h"
 #include "mirror/mirror_service.h"
+#include "people/device_flow.h"
 #include "people/directory.h"
 #include "publish/exchange.h"
 
@@ -45,6 +46,9 @@ struct HubRouteOptions {
   // Trusted publishers' token exchange (POST /oauth/token, with people and audit); null: that route answers
   // 404. Outlives the server.
   publish::Exchanger* exchanger = nullptr;
+  // hf auth login's device flow (POST /oauth/device, its grants at /oauth/token); null: those answer 404.
+  // The verification page is the web pages' (/device). Outlives the server.
+  people::DeviceFlow* device = nullptr;
 };
 
 void RegisterHubRoutes(http::Server& server, hub::HubService& hub, hub::BucketService& buckets,

@@ -16,7 +16,9 @@
 #include "api/refusal_audit.h"
 #include "common/base64.h"
 #include "http/test_util.h"
+#include "people/device_flow.h"
 #include "people/directory.h"
+#include "people/sign_in.h"
 
 namespace cairn::api {
 namespace {
@@ -60,11 +62,16 @@ class PeopleApi : public testing::ApiServerTest {
     hro.people = directory_.get();
     hro.people_service = people_.get();
     hro.audit = index_.get();
+    sign_in_ = std::make_unique<people::SignInService>(*index_, *directory_, clock_);
+    device_ = std::make_unique<people::DeviceFlow>(*index_, *people_, *sign_in_, clock_);
+    hro.device = device_.get();
     RegisterHubRoutes(*server_, *hub_, *buckets_, *files_, hro);
     server_->Start();
   }
   void TearDown() override {
     StopServer();
+    device_.reset();
+    sign_in_.reset();
     directory_.reset();
     people_.reset();
     buckets_.reset();
@@ -121,8 +128,83 @@ class PeopleApi : public testing::ApiServerTest {
   std::unique_ptr<hub::BucketService> buckets_;
   std::unique_ptr<people::PeopleService> people_;
   std::unique_ptr<people::Directory> directory_;
+  std::unique_ptr<people::SignInService> sign_in_;
+  std::unique_ptr<people::DeviceFlow> device_;
   std::map<std::string, std::string> tokens_;
 };
+
+// hf auth login's requests (RFC 8628), the person's approval made through the service (the pages' half is
+// tested in the browser): every answer and error the client tells apart, the token it gets working, refresh
+// tokens used once, and codes past their life.
+TEST_F(PeopleApi, TheDeviceFlowAnswersEachStepAsRfc8628Has) {
+  const auto form = [&](const std::string& target, const std::string& body) {
+    http::testing::Client c(port_);
+    bhttp::request<bhttp::string_body> req{V::post, target, 11};
+    req.set(bhttp::field::content_type, "application/x-www-form-urlencoded");
+    req.body() = body;
+    req.prepare_payload();
+    auto r = c.Send(std::move(req));
+    return std::pair{r.result_int(), json::parse(r.body()).as_object()};
+  };
+  const auto error = [](const json::object& o) { return std::string(o.at("error").as_string()); };
+  auto [status, started] = form("/oauth/device", "client_id=cli");
+  ASSERT_EQ(status, 200u) << json::serialize(started);
+  EXPECT_EQ(started.at("verification_uri").as_string(), base_ + "/device");
+  const std::string code(started.at("user_code").as_string());
+  EXPECT_EQ(started.at("verification_uri_complete").as_string(), base_ + "/device?user_code=" + code);
+  EXPECT_EQ(started.at("interval").as_int64(), 5);
+  EXPECT_EQ(started.at("expires_in").as_int64(), 900);
+  const std::string poll =
+      "grant_type=urn%3Aietf%3Aparams%3Aoauth%3Agrant-type%3Adevice_code&client_id=cli&device_code=" +
+      std::string(started.at("device_code").as_string());
+  EXPECT_EQ(error(form("/oauth/token", poll).second), "authorization_pending");
+  EXPECT_EQ(error(form("/oauth/token", poll).second), "slow_down");
+  clock_.Advance(5);
+  EXPECT_EQ(error(form("/oauth/token", poll).second), "authorization_pending");
+  EXPECT_EQ(form("/oauth/device", "").first, 400u);
+  EXPECT_EQ(error(form("/oauth/token", "grant_type=refresh_token&refresh_token=nope").second),
+            "invalid_grant");
+
+  const people::Actor ann{.actor = "ann", .token_id = "", .client = ""};
+  const int64_t ann_id = people_->Find("ann", people::AccountKind::kUser)->id;
+  EXPECT_EQ(device_->Decide(ann, ann_id, "BCDF-GHJK", true).error().code, ErrorCode::kNotFound);
+  ASSERT_TRUE(device_->Decide(ann, ann_id, code, true).ok());
+  EXPECT_EQ(device_->Decide(ann, ann_id, code, false).error().code, ErrorCode::kNotFound) << "decided once";
+  clock_.Advance(5);
+  auto [ok, issued] = form("/oauth/token", poll);
+  ASSERT_EQ(ok, 200u) << json::serialize(issued);
+  EXPECT_EQ(issued.at("token_type").as_string(), "bearer");
+  EXPECT_EQ(issued.at("expires_in").as_int64(), 30 * 86400);
+  const std::string access(issued.at("access_token").as_string());
+  EXPECT_EQ(Status(V::get, "/api/whoami-v2", access), 200u);
+  clock_.Advance(5);
+  EXPECT_EQ(error(form("/oauth/token", poll).second), "invalid_grant") << "one token per code";
+
+  // A refresh gets a new pair; the old refresh token then gets nothing.
+  const std::string refresh = "grant_type=refresh_token&client_id=cli&refresh_token=" +
+                              std::string(issued.at("refresh_token").as_string());
+  auto [renewed_status, renewed] = form("/oauth/token", refresh);
+  ASSERT_EQ(renewed_status, 200u) << json::serialize(renewed);
+  EXPECT_NE(renewed.at("access_token").as_string(), access);
+  EXPECT_EQ(error(form("/oauth/token", refresh).second), "invalid_grant");
+
+  // Denied, and expired, codes.
+  auto [s2, second] = form("/oauth/device", "client_id=cli");
+  const std::string poll2 = "grant_type=urn%3Aietf%3Aparams%3Aoauth%3Agrant-type%3Adevice_code&device_code=" +
+                            std::string(second.at("device_code").as_string());
+  ASSERT_TRUE(device_->Decide(ann, ann_id, std::string(second.at("user_code").as_string()), false).ok());
+  EXPECT_EQ(error(form("/oauth/token", poll2).second), "access_denied");
+  auto [s3, third] = form("/oauth/device", "client_id=cli");
+  clock_.Advance(901);
+  EXPECT_EQ(error(form("/oauth/token",
+                       "grant_type=urn%3Aietf%3Aparams%3Aoauth%3Agrant-type%3Adevice_code&"
+                       "device_code=" +
+                           std::string(third.at("device_code").as_string()))
+                      .second),
+            "expired_token");
+  EXPECT_EQ(device_->Decide(ann, ann_id, std::string(third.at("user_code").as_string()), true).error().code,
+            ErrorCode::kNotFound);
+}
 
 TEST_F(PeopleApi, EachRoleDoesWhatItGrantsAndNoMore) {
   EXPECT_EQ(Create("ann", "m"), 200u);

@@ -27,19 +27,6 @@ constexpr std::string_view kIdTokenType = "urn:ietf:params:oauth:token-type:id_t
 constexpr std::string_view kJwtType = "urn:ietf:params:oauth:token-type:jwt";
 constexpr std::string_view kAccessTokenType = "urn:ietf:params:oauth:token-type:access_token";
 
-// An OAuth error answer (RFC 6749 §5.2): never cached, like the tokens.
-http::Response OAuthError(unsigned status, std::string_view error, std::string_view description) {
-  http::Response r = JsonAnswer(json::object{{"error", error}, {"error_description", description}}, status);
-  r.Header("Cache-Control", "no-store");
-  return r;
-}
-
-http::Response OAuthError(const Error& e) {
-  if (e.code == ErrorCode::kUnavailable) return OAuthError(503, "temporarily_unavailable", e.message);
-  if (e.reason.empty()) return OAuthError(HttpStatusOf(e.code), "server_error", e.message);
-  return OAuthError(400, e.reason, e.message);
-}
-
 Result<std::string> NewExchangeId() {
   std::array<uint8_t, 12> raw{};
   if (RAND_bytes(raw.data(), static_cast<int>(raw.size())) != 1) return IoError("RAND_bytes failed");
@@ -92,11 +79,12 @@ http::Response Grant(const HubContext& c, const http::Request& req, const publis
 }
 
 void ExchangeToken(const HubContext& c, const std::shared_ptr<Exchange>& ex) {
+  const http::Request& req = ex->request();
+  const bool form = req.Header("Content-Type").starts_with("application/x-www-form-urlencoded");
+  if (form && DeviceGrantAsked(c, ex)) return;  // hf auth login's grants (device_routes.cc)
   if (c.options.exchanger == nullptr || c.options.audit == nullptr) {
     return ex->Respond(OAuthError(404, "invalid_request", "this server has no trusted publishers"));
   }
-  const http::Request& req = ex->request();
-  const bool form = req.Header("Content-Type").starts_with("application/x-www-form-urlencoded");
   auto body = ParseTokenExchangeBody(req.body, form);
   if (!body) return ex->Respond(OAuthError(400, "invalid_request", body.error().message));
   if (body->grant_type != kTokenExchange) {

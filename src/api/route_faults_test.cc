@@ -265,6 +265,8 @@ class RouteFaults : public testing::ApiServerTest {
          200},
         // This server has no exchanger: the route answers without the index.
         {V::post, "/oauth/token", "/oauth/token", "", "{}", 404, false},
+        // No device flow on this server either: the route answers without the index.
+        {V::post, "/oauth/device", "/oauth/device", "", "client_id=x", 404, false},
         {V::post, "/api/validate-yaml", "/api/validate-yaml", "", R"({"content": "x"})", 200, false},
         {V::get, "/api/agent-harnesses", "/api/agent-harnesses", "", "", 200, false},
         {V::post, "/api/repos/create", "/api/repos/create", hub,

@@ -77,6 +77,7 @@ struct Backend {
   std::unique_ptr<people::Directory> people;
   std::unique_ptr<people::PeopleService> people_service;  // people's own changes through the API
   std::unique_ptr<people::SignInService> sign_in;         // passwords and browser sessions (the pages)
+  std::unique_ptr<people::DeviceFlow> device;             // hf auth login (the API and the pages)
   // Trusted publishers: the issuers' documents, their keys, and the exchange that reads them.
   std::unique_ptr<publish::DocumentSource> documents;
   std::unique_ptr<publish::IssuerKeys> issuer_keys;
@@ -179,6 +180,7 @@ void ServeHub(http::Server& server, const config::Config& cfg, Backend& b) {
   ho.people_service = b.people_service.get();
   ho.audit = b.index.get();
   ho.exchanger = b.exchanger.get();
+  ho.device = b.device.get();
   ho.public_url = cfg.public_url;
   ho.quota = b.quota.get();
   ho.mirror = b.mirror.get();
@@ -187,8 +189,9 @@ void ServeHub(http::Server& server, const config::Config& cfg, Backend& b) {
 
 // The web pages (docs/web.md), after every API route: the router takes the first route that matches.
 void ServePages(http::Server& server, const config::Config& cfg, Backend& b) {
-  web::RegisterPageRoutes(server, *b.hub, *b.files,
-                          {.public_url = cfg.public_url, .sign_in = b.sign_in.get()});
+  web::RegisterPageRoutes(
+      server, *b.hub, *b.files,
+      {.public_url = cfg.public_url, .sign_in = b.sign_in.get(), .device = b.device.get()});
 }
 
 // git-lfs uploads (and huggingface_hub's without Xet), chunked into xorbs here; parts wait in the data dir.
@@ -233,6 +236,8 @@ http::Result<std::unique_ptr<Backend>> RegisterRoutes(http::Server& server, cons
   b->people = std::make_unique<people::Directory>(*b->index, Clock::System());
   b->people_service = std::make_unique<people::PeopleService>(*b->index, Clock::System());
   b->sign_in = std::make_unique<people::SignInService>(*b->index, *b->people, Clock::System());
+  b->device =
+      std::make_unique<people::DeviceFlow>(*b->index, *b->people_service, *b->sign_in, Clock::System());
   if (auto st = b->people->Refresh(); !st) return Error{st.error().code, "people: " + st.error().message};
   b->documents = publish::HttpDocumentSource();
   b->issuer_keys = std::make_unique<publish::IssuerKeys>(*b->documents, Clock::System());

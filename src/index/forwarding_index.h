@@ -362,6 +362,28 @@ class ForwardingIndex : public Index {
     if (auto st = Before("PruneSessions", {}); !st.ok()) return st.error();
     return inner_.PruneSessions(now);
   }
+  Status CreateDeviceGrant(const DeviceGrantRecord& grant) override {
+    if (auto st = Before("CreateDeviceGrant", {}); !st.ok()) return st.error();
+    return inner_.CreateDeviceGrant(grant);
+  }
+  Result<std::optional<DeviceGrantRecord>> FindDeviceGrant(std::string_view user_code) override {
+    if (auto st = Before("FindDeviceGrant", {}); !st.ok()) return st.error();
+    return inner_.FindDeviceGrant(user_code);
+  }
+  Result<bool> DecideDeviceGrant(std::string_view user_code, int64_t user, bool approve, int64_t now,
+                                 const AuditEvent* audit) override {
+    if (auto st = Before("DecideDeviceGrant", {}); !st.ok()) return st.error();
+    return inner_.DecideDeviceGrant(user_code, user, approve, now, audit);
+  }
+  Result<std::optional<DeviceGrantRecord>> PollDeviceGrant(std::span<const uint8_t> device_hash,
+                                                           int64_t now) override {
+    if (auto st = Before("PollDeviceGrant", {}); !st.ok()) return st.error();
+    return inner_.PollDeviceGrant(device_hash, now);
+  }
+  Result<bool> IssueDeviceGrant(std::span<const uint8_t> device_hash) override {
+    if (auto st = Before("IssueDeviceGrant", {}); !st.ok()) return st.error();
+    return inner_.IssueDeviceGrant(device_hash);
+  }
 
   // ---- AuditIndex
   Status AppendAudit(const AuditEvent& event) override {

@@ -554,8 +554,22 @@ class SignInIndex {
   virtual Result<bool> DeleteSession(std::string_view id, const AuditEvent* audit) = 0;
   // Ends every session of user `id`; how many there were.
   virtual Result<uint64_t> DeleteSessionsOf(int64_t id, const AuditEvent* audit) = 0;
-  // Deletes the sessions expired before `now`; how many.
+  // Deletes the sessions and device grants expired before `now`; how many.
   virtual Result<uint64_t> PruneSessions(int64_t now) = 0;
+
+  // Stores a new device grant; kConflict when its user code or device code is taken.
+  virtual Status CreateDeviceGrant(const DeviceGrantRecord& grant) = 0;
+  // The grant of that user code; nullopt when none.
+  virtual Result<std::optional<DeviceGrantRecord>> FindDeviceGrant(std::string_view user_code) = 0;
+  // Approves (or denies) the grant of `user_code` as user `user`, when it is pending and unexpired at `now`;
+  // false otherwise (nothing changes).
+  virtual Result<bool> DecideDeviceGrant(std::string_view user_code, int64_t user, bool approve, int64_t now,
+                                         const AuditEvent* audit) = 0;
+  // The grant of a device code's hash as it was, its poll time then set to `now`; nullopt when none.
+  virtual Result<std::optional<DeviceGrantRecord>> PollDeviceGrant(std::span<const uint8_t> device_hash,
+                                                                   int64_t now) = 0;
+  // Moves the approved grant to issued: true exactly once (a token is issued for it once).
+  virtual Result<bool> IssueDeviceGrant(std::span<const uint8_t> device_hash) = 0;
 
  protected:
   SignInIndex() = default;

@@ -44,7 +44,8 @@ struct Table {
 // last reads, copied: the mirror's eviction order; schema 19 people (accounts, members, tokens) with their
 // generations, and the newest generation raised to theirs; schema 20 the audit log, copied with its ids;
 // schema 21 the trust policies, with their generations like tokens; schema 22 indexes only; schema 23 the
-// users' password hashes and their browser sessions, copied so that nobody is signed out by a move.)
+// users' password hashes, their browser sessions and devices' sign-ins, copied so that nobody is signed
+// out by a move.)
 static_assert(SqliteIndex::kSchemaVersion == 23 && PostgresIndex::kSchemaVersion == 23,
               "a new schema version must be reflected in kTables");
 
@@ -108,6 +109,17 @@ std::vector<Table> PeopleTables() {
             {"expires_at", Type::kInt},
             {"method", Type::kText},
             {"client", Type::kText}},
+           1,
+           1024},
+          {"device_grants",
+           {{"device_hash", Type::kBytes},
+            {"user_code", Type::kText},
+            {"client_id", Type::kText},
+            {"created_at", Type::kInt},
+            {"expires_at", Type::kInt},
+            {"state", Type::kInt},
+            {"user_id", Type::kInt},
+            {"polled_at", Type::kInt}},
            1,
            1024},
           {"audit_events",

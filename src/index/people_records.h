@@ -120,4 +120,20 @@ struct SessionRecord {
   friend bool operator==(const SessionRecord&, const SessionRecord&) = default;
 };
 
+// A device's sign-in (RFC 8628, `hf auth login`): the device polls with its code, whose SHA-256 the index
+// keeps; a person signed in to the pages approves or denies it by the short user code; a token is issued
+// for it once.
+enum class DeviceGrantState : uint8_t { kPending = 0, kApproved = 1, kDenied = 2, kIssued = 3 };
+struct DeviceGrantRecord {
+  std::vector<uint8_t> device_hash;  // SHA-256 of the device code (32 bytes)
+  std::string user_code;             // "BCDF-GHJK"
+  std::string client_id;
+  int64_t created_at = 0;
+  int64_t expires_at = 0;
+  DeviceGrantState state = DeviceGrantState::kPending;
+  int64_t user = 0;       // who approved or denied it (0: nobody yet)
+  int64_t polled_at = 0;  // the device's last poll (0: none yet)
+  friend bool operator==(const DeviceGrantRecord&, const DeviceGrantRecord&) = default;
+};
+
 }  // namespace cairn::index

@@ -468,6 +468,46 @@ TEST_P(PeopleTest, PasswordsAndSessionsSignPeopleIn) {
   EXPECT_EQ(index_->GetPassword(alice.id).value(), std::nullopt);
 }
 
+TEST_P(PeopleTest, DeviceGrantsAreDecidedOnceAndIssuedOnce) {
+  Open();
+  const AccountRecord alice = User("alice");
+  const DeviceGrantRecord grant{.device_hash = std::vector<uint8_t>(32, 5),
+                                .user_code = "BCDF-GHJK",
+                                .client_id = "client",
+                                .created_at = 1'700'000'000,
+                                .expires_at = 1'700'000'900};
+  ASSERT_TRUE(index_->CreateDeviceGrant(grant).ok());
+  EXPECT_EQ(index_->CreateDeviceGrant(grant).error().code, ErrorCode::kConflict);
+  DeviceGrantRecord same_code = grant;
+  same_code.device_hash = std::vector<uint8_t>(32, 6);
+  EXPECT_EQ(index_->CreateDeviceGrant(same_code).error().code, ErrorCode::kConflict)
+      << "user codes are unique";
+  EXPECT_EQ(index_->FindDeviceGrant("BCDF-GHJK").value(), std::optional<DeviceGrantRecord>(grant));
+  EXPECT_EQ(index_->FindDeviceGrant("XXXX-XXXX").value(), std::nullopt);
+
+  // Each poll answers the grant as it was and records its time.
+  auto polled = index_->PollDeviceGrant(grant.device_hash, 1'700'000'010);
+  ASSERT_TRUE(polled.ok() && polled->has_value());
+  EXPECT_EQ((*polled)->polled_at, 0);
+  polled = index_->PollDeviceGrant(grant.device_hash, 1'700'000'020);
+  EXPECT_EQ((*polled)->polled_at, 1'700'000'010);
+  EXPECT_EQ(index_->PollDeviceGrant(std::vector<uint8_t>(32, 9), 1'700'000'020).value(), std::nullopt);
+
+  // Issued only once approved, and once.
+  EXPECT_FALSE(index_->IssueDeviceGrant(grant.device_hash).value());
+  EXPECT_FALSE(index_->DecideDeviceGrant("BCDF-GHJK", alice.id, true, 1'700'000'900, nullptr).value())
+      << "an expired grant is decided no more";
+  EXPECT_TRUE(index_->DecideDeviceGrant("BCDF-GHJK", alice.id, true, 1'700'000'030, nullptr).value());
+  EXPECT_FALSE(index_->DecideDeviceGrant("BCDF-GHJK", alice.id, false, 1'700'000'031, nullptr).value());
+  auto decided = index_->FindDeviceGrant("BCDF-GHJK").value();
+  EXPECT_EQ(decided->state, DeviceGrantState::kApproved);
+  EXPECT_EQ(decided->user, alice.id);
+  EXPECT_TRUE(index_->IssueDeviceGrant(grant.device_hash).value());
+  EXPECT_FALSE(index_->IssueDeviceGrant(grant.device_hash).value());
+  EXPECT_EQ(index_->PruneSessions(1'700'000'901).value(), 1u);
+  EXPECT_EQ(index_->FindDeviceGrant("BCDF-GHJK").value(), std::nullopt);
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, PeopleTest, ::testing::Values(Backend::kSqlite, Backend::kPostgres),
                          BackendName);
 

@@ -160,7 +160,8 @@ Result<NewSession> SignInService::WithPassword(std::string_view name, std::strin
   return Start(user->id, "password", client);
 }
 
-Result<NewSession> SignInService::Start(int64_t user_id, std::string_view method, std::string_view client) {
+Result<NewSession> SignInService::Start(int64_t user_id, std::string_view method, std::string_view client,
+                                        std::optional<int64_t> expires) {
   auto id = RandomHex(kIdBytes);
   auto secret = RandomHex(kSecretBytes);
   if (!id) return id.error();
@@ -170,7 +171,7 @@ Result<NewSession> SignInService::Start(int64_t user_id, std::string_view method
                               .secret_hash = SecretHash(*secret),
                               .user = user_id,
                               .created_at = now,
-                              .expires_at = now + kSessionLife.count(),
+                              .expires_at = expires.value_or(now + kSessionLife.count()),
                               .method = std::string(method),
                               .client = std::string(client)};
   const std::string name = "session " + record.id.substr(0, 8);
@@ -187,21 +188,30 @@ Result<NewSession> SignInService::Start(int64_t user_id, std::string_view method
   return NewSession{.cookie = *id + "." + *secret, .id = *id, .expires = record.expires_at};
 }
 
-Result<SignedIn> SignInService::Resolve(std::string_view cookie) {
+Result<index::SessionRecord> SignInService::Find(std::string_view cookie, std::string_view method) {
   const auto parsed = ParseCookie(cookie);
   if (!parsed) return Error{ErrorCode::kUnauthorized, "not a session"};
   auto found = index_.FindSession(parsed->id);
   if (!found) return found.error();
-  if (!*found || !SameHash(SecretHash(parsed->secret), (*found)->secret_hash)) {
+  if (!*found || !SameHash(SecretHash(parsed->secret), (*found)->secret_hash) ||
+      ((*found)->method == kDeviceMethod) != (method == kDeviceMethod)) {
     return Error{ErrorCode::kUnauthorized, "no such session"};
   }
   if ((*found)->expires_at <= clock_.UnixSeconds())
     return Error{ErrorCode::kUnauthorized, "the session expired"};
-  auto person = directory_.SessionPerson((*found)->user, (*found)->expires_at,
-                                         "session " + std::string(parsed->id.substr(0, 8)));
+  return std::move(**found);
+}
+
+Result<bool> SignInService::End(std::string_view id) {
+  return index_.DeleteSession(id, nullptr);
+}
+
+Result<SignedIn> SignInService::Resolve(std::string_view cookie) {
+  auto found = Find(cookie, "browser");
+  if (!found) return found.error();
+  auto person = directory_.SessionPerson(found->user, found->expires_at, "session " + found->id.substr(0, 8));
   if (!person) return person.error();
-  return SignedIn{
-      .person = std::move(*person), .session_id = std::string(parsed->id), .csrf = CsrfToken(cookie)};
+  return SignedIn{.person = std::move(*person), .session_id = found->id, .csrf = CsrfToken(cookie)};
 }
 
 Status SignInService::SignOut(std::string_view cookie, std::string_view client) {

@@ -65,8 +65,16 @@ class SignInService {
   // A new session for user `name` when `password` is theirs, they are enabled and the failures from `client`
   // are within bounds.
   Result<NewSession> WithPassword(std::string_view name, std::string_view password, std::string_view client);
-  // A new session for user `user_id`, signed in by `method` ("oidc") from `client`.
-  Result<NewSession> Start(int64_t user_id, std::string_view method, std::string_view client);
+  // A new session for user `user_id`, signed in by `method` ("oidc") from `client`, expiring at `expires`
+  // (default: kSessionLife from now). A session of method kDeviceMethod is a device's refresh grant
+  // (device_flow.h), which Resolve refuses: it opens no page.
+  static constexpr std::string_view kDeviceMethod = "device";
+  Result<NewSession> Start(int64_t user_id, std::string_view method, std::string_view client,
+                           std::optional<int64_t> expires = std::nullopt);
+  // The stored session the cookie's text names, when its secret matches, it is of `method` and unexpired.
+  Result<index::SessionRecord> Find(std::string_view cookie, std::string_view method);
+  // Ends session `id` without a record: true exactly once (a refresh grant is used once).
+  Result<bool> End(std::string_view id);
   // Who the cookie's session speaks for now.
   Result<SignedIn> Resolve(std::string_view cookie);
   // Ends the cookie's session (a sign-out), recorded as its user's; nothing when it is unknown.

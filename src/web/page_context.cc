@@ -27,7 +27,8 @@ Signed PageContext::Identify(const http::Request& req) const {
                                       .token_id = who->person.token_id,
                                       .client = req.remote},
                 .visitor = Visitor{.user = who->person.user, .csrf = who->csrf},
-                .cookie = std::move(cookie)};
+                .cookie = std::move(cookie),
+                .user_id = who->person.user_id};
 }
 
 std::string PageContext::SessionCookie() const {

@@ -92,5 +92,6 @@ void RegisterRepoPages(const std::shared_ptr<const PageContext>& ctx);     // re
 void RegisterHistoryPages(const std::shared_ptr<const PageContext>& ctx);  // history_pages.cc
 void RegisterListPages(const std::shared_ptr<const PageContext>& ctx);     // list_pages.cc
 void RegisterSignInPages(const std::shared_ptr<const PageContext>& ctx);   // sign_in_pages.cc
+void RegisterDevicePages(const std::shared_ptr<const PageContext>& ctx);   // device_pages.cc
 
 }  // namespace cairn::web

@@ -20,6 +20,7 @@ void RegisterPageRoutes(http::Server& server, hub::HubService& hub, files::FileS
                          [](const std::shared_ptr<http::Exchange>& ex) { ex->Respond(StylesheetAnswer()); });
   // The most specific patterns first: the router takes the first route that matches.
   RegisterSignInPages(ctx);
+  RegisterDevicePages(ctx);
   RegisterHistoryPages(ctx);
   RegisterRepoPages(ctx);
   RegisterListPages(ctx);

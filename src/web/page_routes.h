@@ -14,6 +14,7 @@
 #include "files/file_service.h"
 #include "http/server.h"
 #include "hub/hub_service.h"
+#include "people/device_flow.h"
 #include "people/sign_in.h"
 #include "web/view.h"
 
@@ -25,6 +26,7 @@ struct Signed {
   hub::Caller caller;
   Visitor visitor;
   std::string cookie;  // the session's, when signed in
+  int64_t user_id = 0;
 };
 
 struct PageOptions {
@@ -32,6 +34,9 @@ struct PageOptions {
       "http://127.0.0.1:8080";  // the clone URL's base and the origin forms must come from
   // Signing in (sessions, passwords); null: nobody signs in, every visitor is anonymous. Outlives the server.
   people::SignInService* sign_in = nullptr;
+  // Devices' sign-ins (hf auth login: /device approves them); null: that page answers 404. Outlives the
+  // server.
+  people::DeviceFlow* device = nullptr;
 };
 
 // `hub` and `files` outlive the server.

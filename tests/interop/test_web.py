@@ -9,7 +9,9 @@ from __future__ import annotations
 import json
 import re
 import struct
+import subprocess
 import time
+import urllib.parse
 from pathlib import Path
 
 import pytest
@@ -184,8 +186,16 @@ def test_a_folder_of_10000_files_pages(server, hub_py, tmp_path, browser):
 
 
 def wait_for(predicate, timeout: float = 10) -> None:
+    """Until `predicate` holds (a page being replaced as it is read counts as not yet)."""
+    from selenium.common.exceptions import WebDriverException
+
     deadline = time.monotonic() + timeout
-    while not predicate():
+    while True:
+        try:
+            if predicate():
+                return
+        except WebDriverException:
+            pass
         assert time.monotonic() < deadline, "the page did not get there"
         time.sleep(0.05)
 
@@ -292,3 +302,133 @@ def test_failed_sign_ins_are_bounded_and_the_form_needs_its_token(server, browse
     r = http("POST", srv.url + "/login", body=b"username=bob&password=x&csrf=" + b"a" * 64,
              headers={"Content-Type": "application/x-www-form-urlencoded"})
     assert r.status == 403 and "set-cookie" not in r.headers
+
+
+def start_login(hub: Hub) -> tuple[subprocess.Popen, str, str]:
+    """`hf auth login` without a token or a terminal (its browser flow): the process, the URL and the code it
+    printed."""
+    hf = str(Path(hub.python).parent / "hf")
+    proc = subprocess.Popen([hf, "auth", "login"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env=hub.env(token=None), cwd=hub.workdir, stdin=subprocess.DEVNULL)
+    url = code = None
+    lines = []
+    deadline = time.monotonic() + 60
+    while (url is None or code is None) and time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        lines.append(line)
+        if m := re.search(r"(http\S+/device\S*)", line):
+            url = m.group(1)
+        if m := re.search(r"enter the code: (\S+)", line):
+            code = m.group(1)
+    assert url and code, "".join(lines)
+    return proc, url, code
+
+
+@pytest.mark.backends("sqlite", "postgres")
+def test_hf_auth_login_is_approved_in_the_browser_and_its_token_uploads(server, hub_py, tmp_path, browser):
+    srv = server()
+    password = "carol's long password"
+    WATCH.add_secret("carol's password", password)
+    srv.cli("user", "create", "carol")
+    srv.cli("user", "password", "carol", stdin=password + "\n")
+    hub = Hub(hub_py, tmp_path / "carol", srv, None)
+    proc, url, code = start_login(hub)
+    try:
+        assert url == f"{srv.url}/device?user_code={code}"
+        browser.delete_all_cookies()
+        browser.get(url)  # not signed in: sent to sign in first, then back to the code
+        assert "/login" in browser.current_url
+        browser.find_element("id", "username").send_keys("carol")
+        browser.find_element("id", "password").send_keys(password)
+        browser.find_element("css selector", "form.stack button").click()
+        wait_for(lambda: "/device" in browser.current_url)
+        assert code in browser.find_element("tag name", "main").text
+        screenshot(browser, "device-approve")
+        browser.find_element("css selector", "button[value=approve]").click()
+        wait_for(lambda: "Approved" in browser.find_element("tag name", "main").text)
+        out, _ = proc.communicate(timeout=60)
+        assert proc.returncode == 0, out
+    finally:
+        proc.kill()
+    assert "carol" in hub.cli("auth", "whoami").stdout
+    # The token it saved is one of carol's (listed, revocable), and writes.
+    hub.cli("repos", "create", "carol/from-login")
+    (tmp_path / "f.txt").write_text("written with the token hf auth login got\n")
+    hub.cli("upload", "carol/from-login", str(tmp_path / "f.txt"), "f.txt")
+    listed = srv.cli("token", "ls", "--user", "carol", "--json").stdout
+    assert "hf auth login" in listed
+    # The code works once: approving it again, or polling for it again, gets nothing.
+    browser.get(url)
+    assert "expired or was used" in browser.find_element("tag name", "main").text
+    events = [json.loads(line)["action"] for line in srv.cli("audit", "--json").stdout.splitlines() if line.strip()]
+    assert "device.approve" in events and "token.create" in events
+
+
+def _form(url: str, fields: dict) -> tuple[int, dict]:
+    r = http("POST", url, body=urllib.parse.urlencode(fields).encode(),
+             headers={"Content-Type": "application/x-www-form-urlencoded"})
+    return r.status, json.loads(r.body)
+
+
+@pytest.mark.backends("sqlite")
+def test_the_device_flow_answers_as_rfc_8628_and_refresh_tokens_work_once(server, browser):
+    srv = server()
+    srv.cli("user", "create", "dave")
+    srv.cli("user", "password", "dave", stdin="dave's long password\n")
+    WATCH.add_secret("dave's password", "dave's long password")
+    client = "26be6b09-91c5-47da-9861-d2d2bb7a7e36"
+    status, started = _form(srv.url + "/oauth/device", {"client_id": client})
+    assert status == 200 and started["interval"] == 5 and started["expires_in"] == 900
+    assert re.fullmatch(r"[B-Z]{4}-[B-Z]{4}", started["user_code"])
+    WATCH.add_secret("a device code", started["device_code"])
+    poll = {"grant_type": "urn:ietf:params:oauth:grant-type:device_code", "device_code": started["device_code"],
+            "client_id": client}
+    assert _form(srv.url + "/oauth/token", poll) == (400, {"error": "authorization_pending",
+                                                           "error_description": "not approved yet"})
+    assert _form(srv.url + "/oauth/token", poll)[1]["error"] == "slow_down"
+    assert _form(srv.url + "/oauth/token", {**poll, "device_code": "0" * 64})[1]["error"] == "invalid_grant"
+    assert _form(srv.url + "/oauth/device", {})[1]["error"] == "invalid_request"
+
+    browser.delete_all_cookies()
+    sign_in(browser, srv.url, "dave", "dave's long password")
+    browser.get(srv.url + "/device")
+    browser.find_element("id", "user_code").send_keys(started["user_code"].lower().replace("-", " "))
+    browser.find_element("css selector", "form.stack button").click()
+    browser.find_element("css selector", "button[value=approve]").click()
+    wait_for(lambda: "Approved" in browser.find_element("tag name", "main").text)
+    time.sleep(5)
+    status, grant = _form(srv.url + "/oauth/token", poll)
+    assert status == 200 and grant["token_type"] == "bearer", grant
+    WATCH.add_secret("dave's access token", grant["access_token"])
+    WATCH.add_secret("dave's refresh token", grant["refresh_token"])
+    assert 0 < grant["expires_in"] <= 30 * 86400
+    assert _form(srv.url + "/oauth/token", poll)[1]["error"] in ("invalid_grant", "slow_down")
+
+    # A refresh replaces the refresh token: the old one works once.
+    refresh = {"grant_type": "refresh_token", "refresh_token": grant["refresh_token"], "client_id": client}
+    status, renewed = _form(srv.url + "/oauth/token", refresh)
+    assert status == 200 and renewed["refresh_token"] != grant["refresh_token"], renewed
+    WATCH.add_secret("dave's second access token", renewed["access_token"])
+    WATCH.add_secret("dave's second refresh token", renewed["refresh_token"])
+    assert _form(srv.url + "/oauth/token", refresh) == (400, {
+        "error": "invalid_grant", "error_description": "the refresh token is unknown, used or expired"})
+    who = http("GET", srv.url + "/api/whoami-v2", headers={"Authorization": "Bearer " + renewed["access_token"]})
+    assert who.status == 200 and json.loads(who.body)["name"] == "dave"
+    # A refresh token opens no page (it is no browser session), and a password change ends it.
+    cookie = renewed["refresh_token"].removeprefix("cairn_refresh_")
+    assert "Sign in" in http("GET", srv.url + "/", headers={"Cookie": f"cairn_session={cookie}"}).body.decode()
+    srv.cli("user", "password", "dave", stdin="dave's new long password\n")
+    WATCH.add_secret("dave's new password", "dave's new long password")
+    refresh["refresh_token"] = renewed["refresh_token"]
+    assert _form(srv.url + "/oauth/token", refresh)[1]["error"] == "invalid_grant"
+    # Denied codes get access_denied.
+    _, second = _form(srv.url + "/oauth/device", {"client_id": client})
+    WATCH.add_secret("a second device code", second["device_code"])
+    sign_in(browser, srv.url, "dave", "dave's new long password")
+    browser.get(second["verification_uri_complete"])
+    browser.find_element("css selector", "button[value=deny]").click()
+    wait_for(lambda: "Denied" in browser.find_element("tag name", "main").text)
+    assert _form(srv.url + "/oauth/token", {**poll, "device_code": second["device_code"]})[1]["error"] == \
+        "access_denied"

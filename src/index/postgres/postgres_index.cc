@@ -342,7 +342,7 @@ CREATE INDEX publishers_changed ON publishers(changed);
     R"sql(
 DROP INDEX audit_events_actor;
 )sql",
-    // 23: password hashes and browser sessions (as on SQLite).
+    // 23: password hashes, browser sessions and devices' sign-ins (as on SQLite).
     R"sql(
 CREATE TABLE passwords(
   account int8 PRIMARY KEY REFERENCES accounts(id),
@@ -357,6 +357,16 @@ CREATE TABLE sessions(
   client text NOT NULL);
 CREATE INDEX sessions_of_user ON sessions(user_id);
 CREATE INDEX sessions_expiry ON sessions(expires_at);
+CREATE TABLE device_grants(
+  device_hash bytea PRIMARY KEY,
+  user_code text NOT NULL UNIQUE,
+  client_id text NOT NULL,
+  created_at int8 NOT NULL,
+  expires_at int8 NOT NULL,
+  state int8 NOT NULL CHECK (state IN (0, 1, 2, 3)),
+  user_id int8 NOT NULL,
+  polled_at int8 NOT NULL);
+CREATE INDEX device_grants_expiry ON device_grants(expires_at);
 )sql",
 };
 static_assert(std::size(kMigrations) == PostgresIndex::kSchemaVersion);

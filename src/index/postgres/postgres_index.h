@@ -140,6 +140,13 @@ class PostgresIndex final : public Index {
   Result<bool> DeleteSession(std::string_view id, const AuditEvent* audit) override;
   Result<uint64_t> DeleteSessionsOf(int64_t id, const AuditEvent* audit) override;
   Result<uint64_t> PruneSessions(int64_t now) override;
+  Status CreateDeviceGrant(const DeviceGrantRecord& grant) override;
+  Result<std::optional<DeviceGrantRecord>> FindDeviceGrant(std::string_view user_code) override;
+  Result<bool> DecideDeviceGrant(std::string_view user_code, int64_t user, bool approve, int64_t now,
+                                 const AuditEvent* audit) override;
+  Result<std::optional<DeviceGrantRecord>> PollDeviceGrant(std::span<const uint8_t> device_hash,
+                                                           int64_t now) override;
+  Result<bool> IssueDeviceGrant(std::span<const uint8_t> device_hash) override;
 
   // AuditIndex (*_audit.cc).
   Status AppendAudit(const AuditEvent& event) override;

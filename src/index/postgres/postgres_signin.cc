@@ -45,8 +45,49 @@ const std::string kDeleteSessionsOfSql =
 const pg::Statement kDeleteSessionsOf{"delete_sessions_of", kDeleteSessionsOfSql.c_str()};
 constexpr pg::Statement kPruneSessions{
     "prune_sessions",
-    "WITH d AS (DELETE FROM sessions WHERE expires_at < $1::int8 RETURNING 1) "
-    "SELECT count(*)::int8 FROM d"};
+    "WITH d AS (DELETE FROM sessions WHERE expires_at < $1::int8 RETURNING 1), "
+    "g AS (DELETE FROM device_grants WHERE expires_at < $1::int8 RETURNING 1) "
+    "SELECT (SELECT count(*) FROM d)::int8 + (SELECT count(*) FROM g)::int8"};
+constexpr pg::Statement kCreateDeviceGrant{
+    "create_device_grant",
+    "WITH g AS (INSERT INTO device_grants(device_hash, user_code, client_id, created_at, expires_at, state, "
+    "user_id, polled_at) VALUES ($1::bytea, $2::text, $3::text, $4::int8, $5::int8, 0, 0, 0) ON CONFLICT DO "
+    "NOTHING RETURNING 1) SELECT count(*)::int8 FROM g"};
+constexpr pg::Statement kFindDeviceGrant{
+    "find_device_grant",
+    "SELECT device_hash, user_code, client_id, created_at, expires_at, state, user_id, polled_at FROM "
+    "device_grants WHERE user_code = $1::text"};
+// $1 user code, $2 user, $3 state, $4 now.
+const std::string kDecideDeviceGrantSql = R"sql(
+WITH u AS (
+  UPDATE device_grants SET state = $3::int8, user_id = $2::int8
+  WHERE user_code = $1::text AND state = 0 AND expires_at > $4::int8 RETURNING 1),
+)sql" + AuditCte(5, "u") + "SELECT count(*)::int8 FROM u";
+const pg::Statement kDecideDeviceGrant{"decide_device_grant", kDecideDeviceGrantSql.c_str()};
+// The row as it was before this poll (the old poll time), and the new poll time written.
+constexpr pg::Statement kPollDeviceGrant{
+    "poll_device_grant",
+    "WITH old AS (SELECT device_hash, user_code, client_id, created_at, expires_at, state, user_id, "
+    "polled_at "
+    "FROM device_grants WHERE device_hash = $1::bytea FOR UPDATE), "
+    "u AS (UPDATE device_grants SET polled_at = $2::int8 WHERE device_hash IN (SELECT device_hash FROM old)) "
+    "SELECT * FROM old"};
+constexpr pg::Statement kIssueDeviceGrant{
+    "issue_device_grant",
+    "WITH u AS (UPDATE device_grants SET state = 3 WHERE device_hash = $1::bytea AND state = 1 RETURNING 1) "
+    "SELECT count(*)::int8 FROM u"};
+
+DeviceGrantRecord DeviceGrantFromRow(const pg::Rows& rows, int i) {
+  const auto hash = rows.Bytes(i, 0);
+  return DeviceGrantRecord{.device_hash = {hash.begin(), hash.end()},
+                           .user_code = std::string(rows.Text(i, 1)),
+                           .client_id = std::string(rows.Text(i, 2)),
+                           .created_at = rows.Int8(i, 3),
+                           .expires_at = rows.Int8(i, 4),
+                           .state = static_cast<DeviceGrantState>(rows.Int8(i, 5)),
+                           .user = rows.Int8(i, 6),
+                           .polled_at = rows.Int8(i, 7)};
+}
 
 }  // namespace
 
@@ -131,6 +172,52 @@ Result<uint64_t> PostgresIndex::DeleteSessionsOf(int64_t id, const AuditEvent* a
 
 Result<uint64_t> PostgresIndex::PruneSessions(int64_t now) {
   return CountingWrite(kPruneSessions, pg::Params().Int8(now));
+}
+
+Status PostgresIndex::CreateDeviceGrant(const DeviceGrantRecord& grant) {
+  if (grant.device_hash.size() != 32) return Malformed("a device code's hash is 32 bytes");
+  pg::Params p;
+  p.Bytea(grant.device_hash).Text(grant.user_code).Text(grant.client_id).Int8(grant.created_at);
+  p.Int8(grant.expires_at);
+  auto made = CountingWrite(kCreateDeviceGrant, std::move(p));
+  if (!made.ok()) return made.error();
+  if (*made == 0) return Error{ErrorCode::kConflict, "device grant " + grant.user_code + " exists"};
+  return Ok{};
+}
+
+Result<std::optional<DeviceGrantRecord>> PostgresIndex::FindDeviceGrant(std::string_view user_code) {
+  auto rows = Query(kFindDeviceGrant, pg::Params().Text(user_code));
+  if (!rows.ok()) return rows.error();
+  if (rows->size() == 0) return std::optional<DeviceGrantRecord>();
+  return std::optional<DeviceGrantRecord>(DeviceGrantFromRow(*rows, 0));
+}
+
+Result<bool> PostgresIndex::DecideDeviceGrant(std::string_view user_code, int64_t user, bool approve,
+                                              int64_t now, const AuditEvent* audit) {
+  const auto state = approve ? DeviceGrantState::kApproved : DeviceGrantState::kDenied;
+  pg::Params p;
+  p.Text(user_code).Int8(user).Int8(static_cast<uint8_t>(state)).Int8(now);
+  AuditParams(p, audit);
+  auto decided = CountingWrite(kDecideDeviceGrant, std::move(p));
+  if (!decided.ok()) return decided.error();
+  return *decided > 0;
+}
+
+Result<std::optional<DeviceGrantRecord>> PostgresIndex::PollDeviceGrant(std::span<const uint8_t> device_hash,
+                                                                        int64_t now) {
+  std::optional<DeviceGrantRecord> out;
+  WriteRequest req{&kPollDeviceGrant, {}, [&](const pg::Rows& rows) {
+                     if (rows.size() == 1) out = DeviceGrantFromRow(rows, 0);
+                   }};
+  req.params.Bytea(device_hash).Int8(now);
+  if (auto st = writes_->Submit(req); !st.ok()) return st.error();
+  return out;
+}
+
+Result<bool> PostgresIndex::IssueDeviceGrant(std::span<const uint8_t> device_hash) {
+  auto issued = CountingWrite(kIssueDeviceGrant, pg::Params().Bytea(device_hash));
+  if (!issued.ok()) return issued.error();
+  return *issued > 0;
 }
 
 }  // namespace cairn::index

@@ -330,8 +330,9 @@ ALTER TABLE audit_events_22 RENAME TO audit_events;
 DELETE FROM sqlite_sequence WHERE name = 'audit_events';
 CREATE INDEX audit_events_ns ON audit_events(ns, id);
 )sql",
-    // 23: signing in through the pages: users' password hashes (Argon2id, as libsodium writes them) and
-    // browser sessions (the SHA-256 of each cookie's secret), which end with their user's password change.
+    // 23: signing in through the pages: users' password hashes (Argon2id, as libsodium writes them),
+    // browser sessions (the SHA-256 of each cookie's secret), which end with their user's password change,
+    // and devices' sign-ins (RFC 8628: the SHA-256 of each device code, its user code, who decided it).
     R"sql(
 CREATE TABLE passwords(
   account INTEGER PRIMARY KEY REFERENCES accounts(id),
@@ -346,6 +347,16 @@ CREATE TABLE sessions(
   client TEXT NOT NULL) WITHOUT ROWID;
 CREATE INDEX sessions_of_user ON sessions(user_id);
 CREATE INDEX sessions_expiry ON sessions(expires_at);
+CREATE TABLE device_grants(
+  device_hash BLOB PRIMARY KEY,
+  user_code TEXT NOT NULL UNIQUE,
+  client_id TEXT NOT NULL,
+  created_at INTEGER NOT NULL,
+  expires_at INTEGER NOT NULL,
+  state INTEGER NOT NULL CHECK (state IN (0, 1, 2, 3)),
+  user_id INTEGER NOT NULL,
+  polled_at INTEGER NOT NULL) WITHOUT ROWID;
+CREATE INDEX device_grants_expiry ON device_grants(expires_at);
 )sql",
 };
 static_assert(std::size(kMigrations) == SqliteIndex::kSchemaVersion);

@@ -129,6 +129,13 @@ class SqliteIndex final : public Index {
   Result<bool> DeleteSession(std::string_view id, const AuditEvent* audit) override;
   Result<uint64_t> DeleteSessionsOf(int64_t id, const AuditEvent* audit) override;
   Result<uint64_t> PruneSessions(int64_t now) override;
+  Status CreateDeviceGrant(const DeviceGrantRecord& grant) override;
+  Result<std::optional<DeviceGrantRecord>> FindDeviceGrant(std::string_view user_code) override;
+  Result<bool> DecideDeviceGrant(std::string_view user_code, int64_t user, bool approve, int64_t now,
+                                 const AuditEvent* audit) override;
+  Result<std::optional<DeviceGrantRecord>> PollDeviceGrant(std::span<const uint8_t> device_hash,
+                                                           int64_t now) override;
+  Result<bool> IssueDeviceGrant(std::span<const uint8_t> device_hash) override;
 
   // AuditIndex (*_audit.cc).
   Status AppendAudit(const AuditEvent& event) override;
@@ -233,6 +240,10 @@ class SqliteIndex final : public Index {
   };
   Result<bool> Revoke(const RevokeSql& sql, std::string_view id, int64_t at, const AuditEvent* audit);
   static Result<std::optional<AccountRecord>> AccountIn(Conn& c, int64_t id);
+  // The device grant `sql` reads by ?1: `hash` when given, else `user_code`.
+  static Result<std::optional<DeviceGrantRecord>> DeviceGrantIn(Conn& c, const char* sql,
+                                                                std::span<const uint8_t> hash,
+                                                                std::string_view user_code);
   // In a write: whether account `id` is a user.
   static Result<bool> IsUserIn(Conn& c, int64_t id);
   // Deletes the sessions `sql` names by ?1 = `key`, with `audit` when any went; how many.

@@ -26,6 +26,25 @@ constexpr const char kFindSession[] =
 constexpr const char kDeleteSession[] = "DELETE FROM sessions WHERE id = ?1";
 constexpr const char kDeleteSessionsOf[] = "DELETE FROM sessions WHERE user_id = ?1";
 constexpr const char kPruneSessions[] = "DELETE FROM sessions WHERE expires_at < ?1";
+constexpr const char kPruneDeviceGrants[] = "DELETE FROM device_grants WHERE expires_at < ?1";
+constexpr const char kCreateDeviceGrant[] =
+    "INSERT INTO device_grants(device_hash, user_code, client_id, created_at, expires_at, state, user_id, "
+    "polled_at) VALUES (?1, ?2, ?3, ?4, ?5, 0, 0, 0) ON CONFLICT DO NOTHING";
+constexpr const char kFindDeviceGrant[] =
+    "SELECT device_hash, user_code, client_id, created_at, expires_at, state, user_id, polled_at FROM "
+    "device_grants "
+    "WHERE user_code = ?1";
+constexpr const char kDeviceGrantByHash[] =
+    "SELECT device_hash, user_code, client_id, created_at, expires_at, state, user_id, polled_at FROM "
+    "device_grants "
+    "WHERE device_hash = ?1";
+// ?1 user code, ?2 user, ?3 state, ?4 now.
+constexpr const char kDecideDeviceGrant[] =
+    "UPDATE device_grants SET state = ?3, user_id = ?2 WHERE user_code = ?1 AND state = 0 AND expires_at > "
+    "?4";
+constexpr const char kPollDeviceGrant[] = "UPDATE device_grants SET polled_at = ?2 WHERE device_hash = ?1";
+constexpr const char kIssueDeviceGrant[] =
+    "UPDATE device_grants SET state = 3 WHERE device_hash = ?1 AND state = 1";
 
 SessionRecord SessionFromRow(const Stmt& s) {
   const auto hash = s.Blob(1);
@@ -36,6 +55,18 @@ SessionRecord SessionFromRow(const Stmt& s) {
                        .expires_at = s.Int(4),
                        .method = std::string(s.Text(5)),
                        .client = std::string(s.Text(6))};
+}
+
+DeviceGrantRecord DeviceGrantFromRow(const Stmt& s) {
+  const auto hash = s.Blob(0);
+  return DeviceGrantRecord{.device_hash = {hash.begin(), hash.end()},
+                           .user_code = std::string(s.Text(1)),
+                           .client_id = std::string(s.Text(2)),
+                           .created_at = s.Int(3),
+                           .expires_at = s.Int(4),
+                           .state = static_cast<DeviceGrantState>(s.Int(5)),
+                           .user = s.Int(6),
+                           .polled_at = s.Int(7)};
 }
 
 }  // namespace
@@ -134,7 +165,93 @@ Result<uint64_t> SqliteIndex::DeleteSessionsOf(int64_t id, const AuditEvent* aud
 }
 
 Result<uint64_t> SqliteIndex::PruneSessions(int64_t now) {
-  return DeleteSessions(kPruneSessions, now, nullptr);
+  auto sessions = DeleteSessions(kPruneSessions, now, nullptr);
+  if (!sessions.ok()) return sessions.error();
+  auto grants = DeleteSessions(kPruneDeviceGrants, now, nullptr);
+  if (!grants.ok()) return grants.error();
+  return *sessions + *grants;
+}
+
+Status SqliteIndex::CreateDeviceGrant(const DeviceGrantRecord& grant) {
+  if (grant.device_hash.size() != 32) return Malformed("a device code's hash is 32 bytes");
+  return Write([&](Conn& c) -> Status {
+    auto s = c.Prepare(kCreateDeviceGrant);
+    if (!s.ok()) return s.error();
+    s->Bind(1, std::span<const uint8_t>(grant.device_hash)).Bind(2, grant.user_code).Bind(3, grant.client_id);
+    s->Bind(4, grant.created_at).Bind(5, grant.expires_at);
+    if (auto run = c.Run(*s, "create device grant"); !run.ok()) return run;
+    if (c.changes() == 0) return Error{ErrorCode::kConflict, "device grant " + grant.user_code + " exists"};
+    return Ok{};
+  });
+}
+
+Result<std::optional<DeviceGrantRecord>> SqliteIndex::DeviceGrantIn(Conn& c, const char* sql,
+                                                                    std::span<const uint8_t> hash,
+                                                                    std::string_view user_code) {
+  auto s = c.Prepare(sql);
+  if (!s.ok()) return s.error();
+  if (hash.empty()) {
+    s->Bind(1, user_code);
+  } else {
+    s->Bind(1, hash);
+  }
+  const int rc = s->Step();
+  if (rc == SQLITE_DONE) return std::optional<DeviceGrantRecord>();
+  if (rc != SQLITE_ROW) return c.Err("read device grant", rc);
+  return std::optional<DeviceGrantRecord>(DeviceGrantFromRow(*s));
+}
+
+Result<std::optional<DeviceGrantRecord>> SqliteIndex::FindDeviceGrant(std::string_view user_code) {
+  auto r = AcquireReader();
+  if (!r.ok()) return r.error();
+  return DeviceGrantIn(**r, kFindDeviceGrant, {}, user_code);
+}
+
+Result<bool> SqliteIndex::DecideDeviceGrant(std::string_view user_code, int64_t user, bool approve,
+                                            int64_t now, const AuditEvent* audit) {
+  bool decided = false;
+  auto st = Write([&](Conn& c) -> Status {
+    auto s = c.Prepare(kDecideDeviceGrant);
+    if (!s.ok()) return s.error();
+    const auto state = approve ? DeviceGrantState::kApproved : DeviceGrantState::kDenied;
+    s->Bind(1, user_code).Bind(2, user).Bind(3, int64_t{static_cast<uint8_t>(state)}).Bind(4, now);
+    if (auto run = c.Run(*s, "decide device grant"); !run.ok()) return run;
+    decided = c.changes() > 0;
+    return decided ? WriteAudit(c, audit) : Status(Ok{});
+  });
+  if (!st.ok()) return st.error();
+  return decided;
+}
+
+Result<std::optional<DeviceGrantRecord>> SqliteIndex::PollDeviceGrant(std::span<const uint8_t> device_hash,
+                                                                      int64_t now) {
+  std::optional<DeviceGrantRecord> out;
+  auto st = Write([&](Conn& c) -> Status {
+    auto found = DeviceGrantIn(c, kDeviceGrantByHash, device_hash, {});
+    if (!found.ok()) return found.error();
+    out = std::move(*found);
+    if (!out) return Ok{};
+    auto s = c.Prepare(kPollDeviceGrant);
+    if (!s.ok()) return s.error();
+    s->Bind(1, device_hash).Bind(2, now);
+    return c.Run(*s, "poll device grant");
+  });
+  if (!st.ok()) return st.error();
+  return out;
+}
+
+Result<bool> SqliteIndex::IssueDeviceGrant(std::span<const uint8_t> device_hash) {
+  bool issued = false;
+  auto st = Write([&](Conn& c) -> Status {
+    auto s = c.Prepare(kIssueDeviceGrant);
+    if (!s.ok()) return s.error();
+    s->Bind(1, device_hash);
+    if (auto run = c.Run(*s, "issue device grant"); !run.ok()) return run;
+    issued = c.changes() > 0;
+    return Ok{};
+  });
+  if (!st.ok()) return st.error();
+  return issued;
 }
 
 }  // namespace cairn::index
