@@ -189,9 +189,12 @@ void ServeHub(http::Server& server, const config::Config& cfg, Backend& b) {
 
 // The web pages (docs/web.md), after every API route: the router takes the first route that matches.
 void ServePages(http::Server& server, const config::Config& cfg, Backend& b) {
-  web::RegisterPageRoutes(
-      server, *b.hub, *b.files,
-      {.public_url = cfg.public_url, .sign_in = b.sign_in.get(), .device = b.device.get()});
+  web::RegisterPageRoutes(server, *b.hub, *b.files,
+                          {.public_url = cfg.public_url,
+                           .sign_in = b.sign_in.get(),
+                           .device = b.device.get(),
+                           .people = b.people_service.get(),
+                           .directory = b.people.get()});
 }
 
 // git-lfs uploads (and huggingface_hub's without Xet), chunked into xorbs here; parts wait in the data dir.

@@ -93,5 +93,6 @@ void RegisterHistoryPages(const std::shared_ptr<const PageContext>& ctx);  // hi
 void RegisterListPages(const std::shared_ptr<const PageContext>& ctx);     // list_pages.cc
 void RegisterSignInPages(const std::shared_ptr<const PageContext>& ctx);   // sign_in_pages.cc
 void RegisterDevicePages(const std::shared_ptr<const PageContext>& ctx);   // device_pages.cc
+void RegisterTokenPages(const std::shared_ptr<const PageContext>& ctx);    // token_pages.cc
 
 }  // namespace cairn::web

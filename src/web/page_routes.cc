@@ -21,6 +21,7 @@ void RegisterPageRoutes(http::Server& server, hub::HubService& hub, files::FileS
   // The most specific patterns first: the router takes the first route that matches.
   RegisterSignInPages(ctx);
   RegisterDevicePages(ctx);
+  RegisterTokenPages(ctx);
   RegisterHistoryPages(ctx);
   RegisterRepoPages(ctx);
   RegisterListPages(ctx);

@@ -37,6 +37,10 @@ struct PageOptions {
   // Devices' sign-ins (hf auth login: /device approves them); null: that page answers 404. Outlives the
   // server.
   people::DeviceFlow* device = nullptr;
+  // People's own tokens (/settings/tokens) and the directory that must see a change at once; null: that page
+  // answers 404. Outlive the server.
+  people::PeopleService* people = nullptr;
+  people::Directory* directory = nullptr;
 };
 
 // `hub` and `files` outlive the server.

@@ -432,3 +432,50 @@ def test_the_device_flow_answers_as_rfc_8628_and_refresh_tokens_work_once(server
     wait_for(lambda: "Denied" in browser.find_element("tag name", "main").text)
     assert _form(srv.url + "/oauth/token", {**poll, "device_code": second["device_code"]})[1]["error"] == \
         "access_denied"
+
+
+@pytest.mark.backends("sqlite")
+def test_a_token_made_on_the_page_works_and_one_revoked_there_stops(server, hub_py, tmp_path, browser):
+    srv = server()
+    srv.cli("user", "create", "erin")
+    srv.cli("user", "password", "erin", stdin="erin's long password\n")
+    WATCH.add_secret("erin's password", "erin's long password")
+    browser.delete_all_cookies()
+    browser.get(srv.url + "/settings/tokens")
+    assert "/login" in browser.current_url  # sent to sign in first
+    sign_in(browser, srv.url, "erin", "erin's long password")
+    browser.get(srv.url + "/settings/tokens")
+    browser.find_element("id", "name").send_keys("laptop <b>")
+    browser.find_element("css selector", "#role option[value=write]").click()
+    browser.find_element("css selector", "form.stack button").click()
+    wait_for(lambda: browser.find_elements("id", "token-text"))
+    text = browser.find_element("id", "token-text").get_attribute("value")
+    WATCH.add_secret("erin's page token", text)
+    assert text.startswith("cairn_")
+    screenshot(browser, "tokens")
+    # Shown once: the list has its id and name, never its text.
+    browser.get(srv.url + "/settings/tokens")
+    page = browser.page_source
+    assert text not in page and "laptop &lt;b&gt;" in page and text[6:22] in page
+
+    hub = Hub(hub_py, tmp_path / "erin", srv, text)
+    assert "erin" in hub.cli("auth", "whoami").stdout
+    hub.cli("repos", "create", "erin/notes")
+    browser.find_element("css selector", "button[aria-label='Revoke laptop <b>']").click()
+    wait_for(lambda: "Revoked token" in browser.find_element("tag name", "main").text)
+    assert http("GET", srv.url + "/api/whoami-v2", headers={"Authorization": "Bearer " + text}).status == 401
+    # Another person's token is not erin's to revoke, and a forged revocation changes nothing.
+    srv.cli("user", "create", "finn")
+    other = srv.cli("token", "create", "--user", "finn", "--name", "ci", "--role", "read", secret_output=True)
+    other_text = other.stdout.strip()
+    WATCH.add_secret("finn's token", other_text)
+    cookie = session_cookie(browser)
+    csrf = browser.find_element("css selector", "input[name=csrf]").get_attribute("value")
+    r = http("POST", srv.url + "/settings/tokens/revoke",
+             body=urllib.parse.urlencode({"csrf": csrf, "id": other_text[6:22]}).encode(),
+             headers={"Cookie": f"cairn_session={cookie}", "Content-Type": "application/x-www-form-urlencoded"})
+    assert r.status == 404
+    r = http("POST", srv.url + "/settings/tokens/revoke", body=b"id=" + other_text[6:22].encode(),
+             headers={"Cookie": f"cairn_session={cookie}", "Content-Type": "application/x-www-form-urlencoded"})
+    assert r.status == 403
+    assert http("GET", srv.url + "/api/whoami-v2", headers={"Authorization": "Bearer " + other_text}).status == 200
