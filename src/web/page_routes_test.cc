@@ -1,0 +1,210 @@
+// The pages' routes in process, against a real server, index and Hub: each route's answer and each error
+// status (a missing or hidden repository, revision, folder and file; a folder asked as a file; forms without
+// their token or from another origin), the security headers, sessions from sign-in to sign-out.
+#include "web/page_routes.h"
+
+#include <gtest/gtest.h>
+
+#include <boost/beast/http.hpp>
+#include <map>
+#include <string>
+
+#include "api/api_test_server.h"
+#include "http/test_util.h"
+#include "hub/hub_service.h"
+#include "people/device_flow.h"
+#include "people/directory.h"
+#include "people/people_service.h"
+#include "people/sign_in.h"
+
+namespace cairn::web {
+namespace {
+
+namespace bhttp = boost::beast::http;
+using V = bhttp::verb;
+using Res = bhttp::response<bhttp::string_body>;
+
+std::vector<uint8_t> Bytes(std::string_view s) {
+  return {s.begin(), s.end()};
+}
+
+class PageRoutes : public api::testing::ApiServerTest {
+ protected:
+  void SetUp() override {
+    ASSERT_NO_FATAL_FAILURE(OpenServer("cairn-page-routes"));
+    files_ = std::make_unique<files::FileService>(*service_, *index_, FileOptions());
+    hub::HubOptions ho;
+    ho.clock = &clock_;
+    hub_ = std::make_unique<hub::HubService>(*index_, *files_, ho);
+    people_ = std::make_unique<people::PeopleService>(*index_, clock_);
+    directory_ = std::make_unique<people::Directory>(*index_, clock_);
+    sign_in_ = std::make_unique<people::SignInService>(*index_, *directory_, clock_);
+    ASSERT_TRUE(people_->CreateUser(kBy, "alice", "", false).ok());
+    ASSERT_TRUE(people_->CreateUser(kBy, "bob", "", false).ok());
+    ASSERT_TRUE(directory_->Refresh().ok());
+    ASSERT_TRUE(sign_in_->SetPassword(kBy, "alice", "alice's long password").ok());
+    MakeRepo("pub", false);
+    MakeRepo("secret", true);
+    RegisterPageRoutes(*server_, *hub_, *files_,
+                       {.public_url = base_,
+                        .sign_in = sign_in_.get(),
+                        .device = nullptr,
+                        .people = people_.get(),
+                        .directory = directory_.get()});
+    server_->Start();
+  }
+  void TearDown() override {
+    StopServer();
+    sign_in_.reset();
+    directory_.reset();
+    people_.reset();
+    hub_.reset();
+    files_.reset();
+    ApiServerTest::TearDown();
+  }
+
+  void MakeRepo(const std::string& name, bool is_private) {
+    const hub::Caller alice{.scope = "alice", .write = true, .expires = 0, .user = "", .reach = {}};
+    auto repo = hub_->CreateRepo(alice, {hub::RepoType::kModel, "alice", name}, is_private);
+    ASSERT_TRUE(repo.ok()) << repo.error().message;
+    hub::CommitRequest c;
+    c.summary = "add <files>";
+    c.operations = {
+        hub::AddInline{"README.md", Bytes("---\nlicense: mit\n---\n# Hello <script>x</script>\n")},
+        hub::AddInline{"dir/a.txt", Bytes("one\ntwo\n")},
+        hub::AddInline{"bin.dat", Bytes(std::string("\0\1", 2))}};
+    ASSERT_TRUE(hub_->CreateCommit(alice, *repo, c).ok());
+  }
+
+  Res Get(const std::string& target, const std::string& cookie = {}) {
+    http::testing::Client c(port_);
+    bhttp::request<bhttp::string_body> req{V::get, target, 11};
+    if (!cookie.empty()) req.set(bhttp::field::cookie, cookie);
+    return c.Send(std::move(req));
+  }
+  Res Post(const std::string& target, const std::string& body, const std::string& cookie = {},
+           const std::string& origin = {}) {
+    http::testing::Client c(port_);
+    bhttp::request<bhttp::string_body> req{V::post, target, 11};
+    if (!cookie.empty()) req.set(bhttp::field::cookie, cookie);
+    if (!origin.empty()) req.set("Origin", origin);
+    req.set(bhttp::field::content_type, "application/x-www-form-urlencoded");
+    req.body() = body;
+    req.prepare_payload();
+    return c.Send(std::move(req));
+  }
+  // Signs alice in; the session's cookie header.
+  std::string SignIn() {
+    const std::string token(64, 'a');
+    auto r = Post("/login",
+                  "csrf=" + token + "&username=alice&password=alice%27s+long+password&next=%2Falice%2Fsecret",
+                  "cairn_form=" + token);
+    EXPECT_EQ(r.result_int(), 303u) << r.body();
+    EXPECT_EQ(r[bhttp::field::location], "/alice/secret");
+    const std::string set(r[bhttp::field::set_cookie]);
+    EXPECT_NE(set.find("HttpOnly"), std::string::npos);
+    EXPECT_NE(set.find("SameSite=Lax"), std::string::npos);
+    return set.substr(0, set.find(';'));
+  }
+
+  static inline const people::Actor kBy{.actor = "cli:test", .token_id = "", .client = ""};
+  std::unique_ptr<files::FileService> files_;
+  std::unique_ptr<hub::HubService> hub_;
+  std::unique_ptr<people::PeopleService> people_;
+  std::unique_ptr<people::Directory> directory_;
+  std::unique_ptr<people::SignInService> sign_in_;
+};
+
+TEST_F(PageRoutes, EachPageAnswersWithItsStatusAndHeaders) {
+  const std::map<std::string, unsigned> expected = {
+      {"/", 200},
+      {"/models", 200},
+      {"/datasets", 200},
+      {"/alice", 200},
+      {"/nobody", 404},
+      {"/alice/pub", 200},
+      {"/alice/pub/tree/main", 200},
+      {"/alice/pub/tree/main/dir", 200},
+      {"/alice/pub/tree/main/nope", 404},
+      {"/alice/pub/tree/nope", 404},
+      {"/alice/pub/blob/main/dir/a.txt", 200},
+      {"/alice/pub/blob/main/bin.dat", 200},
+      {"/alice/pub/blob/main/dir", 302},
+      {"/alice/pub/blob/main/missing.txt", 404},
+      {"/alice/pub/commits/main", 200},
+      {"/alice/pub/commits/main?p=99", 200},
+      {"/alice/pub/commit/" + std::string(40, '0'), 404},
+      {"/alice/secret", 404},
+      {"/alice/secret/tree/main", 404},
+      {"/alice/nothing", 404},
+      {"/datasets/alice/pub", 404},
+      {"/widgets/alice/pub", 404},
+      {"/login", 200},
+      {"/settings/tokens", 303},
+  };
+  for (const auto& [target, status] : expected) {
+    const Res r = Get(target);
+    EXPECT_EQ(r.result_int(), status) << target;
+    if (status == 200 || status == 404) {
+      EXPECT_EQ(r[bhttp::field::content_type], "text/html; charset=utf-8") << target;
+      EXPECT_NE(std::string(r["Content-Security-Policy"]).find("default-src 'none'"), std::string::npos)
+          << target;
+      EXPECT_EQ(r["X-Content-Type-Options"], "nosniff") << target;
+      EXPECT_EQ(r.body().find("<script"), std::string::npos) << target;
+    }
+  }
+  EXPECT_NE(Get("/alice/pub").body().find("&lt;files&gt;"), std::string::npos) << "a commit message escaped";
+  EXPECT_NE(Get("/alice/pub/blob/main/bin.dat").body().find("not text"), std::string::npos);
+  EXPECT_EQ(Get("/alice/pub/blob/main/dir")[bhttp::field::location], "/alice/pub/tree/main/dir");
+  const std::string css = std::string(Get("/").body());
+  const size_t at = css.find("/static/cairn-");
+  ASSERT_NE(at, std::string::npos);
+  const Res sheet = Get(css.substr(at, css.find('"', at) - at));
+  EXPECT_EQ(sheet.result_int(), 200u);
+  EXPECT_EQ(sheet[bhttp::field::content_type], "text/css; charset=utf-8");
+}
+
+TEST_F(PageRoutes, ASessionOpensPrivateRepositoriesUntilItEnds) {
+  const std::string cookie = SignIn();
+  EXPECT_EQ(Get("/alice/secret", cookie).result_int(), 200u);
+  EXPECT_EQ(Get("/alice/secret/blob/main/dir/a.txt", cookie).result_int(), 200u);
+  const std::string page(Get("/", cookie).body());
+  EXPECT_NE(page.find("alice/secret"), std::string::npos);
+  // The layout's form token is the session's; a sign-out without it, or from another origin, is refused.
+  const size_t at = page.find("name=\"csrf\" value=\"");
+  ASSERT_NE(at, std::string::npos);
+  const std::string csrf = page.substr(at + 19, 64);
+  EXPECT_EQ(Post("/logout", "csrf=" + std::string(64, '0'), cookie).result_int(), 403u);
+  EXPECT_EQ(Post("/logout", "csrf=" + csrf, cookie, "http://evil.example").result_int(), 403u);
+  EXPECT_EQ(Get("/alice/secret", cookie).result_int(), 200u);
+  EXPECT_EQ(Post("/logout", "csrf=" + csrf, cookie, base_).result_int(), 303u);
+  EXPECT_EQ(Get("/alice/secret", cookie).result_int(), 404u);
+}
+
+TEST_F(PageRoutes, SignInRefusesForgedFormsWrongPasswordsAndOpenRedirects) {
+  const std::string token(64, 'b');
+  // No form cookie, a different one, or another origin: refused before any password is tried.
+  EXPECT_EQ(Post("/login", "csrf=" + token + "&username=alice&password=x").result_int(), 403u);
+  EXPECT_EQ(
+      Post("/login", "csrf=" + token + "&username=alice&password=x", "cairn_form=" + std::string(64, 'c'))
+          .result_int(),
+      403u);
+  EXPECT_EQ(Post("/login", "csrf=" + token + "&username=alice&password=alice%27s+long+password",
+                 "cairn_form=" + token, "http://evil.example")
+                .result_int(),
+            403u);
+  const Res wrong = Post("/login", "csrf=" + token + "&username=alice&password=nope", "cairn_form=" + token);
+  EXPECT_EQ(wrong.result_int(), 401u);
+  EXPECT_NE(wrong.body().find("wrong user name or password"), std::string::npos);
+  for (const char* next : {"%2F%2Fevil.example", "https%3A%2F%2Fevil.example", "%2F%5Cevil.example"}) {
+    const Res r =
+        Post("/login", "csrf=" + token + "&username=alice&password=alice%27s+long+password&next=" + next,
+             "cairn_form=" + token);
+    EXPECT_EQ(r.result_int(), 303u);
+    EXPECT_EQ(r[bhttp::field::location], "/") << next;
+  }
+  EXPECT_EQ(Post("/logout", "").result_int(), 303u) << "signing out without a session changes nothing";
+}
+
+}  // namespace
+}  // namespace cairn::web
