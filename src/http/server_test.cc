@@ -590,6 +590,18 @@ TEST_F(ServerTest, StopDrainsInFlightRequests) {
   EXPECT_THROW(Client{port_}, boost::system::system_error);  // no longer listening
 }
 
+// A connection that has sent nothing yet (a browser opens them ahead of its requests) is idle: a stop closes
+// it at once instead of waiting out the grace for a request that may never come.
+TEST_F(ServerTest, StopClosesAConnectionThatSentNothingYet) {
+  Client fresh(port_);
+  std::this_thread::sleep_for(50ms);  // accepted, waiting for its first bytes
+  const auto t0 = std::chrono::steady_clock::now();
+  server_->Stop(30s);
+  EXPECT_TRUE(fresh.ClosedByPeer());
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 10s) << "closed at the stop, not after the 30 s grace";
+  server_->Wait();
+}
+
 TEST_F(ServerTest, StopAbandonsWhatOutlivesTheGrace) {
   Client busy(port_);
   bhttp::request<bhttp::string_body> req{bhttp::verb::get, "/slow", 11};

@@ -22,9 +22,11 @@ void Session::ReadRequest() {
   header_parser_.emplace();
   header_parser_->header_limit(static_cast<uint32_t>(srv_.opts.max_header_bytes));
   header_parser_->body_limit(boost::none);  // checked against the route's limit once the route is known
-  if (buffer_.size() == 0 && !first_request_) {
-    // Keep-alive: wait for the next request's first bytes under the idle timeout.
-    tcp().expires_after(srv_.opts.idle_timeout);
+  if (buffer_.size() == 0) {
+    // Wait for the request's first bytes as an idle connection, which a stop closes at once: between
+    // keep-alive requests under the idle timeout, and before the first under the header's (a browser opens
+    // connections ahead of the requests it may send on them).
+    tcp().expires_after(first_request_ ? srv_.opts.header_timeout : srv_.opts.idle_timeout);
     Io([this](auto& s) {
       s.async_read_some(buffer_.prepare(8192), [self = shared_from_this()](beast::error_code ec, size_t n) {
         if (ec) return self->Close();
