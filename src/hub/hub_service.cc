@@ -739,21 +739,9 @@ Result<std::vector<PathInfo>> HubService::List(const Repo& repo, const ObjectId&
     pending.pop_back();
     auto entries = ReadTree(repo, oid);
     if (!entries.ok()) return entries.error();
-    // The folder's blobs in a few reads (one round trip per 1,000 on PostgreSQL), then their LFS links.
-    std::vector<std::vector<uint8_t>> blobs, subtrees;
-    for (const TreeEntry& e : **entries) (e.is_tree() ? subtrees : blobs).push_back(KeyOf(e.id));
-    if (auto st = Prefetch(repo, blobs); !st.ok()) return st.error();
-    if (recursive) {
-      if (auto st = Prefetch(repo, subtrees); !st.ok()) return st.error();
-    }
-    std::vector<std::vector<uint8_t>> links;
-    for (const TreeEntry& e : **entries) {
-      if (e.is_tree()) continue;
-      auto blob = ReadObject(repo, KeyOf(e.id));
-      if (!blob.ok()) continue;  // Describe reports it
-      if (auto pointer = ParseLfsPointer(blob->data)) links.push_back(FileLink::Key(pointer->sha256));
-    }
-    if (auto st = Prefetch(repo, links); !st.ok()) return st.error();
+    std::vector<const TreeEntry*> all;
+    for (const TreeEntry& e : **entries) all.push_back(&e);
+    if (auto st = PrefetchEntries(repo, all, recursive); !st.ok()) return st.error();
     std::vector<std::pair<std::string, ObjectId>> subdirs;
     for (const TreeEntry& e : **entries) {
       // A name an older cairn stored before today's rules (a spelling of .git, a control character) is not
@@ -771,6 +759,51 @@ Result<std::vector<PathInfo>> HubService::List(const Repo& repo, const ObjectId&
                      [](const PathInfo& a, const PathInfo& b) { return a.path < b.path; });
   }
   return out;
+}
+
+Status HubService::PrefetchEntries(const Repo& repo, const std::vector<const TreeEntry*>& entries,
+                                   bool subtrees_too) {
+  // The blobs in a few reads (one round trip per 1,000 on PostgreSQL), then their LFS links.
+  std::vector<std::vector<uint8_t>> blobs, subtrees;
+  for (const TreeEntry* e : entries) (e->is_tree() ? subtrees : blobs).push_back(KeyOf(e->id));
+  if (auto st = Prefetch(repo, blobs); !st.ok()) return st;
+  if (subtrees_too) {
+    if (auto st = Prefetch(repo, subtrees); !st.ok()) return st;
+  }
+  std::vector<std::vector<uint8_t>> links;
+  for (const TreeEntry* e : entries) {
+    if (e->is_tree()) continue;
+    auto blob = ReadObject(repo, KeyOf(e->id));
+    if (!blob.ok()) continue;  // Describe reports it
+    if (auto pointer = ParseLfsPointer(blob->data)) links.push_back(FileLink::Key(pointer->sha256));
+  }
+  return Prefetch(repo, links);
+}
+
+Result<HubService::FolderPage> HubService::ListPage(const Repo& repo, const ObjectId& commit,
+                                                    std::string_view path, size_t offset, size_t limit) {
+  auto at = Stat(repo, commit, path);
+  if (!at.ok()) return at.error();
+  if (!at->is_dir) return EntryNotFound(std::string(path) + " is not a folder");
+  auto entries = ReadTree(repo, at->oid);
+  if (!entries.ok()) return entries.error();
+  std::vector<const TreeEntry*> valid;  // names an older cairn stored before today's rules are not served
+  for (const TreeEntry& e : **entries) {
+    if (ValidSegment(e.name)) valid.push_back(&e);
+  }
+  FolderPage page;
+  page.total = valid.size();
+  const size_t first = std::min(offset, valid.size());
+  const std::vector<const TreeEntry*> slice(
+      valid.begin() + static_cast<ptrdiff_t>(first),
+      valid.begin() + static_cast<ptrdiff_t>(std::min(valid.size(), first + limit)));
+  if (auto st = PrefetchEntries(repo, slice, false); !st.ok()) return st.error();
+  for (const TreeEntry* e : slice) {
+    auto info = Describe(repo, JoinPath(std::string(path), e->name), *e);
+    if (!info.ok()) return info.error();
+    page.entries.push_back(std::move(*info));
+  }
+  return page;
 }
 
 Status HubService::CheckRoom(const Repo& repo) {

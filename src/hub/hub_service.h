@@ -252,6 +252,14 @@ class HubService {
   // The entries of the folder at `path`, with every subfolder's when `recursive`, in tree order.
   Result<std::vector<PathInfo>> List(const Repo& repo, const ObjectId& commit, std::string_view path,
                                      bool recursive);
+  // The entries [offset, offset + limit) of the folder at `path` (its own, in tree order) and how many it
+  // holds: a page of a large folder costs the page, not the folder (the web pages' folders).
+  struct FolderPage {
+    std::vector<PathInfo> entries;
+    size_t total = 0;
+  };
+  Result<FolderPage> ListPage(const Repo& repo, const ObjectId& commit, std::string_view path, size_t offset,
+                              size_t limit);
   // A small file's bytes (the blob); kBadRequest for a large one.
   Result<std::vector<uint8_t>> ReadBlob(const Repo& repo, const ObjectId& blob);
   // A large file's stored Xet file, as the file service serves it.
@@ -359,6 +367,9 @@ class HubService {
   void Forget(const Repo& repo, const std::vector<uint8_t>& key);
   // Reads the objects of `keys` not cached yet into the cache, in batches.
   Status Prefetch(const Repo& repo, const std::vector<std::vector<uint8_t>>& keys);
+  // Prefetch of what describing `entries` reads: their blobs (and subtrees when `subtrees_too`), then the LFS
+  // links their pointers name.
+  Status PrefetchEntries(const Repo& repo, const std::vector<const TreeEntry*>& entries, bool subtrees_too);
   Result<PathInfo> Describe(const Repo& repo, std::string path, const TreeEntry& entry);
   Result<PathInfo> DescribeBlob(const Repo& repo, std::string path, const ObjectId& oid);
 

@@ -57,6 +57,31 @@ class HubServiceTest : public ::testing::Test {
   const Caller alice_{"alice", true};
 };
 
+// A page of a folder: its entries in tree order from an offset, described as List describes them, and how
+// many the folder holds; past the end, none.
+TEST_F(HubServiceTest, AFolderIsReadAPageAtATime) {
+  const Repo repo = NewRepo();
+  CommitRequest add;
+  add.summary = "add";
+  for (const char* name : {"d/a", "d/b", "d/c", "d/e/x", "d/f"})
+    add.operations.push_back(AddInline{name, Bytes(name)});
+  auto made = hub_->CreateCommit(alice_, repo, add);
+  ASSERT_TRUE(made.ok()) << made.error().message;
+  auto whole = hub_->List(repo, made->oid, "d", false);
+  ASSERT_TRUE(whole.ok());
+  auto page = hub_->ListPage(repo, made->oid, "d", 2, 2);
+  ASSERT_TRUE(page.ok()) << page.error().message;
+  EXPECT_EQ(page->total, 5u);
+  ASSERT_EQ(page->entries.size(), 2u);
+  EXPECT_EQ(page->entries[0].path, "d/c");
+  EXPECT_EQ(page->entries[1].path, "d/e");
+  EXPECT_TRUE(page->entries[1].is_dir);
+  EXPECT_EQ(page->entries[0].oid, (*whole)[2].oid);
+  EXPECT_EQ(page->entries[0].size, (*whole)[2].size);
+  EXPECT_TRUE(hub_->ListPage(repo, made->oid, "d", 9, 2)->entries.empty());
+  EXPECT_EQ(hub_->ListPage(repo, made->oid, "d/a", 0, 2).error().reason, "EntryNotFound");
+}
+
 TEST_F(HubServiceTest, TreesAreTheOnesGitWrites) {
   const Repo repo = NewRepo();
   CommitRequest add;

@@ -142,21 +142,28 @@ void RenderCard(const PageContext& ctx, const std::shared_ptr<Exchange>& ex, con
 
 void RenderTree(const PageContext& ctx, const std::shared_ptr<Exchange>& ex, const RepoPage& page) {
   const std::string& path = ex->request().Param("path");
-  auto entries = ctx.hub.List(page.repo, page.commit, path, false);
-  if (!entries) {
-    const unsigned status = http::HttpStatusOf(entries.error().code);
-    return ex->Respond(ErrorPage(status, status == 404 ? "No such folder: " + path : entries.error().message,
+  const size_t asked = PageNumber(ex->request());
+  auto folder = ctx.hub.ListPage(page.repo, page.commit, path, asked * kTreePage, kTreePage);
+  if (!folder) {
+    const unsigned status = http::HttpStatusOf(folder.error().code);
+    return ex->Respond(ErrorPage(status, status == 404 ? "No such folder: " + path : folder.error().message,
                                  page.who.visitor));
   }
+  const size_t pages = (folder->total + kTreePage - 1) / kTreePage;
+  if (pages > 0 && asked >= pages) {  // past the last page: show the last
+    const size_t last_page = pages - 1;
+    folder = ctx.hub.ListPage(page.repo, page.commit, path, last_page * kTreePage, kTreePage);
+    if (!folder)
+      return ex->Respond(
+          ErrorPage(http::HttpStatusOf(folder.error().code), folder.error().message, page.who.visitor));
+  }
+  const size_t p = pages == 0 ? 0 : std::min(asked, pages - 1);
   View v = BaseView(page, "files");
   v.set("crumbs", Crumbs(path, false));
-  const size_t pages = (entries->size() + kTreePage - 1) / kTreePage;
-  const size_t p = std::min(PageNumber(ex->request()), pages == 0 ? 0 : pages - 1);
   const size_t first = p * kTreePage;
-  const size_t last = std::min(entries->size(), first + kTreePage);
+  const size_t last = first + folder->entries.size();
   View list{View::type::list};
-  for (size_t i = first; i < last; ++i) {
-    const hub::PathInfo& f = (*entries)[i];
+  for (const hub::PathInfo& f : folder->entries) {
     View e;
     e.set("name", f.path.substr(f.path.rfind('/') + 1));
     e.set("url", UrlPath(f.path));
@@ -166,7 +173,7 @@ void RenderTree(const PageContext& ctx, const std::shared_ptr<Exchange>& ex, con
     list.push_back(e);
   }
   v.set("entries", list);
-  v.set("count", std::to_string(entries->size()));
+  v.set("count", std::to_string(folder->total));
   if (pages > 1) {
     View pg;
     pg.set("first", std::to_string(first + 1));
