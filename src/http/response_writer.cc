@@ -24,7 +24,6 @@ namespace {
 namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace bhttp = boost::beast::http;
-using tcp = asio::ip::tcp;
 
 constexpr uint64_t kSendfileTurn = 8ull << 20;  // bytes sent before yielding the strand
 // A SourceSegment is read in blocks this large, this many ahead of the socket (memory per connection).
@@ -203,7 +202,7 @@ void ResponseWriter::StartWrite() {
 // Plain TCP only (a TLS connection's file segments became SourceSegments).
 void ResponseWriter::SendFile(uint64_t sent_this_turn) {
   auto& seg = std::get<FileSegment>(out_.front());
-  tcp::socket& socket = port_.socket();
+  asio::ip::tcp::socket& socket = port_.socket();
   const int sock = socket.native_handle();
   while (seg.length > 0) {
     if (sent_this_turn >= kSendfileTurn) {  // let other connections on this thread run
@@ -227,7 +226,7 @@ void ResponseWriter::SendFile(uint64_t sent_this_turn) {
       send_timer_.async_wait([this, life = port_.Hold()](beast::error_code ec) {
         if (!ec) port_.Fail();  // no progress within the write timeout
       });
-      socket.async_wait(tcp::socket::wait_write, [this, life = port_.Hold()](beast::error_code ec) {
+      socket.async_wait(asio::ip::tcp::socket::wait_write, [this, life = port_.Hold()](beast::error_code ec) {
         send_timer_.cancel();
         if (ec || closed_) return port_.Fail();
         SendFile(0);
