@@ -427,6 +427,18 @@ def test_the_device_flow_answers_as_rfc_8628_and_refresh_tokens_work_once(server
     _, second = _form(srv.url + "/oauth/device", {"client_id": client})
     WATCH.add_secret("a second device code", second["device_code"])
     sign_in(browser, srv.url, "dave", "dave's new long password")
+    # Another site's approval (no form token, or another origin) is refused and the code stays pending.
+    session = session_cookie(browser)
+    WATCH.add_secret("dave's session", session)
+    for headers, body in (({}, {"user_code": second["user_code"], "decision": "approve"}),
+                          ({"Origin": "http://evil.example"},
+                           {"user_code": second["user_code"], "decision": "approve", "csrf": "0" * 64})):
+        r = http("POST", srv.url + "/device", body=urllib.parse.urlencode(body).encode(),
+                 headers={"Cookie": f"cairn_session={session}", "Content-Type": "application/x-www-form-urlencoded",
+                          **headers})
+        assert r.status == 403
+    assert _form(srv.url + "/oauth/token", {**poll, "device_code": second["device_code"]})[1]["error"] in (
+        "authorization_pending", "slow_down")
     browser.get(second["verification_uri_complete"])
     browser.find_element("css selector", "button[value=deny]").click()
     wait_for(lambda: "Denied" in browser.find_element("tag name", "main").text)
@@ -478,4 +490,10 @@ def test_a_token_made_on_the_page_works_and_one_revoked_there_stops(server, hub_
     r = http("POST", srv.url + "/settings/tokens/revoke", body=b"id=" + other_text[6:22].encode(),
              headers={"Cookie": f"cairn_session={cookie}", "Content-Type": "application/x-www-form-urlencoded"})
     assert r.status == 403
+    # A forged creation makes no token.
+    before = srv.cli("token", "ls", "--user", "erin", "--json").stdout.count("\n")
+    r = http("POST", srv.url + "/settings/tokens", body=b"name=forged&role=write&days=30",
+             headers={"Cookie": f"cairn_session={cookie}", "Content-Type": "application/x-www-form-urlencoded"})
+    assert r.status == 403
+    assert srv.cli("token", "ls", "--user", "erin", "--json").stdout.count("\n") == before
     assert http("GET", srv.url + "/api/whoami-v2", headers={"Authorization": "Bearer " + other_text}).status == 200
