@@ -2525,7 +2525,7 @@ TEST_P(IndexTest, ConcurrentOpensMigrateOnce) {
   }
   for (auto& t : threads) t.join();
   for (int i = 0; i < kNodes; ++i)
-    EXPECT_TRUE(nodes[static_cast<size_t>(i)]) << errors[static_cast<size_t>(i)];
+    ASSERT_TRUE(nodes[static_cast<size_t>(i)]) << errors[static_cast<size_t>(i)];
   EXPECT_EQ(SchemaVersion(), kSchemaVersion);
   // And they agree on the secrets, whoever stored them first.
   std::vector<std::string> secrets(kNodes);

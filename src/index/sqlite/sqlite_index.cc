@@ -2,10 +2,13 @@
 // operations. Its two slices are sqlite_cas.cc (CasIndex) and sqlite_repo.cc (RepoIndex).
 #include "index/sqlite/sqlite_index.h"
 
+#include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <string>
+#include <thread>
 #include <utility>
 
 #include "index/sqlite/sqlite_conn.h"
@@ -403,6 +406,24 @@ Result<std::pair<int, int>> SqliteIndex::Migrate(const std::string& path) {
   return std::pair{(*index)->schema_before_, static_cast<int>(kSchemaVersion)};
 }
 
+Status SqliteIndex::UseWal(Conn& c) {
+  // journal_mode answers with the mode in force: a file system without shared memory may refuse WAL. So may
+  // a new file another process is switching at the same moment (SQLite answers at once, without waiting,
+  // where waiting could deadlock): tried again, backing off, for as long as the busy timeout.
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(options_.busy_timeout_ms);
+  for (int attempt = 0;; ++attempt) {
+    {
+      auto wal = c.Prepare(kSetWal);
+      if (!wal.ok()) return wal.error();
+      if (wal->Step() == SQLITE_ROW && wal->Text(0) == "wal") return Ok{};
+    }
+    if (std::chrono::steady_clock::now() >= deadline)
+      return IoError("sqlite: " + options_.path + " cannot use write-ahead logging");
+    std::this_thread::sleep_for(std::chrono::milliseconds(std::min(2 << std::min(attempt, 6), 100)));
+  }
+}
+
 Status SqliteIndex::Init() {
   std::error_code ec;
   const bool created = !std::filesystem::exists(options_.path, ec);
@@ -417,14 +438,7 @@ Status SqliteIndex::Init() {
   Conn& c = *writer_conn_;
   // WAL: readers never block the writer nor it them. FULL: a COMMIT is durable when it returns (NORMAL
   // could lose the last transactions on power loss, after clients were told they were stored).
-  {
-    // journal_mode answers with the mode in force: a file system without shared memory may refuse WAL.
-    auto wal = c.Prepare(kSetWal);
-    if (!wal.ok()) return wal.error();
-    if (wal->Step() != SQLITE_ROW || wal->Text(0) != "wal") {
-      return IoError("sqlite: " + options_.path + " cannot use write-ahead logging");
-    }
-  }
+  if (auto st = UseWal(c); !st.ok()) return st;
   // A larger page cache keeps the B-tree interior pages that random-hash inserts walk in memory.
   for (const char* pragma : {"PRAGMA synchronous = FULL", "PRAGMA secure_delete = ON",
                              "PRAGMA foreign_keys = ON", "PRAGMA cache_size = -65536"}) {

@@ -223,6 +223,8 @@ class SqliteIndex final : public Index {
   Result<std::shared_ptr<const FileEntry>> ReadFile(const FileHash& hash,
                                                     std::optional<std::string_view> scope);
   Status Init();
+  // Switches the file to write-ahead logging (retrying while another opener holds it).
+  Status UseWal(Conn& c);
   // In a write: removes the quarantine of `xorbs` and `files` (a write that names them wants them again);
   // kUnavailable, and nothing may go on, when a sweep has claimed one of the xorbs (sqlite_gc.cc).
   Status Revive(Conn& c, std::span<const XorbHash> xorbs, std::span<const FileHash> files);
