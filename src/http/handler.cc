@@ -51,7 +51,8 @@ HeaderList SendableHeaders(HeaderList headers, std::vector<std::string>& refused
     auto same = std::find_if(out.begin(), out.end(), [&header](const auto& h) {
       return boost::beast::iequals(h.first, header.first);
     });
-    if (same != out.end()) {
+    // Set-Cookie is the one header sent once per value (RFC 9110 §5.3): each cookie its own.
+    if (same != out.end() && !boost::beast::iequals(header.first, "Set-Cookie")) {
       same->second = std::move(header.second);
     } else {
       out.push_back(std::move(header));
@@ -74,6 +75,15 @@ Response& Response::Header(std::string name, std::string value) {
   it->second = std::move(value);
   // Duplicates pushed onto the list by hand go too: one name, one value.
   headers.erase(std::remove_if(std::next(it), headers.end(), same), headers.end());
+  return *this;
+}
+
+Response& Response::AddHeader(std::string name, std::string value) {
+  if (!IsToken(name) || !ValidHeaderValue(value)) {
+    refused_headers.push_back(std::move(name));
+    return *this;
+  }
+  headers.emplace_back(std::move(name), std::move(value));
   return *this;
 }
 

@@ -125,7 +125,8 @@ bool IsToken(std::string_view s);
 bool ValidHeaderValue(std::string_view v);
 // The headers of `headers` the server sends: one that Response::Header would refuse is dropped (its name
 // appended to `refused`), and of a name given more than once (case-insensitive) the last value is kept, in
-// the first one's place. For lists built by hand (Response::headers is public, StartStream takes one).
+// the first one's place — but every Set-Cookie (AddHeader) is kept. For lists built by hand
+// (Response::headers is public, StartStream takes one).
 HeaderList SendableHeaders(HeaderList headers, std::vector<std::string>& refused);
 
 struct Response {
@@ -143,6 +144,9 @@ struct Response {
   // is not a token or a value that is not ValidHeaderValue: values often come from clients or stored records,
   // and none may split the answer's header (response splitting).
   Response& Header(std::string name, std::string value);
+  // Adds header `name` beside any of the same name, checked as Header checks: for Set-Cookie, which is sent
+  // once per cookie and never joined.
+  Response& AddHeader(std::string name, std::string value);
   uint64_t ContentLength() const;
 
   static Response Json(unsigned status, std::string json);

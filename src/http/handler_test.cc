@@ -65,5 +65,13 @@ TEST(SendableHeaders, DropsTheInvalidAndKeepsTheLastValueOfAName) {
   EXPECT_EQ(refused, (std::vector<std::string>{"X-Injected", "Bad Name"}));
 }
 
+TEST(SendableHeaders, KeepsEachCookieAddedBesideTheOthers) {
+  Response r;
+  r.AddHeader("Set-Cookie", "a=1").AddHeader("Set-Cookie", "b=2").AddHeader("Set-Cookie", "c\n=3");
+  EXPECT_EQ(r.refused_headers, (std::vector<std::string>{"Set-Cookie"}));
+  std::vector<std::string> refused;
+  EXPECT_EQ(SendableHeaders(r.headers, refused), (HeaderList{{"Set-Cookie", "a=1"}, {"Set-Cookie", "b=2"}}));
+}
+
 }  // namespace
 }  // namespace cairn::http
