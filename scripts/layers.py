@@ -45,19 +45,21 @@ LAYERS: dict[str, list[str]] = {
     "lfs": ["files", "cas", "ingest", "index", "xet", "common"],  # git-lfs uploads made Xet files
     # the pull-through mirror: upstream repositories copied as git, their large files chunked into the CAS
     "mirror": ["lfs", "git", "hub", "files", "cas", "net", "index", "xet", "common"],
-    "api": ["mirror", "lfs", "git", "hub", "publish", "people", "files", "cas", "quota", "http", "index", "xet", "common"],
+    "api": ["mirror", "lfs", "git", "hub", "publish", "oidc", "people", "files", "cas", "quota", "http", "index", "xet", "common"],
     "gc": ["hub", "cas", "quota", "index", "store", "xet", "common"],  # the garbage collector: mark, quarantine, sweep
     "compact": ["cas", "ingest", "index", "store", "xet", "common"],  # cairn compact: rewrites mostly dead xorbs
     "backup": ["repair", "cas", "index", "store", "xet", "common"],  # cairn backup / restore
     # cairn export / import: a repository carried between servers (air-gapped), in backup's object layout
     "bundle": ["backup", "repair", "git", "hub", "files", "cas", "ingest", "index", "store", "xet", "common"],
     "net": ["xet", "common"],                       # an HTTP client (libcurl) with the stock client's retries
+    # OpenID Connect: id tokens, issuers' keys, and signing people in with a company's provider
+    "oidc": ["people", "net", "index", "xet", "common"],
     # trusted publishers: OpenID Connect id tokens checked against trust policies, exchanged for tokens
-    "publish": ["people", "net", "index", "xet", "common"],
+    "publish": ["oidc", "people", "net", "index", "xet", "common"],
     "client": ["net", "ingest", "xet", "common"],   # cairn put/get: a client of any Xet server
     # the web pages: repositories, files and history in a browser, rendered on the server
-    "web": ["hub", "people", "files", "http", "index", "xet", "common"],
-    "cli": ["web", "api", "mirror", "lfs", "git", "client", "net", "repair", "gc", "compact", "backup", "bundle", "hub", "publish", "people", "files", "cas", "quota", "index", "store", "http", "config", "ingest", "xet",
+    "web": ["hub", "oidc", "people", "files", "http", "index", "xet", "common"],
+    "cli": ["web", "api", "mirror", "lfs", "git", "client", "net", "repair", "gc", "compact", "backup", "bundle", "hub", "publish", "oidc", "people", "files", "cas", "quota", "index", "store", "http", "config", "ingest", "xet",
             "common"],
 }
 

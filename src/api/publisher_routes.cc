@@ -17,6 +17,7 @@
 #include "api/hub_context.h"
 #include "common/hex.h"
 #include "common/printable.h"
+#include "oidc/id_token.h"
 #include "publish/exchange.h"
 
 namespace cairn::api::hub_routes {
@@ -36,7 +37,7 @@ Result<std::string> NewExchangeId() {
 // Records a refused exchange of a genuine id token: a write attempt the audit log keeps.
 void RecordRefusal(const HubContext& c, const http::Request& req, const std::string& subject_token,
                    const std::string& resource, const Error& why) {
-  auto token = publish::ParseIdToken(subject_token);
+  auto token = oidc::ParseIdToken(subject_token);
   if (!token) return;
   const index::AuditActor by{
       .actor = "oidc:" + token->iss + "#" + token->sub, .token_id = "", .client = req.remote};

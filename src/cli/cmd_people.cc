@@ -20,18 +20,36 @@ namespace {
 
 using people::PeopleService;
 
-// Runs `fn(service)` with the command's index; prints errors as `cairn <what>: ...`.
+// Runs `fn(index)` with the command's index; prints errors as `cairn <what>: ...`.
 template <typename F>
-int WithPeople(const std::string& what, const PeopleOptions& opts, F fn) {
+int WithIndex(const std::string& what, const PeopleOptions& opts, F fn) {
   const std::string who = "cairn " + what + ": ";
   auto opened = OpenCommandIndex(who, opts.config_file, opts.data_dir, opts.index);
   if (opened.status != 0) return opened.status;
-  PeopleService service(*opened.index, Clock::System());
-  if (auto st = fn(service); !st) {
+  if (auto st = fn(*opened.index); !st) {
     std::cerr << who << Printable(st.error().message) << "\n";
     return st.error().code == ErrorCode::kMalformed ? 2 : 1;
   }
   return 0;
+}
+
+// Runs `fn(service)` with the people of the command's index.
+template <typename F>
+int WithPeople(const std::string& what, const PeopleOptions& opts, F fn) {
+  return WithIndex(what, opts, [&](index::Index& ix) -> Status {
+    PeopleService service(ix, Clock::System());
+    return fn(service);
+  });
+}
+
+// Runs `fn(service)` with the sign-in service of the command's index (passwords, linked subjects).
+template <typename F>
+int WithSignIn(const std::string& what, const PeopleOptions& opts, F fn) {
+  return WithIndex(what, opts, [&](index::Index& ix) -> Status {
+    people::Directory directory(ix, Clock::System());
+    people::SignInService sign_in(ix, directory, Clock::System());
+    return fn(sign_in);
+  });
 }
 
 boost::json::object AccountJson(const people::AccountRecord& a) {
@@ -145,27 +163,43 @@ int RunUserOperator(const PeopleOptions& opts) {
 }
 
 int RunUserPassword(const PeopleOptions& opts) {
-  const std::string who = "cairn user password: ";
-  auto opened = OpenCommandIndex(who, opts.config_file, opts.data_dir, opts.index);
-  if (opened.status != 0) return opened.status;
-  people::Directory directory(*opened.index, Clock::System());
-  people::SignInService sign_in(*opened.index, directory, Clock::System());
-  Status st = Ok{};
-  if (opts.off) {
-    st = sign_in.RemovePassword(CommandActor(), opts.name);
-  } else {
-    std::string password;
-    std::getline(std::cin, password);
-    if (!password.empty() && password.back() == '\r') password.pop_back();
-    st = sign_in.SetPassword(CommandActor(), opts.name, password);
-  }
-  if (!st) {
-    std::cerr << who << Printable(st.error().message) << "\n";
-    return st.error().code == ErrorCode::kMalformed ? 2 : 1;
-  }
-  std::cout << (opts.off ? "removed the password of " : "set the password of ") << opts.name
-            << ": their sessions ended\n";
-  return 0;
+  return WithSignIn("user password", opts, [&](people::SignInService& sign_in) -> Status {
+    Status st = Ok{};
+    if (opts.off) {
+      st = sign_in.RemovePassword(CommandActor(), opts.name);
+    } else {
+      std::string password;
+      std::getline(std::cin, password);
+      if (!password.empty() && password.back() == '\r') password.pop_back();
+      st = sign_in.SetPassword(CommandActor(), opts.name, password);
+    }
+    if (!st) return st;
+    std::cout << (opts.off ? "removed the password of " : "set the password of ") << opts.name
+              << ": their sessions ended\n";
+    return Ok{};
+  });
+}
+
+int RunUserLink(const PeopleOptions& opts) {
+  return WithSignIn("user link", opts, [&](people::SignInService& sign_in) -> Status {
+    if (opts.off) {
+      auto gone = sign_in.Unlink(CommandActor(), opts.issuer, opts.subject);
+      if (!gone) return gone.error();
+      if (!*gone) return NotFound("no user is linked to that subject");
+      std::cout << "unlinked " << Printable(opts.subject) << "\n";
+      return Ok{};
+    }
+    if (opts.subject.empty()) {  // list
+      auto linked = sign_in.Identities(opts.name);
+      if (!linked) return linked.error();
+      for (const auto& l : *linked) std::cout << Printable(l.issuer) << "  " << Printable(l.subject) << "\n";
+      return Ok{};
+    }
+    if (auto st = sign_in.Link(CommandActor(), opts.name, opts.issuer, opts.subject); !st) return st;
+    std::cout << "linked " << Printable(opts.subject) << " to " << opts.name
+              << ": signing in with the provider signs them in\n";
+    return Ok{};
+  });
 }
 
 int RunOrgCreate(const PeopleOptions& opts) {

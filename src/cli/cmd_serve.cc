@@ -30,10 +30,12 @@
 #include "gc/scheduler.h"
 #include "http/server.h"
 #include "mirror/mirror_service.h"
+#include "oidc/issuer_keys.h"
+#include "oidc/relying_party.h"
+#include "oidc/single_sign_on.h"
 #include "people/directory.h"
 #include "people/sign_in.h"
 #include "publish/exchange.h"
-#include "publish/issuer_keys.h"
 #include "quota/quota_service.h"
 #include "store/blob_store.h"
 #include "web/page_routes.h"
@@ -79,9 +81,12 @@ struct Backend {
   std::unique_ptr<people::SignInService> sign_in;         // passwords and browser sessions (the pages)
   std::unique_ptr<people::DeviceFlow> device;             // hf auth login (the API and the pages)
   // Trusted publishers: the issuers' documents, their keys, and the exchange that reads them.
-  std::unique_ptr<publish::DocumentSource> documents;
-  std::unique_ptr<publish::IssuerKeys> issuer_keys;
+  std::unique_ptr<oidc::DocumentSource> documents;
+  std::unique_ptr<oidc::IssuerKeys> issuer_keys;
   std::unique_ptr<publish::Exchanger> exchanger;
+  // Company sign-in through the pages (when oidc_issuer is set): the provider, and people signed in by it.
+  std::unique_ptr<oidc::RelyingParty> relying_party;
+  std::unique_ptr<oidc::SingleSignOn> sso;
 };
 
 // Transfer URLs the store signs itself (transfer_mode = presigned): reconstructions send clients straight to
@@ -187,14 +192,44 @@ void ServeHub(http::Server& server, const config::Config& cfg, Backend& b) {
   api::RegisterHubRoutes(server, *b.hub, *b.buckets, *b.files, ho);
 }
 
+// Company sign-in (oidc_issuer set): the relying party of the provider and what maps its people to users.
+http::Status UseSso(const config::Config& cfg, Backend& b) {
+  if (cfg.oidc_issuer.empty()) return Ok{};
+  oidc::SsoSettings s;
+  s.display_name = cfg.oidc_name;
+  s.username_claim = cfg.oidc_username_claim;
+  s.groups_claim = cfg.oidc_groups_claim;
+  s.create_users = cfg.oidc_create_users;
+  s.session_life = cfg.oidc_session;
+  for (const auto& text : cfg.oidc_groups) {
+    auto g = oidc::ParseGroupRole(text);
+    if (!g) return Error{ErrorCode::kMalformed, "oidc_groups: " + g.error().message};
+    s.groups.push_back(std::move(*g));
+  }
+  std::string base = cfg.public_url;
+  while (base.ends_with('/')) base.pop_back();
+  b.relying_party =
+      std::make_unique<oidc::RelyingParty>(oidc::ProviderConfig{.issuer = cfg.oidc_issuer,
+                                                                .client_id = cfg.oidc_client_id,
+                                                                .client_secret = cfg.oidc_client_secret,
+                                                                .redirect_uri = base + "/login/oidc/callback",
+                                                                .scopes = cfg.oidc_scopes},
+                                           *b.issuer_keys, *b.documents, Clock::System());
+  b.sso = std::make_unique<oidc::SingleSignOn>(std::move(s), *b.relying_party, *b.people_service, *b.sign_in,
+                                               *b.people, Clock::System());
+  return Ok{};
+}
+
 // The web pages (docs/web.md), after every API route: the router takes the first route that matches.
 void ServePages(http::Server& server, const config::Config& cfg, Backend& b) {
-  web::RegisterPageRoutes(server, *b.hub, *b.files,
-                          {.public_url = cfg.public_url,
-                           .sign_in = b.sign_in.get(),
-                           .device = b.device.get(),
-                           .people = b.people_service.get(),
-                           .directory = b.people.get()});
+  web::PageOptions po;
+  po.public_url = cfg.public_url;
+  po.sign_in = b.sign_in.get();
+  po.device = b.device.get();
+  po.people = b.people_service.get();
+  po.directory = b.people.get();
+  po.sso = b.sso.get();
+  web::RegisterPageRoutes(server, *b.hub, *b.files, std::move(po));
 }
 
 // git-lfs uploads (and huggingface_hub's without Xet), chunked into xorbs here; parts wait in the data dir.
@@ -242,9 +277,10 @@ http::Result<std::unique_ptr<Backend>> RegisterRoutes(http::Server& server, cons
   b->device =
       std::make_unique<people::DeviceFlow>(*b->index, *b->people_service, *b->sign_in, Clock::System());
   if (auto st = b->people->Refresh(); !st) return Error{st.error().code, "people: " + st.error().message};
-  b->documents = publish::HttpDocumentSource();
-  b->issuer_keys = std::make_unique<publish::IssuerKeys>(*b->documents, Clock::System());
+  b->documents = oidc::HttpDocumentSource();
+  b->issuer_keys = std::make_unique<oidc::IssuerKeys>(*b->documents, Clock::System());
   b->exchanger = std::make_unique<publish::Exchanger>(*b->people, *b->issuer_keys, Clock::System());
+  if (auto st = UseSso(cfg, *b); !st) return st.error();
   // Validation of one xorb spreads over the worker threads; the caller's thread takes part too.
   b->pool = std::make_unique<WorkerPool>(cfg.worker_threads > 1 ? cfg.worker_threads - 1 : 0);
   auto so = CasOptionsOf(cfg, secrets, *b->store);

@@ -239,10 +239,12 @@ struct PeopleOptions {
   std::string issuer;
   std::string audience;
   std::vector<std::string> claims;  // "name=value"
+  std::string subject;              // user link: the provider's subject (with issuer)
 };
 int RunUserCreate(const PeopleOptions& opts);
 int RunUserList(const PeopleOptions& opts);
 int RunUserShow(const PeopleOptions& opts);
+int RunUserLink(const PeopleOptions& opts);
 int RunUserDisable(const PeopleOptions& opts);
 int RunUserEnable(const PeopleOptions& opts);
 int RunUserOperator(const PeopleOptions& opts);

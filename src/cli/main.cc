@@ -143,7 +143,8 @@ void AddToken(CLI::App& app) {
 
 void AddPeople(CLI::App& app) {
   auto* user =
-      app.add_subcommand("user", "Users: create, ls, show, disable, enable, operator")->require_subcommand(1);
+      app.add_subcommand("user", "Users: create, ls, show, disable, enable, operator, password, link")
+          ->require_subcommand(1);
   const auto name = [](const char* help) {
     return [help](CLI::App* c, PeopleOptions& o) { c->add_option("NAME", o.name, help)->required(); };
   };
@@ -175,6 +176,16 @@ void AddPeople(CLI::App& app) {
         c->add_option("NAME", o.name, "The user")->required();
         c->add_flag("--off", o.off, "Remove the password: the user signs in with a password no more");
       });
+  AddPeopleCommand(user, "link",
+                   "Link a subject of the company's OpenID Connect provider to a user (without --subject: "
+                   "list them; --off: "
+                   "unlink it)",
+                   RunUserLink, [](CLI::App* c, PeopleOptions& o) {
+                     c->add_option("NAME", o.name, "The user")->required();
+                     c->add_option("--issuer", o.issuer, "The provider's issuer URL (oidc_issuer)");
+                     c->add_option("--subject", o.subject, "The person's subject there (the id token's sub)");
+                     c->add_flag("--off", o.off, "Unlink the subject");
+                   });
 
   auto* org =
       app.add_subcommand("org", "Organizations: create, ls, show, add, remove, role")->require_subcommand(1);

@@ -362,12 +362,28 @@ std::vector<Field> MirrorFields() {
   };
 }
 
+// Company sign-in (docs/web.md).
+std::vector<Field> OidcFields() {
+  return {
+      {"oidc_issuer", UrlSetter(&Config::oidc_issuer)},
+      {"oidc_client_id", StringSetter(&Config::oidc_client_id)},
+      {"oidc_client_secret", StringSetter(&Config::oidc_client_secret)},
+      {"oidc_name", StringSetter(&Config::oidc_name)},
+      {"oidc_scopes", StringSetter(&Config::oidc_scopes)},
+      {"oidc_username_claim", StringSetter(&Config::oidc_username_claim)},
+      {"oidc_create_users", BoolSetter(&Config::oidc_create_users)},
+      {"oidc_session", DurationSetter(&Config::oidc_session)},
+      {"oidc_groups_claim", StringSetter(&Config::oidc_groups_claim)},
+      {"oidc_groups", ListSetter(&Config::oidc_groups), true},
+  };
+}
+
 // Every setting, in groups.
 const std::vector<Field>& Fields() {
   static const std::vector<Field> fields = [] {
     std::vector<Field> all;
     for (const auto& group : {ServerFields, StorageFields, ThreadFields, KeyFields, ExpiryAndCollectorFields,
-                              LogAndLimitFields, DownloadFields, MirrorFields}) {
+                              LogAndLimitFields, DownloadFields, MirrorFields, OidcFields}) {
       std::vector<Field> some = group();
       all.insert(all.end(), std::make_move_iterator(some.begin()), std::make_move_iterator(some.end()));
     }
@@ -398,11 +414,12 @@ Status ApplyToml(Config& c, const std::string& path, const std::optional<std::st
     return Malformed(path + ":" + std::to_string(where.line) + ":" + std::to_string(where.column) + ": " +
                      std::string(e.description()));
   }
-  // A [mirror] table's keys are the mirror_* settings.
+  // A [mirror] table's keys are the mirror_* settings, an [oidc] table's the oidc_* ones.
   std::vector<std::pair<std::string, const toml::node*>> settings;
   for (const auto& [key, node] : table) {
-    if (const auto* sub = node.as_table(); sub != nullptr && key.str() == "mirror") {
-      for (const auto& [k, n] : *sub) settings.emplace_back("mirror_" + std::string(k.str()), &n);
+    if (const auto* sub = node.as_table(); sub != nullptr && (key.str() == "mirror" || key.str() == "oidc")) {
+      for (const auto& [k, n] : *sub)
+        settings.emplace_back(std::string(key.str()) + "_" + std::string(k.str()), &n);
     } else {
       settings.emplace_back(std::string(key.str()), &node);
     }
@@ -583,6 +600,8 @@ Result<Config> LoadConfig(const ConfigSources& sources) {
     return Bad(c.tls_cert.empty() ? "tls_cert" : "tls_key",
                "HTTPS needs both tls_cert and tls_key (a certificate chain and its private key)");
   if (c.public_url.empty()) c.public_url = c.scheme() + "://" + c.listen;
+  if (!c.oidc_issuer.empty() && c.oidc_client_id.empty())
+    return Bad("oidc_client_id", "company sign-in (oidc_issuer) needs cairn's client id at the provider");
   if (c.index.empty()) c.index = "sqlite:" + (std::filesystem::path(c.data_dir) / "index.db").string();
   if (c.store.empty()) c.store = "file:" + (std::filesystem::path(c.data_dir) / "blobs").string();
   // The standard AWS variables, where no setting of ours names the credentials.

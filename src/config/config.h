@@ -134,6 +134,23 @@ struct Config {
   bool mirror_offline = false;
   size_t mirror_max_bytes = 0;
   std::string mirror_node_url;
+  // Company sign-in through the pages (docs/web.md), on when oidc_issuer is set: the OpenID Connect
+  // provider's issuer URL, cairn's client there (its secret never logged; empty: a public client, PKCE
+  // alone), what the sign-in button says, the scopes asked for, the claim a new user is named by, whether a
+  // subject seen for the first time gets a user (off: an operator links each one, `cairn user link`), how
+  // long a session lasts, and the claim listing a person's groups with the roles they give in organizations
+  // ("group=org:role"). The redirect URI to register at the provider is public_url + /login/oidc/callback.
+  // TOML may give them as an [oidc] table (issuer = ..., client_id = ...).
+  std::string oidc_issuer;
+  std::string oidc_client_id;
+  std::string oidc_client_secret;
+  std::string oidc_name = "single sign-on";
+  std::string oidc_scopes = "openid profile email";
+  std::string oidc_username_claim = "preferred_username";
+  bool oidc_create_users = true;
+  std::chrono::seconds oidc_session{12 * 3600};
+  std::string oidc_groups_claim;
+  std::vector<std::string> oidc_groups;
   // Derived from listen.
   std::string host() const;
   uint16_t port() const;

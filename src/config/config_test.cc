@@ -227,6 +227,31 @@ TEST(Config, MirrorSettingsAsATableAndAsVariables) {
   }
 }
 
+TEST(Config, CompanySignInFromAnOidcTableOrTheEnvironment) {
+  ConfigSources s;
+  s.toml =
+      "[oidc]\nissuer = \"https://sso.example/realms/acme/\"\nclient_id = \"cairn\"\nclient_secret = \"s\"\n"
+      "name = \"Acme SSO\"\ngroups_claim = \"groups\"\ngroups = [\"ml=acme:write\", \"leads=acme:admin\"]\n"
+      "create_users = false\nsession = \"8h\"\n";
+  auto c = LoadConfig(s);
+  ASSERT_TRUE(c.ok()) << c.error().message;
+  EXPECT_EQ(c->oidc_issuer, "https://sso.example/realms/acme");
+  EXPECT_EQ(c->oidc_client_id, "cairn");
+  EXPECT_EQ(c->oidc_name, "Acme SSO");
+  EXPECT_EQ(c->oidc_groups, (std::vector<std::string>{"ml=acme:write", "leads=acme:admin"}));
+  EXPECT_FALSE(c->oidc_create_users);
+  EXPECT_EQ(c->oidc_session.count(), 8 * 3600);
+  EXPECT_EQ(c->oidc_username_claim, "preferred_username");
+  s.toml.reset();
+  s.env = {{"CAIRN_OIDC_ISSUER", "https://sso.example"}};
+  auto refused = LoadConfig(s);
+  ASSERT_FALSE(refused.ok()) << "an issuer without a client id";
+  EXPECT_NE(refused.error().message.find("oidc_client_id"), std::string::npos) << refused.error().message;
+  s.env.clear();
+  s.toml = "[oidc]\nissuer = \"sso.example\"\nclient_id = \"c\"\n";
+  EXPECT_FALSE(LoadConfig(s).ok()) << "an issuer that is no URL";
+}
+
 TEST(Config, BadTomlFile) {
   TempDir dir;
   ConfigSources s;

@@ -384,6 +384,23 @@ class ForwardingIndex : public Index {
     if (auto st = Before("IssueDeviceGrant", {}); !st.ok()) return st.error();
     return inner_.IssueDeviceGrant(device_hash);
   }
+  Result<std::optional<int64_t>> FindIdentity(std::string_view issuer, std::string_view subject) override {
+    if (auto st = Before("FindIdentity", {}); !st.ok()) return st.error();
+    return inner_.FindIdentity(issuer, subject);
+  }
+  Status LinkIdentity(const IdentityRecord& identity, const AuditEvent* audit) override {
+    if (auto st = Before("LinkIdentity", {}); !st.ok()) return st.error();
+    return inner_.LinkIdentity(identity, audit);
+  }
+  Result<bool> UnlinkIdentity(std::string_view issuer, std::string_view subject,
+                              const AuditEvent* audit) override {
+    if (auto st = Before("UnlinkIdentity", {}); !st.ok()) return st.error();
+    return inner_.UnlinkIdentity(issuer, subject, audit);
+  }
+  Result<std::vector<IdentityRecord>> IdentitiesOf(int64_t id) override {
+    if (auto st = Before("IdentitiesOf", {}); !st.ok()) return st.error();
+    return inner_.IdentitiesOf(id);
+  }
 
   // ---- AuditIndex
   Status AppendAudit(const AuditEvent& event) override {

@@ -571,6 +571,17 @@ class SignInIndex {
   // Moves the approved grant to issued: true exactly once (a token is issued for it once).
   virtual Result<bool> IssueDeviceGrant(std::span<const uint8_t> device_hash) = 0;
 
+  // The user a provider's subject is linked to; nullopt when none.
+  virtual Result<std::optional<int64_t>> FindIdentity(std::string_view issuer, std::string_view subject) = 0;
+  // Links a provider's subject to a user; kConflict when the subject is linked already, kNotFound when the
+  // user is no user.
+  virtual Status LinkIdentity(const IdentityRecord& identity, const AuditEvent* audit) = 0;
+  // Unlinks it; false when it was not linked.
+  virtual Result<bool> UnlinkIdentity(std::string_view issuer, std::string_view subject,
+                                      const AuditEvent* audit) = 0;
+  // The subjects linked to user `id`, in issuer and subject order.
+  virtual Result<std::vector<IdentityRecord>> IdentitiesOf(int64_t id) = 0;
+
  protected:
   SignInIndex() = default;
 };

@@ -55,7 +55,7 @@ constexpr const char kFillScopeTotals[] =
     "FROM file_scopes s JOIN files f ON f.hash = s.file GROUP BY s.scope";
 
 // People (schema 19): accounts before their members and tokens; the audit log (schema 20); trust policies
-// (schema 21); passwords and sessions (schema 23).
+// (schema 21); passwords, sessions, devices' grants and linked subjects (schema 23).
 std::vector<Table> PeopleTables() {
   return {{"accounts",
            {{"id", Type::kInt},
@@ -121,6 +121,13 @@ std::vector<Table> PeopleTables() {
             {"user_id", Type::kInt},
             {"polled_at", Type::kInt}},
            1,
+           1024},
+          {"identities",
+           {{"issuer", Type::kText},
+            {"subject", Type::kText},
+            {"user_id", Type::kInt},
+            {"created_at", Type::kInt}},
+           2,
            1024},
           {"audit_events",
            {{"id", Type::kInt},

@@ -120,7 +120,8 @@ class IndexTest : public BackendTest {
   // functions).
   void SetSchemaVersion(int version) {
     if (version < 23) {
-      const std::string drop = "DROP TABLE device_grants; DROP TABLE sessions; DROP TABLE passwords";
+      const std::string drop =
+          "DROP TABLE identities; DROP TABLE device_grants; DROP TABLE sessions; DROP TABLE passwords";
       ExecRaw(drop, drop);
     }
     if (version >= 20 && version < 22) {

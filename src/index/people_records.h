@@ -109,6 +109,15 @@ struct PeopleChanges {
 
 // A browser's session (sign-in): the cookie carries its id and a secret; the index keeps the secret's
 // SHA-256 only, like a token's.
+// A person of a company's OpenID Connect provider (its issuer and their subject there) linked to a user.
+struct IdentityRecord {
+  std::string issuer;
+  std::string subject;
+  int64_t user = 0;
+  int64_t created_at = 0;  // unix seconds
+  friend bool operator==(const IdentityRecord&, const IdentityRecord&) = default;
+};
+
 struct SessionRecord {
   std::string id;                    // 32 lowercase hex digits
   std::vector<uint8_t> secret_hash;  // SHA-256 of the secret (32 bytes)

@@ -508,6 +508,44 @@ TEST_P(PeopleTest, DeviceGrantsAreDecidedOnceAndIssuedOnce) {
   EXPECT_EQ(index_->FindDeviceGrant("BCDF-GHJK").value(), std::nullopt);
 }
 
+// A provider's subject is linked to one user at most; linking and unlinking write their events, a refused
+// link writes none.
+TEST_P(PeopleTest, SubjectsAreLinkedToOneUserAndUnlinkedOnce) {
+  Open();
+  const AccountRecord alice = User("alice");
+  const AccountRecord acme = Org("acme");
+  const std::string iss = "https://sso.example";
+  EXPECT_EQ(index_->FindIdentity(iss, "a-1").value(), std::nullopt);
+  AuditEvent linked;
+  linked.action = "identity.link";
+  ASSERT_TRUE(index_->LinkIdentity({iss, "a-1", alice.id, 1'700'000'000}, &linked).ok());
+  EXPECT_EQ(index_->FindIdentity(iss, "a-1").value(), std::optional<int64_t>(alice.id));
+  EXPECT_EQ(index_->FindIdentity("https://other.example", "a-1").value(), std::nullopt) << "per issuer";
+  EXPECT_EQ(index_->LinkIdentity({iss, "a-1", alice.id, 1'700'000'001}, &linked).error().code,
+            ErrorCode::kConflict);
+  EXPECT_TRUE(
+      Refused(index_->LinkIdentity({iss, "o-1", acme.id, 1}, &linked).error(), AccountIdNotIndexed(acme.id)))
+      << "an organization signs nobody in";
+  ASSERT_TRUE(index_->LinkIdentity({iss, "a-2", alice.id, 1'700'000'002}, nullptr).ok());
+  auto all = index_->IdentitiesOf(alice.id).value();
+  ASSERT_EQ(all.size(), 2u);
+  EXPECT_EQ(all[0], (IdentityRecord{iss, "a-1", alice.id, 1'700'000'000}));
+  EXPECT_EQ(all[1].subject, "a-2");
+  AuditEvent unlinked;
+  unlinked.action = "identity.unlink";
+  EXPECT_TRUE(index_->UnlinkIdentity(iss, "a-1", &unlinked).value());
+  EXPECT_FALSE(index_->UnlinkIdentity(iss, "a-1", &unlinked).value());
+  EXPECT_EQ(index_->FindIdentity(iss, "a-1").value(), std::nullopt);
+  AuditFilter filter;
+  auto events = index_->ListAudit(filter, std::nullopt, 100).value();
+  EXPECT_EQ(std::count_if(events.begin(), events.end(),
+                          [](const AuditEvent& e) { return e.action == "identity.link"; }),
+            1);
+  EXPECT_EQ(std::count_if(events.begin(), events.end(),
+                          [](const AuditEvent& e) { return e.action == "identity.unlink"; }),
+            1);
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, PeopleTest, ::testing::Values(Backend::kSqlite, Backend::kPostgres),
                          BackendName);
 

@@ -154,6 +154,13 @@ Result<AccountRecord> PeopleService::Find(std::string_view name, std::optional<A
   return found;
 }
 
+Result<AccountRecord> PeopleService::Get(int64_t id) {
+  auto found = index_.GetAccounts(std::span<const int64_t>(&id, 1));
+  if (!found.ok()) return found.error();
+  if (found->empty()) return NotFound("no account " + std::to_string(id));
+  return std::move(found->front());
+}
+
 Result<std::vector<AccountRecord>> PeopleService::List(std::optional<AccountKind> kind) {
   std::vector<AccountRecord> out;
   std::optional<std::string> after;

@@ -78,6 +78,8 @@ class PeopleService {
   Result<AccountRecord> CreateOrg(const Actor& by, std::string_view name, std::string_view full_name);
   // The account of that name and kind (nullopt: either); kNotFound when there is none of the kind.
   Result<AccountRecord> Find(std::string_view name, std::optional<AccountKind> kind);
+  // The account with id `id`; kNotFound when none.
+  Result<AccountRecord> Get(int64_t id);
   // Every account of `kind` (nullopt: both), in name order.
   Result<std::vector<AccountRecord>> List(std::optional<AccountKind> kind);
 

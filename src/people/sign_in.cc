@@ -10,6 +10,7 @@
 
 #include "common/hex.h"
 #include "people/names.h"
+#include "people/publishers.h"
 
 namespace cairn::people {
 
@@ -241,6 +242,42 @@ bool SignInService::CsrfMatches(std::string_view cookie, std::string_view token)
   const std::string expected = CsrfToken(cookie);
   return !expected.empty() && expected.size() == token.size() &&
          CRYPTO_memcmp(expected.data(), token.data(), token.size()) == 0;
+}
+
+Result<std::optional<int64_t>> SignInService::LinkedUser(std::string_view issuer, std::string_view subject) {
+  return index_.FindIdentity(issuer, subject);
+}
+
+Status SignInService::Link(const Actor& by, std::string_view name, std::string_view issuer,
+                           std::string_view subject) {
+  if (subject.empty() || subject.size() > kMaxSubject || !ValidIssuer(issuer))
+    return Malformed("an issuer is an https URL and a subject 1 to 255 bytes");
+  auto user = index_.FindAccount(name);
+  if (!user) return user.error();
+  const int64_t now = clock_.UnixSeconds();
+  const auto event = by.Event(now, "identity.link", user->name, "user " + user->name,
+                              std::string(issuer) + "#" + std::string(subject));
+  return index_.LinkIdentity(
+      {.issuer = std::string(issuer), .subject = std::string(subject), .user = user->id, .created_at = now},
+      &event);
+}
+
+Result<bool> SignInService::Unlink(const Actor& by, std::string_view issuer, std::string_view subject) {
+  auto user_id = index_.FindIdentity(issuer, subject);
+  if (!user_id) return user_id.error();
+  if (!*user_id) return false;
+  const int64_t id = **user_id;
+  auto users = index_.GetAccounts(std::span<const int64_t>(&id, 1));
+  const std::string name = users && !users->empty() ? users->front().name : std::string();
+  const auto event = by.Event(clock_.UnixSeconds(), "identity.unlink", name, "user " + name,
+                              std::string(issuer) + "#" + std::string(subject));
+  return index_.UnlinkIdentity(issuer, subject, &event);
+}
+
+Result<std::vector<index::IdentityRecord>> SignInService::Identities(std::string_view name) {
+  auto user = index_.FindAccount(name);
+  if (!user) return user.error();
+  return index_.IdentitiesOf(user->id);
 }
 
 }  // namespace cairn::people

@@ -23,6 +23,7 @@
 #include <semaphore>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "common/clock.h"
 #include "common/error.h"
@@ -79,6 +80,15 @@ class SignInService {
   Result<SignedIn> Resolve(std::string_view cookie);
   // Ends the cookie's session (a sign-out), recorded as its user's; nothing when it is unknown.
   Status SignOut(std::string_view cookie, std::string_view client);
+  // Company sign-in (OpenID Connect, src/oidc/): the user a provider's subject is linked to (nullopt: none);
+  // links one to user `name` (kConflict when linked already, kNotFound when `name` is no user); unlinks one
+  // (false when it was not); the subjects linked to user `name`. Links and unlinks are recorded as `by`'s.
+  Result<std::optional<int64_t>> LinkedUser(std::string_view issuer, std::string_view subject);
+  Status Link(const Actor& by, std::string_view name, std::string_view issuer, std::string_view subject);
+  Result<bool> Unlink(const Actor& by, std::string_view issuer, std::string_view subject);
+  Result<std::vector<index::IdentityRecord>> Identities(std::string_view name);
+  static constexpr size_t kMaxSubject = 255;  // OpenID Connect Core §2: at most 255 ASCII characters
+
   // The form token of the session whose cookie holds `cookie`; empty for a cookie of no session's form.
   static std::string CsrfToken(std::string_view cookie);
   // Whether `token` is the form token of `cookie`'s session, in time that does not depend on where it

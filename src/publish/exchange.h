@@ -24,11 +24,15 @@
 #include "common/access.h"
 #include "common/clock.h"
 #include "common/error.h"
+#include "oidc/id_token.h"
+#include "oidc/issuer_keys.h"
 #include "people/directory.h"
-#include "publish/id_token.h"
-#include "publish/issuer_keys.h"
 
 namespace cairn::publish {
+
+using oidc::IdToken;
+using oidc::IssuerKeys;
+using oidc::ParseIdToken;
 
 // The holder an exchanged token names (http::Principal::user): "publisher:<policy id>".
 inline constexpr std::string_view kHolderPrefix = "publisher:";

@@ -37,6 +37,9 @@ std::string PageContext::SessionCookie() const {
 std::string PageContext::FormCookie() const {
   return secure() ? "__Host-cairn_form" : "cairn_form";
 }
+std::string PageContext::SsoCookie() const {
+  return secure() ? "__Host-cairn_sso" : "cairn_sso";
+}
 
 std::string PageContext::SetCookie(std::string_view name, std::string_view value, int64_t max_age) const {
   std::string out = std::string(name) + "=" + std::string(value) +

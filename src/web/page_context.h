@@ -35,6 +35,8 @@ struct PageContext {
   // under HTTPS, which the browser keeps to this origin, Secure, on every path.
   std::string SessionCookie() const;
   std::string FormCookie() const;
+  // The cookie a company sign-in's attempt waits in (oidc/single_sign_on.h's Flow).
+  std::string SsoCookie() const;
   bool secure() const { return options.public_url.starts_with("https://"); }
   // The Set-Cookie value of `name` set to `value` for `max_age` seconds (0: removed).
   std::string SetCookie(std::string_view name, std::string_view value, int64_t max_age) const;

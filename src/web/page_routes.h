@@ -14,6 +14,7 @@
 #include "files/file_service.h"
 #include "http/server.h"
 #include "hub/hub_service.h"
+#include "oidc/single_sign_on.h"
 #include "people/device_flow.h"
 #include "people/sign_in.h"
 #include "web/view.h"
@@ -41,6 +42,9 @@ struct PageOptions {
   // answers 404. Outlive the server.
   people::PeopleService* people = nullptr;
   people::Directory* directory = nullptr;
+  // Company sign-in (OpenID Connect: /login/oidc and its callback); null: only passwords. Outlives the
+  // server.
+  oidc::SingleSignOn* sso = nullptr;
 };
 
 // `hub` and `files` outlive the server.

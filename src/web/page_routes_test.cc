@@ -1,6 +1,7 @@
 // The pages' routes in process, against a real server, index and Hub: each route's answer and each error
 // status (a missing or hidden repository, revision, folder and file; a folder asked as a file; forms without
-// their token or from another origin), the security headers, sessions from sign-in to sign-out.
+// their token or from another origin), the security headers, sessions from sign-in to sign-out, and company
+// sign-in's two routes against an issuer served from memory (oidc/testing/test_issuer.h).
 #include "web/page_routes.h"
 
 #include <gtest/gtest.h>
@@ -12,6 +13,9 @@
 #include "api/api_test_server.h"
 #include "http/test_util.h"
 #include "hub/hub_service.h"
+#include "oidc/relying_party.h"
+#include "oidc/single_sign_on.h"
+#include "oidc/testing/test_issuer.h"
 #include "people/device_flow.h"
 #include "people/directory.h"
 #include "people/people_service.h"
@@ -45,16 +49,31 @@ class PageRoutes : public api::testing::ApiServerTest {
     ASSERT_TRUE(sign_in_->SetPassword(kBy, "alice", "alice's long password").ok());
     MakeRepo("pub", false);
     MakeRepo("secret", true);
-    RegisterPageRoutes(*server_, *hub_, *files_,
-                       {.public_url = base_,
-                        .sign_in = sign_in_.get(),
-                        .device = nullptr,
-                        .people = people_.get(),
-                        .directory = directory_.get()});
+    docs_.Publish(kIssuer, {&issuer_signer_});
+    keys_ = std::make_unique<oidc::IssuerKeys>(docs_, clock_);
+    party_ = std::make_unique<oidc::RelyingParty>(
+        oidc::ProviderConfig{.issuer = kIssuer,
+                             .client_id = "cairn",
+                             .client_secret = "",
+                             .redirect_uri = base_ + "/login/oidc/callback"},
+        *keys_, docs_, clock_);
+    oidc::SsoSettings settings;
+    settings.display_name = "Test <SSO>";
+    sso_ = std::make_unique<oidc::SingleSignOn>(settings, *party_, *people_, *sign_in_, *directory_, clock_);
+    PageOptions po;
+    po.public_url = base_;
+    po.sign_in = sign_in_.get();
+    po.people = people_.get();
+    po.directory = directory_.get();
+    po.sso = sso_.get();
+    RegisterPageRoutes(*server_, *hub_, *files_, std::move(po));
     server_->Start();
   }
   void TearDown() override {
     StopServer();
+    sso_.reset();
+    party_.reset();
+    keys_.reset();
     sign_in_.reset();
     directory_.reset();
     people_.reset();
@@ -113,6 +132,12 @@ class PageRoutes : public api::testing::ApiServerTest {
   std::unique_ptr<people::PeopleService> people_;
   std::unique_ptr<people::Directory> directory_;
   std::unique_ptr<people::SignInService> sign_in_;
+  static constexpr char kIssuer[] = "https://sso.example";
+  oidc::testing::Signer issuer_signer_{"k1"};
+  oidc::testing::Documents docs_;
+  std::unique_ptr<oidc::IssuerKeys> keys_;
+  std::unique_ptr<oidc::RelyingParty> party_;
+  std::unique_ptr<oidc::SingleSignOn> sso_;
 };
 
 TEST_F(PageRoutes, EachPageAnswersWithItsStatusAndHeaders) {
@@ -140,6 +165,9 @@ TEST_F(PageRoutes, EachPageAnswersWithItsStatusAndHeaders) {
       {"/datasets/alice/pub", 404},
       {"/widgets/alice/pub", 404},
       {"/login", 200},
+      {"/login/oidc", 303},
+      {"/login/oidc/callback", 401},
+      {"/login/oidc/callback?error=access_denied", 401},
       {"/settings/tokens", 303},
   };
   for (const auto& [target, status] : expected) {
@@ -204,6 +232,54 @@ TEST_F(PageRoutes, SignInRefusesForgedFormsWrongPasswordsAndOpenRedirects) {
     EXPECT_EQ(r[bhttp::field::location], "/") << next;
   }
   EXPECT_EQ(Post("/logout", "").result_int(), 303u) << "signing out without a session changes nothing";
+}
+
+// The query parameter `name` of a URL (its values here need no decoding).
+std::string Param(std::string_view url, const std::string& name) {
+  const size_t at = url.find(name + "=");
+  if (at == std::string_view::npos) return {};
+  const size_t start = at + name.size() + 1;
+  return std::string(url.substr(start, url.find('&', start) - start));
+}
+
+TEST_F(PageRoutes, CompanySignInComesBackSignedInOnlyToTheBrowserThatLeft) {
+  EXPECT_NE(Get("/login").body().find("Sign in with Test &lt;SSO&gt;"), std::string::npos);
+  ASSERT_TRUE(sign_in_->Link(kBy, "alice", kIssuer, "alice-at-sso").ok());
+  const Res start = Get("/login/oidc?next=%2Falice%2Fsecret");
+  ASSERT_EQ(start.result_int(), 303u);
+  const std::string to(start[bhttp::field::location]);
+  EXPECT_TRUE(to.starts_with(std::string(kIssuer) + "/auth?response_type=code&client_id=cairn&")) << to;
+  const std::string set(start[bhttp::field::set_cookie]);
+  EXPECT_NE(set.find("HttpOnly"), std::string::npos);
+  const std::string flow = set.substr(0, set.find(';'));
+  // The provider: the id token for alice, with the attempt's nonce, for the verifier of its challenge.
+  docs_.token_endpoint = [&](const std::string& form, const std::vector<std::string>&) {
+    const int64_t now = clock_.UnixSeconds();
+    boost::json::object claims{{"iss", kIssuer},   {"aud", "cairn"}, {"sub", "alice-at-sso"},
+                               {"exp", now + 300}, {"iat", now},     {"nonce", Param(to, "nonce")}};
+    EXPECT_NE(form.find("code_verifier="), std::string::npos);
+    return oidc::PostAnswer{
+        200, boost::json::serialize(boost::json::object{{"id_token", issuer_signer_.Sign(claims)}})};
+  };
+  const std::string state = Param(to, "state");
+  // Another browser (no flow cookie) with the same answer: nobody signed in, nothing redeemed.
+  const Res stolen = Get("/login/oidc/callback?state=" + state + "&code=c");
+  EXPECT_EQ(stolen.result_int(), 401u);
+  EXPECT_TRUE(docs_.posted.empty());
+  const Res back = Get("/login/oidc/callback?state=" + state + "&code=c", flow);
+  ASSERT_EQ(back.result_int(), 303u) << back.body();
+  EXPECT_EQ(back[bhttp::field::location], "/alice/secret");
+  std::string session;
+  bool flow_cleared = false;
+  for (const auto& field : back) {
+    const std::string value(field.value());
+    if (field.name() != bhttp::field::set_cookie) continue;
+    if (value.starts_with("cairn_session=")) session = value.substr(0, value.find(';'));
+    flow_cleared = flow_cleared || value.starts_with("cairn_sso=;");
+  }
+  ASSERT_FALSE(session.empty());
+  EXPECT_EQ(Get("/alice/secret", session).result_int(), 200u);
+  EXPECT_TRUE(flow_cleared) << "the attempt is answered once: its cookie goes with the answer";
 }
 
 }  // namespace

@@ -1,16 +1,23 @@
-"""A real OpenID Connect provider for the trusted-publisher tests: Ory Hydra (scripts/hydra.sh builds it once from
-the Go module proxy), in memory, on loopback ports of its own. `id_token(claims)` runs a real authorization code
-flow through it — the authorization request, Hydra's login and consent challenges accepted through its admin API
-(what a CI provider's own sign-in would do), the code exchanged at its token endpoint — and returns the id token
-Hydra signed, with `claims` among its own (a CI job's repository and branch, say)."""
+"""A real OpenID Connect provider for the trusted-publisher and company sign-in tests: Ory Hydra (scripts/hydra.sh
+builds it once from the Go module proxy), in memory, on loopback ports of its own. `id_token(claims)` runs a real
+authorization code flow through it — the authorization request, Hydra's login and consent challenges accepted
+through its admin API (what a CI provider's own sign-in would do), the code exchanged at its token endpoint — and
+returns the id token Hydra signed, with `claims` among its own (a CI job's repository and branch, say).
+
+For people signing in through a browser, Hydra sends the browser to a login page and a consent page of the
+company's: here a small HTTP server (`_CompanyPages`) that accepts whoever `sign_in_as(subject, claims)` named
+last, through the same admin API, and sends the browser on to where Hydra says; `client(redirect_uri)`
+registers a relying party (cairn) with Hydra."""
 
 from __future__ import annotations
 
 import http.cookiejar
+import http.server
 import json
 import os
 import secrets
 import subprocess
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -43,12 +50,13 @@ class OidcProvider:
         self.admin = f"http://127.0.0.1:{self.admin_port}"
         self.log_path = work / "hydra.log"
         self.redirect_uri = "http://127.0.0.1:9/callback"  # never reached: the code is read from the redirect
+        self.pages = _CompanyPages(self)
         env = dict(os.environ,
                    DSN="memory",
                    SECRETS_SYSTEM=secrets.token_hex(32),
                    URLS_SELF_ISSUER=self.issuer,
-                   URLS_LOGIN="http://127.0.0.1:9/login",
-                   URLS_CONSENT="http://127.0.0.1:9/consent",
+                   URLS_LOGIN=f"{self.pages.url}/login",
+                   URLS_CONSENT=f"{self.pages.url}/consent",
                    SERVE_PUBLIC_HOST="127.0.0.1",
                    SERVE_PUBLIC_PORT=str(self.public_port),
                    SERVE_ADMIN_HOST="127.0.0.1",
@@ -111,7 +119,25 @@ class OidcProvider:
             fail(f"hydra token endpoint: {status} {body[:500]!r}")
         return json.loads(body)["id_token"]
 
+    def client(self, redirect_uri: str) -> tuple[str, str]:
+        """A confidential client of this provider (client_secret_basic) that may send people back to
+        `redirect_uri`: its id and secret."""
+        client = self._admin("POST", "/admin/clients", json_body={
+            "grant_types": ["authorization_code"],
+            "response_types": ["code"],
+            "scope": "openid profile email",
+            "redirect_uris": [redirect_uri],
+            "token_endpoint_auth_method": "client_secret_basic",
+        })
+        return client["client_id"], client["client_secret"]
+
+    def sign_in_as(self, subject: str | None, claims: dict | None = None) -> None:
+        """Who the company's login page signs in next (None: it refuses everybody), with these claims in the id
+        token (preferred_username, groups, ...)."""
+        self.pages.subject, self.pages.claims = subject, dict(claims or {})
+
     def stop(self) -> None:
+        self.pages.stop()
         self.proc.terminate()
         try:
             self.proc.wait(timeout=10)
@@ -119,6 +145,65 @@ class OidcProvider:
             self.proc.kill()
             self.proc.wait()
         self._log.close()
+
+
+class _CompanyPages:
+    """The company's login and consent pages Hydra sends a browser to: each accepts (or, with no subject set,
+    rejects) its challenge through Hydra's admin API and redirects the browser where Hydra says next."""
+
+    def __init__(self, provider: OidcProvider) -> None:
+        self.provider = provider
+        self.subject: str | None = None
+        self.claims: dict = {}
+        self.logins = 0
+        pages = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802 (the standard library's name)
+                query = parse_qs(urlparse(self.path).query)
+                try:
+                    to = pages.answer(urlparse(self.path).path, query)
+                except Exception as e:  # the test reads the failure from the page
+                    self.send_response(500)
+                    self.end_headers()
+                    self.wfile.write(str(e).encode())
+                    return
+                self.send_response(302)
+                self.send_header("Location", to)
+                self.end_headers()
+
+            def log_message(self, *args) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def answer(self, path: str, query: dict) -> str:
+        p = self.provider
+        if path == "/login":
+            challenge = query["login_challenge"][0]
+            if self.subject is None:
+                return p._admin("PUT", "/admin/oauth2/auth/requests/login/reject",
+                                params={"login_challenge": challenge},
+                                json_body={"error": "access_denied", "error_description": "not signed in"})["redirect_to"]
+            self.logins += 1
+            return p._admin("PUT", "/admin/oauth2/auth/requests/login/accept",
+                            params={"login_challenge": challenge},
+                            json_body={"subject": self.subject, "remember": False})["redirect_to"]
+        if path == "/consent":
+            challenge = query["consent_challenge"][0]
+            asked = p._admin("GET", "/admin/oauth2/auth/requests/consent", params={"consent_challenge": challenge})
+            return p._admin("PUT", "/admin/oauth2/auth/requests/consent/accept",
+                            params={"consent_challenge": challenge},
+                            json_body={"grant_scope": asked.get("requested_scope", ["openid"]), "remember": False,
+                                       "session": {"id_token": self.claims}})["redirect_to"]
+        raise ValueError(f"no page at {path}")
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
 
 
 class _NoRedirects(urllib.request.HTTPRedirectHandler):

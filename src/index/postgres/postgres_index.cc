@@ -342,7 +342,8 @@ CREATE INDEX publishers_changed ON publishers(changed);
     R"sql(
 DROP INDEX audit_events_actor;
 )sql",
-    // 23: password hashes, browser sessions and devices' sign-ins (as on SQLite).
+    // 23: password hashes, browser sessions, devices' sign-ins and linked OpenID Connect subjects (as on
+    // SQLite).
     R"sql(
 CREATE TABLE passwords(
   account int8 PRIMARY KEY REFERENCES accounts(id),
@@ -367,6 +368,13 @@ CREATE TABLE device_grants(
   user_id int8 NOT NULL,
   polled_at int8 NOT NULL);
 CREATE INDEX device_grants_expiry ON device_grants(expires_at);
+CREATE TABLE identities(
+  issuer text NOT NULL,
+  subject text NOT NULL,
+  user_id int8 NOT NULL REFERENCES accounts(id),
+  created_at int8 NOT NULL,
+  PRIMARY KEY (issuer, subject));
+CREATE INDEX identities_of_user ON identities(user_id);
 )sql",
 };
 static_assert(std::size(kMigrations) == PostgresIndex::kSchemaVersion);

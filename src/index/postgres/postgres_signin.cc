@@ -77,6 +77,24 @@ constexpr pg::Statement kIssueDeviceGrant{
     "WITH u AS (UPDATE device_grants SET state = 3 WHERE device_hash = $1::bytea AND state = 1 RETURNING 1) "
     "SELECT count(*)::int8 FROM u"};
 
+constexpr pg::Statement kFindIdentity{
+    "find_identity", "SELECT user_id FROM identities WHERE issuer = $1::text AND subject = $2::text"};
+const std::string kLinkIdentitySql = R"sql(
+WITH u AS (SELECT id FROM accounts WHERE id = $3::int8 AND kind = 0),
+l AS (
+  INSERT INTO identities(issuer, subject, user_id, created_at) SELECT $1::text, $2::text, id, $4::int8 FROM u
+  ON CONFLICT DO NOTHING RETURNING 1),
+)sql" + AuditCte(5, "l") + "SELECT (SELECT count(*) FROM u)::int8, (SELECT count(*) FROM l)::int8";
+const pg::Statement kLinkIdentity{"link_identity", kLinkIdentitySql.c_str()};
+const std::string kUnlinkIdentitySql =
+    "WITH d AS (DELETE FROM identities WHERE issuer = $1::text AND subject = $2::text RETURNING 1),\n" +
+    AuditCte(3, "d") + "SELECT count(*)::int8 FROM d";
+const pg::Statement kUnlinkIdentity{"unlink_identity", kUnlinkIdentitySql.c_str()};
+constexpr pg::Statement kIdentitiesOf{
+    "identities_of",
+    "SELECT issuer, subject, user_id, created_at FROM identities WHERE user_id = "
+    "$1::int8 ORDER BY issuer, subject"};
+
 DeviceGrantRecord DeviceGrantFromRow(const pg::Rows& rows, int i) {
   const auto hash = rows.Bytes(i, 0);
   return DeviceGrantRecord{.device_hash = {hash.begin(), hash.end()},
@@ -218,6 +236,50 @@ Result<bool> PostgresIndex::IssueDeviceGrant(std::span<const uint8_t> device_has
   auto issued = CountingWrite(kIssueDeviceGrant, pg::Params().Bytea(device_hash));
   if (!issued.ok()) return issued.error();
   return *issued > 0;
+}
+
+Result<std::optional<int64_t>> PostgresIndex::FindIdentity(std::string_view issuer,
+                                                           std::string_view subject) {
+  auto rows = Query(kFindIdentity, pg::Params().Text(issuer).Text(subject));
+  if (!rows.ok()) return rows.error();
+  if (rows->size() == 0) return std::optional<int64_t>();
+  return std::optional<int64_t>(rows->Int8(0, 0));
+}
+
+Status PostgresIndex::LinkIdentity(const IdentityRecord& identity, const AuditEvent* audit) {
+  bool user_ok = false;
+  bool stored = false;
+  WriteRequest req{&kLinkIdentity, {}, [&](const pg::Rows& rows) {
+                     user_ok = rows.size() == 1 && rows.Int8(0, 0) == 1;
+                     stored = rows.size() == 1 && rows.Int8(0, 1) == 1;
+                   }};
+  req.params.Text(identity.issuer).Text(identity.subject).Int8(identity.user).Int8(identity.created_at);
+  AuditParams(req.params, audit);
+  if (auto st = writes_->Submit(req); !st.ok()) return st;
+  if (!user_ok) return AccountIdNotIndexed(identity.user);
+  if (!stored) return Error{ErrorCode::kConflict, "that subject is linked to a user already"};
+  return Ok{};
+}
+
+Result<bool> PostgresIndex::UnlinkIdentity(std::string_view issuer, std::string_view subject,
+                                           const AuditEvent* audit) {
+  pg::Params params;
+  params.Text(issuer).Text(subject);
+  AuditParams(params, audit);
+  auto n = CountingWrite(kUnlinkIdentity, std::move(params));
+  if (!n.ok()) return n.error();
+  return *n > 0;
+}
+
+Result<std::vector<IdentityRecord>> PostgresIndex::IdentitiesOf(int64_t id) {
+  auto rows = Query(kIdentitiesOf, pg::Params().Int8(id));
+  if (!rows.ok()) return rows.error();
+  std::vector<IdentityRecord> out;
+  for (int i = 0; i < rows->size(); ++i) {
+    out.push_back(
+        {std::string(rows->Text(i, 0)), std::string(rows->Text(i, 1)), rows->Int8(i, 2), rows->Int8(i, 3)});
+  }
+  return out;
 }
 
 }  // namespace cairn::index

@@ -335,7 +335,8 @@ CREATE INDEX audit_events_ns ON audit_events(ns, id);
 )sql",
     // 23: signing in through the pages: users' password hashes (Argon2id, as libsodium writes them),
     // browser sessions (the SHA-256 of each cookie's secret), which end with their user's password change,
-    // and devices' sign-ins (RFC 8628: the SHA-256 of each device code, its user code, who decided it).
+    // devices' sign-ins (RFC 8628: the SHA-256 of each device code, its user code, who decided it), and
+    // the OpenID Connect subjects linked to users.
     R"sql(
 CREATE TABLE passwords(
   account INTEGER PRIMARY KEY REFERENCES accounts(id),
@@ -360,6 +361,13 @@ CREATE TABLE device_grants(
   user_id INTEGER NOT NULL,
   polled_at INTEGER NOT NULL) WITHOUT ROWID;
 CREATE INDEX device_grants_expiry ON device_grants(expires_at);
+CREATE TABLE identities(
+  issuer TEXT NOT NULL,
+  subject TEXT NOT NULL,
+  user_id INTEGER NOT NULL REFERENCES accounts(id),
+  created_at INTEGER NOT NULL,
+  PRIMARY KEY (issuer, subject)) WITHOUT ROWID;
+CREATE INDEX identities_of_user ON identities(user_id);
 )sql",
 };
 static_assert(std::size(kMigrations) == SqliteIndex::kSchemaVersion);

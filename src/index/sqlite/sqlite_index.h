@@ -136,6 +136,11 @@ class SqliteIndex final : public Index {
   Result<std::optional<DeviceGrantRecord>> PollDeviceGrant(std::span<const uint8_t> device_hash,
                                                            int64_t now) override;
   Result<bool> IssueDeviceGrant(std::span<const uint8_t> device_hash) override;
+  Result<std::optional<int64_t>> FindIdentity(std::string_view issuer, std::string_view subject) override;
+  Status LinkIdentity(const IdentityRecord& identity, const AuditEvent* audit) override;
+  Result<bool> UnlinkIdentity(std::string_view issuer, std::string_view subject,
+                              const AuditEvent* audit) override;
+  Result<std::vector<IdentityRecord>> IdentitiesOf(int64_t id) override;
 
   // AuditIndex (*_audit.cc).
   Status AppendAudit(const AuditEvent& event) override;

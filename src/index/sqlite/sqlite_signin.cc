@@ -46,6 +46,14 @@ constexpr const char kPollDeviceGrant[] = "UPDATE device_grants SET polled_at = 
 constexpr const char kIssueDeviceGrant[] =
     "UPDATE device_grants SET state = 3 WHERE device_hash = ?1 AND state = 1";
 
+constexpr const char kFindIdentity[] = "SELECT user_id FROM identities WHERE issuer = ?1 AND subject = ?2";
+constexpr const char kLinkIdentity[] =
+    "INSERT INTO identities(issuer, subject, user_id, created_at) VALUES (?1, ?2, ?3, ?4) ON CONFLICT DO "
+    "NOTHING";
+constexpr const char kUnlinkIdentity[] = "DELETE FROM identities WHERE issuer = ?1 AND subject = ?2";
+constexpr const char kIdentitiesOf[] =
+    "SELECT issuer, subject, user_id, created_at FROM identities WHERE user_id = ?1 ORDER BY issuer, subject";
+
 SessionRecord SessionFromRow(const Stmt& s) {
   const auto hash = s.Blob(1);
   return SessionRecord{.id = std::string(s.Text(0)),
@@ -252,6 +260,61 @@ Result<bool> SqliteIndex::IssueDeviceGrant(std::span<const uint8_t> device_hash)
   });
   if (!st.ok()) return st.error();
   return issued;
+}
+
+Result<std::optional<int64_t>> SqliteIndex::FindIdentity(std::string_view issuer, std::string_view subject) {
+  auto r = AcquireReader();
+  if (!r.ok()) return r.error();
+  auto s = (*r)->Prepare(kFindIdentity);
+  if (!s.ok()) return s.error();
+  s->Bind(1, issuer).Bind(2, subject);
+  const int rc = s->Step();
+  if (rc == SQLITE_DONE) return std::optional<int64_t>();
+  if (rc != SQLITE_ROW) return (*r)->Err("read identity", rc);
+  return std::optional<int64_t>(s->Int(0));
+}
+
+Status SqliteIndex::LinkIdentity(const IdentityRecord& identity, const AuditEvent* audit) {
+  return Write([&](Conn& c) -> Status {
+    auto user = IsUserIn(c, identity.user);
+    if (!user.ok()) return user.error();
+    if (!*user) return AccountIdNotIndexed(identity.user);
+    auto s = c.Prepare(kLinkIdentity);
+    if (!s.ok()) return s.error();
+    s->Bind(1, identity.issuer).Bind(2, identity.subject).Bind(3, identity.user).Bind(4, identity.created_at);
+    if (auto run = c.Run(*s, "link identity"); !run.ok()) return run;
+    if (c.changes() == 0) return Error{ErrorCode::kConflict, "that subject is linked to a user already"};
+    return WriteAudit(c, audit);
+  });
+}
+
+Result<bool> SqliteIndex::UnlinkIdentity(std::string_view issuer, std::string_view subject,
+                                         const AuditEvent* audit) {
+  bool gone = false;
+  auto st = Write([&](Conn& c) -> Status {
+    auto s = c.Prepare(kUnlinkIdentity);
+    if (!s.ok()) return s.error();
+    s->Bind(1, issuer).Bind(2, subject);
+    if (auto run = c.Run(*s, "unlink identity"); !run.ok()) return run;
+    gone = c.changes() > 0;
+    return gone ? WriteAudit(c, audit) : Status(Ok{});
+  });
+  if (!st.ok()) return st.error();
+  return gone;
+}
+
+Result<std::vector<IdentityRecord>> SqliteIndex::IdentitiesOf(int64_t id) {
+  auto r = AcquireReader();
+  if (!r.ok()) return r.error();
+  auto s = (*r)->Prepare(kIdentitiesOf);
+  if (!s.ok()) return s.error();
+  s->Bind(1, id);
+  std::vector<IdentityRecord> out;
+  for (int rc = s->Step(); rc != SQLITE_DONE; rc = s->Step()) {
+    if (rc != SQLITE_ROW) return (*r)->Err("list identities", rc);
+    out.push_back({std::string(s->Text(0)), std::string(s->Text(1)), s->Int(2), s->Int(3)});
+  }
+  return out;
 }
 
 }  // namespace cairn::index

@@ -1,4 +1,4 @@
-#include "publish/id_token.h"
+#include "oidc/id_token.h"
 
 #include <boost/json.hpp>
 #include <cmath>
@@ -9,7 +9,7 @@
 
 #include "common/base64.h"
 
-namespace cairn::publish {
+namespace cairn::oidc {
 
 namespace json = boost::json;
 
@@ -89,11 +89,18 @@ Result<IdToken> ParseIdToken(std::string_view text) {
   out.nbf = NumericDate(*payload, "nbf").value_or(0);
   out.iat = NumericDate(*payload, "iat").value_or(0);
   for (const auto& [key, value] : *payload) {
-    if (auto t = ScalarText(value)) out.claims.emplace(std::string(key), std::move(*t));
+    if (auto t = ScalarText(value)) {
+      out.claims.emplace(std::string(key), std::move(*t));
+    } else if (value.is_array()) {
+      auto& list = out.lists[std::string(key)];
+      for (const auto& item : value.as_array()) {
+        if (item.is_string()) list.emplace_back(item.as_string());
+      }
+    }
   }
   out.signing_input = std::string(text.substr(0, dot2));
   out.signature = std::move(*signature);
   return out;
 }
 
-}  // namespace cairn::publish
+}  // namespace cairn::oidc

@@ -13,7 +13,7 @@
 
 #include "common/error.h"
 
-namespace cairn::publish {
+namespace cairn::oidc {
 
 inline constexpr size_t kMaxIdTokenBytes = 16 * 1024;
 
@@ -29,8 +29,10 @@ struct IdToken {
   int64_t nbf = 0;  // 0: none given
   int64_t iat = 0;  // 0: none given
   // Every claim whose value is a string, a number or a boolean, as text ("true", "42"): what a trust
-  // policy's claims are compared with. Objects and lists are left out.
+  // policy's claims are compared with. Objects are left out.
   std::map<std::string, std::string> claims;
+  // Every claim whose value is a list: its strings (a person's groups, say); other items are left out.
+  std::map<std::string, std::vector<std::string>> lists;
   // What the signature covers ("header.payload"), and the signature's bytes.
   std::string signing_input;
   std::vector<uint8_t> signature;
@@ -40,4 +42,4 @@ struct IdToken {
 // "alg", a string "iss", an "aud" and a numeric "exp".
 Result<IdToken> ParseIdToken(std::string_view text);
 
-}  // namespace cairn::publish
+}  // namespace cairn::oidc

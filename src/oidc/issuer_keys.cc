@@ -1,4 +1,4 @@
-#include "publish/issuer_keys.h"
+#include "oidc/issuer_keys.h"
 
 #include <openssl/bn.h>
 #include <openssl/core_names.h>
@@ -17,7 +17,7 @@
 #include "net/http_client.h"
 #include "people/publishers.h"
 
-namespace cairn::publish {
+namespace cairn::oidc {
 
 namespace json = boost::json;
 
@@ -84,6 +84,21 @@ class HttpSource final : public DocumentSource {
     }
     return body;
   }
+
+  Result<PostAnswer> PostForm(const std::string& url, const std::vector<std::string>& headers,
+                              std::string_view form) override {
+    net::HttpClient client(net::RetryPolicy{.attempts = 1,
+                                            .base_delay = std::chrono::milliseconds(200),
+                                            .max_delay = std::chrono::milliseconds(1000),
+                                            .timeout = std::chrono::seconds(10)});
+    std::vector<std::string> all = headers;
+    all.emplace_back("Content-Type: application/x-www-form-urlencoded");
+    all.emplace_back("Accept: application/json");
+    auto r = client.Send("POST", url, all, form, /*retries=*/false);
+    if (!r.ok()) return Unavailable("could not post to " + url + ": " + r.error().message);
+    if (r->body.size() > kMaxDocumentBytes) return Unavailable(url + " answered more than a document");
+    return PostAnswer{r->status, std::move(r->body)};
+  }
 };
 
 }  // namespace
@@ -139,11 +154,18 @@ Status IssuerKeys::Fetch(const std::string& iss, Issuer& issuer) {
   if (Field(*doc, "issuer") != iss) return Unavailable("the discovery document names another issuer");
   const std::string jwks_uri = Field(*doc, "jwks_uri");
   if (!people::ValidIssuer(jwks_uri)) return Unavailable("the discovery document's jwks_uri is not https");
+  ProviderEndpoints endpoints{Field(*doc, "authorization_endpoint"), Field(*doc, "token_endpoint")};
+  // Absent ones are left empty (a CI provider signs nobody in); present ones must be fit to send a code to.
+  for (const std::string* url : {&endpoints.authorization, &endpoints.token}) {
+    if (!url->empty() && !people::ValidIssuer(*url))
+      return Unavailable("the discovery document names an endpoint that is not https");
+  }
   auto jwks = source_.Get(jwks_uri);
   if (!jwks.ok()) return jwks.error();
   auto keys = ParseJwks(*jwks);
   if (!keys.ok()) return Unavailable(keys.error().message);
   issuer.keys = std::move(*keys);
+  issuer.endpoints = std::move(endpoints);
   issuer.fetched_at = issuer.tried_at;
   return Ok{};
 }
@@ -152,14 +174,7 @@ Status IssuerKeys::Verify(const IdToken& token) {
   if (token.alg != "RS256") return Unauthorized("invalid id token: only RS256 signatures are accepted");
   auto issuer = IssuerOf(token.iss);
   std::lock_guard lock(issuer->mu);
-  const int64_t now = clock_.UnixSeconds();
-  const bool stale = issuer->fetched_at == 0 || now - issuer->fetched_at >= kKeysLife.count();
-  const bool unknown = !issuer->keys.contains(token.kid);
-  if ((stale || unknown) && now - issuer->tried_at >= kMinRefetch.count()) {
-    if (auto st = Fetch(token.iss, *issuer); !st.ok() && issuer->keys.empty()) return st;
-  }
-  if (issuer->fetched_at == 0)
-    return Unavailable("the issuer's keys could not be fetched; try again shortly");
+  if (auto st = Refresh(token.iss, *issuer, &token.kid); !st.ok()) return st;
   const auto it = issuer->keys.find(token.kid);
   if (it == issuer->keys.end())
     return Unauthorized("invalid id token: signed with a key its issuer does not publish");
@@ -169,4 +184,24 @@ Status IssuerKeys::Verify(const IdToken& token) {
   return Ok{};
 }
 
-}  // namespace cairn::publish
+Status IssuerKeys::Refresh(const std::string& iss, Issuer& issuer, const std::string* kid) {
+  const int64_t now = clock_.UnixSeconds();
+  const bool stale = issuer.fetched_at == 0 || now - issuer.fetched_at >= kKeysLife.count();
+  const bool unknown = kid != nullptr && !issuer.keys.contains(*kid);
+  if ((stale || unknown) && now - issuer.tried_at >= kMinRefetch.count()) {
+    if (auto st = Fetch(iss, issuer); !st.ok() && issuer.keys.empty()) return st;
+  }
+  if (issuer.fetched_at == 0) return Unavailable("the issuer's keys could not be fetched; try again shortly");
+  return Ok{};
+}
+
+Result<ProviderEndpoints> IssuerKeys::Endpoints(const std::string& iss) {
+  auto issuer = IssuerOf(iss);
+  std::lock_guard lock(issuer->mu);
+  if (auto st = Refresh(iss, *issuer, nullptr); !st.ok()) return st.error();
+  if (issuer->endpoints.authorization.empty() || issuer->endpoints.token.empty())
+    return Unavailable("the provider's discovery document names no authorization or token endpoint");
+  return issuer->endpoints;
+}
+
+}  // namespace cairn::oidc

@@ -22,26 +22,43 @@
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "common/clock.h"
 #include "common/error.h"
-#include "publish/id_token.h"
+#include "oidc/id_token.h"
 
 typedef struct evp_pkey_st EVP_PKEY;  // NOLINT(modernize-use-using): OpenSSL's own declaration
 
-namespace cairn::publish {
+namespace cairn::oidc {
+
+// What a form posted to a provider (its token endpoint) answered: any status, and its body.
+struct PostAnswer {
+  long status = 0;
+  std::string body;
+};
 
 // Where documents come from: an HTTP GET of `url` answering its 2xx body (at most kMaxDocumentBytes), or an
-// error. Thread-safety: called from any thread.
+// error; and a form posted once (never retried: an authorization code is used once), whatever status it
+// answers. Thread-safety: called from any thread.
 class DocumentSource {
  public:
   static constexpr size_t kMaxDocumentBytes = 1 << 20;
   virtual ~DocumentSource() = default;
   virtual Result<std::string> Get(const std::string& url) = 0;
+  // `headers` as "Name: value"; kUnavailable when nothing answered.
+  virtual Result<PostAnswer> PostForm(const std::string& url, const std::vector<std::string>& headers,
+                                      std::string_view form) = 0;
 };
 
-// DocumentSource over HTTPS (libcurl, net/http_client.h): short timeouts, two tries.
+// DocumentSource over HTTPS (libcurl, net/http_client.h): short timeouts, two tries for a GET.
 std::unique_ptr<DocumentSource> HttpDocumentSource();
+
+// Where a provider signs people in, from its discovery document (OpenID Connect Discovery §3).
+struct ProviderEndpoints {
+  std::string authorization;
+  std::string token;
+};
 
 // An RSA public key of a key set (shared: a refresh may replace the set while a check still holds its key).
 using PublicKey = std::shared_ptr<EVP_PKEY>;
@@ -59,17 +76,23 @@ class IssuerKeys {
 
   // Checks that `token` is signed with RS256 by the key its kid names among `token.iss`'s.
   Status Verify(const IdToken& token);
+  // Issuer `iss`'s authorization and token endpoints (fetched with its keys, and as often); kUnavailable
+  // when its discovery document could not be fetched or names none.
+  Result<ProviderEndpoints> Endpoints(const std::string& iss);
 
  private:
   struct Issuer {
     std::mutex mu;  // one fetch at a time
     std::map<std::string, PublicKey> keys;
+    ProviderEndpoints endpoints;
     int64_t fetched_at = 0;  // 0: never
     int64_t tried_at = 0;
   };
   std::shared_ptr<Issuer> IssuerOf(const std::string& iss);
   // Fetches `iss`'s keys into `issuer` (its mutex held).
   Status Fetch(const std::string& iss, Issuer& issuer);
+  // Fetches them when they are stale (or, `kid` given, lack it) and the last try is kMinRefetch ago.
+  Status Refresh(const std::string& iss, Issuer& issuer, const std::string* kid);
 
   DocumentSource& source_;
   const Clock& clock_;
@@ -77,4 +100,4 @@ class IssuerKeys {
   std::map<std::string, std::shared_ptr<Issuer>> issuers_;
 };
 
-}  // namespace cairn::publish
+}  // namespace cairn::oidc
