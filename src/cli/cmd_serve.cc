@@ -229,6 +229,20 @@ void ServePages(http::Server& server, const config::Config& cfg, Backend& b) {
   po.people = b.people_service.get();
   po.directory = b.people.get();
   po.sso = b.sso.get();
+  po.index = b.index.get();
+  po.health = {{"index", [ix = b.index.get()] { return ix->Ping(); }},
+               {"store", [st = b.store.get()] { return st->Ping(); }}};
+  if (b.mirror) {
+    po.mirror_counters = [m = b.mirror.get()] {
+      const auto c = m->counters();
+      return std::vector<std::pair<std::string, uint64_t>>{
+          {"repositories copied", c.repos_fetched},
+          {"large files fetched (misses)", c.files_fetched},
+          {"large files already held (hits)", c.file_hits},
+          {"bytes from upstream", c.upstream_bytes},
+          {"of those, bytes stored (the rest deduplicated)", c.new_bytes}};
+    };
+  }
   web::RegisterPageRoutes(server, *b.hub, *b.files, std::move(po));
 }
 

@@ -19,16 +19,17 @@ Signed PageContext::Identify(const http::Request& req) const {
   std::vector<ScopeAccess> reach = people::ReachOf(who->person);
   bool writes = false;
   for (const ScopeAccess& s : reach) writes = writes || s.access >= Access::kWrite;
-  return Signed{.caller = hub::Caller{.scope = who->person.user,
-                                      .write = writes,
-                                      .expires = who->person.expires,
-                                      .user = who->person.user,
-                                      .reach = std::move(reach),
-                                      .token_id = who->person.token_id,
-                                      .client = req.remote},
-                .visitor = Visitor{.user = who->person.user, .csrf = who->csrf},
-                .cookie = std::move(cookie),
-                .user_id = who->person.user_id};
+  return Signed{
+      .caller = hub::Caller{.scope = who->person.user,
+                            .write = writes,
+                            .expires = who->person.expires,
+                            .user = who->person.user,
+                            .reach = std::move(reach),
+                            .token_id = who->person.token_id,
+                            .client = req.remote},
+      .visitor = Visitor{.user = who->person.user, .csrf = who->csrf, .is_operator = who->person.is_operator},
+      .cookie = std::move(cookie),
+      .user_id = who->person.user_id};
 }
 
 std::string PageContext::SessionCookie() const {

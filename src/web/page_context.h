@@ -12,6 +12,8 @@
 #include <string_view>
 
 #include "common/lru_cache.h"
+#include "common/percent_encode.h"
+#include "http/form.h"
 #include "http/server.h"
 #include "hub/hub_service.h"
 #include "web/page_routes.h"
@@ -89,12 +91,41 @@ size_t PageNumber(const http::Request& req);
 std::string DateText(int64_t unix_seconds);
 std::string IsoTime(int64_t unix_seconds);
 
+// Runs `fn(who, form)` on a worker for a signed-in visitor, or answers: a GET without a session is sent to
+// sign in first (and back), a post without one is refused, and a post's form must come from cairn's pages
+// (its Origin, and the session's form token).
+template <typename Fn>
+void AsSignedIn(const std::shared_ptr<const PageContext>& ctx, const std::shared_ptr<http::Exchange>& ex,
+                bool post, Fn fn) {
+  ex->Offload([ctx, ex, post, fn = std::move(fn)] {
+    const http::Request& req = ex->request();
+    const Signed who = ctx->Identify(req);
+    if (!who.visitor.signed_in()) {
+      if (post) return ex->Respond(ErrorPage(403, "Sign in first.", who.visitor));
+      http::Response r = http::Response::Text(303, "", "text/plain; charset=utf-8");
+      r.Header("Location", "/login?next=" + PercentEncode(req.target));
+      return ex->Respond(std::move(r));
+    }
+    http::FormFields form;
+    if (post) {
+      auto parsed = http::ParseForm(req.body);
+      if (!parsed || !ctx->SameOrigin(req) ||
+          !people::SignInService::CsrfMatches(who.cookie, http::FormField(*parsed, "csrf"))) {
+        return ex->Respond(ErrorPage(403, "This form was not sent from this site's pages.", who.visitor));
+      }
+      form = std::move(*parsed);
+    }
+    fn(who, form);
+  });
+}
+
 // Registered by page_routes.cc, one file each.
-void RegisterRepoPages(const std::shared_ptr<const PageContext>& ctx);     // repo_pages.cc
-void RegisterHistoryPages(const std::shared_ptr<const PageContext>& ctx);  // history_pages.cc
-void RegisterListPages(const std::shared_ptr<const PageContext>& ctx);     // list_pages.cc
-void RegisterSignInPages(const std::shared_ptr<const PageContext>& ctx);   // sign_in_pages.cc
-void RegisterDevicePages(const std::shared_ptr<const PageContext>& ctx);   // device_pages.cc
-void RegisterTokenPages(const std::shared_ptr<const PageContext>& ctx);    // token_pages.cc
+void RegisterRepoPages(const std::shared_ptr<const PageContext>& ctx);      // repo_pages.cc
+void RegisterHistoryPages(const std::shared_ptr<const PageContext>& ctx);   // history_pages.cc
+void RegisterListPages(const std::shared_ptr<const PageContext>& ctx);      // list_pages.cc
+void RegisterSignInPages(const std::shared_ptr<const PageContext>& ctx);    // sign_in_pages.cc
+void RegisterDevicePages(const std::shared_ptr<const PageContext>& ctx);    // device_pages.cc
+void RegisterTokenPages(const std::shared_ptr<const PageContext>& ctx);     // token_pages.cc
+void RegisterOperatorPages(const std::shared_ptr<const PageContext>& ctx);  // operator_pages.cc
 
 }  // namespace cairn::web

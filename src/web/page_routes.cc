@@ -22,6 +22,7 @@ void RegisterPageRoutes(http::Server& server, hub::HubService& hub, files::FileS
   RegisterSignInPages(ctx);
   RegisterDevicePages(ctx);
   RegisterTokenPages(ctx);
+  RegisterOperatorPages(ctx);
   RegisterHistoryPages(ctx);
   RegisterRepoPages(ctx);
   RegisterListPages(ctx);

@@ -10,10 +10,13 @@
 
 #include <functional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "files/file_service.h"
 #include "http/server.h"
 #include "hub/hub_service.h"
+#include "index/index.h"
 #include "oidc/single_sign_on.h"
 #include "people/device_flow.h"
 #include "people/sign_in.h"
@@ -45,6 +48,12 @@ struct PageOptions {
   // Company sign-in (OpenID Connect: /login/oidc and its callback); null: only passwords. Outlives the
   // server.
   oidc::SingleSignOn* sso = nullptr;
+  // The operator's page (/admin, operators only): the index's totals, quotas and audit log; the node's
+  // dependencies, each checked when the page is shown; and the mirror's counters (empty: no mirror). Null
+  // index: no such page. Outlive the server.
+  index::Index* index = nullptr;
+  std::vector<std::pair<std::string, std::function<Status()>>> health;
+  std::function<std::vector<std::pair<std::string, uint64_t>>()> mirror_counters;
 };
 
 // `hub` and `files` outlive the server.

@@ -45,6 +45,7 @@ class PageRoutes : public api::testing::ApiServerTest {
     sign_in_ = std::make_unique<people::SignInService>(*index_, *directory_, clock_);
     ASSERT_TRUE(people_->CreateUser(kBy, "alice", "", false).ok());
     ASSERT_TRUE(people_->CreateUser(kBy, "bob", "", false).ok());
+    ASSERT_TRUE(people_->CreateUser(kBy, "olga", "", /*is_operator=*/true).ok());
     ASSERT_TRUE(directory_->Refresh().ok());
     ASSERT_TRUE(sign_in_->SetPassword(kBy, "alice", "alice's long password").ok());
     MakeRepo("pub", false);
@@ -66,6 +67,9 @@ class PageRoutes : public api::testing::ApiServerTest {
     po.people = people_.get();
     po.directory = directory_.get();
     po.sso = sso_.get();
+    po.index = index_.get();
+    po.health = {{"index", [this] { return index_->Ping(); }},
+                 {"store", [] { return Status(Unavailable("the disk is gone")); }}};
     RegisterPageRoutes(*server_, *hub_, *files_, std::move(po));
     server_->Start();
   }
@@ -169,6 +173,7 @@ TEST_F(PageRoutes, EachPageAnswersWithItsStatusAndHeaders) {
       {"/login/oidc/callback", 401},
       {"/login/oidc/callback?error=access_denied", 401},
       {"/settings/tokens", 303},
+      {"/admin", 303},
   };
   for (const auto& [target, status] : expected) {
     const Res r = Get(target);
@@ -232,6 +237,24 @@ TEST_F(PageRoutes, SignInRefusesForgedFormsWrongPasswordsAndOpenRedirects) {
     EXPECT_EQ(r[bhttp::field::location], "/") << next;
   }
   EXPECT_EQ(Post("/logout", "").result_int(), 303u) << "signing out without a session changes nothing";
+}
+
+// The operator's page: an operator's only (anyone else signed in gets the 404 page), with the index's totals,
+// each dependency's state and the latest events.
+TEST_F(PageRoutes, TheOperatorPageIsAnOperatorsAlone) {
+  const Res alice = Get("/admin", SignIn());
+  EXPECT_EQ(alice.result_int(), 404u);
+  EXPECT_EQ(alice.body().find("Dedup ratio"), std::string::npos);
+  auto olga = sign_in_->Start(people_->Find("olga", std::nullopt)->id, "password", "10.0.0.9");
+  ASSERT_TRUE(olga.ok()) << olga.error().message;
+  const Res page = Get("/admin", "cairn_session=" + olga->cookie);
+  ASSERT_EQ(page.result_int(), 200u) << page.body();
+  const std::string& body = page.body();
+  EXPECT_NE(body.find("Dedup ratio"), std::string::npos);
+  EXPECT_NE(body.find("<strong>fails</strong>: the disk is gone"), std::string::npos);
+  EXPECT_NE(body.find("repo.create"), std::string::npos) << "the latest events";
+  EXPECT_NE(body.find("href=\"/admin\""), std::string::npos) << "the layout links an operator to it";
+  EXPECT_EQ(Get("/", SignIn()).body().find("href=\"/admin\""), std::string::npos) << "and nobody else";
 }
 
 // The query parameter `name` of a URL (its values here need no decoding).

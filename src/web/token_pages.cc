@@ -53,34 +53,6 @@ http::Response TokensPage(const PageContext& ctx, unsigned status, const Signed&
   return r;
 }
 
-// Runs `fn(who)` on a worker for a signed-in visitor (a post: with its form, checked), or answers.
-template <typename Fn>
-void AsSignedIn(const std::shared_ptr<const PageContext>& ctx, const std::shared_ptr<Exchange>& ex, bool post,
-                Fn fn) {
-  ex->Offload([ctx, ex, post, fn = std::move(fn)] {
-    const http::Request& req = ex->request();
-    const Signed who = ctx->Identify(req);
-    if (ctx->options.people == nullptr)
-      return ex->Respond(ErrorPage(404, "This server keeps no people.", who.visitor));
-    if (!who.visitor.signed_in()) {
-      if (post) return ex->Respond(ErrorPage(403, "Sign in first.", who.visitor));
-      http::Response r = http::Response::Text(303, "", "text/plain; charset=utf-8");
-      r.Header("Location", "/login?next=" + PercentEncode(req.target));
-      return ex->Respond(std::move(r));
-    }
-    http::FormFields form;
-    if (post) {
-      auto parsed = http::ParseForm(req.body);
-      if (!parsed || !ctx->SameOrigin(req) ||
-          !people::SignInService::CsrfMatches(who.cookie, http::FormField(*parsed, "csrf"))) {
-        return ex->Respond(ErrorPage(403, "This form was not sent from this site's pages.", who.visitor));
-      }
-      form = std::move(*parsed);
-    }
-    fn(who, form);
-  });
-}
-
 void Create(const PageContext& ctx, const std::shared_ptr<Exchange>& ex, const Signed& who,
             const http::FormFields& form) {
   View v;
@@ -135,6 +107,7 @@ void Revoke(const PageContext& ctx, const std::shared_ptr<Exchange>& ex, const S
 }  // namespace
 
 void RegisterTokenPages(const std::shared_ptr<const PageContext>& ctx) {
+  if (ctx->options.people == nullptr) return;  // a server that keeps no people: these paths are 404s
   auto& r = ctx->server.router();
   r.Handle(Verb::get, "/settings/tokens", http::RouteOptions().Name("page_tokens"),
            [ctx](const std::shared_ptr<Exchange>& ex) {

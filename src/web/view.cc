@@ -53,6 +53,7 @@ http::Response PageAnswer(unsigned status, std::string_view title, const std::st
     View v;
     v.set("name", who.user);
     v.set("csrf", who.csrf);
+    v.set("operator", who.is_operator);
     view.set("visitor", v);
   }
   http::Response r = http::Response::Text(status, Render("layout.html", view), "text/html; charset=utf-8");

@@ -23,8 +23,9 @@ std::string Render(std::string_view name, const View& view);
 
 // Who is looking, as the layout shows it: nobody, or a signed-in person and the form token of their session.
 struct Visitor {
-  std::string user;  // empty: not signed in
-  std::string csrf;  // the session's form token (every form carries it)
+  std::string user;          // empty: not signed in
+  std::string csrf;          // the session's form token (every form carries it)
+  bool is_operator = false;  // the layout links to the operator's page
   bool signed_in() const { return !user.empty(); }
 };
 

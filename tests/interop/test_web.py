@@ -497,3 +497,31 @@ def test_a_token_made_on_the_page_works_and_one_revoked_there_stops(server, hub_
     assert r.status == 403
     assert srv.cli("token", "ls", "--user", "erin", "--json").stdout.count("\n") == before
     assert http("GET", srv.url + "/api/whoami-v2", headers={"Authorization": "Bearer " + other_text}).status == 200
+
+
+@pytest.mark.backends("sqlite")
+def test_the_operator_page_shows_dedup_health_and_events_to_operators_alone(server, hub_py, tmp_path, browser):
+    srv = server()
+    password = "the operator's long password"
+    WATCH.add_secret("olga's password", password)
+    srv.cli("user", "create", "olga", "--operator")
+    srv.cli("user", "create", "dave")
+    for user in ("olga", "dave"):
+        srv.cli("user", "password", user, stdin=password + "\n")
+    hub = Hub(hub_py, tmp_path / "olga", srv, srv.token("olga", write=True))
+    # The same 4 MiB twice under two names: stored once.
+    (tmp_path / "a.bin").write_bytes(bytes(range(256)) * 16384)
+    hub.run("api.create_repo('olga/twice')\n"
+            f"api.upload_file(path_or_fileobj={str(tmp_path / 'a.bin')!r}, path_in_repo='a.bin', repo_id='olga/twice')\n"
+            f"api.upload_file(path_or_fileobj={str(tmp_path / 'a.bin')!r}, path_in_repo='b.bin', repo_id='olga/twice')")
+    browser.delete_all_cookies()
+    sign_in(browser, srv.url, "dave", password)
+    browser.get(srv.url + "/admin")
+    assert "404" in browser.title and "Operator" not in browser.find_element("tag name", "nav").text
+    browser.find_element("css selector", "form.inline button").click()
+    wait_for(lambda: "Sign in" in browser.find_element("tag name", "nav").text)
+    sign_in(browser, srv.url, "olga", password)
+    browser.find_element("link text", "Operator").click()
+    text = page_text(browser, srv.url + "/admin", "operator")
+    assert "Dedup ratio" in text and "index answers" in text and "store answers" in text
+    assert "repo.create" in text and "olga/twice" in text
