@@ -1,5 +1,7 @@
 // Lists of repositories (page_context.h): the home page (what the visitor may see of each kind), /models,
 // /datasets and /spaces paged by name, and a namespace's page /{ns}.
+#include <algorithm>
+#include <optional>
 #include <utility>
 
 #include "common/percent_encode.h"
@@ -54,11 +56,15 @@ Result<Section> ListSection(const PageContext& ctx, const hub::Caller& caller, c
 }
 
 void Respond(const std::shared_ptr<Exchange>& ex, const Signed& who, const std::string& heading,
-             const View& sections, const std::string& intro = {}) {
+             const View& sections, const std::string& intro = {}, const std::optional<View>& members = {}) {
   View v;
   v.set("heading", heading);
   if (!intro.empty()) v.set("intro", intro);
   v.set("sections", sections);
+  if (members) {
+    v.set("has_members", true);
+    v.set("members", *members);
+  }
   ex->Respond(PageAnswer(200, heading, Render("list.html", v), who.visitor));
 }
 
@@ -94,6 +100,70 @@ void KindList(const std::shared_ptr<const PageContext>& ctx, const std::shared_p
   });
 }
 
+// Whether `who` manages organization `org`'s members: its admins and the site's operators.
+bool ManagesMembers(const std::vector<people::Membership>& members, const Signed& who) {
+  return who.visitor.is_operator ||
+         std::any_of(members.begin(), members.end(), [&](const people::Membership& m) {
+           return m.account.name == who.visitor.user && m.role == people::OrgRole::kAdmin;
+         });
+}
+
+// The members of organization `ns` and their roles, for its members and the site's operators (with the forms
+// that change them for those who manage them); nullopt for anybody else, or when `ns` is no organization.
+std::optional<View> MembersOf(const PageContext& ctx, const Signed& who, const std::string& ns) {
+  if (ctx.options.people == nullptr || !who.visitor.signed_in()) return std::nullopt;
+  auto members = ctx.options.people->Members(ns);
+  if (!members) return std::nullopt;
+  const bool member = std::any_of(members->begin(), members->end(), [&](const people::Membership& m) {
+    return m.account.name == who.visitor.user;
+  });
+  if (!member && !who.visitor.is_operator) return std::nullopt;
+  const bool manage = ManagesMembers(*members, who);
+  View rows{View::type::list};
+  for (const people::Membership& m : *members) {
+    View row;
+    row.set("name", m.account.name);
+    row.set("role", std::string(people::OrgRoleName(m.role)));
+    if (manage) {
+      row.set("manage", true);
+      row.set("org", ns);
+      row.set("csrf", who.visitor.csrf);
+    }
+    rows.push_back(row);
+  }
+  View out;
+  out.set("rows", rows);
+  if (manage) {
+    out.set("manage", true);
+    out.set("org", ns);
+    out.set("csrf", who.visitor.csrf);
+  }
+  return out;
+}
+
+// POST /organizations/{org}/members: an admin (or an operator) sets user `user`'s role ("read", "write",
+// "admin", or "none": no member). Anybody else gets the 404 page, as for an organization they cannot manage.
+void ChangeMember(const PageContext& ctx, const std::shared_ptr<Exchange>& ex, const Signed& who,
+                  const http::FormFields& form) {
+  const std::string& org = ex->request().Param("org");
+  auto members = ctx.options.people->Members(org);
+  if (!members || !ManagesMembers(*members, who))
+    return ex->Respond(ErrorPage(404, "No such organization.", who.visitor));
+  const std::string_view role_text = http::FormField(form, "role");
+  const auto role = people::ParseOrgRole(role_text);
+  if (!role && role_text != "none")
+    return ex->Respond(ErrorPage(400, "A role is read, write, admin or none.", who.visitor));
+  const people::Actor actor{
+      .actor = who.visitor.user, .token_id = who.caller.token_id, .client = ex->request().remote};
+  if (auto st = ctx.options.people->SetRole(actor, org, http::FormField(form, "user"), role); !st) {
+    return ex->Respond(ErrorPage(http::HttpStatusOf(st.error().code), st.error().message, who.visitor));
+  }
+  if (ctx.options.directory != nullptr) (void)ctx.options.directory->Refresh();  // this node sees it at once
+  http::Response r = http::Response::Text(303, "", "text/plain; charset=utf-8");
+  r.Header("Location", "/" + PercentEncode(org));
+  ex->Respond(std::move(r));
+}
+
 void Namespace(const std::shared_ptr<const PageContext>& ctx, const std::shared_ptr<Exchange>& ex) {
   ex->Offload([ctx, ex] {
     const Signed who = ctx->Identify(ex->request());
@@ -109,10 +179,11 @@ void Namespace(const std::shared_ptr<const PageContext>& ctx, const std::shared_
       seen += s->count;
       sections.push_back(s->view);
     }
-    if (seen == 0 && who.visitor.user != ns) {
+    std::optional<View> members = MembersOf(*ctx, who, ns);
+    if (seen == 0 && who.visitor.user != ns && !members) {
       return ex->Respond(ErrorPage(404, "No such user or organization.", who.visitor));
     }
-    Respond(ex, who, ns, sections);
+    Respond(ex, who, ns, sections, {}, members);
   });
 }
 
@@ -128,6 +199,14 @@ void RegisterListPages(const std::shared_ptr<const PageContext>& ctx) {
   }
   r.Handle(Verb::get, "/{ns}", http::RouteOptions().Name("page_namespace"),
            [ctx](const std::shared_ptr<Exchange>& ex) { Namespace(ctx, ex); });
+  if (ctx->options.people == nullptr) return;
+  r.Handle(Verb::post, "/organizations/{org}/members",
+           http::RouteOptions().Name("page_members").MaxBody(16 << 10),
+           [ctx](const std::shared_ptr<Exchange>& ex) {
+             AsSignedIn(ctx, ex, true, [ctx, ex](const Signed& who, const http::FormFields& form) {
+               ChangeMember(*ctx, ex, who, form);
+             });
+           });
 }
 
 }  // namespace cairn::web

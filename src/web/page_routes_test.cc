@@ -257,6 +257,61 @@ TEST_F(PageRoutes, TheOperatorPageIsAnOperatorsAlone) {
   EXPECT_EQ(Get("/", SignIn()).body().find("href=\"/admin\""), std::string::npos) << "and nobody else";
 }
 
+// An organization's page lists its members and their roles to its members (and operators) alone.
+TEST_F(PageRoutes, AnOrganizationsMembersAreShownToItsMembers) {
+  ASSERT_TRUE(people_->CreateOrg(kBy, "acme", "").ok());
+  ASSERT_TRUE(people_->SetRole(kBy, "acme", "alice", people::OrgRole::kAdmin).ok());
+  ASSERT_TRUE(directory_->Refresh().ok());
+  const Res member = Get("/acme", SignIn());
+  ASSERT_EQ(member.result_int(), 200u);
+  EXPECT_NE(member.body().find("<td><a href=\"/alice\">alice</a></td><td>admin</td>"), std::string::npos);
+  const Res stranger = Get("/acme");
+  EXPECT_EQ(stranger.result_int(), 404u) << "nothing it may see there";
+  EXPECT_EQ(stranger.body().find(">admin<"), std::string::npos);
+  auto bob = sign_in_->Start(people_->Find("bob", std::nullopt)->id, "password", "10.0.0.8");
+  ASSERT_TRUE(bob.ok());
+  const std::string bob_cookie = "cairn_session=" + bob->cookie;
+  EXPECT_EQ(Get("/acme", bob_cookie).result_int(), 404u) << "not a member";
+
+  // Its admin adds bob with the page's form; without the form token, or from bob, nothing changes.
+  const std::string alice = SignIn();
+  const std::string page(Get("/acme", alice).body());
+  const size_t at = page.find("name=\"csrf\" value=\"");
+  ASSERT_NE(at, std::string::npos);
+  const std::string csrf = page.substr(at + 19, 64);
+  EXPECT_EQ(
+      Post("/organizations/acme/members", "csrf=" + std::string(64, '0') + "&user=bob&role=write", alice)
+          .result_int(),
+      403u);
+  EXPECT_EQ(Post("/organizations/acme/members", "csrf=" + csrf + "&user=bob&role=write", alice,
+                 "http://evil.example")
+                .result_int(),
+            403u);
+  EXPECT_EQ(Get("/acme", bob_cookie).result_int(), 404u);
+  const Res added =
+      Post("/organizations/acme/members", "csrf=" + csrf + "&user=bob&role=write", alice, base_);
+  ASSERT_EQ(added.result_int(), 303u) << added.body();
+  EXPECT_EQ(added[bhttp::field::location], "/acme");
+  const Res as_bob = Get("/acme", bob_cookie);
+  ASSERT_EQ(as_bob.result_int(), 200u);
+  EXPECT_NE(as_bob.body().find("<td>write</td>"), std::string::npos);
+  EXPECT_EQ(as_bob.body().find("Add a member"), std::string::npos) << "a writer manages no members";
+  const std::string& bob_page = as_bob.body();
+  const size_t b = bob_page.find("name=\"csrf\" value=\"");
+  EXPECT_EQ(Post("/organizations/acme/members",
+                 "csrf=" + bob_page.substr(b + 19, 64) + "&user=bob&role=admin", bob_cookie, base_)
+                .result_int(),
+            404u)
+      << "nor makes himself admin";
+  EXPECT_EQ(Post("/organizations/acme/members", "csrf=" + csrf + "&user=alice&role=none", alice, base_)
+                .result_int(),
+            409u)
+      << "the last admin stays";
+  EXPECT_EQ(
+      Post("/organizations/acme/members", "csrf=" + csrf + "&user=bob&role=owner", alice, base_).result_int(),
+      400u);
+}
+
 // The query parameter `name` of a URL (its values here need no decoding).
 std::string Param(std::string_view url, const std::string& name) {
   const size_t at = url.find(name + "=");
