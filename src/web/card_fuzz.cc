@@ -20,11 +20,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (const auto& [key, value] : cairn::web::MetadataEntries(card.metadata)) {
     FUZZ_CHECK(key.size() + value.size() <= text.size());
   }
-  std::string html = cairn::web::RenderMarkdown(card.body);
+  // As the card page renders it: relative links resolved into the repository's.
+  const cairn::web::LinkBase base{.pages = "/a/m/blob/main/", .files = "/a/m/resolve/main/"};
+  std::string html = cairn::web::RenderMarkdown(card.body, &base);
   for (char& c : html) c = static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
   FUZZ_CHECK(html.find("<script") == std::string::npos);
   FUZZ_CHECK(html.find("href=\"javascript:") == std::string::npos);
   FUZZ_CHECK(html.find("src=\"javascript:") == std::string::npos);
+  FUZZ_CHECK(html.find("href=\"/a/m/blob/main/javascript:") == std::string::npos);
   (void)cairn::web::CountTensors(text);
   return 0;
 }

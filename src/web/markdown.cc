@@ -5,6 +5,8 @@
 
 #include <memory>
 #include <mutex>
+#include <string>
+#include <vector>
 
 namespace cairn::web {
 
@@ -31,6 +33,26 @@ struct ParserFree {
 struct NodeFree {
   void operator()(cmark_node* n) const { cmark_node_free(n); }
 };
+
+struct IterFree {
+  void operator()(cmark_iter* i) const { cmark_iter_free(i); }
+};
+
+// Every link and image of `doc` with its URL resolved (ResolveCardUrl). The safe renderer still judges the
+// result (a scheme it refuses is never made relative).
+void ResolveLinks(cmark_node* doc, const LinkBase& base) {
+  std::unique_ptr<cmark_iter, IterFree> it(cmark_iter_new(doc));
+  for (cmark_event_type ev = cmark_iter_next(it.get()); ev != CMARK_EVENT_DONE;
+       ev = cmark_iter_next(it.get())) {
+    cmark_node* node = cmark_iter_get_node(it.get());
+    const cmark_node_type type = cmark_node_get_type(node);
+    if (ev != CMARK_EVENT_ENTER || (type != CMARK_NODE_LINK && type != CMARK_NODE_IMAGE)) continue;
+    const char* url = cmark_node_get_url(node);
+    if (url == nullptr) continue;
+    const std::string resolved = ResolveCardUrl(url, base, type == CMARK_NODE_IMAGE);
+    cmark_node_set_url(node, resolved.c_str());
+  }
+}
 
 }  // namespace
 
@@ -68,7 +90,36 @@ std::vector<std::pair<std::string, std::string>> MetadataEntries(std::string_vie
   return out;
 }
 
-std::string RenderMarkdown(std::string_view markdown) {
+std::string ResolveCardUrl(std::string_view url, const LinkBase& base, bool image) {
+  if (url.empty() || url.front() == '/' || url.front() == '#') return std::string(url);
+  const size_t scheme_end = url.find_first_of(":/?#");
+  if (scheme_end != std::string_view::npos && url[scheme_end] == ':')
+    return std::string(url);  // has a scheme
+  const size_t hash = url.find('#');
+  const std::string_view fragment = hash == std::string_view::npos ? std::string_view() : url.substr(hash);
+  const size_t end = url.find_first_of("?#");
+  std::vector<std::string_view> segments;
+  std::string_view path = url.substr(0, end);
+  while (!path.empty()) {
+    const size_t slash = path.find('/');
+    const std::string_view seg = path.substr(0, slash);
+    path = slash == std::string_view::npos ? std::string_view() : path.substr(slash + 1);
+    if (seg == "..") {
+      if (!segments.empty()) segments.pop_back();
+    } else if (!seg.empty() && seg != ".") {
+      segments.push_back(seg);
+    }
+  }
+  std::string out = image ? base.files : base.pages;
+  for (size_t i = 0; i < segments.size(); ++i) {
+    if (i > 0) out += '/';
+    out.append(segments[i]);
+  }
+  out.append(fragment);
+  return out;
+}
+
+std::string RenderMarkdown(std::string_view markdown, const LinkBase* base) {
   static std::once_flag registered;
   std::call_once(registered, [] { cmark_gfm_core_extensions_ensure_registered(); });
   const int options = CMARK_OPT_DEFAULT | CMARK_OPT_GITHUB_PRE_LANG;  // safe: no raw HTML, no unsafe URLs
@@ -79,6 +130,7 @@ std::string RenderMarkdown(std::string_view markdown) {
   }
   cmark_parser_feed(parser.get(), markdown.data(), markdown.size());
   std::unique_ptr<cmark_node, NodeFree> doc(cmark_parser_finish(parser.get()));
+  if (base != nullptr) ResolveLinks(doc.get(), *base);
   char* html = cmark_render_html(doc.get(), options, cmark_parser_get_syntax_extensions(parser.get()));
   std::string out(html);
   cmark_get_default_mem_allocator()->free(html);

@@ -27,7 +27,20 @@ Card SplitCard(std::string_view readme);
 // top level are kept with the key before them; a comment or blank line is skipped.
 std::vector<std::pair<std::string, std::string>> MetadataEntries(std::string_view metadata);
 
-// The HTML of `markdown` (safe, as above).
-std::string RenderMarkdown(std::string_view markdown);
+// Where a card's relative links lead: a README's links name files of its repository ("config.json",
+// "./docs/usage.md", "images/plot.png"), so a link goes to the file's page (`pages` + its path) and an
+// image to its bytes (`files` + its path), as on the Hub. Both end in '/': "/alice/model/blob/main/".
+struct LinkBase {
+  std::string pages;
+  std::string files;
+};
+
+// `url` as a card's link (`image`: an image's source) leads with `base`: a relative URL resolved in the
+// repository (its "." and ".." segments taken, never above the root; its query dropped, its fragment kept);
+// anything with a scheme, a site path ("/..."), another host ("//...") or a fragment alone stays as it is.
+std::string ResolveCardUrl(std::string_view url, const LinkBase& base, bool image);
+
+// The HTML of `markdown` (safe, as above), its relative links resolved with `base` when given.
+std::string RenderMarkdown(std::string_view markdown, const LinkBase* base = nullptr);
 
 }  // namespace cairn::web

@@ -115,7 +115,9 @@ void RenderCard(const PageContext& ctx, const std::shared_ptr<Exchange>& ex, con
       }
       v.set("has_metadata", !meta.is_empty_list());
       v.set("metadata", meta);
-      v.set("readme", RenderMarkdown(card.body));
+      const LinkBase base{.pages = page.url + "/blob/" + PercentEncode(page.rev) + "/",
+                          .files = page.url + "/resolve/" + PercentEncode(page.rev) + "/"};
+      v.set("readme", RenderMarkdown(card.body, &base));
     }
   }
   if (auto tensors = Tensors(ctx, page, *root); tensors && tensors->total() > 0) {

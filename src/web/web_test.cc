@@ -2,6 +2,7 @@
 // templates' escaping and the helpers that build URLs and sizes.
 #include <gtest/gtest.h>
 
+#include <map>
 #include <string>
 
 #include "web/assets.h"
@@ -59,6 +60,31 @@ std::string Header(const std::string& json) {
   uint64_t n = json.size();
   for (size_t i = 0; i < 8; ++i, n >>= 8) out[i] = static_cast<char>(n & 0xff);
   return out + json;
+}
+
+TEST(Markdown, RelativeLinksLeadToTheRepositorysFilesAndNothingElseMoves) {
+  const LinkBase base{.pages = "/a/m/blob/main/", .files = "/a/m/resolve/main/"};
+  const std::map<std::string, std::string> links = {
+      {"config.json", "/a/m/blob/main/config.json"},
+      {"./docs/usage.md#install", "/a/m/blob/main/docs/usage.md#install"},
+      {"docs/../../../etc/passwd", "/a/m/blob/main/etc/passwd"},
+      {"a//b/./c?x=1", "/a/m/blob/main/a/b/c"},
+      {"https://example.org/x", "https://example.org/x"},
+      {"mailto:me@example.org", "mailto:me@example.org"},
+      {"javascript:alert(1)", "javascript:alert(1)"},
+      {"/other/model", "/other/model"},
+      {"//evil.example/x", "//evil.example/x"},
+      {"#usage", "#usage"},
+  };
+  for (const auto& [url, want] : links) EXPECT_EQ(ResolveCardUrl(url, base, false), want) << url;
+  EXPECT_EQ(ResolveCardUrl("img/plot.png", base, true), "/a/m/resolve/main/img/plot.png");
+  const std::string html = RenderMarkdown(
+      "[cfg](config.json) ![plot](img/plot.png) [x](javascript:alert(1)) [ext](https://x.org)", &base);
+  EXPECT_NE(html.find("<a href=\"/a/m/blob/main/config.json\">cfg</a>"), std::string::npos) << html;
+  EXPECT_NE(html.find("<img src=\"/a/m/resolve/main/img/plot.png\" alt=\"plot\" />"), std::string::npos)
+      << html;
+  EXPECT_NE(html.find("<a href=\"\">x</a>"), std::string::npos) << "still emptied: " << html;
+  EXPECT_NE(html.find("href=\"https://x.org\""), std::string::npos);
 }
 
 TEST(Safetensors, CountsParametersByDtype) {
