@@ -47,17 +47,16 @@ void StartDevice(const HubContext& c, const std::shared_ptr<Exchange>& ex) {
 
 }  // namespace
 
-bool DeviceGrantAsked(const HubContext& c, const std::shared_ptr<Exchange>& ex) {
-  auto form = http::ParseForm(ex->request().body);
-  if (!form) return false;
-  const std::string_view grant = http::FormField(*form, "grant_type");
+bool DeviceGrantAsked(const HubContext& c, const std::shared_ptr<Exchange>& ex,
+                      const http::FormFields& form) {
+  const std::string_view grant = http::FormField(form, "grant_type");
   if (grant != kDeviceCodeGrant && grant != kRefreshGrant) return false;
   if (c.options.device == nullptr) {
     ex->Respond(OAuthError(400, "unsupported_grant_type", "no device sign-in here"));
     return true;
   }
   const bool refresh = grant == kRefreshGrant;
-  std::string secret(http::FormField(*form, refresh ? "refresh_token" : "device_code"));
+  std::string secret(http::FormField(form, refresh ? "refresh_token" : "device_code"));
   ex->Offload([&c, ex, refresh, secret = std::move(secret)] {
     const std::string& client = ex->request().remote;
     auto issued =

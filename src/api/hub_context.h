@@ -20,6 +20,7 @@
 #include "api/hub_routes.h"
 #include "api/person_tokens.h"
 #include "api/requests.h"
+#include "http/form.h"
 #include "http/server.h"
 
 namespace cairn::api::hub_routes {
@@ -66,7 +67,8 @@ http::Response OAuthError(const Error& e);
 // POST /oauth/token with a form asking for a device code's or a refresh token's grant (hf auth login):
 // answers it and returns true; false for any other grant (the token exchange's).
 struct HubContext;
-bool DeviceGrantAsked(const HubContext& c, const std::shared_ptr<http::Exchange>& ex);  // device_routes.cc
+bool DeviceGrantAsked(const HubContext& c, const std::shared_ptr<http::Exchange>& ex,
+                      const http::FormFields& form);  // device_routes.cc
 
 // ?key=1, true or True.
 bool QueryTrue(const http::Request& req, std::string_view key);

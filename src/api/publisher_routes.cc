@@ -17,6 +17,7 @@
 #include "api/hub_context.h"
 #include "common/hex.h"
 #include "common/printable.h"
+#include "http/form.h"
 #include "oidc/id_token.h"
 #include "publish/exchange.h"
 
@@ -82,11 +83,13 @@ http::Response Grant(const HubContext& c, const http::Request& req, const publis
 void ExchangeToken(const HubContext& c, const std::shared_ptr<Exchange>& ex) {
   const http::Request& req = ex->request();
   const bool form = req.Header("Content-Type").starts_with("application/x-www-form-urlencoded");
-  if (form && DeviceGrantAsked(c, ex)) return;  // hf auth login's grants (device_routes.cc)
+  // A form is parsed once: hf auth login's grants (device_routes.cc) or a token exchange.
+  std::optional<http::FormFields> fields = form ? http::ParseForm(req.body) : std::nullopt;
+  if (fields && DeviceGrantAsked(c, ex, *fields)) return;
   if (c.options.exchanger == nullptr || c.options.audit == nullptr) {
     return ex->Respond(OAuthError(404, "invalid_request", "this server has no trusted publishers"));
   }
-  auto body = ParseTokenExchangeBody(req.body, form);
+  auto body = fields ? TokenExchangeOf(*fields) : ParseTokenExchangeBody(req.body, form);
   if (!body) return ex->Respond(OAuthError(400, "invalid_request", body.error().message));
   if (body->grant_type != kTokenExchange) {
     return ex->Respond(

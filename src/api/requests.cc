@@ -26,46 +26,6 @@ std::optional<hub::RepoType> TypeFromSingular(std::string_view s, bool bucket = 
   return std::nullopt;
 }
 
-// The values of `key` in a form (application/x-www-form-urlencoded); nullopt when it is not one.
-std::optional<std::vector<std::string>> FormValues(std::string_view body, std::string_view key) {
-  const auto hex = [](char c) {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-  };
-  const auto decode = [&](std::string_view in) -> std::optional<std::string> {
-    std::string out;
-    for (size_t i = 0; i < in.size(); ++i) {
-      if (in[i] == '+') {
-        out.push_back(' ');
-      } else if (in[i] != '%') {
-        out.push_back(in[i]);
-      } else {
-        if (i + 2 >= in.size()) return std::nullopt;
-        const int hi = hex(in[i + 1]);
-        const int lo = hex(in[i + 2]);
-        if (hi < 0 || lo < 0) return std::nullopt;
-        out.push_back(static_cast<char>(hi << 4 | lo));
-        i += 2;
-      }
-    }
-    return out;
-  };
-  std::vector<std::string> values;
-  while (!body.empty()) {
-    const size_t amp = body.find('&');
-    const std::string_view pair = body.substr(0, amp);
-    body.remove_prefix(amp == std::string_view::npos ? body.size() : amp + 1);
-    const size_t eq = pair.find('=');
-    auto k = decode(pair.substr(0, eq));
-    auto v = decode(eq == std::string_view::npos ? "" : pair.substr(eq + 1));
-    if (!k || !v) return std::nullopt;
-    if (*k == key) values.push_back(std::move(*v));
-  }
-  return values;
-}
-
 const json::object* ParseObject(std::string_view body, json::value& storage) {
   boost::system::error_code ec;
   storage = json::parse(body, ec);
@@ -382,7 +342,7 @@ Parsed<std::vector<std::string>> ParsePathsInfoBody(std::string_view body) {
   if (const json::object* o = ParseObject(body, storage)) {
     if (auto p = StringArray(*o, "paths", SIZE_MAX)) paths = std::move(*p);
   } else {
-    auto form = FormValues(body, "paths");
+    auto form = http::FormValues(body, "paths");
     if (!form) return Refused("the body is a form of paths");
     paths = std::move(*form);
   }
@@ -586,9 +546,25 @@ Parsed<TokenBody> ParseTokenBody(std::string_view body) {
   return out;
 }
 
+namespace {
+constexpr std::string_view kTokenExchangeForm =
+    "the body gives grant_type, subject_token_type, subject_token and resource (JSON or a form)";
+}  // namespace
+
+Parsed<TokenExchangeBody> TokenExchangeOf(const http::FormFields& fields) {
+  TokenExchangeBody out;
+  for (auto [key, into] :
+       {std::pair{"grant_type", &out.grant_type}, std::pair{"subject_token_type", &out.subject_token_type},
+        std::pair{"subject_token", &out.subject_token}, std::pair{"resource", &out.resource}}) {
+    const auto it = fields.find(std::string_view(key));
+    if (it == fields.end() || it->second.empty()) return Refused(std::string(kTokenExchangeForm));
+    *into = it->second;
+  }
+  return out;
+}
+
 Parsed<TokenExchangeBody> ParseTokenExchangeBody(std::string_view body, bool form) {
-  constexpr std::string_view kForm =
-      "the body gives grant_type, subject_token_type, subject_token and resource (JSON or a form)";
+  constexpr std::string_view kForm = kTokenExchangeForm;
   http::FormFields fields;
   if (form) {
     if (body.empty()) return Refused(std::string(kForm));
@@ -603,15 +579,7 @@ Parsed<TokenExchangeBody> ParseTokenExchangeBody(std::string_view body, bool for
       if (auto v = StringField(*o, key)) fields.emplace(key, *v);
     }
   }
-  TokenExchangeBody out;
-  for (auto [key, into] :
-       {std::pair{"grant_type", &out.grant_type}, std::pair{"subject_token_type", &out.subject_token_type},
-        std::pair{"subject_token", &out.subject_token}, std::pair{"resource", &out.resource}}) {
-    const auto it = fields.find(std::string_view(key));
-    if (it == fields.end() || it->second.empty()) return Refused(std::string(kForm));
-    *into = it->second;
-  }
-  return out;
+  return TokenExchangeOf(fields);
 }
 
 Parsed<people::PublisherSpec> ParsePublisherBody(std::string_view body, std::string ns) {

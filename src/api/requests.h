@@ -16,6 +16,7 @@
 
 #include "cas/transfer_url.h"
 #include "common/basic_result.h"
+#include "http/form.h"
 #include "hub/bucket_service.h"
 #include "hub/hub_service.h"
 #include "people/people_service.h"
@@ -186,6 +187,8 @@ struct TokenExchangeBody {
   std::string resource;
 };
 Parsed<TokenExchangeBody> ParseTokenExchangeBody(std::string_view body, bool form);
+// The same from a form already parsed.
+Parsed<TokenExchangeBody> TokenExchangeOf(const http::FormFields& fields);
 
 // POST /api/publishers/{ns}: {"repo": "acme/model" (optional: every repository), "issuer", "audience",
 // "claims": {"name": "value", ...}, "role": "read"|"write" (default write)}. Checked by the service.
