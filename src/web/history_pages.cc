@@ -1,6 +1,7 @@
 // A repository's history (page_context.h): /commits/{rev}, newest first and paged, and /commit/{id}: what
 // the commit changed against its first parent, with a line diff of small text files.
 #include <map>
+#include <set>
 #include <utility>
 
 #include "web/page_context.h"
@@ -51,17 +52,61 @@ void RenderCommits(const PageContext& ctx, const std::shared_ptr<Exchange>& ex, 
                          page.who.visitor));
 }
 
-// Every file of the tree at `commit` by path (none for no commit).
-Result<std::map<std::string, hub::PathInfo>> FilesAt(const PageContext& ctx, const RepoPage& page,
-                                                     const std::optional<hub::ObjectId>& commit) {
+// One file a commit changed: its state before (null: added) and after (null: deleted).
+struct Change {
+  std::string path;
+  std::optional<hub::PathInfo> before;
+  std::optional<hub::PathInfo> after;
+};
+
+// The entries of the folder at `path` of `commit` by name (none for no commit, or no such folder there).
+Result<std::map<std::string, hub::PathInfo>> FolderAt(const PageContext& ctx, const RepoPage& page,
+                                                      const std::optional<hub::ObjectId>& commit,
+                                                      const std::string& path, bool present) {
   std::map<std::string, hub::PathInfo> out;
-  if (!commit) return out;
-  auto all = ctx.hub.List(page.repo, *commit, "", true);
-  if (!all) return all.error();
-  for (hub::PathInfo& f : *all) {
-    if (!f.is_dir) out.emplace(f.path, std::move(f));
+  if (!commit || !present) return out;
+  auto entries = ctx.hub.List(page.repo, *commit, path, false);
+  if (!entries) return entries.error();
+  for (hub::PathInfo& f : *entries) {
+    const size_t slash = f.path.rfind('/');
+    out.emplace(slash == std::string::npos ? f.path : f.path.substr(slash + 1), std::move(f));
   }
   return out;
+}
+
+// Adds to `out` the files that differ between folder `path` before (`had`: it existed) and after (`has`),
+// walking both trees together: a subfolder whose tree id is the same on both sides is the same, and is not
+// read.
+Status Compare(const PageContext& ctx, const RepoPage& page, const std::optional<hub::ObjectId>& parent,
+               const std::string& path, bool had, bool has, std::vector<Change>& out) {
+  auto before = FolderAt(ctx, page, parent, path, had);
+  auto after = FolderAt(ctx, page, page.commit, path, has);
+  if (!before) return before.error();
+  if (!after) return after.error();
+  std::set<std::string> names;
+  for (const auto& [name, f] : *before) names.insert(name);
+  for (const auto& [name, f] : *after) names.insert(name);
+  for (const std::string& name : names) {
+    const auto b = before->find(name);
+    const auto a = after->find(name);
+    const hub::PathInfo* was = b == before->end() ? nullptr : &b->second;
+    const hub::PathInfo* now = a == after->end() ? nullptr : &a->second;
+    if (was != nullptr && now != nullptr && was->oid == now->oid && was->is_dir == now->is_dir) continue;
+    std::string full = path;
+    if (!full.empty()) full += '/';
+    full += name;
+    const bool was_dir = was != nullptr && was->is_dir;
+    const bool now_dir = now != nullptr && now->is_dir;
+    if (was_dir || now_dir) {
+      if (auto st = Compare(ctx, page, parent, full, was_dir, now_dir, out); !st) return st;
+    }
+    // A file on either side (beside a folder of the same name on the other, the folder handled above).
+    std::optional<hub::PathInfo> file_before =
+        was != nullptr && !was_dir ? std::optional(*was) : std::nullopt;
+    std::optional<hub::PathInfo> file_after = now != nullptr && !now_dir ? std::optional(*now) : std::nullopt;
+    if (file_before || file_after) out.push_back({full, std::move(file_before), std::move(file_after)});
+  }
+  return Ok{};
 }
 
 // A small file's text, when it is one (nullopt: large, binary or unreadable).
@@ -106,27 +151,15 @@ View ChangeView(const PageContext& ctx, const RepoPage& page, const std::string&
 void SetChanges(View& v, const PageContext& ctx, const RepoPage& page, const hub::Commit& commit) {
   std::optional<hub::ObjectId> parent;
   if (!commit.parents.empty()) parent = commit.parents.front();
-  auto before = FilesAt(ctx, page, parent);
-  auto after = FilesAt(ctx, page, page.commit);
-  if (!before || !after) return;
-  std::vector<std::pair<const std::string*, std::pair<const hub::PathInfo*, const hub::PathInfo*>>> changed;
-  for (const auto& [path, f] : *after) {
-    auto it = before->find(path);
-    if (it == before->end()) {
-      changed.push_back({&path, {nullptr, &f}});
-    } else if (it->second.oid != f.oid) {
-      changed.push_back({&path, {&it->second, &f}});
-    }
-  }
-  for (const auto& [path, f] : *before) {
-    if (!after->contains(path)) changed.push_back({&path, {&f, nullptr}});
-  }
-  std::sort(changed.begin(), changed.end(), [](const auto& x, const auto& y) { return *x.first < *y.first; });
+  std::vector<Change> changed;
+  if (!Compare(ctx, page, parent, "", true, true, changed)) return;
+  std::sort(changed.begin(), changed.end(), [](const Change& x, const Change& y) { return x.path < y.path; });
   View list{View::type::list};
   size_t diffs = 0;
   for (size_t i = 0; i < changed.size() && i < kMaxChangesShown; ++i) {
+    const Change& c = changed[i];
     list.push_back(
-        ChangeView(ctx, page, *changed[i].first, changed[i].second.first, changed[i].second.second, diffs));
+        ChangeView(ctx, page, c.path, c.before ? &*c.before : nullptr, c.after ? &*c.after : nullptr, diffs));
   }
   v.set("changes", list);
   v.set("changed_count", std::to_string(changed.size()));

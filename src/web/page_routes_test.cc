@@ -257,6 +257,27 @@ TEST_F(PageRoutes, TheOperatorPageIsAnOperatorsAlone) {
   EXPECT_EQ(Get("/", SignIn()).body().find("href=\"/admin\""), std::string::npos) << "and nobody else";
 }
 
+// A commit's page lists exactly the files it changed, however deep (the two trees walked together).
+TEST_F(PageRoutes, ACommitsPageListsWhatItChangedInFoldersAtAnyDepth) {
+  const hub::Caller alice{.scope = "alice", .write = true, .expires = 0, .user = "", .reach = {}};
+  auto repo = hub_->Open(alice, {hub::RepoType::kModel, "alice", "pub"}, true);
+  ASSERT_TRUE(repo.ok()) << repo.error().message;
+  hub::CommitRequest c;
+  c.summary = "change deep";
+  c.operations = {hub::AddInline{"dir/deeper/new.txt", Bytes("new\n")},
+                  hub::AddInline{"dir/a.txt", Bytes("one\nTWO\n")}, hub::DeletePath{"bin.dat", false}};
+  auto made = hub_->CreateCommit(alice, *repo, c);
+  ASSERT_TRUE(made.ok()) << made.error().message;
+  const Res page = Get("/alice/pub/commit/" + made->oid.hex());
+  ASSERT_EQ(page.result_int(), 200u);
+  const std::string& body = page.body();
+  EXPECT_NE(body.find("3 files changed"), std::string::npos) << body.substr(0, 4000);
+  EXPECT_NE(body.find("dir/deeper/new.txt"), std::string::npos);
+  EXPECT_NE(body.find("+TWO"), std::string::npos);
+  EXPECT_NE(body.find("bin.dat"), std::string::npos);
+  EXPECT_EQ(body.find("README.md"), std::string::npos) << "an unchanged file is not listed";
+}
+
 // An organization's page lists its members and their roles to its members (and operators) alone.
 TEST_F(PageRoutes, AnOrganizationsMembersAreShownToItsMembers) {
   ASSERT_TRUE(people_->CreateOrg(kBy, "acme", "").ok());
