@@ -38,7 +38,7 @@ bool Same(std::string_view a, std::string_view b) {
   return !a.empty() && a.size() == b.size() && CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
 }
 
-Error Refused(std::string why) {
+Error SignInRefused(std::string why) {
   return Error{ErrorCode::kUnauthorized, "the sign-in was refused: " + std::move(why)};
 }
 
@@ -83,8 +83,8 @@ Result<std::pair<Attempt, std::string>> RelyingParty::Begin() {
 }
 
 Result<Identity> RelyingParty::Finish(const Attempt& attempt, std::string_view state, std::string_view code) {
-  if (!Same(state, attempt.state)) return Refused("the answer is to another sign-in (state)");
-  if (code.empty() || code.size() > 4096) return Refused("the provider sent no code");
+  if (!Same(state, attempt.state)) return SignInRefused("the answer is to another sign-in (state)");
+  if (code.empty() || code.size() > 4096) return SignInRefused("the provider sent no code");
   auto endpoints = keys_.Endpoints(config_.issuer);
   if (!endpoints) return endpoints.error();
   auto id_token = Redeem(*endpoints, attempt, code);
@@ -116,36 +116,37 @@ Result<std::string> RelyingParty::Redeem(const ProviderEndpoints& endpoints, con
     const std::string reason = error != nullptr && error->is_string() ? std::string(error->as_string()) : "";
     if (answer->status >= 500)
       return Unavailable("the provider's token endpoint answered " + std::to_string(answer->status));
-    return Refused("the provider refused the code (" + std::to_string(answer->status) +
-                   (reason.empty() ? "" : " " + reason.substr(0, 64)) + ")");
+    return SignInRefused("the provider refused the code (" + std::to_string(answer->status) +
+                         (reason.empty() ? "" : " " + reason.substr(0, 64)) + ")");
   }
   const json::value* id_token = o != nullptr ? o->if_contains("id_token") : nullptr;
   if (id_token == nullptr || !id_token->is_string())
-    return Refused("the provider's answer carries no id token");
+    return SignInRefused("the provider's answer carries no id token");
   return std::string(id_token->as_string());
 }
 
 Result<Identity> RelyingParty::Accept(std::string_view text, const Attempt& attempt) {
   auto token = ParseIdToken(text);
-  if (!token) return Refused(token.error().message);
-  if (token->iss != config_.issuer) return Refused("the id token names another issuer");
+  if (!token) return SignInRefused(token.error().message);
+  if (token->iss != config_.issuer) return SignInRefused("the id token names another issuer");
   if (auto st = keys_.Verify(*token); !st) {
     if (st.error().code == ErrorCode::kUnavailable) return st.error();
-    return Refused(st.error().message);
+    return SignInRefused(st.error().message);
   }
   const int64_t now = clock_.UnixSeconds();
-  if (token->exp + kLeeway <= now) return Refused("the id token expired");
-  if (token->nbf != 0 && token->nbf - kLeeway > now) return Refused("the id token is not valid yet");
-  if (token->iat != 0 && token->iat - kLeeway > now) return Refused("the id token was issued in the future");
+  if (token->exp + kLeeway <= now) return SignInRefused("the id token expired");
+  if (token->nbf != 0 && token->nbf - kLeeway > now) return SignInRefused("the id token is not valid yet");
+  if (token->iat != 0 && token->iat - kLeeway > now)
+    return SignInRefused("the id token was issued in the future");
   if (std::find(token->aud.begin(), token->aud.end(), config_.client_id) == token->aud.end())
-    return Refused("the id token is for another client");
+    return SignInRefused("the id token is for another client");
   const auto azp = token->claims.find("azp");
   if (token->aud.size() > 1 && (azp == token->claims.end() || azp->second != config_.client_id))
-    return Refused("the id token was issued to another party (azp)");
+    return SignInRefused("the id token was issued to another party (azp)");
   const auto nonce = token->claims.find("nonce");
   if (nonce == token->claims.end() || !Same(nonce->second, attempt.nonce))
-    return Refused("the id token is for another sign-in (nonce)");
-  if (token->sub.empty() || token->sub.size() > 255) return Refused("the id token names no subject");
+    return SignInRefused("the id token is for another sign-in (nonce)");
+  if (token->sub.empty() || token->sub.size() > 255) return SignInRefused("the id token names no subject");
   return Identity{.issuer = token->iss,
                   .subject = token->sub,
                   .claims = std::move(token->claims),
