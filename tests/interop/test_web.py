@@ -120,12 +120,15 @@ def test_links_the_cli_prints_open_pages_that_show_what_the_api_says(server, hub
     listed = hub.run("result = sorted(f.path for f in api.list_repo_tree('alice/card-model'))")
     for path in listed:
         assert path in tree
+    # A click returns before the page it opens may be there: each read waits for it.
     browser.find_element("link text", HOSTILE_NAME).click()
+    wait_for(lambda: "hostile" in browser.find_element("tag name", "main").text)
     assert alert_text(browser) is None
-    assert "hostile" in browser.find_element("tag name", "main").text
     browser.get(f"{repo_url}/tree/main")
     browser.find_element("link text", "docs/").click()
+    wait_for(lambda: bool(browser.find_elements("link text", "notes.txt")))
     browser.find_element("link text", "notes.txt").click()
+    wait_for(lambda: "line two" in browser.find_element("tag name", "main").text)
     blob = browser.find_element("tag name", "main").text
     assert "line one" in blob and "line two" in blob and "18 Bytes" in blob
     screenshot(browser, "blob")
@@ -178,6 +181,7 @@ def test_a_folder_of_10000_files_pages(server, hub_py, tmp_path, browser):
     text = page_text(browser, f"{srv.url}/alice/many/tree/main/data", "tree-paged")
     assert "10000 entries, 1–200 shown" in text and "f00000.txt" in text and "f00200.txt" not in text
     browser.find_element("link text", "Next").click()
+    wait_for(lambda: "201–400 shown" in browser.find_element("tag name", "main").text)
     text = browser.find_element("tag name", "main").text
     assert "201–400 shown" in text and "f00200.txt" in text and "f00199.txt" not in text
     last = http("GET", f"{srv.url}/alice/many/tree/main/data?p=49")
@@ -343,7 +347,8 @@ def test_hf_auth_login_is_approved_in_the_browser_and_its_token_uploads(server, 
         browser.find_element("id", "username").send_keys("carol")
         browser.find_element("id", "password").send_keys(password)
         browser.find_element("css selector", "form.stack button").click()
-        wait_for(lambda: "/device" in browser.current_url)
+        wait_for(lambda: "/device" in browser.current_url and
+                 bool(browser.find_elements("css selector", "button[value=approve]")))
         assert code in browser.find_element("tag name", "main").text
         screenshot(browser, "device-approve")
         browser.find_element("css selector", "button[value=approve]").click()
@@ -396,6 +401,8 @@ def test_the_device_flow_answers_as_rfc_8628_and_refresh_tokens_work_once(server
     browser.get(srv.url + "/device")
     browser.find_element("id", "user_code").send_keys(started["user_code"].lower().replace("-", " "))
     browser.find_element("css selector", "form.stack button").click()
+    # The click returns before the next page is there: wait for its button.
+    wait_for(lambda: bool(browser.find_elements("css selector", "button[value=approve]")))
     browser.find_element("css selector", "button[value=approve]").click()
     wait_for(lambda: "Approved" in browser.find_element("tag name", "main").text)
     time.sleep(5)
