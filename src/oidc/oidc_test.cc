@@ -331,6 +331,8 @@ class SingleSignOnTest : public RelyingPartyTest {
     claims_["sub"] = sub;
     claims_["preferred_username"] = username;
     claims_["groups"] = std::move(groups);
+    for (const auto& [k, v] : claims_override_) claims_[k] = v;
+    claims_override_.clear();
     return sso.Finish(started->cookie, flow->attempt.state, "the-code", "10.0.0.1");
   }
   std::optional<index::OrgRole> RoleIn(const std::string& org, const std::string& user) {
@@ -348,6 +350,7 @@ class SingleSignOnTest : public RelyingPartyTest {
   std::unique_ptr<people::Directory> directory_;
   std::unique_ptr<people::SignInService> sign_in_;
   SsoSettings settings_;
+  std::map<std::string, std::string> claims_override_;  // more claims for the next SignIn
 };
 
 TEST_F(SingleSignOnTest, ANewSubjectGetsAUserLinkedToItAndTheSameUserNextTime) {
@@ -375,6 +378,22 @@ TEST_F(SingleSignOnTest, ANewSubjectGetsAUserLinkedToItAndTheSameUserNextTime) {
   ASSERT_TRUE(linked.ok());
   ASSERT_EQ(linked->size(), 1u);
   EXPECT_EQ((*linked)[0].subject, "u-1");
+}
+
+TEST_F(SingleSignOnTest, AProvidersFullNameIsKeptOnlyAsTextALabelMayHold) {
+  SingleSignOn sso(settings_, party_, *people_, *sign_in_, *directory_, clock_);
+  const std::string long_name = std::string(99, 'a') + "\xC3\xA9";  // é across the 100-byte cut
+  const auto name_of = [&](const std::string& sub, const std::string& user, const std::string& full) {
+    claims_override_ = {{"name", full}};
+    auto r = SignIn(sso, sub, user);
+    EXPECT_TRUE(r.ok()) << r.error().message;
+    return people_->Find(user, std::nullopt)->full_name;
+  };
+  EXPECT_EQ(name_of("s1", "ann", "Ann \xC3\xA9"), "Ann \xC3\xA9");
+  EXPECT_EQ(name_of("s2", "ben", long_name), std::string(99, 'a')) << "cut on a character's boundary";
+  EXPECT_EQ(name_of("s3", "cat", "line\nbreak"), "") << "control characters: no full name, still signed in";
+  const std::string whole = std::string(98, 'b') + "\xC3\xA9";  // ends exactly at the cut
+  EXPECT_EQ(name_of("s4", "dan", whole + "z"), whole);
 }
 
 TEST_F(SingleSignOnTest, AnExistingNameIsNeverTakenOverAndAnOperatorLinksIt) {

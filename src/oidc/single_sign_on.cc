@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "common/base64.h"
+#include "common/utf8.h"
 #include "people/names.h"
 
 namespace cairn::oidc {
@@ -26,6 +27,28 @@ std::vector<std::string_view> Split(std::string_view text, char sep) {
 
 Error Denied(std::string why) {
   return Error{ErrorCode::kDenied, std::move(why)};
+}
+
+// The provider's "name" claim as a full name cairn keeps: cut to PeopleService::kMaxTextBytes on a
+// character's boundary; empty when it is not text a label may hold (control characters, bad UTF-8).
+std::string FullName(const Identity& who) {
+  const auto claim = who.claims.find("name");
+  if (claim == who.claims.end()) return {};
+  std::string name = claim->second.substr(0, people::PeopleService::kMaxTextBytes);
+  if (name.size() < claim->second.size()) {  // the last character, when the cut split it, goes
+    size_t lead = name.size();
+    while (lead > 0 && (static_cast<unsigned char>(name[lead - 1]) & 0xC0) == 0x80) --lead;
+    if (lead > 0) {
+      const auto c = static_cast<unsigned char>(name[lead - 1]);
+      const size_t length = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
+      if (name.size() - (lead - 1) < length) name.resize(lead - 1);
+    }
+  }
+  const bool control = std::any_of(name.begin(), name.end(), [](char ch) {
+    const auto c = static_cast<unsigned char>(ch);
+    return c < 0x20 || c == 0x7f;
+  });
+  return control || !ValidUtf8(name) || HasC1Control(name) ? std::string() : name;
 }
 
 }  // namespace
@@ -116,9 +139,7 @@ Result<people::AccountRecord> SingleSignOn::UserFor(const Identity& who) {
   auto name = NameFor(who);
   if (!name) return name.error();
   const people::Actor by{.actor = "sso", .token_id = "", .client = ""};
-  const auto full = who.claims.find("name");
-  auto made =
-      people_.CreateUser(by, *name, full == who.claims.end() ? "" : full->second.substr(0, 100), false);
+  auto made = people_.CreateUser(by, *name, FullName(who), false);
   if (!made) {
     if (made.error().code == ErrorCode::kConflict)
       return Denied("the name " + *name + " is taken by another user: ask an operator to link your sign-in");
