@@ -230,6 +230,7 @@ void ServePages(http::Server& server, const config::Config& cfg, Backend& b) {
   po.directory = b.people.get();
   po.sso = b.sso.get();
   po.index = b.index.get();
+  po.buckets = b.buckets.get();
   po.health = {{"index", [ix = b.index.get()] { return ix->Ping(); }},
                {"store", [st = b.store.get()] { return st->Ping(); }}};
   if (b.mirror) {

@@ -218,4 +218,20 @@ std::string IsoTime(int64_t unix_seconds) {
   return FormatTime(unix_seconds, "%Y-%m-%dT%H:%M:%SZ");
 }
 
+View Crumbs(std::string_view path, bool last_is_file) {
+  View list{View::type::list};
+  size_t start = 0;
+  while (start < path.size()) {
+    const size_t slash = path.find('/', start);
+    const size_t end = slash == std::string_view::npos ? path.size() : slash;
+    if (end == path.size() && last_is_file) break;
+    View c;
+    c.set("name", std::string(path.substr(start, end - start)));
+    c.set("url", UrlPath(path.substr(0, end)));
+    list.push_back(c);
+    start = end + 1;
+  }
+  return list;
+}
+
 }  // namespace cairn::web

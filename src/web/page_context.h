@@ -83,6 +83,10 @@ bool LooksLikeText(std::string_view text, bool cut_at_end);
 Result<std::string> ReadHead(const PageContext& ctx, const hub::Repo& repo, const hub::PathInfo& info,
                              uint64_t max);
 
+// The links to each folder on the way to `path` ("a/b/c": a, a/b, and a/b/c unless `last_is_file`): a
+// list of {name, url}.
+View Crumbs(std::string_view path, bool last_is_file);
+
 // The value of query parameter `key` ("" when absent), and a page number from ?p= (0 when absent or bad).
 std::string QueryValue(const http::Request& req, std::string_view key);
 size_t PageNumber(const http::Request& req);
@@ -127,5 +131,6 @@ void RegisterSignInPages(const std::shared_ptr<const PageContext>& ctx);    // s
 void RegisterDevicePages(const std::shared_ptr<const PageContext>& ctx);    // device_pages.cc
 void RegisterTokenPages(const std::shared_ptr<const PageContext>& ctx);     // token_pages.cc
 void RegisterOperatorPages(const std::shared_ptr<const PageContext>& ctx);  // operator_pages.cc
+void RegisterBucketPages(const std::shared_ptr<const PageContext>& ctx);    // bucket_pages.cc
 
 }  // namespace cairn::web

@@ -23,6 +23,7 @@ void RegisterPageRoutes(http::Server& server, hub::HubService& hub, files::FileS
   RegisterDevicePages(ctx);
   RegisterTokenPages(ctx);
   RegisterOperatorPages(ctx);
+  RegisterBucketPages(ctx);
   RegisterHistoryPages(ctx);
   RegisterRepoPages(ctx);
   RegisterListPages(ctx);

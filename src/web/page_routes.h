@@ -15,6 +15,7 @@
 
 #include "files/file_service.h"
 #include "http/server.h"
+#include "hub/bucket_service.h"
 #include "hub/hub_service.h"
 #include "index/index.h"
 #include "oidc/single_sign_on.h"
@@ -54,6 +55,8 @@ struct PageOptions {
   index::Index* index = nullptr;
   std::vector<std::pair<std::string, std::function<Status()>>> health;
   std::function<std::vector<std::pair<std::string, uint64_t>>()> mirror_counters;
+  // Buckets' pages (/buckets/{ns}/{name}); null: none. Outlives the server.
+  hub::BucketService* buckets = nullptr;
 };
 
 // `hub` and `files` outlive the server.

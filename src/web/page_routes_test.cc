@@ -68,6 +68,8 @@ class PageRoutes : public api::testing::ApiServerTest {
     po.directory = directory_.get();
     po.sso = sso_.get();
     po.index = index_.get();
+    buckets_ = std::make_unique<hub::BucketService>(*index_, *files_, clock_);
+    po.buckets = buckets_.get();
     po.health = {{"index", [this] { return index_->Ping(); }},
                  {"store", [] { return Status(Unavailable("the disk is gone")); }}};
     RegisterPageRoutes(*server_, *hub_, *files_, std::move(po));
@@ -76,6 +78,7 @@ class PageRoutes : public api::testing::ApiServerTest {
   void TearDown() override {
     StopServer();
     sso_.reset();
+    buckets_.reset();
     party_.reset();
     keys_.reset();
     sign_in_.reset();
@@ -142,6 +145,7 @@ class PageRoutes : public api::testing::ApiServerTest {
   std::unique_ptr<oidc::IssuerKeys> keys_;
   std::unique_ptr<oidc::RelyingParty> party_;
   std::unique_ptr<oidc::SingleSignOn> sso_;
+  std::unique_ptr<hub::BucketService> buckets_;
 };
 
 TEST_F(PageRoutes, EachPageAnswersWithItsStatusAndHeaders) {
@@ -174,6 +178,8 @@ TEST_F(PageRoutes, EachPageAnswersWithItsStatusAndHeaders) {
       {"/login/oidc/callback?error=access_denied", 401},
       {"/settings/tokens", 303},
       {"/admin", 303},
+      {"/buckets/alice/nothing", 404},
+      {"/buckets/alice/nothing/tree/a", 404},
   };
   for (const auto& [target, status] : expected) {
     const Res r = Get(target);

@@ -26,23 +26,6 @@ std::string KindOf(const hub::PathInfo& info) {
   return "small file";
 }
 
-// The links to each folder on the way to `path` ("a/b/c": a, a/b, and a/b/c unless `last_is_file`).
-View Crumbs(std::string_view path, bool last_is_file) {
-  View list{View::type::list};
-  size_t start = 0;
-  while (start < path.size()) {
-    const size_t slash = path.find('/', start);
-    const size_t end = slash == std::string_view::npos ? path.size() : slash;
-    if (end == path.size() && last_is_file) break;
-    View c;
-    c.set("name", std::string(path.substr(start, end - start)));
-    c.set("url", UrlPath(path.substr(0, end)));
-    list.push_back(c);
-    start = end + 1;
-  }
-  return list;
-}
-
 View BaseView(const RepoPage& page, std::string_view tab) {
   View v;
   v.set("header", RepoHeader(page, tab));

@@ -532,3 +532,28 @@ def test_the_operator_page_shows_dedup_health_and_events_to_operators_alone(serv
     text = page_text(browser, srv.url + "/admin", "operator")
     assert "Dedup ratio" in text and "index answers" in text and "store answers" in text
     assert "repo.create" in text and "olga/twice" in text
+
+
+@pytest.mark.backends("sqlite")
+def test_a_buckets_page_lists_its_folders_and_a_private_one_is_a_404(server, hub_py, tmp_path, browser):
+    srv = server()
+    hub = Hub(hub_py, tmp_path / "alice", srv, srv.token("alice", write=True))
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "a.txt").write_text("hello\n")
+    (tmp_path / "sub" / "b.bin").write_bytes(bytes(range(256)) * 64)
+    url = hub.run(f"""
+        u = api.create_bucket("alice/files")
+        api.create_bucket("alice/hidden", private=True)
+        api.batch_bucket_files("alice/files", add=[({str(tmp_path / "a.txt")!r}, "a.txt"),
+                                                   ({str(tmp_path / "sub" / "b.bin")!r}, "sub/b.bin")])
+        result = u.url""")
+    text = page_text(browser, url, "bucket")
+    assert "alice / files" in text and "2 files" in text and "a.txt" in text and "sub/" in text
+    browser.find_element("link text", "sub/").click()
+    wait_for(lambda: "b.bin" in browser.find_element("tag name", "main").text)
+    href = browser.find_element("link text", "b.bin").get_attribute("href")
+    assert href == f"{srv.url}/buckets/alice/files/resolve/sub/b.bin"
+    assert http("GET", href).body == bytes(range(256)) * 64
+    browser.delete_all_cookies()
+    browser.get(f"{srv.url}/buckets/alice/hidden")
+    assert "404" in browser.title
