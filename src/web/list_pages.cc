@@ -1,5 +1,5 @@
 // Lists of repositories (page_context.h): the home page (what the visitor may see of each kind), /models,
-// /datasets and /spaces paged by name, and a namespace's page /{ns}.
+// /datasets, /spaces and /buckets paged by name, and a namespace's page /{ns}.
 #include <algorithm>
 #include <optional>
 #include <utility>
@@ -24,7 +24,8 @@ struct Kind {
 };
 constexpr Kind kKinds[] = {{hub::RepoType::kModel, "Models", "/models"},
                            {hub::RepoType::kDataset, "Datasets", "/datasets"},
-                           {hub::RepoType::kSpace, "Spaces", "/spaces"}};
+                           {hub::RepoType::kSpace, "Spaces", "/spaces"},
+                           {hub::RepoType::kBucket, "Buckets", "/buckets"}};
 
 // A section of up to `limit` repositories of `kind` (of `author` when given, after `after`), with a link to
 // more when there may be more: `more_url` followed by the last one's name.

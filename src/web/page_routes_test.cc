@@ -178,6 +178,7 @@ TEST_F(PageRoutes, EachPageAnswersWithItsStatusAndHeaders) {
       {"/login/oidc/callback?error=access_denied", 401},
       {"/settings/tokens", 303},
       {"/admin", 303},
+      {"/buckets", 200},
       {"/buckets/alice/nothing", 404},
       {"/buckets/alice/nothing/tree/a", 404},
   };

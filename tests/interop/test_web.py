@@ -547,6 +547,8 @@ def test_a_buckets_page_lists_its_folders_and_a_private_one_is_a_404(server, hub
         api.batch_bucket_files("alice/files", add=[({str(tmp_path / "a.txt")!r}, "a.txt"),
                                                    ({str(tmp_path / "sub" / "b.bin")!r}, "sub/b.bin")])
         result = u.url""")
+    assert "alice/files" in page_text(browser, f"{srv.url}/alice", "namespace-with-bucket")
+    assert "alice/hidden" not in browser.find_element("tag name", "main").text
     text = page_text(browser, url, "bucket")
     assert "alice / files" in text and "2 files" in text and "a.txt" in text and "sub/" in text
     browser.find_element("link text", "sub/").click()
