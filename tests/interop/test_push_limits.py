@@ -141,8 +141,11 @@ def test_pushes_in_flight_are_bounded(server):
     write = srv.token("alice", write=True)
     create_repo(srv, write, "model")
     headers = {"Content-Type": PUSH, "Authorization": basic(write)}
-    with send_header(srv.port, "POST", "/alice/model.git/git-receive-pack", headers, MiB) as holder:
-        holder.sendall(b"0000")
+    # The holder sends half its body first: the gate lets a push slower than 256 KiB/s give way to a new one
+    # after a second (preemption), and 4 MiB keeps it above that rate for 16 s, not the one second four bytes
+    # gave, which a loaded machine (make test's lanes side by side) once outlasted before the probe's header.
+    with send_header(srv.port, "POST", "/alice/model.git/git-receive-pack", headers, 8 * MiB) as holder:
+        holder.sendall(b"0000" + b"\0" * (4 * MiB - 4))
         with send_header(srv.port, "POST", "/alice/model.git/git-receive-pack", headers, MiB) as s:
             status, answer_headers = read_answer(s)
             assert status == 503
