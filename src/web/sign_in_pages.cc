@@ -1,5 +1,5 @@
 // Signing in and out (page_context.h, people/sign_in.h): GET /login shows the form, POST /login checks the
-// password and starts a session, POST /login/oidc sends the browser to the company's provider and GET
+// password and starts a session, GET /login/oidc sends the browser to the company's provider and GET
 // /login/oidc/callback starts a session for whoever it signed in (oidc/single_sign_on.h), POST /logout ends
 // it. Every post must come from cairn's own pages: its
 // Origin (when the browser sends one) is cairn's, and it carries the form token — the session's for a
