@@ -115,6 +115,8 @@ std::string WithoutIgnorable(std::string_view name) {
 // anywhere; on NTFS, trailing dots and spaces dropped, an alternate data stream after ':'
 // (".git::$INDEX_ALLOCATION" is the folder itself) and the 8.3 short name (GIT~1, and any GIT~N here).
 bool NamesGitFolder(std::string_view name) {
+  // Every spelling holds a 'g' (".git", "git~"), which no ignorable code point's bytes are.
+  if (name.find_first_of("gG") == std::string_view::npos) return false;
   std::string s = WithoutIgnorable(name);
   if (const size_t colon = s.find(':'); colon != std::string::npos) s.resize(colon);
   while (!s.empty() && (s.back() == '.' || s.back() == ' ')) s.pop_back();

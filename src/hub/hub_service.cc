@@ -426,8 +426,8 @@ Status HubService::Prefetch(const Repo& repo, const std::vector<std::vector<uint
   return Ok{};
 }
 
-Result<std::shared_ptr<const std::vector<TreeEntry>>> HubService::ReadTree(const Repo& repo,
-                                                                           const ObjectId& oid) {
+Result<std::shared_ptr<const HubService::ParsedTree>> HubService::ReadParsedTree(const Repo& repo,
+                                                                                 const ObjectId& oid) {
   const std::string cache_key = std::to_string(repo.record.id) + ":" + oid.hex();
   if (auto hit = trees_.Get(cache_key)) return hit;
   auto obj = ReadObject(repo, KeyOf(oid));
@@ -437,11 +437,24 @@ Result<std::shared_ptr<const std::vector<TreeEntry>>> HubService::ReadTree(const
   }
   auto entries = ParseTree(obj->data);
   if (!entries.ok()) return Damaged(entries.error().message);
-  auto tree = std::make_shared<const std::vector<TreeEntry>>(std::move(*entries));
+  auto tree = std::make_shared<ParsedTree>();
+  tree->entries = std::move(*entries);
   size_t charge = 64;
-  for (const auto& e : *tree) charge += e.name.size() + sizeof(TreeEntry);
-  trees_.Put(cache_key, tree, charge);
-  return tree;
+  for (size_t i = 0; i < tree->entries.size(); ++i) {
+    const TreeEntry& e = tree->entries[i];
+    if (ValidSegment(e.name)) tree->served.push_back(static_cast<uint32_t>(i));
+    charge += e.name.size() + sizeof(TreeEntry) + sizeof(uint32_t);
+  }
+  std::shared_ptr<const ParsedTree> parsed = std::move(tree);
+  trees_.Put(cache_key, parsed, charge);
+  return parsed;
+}
+
+Result<std::shared_ptr<const std::vector<TreeEntry>>> HubService::ReadTree(const Repo& repo,
+                                                                           const ObjectId& oid) {
+  auto tree = ReadParsedTree(repo, oid);
+  if (!tree.ok()) return tree.error();
+  return std::shared_ptr<const std::vector<TreeEntry>>(*tree, &(*tree)->entries);  // shares its owner
 }
 
 Result<Commit> HubService::ReadCommit(const Repo& repo, const ObjectId& oid) {
@@ -737,16 +750,14 @@ Result<std::vector<PathInfo>> HubService::List(const Repo& repo, const ObjectId&
   while (!pending.empty()) {
     auto [dir, oid] = std::move(pending.back());
     pending.pop_back();
-    auto entries = ReadTree(repo, oid);
-    if (!entries.ok()) return entries.error();
-    std::vector<const TreeEntry*> all;
-    for (const TreeEntry& e : **entries) all.push_back(&e);
-    if (auto st = PrefetchEntries(repo, all, recursive); !st.ok()) return st.error();
+    auto tree = ReadParsedTree(repo, oid);
+    if (!tree.ok()) return tree.error();
+    std::vector<const TreeEntry*> served;
+    for (const uint32_t i : (*tree)->served) served.push_back(&(*tree)->entries[i]);
+    if (auto st = PrefetchEntries(repo, served, recursive); !st.ok()) return st.error();
     std::vector<std::pair<std::string, ObjectId>> subdirs;
-    for (const TreeEntry& e : **entries) {
-      // A name an older cairn stored before today's rules (a spelling of .git, a control character) is not
-      // served: a client would write it into a checkout. fsck reports it.
-      if (!ValidSegment(e.name)) continue;
+    for (const TreeEntry* entry : served) {
+      const TreeEntry& e = *entry;
       auto info = Describe(repo, JoinPath(dir, e.name), e);
       if (!info.ok()) return info.error();
       if (recursive && e.is_tree()) subdirs.emplace_back(info->path, e.id);
@@ -785,18 +796,14 @@ Result<HubService::FolderPage> HubService::ListPage(const Repo& repo, const Obje
   auto at = Stat(repo, commit, path);
   if (!at.ok()) return at.error();
   if (!at->is_dir) return EntryNotFound(std::string(path) + " is not a folder");
-  auto entries = ReadTree(repo, at->oid);
-  if (!entries.ok()) return entries.error();
-  std::vector<const TreeEntry*> valid;  // names an older cairn stored before today's rules are not served
-  for (const TreeEntry& e : **entries) {
-    if (ValidSegment(e.name)) valid.push_back(&e);
-  }
+  auto tree = ReadParsedTree(repo, at->oid);
+  if (!tree.ok()) return tree.error();
+  const std::vector<uint32_t>& served = (*tree)->served;
   FolderPage page;
-  page.total = valid.size();
-  const size_t first = std::min(offset, valid.size());
-  const std::vector<const TreeEntry*> slice(
-      valid.begin() + static_cast<ptrdiff_t>(first),
-      valid.begin() + static_cast<ptrdiff_t>(std::min(valid.size(), first + limit)));
+  page.total = served.size();
+  std::vector<const TreeEntry*> slice;
+  for (size_t i = std::min(offset, served.size()); i < served.size() && slice.size() < limit; ++i)
+    slice.push_back(&(*tree)->entries[served[i]]);
   if (auto st = PrefetchEntries(repo, slice, false); !st.ok()) return st.error();
   for (const TreeEntry* e : slice) {
     auto info = Describe(repo, JoinPath(std::string(path), e->name), *e);

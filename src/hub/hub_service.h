@@ -354,6 +354,14 @@ class HubService {
   class Rewriter;
   // Takes the files the links under `keys` name out of the repository's scopes (a purge, purge.cc).
   Status UnregisterLinked(const Repo& repo, const std::vector<std::vector<uint8_t>>& keys);
+  // A tree as parsed, with the positions of the entries it serves: names an older cairn stored before
+  // today's rules (a spelling of .git, a control character) are not served, a client would write them into a
+  // checkout (fsck reports them). Checked once, when the tree is read, not on every listing.
+  struct ParsedTree {
+    std::vector<TreeEntry> entries;
+    std::vector<uint32_t> served;  // indices into entries, in order
+  };
+  Result<std::shared_ptr<const ParsedTree>> ReadParsedTree(const Repo& repo, const ObjectId& oid);
   Result<std::shared_ptr<const std::vector<TreeEntry>>> ReadTree(const Repo& repo, const ObjectId& oid);
   // The size of the Xet file a repository's LFS link names; nullopt when that file is not visible to it.
   Result<std::optional<uint64_t>> LinkedSize(const Repo& repo, const index::RepoObject& link);
@@ -378,7 +386,7 @@ class HubService {
   files::FileService& files_;
   const HubOptions options_;
   // Parsed objects by "<repo id>:<key>" (immutable: never invalidated, only evicted).
-  LruCache<std::string, std::vector<TreeEntry>, std::hash<std::string>> trees_;
+  LruCache<std::string, ParsedTree, std::hash<std::string>> trees_;
   LruCache<std::string, index::RepoObject, std::hash<std::string>> objects_;
 };
 
