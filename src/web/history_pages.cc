@@ -32,24 +32,28 @@ View CommitRow(const std::string& repo_url, const hub::CommitInfo& c) {
   return row;
 }
 
-void RenderCommits(const PageContext& ctx, const std::shared_ptr<Exchange>& ex, const RepoPage& page) {
-  const size_t p = PageNumber(ex->request());
+// Page `p` of the history from the page's commit, newest first.
+Result<std::string> CommitsBody(const PageContext& ctx, const RepoPage& page, size_t p) {
   auto listed =
       ctx.hub.ListCommits(page.repo, page.commit, p * kCommitsPage, kCommitsPage, kMessageBytesPage);
-  if (!listed) {
-    return ex->Respond(
-        ErrorPage(http::HttpStatusOf(listed.error().code), listed.error().message, page.who.visitor));
-  }
+  if (!listed) return listed.error();
   View v;
-  v.set("header", RepoHeader(page, "history"));
   v.set("rev", page.rev);
   View rows{View::type::list};
   for (const hub::CommitInfo& c : listed->commits) rows.push_back(CommitRow(page.url, c));
   v.set("commits", rows);
   if (p > 0) v.set("prev", std::to_string(p - 1));
   if (listed->more) v.set("next", std::to_string(p + 1));
-  ex->Respond(PageAnswer(200, "History · " + hub::RepoPath(page.repo.id()), Render("commits.html", v),
-                         page.who.visitor));
+  return Render("commits.html", v);
+}
+
+void RenderCommits(const PageContext& ctx, const std::shared_ptr<Exchange>& ex, const RepoPage& page) {
+  const size_t p = PageNumber(ex->request());
+  auto body = Kept(ctx, page, "commits:" + std::to_string(p), [&] { return CommitsBody(ctx, page, p); });
+  if (!body)
+    return ex->Respond(
+        ErrorPage(http::HttpStatusOf(body.error().code), body.error().message, page.who.visitor));
+  ex->Respond(RepoPageAnswer(page, "history", "History · " + hub::RepoPath(page.repo.id()), (*body)->html));
 }
 
 // One file a commit changed: its state before (null: added) and after (null: deleted).
@@ -169,26 +173,21 @@ void SetChanges(View& v, const PageContext& ctx, const RepoPage& page, const hub
   }
 }
 
-void RenderCommit(const PageContext& ctx, const std::shared_ptr<Exchange>& ex, const RepoPage& page) {
-  auto commit = ctx.hub.ReadCommit(page.repo, page.commit);
-  if (!commit) {
-    return ex->Respond(
-        ErrorPage(http::HttpStatusOf(commit.error().code), commit.error().message, page.who.visitor));
-  }
+// What the page's commit is and changed.
+Result<std::string> CommitBody(const PageContext& ctx, const RepoPage& page, const hub::Commit& commit) {
   View v;
-  v.set("header", RepoHeader(page, "history"));
   v.set("repo_url", page.url);
   v.set("oid", page.commit.hex());
-  v.set("summary", commit->title());
-  if (const size_t nl = commit->message.find("\n\n");
-      nl != std::string::npos && nl + 2 < commit->message.size()) {
-    v.set("description", commit->message.substr(nl + 2));
+  v.set("summary", commit.title());
+  if (const size_t nl = commit.message.find("\n\n");
+      nl != std::string::npos && nl + 2 < commit.message.size()) {
+    v.set("description", commit.message.substr(nl + 2));
   }
-  v.set("author", commit->author.name);
-  v.set("date", DateText(commit->committer.time));
-  v.set("iso", IsoTime(commit->committer.time));
+  v.set("author", commit.author.name);
+  v.set("date", DateText(commit.committer.time));
+  v.set("iso", IsoTime(commit.committer.time));
   View parents{View::type::list};
-  for (const hub::ObjectId& p : commit->parents) {
+  for (const hub::ObjectId& p : commit.parents) {
     View row;
     row.set("oid", p.hex());
     row.set("short", p.hex().substr(0, 7));
@@ -196,9 +195,22 @@ void RenderCommit(const PageContext& ctx, const std::shared_ptr<Exchange>& ex, c
   }
   v.set("has_parents", !parents.is_empty_list());
   v.set("parents", parents);
-  SetChanges(v, ctx, page, *commit);
-  ex->Respond(PageAnswer(200, commit->title() + " · " + hub::RepoPath(page.repo.id()),
-                         Render("commit.html", v), page.who.visitor));
+  SetChanges(v, ctx, page, commit);
+  return Render("commit.html", v);
+}
+
+void RenderCommit(const PageContext& ctx, const std::shared_ptr<Exchange>& ex, const RepoPage& page) {
+  auto commit = ctx.hub.ReadCommit(page.repo, page.commit);
+  if (!commit) {
+    return ex->Respond(
+        ErrorPage(http::HttpStatusOf(commit.error().code), commit.error().message, page.who.visitor));
+  }
+  auto body = Kept(ctx, page, "commit", [&] { return CommitBody(ctx, page, *commit); });
+  if (!body)
+    return ex->Respond(
+        ErrorPage(http::HttpStatusOf(body.error().code), body.error().message, page.who.visitor));
+  ex->Respond(RepoPageAnswer(page, "history", commit->title() + " · " + hub::RepoPath(page.repo.id()),
+                             (*body)->html));
 }
 
 }  // namespace

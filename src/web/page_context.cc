@@ -147,6 +147,32 @@ std::string RepoHeader(const RepoPage& page, std::string_view tab) {
   return Render("repo_header.html", v);
 }
 
+http::Response RepoPageAnswer(const RepoPage& page, std::string_view tab, std::string_view title,
+                              std::string_view body) {
+  std::string main = RepoHeader(page, tab);
+  main += body;
+  return PageAnswer(200, title, main, page.who.visitor);
+}
+
+Result<std::shared_ptr<const PageContext::KeptPart>> Kept(
+    const PageContext& ctx, const RepoPage& page, std::string_view what,
+    const std::function<Result<std::string>()>& render) {
+  constexpr auto kKeptFor = std::chrono::minutes(1);
+  std::string key = std::to_string(page.repo.record.id);
+  for (const std::string_view part :
+       {std::string_view(page.commit.hex()), std::string_view(page.url), std::string_view(page.rev), what}) {
+    key += '\0';
+    key += part;
+  }
+  const auto now = std::chrono::steady_clock::now();
+  if (auto hit = ctx.kept->Get(key); hit && now - hit->made < kKeptFor) return hit;
+  auto html = render();
+  if (!html) return html.error();
+  auto part = std::make_shared<const PageContext::KeptPart>(PageContext::KeptPart{std::move(*html), now});
+  ctx.kept->Put(key, part, key.size() + part->html.size() + 64);
+  return part;
+}
+
 bool LooksLikeText(std::string_view text, bool cut_at_end) {
   if (text.find('\0') != std::string_view::npos) return false;
   if (ValidUtf8(text)) return true;

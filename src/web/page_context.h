@@ -6,6 +6,8 @@
 // on the server's workers (Offload), which the index's reads may block.
 #pragma once
 
+#include <chrono>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -30,6 +32,12 @@ struct PageContext {
   // The tensors of safetensors files the cards have read, by the file's blob id (its content): a card does
   // not read a header twice.
   std::shared_ptr<LruCache<hub::ObjectId, TensorCounts, hub::ObjectIdHash>> tensors;
+  // Parts of repository pages rendered from a commit (Kept).
+  struct KeptPart {
+    std::string html;
+    std::chrono::steady_clock::time_point made;
+  };
+  std::shared_ptr<LruCache<std::string, KeptPart, std::hash<std::string>>> kept;
 
   // Who the request comes from: the person its session cookie speaks for, or nobody.
   Signed Identify(const http::Request& req) const;
@@ -74,6 +82,19 @@ http::Handler RepoPageHandler(const std::shared_ptr<const PageContext>& ctx, Rep
 
 // The header of a repository's pages, with tab `tab` ("card", "files", "history") marked current.
 std::string RepoHeader(const RepoPage& page, std::string_view tab);
+
+// A repository's page: its header (tab `tab` current) above `body`, in the layout, titled `title`.
+http::Response RepoPageAnswer(const RepoPage& page, std::string_view tab, std::string_view title,
+                              std::string_view body);
+
+// The HTML `render` makes of what a page shows at its commit, kept for a minute (PageContext::kept) by the
+// repository, the commit, the URL's repository path and revision, and `what` (the part and its parameters):
+// a page read often then costs only its header, its live parts and the layout. Stored objects never change;
+// the minute bounds what may beside them (a large file's link arriving or purged). Nothing of the visitor is
+// in it and access is checked before; a failure is returned, not kept.
+Result<std::shared_ptr<const PageContext::KeptPart>> Kept(const PageContext& ctx, const RepoPage& page,
+                                                          std::string_view what,
+                                                          const std::function<Result<std::string>()>& render);
 
 // Whether `text` is shown as text: valid UTF-8 with no NUL (a cut at `cut_at_end` may split the last
 // character, which is then not held against it).

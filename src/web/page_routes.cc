@@ -7,6 +7,10 @@
 
 namespace cairn::web {
 
+namespace {
+constexpr size_t kKeptPageBytes = 32 << 20;  // rendered parts of repository pages (PageContext::kept)
+}  // namespace
+
 void RegisterPageRoutes(http::Server& server, hub::HubService& hub, files::FileService& files,
                         PageOptions options) {
   while (!options.public_url.empty() && options.public_url.back() == '/') options.public_url.pop_back();
@@ -15,7 +19,9 @@ void RegisterPageRoutes(http::Server& server, hub::HubService& hub, files::FileS
       .hub = hub,
       .files = files,
       .options = std::move(options),
-      .tensors = std::make_shared<LruCache<hub::ObjectId, TensorCounts, hub::ObjectIdHash>>(4 << 20)});
+      .tensors = std::make_shared<LruCache<hub::ObjectId, TensorCounts, hub::ObjectIdHash>>(4 << 20),
+      .kept = std::make_shared<LruCache<std::string, PageContext::KeptPart, std::hash<std::string>>>(
+          kKeptPageBytes)});
   server.router().Handle(http::Verb::get, StylesheetPath(), http::RouteOptions().Name("page_static"),
                          [](const std::shared_ptr<http::Exchange>& ex) { ex->Respond(StylesheetAnswer()); });
   // The most specific patterns first: the router takes the first route that matches.

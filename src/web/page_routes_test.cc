@@ -285,6 +285,31 @@ TEST_F(PageRoutes, ACommitsPageListsWhatItChangedInFoldersAtAnyDepth) {
   EXPECT_EQ(body.find("README.md"), std::string::npos) << "an unchanged file is not listed";
 }
 
+// What a page keeps from a commit (Kept) follows the branch: a new commit shows at once on the card, the
+// folder and the history, and a repository made private is a 404 however often its pages were read.
+TEST_F(PageRoutes, PagesFollowTheBranchAndTheRepositorysVisibility) {
+  const hub::Caller alice{.scope = "alice", .write = true, .expires = 0, .user = "", .reach = {}};
+  for (const char* target : {"/alice/pub", "/alice/pub/tree/main/dir", "/alice/pub/commits/main"})
+    ASSERT_EQ(Get(target).result_int(), 200u) << target;
+  EXPECT_NE(Get("/alice/pub").body().find("Hello"), std::string::npos);
+  auto repo = hub_->Open(alice, {hub::RepoType::kModel, "alice", "pub"}, true);
+  ASSERT_TRUE(repo.ok()) << repo.error().message;
+  hub::CommitRequest c;
+  c.summary = "second &amp; last";
+  c.operations = {hub::AddInline{"README.md", Bytes("# Goodbye\n")},
+                  hub::AddInline{"dir/b.txt", Bytes("b\n")}};
+  ASSERT_TRUE(hub_->CreateCommit(alice, *repo, c).ok());
+  const std::string card = Get("/alice/pub").body();
+  EXPECT_NE(card.find("Goodbye"), std::string::npos) << card;
+  EXPECT_EQ(card.find("Hello"), std::string::npos) << card;
+  EXPECT_NE(Get("/alice/pub/tree/main/dir").body().find(">b.txt<"), std::string::npos);
+  EXPECT_NE(Get("/alice/pub/commits/main").body().find("second &amp;amp; last"), std::string::npos);
+
+  ASSERT_TRUE(hub_->UpdateSettings(alice, {hub::RepoType::kModel, "alice", "pub"}, true).ok());
+  for (const char* target : {"/alice/pub", "/alice/pub/tree/main/dir", "/alice/pub/commits/main"})
+    EXPECT_EQ(Get(target).result_int(), 404u) << target;
+}
+
 // An organization's page lists its members and their roles to its members (and operators) alone.
 TEST_F(PageRoutes, AnOrganizationsMembersAreShownToItsMembers) {
   ASSERT_TRUE(people_->CreateOrg(kBy, "acme", "").ok());

@@ -26,9 +26,8 @@ std::string KindOf(const hub::PathInfo& info) {
   return "small file";
 }
 
-View BaseView(const RepoPage& page, std::string_view tab) {
+View BaseView(const RepoPage& page) {
   View v;
-  v.set("header", RepoHeader(page, tab));
   v.set("repo_url", page.url);
   v.set("rev", page.rev);
   v.set("rev_url", PercentEncode(page.rev));
@@ -75,34 +74,44 @@ void SetRefs(View& v, const PageContext& ctx, const RepoPage& page) {
   v.set("tags", tags);
 }
 
-void RenderCard(const PageContext& ctx, const std::shared_ptr<Exchange>& ex, const RepoPage& page) {
-  View v = BaseView(page, "card");
+// The card as the README at the page's commit makes it: its metadata as a table and its text rendered.
+std::string CardBody(const PageContext& ctx, const RepoPage& page, const std::vector<hub::PathInfo>& root) {
+  View v;
   const hub::RepoId id = page.repo.id();
   v.set("kind_lower", std::string(id.type == hub::RepoType::kDataset ? "dataset" : "repository"));
+  auto readme = std::find_if(root.begin(), root.end(),
+                             [](const hub::PathInfo& f) { return !f.is_dir && f.path == "README.md"; });
+  if (readme == root.end()) return Render("card.html", v);
+  auto text = ReadHead(ctx, page.repo, *readme, kMaxReadmeBytes);
+  if (!text || !LooksLikeText(*text, readme->size > kMaxReadmeBytes)) return Render("card.html", v);
+  const Card card = SplitCard(*text);
+  View meta{View::type::list};
+  for (auto& [key, value] : MetadataEntries(card.metadata)) {
+    View row;
+    row.set("key", key);
+    row.set("value", value);
+    meta.push_back(row);
+  }
+  v.set("has_metadata", !meta.is_empty_list());
+  v.set("metadata", meta);
+  const LinkBase base{.pages = page.url + "/blob/" + PercentEncode(page.rev) + "/",
+                      .files = page.url + "/resolve/" + PercentEncode(page.rev) + "/"};
+  v.set("readme", RenderMarkdown(card.body, &base));
+  return Render("card.html", v);
+}
+
+void RenderCard(const PageContext& ctx, const std::shared_ptr<Exchange>& ex, const RepoPage& page) {
+  View v = BaseView(page);
+  const hub::RepoId id = page.repo.id();
   auto root = ctx.hub.List(page.repo, page.commit, "", false);
   if (!root)
     return ex->Respond(
         ErrorPage(http::HttpStatusOf(root.error().code), root.error().message, page.who.visitor));
-  auto readme = std::find_if(root->begin(), root->end(),
-                             [](const hub::PathInfo& f) { return !f.is_dir && f.path == "README.md"; });
-  if (readme != root->end()) {
-    auto text = ReadHead(ctx, page.repo, *readme, kMaxReadmeBytes);
-    if (text && LooksLikeText(*text, readme->size > kMaxReadmeBytes)) {
-      const Card card = SplitCard(*text);
-      View meta{View::type::list};
-      for (auto& [key, value] : MetadataEntries(card.metadata)) {
-        View row;
-        row.set("key", key);
-        row.set("value", value);
-        meta.push_back(row);
-      }
-      v.set("has_metadata", !meta.is_empty_list());
-      v.set("metadata", meta);
-      const LinkBase base{.pages = page.url + "/blob/" + PercentEncode(page.rev) + "/",
-                          .files = page.url + "/resolve/" + PercentEncode(page.rev) + "/"};
-      v.set("readme", RenderMarkdown(card.body, &base));
-    }
-  }
+  auto card = Kept(ctx, page, "card", [&]() -> Result<std::string> { return CardBody(ctx, page, *root); });
+  if (!card)
+    return ex->Respond(
+        ErrorPage(http::HttpStatusOf(card.error().code), card.error().message, page.who.visitor));
+  v.set("card", (*card)->html);
   if (auto tensors = Tensors(ctx, page, *root); tensors && tensors->total() > 0) {
     v.set("params", ParameterText(tensors->total()));
     std::string dtypes;
@@ -122,28 +131,24 @@ void RenderCard(const PageContext& ctx, const std::shared_ptr<Exchange>& ex, con
   v.set("size", HumanSize(storage ? storage->bytes : 0));
   SetRefs(v, ctx, page);
   v.set("clone_url", ctx.options.public_url + "/" + hub::RepoPath(id));
-  ex->Respond(PageAnswer(200, hub::RepoPath(id), Render("repo.html", v), page.who.visitor));
+  ex->Respond(RepoPageAnswer(page, "card", hub::RepoPath(id), Render("repo.html", v)));
 }
 
-void RenderTree(const PageContext& ctx, const std::shared_ptr<Exchange>& ex, const RepoPage& page) {
-  const std::string& path = ex->request().Param("path");
-  const size_t asked = PageNumber(ex->request());
+// Page `asked` of folder `path` (the last one when there are fewer), 200 entries a page.
+Result<std::string> TreeBody(const PageContext& ctx, const RepoPage& page, const std::string& path,
+                             size_t asked) {
   auto folder = ctx.hub.ListPage(page.repo, page.commit, path, asked * kTreePage, kTreePage);
   if (!folder) {
-    const unsigned status = http::HttpStatusOf(folder.error().code);
-    return ex->Respond(ErrorPage(status, status == 404 ? "No such folder: " + path : folder.error().message,
-                                 page.who.visitor));
+    if (folder.error().code != ErrorCode::kNotFound) return folder.error();
+    return Error{ErrorCode::kNotFound, "No such folder: " + path};
   }
   const size_t pages = (folder->total + kTreePage - 1) / kTreePage;
   if (pages > 0 && asked >= pages) {  // past the last page: show the last
-    const size_t last_page = pages - 1;
-    folder = ctx.hub.ListPage(page.repo, page.commit, path, last_page * kTreePage, kTreePage);
-    if (!folder)
-      return ex->Respond(
-          ErrorPage(http::HttpStatusOf(folder.error().code), folder.error().message, page.who.visitor));
+    folder = ctx.hub.ListPage(page.repo, page.commit, path, (pages - 1) * kTreePage, kTreePage);
+    if (!folder) return folder.error();
   }
   const size_t p = pages == 0 ? 0 : std::min(asked, pages - 1);
-  View v = BaseView(page, "files");
+  View v = BaseView(page);
   v.set("crumbs", Crumbs(path, false));
   const size_t first = p * kTreePage;
   const size_t last = first + folder->entries.size();
@@ -167,8 +172,23 @@ void RenderTree(const PageContext& ctx, const std::shared_ptr<Exchange>& ex, con
     if (p + 1 < pages) pg.set("next", std::to_string(p + 1));
     v.set("pages", pg);
   }
+  return Render("tree.html", v);
+}
+
+void RenderTree(const PageContext& ctx, const std::shared_ptr<Exchange>& ex, const RepoPage& page) {
+  const std::string& path = ex->request().Param("path");
+  const size_t asked = PageNumber(ex->request());
+  std::string what = "tree";
+  what += '\0';
+  what += path;
+  what += '\0';
+  what += std::to_string(asked);
+  auto body = Kept(ctx, page, what, [&] { return TreeBody(ctx, page, path, asked); });
+  if (!body)
+    return ex->Respond(
+        ErrorPage(http::HttpStatusOf(body.error().code), body.error().message, page.who.visitor));
   const std::string title = hub::RepoPath(page.repo.id()) + (path.empty() ? "" : " · " + path);
-  ex->Respond(PageAnswer(200, title, Render("tree.html", v), page.who.visitor));
+  ex->Respond(RepoPageAnswer(page, "files", title, (*body)->html));
 }
 
 void RenderBlob(const PageContext& ctx, const std::shared_ptr<Exchange>& ex, const RepoPage& page) {
@@ -184,7 +204,7 @@ void RenderBlob(const PageContext& ctx, const std::shared_ptr<Exchange>& ex, con
     moved.Header("Location", page.url + "/tree/" + PercentEncode(page.rev) + "/" + UrlPath(path));
     return ex->Respond(std::move(moved));
   }
-  View v = BaseView(page, "files");
+  View v = BaseView(page);
   v.set("crumbs", Crumbs(path, true));
   v.set("name", path.substr(path.rfind('/') + 1));
   v.set("size", HumanSize(info->size));
@@ -202,7 +222,7 @@ void RenderBlob(const PageContext& ctx, const std::shared_ptr<Exchange>& ex, con
     v.set("binary", why);
   }
   const std::string title = hub::RepoPath(page.repo.id()) + " · " + path;
-  ex->Respond(PageAnswer(200, title, Render("blob.html", v), page.who.visitor));
+  ex->Respond(RepoPageAnswer(page, "files", title, Render("blob.html", v)));
 }
 
 }  // namespace
