@@ -54,9 +54,10 @@ class Client {
   }
 
   // A HEAD request's answer is read as a header alone (whatever its Content-Length says).
+  // The request's own Host when it names one (a test of another host), else 127.0.0.1.
   bhttp::response<bhttp::string_body> Send(bhttp::request<bhttp::string_body> req) {
     req.version(11);
-    req.set(bhttp::field::host, "127.0.0.1");
+    if (req.find(bhttp::field::host) == req.end()) req.set(bhttp::field::host, "127.0.0.1");
     req.prepare_payload();
     bhttp::write(socket_, req);
     return Read(/*head=*/req.method() == bhttp::verb::head);
