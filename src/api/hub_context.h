@@ -99,6 +99,9 @@ struct HubContext {
   // Runs `fn(request, repo)` on a worker with the repository opened for reading or writing.
   template <typename Fn>
   void WithRepo(const std::shared_ptr<http::Exchange>& ex, bool write, Fn fn) const;
+  // The same for a request whose caller and repository are known (RepoOf, or a download link's).
+  template <typename Fn>
+  void WithRepo(const std::shared_ptr<http::Exchange>& ex, RepoRequest rr, bool write, Fn fn) const;
 
   // A revision to read at: a mirrored repository's names as its upstream has them (mirror_service.h).
   Result<hub::ObjectId> ResolveIn(const hub::Repo& repo, std::string_view revision) const;
@@ -115,7 +118,13 @@ template <typename Fn>
 void HubContext::WithRepo(const std::shared_ptr<http::Exchange>& ex, bool write, Fn fn) const {
   auto rr = RepoOf(server, ex);
   if (!rr) return;
-  ex->Offload([this, ex, write, rr = std::move(*rr), fn = std::move(fn)] {
+  WithRepo(ex, std::move(*rr), write, std::move(fn));
+}
+
+template <typename Fn>
+void HubContext::WithRepo(const std::shared_ptr<http::Exchange>& ex, RepoRequest rr, bool write,
+                          Fn fn) const {
+  ex->Offload([this, ex, write, rr = std::move(rr), fn = std::move(fn)] {
     // Reads go through the mirror when there is one: it copies a repository this server does not hold.
     auto repo = (options.mirror != nullptr && !write) ? options.mirror->Open(rr.caller, rr.id)
                                                       : hub.Open(rr.caller, rr.id, write);

@@ -49,6 +49,10 @@ struct HubRouteOptions {
   // hf auth login's device flow (POST /oauth/device, its grants at /oauth/token); null: those answer 404.
   // The verification page is the web pages' (/device). Outlives the server.
   people::DeviceFlow* device = nullptr;
+  // The user-content origin ("https://files.example.com"; empty: none): a browser sent to a file's download
+  // route on cairn's origin is redirected there with a link (hub/download_link.h), and there only linked
+  // downloads are served. The server's content_host is its host.
+  std::string content_url = {};
 };
 
 void RegisterHubRoutes(http::Server& server, hub::HubService& hub, hub::BucketService& buckets,

@@ -18,6 +18,7 @@
 #include "common/base64.h"
 #include "common/hex.h"
 #include "http/test_util.h"
+#include "hub/download_link.h"
 #include "ingest/upload_builder.h"
 #include "xet/test_support.h"
 
@@ -69,7 +70,7 @@ std::string DeleteLine(const std::string& path, bool folder = false) {
 class HubApi : public testing::ApiServerTest {
  protected:
   void SetUp() override {
-    ASSERT_NO_FATAL_FAILURE(OpenServer("cairn-hub-api"));
+    ASSERT_NO_FATAL_FAILURE(OpenServer("cairn-hub-api", server_options_));
     files_ = std::make_unique<files::FileService>(*service_, *index_, FileOptions());
     quota_ = std::make_unique<quota::QuotaService>(*index_, clock_);
     hub::HubOptions ho;
@@ -83,6 +84,7 @@ class HubApi : public testing::ApiServerTest {
     HubRouteOptions hro;
     hro.public_url = base_;
     hro.quota = quota_.get();
+    hro.content_url = content_url_;
     RegisterHubRoutes(*server_, *hub_, *buckets_, *files_, hro);
     RegisterQuotaMetrics(*server_, *index_);
     server_->Start();
@@ -142,11 +144,87 @@ class HubApi : public testing::ApiServerTest {
     return Sha256Hex(data);
   }
 
+  // A link to `path` of alice's model `name` at its head (hub/download_link.h), as the pages make it.
+  std::string LinkTo(const std::string& name, const std::string& path) {
+    const auto head = hub::ObjectId::FromHex(Head("alice/" + name));
+    EXPECT_TRUE(head.has_value());
+    if (!head) return {};
+    auto link = hub::SignDownload(*files_->repo_links(), {hub::RepoType::kModel, "alice", name}, *head, path);
+    EXPECT_TRUE(link.ok());
+    return link.ok() ? *link : std::string();
+  }
+
+  http::ServerOptions server_options_;  // a fixture's own before SetUp
+  std::string content_url_;
   std::unique_ptr<files::FileService> files_;
   std::unique_ptr<quota::QuotaService> quota_;
   std::unique_ptr<hub::HubService> hub_;
   std::unique_ptr<hub::BucketService> buckets_;
 };
+
+// A download link (what the pages give a browser, which sends no token) reads its one file of a private
+// repository, at its commit, until it expires; any change to it is refused.
+TEST_F(HubApi, ADownloadLinkReadsItsFileOfAPrivateRepositoryAndNothingElse) {
+  ASSERT_EQ(Create("alice", "p", "model", true).result_int(), 200u);
+  ASSERT_EQ(
+      Commit("alice/p", Header("s") + FileLine("s.txt", "secret") + FileLine("t.txt", "other")).result_int(),
+      200u);
+  EXPECT_EQ(Send(bhttp::verb::get, "/alice/p/resolve/main/s.txt").result_int(), 404u);
+  const std::string link = LinkTo("p", "s.txt");
+  Res r = Send(bhttp::verb::get, link);
+  ASSERT_EQ(r.result_int(), 200u) << r.body();
+  EXPECT_EQ(r.body(), "secret");
+  EXPECT_NE(std::string(r["Content-Security-Policy"]).find("sandbox"), std::string::npos);
+  const std::string head = Head("alice/p");
+  const std::string query = link.substr(link.find('?'));
+  std::string changed = link;
+  changed.back() = changed.back() == '0' ? '1' : '0';  // another signature
+  const std::string other_file = "/alice/p/resolve/" + head + "/t.txt";
+  const std::string other_rev = "/alice/p/resolve/main/s.txt";
+  for (const std::string& forged : {other_file + query, other_rev + query, changed}) {
+    r = Send(bhttp::verb::get, forged);
+    EXPECT_EQ(r.result_int(), 403u) << forged << " " << r.body();
+    EXPECT_EQ(r.body().find("secret"), std::string::npos);
+  }
+  ASSERT_EQ(Create("alice", "q", "model", true).result_int(), 200u);
+  ASSERT_EQ(Commit("alice/q", Header("s") + FileLine("s.txt", "q's")).result_int(), 200u);
+  EXPECT_EQ(Send(bhttp::verb::get, "/alice/q/resolve/" + head + "/s.txt" + query).result_int(), 403u)
+      << "another repository";
+  clock_.Advance(static_cast<int64_t>(hub::kDownloadLinkSeconds));
+  EXPECT_EQ(Send(bhttp::verb::get, link).result_int(), 403u) << "expired";
+}
+
+class HubApiWithContentOrigin : public HubApi {
+ protected:
+  void SetUp() override {
+    server_options_.content_host = "files.example";
+    content_url_ = "http://files.example";
+    HubApi::SetUp();
+  }
+};
+
+// With a user-content origin, a browser sent to a file's download on cairn's origin goes there with a link;
+// there only linked downloads answer, and nothing else of cairn's does (the API, unlinked downloads).
+TEST_F(HubApiWithContentOrigin, BrowsersGetFilesFromTheContentOriginAndNothingElseAnswersThere) {
+  ASSERT_EQ(Create("alice", "pub").result_int(), 200u);
+  ASSERT_EQ(Commit("alice/pub", Header("s") + FileLine("x.html", "<script>1</script>")).result_int(), 200u);
+  const Headers files_host = {{"Host", "files.example"}};
+  EXPECT_EQ(Send(bhttp::verb::get, "/alice/pub/resolve/main/x.html").body(), "<script>1</script>")
+      << "a client (no Sec-Fetch-Dest) is answered where it asked";
+  Res r = Send(bhttp::verb::get, "/alice/pub/resolve/main/x.html", "", "", {{"Sec-Fetch-Dest", "document"}});
+  ASSERT_EQ(r.result_int(), 302u) << r.body();
+  const std::string location(r[bhttp::field::location]);
+  ASSERT_TRUE(
+      location.starts_with("http://files.example/alice/pub/resolve/" + Head("alice/pub") + "/x.html?"))
+      << location;
+  EXPECT_EQ(r[bhttp::field::cache_control], "no-store");
+  r = Send(bhttp::verb::get, location.substr(std::string("http://files.example").size()), "", "", files_host);
+  EXPECT_EQ(r.result_int(), 200u) << r.body();
+  EXPECT_EQ(r.body(), "<script>1</script>");
+  EXPECT_EQ(Send(bhttp::verb::get, "/alice/pub/resolve/main/x.html", "", "", files_host).result_int(), 404u);
+  EXPECT_EQ(Send(bhttp::verb::get, "/api/models/alice/pub", "", "", files_host).result_int(), 404u);
+  EXPECT_EQ(Send(bhttp::verb::get, "/api/models/alice/pub").result_int(), 200u);
+}
 
 TEST_F(HubApi, CreatesRepositoriesAndRefusesWhatItMust) {
   EXPECT_EQ(Create("alice", "m", "model", false, "").result_int(), 401u);

@@ -9,6 +9,7 @@
 // answers 404 EntryNotFound; a stream that fails mid-way is cut short (never a complete body of fewer bytes).
 // Handlers only read the shared HubContext; the services do the locking.
 #include <algorithm>
+#include <boost/beast/core/string.hpp>
 #include <chrono>
 #include <optional>
 #include <string>
@@ -20,6 +21,7 @@
 #include "common/percent_encode.h"
 #include "http/media_type.h"
 #include "http/range.h"
+#include "hub/download_link.h"
 
 namespace cairn::api::hub_routes {
 namespace {
@@ -85,97 +87,151 @@ void StreamArriving(const std::shared_ptr<Exchange>& ex, const hub::PathInfo& in
   }
 }
 
+// A small file's bytes (its blob `oid` holds them), whole or the ranges asked.
+Response SmallFileAnswer(const HubContext& c, const http::Request& req, const hub::ObjectId& oid,
+                         std::vector<uint8_t> bytes) {
+  const uint64_t size = bytes.size();
+  std::vector<http::ByteRange> ranges;
+  if (auto range = req.Header("Range"); !range.empty()) {
+    auto parsed = http::ParseRange(range, size, c.options.max_ranges);
+    if (!parsed) {
+      Response r = Response::ErrorJson(HttpStatusOf(parsed.error().code), parsed.error().message);
+      if (parsed.error().code == ErrorCode::kUnsatisfiable)
+        r.Header("Content-Range", "bytes */" + std::to_string(size));
+      return r;
+    }
+    ranges = std::move(*parsed);
+  }
+  Response r = http::RangeResponse(std::make_shared<const MemorySource>(std::move(bytes)), size, ranges,
+                                   "application/octet-stream");
+  r.Header("ETag", "\"" + oid.hex() + "\"").Header("Accept-Ranges", "bytes");
+  http::SetStoredBytesHeaders(r, std::nullopt);
+  return r;
+}
+
+bool OnContentHost(const HubContext& c, const http::Request& req) {
+  const std::string& host = c.server.options().content_host;
+  return !host.empty() && boost::beast::iequals(req.Header("Host"), host);
+}
+
+// Who reads: the token's caller, or a download link's (hub/download_link.h), which reads that one file alone.
+// On the user-content origin only linked downloads are served. Answers the request itself when refused.
+std::optional<RepoRequest> ResolveCaller(const HubContext& c, const std::shared_ptr<Exchange>& ex) {
+  const http::Request& req = ex->request();
+  const bool linked = hub::CarriesDownloadLink(req.query);
+  if (!linked && OnContentHost(c, req)) {
+    ex->Respond(HubErrorResponse(404, "", "only download links are served here"));
+    return std::nullopt;
+  }
+  auto rr = RepoOf(c.server, ex);
+  if (!rr || !linked) return rr;
+  auto caller =
+      hub::VerifyDownload(*c.files.repo_links(), rr->id, req.Param("rev"), req.Param("path"), req.query);
+  if (!caller) {
+    ex->Respond(HubErrorResponse(403, "", caller.error().message));
+    return std::nullopt;
+  }
+  caller->client = req.remote;
+  rr->caller = std::move(*caller);
+  return rr;
+}
+
+// A browser's visit (it says where the answer goes: Sec-Fetch-Dest) without a token or a link, when a
+// user-content origin is configured: sent there with a link, so that no stored file is ever served on cairn's
+// own origin to a browser. Clients (no Sec-Fetch-Dest) are answered here as always.
+bool SendsToContentOrigin(const HubContext& c, const http::Request& req) {
+  return !c.options.content_url.empty() && req.method == http::Verb::get &&
+         !req.Header("Sec-Fetch-Dest").empty() && req.Header("Authorization").empty() &&
+         !hub::CarriesDownloadLink(req.query);
+}
+
 void Resolve(const HubContext& c, const std::shared_ptr<Exchange>& ex) {
   const std::string revision = ex->request().Param("rev");
   const std::string path = ex->request().Param("path");
-  c.WithRepo(ex, false, [&c, ex, revision, path](const RepoRequest& rr, const hub::Repo& repo) {
-    auto oid = c.ResolveIn(repo, revision);
-    if (!oid) return ex->Respond(HubErrorResponse(oid.error()));
-    auto info = c.hub.Stat(repo, *oid, path);
-    if (!info) return ex->Respond(HubErrorResponse(info.error()));
-    if (info->is_dir) return ex->Respond(HubErrorResponse(404, "EntryNotFound", path + " is a folder"));
-    const auto& req = ex->request();
-    const std::string xet_auth = "<" + c.options.public_url + "/api/" + std::string(hub::Plural(rr.id.type)) +
-                                 "/" + rr.id.str() + "/xet-read-token/" + oid->hex() + ">; rel=\"xet-auth\"";
-    if (info->lfs && hub::IsMirrored(repo.record)) {
-      // A mirrored repository's large file, fetched now when it was not yet. A HEAD is answered as soon as
-      // upstream described it (hf_xet then waits at the reconstruction); anything else waits for the bytes.
-      if (c.options.mirror == nullptr && !info->xet) {
-        return ex->Respond(
-            HubErrorResponse(503, "", path + " is mirrored and was not fetched; mirroring is off"));
-      }
-      if (c.options.mirror != nullptr && !info->xet) {
-        auto pending = c.options.mirror->Begin(repo, *oid, *info);
-        if (!pending) return ex->Respond(HubErrorResponse(pending.error()));
-        if (!pending->held && pending->spool && req.method == http::Verb::get) {
-          // A plain download of a cold file: its bytes as they arrive (huggingface_hub without hf_xet reads
-          // with a 10-second timeout, and resumes a cut download with a range).
-          const auto header = req.Header("Range");
-          if (header.empty()) return StreamArriving(ex, *info, *oid, *pending, xet_auth, std::nullopt);
-          auto ranges = http::ParseRange(header, info->size);
-          if (!ranges)
+  auto asked = ResolveCaller(c, ex);
+  if (!asked) return;
+  c.WithRepo(
+      ex, std::move(*asked), false, [&c, ex, revision, path](const RepoRequest& rr, const hub::Repo& repo) {
+        auto oid = c.ResolveIn(repo, revision);
+        if (!oid) return ex->Respond(HubErrorResponse(oid.error()));
+        auto info = c.hub.Stat(repo, *oid, path);
+        if (!info) return ex->Respond(HubErrorResponse(info.error()));
+        if (info->is_dir) return ex->Respond(HubErrorResponse(404, "EntryNotFound", path + " is a folder"));
+        const auto& req = ex->request();
+        if (SendsToContentOrigin(c, req)) {
+          auto link = hub::SignDownload(*c.files.repo_links(), rr.id, *oid, path);
+          if (!link) return ex->Respond(HubErrorResponse(link.error()));
+          Response moved = HubErrorResponse(302, "", "served from the user-content origin");
+          moved.Header("Location", c.options.content_url + *link).Header("Cache-Control", "no-store");
+          return ex->Respond(std::move(moved));
+        }
+        const std::string xet_auth = "<" + c.options.public_url + "/api/" +
+                                     std::string(hub::Plural(rr.id.type)) + "/" + rr.id.str() +
+                                     "/xet-read-token/" + oid->hex() + ">; rel=\"xet-auth\"";
+        if (info->lfs && hub::IsMirrored(repo.record)) {
+          // A mirrored repository's large file, fetched now when it was not yet. A HEAD is answered as soon
+          // as upstream described it (hf_xet then waits at the reconstruction); anything else waits for the
+          // bytes.
+          if (c.options.mirror == nullptr && !info->xet) {
             return ex->Respond(
-                HubErrorResponse(HttpStatusOf(ranges.error().code), "", ranges.error().message));
-          if (ranges->size() == 1)
-            return StreamArriving(ex, *info, *oid, *pending, xet_auth, ranges->front());
-          // Several ranges: answered once the file is stored.
+                HubErrorResponse(503, "", path + " is mirrored and was not fetched; mirroring is off"));
+          }
+          if (c.options.mirror != nullptr && !info->xet) {
+            auto pending = c.options.mirror->Begin(repo, *oid, *info);
+            if (!pending) return ex->Respond(HubErrorResponse(pending.error()));
+            if (!pending->held && pending->spool && req.method == http::Verb::get) {
+              // A plain download of a cold file: its bytes as they arrive (huggingface_hub without hf_xet
+              // reads with a 10-second timeout, and resumes a cut download with a range).
+              const auto header = req.Header("Range");
+              if (header.empty()) return StreamArriving(ex, *info, *oid, *pending, xet_auth, std::nullopt);
+              auto ranges = http::ParseRange(header, info->size);
+              if (!ranges)
+                return ex->Respond(
+                    HubErrorResponse(HttpStatusOf(ranges.error().code), "", ranges.error().message));
+              if (ranges->size() == 1)
+                return StreamArriving(ex, *info, *oid, *pending, xet_auth, ranges->front());
+              // Several ranges: answered once the file is stored.
+            }
+            // A HEAD is answered at once: with upstream's Xet hash when it has one (hf_xet then waits at the
+            // reconstruction), else as a plain file (the client's GET then streams from the spool).
+            if (!pending->held && req.method == http::Verb::head && (pending->xet || pending->spool)) {
+              const std::string etag = "\"" + info->lfs->sha256 + "\"";
+              Response r = http::RangeResponse(std::make_shared<const MemorySource>(std::vector<uint8_t>()),
+                                               info->size, {}, "application/octet-stream");
+              r.Header("ETag", etag)
+                  .Header("Accept-Ranges", "bytes")
+                  .Header("X-Linked-Etag", etag)
+                  .Header("X-Linked-Size", std::to_string(info->size))
+                  .Header("X-Repo-Commit", oid->hex());
+              if (pending->xet) r.Header("X-Xet-Hash", pending->xet->hex()).Header("Link", xet_auth);
+              http::SetStoredBytesHeaders(r, std::nullopt);
+              return ex->Respond(std::move(r));
+            }
+          }
+          if (c.options.mirror != nullptr) {
+            auto file = c.options.mirror->Large(repo, *oid, *info);
+            if (!file) return ex->Respond(HubErrorResponse(file.error()));
+            info->xet = *file;
+          }
         }
-        // A HEAD is answered at once: with upstream's Xet hash when it has one (hf_xet then waits at the
-        // reconstruction), else as a plain file (the client's GET then streams from the spool).
-        if (!pending->held && req.method == http::Verb::head && (pending->xet || pending->spool)) {
+        Response r;
+        if (info->xet) {
+          auto stored = c.hub.OpenLarge(repo, *info->xet);
+          if (!stored) return ex->Respond(HubErrorResponse(stored.error()));
           const std::string etag = "\"" + info->lfs->sha256 + "\"";
-          Response r = http::RangeResponse(std::make_shared<const MemorySource>(std::vector<uint8_t>()),
-                                           info->size, {}, "application/octet-stream");
-          r.Header("ETag", etag)
-              .Header("Accept-Ranges", "bytes")
-              .Header("X-Linked-Etag", etag)
+          r = ServeStoredFile(c.files, req, std::move(*stored), etag, c.options.max_ranges);
+          r.Header("X-Linked-Etag", etag)
               .Header("X-Linked-Size", std::to_string(info->size))
-              .Header("X-Repo-Commit", oid->hex());
-          if (pending->xet) r.Header("X-Xet-Hash", pending->xet->hex()).Header("Link", xet_auth);
-          http::SetStoredBytesHeaders(r, std::nullopt);
-          return ex->Respond(std::move(r));
+              .Header("X-Xet-Hash", info->xet->hex())
+              .Header("Link", xet_auth);
+        } else {
+          auto blob = c.hub.ReadBlob(repo, info->oid);
+          if (!blob) return ex->Respond(HubErrorResponse(blob.error()));
+          r = SmallFileAnswer(c, req, info->oid, std::move(*blob));
         }
-      }
-      if (c.options.mirror != nullptr) {
-        auto file = c.options.mirror->Large(repo, *oid, *info);
-        if (!file) return ex->Respond(HubErrorResponse(file.error()));
-        info->xet = *file;
-      }
-    }
-    Response r;
-    if (info->xet) {
-      auto stored = c.hub.OpenLarge(repo, *info->xet);
-      if (!stored) return ex->Respond(HubErrorResponse(stored.error()));
-      const std::string etag = "\"" + info->lfs->sha256 + "\"";
-      r = ServeStoredFile(c.files, req, std::move(*stored), etag, c.options.max_ranges);
-      r.Header("X-Linked-Etag", etag)
-          .Header("X-Linked-Size", std::to_string(info->size))
-          .Header("X-Xet-Hash", info->xet->hex())
-          .Header("Link", xet_auth);
-    } else {
-      auto blob = c.hub.ReadBlob(repo, info->oid);
-      if (!blob) return ex->Respond(HubErrorResponse(blob.error()));
-      const std::string etag = "\"" + info->oid.hex() + "\"";
-      const uint64_t size = blob->size();
-      std::vector<http::ByteRange> ranges;
-      if (auto range = req.Header("Range"); !range.empty()) {
-        auto parsed = http::ParseRange(range, size, c.options.max_ranges);
-        if (!parsed) {
-          r = Response::ErrorJson(HttpStatusOf(parsed.error().code), parsed.error().message);
-          if (parsed.error().code == ErrorCode::kUnsatisfiable)
-            r.Header("Content-Range", "bytes */" + std::to_string(size));
-          return ex->Respond(std::move(r));
-        }
-        ranges = std::move(*parsed);
-      }
-      r = http::RangeResponse(std::make_shared<const MemorySource>(std::move(*blob)), size, ranges,
-                              "application/octet-stream");
-      r.Header("ETag", etag).Header("Accept-Ranges", "bytes");
-      http::SetStoredBytesHeaders(r, std::nullopt);
-    }
-    r.Header("X-Repo-Commit", oid->hex());
-    ex->Respond(std::move(r));
-  });
+        r.Header("X-Repo-Commit", oid->hex());
+        ex->Respond(std::move(r));
+      });
 }
 
 // Repository ids without a namespace ("gpt2", which huggingface_hub still accepts): none exist here, and
@@ -221,15 +277,15 @@ void NoNamespace(const HubContext& c, const std::shared_ptr<Exchange>& ex) {
 
 void RegisterResolveRoutes(const std::shared_ptr<const HubContext>& ctx) {
   auto& r = ctx->server.router();
-  r.Handle(Verb::get, "/{ns}/{name}/resolve/{rev}/{path...}", RouteOptions().Name("hub_resolve"),
-           Bind(ctx, &Resolve));
+  r.Handle(Verb::get, "/{ns}/{name}/resolve/{rev}/{path...}",
+           RouteOptions().Name("hub_resolve").UserContent(), Bind(ctx, &Resolve));
   r.Handle(Verb::get, "/api/{types}/{name}", RouteOptions().Name("hub_repo_info"), Bind(ctx, &NoNamespace));
   r.Handle(Verb::get, "/api/{types}/{name}/revision/{rev}", RouteOptions().Name("hub_repo_info"),
            Bind(ctx, &NoNamespace));
   r.Handle(Verb::get, "/{name}/resolve/{rev}/{path...}", RouteOptions().Name("hub_resolve"),
            Bind(ctx, &NoNamespace));
-  r.Handle(Verb::get, "/{types}/{ns}/{name}/resolve/{rev}/{path...}", RouteOptions().Name("hub_resolve"),
-           Bind(ctx, &Resolve));
+  r.Handle(Verb::get, "/{types}/{ns}/{name}/resolve/{rev}/{path...}",
+           RouteOptions().Name("hub_resolve").UserContent(), Bind(ctx, &Resolve));
 }
 
 }  // namespace cairn::api::hub_routes

@@ -187,6 +187,7 @@ void ServeHub(http::Server& server, const config::Config& cfg, Backend& b) {
   ho.exchanger = b.exchanger.get();
   ho.device = b.device.get();
   ho.public_url = cfg.public_url;
+  ho.content_url = cfg.content_url;
   ho.quota = b.quota.get();
   ho.mirror = b.mirror.get();
   api::RegisterHubRoutes(server, *b.hub, *b.buckets, *b.files, ho);
@@ -224,6 +225,7 @@ http::Status UseSso(const config::Config& cfg, Backend& b) {
 void ServePages(http::Server& server, const config::Config& cfg, Backend& b) {
   web::PageOptions po;
   po.public_url = cfg.public_url;
+  po.content_url = cfg.content_url;
   po.sign_in = b.sign_in.get();
   po.device = b.device.get();
   po.people = b.people_service.get();
@@ -490,6 +492,7 @@ Started<http::ServerOptions> ServerOptionsOf(const config::Config& cfg) {
   so.trusted_proxies = std::move(*proxies);
   so.tls_cert = cfg.tls_cert;
   so.tls_key = cfg.tls_key;
+  if (!cfg.content_url.empty()) so.content_host = config::HostOf(cfg.content_url);
   so.max_connections = ConnectionsTheFileLimitAllows(so.max_connections);
   return so;
 }

@@ -67,6 +67,8 @@ void AddServe(CLI::App& app) {
       {"--store", "store", "Blob store: file:PATH (default file:<data>/blobs) or s3://BUCKET[/PREFIX]"},
       {"--transfer-mode", "transfer_mode", "S3: proxy (this node serves the bytes) or presigned URLs"},
       {"--public-url", "public_url", "Base URL clients reach this server at (default http(s)://<listen>)"},
+      {"--content-url", "content_url",
+       "Origin of another host name for this server, from which browsers get stored files (docs/web.md)"},
       {"--tls-cert", "tls_cert",
        "HTTPS: PEM certificate chain, the server's certificate first (with --tls-key)"},
       {"--tls-key", "tls_key", "HTTPS: PEM private key of the certificate (re-read with it on SIGHUP)"},

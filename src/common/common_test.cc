@@ -71,6 +71,14 @@ TEST(Base64, RoundTripsBothAlphabets) {
   EXPECT_EQ(Base64Decode("QUJDR"), std::nullopt);  // a lone final character carries no whole byte
 }
 
+TEST(PercentDecode, TakesBackWhatPercentEncodeWroteAndRefusesBrokenEscapes) {
+  const std::string raw = "a-b_c.d~e/f g%\xc3\xa9+";
+  EXPECT_EQ(PercentDecode(PercentEncode(raw)), raw);
+  EXPECT_EQ(PercentDecode("plain/path.png"), "plain/path.png");
+  EXPECT_EQ(PercentDecode("a%2fb%2F"), "a/b/");
+  for (const char* bad : {"%", "a%2", "%zz", "%2g"}) EXPECT_EQ(PercentDecode(bad), std::nullopt) << bad;
+}
+
 TEST(PercentEncode, KeepsUnreservedOrTheGivenMarks) {
   EXPECT_EQ(PercentEncode("a-b_c.d~e/f g%\xc3\xa9"), "a-b_c.d~e%2Ff%20g%25%C3%A9");
   EXPECT_EQ(PercentEncode("r\xc3\xa9sum\xc3\xa9 (1)!.txt", kAttrCharMarks),

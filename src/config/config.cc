@@ -2,6 +2,7 @@
 
 #include <toml++/toml.h>
 
+#include <cctype>
 #include <charconv>
 #include <filesystem>
 #include <functional>
@@ -203,6 +204,7 @@ std::vector<Field> ServerFields() {
          return Ok{};
        }},
       {"public_url", UrlSetter(&Config::public_url)},  // clients append "/v1/..."
+      {"content_url", UrlSetter(&Config::content_url)},
       {"tls_cert", StringSetter(&Config::tls_cert)},
       {"tls_key", StringSetter(&Config::tls_key)},
   };
@@ -600,6 +602,17 @@ Result<Config> LoadConfig(const ConfigSources& sources) {
     return Bad(c.tls_cert.empty() ? "tls_cert" : "tls_key",
                "HTTPS needs both tls_cert and tls_key (a certificate chain and its private key)");
   if (c.public_url.empty()) c.public_url = c.scheme() + "://" + c.listen;
+  if (!c.content_url.empty() && OriginOf(c.content_url) != c.content_url)
+    return Bad("content_url", "is an origin: scheme://host[:port], without a path");
+  // Cookies are kept by host name, whatever the port: another port of the same name would get the session's.
+  const auto host_name = [](std::string host) {
+    const size_t colon = host.rfind(':');
+    if (colon != std::string::npos && host.find(']', colon) == std::string::npos) host.resize(colon);
+    return host;
+  };
+  if (!c.content_url.empty() && host_name(HostOf(c.content_url)) == host_name(HostOf(c.public_url)))
+    return Bad("content_url",
+               "must name another host than public_url (a port of the same host shares its cookies)");
   if (!c.oidc_issuer.empty() && c.oidc_client_id.empty())
     return Bad("oidc_client_id", "company sign-in (oidc_issuer) needs cairn's client id at the provider");
   if (c.index.empty()) c.index = "sqlite:" + (std::filesystem::path(c.data_dir) / "index.db").string();
@@ -612,6 +625,20 @@ Result<Config> LoadConfig(const ConfigSources& sources) {
   aws("AWS_SECRET_ACCESS_KEY", c.s3_secret_access_key);
   aws("AWS_SESSION_TOKEN", c.s3_session_token);
   return c;
+}
+
+std::string OriginOf(std::string_view url) {
+  const size_t scheme = url.find("://");
+  const size_t host = scheme == std::string_view::npos ? 0 : scheme + 3;
+  return std::string(url.substr(0, url.find('/', host)));
+}
+
+std::string HostOf(std::string_view url) {
+  const size_t scheme = url.find("://");
+  const std::string_view rest = url.substr(scheme == std::string_view::npos ? 0 : scheme + 3);
+  std::string host(rest.substr(0, rest.find('/')));
+  for (char& ch : host) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  return host;
 }
 
 }  // namespace cairn::config

@@ -27,10 +27,18 @@ struct NamedSecret {
   std::string secret;
 };
 
+// "scheme://host[:port]" of a URL (what follows is dropped).
+std::string OriginOf(std::string_view url);
+// The host of a URL as a browser's Host header names it: "host[:port]".
+std::string HostOf(std::string_view url);
+
 struct Config {
   std::string listen = "127.0.0.1:8080";  // HOST:PORT ([v6]:PORT for IPv6)
   std::string data_dir = "./cairn-data";
   std::string public_url;  // base of URLs handed to clients; default http://<listen> (https:// with TLS)
+  // The user-content origin: another host name (scheme://host[:port], no path) pointed at this server, from
+  // which browsers get stored files (docs/web.md). Empty: files are served sandboxed on public_url's origin.
+  std::string content_url;
   // HTTPS: a PEM certificate chain (the server's certificate first) and its PEM private key, both or neither;
   // re-read on SIGHUP.
   std::string tls_cert;

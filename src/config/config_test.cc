@@ -82,6 +82,7 @@ log_level = "debug"
   EXPECT_EQ(with_flags->data_dir, "/from/flag");
   EXPECT_EQ(with_flags->io_threads, 4u);
   EXPECT_EQ(with_flags->public_url, "https://cas.example.com");  // trailing slash dropped
+  EXPECT_EQ(with_flags->content_url, "");
   EXPECT_EQ(with_flags->log_level, "debug");
 }
 
@@ -121,6 +122,17 @@ TEST(Config, TlsNeedsBothFilesAndMakesTheDefaultPublicUrlHttps) {
   EXPECT_NE(half.error().message.find("both"), std::string::npos) << half.error().message;
 }
 
+TEST(Config, AUserContentOriginIsAnotherHostsOrigin) {
+  ConfigSources s;
+  s.flags = {{"public_url", "https://hub.example"}, {"content_url", "https://files.hub.example/"}};
+  auto c = LoadConfig(s);
+  ASSERT_TRUE(c.ok()) << c.error().message;
+  EXPECT_EQ(c->content_url, "https://files.hub.example");
+  EXPECT_EQ(HostOf(c->content_url), "files.hub.example");
+  EXPECT_EQ(HostOf("http://LocalHost:8081/x"), "localhost:8081");
+  EXPECT_EQ(OriginOf("http://localhost:8081/x/y"), "http://localhost:8081");
+}
+
 TEST(Config, ConfigFileFromEnvironment) {
   TempDir dir;
   const std::string file = dir.Write("c.toml", "listen = \"127.0.0.1:7000\"\n");
@@ -150,6 +162,11 @@ TEST(Config, BadValuesSayWhereAndWhat) {
       {{{"public_url", "http://"}}, {}, "must name a host"},
       {{{"public_url", "https:////"}}, {}, "must name a host"},
       {{{"s3_endpoint", "http:///bucket"}}, {}, "must name a host"},
+      {{{"content_url", "https://files.example/x"}}, {}, "without a path"},
+      {{{"public_url", "https://hub.example"}, {"content_url", "https://HUB.example"}}, {}, "another host"},
+      {{{"public_url", "http://127.0.0.1:8080"}, {"content_url", "http://127.0.0.1:8081"}},
+       {},
+       "another host"},
       {{{"jwt_secret", "short"}}, {}, "32"},
       {{{"no_such_setting", "1"}}, {}, "unknown setting"},
       {{}, {{"CAIRN_WORKER_THREADS", "-1"}}, "CAIRN_WORKER_THREADS"},

@@ -30,10 +30,10 @@ uint64_t LinkSigner::Now() const {
   return static_cast<uint64_t>(clock_.UnixSeconds());
 }
 
-xet::Hash LinkSigner::Mac(const xet::Hash& key, const xet::FileHash& file, uint64_t expires,
+xet::Hash LinkSigner::Mac(const xet::Hash& key, std::string_view subject, uint64_t expires,
                           std::string_view scope, std::string_view name) {
   std::string message = "cairn-file-link|";
-  AppendField(message, file.hex());
+  AppendField(message, subject);
   AppendField(message, std::to_string(expires));
   AppendField(message, scope);
   AppendField(message, name);
@@ -43,6 +43,16 @@ xet::Hash LinkSigner::Mac(const xet::Hash& key, const xet::FileHash& file, uint6
 
 Result<SignedLink> LinkSigner::Sign(const xet::FileHash& file, const std::string& scope, uint64_t ttl_seconds,
                                     const std::string& name) const {
+  return SignSubject(file.hex(), scope, ttl_seconds, name);
+}
+
+Result<LinkGrant> LinkSigner::Verify(const xet::FileHash& file,
+                                     const std::vector<std::pair<std::string, std::string>>& query) const {
+  return VerifySubject(file.hex(), query);
+}
+
+Result<SignedLink> LinkSigner::SignSubject(std::string_view subject, const std::string& scope,
+                                           uint64_t ttl_seconds, const std::string& name) const {
   if (ttl_seconds == 0 || ttl_seconds > max_ttl_) {
     return LimitExceeded("a link lives from 1 s to " + std::to_string(max_ttl_) + " s (max_link_ttl)");
   }
@@ -53,12 +63,12 @@ Result<SignedLink> LinkSigner::Sign(const xet::FileHash& file, const std::string
   if (!name.empty()) query += "&name=" + PercentEncode(name);
   const auto& key = keys_.current();
   if (key.named()) query += "&k=" + key.id;
-  query += "&s=" + Mac(key.material, file, expires, scope, name).hex();
+  query += "&s=" + Mac(key.material, subject, expires, scope, name).hex();
   return SignedLink{std::move(query), expires};
 }
 
-Result<LinkGrant> LinkSigner::Verify(const xet::FileHash& file,
-                                     const std::vector<std::pair<std::string, std::string>>& query) const {
+Result<LinkGrant> LinkSigner::VerifySubject(
+    std::string_view subject, const std::vector<std::pair<std::string, std::string>>& query) const {
   const std::string* x = nullptr;
   const std::string* scope = nullptr;
   const std::string* name = nullptr;
@@ -82,7 +92,7 @@ Result<LinkGrant> LinkSigner::Verify(const xet::FileHash& file,
   if (ec != std::errc() || end != x->data() + x->size()) return Malformed("link expiry x is not a number");
   const auto* key = keys_.Find(key_id ? *key_id : "");
   if (key == nullptr) return Denied("the link was signed with an unknown or retired key");
-  const std::string expected = Mac(key->material, file, expires, *scope, name ? *name : "").hex();
+  const std::string expected = Mac(key->material, subject, expires, *scope, name ? *name : "").hex();
   if (!cas::ConstantTimeEqual(expected, *mac)) return Denied("the link's signature does not match");
   if (Now() >= expires) return Denied("the link expired");
   return LinkGrant{*scope, name ? *name : "", expires};

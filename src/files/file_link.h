@@ -53,11 +53,18 @@ class LinkSigner {
   Result<LinkGrant> Verify(const xet::FileHash& file,
                            const std::vector<std::pair<std::string, std::string>>& query) const;
 
+  // The same for a subject the caller encodes (hub/download_link.h: a repository's file at a commit), with
+  // this signer's purpose keeping its links apart from every other signer's.
+  Result<SignedLink> SignSubject(std::string_view subject, const std::string& scope, uint64_t ttl_seconds,
+                                 const std::string& name) const;
+  Result<LinkGrant> VerifySubject(std::string_view subject,
+                                  const std::vector<std::pair<std::string, std::string>>& query) const;
+
   uint64_t max_ttl_seconds() const { return max_ttl_; }
 
  private:
   uint64_t Now() const;
-  static xet::Hash Mac(const xet::Hash& key, const xet::FileHash& file, uint64_t expires,
+  static xet::Hash Mac(const xet::Hash& key, std::string_view subject, uint64_t expires,
                        std::string_view scope, std::string_view name);
 
   cas::UrlKeys keys_;  // the link keys derived from the URL keys

@@ -7,12 +7,18 @@
 
 namespace cairn::files {
 
+namespace {
+constexpr std::string_view kRepoLinkPurpose = "cairn repository file links";
+}  // namespace
+
 FileService::FileService(cas::CasService& cas, index::CasIndex& index, FileServiceOptions options)
     : cas_(cas),
       index_(index),
       options_(std::move(options)),
       links_(std::make_shared<const LinkSigner>(options_.url_keys, options_.max_link_ttl_seconds,
                                                 *options_.clock)),
+      repo_links_(std::make_shared<const LinkSigner>(options_.url_keys, options_.max_link_ttl_seconds,
+                                                     *options_.clock, kRepoLinkPurpose)),
       budget_(options_.total_read_ahead_bytes),
       fetchers_(std::max<size_t>(1, options_.fetch_threads), 1 << 16),
       context_{cas_, fetchers_, budget_, [this](const std::string& message) {
@@ -31,10 +37,18 @@ std::shared_ptr<const LinkSigner> FileService::links() const {
   return links_;
 }
 
+std::shared_ptr<const LinkSigner> FileService::repo_links() const {
+  std::lock_guard lock(links_mu_);
+  return repo_links_;
+}
+
 void FileService::SetUrlKeys(const cas::UrlKeys& keys) {
   auto next = std::make_shared<const LinkSigner>(keys, options_.max_link_ttl_seconds, *options_.clock);
+  auto next_repo = std::make_shared<const LinkSigner>(keys, options_.max_link_ttl_seconds, *options_.clock,
+                                                      kRepoLinkPurpose);
   std::lock_guard lock(links_mu_);
   links_ = std::move(next);
+  repo_links_ = std::move(next_repo);
 }
 
 Result<StoredFile> FileService::Find(const xet::FileHash& hash, const std::string& scope) {

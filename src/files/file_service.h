@@ -94,6 +94,9 @@ class FileService {
 
   // The link signer of the current URL keys.
   std::shared_ptr<const LinkSigner> links() const;
+  // The signer of links to a repository's file at a commit, which the pages hand to browsers
+  // (hub/download_link.h): keys of their own, derived from the same URL keys, rotated with them.
+  std::shared_ptr<const LinkSigner> repo_links() const;
   // Signs links with keys.current() from now on and accepts links of every key in `keys` only (a rotation).
   void SetUrlKeys(const cas::UrlKeys& keys);
 
@@ -106,7 +109,8 @@ class FileService {
   index::CasIndex& index_;
   FileServiceOptions options_;
   mutable std::mutex links_mu_;
-  std::shared_ptr<const LinkSigner> links_;  // guarded by links_mu_
+  std::shared_ptr<const LinkSigner> links_;       // guarded by links_mu_
+  std::shared_ptr<const LinkSigner> repo_links_;  // guarded by links_mu_
   std::atomic<uint64_t> corrupt_chunks_{0};
   ByteBudget budget_;
   WorkQueue fetchers_;  // after the budget: its threads are joined first

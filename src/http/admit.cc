@@ -38,6 +38,15 @@ unsigned TransferEncodingStatus(const bhttp::fields& h, unsigned version, bool c
   return codings.empty() ? 0 : 501;  // gzip, chunked: a coding cairn does not decode
 }
 
+namespace {
+
+// Whether the request is for the user-content origin: its Host is that host (compared without case).
+bool OnContentHost(const Request& req, std::string_view content_host) {
+  return !content_host.empty() && boost::beast::iequals(req.Header("Host"), content_host);
+}
+
+}  // namespace
+
 Admitted AdmitRequest(const AdmitContext& ctx, const bhttp::request<bhttp::empty_body>& h,
                       const Arrival& arrival) {
   Admitted out;
@@ -88,6 +97,8 @@ Admitted AdmitRequest(const AdmitContext& ctx, const bhttp::request<bhttp::empty
     return refuse(std::move(r));
   }
   const Route& route = *match.route;
+  if (!route.options.user_content && OnContentHost(req, ctx.content_host))
+    return refuse(Response::ErrorJson(404, "not found"));
   out.route = &route;
   req.route = route.options.name;
   req.params = std::move(match.params);

@@ -33,6 +33,8 @@ struct AdmitContext {
   const Authenticator* auth = nullptr;  // null: a route that needs a token answers 500
   PerKeyLimiter* forwarded = nullptr;   // requests in flight per client behind a trusted proxy
   const AddressSet* trusted_proxies = nullptr;
+  // The user-content origin's host as a Host header names it (ServerOptions::content_host); empty: none.
+  std::string_view content_host = {};
 };
 
 // What the connection knows of the request besides its header.

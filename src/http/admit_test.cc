@@ -21,6 +21,8 @@ class AdmitTest : public ::testing::Test {
                    [](const auto&) {});
     router_.Handle(Verb::post, "/gated", RouteOptions().Name("gated").Admit(gate_), [](const auto&) {});
     router_.Handle(Verb::get, "/small", RouteOptions().Name("small").MaxHeader(200), [](const auto&) {});
+    router_.Handle(Verb::get, "/stored/{name}", RouteOptions().Name("stored").UserContent(),
+                   [](const auto&) {});
     // A route that reads its own credentials (a header "X-Key: open"), before its gate.
     router_.Handle(Verb::post, "/checked",
                    RouteOptions()
@@ -38,7 +40,7 @@ class AdmitTest : public ::testing::Test {
     if (a.peer.is_unspecified()) a.peer = boost::asio::ip::make_address("192.0.2.7");
     if (a.peer_remote.empty()) a.peer_remote = a.peer.to_string() + ":40000";
     a.request_id = "rid";
-    return AdmitRequest(AdmitContext{&router_, auth_.get(), &forwarded_, &proxies_}, h, a);
+    return AdmitRequest(AdmitContext{&router_, auth_.get(), &forwarded_, &proxies_, content_host_}, h, a);
   }
   static bhttp::request<bhttp::empty_body> Get(const std::string& target, bhttp::verb v = bhttp::verb::get) {
     return {v, target, 11};
@@ -60,7 +62,27 @@ class AdmitTest : public ::testing::Test {
   std::unique_ptr<Authenticator> auth_ = std::make_unique<Authenticator>(kAdmitKey);
   PerKeyLimiter forwarded_{1};
   AddressSet proxies_ = *AddressSet::Parse({"192.0.2.0/24"});
+  std::string content_host_;
 };
+
+// On the user-content origin only the routes marked for it answer; the others are 404 there, and every route
+// answers on cairn's own host.
+TEST_F(AdmitTest, TheUserContentHostReachesOnlyItsRoutes) {
+  const auto on = [&](const std::string& host, const std::string& target) {
+    auto h = Get(target);
+    h.set(bhttp::field::host, host);
+    return Admit(h);
+  };
+  EXPECT_EQ(Status(on("files.example:8080", "/open/x")), 0u) << "no content host configured";
+  content_host_ = "files.example:8080";
+  const Admitted refused = on("FILES.example:8080", "/open/x");
+  EXPECT_EQ(Status(refused), 404u);
+  EXPECT_EQ(refused.request.route, "") << "refused before the route is taken";
+  EXPECT_EQ(Status(on("files.example:8080", "/stored/x")), 0u);
+  EXPECT_EQ(Status(on("hub.example:8080", "/open/x")), 0u);
+  EXPECT_EQ(Status(on("hub.example:8080", "/stored/x")), 0u);
+  EXPECT_EQ(Status(on("files.example:8080", "/nowhere")), 404u);
+}
 
 TEST_F(AdmitTest, AnAdmittedRequestCarriesWhatItsHandlerSees) {
   auto h = Get("/open/x%20y?a=1&b=%2F&a=2");

@@ -35,6 +35,8 @@ struct RouteOptions {
   // body: a refusal it returns is the answer, and not a byte of the body is read. For what a route reads
   // from the header in its own way (git's Basic credentials). May set the request's principal.
   std::function<std::optional<Response>(Request&)> check;
+  // The route answers on the user-content origin too (ServerOptions::content_host): stored files' routes.
+  bool user_content = false;
 
   // Chainable setters: RouteOptions().Auth(Permission::kWrite).MaxBody(64 << 20). (GCC warns about designated
   // initializers that skip leading members, so prefer these.)
@@ -68,6 +70,10 @@ struct RouteOptions {
   }
   RouteOptions& Check(std::function<std::optional<Response>(Request&)> fn) {
     check = std::move(fn);
+    return *this;
+  }
+  RouteOptions& UserContent() {
+    user_content = true;
     return *this;
   }
   RouteOptions& MaxHeader(size_t bytes) {

@@ -61,8 +61,12 @@ struct ServerOptions {
   size_t max_connections = 8192;
   size_t max_connections_per_client = 1024;  // 0: no cap
   AddressSet trusted_proxies;                // empty: X-Forwarded-For is never read
-  std::string tls_cert;                      // PEM certificate chain; empty (with tls_key): plain HTTP
-  std::string tls_key;                       // PEM private key
+  // The host of the user-content origin ("files.example.com", with ":port" when not the scheme's), as its
+  // requests' Host header names it: those reach only routes marked UserContent() and are 404 elsewhere, so
+  // nothing of cairn's own (its pages, the API) answers there. Empty: no such origin.
+  std::string content_host;
+  std::string tls_cert;  // PEM certificate chain; empty (with tls_key): plain HTTP
+  std::string tls_key;   // PEM private key
 };
 
 class Server {

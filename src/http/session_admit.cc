@@ -62,8 +62,9 @@ void Session::BeginRequest(const bhttp::request_parser<bhttp::empty_body>::value
 Admitted Session::Admit(const bhttp::request_parser<bhttp::empty_body>::value_type& h) {
   Arrival arrival{peer_, via_proxy_, peer_remote_, request_id_, std::nullopt, header_parser_->chunked()};
   if (auto len = header_parser_->content_length()) arrival.content_length = *len;
-  Admitted a = AdmitRequest(
-      AdmitContext{&srv_.router, srv_.auth.get(), &srv_.forwarded, &srv_.opts.trusted_proxies}, h, arrival);
+  Admitted a = AdmitRequest(AdmitContext{&srv_.router, srv_.auth.get(), &srv_.forwarded,
+                                         &srv_.opts.trusted_proxies, srv_.opts.content_host},
+                            h, arrival);
   client_ = std::move(a.client);
   remote_ = std::move(a.remote);
   path_ = a.request.path;  // empty when the target did not parse

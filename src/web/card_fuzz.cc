@@ -21,7 +21,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     FUZZ_CHECK(key.size() + value.size() <= text.size());
   }
   // As the card page renders it: relative links resolved into the repository's.
-  const cairn::web::LinkBase base{.pages = "/a/m/blob/main/", .files = "/a/m/resolve/main/"};
+  const cairn::web::LinkBase base{.pages = "/a/m/blob/main/", .files = "/a/m/resolve/main/", .file = {}};
   std::string html = cairn::web::RenderMarkdown(card.body, &base);
   for (char& c : html) c = static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
   FUZZ_CHECK(html.find("<script") == std::string::npos);

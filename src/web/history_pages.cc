@@ -53,7 +53,8 @@ void RenderCommits(const PageContext& ctx, const std::shared_ptr<Exchange>& ex, 
   if (!body)
     return ex->Respond(
         ErrorPage(http::HttpStatusOf(body.error().code), body.error().message, page.who.visitor));
-  ex->Respond(RepoPageAnswer(page, "history", "History · " + hub::RepoPath(page.repo.id()), (*body)->html));
+  ex->Respond(
+      RepoPageAnswer(ctx, page, "history", "History · " + hub::RepoPath(page.repo.id()), (*body)->html));
 }
 
 // One file a commit changed: its state before (null: added) and after (null: deleted).
@@ -209,7 +210,7 @@ void RenderCommit(const PageContext& ctx, const std::shared_ptr<Exchange>& ex, c
   if (!body)
     return ex->Respond(
         ErrorPage(http::HttpStatusOf(body.error().code), body.error().message, page.who.visitor));
-  ex->Respond(RepoPageAnswer(page, "history", commit->title() + " · " + hub::RepoPath(page.repo.id()),
+  ex->Respond(RepoPageAnswer(ctx, page, "history", commit->title() + " · " + hub::RepoPath(page.repo.id()),
                              (*body)->html));
 }
 

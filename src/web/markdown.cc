@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "common/percent_encode.h"
+
 namespace cairn::web {
 
 namespace {
@@ -110,13 +112,15 @@ std::string ResolveCardUrl(std::string_view url, const LinkBase& base, bool imag
       segments.push_back(seg);
     }
   }
-  std::string out = image ? base.files : base.pages;
+  std::string joined;
   for (size_t i = 0; i < segments.size(); ++i) {
-    if (i > 0) out += '/';
-    out.append(segments[i]);
+    if (i > 0) joined += '/';
+    joined.append(segments[i]);
   }
-  out.append(fragment);
-  return out;
+  if (image && base.file && !joined.empty()) {
+    if (auto decoded = PercentDecode(joined)) return base.file(*decoded);
+  }
+  return (image ? base.files : base.pages) + joined + std::string(fragment);
 }
 
 std::string RenderMarkdown(std::string_view markdown, const LinkBase* base) {

@@ -7,6 +7,7 @@
 // run on the page; the pages' Content-Security-Policy forbids scripts besides. Pure functions, any thread.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -33,6 +34,9 @@ std::vector<std::pair<std::string, std::string>> MetadataEntries(std::string_vie
 struct LinkBase {
   std::string pages;
   std::string files;
+  // Set: an image's URL is file(its path in the repository, percent-decoded) instead (a signed link); a path
+  // that does not decode is left as `files` makes it.
+  std::function<std::string(std::string_view path)> file;
 };
 
 // `url` as a card's link (`image`: an image's source) leads with `base`: a relative URL resolved in the

@@ -6,6 +6,7 @@
 #include "common/percent_encode.h"
 #include "common/utf8.h"
 #include "files/file_reader.h"
+#include "hub/download_link.h"
 #include "people/reach.h"
 
 namespace cairn::web {
@@ -147,11 +148,21 @@ std::string RepoHeader(const RepoPage& page, std::string_view tab) {
   return Render("repo_header.html", v);
 }
 
-http::Response RepoPageAnswer(const RepoPage& page, std::string_view tab, std::string_view title,
-                              std::string_view body) {
+http::Response RepoPageAnswer(const PageContext& ctx, const RepoPage& page, std::string_view tab,
+                              std::string_view title, std::string_view body) {
   std::string main = RepoHeader(page, tab);
   main += body;
-  return PageAnswer(200, title, main, page.who.visitor);
+  http::Response r = PageAnswer(200, title, main, page.who.visitor);
+  if (!ctx.options.content_url.empty()) SecureHeaders(r, ctx.options.content_url);
+  return r;
+}
+
+std::string FileUrl(const PageContext& ctx, const RepoPage& page, std::string_view path) {
+  std::string plain = page.url + "/resolve/" + PercentEncode(page.rev) + "/" + UrlPath(path);
+  if (ctx.options.content_url.empty() && !page.repo.record.is_private) return plain;
+  auto link = hub::SignDownload(*ctx.files.repo_links(), page.repo.id(), page.commit, path);
+  if (!link) return plain;  // a path the signer refuses: the route answers as it would
+  return ctx.options.content_url + *link;
 }
 
 Result<std::shared_ptr<const PageContext::KeptPart>> Kept(

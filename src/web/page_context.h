@@ -83,9 +83,10 @@ http::Handler RepoPageHandler(const std::shared_ptr<const PageContext>& ctx, Rep
 // The header of a repository's pages, with tab `tab` ("card", "files", "history") marked current.
 std::string RepoHeader(const RepoPage& page, std::string_view tab);
 
-// A repository's page: its header (tab `tab` current) above `body`, in the layout, titled `title`.
-http::Response RepoPageAnswer(const RepoPage& page, std::string_view tab, std::string_view title,
-                              std::string_view body);
+// A repository's page: its header (tab `tab` current) above `body`, in the layout, titled `title`; its
+// images may come from the user-content origin.
+http::Response RepoPageAnswer(const PageContext& ctx, const RepoPage& page, std::string_view tab,
+                              std::string_view title, std::string_view body);
 
 // The HTML `render` makes of what a page shows at its commit, kept for a minute (PageContext::kept) by the
 // repository, the commit, the URL's repository path and revision, and `what` (the part and its parameters):
@@ -95,6 +96,11 @@ http::Response RepoPageAnswer(const RepoPage& page, std::string_view tab, std::s
 Result<std::shared_ptr<const PageContext::KeptPart>> Kept(const PageContext& ctx, const RepoPage& page,
                                                           std::string_view what,
                                                           const std::function<Result<std::string>()>& render);
+
+// Where a browser gets `path` of the page's repository at the page's commit: a signed link
+// (hub/download_link.h) on the user-content origin when there is one, else on cairn's own for a private
+// repository (a browser has no token to send); the download route at the page's revision for a public one.
+std::string FileUrl(const PageContext& ctx, const RepoPage& page, std::string_view path);
 
 // Whether `text` is shown as text: valid UTF-8 with no NUL (a cut at `cut_at_end` may split the last
 // character, which is then not held against it).

@@ -37,6 +37,9 @@ struct Signed {
 struct PageOptions {
   std::string public_url =
       "http://127.0.0.1:8080";  // the clone URL's base and the origin forms must come from
+  // The user-content origin (no trailing '/'; empty: none): files' downloads and a card's images link there,
+  // signed (hub/download_link.h), instead of to the download route on public_url.
+  std::string content_url = {};
   // Signing in (sessions, passwords); null: nobody signs in, every visitor is anonymous. Outlives the server.
   people::SignInService* sign_in = nullptr;
   // Devices' sign-ins (hf auth login: /device approves them); null: that page answers 404. Outlives the

@@ -310,6 +310,21 @@ TEST_F(PageRoutes, PagesFollowTheBranchAndTheRepositorysVisibility) {
     EXPECT_EQ(Get(target).result_int(), 404u) << target;
 }
 
+// A browser sends no token: a private repository's file is a download through a signed link, a public one's
+// the plain download route (hub/download_link.h; the route's side is tested in api).
+TEST_F(PageRoutes, APrivateFilesDownloadIsASignedLink) {
+  const std::string pub = Get("/alice/pub/blob/main/dir/a.txt").body();
+  EXPECT_NE(pub.find("href=\"/alice/pub/resolve/main/dir/a.txt\""), std::string::npos) << pub;
+  const std::string cookie = SignIn();
+  const std::string secret = Get("/alice/secret/blob/main/dir/a.txt", cookie).body();
+  const size_t at = secret.find("href=\"/alice/secret/resolve/");
+  ASSERT_NE(at, std::string::npos) << secret;
+  const std::string href = secret.substr(at + 6, secret.find('"', at + 6) - at - 6);
+  EXPECT_EQ(href.find("/resolve/main/"), std::string::npos) << "the commit, not the branch: " << href;
+  EXPECT_NE(href.find("/dir/a.txt?x="), std::string::npos) << href;
+  EXPECT_NE(href.find("&amp;s="), std::string::npos) << "escaped in the attribute: " << href;
+}
+
 // An organization's page lists its members and their roles to its members (and operators) alone.
 TEST_F(PageRoutes, AnOrganizationsMembersAreShownToItsMembers) {
   ASSERT_TRUE(people_->CreateOrg(kBy, "acme", "").ok());

@@ -95,7 +95,8 @@ std::string CardBody(const PageContext& ctx, const RepoPage& page, const std::ve
   v.set("has_metadata", !meta.is_empty_list());
   v.set("metadata", meta);
   const LinkBase base{.pages = page.url + "/blob/" + PercentEncode(page.rev) + "/",
-                      .files = page.url + "/resolve/" + PercentEncode(page.rev) + "/"};
+                      .files = page.url + "/resolve/" + PercentEncode(page.rev) + "/",
+                      .file = [&](std::string_view path) { return FileUrl(ctx, page, path); }};
   v.set("readme", RenderMarkdown(card.body, &base));
   return Render("card.html", v);
 }
@@ -131,7 +132,7 @@ void RenderCard(const PageContext& ctx, const std::shared_ptr<Exchange>& ex, con
   v.set("size", HumanSize(storage ? storage->bytes : 0));
   SetRefs(v, ctx, page);
   v.set("clone_url", ctx.options.public_url + "/" + hub::RepoPath(id));
-  ex->Respond(RepoPageAnswer(page, "card", hub::RepoPath(id), Render("repo.html", v)));
+  ex->Respond(RepoPageAnswer(ctx, page, "card", hub::RepoPath(id), Render("repo.html", v)));
 }
 
 // Page `asked` of folder `path` (the last one when there are fewer), 200 entries a page.
@@ -188,7 +189,7 @@ void RenderTree(const PageContext& ctx, const std::shared_ptr<Exchange>& ex, con
     return ex->Respond(
         ErrorPage(http::HttpStatusOf(body.error().code), body.error().message, page.who.visitor));
   const std::string title = hub::RepoPath(page.repo.id()) + (path.empty() ? "" : " · " + path);
-  ex->Respond(RepoPageAnswer(page, "files", title, (*body)->html));
+  ex->Respond(RepoPageAnswer(ctx, page, "files", title, (*body)->html));
 }
 
 void RenderBlob(const PageContext& ctx, const std::shared_ptr<Exchange>& ex, const RepoPage& page) {
@@ -210,7 +211,7 @@ void RenderBlob(const PageContext& ctx, const std::shared_ptr<Exchange>& ex, con
   v.set("size", HumanSize(info->size));
   v.set("kind", KindOf(*info));
   if (info->lfs) v.set("sha256", info->lfs->sha256);
-  v.set("download", page.url + "/resolve/" + PercentEncode(page.rev) + "/" + UrlPath(path));
+  v.set("download", FileUrl(ctx, page, path));
   auto text = ReadHead(ctx, page.repo, *info, kMaxBlobShown);
   const bool cut = info->size > kMaxBlobShown;
   if (text && LooksLikeText(*text, cut)) {
@@ -222,7 +223,7 @@ void RenderBlob(const PageContext& ctx, const std::shared_ptr<Exchange>& ex, con
     v.set("binary", why);
   }
   const std::string title = hub::RepoPath(page.repo.id()) + " · " + path;
-  ex->Respond(RepoPageAnswer(page, "files", title, Render("blob.html", v)));
+  ex->Respond(RepoPageAnswer(ctx, page, "files", title, Render("blob.html", v)));
 }
 
 }  // namespace

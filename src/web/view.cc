@@ -55,9 +55,14 @@ std::string Render(std::string_view name, const View& view) {
 }
 
 void SecureHeaders(http::Response& r) {
-  r.Header("Content-Security-Policy",
-           "default-src 'none'; style-src 'self'; img-src 'self' data:; form-action 'self'; "
-           "frame-ancestors 'none'; base-uri 'none'");
+  SecureHeaders(r, "");
+}
+
+void SecureHeaders(http::Response& r, std::string_view image_origin) {
+  std::string images = "'self' data:";
+  if (!image_origin.empty()) images += " " + std::string(image_origin);
+  r.Header("Content-Security-Policy", "default-src 'none'; style-src 'self'; img-src " + images +
+                                          "; form-action 'self'; frame-ancestors 'none'; base-uri 'none'");
   r.Header("X-Content-Type-Options", "nosniff");
   r.Header("X-Frame-Options", "DENY");
   r.Header("Referrer-Policy", "same-origin");

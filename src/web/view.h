@@ -44,6 +44,8 @@ http::Response StylesheetAnswer();
 // cairn's origin only, forms posting only to it, never framed), nosniff, no referrer to other hosts, and
 // no caching by shared caches (a signed-in person's page is theirs).
 void SecureHeaders(http::Response& r);
+// The same with images from `image_origin` too (the user-content origin).
+void SecureHeaders(http::Response& r, std::string_view image_origin);
 
 // `path` with each segment percent-encoded and '/' kept: for a URL's path in an href.
 std::string UrlPath(std::string_view path);

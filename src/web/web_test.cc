@@ -63,7 +63,7 @@ std::string Header(const std::string& json) {
 }
 
 TEST(Markdown, RelativeLinksLeadToTheRepositorysFilesAndNothingElseMoves) {
-  const LinkBase base{.pages = "/a/m/blob/main/", .files = "/a/m/resolve/main/"};
+  const LinkBase base{.pages = "/a/m/blob/main/", .files = "/a/m/resolve/main/", .file = {}};
   const std::map<std::string, std::string> links = {
       {"config.json", "/a/m/blob/main/config.json"},
       {"./docs/usage.md#install", "/a/m/blob/main/docs/usage.md#install"},
@@ -85,6 +85,20 @@ TEST(Markdown, RelativeLinksLeadToTheRepositorysFilesAndNothingElseMoves) {
       << html;
   EXPECT_NE(html.find("<a href=\"\">x</a>"), std::string::npos) << "still emptied: " << html;
   EXPECT_NE(html.find("href=\"https://x.org\""), std::string::npos);
+}
+
+// With a signer of links, an image's source is the link made for its decoded path; links are not touched.
+TEST(Markdown, ImagesTakeTheLinkMadeForTheirPath) {
+  const LinkBase base{
+      .pages = "/a/m/blob/main/", .files = "/a/m/resolve/main/", .file = [](std::string_view path) {
+        return "https://files.example/signed/" + std::string(path);
+      }};
+  EXPECT_EQ(ResolveCardUrl("img/my%20plot.png", base, true), "https://files.example/signed/img/my plot.png");
+  EXPECT_EQ(ResolveCardUrl("img/bad%zz.png", base, true), "/a/m/resolve/main/img/bad%zz.png");
+  EXPECT_EQ(ResolveCardUrl("https://x.org/a.png", base, true), "https://x.org/a.png");
+  EXPECT_EQ(ResolveCardUrl("img/plot.png", base, false), "/a/m/blob/main/img/plot.png");
+  const std::string html = RenderMarkdown("![p](./img/p.png)", &base);
+  EXPECT_NE(html.find("src=\"https://files.example/signed/img/p.png\""), std::string::npos) << html;
 }
 
 TEST(Safetensors, CountsParametersByDtype) {

@@ -559,3 +559,86 @@ def test_a_buckets_page_lists_its_folders_and_a_private_one_is_a_404(server, hub
     browser.delete_all_cookies()
     browser.get(f"{srv.url}/buckets/alice/hidden")
     assert "404" in browser.title
+
+
+def tiny_png() -> bytes:
+    """A valid 1×1 PNG (one opaque red pixel)."""
+    import zlib
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    header = struct.pack(">IIBBBBB", 1, 1, 8, 2, 0, 0, 0)
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(b"\x00\xff\x00\x00")) +
+            chunk(b"IEND", b""))
+
+
+def status_and_location(url: str, headers: dict) -> tuple[int, str]:
+    """One GET, its redirect not followed."""
+    import http.client
+    parts = urllib.parse.urlsplit(url)
+    conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=30)
+    conn.request("GET", parts.path + ("?" + parts.query if parts.query else ""), headers=headers)
+    r = conn.getresponse()
+    r.read()
+    conn.close()
+    return r.status, r.getheader("Location") or ""
+
+
+@pytest.mark.backends("sqlite")
+def test_with_a_content_origin_files_and_images_come_from_it(server, hub_py, tmp_path, browser):
+    """content_url names another host for the same server (localhost beside 127.0.0.1): a private repository's
+    README image shows and its file downloads from there through signed links, the session cookie never goes
+    there, nothing but linked downloads answers there, and a browser sent to a download on cairn's origin is
+    redirected there."""
+    from common import free_port
+    port = free_port()
+    content = f"http://localhost:{port}"
+    srv = server(port=port, args=("--content-url", content))
+    password = "correct horse battery staple"
+    WATCH.add_secret("alice's password", password)
+    srv.cli("user", "create", "alice")
+    srv.cli("user", "password", "alice", stdin=password + "\n")
+    (tmp_path / "plot.png").write_bytes(tiny_png())
+    hub = Hub(hub_py, tmp_path / "alice", srv, srv.token("alice", write=True))
+    hub.run("api.create_repo('alice/secret', private=True)\n"
+            "api.upload_file(path_or_fileobj=b'# Plots\\n\\n![plot](img/plot.png)\\n', path_in_repo='README.md',"
+            " repo_id='alice/secret')\n"
+            f"api.upload_file(path_or_fileobj={str(tmp_path / 'plot.png')!r}, path_in_repo='img/plot.png',"
+            " repo_id='alice/secret')\n"
+            "api.upload_file(path_or_fileobj=b'top secret', path_in_repo='s.txt', repo_id='alice/secret')\n"
+            "api.create_repo('alice/pub')\n"
+            "api.upload_file(path_or_fileobj=b'<script>alert(1)</script>', path_in_repo='x.html', repo_id='alice/pub')")
+    browser.delete_all_cookies()
+    csp_violations(browser)
+    sign_in(browser, srv.url, "alice", password)
+    cookie = session_cookie(browser)
+    WATCH.add_secret("alice's session", cookie)
+
+    browser.get(srv.url + "/alice/secret")
+    wait_for(lambda: browser.execute_script(
+        "const i = document.querySelector('article img'); return i !== null && i.complete && i.naturalWidth === 1"))
+    src = browser.find_element("css selector", "article img").get_attribute("src")
+    assert src.startswith(content + "/alice/secret/resolve/") and "&s=" in src, src
+    assert not csp_violations(browser)
+    screenshot(browser, "content-origin-card")
+
+    browser.get(srv.url + "/alice/secret/blob/main/s.txt")
+    href = browser.find_element("link text", "Download").get_attribute("href")
+    assert href.startswith(content + "/alice/secret/resolve/"), href
+    got = http("GET", href)
+    assert got.status == 200 and got.body == b"top secret"
+    assert "sandbox" in got.headers["content-security-policy"]
+    # The link is the whole grant: the session cookie is not for that host, and a changed link reads nothing.
+    sent = browser.execute_cdp_cmd("Network.getCookies", {"urls": [href, srv.url + "/"]})["cookies"]
+    assert [c["domain"] for c in sent if c["name"] == "cairn_session"] == ["127.0.0.1"], sent
+    assert http("GET", href.replace("s.txt", "README.md")).status == 403
+    for path in ("/", "/alice/secret", "/alice/pub", "/api/models/alice/pub", "/alice/pub/resolve/main/x.html",
+                 "/login"):
+        assert http("GET", content + path).status == 404, path
+
+    # A browser sent to a download on cairn's origin goes to the content origin; a client is answered there.
+    status, location = status_and_location(srv.url + "/alice/pub/resolve/main/x.html", {"Sec-Fetch-Dest": "document"})
+    assert status == 302 and location.startswith(content + "/alice/pub/resolve/"), (status, location)
+    assert http("GET", location).body == b"<script>alert(1)</script>"
+    assert status_and_location(srv.url + "/alice/pub/resolve/main/x.html", {})[0] == 200
