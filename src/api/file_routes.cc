@@ -304,7 +304,8 @@ void RegisterFileRoutes(http::Server& server, files::FileService& files, index::
   while (!base.empty() && base.back() == '/') base.pop_back();
   const size_t max_ranges = options.max_ranges;
   // Links authorize themselves, so this route checks its token itself.
-  r.Handle(http::Verb::get, "/v1/files/{file}", http::RouteOptions().Name("file_download"),
+  // Links (and tokens) read stored files on the user-content origin too: nothing of cairn's runs there.
+  r.Handle(http::Verb::get, "/v1/files/{file}", http::RouteOptions().Name("file_download").UserContent(),
            [&server, &files, max_ranges](const std::shared_ptr<Exchange>& ex) {
              FileByHash(server, files, ex, max_ranges);
            });

@@ -1,7 +1,8 @@
 // A bucket's pages (hub/bucket_service.h): /buckets/{ns}/{name} and /buckets/{ns}/{name}/tree/{path} list a
-// folder of it (its files and folders one level down, a page at a time by name), each file a download through
-// the bucket's resolve route. Access is the API's: a private bucket the visitor may not read is the same 404
-// page as one that does not exist.
+// folder of it (its files and folders one level down, a page at a time by name), each file a download (the
+// bucket's resolve route, or a signed link: FileUrl). Access is the API's: a private bucket the visitor may
+// not read is the same 404 page as one that does not exist.
+#include <algorithm>
 #include <utility>
 
 #include "web/page_context.h"
@@ -13,6 +14,23 @@ namespace {
 using http::Exchange;
 
 constexpr size_t kBucketPage = 200;
+constexpr uint64_t kLinkSeconds = 15 * 60;  // a file's link from the page (as hub/download_link.h's)
+
+// Where a browser gets a bucket's file: its download route for a public bucket when there is no user-content
+// origin; else a signed link to the file (files/file_link.h, what the bucket reads) there or on cairn's
+// origin, since a browser sends no token.
+std::string FileUrl(const PageContext& ctx, const hub::Repo& bucket, const std::string& bucket_url,
+                    const std::string& path, const index::BucketFile& file) {
+  std::string plain = bucket_url + "/resolve/" + UrlPath(path);
+  const bool empty = file.size == 0;  // no Xet file holds it
+  if (empty || (ctx.options.content_url.empty() && !bucket.record.is_private)) return plain;
+  const auto signer = ctx.files.links();
+  auto link =
+      signer->Sign(file.file, bucket.record.read_scope, std::min(kLinkSeconds, signer->max_ttl_seconds()),
+                   path.substr(path.rfind('/') + 1));
+  if (!link) return plain;
+  return ctx.options.content_url + "/v1/files/" + file.file.hex() + "?" + link->query;
+}
 
 void RenderBucket(const PageContext& ctx, const std::shared_ptr<Exchange>& ex) {
   const http::Request& req = ex->request();
@@ -39,7 +57,8 @@ void RenderBucket(const PageContext& ctx, const std::shared_ptr<Exchange>& ex) {
   View v;
   v.set("ns", ns);
   v.set("name", name);
-  v.set("bucket_url", "/buckets/" + UrlPath(ns) + "/" + UrlPath(name));
+  const std::string bucket_url = "/buckets/" + UrlPath(ns) + "/" + UrlPath(name);
+  v.set("bucket_url", bucket_url);
   v.set("private", bucket->record.is_private);
   v.set("files", std::to_string(totals->files));
   v.set("bytes", HumanSize(totals->bytes));
@@ -52,6 +71,7 @@ void RenderBucket(const PageContext& ctx, const std::shared_ptr<Exchange>& ex) {
     row.set("name", shown.substr(shown.rfind('/') + 1));
     row.set("url", UrlPath(shown));
     row.set("dir", e.is_dir);
+    if (!e.is_dir) row.set("download", FileUrl(ctx, *bucket, bucket_url, shown, e.file));
     row.set("size", e.is_dir ? std::string() : HumanSize(e.file.size));
     row.set("uploaded", e.is_dir || e.file.uploaded_at == 0 ? std::string() : DateText(e.file.uploaded_at));
     entries.push_back(row);

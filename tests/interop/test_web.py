@@ -608,7 +608,9 @@ def test_with_a_content_origin_files_and_images_come_from_it(server, hub_py, tmp
             " repo_id='alice/secret')\n"
             "api.upload_file(path_or_fileobj=b'top secret', path_in_repo='s.txt', repo_id='alice/secret')\n"
             "api.create_repo('alice/pub')\n"
-            "api.upload_file(path_or_fileobj=b'<script>alert(1)</script>', path_in_repo='x.html', repo_id='alice/pub')")
+            "api.upload_file(path_or_fileobj=b'<script>alert(1)</script>', path_in_repo='x.html', repo_id='alice/pub')\n"
+            "api.create_bucket('alice/box', private=True)\n"
+            f"api.batch_bucket_files('alice/box', add=[({str(tmp_path / 'plot.png')!r}, 'p/plot.png')])")
     browser.delete_all_cookies()
     csp_violations(browser)
     sign_in(browser, srv.url, "alice", password)
@@ -636,6 +638,13 @@ def test_with_a_content_origin_files_and_images_come_from_it(server, hub_py, tmp
     for path in ("/", "/alice/secret", "/alice/pub", "/api/models/alice/pub", "/alice/pub/resolve/main/x.html",
                  "/login"):
         assert http("GET", content + path).status == 404, path
+
+    # A private bucket's file likewise: a link to the stored file, on the content origin.
+    browser.get(srv.url + "/buckets/alice/box/tree/p")
+    wait_for(lambda: browser.find_elements("link text", "plot.png"))
+    href = browser.find_element("link text", "plot.png").get_attribute("href")
+    assert href.startswith(content + "/v1/files/"), href
+    assert http("GET", href).body == tiny_png()
 
     # A browser sent to a download on cairn's origin goes to the content origin; a client is answered there.
     status, location = status_and_location(srv.url + "/alice/pub/resolve/main/x.html", {"Sec-Fetch-Dest": "document"})
