@@ -6,8 +6,9 @@
 // files/file_link.h, signed by FileService::repo_links (keys of their own). The MAC covers the repository,
 // the commit, the path and the expiry: a link reads that one file as it is at that commit, as a reader of
 // that repository alone, until it expires (kDownloadLinkSeconds after the page that made it) or its URL key
-// is retired (`cairn keys retire url …` ends every link at once). A private repository made public or the
-// reverse does not change what a link already made reads; it lives minutes.
+// is retired (`cairn keys rotate --kind url`, then `retire --kind url ID`: every link made before ends). A
+// private repository made public or the reverse does not change what a link already made reads; it lives
+// minutes.
 //
 // Pure functions of their arguments; thread-safe. Failures: kDenied for a link that does not match, expired
 // or was signed with a retired key; kMalformed for one missing its parameters.
