@@ -233,6 +233,10 @@ void ServePages(http::Server& server, const config::Config& cfg, Backend& b) {
   po.sso = b.sso.get();
   po.index = b.index.get();
   po.buckets = b.buckets.get();
+  if (auto* m = b.mirror.get()) {
+    po.mirror_open = [m](const hub::Caller& caller, const hub::RepoId& id) { return m->Open(caller, id); };
+    po.mirror_resolve = [m](const hub::Repo& repo, std::string_view rev) { return m->Resolve(repo, rev); };
+  }
   po.health = {{"index", [ix = b.index.get()] { return ix->Ping(); }},
                {"store", [st = b.store.get()] { return st->Ping(); }}};
   if (b.mirror) {

@@ -106,7 +106,8 @@ void WithRepoPage(const std::shared_ptr<const PageContext>& ctx, const std::shar
     Signed who = ctx->Identify(req);
     auto id = RepoIdOf(req);
     if (!id) return ex->Respond(ErrorPage(404, "No such repository.", who.visitor));
-    auto repo = ctx->hub.Open(who.caller, *id, false);
+    auto repo = ctx->options.mirror_open ? ctx->options.mirror_open(who.caller, *id)
+                                         : ctx->hub.Open(who.caller, *id, false);
     if (!repo) {
       const unsigned status =
           repo.error().code == ErrorCode::kNotFound ? 404 : http::HttpStatusOf(repo.error().code);
@@ -115,7 +116,9 @@ void WithRepoPage(const std::shared_ptr<const PageContext>& ctx, const std::shar
     }
     std::string rev = req.Param("rev");
     if (rev.empty()) rev = ctx->hub.options().default_branch;
-    auto commit = ctx->hub.Resolve(*repo, rev);
+    auto commit = ctx->options.mirror_resolve && hub::IsMirrored(repo->record)
+                      ? ctx->options.mirror_resolve(*repo, rev)
+                      : ctx->hub.Resolve(*repo, rev);
     if (!commit) return ex->Respond(ErrorPage(404, "No such revision: " + rev, who.visitor));
     RepoPage page{.who = std::move(who),
                   .repo = std::move(*repo),

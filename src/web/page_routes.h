@@ -60,6 +60,11 @@ struct PageOptions {
   std::function<std::vector<std::pair<std::string, uint64_t>>()> mirror_counters;
   // Buckets' pages (/buckets/{ns}/{name}); null: none. Outlives the server.
   hub::BucketService* buckets = nullptr;
+  // The pull-through mirror's reads, as the API reads through it (unset: no mirror): a repository a page
+  // names that this server does not hold is fetched from upstream, and a mirrored repository's revisions
+  // are upstream's names.
+  std::function<Result<hub::Repo>(const hub::Caller&, const hub::RepoId&)> mirror_open = {};
+  std::function<Result<hub::ObjectId>(const hub::Repo&, std::string_view)> mirror_resolve = {};
 };
 
 // `hub` and `files` outlive the server.

@@ -450,6 +450,31 @@ def test_git_clone_of_a_mirrored_repository(server, hub_py, tmp_path):
     assert metric(mirror, "cairn_mirror_file_misses") == 1
 
 
+def test_pages_of_a_repository_the_mirror_never_saw(server, hub_py, tmp_path):
+    """A person following a Hub link to the mirror's pages gets the repository's card, folder and history
+    as upstream has them, fetched on the first page as the API's first read fetches it; a repository upstream
+    does not have is the pages' 404."""
+    upstream = server()
+    owner = Hub(hub_py, tmp_path / "owner", upstream, upstream.token("alice", write=True))
+    weights = write_random(tmp_path / "w.bin", 1 * MiB, seed=73)
+    sha = owner.run(f"""
+        api.create_repo("alice/model")
+        api.upload_file(repo_id="alice/model", path_or_fileobj={str(weights)!r}, path_in_repo="w.bin")
+        api.upload_file(repo_id="alice/model", path_or_fileobj=b"# Mirrored card\\n", path_in_repo="README.md",
+                        commit_message="the card")
+        result = api.repo_info("alice/model").sha""")
+    mirror = mirror_of(server, upstream)
+    card = http("GET", mirror.url + "/alice/model")
+    assert card.status == 200, card.body[:500]
+    assert b"Mirrored card" in card.body and sha[:7].encode() in card.body
+    tree = http("GET", mirror.url + "/alice/model/tree/main")
+    assert tree.status == 200 and b"w.bin" in tree.body and b"README.md" in tree.body
+    history = http("GET", mirror.url + "/alice/model/commits/main")
+    assert history.status == 200 and b"the card" in history.body
+    missing = http("GET", mirror.url + "/alice/nothing")
+    assert missing.status == 404 and b"<html" in missing.body
+
+
 @pytest.mark.backends("sqlite", "s3")
 def test_prefetch_ls_and_evict(server, hub_py, tmp_path):
     """`cairn mirror prefetch` copies a repository and its large files ahead of a job (a later download sends
