@@ -3,7 +3,6 @@
 // /oauth/token with grant_type urn:ietf:params:oauth:grant-type:device_code (device_code, client_id) or
 // refresh_token (refresh_token, client_id) answers {access_token, token_type, expires_in, refresh_token} or
 // the OAuth error (400 {error, error_description}). The person approves the code on the pages' /device.
-#include <spdlog/spdlog.h>
 
 #include "api/hub_context.h"
 #include "http/form.h"
@@ -62,8 +61,6 @@ bool DeviceGrantAsked(const HubContext& c, const std::shared_ptr<Exchange>& ex,
     auto issued =
         refresh ? c.options.device->Refresh(secret, client) : c.options.device->Poll(secret, client);
     if (!issued) return ex->Respond(OAuthError(issued.error()));
-    if (auto st = c.options.people->Refresh(); !st)
-      spdlog::warn("people: refresh failed: {}", st.error().message);
     ex->Respond(Issued(*issued));
   });
   return true;

@@ -63,7 +63,6 @@ void ChangeMember(const HubContext& c, const std::shared_ptr<Exchange>& ex,
     if (auto st = c.options.people_service->SetRole(by, org, user, role); !st) {
       return ex->Respond(HubErrorResponse(st.error()));
     }
-    if (auto st = c.options.people->Refresh(); !st) return ex->Respond(HubErrorResponse(st.error()));
     json::object out{{"user", user}};
     out["role"] = role ? json::value(people::OrgRoleName(*role)) : json::value(nullptr);
     ex->Respond(JsonAnswer(out));

@@ -45,8 +45,8 @@ class PeopleApi : public testing::ApiServerTest {
     ho.clock = &clock_;
     hub_ = std::make_unique<hub::HubService>(*index_, *files_, ho);
     buckets_ = std::make_unique<hub::BucketService>(*index_, *files_, clock_);
-    people_ = std::make_unique<people::PeopleService>(*index_, clock_);
     directory_ = std::make_unique<people::Directory>(*index_, clock_);
+    people_ = std::make_unique<people::PeopleService>(*index_, clock_, directory_.get());
     for (const char* user : {"ann", "wes", "rey", "sam"})
       ASSERT_TRUE(people_->CreateUser(kBy, user, "", false).ok());
     ASSERT_TRUE(people_->CreateOrg(kBy, "acme", "ACME").ok());

@@ -161,8 +161,6 @@ void CreatePolicy(const HubContext& c, const std::shared_ptr<Exchange>& ex) {
   ex->Offload([&c, ex, by = admin->Actor(), spec = std::move(*spec)] {
     auto made = c.options.people_service->CreatePublisher(by, spec);
     if (!made) return ex->Respond(HubErrorResponse(made.error()));
-    // Trusted by this node at once (the others at their refresh).
-    if (auto st = c.options.people->Refresh(); !st) return ex->Respond(HubErrorResponse(st.error()));
     ex->Respond(JsonAnswer(PolicyAnswer(*made, spec.ns)));
   });
 }
@@ -178,8 +176,6 @@ void RevokePolicy(const HubContext& c, const std::shared_ptr<Exchange>& ex) {
     }
     auto revoked = c.options.people_service->RevokePublisher(by, id);
     if (!revoked) return ex->Respond(HubErrorResponse(revoked.error()));
-    // This node refuses its tokens from now on; the others at their next refresh.
-    if (auto st = c.options.people->Refresh(); !st) return ex->Respond(HubErrorResponse(st.error()));
     ex->Respond(JsonAnswer(json::object{{"id", id}, {"revoked", *revoked}}));
   });
 }

@@ -92,7 +92,7 @@ class RouteFaults : public testing::ApiServerTest {
     faulty_ = std::make_unique<index::testing::FaultyIndex>(*index_);
     directory_ = std::make_unique<people::Directory>(*faulty_, clock_);
     ASSERT_TRUE(directory_->Refresh().ok());
-    people_ = std::make_unique<people::PeopleService>(*faulty_, clock_);
+    people_ = std::make_unique<people::PeopleService>(*faulty_, clock_, directory_.get());
     auth_->SetVerifier(std::make_shared<PersonTokens>(*directory_));
     quota_ = std::make_unique<quota::QuotaService>(*faulty_, clock_);
     cas_ = std::make_unique<cas::CasService>(*faulty_, *store_, pool_, CasOptions());

@@ -104,8 +104,6 @@ void CreateToken(const HubContext& c, const std::shared_ptr<Exchange>& ex) {
     auto made =
         c.options.people_service->CreateToken(m.by, m.person.user, body.name, body.role, body.grants, life);
     if (!made) return ex->Respond(HubErrorResponse(made.error()));
-    // Usable on this node at once (the others learn of it at their refresh or its first use there).
-    if (auto st = c.options.people->Refresh(); !st) return ex->Respond(HubErrorResponse(st.error()));
     json::object out = TokenAnswer(made->record);
     out["token"] = made->text;  // the only time it is shown
     ex->Respond(JsonAnswer(out));
@@ -124,8 +122,6 @@ void RevokeToken(const HubContext& c, const std::shared_ptr<Exchange>& ex) {
     if (!theirs) return ex->Respond(HubErrorResponse(404, "", "no token " + Printable(id, 32) + " of yours"));
     auto revoked = c.options.people_service->Revoke(m.by, id);
     if (!revoked) return ex->Respond(HubErrorResponse(revoked.error()));
-    // This node refuses it from now on; the others at their next refresh.
-    if (auto st = c.options.people->Refresh(); !st) return ex->Respond(HubErrorResponse(st.error()));
     ex->Respond(JsonAnswer(json::object{{"id", id}, {"revoked", *revoked}}));
   });
 }

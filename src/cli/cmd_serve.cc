@@ -217,7 +217,7 @@ http::Status UseSso(const config::Config& cfg, Backend& b) {
                                                                 .scopes = cfg.oidc_scopes},
                                            *b.issuer_keys, *b.documents, Clock::System());
   b.sso = std::make_unique<oidc::SingleSignOn>(std::move(s), *b.relying_party, *b.people_service, *b.sign_in,
-                                               *b.people, Clock::System());
+                                               Clock::System());
   return Ok{};
 }
 
@@ -229,7 +229,6 @@ void ServePages(http::Server& server, const config::Config& cfg, Backend& b) {
   po.sign_in = b.sign_in.get();
   po.device = b.device.get();
   po.people = b.people_service.get();
-  po.directory = b.people.get();
   po.sso = b.sso.get();
   po.index = b.index.get();
   po.buckets = b.buckets.get();
@@ -293,7 +292,7 @@ http::Result<std::unique_ptr<Backend>> RegisterRoutes(http::Server& server, cons
   b->index = std::move(index);
   b->quota = std::make_unique<quota::QuotaService>(*b->index, Clock::System());
   b->people = std::make_unique<people::Directory>(*b->index, Clock::System());
-  b->people_service = std::make_unique<people::PeopleService>(*b->index, Clock::System());
+  b->people_service = std::make_unique<people::PeopleService>(*b->index, Clock::System(), b->people.get());
   b->sign_in = std::make_unique<people::SignInService>(*b->index, *b->people, Clock::System());
   b->device =
       std::make_unique<people::DeviceFlow>(*b->index, *b->people_service, *b->sign_in, Clock::System());

@@ -297,8 +297,8 @@ class SingleSignOnTest : public RelyingPartyTest {
     auto opened = index::OpenIndex("sqlite:" + (dir_ / "index.db").string());
     EXPECT_TRUE(opened.ok());
     index_ = std::move(*opened);
-    people_ = std::make_unique<people::PeopleService>(*index_, clock_);
     directory_ = std::make_unique<people::Directory>(*index_, clock_);
+    people_ = std::make_unique<people::PeopleService>(*index_, clock_, directory_.get());
     sign_in_ = std::make_unique<people::SignInService>(*index_, *directory_, clock_);
     EXPECT_TRUE(people_->CreateOrg(kBy, "acme", "").ok());
     EXPECT_TRUE(people_->CreateOrg(kBy, "labs", "").ok());
@@ -354,7 +354,7 @@ class SingleSignOnTest : public RelyingPartyTest {
 };
 
 TEST_F(SingleSignOnTest, ANewSubjectGetsAUserLinkedToItAndTheSameUserNextTime) {
-  SingleSignOn sso(settings_, party_, *people_, *sign_in_, *directory_, clock_);
+  SingleSignOn sso(settings_, party_, *people_, *sign_in_, clock_);
   auto first = SignIn(sso, "u-1", "grace@example.com", {"ml"});
   ASSERT_TRUE(first.ok()) << first.error().message;
   EXPECT_EQ(first->user, "grace");
@@ -381,7 +381,7 @@ TEST_F(SingleSignOnTest, ANewSubjectGetsAUserLinkedToItAndTheSameUserNextTime) {
 }
 
 TEST_F(SingleSignOnTest, AProvidersFullNameIsKeptOnlyAsTextALabelMayHold) {
-  SingleSignOn sso(settings_, party_, *people_, *sign_in_, *directory_, clock_);
+  SingleSignOn sso(settings_, party_, *people_, *sign_in_, clock_);
   const std::string long_name = std::string(99, 'a') + "\xC3\xA9";  // é across the 100-byte cut
   const auto name_of = [&](const std::string& sub, const std::string& user, const std::string& full) {
     claims_override_ = {{"name", full}};
@@ -398,7 +398,7 @@ TEST_F(SingleSignOnTest, AProvidersFullNameIsKeptOnlyAsTextALabelMayHold) {
 
 TEST_F(SingleSignOnTest, AnExistingNameIsNeverTakenOverAndAnOperatorLinksIt) {
   ASSERT_TRUE(people_->CreateUser(kBy, "alice", "", /*is_operator=*/true).ok());
-  SingleSignOn sso(settings_, party_, *people_, *sign_in_, *directory_, clock_);
+  SingleSignOn sso(settings_, party_, *people_, *sign_in_, clock_);
   auto r = SignIn(sso, "evil", "alice");
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().code, ErrorCode::kDenied) << r.error().message;
@@ -413,11 +413,11 @@ TEST_F(SingleSignOnTest, AnExistingNameIsNeverTakenOverAndAnOperatorLinksIt) {
 
 TEST_F(SingleSignOnTest, UnknownSubjectsAreRefusedWhenUsersAreNotMadeAndDisabledUsersAlways) {
   settings_.create_users = false;
-  SingleSignOn closed(settings_, party_, *people_, *sign_in_, *directory_, clock_);
+  SingleSignOn closed(settings_, party_, *people_, *sign_in_, clock_);
   EXPECT_EQ(SignIn(closed, "u-2", "bob").error().code, ErrorCode::kDenied);
   EXPECT_EQ(people_->Find("bob", std::nullopt).error().code, ErrorCode::kNotFound);
   settings_.create_users = true;
-  SingleSignOn open(settings_, party_, *people_, *sign_in_, *directory_, clock_);
+  SingleSignOn open(settings_, party_, *people_, *sign_in_, clock_);
   ASSERT_TRUE(SignIn(open, "u-2", "bob").ok());
   ASSERT_TRUE(people_->SetDisabled(kBy, "bob", true).ok());
   EXPECT_EQ(SignIn(open, "u-2", "bob").error().code, ErrorCode::kDenied);
@@ -425,7 +425,7 @@ TEST_F(SingleSignOnTest, UnknownSubjectsAreRefusedWhenUsersAreNotMadeAndDisabled
 }
 
 TEST_F(SingleSignOnTest, AFlowCookieFromAnotherBrowserOrTooOldSignsNobodyIn) {
-  SingleSignOn sso(settings_, party_, *people_, *sign_in_, *directory_, clock_);
+  SingleSignOn sso(settings_, party_, *people_, *sign_in_, clock_);
   auto started = sso.Begin("/");
   ASSERT_TRUE(started.ok());
   auto flow = ParseFlow(started->cookie);

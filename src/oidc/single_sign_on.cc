@@ -109,11 +109,7 @@ Result<SingleSignOn::Finished> SingleSignOn::Finish(std::string_view cookie, std
   auto user = UserFor(*who);
   if (!user) return user.error();
   if (user->disabled) return Denied("user " + user->name + " is disabled");
-  auto changed = SyncGroups(*user, *who);
-  if (!changed) return changed.error();
-  if (*changed) {
-    if (auto st = directory_.Refresh(); !st) return st.error();
-  }
+  if (auto changed = SyncGroups(*user, *who); !changed) return changed.error();
   auto session = sign_in_.Start(user->id, kMethod, client, now + settings_.session_life.count());
   if (!session) return session.error();
   return Finished{.session = std::move(*session), .began = now, .user = user->name, .next = flow->next};

@@ -65,15 +65,11 @@ class SingleSignOn {
   static constexpr size_t kMaxNext = 512;
   static constexpr std::string_view kMethod = "oidc";
 
-  // `directory` is the node's: it reads a membership the sign-in changed before the session's first page.
+  // A membership the sign-in changes is seen by this node before the session's first page when `people`
+  // refreshes the node's directory (PeopleService's `directory`).
   SingleSignOn(SsoSettings settings, RelyingParty& party, people::PeopleService& people,
-               people::SignInService& sign_in, people::Directory& directory, const Clock& clock)
-      : settings_(std::move(settings)),
-        party_(party),
-        people_(people),
-        sign_in_(sign_in),
-        directory_(directory),
-        clock_(clock) {}
+               people::SignInService& sign_in, const Clock& clock)
+      : settings_(std::move(settings)), party_(party), people_(people), sign_in_(sign_in), clock_(clock) {}
 
   const SsoSettings& settings() const { return settings_; }
 
@@ -106,7 +102,6 @@ class SingleSignOn {
   RelyingParty& party_;
   people::PeopleService& people_;
   people::SignInService& sign_in_;
-  people::Directory& directory_;
   const Clock& clock_;
 };
 

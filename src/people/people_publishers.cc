@@ -28,6 +28,7 @@ Result<PublisherRecord> PeopleService::CreatePublisher(const Actor& by, const Pu
                               (spec.repo.empty() ? owner->name + "/*" : spec.repo) + " " +
                                   std::string(TokenRoleName(spec.role)) + " from " + spec.issuer);
   if (auto st = index_.CreatePublisher(record, &event); !st.ok()) return st.error();
+  if (auto st = Changed(); !st.ok()) return st.error();
   return record;
 }
 
@@ -61,7 +62,10 @@ Result<bool> PeopleService::RevokePublisher(const Actor& by, std::string_view id
   const std::string ns = owner->empty() ? "" : owner->front().name;
   const auto event =
       by.Event(clock_.UnixSeconds(), "publisher.revoke", ns, "trust policy " + std::string(id));
-  return index_.RevokePublisher(id, clock_.UnixSeconds(), &event);
+  auto revoked = index_.RevokePublisher(id, clock_.UnixSeconds(), &event);
+  if (!revoked.ok()) return revoked.error();
+  if (auto st = Changed(); !st.ok()) return st.error();
+  return revoked;
 }
 
 }  // namespace cairn::people

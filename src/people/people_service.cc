@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "common/utf8.h"
+#include "people/directory.h"
 #include "people/names.h"
 
 namespace cairn::people {
@@ -124,7 +125,7 @@ Result<AccountRecord> PeopleService::Create(const Actor& by, AccountKind kind, s
   }
   const int64_t now = clock_.UnixSeconds();
   const bool user = kind == AccountKind::kUser;
-  return index_.CreateAccount(
+  auto made = index_.CreateAccount(
       {.kind = kind,
        .name = std::string(name),
        .full_name = std::string(full_name),
@@ -132,6 +133,14 @@ Result<AccountRecord> PeopleService::Create(const Actor& by, AccountKind kind, s
        .created_at = now,
        .audit = by.Event(now, user ? "user.create" : "org.create", std::string(name),
                          (user ? "user " : "org ") + std::string(name), is_operator ? "operator" : "")});
+  if (!made.ok()) return made.error();
+  if (auto st = Changed(); !st.ok()) return st.error();
+  return made;
+}
+
+Status PeopleService::Changed() {
+  if (directory_ == nullptr) return Ok{};
+  return directory_->Refresh();
 }
 
 Result<AccountRecord> PeopleService::CreateUser(const Actor& by, std::string_view name,
@@ -176,19 +185,25 @@ Result<std::vector<AccountRecord>> PeopleService::List(std::optional<AccountKind
 Status PeopleService::SetDisabled(const Actor& by, std::string_view user, bool disabled) {
   auto found = Find(user, AccountKind::kUser);
   if (!found.ok()) return found.error();
-  return index_.UpdateAccount(
-      found->id, {.disabled = disabled,
-                  .audit = by.Event(clock_.UnixSeconds(), disabled ? "user.disable" : "user.enable",
-                                    found->name, "user " + found->name)});
+  if (auto st = index_.UpdateAccount(
+          found->id, {.disabled = disabled,
+                      .audit = by.Event(clock_.UnixSeconds(), disabled ? "user.disable" : "user.enable",
+                                        found->name, "user " + found->name)});
+      !st.ok())
+    return st;
+  return Changed();
 }
 
 Status PeopleService::SetOperator(const Actor& by, std::string_view user, bool is_operator) {
   auto found = Find(user, AccountKind::kUser);
   if (!found.ok()) return found.error();
-  return index_.UpdateAccount(
-      found->id, {.is_operator = is_operator,
-                  .audit = by.Event(clock_.UnixSeconds(), "user.operator", found->name, "user " + found->name,
-                                    is_operator ? "operator" : "not operator")});
+  if (auto st = index_.UpdateAccount(
+          found->id, {.is_operator = is_operator,
+                      .audit = by.Event(clock_.UnixSeconds(), "user.operator", found->name,
+                                        "user " + found->name, is_operator ? "operator" : "not operator")});
+      !st.ok())
+    return st;
+  return Changed();
 }
 
 Status PeopleService::SetRole(const Actor& by, std::string_view org, std::string_view user,
@@ -199,7 +214,8 @@ Status PeopleService::SetRole(const Actor& by, std::string_view org, std::string
   if (!u.ok()) return u.error();
   const auto event = by.Event(clock_.UnixSeconds(), role ? "member.set" : "member.remove", o->name,
                               "member " + u->name, role ? std::string(OrgRoleName(*role)) : "");
-  return index_.SetMember(o->id, u->id, role, &event);
+  if (auto st = index_.SetMember(o->id, u->id, role, &event); !st.ok()) return st;
+  return Changed();
 }
 
 Result<std::vector<Membership>> PeopleService::WithAccounts(const std::vector<index::MemberRecord>& members,
@@ -271,6 +287,7 @@ Result<NewToken> PeopleService::CreateToken(const Actor& by, std::string_view ow
       by.Event(now, "token.create", user->name, "token " + record.id,
                std::string(TokenRoleName(role)) + ", expires " + std::to_string(record.expires_at));
   if (auto st = index_.CreateToken(record, &event); !st.ok()) return st.error();
+  if (auto st = Changed(); !st.ok()) return st.error();
   return NewToken{.record = std::move(record), .text = text->text()};
 }
 
@@ -295,7 +312,10 @@ Result<std::vector<TokenRecord>> PeopleService::Tokens(std::optional<std::string
 Result<bool> PeopleService::Revoke(const Actor& by, std::string_view id) {
   const int64_t now = clock_.UnixSeconds();
   const auto event = by.Event(now, "token.revoke", "", "token " + std::string(id));
-  return index_.RevokeToken(id, now, &event);
+  auto revoked = index_.RevokeToken(id, now, &event);
+  if (!revoked.ok()) return revoked.error();
+  if (auto st = Changed(); !st.ok()) return st.error();
+  return revoked;
 }
 
 }  // namespace cairn::people

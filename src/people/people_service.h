@@ -64,13 +64,19 @@ struct Membership {
   OrgRole role = OrgRole::kRead;
 };
 
+class Directory;  // people/directory.h
+
 class PeopleService {
  public:
   static constexpr std::chrono::seconds kMaxTokenLife{366LL * 24 * 3600};
   static constexpr size_t kMaxTextBytes = 100;  // a full name, a token's name
   static constexpr size_t kMaxGrants = 64;
 
-  PeopleService(index::PeopleIndex& index, const Clock& clock) : index_(index), clock_(clock) {}
+  // `directory` (optional; it outlives the service) is this node's view of people: it is refreshed after each
+  // change made here, so that this node's checks see the change at once (the other nodes at their periodic
+  // refresh). A refresh that fails is the change's error, though the change is made.
+  PeopleService(index::PeopleIndex& index, const Clock& clock, Directory* directory = nullptr)
+      : index_(index), clock_(clock), directory_(directory) {}
 
   // Every change is recorded in the audit log as `by`'s, in its own transaction (index.h's AuditIndex).
   Result<AccountRecord> CreateUser(const Actor& by, std::string_view name, std::string_view full_name,
@@ -117,8 +123,12 @@ class PeopleService {
                                std::string_view full_name, bool is_operator);
   Result<std::vector<Membership>> WithAccounts(const std::vector<index::MemberRecord>& members, bool orgs);
 
+  // After a change: the directory refreshed (when there is one).
+  Status Changed();
+
   index::PeopleIndex& index_;
   const Clock& clock_;
+  Directory* directory_;
 };
 
 }  // namespace cairn::people

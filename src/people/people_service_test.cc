@@ -217,6 +217,25 @@ TEST_F(PeopleServiceTest, ATokenHasAnOwnerALifeAndIsKeptAsAHash) {
 
 // A node's directory: a person's token verifies to whom it speaks for; what another node changes (a
 // revocation, a disabled user, a membership) reaches it at its next refresh, and a token made there at once.
+// Given the node's directory, the service refreshes it after each change: a token made works on this node at
+// once, a revoked one stops, a disabled user's session ends, without waiting for the periodic refresh.
+TEST_F(PeopleServiceTest, AServiceGivenTheDirectoryMakesItSeeEachChangeAtOnce) {
+  Directory directory(*index_, clock_);
+  ASSERT_TRUE(directory.Refresh().ok());
+  PeopleService service(*index_, clock_, &directory);
+  auto alice = service.CreateUser(kBy, "alice", "", false);
+  ASSERT_TRUE(alice.ok()) << alice.error().message;
+  EXPECT_TRUE(directory.SessionPerson(alice->id, clock_.UnixSeconds() + 60, "s").ok()) << "a new user";
+  auto made = service.CreateToken(kBy, "alice", "ci", TokenRole::kRead, {}, std::chrono::hours(1));
+  ASSERT_TRUE(made.ok()) << made.error().message;
+  ASSERT_TRUE(directory.HolderOf(made->text).has_value()) << "known without a refresh of its own";
+  ASSERT_TRUE(service.Revoke(kBy, made->record.id).ok());
+  EXPECT_FALSE(directory.Verify(made->text).ok()) << "revoked here at once";
+  ASSERT_TRUE(service.SetDisabled(kBy, "alice", true).ok());
+  EXPECT_EQ(directory.SessionPerson(alice->id, clock_.UnixSeconds() + 60, "s").error().code,
+            ErrorCode::kUnauthorized);
+}
+
 TEST_F(PeopleServiceTest, TheDirectoryVerifiesTokensAndLearnsOfChangesAtItsRefresh) {
   ASSERT_TRUE(people_->CreateUser(kBy, "alice", "", false).ok());
   ASSERT_TRUE(people_->CreateOrg(kBy, "acme", "").ok());

@@ -159,7 +159,6 @@ void ChangeMember(const PageContext& ctx, const std::shared_ptr<Exchange>& ex, c
   if (auto st = ctx.options.people->SetRole(actor, org, http::FormField(form, "user"), role); !st) {
     return ex->Respond(ErrorPage(http::HttpStatusOf(st.error().code), st.error().message, who.visitor));
   }
-  if (ctx.options.directory != nullptr) (void)ctx.options.directory->Refresh();  // this node sees it at once
   http::Response r = http::Response::Text(303, "", "text/plain; charset=utf-8");
   r.Header("Location", "/" + PercentEncode(org));
   ex->Respond(std::move(r));

@@ -45,10 +45,9 @@ struct PageOptions {
   // Devices' sign-ins (hf auth login: /device approves them); null: that page answers 404. Outlives the
   // server.
   people::DeviceFlow* device = nullptr;
-  // People's own tokens (/settings/tokens) and the directory that must see a change at once; null: that page
-  // answers 404. Outlive the server.
+  // People's own tokens (/settings/tokens) and organizations' members (it refreshes the node's directory
+  // after a change); null: those pages answer 404. Outlives the server.
   people::PeopleService* people = nullptr;
-  people::Directory* directory = nullptr;
   // Company sign-in (OpenID Connect: /login/oidc and its callback); null: only passwords. Outlives the
   // server.
   oidc::SingleSignOn* sso = nullptr;

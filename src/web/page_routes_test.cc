@@ -40,8 +40,8 @@ class PageRoutes : public api::testing::ApiServerTest {
     hub::HubOptions ho;
     ho.clock = &clock_;
     hub_ = std::make_unique<hub::HubService>(*index_, *files_, ho);
-    people_ = std::make_unique<people::PeopleService>(*index_, clock_);
     directory_ = std::make_unique<people::Directory>(*index_, clock_);
+    people_ = std::make_unique<people::PeopleService>(*index_, clock_, directory_.get());
     sign_in_ = std::make_unique<people::SignInService>(*index_, *directory_, clock_);
     ASSERT_TRUE(people_->CreateUser(kBy, "alice", "", false).ok());
     ASSERT_TRUE(people_->CreateUser(kBy, "bob", "", false).ok());
@@ -60,12 +60,11 @@ class PageRoutes : public api::testing::ApiServerTest {
         *keys_, docs_, clock_);
     oidc::SsoSettings settings;
     settings.display_name = "Test <SSO>";
-    sso_ = std::make_unique<oidc::SingleSignOn>(settings, *party_, *people_, *sign_in_, *directory_, clock_);
+    sso_ = std::make_unique<oidc::SingleSignOn>(settings, *party_, *people_, *sign_in_, clock_);
     PageOptions po;
     po.public_url = base_;
     po.sign_in = sign_in_.get();
     po.people = people_.get();
-    po.directory = directory_.get();
     po.sso = sso_.get();
     po.index = index_.get();
     buckets_ = std::make_unique<hub::BucketService>(*index_, *files_, clock_);

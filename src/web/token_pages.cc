@@ -73,7 +73,6 @@ void Create(const PageContext& ctx, const std::shared_ptr<Exchange>& ex, const S
     v.set("error", made.error().message);
     return ex->Respond(TokensPage(ctx, http::HttpStatusOf(made.error().code), who, v));
   }
-  if (ctx.options.directory != nullptr) (void)ctx.options.directory->Refresh();  // works here at once
   View created;
   created.set("text", made->text);
   v.set("created", created);
@@ -99,7 +98,6 @@ void Revoke(const PageContext& ctx, const std::shared_ptr<Exchange>& ex, const S
   if (!revoked)
     return ex->Respond(
         ErrorPage(http::HttpStatusOf(revoked.error().code), revoked.error().message, who.visitor));
-  if (ctx.options.directory != nullptr) (void)ctx.options.directory->Refresh();  // refused here at once
   v.set("done", "Revoked token " + std::string(id) + ": every node refuses it within the refresh interval.");
   ex->Respond(TokensPage(ctx, 200, who, v));
 }
