@@ -214,6 +214,9 @@ void RegisterSignInPages(const std::shared_ptr<const PageContext>& ctx) {
            [ctx](const std::shared_ptr<Exchange>& ex) { ShowLogin(ctx, ex); });
   r.Handle(Verb::post, "/login", http::RouteOptions().Name("page_login").MaxBody(small),
            [ctx](const std::shared_ptr<Exchange>& ex) { Login(ctx, ex); });
+  // Registered with or without company sign-in (unlike the pages of other optional services, which another
+  // page's 404 answers when absent): /login/oidc/callback matches no other page, and would otherwise get the
+  // router's JSON 404 instead of a page saying there is no company sign-in here.
   r.Handle(Verb::get, "/login/oidc", http::RouteOptions().Name("page_login_oidc"),
            [ctx](const std::shared_ptr<Exchange>& ex) { StartSso(ctx, ex); });
   r.Handle(Verb::get, "/login/oidc/callback", http::RouteOptions().Name("page_login_oidc"),
