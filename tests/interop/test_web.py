@@ -213,6 +213,12 @@ def sign_in(browser, url: str, name: str, password: str) -> None:
              (browser.find_elements("css selector", ".error") or "/login" not in browser.current_url))
 
 
+def sign_out(browser) -> None:
+    """The header's "Sign out", until the page says "Sign in"."""
+    browser.find_element("css selector", "form.inline button").click()
+    wait_for(lambda: "Sign in" in browser.find_element("tag name", "nav").text)
+
+
 def session_cookie(browser) -> str:
     cookies = {c["name"]: c for c in browser.get_cookies()}
     c = cookies.get("cairn_session")
@@ -261,8 +267,7 @@ def test_password_sign_in_shows_private_repositories_until_sign_out(server, hub_
     assert http("GET", srv.url + "/alice/secret", headers={"Cookie": f"cairn_session={cookie}"}).status == 200
 
     # Signing out ends the session on the server: the cookie, replayed, opens nothing.
-    browser.find_element("css selector", "form.inline button").click()
-    wait_for(lambda: "Sign in" in browser.find_element("tag name", "nav").text)
+    sign_out(browser)
     browser.get(srv.url + "/alice/secret")
     assert "404" in browser.title
     assert http("GET", srv.url + "/alice/secret", headers={"Cookie": f"cairn_session={cookie}"}).status == 404
@@ -525,8 +530,7 @@ def test_the_operator_page_shows_dedup_health_and_events_to_operators_alone(serv
     sign_in(browser, srv.url, "dave", password)
     browser.get(srv.url + "/admin")
     assert "404" in browser.title and "Operator" not in browser.find_element("tag name", "nav").text
-    browser.find_element("css selector", "form.inline button").click()
-    wait_for(lambda: "Sign in" in browser.find_element("tag name", "nav").text)
+    sign_out(browser)
     sign_in(browser, srv.url, "olga", password)
     browser.find_element("link text", "Operator").click()
     text = page_text(browser, srv.url + "/admin", "operator")

@@ -19,7 +19,7 @@ from common import free_port, http
 from hub_util import Hub
 from oidc_provider import OidcProvider
 from servers import WATCH
-from test_web import browser, page_text, session_cookie, wait_for  # noqa: F401 (browser: the fixture)
+from test_web import browser, page_text, session_cookie, sign_out, wait_for  # noqa: F401 (browser: the fixture)
 
 
 @pytest.fixture(scope="module")
@@ -93,8 +93,7 @@ def test_company_sign_in_shows_private_repositories_and_gives_the_groups_roles(s
     assert oidc.issuer in linked and "u-grace" in linked
 
     # Signing out ends the session; the cookie replayed opens nothing.
-    browser.find_element("css selector", "form.inline button").click()
-    wait_for(lambda: "Sign in" in browser.find_element("tag name", "nav").text)
+    sign_out(browser)
     assert http("GET", srv.url + "/acme/secret", headers={"Cookie": f"cairn_session={cookie}"}).status == 404
 
     # Out of the group at the provider: out of acme at the next sign-in, the repository a 404 again.
