@@ -11,7 +11,8 @@ namespace {
 // What the MAC covers: each part length-prefixed, so no two (repository, revision, path) read alike.
 std::string Subject(const RepoId& id, std::string_view rev, std::string_view path) {
   std::string out = "repository-file|";
-  for (const std::string_view part : {std::string_view(RepoPath(id)), rev, path}) {
+  const std::string repo = RepoPath(id);  // a named string: the list below holds views of it
+  for (const std::string_view part : {std::string_view(repo), rev, path}) {
     out += std::to_string(part.size());
     out += ':';
     out += part;

@@ -173,8 +173,9 @@ Result<std::shared_ptr<const PageContext::KeptPart>> Kept(
     const std::function<Result<std::string>()>& render) {
   constexpr auto kKeptFor = std::chrono::minutes(1);
   std::string key = std::to_string(page.repo.record.id);
+  const std::string commit = page.commit.hex();  // a named string: the list below holds views of it
   for (const std::string_view part :
-       {std::string_view(page.commit.hex()), std::string_view(page.url), std::string_view(page.rev), what}) {
+       {std::string_view(commit), std::string_view(page.url), std::string_view(page.rev), what}) {
     key += '\0';
     key += part;
   }
