@@ -638,6 +638,9 @@ std::string HostOf(std::string_view url) {
   const std::string_view rest = url.substr(scheme == std::string_view::npos ? 0 : scheme + 3);
   std::string host(rest.substr(0, rest.find('/')));
   for (char& ch : host) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  // A browser names no port that is its scheme's own: "https://files.example:443" is Host "files.example".
+  const std::string_view default_port = url.starts_with("https://") ? ":443" : ":80";
+  if (host.ends_with(default_port)) host.resize(host.size() - default_port.size());
   return host;
 }
 

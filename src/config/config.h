@@ -29,7 +29,7 @@ struct NamedSecret {
 
 // "scheme://host[:port]" of a URL (what follows is dropped).
 std::string OriginOf(std::string_view url);
-// The host of a URL as a browser's Host header names it: "host[:port]".
+// The host of a URL as a browser's Host header names it: "host[:port]", without its scheme's own port.
 std::string HostOf(std::string_view url);
 
 struct Config {

@@ -131,6 +131,9 @@ TEST(Config, AUserContentOriginIsAnotherHostsOrigin) {
   EXPECT_EQ(HostOf(c->content_url), "files.hub.example");
   EXPECT_EQ(HostOf("http://LocalHost:8081/x"), "localhost:8081");
   EXPECT_EQ(OriginOf("http://localhost:8081/x/y"), "http://localhost:8081");
+  EXPECT_EQ(HostOf("https://files.example:443"), "files.example") << "the Host a browser sends";
+  EXPECT_EQ(HostOf("http://files.example:80"), "files.example");
+  EXPECT_EQ(HostOf("http://files.example:443"), "files.example:443");
 }
 
 TEST(Config, ConfigFileFromEnvironment) {
